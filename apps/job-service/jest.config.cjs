@@ -1,0 +1,1 @@
+module.exports = { ...require('../../jest.preset.cjs'), displayName: 'job-service', roots: ['<rootDir>/apps/job-service'] };

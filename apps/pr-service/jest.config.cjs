@@ -1,0 +1,1 @@
+module.exports = { ...require('../../jest.preset.cjs'), displayName: 'pr-service', roots: ['<rootDir>/apps/pr-service'] };

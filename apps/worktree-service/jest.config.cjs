@@ -1,0 +1,1 @@
+module.exports = { ...require('../../jest.preset.cjs'), displayName: 'worktree-service', roots: ['<rootDir>/apps/worktree-service'] };

@@ -1,0 +1,1 @@
+module.exports = { ...require('../../jest.preset.cjs'), displayName: 'service-runtime', roots: ['<rootDir>/libs/service-runtime'] };
