@@ -1,1 +1,5 @@
-export const x = 1;
+export * from './errors.js';
+export * from './hashing.js';
+export * from './subjects.js';
+export * from './envelope.js';
+export * from './registry.js';

@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import { ErrorPayloadSchema } from './errors.js';
+
+/** Metadata every event carries besides its data. */
+export const EventMetadataSchema = z.object({
+  correlationId: z.string().min(1),
+  causationId: z.string().min(1).nullable(),
+  idempotencyKey: z.string().min(1).nullable(),
+  actor: z.string().min(1).nullable(),
+});
+export type EventMetadata = z.infer<typeof EventMetadataSchema>;
+
+/** The envelope of every event published on the bus; `data` is validated by the event's own schema. */
+export const EventEnvelopeSchema = z.object({
+  eventId: z.uuid(),
+  type: z.string().regex(/^[A-Za-z][A-Za-z0-9]*$/),
+  schemaVersion: z.number().int().positive(),
+  streamId: z.string().min(1).regex(/^[^.*>\s]+$/, 'stream id must be a single subject token'),
+  streamVersion: z.number().int().positive(),
+  position: z.number().int().positive(),
+  occurredAt: z.iso.datetime({ offset: true }),
+  correlationId: z.string().min(1),
+  causationId: z.string().min(1).nullable(),
+  idempotencyKey: z.string().min(1).nullable(),
+  actor: z.string().min(1).nullable(),
+  data: z.unknown(),
+});
+export type EventEnvelope<D = unknown> = Omit<z.infer<typeof EventEnvelopeSchema>, 'data'> & { data: D };
+
+/** What a command reply looks like on the wire: a result or a typed error, never both. */
+export function commandReplySchema<R extends z.ZodType>(result: R) {
+  return z.discriminatedUnion('ok', [
+    z.object({ ok: z.literal(true), result }),
+    z.object({ ok: z.literal(false), error: ErrorPayloadSchema }),
+  ]);
+}
+
+/** Fields every command request may carry besides its own payload. */
+export const CommandMetaSchema = z.object({
+  correlationId: z.string().min(1).max(200).optional(),
+  causationId: z.string().min(1).max(200).optional(),
+  actor: z.string().min(1).max(200).optional(),
+});

@@ -1,0 +1,79 @@
+import { z } from 'zod';
+
+/** Every error that crosses a process boundary carries one of these codes. */
+export const ErrorCode = {
+  INVALID_COMMAND: 'INVALID_COMMAND',
+  VERSION_CONFLICT: 'VERSION_CONFLICT',
+  IDEMPOTENCY_CONFLICT: 'IDEMPOTENCY_CONFLICT',
+  STALE_FENCE: 'STALE_FENCE',
+  NOT_FOUND: 'NOT_FOUND',
+  ALREADY_CLAIMED: 'ALREADY_CLAIMED',
+  INVALID_TRANSITION: 'INVALID_TRANSITION',
+  PRECONDITION_FAILED: 'PRECONDITION_FAILED',
+  LOCK_TIMEOUT: 'LOCK_TIMEOUT',
+  TIMEOUT: 'TIMEOUT',
+  UNAVAILABLE: 'UNAVAILABLE',
+  INTERNAL: 'INTERNAL',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+export const ErrorCodeSchema = z.enum(Object.values(ErrorCode) as [ErrorCode, ...ErrorCode[]]);
+
+export const ValidationIssueSchema = z.object({
+  path: z.array(z.union([z.string(), z.number()])),
+  message: z.string(),
+  code: z.string().optional(),
+});
+export type ValidationIssue = z.infer<typeof ValidationIssueSchema>;
+
+export const ErrorPayloadSchema = z.object({
+  code: ErrorCodeSchema,
+  message: z.string(),
+  issues: z.array(ValidationIssueSchema).optional(),
+  details: z.record(z.string(), z.unknown()).optional(),
+});
+export type ErrorPayload = z.infer<typeof ErrorPayloadSchema>;
+
+/** A typed, expected failure: a refusal with a code and a human sentence. Never carries secrets. */
+export class GantryError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+    readonly issues?: ValidationIssue[],
+  ) {
+    super(message);
+    this.name = 'GantryError';
+  }
+
+  toPayload(): ErrorPayload {
+    return {
+      code: this.code,
+      message: this.message,
+      ...(this.issues ? { issues: this.issues } : {}),
+      ...(this.details ? { details: this.details } : {}),
+    };
+  }
+
+  static fromPayload(payload: ErrorPayload): GantryError {
+    return new GantryError(payload.code, payload.message, payload.details, payload.issues);
+  }
+}
+
+export function isGantryError(value: unknown): value is GantryError {
+  return value instanceof GantryError;
+}
+
+export function issuesOf(error: z.ZodError): ValidationIssue[] {
+  return error.issues.map((issue) => ({
+    path: issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p)),
+    message: issue.message,
+    code: issue.code,
+  }));
+}
+
+export function invalidCommand(error: z.ZodError, what = 'command'): GantryError {
+  const issues = issuesOf(error);
+  const summary = issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+  return new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${what}: ${summary}`, undefined, issues);
+}

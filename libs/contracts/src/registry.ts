@@ -1,0 +1,88 @@
+import { z } from 'zod';
+import type { Context } from './subjects.js';
+import { invalidCommand, GantryError, ErrorCode } from './errors.js';
+import type { EventEnvelope } from './envelope.js';
+
+export interface Examples<T> {
+  /** Inputs the schema must accept. */
+  valid: T[];
+  /** Inputs the schema must refuse. */
+  invalid: unknown[];
+}
+
+export interface CommandContract<Req extends z.ZodType = z.ZodType, Res extends z.ZodType = z.ZodType> {
+  kind: 'command';
+  context: Context;
+  name: string;
+  request: Req;
+  reply: Res;
+  examples: Examples<z.input<Req>>;
+}
+
+export interface EventContract<Data extends z.ZodType = z.ZodType> {
+  kind: 'event';
+  context: Context;
+  type: string;
+  schemaVersion: number;
+  data: Data;
+  examples: Examples<z.input<Data>>;
+}
+
+export type RequestOf<C> = C extends CommandContract<infer Req, z.ZodType> ? z.output<Req> : never;
+export type ReplyOf<C> = C extends CommandContract<z.ZodType, infer Res> ? z.output<Res> : never;
+export type DataOf<C> = C extends EventContract<infer D> ? z.output<D> : never;
+
+const commands = new Map<string, CommandContract>();
+const events = new Map<string, EventContract>();
+
+const commandKey = (context: string, name: string) => `${context}.${name}`;
+const eventKey = (context: string, type: string, version: number) => `${context}.${type}@${version}`;
+
+export function defineCommand<Req extends z.ZodType, Res extends z.ZodType>(
+  spec: Omit<CommandContract<Req, Res>, 'kind'>,
+): CommandContract<Req, Res> {
+  const key = commandKey(spec.context, spec.name);
+  if (commands.has(key)) throw new Error(`command ${key} is defined twice`);
+  if (!/^[a-z][a-z0-9_]*$/.test(spec.name)) throw new Error(`command name ${spec.name} must be snake_case`);
+  const contract = { kind: 'command' as const, ...spec };
+  commands.set(key, contract as unknown as CommandContract);
+  return contract;
+}
+
+export function defineEvent<Data extends z.ZodType>(spec: Omit<EventContract<Data>, 'kind'>): EventContract<Data> {
+  const key = eventKey(spec.context, spec.type, spec.schemaVersion);
+  if (events.has(key)) throw new Error(`event ${key} is defined twice`);
+  if (!/^[A-Z][A-Za-z0-9]*$/.test(spec.type)) throw new Error(`event type ${spec.type} must be PascalCase`);
+  const contract = { kind: 'event' as const, ...spec };
+  events.set(key, contract as unknown as EventContract);
+  return contract;
+}
+
+export const contractRegistry = {
+  commands: (): CommandContract[] => [...commands.values()],
+  events: (): EventContract[] => [...events.values()],
+  command: (context: Context, name: string): CommandContract | undefined => commands.get(commandKey(context, name)),
+  event: (context: Context, type: string, schemaVersion: number): EventContract | undefined =>
+    events.get(eventKey(context, type, schemaVersion)),
+};
+
+/** Parse a command request; a refusal is an INVALID_COMMAND error listing the zod issues. */
+export function parseRequest<C extends CommandContract>(contract: C, input: unknown): RequestOf<C> {
+  const parsed = contract.request.safeParse(input);
+  if (!parsed.success) throw invalidCommand(parsed.error, `${contract.context}.${contract.name} request`);
+  return parsed.data as RequestOf<C>;
+}
+
+/** Parse the data of an event envelope against its registered contract. */
+export function parseEventData(context: Context, envelope: EventEnvelope): unknown {
+  const contract = contractRegistry.event(context, envelope.type, envelope.schemaVersion);
+  if (!contract) {
+    throw new GantryError(
+      ErrorCode.INVALID_COMMAND,
+      `unknown event ${context}.${envelope.type}@${envelope.schemaVersion}`,
+    );
+  }
+  const parsed = contract.data.safeParse(envelope.data);
+  if (!parsed.success) throw invalidCommand(parsed.error, `${context}.${envelope.type} event`);
+  return parsed.data;
+}
