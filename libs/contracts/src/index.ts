@@ -3,3 +3,4 @@ export * from './hashing.js';
 export * from './subjects.js';
 export * from './envelope.js';
 export * from './registry.js';
+export * from './jobs/agent-config.js';
