@@ -1,0 +1,64 @@
+import type { EventStore, UnitOfWork } from './event-store.js';
+import type { CommandMetadata, ExecuteResult, IdempotencyOptions, StoredEvent } from './types.js';
+
+export interface DomainEvent {
+  type: string;
+  data: unknown;
+}
+
+/** Emmett's shape: the aggregate's rules as plain functions; refusals are thrown GantryErrors. */
+export interface Decider<Command, State, Event extends DomainEvent> {
+  initialState: State;
+  decide(command: Command, state: State): Event[];
+  evolve(state: State, event: Event): State;
+}
+
+export function fold<State, Event extends DomainEvent>(
+  decider: Pick<Decider<unknown, State, Event>, 'initialState' | 'evolve'>,
+  events: Array<Pick<StoredEvent, 'type' | 'data'>>,
+): State {
+  return events.reduce((state, e) => decider.evolve(state, { type: e.type, data: e.data } as Event), decider.initialState);
+}
+
+export interface Decision<State, Event extends DomainEvent> {
+  /** State before the command. */
+  before: State;
+  /** State after the new events. */
+  after: State;
+  decided: Event[];
+  appended: StoredEvent[];
+  /** Stream version after the append. */
+  version: number;
+}
+
+/** Loads the stream, decides, and appends at the version it loaded (the append is the compare-and-set). */
+export async function decideWithin<Command, State, Event extends DomainEvent>(
+  uow: UnitOfWork,
+  decider: Decider<Command, State, Event>,
+  streamId: string,
+  command: Command,
+): Promise<Decision<State, Event>> {
+  const history = await uow.readStream(streamId);
+  const before = fold(decider, history);
+  const decided = decider.decide(command, before);
+  const appended = await uow.append(streamId, history.length, decided);
+  const after = decided.reduce((s, e) => decider.evolve(s, e), before);
+  return { before, after, decided, appended, version: history.length + decided.length };
+}
+
+/** One decider command as one idempotent, retried-on-conflict transaction. */
+export async function handleWithDecider<Command, State, Event extends DomainEvent, Result>(
+  store: EventStore,
+  options: {
+    decider: Decider<Command, State, Event>;
+    streamId: string;
+    command: Command;
+    metadata: CommandMetadata;
+    idempotency?: IdempotencyOptions;
+    reply: (decision: Decision<State, Event>) => Result;
+  },
+): Promise<ExecuteResult<Result>> {
+  return store.execute({ metadata: options.metadata, idempotency: options.idempotency }, async (uow) =>
+    options.reply(await decideWithin(uow, options.decider, options.streamId, options.command)),
+  );
+}

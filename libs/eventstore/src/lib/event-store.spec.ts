@@ -1,0 +1,164 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { ErrorCode, GantryError } from '@gantry/contracts';
+import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
+import { createPool } from './database.js';
+import { migrate } from './migrations.js';
+import { EventStore } from './event-store.js';
+import { handleWithDecider, type Decider } from './decider.js';
+
+type CounterEvent = { type: 'Incremented'; data: { by: number } };
+type CounterCommand = { type: 'increment'; by: number; max?: number };
+const counter: Decider<CounterCommand, { total: number }, CounterEvent> = {
+  initialState: { total: 0 },
+  decide: (command, state) => {
+    if (command.max !== undefined && state.total + command.by > command.max) {
+      throw new GantryError(ErrorCode.INVALID_TRANSITION, `total would exceed ${command.max}`);
+    }
+    return [{ type: 'Incremented', data: { by: command.by } }];
+  },
+  evolve: (state, event) => ({ total: state.total + event.data.by }),
+};
+
+const meta = { correlationId: 'test' };
+
+describe('event store', () => {
+  const schema = uniqueName('eventstore');
+  let pool: pg.Pool;
+  let store: EventStore;
+
+  beforeAll(async () => {
+    await migrate({ url: testDatabaseUrl, schema });
+    pool = createPool({ url: testDatabaseUrl, schema, max: 25 });
+    store = new EventStore({ pool, schema });
+  });
+  afterAll(async () => {
+    await pool.end();
+    await dropSchema(schema);
+  });
+
+  const countEvents = async (streamId: string) =>
+    Number((await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [streamId])).rows[0].count);
+
+  it('migrations can run twice (a restart) without changing anything', async () => {
+    await migrate({ url: testDatabaseUrl, schema });
+    const { rows } = await pool.query('SELECT count(*) FROM migrations');
+    expect(Number(rows[0].count)).toBe(1);
+  });
+
+  it('appends with versions 1..n and reads the stream back in order', async () => {
+    const stream = `s-${randomUUID()}`;
+    await store.append(stream, 0, [{ type: 'A', data: { n: 1 } }, { type: 'B', data: { n: 2 } }], meta);
+    await store.append(stream, 2, [{ type: 'C', data: { n: 3 } }], meta);
+    const events = await store.readStream(stream);
+    expect(events.map((e) => [e.type, e.streamVersion])).toEqual([['A', 1], ['B', 2], ['C', 3]]);
+    expect(events[0]!.metadata).toEqual({ correlationId: 'test', causationId: null, idempotencyKey: null, actor: null });
+    expect(events[0]!.position).toBeLessThan(events[2]!.position);
+  });
+
+  it('refuses an append at a stale expected version and writes nothing', async () => {
+    const stream = `s-${randomUUID()}`;
+    await store.append(stream, 0, [{ type: 'A', data: {} }], meta);
+    await expect(store.append(stream, 0, [{ type: 'B', data: {} }], meta)).rejects.toMatchObject({ code: ErrorCode.VERSION_CONFLICT });
+    expect(await countEvents(stream)).toBe(1);
+  });
+
+  it('lets exactly one of 20 concurrent appends at the same expected version win', async () => {
+    const stream = `s-${randomUUID()}`;
+    await store.append(stream, 0, [{ type: 'Created', data: {} }], meta);
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) => store.append(stream, 1, [{ type: 'Raced', data: { i } }], meta)),
+    );
+    const won = outcomes.filter((o) => o.status === 'fulfilled');
+    const lost = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
+    expect(won).toHaveLength(1);
+    expect(lost).toHaveLength(19);
+    for (const l of lost) expect(l.reason).toMatchObject({ code: ErrorCode.VERSION_CONFLICT });
+    expect(await countEvents(stream)).toBe(2);
+    expect(Number((await pool.query('SELECT count(*) FROM outbox o JOIN events e USING (position) WHERE e.stream_id = $1', [stream])).rows[0].count)).toBe(2);
+  });
+
+  describe('idempotency', () => {
+    const run = (streamId: string, key: string, by: number, options: { max?: number; ttlMs?: number } = {}) =>
+      handleWithDecider(store, {
+        decider: counter,
+        streamId,
+        command: { type: 'increment', by, max: options.max },
+        metadata: meta,
+        idempotency: { scope: 'counter', key, request: { streamId, by, max: options.max }, ttlMs: options.ttlMs },
+        reply: (d) => ({ total: d.after.total, version: d.version }),
+      });
+
+    it('same key and request twice: one event, identical results', async () => {
+      const stream = `s-${randomUUID()}`;
+      const key = randomUUID();
+      const first = await run(stream, key, 2);
+      const second = await run(stream, key, 2);
+      expect(first.replayed).toBe(false);
+      expect(second.replayed).toBe(true);
+      expect(second.result).toEqual(first.result);
+      expect(await countEvents(stream)).toBe(1);
+    });
+
+    it('same key with a different request: IDEMPOTENCY_CONFLICT and nothing written', async () => {
+      const stream = `s-${randomUUID()}`;
+      const key = randomUUID();
+      await run(stream, key, 2);
+      await expect(run(stream, key, 3)).rejects.toMatchObject({ code: ErrorCode.IDEMPOTENCY_CONFLICT });
+      expect(await countEvents(stream)).toBe(1);
+    });
+
+    it('20 concurrent identical requests: one event and 20 identical results', async () => {
+      const stream = `s-${randomUUID()}`;
+      const key = randomUUID();
+      const results = await Promise.all(Array.from({ length: 20 }, () => run(stream, key, 5)));
+      expect(new Set(results.map((r) => JSON.stringify(r.result))).size).toBe(1);
+      expect(results.filter((r) => !r.replayed)).toHaveLength(1);
+      expect(await countEvents(stream)).toBe(1);
+    });
+
+    it('a refusal is stored: the retry gets the same refusal even after the state changed', async () => {
+      const stream = `s-${randomUUID()}`;
+      const key = randomUUID();
+      await run(stream, randomUUID(), 5);
+      await expect(run(stream, key, 10, { max: 10 })).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+      await expect(run(stream, key, 10, { max: 10 })).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+      expect(await countEvents(stream)).toBe(1);
+    });
+
+    it('a key whose window has passed may be used again', async () => {
+      const stream = `s-${randomUUID()}`;
+      const key = randomUUID();
+      await run(stream, key, 1, { ttlMs: 1 });
+      await new Promise((r) => setTimeout(r, 20));
+      const again = await run(stream, key, 1, { ttlMs: 60_000 });
+      expect(again.replayed).toBe(false);
+      expect(again.result).toEqual({ total: 2, version: 2 });
+    });
+
+    it('concurrent distinct commands on one stream all land, each decided on fresh state', async () => {
+      const stream = `s-${randomUUID()}`;
+      const results = await Promise.all(Array.from({ length: 4 }, () => run(stream, randomUUID(), 1)));
+      expect(results.map((r) => r.result.total).sort()).toEqual([1, 2, 3, 4]);
+      expect(await countEvents(stream)).toBe(4);
+    });
+
+    it('a handler that fails unexpectedly leaves no receipt, so the retry runs for real', async () => {
+      const stream = `s-${randomUUID()}`;
+      const key = randomUUID();
+      await expect(
+        store.execute({ metadata: meta, idempotency: { scope: 'counter', key, request: 1 } }, async (uow) => {
+          await uow.append(stream, 0, [{ type: 'Incremented', data: { by: 1 } }]);
+          throw new Error('crash between two steps');
+        }),
+      ).rejects.toThrow('crash between two steps');
+      expect(await countEvents(stream)).toBe(0);
+      const retry = await store.execute({ metadata: meta, idempotency: { scope: 'counter', key, request: 1 } }, async (uow) => {
+        await uow.append(stream, 0, [{ type: 'Incremented', data: { by: 1 } }]);
+        return 'done';
+      });
+      expect(retry).toMatchObject({ result: 'done', replayed: false });
+      expect(await countEvents(stream)).toBe(1);
+    });
+  });
+});

@@ -1,0 +1,115 @@
+import pg from 'pg';
+import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
+import { assertSchemaName, ensureSchema } from './database.js';
+
+export type MigrationClass = new () => MigrationInterface;
+
+/** The tables every service's event log needs; services add their own migrations after it. */
+export class EventLogTables1764460800000 implements MigrationInterface {
+  name = 'EventLogTables1764460800000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      CREATE TABLE events (
+        position        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        event_id        uuid NOT NULL UNIQUE,
+        stream_id       text NOT NULL,
+        stream_version  integer NOT NULL CHECK (stream_version > 0),
+        type            text NOT NULL,
+        schema_version  integer NOT NULL,
+        data            jsonb NOT NULL,
+        metadata        jsonb NOT NULL,
+        occurred_at     timestamptz NOT NULL,
+        recorded_at     timestamptz NOT NULL DEFAULT now(),
+        tx_id           xid8 NOT NULL DEFAULT pg_current_xact_id(),
+        CONSTRAINT events_stream_version_unique UNIQUE (stream_id, stream_version)
+      )`);
+    // Rows waiting for the relay; inserted with the events, deleted once JetStream acknowledged them.
+    await q.query(`CREATE TABLE outbox (position bigint PRIMARY KEY REFERENCES events(position))`);
+    await q.query(`
+      CREATE TABLE idempotency_receipts (
+        scope         text NOT NULL,
+        key           text NOT NULL,
+        request_hash  text NOT NULL,
+        result        jsonb,
+        created_at    timestamptz NOT NULL DEFAULT now(),
+        expires_at    timestamptz,
+        PRIMARY KEY (scope, key)
+      )`);
+    await q.query(`
+      CREATE TABLE inbox (
+        consumer      text NOT NULL,
+        event_id      text NOT NULL,
+        processed_at  timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (consumer, event_id)
+      )`);
+    await q.query(`
+      CREATE TABLE dead_letters (
+        id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        consumer        text NOT NULL,
+        subject         text NOT NULL,
+        stream_sequence bigint,
+        event_id        text,
+        payload         text NOT NULL,
+        error           jsonb NOT NULL,
+        recorded_at     timestamptz NOT NULL DEFAULT now()
+      )`);
+    // Per projection and stream: the last stream version applied. Makes every apply exactly-once and in order.
+    await q.query(`
+      CREATE TABLE projection_positions (
+        projection      text NOT NULL,
+        stream_id       text NOT NULL,
+        stream_version  integer NOT NULL,
+        position        bigint NOT NULL,
+        PRIMARY KEY (projection, stream_id)
+      )`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    for (const table of ['projection_positions', 'dead_letters', 'inbox', 'idempotency_receipts', 'outbox', 'events']) {
+      await q.query(`DROP TABLE IF EXISTS ${table}`);
+    }
+  }
+}
+
+export interface MigrateOptions {
+  url: string;
+  schema: string;
+  /** The service's own migrations; the event-log tables always come first. */
+  migrations?: MigrationClass[];
+}
+
+/**
+ * Creates the schema and runs the pending TypeORM migrations (synchronize is never used).
+ * Replicas starting together serialise on an advisory lock keyed by the schema name.
+ */
+export async function migrate(options: MigrateOptions): Promise<void> {
+  const schema = assertSchemaName(options.schema);
+  await ensureSchema(options.url, schema);
+  const lock = new pg.Client({ connectionString: options.url });
+  await lock.connect();
+  try {
+    await lock.query(`SELECT pg_advisory_lock(hashtext('gantry.migrate.' || $1))`, [schema]);
+    const dataSource = new DataSource({
+      type: 'postgres',
+      url: options.url,
+      schema,
+      synchronize: false,
+      migrationsRun: false,
+      migrationsTableName: 'migrations',
+      migrationsTransactionMode: 'each',
+      migrations: [EventLogTables1764460800000, ...(options.migrations ?? [])],
+      extra: { options: `-c search_path=${schema},public`, max: 1 },
+      logging: false,
+    });
+    await dataSource.initialize();
+    try {
+      await dataSource.runMigrations({ transaction: 'each' });
+    } finally {
+      await dataSource.destroy();
+    }
+  } finally {
+    await lock.query(`SELECT pg_advisory_unlock(hashtext('gantry.migrate.' || $1))`, [schema]).catch(() => undefined);
+    await lock.end();
+  }
+}
