@@ -1,0 +1,101 @@
+import { effortForThinkingBudget, ErrorCode, GantryError, type AgentConfig, type JobKind } from '@gantry/contracts';
+import {
+  defaultPromptTemplates,
+  GantryToolNames,
+  PAYLOAD_PATH_PLACEHOLDER,
+  qualifiedToolName,
+} from './prompt-templates.js';
+
+/** What the runner spawns for one job: no shell, the arguments exactly as the agent CLI parses them. */
+export interface AgentCommand {
+  bin: string;
+  args: string[];
+}
+
+export interface AgentCommandInput {
+  kind: JobKind;
+  /** The configuration resolved at claim (product → sprint → job overrides already applied). */
+  config: AgentConfig;
+  /** Absolute path of the job's payload JSON, filled into the kind's prompt. */
+  payloadPath: string;
+  /** Absolute path of the `--mcp-config` file that points the agent at the runner's tool server. */
+  mcpConfigPath: string;
+  /** Absolute path of the leased worktree the agent works in. */
+  worktreeDir: string;
+  /** The agent CLI; `claude` unless configured (the stand-in agent in tests and local runs). */
+  bin?: string;
+  promptTemplates?: Record<JobKind, string>;
+}
+
+export const DEFAULT_AGENT_BIN = 'claude';
+
+/**
+ * The agent command line:
+ * `claude -p <prompt> --model <m> --permission-mode <p> [--effort <e>] --allowedTools <a,b>
+ *  --mcp-config <file> --add-dir <dir> --output-format text`.
+ *
+ * `maxTurns` is recorded on the job only; the CLI has no such flag. The gantry tools are always
+ * added to the allowed tools: the story-log obligation cannot be met when the agent may not call them,
+ * and the tool server offers nothing else (no claim, heartbeat or queue tools).
+ */
+export function buildAgentCommand(input: AgentCommandInput): AgentCommand {
+  for (const [name, path] of [
+    ['payload path', input.payloadPath],
+    ['MCP config path', input.mcpConfigPath],
+    ['worktree directory', input.worktreeDir],
+  ] as const) {
+    if (!path.startsWith('/')) refuse(`the ${name} must be absolute, got "${path}"`);
+  }
+  const bin = input.bin ?? DEFAULT_AGENT_BIN;
+  if (bin.trim() === '') refuse('the agent binary must not be empty');
+
+  const template = (input.promptTemplates ?? defaultPromptTemplates)[input.kind];
+  const effort = effortForThinkingBudget(input.config.thinkingBudget);
+
+  return {
+    bin,
+    args: [
+      '-p',
+      renderPrompt(template, input.payloadPath),
+      '--model',
+      input.config.model,
+      '--permission-mode',
+      input.config.permissionMode,
+      ...(effort === null ? [] : ['--effort', effort]),
+      '--allowedTools',
+      allowedToolsArgument(input.config.allowedTools),
+      '--mcp-config',
+      input.mcpConfigPath,
+      '--add-dir',
+      input.worktreeDir,
+      '--output-format',
+      'text',
+    ],
+  };
+}
+
+/** The kind's prompt with every `$PAYLOAD_PATH` replaced; a template without the placeholder is a defect. */
+export function renderPrompt(template: string, payloadPath: string): string {
+  if (!template.includes(PAYLOAD_PATH_PLACEHOLDER)) {
+    refuse(`the prompt template does not mention ${PAYLOAD_PATH_PLACEHOLDER}, so the agent could not find its payload`);
+  }
+  return template.split(PAYLOAD_PATH_PLACEHOLDER).join(payloadPath);
+}
+
+function allowedToolsArgument(configured: readonly string[]): string {
+  for (const tool of configured) {
+    // The CLI splits the list on commas and blanks outside parentheses (`Bash(git commit:*)` is one
+    // rule); a separator outside them would silently turn one configured rule into two.
+    const outsideParentheses = tool.replace(/\([^()]*\)/g, '');
+    if (/[,\s()]/.test(outsideParentheses)) refuse(`allowed tool "${tool}" has a comma, blank or unbalanced parenthesis outside its rule`);
+  }
+  const tools = [...configured];
+  for (const tool of GantryToolNames.map(qualifiedToolName)) {
+    if (!tools.includes(tool)) tools.push(tool);
+  }
+  return tools.join(',');
+}
+
+function refuse(sentence: string): never {
+  throw new GantryError(ErrorCode.INVALID_COMMAND, sentence);
+}
