@@ -4,3 +4,4 @@ export * from './subjects.js';
 export * from './envelope.js';
 export * from './registry.js';
 export * from './jobs/agent-config.js';
+export * from './worktrees/index.js';

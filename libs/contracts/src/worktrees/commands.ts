@@ -1,0 +1,249 @@
+import { z } from 'zod';
+import { defineCommand } from '../registry.js';
+import { CommandMetaSchema } from '../envelope.js';
+import { BaseRefSchema, BranchNameSchema, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
+
+export const WorktreeLeaseIdSchema = z.uuid();
+/** The fencing token of a worktree lease: one higher at each grant for the same worktree key. */
+export const WorktreeLeaseTokenSchema = z.number().int().positive();
+/** Bounds of a lease: at least 1 s, at most 24 h (renew for longer). */
+export const LeaseDurationMsSchema = z.number().int().min(1_000).max(86_400_000);
+/** How long an acquirer waits in line for the lock; at most 1 h. */
+export const LockTimeoutMsSchema = z.number().int().min(0).max(3_600_000);
+const IdempotencyKeySchema = z.string().min(1).max(200);
+const IsoTimestampSchema = z.iso.datetime({ offset: true });
+const ShaSchema = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, 'a full commit SHA');
+
+export const WorktreeLeaseStatusSchema = z.enum([
+  'acquiring_lock',
+  'creating_or_reusing',
+  'syncing',
+  'ready',
+  'releasing',
+  'released',
+  'lock_timeout',
+  'sync_failed',
+  'stale_released',
+  'withdrawn',
+]);
+export type WorktreeLeaseStatus = z.infer<typeof WorktreeLeaseStatusSchema>;
+
+export const WorktreeReleaseReasonSchema = z.enum(['released', 'job_terminal', 'expired', 'stale_reset', 'shutdown']);
+export type WorktreeReleaseReason = z.infer<typeof WorktreeReleaseReasonSchema>;
+
+// ---- acquire_worktree ----------------------------------------------------------------------
+
+const acquireExample = {
+  jobId: 'job-7f3a',
+  jobLeaseToken: 3,
+  repositoryUrl: 'https://github.com/acme/shop.git',
+  branch: 'feature/checkout',
+  baseRef: 'main',
+  leaseDurationMs: 600_000,
+  idempotencyKey: 'acquire:job-7f3a:3',
+};
+
+export const AcquireWorktreeRequestSchema = CommandMetaSchema.extend({
+  jobId: z.string().min(1).max(200),
+  /** The job claim's fencing token: the lease belongs to this claim of the job. */
+  jobLeaseToken: z.number().int().positive(),
+  repositoryUrl: RepositoryUrlSchema,
+  branch: BranchNameSchema,
+  baseRef: BaseRefSchema,
+  leaseDurationMs: LeaseDurationMsSchema,
+  /** How long to wait in line for the lock; the service's default when absent. */
+  lockTimeoutMs: LockTimeoutMsSchema.optional(),
+  idempotencyKey: IdempotencyKeySchema,
+});
+export type AcquireWorktreeRequest = z.infer<typeof AcquireWorktreeRequestSchema>;
+
+export const WorktreeLeaseGrantSchema = z.object({
+  leaseId: WorktreeLeaseIdSchema,
+  token: WorktreeLeaseTokenSchema,
+  worktreeKey: WorktreeKeySchema,
+  path: z.string().min(1),
+  expiresAt: IsoTimestampSchema,
+  /** The commit the worktree was synced to: the job's base_sha. */
+  baseSha: ShaSchema,
+});
+export type WorktreeLeaseGrant = z.infer<typeof WorktreeLeaseGrantSchema>;
+
+const grantExample = {
+  leaseId: '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11',
+  token: 4,
+  worktreeKey: 'shop-feature-checkout-1a2b3c4d5e6f',
+  path: '/var/lib/gantry/worktrees/shop-feature-checkout-1a2b3c4d5e6f',
+  expiresAt: '2026-11-30T06:10:00.000Z',
+  baseSha: '4b825dc642cb6eb9a060e54bf8d69288fbee4904',
+};
+
+export const acquireWorktree = defineCommand({
+  context: 'worktrees',
+  name: 'acquire_worktree',
+  request: AcquireWorktreeRequestSchema,
+  reply: WorktreeLeaseGrantSchema,
+  examples: {
+    valid: [
+      acquireExample,
+      { ...acquireExample, repositoryUrl: 'git@github.com:acme/shop.git', baseRef: '4b825dc642cb6eb9a060e54bf8d69288fbee4904' },
+      { ...acquireExample, repositoryUrl: 'ssh://git@host.example/acme/shop.git', lockTimeoutMs: 0 },
+      { ...acquireExample, repositoryUrl: 'file:///srv/git/shop.git' },
+      { ...acquireExample, repositoryUrl: '/srv/git/shop.git', correlationId: 'corr-1' },
+    ],
+    invalid: [
+      { ...acquireExample, branch: '--upload-pack=touch /tmp/pwned' },
+      { ...acquireExample, branch: '-x' },
+      { ...acquireExample, branch: '../../etc' },
+      { ...acquireExample, branch: 'a..b' },
+      { ...acquireExample, branch: 'feature/x.lock' },
+      { ...acquireExample, branch: 'a@{1}' },
+      { ...acquireExample, branch: 'has space' },
+      { ...acquireExample, repositoryUrl: 'ext::sh -c touch% /tmp/pwned' },
+      { ...acquireExample, repositoryUrl: 'fd::17' },
+      { ...acquireExample, repositoryUrl: '-oProxyCommand=touch /tmp/pwned' },
+      { ...acquireExample, repositoryUrl: 'ssh://-oProxyCommand=touch/x' },
+      { ...acquireExample, repositoryUrl: 'https://user:secret@github.com/acme/shop.git' },
+      { ...acquireExample, repositoryUrl: 'http://github.com/acme/shop.git' },
+      { ...acquireExample, baseRef: '-main' },
+      { ...acquireExample, leaseDurationMs: 10 },
+      { ...acquireExample, jobLeaseToken: 0 },
+      { ...acquireExample, idempotencyKey: '' },
+      { ...acquireExample, jobId: undefined },
+    ],
+  },
+});
+
+// ---- renew_worktree_lease / release_worktree -------------------------------------------------
+
+const leaseRefExample = { leaseId: grantExample.leaseId, token: 4, idempotencyKey: 'renew:lease:1' };
+
+export const RenewWorktreeLeaseRequestSchema = CommandMetaSchema.extend({
+  leaseId: WorktreeLeaseIdSchema,
+  token: WorktreeLeaseTokenSchema,
+  /** The new lease runs this long from now; the lease's own duration when absent. */
+  leaseDurationMs: LeaseDurationMsSchema.optional(),
+  idempotencyKey: IdempotencyKeySchema,
+});
+export type RenewWorktreeLeaseRequest = z.infer<typeof RenewWorktreeLeaseRequestSchema>;
+
+export const renewWorktreeLease = defineCommand({
+  context: 'worktrees',
+  name: 'renew_worktree_lease',
+  request: RenewWorktreeLeaseRequestSchema,
+  reply: z.object({ leaseId: WorktreeLeaseIdSchema, token: WorktreeLeaseTokenSchema, expiresAt: IsoTimestampSchema }),
+  examples: {
+    valid: [leaseRefExample, { ...leaseRefExample, leaseDurationMs: 120_000 }],
+    invalid: [
+      { ...leaseRefExample, leaseId: 'not-a-uuid' },
+      { ...leaseRefExample, token: -1 },
+      { ...leaseRefExample, token: 1.5 },
+      { ...leaseRefExample, leaseDurationMs: 0 },
+      { leaseId: grantExample.leaseId, token: 4 },
+    ],
+  },
+});
+
+export const ReleaseWorktreeRequestSchema = CommandMetaSchema.extend({
+  leaseId: WorktreeLeaseIdSchema,
+  token: WorktreeLeaseTokenSchema,
+  idempotencyKey: IdempotencyKeySchema,
+});
+export type ReleaseWorktreeRequest = z.infer<typeof ReleaseWorktreeRequestSchema>;
+
+export const releaseWorktree = defineCommand({
+  context: 'worktrees',
+  name: 'release_worktree',
+  request: ReleaseWorktreeRequestSchema,
+  reply: z.object({
+    leaseId: WorktreeLeaseIdSchema,
+    token: WorktreeLeaseTokenSchema,
+    status: WorktreeLeaseStatusSchema,
+  }),
+  examples: {
+    valid: [{ ...leaseRefExample, idempotencyKey: 'release:lease:1' }],
+    invalid: [
+      { ...leaseRefExample, leaseId: undefined },
+      { ...leaseRefExample, token: '4' },
+      { ...leaseRefExample, idempotencyKey: undefined },
+    ],
+  },
+});
+
+// ---- queries -----------------------------------------------------------------------------------
+
+export const WorktreeLeaseViewSchema = z.object({
+  leaseId: WorktreeLeaseIdSchema,
+  worktreeKey: WorktreeKeySchema,
+  jobId: z.string().min(1),
+  jobLeaseToken: z.number().int().positive(),
+  repositoryUrl: z.string().min(1),
+  branch: z.string().min(1),
+  baseRef: z.string().min(1),
+  status: WorktreeLeaseStatusSchema,
+  token: WorktreeLeaseTokenSchema.nullable(),
+  path: z.string().nullable(),
+  baseSha: ShaSchema.nullable(),
+  expiresAt: IsoTimestampSchema.nullable(),
+  requestedAt: IsoTimestampSchema,
+});
+export type WorktreeLeaseView = z.infer<typeof WorktreeLeaseViewSchema>;
+
+export const listWorktreeLeases = defineCommand({
+  context: 'worktrees',
+  name: 'list_worktree_leases',
+  request: CommandMetaSchema.extend({
+    worktreeKey: WorktreeKeySchema.optional(),
+    jobId: z.string().min(1).max(200).optional(),
+    statuses: z.array(WorktreeLeaseStatusSchema).min(1).optional(),
+    limit: z.number().int().min(1).max(1000).default(100),
+  }),
+  reply: z.object({ leases: z.array(WorktreeLeaseViewSchema) }),
+  examples: {
+    valid: [{}, { jobId: 'job-7f3a' }, { worktreeKey: grantExample.worktreeKey, statuses: ['ready', 'releasing'], limit: 10 }],
+    invalid: [{ worktreeKey: '../../etc' }, { statuses: ['lost'] }, { statuses: [] }, { limit: 0 }],
+  },
+});
+
+export const WorktreeViewSchema = z.object({
+  worktreeKey: WorktreeKeySchema,
+  path: z.string().min(1),
+  repositoryClone: z.string().min(1),
+  branch: z.string().nullable(),
+  headSha: ShaSchema.nullable(),
+  dirty: z.boolean().nullable(),
+  /** The lease that holds it now, if any. */
+  heldBy: WorktreeLeaseIdSchema.nullable(),
+  prunable: z.boolean(),
+});
+export type WorktreeView = z.infer<typeof WorktreeViewSchema>;
+
+export const listWorktrees = defineCommand({
+  context: 'worktrees',
+  name: 'list_worktrees',
+  request: CommandMetaSchema.extend({ repositoryUrl: RepositoryUrlSchema.optional() }),
+  reply: z.object({ worktrees: z.array(WorktreeViewSchema) }),
+  examples: {
+    valid: [{}, { repositoryUrl: 'https://github.com/acme/shop.git' }],
+    invalid: [{ repositoryUrl: 'ext::sh -c id' }, { repositoryUrl: 42 }],
+  },
+});
+
+export const DiskUsageSchema = z.object({
+  root: z.string().min(1),
+  totalBytes: z.number().int().nonnegative(),
+  repositories: z.array(z.object({ name: z.string().min(1), bytes: z.number().int().nonnegative() })),
+  worktrees: z.array(z.object({ worktreeKey: z.string().min(1), bytes: z.number().int().nonnegative() })),
+  measuredAt: IsoTimestampSchema,
+});
+export type DiskUsage = z.infer<typeof DiskUsageSchema>;
+
+export const getDiskUsage = defineCommand({
+  context: 'worktrees',
+  name: 'get_disk_usage',
+  request: CommandMetaSchema.extend({}).strict(),
+  reply: DiskUsageSchema,
+  examples: {
+    valid: [{}, { correlationId: 'corr-9' }],
+    invalid: [{ path: '/etc' }, null],
+  },
+});

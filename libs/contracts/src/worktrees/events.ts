@@ -1,0 +1,252 @@
+import { z } from 'zod';
+import { defineEvent } from '../registry.js';
+import { BaseRefSchema, BranchNameSchema, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
+import {
+  LeaseDurationMsSchema,
+  WorktreeLeaseIdSchema,
+  WorktreeLeaseTokenSchema,
+  WorktreeReleaseReasonSchema,
+} from './commands.js';
+
+/*
+ * The events of a WorktreeLease stream (one stream per worktree key: its lock, its leases and
+ * their fencing tokens). An event that requests an effect carries everything the effect needs.
+ */
+
+const Iso = z.iso.datetime({ offset: true });
+const Sha = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, 'a full commit SHA');
+const Lease = { worktreeKey: WorktreeKeySchema, leaseId: WorktreeLeaseIdSchema };
+const Held = { ...Lease, token: WorktreeLeaseTokenSchema };
+
+const key = 'shop-feature-checkout-1a2b3c4d5e6f';
+const leaseId = '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11';
+const sha = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
+const at = '2026-11-30T06:00:00.000Z';
+const held = { worktreeKey: key, leaseId, token: 4 };
+
+export const WorktreeLeaseRequested = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeLeaseRequested',
+  schemaVersion: 1,
+  data: z.object({
+    ...Lease,
+    jobId: z.string().min(1),
+    jobLeaseToken: z.number().int().positive(),
+    repositoryUrl: RepositoryUrlSchema,
+    branch: BranchNameSchema,
+    baseRef: BaseRefSchema,
+    leaseDurationMs: LeaseDurationMsSchema,
+    lockDeadline: Iso,
+    requestedAt: Iso,
+  }),
+  examples: {
+    valid: [
+      {
+        worktreeKey: key,
+        leaseId,
+        jobId: 'job-7f3a',
+        jobLeaseToken: 3,
+        repositoryUrl: 'https://github.com/acme/shop.git',
+        branch: 'feature/checkout',
+        baseRef: 'main',
+        leaseDurationMs: 600_000,
+        lockDeadline: '2026-11-30T06:05:00.000Z',
+        requestedAt: at,
+      },
+    ],
+    invalid: [
+      { worktreeKey: key, leaseId, jobId: 'j', jobLeaseToken: 1, repositoryUrl: 'ext::sh', branch: 'x', baseRef: 'main', leaseDurationMs: 60_000, lockDeadline: at, requestedAt: at },
+      { worktreeKey: '../etc', leaseId, jobId: 'j', jobLeaseToken: 1, repositoryUrl: '/srv/x.git', branch: 'x', baseRef: 'main', leaseDurationMs: 60_000, lockDeadline: at, requestedAt: at },
+    ],
+  },
+});
+
+export const WorktreeLockQueued = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeLockQueued',
+  schemaVersion: 1,
+  data: z.object({ ...Lease, position: z.number().int().positive(), lockDeadline: Iso, queuedAt: Iso }),
+  examples: {
+    valid: [{ worktreeKey: key, leaseId, position: 1, lockDeadline: at, queuedAt: at }],
+    invalid: [{ worktreeKey: key, leaseId, position: 0, lockDeadline: at, queuedAt: at }],
+  },
+});
+
+export const WorktreeLockAcquired = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeLockAcquired',
+  schemaVersion: 1,
+  data: z.object({
+    ...Held,
+    jobId: z.string().min(1),
+    repositoryUrl: RepositoryUrlSchema,
+    branch: BranchNameSchema,
+    baseRef: BaseRefSchema,
+    expiresAt: Iso,
+    acquiredAt: Iso,
+  }),
+  examples: {
+    valid: [
+      { ...held, jobId: 'job-7f3a', repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', baseRef: 'main', expiresAt: at, acquiredAt: at },
+    ],
+    invalid: [
+      { ...held, token: 0, jobId: 'job-7f3a', repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', baseRef: 'main', expiresAt: at, acquiredAt: at },
+    ],
+  },
+});
+
+export const WorktreeLockTimedOut = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeLockTimedOut',
+  schemaVersion: 1,
+  data: z.object({ ...Lease, lockDeadline: Iso, timedOutAt: Iso }),
+  examples: {
+    valid: [{ worktreeKey: key, leaseId, lockDeadline: at, timedOutAt: at }],
+    invalid: [{ worktreeKey: key, leaseId: 'x', lockDeadline: at, timedOutAt: at }],
+  },
+});
+
+export const WorktreeLeaseRequestWithdrawn = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeLeaseRequestWithdrawn',
+  schemaVersion: 1,
+  data: z.object({ ...Lease, reason: WorktreeReleaseReasonSchema, withdrawnAt: Iso }),
+  examples: {
+    valid: [{ worktreeKey: key, leaseId, reason: 'job_terminal', withdrawnAt: at }],
+    invalid: [{ worktreeKey: key, leaseId, reason: 'bored', withdrawnAt: at }],
+  },
+});
+
+export const WorktreeCreated = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeCreated',
+  schemaVersion: 1,
+  data: z.object({ ...Held, path: z.string().min(1), createdAt: Iso }),
+  examples: {
+    valid: [{ ...held, path: '/var/lib/gantry/worktrees/x', createdAt: at }],
+    invalid: [{ ...held, path: '', createdAt: at }],
+  },
+});
+
+export const WorktreeReused = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeReused',
+  schemaVersion: 1,
+  data: z.object({ ...Held, path: z.string().min(1), reusedAt: Iso }),
+  examples: {
+    valid: [{ ...held, path: '/var/lib/gantry/worktrees/x', reusedAt: at }],
+    invalid: [{ ...held, reusedAt: at }],
+  },
+});
+
+/** The worktree is ready: synced to the base ref, at `baseSha`. */
+export const WorktreeSynced = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeSynced',
+  schemaVersion: 1,
+  data: z.object({ ...Held, baseSha: Sha, expiresAt: Iso, syncedAt: Iso }),
+  examples: {
+    valid: [{ ...held, baseSha: sha, expiresAt: at, syncedAt: at }],
+    invalid: [{ ...held, baseSha: 'HEAD', expiresAt: at, syncedAt: at }],
+  },
+});
+
+export const WorktreeSyncFailed = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeSyncFailed',
+  schemaVersion: 1,
+  data: z.object({
+    ...Held,
+    stage: z.enum(['create_or_reuse', 'sync']),
+    reason: z.string().min(1).max(4000),
+    failedAt: Iso,
+  }),
+  examples: {
+    valid: [{ ...held, stage: 'sync', reason: 'local branch has 2 commits not on origin and the base moved', failedAt: at }],
+    invalid: [{ ...held, stage: 'push', reason: 'x', failedAt: at }],
+  },
+});
+
+export const WorktreeLeaseRenewed = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeLeaseRenewed',
+  schemaVersion: 1,
+  data: z.object({ ...Held, expiresAt: Iso, renewedAt: Iso }),
+  examples: {
+    valid: [{ ...held, expiresAt: at, renewedAt: at }],
+    invalid: [{ ...held, expiresAt: 'tomorrow', renewedAt: at }],
+  },
+});
+
+export const WorktreeLeaseExpired = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeLeaseExpired',
+  schemaVersion: 1,
+  data: z.object({ ...Held, expiresAt: Iso, expiredAt: Iso }),
+  examples: {
+    valid: [{ ...held, expiresAt: at, expiredAt: at }],
+    invalid: [{ ...held, expiresAt: at }],
+  },
+});
+
+export const WorktreeReleaseRequested = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeReleaseRequested',
+  schemaVersion: 1,
+  data: z.object({
+    ...Held,
+    reason: WorktreeReleaseReasonSchema,
+    /** Remove the worktree after rescuing it (hygiene), or keep it clean for the next lease. */
+    removeWorktree: z.boolean(),
+    /** The branch the worktree serves: the rescue returns to it. */
+    branch: BranchNameSchema,
+    requestedAt: Iso,
+  }),
+  examples: {
+    valid: [
+      { ...held, reason: 'released', removeWorktree: false, branch: 'feature/checkout', requestedAt: at },
+      { ...held, reason: 'stale_reset', removeWorktree: true, branch: 'feature/checkout', requestedAt: at },
+    ],
+    invalid: [{ ...held, reason: 'forgot', removeWorktree: false, branch: 'feature/checkout', requestedAt: at }],
+  },
+});
+
+/** A dirty worktree's changes (tracked and untracked) were committed to a rescue branch. */
+export const WorktreeRescued = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeRescued',
+  schemaVersion: 1,
+  data: z.object({ ...Held, rescueBranch: BranchNameSchema, rescueSha: Sha, rescuedAt: Iso }),
+  examples: {
+    valid: [{ ...held, rescueBranch: `gantry/rescue/${key}/20261130T060000000Z`, rescueSha: sha, rescuedAt: at }],
+    invalid: [{ ...held, rescueBranch: 'gantry/rescue/..', rescueSha: sha, rescuedAt: at }],
+  },
+});
+
+export const WorktreeReleased = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeReleased',
+  schemaVersion: 1,
+  data: z.object({ ...Held, reason: WorktreeReleaseReasonSchema, removed: z.boolean(), releasedAt: Iso }),
+  examples: {
+    valid: [{ ...held, reason: 'job_terminal', removed: false, releasedAt: at }],
+    invalid: [{ ...held, reason: 'job_terminal', releasedAt: at }],
+  },
+});
+
+export const worktreeEventContracts = [
+  WorktreeLeaseRequested,
+  WorktreeLockQueued,
+  WorktreeLockAcquired,
+  WorktreeLockTimedOut,
+  WorktreeLeaseRequestWithdrawn,
+  WorktreeCreated,
+  WorktreeReused,
+  WorktreeSynced,
+  WorktreeSyncFailed,
+  WorktreeLeaseRenewed,
+  WorktreeLeaseExpired,
+  WorktreeReleaseRequested,
+  WorktreeRescued,
+  WorktreeReleased,
+] as const;

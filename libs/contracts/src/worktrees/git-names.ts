@@ -1,0 +1,167 @@
+import { z } from 'zod';
+import { canonicalHash } from '../hashing.js';
+
+/*
+ * Names that end up as git arguments. They are checked here, in the contract, so that a hostile
+ * value is refused at the edge with INVALID_COMMAND; the git layer checks them again before use.
+ */
+
+const MAX_BRANCH_LENGTH = 255;
+const MAX_URL_LENGTH = 2048;
+
+/** Why `name` is not a branch name git's `check-ref-format --branch` would accept, or null. */
+export function branchNameProblem(name: string): string | null {
+  if (name.length === 0) return 'branch name is empty';
+  if (name.length > MAX_BRANCH_LENGTH) return `branch name is longer than ${MAX_BRANCH_LENGTH} characters`;
+  // A leading '-' would be read as an option by git.
+  if (name.startsWith('-')) return 'branch name must not start with "-"';
+  if (name === '@') return 'branch name must not be "@"';
+  if (name === 'HEAD') return 'branch name must not be "HEAD"';
+  // eslint-disable-next-line no-control-regex
+  if (/[\x00-\x20\x7f~^:?*[\\]/.test(name)) {
+    return 'branch name must not contain control characters, spaces or any of ~ ^ : ? * [ \\';
+  }
+  if (name.includes('..')) return 'branch name must not contain ".."';
+  if (name.includes('@{')) return 'branch name must not contain "@{"';
+  if (name.includes('//')) return 'branch name must not contain "//"';
+  if (name.startsWith('/')) return 'branch name must not start with "/"';
+  if (name.endsWith('/')) return 'branch name must not end with "/"';
+  if (name.endsWith('.')) return 'branch name must not end with "."';
+  for (const component of name.split('/')) {
+    if (component.startsWith('.')) return 'no part of a branch name may start with "."';
+    if (component.endsWith('.lock')) return 'no part of a branch name may end with ".lock"';
+  }
+  return null;
+}
+
+/** A base ref: a branch or tag name (same rules as a branch) or a full commit SHA. */
+export function baseRefProblem(ref: string): string | null {
+  if (/^[0-9a-f]{40}$/.test(ref) || /^[0-9a-f]{64}$/.test(ref)) return null;
+  const problem = branchNameProblem(ref);
+  return problem ? problem.replace('branch name', 'base ref') : null;
+}
+
+/**
+ * Why `url` is not an acceptable repository URL, or null. Accepted: https://, ssh://,
+ * scp-like `user@host:path`, file:// and absolute local paths. Refused: any transport helper
+ * (`<transport>::<address>`, e.g. `ext::` and `fd::`, which run commands), a leading '-',
+ * whitespace and control characters, credentials in an https URL (the URL is stored in the
+ * event log), and every other scheme.
+ */
+export function repositoryUrlProblem(url: string): string | null {
+  if (url.length === 0) return 'repository URL is empty';
+  if (url.length > MAX_URL_LENGTH) return `repository URL is longer than ${MAX_URL_LENGTH} characters`;
+  if (url.startsWith('-')) return 'repository URL must not start with "-"';
+  // eslint-disable-next-line no-control-regex
+  if (/[\x00-\x20\x7f]/.test(url)) return 'repository URL must not contain whitespace or control characters';
+  if (url.includes('::')) return 'repository URL must not name a transport helper ("::"), such as ext:: or fd::';
+
+  if (url.startsWith('/')) {
+    if (url.split('/').includes('..')) return 'a local repository path must not contain ".." segments';
+    return null;
+  }
+
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(url)?.[1]?.toLowerCase();
+  if (scheme !== undefined) {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      return 'repository URL is not a valid URL';
+    }
+    switch (scheme) {
+      case 'https':
+        if (parsed.username || parsed.password) {
+          return 'an https repository URL must not carry credentials (use a credential helper)';
+        }
+        if (!parsed.hostname || parsed.hostname.startsWith('-')) return 'repository URL has no valid host';
+        if (parsed.pathname.length <= 1) return 'repository URL has no path';
+        return null;
+      case 'ssh':
+        if (parsed.password) return 'an ssh repository URL must not carry a password';
+        if (!parsed.hostname || parsed.hostname.startsWith('-')) return 'repository URL has no valid host';
+        if (safeDecode(parsed.username).startsWith('-')) return 'ssh user must not start with "-"';
+        if (parsed.pathname.length <= 1) return 'repository URL has no path';
+        return null;
+      case 'file':
+        if (parsed.host !== '') return 'a file:// repository URL must name a local absolute path (file:///...)';
+        if (url.slice('file://'.length).split('/').some((part) => safeDecode(part) === '..')) {
+          return 'a local repository path must not contain ".." segments';
+        }
+        return null;
+      default:
+        return `repository URL scheme "${scheme}" is not allowed (use https, ssh, file or a local path)`;
+    }
+  }
+
+  // scp-like syntax: [user@]host:path (git treats it as ssh).
+  const scp = /^(?:([A-Za-z0-9._][A-Za-z0-9._-]*)@)?([A-Za-z0-9][A-Za-z0-9.-]*):(.+)$/.exec(url);
+  if (scp) {
+    const path = scp[3]!;
+    if (path.startsWith('-')) return 'repository path must not start with "-"';
+    return null;
+  }
+  return 'repository URL must be https://, ssh://, user@host:path, file:// or an absolute local path';
+}
+
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+function refineWith(problem: (value: string) => string | null) {
+  return (value: string, ctx: z.core.$RefinementCtx<string>) => {
+    const message = problem(value);
+    if (message) ctx.addIssue({ code: 'custom', message, input: value });
+  };
+}
+
+export const BranchNameSchema = z.string().superRefine(refineWith(branchNameProblem));
+export const BaseRefSchema = z.string().superRefine(refineWith(baseRefProblem));
+export const RepositoryUrlSchema = z.string().superRefine(refineWith(repositoryUrlProblem));
+
+/**
+ * What a worktree serves: one repository and one branch. Lowercase letters, digits and '-',
+ * so it is safe as a directory name and as a subject token.
+ */
+export const WorktreeKeySchema = z
+  .string()
+  .regex(/^[a-z0-9](?:[a-z0-9-]{0,126}[a-z0-9])?$/, 'worktree key must be lowercase letters, digits and "-" (at most 128)');
+export type WorktreeKey = z.infer<typeof WorktreeKeySchema>;
+
+function slug(value: string, max: number): string {
+  const s = value
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, max)
+    .replace(/-+$/, '');
+  return s || 'x';
+}
+
+function repositoryBaseName(repositoryUrl: string): string {
+  const trimmed = repositoryUrl.replace(/\/+$/, '').replace(/\.git$/, '');
+  const last = trimmed.split(/[/:]/).pop() ?? '';
+  return last;
+}
+
+/** The worktree key of a (repository, branch): readable prefix plus a digest of both. */
+export function deriveWorktreeKey(repositoryUrl: string, branch: string): WorktreeKey {
+  const digest = canonicalHash({ repositoryUrl, branch }).slice(0, 12);
+  return `${slug(repositoryBaseName(repositoryUrl), 40)}-${slug(branch, 60)}-${digest}`;
+}
+
+/** The directory name (without `.git`) of a repository's shared clone on a host. */
+export function repositoryCloneName(repositoryUrl: string): string {
+  const digest = canonicalHash({ repositoryUrl }).slice(0, 12);
+  return `${slug(repositoryBaseName(repositoryUrl), 40)}-${digest}`;
+}
+
+/** The rescue branch for a worktree's unsaved changes: `gantry/rescue/<key>/<UTC timestamp>`. */
+export function rescueBranchName(worktreeKey: WorktreeKey, at: Date): string {
+  const stamp = at.toISOString().replace(/[-:]/g, '').replace('.', '');
+  return `gantry/rescue/${worktreeKey}/${stamp}`;
+}

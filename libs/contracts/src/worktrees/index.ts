@@ -1,0 +1,3 @@
+export * from './git-names.js';
+export * from './commands.js';
+export * from './events.js';

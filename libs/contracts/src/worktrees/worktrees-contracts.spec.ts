@@ -1,0 +1,117 @@
+import { contractRegistry } from '../registry.js';
+import {
+  acquireWorktree,
+  branchNameProblem,
+  deriveWorktreeKey,
+  repositoryCloneName,
+  repositoryUrlProblem,
+  rescueBranchName,
+  WorktreeKeySchema,
+  worktreeEventContracts,
+} from './index.js';
+
+const worktreeContracts = () => [
+  ...contractRegistry.commands().filter((c) => c.context === 'worktrees').map((c) => ({ name: c.name, schema: c.request, examples: c.examples })),
+  ...contractRegistry.events().filter((e) => e.context === 'worktrees').map((e) => ({ name: e.type, schema: e.data, examples: e.examples })),
+];
+
+describe('worktree contracts', () => {
+  it('registers the six commands and every event of the WorktreeLease stream', () => {
+    const names = contractRegistry.commands().filter((c) => c.context === 'worktrees').map((c) => c.name).sort();
+    expect(names).toEqual(['acquire_worktree', 'get_disk_usage', 'list_worktree_leases', 'list_worktrees', 'release_worktree', 'renew_worktree_lease']);
+    const types = contractRegistry.events().filter((e) => e.context === 'worktrees').map((e) => e.type);
+    expect(types).toHaveLength(worktreeEventContracts.length);
+  });
+
+  it.each(worktreeContracts())('$name accepts its valid examples and refuses its invalid ones', ({ schema, examples }) => {
+    expect(examples.valid.length).toBeGreaterThan(0);
+    expect(examples.invalid.length).toBeGreaterThan(0);
+    for (const example of examples.valid) expect(schema.safeParse(example).error).toBeUndefined();
+    for (const example of examples.invalid) expect(schema.safeParse(example).success).toBe(false);
+  });
+
+  it('refuses the hostile acquire inputs of issue 4 with a message naming the field', () => {
+    const base = acquireWorktree.examples.valid[0]!;
+    const branchIssue = acquireWorktree.request.safeParse({ ...base, branch: '--upload-pack=touch /tmp/pwned' });
+    expect(branchIssue.error?.issues[0]?.path).toEqual(['branch']);
+    const urlIssue = acquireWorktree.request.safeParse({ ...base, repositoryUrl: 'ext::sh -c touch% /tmp/pwned' });
+    expect(urlIssue.error?.issues[0]?.path).toEqual(['repositoryUrl']);
+  });
+});
+
+describe('branch names follow git check-ref-format --branch', () => {
+  it.each(['main', 'feature/checkout', 'release-1.2', 'a/b/c', 'user@host', 'x.y', 'UPPER_case'])('accepts %s', (name) => {
+    expect(branchNameProblem(name)).toBeNull();
+  });
+  it.each([
+    '', '-x', '--upload-pack=touch /tmp/pwned', '../../etc', 'a..b', 'a@{1}', '@', 'HEAD', 'a b', 'a~1', 'a^', 'a:b',
+    'a?', 'a*', 'a[b', 'a\\b', 'a\tb', 'a\u0001', 'x.lock', 'a/b.lock/c', 'a/', 'a.', 'a//b', '/a', '.hidden', 'a/.b',
+    'x'.repeat(256),
+  ])('refuses %j', (name) => {
+    expect(branchNameProblem(name)).not.toBeNull();
+  });
+});
+
+describe('repository URLs', () => {
+  it.each([
+    'https://github.com/acme/shop.git',
+    'ssh://git@github.com/acme/shop.git',
+    'ssh://git@github.com:2222/acme/shop.git',
+    'git@github.com:acme/shop.git',
+    'file:///srv/git/shop.git',
+    '/srv/git/shop.git',
+  ])('accepts %s', (url) => {
+    expect(repositoryUrlProblem(url)).toBeNull();
+  });
+  it.each([
+    'ext::sh -c touch% /tmp/pwned',
+    'ext::sh',
+    'fd::17',
+    'transport::https://x/y',
+    '-oProxyCommand=touch /tmp/pwned',
+    '--upload-pack=touch /tmp/pwned',
+    'ssh://-oProxyCommand=x/y',
+    'ssh://--/y',
+    'git@github.com:-x',
+    'http://github.com/acme/shop.git',
+    'git://github.com/acme/shop.git',
+    'https://user:token@github.com/acme/shop.git',
+    'https://github.com',
+    'file://otherhost/srv/x.git',
+    'file:///srv/../etc',
+    '/srv/../etc',
+    'relative/path',
+    '/srv/with space',
+    '',
+  ])('refuses %j', (url) => {
+    expect(repositoryUrlProblem(url)).not.toBeNull();
+  });
+});
+
+describe('names on disk', () => {
+  it('derives a stable worktree key that is a safe directory name and differs per branch', () => {
+    const a = deriveWorktreeKey('https://github.com/acme/shop.git', 'feature/Checkout');
+    expect(a).toBe(deriveWorktreeKey('https://github.com/acme/shop.git', 'feature/Checkout'));
+    expect(a).toMatch(/^shop-feature-checkout-[0-9a-f]{12}$/);
+    expect(WorktreeKeySchema.safeParse(a).success).toBe(true);
+    expect(deriveWorktreeKey('https://github.com/acme/shop.git', 'feature/checkout')).not.toBe(a);
+    expect(deriveWorktreeKey('https://github.com/other/shop.git', 'feature/Checkout')).not.toBe(a);
+  });
+
+  it('derives a clone name per repository URL', () => {
+    expect(repositoryCloneName('/srv/git/shop.git')).toMatch(/^shop-[0-9a-f]{12}$/);
+    expect(repositoryCloneName('/srv/git/shop.git')).not.toBe(repositoryCloneName('/srv/other/shop.git'));
+  });
+
+  it('names a rescue branch after the key and the UTC time, as a valid branch name', () => {
+    const name = rescueBranchName('shop-main-1a2b3c4d5e6f', new Date('2026-11-30T06:01:02.345Z'));
+    expect(name).toBe('gantry/rescue/shop-main-1a2b3c4d5e6f/20261130T060102345Z');
+    expect(branchNameProblem(name)).toBeNull();
+  });
+
+  it('refuses worktree keys that could leave the worktrees directory', () => {
+    for (const key of ['../../etc', '.', '..', 'a/b', '-x', 'A', '', 'a'.repeat(129)]) {
+      expect(WorktreeKeySchema.safeParse(key).success).toBe(false);
+    }
+  });
+});
