@@ -1,22 +1,49 @@
 import { createHash } from 'node:crypto';
 
-/** JSON with object keys sorted at every depth, so equal values always serialise identically. */
+/**
+ * JSON with object keys sorted at every depth, so equal values always serialise identically.
+ * Fields whose value is `undefined` are dropped (as JSON.stringify does); array order is kept.
+ * Values that JSON cannot carry faithfully (NaN, ±Infinity, bigint, functions, symbols, Map, Set,
+ * a top-level `undefined`) are refused rather than silently collapsed onto another value's hash.
+ */
 export function canonicalJson(value: unknown): string {
-  return JSON.stringify(sortKeys(value));
+  return serialise(value, '$');
 }
 
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value instanceof Date) return value.toISOString();
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const key of Object.keys(value).sort()) {
-      const v = (value as Record<string, unknown>)[key];
-      if (v !== undefined) out[key] = sortKeys(v);
-    }
-    return out;
+function serialise(value: unknown, path: string): string {
+  if (value === null) return 'null';
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return JSON.stringify(value);
+    case 'number':
+      if (!Number.isFinite(value)) throw new TypeError(`cannot hash ${path}: ${value} has no JSON form`);
+      return JSON.stringify(value);
+    case 'object':
+      break;
+    default:
+      throw new TypeError(`cannot hash ${path}: a ${typeof value} has no JSON form`);
   }
-  return value;
+  // Dates and other values with a JSON form of their own hash as that form.
+  const withJson = value as { toJSON?: (key: string) => unknown };
+  if (typeof withJson.toJSON === 'function') return serialise(withJson.toJSON(''), path);
+  if (value instanceof Map || value instanceof Set) {
+    throw new TypeError(`cannot hash ${path}: a ${value.constructor.name} has no JSON form`);
+  }
+  if (Array.isArray(value)) {
+    // Inside arrays JSON.stringify writes null for undefined; keep that, so positions stay meaningful.
+    return `[${value.map((item, i) => (item === undefined ? 'null' : serialise(item, `${path}[${i}]`))).join(',')}]`;
+  }
+  const record = value as Record<string, unknown>;
+  const fields: string[] = [];
+  // Built as text rather than as an object: an own `__proto__` key or integer-like keys would
+  // otherwise be lost or reordered by the object that held them.
+  for (const key of Object.keys(record).sort()) {
+    const field = record[key];
+    if (field === undefined) continue;
+    fields.push(`${JSON.stringify(key)}:${serialise(field, `${path}.${key}`)}`);
+  }
+  return `{${fields.join(',')}}`;
 }
 
 /** sha256 (hex) of the canonical JSON: the request hash stored with an idempotency receipt. */

@@ -1,0 +1,84 @@
+import {
+  commandQueueGroup,
+  commandSubject,
+  Contexts,
+  defaultNaming,
+  dispatchStreamName,
+  dispatchSubject,
+  eventFilter,
+  eventSubject,
+  isContext,
+  isSubjectToken,
+  streamName,
+  type Naming,
+} from './subjects.js';
+
+describe('subject and stream names', () => {
+  it('names event subjects gantry.<context>.evt.<type>.<stream-id>', () => {
+    expect(eventSubject(defaultNaming, 'jobs', 'JobClaimed', 'job-42')).toBe('gantry.jobs.evt.JobClaimed.job-42');
+  });
+
+  it('filters all events of a context, or of one type', () => {
+    expect(eventFilter(defaultNaming, 'prs')).toBe('gantry.prs.evt.>');
+    expect(eventFilter(defaultNaming, 'prs', 'PullRequestOpened')).toBe('gantry.prs.evt.PullRequestOpened.>');
+  });
+
+  it('names command subjects gantry.<context>.cmd.<name> with one queue group per context', () => {
+    expect(commandSubject(defaultNaming, 'worktrees', 'acquire_lease')).toBe('gantry.worktrees.cmd.acquire_lease');
+    expect(commandQueueGroup(defaultNaming, 'worktrees')).toBe('gantry.worktrees.cmd');
+  });
+
+  it('names one stream per context and a dispatch stream', () => {
+    expect(Contexts.map((c) => streamName(defaultNaming, c))).toEqual([
+      'GANTRY_JOBS',
+      'GANTRY_WORKFLOW',
+      'GANTRY_PRS',
+      'GANTRY_WORKTREES',
+    ]);
+    expect(dispatchStreamName(defaultNaming)).toBe('GANTRY_DISPATCH');
+    expect(dispatchSubject(defaultNaming, 'REVIEW')).toBe('gantry.dispatch.REVIEW');
+  });
+
+  it('uses the configured root and prefix, so installations sharing one NATS do not meet', () => {
+    const test: Naming = { subjectRoot: 't_ab12.gantry', streamPrefix: 'T_AB12_' };
+    expect(eventSubject(test, 'jobs', 'JobQueued', 'j-1')).toBe('t_ab12.gantry.jobs.evt.JobQueued.j-1');
+    expect(commandSubject(test, 'jobs', 'claim_job')).toBe('t_ab12.gantry.jobs.cmd.claim_job');
+    expect(streamName(test, 'jobs')).toBe('T_AB12_JOBS');
+    expect(dispatchStreamName(test)).toBe('T_AB12_DISPATCH');
+  });
+
+  it('refuses a stream id, type, command name or job kind that would split or widen the subject', () => {
+    expect(() => eventSubject(defaultNaming, 'jobs', 'JobClaimed', 'a.b')).toThrow(/stream id "a\.b"/);
+    expect(() => eventSubject(defaultNaming, 'jobs', 'JobClaimed', '')).toThrow(RangeError);
+    expect(() => eventSubject(defaultNaming, 'jobs', 'Job*', 'j-1')).toThrow(/event type/);
+    expect(() => eventFilter(defaultNaming, 'jobs', '>')).toThrow(RangeError);
+    expect(() => commandSubject(defaultNaming, 'jobs', 'claim job')).toThrow(/command name/);
+    expect(() => dispatchSubject(defaultNaming, 'A.B')).toThrow(/job kind/);
+  });
+
+  it('refuses a subject root with wildcards or empty tokens and a stream prefix that cannot name a stream', () => {
+    expect(() => commandSubject({ ...defaultNaming, subjectRoot: 'gantry.*' }, 'jobs', 'x')).toThrow(/subject root/);
+    expect(() => commandSubject({ ...defaultNaming, subjectRoot: 'a..b' }, 'jobs', 'x')).toThrow(/subject root/);
+    expect(() => commandSubject({ ...defaultNaming, subjectRoot: '' }, 'jobs', 'x')).toThrow(/subject root/);
+    expect(() => streamName({ ...defaultNaming, streamPrefix: 'A.B_' }, 'jobs')).toThrow(/stream name/);
+    expect(() => streamName({ ...defaultNaming, streamPrefix: 'a/b' }, 'jobs')).toThrow(/stream name/);
+  });
+});
+
+describe('isSubjectToken', () => {
+  it.each(['job-1', 'JobClaimed', 'a_b', 'ü', '0196d1e2-7c1a-7000-8000-000000000000'])('accepts %j', (token) => {
+    expect(isSubjectToken(token)).toBe(true);
+  });
+
+  it.each(['', 'a.b', '.', '*', 'a*', '>', 'a>', ' ', 'a b', 'a\tb', 'a\nb', 'a\u0000b', '\u00a0'])('refuses %j', (token) => {
+    expect(isSubjectToken(token)).toBe(false);
+  });
+});
+
+describe('isContext', () => {
+  it('knows exactly the four contexts', () => {
+    expect(Contexts.every(isContext)).toBe(true);
+    expect(isContext('system')).toBe(false);
+    expect(isContext('Jobs')).toBe(false);
+  });
+});
