@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# npm start: install npm packages if needed, make sure NATS and PostgreSQL run, build, start the
+# five apps in the background, wait until each answers GET /ready, and say where to look.
+# Running it again while the apps run starts nothing twice. Stop them with `npm run stop`.
+#
+#   GANTRY_START_TIMEOUT  seconds to wait for all apps to become ready (default 90)
+#   GANTRY_SKIP_BUILD=1   start what is already built
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
+cd "$REPO_ROOT"
+
+START_TIMEOUT="${GANTRY_START_TIMEOUT:-90}"
+WORKTREE_ROOT="${GANTRY_WORKTREE_ROOT:-$STATE_DIR/worktrees}"
+DEMO_ORIGIN="$STATE_DIR/origin/demo.git"
+
+ensure_node_modules
+bash "$REPO_ROOT/scripts/ensure-infra.sh"
+if [[ "${GANTRY_SKIP_BUILD:-0}" != 1 ]]; then build_all; fi
+mkdir -p "$LOG_DIR" "$PID_DIR" "$WORKTREE_ROOT"
+
+# A local bare repository with one commit, so there is something to lease a worktree of.
+if ! git --git-dir="$DEMO_ORIGIN" rev-parse -q --verify refs/heads/main >/dev/null 2>&1; then
+  say "creating the demo origin $DEMO_ORIGIN"
+  rm -rf "$DEMO_ORIGIN"
+  mkdir -p "$(dirname "$DEMO_ORIGIN")"
+  git init -q --bare --initial-branch=main "$DEMO_ORIGIN"
+  seed="$(mktemp -d)"
+  git init -q --initial-branch=main "$seed"
+  printf '# demo\n\nA repository for trying Gantry locally.\n' >"$seed/README.md"
+  git -C "$seed" add README.md
+  git -C "$seed" -c user.name=Gantry -c user.email=gantry@localhost commit -q -m "Initial commit"
+  git -C "$seed" push -q "$DEMO_ORIGIN" main
+  rm -rf "$seed"
+fi
+
+# The pid of an app started by a previous run, if that process still runs this app.
+running_pid() {
+  local app="$1" pid
+  [[ -f "$PID_DIR/$app.pid" ]] || return 1
+  pid="$(<"$PID_DIR/$app.pid")"
+  [[ "$pid" =~ ^[0-9]+$ ]] && ps -p "$pid" -o args= 2>/dev/null | grep -q "apps/$app/dist/main.js" || return 1
+  echo "$pid"
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# HTTP status of GET http://127.0.0.1:<port><path>, or nothing when the port does not answer.
+http_status() {
+  (
+    exec 7<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' "$2" >&7
+    IFS=' ' read -r -t 3 _ status _ <&7 || exit 1
+    echo "$status"
+  ) 2>/dev/null
+}
+
+show_log_tail() {
+  local app="$1"
+  printf '\n----- last lines of %s -----\n' "$LOG_DIR/$app.log" >&2
+  tail -n 40 "$LOG_DIR/$app.log" >&2 || true
+  printf -- '-----\n' >&2
+}
+
+declare -A started=()
+for app in "${GANTRY_APPS[@]}"; do
+  port="${GANTRY_APP_PORTS[$app]}"
+  if pid="$(running_pid "$app")"; then
+    say "$app already runs (pid $pid)"
+    continue
+  fi
+  rm -f "$PID_DIR/$app.pid"
+  [[ -f "apps/$app/dist/main.js" ]] || die "apps/$app/dist/main.js does not exist: $app is not built (is apps/$app/src/main.ts written yet?)"
+  port_in_use "$port" && die "port $port is taken by another process; $app cannot start (stop it, or run 'npm run stop' if it is a Gantry app started elsewhere)"
+
+  app_env=(PORT="$port")
+  case "$app" in
+    runner)
+      app_env+=(
+        GANTRY_AGENT_BIN="${GANTRY_AGENT_BIN:-$REPO_ROOT/apps/runner/bin/stand-in-claude}"
+        GANTRY_RUNNER_KINDS="${GANTRY_RUNNER_KINDS:-TASK_IMPLEMENTATION,SPRINT_IMPLEMENTATION,IDEA_GRILL,IDEA_MAKE_PLAN,PLAN_CHAT,REVIEW}"
+        GANTRY_WORKTREE_ROOT="$WORKTREE_ROOT"
+      )
+      ;;
+    worktree-service) app_env+=(GANTRY_WORKTREE_ROOT="$WORKTREE_ROOT") ;;
+  esac
+
+  printf '\n=== %s starting %s on port %s ===\n' "$(date -u +%FT%TZ)" "$app" "$port" >>"$LOG_DIR/$app.log"
+  # setsid: the app outlives this script and the terminal it was started from.
+  env "${app_env[@]}" setsid node "apps/$app/dist/main.js" >>"$LOG_DIR/$app.log" 2>&1 </dev/null &
+  echo $! >"$PID_DIR/$app.pid"
+  started[$app]=$!
+  say "started $app (pid $!, port $port, log .gantry/logs/$app.log)"
+done
+
+say "waiting up to ${START_TIMEOUT}s for every app to answer GET /ready"
+deadline=$((SECONDS + START_TIMEOUT))
+for app in "${GANTRY_APPS[@]}"; do
+  port="${GANTRY_APP_PORTS[$app]}"
+  until [[ "$(http_status "$port" /ready)" == 200 ]]; do
+    if ! running_pid "$app" >/dev/null; then
+      rm -f "$PID_DIR/$app.pid"
+      show_log_tail "$app"
+      die "$app exited before it became ready (log: $LOG_DIR/$app.log). Apps still running: stop them with 'npm run stop'"
+    fi
+    if ((SECONDS >= deadline)); then
+      show_log_tail "$app"
+      die "$app did not answer GET http://127.0.0.1:$port/ready with 200 within ${START_TIMEOUT}s (log: $LOG_DIR/$app.log). Stop everything with 'npm run stop'"
+    fi
+    sleep 0.5
+  done
+  say "$app is ready"
+done
+
+cat <<EOF
+
+Gantry is running.
+
+  app                url                      health / readiness                          log
+EOF
+for app in "${GANTRY_APPS[@]}"; do
+  port="${GANTRY_APP_PORTS[$app]}"
+  printf '  %-18s %-24s %-43s %s\n' "$app" "http://127.0.0.1:$port" \
+    "/health /ready" ".gantry/logs/$app.log"
+done
+cat <<EOF
+
+  PostgreSQL  ${GANTRY_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gantry}
+  NATS        ${GANTRY_NATS_URL:-nats://127.0.0.1:4222} (JetStream)
+  worktrees   $WORKTREE_ROOT
+  demo origin $DEMO_ORIGIN
+  pids        .gantry/pids/
+
+Stop the apps with: npm run stop   (SIGTERM, then waits for each to exit)
+EOF

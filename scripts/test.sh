@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# npm test: install npm packages if needed, make sure NATS and PostgreSQL run, build every project,
+# typecheck, and run every project's tests in one Jest run (jest.config.cjs at the root).
+# Ends with one plain line `N passed, N failed` (read by CI). Exits non-zero when any step
+# failed or when no test ran at all. Extra arguments go to Jest (e.g. `npm test -- contracts`).
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
+cd "$REPO_ROOT"
+
+RESULTS="$STATE_DIR/test-results/jest.json"
+failed_steps=()
+
+ensure_node_modules || die "npm ci failed"
+bash "$REPO_ROOT/scripts/ensure-infra.sh" || { echo "0 passed, 0 failed"; die "the infrastructure is not ready (see above)"; }
+
+build_all || failed_steps+=(build)
+
+say "typechecking (tsc -p tsconfig.json --noEmit)"
+npx tsc -p tsconfig.json --noEmit || failed_steps+=(typecheck)
+# Projects outside libs/ and apps/ (tools/*) carry their own tsconfig.json.
+for config in tools/*/tsconfig.json; do
+  [[ -f "$config" ]] || continue
+  say "typechecking (tsc -p $config --noEmit)"
+  npx tsc -p "$config" --noEmit || failed_steps+=("typecheck $(dirname "$config")")
+done
+
+say "running every project's tests (jest -c jest.config.cjs)"
+mkdir -p "$(dirname "$RESULTS")"
+rm -f "$RESULTS"
+node --experimental-vm-modules --no-warnings node_modules/jest/bin/jest.js -c jest.config.cjs \
+  --maxWorkers=2 --json --outputFile="$RESULTS" "$@"
+jest_status=$?
+((jest_status == 0)) || failed_steps+=(jest)
+
+# Counts from Jest's JSON report; a suite that could not run (syntax error, failing import, a
+# throwing beforeAll) counts as one failure, since it has no failed test of its own.
+summary="$(node -e '
+  const fs = require("node:fs");
+  const file = process.argv[1];
+  if (!fs.existsSync(file)) { console.log("0 0 0 missing"); process.exit(0); }
+  const r = JSON.parse(fs.readFileSync(file, "utf8"));
+  const brokenSuites = r.testResults.filter((s) => s.status === "failed" && s.assertionResults.every((a) => a.status !== "failed")).length;
+  console.log(r.numPassedTests, r.numFailedTests + brokenSuites, r.numTotalTests, brokenSuites);
+' "$RESULTS")"
+read -r passed failed total broken <<<"$summary"
+
+if [[ "$broken" == missing ]]; then
+  failed_steps+=("jest wrote no report")
+elif ((broken > 0)); then
+  say "$broken test file(s) failed to run (counted as failures)"
+fi
+if [[ "$broken" != missing ]] && ((total == 0 && broken == 0)); then
+  failed_steps+=("no tests ran")
+fi
+
+if ((${#failed_steps[@]})); then
+  say "failed: ${failed_steps[*]}"
+fi
+echo "$passed passed, $failed failed"
+((${#failed_steps[@]} == 0))

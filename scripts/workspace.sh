@@ -1,0 +1,46 @@
+# Shared by start.sh, test.sh and build.sh (sourced, not run): the repository root, the npm
+# install check and the build of every project.
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STATE_DIR="$REPO_ROOT/.gantry"
+LOG_DIR="$STATE_DIR/logs"
+PID_DIR="$STATE_DIR/pids"
+
+# Nx without its daemon or cloud: one short-lived process, nothing leaves the machine.
+export NX_DAEMON=false NX_NO_CLOUD=true
+
+# The five apps and their default HTTP ports (docs/DEVELOPING.md).
+GANTRY_APPS=(job-service workflow-engine pr-service worktree-service runner)
+declare -A GANTRY_APP_PORTS=(
+  [job-service]=3101 [workflow-engine]=3102 [pr-service]=3103 [worktree-service]=3104 [runner]=3105
+)
+
+say() { printf '[gantry] %s\n' "$*"; }
+die() { printf '[gantry] ERROR: %s\n' "$*" >&2; exit 1; }
+
+require_node() {
+  command -v node >/dev/null || die "Node.js 20.19 or newer is required (node is not on PATH)"
+  node -e '
+    const [major, minor] = process.versions.node.split(".").map(Number);
+    process.exit(major > 20 || (major === 20 && minor >= 19) ? 0 : 1);' ||
+    die "Node.js 20.19 or newer is required (found $(node --version))"
+}
+
+# npm ci when node_modules is missing or older than package-lock.json.
+ensure_node_modules() {
+  require_node
+  local marker="$REPO_ROOT/node_modules/.package-lock.json"
+  if [[ ! -f "$marker" ]]; then
+    say "installing npm packages (npm ci): node_modules is missing"
+  elif [[ "$REPO_ROOT/package-lock.json" -nt "$marker" ]]; then
+    say "installing npm packages (npm ci): package-lock.json is newer than node_modules"
+  else
+    return 0
+  fi
+  (cd "$REPO_ROOT" && npm ci --no-audit --no-fund)
+}
+
+build_all() {
+  say "building every project (nx run-many -t build)"
+  (cd "$REPO_ROOT" && npx nx run-many -t build --outputStyle=static)
+}
