@@ -1,0 +1,3 @@
+export * from './verify-worktree.js';
+export * from './plan-precheck.js';
+export { git, resolveCommit, isSha, type GitResult, type GitOptions } from './git.js';

@@ -1,0 +1,102 @@
+import { ErrorCode } from '@gantry/contracts';
+import { GitFixture } from './testing/git-fixture.js';
+import { precheckPlan } from './plan-precheck.js';
+
+describe('the idempotency pre-check against the target branch (real git)', () => {
+  let repo: GitFixture;
+  let addedSchema: string;
+  let addedMigration: string;
+  let deletedLegacy: string;
+
+  beforeAll(async () => {
+    repo = await GitFixture.create();
+    await repo.commit({ 'legacy/job.ts': 'old\n' }, 'legacy job');
+    addedSchema = await repo.commit({ 'src/schema.ts': 'export const jobs = table();\n' }, 'schema');
+    await repo.commit({ 'src/schema.ts': 'export const jobs = table();\n// comment\n' }, 'touch schema later');
+    addedMigration = await repo.commit({ 'migrations/001.sql': 'create table jobs ();\nalter table jobs add column pushed_at timestamptz;\n' }, 'migration');
+    deletedLegacy = await repo.commit({ 'legacy/job.ts': null }, 'drop legacy job');
+    await repo.commit({ 'README.md': '# product, later\n' }, 'unrelated later work');
+    await repo.pushToMain('HEAD');
+  });
+  afterAll(() => repo.remove());
+
+  it('a plan fully present is already done, naming the commit that completed it', async () => {
+    const result = await precheckPlan({
+      repoDir: repo.clone,
+      target: 'origin/main',
+      expectedChanges: [
+        { path: 'src/schema.ts', contains: 'export const jobs' },
+        { path: 'migrations/001.sql', contains: 'add column pushed_at' },
+        { path: 'legacy/job.ts', deleted: true },
+      ],
+    });
+    expect(result).toEqual({
+      kind: 'already_done',
+      commit: deletedLegacy,
+      present: [
+        { path: 'src/schema.ts', contains: 'export const jobs', commit: addedSchema },
+        { path: 'migrations/001.sql', contains: 'add column pushed_at', commit: addedMigration },
+        { path: 'legacy/job.ts', deleted: true, commit: deletedLegacy },
+      ],
+    });
+  });
+
+  it('a plan partly present reports what is present and what is missing', async () => {
+    const result = await precheckPlan({
+      repoDir: repo.clone,
+      target: 'origin/main',
+      expectedChanges: [{ path: 'src/schema.ts' }, { path: 'src/claims.ts' }, { path: 'migrations/001.sql', contains: 'create index' }],
+    });
+    expect(result).toEqual({
+      kind: 'partial',
+      present: [{ path: 'src/schema.ts', commit: addedSchema }],
+      missing: [{ path: 'src/claims.ts' }, { path: 'migrations/001.sql', contains: 'create index' }],
+    });
+  });
+
+  it('a plan with nothing present is not started', async () => {
+    const result = await precheckPlan({
+      repoDir: repo.clone,
+      target: 'origin/main',
+      expectedChanges: [{ path: 'src/claims.ts' }, { path: 'src/schema.ts', contains: 'export const claims' }],
+    });
+    expect(result).toEqual({ kind: 'not_started' });
+  });
+
+  it('a deletion of a file that still exists, or never existed, is not done', async () => {
+    const result = await precheckPlan({
+      repoDir: repo.clone,
+      target: 'origin/main',
+      expectedChanges: [{ path: 'src/schema.ts', deleted: true }, { path: 'never/there.ts', deleted: true }],
+    });
+    expect(result).toEqual({ kind: 'not_started' });
+  });
+
+  it('text expected in a directory is not present', async () => {
+    const result = await precheckPlan({ repoDir: repo.clone, target: 'origin/main', expectedChanges: [{ path: 'src', contains: 'jobs' }] });
+    expect(result).toEqual({ kind: 'not_started' });
+  });
+
+  it('compares with the target, not with the checked-out branch', async () => {
+    await repo.run(['checkout', '-q', '-b', 'local-only']);
+    await repo.commit({ 'src/claims.ts': 'export const claims = 1;\n' }, 'local claims');
+    try {
+      const result = await precheckPlan({ repoDir: repo.clone, target: 'origin/main', expectedChanges: [{ path: 'src/claims.ts' }] });
+      expect(result).toEqual({ kind: 'not_started' });
+    } finally {
+      await repo.run(['checkout', '-q', 'main']);
+    }
+  });
+
+  it('refuses a plan entry that escapes the repository', async () => {
+    await expect(
+      precheckPlan({ repoDir: repo.clone, target: 'origin/main', expectedChanges: [{ path: '../origin.git/config' }] }),
+    ).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+  });
+
+  it('an unknown target is NOT_FOUND', async () => {
+    await expect(
+      precheckPlan({ repoDir: repo.clone, target: 'origin/nope', expectedChanges: [{ path: 'src/schema.ts' }] }),
+    ).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+  });
+});

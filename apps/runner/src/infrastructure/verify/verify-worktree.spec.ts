@@ -1,0 +1,185 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ErrorCode } from '@gantry/contracts';
+import { GitFixture } from './testing/git-fixture.js';
+import { verifyWorktree } from './verify-worktree.js';
+
+describe('verifying a worktree against its base_sha (real git)', () => {
+  let repo: GitFixture;
+  let base: string;
+
+  beforeEach(async () => {
+    repo = await GitFixture.create();
+    await repo.commit({ 'src/app.ts': 'export const app = 1;\n', 'docs/old.md': 'obsolete\n' }, 'main: app');
+    await repo.pushToMain('HEAD');
+    await repo.run(['checkout', '-q', '-b', 'feat/story-1']);
+    base = await repo.head();
+  });
+  afterEach(() => repo.remove());
+
+  it('new commits with a net diff on top of base are ALIGNED and nothing is on the target yet', async () => {
+    const commit = await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report).toMatchObject({
+      result: 'ALIGNED',
+      baseSha: base,
+      headSha: commit,
+      newCommits: [commit],
+      netDiff: [{ status: 'A', path: 'src/feature.ts' }],
+      descendsFromBase: true,
+      branchMerged: false,
+      netChangeOnTarget: false,
+      conflictsWithTarget: false,
+      planOnTarget: null,
+      workAlreadyOnTarget: false,
+      uncommittedPaths: [],
+    });
+  });
+
+  it('a branch where nothing happened is EMPTY and, without a plan, not proven to be on the target', async () => {
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report).toMatchObject({ result: 'EMPTY', newCommits: [], netDiff: [], branchMerged: false, workAlreadyOnTarget: false });
+  });
+
+  it('a branch where nothing happened is EMPTY with the work on the target when the plan is already there', async () => {
+    const report = await verifyWorktree({
+      worktreeDir: repo.clone,
+      baseSha: base,
+      target: 'origin/main',
+      expectedChanges: [{ path: 'src/app.ts', contains: 'export const app' }],
+    });
+    expect(report.result).toBe('EMPTY');
+    expect(report.planOnTarget).toMatchObject({ kind: 'already_done', commit: base });
+    expect(report.workAlreadyOnTarget).toBe(true);
+  });
+
+  it('a delete-only commit is a net diff, not EMPTY', async () => {
+    const commit = await repo.commit({ 'docs/old.md': null }, 'chore: drop obsolete doc');
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report.result).toBe('ALIGNED');
+    expect(report.newCommits).toEqual([commit]);
+    expect(report.netDiff).toEqual([{ status: 'D', path: 'docs/old.md' }]);
+  });
+
+  it('a change and its revert leave no net diff and are EMPTY despite two commits', async () => {
+    await repo.commit({ 'src/tmp.ts': 'x\n' }, 'add tmp');
+    await repo.run(['revert', '--no-edit', 'HEAD']);
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report.newCommits).toHaveLength(2);
+    expect(report.netDiff).toEqual([]);
+    expect(report.result).toBe('EMPTY');
+  });
+
+  it('a branch already merged into the target is reported as merged and on the target', async () => {
+    await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
+    await repo.pushToMain('HEAD');
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report).toMatchObject({ branchMerged: true, netChangeOnTarget: true, workAlreadyOnTarget: true, conflictsWithTarget: false });
+  });
+
+  it('work cherry-picked onto the target already is on the target although the branch is not merged', async () => {
+    const commit = await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
+    await repo.run(['checkout', '-q', '-b', 'hotfix', 'origin/main']);
+    await repo.run(['cherry-pick', '-x', commit]);
+    await repo.pushToMain('hotfix');
+    expect(await repo.run(['rev-parse', 'origin/main'])).not.toBe(commit);
+    await repo.run(['checkout', '-q', 'feat/story-1']);
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report).toMatchObject({
+      result: 'ALIGNED',
+      branchMerged: false,
+      netChangeOnTarget: true,
+      workAlreadyOnTarget: true,
+    });
+  });
+
+  it('a branch left on an old line identical to work already merged is DIVERGENT and on the target', async () => {
+    const mainBefore = await repo.head();
+    const oldWork = await repo.commit({ 'src/old-feature.ts': 'export const old = 1;\n' }, 'feat: old feature');
+    // The old branch was squash-merged into main; the job then started from main's tip.
+    await repo.run(['checkout', '-q', '-b', 'squash', mainBefore]);
+    await repo.commit({ 'src/old-feature.ts': 'export const old = 1;\n' }, 'feat: old feature (squashed)');
+    await repo.pushToMain('squash');
+    const jobBase = await repo.head();
+    // The worktree ends on the old branch's commit, which does not descend from the job's base.
+    await repo.run(['checkout', '-q', '--detach', oldWork]);
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: jobBase, target: 'origin/main' });
+    expect(report).toMatchObject({
+      result: 'DIVERGENT',
+      descendsFromBase: false,
+      netDiff: [{ status: 'A', path: 'src/old-feature.ts' }],
+      netChangeOnTarget: true,
+      workAlreadyOnTarget: true,
+    });
+  });
+
+  it('a divergent branch whose diff is not on the target is DIVERGENT and not on the target', async () => {
+    const mainBefore = await repo.head();
+    const stray = await repo.commit({ 'src/stray.ts': 'export const stray = 1;\n' }, 'stray work');
+    await repo.run(['checkout', '-q', '-b', 'other', mainBefore]);
+    await repo.commit({ 'src/other.ts': 'export const other = 1;\n' }, 'other work');
+    await repo.pushToMain('other');
+    const jobBase = await repo.head();
+    await repo.run(['checkout', '-q', '--detach', stray]);
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: jobBase, target: 'origin/main' });
+    expect(report).toMatchObject({ result: 'DIVERGENT', netChangeOnTarget: false, branchMerged: false, workAlreadyOnTarget: false });
+  });
+
+  it('a conflict with the target is reported but stays ALIGNED: it is the pull request’s merge conflict', async () => {
+    await repo.commit({ 'src/app.ts': 'export const app = 2;\n' }, 'feat: app 2');
+    await repo.run(['checkout', '-q', '-b', 'elsewhere', 'origin/main']);
+    await repo.commit({ 'src/app.ts': 'export const app = 3;\n' }, 'main: app 3');
+    await repo.pushToMain('elsewhere');
+    await repo.run(['checkout', '-q', 'feat/story-1']);
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report).toMatchObject({ result: 'ALIGNED', conflictsWithTarget: true, netChangeOnTarget: false });
+  });
+
+  it('partial completion reported by the agent makes new work PARTIAL', async () => {
+    await repo.commit({ 'src/half.ts': 'export const half = 0.5;\n' }, 'feat: half');
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main', partialCompletion: true });
+    expect(report.result).toBe('PARTIAL');
+  });
+
+  it('a plan found partly on the target makes the rest of the work PARTIAL', async () => {
+    await repo.commit({ 'src/rest.ts': 'export const rest = 1;\n' }, 'feat: the rest');
+    const report = await verifyWorktree({
+      worktreeDir: repo.clone,
+      baseSha: base,
+      target: 'origin/main',
+      expectedChanges: [{ path: 'src/app.ts' }, { path: 'src/rest.ts' }],
+    });
+    expect(report.planOnTarget).toMatchObject({ kind: 'partial', missing: [{ path: 'src/rest.ts' }] });
+    expect(report.result).toBe('PARTIAL');
+    expect(report.workAlreadyOnTarget).toBe(false);
+  });
+
+  it('lists what the agent left uncommitted, which a push would not carry', async () => {
+    await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
+    const { writeFile } = await import('node:fs/promises');
+    await writeFile(join(repo.clone, 'src/app.ts'), 'export const app = 99;\n');
+    await writeFile(join(repo.clone, 'scratch.txt'), 'notes\n');
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report.uncommittedPaths.sort()).toEqual(['scratch.txt', 'src/app.ts']);
+  });
+
+  it('refuses a base that is not a full SHA', async () => {
+    await expect(verifyWorktree({ worktreeDir: repo.clone, baseSha: 'HEAD~1', target: 'origin/main' })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_COMMAND,
+    });
+  });
+
+  it('an unknown base commit is NOT_FOUND', async () => {
+    await expect(
+      verifyWorktree({ worktreeDir: repo.clone, baseSha: 'f'.repeat(40), target: 'origin/main' }),
+    ).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+  });
+
+  it('a target that looks like an option is not a commit and is never read as an option', async () => {
+    const output = join(repo.root, 'injected');
+    await expect(
+      verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: `--output=${output}` }),
+    ).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+    expect(existsSync(output)).toBe(false);
+  });
+});

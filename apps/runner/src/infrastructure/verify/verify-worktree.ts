@@ -1,0 +1,132 @@
+import type { ExpectedChange, PrecheckResult } from '../../domain/idempotency-precheck.js';
+import { classifyVerification, workAlreadyOnTarget, type VerifyResult } from '../../domain/verify-classification.js';
+import { git, isSha, resolveCommit } from './git.js';
+import { precheckPlan } from './plan-precheck.js';
+import { ErrorCode, GantryError } from '@gantry/contracts';
+
+export interface VerifyWorktreeInput {
+  worktreeDir: string;
+  /** The commit the job started from, recorded at claim. */
+  baseSha: string;
+  /** The branch the work is meant for, e.g. `origin/main`; fetched by the caller. */
+  target: string;
+  /** The agent's last `update_job_status` was PARTIAL, or the pre-check found the plan partly done. */
+  partialCompletion?: boolean;
+  /** The task's plan, when known: decides "work already on the target" for a branch that produced nothing. */
+  expectedChanges?: readonly ExpectedChange[];
+}
+
+export interface NetDiffEntry {
+  /** `A`, `M`, `D`, `T` as `git diff --name-status --no-renames` prints them. */
+  status: string;
+  path: string;
+}
+
+/** The facts the job service decides the finishing status from (SPEC §1), plus the classification. */
+export interface VerificationReport {
+  result: VerifyResult;
+  baseSha: string;
+  headSha: string;
+  target: string;
+  targetSha: string;
+  /** `git rev-list <base>..HEAD`, oldest first. */
+  newCommits: string[];
+  /** `git diff <base>...HEAD`; a delete-only change is a diff. */
+  netDiff: NetDiffEntry[];
+  descendsFromBase: boolean;
+  /** The branch has commits of its own since base and all of them are in the target. */
+  branchMerged: boolean;
+  /** There is a net diff and merging HEAD into the target would change nothing (cherry-picked, squashed). */
+  netChangeOnTarget: boolean;
+  /** Merging HEAD into the target would conflict (reported for the PR flow; not a verify failure). */
+  conflictsWithTarget: boolean;
+  /** The plan compared with the target, when the plan was given. */
+  planOnTarget: PrecheckResult | null;
+  /** The finishing table's "work already on the target branch / branch already merged" column. */
+  workAlreadyOnTarget: boolean;
+  /** Changes the agent left uncommitted: they will not be pushed. */
+  uncommittedPaths: string[];
+}
+
+export async function verifyWorktree(input: VerifyWorktreeInput): Promise<VerificationReport> {
+  const dir = input.worktreeDir;
+  if (!isSha(input.baseSha)) {
+    throw new GantryError(ErrorCode.INVALID_COMMAND, `base_sha must be a full commit SHA, got "${input.baseSha}"`);
+  }
+  const baseSha = await resolveCommit(dir, input.baseSha);
+  const headSha = await resolveCommit(dir, 'HEAD');
+  const targetSha = await resolveCommit(dir, input.target);
+
+  const newCommits = lines((await git(dir, ['rev-list', '--reverse', `${baseSha}..${headSha}`, '--'])).stdout);
+  const netDiff = parseNameStatus((await git(dir, ['diff', '--name-status', '-z', '--no-renames', `${baseSha}...${headSha}`, '--'])).stdout);
+  const descendsFromBase = await isAncestor(dir, baseSha, headSha);
+  const branchMerged = newCommits.length > 0 && (await isAncestor(dir, headSha, targetSha));
+  const merge = await mergeIntoTarget(dir, targetSha, headSha);
+  const netChangeOnTarget = netDiff.length > 0 && merge.clean && merge.tree === (await treeOf(dir, targetSha));
+  const planOnTarget = input.expectedChanges ? await precheckPlan({ repoDir: dir, target: targetSha, expectedChanges: input.expectedChanges }) : null;
+  const partialCompletion = (input.partialCompletion ?? false) || planOnTarget?.kind === 'partial';
+
+  return {
+    result: classifyVerification({ newCommitCount: newCommits.length, netDiff: netDiff.length > 0, descendsFromBase, partialCompletion }),
+    baseSha,
+    headSha,
+    target: input.target,
+    targetSha,
+    newCommits,
+    netDiff,
+    descendsFromBase,
+    branchMerged,
+    netChangeOnTarget,
+    conflictsWithTarget: !merge.clean,
+    planOnTarget,
+    workAlreadyOnTarget: workAlreadyOnTarget({
+      branchMerged,
+      netChangeOnTarget,
+      planOnTarget: netDiff.length === 0 && planOnTarget?.kind === 'already_done',
+    }),
+    uncommittedPaths: await uncommittedPaths(dir),
+  };
+}
+
+async function isAncestor(dir: string, ancestor: string, descendant: string): Promise<boolean> {
+  const { exitCode } = await git(dir, ['merge-base', '--is-ancestor', ancestor, descendant], { okExitCodes: [1] });
+  return exitCode === 0;
+}
+
+/** `git merge-tree --write-tree` merges in memory: the worktree and index are never touched. */
+async function mergeIntoTarget(dir: string, targetSha: string, headSha: string): Promise<{ clean: boolean; tree: string | null }> {
+  const { stdout, exitCode } = await git(dir, ['merge-tree', '--write-tree', '--no-messages', targetSha, headSha], {
+    okExitCodes: [1, 128],
+  });
+  if (exitCode !== 0) return { clean: false, tree: null };
+  return { clean: true, tree: stdout.split('\n')[0]!.trim() };
+}
+
+async function treeOf(dir: string, commit: string): Promise<string> {
+  return (await git(dir, ['rev-parse', '--verify', `${commit}^{tree}`])).stdout.trim();
+}
+
+async function uncommittedPaths(dir: string): Promise<string[]> {
+  const { stdout } = await git(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all']);
+  const paths: string[] = [];
+  const records = stdout.split('\0');
+  for (let i = 0; i < records.length; i++) {
+    const record = records[i]!;
+    if (record.length < 4) continue;
+    paths.push(record.slice(3));
+    // A rename or copy is followed by its source path as a record of its own.
+    if (record[0] === 'R' || record[0] === 'C') i++;
+  }
+  return paths;
+}
+
+function parseNameStatus(output: string): NetDiffEntry[] {
+  const fields = output.split('\0').filter((f) => f !== '');
+  const entries: NetDiffEntry[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) entries.push({ status: fields[i]!, path: fields[i + 1]! });
+  return entries;
+}
+
+function lines(output: string): string[] {
+  return output.split('\n').filter((l) => l !== '');
+}
