@@ -5,3 +5,5 @@ export * from './envelope.js';
 export * from './registry.js';
 export * from './jobs/agent-config.js';
 export * from './worktrees/index.js';
+export * from './jobs/index.js';
+export * from './prs/index.js';

@@ -44,3 +44,119 @@ export function effortForThinkingBudget(budget: number): EffortLevel | null {
   if (budget <= 24000) return 'xhigh';
   return 'max';
 }
+
+/**
+ * The agent profile a workflow run is queued for. A REVIEW job takes its model and thinking
+ * budget from here; the other kinds only record which profile asked.
+ */
+export const AgentProfileSchema = z.object({
+  id: z.string().min(1).max(200).regex(/^[^\s]+$/, 'an agent profile id has no whitespace'),
+  model: z.string().min(1),
+  thinkingBudget: z.number().int().min(0),
+});
+export type AgentProfile = z.infer<typeof AgentProfileSchema>;
+
+/** A kind's defaults; `null` model/budget means "taken from the agent profile" (REVIEW). */
+export interface KindDefaults {
+  model: string | null;
+  thinkingBudget: number | null;
+  permissionMode: PermissionMode;
+  allowedTools: readonly string[];
+  maxTurns: number;
+}
+
+const READ_TOOLS = ['Read', 'Glob', 'Grep'] as const;
+const WRITE_TOOLS = ['Edit', 'Write', 'Bash'] as const;
+const STORY_LOG_TOOLS = [
+  'mcp__gantry__log_implementation',
+  'mcp__gantry__log_commit',
+  'mcp__gantry__log_test_result',
+] as const;
+
+/**
+ * SPEC §1 kind defaults. Model, budget and permission mode are the SPEC's table; allowed tools
+ * and max_turns are this project's choice (the SPEC names them per kind without values).
+ * No kind gets the claim/heartbeat tools: the agent never claims or renews its own job.
+ */
+export const KIND_DEFAULTS: Readonly<Record<JobKind, Readonly<KindDefaults>>> = {
+  IDEA_GRILL: {
+    model: 'claude-sonnet-4-6',
+    thinkingBudget: 12000,
+    permissionMode: 'acceptEdits',
+    allowedTools: [...READ_TOOLS, 'WebSearch', 'WebFetch', ...STORY_LOG_TOOLS],
+    maxTurns: 40,
+  },
+  IDEA_MAKE_PLAN: {
+    model: 'claude-opus-4-7',
+    thinkingBudget: 24000,
+    permissionMode: 'acceptEdits',
+    allowedTools: [...READ_TOOLS, 'WebSearch', 'WebFetch', ...STORY_LOG_TOOLS],
+    maxTurns: 60,
+  },
+  PLAN_CHAT: {
+    model: 'claude-sonnet-4-6',
+    thinkingBudget: 6000,
+    permissionMode: 'acceptEdits',
+    allowedTools: [...READ_TOOLS, ...STORY_LOG_TOOLS],
+    maxTurns: 20,
+  },
+  TASK_IMPLEMENTATION: {
+    model: 'claude-sonnet-4-6',
+    thinkingBudget: 6000,
+    permissionMode: 'bypassPermissions',
+    allowedTools: [...READ_TOOLS, ...WRITE_TOOLS, ...STORY_LOG_TOOLS],
+    maxTurns: 200,
+  },
+  SPRINT_IMPLEMENTATION: {
+    model: 'claude-sonnet-4-6',
+    thinkingBudget: 6000,
+    permissionMode: 'bypassPermissions',
+    allowedTools: [...READ_TOOLS, ...WRITE_TOOLS, ...STORY_LOG_TOOLS],
+    maxTurns: 400,
+  },
+  REVIEW: {
+    model: null,
+    thinkingBudget: null,
+    permissionMode: 'acceptEdits',
+    allowedTools: [...READ_TOOLS, 'Bash', ...STORY_LOG_TOOLS],
+    maxTurns: 60,
+  },
+};
+
+/**
+ * The configuration cascade: kind defaults (REVIEW: model and budget from the agent profile)
+ * → product → sprint → job. Later levels win field by field; `undefined` fields do not override.
+ * Throws a RangeError for a REVIEW without an agent profile — there is no model to run.
+ */
+export function resolveAgentConfig(
+  kind: JobKind,
+  productOverride?: AgentConfigOverride | null,
+  sprintOverride?: AgentConfigOverride | null,
+  jobOverride?: AgentConfigOverride | null,
+  agentProfile?: AgentProfile | null,
+): AgentConfig {
+  const defaults = KIND_DEFAULTS[kind];
+  const model = defaults.model ?? agentProfile?.model;
+  const thinkingBudget = defaults.thinkingBudget ?? agentProfile?.thinkingBudget;
+  if (model === undefined || thinkingBudget === undefined) {
+    throw new RangeError(`a ${kind} job takes its model and thinking budget from its agent profile, and it has none`);
+  }
+  let config: AgentConfig = {
+    model,
+    thinkingBudget,
+    permissionMode: defaults.permissionMode,
+    allowedTools: [...defaults.allowedTools],
+    maxTurns: defaults.maxTurns,
+  };
+  for (const override of [productOverride, sprintOverride, jobOverride]) {
+    if (!override) continue;
+    config = {
+      model: override.model ?? config.model,
+      thinkingBudget: override.thinkingBudget ?? config.thinkingBudget,
+      permissionMode: override.permissionMode ?? config.permissionMode,
+      allowedTools: override.allowedTools ? [...override.allowedTools] : config.allowedTools,
+      maxTurns: override.maxTurns ?? config.maxTurns,
+    };
+  }
+  return AgentConfigSchema.parse(config);
+}

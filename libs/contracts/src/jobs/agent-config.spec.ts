@@ -1,0 +1,72 @@
+import { effortForThinkingBudget, JobKinds, KIND_DEFAULTS, resolveAgentConfig } from './agent-config.js';
+
+describe('agent configuration', () => {
+  it.each([
+    ['IDEA_GRILL', 'claude-sonnet-4-6', 12000, 'acceptEdits', 'high'],
+    ['IDEA_MAKE_PLAN', 'claude-opus-4-7', 24000, 'acceptEdits', 'xhigh'],
+    ['PLAN_CHAT', 'claude-sonnet-4-6', 6000, 'acceptEdits', 'medium'],
+    ['TASK_IMPLEMENTATION', 'claude-sonnet-4-6', 6000, 'bypassPermissions', 'medium'],
+    ['SPRINT_IMPLEMENTATION', 'claude-sonnet-4-6', 6000, 'bypassPermissions', 'medium'],
+  ] as const)('%s defaults to %s, budget %d, %s (--effort %s)', (kind, model, budget, mode, effort) => {
+    const config = resolveAgentConfig(kind);
+    expect(config).toMatchObject({ model, thinkingBudget: budget, permissionMode: mode });
+    expect(config.allowedTools.length).toBeGreaterThan(0);
+    expect(config.maxTurns).toBe(KIND_DEFAULTS[kind].maxTurns);
+    expect(effortForThinkingBudget(config.thinkingBudget)).toBe(effort);
+  });
+
+  it('takes a REVIEW job model and budget from the agent profile, with acceptEdits', () => {
+    const config = resolveAgentConfig('REVIEW', null, null, null, { id: 'reviewer', model: 'claude-opus-4-7', thinkingBudget: 30000 });
+    expect(config).toMatchObject({ model: 'claude-opus-4-7', thinkingBudget: 30000, permissionMode: 'acceptEdits' });
+    expect(effortForThinkingBudget(config.thinkingBudget)).toBe('max');
+  });
+
+  it('refuses to resolve a REVIEW job without an agent profile', () => {
+    expect(() => resolveAgentConfig('REVIEW')).toThrow(/agent profile/);
+  });
+
+  it('does not let the agent profile change the model of a kind with its own default', () => {
+    expect(resolveAgentConfig('PLAN_CHAT', null, null, null, { id: 'p', model: 'other', thinkingBudget: 1 }).model).toBe('claude-sonnet-4-6');
+  });
+
+  it('applies product, then sprint, then job overrides, each field on its own', () => {
+    const config = resolveAgentConfig(
+      'TASK_IMPLEMENTATION',
+      { model: 'claude-opus-4-7', thinkingBudget: 12000 },
+      { thinkingBudget: 20000, allowedTools: ['Read'] },
+      { thinkingBudget: 0 },
+    );
+    expect(config).toEqual({
+      model: 'claude-opus-4-7',
+      thinkingBudget: 0,
+      permissionMode: 'bypassPermissions',
+      allowedTools: ['Read'],
+      maxTurns: KIND_DEFAULTS.TASK_IMPLEMENTATION.maxTurns,
+    });
+    expect(effortForThinkingBudget(config.thinkingBudget)).toBeNull();
+  });
+
+  it('overrides apply on top of the agent profile for REVIEW too', () => {
+    const config = resolveAgentConfig('REVIEW', { model: 'claude-sonnet-4-6' }, null, null, { id: 'r', model: 'claude-opus-4-7', thinkingBudget: 100 });
+    expect(config.model).toBe('claude-sonnet-4-6');
+    expect(config.thinkingBudget).toBe(100);
+  });
+
+  it('returns a fresh tool list, so a caller cannot change the defaults table', () => {
+    const config = resolveAgentConfig('PLAN_CHAT');
+    config.allowedTools.push('Bash');
+    expect(KIND_DEFAULTS.PLAN_CHAT.allowedTools).not.toContain('Bash');
+  });
+
+  it('gives no kind the tools to claim or renew its own job', () => {
+    for (const kind of JobKinds) {
+      expect(KIND_DEFAULTS[kind].allowedTools.some((t) => /claim|heartbeat|renew|wait_for_job/.test(t))).toBe(false);
+    }
+  });
+
+  it.each([
+    [0, null], [1, 'medium'], [6000, 'medium'], [6001, 'high'], [12000, 'high'], [12001, 'xhigh'], [24000, 'xhigh'], [24001, 'max'],
+  ] as const)('maps a thinking budget of %d to --effort %s', (budget, effort) => {
+    expect(effortForThinkingBudget(budget)).toBe(effort);
+  });
+});

@@ -1,0 +1,391 @@
+import { z } from 'zod';
+import { CommandMetaSchema } from '../envelope.js';
+import { defineCommand } from '../registry.js';
+import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, EffortLevelSchema, JobKindSchema } from './agent-config.js';
+import { AlreadyPresentSchema, jobExampleIds } from './events.js';
+import {
+  EnqueueOutcomeSchema,
+  GitRefSchema,
+  GitShaSchema,
+  IdempotencyKeySchema,
+  JobIdSchema,
+  JobPayloadSchema,
+  JobStatusSchema,
+  LeaseTokenSchema,
+  ExternalRefSchema,
+  RunnerIdSchema,
+  SprintRunIdSchema,
+  TaskStatusSchema,
+  TerminalJobStatusSchema,
+  TestResultStatusSchema,
+  TimestampSchema,
+  VerificationFactsSchema,
+} from './values.js';
+
+/** Fields of every command that acts under a claim: the holder and its fencing token. */
+const fenced = {
+  jobId: JobIdSchema,
+  runnerId: RunnerIdSchema,
+  leaseToken: LeaseTokenSchema,
+};
+const fencedExample = { jobId: jobExampleIds.jobId, runnerId: jobExampleIds.runnerId, leaseToken: 1 };
+
+/** Bounds on a requested lease: long enough to renew every 60 s, short enough to notice a dead runner. */
+export const JobLeaseDurationMsSchema = z.number().int().min(10_000).max(2 * 60 * 60 * 1000);
+
+const JobRefReply = z.object({ jobId: JobIdSchema, status: JobStatusSchema });
+
+// ---------------------------------------------------------------------------------------------
+// enqueue_job
+
+export const EnqueueJobRequestSchema = CommandMetaSchema.extend({
+  kind: JobKindSchema,
+  productId: ExternalRefSchema,
+  storyId: ExternalRefSchema.optional(),
+  sprintId: ExternalRefSchema.optional(),
+  sprintRunId: SprintRunIdSchema.optional(),
+  taskId: ExternalRefSchema.optional(),
+  prompt: z.string().min(1).max(100_000).optional(),
+  payload: JobPayloadSchema.optional(),
+  /** The configuration cascade below the kind defaults: product → sprint → job. */
+  configOverrides: z
+    .object({
+      product: AgentConfigOverrideSchema.optional(),
+      sprint: AgentConfigOverrideSchema.optional(),
+      job: AgentConfigOverrideSchema.optional(),
+    })
+    .optional(),
+  agentProfile: AgentProfileSchema.optional(),
+  reason: z.string().min(1).max(200).optional(),
+  /** Suppresses a repeat of this request for 24 h (the reply then names the existing job). */
+  idempotencyKey: IdempotencyKeySchema,
+  /** Runs queued by an on_enter action are never coalesced; a discrete field, never encoded in the key. */
+  excludeFromCoalescing: z.boolean().default(false),
+  /** The branch the work starts from; the runner resolves base_sha from it. */
+  baseRef: GitRefSchema.optional(),
+  maxAttempts: z.number().int().min(1).max(20).optional(),
+}).refine((r) => r.kind !== 'REVIEW' || r.agentProfile !== undefined, {
+  message: 'a REVIEW job takes its model and thinking budget from an agent profile, so agentProfile is required',
+  path: ['agentProfile'],
+});
+
+export const enqueueJob = defineCommand({
+  context: 'jobs',
+  name: 'enqueue_job',
+  request: EnqueueJobRequestSchema,
+  reply: z.object({
+    jobId: JobIdSchema,
+    /** created: a new job; deduplicated: the key was seen within 24 h; coalesced: appended to a queued job. */
+    outcome: EnqueueOutcomeSchema,
+    status: JobStatusSchema,
+  }),
+  examples: {
+    valid: [
+      {
+        kind: 'TASK_IMPLEMENTATION', productId: 'product-42', storyId: 'ST-1208', taskId: 'T-533',
+        prompt: 'Implement T-533', payload: { plan: 'add the migration' }, baseRef: 'feat/story-1208',
+        idempotencyKey: 'product-42/enqueue:task-T-533-attempt-1',
+      },
+      {
+        kind: 'REVIEW', productId: 'product-42', taskId: 'T-533', reason: 'review_started',
+        agentProfile: { id: 'profile-reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000 },
+        idempotencyKey: 'product-42/queue_run:0f3c5e7a9b1d', excludeFromCoalescing: true,
+      },
+    ],
+    invalid: [
+      // REVIEW without an agent profile has no model to run
+      { kind: 'REVIEW', productId: 'product-42', idempotencyKey: 'product-42/queue_run:1' },
+      // an e-mail address in the key is personal data
+      { kind: 'PLAN_CHAT', productId: 'product-42', idempotencyKey: 'alice@example.com:chat' },
+      // the key must be scoped: <scope>:<key>
+      { kind: 'PLAN_CHAT', productId: 'product-42', idempotencyKey: 'just-a-key' },
+    ],
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// claim_job
+
+export const ClaimedJobSchema = z.object({
+  jobId: JobIdSchema,
+  kind: JobKindSchema,
+  productId: ExternalRefSchema,
+  storyId: ExternalRefSchema.nullable(),
+  sprintId: ExternalRefSchema.nullable(),
+  sprintRunId: SprintRunIdSchema.nullable(),
+  taskId: ExternalRefSchema.nullable(),
+  prompts: z.array(z.string()),
+  payloads: z.array(JobPayloadSchema),
+  leaseToken: LeaseTokenSchema,
+  leaseExpiresAt: TimestampSchema,
+  attempt: z.number().int().positive(),
+  agentConfig: AgentConfigSchema,
+  /** --effort for the CLI; null means no flag. maxTurns is in agentConfig for the record and is never passed on. */
+  effort: EffortLevelSchema.nullable(),
+  baseRef: GitRefSchema.nullable(),
+  baseSha: GitShaSchema.nullable(),
+});
+export type ClaimedJob = z.infer<typeof ClaimedJobSchema>;
+
+export const claimJob = defineCommand({
+  context: 'jobs',
+  name: 'claim_job',
+  request: CommandMetaSchema.extend({
+    runnerId: RunnerIdSchema,
+    /** The kinds this runner can run. */
+    kinds: z.array(JobKindSchema).min(1),
+    /** The offered job; without it the oldest queued job of the kinds is claimed. */
+    jobId: JobIdSchema.optional(),
+    /** The base commit, when the runner resolved the offer's base ref before claiming. */
+    baseSha: GitShaSchema.optional(),
+    leaseDurationMs: JobLeaseDurationMsSchema.optional(),
+    /** A retry after a lost reply returns the same lease, not a second claim. */
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: z.discriminatedUnion('claimed', [
+    z.object({ claimed: z.literal(true), job: ClaimedJobSchema }),
+    z.object({ claimed: z.literal(false) }),
+  ]),
+  examples: {
+    valid: [
+      {
+        runnerId: jobExampleIds.runnerId, kinds: ['TASK_IMPLEMENTATION', 'SPRINT_IMPLEMENTATION'], jobId: jobExampleIds.jobId,
+        idempotencyKey: 'runner-host1-01/claim:job-7b1d3c9e-offer-1',
+      },
+      { runnerId: jobExampleIds.runnerId, kinds: ['REVIEW'], leaseDurationMs: 180_000, idempotencyKey: 'runner-host1-01/claim:poll-88' },
+    ],
+    invalid: [
+      // a runner that can run no kind cannot claim anything
+      { runnerId: jobExampleIds.runnerId, kinds: [], idempotencyKey: 'r/claim:1' },
+      // a runner id is one subject token: no dots
+      { runnerId: 'runner.host1', kinds: ['REVIEW'], idempotencyKey: 'r/claim:1' },
+      // a lease of one second cannot be renewed in time
+      { runnerId: jobExampleIds.runnerId, kinds: ['REVIEW'], leaseDurationMs: 1000, idempotencyKey: 'r/claim:1' },
+    ],
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// renew_job_lease
+
+export const renewJobLease = defineCommand({
+  context: 'jobs',
+  name: 'renew_job_lease',
+  request: CommandMetaSchema.extend({ ...fenced, leaseDurationMs: JobLeaseDurationMsSchema.optional() }),
+  reply: z.object({ jobId: JobIdSchema, leaseToken: LeaseTokenSchema, leaseExpiresAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...fencedExample }, { ...fencedExample, leaseDurationMs: 180_000 }],
+    // the fencing token is a whole number
+    invalid: [{ ...fencedExample, leaseToken: '1' }, { jobId: jobExampleIds.jobId, runnerId: jobExampleIds.runnerId }],
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// start_job
+
+export const startJob = defineCommand({
+  context: 'jobs',
+  name: 'start_job',
+  request: CommandMetaSchema.extend({
+    ...fenced,
+    /** base_sha as resolved in the worktree; must equal the claim's if the claim recorded one. */
+    baseSha: GitShaSchema.optional(),
+    branch: GitRefSchema.optional(),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: JobRefReply,
+  examples: {
+    valid: [{ ...fencedExample, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', idempotencyKey: 'product-42/start:job-7b1d3c9e-1' }],
+    // a start under a claim carries its token
+    invalid: [{ jobId: jobExampleIds.jobId, runnerId: jobExampleIds.runnerId, idempotencyKey: 'p/start:1' }],
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// the story log: log_implementation, log_commit, log_test_result
+
+export const logImplementation = defineCommand({
+  context: 'jobs',
+  name: 'log_implementation',
+  request: CommandMetaSchema.extend({
+    ...fenced,
+    taskId: ExternalRefSchema.optional(),
+    branch: GitRefSchema.optional(),
+    plan: z.string().max(20_000).optional(),
+    summary: z.string().min(1).max(20_000),
+    /** The idempotency pre-check found the work (partly) on the target already. */
+    alreadyPresent: AlreadyPresentSchema.optional(),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: JobRefReply,
+  examples: {
+    valid: [
+      {
+        ...fencedExample, taskId: 'T-533', branch: 'feat/story-1208', plan: 'add the migration',
+        summary: 'Start implementation of T-533 on feat/story-1208.', idempotencyKey: 'product-42/log:job-7b1d3c9e-impl-1',
+      },
+    ],
+    // a story-log entry says something
+    invalid: [{ ...fencedExample, summary: '', idempotencyKey: 'p/log:1' }],
+  },
+});
+
+export const logCommit = defineCommand({
+  context: 'jobs',
+  name: 'log_commit',
+  request: CommandMetaSchema.extend({
+    ...fenced,
+    commitSha: GitShaSchema,
+    message: z.string().min(1).max(10_000),
+    summary: z.string().min(1).max(20_000),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: JobRefReply,
+  examples: {
+    valid: [{ ...fencedExample, commitSha: jobExampleIds.headSha, message: 'feat: add migration', summary: '1 file added', idempotencyKey: 'p/log:commit-9e8d7c6b' }],
+    // the hash is the full object id
+    invalid: [{ ...fencedExample, commitSha: 'HEAD', message: 'x', summary: 'x', idempotencyKey: 'p/log:1' }],
+  },
+});
+
+export const logTestResult = defineCommand({
+  context: 'jobs',
+  name: 'log_test_result',
+  request: CommandMetaSchema.extend({
+    ...fenced,
+    status: TestResultStatusSchema,
+    summary: z.string().min(1).max(20_000),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: JobRefReply,
+  examples: {
+    valid: [{ ...fencedExample, status: 'FAILED', summary: '2 tests failing in cart.spec.ts', idempotencyKey: 'p/log:test-1' }],
+    // PASSED or FAILED, nothing in between
+    invalid: [{ ...fencedExample, status: 'SKIPPED', summary: 'x', idempotencyKey: 'p/log:1' }],
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// report_push
+
+export const reportPush = defineCommand({
+  context: 'jobs',
+  name: 'report_push',
+  request: CommandMetaSchema.extend({
+    ...fenced,
+    branch: GitRefSchema,
+    headSha: GitShaSchema,
+    /** false when the remote already had headSha: then pushed_at stays empty. */
+    pushed: z.boolean(),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: z.object({ jobId: JobIdSchema, headSha: GitShaSchema, pushedAt: TimestampSchema.nullable() }),
+  examples: {
+    valid: [
+      { ...fencedExample, branch: 'feat/story-1208', headSha: jobExampleIds.headSha, pushed: true, idempotencyKey: 'p/push:9e8d7c6b' },
+      { ...fencedExample, branch: 'feat/story-1208', headSha: jobExampleIds.headSha, pushed: false, idempotencyKey: 'p/push:9e8d7c6b-2' },
+    ],
+    // whether something was really pushed is a fact the runner must state
+    invalid: [{ ...fencedExample, branch: 'feat/story-1208', headSha: jobExampleIds.headSha, idempotencyKey: 'p/push:1' }],
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// finish_job
+
+export const finishJob = defineCommand({
+  context: 'jobs',
+  name: 'finish_job',
+  request: CommandMetaSchema.extend({ ...fenced, facts: VerificationFactsSchema, idempotencyKey: IdempotencyKeySchema }),
+  reply: z.object({
+    jobId: JobIdSchema,
+    jobStatus: TerminalJobStatusSchema,
+    taskStatus: TaskStatusSchema.nullable(),
+    error: z.string().nullable(),
+  }),
+  examples: {
+    valid: [
+      {
+        ...fencedExample, idempotencyKey: 'p/finish:job-7b1d3c9e-1',
+        facts: {
+          verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 },
+          workAlreadyOnTarget: true, diffIdenticalToMergedBranch: false, failure: null, cancelled: false,
+        },
+      },
+      {
+        ...fencedExample, idempotencyKey: 'p/finish:job-7b1d3c9e-2',
+        facts: {
+          verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 0, deletions: 12 },
+          workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false,
+          failure: { kind: 'TEST', message: 'cart.spec.ts: expected 3, got 2' }, cancelled: false,
+        },
+      },
+    ],
+    invalid: [
+      // the runner reports facts, not a status
+      { ...fencedExample, idempotencyKey: 'p/finish:1', status: 'DONE' },
+      // a failure without its concrete text
+      {
+        ...fencedExample, idempotencyKey: 'p/finish:1',
+        facts: {
+          verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 1, deletions: 0 },
+          workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: { kind: 'COMPILE', message: '' }, cancelled: false,
+        },
+      },
+    ],
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// rollback_claim
+
+export const rollbackClaim = defineCommand({
+  context: 'jobs',
+  name: 'rollback_claim',
+  request: CommandMetaSchema.extend({
+    ...fenced,
+    reason: z.string().min(1).max(2000),
+    exitCode: z.number().int().optional(),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: JobRefReply.extend({ attempt: z.number().int().positive() }),
+  examples: {
+    valid: [{ ...fencedExample, reason: 'agent exited with code 1 without finishing the job', exitCode: 1, idempotencyKey: 'p/rollback:job-7b1d3c9e-1' }],
+    // a rollback says why
+    invalid: [{ ...fencedExample, idempotencyKey: 'p/rollback:1' }],
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// cancel_job (a user's act: not fenced)
+
+export const cancelJob = defineCommand({
+  context: 'jobs',
+  name: 'cancel_job',
+  request: CommandMetaSchema.extend({
+    jobId: JobIdSchema,
+    reason: z.string().min(1).max(2000).optional(),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: JobRefReply,
+  examples: {
+    valid: [{ jobId: jobExampleIds.jobId, reason: 'not needed any more', idempotencyKey: 'product-42/cancel:job-7b1d3c9e' }],
+    // a job id is job-<uuid>
+    invalid: [{ jobId: '7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f', idempotencyKey: 'p/cancel:1' }],
+  },
+});
+
+export const jobCommandContracts = [
+  enqueueJob,
+  claimJob,
+  renewJobLease,
+  startJob,
+  logImplementation,
+  logCommit,
+  logTestResult,
+  reportPush,
+  finishJob,
+  rollbackClaim,
+  cancelJob,
+] as const;
+

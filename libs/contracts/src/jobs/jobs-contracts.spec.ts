@@ -1,0 +1,135 @@
+import { z } from 'zod';
+import type { CommandContract, EventContract } from '../registry.js';
+import {
+  claimJob,
+  enqueueJob,
+  finishJob,
+  jobCommandContracts,
+  jobEventContracts,
+  jobQueryContracts,
+  JobClaimRolledBack,
+  JobIdSchema,
+  JobLeaseExpired,
+  JobPushReported,
+  IdempotencyKeySchema,
+  SprintRunPaused,
+  sprintRunCommandContracts,
+  sprintRunEventContracts,
+  jobIdFor,
+  jobExampleIds,
+} from './index.js';
+import { PullRequestChecksFailed, PullRequestMergeConflict, prSprintDrivingEventContracts } from '../prs/index.js';
+import { deriveIdempotencyKey } from '../hashing.js';
+import { isSubjectToken } from '../subjects.js';
+
+const all: (CommandContract | EventContract)[] = [
+  ...jobCommandContracts,
+  ...sprintRunCommandContracts,
+  ...jobQueryContracts,
+  ...jobEventContracts,
+  ...sprintRunEventContracts,
+  ...prSprintDrivingEventContracts,
+] as unknown as (CommandContract | EventContract)[];
+
+const schemaOf = (c: CommandContract | EventContract): z.ZodType => (c.kind === 'command' ? c.request : c.data);
+const nameOf = (c: CommandContract | EventContract) => (c.kind === 'command' ? `${c.context}.${c.name}` : `${c.context}.${c.type}`);
+
+function issuePaths(schema: z.ZodType, input: unknown): string[] {
+  const parsed = schema.safeParse(input);
+  if (parsed.success) return [];
+  return parsed.error.issues.map((i) => i.path.join('.'));
+}
+
+describe('job-service contracts', () => {
+  it('declares every command, query and event the job service answers or emits', () => {
+    expect(jobCommandContracts.map((c) => c.name)).toEqual([
+      'enqueue_job', 'claim_job', 'renew_job_lease', 'start_job', 'log_implementation', 'log_commit',
+      'log_test_result', 'report_push', 'finish_job', 'rollback_claim', 'cancel_job',
+    ]);
+    expect(sprintRunCommandContracts.map((c) => c.name)).toEqual(['create_sprint_run', 'resume_sprint_run', 'cancel_sprint_run']);
+    expect(jobQueryContracts.map((c) => c.name)).toEqual(['get_job', 'list_jobs', 'get_sprint_run']);
+    expect(jobEventContracts.map((c) => c.type)).toContain('JobLeaseExpired');
+    expect(prSprintDrivingEventContracts.every((c) => c.context === 'prs')).toBe(true);
+  });
+
+  describe.each(all.map((c) => [nameOf(c), c] as const))('%s', (_name, contract) => {
+    it('accepts each of its valid examples, also after a trip through JSON', () => {
+      expect(contract.examples.valid.length).toBeGreaterThan(0);
+      for (const example of contract.examples.valid) {
+        const parsed = schemaOf(contract).safeParse(JSON.parse(JSON.stringify(example)));
+        expect(parsed.error?.issues ?? []).toEqual([]);
+      }
+    });
+    it('refuses each of its invalid examples', () => {
+      expect(contract.examples.invalid.length).toBeGreaterThan(0);
+      for (const example of contract.examples.invalid) {
+        expect(schemaOf(contract).safeParse(example).success).toBe(false);
+      }
+    });
+  });
+
+  it('refuses a REVIEW enqueue without an agent profile, naming the field', () => {
+    expect(issuePaths(enqueueJob.request, enqueueJob.examples.invalid[0])).toEqual(['agentProfile']);
+  });
+
+  it('refuses an idempotency key that holds an e-mail address or has no scope', () => {
+    expect(IdempotencyKeySchema.safeParse('alice@example.com:chat').success).toBe(false);
+    expect(IdempotencyKeySchema.safeParse('just-a-key').success).toBe(false);
+    expect(IdempotencyKeySchema.safeParse('my key:x').success).toBe(false);
+    expect(IdempotencyKeySchema.safeParse(deriveIdempotencyKey('product-42/queue_run', { entry: 3, step: 'review' })).success).toBe(true);
+  });
+
+  it('defaults excludeFromCoalescing to false: only a request that says so is excluded', () => {
+    const parsed = enqueueJob.request.parse(enqueueJob.examples.valid[0]);
+    expect(parsed.excludeFromCoalescing).toBe(false);
+    expect(enqueueJob.request.parse(enqueueJob.examples.valid[1]).excludeFromCoalescing).toBe(true);
+  });
+
+  it('makes job ids single subject tokens of the form job-<uuid>', () => {
+    const id = jobIdFor('0d9f1c2e-3b4a-4c5d-8e6f-7a8b9c0d1e2f');
+    expect(id).toBe('job-0d9f1c2e-3b4a-4c5d-8e6f-7a8b9c0d1e2f');
+    expect(isSubjectToken(id)).toBe(true);
+    expect(() => jobIdFor('not-a-uuid')).toThrow();
+    expect(JobIdSchema.safeParse('job-1.2').success).toBe(false);
+  });
+
+  it('refuses a claim by a runner that can run no kind, and a lease too short to renew', () => {
+    expect(issuePaths(claimJob.request, claimJob.examples.invalid[0])).toEqual(['kinds']);
+    expect(issuePaths(claimJob.request, claimJob.examples.invalid[1])).toEqual(['runnerId']);
+    expect(issuePaths(claimJob.request, claimJob.examples.invalid[2])).toEqual(['leaseDurationMs']);
+  });
+
+  it('refuses a finish that reports a status instead of facts', () => {
+    expect(issuePaths(finishJob.request, finishJob.examples.invalid[0])).toEqual(['facts']);
+    expect(issuePaths(finishJob.request, finishJob.examples.invalid[1])).toEqual(['facts.failure.message']);
+  });
+
+  it('keeps a push report honest: pushedAt is null or a time, never left out', () => {
+    expect(issuePaths(JobPushReported.data, JobPushReported.examples.invalid[0])).toEqual(['pushedAt']);
+  });
+
+  it('ties a requeue to attempt + 1 and a failure to an error sentence', () => {
+    expect(JobClaimRolledBack.data.safeParse(JobClaimRolledBack.examples.invalid[0]).success).toBe(false);
+    expect(JobLeaseExpired.data.safeParse(JobLeaseExpired.examples.invalid[0]).success).toBe(false);
+    const requeued = JobLeaseExpired.examples.valid[0]!;
+    expect(JobLeaseExpired.data.safeParse({ ...requeued, error: 'x' }).success).toBe(false);
+  });
+
+  it('pauses a sprint run only for a merge conflict, and always with its files', () => {
+    expect(issuePaths(SprintRunPaused.data, SprintRunPaused.examples.invalid[0])).toEqual(['conflictingFiles']);
+    expect(issuePaths(SprintRunPaused.data, SprintRunPaused.examples.invalid[1])).toEqual(['reason']);
+  });
+
+  it('carries the PR url and conflicting files on a merge conflict, and the failed checks on red CI', () => {
+    const conflict = PullRequestMergeConflict.data.parse(PullRequestMergeConflict.examples.valid[0]);
+    expect(conflict.prUrl).toBe('https://github.com/acme/shop/pull/102');
+    expect(conflict.conflictingFiles).toEqual(['src/app.ts', 'package.json']);
+    expect(issuePaths(PullRequestMergeConflict.data, PullRequestMergeConflict.examples.invalid[0])).toEqual(['conflictingFiles']);
+    expect(issuePaths(PullRequestChecksFailed.data, PullRequestChecksFailed.examples.invalid[0])).toEqual(['failedChecks']);
+    expect(issuePaths(PullRequestChecksFailed.data, PullRequestChecksFailed.examples.invalid[1])).toEqual(['headSha']);
+  });
+
+  it('uses the example ids consistently as subject tokens', () => {
+    for (const id of [jobExampleIds.jobId, jobExampleIds.sprintRunId, jobExampleIds.runnerId]) expect(isSubjectToken(id)).toBe(true);
+  });
+});

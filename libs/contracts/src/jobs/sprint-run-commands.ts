@@ -1,0 +1,64 @@
+import { z } from 'zod';
+import { CommandMetaSchema } from '../envelope.js';
+import { defineCommand } from '../registry.js';
+import { jobExampleIds } from './events.js';
+import { GitRefSchema, IdempotencyKeySchema, ExternalRefSchema, SprintRunIdSchema, SprintRunStatusSchema } from './values.js';
+
+const SprintRunRefReply = z.object({ sprintRunId: SprintRunIdSchema, status: SprintRunStatusSchema });
+
+export const createSprintRun = defineCommand({
+  context: 'jobs',
+  name: 'create_sprint_run',
+  request: CommandMetaSchema.extend({
+    sprintId: ExternalRefSchema,
+    productId: ExternalRefSchema,
+    taskIds: z.array(ExternalRefSchema).min(1).refine((ids) => new Set(ids).size === ids.length, 'task ids must be distinct'),
+    branch: GitRefSchema,
+    prUrl: z.url().optional(),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: SprintRunRefReply,
+  examples: {
+    valid: [{ sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', idempotencyKey: 'product-42/sprint-run:SP-7-1' }],
+    invalid: [
+      // a sprint run with no tasks has nothing to run
+      { sprintId: 'SP-7', productId: 'product-42', taskIds: [], branch: 'sprint/SP-7', idempotencyKey: 'p/sprint-run:1' },
+      // ".." is not allowed in a git ref
+      { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/../main', idempotencyKey: 'p/sprint-run:1' },
+    ],
+  },
+});
+
+export const resumeSprintRun = defineCommand({
+  context: 'jobs',
+  name: 'resume_sprint_run',
+  request: CommandMetaSchema.extend({
+    sprintRunId: SprintRunIdSchema,
+    note: z.string().max(2000).optional(),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: SprintRunRefReply,
+  examples: {
+    valid: [{ sprintRunId: jobExampleIds.sprintRunId, note: 'conflict in src/app.ts resolved', idempotencyKey: 'product-42/resume:sprintrun-5a6b-1' }],
+    // which sprint run?
+    invalid: [{ idempotencyKey: 'p/resume:1' }],
+  },
+});
+
+export const cancelSprintRun = defineCommand({
+  context: 'jobs',
+  name: 'cancel_sprint_run',
+  request: CommandMetaSchema.extend({
+    sprintRunId: SprintRunIdSchema,
+    reason: z.string().min(1).max(2000).optional(),
+    idempotencyKey: IdempotencyKeySchema,
+  }),
+  reply: SprintRunRefReply,
+  examples: {
+    valid: [{ sprintRunId: jobExampleIds.sprintRunId, reason: 'scope changed', idempotencyKey: 'product-42/cancel-sprint-run:sprintrun-5a6b' }],
+    // an empty reason is no reason; leave it out instead
+    invalid: [{ sprintRunId: jobExampleIds.sprintRunId, reason: '', idempotencyKey: 'p/cancel:1' }],
+  },
+});
+
+export const sprintRunCommandContracts = [createSprintRun, resumeSprintRun, cancelSprintRun] as const;

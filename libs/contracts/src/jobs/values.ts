@@ -1,0 +1,123 @@
+import { z } from 'zod';
+
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+
+/** A job id is `job-<uuid>`: it is the job's stream id and one subject token. */
+export const JobIdSchema = z.string().regex(new RegExp(`^job-${UUID}$`), 'a job id is job-<lower-case uuid>');
+export type JobId = z.infer<typeof JobIdSchema>;
+
+/** A sprint run id is `sprintrun-<uuid>`: its stream id and one subject token. */
+export const SprintRunIdSchema = z
+  .string()
+  .regex(new RegExp(`^sprintrun-${UUID}$`), 'a sprint run id is sprintrun-<lower-case uuid>');
+export type SprintRunId = z.infer<typeof SprintRunIdSchema>;
+
+export function jobIdFor(uuid: string): JobId {
+  return JobIdSchema.parse(`job-${uuid}`);
+}
+
+export function sprintRunIdFor(uuid: string): SprintRunId {
+  return SprintRunIdSchema.parse(`sprintrun-${uuid}`);
+}
+
+/** An id of something another context owns (product, story, sprint, task, question): no whitespace, no dots. */
+export const ExternalRefSchema = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[^\s.*>]+$/, 'a reference is one token without whitespace, dots, * or >');
+
+/** A runner identity; used in subjects and durable names, so one token. */
+export const RunnerIdSchema = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, 'a runner id is letters, digits, _ and -');
+
+/** The fencing token of a claim: 1 for the first grant, one higher at every later grant. */
+export const LeaseTokenSchema = z.number().int().positive();
+
+/**
+ * An idempotency key names one intended action and is kept across retries (SPEC §6). It is scoped:
+ * `<scope>:<rest>`, the scope naming the tenant/product and the action (see `deriveIdempotencyKey`).
+ * It must never carry personal data; `@` and whitespace are refused as a guard against e-mail addresses
+ * and free text.
+ */
+export const IdempotencyKeySchema = z
+  .string()
+  .min(3)
+  .max(200)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._/-]*:[A-Za-z0-9._:/-]+$/, 'an idempotency key is <scope>:<key> without @ or whitespace');
+
+export const TimestampSchema = z.iso.datetime({ offset: true });
+
+export const GitShaSchema = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, 'a full git object id (40 or 64 hex)');
+
+export const GitRefSchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^(?!-)(?!.*\.\.)[^\s~^:?*[\\]+$/, 'a git ref name');
+
+export const JobStatusSchema = z.enum(['QUEUED', 'CLAIMED', 'RUNNING', 'DONE', 'FAILED', 'SKIPPED', 'CANCELLED']);
+export type JobStatus = z.infer<typeof JobStatusSchema>;
+
+export const TerminalJobStatusSchema = z.enum(['DONE', 'FAILED', 'SKIPPED', 'CANCELLED']);
+export type TerminalJobStatus = z.infer<typeof TerminalJobStatusSchema>;
+
+export const TaskStatusSchema = z.enum(['TO_DO', 'IN_PROGRESS', 'DONE']);
+export type TaskStatus = z.infer<typeof TaskStatusSchema>;
+
+/** What the verify step reported; NOT_APPLICABLE for kinds that write no code (ideas, plans, reviews). */
+export const VerifyResultSchema = z.enum(['ALIGNED', 'PARTIAL', 'EMPTY', 'DIVERGENT', 'NOT_APPLICABLE']);
+export type VerifyResult = z.infer<typeof VerifyResultSchema>;
+
+export const FailureKindSchema = z.enum(['COMPILE', 'TEST', 'PUSH', 'EXCEPTION']);
+export type FailureKind = z.infer<typeof FailureKindSchema>;
+
+/** `git diff --shortstat <base_sha>...HEAD`: a delete-only change has deletions and no insertions, and is a diff. */
+export const NetDiffSchema = z.object({
+  filesChanged: z.number().int().min(0),
+  insertions: z.number().int().min(0),
+  deletions: z.number().int().min(0),
+});
+export type NetDiff = z.infer<typeof NetDiffSchema>;
+
+/**
+ * The facts a runner reports at finish (SPEC §1); job-service decides the status from them.
+ * Every field is a fact the runner observed, never a status it wishes for.
+ */
+export const VerificationFactsSchema = z.object({
+  verifyResult: VerifyResultSchema,
+  /** A commit on the feature branch that is not in base_sha. */
+  newCommit: z.boolean(),
+  /** The net diff against the job's own base_sha. */
+  netDiff: NetDiffSchema,
+  /** The planned work is already on the target branch, or the branch was already merged. */
+  workAlreadyOnTarget: z.boolean(),
+  /** The net diff equals the diff of a branch already merged into the target. */
+  diffIdenticalToMergedBranch: z.boolean(),
+  /** A compile / test / push failure or an exception, with its concrete text. */
+  failure: z.object({ kind: FailureKindSchema, message: z.string().min(1).max(4000) }).nullable(),
+  /** The run stopped because a user cancelled it. */
+  cancelled: z.boolean(),
+});
+export type VerificationFacts = z.infer<typeof VerificationFactsSchema>;
+
+export const TestResultStatusSchema = z.enum(['PASSED', 'FAILED']);
+export type TestResultStatus = z.infer<typeof TestResultStatusSchema>;
+
+/** How an enqueue request was answered by the run queue. */
+export const EnqueueOutcomeSchema = z.enum(['created', 'deduplicated', 'coalesced']);
+export type EnqueueOutcome = z.infer<typeof EnqueueOutcomeSchema>;
+
+/** What happened to a claim that ended without a finish (lease expiry or rollback). */
+export const ClaimEndOutcomeSchema = z.enum(['REQUEUED', 'FAILED']);
+export type ClaimEndOutcome = z.infer<typeof ClaimEndOutcomeSchema>;
+
+export const SprintRunStatusSchema = z.enum(['QUEUED', 'RUNNING', 'PAUSED', 'DONE', 'FAILED', 'CANCELLED']);
+export type SprintRunStatus = z.infer<typeof SprintRunStatusSchema>;
+
+/** Payloads are opaque JSON objects the agent reads; a coalesced job keeps every one. */
+export const JobPayloadSchema = z.record(z.string(), z.unknown());
+export type JobPayload = z.infer<typeof JobPayloadSchema>;

@@ -1,0 +1,114 @@
+import { z } from 'zod';
+import { AgentConfigSchema, EffortLevelSchema, JobKindSchema } from './agent-config.js';
+import {
+  GitRefSchema,
+  GitShaSchema,
+  JobIdSchema,
+  JobPayloadSchema,
+  JobStatusSchema,
+  LeaseTokenSchema,
+  ExternalRefSchema,
+  RunnerIdSchema,
+  SprintRunIdSchema,
+  SprintRunStatusSchema,
+  TaskStatusSchema,
+  TimestampSchema,
+} from './values.js';
+import { jobExampleIds } from './events.js';
+
+/** A job as the queries answer it (the jobs projection). */
+export const JobViewSchema = z.object({
+  jobId: JobIdSchema,
+  kind: JobKindSchema,
+  status: JobStatusSchema,
+  productId: ExternalRefSchema,
+  storyId: ExternalRefSchema.nullable(),
+  sprintId: ExternalRefSchema.nullable(),
+  sprintRunId: SprintRunIdSchema.nullable(),
+  taskId: ExternalRefSchema.nullable(),
+  reason: z.string().nullable(),
+  agentProfileId: z.string().nullable(),
+  prompts: z.array(z.string()),
+  /** Every payload the job received: the first request's and each coalesced one's. */
+  payloads: z.array(JobPayloadSchema),
+  attempt: z.number().int().positive(),
+  maxAttempts: z.number().int().positive(),
+  lease: z
+    .object({ runnerId: RunnerIdSchema, leaseToken: LeaseTokenSchema, leaseExpiresAt: TimestampSchema })
+    .nullable(),
+  agentConfig: AgentConfigSchema.nullable(),
+  effort: EffortLevelSchema.nullable(),
+  baseRef: GitRefSchema.nullable(),
+  baseSha: GitShaSchema.nullable(),
+  headSha: GitShaSchema.nullable(),
+  pushedAt: TimestampSchema.nullable(),
+  taskStatus: TaskStatusSchema.nullable(),
+  error: z.string().nullable(),
+  storyLog: z.object({
+    implementationEntries: z.number().int().min(0),
+    commitEntries: z.number().int().min(0),
+    testResultEntries: z.number().int().min(0),
+  }),
+  enqueuedAt: TimestampSchema,
+  claimedAt: TimestampSchema.nullable(),
+  startedAt: TimestampSchema.nullable(),
+  finishedAt: TimestampSchema.nullable(),
+});
+export type JobView = z.infer<typeof JobViewSchema>;
+
+export const SprintRunViewSchema = z.object({
+  sprintRunId: SprintRunIdSchema,
+  sprintId: ExternalRefSchema,
+  productId: ExternalRefSchema,
+  status: SprintRunStatusSchema,
+  branch: GitRefSchema,
+  prUrl: z.string().nullable(),
+  taskIds: z.array(ExternalRefSchema),
+  doneTaskIds: z.array(ExternalRefSchema),
+  /** Set while PAUSED: why, where, and how to continue. */
+  pause: z
+    .object({
+      reason: z.literal('MERGE_CONFLICT'),
+      prUrl: z.string(),
+      conflictingFiles: z.array(z.string()),
+      questionId: ExternalRefSchema,
+      resumeInstructions: z.string(),
+      pausedAt: TimestampSchema,
+    })
+    .nullable(),
+  failure: z.object({ reason: z.enum(['TASK_FAILED', 'CHECKS_FAILED']), error: z.string(), taskId: ExternalRefSchema.nullable() }).nullable(),
+  createdAt: TimestampSchema,
+  updatedAt: TimestampSchema,
+});
+export type SprintRunView = z.infer<typeof SprintRunViewSchema>;
+
+export const exampleJobView: JobView = {
+  jobId: jobExampleIds.jobId,
+  kind: 'TASK_IMPLEMENTATION',
+  status: 'CLAIMED',
+  productId: 'product-42',
+  storyId: 'ST-1208',
+  sprintId: null,
+  sprintRunId: null,
+  taskId: 'T-533',
+  reason: null,
+  agentProfileId: null,
+  prompts: ['Implement T-533'],
+  payloads: [{ plan: 'add the migration' }],
+  attempt: 1,
+  maxAttempts: 3,
+  lease: { runnerId: jobExampleIds.runnerId, leaseToken: 1, leaseExpiresAt: '2026-11-30T06:03:00.000Z' },
+  agentConfig: { model: 'claude-sonnet-4-6', thinkingBudget: 6000, permissionMode: 'bypassPermissions', allowedTools: ['Read'], maxTurns: 200 },
+  effort: 'medium',
+  baseRef: 'feat/story-1208',
+  baseSha: jobExampleIds.baseSha,
+  headSha: null,
+  pushedAt: null,
+  taskStatus: null,
+  error: null,
+  storyLog: { implementationEntries: 0, commitEntries: 0, testResultEntries: 0 },
+  enqueuedAt: '2026-11-30T06:00:00.000Z',
+  claimedAt: '2026-11-30T06:00:01.000Z',
+  startedAt: null,
+  finishedAt: null,
+};
