@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Context } from './subjects.js';
+import { isContext, type Context } from './subjects.js';
 import { invalidCommand, GantryError, ErrorCode } from './errors.js';
 import type { EventEnvelope } from './envelope.js';
 
@@ -38,10 +38,21 @@ const events = new Map<string, EventContract>();
 const commandKey = (context: string, name: string) => `${context}.${name}`;
 const eventKey = (context: string, type: string, version: number) => `${context}.${type}@${version}`;
 
+/** The name of one event schema version, as used by the compatibility snapshot: `context.Type@version`. */
+export function eventContractKey(contract: Pick<EventContract, 'context' | 'type' | 'schemaVersion'>): string {
+  return eventKey(contract.context, contract.type, contract.schemaVersion);
+}
+
+/** The name of one command: `context.name`. */
+export function commandContractKey(contract: Pick<CommandContract, 'context' | 'name'>): string {
+  return commandKey(contract.context, contract.name);
+}
+
 export function defineCommand<Req extends z.ZodType, Res extends z.ZodType>(
   spec: Omit<CommandContract<Req, Res>, 'kind'>,
 ): CommandContract<Req, Res> {
   const key = commandKey(spec.context, spec.name);
+  if (!isContext(spec.context)) throw new Error(`command ${key}: unknown context ${spec.context}`);
   if (commands.has(key)) throw new Error(`command ${key} is defined twice`);
   if (!/^[a-z][a-z0-9_]*$/.test(spec.name)) throw new Error(`command name ${spec.name} must be snake_case`);
   const contract = { kind: 'command' as const, ...spec };
@@ -51,6 +62,10 @@ export function defineCommand<Req extends z.ZodType, Res extends z.ZodType>(
 
 export function defineEvent<Data extends z.ZodType>(spec: Omit<EventContract<Data>, 'kind'>): EventContract<Data> {
   const key = eventKey(spec.context, spec.type, spec.schemaVersion);
+  if (!isContext(spec.context)) throw new Error(`event ${key}: unknown context ${spec.context}`);
+  if (!Number.isInteger(spec.schemaVersion) || spec.schemaVersion < 1) {
+    throw new Error(`event ${key}: schemaVersion must be a whole number ≥ 1`);
+  }
   if (events.has(key)) throw new Error(`event ${key} is defined twice`);
   if (!/^[A-Z][A-Za-z0-9]*$/.test(spec.type)) throw new Error(`event type ${spec.type} must be PascalCase`);
   const contract = { kind: 'event' as const, ...spec };
@@ -80,6 +95,7 @@ export function parseEventData(context: Context, envelope: EventEnvelope): unkno
     throw new GantryError(
       ErrorCode.INVALID_COMMAND,
       `unknown event ${context}.${envelope.type}@${envelope.schemaVersion}`,
+      { context, type: envelope.type, schemaVersion: envelope.schemaVersion },
     );
   }
   const parsed = contract.data.safeParse(envelope.data);
