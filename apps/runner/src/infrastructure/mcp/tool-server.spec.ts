@@ -1,0 +1,227 @@
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inspect } from 'node:util';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { ErrorCode, GantryError } from '@gantry/contracts';
+import { BearerSecret } from './bearer-secret.js';
+import type { JobReporter } from './job-reporter.js';
+import { writeMcpConfigFile } from './mcp-config-file.js';
+import { startMcpToolServer, type McpToolServer, type ToolServerLog } from './tool-server.js';
+import { loadMcpClientSdk } from './testing/sdk-client.js';
+
+const { Client: McpClient, StreamableHTTPClientTransport } = await loadMcpClientSdk();
+
+/** Records what the tool server forwards; the real one speaks NATS to the job service. */
+class RecordingReporter implements JobReporter {
+  readonly calls: Array<{ method: keyof JobReporter; input: unknown }> = [];
+  refuseWith: GantryError | Error | null = null;
+
+  private record<T>(method: keyof JobReporter, input: unknown, result: T): Promise<T> {
+    if (this.refuseWith) return Promise.reject(this.refuseWith);
+    this.calls.push({ method, input });
+    return Promise.resolve(result);
+  }
+  logImplementation(entry: unknown) {
+    return this.record('logImplementation', entry, { entryId: `log-${this.calls.length + 1}` });
+  }
+  logCommit(entry: unknown) {
+    return this.record('logCommit', entry, { entryId: `log-${this.calls.length + 1}` });
+  }
+  logTestResult(entry: unknown) {
+    return this.record('logTestResult', entry, { entryId: `log-${this.calls.length + 1}` });
+  }
+  updateJobStatus(update: unknown) {
+    return this.record('updateJobStatus', update, undefined);
+  }
+  askQuestion(question: unknown) {
+    return this.record('askQuestion', question, { questionId: 'q-1', answer: null });
+  }
+}
+
+async function connect(url: string, authorization: string | null): Promise<Client> {
+  const client = new McpClient({ name: 'test-agent', version: '0.0.0' });
+  const headers: Record<string, string> = authorization ? { Authorization: authorization } : {};
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+  return client;
+}
+
+function textOf(result: Awaited<ReturnType<Client['callTool']>>): string {
+  const content = result.content as Array<{ type: string; text: string }>;
+  return content.map((c) => c.text).join('\n');
+}
+
+describe('the MCP tool server a runner hosts for one job', () => {
+  let reporter: RecordingReporter;
+  let server: McpToolServer;
+  let client: Client;
+  let logLines: string[];
+
+  beforeEach(async () => {
+    reporter = new RecordingReporter();
+    logLines = [];
+    const log: ToolServerLog = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
+    server = await startMcpToolServer({ jobId: 'job-1', correlationId: 'corr-1', reporter, log });
+    client = await connect(server.url, server.secret.authorizationHeader());
+  });
+  afterEach(async () => {
+    await client.close();
+    await server.close();
+  });
+
+  it('listens on 127.0.0.1 on a port of its own', () => {
+    expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    expect(server.url).not.toMatch(/:0\//);
+  });
+
+  it('offers exactly the five story-log and status tools, nothing to claim, heartbeat or inspect the queue', async () => {
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(['ask_question', 'log_commit', 'log_implementation', 'log_test_result', 'update_job_status']);
+  });
+
+  it('forwards every tool call to the job reporter and tracks what the agent reported', async () => {
+    const implementation = await client.callTool({
+      name: 'log_implementation',
+      arguments: { summary: 'Start T-12 on feat/story-3', branch: 'feat/story-3', plan: '1. schema 2. migration' },
+    });
+    const commit = await client.callTool({ name: 'log_commit', arguments: { hash: 'abc1234', message: 'feat: schema', summary: 'adds the jobs table' } });
+    const tests = await client.callTool({ name: 'log_test_result', arguments: { status: 'PASSED', summary: '12 tests green' } });
+    const status = await client.callTool({ name: 'update_job_status', arguments: { status: 'PARTIAL', summary: 'schema done, UI left' } });
+    const question = await client.callTool({ name: 'ask_question', arguments: { question: 'Which column name?', options: ['pushed_at', 'pushedAt'] } });
+
+    expect(reporter.calls).toEqual([
+      { method: 'logImplementation', input: { summary: 'Start T-12 on feat/story-3', branch: 'feat/story-3', plan: '1. schema 2. migration' } },
+      { method: 'logCommit', input: { hash: 'abc1234', message: 'feat: schema', summary: 'adds the jobs table' } },
+      { method: 'logTestResult', input: { status: 'PASSED', summary: '12 tests green' } },
+      { method: 'updateJobStatus', input: { status: 'PARTIAL', summary: 'schema done, UI left' } },
+      { method: 'askQuestion', input: { question: 'Which column name?', options: ['pushed_at', 'pushedAt'] } },
+    ]);
+    expect([implementation, commit, tests, status, question].map((r) => r.isError ?? false)).toEqual([false, false, false, false, false]);
+    expect(JSON.parse(textOf(implementation))).toEqual({ entryId: 'log-1' });
+    expect(JSON.parse(textOf(question))).toEqual({ questionId: 'q-1', answer: null });
+    expect(server.progress()).toEqual({
+      implementationLogged: true,
+      commitsLogged: ['abc1234'],
+      testResult: 'PASSED',
+      lastStatus: 'PARTIAL',
+      questionsAsked: 1,
+    });
+    expect(logLines.some((l) => l.includes('"tool":"log_commit"') && l.includes('"correlationId":"corr-1"'))).toBe(true);
+  });
+
+  it.each([
+    ['log_commit', { hash: 'not-a-hash', message: 'm', summary: 's' }],
+    ['log_commit', { hash: 'abc1234', message: 'm' }],
+    ['log_test_result', { status: 'GREEN', summary: 's' }],
+    ['update_job_status', { status: 'DONE', summary: 's', lease: 7 }],
+    ['log_implementation', { summary: '   ' }],
+    ['ask_question', { question: 'pick', options: ['only one'] }],
+  ])('refuses invalid input to %s and forwards nothing (%o)', async (name, args) => {
+    const result = await client.callTool({ name, arguments: args });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/Input validation error/);
+    expect(reporter.calls).toEqual([]);
+    expect(server.progress().implementationLogged).toBe(false);
+  });
+
+  it('an unknown tool is refused', async () => {
+    const result = await client.callTool({ name: 'claim_job', arguments: {} });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toMatch(/claim_job not found/);
+  });
+
+  it("passes the job service's refusal to the agent as a tool error and does not count the report", async () => {
+    reporter.refuseWith = new GantryError(ErrorCode.STALE_FENCE, 'the lease of job-1 was taken over');
+    const result = await client.callTool({ name: 'log_test_result', arguments: { status: 'FAILED', summary: 'red' } });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toBe('STALE_FENCE: the lease of job-1 was taken over');
+    expect(server.progress().testResult).toBeNull();
+    expect(logLines.some((l) => l.includes('"code":"STALE_FENCE"'))).toBe(true);
+  });
+
+  it('reports an unexpected reporter failure as an internal tool error', async () => {
+    reporter.refuseWith = new Error('nats: timeout');
+    const result = await client.callTool({ name: 'update_job_status', arguments: { status: 'DONE', summary: 'done' } });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toBe('INTERNAL: the runner could not record this call: nats: timeout');
+    expect(server.progress().lastStatus).toBeNull();
+  });
+
+  it('refuses a client with a wrong bearer secret', async () => {
+    await expect(connect(server.url, BearerSecret.generate().authorizationHeader())).rejects.toThrow(/401|Unauthorized/);
+    expect(reporter.calls).toEqual([]);
+  });
+
+  it('refuses every request without the right bearer, even a tool call sent by hand', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'log_test_result', arguments: { status: 'PASSED', summary: 'x' } } });
+    const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+    for (const authorization of [undefined, 'Bearer', `Basic ${server.secret.reveal()}`, `Bearer ${server.secret.reveal()}x`]) {
+      const response = await fetch(server.url, { method: 'POST', body, headers: authorization ? { ...headers, Authorization: authorization } : headers });
+      expect(response.status).toBe(401);
+    }
+    expect(reporter.calls).toEqual([]);
+  });
+
+  it('answers only POST on /mcp', async () => {
+    const authorization = server.secret.authorizationHeader();
+    expect((await fetch(server.url, { method: 'GET', headers: { Authorization: authorization } })).status).toBe(405);
+    expect((await fetch(server.url.replace('/mcp', '/other'), { method: 'POST', headers: { Authorization: authorization } })).status).toBe(404);
+  });
+
+  it('never writes the secret into its logs or its printed form', async () => {
+    await client.callTool({ name: 'log_implementation', arguments: { summary: 'start' } });
+    await connect(server.url, 'Bearer wrong-secret-value').catch(() => undefined);
+    const secret = server.secret.reveal();
+    expect(logLines.length).toBeGreaterThan(2);
+    expect(logLines.join('\n')).not.toContain(secret);
+    expect(JSON.stringify(server)).not.toContain(secret);
+    expect(inspect(server, { depth: 5 })).not.toContain(secret);
+    expect(`${server.secret}`).not.toContain(secret);
+  });
+});
+
+describe('the --mcp-config file', () => {
+  let dir: string;
+  let server: McpToolServer;
+  const reporter = new RecordingReporter();
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'gantry-mcp-config-'));
+    server = await startMcpToolServer({ jobId: 'job-2', reporter, log: () => undefined });
+  });
+  afterAll(async () => {
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('is owner-only and points the CLI at the server with the bearer header', async () => {
+    const path = join(dir, 'mcp-config.json');
+    await writeMcpConfigFile(path, server);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(await readFile(path, 'utf8'))).toEqual({
+      mcpServers: { gantry: { type: 'http', url: server.url, headers: { Authorization: `Bearer ${server.secret.reveal()}` } } },
+    });
+  });
+
+  it('tightens the mode of a file that already existed with a looser one', async () => {
+    const path = join(dir, 'existing.json');
+    await writeFile(path, 'stale', { mode: 0o644 });
+    await writeMcpConfigFile(path, server);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect(await readFile(path, 'utf8')).not.toContain('stale');
+  });
+
+  it('is enough for a client to reach the tools', async () => {
+    const path = join(dir, 'client.json');
+    await writeMcpConfigFile(path, server);
+    const entry = JSON.parse(await readFile(path, 'utf8')).mcpServers.gantry;
+    const client = await connect(entry.url, entry.headers.Authorization);
+    try {
+      const result = await client.callTool({ name: 'log_implementation', arguments: { summary: 'from the config file' } });
+      expect(result.isError ?? false).toBe(false);
+      expect(reporter.calls).toContainEqual({ method: 'logImplementation', input: { summary: 'from the config file' } });
+    } finally {
+      await client.close();
+    }
+  });
+});
