@@ -1,0 +1,4 @@
+export * from './lib/bus.js';
+export * from './lib/commands.js';
+export * from './lib/relay.js';
+export * from './lib/event-consumer.js';

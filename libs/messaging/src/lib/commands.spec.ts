@@ -1,0 +1,148 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { z } from 'zod';
+import { defineCommand, ErrorCode, GantryError, commandSubject, type Context } from '@gantry/contracts';
+import { createPool, EventStore, migrate } from '@gantry/eventstore';
+import { connectTestNats, deleteStreams, dropSchema, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Bus } from './bus.js';
+import { CommandClient, CommandServer } from './commands.js';
+
+const context: Context = 'workflow';
+const Deposit = defineCommand({
+  context,
+  name: 'deposit_test_money',
+  request: z.object({ account: z.string().min(1), amount: z.number().int().positive(), idempotencyKey: z.string().min(1) }),
+  reply: z.object({ balance: z.number().int(), eventCount: z.number().int() }),
+  examples: { valid: [{ account: 'a', amount: 1, idempotencyKey: 'k' }], invalid: [{ account: '', amount: -1 }] },
+});
+const Refuse = defineCommand({
+  context,
+  name: 'refuse_test_request',
+  request: z.object({}),
+  reply: z.object({}),
+  examples: { valid: [{}], invalid: [null] },
+});
+
+const silent = { error: () => undefined };
+
+describe('commands over NATS request/reply', () => {
+  const name = uniqueName('commands');
+  const naming = testNaming(name);
+  let pool: pg.Pool;
+  let store: EventStore;
+  let bus: Bus;
+  let server: CommandServer;
+  let client: CommandClient;
+  let raw: NatsConnection;
+  let slowFirstCall = false;
+
+  beforeAll(async () => {
+    await migrate({ url: testDatabaseUrl, schema: name });
+    pool = createPool({ url: testDatabaseUrl, schema: name });
+    store = new EventStore({ pool, schema: name });
+    bus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming, name: 'server' });
+    raw = await connectTestNats();
+    server = new CommandServer(bus, context, silent);
+    server.register(Deposit, async (request) => {
+      const outcome = await store.execute(
+        { metadata: { correlationId: 'c' }, idempotency: { scope: 'deposit', key: request.idempotencyKey, request } },
+        async (uow) => {
+          const history = await uow.readStream(`account-${request.account}`);
+          await uow.append(`account-${request.account}`, history.length, [{ type: 'Deposited', data: { amount: request.amount } }]);
+          const balance = history.reduce((sum, e) => sum + (e.data as { amount: number }).amount, request.amount);
+          return { balance, eventCount: history.length + 1 };
+        },
+      );
+      if (slowFirstCall) {
+        slowFirstCall = false;
+        await new Promise((r) => setTimeout(r, 1500)); // committed, but the reply comes too late
+      }
+      return outcome.result;
+    });
+    server.register(Refuse, async () => {
+      throw new GantryError(ErrorCode.INVALID_TRANSITION, 'not now');
+    });
+    server.start();
+    client = new CommandClient(bus);
+  });
+
+  afterAll(async () => {
+    await server.stop();
+    await bus.close();
+    await raw.close();
+    await pool.end();
+    await dropSchema(name);
+  });
+
+  const eventCount = async () => Number((await pool.query('SELECT count(*) FROM events')).rows[0].count);
+  const rawRequest = async (command: string, body: string) =>
+    JSON.parse(new TextDecoder().decode((await raw.request(commandSubject(naming, context, command), body, { timeout: 5000 })).data));
+
+  it('answers a valid command with its typed result', async () => {
+    const reply = await client.request(Deposit, { account: randomUUID(), amount: 5, idempotencyKey: randomUUID() });
+    expect(reply).toEqual({ balance: 5, eventCount: 1 });
+  });
+
+  it('answers malformed JSON with INVALID_COMMAND and writes nothing', async () => {
+    const before = await eventCount();
+    const reply = await rawRequest('deposit_test_money', '{"account": ');
+    expect(reply).toMatchObject({ ok: false, error: { code: 'INVALID_COMMAND' } });
+    expect(reply.error.issues).toEqual([expect.objectContaining({ message: 'malformed JSON' })]);
+    expect(await eventCount()).toBe(before);
+  });
+
+  it('answers a schema-invalid payload with INVALID_COMMAND listing every issue, and writes nothing', async () => {
+    const before = await eventCount();
+    const reply = await rawRequest('deposit_test_money', JSON.stringify({ account: '', amount: 'ten' }));
+    expect(reply.ok).toBe(false);
+    expect(reply.error.code).toBe('INVALID_COMMAND');
+    const paths = reply.error.issues.map((i: { path: string[] }) => i.path.join('.')).sort();
+    expect(paths).toEqual(['account', 'amount', 'idempotencyKey']);
+    expect(await eventCount()).toBe(before);
+    // and the server is still answering
+    await expect(client.request(Deposit, { account: randomUUID(), amount: 1, idempotencyKey: randomUUID() })).resolves.toBeDefined();
+  });
+
+  it('passes a domain refusal through as a typed error', async () => {
+    await expect(client.request(Refuse, {})).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION, message: 'not now' });
+  });
+
+  it('the client refuses to send an invalid request', async () => {
+    await expect(client.request(Deposit, { account: '', amount: 1, idempotencyKey: 'k' })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_COMMAND,
+    });
+  });
+
+  it('refuses a second handler for the same command at registration', () => {
+    const second = new CommandServer(bus, context, silent);
+    second.register(Deposit, async () => ({ balance: 0, eventCount: 0 }));
+    expect(() => second.register(Deposit, async () => ({ balance: 0, eventCount: 0 }))).toThrow(/two handlers/);
+  });
+
+  it('a lost reply: the caller times out, retries with the same key and gets the first result', async () => {
+    const account = randomUUID();
+    const key = randomUUID();
+    slowFirstCall = true;
+    await expect(client.request(Deposit, { account, amount: 7, idempotencyKey: key }, { timeoutMs: 300 })).rejects.toMatchObject({
+      code: ErrorCode.TIMEOUT,
+    });
+    await new Promise((r) => setTimeout(r, 1600));
+    const retry = await client.request(Deposit, { account, amount: 7, idempotencyKey: key });
+    expect(retry).toEqual({ balance: 7, eventCount: 1 });
+    const { rows } = await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [`account-${account}`]);
+    expect(Number(rows[0].count)).toBe(1);
+  });
+
+  it('reports UNAVAILABLE when no service answers', async () => {
+    const other = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: testNaming(uniqueName('nobody')), name: 'c' });
+    await expect(new CommandClient(other).request(Refuse, {})).rejects.toMatchObject({ code: ErrorCode.UNAVAILABLE });
+    await other.close();
+  });
+
+  afterAll(async () => {
+    const nc = await connectTestNats();
+    await deleteStreams(nc, naming.streamPrefix);
+    await nc.close();
+  });
+});

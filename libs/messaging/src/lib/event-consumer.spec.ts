@@ -1,0 +1,180 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { z } from 'zod';
+import { defineEvent, eventSubject, streamName, type Context } from '@gantry/contracts';
+import { createPool, migrate } from '@gantry/eventstore';
+import { deleteStreams, dropSchema, eventually, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
+import { Bus } from './bus.js';
+import { EventConsumer } from './event-consumer.js';
+
+const context: Context = 'prs';
+defineEvent({
+  context,
+  type: 'ConsumerTestPinged',
+  schemaVersion: 1,
+  data: z.object({ n: z.number().int() }),
+  examples: { valid: [{ n: 1 }], invalid: [{ n: 'x' }] },
+});
+
+const logger = { log: () => undefined, warn: () => undefined, error: () => undefined };
+
+function envelope(n: unknown, eventId = randomUUID()) {
+  return {
+    eventId,
+    type: 'ConsumerTestPinged',
+    schemaVersion: 1,
+    streamId: 'pr-1',
+    streamVersion: 1,
+    position: 1,
+    occurredAt: new Date().toISOString(),
+    correlationId: 'c',
+    causationId: null,
+    idempotencyKey: null,
+    actor: null,
+    data: { n },
+  };
+}
+
+describe('durable event consumer', () => {
+  const name = uniqueName('consumer');
+  const naming = testNaming(name);
+  let pool: pg.Pool;
+  let bus: Bus;
+  const consumers: EventConsumer[] = [];
+
+  beforeAll(async () => {
+    await migrate({ url: testDatabaseUrl, schema: name });
+    pool = createPool({ url: testDatabaseUrl, schema: name });
+    await pool.query('CREATE TABLE pings (event_id text PRIMARY KEY, n int NOT NULL)');
+    bus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming, name: 'consumer-test' });
+    await bus.ensureEventStream(context);
+  });
+
+  afterAll(async () => {
+    await Promise.all(consumers.map((c) => c.stop()));
+    await deleteStreams(bus.nc, naming.streamPrefix);
+    await bus.close();
+    await pool.end();
+    await dropSchema(name);
+  });
+
+  const publish = (body: unknown, msgID?: string) =>
+    bus.js.publish(eventSubject(naming, context, 'ConsumerTestPinged', 'pr-1'), typeof body === 'string' ? body : JSON.stringify(body), msgID ? { msgID } : undefined);
+
+  function startConsumer(durable: string, handle: (n: number, eventId: string, sql: pg.PoolClient) => Promise<void>, extra: Partial<ConstructorParameters<typeof EventConsumer>[0]> = {}) {
+    const consumer = new EventConsumer({
+      name: durable,
+      bus,
+      pool,
+      source: context,
+      logger,
+      handle: (event, sql) => handle((event.data as { n: number }).n, event.eventId, sql),
+      backoffMs: () => 50,
+      ...extra,
+    });
+    consumers.push(consumer);
+    consumer.start();
+    return consumer;
+  }
+
+  const rows = async () => (await pool.query('SELECT n FROM pings ORDER BY n')).rows.map((r) => r.n);
+
+  beforeEach(async () => {
+    await Promise.all(consumers.splice(0).map((c) => c.stop()));
+    await bus.jsm.streams.purge(streamName(naming, context));
+    await pool.query('TRUNCATE pings, inbox, dead_letters');
+  });
+
+  const insertPing = async (n: number, eventId: string, sql: pg.PoolClient) => {
+    await sql.query('INSERT INTO pings (event_id, n) VALUES ($1, $2)', [eventId, n]);
+  };
+
+  it('an already-processed message delivered again changes nothing', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    const same = envelope(1);
+    await publish(same, 'first-copy');
+    await publish(same, 'second-copy'); // a different message id: JetStream delivers both
+    startConsumer(durable, insertPing);
+    await eventually(async () => {
+      const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
+      return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= 2;
+    }, { what: 'both copies acked' });
+    expect(await rows()).toEqual([1]);
+    const inbox = await pool.query('SELECT count(*) FROM inbox WHERE consumer = $1', [durable]);
+    expect(Number(inbox.rows[0].count)).toBe(1);
+  });
+
+  it('an invalid payload is dead-lettered with its zod issues, and later valid messages are still processed', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    await publish(envelope('not a number'));
+    await publish('{ this is not json');
+    await publish(envelope(2));
+    startConsumer(durable, insertPing);
+    await eventually(async () => (await rows()).includes(2), { what: 'the valid message processed' });
+    const dead = await pool.query('SELECT error FROM dead_letters WHERE consumer = $1 ORDER BY id', [durable]);
+    expect(dead.rows).toHaveLength(2);
+    expect(dead.rows[0].error).toMatchObject({ kind: 'invalid_payload', issues: [expect.objectContaining({ path: ['n'] })] });
+    expect(dead.rows[1].error).toMatchObject({ kind: 'invalid_payload', message: 'the payload is not valid JSON' });
+  });
+
+  it('a handler that throws is retried and succeeds later; its failed writes are rolled back', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let attempts = 0;
+    startConsumer(durable, async (n, eventId, sql) => {
+      attempts++;
+      await insertPing(n, eventId, sql);
+      if (attempts < 3) throw new Error('database briefly unavailable');
+    });
+    await publish(envelope(3));
+    await eventually(async () => (await rows()).includes(3), { what: 'processed after retries' });
+    expect(attempts).toBe(3);
+    expect(await rows()).toEqual([3]);
+  });
+
+  it('a handler that always fails is dead-lettered after the last delivery and the consumer goes on', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    startConsumer(durable, async (n, eventId, sql) => {
+      if (n === 4) throw new Error('poison');
+      await insertPing(n, eventId, sql);
+    }, { maxDeliver: 3 });
+    await publish(envelope(4));
+    await publish(envelope(5));
+    await eventually(async () => (await rows()).includes(5), { what: 'the next message processed' });
+    await eventually(async () => (await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable])).rows[0]?.error, { what: 'dead letter' });
+    const dead = await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable]);
+    expect(dead.rows[0].error).toMatchObject({ kind: 'handler_failed', deliveries: 3 });
+  });
+
+  it('a long handler keeps its message with working() instead of getting it redelivered', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let calls = 0;
+    startConsumer(durable, async (n, eventId, sql) => {
+      calls++;
+      await new Promise((r) => setTimeout(r, 2500)); // longer than ack_wait below
+      await insertPing(n, eventId, sql);
+    }, { ackWaitMs: 1000 });
+    await publish(envelope(6));
+    await eventually(async () => (await rows()).includes(6), { what: 'slow message processed', timeoutMs: 10_000 });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(calls).toBe(1);
+  });
+
+  it('a consumer that disappears is recreated and keeps consuming', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    const consumer = startConsumer(durable, insertPing);
+    await publish(envelope(7));
+    await eventually(async () => (await rows()).includes(7), { what: 'first message' });
+    await bus.jsm.consumers.delete(streamName(naming, context), durable);
+    await eventually(async () => {
+      try {
+        await bus.jsm.consumers.info(streamName(naming, context), durable);
+        return consumer.isReady;
+      } catch {
+        return false;
+      }
+    }, { what: 'consumer recreated', timeoutMs: 20_000 });
+    await publish(envelope(8));
+    await eventually(async () => (await rows()).includes(8), { what: 'message after recreation', timeoutMs: 20_000 });
+    expect(await rows()).toEqual([7, 8]); // the recreated consumer starts from the beginning; the inbox drops 7
+  });
+});

@@ -1,0 +1,192 @@
+import pg from 'pg';
+import { eventSubject, type Context, type EventEnvelope } from '@gantry/contracts';
+import { outboxChannel, toStoredEvent, type StoredEvent } from '@gantry/eventstore';
+import type { Bus } from './bus.js';
+
+export interface RelayLogger {
+  log(message: string, fields: Record<string, unknown>): void;
+  error(message: string, fields: Record<string, unknown>): void;
+}
+
+export interface RelayOptions {
+  databaseUrl: string;
+  pool: pg.Pool;
+  schema: string;
+  bus: Bus;
+  context: Context;
+  logger: RelayLogger;
+  batchSize?: number;
+  /** Fallback poll when no notification arrives (a notification can be lost on reconnect). */
+  pollMs?: number;
+  /** How often a standby relay tries to become the active one. */
+  standbyRetryMs?: number;
+}
+
+export function toEnvelope(event: StoredEvent): EventEnvelope {
+  return {
+    eventId: event.eventId,
+    type: event.type,
+    schemaVersion: event.schemaVersion,
+    streamId: event.streamId,
+    streamVersion: event.streamVersion,
+    position: event.position,
+    occurredAt: event.occurredAt,
+    correlationId: event.metadata.correlationId,
+    causationId: event.metadata.causationId,
+    idempotencyKey: event.metadata.idempotencyKey,
+    actor: event.metadata.actor,
+    data: event.data,
+  };
+}
+
+/**
+ * Publishes committed events to the context's JetStream stream, oldest first, with
+ * `Nats-Msg-Id` = event id so a re-publish after a crash is dropped by the server.
+ *
+ * Why an outbox and not a position checkpoint: positions are taken at insert, commits happen
+ * later and in any order, so "everything above the last published position" would skip an event
+ * whose transaction committed after a later-positioned one. The outbox row of such an event simply
+ * becomes visible when it commits, and is published then. One relay per schema is active (an
+ * advisory lock); the others stand by, so events of one stream are never published out of order.
+ */
+export class OutboxRelay {
+  private client: pg.Client | null = null;
+  private running = false;
+  private wake: (() => void) | null = null;
+  private notified = false;
+  private loop: Promise<void> | null = null;
+  private leader = false;
+  private published = 0;
+
+  constructor(private readonly options: RelayOptions) {}
+
+  get isLeader(): boolean {
+    return this.leader;
+  }
+
+  get publishedCount(): number {
+    return this.published;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /** Events committed but not yet acknowledged by JetStream. */
+  async pending(): Promise<number> {
+    const { rows } = await this.options.pool.query<{ n: string }>('SELECT count(*) AS n FROM outbox');
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    await this.loop;
+    this.loop = null;
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      try {
+        await this.connect();
+        if (!(await this.tryLead())) {
+          await this.sleep(this.options.standbyRetryMs ?? 2000);
+          continue;
+        }
+        while (this.running) {
+          const moved = await this.drainOnce();
+          if (moved === 0) await this.sleep(this.options.pollMs ?? 1000);
+        }
+      } catch (error) {
+        this.options.logger.error('relay failed; retrying', { schema: this.options.schema, error: String(error) });
+        await this.disconnect();
+        await this.sleep(500);
+      }
+    }
+    await this.disconnect();
+  }
+
+  private async connect(): Promise<void> {
+    if (this.client) return;
+    const client = new pg.Client({ connectionString: this.options.databaseUrl, application_name: `gantry-relay-${this.options.schema}` });
+    client.on('error', () => undefined);
+    client.on('notification', () => {
+      this.notified = true;
+      this.wake?.();
+    });
+    await client.connect();
+    await client.query(`SET search_path TO ${this.options.schema}, public`);
+    await client.query(`LISTEN "${outboxChannel(this.options.schema)}"`);
+    this.client = client;
+  }
+
+  private async tryLead(): Promise<boolean> {
+    if (this.leader) return true;
+    const { rows } = await this.client!.query<{ ok: boolean }>(
+      `SELECT pg_try_advisory_lock(hashtext('gantry.relay.' || $1)) AS ok`,
+      [this.options.schema],
+    );
+    this.leader = rows[0]?.ok === true;
+    if (this.leader) this.options.logger.log('relay is active', { schema: this.options.schema });
+    return this.leader;
+  }
+
+  /** Publishes one batch; returns how many events it moved. */
+  async drainOnce(): Promise<number> {
+    const client = this.client!;
+    this.notified = false;
+    const { rows } = await client.query(
+      `SELECT e.position, e.event_id, e.stream_id, e.stream_version, e.type, e.schema_version, e.data, e.metadata, e.occurred_at
+         FROM outbox o JOIN events e ON e.position = o.position
+        ORDER BY o.position LIMIT $1`,
+      [this.options.batchSize ?? 500],
+    );
+    if (rows.length === 0) return 0;
+    const events = rows.map(toStoredEvent);
+    const { bus, context } = this.options;
+    // Pipelined: all publishes go out in order on one connection, then we wait for the acks.
+    const acks = events.map((event) =>
+      bus.js.publish(eventSubject(bus.naming, context, event.type, event.streamId), JSON.stringify(toEnvelope(event)), {
+        msgID: event.eventId,
+      }),
+    );
+    const settled = await Promise.allSettled(acks);
+    const firstFailure = settled.findIndex((s) => s.status === 'rejected');
+    const done = firstFailure === -1 ? events : events.slice(0, firstFailure);
+    if (done.length > 0) {
+      await client.query('DELETE FROM outbox WHERE position = ANY($1::bigint[])', [done.map((e) => e.position)]);
+      this.published += done.length;
+    }
+    if (firstFailure !== -1) throw (settled[firstFailure] as PromiseRejectedResult).reason;
+    return done.length;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    if (this.notified || !this.running) {
+      this.notified = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.wake = null;
+        resolve();
+      }, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = null;
+        resolve();
+      };
+    });
+  }
+
+  private async disconnect(): Promise<void> {
+    const client = this.client;
+    this.client = null;
+    this.leader = false;
+    if (!client) return;
+    await client.query(`SELECT pg_advisory_unlock_all()`).catch(() => undefined);
+    await client.end().catch(() => undefined);
+  }
+}

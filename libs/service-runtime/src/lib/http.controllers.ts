@@ -1,0 +1,68 @@
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res, Headers } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { ErrorCode } from '@gantry/contracts';
+import { CommandServer } from '@gantry/messaging';
+import { Liveness, Readiness } from './readiness.js';
+
+interface HttpResponse {
+  status(code: number): HttpResponse;
+  json(body: unknown): void;
+}
+
+@Controller()
+export class HealthController {
+  constructor(
+    @Inject(Readiness) private readonly readiness: Readiness,
+    @Inject(Liveness) private readonly liveness: Liveness,
+  ) {}
+
+  @Get('health')
+  health(@Res() res: HttpResponse): void {
+    if (this.liveness.healthy) res.status(200).json({ status: 'ok' });
+    else res.status(503).json({ status: 'unhealthy', reasons: this.liveness.reasons });
+  }
+
+  @Get('ready')
+  async ready(@Res() res: HttpResponse): Promise<void> {
+    const result = await this.readiness.evaluate();
+    res.status(result.ready ? 200 : 503).json({ status: result.ready ? 'ready' : 'not_ready', checks: result.checks });
+  }
+}
+
+const HTTP_STATUS: Record<string, number> = {
+  [ErrorCode.INVALID_COMMAND]: 400,
+  [ErrorCode.NOT_FOUND]: 404,
+  [ErrorCode.VERSION_CONFLICT]: 409,
+  [ErrorCode.IDEMPOTENCY_CONFLICT]: 409,
+  [ErrorCode.ALREADY_CLAIMED]: 409,
+  [ErrorCode.INVALID_TRANSITION]: 409,
+  [ErrorCode.PRECONDITION_FAILED]: 412,
+  [ErrorCode.STALE_FENCE]: 409,
+  [ErrorCode.LOCK_TIMEOUT]: 423,
+  [ErrorCode.TIMEOUT]: 504,
+  [ErrorCode.UNAVAILABLE]: 503,
+  [ErrorCode.INTERNAL]: 500,
+};
+
+/** The same commands as on NATS, for people and tools: POST /commands/<name> with the JSON request. */
+@Controller('commands')
+export class CommandsController {
+  constructor(@Inject(CommandServer) private readonly commands: CommandServer) {}
+
+  @Post(':name')
+  @HttpCode(200)
+  async run(
+    @Param('name') name: string,
+    @Body() body: unknown,
+    @Headers('x-correlation-id') correlationId: string | undefined,
+    @Res() res: HttpResponse,
+  ): Promise<void> {
+    const reply = await this.commands.dispatch(name, body ?? {}, { correlationId: correlationId || randomUUID(), via: 'http' });
+    res.status(reply.ok ? 200 : (HTTP_STATUS[reply.error.code] ?? 500)).json(reply);
+  }
+
+  @Get()
+  list(): { commands: string[] } {
+    return { commands: this.commands.commandNames };
+  }
+}

@@ -1,0 +1,220 @@
+import {
+  Global,
+  Inject,
+  Injectable,
+  Module,
+  type BeforeApplicationShutdown,
+  type DynamicModule,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
+import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import type { CommandContract, Context } from '@gantry/contracts';
+import { createPool, EventStore, migrate, type MigrationClass, type Projection } from '@gantry/eventstore';
+import { Bus, CommandClient, CommandServer, OutboxRelay } from '@gantry/messaging';
+import { COMMAND_HANDLER } from './command-handler.decorator.js';
+import { loadServiceConfig, redactUrl, type ServiceConfig } from './config.js';
+import { Consumers } from './consumers.js';
+import { CommandsController, HealthController } from './http.controllers.js';
+import { JsonLogger } from './logger.js';
+import { Liveness, Readiness } from './readiness.js';
+
+export interface RuntimeOptions {
+  service: string;
+  /** The bounded context this service owns (its schema, stream and command namespace). */
+  context: Context;
+  defaultPort: number;
+  migrations?: MigrationClass[];
+  /** Read models kept in the same transaction as the append. */
+  projections?: Projection[];
+  /** Also provision the runners' dispatch stream. */
+  dispatchStream?: boolean;
+}
+
+export const RUNTIME_OPTIONS = Symbol('gantry:runtime-options');
+export const SERVICE_CONFIG = Symbol('gantry:service-config');
+
+@Injectable()
+class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+  constructor(
+    @Inject(RUNTIME_OPTIONS) private readonly options: RuntimeOptions,
+    @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
+    @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
+    @Inject(MetadataScanner) private readonly scanner: MetadataScanner,
+    @Inject(CommandServer) private readonly commands: CommandServer,
+    @Inject(OutboxRelay) private readonly relay: OutboxRelay,
+    @Inject(Consumers) private readonly consumers: Consumers,
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Bus) private readonly bus: Bus,
+    @Inject(Readiness) private readonly readiness: Readiness,
+    @Inject(JsonLogger) private readonly logger: JsonLogger,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    for (const wrapper of this.discovery.getProviders()) {
+      const instance = wrapper.instance as Record<string, unknown> | undefined;
+      if (!instance || typeof instance !== 'object') continue;
+      const prototype = Object.getPrototypeOf(instance);
+      for (const method of this.scanner.getAllMethodNames(prototype)) {
+        const contract = Reflect.getMetadata(COMMAND_HANDLER, prototype, method) as CommandContract | undefined;
+        if (!contract) continue;
+        const fn = instance[method] as (...args: unknown[]) => Promise<unknown>;
+        this.commands.register(contract, (request, context) => fn.call(instance, request, context) as Promise<never>);
+      }
+    }
+    this.readiness.register('database', async () => {
+      await this.store.pool.query('SELECT 1');
+      return { ok: true };
+    });
+    this.readiness.register('nats', () => ({ ok: this.bus.connected }));
+    this.readiness.register('relay', async () => {
+      const pending = await this.relay.pending();
+      // Caught up: nothing committed is waiting, or another replica's relay is the active one.
+      return { ok: pending === 0 || !this.relay.isLeader ? pending < 10_000 : false, detail: { pending, active: this.relay.isLeader } };
+    });
+    this.readiness.register('consumers', () => {
+      const waiting = this.consumers.all.filter((c) => !c.isReady).length;
+      return { ok: waiting === 0, detail: { total: this.consumers.all.length, waiting } };
+    });
+    this.commands.start();
+    this.relay.start();
+    this.consumers.startAll();
+    this.logger.log(
+      {
+        message: 'service started',
+        boundedContext: this.options.context,
+        schema: this.config.schema,
+        database: redactUrl(this.config.databaseUrl),
+        nats: this.config.natsUrl,
+        subjectRoot: this.config.naming.subjectRoot,
+        commands: this.commands.commandNames,
+      },
+      'runtime',
+    );
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.commands.stop();
+    await this.consumers.stopAll();
+    await this.relay.stop();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.bus.close();
+    await this.store.pool.end();
+    this.logger.log({ message: 'service stopped' }, 'runtime');
+  }
+}
+
+@Injectable()
+class ClientLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
+  constructor(
+    @Inject(Bus) private readonly bus: Bus,
+    @Inject(Readiness) private readonly readiness: Readiness,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.readiness.register('nats', () => ({ ok: this.bus.connected }));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.bus.close();
+  }
+}
+
+export interface ClientRuntimeOptions {
+  service: string;
+  defaultPort: number;
+}
+
+/**
+ * Everything a Gantry service stands on: configuration from the environment, its schema and
+ * migrations, the event store, the NATS bus with its stream, the command server, the relay, the
+ * durable consumers, /health and /ready, and an orderly stop on SIGTERM.
+ */
+@Global()
+@Module({})
+export class GantryRuntimeModule {
+  /** For a process that owns no state (the runner): configuration, logs, the bus, health and readiness. */
+  static forClient(options: ClientRuntimeOptions): DynamicModule {
+    return {
+      module: GantryRuntimeModule,
+      controllers: [HealthController],
+      providers: [
+        { provide: SERVICE_CONFIG, useFactory: () => loadServiceConfig(options.service, { schema: 'runner', port: options.defaultPort }) },
+        { provide: JsonLogger, useFactory: () => new JsonLogger(options.service) },
+        {
+          provide: Bus,
+          inject: [SERVICE_CONFIG],
+          useFactory: (config: ServiceConfig) => Bus.connect({ servers: config.natsUrl, naming: config.naming, name: options.service }),
+        },
+        { provide: CommandClient, inject: [Bus], useFactory: (bus: Bus) => new CommandClient(bus) },
+        Readiness,
+        Liveness,
+        ClientLifecycle,
+      ],
+      exports: [SERVICE_CONFIG, JsonLogger, Bus, CommandClient, Readiness, Liveness],
+    };
+  }
+
+  static forRoot(options: RuntimeOptions): DynamicModule {
+    return {
+      module: GantryRuntimeModule,
+      imports: [DiscoveryModule],
+      controllers: [HealthController, CommandsController],
+      providers: [
+        { provide: RUNTIME_OPTIONS, useValue: options },
+        { provide: SERVICE_CONFIG, useFactory: () => loadServiceConfig(options.service, { schema: options.context, port: options.defaultPort }) },
+        { provide: JsonLogger, useFactory: () => new JsonLogger(options.service) },
+        {
+          provide: EventStore,
+          inject: [SERVICE_CONFIG],
+          useFactory: async (config: ServiceConfig) => {
+            await migrate({ url: config.databaseUrl, schema: config.schema, migrations: options.migrations });
+            const pool = createPool({ url: config.databaseUrl, schema: config.schema, applicationName: options.service });
+            return new EventStore({ pool, schema: config.schema, inlineProjections: options.projections });
+          },
+        },
+        {
+          provide: Bus,
+          inject: [SERVICE_CONFIG],
+          useFactory: async (config: ServiceConfig) => {
+            const bus = await Bus.connect({ servers: config.natsUrl, naming: config.naming, name: options.service });
+            await bus.ensureEventStream(options.context, { replicas: config.streamReplicas });
+            if (options.dispatchStream) await bus.ensureDispatchStream({ replicas: config.streamReplicas });
+            return bus;
+          },
+        },
+        {
+          provide: CommandServer,
+          inject: [Bus, JsonLogger],
+          useFactory: (bus: Bus, logger: JsonLogger) => new CommandServer(bus, options.context, logger.forComponent('commands')),
+        },
+        { provide: CommandClient, inject: [Bus], useFactory: (bus: Bus) => new CommandClient(bus) },
+        {
+          provide: OutboxRelay,
+          inject: [SERVICE_CONFIG, EventStore, Bus, JsonLogger],
+          useFactory: (config: ServiceConfig, store: EventStore, bus: Bus, logger: JsonLogger) =>
+            new OutboxRelay({
+              databaseUrl: config.databaseUrl,
+              pool: store.pool,
+              schema: config.schema,
+              bus,
+              context: options.context,
+              logger: logger.forComponent('relay'),
+            }),
+        },
+        {
+          provide: Consumers,
+          inject: [EventStore, Bus, JsonLogger],
+          useFactory: (store: EventStore, bus: Bus, logger: JsonLogger) =>
+            new Consumers(() => ({ bus, pool: store.pool, logger: logger.forComponent('consumer') })),
+        },
+        Readiness,
+        Liveness,
+        RuntimeLifecycle,
+      ],
+      exports: [SERVICE_CONFIG, RUNTIME_OPTIONS, JsonLogger, EventStore, Bus, CommandServer, CommandClient, OutboxRelay, Consumers, Readiness, Liveness],
+    };
+  }
+}
