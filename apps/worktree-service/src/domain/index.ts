@@ -1,0 +1,3 @@
+export * from './worktree-lock.js';
+export * from './worktree-lease.js';
+export * from './worktree-effects.js';

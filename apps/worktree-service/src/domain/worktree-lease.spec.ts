@@ -1,0 +1,524 @@
+import { contractRegistry, deriveWorktreeKey, ErrorCode } from '@gantry/contracts';
+import { deciderSpec } from './testing/decider-spec.js';
+import {
+  currentHolder,
+  worktreeLeaseDecider,
+  worktreeStatus,
+  type WorktreeLeaseCommand,
+  type WorktreeLeaseEvent,
+} from './worktree-lease.js';
+
+const spec = deciderSpec(worktreeLeaseDecider);
+
+const repositoryUrl = 'https://github.com/acme/shop.git';
+const branch = 'feature/checkout';
+const worktreeKey = deriveWorktreeKey(repositoryUrl, branch);
+const path = `/var/lib/gantry/worktrees/${worktreeKey}`;
+const sha = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
+const A = '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11';
+const B = '1c8b5d4f-3a8e-4c9f-8b62-7d3e2f1a0b22';
+const C = '2d9c6e5a-4b9f-4dab-9c73-8e4f3a2b1c33';
+const T0 = '2026-11-30T06:00:00.000Z';
+const at = (seconds: number) => new Date(Date.parse(T0) + seconds * 1000).toISOString();
+
+const jobOf: Record<string, string> = { [A]: 'job-a', [B]: 'job-b', [C]: 'job-c' };
+
+function request(leaseId: string, now: string, overrides: Partial<Extract<WorktreeLeaseCommand, { type: 'RequestWorktreeLease' }>['data']> = {}): WorktreeLeaseCommand {
+  return {
+    type: 'RequestWorktreeLease',
+    data: {
+      worktreeKey,
+      leaseId,
+      jobId: jobOf[leaseId]!,
+      jobLeaseToken: 1,
+      repositoryUrl,
+      branch,
+      baseRef: 'main',
+      leaseDurationMs: 600_000,
+      lockTimeoutMs: 60_000,
+      now,
+      ...overrides,
+    },
+  };
+}
+
+// ---- event builders: the history of the specifications ----
+const requested = (leaseId: string, now: string, jobLeaseToken = 1): WorktreeLeaseEvent => ({
+  type: 'WorktreeLeaseRequested',
+  data: {
+    worktreeKey, leaseId, jobId: jobOf[leaseId]!, jobLeaseToken, repositoryUrl, branch, baseRef: 'main',
+    leaseDurationMs: 600_000, lockDeadline: new Date(Date.parse(now) + 60_000).toISOString(), requestedAt: now,
+  },
+});
+const acquired = (leaseId: string, token: number, now: string): WorktreeLeaseEvent => ({
+  type: 'WorktreeLockAcquired',
+  data: {
+    worktreeKey, leaseId, token, jobId: jobOf[leaseId]!, repositoryUrl, branch, baseRef: 'main',
+    expiresAt: new Date(Date.parse(now) + 600_000).toISOString(), acquiredAt: now,
+  },
+});
+const queued = (leaseId: string, position: number, now: string): WorktreeLeaseEvent => ({
+  type: 'WorktreeLockQueued',
+  data: { worktreeKey, leaseId, position, lockDeadline: new Date(Date.parse(now) + 60_000).toISOString(), queuedAt: now },
+});
+const timedOut = (leaseId: string, lockDeadline: string, now: string): WorktreeLeaseEvent => ({
+  type: 'WorktreeLockTimedOut',
+  data: { worktreeKey, leaseId, lockDeadline, timedOutAt: now },
+});
+const created = (leaseId: string, token: number, now: string): WorktreeLeaseEvent => ({
+  type: 'WorktreeCreated', data: { worktreeKey, leaseId, token, path, createdAt: now },
+});
+const synced = (leaseId: string, token: number, now: string): WorktreeLeaseEvent => ({
+  type: 'WorktreeSynced',
+  data: { worktreeKey, leaseId, token, baseSha: sha, expiresAt: new Date(Date.parse(now) + 600_000).toISOString(), syncedAt: now },
+});
+const releaseRequested = (leaseId: string, token: number, now: string, reason: 'released' | 'job_terminal' | 'expired' | 'stale_reset' | 'shutdown' = 'released', removeWorktree = false): WorktreeLeaseEvent => ({
+  type: 'WorktreeReleaseRequested',
+  data: { worktreeKey, leaseId, token, reason, removeWorktree, branch, requestedAt: now },
+});
+const released = (leaseId: string, token: number, now: string, reason: 'released' | 'job_terminal' | 'expired' | 'stale_reset' | 'shutdown' = 'released', removed = false): WorktreeLeaseEvent => ({
+  type: 'WorktreeReleased', data: { worktreeKey, leaseId, token, reason, removed, releasedAt: now },
+});
+
+/** A held by token 1, granted at T0. */
+const aAcquired = [requested(A, T0), acquired(A, 1, T0)];
+/** A ready at token 1 (synced at T0+2s). */
+const aReady = [...aAcquired, created(A, 1, at(1)), synced(A, 1, at(2))];
+/** A ready, B waiting behind it (requested at T0+10s). */
+const aReadyBWaiting = [...aReady, requested(B, at(10)), queued(B, 1, at(10))];
+
+describe('WorktreeLease: requesting a lease', () => {
+  it('grants a free lock at once with fencing token 1 and asks for the worktree', () => {
+    const state = spec.given([]).when(request(A, T0)).then(aAcquired);
+    expect(worktreeStatus(state)).toBe('creating_or_reusing');
+    expect(state.leases[A]!.expiresAt).toBe(at(600));
+  });
+
+  it('puts a second acquirer in line behind the holder, with its deadline', () => {
+    const state = spec.given(aReady).when(request(B, at(10))).then([requested(B, at(10)), queued(B, 1, at(10))]);
+    expect(state.lock.waiters).toEqual([{ leaseId: B, deadline: at(70) }]);
+    expect(currentHolder(state)?.leaseId).toBe(A);
+  });
+
+  it('lines up waiters in arrival order', () => {
+    spec.given(aReadyBWaiting).when(request(C, at(20))).then([requested(C, at(20)), queued(C, 2, at(20))]);
+  });
+
+  it('times out at once an acquirer that will not wait (lock timeout 0) while the lock is held', () => {
+    const req = requested(B, at(10));
+    const data = { ...req.data, lockDeadline: at(10) } as typeof req.data;
+    spec
+      .given(aReady)
+      .when(request(B, at(10), { lockTimeoutMs: 0 }))
+      .then([{ type: 'WorktreeLeaseRequested', data }, timedOut(B, at(10), at(10))] as WorktreeLeaseEvent[]);
+  });
+
+  it('treats the same request again as already done', () => {
+    spec.given(aAcquired).when(request(A, at(5))).thenNothing();
+  });
+
+  it('refuses a lease id reused for a different request', () => {
+    spec.given(aAcquired).when(request(A, at(5), { baseRef: 'develop' })).thenThrows(ErrorCode.IDEMPOTENCY_CONFLICT);
+  });
+
+  it('refuses a second lease for the same claim of the same job', () => {
+    spec.given(aAcquired).when(request(B, at(5), { jobId: 'job-a' })).thenThrows(ErrorCode.ALREADY_CLAIMED, /job-a/);
+  });
+
+  it('fences off a request from an older claim of the job', () => {
+    spec.given([requested(A, T0, 2), acquired(A, 1, T0)]).when(request(B, at(5), { jobId: 'job-a', jobLeaseToken: 1 })).thenThrows(ErrorCode.STALE_FENCE);
+  });
+
+  it('lets a newer claim of the job supersede the older claim’s lease: the old one is released, the new one waits', () => {
+    const newer = { ...requested(B, at(30), 2), data: { ...requested(B, at(30), 2).data, jobId: 'job-a' } } as WorktreeLeaseEvent;
+    const state = spec
+      .given(aReady)
+      .when(request(B, at(30), { jobId: 'job-a', jobLeaseToken: 2 }))
+      .then([releaseRequested(A, 1, at(30), 'stale_reset'), newer, queued(B, 1, at(30))]);
+    expect(state.leases[A]!.status).toBe('releasing');
+  });
+
+  it('withdraws the older claim’s request that still waits when a newer claim of the job asks', () => {
+    const bOld = requested(B, at(10));
+    const cNewer = { ...requested(C, at(20), 2), data: { ...requested(C, at(20), 2).data, jobId: 'job-b' } } as WorktreeLeaseEvent;
+    spec
+      .given([...aReady, bOld, queued(B, 1, at(10))])
+      .when(request(C, at(20), { jobId: 'job-b', jobLeaseToken: 2 }))
+      .then([
+        { type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey, leaseId: B, reason: 'stale_reset', withdrawnAt: at(20) } },
+        cNewer,
+        queued(C, 1, at(20)),
+      ]);
+  });
+
+  it('refuses a worktree key that is not the one of the repository and branch', () => {
+    spec.given([]).when(request(A, T0, { worktreeKey: 'someone-else-0123456789ab' })).thenThrows(ErrorCode.INVALID_COMMAND);
+  });
+});
+
+describe('WorktreeLease: creating, reusing and syncing', () => {
+  it('moves to syncing when the worktree was created', () => {
+    const state = spec
+      .given(aAcquired)
+      .when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'created', path, now: at(1) } })
+      .then([created(A, 1, at(1))]);
+    expect(worktreeStatus(state)).toBe('syncing');
+    expect(state.path).toBe(path);
+  });
+
+  it('records a reused worktree the same way', () => {
+    spec
+      .given(aAcquired)
+      .when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'reused', path, now: at(1) } })
+      .then([{ type: 'WorktreeReused', data: { worktreeKey, leaseId: A, token: 1, path, reusedAt: at(1) } }]);
+  });
+
+  it('becomes ready at the base SHA, with the lease running from the sync', () => {
+    const state = spec
+      .given([...aAcquired, created(A, 1, at(1))])
+      .when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, now: at(2) } })
+      .then([synced(A, 1, at(2))]);
+    expect(worktreeStatus(state)).toBe('ready');
+    expect(state.leases[A]).toMatchObject({ baseSha: sha, expiresAt: at(602) });
+  });
+
+  it('ignores a redelivered report of a step already recorded', () => {
+    spec.given(aReady).when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'created', path, now: at(3) } }).thenNothing();
+    spec.given(aReady).when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, now: at(3) } }).thenNothing();
+  });
+
+  it('refuses a sync report before the worktree exists', () => {
+    spec
+      .given(aAcquired)
+      .when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, now: at(2) } })
+      .thenThrows(ErrorCode.INVALID_TRANSITION);
+  });
+
+  it('refuses a report carrying another token', () => {
+    spec
+      .given(aAcquired)
+      .when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 2, outcome: 'created', path, now: at(1) } })
+      .thenThrows(ErrorCode.STALE_FENCE);
+  });
+
+  it('refuses a report for a lease that still waits for the lock (it has no token)', () => {
+    spec
+      .given(aReadyBWaiting)
+      .when({ type: 'RecordWorktreePrepared', data: { leaseId: B, token: 2, outcome: 'created', path, now: at(11) } })
+      .thenThrows(ErrorCode.STALE_FENCE);
+  });
+
+  it('refuses a report for an unknown lease', () => {
+    spec
+      .given(aAcquired)
+      .when({ type: 'RecordWorktreeSynced', data: { leaseId: C, token: 1, baseSha: sha, now: at(2) } })
+      .thenThrows(ErrorCode.NOT_FOUND);
+  });
+
+  it('ends in sync_failed and hands the lock to the next waiter with the next token', () => {
+    const history = [...aAcquired, created(A, 1, at(1)), requested(B, at(10)), queued(B, 1, at(10))];
+    const state = spec
+      .given(history)
+      .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'sync', reason: 'diverged', now: at(20) } })
+      .then([
+        { type: 'WorktreeSyncFailed', data: { worktreeKey, leaseId: A, token: 1, stage: 'sync', reason: 'diverged', failedAt: at(20) } },
+        acquired(B, 2, at(20)),
+      ]);
+    expect(state.leases[A]!.status).toBe('sync_failed');
+    expect(currentHolder(state)?.leaseId).toBe(B);
+  });
+
+  it('refuses a failure report for a stage the lease is not in', () => {
+    spec
+      .given(aAcquired)
+      .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'sync', reason: 'x', now: at(2) } })
+      .thenThrows(ErrorCode.INVALID_TRANSITION);
+  });
+
+  it('records a failed create and frees the lock when no one waits', () => {
+    const state = spec
+      .given(aAcquired)
+      .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'create_or_reuse', reason: 'clone failed', now: at(2) } })
+      .then([{ type: 'WorktreeSyncFailed', data: { worktreeKey, leaseId: A, token: 1, stage: 'create_or_reuse', reason: 'clone failed', failedAt: at(2) } }]);
+    expect(worktreeStatus(state)).toBe('idle');
+  });
+});
+
+describe('WorktreeLease: renewing', () => {
+  it('extends a ready lease from now by its own duration or the one asked for', () => {
+    spec
+      .given(aReady)
+      .when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(100) } })
+      .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(700), renewedAt: at(100) } }]);
+    spec
+      .given(aReady)
+      .when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, leaseDurationMs: 30_000, now: at(100) } })
+      .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(130), renewedAt: at(100) } }]);
+  });
+
+  it('refuses a renew with a stale token, emitting nothing', () => {
+    spec.given(aReady).when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 0, now: at(100) } }).thenThrows(ErrorCode.STALE_FENCE);
+  });
+
+  it('refuses a renew of a lease that was released, even with its own token', () => {
+    spec
+      .given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))])
+      .when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(100) } })
+      .thenThrows(ErrorCode.STALE_FENCE, /released/);
+  });
+
+  it('refuses a renew after the expiry moment, before the expiry is recorded', () => {
+    spec.given(aReady).when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(602) } }).thenThrows(ErrorCode.STALE_FENCE, /expired/);
+  });
+
+  it('refuses the old holder’s token once the lock has passed to a newer grant', () => {
+    const history = [...aReadyBWaiting, releaseRequested(A, 1, at(50)), released(A, 1, at(51)), acquired(B, 2, at(51))];
+    spec.given(history).when({ type: 'RenewWorktreeLease', data: { leaseId: B, token: 1, now: at(60) } }).thenThrows(ErrorCode.STALE_FENCE);
+    spec.given(history).when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'released', removeWorktree: false, now: at(60) } }).thenThrows(ErrorCode.STALE_FENCE);
+  });
+});
+
+describe('WorktreeLease: releasing', () => {
+  it('asks for the worktree to be rescued and kept when its holder releases it', () => {
+    const state = spec
+      .given(aReady)
+      .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'released', removeWorktree: false, now: at(50) } })
+      .then([releaseRequested(A, 1, at(50))]);
+    expect(worktreeStatus(state)).toBe('releasing');
+  });
+
+  it.each(['job_terminal', 'stale_reset', 'shutdown'] as const)('releases on %s like any other release', (reason) => {
+    spec
+      .given(aReady)
+      .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason, removeWorktree: true, now: at(50) } })
+      .then([releaseRequested(A, 1, at(50), reason, true)]);
+  });
+
+  it('releases a lease whose worktree is still being created (the job ended meanwhile)', () => {
+    spec
+      .given(aAcquired)
+      .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'job_terminal', removeWorktree: false, now: at(1) } })
+      .then([releaseRequested(A, 1, at(1), 'job_terminal')]);
+  });
+
+  it('treats a release asked again while it runs as the same release', () => {
+    spec
+      .given([...aReady, releaseRequested(A, 1, at(50))])
+      .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'job_terminal', removeWorktree: false, now: at(51) } })
+      .thenNothing();
+  });
+
+  it('refuses a release with a stale token and changes nothing', () => {
+    spec
+      .given(aReady)
+      .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 7, reason: 'released', removeWorktree: false, now: at(50) } })
+      .thenThrows(ErrorCode.STALE_FENCE);
+  });
+
+  it('refuses to release a request that still waits (it must be withdrawn)', () => {
+    spec
+      .given(aReadyBWaiting)
+      .when({ type: 'ReleaseWorktreeLease', data: { leaseId: B, token: 2, reason: 'released', removeWorktree: false, now: at(50) } })
+      .thenThrows(ErrorCode.INVALID_TRANSITION);
+  });
+
+  it('records the rescue and the release, then grants the next waiter the next token', () => {
+    const rescueBranch = `gantry/rescue/${worktreeKey}/20261130T060051000Z`;
+    const state = spec
+      .given([...aReadyBWaiting, releaseRequested(A, 1, at(50))])
+      .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: { branch: rescueBranch, sha }, removed: false, now: at(51) } })
+      .then([
+        { type: 'WorktreeRescued', data: { worktreeKey, leaseId: A, token: 1, rescueBranch, rescueSha: sha, rescuedAt: at(51) } },
+        released(A, 1, at(51)),
+        acquired(B, 2, at(51)),
+      ]);
+    expect(state.leases[A]!.status).toBe('released');
+    expect(currentHolder(state)).toMatchObject({ leaseId: B, token: 2, status: 'creating_or_reusing' });
+    expect(state.lastToken).toBe(2);
+  });
+
+  it('frees the lock when no one waits, and forgets the path of a removed worktree', () => {
+    const state = spec
+      .given([...aReady, releaseRequested(A, 1, at(50), 'released', true)])
+      .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: true, now: at(51) } })
+      .then([released(A, 1, at(51), 'released', true)]);
+    expect(worktreeStatus(state)).toBe('idle');
+    expect(state.path).toBeNull();
+  });
+
+  it('skips waiters whose deadline passed while the holder held the lock', () => {
+    spec
+      .given([...aReadyBWaiting, requested(C, at(80)), queued(C, 2, at(80)), releaseRequested(A, 1, at(100))])
+      .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(101) } })
+      .then([released(A, 1, at(101)), timedOut(B, at(70), at(101)), acquired(C, 2, at(101))]);
+  });
+
+  it('ends an expired or stale-reset lease in stale_released', () => {
+    const state = spec
+      .given([...aReady, releaseRequested(A, 1, at(700), 'expired')])
+      .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(701) } })
+      .then([released(A, 1, at(701), 'expired')]);
+    expect(state.leases[A]!.status).toBe('stale_released');
+  });
+
+  it('refuses a release report for a lease that was not asked to release', () => {
+    spec
+      .given(aReady)
+      .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(51) } })
+      .thenThrows(ErrorCode.INVALID_TRANSITION);
+  });
+
+  it('ignores a redelivered release report', () => {
+    spec
+      .given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))])
+      .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(52) } })
+      .thenNothing();
+  });
+});
+
+describe('WorktreeLease: expiry and lock timeouts', () => {
+  it('expires a lease at its expiry and asks for its release', () => {
+    spec
+      .given(aReady)
+      .when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(602) } })
+      .then([
+        { type: 'WorktreeLeaseExpired', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(602), expiredAt: at(602) } },
+        releaseRequested(A, 1, at(602), 'expired'),
+      ]);
+  });
+
+  it('does nothing for an expiry timer that fired early, after a renew, or after the release', () => {
+    spec.given(aReady).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(601) } }).thenNothing();
+    const renewed: WorktreeLeaseEvent = { type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(900), renewedAt: at(300) } };
+    spec.given([...aReady, renewed]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(602) } }).thenNothing();
+    spec.given([...aReady, releaseRequested(A, 1, at(50))]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(700) } }).thenNothing();
+  });
+
+  it('expires a lease stuck in creation (its expiry runs from the grant)', () => {
+    spec
+      .given(aAcquired)
+      .when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(600) } })
+      .then([
+        { type: 'WorktreeLeaseExpired', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(600), expiredAt: at(600) } },
+        releaseRequested(A, 1, at(600), 'expired'),
+      ]);
+  });
+
+  it('times out the waiters past their deadline with LOCK_TIMEOUT and keeps the others in line', () => {
+    const state = spec
+      .given([...aReadyBWaiting, requested(C, at(40)), queued(C, 2, at(40))])
+      .when({ type: 'TimeOutLockWaiters', data: { now: at(70) } })
+      .then([timedOut(B, at(70), at(70))]);
+    expect(state.leases[B]!.status).toBe('lock_timeout');
+    expect(state.lock.waiters.map((w) => w.leaseId)).toEqual([C]);
+  });
+
+  it('times out no one before their deadline', () => {
+    spec.given(aReadyBWaiting).when({ type: 'TimeOutLockWaiters', data: { now: at(69) } }).thenNothing();
+  });
+});
+
+describe('WorktreeLease: withdrawing a waiting request', () => {
+  it('takes a waiter out of line when its job ends', () => {
+    const state = spec
+      .given(aReadyBWaiting)
+      .when({ type: 'WithdrawWorktreeLeaseRequest', data: { leaseId: B, reason: 'job_terminal', now: at(30) } })
+      .then([{ type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey, leaseId: B, reason: 'job_terminal', withdrawnAt: at(30) } }]);
+    expect(state.lock.waiters).toEqual([]);
+  });
+
+  it('refuses to withdraw a lease that holds the lock', () => {
+    spec.given(aReady).when({ type: 'WithdrawWorktreeLeaseRequest', data: { leaseId: A, reason: 'job_terminal', now: at(30) } }).thenThrows(ErrorCode.INVALID_TRANSITION);
+  });
+
+  it('does nothing for a request that already ended', () => {
+    spec
+      .given([...aReadyBWaiting, timedOut(B, at(70), at(70))])
+      .when({ type: 'WithdrawWorktreeLeaseRequest', data: { leaseId: B, reason: 'job_terminal', now: at(80) } })
+      .thenNothing();
+  });
+});
+
+describe('WorktreeLease: the lock is never held twice', () => {
+  // A seeded walk through random commands; after every accepted decision at most one lease may
+  // be between the grant and the end of its release, tokens only grow, and the holder is that lease.
+  it('keeps one holder and growing tokens through 2000 random commands', () => {
+    let seed = 42;
+    const rnd = (n: number) => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return (seed >>> 16) % n;
+    };
+    const ids = [A, B, C];
+    let state = worktreeLeaseDecider.initialState();
+    let clock = 0;
+    let requests = 0;
+    let accepted = 0;
+    const outstanding = new Set<string>(); // lease ids used so far
+    for (let i = 0; i < 2000; i++) {
+      clock += rnd(40);
+      const now = at(clock);
+      const known = [...outstanding];
+      const fresh = `00000000-0000-4000-8000-${String(requests).padStart(12, '0')}`;
+      const pick = rnd(4);
+      const leaseId = pick === 0 && state.lock.holder ? state.lock.holder : pick === 1 || !known.length ? fresh : known[rnd(known.length)]!;
+      const lease = state.leases[leaseId];
+      const token = lease?.token ?? state.lastToken;
+      const commands: WorktreeLeaseCommand[] = [
+        request(ids[rnd(3)]!, now, { leaseId, jobId: `job-${rnd(6)}`, jobLeaseToken: 1 + rnd(3), lockTimeoutMs: rnd(3) * 30_000 }),
+        { type: 'RecordWorktreePrepared', data: { leaseId, token, outcome: rnd(2) ? 'created' : 'reused', path, now } },
+        { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: sha, now } },
+        { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: rnd(2) ? 'sync' : 'create_or_reuse', reason: 'x', now } },
+        { type: 'RenewWorktreeLease', data: { leaseId, token, now } },
+        { type: 'ReleaseWorktreeLease', data: { leaseId, token, reason: 'released', removeWorktree: rnd(2) === 0, now } },
+        { type: 'RecordWorktreeReleased', data: { leaseId, token, rescue: null, removed: false, now } },
+        { type: 'ExpireWorktreeLease', data: { leaseId, now } },
+        { type: 'TimeOutLockWaiters', data: { now } },
+        { type: 'WithdrawWorktreeLeaseRequest', data: { leaseId, reason: 'job_terminal', now } },
+      ];
+      const command = commands[rnd(commands.length)]!;
+      if (command.type === 'RequestWorktreeLease') {
+        requests++;
+        outstanding.add(leaseId);
+      }
+      let events: WorktreeLeaseEvent[];
+      try {
+        events = worktreeLeaseDecider.decide(command, state);
+      } catch {
+        continue;
+      }
+      accepted++;
+      const before = state.lastToken;
+      state = events.reduce(worktreeLeaseDecider.evolve, state);
+      const active = Object.values(state.leases).filter((l) => ['creating_or_reusing', 'syncing', 'ready', 'releasing'].includes(l.status));
+      const granted = events.filter((e) => e.type === 'WorktreeLockAcquired');
+      expect(granted.length).toBeLessThanOrEqual(1);
+      if (granted.length) expect(state.lastToken).toBe(before + 1);
+      // A superseded lease may still be releasing while the lock is on its way; no two are granted.
+      const holding = active.filter((l) => l.status !== 'releasing');
+      expect(holding.length).toBeLessThanOrEqual(1);
+      if (holding.length === 1) expect(state.lock.holder).toBe(holding[0]!.leaseId);
+      if (state.lock.holder) expect(active.map((l) => l.leaseId)).toContain(state.lock.holder);
+      for (const e of events) expect(contractRegistry.event('worktrees', e.type, 1)!.data.safeParse(e.data).error).toBeUndefined();
+    }
+    expect(accepted).toBeGreaterThan(300);
+    expect(state.lastToken).toBeGreaterThan(10);
+  });
+});
+
+describe('WorktreeLease events', () => {
+  it('satisfy their published contracts', () => {
+    const history: WorktreeLeaseEvent[] = [
+      ...aReadyBWaiting,
+      { type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(700), renewedAt: at(100) } },
+      releaseRequested(A, 1, at(200)),
+      { type: 'WorktreeRescued', data: { worktreeKey, leaseId: A, token: 1, rescueBranch: `gantry/rescue/${worktreeKey}/20261130T060000000Z`, rescueSha: sha, rescuedAt: at(201) } },
+      released(A, 1, at(201)),
+      timedOut(C, at(70), at(70)),
+    ];
+    for (const event of history) {
+      const contract = contractRegistry.event('worktrees', event.type, 1);
+      expect(contract).toBeDefined();
+      expect(contract!.data.safeParse(event.data).error).toBeUndefined();
+    }
+  });
+});

@@ -1,0 +1,588 @@
+import {
+  deriveWorktreeKey,
+  ErrorCode,
+  GantryError,
+  type DataOf,
+  type WorktreeLeaseStatus,
+  type WorktreeReleaseReason,
+  type WorktreeCreated,
+  type WorktreeLeaseExpired,
+  type WorktreeLeaseRenewed,
+  type WorktreeLeaseRequested,
+  type WorktreeLeaseRequestWithdrawn,
+  type WorktreeLockAcquired,
+  type WorktreeLockQueued,
+  type WorktreeLockTimedOut,
+  type WorktreeReleased,
+  type WorktreeReleaseRequested,
+  type WorktreeRescued,
+  type WorktreeReused,
+  type WorktreeSynced,
+  type WorktreeSyncFailed,
+} from '@gantry/contracts';
+import {
+  enqueue,
+  freeLock,
+  grant,
+  handOver,
+  isPast,
+  overdueWaiters,
+  releaseHolder,
+  requestLock,
+  withoutWaiter,
+  type LockWaiter,
+  type WorktreeLock,
+} from './worktree-lock.js';
+
+/*
+ * The WorktreeLease decider (SPEC §3). One stream per worktree key holds the key's lock, its
+ * leases and their fencing tokens. A lease moves
+ *   acquiring_lock → creating_or_reusing → syncing → ready → releasing → released
+ * and ends instead in lock_timeout, sync_failed, stale_released (released because it expired or
+ * by a stale reset) or withdrawn (its job ended while it still waited). The git work is requested
+ * as effects (see worktree-effects.ts) and its outcome comes back as a Record… command.
+ */
+
+// ---- events ---------------------------------------------------------------------------------
+
+type Ev<T extends string, C> = { readonly type: T; readonly data: DataOf<C> };
+
+export type WorktreeLeaseEvent =
+  | Ev<'WorktreeLeaseRequested', typeof WorktreeLeaseRequested>
+  | Ev<'WorktreeLockQueued', typeof WorktreeLockQueued>
+  | Ev<'WorktreeLockAcquired', typeof WorktreeLockAcquired>
+  | Ev<'WorktreeLockTimedOut', typeof WorktreeLockTimedOut>
+  | Ev<'WorktreeLeaseRequestWithdrawn', typeof WorktreeLeaseRequestWithdrawn>
+  | Ev<'WorktreeCreated', typeof WorktreeCreated>
+  | Ev<'WorktreeReused', typeof WorktreeReused>
+  | Ev<'WorktreeSynced', typeof WorktreeSynced>
+  | Ev<'WorktreeSyncFailed', typeof WorktreeSyncFailed>
+  | Ev<'WorktreeLeaseRenewed', typeof WorktreeLeaseRenewed>
+  | Ev<'WorktreeLeaseExpired', typeof WorktreeLeaseExpired>
+  | Ev<'WorktreeReleaseRequested', typeof WorktreeReleaseRequested>
+  | Ev<'WorktreeRescued', typeof WorktreeRescued>
+  | Ev<'WorktreeReleased', typeof WorktreeReleased>;
+
+export type WorktreeLeaseEventType = WorktreeLeaseEvent['type'];
+
+// ---- commands -------------------------------------------------------------------------------
+
+/** Every command carries `now` (ISO): the decider never reads a clock. */
+export type WorktreeLeaseCommand =
+  | {
+      readonly type: 'RequestWorktreeLease';
+      readonly data: {
+        worktreeKey: string;
+        leaseId: string;
+        jobId: string;
+        jobLeaseToken: number;
+        repositoryUrl: string;
+        branch: string;
+        baseRef: string;
+        leaseDurationMs: number;
+        lockTimeoutMs: number;
+        now: string;
+      };
+    }
+  | {
+      readonly type: 'RecordWorktreePrepared';
+      readonly data: { leaseId: string; token: number; outcome: 'created' | 'reused'; path: string; now: string };
+    }
+  | { readonly type: 'RecordWorktreeSynced'; readonly data: { leaseId: string; token: number; baseSha: string; now: string } }
+  | {
+      readonly type: 'RecordWorktreeSyncFailed';
+      readonly data: { leaseId: string; token: number; stage: 'create_or_reuse' | 'sync'; reason: string; now: string };
+    }
+  | {
+      readonly type: 'RenewWorktreeLease';
+      readonly data: { leaseId: string; token: number; leaseDurationMs?: number; now: string };
+    }
+  | {
+      readonly type: 'ReleaseWorktreeLease';
+      readonly data: { leaseId: string; token: number; reason: WorktreeReleaseReason; removeWorktree: boolean; now: string };
+    }
+  | {
+      readonly type: 'RecordWorktreeReleased';
+      readonly data: {
+        leaseId: string;
+        token: number;
+        rescue: { branch: string; sha: string } | null;
+        removed: boolean;
+        now: string;
+      };
+    }
+  | { readonly type: 'ExpireWorktreeLease'; readonly data: { leaseId: string; now: string } }
+  | { readonly type: 'TimeOutLockWaiters'; readonly data: { now: string } }
+  | {
+      readonly type: 'WithdrawWorktreeLeaseRequest';
+      readonly data: { leaseId: string; reason: WorktreeReleaseReason; now: string };
+    };
+
+export type WorktreeLeaseCommandType = WorktreeLeaseCommand['type'];
+
+// ---- state ----------------------------------------------------------------------------------
+
+export interface LeaseRecord {
+  readonly leaseId: string;
+  readonly worktreeKey: string;
+  readonly jobId: string;
+  readonly jobLeaseToken: number;
+  readonly repositoryUrl: string;
+  readonly branch: string;
+  readonly baseRef: string;
+  readonly leaseDurationMs: number;
+  readonly lockDeadline: string;
+  readonly requestedAt: string;
+  readonly status: WorktreeLeaseStatus;
+  /** The fencing token, from the moment the lock is granted. */
+  readonly token: number | null;
+  readonly path: string | null;
+  readonly baseSha: string | null;
+  readonly expiresAt: string | null;
+  readonly releaseReason: WorktreeReleaseReason | null;
+  readonly removeWorktree: boolean;
+}
+
+export interface WorktreeLeaseState {
+  readonly worktreeKey: string | null;
+  /** The token of the latest grant on this key; the next grant gets one more. */
+  readonly lastToken: number;
+  readonly lock: WorktreeLock;
+  readonly leases: Readonly<Record<string, LeaseRecord>>;
+  /** Where the worktree of this key was last created or reused. */
+  readonly path: string | null;
+}
+
+export const initialState = (): WorktreeLeaseState => ({
+  worktreeKey: null,
+  lastToken: 0,
+  lock: freeLock,
+  leases: {},
+  path: null,
+});
+
+const HOLDING: readonly WorktreeLeaseStatus[] = ['creating_or_reusing', 'syncing', 'ready'];
+const TERMINAL: readonly WorktreeLeaseStatus[] = ['released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn'];
+const HAPPY_PATH: readonly WorktreeLeaseStatus[] = ['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready'];
+
+export const isHolding = (lease: LeaseRecord): boolean => HOLDING.includes(lease.status);
+export const isTerminal = (lease: LeaseRecord): boolean => TERMINAL.includes(lease.status);
+
+/** The worktree key's state as SPEC §3 names it: its holder's status, or idle. */
+export function worktreeStatus(state: WorktreeLeaseState): WorktreeLeaseStatus | 'idle' {
+  const holder = state.lock.holder ? state.leases[state.lock.holder] : undefined;
+  return holder ? holder.status : 'idle';
+}
+
+export function currentHolder(state: WorktreeLeaseState): LeaseRecord | null {
+  return state.lock.holder ? (state.leases[state.lock.holder] ?? null) : null;
+}
+
+// ---- decide ---------------------------------------------------------------------------------
+
+const plusMs = (iso: string, ms: number): string => new Date(Date.parse(iso) + ms).toISOString();
+
+const refuse = (code: ErrorCode, message: string, details?: Record<string, unknown>): never => {
+  throw new GantryError(code, message, details);
+};
+
+function leaseOf(state: WorktreeLeaseState, leaseId: string): LeaseRecord {
+  const lease = state.leases[leaseId];
+  if (!lease) refuse(ErrorCode.NOT_FOUND, `worktree lease ${leaseId} does not exist`, { leaseId });
+  return lease!;
+}
+
+/** A token that is not the lease's own is stale (an older grant) or forged: refused, nothing emitted. */
+function assertFence(state: WorktreeLeaseState, lease: LeaseRecord, token: number): void {
+  if (lease.token === null || lease.token !== token) {
+    refuse(
+      ErrorCode.STALE_FENCE,
+      `token ${token} is not the token of worktree lease ${lease.leaseId} (current grant on ${lease.worktreeKey} is ${state.lastToken})`,
+      { leaseId: lease.leaseId, token, currentToken: state.lastToken },
+    );
+  }
+}
+
+/**
+ * An effect's report for a lease in `expected`: the events, or nothing when the lease already got
+ * past that point (a redelivered or late report), or INVALID_TRANSITION when it has not got there.
+ */
+function reportStage(lease: LeaseRecord, expected: WorktreeLeaseStatus, what: string): 'apply' | 'ignore' {
+  if (lease.status === expected) return 'apply';
+  const at = HAPPY_PATH.indexOf(lease.status);
+  const want = HAPPY_PATH.indexOf(expected);
+  if (at === -1 || at > want) return 'ignore';
+  return refuse(
+    ErrorCode.INVALID_TRANSITION,
+    `cannot record ${what} for worktree lease ${lease.leaseId}: it is ${lease.status}, not ${expected}`,
+    { leaseId: lease.leaseId, status: lease.status },
+  );
+}
+
+/** The events that hand the lock to the next waiter after its holder let go at `now`. */
+function handOverEvents(state: WorktreeLeaseState, lock: WorktreeLock, now: string): WorktreeLeaseEvent[] {
+  const { next, timedOut } = handOver(lock, now);
+  const events: WorktreeLeaseEvent[] = timedOut.map((w) => lockTimedOut(state, w, now));
+  if (next) {
+    const lease = state.leases[next.leaseId]!;
+    events.push(lockAcquired(lease, state.lastToken + 1, now));
+  }
+  return events;
+}
+
+function lockTimedOut(state: WorktreeLeaseState, waiter: LockWaiter, now: string): WorktreeLeaseEvent {
+  const worktreeKey = state.leases[waiter.leaseId]!.worktreeKey;
+  return {
+    type: 'WorktreeLockTimedOut',
+    data: { worktreeKey, leaseId: waiter.leaseId, lockDeadline: waiter.deadline, timedOutAt: now },
+  };
+}
+
+function lockAcquired(lease: LeaseRecord, token: number, now: string): WorktreeLeaseEvent {
+  return {
+    type: 'WorktreeLockAcquired',
+    data: {
+      worktreeKey: lease.worktreeKey,
+      leaseId: lease.leaseId,
+      token,
+      jobId: lease.jobId,
+      repositoryUrl: lease.repositoryUrl,
+      branch: lease.branch,
+      baseRef: lease.baseRef,
+      expiresAt: plusMs(now, lease.leaseDurationMs),
+      acquiredAt: now,
+    },
+  };
+}
+
+function releaseRequested(lease: LeaseRecord, reason: WorktreeReleaseReason, removeWorktree: boolean, now: string): WorktreeLeaseEvent {
+  return {
+    type: 'WorktreeReleaseRequested',
+    data: {
+      worktreeKey: lease.worktreeKey,
+      leaseId: lease.leaseId,
+      token: lease.token!,
+      reason,
+      removeWorktree,
+      branch: lease.branch,
+      requestedAt: now,
+    },
+  };
+}
+
+/** Fold `events` into `state` — for decisions that emit several events building on each other. */
+const fold = (state: WorktreeLeaseState, events: WorktreeLeaseEvent[]): WorktreeLeaseState => events.reduce(evolve, state);
+
+export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState): WorktreeLeaseEvent[] {
+  switch (command.type) {
+    case 'RequestWorktreeLease':
+      return decideRequest(command.data, state);
+
+    case 'RecordWorktreePrepared': {
+      const { leaseId, token, outcome, path, now } = command.data;
+      const lease = leaseOf(state, leaseId);
+      assertFence(state, lease, token);
+      if (reportStage(lease, 'creating_or_reusing', `the worktree ${outcome}`) === 'ignore') return [];
+      const base = { worktreeKey: lease.worktreeKey, leaseId, token, path };
+      return outcome === 'created'
+        ? [{ type: 'WorktreeCreated', data: { ...base, createdAt: now } }]
+        : [{ type: 'WorktreeReused', data: { ...base, reusedAt: now } }];
+    }
+
+    case 'RecordWorktreeSynced': {
+      const { leaseId, token, baseSha, now } = command.data;
+      const lease = leaseOf(state, leaseId);
+      assertFence(state, lease, token);
+      if (reportStage(lease, 'syncing', 'the sync') === 'ignore') return [];
+      return [
+        {
+          type: 'WorktreeSynced',
+          data: { worktreeKey: lease.worktreeKey, leaseId, token, baseSha, expiresAt: plusMs(now, lease.leaseDurationMs), syncedAt: now },
+        },
+      ];
+    }
+
+    case 'RecordWorktreeSyncFailed': {
+      const { leaseId, token, stage, reason, now } = command.data;
+      const lease = leaseOf(state, leaseId);
+      assertFence(state, lease, token);
+      const expected: WorktreeLeaseStatus = stage === 'create_or_reuse' ? 'creating_or_reusing' : 'syncing';
+      if (reportStage(lease, expected, `a failed ${stage}`) === 'ignore') return [];
+      const failed: WorktreeLeaseEvent = {
+        type: 'WorktreeSyncFailed',
+        data: { worktreeKey: lease.worktreeKey, leaseId, token, stage, reason, failedAt: now },
+      };
+      const after = fold(state, [failed]);
+      return [failed, ...handOverEvents(after, after.lock, now)];
+    }
+
+    case 'RenewWorktreeLease': {
+      const { leaseId, token, leaseDurationMs, now } = command.data;
+      const lease = leaseOf(state, leaseId);
+      assertFence(state, lease, token);
+      if (!isHolding(lease)) {
+        refuse(ErrorCode.STALE_FENCE, `worktree lease ${leaseId} is ${lease.status}: it can no longer be renewed`, {
+          leaseId,
+          status: lease.status,
+        });
+      }
+      if (lease.expiresAt && isPast(lease.expiresAt, now)) {
+        refuse(ErrorCode.STALE_FENCE, `worktree lease ${leaseId} expired at ${lease.expiresAt}`, { leaseId, expiresAt: lease.expiresAt });
+      }
+      return [
+        {
+          type: 'WorktreeLeaseRenewed',
+          data: {
+            worktreeKey: lease.worktreeKey,
+            leaseId,
+            token,
+            expiresAt: plusMs(now, leaseDurationMs ?? lease.leaseDurationMs),
+            renewedAt: now,
+          },
+        },
+      ];
+    }
+
+    case 'ReleaseWorktreeLease': {
+      const { leaseId, token, reason, removeWorktree, now } = command.data;
+      const lease = leaseOf(state, leaseId);
+      if (lease.status === 'acquiring_lock') {
+        refuse(ErrorCode.INVALID_TRANSITION, `worktree lease ${leaseId} still waits for the lock: withdraw the request instead`, {
+          leaseId,
+        });
+      }
+      assertFence(state, lease, token);
+      // A release asked again while it runs is the same release; a lease that has ended is stale.
+      if (lease.status === 'releasing') return [];
+      if (!isHolding(lease)) {
+        refuse(ErrorCode.STALE_FENCE, `worktree lease ${leaseId} has already ended (${lease.status})`, { leaseId, status: lease.status });
+      }
+      return [releaseRequested(lease, reason, removeWorktree, now)];
+    }
+
+    case 'RecordWorktreeReleased': {
+      const { leaseId, token, rescue, removed, now } = command.data;
+      const lease = leaseOf(state, leaseId);
+      assertFence(state, lease, token);
+      if (lease.status !== 'releasing') {
+        if (isTerminal(lease)) return [];
+        return refuse(ErrorCode.INVALID_TRANSITION, `worktree lease ${leaseId} is ${lease.status}, not releasing`, {
+          leaseId,
+          status: lease.status,
+        });
+      }
+      const events: WorktreeLeaseEvent[] = [];
+      if (rescue) {
+        events.push({
+          type: 'WorktreeRescued',
+          data: { worktreeKey: lease.worktreeKey, leaseId, token, rescueBranch: rescue.branch, rescueSha: rescue.sha, rescuedAt: now },
+        });
+      }
+      events.push({
+        type: 'WorktreeReleased',
+        data: { worktreeKey: lease.worktreeKey, leaseId, token, reason: lease.releaseReason!, removed, releasedAt: now },
+      });
+      const after = fold(state, events);
+      return [...events, ...handOverEvents(after, after.lock, now)];
+    }
+
+    case 'ExpireWorktreeLease': {
+      const { leaseId, now } = command.data;
+      const lease = leaseOf(state, leaseId);
+      // A timer that fires for a lease already let go, or since renewed, has nothing to do.
+      if (!isHolding(lease) || !lease.expiresAt || !isPast(lease.expiresAt, now)) return [];
+      return [
+        {
+          type: 'WorktreeLeaseExpired',
+          data: { worktreeKey: lease.worktreeKey, leaseId, token: lease.token!, expiresAt: lease.expiresAt, expiredAt: now },
+        },
+        releaseRequested(lease, 'expired', false, now),
+      ];
+    }
+
+    case 'TimeOutLockWaiters': {
+      const { now } = command.data;
+      return overdueWaiters(state.lock, now).map((w) => lockTimedOut(state, w, now));
+    }
+
+    case 'WithdrawWorktreeLeaseRequest': {
+      const { leaseId, reason, now } = command.data;
+      const lease = leaseOf(state, leaseId);
+      if (isTerminal(lease)) return [];
+      if (lease.status !== 'acquiring_lock') {
+        refuse(ErrorCode.INVALID_TRANSITION, `worktree lease ${leaseId} holds the lock: release it instead of withdrawing`, {
+          leaseId,
+          status: lease.status,
+        });
+      }
+      return [{ type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey: lease.worktreeKey, leaseId, reason, withdrawnAt: now } }];
+    }
+
+    default: {
+      const unknown: never = command;
+      return refuse(ErrorCode.INVALID_COMMAND, `unknown worktree lease command ${(unknown as { type: string }).type}`);
+    }
+  }
+}
+
+function decideRequest(
+  data: Extract<WorktreeLeaseCommand, { type: 'RequestWorktreeLease' }>['data'],
+  state: WorktreeLeaseState,
+): WorktreeLeaseEvent[] {
+  const { worktreeKey, leaseId, jobId, jobLeaseToken, repositoryUrl, branch, baseRef, leaseDurationMs, lockTimeoutMs, now } = data;
+
+  const expectedKey = deriveWorktreeKey(repositoryUrl, branch);
+  if (worktreeKey !== expectedKey) {
+    refuse(ErrorCode.INVALID_COMMAND, `worktree key ${worktreeKey} does not belong to ${branch} of that repository (expected ${expectedKey})`, {
+      worktreeKey,
+      expectedKey,
+    });
+  }
+  if (state.worktreeKey !== null && state.worktreeKey !== worktreeKey) {
+    refuse(ErrorCode.INVALID_COMMAND, `this stream belongs to worktree key ${state.worktreeKey}, not ${worktreeKey}`);
+  }
+
+  const existing = state.leases[leaseId];
+  if (existing) {
+    const same =
+      existing.jobId === jobId &&
+      existing.jobLeaseToken === jobLeaseToken &&
+      existing.repositoryUrl === repositoryUrl &&
+      existing.branch === branch &&
+      existing.baseRef === baseRef &&
+      existing.leaseDurationMs === leaseDurationMs;
+    if (same) return [];
+    return refuse(ErrorCode.IDEMPOTENCY_CONFLICT, `worktree lease ${leaseId} was already requested with different content`, { leaseId });
+  }
+
+  const events: WorktreeLeaseEvent[] = [];
+  // A job keeps at most one live lease per worktree. A newer claim of the job supersedes the older
+  // claim's lease (that claim is gone: the job was requeued); an older claim is fenced off.
+  for (const other of Object.values(state.leases)) {
+    if (other.jobId !== jobId || isTerminal(other) || other.status === 'releasing') continue;
+    if (other.jobLeaseToken > jobLeaseToken) {
+      refuse(ErrorCode.STALE_FENCE, `job ${jobId} claim ${jobLeaseToken} is older than claim ${other.jobLeaseToken}, which has lease ${other.leaseId}`, {
+        jobId,
+        jobLeaseToken,
+        currentJobLeaseToken: other.jobLeaseToken,
+      });
+    }
+    if (other.jobLeaseToken === jobLeaseToken) {
+      refuse(ErrorCode.ALREADY_CLAIMED, `job ${jobId} claim ${jobLeaseToken} already has worktree lease ${other.leaseId} (${other.status})`, {
+        leaseId: other.leaseId,
+        status: other.status,
+      });
+    }
+    events.push(
+      other.status === 'acquiring_lock'
+        ? { type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey, leaseId: other.leaseId, reason: 'stale_reset', withdrawnAt: now } }
+        : releaseRequested(other, 'stale_reset', false, now),
+    );
+  }
+
+  const lockDeadline = plusMs(now, lockTimeoutMs);
+  const requested: WorktreeLeaseEvent = {
+    type: 'WorktreeLeaseRequested',
+    data: { worktreeKey, leaseId, jobId, jobLeaseToken, repositoryUrl, branch, baseRef, leaseDurationMs, lockDeadline, requestedAt: now },
+  };
+  events.push(requested);
+  const after = fold(state, events);
+  const outcome = requestLock(after.lock, { leaseId, deadline: lockDeadline }, now);
+  switch (outcome.kind) {
+    case 'granted':
+      events.push(lockAcquired(after.leases[leaseId]!, after.lastToken + 1, now));
+      break;
+    case 'queued':
+      events.push({ type: 'WorktreeLockQueued', data: { worktreeKey, leaseId, position: outcome.position, lockDeadline, queuedAt: now } });
+      break;
+    case 'timed_out':
+      events.push({ type: 'WorktreeLockTimedOut', data: { worktreeKey, leaseId, lockDeadline, timedOutAt: now } });
+      break;
+    default: {
+      const unknown: never = outcome;
+      throw new Error(`unknown lock outcome ${JSON.stringify(unknown)}`);
+    }
+  }
+  return events;
+}
+
+// ---- evolve ---------------------------------------------------------------------------------
+
+function updateLease(state: WorktreeLeaseState, leaseId: string, change: Partial<LeaseRecord>): WorktreeLeaseState {
+  const lease = state.leases[leaseId];
+  if (!lease) return state;
+  return { ...state, leases: { ...state.leases, [leaseId]: { ...lease, ...change } } };
+}
+
+export function evolve(state: WorktreeLeaseState, event: WorktreeLeaseEvent): WorktreeLeaseState {
+  switch (event.type) {
+    case 'WorktreeLeaseRequested': {
+      const d = event.data;
+      const lease: LeaseRecord = {
+        leaseId: d.leaseId,
+        worktreeKey: d.worktreeKey,
+        jobId: d.jobId,
+        jobLeaseToken: d.jobLeaseToken,
+        repositoryUrl: d.repositoryUrl,
+        branch: d.branch,
+        baseRef: d.baseRef,
+        leaseDurationMs: d.leaseDurationMs,
+        lockDeadline: d.lockDeadline,
+        requestedAt: d.requestedAt,
+        status: 'acquiring_lock',
+        token: null,
+        path: null,
+        baseSha: null,
+        expiresAt: null,
+        releaseReason: null,
+        removeWorktree: false,
+      };
+      return { ...state, worktreeKey: d.worktreeKey, leases: { ...state.leases, [d.leaseId]: lease } };
+    }
+    case 'WorktreeLockQueued':
+      return { ...state, lock: enqueue(state.lock, { leaseId: event.data.leaseId, deadline: event.data.lockDeadline }) };
+    case 'WorktreeLockAcquired': {
+      const d = event.data;
+      const next = updateLease(state, d.leaseId, {
+        status: 'creating_or_reusing',
+        token: d.token,
+        expiresAt: d.expiresAt,
+      });
+      return { ...next, lastToken: d.token, lock: grant(state.lock, d.leaseId) };
+    }
+    case 'WorktreeLockTimedOut':
+      return { ...updateLease(state, event.data.leaseId, { status: 'lock_timeout' }), lock: withoutWaiter(state.lock, event.data.leaseId) };
+    case 'WorktreeLeaseRequestWithdrawn':
+      return { ...updateLease(state, event.data.leaseId, { status: 'withdrawn' }), lock: withoutWaiter(state.lock, event.data.leaseId) };
+    case 'WorktreeCreated':
+    case 'WorktreeReused':
+      return { ...updateLease(state, event.data.leaseId, { status: 'syncing', path: event.data.path }), path: event.data.path };
+    case 'WorktreeSynced':
+      return updateLease(state, event.data.leaseId, { status: 'ready', baseSha: event.data.baseSha, expiresAt: event.data.expiresAt });
+    case 'WorktreeSyncFailed':
+      return { ...updateLease(state, event.data.leaseId, { status: 'sync_failed' }), lock: releaseHolder(state.lock, event.data.leaseId) };
+    case 'WorktreeLeaseRenewed':
+      return updateLease(state, event.data.leaseId, { expiresAt: event.data.expiresAt });
+    case 'WorktreeLeaseExpired':
+      return state;
+    case 'WorktreeReleaseRequested':
+      return updateLease(state, event.data.leaseId, {
+        status: 'releasing',
+        releaseReason: event.data.reason,
+        removeWorktree: event.data.removeWorktree,
+      });
+    case 'WorktreeRescued':
+      return state;
+    case 'WorktreeReleased': {
+      const stale = event.data.reason === 'expired' || event.data.reason === 'stale_reset';
+      const next = updateLease(state, event.data.leaseId, { status: stale ? 'stale_released' : 'released' });
+      return { ...next, lock: releaseHolder(state.lock, event.data.leaseId), path: event.data.removed ? null : state.path };
+    }
+    default: {
+      const unknown: never = event;
+      throw new Error(`unknown worktree lease event ${(unknown as { type: string }).type}`);
+    }
+  }
+}
+
+export const worktreeLeaseDecider = { decide, evolve, initialState };
