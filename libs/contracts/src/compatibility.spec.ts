@@ -74,6 +74,24 @@ describe('findIncompatibilities: changes that break published data', () => {
     expect(check(before, after)).toEqual(['$.code: property removed']);
   });
 
+  it('a discriminated union member that lost several fields, reported against the member with the same tag', () => {
+    const before = z.discriminatedUnion('kind', [
+      z.object({ kind: z.literal('merged'), sha: z.string() }),
+      z.object({ kind: z.literal('failed'), reason: z.string(), code: z.string(), url: z.string() }),
+    ]);
+    const after = z.discriminatedUnion('kind', [
+      z.object({ kind: z.literal('merged'), sha: z.string().optional(), reason: z.string().optional(), code: z.string().optional(), url: z.string().optional() }),
+      z.object({ kind: z.literal('failed') }),
+    ]);
+    expect(check(before, after)).toEqual(['$.reason: property removed', '$.code: property removed', '$.url: property removed']);
+  });
+
+  it('an untyped schema narrowed to one type', () => {
+    expect(findIncompatibilities({ properties: { a: { type: 'string' } } }, { type: 'object', properties: { a: { type: 'string' } } })).toEqual([
+      '$: narrowed from values of any type to object',
+    ]);
+  });
+
   it('a nullable property made not nullable', () => {
     expect(check(z.object({ a: z.string().nullable() }), z.object({ a: z.string() }))).toEqual(['$.a: no longer accepts null (was nullable)']);
     expect(check(z.object({ a: z.enum(['x', 'y']).nullable() }), z.object({ a: z.enum(['x', 'y']) }))).toEqual([
@@ -207,6 +225,7 @@ describe('findIncompatibilities: changes published data survives', () => {
     ['an optional property added to a strict object', z.strictObject({ a: z.string() }), z.strictObject({ a: z.string(), b: z.string().optional() })],
     ['bounds loosened', z.string().min(3).max(10), z.string().min(1).max(20)],
     ['an exclusive bound rewritten as the equivalent inclusive integer bound', z.int().positive(), z.int().min(1)],
+    ['an enum of ids turned into the id format that accepts them all', z.enum(['0196d1e2-7c1a-4000-8000-000000000000']), z.uuid()],
     ['a record widened', z.record(z.enum(['a', 'b']), z.string()), z.record(z.string(), z.string().nullable())],
     ['a description changed', z.object({ a: z.string().describe('old') }), z.object({ a: z.string().describe('new') })],
     ['a field narrowed to any value', z.object({ m: z.string() }), z.object({ m: z.unknown() })],

@@ -144,7 +144,10 @@ class SchemaComparison {
         continue;
       }
       const pb = branch.schema;
-      const candidates = currentBranches.flatMap((cb) => ('schema' in cb && sameKind(pb, cb.schema) ? [cb.schema] : []));
+      const sameKindBranches = currentBranches.flatMap((cb) => ('schema' in cb && sameKind(pb, cb.schema) ? [cb.schema] : []));
+      // Of a discriminated union, compare with the member that keeps the previous member's tags.
+      const tagged = sameKindBranches.filter((cb) => this.keepsTags(pb, cb));
+      const candidates = tagged.length > 0 ? tagged : sameKindBranches;
       if (candidates.length === 0) {
         problems.push(
           typeOf(pb) === 'null'
@@ -167,6 +170,7 @@ class SchemaComparison {
   /** Two branches of the same JSON type (or integer → number): compare their constraints. */
   private compareBranch(p: Obj, c: Obj, path: string): string[] {
     const problems: string[] = [];
+    if (typeOf(p) === undefined && typeOf(c) !== undefined) problems.push(`${path}: narrowed from values of any type to ${typeOf(c)}`);
     const type = typeOf(c) ?? typeOf(p);
     const integer = typeOf(p) === 'integer' || typeOf(c) === 'integer';
 
@@ -276,6 +280,17 @@ class SchemaComparison {
     }
     if (pRest !== false) problems.push(...this.compare(pRest, cRest, `${path}[]`));
     return problems;
+  }
+
+  /** Does the current object branch accept every constant-valued property (a union tag) of the previous one? */
+  private keepsTags(previous: Obj, current: Obj): boolean {
+    const pProps = asObj(previous.properties);
+    const cProps = asObj(current.properties);
+    return Object.entries(pProps).every(([key, schema]) => {
+      const literal = resolve(schema, this.previousRoot);
+      const values = 'const' in literal ? [literal.const] : Array.isArray(literal.enum) && literal.enum.length === 1 ? literal.enum : undefined;
+      return values === undefined || (key in cProps && accepts(cProps[key], values[0], this.currentRoot));
+    });
   }
 
   /** Would `branch` (of the current schema) accept the literal value `value`? */

@@ -13,7 +13,8 @@ export type EventMetadata = z.infer<typeof EventMetadataSchema>;
 /** The envelope of every event published on the bus; `data` is validated by the event's own schema. */
 export const EventEnvelopeSchema = z.object({
   eventId: z.uuid(),
-  type: z.string().regex(/^[A-Za-z][A-Za-z0-9]*$/),
+  /** PascalCase, as `defineEvent` requires. */
+  type: z.string().regex(/^[A-Z][A-Za-z0-9]*$/, 'event type must be PascalCase'),
   schemaVersion: z.number().int().positive(),
   streamId: z.string().min(1).regex(/^[^.*>\s]+$/, 'stream id must be a single subject token'),
   streamVersion: z.number().int().positive(),
