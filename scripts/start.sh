@@ -5,6 +5,7 @@
 #
 #   GANTRY_START_TIMEOUT  seconds to wait for all apps to become ready (default 90)
 #   GANTRY_SKIP_BUILD=1   start what is already built
+#   GANTRY_ONLY_APPS      start only these apps (comma or space separated), e.g. "job-service,runner"
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
 cd "$REPO_ROOT"
@@ -54,15 +55,25 @@ http_status() {
   ) 2>/dev/null
 }
 
+# The last 40 lines this run wrote to an app's log (the log keeps earlier runs above a marker).
 show_log_tail() {
-  local app="$1"
-  printf '\n----- last lines of %s -----\n' "$LOG_DIR/$app.log" >&2
-  tail -n 40 "$LOG_DIR/$app.log" >&2 || true
+  local app="$1" log="$LOG_DIR/$1.log"
+  printf '\n----- last lines of %s -----\n' "$log" >&2
+  awk '/^=== .* starting / { n = 0 } { lines[n++] = $0 } END { for (i = (n > 40 ? n - 40 : 0); i < n; i++) print lines[i] }' "$log" >&2 || true
   printf -- '-----\n' >&2
 }
 
-declare -A started=()
-for app in "${GANTRY_APPS[@]}"; do
+apps=("${GANTRY_APPS[@]}")
+if [[ -n "${GANTRY_ONLY_APPS:-}" ]]; then
+  read -r -a apps <<<"${GANTRY_ONLY_APPS//,/ }"
+  for app in "${apps[@]}"; do
+    [[ -n "${GANTRY_APP_PORTS[$app]:-}" ]] || die "GANTRY_ONLY_APPS names '$app', which is not one of: ${GANTRY_APPS[*]}"
+  done
+fi
+
+# Check every app before starting any, so a missing build does not leave half a system running.
+to_start=()
+for app in "${apps[@]}"; do
   port="${GANTRY_APP_PORTS[$app]}"
   if pid="$(running_pid "$app")"; then
     say "$app already runs (pid $pid)"
@@ -70,8 +81,14 @@ for app in "${GANTRY_APPS[@]}"; do
   fi
   rm -f "$PID_DIR/$app.pid"
   [[ -f "apps/$app/dist/main.js" ]] || die "apps/$app/dist/main.js does not exist: $app is not built (is apps/$app/src/main.ts written yet?)"
-  port_in_use "$port" && die "port $port is taken by another process; $app cannot start (stop it, or run 'npm run stop' if it is a Gantry app started elsewhere)"
+  if port_in_use "$port"; then
+    die "port $port is taken by another process; $app cannot start (stop that process; if it is a Gantry app started by hand, stop it there)"
+  fi
+  to_start+=("$app")
+done
 
+for app in "${to_start[@]}"; do
+  port="${GANTRY_APP_PORTS[$app]}"
   app_env=(PORT="$port")
   case "$app" in
     runner)
@@ -88,13 +105,12 @@ for app in "${GANTRY_APPS[@]}"; do
   # setsid: the app outlives this script and the terminal it was started from.
   env "${app_env[@]}" setsid node "apps/$app/dist/main.js" >>"$LOG_DIR/$app.log" 2>&1 </dev/null &
   echo $! >"$PID_DIR/$app.pid"
-  started[$app]=$!
   say "started $app (pid $!, port $port, log .gantry/logs/$app.log)"
 done
 
 say "waiting up to ${START_TIMEOUT}s for every app to answer GET /ready"
 deadline=$((SECONDS + START_TIMEOUT))
-for app in "${GANTRY_APPS[@]}"; do
+for app in "${apps[@]}"; do
   port="${GANTRY_APP_PORTS[$app]}"
   until [[ "$(http_status "$port" /ready)" == 200 ]]; do
     if ! running_pid "$app" >/dev/null; then
@@ -115,12 +131,11 @@ cat <<EOF
 
 Gantry is running.
 
-  app                url                      health / readiness                          log
+  app                url                      liveness, readiness   log
 EOF
-for app in "${GANTRY_APPS[@]}"; do
+for app in "${apps[@]}"; do
   port="${GANTRY_APP_PORTS[$app]}"
-  printf '  %-18s %-24s %-43s %s\n' "$app" "http://127.0.0.1:$port" \
-    "/health /ready" ".gantry/logs/$app.log"
+  printf '  %-18s %-24s %-21s %s\n' "$app" "http://127.0.0.1:$port" "/health, /ready" ".gantry/logs/$app.log"
 done
 cat <<EOF
 

@@ -16,43 +16,53 @@ for arg in "$@"; do
   esac
 done
 
-# Stops the process in pidfile $1 if its command line still contains $2 (a reused pid is left alone).
-stop_pidfile() {
-  local pidfile="$1" expected="$2" name pid
-  name="$(basename "$pidfile" .pid)"
-  [[ -f "$pidfile" ]] || return 0
+# The pid in pidfile $1 if that process still runs and its command line contains $2 (a reused
+# pid is left alone); removes a stale pidfile.
+live_pid() {
+  local pidfile="$1" expected="$2" pid
+  [[ -f "$pidfile" ]] || return 1
   pid="$(<"$pidfile")"
-  if ! [[ "$pid" =~ ^[0-9]+$ ]] || ! ps -p "$pid" -o args= 2>/dev/null | grep -q -- "$expected"; then
-    say "$name is not running"
-    rm -f "$pidfile"
+  if [[ "$pid" =~ ^[0-9]+$ ]] && ps -p "$pid" -o args= 2>/dev/null | grep -q -- "$expected"; then
+    echo "$pid"
     return 0
   fi
-  say "stopping $name (pid $pid, SIGTERM)"
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + STOP_TIMEOUT))
-  while kill -0 "$pid" 2>/dev/null; do
-    if ((SECONDS >= deadline)); then
-      say "$name did not exit within ${STOP_TIMEOUT}s after SIGTERM; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 0.2
-  done
+  say "$(basename "$pidfile" .pid) is not running" >&2
   rm -f "$pidfile"
-  say "$name stopped"
+  return 1
 }
 
-stopped_any=0
+# SIGTERM to every named process at once, then wait for each; SIGKILL after the timeout.
+# Arguments: name=pid ...
+terminate() {
+  local entry name pid
+  for entry in "$@"; do
+    say "stopping ${entry%%=*} (pid ${entry#*=}, SIGTERM)"
+    kill -TERM "${entry#*=}" 2>/dev/null || true
+  done
+  local deadline=$((SECONDS + STOP_TIMEOUT))
+  for entry in "$@"; do
+    name="${entry%%=*}" pid="${entry#*=}"
+    while kill -0 "$pid" 2>/dev/null; do
+      if ((SECONDS >= deadline)); then
+        say "$name did not exit within ${STOP_TIMEOUT}s after SIGTERM; sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        break
+      fi
+      sleep 0.2
+    done
+    rm -f "$PID_DIR/$name.pid"
+    say "$name stopped"
+  done
+}
+
+running=()
 for app in "${GANTRY_APPS[@]}"; do
-  if [[ -f "$PID_DIR/$app.pid" ]]; then
-    stop_pidfile "$PID_DIR/$app.pid" "apps/$app/dist/main.js"
-    stopped_any=1
-  fi
+  if pid="$(live_pid "$PID_DIR/$app.pid" "apps/$app/dist/main.js")"; then running+=("$app=$pid"); fi
 done
-((stopped_any)) || say "no app was started by scripts/start.sh"
+if ((${#running[@]})); then terminate "${running[@]}"; else say "no app started by scripts/start.sh is running"; fi
 
 if ((STOP_INFRA)); then
-  stop_pidfile "$PID_DIR/nats-server.pid" nats-server
+  if pid="$(live_pid "$PID_DIR/nats-server.pid" nats-server)"; then terminate "nats-server=$pid"; fi
   if [[ -f "$STATE_DIR/postgres.datadir" ]]; then
     data="$(<"$STATE_DIR/postgres.datadir")"
     if [[ -f "$data/postmaster.pid" ]]; then
