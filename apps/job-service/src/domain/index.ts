@@ -1,0 +1,31 @@
+// The pure domain of job-service: deciders (initialState / decide / evolve), the finishing rule,
+// the run-queue semantics and the sprint-run state machine. No NestJS, pg, nats or git here.
+
+export type { JobCommand, JobCommandType, EnqueueJobData, UnderLease } from './job/commands.js';
+export type { JobEvent, JobEventType } from './job/events.js';
+export { isTerminalJobEvent } from './job/events.js';
+export type { Job, JobState, ActiveLease, LeaseEnd } from './job/state.js';
+export { initialJobState, evolveJob, jobExists, isTerminal, movesTask } from './job/state.js';
+export { decideJob, jobDecider } from './job/decider.js';
+export type { FinishingFacts, FinishOutcome, PushRecord } from './job/finishing-rule.js';
+export { decideFinish, hasNetDiff, VERIFY_DIVERGENT, VERIFY_PRODUCED_NO_OUTPUT } from './job/finishing-rule.js';
+export {
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_LEASE_DURATION_MS,
+  SPRINT_LEASE_DURATION_MS,
+  SPRINT_LEASE_RENEW_INTERVAL_MS,
+  defaultLeaseDurationMs,
+  isLeaseExpired,
+} from './job/lease-policy.js';
+
+export type { RunQueueEntry, RunQueueRequest, RunQueueDecision } from './run-queue/run-queue.js';
+export { routeEnqueue, IDEMPOTENCY_WINDOW_MS, COALESCING_WINDOW_MS } from './run-queue/run-queue.js';
+
+export type { SprintRunCommand, SprintRunCommandType } from './sprint-run/commands.js';
+export type { SprintRunEvent } from './sprint-run/events.js';
+export type { SprintRun, SprintRunState, SprintRunPause, SprintRunFailure } from './sprint-run/state.js';
+export { initialSprintRunState, evolveSprintRun, sprintRunExists, remainingTasks } from './sprint-run/state.js';
+export type { SprintRunEffect } from './sprint-run/effects.js';
+export { sprintRunEffects, sprintJobIdempotencyKey } from './sprint-run/effects.js';
+export type { SprintRunTransition } from './sprint-run/decider.js';
+export { decideSprintRun, sprintRunDecider, transitionSprintRun, resumeInstructionsFor } from './sprint-run/decider.js';

@@ -1,0 +1,75 @@
+import type {
+  AgentConfigOverride,
+  AgentProfile,
+  JobKind,
+  JobPayload,
+  TestResultStatus,
+  VerificationFacts,
+} from '@gantry/contracts';
+
+/**
+ * The job's commands as the decider takes them. Time (`now`, ISO-8601) and ids come in here:
+ * the application layer reads its clock and makes the uuid, the decider never does.
+ */
+
+/** Who acts under a claim: the holder's runner id and its fencing token. */
+export interface UnderLease {
+  jobId: string;
+  runnerId: string;
+  leaseToken: number;
+  now: string;
+}
+
+export interface EnqueueJobData {
+  jobId: string;
+  kind: JobKind;
+  productId: string;
+  storyId: string | null;
+  sprintId: string | null;
+  sprintRunId: string | null;
+  taskId: string | null;
+  prompt: string | null;
+  payload: JobPayload | null;
+  configOverrides: { product: AgentConfigOverride | null; sprint: AgentConfigOverride | null; job: AgentConfigOverride | null };
+  agentProfile: AgentProfile | null;
+  reason: string | null;
+  excludeFromCoalescing: boolean;
+  idempotencyKey: string;
+  requestHash: string;
+  baseRef: string | null;
+  maxAttempts: number;
+  now: string;
+}
+
+export type JobCommand =
+  | { type: 'EnqueueJob'; data: EnqueueJobData }
+  | {
+      type: 'CoalesceIntoJob';
+      data: { jobId: string; payload: JobPayload | null; prompt: string | null; idempotencyKey: string; requestHash: string; now: string };
+    }
+  | {
+      type: 'ClaimJob';
+      data: { jobId: string; runnerId: string; kinds: JobKind[]; baseSha: string | null; leaseDurationMs: number; now: string };
+    }
+  | { type: 'RenewJobLease'; data: UnderLease & { leaseDurationMs: number } }
+  | { type: 'StartJob'; data: UnderLease & { baseSha: string | null; branch: string | null } }
+  | {
+      type: 'LogImplementation';
+      data: UnderLease & {
+        taskId: string | null;
+        branch: string | null;
+        plan: string | null;
+        summary: string;
+        alreadyPresent: { extent: 'FULL' | 'PARTIAL'; commitSha: string } | null;
+      };
+    }
+  | { type: 'LogCommit'; data: UnderLease & { commitSha: string; message: string; summary: string } }
+  | { type: 'LogTestResult'; data: UnderLease & { status: TestResultStatus; summary: string } }
+  | { type: 'ReportPush'; data: UnderLease & { branch: string; headSha: string; pushed: boolean } }
+  | { type: 'FinishJob'; data: UnderLease & { facts: VerificationFacts } }
+  | { type: 'RollbackClaim'; data: UnderLease & { reason: string; exitCode: number | null } }
+  /** From job-service's own expiry sweep: expire exactly this grant, if its time has come. */
+  | { type: 'ExpireJobLease'; data: { jobId: string; leaseToken: number; now: string } }
+  | { type: 'CancelJob'; data: { jobId: string; reason: string | null; now: string } };
+
+export type JobCommandType = JobCommand['type'];

@@ -1,0 +1,392 @@
+import {
+  effortForThinkingBudget,
+  ErrorCode,
+  GantryError,
+  resolveAgentConfig,
+  type AgentConfig,
+} from '@gantry/contracts';
+import type { JobCommand, UnderLease } from './commands.js';
+import type { JobEvent } from './events.js';
+import { decideFinish } from './finishing-rule.js';
+import { addMs, isLeaseExpired } from './lease-policy.js';
+import { evolveJob, initialJobState, isTerminal, jobExists, movesTask, type ActiveLease, type Job, type JobState } from './state.js';
+
+/**
+ * The job aggregate (SPEC §1): QUEUED → CLAIMED → RUNNING → DONE | FAILED | SKIPPED | CANCELLED,
+ * CLAIMED/RUNNING → QUEUED (attempt + 1) on lease expiry or rollback, FAILED after max attempts.
+ * Every command under a claim is fenced: only the current grant's token, held by its runner,
+ * before its expiry, is obeyed; anything else is STALE_FENCE and emits nothing.
+ */
+export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
+  switch (command.type) {
+    case 'EnqueueJob': {
+      const d = command.data;
+      if (jobExists(state)) throw refuse(ErrorCode.INVALID_TRANSITION, `job ${d.jobId} already exists`);
+      if (d.kind === 'REVIEW' && d.agentProfile === null) {
+        throw refuse(ErrorCode.PRECONDITION_FAILED, `a REVIEW job takes its model and thinking budget from an agent profile, and job ${d.jobId} has none`);
+      }
+      return [
+        {
+          type: 'JobEnqueued',
+          data: {
+            jobId: d.jobId,
+            kind: d.kind,
+            productId: d.productId,
+            storyId: d.storyId,
+            sprintId: d.sprintId,
+            sprintRunId: d.sprintRunId,
+            taskId: d.taskId,
+            prompt: d.prompt,
+            payload: d.payload,
+            configOverrides: d.configOverrides,
+            agentProfile: d.agentProfile,
+            reason: d.reason,
+            excludeFromCoalescing: d.excludeFromCoalescing,
+            idempotencyKey: d.idempotencyKey,
+            requestHash: d.requestHash,
+            baseRef: d.baseRef,
+            maxAttempts: d.maxAttempts,
+            enqueuedAt: d.now,
+          },
+        },
+      ];
+    }
+
+    case 'CoalesceIntoJob': {
+      const d = command.data;
+      const job = existing(state, d.jobId);
+      if (job.status !== 'QUEUED') {
+        throw refuse(ErrorCode.INVALID_TRANSITION, `job ${job.jobId} is ${job.status} and no longer takes coalesced requests`);
+      }
+      if (job.excludeFromCoalescing) {
+        throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} is excluded from coalescing`);
+      }
+      return [
+        {
+          type: 'JobCoalesced',
+          data: { jobId: job.jobId, payload: d.payload, prompt: d.prompt, idempotencyKey: d.idempotencyKey, requestHash: d.requestHash, coalescedAt: d.now },
+        },
+      ];
+    }
+
+    case 'ClaimJob': {
+      const d = command.data;
+      const job = existing(state, d.jobId);
+      if (!d.kinds.includes(job.kind)) {
+        throw refuse(ErrorCode.PRECONDITION_FAILED, `runner ${d.runnerId} runs ${d.kinds.join(', ')}; job ${job.jobId} is a ${job.kind} job`);
+      }
+      if (job.status === 'CLAIMED' || job.status === 'RUNNING') {
+        const lease = job.lease!;
+        throw refuse(
+          ErrorCode.ALREADY_CLAIMED,
+          `job ${job.jobId} is already claimed by runner ${lease.runnerId} (lease ${lease.token}, until ${lease.expiresAt})`,
+          { runnerId: lease.runnerId, leaseToken: lease.token, leaseExpiresAt: lease.expiresAt },
+        );
+      }
+      if (job.status !== 'QUEUED') throw refuse(ErrorCode.INVALID_TRANSITION, `job ${job.jobId} is ${job.status} and can no longer be claimed`);
+      const agentConfig = resolveConfig(job);
+      return [
+        {
+          type: 'JobClaimed',
+          data: {
+            jobId: job.jobId,
+            runnerId: d.runnerId,
+            leaseToken: job.lastLeaseToken + 1,
+            attempt: job.attempt,
+            leaseExpiresAt: addMs(d.now, d.leaseDurationMs),
+            agentConfig,
+            effort: effortForThinkingBudget(agentConfig.thinkingBudget),
+            agentProfileId: job.agentProfile?.id ?? null,
+            baseRef: job.baseRef,
+            baseSha: d.baseSha,
+            claimedAt: d.now,
+          },
+        },
+      ];
+    }
+
+    case 'RenewJobLease': {
+      const d = command.data;
+      const { job } = fenced(state, d, 'renew the lease');
+      return [
+        {
+          type: 'JobLeaseRenewed',
+          data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, leaseExpiresAt: addMs(d.now, d.leaseDurationMs), renewedAt: d.now },
+        },
+      ];
+    }
+
+    case 'StartJob': {
+      const d = command.data;
+      const { job } = fenced(state, d, 'start');
+      if (job.status === 'RUNNING') throw refuse(ErrorCode.INVALID_TRANSITION, `job ${job.jobId} has already started`);
+      if (d.baseSha !== null && job.baseSha !== null && d.baseSha !== job.baseSha) {
+        throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} was claimed on base ${job.baseSha}, but the worktree starts from ${d.baseSha}`);
+      }
+      return [
+        {
+          type: 'JobStarted',
+          data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, baseSha: d.baseSha ?? job.baseSha, branch: d.branch, startedAt: d.now },
+        },
+      ];
+    }
+
+    case 'LogImplementation': {
+      const d = command.data;
+      const { job } = fenced(state, d, 'log the implementation');
+      return [
+        {
+          type: 'ImplementationLogged',
+          data: {
+            jobId: job.jobId,
+            runnerId: d.runnerId,
+            leaseToken: d.leaseToken,
+            taskId: d.taskId ?? job.taskId,
+            branch: d.branch,
+            plan: d.plan,
+            summary: d.summary,
+            alreadyPresent: d.alreadyPresent,
+            loggedAt: d.now,
+          },
+        },
+      ];
+    }
+
+    case 'LogCommit': {
+      const d = command.data;
+      const { job } = fenced(state, d, 'log a commit');
+      return [
+        {
+          type: 'CommitLogged',
+          data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, commitSha: d.commitSha, message: d.message, summary: d.summary, loggedAt: d.now },
+        },
+      ];
+    }
+
+    case 'LogTestResult': {
+      const d = command.data;
+      const { job } = fenced(state, d, 'log a test result');
+      return [
+        {
+          type: 'TestResultLogged',
+          data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, status: d.status, summary: d.summary, loggedAt: d.now },
+        },
+      ];
+    }
+
+    case 'ReportPush': {
+      const d = command.data;
+      const { job } = fenced(state, d, 'report a push');
+      requireStarted(job, 'report a push');
+      return [
+        {
+          type: 'JobPushReported',
+          data: {
+            jobId: job.jobId,
+            runnerId: d.runnerId,
+            leaseToken: d.leaseToken,
+            branch: d.branch,
+            headSha: d.headSha,
+            pushedAt: d.pushed ? d.now : null,
+            reportedAt: d.now,
+          },
+        },
+      ];
+    }
+
+    case 'FinishJob': {
+      const d = command.data;
+      const { job } = fenced(state, d, 'finish');
+      requireStarted(job, 'finish');
+      if (d.facts.verifyResult === 'NOT_APPLICABLE' && writesCode(job)) {
+        throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} is a ${job.kind} job: its finish needs a verify result, not NOT_APPLICABLE`);
+      }
+      const outcome = decideFinish({ ...d.facts, push: job.headSha === null ? null : { headSha: job.headSha, pushedAt: job.pushedAt } });
+      if (!d.facts.cancelled) requireStoryLog(job, outcome.jobStatus === 'DONE');
+      return [
+        {
+          type: 'JobFinished',
+          data: {
+            jobId: job.jobId,
+            runnerId: d.runnerId,
+            leaseToken: d.leaseToken,
+            jobStatus: outcome.jobStatus,
+            taskStatus: movesTask(job) ? outcome.taskStatus : null,
+            error: outcome.error,
+            facts: d.facts,
+            baseSha: job.baseSha,
+            headSha: job.headSha,
+            pushedAt: outcome.pushedAt,
+            finishedAt: d.now,
+          },
+        },
+      ];
+    }
+
+    case 'RollbackClaim': {
+      const d = command.data;
+      const { job } = fenced(state, d, 'roll back the claim');
+      const end = claimEnd(job, `the claim of attempt ${job.attempt} was rolled back (${d.reason})`);
+      return [
+        {
+          type: 'JobClaimRolledBack',
+          data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, ...end, reason: d.reason, exitCode: d.exitCode, rolledBackAt: d.now },
+        },
+      ];
+    }
+
+    case 'ExpireJobLease': {
+      const d = command.data;
+      const job = existing(state, d.jobId);
+      if (d.leaseToken !== job.lastLeaseToken) {
+        throw refuse(ErrorCode.STALE_FENCE, `lease ${d.leaseToken} of job ${job.jobId} is not its current lease (${job.lastLeaseToken})`, fenceDetails(job));
+      }
+      if (!job.lease) throw refuse(ErrorCode.INVALID_TRANSITION, `lease ${d.leaseToken} of job ${job.jobId} has already ended (${job.lastLeaseEnd})`);
+      if (!isLeaseExpired(job.lease.expiresAt, d.now)) {
+        throw refuse(ErrorCode.PRECONDITION_FAILED, `lease ${d.leaseToken} of job ${job.jobId} runs until ${job.lease.expiresAt}`);
+      }
+      const end = claimEnd(job, `the lease of attempt ${job.attempt} expired at ${job.lease.expiresAt}`);
+      return [
+        {
+          type: 'JobLeaseExpired',
+          data: { jobId: job.jobId, runnerId: job.lease.runnerId, leaseToken: job.lease.token, ...end, leaseExpiresAt: job.lease.expiresAt, expiredAt: d.now },
+        },
+      ];
+    }
+
+    case 'CancelJob': {
+      const d = command.data;
+      const job = existing(state, d.jobId);
+      if (isTerminal(job.status)) throw refuse(ErrorCode.INVALID_TRANSITION, `job ${job.jobId} is already ${job.status} and cannot be cancelled`);
+      return [
+        {
+          type: 'JobCancelled',
+          data: {
+            jobId: job.jobId,
+            previousStatus: job.status,
+            revokedLeaseToken: job.lease?.token ?? null,
+            reason: d.reason,
+            taskStatus: movesTask(job) ? 'TO_DO' : null,
+            cancelledAt: d.now,
+          },
+        },
+      ];
+    }
+
+    default:
+      return assertNever(command);
+  }
+}
+
+export const jobDecider = {
+  initialState: initialJobState,
+  decide: decideJob,
+  evolve: evolveJob,
+};
+
+// --- rules shared by several commands --------------------------------------------------------
+
+function refuse(code: ErrorCode, message: string, details?: Record<string, unknown>): GantryError {
+  return new GantryError(code, message, details);
+}
+
+function existing(state: JobState, jobId: string): Job {
+  if (!jobExists(state)) throw refuse(ErrorCode.NOT_FOUND, `job ${jobId} does not exist`);
+  return state;
+}
+
+function fenceDetails(job: Job): Record<string, unknown> {
+  return { currentLeaseToken: job.lastLeaseToken };
+}
+
+const leaseEndSentence = {
+  EXPIRED: 'expired',
+  ROLLED_BACK: 'was rolled back',
+  CANCELLED: 'was revoked when the job was cancelled',
+  FINISHED: 'ended when the job finished',
+} as const;
+
+/**
+ * The fence: the command's token must be the latest grant, that grant still active, held by this
+ * runner, and not past its expiry at `now`. A finished job answers a late command with
+ * INVALID_TRANSITION (the work is done, not stolen); every other mismatch is STALE_FENCE.
+ */
+function fenced(state: JobState, d: UnderLease, action: string): { job: Job; lease: ActiveLease } {
+  const job = existing(state, d.jobId);
+  if (d.leaseToken !== job.lastLeaseToken) {
+    const why = d.leaseToken < job.lastLeaseToken ? 'is stale' : 'was never granted';
+    throw refuse(
+      ErrorCode.STALE_FENCE,
+      `cannot ${action}: lease token ${d.leaseToken} of job ${job.jobId} ${why}; the current token is ${job.lastLeaseToken}`,
+      fenceDetails(job),
+    );
+  }
+  const lease = job.lease;
+  if (!lease) {
+    if (job.lastLeaseEnd === 'FINISHED') {
+      throw refuse(ErrorCode.INVALID_TRANSITION, `cannot ${action}: job ${job.jobId} already finished as ${job.status}`);
+    }
+    throw refuse(
+      ErrorCode.STALE_FENCE,
+      `cannot ${action}: lease ${d.leaseToken} of job ${job.jobId} ${leaseEndSentence[job.lastLeaseEnd ?? 'EXPIRED']}`,
+      fenceDetails(job),
+    );
+  }
+  if (lease.runnerId !== d.runnerId) {
+    throw refuse(ErrorCode.STALE_FENCE, `cannot ${action}: lease ${lease.token} of job ${job.jobId} is held by runner ${lease.runnerId}, not ${d.runnerId}`, fenceDetails(job));
+  }
+  if (isLeaseExpired(lease.expiresAt, d.now)) {
+    throw refuse(ErrorCode.STALE_FENCE, `cannot ${action}: lease ${lease.token} of job ${job.jobId} expired at ${lease.expiresAt}`, fenceDetails(job));
+  }
+  return { job, lease };
+}
+
+function requireStarted(job: Job, action: string): void {
+  if (job.status !== 'RUNNING') throw refuse(ErrorCode.INVALID_TRANSITION, `cannot ${action}: job ${job.jobId} has not started (it is ${job.status})`);
+}
+
+function writesCode(job: Job): boolean {
+  return job.kind === 'TASK_IMPLEMENTATION' || job.kind === 'SPRINT_IMPLEMENTATION';
+}
+
+/** The story-log obligation: a start entry and a test result always; a commit entry for a DONE. */
+function requireStoryLog(job: Job, done: boolean): void {
+  const missing: string[] = [];
+  if (job.storyLog.implementationEntries === 0) missing.push('an implementation-log entry (log_implementation: task, branch, plan)');
+  if (job.storyLog.testResults.length === 0) missing.push('a test-result entry (log_test_result: PASSED or FAILED with a summary)');
+  if (done && job.storyLog.commits.length === 0) missing.push('a commit-log entry for the new commit (log_commit: hash, message, summary)');
+  if (missing.length === 0) return;
+  throw refuse(
+    ErrorCode.PRECONDITION_FAILED,
+    `job ${job.jobId} cannot finish: its story log is missing ${joinSentence(missing)}`,
+    { missing: missing.map((m) => m.slice(m.indexOf('(') + 1, m.indexOf(':'))) },
+  );
+}
+
+function joinSentence(parts: string[]): string {
+  return parts.length === 1 ? parts[0]! : `${parts.slice(0, -1).join(', ')} and ${parts[parts.length - 1]}`;
+}
+
+/** A claim that ends without a finish: requeued as the next attempt, or failed after the last. */
+function claimEnd(job: Job, what: string) {
+  return job.attempt < job.maxAttempts
+    ? { attempt: job.attempt, outcome: 'REQUEUED' as const, nextAttempt: job.attempt + 1, error: null }
+    : {
+        attempt: job.attempt,
+        outcome: 'FAILED' as const,
+        nextAttempt: null,
+        error: `${what}, and ${job.maxAttempts} attempt${job.maxAttempts === 1 ? ' is' : 's is'} the maximum: the job failed`,
+      };
+}
+
+function resolveConfig(job: Job): AgentConfig {
+  try {
+    return resolveAgentConfig(job.kind, job.configOverrides.product, job.configOverrides.sprint, job.configOverrides.job, job.agentProfile);
+  } catch (error) {
+    throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} has no runnable configuration: ${(error as Error).message}`);
+  }
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled job command ${JSON.stringify(value)}`);
+}

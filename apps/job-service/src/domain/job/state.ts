@@ -1,0 +1,224 @@
+import type {
+  AgentConfig,
+  AgentConfigOverride,
+  AgentProfile,
+  EffortLevel,
+  JobKind,
+  JobPayload,
+  JobStatus,
+  TaskStatus,
+  TerminalJobStatus,
+  TestResultStatus,
+} from '@gantry/contracts';
+import type { JobEvent } from './events.js';
+
+/** The grant a runner holds while the job is CLAIMED or RUNNING. */
+export interface ActiveLease {
+  token: number;
+  runnerId: string;
+  expiresAt: string;
+  claimedAt: string;
+}
+
+/** How the last grant ended; decides whether a command under it is stale or merely late. */
+export type LeaseEnd = 'FINISHED' | 'EXPIRED' | 'ROLLED_BACK' | 'CANCELLED';
+
+export interface Job {
+  status: JobStatus;
+  jobId: string;
+  kind: JobKind;
+  productId: string;
+  storyId: string | null;
+  sprintId: string | null;
+  sprintRunId: string | null;
+  taskId: string | null;
+  prompts: string[];
+  /** Every payload the job received, the first request's and each coalesced one's. */
+  payloads: JobPayload[];
+  configOverrides: { product: AgentConfigOverride | null; sprint: AgentConfigOverride | null; job: AgentConfigOverride | null };
+  agentProfile: AgentProfile | null;
+  reason: string | null;
+  excludeFromCoalescing: boolean;
+  /** The enqueue key and each coalesced request's key, with their request hashes. */
+  idempotencyKeys: { key: string; requestHash: string; at: string }[];
+  baseRef: string | null;
+  maxAttempts: number;
+  /** The current attempt: 1 until the first requeue. */
+  attempt: number;
+  enqueuedAt: string;
+  /** The highest fencing token ever granted; 0 before the first claim. */
+  lastLeaseToken: number;
+  lease: ActiveLease | null;
+  lastLeaseEnd: LeaseEnd | null;
+  agentConfig: AgentConfig | null;
+  effort: EffortLevel | null;
+  baseSha: string | null;
+  branch: string | null;
+  startedAt: string | null;
+  /** The story log of the current attempt (a requeued attempt logs afresh). */
+  storyLog: { implementationEntries: number; commits: string[]; testResults: TestResultStatus[] };
+  headSha: string | null;
+  pushedAt: string | null;
+  taskStatus: TaskStatus | null;
+  error: string | null;
+  finishedAt: string | null;
+}
+
+export type JobState = { status: 'ABSENT' } | Job;
+
+export const initialJobState: JobState = { status: 'ABSENT' };
+
+export function jobExists(state: JobState): state is Job {
+  return state.status !== 'ABSENT';
+}
+
+export function isTerminal(status: JobStatus): status is TerminalJobStatus {
+  return status === 'DONE' || status === 'FAILED' || status === 'SKIPPED' || status === 'CANCELLED';
+}
+
+/** Kinds whose finish moves a task: the ones that write code for it. */
+export function movesTask(job: Pick<Job, 'kind' | 'taskId'>): boolean {
+  return job.taskId !== null && (job.kind === 'TASK_IMPLEMENTATION' || job.kind === 'SPRINT_IMPLEMENTATION');
+}
+
+const emptyStoryLog = (): Job['storyLog'] => ({ implementationEntries: 0, commits: [], testResults: [] });
+
+export function evolveJob(state: JobState, event: JobEvent): JobState {
+  if (event.type === 'JobEnqueued') {
+    const d = event.data;
+    return {
+      status: 'QUEUED',
+      jobId: d.jobId,
+      kind: d.kind,
+      productId: d.productId,
+      storyId: d.storyId,
+      sprintId: d.sprintId,
+      sprintRunId: d.sprintRunId,
+      taskId: d.taskId,
+      prompts: d.prompt === null ? [] : [d.prompt],
+      payloads: d.payload === null ? [] : [d.payload],
+      configOverrides: d.configOverrides,
+      agentProfile: d.agentProfile,
+      reason: d.reason,
+      excludeFromCoalescing: d.excludeFromCoalescing,
+      idempotencyKeys: [{ key: d.idempotencyKey, requestHash: d.requestHash, at: d.enqueuedAt }],
+      baseRef: d.baseRef,
+      maxAttempts: d.maxAttempts,
+      attempt: 1,
+      enqueuedAt: d.enqueuedAt,
+      lastLeaseToken: 0,
+      lease: null,
+      lastLeaseEnd: null,
+      agentConfig: null,
+      effort: null,
+      baseSha: null,
+      branch: null,
+      startedAt: null,
+      storyLog: emptyStoryLog(),
+      headSha: null,
+      pushedAt: null,
+      taskStatus: null,
+      error: null,
+      finishedAt: null,
+    };
+  }
+  if (!jobExists(state)) return state;
+  switch (event.type) {
+    case 'JobCoalesced': {
+      const d = event.data;
+      return {
+        ...state,
+        prompts: d.prompt === null ? state.prompts : [...state.prompts, d.prompt],
+        payloads: d.payload === null ? state.payloads : [...state.payloads, d.payload],
+        idempotencyKeys: [...state.idempotencyKeys, { key: d.idempotencyKey, requestHash: d.requestHash, at: d.coalescedAt }],
+      };
+    }
+    case 'JobClaimed': {
+      const d = event.data;
+      return {
+        ...state,
+        status: 'CLAIMED',
+        attempt: d.attempt,
+        lastLeaseToken: d.leaseToken,
+        lease: { token: d.leaseToken, runnerId: d.runnerId, expiresAt: d.leaseExpiresAt, claimedAt: d.claimedAt },
+        lastLeaseEnd: null,
+        agentConfig: d.agentConfig,
+        effort: d.effort,
+        baseSha: d.baseSha,
+        branch: null,
+        startedAt: null,
+        storyLog: emptyStoryLog(),
+      };
+    }
+    case 'JobLeaseRenewed':
+      return state.lease ? { ...state, lease: { ...state.lease, expiresAt: event.data.leaseExpiresAt } } : state;
+    case 'JobStarted':
+      return {
+        ...state,
+        status: 'RUNNING',
+        baseSha: event.data.baseSha ?? state.baseSha,
+        branch: event.data.branch ?? state.branch,
+        startedAt: event.data.startedAt,
+      };
+    case 'ImplementationLogged':
+      return {
+        ...state,
+        branch: state.branch ?? event.data.branch,
+        storyLog: { ...state.storyLog, implementationEntries: state.storyLog.implementationEntries + 1 },
+      };
+    case 'CommitLogged':
+      return { ...state, storyLog: { ...state.storyLog, commits: [...state.storyLog.commits, event.data.commitSha] } };
+    case 'TestResultLogged':
+      return { ...state, storyLog: { ...state.storyLog, testResults: [...state.storyLog.testResults, event.data.status] } };
+    case 'JobPushReported':
+      return {
+        ...state,
+        headSha: event.data.headSha,
+        // A later report that pushed nothing does not erase an earlier real push.
+        pushedAt: event.data.pushedAt ?? state.pushedAt,
+      };
+    case 'JobFinished':
+      return {
+        ...state,
+        status: event.data.jobStatus,
+        lease: null,
+        lastLeaseEnd: 'FINISHED',
+        taskStatus: event.data.taskStatus,
+        error: event.data.error,
+        finishedAt: event.data.finishedAt,
+      };
+    case 'JobClaimRolledBack':
+    case 'JobLeaseExpired': {
+      const d = event.data;
+      const end: LeaseEnd = event.type === 'JobLeaseExpired' ? 'EXPIRED' : 'ROLLED_BACK';
+      const at = event.type === 'JobLeaseExpired' ? event.data.expiredAt : event.data.rolledBackAt;
+      return d.outcome === 'REQUEUED'
+        ? { ...state, status: 'QUEUED', attempt: d.nextAttempt ?? state.attempt + 1, lease: null, lastLeaseEnd: end, startedAt: null }
+        : {
+            ...state,
+            status: 'FAILED',
+            lease: null,
+            lastLeaseEnd: end,
+            error: d.error,
+            taskStatus: movesTask(state) ? 'IN_PROGRESS' : null,
+            finishedAt: at,
+          };
+    }
+    case 'JobCancelled':
+      return {
+        ...state,
+        status: 'CANCELLED',
+        lease: null,
+        lastLeaseEnd: state.lease ? 'CANCELLED' : state.lastLeaseEnd,
+        taskStatus: event.data.taskStatus,
+        error: null,
+        finishedAt: event.data.cancelledAt,
+      };
+    default:
+      return assertNever(event);
+  }
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled job event ${JSON.stringify(value)}`);
+}

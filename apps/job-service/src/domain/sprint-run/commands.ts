@@ -1,0 +1,31 @@
+/**
+ * The sprint run's commands. The user's: create, resume, cancel. The rest record facts learnt from
+ * events — a sprint job claimed / finished (jobs) and a merge conflict / failed checks (prs) — and
+ * are sent by the application layer's consumers. Time and ids (the question id too) come in here.
+ */
+export type SprintRunCommand =
+  | {
+      type: 'CreateSprintRun';
+      data: { sprintRunId: string; sprintId: string; productId: string; taskIds: string[]; branch: string; prUrl: string | null; now: string };
+    }
+  | { type: 'RecordSprintJobClaimed'; data: { sprintRunId: string; jobId: string; now: string } }
+  | { type: 'RecordSprintTaskDone'; data: { sprintRunId: string; taskId: string; jobId: string; now: string } }
+  | { type: 'RecordSprintTaskFailed'; data: { sprintRunId: string; taskId: string; jobId: string; error: string; now: string } }
+  | {
+      type: 'RecordMergeConflict';
+      data: {
+        sprintRunId: string;
+        prUrl: string;
+        conflictingFiles: string[];
+        /** The id of the question the pause raises for a human or agent. */
+        questionId: string;
+        /** When null, the standard instructions of `resumeInstructionsFor` are used. */
+        resumeInstructions: string | null;
+        now: string;
+      };
+    }
+  | { type: 'RecordChecksFailed'; data: { sprintRunId: string; prUrl: string; failedChecks: string[]; now: string } }
+  | { type: 'ResumeSprintRun'; data: { sprintRunId: string; actor: string | null; note: string | null; now: string } }
+  | { type: 'CancelSprintRun'; data: { sprintRunId: string; reason: string | null; actor: string | null; now: string } };
+
+export type SprintRunCommandType = SprintRunCommand['type'];

@@ -1,0 +1,209 @@
+import { ErrorCode, GantryError } from '@gantry/contracts';
+import type { SprintRunCommand } from './commands.js';
+import { sprintRunEffects, type SprintRunEffect } from './effects.js';
+import type { SprintRunEvent } from './events.js';
+import { evolveSprintRun, initialSprintRunState, remainingTasks, sprintRunExists, type SprintRun, type SprintRunState } from './state.js';
+
+/**
+ * The sprint run (SPEC §2): QUEUED → RUNNING → PAUSED (merge conflict) → RUNNING → DONE, → FAILED,
+ * → CANCELLED. Only a merge conflict pauses; failed checks and a failed task fail the run. A PAUSED or
+ * FAILED run can be resumed; a DONE or CANCELLED one cannot. Commands that record facts from other
+ * streams (a job claimed or finished, a PR event) are ignored — no events — once the run is DONE or
+ * CANCELLED, so a late message never reopens it.
+ */
+export function decideSprintRun(command: SprintRunCommand, state: SprintRunState): SprintRunEvent[] {
+  if (command.type === 'CreateSprintRun') {
+    const d = command.data;
+    if (sprintRunExists(state)) throw refuse(ErrorCode.INVALID_TRANSITION, `sprint run ${d.sprintRunId} already exists`);
+    if (d.taskIds.length === 0) throw refuse(ErrorCode.PRECONDITION_FAILED, `sprint run ${d.sprintRunId} has no tasks to run`);
+    return [
+      {
+        type: 'SprintRunCreated',
+        data: { sprintRunId: d.sprintRunId, sprintId: d.sprintId, productId: d.productId, taskIds: d.taskIds, branch: d.branch, prUrl: d.prUrl, createdAt: d.now },
+      },
+    ];
+  }
+
+  const run = existing(state, command.data.sprintRunId);
+  const settled = run.status === 'DONE' || run.status === 'CANCELLED';
+
+  switch (command.type) {
+    case 'RecordSprintJobClaimed': {
+      const d = command.data;
+      if (run.status !== 'QUEUED') return [];
+      return [{ type: 'SprintRunStarted', data: { sprintRunId: run.sprintRunId, jobId: d.jobId, startedAt: d.now } }];
+    }
+
+    case 'RecordSprintTaskDone': {
+      const d = command.data;
+      if (settled || run.doneTaskIds.includes(d.taskId)) return [];
+      requireTask(run, d.taskId);
+      const events: SprintRunEvent[] = [
+        { type: 'SprintRunTaskCompleted', data: { sprintRunId: run.sprintRunId, taskId: d.taskId, jobId: d.jobId, completedAt: d.now } },
+      ];
+      const allDone = remainingTasks(run).every((t) => t === d.taskId);
+      if (allDone && run.status === 'RUNNING') events.push(completed(run, d.now));
+      return events;
+    }
+
+    case 'RecordSprintTaskFailed': {
+      const d = command.data;
+      if (settled || run.status === 'FAILED') return [];
+      requireTask(run, d.taskId);
+      return [
+        {
+          type: 'SprintRunFailed',
+          data: {
+            sprintRunId: run.sprintRunId,
+            reason: 'TASK_FAILED',
+            taskId: d.taskId,
+            jobId: d.jobId,
+            prUrl: null,
+            failedChecks: [],
+            error: `task ${d.taskId} failed: ${d.error}`,
+            failedAt: d.now,
+          },
+        },
+      ];
+    }
+
+    case 'RecordMergeConflict': {
+      const d = command.data;
+      if (settled || run.status === 'PAUSED') return [];
+      if (run.status !== 'RUNNING') {
+        throw refuse(ErrorCode.INVALID_TRANSITION, `sprint run ${run.sprintRunId} is ${run.status}: only a RUNNING sprint run pauses on a merge conflict`);
+      }
+      if (d.conflictingFiles.length === 0) {
+        throw refuse(ErrorCode.PRECONDITION_FAILED, `a merge conflict on ${d.prUrl} must name its conflicting files`);
+      }
+      return [
+        {
+          type: 'SprintRunPaused',
+          data: {
+            sprintRunId: run.sprintRunId,
+            reason: 'MERGE_CONFLICT',
+            prUrl: d.prUrl,
+            conflictingFiles: d.conflictingFiles,
+            questionId: d.questionId,
+            resumeInstructions:
+              d.resumeInstructions ?? resumeInstructionsFor({ sprintRunId: run.sprintRunId, branch: run.branch, prUrl: d.prUrl, conflictingFiles: d.conflictingFiles }),
+            pausedAt: d.now,
+          },
+        },
+      ];
+    }
+
+    case 'RecordChecksFailed': {
+      const d = command.data;
+      if (settled || run.status === 'FAILED') return [];
+      const checks = d.failedChecks.length > 0 ? d.failedChecks.join(', ') : 'unnamed checks';
+      return [
+        {
+          type: 'SprintRunFailed',
+          data: {
+            sprintRunId: run.sprintRunId,
+            reason: 'CHECKS_FAILED',
+            taskId: null,
+            jobId: null,
+            prUrl: d.prUrl,
+            failedChecks: d.failedChecks,
+            error: `checks failed on ${d.prUrl}: ${checks}`,
+            failedAt: d.now,
+          },
+        },
+      ];
+    }
+
+    case 'ResumeSprintRun': {
+      const d = command.data;
+      if (run.status === 'DONE') throw refuse(ErrorCode.INVALID_TRANSITION, `sprint run ${run.sprintRunId} is DONE: there is nothing to resume`);
+      if (run.status !== 'PAUSED' && run.status !== 'FAILED') {
+        throw refuse(ErrorCode.INVALID_TRANSITION, `sprint run ${run.sprintRunId} is ${run.status}: only a PAUSED or FAILED sprint run can be resumed`);
+      }
+      const remaining = remainingTasks(run);
+      const events: SprintRunEvent[] = [
+        {
+          type: 'SprintRunResumed',
+          data: {
+            sprintRunId: run.sprintRunId,
+            from: run.status,
+            resumeSeq: run.resumeSeq + 1,
+            remainingTaskIds: remaining,
+            actor: d.actor,
+            note: d.note,
+            resumedAt: d.now,
+          },
+        },
+      ];
+      if (remaining.length === 0) events.push(completed(run, d.now));
+      return events;
+    }
+
+    case 'CancelSprintRun': {
+      const d = command.data;
+      if (settled) throw refuse(ErrorCode.INVALID_TRANSITION, `sprint run ${run.sprintRunId} is already ${run.status} and cannot be cancelled`);
+      return [
+        {
+          type: 'SprintRunCancelled',
+          data: { sprintRunId: run.sprintRunId, reason: d.reason, actor: d.actor, tasksBackToTodo: remainingTasks(run), cancelledAt: d.now },
+        },
+      ];
+    }
+
+    default:
+      return assertNever(command);
+  }
+}
+
+export const sprintRunDecider = {
+  initialState: initialSprintRunState,
+  decide: decideSprintRun,
+  evolve: evolveSprintRun,
+};
+
+export interface SprintRunTransition {
+  nextState: SprintRunState;
+  events: SprintRunEvent[];
+  effects: SprintRunEffect[];
+}
+
+/** One step of the state machine: the next state, the events that record it and the effects they request. */
+export function transitionSprintRun(state: SprintRunState, command: SprintRunCommand): SprintRunTransition {
+  const events = decideSprintRun(command, state);
+  let nextState = state;
+  const effects: SprintRunEffect[] = [];
+  for (const event of events) {
+    effects.push(...sprintRunEffects(event, nextState));
+    nextState = evolveSprintRun(nextState, event);
+  }
+  return { nextState, events, effects };
+}
+
+/** The standard instructions a paused sprint run carries, for the human or agent who resolves it. */
+export function resumeInstructionsFor(p: { sprintRunId: string; branch: string; prUrl: string; conflictingFiles: string[] }): string {
+  return (
+    `Merge the target branch into ${p.branch} and resolve the conflicts in ${p.conflictingFiles.join(', ')} ` +
+    `(${p.prUrl}); push the resolution to ${p.branch}, then resume sprint run ${p.sprintRunId}.`
+  );
+}
+
+function completed(run: SprintRun, now: string): SprintRunEvent {
+  return { type: 'SprintRunCompleted', data: { sprintRunId: run.sprintRunId, branch: run.branch, prUrl: run.prUrl, completedAt: now } };
+}
+
+function existing(state: SprintRunState, sprintRunId: string): SprintRun {
+  if (!sprintRunExists(state)) throw refuse(ErrorCode.NOT_FOUND, `sprint run ${sprintRunId} does not exist`);
+  return state;
+}
+
+function requireTask(run: SprintRun, taskId: string): void {
+  if (!run.taskIds.includes(taskId)) throw refuse(ErrorCode.PRECONDITION_FAILED, `task ${taskId} is not part of sprint run ${run.sprintRunId}`);
+}
+
+function refuse(code: ErrorCode, message: string): GantryError {
+  return new GantryError(code, message);
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled sprint run command ${JSON.stringify(value)}`);
+}
