@@ -1,16 +1,22 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import type { Type } from '@nestjs/common';
+import type { INestApplication, Type } from '@nestjs/common';
 import { SERVICE_CONFIG } from './runtime.module.js';
 import type { ServiceConfig } from './config.js';
 import { JsonLogger } from './logger.js';
 
-/** Starts a service: HTTP for health, readiness and commands; SIGTERM/SIGINT stop it in order. */
-export async function runService(module: Type<unknown>, service: string): Promise<void> {
+const SHUTDOWN_GRACE_MS = Number(process.env.GANTRY_SHUTDOWN_GRACE_MS ?? 30_000);
+
+/**
+ * Starts a service: HTTP for health, readiness and commands. SIGTERM/SIGINT run the shutdown hooks
+ * (stop taking commands, finish what is in flight, stop consumers and relay, close connections) and
+ * exit 0; a shutdown that hangs past the grace period exits 1.
+ */
+export async function runService(module: Type<unknown>, service: string): Promise<INestApplication> {
   const logger = new JsonLogger(service);
+  let app: INestApplication;
   try {
-    const app = await NestFactory.create(module, { logger, bufferLogs: false });
-    app.enableShutdownHooks(['SIGTERM', 'SIGINT']);
+    app = await NestFactory.create(module, { logger, bufferLogs: false });
     const config = app.get<ServiceConfig>(SERVICE_CONFIG);
     await app.listen(config.port, config.httpHost);
     logger.log({ message: 'listening', port: config.port, host: config.httpHost }, 'runtime');
@@ -18,4 +24,25 @@ export async function runService(module: Type<unknown>, service: string): Promis
     logger.fatal({ message: 'service failed to start', error: error instanceof Error ? error.message : String(error) }, 'runtime');
     process.exit(1);
   }
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    logger.log({ message: 'stopping', signal }, 'runtime');
+    const force = setTimeout(() => {
+      logger.error({ message: 'shutdown took too long; exiting', graceMs: SHUTDOWN_GRACE_MS }, 'runtime');
+      process.exit(1);
+    }, SHUTDOWN_GRACE_MS);
+    force.unref();
+    app.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        logger.error({ message: 'shutdown failed', error: String(error) }, 'runtime');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  return app;
 }
