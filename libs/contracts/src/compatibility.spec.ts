@@ -226,6 +226,8 @@ describe('findIncompatibilities: changes published data survives', () => {
     ['bounds loosened', z.string().min(3).max(10), z.string().min(1).max(20)],
     ['an exclusive bound rewritten as the equivalent inclusive integer bound', z.int().positive(), z.int().min(1)],
     ['an enum of ids turned into the id format that accepts them all', z.enum(['0196d1e2-7c1a-4000-8000-000000000000']), z.uuid()],
+    ['an open object turned into a record of any values', z.object({ a: z.string() }), z.object({ a: z.string() }).catchall(z.unknown())],
+    ['an open object turned into a record keyed by any string', z.looseObject({}), z.record(z.string(), z.unknown())],
     ['a record widened', z.record(z.enum(['a', 'b']), z.string()), z.record(z.string(), z.string().nullable())],
     ['a description changed', z.object({ a: z.string().describe('old') }), z.object({ a: z.string().describe('new') })],
     ['a field narrowed to any value', z.object({ m: z.string() }), z.object({ m: z.unknown() })],

@@ -262,7 +262,8 @@ class SchemaComparison {
       }
     }
     if (c.propertyNames !== undefined) {
-      problems.push(...this.compare(p.propertyNames ?? true, c.propertyNames, `${path}{keys}`));
+      // JSON object keys are always strings: an absent propertyNames means { type: 'string' }.
+      problems.push(...this.compare(p.propertyNames ?? { type: 'string' }, c.propertyNames, `${path}{keys}`));
     }
     return problems;
   }

@@ -52,6 +52,24 @@ describe('canonical hashing', () => {
     expect(() => canonicalHash(undefined)).toThrow(TypeError);
   });
 
+  it('refuses a value that contains itself, but hashes a value shared by two fields', () => {
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = { back: cyclic };
+    expect(() => canonicalHash(cyclic)).toThrow(/\$\.self\.back: the value contains itself/);
+    const shared = { x: 1 };
+    expect(canonicalJson({ a: shared, b: [shared] })).toBe('{"a":{"x":1},"b":[{"x":1}]}');
+  });
+
+  it('calls toJSON once, as JSON.stringify does, so a toJSON returning its own object does not loop', () => {
+    class Money {
+      constructor(readonly cents: number) {}
+      toJSON(): this {
+        return this;
+      }
+    }
+    expect(canonicalJson({ price: new Money(250) })).toBe('{"price":{"cents":250}}');
+  });
+
   it('is a sha256 hex digest', () => {
     expect(canonicalHash({ a: 1 })).toMatch(/^[0-9a-f]{64}$/);
   });

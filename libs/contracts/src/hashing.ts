@@ -7,10 +7,10 @@ import { createHash } from 'node:crypto';
  * a top-level `undefined`) are refused rather than silently collapsed onto another value's hash.
  */
 export function canonicalJson(value: unknown): string {
-  return serialise(value, '$');
+  return serialise(value, '$', new Set());
 }
 
-function serialise(value: unknown, path: string): string {
+function serialise(value: unknown, path: string, ancestors: Set<object>, converted = false): string {
   if (value === null) return 'null';
   switch (typeof value) {
     case 'string':
@@ -26,24 +26,30 @@ function serialise(value: unknown, path: string): string {
   }
   // Dates and other values with a JSON form of their own hash as that form.
   const withJson = value as { toJSON?: (key: string) => unknown };
-  if (typeof withJson.toJSON === 'function') return serialise(withJson.toJSON(''), path);
+  if (!converted && typeof withJson.toJSON === 'function') return serialise(withJson.toJSON(''), path, ancestors, true);
   if (value instanceof Map || value instanceof Set) {
     throw new TypeError(`cannot hash ${path}: a ${value.constructor.name} has no JSON form`);
   }
-  if (Array.isArray(value)) {
-    // Inside arrays JSON.stringify writes null for undefined; keep that, so positions stay meaningful.
-    return `[${value.map((item, i) => (item === undefined ? 'null' : serialise(item, `${path}[${i}]`))).join(',')}]`;
+  if (ancestors.has(value)) throw new TypeError(`cannot hash ${path}: the value contains itself`);
+  ancestors.add(value);
+  try {
+    if (Array.isArray(value)) {
+      // Inside arrays JSON.stringify writes null for undefined; keep that, so positions stay meaningful.
+      return `[${value.map((item, i) => (item === undefined ? 'null' : serialise(item, `${path}[${i}]`, ancestors))).join(',')}]`;
+    }
+    const record = value as Record<string, unknown>;
+    const fields: string[] = [];
+    // Built as text rather than as an object: an own `__proto__` key or integer-like keys would
+    // otherwise be lost or reordered by the object that held them.
+    for (const key of Object.keys(record).sort()) {
+      const field = record[key];
+      if (field === undefined) continue;
+      fields.push(`${JSON.stringify(key)}:${serialise(field, `${path}.${key}`, ancestors)}`);
+    }
+    return `{${fields.join(',')}}`;
+  } finally {
+    ancestors.delete(value);
   }
-  const record = value as Record<string, unknown>;
-  const fields: string[] = [];
-  // Built as text rather than as an object: an own `__proto__` key or integer-like keys would
-  // otherwise be lost or reordered by the object that held them.
-  for (const key of Object.keys(record).sort()) {
-    const field = record[key];
-    if (field === undefined) continue;
-    fields.push(`${JSON.stringify(key)}:${serialise(field, `${path}.${key}`)}`);
-  }
-  return `{${fields.join(',')}}`;
 }
 
 /** sha256 (hex) of the canonical JSON: the request hash stored with an idempotency receipt. */
