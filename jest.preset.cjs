@@ -12,5 +12,6 @@ module.exports = {
   testMatch: ['**/?(*.)+(spec|test).ts'],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
   testTimeout: 60000,
+  setupFiles: [path.resolve(__dirname, 'jest.setup.cjs')],
   rootDir: path.resolve(__dirname),
 };

@@ -16,7 +16,7 @@ export async function runService(module: Type<unknown>, service: string): Promis
   const logger = new JsonLogger(service);
   let app: INestApplication;
   try {
-    app = await NestFactory.create(module, { logger, bufferLogs: false });
+    app = await NestFactory.create(module, { logger, bufferLogs: false, forceCloseConnections: true });
     const config = app.get<ServiceConfig>(SERVICE_CONFIG);
     await app.listen(config.port, config.httpHost);
     logger.log({ message: 'listening', port: config.port, host: config.httpHost }, 'runtime');

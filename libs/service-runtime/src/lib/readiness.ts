@@ -17,13 +17,18 @@ export class Readiness {
   async evaluate(): Promise<{ ready: boolean; checks: Record<string, CheckResult> }> {
     const checks: Record<string, CheckResult> = {};
     for (const [name, check] of this.checks) {
+      let timer: NodeJS.Timeout | undefined;
       try {
         checks[name] = await Promise.race([
           Promise.resolve(check()),
-          new Promise<CheckResult>((resolve) => setTimeout(() => resolve({ ok: false, detail: 'check timed out' }), 2000)),
+          new Promise<CheckResult>((resolve) => {
+            timer = setTimeout(() => resolve({ ok: false, detail: 'check timed out' }), 2000);
+          }),
         ]);
       } catch (error) {
         checks[name] = { ok: false, detail: String(error) };
+      } finally {
+        clearTimeout(timer);
       }
     }
     return { ready: Object.values(checks).every((c) => c.ok), checks };
