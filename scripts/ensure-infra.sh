@@ -142,6 +142,8 @@ allow_local_trust_on_fresh_debian_cluster() {
   say "trusting local TCP connections in the freshly installed $hba (development set-up)"
   as_root sed -i '1i host all all 127.0.0.1/32 trust # gantry: local development\nhost all all ::1/128 trust # gantry: local development' "$hba"
   as_root runuser -u postgres -- psql -X -q -c 'select pg_reload_conf()' >/dev/null
+  INSTALLED_POSTGRES_NOW=0 # once is enough
+  sleep 1
 }
 
 if ! listening "$PG_HOST" "$PG_PORT"; then

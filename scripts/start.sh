@@ -39,7 +39,7 @@ running_pid() {
   local app="$1" pid
   [[ -f "$PID_DIR/$app.pid" ]] || return 1
   pid="$(<"$PID_DIR/$app.pid")"
-  [[ "$pid" =~ ^[0-9]+$ ]] && ps -p "$pid" -o args= 2>/dev/null | grep -q "apps/$app/dist/main.js" || return 1
+  [[ "$pid" =~ ^[0-9]+$ && "$(process_args "$pid")" == *"apps/$app/dist/main.js"* ]] || return 1
   echo "$pid"
 }
 

@@ -22,7 +22,7 @@ live_pid() {
   local pidfile="$1" expected="$2" pid
   [[ -f "$pidfile" ]] || return 1
   pid="$(<"$pidfile")"
-  if [[ "$pid" =~ ^[0-9]+$ ]] && ps -p "$pid" -o args= 2>/dev/null | grep -q -- "$expected"; then
+  if [[ "$pid" =~ ^[0-9]+$ && "$(process_args "$pid")" == *"$expected"* ]]; then
     echo "$pid"
     return 0
   fi

@@ -54,7 +54,7 @@ if [[ "$broken" != missing ]] && ((total == 0 && broken == 0)); then
 fi
 
 if ((${#failed_steps[@]})); then
-  say "failed: ${failed_steps[*]}"
+  say "failed: $(IFS=,; echo "${failed_steps[*]}" | sed 's/,/, /g')"
 fi
 echo "$passed passed, $failed failed"
 ((${#failed_steps[@]} == 0))

@@ -18,6 +18,14 @@ declare -A GANTRY_APP_PORTS=(
 say() { printf '[gantry] %s\n' "$*"; }
 die() { printf '[gantry] ERROR: %s\n' "$*" >&2; exit 1; }
 
+# The command line of a running process (empty when it does not run); /proc first, since
+# minimal images have no ps.
+process_args() {
+  if [[ -r "/proc/$1/cmdline" ]]; then tr '\0' ' ' <"/proc/$1/cmdline"
+  else ps -p "$1" -o args= 2>/dev/null || true
+  fi
+}
+
 require_node() {
   command -v node >/dev/null || die "Node.js 20.19 or newer is required (node is not on PATH)"
   node -e '
