@@ -202,7 +202,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
         throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} is a ${job.kind} job: its finish needs a verify result, not NOT_APPLICABLE`);
       }
       const outcome = decideFinish({ ...d.facts, push: job.headSha === null ? null : { headSha: job.headSha, pushedAt: job.pushedAt } });
-      if (!d.facts.cancelled) requireStoryLog(job, outcome.jobStatus === 'DONE');
+      if (!d.facts.cancelled) requireStoryLog(job, outcome.jobStatus === 'DONE' && d.facts.newCommit);
       return [
         {
           type: 'JobFinished',
@@ -349,12 +349,12 @@ function writesCode(job: Job): boolean {
   return job.kind === 'TASK_IMPLEMENTATION' || job.kind === 'SPRINT_IMPLEMENTATION';
 }
 
-/** The story-log obligation: a start entry and a test result always; a commit entry for a DONE. */
-function requireStoryLog(job: Job, done: boolean): void {
+/** The story-log obligation: a start entry and a test result always; a commit entry when a DONE rests on a new commit. */
+function requireStoryLog(job: Job, doneWithNewCommit: boolean): void {
   const missing: string[] = [];
   if (job.storyLog.implementationEntries === 0) missing.push('an implementation-log entry (log_implementation: task, branch, plan)');
   if (job.storyLog.testResults.length === 0) missing.push('a test-result entry (log_test_result: PASSED or FAILED with a summary)');
-  if (done && job.storyLog.commits.length === 0) missing.push('a commit-log entry for the new commit (log_commit: hash, message, summary)');
+  if (doneWithNewCommit && job.storyLog.commits.length === 0) missing.push('a commit-log entry for the new commit (log_commit: hash, message, summary)');
   if (missing.length === 0) return;
   throw refuse(
     ErrorCode.PRECONDITION_FAILED,

@@ -17,10 +17,15 @@ export interface Then<State, Event> {
 /**
  * `specFor(decider)` gives `given(events).when(command).then(events)` / `.thenThrows(code)`,
  * the form every decider specification here is written in. `then` returns the state after the
- * new events, for the rare spec that must look at it.
+ * new events, for the rare spec that must look at it. `validate` sees every event of the history
+ * and every decided one (e.g. parse it with its contract, so the domain never emits what the wire refuses).
  */
-export function specFor<Command, State, Event>(decider: DeciderLike<Command, State, Event>) {
+export function specFor<Command, State, Event>(
+  decider: DeciderLike<Command, State, Event>,
+  options: { validate?: (event: Event) => void } = {},
+) {
   return function given(history: Event[]) {
+    history.forEach((e) => options.validate?.(e));
     const state = history.reduce((s, e) => decider.evolve(s, e), decider.initialState);
     return {
       when(command: Command): Then<State, Event> {
@@ -28,6 +33,7 @@ export function specFor<Command, State, Event>(decider: DeciderLike<Command, Sta
           then(expected: Event[]): State {
             const decided = decider.decide(command, state);
             expect(decided).toEqual(expected);
+            decided.forEach((e) => options.validate?.(e));
             return decided.reduce((s, e) => decider.evolve(s, e), state);
           },
           thenThrows(code: ErrorCode, message?: RegExp | string): void {

@@ -1,0 +1,513 @@
+import { ErrorCode } from '@gantry/contracts';
+import { specFor } from '../testing/given.js';
+import { validatesAgainstContract } from '../testing/contract-events.js';
+import {
+  at,
+  BASE,
+  claimed,
+  commitLogged,
+  doneFacts,
+  enqueued,
+  fencedCommands,
+  HASH,
+  HEAD,
+  implementationLogged,
+  JOB,
+  LEASE_MS,
+  leaseExpired,
+  OTHER_BASE,
+  OTHER_RUNNER,
+  pushReported,
+  RUNNER,
+  started,
+  testResultLogged,
+} from '../testing/job-fixtures.js';
+import type { JobCommand } from './commands.js';
+import { jobDecider } from './decider.js';
+import { isTerminalJobEvent, type JobEvent } from './events.js';
+import type { Job } from './state.js';
+
+const given = specFor(jobDecider, { validate: validatesAgainstContract('jobs') });
+
+const lease = (token: number, runnerId = RUNNER) => ({ jobId: JOB, runnerId, leaseToken: token });
+const claim = (atS: number, over: Partial<Extract<JobCommand, { type: 'ClaimJob' }>['data']> = {}): JobCommand => ({
+  type: 'ClaimJob',
+  data: { jobId: JOB, runnerId: RUNNER, kinds: ['TASK_IMPLEMENTATION'], baseSha: BASE, leaseDurationMs: LEASE_MS, now: at(atS), ...over },
+});
+const finish = (token: number, atS: number, facts = doneFacts): JobCommand => ({ type: 'FinishJob', data: { ...lease(token), now: at(atS), facts } });
+const finished = (token: number, atS: number, over: Partial<Extract<JobEvent, { type: 'JobFinished' }>['data']> = {}): JobEvent => ({
+  type: 'JobFinished',
+  data: {
+    ...lease(token),
+    jobStatus: 'DONE',
+    taskStatus: 'DONE',
+    error: null,
+    facts: doneFacts,
+    baseSha: BASE,
+    headSha: HEAD,
+    pushedAt: at(50),
+    finishedAt: at(atS),
+    ...over,
+  },
+});
+
+/** Claimed by RUNNER at 10 s under token 1, started at 11 s. */
+const running = (): JobEvent[] => [enqueued(), claimed(1, 1, 10), started(1, 11)];
+/** Running, with a start entry, a commit, a real push at 50 s and a passing test result. */
+const readyToFinish = (): JobEvent[] => [
+  ...running(),
+  implementationLogged(1, 12),
+  commitLogged(1, 40),
+  pushReported(1, 50, true),
+  testResultLogged(1, 60),
+];
+
+describe('job decider', () => {
+  describe('enqueue', () => {
+    it('a new job is enqueued with everything the request said', () => {
+      const { data } = enqueued() as Extract<JobEvent, { type: 'JobEnqueued' }>;
+      const { enqueuedAt, ...rest } = data;
+      given([]).when({ type: 'EnqueueJob', data: { ...rest, now: enqueuedAt } }).then([enqueued()]);
+    });
+
+    it('a job id that exists already is refused', () => {
+      const { data } = enqueued() as Extract<JobEvent, { type: 'JobEnqueued' }>;
+      given([enqueued()]).when({ type: 'EnqueueJob', data: { ...data, now: at(1) } }).thenThrows(ErrorCode.INVALID_TRANSITION, /already exists/);
+    });
+
+    it('a REVIEW job without an agent profile is refused: it would have no model', () => {
+      const { data } = enqueued({ kind: 'REVIEW' }) as Extract<JobEvent, { type: 'JobEnqueued' }>;
+      given([]).when({ type: 'EnqueueJob', data: { ...data, now: at(0) } }).thenThrows(ErrorCode.PRECONDITION_FAILED, /agent profile/);
+    });
+  });
+
+  describe('coalescing', () => {
+    const coalesce = (atS: number): JobCommand => ({
+      type: 'CoalesceIntoJob',
+      data: { jobId: JOB, payload: { comment: 'also the README' }, prompt: null, idempotencyKey: 'product-42/enqueue:c2', requestHash: HASH, now: at(atS) },
+    });
+
+    it('a queued job takes a coalesced request and keeps both payloads', () => {
+      const state = given([enqueued()]).when(coalesce(3)).then([
+        {
+          type: 'JobCoalesced',
+          data: { jobId: JOB, payload: { comment: 'also the README' }, prompt: null, idempotencyKey: 'product-42/enqueue:c2', requestHash: HASH, coalescedAt: at(3) },
+        },
+      ]) as Job;
+      expect(state.payloads).toEqual([{ plan: 'add the migration' }, { comment: 'also the README' }]);
+      expect(state.idempotencyKeys.map((k) => k.key)).toEqual(['product-42/enqueue:T-533', 'product-42/enqueue:c2']);
+    });
+
+    it('a claimed job takes no coalesced request', () => {
+      given([enqueued(), claimed(1, 1, 1)]).when(coalesce(3)).thenThrows(ErrorCode.INVALID_TRANSITION, /CLAIMED/);
+    });
+
+    it('a job excluded from coalescing takes no coalesced request', () => {
+      given([enqueued({ excludeFromCoalescing: true })]).when(coalesce(3)).thenThrows(ErrorCode.PRECONDITION_FAILED, /excluded/);
+    });
+  });
+
+  describe('claim', () => {
+    it('the first claim grants lease token 1 for attempt 1 with the resolved configuration, the base ref and the base sha', () => {
+      given([enqueued()]).when(claim(10)).then([claimed(1, 1, 10)]);
+    });
+
+    it('records the configuration cascade and the effort: product → sprint → job over the kind defaults', () => {
+      const history = [enqueued({ configOverrides: { product: { model: 'claude-opus-4-7' }, sprint: { thinkingBudget: 20000 }, job: { maxTurns: 50 } } })];
+      const state = given(history).when(claim(10)).then([
+        claimed(1, 1, 10, {
+          agentConfig: { ...(claimed(1, 1, 10).data as { agentConfig: Job['agentConfig'] }).agentConfig!, model: 'claude-opus-4-7', thinkingBudget: 20000, maxTurns: 50 },
+          effort: 'xhigh',
+        }),
+      ]) as Job;
+      expect(state.agentConfig?.model).toBe('claude-opus-4-7');
+    });
+
+    it('a REVIEW claim takes model and budget from the agent profile and records the profile id', () => {
+      const profile = { id: 'profile-reviewer', model: 'claude-opus-4-7', thinkingBudget: 30000 };
+      const state = given([enqueued({ kind: 'REVIEW', agentProfile: profile, taskId: 'T-533' })])
+        .when(claim(10, { kinds: ['REVIEW'] }))
+        .then([
+          claimed(1, 1, 10, {
+            agentConfig: {
+              model: 'claude-opus-4-7',
+              thinkingBudget: 30000,
+              permissionMode: 'acceptEdits',
+              allowedTools: ['Read', 'Glob', 'Grep', 'Bash', 'mcp__gantry__log_implementation', 'mcp__gantry__log_commit', 'mcp__gantry__log_test_result'],
+              maxTurns: 60,
+            },
+            effort: 'max',
+            agentProfileId: 'profile-reviewer',
+          }),
+        ]) as Job;
+      expect(state.status).toBe('CLAIMED');
+    });
+
+    it('a second claim of a claimed job is refused as already claimed, naming the holder', () => {
+      given([enqueued(), claimed(1, 1, 10)]).when(claim(11, { runnerId: OTHER_RUNNER })).thenThrows(ErrorCode.ALREADY_CLAIMED, /runner-a/);
+    });
+
+    it('the holder claiming again is refused too: one lease per job', () => {
+      given([enqueued(), claimed(1, 1, 10)]).when(claim(11)).thenThrows(ErrorCode.ALREADY_CLAIMED);
+    });
+
+    it('a claim of a running job is refused as already claimed', () => {
+      given(running()).when(claim(20, { runnerId: OTHER_RUNNER })).thenThrows(ErrorCode.ALREADY_CLAIMED);
+    });
+
+    it('a lapsed lease is still a lease until the expiry sweep records it', () => {
+      given([enqueued(), claimed(1, 1, 10)]).when(claim(10 + LEASE_MS / 1000 + 5, { runnerId: OTHER_RUNNER })).thenThrows(ErrorCode.ALREADY_CLAIMED);
+    });
+
+    it('a claim of a cancelled job is refused', () => {
+      given([enqueued(), { type: 'JobCancelled', data: { jobId: JOB, previousStatus: 'QUEUED', revokedLeaseToken: null, reason: null, taskStatus: 'TO_DO', cancelledAt: at(5) } }])
+        .when(claim(10))
+        .thenThrows(ErrorCode.INVALID_TRANSITION, /CANCELLED/);
+    });
+
+    it('a claim of a finished job is refused', () => {
+      given([...readyToFinish(), finished(1, 70)]).when(claim(80)).thenThrows(ErrorCode.INVALID_TRANSITION, /DONE/);
+    });
+
+    it('a claim of a job that does not exist is refused as not found', () => {
+      given([]).when(claim(1)).thenThrows(ErrorCode.NOT_FOUND);
+    });
+
+    it('a runner that does not run the job kind cannot claim it', () => {
+      given([enqueued()]).when(claim(10, { kinds: ['REVIEW'] })).thenThrows(ErrorCode.PRECONDITION_FAILED, /TASK_IMPLEMENTATION/);
+    });
+
+    it('each grant after a requeue carries a token one higher and the next attempt', () => {
+      given([enqueued(), claimed(1, 1, 10), leaseExpired(1, 1, 190)])
+        .when(claim(200, { runnerId: OTHER_RUNNER }))
+        .then([claimed(2, 2, 200, { runnerId: OTHER_RUNNER })]);
+    });
+  });
+
+  describe('fencing', () => {
+    /** Token 1 expired and the job was claimed again under token 2 and started. */
+    const reclaimed = (): JobEvent[] => [enqueued(), claimed(1, 1, 10), leaseExpired(1, 1, 190), claimed(2, 2, 200, { runnerId: OTHER_RUNNER }), started(2, 201)];
+
+    it.each(fencedCommands(1, 210).map((c) => [c.type, c] as const))('%s under an older token is STALE_FENCE and emits nothing', (_type, command) => {
+      given(reclaimed()).when(command).thenThrows(ErrorCode.STALE_FENCE, /stale/);
+    });
+
+    it.each(fencedCommands(7, 20).map((c) => [c.type, c] as const))('%s under a token never granted is STALE_FENCE', (_type, command) => {
+      given(running()).when(command).thenThrows(ErrorCode.STALE_FENCE, /never granted/);
+    });
+
+    it.each(fencedCommands(1, 20, OTHER_RUNNER).map((c) => [c.type, c] as const))('%s by a runner that does not hold the lease is STALE_FENCE', (_type, command) => {
+      given(running()).when(command).thenThrows(ErrorCode.STALE_FENCE, /held by runner runner-a/);
+    });
+
+    it.each(fencedCommands(1, 10 + LEASE_MS / 1000).map((c) => [c.type, c] as const))('%s at or after the lease expiry is STALE_FENCE', (_type, command) => {
+      given(running()).when(command).thenThrows(ErrorCode.STALE_FENCE, /expired at/);
+    });
+
+    it.each(fencedCommands(1, 195).map((c) => [c.type, c] as const))('%s after the lease expired and the job was requeued is STALE_FENCE', (_type, command) => {
+      given([enqueued(), claimed(1, 1, 10), leaseExpired(1, 1, 190)]).when(command).thenThrows(ErrorCode.STALE_FENCE, /expired/);
+    });
+
+    it.each(fencedCommands(1, 30).map((c) => [c.type, c] as const))('%s after the job was cancelled is STALE_FENCE: the cancel revoked the lease', (_type, command) => {
+      const cancelled: JobEvent = { type: 'JobCancelled', data: { jobId: JOB, previousStatus: 'RUNNING', revokedLeaseToken: 1, reason: null, taskStatus: 'TO_DO', cancelledAt: at(25) } };
+      given([...running(), cancelled]).when(command).thenThrows(ErrorCode.STALE_FENCE, /revoked/);
+    });
+
+    it.each(fencedCommands(1, 80).map((c) => [c.type, c] as const))('%s after the job finished is refused as a transition, not a stale fence', (_type, command) => {
+      given([...readyToFinish(), finished(1, 70)]).when(command).thenThrows(ErrorCode.INVALID_TRANSITION, /already finished as DONE/);
+    });
+
+    it('a command under a job that does not exist is not found', () => {
+      given([]).when(fencedCommands(1, 1)[0]!).thenThrows(ErrorCode.NOT_FOUND);
+    });
+  });
+
+  describe('renew', () => {
+    it('renewing moves the expiry to now + the lease duration', () => {
+      given(running())
+        .when({ type: 'RenewJobLease', data: { ...lease(1), leaseDurationMs: LEASE_MS, now: at(70) } })
+        .then([{ type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(70 + LEASE_MS / 1000), renewedAt: at(70) } }]);
+    });
+
+    it('a renewed lease is obeyed past its original expiry', () => {
+      const renewed: JobEvent = { type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(250), renewedAt: at(70) } };
+      given([...running(), renewed])
+        .when({ type: 'LogTestResult', data: { ...lease(1), status: 'PASSED', summary: 'ok', now: at(200) } })
+        .then([{ type: 'TestResultLogged', data: { ...lease(1), status: 'PASSED', summary: 'ok', loggedAt: at(200) } }]);
+    });
+  });
+
+  describe('start', () => {
+    it('a claimed job starts with the base sha recorded at claim', () => {
+      given([enqueued(), claimed(1, 1, 10)])
+        .when({ type: 'StartJob', data: { ...lease(1), baseSha: null, branch: 'feat/story-1208', now: at(11) } })
+        .then([started(1, 11)]);
+    });
+
+    it('a claim without a base sha takes it from the start', () => {
+      const state = given([enqueued(), claimed(1, 1, 10, { baseSha: null })])
+        .when({ type: 'StartJob', data: { ...lease(1), baseSha: BASE, branch: 'feat/story-1208', now: at(11) } })
+        .then([started(1, 11)]) as Job;
+      expect(state.baseSha).toBe(BASE);
+    });
+
+    it('a start from another base than the claim recorded is refused', () => {
+      given([enqueued(), claimed(1, 1, 10)])
+        .when({ type: 'StartJob', data: { ...lease(1), baseSha: OTHER_BASE, branch: null, now: at(11) } })
+        .thenThrows(ErrorCode.PRECONDITION_FAILED, /base/);
+    });
+
+    it('a second start is refused', () => {
+      given(running()).when({ type: 'StartJob', data: { ...lease(1), baseSha: null, branch: null, now: at(12) } }).thenThrows(ErrorCode.INVALID_TRANSITION, /already started/);
+    });
+  });
+
+  describe('the story log', () => {
+    it('an implementation-log entry records task, branch and plan', () => {
+      given(running())
+        .when({ type: 'LogImplementation', data: { ...lease(1), taskId: 'T-533', branch: 'feat/story-1208', plan: 'add the migration', summary: 'Start T-533', alreadyPresent: null, now: at(12) } })
+        .then([implementationLogged(1, 12)]);
+    });
+
+    it('a commit-log entry records hash, message and summary', () => {
+      given(running())
+        .when({ type: 'LogCommit', data: { ...lease(1), commitSha: HEAD, message: 'feat: migration', summary: '1 file', now: at(40) } })
+        .then([commitLogged(1, 40)]);
+    });
+
+    it('the pre-check may log what it found right after the claim, before the start', () => {
+      given([enqueued(), claimed(1, 1, 10)])
+        .when({
+          type: 'LogImplementation',
+          data: { ...lease(1), taskId: null, branch: null, plan: null, summary: 'Work already on main from 3f2c9a1', alreadyPresent: { extent: 'FULL', commitSha: BASE }, now: at(11) },
+        })
+        .then([
+          {
+            type: 'ImplementationLogged',
+            data: { ...lease(1), taskId: 'T-533', branch: null, plan: null, summary: 'Work already on main from 3f2c9a1', alreadyPresent: { extent: 'FULL', commitSha: BASE }, loggedAt: at(11) },
+          },
+        ]);
+    });
+  });
+
+  describe('report push', () => {
+    const push = (pushed: boolean): JobCommand => ({ type: 'ReportPush', data: { ...lease(1), branch: 'feat/story-1208', headSha: HEAD, pushed, now: at(50) } });
+
+    it('a real push records head sha and pushed_at', () => {
+      given(running()).when(push(true)).then([pushReported(1, 50, true)]);
+    });
+
+    it('a push that pushed nothing records the head sha and no pushed_at', () => {
+      given(running()).when(push(false)).then([pushReported(1, 50, false)]);
+    });
+
+    it('a later report that pushed nothing keeps the earlier real push time', () => {
+      const state = given([...running(), pushReported(1, 50, true)]).when({ ...push(false), data: { ...push(false).data, now: at(55) } } as JobCommand).then([pushReported(1, 55, false)]) as Job;
+      expect(state.pushedAt).toBe(at(50));
+    });
+
+    it('a push before the start is refused', () => {
+      given([enqueued(), claimed(1, 1, 10)]).when(push(true)).thenThrows(ErrorCode.INVALID_TRANSITION, /not started/);
+    });
+  });
+
+  describe('finish', () => {
+    it('a finish with a new commit, logged and pushed, is DONE with head sha and pushed_at', () => {
+      given(readyToFinish()).when(finish(1, 70)).then([finished(1, 70)]);
+    });
+
+    it('a finish before the start is refused', () => {
+      given([enqueued(), claimed(1, 1, 10), implementationLogged(1, 11), testResultLogged(1, 12)])
+        .when(finish(1, 20))
+        .thenThrows(ErrorCode.INVALID_TRANSITION, /has not started/);
+    });
+
+    it('a finish without an implementation-log and a test-result entry is refused, naming both', () => {
+      given(running()).when(finish(1, 70, { ...doneFacts, verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: true }))
+        .thenThrows(ErrorCode.PRECONDITION_FAILED, /story log is missing an implementation-log entry .* and a test-result entry/);
+    });
+
+    it('a finish without a test-result entry is refused, naming only that', () => {
+      given([...running(), implementationLogged(1, 12), commitLogged(1, 40)])
+        .when(finish(1, 70))
+        .thenThrows(ErrorCode.PRECONDITION_FAILED, /missing a test-result entry \(log_test_result/);
+    });
+
+    it('a DONE without a commit-log entry for its new commit is refused', () => {
+      given([...running(), implementationLogged(1, 12), testResultLogged(1, 60)])
+        .when(finish(1, 70))
+        .thenThrows(ErrorCode.PRECONDITION_FAILED, /commit-log entry/);
+    });
+
+    it('work already on the target finishes SKIPPED with the task DONE and no pushed_at', () => {
+      const facts = { ...doneFacts, verifyResult: 'EMPTY' as const, newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: true };
+      given([...running(), implementationLogged(1, 12), testResultLogged(1, 60)])
+        .when(finish(1, 70, facts))
+        .then([finished(1, 70, { jobStatus: 'SKIPPED', taskStatus: 'DONE', facts, headSha: null, pushedAt: null })]);
+    });
+
+    it('a test failure finishes FAILED with its text and the task IN_PROGRESS', () => {
+      const facts = { ...doneFacts, failure: { kind: 'TEST' as const, message: '2 failing' } };
+      given(readyToFinish()).when(finish(1, 70, facts)).then([finished(1, 70, { jobStatus: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'test failure: 2 failing', facts })]);
+    });
+
+    it('a job whose kind moves no task finishes with no task status', () => {
+      const facts = { ...doneFacts, verifyResult: 'NOT_APPLICABLE' as const, newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 } };
+      const profile = { id: 'profile-reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000 };
+      const history = [enqueued({ kind: 'REVIEW', agentProfile: profile }), claimed(1, 1, 10, { agentProfileId: profile.id }), started(1, 11), implementationLogged(1, 12), testResultLogged(1, 60)];
+      given(history).when(finish(1, 70, facts)).then([finished(1, 70, { taskStatus: null, facts, headSha: null, pushedAt: null })]);
+    });
+
+    it('a code-writing job cannot claim verification does not apply to it', () => {
+      given(readyToFinish()).when(finish(1, 70, { ...doneFacts, verifyResult: 'NOT_APPLICABLE' })).thenThrows(ErrorCode.PRECONDITION_FAILED, /NOT_APPLICABLE/);
+    });
+
+    it('a runner reporting a user cancel finishes CANCELLED with the task back to TO_DO, story log or not', () => {
+      const facts = { ...doneFacts, cancelled: true };
+      given(running()).when(finish(1, 30, facts)).then([finished(1, 30, { jobStatus: 'CANCELLED', taskStatus: 'TO_DO', facts, headSha: null, pushedAt: null })]);
+    });
+  });
+
+  describe('rollback', () => {
+    const rollback = (token: number, atS: number): JobCommand => ({ type: 'RollbackClaim', data: { ...lease(token), reason: 'agent exited with code 1', exitCode: 1, now: at(atS) } });
+
+    it('a rolled-back claim returns the job to the queue as the next attempt', () => {
+      const state = given(running())
+        .when(rollback(1, 30))
+        .then([
+          {
+            type: 'JobClaimRolledBack',
+            data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null, reason: 'agent exited with code 1', exitCode: 1, rolledBackAt: at(30) },
+          },
+        ]) as Job;
+      expect(state).toMatchObject({ status: 'QUEUED', attempt: 2, lease: null, lastLeaseToken: 1 });
+    });
+
+    it('a rollback of the last allowed attempt fails the job with a sentence saying so', () => {
+      given([enqueued({ maxAttempts: 1 }), claimed(1, 1, 10), started(1, 11)])
+        .when(rollback(1, 30))
+        .then([
+          {
+            type: 'JobClaimRolledBack',
+            data: {
+              ...lease(1),
+              attempt: 1,
+              outcome: 'FAILED',
+              nextAttempt: null,
+              error: 'the claim of attempt 1 was rolled back (agent exited with code 1), and 1 attempt is the maximum: the job failed',
+              reason: 'agent exited with code 1',
+              exitCode: 1,
+              rolledBackAt: at(30),
+            },
+          },
+        ]);
+    });
+  });
+
+  describe('lease expiry', () => {
+    const expire = (token: number, atS: number): JobCommand => ({ type: 'ExpireJobLease', data: { jobId: JOB, leaseToken: token, now: at(atS) } });
+    const expiry = 10 + LEASE_MS / 1000;
+
+    it('a lease that has not reached its expiry is not expired', () => {
+      given(running()).when(expire(1, expiry - 1)).thenThrows(ErrorCode.PRECONDITION_FAILED, /runs until/);
+    });
+
+    it('a lease at its expiry returns the job to the queue as attempt + 1', () => {
+      const state = given(running())
+        .when(expire(1, expiry))
+        .then([
+          {
+            type: 'JobLeaseExpired',
+            data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry) },
+          },
+        ]) as Job;
+      expect(state).toMatchObject({ status: 'QUEUED', attempt: 2, lease: null });
+    });
+
+    it('a lease expires exactly once: a second expiry of the same grant is refused', () => {
+      given([...running(), leaseExpired(1, 1, expiry)]).when(expire(1, expiry + 5)).thenThrows(ErrorCode.INVALID_TRANSITION, /already ended/);
+    });
+
+    it('a renewed lease does not expire at its old expiry', () => {
+      const renewed: JobEvent = { type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(expiry + 60), renewedAt: at(expiry - 10) } };
+      given([...running(), renewed]).when(expire(1, expiry + 1)).thenThrows(ErrorCode.PRECONDITION_FAILED);
+    });
+
+    it('an expiry aimed at an older grant does not touch the current one', () => {
+      given([...running(), leaseExpired(1, 1, expiry), claimed(2, 2, expiry + 5, { runnerId: OTHER_RUNNER })])
+        .when(expire(1, expiry + 500))
+        .thenThrows(ErrorCode.STALE_FENCE);
+    });
+
+    it('the expiry of the last allowed attempt fails the job with a clear error', () => {
+      const history = [enqueued({ maxAttempts: 2 }), claimed(1, 1, 10), leaseExpired(1, 1, expiry), claimed(2, 2, 300), started(2, 301)];
+      const state = given(history)
+        .when(expire(2, 300 + LEASE_MS / 1000))
+        .then([
+          {
+            type: 'JobLeaseExpired',
+            data: {
+              ...lease(2),
+              attempt: 2,
+              outcome: 'FAILED',
+              nextAttempt: null,
+              error: `the lease of attempt 2 expired at ${at(300 + LEASE_MS / 1000)}, and 2 attempts is the maximum: the job failed`,
+              leaseExpiresAt: at(300 + LEASE_MS / 1000),
+              expiredAt: at(300 + LEASE_MS / 1000),
+            },
+          },
+        ]) as Job;
+      expect(state).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS' });
+    });
+
+    it('a job failed by expiry can no longer be claimed', () => {
+      const failedByExpiry: JobEvent = {
+        type: 'JobLeaseExpired',
+        data: { ...lease(1), attempt: 1, outcome: 'FAILED', nextAttempt: null, error: 'max', leaseExpiresAt: at(expiry), expiredAt: at(expiry) },
+      };
+      given([enqueued({ maxAttempts: 1 }), claimed(1, 1, 10), failedByExpiry]).when(claim(expiry + 1)).thenThrows(ErrorCode.INVALID_TRANSITION, /FAILED/);
+    });
+  });
+
+  describe('cancel', () => {
+    const cancel = (atS: number): JobCommand => ({ type: 'CancelJob', data: { jobId: JOB, reason: 'not needed', now: at(atS) } });
+
+    it('a queued job is cancelled with its task back to TO_DO', () => {
+      given([enqueued()]).when(cancel(5)).then([
+        { type: 'JobCancelled', data: { jobId: JOB, previousStatus: 'QUEUED', revokedLeaseToken: null, reason: 'not needed', taskStatus: 'TO_DO', cancelledAt: at(5) } },
+      ]);
+    });
+
+    it('a running job is cancelled and its lease revoked', () => {
+      given(running()).when(cancel(30)).then([
+        { type: 'JobCancelled', data: { jobId: JOB, previousStatus: 'RUNNING', revokedLeaseToken: 1, reason: 'not needed', taskStatus: 'TO_DO', cancelledAt: at(30) } },
+      ]);
+    });
+
+    it('a job that moves no task is cancelled without a task status', () => {
+      given([enqueued({ kind: 'PLAN_CHAT', taskId: null })]).when(cancel(5)).then([
+        { type: 'JobCancelled', data: { jobId: JOB, previousStatus: 'QUEUED', revokedLeaseToken: null, reason: 'not needed', taskStatus: null, cancelledAt: at(5) } },
+      ]);
+    });
+
+    it('a finished job cannot be cancelled', () => {
+      given([...readyToFinish(), finished(1, 70)]).when(cancel(80)).thenThrows(ErrorCode.INVALID_TRANSITION, /already DONE/);
+    });
+
+    it('a cancelled job cannot be cancelled again', () => {
+      given([enqueued(), { type: 'JobCancelled', data: { jobId: JOB, previousStatus: 'QUEUED', revokedLeaseToken: null, reason: null, taskStatus: 'TO_DO', cancelledAt: at(5) } }])
+        .when(cancel(6))
+        .thenThrows(ErrorCode.INVALID_TRANSITION);
+    });
+
+    it('a job that does not exist cannot be cancelled', () => {
+      given([]).when(cancel(1)).thenThrows(ErrorCode.NOT_FOUND);
+    });
+  });
+
+  it('names the terminal events the worktree service releases on', () => {
+    expect(isTerminalJobEvent(finished(1, 70))).toBe(true);
+    expect(isTerminalJobEvent(leaseExpired(1, 1, 190))).toBe(false);
+    expect(isTerminalJobEvent(started(1, 11))).toBe(false);
+  });
+});
