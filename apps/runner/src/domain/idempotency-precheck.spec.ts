@@ -36,7 +36,7 @@ describe('the idempotency pre-check', () => {
       ],
       newest,
     );
-    expect(result).toEqual({ kind: 'partial', present: [{ ...a, commit: 'aaa111' }], missing: [b, c] });
+    expect(result).toEqual({ kind: 'partial', commit: 'aaa111', present: [{ ...a, commit: 'aaa111' }], missing: [b, c] });
   });
 
   it('a plan of which nothing is present is not started', () => {

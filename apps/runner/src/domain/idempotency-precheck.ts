@@ -25,7 +25,7 @@ export interface FoundChange extends ExpectedChange {
 
 export type PrecheckResult =
   | { kind: 'already_done'; commit: string; present: FoundChange[] }
-  | { kind: 'partial'; present: FoundChange[]; missing: ExpectedChange[] }
+  | { kind: 'partial'; commit: string; present: FoundChange[]; missing: ExpectedChange[] }
   | { kind: 'not_started' };
 
 /**
@@ -33,12 +33,12 @@ export type PrecheckResult =
  * agent); partly → partial (the agent does only the rest); none — or an empty plan, which proves
  * nothing — → not started.
  *
- * `completedBy` is the commit at which the last missing piece arrived: the caller passes the
- * newest of the found commits, because ordering commits takes git.
+ * `commit` names the newest of the commits that brought the present changes (for already_done: the
+ * one that completed the plan). The caller passes `newestOf`, because ordering commits takes git.
  */
 export function decidePrecheck(
   observations: readonly ExpectedChangeObservation[],
-  completedBy: (commits: string[]) => string,
+  newestOf: (commits: string[]) => string,
 ): PrecheckResult {
   const present: FoundChange[] = [];
   const missing: ExpectedChange[] = [];
@@ -53,8 +53,9 @@ export function decidePrecheck(
     present.push({ ...change, commit });
   }
   if (present.length === 0) return { kind: 'not_started' };
-  if (missing.length > 0) return { kind: 'partial', present, missing };
-  return { kind: 'already_done', commit: completedBy(present.map((p) => p.commit)), present };
+  const commit = newestOf(present.map((p) => p.commit));
+  if (missing.length > 0) return { kind: 'partial', commit, present, missing };
+  return { kind: 'already_done', commit, present };
 }
 
 /** Refuses a plan entry the pre-check could not test safely (absolute or escaping paths, an empty needle). */

@@ -1,28 +1,30 @@
 import { z } from 'zod';
+import { GitRefSchema, GitShaSchema, TestResultStatusSchema } from '@gantry/contracts';
 
 /*
- * What the agent may tell the runner about its job, one schema per MCP tool. The runner forwards
+ * What the agent may tell the runner about its job, one schema per MCP tool, bounded like the job
+ * service's story-log commands (@gantry/contracts jobs) so that what passes here passes there. The runner forwards
  * each call to the job service under the job's lease token; the agent never sees that token, and is
  * offered nothing that claims, heartbeats or inspects the queue.
  */
 
 export const ImplementationLogInputSchema = z.strictObject({
   summary: z.string().trim().min(1).max(20_000).describe('What you start on: the task, the branch and the plan in a few sentences.'),
-  branch: z.string().trim().min(1).max(255).optional().describe('The branch you work on.'),
-  plan: z.string().trim().min(1).max(50_000).optional().describe('Your plan, step by step.'),
+  branch: GitRefSchema.optional().describe('The branch you work on.'),
+  plan: z.string().trim().min(1).max(20_000).optional().describe('Your plan, step by step.'),
 });
 export type ImplementationLogEntry = z.infer<typeof ImplementationLogInputSchema>;
 
 export const CommitLogInputSchema = z.strictObject({
-  hash: z.string().regex(/^[0-9a-f]{7,64}$/, 'a commit hash in lowercase hex').describe('The commit hash.'),
+  hash: GitShaSchema.describe('The full commit hash, as `git rev-parse HEAD` prints it.'),
   message: z.string().trim().min(1).max(10_000).describe('The commit message.'),
   summary: z.string().trim().min(1).max(20_000).describe('What the commit changes and why.'),
 });
 export type CommitLogEntry = z.infer<typeof CommitLogInputSchema>;
 
 export const TestResultLogInputSchema = z.strictObject({
-  status: z.enum(['PASSED', 'FAILED']).describe('PASSED when every check you ran passed.'),
-  summary: z.string().trim().min(1).max(50_000).describe('The checks you ran and their outcome.'),
+  status: TestResultStatusSchema.describe('PASSED when every check you ran passed.'),
+  summary: z.string().trim().min(1).max(20_000).describe('The checks you ran and their outcome.'),
 });
 export type TestResultLogEntry = z.infer<typeof TestResultLogInputSchema>;
 

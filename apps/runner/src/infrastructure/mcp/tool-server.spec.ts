@@ -39,6 +39,8 @@ class RecordingReporter implements JobReporter {
   }
 }
 
+const SHA = '9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807';
+
 async function connect(url: string, authorization: string | null): Promise<Client> {
   const client = new McpClient({ name: 'test-agent', version: '0.0.0' });
   const headers: Record<string, string> = authorization ? { Authorization: authorization } : {};
@@ -84,14 +86,14 @@ describe('the MCP tool server a runner hosts for one job', () => {
       name: 'log_implementation',
       arguments: { summary: 'Start T-12 on feat/story-3', branch: 'feat/story-3', plan: '1. schema 2. migration' },
     });
-    const commit = await client.callTool({ name: 'log_commit', arguments: { hash: 'abc1234', message: 'feat: schema', summary: 'adds the jobs table' } });
+    const commit = await client.callTool({ name: 'log_commit', arguments: { hash: SHA, message: 'feat: schema', summary: 'adds the jobs table' } });
     const tests = await client.callTool({ name: 'log_test_result', arguments: { status: 'PASSED', summary: '12 tests green' } });
     const status = await client.callTool({ name: 'update_job_status', arguments: { status: 'PARTIAL', summary: 'schema done, UI left' } });
     const question = await client.callTool({ name: 'ask_question', arguments: { question: 'Which column name?', options: ['pushed_at', 'pushedAt'] } });
 
     expect(reporter.calls).toEqual([
       { method: 'logImplementation', input: { summary: 'Start T-12 on feat/story-3', branch: 'feat/story-3', plan: '1. schema 2. migration' } },
-      { method: 'logCommit', input: { hash: 'abc1234', message: 'feat: schema', summary: 'adds the jobs table' } },
+      { method: 'logCommit', input: { hash: SHA, message: 'feat: schema', summary: 'adds the jobs table' } },
       { method: 'logTestResult', input: { status: 'PASSED', summary: '12 tests green' } },
       { method: 'updateJobStatus', input: { status: 'PARTIAL', summary: 'schema done, UI left' } },
       { method: 'askQuestion', input: { question: 'Which column name?', options: ['pushed_at', 'pushedAt'] } },
@@ -101,7 +103,7 @@ describe('the MCP tool server a runner hosts for one job', () => {
     expect(JSON.parse(textOf(question))).toEqual({ questionId: 'q-1', answer: null });
     expect(server.progress()).toEqual({
       implementationLogged: true,
-      commitsLogged: ['abc1234'],
+      commitsLogged: [SHA],
       testResult: 'PASSED',
       lastStatus: 'PARTIAL',
       questionsAsked: 1,
@@ -111,7 +113,8 @@ describe('the MCP tool server a runner hosts for one job', () => {
 
   it.each([
     ['log_commit', { hash: 'not-a-hash', message: 'm', summary: 's' }],
-    ['log_commit', { hash: 'abc1234', message: 'm' }],
+    ['log_commit', { hash: SHA, message: 'm' }],
+    ['log_commit', { hash: 'abc1234', message: 'm', summary: 's' }],
     ['log_test_result', { status: 'GREEN', summary: 's' }],
     ['update_job_status', { status: 'DONE', summary: 's', lease: 7 }],
     ['log_implementation', { summary: '   ' }],

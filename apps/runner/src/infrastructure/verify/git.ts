@@ -11,6 +11,8 @@ export interface GitOptions {
   /** Exit codes that answer a question rather than signal a failure (e.g. 1 for `merge-base --is-ancestor`). */
   okExitCodes?: number[];
   maxBufferBytes?: number;
+  /** Written to git's stdin (e.g. patches for `git patch-id`). */
+  input?: string;
 }
 
 /**
@@ -21,7 +23,7 @@ export interface GitOptions {
 export function git(cwd: string, args: readonly string[], options: GitOptions = {}): Promise<GitResult> {
   const okExitCodes = options.okExitCodes ?? [];
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       'git',
       ['-c', 'protocol.ext.allow=never', ...args],
       {
@@ -42,6 +44,9 @@ export function git(cwd: string, args: readonly string[], options: GitOptions = 
         );
       },
     );
+    // A git that exits without reading its stdin closes the pipe (EPIPE); its exit code already says what happened.
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(options.input);
   });
 }
 

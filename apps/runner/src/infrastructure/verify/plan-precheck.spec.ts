@@ -49,6 +49,7 @@ describe('the idempotency pre-check against the target branch (real git)', () =>
     });
     expect(result).toEqual({
       kind: 'partial',
+      commit: addedSchema,
       present: [{ path: 'src/schema.ts', commit: addedSchema }],
       missing: [{ path: 'src/claims.ts' }, { path: 'migrations/001.sql', contains: 'create index' }],
     });

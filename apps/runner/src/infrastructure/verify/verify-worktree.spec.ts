@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ErrorCode } from '@gantry/contracts';
 import { GitFixture } from './testing/git-fixture.js';
+import { finishFacts } from './finish-facts.js';
 import { verifyWorktree } from './verify-worktree.js';
 
 describe('verifying a worktree against its base_sha (real git)', () => {
@@ -26,9 +27,11 @@ describe('verifying a worktree against its base_sha (real git)', () => {
       headSha: commit,
       newCommits: [commit],
       netDiff: [{ status: 'A', path: 'src/feature.ts' }],
+      netDiffStat: { filesChanged: 1, insertions: 1, deletions: 0 },
       descendsFromBase: true,
       branchMerged: false,
       netChangeOnTarget: false,
+      diffIdenticalToMergedBranch: false,
       conflictsWithTarget: false,
       planOnTarget: null,
       workAlreadyOnTarget: false,
@@ -51,6 +54,12 @@ describe('verifying a worktree against its base_sha (real git)', () => {
     expect(report.result).toBe('EMPTY');
     expect(report.planOnTarget).toMatchObject({ kind: 'already_done', commit: base });
     expect(report.workAlreadyOnTarget).toBe(true);
+    expect(finishFacts(report, { failure: null, cancelled: false })).toMatchObject({
+      verifyResult: 'EMPTY',
+      newCommit: false,
+      netDiff: { filesChanged: 0, insertions: 0, deletions: 0 },
+      workAlreadyOnTarget: true,
+    });
   });
 
   it('a delete-only commit is a net diff, not EMPTY', async () => {
@@ -59,6 +68,16 @@ describe('verifying a worktree against its base_sha (real git)', () => {
     expect(report.result).toBe('ALIGNED');
     expect(report.newCommits).toEqual([commit]);
     expect(report.netDiff).toEqual([{ status: 'D', path: 'docs/old.md' }]);
+    expect(report.netDiffStat).toEqual({ filesChanged: 1, insertions: 0, deletions: 1 });
+    expect(finishFacts(report, { failure: null, cancelled: false })).toEqual({
+      verifyResult: 'ALIGNED',
+      newCommit: true,
+      netDiff: { filesChanged: 1, insertions: 0, deletions: 1 },
+      workAlreadyOnTarget: false,
+      diffIdenticalToMergedBranch: false,
+      failure: null,
+      cancelled: false,
+    });
   });
 
   it('a change and its revert leave no net diff and are EMPTY despite two commits', async () => {
@@ -74,7 +93,61 @@ describe('verifying a worktree against its base_sha (real git)', () => {
     await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
     await repo.pushToMain('HEAD');
     const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
-    expect(report).toMatchObject({ branchMerged: true, netChangeOnTarget: true, workAlreadyOnTarget: true, conflictsWithTarget: false });
+    expect(report).toMatchObject({
+      branchMerged: true,
+      netChangeOnTarget: true,
+      diffIdenticalToMergedBranch: true,
+      workAlreadyOnTarget: true,
+      conflictsWithTarget: false,
+    });
+  });
+
+  it('a branch merged with a merge commit, after which the target moved on, is merged', async () => {
+    await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
+    await repo.run(['checkout', '-q', '-b', 'integration', 'origin/main']);
+    await repo.commit({ 'src/unrelated.ts': 'export const unrelated = 1;\n' }, 'main: unrelated');
+    await repo.run(['merge', '-q', '--no-ff', '-m', 'Merge feat/story-1', 'feat/story-1']);
+    await repo.commit({ 'src/later.ts': 'export const later = 1;\n' }, 'main: later');
+    await repo.pushToMain('integration');
+    await repo.run(['checkout', '-q', 'feat/story-1']);
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report).toMatchObject({ branchMerged: true, diffIdenticalToMergedBranch: true, workAlreadyOnTarget: true });
+  });
+
+  it('a branch whose commits were squash-merged has a diff identical to a merged branch', async () => {
+    await repo.commit({ 'src/feature.ts': 'export const feature = 1;\n' }, 'feat: part one');
+    await repo.commit({ 'src/feature.ts': 'export const feature = 2;\n', 'docs/old.md': null }, 'feat: part two');
+    await repo.run(['checkout', '-q', '-b', 'squashed', 'origin/main']);
+    await repo.run(['merge', '-q', '--squash', 'feat/story-1']);
+    await repo.run(['commit', '-q', '-m', 'feat: story 1 (#12)']);
+    await repo.commit({ 'src/later.ts': 'export const later = 1;\n' }, 'main: later');
+    await repo.pushToMain('squashed');
+    await repo.run(['checkout', '-q', 'feat/story-1']);
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report).toMatchObject({
+      result: 'ALIGNED',
+      branchMerged: false,
+      diffIdenticalToMergedBranch: true,
+      netChangeOnTarget: true,
+      workAlreadyOnTarget: true,
+    });
+  });
+
+  it('a branch of which only one commit reached the target is not on the target', async () => {
+    const first = await repo.commit({ 'src/one.ts': 'export const one = 1;\n' }, 'feat: one');
+    await repo.commit({ 'src/two.ts': 'export const two = 2;\n' }, 'feat: two');
+    await repo.run(['checkout', '-q', '-b', 'picked', 'origin/main']);
+    await repo.run(['cherry-pick', '-x', first]);
+    await repo.pushToMain('picked');
+    await repo.run(['checkout', '-q', 'feat/story-1']);
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report).toMatchObject({
+      result: 'ALIGNED',
+      branchMerged: false,
+      diffIdenticalToMergedBranch: false,
+      netChangeOnTarget: false,
+      workAlreadyOnTarget: false,
+    });
   });
 
   it('work cherry-picked onto the target already is on the target although the branch is not merged', async () => {
@@ -109,6 +182,7 @@ describe('verifying a worktree against its base_sha (real git)', () => {
       descendsFromBase: false,
       netDiff: [{ status: 'A', path: 'src/old-feature.ts' }],
       netChangeOnTarget: true,
+      diffIdenticalToMergedBranch: true,
       workAlreadyOnTarget: true,
     });
   });
@@ -122,7 +196,13 @@ describe('verifying a worktree against its base_sha (real git)', () => {
     const jobBase = await repo.head();
     await repo.run(['checkout', '-q', '--detach', stray]);
     const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: jobBase, target: 'origin/main' });
-    expect(report).toMatchObject({ result: 'DIVERGENT', netChangeOnTarget: false, branchMerged: false, workAlreadyOnTarget: false });
+    expect(report).toMatchObject({
+      result: 'DIVERGENT',
+      netChangeOnTarget: false,
+      branchMerged: false,
+      diffIdenticalToMergedBranch: false,
+      workAlreadyOnTarget: false,
+    });
   });
 
   it('a conflict with the target is reported but stays ALIGNED: it is the pull request’s merge conflict', async () => {

@@ -2,7 +2,7 @@ import type { ExpectedChange, PrecheckResult } from '../../domain/idempotency-pr
 import { classifyVerification, workAlreadyOnTarget, type VerifyResult } from '../../domain/verify-classification.js';
 import { git, isSha, resolveCommit } from './git.js';
 import { precheckPlan } from './plan-precheck.js';
-import { ErrorCode, GantryError } from '@gantry/contracts';
+import { ErrorCode, GantryError, type NetDiff } from '@gantry/contracts';
 
 export interface VerifyWorktreeInput {
   worktreeDir: string;
@@ -33,11 +33,18 @@ export interface VerificationReport {
   newCommits: string[];
   /** `git diff <base>...HEAD`; a delete-only change is a diff. */
   netDiff: NetDiffEntry[];
+  /** `git diff --shortstat <base>...HEAD`. */
+  netDiffStat: NetDiff;
   descendsFromBase: boolean;
   /** The branch has commits of its own since base and all of them are in the target. */
   branchMerged: boolean;
   /** There is a net diff and merging HEAD into the target would change nothing (cherry-picked, squashed). */
   netChangeOnTarget: boolean;
+  /**
+   * The branch's net diff has the same patch-id as one step of the target's first-parent history
+   * (a squash commit, a merge commit, a single commit), or the branch itself is merged.
+   */
+  diffIdenticalToMergedBranch: boolean;
   /** Merging HEAD into the target would conflict (reported for the PR flow; not a verify failure). */
   conflictsWithTarget: boolean;
   /** The plan compared with the target, when the plan was given. */
@@ -59,10 +66,13 @@ export async function verifyWorktree(input: VerifyWorktreeInput): Promise<Verifi
 
   const newCommits = lines((await git(dir, ['rev-list', '--reverse', `${baseSha}..${headSha}`, '--'])).stdout);
   const netDiff = parseNameStatus((await git(dir, ['diff', '--name-status', '-z', '--no-renames', `${baseSha}...${headSha}`, '--'])).stdout);
+  const netDiffStat = parseShortStat((await git(dir, ['diff', '--shortstat', '--no-renames', `${baseSha}...${headSha}`, '--'])).stdout);
   const descendsFromBase = await isAncestor(dir, baseSha, headSha);
   const branchMerged = newCommits.length > 0 && (await isAncestor(dir, headSha, targetSha));
   const merge = await mergeIntoTarget(dir, targetSha, headSha);
   const netChangeOnTarget = netDiff.length > 0 && merge.clean && merge.tree === (await treeOf(dir, targetSha));
+  const diffIdenticalToMergedBranch =
+    netDiff.length > 0 && (branchMerged || (await netDiffLandedAsOneStep(dir, baseSha, headSha, targetSha)));
   const planOnTarget = input.expectedChanges ? await precheckPlan({ repoDir: dir, target: targetSha, expectedChanges: input.expectedChanges }) : null;
   const partialCompletion = (input.partialCompletion ?? false) || planOnTarget?.kind === 'partial';
 
@@ -74,14 +84,16 @@ export async function verifyWorktree(input: VerifyWorktreeInput): Promise<Verifi
     targetSha,
     newCommits,
     netDiff,
+    netDiffStat,
     descendsFromBase,
     branchMerged,
     netChangeOnTarget,
+    diffIdenticalToMergedBranch,
     conflictsWithTarget: !merge.clean,
     planOnTarget,
     workAlreadyOnTarget: workAlreadyOnTarget({
       branchMerged,
-      netChangeOnTarget,
+      netChangeOnTarget: netChangeOnTarget || diffIdenticalToMergedBranch,
       planOnTarget: netDiff.length === 0 && planOnTarget?.kind === 'already_done',
     }),
     uncommittedPaths: await uncommittedPaths(dir),
@@ -100,6 +112,36 @@ async function mergeIntoTarget(dir: string, targetSha: string, headSha: string):
   });
   if (exitCode !== 0) return { clean: false, tree: null };
   return { clean: true, tree: stdout.split('\n')[0]!.trim() };
+}
+
+/** How far back the target's history is searched for a step carrying the branch's diff. */
+const MERGED_STEPS_SEARCHED = 500;
+
+async function netDiffLandedAsOneStep(dir: string, baseSha: string, headSha: string, targetSha: string): Promise<boolean> {
+  const branchPatch = (await git(dir, ['diff', '--no-color', '--no-ext-diff', '--no-renames', `${baseSha}...${headSha}`, '--'])).stdout;
+  const [branchId] = await patchIds(dir, branchPatch);
+  if (!branchId) return false;
+  const targetSteps = (
+    await git(dir, [
+      'log',
+      '--first-parent',
+      '--diff-merges=first-parent',
+      '-p',
+      '--no-color',
+      '--no-ext-diff',
+      '--no-renames',
+      `--max-count=${MERGED_STEPS_SEARCHED}`,
+      `${headSha}..${targetSha}`,
+      '--',
+    ])
+  ).stdout;
+  return (await patchIds(dir, targetSteps)).includes(branchId);
+}
+
+async function patchIds(dir: string, patches: string): Promise<string[]> {
+  if (patches.trim() === '') return [];
+  const { stdout } = await git(dir, ['patch-id', '--stable'], { input: patches });
+  return lines(stdout).map((line) => line.split(' ')[0]!);
 }
 
 async function treeOf(dir: string, commit: string): Promise<string> {
@@ -125,6 +167,15 @@ function parseNameStatus(output: string): NetDiffEntry[] {
   const entries: NetDiffEntry[] = [];
   for (let i = 0; i + 1 < fields.length; i += 2) entries.push({ status: fields[i]!, path: fields[i + 1]! });
   return entries;
+}
+
+function parseShortStat(output: string): NetDiff {
+  const count = (pattern: RegExp) => Number(pattern.exec(output)?.[1] ?? 0);
+  return {
+    filesChanged: count(/(\d+) files? changed/),
+    insertions: count(/(\d+) insertions?\(\+\)/),
+    deletions: count(/(\d+) deletions?\(-\)/),
+  };
 }
 
 function lines(output: string): string[] {
