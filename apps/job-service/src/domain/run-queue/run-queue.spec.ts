@@ -1,0 +1,120 @@
+import { ErrorCode, GantryError } from '@gantry/contracts';
+import { COALESCING_WINDOW_MS, IDEMPOTENCY_WINDOW_MS, routeEnqueue, type RunQueueEntry, type RunQueueRequest } from './run-queue.js';
+
+const T0 = Date.parse('2026-11-30T06:00:00.000Z');
+const at = (ms: number) => new Date(T0 + ms).toISOString();
+const HASH_A = 'a'.repeat(64);
+const HASH_B = 'b'.repeat(64);
+
+function entry(over: Partial<RunQueueEntry> = {}): RunQueueEntry {
+  return {
+    jobId: 'job-00000000-0000-4000-8000-000000000001',
+    kind: 'REVIEW',
+    productId: 'product-42',
+    status: 'QUEUED',
+    agentProfileId: 'profile-reviewer',
+    reason: 'review_started',
+    excludeFromCoalescing: false,
+    enqueuedAt: at(0),
+    idempotencyKeys: [{ key: 'product-42/queue_run:k1', requestHash: HASH_A, at: at(0) }],
+    ...over,
+  };
+}
+
+function request(over: Partial<RunQueueRequest> = {}): RunQueueRequest {
+  return {
+    kind: 'REVIEW',
+    productId: 'product-42',
+    agentProfileId: 'profile-reviewer',
+    reason: 'review_started',
+    excludeFromCoalescing: false,
+    idempotencyKey: 'product-42/queue_run:k2',
+    requestHash: HASH_B,
+    now: at(1000),
+    ...over,
+  };
+}
+
+describe('the run queue', () => {
+  describe('idempotency window (24 h)', () => {
+    it('a repeated key within 24 hours is deduplicated to the existing job', () => {
+      expect(routeEnqueue(request({ idempotencyKey: 'product-42/queue_run:k1', requestHash: HASH_A, now: at(IDEMPOTENCY_WINDOW_MS - 1) }), [entry({ status: 'DONE' })])).toEqual({
+        outcome: 'deduplicated',
+        jobId: entry().jobId,
+      });
+    });
+
+    it('a repeated key after 24 hours creates a new job', () => {
+      const decision = routeEnqueue(
+        request({ idempotencyKey: 'product-42/queue_run:k1', requestHash: HASH_A, now: at(IDEMPOTENCY_WINDOW_MS), excludeFromCoalescing: true }),
+        [entry({ status: 'DONE' })],
+      );
+      expect(decision).toEqual({ outcome: 'created' });
+    });
+
+    it('a repeated key with a different request is an explicit conflict', () => {
+      let thrown: unknown;
+      try {
+        routeEnqueue(request({ idempotencyKey: 'product-42/queue_run:k1', requestHash: HASH_B }), [entry()]);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(GantryError);
+      expect((thrown as GantryError).code).toBe(ErrorCode.IDEMPOTENCY_CONFLICT);
+    });
+
+    it('the key of a request that was coalesced into a job deduplicates to that job', () => {
+      const job = entry({ idempotencyKeys: [...entry().idempotencyKeys, { key: 'product-42/queue_run:k2', requestHash: HASH_B, at: at(2000) }] });
+      expect(routeEnqueue(request({ now: at(60_000) }), [job])).toEqual({ outcome: 'deduplicated', jobId: job.jobId });
+    });
+
+    it('deduplication wins over the coalescing exclusion: an excluded replay is still suppressed', () => {
+      expect(routeEnqueue(request({ idempotencyKey: 'product-42/queue_run:k1', requestHash: HASH_A, excludeFromCoalescing: true }), [entry()]).outcome).toBe('deduplicated');
+    });
+  });
+
+  describe('coalescing window (5 s)', () => {
+    it('the same agent profile and reason within 5 seconds coalesces into the queued job', () => {
+      expect(routeEnqueue(request({ now: at(COALESCING_WINDOW_MS - 1) }), [entry()])).toEqual({ outcome: 'coalesced', jobId: entry().jobId });
+    });
+
+    it('at 5 seconds the window has closed: a new job', () => {
+      expect(routeEnqueue(request({ now: at(COALESCING_WINDOW_MS) }), [entry()])).toEqual({ outcome: 'created' });
+    });
+
+    it('a request excluded from coalescing creates its own job', () => {
+      expect(routeEnqueue(request({ excludeFromCoalescing: true }), [entry()])).toEqual({ outcome: 'created' });
+    });
+
+    it('a queued job excluded from coalescing takes no other request', () => {
+      expect(routeEnqueue(request(), [entry({ excludeFromCoalescing: true })])).toEqual({ outcome: 'created' });
+    });
+
+    it('a job no longer QUEUED takes no coalesced request', () => {
+      for (const status of ['CLAIMED', 'RUNNING', 'DONE', 'CANCELLED'] as const) {
+        expect(routeEnqueue(request(), [entry({ status })])).toEqual({ outcome: 'created' });
+      }
+    });
+
+    it('another reason, agent profile, kind or product does not coalesce', () => {
+      expect(routeEnqueue(request({ reason: 'comment' }), [entry()]).outcome).toBe('created');
+      expect(routeEnqueue(request({ agentProfileId: 'profile-other' }), [entry()]).outcome).toBe('created');
+      expect(routeEnqueue(request({ kind: 'PLAN_CHAT' }), [entry()]).outcome).toBe('created');
+      expect(routeEnqueue(request({ productId: 'product-7' }), [entry()]).outcome).toBe('created');
+    });
+
+    it('a request without an agent profile is never coalesced', () => {
+      expect(routeEnqueue(request({ agentProfileId: null }), [entry({ agentProfileId: null })]).outcome).toBe('created');
+    });
+
+    it('of two candidates the earlier queued job takes the request', () => {
+      const first = entry({ jobId: 'job-00000000-0000-4000-8000-000000000002', enqueuedAt: at(200), idempotencyKeys: [] });
+      const second = entry({ jobId: 'job-00000000-0000-4000-8000-000000000001', enqueuedAt: at(500), idempotencyKeys: [] });
+      expect(routeEnqueue(request(), [second, first])).toEqual({ outcome: 'coalesced', jobId: first.jobId });
+    });
+  });
+
+  it('with nothing recent, a request creates a job', () => {
+    expect(routeEnqueue(request(), [])).toEqual({ outcome: 'created' });
+  });
+});

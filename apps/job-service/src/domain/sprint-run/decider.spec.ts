@@ -1,0 +1,267 @@
+import { ErrorCode } from '@gantry/contracts';
+import { specFor } from '../testing/given.js';
+import { validatesAgainstContract } from '../testing/contract-events.js';
+import type { SprintRunCommand } from './commands.js';
+import { resumeInstructionsFor, sprintRunDecider, transitionSprintRun } from './decider.js';
+import { sprintJobIdempotencyKey } from './effects.js';
+import type { SprintRunEvent } from './events.js';
+import { initialSprintRunState, type SprintRun, type SprintRunState } from './state.js';
+
+const given = specFor(sprintRunDecider, { validate: validatesAgainstContract('jobs') });
+
+const RUN = 'sprintrun-5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d';
+const JOB1 = 'job-00000000-0000-4000-8000-000000000001';
+const JOB2 = 'job-00000000-0000-4000-8000-000000000002';
+const PR = 'https://github.com/acme/shop/pull/102';
+const T0 = Date.parse('2026-11-30T07:00:00.000Z');
+const at = (s: number) => new Date(T0 + s * 1000).toISOString();
+
+const created: SprintRunEvent = {
+  type: 'SprintRunCreated',
+  data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, createdAt: at(0) },
+};
+const startedEvt: SprintRunEvent = { type: 'SprintRunStarted', data: { sprintRunId: RUN, jobId: JOB1, startedAt: at(5) } };
+const taskDone = (taskId: string, s: number): SprintRunEvent => ({ type: 'SprintRunTaskCompleted', data: { sprintRunId: RUN, taskId, jobId: JOB1, completedAt: at(s) } });
+const pausedEvt: SprintRunEvent = {
+  type: 'SprintRunPaused',
+  data: {
+    sprintRunId: RUN,
+    reason: 'MERGE_CONFLICT',
+    prUrl: PR,
+    conflictingFiles: ['src/app.ts'],
+    questionId: 'question-17',
+    resumeInstructions: resumeInstructionsFor({ sprintRunId: RUN, branch: 'sprint/SP-7', prUrl: PR, conflictingFiles: ['src/app.ts'] }),
+    pausedAt: at(20),
+  },
+};
+const completedEvt = (s: number): SprintRunEvent => ({ type: 'SprintRunCompleted', data: { sprintRunId: RUN, branch: 'sprint/SP-7', prUrl: PR, completedAt: at(s) } });
+const cancelledEvt: SprintRunEvent = { type: 'SprintRunCancelled', data: { sprintRunId: RUN, reason: null, actor: null, tasksBackToTodo: ['T-1', 'T-2'], cancelledAt: at(9) } };
+const checksFailedEvt: SprintRunEvent = {
+  type: 'SprintRunFailed',
+  data: { sprintRunId: RUN, reason: 'CHECKS_FAILED', taskId: null, jobId: null, prUrl: PR, failedChecks: ['ci/test'], error: `checks failed on ${PR}: ci/test`, failedAt: at(30) },
+};
+
+const running = [created, startedEvt];
+
+const cmd = {
+  create: (): SprintRunCommand => ({ type: 'CreateSprintRun', data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, now: at(0) } }),
+  claimed: (s: number, jobId = JOB1): SprintRunCommand => ({ type: 'RecordSprintJobClaimed', data: { sprintRunId: RUN, jobId, now: at(s) } }),
+  taskDone: (taskId: string, s: number): SprintRunCommand => ({ type: 'RecordSprintTaskDone', data: { sprintRunId: RUN, taskId, jobId: JOB1, now: at(s) } }),
+  taskFailed: (taskId: string, s: number): SprintRunCommand => ({ type: 'RecordSprintTaskFailed', data: { sprintRunId: RUN, taskId, jobId: JOB1, error: 'test failure: 2 failing', now: at(s) } }),
+  conflict: (s: number, files = ['src/app.ts']): SprintRunCommand => ({
+    type: 'RecordMergeConflict',
+    data: { sprintRunId: RUN, prUrl: PR, conflictingFiles: files, questionId: 'question-17', resumeInstructions: null, now: at(s) },
+  }),
+  checksFailed: (s: number): SprintRunCommand => ({ type: 'RecordChecksFailed', data: { sprintRunId: RUN, prUrl: PR, failedChecks: ['ci/test'], now: at(s) } }),
+  resume: (s: number): SprintRunCommand => ({ type: 'ResumeSprintRun', data: { sprintRunId: RUN, actor: 'user-9', note: 'resolved', now: at(s) } }),
+  cancel: (s: number): SprintRunCommand => ({ type: 'CancelSprintRun', data: { sprintRunId: RUN, reason: 'scope changed', actor: 'user-9', now: at(s) } }),
+};
+
+function stateOf(events: SprintRunEvent[]): SprintRunState {
+  return events.reduce(sprintRunDecider.evolve, initialSprintRunState);
+}
+
+describe('sprint run decider', () => {
+  it('a sprint run is created QUEUED with its tasks in order', () => {
+    given([]).when(cmd.create()).then([created]);
+  });
+
+  it('a sprint run with no tasks is refused', () => {
+    given([]).when({ type: 'CreateSprintRun', data: { ...(cmd.create().data as object), taskIds: [] } as never }).thenThrows(ErrorCode.PRECONDITION_FAILED);
+  });
+
+  it('a sprint run that exists cannot be created again', () => {
+    given([created]).when(cmd.create()).thenThrows(ErrorCode.INVALID_TRANSITION);
+  });
+
+  it('a command for a sprint run that does not exist is not found', () => {
+    given([]).when(cmd.resume(1)).thenThrows(ErrorCode.NOT_FOUND);
+  });
+
+  it('the first job claimed starts the run; later claims change nothing', () => {
+    given([created]).when(cmd.claimed(5)).then([startedEvt]);
+    given(running).when(cmd.claimed(50, JOB2)).then([]);
+  });
+
+  it('the last task done completes a RUNNING run', () => {
+    given([...running, taskDone('T-1', 10)]).when(cmd.taskDone('T-2', 15)).then([taskDone('T-2', 15), completedEvt(15)]);
+  });
+
+  it('a task reported done twice is recorded once', () => {
+    given([...running, taskDone('T-1', 10)]).when(cmd.taskDone('T-1', 11)).then([]);
+  });
+
+  it('a task that is not part of the sprint run is refused', () => {
+    given(running).when(cmd.taskDone('T-99', 10)).thenThrows(ErrorCode.PRECONDITION_FAILED, /T-99/);
+  });
+
+  describe('merge conflict pauses, with its context', () => {
+    it('a merge conflict pauses a RUNNING run with PR url, files, question id and resume instructions', () => {
+      const state = given(running).when(cmd.conflict(20)).then([pausedEvt]) as SprintRun;
+      expect(state.status).toBe('PAUSED');
+      expect(state.pause).toEqual({
+        reason: 'MERGE_CONFLICT',
+        prUrl: PR,
+        conflictingFiles: ['src/app.ts'],
+        questionId: 'question-17',
+        resumeInstructions: expect.stringContaining('src/app.ts'),
+        pausedAt: at(20),
+      });
+      expect(state.pause?.resumeInstructions).toContain(RUN);
+    });
+
+    it('a second conflict report while paused raises nothing new', () => {
+      given([...running, pausedEvt]).when(cmd.conflict(25)).then([]);
+    });
+
+    it('a merge conflict before any job ran is refused: only a RUNNING run pauses', () => {
+      given([created]).when(cmd.conflict(3)).thenThrows(ErrorCode.INVALID_TRANSITION, /QUEUED/);
+    });
+
+    it('a merge conflict without files is refused', () => {
+      given(running).when(cmd.conflict(20, [])).thenThrows(ErrorCode.PRECONDITION_FAILED, /conflicting files/);
+    });
+  });
+
+  describe('failure: red CI and failed tasks fail, never pause', () => {
+    it('failed checks fail a RUNNING run', () => {
+      given(running).when(cmd.checksFailed(30)).then([checksFailedEvt]);
+    });
+
+    it('failed checks fail a PAUSED run too', () => {
+      const state = given([...running, pausedEvt]).when(cmd.checksFailed(30)).then([checksFailedEvt]) as SprintRun;
+      expect(state).toMatchObject({ status: 'FAILED', pause: null });
+    });
+
+    it('a failed task fails the run, naming the task and its error', () => {
+      given(running).when(cmd.taskFailed('T-2', 40)).then([
+        {
+          type: 'SprintRunFailed',
+          data: { sprintRunId: RUN, reason: 'TASK_FAILED', taskId: 'T-2', jobId: JOB1, prUrl: null, failedChecks: [], error: 'task T-2 failed: test failure: 2 failing', failedAt: at(40) },
+        },
+      ]);
+    });
+
+    it('a failure after the run already failed changes nothing', () => {
+      given([...running, checksFailedEvt]).when(cmd.taskFailed('T-2', 40)).then([]);
+    });
+  });
+
+  describe('resume', () => {
+    it('a PAUSED run resumes to RUNNING with the tasks that remain', () => {
+      given([...running, taskDone('T-1', 10), pausedEvt]).when(cmd.resume(60)).then([
+        { type: 'SprintRunResumed', data: { sprintRunId: RUN, from: 'PAUSED', resumeSeq: 1, remainingTaskIds: ['T-2'], actor: 'user-9', note: 'resolved', resumedAt: at(60) } },
+      ]);
+    });
+
+    it('a FAILED run can be resumed too', () => {
+      given([...running, checksFailedEvt]).when(cmd.resume(60)).then([
+        { type: 'SprintRunResumed', data: { sprintRunId: RUN, from: 'FAILED', resumeSeq: 1, remainingTaskIds: ['T-1', 'T-2'], actor: 'user-9', note: 'resolved', resumedAt: at(60) } },
+      ]);
+    });
+
+    it('a resume when every task finished during the pause completes the run', () => {
+      const resumed: SprintRunEvent = {
+        type: 'SprintRunResumed',
+        data: { sprintRunId: RUN, from: 'PAUSED', resumeSeq: 1, remainingTaskIds: [], actor: 'user-9', note: 'resolved', resumedAt: at(60) },
+      };
+      given([...running, taskDone('T-1', 10), pausedEvt, taskDone('T-2', 30)]).when(cmd.resume(60)).then([resumed, completedEvt(60)]);
+    });
+
+    it('a task finished while paused does not complete the run before the resume', () => {
+      given([...running, taskDone('T-1', 10), pausedEvt]).when(cmd.taskDone('T-2', 30)).then([taskDone('T-2', 30)]);
+    });
+
+    it('a DONE run cannot be resumed', () => {
+      given([...running, taskDone('T-1', 10), taskDone('T-2', 15), completedEvt(15)]).when(cmd.resume(60)).thenThrows(ErrorCode.INVALID_TRANSITION, /DONE: there is nothing to resume/);
+    });
+
+    it('a RUNNING run cannot be resumed', () => {
+      given(running).when(cmd.resume(60)).thenThrows(ErrorCode.INVALID_TRANSITION, /only a PAUSED or FAILED/);
+    });
+
+    it('a CANCELLED run cannot be resumed', () => {
+      given([created, cancelledEvt]).when(cmd.resume(60)).thenThrows(ErrorCode.INVALID_TRANSITION);
+    });
+  });
+
+  describe('cancel', () => {
+    it('a RUNNING run is cancelled and the tasks not done go back to TO_DO', () => {
+      given([...running, taskDone('T-1', 10)]).when(cmd.cancel(20)).then([
+        { type: 'SprintRunCancelled', data: { sprintRunId: RUN, reason: 'scope changed', actor: 'user-9', tasksBackToTodo: ['T-2'], cancelledAt: at(20) } },
+      ]);
+    });
+
+    it('a PAUSED run can be cancelled', () => {
+      expect((given([...running, pausedEvt]).when(cmd.cancel(30)).then([
+        { type: 'SprintRunCancelled', data: { sprintRunId: RUN, reason: 'scope changed', actor: 'user-9', tasksBackToTodo: ['T-1', 'T-2'], cancelledAt: at(30) } },
+      ]) as SprintRun).pause).toBeNull();
+    });
+
+    it('a DONE run cannot be cancelled, nor a cancelled one again', () => {
+      given([...running, taskDone('T-1', 10), taskDone('T-2', 15), completedEvt(15)]).when(cmd.cancel(60)).thenThrows(ErrorCode.INVALID_TRANSITION, /DONE/);
+      given([created, cancelledEvt]).when(cmd.cancel(60)).thenThrows(ErrorCode.INVALID_TRANSITION, /CANCELLED/);
+    });
+
+    it('late facts never reopen a settled run', () => {
+      for (const late of [cmd.claimed(70, JOB2), cmd.taskDone('T-2', 70), cmd.taskFailed('T-2', 70), cmd.conflict(70), cmd.checksFailed(70)]) {
+        given([created, cancelledEvt]).when(late).then([]);
+      }
+    });
+  });
+
+  describe('the state machine with its effects', () => {
+    it('walks running → merge conflict → PAUSED → resumed → tasks done → DONE, asking for each effect on the way', () => {
+      let state = stateOf([]);
+      const step = (command: SprintRunCommand) => {
+        const t = transitionSprintRun(state, command);
+        state = t.nextState;
+        return t;
+      };
+
+      expect(step(cmd.create()).effects).toEqual([
+        { type: 'ENQUEUE_SPRINT_JOB', sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', idempotencyKey: sprintJobIdempotencyKey(RUN, 0) },
+      ]);
+      expect(step(cmd.claimed(5)).nextState.status).toBe('RUNNING');
+      expect(step(cmd.taskDone('T-1', 10)).effects).toEqual([]);
+
+      const pause = step(cmd.conflict(20));
+      expect(pause.nextState.status).toBe('PAUSED');
+      expect(pause.effects).toEqual([
+        { type: 'RAISE_QUESTION', sprintRunId: RUN, questionId: 'question-17', prUrl: PR, conflictingFiles: ['src/app.ts'], resumeInstructions: (pausedEvt.data as { resumeInstructions: string }).resumeInstructions },
+      ]);
+
+      const resume = step(cmd.resume(60));
+      expect(resume.nextState.status).toBe('RUNNING');
+      expect(resume.effects).toEqual([
+        { type: 'ENQUEUE_SPRINT_JOB', sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-2'], branch: 'sprint/SP-7', idempotencyKey: sprintJobIdempotencyKey(RUN, 1) },
+      ]);
+      expect(sprintJobIdempotencyKey(RUN, 1)).not.toBe(sprintJobIdempotencyKey(RUN, 0));
+
+      const done = step(cmd.taskDone('T-2', 90));
+      expect(done.nextState.status).toBe('DONE');
+      expect(done.effects).toEqual([{ type: 'MARK_PR_READY_FOR_REVIEW', sprintRunId: RUN, branch: 'sprint/SP-7', prUrl: PR }]);
+    });
+
+    it('a cancel asks to stop the run\'s jobs and to put the open tasks back to TO_DO', () => {
+      const t = transitionSprintRun(stateOf([...running, taskDone('T-1', 10)]), cmd.cancel(20));
+      expect(t.nextState.status).toBe('CANCELLED');
+      expect(t.effects).toEqual([
+        { type: 'CANCEL_SPRINT_JOBS', sprintRunId: RUN, reason: 'scope changed' },
+        { type: 'RETURN_TASKS_TO_TODO', sprintRunId: RUN, taskIds: ['T-2'] },
+      ]);
+    });
+
+    it('failed checks ask to stop the run\'s jobs and raise no question', () => {
+      const t = transitionSprintRun(stateOf(running), cmd.checksFailed(30));
+      expect(t.nextState.status).toBe('FAILED');
+      expect(t.effects).toEqual([{ type: 'CANCEL_SPRINT_JOBS', sprintRunId: RUN, reason: `checks failed on ${PR}: ci/test` }]);
+    });
+
+    it('a refused transition leaves the state as it was', () => {
+      const before = stateOf([...running, taskDone('T-1', 10), taskDone('T-2', 15), completedEvt(15)]);
+      expect(() => transitionSprintRun(before, cmd.resume(60))).toThrow(/nothing to resume/);
+      expect(before.status).toBe('DONE');
+    });
+  });
+});
