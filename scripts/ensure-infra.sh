@@ -8,10 +8,11 @@
 #   GANTRY_NATS_URL       default nats://127.0.0.1:4222
 #   GANTRY_INFRA_TIMEOUT  seconds to wait for each server to answer (default 60)
 #   GANTRY_SKIP_APT=1     never install packages, fail with a hint instead
+#   GANTRY_STATE_DIR      where logs, pids and the data of servers started here live (default .gantry)
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-STATE_DIR="$REPO_ROOT/.gantry"
+STATE_DIR="${GANTRY_STATE_DIR:-$REPO_ROOT/.gantry}"
 LOG_DIR="$STATE_DIR/logs"
 PID_DIR="$STATE_DIR/pids"
 TIMEOUT="${GANTRY_INFRA_TIMEOUT:-60}"

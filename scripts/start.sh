@@ -105,7 +105,7 @@ for app in "${to_start[@]}"; do
   # setsid: the app outlives this script and the terminal it was started from.
   env "${app_env[@]}" setsid node "apps/$app/dist/main.js" >>"$LOG_DIR/$app.log" 2>&1 </dev/null &
   echo $! >"$PID_DIR/$app.pid"
-  say "started $app (pid $!, port $port, log .gantry/logs/$app.log)"
+  say "started $app (pid $!, port $port, log $LOG_DIR/$app.log)"
 done
 
 say "waiting up to ${START_TIMEOUT}s for every app to answer GET /ready"
@@ -135,7 +135,7 @@ Gantry is running.
 EOF
 for app in "${apps[@]}"; do
   port="${GANTRY_APP_PORTS[$app]}"
-  printf '  %-18s %-24s %-21s %s\n' "$app" "http://127.0.0.1:$port" "/health, /ready" ".gantry/logs/$app.log"
+  printf '  %-18s %-24s %-21s %s\n' "$app" "http://127.0.0.1:$port" "/health, /ready" "${LOG_DIR#"$REPO_ROOT"/}/$app.log"
 done
 cat <<EOF
 
@@ -143,7 +143,7 @@ cat <<EOF
   NATS        ${GANTRY_NATS_URL:-nats://127.0.0.1:4222} (JetStream)
   worktrees   $WORKTREE_ROOT
   demo origin $DEMO_ORIGIN
-  pids        .gantry/pids/
+  pids        ${PID_DIR#"$REPO_ROOT"/}/
 
 Stop the apps with: npm run stop   (SIGTERM, then waits for each to exit)
 EOF

@@ -2,7 +2,7 @@
 # install check and the build of every project.
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-STATE_DIR="$REPO_ROOT/.gantry"
+STATE_DIR="${GANTRY_STATE_DIR:-$REPO_ROOT/.gantry}"
 LOG_DIR="$STATE_DIR/logs"
 PID_DIR="$STATE_DIR/pids"
 

@@ -1,0 +1,217 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import pg from 'pg';
+
+// The set-up scripts run for real against this machine's NATS, PostgreSQL and nats-server binary;
+// every test keeps its logs, pids and any server it starts in its own state directory.
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const adminUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+interface ScriptResult { code: number | null; stdout: string; stderr: string }
+
+function runScript(script: string, env: Record<string, string>, args: string[] = []): Promise<ScriptResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', [path.join(repoRoot, 'scripts', script), ...args], {
+      cwd: repoRoot,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const accepts = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('error', () => resolve(false));
+  });
+
+async function waitUntil(condition: () => Promise<boolean> | boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+const isAlive = (pid: number) => {
+  try { process.kill(pid, 0); return true; } catch { return false; }
+};
+
+let stateDir: string;
+const children: ChildProcess[] = [];
+
+beforeEach(() => {
+  stateDir = mkdtempSync(path.join(os.tmpdir(), 'gantry-setup-'));
+  chmodSync(stateDir, 0o755); // a PostgreSQL started as the postgres user must reach its data dir
+});
+
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+describe('ensure-infra.sh', () => {
+  it('only checks the NATS and PostgreSQL that already run, and starts nothing', async () => {
+    const result = await runScript('ensure-infra.sh', { GANTRY_STATE_DIR: stateDir });
+
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(result.stdout).toContain('[infra] PostgreSQL answers on 127.0.0.1:5432');
+    expect(result.stdout).toContain("[infra] database 'gantry' exists");
+    expect(result.stdout).toContain('[infra] NATS JetStream answers on 127.0.0.1:4222');
+    expect(result.stdout).not.toMatch(/starting|installing|creating/);
+    expect(readdirSync(path.join(stateDir, 'pids'))).toEqual([]);
+  });
+
+  it('creates the database it is pointed at when it is missing, once', async () => {
+    const database = `gantry_setup_${randomBytes(4).toString('hex')}`;
+    const env = { GANTRY_STATE_DIR: stateDir, GANTRY_DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${database}` };
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    try {
+      const first = await runScript('ensure-infra.sh', env);
+      const second = await runScript('ensure-infra.sh', env);
+
+      expect(first.code).toBe(0);
+      expect(first.stdout).toContain(`[infra] created database '${database}'`);
+      expect(second.code).toBe(0);
+      expect(second.stdout).toContain(`[infra] database '${database}' exists`);
+      const { rows } = await admin.query('select datname from pg_database where datname = $1', [database]);
+      expect(rows).toEqual([{ datname: database }]);
+    } finally {
+      await admin.query(`drop database if exists "${database}"`);
+      await admin.end();
+    }
+  });
+
+  it('refuses a NATS server that runs without JetStream and says how to fix it', async () => {
+    const port = await freePort();
+    const nats = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
+    children.push(nats);
+    await waitUntil(() => accepts(port), `nats-server on ${port}`);
+
+    const result = await runScript('ensure-infra.sh', { GANTRY_STATE_DIR: stateDir, GANTRY_NATS_URL: `nats://127.0.0.1:${port}` });
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`[infra] ERROR: the NATS server on 127.0.0.1:${port} runs without JetStream; restart it with -js`);
+  });
+
+  it('refuses a database URL it cannot read', async () => {
+    const result = await runScript('ensure-infra.sh', { GANTRY_STATE_DIR: stateDir, GANTRY_DATABASE_URL: 'mysql://root@127.0.0.1/gantry' });
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(
+      "[infra] ERROR: GANTRY_DATABASE_URL must look like postgres://user@host:port/database (got 'mysql://root@127.0.0.1/gantry')\n",
+    );
+  });
+
+  it('starts nats-server with JetStream and a project-local PostgreSQL when nothing listens; stop.sh --infra stops both', async () => {
+    const [natsPort, pgPort] = [await freePort(), await freePort()];
+    const env = {
+      GANTRY_STATE_DIR: stateDir,
+      GANTRY_NATS_URL: `nats://127.0.0.1:${natsPort}`,
+      GANTRY_DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/gantry`,
+    };
+    try {
+      const started = await runScript('ensure-infra.sh', env);
+
+      expect(started.code).toBe(0);
+      expect(started.stdout).toContain(`[infra] starting nats-server with JetStream on 127.0.0.1:${natsPort}`);
+      expect(started.stdout).toContain(`[infra] creating a project-local PostgreSQL cluster in ${stateDir}/postgres`);
+      expect(started.stdout).toContain("[infra] created database 'gantry'");
+
+      const nc = await connect({ servers: env.GANTRY_NATS_URL });
+      const account = await (await jetstreamManager(nc)).getAccountInfo();
+      await nc.close();
+      expect(account.streams).toBe(0);
+
+      const db = new pg.Client({ connectionString: env.GANTRY_DATABASE_URL });
+      await db.connect();
+      const { rows } = await db.query('select current_database() as name, current_setting($1) as port', ['port']);
+      await db.end();
+      expect(rows).toEqual([{ name: 'gantry', port: String(pgPort) }]);
+
+      const natsPid = Number(readFileSync(path.join(stateDir, 'pids/nats-server.pid'), 'utf8'));
+      const stopped = await runScript('stop.sh', env, ['--infra']);
+
+      expect(stopped.code).toBe(0);
+      expect(stopped.stdout).toContain(`[gantry] stopping the project-local PostgreSQL in ${stateDir}/postgres`);
+      expect(isAlive(natsPid)).toBe(false);
+      expect(await accepts(natsPort)).toBe(false);
+      expect(await accepts(pgPort)).toBe(false);
+    } finally {
+      await runScript('stop.sh', env, ['--infra']);
+    }
+  });
+});
+
+describe('stop.sh', () => {
+  it('sends SIGTERM to a running app and waits until it has exited', async () => {
+    const marker = path.join(stateDir, 'signal');
+    // A stand-in whose command line names the app's entry point, as the real one's does.
+    const app = spawn(
+      process.execPath,
+      ['-e', `process.on('SIGTERM', () => { require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'SIGTERM'); setTimeout(() => process.exit(0), 300); }); setInterval(() => {}, 1000);`, 'apps/job-service/dist/main.js'],
+      { stdio: 'ignore' },
+    );
+    children.push(app);
+    mkdirSync(path.join(stateDir, 'pids'));
+    writeFileSync(path.join(stateDir, 'pids/job-service.pid'), String(app.pid));
+    await new Promise((resolve) => setTimeout(resolve, 200)); // let it install its handler
+
+    const result = await runScript('stop.sh', { GANTRY_STATE_DIR: stateDir });
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain(`[gantry] stopping job-service (pid ${app.pid}, SIGTERM)`);
+    expect(result.stdout).toContain('[gantry] job-service stopped');
+    expect(readFileSync(marker, 'utf8')).toBe('SIGTERM');
+    expect(isAlive(app.pid!)).toBe(false);
+    expect(existsSync(path.join(stateDir, 'pids/job-service.pid'))).toBe(false);
+  });
+
+  it('leaves alone a process whose pid is in a pid file but which is not the app', async () => {
+    const other = spawn('sleep', ['30'], { stdio: 'ignore' });
+    children.push(other);
+    mkdirSync(path.join(stateDir, 'pids'));
+    writeFileSync(path.join(stateDir, 'pids/runner.pid'), String(other.pid));
+
+    const result = await runScript('stop.sh', { GANTRY_STATE_DIR: stateDir });
+
+    expect(result.code).toBe(0);
+    expect(result.stderr).toContain('[gantry] runner is not running');
+    expect(isAlive(other.pid!)).toBe(true);
+    expect(existsSync(path.join(stateDir, 'pids/runner.pid'))).toBe(false);
+  });
+
+  it('refuses an argument it does not know', async () => {
+    const result = await runScript('stop.sh', { GANTRY_STATE_DIR: stateDir }, ['--everything']);
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("[gantry] ERROR: unknown argument '--everything' (usage: scripts/stop.sh [--infra])");
+  });
+});
