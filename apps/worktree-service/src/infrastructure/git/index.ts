@@ -1,0 +1,31 @@
+export { runGit, GitCommandError, type GitResult, type GitRunOptions } from './git-command.js';
+export {
+  openGitWorkspace,
+  resolveInsideRoot,
+  worktreePathFor,
+  clonePathFor,
+  assertBranchName,
+  assertBaseRef,
+  assertRepositoryUrl,
+  assertWorktreeKey,
+  type GitWorkspace,
+  type GitWorkspaceOptions,
+} from './workspace.js';
+export { ensureSharedClone, type SharedClone } from './shared-clone.js';
+export {
+  createOrReuseWorktree,
+  syncWorktree,
+  isWorktreeDirty,
+  rescueWorktree,
+  removeWorktree,
+  rescueAndRemoveWorktree,
+  listWorktrees,
+  listClones,
+  type PreparedWorktree,
+  type SyncedWorktree,
+  type RescueResult,
+  type WorktreeOnDisk,
+  type WorktreeInventory,
+} from './worktree-operations.js';
+export { parseWorktreeListPorcelain, type WorktreeListEntry } from './worktree-list.js';
+export { measureDiskUsage } from './disk-usage.js';

@@ -1,0 +1,330 @@
+import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { deriveWorktreeKey, ErrorCode, GantryError } from '@gantry/contracts';
+import {
+  createOrReuseWorktree,
+  ensureSharedClone,
+  isWorktreeDirty,
+  listWorktrees,
+  measureDiskUsage,
+  openGitWorkspace,
+  parseWorktreeListPorcelain,
+  removeWorktree,
+  rescueAndRemoveWorktree,
+  rescueWorktree,
+  syncWorktree,
+  type GitWorkspace,
+} from './index.js';
+import { createGitFixture, git, type GitFixture } from './testing/git-fixture.js';
+
+const branch = 'feature/checkout';
+const now = new Date('2026-11-30T06:00:00.000Z');
+
+async function expectGantryError(promise: Promise<unknown>, code: string): Promise<GantryError> {
+  const error = await promise.then(
+    () => new Error(`expected ${code}, but it succeeded`),
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(GantryError);
+  expect((error as GantryError).code).toBe(code);
+  return error as GantryError;
+}
+
+describe('git worktrees of a lease, on real repositories', () => {
+  let fx: GitFixture;
+  let ws: GitWorkspace;
+  let key: string;
+  let input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date };
+  let mainSha: string;
+
+  beforeEach(async () => {
+    fx = createGitFixture();
+    mainSha = fx.pushCommit('main', { 'app.txt': 'v1\n' }, 'add app');
+    ws = await openGitWorkspace(fx.root, { commandTimeoutMs: 20_000, networkTimeoutMs: 20_000 });
+    key = deriveWorktreeKey(fx.origin, branch);
+    input = { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main', now };
+  });
+  afterEach(() => fx.cleanup());
+
+  const wt = () => path.join(ws.worktreesDir, key);
+  const status = () => git(wt(), 'status', '--porcelain', '--untracked-files=all');
+
+  it('keeps one bare shared clone per repository, fetched from the origin', async () => {
+    const first = await ensureSharedClone(ws, fx.origin);
+    expect(first.created).toBe(true);
+    expect(path.dirname(first.clonePath)).toBe(ws.reposDir);
+    expect(git(first.clonePath, 'rev-parse', '--is-bare-repository')).toBe('true');
+    expect(git(first.clonePath, 'rev-parse', 'refs/remotes/origin/main')).toBe(mainSha);
+    const newer = fx.pushCommit('main', { 'app.txt': 'v2\n' });
+    const again = await ensureSharedClone(ws, fx.origin);
+    expect(again).toEqual({ clonePath: first.clonePath, created: false });
+    expect(git(first.clonePath, 'rev-parse', 'refs/remotes/origin/main')).toBe(newer);
+  });
+
+  it('creates the worktree with git worktree add, on a new branch at the base ref', async () => {
+    const prepared = await createOrReuseWorktree(ws, input);
+    expect(prepared).toEqual({ outcome: 'created', path: wt(), headSha: mainSha, rescue: null });
+    expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v1\n');
+    expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+    const listed = await listWorktrees(ws);
+    expect(listed.worktrees.map((w) => [w.worktreeKey, w.branch, w.headSha])).toEqual([[key, branch, mainSha]]);
+  });
+
+  it('starts from the origin’s branch when it already exists there', async () => {
+    const featureSha = fx.pushCommit(branch, { 'feature.txt': 'f\n' });
+    const prepared = await createOrReuseWorktree(ws, input);
+    expect(prepared.headSha).toBe(featureSha);
+  });
+
+  it('reuses a clean existing worktree instead of creating another', async () => {
+    await createOrReuseWorktree(ws, input);
+    const again = await createOrReuseWorktree(ws, input);
+    expect(again).toEqual({ outcome: 'reused', path: wt(), headSha: mainSha, rescue: null });
+  });
+
+  it('rescues a dirty worktree left behind before reusing it', async () => {
+    await createOrReuseWorktree(ws, input);
+    writeFileSync(path.join(wt(), 'app.txt'), 'half-done\n');
+    const again = await createOrReuseWorktree(ws, { ...input, now: new Date('2026-11-30T07:00:00.000Z') });
+    expect(again.outcome).toBe('reused');
+    expect(again.rescue?.branch).toBe(`gantry/rescue/${key}/20261130T070000000Z`);
+    expect(git(wt(), 'show', `${again.rescue!.sha}:app.txt`)).toBe('half-done');
+    expect(status()).toBe('');
+  });
+
+  it('refuses a non-empty directory that is not a worktree of the repository, and leaves it alone', async () => {
+    mkdirSync(wt());
+    writeFileSync(path.join(wt(), 'precious.txt'), 'mine');
+    await expectGantryError(createOrReuseWorktree(ws, input), ErrorCode.PRECONDITION_FAILED);
+    expect(readFileSync(path.join(wt(), 'precious.txt'), 'utf8')).toBe('mine');
+  });
+
+  it('recreates a worktree whose directory vanished (git forgets the old one with prune)', async () => {
+    await createOrReuseWorktree(ws, input);
+    rmSync(wt(), { recursive: true, force: true });
+    expect((await listWorktrees(ws)).worktrees[0]?.prunable).toBe(true);
+    const again = await createOrReuseWorktree(ws, input);
+    expect(again.outcome).toBe('created');
+    expect((await listWorktrees(ws)).worktrees.map((w) => w.prunable)).toEqual([false]);
+  });
+
+  it('creates worktrees of one repository concurrently without git lock errors', async () => {
+    const branches = ['a/one', 'a/two', 'a/three', 'a/four'];
+    const results = await Promise.all(
+      branches.map((b) => createOrReuseWorktree(ws, { ...input, branch: b, worktreeKey: deriveWorktreeKey(fx.origin, b) })),
+    );
+    expect(results.map((r) => r.outcome)).toEqual(['created', 'created', 'created', 'created']);
+    expect((await listWorktrees(ws)).worktrees).toHaveLength(4);
+  });
+
+  describe('sync', () => {
+    it('fetches and fast-forwards the branch to the base ref', async () => {
+      await createOrReuseWorktree(ws, input);
+      const newer = fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      const synced = await syncWorktree(ws, input);
+      expect(synced).toEqual({ baseSha: newer, fastForwarded: true, localCommitsKept: 0 });
+      expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v2\n');
+    });
+
+    it('does nothing when the branch is already at the base ref', async () => {
+      await createOrReuseWorktree(ws, input);
+      expect(await syncWorktree(ws, input)).toEqual({ baseSha: mainSha, fastForwarded: false, localCommitsKept: 0 });
+    });
+
+    it('keeps unpushed local commits when the branch already contains the base ref', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'work.txt'), 'agent work\n');
+      git(wt(), 'add', 'work.txt');
+      git(wt(), 'commit', '--quiet', '-m', 'unpushed work');
+      const local = git(wt(), 'rev-parse', 'HEAD');
+      const synced = await syncWorktree(ws, input);
+      expect(synced).toEqual({ baseSha: local, fastForwarded: false, localCommitsKept: 1 });
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(local);
+    });
+
+    it('fails rather than lose unpushed commits when the base moved on (no rebase, no reset)', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'work.txt'), 'agent work\n');
+      git(wt(), 'add', 'work.txt');
+      git(wt(), 'commit', '--quiet', '-m', 'unpushed work');
+      const local = git(wt(), 'rev-parse', 'HEAD');
+      fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      const error = await expectGantryError(syncWorktree(ws, input), ErrorCode.PRECONDITION_FAILED);
+      expect(error.details).toMatchObject({ localSha: local, ahead: 1, behind: 1, unpushed: 1 });
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(local);
+      expect(readFileSync(path.join(wt(), 'work.txt'), 'utf8')).toBe('agent work\n');
+    });
+
+    it('follows the origin’s branch when the base ref is the branch itself', async () => {
+      fx.pushCommit(branch, { 'feature.txt': 'f1\n' });
+      await createOrReuseWorktree(ws, input);
+      const pushedByOthers = fx.pushCommit(branch, { 'feature.txt': 'f2\n' });
+      expect(await syncWorktree(ws, { ...input, baseRef: branch })).toEqual({ baseSha: pushedByOthers, fastForwarded: true, localCommitsKept: 0 });
+    });
+
+    it('refuses to sync over uncommitted changes, leaving them in place', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'uncommitted\n');
+      fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      await expectGantryError(syncWorktree(ws, input), ErrorCode.PRECONDITION_FAILED);
+      expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('uncommitted\n');
+    });
+
+    it('refuses a base ref the origin does not have', async () => {
+      await createOrReuseWorktree(ws, input);
+      await expectGantryError(syncWorktree(ws, { ...input, baseRef: 'no-such-branch' }), ErrorCode.PRECONDITION_FAILED);
+    });
+
+    it('moves to a base given as a commit SHA', async () => {
+      await createOrReuseWorktree(ws, input);
+      const newer = fx.pushCommit('main', { 'app.txt': 'v3\n' });
+      expect((await syncWorktree(ws, { ...input, baseRef: newer })).baseSha).toBe(newer);
+    });
+  });
+
+  describe('dirty detection and rescue', () => {
+    it('sees modified tracked files and untracked files as dirty', async () => {
+      await createOrReuseWorktree(ws, input);
+      expect(await isWorktreeDirty(ws, key)).toBe(false);
+      writeFileSync(path.join(wt(), 'new.txt'), 'new\n');
+      expect(await isWorktreeDirty(ws, key)).toBe(true);
+      rmSync(path.join(wt(), 'new.txt'));
+      writeFileSync(path.join(wt(), 'app.txt'), 'changed\n');
+      expect(await isWorktreeDirty(ws, key)).toBe(true);
+    });
+
+    it('commits a tracked change and an untracked file to a rescue branch and leaves the worktree clean', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'tracked change\n');
+      writeFileSync(path.join(wt(), 'untracked.txt'), 'untracked file\n');
+      const rescue = await rescueWorktree(ws, { worktreeKey: key, branch, now });
+      expect(rescue?.branch).toBe(`gantry/rescue/${key}/20261130T060000000Z`);
+      expect(git(wt(), 'rev-parse', `refs/heads/${rescue!.branch}`)).toBe(rescue!.sha);
+      expect(git(wt(), 'show', `${rescue!.sha}:app.txt`)).toBe('tracked change');
+      expect(git(wt(), 'show', `${rescue!.sha}:untracked.txt`)).toBe('untracked file');
+      expect(git(wt(), 'rev-parse', `${rescue!.sha}~1`)).toBe(mainSha);
+      expect(status()).toBe('');
+      expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+      expect(existsSync(path.join(wt(), 'untracked.txt'))).toBe(false);
+      expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v1\n');
+    });
+
+    it('has nothing to rescue in a clean worktree', async () => {
+      await createOrReuseWorktree(ws, input);
+      expect(await rescueWorktree(ws, { worktreeKey: key, branch, now })).toBeNull();
+      expect(git(wt(), 'branch', '--list', 'gantry/*')).toBe('');
+    });
+
+    it('gives a second rescue at the same instant its own branch', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'a.txt'), '1');
+      const first = await rescueWorktree(ws, { worktreeKey: key, branch, now });
+      writeFileSync(path.join(wt(), 'a.txt'), '2');
+      const second = await rescueWorktree(ws, { worktreeKey: key, branch, now });
+      expect(second!.branch).toBe(`${first!.branch}-2`);
+      expect(git(wt(), 'show', `${second!.sha}:a.txt`)).toBe('2');
+    });
+
+    it('finishes a rescue interrupted after its branch was created', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'interrupted\n');
+      const interrupted = `gantry/rescue/${key}/20261130T055900000Z`;
+      git(wt(), 'checkout', '--quiet', '-b', interrupted); // the crash happened here
+      const rescue = await rescueWorktree(ws, { worktreeKey: key, branch, now });
+      expect(rescue?.branch).toBe(interrupted);
+      expect(git(wt(), 'show', `${rescue!.sha}:app.txt`)).toBe('interrupted');
+      expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+      expect(status()).toBe('');
+    });
+  });
+
+  describe('remove', () => {
+    it('never removes a dirty worktree that was not rescued', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'untracked.txt'), 'precious\n');
+      await expectGantryError(removeWorktree(ws, { worktreeKey: key }), ErrorCode.PRECONDITION_FAILED);
+      expect(readFileSync(path.join(wt(), 'untracked.txt'), 'utf8')).toBe('precious\n');
+    });
+
+    it('rescues then removes a dirty worktree: the rescue branch holds the changes, the directory is gone', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'tracked change\n');
+      writeFileSync(path.join(wt(), 'untracked.txt'), 'untracked file\n');
+      const { rescue, removed } = await rescueAndRemoveWorktree(ws, { worktreeKey: key, branch, now });
+      expect(removed).toBe(true);
+      expect(existsSync(wt())).toBe(false);
+      const { clonePath } = await ensureSharedClone(ws, fx.origin);
+      expect(git(clonePath, 'show', `${rescue!.branch}:app.txt`)).toBe('tracked change');
+      expect(git(clonePath, 'show', `${rescue!.branch}:untracked.txt`)).toBe('untracked file');
+      expect((await listWorktrees(ws)).worktrees).toEqual([]);
+    });
+
+    it('removes a clean worktree once; removing it again changes nothing', async () => {
+      await createOrReuseWorktree(ws, input);
+      expect(await removeWorktree(ws, { worktreeKey: key })).toEqual({ removed: true });
+      expect(await removeWorktree(ws, { worktreeKey: key })).toEqual({ removed: false });
+      expect(existsSync(wt())).toBe(false);
+    });
+
+    it('keeps unpushed commits of a removed worktree on its branch for the next lease', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'work.txt'), 'agent work\n');
+      git(wt(), 'add', 'work.txt');
+      git(wt(), 'commit', '--quiet', '-m', 'unpushed work');
+      const local = git(wt(), 'rev-parse', 'HEAD');
+      await removeWorktree(ws, { worktreeKey: key });
+      const again = await createOrReuseWorktree(ws, input);
+      expect(again).toMatchObject({ outcome: 'created', headSha: local });
+    });
+  });
+
+  describe('inventory and disk use', () => {
+    it('lists registered worktrees with their dirty state, and directories no clone knows', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'x.txt'), 'x');
+      mkdirSync(path.join(ws.worktreesDir, 'orphan-dir'));
+      const inventory = await listWorktrees(ws, { withDirtyState: true });
+      expect(inventory.worktrees).toEqual([
+        expect.objectContaining({ worktreeKey: key, path: wt(), branch, headSha: mainSha, dirty: true, prunable: false, locked: false }),
+      ]);
+      expect(inventory.orphanDirectories).toEqual([path.join(ws.worktreesDir, 'orphan-dir')]);
+    });
+
+    it('measures the disk use of the root per clone and per worktree', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'big.bin'), Buffer.alloc(256 * 1024, 1));
+      const usage = await measureDiskUsage(ws, now);
+      expect(usage.root).toBe(ws.root);
+      expect(usage.measuredAt).toBe(now.toISOString());
+      expect(usage.worktrees).toEqual([{ worktreeKey: key, bytes: expect.any(Number) }]);
+      expect(usage.worktrees[0]!.bytes).toBeGreaterThanOrEqual(256 * 1024);
+      expect(usage.repositories).toHaveLength(1);
+      expect(usage.totalBytes).toBeGreaterThan(usage.worktrees[0]!.bytes + usage.repositories[0]!.bytes - 1);
+    });
+  });
+});
+
+describe('git worktree list --porcelain parsing', () => {
+  it('reads NUL-separated records: bare clone, branch, detached, locked and prunable worktrees', () => {
+    const z = [
+      'worktree /r/repos/a.git', 'bare', '',
+      'worktree /r/worktrees/k1', 'HEAD 1111111111111111111111111111111111111111', 'branch refs/heads/feature/x', '',
+      'worktree /r/worktrees/k2', 'HEAD 2222222222222222222222222222222222222222', 'detached', 'locked reason with spaces', '',
+      'worktree /r/worktrees/k3', 'HEAD 3333333333333333333333333333333333333333', 'branch refs/heads/y', 'prunable gitdir file points to non-existent location', '',
+    ].join('\0');
+    expect(parseWorktreeListPorcelain(z)).toEqual([
+      { path: '/r/repos/a.git', headSha: null, branch: null, bare: true, detached: false, locked: false, prunable: false },
+      { path: '/r/worktrees/k1', headSha: '1'.repeat(40), branch: 'refs/heads/feature/x', bare: false, detached: false, locked: false, prunable: false },
+      { path: '/r/worktrees/k2', headSha: '2'.repeat(40), branch: null, bare: false, detached: true, locked: true, prunable: false },
+      { path: '/r/worktrees/k3', headSha: '3'.repeat(40), branch: 'refs/heads/y', bare: false, detached: false, locked: false, prunable: true },
+    ]);
+  });
+
+  it('reads the line-separated form the same way', () => {
+    const text = 'worktree /r/worktrees/k1\nHEAD abc\nbranch refs/heads/main\n\nworktree /r/worktrees/k2 with space\nHEAD def\ndetached\n';
+    expect(parseWorktreeListPorcelain(text).map((e) => [e.path, e.branch, e.detached])).toEqual([
+      ['/r/worktrees/k1', 'refs/heads/main', false],
+      ['/r/worktrees/k2 with space', null, true],
+    ]);
+  });
+});

@@ -1,0 +1,377 @@
+import { lstat, readdir, rmdir } from 'node:fs/promises';
+import path from 'node:path';
+import { ErrorCode, GantryError, rescueBranchName } from '@gantry/contracts';
+import { serializedOnClone } from './clone-queue.js';
+import { runGit } from './git-command.js';
+import { parseWorktreeListPorcelain, type WorktreeListEntry } from './worktree-list.js';
+import { ensureSharedClone } from './shared-clone.js';
+import {
+  assertBaseRef,
+  assertBranchName,
+  assertRepositoryUrl,
+  clonePathFor,
+  hostile,
+  resolveInsideRoot,
+  worktreePathFor,
+  type GitWorkspace,
+} from './workspace.js';
+
+/*
+ * The git work of a worktree lease. Each operation first looks at what is really on disk, so that
+ * running it again after a crash or a lost reply does the right thing (and nothing twice).
+ * A dirty worktree is never thrown away: rescue commits its changes to a rescue branch first.
+ */
+
+export interface RescueResult {
+  /** `gantry/rescue/<key>/<timestamp>`, a local branch of the shared clone. */
+  branch: string;
+  sha: string;
+}
+
+export interface PreparedWorktree {
+  outcome: 'created' | 'reused';
+  path: string;
+  headSha: string;
+  /** A reused worktree that was dirty (left by a crash) is rescued before it is handed out. */
+  rescue: RescueResult | null;
+}
+
+export interface SyncedWorktree {
+  /** The commit the worktree is at after the sync: the job's base SHA. */
+  baseSha: string;
+  /** True when the branch was fast-forwarded to the base ref. */
+  fastForwarded: boolean;
+  /** Commits of the branch that the base ref does not have, kept as they are. */
+  localCommitsKept: number;
+}
+
+const notThere = (message: string, details?: Record<string, unknown>) => new GantryError(ErrorCode.PRECONDITION_FAILED, message, details);
+
+async function lstatOrNull(p: string) {
+  try {
+    return await lstat(p);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  }
+}
+
+async function git(workspace: GitWorkspace, args: string[], okExitCodes?: number[]) {
+  return runGit(args, { timeoutMs: workspace.commandTimeoutMs, okExitCodes });
+}
+
+async function registeredWorktrees(workspace: GitWorkspace, clonePath: string): Promise<WorktreeListEntry[]> {
+  const listed = await git(workspace, ['-C', clonePath, 'worktree', 'list', '--porcelain', '-z']);
+  return parseWorktreeListPorcelain(listed.stdout);
+}
+
+/** The shared clone a worktree belongs to, asked of git, and refused unless it is one of ours. */
+async function cloneOfWorktree(workspace: GitWorkspace, worktreePath: string): Promise<string> {
+  const common = await git(workspace, ['-C', worktreePath, 'rev-parse', '--path-format=absolute', '--git-common-dir']);
+  const clonePath = await resolveInsideRoot(workspace, common.stdout.trim());
+  if (path.dirname(clonePath) !== workspace.reposDir) {
+    throw hostile(`worktree ${worktreePath} belongs to ${clonePath}, which is not a shared clone of this root`);
+  }
+  return clonePath;
+}
+
+async function revParse(workspace: GitWorkspace, cwd: string, ref: string): Promise<string | null> {
+  const result = await git(workspace, ['-C', cwd, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`], [1, 128]);
+  return result.exitCode === 0 ? result.stdout.trim() : null;
+}
+
+/** The commit a base ref names on the origin: a full SHA, an origin branch, or a tag. */
+async function resolveBaseRef(workspace: GitWorkspace, clonePath: string, baseRef: string): Promise<string> {
+  const candidates = /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(baseRef) ? [baseRef] : [`refs/remotes/origin/${baseRef}`, `refs/tags/${baseRef}`];
+  for (const candidate of candidates) {
+    const sha = await revParse(workspace, clonePath, candidate);
+    if (sha) return sha;
+  }
+  throw notThere(`base ref ${baseRef} is not a branch, tag or commit of the origin`, { baseRef });
+}
+
+async function currentBranch(workspace: GitWorkspace, worktreePath: string): Promise<string | null> {
+  const head = await git(workspace, ['-C', worktreePath, 'symbolic-ref', '--quiet', 'HEAD'], [1]);
+  return head.exitCode === 0 ? head.stdout.trim() : null;
+}
+
+async function isAncestor(workspace: GitWorkspace, cwd: string, ancestor: string, descendant: string): Promise<boolean> {
+  const result = await git(workspace, ['-C', cwd, 'merge-base', '--is-ancestor', ancestor, descendant], [1]);
+  return result.exitCode === 0;
+}
+
+async function countCommits(workspace: GitWorkspace, cwd: string, range: string[]): Promise<number> {
+  const result = await git(workspace, ['-C', cwd, 'rev-list', '--count', ...range, '--']);
+  return Number(result.stdout.trim());
+}
+
+async function statusOf(workspace: GitWorkspace, worktreePath: string): Promise<string> {
+  const status = await git(workspace, ['-C', worktreePath, 'status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=none']);
+  return status.stdout;
+}
+
+/** True when the worktree has changes git would lose on removal: modified, staged or untracked files. */
+export async function isWorktreeDirty(workspace: GitWorkspace, worktreeKey: string): Promise<boolean> {
+  const worktreePath = await worktreePathFor(workspace, worktreeKey);
+  if (!(await lstatOrNull(worktreePath))) throw notThere(`worktree ${worktreeKey} does not exist`, { worktreeKey });
+  return (await statusOf(workspace, worktreePath)).length > 0;
+}
+
+/**
+ * The worktree of `worktreeKey` on `branch`, ready for a sync: created with `git worktree add`
+ * (from the local branch if the clone has one, else from the origin's branch, else as a new branch
+ * at the base ref), or the existing one reused — after rescuing its changes if it is dirty.
+ * Refuses a directory git does not know as a worktree of this repository (it is not ours to delete).
+ */
+export async function createOrReuseWorktree(
+  workspace: GitWorkspace,
+  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date },
+): Promise<PreparedWorktree> {
+  const { worktreeKey, repositoryUrl, branch, baseRef, now } = input;
+  assertRepositoryUrl(repositoryUrl);
+  await assertBranchName(branch);
+  await assertBaseRef(baseRef);
+  const worktreePath = await worktreePathFor(workspace, worktreeKey);
+
+  const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
+  return serializedOnClone(clonePath, async () => {
+    let registered = (await registeredWorktrees(workspace, clonePath)).find((w) => w.path === worktreePath);
+    const onDisk = await lstatOrNull(worktreePath);
+
+    if (registered && onDisk) {
+      const head = await currentBranch(workspace, worktreePath);
+      const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, branch, now);
+      const after = rescue ? await currentBranch(workspace, worktreePath) : head;
+      if (after !== `refs/heads/${branch}`) {
+        throw notThere(`worktree ${worktreeKey} is on ${after ?? 'a detached HEAD'}, not on ${branch}`, { worktreeKey, head: after });
+      }
+      const headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
+      return { outcome: 'reused', path: worktreePath, headSha, rescue };
+    }
+    if (registered && !onDisk) {
+      // Registered, but its directory is gone (a crash, or someone deleted it): let git forget it.
+      await git(workspace, ['-C', clonePath, 'worktree', 'prune']);
+      registered = undefined;
+    }
+    if (onDisk) {
+      if (!onDisk.isDirectory() || (await readdir(worktreePath)).length > 0) {
+        throw notThere(`${worktreePath} exists but is not a worktree of ${repositoryUrl}; refusing to overwrite it`, { worktreeKey });
+      }
+      await rmdir(worktreePath);
+    }
+
+    if (await revParse(workspace, clonePath, `refs/heads/${branch}`)) {
+      await git(workspace, ['-C', clonePath, 'worktree', 'add', '--quiet', '--', worktreePath, branch]);
+    } else {
+      const start = (await revParse(workspace, clonePath, `refs/remotes/origin/${branch}`)) ?? (await resolveBaseRef(workspace, clonePath, baseRef));
+      await git(workspace, ['-C', clonePath, 'worktree', 'add', '--quiet', '--no-track', '-b', branch, '--', worktreePath, start]);
+    }
+    const headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
+    return { outcome: 'created', path: worktreePath, headSha, rescue: null };
+  });
+}
+
+/**
+ * Fetch, then move the worktree's branch to the base ref — only ever forward:
+ * - the branch is the base ref or behind it: fast-forward to it;
+ * - the branch already contains the base ref (it has commits of its own, pushed or not): keep it;
+ * - they diverged: refuse with PRECONDITION_FAILED (report sync_failed) — rebasing or resetting
+ *   would rewrite or drop commits.
+ * A dirty worktree is refused too; create_or_reuse rescues before a sync.
+ */
+export async function syncWorktree(
+  workspace: GitWorkspace,
+  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string },
+): Promise<SyncedWorktree> {
+  const { worktreeKey, repositoryUrl, branch, baseRef } = input;
+  assertRepositoryUrl(repositoryUrl);
+  await assertBranchName(branch);
+  await assertBaseRef(baseRef);
+  const worktreePath = await worktreePathFor(workspace, worktreeKey);
+  if (!(await lstatOrNull(worktreePath))) throw notThere(`worktree ${worktreeKey} does not exist; create it first`, { worktreeKey });
+
+  const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
+  return serializedOnClone(clonePath, async () => {
+    if ((await cloneOfWorktree(workspace, worktreePath)) !== clonePath) {
+      throw notThere(`worktree ${worktreeKey} does not belong to ${repositoryUrl}`, { worktreeKey });
+    }
+    const head = await currentBranch(workspace, worktreePath);
+    if (head !== `refs/heads/${branch}`) {
+      throw notThere(`worktree ${worktreeKey} is on ${head ?? 'a detached HEAD'}, not on ${branch}`, { worktreeKey, head });
+    }
+    if ((await statusOf(workspace, worktreePath)).length > 0) {
+      throw notThere(`worktree ${worktreeKey} has uncommitted changes; refusing to sync over them`, { worktreeKey });
+    }
+    const local = (await revParse(workspace, worktreePath, 'HEAD'))!;
+    const base = await resolveBaseRef(workspace, clonePath, baseRef);
+    if (local === base) return { baseSha: base, fastForwarded: false, localCommitsKept: 0 };
+    if (await isAncestor(workspace, worktreePath, local, base)) {
+      await git(workspace, ['-C', worktreePath, 'merge', '--ff-only', '--quiet', base]);
+      return { baseSha: base, fastForwarded: true, localCommitsKept: 0 };
+    }
+    const ahead = await countCommits(workspace, worktreePath, [`${base}..${local}`]);
+    if (await isAncestor(workspace, worktreePath, base, local)) {
+      return { baseSha: local, fastForwarded: false, localCommitsKept: ahead };
+    }
+    const behind = await countCommits(workspace, worktreePath, [`${local}..${base}`]);
+    const remote = await revParse(workspace, clonePath, `refs/remotes/origin/${branch}`);
+    const unpushed = remote ? await countCommits(workspace, worktreePath, [local, '--not', remote]) : ahead;
+    throw new GantryError(
+      ErrorCode.PRECONDITION_FAILED,
+      `${branch} has ${ahead} commit(s) that ${baseRef} does not have (${unpushed} not on the origin) and is ${behind} behind it; ` +
+        'moving it would need a rebase or a reset, which could lose work',
+      { worktreeKey, localSha: local, baseSha: base, ahead, behind, unpushed },
+    );
+  });
+}
+
+/**
+ * Commits every change of a dirty worktree — modified, staged and untracked files — to a new
+ * branch `gantry/rescue/<key>/<timestamp>`, then puts the worktree back on `branch`, clean.
+ * Returns null when there was nothing to rescue. Run again after a crash half-way, it finishes the
+ * same rescue (it recognises a worktree left on a rescue branch).
+ */
+export async function rescueWorktree(
+  workspace: GitWorkspace,
+  input: { worktreeKey: string; branch: string; now: Date },
+): Promise<RescueResult | null> {
+  const { worktreeKey, branch, now } = input;
+  await assertBranchName(branch);
+  const worktreePath = await worktreePathFor(workspace, worktreeKey);
+  if (!(await lstatOrNull(worktreePath))) return null;
+  const clonePath = await cloneOfWorktree(workspace, worktreePath);
+  return serializedOnClone(clonePath, () => rescueLocked(workspace, worktreePath, worktreeKey, branch, now));
+}
+
+async function rescueLocked(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, branch: string, now: Date): Promise<RescueResult | null> {
+  const rescuePrefix = `refs/heads/gantry/rescue/${worktreeKey}/`;
+  const head = await currentBranch(workspace, worktreePath);
+  const dirty = (await statusOf(workspace, worktreePath)).length > 0;
+  const leftOnRescue = head !== null && head.startsWith(rescuePrefix);
+  if (!dirty && !leftOnRescue) return null;
+
+  if (leftOnRescue && !dirty && (await revParse(workspace, worktreePath, head!)) === (await revParse(workspace, worktreePath, `refs/heads/${branch}`))) {
+    // A crash right after creating the rescue branch, before anything was committed on it.
+    await git(workspace, ['-C', worktreePath, 'checkout', '--quiet', branch, '--']);
+    await git(workspace, ['-C', worktreePath, 'branch', '--quiet', '-d', '--', head!.slice('refs/heads/'.length)]);
+    return null;
+  }
+  let rescueRef: string;
+  if (leftOnRescue) {
+    rescueRef = head!;
+  } else {
+    let name = rescueBranchName(worktreeKey, now);
+    for (let n = 2; await revParse(workspace, worktreePath, `refs/heads/${name}`); n++) name = `${rescueBranchName(worktreeKey, now)}-${n}`;
+    // The original HEAD when it is not `branch` (detached, or another branch) is still kept by the
+    // rescue commit's parent; the worktree returns to `branch`.
+    await git(workspace, ['-C', worktreePath, 'checkout', '--quiet', '-b', name]);
+    rescueRef = `refs/heads/${name}`;
+  }
+  if ((await statusOf(workspace, worktreePath)).length > 0) {
+    await git(workspace, ['-C', worktreePath, 'add', '--all', '--', '.']);
+    await git(workspace, [
+      '-C', worktreePath,
+      '-c', 'user.name=Gantry',
+      '-c', 'user.email=gantry@localhost.invalid',
+      '-c', 'commit.gpgsign=false',
+      'commit', '--quiet', '--no-verify',
+      '-m', `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}`,
+    ]);
+  }
+  const sha = (await revParse(workspace, worktreePath, 'HEAD'))!;
+  const target = (await revParse(workspace, worktreePath, `refs/heads/${branch}`)) ? branch : null;
+  if (target) await git(workspace, ['-C', worktreePath, 'checkout', '--quiet', target, '--']);
+  else await git(workspace, ['-C', worktreePath, 'checkout', '--quiet', '--detach', `${sha}~1`]);
+  return { branch: rescueRef.slice('refs/heads/'.length), sha };
+}
+
+/**
+ * Removes the worktree with `git worktree remove` (never `--force`) and `git worktree prune`.
+ * A dirty worktree is refused with PRECONDITION_FAILED: rescue it first (see rescueAndRemoveWorktree).
+ * A key whose directory is already gone is pruned and reported as not removed.
+ */
+export async function removeWorktree(workspace: GitWorkspace, input: { worktreeKey: string }): Promise<{ removed: boolean }> {
+  const worktreePath = await worktreePathFor(workspace, input.worktreeKey);
+  if (!(await lstatOrNull(worktreePath))) {
+    for (const clonePath of await listClones(workspace)) {
+      await serializedOnClone(clonePath, () => git(workspace, ['-C', clonePath, 'worktree', 'prune']));
+    }
+    return { removed: false };
+  }
+  const clonePath = await cloneOfWorktree(workspace, worktreePath);
+  return serializedOnClone(clonePath, async () => {
+    if ((await statusOf(workspace, worktreePath)).length > 0) {
+      throw notThere(`worktree ${input.worktreeKey} has uncommitted changes; rescue them before removing it`, { worktreeKey: input.worktreeKey });
+    }
+    await git(workspace, ['-C', clonePath, 'worktree', 'remove', '--', worktreePath]);
+    await git(workspace, ['-C', clonePath, 'worktree', 'prune']);
+    return { removed: true };
+  });
+}
+
+/** Rescue (if dirty), then remove: the release of a worktree that is not kept. */
+export async function rescueAndRemoveWorktree(
+  workspace: GitWorkspace,
+  input: { worktreeKey: string; branch: string; now: Date },
+): Promise<{ rescue: RescueResult | null; removed: boolean }> {
+  const rescue = await rescueWorktree(workspace, input);
+  const { removed } = await removeWorktree(workspace, { worktreeKey: input.worktreeKey });
+  return { rescue, removed };
+}
+
+/** The shared clones under `<root>/repos` (directories named `*.git`, never symlinks). */
+export async function listClones(workspace: GitWorkspace): Promise<string[]> {
+  const entries = await readdir(workspace.reposDir, { withFileTypes: true });
+  return entries.filter((e) => e.isDirectory() && e.name.endsWith('.git')).map((e) => path.join(workspace.reposDir, e.name));
+}
+
+export interface WorktreeOnDisk {
+  worktreeKey: string;
+  path: string;
+  clonePath: string;
+  /** The checked-out branch, short name; null when detached. */
+  branch: string | null;
+  headSha: string | null;
+  /** Whether it has uncommitted changes; null unless asked for (it costs a `git status`). */
+  dirty: boolean | null;
+  /** Registered, but its directory is missing. */
+  prunable: boolean;
+  locked: boolean;
+}
+
+export interface WorktreeInventory {
+  worktrees: WorktreeOnDisk[];
+  /** Directories under `<root>/worktrees` that no clone knows as a worktree. */
+  orphanDirectories: string[];
+}
+
+/**
+ * What is really on disk, for reconciliation: every worktree the shared clones know
+ * (`git worktree list --porcelain`) under `<root>/worktrees`, and the directories there no clone knows.
+ */
+export async function listWorktrees(workspace: GitWorkspace, options: { withDirtyState?: boolean; repositoryUrl?: string } = {}): Promise<WorktreeInventory> {
+  const clones = options.repositoryUrl ? [await clonePathFor(workspace, options.repositoryUrl)] : await listClones(workspace);
+  const worktrees: WorktreeOnDisk[] = [];
+  for (const clonePath of clones) {
+    if (!(await lstatOrNull(clonePath))) continue;
+    for (const entry of await registeredWorktrees(workspace, clonePath)) {
+      if (entry.bare || path.dirname(entry.path) !== workspace.worktreesDir) continue;
+      const dirty = options.withDirtyState && !entry.prunable ? (await statusOf(workspace, entry.path)).length > 0 : null;
+      worktrees.push({
+        worktreeKey: path.basename(entry.path),
+        path: entry.path,
+        clonePath,
+        branch: entry.branch?.startsWith('refs/heads/') ? entry.branch.slice('refs/heads/'.length) : null,
+        headSha: entry.headSha,
+        dirty,
+        prunable: entry.prunable,
+        locked: entry.locked,
+      });
+    }
+  }
+  const known = new Set(worktrees.map((w) => w.path));
+  const orphanDirectories = options.repositoryUrl
+    ? []
+    : (await readdir(workspace.worktreesDir)).map((name) => path.join(workspace.worktreesDir, name)).filter((p) => !known.has(p));
+  return { worktrees, orphanDirectories };
+}
