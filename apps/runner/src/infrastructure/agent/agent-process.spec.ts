@@ -1,0 +1,154 @@
+import { ErrorCode } from '@gantry/contracts';
+import { StandInJob } from '../../stand-in-agent/testing/stand-in-job.js';
+import { GitFixture } from '../verify/testing/git-fixture.js';
+import { agentEnvironment, runAgent, type AgentRunResult } from './agent-process.js';
+import { BoundedTail, StreamMatcher } from './bounded-tail.js';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function waitUntilDead(pid: number, ms = 2000): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (!alive(pid)) return true;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return !alive(pid);
+}
+
+describe('running the agent process (with the stand-in agent)', () => {
+  let repo: GitFixture;
+  let job: StandInJob | undefined;
+
+  beforeEach(async () => {
+    repo = await GitFixture.create();
+  });
+  afterEach(async () => {
+    await job?.dispose();
+    job = undefined;
+    await repo.remove();
+  });
+
+  async function run(standIn: Record<string, unknown>, options: { timeoutMs?: number; killGraceMs?: number; signal?: AbortSignal } = {}): Promise<AgentRunResult> {
+    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn });
+    return runAgent({ command: job.command, cwd: repo.clone, timeoutMs: options.timeoutMs ?? 20_000, killGraceMs: options.killGraceMs, signal: options.signal });
+  }
+
+  it('an agent that commits exits 0 and its story log reaches the reporter', async () => {
+    const result = await run({ behaviour: 'commit', files: { 'src/feature.ts': 'export const f = 1;\n' }, commitMessage: 'feat: f' });
+    expect(result).toMatchObject({ exitCode: 0, signal: null, timedOut: false, aborted: false, tokenExpired: false });
+    expect(result.stdoutTail).toBe('Work committed.\n');
+    const head = await repo.head();
+    expect(job!.reporter.methods()).toEqual(['logImplementation', 'logCommit', 'logTestResult', 'updateJobStatus']);
+    expect(job!.reporter.calls[1]!.input).toEqual({ hash: head, message: 'feat: f', summary: 'writes src/feature.ts' });
+  });
+
+  it('a hung agent is stopped with SIGTERM at its timeout', async () => {
+    const started = Date.now();
+    const result = await run({ behaviour: 'hang' }, { timeoutMs: 1500, killGraceMs: 5000 });
+    expect(result).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM', tokenExpired: false });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(job!.reporter.methods()).toEqual(['logImplementation']);
+  });
+
+  it('an agent that ignores SIGTERM is killed with SIGKILL after the grace period, with everything it started', async () => {
+    const result = await run({ behaviour: 'hang', ignoreSigterm: true, spawnChild: true }, { timeoutMs: 1500, killGraceMs: 700 });
+    expect(result).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGKILL' });
+    expect(result.stdoutTail).toContain('stand-in: ignoring SIGTERM');
+    const childPid = Number(/stand-in child pid (\d+)/.exec(result.stdoutTail)?.[1]);
+    expect(childPid).toBeGreaterThan(0);
+    expect(await waitUntilDead(childPid)).toBe(true);
+  });
+
+  it('stopping the run through its abort signal ends the agent and says so', async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 1200);
+    const result = await run({ behaviour: 'hang' }, { timeoutMs: 20_000, killGraceMs: 2000, signal: controller.signal });
+    expect(result).toMatchObject({ aborted: true, timedOut: false, signal: 'SIGTERM' });
+  });
+
+  it('the expired-token message marks the token expired', async () => {
+    const result = await run({ behaviour: 'token_expired_message' });
+    expect(result).toMatchObject({ exitCode: 1, tokenExpired: true, timedOut: false });
+    expect(job!.reporter.calls).toEqual([]);
+  });
+
+  it('exit code 3 marks the token expired', async () => {
+    const result = await run({ behaviour: 'exit_3' });
+    expect(result).toMatchObject({ exitCode: 3, tokenExpired: true });
+  });
+
+  it('another non-zero exit is reported as it is, without an expired token', async () => {
+    const result = await run({ behaviour: 'exit_nonzero', exitCode: 7 });
+    expect(result).toMatchObject({ exitCode: 7, tokenExpired: false, timedOut: false });
+    expect(result.stderrTail).toContain('giving up with exit code 7');
+    expect(job!.reporter.methods()).toEqual(['logImplementation']);
+  });
+
+  it('a binary that does not exist is an error, not a result', async () => {
+    await expect(
+      runAgent({ command: { bin: '/nonexistent/claude', args: ['-p', 'x'] }, cwd: repo.clone, timeoutMs: 5000 }),
+    ).rejects.toMatchObject({ code: ErrorCode.INTERNAL });
+  });
+
+  it('keeps only the tail of a large output and still sees an expired token printed early in it', async () => {
+    const script = "process.stdout.write('OAuth token has expired\\n'); process.stdout.write('x'.repeat(300000)); process.stdout.write('\\nend\\n');";
+    const result = await runAgent({ command: { bin: process.execPath, args: ['-e', script] }, cwd: repo.clone, timeoutMs: 10_000, outputTailBytes: 1024 });
+    expect(result.exitCode).toBe(0);
+    expect(Buffer.byteLength(result.stdoutTail)).toBe(1024);
+    expect(result.stdoutTail.endsWith('x\nend\n')).toBe(true);
+    expect(result.stdoutTail).not.toContain('expired');
+    expect(result.tokenExpired).toBe(true);
+  });
+
+  it('uses a configured token-expired pattern instead of the default', async () => {
+    const script = "console.log('session revoked by admin'); console.log('401 Unauthorized');";
+    const result = await runAgent({
+      command: { bin: process.execPath, args: ['-e', script] },
+      cwd: repo.clone,
+      timeoutMs: 10_000,
+      tokenExpiredPattern: /session revoked/g,
+    });
+    expect(result.tokenExpired).toBe(true);
+    const notMatching = await runAgent({
+      command: { bin: process.execPath, args: ['-e', "console.log('401 Unauthorized')"] },
+      cwd: repo.clone,
+      timeoutMs: 10_000,
+      tokenExpiredPattern: /session revoked/,
+    });
+    expect(notMatching.tokenExpired).toBe(false);
+  });
+});
+
+describe('the agent environment', () => {
+  it("passes what the CLI needs and keeps the runner's own configuration out", () => {
+    const env = agentEnvironment(
+      { GANTRY_JOB_ID: 'job-1' },
+      { PATH: '/usr/bin', HOME: '/home/runner', ANTHROPIC_API_KEY: 'k', CLAUDE_CONFIG_DIR: '/c', GANTRY_DATABASE_URL: 'postgres://x', GANTRY_NATS_URL: 'nats://y', AWS_SECRET_ACCESS_KEY: 's' },
+    );
+    expect(env).toEqual({ PATH: '/usr/bin', HOME: '/home/runner', ANTHROPIC_API_KEY: 'k', CLAUDE_CONFIG_DIR: '/c', GANTRY_JOB_ID: 'job-1' });
+  });
+});
+
+describe('output bounds', () => {
+  it('a bounded tail keeps the last bytes across chunks', () => {
+    const tail = new BoundedTail(5);
+    for (const part of ['abc', 'defg', 'h']) tail.push(Buffer.from(part));
+    expect(tail.toString()).toBe('defgh');
+    expect(tail.droppedBytes).toBe(3);
+  });
+
+  it('a stream matcher finds a pattern split across two chunks', () => {
+    const matcher = new StreamMatcher(/token has expired/i);
+    matcher.push(Buffer.from('... OAuth token ha'));
+    expect(matcher.matched).toBe(false);
+    matcher.push(Buffer.from('s expired. Please log in'));
+    expect(matcher.matched).toBe(true);
+  });
+});

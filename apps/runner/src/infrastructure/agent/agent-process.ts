@@ -1,0 +1,162 @@
+import { spawn } from 'node:child_process';
+import { ErrorCode, GantryError } from '@gantry/contracts';
+import type { AgentCommand } from '../../domain/agent-command.js';
+import { BoundedTail, StreamMatcher } from './bounded-tail.js';
+
+/** The CLI's own words when its credentials are no longer accepted. */
+export const DEFAULT_TOKEN_EXPIRED_PATTERN = /token (has )?expired|authentication_error|401 Unauthorized/i;
+/** The CLI's exit code for an expired or missing login. */
+export const TOKEN_EXPIRED_EXIT_CODE = 3;
+
+export interface RunAgentOptions {
+  command: AgentCommand;
+  /** The leased worktree. */
+  cwd: string;
+  /** The agent's whole environment; `agentEnvironment()` unless given. */
+  env?: NodeJS.ProcessEnv;
+  /** The job's timeout: SIGTERM to the agent's process group when it is reached. */
+  timeoutMs: number;
+  /** Time between SIGTERM and SIGKILL. Default 10 s. */
+  killGraceMs?: number;
+  /** How much of stdout and of stderr is kept (each). Default 64 KiB. */
+  outputTailBytes?: number;
+  tokenExpiredPattern?: RegExp;
+  /** Aborting stops the agent like a timeout does (e.g. the runner is shutting down, the job was cancelled). */
+  signal?: AbortSignal;
+  onSpawn?: (pid: number) => void;
+}
+
+export interface AgentRunResult {
+  pid: number;
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  /** Stopped through `signal` before its timeout. */
+  aborted: boolean;
+  /** Exit code 3, or the output matched the token-expired pattern. */
+  tokenExpired: boolean;
+  stdoutTail: string;
+  stderrTail: string;
+  durationMs: number;
+}
+
+/**
+ * Runs one agent process for one job: no shell, its own process group (so a timeout also stops
+ * whatever the agent started), output kept as a bounded tail and scanned for an expired token.
+ * A binary that cannot be started rejects; every other ending resolves with what happened.
+ */
+export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
+  const graceMs = options.killGraceMs ?? 10_000;
+  const tailBytes = options.outputTailBytes ?? 64 * 1024;
+  const pattern = options.tokenExpiredPattern ?? DEFAULT_TOKEN_EXPIRED_PATTERN;
+  const startedAt = performance.now();
+
+  return new Promise((resolve, reject) => {
+    if (options.signal?.aborted) {
+      reject(new GantryError(ErrorCode.PRECONDITION_FAILED, 'the agent was not started: the run was already stopped'));
+      return;
+    }
+    const child = spawn(options.command.bin, options.command.args, {
+      cwd: options.cwd,
+      env: options.env ?? agentEnvironment(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+      shell: false,
+    });
+    const stdout = new BoundedTail(tailBytes);
+    const stderr = new BoundedTail(tailBytes);
+    const matcher = new StreamMatcher(pattern);
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout.push(chunk);
+      matcher.push(chunk);
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr.push(chunk);
+      matcher.push(chunk);
+    });
+
+    let timedOut = false;
+    let aborted = false;
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    let killTimer: NodeJS.Timeout | undefined;
+    const pid = child.pid;
+
+    const killGroup = (signal: NodeJS.Signals) => {
+      if (pid === undefined) return;
+      try {
+        process.kill(-pid, signal);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+      }
+    };
+    const stop = () => {
+      killGroup('SIGTERM');
+      killTimer ??= setTimeout(() => killGroup('SIGKILL'), graceMs);
+    };
+    const timeout = setTimeout(() => {
+      timedOut = true;
+      stop();
+    }, options.timeoutMs);
+    const onAbort = () => {
+      if (exit) return;
+      aborted = true;
+      stop();
+    };
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+
+    child.once('error', (error) => {
+      clearTimeout(timeout);
+      options.signal?.removeEventListener('abort', onAbort);
+      reject(new GantryError(ErrorCode.INTERNAL, `the agent ${options.command.bin} could not be started: ${error.message}`));
+    });
+    if (pid !== undefined) options.onSpawn?.(pid);
+
+    child.once('exit', (code, signal) => {
+      exit = { code, signal };
+      clearTimeout(timeout);
+      // What the agent started and left behind belongs to the finished job: stop it too.
+      if (groupAlive(pid)) stop();
+    });
+    child.once('close', () => {
+      clearTimeout(timeout);
+      clearTimeout(killTimer);
+      options.signal?.removeEventListener('abort', onAbort);
+      if (groupAlive(pid)) killGroup('SIGKILL');
+      const exitCode = exit?.code ?? null;
+      resolve({
+        pid: pid!,
+        exitCode,
+        signal: exit?.signal ?? null,
+        timedOut,
+        aborted,
+        tokenExpired: exitCode === TOKEN_EXPIRED_EXIT_CODE || matcher.matched,
+        stdoutTail: stdout.toString(),
+        stderrTail: stderr.toString(),
+        durationMs: Math.round(performance.now() - startedAt),
+      });
+    });
+  });
+}
+
+function groupAlive(pid: number | undefined): boolean {
+  if (pid === undefined) return false;
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Variables the agent CLI needs; the runner's own configuration (database, NATS, secrets) stays out. */
+const PASSED_THROUGH = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'TERM'];
+const PASSED_THROUGH_PREFIXES = ['ANTHROPIC_', 'CLAUDE_'];
+
+export function agentEnvironment(extra: Record<string, string> = {}, from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(from)) {
+    if (value === undefined) continue;
+    if (PASSED_THROUGH.includes(name) || PASSED_THROUGH_PREFIXES.some((prefix) => name.startsWith(prefix))) env[name] = value;
+  }
+  return { ...env, ...extra };
+}

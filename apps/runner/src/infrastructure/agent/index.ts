@@ -1,0 +1,2 @@
+export * from './agent-process.js';
+export { BoundedTail, StreamMatcher } from './bounded-tail.js';

@@ -1,0 +1,172 @@
+/**
+ * The stand-in agent: a stand-in for the `claude` CLI in tests and in the local start command.
+ *
+ * It takes the real CLI's flags (`-p <prompt> --model … --permission-mode … [--effort …]
+ * --allowedTools … --mcp-config <file> --add-dir <dir> --output-format text`) and refuses unknown
+ * ones (exit 1, like the real CLI). It finds the payload in the prompt (the first absolute path
+ * ending in `.json`), talks MCP to the runner's tool server named in the `--mcp-config` file, and
+ * does real git work in the first `--add-dir` directory.
+ *
+ * Payload format: the job payload JSON with a `standIn` section (everything else is ignored):
+ *
+ *   {
+ *     "standIn": {
+ *       "behaviour": "commit" | "nothing" | "delete_only" | "failing_tests" | "exit_nonzero"
+ *                  | "hang" | "token_expired_message" | "exit_3" | "no_logs",
+ *       "files":         { "<relative path>": "<content>" },   // written and committed (commit, failing_tests, no_logs)
+ *       "delete":        ["<relative path>"],                 // removed and committed (delete_only; also allowed with commit)
+ *       "commitMessage": "feat: …",                           // default "stand-in: <behaviour>"
+ *       "commits":       [{ "files": {…}, "delete": […], "message": "…" }],  // several commits instead of files/delete
+ *       "reportStatus":  "DONE" | "PARTIAL",                   // update_job_status at the end of commit/delete_only (default DONE)
+ *       "exitCode":      1,                                    // exit_nonzero's exit code (default 1)
+ *       "ignoreSigterm": false,                                // hang: ignore SIGTERM, so only SIGKILL ends it
+ *       "spawnChild":    false,                                // hang: also start a child process in the same process group
+ *       "delayMs":       0                                     // wait this long before the work (after log_implementation)
+ *     }
+ *   }
+ *
+ * Behaviours and their MCP calls:
+ * - commit: log_implementation, a commit + log_commit per commit, log_test_result PASSED, update_job_status DONE|PARTIAL; exit 0
+ * - nothing: log_implementation, log_test_result PASSED, update_job_status DONE; no commit; exit 0
+ * - delete_only: like commit, with deletions only
+ * - failing_tests: log_implementation, commits if any, log_test_result FAILED, update_job_status FAILED; exit 0
+ * - exit_nonzero: log_implementation, then exit with `exitCode` without finishing
+ * - hang: log_implementation, then waits until killed (prints "stand-in child pid <n>" when spawnChild)
+ * - token_expired_message: prints the CLI's expired-token API error, no MCP calls; exit 1
+ * - exit_3: prints an authentication error on stderr, no MCP calls; exit 3
+ * - no_logs: commits the files without any MCP call; exit 0
+ */
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { CliUsageError, parseStandInArguments, type StandInArguments } from './cli-arguments.js';
+import { StandInGit } from './stand-in-git.js';
+import { StandInReporter } from './stand-in-reporter.js';
+import { parseStandInScript, type StandInCommit, type StandInScript } from './stand-in-script.js';
+
+async function main(argv: string[]): Promise<number> {
+  let args: StandInArguments;
+  try {
+    args = parseStandInArguments(argv);
+  } catch (error) {
+    if (error instanceof CliUsageError) {
+      process.stderr.write(`${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+  if (!args.print) return fail('the stand-in agent only supports print mode (-p)');
+  if (!args.prompt) return fail('Error: Input must be provided either through stdin or as a prompt argument when using --print');
+
+  const payloadPath = /(\/[^\s"'`]+\.json)/.exec(args.prompt)?.[1];
+  if (!payloadPath) return fail('stand-in: the prompt names no payload file (an absolute path ending in .json)');
+  const script = parseStandInScript(JSON.parse(await readFile(payloadPath, 'utf8')));
+
+  switch (script.behaviour) {
+    case 'token_expired_message':
+      process.stdout.write(
+        'API Error: 401 {"type":"error","error":{"type":"authentication_error","message":"OAuth token has expired. Please obtain a new token or refresh your existing token."}}\n',
+      );
+      return 1;
+    case 'exit_3':
+      process.stderr.write('Invalid API key · Please run /login\n');
+      return 3;
+    case 'no_logs': {
+      const git = new StandInGit(workDir(args));
+      for (const commit of commitsOf(script)) await git.commit(commit);
+      return finish(args, 'Committed without reporting anything.');
+    }
+    default:
+      break;
+  }
+
+  const reporter = await StandInReporter.fromMcpConfig(args.mcpConfig);
+  try {
+    await reporter.call('log_implementation', {
+      summary: `Stand-in agent starts: behaviour ${script.behaviour}, model ${args.model ?? 'default'}.`,
+      plan: `Payload ${payloadPath}`,
+    });
+    if (script.delayMs > 0) await sleep(script.delayMs);
+
+    switch (script.behaviour) {
+      case 'commit':
+      case 'delete_only':
+      case 'failing_tests': {
+        const git = new StandInGit(workDir(args));
+        for (const commit of commitsOf(script)) {
+          const hash = await git.commit(commit);
+          await reporter.call('log_commit', { hash, message: commit.message, summary: describe(commit) });
+        }
+        if (script.behaviour === 'failing_tests') {
+          await reporter.call('log_test_result', { status: 'FAILED', summary: '1 of 3 checks failed: expected 2, received 3' });
+          await reporter.call('update_job_status', { status: 'FAILED', summary: 'tests fail', error: 'test run failed: expected 2, received 3' });
+          return finish(args, 'Tests fail.');
+        }
+        await reporter.call('log_test_result', { status: 'PASSED', summary: '3 of 3 checks passed' });
+        await reporter.call('update_job_status', { status: script.reportStatus, summary: 'work committed' });
+        return finish(args, 'Work committed.');
+      }
+      case 'nothing':
+        await reporter.call('log_test_result', { status: 'PASSED', summary: 'nothing to change' });
+        await reporter.call('update_job_status', { status: 'DONE', summary: 'nothing to change' });
+        return finish(args, 'Nothing to change.');
+      case 'exit_nonzero':
+        process.stderr.write(`stand-in: giving up with exit code ${script.exitCode}\n`);
+        return script.exitCode;
+      case 'hang':
+        await reporter.close();
+        return await hang(script);
+    }
+  } finally {
+    await reporter.close();
+  }
+}
+
+function commitsOf(script: StandInScript): StandInCommit[] {
+  return script.commits;
+}
+
+function workDir(args: StandInArguments): string {
+  const dir = args.addDir[0];
+  if (!dir) throw new Error('stand-in: --add-dir names no directory to work in');
+  return dir;
+}
+
+function describe(commit: StandInCommit): string {
+  const written = Object.keys(commit.files);
+  return [written.length ? `writes ${written.join(', ')}` : '', commit.delete.length ? `deletes ${commit.delete.join(', ')}` : '']
+    .filter(Boolean)
+    .join('; ');
+}
+
+function finish(args: StandInArguments, result: string): number {
+  if (args.outputFormat === 'text') process.stdout.write(`${result}\n`);
+  else process.stdout.write(`${JSON.stringify({ type: 'result', subtype: 'success', is_error: false, result })}\n`);
+  return 0;
+}
+
+function fail(message: string): number {
+  process.stderr.write(`${message}\n`);
+  return 1;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function hang(script: StandInScript): Promise<number> {
+  if (script.ignoreSigterm) process.on('SIGTERM', () => process.stdout.write('stand-in: ignoring SIGTERM\n'));
+  if (script.spawnChild) {
+    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+    process.stdout.write(`stand-in child pid ${child.pid}\n`);
+  }
+  process.stdout.write('stand-in: hanging\n');
+  return new Promise(() => setInterval(() => undefined, 60_000));
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`stand-in: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,50 @@
+import { z } from 'zod';
+
+const relativePath = z
+  .string()
+  .min(1)
+  .refine((p) => !p.startsWith('/') && !p.split('/').includes('..'), 'a path relative to the worktree');
+
+const CommitSchema = z.strictObject({
+  files: z.record(relativePath, z.string()).default({}),
+  delete: z.array(relativePath).default([]),
+  message: z.string().min(1),
+});
+
+const ScriptSchema = z.strictObject({
+  behaviour: z.enum(['commit', 'nothing', 'delete_only', 'failing_tests', 'exit_nonzero', 'hang', 'token_expired_message', 'exit_3', 'no_logs']),
+  files: z.record(relativePath, z.string()).optional(),
+  delete: z.array(relativePath).optional(),
+  commitMessage: z.string().min(1).optional(),
+  commits: z.array(CommitSchema).optional(),
+  reportStatus: z.enum(['DONE', 'PARTIAL']).default('DONE'),
+  exitCode: z.number().int().min(1).max(255).default(1),
+  ignoreSigterm: z.boolean().default(false),
+  spawnChild: z.boolean().default(false),
+  delayMs: z.number().int().min(0).default(0),
+});
+
+export type StandInCommit = z.infer<typeof CommitSchema>;
+export type StandInBehaviour = z.infer<typeof ScriptSchema>['behaviour'];
+export interface StandInScript extends Omit<z.infer<typeof ScriptSchema>, 'files' | 'delete' | 'commitMessage' | 'commits'> {
+  /** `commits`, or the one commit `files` + `delete` + `commitMessage` describe (none when both are empty). */
+  commits: StandInCommit[];
+}
+
+/** Reads the `standIn` section of a job payload (the format is documented in main.ts). */
+export function parseStandInScript(payload: unknown): StandInScript {
+  const section = (payload as { standIn?: unknown } | null)?.standIn;
+  if (section === undefined) throw new Error('the payload has no "standIn" section telling the stand-in agent what to do');
+  const parsed = ScriptSchema.safeParse(section);
+  if (!parsed.success) throw new Error(`invalid "standIn" section: ${z.prettifyError(parsed.error)}`);
+  const { files, delete: deletions, commitMessage, commits, ...rest } = parsed.data;
+  const single: StandInCommit = { files: files ?? {}, delete: deletions ?? [], message: commitMessage ?? `stand-in: ${rest.behaviour}` };
+  const planned = commits ?? (Object.keys(single.files).length > 0 || single.delete.length > 0 ? [single] : []);
+  if (rest.behaviour === 'delete_only' && (planned.length === 0 || planned.some((c) => Object.keys(c.files).length > 0 || c.delete.length === 0))) {
+    throw new Error('behaviour delete_only needs "delete" paths and no "files"');
+  }
+  if ((rest.behaviour === 'commit' || rest.behaviour === 'no_logs') && planned.length === 0) {
+    throw new Error(`behaviour ${rest.behaviour} needs "files", "delete" or "commits"`);
+  }
+  return { ...rest, commits: planned };
+}
