@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineCommand } from '../registry.js';
 import { CommandMetaSchema } from '../envelope.js';
+import { JobIdSchema, LeaseTokenSchema } from '../jobs/values.js';
 import { BaseRefSchema, BranchNameSchema, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
 
 export const WorktreeLeaseIdSchema = z.uuid();
@@ -34,19 +35,19 @@ export type WorktreeReleaseReason = z.infer<typeof WorktreeReleaseReasonSchema>;
 // ---- acquire_worktree ----------------------------------------------------------------------
 
 const acquireExample = {
-  jobId: 'job-7f3a',
+  jobId: 'job-0f1e2d3c-4b5a-4968-8776-655443322110',
   jobLeaseToken: 3,
   repositoryUrl: 'https://github.com/acme/shop.git',
   branch: 'feature/checkout',
   baseRef: 'main',
   leaseDurationMs: 600_000,
-  idempotencyKey: 'acquire:job-7f3a:3',
+  idempotencyKey: 'acquire:job-0f1e2d3c:3',
 };
 
 export const AcquireWorktreeRequestSchema = CommandMetaSchema.extend({
-  jobId: z.string().min(1).max(200),
+  jobId: JobIdSchema,
   /** The job claim's fencing token: the lease belongs to this claim of the job. */
-  jobLeaseToken: z.number().int().positive(),
+  jobLeaseToken: LeaseTokenSchema,
   repositoryUrl: RepositoryUrlSchema,
   branch: BranchNameSchema,
   baseRef: BaseRefSchema,
@@ -109,6 +110,7 @@ export const acquireWorktree = defineCommand({
       { ...acquireExample, jobLeaseToken: 0 },
       { ...acquireExample, idempotencyKey: '' },
       { ...acquireExample, jobId: undefined },
+      { ...acquireExample, jobId: 'job-7f3a' },
     ],
   },
 });
@@ -193,13 +195,13 @@ export const listWorktreeLeases = defineCommand({
   name: 'list_worktree_leases',
   request: CommandMetaSchema.extend({
     worktreeKey: WorktreeKeySchema.optional(),
-    jobId: z.string().min(1).max(200).optional(),
+    jobId: JobIdSchema.optional(),
     statuses: z.array(WorktreeLeaseStatusSchema).min(1).optional(),
     limit: z.number().int().min(1).max(1000).default(100),
   }),
   reply: z.object({ leases: z.array(WorktreeLeaseViewSchema) }),
   examples: {
-    valid: [{}, { jobId: 'job-7f3a' }, { worktreeKey: grantExample.worktreeKey, statuses: ['ready', 'releasing'], limit: 10 }],
+    valid: [{}, { jobId: acquireExample.jobId }, { worktreeKey: grantExample.worktreeKey, statuses: ['ready', 'releasing'], limit: 10 }],
     invalid: [{ worktreeKey: '../../etc' }, { statuses: ['lost'] }, { statuses: [] }, { limit: 0 }],
   },
 });
