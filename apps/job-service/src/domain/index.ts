@@ -29,3 +29,31 @@ export type { SprintRunEffect } from './sprint-run/effects.js';
 export { sprintRunEffects, sprintJobIdempotencyKey } from './sprint-run/effects.js';
 export type { SprintRunTransition } from './sprint-run/decider.js';
 export { decideSprintRun, sprintRunDecider, transitionSprintRun, resumeInstructionsFor } from './sprint-run/decider.js';
+
+// From the wire to the deciders, and from the deciders to the read side.
+export {
+  enqueueRequestHash,
+  enqueueJobCommand,
+  coalesceIntoJobCommand,
+  runQueueRequest,
+  claimJobCommand,
+  renewJobLeaseCommand,
+  startJobCommand,
+  logImplementationCommand,
+  logCommitCommand,
+  logTestResultCommand,
+  reportPushCommand,
+  finishJobCommand,
+  rollbackClaimCommand,
+  cancelJobCommand,
+} from './job/requests.js';
+export { jobView, runQueueEntry } from './job/view.js';
+export {
+  createSprintRunCommand,
+  resumeSprintRunCommand,
+  cancelSprintRunCommand,
+  mergeConflictCommand,
+  checksFailedCommand,
+  sprintRunCommandFor,
+} from './sprint-run/requests.js';
+export { sprintRunView } from './sprint-run/view.js';

@@ -49,9 +49,17 @@ export type JobCommand =
     }
   | {
       type: 'ClaimJob';
-      data: { jobId: string; runnerId: string; kinds: JobKind[]; baseSha: string | null; leaseDurationMs: number; now: string };
+      data: {
+        jobId: string;
+        runnerId: string;
+        kinds: JobKind[];
+        baseSha: string | null;
+        /** null: the kind's default (`defaultLeaseDurationMs`). */
+        leaseDurationMs: number | null;
+        now: string;
+      };
     }
-  | { type: 'RenewJobLease'; data: UnderLease & { leaseDurationMs: number } }
+  | { type: 'RenewJobLease'; data: UnderLease & { leaseDurationMs: number | null } }
   | { type: 'StartJob'; data: UnderLease & { baseSha: string | null; branch: string | null } }
   | {
       type: 'LogImplementation';

@@ -8,7 +8,7 @@ import {
 import type { JobCommand, UnderLease } from './commands.js';
 import type { JobEvent } from './events.js';
 import { decideFinish } from './finishing-rule.js';
-import { addMs, isLeaseExpired } from './lease-policy.js';
+import { addMs, defaultLeaseDurationMs, isLeaseExpired } from './lease-policy.js';
 import { evolveJob, initialJobState, isTerminal, jobExists, movesTask, type ActiveLease, type Job, type JobState } from './state.js';
 
 /**
@@ -93,7 +93,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
             runnerId: d.runnerId,
             leaseToken: job.lastLeaseToken + 1,
             attempt: job.attempt,
-            leaseExpiresAt: addMs(d.now, d.leaseDurationMs),
+            leaseExpiresAt: addMs(d.now, d.leaseDurationMs ?? defaultLeaseDurationMs(job.kind)),
             agentConfig,
             effort: effortForThinkingBudget(agentConfig.thinkingBudget),
             agentProfileId: job.agentProfile?.id ?? null,
@@ -111,7 +111,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       return [
         {
           type: 'JobLeaseRenewed',
-          data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, leaseExpiresAt: addMs(d.now, d.leaseDurationMs), renewedAt: d.now },
+          data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, leaseExpiresAt: addMs(d.now, d.leaseDurationMs ?? defaultLeaseDurationMs(job.kind)), renewedAt: d.now },
         },
       ];
     }

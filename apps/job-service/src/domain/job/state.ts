@@ -52,6 +52,7 @@ export interface Job {
   lastLeaseEnd: LeaseEnd | null;
   agentConfig: AgentConfig | null;
   effort: EffortLevel | null;
+  claimedAt: string | null;
   baseSha: string | null;
   branch: string | null;
   startedAt: string | null;
@@ -111,6 +112,7 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
       lastLeaseEnd: null,
       agentConfig: null,
       effort: null,
+      claimedAt: null,
       baseSha: null,
       branch: null,
       startedAt: null,
@@ -144,6 +146,7 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
         lastLeaseEnd: null,
         agentConfig: d.agentConfig,
         effort: d.effort,
+        claimedAt: d.claimedAt,
         baseSha: d.baseSha,
         branch: null,
         startedAt: null,

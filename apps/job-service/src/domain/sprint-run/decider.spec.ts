@@ -220,7 +220,17 @@ describe('sprint run decider', () => {
       };
 
       expect(step(cmd.create()).effects).toEqual([
-        { type: 'ENQUEUE_SPRINT_JOB', sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', idempotencyKey: sprintJobIdempotencyKey(RUN, 0) },
+        {
+          type: 'ENQUEUE_SPRINT_JOBS',
+          sprintRunId: RUN,
+          sprintId: 'SP-7',
+          productId: 'product-42',
+          branch: 'sprint/SP-7',
+          jobs: [
+            { taskId: 'T-1', idempotencyKey: sprintJobIdempotencyKey(RUN, 0, 'T-1') },
+            { taskId: 'T-2', idempotencyKey: sprintJobIdempotencyKey(RUN, 0, 'T-2') },
+          ],
+        },
       ]);
       expect(step(cmd.claimed(5)).nextState.status).toBe('RUNNING');
       expect(step(cmd.taskDone('T-1', 10)).effects).toEqual([]);
@@ -234,9 +244,16 @@ describe('sprint run decider', () => {
       const resume = step(cmd.resume(60));
       expect(resume.nextState.status).toBe('RUNNING');
       expect(resume.effects).toEqual([
-        { type: 'ENQUEUE_SPRINT_JOB', sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-2'], branch: 'sprint/SP-7', idempotencyKey: sprintJobIdempotencyKey(RUN, 1) },
+        {
+          type: 'ENQUEUE_SPRINT_JOBS',
+          sprintRunId: RUN,
+          sprintId: 'SP-7',
+          productId: 'product-42',
+          branch: 'sprint/SP-7',
+          jobs: [{ taskId: 'T-2', idempotencyKey: sprintJobIdempotencyKey(RUN, 1, 'T-2') }],
+        },
       ]);
-      expect(sprintJobIdempotencyKey(RUN, 1)).not.toBe(sprintJobIdempotencyKey(RUN, 0));
+      expect(sprintJobIdempotencyKey(RUN, 1, 'T-2')).not.toBe(sprintJobIdempotencyKey(RUN, 0, 'T-2'));
 
       const done = step(cmd.taskDone('T-2', 90));
       expect(done.nextState.status).toBe('DONE');

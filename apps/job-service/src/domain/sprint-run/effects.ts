@@ -9,13 +9,13 @@ import { sprintRunExists, type SprintRunState } from './state.js';
  */
 export type SprintRunEffect =
   | {
-      type: 'ENQUEUE_SPRINT_JOB';
+      /** One SPRINT_IMPLEMENTATION job per task, in order, all on the sprint branch (its worktree lease serialises them). */
+      type: 'ENQUEUE_SPRINT_JOBS';
       sprintRunId: string;
       sprintId: string;
       productId: string;
-      taskIds: string[];
       branch: string;
-      idempotencyKey: string;
+      jobs: { taskId: string; idempotencyKey: string }[];
     }
   | {
       type: 'RAISE_QUESTION';
@@ -29,10 +29,13 @@ export type SprintRunEffect =
   | { type: 'CANCEL_SPRINT_JOBS'; sprintRunId: string; reason: string }
   | { type: 'RETURN_TASKS_TO_TODO'; sprintRunId: string; taskIds: string[] };
 
-/** The key of the job a sprint run queues at creation (resumeSeq 0) and at each resume. */
-export function sprintJobIdempotencyKey(sprintRunId: string, resumeSeq: number): string {
-  return deriveIdempotencyKey('sprint-run', { sprintRunId, resumeSeq });
+/** The key of a task's job, queued at creation (resumeSeq 0) or at a resume: a resume queues afresh. */
+export function sprintJobIdempotencyKey(sprintRunId: string, resumeSeq: number, taskId: string): string {
+  return deriveIdempotencyKey('sprint-run', { sprintRunId, resumeSeq, taskId });
 }
+
+const jobsFor = (sprintRunId: string, resumeSeq: number, taskIds: string[]) =>
+  taskIds.map((taskId) => ({ taskId, idempotencyKey: sprintJobIdempotencyKey(sprintRunId, resumeSeq, taskId) }));
 
 /** The effects one sprint-run event requests; `before` is the state the event applies to. */
 export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState): SprintRunEffect[] {
@@ -41,13 +44,12 @@ export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState):
       const d = event.data;
       return [
         {
-          type: 'ENQUEUE_SPRINT_JOB',
+          type: 'ENQUEUE_SPRINT_JOBS',
           sprintRunId: d.sprintRunId,
           sprintId: d.sprintId,
           productId: d.productId,
-          taskIds: d.taskIds,
           branch: d.branch,
-          idempotencyKey: sprintJobIdempotencyKey(d.sprintRunId, 0),
+          jobs: jobsFor(d.sprintRunId, 0, d.taskIds),
         },
       ];
     }
@@ -69,13 +71,12 @@ export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState):
       if (!sprintRunExists(before) || d.remainingTaskIds.length === 0) return [];
       return [
         {
-          type: 'ENQUEUE_SPRINT_JOB',
+          type: 'ENQUEUE_SPRINT_JOBS',
           sprintRunId: d.sprintRunId,
           sprintId: before.sprintId,
           productId: before.productId,
-          taskIds: d.remainingTaskIds,
           branch: before.branch,
-          idempotencyKey: sprintJobIdempotencyKey(d.sprintRunId, d.resumeSeq),
+          jobs: jobsFor(d.sprintRunId, d.resumeSeq, d.remainingTaskIds),
         },
       ];
     }

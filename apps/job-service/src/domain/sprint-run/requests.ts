@@ -1,0 +1,109 @@
+import type {
+  cancelSprintRun,
+  createSprintRun,
+  PullRequestChecksFailedData,
+  PullRequestMergeConflictData,
+  RequestOf,
+  resumeSprintRun,
+} from '@gantry/contracts';
+import type { JobEvent } from '../job/events.js';
+import type { Job } from '../job/state.js';
+import type { SprintRunCommand } from './commands.js';
+
+type Clock = { now: string };
+
+export function createSprintRunCommand(
+  request: RequestOf<typeof createSprintRun>,
+  context: Clock & { sprintRunId: string },
+): Extract<SprintRunCommand, { type: 'CreateSprintRun' }> {
+  return {
+    type: 'CreateSprintRun',
+    data: {
+      sprintRunId: context.sprintRunId,
+      sprintId: request.sprintId,
+      productId: request.productId,
+      taskIds: request.taskIds,
+      branch: request.branch,
+      prUrl: request.prUrl ?? null,
+      now: context.now,
+    },
+  };
+}
+
+export function resumeSprintRunCommand(request: RequestOf<typeof resumeSprintRun>, context: Clock): Extract<SprintRunCommand, { type: 'ResumeSprintRun' }> {
+  return {
+    type: 'ResumeSprintRun',
+    data: { sprintRunId: request.sprintRunId, actor: request.actor ?? null, note: request.note ?? null, now: context.now },
+  };
+}
+
+export function cancelSprintRunCommand(request: RequestOf<typeof cancelSprintRun>, context: Clock): Extract<SprintRunCommand, { type: 'CancelSprintRun' }> {
+  return {
+    type: 'CancelSprintRun',
+    data: { sprintRunId: request.sprintRunId, reason: request.reason ?? null, actor: request.actor ?? null, now: context.now },
+  };
+}
+
+/** A PR's merge conflict, for the sprint run whose branch the PR is (found by the caller). */
+export function mergeConflictCommand(
+  event: PullRequestMergeConflictData,
+  context: Clock & { sprintRunId: string; questionId: string },
+): Extract<SprintRunCommand, { type: 'RecordMergeConflict' }> {
+  return {
+    type: 'RecordMergeConflict',
+    data: {
+      sprintRunId: context.sprintRunId,
+      prUrl: event.prUrl,
+      conflictingFiles: event.conflictingFiles,
+      questionId: context.questionId,
+      resumeInstructions: null,
+      now: context.now,
+    },
+  };
+}
+
+export function checksFailedCommand(
+  event: PullRequestChecksFailedData,
+  context: Clock & { sprintRunId: string },
+): Extract<SprintRunCommand, { type: 'RecordChecksFailed' }> {
+  return {
+    type: 'RecordChecksFailed',
+    data: { sprintRunId: context.sprintRunId, prUrl: event.prUrl, failedChecks: event.failedChecks.map((c) => c.name), now: context.now },
+  };
+}
+
+/**
+ * What a sprint job's event means for its sprint run, or null when it means nothing:
+ * the first claim starts the run; a DONE or SKIPPED finish completes the task (SKIPPED: the work
+ * was already there); a FAILED finish, or a claim that failed after its last attempt, fails it.
+ * A cancelled job tells the run nothing: cancelling runs the other way.
+ * `job` is the job's state after the event.
+ */
+export function sprintRunCommandFor(event: JobEvent, job: Job, context: Clock): SprintRunCommand | null {
+  if (job.sprintRunId === null) return null;
+  const sprintRunId = job.sprintRunId;
+  switch (event.type) {
+    case 'JobClaimed':
+      return { type: 'RecordSprintJobClaimed', data: { sprintRunId, jobId: job.jobId, now: context.now } };
+    case 'JobFinished': {
+      if (job.taskId === null) return null;
+      const d = event.data;
+      if (d.jobStatus === 'DONE' || d.jobStatus === 'SKIPPED') {
+        return { type: 'RecordSprintTaskDone', data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, now: context.now } };
+      }
+      if (d.jobStatus === 'FAILED') {
+        return { type: 'RecordSprintTaskFailed', data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: d.error ?? 'the job failed', now: context.now } };
+      }
+      return null;
+    }
+    case 'JobClaimRolledBack':
+    case 'JobLeaseExpired':
+      if (job.taskId === null || event.data.outcome !== 'FAILED') return null;
+      return {
+        type: 'RecordSprintTaskFailed',
+        data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: event.data.error ?? 'the job failed', now: context.now },
+      };
+    default:
+      return null;
+  }
+}
