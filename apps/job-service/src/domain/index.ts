@@ -48,6 +48,7 @@ export {
   cancelJobCommand,
 } from './job/requests.js';
 export { jobView, runQueueEntry } from './job/view.js';
+export { jobOfferFor } from './job/offer.js';
 export {
   createSprintRunCommand,
   resumeSprintRunCommand,

@@ -6,3 +6,4 @@ export * from './commands.js';
 export * from './sprint-run-commands.js';
 export * from './views.js';
 export * from './queries.js';
+export * from './dispatch.js';

@@ -17,6 +17,9 @@ import {
   sprintRunEventContracts,
   jobIdFor,
   jobExampleIds,
+  jobOfferExamples,
+  jobOfferMessageId,
+  JobOfferSchema,
 } from './index.js';
 import { PullRequestChecksFailed, PullRequestMergeConflict, prSprintDrivingEventContracts } from '../prs/index.js';
 import { deriveIdempotencyKey } from '../hashing.js';
@@ -131,5 +134,19 @@ describe('job-service contracts', () => {
 
   it('uses the example ids consistently as subject tokens', () => {
     for (const id of [jobExampleIds.jobId, jobExampleIds.sprintRunId, jobExampleIds.runnerId]) expect(isSubjectToken(id)).toBe(true);
+  });
+});
+
+describe('the job offer on the dispatch subject', () => {
+  it('accepts its valid example and refuses each invalid one', () => {
+    for (const example of jobOfferExamples.valid) expect(JobOfferSchema.safeParse(JSON.parse(JSON.stringify(example))).success).toBe(true);
+    expect(issuePaths(JobOfferSchema, jobOfferExamples.invalid[0])).toEqual(['attempt']);
+    expect(issuePaths(JobOfferSchema, jobOfferExamples.invalid[1])).toEqual(['kind']);
+  });
+
+  it('names one offer per job attempt, as a single subject token usable as Nats-Msg-Id', () => {
+    const first = jobOfferMessageId({ jobId: jobExampleIds.jobId, attempt: 1 });
+    expect(first).not.toBe(jobOfferMessageId({ jobId: jobExampleIds.jobId, attempt: 2 }));
+    expect(isSubjectToken(first)).toBe(true);
   });
 });
