@@ -198,7 +198,7 @@ export const WorktreeReleaseRequested = defineEvent({
     reason: WorktreeReleaseReasonSchema,
     /** Remove the worktree after rescuing it (hygiene), or keep it clean for the next lease. */
     removeWorktree: z.boolean(),
-    /** The branch the worktree serves: the rescue returns to it. */
+    /** The branch the worktree serves (its HEAD stays there through a rescue). */
     branch: BranchNameSchema,
     requestedAt: Iso,
   }),

@@ -78,7 +78,6 @@ describe('hostile input to the git layer', () => {
       const key = deriveWorktreeKey(fx.origin, 'main');
       await refusedAsInvalid(createOrReuseWorktree(ws, { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main', now }));
       await refusedAsInvalid(syncWorktree(ws, { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main' }));
-      await refusedAsInvalid(rescueWorktree(ws, { worktreeKey: key, branch, now }));
       await refusedAsInvalid(assertBranchName(branch));
     }
     expect(snapshotTree(fx.root)).toEqual(before);
@@ -142,8 +141,8 @@ describe('hostile input to the git layer', () => {
     symlinkSync(outside, path.join(ws.worktreesDir, worktreeKey));
     const before = snapshotTree(fx.dir);
     await refusedAsInvalid(removeWorktree(ws, { worktreeKey }));
-    await refusedAsInvalid(rescueWorktree(ws, { worktreeKey, branch: 'main', now }));
-    await refusedAsInvalid(rescueAndRemoveWorktree(ws, { worktreeKey, branch: 'main', now }));
+    await refusedAsInvalid(rescueWorktree(ws, { worktreeKey, now }));
+    await refusedAsInvalid(rescueAndRemoveWorktree(ws, { worktreeKey, now }));
     await refusedAsInvalid(isWorktreeDirty(ws, worktreeKey));
     await refusedAsInvalid(createOrReuseWorktree(ws, { worktreeKey, repositoryUrl: fx.origin, branch: 'main', baseRef: 'main', now }));
     expect(snapshotTree(fx.dir)).toEqual(before);

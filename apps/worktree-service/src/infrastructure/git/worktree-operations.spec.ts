@@ -108,6 +108,16 @@ describe('git worktrees of a lease, on real repositories', () => {
     expect((await listWorktrees(ws)).worktrees.map((w) => w.prunable)).toEqual([false]);
   });
 
+  it('recovers a worktree whose checkout was killed half-way (no index, files missing)', async () => {
+    await createOrReuseWorktree(ws, input);
+    rmSync(git(wt(), 'rev-parse', '--path-format=absolute', '--git-path', 'index'));
+    rmSync(path.join(wt(), 'app.txt'));
+    const again = await createOrReuseWorktree(ws, input);
+    expect(again).toMatchObject({ outcome: 'reused', path: wt(), headSha: mainSha });
+    expect(status()).toBe('');
+    expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v1\n');
+  });
+
   it('creates worktrees of one repository concurrently without git lock errors', async () => {
     const branches = ['a/one', 'a/two', 'a/three', 'a/four'];
     const results = await Promise.all(
@@ -197,7 +207,7 @@ describe('git worktrees of a lease, on real repositories', () => {
       await createOrReuseWorktree(ws, input);
       writeFileSync(path.join(wt(), 'app.txt'), 'tracked change\n');
       writeFileSync(path.join(wt(), 'untracked.txt'), 'untracked file\n');
-      const rescue = await rescueWorktree(ws, { worktreeKey: key, branch, now });
+      const rescue = await rescueWorktree(ws, { worktreeKey: key, now });
       expect(rescue?.branch).toBe(`gantry/rescue/${key}/20261130T060000000Z`);
       expect(git(wt(), 'rev-parse', `refs/heads/${rescue!.branch}`)).toBe(rescue!.sha);
       expect(git(wt(), 'show', `${rescue!.sha}:app.txt`)).toBe('tracked change');
@@ -211,30 +221,53 @@ describe('git worktrees of a lease, on real repositories', () => {
 
     it('has nothing to rescue in a clean worktree', async () => {
       await createOrReuseWorktree(ws, input);
-      expect(await rescueWorktree(ws, { worktreeKey: key, branch, now })).toBeNull();
+      expect(await rescueWorktree(ws, { worktreeKey: key, now })).toBeNull();
       expect(git(wt(), 'branch', '--list', 'gantry/*')).toBe('');
     });
 
     it('gives a second rescue at the same instant its own branch', async () => {
       await createOrReuseWorktree(ws, input);
       writeFileSync(path.join(wt(), 'a.txt'), '1');
-      const first = await rescueWorktree(ws, { worktreeKey: key, branch, now });
+      const first = await rescueWorktree(ws, { worktreeKey: key, now });
       writeFileSync(path.join(wt(), 'a.txt'), '2');
-      const second = await rescueWorktree(ws, { worktreeKey: key, branch, now });
+      const second = await rescueWorktree(ws, { worktreeKey: key, now });
       expect(second!.branch).toBe(`${first!.branch}-2`);
       expect(git(wt(), 'show', `${second!.sha}:a.txt`)).toBe('2');
     });
 
-    it('finishes a rescue interrupted after its branch was created', async () => {
+    it('does not make a second rescue branch for the same changes after a crash before the cleaning', async () => {
       await createOrReuseWorktree(ws, input);
       writeFileSync(path.join(wt(), 'app.txt'), 'interrupted\n');
-      const interrupted = `gantry/rescue/${key}/20261130T055900000Z`;
-      git(wt(), 'checkout', '--quiet', '-b', interrupted); // the crash happened here
-      const rescue = await rescueWorktree(ws, { worktreeKey: key, branch, now });
-      expect(rescue?.branch).toBe(interrupted);
-      expect(git(wt(), 'show', `${rescue!.sha}:app.txt`)).toBe('interrupted');
-      expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+      writeFileSync(path.join(wt(), 'new.txt'), 'new\n');
+      const first = await rescueWorktree(ws, { worktreeKey: key, now });
+      // As if the crash came after the rescue commit but before the worktree was cleaned:
+      writeFileSync(path.join(wt(), 'app.txt'), 'interrupted\n');
+      writeFileSync(path.join(wt(), 'new.txt'), 'new\n');
+      const retried = await rescueWorktree(ws, { worktreeKey: key, now: new Date('2026-11-30T06:05:00.000Z') });
+      expect(retried).toEqual(first);
+      expect(git(wt(), 'for-each-ref', '--format=%(refname)', 'refs/heads/gantry/rescue/')).toBe(`refs/heads/${first!.branch}`);
       expect(status()).toBe('');
+    });
+
+    it('rescues a worktree on a detached HEAD without moving HEAD', async () => {
+      await createOrReuseWorktree(ws, input);
+      git(wt(), 'checkout', '--quiet', '--detach', 'HEAD');
+      writeFileSync(path.join(wt(), 'app.txt'), 'detached work\n');
+      const rescue = await rescueWorktree(ws, { worktreeKey: key, now });
+      expect(git(wt(), 'show', `${rescue!.sha}:app.txt`)).toBe('detached work');
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
+      expect(status()).toBe('');
+    });
+
+    it('leaves ignored files alone (they are not work git would lose on removal)', async () => {
+      fx.pushCommit('main', { '.gitignore': 'build/\n' });
+      await createOrReuseWorktree(ws, input);
+      await syncWorktree(ws, input);
+      mkdirSync(path.join(wt(), 'build'));
+      writeFileSync(path.join(wt(), 'build', 'out.js'), 'compiled');
+      expect(await isWorktreeDirty(ws, key)).toBe(false);
+      expect(await rescueWorktree(ws, { worktreeKey: key, now })).toBeNull();
+      expect(existsSync(path.join(wt(), 'build', 'out.js'))).toBe(true);
     });
   });
 
@@ -250,7 +283,7 @@ describe('git worktrees of a lease, on real repositories', () => {
       await createOrReuseWorktree(ws, input);
       writeFileSync(path.join(wt(), 'app.txt'), 'tracked change\n');
       writeFileSync(path.join(wt(), 'untracked.txt'), 'untracked file\n');
-      const { rescue, removed } = await rescueAndRemoveWorktree(ws, { worktreeKey: key, branch, now });
+      const { rescue, removed } = await rescueAndRemoveWorktree(ws, { worktreeKey: key, now });
       expect(removed).toBe(true);
       expect(existsSync(wt())).toBe(false);
       const { clonePath } = await ensureSharedClone(ws, fx.origin);

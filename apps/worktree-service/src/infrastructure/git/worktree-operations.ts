@@ -140,11 +140,10 @@ export async function createOrReuseWorktree(
 
     if (registered && onDisk) {
       const head = await currentBranch(workspace, worktreePath);
-      const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, branch, now);
-      const after = rescue ? await currentBranch(workspace, worktreePath) : head;
-      if (after !== `refs/heads/${branch}`) {
-        throw notThere(`worktree ${worktreeKey} is on ${after ?? 'a detached HEAD'}, not on ${branch}`, { worktreeKey, head: after });
+      if (head !== `refs/heads/${branch}`) {
+        throw notThere(`worktree ${worktreeKey} is on ${head ?? 'a detached HEAD'}, not on ${branch}`, { worktreeKey, head });
       }
+      const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
       const headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
       return { outcome: 'reused', path: worktreePath, headSha, rescue };
     }
@@ -226,63 +225,58 @@ export async function syncWorktree(
 }
 
 /**
- * Commits every change of a dirty worktree — modified, staged and untracked files — to a new
- * branch `gantry/rescue/<key>/<timestamp>`, then puts the worktree back on `branch`, clean.
- * Returns null when there was nothing to rescue. Run again after a crash half-way, it finishes the
- * same rescue (it recognises a worktree left on a rescue branch).
+ * Commits every change of a dirty worktree — modified, staged and untracked files (not ignored
+ * ones) — as a commit on top of HEAD, on a new branch `gantry/rescue/<key>/<timestamp>`, and only
+ * then cleans the worktree back to HEAD. HEAD and the worktree's branch do not move. Returns null
+ * when there was nothing to rescue. Run again after a crash between the commit and the cleaning,
+ * it finds the rescue branch holding exactly these changes and does not make a second one.
  */
-export async function rescueWorktree(
-  workspace: GitWorkspace,
-  input: { worktreeKey: string; branch: string; now: Date },
-): Promise<RescueResult | null> {
-  const { worktreeKey, branch, now } = input;
-  await assertBranchName(branch);
+export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeKey: string; now: Date }): Promise<RescueResult | null> {
+  const { worktreeKey, now } = input;
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
   if (!(await lstatOrNull(worktreePath))) return null;
   const clonePath = await cloneOfWorktree(workspace, worktreePath);
-  return serializedOnClone(clonePath, () => rescueLocked(workspace, worktreePath, worktreeKey, branch, now));
+  return serializedOnClone(clonePath, () => rescueLocked(workspace, worktreePath, worktreeKey, now));
 }
 
-async function rescueLocked(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, branch: string, now: Date): Promise<RescueResult | null> {
-  const rescuePrefix = `refs/heads/gantry/rescue/${worktreeKey}/`;
-  const head = await currentBranch(workspace, worktreePath);
-  const dirty = (await statusOf(workspace, worktreePath)).length > 0;
-  const leftOnRescue = head !== null && head.startsWith(rescuePrefix);
-  if (!dirty && !leftOnRescue) return null;
+async function rescueLocked(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<RescueResult | null> {
+  if ((await statusOf(workspace, worktreePath)).length === 0) return null;
+  const head = await revParse(workspace, worktreePath, 'HEAD');
+  await git(workspace, ['-C', worktreePath, 'add', '--all', '--', '.']);
+  const tree = (await git(workspace, ['-C', worktreePath, 'write-tree'])).stdout.trim();
 
-  if (leftOnRescue && !dirty && (await revParse(workspace, worktreePath, head!)) === (await revParse(workspace, worktreePath, `refs/heads/${branch}`))) {
-    // A crash right after creating the rescue branch, before anything was committed on it.
-    await git(workspace, ['-C', worktreePath, 'checkout', '--quiet', branch, '--']);
-    await git(workspace, ['-C', worktreePath, 'branch', '--quiet', '-d', '--', head!.slice('refs/heads/'.length)]);
-    return null;
-  }
-  let rescueRef: string;
-  if (leftOnRescue) {
-    rescueRef = head!;
+  const prefix = `refs/heads/gantry/rescue/${worktreeKey}/`;
+  const existing = await git(workspace, ['-C', worktreePath, 'for-each-ref', '--format=%(refname) %(objectname) %(tree) %(parent)', prefix]);
+  const same = existing.stdout
+    .split('\n')
+    .map((line) => line.split(' '))
+    .find(([, , t, parent]) => t === tree && (parent ?? '') === (head ?? ''));
+  let rescue: RescueResult;
+  if (same) {
+    rescue = { branch: same[0]!.slice('refs/heads/'.length), sha: same[1]! };
   } else {
-    let name = rescueBranchName(worktreeKey, now);
-    for (let n = 2; await revParse(workspace, worktreePath, `refs/heads/${name}`); n++) name = `${rescueBranchName(worktreeKey, now)}-${n}`;
-    // The original HEAD when it is not `branch` (detached, or another branch) is still kept by the
-    // rescue commit's parent; the worktree returns to `branch`.
-    await git(workspace, ['-C', worktreePath, 'checkout', '--quiet', '-b', name]);
-    rescueRef = `refs/heads/${name}`;
-  }
-  if ((await statusOf(workspace, worktreePath)).length > 0) {
-    await git(workspace, ['-C', worktreePath, 'add', '--all', '--', '.']);
-    await git(workspace, [
+    const message = `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}`;
+    const commit = await git(workspace, [
       '-C', worktreePath,
       '-c', 'user.name=Gantry',
       '-c', 'user.email=gantry@localhost.invalid',
-      '-c', 'commit.gpgsign=false',
-      'commit', '--quiet', '--no-verify',
-      '-m', `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}`,
+      'commit-tree', tree, ...(head ? ['-p', head] : []), '-m', message,
     ]);
+    const sha = commit.stdout.trim();
+    let name = rescueBranchName(worktreeKey, now);
+    for (let n = 2; await revParse(workspace, worktreePath, `refs/heads/${name}`); n++) name = `${rescueBranchName(worktreeKey, now)}-${n}`;
+    // The empty old value makes update-ref refuse to overwrite a branch that appeared meanwhile.
+    await git(workspace, ['-C', worktreePath, 'update-ref', '-m', 'gantry rescue', `refs/heads/${name}`, sha, '']);
+    rescue = { branch: name, sha };
   }
-  const sha = (await revParse(workspace, worktreePath, 'HEAD'))!;
-  const target = (await revParse(workspace, worktreePath, `refs/heads/${branch}`)) ? branch : null;
-  if (target) await git(workspace, ['-C', worktreePath, 'checkout', '--quiet', target, '--']);
-  else await git(workspace, ['-C', worktreePath, 'checkout', '--quiet', '--detach', `${sha}~1`]);
-  return { branch: rescueRef.slice('refs/heads/'.length), sha };
+  // The changes are safe on the rescue branch: now, and only now, clean the worktree.
+  const saved = await git(workspace, ['-C', worktreePath, 'rev-parse', '--verify', '--quiet', '--end-of-options', `refs/heads/${rescue.branch}^{tree}`], [1]);
+  if (saved.stdout.trim() !== tree) {
+    throw new GantryError(ErrorCode.INTERNAL, `rescue branch ${rescue.branch} does not hold the worktree's changes; not cleaning`, { worktreeKey });
+  }
+  await git(workspace, ['-C', worktreePath, 'reset', '--hard', '--quiet', 'HEAD']);
+  await git(workspace, ['-C', worktreePath, 'clean', '-d', '--force', '--quiet']);
+  return rescue;
 }
 
 /**
@@ -312,7 +306,7 @@ export async function removeWorktree(workspace: GitWorkspace, input: { worktreeK
 /** Rescue (if dirty), then remove: the release of a worktree that is not kept. */
 export async function rescueAndRemoveWorktree(
   workspace: GitWorkspace,
-  input: { worktreeKey: string; branch: string; now: Date },
+  input: { worktreeKey: string; now: Date },
 ): Promise<{ rescue: RescueResult | null; removed: boolean }> {
   const rescue = await rescueWorktree(workspace, input);
   const { removed } = await removeWorktree(workspace, { worktreeKey: input.worktreeKey });
