@@ -72,7 +72,7 @@ async function main(argv: string[]): Promise<number> {
       return 3;
     case 'no_logs': {
       const git = new StandInGit(workDir(args));
-      for (const commit of commitsOf(script)) await git.commit(commit);
+      for (const commit of script.commits) await git.commit(commit);
       return finish(args, 'Committed without reporting anything.');
     }
     default:
@@ -92,7 +92,7 @@ async function main(argv: string[]): Promise<number> {
       case 'delete_only':
       case 'failing_tests': {
         const git = new StandInGit(workDir(args));
-        for (const commit of commitsOf(script)) {
+        for (const commit of script.commits) {
           const hash = await git.commit(commit);
           await reporter.call('log_commit', { hash, message: commit.message, summary: describe(commit) });
         }
@@ -119,10 +119,6 @@ async function main(argv: string[]): Promise<number> {
   } finally {
     await reporter.close();
   }
-}
-
-function commitsOf(script: StandInScript): StandInCommit[] {
-  return script.commits;
 }
 
 function workDir(args: StandInArguments): string {

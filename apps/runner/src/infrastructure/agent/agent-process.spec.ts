@@ -97,6 +97,12 @@ describe('running the agent process (with the stand-in agent)', () => {
     ).rejects.toMatchObject({ code: ErrorCode.INTERNAL });
   });
 
+  it.each([0, -1, 1.5, 2 ** 31])('refuses a timeout of %p ms instead of killing the agent at once', async (timeoutMs) => {
+    await expect(runAgent({ command: { bin: process.execPath, args: ['-e', ''] }, cwd: repo.clone, timeoutMs })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_COMMAND,
+    });
+  });
+
   it('keeps only the tail of a large output and still sees an expired token printed early in it', async () => {
     const script = "process.stdout.write('OAuth token has expired\\n'); process.stdout.write('x'.repeat(300000)); process.stdout.write('\\nend\\n');";
     const result = await runAgent({ command: { bin: process.execPath, args: ['-e', script] }, cwd: repo.clone, timeoutMs: 10_000, outputTailBytes: 1024 });

@@ -5,6 +5,8 @@ import { BoundedTail, StreamMatcher } from './bounded-tail.js';
 
 /** The CLI's own words when its credentials are no longer accepted. */
 export const DEFAULT_TOKEN_EXPIRED_PATTERN = /token (has )?expired|authentication_error|401 Unauthorized/i;
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** The CLI's exit code for an expired or missing login. */
 export const TOKEN_EXPIRED_EXIT_CODE = 3;
 
@@ -50,6 +52,13 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
   const tailBytes = options.outputTailBytes ?? 64 * 1024;
   const pattern = options.tokenExpiredPattern ?? DEFAULT_TOKEN_EXPIRED_PATTERN;
   const startedAt = performance.now();
+
+  // setTimeout turns anything above 2^31-1 ms into 1 ms: a long timeout would kill the agent at once.
+  for (const [name, ms] of [['timeoutMs', options.timeoutMs], ['killGraceMs', graceMs]] as const) {
+    if (!Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
+      return Promise.reject(new GantryError(ErrorCode.INVALID_COMMAND, `${name} must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${ms}`));
+    }
+  }
 
   return new Promise((resolve, reject) => {
     if (options.signal?.aborted) {

@@ -5,39 +5,12 @@ import { inspect } from 'node:util';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { BearerSecret } from './bearer-secret.js';
-import type { JobReporter } from './job-reporter.js';
+import { RecordingReporter } from '../../stand-in-agent/testing/recording-reporter.js';
 import { writeMcpConfigFile } from './mcp-config-file.js';
 import { startMcpToolServer, type McpToolServer, type ToolServerLog } from './tool-server.js';
 import { loadMcpClientSdk } from './testing/sdk-client.js';
 
 const { Client: McpClient, StreamableHTTPClientTransport } = await loadMcpClientSdk();
-
-/** Records what the tool server forwards; the real one speaks NATS to the job service. */
-class RecordingReporter implements JobReporter {
-  readonly calls: Array<{ method: keyof JobReporter; input: unknown }> = [];
-  refuseWith: GantryError | Error | null = null;
-
-  private record<T>(method: keyof JobReporter, input: unknown, result: T): Promise<T> {
-    if (this.refuseWith) return Promise.reject(this.refuseWith);
-    this.calls.push({ method, input });
-    return Promise.resolve(result);
-  }
-  logImplementation(entry: unknown) {
-    return this.record('logImplementation', entry, { entryId: `log-${this.calls.length + 1}` });
-  }
-  logCommit(entry: unknown) {
-    return this.record('logCommit', entry, { entryId: `log-${this.calls.length + 1}` });
-  }
-  logTestResult(entry: unknown) {
-    return this.record('logTestResult', entry, { entryId: `log-${this.calls.length + 1}` });
-  }
-  updateJobStatus(update: unknown) {
-    return this.record('updateJobStatus', update, undefined);
-  }
-  askQuestion(question: unknown) {
-    return this.record('askQuestion', question, { questionId: 'q-1', answer: null });
-  }
-}
 
 const SHA = '9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807';
 
@@ -125,6 +98,12 @@ describe('the MCP tool server a runner hosts for one job', () => {
     expect(textOf(result)).toMatch(/Input validation error/);
     expect(reporter.calls).toEqual([]);
     expect(server.progress().implementationLogged).toBe(false);
+  });
+
+  it('can be closed twice, as overlapping cleanup paths will', async () => {
+    await server.close();
+    await expect(server.close()).resolves.toBeUndefined();
+    await expect(fetch(server.url, { method: 'POST', headers: { Authorization: server.secret.authorizationHeader() } })).rejects.toThrow();
   });
 
   it('an unknown tool is refused', async () => {

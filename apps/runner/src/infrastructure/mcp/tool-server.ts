@@ -73,15 +73,17 @@ export async function startMcpToolServer(options: McpToolServerOptions): Promise
   const url = `http://${address.address}:${address.port}${MCP_PATH}`;
   log('info', 'mcp tool server listening', { ...baseFields, url });
 
+  let closed: Promise<void> | null = null;
   return {
     url,
     secret,
     progress: () => ({ ...progress, commitsLogged: [...progress.commitsLogged] }),
+    // Idempotent: the daemon closes on every way out of a job, and some paths overlap.
     close: () =>
-      new Promise<void>((resolve, reject) => {
+      (closed ??= new Promise<void>((resolve, reject) => {
         http.close((error) => (error ? reject(error) : resolve()));
         http.closeAllConnections();
-      }),
+      })),
   };
 }
 

@@ -3,8 +3,11 @@ import type { JobReporter } from '../../infrastructure/mcp/job-reporter.js';
 /** Records what the tool server forwards; in production the reporter speaks NATS to the job service. */
 export class RecordingReporter implements JobReporter {
   readonly calls: Array<{ method: keyof JobReporter; input: unknown }> = [];
+  /** When set, every call is refused with it, as the job service would refuse (e.g. STALE_FENCE). */
+  refuseWith: Error | null = null;
 
   private record<T>(method: keyof JobReporter, input: unknown, result: T): Promise<T> {
+    if (this.refuseWith) return Promise.reject(this.refuseWith);
     this.calls.push({ method, input });
     return Promise.resolve(result);
   }
