@@ -1,5 +1,17 @@
 // The pure domain of job-service: deciders (initialState / decide / evolve), the finishing rule,
 // the run-queue semantics and the sprint-run state machine. No NestJS, pg, nats or git here.
+//
+// Where each rule of SPEC §1/§2 lives:
+//   lifecycle, claims, fencing, story-log obligation  job/decider.ts (rules) + job/state.ts (evolve)
+//   finishing table, delete-only, pushed_at           job/finishing-rule.ts  decideFinish
+//   lease durations, max attempts                     job/lease-policy.ts
+//   offers on gantry.dispatch.<kind>                  job/offer.ts           jobOfferFor
+//   24 h idempotency, 5 s coalescing, exclusion       run-queue/run-queue.ts routeEnqueue
+//   sprint run states, pause context, resume          sprint-run/decider.ts  decideSprintRun / transitionSprintRun
+//   sprint run effects (question, enqueue, PR ready)  sprint-run/effects.ts  sprintRunEffects
+//   wire request → command, state → view             */requests.ts, */view.ts
+//   kind defaults, configuration cascade, --effort    @gantry/contracts jobs/agent-config.ts
+// Specifications: */*.spec.ts, written with testing/given.ts (specFor(decider) → given/when/then).
 
 export type { JobCommand, JobCommandType, EnqueueJobData, UnderLease } from './job/commands.js';
 export type { JobEvent, JobEventType } from './job/events.js';
