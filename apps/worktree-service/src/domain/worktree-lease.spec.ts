@@ -173,6 +173,17 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
       .then([{ type: 'WorktreeReused', data: { worktreeKey, leaseId: A, token: 1, path, reusedAt: at(1) } }]);
   });
 
+  it('reports the rescue of a dirty worktree left behind before reusing it', () => {
+    const rescueBranch = `gantry/rescue/${worktreeKey}/20261130T060001000Z`;
+    spec
+      .given(aAcquired)
+      .when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'reused', path, rescue: { branch: rescueBranch, sha }, now: at(1) } })
+      .then([
+        { type: 'WorktreeRescued', data: { worktreeKey, leaseId: A, token: 1, rescueBranch, rescueSha: sha, rescuedAt: at(1) } },
+        { type: 'WorktreeReused', data: { worktreeKey, leaseId: A, token: 1, path, reusedAt: at(1) } },
+      ]);
+  });
+
   it('becomes ready at the base SHA, with the lease running from the sync', () => {
     const state = spec
       .given([...aAcquired, created(A, 1, at(1))])

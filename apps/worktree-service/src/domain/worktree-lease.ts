@@ -86,7 +86,15 @@ export type WorktreeLeaseCommand =
     }
   | {
       readonly type: 'RecordWorktreePrepared';
-      readonly data: { leaseId: string; token: number; outcome: 'created' | 'reused'; path: string; now: string };
+      readonly data: {
+        leaseId: string;
+        token: number;
+        outcome: 'created' | 'reused';
+        path: string;
+        /** A reused worktree left dirty (by a crash) was rescued before it was handed out. */
+        rescue?: { branch: string; sha: string } | null;
+        now: string;
+      };
     }
   | { readonly type: 'RecordWorktreeSynced'; readonly data: { leaseId: string; token: number; baseSha: string; now: string } }
   | {
@@ -279,14 +287,17 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
       return decideRequest(command.data, state);
 
     case 'RecordWorktreePrepared': {
-      const { leaseId, token, outcome, path, now } = command.data;
+      const { leaseId, token, outcome, path, rescue, now } = command.data;
       const lease = leaseOf(state, leaseId);
       assertFence(state, lease, token);
       if (reportStage(lease, 'creating_or_reusing', `the worktree ${outcome}`) === 'ignore') return [];
       const base = { worktreeKey: lease.worktreeKey, leaseId, token, path };
+      const rescued: WorktreeLeaseEvent[] = rescue
+        ? [{ type: 'WorktreeRescued', data: { worktreeKey: lease.worktreeKey, leaseId, token, rescueBranch: rescue.branch, rescueSha: rescue.sha, rescuedAt: now } }]
+        : [];
       return outcome === 'created'
-        ? [{ type: 'WorktreeCreated', data: { ...base, createdAt: now } }]
-        : [{ type: 'WorktreeReused', data: { ...base, reusedAt: now } }];
+        ? [...rescued, { type: 'WorktreeCreated', data: { ...base, createdAt: now } }]
+        : [...rescued, { type: 'WorktreeReused', data: { ...base, reusedAt: now } }];
     }
 
     case 'RecordWorktreeSynced': {
