@@ -4,7 +4,7 @@ const swcrc = require('./swc.jest.cjs');
 
 module.exports = {
   testEnvironment: 'node',
-  testEnvironmentOptions: { customExportConditions: ['source', 'node', 'node-addons'] },
+  testEnvironmentOptions: { customExportConditions: ['@gantry/source', 'node', 'node-addons'] },
   extensionsToTreatAsEsm: ['.ts'],
   moduleFileExtensions: ['ts', 'js', 'mjs', 'cjs', 'json'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },

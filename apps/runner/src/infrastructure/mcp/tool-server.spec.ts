@@ -8,9 +8,9 @@ import { BearerSecret } from './bearer-secret.js';
 import { RecordingReporter } from '../../stand-in-agent/testing/recording-reporter.js';
 import { writeMcpConfigFile } from './mcp-config-file.js';
 import { startMcpToolServer, type McpToolServer, type ToolServerLog } from './tool-server.js';
-import { loadMcpClientSdk } from './testing/sdk-client.js';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-const { Client: McpClient, StreamableHTTPClientTransport } = await loadMcpClientSdk();
 
 const SHA = '9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807';
 
