@@ -21,6 +21,8 @@ export {
   rescueAndRemoveWorktree,
   listWorktrees,
   listClones,
+  pruneWorktrees,
+  quarantineOrphanDirectory,
   type PreparedWorktree,
   type SyncedWorktree,
   type RescueResult,

@@ -9,6 +9,8 @@ import {
   measureDiskUsage,
   openGitWorkspace,
   parseWorktreeListPorcelain,
+  pruneWorktrees,
+  quarantineOrphanDirectory,
   removeWorktree,
   rescueAndRemoveWorktree,
   rescueWorktree,
@@ -321,6 +323,33 @@ describe('git worktrees of a lease, on real repositories', () => {
         expect.objectContaining({ worktreeKey: key, path: wt(), branch, headSha: mainSha, dirty: true, prunable: false, locked: false }),
       ]);
       expect(inventory.orphanDirectories).toEqual([path.join(ws.worktreesDir, 'orphan-dir')]);
+    });
+
+    it('moves an orphan directory aside without deleting it, and removes an empty one', async () => {
+      await createOrReuseWorktree(ws, input);
+      mkdirSync(path.join(ws.worktreesDir, 'orphan-dir'));
+      writeFileSync(path.join(ws.worktreesDir, 'orphan-dir', 'notes.txt'), 'keep');
+      mkdirSync(path.join(ws.worktreesDir, 'empty-dir'));
+      const moved = await quarantineOrphanDirectory(ws, { directory: 'orphan-dir', now });
+      expect(moved).toBe(path.join(ws.root, 'quarantine', 'orphan-dir-20261130T060000000Z'));
+      expect(readFileSync(path.join(moved!, 'notes.txt'), 'utf8')).toBe('keep');
+      expect(await quarantineOrphanDirectory(ws, { directory: 'empty-dir', now })).toBeNull();
+      expect((await listWorktrees(ws)).orphanDirectories).toEqual([]);
+    });
+
+    it('refuses to quarantine a registered worktree or anything outside the worktrees directory', async () => {
+      await createOrReuseWorktree(ws, input);
+      await expectGantryError(quarantineOrphanDirectory(ws, { directory: key, now }), ErrorCode.PRECONDITION_FAILED);
+      await expectGantryError(quarantineOrphanDirectory(ws, { directory: '../repos', now }), ErrorCode.INVALID_COMMAND);
+      await expectGantryError(quarantineOrphanDirectory(ws, { directory: '..', now }), ErrorCode.INVALID_COMMAND);
+      expect(existsSync(wt())).toBe(true);
+    });
+
+    it('prunes worktrees whose directory is gone', async () => {
+      await createOrReuseWorktree(ws, input);
+      rmSync(wt(), { recursive: true, force: true });
+      await pruneWorktrees(ws);
+      expect((await listWorktrees(ws)).worktrees).toEqual([]);
     });
 
     it('measures the disk use of the root per clone and per worktree', async () => {

@@ -1,4 +1,4 @@
-import { lstat, readdir, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ErrorCode, GantryError, rescueBranchName } from '@gantry/contracts';
 import { serializedOnClone } from './clone-queue.js';
@@ -287,9 +287,7 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
 export async function removeWorktree(workspace: GitWorkspace, input: { worktreeKey: string }): Promise<{ removed: boolean }> {
   const worktreePath = await worktreePathFor(workspace, input.worktreeKey);
   if (!(await lstatOrNull(worktreePath))) {
-    for (const clonePath of await listClones(workspace)) {
-      await serializedOnClone(clonePath, () => git(workspace, ['-C', clonePath, 'worktree', 'prune']));
-    }
+    await pruneWorktrees(workspace);
     return { removed: false };
   }
   const clonePath = await cloneOfWorktree(workspace, worktreePath);
@@ -368,4 +366,41 @@ export async function listWorktrees(workspace: GitWorkspace, options: { withDirt
     ? []
     : (await readdir(workspace.worktreesDir)).map((name) => path.join(workspace.worktreesDir, name)).filter((p) => !known.has(p));
   return { worktrees, orphanDirectories };
+}
+
+/** `git worktree prune` on every shared clone: git forgets worktrees whose directory is gone. */
+export async function pruneWorktrees(workspace: GitWorkspace): Promise<void> {
+  for (const clonePath of await listClones(workspace)) {
+    await serializedOnClone(clonePath, () => git(workspace, ['-C', clonePath, 'worktree', 'prune']));
+  }
+}
+
+/**
+ * Moves a directory under `<root>/worktrees` that no shared clone knows as a worktree to
+ * `<root>/quarantine/<name>-<timestamp>` — out of the way of the key, never deleted (it may hold
+ * someone's work). An empty one is simply removed. Returns where it went, or null.
+ */
+export async function quarantineOrphanDirectory(workspace: GitWorkspace, input: { directory: string; now: Date }): Promise<string | null> {
+  const { directory, now } = input;
+  if (directory !== path.basename(directory) || directory === '.' || directory === '..' || directory === '') {
+    throw hostile(`orphan directory must be a plain name inside the worktrees directory, got ${JSON.stringify(directory)}`);
+  }
+  const orphan = await resolveInsideRoot(workspace, path.join(workspace.worktreesDir, directory));
+  if (path.dirname(orphan) !== workspace.worktreesDir) throw hostile(`${directory} is not an entry of the worktrees directory`);
+  const info = await lstatOrNull(orphan);
+  if (!info) return null;
+  if (!info.isDirectory() || info.isSymbolicLink()) throw hostile(`${orphan} is not a directory; refusing to move it`);
+  const { orphanDirectories } = await listWorktrees(workspace);
+  if (!orphanDirectories.includes(orphan)) {
+    throw new GantryError(ErrorCode.PRECONDITION_FAILED, `${orphan} is a registered worktree, not an orphan`, { directory });
+  }
+  if ((await readdir(orphan)).length === 0) {
+    await rmdir(orphan);
+    return null;
+  }
+  const quarantineDir = path.join(workspace.root, 'quarantine');
+  await mkdir(quarantineDir, { recursive: true });
+  const target = await resolveInsideRoot(workspace, path.join(quarantineDir, `${directory}-${now.toISOString().replace(/[-:.]/g, '')}`));
+  await rename(orphan, target);
+  return target;
 }
