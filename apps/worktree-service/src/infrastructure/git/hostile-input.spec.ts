@@ -157,6 +157,14 @@ describe('hostile input to the git layer', () => {
     await refusedAsInvalid(resolveInsideRoot(ws, path.join(ws.root, 'escape')));
   });
 
+  it('refuses a worktree key that is not the one of the repository and branch', async () => {
+    const before = snapshotTree(fx.root);
+    const otherKey = deriveWorktreeKey(fx.origin, 'other');
+    await refusedAsInvalid(createOrReuseWorktree(ws, { worktreeKey: otherKey, repositoryUrl: fx.origin, branch: 'main', baseRef: 'main', now }));
+    await refusedAsInvalid(syncWorktree(ws, { worktreeKey: otherKey, repositoryUrl: fx.origin, branch: 'main', baseRef: 'main' }));
+    expect(snapshotTree(fx.root)).toEqual(before);
+  });
+
   it('refuses a worktree directory that is a symlink even when it points inside the root', async () => {
     const target = path.join(ws.worktreesDir, 'real-dir');
     mkdirSync(target);

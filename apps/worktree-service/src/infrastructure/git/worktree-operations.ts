@@ -1,6 +1,6 @@
 import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import { ErrorCode, GantryError, rescueBranchName } from '@gantry/contracts';
+import { deriveWorktreeKey, ErrorCode, GantryError, rescueBranchName } from '@gantry/contracts';
 import { serializedOnClone } from './clone-queue.js';
 import { runGit } from './git-command.js';
 import { parseWorktreeListPorcelain, type WorktreeListEntry } from './worktree-list.js';
@@ -75,6 +75,14 @@ async function cloneOfWorktree(workspace: GitWorkspace, worktreePath: string): P
   return clonePath;
 }
 
+/** The key must be the one of (repository, branch): a worktree never serves another branch's key. */
+function assertKeyOf(worktreeKey: string, repositoryUrl: string, branch: string): void {
+  const expected = deriveWorktreeKey(repositoryUrl, branch);
+  if (worktreeKey !== expected) {
+    throw hostile(`worktree key ${JSON.stringify(worktreeKey)} is not the key of ${branch} in that repository (${expected})`);
+  }
+}
+
 async function revParse(workspace: GitWorkspace, cwd: string, ref: string): Promise<string | null> {
   const result = await git(workspace, ['-C', cwd, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`], [1, 128]);
   return result.exitCode === 0 ? result.stdout.trim() : null;
@@ -132,6 +140,7 @@ export async function createOrReuseWorktree(
   await assertBranchName(branch);
   await assertBaseRef(baseRef);
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
+  assertKeyOf(worktreeKey, repositoryUrl, branch);
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
   return serializedOnClone(clonePath, async () => {
@@ -187,6 +196,7 @@ export async function syncWorktree(
   await assertBranchName(branch);
   await assertBaseRef(baseRef);
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
+  assertKeyOf(worktreeKey, repositoryUrl, branch);
   if (!(await lstatOrNull(worktreePath))) throw notThere(`worktree ${worktreeKey} does not exist; create it first`, { worktreeKey });
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
