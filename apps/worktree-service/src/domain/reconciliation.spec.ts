@@ -14,7 +14,7 @@ function stream(branch: string, leaseId: string, steps: (key: string) => Worktre
     },
     ...steps(key),
   ];
-  let state = worktreeLeaseDecider.initialState();
+  let state = worktreeLeaseDecider.initialState;
   for (const command of commands) state = worktreeLeaseDecider.decide(command, state).reduce(worktreeLeaseDecider.evolve, state);
   return { key, state };
 }

@@ -22,7 +22,7 @@ const requestOf = (leaseId: string, jobId: string, now: string): WorktreeLeaseCo
 describe('worktree effects', () => {
   it('asks for create_or_reuse, then sync, then a rescue, each once, as the lease moves on', () => {
     const common = { worktreeKey, leaseId: A, token: 1, repositoryUrl, branch };
-    let step = run(worktreeLeaseDecider.initialState(), requestOf(A, 'job-a', at(0)));
+    let step = run(worktreeLeaseDecider.initialState, requestOf(A, 'job-a', at(0)));
     expect(effectsRequestedBy(step.state, step.events)).toEqual([{ ...common, type: 'create_or_reuse', baseRef: 'main' }]);
     expect(pendingEffects(step.state)).toEqual([{ ...common, type: 'create_or_reuse', baseRef: 'main' }]);
 
@@ -38,13 +38,13 @@ describe('worktree effects', () => {
   });
 
   it('asks for rescue_and_remove when the release removes the worktree', () => {
-    let step = run(worktreeLeaseDecider.initialState(), requestOf(A, 'job-a', at(0)));
+    let step = run(worktreeLeaseDecider.initialState, requestOf(A, 'job-a', at(0)));
     step = run(step.state, { type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'stale_reset', removeWorktree: true, now: at(1) } });
     expect(pendingEffects(step.state)).toEqual([{ worktreeKey, leaseId: A, token: 1, repositoryUrl, branch, type: 'rescue_and_remove', reason: 'stale_reset' }]);
   });
 
   it('asks the next holder for its worktree in the same decision that releases the previous one', () => {
-    let step = run(worktreeLeaseDecider.initialState(), requestOf(A, 'job-a', at(0)));
+    let step = run(worktreeLeaseDecider.initialState, requestOf(A, 'job-a', at(0)));
     step = run(step.state, requestOf(B, 'job-b', at(1)));
     expect(effectsRequestedBy(step.state, step.events)).toEqual([]);
     step = run(step.state, { type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'released', removeWorktree: false, now: at(2) } });
@@ -53,7 +53,7 @@ describe('worktree effects', () => {
   });
 
   it('lists the expiry of the holder and the deadlines of the waiters, earliest first', () => {
-    let step = run(worktreeLeaseDecider.initialState(), requestOf(A, 'job-a', at(0)));
+    let step = run(worktreeLeaseDecider.initialState, requestOf(A, 'job-a', at(0)));
     step = run(step.state, requestOf(B, 'job-b', at(1)));
     expect(upcomingDeadlines(step.state)).toEqual([
       { kind: 'lock_deadline', leaseId: B, at: at(31) },

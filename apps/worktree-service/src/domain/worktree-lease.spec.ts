@@ -1,4 +1,5 @@
 import { contractRegistry, deriveWorktreeKey, ErrorCode } from '@gantry/contracts';
+import type { Decider } from '@gantry/eventstore';
 import { deciderSpec } from './testing/decider-spec.js';
 import {
   currentHolder,
@@ -6,9 +7,13 @@ import {
   worktreeStatus,
   type WorktreeLeaseCommand,
   type WorktreeLeaseEvent,
+  type WorktreeLeaseState,
 } from './worktree-lease.js';
 
 const spec = deciderSpec(worktreeLeaseDecider);
+
+// The wiring runs it through @gantry/eventstore's decideWithin: it must have that shape.
+const asStoredDecider: Decider<WorktreeLeaseCommand, WorktreeLeaseState, WorktreeLeaseEvent> = worktreeLeaseDecider;
 
 const repositoryUrl = 'https://github.com/acme/shop.git';
 const branch = 'feature/checkout';
@@ -88,6 +93,11 @@ const aReady = [...aAcquired, created(A, 1, at(1)), synced(A, 1, at(2))];
 const aReadyBWaiting = [...aReady, requested(B, at(10)), queued(B, 1, at(10))];
 
 describe('WorktreeLease: requesting a lease', () => {
+  it('starts idle, with no lease and no token granted', () => {
+    expect(asStoredDecider.initialState).toEqual({ worktreeKey: null, lastToken: 0, lock: { holder: null, waiters: [] }, leases: {}, path: null });
+    expect(worktreeStatus(asStoredDecider.initialState)).toBe('idle');
+  });
+
   it('grants a free lock at once with fencing token 1 and asks for the worktree', () => {
     const state = spec.given([]).when(request(A, T0)).then(aAcquired);
     expect(worktreeStatus(state)).toBe('creating_or_reusing');
@@ -460,7 +470,7 @@ describe('WorktreeLease: the lock is never held twice', () => {
       return (seed >>> 16) % n;
     };
     const ids = [A, B, C];
-    let state = worktreeLeaseDecider.initialState();
+    let state = worktreeLeaseDecider.initialState;
     let clock = 0;
     let requests = 0;
     let accepted = 0;

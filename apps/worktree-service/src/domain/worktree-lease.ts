@@ -161,13 +161,14 @@ export interface WorktreeLeaseState {
   readonly path: string | null;
 }
 
-export const initialState = (): WorktreeLeaseState => ({
+/** The state of a worktree key nobody asked for yet (immutable: evolve always returns a new state). */
+export const initialState: WorktreeLeaseState = {
   worktreeKey: null,
   lastToken: 0,
   lock: freeLock,
   leases: {},
   path: null,
-});
+};
 
 const HOLDING: readonly WorktreeLeaseStatus[] = ['creating_or_reusing', 'syncing', 'ready'];
 const TERMINAL: readonly WorktreeLeaseStatus[] = ['released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn'];
@@ -596,4 +597,5 @@ export function evolve(state: WorktreeLeaseState, event: WorktreeLeaseEvent): Wo
   }
 }
 
+/** The decider in the shape of `Decider` from @gantry/eventstore (`decideWithin`, `handleWithDecider`). */
 export const worktreeLeaseDecider = { decide, evolve, initialState };

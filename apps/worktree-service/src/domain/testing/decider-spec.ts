@@ -10,7 +10,7 @@ import { GantryError, type ErrorCode } from '@gantry/contracts';
 export interface Decider<Command, Event, State> {
   decide(command: Command, state: State): Event[];
   evolve(state: State, event: Event): State;
-  initialState(): State;
+  initialState: State;
 }
 
 export interface SpecWhen<Event, State> {
@@ -25,7 +25,7 @@ export interface SpecWhen<Event, State> {
 export function deciderSpec<Command, Event, State>(decider: Decider<Command, Event, State>) {
   return {
     given(history: Event[]) {
-      const state = history.reduce(decider.evolve, decider.initialState());
+      const state = history.reduce(decider.evolve, decider.initialState);
       return {
         state,
         when(command: Command): SpecWhen<Event, State> {
