@@ -1,8 +1,9 @@
-import { contractRegistry, deriveWorktreeKey, ErrorCode } from '@gantry/contracts';
+import { contractRegistry, deriveWorktreeKey, ErrorCode, WorktreeLeaseViewSchema } from '@gantry/contracts';
 import type { Decider } from '@gantry/eventstore';
 import { deciderSpec } from './testing/decider-spec.js';
 import {
   currentHolder,
+  leaseViewOf,
   worktreeLeaseDecider,
   worktreeStatus,
   type WorktreeLeaseCommand,
@@ -523,6 +524,17 @@ describe('WorktreeLease: the lock is never held twice', () => {
     }
     expect(accepted).toBeGreaterThan(300);
     expect(state.lastToken).toBeGreaterThan(10);
+  });
+});
+
+describe('WorktreeLease views', () => {
+  it('shows a lease in every status as the list_worktree_leases contract describes it', () => {
+    const state = [...aReadyBWaiting, timedOut(B, at(70), at(70))].reduce(worktreeLeaseDecider.evolve, worktreeLeaseDecider.initialState);
+    for (const lease of Object.values(state.leases)) {
+      expect(WorktreeLeaseViewSchema.safeParse(leaseViewOf(lease)).error).toBeUndefined();
+    }
+    expect(leaseViewOf(state.leases[A]!)).toMatchObject({ status: 'ready', token: 1, baseSha: sha, path });
+    expect(leaseViewOf(state.leases[B]!)).toMatchObject({ status: 'lock_timeout', token: null, path: null });
   });
 });
 

@@ -3,6 +3,7 @@ import {
   ErrorCode,
   GantryError,
   type DataOf,
+  type WorktreeLeaseView,
   type WorktreeLeaseStatus,
   type WorktreeReleaseReason,
   type WorktreeCreated,
@@ -185,6 +186,25 @@ export function worktreeStatus(state: WorktreeLeaseState): WorktreeLeaseStatus |
 
 export function currentHolder(state: WorktreeLeaseState): LeaseRecord | null {
   return state.lock.holder ? (state.leases[state.lock.holder] ?? null) : null;
+}
+
+/** A lease as the list_worktree_leases query shows it. */
+export function leaseViewOf(lease: LeaseRecord): WorktreeLeaseView {
+  return {
+    leaseId: lease.leaseId,
+    worktreeKey: lease.worktreeKey,
+    jobId: lease.jobId,
+    jobLeaseToken: lease.jobLeaseToken,
+    repositoryUrl: lease.repositoryUrl,
+    branch: lease.branch,
+    baseRef: lease.baseRef,
+    status: lease.status,
+    token: lease.token,
+    path: lease.path,
+    baseSha: lease.baseSha,
+    expiresAt: lease.expiresAt,
+    requestedAt: lease.requestedAt,
+  };
 }
 
 // ---- decide ---------------------------------------------------------------------------------
