@@ -1,7 +1,26 @@
 import { Module } from '@nestjs/common';
 import { GantryRuntimeModule } from '@gantry/service-runtime';
+import { JobCommandHandlers } from './application/job-commands.js';
+import { LeaseExpirySweep } from './application/lease-expiry.js';
+import { JobOffers } from './application/offers.js';
+import { JobQueries } from './application/queries.js';
+import { SprintRunCommandHandlers } from './application/sprint-run-commands.js';
+import { SprintRunEffects } from './application/sprint-run-effects.js';
+import { SprintRunReactions } from './application/sprint-run-reactions.js';
+import { jobServiceMigrations } from './infrastructure/migrations.js';
+import { jobServiceProjections } from './infrastructure/projections.js';
 
 @Module({
-  imports: [GantryRuntimeModule.forRoot({ service: 'job-service', context: 'jobs', defaultPort: 3101 })],
+  imports: [
+    GantryRuntimeModule.forRoot({
+      service: 'job-service',
+      context: 'jobs',
+      defaultPort: 3101,
+      migrations: jobServiceMigrations,
+      projections: jobServiceProjections,
+      dispatchStream: true,
+    }),
+  ],
+  providers: [JobCommandHandlers, JobQueries, SprintRunCommandHandlers, LeaseExpirySweep, JobOffers, SprintRunReactions, SprintRunEffects],
 })
 export class AppModule {}

@@ -1,0 +1,218 @@
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  cancelJob,
+  claimJob,
+  enqueueJob,
+  ErrorCode,
+  finishJob,
+  GantryError,
+  logCommit,
+  logImplementation,
+  logTestResult,
+  renewJobLease,
+  reportPush,
+  rollbackClaim,
+  startJob,
+  type ClaimedJob,
+  type ReplyOf,
+  type RequestOf,
+} from '@gantry/contracts';
+import { decideWithin, EventStore, handleWithDecider, type Decision } from '@gantry/eventstore';
+import type { CommandContext } from '@gantry/messaging';
+import { CommandHandler } from '@gantry/service-runtime';
+import {
+  cancelJobCommand,
+  claimJobCommand,
+  finishJobCommand,
+  jobDecider,
+  jobExists,
+  logCommitCommand,
+  logImplementationCommand,
+  logTestResultCommand,
+  renewJobLeaseCommand,
+  reportPushCommand,
+  rollbackClaimCommand,
+  startJobCommand,
+  type Job,
+  type JobCommand,
+  type JobEvent,
+  type JobState,
+} from '../domain/index.js';
+import { idempotencyFor, metadataOf } from './command-context.js';
+import { enqueueJobRequest } from './run-queue.js';
+import { crashAfterCommitIfAsked } from './test-crash-hook.js';
+
+type JobDecision = Decision<JobState, JobEvent>;
+
+function jobAfter(decision: JobDecision): Job {
+  if (!jobExists(decision.after)) throw new Error('a decided job command left no job');
+  return decision.after;
+}
+
+function eventOf<T extends JobEvent['type']>(decision: JobDecision, type: T): Extract<JobEvent, { type: T }>['data'] {
+  const event = decision.decided.find((e) => e.type === type);
+  if (!event) throw new Error(`expected a ${type} event`);
+  return event.data as never;
+}
+
+export function claimedJob(job: Job): ClaimedJob {
+  if (!job.lease || !job.agentConfig) throw new Error(`job ${job.jobId} holds no lease`);
+  return {
+    jobId: job.jobId,
+    kind: job.kind,
+    productId: job.productId,
+    storyId: job.storyId,
+    sprintId: job.sprintId,
+    sprintRunId: job.sprintRunId,
+    taskId: job.taskId,
+    prompts: job.prompts,
+    payloads: job.payloads,
+    leaseToken: job.lease.token,
+    leaseExpiresAt: job.lease.expiresAt,
+    attempt: job.attempt,
+    agentConfig: job.agentConfig,
+    effort: job.effort,
+    baseRef: job.baseRef,
+    baseSha: job.baseSha,
+  };
+}
+
+/** The job commands of SPEC §1, each one transaction: decide on the stream, append at its version. */
+@Injectable()
+export class JobCommandHandlers {
+  constructor(@Inject(EventStore) private readonly store: EventStore) {}
+
+  private now(): string {
+    return this.store.clock().toISOString();
+  }
+
+  @CommandHandler(enqueueJob)
+  enqueue(request: RequestOf<typeof enqueueJob>, context?: CommandContext): Promise<ReplyOf<typeof enqueueJob>> {
+    return enqueueJobRequest(this.store, request, metadataOf(request, context));
+  }
+
+  /**
+   * The offered job, or the oldest queued job of the runner's kinds (the view row locked with SKIP
+   * LOCKED so concurrent pollers spread over the queue). The append at the loaded version is the
+   * compare-and-set: of 50 concurrent claims one appends, the others reload and are ALREADY_CLAIMED.
+   */
+  @CommandHandler(claimJob)
+  async claim(request: RequestOf<typeof claimJob>, context?: CommandContext): Promise<ReplyOf<typeof claimJob>> {
+    const executed = await this.store.execute<ReplyOf<typeof claimJob>>(
+      { metadata: metadataOf(request, context), idempotency: idempotencyFor('claim_job', request) },
+      async (uow) => {
+        const now = this.now();
+        const claimOne = async (jobId: string) => {
+          const decision = await decideWithin(uow, jobDecider, jobId, claimJobCommand(request, { jobId, now }));
+          return { claimed: true as const, job: claimedJob(jobAfter(decision)) };
+        };
+        if (request.jobId) return claimOne(request.jobId);
+        const passed: string[] = [];
+        for (;;) {
+          const { rows } = await uow.sql.query<{ job_id: string }>(
+            `SELECT job_id FROM jobs WHERE status = 'QUEUED' AND kind = ANY($1) AND NOT (job_id = ANY($2))
+              ORDER BY enqueue_position LIMIT 1 FOR UPDATE SKIP LOCKED`,
+            [request.kinds, passed],
+          );
+          const jobId = rows[0]?.job_id;
+          if (!jobId) return { claimed: false as const };
+          try {
+            await uow.sql.query('SAVEPOINT claim_pick');
+            const reply = await claimOne(jobId);
+            await uow.sql.query('RELEASE SAVEPOINT claim_pick');
+            return reply;
+          } catch (error) {
+            // The row was stale (claimed or cancelled in the meantime): try the next one.
+            if (!(error instanceof GantryError) || error.code === ErrorCode.VERSION_CONFLICT) throw error;
+            await uow.sql.query('ROLLBACK TO SAVEPOINT claim_pick');
+            passed.push(jobId);
+          }
+        }
+      },
+    );
+    if (!executed.replayed) crashAfterCommitIfAsked('claim_job');
+    return executed.result;
+  }
+
+  @CommandHandler(renewJobLease)
+  async renew(request: RequestOf<typeof renewJobLease>, context?: CommandContext): Promise<ReplyOf<typeof renewJobLease>> {
+    return this.decide(request.jobId, renewJobLeaseCommand(request, { now: this.now() }), request, context, undefined, (d) => {
+      const e = eventOf(d, 'JobLeaseRenewed');
+      return { jobId: e.jobId, leaseToken: e.leaseToken, leaseExpiresAt: e.leaseExpiresAt };
+    });
+  }
+
+  @CommandHandler(startJob)
+  async start(request: RequestOf<typeof startJob>, context?: CommandContext): Promise<ReplyOf<typeof startJob>> {
+    return this.decide(request.jobId, startJobCommand(request, { now: this.now() }), request, context, 'start_job', statusReply);
+  }
+
+  @CommandHandler(logImplementation)
+  async logImplementation(request: RequestOf<typeof logImplementation>, context?: CommandContext): Promise<ReplyOf<typeof logImplementation>> {
+    return this.decide(request.jobId, logImplementationCommand(request, { now: this.now() }), request, context, 'log_implementation', statusReply);
+  }
+
+  @CommandHandler(logCommit)
+  async logCommit(request: RequestOf<typeof logCommit>, context?: CommandContext): Promise<ReplyOf<typeof logCommit>> {
+    return this.decide(request.jobId, logCommitCommand(request, { now: this.now() }), request, context, 'log_commit', statusReply);
+  }
+
+  @CommandHandler(logTestResult)
+  async logTestResult(request: RequestOf<typeof logTestResult>, context?: CommandContext): Promise<ReplyOf<typeof logTestResult>> {
+    return this.decide(request.jobId, logTestResultCommand(request, { now: this.now() }), request, context, 'log_test_result', statusReply);
+  }
+
+  @CommandHandler(reportPush)
+  async reportPush(request: RequestOf<typeof reportPush>, context?: CommandContext): Promise<ReplyOf<typeof reportPush>> {
+    return this.decide(request.jobId, reportPushCommand(request, { now: this.now() }), request, context, 'report_push', (d) => {
+      const e = eventOf(d, 'JobPushReported');
+      return { jobId: e.jobId, headSha: e.headSha, pushedAt: e.pushedAt };
+    });
+  }
+
+  @CommandHandler(finishJob)
+  async finish(request: RequestOf<typeof finishJob>, context?: CommandContext): Promise<ReplyOf<typeof finishJob>> {
+    return this.decide(request.jobId, finishJobCommand(request, { now: this.now() }), request, context, 'finish_job', (d) => {
+      const e = eventOf(d, 'JobFinished');
+      return { jobId: e.jobId, jobStatus: e.jobStatus, taskStatus: e.taskStatus, error: e.error };
+    });
+  }
+
+  @CommandHandler(rollbackClaim)
+  async rollback(request: RequestOf<typeof rollbackClaim>, context?: CommandContext): Promise<ReplyOf<typeof rollbackClaim>> {
+    return this.decide(request.jobId, rollbackClaimCommand(request, { now: this.now() }), request, context, 'rollback_claim', (d) => {
+      const job = jobAfter(d);
+      return { jobId: job.jobId, status: job.status, attempt: job.attempt };
+    });
+  }
+
+  @CommandHandler(cancelJob)
+  async cancel(request: RequestOf<typeof cancelJob>, context?: CommandContext): Promise<ReplyOf<typeof cancelJob>> {
+    return this.decide(request.jobId, cancelJobCommand(request, { now: this.now() }), request, context, 'cancel_job', statusReply);
+  }
+
+  private async decide<R>(
+    jobId: string,
+    command: JobCommand,
+    request: { idempotencyKey?: string; correlationId?: string; causationId?: string; actor?: string },
+    context: CommandContext | undefined,
+    idempotentAs: string | undefined,
+    reply: (decision: JobDecision) => R,
+  ): Promise<R> {
+    const idempotency = idempotentAs && request.idempotencyKey ? idempotencyFor(idempotentAs, { ...request, idempotencyKey: request.idempotencyKey }) : undefined;
+    const executed = await handleWithDecider(this.store, {
+      decider: jobDecider,
+      streamId: jobId,
+      command,
+      metadata: metadataOf(request, context),
+      idempotency,
+      reply,
+    });
+    return executed.result;
+  }
+}
+
+function statusReply(decision: JobDecision) {
+  const job = jobAfter(decision);
+  return { jobId: job.jobId, status: job.status };
+}

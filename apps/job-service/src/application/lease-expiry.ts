@@ -1,0 +1,87 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { GantryError } from '@gantry/contracts';
+import { decideWithin, EventStore } from '@gantry/eventstore';
+import { JsonLogger } from '@gantry/service-runtime';
+import { jobDecider } from '../domain/index.js';
+
+export const DEFAULT_LEASE_SWEEP_MS = 1000;
+
+export function leaseSweepIntervalMs(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.GANTRY_LEASE_SWEEP_MS;
+  if (raw === undefined || raw === '') return DEFAULT_LEASE_SWEEP_MS;
+  const ms = Number(raw);
+  if (!Number.isInteger(ms) || ms < 10) throw new Error(`GANTRY_LEASE_SWEEP_MS must be a whole number of milliseconds ≥ 10, got ${raw}`);
+  return ms;
+}
+
+/**
+ * Liveness (SPEC §1, ARCHITECTURE §4): every replica sweeps for CLAIMED/RUNNING jobs whose lease
+ * expired by this service's clock and appends JobLeaseExpired at the version it loaded. Two replicas
+ * sweeping the same lease: one append wins, the other reloads, finds the lease ended and does
+ * nothing — one expiry event, one attempt increment. After the last attempt the job FAILs.
+ */
+@Injectable()
+export class LeaseExpirySweep implements OnApplicationBootstrap, OnApplicationShutdown {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private readonly log;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('lease-expiry');
+  }
+
+  onApplicationBootstrap(): void {
+    const interval = leaseSweepIntervalMs();
+    this.timer = setInterval(() => {
+      if (this.running) return;
+      this.running = this.sweep()
+        .then(() => undefined)
+        .catch((error: unknown) => this.log.warn('lease sweep failed; next tick retries', { error: String(error) }))
+        .finally(() => {
+          this.running = null;
+        });
+    }, interval);
+    this.timer.unref();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  /** One pass; returns the number of leases this replica expired. */
+  async sweep(): Promise<number> {
+    const now = this.store.clock();
+    const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
+      `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT 500`,
+      [now],
+    );
+    let expired = 0;
+    for (const row of rows) {
+      try {
+        const done = await this.store.execute({ metadata: { correlationId: `lease-expiry:${row.job_id}:${row.lease_token}`, actor: 'job-service' } }, async (uow) => {
+          // Another replica working on the same row right now: leave it to that one.
+          const locked = await uow.sql.query(`SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE SKIP LOCKED`, [row.job_id]);
+          if (locked.rowCount === 0) return false;
+          const decision = await decideWithin(uow, jobDecider, row.job_id, {
+            type: 'ExpireJobLease',
+            data: { jobId: row.job_id, leaseToken: row.lease_token, now: now.toISOString() },
+          });
+          return decision.decided.length > 0;
+        });
+        if (done.result) {
+          expired++;
+          this.log.log('job lease expired', { jobId: row.job_id, leaseToken: row.lease_token });
+        }
+      } catch (error) {
+        // The lease ended (finished, renewed, expired by another replica) between the look and the append.
+        if (!(error instanceof GantryError)) throw error;
+      }
+    }
+    return expired;
+  }
+}

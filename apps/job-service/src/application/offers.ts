@@ -1,0 +1,43 @@
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import type pg from 'pg';
+import { dispatchSubject, JobOfferSchema, jobOfferMessageId, type EventEnvelope } from '@gantry/contracts';
+import { EventStore } from '@gantry/eventstore';
+import { Bus } from '@gantry/messaging';
+import { Consumers } from '@gantry/service-runtime';
+import { jobOfferFor, type JobEvent } from '../domain/index.js';
+import { loadJob } from '../infrastructure/job-store.js';
+import { jobEventTypes } from '../infrastructure/projections.js';
+
+export const OFFERS_CONSUMER = 'job-service-offers';
+
+/**
+ * Offers queued jobs on `<root>.dispatch.<kind>`. Driven by a durable consumer of the service's own
+ * jobs stream, so an offer follows every committed enqueue / requeue even across a crash between
+ * commit and publish; `Nats-Msg-Id` is one per job attempt, so a redelivered event's re-publish is
+ * dropped by the server. A job no longer queued at that attempt is not offered (the offer is a hint).
+ */
+@Injectable()
+export class JobOffers implements OnModuleInit {
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Bus) private readonly bus: Bus,
+    @Inject(Consumers) private readonly consumers: Consumers,
+  ) {}
+
+  onModuleInit(): void {
+    this.consumers.add({ name: OFFERS_CONSUMER, source: 'jobs', handle: (event, sql) => this.offer(event, sql) });
+  }
+
+  private async offer(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+    if (!jobEventTypes.includes(envelope.type as JobEvent['type'])) return;
+    const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
+    if (!job) return;
+    const offer = jobOfferFor({ type: envelope.type, data: envelope.data } as JobEvent, job);
+    if (!offer) return;
+    const current = await loadJob(this.store, envelope.streamId, sql);
+    if (!current || current.status !== 'QUEUED' || current.attempt !== offer.attempt) return;
+    await this.bus.js.publish(dispatchSubject(this.bus.naming, offer.kind), JSON.stringify(JobOfferSchema.parse(offer)), {
+      msgID: jobOfferMessageId(offer),
+    });
+  }
+}

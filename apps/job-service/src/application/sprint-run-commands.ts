@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { cancelSprintRun, createSprintRun, resumeSprintRun, sprintRunIdFor, type ReplyOf, type RequestOf } from '@gantry/contracts';
+import { EventStore, handleWithDecider, type Decision } from '@gantry/eventstore';
+import type { CommandContext } from '@gantry/messaging';
+import { CommandHandler } from '@gantry/service-runtime';
+import {
+  cancelSprintRunCommand,
+  createSprintRunCommand,
+  resumeSprintRunCommand,
+  sprintRunDecider,
+  sprintRunExists,
+  type SprintRunCommand,
+  type SprintRunEvent,
+  type SprintRunState,
+} from '../domain/index.js';
+import { idempotencyFor, metadataOf } from './command-context.js';
+
+type Reply = ReplyOf<typeof createSprintRun>;
+
+function statusReply(decision: Decision<SprintRunState, SprintRunEvent>): Reply {
+  const run = decision.after;
+  if (!sprintRunExists(run)) throw new Error('a decided sprint run command left no sprint run');
+  return { sprintRunId: run.sprintRunId, status: run.status };
+}
+
+/** The user's sprint run commands (SPEC §2); the effects they request run in SprintRunEffects. */
+@Injectable()
+export class SprintRunCommandHandlers {
+  constructor(@Inject(EventStore) private readonly store: EventStore) {}
+
+  @CommandHandler(createSprintRun)
+  create(request: RequestOf<typeof createSprintRun>, context?: CommandContext): Promise<Reply> {
+    const sprintRunId = sprintRunIdFor(randomUUID());
+    return this.decide(sprintRunId, createSprintRunCommand(request, { sprintRunId, now: this.now() }), 'create_sprint_run', request, context);
+  }
+
+  @CommandHandler(resumeSprintRun)
+  resume(request: RequestOf<typeof resumeSprintRun>, context?: CommandContext): Promise<Reply> {
+    return this.decide(request.sprintRunId, resumeSprintRunCommand(request, { now: this.now() }), 'resume_sprint_run', request, context);
+  }
+
+  @CommandHandler(cancelSprintRun)
+  cancel(request: RequestOf<typeof cancelSprintRun>, context?: CommandContext): Promise<Reply> {
+    return this.decide(request.sprintRunId, cancelSprintRunCommand(request, { now: this.now() }), 'cancel_sprint_run', request, context);
+  }
+
+  private now(): string {
+    return this.store.clock().toISOString();
+  }
+
+  private async decide(
+    sprintRunId: string,
+    command: SprintRunCommand,
+    name: string,
+    request: { idempotencyKey: string; correlationId?: string; causationId?: string; actor?: string },
+    context: CommandContext | undefined,
+  ): Promise<Reply> {
+    const executed = await handleWithDecider(this.store, {
+      decider: sprintRunDecider,
+      streamId: sprintRunId,
+      command,
+      metadata: metadataOf(request, context),
+      idempotency: idempotencyFor(name, request),
+      reply: statusReply,
+    });
+    return executed.result;
+  }
+}

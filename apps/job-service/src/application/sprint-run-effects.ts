@@ -1,0 +1,100 @@
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import type pg from 'pg';
+import { GantryError, type EventEnvelope } from '@gantry/contracts';
+import { EventStore, handleWithDecider } from '@gantry/eventstore';
+import { Consumers, JsonLogger } from '@gantry/service-runtime';
+import { jobDecider, sprintRunEffects, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
+import { loadSprintRun } from '../infrastructure/job-store.js';
+import { sprintRunEventTypes } from '../infrastructure/projections.js';
+import { enqueueJobRequest } from './run-queue.js';
+
+/**
+ * The effect processor of sprint runs (ARCHITECTURE §5). A durable consumer of the service's own
+ * stream reads each sprint-run event, recomputes the effects it requests (pure: `sprintRunEffects`)
+ * and carries them out. Every effect is idempotent by a key derived from the sprint run and the
+ * effect — the sprint job's key, the cancelling event and job — so a redelivery or a replay enqueues
+ * and cancels nothing twice.
+ */
+@Injectable()
+export class SprintRunEffects implements OnModuleInit {
+  private readonly log;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Consumers) private readonly consumers: Consumers,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('sprint-run-effects');
+  }
+
+  onModuleInit(): void {
+    this.consumers.add({ name: 'job-service-sprint-run-effects', source: 'jobs', handle: (e, sql) => this.onEvent(e, sql) });
+  }
+
+  private async onEvent(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+    if (!sprintRunEventTypes.includes(envelope.type as SprintRunEvent['type'])) return;
+    const { run: before } = await loadSprintRun(this.store, envelope.streamId, sql, envelope.streamVersion - 1);
+    const effects = sprintRunEffects({ type: envelope.type, data: envelope.data } as SprintRunEvent, before ?? { status: 'ABSENT' });
+    for (const effect of effects) await this.execute(effect, envelope, sql);
+  }
+
+  private async execute(effect: SprintRunEffect, cause: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+    const metadata = { correlationId: cause.correlationId, causationId: cause.eventId, actor: 'job-service' };
+    switch (effect.type) {
+      case 'ENQUEUE_SPRINT_JOBS':
+        for (const job of effect.jobs) {
+          await enqueueJobRequest(
+            this.store,
+            {
+              kind: 'SPRINT_IMPLEMENTATION',
+              productId: effect.productId,
+              sprintId: effect.sprintId,
+              sprintRunId: effect.sprintRunId,
+              taskId: job.taskId,
+              prompt: `Implement task ${job.taskId} of sprint ${effect.sprintId} on branch ${effect.branch}.`,
+              baseRef: effect.branch,
+              idempotencyKey: job.idempotencyKey,
+              excludeFromCoalescing: true,
+            },
+            metadata,
+          );
+        }
+        return;
+      case 'CANCEL_SPRINT_JOBS': {
+        const { rows } = await sql.query<{ job_id: string }>(
+          `SELECT job_id FROM jobs WHERE sprint_run_id = $1 AND status IN ('QUEUED', 'CLAIMED', 'RUNNING') ORDER BY enqueue_position`,
+          [effect.sprintRunId],
+        );
+        for (const { job_id: jobId } of rows) {
+          try {
+            await handleWithDecider(this.store, {
+              decider: jobDecider,
+              streamId: jobId,
+              command: { type: 'CancelJob', data: { jobId, reason: effect.reason, now: this.store.clock().toISOString() } },
+              metadata,
+              idempotency: { scope: 'jobs.sprint_run_effect', key: `cancel:${cause.eventId}:${jobId}`, request: { jobId } },
+              reply: () => ({ jobId }),
+            });
+          } catch (error) {
+            // Finished in the meantime: nothing left to cancel.
+            if (!(error instanceof GantryError)) throw error;
+          }
+        }
+        return;
+      }
+      case 'RAISE_QUESTION':
+      case 'MARK_PR_READY_FOR_REVIEW':
+      case 'RETURN_TASKS_TO_TODO':
+        // Owned by other contexts (questions, pr-service, the task board); no command for them exists yet.
+        // The request stays in the log (the event that asked for it) for the owner to consume.
+        this.log.log('sprint run effect requested of another context', { effect, causationId: cause.eventId });
+        return;
+      default:
+        return assertNever(effect);
+    }
+  }
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled sprint run effect ${JSON.stringify(value)}`);
+}

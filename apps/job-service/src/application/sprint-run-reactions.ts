@@ -1,0 +1,125 @@
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import type pg from 'pg';
+import {
+  ErrorCode,
+  GantryError,
+  PullRequestChecksFailed,
+  PullRequestMergeConflict,
+  type EventEnvelope,
+  type PullRequestChecksFailedData,
+  type PullRequestMergeConflictData,
+} from '@gantry/contracts';
+import { EventStore, fold } from '@gantry/eventstore';
+import { Bus, RetryLater } from '@gantry/messaging';
+import { Consumers, JsonLogger, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import {
+  checksFailedCommand,
+  mergeConflictCommand,
+  sprintRunCommandFor,
+  sprintRunDecider,
+  type JobEvent,
+  type SprintRunCommand,
+  type SprintRunEvent,
+} from '../domain/index.js';
+import { loadJob } from '../infrastructure/job-store.js';
+import { jobEventTypes } from '../infrastructure/projections.js';
+
+/**
+ * The sprint run learns from events: its jobs' (first claim, task done / failed) from the service's
+ * own stream, and the PR side's merge conflict / failed checks from the `prs` stream. Each fact is
+ * decided and appended in the consumer's transaction, together with its inbox row, so a
+ * redelivered event changes nothing.
+ */
+@Injectable()
+export class SprintRunReactions implements OnModuleInit {
+  private readonly log;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Bus) private readonly bus: Bus,
+    @Inject(Consumers) private readonly consumers: Consumers,
+    @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('sprint-runs');
+  }
+
+  async onModuleInit(): Promise<void> {
+    // The pr-service may start after us; its stream is the same whoever creates it first.
+    await this.bus.ensureEventStream('prs', { replicas: this.config.streamReplicas });
+    this.consumers.add({ name: 'job-service-sprint-runs-from-jobs', source: 'jobs', handle: (e, sql) => this.onJobEvent(e, sql) });
+    this.consumers.add({
+      name: 'job-service-sprint-runs-merge-conflicts',
+      source: 'prs',
+      type: PullRequestMergeConflict.type,
+      handle: (e, sql) => this.onMergeConflict(e as EventEnvelope<PullRequestMergeConflictData>, sql),
+    });
+    this.consumers.add({
+      name: 'job-service-sprint-runs-checks-failed',
+      source: 'prs',
+      type: PullRequestChecksFailed.type,
+      handle: (e, sql) => this.onChecksFailed(e as EventEnvelope<PullRequestChecksFailedData>, sql),
+    });
+  }
+
+  private now(): string {
+    return this.store.clock().toISOString();
+  }
+
+  private async onJobEvent(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+    if (!jobEventTypes.includes(envelope.type as JobEvent['type'])) return;
+    const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
+    if (!job || job.sprintRunId === null) return;
+    const command = sprintRunCommandFor({ type: envelope.type, data: envelope.data } as JobEvent, job, { now: this.now() });
+    if (command) await this.decide(command, envelope, sql);
+  }
+
+  private async onMergeConflict(envelope: EventEnvelope<PullRequestMergeConflictData>, sql: pg.PoolClient): Promise<void> {
+    const sprintRunId = await this.sprintRunOfBranch(envelope.data.branch, sql);
+    if (!sprintRunId) return this.log.log('merge conflict on a branch no open sprint run uses', { branch: envelope.data.branch, eventId: envelope.eventId });
+    // One question per conflict report: its id is derived from the event, so a redelivery asks nothing new.
+    const questionId = `question-${envelope.eventId}`;
+    await this.decide(mergeConflictCommand(envelope.data, { sprintRunId, questionId, now: this.now() }), envelope, sql);
+  }
+
+  private async onChecksFailed(envelope: EventEnvelope<PullRequestChecksFailedData>, sql: pg.PoolClient): Promise<void> {
+    const sprintRunId = await this.sprintRunOfBranch(envelope.data.branch, sql);
+    if (!sprintRunId) return this.log.log('failed checks on a branch no open sprint run uses', { branch: envelope.data.branch, eventId: envelope.eventId });
+    await this.decide(checksFailedCommand(envelope.data, { sprintRunId, now: this.now() }), envelope, sql);
+  }
+
+  private async sprintRunOfBranch(branch: string, sql: pg.PoolClient): Promise<string | null> {
+    const { rows } = await sql.query<{ sprint_run_id: string }>(
+      `SELECT sprint_run_id FROM sprint_runs WHERE branch = $1 AND status NOT IN ('DONE', 'CANCELLED') ORDER BY created_at DESC LIMIT 1`,
+      [branch],
+    );
+    return rows[0]?.sprint_run_id ?? null;
+  }
+
+  /** Decide on the sprint run's stream and append at the loaded version, inside the consumer's transaction. */
+  private async decide(command: SprintRunCommand, cause: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+    const streamId = command.data.sprintRunId;
+    const history = await this.store.readStream(streamId, sql);
+    let events: SprintRunEvent[];
+    try {
+      events = sprintRunDecider.decide(command, fold<ReturnType<typeof sprintRunDecider.evolve>, SprintRunEvent>(sprintRunDecider, history));
+    } catch (error) {
+      if (!(error instanceof GantryError)) throw error;
+      // A fact the run refuses (e.g. a conflict before it started) is recorded in the log, not retried forever.
+      this.log.warn('sprint run refused a fact', { sprintRunId: streamId, command: command.type, code: error.code, error: error.message, causationId: cause.eventId });
+      return;
+    }
+    if (events.length === 0) return;
+    try {
+      await this.store.appendWithin(sql, streamId, history.length, events, {
+        correlationId: cause.correlationId,
+        causationId: cause.eventId,
+        actor: 'job-service',
+        idempotencyKey: null,
+      });
+    } catch (error) {
+      if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw new RetryLater('sprint run appended concurrently', 50);
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,39 @@
+import type pg from 'pg';
+import { fold, type EventStore, type StoredEvent } from '@gantry/eventstore';
+import {
+  jobDecider,
+  jobExists,
+  sprintRunDecider,
+  sprintRunExists,
+  type Job,
+  type JobEvent,
+  type SprintRun,
+  type SprintRunEvent,
+} from '../domain/index.js';
+
+type Sql = pg.PoolClient | pg.Pool;
+
+/** A job folded from its own stream, up to `version` when given (the state right after that event). */
+export async function loadJob(store: EventStore, jobId: string, sql: Sql, version?: number): Promise<Job | null> {
+  const events = await store.readStream(jobId, sql as pg.PoolClient);
+  const upTo = version === undefined ? events : events.filter((e) => e.streamVersion <= version);
+  const state = fold<ReturnType<typeof jobDecider.evolve>, JobEvent>(jobDecider, upTo);
+  return jobExists(state) ? state : null;
+}
+
+export async function loadSprintRun(store: EventStore, sprintRunId: string, sql: Sql, version?: number): Promise<{ run: SprintRun | null; events: StoredEvent[] }> {
+  const events = await store.readStream(sprintRunId, sql as pg.PoolClient);
+  const upTo = version === undefined ? events : events.filter((e) => e.streamVersion <= version);
+  const state = fold<ReturnType<typeof sprintRunDecider.evolve>, SprintRunEvent>(sprintRunDecider, upTo);
+  return { run: sprintRunExists(state) ? state : null, events: upTo };
+}
+
+export async function jobRow(sql: Sql, jobId: string): Promise<Job | null> {
+  const { rows } = await sql.query<{ state: Job }>(`SELECT state FROM jobs WHERE job_id = $1`, [jobId]);
+  return rows[0]?.state ?? null;
+}
+
+export async function sprintRunRow(sql: Sql, sprintRunId: string): Promise<SprintRun | null> {
+  const { rows } = await sql.query<{ state: SprintRun }>(`SELECT state FROM sprint_runs WHERE sprint_run_id = $1`, [sprintRunId]);
+  return rows[0]?.state ?? null;
+}

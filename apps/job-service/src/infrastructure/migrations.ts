@@ -1,0 +1,67 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * The read side of job-service. Each row keeps the folded aggregate (`state`) — the views are
+ * computed from it — plus the columns the queries, the claim selection, the expiry sweep and the
+ * coalescing look-up filter on. Both tables are projections: rebuildable from the log.
+ */
+export class JobServiceViews1764547200000 implements MigrationInterface {
+  name = 'JobServiceViews1764547200000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      CREATE TABLE jobs (
+        job_id                  text PRIMARY KEY,
+        enqueue_position        bigint NOT NULL,
+        status                  text NOT NULL,
+        kind                    text NOT NULL,
+        product_id              text NOT NULL,
+        story_id                text,
+        sprint_id               text,
+        sprint_run_id           text,
+        task_id                 text,
+        agent_profile_id        text,
+        reason                  text,
+        exclude_from_coalescing boolean NOT NULL,
+        created_at              timestamptz NOT NULL,
+        attempt                 integer NOT NULL,
+        max_attempts            integer NOT NULL,
+        lease_token             integer,
+        runner_id               text,
+        lease_expires_at        timestamptz,
+        base_sha                text,
+        head_sha                text,
+        pushed_at               timestamptz,
+        error                   text,
+        task_status             text,
+        payloads                jsonb NOT NULL,
+        agent_config            jsonb,
+        state                   jsonb NOT NULL
+      )`);
+    await q.query(`CREATE INDEX jobs_queue ON jobs (kind, enqueue_position) WHERE status = 'QUEUED'`);
+    await q.query(`CREATE INDEX jobs_leases ON jobs (lease_expires_at) WHERE status IN ('CLAIMED', 'RUNNING')`);
+    await q.query(`CREATE INDEX jobs_coalescing ON jobs (product_id, kind, agent_profile_id, created_at) WHERE status = 'QUEUED' AND NOT exclude_from_coalescing`);
+    await q.query(`CREATE INDEX jobs_by_sprint_run ON jobs (sprint_run_id) WHERE sprint_run_id IS NOT NULL`);
+    await q.query(`CREATE INDEX jobs_by_sprint ON jobs (sprint_id) WHERE sprint_id IS NOT NULL`);
+    await q.query(`CREATE INDEX jobs_by_story ON jobs (story_id) WHERE story_id IS NOT NULL`);
+    await q.query(`CREATE INDEX jobs_listing ON jobs (enqueue_position)`);
+    await q.query(`
+      CREATE TABLE sprint_runs (
+        sprint_run_id  text PRIMARY KEY,
+        sprint_id      text NOT NULL,
+        product_id     text NOT NULL,
+        status         text NOT NULL,
+        branch         text NOT NULL,
+        created_at     timestamptz NOT NULL,
+        state          jsonb NOT NULL
+      )`);
+    await q.query(`CREATE INDEX sprint_runs_by_branch ON sprint_runs (branch, status)`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE IF EXISTS sprint_runs`);
+    await q.query(`DROP TABLE IF EXISTS jobs`);
+  }
+}
+
+export const jobServiceMigrations = [JobServiceViews1764547200000];

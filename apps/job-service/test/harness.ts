@@ -1,0 +1,62 @@
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import { NestFactory } from '@nestjs/core';
+import type { INestApplication } from '@nestjs/common';
+import pg from 'pg';
+import type { Naming } from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { connectTestNats, deleteStreams, dropSchema, testDatabaseUrl, testNaming, testNatsUrl, uniqueName } from '@gantry/testing';
+import { AppModule } from '../src/app.module.js';
+
+/** One test file's world: its schema, its subject root and stream prefix, a client and a SQL pool. */
+export interface TestWorld {
+  name: string;
+  naming: Naming;
+  bus: Bus;
+  client: CommandClient;
+  db: pg.Pool;
+  close(): Promise<void>;
+}
+
+export async function createWorld(label: string): Promise<TestWorld> {
+  const name = uniqueName(label);
+  const naming = testNaming(name);
+  const bus = await Bus.connect({ servers: testNatsUrl, naming, name: `${label}-test-client` });
+  const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${name}`, max: 4 });
+  return {
+    name,
+    naming,
+    bus,
+    client: new CommandClient(bus),
+    db,
+    async close() {
+      await bus.close();
+      await db.end();
+      const nc = await connectTestNats();
+      await deleteStreams(nc, naming.streamPrefix);
+      await nc.close();
+      await dropSchema(name);
+    },
+  };
+}
+
+/** The job service in this process, on the world's schema and naming. */
+export async function startInProcess(world: TestWorld, env: Record<string, string> = {}): Promise<INestApplication> {
+  const saved = { ...process.env };
+  Object.assign(process.env, {
+    GANTRY_DB_SCHEMA: world.name,
+    GANTRY_SUBJECT_ROOT: world.naming.subjectRoot,
+    GANTRY_STREAM_PREFIX: world.naming.streamPrefix,
+    ...env,
+  });
+  try {
+    const app = await NestFactory.create(AppModule, { logger: ['error'], forceCloseConnections: true });
+    await app.init();
+    return app;
+  } finally {
+    process.env = saved;
+  }
+}
+
+export const key = (label: string) => `test/${label}:${randomUUID()}`;
+export const sha = (c: string) => c.repeat(40).slice(0, 40);

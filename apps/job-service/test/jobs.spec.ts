@@ -1,0 +1,336 @@
+import type { INestApplication } from '@nestjs/common';
+import { jetstreamManager } from '@nats-io/jetstream';
+import {
+  cancelJob,
+  claimJob,
+  dispatchStreamName,
+  enqueueJob,
+  ErrorCode,
+  finishJob,
+  getJob,
+  listJobs,
+  logCommit,
+  logImplementation,
+  logTestResult,
+  renewJobLease,
+  reportPush,
+  rollbackClaim,
+  startJob,
+  type JobKind,
+  type VerificationFacts,
+} from '@gantry/contracts';
+import { EventStore, rebuildProjections } from '@gantry/eventstore';
+import { eventually } from '@gantry/testing';
+import { jobServiceProjections } from '../src/infrastructure/projections.js';
+import { createWorld, key, sha, startInProcess, type TestWorld } from './harness.js';
+
+const runner = (n: number | string) => `runner-${n}`;
+
+describe('job service through the NATS command path', () => {
+  let world: TestWorld;
+  let app: INestApplication;
+
+  beforeAll(async () => {
+    world = await createWorld('jobs');
+    app = await startInProcess(world, { GANTRY_LEASE_SWEEP_MS: '200' });
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await world?.close();
+  });
+
+  const countEvents = async (streamId: string) =>
+    Number((await world.db.query(`SELECT count(*) AS n FROM events WHERE stream_id = $1`, [streamId])).rows[0].n);
+
+  const enqueue = (over: Partial<Parameters<typeof world.client.request<typeof enqueueJob>>[1]> = {}) =>
+    world.client.request(enqueueJob, {
+      kind: 'TASK_IMPLEMENTATION',
+      productId: 'product-1',
+      storyId: 'ST-1',
+      taskId: `T-${Math.random().toString(36).slice(2, 8)}`,
+      prompt: 'Implement it',
+      payload: { plan: 'do it' },
+      baseRef: 'feat/story-1',
+      idempotencyKey: key('enqueue'),
+      ...over,
+    });
+
+  /** Enqueue, claim and start one job; returns what a runner holds. */
+  async function runningJob(kind: JobKind = 'TASK_IMPLEMENTATION', extra: Record<string, unknown> = {}) {
+    const { jobId } = await enqueue({ kind, ...extra });
+    const reply = await world.client.request(claimJob, { runnerId: runner('a'), kinds: [kind], jobId, baseSha: sha('b'), idempotencyKey: key('claim') });
+    if (!reply.claimed) throw new Error('not claimed');
+    const lease = { jobId, runnerId: runner('a'), leaseToken: reply.job.leaseToken };
+    await world.client.request(startJob, { ...lease, branch: 'feat/story-1', idempotencyKey: key('start') });
+    return { jobId, lease, claimed: reply.job };
+  }
+
+  async function logged(lease: { jobId: string; runnerId: string; leaseToken: number }, commit = true) {
+    await world.client.request(logImplementation, { ...lease, summary: 'start: task, branch, plan', plan: 'plan', idempotencyKey: key('log') });
+    if (commit) await world.client.request(logCommit, { ...lease, commitSha: sha('c'), message: 'feat: x', summary: '1 file', idempotencyKey: key('log') });
+    await world.client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: key('log') });
+  }
+
+  describe('enqueue: the run queue', () => {
+    it('the same idempotency key twice gives one job, the second reply "deduplicated"', async () => {
+      const idempotencyKey = key('dedupe');
+      const first = await enqueue({ idempotencyKey, taskId: 'T-dedupe' });
+      const second = await enqueue({ idempotencyKey, taskId: 'T-dedupe' });
+      expect(first).toMatchObject({ outcome: 'created', status: 'QUEUED' });
+      expect(second).toEqual({ jobId: first.jobId, outcome: 'deduplicated', status: 'QUEUED' });
+      const list = await world.client.request(listJobs, { taskId: 'T-dedupe' });
+      expect(list.jobs).toHaveLength(1);
+    });
+
+    it('the same key with a different request is an IDEMPOTENCY_CONFLICT and creates nothing', async () => {
+      const idempotencyKey = key('conflict');
+      await enqueue({ idempotencyKey, taskId: 'T-conflict' });
+      await expect(enqueue({ idempotencyKey, taskId: 'T-conflict', prompt: 'something else' })).rejects.toMatchObject({ code: ErrorCode.IDEMPOTENCY_CONFLICT });
+      expect((await world.client.request(listJobs, { taskId: 'T-conflict' })).jobs).toHaveLength(1);
+    });
+
+    const review = (reason: string, payload: Record<string, unknown>, excludeFromCoalescing = false) => ({
+      kind: 'REVIEW' as const,
+      productId: 'product-co',
+      taskId: 'T-review',
+      reason,
+      payload,
+      agentProfile: { id: 'profile-reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000 },
+      idempotencyKey: key('review'),
+      excludeFromCoalescing,
+    });
+
+    it('two requests for the same agent profile and reason within 5 s coalesce into one job that keeps both payloads', async () => {
+      const first = await enqueue(review('comment_added', { comment: 1 }));
+      const second = await enqueue(review('comment_added', { comment: 2 }));
+      expect(first.outcome).toBe('created');
+      expect(second).toEqual({ jobId: first.jobId, outcome: 'coalesced', status: 'QUEUED' });
+      const job = await world.client.request(getJob, { jobId: first.jobId });
+      expect(job.payloads).toEqual([{ comment: 1 }, { comment: 2 }]);
+    });
+
+    it('concurrent coalescible requests make exactly one job', async () => {
+      const replies = await Promise.all(Array.from({ length: 8 }, (_, i) => enqueue(review('concurrent', { n: i }))));
+      const created = replies.filter((r) => r.outcome === 'created');
+      expect(created).toHaveLength(1);
+      expect(new Set(replies.map((r) => r.jobId))).toEqual(new Set([created[0]!.jobId]));
+      const job = await world.client.request(getJob, { jobId: created[0]!.jobId });
+      expect(job.payloads).toHaveLength(8);
+    });
+
+    it('a request excluded from coalescing makes its own job, and nothing coalesces into it', async () => {
+      const first = await enqueue(review('on_enter', { n: 1 }, true));
+      const second = await enqueue(review('on_enter', { n: 2 }, true));
+      const third = await enqueue(review('on_enter', { n: 3 }));
+      expect([first.outcome, second.outcome, third.outcome]).toEqual(['created', 'created', 'created']);
+      expect(new Set([first.jobId, second.jobId, third.jobId]).size).toBe(3);
+    });
+  });
+
+  describe('claim', () => {
+    it('50 concurrent claims of one job from 50 runners: exactly one lease, the others ALREADY_CLAIMED', async () => {
+      const { jobId } = await enqueue({ taskId: 'T-race' });
+      const outcomes = await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          world.client
+            .request(claimJob, { runnerId: runner(i), kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key(`claim-${i}`) }, { timeoutMs: 30_000 })
+            .then((r) => ({ ok: true as const, r }), (e: { code: string }) => ({ ok: false as const, code: e.code })),
+        ),
+      );
+      const winners = outcomes.filter((o) => o.ok && o.r.claimed);
+      expect(winners).toHaveLength(1);
+      expect(outcomes.filter((o) => !o.ok).map((o) => (o as { code: string }).code)).toEqual(Array(49).fill(ErrorCode.ALREADY_CLAIMED));
+      const job = await world.client.request(getJob, { jobId });
+      expect(job.status).toBe('CLAIMED');
+      expect(job.lease?.leaseToken).toBe(1);
+      const claims = await world.db.query(`SELECT count(*) AS n FROM events WHERE stream_id = $1 AND type = 'JobClaimed'`, [jobId]);
+      expect(Number(claims.rows[0].n)).toBe(1);
+    });
+
+    it('without an offered job the oldest queued job of the runner\'s kinds is claimed, with its resolved configuration recorded', async () => {
+      const first = await enqueue({ kind: 'IDEA_MAKE_PLAN', productId: 'product-poll', configOverrides: { product: { maxTurns: 7 } } });
+      const second = await enqueue({ kind: 'IDEA_MAKE_PLAN', productId: 'product-poll' });
+      const a = await world.client.request(claimJob, { runnerId: runner('p1'), kinds: ['IDEA_MAKE_PLAN'], idempotencyKey: key('poll') });
+      const b = await world.client.request(claimJob, { runnerId: runner('p2'), kinds: ['IDEA_MAKE_PLAN'], idempotencyKey: key('poll') });
+      const c = await world.client.request(claimJob, { runnerId: runner('p3'), kinds: ['IDEA_MAKE_PLAN'], idempotencyKey: key('poll') });
+      expect(a).toMatchObject({ claimed: true, job: { jobId: first.jobId, effort: 'xhigh', agentConfig: { model: 'claude-opus-4-7', thinkingBudget: 24000, maxTurns: 7 } } });
+      expect(b).toMatchObject({ claimed: true, job: { jobId: second.jobId } });
+      expect(c).toEqual({ claimed: false });
+      const events = await world.db.query(`SELECT data FROM events WHERE stream_id = $1 AND type = 'JobClaimed'`, [first.jobId]);
+      expect(events.rows[0].data.agentConfig).toMatchObject({ model: 'claude-opus-4-7', maxTurns: 7 });
+    });
+
+    it('a claim retried with the same idempotency key returns the same lease and claims nothing new', async () => {
+      const { jobId } = await enqueue();
+      const request = { runnerId: runner('r'), kinds: ['TASK_IMPLEMENTATION' as const], jobId, idempotencyKey: key('retry') };
+      const first = await world.client.request(claimJob, request);
+      const again = await world.client.request(claimJob, request);
+      expect(again).toEqual(first);
+      expect(await countEvents(jobId)).toBe(2);
+    });
+
+    it('a claim of a cancelled job is refused', async () => {
+      const { jobId } = await enqueue();
+      await world.client.request(cancelJob, { jobId, idempotencyKey: key('cancel') });
+      await expect(world.client.request(claimJob, { runnerId: runner('x'), kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key('c') })).rejects.toMatchObject({
+        code: ErrorCode.INVALID_TRANSITION,
+      });
+    });
+  });
+
+  describe('fencing and the story log', () => {
+    it('finish, log and renew with a stale token are STALE_FENCE and change nothing', async () => {
+      const { jobId, lease } = await runningJob();
+      // Roll back and claim again: the first token is now stale.
+      await world.client.request(rollbackClaim, { ...lease, reason: 'agent exited 1', exitCode: 1, idempotencyKey: key('rb') });
+      const again = await world.client.request(claimJob, { runnerId: runner('b'), kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key('claim') });
+      expect(again).toMatchObject({ claimed: true, job: { leaseToken: 2, attempt: 2 } });
+      const before = await countEvents(jobId);
+      const facts: VerificationFacts = {
+        verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 1, deletions: 0 },
+        workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false,
+      };
+      const stale = [
+        world.client.request(finishJob, { ...lease, facts, idempotencyKey: key('f') }),
+        world.client.request(logImplementation, { ...lease, summary: 'x', idempotencyKey: key('l') }),
+        world.client.request(logCommit, { ...lease, commitSha: sha('d'), message: 'm', summary: 's', idempotencyKey: key('l') }),
+        world.client.request(logTestResult, { ...lease, status: 'PASSED', summary: 's', idempotencyKey: key('l') }),
+        world.client.request(renewJobLease, lease),
+      ];
+      for (const attempt of stale) await expect(attempt).rejects.toMatchObject({ code: ErrorCode.STALE_FENCE });
+      expect(await countEvents(jobId)).toBe(before);
+      expect((await world.client.request(getJob, { jobId })).lease).toMatchObject({ runnerId: runner('b'), leaseToken: 2 });
+    });
+
+    it('a finish without the implementation and test-result logs is refused, naming what is missing', async () => {
+      const { jobId, lease } = await runningJob();
+      const before = await countEvents(jobId);
+      const facts: VerificationFacts = {
+        verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 1, deletions: 0 },
+        workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false,
+      };
+      const refusal = world.client.request(finishJob, { ...lease, facts, idempotencyKey: key('f') });
+      await expect(refusal).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED });
+      await expect(refusal).rejects.toThrow(/implementation-log entry.*test-result entry/);
+      expect(await countEvents(jobId)).toBe(before);
+      expect((await world.client.request(getJob, { jobId })).status).toBe('RUNNING');
+    });
+
+    it('renew extends the lease under the current token', async () => {
+      const { lease, claimed } = await runningJob();
+      const renewed = await world.client.request(renewJobLease, { ...lease, leaseDurationMs: 2 * 60 * 60 * 1000 });
+      expect(Date.parse(renewed.leaseExpiresAt)).toBeGreaterThan(Date.parse(claimed.leaseExpiresAt));
+    });
+  });
+
+  describe('the finishing table through the command path', () => {
+    const base = { netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false, newCommit: false };
+    const diff = { filesChanged: 2, insertions: 10, deletions: 1 };
+    const rows: Array<[string, VerificationFacts, string, string, string | RegExp | null]> = [
+      ['ALIGNED with a new commit', { ...base, verifyResult: 'ALIGNED', newCommit: true, netDiff: diff }, 'DONE', 'DONE', null],
+      ['PARTIAL with a new commit', { ...base, verifyResult: 'PARTIAL', newCommit: true, netDiff: diff }, 'DONE', 'DONE', null],
+      ['EMPTY, work already on the target', { ...base, verifyResult: 'EMPTY', workAlreadyOnTarget: true }, 'SKIPPED', 'DONE', null],
+      ['EMPTY, work not on the target', { ...base, verifyResult: 'EMPTY' }, 'FAILED', 'IN_PROGRESS', 'verify produced no output'],
+      ['DIVERGENT, identical to a merged branch', { ...base, verifyResult: 'DIVERGENT', netDiff: diff, diffIdenticalToMergedBranch: true, workAlreadyOnTarget: true }, 'SKIPPED', 'DONE', null],
+      ['DIVERGENT, not matching the target', { ...base, verifyResult: 'DIVERGENT', netDiff: diff }, 'FAILED', 'IN_PROGRESS', 'verify divergent — manual review'],
+      ['a compile failure', { ...base, verifyResult: 'ALIGNED', newCommit: true, netDiff: diff, failure: { kind: 'COMPILE', message: 'src/a.ts(3,1): error TS1005' } }, 'FAILED', 'IN_PROGRESS', /src\/a\.ts\(3,1\): error TS1005/],
+      ['a push failure', { ...base, verifyResult: 'ALIGNED', newCommit: true, netDiff: diff, failure: { kind: 'PUSH', message: 'rejected: non-fast-forward' } }, 'FAILED', 'IN_PROGRESS', /non-fast-forward/],
+      ['cancelled by a user', { ...base, verifyResult: 'ALIGNED', cancelled: true }, 'CANCELLED', 'TO_DO', null],
+      ['a delete-only change called EMPTY (a diff all the same)', { ...base, verifyResult: 'EMPTY', newCommit: true, netDiff: { filesChanged: 1, insertions: 0, deletions: 12 } }, 'DONE', 'DONE', null],
+    ];
+
+    it.each(rows)('%s', async (_label, facts, jobStatus, taskStatus, error) => {
+      const { jobId, lease } = await runningJob();
+      await logged(lease, facts.newCommit);
+      const reply = await world.client.request(finishJob, { ...lease, facts, idempotencyKey: key('finish') });
+      expect(reply).toMatchObject({ jobId, jobStatus, taskStatus });
+      if (error === null) expect(reply.error).toBeNull();
+      else expect(reply.error).toMatch(error);
+      const view = await world.client.request(getJob, { jobId });
+      expect(view).toMatchObject({ status: jobStatus, taskStatus, lease: null });
+    });
+
+    it('pushed_at is recorded only when something was really pushed', async () => {
+      const pushed = await runningJob();
+      const notPushed = await runningJob();
+      const p = await world.client.request(reportPush, { ...pushed.lease, branch: 'feat/story-1', headSha: sha('e'), pushed: true, idempotencyKey: key('push') });
+      const n = await world.client.request(reportPush, { ...notPushed.lease, branch: 'feat/story-1', headSha: sha('e'), pushed: false, idempotencyKey: key('push') });
+      expect(p.pushedAt).not.toBeNull();
+      expect(n.pushedAt).toBeNull();
+      expect((await world.client.request(getJob, { jobId: notPushed.jobId })).pushedAt).toBeNull();
+      expect((await world.client.request(getJob, { jobId: pushed.jobId })).headSha).toBe(sha('e'));
+    });
+  });
+
+  describe('offers and liveness', () => {
+    it('a new job and a requeued one are each offered on dispatch.<kind>, once per attempt', async () => {
+      const { jobId } = await enqueue({ kind: 'PLAN_CHAT', productId: 'product-offer' });
+      const jsm = await jetstreamManager(world.bus.nc);
+      const stream = dispatchStreamName(world.naming);
+      const offers = async () => {
+        const found: Array<{ attempt: number; id: string | undefined }> = [];
+        const info = await jsm.streams.info(stream);
+        for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+          const msg = await jsm.streams.getMessage(stream, { seq }).catch(() => null);
+          if (!msg) continue;
+          const body = msg.json<{ jobId: string; attempt: number }>();
+          if (body.jobId === jobId) found.push({ attempt: body.attempt, id: msg.header?.get('Nats-Msg-Id') });
+        }
+        return found;
+      };
+      await eventually(async () => (await offers()).length === 1, { what: 'the first offer' });
+      const claim = await world.client.request(claimJob, { runnerId: runner('o'), kinds: ['PLAN_CHAT'], jobId, idempotencyKey: key('c') });
+      if (!claim.claimed) throw new Error('not claimed');
+      await world.client.request(rollbackClaim, { jobId, runnerId: runner('o'), leaseToken: claim.job.leaseToken, reason: 'agent exited 1', idempotencyKey: key('rb') });
+      await eventually(async () => (await offers()).length === 2, { what: 'the offer of attempt 2' });
+      expect(await offers()).toEqual([
+        { attempt: 1, id: `${jobId}-offer-1` },
+        { attempt: 2, id: `${jobId}-offer-2` },
+      ]);
+    });
+
+    it('an expired lease requeues the job with attempt + 1; after the last attempt the job FAILs with a clear error', async () => {
+      const requeued = await enqueue({ kind: 'IDEA_GRILL', productId: 'product-expiry' });
+      const last = await enqueue({ kind: 'IDEA_GRILL', productId: 'product-expiry', maxAttempts: 1 });
+      for (const { jobId } of [requeued, last]) {
+        await world.client.request(claimJob, { runnerId: runner('slow'), kinds: ['IDEA_GRILL'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('c') });
+      }
+      await eventually(async () => (await world.client.request(getJob, { jobId: requeued.jobId })).status === 'QUEUED', { timeoutMs: 20_000, what: 'requeue' });
+      const view = await world.client.request(getJob, { jobId: requeued.jobId });
+      expect(view).toMatchObject({ attempt: 2, lease: null });
+      const failed = await eventually(async () => {
+        const j = await world.client.request(getJob, { jobId: last.jobId });
+        return j.status === 'FAILED' ? j : null;
+      }, { timeoutMs: 20_000, what: 'failure after the last attempt' });
+      expect(failed.error).toMatch(/lease of attempt 1 expired.*1 attempt is the maximum/);
+      const expiries = await world.db.query(`SELECT count(*) AS n FROM events WHERE stream_id = ANY($1) AND type = 'JobLeaseExpired'`, [[requeued.jobId, last.jobId]]);
+      expect(Number(expiries.rows[0].n)).toBe(2);
+    }, 40_000);
+  });
+
+  it('every projection dropped and rebuilt from the log answers every query as before', async () => {
+    const queries = async () => {
+      const all = await world.client.request(listJobs, { limit: 500 });
+      const byStatus = await world.client.request(listJobs, { status: ['QUEUED', 'FAILED'], limit: 500 });
+      const byStory = await world.client.request(listJobs, { storyId: 'ST-1', limit: 500 });
+      const single = await Promise.all(all.jobs.slice(0, 10).map((j) => world.client.request(getJob, { jobId: j.jobId })));
+      return { all, byStatus, byStory, single };
+    };
+    const before = await queries();
+    expect(before.all.jobs.length).toBeGreaterThan(20);
+    const store = app.get(EventStore);
+    for (const table of ['jobs', 'sprint_runs']) await world.db.query(`DELETE FROM ${table}`);
+    await expect(world.client.request(getJob, { jobId: before.all.jobs[0]!.jobId })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+    await rebuildProjections(store, jobServiceProjections);
+    expect(await queries()).toEqual(before);
+  });
+
+  it('list_jobs pages with a cursor', async () => {
+    const first = await world.client.request(listJobs, { limit: 3 });
+    expect(first.jobs).toHaveLength(3);
+    const second = await world.client.request(listJobs, { limit: 3, cursor: first.nextCursor! });
+    expect(second.jobs[0]!.jobId).not.toBe(first.jobs[2]!.jobId);
+    await expect(world.client.request(listJobs, { cursor: 'bogus' })).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+  });
+});
