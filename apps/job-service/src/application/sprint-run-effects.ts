@@ -41,8 +41,19 @@ export class SprintRunEffects implements OnModuleInit {
   private async execute(effect: SprintRunEffect, cause: EventEnvelope, sql: pg.PoolClient): Promise<void> {
     const metadata = { correlationId: cause.correlationId, causationId: cause.eventId, actor: 'job-service' };
     switch (effect.type) {
-      case 'ENQUEUE_SPRINT_JOBS':
+      case 'ENQUEUE_SPRINT_JOBS': {
+        // Only a live run gets jobs, and only for tasks not done: a replayed request of a run that has
+        // moved on asks for nothing. A resume asks afresh for the remaining tasks; a task whose job is
+        // still queued or running (a pause does not stop jobs) keeps that job instead of a second one.
+        const { run: current } = await loadSprintRun(this.store, effect.sprintRunId, sql);
+        if (!current || (current.status !== 'QUEUED' && current.status !== 'RUNNING')) return;
+        const { rows } = await sql.query<{ task_id: string }>(
+          `SELECT task_id FROM jobs WHERE sprint_run_id = $1 AND status IN ('QUEUED', 'CLAIMED', 'RUNNING') AND task_id IS NOT NULL`,
+          [effect.sprintRunId],
+        );
+        const active = new Set([...rows.map((r) => r.task_id), ...current.doneTaskIds]);
         for (const job of effect.jobs) {
+          if (active.has(job.taskId)) continue;
           await enqueueJobRequest(
             this.store,
             {
@@ -60,6 +71,7 @@ export class SprintRunEffects implements OnModuleInit {
           );
         }
         return;
+      }
       case 'CANCEL_SPRINT_JOBS': {
         const { rows } = await sql.query<{ job_id: string }>(
           `SELECT job_id FROM jobs WHERE sprint_run_id = $1 AND status IN ('QUEUED', 'CLAIMED', 'RUNNING') ORDER BY enqueue_position`,

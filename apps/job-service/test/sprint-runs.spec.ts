@@ -1,0 +1,180 @@
+import { randomUUID } from 'node:crypto';
+import type { INestApplication } from '@nestjs/common';
+import {
+  cancelSprintRun,
+  claimJob,
+  createSprintRun,
+  eventSubject,
+  finishJob,
+  getSprintRun,
+  listJobs,
+  logCommit,
+  logImplementation,
+  logTestResult,
+  PullRequestChecksFailed,
+  PullRequestMergeConflict,
+  resumeSprintRun,
+  startJob,
+  streamName,
+  type JobView,
+} from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
+import { createWorld, key, sha, startInProcess, type TestWorld } from './harness.js';
+
+const PR = 'https://github.com/acme/shop/pull/102';
+
+describe('sprint runs driven by job events and PR events', () => {
+  let world: TestWorld;
+  let app: INestApplication;
+
+  beforeAll(async () => {
+    world = await createWorld('sprints');
+    app = await startInProcess(world);
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await world?.close();
+  });
+
+  const sprintJobs = async (sprintRunId: string) => (await world.client.request(listJobs, { sprintRunId })).jobs;
+  const run = (sprintRunId: string) => world.client.request(getSprintRun, { sprintRunId });
+
+  /** What the pr-service will publish: a contract-valid envelope on the prs stream. */
+  async function publishPrEvent(type: string, data: Record<string, unknown>) {
+    const eventId = randomUUID();
+    const streamId = 'pr-acme_shop-sprint';
+    const envelope = {
+      eventId, type, schemaVersion: 1, streamId, streamVersion: 1, position: 1, occurredAt: new Date().toISOString(),
+      correlationId: 'pr-test', causationId: null, idempotencyKey: null, actor: null, data,
+    };
+    await world.bus.js.publish(eventSubject(world.naming, 'prs', type, streamId), JSON.stringify(envelope), { msgID: eventId });
+  }
+
+  const prFacts = (branch: string) => ({
+    pullRequestId: 'pr-acme_shop-sprint', repository: 'acme/shop', branch, baseBranch: 'main', prNumber: 102, prUrl: PR,
+    headSha: sha('9'), detectedAt: new Date().toISOString(),
+  });
+
+  async function finishDone(job: JobView, runnerId: string) {
+    const claim = await world.client.request(claimJob, { runnerId, kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    const lease = { jobId: job.jobId, runnerId, leaseToken: claim.job.leaseToken };
+    await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
+    await world.client.request(logImplementation, { ...lease, summary: 'start', idempotencyKey: key('log') });
+    await world.client.request(logCommit, { ...lease, commitSha: sha('a'), message: 'feat', summary: 'one file', idempotencyKey: key('log') });
+    await world.client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: key('log') });
+    return world.client.request(finishJob, {
+      ...lease,
+      idempotencyKey: key('finish'),
+      facts: {
+        verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 3, deletions: 0 },
+        workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false,
+      },
+    });
+  }
+
+  it('running → merge conflict → PAUSED with its context → resumed → tasks done → DONE', async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, idempotencyKey: key('sprint'),
+    });
+    expect(created.status).toBe('QUEUED');
+    const jobs = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 2 ? j : null;
+    }, { what: 'one job per sprint task' });
+    expect(jobs.map((j) => [j.taskId, j.kind, j.status, j.baseRef])).toEqual([
+      ['T-1', 'SPRINT_IMPLEMENTATION', 'QUEUED', 'sprint/SP-7'],
+      ['T-2', 'SPRINT_IMPLEMENTATION', 'QUEUED', 'sprint/SP-7'],
+    ]);
+
+    await finishDone(jobs[0]!, 'runner-s1');
+    await eventually(async () => {
+      const r = await run(created.sprintRunId);
+      return r.status === 'RUNNING' && r.doneTaskIds.includes('T-1');
+    }, { what: 'the run RUNNING with T-1 done' });
+
+    await publishPrEvent(PullRequestMergeConflict.type, { ...prFacts('sprint/SP-7'), conflictingFiles: ['src/app.ts', 'package.json'] });
+    const paused = await eventually(async () => {
+      const r = await run(created.sprintRunId);
+      return r.status === 'PAUSED' ? r : null;
+    }, { what: 'the run PAUSED' });
+    expect(paused.pause).toMatchObject({ reason: 'MERGE_CONFLICT', prUrl: PR, conflictingFiles: ['src/app.ts', 'package.json'], questionId: expect.stringMatching(/^question-/) });
+    expect(paused.pause?.resumeInstructions).toContain('src/app.ts');
+
+    const resumed = await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'resolved', idempotencyKey: key('resume') });
+    expect(resumed.status).toBe('RUNNING');
+    // The T-2 job still queued is kept; the resume does not queue a second one for it.
+    await new Promise((r) => setTimeout(r, 500));
+    const afterResume = await sprintJobs(created.sprintRunId);
+    expect(afterResume.filter((j) => j.taskId === 'T-2')).toHaveLength(1);
+
+    await finishDone(afterResume.find((j) => j.taskId === 'T-2')!, 'runner-s2');
+    const done = await eventually(async () => {
+      const r = await run(created.sprintRunId);
+      return r.status === 'DONE' ? r : null;
+    }, { what: 'the run DONE' });
+    expect(done).toMatchObject({ doneTaskIds: ['T-1', 'T-2'], pause: null, failure: null });
+  });
+
+  it('cancel while RUNNING → CANCELLED, its jobs cancelled and the open tasks back to TO_DO', async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-8', productId: 'product-42', taskIds: ['T-3', 'T-4'], branch: 'sprint/SP-8', idempotencyKey: key('sprint'),
+    });
+    const jobs = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 2 ? j : null;
+    }, { what: 'the sprint jobs' });
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-c', kinds: ['SPRINT_IMPLEMENTATION'], jobId: jobs[0]!.jobId, idempotencyKey: key('claim') });
+    expect(claim.claimed).toBe(true);
+    await eventually(async () => (await run(created.sprintRunId)).status === 'RUNNING', { what: 'the run RUNNING' });
+
+    const cancelled = await world.client.request(cancelSprintRun, { sprintRunId: created.sprintRunId, reason: 'scope changed', idempotencyKey: key('cancel') });
+    expect(cancelled.status).toBe('CANCELLED');
+    const events = await world.db.query(`SELECT data FROM events WHERE stream_id = $1 AND type = 'SprintRunCancelled'`, [created.sprintRunId]);
+    expect(events.rows[0].data.tasksBackToTodo).toEqual(['T-3', 'T-4']);
+    const after = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.every((x) => x.status === 'CANCELLED') ? j : null;
+    }, { what: 'every sprint job cancelled' });
+    expect(after.map((j) => j.taskStatus)).toEqual(['TO_DO', 'TO_DO']);
+    await expect(world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, idempotencyKey: key('resume') })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
+  });
+
+  it('failed checks fail the run and never pause it', async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-9', productId: 'product-42', taskIds: ['T-5'], branch: 'sprint/SP-9', idempotencyKey: key('sprint'),
+    });
+    const [job] = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 1 ? j : null;
+    }, { what: 'the sprint job' });
+    await world.client.request(claimJob, { runnerId: 'runner-f', kinds: ['SPRINT_IMPLEMENTATION'], jobId: job!.jobId, idempotencyKey: key('claim') });
+    await eventually(async () => (await run(created.sprintRunId)).status === 'RUNNING', { what: 'the run RUNNING' });
+    await publishPrEvent(PullRequestChecksFailed.type, {
+      ...prFacts('sprint/SP-9'),
+      failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }],
+    });
+    const failed = await eventually(async () => {
+      const r = await run(created.sprintRunId);
+      return r.status === 'FAILED' ? r : null;
+    }, { what: 'the run FAILED' });
+    expect(failed.failure).toMatchObject({ reason: 'CHECKS_FAILED' });
+    expect(failed.pause).toBeNull();
+  });
+
+  it('replaying every event through the effect processor enqueues nothing twice', async () => {
+    const before = (await world.client.request(listJobs, { limit: 500 })).jobs.length;
+    const effectsConsumer = 'job-service-sprint-run-effects';
+    await world.db.query(`DELETE FROM inbox WHERE consumer = $1`, [effectsConsumer]);
+    await world.bus.jsm.consumers.delete(streamName(world.naming, 'jobs'), effectsConsumer);
+    // The consumer is recreated and delivers the whole stream again.
+    await eventually(async () => {
+      const { rows } = await world.db.query(`SELECT count(*) AS n FROM inbox WHERE consumer = $1`, [effectsConsumer]);
+      const { rows: all } = await world.db.query(`SELECT count(*) AS n FROM events`);
+      return Number(rows[0].n) >= Number(all[0].n) - 5;
+    }, { what: 'the replay through the effect processor', timeoutMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await world.client.request(listJobs, { limit: 500 })).jobs.length).toBe(before);
+  });
+});
