@@ -39,7 +39,7 @@ describe('reconciling leases with the disk at startup', () => {
       worktrees: [{ worktreeKey: releasing.key, prunable: false }],
       orphanDirectories: ['leftover'],
     });
-    expect(plan.map((a) => (a.type === 'run_effect' ? `${a.type}:${a.effect.type}:${a.effect.leaseId}` : a.type))).toEqual([
+    expect(plan.map((a) => (a.type === 'run_effect' ? `${a.type}:${a.effect.type}:${a.effect.type === 'evict' ? '' : a.effect.leaseId}` : a.type))).toEqual([
       'quarantine_orphan',
       `run_effect:create_or_reuse:${L1}`,
       `run_effect:rescue:${L3}`,

@@ -24,7 +24,9 @@ export type WorktreeEffect =
   /** Commit a dirty worktree's changes to a rescue branch; keep the (now clean) worktree. → RecordWorktreeReleased */
   | (LeaseEffectBase & { readonly type: 'rescue'; readonly reason: WorktreeReleaseReason })
   /** Rescue as above, then `git worktree remove` + `git worktree prune`. → RecordWorktreeReleased */
-  | (LeaseEffectBase & { readonly type: 'rescue_and_remove'; readonly reason: WorktreeReleaseReason });
+  | (LeaseEffectBase & { readonly type: 'rescue_and_remove'; readonly reason: WorktreeReleaseReason })
+  /** Hygiene: rescue an idle worktree's changes, then remove it. → RecordWorktreeEvicted */
+  | { readonly type: 'evict'; readonly worktreeKey: string; readonly repositoryUrl: string; readonly branch: string };
 
 export type WorktreeEffectType = WorktreeEffect['type'];
 
@@ -67,9 +69,22 @@ export function effectFor(lease: LeaseRecord): WorktreeEffect | null {
  * holds the lock, but a superseded lease may still be releasing beside it.
  */
 export function pendingEffects(state: WorktreeLeaseState): WorktreeEffect[] {
-  return Object.values(state.leases)
+  const leaseEffects = Object.values(state.leases)
     .map(effectFor)
     .filter((effect): effect is WorktreeEffect => effect !== null);
+  // An eviction was asked for before any lease that came after it: it runs first.
+  const eviction = evictionEffect(state);
+  return eviction ? [eviction, ...leaseEffects] : leaseEffects;
+}
+
+function evictionEffect(state: WorktreeLeaseState): WorktreeEffect | null {
+  if (!state.eviction || !state.worktreeKey) return null;
+  return { type: 'evict', worktreeKey: state.worktreeKey, repositoryUrl: state.eviction.repositoryUrl, branch: state.eviction.branch };
+}
+
+/** Identifies an effect within its worktree key: the same identity means the same work. */
+export function effectIdentity(effect: WorktreeEffect): string {
+  return effect.type === 'evict' ? `${effect.worktreeKey}:evict` : `${effect.worktreeKey}:${effect.leaseId}:${effect.token}:${effect.type}`;
 }
 
 /** The effects requested by freshly appended `events`, read from the state after them. */
@@ -83,7 +98,12 @@ export function effectsRequestedBy(stateAfter: WorktreeLeaseState, events: reado
       case 'WorktreeReleaseRequested': {
         const lease = stateAfter.leases[event.data.leaseId];
         const effect = lease && lease.token === event.data.token ? effectFor(lease) : null;
-        if (effect && !effects.some((e) => e.leaseId === effect.leaseId && e.type === effect.type)) effects.push(effect);
+        if (effect && !effects.some((e) => effectIdentity(e) === effectIdentity(effect))) effects.push(effect);
+        break;
+      }
+      case 'WorktreeEvictionRequested': {
+        const effect = evictionEffect(stateAfter);
+        if (effect) effects.push(effect);
         break;
       }
       default:

@@ -95,7 +95,7 @@ const aReadyBWaiting = [...aReady, requested(B, at(10)), queued(B, 1, at(10))];
 
 describe('WorktreeLease: requesting a lease', () => {
   it('starts idle, with no lease and no token granted', () => {
-    expect(asStoredDecider.initialState).toEqual({ worktreeKey: null, lastToken: 0, lock: { holder: null, waiters: [] }, leases: {}, path: null });
+    expect(asStoredDecider.initialState).toEqual({ worktreeKey: null, lastToken: 0, lock: { holder: null, waiters: [] }, leases: {}, path: null, eviction: null });
     expect(worktreeStatus(asStoredDecider.initialState)).toBe('idle');
   });
 
@@ -552,6 +552,51 @@ describe('WorktreeLease events', () => {
       const contract = contractRegistry.event('worktrees', event.type, 1);
       expect(contract).toBeDefined();
       expect(contract!.data.safeParse(event.data).error).toBeUndefined();
+    }
+  });
+});
+
+describe('WorktreeLease eviction (hygiene)', () => {
+  const aReleased = [requested(A, T0), acquired(A, 1, T0), created(A, 1, at(1)), synced(A, 1, at(2)), releaseRequested(A, 1, at(3)), released(A, 1, at(4))];
+  const evictionRequested: WorktreeLeaseEvent = {
+    type: 'WorktreeEvictionRequested',
+    data: { worktreeKey, repositoryUrl, branch, reason: 'over_capacity', requestedAt: at(10) },
+  };
+
+  it('asks to remove an idle worktree', () => {
+    spec.given(aReleased).when({ type: 'EvictIdleWorktree', data: { worktreeKey, now: at(10) } }).then([evictionRequested]);
+  });
+
+  it('refuses to evict a worktree that is held or waited for', () => {
+    spec
+      .given([requested(A, T0), acquired(A, 1, T0), created(A, 1, at(1)), synced(A, 1, at(2))])
+      .when({ type: 'EvictIdleWorktree', data: { worktreeKey, now: at(10) } })
+      .thenThrows(ErrorCode.PRECONDITION_FAILED);
+  });
+
+  it('asks nothing when the eviction is already asked for or the worktree is already gone', () => {
+    spec.given([...aReleased, evictionRequested]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, now: at(11) } }).thenNothing();
+    const gone: WorktreeLeaseEvent = { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(12) } };
+    spec.given([...aReleased, evictionRequested, gone]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, now: at(13) } }).thenNothing();
+  });
+
+  it('records the eviction once, with the rescue that saved its changes', () => {
+    const rescue = { branch: `gantry/rescue/${worktreeKey}/20261130T060011000Z`, sha };
+    const state = spec
+      .given([...aReleased, evictionRequested])
+      .when({ type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue, removed: true, now: at(11) } })
+      .then([{ type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: rescue.branch, rescueSha: sha, removed: true, evictedAt: at(11) } }]);
+    expect(state.path).toBeNull();
+    expect(state.eviction).toBeNull();
+    spec
+      .given([...aReleased, evictionRequested, { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(11) } }])
+      .when({ type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue: null, removed: true, now: at(12) } })
+      .thenNothing();
+  });
+
+  it('events satisfy their published contracts', () => {
+    for (const event of [evictionRequested, { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(11) } }]) {
+      expect(contractRegistry.event('worktrees', event.type, 1)!.data.safeParse(event.data).error).toBeUndefined();
     }
   });
 });

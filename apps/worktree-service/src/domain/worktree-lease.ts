@@ -7,6 +7,8 @@ import {
   type WorktreeLeaseStatus,
   type WorktreeReleaseReason,
   type WorktreeCreated,
+  type WorktreeEvicted,
+  type WorktreeEvictionRequested,
   type WorktreeLeaseExpired,
   type WorktreeLeaseRenewed,
   type WorktreeLeaseRequested,
@@ -62,7 +64,9 @@ export type WorktreeLeaseEvent =
   | Ev<'WorktreeLeaseExpired', typeof WorktreeLeaseExpired>
   | Ev<'WorktreeReleaseRequested', typeof WorktreeReleaseRequested>
   | Ev<'WorktreeRescued', typeof WorktreeRescued>
-  | Ev<'WorktreeReleased', typeof WorktreeReleased>;
+  | Ev<'WorktreeReleased', typeof WorktreeReleased>
+  | Ev<'WorktreeEvictionRequested', typeof WorktreeEvictionRequested>
+  | Ev<'WorktreeEvicted', typeof WorktreeEvicted>;
 
 export type WorktreeLeaseEventType = WorktreeLeaseEvent['type'];
 
@@ -125,6 +129,12 @@ export type WorktreeLeaseCommand =
   | {
       readonly type: 'WithdrawWorktreeLeaseRequest';
       readonly data: { leaseId: string; reason: WorktreeReleaseReason; now: string };
+    }
+  /** Hygiene: remove this key's worktree while nobody holds or waits for it (its repository is over its cap). */
+  | { readonly type: 'EvictIdleWorktree'; readonly data: { worktreeKey: string; now: string } }
+  | {
+      readonly type: 'RecordWorktreeEvicted';
+      readonly data: { worktreeKey: string; rescue: { branch: string; sha: string } | null; removed: boolean; now: string };
     };
 
 export type WorktreeLeaseCommandType = WorktreeLeaseCommand['type'];
@@ -160,6 +170,8 @@ export interface WorktreeLeaseState {
   readonly leases: Readonly<Record<string, LeaseRecord>>;
   /** Where the worktree of this key was last created or reused. */
   readonly path: string | null;
+  /** An eviction (hygiene) that was requested and not yet reported. */
+  readonly eviction: { readonly repositoryUrl: string; readonly branch: string; readonly requestedAt: string } | null;
 }
 
 /** The state of a worktree key nobody asked for yet (immutable: evolve always returns a new state). */
@@ -169,6 +181,7 @@ export const initialState: WorktreeLeaseState = {
   lock: freeLock,
   leases: {},
   path: null,
+  eviction: null,
 };
 
 const HOLDING: readonly WorktreeLeaseStatus[] = ['creating_or_reusing', 'syncing', 'ready'];
@@ -450,6 +463,37 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
       return [{ type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey: lease.worktreeKey, leaseId, reason, withdrawnAt: now } }];
     }
 
+    case 'EvictIdleWorktree': {
+      const { worktreeKey, now } = command.data;
+      if (state.worktreeKey !== worktreeKey) {
+        return refuse(ErrorCode.NOT_FOUND, `worktree key ${worktreeKey} has no leases here`, { worktreeKey });
+      }
+      const busy = state.lock.holder !== null || state.lock.waiters.length > 0 || Object.values(state.leases).some((l) => l.status === 'releasing');
+      if (busy) {
+        return refuse(ErrorCode.PRECONDITION_FAILED, `worktree ${worktreeKey} is in use: only an idle worktree is evicted`, { worktreeKey });
+      }
+      // Already gone, or already being evicted: nothing more to ask for.
+      if (state.path === null || state.eviction !== null) return [];
+      const last = Object.values(state.leases).sort((a, b) => Date.parse(b.requestedAt) - Date.parse(a.requestedAt))[0]!;
+      return [
+        {
+          type: 'WorktreeEvictionRequested',
+          data: { worktreeKey, repositoryUrl: last.repositoryUrl, branch: last.branch, reason: 'over_capacity', requestedAt: now },
+        },
+      ];
+    }
+
+    case 'RecordWorktreeEvicted': {
+      const { worktreeKey, rescue, removed, now } = command.data;
+      if (state.eviction === null || state.worktreeKey !== worktreeKey) return [];
+      return [
+        {
+          type: 'WorktreeEvicted',
+          data: { worktreeKey, rescueBranch: rescue?.branch ?? null, rescueSha: rescue?.sha ?? null, removed, evictedAt: now },
+        },
+      ];
+    }
+
     default: {
       const unknown: never = command;
       return refuse(ErrorCode.INVALID_COMMAND, `unknown worktree lease command ${(unknown as { type: string }).type}`);
@@ -610,6 +654,12 @@ export function evolve(state: WorktreeLeaseState, event: WorktreeLeaseEvent): Wo
       const next = updateLease(state, event.data.leaseId, { status: stale ? 'stale_released' : 'released' });
       return { ...next, lock: releaseHolder(state.lock, event.data.leaseId), path: event.data.removed ? null : state.path };
     }
+    case 'WorktreeEvictionRequested': {
+      const { repositoryUrl, branch, requestedAt } = event.data;
+      return { ...state, eviction: { repositoryUrl, branch, requestedAt } };
+    }
+    case 'WorktreeEvicted':
+      return { ...state, eviction: null, path: event.data.removed ? null : state.path };
     default: {
       const unknown: never = event;
       throw new Error(`unknown worktree lease event ${(unknown as { type: string }).type}`);

@@ -234,6 +234,49 @@ export const WorktreeReleased = defineEvent({
   },
 });
 
+/**
+ * Hygiene: an idle worktree (no holder, nobody waiting) of a repository over its cap of worktrees,
+ * the least recently used, is to be removed — after rescuing any changes it holds.
+ */
+export const WorktreeEvictionRequested = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeEvictionRequested',
+  schemaVersion: 1,
+  data: z.object({
+    worktreeKey: WorktreeKeySchema,
+    repositoryUrl: RepositoryUrlSchema,
+    branch: BranchNameSchema,
+    /** Why it goes: the repository has more worktrees than its cap. */
+    reason: z.enum(['over_capacity']),
+    requestedAt: Iso,
+  }),
+  examples: {
+    valid: [{ worktreeKey: key, repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', reason: 'over_capacity', requestedAt: at }],
+    invalid: [{ worktreeKey: key, repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', reason: 'bored', requestedAt: at }],
+  },
+});
+
+/** The idle worktree was removed (`git worktree remove` + prune); its changes, if any, went to a rescue branch first. */
+export const WorktreeEvicted = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeEvicted',
+  schemaVersion: 1,
+  data: z.object({
+    worktreeKey: WorktreeKeySchema,
+    rescueBranch: BranchNameSchema.nullable(),
+    rescueSha: Sha.nullable(),
+    removed: z.boolean(),
+    evictedAt: Iso,
+  }),
+  examples: {
+    valid: [
+      { worktreeKey: key, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at },
+      { worktreeKey: key, rescueBranch: `gantry/rescue/${key}/20261130T060000000Z`, rescueSha: sha, removed: true, evictedAt: at },
+    ],
+    invalid: [{ worktreeKey: key, rescueBranch: null, rescueSha: null, evictedAt: at }],
+  },
+});
+
 export const worktreeEventContracts = [
   WorktreeLeaseRequested,
   WorktreeLockQueued,
@@ -249,4 +292,6 @@ export const worktreeEventContracts = [
   WorktreeReleaseRequested,
   WorktreeRescued,
   WorktreeReleased,
+  WorktreeEvictionRequested,
+  WorktreeEvicted,
 ] as const;
