@@ -1,0 +1,70 @@
+import { claimJob, enqueueJob, ErrorCode, getJob } from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
+import { startApp, type RunningApp } from '../../../tools/system-tests/src/services.js';
+import { createWorld, key, type TestWorld } from './harness.js';
+
+// These start the compiled service (apps/job-service/dist): build first.
+describe('job service as processes', () => {
+  let world: TestWorld;
+  const running: RunningApp[] = [];
+
+  beforeAll(async () => {
+    world = await createWorld('jobproc');
+  });
+
+  afterAll(async () => {
+    await Promise.all(running.map((r) => r.kill('SIGKILL')));
+    await world?.close();
+  });
+
+  const start = async (env: Record<string, string> = {}) => {
+    const app = await startApp('job-service', { schema: world.name, naming: world.naming, env: { GANTRY_LEASE_SWEEP_MS: '50', ...env } });
+    running.push(app);
+    return app;
+  };
+
+  it('with two replicas sweeping, each expired lease is requeued exactly once (one expiry event, one attempt increment)', async () => {
+    const replicas = [await start(), await start()];
+    const jobIds: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const { jobId } = await world.client.request(enqueueJob, { kind: 'PLAN_CHAT', productId: 'product-2r', idempotencyKey: key('e') });
+      await world.client.request(claimJob, { runnerId: `runner-${i}`, kinds: ['PLAN_CHAT'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('c') });
+      jobIds.push(jobId);
+    }
+    await eventually(
+      async () => {
+        const views = await Promise.all(jobIds.map((jobId) => world.client.request(getJob, { jobId })));
+        return views.every((v) => v.status === 'QUEUED');
+      },
+      { timeoutMs: 25_000, what: 'every lease expired' },
+    );
+    // Let both sweeps run many more times over the same rows.
+    await new Promise((r) => setTimeout(r, 1000));
+    const { rows } = await world.db.query(
+      `SELECT stream_id, count(*) AS n, max((data->>'nextAttempt')::int) AS next FROM events WHERE type = 'JobLeaseExpired' AND stream_id = ANY($1) GROUP BY stream_id`,
+      [jobIds],
+    );
+    expect(rows).toHaveLength(10);
+    expect(rows.every((r) => Number(r.n) === 1 && r.next === 2)).toBe(true);
+    for (const jobId of jobIds) expect((await world.client.request(getJob, { jobId })).attempt).toBe(2);
+    for (const replica of replicas) expect(await replica.kill('SIGTERM')).toBe(0);
+  }, 60_000);
+
+  it('killed with SIGKILL after committing a claim and before replying: the retry with the same key gets the same lease', async () => {
+    const crashing = await start({ GANTRY_TEST_CRASH_AFTER_COMMIT: 'claim_job' });
+    const { jobId } = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-crash', taskId: 'T-9', idempotencyKey: key('e') });
+    const request = { runnerId: 'runner-crash', kinds: ['TASK_IMPLEMENTATION' as const], jobId, idempotencyKey: key('claim') };
+    await expect(world.client.request(claimJob, request, { timeoutMs: 3000 })).rejects.toMatchObject({ code: expect.stringMatching(/^(TIMEOUT|UNAVAILABLE)$/) });
+    await eventually(() => crashing.process.signalCode === 'SIGKILL', { what: 'the process killed' });
+    const committed = await world.db.query(`SELECT data FROM events WHERE stream_id = $1 AND type = 'JobClaimed'`, [jobId]);
+    expect(committed.rows).toHaveLength(1);
+
+    await start();
+    const retried = await world.client.request(claimJob, request);
+    expect(retried).toMatchObject({ claimed: true, job: { jobId, leaseToken: committed.rows[0].data.leaseToken, leaseExpiresAt: committed.rows[0].data.leaseExpiresAt } });
+    const after = await world.db.query(`SELECT count(*) AS n FROM events WHERE stream_id = $1 AND type = 'JobClaimed'`, [jobId]);
+    expect(Number(after.rows[0].n)).toBe(1);
+    // Another runner's claim is still refused: the lease is held.
+    await expect(world.client.request(claimJob, { ...request, runnerId: 'runner-other', idempotencyKey: key('claim') })).rejects.toMatchObject({ code: ErrorCode.ALREADY_CLAIMED });
+  }, 60_000);
+});
