@@ -1,0 +1,28 @@
+import { Backoff, backoffDelayMs } from './backoff.js';
+
+describe('exponential backoff', () => {
+  const options = { initialMs: 500, maxMs: 30_000 };
+
+  it('doubles after each consecutive failure up to its cap', () => {
+    const noJitter = () => 0;
+    expect([1, 2, 3, 4, 5, 6, 7, 8].map((n) => backoffDelayMs(n, options, noJitter))).toEqual([500, 1000, 2000, 4000, 8000, 16000, 30000, 30000]);
+    expect(backoffDelayMs(1000, options, noJitter)).toBe(30_000);
+  });
+
+  it('takes at most a fifth off at random so runners do not retry in step', () => {
+    expect(backoffDelayMs(3, options, () => 0.999)).toBe(1600);
+    expect(backoffDelayMs(3, options, () => 0.5)).toBe(1800);
+  });
+
+  it('waits nothing before the first failure, and starts over after a success', () => {
+    expect(backoffDelayMs(0, options)).toBe(0);
+    const backoff = new Backoff({ initialMs: 100, maxMs: 1000 });
+    backoff.fail();
+    backoff.fail();
+    expect(backoff.consecutiveFailures).toBe(2);
+    expect(backoff.fail()).toBeGreaterThanOrEqual(320);
+    backoff.succeed();
+    expect(backoff.consecutiveFailures).toBe(0);
+    expect(backoff.fail()).toBeLessThanOrEqual(100);
+  });
+});

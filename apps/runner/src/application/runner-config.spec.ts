@@ -1,0 +1,65 @@
+import { ErrorCode, JobKinds } from '@gantry/contracts';
+import { defaultRunnerId, loadRunnerConfig } from './runner-config.js';
+
+describe('runner configuration from the environment', () => {
+  it('defaults to every kind, one slot, the claude binary, 60 s renewals and leases that outlive two missed renewals', () => {
+    const config = loadRunnerConfig({}, { hostname: 'build-host.example.com', pid: 4242 });
+    expect(config).toMatchObject({
+      runnerId: 'build-host-example-com-4242',
+      kinds: [...JobKinds],
+      concurrency: 1,
+      agentBin: 'claude',
+      leaseRenewMs: 60_000,
+      jobLeaseMs: 180_000,
+      worktreeLeaseMs: 180_000,
+      defaultTargetBranch: 'main',
+      worktreeRoot: null,
+    });
+    expect(config.tokenExpiredPattern.test('OAuth token has expired')).toBe(true);
+  });
+
+  it('takes the kinds, concurrency, binary, timeouts and token pattern it is given', () => {
+    const config = loadRunnerConfig({
+      GANTRY_RUNNER_ID: 'runner-a',
+      GANTRY_RUNNER_KINDS: 'TASK_IMPLEMENTATION, REVIEW,TASK_IMPLEMENTATION',
+      GANTRY_RUNNER_CONCURRENCY: '2',
+      GANTRY_AGENT_BIN: '/opt/bin/stand-in-claude',
+      GANTRY_AGENT_TIMEOUT_MS: '5000',
+      GANTRY_LEASE_RENEW_MS: '1000',
+      GANTRY_TOKEN_EXPIRED_PATTERN: 'session (is )?gone',
+      GANTRY_WORKTREE_ROOT: '/var/lib/gantry/worktrees',
+    });
+    expect(config).toMatchObject({
+      runnerId: 'runner-a',
+      kinds: ['TASK_IMPLEMENTATION', 'REVIEW'],
+      concurrency: 2,
+      agentBin: '/opt/bin/stand-in-claude',
+      agentTimeoutMs: 5000,
+      leaseRenewMs: 1000,
+      // a job lease is never shorter than the job service accepts
+      jobLeaseMs: 10_000,
+      worktreeLeaseMs: 3000,
+      worktreeRoot: '/var/lib/gantry/worktrees',
+    });
+    expect(config.tokenExpiredPattern.test('Session is GONE')).toBe(true);
+    expect(config.tokenExpiredPattern.test('OAuth token has expired')).toBe(false);
+  });
+
+  it.each([
+    ['GANTRY_RUNNER_KINDS', 'TASK_IMPLEMENTATION,DEPLOY', /DEPLOY.*not a job kind/],
+    ['GANTRY_RUNNER_KINDS', ' , ', /names no job kind/],
+    ['GANTRY_RUNNER_CONCURRENCY', '0', /GANTRY_RUNNER_CONCURRENCY must be a whole number from 1/],
+    ['GANTRY_RUNNER_CONCURRENCY', '1.5', /whole number/],
+    ['GANTRY_LEASE_RENEW_MS', 'soon', /GANTRY_LEASE_RENEW_MS/],
+    ['GANTRY_JOB_LEASE_MS', '1000', /GANTRY_JOB_LEASE_MS must be a whole number from 10000/],
+    ['GANTRY_RUNNER_ID', 'runner.host1', /letters, digits/],
+    ['GANTRY_TOKEN_EXPIRED_PATTERN', '(unclosed', /not a regular expression/],
+  ])('refuses %s=%j with a sentence naming the problem', (name, value, sentence) => {
+    expect(() => loadRunnerConfig({ [name]: value })).toThrow(expect.objectContaining({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(sentence) }));
+  });
+
+  it('makes a runner id of any host name', () => {
+    expect(defaultRunnerId('-weird host.name!', 7)).toBe('weird-host-name--7');
+    expect(defaultRunnerId('...', 8)).toBe('runner-8');
+  });
+});

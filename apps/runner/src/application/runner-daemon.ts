@@ -1,0 +1,235 @@
+import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { claimJob, deriveIdempotencyKey, ErrorCode, isGantryError, jobOfferMessageId, type JobKind } from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { JsonLogger, Liveness, Readiness, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
+import { Backoff } from './backoff.js';
+import { runClaimedJob, type JobRunOutcome } from './job-run.js';
+import type { RunnerConfig } from './runner-config.js';
+import { Slots } from './slots.js';
+
+export const RUNNER_CONFIG = Symbol('gantry:runner-config');
+
+/** A claim lost to another runner or to the job's state: the offer is dropped. */
+const LOST_CLAIM_CODES = new Set<string>([
+  ErrorCode.ALREADY_CLAIMED,
+  ErrorCode.INVALID_TRANSITION,
+  ErrorCode.NOT_FOUND,
+  ErrorCode.PRECONDITION_FAILED,
+  ErrorCode.STALE_FENCE,
+]);
+
+/**
+ * The runner loop: per job kind, reserve a free slot, take one offer from the kind's shared
+ * durable consumer, claim the offered job, run it, and only then acknowledge the offer. Errors
+ * back off exponentially; an expired agent token marks the runner unhealthy and stops the intake;
+ * SIGTERM stops the intake, gives running jobs a grace period, then stops their agents and rolls
+ * their claims back.
+ */
+@Injectable()
+export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private accepting = false;
+  private intakeReady = false;
+  private readonly slots: Slots;
+  private readonly intake: DispatchIntake;
+  private readonly loops: Promise<void>[] = [];
+  private readonly running = new Set<Promise<void>>();
+  private readonly shutdown = new AbortController();
+  private readonly backoff: Backoff;
+  private readonly log: ReturnType<JsonLogger['forComponent']>;
+  private readonly sleepers = new Set<() => void>();
+
+  constructor(
+    @Inject(RUNNER_CONFIG) private readonly config: RunnerConfig,
+    @Inject(SERVICE_CONFIG) serviceConfig: ServiceConfig,
+    @Inject(Bus) private readonly bus: Bus,
+    @Inject(CommandClient) private readonly commands: CommandClient,
+    @Inject(Liveness) private readonly liveness: Liveness,
+    @Inject(Readiness) private readonly readiness: Readiness,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.slots = new Slots(config.concurrency);
+    this.intake = new DispatchIntake({ bus, ackWaitMs: config.offerAckWaitMs, streamReplicas: serviceConfig.streamReplicas });
+    this.backoff = new Backoff({ initialMs: config.backoffInitialMs, maxMs: config.backoffMaxMs });
+    this.log = logger.forComponent('runner');
+  }
+
+  onApplicationBootstrap(): void {
+    this.readiness.register('dispatch', () => ({
+      ok: this.intakeReady || !this.accepting,
+      detail: { runnerId: this.config.runnerId, kinds: this.config.kinds, accepting: this.accepting, jobsRunning: this.running.size },
+    }));
+    this.accepting = true;
+    this.log.log('runner started', {
+      runnerId: this.config.runnerId,
+      kinds: this.config.kinds,
+      concurrency: this.config.concurrency,
+      agentBin: this.config.agentBin,
+    });
+    this.loops.push(this.prepareIntake().then(() => Promise.all(this.config.kinds.map((kind) => this.intakeLoop(kind))).then(() => undefined)));
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopIntake('shutdown');
+    await Promise.all(this.loops).catch(() => undefined);
+    if (this.running.size > 0) {
+      this.log.log('waiting for running jobs', { jobs: this.running.size, graceMs: this.config.shutdownGraceMs });
+      const settled = await waitAtMost(Promise.all(this.running), this.config.shutdownGraceMs);
+      if (!settled) {
+        this.log.warn('grace period over; stopping agents and rolling claims back', { jobs: this.running.size });
+        this.shutdown.abort();
+        await Promise.all(this.running);
+      }
+    }
+  }
+
+  private stopIntake(why: string): void {
+    if (!this.accepting) return;
+    this.accepting = false;
+    this.log.log('no longer taking offers', { runnerId: this.config.runnerId, why });
+    for (const wake of [...this.sleepers]) wake();
+  }
+
+  private async prepareIntake(): Promise<void> {
+    while (this.accepting) {
+      try {
+        await this.intake.ensure(this.config.kinds);
+        this.intakeReady = true;
+        this.backoff.succeed();
+        return;
+      } catch (error) {
+        const delay = this.backoff.fail();
+        this.log.warn('dispatch consumers not ready; retrying', { error: String(error), retryInMs: delay });
+        await this.sleep(delay);
+      }
+    }
+  }
+
+  private async intakeLoop(kind: JobKind): Promise<void> {
+    while (this.accepting) {
+      await this.slots.acquire();
+      if (!this.accepting) {
+        this.slots.release();
+        break;
+      }
+      let held: HeldOffer | null;
+      try {
+        held = await this.intake.next(kind, this.config.offerPollMs);
+        this.backoff.succeed();
+      } catch (error) {
+        this.slots.release();
+        const delay = this.backoff.fail();
+        this.log.warn('taking an offer failed; backing off', { kind, error: String(error), retryInMs: delay });
+        await this.sleep(delay);
+        continue;
+      }
+      if (!held || !held.offer) {
+        this.slots.release();
+        continue;
+      }
+      if (!this.accepting) {
+        held.nak(0);
+        this.slots.release();
+        break;
+      }
+      const job = this.handleOffer(held).finally(() => {
+        this.slots.release();
+        this.running.delete(job);
+      });
+      this.running.add(job);
+    }
+  }
+
+  private async handleOffer(held: HeldOffer): Promise<void> {
+    const offer = held.offer!;
+    const fields = { jobId: offer.jobId, attempt: offer.attempt, kind: offer.kind, offer: jobOfferMessageId(offer) };
+    const keepAlive = setInterval(() => held.working(), Math.max(1000, Math.floor(this.config.offerAckWaitMs / 3)));
+    try {
+      let claimed;
+      try {
+        const reply = await this.commands.request(
+          claimJob,
+          {
+            runnerId: this.config.runnerId,
+            kinds: this.config.kinds,
+            jobId: offer.jobId,
+            leaseDurationMs: this.config.jobLeaseMs,
+            idempotencyKey: deriveIdempotencyKey(`${this.config.runnerId}/claim`, { offer: jobOfferMessageId(offer) }),
+          },
+          { timeoutMs: this.config.commandTimeoutMs, correlationId: `${offer.jobId}-attempt-${offer.attempt}` },
+        );
+        if (!reply.claimed) {
+          this.log.log('offer dropped: the claim went elsewhere', fields);
+          held.ack();
+          return;
+        }
+        claimed = reply.job;
+      } catch (error) {
+        if (isGantryError(error) && LOST_CLAIM_CODES.has(error.code)) {
+          this.log.log('offer dropped: the claim was refused', { ...fields, code: error.code, error: error.message });
+          held.ack();
+          return;
+        }
+        const delay = this.backoff.fail();
+        this.log.warn('claim failed; the offer goes back', { ...fields, error: String(error), retryInMs: delay });
+        held.nak(delay);
+        await this.sleep(delay);
+        return;
+      }
+      this.backoff.succeed();
+      this.log.log('job claimed', { ...fields, leaseToken: claimed.leaseToken, leaseExpiresAt: claimed.leaseExpiresAt });
+      const outcome = await runClaimedJob(
+        claimed,
+        { config: this.config, commands: this.commands, log: this.log, onTokenExpired: (reason) => this.tokenExpired(reason) },
+        this.shutdown.signal,
+      );
+      this.logOutcome(outcome, fields);
+      held.ack();
+    } catch (error) {
+      this.log.error('offer handling failed', { ...fields, error: String(error) });
+      held.ack();
+    } finally {
+      clearInterval(keepAlive);
+    }
+  }
+
+  private tokenExpired(reason: string): void {
+    this.liveness.markUnhealthy('runner', 'agent token expired');
+    this.log.error('agent token expired; this runner takes no more work', { runnerId: this.config.runnerId, reason });
+    this.stopIntake('agent token expired');
+  }
+
+  private logOutcome(outcome: JobRunOutcome, fields: Record<string, unknown>): void {
+    switch (outcome.kind) {
+      case 'finished':
+        this.log.log('job done on this runner', { ...fields, jobStatus: outcome.reply.jobStatus, agentStarted: outcome.agentStarted });
+        return;
+      case 'rolled_back':
+        this.log.warn('job handed back', { ...fields, reason: outcome.reason, agentStarted: outcome.agentStarted });
+        return;
+      case 'lease_lost':
+        this.log.warn('job lost', { ...fields, reason: outcome.reason, agentStarted: outcome.agentStarted });
+        return;
+    }
+  }
+
+  /** A sleep that a shutdown or an expired token cuts short. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.sleepers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.sleepers.add(done);
+    });
+  }
+}
+
+async function waitAtMost(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const result = await Promise.race([promise.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
+  clearTimeout(timer);
+  return result;
+}

@@ -1,0 +1,83 @@
+import { randomUUID } from 'node:crypto';
+import type {
+  AgentQuestion,
+  CommitLogEntry,
+  ImplementationLogEntry,
+  JobReporter,
+  JobStatusUpdate,
+  QuestionReceipt,
+  StoryLogReceipt,
+  TestResultLogEntry,
+} from '../mcp/job-reporter.js';
+import type { JobLeaseSession } from './job-lease-session.js';
+
+export type ReporterLog = (message: string, fields: Record<string, unknown>) => void;
+
+/**
+ * The MCP tools' real backend: each story-log call becomes the job service's command under the
+ * claim's lease token, so a refusal (STALE_FENCE after a lost lease, a malformed hash) reaches the
+ * agent as a tool error. It also keeps what the runner itself needs at the finish: the last test
+ * result with its summary and the agent's own last status report.
+ *
+ * update_job_status and ask_question have no job-service command yet: they are kept here (the
+ * status feeds the PARTIAL classification) and logged, and a question gets no answer, which tells
+ * the agent to stop and wait.
+ */
+export class CommandJobReporter implements JobReporter {
+  private lastTest: TestResultLogEntry | null = null;
+  private lastUpdate: JobStatusUpdate | null = null;
+  private readonly questions: { questionId: string; question: AgentQuestion }[] = [];
+
+  constructor(
+    private readonly session: JobLeaseSession,
+    private readonly taskId: string | null,
+    private readonly log: ReporterLog = () => undefined,
+  ) {}
+
+  async logImplementation(entry: ImplementationLogEntry): Promise<StoryLogReceipt> {
+    await this.session.logImplementation({
+      summary: entry.summary,
+      ...(entry.branch ? { branch: entry.branch } : {}),
+      ...(entry.plan ? { plan: entry.plan } : {}),
+      ...(this.taskId ? { taskId: this.taskId } : {}),
+    });
+    return { entryId: `${this.session.jobId}/implementation/${randomUUID()}` };
+  }
+
+  async logCommit(entry: CommitLogEntry): Promise<StoryLogReceipt> {
+    await this.session.logCommit({ commitSha: entry.hash, message: entry.message, summary: entry.summary });
+    return { entryId: `${this.session.jobId}/commit/${entry.hash}` };
+  }
+
+  async logTestResult(entry: TestResultLogEntry): Promise<StoryLogReceipt> {
+    await this.session.logTestResult({ status: entry.status, summary: entry.summary });
+    this.lastTest = entry;
+    return { entryId: `${this.session.jobId}/test-result/${randomUUID()}` };
+  }
+
+  async updateJobStatus(update: JobStatusUpdate): Promise<void> {
+    this.lastUpdate = update;
+    this.log('agent reported its status', { jobId: this.session.jobId, status: update.status, summary: update.summary, error: update.error });
+  }
+
+  async askQuestion(question: AgentQuestion): Promise<QuestionReceipt> {
+    const questionId = `question-${randomUUID()}`;
+    this.questions.push({ questionId, question });
+    this.log('agent asked a question', { jobId: this.session.jobId, questionId, question: question.question });
+    return { questionId, answer: null };
+  }
+
+  /** The last test result the job service accepted, with its summary. */
+  get lastTestResult(): TestResultLogEntry | null {
+    return this.lastTest;
+  }
+
+  /** The agent's last own report through update_job_status. */
+  get lastStatusUpdate(): JobStatusUpdate | null {
+    return this.lastUpdate;
+  }
+
+  get questionsAsked(): readonly { questionId: string; question: AgentQuestion }[] {
+    return this.questions;
+  }
+}

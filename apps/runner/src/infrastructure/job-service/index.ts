@@ -1,0 +1,3 @@
+export * from './job-lease-session.js';
+export * from './command-job-reporter.js';
+export * from './offer-intake.js';

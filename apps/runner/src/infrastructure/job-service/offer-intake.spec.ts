@@ -1,0 +1,108 @@
+import { headers as natsHeaders } from '@nats-io/nats-core';
+import { dispatchStreamName, dispatchSubject, jobOfferMessageId, type JobOffer } from '@gantry/contracts';
+import { Bus } from '@gantry/messaging';
+import { connectTestNats, deleteStreams, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
+import { DispatchIntake, dispatchConsumerName } from './offer-intake.js';
+
+const name = uniqueName('offer_intake');
+const naming = testNaming(name);
+
+function offer(n: number, kind: JobOffer['kind'] = 'TASK_IMPLEMENTATION'): JobOffer {
+  const hex = n.toString(16).padStart(12, '0');
+  return {
+    jobId: `job-00000000-0000-4000-8000-${hex}`,
+    kind,
+    productId: 'product-1',
+    sprintRunId: null,
+    attempt: 1,
+    baseRef: 'main',
+    offeredAt: new Date().toISOString(),
+  };
+}
+
+describe('taking offers from the dispatch stream', () => {
+  let busA: Bus;
+  let busB: Bus;
+
+  beforeAll(async () => {
+    busA = await Bus.connect({ servers: testNatsUrl, naming, name: 'runner-a' });
+    busB = await Bus.connect({ servers: testNatsUrl, naming, name: 'runner-b' });
+  });
+
+  afterAll(async () => {
+    await busA.close();
+    await busB.close();
+    const nc = await connectTestNats();
+    await deleteStreams(nc, naming.streamPrefix);
+    await nc.close();
+  });
+
+  async function publish(o: JobOffer): Promise<void> {
+    const h = natsHeaders();
+    h.set('Nats-Msg-Id', jobOfferMessageId(o));
+    await busA.js.publish(dispatchSubject(naming, o.kind), JSON.stringify(o), { headers: h });
+  }
+
+  it('creates the stream and one shared consumer per kind, however many runners ensure them at once', async () => {
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 5000 });
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 5000 });
+    await Promise.all([a.ensure(['TASK_IMPLEMENTATION', 'REVIEW']), b.ensure(['TASK_IMPLEMENTATION', 'REVIEW']), a.ensure(['TASK_IMPLEMENTATION'])]);
+    const consumers: string[] = [];
+    for await (const info of busA.jsm.consumers.list(dispatchStreamName(naming))) consumers.push(`${info.name}=${info.config.filter_subject}`);
+    expect(consumers.sort()).toEqual([
+      `${dispatchConsumerName('REVIEW')}=${name}.dispatch.REVIEW`,
+      `${dispatchConsumerName('TASK_IMPLEMENTATION')}=${name}.dispatch.TASK_IMPLEMENTATION`,
+    ]);
+  });
+
+  it('gives each offer to one runner only, and forgets it once acknowledged', async () => {
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 5000 });
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 5000 });
+    await publish(offer(1));
+    await publish(offer(2));
+    const [first, second] = await Promise.all([a.next('TASK_IMPLEMENTATION', 2000), b.next('TASK_IMPLEMENTATION', 2000)]);
+    expect([first?.offer?.jobId, second?.offer?.jobId].sort()).toEqual([offer(1).jobId, offer(2).jobId]);
+    first!.ack();
+    second!.ack();
+    expect(await a.next('TASK_IMPLEMENTATION', 1000)).toBeNull();
+    const info = await busA.jsm.streams.info(dispatchStreamName(naming));
+    expect(info.state.messages).toBe(0);
+  });
+
+  it('offers a job again to the other runner when the first one hands it back', async () => {
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 5000 });
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 5000 });
+    await publish(offer(3));
+    const held = await a.next('TASK_IMPLEMENTATION', 2000);
+    expect(held?.deliveryCount).toBe(1);
+    held!.nak(0);
+    const again = await b.next('TASK_IMPLEMENTATION', 2000);
+    expect(again?.offer?.jobId).toBe(offer(3).jobId);
+    expect(again?.deliveryCount).toBe(2);
+    again!.ack();
+  });
+
+  it('keeps a held offer from anyone else while the runner says it is working on it', async () => {
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000 });
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 3000 });
+    await publish(offer(4));
+    const held = await a.next('TASK_IMPLEMENTATION', 2000);
+    const keepAlive = setInterval(() => held!.working(), 1000);
+    try {
+      expect(await b.next('TASK_IMPLEMENTATION', 4500)).toBeNull();
+    } finally {
+      clearInterval(keepAlive);
+    }
+    held!.ack();
+  });
+
+  it('terminates a message that is not an offer of the kind and hands the runner no job', async () => {
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000 });
+    await busA.js.publish(dispatchSubject(naming, 'REVIEW'), JSON.stringify({ jobId: 'nope' }));
+    await publish({ ...offer(5), kind: 'TASK_IMPLEMENTATION' });
+    const bad = await a.next('REVIEW', 2000);
+    expect(bad).toMatchObject({ kind: 'REVIEW', offer: null });
+    expect(await a.next('REVIEW', 1000)).toBeNull();
+    (await a.next('TASK_IMPLEMENTATION', 2000))!.ack();
+  });
+});

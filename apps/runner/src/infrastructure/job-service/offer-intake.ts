@@ -1,0 +1,94 @@
+import { AckPolicy, DeliverPolicy, type JsMsg } from '@nats-io/jetstream';
+import { dispatchStreamName, dispatchSubject, JobOfferSchema, type JobKind, type JobOffer } from '@gantry/contracts';
+import { isNotFound, type Bus } from '@gantry/messaging';
+
+/** The shared durable consumer of one job kind: every runner of the kind pulls from it, so each offer reaches one runner. */
+export function dispatchConsumerName(kind: JobKind): string {
+  return `runner-${kind}`;
+}
+
+/** One offer taken from the dispatch stream, held until the runner has handled it. */
+export interface HeldOffer {
+  kind: JobKind;
+  /** Null when the message was not a valid offer (it has been terminated already). */
+  offer: JobOffer | null;
+  deliveryCount: number;
+  /** Handled: claimed and run, or the claim was lost. The work-queue stream then forgets it. */
+  ack(): void;
+  /** Not handled (e.g. the job service did not answer): offered again after the delay. */
+  nak(delayMs: number): void;
+  /** Still being handled: keeps the offer from being redelivered while the job runs. */
+  working(): void;
+}
+
+export interface DispatchIntakeOptions {
+  bus: Bus;
+  /** How long an unacknowledged offer stays with this runner before it is offered again. */
+  ackWaitMs: number;
+  streamReplicas?: number;
+}
+
+/**
+ * The runner's side of `<root>.dispatch.<kind>`: the dispatch stream (a work queue; created here too
+ * so a runner that starts first has something to wait on) and one shared durable pull consumer per
+ * kind, created idempotently by whichever runner comes first.
+ */
+export class DispatchIntake {
+  constructor(private readonly options: DispatchIntakeOptions) {}
+
+  async ensure(kinds: readonly JobKind[]): Promise<void> {
+    const { bus } = this.options;
+    await bus.ensureDispatchStream({ replicas: this.options.streamReplicas ?? 1 });
+    const stream = dispatchStreamName(bus.naming);
+    for (const kind of kinds) {
+      const name = dispatchConsumerName(kind);
+      try {
+        await bus.jsm.consumers.info(stream, name);
+        continue;
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+      try {
+        await bus.jsm.consumers.add(stream, {
+          durable_name: name,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          filter_subject: dispatchSubject(bus.naming, kind),
+          ack_wait: this.options.ackWaitMs * 1_000_000,
+          max_deliver: -1,
+        });
+      } catch (error) {
+        // Another runner created it between our look and our add.
+        if (!/already (in use|exists)/i.test(String(error))) throw error;
+      }
+    }
+  }
+
+  /** Waits up to `expiresMs` for one offer of `kind`; null when none came. */
+  async next(kind: JobKind, expiresMs: number): Promise<HeldOffer | null> {
+    const { bus } = this.options;
+    const consumer = await bus.js.consumers.get(dispatchStreamName(bus.naming), dispatchConsumerName(kind));
+    const msg = await consumer.next({ expires: Math.max(1000, expiresMs) });
+    if (!msg) return null;
+    return held(kind, msg);
+  }
+}
+
+function held(kind: JobKind, msg: JsMsg): HeldOffer {
+  let offer: JobOffer | null = null;
+  try {
+    const parsed = JobOfferSchema.safeParse(msg.json());
+    if (parsed.success && parsed.data.kind === kind) offer = parsed.data;
+  } catch {
+    offer = null;
+  }
+  if (offer === null) msg.term('not a valid job offer for this kind');
+  return {
+    kind,
+    offer,
+    deliveryCount: msg.info.deliveryCount,
+    ack: () => msg.ack(),
+    nak: (delayMs) => msg.nak(delayMs),
+    working: () => msg.working(),
+  };
+}

@@ -1,0 +1,2 @@
+export * from './worktree-lease-client.js';
+export * from './push-branch.js';

@@ -1,0 +1,64 @@
+import { writeFile, chmod, readFile, access } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ErrorCode } from '@gantry/contracts';
+import { GitFixture } from '../verify/testing/git-fixture.js';
+import { pushBranch, remoteBranchSha } from './push-branch.js';
+
+describe('pushing a job branch to the origin', () => {
+  let fixture: GitFixture;
+
+  beforeEach(async () => {
+    fixture = await GitFixture.create();
+    await fixture.run(['checkout', '-q', '-b', 'feat/cart']);
+  });
+  afterEach(() => fixture.remove());
+
+  it('pushes the verified commit once and reports that nothing was pushed when the origin already has it', async () => {
+    const head = await fixture.commit({ 'cart.ts': 'export const total = 1;\n' }, 'feat: cart');
+    expect(await remoteBranchSha(fixture.clone, 'refs/heads/feat/cart')).toBeNull();
+    expect(await pushBranch(fixture.clone, 'feat/cart', head)).toEqual({ branch: 'feat/cart', headSha: head, pushed: true });
+    expect(await remoteBranchSha(fixture.clone, 'refs/heads/feat/cart')).toBe(head);
+    expect(await pushBranch(fixture.clone, 'feat/cart', head)).toEqual({ branch: 'feat/cart', headSha: head, pushed: false });
+  });
+
+  it('pushes exactly the verified commit, not whatever HEAD moved on to', async () => {
+    const verified = await fixture.commit({ 'a.ts': 'a\n' }, 'a');
+    await fixture.commit({ 'b.ts': 'b\n' }, 'b (after verify)');
+    await pushBranch(fixture.clone, 'feat/cart', verified);
+    expect(await remoteBranchSha(fixture.clone, 'refs/heads/feat/cart')).toBe(verified);
+  });
+
+  it('refuses to overwrite a branch that moved on the origin (no force push)', async () => {
+    const mine = await fixture.commit({ 'a.ts': 'mine\n' }, 'mine');
+    await fixture.run(['push', '-q', 'origin', 'main:refs/heads/feat/cart']);
+    await fixture.run(['checkout', '-q', '--detach', 'main']);
+    const theirs = await fixture.commit({ 'b.ts': 'theirs\n' }, 'theirs');
+    await fixture.run(['push', '-q', 'origin', `${theirs}:refs/heads/feat/cart`]);
+    await expect(pushBranch(fixture.clone, 'feat/cart', mine)).rejects.toMatchObject({
+      code: ErrorCode.PRECONDITION_FAILED,
+      message: expect.stringMatching(/pushing feat\/cart to the origin failed/),
+    });
+    expect(await remoteBranchSha(fixture.clone, 'refs/heads/feat/cart')).toBe(theirs);
+  });
+
+  it('runs no hook the agent left in the repository', async () => {
+    const head = await fixture.commit({ 'a.ts': 'a\n' }, 'a');
+    const marker = join(fixture.root, 'hook-ran');
+    const hook = join(fixture.clone, '.git', 'hooks', 'pre-push');
+    await writeFile(hook, `#!/bin/sh\ntouch ${marker}\n`);
+    await chmod(hook, 0o755);
+    await pushBranch(fixture.clone, 'feat/cart', head);
+    await expect(access(marker)).rejects.toThrow();
+    expect(await readFile(hook, 'utf8')).toContain('touch');
+  });
+
+  it.each(['--upload-pack=touch /tmp/pwned', '-x', 'a..b', 'has space'])('refuses the branch name %j and pushes nothing', async (branch) => {
+    const head = await fixture.commit({ 'a.ts': 'a\n' }, 'a');
+    await expect(pushBranch(fixture.clone, branch, head)).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+    expect(await fixture.run(['ls-remote', '--heads', 'origin'])).not.toContain(head);
+  });
+
+  it('refuses a revision that is not a full SHA', async () => {
+    await expect(pushBranch(fixture.clone, 'feat/cart', 'HEAD')).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+  });
+});
