@@ -21,8 +21,14 @@
  *       "exitCode":      1,                                    // exit_nonzero's exit code (default 1)
  *       "ignoreSigterm": false,                                // hang: ignore SIGTERM, so only SIGKILL ends it
  *       "spawnChild":    false,                                // hang: also start a child process in the same process group
- *       "delayMs":       0                                     // wait this long before the work (after log_implementation)
+ *       "delayMs":       0,                                    // wait this long before the work (after log_implementation)
+ *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} as one JSON line at start
+ *       "resetTo":       "origin/feat/x"                       // git reset --hard to this revision before the work
  *     }
+ *
+ * Credentials: with ANTHROPIC_API_KEY=expired in its environment the stand-in fails like the real CLI
+ * with an expired login (authentication error, exit 3) whatever the payload says, so one runner's
+ * agent can be expired while another's is not.
  *   }
  *
  * Behaviours and their MCP calls:
@@ -37,7 +43,7 @@
  * - no_logs: commits the files without any MCP call; exit 0
  */
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { appendFile, readFile } from 'node:fs/promises';
 import { CliUsageError, parseStandInArguments, type StandInArguments } from './cli-arguments.js';
 import { StandInGit } from './stand-in-git.js';
 import { StandInReporter } from './stand-in-reporter.js';
@@ -60,6 +66,14 @@ async function main(argv: string[]): Promise<number> {
   const payloadPath = /(\/[^\s"'`]+\.json)/.exec(args.prompt)?.[1];
   if (!payloadPath) return fail('stand-in: the prompt names no payload file (an absolute path ending in .json)');
   const script = parseStandInScript(JSON.parse(await readFile(payloadPath, 'utf8')));
+  if (script.recordArgvTo) {
+    await appendFile(script.recordArgvTo, `${JSON.stringify({ argv, pid: process.pid, cwd: process.cwd(), at: new Date().toISOString() })}\n`);
+  }
+  if (process.env.ANTHROPIC_API_KEY === 'expired') {
+    process.stderr.write('Invalid API key · Please run /login\n');
+    return 3;
+  }
+  if (script.resetTo) await new StandInGit(workDir(args)).resetTo(script.resetTo);
 
   switch (script.behaviour) {
     case 'token_expired_message':

@@ -20,6 +20,11 @@ export class StandInGit {
     return (await this.git(['rev-parse', 'HEAD'])).trim();
   }
 
+  /** Moves the branch (and the worktree) to `revision`, as an agent that started over from another branch would. */
+  async resetTo(revision: string): Promise<void> {
+    await this.git(['reset', '-q', '--hard', revision, '--']);
+  }
+
   private git(args: string[]): Promise<string> {
     return new Promise((resolve, reject) => {
       execFile('git', ['-c', 'protocol.ext.allow=never', ...args], { cwd: this.dir, encoding: 'utf8' }, (error, stdout, stderr) =>

@@ -22,6 +22,10 @@ const ScriptSchema = z.strictObject({
   ignoreSigterm: z.boolean().default(false),
   spawnChild: z.boolean().default(false),
   delayMs: z.number().int().min(0).default(0),
+  /** An absolute file the stand-in appends one JSON line to per run: its argv, pid and cwd (tests assert the command line). */
+  recordArgvTo: z.string().startsWith('/').optional(),
+  /** Before its work, the stand-in moves its branch to this revision (`git reset --hard`): how a branch becomes DIVERGENT. */
+  resetTo: z.string().min(1).regex(/^[^-]/, 'a revision, not an option').optional(),
 });
 
 export type StandInCommit = z.infer<typeof CommitSchema>;

@@ -1,0 +1,59 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { agentEnvironment, runAgent } from '../infrastructure/agent/agent-process.js';
+import { GitFixture } from '../infrastructure/verify/testing/git-fixture.js';
+import { verifyWorktree } from '../infrastructure/verify/verify-worktree.js';
+import { StandInJob } from './testing/stand-in-job.js';
+
+describe('stand-in options the end-to-end tests rely on', () => {
+  let repo: GitFixture;
+  let job: StandInJob | undefined;
+  let scratch: string;
+
+  beforeEach(async () => {
+    repo = await GitFixture.create();
+    scratch = await mkdtemp(join(tmpdir(), 'stand-in-options-'));
+  });
+  afterEach(async () => {
+    await job?.dispose();
+    job = undefined;
+    await repo.remove();
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  it('recordArgvTo: appends the exact argv it was started with, its pid and its directory', async () => {
+    const record = join(scratch, 'argv.jsonl');
+    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'nothing', recordArgvTo: record } });
+    const result = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    expect(result.exitCode).toBe(0);
+    const lines = (await readFile(record, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ argv: job.command.args, pid: result.pid, cwd: repo.clone });
+  });
+
+  it('resetTo: moves the branch to another revision before the work, which verify calls DIVERGENT', async () => {
+    await repo.run(['checkout', '-q', '-b', 'feat/other']);
+    await repo.commit({ 'other.ts': 'other\n' }, 'other work');
+    await repo.run(['push', '-q', 'origin', 'feat/other']);
+    await repo.run(['checkout', '-q', 'main']);
+    await repo.commit({ 'main.ts': 'main moved on\n' }, 'main moves');
+    await repo.pushToMain('HEAD');
+    await repo.run(['checkout', '-q', '-b', 'feat/job']);
+    const base = await repo.head();
+    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'nothing', resetTo: 'origin/feat/other' } });
+    const result = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    expect(result.exitCode).toBe(0);
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(report.result).toBe('DIVERGENT');
+    expect(report.diffIdenticalToMergedBranch).toBe(false);
+  });
+
+  it('an agent environment with ANTHROPIC_API_KEY=expired fails like an expired login whatever the payload says', async () => {
+    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'commit', files: { 'a.ts': 'a\n' } } });
+    const result = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000, env: agentEnvironment({ ANTHROPIC_API_KEY: 'expired' }) });
+    expect(result).toMatchObject({ exitCode: 3, tokenExpired: true });
+    expect(job.reporter.methods()).toEqual([]);
+    expect(await repo.run(['log', '--oneline'])).not.toContain('stand-in');
+  });
+});
