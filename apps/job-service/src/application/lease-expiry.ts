@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore } from '@gantry/eventstore';
 import { JsonLogger } from '@gantry/service-runtime';
@@ -21,7 +21,7 @@ export function leaseSweepIntervalMs(env: NodeJS.ProcessEnv = process.env): numb
  * nothing — one expiry event, one attempt increment. After the last attempt the job FAILs.
  */
 @Injectable()
-export class LeaseExpirySweep implements OnApplicationBootstrap, OnApplicationShutdown {
+export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private readonly log;
@@ -47,7 +47,8 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, OnApplicationSh
     this.timer.unref();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  // Before the runtime closes the pool: a sweep in flight finishes, no new one starts.
+  async beforeApplicationShutdown(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.running;

@@ -6,9 +6,11 @@ import { Bus } from '@gantry/messaging';
 import { Consumers } from '@gantry/service-runtime';
 import { jobOfferFor, type JobEvent } from '../domain/index.js';
 import { loadJob } from '../infrastructure/job-store.js';
-import { jobEventTypes } from '../infrastructure/projections.js';
 
 export const OFFERS_CONSUMER = 'job-service-offers';
+
+/** The events after which a job may be queued (see jobOfferFor); the others are skipped without a read. */
+const OFFERING_EVENTS = new Set<string>(['JobEnqueued', 'JobLeaseExpired', 'JobClaimRolledBack'] satisfies JobEvent['type'][]);
 
 /**
  * Offers queued jobs on `<root>.dispatch.<kind>`. Driven by a durable consumer of the service's own
@@ -29,7 +31,7 @@ export class JobOffers implements OnModuleInit {
   }
 
   private async offer(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
-    if (!jobEventTypes.includes(envelope.type as JobEvent['type'])) return;
+    if (!OFFERING_EVENTS.has(envelope.type)) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
     if (!job) return;
     const offer = jobOfferFor({ type: envelope.type, data: envelope.data } as JobEvent, job);

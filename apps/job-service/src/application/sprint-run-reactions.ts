@@ -22,7 +22,9 @@ import {
   type SprintRunEvent,
 } from '../domain/index.js';
 import { loadJob } from '../infrastructure/job-store.js';
-import { jobEventTypes } from '../infrastructure/projections.js';
+
+/** The job events that can mean something to a sprint run (see sprintRunCommandFor). */
+const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobFinished', 'JobClaimRolledBack', 'JobLeaseExpired'] satisfies JobEvent['type'][]);
 
 /**
  * The sprint run learns from events: its jobs' (first claim, task done / failed) from the service's
@@ -67,7 +69,7 @@ export class SprintRunReactions implements OnModuleInit {
   }
 
   private async onJobEvent(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
-    if (!jobEventTypes.includes(envelope.type as JobEvent['type'])) return;
+    if (!SPRINT_RELEVANT_JOB_EVENTS.has(envelope.type)) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
     if (!job || job.sprintRunId === null) return;
     const command = sprintRunCommandFor({ type: envelope.type, data: envelope.data } as JobEvent, job, { now: this.now() });
