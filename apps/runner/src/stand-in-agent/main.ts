@@ -22,7 +22,7 @@
  *       "ignoreSigterm": false,                                // hang: ignore SIGTERM, so only SIGKILL ends it
  *       "spawnChild":    false,                                // hang: also start a child process in the same process group
  *       "delayMs":       0,                                    // wait this long before the work (after log_implementation)
- *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} as one JSON line at start
+ *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} at start and {exit, pid, at} at exit
  *       "resetTo":       "origin/feat/x"                       // git reset --hard to this revision before the work
  *     }
  *
@@ -43,6 +43,7 @@
  * - no_logs: commits the files without any MCP call; exit 0
  */
 import { spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import { appendFile, readFile } from 'node:fs/promises';
 import { CliUsageError, parseStandInArguments, type StandInArguments } from './cli-arguments.js';
 import { StandInGit } from './stand-in-git.js';
@@ -67,7 +68,10 @@ async function main(argv: string[]): Promise<number> {
   if (!payloadPath) return fail('stand-in: the prompt names no payload file (an absolute path ending in .json)');
   const script = parseStandInScript(JSON.parse(await readFile(payloadPath, 'utf8')));
   if (script.recordArgvTo) {
-    await appendFile(script.recordArgvTo, `${JSON.stringify({ argv, pid: process.pid, cwd: process.cwd(), at: new Date().toISOString() })}\n`);
+    const record = script.recordArgvTo;
+    await appendFile(record, `${JSON.stringify({ argv, pid: process.pid, cwd: process.cwd(), at: new Date().toISOString() })}\n`);
+    // The moment it exits, for the end-to-end overhead (agent exit → terminal status).
+    process.once('exit', (code) => appendFileSync(record, `${JSON.stringify({ exit: code, pid: process.pid, at: new Date().toISOString() })}\n`));
   }
   if (process.env.ANTHROPIC_API_KEY === 'expired') {
     process.stderr.write('Invalid API key · Please run /login\n');

@@ -22,14 +22,16 @@ describe('stand-in options the end-to-end tests rely on', () => {
     await rm(scratch, { recursive: true, force: true });
   });
 
-  it('recordArgvTo: appends the exact argv it was started with, its pid and its directory', async () => {
+  it('recordArgvTo: appends the exact argv it was started with, its pid and its directory, and when it exited', async () => {
     const record = join(scratch, 'argv.jsonl');
     job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'nothing', recordArgvTo: record } });
     const result = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
     expect(result.exitCode).toBe(0);
     const lines = (await readFile(record, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
-    expect(lines).toHaveLength(1);
+    expect(lines).toHaveLength(2);
     expect(lines[0]).toMatchObject({ argv: job.command.args, pid: result.pid, cwd: repo.clone });
+    expect(lines[1]).toMatchObject({ exit: 0, pid: result.pid });
+    expect(Date.parse(lines[1].at)).toBeGreaterThanOrEqual(Date.parse(lines[0].at));
   });
 
   it('resetTo: moves the branch to another revision before the work, which verify calls DIVERGENT', async () => {
