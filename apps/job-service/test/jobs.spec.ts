@@ -16,6 +16,7 @@ import {
   reportPush,
   rollbackClaim,
   startJob,
+  streamName,
   type JobKind,
   type VerificationFacts,
 } from '@gantry/contracts';
@@ -288,6 +289,33 @@ describe('job service through the NATS command path', () => {
         { attempt: 1, id: `${jobId}-offer-1` },
         { attempt: 2, id: `${jobId}-offer-2` },
       ]);
+    });
+
+    it('an offer re-published after a redelivery is dropped by the server (one offer per attempt)', async () => {
+      const { jobId } = await enqueue({ kind: 'IDEA_GRILL', productId: 'product-redeliver' });
+      const stream = dispatchStreamName(world.naming);
+      const jsm = await jetstreamManager(world.bus.nc);
+      const offersOf = async () => {
+        const info = await jsm.streams.info(stream);
+        let n = 0;
+        for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+          const msg = await jsm.streams.getMessage(stream, { seq }).catch(() => null);
+          if (msg && msg.json<{ jobId: string }>().jobId === jobId) n++;
+        }
+        return n;
+      };
+      await eventually(async () => (await offersOf()) === 1, { what: 'the offer' });
+      // Forget that the offers were published: the consumer starts over and publishes every offer again.
+      await world.db.query(`DELETE FROM inbox WHERE consumer = 'job-service-offers'`);
+      await jsm.consumers.delete(streamName(world.naming, 'jobs'), 'job-service-offers');
+      await eventually(async () => {
+        const { rows } = await world.db.query(
+          `SELECT 1 FROM inbox i JOIN events e ON e.event_id::text = i.event_id WHERE i.consumer = 'job-service-offers' AND e.stream_id = $1`,
+          [jobId],
+        );
+        return rows.length > 0;
+      }, { what: 'the offers consumer replayed the job\'s enqueue' });
+      expect(await offersOf()).toBe(1);
     });
 
     it('an expired lease requeues the job with attempt + 1; after the last attempt the job FAILs with a clear error', async () => {

@@ -50,6 +50,11 @@ export async function enqueueJobRequest(store: EventStore, request: EnqueueReque
           if (job && job.status === 'QUEUED') candidates.push(job);
         }
         const decision = routeEnqueue(runQueueRequest(request, { now }), candidates.map(runQueueEntry));
+        if (decision.outcome === 'deduplicated') {
+          // Only reachable when the receipt has gone while a job still lists the key: the job answers.
+          const job = candidates.find((c) => c.jobId === decision.jobId)!;
+          return { jobId: job.jobId, outcome: 'deduplicated', status: job.status };
+        }
         if (decision.outcome === 'coalesced') {
           const d = await decideWithin(uow, jobDecider, decision.jobId, coalesceIntoJobCommand(request, { jobId: decision.jobId, now }));
           return { jobId: decision.jobId, outcome: 'coalesced', status: d.after.status === 'ABSENT' ? 'QUEUED' : d.after.status };
