@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { claimJob, enqueueJob } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { benchName, databaseUrl, dropSchema, natsUrl, stats } from './lib.mjs';
+import { benchName, databaseUrl, dropSchema, measure, natsUrl, stats } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const total = Number(process.env.BENCH_CLAIMS ?? 1000);
@@ -60,8 +60,19 @@ try {
     if (!reply.claimed) throw new Error(`claim ${i} found no queued job`);
   }
   const s = stats(latencies);
-  console.log(`enqueue (sequential)         ${Math.round(total / enqueueSeconds)}/s over ${total} jobs`);
-  console.log(`claim round trip (NATS, poll) p50=${s.p50}ms p99=${s.p99}ms max=${s.max}ms (n=${s.n})`);
+  console.log(`enqueue (sequential)              ${Math.round(total / enqueueSeconds)}/s over ${total} jobs`);
+  console.log(`claim round trip (NATS, poll)     p50=${s.p50}ms p99=${s.p99}ms max=${s.max}ms (n=${s.n})`);
+
+  // The same with 8 runners polling at once: SKIP LOCKED spreads them over the queue.
+  for (let i = 0; i < total; i++) {
+    await client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'bench', taskId: `U-${i}`, prompt: 'x', idempotencyKey: `bench/enqueue-8:${i}` });
+  }
+  let empty = 0;
+  const concurrent = await measure(total, 8, async (i) => {
+    const reply = await client.request(claimJob, { runnerId: `bench-runner-${i % 8}`, kinds: ['TASK_IMPLEMENTATION'], idempotencyKey: `bench/claim8:${randomUUID()}` });
+    if (!reply.claimed) empty++;
+  });
+  console.log(`claim round trip, 8 pollers       ${concurrent.perSecond}/s p50=${concurrent.p50}ms p99=${concurrent.p99}ms (n=${concurrent.n}, ${empty} found nothing)`);
 } finally {
   await bus.close();
   service.kill('SIGTERM');
