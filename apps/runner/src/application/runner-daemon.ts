@@ -88,6 +88,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     this.accepting = false;
     this.log.log('no longer taking offers', { runnerId: this.config.runnerId, why });
     for (const wake of [...this.sleepers]) wake();
+    this.slots.wakeAll();
   }
 
   private async prepareIntake(): Promise<void> {
@@ -107,30 +108,23 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
 
   private async intakeLoop(kind: JobKind): Promise<void> {
     while (this.accepting) {
-      await this.slots.acquire();
-      if (!this.accepting) {
-        this.slots.release();
-        break;
-      }
+      await this.slots.whenFree();
+      if (!this.accepting) break;
       let held: HeldOffer | null;
       try {
         held = await this.intake.next(kind, this.config.offerPollMs);
         this.backoff.succeed();
       } catch (error) {
-        this.slots.release();
         const delay = this.backoff.fail();
         this.log.warn('taking an offer failed; backing off', { kind, error: String(error), retryInMs: delay });
         await this.sleep(delay);
         continue;
       }
-      if (!held || !held.offer) {
-        this.slots.release();
-        continue;
-      }
-      if (!this.accepting) {
+      if (!held || !held.offer) continue;
+      // Another kind's offer took the last place meanwhile, or the runner stopped: hand it straight back.
+      if (!this.accepting || !this.slots.tryAcquire()) {
         held.nak(0);
-        this.slots.release();
-        break;
+        continue;
       }
       const job = this.handleOffer(held).finally(() => {
         this.slots.release();

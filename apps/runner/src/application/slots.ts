@@ -1,28 +1,47 @@
-/** The runner's free places for jobs: an offer is only taken after a slot was reserved for it. */
+/**
+ * The runner's places for jobs. An intake loop waits until a place is free before it asks for an
+ * offer, and takes the place only when an offer came: loops of several kinds can wait side by side
+ * without holding places they are not using.
+ */
 export class Slots {
-  private free: number;
-  private readonly waiting: (() => void)[] = [];
+  private used = 0;
+  private readonly waiting = new Set<() => void>();
 
-  constructor(readonly capacity: number) {
-    this.free = capacity;
-  }
+  constructor(readonly capacity: number) {}
 
   get inUse(): number {
-    return this.capacity - this.free;
+    return this.used;
   }
 
-  /** Resolves once a slot is reserved for the caller. */
-  acquire(): Promise<void> {
-    if (this.free > 0) {
-      this.free -= 1;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => this.waiting.push(resolve));
+  get free(): number {
+    return this.capacity - this.used;
+  }
+
+  /** Resolves as soon as at least one place is free (reserving nothing). */
+  whenFree(): Promise<void> {
+    if (this.free > 0) return Promise.resolve();
+    return new Promise((resolve) => this.waiting.add(resolve));
+  }
+
+  /** Takes a place if one is free. */
+  tryAcquire(): boolean {
+    if (this.free <= 0) return false;
+    this.used += 1;
+    return true;
   }
 
   release(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.free = Math.min(this.capacity, this.free + 1);
+    if (this.used === 0) return;
+    this.used -= 1;
+    const waiters = [...this.waiting];
+    this.waiting.clear();
+    for (const wake of waiters) wake();
+  }
+
+  /** Wakes every waiter without freeing anything (the runner is stopping). */
+  wakeAll(): void {
+    const waiters = [...this.waiting];
+    this.waiting.clear();
+    for (const wake of waiters) wake();
   }
 }

@@ -1,0 +1,142 @@
+// End-to-end overhead of a job with the stand-in agent doing nothing: the job service and two
+// runners as processes (plus the worktree service and a local bare origin with BENCH_WORKTREES=1).
+// Reports the median (and p90) time from enqueue to the agent starting and from the agent's exit
+// to the job's terminal status, over BENCH_JOBS jobs (100) enqueued every BENCH_PACE_MS (150 ms).
+//   node bench/e2e.bench.mjs            (after `npx nx run-many -t build`)
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { enqueueJob, getJob } from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
+import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
+
+const root = resolve(import.meta.dirname, '..');
+const total = Number(process.env.BENCH_JOBS ?? 100);
+const paceMs = Number(process.env.BENCH_PACE_MS ?? 150);
+const withWorktrees = process.env.BENCH_WORKTREES === '1';
+const name = benchName('e2e');
+const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
+const scratch = mkdtempSync(join(tmpdir(), 'gantry-bench-e2e-'));
+const processes = [];
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => ok(port));
+    });
+    server.on('error', fail);
+  });
+}
+
+async function start(app, env) {
+  const port = await freePort();
+  const child = startNodeProcess(join(root, 'apps', app, 'dist', 'main.js'), {
+    PORT: String(port),
+    GANTRY_HTTP_HOST: '127.0.0.1',
+    GANTRY_DATABASE_URL: databaseUrl,
+    GANTRY_NATS_URL: natsUrl,
+    GANTRY_SUBJECT_ROOT: naming.subjectRoot,
+    GANTRY_STREAM_PREFIX: naming.streamPrefix,
+    LOG_LEVEL: 'warn',
+    ...env,
+  });
+  processes.push(child);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const ready = await fetch(`http://127.0.0.1:${port}/ready`).then((r) => r.status === 200, () => false);
+    if (ready) return child;
+    if (Date.now() > deadline) throw new Error(`${app} not ready:\n${child.output().slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function median(values, q = 0.5) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+let bus;
+try {
+  let origin = null;
+  await start('job-service', { GANTRY_DB_SCHEMA: `${name}_jobs` });
+  if (withWorktrees) {
+    origin = join(scratch, 'origin.git');
+    execFileSync('git', ['init', '-q', '--bare', '--initial-branch=main', origin]);
+    const clone = join(scratch, 'clone');
+    execFileSync('git', ['clone', '-q', origin, clone]);
+    execFileSync('git', ['-c', 'user.name=b', '-c', 'user.email=b@b.invalid', 'commit', '-q', '--allow-empty', '-m', 'initial'], { cwd: clone });
+    execFileSync('git', ['push', '-q', 'origin', 'HEAD:refs/heads/main'], { cwd: clone });
+    await start('worktree-service', { GANTRY_DB_SCHEMA: `${name}_worktrees`, GANTRY_WORKTREE_ROOT: join(scratch, 'worktrees') });
+  }
+  for (const id of ['bench-runner-a', 'bench-runner-b']) {
+    await start('runner', {
+      GANTRY_RUNNER_ID: id,
+      GANTRY_RUNNER_CONCURRENCY: '4',
+      GANTRY_AGENT_BIN: join(root, 'apps/runner/bin/stand-in-claude'),
+      GANTRY_RUNNER_SCRATCH_DIR: join(scratch, id),
+      GANTRY_WORKTREE_ROOT: join(scratch, 'worktrees'),
+    });
+  }
+  bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-e2e' });
+  const client = new CommandClient(bus);
+
+  const jobs = [];
+  for (let i = 0; i < total; i++) {
+    const record = join(scratch, `agent-${i}.jsonl`);
+    const payload = { standIn: { behaviour: 'nothing', recordArgvTo: record } };
+    if (origin) Object.assign(payload, { repositoryUrl: origin, branch: `bench/job-${i}` });
+    const { jobId } = await client.request(enqueueJob, {
+      kind: origin ? 'TASK_IMPLEMENTATION' : 'PLAN_CHAT',
+      productId: 'bench',
+      payload,
+      baseRef: 'main',
+      idempotencyKey: `bench/enqueue:${randomUUID()}`,
+      excludeFromCoalescing: true,
+    });
+    jobs.push({ jobId, record });
+    await new Promise((r) => setTimeout(r, paceMs));
+  }
+
+  const toStart = [];
+  const toTerminal = [];
+  const toClaim = [];
+  const claimToStart = [];
+  const deadline = Date.now() + 120_000;
+  for (const { jobId, record } of jobs) {
+    let view;
+    for (;;) {
+      view = await client.request(getJob, { jobId });
+      if (['DONE', 'FAILED', 'SKIPPED', 'CANCELLED'].includes(view.status)) break;
+      if (Date.now() > deadline) throw new Error(`job ${jobId} still ${view.status}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const lines = readFileSync(record, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const started = lines.find((l) => Array.isArray(l.argv));
+    const exited = lines.find((l) => 'exit' in l);
+    toStart.push(Date.parse(started.at) - Date.parse(view.enqueuedAt));
+    toClaim.push(Date.parse(view.claimedAt) - Date.parse(view.enqueuedAt));
+    claimToStart.push(Date.parse(started.at) - Date.parse(view.claimedAt));
+    toTerminal.push(Date.parse(view.finishedAt) - Date.parse(exited.at));
+  }
+  const kind = origin ? 'TASK_IMPLEMENTATION with a worktree' : 'PLAN_CHAT without a worktree';
+  console.log(`e2e overhead, ${total} jobs (${kind}), 2 runners x 4 slots, one enqueue every ${paceMs} ms`);
+  console.log(`  enqueue -> agent start       median=${median(toStart)}ms p90=${median(toStart, 0.9)}ms max=${Math.max(...toStart)}ms`);
+  console.log(`    of which enqueue -> claimed  median=${median(toClaim)}ms p90=${median(toClaim, 0.9)}ms`);
+  console.log(`    of which claimed -> agent    median=${median(claimToStart)}ms p90=${median(claimToStart, 0.9)}ms (worktree lease, start_job, tool server, spawn, the agent's own boot)`);
+  console.log(`  agent exit -> terminal status median=${median(toTerminal)}ms p90=${median(toTerminal, 0.9)}ms max=${Math.max(...toTerminal)}ms`);
+} finally {
+  await bus?.close();
+  for (const p of processes) await p.kill('SIGKILL');
+  const nc = await connectTestNats();
+  await deleteStreams(nc, naming.streamPrefix);
+  await nc.close();
+  await dropSchema(`${name}_jobs`);
+  await dropSchema(`${name}_worktrees`);
+  rmSync(scratch, { recursive: true, force: true });
+}

@@ -1,0 +1,201 @@
+import { randomUUID } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  cancelJob,
+  enqueueJob,
+  getJob,
+  listWorktreeLeases,
+  type JobKind,
+  type JobView,
+  type Naming,
+  type WorktreeLeaseView,
+} from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { connectTestNats, deleteStreams, dropSchema, eventually, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
+import { startApp, type RunningApp } from '../services.js';
+import { OriginRepository } from './origin-repository.js';
+
+const repoRoot = resolve(fileURLToPath(import.meta.url), '../../../../..');
+export const standInBin = join(repoRoot, 'apps/runner/bin/stand-in-claude');
+
+const TERMINAL = new Set(['DONE', 'FAILED', 'SKIPPED', 'CANCELLED']);
+
+export interface RunnerOptions {
+  concurrency?: number;
+  kinds?: JobKind[];
+  env?: Record<string, string>;
+}
+
+export interface EnqueueOptions {
+  kind?: JobKind;
+  payload?: Record<string, unknown>;
+  taskId?: string;
+  baseRef?: string;
+  maxAttempts?: number;
+  thinkingBudget?: number;
+  agentProfile?: { id: string; model: string; thinkingBudget: number };
+}
+
+/**
+ * The whole system as separate processes on the real NATS and PostgreSQL: the job service, the
+ * worktree service and runners driving the stand-in agent, over a real local bare origin. Every
+ * name (schemas, subject root, stream prefix, directories) is this test file's own.
+ */
+export class E2eSystem {
+  readonly name = uniqueName('e2e_runner');
+  readonly naming: Naming = testNaming(this.name);
+  readonly runners = new Map<string, RunningApp>();
+  jobService!: RunningApp;
+  worktreeService!: RunningApp;
+  origin!: OriginRepository;
+  root!: string;
+  private bus!: Bus;
+  private client!: CommandClient;
+
+  get worktreeRoot(): string {
+    return join(this.root, 'worktrees');
+  }
+
+  get records(): string {
+    return join(this.root, 'records');
+  }
+
+  async start(): Promise<void> {
+    this.root = await mkdtemp(join(tmpdir(), 'gantry-e2e-'));
+    await mkdir(this.worktreeRoot, { recursive: true });
+    await mkdir(this.records, { recursive: true });
+    this.origin = await OriginRepository.create(join(this.root, 'origin'));
+    this.bus = await Bus.connect({ servers: testNatsUrl, naming: this.naming, name: 'e2e-test' });
+    this.client = new CommandClient(this.bus);
+    [this.jobService, this.worktreeService] = await Promise.all([
+      startApp('job-service', { schema: `${this.name}_jobs`, naming: this.naming, env: { GANTRY_LEASE_SWEEP_MS: '200' } }),
+      startApp('worktree-service', {
+        schema: `${this.name}_worktrees`,
+        naming: this.naming,
+        env: { GANTRY_WORKTREE_ROOT: this.worktreeRoot, GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '200', GANTRY_WORKTREE_LOCK_TIMEOUT_MS: '30000' },
+      }),
+    ]);
+  }
+
+  async startRunner(id: string, options: RunnerOptions = {}): Promise<RunningApp> {
+    const runner = await startApp('runner', {
+      schema: `${this.name}_runner`,
+      naming: this.naming,
+      env: {
+        GANTRY_RUNNER_ID: id,
+        GANTRY_RUNNER_CONCURRENCY: String(options.concurrency ?? 1),
+        ...(options.kinds ? { GANTRY_RUNNER_KINDS: options.kinds.join(',') } : {}),
+        GANTRY_AGENT_BIN: standInBin,
+        GANTRY_AGENT_TIMEOUT_MS: '60000',
+        GANTRY_AGENT_KILL_GRACE_MS: '1000',
+        GANTRY_LEASE_RENEW_MS: '1000',
+        GANTRY_JOB_LEASE_MS: '10000',
+        GANTRY_WORKTREE_LEASE_MS: '10000',
+        GANTRY_WORKTREE_ROOT: this.worktreeRoot,
+        GANTRY_RUNNER_SCRATCH_DIR: join(this.root, 'scratch', id),
+        GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '2000',
+        GANTRY_OFFER_ACK_WAIT_MS: '10000',
+        ...options.env,
+      },
+    });
+    this.runners.set(id, runner);
+    return runner;
+  }
+
+  async stopRunner(id: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    const runner = this.runners.get(id);
+    if (!runner) return null;
+    this.runners.delete(id);
+    return runner.kill(signal);
+  }
+
+  async enqueue(options: EnqueueOptions = {}): Promise<string> {
+    const kind = options.kind ?? 'TASK_IMPLEMENTATION';
+    const reply = await this.client.request(enqueueJob, {
+      kind,
+      productId: 'product-e2e',
+      taskId: options.taskId ?? `T-${randomUUID().slice(0, 8)}`,
+      payload: options.payload ?? {},
+      baseRef: options.baseRef ?? 'main',
+      idempotencyKey: `product-e2e/enqueue:${randomUUID()}`,
+      ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
+      ...(options.thinkingBudget !== undefined ? { configOverrides: { job: { thinkingBudget: options.thinkingBudget } } } : {}),
+      ...(kind === 'REVIEW' ? { agentProfile: options.agentProfile ?? { id: 'reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000 } } : {}),
+      excludeFromCoalescing: true,
+    });
+    return reply.jobId;
+  }
+
+  job(jobId: string): Promise<JobView> {
+    return this.client.request(getJob, { jobId });
+  }
+
+  cancel(jobId: string): Promise<unknown> {
+    return this.client.request(cancelJob, { jobId, reason: 'not needed any more', idempotencyKey: `product-e2e/cancel:${jobId}` });
+  }
+
+  async terminal(jobId: string, timeoutMs = 60_000): Promise<JobView> {
+    return eventually(
+      async () => {
+        const job = await this.job(jobId);
+        return TERMINAL.has(job.status) ? job : null;
+      },
+      { what: `job ${jobId} terminal`, timeoutMs, intervalMs: 100 },
+    );
+  }
+
+  async leases(jobId?: string): Promise<WorktreeLeaseView[]> {
+    return (await this.client.request(listWorktreeLeases, { ...(jobId ? { jobId } : {}), limit: 1000 })).leases;
+  }
+
+  /** Waits until no lease of the job (or of any job) is held any more. */
+  async leasesReleased(jobId?: string, timeoutMs = 20_000): Promise<WorktreeLeaseView[]> {
+    return eventually(
+      async () => {
+        const leases = await this.leases(jobId);
+        return leases.every((l) => !['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready', 'releasing'].includes(l.status)) ? leases : null;
+      },
+      { what: `worktree leases of ${jobId ?? 'every job'} released`, timeoutMs, intervalMs: 200 },
+    );
+  }
+
+  /** The argv records the stand-in appended for one job (one line per agent start). */
+  async agentStarts(recordFile: string): Promise<{ argv: string[]; pid: number; cwd: string }[]> {
+    const text = await readFile(recordFile, 'utf8').catch(() => '');
+    return text
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l))
+      .filter((r) => Array.isArray(r.argv));
+  }
+
+  recordFile(label: string): string {
+    return join(this.records, `${label}.jsonl`);
+  }
+
+  async health(id: string): Promise<{ status: number; body: unknown }> {
+    const runner = this.runners.get(id)!;
+    const res = await fetch(`${runner.url}/health`);
+    return { status: res.status, body: await res.json() };
+  }
+
+  output(id: string): string {
+    return this.runners.get(id)?.output() ?? '';
+  }
+
+  async stop(): Promise<void> {
+    for (const id of [...this.runners.keys()]) await this.stopRunner(id, 'SIGKILL');
+    await this.jobService?.kill('SIGKILL');
+    await this.worktreeService?.kill('SIGKILL');
+    await this.bus?.close();
+    const nc = await connectTestNats();
+    await deleteStreams(nc, this.naming.streamPrefix);
+    await nc.close();
+    await dropSchema(`${this.name}_jobs`);
+    await dropSchema(`${this.name}_worktrees`);
+    if (this.root) await rm(this.root, { recursive: true, force: true });
+  }
+}
