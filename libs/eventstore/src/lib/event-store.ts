@@ -145,6 +145,13 @@ export class EventStore {
     );
   }
 
+  /**
+   * Appends inside the caller's transaction, in one round trip: the insert only happens when the
+   * stream is at the expected version (no gaps, no read-then-write), its outbox rows go in with it,
+   * and the relay is notified on commit. A concurrent writer at the same version makes the unique
+   * (stream_id, stream_version) constraint fail, which aborts the transaction: a VERSION_CONFLICT
+   * must end the transaction it happened in (execute() re-runs the command in a fresh one).
+   */
   async appendWithin(
     sql: pg.PoolClient,
     streamId: string,
@@ -153,47 +160,42 @@ export class EventStore {
     metadata: CommandMetadata & { idempotencyKey: string | null },
   ): Promise<StoredEvent[]> {
     if (events.length === 0) return [];
-    const current = await this.streamVersion(streamId, sql);
-    if (expectedVersion !== 'any' && current !== expectedVersion) {
-      throw new GantryError(ErrorCode.VERSION_CONFLICT, `stream ${streamId} is at version ${current}, expected ${expectedVersion}`, {
-        streamId,
-        expectedVersion,
-        actualVersion: current,
-      });
-    }
     const occurredAt = this.clock();
-    const meta = {
+    const meta = JSON.stringify({
       correlationId: metadata.correlationId,
       causationId: metadata.causationId ?? null,
       idempotencyKey: metadata.idempotencyKey ?? null,
       actor: metadata.actor ?? null,
-    };
-    const values: unknown[] = [];
-    const tuples = events.map((event, i) => {
-      values.push(
-        event.eventId ?? randomUUID(),
-        streamId,
-        current + i + 1,
-        event.type,
-        event.schemaVersion ?? 1,
-        JSON.stringify(event.data ?? null),
-        JSON.stringify(meta),
-        occurredAt,
-      );
-      const b = i * 8;
-      return `($${b + 1}, $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6}, $${b + 7}, $${b + 8})`;
     });
-    let rows: EventRow[];
+    const ids: string[] = [];
+    const types: string[] = [];
+    const versions: number[] = [];
+    const data: string[] = [];
+    events.forEach((event, i) => {
+      ids.push(event.eventId ?? randomUUID());
+      types.push(event.type);
+      versions.push(event.schemaVersion ?? 1);
+      data.push(JSON.stringify(event.data ?? null));
+    });
+    let rows: Array<EventRow & { current: number }>;
     try {
-      await sql.query('SAVEPOINT gantry_append');
-      ({ rows } = await sql.query<EventRow>(
-        `INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
-         VALUES ${tuples.join(', ')} RETURNING ${EVENT_COLUMNS}`,
-        values,
+      ({ rows } = await sql.query<EventRow & { current: number }>(
+        `WITH current AS (
+           SELECT coalesce(max(stream_version), 0) AS v FROM events WHERE stream_id = $1
+         ), inserted AS (
+           INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
+           SELECT n.event_id, $1, current.v + n.ord, n.type, n.schema_version, n.data, $7::jsonb, $8
+             FROM current, unnest($3::uuid[], $4::text[], $5::int[], $6::jsonb[]) WITH ORDINALITY
+                  AS n(event_id, type, schema_version, data, ord)
+            WHERE $2::int < 0 OR current.v = $2::int
+           RETURNING ${EVENT_COLUMNS}
+         ), queued AS (
+           INSERT INTO outbox (position) SELECT position FROM inserted
+         )
+         SELECT inserted.*, current.v AS current, pg_notify($9, '') FROM inserted, current ORDER BY stream_version`,
+        [streamId, expectedVersion === 'any' ? -1 : expectedVersion, ids, types, versions, data, meta, occurredAt, outboxChannel(this.schema)],
       ));
-      await sql.query('RELEASE SAVEPOINT gantry_append');
     } catch (error) {
-      await sql.query('ROLLBACK TO SAVEPOINT gantry_append').catch(() => undefined);
       if (isUniqueViolation(error, 'events_stream_version_unique')) {
         throw new GantryError(ErrorCode.VERSION_CONFLICT, `stream ${streamId} was appended to concurrently`, {
           streamId,
@@ -202,9 +204,15 @@ export class EventStore {
       }
       throw error;
     }
+    if (rows.length === 0) {
+      const actual = await this.streamVersion(streamId, sql);
+      throw new GantryError(ErrorCode.VERSION_CONFLICT, `stream ${streamId} is at version ${actual}, expected ${expectedVersion}`, {
+        streamId,
+        expectedVersion,
+        actualVersion: actual,
+      });
+    }
     const stored = rows.map(toStoredEvent);
-    await sql.query(`INSERT INTO outbox (position) SELECT unnest($1::bigint[])`, [stored.map((e) => e.position)]);
-    await sql.query(`SELECT pg_notify($1, '')`, [outboxChannel(this.schema)]);
     for (const projection of this.inlineProjections) {
       for (const event of stored) {
         const outcome = await applyToProjection(sql, projection, event);
