@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { GantryRuntimeModule } from '@gantry/service-runtime';
+import { AgentReportHandlers } from './application/agent-reports.handlers.js';
 import { JobCommandHandlers } from './application/job-commands.js';
 import { LeaseExpirySweep } from './application/lease-expiry.js';
 import { JobOffers } from './application/offers.js';
@@ -21,6 +22,6 @@ import { jobServiceProjections } from './infrastructure/projections.js';
       dispatchStream: true,
     }),
   ],
-  providers: [JobCommandHandlers, JobQueries, SprintRunCommandHandlers, LeaseExpirySweep, JobOffers, SprintRunReactions, SprintRunEffects],
+  providers: [JobCommandHandlers, JobQueries, SprintRunCommandHandlers, LeaseExpirySweep, JobOffers, SprintRunReactions, SprintRunEffects, AgentReportHandlers],
 })
 export class AppModule {}

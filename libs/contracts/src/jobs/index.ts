@@ -7,3 +7,4 @@ export * from './sprint-run-commands.js';
 export * from './views.js';
 export * from './queries.js';
 export * from './dispatch.js';
+export * from './agent-reports.js';

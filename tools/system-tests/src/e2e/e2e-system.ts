@@ -14,7 +14,8 @@ import {
   type WorktreeLeaseView,
 } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, dropSchema, eventually, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
+import { connectTestNats, deleteStreams, dropSchema, eventually, testDatabaseUrl, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
+import pg from 'pg';
 import { startApp, type RunningApp } from '../services.js';
 import { OriginRepository } from './origin-repository.js';
 
@@ -170,6 +171,18 @@ export class E2eSystem {
       .filter((l) => l !== '')
       .map((l) => JSON.parse(l))
       .filter((r) => Array.isArray(r.argv));
+  }
+
+  /** What the agent reported through update_job_status and ask_question, as the job service recorded it. */
+  async agentReports(jobId: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
+    const client = new pg.Client({ connectionString: testDatabaseUrl, options: `-c search_path=${this.name}_jobs` });
+    await client.connect();
+    try {
+      const { rows } = await client.query(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [`agentreports-${jobId}`]);
+      return rows;
+    } finally {
+      await client.end();
+    }
   }
 
   recordFile(label: string): string {

@@ -18,15 +18,15 @@ export type ReporterLog = (message: string, fields: Record<string, unknown>) => 
  * claim's lease token, so a refusal (STALE_FENCE after a lost lease, a malformed hash) reaches the
  * agent as a tool error. It also keeps what the runner itself needs at the finish: the last test
  * result with its summary and the agent's own last status report.
- *
- * update_job_status and ask_question have no job-service command yet: they are kept here (the
- * status feeds the PARTIAL classification) and logged, and a question gets no answer, which tells
- * the agent to stop and wait.
+ * update_job_status and ask_question go to the job service's report_agent_status and ask_question;
+ * the last status is kept here too, because it feeds the PARTIAL classification at verify.
  */
 export class CommandJobReporter implements JobReporter {
   private lastTest: TestResultLogEntry | null = null;
   private lastUpdate: JobStatusUpdate | null = null;
   private readonly questions: { questionId: string; question: AgentQuestion }[] = [];
+  /** Each call is a report of its own: two identical calls are two reports. */
+  private sequence = 0;
 
   constructor(
     private readonly session: JobLeaseSession,
@@ -56,15 +56,22 @@ export class CommandJobReporter implements JobReporter {
   }
 
   async updateJobStatus(update: JobStatusUpdate): Promise<void> {
+    await this.session.reportAgentStatus(
+      { status: update.status, summary: update.summary, ...(update.error ? { error: update.error } : {}) },
+      ++this.sequence,
+    );
     this.lastUpdate = update;
-    this.log('agent reported its status', { jobId: this.session.jobId, status: update.status, summary: update.summary, error: update.error });
+    this.log('agent reported its status', { jobId: this.session.jobId, status: update.status });
   }
 
   async askQuestion(question: AgentQuestion): Promise<QuestionReceipt> {
-    const questionId = `question-${randomUUID()}`;
-    this.questions.push({ questionId, question });
-    this.log('agent asked a question', { jobId: this.session.jobId, questionId, question: question.question });
-    return { questionId, answer: null };
+    const receipt = await this.session.askQuestion(
+      { question: question.question, ...(question.context ? { context: question.context } : {}), ...(question.options ? { options: question.options } : {}) },
+      ++this.sequence,
+    );
+    this.questions.push({ questionId: receipt.questionId, question });
+    this.log('agent asked a question', { jobId: this.session.jobId, questionId: receipt.questionId });
+    return { questionId: receipt.questionId, answer: receipt.answer };
   }
 
   /** The last test result the job service accepted, with its summary. */

@@ -1,5 +1,7 @@
 import {
+  askQuestion,
   deriveIdempotencyKey,
+  reportAgentStatus,
   finishJob,
   logCommit,
   logImplementation,
@@ -83,6 +85,16 @@ export class JobLeaseSession {
 
   reportPush(input: { branch: string; headSha: string; pushed: boolean }) {
     return this.send((o) => this.client.request(reportPush, { ...this.fenced(), ...input, idempotencyKey: this.key('push', input) }, o));
+  }
+
+  reportAgentStatus(update: { status: 'IN_PROGRESS' | 'DONE' | 'PARTIAL' | 'FAILED'; summary: string; error?: string }, sequence: number) {
+    return this.send((o) =>
+      this.client.request(reportAgentStatus, { ...this.fenced(), ...update, idempotencyKey: this.key('agent-status', { update, sequence }) }, o),
+    );
+  }
+
+  askQuestion(question: { question: string; context?: string; options?: string[] }, sequence: number) {
+    return this.send((o) => this.client.request(askQuestion, { ...this.fenced(), ...question, idempotencyKey: this.key('question', { question, sequence }) }, o));
   }
 
   finish(facts: VerificationFacts): Promise<FinishReply> {
