@@ -1,0 +1,177 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { GantryError } from '@gantry/contracts';
+import { JsonLogger } from '@gantry/service-runtime';
+import { effectIdentity, type WorktreeEffect, type WorktreeLeaseCommand } from '../domain/index.js';
+import {
+  createOrReuseWorktree,
+  rescueAndRemoveWorktree,
+  rescueWorktree,
+  syncWorktree,
+  type GitWorkspace,
+} from '../infrastructure/git/index.js';
+import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
+import { WorktreeHygiene } from './hygiene.js';
+import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
+import { killAfterGitIfAsked } from './test-kill-hook.js';
+
+const RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000];
+
+/**
+ * Runs the git work the WorktreeLease events ask for, one effect at a time per worktree key, and
+ * reports each outcome as a decider command. Every effect looks at the disk first (the git layer
+ * does), so running one again — after a crash, or twice by a sweep — does no harm. A failed create
+ * or sync is reported (the acquirer gets sync_failed); a failed rescue or removal is retried with a
+ * growing delay, since the lease must not end before its changes are safe.
+ */
+@Injectable()
+export class WorktreeEffectProcessor {
+  private readonly tails = new Map<string, Promise<void>>();
+  private readonly queued = new Set<string>();
+  private readonly retries = new Map<string, { attempt: number; timer: NodeJS.Timeout }>();
+  private stopped = false;
+  private readonly log;
+
+  constructor(
+    @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
+    @Inject(GIT_WORKSPACE) private readonly workspace: GitWorkspace,
+    @Inject(WorktreeHygiene) private readonly hygiene: WorktreeHygiene,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('worktree-effects');
+    leases.onEffects((effects) => this.enqueue(effects));
+  }
+
+  /** Queues effects behind the ones of the same key; an effect already queued or running is not queued twice. */
+  enqueue(effects: readonly WorktreeEffect[]): void {
+    for (const effect of effects) {
+      const id = effectIdentity(effect);
+      if (this.stopped || this.queued.has(id)) continue;
+      this.queued.add(id);
+      const previous = this.tails.get(effect.worktreeKey) ?? Promise.resolve();
+      const run = previous.then(() => this.run(effect, id)).finally(() => this.queued.delete(id));
+      const tail = run.catch(() => undefined);
+      this.tails.set(effect.worktreeKey, tail);
+      void tail.then(() => {
+        if (this.tails.get(effect.worktreeKey) === tail) this.tails.delete(effect.worktreeKey);
+      });
+    }
+  }
+
+  /** Resolves when nothing is queued or running (retries waiting on their timer do not count). */
+  async idle(): Promise<void> {
+    while (this.tails.size > 0) await Promise.all([...this.tails.values()]);
+  }
+
+  get busy(): number {
+    return this.queued.size;
+  }
+
+  async stop(graceMs: number): Promise<void> {
+    this.stopped = true;
+    for (const { timer } of this.retries.values()) clearTimeout(timer);
+    this.retries.clear();
+    await Promise.race([this.idle(), new Promise((r) => setTimeout(r, graceMs).unref())]);
+  }
+
+  private async run(effect: WorktreeEffect, id: string): Promise<void> {
+    const fields = { effect: effect.type, worktreeKey: effect.worktreeKey, ...(effect.type === 'evict' ? {} : { leaseId: effect.leaseId }) };
+    try {
+      await this.execute(effect);
+      const retry = this.retries.get(id);
+      if (retry) clearTimeout(retry.timer);
+      this.retries.delete(id);
+    } catch (error) {
+      const attempt = (this.retries.get(id)?.attempt ?? 0) + 1;
+      const delay = RETRY_MS[Math.min(attempt - 1, RETRY_MS.length - 1)]!;
+      this.log.error('worktree effect failed; it will be retried', { ...fields, attempt, retryInMs: delay, error: describe(error) });
+      if (this.stopped) return;
+      const timer = setTimeout(() => {
+        this.queued.delete(id);
+        this.enqueue([effect]);
+      }, delay);
+      timer.unref();
+      this.retries.set(id, { attempt, timer });
+    }
+  }
+
+  private async execute(effect: WorktreeEffect): Promise<void> {
+    const now = () => new Date(this.leases.now());
+    switch (effect.type) {
+      case 'create_or_reuse': {
+        const { worktreeKey, leaseId, token, repositoryUrl, branch, baseRef } = effect;
+        let command: WorktreeLeaseCommand;
+        let created = false;
+        try {
+          const prepared = await createOrReuseWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now() });
+          killAfterGitIfAsked('create_or_reuse');
+          created = prepared.outcome === 'created';
+          command = {
+            type: 'RecordWorktreePrepared',
+            data: { leaseId, token, outcome: prepared.outcome, path: prepared.path, rescue: prepared.rescue, now: this.leases.now() },
+          };
+        } catch (error) {
+          command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'create_or_reuse', reason: reasonOf(error), now: this.leases.now() } };
+        }
+        await this.report(worktreeKey, command, effect);
+        if (created) await this.hygiene.enforceCap(repositoryUrl).catch((error: unknown) => this.log.warn('worktree cap not enforced', { repositoryUrl, error: describe(error) }));
+        return;
+      }
+      case 'sync': {
+        const { worktreeKey, leaseId, token, repositoryUrl, branch, baseRef } = effect;
+        let command: WorktreeLeaseCommand;
+        try {
+          const synced = await syncWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef });
+          killAfterGitIfAsked('sync');
+          command = { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: synced.baseSha, now: this.leases.now() } };
+        } catch (error) {
+          command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'sync', reason: reasonOf(error), now: this.leases.now() } };
+        }
+        await this.report(worktreeKey, command, effect);
+        return;
+      }
+      case 'rescue':
+      case 'rescue_and_remove': {
+        const { worktreeKey, leaseId, token } = effect;
+        const outcome =
+          effect.type === 'rescue'
+            ? { rescue: await rescueWorktree(this.workspace, { worktreeKey, now: now() }), removed: false }
+            : await rescueAndRemoveWorktree(this.workspace, { worktreeKey, now: now() });
+        await this.report(worktreeKey, { type: 'RecordWorktreeReleased', data: { leaseId, token, rescue: outcome.rescue, removed: outcome.removed, now: this.leases.now() } }, effect);
+        return;
+      }
+      case 'evict': {
+        const { worktreeKey } = effect;
+        const outcome = await rescueAndRemoveWorktree(this.workspace, { worktreeKey, now: now() });
+        await this.report(worktreeKey, { type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue: outcome.rescue, removed: outcome.removed, now: this.leases.now() } }, effect);
+        return;
+      }
+      default: {
+        const unknown: never = effect;
+        throw new Error(`unknown worktree effect ${JSON.stringify(unknown)}`);
+      }
+    }
+  }
+
+  /** A report the lease no longer wants (it moved on, or its token is stale) is logged and dropped. */
+  private async report(worktreeKey: string, command: WorktreeLeaseCommand, effect: WorktreeEffect): Promise<void> {
+    try {
+      await this.leases.decide(worktreeKey, command, { metadata: serviceActor(`effect:${effect.type}`) });
+    } catch (error) {
+      if (error instanceof GantryError && ['STALE_FENCE', 'INVALID_TRANSITION', 'NOT_FOUND'].includes(error.code)) {
+        this.log.warn('effect outcome not recorded: the lease moved on', { worktreeKey, command: command.type, code: error.code, error: error.message });
+        return;
+      }
+      throw error;
+    }
+  }
+}
+
+function reasonOf(error: unknown): string {
+  const text = error instanceof GantryError ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error);
+  return text.slice(0, 4000) || 'unknown failure';
+}
+
+function describe(error: unknown): Record<string, unknown> | string {
+  if (error instanceof GantryError) return { code: error.code, message: error.message, details: error.details };
+  return error instanceof Error ? { name: error.name, message: error.message } : String(error);
+}

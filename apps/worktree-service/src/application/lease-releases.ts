@@ -1,0 +1,72 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { GantryError, type WorktreeReleaseReason } from '@gantry/contracts';
+import { EventStore } from '@gantry/eventstore';
+import { JsonLogger } from '@gantry/service-runtime';
+import type { LeaseRow } from './lease-rows.js';
+import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
+
+/** The refusals that mean "this lease already ended or moved on": a server-side release then has nothing to do. */
+const ALREADY_DONE = new Set(['STALE_FENCE', 'INVALID_TRANSITION', 'NOT_FOUND']);
+
+const LIVE = ['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready'];
+
+/**
+ * Releases by the server (SPEC §3): on a job's terminal events, at a stale reset, at shutdown. A
+ * lease still waiting for the lock is withdrawn; a holder is released with its own token (its
+ * worktree is rescued if dirty by the release effect). Each release is idempotent.
+ */
+@Injectable()
+export class LeaseReleases {
+  private readonly log;
+
+  constructor(
+    @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('lease-release');
+  }
+
+  /** The live leases of a job's claims up to `upToJobLeaseToken` (every claim when null). */
+  async liveLeasesOfJob(jobId: string, upToJobLeaseToken: number | null): Promise<LeaseRow[]> {
+    const { rows } = await this.store.pool.query<LeaseRow>(
+      `SELECT * FROM worktree_leases WHERE job_id = $1 AND status = ANY($2::text[]) AND ($3::int IS NULL OR job_lease_token <= $3)`,
+      [jobId, LIVE, upToJobLeaseToken],
+    );
+    return rows;
+  }
+
+  async liveLeases(): Promise<LeaseRow[]> {
+    const { rows } = await this.store.pool.query<LeaseRow>(`SELECT * FROM worktree_leases WHERE status = ANY($1::text[]) ORDER BY requested_at`, [LIVE]);
+    return rows;
+  }
+
+  /** Returns true when this call ended the lease (false when it had already ended). */
+  async end(lease: LeaseRow, reason: WorktreeReleaseReason, options: { removeWorktree?: boolean; causationId?: string } = {}): Promise<boolean> {
+    const now = this.leases.now();
+    const metadata = { ...serviceActor(`release:${reason}`), causationId: options.causationId ?? null };
+    try {
+      if (lease.status === 'acquiring_lock') {
+        await this.leases.decide(lease.worktree_key, { type: 'WithdrawWorktreeLeaseRequest', data: { leaseId: lease.lease_id, reason, now } }, { metadata });
+      } else {
+        await this.leases.decide(
+          lease.worktree_key,
+          { type: 'ReleaseWorktreeLease', data: { leaseId: lease.lease_id, token: lease.token!, reason, removeWorktree: options.removeWorktree ?? false, now } },
+          { metadata },
+        );
+      }
+      this.log.log('worktree lease released by the service', { leaseId: lease.lease_id, worktreeKey: lease.worktree_key, jobId: lease.job_id, reason });
+      return true;
+    } catch (error) {
+      if (error instanceof GantryError && ALREADY_DONE.has(error.code)) {
+        // Between our read and the decision it was granted (withdraw refused) or ended: read again once.
+        if (lease.status === 'acquiring_lock' && error.code === 'INVALID_TRANSITION') {
+          const { rows } = await this.store.pool.query<LeaseRow>(`SELECT * FROM worktree_leases WHERE lease_id = $1`, [lease.lease_id]);
+          if (rows[0] && rows[0].status !== 'acquiring_lock' && LIVE.includes(rows[0].status)) return this.end(rows[0], reason, options);
+        }
+        return false;
+      }
+      throw error;
+    }
+  }
+}

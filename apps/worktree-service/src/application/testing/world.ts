@@ -1,0 +1,124 @@
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import { NestFactory } from '@nestjs/core';
+import type { INestApplication } from '@nestjs/common';
+import pg from 'pg';
+import { eventSubject, JobClaimed, jobExampleIds, type EventEnvelope, type Naming } from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { Readiness } from '@gantry/service-runtime';
+import { connectTestNats, deleteStreams, dropSchema, eventually, testDatabaseUrl, testNaming, testNatsUrl, uniqueName } from '@gantry/testing';
+import { AppModule } from '../../app.module.js';
+import { createGitFixture, type GitFixture } from '../../infrastructure/git/testing/git-fixture.js';
+
+/*
+ * One test file's world: its own schema, subject root and stream prefix, a real git origin with
+ * commits, a worktree root, a command client, and a publisher of job events shaped exactly as the
+ * job service's relay publishes them.
+ */
+export interface TestWorld {
+  name: string;
+  naming: Naming;
+  bus: Bus;
+  client: CommandClient;
+  db: pg.Pool;
+  git: GitFixture;
+  /** The GANTRY_WORKTREE_ROOT of the service under test. */
+  root: string;
+  env(extra?: Record<string, string>): Record<string, string>;
+  publishJobEvent(type: string, jobId: string, data: Record<string, unknown>): Promise<void>;
+  claimJob(jobId: string, leaseToken?: number): Promise<void>;
+  count(sql: string, params?: unknown[]): Promise<number>;
+  close(): Promise<void>;
+}
+
+export const newJobId = (): string => `job-${randomUUID()}`;
+
+export async function createWorld(label: string): Promise<TestWorld> {
+  const name = uniqueName(label);
+  const naming = testNaming(name);
+  const git = createGitFixture();
+  const root = `${git.dir}/worktree-root`;
+  const bus = await Bus.connect({ servers: testNatsUrl, naming, name: `${label}-test-client` });
+  const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${name}`, max: 4 });
+  const versions = new Map<string, number>();
+  let position = 1000;
+  const world: TestWorld = {
+    name,
+    naming,
+    bus,
+    client: new CommandClient(bus),
+    db,
+    git,
+    root,
+    env: (extra = {}) => ({
+      GANTRY_DB_SCHEMA: name,
+      GANTRY_SUBJECT_ROOT: naming.subjectRoot,
+      GANTRY_STREAM_PREFIX: naming.streamPrefix,
+      GANTRY_WORKTREE_ROOT: root,
+      GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '200',
+      ...extra,
+    }),
+    async publishJobEvent(type, jobId, data) {
+      await bus.ensureEventStream('jobs');
+      const streamVersion = (versions.get(jobId) ?? 0) + 1;
+      versions.set(jobId, streamVersion);
+      const envelope: EventEnvelope = {
+        eventId: randomUUID(),
+        type,
+        schemaVersion: 1,
+        streamId: jobId,
+        streamVersion,
+        position: ++position,
+        occurredAt: new Date().toISOString(),
+        correlationId: `test-${jobId}`,
+        causationId: null,
+        idempotencyKey: null,
+        actor: null,
+        data,
+      };
+      await bus.js.publish(eventSubject(naming, 'jobs', type, jobId), JSON.stringify(envelope), { msgID: envelope.eventId });
+    },
+    async claimJob(jobId, leaseToken = 1) {
+      await world.publishJobEvent('JobClaimed', jobId, { ...JobClaimed.examples.valid[0], jobId, leaseToken, runnerId: jobExampleIds.runnerId });
+    },
+    async count(sql, params = []) {
+      return Number((await db.query(sql, params)).rows[0].n);
+    },
+    async close() {
+      await bus.close();
+      await db.end();
+      const nc = await connectTestNats();
+      await deleteStreams(nc, naming.streamPrefix);
+      await nc.close();
+      await dropSchema(name);
+      git.cleanup();
+    },
+  };
+  return world;
+}
+
+/** The worktree service in this process on the world's schema, naming and root; resolves once /ready would say ready. */
+export async function startInProcess(world: TestWorld, env: Record<string, string> = {}): Promise<INestApplication> {
+  const saved = { ...process.env };
+  Object.assign(process.env, world.env(env));
+  let app: INestApplication;
+  try {
+    app = await NestFactory.create(AppModule, { logger: ['error'], forceCloseConnections: true });
+    await app.init();
+  } finally {
+    process.env = saved;
+  }
+  const readiness = app.get(Readiness);
+  await eventually(async () => (await readiness.evaluate()).ready, { what: 'worktree service ready', timeoutMs: 30_000 });
+  return app;
+}
+
+/** A job whose claim the service has seen (so a stale reset keeps its lease). */
+export async function claimedJob(world: TestWorld, leaseToken = 1): Promise<string> {
+  const jobId = newJobId();
+  await world.claimJob(jobId, leaseToken);
+  await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1`, [jobId])) === 1, {
+    what: `job ${jobId} known to the worktree service`,
+  });
+  return jobId;
+}

@@ -1,0 +1,168 @@
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  acquireWorktree,
+  deriveWorktreeKey,
+  ErrorCode,
+  GantryError,
+  releaseWorktree,
+  renewWorktreeLease,
+  type ReplyOf,
+  type RequestOf,
+  type WorktreeLeaseGrant,
+} from '@gantry/contracts';
+import type { CommandContext } from '@gantry/messaging';
+import { CommandHandler } from '@gantry/service-runtime';
+import { EventStore } from '@gantry/eventstore';
+import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
+import { idempotencyFor, leaseIdFor, metadataOf } from './command-context.js';
+import { findLease, type LeaseRow } from './lease-rows.js';
+import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
+
+const POLL_MS = 250;
+const RELEASE_WAIT_MS = 15_000;
+
+/**
+ * acquire_worktree, renew_worktree_lease and release_worktree. An acquire appends its request in a
+ * short transaction and then waits — holding no transaction and no connection — for its lease row to
+ * become ready or end, waking on every change this process commits and polling between them.
+ */
+@Injectable()
+export class WorktreeLeaseCommands {
+  constructor(
+    @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
+  ) {}
+
+  @CommandHandler(acquireWorktree)
+  async acquire(request: RequestOf<typeof acquireWorktree>, context?: CommandContext): Promise<ReplyOf<typeof acquireWorktree>> {
+    if (this.leases.closing) throw new GantryError(ErrorCode.UNAVAILABLE, 'the worktree service is shutting down');
+    const worktreeKey = deriveWorktreeKey(request.repositoryUrl, request.branch);
+    const leaseId = leaseIdFor(request.idempotencyKey);
+    await this.leases.decide(
+      worktreeKey,
+      {
+        type: 'RequestWorktreeLease',
+        data: {
+          worktreeKey,
+          leaseId,
+          jobId: request.jobId,
+          jobLeaseToken: request.jobLeaseToken,
+          repositoryUrl: request.repositoryUrl,
+          branch: request.branch,
+          baseRef: request.baseRef,
+          leaseDurationMs: request.leaseDurationMs,
+          lockTimeoutMs: request.lockTimeoutMs ?? this.config.defaultLockTimeoutMs,
+          now: this.leases.now(),
+        },
+      },
+      { metadata: metadataOf(request, context), idempotency: idempotencyFor('acquire_worktree', request), reply: () => ({ leaseId }) },
+    );
+    return this.waitForGrant(leaseId);
+  }
+
+  @CommandHandler(renewWorktreeLease)
+  async renew(request: RequestOf<typeof renewWorktreeLease>, context?: CommandContext): Promise<ReplyOf<typeof renewWorktreeLease>> {
+    const lease = await this.leaseOrNotFound(request.leaseId);
+    const { result } = await this.leases.decide(
+      lease.worktree_key,
+      { type: 'RenewWorktreeLease', data: { leaseId: request.leaseId, token: request.token, leaseDurationMs: request.leaseDurationMs, now: this.leases.now() } },
+      {
+        metadata: metadataOf(request, context),
+        idempotency: idempotencyFor('renew_worktree_lease', request),
+        reply: (decision) => {
+          const renewed = decision.decided.find((e) => e.type === 'WorktreeLeaseRenewed');
+          if (!renewed || renewed.type !== 'WorktreeLeaseRenewed') throw new Error('a renew that was not refused must emit WorktreeLeaseRenewed');
+          return { leaseId: request.leaseId, token: request.token, expiresAt: renewed.data.expiresAt };
+        },
+      },
+    );
+    return result;
+  }
+
+  /** Asks for the release, then waits a little for the rescue to finish so the reply says `released` when it can. */
+  @CommandHandler(releaseWorktree)
+  async release(request: RequestOf<typeof releaseWorktree>, context?: CommandContext): Promise<ReplyOf<typeof releaseWorktree>> {
+    const lease = await this.leaseOrNotFound(request.leaseId);
+    await this.leases.decide(
+      lease.worktree_key,
+      { type: 'ReleaseWorktreeLease', data: { leaseId: request.leaseId, token: request.token, reason: 'released', removeWorktree: false, now: this.leases.now() } },
+      { metadata: metadataOf(request, context), idempotency: idempotencyFor('release_worktree', request), reply: () => ({ leaseId: request.leaseId }) },
+    );
+    const deadline = Date.now() + RELEASE_WAIT_MS;
+    let row = await this.leaseOrNotFound(request.leaseId);
+    while (row.status === 'releasing' && Date.now() < deadline && !this.leases.closing) {
+      await this.leases.waitForChange(POLL_MS);
+      row = await this.leaseOrNotFound(request.leaseId);
+    }
+    return { leaseId: request.leaseId, token: request.token, status: row.status };
+  }
+
+  private async leaseOrNotFound(leaseId: string): Promise<LeaseRow> {
+    const lease = await findLease(this.store.pool, leaseId);
+    if (!lease) throw new GantryError(ErrorCode.NOT_FOUND, `worktree lease ${leaseId} does not exist`, { leaseId });
+    return lease;
+  }
+
+  /**
+   * Waits for the lease to be ready (the grant) or to end (its typed error). A waiter past its lock
+   * deadline asks the decider to time the overdue waiters out, so LOCK_TIMEOUT does not depend on
+   * the sweep's timer. Bounded: lock deadline + the time a create and sync may take.
+   */
+  private async waitForGrant(leaseId: string): Promise<WorktreeLeaseGrant> {
+    let row = await this.leaseOrNotFound(leaseId);
+    const giveUpAt = row.lock_deadline.getTime() + this.config.prepareTimeoutMs;
+    for (;;) {
+      switch (row.status) {
+        case 'ready':
+          return {
+            leaseId,
+            token: row.token!,
+            worktreeKey: row.worktree_key,
+            path: row.path!,
+            expiresAt: row.expires_at!.toISOString(),
+            baseSha: row.base_sha!,
+          };
+        case 'lock_timeout':
+          throw new GantryError(ErrorCode.LOCK_TIMEOUT, `worktree ${row.worktree_key} stayed locked until ${row.lock_deadline.toISOString()}`, {
+            leaseId,
+            worktreeKey: row.worktree_key,
+          });
+        case 'sync_failed':
+          throw new GantryError(ErrorCode.PRECONDITION_FAILED, `worktree ${row.worktree_key} could not be prepared: ${row.failure_reason ?? 'unknown'}`, {
+            leaseId,
+            worktreeKey: row.worktree_key,
+          });
+        case 'acquiring_lock':
+          if (Date.now() >= row.lock_deadline.getTime()) {
+            await this.leases.decide(row.worktree_key, { type: 'TimeOutLockWaiters', data: { now: this.leases.now() } }, { metadata: serviceActor('lock-timeout') });
+            row = await this.leaseOrNotFound(leaseId);
+            if (row.status === 'acquiring_lock') await this.leases.waitForChange(POLL_MS);
+            continue;
+          }
+          break;
+        case 'creating_or_reusing':
+        case 'syncing':
+          break;
+        case 'releasing':
+        case 'released':
+        case 'stale_released':
+        case 'withdrawn':
+          throw new GantryError(ErrorCode.STALE_FENCE, `worktree lease ${leaseId} has ended (${row.status}${row.release_reason ? `: ${row.release_reason}` : ''})`, {
+            leaseId,
+            status: row.status,
+          });
+        default: {
+          const unknown: never = row.status;
+          throw new Error(`unknown lease status ${String(unknown)}`);
+        }
+      }
+      if (this.leases.closing) throw new GantryError(ErrorCode.UNAVAILABLE, 'the worktree service is shutting down; ask again');
+      if (Date.now() > giveUpAt) {
+        throw new GantryError(ErrorCode.TIMEOUT, `worktree lease ${leaseId} was not ready in time (still ${row.status})`, { leaseId, status: row.status });
+      }
+      await this.leases.waitForChange(POLL_MS);
+      row = await this.leaseOrNotFound(leaseId);
+    }
+  }
+}

@@ -1,0 +1,209 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { INestApplication } from '@nestjs/common';
+import {
+  acquireWorktree,
+  deriveWorktreeKey,
+  ErrorCode,
+  GantryError,
+  JobFinished,
+  listWorktreeLeases,
+  releaseWorktree,
+  renewWorktreeLease,
+  type WorktreeLeaseGrant,
+} from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
+import { git } from '../infrastructure/git/testing/git-fixture.js';
+import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
+
+async function refusal(promise: Promise<unknown>): Promise<GantryError> {
+  const outcome = await promise.then(
+    (value) => new Error(`expected a refusal, got ${JSON.stringify(value)}`),
+    (error: unknown) => error,
+  );
+  expect(outcome).toBeInstanceOf(GantryError);
+  return outcome as GantryError;
+}
+
+describe('worktree leases through the command path (real git, PostgreSQL and NATS)', () => {
+  let world: TestWorld;
+  let app: INestApplication;
+  const branch = 'feature/checkout';
+  let n = 0;
+
+  beforeAll(async () => {
+    world = await createWorld('wt-leases');
+    app = await startInProcess(world);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await world?.close();
+  });
+
+  const acquire = (jobId: string, extra: { lockTimeoutMs?: number; leaseDurationMs?: number; branch?: string; key?: string } = {}) =>
+    world.client.request(
+      acquireWorktree,
+      {
+        jobId,
+        jobLeaseToken: 1,
+        repositoryUrl: world.git.origin,
+        branch: extra.branch ?? branch,
+        baseRef: 'main',
+        leaseDurationMs: extra.leaseDurationMs ?? 600_000,
+        ...(extra.lockTimeoutMs === undefined ? {} : { lockTimeoutMs: extra.lockTimeoutMs }),
+        idempotencyKey: extra.key ?? `acquire:${jobId}:${++n}`,
+      },
+      { timeoutMs: 60_000 },
+    );
+  const release = (lease: { leaseId: string; token: number }) =>
+    world.client.request(releaseWorktree, { ...lease, idempotencyKey: `release:${lease.leaseId}:${lease.token}:${++n}` }, { timeoutMs: 30_000 });
+  const leasesOf = async (worktreeKey: string) => (await world.client.request(listWorktreeLeases, { worktreeKey })).leases;
+  const holders = async (worktreeKey: string) =>
+    (await leasesOf(worktreeKey)).filter((l) => ['creating_or_reusing', 'syncing', 'ready', 'releasing'].includes(l.status));
+
+  it('grants a worktree synced to the base ref, created with git worktree add under the root', async () => {
+    const mainSha = git(world.git.seed, 'rev-parse', 'HEAD');
+    const grant = await acquire(await claimedJob(world), { branch: 'feature/first' });
+    expect(grant.baseSha).toBe(mainSha);
+    expect(grant.path).toBe(path.join(world.root, 'worktrees', deriveWorktreeKey(world.git.origin, 'feature/first')));
+    expect(git(grant.path, 'rev-parse', 'HEAD')).toBe(mainSha);
+    expect(git(grant.path, 'symbolic-ref', 'HEAD')).toBe('refs/heads/feature/first');
+    await release(grant);
+  });
+
+  it('a second acquirer of one key waits and gets the lease after the first is released; never two holders', async () => {
+    const key = deriveWorktreeKey(world.git.origin, branch);
+    const first = await acquire(await claimedJob(world));
+    const secondJob = await claimedJob(world);
+    let second: WorktreeLeaseGrant | null = null;
+    const waiting = acquire(secondJob, { lockTimeoutMs: 30_000 }).then((g) => (second = g));
+    await eventually(async () => (await leasesOf(key)).some((l) => l.jobId === secondJob && l.status === 'acquiring_lock'), { what: 'second acquirer in line' });
+    // Still waiting while the first holds it.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(second).toBeNull();
+    expect((await holders(key)).map((l) => l.leaseId)).toEqual([first.leaseId]);
+
+    let watching = true;
+    const overlaps: string[][] = [];
+    const watcher = (async () => {
+      while (watching) {
+        const held = (await holders(key)).map((l) => l.leaseId);
+        if (held.length > 1) overlaps.push(held);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    const released = await release(first);
+    expect(released.status).toBe('released');
+    const grant = await waiting;
+    watching = false;
+    await watcher;
+    expect(overlaps).toEqual([]);
+    expect(grant.token).toBe(first.token + 1);
+    expect(grant.path).toBe(first.path);
+    await release(grant);
+  });
+
+  it('a second acquirer with a short lock timeout gets LOCK_TIMEOUT and never holds the worktree', async () => {
+    const key = deriveWorktreeKey(world.git.origin, branch);
+    const first = await acquire(await claimedJob(world));
+    const startedAt = Date.now();
+    const error = await refusal(acquire(await claimedJob(world), { lockTimeoutMs: 700 }));
+    expect(error.code).toBe(ErrorCode.LOCK_TIMEOUT);
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(600);
+    expect((await holders(key)).map((l) => l.leaseId)).toEqual([first.leaseId]);
+    const immediate = await refusal(acquire(await claimedJob(world), { lockTimeoutMs: 0 }));
+    expect(immediate.code).toBe(ErrorCode.LOCK_TIMEOUT);
+    await release(first);
+  });
+
+  it('the same acquire asked again returns the same grant, and the same key with another request is IDEMPOTENCY_CONFLICT', async () => {
+    const jobId = await claimedJob(world);
+    const first = await acquire(jobId, { key: `acquire-twice:${jobId}` });
+    const again = await acquire(jobId, { key: `acquire-twice:${jobId}` });
+    expect(again).toEqual(first);
+    const conflict = await refusal(acquire(jobId, { key: `acquire-twice:${jobId}`, leaseDurationMs: 120_000 }));
+    expect(conflict.code).toBe(ErrorCode.IDEMPOTENCY_CONFLICT);
+    await release(first);
+  });
+
+  it('a release or renew with a stale token is STALE_FENCE and changes nothing', async () => {
+    const older = await acquire(await claimedJob(world));
+    await release(older);
+    const current = await acquire(await claimedJob(world));
+    expect(current.token).toBeGreaterThan(older.token);
+    const eventsBefore = await world.count(`SELECT count(*) AS n FROM events`);
+
+    for (const attempt of [
+      world.client.request(releaseWorktree, { leaseId: current.leaseId, token: older.token, idempotencyKey: `stale-release:${++n}` }),
+      world.client.request(renewWorktreeLease, { leaseId: current.leaseId, token: older.token, idempotencyKey: `stale-renew:${++n}` }),
+      world.client.request(renewWorktreeLease, { leaseId: older.leaseId, token: older.token, idempotencyKey: `stale-renew:${++n}` }),
+      world.client.request(releaseWorktree, { leaseId: older.leaseId, token: older.token, idempotencyKey: `stale-release:${++n}` }),
+    ]) {
+      expect((await refusal(attempt)).code).toBe(ErrorCode.STALE_FENCE);
+    }
+    expect(await world.count(`SELECT count(*) AS n FROM events`)).toBe(eventsBefore);
+    const [lease] = (await leasesOf(current.worktreeKey)).filter((l) => l.leaseId === current.leaseId);
+    expect(lease).toMatchObject({ status: 'ready', token: current.token, expiresAt: current.expiresAt });
+
+    const renewed = await world.client.request(renewWorktreeLease, { leaseId: current.leaseId, token: current.token, leaseDurationMs: 900_000, idempotencyKey: `renew:${++n}` });
+    expect(Date.parse(renewed.expiresAt)).toBeGreaterThan(Date.parse(current.expiresAt));
+    await release(current);
+  });
+
+  it('a dirty worktree released: a rescue branch holds its changes and the worktree is clean', async () => {
+    const grant = await acquire(await claimedJob(world));
+    writeFileSync(path.join(grant.path, 'README.md'), 'edited by the agent\n');
+    writeFileSync(path.join(grant.path, 'new-file.txt'), 'untracked work\n');
+    const released = await release(grant);
+    expect(released.status).toBe('released');
+    expect(git(grant.path, 'status', '--porcelain', '--untracked-files=all')).toBe('');
+    const { rows } = await world.db.query(`SELECT rescue_branch, rescue_sha FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId]);
+    const rescueBranch = rows[0].rescue_branch as string;
+    expect(rescueBranch).toMatch(new RegExp(`^gantry/rescue/${grant.worktreeKey}/`));
+    expect(git(grant.path, 'show', `${rescueBranch}:README.md`)).toBe('edited by the agent');
+    expect(git(grant.path, 'show', `${rescueBranch}:new-file.txt`)).toBe('untracked work');
+    expect(readFileSync(path.join(grant.path, 'README.md'), 'utf8')).not.toContain('edited by the agent');
+    expect(existsSync(path.join(grant.path, 'new-file.txt'))).toBe(false);
+  });
+
+  it('a contract-valid JobFinished (DONE) for the holder releases its lease within seconds, with no runner call', async () => {
+    const jobId = await claimedJob(world);
+    const grant = await acquire(jobId);
+    writeFileSync(path.join(grant.path, 'left-behind.txt'), 'work the runner never committed\n');
+    const finished = { ...JobFinished.examples.valid[0], jobId, leaseToken: 1 };
+    expect(JobFinished.data.safeParse(finished).success).toBe(true);
+    const startedAt = Date.now();
+    await world.publishJobEvent('JobFinished', jobId, finished);
+    await eventually(async () => (await leasesOf(grant.worktreeKey)).find((l) => l.leaseId === grant.leaseId)?.status === 'released', {
+      what: 'lease released by the job event',
+      timeoutMs: 10_000,
+    });
+    expect(Date.now() - startedAt).toBeLessThan(10_000);
+    const { rows } = await world.db.query(`SELECT release_reason, rescue_branch FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId]);
+    expect(rows[0].release_reason).toBe('job_terminal');
+    expect(git(grant.path, 'show', `${rows[0].rescue_branch}:left-behind.txt`)).toBe('work the runner never committed');
+    expect(git(grant.path, 'status', '--porcelain', '--untracked-files=all')).toBe('');
+  });
+
+  it('a job cancelled while its acquire waits in line withdraws the request', async () => {
+    const holder = await acquire(await claimedJob(world));
+    const jobId = await claimedJob(world);
+    const waiting = refusal(acquire(jobId, { lockTimeoutMs: 30_000 }));
+    await eventually(async () => (await leasesOf(holder.worktreeKey)).some((l) => l.jobId === jobId && l.status === 'acquiring_lock'), { what: 'in line' });
+    await world.publishJobEvent('JobCancelled', jobId, { jobId, previousStatus: 'CLAIMED', revokedLeaseToken: 1, reason: 'not needed', taskStatus: null, cancelledAt: new Date().toISOString() });
+    expect((await waiting).code).toBe(ErrorCode.STALE_FENCE);
+    expect((await leasesOf(holder.worktreeKey)).find((l) => l.jobId === jobId)?.status).toBe('withdrawn');
+    await release(holder);
+  });
+
+  it('a lease that is not renewed expires by the service clock and is released', async () => {
+    const grant = await acquire(await claimedJob(world), { leaseDurationMs: 1_000 });
+    await eventually(async () => (await leasesOf(grant.worktreeKey)).find((l) => l.leaseId === grant.leaseId)?.status === 'stale_released', {
+      what: 'expired lease released',
+      timeoutMs: 10_000,
+    });
+    const next = await acquire(await claimedJob(world));
+    expect(next.token).toBe(grant.token + 1);
+    await release(next);
+  });
+});

@@ -1,0 +1,65 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+import type { MigrationClass } from '@gantry/eventstore';
+
+/**
+ * The read models of the worktree service: leases (queries, renew/release lookups, the release by
+ * a job's terminal event, the expiry sweep), worktrees (hygiene, list_worktrees), and the status of
+ * the jobs this service learned from the jobs stream (the stale reset).
+ */
+export class WorktreeReadModels1764547200000 implements MigrationInterface {
+  name = 'WorktreeReadModels1764547200000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      CREATE TABLE worktree_leases (
+        lease_id         uuid PRIMARY KEY,
+        worktree_key     text NOT NULL,
+        job_id           text NOT NULL,
+        job_lease_token  integer NOT NULL,
+        repository_url   text NOT NULL,
+        branch           text NOT NULL,
+        base_ref         text NOT NULL,
+        status           text NOT NULL,
+        token            integer,
+        path             text,
+        base_sha         text,
+        expires_at       timestamptz,
+        lock_deadline    timestamptz NOT NULL,
+        requested_at     timestamptz NOT NULL,
+        release_reason   text,
+        failure_reason   text,
+        rescue_branch    text,
+        rescue_sha       text,
+        updated_at       timestamptz NOT NULL
+      )`);
+    await q.query(`CREATE INDEX worktree_leases_job ON worktree_leases (job_id)`);
+    await q.query(`CREATE INDEX worktree_leases_key ON worktree_leases (worktree_key)`);
+    await q.query(`CREATE INDEX worktree_leases_live ON worktree_leases (status) WHERE status NOT IN ('released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn')`);
+    await q.query(`
+      CREATE TABLE worktrees (
+        worktree_key    text PRIMARY KEY,
+        repository_url  text NOT NULL,
+        branch          text NOT NULL,
+        path            text NOT NULL,
+        held_by         uuid,
+        last_used_at    timestamptz NOT NULL,
+        created_at      timestamptz NOT NULL
+      )`);
+    await q.query(`CREATE INDEX worktrees_repository ON worktrees (repository_url, last_used_at)`);
+    // Fed by the jobs stream consumer (with its inbox), not by this service's log.
+    await q.query(`
+      CREATE TABLE job_statuses (
+        job_id          text PRIMARY KEY,
+        status          text NOT NULL,
+        lease_token     integer,
+        stream_version  integer NOT NULL,
+        updated_at      timestamptz NOT NULL
+      )`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    for (const table of ['job_statuses', 'worktrees', 'worktree_leases']) await q.query(`DROP TABLE IF EXISTS ${table}`);
+  }
+}
+
+export const worktreeServiceMigrations: MigrationClass[] = [WorktreeReadModels1764547200000];
