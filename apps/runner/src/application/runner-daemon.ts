@@ -118,6 +118,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         const delay = this.backoff.fail();
         this.log.warn('taking an offer failed; backing off', { kind, error: String(error), retryInMs: delay });
         await this.sleep(delay);
+        // The consumer or the stream may have been removed: put them back before the next pull.
+        await this.intake.ensure([kind]).catch(() => undefined);
         continue;
       }
       if (!held || !held.offer) continue;
