@@ -1,0 +1,164 @@
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { acquireWorktree, deriveIdempotencyKey, deriveWorktreeKey, GantryError, releaseWorktree, type WorktreeLeaseGrant } from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
+import { git } from '../infrastructure/git/testing/git-fixture.js';
+import { claimedJob, createWorld, newJobId, type TestWorld } from './testing/world.js';
+import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';
+
+/*
+ * The service as a process (compiled dist/), killed with SIGKILL between an effect's git work and
+ * its report — the test-only GANTRY_TEST_KILL_AFTER_GIT hook — then restarted: leases and disk must
+ * agree and the next acquire must work.
+ */
+const built = existsSync(serviceEntry);
+(built ? describe : describe.skip)('the worktree service killed and restarted (a real process)', () => {
+  let world: TestWorld;
+  let service: ServiceProcess | null = null;
+  let n = 0;
+
+  beforeAll(async () => {
+    world = await createWorld('wt-crash');
+  });
+  afterEach(async () => {
+    await service?.kill('SIGKILL');
+    service = null;
+  });
+  afterAll(async () => {
+    await world?.close();
+  });
+
+  const request = (jobId: string, branch: string) => ({
+    jobId,
+    jobLeaseToken: 1,
+    repositoryUrl: world.git.origin,
+    branch,
+    baseRef: 'main',
+    leaseDurationMs: 600_000,
+    idempotencyKey: deriveIdempotencyKey('test/acquire', { jobId, branch }),
+  });
+  const acquire = (jobId: string, branch: string, timeoutMs = 60_000) => world.client.request(acquireWorktree, request(jobId, branch), { timeoutMs });
+  const release = (grant: WorktreeLeaseGrant) => world.client.request(releaseWorktree, { leaseId: grant.leaseId, token: grant.token, idempotencyKey: `release:${++n}` }, { timeoutMs: 30_000 });
+  const leaseRow = async (leaseId: string) => (await world.db.query(`SELECT * FROM worktree_leases WHERE lease_id = $1`, [leaseId])).rows[0];
+  const registered = () => {
+    const clones = readdirSync(path.join(world.root, 'repos'));
+    return git(world.git.dir, '--git-dir', path.join(world.root, 'repos', clones[0]!), 'worktree', 'list', '--porcelain');
+  };
+
+  async function killedDuring(effect: 'create_or_reuse' | 'sync', jobId: string, branch: string): Promise<void> {
+    service = await startServiceProcess(world, { GANTRY_TEST_KILL_AFTER_GIT: effect });
+    let answer: string | null = null;
+    void acquire(jobId, branch, 15_000).then(
+      () => (answer = 'answered'),
+      (error: unknown) => (answer = error instanceof GantryError ? error.code : String(error)),
+    );
+    const exit = await new Promise<string | null>((resolve) => service!.process.once('exit', (_code, signal) => resolve(signal)));
+    expect(exit).toBe('SIGKILL');
+    // The caller never got a grant: it will ask again with the same idempotency key.
+    expect(answer).toBeNull();
+    service = null;
+  }
+
+  function expectDiskAgrees(grant: WorktreeLeaseGrant, branch: string, sha: string) {
+    expect(existsSync(grant.path)).toBe(true);
+    expect(git(grant.path, 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+    expect(git(grant.path, 'rev-parse', 'HEAD')).toBe(sha);
+    const list = registered();
+    expect(list).toContain(`worktree ${grant.path}`);
+    expect(list).not.toContain('prunable');
+    expect(readdirSync(path.join(world.root, 'worktrees'))).toEqual(expect.arrayContaining([grant.worktreeKey]));
+  }
+
+  it('killed in the middle of a create: after a restart the lease is ready on the worktree git made, and the next acquire works', async () => {
+    const branch = 'feature/crash-create';
+    const key = deriveWorktreeKey(world.git.origin, branch);
+    // Claimed while the service is down: it learns of the claim from the jobs stream when it starts.
+    const jobId = newJobId();
+    await world.claimJob(jobId);
+    await killedDuring('create_or_reuse', jobId, branch);
+    // git made the worktree, the log never heard of it.
+    expect(registered()).toContain(path.join(world.root, 'worktrees', key));
+    const { rows } = await world.db.query(`SELECT status FROM worktree_leases WHERE worktree_key = $1`, [key]);
+    expect(rows.map((r) => r.status)).toEqual(['creating_or_reusing']);
+
+    service = await startServiceProcess(world);
+    const grant = await acquire(jobId, branch);
+    expect(await leaseRow(grant.leaseId)).toMatchObject({ status: 'ready', path: grant.path, base_sha: grant.baseSha });
+    expectDiskAgrees(grant, branch, git(world.git.seed, 'rev-parse', 'main'));
+    expect(await world.count(`SELECT count(*) AS n FROM events WHERE type = 'WorktreeReused' AND data->>'leaseId' = $1`, [grant.leaseId])).toBe(1);
+
+    await release(grant);
+    const next = await acquire(await claimedJob(world), branch);
+    expect(next.token).toBe(grant.token + 1);
+    expectDiskAgrees(next, branch, grant.baseSha);
+    await release(next);
+  });
+
+  it('killed in the middle of a sync: after a restart the sync completes once, and the next acquire works', async () => {
+    const branch = 'feature/crash-sync';
+    service = await startServiceProcess(world);
+    const first = await acquire(await claimedJob(world), branch);
+    await release(first);
+    await service.kill('SIGTERM');
+    service = null;
+    const newer = world.git.pushCommit('main', { 'app.txt': 'v2\n' }, 'move main on');
+
+    const jobId = newJobId();
+    await world.claimJob(jobId);
+    await killedDuring('sync', jobId, branch);
+    // git moved the branch forward, the log still waits for the sync's report.
+    expect(git(first.path, 'rev-parse', 'HEAD')).toBe(newer);
+    const { rows } = await world.db.query(`SELECT status FROM worktree_leases WHERE job_id = $1`, [jobId]);
+    expect(rows.map((r) => r.status)).toEqual(['syncing']);
+
+    service = await startServiceProcess(world);
+    const grant = await acquire(jobId, branch);
+    expect(grant.baseSha).toBe(newer);
+    expectDiskAgrees(grant, branch, newer);
+    expect(await world.count(`SELECT count(*) AS n FROM events WHERE type = 'WorktreeSynced' AND data->>'leaseId' = $1`, [grant.leaseId])).toBe(1);
+
+    await release(grant);
+    const next = await acquire(await claimedJob(world), branch);
+    expect(next.baseSha).toBe(newer);
+    await release(next);
+  });
+
+  it('at a restart: leases of unknown jobs are reset, a lease whose worktree vanished is released, orphan directories moved aside; at SIGTERM the rest is released', async () => {
+    service = await startServiceProcess(world);
+    const kept = await acquire(await claimedJob(world), 'feature/kept');
+    const unknownJob = newJobId();
+    const orphaned = await acquire(unknownJob, 'feature/unknown-job');
+    const vanishing = await acquire(await claimedJob(world), 'feature/vanishing');
+    await service.kill('SIGKILL');
+    service = null;
+
+    rmSync(vanishing.path, { recursive: true, force: true });
+    const stray = path.join(world.root, 'worktrees', 'stray-directory');
+    mkdirSync(stray);
+    writeFileSync(path.join(stray, 'notes.txt'), 'not ours to delete\n');
+
+    service = await startServiceProcess(world);
+    expect(await leaseRow(kept.leaseId)).toMatchObject({ status: 'ready' });
+    expect(await leaseRow(orphaned.leaseId)).toMatchObject({ status: 'stale_released', release_reason: 'stale_reset' });
+    expect(await leaseRow(vanishing.leaseId)).toMatchObject({ status: 'stale_released', release_reason: 'stale_reset' });
+    expect(existsSync(stray)).toBe(false);
+    const quarantined = readdirSync(path.join(world.root, 'quarantine'));
+    expect(quarantined.some((name) => name.startsWith('stray-directory-'))).toBe(true);
+    const list = registered();
+    expect(list).not.toContain('prunable');
+    expect(list).not.toContain(vanishing.path);
+    expect(list).toContain(kept.path);
+    // The vanished worktree's key can be acquired again.
+    const again = await acquire(await claimedJob(world), 'feature/vanishing');
+    expect(existsSync(again.path)).toBe(true);
+
+    writeFileSync(path.join(kept.path, 'in-progress.txt'), 'work in flight at shutdown\n');
+    expect(await service.kill('SIGTERM')).toBe(0);
+    service = null;
+    expect(await leaseRow(kept.leaseId)).toMatchObject({ status: 'released', release_reason: 'shutdown' });
+    expect(await leaseRow(again.leaseId)).toMatchObject({ status: 'released', release_reason: 'shutdown' });
+    const rescue = (await leaseRow(kept.leaseId)).rescue_branch as string;
+    expect(git(kept.path, 'show', `${rescue}:in-progress.txt`)).toBe('work in flight at shutdown');
+    await eventually(() => git(kept.path, 'status', '--porcelain', '--untracked-files=all') === '', { what: 'kept worktree clean' });
+  });
+});
