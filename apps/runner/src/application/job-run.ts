@@ -230,8 +230,12 @@ class JobRun {
       workAlreadyOnTarget: report.workAlreadyOnTarget,
       uncommittedPaths: report.uncommittedPaths.length,
     });
+    // A DONE needs the agent's story log (start, test result, commits); without it the finish is
+    // refused, so pushing would only publish work of an attempt that cannot succeed.
+    const log = reporter.storyLog;
+    const storyLogComplete = (log.implementation > 0 || precheck?.kind === 'partial') && log.testResults && log.commits > 0;
     let pushFailure: VerificationFacts['failure'] = null;
-    if (failure === null && (report.result === 'ALIGNED' || report.result === 'PARTIAL') && workspace.branch && !report.branchMerged) {
+    if (failure === null && storyLogComplete && (report.result === 'ALIGNED' || report.result === 'PARTIAL') && workspace.branch && !report.branchMerged) {
       try {
         const push = await pushBranch(workDir, workspace.branch, report.headSha);
         this.deps.log.log('branch pushed', { ...this.fields, branch: push.branch, headSha: push.headSha, pushed: push.pushed });

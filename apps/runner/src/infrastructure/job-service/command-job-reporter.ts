@@ -23,6 +23,8 @@ export type ReporterLog = (message: string, fields: Record<string, unknown>) => 
  */
 export class CommandJobReporter implements JobReporter {
   private lastTest: TestResultLogEntry | null = null;
+  private implementationEntries = 0;
+  private commitEntries = 0;
   private lastUpdate: JobStatusUpdate | null = null;
   private readonly questions: { questionId: string; question: AgentQuestion }[] = [];
   /** Each call is a report of its own: two identical calls are two reports. */
@@ -41,11 +43,13 @@ export class CommandJobReporter implements JobReporter {
       ...(entry.plan ? { plan: entry.plan } : {}),
       ...(this.taskId ? { taskId: this.taskId } : {}),
     });
+    this.implementationEntries += 1;
     return { entryId: `${this.session.jobId}/implementation/${randomUUID()}` };
   }
 
   async logCommit(entry: CommitLogEntry): Promise<StoryLogReceipt> {
     await this.session.logCommit({ commitSha: entry.hash, message: entry.message, summary: entry.summary });
+    this.commitEntries += 1;
     return { entryId: `${this.session.jobId}/commit/${entry.hash}` };
   }
 
@@ -72,6 +76,11 @@ export class CommandJobReporter implements JobReporter {
     this.questions.push({ questionId: receipt.questionId, question });
     this.log('agent asked a question', { jobId: this.session.jobId, questionId: receipt.questionId });
     return { questionId: receipt.questionId, answer: receipt.answer };
+  }
+
+  /** Story-log entries the job service accepted from the agent, by kind. */
+  get storyLog(): { implementation: number; commits: number; testResults: boolean } {
+    return { implementation: this.implementationEntries, commits: this.commitEntries, testResults: this.lastTest !== null };
   }
 
   /** The last test result the job service accepted, with its summary. */

@@ -1,0 +1,376 @@
+import { KIND_DEFAULTS, type JobKind, type JobView } from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
+import { E2eSystem } from './e2e-system.js';
+
+/*
+ * Issue 5's acceptance: the job service, the worktree service and runners as separate processes,
+ * the stand-in agent, a real local bare origin. Each job works on its own branch, so jobs run side
+ * by side; a test that needs one particular runner stops the others first.
+ */
+
+const GANTRY_TOOLS = ['log_implementation', 'log_commit', 'log_test_result', 'update_job_status', 'ask_question'].map((t) => `mcp__gantry__${t}`);
+const SHA = /^[0-9a-f]{40}$/;
+
+/** The flags of a recorded command line, with `-p` and every `--flag value` pair. */
+function flagsOf(argv: string[]): Record<string, string> {
+  const flags: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i += 2) flags[argv[i]!] = argv[i + 1]!;
+  return flags;
+}
+
+let branchCounter = 0;
+function branch(label: string): string {
+  branchCounter += 1;
+  return `feat/${label}-${branchCounter}`;
+}
+
+describe('the runner end to end: job service, worktree service, two runners, a real origin', () => {
+  const system = new E2eSystem();
+  let mainAtStart: string;
+
+  beforeAll(async () => {
+    await system.start();
+    mainAtStart = (await system.origin.sha('main'))!;
+  }, 60_000);
+  afterAll(() => system.stop(), 60_000);
+
+  function code(label: string, standIn: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+    const record = system.recordFile(label);
+    return {
+      record,
+      payload: { repositoryUrl: system.origin.url, branch: branch(label), standIn: { recordArgvTo: record, ...standIn }, ...extra },
+    };
+  }
+
+  describe('with runners A and B (all kinds, concurrency 2 each)', () => {
+    beforeAll(async () => {
+      await Promise.all([system.startRunner('runner-a', { concurrency: 2 }), system.startRunner('runner-b', { concurrency: 2 })]);
+    }, 60_000);
+    afterAll(async () => {
+      await Promise.all([system.stopRunner('runner-a'), system.stopRunner('runner-b')]);
+    }, 30_000);
+
+    it('starts the agent with the command line of each kind, the effort following the thinking budget', async () => {
+      const cases: { label: string; kind: JobKind; budget?: number; effort: string | null; model: string; mode: string; code: boolean }[] = [
+        { label: 'idea-grill', kind: 'IDEA_GRILL', effort: 'high', model: 'claude-sonnet-4-6', mode: 'acceptEdits', code: false },
+        { label: 'idea-plan', kind: 'IDEA_MAKE_PLAN', effort: 'xhigh', model: 'claude-opus-4-7', mode: 'acceptEdits', code: false },
+        { label: 'plan-chat', kind: 'PLAN_CHAT', effort: 'medium', model: 'claude-sonnet-4-6', mode: 'acceptEdits', code: false },
+        { label: 'review', kind: 'REVIEW', effort: 'high', model: 'claude-opus-4-7', mode: 'acceptEdits', code: false },
+        { label: 'task', kind: 'TASK_IMPLEMENTATION', effort: 'medium', model: 'claude-sonnet-4-6', mode: 'bypassPermissions', code: true },
+        { label: 'sprint', kind: 'SPRINT_IMPLEMENTATION', effort: 'medium', model: 'claude-sonnet-4-6', mode: 'bypassPermissions', code: true },
+        ...([
+          [0, null],
+          [6000, 'medium'],
+          [6001, 'high'],
+          [12000, 'high'],
+          [24000, 'xhigh'],
+          [24001, 'max'],
+        ] as const).map(([budget, effort]) => ({
+          label: `budget-${budget}`,
+          kind: 'PLAN_CHAT' as const,
+          budget,
+          effort,
+          model: 'claude-sonnet-4-6',
+          mode: 'acceptEdits',
+          code: false,
+        })),
+      ];
+      const jobs = await Promise.all(
+        cases.map(async (c) => {
+          const run = c.code
+            ? code(c.label, { behaviour: 'commit', files: { [`src/${c.label}.ts`]: `export const x = '${c.label}';\n` } })
+            : { record: system.recordFile(c.label), payload: { standIn: { behaviour: 'nothing', recordArgvTo: system.recordFile(c.label) } } };
+          const jobId = await system.enqueue({ kind: c.kind, payload: run.payload, ...(c.budget !== undefined ? { thinkingBudget: c.budget } : {}) });
+          return { c, jobId, record: run.record };
+        }),
+      );
+      for (const { c, jobId, record } of jobs) {
+        const job = await system.terminal(jobId);
+        expect({ label: c.label, status: job.status }).toEqual({ label: c.label, status: 'DONE' });
+        const starts = await system.agentStarts(record);
+        expect(starts).toHaveLength(1);
+        const argv = starts[0]!.argv;
+        const flags = flagsOf(argv);
+        const expectedFlags = ['-p', '--model', '--permission-mode', ...(c.effort ? ['--effort'] : []), '--allowedTools', '--mcp-config', '--add-dir', '--output-format'];
+        expect({ label: c.label, flags: Object.keys(flags) }).toEqual({ label: c.label, flags: expectedFlags });
+        expect(argv).toHaveLength(expectedFlags.length * 2);
+        const tools = [...KIND_DEFAULTS[c.kind].allowedTools];
+        for (const t of GANTRY_TOOLS) if (!tools.includes(t)) tools.push(t);
+        expect({ label: c.label, model: flags['--model'], mode: flags['--permission-mode'], effort: flags['--effort'] ?? null, tools: flags['--allowedTools'], format: flags['--output-format'] }).toEqual({
+          label: c.label,
+          model: c.model,
+          mode: c.mode,
+          effort: c.effort,
+          tools: tools.join(','),
+          format: 'text',
+        });
+        expect(argv).not.toContain('--max-turns');
+        const payloadPath = /(\/\S+\/payload\.json)/.exec(flags['-p']!)?.[1];
+        expect(payloadPath).toBeDefined();
+        expect(flags['--mcp-config']).toBe(payloadPath!.replace(/payload\.json$/, 'mcp-config.json'));
+        // the agent works in the leased worktree (code kinds) or a scratch directory, and starts there
+        expect(starts[0]!.cwd).toBe(flags['--add-dir']);
+        if (c.code) expect(flags['--add-dir']!.startsWith(system.worktreeRoot)).toBe(true);
+        else expect(flags['--add-dir']!.startsWith(system.worktreeRoot)).toBe(false);
+      }
+    });
+
+    describe('every row of the finishing table, from real runs', () => {
+      it('ALIGNED with a new commit → DONE / DONE, base_sha, head_sha and pushed_at recorded, the branch pushed once', async () => {
+        const run = code('aligned', {
+          behaviour: 'commit',
+          commits: [
+            { files: { 'src/cart.ts': 'export const total = 3;\n' }, message: 'feat: cart total' },
+            { files: { 'src/cart.spec.ts': 'test\n' }, message: 'test: cart total' },
+          ],
+        });
+        const jobId = await system.enqueue({ payload: run.payload });
+        const job = await system.terminal(jobId);
+        const tip = await system.origin.sha(run.payload.branch);
+        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: mainAtStart, headSha: tip, attempt: 1 });
+        expect(job.pushedAt).not.toBeNull();
+        expect(job.storyLog).toEqual({ implementationEntries: 1, commitEntries: 2, testResultEntries: 1 });
+        expect(await system.origin.log(run.payload.branch)).toHaveLength(2);
+        const pushes = (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${run.payload.branch}`);
+        expect(pushes).toEqual([{ ref: `refs/heads/${run.payload.branch}`, oldSha: '0'.repeat(40), newSha: tip }]);
+        await system.leasesReleased(jobId);
+      });
+
+      it('PARTIAL (the agent did part of the plan) with a new commit → DONE / DONE', async () => {
+        const run = code('partial', { behaviour: 'commit', files: { 'src/partial.ts': 'half\n' }, reportStatus: 'PARTIAL' });
+        const main = await system.origin.sha('main');
+        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: main, headSha: await system.origin.sha(run.payload.branch) });
+        expect(job.pushedAt).not.toBeNull();
+        // the agent's own PARTIAL went through MCP to the job service, under the claim
+        expect(await system.agentReports(job.jobId)).toEqual([
+          { type: 'AgentStatusReported', data: expect.objectContaining({ status: 'PARTIAL', summary: 'work committed', leaseToken: 1 }) },
+        ]);
+      });
+
+      it('a delete-only change is not EMPTY → DONE / DONE', async () => {
+        const run = code('delete-only', { behaviour: 'delete_only', delete: ['docs/old.md'] });
+        const main = await system.origin.sha('main');
+        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: main, headSha: await system.origin.sha(run.payload.branch) });
+        expect(job.pushedAt).not.toBeNull();
+        expect(await system.origin.fileAt(run.payload.branch, 'docs/old.md')).toBeNull();
+      });
+
+      it('EMPTY and the work not on the target → FAILED "verify produced no output" / IN_PROGRESS, nothing pushed', async () => {
+        const run = code('empty', { behaviour: 'nothing' });
+        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        expect(job).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'verify produced no output', baseSha: mainAtStart, headSha: null, pushedAt: null });
+        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+        expect(await system.agentStarts(run.record)).toHaveLength(1);
+      });
+
+      it('EMPTY and the work already on the target → SKIPPED / DONE by the pre-check, without starting the agent', async () => {
+        const landed = await system.origin.commitToMain({ 'src/landed.ts': 'export const landed = true;\n' }, 'feat: landed by another job');
+        const run = code('precheck', { behaviour: 'commit', files: { 'src/landed.ts': 'export const landed = true;\n' } }, {
+          expectedChanges: [{ path: 'src/landed.ts', contains: 'landed = true' }],
+        });
+        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        expect(job).toMatchObject({ status: 'SKIPPED', taskStatus: 'DONE', error: null, baseSha: landed, headSha: null, pushedAt: null });
+        expect(job.storyLog).toEqual({ implementationEntries: 1, commitEntries: 0, testResultEntries: 1 });
+        expect(await system.agentStarts(run.record)).toEqual([]);
+        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+        await system.leasesReleased(job.jobId);
+      });
+
+      it('DIVERGENT, identical to a branch already merged → SKIPPED / DONE', async () => {
+        const merged = branch('merged');
+        await system.origin.branchWith(merged, { 'src/coupon.ts': 'export const coupon = 10;\n' }, 'feat: coupon');
+        const main = await system.origin.squashMerge(merged);
+        const run = code('already-merged', { behaviour: 'nothing', resetTo: `origin/${merged}` });
+        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        expect(job).toMatchObject({ status: 'SKIPPED', taskStatus: 'DONE', error: null, baseSha: main, headSha: null, pushedAt: null });
+        expect(await system.agentStarts(run.record)).toHaveLength(1);
+        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+      });
+
+      it('DIVERGENT, not matching the target → FAILED "verify divergent — manual review" / IN_PROGRESS', async () => {
+        const other = branch('unmerged');
+        await system.origin.branchWith(other, { 'src/experiment.ts': 'export const experiment = 1;\n' }, 'feat: experiment');
+        await system.origin.commitToMain({ 'src/main-moves.ts': 'moved\n' }, 'main moves on');
+        const main = await system.origin.sha('main');
+        const run = code('divergent', { behaviour: 'nothing', resetTo: `origin/${other}` });
+        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        expect(job).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'verify divergent — manual review', baseSha: main, headSha: null, pushedAt: null });
+        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+      });
+
+      it('a failing test run → FAILED with the concrete test error / IN_PROGRESS, nothing pushed', async () => {
+        const run = code('failing-tests', { behaviour: 'failing_tests', files: { 'src/broken.ts': 'broken\n' } });
+        const main = await system.origin.sha('main');
+        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        expect(job).toMatchObject({
+          status: 'FAILED',
+          taskStatus: 'IN_PROGRESS',
+          error: 'test failure: 1 of 3 checks failed: expected 2, received 3',
+          baseSha: main,
+          headSha: null,
+          pushedAt: null,
+        });
+        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+      });
+
+      it('a push the origin refuses → FAILED with the push error / IN_PROGRESS, pushed_at empty', async () => {
+        await system.origin.refusePushesTo('protected/');
+        const record = system.recordFile('push-refused');
+        const jobId = await system.enqueue({
+          payload: { repositoryUrl: system.origin.url, branch: 'protected/release', standIn: { behaviour: 'commit', files: { 'src/p.ts': 'p\n' }, recordArgvTo: record } },
+        });
+        const job = await system.terminal(jobId);
+        expect(job).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', baseSha: await system.origin.sha('main'), headSha: null, pushedAt: null });
+        expect(job.error).toMatch(/^push failure: pushing protected\/release to the origin failed: .*branch is protected/s);
+        expect(await system.origin.sha('protected/release')).toBeNull();
+      });
+
+      it('cancelled by a user while the agent runs → CANCELLED / TO_DO, the agent stopped, the worktree lease released', async () => {
+        const run = code('cancelled', { behaviour: 'hang' });
+        const jobId = await system.enqueue({ payload: run.payload });
+        await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
+        await system.cancel(jobId);
+        const job = await system.terminal(jobId);
+        expect(job).toMatchObject({ status: 'CANCELLED', taskStatus: 'TO_DO', pushedAt: null });
+        const pid = (await system.agentStarts(run.record))[0]!.pid;
+        await eventually(() => !alive(pid), { what: 'the cancelled agent stopped', timeoutMs: 15_000 });
+        await system.leasesReleased(jobId);
+      });
+    });
+
+    it('an agent that never logs: the finish is refused and the job FAILs with that reason', async () => {
+      const run = code('no-logs', { behaviour: 'no_logs', files: { 'src/silent.ts': 'silent\n' } });
+      const job = await system.terminal(await system.enqueue({ payload: run.payload, maxAttempts: 1 }));
+      expect(job.status).toBe('FAILED');
+      expect(job.error).toMatch(/the finish was refused: .*story log is missing an implementation-log entry .*a test-result entry .*a commit-log entry/);
+      expect(job.storyLog).toEqual({ implementationEntries: 0, commitEntries: 0, testResultEntries: 0 });
+      // work of an attempt that cannot finish is not published
+      expect(await system.origin.sha(run.payload.branch)).toBeNull();
+      await system.leasesReleased(job.jobId);
+    });
+
+    it('the story log written by the agent through MCP is what lets a job finish', async () => {
+      const run = code('logged', { behaviour: 'commit', files: { 'src/logged.ts': 'logged\n' } });
+      const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+      expect(job.status).toBe('DONE');
+      expect(job.storyLog).toEqual({ implementationEntries: 1, commitEntries: 1, testResultEntries: 1 });
+    });
+
+    it('a hung agent is killed at its timeout → FAILED with a timeout error, its worktree lease released by the server', async () => {
+      const run = code('hung', { behaviour: 'hang', ignoreSigterm: true }, { timeoutMs: 2000 });
+      const jobId = await system.enqueue({ payload: run.payload });
+      const job = await system.terminal(jobId);
+      expect(job).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'exception: the agent was killed at its timeout of 2000 ms', pushedAt: null });
+      const pid = (await system.agentStarts(run.record))[0]!.pid;
+      expect(alive(pid)).toBe(false);
+      const leases = await system.leasesReleased(jobId);
+      expect(leases.length).toBeGreaterThan(0);
+    });
+
+    it('ten jobs of different kinds and outcomes through both runners: each terminal with its status, every lease released', async () => {
+      const landed = await system.origin.commitToMain({ 'src/ten-landed.ts': 'ten\n' }, 'feat: ten landed');
+      expect(landed).toMatch(SHA);
+      const specs: { expected: JobView['status']; enqueue: () => Promise<string> }[] = [
+        ...[1, 2, 3].map((i) => ({ expected: 'DONE' as const, enqueue: () => system.enqueue({ payload: code(`ten-commit-${i}`, { behaviour: 'commit', files: { [`src/ten-${i}.ts`]: `${i}\n` } }).payload }) })),
+        { expected: 'DONE', enqueue: () => system.enqueue({ kind: 'SPRINT_IMPLEMENTATION', payload: code('ten-sprint', { behaviour: 'delete_only', delete: ['docs/old.md'] }).payload }) },
+        { expected: 'FAILED', enqueue: () => system.enqueue({ payload: code('ten-empty', { behaviour: 'nothing' }).payload }) },
+        { expected: 'FAILED', enqueue: () => system.enqueue({ payload: code('ten-tests', { behaviour: 'failing_tests', files: { 'src/t.ts': 't\n' } }).payload }) },
+        {
+          expected: 'SKIPPED',
+          enqueue: () => system.enqueue({ payload: code('ten-skip', { behaviour: 'commit', files: { 'x.ts': 'x\n' } }, { expectedChanges: [{ path: 'src/ten-landed.ts' }] }).payload }),
+        },
+        { expected: 'DONE', enqueue: () => system.enqueue({ kind: 'REVIEW', payload: { standIn: { behaviour: 'nothing' } } }) },
+        { expected: 'DONE', enqueue: () => system.enqueue({ kind: 'IDEA_GRILL', payload: { standIn: { behaviour: 'nothing' } } }) },
+        { expected: 'FAILED', enqueue: () => system.enqueue({ kind: 'PLAN_CHAT', maxAttempts: 1, payload: { standIn: { behaviour: 'exit_nonzero', exitCode: 2 } } }) },
+      ];
+      const jobIds = await Promise.all(specs.map((s) => s.enqueue()));
+      const jobs = await Promise.all(jobIds.map((id) => system.terminal(id, 90_000)));
+      expect(jobs.map((j) => j.status)).toEqual(specs.map((s) => s.expected));
+      expect(jobs[9]!.error).toMatch(/agent exited with code 2 without finishing the job/);
+      for (const job of jobs) expect(job.lease).toBeNull();
+      await system.leasesReleased();
+    }, 120_000);
+  });
+
+  describe('a runner killed with SIGKILL mid-job', () => {
+    it('its lease expires, the other runner completes the job, and the branch is pushed exactly once', async () => {
+      await system.startRunner('runner-c');
+      const run = code('sigkill', { behaviour: 'commit', delayMs: 4000, files: { 'src/survivor.ts': 'survived\n' } });
+      const jobId = await system.enqueue({ payload: run.payload });
+      await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started on runner C', timeoutMs: 30_000 });
+      await system.stopRunner('runner-c', 'SIGKILL');
+      // The agent runs in its own process group and outlives a SIGKILLed runner; stop it as the host's supervisor would.
+      killGroup((await system.agentStarts(run.record))[0]!.pid);
+      expect((await system.job(jobId)).status).toBe('RUNNING');
+      await system.startRunner('runner-d');
+      const job = await system.terminal(jobId, 60_000);
+      expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', attempt: 2, headSha: await system.origin.sha(run.payload.branch) });
+      expect(await system.agentStarts(run.record)).toHaveLength(2);
+      const pushes = (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${run.payload.branch}`);
+      expect(pushes).toHaveLength(1);
+      expect(await system.origin.log(run.payload.branch)).toHaveLength(1);
+      await system.leasesReleased(jobId);
+      await system.stopRunner('runner-d');
+    }, 90_000);
+  });
+
+  describe('a runner stopped with SIGTERM mid-job', () => {
+    it('stops taking offers, gives the job its grace period, then stops the agent and rolls the claim back', async () => {
+      const runner = await system.startRunner('runner-g', { env: { GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '1500' } });
+      const record = system.recordFile('sigterm');
+      const jobId = await system.enqueue({ kind: 'PLAN_CHAT', payload: { standIn: { behaviour: 'hang', recordArgvTo: record } } });
+      await eventually(async () => (await system.agentStarts(record)).length === 1, { what: 'the agent started on runner G', timeoutMs: 30_000 });
+      const stoppedAt = Date.now();
+      expect(await system.stopRunner('runner-g', 'SIGTERM')).toBe(0);
+      expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(1500);
+      expect(alive((await system.agentStarts(record))[0]!.pid)).toBe(false);
+      const job = await system.job(jobId);
+      expect(job).toMatchObject({ status: 'QUEUED', attempt: 2, lease: null });
+      expect(runner.output()).toMatch(/grace period over; stopping agents and rolling claims back/);
+      await system.cancel(jobId);
+    }, 60_000);
+  });
+
+  describe('an agent whose token expired', () => {
+    it('makes its runner unhealthy and take nothing more; the job goes back and the other runner completes it', async () => {
+      const expired = await system.startRunner('runner-e', { env: { ANTHROPIC_API_KEY: 'expired' } });
+      expect(expired.port).toBeGreaterThan(0);
+      const first = code('token-1', { behaviour: 'commit', files: { 'src/token-1.ts': '1\n' } });
+      const firstId = await system.enqueue({ payload: first.payload });
+      await eventually(async () => (await system.health('runner-e')).status === 503, { what: 'runner E unhealthy', timeoutMs: 30_000 });
+      expect((await system.health('runner-e')).body).toEqual({ status: 'unhealthy', reasons: { runner: 'agent token expired' } });
+      await eventually(async () => (await system.job(firstId)).attempt === 2, { what: 'the job back in the queue', timeoutMs: 15_000 });
+      const second = code('token-2', { behaviour: 'commit', files: { 'src/token-2.ts': '2\n' } });
+      const secondId = await system.enqueue({ payload: second.payload });
+      await new Promise((r) => setTimeout(r, 1500));
+      expect((await system.job(secondId)).status).toBe('QUEUED');
+      await system.startRunner('runner-f');
+      const [one, two] = await Promise.all([system.terminal(firstId), system.terminal(secondId)]);
+      expect(one).toMatchObject({ status: 'DONE', attempt: 2 });
+      expect(two).toMatchObject({ status: 'DONE', attempt: 1 });
+      expect(await system.agentStarts(first.record)).toHaveLength(2);
+      expect(await system.agentStarts(second.record)).toHaveLength(1);
+      expect((await system.health('runner-e')).status).toBe(503);
+      await system.leasesReleased();
+    }, 90_000);
+  });
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
