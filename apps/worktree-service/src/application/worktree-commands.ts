@@ -15,6 +15,7 @@ import { CommandHandler } from '@gantry/service-runtime';
 import { EventStore } from '@gantry/eventstore';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { idempotencyFor, leaseIdFor, metadataOf } from './command-context.js';
+import { TERMINAL_JOB_STATUSES } from './job-lifecycle.js';
 import { findLease, type LeaseRow } from './lease-rows.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 
@@ -39,6 +40,7 @@ export class WorktreeLeaseCommands {
     if (this.leases.closing) throw new GantryError(ErrorCode.UNAVAILABLE, 'the worktree service is shutting down');
     const worktreeKey = deriveWorktreeKey(request.repositoryUrl, request.branch);
     const leaseId = leaseIdFor(request.idempotencyKey);
+    await this.refuseEndedClaim(request.jobId, request.jobLeaseToken);
     await this.leases.decide(
       worktreeKey,
       {
@@ -96,6 +98,29 @@ export class WorktreeLeaseCommands {
       row = await this.leaseOrNotFound(request.leaseId);
     }
     return { leaseId: request.leaseId, token: request.token, status: row.status };
+  }
+
+  /**
+   * A claim this service already knows has ended (its job is terminal, or claimed again since) gets
+   * no worktree. What it does not know yet is caught later: the job's terminal event releases the lease.
+   */
+  private async refuseEndedClaim(jobId: string, jobLeaseToken: number): Promise<void> {
+    const { rows } = await this.store.pool.query<{ status: string; lease_token: number | null }>(
+      `SELECT status, lease_token FROM job_statuses WHERE job_id = $1`,
+      [jobId],
+    );
+    const job = rows[0];
+    if (!job) return;
+    if ((TERMINAL_JOB_STATUSES as readonly string[]).includes(job.status)) {
+      throw new GantryError(ErrorCode.STALE_FENCE, `job ${jobId} has ended (${job.status}): its claims get no worktree`, { jobId, status: job.status });
+    }
+    if (job.lease_token !== null && job.lease_token > jobLeaseToken) {
+      throw new GantryError(ErrorCode.STALE_FENCE, `claim ${jobLeaseToken} of job ${jobId} was superseded by claim ${job.lease_token}`, {
+        jobId,
+        jobLeaseToken,
+        currentJobLeaseToken: job.lease_token,
+      });
+    }
   }
 
   private async leaseOrNotFound(leaseId: string): Promise<LeaseRow> {

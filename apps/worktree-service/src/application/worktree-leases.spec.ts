@@ -12,7 +12,9 @@ import {
   renewWorktreeLease,
   type WorktreeLeaseGrant,
 } from '@gantry/contracts';
+import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
+import { worktreeServiceProjections } from '../infrastructure/persistence/projections.js';
 import { git } from '../infrastructure/git/testing/git-fixture.js';
 import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
 
@@ -205,5 +207,26 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     const next = await acquire(await claimedJob(world));
     expect(next.token).toBe(grant.token + 1);
     await release(next);
+  });
+
+  it('refuses a worktree to a claim the service knows has ended or was superseded', async () => {
+    const jobId = await claimedJob(world);
+    await world.publishJobEvent('JobFinished', jobId, { ...JobFinished.examples.valid[0], jobId, leaseToken: 1 });
+    await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'DONE'`, [jobId])) === 1, { what: 'job DONE known' });
+    expect((await refusal(acquire(jobId))).code).toBe(ErrorCode.STALE_FENCE);
+    const requeued = await claimedJob(world, 2);
+    expect((await refusal(acquire(requeued))).code).toBe(ErrorCode.STALE_FENCE);
+    expect(await world.count(`SELECT count(*) AS n FROM worktree_leases WHERE job_id = ANY($1::text[])`, [[jobId, requeued]])).toBe(0);
+  });
+
+  it('the read models rebuilt from the log equal the live ones', async () => {
+    const snapshot = async () => ({
+      leases: (await world.db.query(`SELECT * FROM worktree_leases ORDER BY lease_id`)).rows,
+      worktrees: (await world.db.query(`SELECT * FROM worktrees ORDER BY worktree_key`)).rows,
+    });
+    const live = await snapshot();
+    expect(live.leases.length).toBeGreaterThan(5);
+    await rebuildProjections(app.get(EventStore), worktreeServiceProjections);
+    expect(await snapshot()).toEqual(live);
   });
 });
