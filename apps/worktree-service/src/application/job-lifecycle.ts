@@ -66,13 +66,14 @@ export class JobLifecycleReactions implements OnModuleInit {
     }
   }
 
+  /** Only a later event of the job service's log moves a job's status (a redelivered older one does not). */
   private async record(sql: pg.PoolClient, event: EventEnvelope, status: string, leaseToken: number | null): Promise<void> {
     await sql.query(
-      `INSERT INTO job_statuses (job_id, status, lease_token, stream_version, updated_at) VALUES ($1, $2, $3, $4, $5)
+      `INSERT INTO job_statuses (job_id, status, lease_token, source_position, updated_at) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status, lease_token = COALESCE(EXCLUDED.lease_token, job_statuses.lease_token),
-         stream_version = EXCLUDED.stream_version, updated_at = EXCLUDED.updated_at
-       WHERE job_statuses.stream_version < EXCLUDED.stream_version`,
-      [(event.data as JobData).jobId, status, leaseToken, event.streamVersion, event.occurredAt],
+         source_position = EXCLUDED.source_position, updated_at = EXCLUDED.updated_at
+       WHERE job_statuses.source_position < EXCLUDED.source_position`,
+      [(event.data as JobData).jobId, status, leaseToken, event.position, event.occurredAt],
     );
   }
 

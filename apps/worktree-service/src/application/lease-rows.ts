@@ -24,7 +24,6 @@ export interface LeaseRow {
 }
 
 export const HOLDING_STATUSES: readonly WorktreeLeaseStatus[] = ['creating_or_reusing', 'syncing', 'ready'];
-export const ENDED_STATUSES: readonly WorktreeLeaseStatus[] = ['released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn'];
 
 export async function findLease(sql: pg.Pool | pg.PoolClient, leaseId: string): Promise<LeaseRow | null> {
   const { rows } = await sql.query<LeaseRow>(`SELECT * FROM worktree_leases WHERE lease_id = $1`, [leaseId]);

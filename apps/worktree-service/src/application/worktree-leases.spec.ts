@@ -229,4 +229,46 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     await rebuildProjections(app.get(EventStore), worktreeServiceProjections);
     expect(await snapshot()).toEqual(live);
   });
+
+  it('acquirers in line get the lock in arrival order', async () => {
+    const key = deriveWorktreeKey(world.git.origin, 'feature/fifo');
+    const first = await acquire(await claimedJob(world), { branch: 'feature/fifo' });
+    const order: string[] = [];
+    const waiters: Array<Promise<WorktreeLeaseGrant>> = [];
+    for (const label of ['second', 'third', 'fourth']) {
+      const jobId = await claimedJob(world);
+      waiters.push(
+        acquire(jobId, { branch: 'feature/fifo', lockTimeoutMs: 30_000 }).then(async (grant) => {
+          order.push(label);
+          await new Promise((r) => setTimeout(r, 50));
+          await release(grant);
+          return grant;
+        }),
+      );
+      await eventually(async () => (await leasesOf(key)).some((l) => l.jobId === jobId && l.status === 'acquiring_lock'), { what: `${label} in line` });
+    }
+    await release(first);
+    const grants = await Promise.all(waiters);
+    expect(order).toEqual(['second', 'third', 'fourth']);
+    expect(grants.map((g) => g.token)).toEqual([first.token + 1, first.token + 2, first.token + 3]);
+  });
+
+  it('the same acquire sent twice at once makes one lease and both get its grant', async () => {
+    const jobId = await claimedJob(world);
+    const [a, b] = await Promise.all([acquire(jobId, { key: `concurrent:${jobId}`, branch: 'feature/dup' }), acquire(jobId, { key: `concurrent:${jobId}`, branch: 'feature/dup' })]);
+    expect(a).toEqual(b);
+    expect(await world.count(`SELECT count(*) AS n FROM worktree_leases WHERE job_id = $1`, [jobId])).toBe(1);
+    await release(a);
+  });
+
+  it('a claim that ends by lease expiry (requeued) releases its worktree lease', async () => {
+    const jobId = await claimedJob(world);
+    const grant = await acquire(jobId, { branch: 'feature/requeued' });
+    await world.publishJobEvent('JobLeaseExpired', jobId, {
+      jobId, runnerId: 'runner-host1-01', leaseToken: 1, attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null,
+      leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(),
+    });
+    await eventually(async () => (await leasesOf(grant.worktreeKey)).find((l) => l.leaseId === grant.leaseId)?.status === 'released', { what: 'released on requeue' });
+    expect(await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'QUEUED'`, [jobId])).toBe(1);
+  });
 });

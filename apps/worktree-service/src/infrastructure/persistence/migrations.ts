@@ -52,7 +52,8 @@ export class WorktreeReadModels1764547200000 implements MigrationInterface {
         job_id          text PRIMARY KEY,
         status          text NOT NULL,
         lease_token     integer,
-        stream_version  integer NOT NULL,
+        -- the job service's log position of the event it was learned from: only a later one overwrites it
+        source_position bigint NOT NULL,
         updated_at      timestamptz NOT NULL
       )`);
   }
