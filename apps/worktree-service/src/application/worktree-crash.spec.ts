@@ -11,13 +11,13 @@ import { serviceEntry, startServiceProcess, type ServiceProcess } from './testin
  * its report — the test-only GANTRY_TEST_KILL_AFTER_GIT hook — then restarted: leases and disk must
  * agree and the next acquire must work.
  */
-const built = existsSync(serviceEntry);
-(built ? describe : describe.skip)('the worktree service killed and restarted (a real process)', () => {
+describe('the worktree service killed and restarted (a real process)', () => {
   let world: TestWorld;
   let service: ServiceProcess | null = null;
   let n = 0;
 
   beforeAll(async () => {
+    if (!existsSync(serviceEntry)) throw new Error(`${serviceEntry} is missing: run \`npx nx run worktree-service:build\` (nx test does it first)`);
     world = await createWorld('wt-crash');
   });
   afterEach(async () => {
