@@ -51,10 +51,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     this.phase = 'reconciled';
     this.sweep.start();
     // Not awaited: the jobs consumer starts with the runtime, after this hook.
-    this.background = this.afterCatchUp().catch((error: unknown) => {
-      this.phase = 'failed';
-      this.log.error('stale reset failed', { error: String(error) });
-    });
+    this.background = this.recoverUntilDone();
   }
 
   async onModuleDestroy(): Promise<void> {
@@ -107,6 +104,20 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
       }
     }
     return plan;
+  }
+
+  /** The stale reset, tried again after a failure (a database or NATS hiccup) until it is done or the service stops. */
+  private async recoverUntilDone(): Promise<void> {
+    while (!this.leases.closing) {
+      try {
+        await this.afterCatchUp();
+        return;
+      } catch (error) {
+        this.phase = 'failed';
+        this.log.error('stale reset failed; trying again', { error: String(error) });
+        await new Promise((r) => setTimeout(r, 2_000));
+      }
+    }
   }
 
   private async afterCatchUp(): Promise<void> {
