@@ -269,6 +269,22 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect(leases.length).toBeGreaterThan(0);
     });
 
+    it('a job that runs longer than its leases keeps them by renewal and finishes on its first attempt', async () => {
+      // job lease 10 s, worktree lease 10 s, renewed every second; the agent works for 12 s
+      const run = code('long', { behaviour: 'commit', delayMs: 12_000, files: { 'src/long.ts': 'long\n' } });
+      const jobId = await system.enqueue({ payload: run.payload });
+      await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
+      await new Promise((r) => setTimeout(r, 11_000));
+      const [job, leases] = await Promise.all([system.job(jobId), system.leases(jobId)]);
+      expect(job).toMatchObject({ status: 'RUNNING', attempt: 1 });
+      expect(Date.parse(job.lease!.leaseExpiresAt)).toBeGreaterThan(Date.now());
+      expect(leases).toHaveLength(1);
+      expect(leases[0]).toMatchObject({ status: 'ready' });
+      expect(Date.parse(leases[0]!.expiresAt!)).toBeGreaterThan(Date.now());
+      const done = await system.terminal(jobId);
+      expect(done).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.payload.branch) });
+    }, 60_000);
+
     it('ten jobs of different kinds and outcomes through both runners: each terminal with its status, every lease released', async () => {
       const landed = await system.origin.commitToMain({ 'src/ten-landed.ts': 'ten\n' }, 'feat: ten landed');
       expect(landed).toMatch(SHA);
