@@ -11,7 +11,7 @@ import {
 } from '@gantry/contracts';
 import { EventStore, fold } from '@gantry/eventstore';
 import { Bus, RetryLater } from '@gantry/messaging';
-import { Consumers, JsonLogger, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import { Consumers, JsonLogger } from '@gantry/service-runtime';
 import {
   checksFailedCommand,
   mergeConflictCommand,
@@ -40,7 +40,6 @@ export class SprintRunReactions implements OnModuleInit {
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
     @Inject(Consumers) private readonly consumers: Consumers,
-    @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
     @Inject(JsonLogger) logger: JsonLogger,
   ) {
     this.log = logger.forComponent('sprint-runs');
@@ -48,7 +47,7 @@ export class SprintRunReactions implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     // The pr-service may start after us; its stream is the same whoever creates it first.
-    await this.bus.ensureEventStream('prs', { replicas: this.config.streamReplicas });
+    await this.bus.ensureForeignEventStream('prs');
     this.consumers.add({ name: 'job-service-sprint-runs-from-jobs', source: 'jobs', handle: (e, sql) => this.onJobEvent(e, sql) });
     this.consumers.add({
       name: 'job-service-sprint-runs-merge-conflicts',

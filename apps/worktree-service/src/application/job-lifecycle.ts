@@ -32,7 +32,7 @@ export class JobLifecycleReactions implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     // The job service may not have started yet: its stream is created here (idempotently) so our consumer can attach.
-    await this.bus.ensureEventStream('jobs');
+    await this.bus.ensureForeignEventStream('jobs');
     this.consumers.add({ name: JOBS_CONSUMER, source: 'jobs', handle: (event, sql) => this.handle(event, sql), logger: this.log });
   }
 

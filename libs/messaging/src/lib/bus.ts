@@ -57,6 +57,21 @@ export class Bus {
     return name;
   }
 
+  /**
+   * Another context's stream, for a consumer that may start before that context's service: created
+   * with defaults when missing, never reconfigured (its owner decides its settings).
+   */
+  async ensureForeignEventStream(context: Context): Promise<string> {
+    const name = streamName(this.naming, context);
+    try {
+      await this.jsm.streams.info(name);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+      await this.ensureStream(name, [eventFilter(this.naming, context)], RetentionPolicy.Limits, {});
+    }
+    return name;
+  }
+
   /** Offers to runners: a work queue, so each offer is delivered to one consumer of its kind. */
   async ensureDispatchStream(options: StreamOptions = {}): Promise<string> {
     const name = dispatchStreamName(this.naming);

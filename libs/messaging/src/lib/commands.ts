@@ -55,7 +55,7 @@ export class CommandServer {
     private readonly bus: Bus,
     readonly context: Context,
     private readonly logger: CommandLogger,
-    private readonly maxConcurrent = 64,
+    private readonly maxConcurrent = Number(process.env.GANTRY_COMMAND_CONCURRENCY ?? 256),
   ) {}
 
   register<C extends CommandContract>(contract: C, handler: CommandHandlerFn<C>): void {
