@@ -15,6 +15,7 @@ import { verifyWorktree } from '../infrastructure/verify/verify-worktree.js';
 import { pushBranch } from '../infrastructure/worktrees/push-branch.js';
 import { WorktreeLeaseClient } from '../infrastructure/worktrees/worktree-lease-client.js';
 import { jobWorkspaceOf, type JobWorkspace } from './job-workspace.js';
+import { recordAgentPid } from './orphaned-agents.js';
 import type { RunnerConfig } from './runner-config.js';
 
 export interface RunnerLog {
@@ -171,6 +172,9 @@ class JobRun {
       killGraceMs: config.agentKillGraceMs,
       tokenExpiredPattern: config.tokenExpiredPattern,
       signal: this.stopAgent.signal,
+      onSpawn: (pid) => {
+        recordAgentPid(this.scratch!, pid).catch((error: unknown) => log.warn('could not record the agent pid', { ...this.fields, error: String(error) }));
+      },
     });
     await this.server.close();
     log.log('agent exited', {

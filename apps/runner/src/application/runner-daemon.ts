@@ -5,6 +5,7 @@ import { JsonLogger, Liveness, Readiness, SERVICE_CONFIG, type ServiceConfig } f
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
 import { Backoff } from './backoff.js';
 import { runClaimedJob, type JobRunOutcome } from './job-run.js';
+import { reapOrphanedAgents } from './orphaned-agents.js';
 import type { RunnerConfig } from './runner-config.js';
 import { Slots } from './slots.js';
 
@@ -66,7 +67,12 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       concurrency: this.config.concurrency,
       agentBin: this.config.agentBin,
     });
-    this.loops.push(this.prepareIntake().then(() => Promise.all(this.config.kinds.map((kind) => this.intakeLoop(kind))).then(() => undefined)));
+    this.loops.push(
+      this.reapOrphans()
+        .then(() => this.prepareIntake())
+        .then(() => Promise.all(this.config.kinds.map((kind) => this.intakeLoop(kind))))
+        .then(() => undefined),
+    );
   }
 
   async beforeApplicationShutdown(): Promise<void> {
@@ -89,6 +95,17 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     this.log.log('no longer taking offers', { runnerId: this.config.runnerId, why });
     for (const wake of [...this.sleepers]) wake();
     this.slots.wakeAll();
+  }
+
+  /** Agents a SIGKILLed predecessor under this runner id left running would otherwise go on writing into released worktrees. */
+  private async reapOrphans(): Promise<void> {
+    try {
+      for (const agent of await reapOrphanedAgents(this.config.scratchDir)) {
+        this.log.warn('stopped an agent left behind by an earlier run of this runner', { pid: agent.pid, killed: agent.killed, scratch: agent.scratch });
+      }
+    } catch (error) {
+      this.log.warn('could not look for agents left behind', { scratchDir: this.config.scratchDir, error: String(error) });
+    }
   }
 
   private async prepareIntake(): Promise<void> {

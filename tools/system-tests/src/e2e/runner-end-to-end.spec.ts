@@ -317,8 +317,12 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       const jobId = await system.enqueue({ payload: run.payload });
       await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started on runner C', timeoutMs: 30_000 });
       await system.stopRunner('runner-c', 'SIGKILL');
-      // The agent runs in its own process group and outlives a SIGKILLed runner; stop it as the host's supervisor would.
-      killGroup((await system.agentStarts(run.record))[0]!.pid);
+      // The agent has its own process group and outlives the SIGKILLed runner; runner C started again
+      // under its id (taking no kind of this job) finds it through its scratch directory and stops it.
+      const orphan = (await system.agentStarts(run.record))[0]!.pid;
+      expect(alive(orphan)).toBe(true);
+      await system.startRunner('runner-c', { kinds: ['IDEA_GRILL'] });
+      await eventually(() => !alive(orphan), { what: 'the orphaned agent stopped', timeoutMs: 10_000 });
       expect((await system.job(jobId)).status).toBe('RUNNING');
       await system.startRunner('runner-d');
       const job = await system.terminal(jobId, 60_000);
@@ -328,7 +332,7 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect(pushes).toHaveLength(1);
       expect(await system.origin.log(run.payload.branch)).toHaveLength(1);
       await system.leasesReleased(jobId);
-      await system.stopRunner('runner-d');
+      await Promise.all([system.stopRunner('runner-c'), system.stopRunner('runner-d')]);
     }, 90_000);
   });
 
@@ -380,13 +384,5 @@ function alive(pid: number): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-function killGroup(pid: number): void {
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // already gone
   }
 }
