@@ -375,6 +375,18 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect((await system.health('runner-e')).status).toBe(503);
       await system.leasesReleased();
     }, 90_000);
+
+    it('is recognised by the CLI\'s expired-token message too (exit 1), not only by exit code 3', async () => {
+      await Promise.all([system.stopRunner('runner-e'), system.stopRunner('runner-f')]);
+      await system.startRunner('runner-h', { kinds: ['PLAN_CHAT'] });
+      const record = system.recordFile('token-message');
+      const jobId = await system.enqueue({ kind: 'PLAN_CHAT', maxAttempts: 1, payload: { standIn: { behaviour: 'token_expired_message', recordArgvTo: record } } });
+      const job = await system.terminal(jobId, 30_000);
+      expect(job.status).toBe('FAILED');
+      expect(job.error).toMatch(/rolled back \(agent token expired \(exit code 1\)\)/);
+      expect(await system.health('runner-h')).toEqual({ status: 503, body: { status: 'unhealthy', reasons: { runner: 'agent token expired' } } });
+      await system.stopRunner('runner-h');
+    }, 60_000);
   });
 });
 
