@@ -1,6 +1,8 @@
 import {
   askQuestion,
   deriveIdempotencyKey,
+  ErrorCode,
+  isGantryError,
   reportAgentStatus,
   finishJob,
   logCommit,
@@ -34,7 +36,7 @@ export class JobLeaseSession {
     private readonly client: CommandClient,
     readonly runnerId: string,
     readonly job: ClaimedJob,
-    private readonly options: { timeoutMs?: number; correlationId?: string } = {},
+    private readonly options: { timeoutMs?: number; correlationId?: string; retries?: number } = {},
   ) {}
 
   get jobId(): string {
@@ -53,8 +55,21 @@ export class JobLeaseSession {
     return deriveIdempotencyKey(`runner/${action}`, { jobId: this.job.jobId, leaseToken: this.job.leaseToken, ...parts });
   }
 
-  private send<T>(call: (opts: { timeoutMs: number; correlationId?: string }) => Promise<T>): Promise<T> {
-    return call({ timeoutMs: this.options.timeoutMs ?? 10_000, correlationId: this.options.correlationId });
+  /**
+   * A command that got no answer (TIMEOUT) or found no job service (UNAVAILABLE) is sent again with
+   * the same idempotency key, so a reply lost after the commit returns the stored result.
+   */
+  private async send<T>(call: (opts: { timeoutMs: number; correlationId?: string }) => Promise<T>): Promise<T> {
+    const retries = this.options.retries ?? 3;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await call({ timeoutMs: this.options.timeoutMs ?? 10_000, correlationId: this.options.correlationId });
+      } catch (error) {
+        const transient = isGantryError(error) && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE);
+        if (!transient || attempt >= retries) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+      }
+    }
   }
 
   renew(leaseDurationMs?: number) {
