@@ -173,16 +173,21 @@ export class E2eSystem {
       .filter((r) => Array.isArray(r.argv));
   }
 
-  /** What the agent reported through update_job_status and ask_question, as the job service recorded it. */
-  async agentReports(jobId: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
+  /** The events of one stream of the job service's log (a job, or its `agentreports-<jobId>`). */
+  async events(streamId: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
     const client = new pg.Client({ connectionString: testDatabaseUrl, options: `-c search_path=${this.name}_jobs` });
     await client.connect();
     try {
-      const { rows } = await client.query(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [`agentreports-${jobId}`]);
+      const { rows } = await client.query(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [streamId]);
       return rows;
     } finally {
       await client.end();
     }
+  }
+
+  /** What the agent reported through update_job_status and ask_question, as the job service recorded it. */
+  agentReports(jobId: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
+    return this.events(`agentreports-${jobId}`);
   }
 
   recordFile(label: string): string {

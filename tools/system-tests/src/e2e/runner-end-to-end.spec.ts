@@ -178,6 +178,21 @@ describe('the runner end to end: job service, worktree service, two runners, a r
         await system.leasesReleased(job.jobId);
       });
 
+      it('part of the plan already on the target: the pre-check logs what it found, the agent does the rest → PARTIAL → DONE / DONE', async () => {
+        const landed = await system.origin.commitToMain({ 'src/half-a.ts': 'export const a = 1;\n' }, 'feat: first half landed');
+        const run = code('half-done', { behaviour: 'commit', files: { 'src/half-b.ts': 'export const b = 2;\n' } }, {
+          expectedChanges: [{ path: 'src/half-a.ts', contains: 'a = 1' }, { path: 'src/half-b.ts', contains: 'b = 2' }],
+        });
+        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: landed, headSha: await system.origin.sha(run.payload.branch) });
+        expect(await system.agentStarts(run.record)).toHaveLength(1);
+        const logged = (await system.events(job.jobId)).filter((e) => e.type === 'ImplementationLogged').map((e) => e.data);
+        expect(logged).toHaveLength(2);
+        expect(logged[0]).toMatchObject({ alreadyPresent: { extent: 'PARTIAL', commitSha: landed }, summary: expect.stringContaining('left to do: src/half-b.ts') });
+        const finished = (await system.events(job.jobId)).find((e) => e.type === 'JobFinished')!.data;
+        expect(finished).toMatchObject({ facts: expect.objectContaining({ verifyResult: 'PARTIAL', newCommit: true }) });
+      });
+
       it('DIVERGENT, identical to a branch already merged → SKIPPED / DONE', async () => {
         const merged = branch('merged');
         await system.origin.branchWith(merged, { 'src/coupon.ts': 'export const coupon = 10;\n' }, 'feat: coupon');
