@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { KIND_DEFAULTS, type JobKind, type JobView } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { E2eSystem } from './e2e-system.js';
@@ -303,25 +304,57 @@ describe('the runner end to end: job service, worktree service, two runners, a r
     it('ten jobs of different kinds and outcomes through both runners: each terminal with its status, every lease released', async () => {
       const landed = await system.origin.commitToMain({ 'src/ten-landed.ts': 'ten\n' }, 'feat: ten landed');
       expect(landed).toMatch(SHA);
-      const specs: { expected: JobView['status']; enqueue: () => Promise<string> }[] = [
-        ...[1, 2, 3].map((i) => ({ expected: 'DONE' as const, enqueue: () => system.enqueue({ payload: code(`ten-commit-${i}`, { behaviour: 'commit', files: { [`src/ten-${i}.ts`]: `${i}\n` } }).payload }) })),
-        { expected: 'DONE', enqueue: () => system.enqueue({ kind: 'SPRINT_IMPLEMENTATION', payload: code('ten-sprint', { behaviour: 'delete_only', delete: ['docs/old.md'] }).payload }) },
-        { expected: 'FAILED', enqueue: () => system.enqueue({ payload: code('ten-empty', { behaviour: 'nothing' }).payload }) },
-        { expected: 'FAILED', enqueue: () => system.enqueue({ payload: code('ten-tests', { behaviour: 'failing_tests', files: { 'src/t.ts': 't\n' } }).payload }) },
+      const withRecord = (label: string, standIn: Record<string, unknown>) => ({ standIn: { ...standIn, recordArgvTo: system.recordFile(label) } });
+      const specs: { label: string; expected: JobView['status']; kind?: JobKind; maxAttempts?: number; payload: Record<string, unknown> }[] = [
+        ...[1, 2, 3].map((i) => ({
+          label: `ten-commit-${i}`,
+          expected: 'DONE' as const,
+          payload: code(`ten-commit-${i}`, { behaviour: 'commit', delayMs: 500, files: { [`src/ten-${i}.ts`]: `${i}\n` } }).payload,
+        })),
+        { label: 'ten-sprint', expected: 'DONE', kind: 'SPRINT_IMPLEMENTATION', payload: code('ten-sprint', { behaviour: 'delete_only', delete: ['docs/old.md'] }).payload },
+        { label: 'ten-empty', expected: 'FAILED', payload: code('ten-empty', { behaviour: 'nothing', delayMs: 500 }).payload },
+        { label: 'ten-tests', expected: 'FAILED', payload: code('ten-tests', { behaviour: 'failing_tests', files: { 'src/t.ts': 't\n' } }).payload },
         {
+          label: 'ten-skip',
           expected: 'SKIPPED',
-          enqueue: () => system.enqueue({ payload: code('ten-skip', { behaviour: 'commit', files: { 'x.ts': 'x\n' } }, { expectedChanges: [{ path: 'src/ten-landed.ts' }] }).payload }),
+          payload: code('ten-skip', { behaviour: 'commit', files: { 'x.ts': 'x\n' } }, { expectedChanges: [{ path: 'src/ten-landed.ts' }] }).payload,
         },
-        { expected: 'DONE', enqueue: () => system.enqueue({ kind: 'REVIEW', payload: { standIn: { behaviour: 'nothing' } } }) },
-        { expected: 'DONE', enqueue: () => system.enqueue({ kind: 'IDEA_GRILL', payload: { standIn: { behaviour: 'nothing' } } }) },
-        { expected: 'FAILED', enqueue: () => system.enqueue({ kind: 'PLAN_CHAT', maxAttempts: 1, payload: { standIn: { behaviour: 'exit_nonzero', exitCode: 2 } } }) },
+        { label: 'ten-review', expected: 'DONE', kind: 'REVIEW', payload: withRecord('ten-review', { behaviour: 'nothing', delayMs: 500 }) },
+        { label: 'ten-grill', expected: 'DONE', kind: 'IDEA_GRILL', payload: withRecord('ten-grill', { behaviour: 'nothing', delayMs: 500 }) },
+        { label: 'ten-exit', expected: 'FAILED', kind: 'PLAN_CHAT', maxAttempts: 1, payload: withRecord('ten-exit', { behaviour: 'exit_nonzero', exitCode: 2 }) },
       ];
-      const jobIds = await Promise.all(specs.map((s) => s.enqueue()));
+      const jobIds = await Promise.all(specs.map((s) => system.enqueue({ kind: s.kind, maxAttempts: s.maxAttempts, payload: s.payload })));
       const jobs = await Promise.all(jobIds.map((id) => system.terminal(id, 90_000)));
       expect(jobs.map((j) => j.status)).toEqual(specs.map((s) => s.expected));
       expect(jobs[9]!.error).toMatch(/agent exited with code 2 without finishing the job/);
       for (const job of jobs) expect(job.lease).toBeNull();
       await system.leasesReleased();
+
+      // each DONE code job's branch reached the origin in exactly one push
+      for (const [i, spec] of specs.entries()) {
+        const branchName = spec.payload.branch as string | undefined;
+        if (!branchName) continue;
+        const pushes = (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${branchName}`);
+        expect({ label: spec.label, pushes: pushes.length }).toEqual({ label: spec.label, pushes: jobs[i]!.status === 'DONE' ? 1 : 0 });
+      }
+
+      // both runners took part, and neither ran more than its two agents at once
+      const runs: { runner: string; from: number; to: number }[] = [];
+      for (const spec of specs) {
+        const lines = (await readFile(system.recordFile(spec.label), 'utf8').catch(() => '')).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+        const start = lines.find((l) => Array.isArray(l.argv));
+        const exit = lines.find((l) => 'exit' in l);
+        if (!start) continue;
+        const runner = /\/scratch\/(runner-[a-z])\//.exec(flagsOf(start.argv)['--mcp-config']!)![1]!;
+        runs.push({ runner, from: Date.parse(start.at), to: Date.parse(exit.at) });
+      }
+      expect(runs).toHaveLength(9);
+      expect(new Set(runs.map((r) => r.runner))).toEqual(new Set(['runner-a', 'runner-b']));
+      for (const runner of ['runner-a', 'runner-b']) {
+        const mine = runs.filter((r) => r.runner === runner);
+        const mostAtOnce = Math.max(...mine.map((r) => mine.filter((o) => o.from <= r.from && r.from < o.to).length));
+        expect({ runner, mostAtOnce: mostAtOnce <= 2 }).toEqual({ runner, mostAtOnce: true });
+      }
     }, 120_000);
   });
 
