@@ -96,6 +96,19 @@ describe('taking offers from the dispatch stream', () => {
     held!.ack();
   });
 
+  it('fails the pull of a consumer that was deleted, and takes offers again once the consumer is re-created', async () => {
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000 });
+    await a.ensure(['PLAN_CHAT']);
+    expect(await a.next('PLAN_CHAT', 1000)).toBeNull();
+    await busB.jsm.consumers.delete(dispatchStreamName(naming), dispatchConsumerName('PLAN_CHAT'));
+    await expect(a.next('PLAN_CHAT', 1000)).rejects.toThrow();
+    await a.ensure(['PLAN_CHAT']);
+    await publish(offer(6, 'PLAN_CHAT'));
+    const again = await a.next('PLAN_CHAT', 2000);
+    expect(again?.offer?.jobId).toBe(offer(6).jobId);
+    again!.ack();
+  });
+
   it('terminates a message that is not an offer of the kind and hands the runner no job', async () => {
     const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000 });
     await busA.js.publish(dispatchSubject(naming, 'REVIEW'), JSON.stringify({ jobId: 'nope' }));

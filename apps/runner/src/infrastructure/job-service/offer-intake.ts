@@ -1,4 +1,4 @@
-import { AckPolicy, DeliverPolicy, type JsMsg } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, type Consumer, type JsMsg } from '@nats-io/jetstream';
 import { dispatchStreamName, dispatchSubject, JobOfferSchema, type JobKind, type JobOffer } from '@gantry/contracts';
 import { isNotFound, type Bus } from '@gantry/messaging';
 
@@ -34,6 +34,8 @@ export interface DispatchIntakeOptions {
  * kind, created idempotently by whichever runner comes first.
  */
 export class DispatchIntake {
+  private readonly consumers = new Map<JobKind, Consumer>();
+
   constructor(private readonly options: DispatchIntakeOptions) {}
 
   async ensure(kinds: readonly JobKind[]): Promise<void> {
@@ -67,10 +69,19 @@ export class DispatchIntake {
   /** Waits up to `expiresMs` for one offer of `kind`; null when none came. */
   async next(kind: JobKind, expiresMs: number): Promise<HeldOffer | null> {
     const { bus } = this.options;
-    const consumer = await bus.js.consumers.get(dispatchStreamName(bus.naming), dispatchConsumerName(kind));
-    const msg = await consumer.next({ expires: Math.max(1000, expiresMs) });
-    if (!msg) return null;
-    return held(kind, msg);
+    let consumer = this.consumers.get(kind);
+    if (!consumer) {
+      consumer = await bus.js.consumers.get(dispatchStreamName(bus.naming), dispatchConsumerName(kind));
+      this.consumers.set(kind, consumer);
+    }
+    try {
+      const msg = await consumer.next({ expires: Math.max(1000, expiresMs) });
+      return msg ? held(kind, msg) : null;
+    } catch (error) {
+      // Looked up again next time: the consumer may have been deleted and re-created.
+      this.consumers.delete(kind);
+      throw error;
+    }
   }
 }
 
