@@ -36,7 +36,9 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private readonly loops: Promise<void>[] = [];
   private readonly running = new Set<Promise<void>>();
   private readonly shutdown = new AbortController();
-  private readonly backoff: Backoff;
+  /** Separate counts: pulls that keep working must not reset the backoff of claims that keep failing. */
+  private readonly intakeBackoff: Backoff;
+  private readonly claimBackoff: Backoff;
   private readonly log: ReturnType<JsonLogger['forComponent']>;
   private readonly sleepers = new Set<() => void>();
 
@@ -51,7 +53,9 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   ) {
     this.slots = new Slots(config.concurrency);
     this.intake = new DispatchIntake({ bus, ackWaitMs: config.offerAckWaitMs, streamReplicas: serviceConfig.streamReplicas });
-    this.backoff = new Backoff({ initialMs: config.backoffInitialMs, maxMs: config.backoffMaxMs });
+    const backoff = { initialMs: config.backoffInitialMs, maxMs: config.backoffMaxMs };
+    this.intakeBackoff = new Backoff(backoff);
+    this.claimBackoff = new Backoff(backoff);
     this.log = logger.forComponent('runner');
   }
 
@@ -113,10 +117,10 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       try {
         await this.intake.ensure(this.config.kinds);
         this.intakeReady = true;
-        this.backoff.succeed();
+        this.intakeBackoff.succeed();
         return;
       } catch (error) {
-        const delay = this.backoff.fail();
+        const delay = this.intakeBackoff.fail();
         this.log.warn('dispatch consumers not ready; retrying', { error: String(error), retryInMs: delay });
         await this.sleep(delay);
       }
@@ -130,9 +134,9 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       let held: HeldOffer | null;
       try {
         held = await this.intake.next(kind, this.config.offerPollMs);
-        this.backoff.succeed();
+        this.intakeBackoff.succeed();
       } catch (error) {
-        const delay = this.backoff.fail();
+        const delay = this.intakeBackoff.fail();
         this.log.warn('taking an offer failed; backing off', { kind, error: String(error), retryInMs: delay });
         await this.sleep(delay);
         // The consumer or the stream may have been removed: put them back before the next pull.
@@ -183,13 +187,13 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
           held.ack();
           return;
         }
-        const delay = this.backoff.fail();
+        const delay = this.claimBackoff.fail();
         this.log.warn('claim failed; the offer goes back', { ...fields, error: String(error), retryInMs: delay });
         held.nak(delay);
         await this.sleep(delay);
         return;
       }
-      this.backoff.succeed();
+      this.claimBackoff.succeed();
       this.log.log('job claimed', { ...fields, leaseToken: claimed.leaseToken, leaseExpiresAt: claimed.leaseExpiresAt });
       const outcome = await runClaimedJob(
         claimed,
