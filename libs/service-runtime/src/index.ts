@@ -6,3 +6,4 @@ export * from './lib/command-handler.decorator.js';
 export * from './lib/runtime.module.js';
 export * from './lib/bootstrap.js';
 export * from './lib/http.controllers.js';
+export * from './lib/command-metadata.js';

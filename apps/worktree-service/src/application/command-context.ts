@@ -1,27 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { CommandMetadata, IdempotencyOptions } from '@gantry/eventstore';
-import type { CommandContext } from '@gantry/messaging';
+import { commandMetadata } from '@gantry/service-runtime';
 
-type CallMeta = { correlationId?: string; causationId?: string; actor?: string };
-
-/** The request without the fields that are about the call: what an idempotency key protects. */
-export function intentOf<T extends CallMeta>(request: T): Omit<T, keyof CallMeta> {
-  const { correlationId: _c, causationId: _k, actor: _a, ...intent } = request;
-  return intent;
-}
-
-export function metadataOf(request: CallMeta, context: Pick<CommandContext, 'correlationId'> | undefined): CommandMetadata {
-  return {
-    correlationId: request.correlationId ?? context?.correlationId ?? 'worktree-service',
-    causationId: request.causationId ?? null,
-    actor: request.actor ?? null,
-  };
-}
-
-/** Keys are unique per command: the same key on two commands names two intents. */
-export function idempotencyFor<T extends CallMeta & { idempotencyKey: string }>(command: string, request: T): IdempotencyOptions {
-  return { scope: `worktrees.${command}`, key: request.idempotencyKey, request: intentOf(request) };
-}
+export const { metadataOf, idempotencyFor } = commandMetadata('worktrees');
 
 /**
  * The lease id of an acquire: derived from its idempotency key, so a retry of the same acquire —

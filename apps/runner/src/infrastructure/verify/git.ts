@@ -1,11 +1,7 @@
-import { execFile } from 'node:child_process';
 import { ErrorCode, GantryError } from '@gantry/contracts';
+import { runGit, type GitResult } from '@gantry/git';
 
-export interface GitResult {
-  stdout: string;
-  stderr: string;
-  exitCode: number;
-}
+export type { GitResult };
 
 export interface GitOptions {
   /** Exit codes that answer a question rather than signal a failure (e.g. 1 for `merge-base --is-ancestor`). */
@@ -13,40 +9,23 @@ export interface GitOptions {
   maxBufferBytes?: number;
   /** Written to git's stdin (e.g. patches for `git patch-id`). */
   input?: string;
+  /** Default 10 minutes: long enough for a push of a large branch, short enough that a hung git ends. */
+  timeoutMs?: number;
 }
 
 /**
- * Runs git in `cwd` without a shell. `protocol.ext.allow=never` keeps a crafted remote URL from
- * running commands; callers pass revisions as resolved SHAs and put paths after `--`, so nothing an
- * agent wrote into a branch name or a file name can be read as an option.
+ * Runs git in `cwd` through the shared hardened runner (no shell, no `ext`/`fd` transports, no
+ * repository-configured fsmonitor or hooks — an agent can write to the repository's config).
+ * Callers pass revisions as resolved SHAs and put paths after `--`, so nothing an agent wrote into
+ * a branch name or a file name can be read as an option.
  */
 export function git(cwd: string, args: readonly string[], options: GitOptions = {}): Promise<GitResult> {
-  const okExitCodes = options.okExitCodes ?? [];
-  return new Promise((resolve, reject) => {
-    const child = execFile(
-      'git',
-      ['-c', 'protocol.ext.allow=never', ...args],
-      {
-        cwd,
-        maxBuffer: options.maxBufferBytes ?? 64 * 1024 * 1024,
-        env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_OPTIONAL_LOCKS: '0', LC_ALL: 'C' },
-        encoding: 'utf8',
-      },
-      (error, stdout, stderr) => {
-        if (!error) return resolve({ stdout, stderr, exitCode: 0 });
-        const exitCode = typeof error.code === 'number' ? error.code : null;
-        if (exitCode !== null && okExitCodes.includes(exitCode)) return resolve({ stdout, stderr, exitCode });
-        reject(
-          new GantryError(ErrorCode.INTERNAL, `git ${args[0]} failed in ${cwd}: ${(stderr || error.message).trim()}`, {
-            gitArgs: args,
-            exitCode,
-          }),
-        );
-      },
-    );
-    // A git that exits without reading its stdin closes the pipe (EPIPE); its exit code already says what happened.
-    child.stdin?.on('error', () => undefined);
-    child.stdin?.end(options.input);
+  return runGit(args, {
+    cwd,
+    timeoutMs: options.timeoutMs ?? 600_000,
+    okExitCodes: options.okExitCodes,
+    input: options.input,
+    maxBufferBytes: options.maxBufferBytes,
   });
 }
 

@@ -1,4 +1,4 @@
-export { runGit, GitCommandError, type GitResult, type GitRunOptions } from './git-command.js';
+export { runGit, GitCommandError, type GitResult, type GitRunOptions } from '@gantry/git';
 export {
   openGitWorkspace,
   resolveInsideRoot,

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { serializedOnClone } from './clone-queue.js';
-import { runGit } from './git-command.js';
+import { runGit } from '@gantry/git';
 import { assertRepositoryUrl, clonePathFor, type GitWorkspace } from './workspace.js';
 
 export interface SharedClone {

@@ -9,7 +9,7 @@ import {
   repositoryUrlProblem,
   WorktreeKeySchema,
 } from '@gantry/contracts';
-import { runGit } from './git-command.js';
+import { runGit } from '@gantry/git';
 
 /*
  * The layout under the configured root, and the checks every input passes before git or the file

@@ -2,7 +2,7 @@ import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError, rescueBranchName } from '@gantry/contracts';
 import { serializedOnClone } from './clone-queue.js';
-import { runGit } from './git-command.js';
+import { runGit } from '@gantry/git';
 import { parseWorktreeListPorcelain, type WorktreeListEntry } from './worktree-list.js';
 import { ensureSharedClone } from './shared-clone.js';
 import {

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 
 /*
- * The only way this service runs git: `execFile('git', args)` — no shell — with transports that
+ * The only way Gantry runs git (the worktree service and the runner alike): `execFile('git', args)` — no shell — with transports that
  * run commands disabled, no terminal prompts, no repository-configured programs (fsmonitor,
  * hooks), and a timeout. Callers put operands after `--` wherever git accepts it.
  */
@@ -27,6 +27,11 @@ function gitEnvironment(): NodeJS.ProcessEnv {
 export interface GitRunOptions {
   /** Kill git after this long; the call then fails with TIMEOUT. */
   timeoutMs: number;
+  /** Directory git runs in (callers may use `-C <dir>` instead). */
+  cwd?: string;
+  /** Written to git's stdin (e.g. patches for `git patch-id`). */
+  input?: string;
+  maxBufferBytes?: number;
   /** Exit codes that are answers, not failures (e.g. 1 for `merge-base --is-ancestor`). */
   okExitCodes?: readonly number[];
 }
@@ -50,10 +55,18 @@ export function runGit(args: readonly string[], options: GitRunOptions): Promise
   const fullArgs = [...HARDENING, ...args];
   const okExitCodes = options.okExitCodes ?? [];
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       'git',
       fullArgs,
-      { env: gitEnvironment(), timeout: options.timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 * 1024 * 1024, encoding: 'utf8', windowsHide: true },
+      {
+        cwd: options.cwd,
+        env: gitEnvironment(),
+        timeout: options.timeoutMs,
+        killSignal: 'SIGKILL',
+        maxBuffer: options.maxBufferBytes ?? 64 * 1024 * 1024,
+        encoding: 'utf8',
+        windowsHide: true,
+      },
       (error, stdout, stderr) => {
         if (!error) return resolve({ stdout, stderr, exitCode: 0 });
         const failure = error as NodeJS.ErrnoException & { code?: number | string; killed?: boolean; signal?: string | null };
@@ -71,5 +84,8 @@ export function runGit(args: readonly string[], options: GitRunOptions): Promise
         reject(new GitCommandError(`${command} failed (exit ${exitCode ?? '?'}): ${said || error.message}`, details));
       },
     );
+    // A git that exits without reading its stdin closes the pipe (EPIPE); its exit code already says what happened.
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(options.input);
   });
 }

@@ -1,0 +1,1 @@
+export { runGit, GitCommandError, type GitResult, type GitRunOptions } from './git-command.js';
