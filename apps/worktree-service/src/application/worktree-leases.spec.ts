@@ -174,13 +174,11 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     writeFileSync(path.join(grant.path, 'left-behind.txt'), 'work the runner never committed\n');
     const finished = { ...JobFinished.examples.valid[0], jobId, leaseToken: 1 };
     expect(JobFinished.data.safeParse(finished).success).toBe(true);
-    const startedAt = Date.now();
     await world.publishJobEvent('JobFinished', jobId, finished);
     await eventually(async () => (await leasesOf(grant.worktreeKey)).find((l) => l.leaseId === grant.leaseId)?.status === 'released', {
       what: 'lease released by the job event',
       timeoutMs: 10_000,
     });
-    expect(Date.now() - startedAt).toBeLessThan(10_000);
     const { rows } = await world.db.query(`SELECT release_reason, rescue_branch FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId]);
     expect(rows[0].release_reason).toBe('job_terminal');
     expect(git(grant.path, 'show', `${rows[0].rescue_branch}:left-behind.txt`)).toBe('work the runner never committed');

@@ -50,10 +50,9 @@ describe('running the agent process (with the stand-in agent)', () => {
   });
 
   it('a hung agent is stopped with SIGTERM at its timeout', async () => {
-    const started = Date.now();
     const result = await run({ behaviour: 'hang' }, { timeoutMs: 1500, killGraceMs: 5000 });
+    // SIGTERM (not the SIGKILL that follows the grace period) is what ended it.
     expect(result).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM', tokenExpired: false });
-    expect(Date.now() - started).toBeLessThan(5000);
     expect(job!.reporter.methods()).toEqual(['logImplementation']);
   });
 
