@@ -8,20 +8,26 @@ const schema = benchName('append');
 await migrate({ url: databaseUrl, schema });
 const pool = createPool({ url: databaseUrl, schema, max: 16 });
 const store = new EventStore({ pool, schema });
+const grouped = new EventStore({ pool, schema, groupCommit: { maxGroups: 4, maxBatch: 32 } });
 const total = Number(process.env.BENCH_APPENDS ?? 2000);
 const meta = { correlationId: 'bench' };
 
 const plain = () => store.append(`s-${randomUUID()}`, 0, [{ type: 'Happened', data: { at: Date.now() } }], meta);
-const command = () => {
+const commandOn = (target) => () => {
   const key = randomUUID();
-  return store.execute({ metadata: meta, idempotency: { scope: 'bench', key, request: { key } } }, (uow) =>
+  return target.execute({ metadata: meta, idempotency: { scope: 'bench', key, request: { key } } }, (uow) =>
     uow.append(`s-${key}`, 0, [{ type: 'Happened', data: { key } }]),
   );
 };
 
 try {
-  for (const [label, op] of [['append', plain], ['command (receipt + append)', command]]) {
-    for (const writers of [1, 8]) {
+  const runs = [
+    ['append', plain, [1, 8]],
+    ['command (receipt + append)', commandOn(store), [1, 8, 32]],
+    ['command, group commit', commandOn(grouped), [1, 8, 32]],
+  ];
+  for (const [label, op, writerCounts] of runs) {
+    for (const writers of writerCounts) {
       const r = await measure(total, writers, op);
       console.log(`${label.padEnd(28)} writers=${writers}  ${String(r.perSecond).padStart(5)}/s  p50=${r.p50}ms p99=${r.p99}ms (n=${r.n})`);
     }

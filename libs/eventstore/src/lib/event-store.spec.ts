@@ -26,11 +26,14 @@ describe('event store', () => {
   const schema = uniqueName('eventstore');
   let pool: pg.Pool;
   let store: EventStore;
+  let grouped: EventStore;
 
   beforeAll(async () => {
     await migrate({ url: testDatabaseUrl, schema });
     pool = createPool({ url: testDatabaseUrl, schema, max: 25 });
     store = new EventStore({ pool, schema });
+    // Two group transactions at most, so concurrent commands really share transactions.
+    grouped = new EventStore({ pool, schema, groupCommit: { maxGroups: 2, maxBatch: 8 } });
   });
   afterAll(async () => {
     await pool.end();
@@ -78,9 +81,10 @@ describe('event store', () => {
     expect(Number((await pool.query('SELECT count(*) FROM outbox o JOIN events e USING (position) WHERE e.stream_id = $1', [stream])).rows[0].count)).toBe(2);
   });
 
-  describe('idempotency', () => {
+  describe.each(['one transaction per command', 'group commit'])('idempotency (%s)', (mode) => {
+    const target = () => (mode === 'group commit' ? grouped : store);
     const run = (streamId: string, key: string, by: number, options: { max?: number; ttlMs?: number } = {}) =>
-      handleWithDecider(store, {
+      handleWithDecider(target(), {
         decider: counter,
         streamId,
         command: { type: 'increment', by, max: options.max },
@@ -147,18 +151,77 @@ describe('event store', () => {
       const stream = `s-${randomUUID()}`;
       const key = randomUUID();
       await expect(
-        store.execute({ metadata: meta, idempotency: { scope: 'counter', key, request: 1 } }, async (uow) => {
+        target().execute({ metadata: meta, idempotency: { scope: 'counter', key, request: 1 } }, async (uow) => {
           await uow.append(stream, 0, [{ type: 'Incremented', data: { by: 1 } }]);
           throw new Error('crash between two steps');
         }),
       ).rejects.toThrow('crash between two steps');
       expect(await countEvents(stream)).toBe(0);
-      const retry = await store.execute({ metadata: meta, idempotency: { scope: 'counter', key, request: 1 } }, async (uow) => {
+      const retry = await target().execute({ metadata: meta, idempotency: { scope: 'counter', key, request: 1 } }, async (uow) => {
         await uow.append(stream, 0, [{ type: 'Incremented', data: { by: 1 } }]);
         return 'done';
       });
       expect(retry).toMatchObject({ result: 'done', replayed: false });
       expect(await countEvents(stream)).toBe(1);
+    });
+  });
+
+  describe('group commit', () => {
+    it('members of one group fail alone: a refusal and a crash leave the others committed', async () => {
+      const single = new EventStore({ pool, schema, groupCommit: { maxGroups: 1, maxBatch: 16 } });
+      const streams = Array.from({ length: 6 }, () => `s-${randomUUID()}`);
+      const outcomes = await Promise.allSettled(
+        streams.map((stream, i) =>
+          single.execute({ metadata: meta, idempotency: { scope: 'group', key: randomUUID(), request: i } }, async (uow) => {
+            await uow.append(stream, 0, [{ type: 'Happened', data: { i } }]);
+            if (i === 2) throw new GantryError(ErrorCode.INVALID_TRANSITION, 'refused on purpose');
+            if (i === 4) throw new Error('crash inside the handler');
+            return i;
+          }),
+        ),
+      );
+      expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'rejected', 'fulfilled']);
+      expect((outcomes[2] as PromiseRejectedResult).reason).toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+      expect(String((outcomes[4] as PromiseRejectedResult).reason)).toMatch(/crash inside the handler/);
+      const counts = await Promise.all(streams.map(countEvents));
+      expect(counts).toEqual([1, 1, 0, 1, 0, 1]);
+    });
+
+    it('commands queued behind a busy group share one transaction', async () => {
+      const single = new EventStore({ pool, schema, groupCommit: { maxGroups: 1, maxBatch: 16 } });
+      const streams = Array.from({ length: 10 }, () => `s-${randomUUID()}`);
+      const appended = await Promise.all(
+        streams.map((stream) => single.execute({ metadata: meta }, (uow) => uow.append(stream, 0, [{ type: 'Happened', data: {} }]))),
+      );
+      const { rows } = await pool.query<{ tx: string }>(
+        `SELECT DISTINCT tx_id::text AS tx FROM events WHERE stream_id = ANY($1)`,
+        [streams],
+      );
+      expect(appended.every((a) => a.events.length === 1)).toBe(true);
+      expect(rows.length).toBeLessThan(streams.length); // at least two commands shared a commit
+    });
+
+    it('a group whose transaction dies loses every member\'s writes and rejects them all', async () => {
+      const single = new EventStore({ pool, schema, groupCommit: { maxGroups: 1, maxBatch: 16 } });
+      const streams = Array.from({ length: 4 }, () => `s-${randomUUID()}`);
+      // The first command holds the only group open until the others have queued behind it.
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const first = single.execute({ metadata: meta }, async (uow) => {
+        await uow.append(`s-${randomUUID()}`, 0, [{ type: 'Happened', data: {} }]);
+        await gate;
+      });
+      const rest = streams.map((stream, i) =>
+        single.execute({ metadata: meta }, async (uow) => {
+          await uow.append(stream, 0, [{ type: 'Happened', data: {} }]);
+          if (i === 3) await uow.sql.query('SELECT pg_terminate_backend(pg_backend_pid())');
+        }),
+      );
+      release();
+      await first;
+      const outcomes = await Promise.allSettled(rest);
+      expect(outcomes.every((o) => o.status === 'rejected')).toBe(true);
+      expect(await Promise.all(streams.map(countEvents))).toEqual([0, 0, 0, 0]);
     });
   });
 });

@@ -20,6 +20,11 @@ export interface EventStoreOptions {
   inlineProjections?: Projection[];
   /** Attempts of a command that meets VERSION_CONFLICT (reload and decide again). */
   maxAttempts?: number;
+  /**
+   * Let concurrent commands share a transaction: at most `maxGroups` transactions at once, each
+   * with at most `maxBatch` commands. Off when absent.
+   */
+  groupCommit?: { maxGroups: number; maxBatch: number };
   clock?: () => Date;
 }
 
@@ -63,6 +68,50 @@ function isUniqueViolation(error: unknown, constraint?: string): boolean {
 
 type Receipt = { ok: true; result: unknown } | { ok: false; error: ErrorPayload };
 
+type ExecuteOptions = { metadata: CommandMetadata; idempotency?: IdempotencyOptions };
+
+/** How one command ended inside its transaction. */
+type Outcome<R> =
+  | { kind: 'done'; result: R; events: StoredEvent[] }
+  | { kind: 'refused'; error: GantryError }
+  | { kind: 'replayed'; receipt: Receipt };
+
+interface GroupMember {
+  options: ExecuteOptions;
+  handler: (uow: UnitOfWork) => Promise<unknown>;
+  resolve: (result: ExecuteResult<unknown>) => void;
+  reject: (error: unknown) => void;
+}
+
+/** What the caller of execute() sees: the result, or the (stored) refusal thrown. */
+function settle<R>(outcome: Outcome<R>): ExecuteResult<R> {
+  switch (outcome.kind) {
+    case 'done':
+      return { result: outcome.result, replayed: false, events: outcome.events };
+    case 'refused':
+      throw outcome.error;
+    case 'replayed':
+      if (!outcome.receipt.ok) throw GantryError.fromPayload(outcome.receipt.error);
+      return { result: outcome.receipt.result as R, replayed: true, events: [] };
+  }
+}
+
+function settleMember(member: GroupMember, outcome: Outcome<unknown> | { kind: 'failed'; error: unknown }): void {
+  if (outcome.kind === 'failed') return member.reject(outcome.error);
+  try {
+    member.resolve(settle(outcome));
+  } catch (error) {
+    member.reject(error);
+  }
+}
+
+/** A conflict with a concurrent writer: deciding again on fresh state may well succeed. */
+function isRetryable(error: unknown): boolean {
+  if (error instanceof GantryError) return error.code === ErrorCode.VERSION_CONFLICT;
+  const code = (error as { code?: string })?.code;
+  return code === '40P01' || code === '40001'; // deadlock detected, serialization failure
+}
+
 /** What a command handler gets: the open transaction and the log operations inside it. */
 export class UnitOfWork {
   readonly appended: StoredEvent[] = [];
@@ -100,8 +149,12 @@ export class EventStore {
   private readonly inlineProjections: Projection[];
   private readonly maxAttempts: number;
   readonly clock: () => Date;
+  private readonly grouping: { maxGroups: number; maxBatch: number } | null;
+  private readonly waiting: GroupMember[] = [];
+  private groupsInFlight = 0;
 
   constructor(options: EventStoreOptions) {
+    this.grouping = options.groupCommit ?? null;
     this.pool = options.pool;
     this.schema = options.schema;
     this.inlineProjections = options.inlineProjections ?? [];
@@ -235,68 +288,147 @@ export class EventStore {
     options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions },
     handler: (uow: UnitOfWork) => Promise<R>,
   ): Promise<ExecuteResult<R>> {
+    if (this.grouping) return this.submitToGroup(options, handler);
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.executeOnce(options, handler);
+        return settle(await this.executeAlone(options, handler));
       } catch (error) {
-        const retryable = error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT;
-        if (!retryable || attempt >= this.maxAttempts) throw error;
+        if (!isRetryable(error) || attempt >= this.maxAttempts) throw error;
       }
     }
   }
 
-  private async executeOnce<R>(
-    options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions },
-    handler: (uow: UnitOfWork) => Promise<R>,
-  ): Promise<ExecuteResult<R>> {
-    const { idempotency } = options;
+  /** One command, one transaction. */
+  private async executeAlone<R>(options: ExecuteOptions, handler: (uow: UnitOfWork) => Promise<R>): Promise<Outcome<R>> {
     const client = await this.pool.connect();
+    let broken = false;
+    const onError = () => {
+      broken = true; // reported through the failing query; the listener keeps it from crashing the process
+    };
+    client.on('error', onError);
     let open = false;
     try {
       await client.query('BEGIN');
       open = true;
-      const requestHash = idempotency ? canonicalHash(idempotency.request) : null;
-      if (idempotency && requestHash) {
-        const stored = await this.claimReceipt(client, idempotency, requestHash);
-        if (stored) {
-          await client.query('ROLLBACK');
-          open = false;
-          if (!stored.ok) throw GantryError.fromPayload(stored.error);
-          return { result: stored.result as R, replayed: true, events: [] };
-        }
-        await client.query('SAVEPOINT gantry_command');
-      }
-      const uow = new UnitOfWork(client, this, options.metadata, idempotency?.key ?? null);
-      let receipt: Receipt;
-      let outcome: { result: R } | { error: GantryError };
-      try {
-        const result = await handler(uow);
-        receipt = { ok: true, result: result ?? null };
-        outcome = { result };
-      } catch (error) {
-        // A refusal is an answer: it is stored so that a retry gets the same one. Conflicts are not.
-        const storable = idempotency && error instanceof GantryError && error.code !== ErrorCode.VERSION_CONFLICT;
-        if (!storable) throw error;
-        await client.query('ROLLBACK TO SAVEPOINT gantry_command');
-        uow.appended.length = 0;
-        receipt = { ok: false, error: error.toPayload() };
-        outcome = { error };
-      }
-      if (idempotency) {
-        await client.query(`UPDATE idempotency_receipts SET result = $3 WHERE scope = $1 AND key = $2`, [
-          idempotency.scope,
-          idempotency.key,
-          JSON.stringify(receipt),
-        ]);
-      }
-      await client.query('COMMIT');
+      const outcome = await this.runCommand(client, options, handler);
+      await client.query(outcome.kind === 'replayed' ? 'ROLLBACK' : 'COMMIT');
       open = false;
-      if ('error' in outcome) throw outcome.error;
-      return { result: outcome.result, replayed: false, events: uow.appended };
+      return outcome;
     } finally {
       if (open) await client.query('ROLLBACK').catch(() => undefined);
-      client.release();
+      client.off('error', onError);
+      client.release(broken ? true : undefined);
     }
+  }
+
+  /**
+   * The command inside an open transaction: claim its receipt, run the handler, store the result.
+   * Returns what the caller gets; throws only what must not be stored (conflicts, unexpected errors).
+   */
+  private async runCommand<R>(client: pg.PoolClient, options: ExecuteOptions, handler: (uow: UnitOfWork) => Promise<R>): Promise<Outcome<R>> {
+    const { idempotency } = options;
+    if (idempotency) {
+      const stored = await this.claimReceipt(client, idempotency, canonicalHash(idempotency.request));
+      if (stored) return { kind: 'replayed', receipt: stored };
+      await client.query('SAVEPOINT gantry_command');
+    }
+    const uow = new UnitOfWork(client, this, options.metadata, idempotency?.key ?? null);
+    let outcome: Outcome<R>;
+    try {
+      const result = await handler(uow);
+      outcome = { kind: 'done', result, events: uow.appended };
+    } catch (error) {
+      // A refusal is an answer: it is stored so that a retry gets the same one. Conflicts are not.
+      const storable = idempotency && error instanceof GantryError && !isRetryable(error);
+      if (!storable) throw error;
+      await client.query('ROLLBACK TO SAVEPOINT gantry_command');
+      outcome = { kind: 'refused', error };
+    }
+    if (idempotency) {
+      const receipt: Receipt = outcome.kind === 'done' ? { ok: true, result: outcome.result ?? null } : { ok: false, error: (outcome as { error: GantryError }).error.toPayload() };
+      await client.query(`UPDATE idempotency_receipts SET result = $3 WHERE scope = $1 AND key = $2`, [
+        idempotency.scope,
+        idempotency.key,
+        JSON.stringify(receipt),
+      ]);
+    }
+    return outcome;
+  }
+
+  private submitToGroup<R>(options: ExecuteOptions, handler: (uow: UnitOfWork) => Promise<R>): Promise<ExecuteResult<R>> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ options, handler, resolve: resolve as (r: ExecuteResult<unknown>) => void, reject });
+      this.startGroups();
+    });
+  }
+
+  /**
+   * Group commit: while the allowed number of group transactions is busy, further commands wait
+   * and then share one transaction (one commit), each inside its own savepoint with its own
+   * receipt and its own expected-version checks. Under light load every command gets a group of
+   * its own, so nothing waits for a batch to fill.
+   */
+  private startGroups(): void {
+    while (this.groupsInFlight < this.grouping!.maxGroups && this.waiting.length > 0) {
+      const members = this.waiting.splice(0, this.grouping!.maxBatch);
+      this.groupsInFlight++;
+      void this.runGroup(members).finally(() => {
+        this.groupsInFlight--;
+        this.startGroups();
+      });
+    }
+  }
+
+  private async runGroup(members: GroupMember[]): Promise<void> {
+    const outcomes: Array<Outcome<unknown> | { kind: 'failed'; error: unknown }> = [];
+    let client: pg.PoolClient | null = null;
+    let broken: unknown = undefined;
+    // A connection that dies while checked out reports through the query that fails; without a
+    // listener its 'error' event would also crash the process.
+    const onError = (error: unknown) => {
+      broken = error;
+    };
+    try {
+      client = await this.pool.connect();
+      client.on('error', onError);
+      await client.query('BEGIN');
+      for (const member of members) {
+        for (let attempt = 1; ; attempt++) {
+          await client.query('SAVEPOINT gantry_member');
+          try {
+            const outcome = await this.runCommand(client, member.options, member.handler);
+            // A replay wrote nothing of its own; undo its receipt look-up's locks as well.
+            if (outcome.kind === 'replayed') await client.query('ROLLBACK TO SAVEPOINT gantry_member');
+            await client.query('RELEASE SAVEPOINT gantry_member');
+            outcomes.push(outcome);
+            break;
+          } catch (error) {
+            await client.query('ROLLBACK TO SAVEPOINT gantry_member');
+            await client.query('RELEASE SAVEPOINT gantry_member');
+            if (isRetryable(error) && attempt < this.maxAttempts) continue;
+            outcomes.push({ kind: 'failed', error });
+            break;
+          }
+        }
+      }
+      await client.query('COMMIT');
+    } catch (error) {
+      // The group's transaction itself failed (connection lost, commit refused): none of its
+      // writes is known to have landed, so every member that wrote gets the error to retry on.
+      broken ??= error;
+      await client?.query('ROLLBACK').catch(() => undefined);
+      members.forEach((member, i) => {
+        const outcome = outcomes[i];
+        if (outcome?.kind === 'replayed') settleMember(member, outcome);
+        else member.reject(error);
+      });
+      return;
+    } finally {
+      client?.off('error', onError);
+      // A broken connection is discarded rather than handed to the next command.
+      client?.release(broken ? true : undefined);
+    }
+    members.forEach((member, i) => settleMember(member, outcomes[i]!));
   }
 
   /** Returns the stored receipt of an earlier attempt, or null when this attempt now owns the key. */

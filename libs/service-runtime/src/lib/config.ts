@@ -9,6 +9,18 @@ export interface ServiceConfig {
   httpHost: string;
   port: number;
   streamReplicas: number;
+  /** Concurrent commands share transactions (see EventStore); off unless GANTRY_GROUP_COMMIT is set. */
+  groupCommit: { maxGroups: number; maxBatch: number } | null;
+}
+
+/** `GANTRY_GROUP_COMMIT=<groups>x<batch>`, e.g. `4x32`. */
+function parseGroupCommit(value: string | undefined): ServiceConfig['groupCommit'] {
+  if (!value) return null;
+  const match = /^(\d+)x(\d+)$/.exec(value.trim());
+  if (!match || Number(match[1]) < 1 || Number(match[2]) < 1) {
+    throw new Error(`GANTRY_GROUP_COMMIT must look like 4x32 (transactions x commands each), got ${JSON.stringify(value)}`);
+  }
+  return { maxGroups: Number(match[1]), maxBatch: Number(match[2]) };
 }
 
 function env(name: string, fallback: string): string {
@@ -32,6 +44,7 @@ export function loadServiceConfig(service: string, defaults: { schema: string; p
     httpHost: env('GANTRY_HTTP_HOST', '0.0.0.0'),
     port,
     streamReplicas: Number(env('GANTRY_STREAM_REPLICAS', '1')),
+    groupCommit: parseGroupCommit(process.env.GANTRY_GROUP_COMMIT),
   };
 }
 

@@ -172,7 +172,7 @@ export class GantryRuntimeModule {
           useFactory: async (config: ServiceConfig) => {
             await migrate({ url: config.databaseUrl, schema: config.schema, migrations: options.migrations });
             const pool = createPool({ url: config.databaseUrl, schema: config.schema, applicationName: options.service });
-            return new EventStore({ pool, schema: config.schema, inlineProjections: options.projections });
+            return new EventStore({ pool, schema: config.schema, inlineProjections: options.projections, groupCommit: config.groupCommit ?? undefined });
           },
         },
         {
