@@ -79,11 +79,18 @@ describe('worktree hygiene, queries and hostile input (real git, PostgreSQL and 
     await new Promise((r) => setTimeout(r, 20));
     // feature/warmup (from the test before) is the oldest, then lru-1: with a cap of 2, a third new worktree evicts both.
     const third = await acquire('feature/lru-3');
-    await eventually(() => !existsSync(first.path), { what: 'least recently used worktree removed', timeoutMs: 10_000 });
+    // The git work comes first and its report (WorktreeEvicted) after it: wait for the report, then look at the disk.
+    const rows = await eventually(
+      async () => {
+        const found = await world.db.query(`SELECT data FROM events WHERE type = 'WorktreeEvicted' AND data->>'worktreeKey' = $1`, [first.worktreeKey]);
+        return found.rows.length > 0 ? found.rows : null;
+      },
+      { what: 'least recently used worktree evicted', timeoutMs: 10_000 },
+    );
+    expect(rows).toHaveLength(1);
+    expect(existsSync(first.path)).toBe(false);
     expect(existsSync(second.path)).toBe(true);
     expect(existsSync(third.path)).toBe(true);
-    const { rows } = await world.db.query(`SELECT data FROM events WHERE type = 'WorktreeEvicted' AND data->>'worktreeKey' = $1`, [first.worktreeKey]);
-    expect(rows).toHaveLength(1);
     const rescueBranch = rows[0].data.rescueBranch as string;
     expect(git(world.git.dir, '--git-dir', path.join(world.root, 'repos', readdirSync(path.join(world.root, 'repos'))[0]!), 'show', `${rescueBranch}:unsaved.txt`)).toBe('dirty again after the release');
     const onDisk = (await world.client.request(listWorktrees, {})).worktrees.map((w) => w.worktreeKey).sort();
