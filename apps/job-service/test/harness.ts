@@ -5,7 +5,7 @@ import type { INestApplication } from '@nestjs/common';
 import pg from 'pg';
 import type { Naming } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, dropSchema, testDatabaseUrl, testNaming, testNatsUrl, uniqueName } from '@gantry/testing';
+import { testDatabaseUrl, testNaming, testNatsUrl, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { AppModule } from '../src/app.module.js';
 
 /** One test file's world: its schema, its subject root and stream prefix, a client and a SQL pool. */
@@ -32,10 +32,7 @@ export async function createWorld(label: string): Promise<TestWorld> {
     async close() {
       await bus.close();
       await db.end();
-      const nc = await connectTestNats();
-      await deleteStreams(nc, naming.streamPrefix);
-      await nc.close();
-      await dropSchema(name);
+      await removeTestNamespace(naming, name);
     },
   };
 }

@@ -90,3 +90,14 @@ export function startNodeProcess(entry: string, env: Record<string, string>, arg
     },
   };
 }
+
+/** Removes what one test file provisioned: its streams (by prefix) and, when given, its schema. */
+export async function removeTestNamespace(naming: Naming, schema?: string): Promise<void> {
+  const nc = await connectTestNats('gantry-test-cleanup');
+  try {
+    await deleteStreams(nc, naming.streamPrefix);
+  } finally {
+    await nc.close();
+  }
+  if (schema) await dropSchema(schema);
+}

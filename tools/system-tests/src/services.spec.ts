@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { commandSubject, contractRegistry, streamName, type Context } from '@gantry/contracts';
-import { connectTestNats, deleteStreams, dropSchema, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
+import { connectTestNats, testDatabaseUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { apps, startApp, type App, type RunningApp } from './services.js';
 
 const contextOf: Partial<Record<App, Context>> = {
@@ -23,10 +23,7 @@ describe.each(apps)('%s as a process', (app) => {
 
   afterAll(async () => {
     await running?.kill('SIGKILL');
-    const nc = await connectTestNats();
-    await deleteStreams(nc, naming.streamPrefix);
-    await nc.close();
-    await dropSchema(name);
+    await removeTestNamespace(naming, name);
   });
 
   it('answers /health and /ready', async () => {

@@ -1,6 +1,6 @@
 import { dispatchSubject, jobOfferMessageId, type JobOffer } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, eventually, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
+import { eventually, testNatsUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { startApp, type RunningApp } from '../services.js';
 import { standInBin } from './e2e-system.js';
 
@@ -28,9 +28,7 @@ describe('a runner without a job service', () => {
   afterAll(async () => {
     await runner?.kill('SIGKILL');
     await bus?.close();
-    const nc = await connectTestNats();
-    await deleteStreams(nc, naming.streamPrefix);
-    await nc.close();
+    await removeTestNamespace(naming);
   });
 
   it('is healthy and ready with no job service and no job', async () => {

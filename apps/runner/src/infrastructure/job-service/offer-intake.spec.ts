@@ -1,7 +1,7 @@
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { dispatchStreamName, dispatchSubject, jobOfferMessageId, type JobOffer } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
+import { testNatsUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { DispatchIntake, dispatchConsumerName } from './offer-intake.js';
 
 const name = uniqueName('offer_intake');
@@ -32,9 +32,7 @@ describe('taking offers from the dispatch stream', () => {
   afterAll(async () => {
     await busA.close();
     await busB.close();
-    const nc = await connectTestNats();
-    await deleteStreams(nc, naming.streamPrefix);
-    await nc.close();
+    await removeTestNamespace(naming);
   });
 
   async function publish(o: JobOffer): Promise<void> {

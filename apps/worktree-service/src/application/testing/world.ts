@@ -6,7 +6,7 @@ import pg from 'pg';
 import { eventSubject, JobClaimed, jobExampleIds, type EventEnvelope, type Naming } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { Readiness } from '@gantry/service-runtime';
-import { connectTestNats, deleteStreams, dropSchema, eventually, testDatabaseUrl, testNaming, testNatsUrl, uniqueName } from '@gantry/testing';
+import { eventually, testDatabaseUrl, testNaming, testNatsUrl, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { AppModule } from '../../app.module.js';
 import { createGitFixture, type GitFixture } from '../../infrastructure/git/testing/git-fixture.js';
 
@@ -87,10 +87,7 @@ export async function createWorld(label: string): Promise<TestWorld> {
     async close() {
       await bus.close();
       await db.end();
-      const nc = await connectTestNats();
-      await deleteStreams(nc, naming.streamPrefix);
-      await nc.close();
-      await dropSchema(name);
+      await removeTestNamespace(naming, name);
       git.cleanup();
     },
   };
