@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { defineCommand, ErrorCode, GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, dropSchema, testNaming, uniqueName } from '@gantry/testing';
+import { testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { CommandHandler } from './command-handler.decorator.js';
 import { GantryRuntimeModule } from './runtime.module.js';
 
@@ -61,10 +61,7 @@ describe('GantryRuntimeModule', () => {
 
   afterAll(async () => {
     await app.close();
-    const nc = await connectTestNats();
-    await deleteStreams(nc, naming.streamPrefix);
-    await nc.close();
-    await dropSchema(name);
+    await removeTestNamespace(naming, name);
     delete process.env.GANTRY_DB_SCHEMA;
     delete process.env.GANTRY_SUBJECT_ROOT;
     delete process.env.GANTRY_STREAM_PREFIX;
