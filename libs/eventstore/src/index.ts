@@ -5,3 +5,4 @@ export * from './lib/projection.js';
 export * from './lib/event-store.js';
 export * from './lib/decider.js';
 export * from './lib/rebuild.js';
+export * from './lib/retention.js';

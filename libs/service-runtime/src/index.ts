@@ -7,3 +7,4 @@ export * from './lib/runtime.module.js';
 export * from './lib/bootstrap.js';
 export * from './lib/http.controllers.js';
 export * from './lib/command-metadata.js';
+export * from './lib/retention.js';

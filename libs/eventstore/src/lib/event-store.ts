@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { canonicalHash, ErrorCode, GantryError, ErrorPayloadSchema, type ErrorPayload } from '@gantry/contracts';
 import { withTransaction } from './database.js';
 import { applyToProjection, type Projection } from './projection.js';
+import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
 import type {
   CommandMetadata,
   ExecuteResult,
@@ -25,6 +26,11 @@ export interface EventStoreOptions {
    * with at most `maxBatch` commands. Off when absent.
    */
   groupCommit?: { maxGroups: number; maxBatch: number };
+  /**
+   * How long a receipt stored without a window of its own (`IdempotencyOptions.ttlMs`) answers a
+   * repeat of its key; after that the pruning job may delete it. Default 7 days.
+   */
+  receiptTtlMs?: number;
   clock?: () => Date;
 }
 
@@ -149,6 +155,7 @@ export class EventStore {
   private readonly inlineProjections: Projection[];
   private readonly maxAttempts: number;
   readonly clock: () => Date;
+  readonly receiptTtlMs: number;
   private readonly grouping: { maxGroups: number; maxBatch: number } | null;
   private readonly waiting: GroupMember[] = [];
   private groupsInFlight = 0;
@@ -159,6 +166,7 @@ export class EventStore {
     this.schema = options.schema;
     this.inlineProjections = options.inlineProjections ?? [];
     this.maxAttempts = options.maxAttempts ?? 5;
+    this.receiptTtlMs = options.receiptTtlMs ?? DEFAULT_RECEIPT_TTL_MS;
     this.clock = options.clock ?? (() => new Date());
   }
 
@@ -433,7 +441,8 @@ export class EventStore {
 
   /** Returns the stored receipt of an earlier attempt, or null when this attempt now owns the key. */
   private async claimReceipt(client: pg.PoolClient, idempotency: IdempotencyOptions, requestHash: string): Promise<Receipt | null> {
-    const expiresAt = idempotency.ttlMs ? new Date(this.clock().getTime() + idempotency.ttlMs) : null;
+    // Every receipt ends: its own window, or the store's default, after which pruning may delete it.
+    const expiresAt = new Date(this.clock().getTime() + (idempotency.ttlMs ?? this.receiptTtlMs));
     for (;;) {
       const inserted = await client.query(
         `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at) VALUES ($1, $2, $3, NULL, $4)

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { assertSchemaName, ensureSchema } from './database.js';
+import { EventLogRetention1765000000000 } from './retention.js';
 
 export type MigrationClass = new () => MigrationInterface;
 
@@ -98,7 +99,7 @@ export async function migrate(options: MigrateOptions): Promise<void> {
       migrationsRun: false,
       migrationsTableName: 'migrations',
       migrationsTransactionMode: 'each',
-      migrations: [EventLogTables1764460800000, ...(options.migrations ?? [])],
+      migrations: [EventLogTables1764460800000, EventLogRetention1765000000000, ...(options.migrations ?? [])],
       extra: { options: `-c search_path=${schema},public`, max: 1 },
       logging: false,
     });

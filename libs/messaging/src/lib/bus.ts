@@ -10,21 +10,29 @@ import {
 } from '@nats-io/jetstream';
 import { eventFilter, streamName, dispatchStreamName, type Context, type Naming } from '@gantry/contracts';
 
+export interface StreamOptions {
+  replicas?: number;
+  /** How long the server remembers a Nats-Msg-Id to drop a re-publish (at most the stream's max age). */
+  duplicateWindowMs?: number;
+  /** Messages older than this are dropped; 0 keeps them without an age limit. */
+  maxAgeMs?: number;
+  /** The stream drops its oldest messages beyond this size; -1 for no size limit. */
+  maxBytes?: number;
+}
+
 export interface BusOptions {
   servers: string | string[];
   naming: Naming;
   /** Client name shown in the server's connection list. */
   name: string;
-}
-
-export interface StreamOptions {
-  replicas?: number;
-  /** How long the server remembers a Nats-Msg-Id to drop a re-publish. */
-  duplicateWindowMs?: number;
-  maxAgeMs?: number;
+  /** The installation's stream settings: every stream this bus creates or updates gets them unless told otherwise. */
+  streams?: StreamOptions;
 }
 
 const NANOS_PER_MS = 1_000_000;
+/** A consumer that is down longer than this misses events; see docs/DEVELOPING.md (retention). */
+export const DEFAULT_STREAM_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
+const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 
 /** One NATS connection with its JetStream client and manager, and the installation's naming. */
 export class Bus {
@@ -33,6 +41,7 @@ export class Bus {
     readonly js: JetStreamClient,
     readonly jsm: JetStreamManager,
     readonly naming: Naming,
+    private readonly streamDefaults: StreamOptions = {},
   ) {}
 
   static async connect(options: BusOptions): Promise<Bus> {
@@ -43,7 +52,7 @@ export class Bus {
       reconnectTimeWait: 500,
     });
     const jsm = await jetstreamManager(nc);
-    return new Bus(nc, jetstream(nc), jsm, options.naming);
+    return new Bus(nc, jetstream(nc), jsm, options.naming, options.streams);
   }
 
   get connected(): boolean {
@@ -61,13 +70,13 @@ export class Bus {
    * Another context's stream, for a consumer that may start before that context's service: created
    * with defaults when missing, never reconfigured (its owner decides its settings).
    */
-  async ensureForeignEventStream(context: Context): Promise<string> {
+  async ensureForeignEventStream(context: Context, options: StreamOptions = {}): Promise<string> {
     const name = streamName(this.naming, context);
     try {
       await this.jsm.streams.info(name);
     } catch (error) {
       if (!isNotFound(error)) throw error;
-      await this.ensureStream(name, [eventFilter(this.naming, context)], RetentionPolicy.Limits, {});
+      await this.ensureStream(name, [eventFilter(this.naming, context)], RetentionPolicy.Limits, options);
     }
     return name;
   }
@@ -79,20 +88,31 @@ export class Bus {
     return name;
   }
 
-  private async ensureStream(name: string, subjects: string[], retention: RetentionPolicy, options: StreamOptions): Promise<void> {
-    const config = {
-      name,
-      subjects,
-      retention,
-      storage: StorageType.File,
-      discard: DiscardPolicy.Old,
-      num_replicas: options.replicas ?? 1,
-      duplicate_window: (options.duplicateWindowMs ?? 120_000) * NANOS_PER_MS,
-      max_age: (options.maxAgeMs ?? 0) * NANOS_PER_MS,
+  /** The limits a stream is created (or updated) with: the call's options over the bus's over the defaults. */
+  streamLimits(options: StreamOptions = {}): { max_age: number; max_bytes: number; duplicate_window: number; num_replicas: number } {
+    const merged = { ...this.streamDefaults, ...options };
+    const maxAgeMs = merged.maxAgeMs ?? DEFAULT_STREAM_MAX_AGE_MS;
+    const window = merged.duplicateWindowMs ?? DEFAULT_DUPLICATE_WINDOW_MS;
+    return {
+      max_age: maxAgeMs * NANOS_PER_MS,
+      max_bytes: merged.maxBytes ?? -1,
+      // The server refuses a duplicate window longer than the stream keeps its messages.
+      duplicate_window: (maxAgeMs > 0 ? Math.min(window, maxAgeMs) : window) * NANOS_PER_MS,
+      num_replicas: merged.replicas ?? 1,
     };
+  }
+
+  private async ensureStream(name: string, subjects: string[], retention: RetentionPolicy, options: StreamOptions): Promise<void> {
+    const limits = this.streamLimits(options);
+    const config = { name, subjects, retention, storage: StorageType.File, discard: DiscardPolicy.Old, ...limits };
     try {
       await this.jsm.streams.info(name);
-      await this.jsm.streams.update(name, { subjects, duplicate_window: config.duplicate_window, max_age: config.max_age });
+      await this.jsm.streams.update(name, {
+        subjects,
+        duplicate_window: limits.duplicate_window,
+        max_age: limits.max_age,
+        max_bytes: limits.max_bytes,
+      });
     } catch (error) {
       if (!isNotFound(error)) throw error;
       try {

@@ -72,6 +72,11 @@ export class EventConsumer {
     return this.processed;
   }
 
+  /** The durable consumer's name, which is also its inbox scope. */
+  get name(): string {
+    return this.options.name;
+  }
+
   get streamName(): string {
     return streamName(this.options.bus.naming, this.options.source);
   }

@@ -1,5 +1,8 @@
 import type { Naming } from '@gantry/contracts';
 
+/** Injection token of the service's ServiceConfig. */
+export const SERVICE_CONFIG = Symbol('gantry:service-config');
+
 export interface ServiceConfig {
   service: string;
   databaseUrl: string;
@@ -11,6 +14,21 @@ export interface ServiceConfig {
   streamReplicas: number;
   /** Concurrent commands share transactions (see EventStore); off unless GANTRY_GROUP_COMMIT is set. */
   groupCommit: { maxGroups: number; maxBatch: number } | null;
+  /** Age and size limits of the streams this service creates. */
+  streamLimits: { maxAgeMs: number; maxBytes: number };
+  /** What the pruning job deletes, and how often it runs (see RetentionPruner). */
+  retention: { receiptTtlMs: number; deadLetterRetentionMs: number; pruneIntervalMs: number };
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** A whole number ≥ min from the environment, or the fallback when unset; anything else stops the service at boot. */
+function wholeNumber(name: string, fallback: number, min: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < min) throw new Error(`${name} must be a whole number ≥ ${min}, got ${JSON.stringify(raw)}`);
+  return value;
 }
 
 /** `GANTRY_GROUP_COMMIT=<groups>x<batch>`, e.g. `4x32`. */
@@ -45,6 +63,15 @@ export function loadServiceConfig(service: string, defaults: { schema: string; p
     port,
     streamReplicas: Number(env('GANTRY_STREAM_REPLICAS', '1')),
     groupCommit: parseGroupCommit(process.env.GANTRY_GROUP_COMMIT),
+    streamLimits: {
+      maxAgeMs: wholeNumber('GANTRY_STREAM_MAX_AGE_MS', 7 * DAY_MS, 0),
+      maxBytes: wholeNumber('GANTRY_STREAM_MAX_BYTES', -1, -1),
+    },
+    retention: {
+      receiptTtlMs: wholeNumber('GANTRY_RECEIPT_TTL_MS', 7 * DAY_MS, 1),
+      deadLetterRetentionMs: wholeNumber('GANTRY_DEAD_LETTER_RETENTION_MS', 30 * DAY_MS, 1),
+      pruneIntervalMs: wholeNumber('GANTRY_PRUNE_INTERVAL_MS', 10 * 60 * 1000, 10),
+    },
   };
 }
 

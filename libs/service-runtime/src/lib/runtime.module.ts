@@ -13,11 +13,14 @@ import type { CommandContract, Context } from '@gantry/contracts';
 import { createPool, EventStore, migrate, type MigrationClass, type Projection } from '@gantry/eventstore';
 import { Bus, CommandClient, CommandServer, OutboxRelay } from '@gantry/messaging';
 import { COMMAND_HANDLER } from './command-handler.decorator.js';
-import { loadServiceConfig, redactUrl, type ServiceConfig } from './config.js';
+import { loadServiceConfig, redactUrl, SERVICE_CONFIG, type ServiceConfig } from './config.js';
 import { Consumers } from './consumers.js';
 import { CommandsController, HealthController } from './http.controllers.js';
 import { JsonLogger } from './logger.js';
 import { Liveness, Readiness } from './readiness.js';
+import { RetentionPruner } from './retention.js';
+
+export { SERVICE_CONFIG };
 
 export interface RuntimeOptions {
   service: string;
@@ -32,7 +35,6 @@ export interface RuntimeOptions {
 }
 
 export const RUNTIME_OPTIONS = Symbol('gantry:runtime-options');
-export const SERVICE_CONFIG = Symbol('gantry:service-config');
 
 @Injectable()
 class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
@@ -146,7 +148,8 @@ export class GantryRuntimeModule {
         {
           provide: Bus,
           inject: [SERVICE_CONFIG],
-          useFactory: (config: ServiceConfig) => Bus.connect({ servers: config.natsUrl, naming: config.naming, name: options.service }),
+          useFactory: (config: ServiceConfig) =>
+            Bus.connect({ servers: config.natsUrl, naming: config.naming, name: options.service, streams: { replicas: config.streamReplicas, ...config.streamLimits } }),
         },
         { provide: CommandClient, inject: [Bus], useFactory: (bus: Bus) => new CommandClient(bus) },
         Readiness,
@@ -172,16 +175,27 @@ export class GantryRuntimeModule {
           useFactory: async (config: ServiceConfig) => {
             await migrate({ url: config.databaseUrl, schema: config.schema, migrations: options.migrations });
             const pool = createPool({ url: config.databaseUrl, schema: config.schema, applicationName: options.service });
-            return new EventStore({ pool, schema: config.schema, inlineProjections: options.projections, groupCommit: config.groupCommit ?? undefined });
+            return new EventStore({
+              pool,
+              schema: config.schema,
+              inlineProjections: options.projections,
+              groupCommit: config.groupCommit ?? undefined,
+              receiptTtlMs: config.retention.receiptTtlMs,
+            });
           },
         },
         {
           provide: Bus,
           inject: [SERVICE_CONFIG],
           useFactory: async (config: ServiceConfig) => {
-            const bus = await Bus.connect({ servers: config.natsUrl, naming: config.naming, name: options.service });
-            await bus.ensureEventStream(options.context, { replicas: config.streamReplicas });
-            if (options.dispatchStream) await bus.ensureDispatchStream({ replicas: config.streamReplicas });
+            const bus = await Bus.connect({
+              servers: config.natsUrl,
+              naming: config.naming,
+              name: options.service,
+              streams: { replicas: config.streamReplicas, ...config.streamLimits },
+            });
+            await bus.ensureEventStream(options.context);
+            if (options.dispatchStream) await bus.ensureDispatchStream();
             return bus;
           },
         },
@@ -212,9 +226,10 @@ export class GantryRuntimeModule {
         },
         Readiness,
         Liveness,
+        RetentionPruner,
         RuntimeLifecycle,
       ],
-      exports: [SERVICE_CONFIG, RUNTIME_OPTIONS, JsonLogger, EventStore, Bus, CommandServer, CommandClient, OutboxRelay, Consumers, Readiness, Liveness],
+      exports: [SERVICE_CONFIG, RUNTIME_OPTIONS, JsonLogger, EventStore, Bus, CommandServer, CommandClient, OutboxRelay, Consumers, Readiness, Liveness, RetentionPruner],
     };
   }
 }

@@ -1,0 +1,84 @@
+import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { EventStore, pruneExpired, type PruneResult } from '@gantry/eventstore';
+import { Bus, isNotFound } from '@gantry/messaging';
+import { SERVICE_CONFIG, type ServiceConfig } from './config.js';
+import { Consumers } from './consumers.js';
+import { JsonLogger } from './logger.js';
+
+/**
+ * Inbox rows are kept this much longer than their stream keeps messages: the row is stamped by
+ * PostgreSQL's clock and the message's age by the NATS server's, which need not agree exactly.
+ */
+const CLOCK_MARGIN = 1.1;
+
+/**
+ * The pruning job of a service's log (every replica runs it; the deletes are idempotent):
+ * receipts past their window, inbox rows of events their source stream no longer holds (a
+ * stream without an age limit keeps its consumers' rows), dead letters past their retention.
+ * See docs/DEVELOPING.md (retention).
+ */
+@Injectable()
+export class RetentionPruner implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<unknown> | null = null;
+  private readonly log;
+
+  constructor(
+    @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Bus) private readonly bus: Bus,
+    @Inject(Consumers) private readonly consumers: Consumers,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('retention');
+  }
+
+  // The job's schedule: one interval, one run at a time.
+  onApplicationBootstrap(): void {
+    this.timer = setInterval(() => {
+      if (this.running) return;
+      this.running = this.pruneOnce()
+        .catch((error: unknown) => this.log.warn('pruning failed; the next run retries', { error: String(error) }))
+        .finally(() => {
+          this.running = null;
+        });
+    }, this.config.retention.pruneIntervalMs);
+    this.timer.unref();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  async pruneOnce(): Promise<PruneResult> {
+    const now = this.store.clock();
+    const inboxBefore: Array<{ consumer: string; before: Date }> = [];
+    const maxAgeOf = new Map<string, number>();
+    for (const consumer of this.consumers.all) {
+      const stream = consumer.streamName;
+      if (!maxAgeOf.has(stream)) maxAgeOf.set(stream, await this.streamMaxAgeMs(stream));
+      const maxAgeMs = maxAgeOf.get(stream)!;
+      if (maxAgeMs > 0) inboxBefore.push({ consumer: consumer.name, before: new Date(now.getTime() - Math.ceil(maxAgeMs * CLOCK_MARGIN)) });
+    }
+    const result = await pruneExpired(this.store.pool, {
+      now,
+      inboxBefore,
+      deadLettersBefore: new Date(now.getTime() - this.config.retention.deadLetterRetentionMs),
+    });
+    if (result.receipts + result.inbox + result.deadLetters > 0) this.log.log('pruned', { ...result });
+    return result;
+  }
+
+  /** 0 when the stream keeps messages without an age limit, or does not exist (nothing is known to be gone). */
+  private async streamMaxAgeMs(stream: string): Promise<number> {
+    try {
+      const info = await this.bus.jsm.streams.info(stream);
+      return Math.floor((info.config.max_age ?? 0) / 1_000_000);
+    } catch (error) {
+      if (isNotFound(error)) return 0;
+      throw error;
+    }
+  }
+}
