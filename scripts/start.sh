@@ -11,7 +11,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
 cd "$REPO_ROOT"
 
 START_TIMEOUT="${GANTRY_START_TIMEOUT:-90}"
-WORKTREE_ROOT="${GANTRY_WORKTREE_ROOT:-$STATE_DIR/worktrees}"
+# Outside the checkout (the worktree service refuses a root inside a git repository: docs/worktrees.md).
+WORKTREE_ROOT="${GANTRY_WORKTREE_ROOT:-${XDG_STATE_HOME:-$HOME/.local/state}/gantry/worktrees}"
 DEMO_ORIGIN="$STATE_DIR/origin/demo.git"
 
 ensure_node_modules

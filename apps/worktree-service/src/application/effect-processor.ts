@@ -142,6 +142,7 @@ export class WorktreeEffectProcessor {
       case 'evict': {
         const { worktreeKey } = effect;
         const outcome = await rescueAndRemoveWorktree(this.workspace, { worktreeKey, now: now() });
+        killAfterGitIfAsked('evict');
         await this.report(worktreeKey, { type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue: outcome.rescue, removed: outcome.removed, now: this.leases.now() } }, effect);
         return;
       }

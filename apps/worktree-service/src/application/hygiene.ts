@@ -47,7 +47,7 @@ export class WorktreeHygiene {
       if (excess <= 0) break;
       if (!row.idle) continue;
       try {
-        await this.leases.decide(row.worktree_key, { type: 'EvictIdleWorktree', data: { worktreeKey: row.worktree_key, now: this.leases.now() } }, {
+        await this.leases.decide(row.worktree_key, { type: 'EvictIdleWorktree', data: { worktreeKey: row.worktree_key, reason: 'over_capacity', now: this.leases.now() } }, {
           metadata: serviceActor('hygiene'),
         });
         evicted.push(row.worktree_key);

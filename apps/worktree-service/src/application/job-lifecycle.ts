@@ -7,6 +7,11 @@ import { LeaseReleases } from './lease-releases.js';
 
 export const JOBS_CONSUMER = 'worktree-service-jobs';
 
+export interface JobEventProgress {
+  undelivered: number;
+  unacknowledged: number;
+}
+
 export const TERMINAL_JOB_STATUSES = ['DONE', 'FAILED', 'SKIPPED', 'CANCELLED'] as const;
 
 type JobData = { jobId: string; leaseToken?: number; jobStatus?: string; outcome?: 'REQUEUED' | 'FAILED'; revokedLeaseToken?: number | null };
@@ -36,10 +41,14 @@ export class JobLifecycleReactions implements OnModuleInit {
     this.consumers.add({ name: JOBS_CONSUMER, source: 'jobs', handle: (event, sql) => this.handle(event, sql), logger: this.log });
   }
 
-  /** Messages of the jobs stream not yet acknowledged by our consumer (0 when caught up). */
-  async backlog(): Promise<number> {
+  /**
+   * How far our consumer is through the jobs stream: `undelivered` events no process has been given
+   * yet, and `unacknowledged` ones given out and not yet acknowledged — being handled here, or
+   * held by a process that died with them (they come back to us when their ack wait runs out).
+   */
+  async progress(): Promise<JobEventProgress> {
     const info = await this.bus.jsm.consumers.info(streamName(this.bus.naming, 'jobs'), JOBS_CONSUMER);
-    return info.num_pending + info.num_ack_pending;
+    return { undelivered: info.num_pending, unacknowledged: info.num_ack_pending };
   }
 
   async handle(event: EventEnvelope, sql: pg.PoolClient): Promise<void> {

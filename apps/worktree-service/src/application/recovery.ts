@@ -1,17 +1,20 @@
 import path from 'node:path';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { ErrorCode, GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { JsonLogger, Readiness } from '@gantry/service-runtime';
 import { planReconciliation, type ReconciliationAction } from '../domain/index.js';
 import { listWorktrees, pruneWorktrees, quarantineOrphanDirectory, type GitWorkspace } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
 import { WorktreeEffectProcessor } from './effect-processor.js';
-import { JobLifecycleReactions, TERMINAL_JOB_STATUSES } from './job-lifecycle.js';
+import { JobLifecycleReactions, TERMINAL_JOB_STATUSES, type JobEventProgress } from './job-lifecycle.js';
 import { LeaseReleases } from './lease-releases.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 import { LeaseSweep } from './lease-sweep.js';
 
 const CATCH_UP_LIMIT_MS = 15_000;
+/** The ack wait of the jobs consumer (the messaging default): how long a dead process's events stay held. */
+const JOBS_ACK_WAIT_MS = 30_000;
 const SHUTDOWN_GRACE_MS = 20_000;
 
 /**
@@ -22,12 +25,13 @@ const SHUTDOWN_GRACE_MS = 20_000;
  * - once the jobs consumer has caught up, the stale reset: leases whose job is terminal, requeued
  *   past their claim, or unknown to us are released;
  * - at shutdown every live lease is released (waiters withdrawn) and the rescues are awaited.
- * /ready stays false until reconciliation and stale reset are done.
+ * /ready stays false until reconciliation and the first stale reset are done (see afterCatchUp).
  */
 @Injectable()
 export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy {
   private phase: 'starting' | 'reconciled' | 'recovered' | 'failed' = 'starting';
   private background: Promise<void> | null = null;
+  private jobEvents: JobEventProgress | null = null;
   private readonly log;
 
   constructor(
@@ -45,7 +49,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    this.readiness.register('worktree-recovery', () => ({ ok: this.phase === 'recovered', detail: { phase: this.phase, effectsInFlight: this.effects.busy } }));
+    this.readiness.register('worktree-recovery', () => ({ ok: this.phase === 'recovered', detail: { phase: this.phase, effectsInFlight: this.effects.busy, jobEvents: this.jobEvents } }));
     const actions = await this.reconcile();
     this.log.log('reconciled leases with the disk', { actions: actions.map((a) => a.type) });
     this.phase = 'reconciled';
@@ -90,6 +94,17 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
         case 'run_effect':
           this.effects.enqueue([action.effect]);
           break;
+        case 'forget_missing_worktree':
+          await this.leases
+            .decide(action.worktreeKey, { type: 'EvictIdleWorktree', data: { worktreeKey: action.worktreeKey, reason: 'missing', now: this.leases.now() } }, {
+              metadata: serviceActor('reconcile'),
+            })
+            .catch((error: unknown) => {
+              // Taken by a new lease meanwhile: its create makes the worktree again.
+              if (!(error instanceof GantryError && error.code === ErrorCode.PRECONDITION_FAILED)) throw error;
+            });
+          this.log.warn('worktree directory gone; its record is completed by an eviction', { worktreeKey: action.worktreeKey });
+          break;
         case 'release_stale_lease':
           await this.leases.decide(
             action.worktreeKey,
@@ -113,32 +128,66 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
         await this.afterCatchUp();
         return;
       } catch (error) {
-        this.phase = 'failed';
+        if (this.phase !== 'recovered') this.phase = 'failed';
         this.log.error('stale reset failed; trying again', { error: String(error) });
         await new Promise((r) => setTimeout(r, 2_000));
       }
     }
   }
 
+  /**
+   * Ready once every job event has been handed to a consumer: the stale reset then acts on what
+   * is known for certain. Events a killed predecessor had taken and not acknowledged are not waited
+   * for — they come back to our consumer when their ack wait runs out and are handled like any
+   * other (each releases what it must); only then does a second, complete pass decide the leases
+   * whose claim the service knows nothing about.
+   */
   private async afterCatchUp(): Promise<void> {
-    const deadline = Date.now() + CATCH_UP_LIMIT_MS;
-    for (;;) {
-      const backlog = await this.jobs.backlog().catch(() => Number.POSITIVE_INFINITY);
-      if (backlog === 0) break;
-      if (Date.now() > deadline) {
-        this.log.warn('jobs consumer did not catch up in time; stale reset uses what it has', { backlog });
-        break;
-      }
+    if (this.phase !== 'recovered') {
+      const progress = await this.untilDelivered();
       if (this.leases.closing) return;
-      await new Promise((r) => setTimeout(r, 100));
+      const complete = progress !== null && progress.unacknowledged === 0;
+      await this.staleReset({ complete });
+      await this.effects.idle();
+      this.phase = 'recovered';
+      if (complete) return;
     }
-    await this.staleReset();
-    await this.effects.idle();
-    this.phase = 'recovered';
+    await this.untilAcknowledged();
+    if (this.leases.closing) return;
+    await this.staleReset({ complete: true });
   }
 
-  /** Releases the leases whose job is terminal, has moved on to a later claim or was requeued, or is unknown. */
-  async staleReset(): Promise<number> {
+  private async untilDelivered(): Promise<JobEventProgress | null> {
+    const deadline = Date.now() + CATCH_UP_LIMIT_MS;
+    for (;;) {
+      const progress = await this.jobs.progress().catch(() => null);
+      this.jobEvents = progress;
+      if (progress && progress.undelivered === 0) return progress;
+      if (Date.now() > deadline) {
+        this.log.warn('jobs consumer did not catch up in time; stale reset uses what it has', { jobEvents: progress });
+        return null;
+      }
+      if (this.leases.closing) return null;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** Until no job event is outstanding, or long enough for every held one to have come back and been handled. */
+  private async untilAcknowledged(): Promise<void> {
+    const deadline = Date.now() + 2 * JOBS_ACK_WAIT_MS;
+    while (!this.leases.closing && Date.now() < deadline) {
+      const progress = await this.jobs.progress().catch(() => null);
+      this.jobEvents = progress;
+      if (progress && progress.undelivered === 0 && progress.unacknowledged === 0) return;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+
+  /**
+   * Releases the leases whose job is terminal, has moved on to a later claim or was requeued, or —
+   * in a complete pass, once every job event has been handled — is unknown.
+   */
+  async staleReset(options: { complete: boolean } = { complete: true }): Promise<number> {
     const { rows: jobs } = await this.store.pool.query<{ job_id: string; status: string; lease_token: number | null }>(
       `SELECT job_id, status, lease_token FROM job_statuses`,
     );
@@ -146,11 +195,12 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     let released = 0;
     for (const lease of await this.releases.liveLeases()) {
       const job = byJob.get(lease.job_id);
-      const stale =
-        !job ||
-        (TERMINAL_JOB_STATUSES as readonly string[]).includes(job.status) ||
-        job.status === 'QUEUED' ||
-        (job.lease_token !== null && job.lease_token > lease.job_lease_token);
+      // Without a complete view, only what proves the claim ended counts.
+      const stale = !job
+        ? options.complete
+        : (TERMINAL_JOB_STATUSES as readonly string[]).includes(job.status) ||
+          (job.status === 'QUEUED' && (options.complete || (job.lease_token !== null && job.lease_token >= lease.job_lease_token))) ||
+          (job.lease_token !== null && job.lease_token > lease.job_lease_token);
       if (!stale) continue;
       if (await this.releases.end(lease, 'stale_reset')) released++;
       this.log.warn('stale worktree lease reset', { leaseId: lease.lease_id, jobId: lease.job_id, jobStatus: job?.status ?? 'unknown' });

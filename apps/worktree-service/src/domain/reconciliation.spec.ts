@@ -54,6 +54,31 @@ describe('reconciling leases with the disk at startup', () => {
     ]);
   });
 
+  it('completes the record of an idle worktree whose directory is gone, and of no other', () => {
+    const released = stream('released', L1, () => [
+      { type: 'RecordWorktreePrepared', data: { leaseId: L1, token: 1, outcome: 'created', path: '/w/released', now: at(1) } },
+      { type: 'RecordWorktreeSynced', data: { leaseId: L1, token: 1, baseSha: 'a'.repeat(40), now: at(2) } },
+      { type: 'ReleaseWorktreeLease', data: { leaseId: L1, token: 1, reason: 'released', removeWorktree: false, now: at(3) } },
+      { type: 'RecordWorktreeReleased', data: { leaseId: L1, token: 1, rescue: null, removed: false, now: at(4) } },
+    ]);
+    const plan = planReconciliation([released.state, ready.state], {
+      worktrees: [{ worktreeKey: released.key, prunable: true }, { worktreeKey: ready.key, prunable: false }],
+      orphanDirectories: [],
+    });
+    expect(plan).toEqual([{ type: 'prune', worktreeKey: released.key }, { type: 'forget_missing_worktree', worktreeKey: released.key }]);
+    // Not registered at all (pruned already): the same.
+    expect(planReconciliation([released.state], { worktrees: [], orphanDirectories: [] })).toEqual([{ type: 'forget_missing_worktree', worktreeKey: released.key }]);
+    // An eviction already under way is run again instead (it completes the record itself).
+    const evicting = stream('released', L1, () => [
+      { type: 'RecordWorktreePrepared', data: { leaseId: L1, token: 1, outcome: 'created', path: '/w/released', now: at(1) } },
+      { type: 'RecordWorktreeSynced', data: { leaseId: L1, token: 1, baseSha: 'a'.repeat(40), now: at(2) } },
+      { type: 'ReleaseWorktreeLease', data: { leaseId: L1, token: 1, reason: 'released', removeWorktree: false, now: at(3) } },
+      { type: 'RecordWorktreeReleased', data: { leaseId: L1, token: 1, rescue: null, removed: false, now: at(4) } },
+      { type: 'EvictIdleWorktree', data: { worktreeKey: released.key, reason: 'over_capacity', now: at(5) } },
+    ]);
+    expect(planReconciliation([evicting.state], { worktrees: [], orphanDirectories: [] }).map((a) => (a.type === 'run_effect' ? a.effect.type : a.type))).toEqual(['evict']);
+  });
+
   it('plans nothing when leases and disk agree', () => {
     expect(planReconciliation([ready.state], { worktrees: [{ worktreeKey: ready.key, prunable: false }], orphanDirectories: [] })).toEqual([]);
   });

@@ -27,6 +27,8 @@ export type ReconciliationAction =
   | { readonly type: 'prune'; readonly worktreeKey: string }
   /** An effect that was requested and may not have completed: run it again (each is idempotent). */
   | { readonly type: 'run_effect'; readonly effect: WorktreeEffect }
+  /** An idle worktree whose directory is gone: complete its record with an eviction (EvictIdleWorktree, reason missing). */
+  | { readonly type: 'forget_missing_worktree'; readonly worktreeKey: string }
   /** A ready lease whose worktree is gone: release it as stale (ReleaseWorktreeLease, reason stale_reset). */
   | {
       readonly type: 'release_stale_lease';
@@ -35,6 +37,16 @@ export type ReconciliationAction =
       readonly token: number;
       readonly removeWorktree: true;
     };
+
+/** Nobody holds, waits for or releases the key's worktree, and no eviction of it is under way. */
+function isIdle(state: WorktreeLeaseState): boolean {
+  return (
+    state.lock.holder === null &&
+    state.lock.waiters.length === 0 &&
+    state.eviction === null &&
+    !Object.values(state.leases).some((l) => l.status === 'releasing')
+  );
+}
 
 /** The actions, in the order to run them: disk clean-up first, then the effects, then the releases. */
 export function planReconciliation(streams: readonly WorktreeLeaseState[], disk: DiskInventory): ReconciliationAction[] {
@@ -50,6 +62,11 @@ export function planReconciliation(streams: readonly WorktreeLeaseState[], disk:
     const holder = currentHolder(state);
     if (holder && holder.status === 'ready' && !present.has(holder.worktreeKey)) {
       releases.push({ type: 'release_stale_lease', worktreeKey: holder.worktreeKey, leaseId: holder.leaseId, token: holder.token!, removeWorktree: true });
+    }
+    // Its record says a worktree is there, the disk says it is not (a removal cut short by a crash,
+    // or a directory deleted by hand): the record must follow, or the cap counts it for ever.
+    if (state.worktreeKey !== null && state.path !== null && isIdle(state) && !present.has(state.worktreeKey)) {
+      releases.push({ type: 'forget_missing_worktree', worktreeKey: state.worktreeKey });
     }
   }
   return [...actions, ...releases];

@@ -564,20 +564,20 @@ describe('WorktreeLease eviction (hygiene)', () => {
   };
 
   it('asks to remove an idle worktree', () => {
-    spec.given(aReleased).when({ type: 'EvictIdleWorktree', data: { worktreeKey, now: at(10) } }).then([evictionRequested]);
+    spec.given(aReleased).when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(10) } }).then([evictionRequested]);
   });
 
   it('refuses to evict a worktree that is held or waited for', () => {
     spec
       .given([requested(A, T0), acquired(A, 1, T0), created(A, 1, at(1)), synced(A, 1, at(2))])
-      .when({ type: 'EvictIdleWorktree', data: { worktreeKey, now: at(10) } })
+      .when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(10) } })
       .thenThrows(ErrorCode.PRECONDITION_FAILED);
   });
 
   it('asks nothing when the eviction is already asked for or the worktree is already gone', () => {
-    spec.given([...aReleased, evictionRequested]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, now: at(11) } }).thenNothing();
+    spec.given([...aReleased, evictionRequested]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(11) } }).thenNothing();
     const gone: WorktreeLeaseEvent = { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(12) } };
-    spec.given([...aReleased, evictionRequested, gone]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, now: at(13) } }).thenNothing();
+    spec.given([...aReleased, evictionRequested, gone]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(13) } }).thenNothing();
   });
 
   it('records the eviction once, with the rescue that saved its changes', () => {

@@ -130,14 +130,16 @@ export type WorktreeLeaseCommand =
       readonly type: 'WithdrawWorktreeLeaseRequest';
       readonly data: { leaseId: string; reason: WorktreeReleaseReason; now: string };
     }
-  /** Hygiene: remove this key's worktree while nobody holds or waits for it (its repository is over its cap). */
-  | { readonly type: 'EvictIdleWorktree'; readonly data: { worktreeKey: string; now: string } }
+  /** Hygiene: remove this key's worktree while nobody holds or waits for it (its repository is over its cap, or its directory is gone). */
+  | { readonly type: 'EvictIdleWorktree'; readonly data: { worktreeKey: string; reason: EvictionReason; now: string } }
   | {
       readonly type: 'RecordWorktreeEvicted';
       readonly data: { worktreeKey: string; rescue: { branch: string; sha: string } | null; removed: boolean; now: string };
     };
 
 export type WorktreeLeaseCommandType = WorktreeLeaseCommand['type'];
+
+export type EvictionReason = DataOf<typeof WorktreeEvictionRequested>['reason'];
 
 // ---- state ----------------------------------------------------------------------------------
 
@@ -464,7 +466,7 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
     }
 
     case 'EvictIdleWorktree': {
-      const { worktreeKey, now } = command.data;
+      const { worktreeKey, reason, now } = command.data;
       if (state.worktreeKey !== worktreeKey) {
         return refuse(ErrorCode.NOT_FOUND, `worktree key ${worktreeKey} has no leases here`, { worktreeKey });
       }
@@ -478,7 +480,7 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
       return [
         {
           type: 'WorktreeEvictionRequested',
-          data: { worktreeKey, repositoryUrl: last.repositoryUrl, branch: last.branch, reason: 'over_capacity', requestedAt: now },
+          data: { worktreeKey, repositoryUrl: last.repositoryUrl, branch: last.branch, reason, requestedAt: now },
         },
       ];
     }

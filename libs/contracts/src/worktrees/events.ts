@@ -235,8 +235,9 @@ export const WorktreeReleased = defineEvent({
 });
 
 /**
- * Hygiene: an idle worktree (no holder, nobody waiting) of a repository over its cap of worktrees,
- * the least recently used, is to be removed — after rescuing any changes it holds.
+ * Hygiene: an idle worktree (no holder, nobody waiting) is to be removed — after rescuing any
+ * changes it holds: the least recently used of a repository over its cap of worktrees, or one
+ * whose directory start-up reconciliation found gone (the eviction then only completes the record).
  */
 export const WorktreeEvictionRequested = defineEvent({
   context: 'worktrees',
@@ -246,12 +247,15 @@ export const WorktreeEvictionRequested = defineEvent({
     worktreeKey: WorktreeKeySchema,
     repositoryUrl: RepositoryUrlSchema,
     branch: BranchNameSchema,
-    /** Why it goes: the repository has more worktrees than its cap. */
-    reason: z.enum(['over_capacity']),
+    /** Why it goes: the repository has more worktrees than its cap, or its directory is gone (found at start-up). */
+    reason: z.enum(['over_capacity', 'missing']),
     requestedAt: Iso,
   }),
   examples: {
-    valid: [{ worktreeKey: key, repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', reason: 'over_capacity', requestedAt: at }],
+    valid: [
+      { worktreeKey: key, repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', reason: 'over_capacity', requestedAt: at },
+      { worktreeKey: key, repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', reason: 'missing', requestedAt: at },
+    ],
     invalid: [{ worktreeKey: key, repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', reason: 'bored', requestedAt: at }],
   },
 });

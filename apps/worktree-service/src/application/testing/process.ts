@@ -22,16 +22,21 @@ export interface ServiceProcess extends ChildService {
 }
 
 /** Starts the service process on the world's schema, naming and root; with `waitReady`, resolves once /ready is 200. */
-export async function startServiceProcess(world: TestWorld, env: Record<string, string> = {}, waitReady = true): Promise<ServiceProcess> {
+export async function startServiceProcess(world: TestWorld, env: Record<string, string> = {}, waitReady = true, options: { cwd?: string } = {}): Promise<ServiceProcess> {
   const port = await freePort();
-  const child = startNodeProcess(serviceEntry, {
-    PORT: String(port),
-    GANTRY_HTTP_HOST: '127.0.0.1',
-    GANTRY_DATABASE_URL: testDatabaseUrl,
-    GANTRY_NATS_URL: testNatsUrl,
-    LOG_LEVEL: 'warn',
-    ...world.env(env),
-  });
+  const child = startNodeProcess(
+    serviceEntry,
+    {
+      PORT: String(port),
+      GANTRY_HTTP_HOST: '127.0.0.1',
+      GANTRY_DATABASE_URL: testDatabaseUrl,
+      GANTRY_NATS_URL: testNatsUrl,
+      LOG_LEVEL: 'warn',
+      ...world.env(env),
+    },
+    [],
+    options,
+  );
   const url = `http://127.0.0.1:${port}`;
   if (waitReady) {
     try {

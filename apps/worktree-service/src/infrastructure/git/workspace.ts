@@ -43,6 +43,8 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
   const realRoot = await realpath(root);
   const reposDir = path.join(realRoot, 'repos');
   const worktreesDir = path.join(realRoot, 'worktrees');
+  const commandTimeoutMs = options.commandTimeoutMs ?? 30_000;
+  await assertOutsideAnyRepository(realRoot, commandTimeoutMs);
   for (const dir of [reposDir, worktreesDir]) {
     await mkdir(dir, { recursive: true });
     if ((await lstat(dir)).isSymbolicLink()) throw hostile(`${dir} must be a directory, not a symlink`);
@@ -51,9 +53,27 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
     root: realRoot,
     reposDir,
     worktreesDir,
-    commandTimeoutMs: options.commandTimeoutMs ?? 30_000,
+    commandTimeoutMs,
     networkTimeoutMs: options.networkTimeoutMs ?? 300_000,
   };
+}
+
+/**
+ * The root must not lie inside a git repository. git finds a repository by looking at the parent
+ * directories; a process that still runs in a worktree after its directory was removed (or that
+ * creates the path again) would otherwise have its git commands act on that enclosing repository —
+ * the project's own checkout, when the root is inside it. See docs/worktrees.md.
+ */
+async function assertOutsideAnyRepository(root: string, timeoutMs: number): Promise<void> {
+  const probe = await runGit(['rev-parse', '--absolute-git-dir'], { cwd: root, timeoutMs, okExitCodes: [128] });
+  const enclosing = probe.exitCode === 0 ? probe.stdout.trim() : /dubious ownership/.test(probe.stderr) ? 'a repository owned by another user' : null;
+  if (enclosing !== null) {
+    throw new GantryError(
+      ErrorCode.PRECONDITION_FAILED,
+      `the worktree root ${root} is inside the git repository ${enclosing}; set GANTRY_WORKTREE_ROOT to a directory outside any repository`,
+      { root },
+    );
+  }
 }
 
 export function hostile(message: string, details?: Record<string, unknown>): GantryError {

@@ -17,7 +17,7 @@ import {
   syncWorktree,
   type GitWorkspace,
 } from './index.js';
-import { createGitFixture, git, type GitFixture } from './testing/git-fixture.js';
+import { createGitFixture, git, snapshotTree, type GitFixture } from './testing/git-fixture.js';
 
 const branch = 'feature/checkout';
 const now = new Date('2026-11-30T06:00:00.000Z');
@@ -294,11 +294,21 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect((await listWorktrees(ws)).worktrees).toEqual([]);
     });
 
-    it('removes a clean worktree once; removing it again changes nothing', async () => {
+    it('removes a clean worktree once; removing it again changes nothing and still says it is gone', async () => {
       await createOrReuseWorktree(ws, input);
       expect(await removeWorktree(ws, { worktreeKey: key })).toEqual({ removed: true });
-      expect(await removeWorktree(ws, { worktreeKey: key })).toEqual({ removed: false });
+      const before = snapshotTree(ws.root);
+      expect(await removeWorktree(ws, { worktreeKey: key })).toEqual({ removed: true });
+      expect(snapshotTree(ws.root)).toEqual(before);
       expect(existsSync(wt())).toBe(false);
+    });
+
+    it('a worktree whose directory is already gone is pruned and counts as removed', async () => {
+      await createOrReuseWorktree(ws, input);
+      rmSync(wt(), { recursive: true, force: true });
+      expect((await listWorktrees(ws)).worktrees.map((w) => w.prunable)).toEqual([true]);
+      expect(await rescueAndRemoveWorktree(ws, { worktreeKey: key, now })).toEqual({ rescue: null, removed: true });
+      expect((await listWorktrees(ws)).worktrees).toEqual([]);
     });
 
     it('keeps unpushed commits of a removed worktree on its branch for the next lease', async () => {

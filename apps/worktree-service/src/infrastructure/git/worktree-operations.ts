@@ -292,13 +292,15 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
 /**
  * Removes the worktree with `git worktree remove` (never `--force`) and `git worktree prune`.
  * A dirty worktree is refused with PRECONDITION_FAILED: rescue it first (see rescueAndRemoveWorktree).
- * A key whose directory is already gone is pruned and reported as not removed.
+ * `removed` says the worktree is gone afterwards: a key whose directory is already gone (a removal
+ * interrupted after git's work, or a directory deleted by hand) is pruned and counts as removed —
+ * otherwise its record would stay and every later eviction would pick it again.
  */
 export async function removeWorktree(workspace: GitWorkspace, input: { worktreeKey: string }): Promise<{ removed: boolean }> {
   const worktreePath = await worktreePathFor(workspace, input.worktreeKey);
   if (!(await lstatOrNull(worktreePath))) {
     await pruneWorktrees(workspace);
-    return { removed: false };
+    return { removed: true };
   }
   const clonePath = await cloneOfWorktree(workspace, worktreePath);
   return serializedOnClone(clonePath, async () => {
