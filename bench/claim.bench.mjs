@@ -6,7 +6,7 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { claimJob, enqueueJob } from '@gantry/contracts';
+import { claimJob, enqueueJob, registerProduct } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { benchName, databaseUrl, dropSchema, measure, natsUrl, stats } from './lib.mjs';
 
@@ -47,6 +47,10 @@ try {
     if (Date.now() > deadline) throw new Error('job-service did not become ready');
     await new Promise((r) => setTimeout(r, 100));
   }
+  await client.request(registerProduct, {
+    productId: 'bench', repository: 'bench/bench', cloneUrl: '/srv/git/bench.git', targetBranch: 'main',
+    prStrategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: 'bench/register:1',
+  });
   const t0 = performance.now();
   for (let i = 0; i < total; i++) {
     await client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'bench', taskId: `T-${i}`, prompt: 'x', idempotencyKey: `bench/enqueue:${i}` });

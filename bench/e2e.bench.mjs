@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { enqueueJob, getJob } from '@gantry/contracts';
+import { enqueueJob, getJob, registerProduct } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
 import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
@@ -92,14 +92,18 @@ try {
   bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-e2e' });
   const client = new CommandClient(bus);
 
+  await client.request(registerProduct, {
+    productId: 'bench', repository: 'bench/bench', cloneUrl: origin ?? join(scratch, 'no-origin.git'), targetBranch: 'main',
+    prStrategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: 'bench/register:1',
+  });
   const jobs = [];
   for (let i = 0; i < total; i++) {
     const record = join(scratch, `agent-${i}.jsonl`);
     const payload = { standIn: { behaviour: 'nothing', recordArgvTo: record } };
-    if (origin) Object.assign(payload, { repositoryUrl: origin, branch: `bench/job-${i}` });
     const { jobId } = await client.request(enqueueJob, {
       kind: origin ? 'TASK_IMPLEMENTATION' : 'PLAN_CHAT',
       productId: 'bench',
+      ...(origin ? { branch: `bench/job-${i}` } : {}),
       payload,
       baseRef: 'main',
       idempotencyKey: `bench/enqueue:${randomUUID()}`,

@@ -14,6 +14,10 @@ branch="gantry/demo-$stamp"
 
 command() { curl -sS -X POST -H 'content-type: application/json' "$job_service/commands/$1" -d "$2"; }
 
+# The demo product: its work lands in the demo origin. Registered once (a repeat under the same key replays).
+product="$(command register_product "{\"productId\":\"demo\",\"repository\":\"gantry/demo\",\"cloneUrl\":\"$STATE_DIR/origin/demo.git\",\"targetBranch\":\"main\",\"prStrategy\":\"STORY\",\"mergeMethod\":\"SQUASH\",\"requiredChecks\":[],\"idempotencyKey\":\"demo/register:1\"}")"
+node -e 'const r = JSON.parse(process.argv[1]); if (!r.ok && r.error.code !== "INVALID_TRANSITION") { console.error(JSON.stringify(r.error)); process.exit(1); }' "$product"
+
 request=$(cat <<JSON
 {
   "kind": "TASK_IMPLEMENTATION",
@@ -22,11 +26,9 @@ request=$(cat <<JSON
   "taskId": "DEMO-1-$stamp",
   "prompt": "Add a greeting file",
   "baseRef": "main",
+  "branch": "$branch",
   "idempotencyKey": "demo/enqueue:$stamp",
   "payload": {
-    "branch": "$branch",
-    "baseRef": "main",
-    "targetBranch": "main",
     "standIn": {
       "behaviour": "$behaviour",
       "files": { "greetings/$stamp.txt": "hello from gantry at $stamp\n" },

@@ -4,6 +4,7 @@ import { AgentReportHandlers } from './application/agent-reports.handlers.js';
 import { JobCommandHandlers } from './application/job-commands.js';
 import { LeaseExpirySweep } from './application/lease-expiry.js';
 import { JobOffers } from './application/offers.js';
+import { ProductCommandHandlers } from './application/product-commands.js';
 import { JobQueries } from './application/queries.js';
 import { SprintRunCommandHandlers } from './application/sprint-run-commands.js';
 import { SprintRunEffects } from './application/sprint-run-effects.js';
@@ -22,6 +23,6 @@ import { jobServiceProjections } from './infrastructure/projections.js';
       dispatchStream: true,
     }),
   ],
-  providers: [JobCommandHandlers, JobQueries, SprintRunCommandHandlers, LeaseExpirySweep, JobOffers, SprintRunReactions, SprintRunEffects, AgentReportHandlers],
+  providers: [ProductCommandHandlers, JobCommandHandlers, JobQueries, SprintRunCommandHandlers, LeaseExpirySweep, JobOffers, SprintRunReactions, SprintRunEffects, AgentReportHandlers],
 })
 export class AppModule {}

@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { askQuestion, claimJob, enqueueJob, ErrorCode, finishJob, logImplementation, logTestResult, reportAgentStatus, startJob } from '@gantry/contracts';
-import { createWorld, key, startInProcess, type TestWorld } from './harness.js';
+import { createWorld, key, registerProducts, startInProcess, type TestWorld } from './harness.js';
 
 describe('the agent reports its status and asks questions under the claim (report_agent_status, ask_question)', () => {
   let world: TestWorld;
@@ -9,6 +9,7 @@ describe('the agent reports its status and asks questions under the claim (repor
   beforeAll(async () => {
     world = await createWorld('agent_reports');
     app = await startInProcess(world);
+    await registerProducts(world.client, ['product-r']);
   });
   afterAll(async () => {
     await app?.close();

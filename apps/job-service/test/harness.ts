@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { NestFactory } from '@nestjs/core';
 import type { INestApplication } from '@nestjs/common';
 import pg from 'pg';
-import type { Naming } from '@gantry/contracts';
+import { registerProduct, type Naming, type ProductSettings } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { testDatabaseUrl, testNaming, testNatsUrl, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { AppModule } from '../src/app.module.js';
@@ -57,3 +57,20 @@ export async function startInProcess(world: TestWorld, env: Record<string, strin
 
 export const key = (label: string) => `test/${label}:${randomUUID()}`;
 export const sha = (c: string) => c.repeat(40).slice(0, 40);
+
+/** Registers each product (once: the key is the product's, so a repeat replays), on a repository of its own name. */
+export async function registerProducts(client: CommandClient, productIds: string[], settings: Partial<ProductSettings> = {}): Promise<void> {
+  for (const productId of productIds) {
+    await client.request(registerProduct, {
+      productId,
+      repository: `acme/${productId}`,
+      cloneUrl: `https://github.com/acme/${productId}.git`,
+      targetBranch: 'main',
+      prStrategy: 'STORY',
+      mergeMethod: 'SQUASH',
+      requiredChecks: [],
+      ...settings,
+      idempotencyKey: `${productId}/register:test`,
+    });
+  }
+}

@@ -8,22 +8,26 @@ import {
   ErrorCode,
   finishJob,
   getJob,
+  getProduct,
   listJobs,
   logCommit,
   logImplementation,
   logTestResult,
   renewJobLease,
+  registerProduct,
   reportPush,
   rollbackClaim,
   startJob,
   streamName,
+  updateProduct,
   type JobKind,
+  type ProductSettings,
   type VerificationFacts,
 } from '@gantry/contracts';
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
 import { jobServiceProjections } from '../src/infrastructure/projections.js';
-import { createWorld, key, sha, startInProcess, type TestWorld } from './harness.js';
+import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
 const runner = (n: number | string) => `runner-${n}`;
 
@@ -34,6 +38,7 @@ describe('job service through the NATS command path', () => {
   beforeAll(async () => {
     world = await createWorld('jobs');
     app = await startInProcess(world, { GANTRY_LEASE_SWEEP_MS: '200' });
+    await registerProducts(world.client, ['product-1', 'product-co', 'product-poll', 'product-offer', 'product-redeliver', 'product-expiry']);
   });
 
   afterAll(async () => {
@@ -72,6 +77,60 @@ describe('job service through the NATS command path', () => {
     if (commit) await world.client.request(logCommit, { ...lease, commitSha: sha('c'), message: 'feat: x', summary: '1 file', idempotencyKey: key('log') });
     await world.client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: key('log') });
   }
+
+  describe('products: where work lands', () => {
+    it('an enqueue for a product nobody registered is refused with UNKNOWN_PRODUCT, and nothing is written', async () => {
+      const before = Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n);
+      await expect(enqueue({ productId: 'product-unregistered', taskId: 'T-unknown' })).rejects.toMatchObject({
+        code: ErrorCode.UNKNOWN_PRODUCT,
+        message: expect.stringContaining('product-unregistered is not registered'),
+      });
+      expect(Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n)).toBe(before);
+      expect((await world.client.request(listJobs, { taskId: 'T-unknown' })).jobs).toHaveLength(0);
+    });
+
+    it('a claim carries the repository, clone URL, branch and target branch the job was resolved to at enqueue', async () => {
+      await registerProducts(world.client, ['product-where'], { repository: 'acme/where', cloneUrl: '/srv/git/where.git', targetBranch: 'develop' });
+      const { jobId } = await enqueue({ productId: 'product-where', baseRef: 'develop', branch: 'story/ST-9', storyId: 'ST-9', taskId: 'T-91', storyTaskIds: ['T-90', 'T-91'] });
+      // A later update changes what later jobs land on, not this one.
+      await world.client.request(updateProduct, { productId: 'product-where', changes: { targetBranch: 'main' }, idempotencyKey: key('update') });
+      const reply = await world.client.request(claimJob, { runnerId: runner('where'), kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key('claim') });
+      expect(reply).toMatchObject({
+        claimed: true,
+        job: { repository: 'acme/where', repositoryUrl: '/srv/git/where.git', branch: 'story/ST-9', targetBranch: 'develop', baseRef: 'develop' },
+      });
+      expect(await world.client.request(getJob, { jobId })).toMatchObject({ repository: 'acme/where', branch: 'story/ST-9', targetBranch: 'develop' });
+      const next = await enqueue({ productId: 'product-where', baseRef: 'main' });
+      expect(await world.client.request(getJob, { jobId: next.jobId })).toMatchObject({ branch: 'main', targetBranch: 'main' });
+    });
+
+    it('register, update and read a product; a repeated registration under its key replays, under another key is refused', async () => {
+      const settings: ProductSettings = { repository: 'acme/products', cloneUrl: 'https://github.com/acme/products.git', targetBranch: 'main', prStrategy: 'SPRINT', mergeMethod: 'MERGE', requiredChecks: ['ci/test'] };
+      const request = { productId: 'product-reg', ...settings, idempotencyKey: key('register') };
+      expect(await world.client.request(registerProduct, request)).toEqual({ productId: 'product-reg', version: 1 });
+      expect(await world.client.request(registerProduct, request)).toEqual({ productId: 'product-reg', version: 1 });
+      await expect(world.client.request(registerProduct, { ...request, idempotencyKey: key('register-again') })).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+      const updated = await world.client.request(updateProduct, { productId: 'product-reg', changes: { requiredChecks: ['ci/test', 'ci/lint'] }, idempotencyKey: key('update') });
+      expect(updated).toMatchObject({ version: 2, settings: { ...settings, requiredChecks: ['ci/test', 'ci/lint'] } });
+      expect(await world.client.request(getProduct, { productId: 'product-reg' })).toMatchObject({ ...settings, requiredChecks: ['ci/test', 'ci/lint'], version: 2 });
+      await expect(world.client.request(getProduct, { productId: 'product-none' })).rejects.toMatchObject({ code: ErrorCode.UNKNOWN_PRODUCT });
+      await expect(world.client.request(updateProduct, { productId: 'product-none', changes: { mergeMethod: 'MERGE' }, idempotencyKey: key('u') })).rejects.toMatchObject({
+        code: ErrorCode.UNKNOWN_PRODUCT,
+      });
+      const events = await world.db.query(`SELECT type FROM events WHERE stream_id = 'product-product-reg' ORDER BY stream_version`);
+      expect(events.rows.map((r) => r.type)).toEqual(['ProductRegistered', 'ProductUpdated']);
+    });
+
+    it('a clone URL with credentials in it is refused before anything is recorded', async () => {
+      await expect(
+        world.client.request(registerProduct, {
+          productId: 'product-secret', repository: 'acme/secret', cloneUrl: 'https://user:hunter2@github.com/acme/secret.git', targetBranch: 'main',
+          prStrategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: key('register'),
+        }),
+      ).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND, message: expect.not.stringContaining('hunter2') });
+      expect((await world.db.query(`SELECT count(*) AS n FROM events WHERE stream_id = 'product-product-secret'`)).rows[0].n).toBe('0');
+    });
+  });
 
   describe('enqueue: the run queue', () => {
     it('the same idempotency key twice gives one job, the second reply "deduplicated"', async () => {

@@ -1,7 +1,7 @@
 import { claimJob, enqueueJob, ErrorCode, getJob } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { startApp, type RunningApp } from '../../../tools/system-tests/src/services.js';
-import { createWorld, key, type TestWorld } from './harness.js';
+import { createWorld, key, registerProducts, type TestWorld } from './harness.js';
 
 // These start the compiled service (apps/job-service/dist): build first.
 describe('job service as processes', () => {
@@ -20,6 +20,7 @@ describe('job service as processes', () => {
   const start = async (env: Record<string, string> = {}) => {
     const app = await startApp('job-service', { schema: world.name, naming: world.naming, env: { GANTRY_LEASE_SWEEP_MS: '50', ...env } });
     running.push(app);
+    await registerProducts(world.client, ['product-2r', 'product-crash']);
     return app;
   };
 

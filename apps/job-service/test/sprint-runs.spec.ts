@@ -19,7 +19,7 @@ import {
   type JobView,
 } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
-import { createWorld, key, sha, startInProcess, type TestWorld } from './harness.js';
+import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
 const PR = 'https://github.com/acme/shop/pull/102';
 
@@ -30,6 +30,7 @@ describe('sprint runs driven by job events and PR events', () => {
   beforeAll(async () => {
     world = await createWorld('sprints');
     app = await startInProcess(world);
+    await registerProducts(world.client, ['product-42'], { repository: 'acme/shop', prStrategy: 'SPRINT' });
   });
 
   afterAll(async () => {
@@ -49,6 +50,7 @@ describe('sprint runs driven by job events and PR events', () => {
       correlationId: 'pr-test', causationId: null, idempotencyKey: null, actor: null, data,
     };
     await world.bus.js.publish(eventSubject(world.naming, 'prs', type, streamId), JSON.stringify(envelope), { msgID: eventId });
+    return eventId;
   }
 
   const prFacts = (branch: string) => ({
@@ -83,10 +85,11 @@ describe('sprint runs driven by job events and PR events', () => {
       const j = await sprintJobs(created.sprintRunId);
       return j.length === 2 ? j : null;
     }, { what: 'one job per sprint task' });
-    expect(jobs.map((j) => [j.taskId, j.kind, j.status, j.baseRef])).toEqual([
-      ['T-1', 'SPRINT_IMPLEMENTATION', 'QUEUED', 'sprint/SP-7'],
-      ['T-2', 'SPRINT_IMPLEMENTATION', 'QUEUED', 'sprint/SP-7'],
+    expect(jobs.map((j) => [j.taskId, j.kind, j.status, j.baseRef, j.repository, j.branch])).toEqual([
+      ['T-1', 'SPRINT_IMPLEMENTATION', 'QUEUED', 'sprint/SP-7', 'acme/shop', 'sprint/SP-7'],
+      ['T-2', 'SPRINT_IMPLEMENTATION', 'QUEUED', 'sprint/SP-7', 'acme/shop', 'sprint/SP-7'],
     ]);
+    expect((await run(created.sprintRunId)).repository).toBe('acme/shop');
 
     await finishDone(jobs[0]!, 'runner-s1');
     await eventually(async () => {
@@ -141,7 +144,7 @@ describe('sprint runs driven by job events and PR events', () => {
     await expect(world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, idempotencyKey: key('resume') })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
   });
 
-  it('failed checks fail the run and never pause it', async () => {
+  it('failed checks fail the run (found by repository and branch) and never pause it', async () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-9', productId: 'product-42', taskIds: ['T-5'], branch: 'sprint/SP-9', idempotencyKey: key('sprint'),
     });
@@ -151,6 +154,17 @@ describe('sprint runs driven by job events and PR events', () => {
     }, { what: 'the sprint job' });
     await world.client.request(claimJob, { runnerId: 'runner-f', kinds: ['SPRINT_IMPLEMENTATION'], jobId: job!.jobId, idempotencyKey: key('claim') });
     await eventually(async () => (await run(created.sprintRunId)).status === 'RUNNING', { what: 'the run RUNNING' });
+    // The same branch name in another repository is another pull request: the run does not hear of it.
+    const elsewhere = await publishPrEvent(PullRequestChecksFailed.type, {
+      ...prFacts('sprint/SP-9'),
+      repository: 'acme/other',
+      failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }],
+    });
+    await eventually(
+      async () => (await world.db.query(`SELECT 1 FROM inbox WHERE consumer = 'job-service-sprint-runs-checks-failed' AND event_id = $1`, [elsewhere])).rowCount === 1,
+      { what: 'the other repository\'s failed checks consumed' },
+    );
+    expect((await run(created.sprintRunId)).status).toBe('RUNNING');
     await publishPrEvent(PullRequestChecksFailed.type, {
       ...prFacts('sprint/SP-9'),
       failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }],

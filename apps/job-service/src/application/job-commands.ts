@@ -74,6 +74,10 @@ export function claimedJob(job: Job): ClaimedJob {
     effort: job.effort,
     baseRef: job.baseRef,
     baseSha: job.baseSha,
+    repository: job.repository ?? null,
+    repositoryUrl: job.repositoryUrl ?? null,
+    branch: job.workBranch ?? null,
+    targetBranch: job.targetBranch ?? null,
   };
 }
 

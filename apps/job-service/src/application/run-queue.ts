@@ -8,18 +8,19 @@ import {
   enqueueRequestHash,
   IDEMPOTENCY_WINDOW_MS,
   jobDecider,
+  productResolution,
   routeEnqueue,
   runQueueEntry,
   runQueueRequest,
   type Job,
 } from '../domain/index.js';
-import { jobRow, loadJob } from '../infrastructure/job-store.js';
+import { jobRow, loadJob, productRow } from '../infrastructure/job-store.js';
 
 export type EnqueueRequest = RequestOf<typeof enqueueJob>;
 export type EnqueueReply = ReplyOf<typeof enqueueJob>;
 
 /**
- * The run queue (SPEC §1): the idempotency key suppresses a repeat for 24 h through its receipt
+ * The run queue: the idempotency key suppresses a repeat for 24 h through its receipt
  * (stored with the events, expiring after the window) — a repeat answers `deduplicated` with the
  * job; a request for the same product, kind, agent profile and reason within 5 s joins the queued
  * job (`coalesced`, its payload appended) unless either side is excluded from coalescing.
@@ -61,7 +62,8 @@ export async function enqueueJobRequest(store: EventStore, request: EnqueueReque
         }
       }
       const jobId = jobIdFor(randomUUID());
-      await decideWithin(uow, jobDecider, jobId, enqueueJobCommand(request, { jobId, now }));
+      const product = await productRow(uow.sql, request.productId);
+      await decideWithin(uow, jobDecider, jobId, enqueueJobCommand(request, { jobId, now, product: product ? productResolution(product) : null }));
       return { jobId, outcome: 'created', status: 'QUEUED' };
     },
   );

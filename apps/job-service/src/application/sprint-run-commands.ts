@@ -7,6 +7,7 @@ import { CommandHandler } from '@gantry/service-runtime';
 import {
   cancelSprintRunCommand,
   createSprintRunCommand,
+  productResolution,
   resumeSprintRunCommand,
   sprintRunDecider,
   sprintRunExists,
@@ -14,6 +15,7 @@ import {
   type SprintRunEvent,
   type SprintRunState,
 } from '../domain/index.js';
+import { productRow } from '../infrastructure/job-store.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 
 type Reply = ReplyOf<typeof createSprintRun>;
@@ -30,9 +32,12 @@ export class SprintRunCommandHandlers {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}
 
   @CommandHandler(createSprintRun)
-  create(request: RequestOf<typeof createSprintRun>, context?: CommandContext): Promise<Reply> {
+  async create(request: RequestOf<typeof createSprintRun>, context?: CommandContext): Promise<Reply> {
     const sprintRunId = sprintRunIdFor(randomUUID());
-    return this.decide(sprintRunId, createSprintRunCommand(request, { sprintRunId, now: this.now() }), 'create_sprint_run', request, context);
+    // Resolved before the transaction: a product registered or updated a moment later makes no difference to the run.
+    const product = await productRow(this.store.pool, request.productId);
+    const command = createSprintRunCommand(request, { sprintRunId, now: this.now(), product: product ? productResolution(product) : null });
+    return this.decide(sprintRunId, command, 'create_sprint_run', request, context);
   }
 
   @CommandHandler(resumeSprintRun)

@@ -21,7 +21,7 @@ import {
   type SprintRunCommand,
   type SprintRunEvent,
 } from '../domain/index.js';
-import { loadJob } from '../infrastructure/job-store.js';
+import { loadJob, openSprintRunOf } from '../infrastructure/job-store.js';
 
 /** The job events that can mean something to a sprint run (see sprintRunCommandFor). */
 const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobFinished', 'JobClaimRolledBack', 'JobLeaseExpired'] satisfies JobEvent['type'][]);
@@ -76,25 +76,19 @@ export class SprintRunReactions implements OnModuleInit {
   }
 
   private async onMergeConflict(envelope: EventEnvelope<PullRequestMergeConflictData>, sql: pg.PoolClient): Promise<void> {
-    const sprintRunId = await this.sprintRunOfBranch(envelope.data.branch, sql);
-    if (!sprintRunId) return this.log.log('merge conflict on a branch no open sprint run uses', { branch: envelope.data.branch, eventId: envelope.eventId });
+    const { repository, branch } = envelope.data;
+    const sprintRunId = await openSprintRunOf(sql, repository, branch);
+    if (!sprintRunId) return this.log.log('merge conflict on a branch no open sprint run uses', { repository, branch, eventId: envelope.eventId });
     // One question per conflict report: its id is derived from the event, so a redelivery asks nothing new.
     const questionId = `question-${envelope.eventId}`;
     await this.decide(mergeConflictCommand(envelope.data, { sprintRunId, questionId, now: this.now() }), envelope, sql);
   }
 
   private async onChecksFailed(envelope: EventEnvelope<PullRequestChecksFailedData>, sql: pg.PoolClient): Promise<void> {
-    const sprintRunId = await this.sprintRunOfBranch(envelope.data.branch, sql);
-    if (!sprintRunId) return this.log.log('failed checks on a branch no open sprint run uses', { branch: envelope.data.branch, eventId: envelope.eventId });
+    const { repository, branch } = envelope.data;
+    const sprintRunId = await openSprintRunOf(sql, repository, branch);
+    if (!sprintRunId) return this.log.log('failed checks on a branch no open sprint run uses', { repository, branch, eventId: envelope.eventId });
     await this.decide(checksFailedCommand(envelope.data, { sprintRunId, now: this.now() }), envelope, sql);
-  }
-
-  private async sprintRunOfBranch(branch: string, sql: pg.PoolClient): Promise<string | null> {
-    const { rows } = await sql.query<{ sprint_run_id: string }>(
-      `SELECT sprint_run_id FROM sprint_runs WHERE branch = $1 AND status NOT IN ('DONE', 'CANCELLED') ORDER BY created_at DESC LIMIT 1`,
-      [branch],
-    );
-    return rows[0]?.sprint_run_id ?? null;
   }
 
   /** Decide on the sprint run's stream and append at the loaded version, inside the consumer's transaction. */

@@ -9,6 +9,8 @@
 //   24 h idempotency, 5 s coalescing, exclusion       run-queue/run-queue.ts routeEnqueue
 //   sprint run states, pause context, resume          sprint-run/decider.ts  decideSprintRun / transitionSprintRun
 //   sprint run effects (question, enqueue, PR ready)  sprint-run/effects.ts  sprintRunEffects
+//   products: repository, target branch, PR rules     product/decider.ts     decideProduct (jobs and sprint runs
+//                                                      are resolved against one at creation: UNKNOWN_PRODUCT)
 //   wire request → command, state → view             */requests.ts, */view.ts
 //   kind defaults, configuration cascade, --effort    @gantry/contracts jobs/agent-config.ts
 // Specifications: */*.spec.ts, written with testing/given.ts (specFor(decider) → given/when/then).
@@ -41,6 +43,14 @@ export type { SprintRunEffect } from './sprint-run/effects.js';
 export { sprintRunEffects, sprintJobIdempotencyKey } from './sprint-run/effects.js';
 export type { SprintRunTransition } from './sprint-run/decider.js';
 export { decideSprintRun, sprintRunDecider, transitionSprintRun, resumeInstructionsFor } from './sprint-run/decider.js';
+
+export type { ProductCommand } from './product/commands.js';
+export type { ProductEvent } from './product/events.js';
+export type { Product, ProductState } from './product/state.js';
+export { initialProductState, evolveProduct, productExists } from './product/state.js';
+export { decideProduct, productDecider, unknownProduct } from './product/decider.js';
+export type { ProductResolution } from './product/view.js';
+export { productView, productResolution } from './product/view.js';
 
 // From the wire to the deciders, and from the deciders to the read side.
 export {

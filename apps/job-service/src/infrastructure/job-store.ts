@@ -7,6 +7,7 @@ import {
   sprintRunExists,
   type Job,
   type JobEvent,
+  type Product,
   type SprintRun,
   type SprintRunEvent,
 } from '../domain/index.js';
@@ -36,4 +37,19 @@ export async function jobRow(sql: Sql, jobId: string): Promise<Job | null> {
 export async function sprintRunRow(sql: Sql, sprintRunId: string): Promise<SprintRun | null> {
   const { rows } = await sql.query<{ state: SprintRun }>(`SELECT state FROM sprint_runs WHERE sprint_run_id = $1`, [sprintRunId]);
   return rows[0]?.state ?? null;
+}
+
+export async function productRow(sql: Sql, productId: string): Promise<Product | null> {
+  const { rows } = await sql.query<{ state: Product }>(`SELECT state FROM products WHERE product_id = $1`, [productId]);
+  return rows[0]?.state ?? null;
+}
+
+/** The open sprint run on a (repository, branch): how a pull request's outcome finds its sprint run. */
+export async function openSprintRunOf(sql: Sql, repository: string, branch: string): Promise<string | null> {
+  const { rows } = await sql.query<{ sprint_run_id: string }>(
+    `SELECT sprint_run_id FROM sprint_runs WHERE repository = $1 AND branch = $2 AND status NOT IN ('DONE', 'CANCELLED')
+      ORDER BY created_at DESC LIMIT 1`,
+    [repository, branch],
+  );
+  return rows[0]?.sprint_run_id ?? null;
 }

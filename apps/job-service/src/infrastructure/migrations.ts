@@ -64,4 +64,35 @@ export class JobServiceViews1764547200000 implements MigrationInterface {
   }
 }
 
-export const jobServiceMigrations = [JobServiceViews1764547200000];
+/**
+ * Products and where work lands: the products view, and the repository and branch of jobs and
+ * sprint runs, so that a pull request's outcome finds them by (repository, branch).
+ */
+export class JobServiceProducts1767225600000 implements MigrationInterface {
+  name = 'JobServiceProducts1767225600000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      CREATE TABLE products (
+        product_id  text PRIMARY KEY,
+        repository  text NOT NULL,
+        state       jsonb NOT NULL
+      )`);
+    await q.query(`ALTER TABLE jobs ADD COLUMN repository text, ADD COLUMN branch text`);
+    await q.query(`CREATE INDEX jobs_by_head ON jobs (repository, branch, head_sha) WHERE head_sha IS NOT NULL`);
+    await q.query(`ALTER TABLE sprint_runs ADD COLUMN repository text`);
+    await q.query(`DROP INDEX IF EXISTS sprint_runs_by_branch`);
+    await q.query(`CREATE INDEX sprint_runs_by_branch ON sprint_runs (repository, branch, status)`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX IF EXISTS sprint_runs_by_branch`);
+    await q.query(`ALTER TABLE sprint_runs DROP COLUMN repository`);
+    await q.query(`CREATE INDEX sprint_runs_by_branch ON sprint_runs (branch, status)`);
+    await q.query(`DROP INDEX IF EXISTS jobs_by_head`);
+    await q.query(`ALTER TABLE jobs DROP COLUMN repository, DROP COLUMN branch`);
+    await q.query(`DROP TABLE IF EXISTS products`);
+  }
+}
+
+export const jobServiceMigrations = [JobServiceViews1764547200000, JobServiceProducts1767225600000];

@@ -2,16 +2,19 @@ import { ErrorCode } from '@gantry/contracts';
 import { jobWorkspaceOf, writesCode } from './job-workspace.js';
 
 const defaults = { repositoryUrl: null, targetBranch: 'main', agentTimeoutMs: 60_000 };
+const resolved = { repositoryUrl: '/srv/git/shop.git', branch: 'feat/a', targetBranch: 'develop' };
+const unresolved = { repositoryUrl: null, branch: null, targetBranch: null };
 
-describe('what the runner reads from a job payload', () => {
-  it('takes the repository, branch, target, plan and timeout, a later payload winning over an earlier one', () => {
+describe('where a job works, and what the runner reads from its payloads', () => {
+  it('works on the repository, branch and target the claim names; from the payloads only the plan and timeout, a later one winning', () => {
     const workspace = jobWorkspaceOf(
       {
         kind: 'TASK_IMPLEMENTATION',
         baseRef: 'main',
+        ...resolved,
         payloads: [
-          { repositoryUrl: '/srv/git/shop.git', branch: 'feat/a', timeoutMs: 5000, plan: 'free text for the agent' },
-          { branch: 'feat/b', expectedChanges: [{ path: 'src/cart.ts', contains: 'total' }] },
+          { repositoryUrl: '/srv/git/elsewhere.git', branch: 'feat/not-this', timeoutMs: 5000, plan: 'free text for the agent' },
+          { targetBranch: 'not-this-either', expectedChanges: [{ path: 'src/cart.ts', contains: 'total' }] },
         ],
       },
       defaults,
@@ -19,37 +22,37 @@ describe('what the runner reads from a job payload', () => {
     expect(workspace).toEqual({
       writesCode: true,
       repositoryUrl: '/srv/git/shop.git',
-      branch: 'feat/b',
+      branch: 'feat/a',
       baseRef: 'main',
-      targetBranch: 'main',
+      targetBranch: 'develop',
       expectedChanges: [{ path: 'src/cart.ts', contains: 'total' }],
       timeoutMs: 5000,
     });
   });
 
-  it('falls back to the runner defaults and works on the base ref when no branch is named', () => {
+  it('falls back to the runner defaults and works on the base ref for a job enqueued before products', () => {
     const workspace = jobWorkspaceOf(
-      { kind: 'SPRINT_IMPLEMENTATION', baseRef: 'sprint/SP-7', payloads: [{}] },
+      { kind: 'SPRINT_IMPLEMENTATION', baseRef: 'sprint/SP-7', ...unresolved, payloads: [{}] },
       { repositoryUrl: 'https://github.com/acme/shop.git', targetBranch: 'develop', agentTimeoutMs: 1234 },
     );
     expect(workspace).toMatchObject({ repositoryUrl: 'https://github.com/acme/shop.git', branch: 'sprint/SP-7', baseRef: 'sprint/SP-7', targetBranch: 'develop', timeoutMs: 1234 });
   });
 
-  it('lets a kind that writes no code run without a repository', () => {
-    expect(jobWorkspaceOf({ kind: 'IDEA_GRILL', baseRef: null, payloads: [{ idea: 'x' }] }, defaults)).toMatchObject({
+  it('lets a kind that writes no code run without a branch, in scratch, even when its product has a repository', () => {
+    expect(jobWorkspaceOf({ kind: 'IDEA_GRILL', baseRef: null, ...unresolved, payloads: [{ idea: 'x' }] }, defaults)).toMatchObject({
       writesCode: false,
       repositoryUrl: null,
       branch: null,
     });
+    expect(jobWorkspaceOf({ kind: 'REVIEW', baseRef: null, ...resolved, branch: null, payloads: [{}] }, defaults)).toMatchObject({ repositoryUrl: null, branch: null });
     expect(['TASK_IMPLEMENTATION', 'SPRINT_IMPLEMENTATION', 'REVIEW', 'PLAN_CHAT'].map((k) => writesCode(k as never))).toEqual([true, true, false, false]);
   });
 
   it.each([
-    ['a code job without a repository', { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', payloads: [{}] }, /needs a repository/],
-    ['a repository without a branch', { kind: 'REVIEW', baseRef: null, payloads: [{ repositoryUrl: '/srv/x.git' }] }, /needs a branch/],
-    ['a branch that is an option', { kind: 'TASK_IMPLEMENTATION', baseRef: null, payloads: [{ repositoryUrl: '/srv/x.git', branch: '--upload-pack=x' }] }, /invalid workspace fields/],
-    ['a plan path escaping the repository', { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', payloads: [{ repositoryUrl: '/srv/x.git', expectedChanges: [{ path: '../etc/passwd' }] }] }, /plain path relative/],
-    ['a timeout a timer cannot hold', { kind: 'PLAN_CHAT', baseRef: null, payloads: [{ timeoutMs: 2 ** 31 }] }, /invalid workspace fields/],
+    ['a code job without a repository', { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...unresolved, payloads: [{}] }, /needs a repository/],
+    ['a code job without a branch', { kind: 'TASK_IMPLEMENTATION', baseRef: null, ...resolved, branch: null, payloads: [{}] }, /needs a branch/],
+    ['a plan path escaping the repository', { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...resolved, payloads: [{ expectedChanges: [{ path: '../etc/passwd' }] }] }, /plain path relative/],
+    ['a timeout a timer cannot hold', { kind: 'PLAN_CHAT', baseRef: null, ...unresolved, payloads: [{ timeoutMs: 2 ** 31 }] }, /invalid workspace fields/],
   ])('refuses %s', (_what, job, sentence) => {
     expect(() => jobWorkspaceOf(job as never, defaults)).toThrow(expect.objectContaining({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(sentence) }));
   });

@@ -1,15 +1,15 @@
 import { z } from 'zod';
-import { ErrorCode, GantryError, GitRefSchema, type ClaimedJob, type JobKind } from '@gantry/contracts';
+import { ErrorCode, GantryError, type ClaimedJob, type JobKind } from '@gantry/contracts';
 import { validateExpectedChanges, type ExpectedChange } from '../domain/idempotency-precheck.js';
 
 /**
- * What the runner reads from a job's payloads (the agent reads the rest). Payloads are opaque to the
- * job service and a coalesced job has several; a later payload's field wins over an earlier one's.
+ * Where a job works comes from the claim: the job service resolved the repository, the clone URL,
+ * the branch and the target branch against the job's product at enqueue (the runner's
+ * GANTRY_REPOSITORY_URL / GANTRY_TARGET_BRANCH only stand in for jobs enqueued before products).
+ * A job without a branch works in a scratch directory; a job that writes code needs one.
  *
- *   repositoryUrl   the origin to work on (else the runner's GANTRY_REPOSITORY_URL)
- *   branch          the feature branch the work is committed and pushed to (else the job's base ref)
- *   baseRef         where a new branch starts (else the job's base ref, else the target branch)
- *   targetBranch    where the work must end up, for the pre-check and verify (else GANTRY_TARGET_BRANCH)
+ * From the payloads (opaque to the job service; a coalesced job has several, a later payload's field
+ * winning over an earlier one's) the runner reads only what concerns the agent run:
  *   expectedChanges the task's plan in testable form, for the idempotency pre-check
  *   timeoutMs       the agent's timeout for this job (else GANTRY_AGENT_TIMEOUT_MS)
  */
@@ -20,10 +20,6 @@ const ExpectedChangeSchema = z.strictObject({
 });
 
 const WorkspaceFieldsSchema = z.object({
-  repositoryUrl: z.string().min(1).max(2000).optional(),
-  branch: GitRefSchema.optional(),
-  baseRef: GitRefSchema.optional(),
-  targetBranch: GitRefSchema.optional(),
   expectedChanges: z.array(ExpectedChangeSchema).max(500).optional(),
   timeoutMs: z.number().int().min(1).max(2 ** 31 - 1).optional(),
 });
@@ -54,7 +50,7 @@ export function writesCode(kind: JobKind): boolean {
 
 /** A job the runner cannot set up (no repository for a code job, a malformed field) is refused with the reason. */
 export function jobWorkspaceOf(
-  job: Pick<ClaimedJob, 'kind' | 'payloads' | 'baseRef'>,
+  job: Pick<ClaimedJob, 'kind' | 'payloads' | 'baseRef' | 'repositoryUrl' | 'branch' | 'targetBranch'>,
   defaults: { repositoryUrl: string | null; targetBranch: string; agentTimeoutMs: number },
 ): JobWorkspace {
   const merged: z.infer<typeof WorkspaceFieldsSchema> = {};
@@ -66,22 +62,23 @@ export function jobWorkspaceOf(
     for (const [key, value] of Object.entries(parsed.data)) if (value !== undefined) (merged as Record<string, unknown>)[key] = value;
   });
   const code = writesCode(job.kind);
-  const repositoryUrl = merged.repositoryUrl ?? defaults.repositoryUrl;
-  const branch = merged.branch ?? job.baseRef ?? null;
-  const targetBranch = merged.targetBranch ?? defaults.targetBranch;
+  const repositoryUrl = job.repositoryUrl ?? defaults.repositoryUrl;
+  // A job enqueued before products names no repository: it worked on its base ref, as it always did.
+  const branch = job.repositoryUrl !== null ? job.branch : (job.branch ?? job.baseRef ?? null);
+  const targetBranch = job.targetBranch ?? defaults.targetBranch;
   if (code && repositoryUrl === null) {
-    throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job needs a repository: its payload names no repositoryUrl and the runner has no GANTRY_REPOSITORY_URL`);
+    throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job needs a repository: the job names none and the runner has no GANTRY_REPOSITORY_URL`);
   }
-  if (repositoryUrl !== null && branch === null) {
-    throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job on a repository needs a branch: its payload names none and the job has no base ref`);
+  if (code && branch === null) {
+    throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job needs a branch to push to: the job names neither a branch nor a base ref`);
   }
   const expectedChanges = (merged.expectedChanges ?? []) as ExpectedChange[];
   validateExpectedChanges(expectedChanges);
   return {
     writesCode: code,
-    repositoryUrl,
+    repositoryUrl: branch === null ? null : repositoryUrl,
     branch,
-    baseRef: merged.baseRef ?? job.baseRef ?? targetBranch,
+    baseRef: job.baseRef ?? targetBranch,
     targetBranch,
     expectedChanges,
     timeoutMs: merged.timeoutMs ?? defaults.agentTimeoutMs,

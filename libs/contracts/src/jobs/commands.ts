@@ -3,6 +3,7 @@ import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, EffortLevelSchema, JobKindSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
+import { CloneUrlSchema, RepositorySchema } from './products.js';
 import {
   EnqueueOutcomeSchema,
   GitRefSchema,
@@ -63,11 +64,27 @@ export const EnqueueJobRequestSchema = CommandMetaSchema.extend({
   excludeFromCoalescing: z.boolean().default(false),
   /** The branch the work starts from; the runner resolves base_sha from it. */
   baseRef: GitRefSchema.optional(),
+  /** The branch the work is committed and pushed to (its pull request's head); else the base ref. */
+  branch: GitRefSchema.optional(),
+  /**
+   * Every task of the job's story, this one included: the story's pull request merges only when each
+   * of them is done (docs/products.md). Without it the story is this one task.
+   */
+  storyTaskIds: z.array(ExternalRefSchema).min(1).max(500).optional(),
   maxAttempts: z.number().int().min(1).max(20).optional(),
-}).refine((r) => r.kind !== 'REVIEW' || r.agentProfile !== undefined, {
-  message: 'a REVIEW job takes its model and thinking budget from an agent profile, so agentProfile is required',
-  path: ['agentProfile'],
-});
+})
+  .refine((r) => r.kind !== 'REVIEW' || r.agentProfile !== undefined, {
+    message: 'a REVIEW job takes its model and thinking budget from an agent profile, so agentProfile is required',
+    path: ['agentProfile'],
+  })
+  .refine((r) => r.storyTaskIds === undefined || (r.storyId !== undefined && r.taskId !== undefined && r.storyTaskIds.includes(r.taskId)), {
+    message: "storyTaskIds lists a story's tasks: the job names its story and its task, and the task is one of them",
+    path: ['storyTaskIds'],
+  })
+  .refine((r) => r.storyTaskIds === undefined || new Set(r.storyTaskIds).size === r.storyTaskIds.length, {
+    message: 'story task ids are distinct',
+    path: ['storyTaskIds'],
+  });
 
 export const enqueueJob = defineCommand({
   context: 'jobs',
@@ -91,6 +108,10 @@ export const enqueueJob = defineCommand({
         agentProfile: { id: 'profile-reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000 },
         idempotencyKey: 'product-42/queue_run:0f3c5e7a9b1d', excludeFromCoalescing: true,
       },
+      {
+        kind: 'TASK_IMPLEMENTATION', productId: 'product-42', storyId: 'ST-1208', taskId: 'T-534', storyTaskIds: ['T-533', 'T-534'],
+        baseRef: 'main', branch: 'feat/story-1208', idempotencyKey: 'product-42/enqueue:task-T-534-attempt-1',
+      },
     ],
     invalid: [
       // REVIEW without an agent profile has no model to run
@@ -99,6 +120,8 @@ export const enqueueJob = defineCommand({
       { kind: 'PLAN_CHAT', productId: 'product-42', idempotencyKey: 'alice@example.com:chat' },
       // the key must be scoped: <scope>:<key>
       { kind: 'PLAN_CHAT', productId: 'product-42', idempotencyKey: 'just-a-key' },
+      // the story's tasks must include the job's own task
+      { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', storyId: 'ST-1', taskId: 'T-9', storyTaskIds: ['T-1', 'T-2'], idempotencyKey: 'p/enqueue:1' },
     ],
   },
 });
@@ -124,6 +147,13 @@ export const ClaimedJobSchema = z.object({
   effort: EffortLevelSchema.nullable(),
   baseRef: GitRefSchema.nullable(),
   baseSha: GitShaSchema.nullable(),
+  /** The product's repository (`owner/name`) and where to clone it; null only for jobs enqueued before products existed. */
+  repository: RepositorySchema.nullable(),
+  repositoryUrl: CloneUrlSchema.nullable(),
+  /** The branch the work is committed and pushed to. */
+  branch: GitRefSchema.nullable(),
+  /** Where the work must end up (the product's target branch): the pre-check and verify compare with it. */
+  targetBranch: GitRefSchema.nullable(),
 });
 export type ClaimedJob = z.infer<typeof ClaimedJobSchema>;
 

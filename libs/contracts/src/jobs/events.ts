@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineEvent } from '../registry.js';
 import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, EffortLevelSchema, JobKindSchema } from './agent-config.js';
+import { CloneUrlSchema, RepositorySchema } from './products.js';
 import {
   ClaimEndOutcomeSchema,
   GitRefSchema,
@@ -72,6 +73,14 @@ export const JobEnqueued = defineEvent({
     baseRef: GitRefSchema.nullable(),
     maxAttempts: z.number().int().min(1).max(20),
     enqueuedAt: TimestampSchema,
+    // Resolved against the job's product at enqueue (absent from jobs enqueued before products existed).
+    repository: RepositorySchema.optional(),
+    repositoryUrl: CloneUrlSchema.optional(),
+    /** The branch the work is pushed to; null when the job names none (a job that writes no code). */
+    branch: GitRefSchema.nullable().optional(),
+    targetBranch: GitRefSchema.optional(),
+    /** The story's tasks as the enqueue request named them; null when it named none. */
+    storyTaskIds: z.array(ExternalRefSchema).nullable().optional(),
   }),
   examples: {
     valid: [
@@ -94,6 +103,11 @@ export const JobEnqueued = defineEvent({
         baseRef: 'feat/story-1208',
         maxAttempts: 3,
         enqueuedAt: '2026-11-30T06:00:00.000Z',
+        repository: 'acme/shop',
+        repositoryUrl: 'https://github.com/acme/shop.git',
+        branch: 'feat/story-1208',
+        targetBranch: 'main',
+        storyTaskIds: ['T-532', 'T-533'],
       },
     ],
     invalid: [

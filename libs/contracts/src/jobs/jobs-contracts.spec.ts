@@ -20,6 +20,8 @@ import {
   jobOfferExamples,
   jobOfferMessageId,
   JobOfferSchema,
+  productCommandContracts,
+  productEventContracts,
 } from './index.js';
 import { PullRequestChecksFailed, PullRequestMergeConflict, prSprintDrivingEventContracts } from '../prs/index.js';
 import { deriveIdempotencyKey } from '../hashing.js';
@@ -32,6 +34,8 @@ const all: (CommandContract | EventContract)[] = [
   ...jobEventContracts,
   ...sprintRunEventContracts,
   ...prSprintDrivingEventContracts,
+  ...productCommandContracts,
+  ...productEventContracts,
 ] as unknown as (CommandContract | EventContract)[];
 
 const schemaOf = (c: CommandContract | EventContract): z.ZodType => (c.kind === 'command' ? c.request : c.data);

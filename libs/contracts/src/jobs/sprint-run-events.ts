@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { defineEvent } from '../registry.js';
 import { jobExampleIds } from './events.js';
 import { GitRefSchema, JobIdSchema, ExternalRefSchema, SprintRunIdSchema, TimestampSchema } from './values.js';
+import { RepositorySchema } from './products.js';
 
 const sprintRunId = SprintRunIdSchema;
 const at = '2026-11-30T07:00:00.000Z';
@@ -20,9 +21,11 @@ export const SprintRunCreated = defineEvent({
     branch: GitRefSchema,
     prUrl: z.url().nullable(),
     createdAt: TimestampSchema,
+    /** The product's repository at creation; with the branch it names the run's pull request (absent from runs created before products existed). */
+    repository: RepositorySchema.optional(),
   }),
   examples: {
-    valid: [{ sprintRunId: jobExampleIds.sprintRunId, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: null, createdAt: at }],
+    valid: [{ sprintRunId: jobExampleIds.sprintRunId, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: null, createdAt: at, repository: 'acme/shop' }],
     // a task listed twice would be "done" twice
     invalid: [{ sprintRunId: jobExampleIds.sprintRunId, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-1'], branch: 'sprint/SP-7', prUrl: null, createdAt: at }],
   },

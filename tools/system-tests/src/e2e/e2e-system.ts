@@ -8,6 +8,7 @@ import {
   enqueueJob,
   getJob,
   listWorktreeLeases,
+  registerProduct,
   type JobKind,
   type JobView,
   type Naming,
@@ -35,6 +36,8 @@ export interface EnqueueOptions {
   payload?: Record<string, unknown>;
   taskId?: string;
   baseRef?: string;
+  /** The branch a code job pushes to (else its base ref). */
+  branch?: string;
   maxAttempts?: number;
   thinkingBudget?: number;
   agentProfile?: { id: string; model: string; thinkingBudget: number };
@@ -79,6 +82,16 @@ export class E2eSystem {
         env: { GANTRY_WORKTREE_ROOT: this.worktreeRoot, GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '200', GANTRY_WORKTREE_LOCK_TIMEOUT_MS: '30000' },
       }),
     ]);
+    await this.client.request(registerProduct, {
+      productId: 'product-e2e',
+      repository: 'acme/e2e',
+      cloneUrl: this.origin.url,
+      targetBranch: 'main',
+      prStrategy: 'STORY',
+      mergeMethod: 'SQUASH',
+      requiredChecks: [],
+      idempotencyKey: 'product-e2e/register:1',
+    });
   }
 
   async startRunner(id: string, options: RunnerOptions = {}): Promise<RunningApp> {
@@ -121,6 +134,7 @@ export class E2eSystem {
       taskId: options.taskId ?? `T-${randomUUID().slice(0, 8)}`,
       payload: options.payload ?? {},
       baseRef: options.baseRef ?? 'main',
+      ...(options.branch ? { branch: options.branch } : {}),
       idempotencyKey: `product-e2e/enqueue:${randomUUID()}`,
       ...(options.maxAttempts ? { maxAttempts: options.maxAttempts } : {}),
       ...(options.thinkingBudget !== undefined ? { configOverrides: { job: { thinkingBudget: options.thinkingBudget } } } : {}),

@@ -35,12 +35,10 @@ describe('the runner end to end: job service, worktree service, two runners, a r
   }, 60_000);
   afterAll(() => system.stop(), 60_000);
 
+  /** A code job's branch (the enqueue's own field; the repository is the product's) and the stand-in's payload. */
   function code(label: string, standIn: Record<string, unknown>, extra: Record<string, unknown> = {}) {
     const record = system.recordFile(label);
-    return {
-      record,
-      payload: { repositoryUrl: system.origin.url, branch: branch(label), standIn: { recordArgvTo: record, ...standIn }, ...extra },
-    };
+    return { record, branch: branch(label), payload: { standIn: { recordArgvTo: record, ...standIn }, ...extra } };
   }
 
   describe('with runners A and B (all kinds, concurrency 2 each)', () => {
@@ -81,7 +79,7 @@ describe('the runner end to end: job service, worktree service, two runners, a r
           const run = c.code
             ? code(c.label, { behaviour: 'commit', files: { [`src/${c.label}.ts`]: `export const x = '${c.label}';\n` } })
             : { record: system.recordFile(c.label), payload: { standIn: { behaviour: 'nothing', recordArgvTo: system.recordFile(c.label) } } };
-          const jobId = await system.enqueue({ kind: c.kind, payload: run.payload, ...(c.budget !== undefined ? { thinkingBudget: c.budget } : {}) });
+          const jobId = await system.enqueue({ kind: c.kind, ...('branch' in run ? { branch: run.branch } : {}), payload: run.payload, ...(c.budget !== undefined ? { thinkingBudget: c.budget } : {}) });
           return { c, jobId, record: run.record };
         }),
       );
@@ -125,23 +123,23 @@ describe('the runner end to end: job service, worktree service, two runners, a r
             { files: { 'src/cart.spec.ts': 'test\n' }, message: 'test: cart total' },
           ],
         });
-        const jobId = await system.enqueue({ payload: run.payload });
+        const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
         const job = await system.terminal(jobId);
-        const tip = await system.origin.sha(run.payload.branch);
+        const tip = await system.origin.sha(run.branch);
         expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: mainAtStart, headSha: tip, attempt: 1 });
         expect(job.pushedAt).not.toBeNull();
         expect(job.storyLog).toEqual({ implementationEntries: 1, commitEntries: 2, testResultEntries: 1 });
-        expect(await system.origin.log(run.payload.branch)).toHaveLength(2);
-        const pushes = (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${run.payload.branch}`);
-        expect(pushes).toEqual([{ ref: `refs/heads/${run.payload.branch}`, oldSha: '0'.repeat(40), newSha: tip }]);
+        expect(await system.origin.log(run.branch)).toHaveLength(2);
+        const pushes = (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${run.branch}`);
+        expect(pushes).toEqual([{ ref: `refs/heads/${run.branch}`, oldSha: '0'.repeat(40), newSha: tip }]);
         await system.leasesReleased(jobId);
       });
 
       it('PARTIAL (the agent did part of the plan) with a new commit → DONE / DONE', async () => {
         const run = code('partial', { behaviour: 'commit', files: { 'src/partial.ts': 'half\n' }, reportStatus: 'PARTIAL' });
         const main = await system.origin.sha('main');
-        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
-        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: main, headSha: await system.origin.sha(run.payload.branch) });
+        const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
+        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: main, headSha: await system.origin.sha(run.branch) });
         expect(job.pushedAt).not.toBeNull();
         // the agent's own PARTIAL went through MCP to the job service, under the claim
         expect(await system.agentReports(job.jobId)).toEqual([
@@ -152,17 +150,17 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       it('a delete-only change is not EMPTY → DONE / DONE', async () => {
         const run = code('delete-only', { behaviour: 'delete_only', delete: ['docs/old.md'] });
         const main = await system.origin.sha('main');
-        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
-        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: main, headSha: await system.origin.sha(run.payload.branch) });
+        const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
+        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: main, headSha: await system.origin.sha(run.branch) });
         expect(job.pushedAt).not.toBeNull();
-        expect(await system.origin.fileAt(run.payload.branch, 'docs/old.md')).toBeNull();
+        expect(await system.origin.fileAt(run.branch, 'docs/old.md')).toBeNull();
       });
 
       it('EMPTY and the work not on the target → FAILED "verify produced no output" / IN_PROGRESS, nothing pushed', async () => {
         const run = code('empty', { behaviour: 'nothing' });
-        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
         expect(job).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'verify produced no output', baseSha: mainAtStart, headSha: null, pushedAt: null });
-        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+        expect(await system.origin.sha(run.branch)).toBeNull();
         expect(await system.agentStarts(run.record)).toHaveLength(1);
       });
 
@@ -171,11 +169,11 @@ describe('the runner end to end: job service, worktree service, two runners, a r
         const run = code('precheck', { behaviour: 'commit', files: { 'src/landed.ts': 'export const landed = true;\n' } }, {
           expectedChanges: [{ path: 'src/landed.ts', contains: 'landed = true' }],
         });
-        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
         expect(job).toMatchObject({ status: 'SKIPPED', taskStatus: 'DONE', error: null, baseSha: landed, headSha: null, pushedAt: null });
         expect(job.storyLog).toEqual({ implementationEntries: 1, commitEntries: 0, testResultEntries: 1 });
         expect(await system.agentStarts(run.record)).toEqual([]);
-        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+        expect(await system.origin.sha(run.branch)).toBeNull();
         await system.leasesReleased(job.jobId);
       });
 
@@ -184,8 +182,8 @@ describe('the runner end to end: job service, worktree service, two runners, a r
         const run = code('half-done', { behaviour: 'commit', files: { 'src/half-b.ts': 'export const b = 2;\n' } }, {
           expectedChanges: [{ path: 'src/half-a.ts', contains: 'a = 1' }, { path: 'src/half-b.ts', contains: 'b = 2' }],
         });
-        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
-        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: landed, headSha: await system.origin.sha(run.payload.branch) });
+        const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
+        expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', error: null, baseSha: landed, headSha: await system.origin.sha(run.branch) });
         expect(await system.agentStarts(run.record)).toHaveLength(1);
         const logged = (await system.events(job.jobId)).filter((e) => e.type === 'ImplementationLogged').map((e) => e.data);
         expect(logged).toHaveLength(2);
@@ -199,10 +197,10 @@ describe('the runner end to end: job service, worktree service, two runners, a r
         await system.origin.branchWith(merged, { 'src/coupon.ts': 'export const coupon = 10;\n' }, 'feat: coupon');
         const main = await system.origin.squashMerge(merged);
         const run = code('already-merged', { behaviour: 'nothing', resetTo: `origin/${merged}` });
-        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
         expect(job).toMatchObject({ status: 'SKIPPED', taskStatus: 'DONE', error: null, baseSha: main, headSha: null, pushedAt: null });
         expect(await system.agentStarts(run.record)).toHaveLength(1);
-        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+        expect(await system.origin.sha(run.branch)).toBeNull();
       });
 
       it('DIVERGENT, not matching the target → FAILED "verify divergent — manual review" / IN_PROGRESS', async () => {
@@ -211,15 +209,15 @@ describe('the runner end to end: job service, worktree service, two runners, a r
         await system.origin.commitToMain({ 'src/main-moves.ts': 'moved\n' }, 'main moves on');
         const main = await system.origin.sha('main');
         const run = code('divergent', { behaviour: 'nothing', resetTo: `origin/${other}` });
-        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
         expect(job).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'verify divergent — manual review', baseSha: main, headSha: null, pushedAt: null });
-        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+        expect(await system.origin.sha(run.branch)).toBeNull();
       });
 
       it('a failing test run → FAILED with the concrete test error / IN_PROGRESS, nothing pushed', async () => {
         const run = code('failing-tests', { behaviour: 'failing_tests', files: { 'src/broken.ts': 'broken\n' } });
         const main = await system.origin.sha('main');
-        const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+        const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
         expect(job).toMatchObject({
           status: 'FAILED',
           taskStatus: 'IN_PROGRESS',
@@ -228,14 +226,15 @@ describe('the runner end to end: job service, worktree service, two runners, a r
           headSha: null,
           pushedAt: null,
         });
-        expect(await system.origin.sha(run.payload.branch)).toBeNull();
+        expect(await system.origin.sha(run.branch)).toBeNull();
       });
 
       it('a push the origin refuses → FAILED with the push error / IN_PROGRESS, pushed_at empty', async () => {
         await system.origin.refusePushesTo('protected/');
         const record = system.recordFile('push-refused');
         const jobId = await system.enqueue({
-          payload: { repositoryUrl: system.origin.url, branch: 'protected/release', standIn: { behaviour: 'commit', files: { 'src/p.ts': 'p\n' }, recordArgvTo: record } },
+          branch: 'protected/release',
+          payload: { standIn: { behaviour: 'commit', files: { 'src/p.ts': 'p\n' }, recordArgvTo: record } },
         });
         const job = await system.terminal(jobId);
         expect(job).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', baseSha: await system.origin.sha('main'), headSha: null, pushedAt: null });
@@ -245,7 +244,7 @@ describe('the runner end to end: job service, worktree service, two runners, a r
 
       it('cancelled by a user while the agent runs → CANCELLED / TO_DO, the agent stopped, the worktree lease released', async () => {
         const run = code('cancelled', { behaviour: 'hang' });
-        const jobId = await system.enqueue({ payload: run.payload });
+        const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
         await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
         await system.cancel(jobId);
         const job = await system.terminal(jobId);
@@ -258,25 +257,25 @@ describe('the runner end to end: job service, worktree service, two runners, a r
 
     it('an agent that never logs: the finish is refused and the job FAILs with that reason', async () => {
       const run = code('no-logs', { behaviour: 'no_logs', files: { 'src/silent.ts': 'silent\n' } });
-      const job = await system.terminal(await system.enqueue({ payload: run.payload, maxAttempts: 1 }));
+      const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 }));
       expect(job.status).toBe('FAILED');
       expect(job.error).toMatch(/the finish was refused: .*story log is missing an implementation-log entry .*a test-result entry .*a commit-log entry/);
       expect(job.storyLog).toEqual({ implementationEntries: 0, commitEntries: 0, testResultEntries: 0 });
       // work of an attempt that cannot finish is not published
-      expect(await system.origin.sha(run.payload.branch)).toBeNull();
+      expect(await system.origin.sha(run.branch)).toBeNull();
       await system.leasesReleased(job.jobId);
     });
 
     it('the story log written by the agent through MCP is what lets a job finish', async () => {
       const run = code('logged', { behaviour: 'commit', files: { 'src/logged.ts': 'logged\n' } });
-      const job = await system.terminal(await system.enqueue({ payload: run.payload }));
+      const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
       expect(job.status).toBe('DONE');
       expect(job.storyLog).toEqual({ implementationEntries: 1, commitEntries: 1, testResultEntries: 1 });
     });
 
     it('a hung agent is killed at its timeout → FAILED with a timeout error, its worktree lease released by the server', async () => {
       const run = code('hung', { behaviour: 'hang', ignoreSigterm: true }, { timeoutMs: 2000 });
-      const jobId = await system.enqueue({ payload: run.payload });
+      const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
       const job = await system.terminal(jobId);
       expect(job).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'exception: the agent was killed at its timeout of 2000 ms', pushedAt: null });
       const pid = (await system.agentStarts(run.record))[0]!.pid;
@@ -288,7 +287,7 @@ describe('the runner end to end: job service, worktree service, two runners, a r
     it('a job that runs longer than its leases keeps them by renewal and finishes on its first attempt', async () => {
       // job lease 10 s, worktree lease 10 s, renewed every second; the agent works for 12 s
       const run = code('long', { behaviour: 'commit', delayMs: 12_000, files: { 'src/long.ts': 'long\n' } });
-      const jobId = await system.enqueue({ payload: run.payload });
+      const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
       await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
       await new Promise((r) => setTimeout(r, 11_000));
       const [job, leases] = await Promise.all([system.job(jobId), system.leases(jobId)]);
@@ -298,32 +297,32 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect(leases[0]).toMatchObject({ status: 'ready' });
       expect(Date.parse(leases[0]!.expiresAt!)).toBeGreaterThan(Date.now());
       const done = await system.terminal(jobId);
-      expect(done).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.payload.branch) });
+      expect(done).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
     }, 60_000);
 
     it('ten jobs of different kinds and outcomes through both runners: each terminal with its status, every lease released', async () => {
       const landed = await system.origin.commitToMain({ 'src/ten-landed.ts': 'ten\n' }, 'feat: ten landed');
       expect(landed).toMatch(SHA);
       const withRecord = (label: string, standIn: Record<string, unknown>) => ({ standIn: { ...standIn, recordArgvTo: system.recordFile(label) } });
-      const specs: { label: string; expected: JobView['status']; kind?: JobKind; maxAttempts?: number; payload: Record<string, unknown> }[] = [
+      const specs: { label: string; expected: JobView['status']; kind?: JobKind; maxAttempts?: number; branch?: string; payload: Record<string, unknown> }[] = [
         ...[1, 2, 3].map((i) => ({
           label: `ten-commit-${i}`,
           expected: 'DONE' as const,
-          payload: code(`ten-commit-${i}`, { behaviour: 'commit', delayMs: 500, files: { [`src/ten-${i}.ts`]: `${i}\n` } }).payload,
+          ...code(`ten-commit-${i}`, { behaviour: 'commit', delayMs: 500, files: { [`src/ten-${i}.ts`]: `${i}\n` } }),
         })),
-        { label: 'ten-sprint', expected: 'DONE', kind: 'SPRINT_IMPLEMENTATION', payload: code('ten-sprint', { behaviour: 'delete_only', delete: ['docs/old.md'] }).payload },
-        { label: 'ten-empty', expected: 'FAILED', payload: code('ten-empty', { behaviour: 'nothing', delayMs: 500 }).payload },
-        { label: 'ten-tests', expected: 'FAILED', payload: code('ten-tests', { behaviour: 'failing_tests', files: { 'src/t.ts': 't\n' } }).payload },
+        { label: 'ten-sprint', expected: 'DONE', kind: 'SPRINT_IMPLEMENTATION', ...code('ten-sprint', { behaviour: 'delete_only', delete: ['docs/old.md'] }) },
+        { label: 'ten-empty', expected: 'FAILED', ...code('ten-empty', { behaviour: 'nothing', delayMs: 500 }) },
+        { label: 'ten-tests', expected: 'FAILED', ...code('ten-tests', { behaviour: 'failing_tests', files: { 'src/t.ts': 't\n' } }) },
         {
           label: 'ten-skip',
           expected: 'SKIPPED',
-          payload: code('ten-skip', { behaviour: 'commit', files: { 'x.ts': 'x\n' } }, { expectedChanges: [{ path: 'src/ten-landed.ts' }] }).payload,
+          ...code('ten-skip', { behaviour: 'commit', files: { 'x.ts': 'x\n' } }, { expectedChanges: [{ path: 'src/ten-landed.ts' }] }),
         },
         { label: 'ten-review', expected: 'DONE', kind: 'REVIEW', payload: withRecord('ten-review', { behaviour: 'nothing', delayMs: 500 }) },
         { label: 'ten-grill', expected: 'DONE', kind: 'IDEA_GRILL', payload: withRecord('ten-grill', { behaviour: 'nothing', delayMs: 500 }) },
         { label: 'ten-exit', expected: 'FAILED', kind: 'PLAN_CHAT', maxAttempts: 1, payload: withRecord('ten-exit', { behaviour: 'exit_nonzero', exitCode: 2 }) },
       ];
-      const jobIds = await Promise.all(specs.map((s) => system.enqueue({ kind: s.kind, maxAttempts: s.maxAttempts, payload: s.payload })));
+      const jobIds = await Promise.all(specs.map((s) => system.enqueue({ kind: s.kind, maxAttempts: s.maxAttempts, branch: s.branch, payload: s.payload })));
       const jobs = await Promise.all(jobIds.map((id) => system.terminal(id, 90_000)));
       expect(jobs.map((j) => j.status)).toEqual(specs.map((s) => s.expected));
       expect(jobs[9]!.error).toMatch(/agent exited with code 2 without finishing the job/);
@@ -362,7 +361,7 @@ describe('the runner end to end: job service, worktree service, two runners, a r
     it('its lease expires, the other runner completes the job, and the branch is pushed exactly once', async () => {
       await system.startRunner('runner-c');
       const run = code('sigkill', { behaviour: 'commit', delayMs: 4000, files: { 'src/survivor.ts': 'survived\n' } });
-      const jobId = await system.enqueue({ payload: run.payload });
+      const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
       await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started on runner C', timeoutMs: 30_000 });
       await system.stopRunner('runner-c', 'SIGKILL');
       // The agent has its own process group and outlives the SIGKILLed runner; runner C started again
@@ -374,11 +373,11 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect((await system.job(jobId)).status).toBe('RUNNING');
       await system.startRunner('runner-d');
       const job = await system.terminal(jobId, 60_000);
-      expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', attempt: 2, headSha: await system.origin.sha(run.payload.branch) });
+      expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', attempt: 2, headSha: await system.origin.sha(run.branch) });
       expect(await system.agentStarts(run.record)).toHaveLength(2);
-      const pushes = (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${run.payload.branch}`);
+      const pushes = (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${run.branch}`);
       expect(pushes).toHaveLength(1);
-      expect(await system.origin.log(run.payload.branch)).toHaveLength(1);
+      expect(await system.origin.log(run.branch)).toHaveLength(1);
       await system.leasesReleased(jobId);
       await Promise.all([system.stopRunner('runner-c'), system.stopRunner('runner-d')]);
     }, 90_000);

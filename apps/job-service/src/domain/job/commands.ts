@@ -7,6 +7,8 @@ import type {
   VerificationFacts,
 } from '@gantry/contracts';
 
+import type { ProductResolution } from '../product/view.js';
+
 /**
  * The job's commands as the decider takes them. Time (`now`, ISO-8601) and ids come in here:
  * the application layer reads its clock and makes the uuid, the decider never does.
@@ -37,6 +39,11 @@ export interface EnqueueJobData {
   idempotencyKey: string;
   requestHash: string;
   baseRef: string | null;
+  /** The branch the work is pushed to (see `workBranchOf`). */
+  branch: string | null;
+  storyTaskIds: string[] | null;
+  /** The job's product as registered now; null when it is not registered (the enqueue is refused). */
+  product: ProductResolution | null;
   maxAttempts: number;
   now: string;
 }

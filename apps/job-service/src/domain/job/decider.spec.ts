@@ -9,6 +9,7 @@ import {
   doneFacts,
   enqueued,
   fencedCommands,
+  enqueueCommandFor,
   HASH,
   HEAD,
   implementationLogged,
@@ -64,20 +65,22 @@ const readyToFinish = (): JobEvent[] => [
 
 describe('job decider', () => {
   describe('enqueue', () => {
-    it('a new job is enqueued with everything the request said', () => {
-      const { data } = enqueued() as Extract<JobEvent, { type: 'JobEnqueued' }>;
-      const { enqueuedAt, ...rest } = data;
-      given([]).when({ type: 'EnqueueJob', data: { ...rest, now: enqueuedAt } }).then([enqueued()]);
+    it('a new job is enqueued with everything the request said and where its product lands work', () => {
+      given([]).when(enqueueCommandFor(enqueued())).then([enqueued()]);
+      const story = enqueued({ storyTaskIds: ['T-532', 'T-533'], branch: 'story/ST-1208' });
+      given([]).when(enqueueCommandFor(story)).then([story]);
     });
 
     it('a job id that exists already is refused', () => {
-      const { data } = enqueued() as Extract<JobEvent, { type: 'JobEnqueued' }>;
-      given([enqueued()]).when({ type: 'EnqueueJob', data: { ...data, now: at(1) } }).thenThrows(ErrorCode.INVALID_TRANSITION, /already exists/);
+      given([enqueued()]).when(enqueueCommandFor(enqueued())).thenThrows(ErrorCode.INVALID_TRANSITION, /already exists/);
     });
 
     it('a REVIEW job without an agent profile is refused: it would have no model', () => {
-      const { data } = enqueued({ kind: 'REVIEW' }) as Extract<JobEvent, { type: 'JobEnqueued' }>;
-      given([]).when({ type: 'EnqueueJob', data: { ...data, now: at(0) } }).thenThrows(ErrorCode.PRECONDITION_FAILED, /agent profile/);
+      given([]).when(enqueueCommandFor(enqueued({ kind: 'REVIEW' }))).thenThrows(ErrorCode.PRECONDITION_FAILED, /agent profile/);
+    });
+
+    it('a job of a product nobody registered is refused with UNKNOWN_PRODUCT', () => {
+      given([]).when(enqueueCommandFor(enqueued(), null)).thenThrows(ErrorCode.UNKNOWN_PRODUCT, /product-42 is not registered/);
     });
   });
 

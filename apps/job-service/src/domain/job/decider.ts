@@ -5,6 +5,7 @@ import {
   resolveAgentConfig,
   type AgentConfig,
 } from '@gantry/contracts';
+import { unknownProduct } from '../product/decider.js';
 import type { JobCommand, UnderLease } from './commands.js';
 import type { JobEvent } from './events.js';
 import { decideFinish } from './finishing-rule.js';
@@ -25,6 +26,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       if (d.kind === 'REVIEW' && d.agentProfile === null) {
         throw refuse(ErrorCode.PRECONDITION_FAILED, `a REVIEW job takes its model and thinking budget from an agent profile, and job ${d.jobId} has none`);
       }
+      if (d.product === null) throw unknownProduct(d.productId);
       return [
         {
           type: 'JobEnqueued',
@@ -47,6 +49,11 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
             baseRef: d.baseRef,
             maxAttempts: d.maxAttempts,
             enqueuedAt: d.now,
+            repository: d.product.repository,
+            repositoryUrl: d.product.cloneUrl,
+            branch: d.branch,
+            targetBranch: d.product.targetBranch,
+            storyTaskIds: d.storyTaskIds,
           },
         },
       ];

@@ -15,6 +15,7 @@ import {
 } from '@gantry/contracts';
 import { routeEnqueue } from '../run-queue/run-queue.js';
 import { validatesAgainstContract } from '../testing/contract-events.js';
+import { PRODUCT } from '../testing/job-fixtures.js';
 import type { JobCommand } from './commands.js';
 import { jobDecider } from './decider.js';
 import type { JobEvent } from './events.js';
@@ -57,7 +58,7 @@ describe('from wire requests to decider commands', () => {
   const enqueue = parseRequest(enqueueJob, { ...enqueueJob.examples.valid[0], correlationId: 'corr-1' });
 
   it('an enqueue request becomes an EnqueueJob with nulls for what was left out and the default max attempts', () => {
-    const command = enqueueJobCommand(enqueue, { jobId: JOB, now: at(0) });
+    const command = enqueueJobCommand(enqueue, { jobId: JOB, now: at(0), product: PRODUCT });
     expect(command.data).toMatchObject({
       jobId: JOB,
       kind: 'TASK_IMPLEMENTATION',
@@ -79,7 +80,7 @@ describe('from wire requests to decider commands', () => {
   });
 
   it('a retried enqueue with the same key finds the job through its run-queue entry', () => {
-    const { state } = run(jobDecider.initialState, enqueueJobCommand(enqueue, { jobId: JOB, now: at(0) }));
+    const { state } = run(jobDecider.initialState, enqueueJobCommand(enqueue, { jobId: JOB, now: at(0), product: PRODUCT }));
     if (!jobExists(state)) throw new Error('no job');
     expect(routeEnqueue(runQueueRequest(enqueue, { now: at(30) }), [runQueueEntry(state)])).toEqual({ outcome: 'deduplicated', jobId: JOB });
   });
@@ -87,7 +88,7 @@ describe('from wire requests to decider commands', () => {
   it('two REVIEW requests for one profile and reason within 5 s end as one job with both payloads', () => {
     const first = parseRequest(enqueueJob, { ...enqueueJob.examples.valid[1], excludeFromCoalescing: false, payload: { n: 1 } });
     const second = parseRequest(enqueueJob, { ...first, idempotencyKey: 'product-42/queue_run:second', payload: { n: 2 } });
-    let { state } = run(jobDecider.initialState, enqueueJobCommand(first, { jobId: JOB, now: at(0) }));
+    let { state } = run(jobDecider.initialState, enqueueJobCommand(first, { jobId: JOB, now: at(0), product: PRODUCT }));
     if (!jobExists(state)) throw new Error('no job');
     const decision = routeEnqueue(runQueueRequest(second, { now: at(2) }), [runQueueEntry(state)]);
     expect(decision).toEqual({ outcome: 'coalesced', jobId: JOB });
@@ -105,7 +106,7 @@ describe('from wire requests to decider commands', () => {
       return result.events;
     };
 
-    step(enqueueJobCommand(enqueue, { jobId: JOB, now: at(0) }));
+    step(enqueueJobCommand(enqueue, { jobId: JOB, now: at(0), product: PRODUCT }));
     const [claimedEvent] = step(claimJobCommand(parseRequest(claimJob, { ...claimJob.examples.valid[0], jobId: JOB, baseSha: BASE }), { jobId: JOB, now: at(1) }));
     expect(claimedEvent).toMatchObject({ type: 'JobClaimed', data: { leaseToken: 1, leaseExpiresAt: new Date(T0 + 1000 + DEFAULT_LEASE_DURATION_MS).toISOString() } });
     step(renewJobLeaseCommand(parseRequest(renewJobLease, { ...renewJobLease.examples.valid[0], ...fence }), { now: at(2) }));

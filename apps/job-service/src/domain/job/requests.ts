@@ -13,6 +13,7 @@ import {
   type rollbackClaim,
   type startJob,
 } from '@gantry/contracts';
+import type { ProductResolution } from '../product/view.js';
 import type { RunQueueRequest } from '../run-queue/run-queue.js';
 import type { JobCommand } from './commands.js';
 import { DEFAULT_MAX_ATTEMPTS } from './lease-policy.js';
@@ -36,7 +37,10 @@ export function enqueueRequestHash(request: RequestOf<typeof enqueueJob>): strin
   return canonicalHash(withoutCallMeta(request));
 }
 
-export function enqueueJobCommand(request: RequestOf<typeof enqueueJob>, context: Clock & { jobId: string }): Extract<JobCommand, { type: 'EnqueueJob' }> {
+export function enqueueJobCommand(
+  request: RequestOf<typeof enqueueJob>,
+  context: Clock & { jobId: string; product: ProductResolution | null },
+): Extract<JobCommand, { type: 'EnqueueJob' }> {
   return {
     type: 'EnqueueJob',
     data: {
@@ -60,10 +64,22 @@ export function enqueueJobCommand(request: RequestOf<typeof enqueueJob>, context
       idempotencyKey: request.idempotencyKey,
       requestHash: enqueueRequestHash(request),
       baseRef: request.baseRef ?? null,
+      branch: workBranchOf(request),
+      storyTaskIds: request.storyTaskIds ?? null,
+      product: context.product,
       maxAttempts: request.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
       now: context.now,
     },
   };
+}
+
+/**
+ * The branch a job's work is pushed to: the one the request names; for a job that writes code,
+ * else its base ref (it commits on top of it). Any other job works on a branch only when one is named.
+ */
+function workBranchOf(request: RequestOf<typeof enqueueJob>): string | null {
+  const writesCode = request.kind === 'TASK_IMPLEMENTATION' || request.kind === 'SPRINT_IMPLEMENTATION';
+  return request.branch ?? (writesCode ? (request.baseRef ?? null) : null);
 }
 
 /** The later request of a coalesced pair, appended to the queued job `jobId`. */

@@ -42,6 +42,14 @@ export interface Job {
   /** The enqueue key and each coalesced request's key, with their request hashes. */
   idempotencyKeys: { key: string; requestHash: string; at: string }[];
   baseRef: string | null;
+  /** Resolved against the product at enqueue; null for jobs enqueued before products existed. */
+  repository: string | null;
+  repositoryUrl: string | null;
+  targetBranch: string | null;
+  /** The branch the work is pushed to, as enqueued (`branch` below is what the runner reported). */
+  workBranch: string | null;
+  /** The story's tasks, when the enqueue named them. */
+  storyTaskIds: string[] | null;
   maxAttempts: number;
   /** The current attempt: 1 until the first requeue. */
   attempt: number;
@@ -104,6 +112,11 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
       excludeFromCoalescing: d.excludeFromCoalescing,
       idempotencyKeys: [{ key: d.idempotencyKey, requestHash: d.requestHash, at: d.enqueuedAt }],
       baseRef: d.baseRef,
+      repository: d.repository ?? null,
+      repositoryUrl: d.repositoryUrl ?? null,
+      targetBranch: d.targetBranch ?? null,
+      workBranch: d.branch ?? null,
+      storyTaskIds: d.storyTaskIds ?? null,
       maxAttempts: d.maxAttempts,
       attempt: 1,
       enqueuedAt: d.enqueuedAt,

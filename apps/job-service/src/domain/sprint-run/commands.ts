@@ -1,3 +1,5 @@
+import type { ProductResolution } from '../product/view.js';
+
 /**
  * The sprint run's commands. The user's: create, resume, cancel. The rest record facts learnt from
  * events — a sprint job claimed / finished (jobs) and a merge conflict / failed checks (prs) — and
@@ -6,7 +8,17 @@
 export type SprintRunCommand =
   | {
       type: 'CreateSprintRun';
-      data: { sprintRunId: string; sprintId: string; productId: string; taskIds: string[]; branch: string; prUrl: string | null; now: string };
+      data: {
+        sprintRunId: string;
+        sprintId: string;
+        productId: string;
+        taskIds: string[];
+        branch: string;
+        prUrl: string | null;
+        /** The run's product as registered now; null when it is not registered (the create is refused). */
+        product: ProductResolution | null;
+        now: string;
+      };
     }
   | { type: 'RecordSprintJobClaimed'; data: { sprintRunId: string; jobId: string; now: string } }
   | { type: 'RecordSprintTaskDone'; data: { sprintRunId: string; taskId: string; jobId: string; now: string } }

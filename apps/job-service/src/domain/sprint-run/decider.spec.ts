@@ -1,6 +1,8 @@
 import { ErrorCode } from '@gantry/contracts';
 import { specFor } from '../testing/given.js';
 import { validatesAgainstContract } from '../testing/contract-events.js';
+import { PRODUCT } from '../testing/job-fixtures.js';
+import type { ProductResolution } from '../product/view.js';
 import type { SprintRunCommand } from './commands.js';
 import { resumeInstructionsFor, sprintRunDecider, transitionSprintRun } from './decider.js';
 import { sprintJobIdempotencyKey } from './effects.js';
@@ -18,7 +20,7 @@ const at = (s: number) => new Date(T0 + s * 1000).toISOString();
 
 const created: SprintRunEvent = {
   type: 'SprintRunCreated',
-  data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, createdAt: at(0) },
+  data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, createdAt: at(0), repository: 'acme/shop' },
 };
 const startedEvt: SprintRunEvent = { type: 'SprintRunStarted', data: { sprintRunId: RUN, jobId: JOB1, startedAt: at(5) } };
 const taskDone = (taskId: string, s: number): SprintRunEvent => ({ type: 'SprintRunTaskCompleted', data: { sprintRunId: RUN, taskId, jobId: JOB1, completedAt: at(s) } });
@@ -44,7 +46,10 @@ const checksFailedEvt: SprintRunEvent = {
 const running = [created, startedEvt];
 
 const cmd = {
-  create: (): SprintRunCommand => ({ type: 'CreateSprintRun', data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, now: at(0) } }),
+  create: (product: ProductResolution | null = PRODUCT): SprintRunCommand => ({
+    type: 'CreateSprintRun',
+    data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, product, now: at(0) },
+  }),
   claimed: (s: number, jobId = JOB1): SprintRunCommand => ({ type: 'RecordSprintJobClaimed', data: { sprintRunId: RUN, jobId, now: at(s) } }),
   taskDone: (taskId: string, s: number): SprintRunCommand => ({ type: 'RecordSprintTaskDone', data: { sprintRunId: RUN, taskId, jobId: JOB1, now: at(s) } }),
   taskFailed: (taskId: string, s: number): SprintRunCommand => ({ type: 'RecordSprintTaskFailed', data: { sprintRunId: RUN, taskId, jobId: JOB1, error: 'test failure: 2 failing', now: at(s) } }),
@@ -68,6 +73,10 @@ describe('sprint run decider', () => {
 
   it('a sprint run with no tasks is refused', () => {
     given([]).when({ type: 'CreateSprintRun', data: { ...(cmd.create().data as object), taskIds: [] } as never }).thenThrows(ErrorCode.PRECONDITION_FAILED);
+  });
+
+  it('a sprint run of a product nobody registered is refused with UNKNOWN_PRODUCT', () => {
+    given([]).when(cmd.create(null)).thenThrows(ErrorCode.UNKNOWN_PRODUCT, /product-42/);
   });
 
   it('a sprint run that exists cannot be created again', () => {

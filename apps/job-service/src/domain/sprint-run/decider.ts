@@ -1,4 +1,5 @@
 import { ErrorCode, GantryError } from '@gantry/contracts';
+import { unknownProduct } from '../product/decider.js';
 import type { SprintRunCommand } from './commands.js';
 import { sprintRunEffects, type SprintRunEffect } from './effects.js';
 import type { SprintRunEvent } from './events.js';
@@ -16,10 +17,20 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
     const d = command.data;
     if (sprintRunExists(state)) throw refuse(ErrorCode.INVALID_TRANSITION, `sprint run ${d.sprintRunId} already exists`);
     if (d.taskIds.length === 0) throw refuse(ErrorCode.PRECONDITION_FAILED, `sprint run ${d.sprintRunId} has no tasks to run`);
+    if (d.product === null) throw unknownProduct(d.productId);
     return [
       {
         type: 'SprintRunCreated',
-        data: { sprintRunId: d.sprintRunId, sprintId: d.sprintId, productId: d.productId, taskIds: d.taskIds, branch: d.branch, prUrl: d.prUrl, createdAt: d.now },
+        data: {
+          sprintRunId: d.sprintRunId,
+          sprintId: d.sprintId,
+          productId: d.productId,
+          taskIds: d.taskIds,
+          branch: d.branch,
+          prUrl: d.prUrl,
+          createdAt: d.now,
+          repository: d.product.repository,
+        },
       },
     ];
   }

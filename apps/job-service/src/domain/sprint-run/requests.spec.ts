@@ -10,6 +10,7 @@ import {
 import type { JobEvent } from '../job/events.js';
 import type { Job } from '../job/state.js';
 import { validatesAgainstContract } from '../testing/contract-events.js';
+import { PRODUCT } from '../testing/job-fixtures.js';
 import type { SprintRunCommand } from './commands.js';
 import { transitionSprintRun } from './decider.js';
 import {
@@ -40,7 +41,7 @@ describe('sprint runs from the wire and from other contexts\' events', () => {
   const sprintJob = (over: Partial<Job>) => ({ sprintRunId: RUN, jobId: JOB, taskId: 'T-1', ...over }) as Job;
 
   it('drives a run through contract-valid PR events: running → merge conflict → PAUSED → resumed → DONE, viewed as the query contract says', () => {
-    step(createSprintRunCommand(parseRequest(createSprintRun, createSprintRun.examples.valid[0]), { sprintRunId: RUN, now: at(0) }));
+    step(createSprintRunCommand(parseRequest(createSprintRun, createSprintRun.examples.valid[0]), { sprintRunId: RUN, now: at(0), product: PRODUCT }));
     const claimed: JobEvent = { type: 'JobClaimed', data: {} as never };
     step(sprintRunCommandFor(claimed, sprintJob({}), { now: at(1) })!);
 
@@ -61,7 +62,7 @@ describe('sprint runs from the wire and from other contexts\' events', () => {
 
   it('red CI from the PR side fails a run and a cancel returns its tasks to TO_DO', () => {
     state = initialSprintRunState;
-    step(createSprintRunCommand(parseRequest(createSprintRun, createSprintRun.examples.valid[0]), { sprintRunId: RUN, now: at(0) }));
+    step(createSprintRunCommand(parseRequest(createSprintRun, createSprintRun.examples.valid[0]), { sprintRunId: RUN, now: at(0), product: PRODUCT }));
     const checks = PullRequestChecksFailed.data.parse(PullRequestChecksFailed.examples.valid[0]);
     const failed = step(checksFailedCommand(checks, { sprintRunId: RUN, now: at(1) }));
     expect(failed.events[0]).toMatchObject({ type: 'SprintRunFailed', data: { reason: 'CHECKS_FAILED', failedChecks: ['ci/test'] } });

@@ -8,13 +8,14 @@ import type {
 } from '@gantry/contracts';
 import type { JobEvent } from '../job/events.js';
 import type { Job } from '../job/state.js';
+import type { ProductResolution } from '../product/view.js';
 import type { SprintRunCommand } from './commands.js';
 
 type Clock = { now: string };
 
 export function createSprintRunCommand(
   request: RequestOf<typeof createSprintRun>,
-  context: Clock & { sprintRunId: string },
+  context: Clock & { sprintRunId: string; product: ProductResolution | null },
 ): Extract<SprintRunCommand, { type: 'CreateSprintRun' }> {
   return {
     type: 'CreateSprintRun',
@@ -25,6 +26,7 @@ export function createSprintRunCommand(
       taskIds: request.taskIds,
       branch: request.branch,
       prUrl: request.prUrl ?? null,
+      product: context.product,
       now: context.now,
     },
   };

@@ -21,6 +21,8 @@ export interface SprintRun {
   sprintRunId: string;
   sprintId: string;
   productId: string;
+  /** The product's repository at creation; null for runs created before products existed. */
+  repository: string | null;
   taskIds: string[];
   doneTaskIds: string[];
   branch: string;
@@ -52,6 +54,7 @@ export function evolveSprintRun(state: SprintRunState, event: SprintRunEvent): S
       sprintRunId: d.sprintRunId,
       sprintId: d.sprintId,
       productId: d.productId,
+      repository: d.repository ?? null,
       taskIds: d.taskIds,
       doneTaskIds: [],
       branch: d.branch,

@@ -8,6 +8,7 @@ export function sprintRunView(run: SprintRun): SprintRunView {
     sprintId: run.sprintId,
     productId: run.productId,
     status: run.status,
+    repository: run.repository ?? null,
     branch: run.branch,
     prUrl: run.prUrl,
     taskIds: run.taskIds,

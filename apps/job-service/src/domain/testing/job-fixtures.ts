@@ -16,6 +16,9 @@ const T0 = Date.parse('2026-11-30T06:00:00.000Z');
 /** The instant `s` seconds after the story begins. */
 export const at = (s: number) => new Date(T0 + s * 1000).toISOString();
 
+/** The job's product as an enqueue resolves it. */
+export const PRODUCT = { repository: 'acme/shop', cloneUrl: 'https://github.com/acme/shop.git', targetBranch: 'main' } as const;
+
 export function enqueued(over: Partial<JobEnqueuedData> = {}): JobEvent {
   return {
     type: 'JobEnqueued',
@@ -38,6 +41,11 @@ export function enqueued(over: Partial<JobEnqueuedData> = {}): JobEvent {
       baseRef: 'feat/story-1208',
       maxAttempts: 3,
       enqueuedAt: at(0),
+      repository: PRODUCT.repository,
+      repositoryUrl: PRODUCT.cloneUrl,
+      branch: 'feat/story-1208',
+      targetBranch: PRODUCT.targetBranch,
+      storyTaskIds: null,
       ...over,
     },
   };
@@ -119,4 +127,11 @@ export function fencedCommands(token: number, atS: number, runnerId = RUNNER): J
     { type: 'FinishJob', data: { ...d, facts: doneFacts } },
     { type: 'RollbackClaim', data: { ...d, reason: 'agent exited 1', exitCode: 1 } },
   ];
+}
+
+/** The EnqueueJob command that records exactly `event` (a JobEnqueued). */
+export function enqueueCommandFor(event: JobEvent, product: { repository: string; cloneUrl: string; targetBranch: string } | null = PRODUCT): JobCommand {
+  if (event.type !== 'JobEnqueued') throw new Error('not a JobEnqueued event');
+  const { enqueuedAt, repository: _r, repositoryUrl: _u, branch, targetBranch: _t, storyTaskIds, ...rest } = event.data;
+  return { type: 'EnqueueJob', data: { ...rest, branch: branch ?? null, storyTaskIds: storyTaskIds ?? null, product, now: enqueuedAt } };
 }
