@@ -2,7 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import { claimJob, enqueueJob, ErrorCode, eventSubject, streamName } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { OFFERS_CONSUMER } from '../src/application/offers.js';
-import { createWorld, key, startInProcess, type TestWorld } from './harness.js';
+import { createWorld, key, registerProducts, startInProcess, type TestWorld } from './harness.js';
 
 /**
  * Retention through the running service: every receipt but the run queue's (24 h) expires at once,
@@ -23,6 +23,7 @@ describe('retention: the pruning job of a running job service', () => {
       GANTRY_STREAM_MAX_BYTES: String(64 * 1024 * 1024),
       GANTRY_PRUNE_INTERVAL_MS: '50',
     });
+    await registerProducts(world.client, ['product-r']);
   });
 
   afterAll(async () => {
