@@ -1,0 +1,199 @@
+import { randomUUID } from 'node:crypto';
+import { sign } from '@octokit/webhooks-methods';
+
+/*
+ * Webhook deliveries as GitHub makes them: one POST per configured hook with the JSON body signed
+ * (X-Hub-Signature-256 over the exact bytes sent), the event name in X-GitHub-Event and a UUID in
+ * X-GitHub-Delivery. GitHub waits 10 s for an answer, does not retry a failed delivery by itself, and
+ * a redelivery (made by hand) carries the same delivery id. Tests can hold, drop, duplicate, delay
+ * and reorder deliveries to show that the receiver does not depend on GitHub's timing.
+ */
+
+export interface WebhookTarget {
+  url: string;
+  secret?: string;
+}
+
+export type DeliveryState = 'held' | 'pending' | 'delivered' | 'failed' | 'dropped';
+
+export interface DeliveryAttempt {
+  at: string;
+  status: number | null;
+  error: string | null;
+  durationMs: number;
+  redelivery: boolean;
+}
+
+export interface Delivery {
+  id: string;
+  hookId: number;
+  url: string;
+  event: string;
+  action: string | null;
+  /** The exact body sent (the signature is over these bytes). */
+  body: string;
+  state: DeliveryState;
+  createdAt: string;
+  attempts: DeliveryAttempt[];
+}
+
+export interface DeliveryRule {
+  event?: string;
+  action?: string;
+  /** How many matching deliveries the rule applies to (default 1). */
+  count?: number;
+  effect: 'drop' | 'duplicate' | 'hold' | 'delay';
+  delayMs?: number;
+}
+
+const DELIVERY_TIMEOUT_MS = 10_000;
+
+export class WebhookDispatcher {
+  private targets: (WebhookTarget & { hookId: number })[] = [];
+  private readonly deliveries: Delivery[] = [];
+  private holding = false;
+  private readonly rules: (DeliveryRule & { remaining: number })[] = [];
+  /** Deliveries in flight, so close() can wait for them. */
+  private readonly inFlight = new Set<Promise<void>>();
+  private nextHookId = 1;
+
+  constructor(
+    targets: WebhookTarget[],
+    private readonly log: (message: string, fields: Record<string, unknown>) => void,
+  ) {
+    this.setTargets(targets);
+  }
+
+  setTargets(targets: WebhookTarget[]): void {
+    this.targets = targets.map((t) => ({ ...t, hookId: this.nextHookId++ }));
+  }
+
+  /** Creates one delivery per hook for an event, and sends it unless held or told otherwise. */
+  emit(event: string, payload: Record<string, unknown>): void {
+    const action = typeof payload.action === 'string' ? payload.action : null;
+    const body = JSON.stringify(payload);
+    for (const target of this.targets) {
+      const delivery: Delivery = {
+        id: randomUUID(),
+        hookId: target.hookId,
+        url: target.url,
+        event,
+        action,
+        body,
+        state: 'pending',
+        createdAt: new Date().toISOString(),
+        attempts: [],
+      };
+      this.deliveries.push(delivery);
+      const rule = this.takeRule(event, action);
+      if (rule?.effect === 'drop') {
+        delivery.state = 'dropped';
+        continue;
+      }
+      if (this.holding || rule?.effect === 'hold') {
+        delivery.state = 'held';
+        continue;
+      }
+      if (rule?.effect === 'delay') {
+        const timer = setTimeout(() => this.send(delivery, false), rule.delayMs ?? 1000);
+        timer.unref();
+        continue;
+      }
+      this.send(delivery, false);
+      if (rule?.effect === 'duplicate') this.send(delivery, true);
+    }
+  }
+
+  private takeRule(event: string, action: string | null): DeliveryRule | undefined {
+    const index = this.rules.findIndex((r) => (!r.event || r.event === event) && (!r.action || r.action === action));
+    if (index === -1) return undefined;
+    const rule = this.rules[index]!;
+    rule.remaining -= 1;
+    if (rule.remaining <= 0) this.rules.splice(index, 1);
+    return rule;
+  }
+
+  addRule(rule: DeliveryRule): void {
+    this.rules.push({ ...rule, remaining: rule.count ?? 1 });
+  }
+
+  hold(): void {
+    this.holding = true;
+  }
+
+  /** Stops holding and sends the held deliveries, in `order` (ids) first, then the rest oldest first. */
+  release(order?: string[]): void {
+    this.holding = false;
+    const held = this.deliveries.filter((d) => d.state === 'held');
+    const ordered = [...(order ?? []).map((id) => held.find((d) => d.id === id)).filter((d): d is Delivery => !!d), ...held.filter((d) => !order?.includes(d.id))];
+    // Sequentially, so the receiver sees them in the order asked for.
+    const run = async () => {
+      for (const delivery of ordered) await this.send(delivery, false);
+    };
+    this.track(run());
+  }
+
+  drop(id: string): Delivery {
+    const delivery = this.get(id);
+    if (delivery.state === 'held' || delivery.state === 'pending') delivery.state = 'dropped';
+    return delivery;
+  }
+
+  /** Sends a delivery again with the same id and body (GitHub's "Redeliver"). */
+  async redeliver(id: string): Promise<Delivery> {
+    const delivery = this.get(id);
+    await this.send(delivery, true);
+    return delivery;
+  }
+
+  list(filter: { event?: string; action?: string } = {}): Delivery[] {
+    return this.deliveries.filter((d) => (!filter.event || d.event === filter.event) && (!filter.action || d.action === filter.action));
+  }
+
+  get(id: string): Delivery {
+    const delivery = this.deliveries.find((d) => d.id === id);
+    if (!delivery) throw new Error(`no delivery ${id}`);
+    return delivery;
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private track(promise: Promise<void>): Promise<void> {
+    this.inFlight.add(promise);
+    void promise.finally(() => this.inFlight.delete(promise));
+    return promise;
+  }
+
+  private send(delivery: Delivery, redelivery: boolean): Promise<void> {
+    const target = this.targets.find((t) => t.hookId === delivery.hookId);
+    return this.track(this.post(delivery, target?.secret, redelivery));
+  }
+
+  private async post(delivery: Delivery, secret: string | undefined, redelivery: boolean): Promise<void> {
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': 'GitHub-Hookshot/github-fake',
+      'x-github-event': delivery.event,
+      'x-github-delivery': delivery.id,
+      'x-github-hook-id': String(delivery.hookId),
+      'x-github-hook-installation-target-type': 'repository',
+    };
+    if (secret) headers['x-hub-signature-256'] = await sign(secret, delivery.body);
+    const started = Date.now();
+    const attempt: DeliveryAttempt = { at: new Date(started).toISOString(), status: null, error: null, durationMs: 0, redelivery };
+    try {
+      const response = await fetch(delivery.url, { method: 'POST', headers, body: delivery.body, signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+      await response.arrayBuffer().catch(() => undefined);
+      attempt.status = response.status;
+      delivery.state = response.ok ? 'delivered' : 'failed';
+    } catch (error) {
+      attempt.error = error instanceof Error ? error.message : String(error);
+      delivery.state = 'failed';
+    }
+    attempt.durationMs = Date.now() - started;
+    delivery.attempts.push(attempt);
+    this.log('webhook delivered', { delivery: delivery.id, event: delivery.event, action: delivery.action, status: attempt.status, error: attempt.error, redelivery });
+  }
+}
