@@ -345,8 +345,8 @@ describe('job service through the NATS command path', () => {
       await world.client.request(rollbackClaim, { jobId, runnerId: runner('o'), leaseToken: claim.job.leaseToken, reason: 'agent exited 1', idempotencyKey: key('rb') });
       await eventually(async () => (await offers()).length === 2, { what: 'the offer of attempt 2' });
       expect(await offers()).toEqual([
-        { attempt: 1, id: `${jobId}-offer-1` },
-        { attempt: 2, id: `${jobId}-offer-2` },
+        { attempt: 1, id: `${jobId}-offer-1-0` },
+        { attempt: 2, id: `${jobId}-offer-2-1` },
       ]);
     });
 
@@ -394,6 +394,97 @@ describe('job service through the NATS command path', () => {
       const expiries = await world.db.query(`SELECT count(*) AS n FROM events WHERE stream_id = ANY($1) AND type = 'JobLeaseExpired'`, [[requeued.jobId, last.jobId]]);
       expect(Number(expiries.rows[0].n)).toBe(2);
     }, 40_000);
+  });
+
+  describe('rollbacks that are not the job\'s fault', () => {
+    it('a rollback for an unavailable dependency keeps the attempt, and the job is offered again only after its pause', async () => {
+      const { jobId } = await enqueue({ kind: 'IDEA_MAKE_PLAN', productId: 'product-pause', maxAttempts: 1 });
+      const jsm = await jetstreamManager(world.bus.nc);
+      const stream = dispatchStreamName(world.naming);
+      const offers = async () => {
+        const found: Array<{ id: string | undefined; storedAt: number }> = [];
+        const info = await jsm.streams.info(stream);
+        for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+          const msg = await jsm.streams.getMessage(stream, { seq }).catch(() => null);
+          if (msg && msg.json<{ jobId: string }>().jobId === jobId) found.push({ id: msg.header?.get('Nats-Msg-Id'), storedAt: msg.timestamp ? Date.parse(msg.timestamp) : 0 });
+        }
+        return found;
+      };
+      await eventually(async () => (await offers()).length === 1, { what: 'the first offer' });
+      const claim = await world.client.request(claimJob, { runnerId: runner('dep'), kinds: ['IDEA_MAKE_PLAN'], jobId, idempotencyKey: key('c') });
+      if (!claim.claimed) throw new Error('not claimed');
+      const reply = await world.client.request(rollbackClaim, {
+        jobId, runnerId: runner('dep'), leaseToken: claim.job.leaseToken, reason: 'the worktree service did not answer acquire_worktree', cause: 'DEPENDENCY', idempotencyKey: key('rb'),
+      });
+      // one attempt is the maximum, and the job is still queued for it
+      expect(reply).toEqual({ jobId, status: 'QUEUED', attempt: 1 });
+      const rolledBack = (await world.db.query(`SELECT data FROM events WHERE stream_id = $1 AND type = 'JobClaimRolledBack'`, [jobId])).rows[0].data;
+      expect(rolledBack).toMatchObject({ cause: 'DEPENDENCY', nextAttempt: 1 });
+      const due = Date.parse(rolledBack.offerNotBefore);
+      expect(due - Date.parse(rolledBack.rolledBackAt)).toBe(1000);
+      await eventually(async () => (await offers()).length === 2, { what: 'the offer after the pause' });
+      const second = (await offers())[1]!;
+      expect(second.id).toBe(`${jobId}-offer-1-1`);
+      expect(second.storedAt).toBeGreaterThanOrEqual(due);
+    });
+
+    it('list_jobs names the claims a runner holds', async () => {
+      const held = await runningJob('TASK_IMPLEMENTATION');
+      const mine = await world.client.request(listJobs, { runnerId: runner('a'), status: ['CLAIMED', 'RUNNING'], limit: 500 });
+      expect(mine.jobs.map((j) => j.jobId)).toContain(held.jobId);
+      expect(mine.jobs.every((j) => j.lease?.runnerId === runner('a'))).toBe(true);
+      expect((await world.client.request(listJobs, { runnerId: runner('nobody'), limit: 10 })).jobs).toEqual([]);
+    });
+  });
+
+  describe('a claim replayed under its key answers with the job as it is now', () => {
+    it('while the claim lives: the same lease, with its expiry as renewed', async () => {
+      const { jobId } = await enqueue();
+      const request = { runnerId: runner('replay'), kinds: ['TASK_IMPLEMENTATION' as const], jobId, idempotencyKey: key('replay') };
+      const first = await world.client.request(claimJob, request);
+      if (!first.claimed) throw new Error('not claimed');
+      const renewed = await world.client.request(renewJobLease, { jobId, runnerId: runner('replay'), leaseToken: first.job.leaseToken, leaseDurationMs: 2 * 60 * 60 * 1000 });
+      const again = await world.client.request(claimJob, request);
+      expect(again).toMatchObject({ claimed: true, job: { leaseToken: first.job.leaseToken, leaseExpiresAt: renewed.leaseExpiresAt } });
+    });
+
+    it('after the claim was rolled back, or the job cancelled: claimed false, and nothing is written', async () => {
+      const rolled = await enqueue();
+      const cancelled = await enqueue();
+      for (const [{ jobId }, end] of [[rolled, 'rollback'], [cancelled, 'cancel']] as const) {
+        const request = { runnerId: runner('restarted'), kinds: ['TASK_IMPLEMENTATION' as const], jobId, idempotencyKey: key('replay') };
+        const first = await world.client.request(claimJob, request);
+        if (!first.claimed) throw new Error('not claimed');
+        if (end === 'rollback') {
+          await world.client.request(rollbackClaim, { jobId, runnerId: runner('restarted'), leaseToken: first.job.leaseToken, reason: 'the runner restarted', cause: 'RUNNER', idempotencyKey: key('rb') });
+        } else {
+          await world.client.request(cancelJob, { jobId, idempotencyKey: key('cancel') });
+        }
+        const before = await countEvents(jobId);
+        expect(await world.client.request(claimJob, request)).toEqual({ claimed: false });
+        expect(await countEvents(jobId)).toBe(before);
+      }
+      expect((await world.client.request(getJob, { jobId: rolled.jobId })).status).toBe('QUEUED');
+      expect((await world.client.request(getJob, { jobId: cancelled.jobId })).status).toBe('CANCELLED');
+    });
+  });
+
+  describe('cancelling a running job', () => {
+    it("the revoked claim's runner reports its agent stopped (finish with cancelled: true); the view shows when", async () => {
+      const { jobId, lease } = await runningJob();
+      await world.client.request(cancelJob, { jobId, idempotencyKey: key('cancel') });
+      const facts: VerificationFacts = {
+        verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 },
+        workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: true,
+      };
+      expect((await world.client.request(getJob, { jobId })).cancelledRun).toEqual({ runnerId: runner('a'), leaseToken: lease.leaseToken, stoppedAt: null });
+      const reply = await world.client.request(finishJob, { ...lease, facts, idempotencyKey: key('stopped') });
+      expect(reply).toEqual({ jobId, jobStatus: 'CANCELLED', taskStatus: 'TO_DO', error: null });
+      const view = await world.client.request(getJob, { jobId });
+      expect(view).toMatchObject({ status: 'CANCELLED', cancelledRun: { runnerId: runner('a'), leaseToken: lease.leaseToken, stoppedAt: expect.any(String) } });
+      // anything but that report stays refused under the revoked claim
+      await expect(world.client.request(finishJob, { ...lease, facts: { ...facts, cancelled: false }, idempotencyKey: key('f') })).rejects.toMatchObject({ code: ErrorCode.STALE_FENCE });
+    });
   });
 
   it('every projection dropped and rebuilt from the log answers every query as before', async () => {

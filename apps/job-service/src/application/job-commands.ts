@@ -24,6 +24,7 @@ import {
   cancelJobCommand,
   claimJobCommand,
   finishJobCommand,
+  isLeaseExpired,
   jobDecider,
   jobExists,
   logCommitCommand,
@@ -41,6 +42,7 @@ import {
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { enqueueJobRequest } from './run-queue.js';
 import { crashAfterCommitIfAsked } from './test-crash-hook.js';
+import { loadJob } from '../infrastructure/job-store.js';
 
 type JobDecision = Decision<JobState, JobEvent>;
 
@@ -78,6 +80,17 @@ export function claimedJob(job: Job): ClaimedJob {
     repositoryUrl: job.repositoryUrl ?? null,
     branch: job.workBranch ?? null,
     targetBranch: job.targetBranch ?? null,
+    verifiedPush: job.verifiedPush
+      ? {
+          leaseToken: job.verifiedPush.leaseToken,
+          attempt: job.verifiedPush.attempt,
+          branch: job.verifiedPush.branch,
+          baseSha: job.verifiedPush.baseSha,
+          headSha: job.verifiedPush.headSha,
+          pushedAt: job.verifiedPush.pushedAt,
+          facts: job.verifiedPush.facts,
+        }
+      : null,
   };
 }
 
@@ -134,8 +147,25 @@ export class JobCommandHandlers {
         }
       },
     );
-    if (!executed.replayed) crashAfterCommitIfAsked('claim_job');
-    return executed.result;
+    if (!executed.replayed) {
+      crashAfterCommitIfAsked('claim_job');
+      return executed.result;
+    }
+    return this.asItIsNow(executed.result, request.runnerId);
+  }
+
+  /**
+   * A replayed claim answers with the job as it is now (docs/jobs.md, "Claims"): the stored grant
+   * only while it is still the job's live claim, held by this runner — refreshed (its expiry moves
+   * with renewals) — and `claimed: false` once it ended (rolled back, expired, cancelled, finished).
+   * Otherwise a runner restarted under its id would start the agent again under a dead claim.
+   */
+  private async asItIsNow(stored: ReplyOf<typeof claimJob>, runnerId: string): Promise<ReplyOf<typeof claimJob>> {
+    if (!stored.claimed) return stored;
+    const job = await loadJob(this.store, stored.job.jobId, this.store.pool);
+    const lease = job?.lease ?? null;
+    const live = lease !== null && lease.token === stored.job.leaseToken && lease.runnerId === runnerId && !isLeaseExpired(lease.expiresAt, this.now());
+    return live ? { claimed: true, job: claimedJob(job!) } : { claimed: false };
   }
 
   @CommandHandler(renewJobLease)
@@ -177,6 +207,11 @@ export class JobCommandHandlers {
   @CommandHandler(finishJob)
   async finish(request: RequestOf<typeof finishJob>, context?: CommandContext): Promise<ReplyOf<typeof finishJob>> {
     return this.decide(request.jobId, finishJobCommand(request, { now: this.now() }), request, context, 'finish_job', (d) => {
+      // The runner of a cancelled job reporting its stop: the job stays as the cancel left it.
+      if (d.decided.some((e) => e.type === 'JobRunStopped')) {
+        const job = jobAfter(d);
+        return { jobId: job.jobId, jobStatus: 'CANCELLED' as const, taskStatus: job.taskStatus, error: null };
+      }
       const e = eventOf(d, 'JobFinished');
       return { jobId: e.jobId, jobStatus: e.jobStatus, taskStatus: e.taskStatus, error: e.error };
     });

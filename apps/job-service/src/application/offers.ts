@@ -3,8 +3,9 @@ import type pg from 'pg';
 import { dispatchSubject, JobOfferSchema, jobOfferMessageId, type EventEnvelope } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
+import { RetryLater } from '@gantry/messaging';
 import { Consumers } from '@gantry/service-runtime';
-import { jobOfferFor, type JobEvent } from '../domain/index.js';
+import { jobOfferFor, offerDueAt, type JobEvent } from '../domain/index.js';
 import { loadJob } from '../infrastructure/job-store.js';
 
 export const OFFERS_CONSUMER = 'job-service-offers';
@@ -15,8 +16,8 @@ const OFFERING_EVENTS = new Set<string>(['JobEnqueued', 'JobLeaseExpired', 'JobC
 /**
  * Offers queued jobs on `<root>.dispatch.<kind>`. Driven by a durable consumer of the service's own
  * jobs stream, so an offer follows every committed enqueue / requeue even across a crash between
- * commit and publish; `Nats-Msg-Id` is one per job attempt, so a redelivered event's re-publish is
- * dropped by the server. A job no longer queued at that attempt is not offered (the offer is a hint).
+ * commit and publish; `Nats-Msg-Id` is one per stay in the queue, so a redelivered event's re-publish
+ * is dropped by the server. A job no longer queued at that point is not offered (the offer is a hint).
  */
 @Injectable()
 export class JobOffers implements OnModuleInit {
@@ -34,10 +35,16 @@ export class JobOffers implements OnModuleInit {
     if (!OFFERING_EVENTS.has(envelope.type)) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
     if (!job) return;
-    const offer = jobOfferFor({ type: envelope.type, data: envelope.data } as JobEvent, job);
+    const event = { type: envelope.type, data: envelope.data } as JobEvent;
+    const offer = jobOfferFor(event, job);
     if (!offer) return;
     const current = await loadJob(this.store, envelope.streamId, sql);
-    if (!current || current.status !== 'QUEUED' || current.attempt !== offer.attempt) return;
+    if (!current || current.status !== 'QUEUED' || current.attempt !== offer.attempt || current.lastLeaseToken !== offer.afterLeaseToken) return;
+    // A requeue that spent no attempt is offered after its pause (docs/jobs.md, "Attempts"): the
+    // event comes back when it is due, and runners are not handed a job that would fail the same way at once.
+    const due = offerDueAt(event);
+    const wait = due === null ? 0 : Date.parse(due) - this.store.clock().getTime();
+    if (wait > 0) throw new RetryLater(`the offer of job ${offer.jobId} is due at ${due}`, wait);
     await this.bus.js.publish(dispatchSubject(this.bus.naming, offer.kind), JSON.stringify(JobOfferSchema.parse(offer)), {
       msgID: jobOfferMessageId(offer),
     });

@@ -46,6 +46,7 @@ export class JobQueries {
     if (request.sprintRunId) add((p) => `sprint_run_id = ${p}`, request.sprintRunId);
     if (request.storyId) add((p) => `story_id = ${p}`, request.storyId);
     if (request.taskId) add((p) => `task_id = ${p}`, request.taskId);
+    if (request.runnerId) add((p) => `runner_id = ${p}`, request.runnerId);
     if (request.cursor) add((p) => `enqueue_position > ${p}::bigint`, decodeCursor(request.cursor));
     values.push(request.limit + 1);
     const { rows } = await this.store.pool.query<{ state: Job; enqueue_position: string }>(

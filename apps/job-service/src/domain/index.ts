@@ -4,7 +4,8 @@
 // Where each rule of SPEC §1/§2 lives:
 //   lifecycle, claims, fencing, story-log obligation  job/decider.ts (rules) + job/state.ts (evolve)
 //   finishing table, delete-only, pushed_at           job/finishing-rule.ts  decideFinish
-//   lease durations, max attempts                     job/lease-policy.ts
+//   lease durations, max attempts, free requeues      job/lease-policy.ts (docs/jobs.md "Attempts")
+//   rollback causes, verified push, cancelled run     job/decider.ts (docs/jobs.md)
 //   offers on gantry.dispatch.<kind>                  job/offer.ts           jobOfferFor
 //   24 h idempotency, 5 s coalescing, exclusion       run-queue/run-queue.ts routeEnqueue
 //   sprint run states, pause context, resume          sprint-run/decider.ts  decideSprintRun / transitionSprintRun
@@ -18,7 +19,7 @@
 export type { JobCommand, JobCommandType, EnqueueJobData, UnderLease } from './job/commands.js';
 export type { JobEvent, JobEventType } from './job/events.js';
 export { isTerminalJobEvent } from './job/events.js';
-export type { Job, JobState, ActiveLease, LeaseEnd } from './job/state.js';
+export type { Job, JobState, ActiveLease, LeaseEnd, VerifiedPushRecord, StoryLog } from './job/state.js';
 export { initialJobState, evolveJob, jobExists, isTerminal, movesTask } from './job/state.js';
 export { decideJob, jobDecider } from './job/decider.js';
 export type { FinishingFacts, FinishOutcome, PushRecord } from './job/finishing-rule.js';
@@ -30,6 +31,8 @@ export {
   SPRINT_LEASE_RENEW_INTERVAL_MS,
   defaultLeaseDurationMs,
   isLeaseExpired,
+  freeRequeuePauseMs,
+  MAX_FREE_REQUEUES,
 } from './job/lease-policy.js';
 
 export type { RunQueueEntry, RunQueueRequest, RunQueueDecision } from './run-queue/run-queue.js';
@@ -70,7 +73,7 @@ export {
   cancelJobCommand,
 } from './job/requests.js';
 export { jobView, runQueueEntry } from './job/view.js';
-export { jobOfferFor } from './job/offer.js';
+export { jobOfferFor, offerDueAt } from './job/offer.js';
 export {
   createSprintRunCommand,
   resumeSprintRunCommand,

@@ -1,10 +1,5 @@
-import { effortForThinkingBudget, ErrorCode, GantryError, type AgentConfig, type JobKind } from '@gantry/contracts';
-import {
-  defaultPromptTemplates,
-  GantryToolNames,
-  PAYLOAD_PATH_PLACEHOLDER,
-  qualifiedToolName,
-} from './prompt-templates.js';
+import { effortForThinkingBudget, ErrorCode, GantryError, withGantryTools, type AgentConfig, type JobKind } from '@gantry/contracts';
+import { defaultPromptTemplates, PAYLOAD_PATH_PLACEHOLDER } from './prompt-templates.js';
 
 /** What the runner spawns for one job: no shell, the arguments exactly as the agent CLI parses them. */
 export interface AgentCommand {
@@ -34,9 +29,9 @@ export const DEFAULT_AGENT_BIN = 'claude';
  * `claude -p <prompt> --model <m> --permission-mode <p> [--effort <e>] --allowedTools <a,b>
  *  --mcp-config <file> --add-dir <dir> --output-format text`.
  *
- * `maxTurns` is recorded on the job only; the CLI has no such flag. The gantry tools are always
- * added to the allowed tools: the story-log obligation cannot be met when the agent may not call them,
- * and the tool server offers nothing else (no claim, heartbeat or queue tools).
+ * `maxTurns` is recorded on the job only; the CLI has no such flag. The allowed tools are the ones
+ * recorded at claim, where the gantry tools were added (`withGantryTools`); adding them again here
+ * changes nothing for such a list.
  */
 export function buildAgentCommand(input: AgentCommandInput): AgentCommand {
   for (const [name, path] of [
@@ -89,11 +84,7 @@ function allowedToolsArgument(configured: readonly string[]): string {
     const outsideParentheses = tool.replace(/\([^()]*\)/g, '');
     if (/[,\s()]/.test(outsideParentheses)) refuse(`allowed tool "${tool}" has a comma, blank or unbalanced parenthesis outside its rule`);
   }
-  const tools = [...configured];
-  for (const tool of GantryToolNames.map(qualifiedToolName)) {
-    if (!tools.includes(tool)) tools.push(tool);
-  }
-  return tools.join(',');
+  return withGantryTools(configured).join(',');
 }
 
 function refuse(sentence: string): never {

@@ -3,21 +3,6 @@ import type { JobKind } from '@gantry/contracts';
 /** Where a prompt template wants the absolute path of the job's payload file. */
 export const PAYLOAD_PATH_PLACEHOLDER = '$PAYLOAD_PATH';
 
-/** Every tool the runner's MCP server offers, as the agent CLI names them (`mcp__<server>__<tool>`). */
-export const MCP_SERVER_NAME = 'gantry';
-export const GantryToolNames = [
-  'log_implementation',
-  'log_commit',
-  'log_test_result',
-  'update_job_status',
-  'ask_question',
-] as const;
-export type GantryToolName = (typeof GantryToolNames)[number];
-
-export function qualifiedToolName(tool: GantryToolName): string {
-  return `mcp__${MCP_SERVER_NAME}__${tool}`;
-}
-
 const storyLogDuty = [
   'Report through the gantry tools, never by editing files:',
   '- at the start call log_implementation with the task, the branch and your plan;',

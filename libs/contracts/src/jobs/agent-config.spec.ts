@@ -1,4 +1,4 @@
-import { effortForThinkingBudget, JobKinds, KIND_DEFAULTS, resolveAgentConfig } from './agent-config.js';
+import { effortForThinkingBudget, GantryToolNames, JobKinds, KIND_DEFAULTS, qualifiedToolName, resolveAgentConfig, withGantryTools } from './agent-config.js';
 
 describe('agent configuration', () => {
   it.each([
@@ -40,10 +40,17 @@ describe('agent configuration', () => {
       model: 'claude-opus-4-7',
       thinkingBudget: 0,
       permissionMode: 'bypassPermissions',
-      allowedTools: ['Read'],
+      // an override's list, with the gantry tools the agent always gets
+      allowedTools: ['Read', ...GantryToolNames.map(qualifiedToolName)],
       maxTurns: KIND_DEFAULTS.TASK_IMPLEMENTATION.maxTurns,
     });
     expect(effortForThinkingBudget(config.thinkingBudget)).toBeNull();
+  });
+
+  it('records every gantry tool once in the resolved list, as the command line gets it', () => {
+    const config = resolveAgentConfig('PLAN_CHAT', null, null, { allowedTools: ['Read', 'mcp__gantry__log_commit'] });
+    expect(config.allowedTools).toEqual(['Read', 'mcp__gantry__log_commit', ...GantryToolNames.filter((t) => t !== 'log_commit').map(qualifiedToolName)]);
+    expect(withGantryTools(config.allowedTools)).toEqual(config.allowedTools);
   });
 
   it('overrides apply on top of the agent profile for REVIEW too', () => {

@@ -65,6 +65,33 @@ export interface KindDefaults {
   maxTurns: number;
 }
 
+/** Every tool the runner's MCP server offers, as the agent CLI names them (`mcp__<server>__<tool>`). */
+export const MCP_SERVER_NAME = 'gantry';
+export const GantryToolNames = [
+  'log_implementation',
+  'log_commit',
+  'log_test_result',
+  'update_job_status',
+  'ask_question',
+] as const;
+export type GantryToolName = (typeof GantryToolNames)[number];
+
+export function qualifiedToolName(tool: GantryToolName): string {
+  return `mcp__${MCP_SERVER_NAME}__${tool}`;
+}
+
+/**
+ * The allowed tools plus every gantry tool not yet among them: the story-log obligation cannot be
+ * met when the agent may not call them, and the tool server offers nothing else (no claim,
+ * heartbeat or queue tools). Applied when the configuration is resolved, so the list recorded on
+ * the job is exactly the one the agent's command line gets.
+ */
+export function withGantryTools(tools: readonly string[]): string[] {
+  const all = [...tools];
+  for (const tool of GantryToolNames.map(qualifiedToolName)) if (!all.includes(tool)) all.push(tool);
+  return all;
+}
+
 const READ_TOOLS = ['Read', 'Glob', 'Grep'] as const;
 const WRITE_TOOLS = ['Edit', 'Write', 'Bash'] as const;
 const STORY_LOG_TOOLS = [
@@ -158,5 +185,5 @@ export function resolveAgentConfig(
       maxTurns: override.maxTurns ?? config.maxTurns,
     };
   }
-  return AgentConfigSchema.parse(config);
+  return AgentConfigSchema.parse({ ...config, allowedTools: withGantryTools(config.allowedTools) });
 }

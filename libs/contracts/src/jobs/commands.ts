@@ -14,6 +14,7 @@ import {
   JobStatusSchema,
   LeaseTokenSchema,
   ExternalRefSchema,
+  RollbackCauseSchema,
   RunnerIdSchema,
   SprintRunIdSchema,
   TaskStatusSchema,
@@ -129,6 +130,23 @@ export const enqueueJob = defineCommand({
 // ---------------------------------------------------------------------------------------------
 // claim_job
 
+/**
+ * A head an earlier attempt verified and pushed but could not finish (e.g. the job service did not
+ * answer its finish): the claim that gets it finishes the job with these facts instead of running the
+ * agent again (docs/jobs.md, "A verified push is finished, not redone").
+ */
+export const VerifiedPushSchema = z.object({
+  /** The lease token of the claim that pushed. */
+  leaseToken: LeaseTokenSchema,
+  attempt: z.number().int().positive(),
+  branch: GitRefSchema,
+  baseSha: GitShaSchema.nullable(),
+  headSha: GitShaSchema,
+  pushedAt: TimestampSchema.nullable(),
+  facts: VerificationFactsSchema,
+});
+export type VerifiedPush = z.infer<typeof VerifiedPushSchema>;
+
 export const ClaimedJobSchema = z.object({
   jobId: JobIdSchema,
   kind: JobKindSchema,
@@ -154,6 +172,8 @@ export const ClaimedJobSchema = z.object({
   branch: GitRefSchema.nullable(),
   /** Where the work must end up (the product's target branch): the pre-check and verify compare with it. */
   targetBranch: GitRefSchema.nullable(),
+  /** An earlier attempt's verified push, to be finished by this claim; null when there is none. */
+  verifiedPush: VerifiedPushSchema.nullable().default(null),
 });
 export type ClaimedJob = z.infer<typeof ClaimedJobSchema>;
 
@@ -221,11 +241,16 @@ export const startJob = defineCommand({
     /** base_sha as resolved in the worktree; must equal the claim's if the claim recorded one. */
     baseSha: GitShaSchema.optional(),
     branch: GitRefSchema.optional(),
+    /** Take over the verified push of the claim with this lease token (the claim reply's verifiedPush) and only finish it. */
+    adoptPushOf: LeaseTokenSchema.optional(),
     idempotencyKey: IdempotencyKeySchema,
   }),
   reply: JobRefReply,
   examples: {
-    valid: [{ ...fencedExample, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', idempotencyKey: 'product-42/start:job-7b1d3c9e-1' }],
+    valid: [
+      { ...fencedExample, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', idempotencyKey: 'product-42/start:job-7b1d3c9e-1' },
+      { ...fencedExample, leaseToken: 3, adoptPushOf: 2, idempotencyKey: 'product-42/start:job-7b1d3c9e-3' },
+    ],
     // a start under a claim carries its token
     invalid: [{ jobId: jobExampleIds.jobId, runnerId: jobExampleIds.runnerId, idempotencyKey: 'p/start:1' }],
   },
@@ -307,6 +332,8 @@ export const reportPush = defineCommand({
     headSha: GitShaSchema,
     /** false when the remote already had headSha: then pushed_at stays empty. */
     pushed: z.boolean(),
+    /** The verification facts the runner will finish with; they let a later attempt finish this push if this one cannot. */
+    facts: VerificationFactsSchema.optional(),
     idempotencyKey: IdempotencyKeySchema,
   }),
   reply: z.object({ jobId: JobIdSchema, headSha: GitShaSchema, pushedAt: TimestampSchema.nullable() }),
@@ -376,11 +403,16 @@ export const rollbackClaim = defineCommand({
     ...fenced,
     reason: z.string().min(1).max(2000),
     exitCode: z.number().int().optional(),
+    /** Whose fault; only JOB spends the attempt (docs/jobs.md, "Attempts"). */
+    cause: RollbackCauseSchema.default('JOB'),
     idempotencyKey: IdempotencyKeySchema,
   }),
   reply: JobRefReply.extend({ attempt: z.number().int().positive() }),
   examples: {
-    valid: [{ ...fencedExample, reason: 'agent exited with code 1 without finishing the job', exitCode: 1, idempotencyKey: 'p/rollback:job-7b1d3c9e-1' }],
+    valid: [
+      { ...fencedExample, reason: 'agent exited with code 1 without finishing the job', exitCode: 1, idempotencyKey: 'p/rollback:job-7b1d3c9e-1' },
+      { ...fencedExample, reason: 'the worktree service did not answer', cause: 'DEPENDENCY', idempotencyKey: 'p/rollback:job-7b1d3c9e-2' },
+    ],
     // a rollback says why
     invalid: [{ ...fencedExample, idempotencyKey: 'p/rollback:1' }],
   },

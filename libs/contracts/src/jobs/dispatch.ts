@@ -13,17 +13,22 @@ export const JobOfferSchema = z.object({
   kind: JobKindSchema,
   productId: ExternalRefSchema,
   sprintRunId: SprintRunIdSchema.nullable(),
-  /** The attempt the offer is for; with the job id it names the offer (its Nats-Msg-Id). */
+  /** The attempt the offer is for. */
   attempt: z.number().int().positive(),
+  /**
+   * The lease token of the claim whose end put the job back in the queue (0 for the enqueue). With the
+   * job id and the attempt it names the offer (its Nats-Msg-Id): a requeue that spent no attempt is a new offer.
+   */
+  afterLeaseToken: z.number().int().min(0).default(0),
   /** The branch the work starts from, so the runner can resolve base_sha before claiming. */
   baseRef: GitRefSchema.nullable(),
   offeredAt: TimestampSchema,
 });
 export type JobOffer = z.infer<typeof JobOfferSchema>;
 
-/** The Nats-Msg-Id of an offer: one offer per job attempt, so a re-published offer is dropped by the server. */
-export function jobOfferMessageId(offer: Pick<JobOffer, 'jobId' | 'attempt'>): string {
-  return `${offer.jobId}-offer-${offer.attempt}`;
+/** The Nats-Msg-Id of an offer: one offer per stay in the queue, so a re-published offer is dropped by the server. */
+export function jobOfferMessageId(offer: Pick<JobOffer, 'jobId' | 'attempt' | 'afterLeaseToken'>): string {
+  return `${offer.jobId}-offer-${offer.attempt}-${offer.afterLeaseToken}`;
 }
 
 export const jobOfferExamples = {
@@ -34,6 +39,7 @@ export const jobOfferExamples = {
       productId: 'product-42',
       sprintRunId: null,
       attempt: 1,
+      afterLeaseToken: 0,
       baseRef: 'feat/story-1208',
       offeredAt: '2026-11-30T06:00:00.000Z',
     },

@@ -12,6 +12,7 @@ import {
   JobStatusSchema,
   LeaseTokenSchema,
   ExternalRefSchema,
+  RollbackCauseSchema,
   RunnerIdSchema,
   SprintRunIdSchema,
   TaskStatusSchema,
@@ -222,10 +223,18 @@ export const JobStarted = defineEvent({
     /** base_sha: from the claim, or resolved by the runner in its worktree before starting. */
     baseSha: GitShaSchema.nullable(),
     branch: GitRefSchema.nullable(),
+    /**
+     * The claim (its lease token) whose verified and pushed head this attempt takes over and only
+     * finishes: its base, branch, head, push and story log become this attempt's (docs/jobs.md).
+     */
+    adoptedPushOf: LeaseTokenSchema.nullable().optional(),
     startedAt: TimestampSchema,
   }),
   examples: {
-    valid: [{ ...fencedExample, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', startedAt: '2026-11-30T06:00:05.000Z' }],
+    valid: [
+      { ...fencedExample, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', startedAt: '2026-11-30T06:00:05.000Z' },
+      { ...fencedExample, leaseToken: 3, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', adoptedPushOf: 2, startedAt: '2026-11-30T06:00:05.000Z' },
+    ],
     // an abbreviated sha is ambiguous; base_sha is always the full object id
     invalid: [{ ...fencedExample, baseSha: '3f2c9a1', branch: null, startedAt: '2026-11-30T06:00:05.000Z' }],
   },
@@ -312,6 +321,8 @@ export const JobPushReported = defineEvent({
     headSha: GitShaSchema,
     /** Set only when something was really pushed; null when the remote already had headSha. */
     pushedAt: TimestampSchema.nullable(),
+    /** What verify found for headSha: the facts a later attempt finishes with if this one cannot (docs/jobs.md). */
+    facts: VerificationFactsSchema.nullable().optional(),
     reportedAt: TimestampSchema,
   }),
   examples: {
@@ -376,12 +387,13 @@ const claimEnd = {
   error: z.string().min(1).nullable(),
 };
 
+/** A requeue spends the attempt (next = attempt + 1) or, when the job is not at fault, keeps it (next = attempt). */
 function claimEndIsConsistent(d: { attempt: number; outcome: string; nextAttempt: number | null; error: string | null }): boolean {
   return d.outcome === 'REQUEUED'
-    ? d.nextAttempt === d.attempt + 1 && d.error === null
+    ? (d.nextAttempt === d.attempt + 1 || d.nextAttempt === d.attempt) && d.error === null
     : d.nextAttempt === null && d.error !== null;
 }
-const claimEndMessage = 'REQUEUED carries nextAttempt = attempt + 1 and no error; FAILED carries an error and no nextAttempt';
+const claimEndMessage = 'REQUEUED carries nextAttempt = attempt + 1 (or attempt, when no attempt was spent) and no error; FAILED carries an error and no nextAttempt';
 
 export const JobClaimRolledBack = defineEvent({
   context: 'jobs',
@@ -392,6 +404,10 @@ export const JobClaimRolledBack = defineEvent({
       ...claimEnd,
       reason: z.string().min(1).max(2000),
       exitCode: z.number().int().nullable(),
+      /** Whose fault (absent in events written before causes were recorded: JOB). Only JOB spends the attempt. */
+      cause: RollbackCauseSchema.optional(),
+      /** A requeue that spent no attempt is offered again only from this moment (a growing pause); null: at once. */
+      offerNotBefore: TimestampSchema.nullable().optional(),
       rolledBackAt: TimestampSchema,
     })
     .refine(claimEndIsConsistent, claimEndMessage),
@@ -401,11 +417,17 @@ export const JobClaimRolledBack = defineEvent({
         ...fencedExample, attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null,
         reason: 'agent exited with code 1 without finishing the job', exitCode: 1, rolledBackAt: '2026-11-30T06:05:00.000Z',
       },
+      {
+        ...fencedExample, attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null, cause: 'DEPENDENCY',
+        reason: 'the worktree service did not answer acquire_worktree', exitCode: null,
+        offerNotBefore: '2026-11-30T06:05:02.000Z', rolledBackAt: '2026-11-30T06:05:00.000Z',
+      },
     ],
     // a requeue must move to the next attempt
     invalid: [
+      // a requeue moves on by one attempt at most
       {
-        ...fencedExample, attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null,
+        ...fencedExample, attempt: 1, outcome: 'REQUEUED', nextAttempt: 3, error: null,
         reason: 'agent exited', exitCode: 1, rolledBackAt: '2026-11-30T06:05:00.000Z',
       },
     ],
@@ -464,6 +486,22 @@ export const JobCancelled = defineEvent({
   },
 });
 
+export const JobRunStopped = defineEvent({
+  context: 'jobs',
+  type: 'JobRunStopped',
+  schemaVersion: 1,
+  data: z.object({
+    /** The holder of the claim a cancel revoked says its agent is gone; only then does it give its worktree back. */
+    ...fenced,
+    stoppedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...fencedExample, leaseToken: 2, stoppedAt: '2026-11-30T06:07:02.000Z' }],
+    // the stop is reported under the revoked claim's token
+    invalid: [{ jobId: jobExampleIds.jobId, runnerId: jobExampleIds.runnerId, stoppedAt: '2026-11-30T06:07:02.000Z' }],
+  },
+});
+
 /** Every job event contract, in the order of the lifecycle. */
 export const jobEventContracts = [
   JobEnqueued,
@@ -479,6 +517,7 @@ export const jobEventContracts = [
   JobClaimRolledBack,
   JobLeaseExpired,
   JobCancelled,
+  JobRunStopped,
 ] as const;
 
 export type JobEnqueuedData = z.output<typeof JobEnqueued.data>;
@@ -494,3 +533,4 @@ export type JobFinishedData = z.output<typeof JobFinished.data>;
 export type JobClaimRolledBackData = z.output<typeof JobClaimRolledBack.data>;
 export type JobLeaseExpiredData = z.output<typeof JobLeaseExpired.data>;
 export type JobCancelledData = z.output<typeof JobCancelled.data>;
+export type JobRunStoppedData = z.output<typeof JobRunStopped.data>;

@@ -115,8 +115,9 @@ describe('job-service contracts', () => {
     expect(issuePaths(JobPushReported.data, JobPushReported.examples.invalid[0])).toEqual(['pushedAt']);
   });
 
-  it('ties a requeue to attempt + 1 and a failure to an error sentence', () => {
+  it('ties a requeue to attempt + 1 (or the same attempt, when none was spent) and a failure to an error sentence', () => {
     expect(JobClaimRolledBack.data.safeParse(JobClaimRolledBack.examples.invalid[0]).success).toBe(false);
+    expect(JobClaimRolledBack.data.safeParse(JobClaimRolledBack.examples.valid[1]).success).toBe(true);
     expect(JobLeaseExpired.data.safeParse(JobLeaseExpired.examples.invalid[0]).success).toBe(false);
     const requeued = JobLeaseExpired.examples.valid[0]!;
     expect(JobLeaseExpired.data.safeParse({ ...requeued, error: 'x' }).success).toBe(false);
@@ -148,9 +149,16 @@ describe('the job offer on the dispatch subject', () => {
     expect(issuePaths(JobOfferSchema, jobOfferExamples.invalid[1])).toEqual(['kind']);
   });
 
-  it('names one offer per job attempt, as a single subject token usable as Nats-Msg-Id', () => {
-    const first = jobOfferMessageId({ jobId: jobExampleIds.jobId, attempt: 1 });
-    expect(first).not.toBe(jobOfferMessageId({ jobId: jobExampleIds.jobId, attempt: 2 }));
+  it('names one offer per stay in the queue, as a single subject token usable as Nats-Msg-Id', () => {
+    const first = jobOfferMessageId({ jobId: jobExampleIds.jobId, attempt: 1, afterLeaseToken: 0 });
+    expect(first).not.toBe(jobOfferMessageId({ jobId: jobExampleIds.jobId, attempt: 2, afterLeaseToken: 1 }));
+    // a requeue that spent no attempt is offered afresh, not dropped as a duplicate of the first offer
+    expect(first).not.toBe(jobOfferMessageId({ jobId: jobExampleIds.jobId, attempt: 1, afterLeaseToken: 1 }));
     expect(isSubjectToken(first)).toBe(true);
+  });
+
+  it('reads an offer published before offers named their requeue as the offer after the enqueue', () => {
+    const { afterLeaseToken: _dropped, ...older } = jobOfferExamples.valid[0]!;
+    expect(JobOfferSchema.parse(older).afterLeaseToken).toBe(0);
   });
 });

@@ -3,7 +3,7 @@ import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { JobKindSchema } from './agent-config.js';
 import { jobExampleIds } from './events.js';
-import { JobIdSchema, JobStatusSchema, ExternalRefSchema, SprintRunIdSchema } from './values.js';
+import { JobIdSchema, JobStatusSchema, ExternalRefSchema, RunnerIdSchema, SprintRunIdSchema } from './values.js';
 import { JobViewSchema, SprintRunViewSchema } from './views.js';
 
 export const getJob = defineCommand({
@@ -29,13 +29,15 @@ export const listJobs = defineCommand({
     sprintRunId: SprintRunIdSchema.optional(),
     storyId: ExternalRefSchema.optional(),
     taskId: ExternalRefSchema.optional(),
+    /** Jobs whose current claim this runner holds (a runner started again settles them). */
+    runnerId: RunnerIdSchema.optional(),
     limit: z.number().int().min(1).max(500).default(100),
     /** Opaque: the nextCursor of the previous page. */
     cursor: z.string().min(1).max(500).optional(),
   }),
   reply: z.object({ jobs: z.array(JobViewSchema), nextCursor: z.string().nullable() }),
   examples: {
-    valid: [{ status: ['QUEUED', 'CLAIMED'], kind: ['TASK_IMPLEMENTATION'] }, { sprintId: 'SP-7', limit: 50 }, { storyId: 'ST-1208' }],
+    valid: [{ status: ['QUEUED', 'CLAIMED'], kind: ['TASK_IMPLEMENTATION'] }, { sprintId: 'SP-7', limit: 50 }, { storyId: 'ST-1208' }, { runnerId: 'runner-host1-01', status: ['CLAIMED', 'RUNNING'] }],
     invalid: [
       // an unknown status
       { status: ['WAITING'] },

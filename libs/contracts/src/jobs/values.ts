@@ -84,6 +84,15 @@ export const NetDiffSchema = z.object({
 export type NetDiff = z.infer<typeof NetDiffSchema>;
 
 /**
+ * How the net diff compares with the changes the job's plan expects (`expectedChanges` in its payload):
+ * ALL_PRESENT, SOME_PRESENT, NONE_PRESENT (the branch changed other things only), or
+ * NO_EXPECTED_CHANGES — the plan names none, so the verify result rests on the agent's own report
+ * and the commits alone (see docs/jobs.md, "Verification").
+ */
+export const PlanCheckSchema = z.enum(['ALL_PRESENT', 'SOME_PRESENT', 'NONE_PRESENT', 'NO_EXPECTED_CHANGES']);
+export type PlanCheck = z.infer<typeof PlanCheckSchema>;
+
+/**
  * The facts a runner reports at finish (SPEC §1); job-service decides the status from them.
  * Every field is a fact the runner observed, never a status it wishes for.
  */
@@ -101,11 +110,25 @@ export const VerificationFactsSchema = z.object({
   failure: z.object({ kind: FailureKindSchema, message: z.string().min(1).max(4000) }).nullable(),
   /** The run stopped because a user cancelled it. */
   cancelled: z.boolean(),
+  /** The commit verify looked at (kept in the job's record whatever the outcome, e.g. a DIVERGENT head). */
+  headSha: GitShaSchema.nullable().optional(),
+  /** How the net diff compares with the plan's expected changes. */
+  planCheck: PlanCheckSchema.optional(),
 });
 export type VerificationFacts = z.infer<typeof VerificationFactsSchema>;
 
 export const TestResultStatusSchema = z.enum(['PASSED', 'FAILED']);
 export type TestResultStatus = z.infer<typeof TestResultStatusSchema>;
+
+/**
+ * Why a claim was rolled back (docs/jobs.md, "Attempts"): JOB — the run failed for a reason of the
+ * job's own (the agent crashed, its story log was refused): the attempt is spent. RUNNER — the runner
+ * could not run it (its agent token expired, it is shutting down, it restarted). DEPENDENCY — a service
+ * the run needs did not answer (the worktree service, the job service). RUNNER and DEPENDENCY
+ * rollbacks spend no attempt, and the job is offered again after a growing pause.
+ */
+export const RollbackCauseSchema = z.enum(['JOB', 'RUNNER', 'DEPENDENCY']);
+export type RollbackCause = z.infer<typeof RollbackCauseSchema>;
 
 /** How an enqueue request was answered by the run queue. */
 export const EnqueueOutcomeSchema = z.enum(['created', 'deduplicated', 'coalesced']);

@@ -8,11 +8,13 @@ import {
   JobStatusSchema,
   LeaseTokenSchema,
   ExternalRefSchema,
+  PlanCheckSchema,
   RunnerIdSchema,
   SprintRunIdSchema,
   SprintRunStatusSchema,
   TaskStatusSchema,
   TimestampSchema,
+  VerifyResultSchema,
 } from './values.js';
 import { jobExampleIds } from './events.js';
 
@@ -54,6 +56,12 @@ export const JobViewSchema = z.object({
     commitEntries: z.number().int().min(0),
     testResultEntries: z.number().int().min(0),
   }),
+  /** What the finishing attempt's verify found: its result, the head it looked at (also when nothing was pushed) and the plan check. */
+  verification: z
+    .object({ result: VerifyResultSchema, headSha: GitShaSchema.nullable(), planCheck: PlanCheckSchema.nullable() })
+    .nullable(),
+  /** The claim a cancel revoked, and when its runner confirmed that its agent had stopped (null until then). */
+  cancelledRun: z.object({ runnerId: RunnerIdSchema, leaseToken: LeaseTokenSchema, stoppedAt: TimestampSchema.nullable() }).nullable(),
   enqueuedAt: TimestampSchema,
   claimedAt: TimestampSchema.nullable(),
   startedAt: TimestampSchema.nullable(),
@@ -118,6 +126,8 @@ export const exampleJobView: JobView = {
   taskStatus: null,
   error: null,
   storyLog: { implementationEntries: 0, commitEntries: 0, testResultEntries: 0 },
+  verification: null,
+  cancelledRun: null,
   enqueuedAt: '2026-11-30T06:00:00.000Z',
   claimedAt: '2026-11-30T06:00:01.000Z',
   startedAt: null,

@@ -134,6 +134,58 @@ describe('commands over NATS request/reply', () => {
     expect(Number(rows[0].count)).toBe(1);
   });
 
+  it('with a deadline, a request without an answer is sent again under the same key and returns the first result', async () => {
+    const account = randomUUID();
+    const key = randomUUID();
+    slowFirstCall = true;
+    const reply = await client.request(Deposit, { account, amount: 3, idempotencyKey: key }, { timeoutMs: 300, retryUntil: Date.now() + 20_000 });
+    expect(reply).toEqual({ balance: 3, eventCount: 1 });
+    const { rows } = await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [`account-${account}`]);
+    expect(Number(rows[0].count)).toBe(1);
+  });
+
+  it('with a deadline, a service that is not there yet (UNAVAILABLE) is asked again until it answers', async () => {
+    const lateNaming = testNaming(uniqueName('late'));
+    const lateBus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: lateNaming, name: 'late' });
+    const late = new CommandServer(lateBus, context, silent);
+    let answered = 0;
+    late.register(Refuse, async () => {
+      answered++;
+      return {};
+    });
+    try {
+      const pending = new CommandClient(lateBus).request(Refuse, {}, { timeoutMs: 1000, retryUntil: Date.now() + 30_000, retryBackoff: { initialMs: 50, maxMs: 100 } });
+      // the server starts only after the client has been turned away at least once
+      await new Promise((r) => setTimeout(r, 300));
+      expect(answered).toBe(0);
+      late.start();
+      await expect(pending).resolves.toEqual({});
+      expect(answered).toBe(1);
+    } finally {
+      await late.stop();
+      await lateBus.close();
+    }
+  });
+
+  it('with a deadline, a refusal is not repeated, and an unanswered request gives up once the deadline has passed', async () => {
+    const seen: string[] = [];
+    const sub = raw.subscribe(commandSubject(naming, context, 'refuse_test_request'), { callback: () => void seen.push('refuse') });
+    try {
+      await expect(client.request(Refuse, {}, { retryUntil: Date.now() + 10_000 })).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+      await raw.flush();
+      expect(seen).toHaveLength(1);
+    } finally {
+      sub.unsubscribe();
+    }
+    const nobody = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: testNaming(uniqueName('nobody')), name: 'c2' });
+    const deadline = Date.now() + 700;
+    await expect(
+      new CommandClient(nobody).request(Refuse, {}, { retryUntil: deadline, retryBackoff: { initialMs: 50, maxMs: 100 } }),
+    ).rejects.toMatchObject({ code: ErrorCode.UNAVAILABLE });
+    expect(Date.now()).toBeGreaterThanOrEqual(deadline - 150);
+    await nobody.close();
+  });
+
   it('reports UNAVAILABLE when no service answers', async () => {
     const other = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: testNaming(uniqueName('nobody')), name: 'c' });
     await expect(new CommandClient(other).request(Refuse, {})).rejects.toMatchObject({ code: ErrorCode.UNAVAILABLE });

@@ -148,15 +148,54 @@ export class CommandServer {
 }
 
 export interface RequestOptions {
+  /** How long one try waits for its reply. */
   timeoutMs?: number;
   correlationId?: string;
+  /**
+   * Send the same request again — the same payload, so the same idempotency key — after a TIMEOUT or
+   * UNAVAILABLE, until this moment (epoch ms, or a function read before every try, e.g. a lease's
+   * current expiry). A refusal is never repeated. Without it the request is tried once. Only for
+   * commands that carry an idempotency key: a repeat must be recognised as the same intent.
+   */
+  retryUntil?: number | (() => number);
+  /** Pause between tries: doubles from `initialMs` up to `maxMs`. Default 250 ms → 2 s. */
+  retryBackoff?: { initialMs: number; maxMs: number };
+  /** Stops retrying (the last error is thrown). */
+  signal?: AbortSignal;
+}
+
+/** The errors after which a request may have gone unanswered: the same request may be sent again. */
+export function isTransient(error: unknown): boolean {
+  return error instanceof GantryError && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE);
 }
 
 /** Sends commands to any context; the request is parsed before sending and the reply after. */
 export class CommandClient {
   constructor(private readonly bus: Bus) {}
 
+  /**
+   * One command, answered or refused. With `retryUntil`, a request that got no answer is sent again
+   * under the same key with a growing pause, each try bounded by `timeoutMs` and by the deadline.
+   */
   async request<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions = {}): Promise<ReplyOf<C>> {
+    if (options.retryUntil === undefined) return this.once(contract, payload, options);
+    const deadline = typeof options.retryUntil === 'function' ? options.retryUntil : () => options.retryUntil as number;
+    const backoff = options.retryBackoff ?? { initialMs: 250, maxMs: 2000 };
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    for (let tries = 1; ; tries++) {
+      const left = deadline() - Date.now();
+      try {
+        return await this.once(contract, payload, { ...options, timeoutMs: Math.max(100, Math.min(timeoutMs, left)) });
+      } catch (error) {
+        if (!isTransient(error) || options.signal?.aborted) throw error;
+        const pause = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(tries - 1, 20));
+        if (Date.now() + pause >= deadline()) throw error;
+        await sleep(pause, options.signal);
+      }
+    }
+  }
+
+  private async once<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions): Promise<ReplyOf<C>> {
     const parsed = contract.request.safeParse(payload);
     if (!parsed.success) throw invalidCommand(parsed.error, `${contract.context}.${contract.name} request`);
     const subject = commandSubject(this.bus.naming, contract.context, contract.name);
@@ -173,6 +212,10 @@ export class CommandClient {
       if (/timeout/i.test(text)) {
         throw new GantryError(ErrorCode.TIMEOUT, `${contract.context}.${contract.name} got no reply in time`);
       }
+      // The connection is closed or reconnecting: nothing reached a service, or its answer is lost.
+      if (/closed|disconnect|reconnect/i.test(text)) {
+        throw new GantryError(ErrorCode.UNAVAILABLE, `${contract.context}.${contract.name}: NATS is not reachable (${text})`);
+      }
       throw error;
     }
     const reply = commandReplySchema(contract.reply).safeParse(JSON.parse(textDecoder.decode(msg.data)));
@@ -183,4 +226,16 @@ export class CommandClient {
     if (!reply.data.ok) throw GantryError.fromPayload(reply.data.error);
     return reply.data.result as ReplyOf<C>;
   }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }

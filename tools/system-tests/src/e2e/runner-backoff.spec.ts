@@ -45,6 +45,7 @@ describe('a runner without a job service', () => {
       productId: 'product-1',
       sprintRunId: null,
       attempt: 1,
+      afterLeaseToken: 0,
       baseRef: null,
       offeredAt: new Date().toISOString(),
     };

@@ -3,6 +3,7 @@ import type {
   AgentProfile,
   JobKind,
   JobPayload,
+  RollbackCause,
   TestResultStatus,
   VerificationFacts,
 } from '@gantry/contracts';
@@ -67,7 +68,11 @@ export type JobCommand =
       };
     }
   | { type: 'RenewJobLease'; data: UnderLease & { leaseDurationMs: number | null } }
-  | { type: 'StartJob'; data: UnderLease & { baseSha: string | null; branch: string | null } }
+  | {
+      type: 'StartJob';
+      /** `adoptPushOf`: the lease token of the claim whose verified push this attempt only finishes. */
+      data: UnderLease & { baseSha: string | null; branch: string | null; adoptPushOf: number | null };
+    }
   | {
       type: 'LogImplementation';
       data: UnderLease & {
@@ -80,9 +85,9 @@ export type JobCommand =
     }
   | { type: 'LogCommit'; data: UnderLease & { commitSha: string; message: string; summary: string } }
   | { type: 'LogTestResult'; data: UnderLease & { status: TestResultStatus; summary: string } }
-  | { type: 'ReportPush'; data: UnderLease & { branch: string; headSha: string; pushed: boolean } }
+  | { type: 'ReportPush'; data: UnderLease & { branch: string; headSha: string; pushed: boolean; facts: VerificationFacts | null } }
   | { type: 'FinishJob'; data: UnderLease & { facts: VerificationFacts } }
-  | { type: 'RollbackClaim'; data: UnderLease & { reason: string; exitCode: number | null } }
+  | { type: 'RollbackClaim'; data: UnderLease & { reason: string; exitCode: number | null; cause: RollbackCause } }
   /** From job-service's own expiry sweep: expire exactly this grant, if its time has come. */
   | { type: 'ExpireJobLease'; data: { jobId: string; leaseToken: number; now: string } }
   | { type: 'CancelJob'; data: { jobId: string; reason: string | null; now: string } };

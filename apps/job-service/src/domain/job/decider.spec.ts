@@ -136,7 +136,12 @@ describe('job decider', () => {
               model: 'claude-opus-4-7',
               thinkingBudget: 30000,
               permissionMode: 'acceptEdits',
-              allowedTools: ['Read', 'Glob', 'Grep', 'Bash', 'mcp__gantry__log_implementation', 'mcp__gantry__log_commit', 'mcp__gantry__log_test_result'],
+              allowedTools: [
+                'Read', 'Glob', 'Grep', 'Bash',
+                'mcp__gantry__log_implementation', 'mcp__gantry__log_commit', 'mcp__gantry__log_test_result',
+                // every gantry tool is recorded: the list on the job is the one the command line gets
+                'mcp__gantry__update_job_status', 'mcp__gantry__ask_question',
+              ],
               maxTurns: 60,
             },
             effort: 'max',
@@ -243,25 +248,25 @@ describe('job decider', () => {
   describe('start', () => {
     it('a claimed job starts with the base sha recorded at claim', () => {
       given([enqueued(), claimed(1, 1, 10)])
-        .when({ type: 'StartJob', data: { ...lease(1), baseSha: null, branch: 'feat/story-1208', now: at(11) } })
+        .when({ type: 'StartJob', data: { ...lease(1), baseSha: null, branch: 'feat/story-1208', adoptPushOf: null, now: at(11) } })
         .then([started(1, 11)]);
     });
 
     it('a claim without a base sha takes it from the start', () => {
       const state = given([enqueued(), claimed(1, 1, 10, { baseSha: null })])
-        .when({ type: 'StartJob', data: { ...lease(1), baseSha: BASE, branch: 'feat/story-1208', now: at(11) } })
+        .when({ type: 'StartJob', data: { ...lease(1), baseSha: BASE, branch: 'feat/story-1208', adoptPushOf: null, now: at(11) } })
         .then([started(1, 11)]) as Job;
       expect(state.baseSha).toBe(BASE);
     });
 
     it('a start from another base than the claim recorded is refused', () => {
       given([enqueued(), claimed(1, 1, 10)])
-        .when({ type: 'StartJob', data: { ...lease(1), baseSha: OTHER_BASE, branch: null, now: at(11) } })
+        .when({ type: 'StartJob', data: { ...lease(1), baseSha: OTHER_BASE, branch: null, adoptPushOf: null, now: at(11) } })
         .thenThrows(ErrorCode.PRECONDITION_FAILED, /base/);
     });
 
     it('a second start is refused', () => {
-      given(running()).when({ type: 'StartJob', data: { ...lease(1), baseSha: null, branch: null, now: at(12) } }).thenThrows(ErrorCode.INVALID_TRANSITION, /already started/);
+      given(running()).when({ type: 'StartJob', data: { ...lease(1), baseSha: null, branch: null, adoptPushOf: null, now: at(12) } }).thenThrows(ErrorCode.INVALID_TRANSITION, /already started/);
     });
   });
 
@@ -294,7 +299,7 @@ describe('job decider', () => {
   });
 
   describe('report push', () => {
-    const push = (pushed: boolean): JobCommand => ({ type: 'ReportPush', data: { ...lease(1), branch: 'feat/story-1208', headSha: HEAD, pushed, now: at(50) } });
+    const push = (pushed: boolean): JobCommand => ({ type: 'ReportPush', data: { ...lease(1), branch: 'feat/story-1208', headSha: HEAD, pushed, facts: null, now: at(50) } });
 
     it('a real push records head sha and pushed_at', () => {
       given(running()).when(push(true)).then([pushReported(1, 50, true)]);
@@ -372,7 +377,10 @@ describe('job decider', () => {
   });
 
   describe('rollback', () => {
-    const rollback = (token: number, atS: number): JobCommand => ({ type: 'RollbackClaim', data: { ...lease(token), reason: 'agent exited with code 1', exitCode: 1, now: at(atS) } });
+    const rollback = (token: number, atS: number): JobCommand => ({
+      type: 'RollbackClaim',
+      data: { ...lease(token), reason: 'agent exited with code 1', exitCode: 1, cause: 'JOB', now: at(atS) },
+    });
 
     it('a rolled-back claim returns the job to the queue as the next attempt', () => {
       const state = given(running())
@@ -380,7 +388,18 @@ describe('job decider', () => {
         .then([
           {
             type: 'JobClaimRolledBack',
-            data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null, reason: 'agent exited with code 1', exitCode: 1, rolledBackAt: at(30) },
+            data: {
+              ...lease(1),
+              attempt: 1,
+              outcome: 'REQUEUED',
+              nextAttempt: 2,
+              error: null,
+              reason: 'agent exited with code 1',
+              exitCode: 1,
+              cause: 'JOB',
+              offerNotBefore: null,
+              rolledBackAt: at(30),
+            },
           },
         ]) as Job;
       expect(state).toMatchObject({ status: 'QUEUED', attempt: 2, lease: null, lastLeaseToken: 1 });
@@ -400,6 +419,8 @@ describe('job decider', () => {
               error: 'the claim of attempt 1 was rolled back (agent exited with code 1), and 1 attempt is the maximum: the job failed',
               reason: 'agent exited with code 1',
               exitCode: 1,
+              cause: 'JOB',
+              offerNotBefore: null,
               rolledBackAt: at(30),
             },
           },
@@ -505,6 +526,175 @@ describe('job decider', () => {
 
     it('a job that does not exist cannot be cancelled', () => {
       given([]).when(cancel(1)).thenThrows(ErrorCode.NOT_FOUND);
+    });
+  });
+
+  describe('a failure the runner found is a result, whatever the story log holds', () => {
+    it('a timeout finishes FAILED on its first try, although the agent logged nothing', () => {
+      const facts = { ...doneFacts, verifyResult: 'EMPTY' as const, newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, failure: { kind: 'EXCEPTION' as const, message: 'the agent was killed at its timeout of 2000 ms' } };
+      given(running())
+        .when(finish(1, 70, facts))
+        .then([finished(1, 70, { jobStatus: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'exception: the agent was killed at its timeout of 2000 ms', facts, headSha: null, pushedAt: null })]);
+    });
+
+    it('a verify that found nothing finishes FAILED "verify produced no output" without a story log', () => {
+      const facts = { ...doneFacts, verifyResult: 'EMPTY' as const, newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, headSha: BASE, planCheck: 'NO_EXPECTED_CHANGES' as const };
+      const state = given(running())
+        .when(finish(1, 70, facts))
+        .then([finished(1, 70, { jobStatus: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'verify produced no output', facts, headSha: null, pushedAt: null })]) as Job;
+      expect(state.verification).toEqual({ result: 'EMPTY', headSha: BASE, planCheck: 'NO_EXPECTED_CHANGES' });
+    });
+
+    it('a DONE still needs its story log', () => {
+      given(running()).when(finish(1, 70)).thenThrows(ErrorCode.PRECONDITION_FAILED, /story log is missing/);
+    });
+  });
+
+  describe("attempts: only the job's own failures spend one", () => {
+    const rollback = (token: number, atS: number, cause: 'JOB' | 'RUNNER' | 'DEPENDENCY'): JobCommand => ({
+      type: 'RollbackClaim',
+      data: { ...lease(token), reason: `${cause} trouble`, exitCode: null, cause, now: at(atS) },
+    });
+    const freeRollback = (token: number, atS: number, pauseS: number, cause: 'RUNNER' | 'DEPENDENCY' = 'DEPENDENCY'): JobEvent => ({
+      type: 'JobClaimRolledBack',
+      data: {
+        ...lease(token),
+        attempt: 1,
+        outcome: 'REQUEUED',
+        nextAttempt: 1,
+        error: null,
+        reason: `${cause} trouble`,
+        exitCode: null,
+        cause,
+        offerNotBefore: at(atS + pauseS),
+        rolledBackAt: at(atS),
+      },
+    });
+
+    it('a rollback for an unavailable dependency keeps the attempt and pauses the next offer', () => {
+      const state = given(running()).when(rollback(1, 30, 'DEPENDENCY')).then([freeRollback(1, 30, 1)]) as Job;
+      expect(state).toMatchObject({ status: 'QUEUED', attempt: 1, lease: null, lastLeaseToken: 1, freeRequeues: 1 });
+    });
+
+    it("a rollback for the runner's own trouble (an expired token) keeps the attempt, even on the last one", () => {
+      given([enqueued({ maxAttempts: 1 }), claimed(1, 1, 10), started(1, 11)]).when(rollback(1, 30, 'RUNNER')).then([freeRollback(1, 30, 1, 'RUNNER')]);
+    });
+
+    it("the pause doubles with each such requeue in a row, and a rollback of the job's own resets it", () => {
+      const history = [enqueued(), claimed(1, 1, 10), freeRollback(1, 20, 1), claimed(2, 1, 30), freeRollback(2, 40, 2), claimed(3, 1, 50)];
+      given(history).when(rollback(3, 60, 'DEPENDENCY')).then([{ ...freeRollback(3, 60, 4) }]);
+      const after = given(history).when(rollback(3, 60, 'JOB')).then([
+        {
+          type: 'JobClaimRolledBack',
+          data: { ...lease(3), attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null, reason: 'JOB trouble', exitCode: null, cause: 'JOB', offerNotBefore: null, rolledBackAt: at(60) },
+        },
+      ]) as Job;
+      expect(after.freeRequeues).toBe(0);
+    });
+
+    it('after twenty free requeues in a row the next rollback spends the attempt after all', () => {
+      const history: JobEvent[] = [enqueued({ maxAttempts: 1 })];
+      for (let token = 1; token <= 20; token++) history.push(claimed(token, 1, token * 100), freeRollback(token, token * 100 + 10, 1));
+      history.push(claimed(21, 1, 3000));
+      given(history)
+        .when(rollback(21, 3010, 'DEPENDENCY'))
+        .then([
+          {
+            type: 'JobClaimRolledBack',
+            data: {
+              ...lease(21),
+              attempt: 1,
+              outcome: 'FAILED',
+              nextAttempt: null,
+              error: 'the claim of attempt 1 was rolled back (DEPENDENCY trouble), and 1 attempt is the maximum: the job failed',
+              reason: 'DEPENDENCY trouble',
+              exitCode: null,
+              cause: 'DEPENDENCY',
+              offerNotBefore: null,
+              rolledBackAt: at(3010),
+            },
+          },
+        ]);
+    });
+  });
+
+  describe('a verified push is finished by the next attempt, never failed', () => {
+    const verified = { ...doneFacts, headSha: HEAD, planCheck: 'NO_EXPECTED_CHANGES' as const };
+    const pushedThenLost = (): JobEvent[] => [
+      enqueued({ maxAttempts: 2 }),
+      claimed(1, 1, 10),
+      started(1, 11),
+      implementationLogged(1, 12),
+      commitLogged(1, 40),
+      testResultLogged(1, 45),
+      pushReported(1, 50, true, verified),
+    ];
+    const expiry = 10 + LEASE_MS / 1000;
+    const expire = (token: number, atS: number): JobCommand => ({ type: 'ExpireJobLease', data: { jobId: JOB, leaseToken: token, now: at(atS) } });
+
+    it('a claim that ends after its verified push requeues the job without spending an attempt, and its head does not linger', () => {
+      const state = given(pushedThenLost())
+        .when(expire(1, expiry))
+        .then([
+          {
+            type: 'JobLeaseExpired',
+            data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry) },
+          },
+        ]) as Job;
+      expect(state.verifiedPush).toMatchObject({ leaseToken: 1, headSha: HEAD, pushedAt: at(50), baseSha: BASE, branch: 'feat/story-1208' });
+      const reclaimed = given([...pushedThenLost(), { type: 'JobLeaseExpired', data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry) } }])
+        .when(claim(expiry + 1, { baseSha: null }))
+        .then([claimed(2, 1, expiry + 1, { baseSha: null })]) as Job;
+      expect(reclaimed).toMatchObject({ headSha: null, pushedAt: null, storyLog: { implementationEntries: 0, commits: [], testResults: [] } });
+    });
+
+    it("even the last attempt's claim, ended after its push, requeues instead of failing", () => {
+      const history = [...pushedThenLost()];
+      history[0] = enqueued({ maxAttempts: 1 });
+      given(history)
+        .when(expire(1, expiry))
+        .then([{ type: 'JobLeaseExpired', data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry) } }]);
+    });
+
+    it('the next claim adopts the push at its start and finishes DONE with its head, push and story log', () => {
+      const requeued: JobEvent = { type: 'JobLeaseExpired', data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry) } };
+      const history = [...pushedThenLost(), requeued, claimed(2, 1, 300, { runnerId: OTHER_RUNNER, baseSha: null })];
+      const adopt: JobCommand = { type: 'StartJob', data: { ...lease(2, OTHER_RUNNER), baseSha: null, branch: null, adoptPushOf: 1, now: at(301) } };
+      const adopted: JobEvent = {
+        type: 'JobStarted',
+        data: { ...lease(2, OTHER_RUNNER), baseSha: BASE, branch: 'feat/story-1208', adoptedPushOf: 1, startedAt: at(301) },
+      };
+      const state = given(history).when(adopt).then([adopted]) as Job;
+      expect(state).toMatchObject({ headSha: HEAD, pushedAt: at(50), baseSha: BASE, storyLog: { implementationEntries: 1, commits: [HEAD], testResults: ['PASSED'] } });
+      given([...history, adopted])
+        .when({ type: 'FinishJob', data: { ...lease(2, OTHER_RUNNER), facts: verified, now: at(302) } })
+        .then([finished(2, 302, { runnerId: OTHER_RUNNER, facts: verified })]);
+    });
+
+    it('a start that names a push the job does not have is refused', () => {
+      given([enqueued(), claimed(1, 1, 10)])
+        .when({ type: 'StartJob', data: { ...lease(1), baseSha: null, branch: null, adoptPushOf: 7, now: at(11) } })
+        .thenThrows(ErrorCode.PRECONDITION_FAILED, /no verified push of claim 7/);
+    });
+  });
+
+  describe('cancelling a running job', () => {
+    const cancelled: JobEvent = { type: 'JobCancelled', data: { jobId: JOB, previousStatus: 'RUNNING', revokedLeaseToken: 1, reason: 'not needed', taskStatus: 'TO_DO', cancelledAt: at(30) } };
+    const stopped = { ...doneFacts, cancelled: true };
+
+    it("the revoked claim's runner reports its agent stopped with cancelled: true, once", () => {
+      const state = given([...running(), cancelled])
+        .when(finish(1, 33, stopped))
+        .then([{ type: 'JobRunStopped', data: { ...lease(1), stoppedAt: at(33) } }]) as Job;
+      expect(state).toMatchObject({ status: 'CANCELLED', cancelledRun: { runnerId: RUNNER, leaseToken: 1, stoppedAt: at(33) } });
+      given([...running(), cancelled, { type: 'JobRunStopped', data: { ...lease(1), stoppedAt: at(33) } }])
+        .when(finish(1, 34, stopped))
+        .thenThrows(ErrorCode.INVALID_TRANSITION, /already reported stopped/);
+    });
+
+    it('anything else under the revoked claim stays refused', () => {
+      given([...running(), cancelled]).when(finish(1, 33)).thenThrows(ErrorCode.STALE_FENCE, /revoked/);
+      given([...running(), cancelled]).when({ type: 'FinishJob', data: { ...lease(1, OTHER_RUNNER), facts: stopped, now: at(33) } }).thenThrows(ErrorCode.STALE_FENCE);
     });
   });
 

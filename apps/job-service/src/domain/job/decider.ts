@@ -9,7 +9,7 @@ import { unknownProduct } from '../product/decider.js';
 import type { JobCommand, UnderLease } from './commands.js';
 import type { JobEvent } from './events.js';
 import { decideFinish } from './finishing-rule.js';
-import { addMs, defaultLeaseDurationMs, isLeaseExpired } from './lease-policy.js';
+import { addMs, defaultLeaseDurationMs, freeRequeuePauseMs, isLeaseExpired, MAX_FREE_REQUEUES } from './lease-policy.js';
 import { evolveJob, initialJobState, isTerminal, jobExists, movesTask, type ActiveLease, type Job, type JobState } from './state.js';
 
 /**
@@ -127,13 +127,41 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       const d = command.data;
       const { job } = fenced(state, d, 'start');
       if (job.status === 'RUNNING') throw refuse(ErrorCode.INVALID_TRANSITION, `job ${job.jobId} has already started`);
+      if (d.adoptPushOf !== null) {
+        const pushed = job.verifiedPush;
+        if (!pushed || pushed.leaseToken !== d.adoptPushOf) {
+          throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} has no verified push of claim ${d.adoptPushOf} to finish`);
+        }
+        return [
+          {
+            type: 'JobStarted',
+            data: {
+              jobId: job.jobId,
+              runnerId: d.runnerId,
+              leaseToken: d.leaseToken,
+              baseSha: pushed.baseSha,
+              branch: pushed.branch,
+              adoptedPushOf: pushed.leaseToken,
+              startedAt: d.now,
+            },
+          },
+        ];
+      }
       if (d.baseSha !== null && job.baseSha !== null && d.baseSha !== job.baseSha) {
         throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} was claimed on base ${job.baseSha}, but the worktree starts from ${d.baseSha}`);
       }
       return [
         {
           type: 'JobStarted',
-          data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, baseSha: d.baseSha ?? job.baseSha, branch: d.branch, startedAt: d.now },
+          data: {
+            jobId: job.jobId,
+            runnerId: d.runnerId,
+            leaseToken: d.leaseToken,
+            baseSha: d.baseSha ?? job.baseSha,
+            branch: d.branch,
+            adoptedPushOf: null,
+            startedAt: d.now,
+          },
         },
       ];
     }
@@ -195,6 +223,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
             branch: d.branch,
             headSha: d.headSha,
             pushedAt: d.pushed ? d.now : null,
+            facts: d.facts,
             reportedAt: d.now,
           },
         },
@@ -203,13 +232,17 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
 
     case 'FinishJob': {
       const d = command.data;
+      const stopped = runStoppedAfterCancel(state, d);
+      if (stopped) return [stopped];
       const { job } = fenced(state, d, 'finish');
       requireStarted(job, 'finish');
       if (d.facts.verifyResult === 'NOT_APPLICABLE' && writesCode(job)) {
         throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} is a ${job.kind} job: its finish needs a verify result, not NOT_APPLICABLE`);
       }
       const outcome = decideFinish({ ...d.facts, push: job.headSha === null ? null : { headSha: job.headSha, pushedAt: job.pushedAt } });
-      if (!d.facts.cancelled) requireStoryLog(job, outcome.jobStatus === 'DONE' && d.facts.newCommit);
+      // The story log backs a claim that the work is done (docs/jobs.md, "The story log"); a failure
+      // the runner found is its own record, and refusing it would only turn it into a retry.
+      if (outcome.jobStatus === 'DONE' || outcome.jobStatus === 'SKIPPED') requireStoryLog(job, outcome.jobStatus === 'DONE' && d.facts.newCommit);
       return [
         {
           type: 'JobFinished',
@@ -233,11 +266,22 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
     case 'RollbackClaim': {
       const d = command.data;
       const { job } = fenced(state, d, 'roll back the claim');
-      const end = claimEnd(job, `the claim of attempt ${job.attempt} was rolled back (${d.reason})`);
+      const end = claimEnd(job, `the claim of attempt ${job.attempt} was rolled back (${d.reason})`, d.cause !== 'JOB');
+      const paused = end.nextAttempt === job.attempt && job.verifiedPush === null;
       return [
         {
           type: 'JobClaimRolledBack',
-          data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, ...end, reason: d.reason, exitCode: d.exitCode, rolledBackAt: d.now },
+          data: {
+            jobId: job.jobId,
+            runnerId: d.runnerId,
+            leaseToken: d.leaseToken,
+            ...end,
+            reason: d.reason,
+            exitCode: d.exitCode,
+            cause: d.cause,
+            offerNotBefore: paused ? addMs(d.now, freeRequeuePauseMs((job.freeRequeues ?? 0) + 1)) : null,
+            rolledBackAt: d.now,
+          },
         },
       ];
     }
@@ -252,7 +296,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       if (!isLeaseExpired(job.lease.expiresAt, d.now)) {
         throw refuse(ErrorCode.PRECONDITION_FAILED, `lease ${d.leaseToken} of job ${job.jobId} runs until ${job.lease.expiresAt}`);
       }
-      const end = claimEnd(job, `the lease of attempt ${job.attempt} expired at ${job.lease.expiresAt}`);
+      const end = claimEnd(job, `the lease of attempt ${job.attempt} expired at ${job.lease.expiresAt}`, false);
       return [
         {
           type: 'JobLeaseExpired',
@@ -348,6 +392,20 @@ function fenced(state: JobState, d: UnderLease, action: string): { job: Job; lea
   return { job, lease };
 }
 
+/**
+ * The runner whose claim a cancel revoked reports its run stopped: `finish_job` with `cancelled: true`
+ * under the revoked token (docs/jobs.md, "Cancelling a running job"). Null when the command is not that.
+ */
+function runStoppedAfterCancel(state: JobState, d: UnderLease & { facts: { cancelled: boolean } }): JobEvent | null {
+  if (!d.facts.cancelled || !jobExists(state) || state.status !== 'CANCELLED') return null;
+  const run = state.cancelledRun ?? null;
+  if (!run || run.leaseToken !== d.leaseToken || run.runnerId !== d.runnerId) return null;
+  if (run.stoppedAt !== null) {
+    throw refuse(ErrorCode.INVALID_TRANSITION, `the run of claim ${run.leaseToken} of job ${state.jobId} was already reported stopped at ${run.stoppedAt}`);
+  }
+  return { type: 'JobRunStopped', data: { jobId: state.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, stoppedAt: d.now } };
+}
+
 function requireStarted(job: Job, action: string): void {
   if (job.status !== 'RUNNING') throw refuse(ErrorCode.INVALID_TRANSITION, `cannot ${action}: job ${job.jobId} has not started (it is ${job.status})`);
 }
@@ -374,8 +432,15 @@ function joinSentence(parts: string[]): string {
   return parts.length === 1 ? parts[0]! : `${parts.slice(0, -1).join(', ')} and ${parts[parts.length - 1]}`;
 }
 
-/** A claim that ends without a finish: requeued as the next attempt, or failed after the last. */
-function claimEnd(job: Job, what: string) {
+/**
+ * A claim that ends without a finish: requeued as the next attempt, or failed after the last. It
+ * spends no attempt when the job is not at fault (`notTheJobsFault`: the runner's or a dependency's
+ * doing) or when a verified push waits to be finished (a pushed branch never ends FAILED) — up to
+ * MAX_FREE_REQUEUES in a row (docs/jobs.md, "Attempts").
+ */
+function claimEnd(job: Job, what: string, notTheJobsFault: boolean) {
+  const free = (notTheJobsFault || (job.verifiedPush ?? null) !== null) && (job.freeRequeues ?? 0) < MAX_FREE_REQUEUES;
+  if (free) return { attempt: job.attempt, outcome: 'REQUEUED' as const, nextAttempt: job.attempt, error: null };
   return job.attempt < job.maxAttempts
     ? { attempt: job.attempt, outcome: 'REQUEUED' as const, nextAttempt: job.attempt + 1, error: null }
     : {

@@ -10,6 +10,7 @@ import type {
   JobLeaseExpiredData,
   JobLeaseRenewedData,
   JobPushReportedData,
+  JobRunStoppedData,
   JobStartedData,
   TestResultLoggedData,
 } from '@gantry/contracts';
@@ -28,7 +29,8 @@ export type JobEvent =
   | { type: 'JobFinished'; data: JobFinishedData }
   | { type: 'JobClaimRolledBack'; data: JobClaimRolledBackData }
   | { type: 'JobLeaseExpired'; data: JobLeaseExpiredData }
-  | { type: 'JobCancelled'; data: JobCancelledData };
+  | { type: 'JobCancelled'; data: JobCancelledData }
+  | { type: 'JobRunStopped'; data: JobRunStoppedData };
 
 export type JobEventType = JobEvent['type'];
 

@@ -21,3 +21,21 @@ export function addMs(iso: string, ms: number): string {
 export function isLeaseExpired(expiresAt: string, now: string): boolean {
   return Date.parse(now) >= Date.parse(expiresAt);
 }
+
+/**
+ * A requeue that spends no attempt (the runner's or a dependency's fault, docs/jobs.md "Attempts") is
+ * offered again after a pause that doubles with each such requeue in a row: 1 s, 2 s, 4 s … 60 s.
+ */
+export const FREE_REQUEUE_PAUSE_INITIAL_MS = 1_000;
+export const FREE_REQUEUE_PAUSE_MAX_MS = 60_000;
+/**
+ * After this many requeues in a row that spent no attempt, the next one spends it after all: a
+ * dependency down for good (about a quarter of an hour of pauses), or a job that takes its runner
+ * down every time, must still end.
+ */
+export const MAX_FREE_REQUEUES = 20;
+
+/** The pause before the offer that follows the `n`-th free requeue in a row (n ≥ 1). */
+export function freeRequeuePauseMs(n: number): number {
+  return Math.min(FREE_REQUEUE_PAUSE_MAX_MS, FREE_REQUEUE_PAUSE_INITIAL_MS * 2 ** Math.min(Math.max(n - 1, 0), 30));
+}

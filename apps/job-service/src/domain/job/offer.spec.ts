@@ -1,8 +1,8 @@
-import { JobOfferSchema } from '@gantry/contracts';
+import { jobOfferMessageId, JobOfferSchema } from '@gantry/contracts';
 import { at, claimed, enqueued, JOB, leaseExpired, started } from '../testing/job-fixtures.js';
 import { jobDecider } from './decider.js';
 import type { JobEvent } from './events.js';
-import { jobOfferFor } from './offer.js';
+import { jobOfferFor, offerDueAt } from './offer.js';
 import type { Job } from './state.js';
 
 const after = (events: JobEvent[]) => events.reduce(jobDecider.evolve, jobDecider.initialState) as Job;
@@ -16,6 +16,7 @@ describe('job offers on the dispatch subject', () => {
       productId: 'product-42',
       sprintRunId: null,
       attempt: 1,
+      afterLeaseToken: 0,
       baseRef: 'feat/story-1208',
       offeredAt: at(0),
     });
@@ -23,7 +24,23 @@ describe('job offers on the dispatch subject', () => {
 
   it('a job requeued by an expired lease is offered again for the next attempt', () => {
     const history = [enqueued(), claimed(1, 1, 10), leaseExpired(1, 1, 190)];
-    expect(jobOfferFor(history[2]!, after(history))).toMatchObject({ attempt: 2, offeredAt: at(190) });
+    expect(jobOfferFor(history[2]!, after(history))).toMatchObject({ attempt: 2, afterLeaseToken: 1, offeredAt: at(190) });
+  });
+
+  it('a requeue that spent no attempt is a new offer of the same attempt, due after its pause', () => {
+    const free: JobEvent = {
+      type: 'JobClaimRolledBack',
+      data: {
+        jobId: JOB, runnerId: 'runner-a', leaseToken: 1, attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null,
+        reason: 'the worktree service did not answer', exitCode: null, cause: 'DEPENDENCY', offerNotBefore: at(31), rolledBackAt: at(30),
+      },
+    };
+    const history = [enqueued(), claimed(1, 1, 10), free];
+    const offer = jobOfferFor(free, after(history))!;
+    expect(offer).toMatchObject({ attempt: 1, afterLeaseToken: 1 });
+    expect(jobOfferMessageId(offer)).not.toBe(jobOfferMessageId(jobOfferFor(enqueued(), after([enqueued()]))!));
+    expect(offerDueAt(free)).toBe(at(31));
+    expect(offerDueAt(enqueued())).toBeNull();
   });
 
   it('a rollback that requeues offers again; one that fails the job does not', () => {

@@ -19,6 +19,11 @@ export function jobOfferFor(event: JobEvent, job: Job): JobOffer | null {
   }
 }
 
+/** When the offer an event calls for is due: after the pause of a requeue that spent no attempt; null: at once. */
+export function offerDueAt(event: JobEvent): string | null {
+  return event.type === 'JobClaimRolledBack' ? (event.data.offerNotBefore ?? null) : null;
+}
+
 function offer(job: Job, offeredAt: string): JobOffer {
   return {
     jobId: job.jobId,
@@ -26,6 +31,7 @@ function offer(job: Job, offeredAt: string): JobOffer {
     productId: job.productId,
     sprintRunId: job.sprintRunId,
     attempt: job.attempt,
+    afterLeaseToken: job.lastLeaseToken,
     baseRef: job.baseRef,
     offeredAt,
   };

@@ -139,7 +139,7 @@ export const renewJobLeaseCommand: Of<typeof renewJobLease, 'RenewJobLease'> = (
 
 export const startJobCommand: Of<typeof startJob, 'StartJob'> = (r, c) => ({
   type: 'StartJob',
-  data: { ...lease(r, c), baseSha: r.baseSha ?? null, branch: r.branch ?? null },
+  data: { ...lease(r, c), baseSha: r.baseSha ?? null, branch: r.branch ?? null, adoptPushOf: r.adoptPushOf ?? null },
 });
 
 export const logImplementationCommand: Of<typeof logImplementation, 'LogImplementation'> = (r, c) => ({
@@ -166,7 +166,7 @@ export const logTestResultCommand: Of<typeof logTestResult, 'LogTestResult'> = (
 
 export const reportPushCommand: Of<typeof reportPush, 'ReportPush'> = (r, c) => ({
   type: 'ReportPush',
-  data: { ...lease(r, c), branch: r.branch, headSha: r.headSha, pushed: r.pushed },
+  data: { ...lease(r, c), branch: r.branch, headSha: r.headSha, pushed: r.pushed, facts: r.facts ?? null },
 });
 
 export const finishJobCommand: Of<typeof finishJob, 'FinishJob'> = (r, c) => ({
@@ -176,7 +176,7 @@ export const finishJobCommand: Of<typeof finishJob, 'FinishJob'> = (r, c) => ({
 
 export const rollbackClaimCommand: Of<typeof rollbackClaim, 'RollbackClaim'> = (r, c) => ({
   type: 'RollbackClaim',
-  data: { ...lease(r, c), reason: r.reason, exitCode: r.exitCode ?? null },
+  data: { ...lease(r, c), reason: r.reason, exitCode: r.exitCode ?? null, cause: r.cause },
 });
 
 export const cancelJobCommand: Of<typeof cancelJob, 'CancelJob'> = (r, c) => ({

@@ -6,9 +6,12 @@ import type {
   JobKind,
   JobPayload,
   JobStatus,
+  PlanCheck,
   TaskStatus,
   TerminalJobStatus,
   TestResultStatus,
+  VerificationFacts,
+  VerifyResult,
 } from '@gantry/contracts';
 import type { JobEvent } from './events.js';
 
@@ -22,6 +25,24 @@ export interface ActiveLease {
 
 /** How the last grant ended; decides whether a command under it is stale or merely late. */
 export type LeaseEnd = 'FINISHED' | 'EXPIRED' | 'ROLLED_BACK' | 'CANCELLED';
+
+/** A head a claim verified and pushed, with what a later attempt needs to finish it (docs/jobs.md). */
+export interface VerifiedPushRecord {
+  leaseToken: number;
+  attempt: number;
+  branch: string;
+  baseSha: string | null;
+  headSha: string;
+  pushedAt: string | null;
+  facts: VerificationFacts;
+  storyLog: StoryLog;
+}
+
+export interface StoryLog {
+  implementationEntries: number;
+  commits: string[];
+  testResults: TestResultStatus[];
+}
 
 export interface Job {
   status: JobStatus;
@@ -65,9 +86,18 @@ export interface Job {
   branch: string | null;
   startedAt: string | null;
   /** The story log of the current attempt (a requeued attempt logs afresh). */
-  storyLog: { implementationEntries: number; commits: string[]; testResults: TestResultStatus[] };
+  storyLog: StoryLog;
+  /** The current attempt's pushed head (or the one it adopted); an earlier attempt's never lingers here. */
   headSha: string | null;
   pushedAt: string | null;
+  /** The last verified push of any claim, until the job ends: a later claim finishes it instead of redoing it. */
+  verifiedPush: VerifiedPushRecord | null;
+  /** Requeues in a row that spent no attempt (the runner's or a dependency's fault): the pause before the next offer grows with them. */
+  freeRequeues: number;
+  /** What the finishing attempt's verify found. */
+  verification: { result: VerifyResult; headSha: string | null; planCheck: PlanCheck | null } | null;
+  /** The claim a cancel revoked; `stoppedAt` once its runner confirmed its agent had stopped. */
+  cancelledRun: { runnerId: string; leaseToken: number; stoppedAt: string | null } | null;
   taskStatus: TaskStatus | null;
   error: string | null;
   finishedAt: string | null;
@@ -132,6 +162,10 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
       storyLog: emptyStoryLog(),
       headSha: null,
       pushedAt: null,
+      verifiedPush: null,
+      freeRequeues: 0,
+      verification: null,
+      cancelledRun: null,
       taskStatus: null,
       error: null,
       finishedAt: null,
@@ -164,18 +198,26 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
         branch: null,
         startedAt: null,
         storyLog: emptyStoryLog(),
+        // a new attempt shows its own push, or the one it adopts at its start
+        headSha: null,
+        pushedAt: null,
       };
     }
     case 'JobLeaseRenewed':
       return state.lease ? { ...state, lease: { ...state.lease, expiresAt: event.data.leaseExpiresAt } } : state;
-    case 'JobStarted':
-      return {
+    case 'JobStarted': {
+      const adopted = event.data.adoptedPushOf ? state.verifiedPush : null;
+      const startedState: Job = {
         ...state,
         status: 'RUNNING',
         baseSha: event.data.baseSha ?? state.baseSha,
         branch: event.data.branch ?? state.branch,
         startedAt: event.data.startedAt,
       };
+      return adopted
+        ? { ...startedState, headSha: adopted.headSha, pushedAt: adopted.pushedAt, storyLog: adopted.storyLog }
+        : startedState;
+    }
     case 'ImplementationLogged':
       return {
         ...state,
@@ -186,13 +228,19 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
       return { ...state, storyLog: { ...state.storyLog, commits: [...state.storyLog.commits, event.data.commitSha] } };
     case 'TestResultLogged':
       return { ...state, storyLog: { ...state.storyLog, testResults: [...state.storyLog.testResults, event.data.status] } };
-    case 'JobPushReported':
+    case 'JobPushReported': {
+      const d = event.data;
+      // A later report that pushed nothing does not erase an earlier real push.
+      const pushedAt = d.pushedAt ?? state.pushedAt;
       return {
         ...state,
-        headSha: event.data.headSha,
-        // A later report that pushed nothing does not erase an earlier real push.
-        pushedAt: event.data.pushedAt ?? state.pushedAt,
+        headSha: d.headSha,
+        pushedAt,
+        verifiedPush: d.facts
+          ? { leaseToken: d.leaseToken, attempt: state.attempt, branch: d.branch, baseSha: state.baseSha, headSha: d.headSha, pushedAt, facts: d.facts, storyLog: state.storyLog }
+          : (state.verifiedPush ?? null),
       };
+    }
     case 'JobFinished':
       return {
         ...state,
@@ -202,14 +250,27 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
         taskStatus: event.data.taskStatus,
         error: event.data.error,
         finishedAt: event.data.finishedAt,
+        // Only a finish whose facts name the head verify looked at ran verify (a timeout, say, did not).
+        verification: event.data.facts.headSha
+          ? { result: event.data.facts.verifyResult, headSha: event.data.facts.headSha, planCheck: event.data.facts.planCheck ?? null }
+          : null,
       };
     case 'JobClaimRolledBack':
     case 'JobLeaseExpired': {
       const d = event.data;
       const end: LeaseEnd = event.type === 'JobLeaseExpired' ? 'EXPIRED' : 'ROLLED_BACK';
       const at = event.type === 'JobLeaseExpired' ? event.data.expiredAt : event.data.rolledBackAt;
+      const nextAttempt = d.nextAttempt ?? state.attempt + 1;
       return d.outcome === 'REQUEUED'
-        ? { ...state, status: 'QUEUED', attempt: d.nextAttempt ?? state.attempt + 1, lease: null, lastLeaseEnd: end, startedAt: null }
+        ? {
+            ...state,
+            status: 'QUEUED',
+            attempt: nextAttempt,
+            lease: null,
+            lastLeaseEnd: end,
+            startedAt: null,
+            freeRequeues: nextAttempt === d.attempt ? (state.freeRequeues ?? 0) + 1 : 0,
+          }
         : {
             ...state,
             status: 'FAILED',
@@ -226,10 +287,13 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
         status: 'CANCELLED',
         lease: null,
         lastLeaseEnd: state.lease ? 'CANCELLED' : state.lastLeaseEnd,
+        cancelledRun: state.lease ? { runnerId: state.lease.runnerId, leaseToken: state.lease.token, stoppedAt: null } : null,
         taskStatus: event.data.taskStatus,
         error: null,
         finishedAt: event.data.cancelledAt,
       };
+    case 'JobRunStopped':
+      return state.cancelledRun ? { ...state, cancelledRun: { ...state.cancelledRun, stoppedAt: event.data.stoppedAt } } : state;
     default:
       return assertNever(event);
   }

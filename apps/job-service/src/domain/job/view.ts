@@ -37,6 +37,8 @@ export function jobView(job: Job): JobView {
       commitEntries: job.storyLog.commits.length,
       testResultEntries: job.storyLog.testResults.length,
     },
+    verification: job.verification ?? null,
+    cancelledRun: job.cancelledRun ?? null,
     enqueuedAt: job.enqueuedAt,
     claimedAt: job.claimedAt,
     startedAt: job.startedAt,

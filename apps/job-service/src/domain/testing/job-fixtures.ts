@@ -64,7 +64,11 @@ export function claimed(token: number, attempt: number, atS: number, over: Parti
         model: 'claude-sonnet-4-6',
         thinkingBudget: 6000,
         permissionMode: 'bypassPermissions',
-        allowedTools: ['Read', 'Glob', 'Grep', 'Edit', 'Write', 'Bash', 'mcp__gantry__log_implementation', 'mcp__gantry__log_commit', 'mcp__gantry__log_test_result'],
+        allowedTools: [
+          'Read', 'Glob', 'Grep', 'Edit', 'Write', 'Bash',
+          'mcp__gantry__log_implementation', 'mcp__gantry__log_commit', 'mcp__gantry__log_test_result',
+          'mcp__gantry__update_job_status', 'mcp__gantry__ask_question',
+        ],
         maxTurns: 200,
       },
       effort: 'medium',
@@ -81,7 +85,7 @@ const lease = (token: number, runnerId = RUNNER) => ({ jobId: JOB, runnerId, lea
 
 export const started = (token: number, atS: number): JobEvent => ({
   type: 'JobStarted',
-  data: { ...lease(token), baseSha: BASE, branch: 'feat/story-1208', startedAt: at(atS) },
+  data: { ...lease(token), baseSha: BASE, branch: 'feat/story-1208', adoptedPushOf: null, startedAt: at(atS) },
 });
 export const implementationLogged = (token: number, atS: number): JobEvent => ({
   type: 'ImplementationLogged',
@@ -95,9 +99,9 @@ export const testResultLogged = (token: number, atS: number): JobEvent => ({
   type: 'TestResultLogged',
   data: { ...lease(token), status: 'PASSED', summary: 'all green', loggedAt: at(atS) },
 });
-export const pushReported = (token: number, atS: number, pushed: boolean): JobEvent => ({
+export const pushReported = (token: number, atS: number, pushed: boolean, facts: VerificationFacts | null = null): JobEvent => ({
   type: 'JobPushReported',
-  data: { ...lease(token), branch: 'feat/story-1208', headSha: HEAD, pushedAt: pushed ? at(atS) : null, reportedAt: at(atS) },
+  data: { ...lease(token), branch: 'feat/story-1208', headSha: HEAD, pushedAt: pushed ? at(atS) : null, facts, reportedAt: at(atS) },
 });
 export const leaseExpired = (token: number, attempt: number, atS: number): JobEvent => ({
   type: 'JobLeaseExpired',
@@ -119,13 +123,13 @@ export function fencedCommands(token: number, atS: number, runnerId = RUNNER): J
   const d = { ...lease(token, runnerId), now: at(atS) };
   return [
     { type: 'RenewJobLease', data: { ...d, leaseDurationMs: LEASE_MS } },
-    { type: 'StartJob', data: { ...d, baseSha: null, branch: null } },
+    { type: 'StartJob', data: { ...d, baseSha: null, branch: null, adoptPushOf: null } },
     { type: 'LogImplementation', data: { ...d, taskId: null, branch: null, plan: null, summary: 'Start', alreadyPresent: null } },
     { type: 'LogCommit', data: { ...d, commitSha: HEAD, message: 'm', summary: 's' } },
     { type: 'LogTestResult', data: { ...d, status: 'PASSED', summary: 's' } },
-    { type: 'ReportPush', data: { ...d, branch: 'feat/story-1208', headSha: HEAD, pushed: true } },
+    { type: 'ReportPush', data: { ...d, branch: 'feat/story-1208', headSha: HEAD, pushed: true, facts: null } },
     { type: 'FinishJob', data: { ...d, facts: doneFacts } },
-    { type: 'RollbackClaim', data: { ...d, reason: 'agent exited 1', exitCode: 1 } },
+    { type: 'RollbackClaim', data: { ...d, reason: 'agent exited 1', exitCode: 1, cause: 'JOB' } },
   ];
 }
 

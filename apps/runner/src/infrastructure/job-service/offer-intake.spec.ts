@@ -15,6 +15,7 @@ function offer(n: number, kind: JobOffer['kind'] = 'TASK_IMPLEMENTATION'): JobOf
     productId: 'product-1',
     sprintRunId: null,
     attempt: 1,
+    afterLeaseToken: 0,
     baseRef: 'main',
     offeredAt: new Date().toISOString(),
   };

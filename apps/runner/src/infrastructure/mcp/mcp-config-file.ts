@@ -1,5 +1,5 @@
 import { open } from 'node:fs/promises';
-import { MCP_SERVER_NAME } from '../../domain/prompt-templates.js';
+import { MCP_SERVER_NAME } from '@gantry/contracts';
 import type { BearerSecret } from './bearer-secret.js';
 
 /**

@@ -4,7 +4,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { isGantryError } from '@gantry/contracts';
-import type { GantryToolName } from '../../domain/prompt-templates.js';
+import type { GantryToolName } from '@gantry/contracts';
 import { BearerSecret } from './bearer-secret.js';
 import {
   CommitLogInputSchema,
