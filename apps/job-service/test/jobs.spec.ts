@@ -38,7 +38,7 @@ describe('job service through the NATS command path', () => {
   beforeAll(async () => {
     world = await createWorld('jobs');
     app = await startInProcess(world, { GANTRY_LEASE_SWEEP_MS: '200' });
-    await registerProducts(world.client, ['product-1', 'product-co', 'product-poll', 'product-offer', 'product-redeliver', 'product-expiry']);
+    await registerProducts(world.client, ['product-1', 'product-co', 'product-poll', 'product-offer', 'product-redeliver', 'product-expiry', 'product-pause']);
   });
 
   afterAll(async () => {
