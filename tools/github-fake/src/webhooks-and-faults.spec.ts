@@ -1,0 +1,205 @@
+import { RequestError } from '@octokit/request-error';
+import { startGitHubFake, type GitHubFake, type RepositorySummary } from './index.js';
+import { Clone, octokitFor, startWebhookReceiver } from './testing/harness.js';
+
+const SECRET = 'another-secret';
+const owner = 'acme';
+
+let fake: GitHubFake;
+let receiver: Awaited<ReturnType<typeof startWebhookReceiver>>;
+let repo: RepositorySummary;
+let clone: Clone;
+let counter = 0;
+
+beforeAll(async () => {
+  receiver = await startWebhookReceiver(SECRET);
+  fake = await startGitHubFake({ webhooks: [{ url: receiver.url, secret: SECRET }] });
+});
+
+afterAll(async () => {
+  await fake.close();
+  await receiver.close();
+});
+
+beforeEach(async () => {
+  counter += 1;
+  repo = await fake.control.createRepository({ owner, name: `hooks-${counter}` });
+  clone = new Clone(repo.cloneUrl);
+  await fake.control.clearFaults();
+});
+
+afterEach(() => clone.remove());
+
+const name = () => repo.fullName.split('/')[1]!;
+const ofThisRepo = (d: { body: Record<string, any> }) => d.body.repository?.full_name === repo.fullName;
+
+async function pushBranch(branch: string): Promise<string> {
+  const sha = clone.commitAndPush(branch, { [`${branch}.txt`]: 'x\n' }, `Work on ${branch}`);
+  await fake.control.refresh();
+  return sha;
+}
+
+describe('webhook deliveries', () => {
+  it('are signed over the exact body, name the event, and carry a UUID delivery id', async () => {
+    const { octokit } = octokitFor(fake);
+    await pushBranch('feature/signed');
+    await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/signed', base: 'main', title: 'signed' });
+    const [opened] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'pull_request' && d.body.action === 'opened');
+    expect(opened!.signatureValid).toBe(true);
+    expect(opened!.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(opened!.body).toMatchObject({ action: 'opened', number: 1, pull_request: { head: { ref: 'feature/signed' } }, sender: { login: 'gantry' } });
+  });
+
+  it('a receiver with another secret sees the signature fail', async () => {
+    const wrong = await startWebhookReceiver('not-the-secret');
+    try {
+      await fake.control.setWebhooks([{ url: wrong.url, secret: SECRET }]);
+      const sha = await pushBranch('feature/wrong');
+      await fake.control.setStatus(repo.fullName, { sha, context: 'ci', state: 'success' });
+      const [status] = await wrong.waitFor((d) => ofThisRepo(d) && d.event === 'status');
+      expect(status!.signatureValid).toBe(false);
+    } finally {
+      await fake.control.setWebhooks([{ url: receiver.url, secret: SECRET }]);
+      await wrong.close();
+    }
+  });
+
+  it('a redelivery keeps the delivery id and body', async () => {
+    const sha = await pushBranch('feature/redeliver');
+    await fake.control.setStatus(repo.fullName, { sha, context: 'ci', state: 'pending' });
+    const [first] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'status');
+    await fake.control.redeliver(first!.id);
+    const both = await receiver.waitFor((d) => d.id === first!.id, 2);
+    expect(both[1]!.body).toEqual(both[0]!.body);
+    const [view] = (await fake.control.deliveries({ event: 'status' })).filter((d) => d.id === first!.id);
+    expect(view!.attempts.map((a) => [a.status, a.redelivery])).toEqual([
+      [202, false],
+      [202, true],
+    ]);
+  });
+
+  it('held deliveries are sent when released, in the order asked for (reordered)', async () => {
+    const sha = await pushBranch('feature/order');
+    await fake.control.holdDeliveries();
+    await fake.control.setStatus(repo.fullName, { sha, context: 'one', state: 'pending' });
+    await fake.control.setStatus(repo.fullName, { sha, context: 'two', state: 'success' });
+    const held = (await fake.control.deliveries({ event: 'status' })).filter((d) => d.payload.repository.full_name === repo.fullName);
+    expect(held.map((d) => [d.payload.context, d.state])).toEqual([
+      ['one', 'held'],
+      ['two', 'held'],
+    ]);
+    expect(receiver.received.filter((d) => ofThisRepo(d) && d.event === 'status')).toHaveLength(0);
+    await fake.control.releaseDeliveries({ order: [held[1]!.id, held[0]!.id] });
+    const arrived = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'status', 2);
+    expect(arrived.map((d) => d.body.context)).toEqual(['two', 'one']);
+  });
+
+  it('a dropped delivery is never sent until redelivered; a duplicated one arrives twice with one id', async () => {
+    const sha = await pushBranch('feature/drop');
+    await fake.control.onNextDeliveries({ event: 'status', effect: 'drop' });
+    await fake.control.setStatus(repo.fullName, { sha, context: 'dropped', state: 'success' });
+    await fake.control.onNextDeliveries({ event: 'status', effect: 'duplicate' });
+    await fake.control.setStatus(repo.fullName, { sha, context: 'twice', state: 'success' });
+    const twice = await receiver.waitFor((d) => ofThisRepo(d) && d.body.context === 'twice', 2);
+    expect(twice[0]!.id).toBe(twice[1]!.id);
+    // The drop happened before the duplicate was sent: had it been sent, it would have arrived first.
+    expect(receiver.received.filter((d) => ofThisRepo(d) && d.body.context === 'dropped')).toHaveLength(0);
+    const dropped = (await fake.control.deliveries({ event: 'status' })).find((d) => d.payload.context === 'dropped' && d.payload.repository.full_name === repo.fullName)!;
+    expect(dropped.state).toBe('dropped');
+    await fake.control.redeliver(dropped.id);
+    const [late] = await receiver.waitFor((d) => ofThisRepo(d) && d.body.context === 'dropped');
+    expect(late!.id).toBe(dropped.id);
+  });
+
+  it('a delayed delivery arrives after the ones sent later', async () => {
+    const sha = await pushBranch('feature/delay');
+    await fake.control.onNextDeliveries({ event: 'status', effect: 'delay', delayMs: 300 });
+    await fake.control.setStatus(repo.fullName, { sha, context: 'slow', state: 'success' });
+    await fake.control.setStatus(repo.fullName, { sha, context: 'fast', state: 'success' });
+    const arrived = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'status', 2);
+    expect(arrived.map((d) => d.body.context)).toEqual(['fast', 'slow']);
+  });
+
+  it('records a receiver that answers with an error as a failed delivery', async () => {
+    await fake.control.setWebhooks([{ url: 'http://127.0.0.1:1/webhooks/github', secret: SECRET }]);
+    try {
+      const sha = await pushBranch('feature/unreachable');
+      await fake.control.setStatus(repo.fullName, { sha, context: 'lost', state: 'success' });
+      const failed = await fake.control.waitForDelivery((d) => d.payload.context === 'lost' && d.state === 'failed');
+      expect(failed.attempts[0]!.error).not.toBeNull();
+    } finally {
+      await fake.control.setWebhooks([{ url: receiver.url, secret: SECRET }]);
+    }
+  });
+});
+
+describe('rate limits, server errors and credentials', () => {
+  it('a secondary rate limit with retry-after: Octokit waits that long and the request happens once', async () => {
+    const { octokit, events } = octokitFor(fake);
+    await pushBranch('feature/secondary');
+    await fake.control.injectFault({ kind: 'secondary_rate_limit', path: '/pulls', method: 'POST', retryAfterSeconds: 3 });
+    const { data } = await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/secondary', base: 'main', title: 'limited' });
+    expect(data.number).toBe(1);
+    expect(events.secondary).toEqual([{ retryAfter: 3, retryCount: 0 }]);
+    const creates = await fake.control.requests({ method: 'POST', path: `/repos/${repo.fullName}/pulls` });
+    expect(creates.map((r) => [r.status, r.fault])).toEqual([
+      [403, 'secondary_rate_limit'],
+      [201, null],
+    ]);
+    expect(await fake.control.pulls(repo.fullName)).toHaveLength(1);
+  });
+
+  it('a secondary rate limit without retry-after: Octokit falls back to its own wait', async () => {
+    const { octokit, events } = octokitFor(fake, { fallbackSecondaryRateRetryAfter: 5 });
+    await fake.control.injectFault({ kind: 'secondary_rate_limit', path: `/repos/${repo.fullName}` });
+    await octokit.rest.repos.get({ owner, repo: name() });
+    expect(events.secondary).toEqual([{ retryAfter: 5, retryCount: 0 }]);
+  });
+
+  it('a primary rate limit says when it resets (REST 403, GraphQL RATE_LIMITED)', async () => {
+    const { octokit, events } = octokitFor(fake);
+    await fake.control.injectFault({ kind: 'primary_rate_limit', path: `/repos/${repo.fullName}`, resetInSeconds: 2 });
+    const response = await fetch(`${fake.url}/repos/${repo.fullName}`);
+    expect(response.status).toBe(403);
+    expect(response.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(Number(response.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000);
+    expect(((await response.json()) as { message: string }).message).toMatch(/^API rate limit exceeded/);
+
+    await fake.control.injectFault({ kind: 'primary_rate_limit', path: '/graphql', resetInSeconds: 1 });
+    const result = await octokit.graphql<{ repository: { nameWithOwner: string } }>(`{ repository(owner: "${owner}", name: "${name()}") { nameWithOwner } }`);
+    expect(result.repository.nameWithOwner).toBe(repo.fullName);
+    expect(events.primary).toHaveLength(1);
+    expect(events.primary[0]!.retryAfter).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a 5xx is retried by the retry plugin; a 405 or 409 is not', async () => {
+    const { octokit } = octokitFor(fake);
+    await fake.control.injectFault({ kind: 'server_error', path: `/repos/${repo.fullName}`, status: 502, count: 2 });
+    const { data } = await octokit.rest.repos.get({ owner, repo: name() });
+    expect(data.full_name).toBe(repo.fullName);
+    const gets = await fake.control.requests({ method: 'GET', path: `/repos/${repo.fullName}` });
+    expect(gets.slice(-3).map((r) => r.status)).toEqual([502, 502, 200]);
+
+    const head = await pushBranch('feature/not-retried');
+    const pr = await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/not-retried', base: 'main', title: 't', draft: true });
+    const error = await octokit.rest.pulls.merge({ owner, repo: name(), pull_number: pr.data.number, sha: head }).catch((e: unknown) => e as RequestError);
+    expect((error as RequestError).status).toBe(405);
+    expect(await fake.control.requests({ method: 'PUT', path: `/pulls/${pr.data.number}/merge` })).toHaveLength(1);
+  });
+
+  it('with tokens configured, a wrong token is 401 Bad credentials and no token is 401 Requires authentication', async () => {
+    await fake.control.setTokens(['good-token']);
+    try {
+      const bad = await octokitFor(fake, { auth: 'bad-token' }).octokit.rest.repos.get({ owner, repo: name() }).catch((e: unknown) => e as RequestError);
+      expect((bad as RequestError).status).toBe(401);
+      expect((bad as RequestError).message).toContain('Bad credentials');
+      const anonymous = await fetch(`${fake.url}/repos/${repo.fullName}`);
+      expect(anonymous.status).toBe(401);
+      expect(await anonymous.json()).toMatchObject({ message: 'Requires authentication' });
+      const good = await octokitFor(fake, { auth: 'good-token' }).octokit.rest.repos.get({ owner, repo: name() });
+      expect(good.status).toBe(200);
+    } finally {
+      await fake.control.setTokens(null);
+    }
+  });
+});
