@@ -103,7 +103,7 @@ export class Clone {
     this.dir = mkdtempSync(path.join(tmpdir(), 'github-fake-clone-'));
     execFileSync('git', ['clone', '-q', cloneUrl, this.dir]);
     this.git('config', 'user.name', 'Agent');
-    this.git('config', 'user.email', 'agent@localhost');
+    this.git('config', 'user.email', 'agent@example.com');
   }
 
   git(...args: string[]): string {
