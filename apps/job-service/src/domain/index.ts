@@ -14,7 +14,8 @@
 //                                                      are resolved against one at creation: UNKNOWN_PRODUCT)
 //   wire request → command, state → view             */requests.ts, */view.ts
 //   kind defaults, configuration cascade, --effort    @gantry/contracts jobs/agent-config.ts
-// Specifications: */*.spec.ts, written with testing/given.ts (specFor(decider) → given/when/then).
+// Specifications: */*.spec.ts, written with DeciderSpecification.for(decider) from @gantry/eventstore/testing
+// (given/when/then).
 
 export type { JobCommand, JobCommandType, EnqueueJobData, UnderLease } from './job/commands.js';
 export type { JobEvent, JobEventType } from './job/events.js';

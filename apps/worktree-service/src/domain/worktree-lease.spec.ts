@@ -1,6 +1,6 @@
 import { contractRegistry, deriveWorktreeKey, ErrorCode, WorktreeLeaseViewSchema } from '@gantry/contracts';
 import type { Decider } from '@gantry/eventstore';
-import { deciderSpec } from './testing/decider-spec.js';
+import { DeciderSpecification } from '@gantry/eventstore/testing';
 import {
   currentHolder,
   leaseViewOf,
@@ -11,7 +11,7 @@ import {
   type WorktreeLeaseState,
 } from './worktree-lease.js';
 
-const spec = deciderSpec(worktreeLeaseDecider);
+const given = DeciderSpecification.for(worktreeLeaseDecider);
 
 // The wiring runs it through @gantry/eventstore's decideWithin: it must have that shape.
 const asStoredDecider: Decider<WorktreeLeaseCommand, WorktreeLeaseState, WorktreeLeaseEvent> = worktreeLeaseDecider;
@@ -100,50 +100,48 @@ describe('WorktreeLease: requesting a lease', () => {
   });
 
   it('grants a free lock at once with fencing token 1 and asks for the worktree', () => {
-    const state = spec.given([]).when(request(A, T0)).then(aAcquired);
+    const state = given([]).when(request(A, T0)).then(aAcquired);
     expect(worktreeStatus(state)).toBe('creating_or_reusing');
     expect(state.leases[A]!.expiresAt).toBe(at(600));
   });
 
   it('puts a second acquirer in line behind the holder, with its deadline', () => {
-    const state = spec.given(aReady).when(request(B, at(10))).then([requested(B, at(10)), queued(B, 1, at(10))]);
+    const state = given(aReady).when(request(B, at(10))).then([requested(B, at(10)), queued(B, 1, at(10))]);
     expect(state.lock.waiters).toEqual([{ leaseId: B, deadline: at(70) }]);
     expect(currentHolder(state)?.leaseId).toBe(A);
   });
 
   it('lines up waiters in arrival order', () => {
-    spec.given(aReadyBWaiting).when(request(C, at(20))).then([requested(C, at(20)), queued(C, 2, at(20))]);
+    given(aReadyBWaiting).when(request(C, at(20))).then([requested(C, at(20)), queued(C, 2, at(20))]);
   });
 
   it('times out at once an acquirer that will not wait (lock timeout 0) while the lock is held', () => {
     const req = requested(B, at(10));
     const data = { ...req.data, lockDeadline: at(10) } as typeof req.data;
-    spec
-      .given(aReady)
+    given(aReady)
       .when(request(B, at(10), { lockTimeoutMs: 0 }))
       .then([{ type: 'WorktreeLeaseRequested', data }, timedOut(B, at(10), at(10))] as WorktreeLeaseEvent[]);
   });
 
   it('treats the same request again as already done', () => {
-    spec.given(aAcquired).when(request(A, at(5))).thenNothing();
+    given(aAcquired).when(request(A, at(5))).thenNothingHappened();
   });
 
   it('refuses a lease id reused for a different request', () => {
-    spec.given(aAcquired).when(request(A, at(5), { baseRef: 'develop' })).thenThrows(ErrorCode.IDEMPOTENCY_CONFLICT);
+    given(aAcquired).when(request(A, at(5), { baseRef: 'develop' })).thenThrows(ErrorCode.IDEMPOTENCY_CONFLICT);
   });
 
   it('refuses a second lease for the same claim of the same job', () => {
-    spec.given(aAcquired).when(request(B, at(5), { jobId: 'job-a' })).thenThrows(ErrorCode.ALREADY_CLAIMED, /job-a/);
+    given(aAcquired).when(request(B, at(5), { jobId: 'job-a' })).thenThrows(ErrorCode.ALREADY_CLAIMED, /job-a/);
   });
 
   it('fences off a request from an older claim of the job', () => {
-    spec.given([requested(A, T0, 2), acquired(A, 1, T0)]).when(request(B, at(5), { jobId: 'job-a', jobLeaseToken: 1 })).thenThrows(ErrorCode.STALE_FENCE);
+    given([requested(A, T0, 2), acquired(A, 1, T0)]).when(request(B, at(5), { jobId: 'job-a', jobLeaseToken: 1 })).thenThrows(ErrorCode.STALE_FENCE);
   });
 
   it('lets a newer claim of the job supersede the older claim’s lease: the old one is released, the new one waits', () => {
     const newer = { ...requested(B, at(30), 2), data: { ...requested(B, at(30), 2).data, jobId: 'job-a' } } as WorktreeLeaseEvent;
-    const state = spec
-      .given(aReady)
+    const state = given(aReady)
       .when(request(B, at(30), { jobId: 'job-a', jobLeaseToken: 2 }))
       .then([releaseRequested(A, 1, at(30), 'stale_reset'), newer, queued(B, 1, at(30))]);
     expect(state.leases[A]!.status).toBe('releasing');
@@ -152,8 +150,7 @@ describe('WorktreeLease: requesting a lease', () => {
   it('withdraws the older claim’s request that still waits when a newer claim of the job asks', () => {
     const bOld = requested(B, at(10));
     const cNewer = { ...requested(C, at(20), 2), data: { ...requested(C, at(20), 2).data, jobId: 'job-b' } } as WorktreeLeaseEvent;
-    spec
-      .given([...aReady, bOld, queued(B, 1, at(10))])
+    given([...aReady, bOld, queued(B, 1, at(10))])
       .when(request(C, at(20), { jobId: 'job-b', jobLeaseToken: 2 }))
       .then([
         { type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey, leaseId: B, reason: 'stale_reset', withdrawnAt: at(20) } },
@@ -163,14 +160,13 @@ describe('WorktreeLease: requesting a lease', () => {
   });
 
   it('refuses a worktree key that is not the one of the repository and branch', () => {
-    spec.given([]).when(request(A, T0, { worktreeKey: 'someone-else-0123456789ab' })).thenThrows(ErrorCode.INVALID_COMMAND);
+    given([]).when(request(A, T0, { worktreeKey: 'someone-else-0123456789ab' })).thenThrows(ErrorCode.INVALID_COMMAND);
   });
 });
 
 describe('WorktreeLease: creating, reusing and syncing', () => {
   it('moves to syncing when the worktree was created', () => {
-    const state = spec
-      .given(aAcquired)
+    const state = given(aAcquired)
       .when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'created', path, now: at(1) } })
       .then([created(A, 1, at(1))]);
     expect(worktreeStatus(state)).toBe('syncing');
@@ -178,16 +174,14 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
   });
 
   it('records a reused worktree the same way', () => {
-    spec
-      .given(aAcquired)
+    given(aAcquired)
       .when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'reused', path, now: at(1) } })
       .then([{ type: 'WorktreeReused', data: { worktreeKey, leaseId: A, token: 1, path, reusedAt: at(1) } }]);
   });
 
   it('reports the rescue of a dirty worktree left behind before reusing it', () => {
     const rescueBranch = `gantry/rescue/${worktreeKey}/20261130T060001000Z`;
-    spec
-      .given(aAcquired)
+    given(aAcquired)
       .when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'reused', path, rescue: { branch: rescueBranch, sha }, now: at(1) } })
       .then([
         { type: 'WorktreeRescued', data: { worktreeKey, leaseId: A, token: 1, rescueBranch, rescueSha: sha, rescuedAt: at(1) } },
@@ -196,8 +190,7 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
   });
 
   it('becomes ready at the base SHA, with the lease running from the sync', () => {
-    const state = spec
-      .given([...aAcquired, created(A, 1, at(1))])
+    const state = given([...aAcquired, created(A, 1, at(1))])
       .when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, now: at(2) } })
       .then([synced(A, 1, at(2))]);
     expect(worktreeStatus(state)).toBe('ready');
@@ -205,42 +198,37 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
   });
 
   it('ignores a redelivered report of a step already recorded', () => {
-    spec.given(aReady).when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'created', path, now: at(3) } }).thenNothing();
-    spec.given(aReady).when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, now: at(3) } }).thenNothing();
+    given(aReady).when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'created', path, now: at(3) } }).thenNothingHappened();
+    given(aReady).when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, now: at(3) } }).thenNothingHappened();
   });
 
   it('refuses a sync report before the worktree exists', () => {
-    spec
-      .given(aAcquired)
+    given(aAcquired)
       .when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, now: at(2) } })
       .thenThrows(ErrorCode.INVALID_TRANSITION);
   });
 
   it('refuses a report carrying another token', () => {
-    spec
-      .given(aAcquired)
+    given(aAcquired)
       .when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 2, outcome: 'created', path, now: at(1) } })
       .thenThrows(ErrorCode.STALE_FENCE);
   });
 
   it('refuses a report for a lease that still waits for the lock (it has no token)', () => {
-    spec
-      .given(aReadyBWaiting)
+    given(aReadyBWaiting)
       .when({ type: 'RecordWorktreePrepared', data: { leaseId: B, token: 2, outcome: 'created', path, now: at(11) } })
       .thenThrows(ErrorCode.STALE_FENCE);
   });
 
   it('refuses a report for an unknown lease', () => {
-    spec
-      .given(aAcquired)
+    given(aAcquired)
       .when({ type: 'RecordWorktreeSynced', data: { leaseId: C, token: 1, baseSha: sha, now: at(2) } })
       .thenThrows(ErrorCode.NOT_FOUND);
   });
 
   it('ends in sync_failed and hands the lock to the next waiter with the next token', () => {
     const history = [...aAcquired, created(A, 1, at(1)), requested(B, at(10)), queued(B, 1, at(10))];
-    const state = spec
-      .given(history)
+    const state = given(history)
       .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'sync', reason: 'diverged', now: at(20) } })
       .then([
         { type: 'WorktreeSyncFailed', data: { worktreeKey, leaseId: A, token: 1, stage: 'sync', reason: 'diverged', failedAt: at(20) } },
@@ -251,15 +239,13 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
   });
 
   it('refuses a failure report for a stage the lease is not in', () => {
-    spec
-      .given(aAcquired)
+    given(aAcquired)
       .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'sync', reason: 'x', now: at(2) } })
       .thenThrows(ErrorCode.INVALID_TRANSITION);
   });
 
   it('records a failed create and frees the lock when no one waits', () => {
-    const state = spec
-      .given(aAcquired)
+    const state = given(aAcquired)
       .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'create_or_reuse', reason: 'clone failed', now: at(2) } })
       .then([{ type: 'WorktreeSyncFailed', data: { worktreeKey, leaseId: A, token: 1, stage: 'create_or_reuse', reason: 'clone failed', failedAt: at(2) } }]);
     expect(worktreeStatus(state)).toBe('idle');
@@ -268,86 +254,76 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
 
 describe('WorktreeLease: renewing', () => {
   it('extends a ready lease from now by its own duration or the one asked for', () => {
-    spec
-      .given(aReady)
+    given(aReady)
       .when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(100) } })
       .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(700), renewedAt: at(100) } }]);
-    spec
-      .given(aReady)
+    given(aReady)
       .when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, leaseDurationMs: 30_000, now: at(100) } })
       .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(130), renewedAt: at(100) } }]);
   });
 
   it('refuses a renew with a stale token, emitting nothing', () => {
-    spec.given(aReady).when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 0, now: at(100) } }).thenThrows(ErrorCode.STALE_FENCE);
+    given(aReady).when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 0, now: at(100) } }).thenThrows(ErrorCode.STALE_FENCE);
   });
 
   it('refuses a renew of a lease that was released, even with its own token', () => {
-    spec
-      .given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))])
+    given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))])
       .when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(100) } })
       .thenThrows(ErrorCode.STALE_FENCE, /released/);
   });
 
   it('refuses a renew after the expiry moment, before the expiry is recorded', () => {
-    spec.given(aReady).when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(602) } }).thenThrows(ErrorCode.STALE_FENCE, /expired/);
+    given(aReady).when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(602) } }).thenThrows(ErrorCode.STALE_FENCE, /expired/);
   });
 
   it('refuses the old holder’s token once the lock has passed to a newer grant', () => {
     const history = [...aReadyBWaiting, releaseRequested(A, 1, at(50)), released(A, 1, at(51)), acquired(B, 2, at(51))];
-    spec.given(history).when({ type: 'RenewWorktreeLease', data: { leaseId: B, token: 1, now: at(60) } }).thenThrows(ErrorCode.STALE_FENCE);
-    spec.given(history).when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'released', removeWorktree: false, now: at(60) } }).thenThrows(ErrorCode.STALE_FENCE);
+    given(history).when({ type: 'RenewWorktreeLease', data: { leaseId: B, token: 1, now: at(60) } }).thenThrows(ErrorCode.STALE_FENCE);
+    given(history).when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'released', removeWorktree: false, now: at(60) } }).thenThrows(ErrorCode.STALE_FENCE);
   });
 });
 
 describe('WorktreeLease: releasing', () => {
   it('asks for the worktree to be rescued and kept when its holder releases it', () => {
-    const state = spec
-      .given(aReady)
+    const state = given(aReady)
       .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'released', removeWorktree: false, now: at(50) } })
       .then([releaseRequested(A, 1, at(50))]);
     expect(worktreeStatus(state)).toBe('releasing');
   });
 
   it.each(['job_terminal', 'stale_reset', 'shutdown'] as const)('releases on %s like any other release', (reason) => {
-    spec
-      .given(aReady)
+    given(aReady)
       .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason, removeWorktree: true, now: at(50) } })
       .then([releaseRequested(A, 1, at(50), reason, true)]);
   });
 
   it('releases a lease whose worktree is still being created (the job ended meanwhile)', () => {
-    spec
-      .given(aAcquired)
+    given(aAcquired)
       .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'job_terminal', removeWorktree: false, now: at(1) } })
       .then([releaseRequested(A, 1, at(1), 'job_terminal')]);
   });
 
   it('treats a release asked again while it runs as the same release', () => {
-    spec
-      .given([...aReady, releaseRequested(A, 1, at(50))])
+    given([...aReady, releaseRequested(A, 1, at(50))])
       .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'job_terminal', removeWorktree: false, now: at(51) } })
-      .thenNothing();
+      .thenNothingHappened();
   });
 
   it('refuses a release with a stale token and changes nothing', () => {
-    spec
-      .given(aReady)
+    given(aReady)
       .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 7, reason: 'released', removeWorktree: false, now: at(50) } })
       .thenThrows(ErrorCode.STALE_FENCE);
   });
 
   it('refuses to release a request that still waits (it must be withdrawn)', () => {
-    spec
-      .given(aReadyBWaiting)
+    given(aReadyBWaiting)
       .when({ type: 'ReleaseWorktreeLease', data: { leaseId: B, token: 2, reason: 'released', removeWorktree: false, now: at(50) } })
       .thenThrows(ErrorCode.INVALID_TRANSITION);
   });
 
   it('records the rescue and the release, then grants the next waiter the next token', () => {
     const rescueBranch = `gantry/rescue/${worktreeKey}/20261130T060051000Z`;
-    const state = spec
-      .given([...aReadyBWaiting, releaseRequested(A, 1, at(50))])
+    const state = given([...aReadyBWaiting, releaseRequested(A, 1, at(50))])
       .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: { branch: rescueBranch, sha }, removed: false, now: at(51) } })
       .then([
         { type: 'WorktreeRescued', data: { worktreeKey, leaseId: A, token: 1, rescueBranch, rescueSha: sha, rescuedAt: at(51) } },
@@ -360,8 +336,7 @@ describe('WorktreeLease: releasing', () => {
   });
 
   it('frees the lock when no one waits, and forgets the path of a removed worktree', () => {
-    const state = spec
-      .given([...aReady, releaseRequested(A, 1, at(50), 'released', true)])
+    const state = given([...aReady, releaseRequested(A, 1, at(50), 'released', true)])
       .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: true, now: at(51) } })
       .then([released(A, 1, at(51), 'released', true)]);
     expect(worktreeStatus(state)).toBe('idle');
@@ -369,39 +344,34 @@ describe('WorktreeLease: releasing', () => {
   });
 
   it('skips waiters whose deadline passed while the holder held the lock', () => {
-    spec
-      .given([...aReadyBWaiting, requested(C, at(80)), queued(C, 2, at(80)), releaseRequested(A, 1, at(100))])
+    given([...aReadyBWaiting, requested(C, at(80)), queued(C, 2, at(80)), releaseRequested(A, 1, at(100))])
       .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(101) } })
       .then([released(A, 1, at(101)), timedOut(B, at(70), at(101)), acquired(C, 2, at(101))]);
   });
 
   it('ends an expired or stale-reset lease in stale_released', () => {
-    const state = spec
-      .given([...aReady, releaseRequested(A, 1, at(700), 'expired')])
+    const state = given([...aReady, releaseRequested(A, 1, at(700), 'expired')])
       .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(701) } })
       .then([released(A, 1, at(701), 'expired')]);
     expect(state.leases[A]!.status).toBe('stale_released');
   });
 
   it('refuses a release report for a lease that was not asked to release', () => {
-    spec
-      .given(aReady)
+    given(aReady)
       .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(51) } })
       .thenThrows(ErrorCode.INVALID_TRANSITION);
   });
 
   it('ignores a redelivered release report', () => {
-    spec
-      .given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))])
+    given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))])
       .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(52) } })
-      .thenNothing();
+      .thenNothingHappened();
   });
 });
 
 describe('WorktreeLease: expiry and lock timeouts', () => {
   it('expires a lease at its expiry and asks for its release', () => {
-    spec
-      .given(aReady)
+    given(aReady)
       .when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(602) } })
       .then([
         { type: 'WorktreeLeaseExpired', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(602), expiredAt: at(602) } },
@@ -410,15 +380,14 @@ describe('WorktreeLease: expiry and lock timeouts', () => {
   });
 
   it('does nothing for an expiry timer that fired early, after a renew, or after the release', () => {
-    spec.given(aReady).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(601) } }).thenNothing();
+    given(aReady).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(601) } }).thenNothingHappened();
     const renewed: WorktreeLeaseEvent = { type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(900), renewedAt: at(300) } };
-    spec.given([...aReady, renewed]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(602) } }).thenNothing();
-    spec.given([...aReady, releaseRequested(A, 1, at(50))]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(700) } }).thenNothing();
+    given([...aReady, renewed]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(602) } }).thenNothingHappened();
+    given([...aReady, releaseRequested(A, 1, at(50))]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(700) } }).thenNothingHappened();
   });
 
   it('expires a lease stuck in creation (its expiry runs from the grant)', () => {
-    spec
-      .given(aAcquired)
+    given(aAcquired)
       .when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(600) } })
       .then([
         { type: 'WorktreeLeaseExpired', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(600), expiredAt: at(600) } },
@@ -427,8 +396,7 @@ describe('WorktreeLease: expiry and lock timeouts', () => {
   });
 
   it('times out the waiters past their deadline with LOCK_TIMEOUT and keeps the others in line', () => {
-    const state = spec
-      .given([...aReadyBWaiting, requested(C, at(40)), queued(C, 2, at(40))])
+    const state = given([...aReadyBWaiting, requested(C, at(40)), queued(C, 2, at(40))])
       .when({ type: 'TimeOutLockWaiters', data: { now: at(70) } })
       .then([timedOut(B, at(70), at(70))]);
     expect(state.leases[B]!.status).toBe('lock_timeout');
@@ -436,28 +404,26 @@ describe('WorktreeLease: expiry and lock timeouts', () => {
   });
 
   it('times out no one before their deadline', () => {
-    spec.given(aReadyBWaiting).when({ type: 'TimeOutLockWaiters', data: { now: at(69) } }).thenNothing();
+    given(aReadyBWaiting).when({ type: 'TimeOutLockWaiters', data: { now: at(69) } }).thenNothingHappened();
   });
 });
 
 describe('WorktreeLease: withdrawing a waiting request', () => {
   it('takes a waiter out of line when its job ends', () => {
-    const state = spec
-      .given(aReadyBWaiting)
+    const state = given(aReadyBWaiting)
       .when({ type: 'WithdrawWorktreeLeaseRequest', data: { leaseId: B, reason: 'job_terminal', now: at(30) } })
       .then([{ type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey, leaseId: B, reason: 'job_terminal', withdrawnAt: at(30) } }]);
     expect(state.lock.waiters).toEqual([]);
   });
 
   it('refuses to withdraw a lease that holds the lock', () => {
-    spec.given(aReady).when({ type: 'WithdrawWorktreeLeaseRequest', data: { leaseId: A, reason: 'job_terminal', now: at(30) } }).thenThrows(ErrorCode.INVALID_TRANSITION);
+    given(aReady).when({ type: 'WithdrawWorktreeLeaseRequest', data: { leaseId: A, reason: 'job_terminal', now: at(30) } }).thenThrows(ErrorCode.INVALID_TRANSITION);
   });
 
   it('does nothing for a request that already ended', () => {
-    spec
-      .given([...aReadyBWaiting, timedOut(B, at(70), at(70))])
+    given([...aReadyBWaiting, timedOut(B, at(70), at(70))])
       .when({ type: 'WithdrawWorktreeLeaseRequest', data: { leaseId: B, reason: 'job_terminal', now: at(80) } })
-      .thenNothing();
+      .thenNothingHappened();
   });
 });
 
@@ -564,34 +530,31 @@ describe('WorktreeLease eviction (hygiene)', () => {
   };
 
   it('asks to remove an idle worktree', () => {
-    spec.given(aReleased).when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(10) } }).then([evictionRequested]);
+    given(aReleased).when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(10) } }).then([evictionRequested]);
   });
 
   it('refuses to evict a worktree that is held or waited for', () => {
-    spec
-      .given([requested(A, T0), acquired(A, 1, T0), created(A, 1, at(1)), synced(A, 1, at(2))])
+    given([requested(A, T0), acquired(A, 1, T0), created(A, 1, at(1)), synced(A, 1, at(2))])
       .when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(10) } })
       .thenThrows(ErrorCode.PRECONDITION_FAILED);
   });
 
   it('asks nothing when the eviction is already asked for or the worktree is already gone', () => {
-    spec.given([...aReleased, evictionRequested]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(11) } }).thenNothing();
+    given([...aReleased, evictionRequested]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(11) } }).thenNothingHappened();
     const gone: WorktreeLeaseEvent = { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(12) } };
-    spec.given([...aReleased, evictionRequested, gone]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(13) } }).thenNothing();
+    given([...aReleased, evictionRequested, gone]).when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(13) } }).thenNothingHappened();
   });
 
   it('records the eviction once, with the rescue that saved its changes', () => {
     const rescue = { branch: `gantry/rescue/${worktreeKey}/20261130T060011000Z`, sha };
-    const state = spec
-      .given([...aReleased, evictionRequested])
+    const state = given([...aReleased, evictionRequested])
       .when({ type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue, removed: true, now: at(11) } })
       .then([{ type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: rescue.branch, rescueSha: sha, removed: true, evictedAt: at(11) } }]);
     expect(state.path).toBeNull();
     expect(state.eviction).toBeNull();
-    spec
-      .given([...aReleased, evictionRequested, { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(11) } }])
+    given([...aReleased, evictionRequested, { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(11) } }])
       .when({ type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue: null, removed: true, now: at(12) } })
-      .thenNothing();
+      .thenNothingHappened();
   });
 
   it('events satisfy their published contracts', () => {

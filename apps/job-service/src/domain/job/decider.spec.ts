@@ -1,5 +1,5 @@
 import { ErrorCode } from '@gantry/contracts';
-import { specFor } from '../testing/given.js';
+import { DeciderSpecification } from '@gantry/eventstore/testing';
 import { validatesAgainstContract } from '../testing/contract-events.js';
 import {
   at,
@@ -28,7 +28,7 @@ import { jobDecider } from './decider.js';
 import { isTerminalJobEvent, type JobEvent } from './events.js';
 import type { Job } from './state.js';
 
-const given = specFor(jobDecider, { validate: validatesAgainstContract('jobs') });
+const given = DeciderSpecification.for(jobDecider, { validate: validatesAgainstContract('jobs') });
 
 const lease = (token: number, runnerId = RUNNER) => ({ jobId: JOB, runnerId, leaseToken: token });
 const claim = (atS: number, over: Partial<Extract<JobCommand, { type: 'ClaimJob' }>['data']> = {}): JobCommand => ({

@@ -1,5 +1,5 @@
 import { ErrorCode } from '@gantry/contracts';
-import { specFor } from '../testing/given.js';
+import { DeciderSpecification } from '@gantry/eventstore/testing';
 import { validatesAgainstContract } from '../testing/contract-events.js';
 import { PRODUCT } from '../testing/job-fixtures.js';
 import type { ProductResolution } from '../product/view.js';
@@ -9,7 +9,7 @@ import { sprintJobIdempotencyKey } from './effects.js';
 import type { SprintRunEvent } from './events.js';
 import { initialSprintRunState, type SprintRun, type SprintRunState } from './state.js';
 
-const given = specFor(sprintRunDecider, { validate: validatesAgainstContract('jobs') });
+const given = DeciderSpecification.for(sprintRunDecider, { validate: validatesAgainstContract('jobs') });
 
 const RUN = 'sprintrun-5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d';
 const JOB1 = 'job-00000000-0000-4000-8000-000000000001';

@@ -1,0 +1,138 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { ErrorCode, GantryError } from '@gantry/contracts';
+import { applyToProjection, type Projection } from './projection.js';
+import type { CommandMetadata, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
+
+/** An events row as PostgreSQL returns it. */
+export interface EventRow {
+  position: string;
+  event_id: string;
+  stream_id: string;
+  stream_version: number;
+  type: string;
+  schema_version: number;
+  data: unknown;
+  metadata: StoredEvent['metadata'];
+  occurred_at: Date;
+}
+
+export const EVENT_COLUMNS = 'position, event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at';
+
+export function toStoredEvent(row: EventRow): StoredEvent {
+  return {
+    position: Number(row.position),
+    eventId: row.event_id,
+    streamId: row.stream_id,
+    streamVersion: row.stream_version,
+    type: row.type,
+    schemaVersion: row.schema_version,
+    data: row.data,
+    metadata: row.metadata,
+    occurredAt: row.occurred_at.toISOString(),
+  };
+}
+
+/** Channel the relay listens on; notified by every commit that appended events. */
+export function outboxChannel(schema: string): string {
+  return `gantry_outbox_${schema}`.slice(0, 63);
+}
+
+export async function readStreamEvents(sql: pg.PoolClient | pg.Pool, streamId: string): Promise<StoredEvent[]> {
+  const { rows } = await sql.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version`, [streamId]);
+  return rows.map(toStoredEvent);
+}
+
+export async function streamVersionOf(sql: pg.PoolClient | pg.Pool, streamId: string): Promise<number> {
+  const { rows } = await sql.query<{ v: number | null }>(`SELECT max(stream_version) AS v FROM events WHERE stream_id = $1`, [streamId]);
+  return rows[0]?.v ?? 0;
+}
+
+function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  const e = error as { code?: string; constraint?: string };
+  return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
+}
+
+/** What an append needs beyond its events: the log's settings. */
+export interface AppendContext {
+  schema: string;
+  projections: readonly Projection[];
+  now: Date;
+}
+
+/**
+ * Appends inside the caller's transaction, in one round trip: the insert only happens when the
+ * stream is at the expected version (no gaps, no read-then-write), its outbox rows go in with it,
+ * and the relay is notified on commit. A concurrent writer at the same version makes the unique
+ * (stream_id, stream_version) constraint fail, which aborts the transaction: a VERSION_CONFLICT
+ * must end the transaction it happened in (execute() re-runs the command in a fresh one). The
+ * inline projections are applied to the new events before returning.
+ */
+export async function appendEvents(
+  sql: pg.PoolClient,
+  context: AppendContext,
+  streamId: string,
+  expectedVersion: ExpectedVersion,
+  events: NewEvent[],
+  metadata: CommandMetadata & { idempotencyKey: string | null },
+): Promise<StoredEvent[]> {
+  if (events.length === 0) return [];
+  const meta = JSON.stringify({
+    correlationId: metadata.correlationId,
+    causationId: metadata.causationId ?? null,
+    idempotencyKey: metadata.idempotencyKey ?? null,
+    actor: metadata.actor ?? null,
+  });
+  const ids: string[] = [];
+  const types: string[] = [];
+  const versions: number[] = [];
+  const data: string[] = [];
+  for (const event of events) {
+    ids.push(event.eventId ?? randomUUID());
+    types.push(event.type);
+    versions.push(event.schemaVersion ?? 1);
+    data.push(JSON.stringify(event.data ?? null));
+  }
+  let rows: Array<EventRow & { current: number }>;
+  try {
+    ({ rows } = await sql.query<EventRow & { current: number }>(
+      `WITH current AS (
+         SELECT coalesce(max(stream_version), 0) AS v FROM events WHERE stream_id = $1
+       ), inserted AS (
+         INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
+         SELECT n.event_id, $1, current.v + n.ord, n.type, n.schema_version, n.data, $7::jsonb, $8
+           FROM current, unnest($3::uuid[], $4::text[], $5::int[], $6::jsonb[]) WITH ORDINALITY
+                AS n(event_id, type, schema_version, data, ord)
+          WHERE $2::int < 0 OR current.v = $2::int
+         RETURNING ${EVENT_COLUMNS}
+       ), queued AS (
+         INSERT INTO outbox (position) SELECT position FROM inserted
+       )
+       SELECT inserted.*, current.v AS current, pg_notify($9, '') FROM inserted, current ORDER BY stream_version`,
+      [streamId, expectedVersion === 'any' ? -1 : expectedVersion, ids, types, versions, data, meta, context.now, outboxChannel(context.schema)],
+    ));
+  } catch (error) {
+    if (isUniqueViolation(error, 'events_stream_version_unique')) {
+      throw new GantryError(ErrorCode.VERSION_CONFLICT, `stream ${streamId} was appended to concurrently`, { streamId, expectedVersion });
+    }
+    throw error;
+  }
+  if (rows.length === 0) {
+    const actual = await streamVersionOf(sql, streamId);
+    throw new GantryError(ErrorCode.VERSION_CONFLICT, `stream ${streamId} is at version ${actual}, expected ${expectedVersion}`, {
+      streamId,
+      expectedVersion,
+      actualVersion: actual,
+    });
+  }
+  const stored = rows.map(toStoredEvent);
+  for (const projection of context.projections) {
+    for (const event of stored) {
+      const outcome = await applyToProjection(sql, projection, event);
+      if (outcome !== 'applied') {
+        throw new Error(`inline projection ${projection.name} saw ${outcome} at ${event.streamId}@${event.streamVersion}`);
+      }
+    }
+  }
+  return stored;
+}

@@ -1,0 +1,102 @@
+import type pg from 'pg';
+import { canonicalHash, ErrorCode, GantryError } from '@gantry/contracts';
+import type { EventStore } from './event-store.js';
+import { claimReceipt, storeReceipt, type Receipt } from './receipts.js';
+import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
+
+export type ExecuteOptions = { metadata: CommandMetadata; idempotency?: IdempotencyOptions };
+
+/** What a command handler gets: the open transaction and the log operations inside it. */
+export class UnitOfWork {
+  readonly appended: StoredEvent[] = [];
+
+  constructor(
+    readonly sql: pg.PoolClient,
+    private readonly store: EventStore,
+    readonly metadata: CommandMetadata,
+    readonly idempotencyKey: string | null,
+  ) {}
+
+  readStream(streamId: string): Promise<StoredEvent[]> {
+    return this.store.readStream(streamId, this.sql);
+  }
+
+  /**
+   * Appends with the expected stream version. The unique (stream_id, stream_version) constraint is
+   * the compare-and-set: a concurrent writer that got there first makes this throw VERSION_CONFLICT.
+   */
+  async append(streamId: string, expectedVersion: ExpectedVersion, events: NewEvent[], metadata?: Partial<CommandMetadata>): Promise<StoredEvent[]> {
+    const stored = await this.store.appendWithin(this.sql, streamId, expectedVersion, events, {
+      correlationId: metadata?.correlationId ?? this.metadata.correlationId,
+      causationId: metadata?.causationId ?? this.metadata.causationId ?? null,
+      actor: metadata?.actor ?? this.metadata.actor ?? null,
+      idempotencyKey: this.idempotencyKey,
+    });
+    this.appended.push(...stored);
+    return stored;
+  }
+}
+
+/** How one command ended inside its transaction. */
+export type Outcome<R> =
+  | { kind: 'done'; result: R; events: StoredEvent[] }
+  | { kind: 'refused'; error: GantryError }
+  | { kind: 'replayed'; receipt: Receipt };
+
+/** What the caller of execute() sees: the result, or the (stored) refusal thrown. */
+export function settle<R>(outcome: Outcome<R>): ExecuteResult<R> {
+  switch (outcome.kind) {
+    case 'done':
+      return { result: outcome.result, replayed: false, events: outcome.events };
+    case 'refused':
+      throw outcome.error;
+    case 'replayed':
+      if (!outcome.receipt.ok) throw GantryError.fromPayload(outcome.receipt.error);
+      return { result: outcome.receipt.result as R, replayed: true, events: [] };
+  }
+}
+
+/** A conflict with a concurrent writer: deciding again on fresh state may well succeed. */
+export function isRetryable(error: unknown): boolean {
+  if (error instanceof GantryError) return error.code === ErrorCode.VERSION_CONFLICT;
+  const code = (error as { code?: string })?.code;
+  return code === '40P01' || code === '40001'; // deadlock detected, serialization failure
+}
+
+/**
+ * One command inside an open transaction: claim its receipt, run the handler, store the result.
+ * Returns what the caller gets; throws only what must not be stored (conflicts, unexpected errors).
+ */
+export async function runCommand<R>(
+  client: pg.PoolClient,
+  store: EventStore,
+  options: ExecuteOptions,
+  handler: (uow: UnitOfWork) => Promise<R>,
+): Promise<Outcome<R>> {
+  const { idempotency } = options;
+  if (idempotency) {
+    const stored = await claimReceipt(client, idempotency, canonicalHash(idempotency.request), { now: store.clock, defaultTtlMs: store.receiptTtlMs });
+    if (stored) return { kind: 'replayed', receipt: stored };
+    await client.query('SAVEPOINT gantry_command');
+  }
+  const uow = new UnitOfWork(client, store, options.metadata, idempotency?.key ?? null);
+  let outcome: Outcome<R>;
+  try {
+    const result = await handler(uow);
+    outcome = { kind: 'done', result, events: uow.appended };
+  } catch (error) {
+    // A refusal is an answer: it is stored so that a retry gets the same one. Conflicts are not.
+    const storable = idempotency && error instanceof GantryError && !isRetryable(error);
+    if (!storable) throw error;
+    await client.query('ROLLBACK TO SAVEPOINT gantry_command');
+    outcome = { kind: 'refused', error };
+  }
+  if (idempotency) {
+    await storeReceipt(
+      client,
+      idempotency,
+      outcome.kind === 'done' ? { ok: true, result: outcome.result ?? null } : { ok: false, error: (outcome as { error: GantryError }).error.toPayload() },
+    );
+  }
+  return outcome;
+}
