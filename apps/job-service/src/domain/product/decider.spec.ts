@@ -1,5 +1,5 @@
 import { ErrorCode, registerProduct, parseRequest, ProductViewSchema, type ProductSettings } from '@gantry/contracts';
-import { specFor } from '../testing/given.js';
+import { DeciderSpecification } from '@gantry/eventstore/testing';
 import { validatesAgainstContract } from '../testing/contract-events.js';
 import type { ProductCommand } from './commands.js';
 import { productDecider } from './decider.js';
@@ -7,7 +7,7 @@ import type { ProductEvent } from './events.js';
 import type { Product } from './state.js';
 import { productResolution, productView } from './view.js';
 
-const given = specFor(productDecider, { validate: validatesAgainstContract('jobs') });
+const given = DeciderSpecification.for(productDecider, { validate: validatesAgainstContract('jobs') });
 const T0 = Date.parse('2026-11-30T05:00:00.000Z');
 const at = (s: number) => new Date(T0 + s * 1000).toISOString();
 
