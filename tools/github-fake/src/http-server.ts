@@ -111,6 +111,8 @@ export class HttpFrontend {
         return send(res, 200, { status: 'ok' });
       }
       if (url.pathname.startsWith('/_fake/')) return await this.control(method, url, raw, res);
+      const page = /^\/([^/]+)\/([^/]+)\/pull\/(\d+)$/.exec(url.pathname);
+      if (method === 'GET' && page) return await this.pullPage(page, res);
       await this.api(method, url, raw, requestId, req, res);
     } catch (error) {
       this.logLine('request failed', { method, path: url.pathname, error: error instanceof Error ? error.stack : String(error) });
@@ -247,6 +249,27 @@ export class HttpFrontend {
     return { status, headers, body: { message: status === 502 ? 'Server Error' : 'Internal Server Error', documentation_url: DOCUMENTATION.root, status: String(status) } };
   }
 
+  /** The PR's `html_url`: a plain page saying what GitHub's page would (for people following a demo). */
+  private async pullPage(match: RegExpExecArray, res: ServerResponse): Promise<void> {
+    const fake = this.fake;
+    const text = await fake
+      .run(async () => {
+        const record = fake.repository(decodeURIComponent(match[1]!), decodeURIComponent(match[2]!));
+        const pull = fake.pull(record, Number(match[3]));
+        const state = pull.mergedAt ? `merged (${pull.mergeCommitSha})` : pull.state;
+        return [
+          `${record.owner}/${record.name} #${pull.number}: ${pull.title}`,
+          `${pull.headRef} (${pull.headSha}) into ${pull.baseRef}`,
+          `state: ${state}${pull.draft ? ', draft' : ''}; mergeable_state: ${fake.mergeableState(pull)}${pull.autoMerge ? `; auto-merge (${pull.autoMerge.mergeMethod})` : ''}`,
+        ].join('\n');
+      })
+      .catch(() => null);
+    if (text === null) return send(res, 404, { message: 'Not Found' });
+    const html = `<!doctype html><meta charset="utf-8"><title>pull request</title><pre>${text.replace(/[&<>]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;' })[c]!)}</pre>\n`;
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(html) });
+    res.end(html);
+  }
+
   // ---------------------------------------------------------------------------------------------
   // REST routes
 
@@ -281,7 +304,12 @@ export class HttpFrontend {
           const pulls = fake.listPulls(recordOf(m), query);
           const perPage = Math.min(Math.max(Number(query.get('per_page') ?? 30) || 30, 1), 100);
           const page = Math.max(Number(query.get('page') ?? 1) || 1, 1);
-          return ok(pulls.slice((page - 1) * perPage, page * perPage).map((p) => fake.renderPullSimple(p)));
+          const last = Math.max(Math.ceil(pulls.length / perPage), 1);
+          return ok(
+            pulls.slice((page - 1) * perPage, page * perPage).map((p) => fake.renderPullSimple(p)),
+            200,
+            linkHeader(`${fake.ctx.baseUrl}/repos/${m[1]}/${m[2]}/pulls`, query, page, last),
+          );
         }),
       ),
       route('GET', '/pulls/(\\d+)', locked(async (m) => ok(await fake.renderPullFull(fake.pull(recordOf(m), pullNumber(m[3]!)))))),
@@ -483,6 +511,20 @@ function deliveryView(delivery: { id: string; hookId: number; url: string; event
     attempts: delivery.attempts,
     payload: JSON.parse(delivery.body) as unknown,
   };
+}
+
+/** GitHub's pagination: a Link header with next/last (and prev/first) when there is more than one page. */
+function linkHeader(base: string, query: URLSearchParams, page: number, last: number): Record<string, string> {
+  if (last <= 1) return {};
+  const at = (n: number) => {
+    const q = new URLSearchParams(query);
+    q.set('page', String(n));
+    return `<${base}?${q}>`;
+  };
+  const links: string[] = [];
+  if (page > 1) links.push(`${at(page - 1)}; rel="prev"`, `${at(1)}; rel="first"`);
+  if (page < last) links.push(`${at(page + 1)}; rel="next"`, `${at(last)}; rel="last"`);
+  return { link: links.join(', ') };
 }
 
 function rateLimitHeaders(window: RateWindow, resource: string): Record<string, string> {

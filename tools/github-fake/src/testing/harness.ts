@@ -129,14 +129,3 @@ export class Clone {
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
-
-/** Resolves when `check` returns a value other than undefined; re-checks on every fake event poll. */
-export async function eventually<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`still waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
