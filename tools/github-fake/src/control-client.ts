@@ -148,6 +148,11 @@ export class GitHubFakeControl {
     await this.call('POST', `${GitHubFakeControl.repoPath(fullName)}/statuses/${input.sha}`, { state: input.state, context: input.context, description: input.description });
   }
 
+  /** Checks reported by themselves on every new PR head (name, conclusion default success, delayMs default 200). */
+  setAutoChecks(checks: { name: string; conclusion?: CheckConclusion; delayMs?: number }[]): Promise<void> {
+    return this.call('PUT', '/auto-checks', { checks });
+  }
+
   deliveries(filter: { event?: string; action?: string } = {}): Promise<DeliveryView[]> {
     const query = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => typeof e[1] === 'string'));
     return this.call('GET', `/deliveries${query.size ? `?${query}` : ''}`);

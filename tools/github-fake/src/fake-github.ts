@@ -53,6 +53,15 @@ export interface FakeGitHubOptions {
   log: (message: string, fields: Record<string, unknown>) => void;
 }
 
+export interface AutoCheck {
+  /** Check run name, e.g. "ci". */
+  name: string;
+  /** How it ends (default success). */
+  conclusion?: CheckConclusion;
+  /** How long it stays in progress (default 200 ms). */
+  delayMs?: number;
+}
+
 export interface CreateRepositoryInput {
   owner: string;
   name: string;
@@ -73,6 +82,8 @@ export interface RepositoryUpdate extends Partial<RepositorySettings> {
 
 const NAME = /^[A-Za-z0-9_.-]{1,100}$/;
 const SHA = /^[0-9a-f]{40}$/;
+/** Who the automatic checks come from. */
+const AUTO_CI = 'github-fake-ci';
 /** Who a push the fake noticed is attributed to (git does not say who pushed). */
 const PUSHER = 'gantry';
 const GITHUB_IDENTITY: Identity = { name: 'GitHub', email: 'noreply@github.com' };
@@ -88,6 +99,8 @@ export class FakeGitHub {
   private savedJson = '';
   private readonly timers = new Set<NodeJS.Timeout>();
   mergeabilityMode: 'auto' | 'manual' = 'auto';
+  /** Checks "CI" reports by itself for every new PR head (a stand-in for workflows `on: pull_request`). */
+  autoChecks: AutoCheck[] = [];
   private closed = false;
 
   constructor(private readonly options: FakeGitHubOptions) {}
@@ -261,6 +274,7 @@ export class FakeGitHub {
           await bare.updateRef(`refs/pull/${pull.number}/head`, sha);
           this.resetMergeability(pull);
           await this.emitPull('synchronize', pull, PUSHER, { before: beforeSha, after: sha });
+          await this.startAutoChecks(record, pull);
         }
       }
       if (moved.has(pull.baseRef)) {
@@ -418,6 +432,7 @@ export class FakeGitHub {
     this.scheduleMergeability(pull);
     this.options.log('pull request opened', { repository: fullName, pull: pull.number, head: headRef, base: pull.baseRef, draft: pull.draft });
     await this.emitPull('opened', pull, actor);
+    await this.startAutoChecks(record, pull);
     return pull;
   }
 
@@ -485,6 +500,7 @@ export class FakeGitHub {
       pull.updatedAt = new Date().toISOString();
       this.resetMergeability(pull);
       await this.emitPull('reopened', pull, actor);
+      await this.startAutoChecks(record, pull);
     }
     return pull;
   }
@@ -766,6 +782,26 @@ export class FakeGitHub {
       suite.reportedConclusion = summary.conclusion;
       const headCommit = await this.git(record).commitInfo(suite.headSha);
       await this.emit('check_suite', { action: 'completed', check_suite: renderCheckSuite(this.ctx, this.state, suite, headCommit) }, record, actor);
+    }
+  }
+
+  /**
+   * Starts the configured automatic checks on a PR's head (once per head and name): each is created
+   * in progress and completes `delayMs` later, like a CI workflow triggered by the pull request.
+   */
+  private async startAutoChecks(record: RepositoryRecord, pull: PullRecord): Promise<void> {
+    for (const check of this.autoChecks) {
+      const exists = this.state.checkRuns.some((r) => r.repository === pull.repository && r.headSha === pull.headSha && r.name === check.name);
+      if (exists) continue;
+      const run = await this.createCheckRun(record, { name: check.name, head_sha: pull.headSha, status: 'in_progress' }, AUTO_CI);
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        void this.run(async () => {
+          const current = this.state.checkRuns.find((r) => r.id === run.id);
+          if (current && current.status !== 'completed') await this.updateCheckRun(record, current, { conclusion: check.conclusion ?? 'success' }, AUTO_CI);
+        }).catch((error: unknown) => this.options.log('automatic check failed', { check: check.name, error: String(error) }));
+      }, check.delayMs ?? 200);
+      this.timers.add(timer);
     }
   }
 

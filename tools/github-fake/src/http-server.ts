@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { ApiError, DOCUMENTATION, notFound } from './errors.js';
-import type { FakeGitHub } from './fake-github.js';
+import type { AutoCheck, FakeGitHub } from './fake-github.js';
 import { GraphQLEndpoint } from './graphql.js';
 import { cloneUrl } from './render.js';
 import type { DeliveryRule, WebhookDispatcher, WebhookTarget } from './webhooks.js';
@@ -438,6 +438,13 @@ export class HttpFrontend {
       if (method === 'POST' && path === '/mergeability/compute') {
         await fake.run(() => fake.computeAllMergeability());
         return send(res, 200, { ok: true });
+      }
+      if (method === 'PUT' && path === '/auto-checks') {
+        const checks = Array.isArray(body.checks) ? (body.checks as AutoCheck[]) : [];
+        await fake.run(async () => {
+          fake.autoChecks = checks;
+        });
+        return send(res, 200, { checks });
       }
       if (method === 'GET' && path === '/deliveries') {
         const filter = { event: url.searchParams.get('event') ?? undefined, action: url.searchParams.get('action') ?? undefined };

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { GitHubFakeControl } from './control-client.js';
-import { FakeGitHub, type CreateRepositoryInput } from './fake-github.js';
+import { FakeGitHub, type AutoCheck, type CreateRepositoryInput } from './fake-github.js';
 import { HttpFrontend } from './http-server.js';
 import { WebhookDispatcher, type WebhookTarget } from './webhooks.js';
 
@@ -11,6 +11,7 @@ export type { CreateRepositoryRequest, DeliveryView, PullView, RepositorySummary
 export type { Fault, FaultKind, RequestLogEntry } from './http-server.js';
 export type { DeliveryRule, DeliveryState, WebhookTarget } from './webhooks.js';
 export { githubGraphQLSchema } from './graphql.js';
+export type { AutoCheck, CreateRepositoryInput, RepositoryUpdate } from './fake-github.js';
 
 export interface GitHubFakeOptions {
   /** Where repositories and state.json live; default a fresh temporary directory that close() removes. */
@@ -24,8 +25,10 @@ export interface GitHubFakeOptions {
   refPollMs?: number;
   /** Accepted tokens; absent: any token (or none) is accepted. */
   tokens?: string[];
-  /** Repositories to host at start. */
+  /** Repositories to host at start (one already hosted, from an earlier run, gets these settings again). */
   repositories?: CreateRepositoryInput[];
+  /** Checks reported by themselves on every new PR head, like CI (default none). */
+  autoChecks?: AutoCheck[];
   /** Structured log lines (default: none). */
   log?: (message: string, fields: Record<string, unknown>) => void;
 }
@@ -52,8 +55,13 @@ export async function startGitHubFake(options: GitHubFakeOptions = {}): Promise<
   const host = options.host ?? '127.0.0.1';
   const port = await frontend.listen(options.port ?? 0, host);
   render.baseUrl = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  fake.autoChecks = options.autoChecks ?? [];
   for (const repository of options.repositories ?? []) {
-    if (!fake.state.repositories[`${repository.owner}/${repository.name}`]) await fake.run(() => fake.createRepository(repository));
+    await fake.run(async () => {
+      const hosted = fake.state.repositories[`${repository.owner}/${repository.name}`];
+      if (!hosted) return fake.createRepository(repository);
+      return fake.updateRepository(hosted, { ...repository.settings, requiredChecks: repository.requiredChecks, strict: repository.strict });
+    });
   }
   // GitHub notices pushes on its own; so does the fake, by looking at the branches regularly.
   const poll = setInterval(() => {

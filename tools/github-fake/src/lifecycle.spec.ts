@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { RequestError } from '@octokit/request-error';
+import { eventually } from '@gantry/testing';
 import { startGitHubFake, type GitHubFake, type RepositorySummary } from './index.js';
 import { Clone, octokitFor, type RetryingOctokitInstance } from './testing/harness.js';
 
@@ -78,6 +79,33 @@ describe('auto-merge and a moving head', () => {
     await octokit.rest.pulls.update({ owner, repo: name(), pull_number: pr.number, state: 'closed' });
     await fake.control.setCheck(repo.fullName, { sha, name: 'ci', conclusion: 'success' });
     expect(await getPull(pr.number)).toMatchObject({ state: 'closed', merged: false, auto_merge: null });
+  });
+});
+
+describe('automatic checks (a CI stand-in)', () => {
+  afterEach(() => fake.control.setAutoChecks([]));
+
+  it('reports the configured checks on each new PR head, in progress then concluded, and auto-merge follows', async () => {
+    await fake.control.setMergeabilityMode('auto');
+    await fake.control.updateRepository(repo.fullName, { requiredChecks: ['ci'] });
+    await fake.control.setAutoChecks([{ name: 'ci', delayMs: 100_000 }]);
+    const { pr, sha } = await open('story/ci');
+    const runs = await octokit.rest.checks.listForRef({ owner, repo: name(), ref: sha });
+    expect(runs.data.check_runs.map((r) => [r.name, r.status])).toEqual([['ci', 'in_progress']]);
+    await octokit.graphql('mutation($id: ID!) { enablePullRequestAutoMerge(input: { pullRequestId: $id }) { clientMutationId } }', { id: pr.node_id });
+
+    // The next head gets its own run, which finishes quickly and lets auto-merge merge that head.
+    await fake.control.setAutoChecks([{ name: 'ci', delayMs: 10 }]);
+    const next = clone.commitAndPush('story/ci', { 'next.txt': 'n\n' }, 'Next task');
+    await fake.control.refresh();
+    // The timer's completion is GitHub's doing, not the test's: wait for the merge it leads to.
+    const merged = await eventually(async () => {
+      const pull = await getPull(pr.number);
+      return pull.merged ? pull : undefined;
+    }, { what: 'the auto-merge after the automatic check' });
+    expect(merged.head.sha).toBe(next);
+    const nextRuns = await octokit.rest.checks.listForRef({ owner, repo: name(), ref: next });
+    expect(nextRuns.data.check_runs.map((r) => [r.name, r.conclusion])).toEqual([['ci', 'success']]);
   });
 });
 

@@ -16,7 +16,7 @@ async function start(env: Record<string, string>): Promise<{ child: ChildService
   return { child, url };
 }
 
-it('serves an existing bare repository, sends signed webhooks, keeps its PRs across a SIGKILL and stops on SIGTERM', async () => {
+it('serves an existing bare repository with settings and automatic checks from the environment, sends signed webhooks, keeps its PRs across a SIGKILL and stops on SIGTERM', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'github-fake-process-'));
   const receiver = await startWebhookReceiver('process-secret');
   const origin = path.join(dir, 'origin.git');
@@ -30,6 +30,9 @@ it('serves an existing bare repository, sends signed webhooks, keeps its PRs acr
     GANTRY_GITHUB_FAKE_WEBHOOK_URL: receiver.url,
     GANTRY_GITHUB_FAKE_WEBHOOK_SECRET: 'process-secret',
     GANTRY_GITHUB_FAKE_TOKENS: 'process-token',
+    GANTRY_GITHUB_FAKE_REPOSITORY_SETTINGS: JSON.stringify({ allowAutoMerge: true, requiredChecks: ['ci'] }),
+    GANTRY_GITHUB_FAKE_AUTO_CHECKS: 'ci',
+    GANTRY_GITHUB_FAKE_AUTO_CHECK_MS: '10',
   };
   let first: ChildService | undefined;
   let second: ChildService | undefined;
@@ -45,6 +48,11 @@ it('serves an existing bare repository, sends signed webhooks, keeps its PRs acr
     const [opened] = await receiver.waitFor((d) => d.event === 'pull_request' && d.body.action === 'opened');
     expect(opened!.signatureValid).toBe(true);
     expect(opened!.body.pull_request.head.sha).toBe(sha);
+    const [ci] = await receiver.waitFor((d) => d.event === 'check_run' && d.body.action === 'completed');
+    expect(ci!.body.check_run).toMatchObject({ name: 'ci', head_sha: sha, conclusion: 'success' });
+    const { data: repository } = await octokit.rest.repos.get({ owner: 'gantry', repo: 'demo' });
+    expect(repository.allow_auto_merge).toBe(true);
+    expect((await control.repository('gantry/demo')).protection.requiredChecks).toEqual(['ci']);
 
     expect(await first.kill('SIGKILL')).toBeNull();
     const restarted = await start(env);

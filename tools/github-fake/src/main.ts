@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { startGitHubFake } from './index.js';
-import type { CreateRepositoryInput } from './fake-github.js';
+import type { CreateRepositoryInput, RepositoryUpdate } from './fake-github.js';
 
 /*
  * The fake as a process (npm start runs it when no GitHub token is configured). Settings come from
@@ -18,12 +18,14 @@ function list(value: string | undefined): string[] {
     .filter(Boolean);
 }
 
-function repositoriesFrom(value: string | undefined): CreateRepositoryInput[] {
+/** `owner/name[=/path/to/existing.git]` entries, each with the settings of GANTRY_GITHUB_FAKE_REPOSITORY_SETTINGS. */
+function repositoriesFrom(value: string | undefined, settingsJson: string | undefined): CreateRepositoryInput[] {
+  const { requiredChecks, strict, ...settings } = settingsJson ? (JSON.parse(settingsJson) as RepositoryUpdate) : ({} as RepositoryUpdate);
   return list(value).map((item) => {
     const [fullName, gitDir] = item.split('=');
     const [owner, name] = (fullName ?? '').split('/');
     if (!owner || !name) throw new Error(`GANTRY_GITHUB_FAKE_REPOSITORIES: "${item}" is not owner/name or owner/name=/path/to/repo.git`);
-    return { owner, name, ...(gitDir ? { gitDir: path.resolve(gitDir) } : {}) };
+    return { owner, name, ...(gitDir ? { gitDir: path.resolve(gitDir) } : {}), settings, requiredChecks, strict };
   });
 }
 
@@ -37,7 +39,8 @@ const fake = await startGitHubFake({
   tokens: env.GANTRY_GITHUB_FAKE_TOKENS ? list(env.GANTRY_GITHUB_FAKE_TOKENS) : undefined,
   mergeabilityDelayMs: Number(env.GANTRY_GITHUB_FAKE_MERGEABILITY_DELAY_MS ?? 200),
   refPollMs: Number(env.GANTRY_GITHUB_FAKE_REF_POLL_MS ?? 200),
-  repositories: repositoriesFrom(env.GANTRY_GITHUB_FAKE_REPOSITORIES),
+  repositories: repositoriesFrom(env.GANTRY_GITHUB_FAKE_REPOSITORIES, env.GANTRY_GITHUB_FAKE_REPOSITORY_SETTINGS),
+  autoChecks: list(env.GANTRY_GITHUB_FAKE_AUTO_CHECKS).map((name) => ({ name, delayMs: Number(env.GANTRY_GITHUB_FAKE_AUTO_CHECK_MS ?? 1000) })),
   log,
 });
 
