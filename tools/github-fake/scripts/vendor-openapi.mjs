@@ -50,6 +50,8 @@ const WEBHOOKS = [
   'check-run-completed',
   'check-suite-completed',
   'status',
+  'push',
+  'pull-request-review-submitted',
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

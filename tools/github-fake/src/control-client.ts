@@ -115,6 +115,11 @@ export class GitHubFakeControl {
     return this.call('GET', `${GitHubFakeControl.repoPath(fullName)}/pulls`);
   }
 
+  /** A review by someone (its `pull_request_review.submitted` webhook; reviews do not gate merges here). */
+  submitReview(fullName: string, number: number, review: { state?: 'APPROVED' | 'CHANGES_REQUESTED' | 'COMMENTED'; body?: string; user?: string } = {}): Promise<{ id: number }> {
+    return this.call('POST', `${GitHubFakeControl.repoPath(fullName)}/pulls/${number}/reviews`, review);
+  }
+
   /** Looks at every repository's branches now (pushes are otherwise noticed within refPollMs). */
   refresh(): Promise<void> {
     return this.call('POST', '/refresh');

@@ -30,6 +30,8 @@ import {
   renderRepository,
   renderStatus,
   renderStatusCommit,
+  nodeId,
+  renderSimpleCommit,
   renderUser,
   suiteSummary,
   userId,
@@ -259,6 +261,7 @@ export class FakeGitHub {
     record.branches = Object.fromEntries(now);
     record.pushedAt = new Date().toISOString();
     const fullName = `${record.owner}/${record.name}`;
+    for (const branch of moved) await this.emitPush(record, branch, before[branch] ?? null, now.get(branch) ?? null);
     for (const pull of this.state.pulls) {
       if (pull.repository !== fullName || pull.state !== 'open') continue;
       if (moved.has(pull.headRef)) {
@@ -877,6 +880,79 @@ export class FakeGitHub {
   async combinedStatus(record: RepositoryRecord, ref: string) {
     const sha = await this.resolveRef(record, ref);
     return renderCombinedStatus(this.ctx, this.state, record, sha, latestStatuses(this.state, `${record.owner}/${record.name}`, sha));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Reviews (only their webhook: the fake has no required reviews)
+
+  async submitReview(record: RepositoryRecord, pull: PullRecord, input: { state?: string; body?: string; user?: string }): Promise<Record<string, unknown>> {
+    const state = (input.state ?? 'APPROVED').toLowerCase();
+    if (!['approved', 'changes_requested', 'commented'].includes(state)) throw validationFailed(DOCUMENTATION.root, { resource: 'PullRequestReview', code: 'invalid', field: 'event' });
+    const user = input.user ?? 'reviewer';
+    const id = this.nextId();
+    const pullUrl = `${this.ctx.baseUrl}/repos/${pull.repository}/pulls/${pull.number}`;
+    const htmlUrl = `${this.ctx.baseUrl}/${pull.repository}/pull/${pull.number}#pullrequestreview-${id}`;
+    const review = {
+      id,
+      node_id: nodeId('PRR', id),
+      user: renderUser(this.ctx, user),
+      body: input.body ?? null,
+      commit_id: pull.headSha,
+      submitted_at: new Date().toISOString(),
+      state,
+      html_url: htmlUrl,
+      pull_request_url: pullUrl,
+      author_association: 'MEMBER',
+      _links: { html: { href: htmlUrl }, pull_request: { href: pullUrl } },
+    };
+    const simple = this.renderPullSimple(pull);
+    await this.emit('pull_request_review', { action: 'submitted', review, pull_request: simple }, record, user);
+    return review;
+  }
+
+  /** GitHub's `push` event, for every branch that moved (a push, a merge, a deletion). */
+  private async emitPush(record: RepositoryRecord, branch: string, before: string | null, after: string | null): Promise<void> {
+    const bare = this.git(record);
+    const fullName = `${record.owner}/${record.name}`;
+    const zero = '0'.repeat(40);
+    let commits: { sha: string }[] = [];
+    if (after) {
+      const base = before ?? (branch === record.defaultBranch ? null : (record.branches[record.defaultBranch] ?? null));
+      commits = base ? await bare.commitsBetween(base, after) : [{ sha: after }];
+    }
+    const forced = before !== null && after !== null && !(await bare.isAncestor(before, after));
+    const rendered = [];
+    // GitHub lists at most 20 commits in a push payload.
+    for (const { sha } of commits.slice(-20)) {
+      const info = await bare.commitInfo(sha);
+      rendered.push({
+        ...renderSimpleCommit(info),
+        distinct: true,
+        url: `${this.ctx.baseUrl}/${fullName}/commit/${sha}`,
+        author: { name: info.author.name, email: info.author.email, date: info.author.date },
+        committer: { name: info.committer.name, email: info.committer.email, date: info.committer.date },
+        ...(await bare.filesChanged(sha)),
+      });
+    }
+    const headCommit = rendered.at(-1) ?? (after ? { ...renderSimpleCommit(await bare.commitInfo(after)), distinct: false, url: `${this.ctx.baseUrl}/${fullName}/commit/${after}` } : null);
+    await this.emit(
+      'push',
+      {
+        ref: `refs/heads/${branch}`,
+        before: before ?? zero,
+        after: after ?? zero,
+        created: before === null,
+        deleted: after === null,
+        forced,
+        base_ref: null,
+        compare: `${this.ctx.baseUrl}/${fullName}/compare/${(before ?? zero).slice(0, 12)}...${(after ?? zero).slice(0, 12)}`,
+        commits: rendered,
+        head_commit: headCommit,
+        pusher: { name: PUSHER, email: identityOf(PUSHER).email },
+      },
+      record,
+      PUSHER,
+    );
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -414,6 +414,17 @@ export class HttpFrontend {
         }
         const statusMatch = /^\/statuses\/([0-9a-f]{40})$/.exec(rest);
         if (method === 'POST' && statusMatch) return send(res, 201, await fake.run(() => fake.createStatus(record(), statusMatch[1]!, body, CI)));
+        const reviewMatch = /^\/pulls\/(\d+)\/reviews$/.exec(rest);
+        if (method === 'POST' && reviewMatch) {
+          return send(
+            res,
+            201,
+            await fake.run(async () => {
+              const r = record();
+              return fake.submitReview(r, fake.pull(r, Number(reviewMatch[1])), body as never);
+            }),
+          );
+        }
         if (method === 'GET' && rest === '/pulls') {
           return send(
             res,

@@ -50,6 +50,30 @@ describe('webhook deliveries', () => {
     expect(opened!.body).toMatchObject({ action: 'opened', number: 1, pull_request: { head: { ref: 'feature/signed' } }, sender: { login: 'gantry' } });
   });
 
+  it('a git push becomes a push event with its commits and files; a deletion and a force-push say so', async () => {
+    const first = await pushBranch('feature/push');
+    const [created] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'push' && d.body.ref === 'refs/heads/feature/push');
+    expect(created!.body).toMatchObject({ created: true, deleted: false, forced: false, after: first, before: '0'.repeat(40), head_commit: { id: first } });
+    expect(created!.body.commits).toEqual([expect.objectContaining({ id: first, added: ['feature/push.txt'], message: 'Work on feature/push' })]);
+    clone.git('push', '-q', '--force', 'origin', 'origin/main:refs/heads/feature/push');
+    await fake.control.refresh();
+    const [forced] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'push' && d.body.before === first);
+    expect(forced!.body.forced).toBe(true);
+    clone.git('push', '-q', 'origin', '--delete', 'feature/push');
+    await fake.control.refresh();
+    const [deleted] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'push' && d.body.deleted === true);
+    expect(deleted!.body).toMatchObject({ after: '0'.repeat(40), head_commit: null });
+  });
+
+  it('a review someone submits is a pull_request_review event', async () => {
+    const { octokit } = octokitFor(fake);
+    const head = await pushBranch('feature/review');
+    const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/review', base: 'main', title: 'review me' });
+    await fake.control.submitReview(repo.fullName, pr.number, { state: 'CHANGES_REQUESTED', body: 'Please fix', user: 'alice' });
+    const [review] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'pull_request_review');
+    expect(review!.body).toMatchObject({ action: 'submitted', review: { state: 'changes_requested', commit_id: head, user: { login: 'alice' } }, pull_request: { number: pr.number } });
+  });
+
   it('a receiver with another secret sees the signature fail', async () => {
     const wrong = await startWebhookReceiver('not-the-secret');
     try {

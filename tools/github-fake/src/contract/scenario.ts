@@ -107,6 +107,7 @@ export async function runScenario(fake: GitHubFake, owner: string, name: string)
     await octokit.rest.pulls.get({ owner, repo: name, pull_number: 999 }).catch(ignore);
     await octokit.rest.pulls.list({ owner, repo: name, head: `${owner}:story/one`, state: 'open' });
     await octokit.rest.pulls.update({ owner, repo: name, pull_number: pr1.number, title: 'Story one, renamed', body: 'edited' });
+    await fake.control.submitReview(repo.fullName, pr1.number, { state: 'APPROVED', body: 'Looks good' });
     await graphql(PULL_QUERY, { owner, name, number: pr1.number });
     await graphql(NODE_QUERY, { id: pr1.node_id });
 
@@ -166,6 +167,11 @@ export async function runScenario(fake: GitHubFake, owner: string, name: string)
     await octokit.rest.pulls.merge({ owner, repo: name, pull_number: pr4.number }).catch(ignore); // 405 conflict
     await graphql(PULL_QUERY, { owner, name, number: pr4.number });
     await graphql(PULL_QUERY, { owner, name, number: 999 });
+
+    clone.git('push', '-q', 'origin', '--delete', 'story/three');
+    await fake.control.refresh();
+    clone.git('push', '-q', '--force', 'origin', `${head1}:refs/heads/story/two`);
+    await fake.control.refresh();
 
     await fake.control.setMergeabilityMode('auto');
     record.deliveries = (await fake.control.deliveries()).filter((d) => d.payload.repository?.full_name === repo.fullName);

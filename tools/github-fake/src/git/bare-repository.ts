@@ -122,6 +122,20 @@ export class BareRepository {
     };
   }
 
+  /** Paths a commit added, removed and modified (against its first parent). */
+  async filesChanged(sha: string): Promise<{ added: string[]; removed: string[]; modified: string[] }> {
+    const { stdout } = await this.git(['diff-tree', '--root', '--no-commit-id', '--name-status', '-r', '-z', sha]);
+    const parts = stdout.split('\0').filter(Boolean);
+    const changed = { added: [] as string[], removed: [] as string[], modified: [] as string[] };
+    for (let i = 0; i + 1 < parts.length; i += 2) {
+      const [status, file] = [parts[i]!, parts[i + 1]!];
+      if (status.startsWith('A')) changed.added.push(file);
+      else if (status.startsWith('D')) changed.removed.push(file);
+      else changed.modified.push(file);
+    }
+    return changed;
+  }
+
   /** Commits reachable from `head` and not from `base`, oldest first, with their subjects. */
   async commitsBetween(base: string, head: string): Promise<{ sha: string; subject: string; body: string }[]> {
     const { stdout } = await this.git(['log', '--reverse', '--format=%H%x1f%s%x1f%b%x1e', `${base}..${head}`]);
