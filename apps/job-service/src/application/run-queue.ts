@@ -1,17 +1,22 @@
 import { randomUUID } from 'node:crypto';
-import { jobIdFor, type enqueueJob, type ReplyOf, type RequestOf } from '@gantry/contracts';
-import { decideWithin, type CommandMetadata, type EventStore } from '@gantry/eventstore';
+import { coalescingStreamId, jobIdFor, type CoalescingKey, type enqueueJob, type ReplyOf, type RequestOf } from '@gantry/contracts';
+import { decideWithin, type CommandMetadata, type EventStore, type UnitOfWork } from '@gantry/eventstore';
 import {
   coalesceIntoJobCommand,
   COALESCING_WINDOW_MS,
+  coalescingKeyOf,
+  coalescingWindowOpened,
   enqueueJobCommand,
   enqueueRequestHash,
+  evolveCoalescingWindows,
   IDEMPOTENCY_WINDOW_MS,
+  initialCoalescingWindows,
   jobDecider,
   productResolution,
   routeEnqueue,
   runQueueEntry,
   runQueueRequest,
+  type CoalescingEvent,
   type Job,
 } from '../domain/index.js';
 import { jobRow, loadJob, productRow } from '../infrastructure/job-store.js';
@@ -19,38 +24,78 @@ import { jobRow, loadJob, productRow } from '../infrastructure/job-store.js';
 export type EnqueueRequest = RequestOf<typeof enqueueJob>;
 export type EnqueueReply = ReplyOf<typeof enqueueJob>;
 
+/** How much older than the window a key's stream is read back: openings stamped by replicas whose clocks differ. */
+const CLOCK_MARGIN_MS = 60_000;
+
 /**
- * The run queue: the idempotency key suppresses a repeat for 24 h through its receipt
- * (stored with the events, expiring after the window) — a repeat answers `deduplicated` with the
- * job; a request for the same product, kind, agent profile and reason within 5 s joins the queued
- * job (`coalesced`, its payload appended) unless either side is excluded from coalescing.
- * Coalescing is serialised per coalescing key with a transaction-scoped advisory lock, so two
- * concurrent requests never both create.
+ * The jobs opened under a coalescing key recently enough to matter, and the version of the key's
+ * stream: read from its end until an opening older than the window (a key's stream grows by one
+ * event per job created under it; a request never reads further back than it needs).
+ */
+async function recentOpenings(uow: UnitOfWork, streamId: string, now: string): Promise<{ version: number; jobIds: string[] }> {
+  const since = Date.parse(now) - COALESCING_WINDOW_MS - CLOCK_MARGIN_MS;
+  for (let count = 16; ; count *= 4) {
+    const tail = await uow.readStreamTail(streamId, count);
+    const oldest = tail.events[0]?.data as CoalescingEvent['data'] | undefined;
+    if (tail.events.length < count || !oldest || Date.parse(oldest.openedAt) < since) {
+      const state = tail.events.reduce((s, e) => evolveCoalescingWindows(s, e as CoalescingEvent), initialCoalescingWindows);
+      return { version: tail.version, jobIds: state.opened.filter((o) => Date.parse(o.openedAt) >= since).map((o) => o.jobId) };
+    }
+  }
+}
+
+/**
+ * Requests for one coalescing key take turns within this process: they would only conflict on the
+ * key's stream (or on the job they join) and retry each other out. Across replicas the appends'
+ * compare-and-set still decides. Hand-written: a promise chain per key, nothing a library adds.
+ */
+const turns = new Map<string, Promise<unknown>>();
+
+async function inTurn<T>(key: string, work: () => Promise<T>): Promise<T> {
+  const before = turns.get(key) ?? Promise.resolve();
+  const mine = before.then(work, work);
+  const settled = mine.catch(() => undefined);
+  turns.set(key, settled);
+  try {
+    return await mine;
+  } finally {
+    if (turns.get(key) === settled) turns.delete(key);
+  }
+}
+
+/**
+ * The run queue: the idempotency key suppresses a repeat for 24 h through its receipt (stored with
+ * the events, expiring after the window) — a repeat answers `deduplicated` with the job; a request
+ * for the same product, kind, agent profile and reason within 5 s joins the queued job
+ * (`coalesced`, its payload appended) unless either side is excluded from coalescing. The rule is
+ * routeEnqueue's; the candidates are the jobs the key's stream opened, and a new job is recorded
+ * there at the version read, so two concurrent requests never both create (the loser retries and
+ * joins the winner's job).
  */
 export async function enqueueJobRequest(store: EventStore, request: EnqueueRequest, metadata: CommandMetadata): Promise<EnqueueReply> {
+  const key = coalescingKeyOf(runQueueRequest(request, { now: store.clock().toISOString() }));
+  return key ? inTurn(coalescingStreamId(key), () => enqueueOnce(store, request, metadata)) : enqueueOnce(store, request, metadata);
+}
+
+async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata: CommandMetadata): Promise<EnqueueReply> {
   const requestHash = enqueueRequestHash(request);
   const executed = await store.execute<EnqueueReply>(
     { metadata, idempotency: { scope: 'jobs.enqueue_job', key: request.idempotencyKey, request: { requestHash }, ttlMs: IDEMPOTENCY_WINDOW_MS } },
     async (uow) => {
       const now = store.clock().toISOString();
-      const coalescible = !request.excludeFromCoalescing && request.agentProfile !== undefined;
-      if (coalescible) {
-        const key = ['coalesce', request.productId, request.kind, request.agentProfile!.id, request.reason ?? ''].map((p) => JSON.stringify(p)).join(',');
-        await uow.sql.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [key]);
-        const { rows } = await uow.sql.query<{ job_id: string }>(
-          `SELECT job_id FROM jobs
-            WHERE status = 'QUEUED' AND NOT exclude_from_coalescing AND product_id = $1 AND kind = $2
-              AND agent_profile_id = $3 AND reason IS NOT DISTINCT FROM $4 AND created_at > $5::timestamptz - make_interval(secs => $6)
-            ORDER BY created_at, job_id`,
-          [request.productId, request.kind, request.agentProfile!.id, request.reason ?? null, now, COALESCING_WINDOW_MS / 1000],
-        );
-        // The view row may lag a claim committing right now: the stream decides whether the job still takes requests.
+      const routing = runQueueRequest(request, { now });
+      const key: CoalescingKey | null = coalescingKeyOf(routing);
+      let opening: { streamId: string; version: number } | null = null;
+      if (key) {
+        const streamId = coalescingStreamId(key);
+        const recent = await recentOpenings(uow, streamId, now);
+        opening = { streamId, version: recent.version };
         const candidates: Job[] = [];
-        for (const row of rows) {
-          const job = await loadJob(store, row.job_id, uow.sql);
-          if (job && job.status === 'QUEUED') candidates.push(job);
+        for (const jobId of recent.jobIds) {
+          const job = await loadJob(store, jobId, uow.sql);
+          if (job) candidates.push(job);
         }
-        const decision = routeEnqueue(runQueueRequest(request, { now }), candidates.map(runQueueEntry));
+        const decision = routeEnqueue(routing, candidates.map(runQueueEntry));
         if (decision.outcome === 'deduplicated') {
           // Only reachable when the receipt has gone while a job still lists the key: the job answers.
           const job = candidates.find((c) => c.jobId === decision.jobId)!;
@@ -62,6 +107,7 @@ export async function enqueueJobRequest(store: EventStore, request: EnqueueReque
         }
       }
       const jobId = jobIdFor(randomUUID());
+      if (key && opening) await uow.append(opening.streamId, opening.version, [coalescingWindowOpened(key, jobId, now)]);
       const product = await productRow(uow.sql, request.productId);
       await decideWithin(uow, jobDecider, jobId, enqueueJobCommand(request, { jobId, now, product: product ? productResolution(product) : null }));
       return { jobId, outcome: 'created', status: 'QUEUED' };

@@ -8,6 +8,7 @@
 //   rollback causes, verified push, cancelled run     job/decider.ts (docs/jobs.md)
 //   offers on gantry.dispatch.<kind>                  job/offer.ts           jobOfferFor
 //   24 h idempotency, 5 s coalescing, exclusion       run-queue/run-queue.ts routeEnqueue
+//   a coalescing key's stream of opened jobs          run-queue/coalescing.ts
 //   sprint run states, pause context, resume          sprint-run/decider.ts  decideSprintRun / transitionSprintRun
 //   sprint run effects (question, enqueue, PR ready)  sprint-run/effects.ts  sprintRunEffects
 //   products: repository, target branch, PR rules     product/decider.ts     decideProduct (jobs and sprint runs
@@ -38,6 +39,8 @@ export {
 
 export type { RunQueueEntry, RunQueueRequest, RunQueueDecision } from './run-queue/run-queue.js';
 export { routeEnqueue, IDEMPOTENCY_WINDOW_MS, COALESCING_WINDOW_MS } from './run-queue/run-queue.js';
+export type { CoalescingEvent, CoalescingWindows } from './run-queue/coalescing.js';
+export { coalescingKeyOf, coalescingWindowOpened, evolveCoalescingWindows, initialCoalescingWindows } from './run-queue/coalescing.js';
 
 export type { SprintRunCommand, SprintRunCommandType } from './sprint-run/commands.js';
 export type { SprintRunEvent } from './sprint-run/events.js';

@@ -9,3 +9,4 @@ export * from './views.js';
 export * from './queries.js';
 export * from './dispatch.js';
 export * from './agent-reports.js';
+export * from './run-queue-events.js';

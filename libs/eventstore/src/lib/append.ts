@@ -43,6 +43,16 @@ export async function readStreamEvents(sql: pg.PoolClient | pg.Pool, streamId: s
   return rows.map(toStoredEvent);
 }
 
+/** The last `count` events of a stream (oldest first) and the stream's version. */
+export async function readStreamTail(sql: pg.PoolClient | pg.Pool, streamId: string, count: number): Promise<{ version: number; events: StoredEvent[] }> {
+  const { rows } = await sql.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version DESC LIMIT $2`, [
+    streamId,
+    count,
+  ]);
+  const events = rows.map(toStoredEvent).reverse();
+  return { version: events.at(-1)?.streamVersion ?? 0, events };
+}
+
 export async function streamVersionOf(sql: pg.PoolClient | pg.Pool, streamId: string): Promise<number> {
   const { rows } = await sql.query<{ v: number | null }>(`SELECT max(stream_version) AS v FROM events WHERE stream_id = $1`, [streamId]);
   return rows[0]?.v ?? 0;

@@ -59,6 +59,15 @@ describe('event store', () => {
     expect(events[0]!.position).toBeLessThan(events[2]!.position);
   });
 
+  it('reads the last n events of a stream, oldest first, with the stream version', async () => {
+    const stream = `s-${randomUUID()}`;
+    await store.append(stream, 0, [1, 2, 3, 4, 5].map((n) => ({ type: 'N', data: { n } })), meta);
+    const tail = await store.readStreamTail(stream, 2);
+    expect(tail.version).toBe(5);
+    expect(tail.events.map((e) => [e.streamVersion, (e.data as { n: number }).n])).toEqual([[4, 4], [5, 5]]);
+    expect(await store.readStreamTail(`s-${randomUUID()}`, 2)).toEqual({ version: 0, events: [] });
+  });
+
   it('refuses an append at a stale expected version and writes nothing', async () => {
     const stream = `s-${randomUUID()}`;
     await store.append(stream, 0, [{ type: 'A', data: {} }], meta);

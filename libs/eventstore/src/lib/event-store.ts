@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { withTransaction } from './database.js';
-import { appendEvents, EVENT_COLUMNS, readStreamEvents, streamVersionOf, toStoredEvent, type EventRow } from './append.js';
+import { appendEvents, EVENT_COLUMNS, readStreamEvents, readStreamTail, streamVersionOf, toStoredEvent, type EventRow } from './append.js';
 import { GroupCommit, type GroupCommitLimits } from './group-commit.js';
 import type { Projection } from './projection.js';
 import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
@@ -57,6 +57,11 @@ export class EventStore {
 
   readStream(streamId: string, sql: pg.PoolClient | pg.Pool = this.pool): Promise<StoredEvent[]> {
     return readStreamEvents(sql, streamId);
+  }
+
+  /** The last `count` events of a stream, oldest first, with the stream's version (for streams read from their recent end). */
+  readStreamTail(streamId: string, count: number, sql: pg.PoolClient | pg.Pool = this.pool): Promise<{ version: number; events: StoredEvent[] }> {
+    return readStreamTail(sql, streamId, count);
   }
 
   /** Committed events after a global position, in position order. */

@@ -21,6 +21,10 @@ export class UnitOfWork {
     return this.store.readStream(streamId, this.sql);
   }
 
+  readStreamTail(streamId: string, count: number): Promise<{ version: number; events: StoredEvent[] }> {
+    return this.store.readStreamTail(streamId, count, this.sql);
+  }
+
   /**
    * Appends with the expected stream version. The unique (stream_id, stream_version) constraint is
    * the compare-and-set: a concurrent writer that got there first makes this throw VERSION_CONFLICT.

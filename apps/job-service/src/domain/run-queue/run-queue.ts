@@ -1,4 +1,5 @@
 import { ErrorCode, GantryError, type JobKind, type JobStatus } from '@gantry/contracts';
+import { coalescingKeyOf } from './coalescing.js';
 
 /** A repeat of an idempotency key within this window reports the existing job (fixed: AC-H6). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -61,7 +62,7 @@ export function routeEnqueue(request: RunQueueRequest, recent: readonly RunQueue
     }
   }
 
-  if (request.excludeFromCoalescing || request.agentProfileId === null) return { outcome: 'created' };
+  if (coalescingKeyOf(request) === null) return { outcome: 'created' };
 
   const target = recent
     .filter(
