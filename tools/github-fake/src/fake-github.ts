@@ -818,7 +818,8 @@ export class FakeGitHub {
     return run;
   }
 
-  async listCheckRuns(record: RepositoryRecord, ref: string, query: URLSearchParams) {
+  /** The check runs of a ref (newest first), filtered as GitHub's `filter`, `check_name` and `status` do. */
+  async listCheckRuns(record: RepositoryRecord, ref: string, query: URLSearchParams): Promise<CheckRunRecord[]> {
     const sha = await this.resolveRef(record, ref);
     const fullName = `${record.owner}/${record.name}`;
     let runs =
@@ -829,7 +830,7 @@ export class FakeGitHub {
     if (name) runs = runs.filter((r) => r.name === name);
     const status = query.get('status');
     if (status) runs = runs.filter((r) => r.status === status);
-    return { total_count: runs.length, check_runs: runs.map((r) => renderCheckRun(this.ctx, this.state, r)) };
+    return runs;
   }
 
   async createStatus(record: RepositoryRecord, shaInput: string, input: Record<string, unknown>, actor: string) {

@@ -302,9 +302,7 @@ export class HttpFrontend {
         '/pulls',
         locked(async (m, query) => {
           const pulls = fake.listPulls(recordOf(m), query);
-          const perPage = Math.min(Math.max(Number(query.get('per_page') ?? 30) || 30, 1), 100);
-          const page = Math.max(Number(query.get('page') ?? 1) || 1, 1);
-          const last = Math.max(Math.ceil(pulls.length / perPage), 1);
+          const { page, perPage, last } = pageOf(query, pulls.length);
           return ok(
             pulls.slice((page - 1) * perPage, page * perPage).map((p) => fake.renderPullSimple(p)),
             200,
@@ -360,7 +358,19 @@ export class HttpFrontend {
           return ok(fake.renderCheckRun(run));
         }),
       ),
-      route('GET', '/commits/(.+)/check-runs', locked(async (m, query) => ok(await fake.listCheckRuns(recordOf(m), decodeURIComponent(m[3]!), query)))),
+      route(
+        'GET',
+        '/commits/(.+)/check-runs',
+        locked(async (m, query) => {
+          const runs = await fake.listCheckRuns(recordOf(m), decodeURIComponent(m[3]!), query);
+          const { page, perPage, last } = pageOf(query, runs.length);
+          return ok(
+            { total_count: runs.length, check_runs: runs.slice((page - 1) * perPage, page * perPage).map((r) => fake.renderCheckRun(r)) },
+            200,
+            linkHeader(`${fake.ctx.baseUrl}/repos/${m[1]}/${m[2]}/commits/${m[3]}/check-runs`, query, page, last),
+          );
+        }),
+      ),
       route('GET', '/commits/(.+)/status', locked(async (m) => ok(await fake.combinedStatus(recordOf(m), decodeURIComponent(m[3]!))))),
       route('POST', '/statuses/([^/]+)', locked(async (m, _q, body) => ok(await fake.createStatus(recordOf(m), decodeURIComponent(m[3]!), body, ACTOR), 201))),
     ];
@@ -529,6 +539,13 @@ function deliveryView(delivery: { id: string; hookId: number; url: string; event
     attempts: delivery.attempts,
     payload: JSON.parse(delivery.body) as unknown,
   };
+}
+
+/** GitHub's `per_page` (default 30, at most 100) and `page` (from 1), and the last page for `total` items. */
+function pageOf(query: URLSearchParams, total: number): { page: number; perPage: number; last: number } {
+  const perPage = Math.min(Math.max(Number(query.get('per_page') ?? 30) || 30, 1), 100);
+  const page = Math.max(Number(query.get('page') ?? 1) || 1, 1);
+  return { page, perPage, last: Math.max(Math.ceil(total / perPage), 1) };
 }
 
 /** GitHub's pagination: a Link header with next/last (and prev/first) when there is more than one page. */

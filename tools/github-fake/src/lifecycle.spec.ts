@@ -216,6 +216,16 @@ describe('lists and pages', () => {
     expect(all.map((p) => p.number)).toEqual([3, 2, 1]);
   });
 
+  it('pages check runs too, and Octokit’s paginate collects them all', async () => {
+    const { sha } = await open('story/many-checks');
+    for (const check of ['a', 'b', 'c']) await fake.control.setCheck(repo.fullName, { sha, name: check, conclusion: 'success' });
+    const first = await octokit.rest.checks.listForRef({ owner, repo: name(), ref: sha, per_page: 2 });
+    expect(first.data.total_count).toBe(3);
+    expect(first.data.check_runs).toHaveLength(2);
+    const all = await octokit.paginate(octokit.rest.checks.listForRef, { owner, repo: name(), ref: sha, per_page: 2 });
+    expect(all.map((r) => r.name).sort()).toEqual(['a', 'b', 'c']);
+  });
+
   it('serves the PR’s html_url as a page', async () => {
     const { pr } = await open('story/page');
     const page = await fetch(pr.html_url);
