@@ -13,7 +13,14 @@ import type { DeliveryRule, WebhookDispatcher, WebhookTarget } from './webhooks.
  * the way of that.
  */
 
-export type FaultKind = 'primary_rate_limit' | 'secondary_rate_limit' | 'server_error';
+/**
+ * `primary_rate_limit`, `secondary_rate_limit`, `server_error`: the request is refused and nothing
+ * happens. `lost_response`: the request takes effect, then the connection is closed without an
+ * answer (a reply lost on the way). `delayed_response`: it takes effect and the answer waits
+ * `delayMs` (time for a test to SIGKILL the caller between GitHub's effect and the caller's record).
+ */
+export type FaultKind = 'primary_rate_limit' | 'secondary_rate_limit' | 'server_error' | 'lost_response' | 'delayed_response';
+const FAULT_KINDS: FaultKind[] = ['primary_rate_limit', 'secondary_rate_limit', 'server_error', 'lost_response', 'delayed_response'];
 
 export interface Fault {
   kind: FaultKind;
@@ -28,6 +35,8 @@ export interface Fault {
   resetInSeconds?: number;
   /** Server error: the status (default 502). */
   status?: number;
+  /** Delayed response: how long the answer waits (default 5000 ms). */
+  delayMs?: number;
 }
 
 export interface RequestLogEntry {
@@ -40,6 +49,8 @@ export interface RequestLogEntry {
   /** The GraphQL mutations/fields at the top of the document (e.g. enablePullRequestAutoMerge). */
   graphqlFields: string[];
   fault: FaultKind | null;
+  /** False while a delayed answer waits, and for a lost one. */
+  answered: boolean;
 }
 
 interface RateWindow {
@@ -142,12 +153,23 @@ export class HttpFrontend {
       operationName: isGraphQL && typeof body.operationName === 'string' ? body.operationName : null,
       graphqlFields: isGraphQL && typeof body.query === 'string' ? topLevelFields(body.query) : [],
       fault: null,
+      answered: false,
     };
     this.log.push(entry);
+    let afterEffect: Fault | null = null;
     const reply = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
       entry.status = status;
-      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-      send(res, status, payload);
+      if (afterEffect?.kind === 'lost_response') {
+        res.destroy();
+        return;
+      }
+      const answer = () => {
+        for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+        send(res, status, payload);
+        entry.answered = true;
+      };
+      if (afterEffect?.kind === 'delayed_response') setTimeout(answer, afterEffect.delayMs ?? 5000).unref();
+      else answer();
     };
 
     // Authentication first, as on GitHub: a bad token is 401 whatever else is wrong.
@@ -160,8 +182,9 @@ export class HttpFrontend {
     const window = this.rateWindow(`${token ?? 'anonymous'}:${resource}`);
 
     const fault = this.takeFault(method, url.pathname);
-    if (fault) {
-      entry.fault = fault.kind;
+    if (fault) entry.fault = fault.kind;
+    if (fault?.kind === 'lost_response' || fault?.kind === 'delayed_response') afterEffect = fault;
+    else if (fault) {
       const failure = this.faultResponse(fault, window, resource);
       return reply(failure.status, failure.body, failure.headers);
     }
@@ -495,7 +518,7 @@ export class HttpFrontend {
       }
       if (method === 'POST' && path === '/faults') {
         const fault = body as unknown as Fault;
-        if (!['primary_rate_limit', 'secondary_rate_limit', 'server_error'].includes(fault.kind)) return send(res, 400, { message: `unknown fault kind ${String(fault.kind)}` });
+        if (!FAULT_KINDS.includes(fault.kind)) return send(res, 400, { message: `unknown fault kind ${String(fault.kind)}` });
         this.faults.push({ ...fault, remaining: fault.count ?? 1 });
         return send(res, 201, { ok: true });
       }

@@ -1,4 +1,5 @@
 import { RequestError } from '@octokit/request-error';
+import { eventually } from '@gantry/testing';
 import { startGitHubFake, type GitHubFake, type RepositorySummary } from './index.js';
 import { Clone, octokitFor, startWebhookReceiver } from './testing/harness.js';
 
@@ -209,6 +210,42 @@ describe('rate limits, server errors and credentials', () => {
     const error = await octokit.rest.pulls.merge({ owner, repo: name(), pull_number: pr.data.number, sha: head }).catch((e: unknown) => e as RequestError);
     expect((error as RequestError).status).toBe(405);
     expect(await fake.control.requests({ method: 'PUT', path: `/pulls/${pr.data.number}/merge` })).toHaveLength(1);
+  });
+
+  it('a lost response: the PR is created but the answer never arrives; Octokit retries and meets GitHub’s 422', async () => {
+    const { octokit } = octokitFor(fake);
+    await pushBranch('feature/lost');
+    await fake.control.injectFault({ kind: 'lost_response', method: 'POST', path: `/repos/${repo.fullName}/pulls` });
+    const error = (await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/lost', base: 'main', title: 'lost' }).catch((e: unknown) => e)) as RequestError;
+    expect(error.status).toBe(422);
+    expect(JSON.stringify(error.response?.data)).toContain(`A pull request already exists for ${owner}:feature/lost.`);
+    const creates = await fake.control.requests({ method: 'POST', path: `/repos/${repo.fullName}/pulls` });
+    expect(creates.map((r) => [r.status, r.fault, r.answered])).toEqual([
+      [201, 'lost_response', false],
+      [422, null, true],
+    ]);
+    expect(await fake.control.pulls(repo.fullName)).toHaveLength(1);
+  });
+
+  it('a delayed response: the effect is visible on GitHub before the caller hears of it', async () => {
+    const { octokit } = octokitFor(fake);
+    await pushBranch('feature/slow');
+    await fake.control.injectFault({ kind: 'delayed_response', method: 'POST', path: `/repos/${repo.fullName}/pulls`, delayMs: 60_000 });
+    let answered = false;
+    const creating = octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/slow', base: 'main', title: 'slow' }).finally(() => {
+      answered = true;
+    });
+    const [pull] = await eventually(async () => {
+      const pulls = await fake.control.pulls(repo.fullName);
+      return pulls.length ? pulls : undefined;
+    }, { what: 'the PR to exist on the fake' });
+    expect(pull!.head.ref).toBe('feature/slow');
+    expect(answered).toBe(false);
+    const [request] = await fake.control.requests({ method: 'POST', path: `/repos/${repo.fullName}/pulls` });
+    expect(request).toMatchObject({ status: 201, answered: false, fault: 'delayed_response' });
+    await fake.control.clearFaults();
+    // The answer stays pending (a caller SIGKILLed now would never hear it); closing the fake ends it.
+    void creating.catch(() => undefined);
   });
 
   it('with tokens configured, a wrong token is 401 Bad credentials and no token is 401 Requires authentication', async () => {
