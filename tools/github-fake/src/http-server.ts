@@ -59,6 +59,7 @@ interface RateWindow {
 }
 
 const RATE_LIMIT = 5000;
+const MAX_LOGGED_REQUESTS = 10_000;
 const ACTOR = 'gantry';
 /** Who check runs and statuses set through the control API come from. */
 const CI = 'github-fake-ci';
@@ -156,6 +157,8 @@ export class HttpFrontend {
       answered: false,
     };
     this.log.push(entry);
+    // A long-running fake (npm start) keeps the most recent requests only.
+    if (this.log.length > MAX_LOGGED_REQUESTS) this.log.splice(0, this.log.length - MAX_LOGGED_REQUESTS);
     let afterEffect: Fault | null = null;
     const reply = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
       entry.status = status;

@@ -47,6 +47,7 @@ export interface DeliveryRule {
 }
 
 const DELIVERY_TIMEOUT_MS = 10_000;
+const MAX_KEPT_DELIVERIES = 10_000;
 
 export class WebhookDispatcher {
   private targets: (WebhookTarget & { hookId: number })[] = [];
@@ -85,6 +86,8 @@ export class WebhookDispatcher {
         attempts: [],
       };
       this.deliveries.push(delivery);
+      // A long-running fake keeps the most recent deliveries (older ones can no longer be redelivered).
+      if (this.deliveries.length > MAX_KEPT_DELIVERIES) this.deliveries.splice(0, this.deliveries.length - MAX_KEPT_DELIVERIES);
       const rule = this.takeRule(event, action);
       if (rule?.effect === 'drop') {
         delivery.state = 'dropped';
