@@ -160,6 +160,34 @@ export class GraphQLEndpoint {
       rebaseMergeAllowed: record.settings.allowRebaseMerge,
       deleteBranchOnMerge: record.settings.deleteBranchOnMerge,
       defaultBranchRef: { __typename: 'Ref', name: record.defaultBranch },
+      pullRequests: (args: { headRefName?: string; baseRefName?: string; states?: string[]; first?: number; last?: number }) => {
+        if (args.first === undefined && args.last === undefined) {
+          throw new GraphQLFailure('MISSING_PAGINATION_BOUNDARIES', 'You must provide a `first` or `last` value to properly paginate the `pullRequests` connection.');
+        }
+        // Default order: by creation, oldest first (GitHub's CREATED_AT ASC); `orderBy` is not modelled.
+        const matching = this.fake.state.pulls
+          .filter((p) => p.repository === fullName)
+          .filter((p) => args.headRefName === undefined || p.headRef === args.headRefName)
+          .filter((p) => args.baseRefName === undefined || p.baseRef === args.baseRefName)
+          .filter((p) => !args.states || args.states.includes(p.mergedAt ? 'MERGED' : p.state === 'open' ? 'OPEN' : 'CLOSED'))
+          .sort((a, b) => a.number - b.number);
+        const page = args.first !== undefined ? matching.slice(0, args.first) : matching.slice(Math.max(matching.length - (args.last ?? 0), 0));
+        const cursor = (p: PullRecord) => Buffer.from(`cursor:${p.number}`).toString('base64');
+        const nodes = page.map((p) => this.pullView(p));
+        return {
+          __typename: 'PullRequestConnection',
+          totalCount: matching.length,
+          nodes,
+          edges: page.map((p, i) => ({ __typename: 'PullRequestEdge', cursor: cursor(p), node: nodes[i] })),
+          pageInfo: {
+            __typename: 'PageInfo',
+            hasNextPage: args.first !== undefined && matching.length > page.length,
+            hasPreviousPage: args.last !== undefined && matching.length > page.length,
+            startCursor: page[0] ? cursor(page[0]) : null,
+            endCursor: page.at(-1) ? cursor(page.at(-1)!) : null,
+          },
+        };
+      },
       pullRequest: (args: { number: number }) => {
         const pull = this.fake.state.pulls.find((p) => p.repository === fullName && p.number === args.number);
         if (!pull) throw new GraphQLFailure('NOT_FOUND', `Could not resolve to a PullRequest with the number of ${args.number}.`);

@@ -313,6 +313,24 @@ describe('ready for review and auto-merge (GraphQL)', () => {
     expect(events.map((e) => e.body.action)).toEqual(['auto_merge_enabled', 'closed']);
   });
 
+  it('finds a branch’s PRs by state through the pullRequests connection', async () => {
+    const pr = await openPull('feature/lookup');
+    const query = `query($owner: String!, $name: String!, $branch: String!, $states: [PullRequestState!]) {
+      repository(owner: $owner, name: $name) { pullRequests(headRefName: $branch, states: $states, first: 10) { totalCount nodes { number state } } }
+    }`;
+    type Result = { repository: { pullRequests: { totalCount: number; nodes: { number: number; state: string }[] } } };
+    const open = await octokit.graphql<Result>(query, { owner, name: name(), branch: 'feature/lookup', states: ['OPEN'] });
+    expect(open.repository.pullRequests).toEqual({ totalCount: 1, nodes: [{ number: pr.number, state: 'OPEN' }] });
+    await octokit.rest.pulls.merge({ owner, repo: name(), pull_number: pr.number });
+    const stillOpen = await octokit.graphql<Result>(query, { owner, name: name(), branch: 'feature/lookup', states: ['OPEN'] });
+    expect(stillOpen.repository.pullRequests.totalCount).toBe(0);
+    const merged = await octokit.graphql<Result>(query, { owner, name: name(), branch: 'feature/lookup', states: ['MERGED'] });
+    expect(merged.repository.pullRequests.nodes).toEqual([{ number: pr.number, state: 'MERGED' }]);
+    await expect(octokit.graphql(`{ repository(owner: "${owner}", name: "${name()}") { pullRequests(headRefName: "x") { totalCount } } }`)).rejects.toMatchObject({
+      errors: [expect.objectContaining({ type: 'MISSING_PAGINATION_BOUNDARIES' })],
+    });
+  });
+
   it('answers NOT_FOUND for an unknown PR number or node id', async () => {
     await expect(readPull(99)).rejects.toMatchObject({ errors: [expect.objectContaining({ type: 'NOT_FOUND', message: 'Could not resolve to a PullRequest with the number of 99.' })] });
     await expect(octokit.graphql('mutation { markPullRequestReadyForReview(input: { pullRequestId: "PR_nope" }) { clientMutationId } }')).rejects.toMatchObject({

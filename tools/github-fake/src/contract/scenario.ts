@@ -44,6 +44,17 @@ export const NODE_QUERY = `query PullByNode($id: ID!) {
   node(id: $id) { __typename id ... on PullRequest { number isDraft headRefOid mergeStateStatus } }
 }`;
 
+export const PULLS_BY_BRANCH = `query PullsByBranch($owner: String!, $name: String!, $branch: String!) {
+  repository(owner: $owner, name: $name) {
+    pullRequests(headRefName: $branch, states: [OPEN, MERGED], first: 5) {
+      totalCount
+      nodes { id number state headRefOid }
+      edges { cursor node { number } }
+      pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+    }
+  }
+}`;
+
 export const READY_MUTATION = `mutation Ready($id: ID!) {
   markPullRequestReadyForReview(input: { pullRequestId: $id, clientMutationId: "ready-1" }) {
     clientMutationId pullRequest { id isDraft }
@@ -110,6 +121,7 @@ export async function runScenario(fake: GitHubFake, owner: string, name: string)
     await fake.control.submitReview(repo.fullName, pr1.number, { state: 'APPROVED', body: 'Looks good' });
     await graphql(PULL_QUERY, { owner, name, number: pr1.number });
     await graphql(NODE_QUERY, { id: pr1.node_id });
+    await graphql(PULLS_BY_BRANCH, { owner, name, branch: 'story/one' });
 
     const head2 = clone.commitAndPush('story/one', { 'two.txt': '2\n' }, 'Story one, second task');
     await fake.control.refresh();
@@ -127,6 +139,7 @@ export async function runScenario(fake: GitHubFake, owner: string, name: string)
     await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr1.number });
     await octokit.rest.pulls.merge({ owner, repo: name, pull_number: pr1.number }).catch(ignore); // 405: merged already
     await octokit.rest.pulls.list({ owner, repo: name, state: 'all' });
+    await graphql(PULLS_BY_BRANCH, { owner, name, branch: 'story/one' });
 
     // A sprint PR: a draft, ready for review, back to draft and ready again; closed and reopened.
     clone.commitAndPush('sprint/one', { 'sprint.txt': 's\n' }, 'Sprint work');
