@@ -16,6 +16,17 @@ export const ErrorCode = {
   TIMEOUT: 'TIMEOUT',
   UNAVAILABLE: 'UNAVAILABLE',
   INTERNAL: 'INTERNAL',
+  // How an effect on GitHub failed (docs/pr-service.md).
+  /** The head's checks are red. */
+  CHECKS_FAILED: 'CHECKS_FAILED',
+  /** The pull request conflicts with its base (or GitHub refuses the merge as not mergeable). */
+  MERGE_CONFLICT: 'MERGE_CONFLICT',
+  /** GitHub refused the credentials or their permissions. */
+  GH_AUTH_ERROR: 'GH_AUTH_ERROR',
+  /** The repository does not allow auto-merge. */
+  AUTO_MERGE_NOT_ALLOWED: 'AUTO_MERGE_NOT_ALLOWED',
+  /** GitHub failed in a way none of the codes above names. */
+  UNKNOWN: 'UNKNOWN',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -102,3 +102,5 @@ export async function removeTestNamespace(naming: Naming, schema?: string): Prom
   }
   if (schema) await dropSchema(schema);
 }
+
+export { validatesAgainstContract } from './contract-events.js';

@@ -1,24 +1,22 @@
 import { z } from 'zod';
 import { defineEvent } from '../registry.js';
+import { ExternalRefSchema, GitRefSchema, GitShaSchema, JobIdSchema, SprintRunIdSchema, TimestampSchema } from '../jobs/values.js';
+import { MergeMethodSchema, PrStrategySchema, RepositorySchema, RequiredChecksSchema } from '../jobs/products.js';
+import { PullRequestFailureCodeSchema, PullRequestIdSchema } from './values.js';
 
 /**
- * The pull-request events that drive a sprint run (SPEC §2, §4). Only a merge conflict pauses a
- * sprint run; failed checks fail the task or the sprint. The PR is identified by repository and
- * branch, which is how job-service finds the sprint run (its branch).
+ * The pull-request events that drive a sprint run or a task (docs/pr-service.md). Only a merge
+ * conflict pauses a sprint run; failed checks fail the task or the sprint. The PR is identified by
+ * repository and branch, which is how job-service finds the sprint run or the job of that head.
  */
 
-const PullRequestIdSchema = z
-  .string()
-  .min(1)
-  .max(200)
-  .regex(/^pr-[A-Za-z0-9_-]+$/, 'a pull request stream id is pr-<token>');
-const RepositorySchema = z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'a repository is owner/name');
+const LooseRepositorySchema = z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'a repository is owner/name');
 const BranchSchema = z.string().min(1).max(255).regex(/^(?!-)(?!.*\.\.)[^\s~^:?*[\\]+$/, 'a git ref name');
 const ShaSchema = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, 'a full git object id');
 
 const pullRequest = {
   pullRequestId: PullRequestIdSchema,
-  repository: RepositorySchema,
+  repository: LooseRepositorySchema,
   branch: BranchSchema,
   baseBranch: BranchSchema,
   prNumber: z.number().int().positive(),
@@ -89,3 +87,348 @@ export type PullRequestMergeConflictData = z.output<typeof PullRequestMergeConfl
 export type PullRequestChecksFailedData = z.output<typeof PullRequestChecksFailed.data>;
 
 export const prSprintDrivingEventContracts = [PullRequestMergeConflict, PullRequestChecksFailed] as const;
+
+// ---------------------------------------------------------------------------------------------
+// The pull request's own log (docs/pr-service.md): one stream per (repository, branch).
+
+const ofPr = { pullRequestId: PullRequestIdSchema, repository: RepositorySchema, branch: GitRefSchema };
+const prExample = { pullRequestId: example.pullRequestId, repository: 'acme/shop', branch: 'story/ST-1208' };
+const sha = example.headSha;
+const otherSha = '3f2c9a1b7d4e5f60718293a4b5c6d7e8f9012345';
+const at = '2026-11-30T07:00:00.000Z';
+const jobId = 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f';
+
+export const PullRequestScopeTaskQueued = defineEvent({
+  context: 'prs',
+  type: 'PullRequestScopeTaskQueued',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    jobId: JobIdSchema,
+    taskId: ExternalRefSchema,
+    storyId: ExternalRefSchema.nullable(),
+    /** The story's tasks as the job names them (at least its own task): each must be done before the story's PR merges. */
+    storyTaskIds: z.array(ExternalRefSchema).min(1),
+    queuedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, jobId, taskId: 'T-2', storyId: 'ST-1208', storyTaskIds: ['T-1', 'T-2'], queuedAt: at }],
+    // a story with no tasks has nothing to wait for
+    invalid: [{ ...prExample, jobId, taskId: 'T-2', storyId: 'ST-1208', storyTaskIds: [], queuedAt: at }],
+  },
+});
+
+export const PullRequestScopeTaskDone = defineEvent({
+  context: 'prs',
+  type: 'PullRequestScopeTaskDone',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, jobId: JobIdSchema, taskId: ExternalRefSchema, doneAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, jobId, taskId: 'T-2', doneAt: at }],
+    // which task?
+    invalid: [{ ...prExample, jobId, doneAt: at }],
+  },
+});
+
+export const PullRequestScopeTaskReopened = defineEvent({
+  context: 'prs',
+  type: 'PullRequestScopeTaskReopened',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, jobId: JobIdSchema, taskId: ExternalRefSchema, reason: z.string().min(1).max(2000), reopenedAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, jobId, taskId: 'T-2', reason: 'checks failed on its head: ci/test', reopenedAt: at }],
+    // a reopened task says why
+    invalid: [{ ...prExample, jobId, taskId: 'T-2', reason: '', reopenedAt: at }],
+  },
+});
+
+export const PullRequestSprintRunDone = defineEvent({
+  context: 'prs',
+  type: 'PullRequestSprintRunDone',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, sprintRunId: SprintRunIdSchema, doneAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, branch: 'sprint/SP-7', sprintRunId: 'sprintrun-5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d', doneAt: at }],
+    // a sprint run id is sprintrun-<uuid>
+    invalid: [{ ...prExample, sprintRunId: 'SP-7', doneAt: at }],
+  },
+});
+
+export const PullRequestFlowStarted = defineEvent({
+  context: 'prs',
+  type: 'PullRequestFlowStarted',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    productId: ExternalRefSchema,
+    baseBranch: GitRefSchema,
+    strategy: PrStrategySchema,
+    mergeMethod: MergeMethodSchema,
+    requiredChecks: RequiredChecksSchema,
+    title: z.string().min(1).max(256),
+    /** The first head pushed, and the job that pushed it (null when GitHub told us first). */
+    headSha: GitShaSchema,
+    jobId: JobIdSchema.nullable(),
+    startedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [
+      {
+        ...prExample, productId: 'product-42', baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'],
+        title: 'Story ST-1208', headSha: sha, jobId, startedAt: at,
+      },
+    ],
+    // a strategy the machine does not know
+    invalid: [
+      {
+        ...prExample, productId: 'product-42', baseBranch: 'main', strategy: 'TRUNK', mergeMethod: 'SQUASH', requiredChecks: [],
+        title: 'x', headSha: sha, jobId: null, startedAt: at,
+      },
+    ],
+  },
+});
+
+export const PullRequestHeadMoved = defineEvent({
+  context: 'prs',
+  type: 'PullRequestHeadMoved',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    headSha: GitShaSchema,
+    previousHeadSha: GitShaSchema,
+    /** PUSH: a job reported the push; GITHUB: read from GitHub (someone else pushed, or a merge found the head moved). */
+    source: z.enum(['PUSH', 'GITHUB']),
+    movedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, headSha: otherSha, previousHeadSha: sha, source: 'GITHUB', movedAt: at }],
+    // a head is a full object id
+    invalid: [{ ...prExample, headSha: 'abc123', previousHeadSha: sha, source: 'PUSH', movedAt: at }],
+  },
+});
+
+export const PullRequestOpened = defineEvent({
+  context: 'prs',
+  type: 'PullRequestOpened',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    prNumber: z.number().int().positive(),
+    prUrl: z.url(),
+    /** GitHub's global node id, for the GraphQL mutations. */
+    nodeId: z.string().min(1).max(200),
+    draft: z.boolean(),
+    headSha: GitShaSchema,
+    /** true: GitHub already had an open PR for the branch (a 422 "already exists", or found before creating) and it was taken over. */
+    adopted: z.boolean(),
+    openedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, prNumber: 102, prUrl: example.prUrl, nodeId: 'PR_kwDOA1', draft: false, headSha: sha, adopted: false, openedAt: at }],
+    // a PR number is positive
+    invalid: [{ ...prExample, prNumber: 0, prUrl: example.prUrl, nodeId: 'PR_kwDOA1', draft: false, headSha: sha, adopted: false, openedAt: at }],
+  },
+});
+
+export const PullRequestChecksPassed = defineEvent({
+  context: 'prs',
+  type: 'PullRequestChecksPassed',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    headSha: GitShaSchema,
+    /** The checks seen green on this head (never empty: no checks reported is not green). */
+    checks: z.array(z.string().min(1)).min(1),
+    passedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, headSha: sha, checks: ['ci/test'], passedAt: at }],
+    // no checks reported is not green
+    invalid: [{ ...prExample, headSha: sha, checks: [], passedAt: at }],
+  },
+});
+
+export const PullRequestMergeRequested = defineEvent({
+  context: 'prs',
+  type: 'PullRequestMergeRequested',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    /** The head this decision was made for: auto-merge expects it, a direct merge sends it as `sha`. */
+    headSha: GitShaSchema,
+    via: z.enum(['AUTO_MERGE', 'DIRECT']),
+    mergeMethod: MergeMethodSchema,
+    requestedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, headSha: sha, via: 'AUTO_MERGE', mergeMethod: 'SQUASH', requestedAt: at }],
+    // every merge decision names its head
+    invalid: [{ ...prExample, via: 'DIRECT', mergeMethod: 'SQUASH', requestedAt: at }],
+  },
+});
+
+export const PullRequestAutoMergeEnabled = defineEvent({
+  context: 'prs',
+  type: 'PullRequestAutoMergeEnabled',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, headSha: GitShaSchema, enabledAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, headSha: sha, enabledAt: at }],
+    // enabled for which head?
+    invalid: [{ ...prExample, enabledAt: at }],
+  },
+});
+
+export const PullRequestAutoMergeRefused = defineEvent({
+  context: 'prs',
+  type: 'PullRequestAutoMergeRefused',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    headSha: GitShaSchema,
+    /** CLEAN / UNSTABLE: GitHub would merge at once, so it is merged directly; NOT_ALLOWED: the repository disallows auto-merge. */
+    reason: z.enum(['CLEAN', 'UNSTABLE', 'NOT_ALLOWED']),
+    message: z.string().min(1).max(2000),
+    refusedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, headSha: sha, reason: 'CLEAN', message: 'Pull request Pull request is in clean status', refusedAt: at }],
+    // a refusal GitHub does not give
+    invalid: [{ ...prExample, headSha: sha, reason: 'BUSY', message: 'x', refusedAt: at }],
+  },
+});
+
+export const PullRequestAutoMergeDisabled = defineEvent({
+  context: 'prs',
+  type: 'PullRequestAutoMergeDisabled',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, headSha: GitShaSchema, disabledAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, headSha: sha, disabledAt: at }],
+    // disabled when?
+    invalid: [{ ...prExample, headSha: sha }],
+  },
+});
+
+export const PullRequestMergeFailed = defineEvent({
+  context: 'prs',
+  type: 'PullRequestMergeFailed',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    headSha: GitShaSchema,
+    code: PullRequestFailureCodeSchema,
+    message: z.string().min(1).max(2000),
+    /** GitHub's mergeable_state when it refused; the same head is tried again only once this changes. */
+    mergeableState: z.string().min(1).max(50).nullable(),
+    failedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, headSha: sha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState: 'blocked', failedAt: at }],
+    // a failure code of the five
+    invalid: [{ ...prExample, headSha: sha, code: 'TEAPOT', message: 'x', mergeableState: null, failedAt: at }],
+  },
+});
+
+export const PullRequestMerged = defineEvent({
+  context: 'prs',
+  type: 'PullRequestMerged',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, prNumber: z.number().int().positive(), prUrl: z.url(), headSha: GitShaSchema, mergeCommitSha: GitShaSchema.nullable(), mergedAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, prNumber: 102, prUrl: example.prUrl, headSha: sha, mergeCommitSha: otherSha, mergedAt: at }],
+    // the merged head is a full object id
+    invalid: [{ ...prExample, prNumber: 102, prUrl: example.prUrl, headSha: 'HEAD', mergeCommitSha: null, mergedAt: at }],
+  },
+});
+
+export const PullRequestClosed = defineEvent({
+  context: 'prs',
+  type: 'PullRequestClosed',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, prNumber: z.number().int().positive(), closedAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, prNumber: 102, closedAt: at }],
+    // which PR?
+    invalid: [{ ...prExample, closedAt: at }],
+  },
+});
+
+export const PullRequestReadyForReview = defineEvent({
+  context: 'prs',
+  type: 'PullRequestReadyForReview',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    prNumber: z.number().int().positive(),
+    prUrl: z.url(),
+    headSha: GitShaSchema,
+    /** GitHub said the PR was not a draft any more (someone, or an earlier attempt, marked it): a success too. */
+    alreadyReady: z.boolean(),
+    markedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, prNumber: 102, prUrl: example.prUrl, headSha: sha, alreadyReady: false, markedAt: at }],
+    // marked when?
+    invalid: [{ ...prExample, prNumber: 102, prUrl: example.prUrl, headSha: sha, alreadyReady: false }],
+  },
+});
+
+export const PullRequestEffectFailed = defineEvent({
+  context: 'prs',
+  type: 'PullRequestEffectFailed',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    effect: z.enum(['OPEN_PULL_REQUEST', 'READ_PULL_REQUEST', 'MARK_READY_FOR_REVIEW', 'ENABLE_AUTO_MERGE', 'DISABLE_AUTO_MERGE', 'MERGE']),
+    code: PullRequestFailureCodeSchema,
+    message: z.string().min(1).max(2000),
+    failedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message: 'Bad credentials', failedAt: at }],
+    // an effect the machine does not ask for
+    invalid: [{ ...prExample, effect: 'DELETE_REPOSITORY', code: 'UNKNOWN', message: 'x', failedAt: at }],
+  },
+});
+
+export type PullRequestScopeTaskQueuedData = z.output<typeof PullRequestScopeTaskQueued.data>;
+export type PullRequestScopeTaskDoneData = z.output<typeof PullRequestScopeTaskDone.data>;
+export type PullRequestScopeTaskReopenedData = z.output<typeof PullRequestScopeTaskReopened.data>;
+export type PullRequestSprintRunDoneData = z.output<typeof PullRequestSprintRunDone.data>;
+export type PullRequestFlowStartedData = z.output<typeof PullRequestFlowStarted.data>;
+export type PullRequestHeadMovedData = z.output<typeof PullRequestHeadMoved.data>;
+export type PullRequestOpenedData = z.output<typeof PullRequestOpened.data>;
+export type PullRequestChecksPassedData = z.output<typeof PullRequestChecksPassed.data>;
+export type PullRequestMergeRequestedData = z.output<typeof PullRequestMergeRequested.data>;
+export type PullRequestAutoMergeEnabledData = z.output<typeof PullRequestAutoMergeEnabled.data>;
+export type PullRequestAutoMergeRefusedData = z.output<typeof PullRequestAutoMergeRefused.data>;
+export type PullRequestAutoMergeDisabledData = z.output<typeof PullRequestAutoMergeDisabled.data>;
+export type PullRequestMergeFailedData = z.output<typeof PullRequestMergeFailed.data>;
+export type PullRequestMergedData = z.output<typeof PullRequestMerged.data>;
+export type PullRequestClosedData = z.output<typeof PullRequestClosed.data>;
+export type PullRequestReadyForReviewData = z.output<typeof PullRequestReadyForReview.data>;
+export type PullRequestEffectFailedData = z.output<typeof PullRequestEffectFailed.data>;
+
+/** Every event of a pull request's stream, the two the job service consumes among them. */
+export const pullRequestEventContracts = [
+  PullRequestScopeTaskQueued,
+  PullRequestScopeTaskDone,
+  PullRequestScopeTaskReopened,
+  PullRequestSprintRunDone,
+  PullRequestFlowStarted,
+  PullRequestHeadMoved,
+  PullRequestOpened,
+  PullRequestChecksPassed,
+  PullRequestChecksFailed,
+  PullRequestMergeConflict,
+  PullRequestMergeRequested,
+  PullRequestAutoMergeEnabled,
+  PullRequestAutoMergeRefused,
+  PullRequestAutoMergeDisabled,
+  PullRequestMergeFailed,
+  PullRequestMerged,
+  PullRequestClosed,
+  PullRequestReadyForReview,
+  PullRequestEffectFailed,
+] as const;

@@ -1,1 +1,3 @@
+export * from './values.js';
 export * from './events.js';
+export * from './commands.js';

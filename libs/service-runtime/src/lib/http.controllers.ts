@@ -43,6 +43,11 @@ const HTTP_STATUS: Record<string, number> = {
   [ErrorCode.TIMEOUT]: 504,
   [ErrorCode.UNAVAILABLE]: 503,
   [ErrorCode.INTERNAL]: 500,
+  [ErrorCode.CHECKS_FAILED]: 409,
+  [ErrorCode.MERGE_CONFLICT]: 409,
+  [ErrorCode.GH_AUTH_ERROR]: 502,
+  [ErrorCode.AUTO_MERGE_NOT_ALLOWED]: 409,
+  [ErrorCode.UNKNOWN]: 502,
 };
 
 /** The same commands as on NATS, for people and tools: POST /commands/<name> with the JSON request. */

@@ -1,0 +1,58 @@
+import type { MergeMethod, PrStrategy, PullRequestFailureCode } from '@gantry/contracts';
+import type { ReportedCheck } from './checks.js';
+import type { PullRequestEffectType } from './effects.js';
+
+/**
+ * A pull request as GitHub showed it at `observedAt`: the PR, its head's checks (check runs and
+ * statuses together), and — when GitHub says it conflicts — the files in conflict, which GitHub does
+ * not tell and the effect processor works out with git.
+ */
+export interface GitHubObservation {
+  prNumber: number;
+  prUrl: string;
+  nodeId: string;
+  state: 'open' | 'closed';
+  merged: boolean;
+  mergeCommitSha: string | null;
+  draft: boolean;
+  headSha: string;
+  baseBranch: string;
+  /** null: GitHub is still computing it — no verdict (PR-11). */
+  mergeable: boolean | null;
+  mergeableState: string;
+  autoMergeEnabled: boolean;
+  checks: ReportedCheck[];
+  conflictingFiles: string[] | null;
+  observedAt: string;
+}
+
+type Of<T extends string, D> = { type: T; data: { pullRequestId: string; repository: string; branch: string; now: string } & D };
+
+/**
+ * The pull request's commands. Every one records a fact learnt elsewhere — a job-service event, the
+ * job service's request, what GitHub answered an effect or showed on a read — and time comes in with it.
+ */
+export type PullRequestCommand =
+  | Of<'RecordTaskQueued', { jobId: string; taskId: string; storyId: string | null; storyTaskIds: string[] }>
+  | Of<'RecordTaskDone', { jobId: string; taskId: string }>
+  | Of<'RecordTaskReopened', { jobId: string; taskId: string; reason: string }>
+  | Of<'RecordSprintRunDone', { sprintRunId: string }>
+  | Of<
+      'RecordBranchPushed',
+      {
+        headSha: string;
+        jobId: string | null;
+        flow: { productId: string; baseBranch: string; strategy: PrStrategy; mergeMethod: MergeMethod; requiredChecks: string[]; title: string };
+      }
+    >
+  | Of<'RecordOpened', { prNumber: number; prUrl: string; nodeId: string; draft: boolean; headSha: string; adopted: boolean }>
+  | Of<'RecordObservation', { observation: GitHubObservation }>
+  | Of<'RecordReadyForReview', { headSha: string; alreadyReady: boolean }>
+  | Of<'RecordAutoMergeEnabled', { headSha: string }>
+  | Of<'RecordAutoMergeRefused', { headSha: string; reason: 'CLEAN' | 'UNSTABLE' | 'NOT_ALLOWED'; message: string }>
+  | Of<'RecordAutoMergeDisabled', { headSha: string }>
+  | Of<'RecordMerged', { headSha: string; mergeCommitSha: string | null }>
+  | Of<'RecordMergeFailed', { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null }>
+  | Of<'RecordEffectFailed', { effect: PullRequestEffectType | 'READ_PULL_REQUEST'; code: PullRequestFailureCode; message: string }>;
+
+export type PullRequestCommandType = PullRequestCommand['type'];

@@ -1,0 +1,275 @@
+import { DeciderSpecification } from '@gantry/eventstore/testing';
+import { validatesAgainstContract } from '@gantry/testing';
+import { pullRequestDecider } from './decider.js';
+import { pendingEffects } from './effects.js';
+import type { PullRequestEvent } from './events.js';
+import { phaseOf } from './phase.js';
+import { evolvePullRequest, initialPullRequestState, type PullRequestState } from './state.js';
+import { BRANCH, check, event, H1, H2, H3, JOB2, NODE, REPO, when } from './testing/story.js';
+
+const given = DeciderSpecification.for(pullRequestDecider, { validate: validatesAgainstContract('prs') });
+const stateOf = (events: PullRequestEvent[]): PullRequestState => events.reduce(evolvePullRequest, initialPullRequestState);
+
+const green = [check('ci/test', 'SUCCESS')];
+const red = [check('ci/test', 'FAILURE')];
+
+/** A STORY PR with tasks T-1 and T-2, open on H1. */
+const openStory = [event.queued(0, 'T-1'), event.started(1), event.opened(2)];
+/** …and both tasks done. */
+const storyDone = [...openStory, event.done(3, 'T-1'), event.queued(4, 'T-2'), event.done(5, 'T-2')];
+
+describe('the pull request machine', () => {
+  describe('PR-2: the first push opens the PR', () => {
+    it('the first push starts the flow with the product\'s rules and asks GitHub for a PR', () => {
+      const state = given([event.queued(0, 'T-1')]).when(when.pushed(1, H1)).then([event.started(1)]);
+      expect(phaseOf(state)).toBe('branch_pushed');
+      expect(pendingEffects(state)).toEqual([
+        { type: 'OPEN_PULL_REQUEST', repository: REPO, branch: BRANCH, baseBranch: 'main', title: 'Story ST-1', draft: false, headSha: H1 },
+      ]);
+    });
+
+    it('a SPRINT PR opens as a draft', () => {
+      const state = given([]).when(when.pushed(1, H1, { strategy: 'SPRINT' })).then([event.started(1, H1, { strategy: 'SPRINT' })]);
+      expect(pendingEffects(state)).toMatchObject([{ type: 'OPEN_PULL_REQUEST', draft: true }]);
+    });
+
+    it('the same head reported again changes nothing; a later push moves the head', () => {
+      given([event.started(1)]).when(when.pushed(5, H1)).then([]);
+      given([event.started(1)]).when(when.pushed(5, H2)).then([event.moved(5, H2, H1, 'PUSH')]);
+    });
+
+    it('an opened (or adopted) PR is recorded once; nothing more is asked to open it', () => {
+      const state = given([event.queued(0, 'T-1'), event.started(1)]).when(when.opened(2, H1, false, true)).then([event.opened(2, false, H1, true)]);
+      expect(pendingEffects(state)).toEqual([]);
+      expect(phaseOf(state)).toBe('waiting_for_scope_done');
+      given([event.started(1), event.opened(2)]).when(when.opened(3)).then([]);
+    });
+
+    it('a pushed PR with no scope recorded is just opened', () => {
+      expect(phaseOf(stateOf([event.started(1), event.opened(2)]))).toBe('pr_opened');
+    });
+  });
+
+  describe('STORY (PR-3, PR-4, PR-5, PR-6)', () => {
+    it('no merge after the first task: the story has a second one', () => {
+      const state = given([...openStory]).when(when.done(3, 'T-1')).then([event.done(3, 'T-1')]);
+      given([...openStory, event.done(3, 'T-1')]).when(when.observed(4, { checks: green })).then([event.passed(4)]);
+      expect(phaseOf(state)).toBe('waiting_for_scope_done');
+    });
+
+    it('no merge after a middle task either, even with green checks', () => {
+      const three = ['T-1', 'T-2', 'T-3'];
+      const history = [event.queued(0, 'T-1', three), event.started(1), event.opened(2), event.passed(3), event.done(4, 'T-1')];
+      const state = given(history).when(when.done(5, 'T-2')).then([event.done(5, 'T-2')]);
+      expect(phaseOf(state)).toBe('waiting_for_scope_done');
+      expect(pendingEffects(state)).toEqual([]);
+    });
+
+    it('after the last task, green checks on the head: auto-merge is requested for that head', () => {
+      const state = given([...storyDone]).when(when.observed(6, { checks: green })).then([event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')]);
+      expect(phaseOf(state)).toBe('auto_merge_enabled');
+      expect(pendingEffects(state)).toEqual([{ type: 'ENABLE_AUTO_MERGE', repository: REPO, prNumber: 7, nodeId: NODE, expectedHeadSha: H1, mergeMethod: 'SQUASH' }]);
+    });
+
+    it('the last task done when the head was already seen green: the merge is requested then', () => {
+      const history = [...openStory, event.done(3, 'T-1'), event.queued(4, 'T-2'), event.passed(5)];
+      given(history).when(when.done(6, 'T-2')).then([event.done(6, 'T-2'), event.mergeRequested(6, 'AUTO_MERGE')]);
+    });
+
+    it('never with no checks reported: a repository without checks is not green', () => {
+      const state = given([...storyDone]).when(when.observed(6, { checks: [] })).then([]);
+      given(storyDone.map((e) => (e.type === 'PullRequestFlowStarted' ? event.started(1, H1, { requiredChecks: [] }) : e)))
+        .when(when.observed(6, { checks: [] }))
+        .then([]);
+      expect(phaseOf(state)).toBe('waiting_for_checks');
+    });
+
+    it('a required check not reported yet, or still running, is not green', () => {
+      given([...storyDone]).when(when.observed(6, { checks: [check('lint', 'SUCCESS')] })).then([]);
+      given([...storyDone]).when(when.observed(6, { checks: [check('ci/test', 'PENDING')] })).then([]);
+    });
+
+    it('statuses count like check runs (the combined status alone would miss the check runs)', () => {
+      given([...storyDone]).when(when.observed(6, { checks: [check('ci/test', 'SUCCESS', 'status')] })).then([event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')]);
+    });
+
+    it('GitHub says the PR is already clean (or unstable): it is merged directly, with the same head as sha', () => {
+      const requested = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')];
+      for (const reason of ['CLEAN', 'UNSTABLE'] as const) {
+        const state = given(requested).when(when.autoMergeRefused(7, reason)).then([event.autoMergeRefused(7, reason), event.mergeRequested(7, 'DIRECT')]);
+        expect(pendingEffects(state)).toEqual([{ type: 'MERGE', repository: REPO, prNumber: 7, sha: H1, mergeMethod: 'SQUASH' }]);
+      }
+    });
+
+    it('a repository that does not allow auto-merge: merged directly, and later heads go straight to a direct merge', () => {
+      const requested = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')];
+      given(requested).when(when.autoMergeRefused(7, 'NOT_ALLOWED')).then([event.autoMergeRefused(7, 'NOT_ALLOWED'), event.mergeRequested(7, 'DIRECT')]);
+      const later = [...requested, event.autoMergeRefused(7, 'NOT_ALLOWED'), event.mergeRequested(7, 'DIRECT'), event.moved(8, H2, H1, 'GITHUB')];
+      given(later).when(when.observed(9, { headSha: H2, checks: green })).then([event.passed(9, H2), event.mergeRequested(9, 'DIRECT', H2)]);
+    });
+
+    it('auto-merge enabled: nothing more is asked; GitHub merging it settles the PR', () => {
+      const enabled = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeEnabled(7)];
+      expect(pendingEffects(stateOf(enabled))).toEqual([]);
+      const state = given(enabled).when(when.observed(20, { merged: true, state: 'closed', mergeCommitSha: 'a'.repeat(40) })).then([event.merged(20)]);
+      expect(phaseOf(state)).toBe('merged');
+      expect(pendingEffects(state)).toEqual([]);
+    });
+
+    it('a merge is decided once per head', () => {
+      given([...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')]).when(when.observed(7, { checks: green })).then([]);
+    });
+  });
+
+  describe('PR-7: the head moves between the decision and the merge', () => {
+    const direct = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT')];
+
+    it('GitHub shows a new head (the merge answered 409): the decision is void and the new head waits for its own checks', () => {
+      const state = given(direct).when(when.observed(8, { headSha: H2, checks: [] })).then([event.moved(8, H2, H1, 'GITHUB')]);
+      expect(phaseOf(state)).toBe('waiting_for_checks');
+      expect(pendingEffects(state)).toEqual([]);
+    });
+
+    it('the old head\'s green is not the new head\'s: only checks seen green on H2 merge H2', () => {
+      const moved = [...direct, event.moved(8, H2, H1, 'GITHUB')];
+      given(moved).when(when.observed(9, { headSha: H2, checks: [check('ci/test', 'PENDING')] })).then([]);
+      given(moved).when(when.observed(10, { headSha: H2, checks: green })).then([event.passed(10, H2), event.mergeRequested(10, 'AUTO_MERGE', H2)]);
+    });
+
+    it('auto-merge enabled for a head that moved is disabled before anything else', () => {
+      const enabled = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeEnabled(7), event.moved(8, H2, H1, 'PUSH')];
+      expect(pendingEffects(stateOf(enabled))).toEqual([{ type: 'DISABLE_AUTO_MERGE', repository: REPO, prNumber: 7, nodeId: NODE, enabledFor: H1 }]);
+      const state = given(enabled).when(when.autoMergeDisabled(9, H1)).then([event.autoMergeDisabled(9, H1)]);
+      expect(pendingEffects(state)).toEqual([]);
+    });
+
+    it('a read older than the head we know of says nothing about it', () => {
+      const pushed = [...storyDone, event.moved(10, H3, H1, 'PUSH')];
+      given(pushed).when(when.observed(9, { headSha: H1, checks: green })).then([]);
+    });
+  });
+
+  describe('PR-9: red checks', () => {
+    it('red checks on the head are reported once, with the failed checks; no merge', () => {
+      const state = given([...storyDone]).when(when.observed(6, { checks: red })).then([event.failed(6)]);
+      expect(phaseOf(state)).toBe('checks_failed');
+      expect(pendingEffects(state)).toEqual([]);
+      given([...storyDone, event.failed(6)]).when(when.observed(7, { checks: red })).then([]);
+    });
+
+    it('a reopened task (its job failed on red checks) takes the scope back; a fixed head waits for its own checks', () => {
+      const failed = [...storyDone, event.failed(6)];
+      const reopened: PullRequestEvent = {
+        type: 'PullRequestScopeTaskReopened',
+        data: { ...event.done(0, 'T-2').data, reason: 'checks failed on its head: ci/test', reopenedAt: '2026-11-30T08:00:07.000Z' } as never,
+      };
+      delete (reopened.data as { doneAt?: string }).doneAt;
+      const state = given(failed).when(when.reopened(7, 'T-2')).then([reopened]);
+      expect(phaseOf(state)).toBe('checks_failed');
+      const fixed = [...failed, reopened, event.queued(8, 'T-2', ['T-1', 'T-2'], JOB2), event.moved(9, H2, H1, 'PUSH'), event.done(10, 'T-2', JOB2)];
+      expect(phaseOf(stateOf(fixed))).toBe('waiting_for_checks');
+      given(fixed).when(when.observed(11, { headSha: H2, checks: green })).then([event.passed(11, H2), event.mergeRequested(11, 'AUTO_MERGE', H2)]);
+    });
+
+    it('a re-run that turns the same head green lifts the failure', () => {
+      given([...storyDone, event.failed(6)]).when(when.observed(7, { checks: green })).then([event.passed(7), event.mergeRequested(7, 'AUTO_MERGE')]);
+    });
+  });
+
+  describe('PR-10 / PR-11: conflicts and mergeability', () => {
+    it('a conflicting PR is reported once per head, with its files, and is paused', () => {
+      const state = given([...storyDone]).when(when.observed(6, { mergeable: false, mergeableState: 'dirty', conflictingFiles: ['src/app.ts'], checks: green })).then([
+        event.passed(6),
+        event.conflict(6),
+      ]);
+      expect(phaseOf(state)).toBe('merge_conflict_paused');
+      expect(pendingEffects(state)).toEqual([]);
+      given([...storyDone, event.conflict(6)]).when(when.observed(7, { mergeable: false, mergeableState: 'dirty', conflictingFiles: ['src/app.ts'] })).then([]);
+    });
+
+    it('mergeable null is no verdict: no conflict, and what else the read shows still counts', () => {
+      given([...storyDone]).when(when.observed(6, { mergeable: null, mergeableState: 'unknown' })).then([]);
+    });
+
+    it('the conflict is resolved by a new head', () => {
+      const state = given([...storyDone, event.conflict(6)]).when(when.observed(9, { headSha: H2 })).then([event.moved(9, H2, H1, 'GITHUB')]);
+      expect(phaseOf(state)).toBe('waiting_for_checks');
+    });
+  });
+
+  describe('PR-14: a refused merge', () => {
+    const failed = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT'), event.mergeFailed(8)];
+
+    it('is not tried again for the same head while GitHub shows the PR the same way', () => {
+      given(failed).when(when.observed(9, { checks: green, mergeableState: 'blocked' })).then([]);
+    });
+
+    it('is tried again once GitHub\'s view changed (a review approved it)', () => {
+      given(failed).when(when.observed(10, { checks: green, mergeableState: 'clean' })).then([event.mergeRequested(10, 'DIRECT')]);
+    });
+  });
+
+  describe('SPRINT (PR-8)', () => {
+    const sprint = [event.started(1, H1, { strategy: 'SPRINT', requiredChecks: [] }), event.opened(2, true)];
+
+    it('stays a draft while the sprint run is not DONE, green checks or not; never merged', () => {
+      const state = given(sprint).when(when.observed(3, { draft: true, checks: [check('ci', 'SUCCESS')] })).then([event.passed(3, H1, ['ci'])]);
+      expect(phaseOf(state)).toBe('draft_opened');
+      expect(pendingEffects(state)).toEqual([]);
+    });
+
+    it('the sprint run DONE asks for ready for review, and that is all', () => {
+      const state = given(sprint).when(when.sprintDone(4)).then([event.sprintDone(4)]);
+      expect(pendingEffects(state)).toEqual([{ type: 'MARK_READY_FOR_REVIEW', repository: REPO, prNumber: 7, nodeId: NODE }]);
+      const ready = given([...sprint, event.sprintDone(4)]).when(when.ready(5)).then([event.ready(5)]);
+      expect(phaseOf(ready)).toBe('ready_for_review');
+      expect(pendingEffects(ready)).toEqual([]);
+      given([...sprint, event.sprintDone(4), event.ready(5)]).when(when.observed(6, { checks: [check('ci', 'SUCCESS')] })).then([event.passed(6, H1, ['ci'])]);
+    });
+
+    it('a sprint run DONE before the branch was ever pushed: the PR opens as a draft and is made ready at once', () => {
+      const state = stateOf([event.sprintDone(0), event.started(1, H1, { strategy: 'SPRINT' }), event.opened(2, true)]);
+      expect(pendingEffects(state)).toMatchObject([{ type: 'MARK_READY_FOR_REVIEW' }]);
+    });
+
+    it('a PR already ready (someone, or an earlier attempt, marked it) is a success', () => {
+      given([...sprint, event.sprintDone(4)]).when(when.observed(5, { draft: false })).then([event.ready(5, true)]);
+      given([...sprint, event.sprintDone(4)]).when(when.ready(5, true)).then([event.ready(5, true)]);
+    });
+
+    it('red checks on a sprint PR are reported: the sprint fails, it is not paused', () => {
+      const state = given(sprint).when(when.observed(3, { draft: true, checks: [check('ci', 'FAILURE')] })).then([
+        { ...event.failed(3), data: { ...(event.failed(3).data as object), failedChecks: [{ name: 'ci', conclusion: 'failure', detailsUrl: null }] } } as PullRequestEvent,
+      ]);
+      expect(phaseOf(state)).toBe('checks_failed');
+    });
+  });
+
+  describe('facts already known, and a settled PR', () => {
+    it('a task done twice, a sprint run done twice, the same effect failure twice: recorded once', () => {
+      given([...openStory, event.done(3, 'T-1')]).when(when.done(4, 'T-1')).then([]);
+      given([event.sprintDone(1)]).when(when.sprintDone(2)).then([]);
+      given([event.started(1), event.effectFailed(2)]).when(when.effectFailed(3)).then([]);
+      given([event.started(1), event.effectFailed(2)]).when(when.effectFailed(3, 'Resource not accessible by integration')).then([event.effectFailed(3, 'Resource not accessible by integration')]);
+    });
+
+    it('a task queued again after it was done (a rework) is pending again', () => {
+      const state = given([...storyDone]).when(when.queued(6, 'T-2', ['T-1', 'T-2'], JOB2)).then([event.queued(6, 'T-2', ['T-1', 'T-2'], JOB2)]);
+      expect(phaseOf(state)).toBe('waiting_for_scope_done');
+      given([...openStory]).when(when.queued(3, 'T-1')).then([]);
+    });
+
+    it('a merged PR takes no more effects; a push after it starts a new cycle with a new PR', () => {
+      const done = [...storyDone, event.merged(9)];
+      given(done).when(when.observed(10, { checks: green })).then([]);
+      given(done).when(when.pushed(10, H1)).then([]);
+      const state = given(done).when(when.pushed(11, H2)).then([event.started(11, H2)]);
+      expect(phaseOf(state)).toBe('branch_pushed');
+      expect(pendingEffects(state)).toMatchObject([{ type: 'OPEN_PULL_REQUEST', headSha: H2 }]);
+    });
+
+    it('a PR closed without merge is closed', () => {
+      expect(phaseOf(given([...openStory]).when(when.observed(5, { state: 'closed' })).then([event.closed(5)]))).toBe('closed');
+    });
+  });
+});

@@ -1,0 +1,196 @@
+import { checksVerdict } from './checks.js';
+import type { GitHubObservation, PullRequestCommand } from './commands.js';
+import type { PullRequestEvent } from './events.js';
+import { forHead, scopeDone } from './phase.js';
+import { strategies } from './strategies.js';
+import { evolvePullRequest, initialPullRequestState, isSettled, type PullRequestState } from './state.js';
+
+/**
+ * The pull request of one (repository, branch) as a decider (docs/pr-service.md). A command records
+ * a fact; the decider turns it into the events that change something (a fact already known emits
+ * nothing), and then decides whether the PR is now due to be merged (PR-3, PR-4, PR-5).
+ */
+export function decidePullRequest(command: PullRequestCommand, state: PullRequestState): PullRequestEvent[] {
+  const facts = factEvents(command, state);
+  const after = facts.reduce(evolvePullRequest, state);
+  const observed = command.type === 'RecordObservation' ? command.data.observation.mergeableState : null;
+  return [...facts, ...mergeIfDue(after, command.data.now, observed)];
+}
+
+const idOf = (c: PullRequestCommand) => ({ pullRequestId: c.data.pullRequestId, repository: c.data.repository, branch: c.data.branch });
+
+function factEvents(command: PullRequestCommand, state: PullRequestState): PullRequestEvent[] {
+  const id = idOf(command);
+  const now = command.data.now;
+  switch (command.type) {
+    case 'RecordTaskQueued': {
+      const d = command.data;
+      const known = (taskId: string) => state.scope.items.find((i) => i.id === taskId);
+      const changes = known(d.taskId)?.done !== false || d.storyTaskIds.some((t) => !known(t));
+      if (!changes) return [];
+      return [{ type: 'PullRequestScopeTaskQueued', data: { ...id, jobId: d.jobId, taskId: d.taskId, storyId: d.storyId, storyTaskIds: d.storyTaskIds, queuedAt: now } }];
+    }
+    case 'RecordTaskDone': {
+      const d = command.data;
+      if (state.scope.items.find((i) => i.id === d.taskId)?.done) return [];
+      return [{ type: 'PullRequestScopeTaskDone', data: { ...id, jobId: d.jobId, taskId: d.taskId, doneAt: now } }];
+    }
+    case 'RecordTaskReopened': {
+      const d = command.data;
+      if (!state.scope.items.find((i) => i.id === d.taskId)?.done) return [];
+      return [{ type: 'PullRequestScopeTaskReopened', data: { ...id, jobId: d.jobId, taskId: d.taskId, reason: d.reason, reopenedAt: now } }];
+    }
+    case 'RecordSprintRunDone':
+      if (state.scope.sprintRunDone) return [];
+      return [{ type: 'PullRequestSprintRunDone', data: { ...id, sprintRunId: command.data.sprintRunId, doneAt: now } }];
+    case 'RecordBranchPushed': {
+      const d = command.data;
+      // PR-2: the first push starts the flow (and opens the PR); so does a push after the PR was merged or closed.
+      if (!state.flow || (isSettled(state) && d.headSha !== settledHead(state))) {
+        return [{ type: 'PullRequestFlowStarted', data: { ...id, ...d.flow, headSha: d.headSha, jobId: d.jobId, startedAt: now } }];
+      }
+      if (isSettled(state) || d.headSha === state.headSha || !state.headSha) return [];
+      return [{ type: 'PullRequestHeadMoved', data: { ...id, headSha: d.headSha, previousHeadSha: state.headSha, source: 'PUSH', movedAt: now } }];
+    }
+    case 'RecordOpened': {
+      const d = command.data;
+      if (!state.flow || isSettled(state) || state.pr?.number === d.prNumber) return [];
+      return [
+        {
+          type: 'PullRequestOpened',
+          data: { ...id, prNumber: d.prNumber, prUrl: d.prUrl, nodeId: d.nodeId, draft: d.draft, headSha: d.headSha, adopted: d.adopted, openedAt: now },
+        },
+      ];
+    }
+    case 'RecordObservation':
+      return observationEvents(command.data.observation, state, id, now);
+    case 'RecordReadyForReview': {
+      const d = command.data;
+      if (state.readyForReview || !state.pr || isSettled(state)) return [];
+      return [{ type: 'PullRequestReadyForReview', data: { ...id, prNumber: state.pr.number, prUrl: state.pr.url, headSha: d.headSha, alreadyReady: d.alreadyReady, markedAt: now } }];
+    }
+    case 'RecordAutoMergeEnabled':
+      if (state.autoMergeEnabledFor === command.data.headSha || isSettled(state)) return [];
+      return [{ type: 'PullRequestAutoMergeEnabled', data: { ...id, headSha: command.data.headSha, enabledAt: now } }];
+    case 'RecordAutoMergeRefused': {
+      const d = command.data;
+      if (isSettled(state)) return [];
+      return [{ type: 'PullRequestAutoMergeRefused', data: { ...id, headSha: d.headSha, reason: d.reason, message: d.message, refusedAt: now } }];
+    }
+    case 'RecordAutoMergeDisabled':
+      if (state.autoMergeEnabledFor !== command.data.headSha) return [];
+      return [{ type: 'PullRequestAutoMergeDisabled', data: { ...id, headSha: command.data.headSha, disabledAt: now } }];
+    case 'RecordMerged':
+      if (isSettled(state) || !state.pr) return [];
+      return [merged(state, id, command.data.headSha, command.data.mergeCommitSha, now)];
+    case 'RecordMergeFailed': {
+      const d = command.data;
+      if (isSettled(state)) return [];
+      return [{ type: 'PullRequestMergeFailed', data: { ...id, headSha: d.headSha, code: d.code, message: d.message, mergeableState: d.mergeableState, failedAt: now } }];
+    }
+    case 'RecordEffectFailed': {
+      const d = command.data;
+      const last = state.lastFailure;
+      // The same failure again (a credential still refused) is in the log once, not at every retry.
+      if (isSettled(state) || (last && last.effect === d.effect && last.code === d.code && last.message === d.message)) return [];
+      return [{ type: 'PullRequestEffectFailed', data: { ...id, effect: d.effect, code: d.code, message: d.message, failedAt: now } }];
+    }
+    default:
+      return assertNever(command);
+  }
+}
+
+function settledHead(state: PullRequestState): string | null {
+  return state.outcome?.kind === 'MERGED' ? state.outcome.headSha : state.headSha;
+}
+
+function merged(state: PullRequestState, id: ReturnType<typeof idOf>, headSha: string, mergeCommitSha: string | null, now: string): PullRequestEvent {
+  return { type: 'PullRequestMerged', data: { ...id, prNumber: state.pr!.number, prUrl: state.pr!.url, headSha, mergeCommitSha, mergedAt: now } };
+}
+
+/**
+ * What a read of GitHub changes (PR-12: order means nothing, so every decision rests on a read).
+ * A read older than the head we know of says nothing about that head (a later push moved it).
+ */
+function observationEvents(o: GitHubObservation, state: PullRequestState, id: ReturnType<typeof idOf>, now: string): PullRequestEvent[] {
+  if (!state.flow || !state.pr || isSettled(state) || o.prNumber !== state.pr.number) return [];
+  if (o.merged) return [merged(state, id, o.headSha, o.mergeCommitSha, now)];
+  if (o.state === 'closed') return [{ type: 'PullRequestClosed', data: { ...id, prNumber: o.prNumber, closedAt: now } }];
+  if (state.headSince !== null && o.observedAt < state.headSince) return [];
+
+  const events: PullRequestEvent[] = [];
+  if (o.headSha !== state.headSha && state.headSha !== null) {
+    events.push({ type: 'PullRequestHeadMoved', data: { ...id, headSha: o.headSha, previousHeadSha: state.headSha, source: 'GITHUB', movedAt: now } });
+  }
+  const current = events.reduce(evolvePullRequest, state);
+  const rules = strategies[state.flow.strategy];
+
+  // Someone made the draft ready on GitHub: for a SPRINT PR that is the same success (PR-8).
+  if (rules.whenScopeDone === 'MARK_READY_FOR_REVIEW' && !o.draft && state.pr.draft && !state.readyForReview && scopeDone(current)) {
+    events.push({ type: 'PullRequestReadyForReview', data: { ...id, prNumber: o.prNumber, prUrl: o.prUrl, headSha: o.headSha, alreadyReady: true, markedAt: now } });
+  }
+
+  const seen = forHead(current, current.checks);
+  const verdict = checksVerdict(state.flow.requiredChecks, o.checks);
+  if (verdict.verdict === 'GREEN' && seen?.verdict !== 'GREEN') {
+    events.push({ type: 'PullRequestChecksPassed', data: { ...id, headSha: o.headSha, checks: verdict.passed, passedAt: now } });
+  }
+  if (verdict.verdict === 'RED' && seen?.verdict !== 'RED') {
+    events.push({
+      type: 'PullRequestChecksFailed',
+      data: {
+        ...id,
+        baseBranch: o.baseBranch,
+        prNumber: o.prNumber,
+        prUrl: o.prUrl,
+        headSha: o.headSha,
+        failedChecks: verdict.failed.map((c) => ({ name: c.name, conclusion: c.conclusion ?? 'failure', detailsUrl: c.detailsUrl })),
+        detectedAt: now,
+      },
+    });
+  }
+  // PR-10: a conflict is recorded once per head, with its files; mergeable null is no verdict (PR-11).
+  if (o.mergeable === false && o.mergeableState === 'dirty' && !forHead(current, current.conflict) && (o.conflictingFiles?.length ?? 0) > 0) {
+    events.push({
+      type: 'PullRequestMergeConflict',
+      data: {
+        ...id,
+        baseBranch: o.baseBranch,
+        prNumber: o.prNumber,
+        prUrl: o.prUrl,
+        headSha: o.headSha,
+        conflictingFiles: o.conflictingFiles!,
+        detectedAt: now,
+      },
+    });
+  }
+  return events;
+}
+
+/**
+ * PR-3 / PR-4 / PR-5 / PR-6 / PR-14: a STORY PR is merged once its scope is done and the current
+ * head's checks were seen green — never on a head with a conflict, never twice for one head, and
+ * after a refused merge only once GitHub's view of the PR has changed. Auto-merge first, unless the
+ * repository disallows it or GitHub said this head would merge at once (then directly).
+ */
+function mergeIfDue(state: PullRequestState, now: string, observedMergeableState: string | null): PullRequestEvent[] {
+  const { flow, pr, headSha } = state;
+  if (!flow || !pr || !headSha || pr.draft || isSettled(state)) return [];
+  if (strategies[flow.strategy].whenScopeDone !== 'MERGE_WHEN_GREEN' || !scopeDone(state)) return [];
+  if (forHead(state, state.checks)?.verdict !== 'GREEN' || forHead(state, state.conflict) || forHead(state, state.mergeDecision)) return [];
+  const failure = forHead(state, state.mergeFailure);
+  if (failure && (observedMergeableState === null || observedMergeableState === failure.mergeableState)) return [];
+  const via = state.autoMergeAllowed && state.autoMergeRefusedFor !== headSha ? 'AUTO_MERGE' : 'DIRECT';
+  return [
+    {
+      type: 'PullRequestMergeRequested',
+      data: { pullRequestId: state.pullRequestId, repository: state.repository, branch: state.branch, headSha, via, mergeMethod: flow.mergeMethod, requestedAt: now },
+    },
+  ];
+}
+
+export const pullRequestDecider = { initialState: initialPullRequestState, decide: decidePullRequest, evolve: evolvePullRequest };
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled pull request command ${JSON.stringify(value)}`);
+}

@@ -1,0 +1,201 @@
+import type { MergeMethod, PrStrategy, PullRequestFailureCode } from '@gantry/contracts';
+import type { PullRequestEvent } from './events.js';
+
+/** What the first push of the branch fixed: the product's rules as they were then. */
+export interface Flow {
+  productId: string;
+  baseBranch: string;
+  strategy: PrStrategy;
+  mergeMethod: MergeMethod;
+  requiredChecks: string[];
+  title: string;
+  startedAt: string;
+}
+
+export interface OpenedPr {
+  number: number;
+  url: string;
+  nodeId: string;
+  draft: boolean;
+}
+
+/** A scope item is a task of the story (or, for a job without a task, the job itself). */
+export interface Scope {
+  items: { id: string; done: boolean }[];
+  sprintRunId: string | null;
+  sprintRunDone: boolean;
+}
+
+export interface PullRequestState {
+  pullRequestId: string;
+  repository: string;
+  branch: string;
+  flow: Flow | null;
+  /** The head as last learnt (a job's push or GitHub), and since when: older observations do not move it back. */
+  headSha: string | null;
+  headSince: string | null;
+  pr: OpenedPr | null;
+  scope: Scope;
+  /** The last verdict seen on a head; it counts only while that head is the current one. */
+  checks: { headSha: string; verdict: 'GREEN' | 'RED'; names: string[] } | null;
+  conflict: { headSha: string; files: string[] } | null;
+  /** PR-5: the head a merge was decided for, and how. */
+  mergeDecision: { headSha: string; via: 'AUTO_MERGE' | 'DIRECT'; requestedAt: string } | null;
+  autoMergeEnabledFor: string | null;
+  /** The head GitHub refused auto-merge for because it would merge at once (CLEAN / UNSTABLE): merged directly. */
+  autoMergeRefusedFor: string | null;
+  /** false once GitHub said the repository does not allow auto-merge. */
+  autoMergeAllowed: boolean;
+  /** PR-14: a refused merge of this head, tried again only once GitHub's mergeable_state differs. */
+  mergeFailure: { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null } | null;
+  readyForReview: boolean;
+  outcome: { kind: 'MERGED'; headSha: string; mergeCommitSha: string | null; at: string } | { kind: 'CLOSED'; at: string } | null;
+  lastFailure: { effect: string; code: PullRequestFailureCode; message: string; at: string } | null;
+  updatedAt: string | null;
+}
+
+export const initialPullRequestState: PullRequestState = {
+  pullRequestId: '',
+  repository: '',
+  branch: '',
+  flow: null,
+  headSha: null,
+  headSince: null,
+  pr: null,
+  scope: { items: [], sprintRunId: null, sprintRunDone: false },
+  checks: null,
+  conflict: null,
+  mergeDecision: null,
+  autoMergeEnabledFor: null,
+  autoMergeRefusedFor: null,
+  autoMergeAllowed: true,
+  mergeFailure: null,
+  readyForReview: false,
+  outcome: null,
+  lastFailure: null,
+  updatedAt: null,
+};
+
+/** Whether anything at all was recorded on this stream. */
+export function pullRequestExists(state: PullRequestState): boolean {
+  return state.pullRequestId !== '';
+}
+
+/** Merged or closed: nothing more is done for this head unless the branch is pushed again. */
+export function isSettled(state: PullRequestState): boolean {
+  return state.outcome !== null;
+}
+
+function withItem(scope: Scope, id: string, done: boolean): Scope {
+  const exists = scope.items.some((i) => i.id === id);
+  return { ...scope, items: exists ? scope.items.map((i) => (i.id === id ? { id, done } : i)) : [...scope.items, { id, done }] };
+}
+
+/** What a new head voids: every verdict and decision about the previous one. */
+function newHead(state: PullRequestState, headSha: string, at: string): PullRequestState {
+  return { ...state, headSha, headSince: at, mergeDecision: null, autoMergeRefusedFor: null, mergeFailure: null };
+}
+
+export function evolvePullRequest(state: PullRequestState, event: PullRequestEvent): PullRequestState {
+  const d = event.data;
+  const s: PullRequestState = { ...state, pullRequestId: d.pullRequestId, repository: d.repository, branch: d.branch };
+  switch (event.type) {
+    case 'PullRequestScopeTaskQueued': {
+      let scope = s.scope;
+      for (const id of event.data.storyTaskIds) if (!scope.items.some((i) => i.id === id)) scope = withItem(scope, id, false);
+      scope = withItem(scope, event.data.taskId, false);
+      return { ...s, scope, updatedAt: event.data.queuedAt };
+    }
+    case 'PullRequestScopeTaskDone':
+      return { ...s, scope: withItem(s.scope, event.data.taskId, true), updatedAt: event.data.doneAt };
+    case 'PullRequestScopeTaskReopened':
+      return { ...s, scope: withItem(s.scope, event.data.taskId, false), updatedAt: event.data.reopenedAt };
+    case 'PullRequestSprintRunDone':
+      return { ...s, scope: { ...s.scope, sprintRunId: event.data.sprintRunId, sprintRunDone: true }, updatedAt: event.data.doneAt };
+    case 'PullRequestFlowStarted': {
+      const e = event.data;
+      // A first push, or a push after the previous PR of the branch was merged or closed: a new cycle.
+      return {
+        ...newHead(s, e.headSha, e.startedAt),
+        flow: {
+          productId: e.productId,
+          baseBranch: e.baseBranch,
+          strategy: e.strategy,
+          mergeMethod: e.mergeMethod,
+          requiredChecks: e.requiredChecks,
+          title: e.title,
+          startedAt: e.startedAt,
+        },
+        pr: null,
+        checks: null,
+        conflict: null,
+        autoMergeEnabledFor: null,
+        readyForReview: false,
+        outcome: null,
+        lastFailure: null,
+        updatedAt: e.startedAt,
+      };
+    }
+    case 'PullRequestHeadMoved':
+      return { ...newHead(s, event.data.headSha, event.data.movedAt), updatedAt: event.data.movedAt };
+    case 'PullRequestOpened': {
+      const e = event.data;
+      return { ...s, pr: { number: e.prNumber, url: e.prUrl, nodeId: e.nodeId, draft: e.draft }, lastFailure: null, updatedAt: e.openedAt };
+    }
+    case 'PullRequestChecksPassed':
+      return { ...s, checks: { headSha: event.data.headSha, verdict: 'GREEN', names: event.data.checks }, updatedAt: event.data.passedAt };
+    case 'PullRequestChecksFailed':
+      return {
+        ...s,
+        checks: { headSha: event.data.headSha, verdict: 'RED', names: event.data.failedChecks.map((c) => c.name) },
+        updatedAt: event.data.detectedAt,
+      };
+    case 'PullRequestMergeConflict':
+      return { ...s, conflict: { headSha: event.data.headSha, files: event.data.conflictingFiles }, updatedAt: event.data.detectedAt };
+    case 'PullRequestMergeRequested': {
+      const e = event.data;
+      return { ...s, mergeDecision: { headSha: e.headSha, via: e.via, requestedAt: e.requestedAt }, mergeFailure: null, updatedAt: e.requestedAt };
+    }
+    case 'PullRequestAutoMergeEnabled':
+      return { ...s, autoMergeEnabledFor: event.data.headSha, lastFailure: null, updatedAt: event.data.enabledAt };
+    case 'PullRequestAutoMergeRefused': {
+      const e = event.data;
+      return {
+        ...s,
+        mergeDecision: null,
+        autoMergeAllowed: e.reason === 'NOT_ALLOWED' ? false : s.autoMergeAllowed,
+        autoMergeRefusedFor: e.reason === 'NOT_ALLOWED' ? s.autoMergeRefusedFor : e.headSha,
+        updatedAt: e.refusedAt,
+      };
+    }
+    case 'PullRequestAutoMergeDisabled':
+      return { ...s, autoMergeEnabledFor: null, updatedAt: event.data.disabledAt };
+    case 'PullRequestMergeFailed': {
+      const e = event.data;
+      return {
+        ...s,
+        mergeDecision: null,
+        mergeFailure: { headSha: e.headSha, code: e.code, message: e.message, mergeableState: e.mergeableState },
+        updatedAt: e.failedAt,
+      };
+    }
+    case 'PullRequestMerged': {
+      const e = event.data;
+      return { ...s, outcome: { kind: 'MERGED', headSha: e.headSha, mergeCommitSha: e.mergeCommitSha, at: e.mergedAt }, updatedAt: e.mergedAt };
+    }
+    case 'PullRequestClosed':
+      return { ...s, outcome: { kind: 'CLOSED', at: event.data.closedAt }, updatedAt: event.data.closedAt };
+    case 'PullRequestReadyForReview':
+      return { ...s, pr: s.pr ? { ...s.pr, draft: false } : s.pr, readyForReview: true, lastFailure: null, updatedAt: event.data.markedAt };
+    case 'PullRequestEffectFailed': {
+      const e = event.data;
+      return { ...s, lastFailure: { effect: e.effect, code: e.code, message: e.message, at: e.failedAt }, updatedAt: e.failedAt };
+    }
+    default:
+      return assertNever(event);
+  }
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled pull request event ${JSON.stringify(value)}`);
+}

@@ -1,0 +1,158 @@
+import { pullRequestIdFor, type MergeMethod, type PrStrategy } from '@gantry/contracts';
+import type { ReportedCheck } from '../checks.js';
+import type { GitHubObservation, PullRequestCommand } from '../commands.js';
+import type { PullRequestEvent } from '../events.js';
+
+/** One pull request's story, built from small pieces, for the specifications. */
+export const REPO = 'acme/shop';
+export const BRANCH = 'story/ST-1';
+export const PR_ID = pullRequestIdFor(REPO, BRANCH);
+export const URL = 'https://github.com/acme/shop/pull/7';
+export const NODE = 'PR_kwDOA7';
+export const H1 = '1111111111111111111111111111111111111111';
+export const H2 = '2222222222222222222222222222222222222222';
+export const H3 = '3333333333333333333333333333333333333333';
+export const MERGE_COMMIT = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';
+export const JOB1 = 'job-00000000-0000-4000-8000-000000000001';
+export const JOB2 = 'job-00000000-0000-4000-8000-000000000002';
+export const RUN = 'sprintrun-00000000-0000-4000-8000-000000000009';
+
+const T0 = Date.parse('2026-11-30T08:00:00.000Z');
+/** The instant `s` seconds after the story begins. */
+export const at = (s: number) => new Date(T0 + s * 1000).toISOString();
+
+const id = { pullRequestId: PR_ID, repository: REPO, branch: BRANCH };
+const cmd = <C extends PullRequestCommand>(type: C['type'], s: number, data: Omit<C['data'], keyof typeof id | 'now'>): PullRequestCommand =>
+  ({ type, data: { ...id, ...data, now: at(s) } }) as PullRequestCommand;
+
+export interface FlowOptions {
+  strategy?: PrStrategy;
+  requiredChecks?: string[];
+  mergeMethod?: MergeMethod;
+}
+
+const flowOf = (o: FlowOptions) => ({
+  productId: 'product-42',
+  baseBranch: 'main',
+  strategy: o.strategy ?? 'STORY',
+  mergeMethod: o.mergeMethod ?? 'SQUASH',
+  requiredChecks: o.requiredChecks ?? ['ci/test'],
+  title: 'Story ST-1',
+});
+
+export const when = {
+  queued: (s: number, taskId: string, storyTaskIds = ['T-1', 'T-2'], jobId = JOB1) =>
+    cmd('RecordTaskQueued', s, { jobId, taskId, storyId: 'ST-1', storyTaskIds }),
+  done: (s: number, taskId: string, jobId = JOB1) => cmd('RecordTaskDone', s, { jobId, taskId }),
+  reopened: (s: number, taskId: string) => cmd('RecordTaskReopened', s, { jobId: JOB1, taskId, reason: 'checks failed on its head: ci/test' }),
+  sprintDone: (s: number) => cmd('RecordSprintRunDone', s, { sprintRunId: RUN }),
+  pushed: (s: number, headSha: string, o: FlowOptions = {}) => cmd('RecordBranchPushed', s, { headSha, jobId: JOB1, flow: flowOf(o) }),
+  opened: (s: number, headSha = H1, draft = false, adopted = false) =>
+    cmd('RecordOpened', s, { prNumber: 7, prUrl: URL, nodeId: NODE, draft, headSha, adopted }),
+  observed: (s: number, o: Partial<GitHubObservation> = {}) => cmd('RecordObservation', s, { observation: observation(s, o) }),
+  ready: (s: number, alreadyReady = false) => cmd('RecordReadyForReview', s, { headSha: H1, alreadyReady }),
+  autoMergeEnabled: (s: number, headSha = H1) => cmd('RecordAutoMergeEnabled', s, { headSha }),
+  autoMergeRefused: (s: number, reason: 'CLEAN' | 'UNSTABLE' | 'NOT_ALLOWED', headSha = H1) =>
+    cmd('RecordAutoMergeRefused', s, { headSha, reason, message: refusal[reason] }),
+  autoMergeDisabled: (s: number, headSha = H1) => cmd('RecordAutoMergeDisabled', s, { headSha }),
+  merged: (s: number, headSha = H1) => cmd('RecordMerged', s, { headSha, mergeCommitSha: MERGE_COMMIT }),
+  mergeFailed: (s: number, headSha = H1, mergeableState: string | null = 'blocked') =>
+    cmd('RecordMergeFailed', s, { headSha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState }),
+  effectFailed: (s: number, message = 'Bad credentials') => cmd('RecordEffectFailed', s, { effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message }),
+};
+
+const refusal = {
+  CLEAN: 'Pull request Pull request is in clean status',
+  UNSTABLE: 'Pull request Pull request is in unstable status',
+  NOT_ALLOWED: 'Auto merge is not allowed for this repository',
+};
+
+export const check = (name: string, state: ReportedCheck['state'], source: ReportedCheck['source'] = 'check_run'): ReportedCheck => ({
+  name,
+  source,
+  state,
+  conclusion: state === 'SUCCESS' ? 'success' : state === 'FAILURE' ? 'failure' : null,
+  detailsUrl: null,
+});
+
+export function observation(s: number, o: Partial<GitHubObservation> = {}): GitHubObservation {
+  return {
+    prNumber: 7,
+    prUrl: URL,
+    nodeId: NODE,
+    state: 'open',
+    merged: false,
+    mergeCommitSha: null,
+    draft: false,
+    headSha: H1,
+    baseBranch: 'main',
+    mergeable: true,
+    mergeableState: 'blocked',
+    autoMergeEnabled: false,
+    checks: [],
+    conflictingFiles: null,
+    observedAt: at(s),
+    ...o,
+  };
+}
+
+/** The events the machine records, for building histories. */
+export const event = {
+  queued: (s: number, taskId: string, storyTaskIds = ['T-1', 'T-2'], jobId = JOB1): PullRequestEvent => ({
+    type: 'PullRequestScopeTaskQueued',
+    data: { ...id, jobId, taskId, storyId: 'ST-1', storyTaskIds, queuedAt: at(s) },
+  }),
+  done: (s: number, taskId: string, jobId = JOB1): PullRequestEvent => ({ type: 'PullRequestScopeTaskDone', data: { ...id, jobId, taskId, doneAt: at(s) } }),
+  sprintDone: (s: number): PullRequestEvent => ({ type: 'PullRequestSprintRunDone', data: { ...id, sprintRunId: RUN, doneAt: at(s) } }),
+  started: (s: number, headSha = H1, o: FlowOptions = {}): PullRequestEvent => ({
+    type: 'PullRequestFlowStarted',
+    data: { ...id, ...flowOf(o), headSha, jobId: JOB1, startedAt: at(s) },
+  }),
+  moved: (s: number, headSha: string, previousHeadSha: string, source: 'PUSH' | 'GITHUB'): PullRequestEvent => ({
+    type: 'PullRequestHeadMoved',
+    data: { ...id, headSha, previousHeadSha, source, movedAt: at(s) },
+  }),
+  opened: (s: number, draft = false, headSha = H1, adopted = false): PullRequestEvent => ({
+    type: 'PullRequestOpened',
+    data: { ...id, prNumber: 7, prUrl: URL, nodeId: NODE, draft, headSha, adopted, openedAt: at(s) },
+  }),
+  passed: (s: number, headSha = H1, checks = ['ci/test']): PullRequestEvent => ({ type: 'PullRequestChecksPassed', data: { ...id, headSha, checks, passedAt: at(s) } }),
+  failed: (s: number, headSha = H1): PullRequestEvent => ({
+    type: 'PullRequestChecksFailed',
+    data: {
+      ...id, baseBranch: 'main', prNumber: 7, prUrl: URL, headSha,
+      failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }], detectedAt: at(s),
+    },
+  }),
+  conflict: (s: number, headSha = H1, files = ['src/app.ts']): PullRequestEvent => ({
+    type: 'PullRequestMergeConflict',
+    data: { ...id, baseBranch: 'main', prNumber: 7, prUrl: URL, headSha, conflictingFiles: files, detectedAt: at(s) },
+  }),
+  mergeRequested: (s: number, via: 'AUTO_MERGE' | 'DIRECT', headSha = H1): PullRequestEvent => ({
+    type: 'PullRequestMergeRequested',
+    data: { ...id, headSha, via, mergeMethod: 'SQUASH', requestedAt: at(s) },
+  }),
+  autoMergeEnabled: (s: number, headSha = H1): PullRequestEvent => ({ type: 'PullRequestAutoMergeEnabled', data: { ...id, headSha, enabledAt: at(s) } }),
+  autoMergeRefused: (s: number, reason: 'CLEAN' | 'UNSTABLE' | 'NOT_ALLOWED', headSha = H1): PullRequestEvent => ({
+    type: 'PullRequestAutoMergeRefused',
+    data: { ...id, headSha, reason, message: refusal[reason], refusedAt: at(s) },
+  }),
+  autoMergeDisabled: (s: number, headSha = H1): PullRequestEvent => ({ type: 'PullRequestAutoMergeDisabled', data: { ...id, headSha, disabledAt: at(s) } }),
+  mergeFailed: (s: number, headSha = H1, mergeableState: string | null = 'blocked'): PullRequestEvent => ({
+    type: 'PullRequestMergeFailed',
+    data: { ...id, headSha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState, failedAt: at(s) },
+  }),
+  merged: (s: number, headSha = H1, mergeCommitSha: string | null = MERGE_COMMIT): PullRequestEvent => ({
+    type: 'PullRequestMerged',
+    data: { ...id, prNumber: 7, prUrl: URL, headSha, mergeCommitSha, mergedAt: at(s) },
+  }),
+  closed: (s: number): PullRequestEvent => ({ type: 'PullRequestClosed', data: { ...id, prNumber: 7, closedAt: at(s) } }),
+  ready: (s: number, alreadyReady = false, headSha = H1): PullRequestEvent => ({
+    type: 'PullRequestReadyForReview',
+    data: { ...id, prNumber: 7, prUrl: URL, headSha, alreadyReady, markedAt: at(s) },
+  }),
+  effectFailed: (s: number, message = 'Bad credentials'): PullRequestEvent => ({
+    type: 'PullRequestEffectFailed',
+    data: { ...id, effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message, failedAt: at(s) },
+  }),
+};

@@ -1,0 +1,31 @@
+import type { PullRequestView } from '@gantry/contracts';
+import { forHead, phaseOf, scopeDone } from './phase.js';
+import type { PullRequestState } from './state.js';
+
+/** The pull request as `get_pull_request` answers it. */
+export function pullRequestView(state: PullRequestState): PullRequestView {
+  const checks = forHead(state, state.checks);
+  const decision = forHead(state, state.mergeDecision);
+  const conflict = forHead(state, state.conflict);
+  return {
+    pullRequestId: state.pullRequestId,
+    repository: state.repository,
+    branch: state.branch,
+    phase: phaseOf(state),
+    strategy: state.flow?.strategy ?? null,
+    baseBranch: state.flow?.baseBranch ?? null,
+    mergeMethod: state.flow?.mergeMethod ?? null,
+    requiredChecks: state.flow?.requiredChecks ?? [],
+    headSha: state.headSha,
+    prNumber: state.pr?.number ?? null,
+    prUrl: state.pr?.url ?? null,
+    draft: state.pr?.draft ?? null,
+    scope: { done: scopeDone(state), tasks: state.scope.items.map((i) => ({ taskId: i.id, done: i.done })), sprintRunId: state.scope.sprintRunId },
+    checks: checks ? { headSha: checks.headSha, verdict: checks.verdict, names: checks.names } : null,
+    mergeDecision: decision,
+    conflict: conflict ? { headSha: conflict.headSha, conflictingFiles: conflict.files } : null,
+    merged: state.outcome?.kind === 'MERGED' ? { headSha: state.outcome.headSha, mergeCommitSha: state.outcome.mergeCommitSha, mergedAt: state.outcome.at } : null,
+    lastFailure: state.lastFailure,
+    updatedAt: state.updatedAt,
+  };
+}

@@ -1,0 +1,72 @@
+import { z } from 'zod';
+import { CommandMetaSchema } from '../envelope.js';
+import { defineCommand } from '../registry.js';
+import { GitRefSchema, GitShaSchema, IdempotencyKeySchema, SprintRunIdSchema, TimestampSchema } from '../jobs/values.js';
+import { MergeMethodSchema, PrStrategySchema, RepositorySchema } from '../jobs/products.js';
+import { PullRequestFailureCodeSchema, PullRequestIdSchema, PullRequestPhaseSchema } from './values.js';
+
+const prRef = { repository: RepositorySchema, branch: GitRefSchema };
+
+/**
+ * A sprint run is DONE: its pull request (the sprint branch's) is made ready for review — never
+ * merged by Gantry (docs/pr-service.md). Sent by the job service's sprint-run effect; accepted before
+ * the branch was ever pushed too (the PR then opens and is made ready at once).
+ */
+export const markPrReadyForReview = defineCommand({
+  context: 'prs',
+  name: 'mark_pr_ready_for_review',
+  request: CommandMetaSchema.extend({ ...prRef, sprintRunId: SprintRunIdSchema, idempotencyKey: IdempotencyKeySchema }),
+  reply: z.object({ pullRequestId: PullRequestIdSchema, phase: PullRequestPhaseSchema, prUrl: z.string().nullable() }),
+  examples: {
+    valid: [{ repository: 'acme/shop', branch: 'sprint/SP-7', sprintRunId: 'sprintrun-5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d', idempotencyKey: 'product-42/pr-ready:sprintrun-5a6b' }],
+    invalid: [
+      // the branch alone is ambiguous: the same branch name exists in many repositories
+      { branch: 'sprint/SP-7', sprintRunId: 'sprintrun-5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d', idempotencyKey: 'p/ready:1' },
+      // a sprint run id is sprintrun-<uuid>
+      { repository: 'acme/shop', branch: 'sprint/SP-7', sprintRunId: 'SP-7', idempotencyKey: 'p/ready:1' },
+    ],
+  },
+});
+
+export const PullRequestViewSchema = z.object({
+  pullRequestId: PullRequestIdSchema,
+  repository: RepositorySchema,
+  branch: GitRefSchema,
+  phase: PullRequestPhaseSchema,
+  /** Null until the branch is first pushed. */
+  strategy: PrStrategySchema.nullable(),
+  baseBranch: GitRefSchema.nullable(),
+  mergeMethod: MergeMethodSchema.nullable(),
+  requiredChecks: z.array(z.string()),
+  headSha: GitShaSchema.nullable(),
+  prNumber: z.number().int().positive().nullable(),
+  prUrl: z.string().nullable(),
+  draft: z.boolean().nullable(),
+  scope: z.object({
+    done: z.boolean(),
+    tasks: z.array(z.object({ taskId: z.string(), done: z.boolean() })),
+    sprintRunId: SprintRunIdSchema.nullable(),
+  }),
+  /** The verdict on the current head's checks, when one was seen. */
+  checks: z.object({ headSha: GitShaSchema, verdict: z.enum(['GREEN', 'RED']), names: z.array(z.string()) }).nullable(),
+  mergeDecision: z.object({ headSha: GitShaSchema, via: z.enum(['AUTO_MERGE', 'DIRECT']), requestedAt: TimestampSchema }).nullable(),
+  conflict: z.object({ headSha: GitShaSchema, conflictingFiles: z.array(z.string()) }).nullable(),
+  merged: z.object({ headSha: GitShaSchema, mergeCommitSha: GitShaSchema.nullable(), mergedAt: TimestampSchema }).nullable(),
+  lastFailure: z.object({ effect: z.string(), code: PullRequestFailureCodeSchema, message: z.string(), at: TimestampSchema }).nullable(),
+  updatedAt: TimestampSchema.nullable(),
+});
+export type PullRequestView = z.infer<typeof PullRequestViewSchema>;
+
+export const getPullRequest = defineCommand({
+  context: 'prs',
+  name: 'get_pull_request',
+  request: CommandMetaSchema.extend(prRef),
+  reply: PullRequestViewSchema,
+  examples: {
+    valid: [{ repository: 'acme/shop', branch: 'story/ST-1208' }],
+    // owner/name, not a URL
+    invalid: [{ repository: 'https://github.com/acme/shop', branch: 'story/ST-1208' }],
+  },
+});
+
+export const pullRequestCommandContracts = [markPrReadyForReview, getPullRequest] as const;
