@@ -3,16 +3,21 @@ import type { INestApplication } from '@nestjs/common';
 import {
   cancelSprintRun,
   claimJob,
+  commandSubject,
   createSprintRun,
+  enqueueJob,
   eventSubject,
   finishJob,
+  getJob,
   getSprintRun,
   listJobs,
   logCommit,
   logImplementation,
   logTestResult,
+  markPrReadyForReview,
   PullRequestChecksFailed,
   PullRequestMergeConflict,
+  reportPush,
   resumeSprintRun,
   startJob,
   streamName,
@@ -27,8 +32,19 @@ describe('sprint runs driven by job events and PR events', () => {
   let world: TestWorld;
   let app: INestApplication;
 
+  /** The pr-service's side of mark_pr_ready_for_review, as the job service's effect calls it. */
+  const readyRequests: Record<string, unknown>[] = [];
+
   beforeAll(async () => {
     world = await createWorld('sprints');
+    const sub = world.bus.nc.subscribe(commandSubject(world.naming, 'prs', markPrReadyForReview.name));
+    void (async () => {
+      for await (const msg of sub) {
+        const request = JSON.parse(new TextDecoder().decode(msg.data)) as Record<string, unknown>;
+        readyRequests.push(request);
+        msg.respond(JSON.stringify({ ok: true, result: { pullRequestId: 'pr-test', phase: 'ready_for_review', prUrl: PR } }));
+      }
+    })();
     app = await startInProcess(world);
     await registerProducts(world.client, ['product-42'], { repository: 'acme/shop', prStrategy: 'SPRINT' });
   });
@@ -118,6 +134,9 @@ describe('sprint runs driven by job events and PR events', () => {
       return r.status === 'DONE' ? r : null;
     }, { what: 'the run DONE' });
     expect(done).toMatchObject({ doneTaskIds: ['T-1', 'T-2'], pause: null, failure: null });
+    // DONE: the sprint-run effect asks the pr-service to make the (repository, branch) PR ready for review.
+    const asked = await eventually(() => readyRequests.find((r) => r.sprintRunId === created.sprintRunId), { what: 'mark_pr_ready_for_review sent' });
+    expect(asked).toMatchObject({ repository: 'acme/shop', branch: 'sprint/SP-7', idempotencyKey: expect.stringMatching(/^sprint-run:/) });
   });
 
   it('cancel while RUNNING → CANCELLED, its jobs cancelled and the open tasks back to TO_DO', async () => {
@@ -175,6 +194,37 @@ describe('sprint runs driven by job events and PR events', () => {
     }, { what: 'the run FAILED' });
     expect(failed.failure).toMatchObject({ reason: 'CHECKS_FAILED' });
     expect(failed.pause).toBeNull();
+  });
+
+  it('red checks on a story branch fail the job that pushed that head, its task back IN_PROGRESS', async () => {
+    const { jobId } = await world.client.request(enqueueJob, {
+      kind: 'TASK_IMPLEMENTATION', productId: 'product-42', storyId: 'ST-5', taskId: 'T-50', branch: 'story/ST-5', baseRef: 'main', idempotencyKey: key('enqueue'),
+    });
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-story', kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    const lease = { jobId, runnerId: 'runner-story', leaseToken: claim.job.leaseToken };
+    await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
+    await world.client.request(logImplementation, { ...lease, summary: 'start', idempotencyKey: key('log') });
+    await world.client.request(logCommit, { ...lease, commitSha: sha('e'), message: 'feat', summary: 'one file', idempotencyKey: key('log') });
+    await world.client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: key('log') });
+    await world.client.request(reportPush, { ...lease, branch: 'story/ST-5', headSha: sha('e'), pushed: true, idempotencyKey: key('push') });
+    await world.client.request(finishJob, {
+      ...lease, idempotencyKey: key('finish'),
+      facts: { verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 1, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false },
+    });
+    // Another head's red checks say nothing about this job.
+    const other = await publishPrEvent(PullRequestChecksFailed.type, { ...prFacts('story/ST-5'), headSha: sha('f'), failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }] });
+    await eventually(
+      async () => (await world.db.query(`SELECT 1 FROM inbox WHERE consumer = 'job-service-sprint-runs-checks-failed' AND event_id = $1`, [other])).rowCount === 1,
+      { what: 'the other head\'s failed checks consumed' },
+    );
+    expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'DONE', taskStatus: 'DONE' });
+    await publishPrEvent(PullRequestChecksFailed.type, { ...prFacts('story/ST-5'), headSha: sha('e'), failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }] });
+    const failed = await eventually(async () => {
+      const job = await world.client.request(getJob, { jobId });
+      return job.status === 'FAILED' ? job : null;
+    }, { what: 'the job FAILED on red checks' });
+    expect(failed).toMatchObject({ taskStatus: 'IN_PROGRESS', error: `checks failed on ${PR}: ci/test` });
   });
 
   it('replaying every event through the effect processor enqueues nothing twice', async () => {

@@ -1,7 +1,43 @@
 import { Module } from '@nestjs/common';
-import { GantryRuntimeModule } from '@gantry/service-runtime';
+import { GantryRuntimeModule, JsonLogger } from '@gantry/service-runtime';
+import { JobFacts } from './application/job-facts.js';
+import { PullRequestCommandHandlers } from './application/pull-request-commands.js';
+import { PullRequestLog } from './application/pull-request-log.js';
+import { PullRequestReconciler } from './application/reconciler.js';
+import { CONFLICTING_FILES, GITHUB_PULL_REQUESTS, PR_SERVICE_CONFIG } from './application/tokens.js';
+import { WebhookIntake } from './application/webhook-intake.js';
+import { ConflictingFiles } from './infrastructure/git/conflicting-files.js';
+import { createOctokit } from './infrastructure/github/octokit.js';
+import { OctokitPullRequests } from './infrastructure/github/octokit-pull-requests.js';
+import { GitHubWebhookController } from './infrastructure/http/github-webhook.controller.js';
+import { loadPrServiceConfig, type PrServiceConfig } from './infrastructure/pr-service-config.js';
+import { prServiceMigrations } from './infrastructure/persistence/migrations.js';
+import { prServiceProjections } from './infrastructure/persistence/projections.js';
 
 @Module({
-  imports: [GantryRuntimeModule.forRoot({ service: 'pr-service', context: 'prs', defaultPort: 3103 })],
+  imports: [
+    GantryRuntimeModule.forRoot({
+      service: 'pr-service',
+      context: 'prs',
+      defaultPort: 3103,
+      migrations: prServiceMigrations,
+      projections: prServiceProjections,
+    }),
+  ],
+  controllers: [GitHubWebhookController],
+  providers: [
+    { provide: PR_SERVICE_CONFIG, useFactory: () => loadPrServiceConfig() },
+    {
+      provide: GITHUB_PULL_REQUESTS,
+      inject: [PR_SERVICE_CONFIG, JsonLogger],
+      useFactory: (config: PrServiceConfig, logger: JsonLogger) => new OctokitPullRequests(createOctokit(config, logger.forComponent('github'))),
+    },
+    { provide: CONFLICTING_FILES, inject: [PR_SERVICE_CONFIG], useFactory: (config: PrServiceConfig) => new ConflictingFiles({ gitDir: config.gitDir, timeoutMs: config.gitTimeoutMs }) },
+    PullRequestLog,
+    JobFacts,
+    PullRequestReconciler,
+    WebhookIntake,
+    PullRequestCommandHandlers,
+  ],
 })
 export class AppModule {}

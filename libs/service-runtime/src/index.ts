@@ -8,3 +8,4 @@ export * from './lib/bootstrap.js';
 export * from './lib/http.controllers.js';
 export * from './lib/command-metadata.js';
 export * from './lib/retention.js';
+export * from './lib/test-crash.js';

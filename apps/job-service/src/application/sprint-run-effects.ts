@@ -1,7 +1,8 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import type pg from 'pg';
-import { GantryError, type EventEnvelope } from '@gantry/contracts';
+import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, type EventEnvelope } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
+import { CommandClient, RetryLater } from '@gantry/messaging';
 import { Consumers, JsonLogger } from '@gantry/service-runtime';
 import { jobDecider, sprintRunEffects, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
 import { loadSprintRun } from '../infrastructure/job-store.js';
@@ -22,6 +23,7 @@ export class SprintRunEffects implements OnModuleInit {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Consumers) private readonly consumers: Consumers,
+    @Inject(CommandClient) private readonly client: CommandClient,
     @Inject(JsonLogger) logger: JsonLogger,
   ) {
     this.log = logger.forComponent('sprint-run-effects');
@@ -94,10 +96,33 @@ export class SprintRunEffects implements OnModuleInit {
         }
         return;
       }
+      case 'MARK_PR_READY_FOR_REVIEW': {
+        if (effect.repository === null) {
+          this.log.warn('a sprint run created before products names no repository; its pull request is not made ready', { sprintRunId: effect.sprintRunId });
+          return;
+        }
+        // The pr-service's command, keyed by the completing event: a redelivery asks once.
+        const request = {
+          repository: effect.repository,
+          branch: effect.branch,
+          sprintRunId: effect.sprintRunId,
+          idempotencyKey: deriveIdempotencyKey('sprint-run', { markPrReady: cause.eventId }),
+          ...metadata,
+        };
+        try {
+          const reply = await this.client.request(markPrReadyForReview, request, { timeoutMs: 10_000 });
+          this.log.log('sprint run done: its pull request is made ready for review', { sprintRunId: effect.sprintRunId, pullRequestId: reply.pullRequestId, phase: reply.phase });
+        } catch (error) {
+          if (error instanceof GantryError && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE)) {
+            throw new RetryLater(`the pr-service did not answer mark_pr_ready_for_review (${error.code})`, 2000);
+          }
+          throw error;
+        }
+        return;
+      }
       case 'RAISE_QUESTION':
-      case 'MARK_PR_READY_FOR_REVIEW':
       case 'RETURN_TASKS_TO_TODO':
-        // Owned by other contexts (questions, pr-service, the task board); no command for them exists yet.
+        // Owned by other contexts (questions, the task board); no command for them exists yet.
         // The request stays in the log (the event that asked for it) for the owner to consume.
         this.log.log('sprint run effect requested of another context', { effect, causationId: cause.eventId });
         return;

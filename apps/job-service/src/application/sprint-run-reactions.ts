@@ -14,14 +14,16 @@ import { Bus, RetryLater } from '@gantry/messaging';
 import { Consumers, JsonLogger } from '@gantry/service-runtime';
 import {
   checksFailedCommand,
+  jobDecider,
   mergeConflictCommand,
   sprintRunCommandFor,
   sprintRunDecider,
+  type JobCommand,
   type JobEvent,
   type SprintRunCommand,
   type SprintRunEvent,
 } from '../domain/index.js';
-import { loadJob, openSprintRunOf } from '../infrastructure/job-store.js';
+import { doneJobOfHead, loadJob, openSprintRunOf } from '../infrastructure/job-store.js';
 
 /** The job events that can mean something to a sprint run (see sprintRunCommandFor). */
 const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobFinished', 'JobClaimRolledBack', 'JobLeaseExpired'] satisfies JobEvent['type'][]);
@@ -84,11 +86,26 @@ export class SprintRunReactions implements OnModuleInit {
     await this.decide(mergeConflictCommand(envelope.data, { sprintRunId, questionId, now: this.now() }), envelope, sql);
   }
 
+  /** Red checks fail the sprint run of the branch; on a branch without one, the job that pushed that head (docs/pr-service.md, PR-9). */
   private async onChecksFailed(envelope: EventEnvelope<PullRequestChecksFailedData>, sql: pg.PoolClient): Promise<void> {
-    const { repository, branch } = envelope.data;
+    const { repository, branch, headSha } = envelope.data;
     const sprintRunId = await openSprintRunOf(sql, repository, branch);
-    if (!sprintRunId) return this.log.log('failed checks on a branch no open sprint run uses', { repository, branch, eventId: envelope.eventId });
-    await this.decide(checksFailedCommand(envelope.data, { sprintRunId, now: this.now() }), envelope, sql);
+    if (sprintRunId) return this.decide(checksFailedCommand(envelope.data, { sprintRunId, now: this.now() }), envelope, sql);
+    const jobId = await doneJobOfHead(sql, repository, branch, headSha);
+    if (!jobId) return this.log.log('failed checks on a head no sprint run or job of ours pushed', { repository, branch, headSha, eventId: envelope.eventId });
+    const command: JobCommand = {
+      type: 'RecordChecksFailed',
+      data: { jobId, headSha, prUrl: envelope.data.prUrl, failedChecks: envelope.data.failedChecks.map((c) => c.name), now: this.now() },
+    };
+    const history = await this.store.readStream(jobId, sql);
+    const events = jobDecider.decide(command, fold<ReturnType<typeof jobDecider.evolve>, JobEvent>(jobDecider, history));
+    if (events.length === 0) return;
+    try {
+      await this.store.appendWithin(sql, jobId, history.length, events, { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'job-service', idempotencyKey: null });
+    } catch (error) {
+      if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw new RetryLater('job appended concurrently', 50);
+      throw error;
+    }
   }
 
   /** Decide on the sprint run's stream and append at the loaded version, inside the consumer's transaction. */

@@ -53,3 +53,12 @@ export async function openSprintRunOf(sql: Sql, repository: string, branch: stri
   );
   return rows[0]?.sprint_run_id ?? null;
 }
+
+/** The DONE job that pushed `headSha` to (repository, branch), if one of ours did. */
+export async function doneJobOfHead(sql: Sql, repository: string, branch: string, headSha: string): Promise<string | null> {
+  const { rows } = await sql.query<{ job_id: string }>(
+    `SELECT job_id FROM jobs WHERE repository = $1 AND branch = $2 AND head_sha = $3 AND status = 'DONE' ORDER BY enqueue_position DESC LIMIT 1`,
+    [repository, branch, headSha],
+  );
+  return rows[0]?.job_id ?? null;
+}

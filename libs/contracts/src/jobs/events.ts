@@ -502,6 +502,37 @@ export const JobRunStopped = defineEvent({
   },
 });
 
+/**
+ * The head a DONE job pushed failed its pull request's checks (docs/pr-service.md, PR-9): red CI is a
+ * real error, so the job is FAILED after all and its task back IN_PROGRESS — the story's PR merges
+ * only once a later job of that task is done on a head whose checks pass.
+ */
+export const JobChecksFailed = defineEvent({
+  context: 'jobs',
+  type: 'JobChecksFailed',
+  schemaVersion: 1,
+  data: z.object({
+    jobId: JobIdSchema,
+    headSha: GitShaSchema,
+    prUrl: z.url(),
+    failedChecks: z.array(z.string().min(1)).min(1),
+    error: z.string().min(1),
+    /** IN_PROGRESS when the job has a task it moves; null otherwise. */
+    taskStatus: z.literal('IN_PROGRESS').nullable(),
+    failedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [
+      {
+        jobId: jobExampleIds.jobId, headSha: jobExampleIds.headSha, prUrl: 'https://github.com/acme/shop/pull/102', failedChecks: ['ci/test'],
+        error: 'checks failed on https://github.com/acme/shop/pull/102: ci/test', taskStatus: 'IN_PROGRESS', failedAt: '2026-11-30T06:20:00.000Z',
+      },
+    ],
+    // red checks name the checks
+    invalid: [{ jobId: jobExampleIds.jobId, headSha: jobExampleIds.headSha, prUrl: 'https://github.com/acme/shop/pull/102', failedChecks: [], error: 'x', taskStatus: null, failedAt: '2026-11-30T06:20:00.000Z' }],
+  },
+});
+
 /** Every job event contract, in the order of the lifecycle. */
 export const jobEventContracts = [
   JobEnqueued,
@@ -518,6 +549,7 @@ export const jobEventContracts = [
   JobLeaseExpired,
   JobCancelled,
   JobRunStopped,
+  JobChecksFailed,
 ] as const;
 
 export type JobEnqueuedData = z.output<typeof JobEnqueued.data>;
@@ -534,3 +566,4 @@ export type JobClaimRolledBackData = z.output<typeof JobClaimRolledBack.data>;
 export type JobLeaseExpiredData = z.output<typeof JobLeaseExpired.data>;
 export type JobCancelledData = z.output<typeof JobCancelled.data>;
 export type JobRunStoppedData = z.output<typeof JobRunStopped.data>;
+export type JobChecksFailedData = z.output<typeof JobChecksFailed.data>;

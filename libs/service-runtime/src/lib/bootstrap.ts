@@ -1,22 +1,33 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { INestApplication, Type } from '@nestjs/common';
+import type { NestExpressApplication } from '@nestjs/platform-express';
 import { SERVICE_CONFIG } from './runtime.module.js';
 import type { ServiceConfig } from './config.js';
 import { JsonLogger } from './logger.js';
 
 const SHUTDOWN_GRACE_MS = Number(process.env.GANTRY_SHUTDOWN_GRACE_MS ?? 30_000);
 
+export interface RunServiceOptions {
+  /**
+   * Keep each request's raw body (`req.rawBody`) beside the parsed one, for signatures computed over
+   * the exact bytes (GitHub's webhooks), and accept JSON bodies up to `jsonLimit` (express's 100 kB
+   * default is below what GitHub sends).
+   */
+  rawBody?: { jsonLimit: string };
+}
+
 /**
  * Starts a service: HTTP for health, readiness and commands. SIGTERM/SIGINT run the shutdown hooks
  * (stop taking commands, finish what is in flight, stop consumers and relay, close connections) and
  * exit 0; a shutdown that hangs past the grace period exits 1.
  */
-export async function runService(module: Type<unknown>, service: string): Promise<INestApplication> {
+export async function runService(module: Type<unknown>, service: string, options: RunServiceOptions = {}): Promise<INestApplication> {
   const logger = new JsonLogger(service);
   let app: INestApplication;
   try {
-    app = await NestFactory.create(module, { logger, bufferLogs: false, forceCloseConnections: true });
+    app = await NestFactory.create(module, { logger, bufferLogs: false, forceCloseConnections: true, rawBody: options.rawBody !== undefined });
+    if (options.rawBody) (app as NestExpressApplication).useBodyParser('json', { limit: options.rawBody.jsonLimit });
     const config = app.get<ServiceConfig>(SERVICE_CONFIG);
     await app.listen(config.port, config.httpHost);
     logger.log({ message: 'listening', port: config.port, host: config.httpHost }, 'runtime');

@@ -90,6 +90,8 @@ export type JobCommand =
   | { type: 'RollbackClaim'; data: UnderLease & { reason: string; exitCode: number | null; cause: RollbackCause } }
   /** From job-service's own expiry sweep: expire exactly this grant, if its time has come. */
   | { type: 'ExpireJobLease'; data: { jobId: string; leaseToken: number; now: string } }
-  | { type: 'CancelJob'; data: { jobId: string; reason: string | null; now: string } };
+  | { type: 'CancelJob'; data: { jobId: string; reason: string | null; now: string } }
+  /** From the pr-service: the checks of the head this job pushed are red. */
+  | { type: 'RecordChecksFailed'; data: { jobId: string; headSha: string; prUrl: string; failedChecks: string[]; now: string } };
 
 export type JobCommandType = JobCommand['type'];

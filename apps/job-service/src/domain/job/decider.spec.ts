@@ -493,6 +493,27 @@ describe('job decider', () => {
     });
   });
 
+  describe('red checks on the pushed head (PR-9)', () => {
+    const PR = 'https://github.com/acme/shop/pull/7';
+    const done = (): JobEvent[] => [...readyToFinish(), finished(1, 70)];
+    const checksFailed = (headSha: string): JobCommand => ({ type: 'RecordChecksFailed', data: { jobId: JOB, headSha, prUrl: PR, failedChecks: ['ci/test'], now: at(90) } });
+
+    it('a DONE job whose pushed head failed its checks is FAILED after all, its task back IN_PROGRESS', () => {
+      const state = given(done()).when(checksFailed(HEAD)).then([
+        {
+          type: 'JobChecksFailed',
+          data: { jobId: JOB, headSha: HEAD, prUrl: PR, failedChecks: ['ci/test'], error: `checks failed on ${PR}: ci/test`, taskStatus: 'IN_PROGRESS', failedAt: at(90) },
+        },
+      ]) as Job;
+      expect(state).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', error: `checks failed on ${PR}: ci/test` });
+    });
+
+    it('red checks on another head, or on a job that is not DONE, change nothing', () => {
+      given(done()).when(checksFailed(BASE)).then([]);
+      given(readyToFinish()).when(checksFailed(HEAD)).then([]);
+    });
+  });
+
   describe('cancel', () => {
     const cancel = (atS: number): JobCommand => ({ type: 'CancelJob', data: { jobId: JOB, reason: 'not needed', now: at(atS) } });
 

@@ -324,6 +324,28 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       ];
     }
 
+    case 'RecordChecksFailed': {
+      // Red checks on the head this job pushed: the job was not done after all (docs/pr-service.md, PR-9).
+      // A fact about another head, or about a job no longer DONE, changes nothing.
+      const d = command.data;
+      const job = existing(state, d.jobId);
+      if (job.status !== 'DONE' || job.headSha !== d.headSha) return [];
+      return [
+        {
+          type: 'JobChecksFailed',
+          data: {
+            jobId: job.jobId,
+            headSha: d.headSha,
+            prUrl: d.prUrl,
+            failedChecks: d.failedChecks,
+            error: `checks failed on ${d.prUrl}: ${d.failedChecks.join(', ')}`,
+            taskStatus: movesTask(job) ? 'IN_PROGRESS' : null,
+            failedAt: d.now,
+          },
+        },
+      ];
+    }
+
     default:
       return assertNever(command);
   }

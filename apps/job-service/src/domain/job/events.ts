@@ -2,6 +2,7 @@ import type {
   CommitLoggedData,
   ImplementationLoggedData,
   JobCancelledData,
+  JobChecksFailedData,
   JobClaimRolledBackData,
   JobClaimedData,
   JobCoalescedData,
@@ -30,7 +31,8 @@ export type JobEvent =
   | { type: 'JobClaimRolledBack'; data: JobClaimRolledBackData }
   | { type: 'JobLeaseExpired'; data: JobLeaseExpiredData }
   | { type: 'JobCancelled'; data: JobCancelledData }
-  | { type: 'JobRunStopped'; data: JobRunStoppedData };
+  | { type: 'JobRunStopped'; data: JobRunStoppedData }
+  | { type: 'JobChecksFailed'; data: JobChecksFailedData };
 
 export type JobEventType = JobEvent['type'];
 

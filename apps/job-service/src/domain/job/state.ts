@@ -281,6 +281,8 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
             finishedAt: at,
           };
     }
+    case 'JobChecksFailed':
+      return { ...state, status: 'FAILED', taskStatus: event.data.taskStatus, error: event.data.error };
     case 'JobCancelled':
       return {
         ...state,

@@ -266,7 +266,7 @@ describe('sprint run decider', () => {
 
       const done = step(cmd.taskDone('T-2', 90));
       expect(done.nextState.status).toBe('DONE');
-      expect(done.effects).toEqual([{ type: 'MARK_PR_READY_FOR_REVIEW', sprintRunId: RUN, branch: 'sprint/SP-7', prUrl: PR }]);
+      expect(done.effects).toEqual([{ type: 'MARK_PR_READY_FOR_REVIEW', sprintRunId: RUN, repository: 'acme/shop', branch: 'sprint/SP-7', prUrl: PR }]);
     });
 
     it('a cancel asks to stop the run\'s jobs and to put the open tasks back to TO_DO', () => {

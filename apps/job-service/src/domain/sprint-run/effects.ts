@@ -25,7 +25,8 @@ export type SprintRunEffect =
       conflictingFiles: string[];
       resumeInstructions: string;
     }
-  | { type: 'MARK_PR_READY_FOR_REVIEW'; sprintRunId: string; branch: string; prUrl: string | null }
+  /** The pr-service's `mark_pr_ready_for_review` for the run's (repository, branch); repository null for runs created before products. */
+  | { type: 'MARK_PR_READY_FOR_REVIEW'; sprintRunId: string; repository: string | null; branch: string; prUrl: string | null }
   | { type: 'CANCEL_SPRINT_JOBS'; sprintRunId: string; reason: string }
   | { type: 'RETURN_TASKS_TO_TODO'; sprintRunId: string; taskIds: string[] };
 
@@ -80,8 +81,10 @@ export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState):
         },
       ];
     }
-    case 'SprintRunCompleted':
-      return [{ type: 'MARK_PR_READY_FOR_REVIEW', sprintRunId: event.data.sprintRunId, branch: event.data.branch, prUrl: event.data.prUrl }];
+    case 'SprintRunCompleted': {
+      const repository = sprintRunExists(before) ? (before.repository ?? null) : null;
+      return [{ type: 'MARK_PR_READY_FOR_REVIEW', sprintRunId: event.data.sprintRunId, repository, branch: event.data.branch, prUrl: event.data.prUrl }];
+    }
     case 'SprintRunFailed':
       return [{ type: 'CANCEL_SPRINT_JOBS', sprintRunId: event.data.sprintRunId, reason: event.data.error }];
     case 'SprintRunCancelled': {

@@ -56,7 +56,7 @@ describe('sprint runs from the wire and from other contexts\' events', () => {
     step(sprintRunCommandFor(done('T-1'), sprintJob({ taskId: 'T-1' }), { now: at(4) })!);
     const last = step(sprintRunCommandFor(done('T-2'), sprintJob({ taskId: 'T-2' }), { now: at(5) })!);
     expect(last.nextState.status).toBe('DONE');
-    expect(last.effects).toEqual([{ type: 'MARK_PR_READY_FOR_REVIEW', sprintRunId: RUN, branch: 'sprint/SP-7', prUrl: conflict.prUrl }]);
+    expect(last.effects).toEqual([{ type: 'MARK_PR_READY_FOR_REVIEW', sprintRunId: RUN, repository: 'acme/shop', branch: 'sprint/SP-7', prUrl: conflict.prUrl }]);
     expect(SprintRunViewSchema.parse(sprintRunView(state as never))).toMatchObject({ status: 'DONE', doneTaskIds: ['T-1', 'T-2'], pause: null });
   });
 

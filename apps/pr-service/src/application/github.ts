@@ -1,0 +1,48 @@
+import type { MergeMethod } from '@gantry/contracts';
+import type { ReportedCheck } from '../domain/index.js';
+
+/** A pull request as GitHub's REST API shows it (`GET /repos/{o}/{r}/pulls/{n}`), reduced to what the machine reads. */
+export interface PullRequestOnGitHub {
+  number: number;
+  url: string;
+  nodeId: string;
+  state: 'open' | 'closed';
+  merged: boolean;
+  mergeCommitSha: string | null;
+  draft: boolean;
+  headSha: string;
+  headBranch: string;
+  baseBranch: string;
+  mergeable: boolean | null;
+  mergeableState: string;
+  autoMergeEnabled: boolean;
+}
+
+export type AutoMergeOutcome =
+  | { outcome: 'ENABLED' }
+  /** GitHub will not enable it: CLEAN / UNSTABLE (it would merge at once), NOT_ALLOWED (the repository's setting). */
+  | { outcome: 'REFUSED'; reason: 'CLEAN' | 'UNSTABLE' | 'NOT_ALLOWED'; message: string }
+  /** The PR's head is not the expected head any more. */
+  | { outcome: 'HEAD_MOVED'; message: string };
+
+export type MergeOutcome = { outcome: 'MERGED'; mergeCommitSha: string } | { outcome: 'HEAD_MOVED'; message: string };
+
+/**
+ * What the pr-service asks of GitHub. Failures are GantryErrors with the codes of
+ * docs/pr-service.md (GH_AUTH_ERROR, MERGE_CONFLICT, CHECKS_FAILED, AUTO_MERGE_NOT_ALLOWED, UNKNOWN).
+ */
+export interface GitHubPullRequests {
+  /** The open PR whose head is `branch` (and base `baseBranch`), if there is one. */
+  findOpen(repository: string, branch: string, baseBranch: string): Promise<PullRequestOnGitHub | null>;
+  /** Opens a PR; one that already exists for the branch (422) is returned instead, `adopted`. */
+  open(request: { repository: string; branch: string; baseBranch: string; title: string; body: string; draft: boolean }): Promise<{ pr: PullRequestOnGitHub; adopted: boolean }>;
+  read(repository: string, prNumber: number): Promise<PullRequestOnGitHub>;
+  /** Check runs and commit statuses of a commit, the latest of each name. */
+  checks(repository: string, sha: string): Promise<ReportedCheck[]>;
+  /** Returns whether it was already ready. */
+  markReadyForReview(nodeId: string): Promise<{ alreadyReady: boolean }>;
+  enableAutoMerge(nodeId: string, expectedHeadSha: string, mergeMethod: MergeMethod): Promise<AutoMergeOutcome>;
+  disableAutoMerge(nodeId: string): Promise<void>;
+  /** Merges exactly `sha`: a head that moved is HEAD_MOVED (409), a PR GitHub will not merge is a typed failure (405). */
+  merge(repository: string, prNumber: number, sha: string, mergeMethod: MergeMethod): Promise<MergeOutcome>;
+}

@@ -1,0 +1,176 @@
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import type pg from 'pg';
+import {
+  pullRequestIdFor,
+  type EventEnvelope,
+  type JobEnqueuedData,
+  type JobFinishedData,
+  type JobPushReportedData,
+  type ProductRegisteredData,
+  type ProductSettings,
+} from '@gantry/contracts';
+import { Bus } from '@gantry/messaging';
+import { Consumers, JsonLogger } from '@gantry/service-runtime';
+import type { PullRequestCommand } from '../domain/index.js';
+import { PullRequestLog } from './pull-request-log.js';
+
+export const JOB_FACTS_CONSUMER = 'pr-service-job-facts';
+
+interface JobScope {
+  job_id: string;
+  product_id: string;
+  repository: string;
+  branch: string;
+  target_branch: string;
+  task_id: string | null;
+  story_id: string | null;
+  sprint_id: string | null;
+}
+
+const WRITES_CODE = new Set(['TASK_IMPLEMENTATION', 'SPRINT_IMPLEMENTATION']);
+
+/**
+ * What the pr-service learns from the job service's events, in their order (one durable consumer of
+ * the jobs stream): products and their rules; which job works on which (repository, branch) and for
+ * which task of its story; a pushed head (the PR opens, PR-2); a task done or reopened (the scope,
+ * PR-3). Each fact is decided on the PR's stream in the consumer's transaction, with its inbox row.
+ */
+@Injectable()
+export class JobFacts implements OnModuleInit {
+  private readonly log;
+
+  constructor(
+    @Inject(PullRequestLog) private readonly prs: PullRequestLog,
+    @Inject(Bus) private readonly bus: Bus,
+    @Inject(Consumers) private readonly consumers: Consumers,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('job-facts');
+  }
+
+  async onModuleInit(): Promise<void> {
+    // The job service may start after us; its stream is the same whoever creates it first.
+    await this.bus.ensureForeignEventStream('jobs');
+    this.consumers.add({ name: JOB_FACTS_CONSUMER, source: 'jobs', handle: (e, sql) => this.onEvent(e, sql) });
+  }
+
+  private async onEvent(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+    switch (envelope.type) {
+      case 'ProductRegistered':
+      case 'ProductUpdated':
+        return this.product(envelope.data as ProductRegisteredData, sql);
+      case 'JobEnqueued':
+        return this.enqueued(envelope as EventEnvelope<JobEnqueuedData>, sql);
+      case 'JobPushReported':
+        return this.pushed(envelope as EventEnvelope<JobPushReportedData>, sql);
+      case 'JobFinished':
+        return this.finished(envelope as EventEnvelope<JobFinishedData>, sql);
+      case 'JobChecksFailed':
+        return this.reopened(envelope as EventEnvelope<{ jobId: string; error: string }>, sql);
+      default:
+        return;
+    }
+  }
+
+  private async product(d: ProductRegisteredData, sql: pg.PoolClient): Promise<void> {
+    const settings: ProductSettings = {
+      repository: d.repository,
+      cloneUrl: d.cloneUrl,
+      targetBranch: d.targetBranch,
+      prStrategy: d.prStrategy,
+      mergeMethod: d.mergeMethod,
+      requiredChecks: d.requiredChecks,
+    };
+    await sql.query(
+      `INSERT INTO products (product_id, repository, clone_url, settings) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (product_id) DO UPDATE SET repository = EXCLUDED.repository, clone_url = EXCLUDED.clone_url, settings = EXCLUDED.settings`,
+      [d.productId, d.repository, d.cloneUrl, JSON.stringify(settings)],
+    );
+  }
+
+  private async enqueued(envelope: EventEnvelope<JobEnqueuedData>, sql: pg.PoolClient): Promise<void> {
+    const d = envelope.data;
+    // Only work that is pushed becomes a pull request; a job of the target branch itself has none.
+    if (!WRITES_CODE.has(d.kind) || !d.repository || !d.branch || !d.targetBranch || d.branch === d.targetBranch) return;
+    await sql.query(
+      `INSERT INTO job_scopes (job_id, product_id, repository, branch, target_branch, task_id, story_id, sprint_id, sprint_run_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (job_id) DO NOTHING`,
+      [d.jobId, d.productId, d.repository, d.branch, d.targetBranch, d.taskId, d.storyId, d.sprintId, d.sprintRunId],
+    );
+    const item = d.taskId ?? d.jobId;
+    await this.prs.recordWithin(
+      sql,
+      this.command(d.repository, d.branch, envelope, {
+        type: 'RecordTaskQueued',
+        data: { jobId: d.jobId, taskId: item, storyId: d.storyId, storyTaskIds: d.storyTaskIds ?? [item] },
+      }),
+      envelope,
+    );
+  }
+
+  private async pushed(envelope: EventEnvelope<JobPushReportedData>, sql: pg.PoolClient): Promise<void> {
+    const d = envelope.data;
+    const scope = await this.scopeOf(d.jobId, sql);
+    if (!scope) return;
+    const { rows } = await sql.query<{ settings: ProductSettings }>(`SELECT settings FROM products WHERE product_id = $1`, [scope.product_id]);
+    const product = rows[0]?.settings;
+    if (!product) {
+      this.log.warn('a push for a product this service never heard of; no pull request', { jobId: d.jobId, productId: scope.product_id });
+      return;
+    }
+    const title = scope.story_id ? `Story ${scope.story_id}` : scope.sprint_id ? `Sprint ${scope.sprint_id}` : `Gantry: ${scope.branch}`;
+    await this.prs.recordWithin(
+      sql,
+      this.command(scope.repository, scope.branch, envelope, {
+        type: 'RecordBranchPushed',
+        data: {
+          headSha: d.headSha,
+          jobId: d.jobId,
+          flow: {
+            productId: scope.product_id,
+            baseBranch: scope.target_branch,
+            strategy: product.prStrategy,
+            mergeMethod: product.mergeMethod,
+            requiredChecks: product.requiredChecks,
+            title,
+          },
+        },
+      }),
+      envelope,
+    );
+  }
+
+  private async finished(envelope: EventEnvelope<JobFinishedData>, sql: pg.PoolClient): Promise<void> {
+    const d = envelope.data;
+    const scope = await this.scopeOf(d.jobId, sql);
+    if (!scope) return;
+    // A task is done when its job says so (DONE, or SKIPPED: the work was already there).
+    const done = scope.task_id ? d.taskStatus === 'DONE' : d.jobStatus === 'DONE' || d.jobStatus === 'SKIPPED';
+    if (!done) return;
+    await this.prs.recordWithin(sql, this.command(scope.repository, scope.branch, envelope, { type: 'RecordTaskDone', data: { jobId: d.jobId, taskId: scope.task_id ?? d.jobId } }), envelope);
+  }
+
+  private async reopened(envelope: EventEnvelope<{ jobId: string; error: string }>, sql: pg.PoolClient): Promise<void> {
+    const scope = await this.scopeOf(envelope.data.jobId, sql);
+    if (!scope) return;
+    const command = this.command(scope.repository, scope.branch, envelope, {
+      type: 'RecordTaskReopened',
+      data: { jobId: envelope.data.jobId, taskId: scope.task_id ?? envelope.data.jobId, reason: envelope.data.error.slice(0, 2000) },
+    });
+    await this.prs.recordWithin(sql, command, envelope);
+  }
+
+  private async scopeOf(jobId: string, sql: pg.PoolClient): Promise<JobScope | null> {
+    const { rows } = await sql.query<JobScope>(`SELECT * FROM job_scopes WHERE job_id = $1`, [jobId]);
+    return rows[0] ?? null;
+  }
+
+  private command<C extends PullRequestCommand>(
+    repository: string,
+    branch: string,
+    _cause: EventEnvelope,
+    c: { type: C['type']; data: Omit<C['data'], 'pullRequestId' | 'repository' | 'branch' | 'now'> },
+  ): PullRequestCommand {
+    return { type: c.type, data: { ...c.data, pullRequestId: pullRequestIdFor(repository, branch), repository, branch, now: this.prs.now() } } as PullRequestCommand;
+  }
+}

@@ -1,0 +1,81 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type pg from 'pg';
+import { ErrorCode, GantryError, type EventEnvelope } from '@gantry/contracts';
+import { decideWithin, EventStore, fold, type CommandMetadata } from '@gantry/eventstore';
+import { RetryLater } from '@gantry/messaging';
+import { pullRequestDecider, type PullRequestCommand, type PullRequestEvent, type PullRequestState } from '../domain/index.js';
+
+/**
+ * Every fact about a pull request goes through here: decided on its stream and appended at the
+ * version it was decided on (the append is the compare-and-set), with the pull_requests view kept
+ * in the same transaction.
+ */
+@Injectable()
+export class PullRequestLog {
+  constructor(@Inject(EventStore) private readonly store: EventStore) {}
+
+  now(): string {
+    return this.store.clock().toISOString();
+  }
+
+  async load(pullRequestId: string, sql?: pg.PoolClient): Promise<PullRequestState> {
+    const events = await this.store.readStream(pullRequestId, sql);
+    return fold<PullRequestState, PullRequestEvent>(pullRequestDecider, events);
+  }
+
+  /** A fact learnt outside any transaction (GitHub's answer to an effect, a read, a command): its own transaction, retried on a conflict. */
+  async record(command: PullRequestCommand, metadata: CommandMetadata): Promise<{ state: PullRequestState; events: PullRequestEvent[] }> {
+    const executed = await this.store.execute({ metadata }, async (uow) => {
+      const decision = await decideWithin(uow, pullRequestDecider, command.data.pullRequestId, command);
+      return { state: decision.after, events: decision.decided };
+    });
+    return executed.result;
+  }
+
+  /** A fact learnt from another context's event, inside its consumer's transaction (with the inbox row). */
+  async recordWithin(sql: pg.PoolClient, command: PullRequestCommand, cause: EventEnvelope): Promise<PullRequestEvent[]> {
+    const streamId = command.data.pullRequestId;
+    const history = await this.store.readStream(streamId, sql);
+    const events = pullRequestDecider.decide(command, fold<PullRequestState, PullRequestEvent>(pullRequestDecider, history));
+    if (events.length === 0) return events;
+    try {
+      await this.store.appendWithin(sql, streamId, history.length, events, {
+        correlationId: cause.correlationId,
+        causationId: cause.eventId,
+        actor: 'pr-service',
+        idempotencyKey: null,
+      });
+    } catch (error) {
+      if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw new RetryLater('pull request appended concurrently', 50);
+      throw error;
+    }
+    return events;
+  }
+
+  /** Pull requests not merged or closed, oldest change first: what a resync or a restart looks at. */
+  async unsettled(limit = 10_000): Promise<string[]> {
+    const { rows } = await this.store.pool.query<{ pull_request_id: string }>(
+      `SELECT pull_request_id FROM pull_requests WHERE NOT settled ORDER BY updated_at NULLS FIRST LIMIT $1`,
+      [limit],
+    );
+    return rows.map((r) => r.pull_request_id);
+  }
+
+  async stateOf(repository: string, branch: string): Promise<PullRequestState | null> {
+    const { rows } = await this.store.pool.query<{ state: PullRequestState }>(`SELECT state FROM pull_requests WHERE repository = $1 AND branch = $2`, [
+      repository,
+      branch,
+    ]);
+    return rows[0]?.state ?? null;
+  }
+
+  /** The tracked pull requests of a repository whose head is `sha` or whose branch is one of `branches`. */
+  async idsFor(repository: string, match: { branches?: string[]; headSha?: string; prNumber?: number }): Promise<string[]> {
+    const { rows } = await this.store.pool.query<{ pull_request_id: string }>(
+      `SELECT pull_request_id FROM pull_requests
+        WHERE repository = $1 AND (branch = ANY($2) OR head_sha = $3 OR pr_number = $4)`,
+      [repository, match.branches ?? [], match.headSha ?? null, match.prNumber ?? null],
+    );
+    return rows.map((r) => r.pull_request_id);
+  }
+}

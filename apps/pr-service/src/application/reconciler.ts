@@ -1,0 +1,292 @@
+import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
+import { ErrorCode, GantryError, isGantryError, type PullRequestFailureCode } from '@gantry/contracts';
+import { EventStore, type CommandMetadata } from '@gantry/eventstore';
+import { Consumers, crashHereIfAsked, JsonLogger } from '@gantry/service-runtime';
+import {
+  forHead,
+  isSettled,
+  pendingEffects,
+  type GitHubObservation,
+  type PullRequestCommand,
+  type PullRequestEffect,
+  type PullRequestState,
+} from '../domain/index.js';
+import { GITHUB_PULL_REQUESTS, CONFLICTING_FILES, PR_SERVICE_CONFIG } from './tokens.js';
+import type { GitHubPullRequests, PullRequestOnGitHub } from './github.js';
+import { KeyedRuns } from './keyed-runs.js';
+import { PullRequestLog } from './pull-request-log.js';
+import type { PrServiceConfig } from '../infrastructure/pr-service-config.js';
+import type { ConflictingFiles } from '../infrastructure/git/conflicting-files.js';
+
+export const EFFECTS_CONSUMER = 'pr-service-effects';
+
+const FAILURE_CODES = new Set<string>(['CHECKS_FAILED', 'MERGE_CONFLICT', 'GH_AUTH_ERROR', 'AUTO_MERGE_NOT_ALLOWED', 'UNKNOWN']);
+const MAX_ROUNDS = 12;
+
+/**
+ * The effect processor of pull requests (docs/pr-service.md). A PR is worked on when something may
+ * have changed it — one of its events (a durable consumer of the service's own stream), a webhook, a
+ * resync, a restart — one run at a time per PR (in this process, and across replicas by an advisory
+ * lock). A run reads GitHub first (PR-12, PR-13), records what it saw, then carries out the effects
+ * the state asks for one by one, reading again after each: a crash anywhere leaves a state whose
+ * effects are asked again and a GitHub that is read before they are.
+ */
+@Injectable()
+export class PullRequestReconciler implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly log;
+  private readonly runs: KeyedRuns;
+  private readonly attempts = new Map<string, number>();
+  private readonly unknownMergeability = new Map<string, number>();
+  private resync: NodeJS.Timeout | null = null;
+
+  constructor(
+    @Inject(PullRequestLog) private readonly prs: PullRequestLog,
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Consumers) private readonly consumers: Consumers,
+    @Inject(GITHUB_PULL_REQUESTS) private readonly github: GitHubPullRequests,
+    @Inject(CONFLICTING_FILES) private readonly conflicts: ConflictingFiles,
+    @Inject(PR_SERVICE_CONFIG) private readonly config: PrServiceConfig,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('pull-requests');
+    this.runs = new KeyedRuns(config.reconcileConcurrency, (id) => this.reconcile(id), (id, error) => this.retryLater(id, error));
+  }
+
+  onModuleInit(): void {
+    // Each event of a PR may ask for an effect: work on that PR (the consumer only asks; the run records).
+    this.consumers.add({ name: EFFECTS_CONSUMER, source: 'prs', handle: async (event) => this.ask(event.streamId) });
+  }
+
+  ask(pullRequestId: string, delayMs = 0): void {
+    this.runs.ask(pullRequestId, delayMs);
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    // A restart: whatever was asked of GitHub and not recorded is asked again, after a read.
+    for (const id of await this.prs.unsettled()) this.ask(id);
+    this.resync = setInterval(() => {
+      this.prs.unsettled().then(
+        (ids) => ids.forEach((id) => this.ask(id)),
+        (error: unknown) => this.log.warn('resync could not list the open pull requests', { error: String(error) }),
+      );
+    }, this.config.resyncIntervalMs);
+    this.resync.unref();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    if (this.resync) clearInterval(this.resync);
+    await this.runs.stop();
+  }
+
+  private async reconcile(pullRequestId: string): Promise<void> {
+    const lock = await this.store.pool.connect();
+    try {
+      const { rows } = await lock.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked`, [pullRequestId]);
+      if (!rows[0]?.locked) return this.ask(pullRequestId, 500); // another replica works on it now; look again shortly
+      try {
+        await this.rounds(pullRequestId);
+        this.attempts.delete(pullRequestId);
+      } finally {
+        await lock.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [pullRequestId]);
+      }
+    } finally {
+      lock.release();
+    }
+  }
+
+  private async rounds(pullRequestId: string): Promise<void> {
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      let state = await this.prs.load(pullRequestId);
+      if (!state.flow || isSettled(state)) return;
+      let seen: PullRequestOnGitHub | null = null;
+      if (state.pr) {
+        seen = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.read(state.repository, state.pr!.number));
+        const observation = await this.observe(state, seen);
+        state = (await this.prs.record(this.command(state, { type: 'RecordObservation', data: { observation } }), this.metadata(pullRequestId))).state;
+        if (isSettled(state)) return;
+        this.followMergeability(pullRequestId, seen);
+      }
+      const effect = pendingEffects(state)[0];
+      if (!effect) return;
+      await this.carryOut(effect, state, seen);
+    }
+    this.ask(pullRequestId, 1000);
+  }
+
+  /** PR-11: while GitHub computes mergeability, read again later (1 s, doubling to 30 s). */
+  private followMergeability(pullRequestId: string, seen: PullRequestOnGitHub): void {
+    if (seen.state !== 'open' || seen.mergeable !== null) {
+      this.unknownMergeability.delete(pullRequestId);
+      return;
+    }
+    const n = (this.unknownMergeability.get(pullRequestId) ?? 0) + 1;
+    this.unknownMergeability.set(pullRequestId, n);
+    this.ask(pullRequestId, Math.min(30_000, 500 * 2 ** n));
+  }
+
+  private async observe(state: PullRequestState, pr: PullRequestOnGitHub): Promise<GitHubObservation> {
+    const checks = pr.state === 'open' ? await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.checks(state.repository, pr.headSha)) : [];
+    let conflictingFiles: string[] | null = null;
+    const known = forHead(state, state.conflict)?.headSha === pr.headSha;
+    if (pr.state === 'open' && pr.mergeable === false && pr.mergeableState === 'dirty' && !known) {
+      conflictingFiles = await this.filesInConflict(state, pr);
+    }
+    return {
+      prNumber: pr.number,
+      prUrl: pr.url,
+      nodeId: pr.nodeId,
+      state: pr.state,
+      merged: pr.merged,
+      mergeCommitSha: pr.mergeCommitSha,
+      draft: pr.draft,
+      headSha: pr.headSha,
+      baseBranch: pr.baseBranch,
+      mergeable: pr.mergeable,
+      mergeableState: pr.mergeableState,
+      autoMergeEnabled: pr.autoMergeEnabled,
+      checks,
+      conflictingFiles,
+      observedAt: this.prs.now(),
+    };
+  }
+
+  private async filesInConflict(state: PullRequestState, pr: PullRequestOnGitHub): Promise<string[]> {
+    const { rows } = await this.store.pool.query<{ clone_url: string }>(`SELECT clone_url FROM products WHERE product_id = $1`, [state.flow!.productId]);
+    const cloneUrl = rows[0]?.clone_url;
+    if (!cloneUrl) throw new GantryError(ErrorCode.PRECONDITION_FAILED, `no clone URL known for product ${state.flow!.productId}`);
+    const files = await this.conflicts.between(cloneUrl, pr.baseBranch, pr.headBranch);
+    if (files.length === 0) {
+      // GitHub said dirty, git merges cleanly: the fetch saw a newer base or head. The next read decides.
+      throw new GantryError(ErrorCode.PRECONDITION_FAILED, `GitHub reports ${state.repository}#${pr.number} conflicting, but its branches merge cleanly now`);
+    }
+    return files;
+  }
+
+  /** One effect, after the read that preceded it; GitHub's answer is recorded, and a crash before that is recovered by the next read. */
+  private async carryOut(effect: PullRequestEffect, state: PullRequestState, seen: PullRequestOnGitHub | null): Promise<void> {
+    const id = state.pullRequestId;
+    const record = (command: PullRequestCommand) => this.prs.record(command, this.metadata(id));
+    switch (effect.type) {
+      case 'OPEN_PULL_REQUEST': {
+        const found = await this.guarded(state, effect.type, () => this.github.findOpen(effect.repository, effect.branch, effect.baseBranch));
+        const opened = found
+          ? { pr: found, adopted: true }
+          : await this.guarded(state, effect.type, () =>
+              this.github.open({
+                repository: effect.repository,
+                branch: effect.branch,
+                baseBranch: effect.baseBranch,
+                title: effect.title,
+                body: `Opened by Gantry for \`${effect.branch}\`: ${effect.draft ? 'a draft until its sprint run is done' : 'merged once its story is done and its checks are green'}.`,
+                draft: effect.draft,
+              }),
+            );
+        crashHereIfAsked('github:open_pull_request');
+        const p = opened.pr;
+        this.log.log('pull request opened', { pullRequestId: id, repository: effect.repository, branch: effect.branch, prNumber: p.number, adopted: opened.adopted, draft: p.draft });
+        await record(this.command(state, { type: 'RecordOpened', data: { prNumber: p.number, prUrl: p.url, nodeId: p.nodeId, draft: p.draft, headSha: p.headSha, adopted: opened.adopted } }));
+        return;
+      }
+      case 'MARK_READY_FOR_REVIEW': {
+        const { alreadyReady } = seen && !seen.draft ? { alreadyReady: true } : await this.guarded(state, effect.type, () => this.github.markReadyForReview(effect.nodeId));
+        crashHereIfAsked('github:mark_ready_for_review');
+        await record(this.command(state, { type: 'RecordReadyForReview', data: { headSha: seen?.headSha ?? state.headSha!, alreadyReady } }));
+        return;
+      }
+      case 'ENABLE_AUTO_MERGE': {
+        if (seen?.autoMergeEnabled && seen.headSha === effect.expectedHeadSha) {
+          await record(this.command(state, { type: 'RecordAutoMergeEnabled', data: { headSha: effect.expectedHeadSha } }));
+          return;
+        }
+        const answer = await this.guarded(state, effect.type, () => this.github.enableAutoMerge(effect.nodeId, effect.expectedHeadSha, effect.mergeMethod));
+        crashHereIfAsked('github:enable_auto_merge');
+        if (answer.outcome === 'ENABLED') await record(this.command(state, { type: 'RecordAutoMergeEnabled', data: { headSha: effect.expectedHeadSha } }));
+        if (answer.outcome === 'REFUSED') {
+          await record(this.command(state, { type: 'RecordAutoMergeRefused', data: { headSha: effect.expectedHeadSha, reason: answer.reason, message: answer.message } }));
+        }
+        // HEAD_MOVED: the next read records the new head, which waits for its own checks (PR-7).
+        return;
+      }
+      case 'DISABLE_AUTO_MERGE': {
+        if (seen?.autoMergeEnabled !== false) await this.guarded(state, effect.type, () => this.github.disableAutoMerge(effect.nodeId));
+        await record(this.command(state, { type: 'RecordAutoMergeDisabled', data: { headSha: effect.enabledFor } }));
+        return;
+      }
+      case 'MERGE': {
+        let answer;
+        try {
+          answer = await this.github.merge(effect.repository, effect.prNumber, effect.sha, effect.mergeMethod);
+        } catch (error) {
+          if (isGantryError(error) && error.details?.status === 405 && FAILURE_CODES.has(error.code)) {
+            // PR-14: GitHub will not merge this head (405); recorded, and tried again only once GitHub's view changes.
+            this.log.warn('GitHub refused the merge', { pullRequestId: id, headSha: effect.sha, code: error.code, error: error.message });
+            await record(
+              this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: error.code as PullRequestFailureCode, message: error.message.slice(0, 2000), mergeableState: seen?.mergeableState ?? null } }),
+            );
+            return;
+          }
+          throw await this.failed(state, effect.type, error);
+        }
+        crashHereIfAsked('github:merge');
+        if (answer.outcome === 'MERGED') {
+          this.log.log('pull request merged', { pullRequestId: id, prNumber: effect.prNumber, headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha });
+          await record(this.command(state, { type: 'RecordMerged', data: { headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha } }));
+        } else {
+          this.log.log('the head moved before the merge (409); the new head waits for its own checks', { pullRequestId: id, headSha: effect.sha, github: answer.message });
+        }
+        return;
+      }
+      default:
+        return assertNever(effect);
+    }
+  }
+
+  /** A GitHub call whose typed failure is recorded on the PR before it is thrown (and the run retried later). */
+  private async guarded<T>(state: PullRequestState, effect: PullRequestEffect['type'] | 'READ_PULL_REQUEST', call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      throw await this.failed(state, effect, error);
+    }
+  }
+
+  private async failed(state: PullRequestState, effect: PullRequestEffect['type'] | 'READ_PULL_REQUEST', error: unknown): Promise<unknown> {
+    if (isGantryError(error) && FAILURE_CODES.has(error.code)) {
+      await this.prs
+        .record(this.command(state, { type: 'RecordEffectFailed', data: { effect, code: error.code as PullRequestFailureCode, message: error.message.slice(0, 2000) } }), this.metadata(state.pullRequestId))
+        .catch((recordError: unknown) => this.log.warn('could not record an effect failure', { pullRequestId: state.pullRequestId, error: String(recordError) }));
+    }
+    return error;
+  }
+
+  /** A run that failed is tried again with a growing wait (GH_AUTH_ERROR waits longest: a person must act). */
+  private retryLater(pullRequestId: string, error: unknown): void {
+    const n = (this.attempts.get(pullRequestId) ?? 0) + 1;
+    this.attempts.set(pullRequestId, n);
+    const cap = isGantryError(error) && error.code === ErrorCode.GH_AUTH_ERROR ? 300_000 : 60_000;
+    const delayMs = Math.min(cap, 500 * 2 ** Math.min(n, 10));
+    this.log.warn('pull request run failed; trying again later', {
+      pullRequestId,
+      code: isGantryError(error) ? error.code : null,
+      error: error instanceof Error ? error.message : String(error),
+      attempt: n,
+      retryInMs: delayMs,
+    });
+    this.ask(pullRequestId, delayMs);
+  }
+
+  private command<C extends PullRequestCommand>(state: PullRequestState, c: { type: C['type']; data: Omit<C['data'], 'pullRequestId' | 'repository' | 'branch' | 'now'> }): PullRequestCommand {
+    return {
+      type: c.type,
+      data: { ...c.data, pullRequestId: state.pullRequestId, repository: state.repository, branch: state.branch, now: this.prs.now() },
+    } as PullRequestCommand;
+  }
+
+  private metadata(pullRequestId: string): CommandMetadata {
+    return { correlationId: pullRequestId, causationId: null, actor: 'pr-service' };
+  }
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unhandled pull request effect ${JSON.stringify(value)}`);
+}

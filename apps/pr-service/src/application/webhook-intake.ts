@@ -1,0 +1,98 @@
+import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Webhooks } from '@octokit/webhooks';
+import { EventStore } from '@gantry/eventstore';
+import { JsonLogger } from '@gantry/service-runtime';
+import type { PrServiceConfig } from '../infrastructure/pr-service-config.js';
+import { KeyedRuns } from './keyed-runs.js';
+import { PullRequestLog } from './pull-request-log.js';
+import { PullRequestReconciler } from './reconciler.js';
+import { PR_SERVICE_CONFIG } from './tokens.js';
+import { whatADeliveryConcerns } from './webhook-targets.js';
+
+export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind: 'refused'; status: 400 | 401; reason: string };
+
+/**
+ * GitHub's webhooks (docs/pr-service.md, PR-12). A delivery is verified over its raw bytes with
+ * `@octokit/webhooks` (every configured secret is tried, so a secret can be rotated), recorded once by
+ * its X-GitHub-Delivery (a redelivery carries the same id and is recorded once), and answered; it is
+ * processed after the answer. Processing never trusts the delivery's content or its order: it only
+ * names the pull requests concerned, which are then read from GitHub again.
+ */
+@Injectable()
+export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly log;
+  private readonly verifiers: Webhooks[];
+  private readonly processing: KeyedRuns;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(PullRequestLog) private readonly prs: PullRequestLog,
+    @Inject(PullRequestReconciler) private readonly reconciler: PullRequestReconciler,
+    @Inject(PR_SERVICE_CONFIG) config: PrServiceConfig,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('webhooks');
+    this.verifiers = config.webhookSecrets.map((secret) => new Webhooks({ secret }));
+    this.processing = new KeyedRuns(4, (id) => this.process(id), (id, error) => {
+      this.log.warn('processing a delivery failed; it stays unprocessed until the next start or redelivery', { deliveryId: id, error: String(error) });
+    });
+  }
+
+  /** What came in over HTTP: verified and recorded (or refused with nothing recorded). */
+  async receive(request: { rawBody: Buffer | undefined; signature: string | undefined; event: string | undefined; deliveryId: string | undefined }): Promise<DeliveryVerdict> {
+    if (!request.signature) return { kind: 'refused', status: 401, reason: 'the delivery carries no X-Hub-Signature-256' };
+    if (!request.rawBody) return { kind: 'refused', status: 400, reason: 'the delivery has no body' };
+    const body = request.rawBody.toString('utf8');
+    if (!(await this.verified(body, request.signature))) return { kind: 'refused', status: 401, reason: 'the signature does not match the body under any configured secret' };
+    if (!request.deliveryId || !request.event) return { kind: 'refused', status: 400, reason: 'a delivery names its X-GitHub-Event and X-GitHub-Delivery' };
+    let payload: { action?: unknown };
+    try {
+      payload = JSON.parse(body) as { action?: unknown };
+    } catch {
+      return { kind: 'refused', status: 400, reason: 'the body is not JSON' };
+    }
+    const { rowCount } = await this.store.pool.query(
+      `INSERT INTO webhook_deliveries (delivery_id, event, action, payload) VALUES ($1, $2, $3, $4) ON CONFLICT (delivery_id) DO NOTHING`,
+      [request.deliveryId.slice(0, 200), request.event.slice(0, 100), typeof payload.action === 'string' ? payload.action.slice(0, 100) : null, body],
+    );
+    const duplicate = rowCount === 0;
+    if (!duplicate) setImmediate(() => this.processing.ask(request.deliveryId!));
+    return { kind: 'recorded', duplicate };
+  }
+
+  private async verified(body: string, signature: string): Promise<boolean> {
+    for (const verifier of this.verifiers) {
+      try {
+        if (await verifier.verify(body, signature)) return true;
+      } catch {
+        // A malformed signature header is no match.
+      }
+    }
+    return false;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    // Recorded before a crash and not processed: processed now.
+    const { rows } = await this.store.pool.query<{ delivery_id: string }>(`SELECT delivery_id FROM webhook_deliveries WHERE processed_at IS NULL ORDER BY received_at`);
+    for (const row of rows) this.processing.ask(row.delivery_id);
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.processing.stop();
+  }
+
+  private async process(deliveryId: string): Promise<void> {
+    const { rows } = await this.store.pool.query<{ event: string; payload: string; processed_at: Date | null }>(
+      `SELECT event, payload, processed_at FROM webhook_deliveries WHERE delivery_id = $1`,
+      [deliveryId],
+    );
+    const row = rows[0];
+    if (!row || row.processed_at) return;
+    const concerns = whatADeliveryConcerns(row.event, JSON.parse(row.payload) as unknown);
+    const ids = concerns ? await this.prs.idsFor(concerns.repository, concerns) : [];
+    for (const id of ids) this.reconciler.ask(id);
+    const outcome = concerns === null ? 'ignored' : ids.length === 0 ? 'no tracked pull request' : `read again: ${ids.length}`;
+    await this.store.pool.query(`UPDATE webhook_deliveries SET processed_at = now(), outcome = $2 WHERE delivery_id = $1`, [deliveryId, outcome]);
+    this.log.log('delivery processed', { deliveryId, event: row.event, outcome });
+  }
+}

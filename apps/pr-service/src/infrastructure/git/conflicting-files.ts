@@ -1,0 +1,33 @@
+import { createHash } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { runGit } from '@gantry/git';
+
+/**
+ * GitHub says a pull request conflicts (`mergeable_state: dirty`) but not where. The files come from
+ * git itself: the base and head branches are fetched into a bare repository of this service's own
+ * (one per clone URL) and merged in memory with `git merge-tree --write-tree --name-only`, which
+ * exits 1 and lists the conflicted paths when the merge conflicts. Nothing is checked out.
+ */
+export class ConflictingFiles {
+  constructor(private readonly options: { gitDir: string; timeoutMs: number }) {}
+
+  async between(cloneUrl: string, baseBranch: string, headBranch: string): Promise<string[]> {
+    const repo = join(this.options.gitDir, createHash('sha256').update(cloneUrl).digest('hex').slice(0, 24) + '.git');
+    const timeoutMs = this.options.timeoutMs;
+    await mkdir(repo, { recursive: true });
+    await runGit(['init', '-q', '--bare', repo], { timeoutMs });
+    await runGit(
+      ['-C', repo, 'fetch', '-q', '--no-tags', '--force', '--', cloneUrl, `+refs/heads/${baseBranch}:refs/gantry/base`, `+refs/heads/${headBranch}:refs/gantry/head`],
+      { timeoutMs },
+    );
+    const merged = await runGit(['-C', repo, 'merge-tree', '--write-tree', '--name-only', '--no-messages', 'refs/gantry/base', 'refs/gantry/head'], {
+      timeoutMs,
+      okExitCodes: [1],
+    });
+    if (merged.exitCode === 0) return [];
+    // The first line is the tree git would write; the conflicted paths follow, one a line.
+    const files = merged.stdout.split('\n').slice(1).map((l) => l.trim()).filter((l) => l !== '');
+    return [...new Set(files)];
+  }
+}

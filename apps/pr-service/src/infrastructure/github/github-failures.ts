@@ -1,0 +1,47 @@
+import { ErrorCode, GantryError } from '@gantry/contracts';
+
+/** What a failed GitHub request looked like: its status (REST) and GitHub's message, or GraphQL's error entries. */
+interface FailedRequest {
+  status?: number;
+  message?: string;
+  response?: { data?: { message?: string; errors?: { message?: string; type?: string }[] } };
+  errors?: { message?: string; type?: string }[];
+}
+
+/** GitHub's own words for the failure (REST message, 422 error entries, or GraphQL errors); never a header, never a token. */
+export function gitHubMessage(error: unknown): string {
+  const e = error as FailedRequest;
+  const entries = e.errors ?? e.response?.data?.errors ?? [];
+  const parts = [e.response?.data?.message, ...entries.map((x) => x.message)].filter((m): m is string => typeof m === 'string' && m !== '');
+  const text = parts.length > 0 ? [...new Set(parts)].join(': ') : (e.message ?? String(error));
+  return text.slice(0, 1000);
+}
+
+export function statusOf(error: unknown): number | undefined {
+  const status = (error as FailedRequest).status;
+  return typeof status === 'number' ? status : undefined;
+}
+
+/**
+ * A failed GitHub request as a typed failure (docs/pr-service.md): refused credentials or
+ * permissions are GH_AUTH_ERROR, a 405 "not mergeable" is MERGE_CONFLICT and a 405 naming failing
+ * required checks CHECKS_FAILED; the rest — other refusals, 5xx after the retries, anything
+ * unforeseen — UNKNOWN. The HTTP status stays in the details.
+ */
+export function gitHubFailure(error: unknown, what: string): GantryError {
+  if (error instanceof GantryError) return error;
+  const status = statusOf(error);
+  const message = gitHubMessage(error);
+  const details = { status: status ?? null, githubMessage: message };
+  if (status === 401 || (status === 403 && !/rate limit/i.test(message)) || /Resource not accessible by integration|Bad credentials/i.test(message)) {
+    return new GantryError(ErrorCode.GH_AUTH_ERROR, `GitHub refused the credentials for ${what}: ${message}`, details);
+  }
+  if (status === 405) {
+    // GitHub's 405 says "not mergeable" for a conflict; it names required checks, reviews, drafts and merge methods in its own words.
+    if (/status check|checks? .*(failing|expected)/i.test(message)) return new GantryError(ErrorCode.CHECKS_FAILED, `GitHub will not ${what}: ${message}`, details);
+    if (/not mergeable|conflict/i.test(message)) return new GantryError(ErrorCode.MERGE_CONFLICT, `GitHub will not ${what}: ${message}`, details);
+    return new GantryError(ErrorCode.UNKNOWN, `GitHub will not ${what}: ${message}`, details);
+  }
+  if (/auto ?merge is not allowed/i.test(message)) return new GantryError(ErrorCode.AUTO_MERGE_NOT_ALLOWED, `GitHub will not ${what}: ${message}`, details);
+  return new GantryError(ErrorCode.UNKNOWN, `GitHub failed to ${what}: ${message}`, details);
+}

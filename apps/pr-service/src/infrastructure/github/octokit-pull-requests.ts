@@ -1,0 +1,182 @@
+import type { MergeMethod } from '@gantry/contracts';
+import type { AutoMergeOutcome, GitHubPullRequests, MergeOutcome, PullRequestOnGitHub } from '../../application/github.js';
+import type { ReportedCheck } from '../../domain/index.js';
+import { gitHubFailure, gitHubMessage, statusOf } from './github-failures.js';
+import type { GantryOctokit } from './octokit.js';
+
+type RestPull = {
+  number: number;
+  html_url: string;
+  node_id: string;
+  state: string;
+  merged?: boolean | null;
+  merged_at?: string | null;
+  merge_commit_sha?: string | null;
+  draft?: boolean | null;
+  head: { sha: string; ref: string };
+  base: { ref: string };
+  mergeable?: boolean | null;
+  mergeable_state?: string;
+  auto_merge?: unknown;
+};
+
+function split(repository: string): { owner: string; repo: string } {
+  const [owner, repo] = repository.split('/') as [string, string];
+  return { owner, repo };
+}
+
+function pullOf(p: RestPull): PullRequestOnGitHub {
+  return {
+    number: p.number,
+    url: p.html_url,
+    nodeId: p.node_id,
+    state: p.state === 'closed' ? 'closed' : 'open',
+    merged: p.merged === true || (p.merged === undefined && typeof p.merged_at === 'string'),
+    mergeCommitSha: p.merge_commit_sha ?? null,
+    draft: p.draft === true,
+    headSha: p.head.sha,
+    headBranch: p.head.ref,
+    baseBranch: p.base.ref,
+    mergeable: p.mergeable ?? null,
+    mergeableState: p.mergeable_state ?? 'unknown',
+    autoMergeEnabled: p.auto_merge !== null && p.auto_merge !== undefined,
+  };
+}
+
+const SUCCESSFUL = new Set(['success', 'neutral', 'skipped']);
+
+/** GitHub's pull requests through Octokit: REST for what REST does, GraphQL for ready-for-review and auto-merge. */
+export class OctokitPullRequests implements GitHubPullRequests {
+  constructor(private readonly octokit: GantryOctokit) {}
+
+  async findOpen(repository: string, branch: string, baseBranch: string): Promise<PullRequestOnGitHub | null> {
+    const { owner, repo } = split(repository);
+    try {
+      const { data } = await this.octokit.rest.pulls.list({ owner, repo, head: `${owner}:${branch}`, base: baseBranch, state: 'open', per_page: 10 });
+      const found = (data as RestPull[]).find((p) => p.head.ref === branch);
+      return found ? pullOf(found) : null;
+    } catch (error) {
+      throw gitHubFailure(error, `list the pull requests of ${repository}`);
+    }
+  }
+
+  async open(request: { repository: string; branch: string; baseBranch: string; title: string; body: string; draft: boolean }) {
+    const { owner, repo } = split(request.repository);
+    try {
+      const { data } = await this.octokit.rest.pulls.create({
+        owner,
+        repo,
+        head: request.branch,
+        base: request.baseBranch,
+        title: request.title,
+        body: request.body,
+        draft: request.draft,
+      });
+      return { pr: pullOf(data as RestPull), adopted: false };
+    } catch (error) {
+      // GitHub's 422 "A pull request already exists for owner:branch." — it is the one we meant to open.
+      if (statusOf(error) === 422 && /already exists/i.test(gitHubMessage(error))) {
+        const existing = await this.findOpen(request.repository, request.branch, request.baseBranch);
+        if (existing) return { pr: existing, adopted: true };
+      }
+      throw gitHubFailure(error, `open a pull request for ${request.repository} ${request.branch}`);
+    }
+  }
+
+  async read(repository: string, prNumber: number): Promise<PullRequestOnGitHub> {
+    const { owner, repo } = split(repository);
+    try {
+      const { data } = await this.octokit.rest.pulls.get({ owner, repo, pull_number: prNumber });
+      return pullOf(data as RestPull);
+    } catch (error) {
+      throw gitHubFailure(error, `read pull request ${repository}#${prNumber}`);
+    }
+  }
+
+  /**
+   * Check runs and commit statuses of `sha`, the latest of each name. The combined status is read
+   * for its statuses only: its own `state` ignores check runs and is `pending` when there are none.
+   */
+  async checks(repository: string, sha: string): Promise<ReportedCheck[]> {
+    const { owner, repo } = split(repository);
+    try {
+      const runs = await this.octokit.paginate(this.octokit.rest.checks.listForRef, { owner, repo, ref: sha, filter: 'latest', per_page: 100 });
+      const { data: combined } = await this.octokit.rest.repos.getCombinedStatusForRef({ owner, repo, ref: sha, per_page: 100 });
+      const latest = new Map<string, ReportedCheck & { at: string }>();
+      const keep = (check: ReportedCheck & { at: string }) => {
+        const seen = latest.get(check.name);
+        if (!seen || seen.at <= check.at) latest.set(check.name, check);
+      };
+      for (const run of runs) {
+        const state = run.status !== 'completed' ? 'PENDING' : SUCCESSFUL.has(run.conclusion ?? '') ? 'SUCCESS' : 'FAILURE';
+        keep({ name: run.name, source: 'check_run', state, conclusion: run.conclusion ?? null, detailsUrl: run.details_url ?? run.html_url ?? null, at: run.started_at ?? '' });
+      }
+      for (const status of combined.statuses) {
+        const state = status.state === 'success' ? 'SUCCESS' : status.state === 'pending' ? 'PENDING' : 'FAILURE';
+        keep({ name: status.context, source: 'status', state, conclusion: status.state, detailsUrl: status.target_url ?? null, at: status.updated_at ?? '' });
+      }
+      return [...latest.values()].map(({ at: _at, ...check }) => check).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    } catch (error) {
+      throw gitHubFailure(error, `read the checks of ${repository}@${sha}`);
+    }
+  }
+
+  async markReadyForReview(nodeId: string): Promise<{ alreadyReady: boolean }> {
+    try {
+      const before = await this.octokit.graphql<{ node: { isDraft: boolean } | null }>(`query($id: ID!) { node(id: $id) { ... on PullRequest { isDraft } } }`, { id: nodeId });
+      if (before.node && !before.node.isDraft) return { alreadyReady: true };
+      await this.octokit.graphql(
+        `mutation($id: ID!) { markPullRequestReadyForReview(input: { pullRequestId: $id }) { pullRequest { isDraft } } }`,
+        { id: nodeId },
+      );
+      return { alreadyReady: false };
+    } catch (error) {
+      throw gitHubFailure(error, 'mark the pull request ready for review');
+    }
+  }
+
+  async enableAutoMerge(nodeId: string, expectedHeadSha: string, mergeMethod: MergeMethod): Promise<AutoMergeOutcome> {
+    try {
+      await this.octokit.graphql(
+        `mutation($id: ID!, $method: PullRequestMergeMethod!, $head: GitObjectID!) {
+           enablePullRequestAutoMerge(input: { pullRequestId: $id, mergeMethod: $method, expectedHeadOid: $head }) { pullRequest { autoMergeRequest { enabledAt } } }
+         }`,
+        { id: nodeId, method: mergeMethod, head: expectedHeadSha },
+      );
+      return { outcome: 'ENABLED' };
+    } catch (error) {
+      const message = gitHubMessage(error);
+      if (/is in clean status/i.test(message)) return { outcome: 'REFUSED', reason: 'CLEAN', message };
+      if (/is in unstable status/i.test(message)) return { outcome: 'REFUSED', reason: 'UNSTABLE', message };
+      if (/auto ?merge is not allowed/i.test(message)) return { outcome: 'REFUSED', reason: 'NOT_ALLOWED', message };
+      if (/not the expected head|expected head/i.test(message)) return { outcome: 'HEAD_MOVED', message };
+      throw gitHubFailure(error, 'enable auto-merge');
+    }
+  }
+
+  async disableAutoMerge(nodeId: string): Promise<void> {
+    try {
+      await this.octokit.graphql(`mutation($id: ID!) { disablePullRequestAutoMerge(input: { pullRequestId: $id }) { pullRequest { number } } }`, { id: nodeId });
+    } catch (error) {
+      throw gitHubFailure(error, 'disable auto-merge');
+    }
+  }
+
+  async merge(repository: string, prNumber: number, sha: string, mergeMethod: MergeMethod): Promise<MergeOutcome> {
+    const { owner, repo } = split(repository);
+    try {
+      const { data } = await this.octokit.rest.pulls.merge({
+        owner,
+        repo,
+        pull_number: prNumber,
+        sha,
+        merge_method: mergeMethod.toLowerCase() as 'merge' | 'squash' | 'rebase',
+      });
+      return { outcome: 'MERGED', mergeCommitSha: data.sha };
+    } catch (error) {
+      // 409 "Head branch was modified": the head is not `sha` any more; the new head waits for its own checks.
+      if (statusOf(error) === 409) return { outcome: 'HEAD_MOVED', message: gitHubMessage(error) };
+      throw gitHubFailure(error, `merge ${repository}#${prNumber}`);
+    }
+  }
+}

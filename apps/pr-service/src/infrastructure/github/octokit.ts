@@ -1,0 +1,66 @@
+import { createAppAuth } from '@octokit/auth-app';
+import { retry } from '@octokit/plugin-retry';
+import { throttling } from '@octokit/plugin-throttling';
+import { Octokit } from '@octokit/rest';
+import type { PrServiceConfig } from '../pr-service-config.js';
+
+export interface GitHubLog {
+  log(message: string, fields: Record<string, unknown>): void;
+  warn(message: string, fields: Record<string, unknown>): void;
+  error(message: string, fields: Record<string, unknown>): void;
+}
+
+export const GantryOctokit = Octokit.plugin(retry, throttling);
+export type GantryOctokit = InstanceType<typeof GantryOctokit>;
+
+/**
+ * 405 (not mergeable) and 409 (head moved) are answers, not hiccups: retried, a merge would be sent
+ * again for about 14 s before the machine hears GitHub's verdict. The rest of the list is the
+ * retry plugin's own default.
+ */
+export const DO_NOT_RETRY = [400, 401, 403, 404, 405, 409, 410, 422, 451];
+
+/**
+ * The one Octokit of the service: GitHub's REST API with the retry plugin (5xx and network errors,
+ * with growing waits) and the throttling plugin (GitHub's pacing of writes, and both rate-limit
+ * handlers: the request waits `retry-after` — or, for a secondary limit without one, the configured
+ * wait — and is sent again, up to `rateLimitRetries` times). `octokit.graphql` shares all of it.
+ */
+export function createOctokit(config: PrServiceConfig, log: GitHubLog): GantryOctokit {
+  const onLimit = (kind: 'primary' | 'secondary') => (retryAfter: number, options: { method?: string; url?: string }, _o: unknown, retryCount: number) => {
+    const retrying = retryCount < config.rateLimitRetries;
+    log.warn('GitHub rate limit: waiting before the request is sent again', {
+      kind,
+      method: options.method,
+      url: options.url,
+      retryAfterSeconds: retryAfter,
+      retryCount,
+      retrying,
+    });
+    return retrying;
+  };
+  const auth =
+    config.auth === null
+      ? {}
+      : config.auth.kind === 'token'
+        ? { auth: config.auth.token }
+        : { authStrategy: createAppAuth, auth: { appId: config.auth.appId, privateKey: config.auth.privateKey, installationId: config.auth.installationId } };
+  return new GantryOctokit({
+    ...auth,
+    baseUrl: config.apiUrl,
+    userAgent: 'gantry-pr-service',
+    retry: { doNotRetry: DO_NOT_RETRY },
+    throttle: {
+      fallbackSecondaryRateRetryAfter: config.secondaryRateLimitWaitS,
+      onRateLimit: onLimit('primary'),
+      onSecondaryRateLimit: onLimit('secondary'),
+    },
+    // Octokit's own lines (deprecations, plugin notes): structured, and never with credentials in them.
+    log: {
+      debug: () => undefined,
+      info: () => undefined,
+      warn: (message: string) => log.warn('octokit', { note: message }),
+      error: (message: string) => log.error('octokit', { note: message }),
+    },
+  });
+}

@@ -1,0 +1,65 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * The pr-service's tables beside its event log:
+ *   pull_requests       projection of the PR streams (inline), found by (repository, branch) or head
+ *   products, job_scopes what it learnt from the job service's events (kept by its consumer)
+ *   webhook_deliveries  every verified GitHub delivery, once per X-GitHub-Delivery
+ */
+export class PrServiceTables1767312000000 implements MigrationInterface {
+  name = 'PrServiceTables1767312000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      CREATE TABLE pull_requests (
+        pull_request_id text PRIMARY KEY,
+        repository      text NOT NULL,
+        branch          text NOT NULL,
+        phase           text NOT NULL,
+        pr_number       integer,
+        head_sha        text,
+        settled         boolean NOT NULL,
+        state           jsonb NOT NULL,
+        updated_at      timestamptz,
+        UNIQUE (repository, branch)
+      )`);
+    await q.query(`CREATE INDEX pull_requests_open ON pull_requests (updated_at) WHERE NOT settled`);
+    await q.query(`CREATE INDEX pull_requests_by_head ON pull_requests (repository, head_sha)`);
+    await q.query(`
+      CREATE TABLE products (
+        product_id  text PRIMARY KEY,
+        repository  text NOT NULL,
+        clone_url   text NOT NULL,
+        settings    jsonb NOT NULL
+      )`);
+    await q.query(`
+      CREATE TABLE job_scopes (
+        job_id         text PRIMARY KEY,
+        product_id     text NOT NULL,
+        repository     text NOT NULL,
+        branch         text NOT NULL,
+        target_branch  text NOT NULL,
+        task_id        text,
+        story_id       text,
+        sprint_id      text,
+        sprint_run_id  text
+      )`);
+    await q.query(`
+      CREATE TABLE webhook_deliveries (
+        delivery_id   text PRIMARY KEY,
+        event         text NOT NULL,
+        action        text,
+        payload       text NOT NULL,
+        received_at   timestamptz NOT NULL DEFAULT now(),
+        processed_at  timestamptz,
+        outcome       text
+      )`);
+    await q.query(`CREATE INDEX webhook_deliveries_unprocessed ON webhook_deliveries (received_at) WHERE processed_at IS NULL`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    for (const table of ['webhook_deliveries', 'job_scopes', 'products', 'pull_requests']) await q.query(`DROP TABLE IF EXISTS ${table}`);
+  }
+}
+
+export const prServiceMigrations = [PrServiceTables1767312000000];
