@@ -138,10 +138,10 @@ export class OctokitPullRequests implements GitHubPullRequests {
   async enableAutoMerge(nodeId: string, expectedHeadSha: string, mergeMethod: MergeMethod): Promise<AutoMergeOutcome> {
     try {
       await this.octokit.graphql(
-        `mutation($id: ID!, $method: PullRequestMergeMethod!, $head: GitObjectID!) {
-           enablePullRequestAutoMerge(input: { pullRequestId: $id, mergeMethod: $method, expectedHeadOid: $head }) { pullRequest { autoMergeRequest { enabledAt } } }
+        `mutation($id: ID!, $mergeMethod: PullRequestMergeMethod!, $head: GitObjectID!) {
+           enablePullRequestAutoMerge(input: { pullRequestId: $id, mergeMethod: $mergeMethod, expectedHeadOid: $head }) { pullRequest { autoMergeRequest { enabledAt } } }
          }`,
-        { id: nodeId, method: mergeMethod, head: expectedHeadSha },
+        { id: nodeId, mergeMethod, head: expectedHeadSha },
       );
       return { outcome: 'ENABLED' };
     } catch (error) {

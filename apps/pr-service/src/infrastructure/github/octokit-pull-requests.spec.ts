@@ -1,0 +1,143 @@
+import { ErrorCode } from '@gantry/contracts';
+import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
+import { Clone } from '@gantry/github-fake/testing';
+import { eventually } from '@gantry/testing';
+import { loadPrServiceConfig } from '../pr-service-config.js';
+import { createOctokit } from './octokit.js';
+import { OctokitPullRequests } from './octokit-pull-requests.js';
+
+/*
+ * The GitHub effects through real Octokit (retry + throttling plugins, GraphQL) against the local
+ * GitHub: every behaviour docs/pr-service.md names for the GitHub side.
+ */
+describe('GitHub effects through Octokit, against the local GitHub', () => {
+  let github: GitHubFake;
+  let clone: Clone;
+  let prs: OctokitPullRequests;
+  const warnings: { message: string; fields: Record<string, unknown> }[] = [];
+  const repo = 'acme/effects';
+
+  beforeAll(async () => {
+    github = await startGitHubFake({ mergeabilityDelayMs: 20 });
+    const created = await github.control.createRepository({ owner: 'acme', name: 'effects', initialFiles: { 'README.md': '# effects\n', 'src/app.ts': 'export const a = 1;\n' } });
+    clone = new Clone(created.cloneUrl);
+    const config = loadPrServiceConfig({ GANTRY_GITHUB_API_URL: github.url, GANTRY_GITHUB_TOKEN: 'test-token', GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S: '1' });
+    const log = { log: () => undefined, error: () => undefined, warn: (message: string, fields: Record<string, unknown>) => warnings.push({ message, fields }) };
+    prs = new OctokitPullRequests(createOctokit(config, log));
+  }, 30_000);
+
+  afterAll(async () => {
+    clone?.remove();
+    await github?.close();
+  });
+
+  const settled = async (prNumber: number) => eventually(async () => {
+    const pr = await prs.read(repo, prNumber);
+    return pr.mergeable !== null ? pr : null;
+  }, { what: `mergeability of #${prNumber}` });
+
+  it('opens a PR; a second open of the same branch adopts it (GitHub\'s 422 "already exists"); a SPRINT PR opens as a draft', async () => {
+    clone.commitAndPush('story/open', { 'src/open.ts': 'open\n' }, 'open');
+    const first = await prs.open({ repository: repo, branch: 'story/open', baseBranch: 'main', title: 'Story open', body: 'b', draft: false });
+    expect(first).toMatchObject({ adopted: false, pr: { state: 'open', draft: false, headBranch: 'story/open', baseBranch: 'main' } });
+    const again = await prs.open({ repository: repo, branch: 'story/open', baseBranch: 'main', title: 'Story open', body: 'b', draft: false });
+    expect(again).toMatchObject({ adopted: true, pr: { number: first.pr.number } });
+    expect((await github.control.pulls(repo)).filter((p) => p.head.ref === 'story/open')).toHaveLength(1);
+    expect(await prs.findOpen(repo, 'story/open', 'main')).toMatchObject({ number: first.pr.number });
+
+    clone.commitAndPush('sprint/draft', { 'src/draft.ts': 'draft\n' }, 'draft');
+    const draft = await prs.open({ repository: repo, branch: 'sprint/draft', baseBranch: 'main', title: 'Sprint', body: 'b', draft: true });
+    expect(draft.pr.draft).toBe(true);
+    expect(await prs.markReadyForReview(draft.pr.nodeId)).toEqual({ alreadyReady: false });
+    expect(await prs.markReadyForReview(draft.pr.nodeId)).toEqual({ alreadyReady: true });
+    expect((await prs.read(repo, draft.pr.number)).draft).toBe(false);
+  });
+
+  it('reads check runs and statuses together, the latest of each name; none at all is an empty list, not "pending"', async () => {
+    const sha = clone.commitAndPush('story/checks', { 'src/checks.ts': 'c\n' }, 'checks');
+    expect(await prs.checks(repo, sha)).toEqual([]);
+    await github.control.setCheck(repo, { sha, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+    await github.control.setCheck(repo, { sha, name: 'ci/test', status: 'completed', conclusion: 'success' });
+    await github.control.setCheck(repo, { sha, name: 'build', status: 'in_progress' });
+    await github.control.setStatus(repo, { sha, context: 'deploy/preview', state: 'error' });
+    expect(await prs.checks(repo, sha)).toEqual([
+      { name: 'build', source: 'check_run', state: 'PENDING', conclusion: null, detailsUrl: expect.anything() },
+      { name: 'ci/test', source: 'check_run', state: 'SUCCESS', conclusion: 'success', detailsUrl: expect.anything() },
+      { name: 'deploy/preview', source: 'status', state: 'FAILURE', conclusion: 'error', detailsUrl: null },
+    ]);
+  });
+
+  it('auto-merge: GitHub refuses it for a clean PR (merge directly), and for a repository that disallows it', async () => {
+    const sha = clone.commitAndPush('story/clean', { 'src/clean.ts': 'clean\n' }, 'clean');
+    const { pr } = await prs.open({ repository: repo, branch: 'story/clean', baseBranch: 'main', title: 't', body: 'b', draft: false });
+    await github.control.setCheck(repo, { sha, name: 'ci/test', status: 'completed', conclusion: 'success' });
+    await settled(pr.number);
+    await github.control.updateRepository(repo, { allowAutoMerge: true });
+    expect(await prs.enableAutoMerge(pr.nodeId, sha, 'SQUASH')).toMatchObject({ outcome: 'REFUSED', reason: 'CLEAN', message: expect.stringMatching(/clean status/) });
+    await github.control.updateRepository(repo, { allowAutoMerge: false });
+    expect(await prs.enableAutoMerge(pr.nodeId, sha, 'SQUASH')).toMatchObject({ outcome: 'REFUSED', reason: 'NOT_ALLOWED' });
+    expect(await prs.merge(repo, pr.number, sha, 'SQUASH')).toMatchObject({ outcome: 'MERGED', mergeCommitSha: expect.stringMatching(/^[0-9a-f]{40}$/) });
+    expect(await prs.read(repo, pr.number)).toMatchObject({ merged: true, state: 'closed' });
+  });
+
+  it('auto-merge for a PR still waiting on a required check is enabled with the expected head; another head is HEAD_MOVED', async () => {
+    await github.control.updateRepository(repo, { allowAutoMerge: true, requiredChecks: ['ci/test'] });
+    const sha = clone.commitAndPush('story/auto', { 'src/auto.ts': 'auto\n' }, 'auto');
+    const { pr } = await prs.open({ repository: repo, branch: 'story/auto', baseBranch: 'main', title: 't', body: 'b', draft: false });
+    await settled(pr.number);
+    expect(await prs.enableAutoMerge(pr.nodeId, '1'.repeat(40), 'MERGE')).toMatchObject({ outcome: 'HEAD_MOVED' });
+    expect(await prs.enableAutoMerge(pr.nodeId, sha, 'MERGE')).toEqual({ outcome: 'ENABLED' });
+    expect((await prs.read(repo, pr.number)).autoMergeEnabled).toBe(true);
+    await prs.disableAutoMerge(pr.nodeId);
+    expect((await prs.read(repo, pr.number)).autoMergeEnabled).toBe(false);
+    await github.control.updateRepository(repo, { requiredChecks: [] });
+  });
+
+  it('a merge always sends the head it was decided for: a moved head is HEAD_MOVED (409, not retried), a conflict is MERGE_CONFLICT (405, not retried)', async () => {
+    const first = clone.commitAndPush('story/moved', { 'src/moved.ts': 'one\n' }, 'one');
+    const { pr } = await prs.open({ repository: repo, branch: 'story/moved', baseBranch: 'main', title: 't', body: 'b', draft: false });
+    clone.commitAndPush('story/moved', { 'src/moved.ts': 'two\n' }, 'two');
+    await github.control.refresh();
+    expect(await prs.merge(repo, pr.number, first, 'MERGE')).toMatchObject({ outcome: 'HEAD_MOVED', message: expect.stringMatching(/Head branch was modified/) });
+    expect((await github.control.requests({ method: 'PUT', path: `/pulls/${pr.number}/merge` })).map((r) => r.status)).toEqual([409]);
+
+    const conflicting = clone.commitAndPush('story/conflict', { 'src/app.ts': 'export const a = 2;\n' }, 'change app', 'origin/main');
+    const { pr: dirty } = await prs.open({ repository: repo, branch: 'story/conflict', baseBranch: 'main', title: 't', body: 'b', draft: false });
+    await github.control.commit(repo, { branch: 'main', files: { 'src/app.ts': 'export const a = 3;\n' }, message: 'main changes app' });
+    await eventually(async () => (await prs.read(repo, dirty.number)).mergeableState === 'dirty', { what: 'the PR dirty' });
+    await expect(prs.merge(repo, dirty.number, conflicting, 'MERGE')).rejects.toMatchObject({ code: ErrorCode.MERGE_CONFLICT, details: { status: 405 } });
+    expect((await github.control.requests({ method: 'PUT', path: `/pulls/${dirty.number}/merge` })).map((r) => r.status)).toEqual([405]);
+  });
+
+  it('a secondary rate limit with retry-after: the request waits that long and is sent again, once', async () => {
+    clone.commitAndPush('story/limited', { 'src/limited.ts': 'l\n' }, 'limited');
+    await github.control.injectFault({ kind: 'secondary_rate_limit', method: 'POST', path: '/pulls', retryAfterSeconds: 1 });
+    const { pr } = await prs.open({ repository: repo, branch: 'story/limited', baseBranch: 'main', title: 't', body: 'b', draft: false });
+    const last = (await github.control.requests({ method: 'POST', path: `/repos/${repo}/pulls` })).slice(-2);
+    expect(last.map((r) => [r.status, r.fault])).toEqual([[403, 'secondary_rate_limit'], [201, null]]);
+    expect(Date.parse(last[1]!.at) - Date.parse(last[0]!.at)).toBeGreaterThanOrEqual(1000);
+    expect(warnings.at(-1)).toMatchObject({ fields: { kind: 'secondary', retryAfterSeconds: 1, retrying: true } });
+    expect((await github.control.pulls(repo)).filter((p) => p.head.ref === 'story/limited').map((p) => p.number)).toEqual([pr.number]);
+  });
+
+  it('a secondary rate limit without retry-after: the configured wait, then once more', async () => {
+    const sha = clone.commitAndPush('story/limited-2', { 'src/limited2.ts': 'l\n' }, 'limited 2');
+    await github.control.injectFault({ kind: 'secondary_rate_limit', method: 'GET', path: `/commits/${sha}/check-runs` });
+    expect(await prs.checks(repo, sha)).toEqual([]);
+    const gets = (await github.control.requests({ method: 'GET', path: `/commits/${sha}/check-runs` })).slice(-2);
+    expect(gets.map((r) => [r.status, r.fault])).toEqual([[403, 'secondary_rate_limit'], [200, null]]);
+    expect(Date.parse(gets[1]!.at) - Date.parse(gets[0]!.at)).toBeGreaterThanOrEqual(1000);
+    expect(warnings.at(-1)).toMatchObject({ fields: { kind: 'secondary', retryAfterSeconds: 1 } });
+  });
+
+  it('refused credentials are GH_AUTH_ERROR, never with the token in the message', async () => {
+    await github.control.setTokens(['another-token']);
+    try {
+      const failure = await prs.read(repo, 1).then(() => null, (e: unknown) => e as { code: string; message: string });
+      expect(failure).toMatchObject({ code: ErrorCode.GH_AUTH_ERROR, message: expect.stringMatching(/Bad credentials/) });
+      expect(failure!.message).not.toContain('test-token');
+    } finally {
+      await github.control.setTokens(null);
+    }
+  });
+});
