@@ -1,0 +1,121 @@
+import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
+import pg from 'pg';
+import { Webhooks } from '@octokit/webhooks';
+import { eventually, removeTestNamespace, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
+import { startApp, type RunningApp } from '../../../tools/system-tests/src/services.js';
+import { whatADeliveryConcerns } from '../src/application/webhook-targets.js';
+
+const examples = createRequire(import.meta.url)('@octokit/webhooks-examples') as { name: string; examples: Record<string, unknown>[] }[];
+const HANDLED = ['pull_request', 'pull_request_review', 'check_suite', 'check_run', 'status'];
+
+/*
+ * POST /webhooks/github on the running pr-service (its compiled dist: build first), fed GitHub's own
+ * example payloads (@octokit/webhooks-examples) for every event it handles (docs/pr-service.md, PR-12).
+ */
+describe('GitHub webhooks into the pr-service', () => {
+  const name = uniqueName('pr_webhooks');
+  const naming = testNaming(name);
+  const current = 'whsec-current';
+  const next = 'whsec-next';
+  let app: RunningApp;
+  let db: pg.Pool;
+
+  beforeAll(async () => {
+    app = await startApp('pr-service', {
+      schema: name,
+      naming,
+      env: { GANTRY_GITHUB_WEBHOOK_SECRETS: `${current},${next}`, GANTRY_GITHUB_API_URL: 'http://127.0.0.1:9', GANTRY_GITHUB_TOKEN: 'unused' },
+    });
+    db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${name}`, max: 2 });
+  }, 60_000);
+
+  afterAll(async () => {
+    await app?.kill('SIGKILL');
+    await db?.end();
+    await removeTestNamespace(naming, name);
+  });
+
+  async function deliver(event: string, payload: unknown, options: { secret?: string | null; deliveryId?: string; tamper?: boolean } = {}) {
+    const body = JSON.stringify(payload);
+    const secret = options.secret === undefined ? current : options.secret;
+    const signature = secret === null ? null : await new Webhooks({ secret }).sign(body);
+    const deliveryId = options.deliveryId ?? randomUUID();
+    const res = await fetch(`${app.url}/webhooks/github`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': event,
+        'x-github-delivery': deliveryId,
+        ...(signature ? { 'x-hub-signature-256': signature } : {}),
+      },
+      body: options.tamper ? body.replace(/}$/, ',"injected":true}') : body,
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown>, deliveryId };
+  }
+
+  const recorded = async (deliveryId: string) => (await db.query(`SELECT * FROM webhook_deliveries WHERE delivery_id = $1`, [deliveryId])).rows;
+  const count = async () => Number((await db.query(`SELECT count(*) AS n FROM webhook_deliveries`)).rows[0].n);
+
+  const handledExamples = examples.filter((e) => HANDLED.includes(e.name)).flatMap((e) => e.examples.map((payload, i) => [e.name, (payload.action as string) ?? '-', i, payload] as const));
+
+  it('has GitHub example payloads for every event it handles', () => {
+    expect(new Set(handledExamples.map(([event]) => event))).toEqual(new Set(HANDLED));
+  });
+
+  it.each(handledExamples)('records and processes %s (%s, example %i), and works out which pull request it concerns', async (event, _action, _i, payload) => {
+    const concerns = whatADeliveryConcerns(event, payload);
+    const p = payload as { repository?: { full_name?: string }; action?: string };
+    if (concerns) expect(concerns.repository).toBe(p.repository?.full_name);
+    const { status, body, deliveryId } = await deliver(event, payload);
+    expect(status).toBe(202);
+    expect(body).toEqual({ delivery: deliveryId, duplicate: false });
+    const [row] = await eventually(async () => {
+      const rows = await recorded(deliveryId);
+      return rows[0]?.processed_at ? rows : null;
+    }, { what: `delivery ${deliveryId} processed` });
+    expect(row).toMatchObject({ event, outcome: concerns === null ? 'ignored' : 'no tracked pull request' });
+  });
+
+  it('the same delivery twice is recorded once; the second answer says it was a duplicate', async () => {
+    const payload = examples.find((e) => e.name === 'pull_request')!.examples[0]!;
+    const first = await deliver('pull_request', payload);
+    const again = await deliver('pull_request', payload, { deliveryId: first.deliveryId });
+    expect([first.status, again.status]).toEqual([202, 202]);
+    expect(again.body).toEqual({ delivery: first.deliveryId, duplicate: true });
+    expect(await recorded(first.deliveryId)).toHaveLength(1);
+  });
+
+  it('accepts either secret while one is rotated', async () => {
+    const payload = examples.find((e) => e.name === 'status')!.examples[0]!;
+    expect((await deliver('status', payload, { secret: next })).status).toBe(202);
+  });
+
+  it.each([
+    ['a forged signature (another secret)', { secret: 'not-ours' }],
+    ['a stale signature (a secret rotated out)', { secret: 'whsec-retired' }],
+    ['no signature', { secret: null }],
+    ['a body changed after signing', { tamper: true }],
+  ])('%s is refused with 401 and nothing is recorded', async (_what, options) => {
+    const before = await count();
+    const payload = examples.find((e) => e.name === 'pull_request')!.examples[0]!;
+    const { status, body, deliveryId } = await deliver('pull_request', payload, options);
+    expect(status).toBe(401);
+    expect(JSON.stringify(body)).not.toContain('whsec');
+    expect(await recorded(deliveryId)).toHaveLength(0);
+    expect(await count()).toBe(before);
+  });
+
+  it('events it does not handle are recorded and ignored', async () => {
+    for (const event of ['push', 'issues']) {
+      const payload = examples.find((e) => e.name === event)!.examples[0]!;
+      const { status, deliveryId } = await deliver(event, payload);
+      expect(status).toBe(202);
+      const [row] = await eventually(async () => {
+        const rows = await recorded(deliveryId);
+        return rows[0]?.processed_at ? rows : null;
+      }, { what: 'processed' });
+      expect(row.outcome).toBe('ignored');
+    }
+  });
+});
