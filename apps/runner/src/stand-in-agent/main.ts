@@ -12,7 +12,7 @@
  *   {
  *     "standIn": {
  *       "behaviour": "commit" | "nothing" | "delete_only" | "failing_tests" | "exit_nonzero"
- *                  | "hang" | "token_expired_message" | "exit_3" | "no_logs",
+ *                  | "hang" | "token_expired_message" | "exit_3" | "no_logs" | "crash_after_commit",
  *       "files":         { "<relative path>": "<content>" },   // written and committed (commit, failing_tests, no_logs)
  *       "delete":        ["<relative path>"],                 // removed and committed (delete_only; also allowed with commit)
  *       "commitMessage": "feat: …",                           // default "stand-in: <behaviour>"
@@ -23,7 +23,8 @@
  *       "spawnChild":    false,                                // hang: also start a child process in the same process group
  *       "delayMs":       0,                                    // wait this long before the work (after log_implementation)
  *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} at start and {exit, pid, at} at exit
- *       "resetTo":       "origin/feat/x"                       // git reset --hard to this revision before the work
+ *       "resetTo":       "origin/feat/x",                      // git reset --hard to this revision before the work
+ *       "byAttempt":     { "1": { "behaviour": "crash_after_commit", … } }  // for attempt n (payload gantry.attempt): fields replacing the ones above
  *     }
  *
  * Credentials: with ANTHROPIC_API_KEY=expired in its environment the stand-in fails like the real CLI
@@ -41,6 +42,7 @@
  * - token_expired_message: prints the CLI's expired-token API error, no MCP calls; exit 1
  * - exit_3: prints an authentication error on stderr, no MCP calls; exit 3
  * - no_logs: commits the files without any MCP call; exit 0
+ * - crash_after_commit: commits the files without any MCP call, then exits with `exitCode` (a crash leaving unreported commits)
  */
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
@@ -92,6 +94,12 @@ async function main(argv: string[]): Promise<number> {
       const git = new StandInGit(workDir(args));
       for (const commit of script.commits) await git.commit(commit);
       return finish(args, 'Committed without reporting anything.');
+    }
+    case 'crash_after_commit': {
+      const git = new StandInGit(workDir(args));
+      for (const commit of script.commits) await git.commit(commit);
+      process.stderr.write(`stand-in: crashing after ${script.commits.length} unreported commit(s)\n`);
+      return script.exitCode;
     }
     default:
       break;

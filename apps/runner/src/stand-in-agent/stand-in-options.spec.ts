@@ -51,6 +51,26 @@ describe('stand-in options the end-to-end tests rely on', () => {
     expect(report.diffIdenticalToMergedBranch).toBe(false);
   });
 
+  it('byAttempt: attempt 1 commits without reporting and crashes, attempt 2 of the same job does its own script', async () => {
+    const standIn = {
+      behaviour: 'commit',
+      files: { 'second.ts': 'second\n' },
+      byAttempt: { '1': { behaviour: 'crash_after_commit', files: { 'first.ts': 'first\n' }, commitMessage: 'attempt 1, never reported', exitCode: 4 } },
+    };
+    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn, attempt: 1 });
+    const first = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    expect(first.exitCode).toBe(4);
+    expect(job.reporter.methods()).toEqual([]);
+    expect(await repo.run(['log', '-1', '--format=%s'])).toBe('attempt 1, never reported');
+    await job.dispose();
+
+    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn, attempt: 2 });
+    const second = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    expect(second.exitCode).toBe(0);
+    expect(job.reporter.methods()).toEqual(['logImplementation', 'logCommit', 'logTestResult', 'updateJobStatus']);
+    expect(await repo.run(['log', '-1', '--format=%s'])).toBe('stand-in: commit');
+  });
+
   it('an agent environment with ANTHROPIC_API_KEY=expired fails like an expired login whatever the payload says', async () => {
     job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'commit', files: { 'a.ts': 'a\n' } } });
     const result = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000, env: agentEnvironment({ ANTHROPIC_API_KEY: 'expired' }) });

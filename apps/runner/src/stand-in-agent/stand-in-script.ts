@@ -12,7 +12,7 @@ const CommitSchema = z.strictObject({
 });
 
 const ScriptSchema = z.strictObject({
-  behaviour: z.enum(['commit', 'nothing', 'delete_only', 'failing_tests', 'exit_nonzero', 'hang', 'token_expired_message', 'exit_3', 'no_logs']),
+  behaviour: z.enum(['commit', 'nothing', 'delete_only', 'failing_tests', 'exit_nonzero', 'hang', 'token_expired_message', 'exit_3', 'no_logs', 'crash_after_commit']),
   files: z.record(relativePath, z.string()).optional(),
   delete: z.array(relativePath).optional(),
   commitMessage: z.string().min(1).optional(),
@@ -35,11 +35,20 @@ export interface StandInScript extends Omit<z.infer<typeof ScriptSchema>, 'files
   commits: StandInCommit[];
 }
 
+/** `byAttempt`: for attempt n of the job (the payload's `gantry.attempt`), fields that replace the section's own. */
+const ByAttemptSchema = z.object({ byAttempt: z.record(z.string().regex(/^[1-9][0-9]*$/, 'an attempt number'), z.record(z.string(), z.unknown())).optional() });
+
 /** Reads the `standIn` section of a job payload (the format is documented in main.ts). */
 export function parseStandInScript(payload: unknown): StandInScript {
   const section = (payload as { standIn?: unknown } | null)?.standIn;
   if (section === undefined) throw new Error('the payload has no "standIn" section telling the stand-in agent what to do');
-  const parsed = ScriptSchema.safeParse(section);
+  const perAttempt = ByAttemptSchema.safeParse(section);
+  if (!perAttempt.success) throw new Error(`invalid "standIn" section: ${z.prettifyError(perAttempt.error)}`);
+  const attempt = (payload as { gantry?: { attempt?: unknown } }).gantry?.attempt;
+  const own: Record<string, unknown> = { ...(section as Record<string, unknown>) };
+  delete own.byAttempt;
+  const overrides = typeof attempt === 'number' ? perAttempt.data.byAttempt?.[String(attempt)] : undefined;
+  const parsed = ScriptSchema.safeParse({ ...own, ...overrides });
   if (!parsed.success) throw new Error(`invalid "standIn" section: ${z.prettifyError(parsed.error)}`);
   const { files, delete: deletions, commitMessage, commits, ...rest } = parsed.data;
   const single: StandInCommit = { files: files ?? {}, delete: deletions ?? [], message: commitMessage ?? `stand-in: ${rest.behaviour}` };
@@ -47,7 +56,7 @@ export function parseStandInScript(payload: unknown): StandInScript {
   if (rest.behaviour === 'delete_only' && (planned.length === 0 || planned.some((c) => Object.keys(c.files).length > 0 || c.delete.length === 0))) {
     throw new Error('behaviour delete_only needs "delete" paths and no "files"');
   }
-  if ((rest.behaviour === 'commit' || rest.behaviour === 'no_logs') && planned.length === 0) {
+  if ((rest.behaviour === 'commit' || rest.behaviour === 'no_logs' || rest.behaviour === 'crash_after_commit') && planned.length === 0) {
     throw new Error(`behaviour ${rest.behaviour} needs "files", "delete" or "commits"`);
   }
   return { ...rest, commits: planned };

@@ -120,9 +120,9 @@ export class WorktreeEffectProcessor {
         const { worktreeKey, leaseId, token, repositoryUrl, branch, baseRef } = effect;
         let command: WorktreeLeaseCommand;
         try {
-          const synced = await syncWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef });
+          const synced = await syncWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now() });
           killAfterGitIfAsked('sync');
-          command = { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: synced.baseSha, now: this.leases.now() } };
+          command = { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: synced.baseSha, rescue: synced.rescue, now: this.leases.now() } };
         } catch (error) {
           command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'sync', reason: reasonOf(error), now: this.leases.now() } };
         }

@@ -197,6 +197,18 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
     expect(state.leases[A]).toMatchObject({ baseSha: sha, expiresAt: at(602) });
   });
 
+  it('reports the rescue of local commits an earlier holder left, then becomes ready at the origin’s commit', () => {
+    const rescueBranch = `gantry/rescue/${worktreeKey}/20261130T060002000Z`;
+    const leftBehind = '9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807';
+    spec
+      .given([...aAcquired, created(A, 1, at(1))])
+      .when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, rescue: { branch: rescueBranch, sha: leftBehind }, now: at(2) } })
+      .then([
+        { type: 'WorktreeRescued', data: { worktreeKey, leaseId: A, token: 1, rescueBranch, rescueSha: leftBehind, rescuedAt: at(2) } },
+        synced(A, 1, at(2)),
+      ]);
+  });
+
   it('ignores a redelivered report of a step already recorded', () => {
     given(aReady).when({ type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'created', path, now: at(3) } }).thenNothingHappened();
     given(aReady).when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, now: at(3) } }).thenNothingHappened();

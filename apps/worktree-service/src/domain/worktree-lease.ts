@@ -101,7 +101,17 @@ export type WorktreeLeaseCommand =
         now: string;
       };
     }
-  | { readonly type: 'RecordWorktreeSynced'; readonly data: { leaseId: string; token: number; baseSha: string; now: string } }
+  | {
+      readonly type: 'RecordWorktreeSynced';
+      readonly data: {
+        leaseId: string;
+        token: number;
+        baseSha: string;
+        /** Local commits of an earlier holder that the origin's state lacks, kept on a rescue branch before the branch was reset. */
+        rescue?: { branch: string; sha: string } | null;
+        now: string;
+      };
+    }
   | {
       readonly type: 'RecordWorktreeSyncFailed';
       readonly data: { leaseId: string; token: number; stage: 'create_or_reuse' | 'sync'; reason: string; now: string };
@@ -314,6 +324,17 @@ function releaseRequested(lease: LeaseRecord, reason: WorktreeReleaseReason, rem
   };
 }
 
+/** WorktreeRescued for a rescue an effect reports, if it made one. */
+function rescued(lease: LeaseRecord, token: number, rescue: { branch: string; sha: string } | null, now: string): WorktreeLeaseEvent[] {
+  if (!rescue) return [];
+  return [
+    {
+      type: 'WorktreeRescued',
+      data: { worktreeKey: lease.worktreeKey, leaseId: lease.leaseId, token, rescueBranch: rescue.branch, rescueSha: rescue.sha, rescuedAt: now },
+    },
+  ];
+}
+
 /** Fold `events` into `state` — for decisions that emit several events building on each other. */
 const fold = (state: WorktreeLeaseState, events: WorktreeLeaseEvent[]): WorktreeLeaseState => events.reduce(evolve, state);
 
@@ -328,20 +349,18 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
       assertFence(state, lease, token);
       if (reportStage(lease, 'creating_or_reusing', `the worktree ${outcome}`) === 'ignore') return [];
       const base = { worktreeKey: lease.worktreeKey, leaseId, token, path };
-      const rescued: WorktreeLeaseEvent[] = rescue
-        ? [{ type: 'WorktreeRescued', data: { worktreeKey: lease.worktreeKey, leaseId, token, rescueBranch: rescue.branch, rescueSha: rescue.sha, rescuedAt: now } }]
-        : [];
       return outcome === 'created'
-        ? [...rescued, { type: 'WorktreeCreated', data: { ...base, createdAt: now } }]
-        : [...rescued, { type: 'WorktreeReused', data: { ...base, reusedAt: now } }];
+        ? [...rescued(lease, token, rescue ?? null, now), { type: 'WorktreeCreated', data: { ...base, createdAt: now } }]
+        : [...rescued(lease, token, rescue ?? null, now), { type: 'WorktreeReused', data: { ...base, reusedAt: now } }];
     }
 
     case 'RecordWorktreeSynced': {
-      const { leaseId, token, baseSha, now } = command.data;
+      const { leaseId, token, baseSha, rescue, now } = command.data;
       const lease = leaseOf(state, leaseId);
       assertFence(state, lease, token);
       if (reportStage(lease, 'syncing', 'the sync') === 'ignore') return [];
       return [
+        ...rescued(lease, token, rescue ?? null, now),
         {
           type: 'WorktreeSynced',
           data: { worktreeKey: lease.worktreeKey, leaseId, token, baseSha, expiresAt: plusMs(now, lease.leaseDurationMs), syncedAt: now },
@@ -418,13 +437,7 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
           status: lease.status,
         });
       }
-      const events: WorktreeLeaseEvent[] = [];
-      if (rescue) {
-        events.push({
-          type: 'WorktreeRescued',
-          data: { worktreeKey: lease.worktreeKey, leaseId, token, rescueBranch: rescue.branch, rescueSha: rescue.sha, rescuedAt: now },
-        });
-      }
+      const events: WorktreeLeaseEvent[] = rescued(lease, token, rescue, now);
       events.push({
         type: 'WorktreeReleased',
         data: { worktreeKey: lease.worktreeKey, leaseId, token, reason: lease.releaseReason!, removed, releasedAt: now },

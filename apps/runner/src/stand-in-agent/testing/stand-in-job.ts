@@ -20,14 +20,14 @@ export class StandInJob {
     readonly command: AgentCommand,
   ) {}
 
-  static async prepare(options: { worktreeDir: string; standIn: Record<string, unknown>; kind?: JobKind; config?: AgentConfig }): Promise<StandInJob> {
+  static async prepare(options: { worktreeDir: string; standIn: Record<string, unknown>; kind?: JobKind; config?: AgentConfig; attempt?: number }): Promise<StandInJob> {
     const bin = await ensureStandInBuilt();
     const scratch = await mkdtemp(join(tmpdir(), 'gantry-job-'));
     const reporter = new RecordingReporter();
     const server = await startMcpToolServer({ jobId: 'job-test', reporter, log: () => undefined });
     const payloadPath = join(scratch, 'payload.json');
     const mcpConfigPath = join(scratch, 'mcp-config.json');
-    await writeFile(payloadPath, JSON.stringify({ taskId: 'T-1', standIn: options.standIn }));
+    await writeFile(payloadPath, JSON.stringify({ taskId: 'T-1', standIn: options.standIn, gantry: { attempt: options.attempt ?? 1 } }));
     await writeMcpConfigFile(mcpConfigPath, server);
     const kind = options.kind ?? 'TASK_IMPLEMENTATION';
     const defaults = KIND_DEFAULTS[kind];

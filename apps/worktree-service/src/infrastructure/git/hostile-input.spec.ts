@@ -77,7 +77,7 @@ describe('hostile input to the git layer', () => {
     for (const branch of hostileBranches()) {
       const key = deriveWorktreeKey(fx.origin, 'main');
       await refusedAsInvalid(createOrReuseWorktree(ws, { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main', now }));
-      await refusedAsInvalid(syncWorktree(ws, { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main' }));
+      await refusedAsInvalid(syncWorktree(ws, { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main', now }));
       await refusedAsInvalid(assertBranchName(branch));
     }
     expect(snapshotTree(fx.root)).toEqual(before);
@@ -161,7 +161,7 @@ describe('hostile input to the git layer', () => {
     const before = snapshotTree(fx.root);
     const otherKey = deriveWorktreeKey(fx.origin, 'other');
     await refusedAsInvalid(createOrReuseWorktree(ws, { worktreeKey: otherKey, repositoryUrl: fx.origin, branch: 'main', baseRef: 'main', now }));
-    await refusedAsInvalid(syncWorktree(ws, { worktreeKey: otherKey, repositoryUrl: fx.origin, branch: 'main', baseRef: 'main' }));
+    await refusedAsInvalid(syncWorktree(ws, { worktreeKey: otherKey, repositoryUrl: fx.origin, branch: 'main', baseRef: 'main', now }));
     expect(snapshotTree(fx.root)).toEqual(before);
   });
 

@@ -129,49 +129,98 @@ describe('git worktrees of a lease, on real repositories', () => {
     expect((await listWorktrees(ws)).worktrees).toHaveLength(4);
   });
 
-  describe('sync', () => {
+  describe('sync: every lease starts from the origin’s state', () => {
+    const commitLocally = (file: string, message: string) => {
+      writeFileSync(path.join(wt(), file), `${message}\n`);
+      git(wt(), 'add', file);
+      git(wt(), 'commit', '--quiet', '-m', message);
+      return git(wt(), 'rev-parse', 'HEAD');
+    };
+    const rescueRefs = () => git(wt(), 'for-each-ref', '--format=%(refname:short) %(objectname)', 'refs/heads/gantry/rescue/');
+
     it('fetches and fast-forwards the branch to the base ref', async () => {
       await createOrReuseWorktree(ws, input);
       const newer = fx.pushCommit('main', { 'app.txt': 'v2\n' });
       const synced = await syncWorktree(ws, input);
-      expect(synced).toEqual({ baseSha: newer, fastForwarded: true, localCommitsKept: 0 });
+      expect(synced).toEqual({ baseSha: newer, fastForwarded: true, rescue: null });
       expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v2\n');
     });
 
     it('does nothing when the branch is already at the base ref', async () => {
       await createOrReuseWorktree(ws, input);
-      expect(await syncWorktree(ws, input)).toEqual({ baseSha: mainSha, fastForwarded: false, localCommitsKept: 0 });
+      expect(await syncWorktree(ws, input)).toEqual({ baseSha: mainSha, fastForwarded: false, rescue: null });
     });
 
-    it('keeps unpushed local commits when the branch already contains the base ref', async () => {
+    it('never builds on unpushed local commits: they go to a rescue branch and the branch starts at the origin’s base ref', async () => {
       await createOrReuseWorktree(ws, input);
-      writeFileSync(path.join(wt(), 'work.txt'), 'agent work\n');
-      git(wt(), 'add', 'work.txt');
-      git(wt(), 'commit', '--quiet', '-m', 'unpushed work');
-      const local = git(wt(), 'rev-parse', 'HEAD');
+      const local = commitLocally('work.txt', 'unpushed work');
       const synced = await syncWorktree(ws, input);
-      expect(synced).toEqual({ baseSha: local, fastForwarded: false, localCommitsKept: 1 });
-      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(local);
+      expect(synced).toEqual({ baseSha: mainSha, fastForwarded: false, rescue: { branch: `gantry/rescue/${key}/20261130T060000000Z`, sha: local } });
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
+      expect(git(wt(), 'rev-parse', `refs/heads/${branch}`)).toBe(mainSha);
+      expect(existsSync(path.join(wt(), 'work.txt'))).toBe(false);
+      expect(status()).toBe('');
+      expect(git(wt(), 'show', `${synced.rescue!.branch}:work.txt`)).toBe('unpushed work');
+      // Again: nothing left to rescue, nothing moves.
+      expect(await syncWorktree(ws, { ...input, now: new Date('2026-11-30T06:01:00.000Z') })).toEqual({ baseSha: mainSha, fastForwarded: false, rescue: null });
+      expect(rescueRefs()).toBe(`${synced.rescue!.branch} ${local}`);
     });
 
-    it('fails rather than lose unpushed commits when the base moved on (no rebase, no reset)', async () => {
+    it('when the base moved on as well: the commits are rescued and the branch starts at the new base', async () => {
       await createOrReuseWorktree(ws, input);
-      writeFileSync(path.join(wt(), 'work.txt'), 'agent work\n');
-      git(wt(), 'add', 'work.txt');
-      git(wt(), 'commit', '--quiet', '-m', 'unpushed work');
-      const local = git(wt(), 'rev-parse', 'HEAD');
-      fx.pushCommit('main', { 'app.txt': 'v2\n' });
-      const error = await expectGantryError(syncWorktree(ws, input), ErrorCode.PRECONDITION_FAILED);
-      expect(error.details).toMatchObject({ localSha: local, ahead: 1, behind: 1, unpushed: 1 });
-      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(local);
-      expect(readFileSync(path.join(wt(), 'work.txt'), 'utf8')).toBe('agent work\n');
+      const local = commitLocally('work.txt', 'unpushed work');
+      const newer = fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      const synced = await syncWorktree(ws, input);
+      expect(synced).toEqual({ baseSha: newer, fastForwarded: false, rescue: { branch: expect.stringMatching(/^gantry\/rescue\//), sha: local } });
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(newer);
+      expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v2\n');
+    });
+
+    it('starts from the origin’s branch when the origin has it, not from the base ref nor from local commits', async () => {
+      const pushed = fx.pushCommit(branch, { 'feature.txt': 'f1\n' });
+      await createOrReuseWorktree(ws, input);
+      const local = commitLocally('work.txt', 'unpushed on top of the pushed branch');
+      const synced = await syncWorktree(ws, input);
+      expect(synced).toEqual({ baseSha: pushed, fastForwarded: false, rescue: { branch: expect.stringMatching(/^gantry\/rescue\//), sha: local } });
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(pushed);
+    });
+
+    it('moves the origin’s branch up to its base ref when it is only behind it', async () => {
+      fx.pushCommit(branch, { 'feature.txt': 'f1\n' });
+      git(fx.seed, 'checkout', '--quiet', 'main');
+      git(fx.seed, 'merge', '--quiet', '--ff-only', branch);
+      const newer = fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      await createOrReuseWorktree(ws, input);
+      expect(await syncWorktree(ws, input)).toEqual({ baseSha: newer, fastForwarded: true, rescue: null });
     });
 
     it('follows the origin’s branch when the base ref is the branch itself', async () => {
       fx.pushCommit(branch, { 'feature.txt': 'f1\n' });
       await createOrReuseWorktree(ws, input);
       const pushedByOthers = fx.pushCommit(branch, { 'feature.txt': 'f2\n' });
-      expect(await syncWorktree(ws, { ...input, baseRef: branch })).toEqual({ baseSha: pushedByOthers, fastForwarded: true, localCommitsKept: 0 });
+      expect(await syncWorktree(ws, { ...input, baseRef: branch })).toEqual({ baseSha: pushedByOthers, fastForwarded: true, rescue: null });
+    });
+
+    it('a local branch left in the shared clone by a removed worktree does not seed the next lease', async () => {
+      await createOrReuseWorktree(ws, input);
+      const local = commitLocally('work.txt', 'failed attempt');
+      await removeWorktree(ws, { worktreeKey: key });
+      const again = await createOrReuseWorktree(ws, input);
+      expect(again).toMatchObject({ outcome: 'created', headSha: local });
+      const synced = await syncWorktree(ws, input);
+      expect(synced).toMatchObject({ baseSha: mainSha, rescue: { sha: local } });
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
+    });
+
+    it('run again after a crash between the rescue and the reset, it reuses the rescue branch it made', async () => {
+      await createOrReuseWorktree(ws, input);
+      const local = commitLocally('work.txt', 'unpushed work');
+      // As if the first run had made its rescue branch and died before the reset:
+      git(wt(), 'branch', `gantry/rescue/${key}/20261130T055900000Z`, local);
+      const synced = await syncWorktree(ws, input);
+      expect(synced.rescue).toEqual({ branch: `gantry/rescue/${key}/20261130T055900000Z`, sha: local });
+      expect(rescueRefs()).toBe(`gantry/rescue/${key}/20261130T055900000Z ${local}`);
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
     });
 
     it('refuses to sync over uncommitted changes, leaving them in place', async () => {
@@ -187,7 +236,16 @@ describe('git worktrees of a lease, on real repositories', () => {
       await expectGantryError(syncWorktree(ws, { ...input, baseRef: 'no-such-branch' }), ErrorCode.PRECONDITION_FAILED);
     });
 
-    it('moves to a base given as a commit SHA', async () => {
+    it('refuses a base given as the SHA of a commit only this clone has, and changes nothing', async () => {
+      await createOrReuseWorktree(ws, input);
+      const local = commitLocally('work.txt', 'only here');
+      const error = await expectGantryError(syncWorktree(ws, { ...input, baseRef: local }), ErrorCode.PRECONDITION_FAILED);
+      expect(error.message).toMatch(/is not a branch, tag or commit of the origin/);
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(local);
+      expect(rescueRefs()).toBe('');
+    });
+
+    it('moves to a base given as a commit SHA of the origin', async () => {
       await createOrReuseWorktree(ws, input);
       const newer = fx.pushCommit('main', { 'app.txt': 'v3\n' });
       expect((await syncWorktree(ws, { ...input, baseRef: newer })).baseSha).toBe(newer);
@@ -311,7 +369,7 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect((await listWorktrees(ws)).worktrees).toEqual([]);
     });
 
-    it('keeps unpushed commits of a removed worktree on its branch for the next lease', async () => {
+    it('keeps unpushed commits of a removed worktree on its branch (the next sync rescues them)', async () => {
       await createOrReuseWorktree(ws, input);
       writeFileSync(path.join(wt(), 'work.txt'), 'agent work\n');
       git(wt(), 'add', 'work.txt');

@@ -37,12 +37,12 @@ export interface PreparedWorktree {
 }
 
 export interface SyncedWorktree {
-  /** The commit the worktree is at after the sync: the job's base SHA. */
+  /** The commit the worktree is at after the sync: the job's base SHA, always a commit the origin has. */
   baseSha: string;
-  /** True when the branch was fast-forwarded to the base ref. */
+  /** True when the branch only moved forward to it. */
   fastForwarded: boolean;
-  /** Commits of the branch that the base ref does not have, kept as they are. */
-  localCommitsKept: number;
+  /** Local commits of the branch that the starting point does not contain, kept on a rescue branch (then dropped from the branch). */
+  rescue: RescueResult | null;
 }
 
 const notThere = (message: string, details?: Record<string, unknown>) => new GantryError(ErrorCode.PRECONDITION_FAILED, message, details);
@@ -88,14 +88,37 @@ async function revParse(workspace: GitWorkspace, cwd: string, ref: string): Prom
   return result.exitCode === 0 ? result.stdout.trim() : null;
 }
 
-/** The commit a base ref names on the origin: a full SHA, an origin branch, or a tag. */
+/**
+ * The commit a base ref names on the origin: an origin branch, a tag, or a full SHA that the origin's
+ * branches or tags contain — never a commit that only this clone has (a rescue, a failed attempt).
+ */
 async function resolveBaseRef(workspace: GitWorkspace, clonePath: string, baseRef: string): Promise<string> {
-  const candidates = /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(baseRef) ? [baseRef] : [`refs/remotes/origin/${baseRef}`, `refs/tags/${baseRef}`];
-  for (const candidate of candidates) {
-    const sha = await revParse(workspace, clonePath, candidate);
-    if (sha) return sha;
+  if (/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(baseRef)) {
+    const sha = await revParse(workspace, clonePath, baseRef);
+    if (sha && (await originContains(workspace, clonePath, sha))) return sha;
+  } else {
+    for (const candidate of [`refs/remotes/origin/${baseRef}`, `refs/tags/${baseRef}`]) {
+      const sha = await revParse(workspace, clonePath, candidate);
+      if (sha) return sha;
+    }
   }
   throw notThere(`base ref ${baseRef} is not a branch, tag or commit of the origin`, { baseRef });
+}
+
+async function originContains(workspace: GitWorkspace, clonePath: string, sha: string): Promise<boolean> {
+  const refs = await git(workspace, ['-C', clonePath, 'for-each-ref', '--count=1', '--format=%(refname)', `--contains=${sha}`, 'refs/remotes/origin/', 'refs/tags/']);
+  return refs.stdout.trim() !== '';
+}
+
+/**
+ * Where a lease of `branch` starts: the origin's branch when the origin has it — moved up to the
+ * base ref when it is only behind it — else the base ref. Both are the origin's, as fetched just now.
+ */
+async function startingPoint(workspace: GitWorkspace, clonePath: string, branch: string, baseRef: string): Promise<string> {
+  const base = await resolveBaseRef(workspace, clonePath, baseRef);
+  const remote = await revParse(workspace, clonePath, `refs/remotes/origin/${branch}`);
+  if (remote === null || remote === base) return base;
+  return (await isAncestor(workspace, clonePath, remote, base)) ? base : remote;
 }
 
 async function currentBranch(workspace: GitWorkspace, worktreePath: string): Promise<string | null> {
@@ -106,11 +129,6 @@ async function currentBranch(workspace: GitWorkspace, worktreePath: string): Pro
 async function isAncestor(workspace: GitWorkspace, cwd: string, ancestor: string, descendant: string): Promise<boolean> {
   const result = await git(workspace, ['-C', cwd, 'merge-base', '--is-ancestor', ancestor, descendant], [1]);
   return result.exitCode === 0;
-}
-
-async function countCommits(workspace: GitWorkspace, cwd: string, range: string[]): Promise<number> {
-  const result = await git(workspace, ['-C', cwd, 'rev-list', '--count', ...range, '--']);
-  return Number(result.stdout.trim());
 }
 
 async function statusOf(workspace: GitWorkspace, worktreePath: string): Promise<string> {
@@ -127,8 +145,9 @@ export async function isWorktreeDirty(workspace: GitWorkspace, worktreeKey: stri
 
 /**
  * The worktree of `worktreeKey` on `branch`, ready for a sync: created with `git worktree add`
- * (from the local branch if the clone has one, else from the origin's branch, else as a new branch
- * at the base ref), or the existing one reused — after rescuing its changes if it is dirty.
+ * (on the local branch if the clone has one — the sync then moves it to the origin's state, rescuing
+ * what the origin lacks — else from the origin's branch, else as a new branch at the base ref), or
+ * the existing one reused — after rescuing its changes if it is dirty.
  * Refuses a directory git does not know as a worktree of this repository (it is not ours to delete).
  */
 export async function createOrReuseWorktree(
@@ -180,18 +199,18 @@ export async function createOrReuseWorktree(
 }
 
 /**
- * Fetch, then move the worktree's branch to the base ref — only ever forward:
- * - the branch is the base ref or behind it: fast-forward to it;
- * - the branch already contains the base ref (it has commits of its own, pushed or not): keep it;
- * - they diverged: refuse with PRECONDITION_FAILED (report sync_failed) — rebasing or resetting
- *   would rewrite or drop commits.
- * A dirty worktree is refused too; create_or_reuse rescues before a sync.
+ * Fetch, then put the worktree's branch on its starting point (see startingPoint): what the origin
+ * has, never what an earlier holder left. Local commits the starting point does not contain — a
+ * failed attempt's, never verified nor pushed — go to a rescue branch first, then the branch is
+ * reset; a branch that is only behind is fast-forwarded. A dirty worktree is refused
+ * (PRECONDITION_FAILED); create_or_reuse rescues before a sync. Run again after a crash, it finds
+ * the rescue branch it made and does not make a second one. See docs/worktrees.md.
  */
 export async function syncWorktree(
   workspace: GitWorkspace,
-  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string },
+  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date },
 ): Promise<SyncedWorktree> {
-  const { worktreeKey, repositoryUrl, branch, baseRef } = input;
+  const { worktreeKey, repositoryUrl, branch, baseRef, now } = input;
   assertRepositoryUrl(repositoryUrl);
   await assertBranchName(branch);
   await assertBaseRef(baseRef);
@@ -212,26 +231,33 @@ export async function syncWorktree(
       throw notThere(`worktree ${worktreeKey} has uncommitted changes; refusing to sync over them`, { worktreeKey });
     }
     const local = (await revParse(workspace, worktreePath, 'HEAD'))!;
-    const base = await resolveBaseRef(workspace, clonePath, baseRef);
-    if (local === base) return { baseSha: base, fastForwarded: false, localCommitsKept: 0 };
-    if (await isAncestor(workspace, worktreePath, local, base)) {
-      await git(workspace, ['-C', worktreePath, 'merge', '--ff-only', '--quiet', base]);
-      return { baseSha: base, fastForwarded: true, localCommitsKept: 0 };
+    const start = await startingPoint(workspace, clonePath, branch, baseRef);
+    if (local === start) return { baseSha: start, fastForwarded: false, rescue: null };
+    if (await isAncestor(workspace, worktreePath, local, start)) {
+      await git(workspace, ['-C', worktreePath, 'merge', '--ff-only', '--quiet', start]);
+      return { baseSha: start, fastForwarded: true, rescue: null };
     }
-    const ahead = await countCommits(workspace, worktreePath, [`${base}..${local}`]);
-    if (await isAncestor(workspace, worktreePath, base, local)) {
-      return { baseSha: local, fastForwarded: false, localCommitsKept: ahead };
-    }
-    const behind = await countCommits(workspace, worktreePath, [`${local}..${base}`]);
-    const remote = await revParse(workspace, clonePath, `refs/remotes/origin/${branch}`);
-    const unpushed = remote ? await countCommits(workspace, worktreePath, [local, '--not', remote]) : ahead;
-    throw new GantryError(
-      ErrorCode.PRECONDITION_FAILED,
-      `${branch} has ${ahead} commit(s) that ${baseRef} does not have (${unpushed} not on the origin) and is ${behind} behind it; ` +
-        'moving it would need a rebase or a reset, which could lose work',
-      { worktreeKey, localSha: local, baseSha: base, ahead, behind, unpushed },
-    );
+    const rescue = await rescueBranchAt(workspace, worktreePath, worktreeKey, local, now);
+    await git(workspace, ['-C', worktreePath, 'reset', '--hard', '--quiet', start]);
+    return { baseSha: start, fastForwarded: false, rescue };
   });
+}
+
+/** A rescue branch at `sha`: the one already there (a run repeated after a crash), else a new `gantry/rescue/<key>/<time>`. */
+async function rescueBranchAt(workspace: GitWorkspace, cwd: string, worktreeKey: string, sha: string, now: Date): Promise<RescueResult> {
+  const existing = await git(workspace, ['-C', cwd, 'for-each-ref', '--count=1', '--format=%(refname)', `--points-at=${sha}`, `refs/heads/gantry/rescue/${worktreeKey}/`]);
+  const found = existing.stdout.trim();
+  if (found !== '') return { branch: found.slice('refs/heads/'.length), sha };
+  return { branch: await newRescueBranch(workspace, cwd, worktreeKey, sha, now), sha };
+}
+
+/** Creates `gantry/rescue/<key>/<time>` (or `-2`, `-3` … when taken) at `sha`; never moves an existing branch. */
+async function newRescueBranch(workspace: GitWorkspace, cwd: string, worktreeKey: string, sha: string, now: Date): Promise<string> {
+  let name = rescueBranchName(worktreeKey, now);
+  for (let n = 2; await revParse(workspace, cwd, `refs/heads/${name}`); n++) name = `${rescueBranchName(worktreeKey, now)}-${n}`;
+  // The empty old value makes update-ref refuse to overwrite a branch that appeared meanwhile.
+  await git(workspace, ['-C', cwd, 'update-ref', '-m', 'gantry rescue', `refs/heads/${name}`, sha, '']);
+  return name;
 }
 
 /**
@@ -273,11 +299,7 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
       'commit-tree', tree, ...(head ? ['-p', head] : []), '-m', message,
     ]);
     const sha = commit.stdout.trim();
-    let name = rescueBranchName(worktreeKey, now);
-    for (let n = 2; await revParse(workspace, worktreePath, `refs/heads/${name}`); n++) name = `${rescueBranchName(worktreeKey, now)}-${n}`;
-    // The empty old value makes update-ref refuse to overwrite a branch that appeared meanwhile.
-    await git(workspace, ['-C', worktreePath, 'update-ref', '-m', 'gantry rescue', `refs/heads/${name}`, sha, '']);
-    rescue = { branch: name, sha };
+    rescue = { branch: await newRescueBranch(workspace, worktreePath, worktreeKey, sha, now), sha };
   }
   // The changes are safe on the rescue branch: now, and only now, clean the worktree.
   const saved = await git(workspace, ['-C', worktreePath, 'rev-parse', '--verify', '--quiet', '--end-of-options', `refs/heads/${rescue.branch}^{tree}`], [1]);
