@@ -1,8 +1,9 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import type pg from 'pg';
-import { streamName, type EventEnvelope } from '@gantry/contracts';
+import { streamName, type EventEnvelope, type WorktreeReleasePendingCause } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
 import { Consumers, JsonLogger } from '@gantry/service-runtime';
+import type { ClaimEndedBy } from '../domain/index.js';
 import { LeaseReleases } from './lease-releases.js';
 
 export const JOBS_CONSUMER = 'worktree-service-jobs';
@@ -12,15 +13,23 @@ export interface JobEventProgress {
   unacknowledged: number;
 }
 
-export const TERMINAL_JOB_STATUSES = ['DONE', 'FAILED', 'SKIPPED', 'CANCELLED'] as const;
-
-type JobData = { jobId: string; leaseToken?: number; jobStatus?: string; outcome?: 'REQUEUED' | 'FAILED'; revokedLeaseToken?: number | null };
+type JobData = {
+  jobId: string;
+  leaseToken?: number;
+  jobStatus?: string;
+  outcome?: 'REQUEUED' | 'FAILED';
+  revokedLeaseToken?: number | null;
+};
 
 /**
- * What this service knows of jobs, learned only from the jobs stream (ARCHITECTURE §1): each job's
- * latest status and claim token in `job_statuses` (written with the inbox, in the consumer's
- * transaction), and on a job's terminal events — finished with any status, cancelled, or a claim
- * that ended (lease expired / rolled back, requeued or failed) — the release of its leases.
+ * What this service knows of jobs, learned only from the jobs stream: each job's latest status,
+ * claim token and who ended that claim in `job_statuses` (written with the inbox, in the consumer's
+ * transaction), and on the events that end a claim, what becomes of its leases (docs/worktrees.md):
+ * - ended by its holder — `JobFinished`, `JobClaimRolledBack`, `JobRunStopped` (the holder of a
+ *   cancelled claim confirms its agent is gone): the claim's leases are released at once;
+ * - ended by the job service — `JobCancelled`, `JobLeaseExpired`: a ready lease waits for its holder's
+ *   release or its own expiry (release pending), since the holder's agent may still be running in it.
+ * Leases of older claims of the job are superseded: they wait for their holders the same way.
  */
 @Injectable()
 export class JobLifecycleReactions implements OnModuleInit {
@@ -55,45 +64,55 @@ export class JobLifecycleReactions implements OnModuleInit {
     const d = event.data as JobData;
     switch (event.type) {
       case 'JobEnqueued':
-        return this.record(sql, event, 'QUEUED', null);
+        return this.record(sql, event, 'QUEUED', null, null);
       case 'JobClaimed':
-        return this.record(sql, event, 'CLAIMED', d.leaseToken ?? null);
+        return this.record(sql, event, 'CLAIMED', d.leaseToken ?? null, null);
       case 'JobStarted':
-        return this.record(sql, event, 'RUNNING', d.leaseToken ?? null);
+        return this.record(sql, event, 'RUNNING', d.leaseToken ?? null, null);
       case 'JobFinished':
-        await this.record(sql, event, d.jobStatus!, d.leaseToken ?? null);
-        return this.releaseJob(event, d.leaseToken ?? null);
-      case 'JobCancelled':
-        await this.record(sql, event, 'CANCELLED', d.revokedLeaseToken ?? null);
-        return this.releaseJob(event, null);
-      case 'JobLeaseExpired':
+        await this.record(sql, event, d.jobStatus!, d.leaseToken ?? null, 'holder');
+        return this.claimEnded(event, d.leaseToken!, null);
       case 'JobClaimRolledBack':
-        await this.record(sql, event, d.outcome === 'REQUEUED' ? 'QUEUED' : 'FAILED', d.leaseToken ?? null);
-        return this.releaseJob(event, d.leaseToken ?? null);
+        await this.record(sql, event, d.outcome === 'REQUEUED' ? 'QUEUED' : 'FAILED', d.leaseToken ?? null, 'holder');
+        return this.claimEnded(event, d.leaseToken!, null);
+      case 'JobRunStopped':
+        await this.record(sql, event, 'CANCELLED', d.leaseToken ?? null, 'holder');
+        return this.claimEnded(event, d.leaseToken!, null);
+      case 'JobCancelled':
+        await this.record(sql, event, 'CANCELLED', d.revokedLeaseToken ?? null, 'service');
+        return this.claimEnded(event, null, 'job_cancelled');
+      case 'JobLeaseExpired':
+        await this.record(sql, event, d.outcome === 'REQUEUED' ? 'QUEUED' : 'FAILED', d.leaseToken ?? null, 'service');
+        return this.claimEnded(event, d.leaseToken!, 'job_lease_expired');
       default:
         return;
     }
   }
 
   /** Only a later event of the job service's log moves a job's status (a redelivered older one does not). */
-  private async record(sql: pg.PoolClient, event: EventEnvelope, status: string, leaseToken: number | null): Promise<void> {
+  private async record(sql: pg.PoolClient, event: EventEnvelope, status: string, leaseToken: number | null, endedBy: ClaimEndedBy | null): Promise<void> {
     await sql.query(
-      `INSERT INTO job_statuses (job_id, status, lease_token, source_position, updated_at) VALUES ($1, $2, $3, $4, $5)
+      `INSERT INTO job_statuses (job_id, status, lease_token, ended_by, source_position, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status, lease_token = COALESCE(EXCLUDED.lease_token, job_statuses.lease_token),
-         source_position = EXCLUDED.source_position, updated_at = EXCLUDED.updated_at
+         ended_by = EXCLUDED.ended_by, source_position = EXCLUDED.source_position, updated_at = EXCLUDED.updated_at
        WHERE job_statuses.source_position < EXCLUDED.source_position`,
-      [(event.data as JobData).jobId, status, leaseToken, event.position, event.occurredAt],
+      [(event.data as JobData).jobId, status, leaseToken, endedBy, event.position, event.occurredAt],
     );
   }
 
   /**
-   * The releases run in their own transactions (each an idempotent decider command), before the
-   * event is acknowledged: a crash in between redelivers the event and the release finds nothing left to do.
+   * The claim `token` ended — by its holder when `byService` is null, else by the job service (a
+   * cancel names no token: then every claim). Each lease change runs in its own transaction (an
+   * idempotent decider command), before the event is acknowledged: a crash in between redelivers the
+   * event and the change finds nothing left to do.
    */
-  private async releaseJob(event: EventEnvelope, upToJobLeaseToken: number | null): Promise<void> {
+  private async claimEnded(event: EventEnvelope, token: number | null, byService: WorktreeReleasePendingCause | null): Promise<void> {
     const jobId = (event.data as JobData).jobId;
-    for (const lease of await this.releases.liveLeasesOfJob(jobId, upToJobLeaseToken)) {
-      await this.releases.end(lease, 'job_terminal', { causationId: event.eventId });
+    const causation = { causationId: event.eventId };
+    for (const lease of await this.releases.liveLeasesOfJob(jobId, token)) {
+      const ownClaim = token === null || lease.job_lease_token === token;
+      if (ownClaim && byService === null) await this.releases.end(lease, 'job_terminal', causation);
+      else await this.releases.awaitHolder(lease, ownClaim ? byService! : 'claim_superseded', causation);
     }
   }
 }

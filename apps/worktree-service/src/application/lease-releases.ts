@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { GantryError, type WorktreeReleaseReason } from '@gantry/contracts';
+import { GantryError, type WorktreeReleasePendingCause, type WorktreeReleaseReason } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { JsonLogger } from '@gantry/service-runtime';
 import type { LeaseRow } from './lease-rows.js';
@@ -11,9 +11,10 @@ const ALREADY_DONE = new Set(['STALE_FENCE', 'INVALID_TRANSITION', 'NOT_FOUND'])
 const LIVE = ['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready'];
 
 /**
- * Releases by the server (SPEC §3): on a job's terminal events, at a stale reset, at shutdown. A
- * lease still waiting for the lock is withdrawn; a holder is released with its own token (its
- * worktree is rescued if dirty by the release effect). Each release is idempotent.
+ * Releases by the server (docs/worktrees.md): when a claim's holder ended it, at a stale reset, at
+ * shutdown — and, when a claim ended elsewhere, the wait for its holder (awaitHolder). A lease still
+ * waiting for the lock is withdrawn; a holder is released with its own token (its worktree is rescued
+ * if dirty by the release effect). Each is idempotent.
  */
 @Injectable()
 export class LeaseReleases {
@@ -39,6 +40,21 @@ export class LeaseReleases {
   async liveLeases(): Promise<LeaseRow[]> {
     const { rows } = await this.store.pool.query<LeaseRow>(`SELECT * FROM worktree_leases WHERE status = ANY($1::text[]) ORDER BY requested_at`, [LIVE]);
     return rows;
+  }
+
+  /**
+   * The lease's claim ended by someone other than its holder: a lease not handed out yet ends now, a
+   * ready one waits for its holder's release or its expiry (AwaitHolderRelease). Idempotent.
+   */
+  async awaitHolder(lease: LeaseRow, cause: WorktreeReleasePendingCause, options: { causationId?: string } = {}): Promise<void> {
+    const metadata = { ...serviceActor(`await-holder:${cause}`), causationId: options.causationId ?? null };
+    try {
+      await this.leases.decide(lease.worktree_key, { type: 'AwaitHolderRelease', data: { leaseId: lease.lease_id, cause, now: this.leases.now() } }, { metadata });
+      this.log.log('worktree lease waits for its holder', { leaseId: lease.lease_id, worktreeKey: lease.worktree_key, jobId: lease.job_id, cause });
+    } catch (error) {
+      if (error instanceof GantryError && ALREADY_DONE.has(error.code)) return;
+      throw error;
+    }
   }
 
   /** Returns true when this call ended the lease (false when it had already ended). */

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { WorktreeLeaseStatus, WorktreeLeaseView } from '@gantry/contracts';
+import type { WorktreeLeaseStatus, WorktreeLeaseView, WorktreeReleasePendingCause } from '@gantry/contracts';
 
 /** A row of the worktree_leases read model. */
 export interface LeaseRow {
@@ -21,6 +21,8 @@ export interface LeaseRow {
   failure_reason: string | null;
   rescue_branch: string | null;
   rescue_sha: string | null;
+  release_pending_cause: WorktreeReleasePendingCause | null;
+  release_pending_since: Date | null;
 }
 
 export const HOLDING_STATUSES: readonly WorktreeLeaseStatus[] = ['creating_or_reusing', 'syncing', 'ready'];
@@ -45,5 +47,7 @@ export function viewOf(row: LeaseRow): WorktreeLeaseView {
     baseSha: row.base_sha,
     expiresAt: row.expires_at ? row.expires_at.toISOString() : null,
     requestedAt: row.requested_at.toISOString(),
+    releasePending:
+      row.release_pending_cause && row.release_pending_since ? { cause: row.release_pending_cause, since: row.release_pending_since.toISOString() } : null,
   };
 }

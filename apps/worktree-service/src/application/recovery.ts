@@ -3,11 +3,11 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy }
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { JsonLogger, Readiness } from '@gantry/service-runtime';
-import { planReconciliation, type ReconciliationAction } from '../domain/index.js';
+import { claimVerdict, planReconciliation, type ClaimEndedBy, type ReconciliationAction } from '../domain/index.js';
 import { listWorktrees, pruneWorktrees, quarantineOrphanDirectory, type GitWorkspace } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
 import { WorktreeEffectProcessor } from './effect-processor.js';
-import { JobLifecycleReactions, TERMINAL_JOB_STATUSES, type JobEventProgress } from './job-lifecycle.js';
+import { JobLifecycleReactions, type JobEventProgress } from './job-lifecycle.js';
 import { LeaseReleases } from './lease-releases.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 import { LeaseSweep } from './lease-sweep.js';
@@ -22,8 +22,8 @@ const SHUTDOWN_GRACE_MS = 20_000;
  * - reconcile the log with the disk (`git worktree list`) by the pure plan: orphan directories moved
  *   aside, prunable worktrees pruned, requested-but-unreported effects run again, ready leases whose
  *   worktree is gone released as stale;
- * - once the jobs consumer has caught up, the stale reset: leases whose job is terminal, requeued
- *   past their claim, or unknown to us are released;
+ * - once the jobs consumer has caught up, the stale reset: leases whose claim has ended are released
+ *   (ended by their holder) or wait for their holder (ended elsewhere: see claimVerdict);
  * - at shutdown every live lease is released (waiters withdrawn) and the rescues are awaited.
  * /ready stays false until reconciliation and the first stale reset are done (see afterCatchUp).
  */
@@ -184,27 +184,27 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
   }
 
   /**
-   * Releases the leases whose job is terminal, has moved on to a later claim or was requeued, or —
-   * in a complete pass, once every job event has been handled — is unknown.
+   * The leases still held whose claim has ended, by what the service learned of jobs (claimVerdict):
+   * released when the claim's holder ended it, left waiting for their holder otherwise. Only in a
+   * complete pass (every job event handled) does a claim the service never heard of count as ended.
    */
   async staleReset(options: { complete: boolean } = { complete: true }): Promise<number> {
-    const { rows: jobs } = await this.store.pool.query<{ job_id: string; status: string; lease_token: number | null }>(
-      `SELECT job_id, status, lease_token FROM job_statuses`,
+    const { rows: jobs } = await this.store.pool.query<{ job_id: string; status: string; lease_token: number | null; ended_by: ClaimEndedBy | null }>(
+      `SELECT job_id, status, lease_token, ended_by FROM job_statuses`,
     );
-    const byJob = new Map(jobs.map((j) => [j.job_id, j]));
-    let released = 0;
+    const byJob = new Map(jobs.map((j) => [j.job_id, { status: j.status, leaseToken: j.lease_token, endedBy: j.ended_by }]));
+    let changed = 0;
     for (const lease of await this.releases.liveLeases()) {
-      const job = byJob.get(lease.job_id);
-      // Without a complete view, only what proves the claim ended counts.
-      const stale = !job
-        ? options.complete
-        : (TERMINAL_JOB_STATUSES as readonly string[]).includes(job.status) ||
-          (job.status === 'QUEUED' && (options.complete || (job.lease_token !== null && job.lease_token >= lease.job_lease_token))) ||
-          (job.lease_token !== null && job.lease_token > lease.job_lease_token);
-      if (!stale) continue;
-      if (await this.releases.end(lease, 'stale_reset')) released++;
-      this.log.warn('stale worktree lease reset', { leaseId: lease.lease_id, jobId: lease.job_id, jobStatus: job?.status ?? 'unknown' });
+      const verdict = claimVerdict(byJob.get(lease.job_id), lease.job_lease_token, options.complete);
+      if (verdict.kind === 'keep') continue;
+      if (verdict.kind === 'release') {
+        if (await this.releases.end(lease, 'stale_reset')) changed++;
+      } else if (lease.release_pending_cause === null) {
+        await this.releases.awaitHolder(lease, verdict.cause);
+        changed++;
+      }
+      this.log.warn('stale worktree lease reset', { leaseId: lease.lease_id, jobId: lease.job_id, jobStatus: byJob.get(lease.job_id)?.status ?? 'unknown', verdict: verdict.kind });
     }
-    return released;
+    return changed;
   }
 }

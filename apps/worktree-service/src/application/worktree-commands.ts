@@ -13,9 +13,9 @@ import {
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import { EventStore } from '@gantry/eventstore';
+import { TERMINAL_JOB_STATUSES } from '../domain/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { idempotencyFor, leaseIdFor, metadataOf } from './command-context.js';
-import { TERMINAL_JOB_STATUSES } from './job-lifecycle.js';
 import { findLease, type LeaseRow } from './lease-rows.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 

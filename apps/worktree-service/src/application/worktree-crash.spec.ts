@@ -123,7 +123,7 @@ describe('the worktree service killed and restarted (a real process)', () => {
     await release(next);
   });
 
-  it('at a restart: leases of unknown jobs are reset, a lease whose worktree vanished is released, orphan directories moved aside; at SIGTERM the rest is released', async () => {
+  it('at a restart: a lease of a claim never heard of waits for its holder, a lease whose worktree vanished is released, orphan directories moved aside; at SIGTERM the rest is released', async () => {
     service = await startServiceProcess(world);
     const kept = await acquire(await claimedJob(world), 'feature/kept');
     const unknownJob = newJobId();
@@ -138,8 +138,10 @@ describe('the worktree service killed and restarted (a real process)', () => {
     writeFileSync(path.join(stray, 'notes.txt'), 'not ours to delete\n');
 
     service = await startServiceProcess(world);
-    expect(await leaseRow(kept.leaseId)).toMatchObject({ status: 'ready' });
-    expect(await leaseRow(orphaned.leaseId)).toMatchObject({ status: 'stale_released', release_reason: 'stale_reset' });
+    expect(await leaseRow(kept.leaseId)).toMatchObject({ status: 'ready', release_pending_cause: null });
+    // Its agent may still be at work: it is not handed to anyone before its holder lets go or it expires.
+    await eventually(async () => (await leaseRow(orphaned.leaseId)).release_pending_cause === 'claim_unknown', { what: 'the unknown claim’s lease waits for its holder' });
+    expect(await leaseRow(orphaned.leaseId)).toMatchObject({ status: 'ready' });
     expect(await leaseRow(vanishing.leaseId)).toMatchObject({ status: 'stale_released', release_reason: 'stale_reset' });
     expect(existsSync(stray)).toBe(false);
     const quarantined = readdirSync(path.join(world.root, 'quarantine'));
@@ -156,6 +158,7 @@ describe('the worktree service killed and restarted (a real process)', () => {
     expect(await service.kill('SIGTERM')).toBe(0);
     service = null;
     expect(await leaseRow(kept.leaseId)).toMatchObject({ status: 'released', release_reason: 'shutdown' });
+    expect(await leaseRow(orphaned.leaseId)).toMatchObject({ status: 'released', release_reason: 'shutdown' });
     expect(await leaseRow(again.leaseId)).toMatchObject({ status: 'released', release_reason: 'shutdown' });
     const rescue = (await leaseRow(kept.leaseId)).rescue_branch as string;
     expect(git(kept.path, 'show', `${rescue}:in-progress.txt`)).toBe('work in flight at shutdown');

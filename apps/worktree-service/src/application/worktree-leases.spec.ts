@@ -259,14 +259,16 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     await release(a);
   });
 
-  it('a claim that ends by lease expiry (requeued) releases its worktree lease', async () => {
+  it('a claim that ends by lease expiry (requeued) leaves its ready lease waiting for its holder, who releases it', async () => {
     const jobId = await claimedJob(world);
     const grant = await acquire(jobId, { branch: 'feature/requeued' });
     await world.publishJobEvent('JobLeaseExpired', jobId, {
       jobId, runnerId: 'runner-host1-01', leaseToken: 1, attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null,
       leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(),
     });
-    await eventually(async () => (await leasesOf(grant.worktreeKey)).find((l) => l.leaseId === grant.leaseId)?.status === 'released', { what: 'released on requeue' });
+    const lease = await eventually(async () => (await leasesOf(grant.worktreeKey)).find((l) => l.leaseId === grant.leaseId && l.releasePending), { what: 'release pending on requeue' });
+    expect(lease).toMatchObject({ status: 'ready', releasePending: { cause: 'job_lease_expired' } });
     expect(await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'QUEUED'`, [jobId])).toBe(1);
+    expect((await release(grant)).status).toBe('released');
   });
 });

@@ -86,6 +86,10 @@ const released = (leaseId: string, token: number, now: string, reason: 'released
   type: 'WorktreeReleased', data: { worktreeKey, leaseId, token, reason, removed, releasedAt: now },
 });
 
+const pending = (leaseId: string, token: number, cause: 'job_cancelled' | 'job_lease_expired' | 'claim_superseded' | 'claim_unknown', now: string): WorktreeLeaseEvent => ({
+  type: 'WorktreeReleasePending', data: { worktreeKey, leaseId, token, cause, pendingSince: now },
+});
+
 /** A held by token 1, granted at T0. */
 const aAcquired = [requested(A, T0), acquired(A, 1, T0)];
 /** A ready at token 1 (synced at T0+2s). */
@@ -139,12 +143,20 @@ describe('WorktreeLease: requesting a lease', () => {
     given([requested(A, T0, 2), acquired(A, 1, T0)]).when(request(B, at(5), { jobId: 'job-a', jobLeaseToken: 1 })).thenThrows(ErrorCode.STALE_FENCE);
   });
 
-  it('lets a newer claim of the job supersede the older claim’s lease: the old one is released, the new one waits', () => {
+  it('lets a newer claim of the job supersede the older claim’s ready lease: the old one waits for its holder, the new one waits in line', () => {
     const newer = { ...requested(B, at(30), 2), data: { ...requested(B, at(30), 2).data, jobId: 'job-a' } } as WorktreeLeaseEvent;
     const state = given(aReady)
       .when(request(B, at(30), { jobId: 'job-a', jobLeaseToken: 2 }))
+      .then([pending(A, 1, 'claim_superseded', at(30)), newer, queued(B, 1, at(30))]);
+    expect(state.leases[A]).toMatchObject({ status: 'ready', releasePending: { cause: 'claim_superseded', since: at(30) } });
+    expect(currentHolder(state)?.leaseId).toBe(A);
+  });
+
+  it('releases at once the older claim’s lease that is still being prepared (no grant was handed out)', () => {
+    const newer = { ...requested(B, at(30), 2), data: { ...requested(B, at(30), 2).data, jobId: 'job-a' } } as WorktreeLeaseEvent;
+    given([...aAcquired, created(A, 1, at(1))])
+      .when(request(B, at(30), { jobId: 'job-a', jobLeaseToken: 2 }))
       .then([releaseRequested(A, 1, at(30), 'stale_reset'), newer, queued(B, 1, at(30))]);
-    expect(state.leases[A]!.status).toBe('releasing');
   });
 
   it('withdraws the older claim’s request that still waits when a newer claim of the job asks', () => {
@@ -200,8 +212,7 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
   it('reports the rescue of local commits an earlier holder left, then becomes ready at the origin’s commit', () => {
     const rescueBranch = `gantry/rescue/${worktreeKey}/20261130T060002000Z`;
     const leftBehind = '9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807';
-    spec
-      .given([...aAcquired, created(A, 1, at(1))])
+    given([...aAcquired, created(A, 1, at(1))])
       .when({ type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: sha, rescue: { branch: rescueBranch, sha: leftBehind }, now: at(2) } })
       .then([
         { type: 'WorktreeRescued', data: { worktreeKey, leaseId: A, token: 1, rescueBranch, rescueSha: leftBehind, rescuedAt: at(2) } },
@@ -378,6 +389,64 @@ describe('WorktreeLease: releasing', () => {
     given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))])
       .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(52) } })
       .thenNothingHappened();
+  });
+});
+
+describe('WorktreeLease: a claim that ended elsewhere (release pending)', () => {
+  const aPending = [...aReadyBWaiting, pending(A, 1, 'job_cancelled', at(20))];
+
+  it('keeps a ready lease held, waiting for its holder: the next acquirer stays in line', () => {
+    const state = given(aReadyBWaiting).when({ type: 'AwaitHolderRelease', data: { leaseId: A, cause: 'job_cancelled', now: at(20) } }).then([pending(A, 1, 'job_cancelled', at(20))]);
+    expect(currentHolder(state)?.leaseId).toBe(A);
+    expect(state.lock.waiters.map((w) => w.leaseId)).toEqual([B]);
+    expect(leaseViewOf(state.leases[A]!)).toMatchObject({ status: 'ready', releasePending: { cause: 'job_cancelled', since: at(20) } });
+  });
+
+  it('asked again, changes nothing', () => {
+    given(aPending).when({ type: 'AwaitHolderRelease', data: { leaseId: A, cause: 'job_lease_expired', now: at(21) } }).thenNothingHappened();
+  });
+
+  it('withdraws a request still in line and releases a lease still being prepared: no agent can be in them', () => {
+    given(aReadyBWaiting)
+      .when({ type: 'AwaitHolderRelease', data: { leaseId: B, cause: 'job_cancelled', now: at(20) } })
+      .then([{ type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey, leaseId: B, reason: 'job_terminal', withdrawnAt: at(20) } }]);
+    given([...aAcquired, created(A, 1, at(1))])
+      .when({ type: 'AwaitHolderRelease', data: { leaseId: A, cause: 'job_lease_expired', now: at(20) } })
+      .then([releaseRequested(A, 1, at(20), 'job_terminal')]);
+  });
+
+  it('lets its holder renew it while its agent stops, and release it with its token; then the next in line gets it', () => {
+    given(aPending)
+      .when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(25) } })
+      .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(625), renewedAt: at(25) } }]);
+    const releasing = given(aPending)
+      .when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 1, reason: 'released', removeWorktree: false, now: at(30) } })
+      .then([releaseRequested(A, 1, at(30))]);
+    expect(releasing.lock.holder).toBe(A);
+    given([...aPending, releaseRequested(A, 1, at(30))])
+      .when({ type: 'RecordWorktreeReleased', data: { leaseId: A, token: 1, rescue: null, removed: false, now: at(31) } })
+      .then([released(A, 1, at(31)), acquired(B, 2, at(31))]);
+  });
+
+  it('refuses a stale token on it as on any lease', () => {
+    given(aPending).when({ type: 'ReleaseWorktreeLease', data: { leaseId: A, token: 7, reason: 'released', removeWorktree: false, now: at(30) } }).thenThrows(ErrorCode.STALE_FENCE);
+  });
+
+  it('releases it when it expires without its holder’s word', () => {
+    given(aPending)
+      .when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(602) } })
+      .then([
+        { type: 'WorktreeLeaseExpired', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(602), expiredAt: at(602) } },
+        releaseRequested(A, 1, at(602), 'expired'),
+      ]);
+  });
+
+  it('does nothing to a lease that has ended', () => {
+    given([...aReady, releaseRequested(A, 1, at(3)), released(A, 1, at(4))]).when({ type: 'AwaitHolderRelease', data: { leaseId: A, cause: 'job_cancelled', now: at(5) } }).thenNothingHappened();
+  });
+
+  it('its event satisfies its published contract', () => {
+    expect(contractRegistry.event('worktrees', 'WorktreeReleasePending', 1)!.data.safeParse(pending(A, 1, 'claim_unknown', at(1)).data).error).toBeUndefined();
   });
 });
 

@@ -6,6 +6,7 @@ import {
   type WorktreeLeaseView,
   type WorktreeLeaseStatus,
   type WorktreeReleaseReason,
+  type WorktreeReleasePendingCause,
   type WorktreeCreated,
   type WorktreeEvicted,
   type WorktreeEvictionRequested,
@@ -17,6 +18,7 @@ import {
   type WorktreeLockQueued,
   type WorktreeLockTimedOut,
   type WorktreeReleased,
+  type WorktreeReleasePending,
   type WorktreeReleaseRequested,
   type WorktreeRescued,
   type WorktreeReused,
@@ -38,12 +40,14 @@ import {
 } from './worktree-lock.js';
 
 /*
- * The WorktreeLease decider (SPEC §3). One stream per worktree key holds the key's lock, its
- * leases and their fencing tokens. A lease moves
+ * The WorktreeLease decider (docs/worktrees.md). One stream per worktree key holds the key's lock,
+ * its leases and their fencing tokens. A lease moves
  *   acquiring_lock → creating_or_reusing → syncing → ready → releasing → released
  * and ends instead in lock_timeout, sync_failed, stale_released (released because it expired or
- * by a stale reset) or withdrawn (its job ended while it still waited). The git work is requested
- * as effects (see worktree-effects.ts) and its outcome comes back as a Record… command.
+ * by a stale reset) or withdrawn (its job ended while it still waited). A ready lease whose claim
+ * ended by someone other than its holder is *release pending*: still held, until its holder
+ * releases it or it expires. The git work is requested as effects (see worktree-effects.ts) and its
+ * outcome comes back as a Record… command.
  */
 
 // ---- events ---------------------------------------------------------------------------------
@@ -62,6 +66,7 @@ export type WorktreeLeaseEvent =
   | Ev<'WorktreeSyncFailed', typeof WorktreeSyncFailed>
   | Ev<'WorktreeLeaseRenewed', typeof WorktreeLeaseRenewed>
   | Ev<'WorktreeLeaseExpired', typeof WorktreeLeaseExpired>
+  | Ev<'WorktreeReleasePending', typeof WorktreeReleasePending>
   | Ev<'WorktreeReleaseRequested', typeof WorktreeReleaseRequested>
   | Ev<'WorktreeRescued', typeof WorktreeRescued>
   | Ev<'WorktreeReleased', typeof WorktreeReleased>
@@ -120,6 +125,11 @@ export type WorktreeLeaseCommand =
       readonly type: 'RenewWorktreeLease';
       readonly data: { leaseId: string; token: number; leaseDurationMs?: number; now: string };
     }
+  /**
+   * The lease's claim ended by someone other than its holder (a cancel, the job's lease expiring, a
+   * newer claim): a lease not handed out yet ends at once; a ready one waits for its holder.
+   */
+  | { readonly type: 'AwaitHolderRelease'; readonly data: { leaseId: string; cause: WorktreeReleasePendingCause; now: string } }
   | {
       readonly type: 'ReleaseWorktreeLease';
       readonly data: { leaseId: string; token: number; reason: WorktreeReleaseReason; removeWorktree: boolean; now: string };
@@ -172,6 +182,8 @@ export interface LeaseRecord {
   readonly expiresAt: string | null;
   readonly releaseReason: WorktreeReleaseReason | null;
   readonly removeWorktree: boolean;
+  /** Set while a ready lease waits for its holder's release (its claim ended elsewhere). */
+  readonly releasePending: { readonly cause: WorktreeReleasePendingCause; readonly since: string } | null;
 }
 
 export interface WorktreeLeaseState {
@@ -229,6 +241,7 @@ export function leaseViewOf(lease: LeaseRecord): WorktreeLeaseView {
     baseSha: lease.baseSha,
     expiresAt: lease.expiresAt,
     requestedAt: lease.requestedAt,
+    releasePending: lease.releasePending,
   };
 }
 
@@ -335,6 +348,28 @@ function rescued(lease: LeaseRecord, token: number, rescue: { branch: string; sh
   ];
 }
 
+/**
+ * A lease whose claim ended by someone other than its holder. Before it is ready no grant was handed
+ * out, so no agent can be working in it: a waiting request is withdrawn, one being prepared released.
+ * A ready lease may have an agent still running in it: it stays held, release pending, until its
+ * holder releases it (it alone knows its agent is gone) or it expires. Asked again, nothing new.
+ */
+function endedElsewhere(lease: LeaseRecord, cause: WorktreeReleasePendingCause, now: string): WorktreeLeaseEvent[] {
+  const reason: WorktreeReleaseReason = cause === 'job_cancelled' || cause === 'job_lease_expired' ? 'job_terminal' : 'stale_reset';
+  switch (lease.status) {
+    case 'acquiring_lock':
+      return [{ type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey: lease.worktreeKey, leaseId: lease.leaseId, reason, withdrawnAt: now } }];
+    case 'creating_or_reusing':
+    case 'syncing':
+      return [releaseRequested(lease, reason, false, now)];
+    case 'ready':
+      if (lease.releasePending) return [];
+      return [{ type: 'WorktreeReleasePending', data: { worktreeKey: lease.worktreeKey, leaseId: lease.leaseId, token: lease.token!, cause, pendingSince: now } }];
+    default:
+      return [];
+  }
+}
+
 /** Fold `events` into `state` — for decisions that emit several events building on each other. */
 const fold = (state: WorktreeLeaseState, events: WorktreeLeaseEvent[]): WorktreeLeaseState => events.reduce(evolve, state);
 
@@ -407,6 +442,12 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
           },
         },
       ];
+    }
+
+    case 'AwaitHolderRelease': {
+      const { leaseId, cause, now } = command.data;
+      const lease = leaseOf(state, leaseId);
+      return endedElsewhere(lease, cause, now);
     }
 
     case 'ReleaseWorktreeLease': {
@@ -548,7 +589,8 @@ function decideRequest(
 
   const events: WorktreeLeaseEvent[] = [];
   // A job keeps at most one live lease per worktree. A newer claim of the job supersedes the older
-  // claim's lease (that claim is gone: the job was requeued); an older claim is fenced off.
+  // claim's lease (that claim is gone: the job was requeued) — a ready one waits for its holder's
+  // release, and the new request queues behind it; an older claim is fenced off.
   for (const other of Object.values(state.leases)) {
     if (other.jobId !== jobId || isTerminal(other) || other.status === 'releasing') continue;
     if (other.jobLeaseToken > jobLeaseToken) {
@@ -564,11 +606,7 @@ function decideRequest(
         status: other.status,
       });
     }
-    events.push(
-      other.status === 'acquiring_lock'
-        ? { type: 'WorktreeLeaseRequestWithdrawn', data: { worktreeKey, leaseId: other.leaseId, reason: 'stale_reset', withdrawnAt: now } }
-        : releaseRequested(other, 'stale_reset', false, now),
-    );
+    events.push(...endedElsewhere(other, 'claim_superseded', now));
   }
 
   const lockDeadline = plusMs(now, lockTimeoutMs);
@@ -627,6 +665,7 @@ export function evolve(state: WorktreeLeaseState, event: WorktreeLeaseEvent): Wo
         expiresAt: null,
         releaseReason: null,
         removeWorktree: false,
+        releasePending: null,
       };
       return { ...state, worktreeKey: d.worktreeKey, leases: { ...state.leases, [d.leaseId]: lease } };
     }
@@ -656,6 +695,8 @@ export function evolve(state: WorktreeLeaseState, event: WorktreeLeaseEvent): Wo
       return updateLease(state, event.data.leaseId, { expiresAt: event.data.expiresAt });
     case 'WorktreeLeaseExpired':
       return state;
+    case 'WorktreeReleasePending':
+      return updateLease(state, event.data.leaseId, { releasePending: { cause: event.data.cause, since: event.data.pendingSince } });
     case 'WorktreeReleaseRequested':
       return updateLease(state, event.data.leaseId, {
         status: 'releasing',

@@ -32,6 +32,14 @@ export type WorktreeLeaseStatus = z.infer<typeof WorktreeLeaseStatusSchema>;
 export const WorktreeReleaseReasonSchema = z.enum(['released', 'job_terminal', 'expired', 'stale_reset', 'shutdown']);
 export type WorktreeReleaseReason = z.infer<typeof WorktreeReleaseReasonSchema>;
 
+/**
+ * Why a ready lease waits for its holder's release instead of being released at once: its claim
+ * ended by someone other than its holder — a cancel, the job's lease expiring, a newer claim of the
+ * job, or a claim the service never heard of — while the holder's agent may still be running in it.
+ */
+export const WorktreeReleasePendingCauseSchema = z.enum(['job_cancelled', 'job_lease_expired', 'claim_superseded', 'claim_unknown']);
+export type WorktreeReleasePendingCause = z.infer<typeof WorktreeReleasePendingCauseSchema>;
+
 // ---- acquire_worktree ----------------------------------------------------------------------
 
 const acquireExample = {
@@ -187,6 +195,8 @@ export const WorktreeLeaseViewSchema = z.object({
   baseSha: ShaSchema.nullable(),
   expiresAt: IsoTimestampSchema.nullable(),
   requestedAt: IsoTimestampSchema,
+  /** Set while a ready lease waits for its holder's release (its claim ended elsewhere): nobody else gets the worktree meanwhile. */
+  releasePending: z.object({ cause: WorktreeReleasePendingCauseSchema, since: IsoTimestampSchema }).nullable().optional(),
 });
 export type WorktreeLeaseView = z.infer<typeof WorktreeLeaseViewSchema>;
 

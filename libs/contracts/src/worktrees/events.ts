@@ -5,6 +5,7 @@ import {
   LeaseDurationMsSchema,
   WorktreeLeaseIdSchema,
   WorktreeLeaseTokenSchema,
+  WorktreeReleasePendingCauseSchema,
   WorktreeReleaseReasonSchema,
 } from './commands.js';
 
@@ -211,6 +212,24 @@ export const WorktreeReleaseRequested = defineEvent({
   },
 });
 
+/**
+ * The lease's claim ended by someone other than its holder (docs/worktrees.md): the lease stays
+ * held — nobody else gets the worktree — until its holder releases it with its token, or it expires.
+ */
+export const WorktreeReleasePending = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeReleasePending',
+  schemaVersion: 1,
+  data: z.object({ ...Held, cause: WorktreeReleasePendingCauseSchema, pendingSince: Iso }),
+  examples: {
+    valid: [
+      { ...held, cause: 'job_cancelled', pendingSince: at },
+      { ...held, cause: 'claim_superseded', pendingSince: at },
+    ],
+    invalid: [{ ...held, cause: 'released', pendingSince: at }],
+  },
+});
+
 /** A dirty worktree's changes (tracked and untracked) were committed to a rescue branch. */
 export const WorktreeRescued = defineEvent({
   context: 'worktrees',
@@ -293,6 +312,7 @@ export const worktreeEventContracts = [
   WorktreeSyncFailed,
   WorktreeLeaseRenewed,
   WorktreeLeaseExpired,
+  WorktreeReleasePending,
   WorktreeReleaseRequested,
   WorktreeRescued,
   WorktreeReleased,

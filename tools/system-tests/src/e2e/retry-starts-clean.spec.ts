@@ -32,9 +32,8 @@ describe('a retried job starts from the origin, not from the failed attempt', ()
     const record = system.recordFile('retry-clean');
     const jobId = await system.enqueue({
       maxAttempts: 2,
+      branch,
       payload: {
-        repositoryUrl: system.origin.url,
-        branch,
         standIn: {
           behaviour: 'commit',
           files: { 'src/verified.ts': 'export const verified = true;\n' },
@@ -73,14 +72,16 @@ describe('a retried job starts from the origin, not from the failed attempt', ()
     // A job that fails for good after committing (one attempt) leaves its commit in the worktree's branch …
     const failed = await system.enqueue({
       maxAttempts: 1,
-      payload: { repositoryUrl: system.origin.url, branch, standIn: { behaviour: 'crash_after_commit', files: { 'src/left-over.ts': 'x\n' }, commitMessage: 'failed job: left over' } },
+      branch,
+      payload: { standIn: { behaviour: 'crash_after_commit', files: { 'src/left-over.ts': 'x\n' }, commitMessage: 'failed job: left over' } },
     });
     expect((await system.terminal(failed, 60_000)).status).toBe('FAILED');
     await system.leasesReleased(failed);
 
     // … and the next job on the branch starts at the origin's tip of it and pushes on top of it alone.
     const next = await system.enqueue({
-      payload: { repositoryUrl: system.origin.url, branch, standIn: { behaviour: 'commit', files: { 'src/next.ts': 'next\n' }, commitMessage: 'next job' } },
+      branch,
+      payload: { standIn: { behaviour: 'commit', files: { 'src/next.ts': 'next\n' }, commitMessage: 'next job' } },
     });
     const job = await system.terminal(next, 60_000);
     expect(job).toMatchObject({ status: 'DONE', baseSha: pushedTip });

@@ -63,4 +63,23 @@ export class WorktreeReadModels1764547200000 implements MigrationInterface {
   }
 }
 
-export const worktreeServiceMigrations: MigrationClass[] = [WorktreeReadModels1764547200000];
+/**
+ * A ready lease whose claim ended elsewhere waits for its holder's release (docs/worktrees.md): the
+ * leases show since when and why; a job's status records whether its claim was ended by its holder
+ * (a finish, a rollback, a confirmed stop) or by the job service (a cancel, an expired lease).
+ */
+export class ReleasePending1764720000000 implements MigrationInterface {
+  name = 'ReleasePending1764720000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE worktree_leases ADD COLUMN release_pending_cause text, ADD COLUMN release_pending_since timestamptz`);
+    await q.query(`ALTER TABLE job_statuses ADD COLUMN ended_by text`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE job_statuses DROP COLUMN IF EXISTS ended_by`);
+    await q.query(`ALTER TABLE worktree_leases DROP COLUMN IF EXISTS release_pending_since, DROP COLUMN IF EXISTS release_pending_cause`);
+  }
+}
+
+export const worktreeServiceMigrations: MigrationClass[] = [WorktreeReadModels1764547200000, ReleasePending1764720000000];

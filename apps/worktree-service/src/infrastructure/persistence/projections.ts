@@ -70,6 +70,9 @@ async function apply(sql: pg.PoolClient, event: StoredEvent): Promise<void> {
       return;
     case 'WorktreeLeaseExpired':
       return;
+    case 'WorktreeReleasePending':
+      await setLease(sql, e.data.leaseId, at, { release_pending_cause: e.data.cause, release_pending_since: e.data.pendingSince });
+      return;
     case 'WorktreeReleaseRequested':
       await setLease(sql, e.data.leaseId, at, { status: 'releasing', release_reason: e.data.reason });
       return;
