@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { RequestError } from '@octokit/request-error';
 import { eventually } from '@gantry/testing';
 import { startGitHubFake, type GitHubFake, type RepositorySummary } from './index.js';
@@ -49,6 +50,13 @@ describe('webhook deliveries', () => {
     expect(opened!.signatureValid).toBe(true);
     expect(opened!.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(opened!.body).toMatchObject({ action: 'opened', number: 1, pull_request: { head: { ref: 'feature/signed' } }, sender: { login: 'gantry' } });
+    const sha1 = createHmac('sha1', SECRET).update(JSON.stringify(opened!.body)).digest('hex');
+    expect(opened!.headers).toMatchObject({
+      'x-hub-signature': `sha1=${sha1}`,
+      'x-github-hook-installation-target-type': 'repository',
+      'x-github-hook-installation-target-id': String(opened!.body.repository.id),
+      'user-agent': expect.stringMatching(/^GitHub-Hookshot\//),
+    });
   });
 
   it('a git push becomes a push event with its commits and files; a deletion and a force-push say so', async () => {

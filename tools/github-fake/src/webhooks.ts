@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { sign } from '@octokit/webhooks-methods';
 
 /*
@@ -183,7 +183,13 @@ export class WebhookDispatcher {
       'x-github-hook-id': String(delivery.hookId),
       'x-github-hook-installation-target-type': 'repository',
     };
-    if (secret) headers['x-hub-signature-256'] = await sign(secret, delivery.body);
+    const targetId = (JSON.parse(delivery.body) as { repository?: { id?: number } }).repository?.id;
+    if (targetId !== undefined) headers['x-github-hook-installation-target-id'] = String(targetId);
+    if (secret) {
+      headers['x-hub-signature-256'] = await sign(secret, delivery.body);
+      // GitHub still sends the legacy SHA-1 signature beside it (@octokit/webhooks-methods signs SHA-256 only).
+      headers['x-hub-signature'] = `sha1=${createHmac('sha1', secret).update(delivery.body).digest('hex')}`;
+    }
     const started = Date.now();
     const attempt: DeliveryAttempt = { at: new Date(started).toISOString(), status: null, error: null, durationMs: 0, redelivery };
     try {

@@ -55,6 +55,7 @@ export function octokitFor(fake: GitHubFake, options: { auth?: string; retryAfte
 export interface ReceivedDelivery {
   id: string;
   event: string;
+  headers: Record<string, string | string[] | undefined>;
   signatureValid: boolean;
   body: Record<string, any>;
 }
@@ -70,7 +71,7 @@ export async function startWebhookReceiver(secret: string): Promise<{ url: strin
       const raw = Buffer.concat(chunks).toString('utf8');
       void verify(secret, raw, String(req.headers['x-hub-signature-256'] ?? '')).then(
         (signatureValid) => {
-          received.push({ id: String(req.headers['x-github-delivery']), event: String(req.headers['x-github-event']), signatureValid, body: JSON.parse(raw) });
+          received.push({ id: String(req.headers['x-github-delivery']), event: String(req.headers['x-github-event']), headers: req.headers, signatureValid, body: JSON.parse(raw) });
           res.writeHead(202).end();
           for (const wake of waiters.splice(0)) wake();
         },
