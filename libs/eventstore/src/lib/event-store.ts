@@ -45,7 +45,7 @@ export class EventStore {
     this.pool = options.pool;
     this.schema = options.schema;
     this.inlineProjections = options.inlineProjections ?? [];
-    this.maxAttempts = options.maxAttempts ?? 5;
+    this.maxAttempts = options.maxAttempts ?? 8;
     this.receiptTtlMs = options.receiptTtlMs ?? DEFAULT_RECEIPT_TTL_MS;
     this.clock = options.clock ?? (() => new Date());
     this.grouping = options.groupCommit ? new GroupCommit(this, options.groupCommit, this.maxAttempts) : null;
@@ -107,6 +107,7 @@ export class EventStore {
         return settle(await this.executeAlone(options, handler));
       } catch (error) {
         if (!isRetryable(error) || attempt >= this.maxAttempts) throw error;
+        await conflictPause(attempt);
       }
     }
   }
@@ -133,4 +134,13 @@ export class EventStore {
       client.release(broken ? true : undefined);
     }
   }
+}
+
+/**
+ * A short random pause before deciding again after a conflict: writers that collided and retried at
+ * once would meet again in lock step (two replicas feeding one stream), a random spread separates them.
+ */
+function conflictPause(attempt: number): Promise<void> {
+  const ceilingMs = Math.min(50, 2 ** attempt);
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * ceilingMs));
 }
