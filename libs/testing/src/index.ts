@@ -104,3 +104,4 @@ export async function removeTestNamespace(naming: Naming, schema?: string): Prom
 }
 
 export { validatesAgainstContract } from './contract-events.js';
+export * from './scratch-servers.js';

@@ -7,6 +7,7 @@ import {
   RetentionPolicy,
   StorageType,
   DiscardPolicy,
+  JetStreamApiError,
 } from '@nats-io/jetstream';
 import { eventFilter, streamName, dispatchStreamName, type Context, type Naming } from '@gantry/contracts';
 
@@ -119,7 +120,7 @@ export class Bus {
         await this.jsm.streams.add(config);
       } catch (addError) {
         // Another replica created it between our look and our add.
-        if (!/already in use|already exists/i.test(String(addError))) throw addError;
+        if (!isAlreadyInUse(addError)) throw addError;
       }
     }
   }
@@ -130,12 +131,15 @@ export class Bus {
   }
 }
 
+/** A stream or consumer that does not exist, told by the JetStream API's error (never by its text). */
 export function isNotFound(error: unknown): boolean {
-  const e = error as { code?: unknown; message?: string; api_error?: { code?: number; err_code?: number } };
-  return (
-    e?.api_error?.code === 404 ||
-    e?.code === 404 ||
-    e?.code === '404' ||
-    /not found/i.test(e?.message ?? '')
-  );
+  return error instanceof JetStreamApiError && error.apiError().code === 404;
+}
+
+/** The server's JSStreamNameExistErr (nats.js names only a few codes in JetStreamApiCodes). */
+const STREAM_NAME_IN_USE = 10058;
+
+/** Creating a stream that another process created first (with other settings). */
+export function isAlreadyInUse(error: unknown): boolean {
+  return error instanceof JetStreamApiError && error.code === STREAM_NAME_IN_USE;
 }

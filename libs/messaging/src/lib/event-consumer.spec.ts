@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { defineEvent, eventSubject, streamName, type Context } from '@gantry/contracts';
 import { createPool, migrate } from '@gantry/eventstore';
-import { deleteStreams, dropSchema, eventually, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
+import { deleteStreams, dropSchema, eventually, startScratchPostgres, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
 import { Bus } from './bus.js';
 import { EventConsumer } from './event-consumer.js';
 
@@ -176,5 +176,105 @@ describe('durable event consumer', () => {
     await publish(envelope(8));
     await eventually(async () => (await rows()).includes(8), { what: 'message after recreation', timeoutMs: 20_000 });
     expect(await rows()).toEqual([7, 8]); // the recreated consumer starts from the beginning; the inbox drops 7
+  });
+});
+
+describe('durable event consumer when PostgreSQL or NATS goes away', () => {
+  const name = uniqueName('consumer_away');
+  const naming = testNaming(name);
+  let postgres: ScratchServer;
+  let pool: pg.Pool;
+  let bus: Bus;
+
+  beforeAll(async () => {
+    postgres = await startScratchPostgres();
+    await migrate({ url: postgres.url, schema: name });
+    pool = createPool({ url: postgres.url, schema: name });
+    await pool.query('CREATE TABLE pings (event_id text PRIMARY KEY, n int NOT NULL)');
+    bus = await Bus.connect({ servers: testNatsUrl, naming, name: 'consumer-away-test' });
+    await bus.ensureEventStream(context);
+  });
+
+  afterAll(async () => {
+    await deleteStreams(bus.nc, naming.streamPrefix);
+    await bus.close();
+    await pool.end();
+    await postgres.remove();
+  });
+
+  beforeEach(async () => {
+    await postgres.start();
+    await bus.jsm.streams.purge(streamName(naming, context));
+    await pool.query('TRUNCATE pings, inbox, dead_letters');
+  });
+
+  const consumerOf = (options: Partial<ConstructorParameters<typeof EventConsumer>[0]> & { name: string; bus: Bus }) =>
+    new EventConsumer({
+      pool,
+      source: context,
+      logger,
+      handle: async (event, sql) => {
+        await sql.query('INSERT INTO pings (event_id, n) VALUES ($1, $2)', [event.eventId, (event.data as { n: number }).n]);
+      },
+      backoffMs: () => 100,
+      ackWaitMs: 1000,
+      ...options,
+    });
+
+  it('an event delivered while PostgreSQL is unreachable is processed exactly once when it is back', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    await postgres.stop();
+    const consumer = consumerOf({ name: durable, bus });
+    consumer.start();
+    try {
+      await bus.js.publish(eventSubject(naming, context, 'ConsumerTestPinged', 'pr-1'), JSON.stringify(envelope(1)));
+      // Delivered (and failed) at least twice while the database is away: it is handed back, not held.
+      await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_redelivered > 0, {
+        what: 'the event redelivered while PostgreSQL is down',
+      });
+      await postgres.start();
+      await eventually(async () => (await pool.query('SELECT n FROM pings')).rows.length > 0, { what: 'the event processed', timeoutMs: 30_000 });
+      await eventually(async () => {
+        const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
+        return info.num_ack_pending === 0 && info.num_pending === 0;
+      }, { what: 'the event acknowledged' });
+      expect((await pool.query('SELECT n FROM pings')).rows).toEqual([{ n: 1 }]);
+      expect((await pool.query('SELECT count(*)::int AS n FROM inbox WHERE consumer = $1', [durable])).rows[0].n).toBe(1);
+      expect((await pool.query('SELECT count(*)::int AS n FROM dead_letters')).rows[0].n).toBe(0);
+    } finally {
+      await postgres.start();
+      await consumer.stop();
+    }
+  });
+
+  it('a consumer stopped while its event waits for PostgreSQL holds nothing: the next consumer processes the event once', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    await postgres.stop();
+    const first = consumerOf({ name: durable, bus });
+    first.start();
+    try {
+      await bus.js.publish(eventSubject(naming, context, 'ConsumerTestPinged', 'pr-1'), JSON.stringify(envelope(2)));
+      await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_redelivered > 0, {
+        what: 'the event handed back while PostgreSQL is down',
+      });
+    } finally {
+      await first.stop();
+    }
+    await postgres.start();
+    // No keep-alive of the stopped consumer may still extend the message: it comes to the next one.
+    const second = consumerOf({ name: durable, bus });
+    second.start();
+    try {
+      await eventually(async () => (await pool.query('SELECT n FROM pings WHERE n = 2')).rows.length > 0, {
+        what: 'the event processed by the next consumer',
+        timeoutMs: 30_000,
+      });
+      await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_ack_pending === 0, {
+        what: 'the event acknowledged',
+      });
+    } finally {
+      await second.stop();
+    }
+    expect((await pool.query('SELECT count(*)::int AS n FROM inbox WHERE consumer = $1', [durable])).rows[0].n).toBe(1);
   });
 });

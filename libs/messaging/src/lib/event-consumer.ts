@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type ConsumerMessages, type JsMsg, type MsgRequest } from '@nats-io/jetstream';
 import {
   EventEnvelopeSchema,
   eventFilter,
@@ -48,12 +48,25 @@ export interface EventConsumerOptions {
 
 const decoder = new TextDecoder();
 
+/** What a consumer's readiness is judged by: attached to its durable, and how far behind it is. */
+export interface ConsumerLag {
+  attached: boolean;
+  /** Messages not yet acknowledged (delivered and waiting, or not yet delivered). */
+  pending: number;
+  /** Age of the oldest message not yet acknowledged; 0 when caught up. */
+  oldestUnprocessedAgeMs: number;
+}
+
+type Settlement = 'ack' | 'nak' | 'term' | 'working';
+
 /**
  * A durable pull consumer whose handler runs in a PostgreSQL transaction together with the inbox
  * insert, so a redelivered message changes nothing; the message is acked only after that commit.
  * Invalid payloads are dead-lettered with their validation issues and terminated; handler failures
  * are nak'ed with a growing delay; long handlers keep the message alive with `working()`; a
- * consumer that disappears is created again.
+ * consumer that disappears is created again. When the database cannot be reached the message is
+ * handed back (nak with a delay) without counting against the handler: it is never held, and never
+ * dead-lettered for an outage.
  */
 export class EventConsumer {
   private running = false;
@@ -63,6 +76,10 @@ export class EventConsumer {
   private ready = false;
 
   constructor(private readonly options: EventConsumerOptions) {}
+
+  get name(): string {
+    return this.options.name;
+  }
 
   get isReady(): boolean {
     return this.ready;
@@ -81,6 +98,10 @@ export class EventConsumer {
     return streamName(this.options.bus.naming, this.options.source);
   }
 
+  private get filterSubject(): string {
+    return eventFilter(this.options.bus.naming, this.options.source, this.options.type);
+  }
+
   start(): void {
     if (this.running) return;
     this.running = true;
@@ -94,12 +115,21 @@ export class EventConsumer {
     this.loop = null;
   }
 
-  /** Creates the durable consumer if it does not exist (idempotent). */
+  /**
+   * Creates the durable consumer if it does not exist (idempotent). A durable of this name that
+   * reads other subjects belongs to someone else: sharing it would split the events between two
+   * handlers, so that is an error.
+   */
   async ensureConsumer(): Promise<void> {
-    const { bus, name, source, type } = this.options;
+    const { bus, name } = this.options;
     const stream = this.streamName;
     try {
-      await bus.jsm.consumers.info(stream, name);
+      const info = await bus.jsm.consumers.info(stream, name);
+      if (info.config.filter_subject !== this.filterSubject) {
+        throw new Error(
+          `durable consumer ${name} on ${stream} reads ${info.config.filter_subject ?? 'every subject'}, not ${this.filterSubject}: two handlers may not share a durable name`,
+        );
+      }
       return;
     } catch (error) {
       if (!isNotFound(error)) throw error;
@@ -108,11 +138,28 @@ export class EventConsumer {
       durable_name: name,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
-      filter_subject: eventFilter(bus.naming, source, type),
+      filter_subject: this.filterSubject,
       ack_wait: (this.options.ackWaitMs ?? 30_000) * 1_000_000,
       max_deliver: -1,
       max_ack_pending: 1000,
     });
+  }
+
+  /** How far behind the consumer is, from the server's view of its durable and the stream. */
+  async lag(now: Date = new Date()): Promise<ConsumerLag> {
+    const { bus, name } = this.options;
+    const info = await bus.jsm.consumers.info(this.streamName, name);
+    const pending = info.num_pending + info.num_ack_pending;
+    if (pending === 0) return { attached: this.ready, pending, oldestUnprocessedAgeMs: 0 };
+    // Everything up to the ack floor is done; the first message after it for our subjects is the oldest waiting.
+    // The server (2.9+) takes next_by_subj on the stream API's message get; nats.js types it only for direct get.
+    const query = { seq: info.ack_floor.stream_seq + 1, next_by_subj: this.filterSubject } as unknown as MsgRequest;
+    const oldest = await bus.jsm.streams.getMessage(this.streamName, query).catch((error: unknown) => {
+      if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound) return null; // acknowledged since the info was read
+      throw error;
+    });
+    const age = oldest ? Math.max(0, now.getTime() - oldest.time.getTime()) : 0;
+    return { attached: this.ready, pending, oldestUnprocessedAgeMs: age };
   }
 
   private async run(): Promise<void> {
@@ -123,11 +170,14 @@ export class EventConsumer {
         const messages = await consumer.consume({ max_messages: 64 });
         this.messages = messages;
         this.ready = true;
-        void this.watch(messages);
+        const watching = this.watch(messages).catch((error: unknown) =>
+          this.options.logger.warn('consumer status watch ended', { consumer: this.options.name, error: String(error) }),
+        );
         for await (const msg of messages) {
           await this.process(msg);
           if (!this.running) break;
         }
+        await watching;
       } catch (error) {
         if (this.running) this.options.logger.warn('consumer interrupted; restarting', { consumer: this.options.name, error: String(error) });
       } finally {
@@ -150,6 +200,26 @@ export class EventConsumer {
     }
   }
 
+  /**
+   * Acknowledgements are fire-and-forget: one that cannot be sent (connection closed or draining)
+   * is logged and left to JetStream, which redelivers after ack_wait; the inbox makes that harmless.
+   */
+  private settle(msg: JsMsg, settlement: Settlement, argument?: number | string): void {
+    try {
+      if (settlement === 'ack') msg.ack();
+      else if (settlement === 'nak') msg.nak(argument as number | undefined);
+      else if (settlement === 'term') msg.term(argument as string | undefined);
+      else msg.working();
+    } catch (error) {
+      this.options.logger.warn('could not settle a message; JetStream will redeliver it', {
+        consumer: this.options.name,
+        settle: settlement,
+        sequence: msg.seq,
+        error: String(error),
+      });
+    }
+  }
+
   private decode(msg: JsMsg): EventEnvelope {
     let raw: unknown;
     try {
@@ -168,63 +238,107 @@ export class EventConsumer {
     }
   }
 
+  private backoff(delivery: number): number {
+    return (this.options.backoffMs ?? ((n: number) => Math.min(30_000, 200 * 2 ** (n - 1))))(delivery);
+  }
+
   private async process(msg: JsMsg): Promise<void> {
     let event: EventEnvelope;
     try {
       event = this.decode(msg);
     } catch (error) {
       if (!(error instanceof InvalidPayload)) throw error;
-      await this.deadLetter(msg, null, { kind: 'invalid_payload', message: error.message, issues: error.issues });
-      msg.term(error.message);
+      if (await this.deadLetter(msg, null, { kind: 'invalid_payload', message: error.message, issues: error.issues })) {
+        this.settle(msg, 'term', error.message);
+      }
       return;
     }
     const ackWait = this.options.ackWaitMs ?? 30_000;
-    const keepAlive = setInterval(() => msg.working(), Math.max(100, Math.floor(ackWait / 3)));
-    const client = await this.options.pool.connect();
+    let keepAlive: NodeJS.Timeout | undefined;
+    let client: pg.PoolClient | null = null;
+    let handling = false;
+    let connectionLost = false;
+    const onConnectionError = () => {
+      connectionLost = true;
+    };
     try {
+      keepAlive = setInterval(() => this.settle(msg, 'working'), Math.max(100, Math.floor(ackWait / 3)));
+      client = await this.options.pool.connect();
+      client.on('error', onConnectionError);
       await client.query('BEGIN');
       const fresh = await client.query(
         'INSERT INTO inbox (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1',
         [this.options.name, event.eventId],
       );
+      handling = true;
       if (fresh.rowCount === 1) await this.options.handle(event, client);
+      handling = false;
       await client.query('COMMIT');
-      msg.ack();
-      this.processed++;
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      await this.onFailure(msg, event, error);
+      await client?.query('ROLLBACK').catch(() => undefined);
+      clearInterval(keepAlive);
+      // The database, not the handler, failed: hand the message back without counting it against the event.
+      if (!handling || connectionLost) await this.onOutage(msg, event, error);
+      else await this.onFailure(msg, event, error);
+      return;
     } finally {
       clearInterval(keepAlive);
-      client.release();
+      client?.off('error', onConnectionError);
+      client?.release(connectionLost ? true : undefined);
     }
+    this.settle(msg, 'ack');
+    this.processed++;
+  }
+
+  private async onOutage(msg: JsMsg, event: EventEnvelope, error: unknown): Promise<void> {
+    const delivery = msg.info.deliveryCount;
+    this.options.logger.warn('database unavailable; event handed back', {
+      consumer: this.options.name,
+      eventId: event.eventId,
+      type: event.type,
+      delivery,
+      error: String(error),
+    });
+    this.settle(msg, 'nak', this.backoff(delivery));
   }
 
   private async onFailure(msg: JsMsg, event: EventEnvelope, error: unknown): Promise<void> {
     const delivery = msg.info.deliveryCount;
     const maxDeliver = this.options.maxDeliver ?? 10;
     if (error instanceof RetryLater) {
-      msg.nak(error.delayMs);
+      this.settle(msg, 'nak', error.delayMs);
       return;
     }
     const fields = { consumer: this.options.name, eventId: event.eventId, type: event.type, delivery, error: String(error) };
     if (delivery >= maxDeliver) {
       this.options.logger.error('event handler failed for the last time; dead-lettered', fields);
-      await this.deadLetter(msg, event.eventId, { kind: 'handler_failed', message: String(error), deliveries: delivery });
-      msg.term('handler failed');
+      if (await this.deadLetter(msg, event.eventId, { kind: 'handler_failed', message: String(error), deliveries: delivery })) {
+        this.settle(msg, 'term', 'handler failed');
+      }
       return;
     }
     this.options.logger.warn('event handler failed; will retry', fields);
-    const backoff = this.options.backoffMs ?? ((n: number) => Math.min(30_000, 200 * 2 ** (n - 1)));
-    msg.nak(backoff(delivery));
+    this.settle(msg, 'nak', this.backoff(delivery));
   }
 
-  private async deadLetter(msg: JsMsg, eventId: string | null, error: Record<string, unknown>): Promise<void> {
-    await this.options.pool.query(
-      `INSERT INTO dead_letters (consumer, subject, stream_sequence, event_id, payload, error) VALUES ($1, $2, $3, $4, $5, $6)`,
-      [this.options.name, msg.subject, msg.seq, eventId, decoder.decode(msg.data), JSON.stringify(error)],
-    );
+  /** Records the message as a dead letter; when even that fails it is handed back to try again. */
+  private async deadLetter(msg: JsMsg, eventId: string | null, error: Record<string, unknown>): Promise<boolean> {
+    try {
+      await this.options.pool.query(
+        `INSERT INTO dead_letters (consumer, subject, stream_sequence, event_id, payload, error) VALUES ($1, $2, $3, $4, $5, $6)`,
+        [this.options.name, msg.subject, msg.seq, eventId, decoder.decode(msg.data), JSON.stringify(error)],
+      );
+    } catch (failure) {
+      this.options.logger.warn('could not record a dead letter; message handed back', {
+        consumer: this.options.name,
+        sequence: msg.seq,
+        error: String(failure),
+      });
+      this.settle(msg, 'nak', this.backoff(msg.info.deliveryCount));
+      return false;
+    }
     this.options.logger.warn('message dead-lettered', { consumer: this.options.name, subject: msg.subject, sequence: msg.seq, error });
+    return true;
   }
 }
 

@@ -130,7 +130,40 @@ describe('outbox relay', () => {
     expect(await publishedIds(bus)).toHaveLength(2);
   });
 
-  it('killed with SIGKILL mid-batch and restarted: every event is in the stream exactly once', async () => {
+  it('a publish that fails in the middle of a stream holds back the rest of that stream: each stream lands in version order', async () => {
+    const failures: string[] = [];
+    const logger = { log: () => undefined, error: (_: string, fields: Record<string, unknown>) => void failures.push(String(fields.error)) };
+    const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger, pollMs: 100 });
+    const stream = streamName(naming, context);
+    // The injected failure: JetStream refuses any message above 2 KB, so version 2 of the job fails to publish.
+    await bus.jsm.streams.update(stream, { max_msg_size: 2048 });
+    const job = `job-${randomUUID()}`;
+    const other = `job-${randomUUID()}`;
+    await store.append(job, 0, [
+      { type: 'Step', data: { v: 1 } },
+      { type: 'Step', data: { v: 2, note: 'x'.repeat(4096) } },
+      { type: 'Step', data: { v: 3 } },
+    ], { correlationId: 't' });
+    await store.append(other, 0, [{ type: 'Step', data: { v: 1 } }], { correlationId: 't' });
+    relay.start();
+    try {
+      await eventually(() => failures.some((f) => /maximum|exceeds/i.test(f)), { what: 'the refused publish reported' });
+      // Another stream is not held up by this one.
+      await eventually(async () => (await publishedIds(bus)).length >= 2, { what: 'the publishable events out' });
+      await bus.jsm.streams.update(stream, { max_msg_size: -1 });
+      await eventually(async () => (await relay.pending()) === 0, { what: 'the outbox drained once the stream takes the event' });
+    } finally {
+      await relay.stop();
+    }
+    const { rows } = await pool.query<{ event_id: string; stream_id: string; stream_version: number }>(
+      'SELECT event_id, stream_id, stream_version FROM events',
+    );
+    const byId = new Map(rows.map((r) => [r.event_id, r]));
+    const versions = (await publishedIds(bus)).map((id) => byId.get(id)!).filter((r) => r.stream_id === job).map((r) => r.stream_version);
+    expect(versions).toEqual([1, 2, 3]);
+  });
+
+  it('killed with SIGKILL between publishing a batch and removing it from the outbox, then restarted: every event is in the stream exactly once', async () => {
     const total = 3000;
     for (let s = 0; s < 30; s++) {
       const stream = `job-${randomUUID()}`;
@@ -144,12 +177,33 @@ describe('outbox relay', () => {
       GANTRY_STREAM_PREFIX: naming.streamPrefix,
       GANTRY_RELAY_BATCH: '100',
     };
+    // A lock on one outbox row of the eleventh batch: the relay publishes that batch and then waits
+    // to delete it, which is where it is killed.
+    const holder = await pool.connect();
+    await holder.query('BEGIN');
+    // (Not OFFSET … FOR UPDATE: that also locks the rows it skips.)
+    await holder.query('SELECT 1 FROM outbox WHERE position = (SELECT position FROM outbox ORDER BY position OFFSET 1050 LIMIT 1) FOR UPDATE');
     const first = startNodeProcess(relayEntry, env);
     const stream = streamName(naming, context);
-    await eventually(async () => (await bus.jsm.streams.info(stream)).state.messages >= 300, { what: 'the relay to be mid-way', timeoutMs: 30_000, intervalMs: 5 });
-    await first.kill('SIGKILL');
-    const publishedBeforeKill = (await bus.jsm.streams.info(stream)).state.messages;
-    expect(publishedBeforeKill).toBeLessThan(total);
+    try {
+      await eventually(async () => (await bus.jsm.streams.info(stream)).state.messages === 1100, { what: 'eleven batches published', timeoutMs: 30_000 });
+      await eventually(async () => {
+        const { rows } = await pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM outbox%'`,
+          [`gantry-relay-${name}`],
+        );
+        return rows.length === 1;
+      }, { what: 'the relay waiting to remove the published batch' });
+      await first.kill('SIGKILL');
+      // The killed relay's session would still run its DELETE once the lock is free (the server
+      // notices a dead client only when it next talks to it): end it, as if the DELETE never came.
+      await pool.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [`gantry-relay-${name}`]);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect((await bus.jsm.streams.info(stream)).state.messages).toBe(1100);
+    expect(Number((await pool.query('SELECT count(*) FROM outbox')).rows[0].count)).toBe(total - 1000);
     const second = startNodeProcess(relayEntry, env);
     try {
       await eventually(async () => Number((await pool.query('SELECT count(*) FROM outbox')).rows[0].count) === 0, {

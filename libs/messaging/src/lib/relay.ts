@@ -80,6 +80,19 @@ export class OutboxRelay {
     return Number(rows[0]?.n ?? 0);
   }
 
+  /**
+   * How long the oldest committed event has waited for JetStream (0 when nothing waits), by the
+   * database's clock. The outbox is shared by every replica's relay, so each replica sees the same.
+   */
+  async backlog(): Promise<{ pending: number; oldestAgeMs: number }> {
+    const { rows } = await this.options.pool.query<{ pending: string; age_ms: string | null }>(
+      `SELECT (SELECT count(*) FROM outbox) AS pending,
+              (SELECT extract(epoch FROM now() - e.recorded_at) * 1000
+                 FROM outbox o JOIN events e ON e.position = o.position ORDER BY o.position LIMIT 1) AS age_ms`,
+    );
+    return { pending: Number(rows[0]?.pending ?? 0), oldestAgeMs: Math.max(0, Math.round(Number(rows[0]?.age_ms ?? 0))) };
+  }
+
   async stop(): Promise<void> {
     this.running = false;
     this.wake?.();
@@ -133,7 +146,11 @@ export class OutboxRelay {
     return this.leader;
   }
 
-  /** Publishes one batch; returns how many events it moved. */
+  /**
+   * Publishes one batch; returns how many events it moved. Streams are published side by side, but
+   * within a stream each event waits for the acknowledgement of the one before it: when a publish
+   * fails, nothing after it in its stream has gone out, so the next round sends them in order again.
+   */
   async drainOnce(): Promise<number> {
     const client = this.client!;
     this.notified = false;
@@ -144,23 +161,40 @@ export class OutboxRelay {
       [this.options.batchSize ?? 500],
     );
     if (rows.length === 0) return 0;
-    const events = rows.map(toStoredEvent);
-    const { bus, context } = this.options;
-    // Pipelined: all publishes go out in order on one connection, then we wait for the acks.
-    const acks = events.map((event) =>
-      bus.js.publish(eventSubject(bus.naming, context, event.type, event.streamId), JSON.stringify(toEnvelope(event)), {
-        msgID: event.eventId,
+    const byStream = new Map<string, StoredEvent[]>();
+    for (const event of rows.map(toStoredEvent)) {
+      const events = byStream.get(event.streamId) ?? [];
+      events.push(event);
+      byStream.set(event.streamId, events);
+    }
+    const published: number[] = [];
+    const failures: unknown[] = [];
+    await Promise.all(
+      [...byStream.values()].map(async (events) => {
+        for (const event of events) {
+          try {
+            await this.publish(event);
+          } catch (error) {
+            failures.push(error);
+            return;
+          }
+          published.push(event.position);
+        }
       }),
     );
-    const settled = await Promise.allSettled(acks);
-    const firstFailure = settled.findIndex((s) => s.status === 'rejected');
-    const done = firstFailure === -1 ? events : events.slice(0, firstFailure);
-    if (done.length > 0) {
-      await client.query('DELETE FROM outbox WHERE position = ANY($1::bigint[])', [done.map((e) => e.position)]);
-      this.published += done.length;
+    if (published.length > 0) {
+      await client.query('DELETE FROM outbox WHERE position = ANY($1::bigint[])', [published]);
+      this.published += published.length;
     }
-    if (firstFailure !== -1) throw (settled[firstFailure] as PromiseRejectedResult).reason;
-    return done.length;
+    if (failures.length > 0) throw failures[0];
+    return published.length;
+  }
+
+  private publish(event: StoredEvent): Promise<unknown> {
+    const { bus, context } = this.options;
+    return bus.js.publish(eventSubject(bus.naming, context, event.type, event.streamId), JSON.stringify(toEnvelope(event)), {
+      msgID: event.eventId,
+    });
   }
 
   private sleep(ms: number): Promise<void> {

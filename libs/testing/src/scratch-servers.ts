@@ -1,0 +1,145 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, chown } from 'node:fs/promises';
+import { createServer, connect as tcpConnect } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+
+const run = promisify(execFile);
+
+/**
+ * Servers a test starts on a spare port for itself, so it may stop and start them to see what a
+ * service does while NATS or PostgreSQL is away. The shared servers on 4222 and 5432 are never
+ * stopped by a test.
+ */
+
+/** A port nothing listens on right now (the OS picks it). */
+export async function sparePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function acceptsConnections(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = tcpConnect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+async function waitForPort(port: number, open: boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await acceptsConnections(port)) !== open) {
+    if (Date.now() > deadline) throw new Error(`${what} did not ${open ? 'open' : 'close'} port ${port}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export interface ScratchServer {
+  readonly url: string;
+  readonly port: number;
+  /** Stops the server (SIGKILL: like a crash or a pulled cable); its data stays. */
+  stop(): Promise<void>;
+  /** Starts it again on the same port with the same data. */
+  start(): Promise<void>;
+  /** Stops it for good and removes its data. */
+  remove(): Promise<void>;
+}
+
+/** A NATS server with JetStream on a spare port, its store in a temporary directory. */
+export async function startScratchNats(): Promise<ScratchServer> {
+  const port = await sparePort();
+  const dir = await mkdtemp(path.join(tmpdir(), 'gantry-nats-'));
+  let child: ChildProcess | null = null;
+  const start = async () => {
+    if (child) return;
+    const started = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+    child = started;
+    started.once('exit', () => {
+      if (child === started) child = null;
+    });
+    await waitForPort(port, true, 'nats-server');
+  };
+  const stop = async () => {
+    const running = child;
+    if (!running) return;
+    const exited = new Promise((resolve) => running.once('exit', resolve));
+    running.kill('SIGKILL');
+    await exited;
+    child = null;
+    await waitForPort(port, false, 'nats-server');
+  };
+  await start();
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    start,
+    stop,
+    remove: async () => {
+      await stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A PostgreSQL cluster of its own (initdb into a temporary directory, trust authentication, database
+ * `gantry`) on a spare port. PostgreSQL refuses to run as root, so as root it runs as `postgres`.
+ */
+export async function startScratchPostgres(): Promise<ScratchServer> {
+  const port = await sparePort();
+  const dir = await mkdtemp(path.join(tmpdir(), 'gantry-pg-'));
+  const data = path.join(dir, 'data');
+  const asRoot = userInfo().uid === 0;
+  if (asRoot) {
+    const { stdout } = await run('id', ['-u', 'postgres']);
+    const { stdout: gid } = await run('id', ['-g', 'postgres']);
+    await chown(dir, Number(stdout.trim()), Number(gid.trim()));
+  }
+  const bin = async (name: string) => {
+    const { stdout } = await run('sh', ['-c', `command -v ${name} || ls /usr/lib/postgresql/*/bin/${name} | tail -n 1`]);
+    return stdout.trim().split('\n')[0]!;
+  };
+  const [initdb, pgCtl] = [await bin('initdb'), await bin('pg_ctl')];
+  const asOwner = (file: string, args: string[]) => (asRoot ? run('runuser', ['-u', 'postgres', '--', file, ...args]) : run(file, args));
+  await asOwner(initdb, ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8']);
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+  const start = async () => {
+    if (await acceptsConnections(port)) return;
+    await asOwner(pgCtl, ['-D', data, '-l', path.join(dir, 'log'), '-o', options, '-w', 'start']);
+    await waitForPort(port, true, 'postgres');
+  };
+  const stop = async () => {
+    if (!(await acceptsConnections(port))) return;
+    await asOwner(pgCtl, ['-D', data, '-m', 'immediate', '-w', 'stop']);
+    await waitForPort(port, false, 'postgres');
+  };
+  await start();
+  const admin = new pg.Client({ connectionString: `postgres://postgres@127.0.0.1:${port}/postgres` });
+  await admin.connect();
+  try {
+    await admin.query('CREATE DATABASE gantry');
+  } finally {
+    await admin.end();
+  }
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/gantry`,
+    port,
+    start,
+    stop,
+    remove: async () => {
+      await stop().catch(() => undefined);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
