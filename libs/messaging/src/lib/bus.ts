@@ -35,15 +35,33 @@ const NANOS_PER_MS = 1_000_000;
 export const DEFAULT_STREAM_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
 const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 
+export interface ConnectionHealth {
+  ok: boolean;
+  /** `connected`, `reconnecting` (the client is trying to get back), `no answer` or `closed`. */
+  state: string;
+  rttMs?: number;
+}
+
 /** One NATS connection with its JetStream client and manager, and the installation's naming. */
 export class Bus {
+  private reconnecting = false;
+  private readonly watching: Promise<void>;
+
   private constructor(
     readonly nc: NatsConnection,
     readonly js: JetStreamClient,
     readonly jsm: JetStreamManager,
     readonly naming: Naming,
     private readonly streamDefaults: StreamOptions = {},
-  ) {}
+  ) {
+    // The client reconnects by itself (forever); between a disconnect and a reconnect it is not closed, just not there.
+    this.watching = (async () => {
+      for await (const status of nc.status()) {
+        if (status.type === 'disconnect' || status.type === 'reconnecting') this.reconnecting = true;
+        else if (status.type === 'reconnect') this.reconnecting = false;
+      }
+    })().catch(() => undefined);
+  }
 
   static async connect(options: BusOptions): Promise<Bus> {
     const nc = await connect({
@@ -57,7 +75,25 @@ export class Bus {
   }
 
   get connected(): boolean {
-    return !this.nc.isClosed() && !this.nc.isDraining();
+    return !this.nc.isClosed() && !this.nc.isDraining() && !this.reconnecting;
+  }
+
+  /** Whether the server answers now: the connection's state, then a round trip bounded by `timeoutMs`. */
+  async health(timeoutMs = 1000): Promise<ConnectionHealth> {
+    if (this.nc.isClosed() || this.nc.isDraining()) return { ok: false, state: 'closed' };
+    if (this.reconnecting) return { ok: false, state: 'reconnecting' };
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), timeoutMs);
+    });
+    try {
+      const rtt = await Promise.race([this.nc.rtt(), late]);
+      return rtt === null ? { ok: false, state: 'no answer' } : { ok: true, state: 'connected', rttMs: Math.round(rtt * 100) / 100 };
+    } catch {
+      return { ok: false, state: 'no answer' };
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** The context's event stream: limits retention, file storage. Creating it twice changes nothing. */
@@ -126,8 +162,8 @@ export class Bus {
   }
 
   async close(): Promise<void> {
-    if (this.nc.isClosed()) return;
-    await this.nc.drain().catch(() => this.nc.close());
+    if (!this.nc.isClosed()) await this.nc.drain().catch(() => this.nc.close());
+    await this.watching;
   }
 }
 

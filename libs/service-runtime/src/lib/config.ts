@@ -12,6 +12,10 @@ export interface ServiceConfig {
   httpHost: string;
   port: number;
   streamReplicas: number;
+  /** /ready fails once the oldest event waiting for the relay is older than this. */
+  readyRelayMaxAgeMs: number;
+  /** /ready fails once a durable consumer's oldest unprocessed event is older than this. */
+  readyConsumerMaxLagMs: number;
   /** Concurrent commands share transactions (see EventStore); off unless GANTRY_GROUP_COMMIT is set. */
   groupCommit: { maxGroups: number; maxBatch: number } | null;
   /** Age and size limits of the streams this service creates. */
@@ -62,6 +66,8 @@ export function loadServiceConfig(service: string, defaults: { schema: string; p
     httpHost: env('GANTRY_HTTP_HOST', '0.0.0.0'),
     port,
     streamReplicas: Number(env('GANTRY_STREAM_REPLICAS', '1')),
+    readyRelayMaxAgeMs: Number(env('GANTRY_READY_RELAY_MAX_AGE_MS', '30000')),
+    readyConsumerMaxLagMs: Number(env('GANTRY_READY_CONSUMER_MAX_LAG_MS', '60000')),
     groupCommit: parseGroupCommit(process.env.GANTRY_GROUP_COMMIT),
     streamLimits: {
       maxAgeMs: wholeNumber('GANTRY_STREAM_MAX_AGE_MS', 7 * DAY_MS, 0),
@@ -75,11 +81,16 @@ export function loadServiceConfig(service: string, defaults: { schema: string; p
   };
 }
 
-/** The database URL without its password, for logs. */
+/**
+ * A server URL fit for logs: no password, and no token (a NATS token sits where a user name would).
+ * Several URLs may be given comma-separated (NATS servers).
+ */
 export function redactUrl(url: string): string {
+  if (url.includes(',')) return url.split(',').map((one) => redactUrl(one.trim())).join(',');
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
+    else if (parsed.username) parsed.username = '***';
     return parsed.toString();
   } catch {
     return '(unparseable url)';

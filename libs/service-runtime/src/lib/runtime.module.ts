@@ -36,6 +36,12 @@ export interface RuntimeOptions {
 
 export const RUNTIME_OPTIONS = Symbol('gantry:runtime-options');
 
+/** NATS by its connection state and a real round trip: a client that is reconnecting is not ready. */
+async function natsCheck(bus: Bus) {
+  const health = await bus.health();
+  return { ok: health.ok, detail: health };
+}
+
 @Injectable()
 class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   constructor(
@@ -68,15 +74,22 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
       await this.store.pool.query('SELECT 1');
       return { ok: true };
     });
-    this.readiness.register('nats', () => ({ ok: this.bus.connected }));
+    this.readiness.register('nats', () => natsCheck(this.bus));
     this.readiness.register('relay', async () => {
-      const pending = await this.relay.pending();
-      // Caught up: nothing committed is waiting, or another replica's relay is the active one.
-      return { ok: pending === 0 || !this.relay.isLeader ? pending < 10_000 : false, detail: { pending, active: this.relay.isLeader } };
+      // The age of the oldest waiting event, the same on every replica: a backlog is fine while it moves.
+      const { pending, oldestAgeMs } = await this.relay.backlog();
+      return { ok: oldestAgeMs <= this.config.readyRelayMaxAgeMs, detail: { pending, oldestAgeMs, maxAgeMs: this.config.readyRelayMaxAgeMs, active: this.relay.isLeader } };
     });
-    this.readiness.register('consumers', () => {
-      const waiting = this.consumers.all.filter((c) => !c.isReady).length;
-      return { ok: waiting === 0, detail: { total: this.consumers.all.length, waiting } };
+    this.readiness.register('consumers', async () => {
+      const detail: Record<string, unknown> = {};
+      let ok = true;
+      for (const consumer of this.consumers.all) {
+        const lag = await consumer.lag().catch((error: unknown) => ({ attached: false, error: String(error) }) as const);
+        const behind = 'oldestUnprocessedAgeMs' in lag && lag.oldestUnprocessedAgeMs > this.config.readyConsumerMaxLagMs;
+        if (!lag.attached || behind) ok = false;
+        detail[consumer.name] = lag;
+      }
+      return { ok, detail: { maxLagMs: this.config.readyConsumerMaxLagMs, consumers: detail } };
     });
     this.commands.start();
     this.relay.start();
@@ -87,7 +100,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
         boundedContext: this.options.context,
         schema: this.config.schema,
         database: redactUrl(this.config.databaseUrl),
-        nats: this.config.natsUrl,
+        nats: redactUrl(this.config.natsUrl),
         subjectRoot: this.config.naming.subjectRoot,
         commands: this.commands.commandNames,
       },
@@ -116,7 +129,7 @@ class ClientLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
   ) {}
 
   onApplicationBootstrap(): void {
-    this.readiness.register('nats', () => ({ ok: this.bus.connected }));
+    this.readiness.register('nats', () => natsCheck(this.bus));
   }
 
   async onApplicationShutdown(): Promise<void> {
