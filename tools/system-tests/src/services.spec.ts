@@ -33,7 +33,7 @@ describe.each(apps)('%s as a process', (app) => {
     const ready = await fetch(`${running.url}/ready`);
     const body = (await ready.json()) as { status: string; checks: Record<string, { ok: boolean }> };
     expect(body.status).toBe('ready');
-    expect(body.checks.nats).toEqual({ ok: true });
+    expect(body.checks.nats).toMatchObject({ ok: true, detail: { state: 'connected' } });
   });
 
   if (context) {

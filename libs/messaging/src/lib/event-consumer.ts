@@ -77,10 +77,6 @@ export class EventConsumer {
 
   constructor(private readonly options: EventConsumerOptions) {}
 
-  get name(): string {
-    return this.options.name;
-  }
-
   get isReady(): boolean {
     return this.ready;
   }

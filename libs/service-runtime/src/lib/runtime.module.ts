@@ -38,8 +38,8 @@ export const RUNTIME_OPTIONS = Symbol('gantry:runtime-options');
 
 /** NATS by its connection state and a real round trip: a client that is reconnecting is not ready. */
 async function natsCheck(bus: Bus) {
-  const health = await bus.health();
-  return { ok: health.ok, detail: health };
+  const { ok, ...detail } = await bus.health();
+  return { ok, detail };
 }
 
 @Injectable()
