@@ -66,6 +66,7 @@ export class SprintRunEffects implements OnModuleInit {
               taskId: job.taskId,
               prompt: `Implement task ${job.taskId} of sprint ${effect.sprintId} on branch ${effect.branch}.`,
               baseRef: effect.branch,
+              ...(job.payload ? { payload: job.payload } : {}),
               idempotencyKey: job.idempotencyKey,
               excludeFromCoalescing: true,
             },

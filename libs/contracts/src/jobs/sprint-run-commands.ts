@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { jobExampleIds } from './events.js';
-import { GitRefSchema, IdempotencyKeySchema, ExternalRefSchema, SprintRunIdSchema, SprintRunStatusSchema } from './values.js';
+import { GitRefSchema, IdempotencyKeySchema, ExternalRefSchema, JobPayloadSchema, SprintRunIdSchema, SprintRunStatusSchema } from './values.js';
 
 const SprintRunRefReply = z.object({ sprintRunId: SprintRunIdSchema, status: SprintRunStatusSchema });
 
@@ -15,16 +15,26 @@ export const createSprintRun = defineCommand({
     taskIds: z.array(ExternalRefSchema).min(1).refine((ids) => new Set(ids).size === ids.length, 'task ids must be distinct'),
     branch: GitRefSchema,
     prUrl: z.url().optional(),
+    /** What each task's job hands its agent (its plan, in the agent's terms); a task without one gets none. */
+    taskPayloads: z.record(ExternalRefSchema, JobPayloadSchema).optional(),
     idempotencyKey: IdempotencyKeySchema,
+  }).refine((r) => Object.keys(r.taskPayloads ?? {}).every((t) => r.taskIds.includes(t)), {
+    message: 'taskPayloads names only tasks of the sprint run',
+    path: ['taskPayloads'],
   }),
   reply: SprintRunRefReply,
   examples: {
-    valid: [{ sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', idempotencyKey: 'product-42/sprint-run:SP-7-1' }],
+    valid: [
+      { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', idempotencyKey: 'product-42/sprint-run:SP-7-1' },
+      { sprintId: 'SP-8', productId: 'product-42', taskIds: ['T-3'], branch: 'sprint/SP-8', taskPayloads: { 'T-3': { plan: 'add the index' } }, idempotencyKey: 'product-42/sprint-run:SP-8-1' },
+    ],
     invalid: [
       // a sprint run with no tasks has nothing to run
       { sprintId: 'SP-7', productId: 'product-42', taskIds: [], branch: 'sprint/SP-7', idempotencyKey: 'p/sprint-run:1' },
       // ".." is not allowed in a git ref
       { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/../main', idempotencyKey: 'p/sprint-run:1' },
+      // a payload for a task the run does not have
+      { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/SP-7', taskPayloads: { 'T-9': { plan: 'x' } }, idempotencyKey: 'p/sprint-run:1' },
     ],
   },
 });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineEvent } from '../registry.js';
 import { jobExampleIds } from './events.js';
-import { GitRefSchema, JobIdSchema, ExternalRefSchema, SprintRunIdSchema, TimestampSchema } from './values.js';
+import { GitRefSchema, JobIdSchema, JobPayloadSchema, ExternalRefSchema, SprintRunIdSchema, TimestampSchema } from './values.js';
 import { RepositorySchema } from './products.js';
 
 const sprintRunId = SprintRunIdSchema;
@@ -23,6 +23,8 @@ export const SprintRunCreated = defineEvent({
     createdAt: TimestampSchema,
     /** The product's repository at creation; with the branch it names the run's pull request (absent from runs created before products existed). */
     repository: RepositorySchema.optional(),
+    /** What each task's job hands its agent, as the create request named it. */
+    taskPayloads: z.record(ExternalRefSchema, JobPayloadSchema).optional(),
   }),
   examples: {
     valid: [{ sprintRunId: jobExampleIds.sprintRunId, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: null, createdAt: at, repository: 'acme/shop' }],

@@ -1,3 +1,4 @@
+import type { JobPayload } from '@gantry/contracts';
 import type { ProductResolution } from '../product/view.js';
 
 /**
@@ -15,6 +16,7 @@ export type SprintRunCommand =
         taskIds: string[];
         branch: string;
         prUrl: string | null;
+        taskPayloads: Record<string, JobPayload>;
         /** The run's product as registered now; null when it is not registered (the create is refused). */
         product: ProductResolution | null;
         now: string;

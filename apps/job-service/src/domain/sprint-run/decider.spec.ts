@@ -5,7 +5,7 @@ import { PRODUCT } from '../testing/job-fixtures.js';
 import type { ProductResolution } from '../product/view.js';
 import type { SprintRunCommand } from './commands.js';
 import { resumeInstructionsFor, sprintRunDecider, transitionSprintRun } from './decider.js';
-import { sprintJobIdempotencyKey } from './effects.js';
+import { sprintJobIdempotencyKey, sprintRunEffects } from './effects.js';
 import type { SprintRunEvent } from './events.js';
 import { initialSprintRunState, type SprintRun, type SprintRunState } from './state.js';
 
@@ -48,7 +48,7 @@ const running = [created, startedEvt];
 const cmd = {
   create: (product: ProductResolution | null = PRODUCT): SprintRunCommand => ({
     type: 'CreateSprintRun',
-    data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, product, now: at(0) },
+    data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, taskPayloads: {}, product, now: at(0) },
   }),
   claimed: (s: number, jobId = JOB1): SprintRunCommand => ({ type: 'RecordSprintJobClaimed', data: { sprintRunId: RUN, jobId, now: at(s) } }),
   taskDone: (taskId: string, s: number): SprintRunCommand => ({ type: 'RecordSprintTaskDone', data: { sprintRunId: RUN, taskId, jobId: JOB1, now: at(s) } }),
@@ -77,6 +77,22 @@ describe('sprint run decider', () => {
 
   it('a sprint run of a product nobody registered is refused with UNKNOWN_PRODUCT', () => {
     given([]).when(cmd.create(null)).thenThrows(ErrorCode.UNKNOWN_PRODUCT, /product-42/);
+  });
+
+  it('each task\'s payload is kept with the run and handed to its job, at creation and at a resume', () => {
+    const payloads = { 'T-2': { standIn: { behaviour: 'commit' } } };
+    const create = cmd.create();
+    const withPayloads = { ...created, data: { ...created.data, taskPayloads: payloads } } as SprintRunEvent;
+    given([]).when({ ...create, data: { ...create.data, taskPayloads: payloads } } as SprintRunCommand).then([withPayloads]);
+    expect(sprintRunEffects(withPayloads, initialSprintRunState)).toMatchObject([
+      { type: 'ENQUEUE_SPRINT_JOBS', jobs: [{ taskId: 'T-1' }, { taskId: 'T-2', payload: payloads['T-2'] }] },
+    ]);
+    expect((sprintRunEffects(withPayloads, initialSprintRunState)[0] as { jobs: object[] }).jobs[0]).not.toHaveProperty('payload');
+    const resumed: SprintRunEvent = {
+      type: 'SprintRunResumed',
+      data: { sprintRunId: RUN, from: 'PAUSED', resumeSeq: 1, remainingTaskIds: ['T-2'], actor: null, note: null, resumedAt: at(60) },
+    };
+    expect(sprintRunEffects(resumed, stateOf([withPayloads, startedEvt, taskDone('T-1', 10), pausedEvt]))).toMatchObject([{ jobs: [{ taskId: 'T-2', payload: payloads['T-2'] }] }]);
   });
 
   it('a sprint run that exists cannot be created again', () => {

@@ -30,6 +30,7 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
           prUrl: d.prUrl,
           createdAt: d.now,
           repository: d.product.repository,
+          ...(Object.keys(d.taskPayloads).length > 0 ? { taskPayloads: d.taskPayloads } : {}),
         },
       },
     ];

@@ -1,4 +1,4 @@
-import { deriveIdempotencyKey } from '@gantry/contracts';
+import { deriveIdempotencyKey, type JobPayload } from '@gantry/contracts';
 import type { SprintRunEvent } from './events.js';
 import { sprintRunExists, type SprintRunState } from './state.js';
 
@@ -15,7 +15,8 @@ export type SprintRunEffect =
       sprintId: string;
       productId: string;
       branch: string;
-      jobs: { taskId: string; idempotencyKey: string }[];
+      /** `payload` only for a task the run was given one for. */
+      jobs: { taskId: string; idempotencyKey: string; payload?: JobPayload }[];
     }
   | {
       type: 'RAISE_QUESTION';
@@ -35,8 +36,12 @@ export function sprintJobIdempotencyKey(sprintRunId: string, resumeSeq: number, 
   return deriveIdempotencyKey('sprint-run', { sprintRunId, resumeSeq, taskId });
 }
 
-const jobsFor = (sprintRunId: string, resumeSeq: number, taskIds: string[]) =>
-  taskIds.map((taskId) => ({ taskId, idempotencyKey: sprintJobIdempotencyKey(sprintRunId, resumeSeq, taskId) }));
+const jobsFor = (sprintRunId: string, resumeSeq: number, taskIds: string[], payloads: Record<string, JobPayload> = {}) =>
+  taskIds.map((taskId) => ({
+    taskId,
+    idempotencyKey: sprintJobIdempotencyKey(sprintRunId, resumeSeq, taskId),
+    ...(payloads[taskId] ? { payload: payloads[taskId] } : {}),
+  }));
 
 /** The effects one sprint-run event requests; `before` is the state the event applies to. */
 export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState): SprintRunEffect[] {
@@ -50,7 +55,7 @@ export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState):
           sprintId: d.sprintId,
           productId: d.productId,
           branch: d.branch,
-          jobs: jobsFor(d.sprintRunId, 0, d.taskIds),
+          jobs: jobsFor(d.sprintRunId, 0, d.taskIds, d.taskPayloads),
         },
       ];
     }
@@ -77,7 +82,7 @@ export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState):
           sprintId: before.sprintId,
           productId: before.productId,
           branch: before.branch,
-          jobs: jobsFor(d.sprintRunId, d.resumeSeq, d.remainingTaskIds),
+          jobs: jobsFor(d.sprintRunId, d.resumeSeq, d.remainingTaskIds, before.taskPayloads),
         },
       ];
     }

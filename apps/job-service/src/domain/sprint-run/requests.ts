@@ -26,6 +26,7 @@ export function createSprintRunCommand(
       taskIds: request.taskIds,
       branch: request.branch,
       prUrl: request.prUrl ?? null,
+      taskPayloads: request.taskPayloads ?? {},
       product: context.product,
       now: context.now,
     },

@@ -1,4 +1,4 @@
-import type { SprintRunStatus } from '@gantry/contracts';
+import type { JobPayload, SprintRunStatus } from '@gantry/contracts';
 import type { SprintRunEvent } from './events.js';
 
 export interface SprintRunPause {
@@ -24,6 +24,8 @@ export interface SprintRun {
   /** The product's repository at creation; null for runs created before products existed. */
   repository: string | null;
   taskIds: string[];
+  /** What each task's job hands its agent (absent from runs created before payloads). */
+  taskPayloads?: Record<string, JobPayload>;
   doneTaskIds: string[];
   branch: string;
   prUrl: string | null;
@@ -56,6 +58,7 @@ export function evolveSprintRun(state: SprintRunState, event: SprintRunEvent): S
       productId: d.productId,
       repository: d.repository ?? null,
       taskIds: d.taskIds,
+      taskPayloads: d.taskPayloads ?? {},
       doneTaskIds: [],
       branch: d.branch,
       prUrl: d.prUrl,
