@@ -1,7 +1,7 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
 import { ErrorCode, GantryError, isGantryError, type PullRequestFailureCode } from '@gantry/contracts';
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
-import { Consumers, crashHereIfAsked, JsonLogger } from '@gantry/service-runtime';
+import { Consumers, crashHereIfAsked, holdHereIfAsked, JsonLogger } from '@gantry/service-runtime';
 import {
   forHead,
   isSettled,
@@ -213,6 +213,7 @@ export class PullRequestReconciler implements OnModuleInit, OnApplicationBootstr
         return;
       }
       case 'MERGE': {
+        await holdHereIfAsked('github:merge');
         let answer;
         try {
           answer = await this.github.merge(effect.repository, effect.prNumber, effect.sha, effect.mergeMethod);

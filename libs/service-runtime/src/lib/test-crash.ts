@@ -6,3 +6,19 @@
 export function crashHereIfAsked(point: string): void {
   if (process.env.GANTRY_TEST_CRASH_AT === point) process.kill(process.pid, 'SIGKILL');
 }
+
+const held = new Set<string>();
+
+/**
+ * Test-only: `GANTRY_TEST_HOLD_AT=<point>` makes the process wait at that point, the first time it
+ * gets there, until it is sent SIGUSR2 — so a test can change the world exactly between two steps
+ * (e.g. move a branch between the merge decision and the merge). It says where it waits on stderr.
+ * Unset in every real deployment; nothing else reads it.
+ */
+export async function holdHereIfAsked(point: string): Promise<void> {
+  if (process.env.GANTRY_TEST_HOLD_AT !== point || held.has(point)) return;
+  held.add(point);
+  const released = new Promise<void>((resolve) => process.once('SIGUSR2', () => resolve()));
+  process.stderr.write(`${JSON.stringify({ testHold: point, pid: process.pid })}\n`);
+  await released;
+}

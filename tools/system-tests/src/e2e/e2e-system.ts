@@ -38,6 +38,10 @@ export interface EnqueueOptions {
   baseRef?: string;
   /** The branch a code job pushes to (else its base ref). */
   branch?: string;
+  /** Default product-e2e (registered at start, on the local origin). */
+  productId?: string;
+  storyId?: string;
+  storyTaskIds?: string[];
   maxAttempts?: number;
   thinkingBudget?: number;
   agentProfile?: { id: string; model: string; thinkingBudget: number };
@@ -56,8 +60,8 @@ export class E2eSystem {
   worktreeService!: RunningApp;
   origin!: OriginRepository;
   root!: string;
-  private bus!: Bus;
-  private client!: CommandClient;
+  protected bus!: Bus;
+  protected client!: CommandClient;
 
   get worktreeRoot(): string {
     return join(this.root, 'worktrees');
@@ -130,8 +134,10 @@ export class E2eSystem {
     const kind = options.kind ?? 'TASK_IMPLEMENTATION';
     const reply = await this.client.request(enqueueJob, {
       kind,
-      productId: 'product-e2e',
+      productId: options.productId ?? 'product-e2e',
       taskId: options.taskId ?? `T-${randomUUID().slice(0, 8)}`,
+      ...(options.storyId ? { storyId: options.storyId } : {}),
+      ...(options.storyTaskIds ? { storyTaskIds: options.storyTaskIds } : {}),
       payload: options.payload ?? {},
       baseRef: options.baseRef ?? 'main',
       ...(options.branch ? { branch: options.branch } : {}),

@@ -1,0 +1,97 @@
+import { pullRequestIdFor } from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
+import { PrSystem } from './pr-system.js';
+
+/*
+ * Issue 11's acceptance, STORY (docs/pr-service.md PR-2..PR-6): job service, worktree service, a
+ * runner with the stand-in agent, the pr-service and the local GitHub as separate processes. The
+ * test plays CI (it reports check runs on heads) and nobody else.
+ */
+describe('STORY pull requests end to end', () => {
+  const system = new PrSystem();
+
+  beforeAll(async () => {
+    await system.start();
+    await system.startRunner('runner-story', { concurrency: 1 });
+  }, 90_000);
+  afterAll(() => system.stop(), 60_000);
+
+  const commit = (file: string) => ({ standIn: { behaviour: 'commit', files: { [file]: `export const x = '${file}';\n` } } });
+  /** Every merge asked of GitHub for the branch: merge calls, and merge decisions (auto-merge is asked only after one). */
+  const mergeRequests = async (repository: string, branch: string) => [
+    ...(await system.github.requests({ method: 'PUT', path: `/repos/${repository}/pulls/` })),
+    ...(await system.prEvents(pullRequestIdFor(repository, branch))).filter((e) => e.type === 'PullRequestMergeRequested'),
+  ];
+
+  it('no auto-merge after the first or a middle task; after the last, once its head is green, merged — directly, as GitHub says the PR is already clean', async () => {
+    const { repository } = await system.product('product-story', 'story', { strategy: 'STORY', requiredChecks: ['ci/test'], protectedBy: ['ci/test'] });
+    const branch = 'story/ST-1';
+    const tasks = ['T-1', 'T-2', 'T-3'];
+    const run = async (taskId: string) => {
+      const job = await system.terminal(
+        await system.enqueue({ productId: 'product-story', storyId: 'ST-1', taskId, storyTaskIds: tasks, branch, payload: commit(`src/${taskId}.ts`) }),
+      );
+      expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE' });
+      return job.headSha!;
+    };
+
+    for (const taskId of ['T-1', 'T-2']) {
+      const head = await run(taskId);
+      const pr = await system.prWhere(repository, branch, (p) => p.headSha === head && p.prNumber !== null && p.scope.tasks.some((t) => t.taskId === taskId && t.done), `${taskId} done on an open PR`);
+      expect(pr).toMatchObject({ strategy: 'STORY', draft: false, phase: 'waiting_for_scope_done', scope: { done: false } });
+      await system.check(repository, head, 'success');
+      const green = await system.prWhere(repository, branch, (p) => p.checks?.headSha === head && p.checks.verdict === 'GREEN', `green seen on ${taskId}'s head`);
+      expect(green).toMatchObject({ phase: 'waiting_for_scope_done', mergeDecision: null });
+      expect(await mergeRequests(repository, branch)).toEqual([]);
+    }
+
+    const last = await run('T-3');
+    const waiting = await system.prWhere(repository, branch, (p) => p.headSha === last && p.scope.done, 'the story done');
+    expect(waiting).toMatchObject({ phase: 'waiting_for_checks', mergeDecision: null });
+    await system.check(repository, last, 'success');
+    const merged = await system.prWhere(repository, branch, (p) => p.phase === 'merged', 'merged');
+    expect(merged.merged).toMatchObject({ headSha: last });
+
+    const pulls = (await system.github.pulls(repository)).filter((p) => p.head.ref === branch);
+    expect(pulls).toHaveLength(1);
+    expect(pulls[0]).toMatchObject({ merged: true, state: 'closed', head: { sha: last } });
+    const events = (await system.prEvents(pullRequestIdFor(repository, branch))).map((e) => [e.type, e.data.headSha ?? null, e.data.via ?? e.data.reason ?? null]);
+    expect(events.filter(([type]) => ['PullRequestMergeRequested', 'PullRequestAutoMergeRefused', 'PullRequestMerged'].includes(type as string))).toEqual([
+      ['PullRequestMergeRequested', last, 'AUTO_MERGE'],
+      ['PullRequestAutoMergeRefused', last, 'CLEAN'],
+      ['PullRequestMergeRequested', last, 'DIRECT'],
+      ['PullRequestMerged', last, null],
+    ]);
+    expect((await system.github.requests({ method: 'PUT', path: `/repos/${repository}/pulls/${pulls[0]!.number}/merge` })).map((r) => r.status)).toEqual([200]);
+  }, 180_000);
+
+  it('auto-merge when GitHub still waits for a check of its own: enabled with the head it was decided for, and GitHub merges it', async () => {
+    const { repository } = await system.product('product-auto', 'auto', { strategy: 'STORY', requiredChecks: ['ci/test'], protectedBy: ['ci/test', 'ci/lint'] });
+    const branch = 'story/ST-2';
+    const job = await system.terminal(await system.enqueue({ productId: 'product-auto', storyId: 'ST-2', taskId: 'T-21', branch, payload: commit('src/t21.ts') }));
+    expect(job.status).toBe('DONE');
+    await system.prWhere(repository, branch, (p) => p.prNumber !== null && p.scope.done, 'the PR open with its one task done');
+    await system.check(repository, job.headSha!, 'success');
+    const enabled = await system.prWhere(repository, branch, (p) => p.phase === 'auto_merge_enabled', 'auto-merge requested');
+    expect(enabled.mergeDecision).toMatchObject({ headSha: job.headSha, via: 'AUTO_MERGE' });
+    await eventually(async () => (await system.github.pulls(repository)).find((p) => p.head.ref === branch)?.auto_merge, { what: 'auto-merge enabled on GitHub' });
+    await system.check(repository, job.headSha!, 'success', 'ci/lint');
+    const merged = await system.prWhere(repository, branch, (p) => p.phase === 'merged', 'merged by GitHub');
+    expect(merged.merged).toMatchObject({ headSha: job.headSha });
+    expect(await system.github.requests({ method: 'PUT', path: `/repos/${repository}/pulls/` })).toEqual([]);
+  }, 120_000);
+
+  it('never with no checks reported: a finished story whose head has no checks at all waits', async () => {
+    const { repository } = await system.product('product-nochecks', 'nochecks', { strategy: 'STORY', requiredChecks: [] });
+    const branch = 'story/ST-3';
+    const job = await system.terminal(await system.enqueue({ productId: 'product-nochecks', storyId: 'ST-3', taskId: 'T-31', branch, payload: commit('src/t31.ts') }));
+    const pr = await system.prWhere(repository, branch, (p) => p.scope.done && p.prNumber !== null, 'the story done on an open PR');
+    // The pr-service reads the PR again and again (resync every second): each read sees no checks.
+    const reads = async () => (await system.github.requests({ method: 'GET', path: `/repos/${repository}/commits/${job.headSha}/check-runs` })).length;
+    const before = await reads();
+    await eventually(async () => (await reads()) >= before + 3, { what: 'three more reads of the head\'s checks' });
+    expect(await system.pr(repository, branch)).toMatchObject({ phase: 'waiting_for_checks', checks: null, mergeDecision: null, prNumber: pr.prNumber });
+    expect(await mergeRequests(repository, branch)).toEqual([]);
+    expect((await system.github.pulls(repository))[0]).toMatchObject({ state: 'open', merged: false, auto_merge: null });
+  }, 120_000);
+});
