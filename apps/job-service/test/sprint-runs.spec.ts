@@ -102,8 +102,8 @@ describe('sprint runs driven by job events and PR events', () => {
       return j.length === 2 ? j : null;
     }, { what: 'one job per sprint task' });
     expect(jobs.map((j) => [j.taskId, j.kind, j.status, j.baseRef, j.repository, j.branch])).toEqual([
-      ['T-1', 'SPRINT_IMPLEMENTATION', 'QUEUED', 'sprint/SP-7', 'acme/shop', 'sprint/SP-7'],
-      ['T-2', 'SPRINT_IMPLEMENTATION', 'QUEUED', 'sprint/SP-7', 'acme/shop', 'sprint/SP-7'],
+      ['T-1', 'SPRINT_IMPLEMENTATION', 'QUEUED', null, 'acme/shop', 'sprint/SP-7'],
+      ['T-2', 'SPRINT_IMPLEMENTATION', 'QUEUED', null, 'acme/shop', 'sprint/SP-7'],
     ]);
     expect((await run(created.sprintRunId)).repository).toBe('acme/shop');
 

@@ -65,7 +65,8 @@ export class SprintRunEffects implements OnModuleInit {
               sprintRunId: effect.sprintRunId,
               taskId: job.taskId,
               prompt: `Implement task ${job.taskId} of sprint ${effect.sprintId} on branch ${effect.branch}.`,
-              baseRef: effect.branch,
+              // The sprint branch, started from the product's target branch when it does not exist yet.
+              branch: effect.branch,
               ...(job.payload ? { payload: job.payload } : {}),
               idempotencyKey: job.idempotencyKey,
               excludeFromCoalescing: true,

@@ -7,9 +7,11 @@ import {
   getPullRequest,
   getSprintRun,
   isGantryError,
+  listJobs,
   registerProduct,
   resumeSprintRun,
   type JobPayload,
+  type JobView,
   type MergeMethod,
   type PrStrategy,
   type PullRequestView,
@@ -142,6 +144,10 @@ export class PrSystem extends E2eSystem {
       idempotencyKey: `${productId}/sprint-run:${sprintId}`,
     });
     return reply.sprintRunId;
+  }
+
+  async sprintJobs(sprintRunId: string): Promise<JobView[]> {
+    return (await this.client.request(listJobs, { sprintRunId })).jobs;
   }
 
   sprintRun(sprintRunId: string): Promise<SprintRunView> {
