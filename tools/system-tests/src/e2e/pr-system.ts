@@ -90,6 +90,19 @@ export class PrSystem extends E2eSystem {
     return this.prService;
   }
 
+  /** Stops the pr-service (SIGTERM, or SIGKILL) and starts it again with `env`. */
+  async restartPrService(env: Record<string, string> = {}, signal: NodeJS.Signals = 'SIGTERM'): Promise<RunningApp> {
+    await this.prService.kill(signal);
+    return this.startPrService(env);
+  }
+
+  /** Waits for the pr-service process to end by itself (a test crash point) and says how. */
+  async prServiceExited(timeoutMs = 60_000): Promise<string | null> {
+    const child = this.prService.process;
+    await eventually(() => child.exitCode !== null || child.signalCode !== null, { what: 'the pr-service process gone', timeoutMs });
+    return child.signalCode;
+  }
+
   /** A repository on the local GitHub and the product whose work lands in it. */
   async product(productId: string, name: string, o: ProductOptions): Promise<{ repository: string; cloneUrl: string }> {
     const created = await this.github.createRepository({

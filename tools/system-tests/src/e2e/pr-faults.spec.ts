@@ -1,0 +1,230 @@
+import { randomUUID } from 'node:crypto';
+import { Webhooks } from '@octokit/webhooks';
+import { pullRequestIdFor } from '@gantry/contracts';
+import { Clone } from '@gantry/github-fake/testing';
+import { eventually } from '@gantry/testing';
+import { PrSystem } from './pr-system.js';
+
+/*
+ * Issue 11's acceptance under faults (docs/pr-service.md PR-7, PR-12, PR-13): the head moving between
+ * the merge decision and the merge, webhook deliveries duplicated / reordered / dropped / forged,
+ * secondary rate limits, and the pr-service SIGKILLed after GitHub did something and before it was
+ * recorded. Job service, worktree service, runner, pr-service and the local GitHub are processes.
+ */
+describe('pull requests under faults, end to end', () => {
+  const system = new PrSystem();
+  let stories = 0;
+
+  beforeAll(async () => {
+    await system.start();
+    await system.startRunner('runner-faults', { concurrency: 1 });
+  }, 90_000);
+  afterAll(() => system.stop(), 60_000);
+
+  const commit = (file: string) => ({ standIn: { behaviour: 'commit', files: { [file]: `export const x = '${file}';\n` } } });
+
+  /** A product whose PRs merge directly (GitHub protects main with ci/test, so green means clean), and one finished story on it. */
+  async function finishedStory(label: string, o: { protectedBy?: string[] } = {}) {
+    stories += 1;
+    const productId = `product-${label}`;
+    const { repository, cloneUrl } = await system.product(productId, label, { strategy: 'STORY', requiredChecks: ['ci/test'], protectedBy: o.protectedBy ?? ['ci/test'] });
+    const branch = `story/ST-${label}`;
+    const job = await system.terminal(await system.enqueue({ productId, storyId: `ST-${stories}`, taskId: `T-${label}`, branch, payload: commit(`src/${label}.ts`) }));
+    expect(job.status).toBe('DONE');
+    const pr = await system.prWhere(repository, branch, (p) => p.prNumber !== null && p.scope.done, 'the PR open with its story done');
+    return { repository, cloneUrl, branch, head: job.headSha!, pr, pullRequestId: pullRequestIdFor(repository, branch) };
+  }
+
+  const mergeCalls = (repository: string, prNumber: number) => system.github.requests({ method: 'PUT', path: `/repos/${repository}/pulls/${prNumber}/merge` });
+
+  describe('the head moves between the merge decision and the merge', () => {
+    afterAll(() => system.restartPrService());
+
+    it('409 is handled: the new head waits for its own checks, and only a head seen green is merged', async () => {
+      await system.restartPrService({ GANTRY_TEST_HOLD_AT: 'github:merge' });
+      const story = await finishedStory('moved');
+      await system.check(story.repository, story.head, 'success');
+      // The pr-service decided to merge the green head and stops right before the merge call.
+      await eventually(() => system.prService.output().includes('"testHold":"github:merge"'), { what: 'the pr-service at the merge' });
+      expect(await system.pr(story.repository, story.branch)).toMatchObject({ mergeDecision: { headSha: story.head, via: 'DIRECT' } });
+      const clone = new Clone(story.cloneUrl);
+      let moved: string;
+      try {
+        moved = clone.commitAndPush(story.branch, { 'src/late.ts': 'late\n' }, 'a late change', `origin/${story.branch}`);
+      } finally {
+        clone.remove();
+      }
+      await system.github.refresh();
+      system.prService.process.kill('SIGUSR2');
+
+      const waiting = await system.prWhere(story.repository, story.branch, (p) => p.headSha === moved, 'the new head recorded');
+      expect(waiting).toMatchObject({ phase: 'waiting_for_checks', mergeDecision: null, checks: null });
+      expect((await mergeCalls(story.repository, story.pr.prNumber!)).map((r) => r.status)).toEqual([409]);
+      expect((await system.github.pulls(story.repository))[0]).toMatchObject({ state: 'open', merged: false, head: { sha: moved } });
+      const events = (await system.prEvents(story.pullRequestId)).map((e) => [e.type, e.data.headSha]);
+      expect(events).toContainEqual(['PullRequestHeadMoved', moved]);
+
+      await system.check(story.repository, moved, 'success');
+      const merged = await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged');
+      expect(merged.merged).toMatchObject({ headSha: moved });
+      expect((await mergeCalls(story.repository, story.pr.prNumber!)).map((r) => r.status)).toEqual([409, 200]);
+      expect((await system.github.pulls(story.repository))[0]).toMatchObject({ merged: true, head: { sha: moved } });
+      const decisions = (await system.prEvents(story.pullRequestId)).filter((e) => e.type === 'PullRequestMergeRequested').map((e) => [e.data.headSha, e.data.via]);
+      expect(decisions).toEqual([
+        [story.head, 'AUTO_MERGE'],
+        [story.head, 'DIRECT'],
+        [moved, 'AUTO_MERGE'],
+        [moved, 'DIRECT'],
+      ]);
+    }, 150_000);
+  });
+
+  describe('webhook deliveries (no resync: only deliveries tell the pr-service what changed)', () => {
+    beforeAll(() => system.restartPrService({ GANTRY_PR_RESYNC_INTERVAL_MS: '3600000' }), 60_000);
+    afterAll(() => system.restartPrService(), 60_000);
+
+    it('the same delivery twice: recorded once, one merge', async () => {
+      const story = await finishedStory('twice');
+      await system.github.onNextDeliveries({ event: 'check_run', action: 'completed', effect: 'duplicate' });
+      await system.check(story.repository, story.head, 'success');
+      await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged');
+      const delivery = await system.github.waitForDelivery((d) => d.event === 'check_run' && d.action === 'completed' && d.payload.repository?.full_name === story.repository);
+      expect(delivery.attempts.length).toBeGreaterThanOrEqual(2);
+      expect(delivery.attempts.every((a) => a.status === 202)).toBe(true);
+      expect((await system.deliveries()).filter((d) => d.delivery_id === delivery.id)).toHaveLength(1);
+      expect((await mergeCalls(story.repository, story.pr.prNumber!)).map((r) => r.status)).toEqual([200]);
+    }, 120_000);
+
+    it('deliveries held and released in reverse order: the same final state', async () => {
+      const story = await finishedStory('reordered');
+      await system.github.holdDeliveries();
+      await system.check(story.repository, story.head, 'success');
+      const held = await eventually(async () => {
+        const mine = (await system.github.deliveries()).filter((d) => d.state === 'held' && d.payload.repository?.full_name === story.repository);
+        return mine.some((d) => d.event === 'check_run' && d.action === 'completed') ? mine : null;
+      }, { what: 'the check deliveries held' });
+      await system.github.releaseDeliveries({ order: held.map((d) => d.id).reverse() });
+      const merged = await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged');
+      expect(merged.merged).toMatchObject({ headSha: story.head });
+      expect((await mergeCalls(story.repository, story.pr.prNumber!)).map((r) => r.status)).toEqual([200]);
+    }, 120_000);
+
+    it('deliveries dropped: nothing moves; redelivered: the same final state', async () => {
+      const story = await finishedStory('dropped');
+      await system.github.onNextDeliveries({ event: 'check_run', effect: 'drop', count: 5 });
+      await system.github.onNextDeliveries({ event: 'check_suite', effect: 'drop', count: 5 });
+      await system.check(story.repository, story.head, 'success');
+      const dropped = await eventually(async () => {
+        const mine = (await system.github.deliveries({ event: 'check_run', action: 'completed' })).filter((d) => d.payload.repository?.full_name === story.repository);
+        return mine.find((d) => d.state === 'dropped');
+      }, { what: 'the completed check delivery dropped' });
+      expect(await system.pr(story.repository, story.branch)).toMatchObject({ phase: 'waiting_for_checks', checks: null });
+      await system.github.redeliver(dropped.id);
+      const merged = await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged after the redelivery');
+      expect(merged.merged).toMatchObject({ headSha: story.head });
+      expect((await system.deliveries()).filter((d) => d.delivery_id === dropped.id)).toHaveLength(1);
+    }, 120_000);
+
+    it('a forged delivery (a merged PR, signed with a wrong secret) is refused with 401 and changes nothing', async () => {
+      const story = await finishedStory('forged', { protectedBy: [] });
+      const before = await system.deliveries();
+      const body = JSON.stringify({
+        action: 'closed',
+        number: story.pr.prNumber,
+        pull_request: { number: story.pr.prNumber, merged: true, head: { ref: story.branch, sha: story.head }, base: { ref: 'main' } },
+        repository: { full_name: story.repository },
+      });
+      const id = randomUUID();
+      const res = await fetch(`${system.prService.url}/webhooks/github`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-github-event': 'pull_request', 'x-github-delivery': id, 'x-hub-signature-256': await new Webhooks({ secret: 'not-the-secret' }).sign(body) },
+        body,
+      });
+      expect(res.status).toBe(401);
+      expect(await system.deliveries()).toHaveLength(before.length);
+      expect(await system.pr(story.repository, story.branch)).toMatchObject({ phase: 'waiting_for_checks', merged: null });
+    }, 120_000);
+  });
+
+  describe('secondary rate limits', () => {
+    it('with and without retry-after: the pr-service waits, and the PR is opened once and merged once', async () => {
+      const productId = 'product-limited';
+      const { repository } = await system.product(productId, 'limited', { strategy: 'STORY', requiredChecks: ['ci/test'], protectedBy: ['ci/test'] });
+      await system.github.injectFault({ kind: 'secondary_rate_limit', method: 'POST', path: `/repos/${repository}/pulls`, retryAfterSeconds: 2 });
+      await system.github.injectFault({ kind: 'secondary_rate_limit', method: 'PUT', path: `/repos/${repository}/pulls/` });
+      const branch = 'story/ST-limited';
+      const job = await system.terminal(await system.enqueue({ productId, storyId: 'ST-limited', taskId: 'T-limited', branch, payload: commit('src/limited.ts') }));
+      const pr = await system.prWhere(repository, branch, (p) => p.prNumber !== null && p.scope.done, 'the PR open');
+      await system.check(repository, job.headSha!, 'success');
+      await system.prWhere(repository, branch, (p) => p.phase === 'merged', 'merged');
+
+      const creates = await system.github.requests({ method: 'POST', path: `/repos/${repository}/pulls` });
+      expect(creates.map((r) => [r.status, r.fault])).toEqual([[403, 'secondary_rate_limit'], [201, null]]);
+      expect(Date.parse(creates[1]!.at) - Date.parse(creates[0]!.at)).toBeGreaterThanOrEqual(2000);
+      const merges = await mergeCalls(repository, pr.prNumber!);
+      expect(merges.map((r) => [r.status, r.fault])).toEqual([[403, 'secondary_rate_limit'], [200, null]]);
+      expect(Date.parse(merges[1]!.at) - Date.parse(merges[0]!.at)).toBeGreaterThanOrEqual(1000);
+      expect((await system.github.pulls(repository)).map((p) => [p.head.ref, p.merged])).toEqual([[branch, true]]);
+      expect(system.prService.output()).toMatch(/GitHub rate limit: waiting before the request is sent again.*"kind":"secondary"/);
+    }, 120_000);
+  });
+
+  describe('the pr-service SIGKILLed after GitHub did something and before it was recorded', () => {
+    afterEach(async () => {
+      if (system.prService.process.exitCode === null && system.prService.process.signalCode === null) return;
+      await system.startPrService();
+    }, 60_000);
+
+    it('after GitHub created the PR: on restart it adopts that PR; GitHub holds exactly one PR for the branch', async () => {
+      await system.restartPrService({ GANTRY_TEST_CRASH_AT: 'github:open_pull_request' });
+      const productId = 'product-crash-open';
+      const { repository } = await system.product(productId, 'crash-open', { strategy: 'STORY', requiredChecks: ['ci/test'] });
+      const branch = 'story/ST-crash-open';
+      await system.terminal(await system.enqueue({ productId, storyId: 'ST-co', taskId: 'T-co', branch, payload: commit('src/co.ts') }));
+      expect(await system.prServiceExited()).toBe('SIGKILL');
+      expect((await system.github.pulls(repository)).filter((p) => p.head.ref === branch)).toHaveLength(1);
+      expect((await system.prEvents(pullRequestIdFor(repository, branch))).map((e) => e.type)).not.toContain('PullRequestOpened');
+
+      await system.startPrService();
+      const pr = await system.prWhere(repository, branch, (p) => p.prNumber !== null, 'the PR recorded');
+      const opened = (await system.prEvents(pullRequestIdFor(repository, branch))).filter((e) => e.type === 'PullRequestOpened');
+      expect(opened).toEqual([expect.objectContaining({ data: expect.objectContaining({ adopted: true, prNumber: pr.prNumber }) })]);
+      expect((await system.github.pulls(repository)).filter((p) => p.head.ref === branch)).toHaveLength(1);
+      expect(await system.github.requests({ method: 'POST', path: `/repos/${repository}/pulls` })).toHaveLength(1);
+    }, 150_000);
+
+    it('after GitHub marked the PR ready for review: on restart it reads that it is ready, and marks nothing twice', async () => {
+      const productId = 'product-crash-ready';
+      const { repository } = await system.product(productId, 'crash-ready', { strategy: 'SPRINT', requiredChecks: [] });
+      const branch = 'sprint/SP-crash';
+      await system.restartPrService({ GANTRY_TEST_CRASH_AT: 'github:mark_ready_for_review' });
+      const marksBefore = (await system.github.requests({ graphqlField: 'markPullRequestReadyForReview' })).length;
+      const run = await system.createSprintRun(productId, 'SP-crash', branch, { 'T-cr': commit('src/cr.ts') });
+      await system.sprintRunWhere(run, 'DONE');
+      expect(await system.prServiceExited()).toBe('SIGKILL');
+      expect((await system.github.pulls(repository))[0]).toMatchObject({ draft: false });
+      expect((await system.prEvents(pullRequestIdFor(repository, branch))).map((e) => e.type)).not.toContain('PullRequestReadyForReview');
+
+      await system.startPrService();
+      await system.prWhere(repository, branch, (p) => p.phase === 'ready_for_review', 'ready for review recorded');
+      const ready = (await system.prEvents(pullRequestIdFor(repository, branch))).filter((e) => e.type === 'PullRequestReadyForReview');
+      expect(ready).toEqual([expect.objectContaining({ data: expect.objectContaining({ alreadyReady: true }) })]);
+      expect((await system.github.requests({ graphqlField: 'markPullRequestReadyForReview' })).length).toBe(marksBefore + 1);
+      expect((await system.github.pulls(repository)).filter((p) => p.head.ref === branch)).toHaveLength(1);
+    }, 150_000);
+
+    it('after GitHub merged the PR: on restart it reads that it is merged, and merges nothing twice', async () => {
+      await system.restartPrService({ GANTRY_TEST_CRASH_AT: 'github:merge' });
+      const story = await finishedStory('crash-merge');
+      await system.check(story.repository, story.head, 'success');
+      expect(await system.prServiceExited()).toBe('SIGKILL');
+      expect((await system.github.pulls(story.repository))[0]).toMatchObject({ merged: true });
+      expect((await system.prEvents(story.pullRequestId)).map((e) => e.type)).not.toContain('PullRequestMerged');
+
+      await system.startPrService();
+      const merged = await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged recorded');
+      expect(merged.merged).toMatchObject({ headSha: story.head });
+      expect((await mergeCalls(story.repository, story.pr.prNumber!)).map((r) => r.status)).toEqual([200]);
+    }, 150_000);
+  });
+});
