@@ -20,6 +20,7 @@ import { findLease, type LeaseRow } from './lease-rows.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 
 const POLL_MS = 250;
+const ENDED: readonly string[] = ['released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn'];
 const RELEASE_WAIT_MS = 15_000;
 
 /**
@@ -41,6 +42,7 @@ export class WorktreeLeaseCommands {
     const worktreeKey = deriveWorktreeKey(request.repositoryUrl, request.branch);
     const leaseId = leaseIdFor(request.idempotencyKey);
     await this.refuseEndedClaim(request.jobId, request.jobLeaseToken);
+    if (await this.askedInClosedEpoch(leaseId, request)) return this.waitForGrant(leaseId);
     await this.leases.decide(
       worktreeKey,
       {
@@ -65,7 +67,7 @@ export class WorktreeLeaseCommands {
 
   @CommandHandler(renewWorktreeLease)
   async renew(request: RequestOf<typeof renewWorktreeLease>, context?: CommandContext): Promise<ReplyOf<typeof renewWorktreeLease>> {
-    const lease = await this.leaseOrNotFound(request.leaseId);
+    const lease = await this.liveLeaseOrRefusal(request.leaseId, request.token);
     const { result } = await this.leases.decide(
       lease.worktree_key,
       { type: 'RenewWorktreeLease', data: { leaseId: request.leaseId, token: request.token, leaseDurationMs: request.leaseDurationMs, now: this.leases.now() } },
@@ -85,7 +87,7 @@ export class WorktreeLeaseCommands {
   /** Asks for the release, then waits a little for the rescue to finish so the reply says `released` when it can. */
   @CommandHandler(releaseWorktree)
   async release(request: RequestOf<typeof releaseWorktree>, context?: CommandContext): Promise<ReplyOf<typeof releaseWorktree>> {
-    const lease = await this.leaseOrNotFound(request.leaseId);
+    const lease = await this.liveLeaseOrRefusal(request.leaseId, request.token);
     await this.leases.decide(
       lease.worktree_key,
       { type: 'ReleaseWorktreeLease', data: { leaseId: request.leaseId, token: request.token, reason: 'released', removeWorktree: false, now: this.leases.now() } },
@@ -121,6 +123,36 @@ export class WorktreeLeaseCommands {
         currentJobLeaseToken: job.lease_token,
       });
     }
+  }
+
+  /**
+   * The same acquire asked again after its receipt expired, when its lease lies in an epoch whose
+   * books are closed (the decider, seeing only the open epoch, would take it for a new one): it is
+   * that lease, whatever became of it — or IDEMPOTENCY_CONFLICT when the key now comes with another request.
+   */
+  private async askedInClosedEpoch(leaseId: string, request: RequestOf<typeof acquireWorktree>): Promise<boolean> {
+    const known = await findLease(this.store.pool, leaseId);
+    if (!known || leaseId in (await this.leases.load(known.worktree_key)).leases) return false;
+    const same =
+      known.job_id === request.jobId &&
+      known.job_lease_token === request.jobLeaseToken &&
+      known.repository_url === request.repositoryUrl &&
+      known.branch === request.branch &&
+      known.base_ref === request.baseRef;
+    if (!same) throw new GantryError(ErrorCode.IDEMPOTENCY_CONFLICT, `worktree lease ${leaseId} was already requested with different content`, { leaseId });
+    return true;
+  }
+
+  /**
+   * A lease that has ended is refused here, as the decider would refuse it: its events may lie in an
+   * epoch whose books are closed, which no command replays any more.
+   */
+  private async liveLeaseOrRefusal(leaseId: string, token: number): Promise<LeaseRow> {
+    const lease = await this.leaseOrNotFound(leaseId);
+    if (ENDED.includes(lease.status)) {
+      throw new GantryError(ErrorCode.STALE_FENCE, `worktree lease ${leaseId} has already ended (${lease.status})`, { leaseId, token, status: lease.status });
+    }
+    return lease;
   }
 
   private async leaseOrNotFound(leaseId: string): Promise<LeaseRow> {

@@ -1,5 +1,5 @@
 import { pendingEffects, type WorktreeEffect } from './worktree-effects.js';
-import { currentHolder, type WorktreeLeaseState } from './worktree-lease.js';
+import { currentHolder, isIdle, type WorktreeLeaseState } from './worktree-lease.js';
 
 /*
  * At startup the service compares its leases (the WorktreeLease streams, replayed) with what is
@@ -37,16 +37,6 @@ export type ReconciliationAction =
       readonly token: number;
       readonly removeWorktree: true;
     };
-
-/** Nobody holds, waits for or releases the key's worktree, and no eviction of it is under way. */
-function isIdle(state: WorktreeLeaseState): boolean {
-  return (
-    state.lock.holder === null &&
-    state.lock.waiters.length === 0 &&
-    state.eviction === null &&
-    !Object.values(state.leases).some((l) => l.status === 'releasing')
-  );
-}
 
 /** The actions, in the order to run them: disk clean-up first, then the effects, then the releases. */
 export function planReconciliation(streams: readonly WorktreeLeaseState[], disk: DiskInventory): ReconciliationAction[] {

@@ -3,7 +3,9 @@ import type { Decider } from '@gantry/eventstore';
 import { DeciderSpecification } from '@gantry/eventstore/testing';
 import {
   currentHolder,
+  isIdle,
   leaseViewOf,
+  openingOf,
   worktreeLeaseDecider,
   worktreeStatus,
   type WorktreeLeaseCommand,
@@ -99,7 +101,9 @@ const aReadyBWaiting = [...aReady, requested(B, at(10)), queued(B, 1, at(10))];
 
 describe('WorktreeLease: requesting a lease', () => {
   it('starts idle, with no lease and no token granted', () => {
-    expect(asStoredDecider.initialState).toEqual({ worktreeKey: null, lastToken: 0, lock: { holder: null, waiters: [] }, leases: {}, path: null, eviction: null });
+    expect(asStoredDecider.initialState).toEqual({
+      worktreeKey: null, epoch: 0, closed: false, repositoryUrl: null, branch: null, lastToken: 0, lock: { holder: null, waiters: [] }, leases: {}, path: null, eviction: null,
+    });
     expect(worktreeStatus(asStoredDecider.initialState)).toBe('idle');
   });
 
@@ -642,5 +646,44 @@ describe('WorktreeLease eviction (hygiene)', () => {
     for (const event of [evictionRequested, { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(11) } }]) {
       expect(contractRegistry.event('worktrees', event.type, 1)!.data.safeParse(event.data).error).toBeUndefined();
     }
+  });
+});
+
+describe('WorktreeLease: closing the books of an idle key', () => {
+  const aReleased = [...aReady, releaseRequested(A, 1, at(3)), released(A, 1, at(4))];
+  const closed: WorktreeLeaseEvent = { type: 'WorktreeBooksClosed', data: { worktreeKey, epoch: 0, nextEpoch: 1, closedAt: at(5) } };
+  const opened: WorktreeLeaseEvent = {
+    type: 'WorktreeBooksOpened',
+    data: { worktreeKey, epoch: 1, lastToken: 1, path, repositoryUrl, branch, openedAt: at(5) },
+  };
+
+  it('closes an idle key’s books; the next epoch opens with the last token, the worktree and the key’s repository, and no lease', () => {
+    const state = given(aReleased).when({ type: 'CloseBooks', data: { worktreeKey, now: at(5) } }).then([closed]);
+    expect(state.closed).toBe(true);
+    expect(openingOf(state, at(5))).toEqual(opened);
+    const next = given([opened]).when(request(B, at(6))).then([requested(B, at(6)), acquired(B, 2, at(6))]);
+    expect(next).toMatchObject({ epoch: 1, lastToken: 2, path });
+    expect(Object.keys(next.leases)).toEqual([B]);
+  });
+
+  it('refuses to close the books of a key that is held, waited for or being released', () => {
+    given(aReady).when({ type: 'CloseBooks', data: { worktreeKey, now: at(5) } }).thenThrows(ErrorCode.PRECONDITION_FAILED);
+    given([...aReady, releaseRequested(A, 1, at(3))]).when({ type: 'CloseBooks', data: { worktreeKey, now: at(5) } }).thenThrows(ErrorCode.PRECONDITION_FAILED);
+    expect(isIdle(aReleased.reduce(worktreeLeaseDecider.evolve, worktreeLeaseDecider.initialState))).toBe(true);
+  });
+
+  it('decides nothing on a closed stream', () => {
+    given([...aReleased, closed]).when(request(B, at(6))).thenThrows(ErrorCode.INVALID_TRANSITION, /closed/);
+    expect(() => openingOf(aReleased.reduce(worktreeLeaseDecider.evolve, worktreeLeaseDecider.initialState), at(5))).toThrow(/closed/);
+  });
+
+  it('evicts from an opened epoch with the repository and branch it carried', () => {
+    given([opened])
+      .when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(7) } })
+      .then([{ type: 'WorktreeEvictionRequested', data: { worktreeKey, repositoryUrl, branch, reason: 'over_capacity', requestedAt: at(7) } }]);
+  });
+
+  it('events satisfy their published contracts', () => {
+    for (const event of [closed, opened]) expect(contractRegistry.event('worktrees', event.type, 1)!.data.safeParse(event.data).error).toBeUndefined();
   });
 });

@@ -7,6 +7,8 @@ import {
   type WorktreeLeaseStatus,
   type WorktreeReleaseReason,
   type WorktreeReleasePendingCause,
+  type WorktreeBooksClosed,
+  type WorktreeBooksOpened,
   type WorktreeCreated,
   type WorktreeEvicted,
   type WorktreeEvictionRequested,
@@ -71,7 +73,9 @@ export type WorktreeLeaseEvent =
   | Ev<'WorktreeRescued', typeof WorktreeRescued>
   | Ev<'WorktreeReleased', typeof WorktreeReleased>
   | Ev<'WorktreeEvictionRequested', typeof WorktreeEvictionRequested>
-  | Ev<'WorktreeEvicted', typeof WorktreeEvicted>;
+  | Ev<'WorktreeEvicted', typeof WorktreeEvicted>
+  | Ev<'WorktreeBooksClosed', typeof WorktreeBooksClosed>
+  | Ev<'WorktreeBooksOpened', typeof WorktreeBooksOpened>;
 
 export type WorktreeLeaseEventType = WorktreeLeaseEvent['type'];
 
@@ -155,7 +159,9 @@ export type WorktreeLeaseCommand =
   | {
       readonly type: 'RecordWorktreeEvicted';
       readonly data: { worktreeKey: string; rescue: { branch: string; sha: string } | null; removed: boolean; now: string };
-    };
+    }
+  /** End this epoch's stream of an idle key; the key goes on in the next epoch's stream (see openingOf). */
+  | { readonly type: 'CloseBooks'; readonly data: { worktreeKey: string; now: string } };
 
 export type WorktreeLeaseCommandType = WorktreeLeaseCommand['type'];
 
@@ -188,6 +194,13 @@ export interface LeaseRecord {
 
 export interface WorktreeLeaseState {
   readonly worktreeKey: string | null;
+  /** Which stream of the key this is: 0, then one more each time the books are closed. */
+  readonly epoch: number;
+  /** The books of this epoch are closed: the key goes on in the next epoch's stream. */
+  readonly closed: boolean;
+  /** The repository and branch of the key (every lease of a key has the same), once a lease was asked for. */
+  readonly repositoryUrl: string | null;
+  readonly branch: string | null;
   /** The token of the latest grant on this key; the next grant gets one more. */
   readonly lastToken: number;
   readonly lock: WorktreeLock;
@@ -201,6 +214,10 @@ export interface WorktreeLeaseState {
 /** The state of a worktree key nobody asked for yet (immutable: evolve always returns a new state). */
 export const initialState: WorktreeLeaseState = {
   worktreeKey: null,
+  epoch: 0,
+  closed: false,
+  repositoryUrl: null,
+  branch: null,
   lastToken: 0,
   lock: freeLock,
   leases: {},
@@ -219,6 +236,39 @@ export const isTerminal = (lease: LeaseRecord): boolean => TERMINAL.includes(lea
 export function worktreeStatus(state: WorktreeLeaseState): WorktreeLeaseStatus | 'idle' {
   const holder = state.lock.holder ? state.leases[state.lock.holder] : undefined;
   return holder ? holder.status : 'idle';
+}
+
+/** Nobody holds, waits for or releases the key's worktree, and no eviction of it is under way. */
+export function isIdle(state: WorktreeLeaseState): boolean {
+  return (
+    state.lock.holder === null &&
+    state.lock.waiters.length === 0 &&
+    state.eviction === null &&
+    !Object.values(state.leases).some((l) => l.status === 'releasing')
+  );
+}
+
+/**
+ * The first event of the next epoch's stream, for a state whose books were just closed: what the
+ * key's past leaves to its future — the last fencing token (so tokens keep growing across epochs),
+ * where the worktree is, and the key's repository and branch. Ended leases stay behind.
+ */
+export function openingOf(state: WorktreeLeaseState, now: string): WorktreeLeaseEvent {
+  if (!state.closed || state.worktreeKey === null || state.repositoryUrl === null || state.branch === null) {
+    throw new GantryError(ErrorCode.INVALID_TRANSITION, 'only a closed stream of a key that had leases opens a next epoch');
+  }
+  return {
+    type: 'WorktreeBooksOpened',
+    data: {
+      worktreeKey: state.worktreeKey,
+      epoch: state.epoch + 1,
+      lastToken: state.lastToken,
+      path: state.path,
+      repositoryUrl: state.repositoryUrl,
+      branch: state.branch,
+      openedAt: now,
+    },
+  };
 }
 
 export function currentHolder(state: WorktreeLeaseState): LeaseRecord | null {
@@ -374,6 +424,10 @@ function endedElsewhere(lease: LeaseRecord, cause: WorktreeReleasePendingCause, 
 const fold = (state: WorktreeLeaseState, events: WorktreeLeaseEvent[]): WorktreeLeaseState => events.reduce(evolve, state);
 
 export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState): WorktreeLeaseEvent[] {
+  if (state.closed) {
+    // The lease log decides on the open epoch only; this is a guard, not a path.
+    refuse(ErrorCode.INVALID_TRANSITION, `the books of epoch ${state.epoch} of worktree ${state.worktreeKey} are closed: decide on epoch ${state.epoch + 1}`);
+  }
   switch (command.type) {
     case 'RequestWorktreeLease':
       return decideRequest(command.data, state);
@@ -530,11 +584,10 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
       }
       // Already gone, or already being evicted: nothing more to ask for.
       if (state.path === null || state.eviction !== null) return [];
-      const last = Object.values(state.leases).sort((a, b) => Date.parse(b.requestedAt) - Date.parse(a.requestedAt))[0]!;
       return [
         {
           type: 'WorktreeEvictionRequested',
-          data: { worktreeKey, repositoryUrl: last.repositoryUrl, branch: last.branch, reason, requestedAt: now },
+          data: { worktreeKey, repositoryUrl: state.repositoryUrl!, branch: state.branch!, reason, requestedAt: now },
         },
       ];
     }
@@ -548,6 +601,15 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
           data: { worktreeKey, rescueBranch: rescue?.branch ?? null, rescueSha: rescue?.sha ?? null, removed, evictedAt: now },
         },
       ];
+    }
+
+    case 'CloseBooks': {
+      const { worktreeKey, now } = command.data;
+      if (state.worktreeKey !== worktreeKey) return refuse(ErrorCode.NOT_FOUND, `worktree key ${worktreeKey} has no leases here`, { worktreeKey });
+      if (!isIdle(state)) {
+        return refuse(ErrorCode.PRECONDITION_FAILED, `worktree ${worktreeKey} is in use: only an idle key's books are closed`, { worktreeKey });
+      }
+      return [{ type: 'WorktreeBooksClosed', data: { worktreeKey, epoch: state.epoch, nextEpoch: state.epoch + 1, closedAt: now } }];
     }
 
     default: {
@@ -667,7 +729,7 @@ export function evolve(state: WorktreeLeaseState, event: WorktreeLeaseEvent): Wo
         removeWorktree: false,
         releasePending: null,
       };
-      return { ...state, worktreeKey: d.worktreeKey, leases: { ...state.leases, [d.leaseId]: lease } };
+      return { ...state, worktreeKey: d.worktreeKey, repositoryUrl: d.repositoryUrl, branch: d.branch, leases: { ...state.leases, [d.leaseId]: lease } };
     }
     case 'WorktreeLockQueued':
       return { ...state, lock: enqueue(state.lock, { leaseId: event.data.leaseId, deadline: event.data.lockDeadline }) };
@@ -716,6 +778,12 @@ export function evolve(state: WorktreeLeaseState, event: WorktreeLeaseEvent): Wo
     }
     case 'WorktreeEvicted':
       return { ...state, eviction: null, path: event.data.removed ? null : state.path };
+    case 'WorktreeBooksClosed':
+      return { ...state, closed: true };
+    case 'WorktreeBooksOpened': {
+      const d = event.data;
+      return { ...initialState, worktreeKey: d.worktreeKey, epoch: d.epoch, lastToken: d.lastToken, path: d.path, repositoryUrl: d.repositoryUrl, branch: d.branch };
+    }
     default: {
       const unknown: never = event;
       throw new Error(`unknown worktree lease event ${(unknown as { type: string }).type}`);

@@ -17,6 +17,8 @@ export interface WorktreeConfig {
   diskMeasureIntervalMs: number;
   gitCommandTimeoutMs: number;
   gitNetworkTimeoutMs: number;
+  /** A key's stream longer than this, once the key is idle, has its books closed (the key goes on in a new epoch's stream). */
+  epochEvents: number;
 }
 
 export const WORKTREE_CONFIG = Symbol('gantry:worktree-config');
@@ -51,5 +53,6 @@ export function loadWorktreeConfig(): WorktreeConfig {
     diskMeasureIntervalMs: positiveInt('GANTRY_WORKTREE_DISK_INTERVAL_MS', 30_000),
     gitCommandTimeoutMs: positiveInt('GANTRY_GIT_COMMAND_TIMEOUT_MS', 30_000),
     gitNetworkTimeoutMs: positiveInt('GANTRY_GIT_NETWORK_TIMEOUT_MS', 300_000),
+    epochEvents: positiveInt('GANTRY_WORKTREE_EPOCH_EVENTS', 200),
   };
 }

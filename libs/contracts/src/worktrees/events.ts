@@ -300,6 +300,47 @@ export const WorktreeEvicted = defineEvent({
   },
 });
 
+/**
+ * Closing the books of a worktree key's stream: an idle key's stream (nobody holds, waits for or
+ * releases it) that has grown long ends here, and the key goes on in the stream of the next epoch,
+ * which opens with what the past leaves to the future (WorktreeBooksOpened). No command is decided
+ * on a closed stream again, so no command replays more than one epoch (docs/worktrees.md).
+ */
+export const WorktreeBooksClosed = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeBooksClosed',
+  schemaVersion: 1,
+  data: z.object({ worktreeKey: WorktreeKeySchema, epoch: z.number().int().nonnegative(), nextEpoch: z.number().int().positive(), closedAt: Iso }),
+  examples: {
+    valid: [{ worktreeKey: key, epoch: 0, nextEpoch: 1, closedAt: at }],
+    invalid: [{ worktreeKey: key, epoch: 0, nextEpoch: 0, closedAt: at }],
+  },
+});
+
+/** The first event of an epoch's stream: the fencing token last granted (the next grant gets one more) and the worktree as it was left. */
+export const WorktreeBooksOpened = defineEvent({
+  context: 'worktrees',
+  type: 'WorktreeBooksOpened',
+  schemaVersion: 1,
+  data: z.object({
+    worktreeKey: WorktreeKeySchema,
+    epoch: z.number().int().positive(),
+    lastToken: z.number().int().nonnegative(),
+    /** Where the key's worktree is, or null when it was removed. */
+    path: z.string().min(1).nullable(),
+    repositoryUrl: RepositoryUrlSchema,
+    branch: BranchNameSchema,
+    openedAt: Iso,
+  }),
+  examples: {
+    valid: [
+      { worktreeKey: key, epoch: 1, lastToken: 41, path: '/var/lib/gantry/worktrees/x', repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', openedAt: at },
+      { worktreeKey: key, epoch: 3, lastToken: 97, path: null, repositoryUrl: 'https://github.com/acme/shop.git', branch: 'feature/checkout', openedAt: at },
+    ],
+    invalid: [{ worktreeKey: key, epoch: 0, lastToken: 41, path: null, repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', openedAt: at }],
+  },
+});
+
 export const worktreeEventContracts = [
   WorktreeLeaseRequested,
   WorktreeLockQueued,
@@ -318,4 +359,6 @@ export const worktreeEventContracts = [
   WorktreeReleased,
   WorktreeEvictionRequested,
   WorktreeEvicted,
+  WorktreeBooksClosed,
+  WorktreeBooksOpened,
 ] as const;

@@ -82,4 +82,17 @@ export class ReleasePending1764720000000 implements MigrationInterface {
   }
 }
 
-export const worktreeServiceMigrations: MigrationClass[] = [WorktreeReadModels1764547200000, ReleasePending1764720000000];
+/** The open epoch of each worktree key whose books were closed at least once (docs/worktrees.md). */
+export class WorktreeEpochs1764806400000 implements MigrationInterface {
+  name = 'WorktreeEpochs1764806400000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE worktree_epochs (worktree_key text PRIMARY KEY, epoch integer NOT NULL CHECK (epoch > 0))`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE IF EXISTS worktree_epochs`);
+  }
+}
+
+export const worktreeServiceMigrations: MigrationClass[] = [WorktreeReadModels1764547200000, ReleasePending1764720000000, WorktreeEpochs1764806400000];

@@ -4,8 +4,9 @@ import type { WorktreeLeaseEvent } from '../../domain/index.js';
 
 /*
  * The read models, kept in the transaction that appends the WorktreeLease events (inline), so a
- * command that was answered is visible to the next one. One projection owns both tables: the
- * worktrees rows take the repository and branch of the lease that created them.
+ * command that was answered is visible to the next one. One projection owns the tables: the
+ * worktrees rows take the repository and branch of the lease that created them; worktree_epochs
+ * says which epoch's stream of a key is open (no row: epoch 0).
  */
 
 type Data<T extends WorktreeLeaseEvent['type']> = Extract<WorktreeLeaseEvent, { type: T }>['data'];
@@ -98,6 +99,15 @@ async function apply(sql: pg.PoolClient, event: StoredEvent): Promise<void> {
     case 'WorktreeEvicted':
       if (e.data.removed) await sql.query(`DELETE FROM worktrees WHERE worktree_key = $1`, [e.data.worktreeKey]);
       return;
+    case 'WorktreeBooksClosed':
+      return;
+    case 'WorktreeBooksOpened':
+      await sql.query(
+        `INSERT INTO worktree_epochs (worktree_key, epoch) VALUES ($1, $2)
+         ON CONFLICT (worktree_key) DO UPDATE SET epoch = GREATEST(worktree_epochs.epoch, EXCLUDED.epoch)`,
+        [e.data.worktreeKey, e.data.epoch],
+      );
+      return;
     default: {
       const unknown: never = e;
       throw new Error(`worktree read models: unknown event ${(unknown as { type: string }).type}`);
@@ -107,7 +117,7 @@ async function apply(sql: pg.PoolClient, event: StoredEvent): Promise<void> {
 
 export const worktreeReadModels: Projection = {
   name: 'worktree_read_models',
-  tables: ['worktree_leases', 'worktrees'],
+  tables: ['worktree_leases', 'worktrees', 'worktree_epochs'],
   apply,
 };
 
