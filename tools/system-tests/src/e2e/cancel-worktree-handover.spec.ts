@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { eventually } from '@gantry/testing';
 import { E2eSystem } from './e2e-system.js';
 
@@ -63,10 +64,11 @@ describe('a cancelled job’s worktree and the next job on its branch', () => {
   }, 120_000);
 });
 
+/** Running: there, and not a zombie (a zombie writes nothing). */
 function alive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !['Z', 'X'].includes(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
   } catch {
     return false;
   }
