@@ -6,6 +6,9 @@
 #   GANTRY_START_TIMEOUT  seconds to wait for all apps to become ready (default 90)
 #   GANTRY_SKIP_BUILD=1   start what is already built
 #   GANTRY_ONLY_APPS      start only these apps (comma or space separated), e.g. "job-service,runner"
+#   GANTRY_GITHUB_TOKEN   (or a GitHub App, see docs/pr-service.md) the pr-service talks to GitHub;
+#                         without one it talks to the local GitHub (tools/github-fake), started here
+#   GANTRY_GITHUB_FAKE_PORT  the local GitHub's port (default 3110)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
 cd "$REPO_ROOT"
@@ -34,6 +37,14 @@ if ! git --git-dir="$DEMO_ORIGIN" rev-parse -q --verify refs/heads/main >/dev/nu
   git -C "$seed" push -q "$DEMO_ORIGIN" main
   rm -rf "$seed"
 fi
+
+# Without a GitHub token or App, the pr-service opens and merges its PRs on the local GitHub: it hosts
+# the demo origin in place (runners push to it as before) and reports a CI check of its own on every
+# new PR head, so a local run's PRs go green and merge.
+GITHUB_FAKE_PORT="${GANTRY_GITHUB_FAKE_PORT:-3110}"
+USE_GITHUB_FAKE=0
+if [[ -z "${GANTRY_GITHUB_TOKEN:-}" && -z "${GANTRY_GITHUB_APP_ID:-}" ]]; then USE_GITHUB_FAKE=1; fi
+GITHUB_FAKE_SECRET_FILE="$STATE_DIR/github-fake.webhook-secret"
 
 # The pid of an app started by a previous run, if that process still runs this app.
 running_pid() {
@@ -88,6 +99,39 @@ for app in "${apps[@]}"; do
   to_start+=("$app")
 done
 
+if ((USE_GITHUB_FAKE)); then
+  if [[ ! -s "$GITHUB_FAKE_SECRET_FILE" ]]; then
+    (umask 077 && node -e 'process.stdout.write(require("node:crypto").randomBytes(32).toString("hex"))' >"$GITHUB_FAKE_SECRET_FILE")
+  fi
+  fake_pid=""
+  if [[ -f "$PID_DIR/github-fake.pid" ]]; then
+    fake_pid="$(<"$PID_DIR/github-fake.pid")"
+    [[ "$fake_pid" =~ ^[0-9]+$ && "$(process_args "$fake_pid")" == *"tools/github-fake/dist/main.js"* ]] || fake_pid=""
+  fi
+  if [[ -n "$fake_pid" ]]; then
+    say "the local GitHub already runs (pid $fake_pid)"
+  else
+    [[ -f tools/github-fake/dist/main.js ]] || die "tools/github-fake/dist/main.js does not exist: the local GitHub is not built"
+    port_in_use "$GITHUB_FAKE_PORT" && die "port $GITHUB_FAKE_PORT is taken; the local GitHub cannot start (set GANTRY_GITHUB_FAKE_PORT, or GANTRY_GITHUB_TOKEN to use GitHub)"
+    printf '\n=== %s starting github-fake on port %s ===\n' "$(date -u +%FT%TZ)" "$GITHUB_FAKE_PORT" >>"$LOG_DIR/github-fake.log"
+    env GANTRY_GITHUB_FAKE_PORT="$GITHUB_FAKE_PORT" \
+      GANTRY_GITHUB_FAKE_DATA_DIR="$STATE_DIR/github-fake" \
+      GANTRY_GITHUB_FAKE_WEBHOOK_URL="http://127.0.0.1:${GANTRY_APP_PORTS[pr-service]}/webhooks/github" \
+      GANTRY_GITHUB_FAKE_WEBHOOK_SECRET="$(<"$GITHUB_FAKE_SECRET_FILE")" \
+      GANTRY_GITHUB_FAKE_REPOSITORIES="gantry/demo=$DEMO_ORIGIN" \
+      GANTRY_GITHUB_FAKE_REPOSITORY_SETTINGS='{"allowAutoMerge":true,"requiredChecks":["ci/demo"]}' \
+      GANTRY_GITHUB_FAKE_AUTO_CHECKS=ci/demo \
+      setsid node tools/github-fake/dist/main.js >>"$LOG_DIR/github-fake.log" 2>&1 </dev/null &
+    echo $! >"$PID_DIR/github-fake.pid"
+    say "started the local GitHub (pid $!, port $GITHUB_FAKE_PORT, log $LOG_DIR/github-fake.log)"
+  fi
+  deadline=$((SECONDS + START_TIMEOUT))
+  until [[ "$(http_status "$GITHUB_FAKE_PORT" /ready)" == 200 ]]; do
+    ((SECONDS < deadline)) || die "the local GitHub did not answer on port $GITHUB_FAKE_PORT within ${START_TIMEOUT}s (log: $LOG_DIR/github-fake.log)"
+    sleep 0.3
+  done
+fi
+
 for app in "${to_start[@]}"; do
   port="${GANTRY_APP_PORTS[$app]}"
   app_env=(PORT="$port")
@@ -102,6 +146,16 @@ for app in "${to_start[@]}"; do
       )
       ;;
     worktree-service) app_env+=(GANTRY_WORKTREE_ROOT="$WORKTREE_ROOT") ;;
+    pr-service)
+      if ((USE_GITHUB_FAKE)); then
+        app_env+=(
+          GANTRY_GITHUB_API_URL="http://127.0.0.1:$GITHUB_FAKE_PORT"
+          GANTRY_GITHUB_TOKEN=local-github
+          GANTRY_GITHUB_WEBHOOK_SECRETS="$(<"$GITHUB_FAKE_SECRET_FILE")"
+          GANTRY_PR_GIT_DIR="$STATE_DIR/pr-service-git"
+        )
+      fi
+      ;;
   esac
 
   printf '\n=== %s starting %s on port %s ===\n' "$(date -u +%FT%TZ)" "$app" "$port" >>"$LOG_DIR/$app.log"
@@ -146,6 +200,7 @@ cat <<EOF
   NATS        ${GANTRY_NATS_URL:-nats://127.0.0.1:4222} (JetStream)
   worktrees   $WORKTREE_ROOT
   demo origin $DEMO_ORIGIN
+  GitHub      $(if ((USE_GITHUB_FAKE)); then echo "the local GitHub, http://127.0.0.1:$GITHUB_FAKE_PORT (no GANTRY_GITHUB_TOKEN; log ${LOG_DIR#"$REPO_ROOT"/}/github-fake.log)"; else echo "${GANTRY_GITHUB_API_URL:-https://api.github.com}"; fi)
   pids        ${PID_DIR#"$REPO_ROOT"/}/
 
 Stop the apps with: npm run stop   (SIGTERM, then waits for each to exit)

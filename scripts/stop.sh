@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# npm run stop: SIGTERM to each app started by scripts/start.sh, then wait for it to exit.
+# npm run stop: SIGTERM to each app started by scripts/start.sh (and the local GitHub, when it
+# started one), then wait for it to exit.
 # `--infra` also stops the nats-server and the project-local PostgreSQL that
 # scripts/ensure-infra.sh started itself (never a server it found already running).
 #
@@ -59,6 +60,7 @@ running=()
 for app in "${GANTRY_APPS[@]}"; do
   if pid="$(live_pid "$PID_DIR/$app.pid" "apps/$app/dist/main.js")"; then running+=("$app=$pid"); fi
 done
+if pid="$(live_pid "$PID_DIR/github-fake.pid" tools/github-fake/dist/main.js 2>/dev/null)"; then running+=("github-fake=$pid"); fi
 if ((${#running[@]})); then terminate "${running[@]}"; else say "no app started by scripts/start.sh is running"; fi
 
 if ((STOP_INFRA)); then
