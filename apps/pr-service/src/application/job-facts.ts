@@ -125,6 +125,7 @@ export class JobFacts implements OnModuleInit {
         type: 'RecordBranchPushed',
         data: {
           headSha: d.headSha,
+          pushedAt: d.reportedAt,
           jobId: d.jobId,
           flow: {
             productId: scope.product_id,

@@ -233,7 +233,10 @@ export class PullRequestReconciler implements OnModuleInit, OnApplicationBootstr
           this.log.log('pull request merged', { pullRequestId: id, prNumber: effect.prNumber, headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha });
           await record(this.command(state, { type: 'RecordMerged', data: { headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha } }));
         } else {
+          // 409: recorded against the head it was meant for (PR-14), so that head is not merged again; the
+          // next read records the new head, which waits for its own checks (PR-7).
           this.log.log('the head moved before the merge (409); the new head waits for its own checks', { pullRequestId: id, headSha: effect.sha, github: answer.message });
+          await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: 'UNKNOWN', message: answer.message.slice(0, 2000), mergeableState: seen?.mergeableState ?? null } }));
         }
         return;
       }

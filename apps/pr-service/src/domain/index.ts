@@ -15,6 +15,7 @@
 //   PR-10 a conflict: MERGE_CONFLICT once per head        decider.ts observationEvents
 //   PR-11 mergeable null is no verdict                    decider.ts observationEvents (and the reconciler reads again)
 //   PR-14 a refused merge waits for GitHub to change      decider.ts mergeIfDue
+//   PR-15 heads only move forward (GitHub lags a push)    decider.ts observationEvents, RecordBranchPushed
 //   phases                                                pull-request/phase.ts   phaseOf
 // Specifications: pull-request/*.spec.ts, given / when / then (DeciderSpecification from @gantry/eventstore/testing).
 

@@ -41,6 +41,8 @@ export type PullRequestCommand =
       'RecordBranchPushed',
       {
         headSha: string;
+        /** When the job reported the push. */
+        pushedAt: string;
         jobId: string | null;
         flow: { productId: string; baseBranch: string; strategy: PrStrategy; mergeMethod: MergeMethod; requiredChecks: string[]; title: string };
       }

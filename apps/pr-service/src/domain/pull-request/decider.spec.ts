@@ -143,6 +143,23 @@ describe('the pull request machine', () => {
       expect(pendingEffects(state)).toEqual([]);
     });
 
+    it('PR-15: a read showing a head the branch had before the current one is GitHub not having caught up with a push', () => {
+      // T-3 pushed H3 and is done; GitHub still shows H2, whose checks were green: nothing is merged.
+      const history = [
+        event.queued(0, 'T-1', ['T-1', 'T-2']), event.started(1), event.opened(2), event.done(3, 'T-1'),
+        event.moved(4, H2, H1, 'PUSH'), event.passed(5, H2), event.moved(6, H3, H2, 'PUSH'), event.done(7, 'T-2'),
+      ];
+      given(history).when(when.observed(8, { headSha: H2, checks: green })).then([]);
+      given(history).when(when.observed(9, { headSha: H3, checks: green })).then([event.passed(9, H3), event.mergeRequested(9, 'AUTO_MERGE', H3)]);
+    });
+
+    it('PR-15: a push reported late — of a head the branch already had, or before GitHub showed a later head — moves nothing', () => {
+      const later = [...storyDone, event.moved(6, H2, H1, 'PUSH'), event.moved(8, H3, H2, 'GITHUB')];
+      given(later).when(when.pushed(9, H2)).then([]);
+      given(later).when(when.pushed(9, 'a'.repeat(40), {}, 7)).then([]);
+      given(later).when(when.pushed(10, 'b'.repeat(40), {}, 9)).then([event.moved(10, 'b'.repeat(40), H3, 'PUSH')]);
+    });
+
     it('a read older than the head we know of says nothing about it', () => {
       const pushed = [...storyDone, event.moved(10, H3, H1, 'PUSH')];
       given(pushed).when(when.observed(9, { headSha: H1, checks: green })).then([]);

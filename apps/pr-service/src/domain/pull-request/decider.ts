@@ -50,6 +50,9 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
         return [{ type: 'PullRequestFlowStarted', data: { ...id, ...d.flow, headSha: d.headSha, jobId: d.jobId, startedAt: now } }];
       }
       if (isSettled(state) || d.headSha === state.headSha || !state.headSha) return [];
+      // PR-15: a head the branch already had is a late report; so is a push reported before GitHub showed a later head.
+      if (state.knownHeads.includes(d.headSha)) return [];
+      if (state.headSource === 'GITHUB' && state.headSince !== null && d.pushedAt < state.headSince) return [];
       return [{ type: 'PullRequestHeadMoved', data: { ...id, headSha: d.headSha, previousHeadSha: state.headSha, source: 'PUSH', movedAt: now } }];
     }
     case 'RecordOpened': {
@@ -117,6 +120,9 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   if (o.merged) return [merged(state, id, o.headSha, o.mergeCommitSha, now)];
   if (o.state === 'closed') return [{ type: 'PullRequestClosed', data: { ...id, prNumber: o.prNumber, closedAt: now } }];
   if (state.headSince !== null && o.observedAt < state.headSince) return [];
+  // PR-15: GitHub notices pushes a little later than the pusher does: a read showing a head the branch
+  // had before the current one is GitHub not having caught up, and says nothing about the current head.
+  if (o.headSha !== state.headSha && state.knownHeads.includes(o.headSha)) return [];
 
   const events: PullRequestEvent[] = [];
   if (o.headSha !== state.headSha && state.headSha !== null) {

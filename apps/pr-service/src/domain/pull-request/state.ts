@@ -31,9 +31,12 @@ export interface PullRequestState {
   repository: string;
   branch: string;
   flow: Flow | null;
-  /** The head as last learnt (a job's push or GitHub), and since when: older observations do not move it back. */
+  /** The head as last learnt (a job's push or GitHub), since when, and from where: older observations do not move it back. */
   headSha: string | null;
   headSince: string | null;
+  headSource: 'PUSH' | 'GITHUB' | null;
+  /** Every head the branch had, in the order they became the head (PR-15). */
+  knownHeads: string[];
   pr: OpenedPr | null;
   scope: Scope;
   /** The last verdict seen on a head; it counts only while that head is the current one. */
@@ -61,6 +64,8 @@ export const initialPullRequestState: PullRequestState = {
   flow: null,
   headSha: null,
   headSince: null,
+  headSource: null,
+  knownHeads: [],
   pr: null,
   scope: { items: [], sprintRunId: null, sprintRunDone: false },
   checks: null,
@@ -92,8 +97,9 @@ function withItem(scope: Scope, id: string, done: boolean): Scope {
 }
 
 /** What a new head voids: every verdict and decision about the previous one. */
-function newHead(state: PullRequestState, headSha: string, at: string): PullRequestState {
-  return { ...state, headSha, headSince: at, mergeDecision: null, autoMergeRefusedFor: null, mergeFailure: null };
+function newHead(state: PullRequestState, headSha: string, at: string, source: 'PUSH' | 'GITHUB'): PullRequestState {
+  const knownHeads = (state.knownHeads ?? []).includes(headSha) ? state.knownHeads : [...(state.knownHeads ?? []), headSha];
+  return { ...state, headSha, headSince: at, headSource: source, knownHeads, mergeDecision: null, autoMergeRefusedFor: null, mergeFailure: null };
 }
 
 export function evolvePullRequest(state: PullRequestState, event: PullRequestEvent): PullRequestState {
@@ -116,7 +122,7 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       const e = event.data;
       // A first push, or a push after the previous PR of the branch was merged or closed: a new cycle.
       return {
-        ...newHead(s, e.headSha, e.startedAt),
+        ...newHead(s, e.headSha, e.startedAt, 'PUSH'),
         flow: {
           productId: e.productId,
           baseBranch: e.baseBranch,
@@ -137,7 +143,7 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       };
     }
     case 'PullRequestHeadMoved':
-      return { ...newHead(s, event.data.headSha, event.data.movedAt), updatedAt: event.data.movedAt };
+      return { ...newHead(s, event.data.headSha, event.data.movedAt, event.data.source), updatedAt: event.data.movedAt };
     case 'PullRequestOpened': {
       const e = event.data;
       return { ...s, pr: { number: e.prNumber, url: e.prUrl, nodeId: e.nodeId, draft: e.draft }, lastFailure: null, updatedAt: e.openedAt };

@@ -46,7 +46,7 @@ export const when = {
   done: (s: number, taskId: string, jobId = JOB1) => cmd('RecordTaskDone', s, { jobId, taskId }),
   reopened: (s: number, taskId: string) => cmd('RecordTaskReopened', s, { jobId: JOB1, taskId, reason: 'checks failed on its head: ci/test' }),
   sprintDone: (s: number) => cmd('RecordSprintRunDone', s, { sprintRunId: RUN }),
-  pushed: (s: number, headSha: string, o: FlowOptions = {}) => cmd('RecordBranchPushed', s, { headSha, jobId: JOB1, flow: flowOf(o) }),
+  pushed: (s: number, headSha: string, o: FlowOptions = {}, pushedAtS = s) => cmd('RecordBranchPushed', s, { headSha, pushedAt: at(pushedAtS), jobId: JOB1, flow: flowOf(o) }),
   opened: (s: number, headSha = H1, draft = false, adopted = false) =>
     cmd('RecordOpened', s, { prNumber: 7, prUrl: URL, nodeId: NODE, draft, headSha, adopted }),
   observed: (s: number, o: Partial<GitHubObservation> = {}) => cmd('RecordObservation', s, { observation: observation(s, o) }),
