@@ -247,6 +247,7 @@ export class JobCommandHandlers {
       idempotency,
       reply,
     });
+    if (idempotentAs && !executed.replayed) crashAfterCommitIfAsked(idempotentAs);
     return executed.result;
   }
 }

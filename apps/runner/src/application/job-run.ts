@@ -1,6 +1,15 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
-import { ErrorCode, GantryError, isGantryError, type ClaimedJob, type VerificationFacts, type WorktreeLeaseGrant } from '@gantry/contracts';
+import {
+  ErrorCode,
+  GantryError,
+  getJob,
+  isGantryError,
+  type ClaimedJob,
+  type RollbackCause,
+  type VerificationFacts,
+  type WorktreeLeaseGrant,
+} from '@gantry/contracts';
 import type { CommandClient } from '@gantry/messaging';
 import { buildAgentCommand } from '../domain/agent-command.js';
 import type { PrecheckResult } from '../domain/idempotency-precheck.js';
@@ -15,7 +24,7 @@ import { verifyWorktree } from '../infrastructure/verify/verify-worktree.js';
 import { pushBranch } from '../infrastructure/worktrees/push-branch.js';
 import { WorktreeLeaseClient } from '../infrastructure/worktrees/worktree-lease-client.js';
 import { jobWorkspaceOf, type JobWorkspace } from './job-workspace.js';
-import { recordAgentPid } from './orphaned-agents.js';
+import { recordAgentPid, recordRun } from './orphaned-agents.js';
 import type { RunnerConfig } from './runner-config.js';
 
 export interface RunnerLog {
@@ -35,57 +44,86 @@ export interface JobRunDependencies {
 /** How a claimed job ended on this runner. */
 export type JobRunOutcome =
   | { kind: 'finished'; reply: FinishReply; agentStarted: boolean }
-  | { kind: 'rolled_back'; reason: string; agentStarted: boolean }
-  /** The claim was taken away (expired, cancelled, another runner's): nothing more may be reported. */
+  | { kind: 'rolled_back'; reason: string; cause: RollbackCause; agentStarted: boolean }
+  /** A user cancelled the job: the agent was stopped and its stop reported. */
+  | { kind: 'cancelled'; agentStarted: boolean }
+  /** The claim was taken away (expired, another runner's): nothing more may be reported. */
   | { kind: 'lease_lost'; reason: string; agentStarted: boolean };
 
 const NO_DIFF = { filesChanged: 0, insertions: 0, deletions: 0 };
+
+/** Refusals that mean the claim is no longer this runner's. */
+const CLAIM_GONE = new Set<string>([ErrorCode.STALE_FENCE, ErrorCode.INVALID_TRANSITION, ErrorCode.NOT_FOUND]);
+/** Failures of a dependency rather than of the job (docs/jobs.md, "Attempts"). */
+const DEPENDENCY_FAILURES = new Set<string>([ErrorCode.TIMEOUT, ErrorCode.UNAVAILABLE, ErrorCode.LOCK_TIMEOUT]);
 
 /**
  * One claimed job from the claim to its last report: lease a worktree, record base_sha, run the
  * pre-check, start, drive the agent through the per-job MCP tool server while renewing both leases,
  * verify against base_sha, push what is new, report the push, and finish with the facts. Every way
- * out that cannot finish rolls the claim back with its reason, so the job service requeues (or fails
- * it after its last attempt).
+ * out that cannot finish rolls the claim back with its reason and its cause, so the job service
+ * requeues (or fails) the job. Whatever the way out, the worktree lease is given back only once the
+ * agent is gone, and renewed until then (docs/jobs.md, "Cancelling a running job").
  */
 export async function runClaimedJob(job: ClaimedJob, deps: JobRunDependencies, shutdown: AbortSignal): Promise<JobRunOutcome> {
   return new JobRun(job, deps, shutdown).run();
 }
 
-class JobRun {
+export class JobRun {
   private readonly session: JobLeaseSession;
   private readonly worktrees: WorktreeLeaseClient;
   private readonly fields: Record<string, unknown>;
   private readonly stopAgent = new AbortController();
   private leaseLost: string | null = null;
+  private cancelled = false;
   private lease: WorktreeLeaseGrant | null = null;
-  private renewTimer: NodeJS.Timeout | undefined;
+  private worktreeLeaseExpiresAt = 0;
+  private jobRenewTimer: NodeJS.Timeout | undefined;
+  private worktreeRenewTimer: NodeJS.Timeout | undefined;
+  private renewingJob = false;
+  private renewingWorktree = false;
   private renewals = 0;
   private agentStarted = false;
   private scratch: string | null = null;
   private server: McpToolServer | null = null;
 
   constructor(
-    private readonly job: ClaimedJob,
+    readonly job: ClaimedJob,
     private readonly deps: JobRunDependencies,
     private readonly shutdown: AbortSignal,
   ) {
     const correlationId = `${job.jobId}-attempt-${job.attempt}`;
     this.session = new JobLeaseSession(deps.commands, deps.config.runnerId, job, { timeoutMs: deps.config.commandTimeoutMs, correlationId });
-    this.worktrees = new WorktreeLeaseClient(deps.commands, { correlationId });
+    this.worktrees = new WorktreeLeaseClient(deps.commands, { correlationId, tryTimeoutMs: deps.config.commandTimeoutMs });
     this.fields = { jobId: job.jobId, attempt: job.attempt, leaseToken: job.leaseToken, kind: job.kind, correlationId };
+  }
+
+  /** The job was cancelled (its `JobCancelled` event, for this claim): stop the agent, report the stop, give the worktree back. */
+  cancel(revokedLeaseToken: number | null): void {
+    if (revokedLeaseToken !== null && revokedLeaseToken !== this.job.leaseToken) return;
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.deps.log.warn('job cancelled; stopping the agent', this.fields);
+    this.stopAgent.abort();
   }
 
   async run(): Promise<JobRunOutcome> {
     const onShutdown = () => this.stopAgent.abort();
     this.shutdown.addEventListener('abort', onShutdown, { once: true });
     this.startRenewing();
+    let outcome: JobRunOutcome;
     try {
-      return await this.steps();
+      outcome = await this.steps();
     } catch (error) {
-      return await this.afterError(error);
+      outcome = await this.afterError(error);
+    }
+    try {
+      // The agent is gone by now (its run resolved only once its process group was), or it never started.
+      if (outcome.kind !== 'finished') await this.releaseWorktree();
+      return outcome;
     } finally {
-      clearInterval(this.renewTimer);
+      clearInterval(this.jobRenewTimer);
+      clearInterval(this.worktreeRenewTimer);
       this.shutdown.removeEventListener('abort', onShutdown);
       await this.server?.close().catch(() => undefined);
       if (this.scratch) await rm(this.scratch, { recursive: true, force: true }).catch(() => undefined);
@@ -94,27 +132,45 @@ class JobRun {
 
   private async steps(): Promise<JobRunOutcome> {
     const { config, log } = this.deps;
+    this.scratch = join(config.scratchDir, `${this.job.jobId}-${this.job.leaseToken}`);
+    await rm(this.scratch, { recursive: true, force: true });
+    await mkdir(this.scratch, { recursive: true, mode: 0o700 });
+    await recordRun(this.scratch, { jobId: this.job.jobId, leaseToken: this.job.leaseToken, worktreeLease: null });
+
+    if (this.job.verifiedPush) return this.finishVerifiedPush(this.job.verifiedPush);
+
     const workspace = jobWorkspaceOf(this.job, {
       repositoryUrl: config.defaultRepositoryUrl,
       targetBranch: config.defaultTargetBranch,
       agentTimeoutMs: config.agentTimeoutMs,
     });
-    this.scratch = join(config.scratchDir, `${this.job.jobId}-${this.job.leaseToken}`);
-    await rm(this.scratch, { recursive: true, force: true });
-    await mkdir(this.scratch, { recursive: true, mode: 0o700 });
 
     let workDir: string;
     let baseSha: string | null = this.job.baseSha;
     if (workspace.repositoryUrl !== null && workspace.branch !== null) {
-      this.lease = await this.worktrees.acquire({
-        jobId: this.job.jobId,
-        jobLeaseToken: this.job.leaseToken,
-        repositoryUrl: workspace.repositoryUrl,
-        branch: workspace.branch,
-        baseRef: workspace.baseRef ?? workspace.targetBranch,
-        leaseDurationMs: config.worktreeLeaseMs,
-        lockTimeoutMs: config.worktreeLockTimeoutMs,
-      });
+      this.lease = await this.worktrees
+        .acquire(
+          {
+            jobId: this.job.jobId,
+            jobLeaseToken: this.job.leaseToken,
+            repositoryUrl: workspace.repositoryUrl,
+            branch: workspace.branch,
+            baseRef: workspace.baseRef ?? workspace.targetBranch,
+            leaseDurationMs: config.worktreeLeaseMs,
+            lockTimeoutMs: config.worktreeLockTimeoutMs,
+          },
+          this.stopAgent.signal,
+        )
+        .catch((error: unknown) => {
+          // A lease the worktree service ended before granting it (withdrawn at its restart, say) says
+          // nothing about the job's claim: it is the worktree service's doing, not a lost claim.
+          if (isGantryError(error) && error.code === ErrorCode.STALE_FENCE) {
+            throw new GantryError(ErrorCode.UNAVAILABLE, `the worktree service gave no worktree: ${error.message}`);
+          }
+          throw error;
+        });
+      this.worktreeLeaseExpiresAt = Date.parse(this.lease.expiresAt);
+      await recordRun(this.scratch, { jobId: this.job.jobId, leaseToken: this.job.leaseToken, worktreeLease: { leaseId: this.lease.leaseId, token: this.lease.token } });
       workDir = this.confined(this.lease.path);
       baseSha = this.lease.baseSha;
       log.log('worktree leased', { ...this.fields, worktreeKey: this.lease.worktreeKey, path: workDir, baseSha });
@@ -122,7 +178,8 @@ class JobRun {
       workDir = join(this.scratch, 'work');
       await mkdir(workDir, { recursive: true });
     }
-    if (this.leaseLost) return this.lost();
+    const interrupted = await this.interrupted();
+    if (interrupted) return interrupted;
 
     await this.session.start({ ...(baseSha ? { baseSha } : {}), ...(workspace.branch ? { branch: workspace.branch } : {}) });
 
@@ -160,8 +217,9 @@ class JobRun {
       bin: config.agentBin,
     });
 
-    if (this.leaseLost) return this.lost();
-    if (this.shutdown.aborted) return this.rollback('the runner is shutting down before the agent started');
+    const beforeStart = await this.interrupted();
+    if (beforeStart) return beforeStart;
+    if (this.shutdown.aborted) return this.rollback('the runner is shutting down before the agent started', 'RUNNER');
     this.agentStarted = true;
     log.log('agent starting', { ...this.fields, bin: command.bin, timeoutMs: workspace.timeoutMs });
     const result = await runAgent({
@@ -185,7 +243,9 @@ class JobRun {
       aborted: result.aborted,
       tokenExpired: result.tokenExpired,
       durationMs: result.durationMs,
+      groupGone: result.groupGone,
     });
+    if (!result.groupGone) log.error('processes of the agent outlived their SIGKILL; the worktree is given back all the same', this.fields);
     return this.afterAgent(result, workspace, workDir, baseSha, reporter, precheck);
   }
 
@@ -197,26 +257,30 @@ class JobRun {
     reporter: CommandJobReporter,
     precheck: PrecheckResult | null,
   ): Promise<JobRunOutcome> {
-    if (this.leaseLost) return this.lost();
+    const interrupted = await this.interrupted();
+    if (interrupted) return interrupted;
     if (result.tokenExpired) {
       const reason = `agent token expired (exit code ${result.exitCode ?? result.signal})`;
       this.deps.onTokenExpired(reason);
-      return this.rollback(reason, result.exitCode ?? undefined);
+      return this.rollback(reason, 'RUNNER', result.exitCode ?? undefined);
     }
-    if (result.aborted) return this.rollback('the runner shut down while the agent ran; the agent was stopped');
+    if (result.aborted) return this.rollback('the runner shut down while the agent ran; the agent was stopped', 'RUNNER');
     if (result.timedOut) {
       const message = `the agent was killed at its timeout of ${workspace.timeoutMs} ms`;
+      // The runner writes what it knows; the finish does not need it (docs/jobs.md, "The story log").
       if (reporter.lastTestResult === null) {
         await this.session.logTestResult({ status: 'FAILED', summary: `No test result: ${message} before reporting one.` });
       }
       return this.finish(this.facts(workspace, { kind: 'EXCEPTION', message }));
     }
+    const failure = agentFailure(reporter);
     if (result.exitCode !== 0) {
+      // A failure the agent reported is a result, whatever its exit code; without a report it crashed.
+      if (failure !== null) return this.finish(this.facts(workspace, failure));
       const tail = (result.stderrTail || result.stdoutTail).trim().slice(-500);
-      return this.rollback(`agent exited with code ${result.exitCode ?? result.signal} without finishing the job${tail ? `: ${tail}` : ''}`, result.exitCode ?? undefined);
+      return this.rollback(`agent exited with code ${result.exitCode ?? result.signal} without finishing the job${tail ? `: ${tail}` : ''}`, 'JOB', result.exitCode ?? undefined);
     }
 
-    const failure = agentFailure(reporter);
     if (!workspace.writesCode || !this.lease || baseSha === null) return this.finish(this.facts(workspace, failure));
 
     const report = await verifyWorktree({
@@ -229,6 +293,7 @@ class JobRun {
     this.deps.log.log('verified', {
       ...this.fields,
       result: report.result,
+      planCheck: report.planCheck,
       headSha: report.headSha,
       newCommits: report.newCommits.length,
       workAlreadyOnTarget: report.workAlreadyOnTarget,
@@ -238,18 +303,21 @@ class JobRun {
     // refused, so pushing would only publish work of an attempt that cannot succeed.
     const log = reporter.storyLog;
     const storyLogComplete = (log.implementation > 0 || precheck?.kind === 'partial') && log.testResults && log.commits > 0;
-    let pushFailure: VerificationFacts['failure'] = null;
+    const facts = finishFacts(report, { failure, cancelled: false });
     if (failure === null && storyLogComplete && (report.result === 'ALIGNED' || report.result === 'PARTIAL') && workspace.branch && !report.branchMerged) {
+      const lost = await this.interrupted();
+      if (lost) return lost;
       try {
         const push = await pushBranch(workDir, workspace.branch, report.headSha);
         this.deps.log.log('branch pushed', { ...this.fields, branch: push.branch, headSha: push.headSha, pushed: push.pushed });
-        await this.session.reportPush(push);
+        // With the facts: if this claim cannot finish, the next one finishes this push (docs/jobs.md).
+        await this.session.reportPush({ ...push, facts });
       } catch (error) {
-        if (!isGantryError(error) || error.code === ErrorCode.STALE_FENCE) throw error;
-        pushFailure = { kind: 'PUSH', message: bounded(error.message) };
+        if (!isGantryError(error) || CLAIM_GONE.has(error.code) || DEPENDENCY_FAILURES.has(error.code)) throw error;
+        return this.finish({ ...facts, failure: { kind: 'PUSH', message: bounded(error.message) } });
       }
     }
-    return this.finish(finishFacts(report, { failure: failure ?? pushFailure, cancelled: false }));
+    return this.finish(facts);
   }
 
   private facts(workspace: JobWorkspace, failure: VerificationFacts['failure']): VerificationFacts {
@@ -285,28 +353,36 @@ class JobRun {
     });
   }
 
+  /** An earlier claim verified and pushed this job but could not finish it: take its push over and finish with its facts. */
+  private async finishVerifiedPush(pushed: NonNullable<ClaimedJob['verifiedPush']>): Promise<JobRunOutcome> {
+    this.deps.log.log('finishing the verified push of an earlier claim', { ...this.fields, ofLeaseToken: pushed.leaseToken, headSha: pushed.headSha, branch: pushed.branch });
+    await this.session.start({ adoptPushOf: pushed.leaseToken });
+    return this.finish(pushed.facts);
+  }
+
   private async finish(facts: VerificationFacts): Promise<JobRunOutcome> {
     try {
       const reply = await this.session.finish(facts);
       this.deps.log.log('job finished', { ...this.fields, jobStatus: reply.jobStatus, taskStatus: reply.taskStatus, error: reply.error });
       return { kind: 'finished', reply, agentStarted: this.agentStarted };
     } catch (error) {
-      // The story log is the agent's duty; a finish refused for it goes back with the job service's own words.
-      if (isGantryError(error) && error.code === ErrorCode.PRECONDITION_FAILED) return this.rollback(`the finish was refused: ${error.message}`);
+      // The story log is the agent's duty; a DONE refused for it goes back with the job service's own words.
+      if (isGantryError(error) && error.code === ErrorCode.PRECONDITION_FAILED) return this.rollback(`the finish was refused: ${error.message}`, 'JOB');
       throw error;
     }
   }
 
   private async afterError(error: unknown): Promise<JobRunOutcome> {
-    if (isGantryError(error) && (error.code === ErrorCode.STALE_FENCE || error.code === ErrorCode.INVALID_TRANSITION)) {
+    if (isGantryError(error) && CLAIM_GONE.has(error.code)) {
       this.leaseLost ??= error.message;
-      return this.lost();
     }
-    if (this.leaseLost) return this.lost();
+    const interrupted = await this.interrupted();
+    if (interrupted) return interrupted;
     const message = error instanceof Error ? error.message : String(error);
-    this.deps.log.error('job run failed', { ...this.fields, error: message, code: isGantryError(error) ? error.code : undefined });
+    const cause: RollbackCause = isGantryError(error) && DEPENDENCY_FAILURES.has(error.code) ? 'DEPENDENCY' : 'JOB';
+    this.deps.log.error('job run failed', { ...this.fields, error: message, code: isGantryError(error) ? error.code : undefined, cause });
     try {
-      return await this.rollback(`the runner could not run the job: ${message}`);
+      return await this.rollback(`the runner could not run the job: ${message}`, cause);
     } catch (rollbackError) {
       const reason = rollbackError instanceof Error ? rollbackError.message : String(rollbackError);
       this.deps.log.error('rollback failed; the job lease will expire', { ...this.fields, error: reason });
@@ -314,56 +390,104 @@ class JobRun {
     }
   }
 
-  private async rollback(reason: string, exitCode?: number): Promise<JobRunOutcome> {
-    clearInterval(this.renewTimer);
+  private async rollback(reason: string, cause: RollbackCause, exitCode?: number): Promise<JobRunOutcome> {
+    clearInterval(this.jobRenewTimer);
     try {
-      const reply = await this.session.rollback(reason, exitCode);
-      this.deps.log.warn('claim rolled back', { ...this.fields, reason, status: reply.status, nextAttempt: reply.attempt });
+      const reply = await this.session.rollback(reason, cause, exitCode);
+      this.deps.log.warn('claim rolled back', { ...this.fields, reason, cause, status: reply.status, nextAttempt: reply.attempt });
     } catch (error) {
-      if (isGantryError(error) && (error.code === ErrorCode.STALE_FENCE || error.code === ErrorCode.INVALID_TRANSITION)) {
+      if (isGantryError(error) && CLAIM_GONE.has(error.code)) {
         this.leaseLost ??= error.message;
-        return this.lost();
+        return (await this.interrupted())!;
       }
       throw error;
     }
-    await this.releaseWorktree();
-    return { kind: 'rolled_back', reason, agentStarted: this.agentStarted };
+    return { kind: 'rolled_back', reason, cause, agentStarted: this.agentStarted };
   }
 
-  /** Only on a rollback: the job is not terminal, so the worktree service would otherwise wait for the lease to expire. */
-  private async releaseWorktree(): Promise<void> {
-    if (!this.lease) return;
+  /**
+   * Null while the claim is this runner's; else how the run ends. A claim lost without a cancel
+   * event heard may still have been cancelled: the job says so, and the stop is reported all the same.
+   */
+  private async interrupted(): Promise<JobRunOutcome | null> {
+    if (!this.cancelled && this.leaseLost !== null) this.cancelled = await this.wasCancelled();
+    if (this.cancelled) return this.reportStopped();
+    if (this.leaseLost !== null) {
+      this.deps.log.warn('job lease lost; reporting nothing more', { ...this.fields, reason: this.leaseLost });
+      return { kind: 'lease_lost', reason: this.leaseLost, agentStarted: this.agentStarted };
+    }
+    return null;
+  }
+
+  private async wasCancelled(): Promise<boolean> {
     try {
-      await this.worktrees.release(this.lease);
-    } catch (error) {
-      this.deps.log.warn('worktree release after rollback failed; its lease will expire', { ...this.fields, error: String(error) });
+      const job = await this.deps.commands.request(getJob, { jobId: this.job.jobId }, { timeoutMs: this.deps.config.commandTimeoutMs });
+      return job.status === 'CANCELLED' && job.cancelledRun?.leaseToken === this.job.leaseToken;
+    } catch {
+      return false;
     }
   }
 
-  private lost(): JobRunOutcome {
-    this.deps.log.warn('job lease lost; reporting nothing more', { ...this.fields, reason: this.leaseLost });
-    return { kind: 'lease_lost', reason: this.leaseLost ?? 'lease lost', agentStarted: this.agentStarted };
+  private async reportStopped(): Promise<JobRunOutcome> {
+    clearInterval(this.jobRenewTimer);
+    try {
+      await this.session.reportStopped();
+      this.deps.log.log('reported the cancelled run stopped', this.fields);
+    } catch (error) {
+      // Already reported (a retry after a lost reply), or the job service is unreachable: nothing else to do.
+      this.deps.log.warn('could not report the cancelled run stopped', { ...this.fields, error: String(error) });
+    }
+    return { kind: 'cancelled', agentStarted: this.agentStarted };
+  }
+
+  /** Gives the worktree lease back with its fence; the worktree service keeps it for us until then. */
+  private async releaseWorktree(): Promise<void> {
+    if (!this.lease) return;
+    const lease = this.lease;
+    try {
+      const reply = await this.worktrees.release(lease, Math.max(this.worktreeLeaseExpiresAt, Date.now() + this.deps.config.commandTimeoutMs));
+      this.deps.log.log('worktree released', { ...this.fields, leaseId: lease.leaseId, status: reply.status });
+    } catch (error) {
+      this.deps.log.warn('worktree release failed; its lease will expire', { ...this.fields, error: String(error) });
+    }
   }
 
   private startRenewing(): void {
     const { config, log } = this.deps;
-    this.renewTimer = setInterval(() => {
-      const renewal = ++this.renewals;
-      this.session.renew(config.jobLeaseMs).catch((error: unknown) => {
-        if (isGantryError(error) && (error.code === ErrorCode.STALE_FENCE || error.code === ErrorCode.INVALID_TRANSITION || error.code === ErrorCode.NOT_FOUND)) {
-          this.leaseLost ??= error.message;
-          clearInterval(this.renewTimer);
-          this.stopAgent.abort();
-          log.warn('job lease renewal refused; stopping the agent', { ...this.fields, error: error.message });
-        } else {
-          log.warn('job lease renewal failed; retrying at the next tick', { ...this.fields, error: String(error) });
-        }
-      });
-      if (this.lease) {
-        this.worktrees.renew(this.lease, config.worktreeLeaseMs, renewal).catch((error: unknown) => {
-          log.warn('worktree lease renewal failed', { ...this.fields, error: String(error) });
+    this.jobRenewTimer = setInterval(() => {
+      if (this.renewingJob || this.leaseLost !== null || this.cancelled) return;
+      this.renewingJob = true;
+      this.session
+        .renew(config.jobLeaseMs)
+        .catch((error: unknown) => {
+          if (isGantryError(error) && CLAIM_GONE.has(error.code)) {
+            this.leaseLost ??= error.message;
+            clearInterval(this.jobRenewTimer);
+            this.stopAgent.abort();
+            log.warn('job lease renewal refused; stopping the agent', { ...this.fields, error: error.message });
+          } else {
+            log.warn('job lease renewal failed; retrying at the next tick', { ...this.fields, error: String(error) });
+          }
+        })
+        .finally(() => {
+          this.renewingJob = false;
         });
-      }
+    }, config.leaseRenewMs);
+    // Renewed until the run is over, whatever happened to the claim: the worktree is ours until we give it back.
+    this.worktreeRenewTimer = setInterval(() => {
+      if (!this.lease || this.renewingWorktree) return;
+      const lease = this.lease;
+      const renewal = ++this.renewals;
+      this.renewingWorktree = true;
+      this.worktrees
+        .renew(lease, config.worktreeLeaseMs, renewal, this.worktreeLeaseExpiresAt)
+        .then((reply) => {
+          this.worktreeLeaseExpiresAt = Math.max(this.worktreeLeaseExpiresAt, Date.parse(reply.expiresAt));
+        })
+        .catch((error: unknown) => log.warn('worktree lease renewal failed', { ...this.fields, error: String(error) }))
+        .finally(() => {
+          this.renewingWorktree = false;
+        });
     }, config.leaseRenewMs);
   }
 
@@ -387,6 +511,7 @@ class JobRun {
         jobId: this.job.jobId,
         kind: this.job.kind,
         attempt: this.job.attempt,
+        leaseToken: this.job.leaseToken,
         productId: this.job.productId,
         storyId: this.job.storyId,
         sprintId: this.job.sprintId,

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { reapOrphanedAgents, recordAgentPid } from './orphaned-agents.js';
+import { recordAgentPid, recordRun, removeRun, stopOrphanedAgents } from './orphaned-agents.js';
 
 function alive(pid: number): boolean {
   try {
@@ -11,15 +11,6 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-async function until(check: () => boolean, ms = 5000): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return check();
 }
 
 describe('agents left behind by a runner killed with SIGKILL', () => {
@@ -48,14 +39,18 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     return child.pid!;
   }
 
-  it('stops the agent of each scratch directory, with what it started, and removes the directories', async () => {
+  it('stops the agent of each scratch directory, with what it started, and hands back the claim the directory belongs to', async () => {
     const scratch = join(root, 'job-1-1');
     await mkdir(scratch);
     const pid = agent(['--mcp-config', join(scratch, 'mcp-config.json')]);
     await recordAgentPid(scratch, pid);
-    const reaped = await reapOrphanedAgents(root);
-    expect(reaped).toEqual([{ scratch, pid, killed: true }]);
-    expect(await until(() => !alive(pid))).toBe(true);
+    const run = { jobId: 'job-00000000-0000-4000-8000-000000000001', leaseToken: 3, worktreeLease: { leaseId: '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11', token: 2 } };
+    await recordRun(scratch, run);
+    const found = await stopOrphanedAgents(root);
+    expect(found).toEqual([{ scratch, run, pid, killed: true }]);
+    // the group is gone once the call returns: nothing of the agent can write any more
+    expect(alive(pid)).toBe(false);
+    await removeRun(scratch);
     await expect(access(scratch)).rejects.toThrow();
   });
 
@@ -64,17 +59,16 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     await mkdir(scratch);
     const stranger = agent(['--mcp-config', '/somewhere/else/mcp-config.json']);
     await recordAgentPid(scratch, stranger);
-    expect(await reapOrphanedAgents(root)).toEqual([{ scratch, pid: stranger, killed: false }]);
+    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: null, pid: stranger, killed: false }]);
     await new Promise((r) => setTimeout(r, 100));
     expect(alive(stranger)).toBe(true);
   });
 
-  it('removes scratch directories without an agent, and finds nothing when the directory does not exist', async () => {
+  it('hands back scratch directories without an agent too, and finds nothing when the directory does not exist', async () => {
     const scratch = join(root, 'job-3-1');
     await mkdir(scratch);
     await writeFile(join(scratch, 'payload.json'), '{}');
-    expect(await reapOrphanedAgents(root)).toEqual([]);
-    await expect(access(scratch)).rejects.toThrow();
-    expect(await reapOrphanedAgents(join(root, 'missing'))).toEqual([]);
+    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: null, pid: null, killed: false }]);
+    expect(await stopOrphanedAgents(join(root, 'missing'))).toEqual([]);
   });
 });

@@ -2,11 +2,13 @@ import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationB
 import { claimJob, deriveIdempotencyKey, ErrorCode, isGantryError, jobOfferMessageId, type JobKind } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { JsonLogger, Liveness, Readiness, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
 import { Backoff } from './backoff.js';
-import { runClaimedJob, type JobRunOutcome } from './job-run.js';
-import { reapOrphanedAgents } from './orphaned-agents.js';
+import { settleEarlierRun } from './earlier-run.js';
+import { JobRun, type JobRunOutcome } from './job-run.js';
 import type { RunnerConfig } from './runner-config.js';
+import { takeScratchFolder } from './scratch-ownership.js';
 import { Slots } from './slots.js';
 
 export const RUNNER_CONFIG = Symbol('gantry:runner-config');
@@ -23,9 +25,11 @@ const LOST_CLAIM_CODES = new Set<string>([
 /**
  * The runner loop: per job kind, reserve a free slot, take one offer from the kind's shared
  * durable consumer, claim the offered job, run it, and only then acknowledge the offer. Errors
- * back off exponentially; an expired agent token marks the runner unhealthy and stops the intake;
- * SIGTERM stops the intake, gives running jobs a grace period, then stops their agents and rolls
- * their claims back.
+ * back off exponentially; an expired agent token marks the runner unhealthy and not ready, and
+ * stops the intake; SIGTERM stops the intake, gives running jobs a grace period, then stops their
+ * agents and rolls their claims back. At start it takes its scratch folder (refusing one another
+ * live runner uses) and settles what an earlier run under its id left; while it runs it hears of
+ * cancelled jobs at once (docs/jobs.md).
  */
 @Injectable()
 export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -35,6 +39,11 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private readonly intake: DispatchIntake;
   private readonly loops: Promise<void>[] = [];
   private readonly running = new Set<Promise<void>>();
+  /** The runs in progress, by job id: a cancel is delivered to its run. */
+  private readonly runs = new Map<string, JobRun>();
+  private readonly cancellations: CancellationWatch;
+  private tokenExpiredReason: string | null = null;
+  private settled = false;
   private readonly shutdown = new AbortController();
   /** Separate counts: pulls that keep working must not reset the backoff of claims that keep failing. */
   private readonly intakeBackoff: Backoff;
@@ -57,13 +66,22 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     this.intakeBackoff = new Backoff(backoff);
     this.claimBackoff = new Backoff(backoff);
     this.log = logger.forComponent('runner');
+    this.cancellations = new CancellationWatch(bus, (c) => this.runs.get(c.jobId)?.cancel(c.revokedLeaseToken), this.log);
   }
 
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
+    // Before anything is cleared up: another live runner's agents must never be taken for leftovers.
+    await takeScratchFolder(this.config.scratchDir, this.config.runnerId);
     this.readiness.register('dispatch', () => ({
       ok: this.intakeReady || !this.accepting,
-      detail: { runnerId: this.config.runnerId, kinds: this.config.kinds, accepting: this.accepting, jobsRunning: this.running.size },
+      detail: { runnerId: this.config.runnerId, kinds: this.config.kinds, accepting: this.accepting, jobsRunning: this.running.size, settled: this.settled },
     }));
+    // A runner whose agents cannot log in takes no work: it must not look ready for any.
+    this.readiness.register('agent-token', () =>
+      this.tokenExpiredReason === null ? { ok: true } : { ok: false, detail: `the agent token expired: ${this.tokenExpiredReason}` },
+    );
+    this.readiness.register('cancellations', () => ({ ok: this.cancellations.ready || !this.accepting }));
+    this.cancellations.start();
     this.accepting = true;
     this.log.log('runner started', {
       runnerId: this.config.runnerId,
@@ -72,9 +90,9 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       agentBin: this.config.agentBin,
     });
     this.loops.push(
-      this.reapOrphans()
-        .then(() => this.prepareIntake())
-        .then(() => Promise.all(this.config.kinds.map((kind) => this.intakeLoop(kind))))
+      // Ready once the intake is prepared (a job service that is not up yet does not make the runner
+      // unready); no claim is made before the earlier run is settled (see handleOffer).
+      Promise.all([this.settleEarlierRun(), this.prepareIntake().then(() => Promise.all(this.config.kinds.map((kind) => this.intakeLoop(kind))))])
         .then(() => undefined),
     );
   }
@@ -82,6 +100,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   async beforeApplicationShutdown(): Promise<void> {
     this.stopIntake('shutdown');
     await Promise.all(this.loops).catch(() => undefined);
+    try {
     if (this.running.size > 0) {
       this.log.log('waiting for running jobs', { jobs: this.running.size, graceMs: this.config.shutdownGraceMs });
       const settled = await waitAtMost(Promise.all(this.running), this.config.shutdownGraceMs);
@@ -90,6 +109,9 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         this.shutdown.abort();
         await Promise.all(this.running);
       }
+    }
+    } finally {
+      await this.cancellations.stop();
     }
   }
 
@@ -101,14 +123,27 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     this.slots.wakeAll();
   }
 
-  /** Agents a SIGKILLed predecessor under this runner id left running would otherwise go on writing into released worktrees. */
-  private async reapOrphans(): Promise<void> {
-    try {
-      for (const agent of await reapOrphanedAgents(this.config.scratchDir)) {
-        this.log.warn('stopped an agent left behind by an earlier run of this runner', { pid: agent.pid, killed: agent.killed, scratch: agent.scratch });
+  /**
+   * Agents a SIGKILLed predecessor under this runner id left running would go on writing into its
+   * worktrees, and its claims would wait for their leases to expire: both are settled before the
+   * first offer is taken, retried until they are (the job service may be starting too).
+   */
+  private async settleEarlierRun(): Promise<void> {
+    while (this.accepting) {
+      try {
+        await settleEarlierRun({
+          config: this.config,
+          commands: this.commands,
+          log: this.log,
+          until: () => (this.accepting ? Date.now() + this.config.commandTimeoutMs : 0),
+        });
+        this.settled = true;
+        return;
+      } catch (error) {
+        const delay = this.intakeBackoff.fail();
+        this.log.warn('could not settle the claims of an earlier run yet; retrying', { error: String(error), retryInMs: delay });
+        await this.sleep(delay);
       }
-    } catch (error) {
-      this.log.warn('could not look for agents left behind', { scratchDir: this.config.scratchDir, error: String(error) });
     }
   }
 
@@ -162,6 +197,14 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     const fields = { jobId: offer.jobId, attempt: offer.attempt, kind: offer.kind, offer: jobOfferMessageId(offer) };
     const keepAlive = setInterval(() => held.working(), Math.max(1000, Math.floor(this.config.offerAckWaitMs / 3)));
     try {
+      if (!this.settled) {
+        // Claims of an earlier run under this id come first; until they are settled the offer goes back.
+        const delay = this.claimBackoff.fail();
+        this.log.warn('the earlier run is not settled yet; the offer goes back', { ...fields, retryInMs: delay });
+        held.nak(delay);
+        await this.sleep(delay);
+        return;
+      }
       let claimed;
       try {
         const reply = await this.commands.request(
@@ -173,7 +216,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
             leaseDurationMs: this.config.jobLeaseMs,
             idempotencyKey: deriveIdempotencyKey(`${this.config.runnerId}/claim`, { offer: jobOfferMessageId(offer) }),
           },
-          { timeoutMs: this.config.commandTimeoutMs, correlationId: `${offer.jobId}-attempt-${offer.attempt}` },
+          // A claim whose reply was lost is asked again under its key: the job service answers with the job as it is now.
+          { timeoutMs: this.config.commandTimeoutMs, correlationId: `${offer.jobId}-attempt-${offer.attempt}`, retryUntil: Date.now() + 3 * this.config.commandTimeoutMs },
         );
         if (!reply.claimed) {
           this.log.log('offer dropped: the claim went elsewhere', fields);
@@ -195,11 +239,18 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       }
       this.claimBackoff.succeed();
       this.log.log('job claimed', { ...fields, leaseToken: claimed.leaseToken, leaseExpiresAt: claimed.leaseExpiresAt });
-      const outcome = await runClaimedJob(
+      const run = new JobRun(
         claimed,
         { config: this.config, commands: this.commands, log: this.log, onTokenExpired: (reason) => this.tokenExpired(reason) },
         this.shutdown.signal,
       );
+      this.runs.set(claimed.jobId, run);
+      let outcome: JobRunOutcome;
+      try {
+        outcome = await run.run();
+      } finally {
+        if (this.runs.get(claimed.jobId) === run) this.runs.delete(claimed.jobId);
+      }
       this.logOutcome(outcome, fields);
       held.ack();
     } catch (error) {
@@ -211,6 +262,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   private tokenExpired(reason: string): void {
+    this.tokenExpiredReason = reason;
     this.liveness.markUnhealthy('runner', 'agent token expired');
     this.log.error('agent token expired; this runner takes no more work', { runnerId: this.config.runnerId, reason });
     this.stopIntake('agent token expired');
@@ -222,7 +274,10 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         this.log.log('job done on this runner', { ...fields, jobStatus: outcome.reply.jobStatus, agentStarted: outcome.agentStarted });
         return;
       case 'rolled_back':
-        this.log.warn('job handed back', { ...fields, reason: outcome.reason, agentStarted: outcome.agentStarted });
+        this.log.warn('job handed back', { ...fields, reason: outcome.reason, cause: outcome.cause, agentStarted: outcome.agentStarted });
+        return;
+      case 'cancelled':
+        this.log.warn('job cancelled on this runner', { ...fields, agentStarted: outcome.agentStarted });
         return;
       case 'lease_lost':
         this.log.warn('job lost', { ...fields, reason: outcome.reason, agentStarted: outcome.agentStarted });

@@ -12,6 +12,11 @@
  *   found part of the plan already on the target so the agent did only the rest.
  * - ALIGNED: a net diff made of new commits on top of `base_sha`, nothing reported partial.
  *
+ * When the job's plan names expected changes, the net diff is also held against them (docs/jobs.md,
+ * "Verification"): a branch that made none of them but changed other things is DIVERGENT; one that
+ * leaves some of them missing is PARTIAL; ALIGNED needs all of them. Without expected changes the
+ * rule above stands alone, and the facts say so (`NO_EXPECTED_CHANGES`).
+ *
  * A conflict with the target branch is deliberately not DIVERGENT: it is the pull request's
  * MERGE_CONFLICT (which pauses a sprint), found and reported by the PR flow, not a verify failure.
  */
@@ -26,12 +31,34 @@ export interface VerificationFacts {
   descendsFromBase: boolean;
   /** The agent's last `update_job_status` was PARTIAL, or the pre-check found the plan partly done. */
   partialCompletion: boolean;
+  /** The plan's expected changes against the branch; null when the plan names none. */
+  plan: PlanFacts | null;
 }
+
+export interface PlanFacts {
+  expected: number;
+  /** Expected changes in place at HEAD: made by the branch, or already there at base. */
+  present: number;
+  /** Of those, the ones the branch itself made (their paths are in the net diff). */
+  madeByBranch: number;
+}
+
+export type PlanCheck = 'ALL_PRESENT' | 'SOME_PRESENT' | 'NONE_PRESENT' | 'NO_EXPECTED_CHANGES';
 
 export function classifyVerification(facts: VerificationFacts): VerifyResult {
   if (!facts.netDiff) return 'EMPTY';
   if (!facts.descendsFromBase || facts.newCommitCount === 0) return 'DIVERGENT';
+  if (facts.plan !== null) {
+    if (facts.plan.madeByBranch === 0) return 'DIVERGENT';
+    if (facts.plan.present < facts.plan.expected) return 'PARTIAL';
+  }
   return facts.partialCompletion ? 'PARTIAL' : 'ALIGNED';
+}
+
+export function planCheckOf(plan: PlanFacts | null): PlanCheck {
+  if (plan === null) return 'NO_EXPECTED_CHANGES';
+  if (plan.present === plan.expected) return 'ALL_PRESENT';
+  return plan.present > 0 ? 'SOME_PRESENT' : 'NONE_PRESENT';
 }
 
 /**

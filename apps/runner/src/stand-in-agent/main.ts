@@ -20,6 +20,9 @@
  *       "reportStatus":  "DONE" | "PARTIAL",                   // update_job_status at the end of commit/delete_only (default DONE)
  *       "exitCode":      1,                                    // exit_nonzero's exit code (default 1)
  *       "ignoreSigterm": false,                                // hang: ignore SIGTERM, so only SIGKILL ends it
+ *       "logFirst":      true,                                 // hang: log_implementation before hanging (false: not a word)
+ *       "heartbeatMs":   100,                                  // hang: append {beat, pid, at} to recordArgvTo this often
+ *       "finalExitCode": 0,                                    // commit, nothing, failing_tests: exit code after the reports
  *       "spawnChild":    false,                                // hang: also start a child process in the same process group
  *       "delayMs":       0,                                    // wait this long before the work (after log_implementation)
  *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} at start and {exit, pid, at} at exit
@@ -75,6 +78,7 @@ async function main(argv: string[]): Promise<number> {
     // The moment it exits, for the end-to-end overhead (agent exit → terminal status).
     process.once('exit', (code) => appendFileSync(record, `${JSON.stringify({ exit: code, pid: process.pid, at: new Date().toISOString() })}\n`));
   }
+  if (script.behaviour === 'hang' && !script.logFirst) return hang(script);
   if (process.env.ANTHROPIC_API_KEY === 'expired') {
     process.stderr.write('Invalid API key · Please run /login\n');
     return 3;
@@ -125,16 +129,16 @@ async function main(argv: string[]): Promise<number> {
         if (script.behaviour === 'failing_tests') {
           await reporter.call('log_test_result', { status: 'FAILED', summary: '1 of 3 checks failed: expected 2, received 3' });
           await reporter.call('update_job_status', { status: 'FAILED', summary: 'tests fail', error: 'test run failed: expected 2, received 3' });
-          return finish(args, 'Tests fail.');
+          return finish(args, 'Tests fail.', script.finalExitCode);
         }
         await reporter.call('log_test_result', { status: 'PASSED', summary: '3 of 3 checks passed' });
         await reporter.call('update_job_status', { status: script.reportStatus, summary: 'work committed' });
-        return finish(args, 'Work committed.');
+        return finish(args, 'Work committed.', script.finalExitCode);
       }
       case 'nothing':
         await reporter.call('log_test_result', { status: 'PASSED', summary: 'nothing to change' });
         await reporter.call('update_job_status', { status: 'DONE', summary: 'nothing to change' });
-        return finish(args, 'Nothing to change.');
+        return finish(args, 'Nothing to change.', script.finalExitCode);
       case 'exit_nonzero':
         process.stderr.write(`stand-in: giving up with exit code ${script.exitCode}\n`);
         return script.exitCode;
@@ -160,10 +164,10 @@ function describe(commit: StandInCommit): string {
     .join('; ');
 }
 
-function finish(args: StandInArguments, result: string): number {
+function finish(args: StandInArguments, result: string, exitCode = 0): number {
   if (args.outputFormat === 'text') process.stdout.write(`${result}\n`);
-  else process.stdout.write(`${JSON.stringify({ type: 'result', subtype: 'success', is_error: false, result })}\n`);
-  return 0;
+  else process.stdout.write(`${JSON.stringify({ type: 'result', subtype: 'success', is_error: exitCode !== 0, result })}\n`);
+  return exitCode;
 }
 
 function fail(message: string): number {
@@ -180,6 +184,11 @@ function hang(script: StandInScript): Promise<number> {
   if (script.spawnChild) {
     const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
     process.stdout.write(`stand-in child pid ${child.pid}\n`);
+  }
+  if (script.heartbeatMs && script.recordArgvTo) {
+    const record = script.recordArgvTo;
+    let beat = 0;
+    setInterval(() => appendFileSync(record, `${JSON.stringify({ beat: ++beat, pid: process.pid, at: new Date().toISOString() })}\n`), script.heartbeatMs);
   }
   process.stdout.write('stand-in: hanging\n');
   return new Promise(() => setInterval(() => undefined, 60_000));

@@ -20,6 +20,12 @@ const ScriptSchema = z.strictObject({
   reportStatus: z.enum(['DONE', 'PARTIAL']).default('DONE'),
   exitCode: z.number().int().min(1).max(255).default(1),
   ignoreSigterm: z.boolean().default(false),
+  /** hang: call log_implementation first (default), or hang without a word, so nothing is in the story log. */
+  logFirst: z.boolean().default(true),
+  /** hang: append {beat, pid, at} to recordArgvTo this often — the last beat shows when the agent was last alive. */
+  heartbeatMs: z.number().int().min(10).optional(),
+  /** commit, nothing, failing_tests: the exit code after the MCP reports (the real CLI may exit non-zero after reporting). */
+  finalExitCode: z.number().int().min(0).max(255).default(0),
   spawnChild: z.boolean().default(false),
   delayMs: z.number().int().min(0).default(0),
   /** An absolute file the stand-in appends one JSON line to per run: its argv, pid and cwd (tests assert the command line). */

@@ -78,14 +78,7 @@ export class E2eSystem {
     this.origin = await OriginRepository.create(join(this.root, 'origin'));
     this.bus = await Bus.connect({ servers: testNatsUrl, naming: this.naming, name: 'e2e-test' });
     this.client = new CommandClient(this.bus);
-    [this.jobService, this.worktreeService] = await Promise.all([
-      startApp('job-service', { schema: `${this.name}_jobs`, naming: this.naming, env: { GANTRY_LEASE_SWEEP_MS: '200' } }),
-      startApp('worktree-service', {
-        schema: `${this.name}_worktrees`,
-        naming: this.naming,
-        env: { GANTRY_WORKTREE_ROOT: this.worktreeRoot, GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '200', GANTRY_WORKTREE_LOCK_TIMEOUT_MS: '30000' },
-      }),
-    ]);
+    await Promise.all([this.startJobService(), this.startWorktreeService()]);
     await this.client.request(registerProduct, {
       productId: 'product-e2e',
       repository: 'acme/e2e',
@@ -96,6 +89,29 @@ export class E2eSystem {
       requiredChecks: [],
       idempotencyKey: 'product-e2e/register:1',
     });
+  }
+
+  /** The job service (again, after `stopJobService`), with extra settings (e.g. a test crash hook). */
+  async startJobService(env: Record<string, string> = {}): Promise<RunningApp> {
+    this.jobService = await startApp('job-service', { schema: `${this.name}_jobs`, naming: this.naming, env: { GANTRY_LEASE_SWEEP_MS: '200', ...env } });
+    return this.jobService;
+  }
+
+  async stopJobService(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    await this.jobService?.kill(signal);
+  }
+
+  async startWorktreeService(env: Record<string, string> = {}): Promise<RunningApp> {
+    this.worktreeService = await startApp('worktree-service', {
+      schema: `${this.name}_worktrees`,
+      naming: this.naming,
+      env: { GANTRY_WORKTREE_ROOT: this.worktreeRoot, GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '200', GANTRY_WORKTREE_LOCK_TIMEOUT_MS: '30000', ...env },
+    });
+    return this.worktreeService;
+  }
+
+  async stopWorktreeService(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    await this.worktreeService?.kill(signal);
   }
 
   async startRunner(id: string, options: RunnerOptions = {}): Promise<RunningApp> {
@@ -184,7 +200,7 @@ export class E2eSystem {
   }
 
   /** The argv records the stand-in appended for one job (one line per agent start). */
-  async agentStarts(recordFile: string): Promise<{ argv: string[]; pid: number; cwd: string }[]> {
+  async agentStarts(recordFile: string): Promise<{ argv: string[]; pid: number; cwd: string; at: string }[]> {
     const text = await readFile(recordFile, 'utf8').catch(() => '');
     return text
       .split('\n')

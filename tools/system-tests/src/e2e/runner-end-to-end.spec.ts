@@ -358,7 +358,7 @@ describe('the runner end to end: job service, worktree service, two runners, a r
   });
 
   describe('a runner killed with SIGKILL mid-job', () => {
-    it('its lease expires, the other runner completes the job, and the branch is pushed exactly once', async () => {
+    it('started again under its id it stops the orphaned agent and gives the claim back at once (no attempt spent); the other runner completes the job, pushing once', async () => {
       await system.startRunner('runner-c');
       const run = code('sigkill', { behaviour: 'commit', delayMs: 4000, files: { 'src/survivor.ts': 'survived\n' } });
       const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
@@ -369,11 +369,15 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       const orphan = (await system.agentStarts(run.record))[0]!.pid;
       expect(alive(orphan)).toBe(true);
       await system.startRunner('runner-c', { kinds: ['IDEA_GRILL'] });
-      await eventually(() => !alive(orphan), { what: 'the orphaned agent stopped', timeoutMs: 10_000 });
-      expect((await system.job(jobId)).status).toBe('RUNNING');
+      // /ready came only after the earlier run was settled: the agent is gone and the claim given back
+      expect(alive(orphan)).toBe(false);
+      expect(await system.job(jobId)).toMatchObject({ status: 'QUEUED', attempt: 1, lease: null });
+      const rolledBack = (await system.events(jobId)).filter((e) => e.type === 'JobClaimRolledBack').map((e) => e.data);
+      expect(rolledBack).toEqual([expect.objectContaining({ cause: 'RUNNER', nextAttempt: 1, reason: expect.stringMatching(/runner-c was started again/) })]);
+      expect((await system.events(jobId)).some((e) => e.type === 'JobLeaseExpired')).toBe(false);
       await system.startRunner('runner-d');
       const job = await system.terminal(jobId, 60_000);
-      expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', attempt: 2, headSha: await system.origin.sha(run.branch) });
+      expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
       expect(await system.agentStarts(run.record)).toHaveLength(2);
       const pushes = (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${run.branch}`);
       expect(pushes).toHaveLength(1);
@@ -394,7 +398,8 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(1500);
       expect(alive((await system.agentStarts(record))[0]!.pid)).toBe(false);
       const job = await system.job(jobId);
-      expect(job).toMatchObject({ status: 'QUEUED', attempt: 2, lease: null });
+      // the runner's shutdown is not the job's fault: the attempt is kept
+      expect(job).toMatchObject({ status: 'QUEUED', attempt: 1, lease: null });
       expect(runner.output()).toMatch(/grace period over; stopping agents and rolling claims back/);
       await system.cancel(jobId);
     }, 60_000);
@@ -408,14 +413,19 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       const firstId = await system.enqueue({ payload: first.payload });
       await eventually(async () => (await system.health('runner-e')).status === 503, { what: 'runner E unhealthy', timeoutMs: 30_000 });
       expect((await system.health('runner-e')).body).toEqual({ status: 'unhealthy', reasons: { runner: 'agent token expired' } });
-      await eventually(async () => (await system.job(firstId)).attempt === 2, { what: 'the job back in the queue', timeoutMs: 15_000 });
+      await eventually(async () => (await system.events(firstId)).some((e) => e.type === 'JobClaimRolledBack'), { what: 'the job back in the queue', timeoutMs: 15_000 });
+      // the runner's expired token is not the job's fault: no attempt spent
+      expect(await system.job(firstId)).toMatchObject({ status: 'QUEUED', attempt: 1 });
+      const ready = await fetch(`${expired.url}/ready`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toMatchObject({ checks: { 'agent-token': { ok: false, detail: expect.stringMatching(/^the agent token expired: agent token expired \(exit code 3\)/) } } });
       const second = code('token-2', { behaviour: 'commit', files: { 'src/token-2.ts': '2\n' } });
       const secondId = await system.enqueue({ payload: second.payload });
       await new Promise((r) => setTimeout(r, 1500));
       expect((await system.job(secondId)).status).toBe('QUEUED');
       await system.startRunner('runner-f');
       const [one, two] = await Promise.all([system.terminal(firstId), system.terminal(secondId)]);
-      expect(one).toMatchObject({ status: 'DONE', attempt: 2 });
+      expect(one).toMatchObject({ status: 'DONE', attempt: 1 });
       expect(two).toMatchObject({ status: 'DONE', attempt: 1 });
       expect(await system.agentStarts(first.record)).toHaveLength(2);
       expect(await system.agentStarts(second.record)).toHaveLength(1);
@@ -428,10 +438,16 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       await system.startRunner('runner-h', { kinds: ['PLAN_CHAT'] });
       const record = system.recordFile('token-message');
       const jobId = await system.enqueue({ kind: 'PLAN_CHAT', maxAttempts: 1, payload: { standIn: { behaviour: 'token_expired_message', recordArgvTo: record } } });
-      const job = await system.terminal(jobId, 30_000);
-      expect(job.status).toBe('FAILED');
-      expect(job.error).toMatch(/rolled back \(agent token expired \(exit code 1\)\)/);
+      const rolledBack = await eventually(
+        async () => (await system.events(jobId)).find((e) => e.type === 'JobClaimRolledBack')?.data ?? null,
+        { what: 'the claim given back', timeoutMs: 30_000 },
+      );
+      expect(rolledBack).toMatchObject({ cause: 'RUNNER', outcome: 'REQUEUED', nextAttempt: 1, reason: 'agent token expired (exit code 1)' });
+      // its one attempt is not spent: the job waits for a runner that can run it
+      expect(await system.job(jobId)).toMatchObject({ status: 'QUEUED', attempt: 1 });
       expect(await system.health('runner-h')).toEqual({ status: 503, body: { status: 'unhealthy', reasons: { runner: 'agent token expired' } } });
+      expect((await fetch(`${system.runners.get('runner-h')!.url}/ready`)).status).toBe(503);
+      await system.cancel(jobId);
       await system.stopRunner('runner-h');
     }, 60_000);
   });

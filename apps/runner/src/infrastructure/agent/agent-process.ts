@@ -40,6 +40,8 @@ export interface AgentRunResult {
   stdoutTail: string;
   stderrTail: string;
   durationMs: number;
+  /** Nothing of the agent's process group was left when the run resolved (waited for up to the kill grace). */
+  groupGone: boolean;
 }
 
 /**
@@ -126,11 +128,13 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
       // What the agent started and left behind belongs to the finished job: stop it too.
       if (groupAlive(pid)) stop();
     });
-    child.once('close', () => {
+    child.once('close', async () => {
       clearTimeout(timeout);
       clearTimeout(killTimer);
       options.signal?.removeEventListener('abort', onAbort);
+      // The run is over only when nothing of the agent can write to the worktree any more.
       if (groupAlive(pid)) killGroup('SIGKILL');
+      const gone = await groupGoneWithin(pid, graceMs);
       const exitCode = exit?.code ?? null;
       resolve({
         pid: pid!,
@@ -142,9 +146,19 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
         stdoutTail: stdout.toString(),
         stderrTail: stderr.toString(),
         durationMs: Math.round(performance.now() - startedAt),
+        groupGone: gone,
       });
     });
   });
+}
+
+async function groupGoneWithin(pid: number | undefined, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (groupAlive(pid)) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return true;
 }
 
 function groupAlive(pid: number | undefined): boolean {

@@ -55,7 +55,8 @@ export class CancellationWatch {
       try {
         const stream = await this.bus.ensureForeignEventStream('jobs');
         const consumer = await this.bus.js.consumers.get(stream, {
-          filter_subjects: [eventFilter(this.bus.naming, 'jobs', JobCancelled.type)],
+          // one subject as a string: a list needs NATS 2.10
+          filter_subjects: eventFilter(this.bus.naming, 'jobs', JobCancelled.type),
           ...(resumeFrom === null ? { deliver_policy: DeliverPolicy.New } : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: resumeFrom }),
         });
         const messages = await consumer.consume();

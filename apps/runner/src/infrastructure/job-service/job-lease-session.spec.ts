@@ -15,7 +15,7 @@ describe('commands a runner sends under its claim', () => {
 
   beforeAll(async () => {
     bus = await Bus.connect({ servers: testNatsUrl, naming, name: 'lease-session-test' });
-    session = new JobLeaseSession(new CommandClient(bus), 'runner-a', job, { timeoutMs: 300, correlationId: 'corr-1', retries: 3 });
+    session = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 60_000).toISOString() }, { timeoutMs: 300, correlationId: 'corr-1' });
   });
   afterAll(() => bus.close());
 
@@ -57,11 +57,12 @@ describe('commands a runner sends under its claim', () => {
     expect(keys[2]).toBe(keys[0]);
   });
 
-  it('gives up with TIMEOUT after its retries when the job service never answers', async () => {
+  it("gives up with TIMEOUT once the claim's lease has run out, when the job service never answers", async () => {
+    const short = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 1500).toISOString() }, { timeoutMs: 300, correlationId: 'corr-1' });
     const service = jobServiceAnswering('finish_job', 100, {});
     try {
       await expect(
-        session.finish({
+        short.finish({
           verifyResult: 'EMPTY',
           newCommit: false,
           netDiff: { filesChanged: 0, insertions: 0, deletions: 0 },
@@ -74,7 +75,9 @@ describe('commands a runner sends under its claim', () => {
     } finally {
       service.close();
     }
-    expect(service.requests).toHaveLength(4);
+    // sent again and again under one key while the lease ran, never after it
+    expect(service.requests.length).toBeGreaterThan(1);
+    expect(Date.now()).toBeGreaterThanOrEqual(short.leaseExpiresAt - 2000);
     expect(new Set(service.requests.map((r) => r.idempotencyKey)).size).toBe(1);
   });
 
@@ -87,7 +90,7 @@ describe('commands a runner sends under its claim', () => {
       },
     });
     try {
-      await expect(session.rollback('agent exited with code 1', 1)).rejects.toMatchObject({ code: 'STALE_FENCE' });
+      await expect(session.rollback('agent exited with code 1', 'JOB', 1)).rejects.toMatchObject({ code: 'STALE_FENCE' });
     } finally {
       sub.unsubscribe();
     }

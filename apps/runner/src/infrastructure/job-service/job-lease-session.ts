@@ -1,8 +1,6 @@
 import {
   askQuestion,
   deriveIdempotencyKey,
-  ErrorCode,
-  isGantryError,
   reportAgentStatus,
   finishJob,
   logCommit,
@@ -14,6 +12,7 @@ import {
   startJob,
   type AlreadyPresentSchema,
   type ClaimedJob,
+  type RollbackCause,
   type VerificationFacts,
 } from '@gantry/contracts';
 import type { CommandClient } from '@gantry/messaging';
@@ -32,12 +31,22 @@ export interface FinishReply {
  * retry after a lost reply is recognised by the job service and a different command is not.
  */
 export class JobLeaseSession {
+  /** When the claim's lease runs out, as the job service last said (the claim, then each renewal). */
+  private leaseExpiresAtMs: number;
+
   constructor(
     private readonly client: CommandClient,
     readonly runnerId: string,
     readonly job: ClaimedJob,
-    private readonly options: { timeoutMs?: number; correlationId?: string; retries?: number } = {},
-  ) {}
+    private readonly options: { timeoutMs?: number; correlationId?: string } = {},
+  ) {
+    this.leaseExpiresAtMs = Date.parse(job.leaseExpiresAt);
+  }
+
+  /** The moment the claim's lease runs out, unless renewed before. */
+  get leaseExpiresAt(): number {
+    return this.leaseExpiresAtMs;
+  }
 
   get jobId(): string {
     return this.job.jobId;
@@ -57,26 +66,21 @@ export class JobLeaseSession {
 
   /**
    * A command that got no answer (TIMEOUT) or found no job service (UNAVAILABLE) is sent again with
-   * the same idempotency key, so a reply lost after the commit returns the stored result.
+   * the same idempotency key for as long as the claim's lease runs (docs/jobs.md, "Commands under a
+   * claim"), so a job service that restarts meanwhile answers it, and a reply lost after the commit
+   * returns the stored result.
    */
-  private async send<T>(call: (opts: { timeoutMs: number; correlationId?: string }) => Promise<T>): Promise<T> {
-    const retries = this.options.retries ?? 3;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await call({ timeoutMs: this.options.timeoutMs ?? 10_000, correlationId: this.options.correlationId });
-      } catch (error) {
-        const transient = isGantryError(error) && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE);
-        if (!transient || attempt >= retries) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
-      }
-    }
+  private send<T>(call: (opts: { timeoutMs: number; correlationId?: string; retryUntil: () => number }) => Promise<T>): Promise<T> {
+    return call({ timeoutMs: this.options.timeoutMs ?? 10_000, correlationId: this.options.correlationId, retryUntil: () => this.leaseExpiresAtMs });
   }
 
-  renew(leaseDurationMs?: number) {
-    return this.send((o) => this.client.request(renewJobLease, { ...this.fenced(), ...(leaseDurationMs ? { leaseDurationMs } : {}) }, o));
+  async renew(leaseDurationMs?: number) {
+    const reply = await this.send((o) => this.client.request(renewJobLease, { ...this.fenced(), ...(leaseDurationMs ? { leaseDurationMs } : {}) }, o));
+    this.leaseExpiresAtMs = Math.max(this.leaseExpiresAtMs, Date.parse(reply.leaseExpiresAt));
+    return reply;
   }
 
-  start(input: { baseSha?: string; branch?: string }) {
+  start(input: { baseSha?: string; branch?: string; adoptPushOf?: number }) {
     return this.send((o) => this.client.request(startJob, { ...this.fenced(), ...input, idempotencyKey: this.key('start') }, o));
   }
 
@@ -98,7 +102,7 @@ export class JobLeaseSession {
     return this.send((o) => this.client.request(logTestResult, { ...this.fenced(), ...entry, idempotencyKey: this.key('log-test-result', entry) }, o));
   }
 
-  reportPush(input: { branch: string; headSha: string; pushed: boolean }) {
+  reportPush(input: { branch: string; headSha: string; pushed: boolean; facts?: VerificationFacts }) {
     return this.send((o) => this.client.request(reportPush, { ...this.fenced(), ...input, idempotencyKey: this.key('push', input) }, o));
   }
 
@@ -116,14 +120,28 @@ export class JobLeaseSession {
     return this.send((o) => this.client.request(finishJob, { ...this.fenced(), facts, idempotencyKey: this.key('finish', { facts }) }, o));
   }
 
-  rollback(reason: string, exitCode?: number) {
+  rollback(reason: string, cause: RollbackCause, exitCode?: number) {
     const bounded = reason.length > 2000 ? `${reason.slice(0, 1997)}...` : reason;
     return this.send((o) =>
       this.client.request(
         rollbackClaim,
-        { ...this.fenced(), reason: bounded, ...(exitCode === undefined ? {} : { exitCode }), idempotencyKey: this.key('rollback') },
+        { ...this.fenced(), reason: bounded, cause, ...(exitCode === undefined ? {} : { exitCode }), idempotencyKey: this.key('rollback') },
         o,
       ),
     );
+  }
+
+  /** After a cancel: the agent of this (revoked) claim is gone (docs/jobs.md, "Cancelling a running job"). */
+  reportStopped(): Promise<FinishReply> {
+    const facts: VerificationFacts = {
+      verifyResult: 'EMPTY',
+      newCommit: false,
+      netDiff: { filesChanged: 0, insertions: 0, deletions: 0 },
+      workAlreadyOnTarget: false,
+      diffIdenticalToMergedBranch: false,
+      failure: null,
+      cancelled: true,
+    };
+    return this.send((o) => this.client.request(finishJob, { ...this.fenced(), facts, idempotencyKey: this.key('stopped') }, o));
   }
 }

@@ -16,6 +16,8 @@ export function finishFacts(
     diffIdenticalToMergedBranch: report.diffIdenticalToMergedBranch,
     failure: outcome.failure,
     cancelled: outcome.cancelled,
+    headSha: report.headSha,
+    planCheck: report.planCheck,
   };
 }
 

@@ -77,7 +77,26 @@ describe('verifying a worktree against its base_sha (real git)', () => {
       diffIdenticalToMergedBranch: false,
       failure: null,
       cancelled: false,
+      headSha: commit,
+      planCheck: 'NO_EXPECTED_CHANGES',
     });
+  });
+
+  it('held against the plan: an unrelated deletion instead of the planned file is DIVERGENT, kept with its head', async () => {
+    const commit = await repo.commit({ 'docs/old.md': null }, 'chore: drop an unrelated doc');
+    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main', expectedChanges: [{ path: 'src/planned.ts', contains: 'planned' }] });
+    expect(report).toMatchObject({ result: 'DIVERGENT', planCheck: 'NONE_PRESENT', headSha: commit, plan: { expected: 1, present: 0, madeByBranch: 0 } });
+    expect(finishFacts(report, { failure: null, cancelled: false })).toMatchObject({ verifyResult: 'DIVERGENT', headSha: commit, planCheck: 'NONE_PRESENT' });
+  });
+
+  it('held against the plan: all planned changes → ALIGNED, some → PARTIAL', async () => {
+    await repo.commit({ 'src/planned.ts': 'export const planned = 1;\n' }, 'feat: planned');
+    const plan = [{ path: 'src/planned.ts', contains: 'planned' }, { path: 'src/second.ts' }];
+    const some = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main', expectedChanges: plan });
+    expect(some).toMatchObject({ result: 'PARTIAL', planCheck: 'SOME_PRESENT' });
+    await repo.commit({ 'src/second.ts': 'two\n' }, 'feat: second');
+    const all = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main', expectedChanges: plan });
+    expect(all).toMatchObject({ result: 'ALIGNED', planCheck: 'ALL_PRESENT', plan: { expected: 2, present: 2, madeByBranch: 2 } });
   });
 
   it('a change and its revert leave no net diff and are EMPTY despite two commits', async () => {

@@ -1,5 +1,5 @@
 import type { ExpectedChange, PrecheckResult } from '../../domain/idempotency-precheck.js';
-import { classifyVerification, workAlreadyOnTarget, type VerifyResult } from '../../domain/verify-classification.js';
+import { classifyVerification, planCheckOf, workAlreadyOnTarget, type PlanCheck, type PlanFacts, type VerifyResult } from '../../domain/verify-classification.js';
 import { git, isSha, resolveCommit } from './git.js';
 import { precheckPlan } from './plan-precheck.js';
 import { ErrorCode, GantryError, type NetDiff } from '@gantry/contracts';
@@ -12,7 +12,10 @@ export interface VerifyWorktreeInput {
   target: string;
   /** The agent's last `update_job_status` was PARTIAL, or the pre-check found the plan partly done. */
   partialCompletion?: boolean;
-  /** The task's plan, when known: decides "work already on the target" for a branch that produced nothing. */
+  /**
+   * The task's plan, when known: the net diff is held against it, and it decides "work already on the
+   * target" for a branch that produced nothing.
+   */
   expectedChanges?: readonly ExpectedChange[];
 }
 
@@ -49,6 +52,9 @@ export interface VerificationReport {
   conflictsWithTarget: boolean;
   /** The plan compared with the target, when the plan was given. */
   planOnTarget: PrecheckResult | null;
+  /** The plan compared with the branch (null without a plan), and what that says. */
+  plan: PlanFacts | null;
+  planCheck: PlanCheck;
   /** The finishing table's "work already on the target branch / branch already merged" column. */
   workAlreadyOnTarget: boolean;
   /** Changes the agent left uncommitted: they will not be pushed. */
@@ -73,11 +79,13 @@ export async function verifyWorktree(input: VerifyWorktreeInput): Promise<Verifi
   const netChangeOnTarget = netDiff.length > 0 && merge.clean && merge.tree === (await treeOf(dir, targetSha));
   const diffIdenticalToMergedBranch =
     netDiff.length > 0 && (branchMerged || (await netDiffLandedAsOneStep(dir, baseSha, headSha, targetSha)));
-  const planOnTarget = input.expectedChanges ? await precheckPlan({ repoDir: dir, target: targetSha, expectedChanges: input.expectedChanges }) : null;
+  const expected = input.expectedChanges && input.expectedChanges.length > 0 ? input.expectedChanges : null;
+  const planOnTarget = expected ? await precheckPlan({ repoDir: dir, target: targetSha, expectedChanges: expected }) : null;
   const partialCompletion = (input.partialCompletion ?? false) || planOnTarget?.kind === 'partial';
+  const plan = expected ? await planAgainstBranch(dir, baseSha, headSha, expected, new Set(netDiff.map((e) => e.path))) : null;
 
   return {
-    result: classifyVerification({ newCommitCount: newCommits.length, netDiff: netDiff.length > 0, descendsFromBase, partialCompletion }),
+    result: classifyVerification({ newCommitCount: newCommits.length, netDiff: netDiff.length > 0, descendsFromBase, partialCompletion, plan }),
     baseSha,
     headSha,
     target: input.target,
@@ -91,6 +99,8 @@ export async function verifyWorktree(input: VerifyWorktreeInput): Promise<Verifi
     diffIdenticalToMergedBranch,
     conflictsWithTarget: !merge.clean,
     planOnTarget,
+    plan,
+    planCheck: planCheckOf(plan),
     workAlreadyOnTarget: workAlreadyOnTarget({
       branchMerged,
       netChangeOnTarget: netChangeOnTarget || diffIdenticalToMergedBranch,
@@ -98,6 +108,30 @@ export async function verifyWorktree(input: VerifyWorktreeInput): Promise<Verifi
     }),
     uncommittedPaths: await uncommittedPaths(dir),
   };
+}
+
+/**
+ * Each expected change in place at HEAD (as the pre-check tests a branch), and whether the branch made
+ * it — its path is in the net diff — or it was there at base already.
+ */
+async function planAgainstBranch(dir: string, baseSha: string, headSha: string, expected: readonly ExpectedChange[], changedPaths: Set<string>): Promise<PlanFacts> {
+  const atHead = await precheckPlan({ repoDir: dir, target: headSha, expectedChanges: expected });
+  const atBase = await precheckPlan({ repoDir: dir, target: baseSha, expectedChanges: expected });
+  const presentAt = (result: PrecheckResult) => new Set(result.kind === 'not_started' ? [] : result.present.map((c) => c.path));
+  const head = presentAt(atHead);
+  const base = presentAt(atBase);
+  let present = 0;
+  let madeByBranch = 0;
+  for (const change of expected) {
+    if (!head.has(change.path)) continue;
+    if (changedPaths.has(change.path)) {
+      present++;
+      madeByBranch++;
+    } else if (base.has(change.path)) {
+      present++;
+    }
+  }
+  return { expected: expected.length, present, madeByBranch };
 }
 
 async function isAncestor(dir: string, ancestor: string, descendant: string): Promise<boolean> {

@@ -11,20 +11,32 @@ export interface WorktreeRequest {
   lockTimeoutMs?: number;
 }
 
+/** What an acquire may take beyond its wait for the lock: creating the worktree and syncing it (the worktree service's own budget). */
+const PREPARE_BUDGET_MS = 120_000;
+
 /**
  * The worktree service on this host, as the runner uses it: acquire a lease for a claim, keep it
- * alive while the agent runs, and — only on the paths where a claim is rolled back — give it back
- * early. On the normal path the worktree service releases the lease itself on the job's terminal event.
+ * alive while the agent runs, and give it back when the claim ends other than by the runner's own
+ * finish (on that path the worktree service releases the lease itself, on the job's terminal event).
+ *
+ * Every request is sent again under its idempotency key when it got no answer (docs/jobs.md,
+ * "Commands under a claim"), each try bounded by `tryTimeoutMs`: an acquire the worktree service
+ * swallowed when it died is asked again within seconds, and the service, recognising the key,
+ * waits for the same lease.
  */
 export class WorktreeLeaseClient {
   constructor(
     private readonly client: CommandClient,
-    private readonly options: { correlationId?: string } = {},
+    private readonly options: { correlationId?: string; tryTimeoutMs?: number } = {},
   ) {}
 
-  acquire(request: WorktreeRequest): Promise<WorktreeLeaseGrant> {
-    // Waiting in line for the lock is part of the call: the request must outlive the lock timeout.
-    const timeoutMs = (request.lockTimeoutMs ?? 60_000) + 120_000;
+  private get tryTimeoutMs(): number {
+    return this.options.tryTimeoutMs ?? 10_000;
+  }
+
+  acquire(request: WorktreeRequest, signal?: AbortSignal): Promise<WorktreeLeaseGrant> {
+    // Waiting in line for the lock is part of the call: the retries must outlast the lock timeout.
+    const giveUpAt = Date.now() + (request.lockTimeoutMs ?? 60_000) + PREPARE_BUDGET_MS;
     return this.client.request(
       acquireWorktree,
       {
@@ -32,11 +44,12 @@ export class WorktreeLeaseClient {
         idempotencyKey: deriveIdempotencyKey('runner/acquire-worktree', { jobId: request.jobId, jobLeaseToken: request.jobLeaseToken }),
         correlationId: this.options.correlationId,
       },
-      { timeoutMs, correlationId: this.options.correlationId },
+      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: giveUpAt, ...(signal ? { signal } : {}) },
     );
   }
 
-  renew(lease: { leaseId: string; token: number }, leaseDurationMs: number, renewal: number) {
+  /** `until`: the lease's current expiry — retrying past it would renew nothing. */
+  renew(lease: { leaseId: string; token: number }, leaseDurationMs: number, renewal: number, until: number) {
     return this.client.request(
       renewWorktreeLease,
       {
@@ -46,11 +59,11 @@ export class WorktreeLeaseClient {
         idempotencyKey: deriveIdempotencyKey('runner/renew-worktree', { ...lease, renewal }),
         correlationId: this.options.correlationId,
       },
-      { timeoutMs: 10_000, correlationId: this.options.correlationId },
+      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: until },
     );
   }
 
-  release(lease: { leaseId: string; token: number }) {
+  release(lease: { leaseId: string; token: number }, until: number) {
     return this.client.request(
       releaseWorktree,
       {
@@ -59,7 +72,8 @@ export class WorktreeLeaseClient {
         idempotencyKey: deriveIdempotencyKey('runner/release-worktree', lease),
         correlationId: this.options.correlationId,
       },
-      { timeoutMs: 10_000, correlationId: this.options.correlationId },
+      // The service waits up to 15 s for the rescue to finish before it answers.
+      { timeoutMs: Math.max(this.tryTimeoutMs, 20_000), correlationId: this.options.correlationId, retryUntil: until },
     );
   }
 }

@@ -1,0 +1,206 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { dispatchStreamName } from '@gantry/contracts';
+import { connectTestNats, eventually } from '@gantry/testing';
+import { E2eSystem } from './e2e-system.js';
+
+/*
+ * Jobs under faults that take processes away (docs/jobs.md): a cancel while the agent runs, the
+ * worktree service and the job service killed and started again, a runner killed with SIGKILL and
+ * started again under its id. Real processes, a real origin with a push log; the kills are SIGKILL
+ * at the point each case names.
+ */
+
+let counter = 0;
+const branch = (label: string) => `feat/${label}-${++counter}`;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function flagsOf(argv: string[]): Record<string, string> {
+  const flags: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i += 2) flags[argv[i]!] = argv[i + 1]!;
+  return flags;
+}
+
+/** The lease token an agent ran under: its scratch directory is `<jobId>-<token>`. */
+function leaseTokenOf(argv: string[]): number {
+  return Number(/job-[0-9a-f-]{36}-(\d+)\/payload\.json/.exec(flagsOf(argv)['-p']!)![1]);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A runner that hears of a cancel only through the job events: it renews its leases every 30 s. */
+const SLOW_RENEWAL = { GANTRY_LEASE_RENEW_MS: '30000', GANTRY_JOB_LEASE_MS: '90000', GANTRY_WORKTREE_LEASE_MS: '90000' };
+
+describe('jobs under kills: job service, worktree service, runners, a real origin', () => {
+  const system = new E2eSystem();
+
+  beforeAll(() => system.start(), 60_000);
+  afterAll(() => system.stop(), 60_000);
+
+  function code(label: string, standIn: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+    const record = system.recordFile(label);
+    return { record, branch: branch(label), payload: { standIn: { recordArgvTo: record, ...standIn }, ...extra } };
+  }
+
+  async function lines(record: string): Promise<Record<string, unknown>[]> {
+    return (await readFile(record, 'utf8').catch(() => ''))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+  }
+
+  const eventsOf = async (jobId: string, type: string) => (await system.events(jobId)).filter((e) => e.type === type).map((e) => e.data);
+  const pushesTo = async (name: string) => (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${name}`);
+
+  it('a cancel mid-run stops the agent at once, reports the stop, pushes nothing, and the next job on the branch never overlaps it', async () => {
+    await Promise.all([system.startRunner('runner-a', { env: SLOW_RENEWAL }), system.startRunner('runner-b', { env: SLOW_RENEWAL })]);
+    const shared = branch('cancelled-then-next');
+    const first = code('cancelled-first', { behaviour: 'hang', ignoreSigterm: true, heartbeatMs: 50 });
+    const firstId = await system.enqueue({ branch: shared, payload: first.payload });
+    await eventually(async () => (await system.agentStarts(first.record)).length === 1, { what: 'the first agent started', timeoutMs: 30_000 });
+    const next = code('cancelled-next', { behaviour: 'commit', files: { 'src/next.ts': 'next\n' } });
+    const nextId = await system.enqueue({ branch: shared, payload: next.payload });
+    // the next job is claimed by the other runner and waits for the worktree
+    await eventually(async () => (await system.job(nextId)).status === 'CLAIMED', { what: 'the next job claimed', timeoutMs: 30_000 });
+    await system.cancel(firstId);
+    const pid = (await system.agentStarts(first.record))[0]!.pid;
+    await eventually(() => !alive(pid), { what: 'the cancelled agent gone', timeoutMs: 20_000 });
+
+    const cancelled = await system.terminal(firstId);
+    expect(cancelled).toMatchObject({ status: 'CANCELLED', taskStatus: 'TO_DO', pushedAt: null, cancelledRun: { runnerId: expect.any(String), leaseToken: 1, stoppedAt: expect.any(String) } });
+    // it was the JobCancelled event that stopped it: the lease (renewed every 30 s) was never renewed
+    expect(await eventsOf(firstId, 'JobLeaseRenewed')).toEqual([]);
+    const done = await system.terminal(nextId, 60_000);
+    expect(done).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(shared) });
+    // the next agent started only after the last sign of life of the cancelled one
+    const beats = (await lines(first.record)).filter((l) => 'beat' in l).map((l) => Date.parse(l.at as string));
+    const nextStart = Date.parse((await system.agentStarts(next.record))[0]!.at);
+    expect(beats.length).toBeGreaterThan(0);
+    expect(nextStart).toBeGreaterThan(Math.max(...beats));
+    // one push to the branch, the next job's
+    expect(await pushesTo(shared)).toEqual([expect.objectContaining({ newSha: done.headSha })]);
+    await system.leasesReleased();
+    await Promise.all([system.stopRunner('runner-a'), system.stopRunner('runner-b')]);
+  }, 120_000);
+
+  it('the worktree service killed and started again while an acquire waits: asked again under its key, the job finishes on its first attempt', async () => {
+    await system.startRunner('runner-w', { env: { GANTRY_RUNNER_COMMAND_TIMEOUT_MS: '2000' } });
+    await system.stopWorktreeService('SIGKILL');
+    const run = code('worktree-restart', { behaviour: 'commit', files: { 'src/restart.ts': 'restart\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
+    await eventually(async () => (await system.job(jobId)).status === 'CLAIMED', { what: 'the job claimed without a worktree service', timeoutMs: 30_000 });
+    await sleep(3000);
+    await system.startWorktreeService();
+    const job = await system.terminal(jobId, 60_000);
+    expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
+    expect(await eventsOf(jobId, 'JobClaimRolledBack')).toEqual([]);
+    expect(await system.agentStarts(run.record)).toHaveLength(1);
+    await system.stopRunner('runner-w');
+  }, 120_000);
+
+  it('the job service killed and started again while the agent works: the commands under the claim wait for it, DONE on the first attempt', async () => {
+    await system.startRunner('runner-j');
+    const run = code('job-service-restart', { behaviour: 'commit', delayMs: 2000, files: { 'src/waited.ts': 'waited\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
+    await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
+    await system.stopJobService('SIGKILL');
+    // down for longer than the agent's pause: its log_commit must wait for the job service
+    await sleep(3500);
+    await system.startJobService();
+    const job = await system.terminal(jobId, 60_000);
+    expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch), storyLog: { implementationEntries: 1, commitEntries: 1, testResultEntries: 1 } });
+    expect(await eventsOf(jobId, 'JobClaimRolledBack')).toEqual([]);
+    expect(await eventsOf(jobId, 'JobLeaseExpired')).toEqual([]);
+    expect(await pushesTo(run.branch)).toHaveLength(1);
+    await system.stopRunner('runner-j');
+  }, 120_000);
+
+  it('a push verified and reported, then the job service dies before the finish: the next claim finishes it — DONE, pushed once, the agent run once', async () => {
+    await system.stopJobService('SIGKILL');
+    await system.startJobService({ GANTRY_TEST_CRASH_AFTER_COMMIT: 'report_push' });
+    await system.startRunner('runner-p');
+    const run = code('pushed-then-lost', { behaviour: 'commit', files: { 'src/pushed.ts': 'pushed\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
+    // the job service dies right after committing the push report, before answering it
+    await eventually(async () => (await pushesTo(run.branch)).length === 1, { what: 'the branch pushed', timeoutMs: 30_000 });
+    await eventually(() => system.jobService.process.exitCode !== null || system.jobService.process.signalCode !== null, { what: 'the job service gone', timeoutMs: 30_000 });
+    // down until the claim's 10 s lease has run out: the runner cannot finish
+    await sleep(12_000);
+    await system.startJobService();
+    const job = await system.terminal(jobId, 60_000);
+    expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
+    expect(job.pushedAt).not.toBeNull();
+    expect(await pushesTo(run.branch)).toHaveLength(1);
+    expect(await system.agentStarts(run.record)).toHaveLength(1);
+    const ended = [...(await eventsOf(jobId, 'JobLeaseExpired')), ...(await eventsOf(jobId, 'JobClaimRolledBack'))];
+    expect(ended).toEqual([expect.objectContaining({ leaseToken: 1, outcome: 'REQUEUED', nextAttempt: 1 })]);
+    expect((await eventsOf(jobId, 'JobStarted')).map((s) => s.adoptedPushOf ?? null)).toEqual([null, 1]);
+    await system.stopRunner('runner-p');
+  }, 120_000);
+
+  it('a runner killed with SIGKILL and started again under its id settles its claims at once: the running job given back (no attempt spent), the cancelled one reported stopped, both worktrees released, no old offer run again', async () => {
+    const env = { ...SLOW_RENEWAL, GANTRY_OFFER_ACK_WAIT_MS: '3000' };
+    await system.startRunner('runner-k', { concurrency: 2, env });
+    const kept = code('restart-kept', { behaviour: 'hang' });
+    const gone = code('restart-cancelled', { behaviour: 'hang' });
+    const keptId = await system.enqueue({ branch: kept.branch, payload: kept.payload });
+    const goneId = await system.enqueue({ branch: gone.branch, payload: gone.payload });
+    await eventually(async () => (await system.agentStarts(kept.record)).length === 1 && (await system.agentStarts(gone.record)).length === 1, {
+      what: 'both agents started',
+      timeoutMs: 30_000,
+    });
+    const orphans = [(await system.agentStarts(kept.record))[0]!.pid, (await system.agentStarts(gone.record))[0]!.pid];
+    await system.stopRunner('runner-k', 'SIGKILL');
+    expect(orphans.every(alive)).toBe(true);
+    await system.cancel(goneId);
+    await system.startRunner('runner-k', { concurrency: 2, env });
+
+    // the claims are settled long before their 90 s leases would have run out
+    const rolledBack = await eventually(async () => (await eventsOf(keptId, 'JobClaimRolledBack'))[0] ?? null, { what: 'the claim given back', timeoutMs: 30_000 });
+    expect(rolledBack).toMatchObject({ leaseToken: 1, cause: 'RUNNER', outcome: 'REQUEUED', nextAttempt: 1 });
+    expect(orphans.some(alive)).toBe(false);
+    const stopped = await eventually(async () => (await system.job(goneId)).cancelledRun?.stoppedAt ?? null, { what: 'the cancelled run reported stopped', timeoutMs: 30_000 });
+    expect(stopped).not.toBeNull();
+    const released = (leases: { jobLeaseToken: number; status: string }[]) => leases.filter((l) => l.jobLeaseToken === 1).every((l) => l.status === 'released');
+    await eventually(async () => released(await system.leases(keptId)) && released(await system.leases(goneId)), { what: 'both worktrees given back', timeoutMs: 30_000 });
+
+    // the kept job runs again, under a new claim of the same attempt
+    await eventually(async () => (await system.agentStarts(kept.record)).length === 2, { what: 'the kept job running again', timeoutMs: 30_000 });
+    await system.cancel(keptId);
+    await system.terminal(keptId);
+    // every offer handled (the old ones, redelivered after the kill, answered by the claim as the job is now)
+    const nc = await connectTestNats();
+    try {
+      const jsm = await jetstreamManager(nc);
+      await eventually(async () => (await jsm.streams.info(dispatchStreamName(system.naming))).state.messages === 0, { what: 'every offer handled', timeoutMs: 30_000 });
+    } finally {
+      await nc.close();
+    }
+    expect((await system.agentStarts(kept.record)).map((s) => leaseTokenOf(s.argv))).toEqual([1, 2]);
+    expect((await system.agentStarts(gone.record)).map((s) => leaseTokenOf(s.argv))).toEqual([1]);
+    expect(await eventsOf(keptId, 'JobLeaseExpired')).toEqual([]);
+    await system.stopRunner('runner-k');
+  }, 150_000);
+
+  it('two runners refuse to share a scratch folder: the second does not start, the first one\'s agent is untouched', async () => {
+    const scratch = join(system.root, 'scratch', 'shared');
+    await system.startRunner('runner-s1', { env: { GANTRY_RUNNER_SCRATCH_DIR: scratch } });
+    const run = code('shared-scratch', { behaviour: 'hang' });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
+    await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
+    await expect(system.startRunner('runner-s2', { env: { GANTRY_RUNNER_SCRATCH_DIR: scratch } })).rejects.toThrow(/scratch folder .* belongs to runner runner-s1 \(pid \d+\), which is running/);
+    expect(alive((await system.agentStarts(run.record))[0]!.pid)).toBe(true);
+    expect((await system.job(jobId)).status).toBe('RUNNING');
+    await system.cancel(jobId);
+    await system.terminal(jobId);
+    await system.stopRunner('runner-s1');
+  }, 90_000);
+});
