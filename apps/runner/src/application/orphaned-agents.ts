@@ -1,5 +1,6 @@
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { processGroupRunning } from '../infrastructure/agent/process-group.js';
 
 export const AGENT_PID_FILE = 'agent.pid';
 /** What a run's scratch directory says about the claim it belongs to (written at the claim, completed at the worktree lease). */
@@ -85,15 +86,6 @@ async function killGroupAndWait(pid: number, graceMs: number): Promise<boolean> 
     }
   }
   const deadline = Date.now() + graceMs;
-  while (alive(target) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
+  while (processGroupRunning(pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
   return true;
-}
-
-function alive(target: number): boolean {
-  try {
-    process.kill(target, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }

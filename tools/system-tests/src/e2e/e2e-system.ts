@@ -7,6 +7,7 @@ import {
   cancelJob,
   enqueueJob,
   getJob,
+  listJobs,
   listWorktreeLeases,
   registerProduct,
   type JobKind,
@@ -172,6 +173,12 @@ export class E2eSystem {
 
   cancel(jobId: string): Promise<unknown> {
     return this.client.request(cancelJob, { jobId, reason: 'not needed any more', idempotencyKey: `product-e2e/cancel:${jobId}` });
+  }
+
+  /** Cancels every job not yet terminal (a case that failed half-way leaves none for the next one). */
+  async cancelOpenJobs(): Promise<void> {
+    const { jobs } = await this.client.request(listJobs, { status: ['QUEUED', 'CLAIMED', 'RUNNING'], limit: 500 });
+    for (const job of jobs) await this.cancel(job.jobId).catch(() => undefined);
   }
 
   async terminal(jobId: string, timeoutMs = 60_000): Promise<JobView> {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { KIND_DEFAULTS, type JobKind, type JobView } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
@@ -453,10 +454,11 @@ describe('the runner end to end: job service, worktree service, two runners, a r
   });
 });
 
+/** Running: there, and not a zombie waiting for init to reap it (a zombie writes nothing). */
 function alive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !['Z', 'X'].includes(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
   } catch {
     return false;
   }

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import type { AgentCommand } from '../../domain/agent-command.js';
 import { BoundedTail, StreamMatcher } from './bounded-tail.js';
+import { processGroupRunning } from './process-group.js';
 
 /** The CLI's own words when its credentials are no longer accepted. */
 export const DEFAULT_TOKEN_EXPIRED_PATTERN = /token (has )?expired|authentication_error|401 Unauthorized/i;
@@ -162,13 +163,7 @@ async function groupGoneWithin(pid: number | undefined, ms: number): Promise<boo
 }
 
 function groupAlive(pid: number | undefined): boolean {
-  if (pid === undefined) return false;
-  try {
-    process.kill(-pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return pid !== undefined && processGroupRunning(pid);
 }
 
 /** Variables the agent CLI needs; the runner's own configuration (database, NATS, secrets) stays out. */
