@@ -145,6 +145,14 @@ export class JobRun {
       agentTimeoutMs: config.agentTimeoutMs,
     });
 
+    if (workspace.writesCode && workspace.branch === workspace.targetBranch) {
+      // A code job whose branch is the target would publish unreviewed work there: refused before any work.
+      await this.session.start({});
+      return this.finish(
+        this.facts(workspace, { kind: 'EXCEPTION', message: `the job's branch ${workspace.branch} is the target branch; a code job works and pushes only on a feature branch` }),
+      );
+    }
+
     let workDir: string;
     let baseSha: string | null = this.job.baseSha;
     if (workspace.repositoryUrl !== null && workspace.branch !== null) {
@@ -308,7 +316,7 @@ export class JobRun {
       const lost = await this.interrupted();
       if (lost) return lost;
       try {
-        const push = await pushBranch(workDir, workspace.branch, report.headSha);
+        const push = await pushBranch(workDir, workspace.branch, report.headSha, { targetBranch: workspace.targetBranch });
         this.deps.log.log('branch pushed', { ...this.fields, branch: push.branch, headSha: push.headSha, pushed: push.pushed });
         // With the facts: if this claim cannot finish, the next one finishes this push (docs/jobs.md).
         await this.session.reportPush({ ...push, facts });

@@ -2,8 +2,9 @@ import { ErrorCode } from '@gantry/contracts';
 import { jobWorkspaceOf, writesCode } from './job-workspace.js';
 
 const defaults = { repositoryUrl: null, targetBranch: 'main', agentTimeoutMs: 60_000 };
-const resolved = { repositoryUrl: '/srv/git/shop.git', branch: 'feat/a', targetBranch: 'develop' };
-const unresolved = { repositoryUrl: null, branch: null, targetBranch: null };
+const identity = { jobId: 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f', productId: 'product-42', storyId: null, taskId: 'T-533' };
+const resolved = { ...identity, repositoryUrl: '/srv/git/shop.git', branch: 'feat/a', targetBranch: 'develop' };
+const unresolved = { ...identity, repositoryUrl: null, branch: null, targetBranch: null };
 
 describe('where a job works, and what the runner reads from its payloads', () => {
   it('works on the repository, branch and target the claim names; from the payloads only the plan and timeout, a later one winning', () => {
@@ -30,12 +31,14 @@ describe('where a job works, and what the runner reads from its payloads', () =>
     });
   });
 
-  it('falls back to the runner defaults and works on the base ref for a job enqueued before products', () => {
+  it('falls back to the runner defaults for a job enqueued before products; a code job then works on a feature branch derived from it, not on its base ref', () => {
     const workspace = jobWorkspaceOf(
-      { kind: 'SPRINT_IMPLEMENTATION', baseRef: 'sprint/SP-7', ...unresolved, payloads: [{}] },
+      { kind: 'SPRINT_IMPLEMENTATION', baseRef: 'develop', ...unresolved, payloads: [{}] },
       { repositoryUrl: 'https://github.com/acme/shop.git', targetBranch: 'develop', agentTimeoutMs: 1234 },
     );
-    expect(workspace).toMatchObject({ repositoryUrl: 'https://github.com/acme/shop.git', branch: 'sprint/SP-7', baseRef: 'sprint/SP-7', targetBranch: 'develop', timeoutMs: 1234 });
+    expect(workspace).toMatchObject({ repositoryUrl: 'https://github.com/acme/shop.git', branch: 'gantry/product-42/task-T-533', baseRef: 'develop', targetBranch: 'develop', timeoutMs: 1234 });
+    const story = jobWorkspaceOf({ kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...unresolved, storyId: 'ST-1208', payloads: [{}] }, { ...defaults, repositoryUrl: '/srv/git/shop.git' });
+    expect(story.branch).toBe('gantry/product-42/story-ST-1208');
   });
 
   it('lets a kind that writes no code run without a branch, in scratch, even when its product has a repository', () => {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ErrorCode, GantryError, type ClaimedJob, type JobKind } from '@gantry/contracts';
+import { ErrorCode, featureBranchFor, GantryError, type ClaimedJob, type JobKind } from '@gantry/contracts';
 import { validateExpectedChanges, type ExpectedChange } from '../domain/idempotency-precheck.js';
 
 /**
@@ -50,9 +50,10 @@ export function writesCode(kind: JobKind): boolean {
 
 /** A job the runner cannot set up (no repository for a code job, a malformed field) is refused with the reason. */
 export function jobWorkspaceOf(
-  job: Pick<ClaimedJob, 'kind' | 'payloads' | 'baseRef' | 'repositoryUrl' | 'branch' | 'targetBranch'>,
+  job: Pick<ClaimedJob, 'jobId' | 'kind' | 'payloads' | 'baseRef' | 'repositoryUrl' | 'branch' | 'targetBranch' | 'productId' | 'storyId' | 'taskId'>,
   defaults: { repositoryUrl: string | null; targetBranch: string; agentTimeoutMs: number },
 ): JobWorkspace {
+  const code = writesCode(job.kind);
   const merged: z.infer<typeof WorkspaceFieldsSchema> = {};
   job.payloads.forEach((payload, index) => {
     const parsed = WorkspaceFieldsSchema.safeParse(payload);
@@ -61,10 +62,11 @@ export function jobWorkspaceOf(
     }
     for (const [key, value] of Object.entries(parsed.data)) if (value !== undefined) (merged as Record<string, unknown>)[key] = value;
   });
-  const code = writesCode(job.kind);
   const repositoryUrl = job.repositoryUrl ?? defaults.repositoryUrl;
-  // A job enqueued before products names no repository: it worked on its base ref, as it always did.
-  const branch = job.repositoryUrl !== null ? job.branch : (job.branch ?? job.baseRef ?? null);
+  // A job enqueued before products names no repository: a code job then works on a feature branch
+  // derived from it (never on its base ref, usually the target); any other job on its base ref.
+  const branch =
+    job.repositoryUrl !== null ? job.branch : (job.branch ?? (code ? featureBranchFor(job) : (job.baseRef ?? null)));
   const targetBranch = job.targetBranch ?? defaults.targetBranch;
   if (code && repositoryUrl === null) {
     throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job needs a repository: the job names none and the runner has no GANTRY_REPOSITORY_URL`);

@@ -160,6 +160,19 @@ export function repositoryCloneName(repositoryUrl: string): string {
   return `${slug(repositoryBaseName(repositoryUrl), 40)}-${digest}`;
 }
 
+/**
+ * The feature branch of a code job that names none (docs/jobs.md, "Branches"): per story
+ * `gantry/<product>/story-<story>` (the story's tasks share it), else per task
+ * `gantry/<product>/task-<task>`, else `gantry/<product>/<jobId>`. Characters a branch name cannot
+ * hold become `-`; the result passes `branchNameProblem`, or the job id's own branch is used.
+ */
+export function featureBranchFor(job: { productId: string; storyId: string | null; taskId: string | null; jobId: string }): string {
+  const part = (value: string) => value.replace(/[^A-Za-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 80) || 'x';
+  const scope = job.storyId !== null ? `story-${part(job.storyId)}` : job.taskId !== null ? `task-${part(job.taskId)}` : part(job.jobId);
+  const name = `gantry/${part(job.productId)}/${scope}`;
+  return branchNameProblem(name) === null ? name : `gantry/${part(job.jobId)}`;
+}
+
 /** The rescue branch for a worktree's unsaved changes: `gantry/rescue/<key>/<UTC timestamp>`. */
 export function rescueBranchName(worktreeKey: WorktreeKey, at: Date): string {
   const stamp = at.toISOString().replace(/[-:]/g, '').replace('.', '');

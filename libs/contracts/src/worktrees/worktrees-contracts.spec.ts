@@ -3,6 +3,7 @@ import {
   acquireWorktree,
   branchNameProblem,
   deriveWorktreeKey,
+  featureBranchFor,
   repositoryCloneName,
   repositoryUrlProblem,
   rescueBranchName,
@@ -85,6 +86,24 @@ describe('repository URLs', () => {
     '',
   ])('refuses %j', (url) => {
     expect(repositoryUrlProblem(url)).not.toBeNull();
+  });
+});
+
+describe('the feature branch of a code job that names none', () => {
+  const job = { productId: 'product-42', storyId: null, taskId: null, jobId: 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f' };
+
+  it('is per story, else per task, else per job — never the target branch', () => {
+    expect(featureBranchFor({ ...job, storyId: 'ST-1208', taskId: 'T-533' })).toBe('gantry/product-42/story-ST-1208');
+    expect(featureBranchFor({ ...job, taskId: 'T-533' })).toBe('gantry/product-42/task-T-533');
+    expect(featureBranchFor(job)).toBe(`gantry/product-42/${job.jobId}`);
+  });
+
+  it('turns what a branch name cannot hold into "-", and always passes the branch-name rules', () => {
+    for (const id of ['T:5?3', 'a~b^c', '@{x}', 'x.lock', '--upload-pack', '~', 'a//b']) {
+      const branch = featureBranchFor({ ...job, taskId: id });
+      expect({ id, problem: branchNameProblem(branch) }).toEqual({ id, problem: null });
+      expect(branch.startsWith('gantry/product-42/task-')).toBe(true);
+    }
   });
 });
 

@@ -98,6 +98,27 @@ describe('jobs under faults: job service, worktree service, runners, a real orig
       expect(b).toMatchObject({ status: 'DONE', verification: { result: 'ALIGNED', planCheck: 'NO_EXPECTED_CHANGES', headSha: await system.origin.sha(unplanned.branch) } });
     });
 
+    it('a code job that names no branch works on a feature branch derived from it; main is never pushed to', async () => {
+      const mainBefore = await system.origin.sha('main');
+      const run = code('no-branch', { behaviour: 'commit', files: { 'src/no-branch.ts': 'feature\n' } });
+      const taskId = `T-nobranch-${counter}`;
+      const job = await system.terminal(await system.enqueue({ baseRef: 'main', taskId, payload: run.payload }));
+      const derived = `gantry/product-e2e/task-${taskId}`;
+      expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(derived) });
+      expect(await system.origin.sha('main')).toBe(mainBefore);
+      expect((await system.origin.pushes()).filter((p) => p.ref === 'refs/heads/main')).toEqual([]);
+    });
+
+    it('a code job whose branch is the target is refused before any work: FAILED, no agent, nothing pushed', async () => {
+      const mainBefore = await system.origin.sha('main');
+      const run = code('onto-main', { behaviour: 'commit', files: { 'src/onto-main.ts': 'straight to main\n' } });
+      const job = await system.terminal(await system.enqueue({ branch: 'main', payload: run.payload }));
+      expect(job).toMatchObject({ status: 'FAILED', attempt: 1, pushedAt: null });
+      expect(job.error).toMatch(/the job's branch main is the target branch/);
+      expect(await system.agentStarts(run.record)).toEqual([]);
+      expect(await system.origin.sha('main')).toBe(mainBefore);
+    });
+
     it('the allowed tools recorded on the job are the ones the command line got', async () => {
       const run = code('tools', { behaviour: 'commit', files: { 'src/tools.ts': 'tools\n' } });
       const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));

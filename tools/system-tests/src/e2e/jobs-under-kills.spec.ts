@@ -67,7 +67,7 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
   const eventsOf = async (jobId: string, type: string) => (await system.events(jobId)).filter((e) => e.type === type).map((e) => e.data);
   const pushesTo = async (name: string) => (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${name}`);
 
-  it('a cancel mid-run stops the agent at once (no lease renewal needed), reports the stop, pushes nothing; the next job on the branch runs after it', async () => {
+  it('a cancel mid-run stops the agent at once (no lease renewal needed), reports the stop, pushes nothing, and the next job on the branch never overlaps it', async () => {
     await Promise.all([system.startRunner('runner-a', { env: SLOW_RENEWAL }), system.startRunner('runner-b', { env: SLOW_RENEWAL })]);
     const shared = branch('cancelled-then-next');
     const first = code('cancelled-first', { behaviour: 'hang', ignoreSigterm: true, heartbeatMs: 50 });
@@ -92,6 +92,12 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     expect(await eventsOf(firstId, 'JobLeaseRenewed')).toEqual([]);
     const done = await system.terminal(nextId, 60_000);
     expect(done).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(shared) });
+    // the next agent started only after the last sign of life of the cancelled one: the worktree was not
+    // handed on while a process of its holder could still write to it
+    const beats = (await lines(first.record)).filter((l) => 'beat' in l).map((l) => Date.parse(l.at as string));
+    const nextStart = Date.parse((await system.agentStarts(next.record))[0]!.at);
+    expect(beats.length).toBeGreaterThan(0);
+    expect(nextStart).toBeGreaterThan(Math.max(...beats));
     // one push to the branch, the next job's
     expect(await pushesTo(shared)).toEqual([expect.objectContaining({ newSha: done.headSha })]);
     await system.leasesReleased();

@@ -361,9 +361,10 @@ describe('the runner end to end: job service, worktree service, two runners, a r
   describe('a runner killed with SIGKILL mid-job', () => {
     it('started again under its id it stops the orphaned agent and gives the claim back at once (no attempt spent); the other runner completes the job, pushing once', async () => {
       await system.startRunner('runner-c');
-      const run = code('sigkill', { behaviour: 'commit', delayMs: 4000, files: { 'src/survivor.ts': 'survived\n' } });
+      const run = code('sigkill', { behaviour: 'commit', delayMs: 15_000, files: { 'src/survivor.ts': 'survived\n' } });
       const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
-      await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started on runner C', timeoutMs: 30_000 });
+      // in its pause, past its first report (an agent killed with its runner during that report would just exit)
+      await eventually(async () => (await system.job(jobId)).storyLog.implementationEntries === 1, { what: 'the agent working on runner C', timeoutMs: 30_000 });
       await system.stopRunner('runner-c', 'SIGKILL');
       // The agent has its own process group and outlives the SIGKILLed runner; runner C started again
       // under its id (taking no kind of this job) finds it through its scratch directory and stops it.

@@ -72,6 +72,16 @@ describe('from wire requests to decider commands', () => {
     });
   });
 
+  it('a code job that names no branch works on a feature branch derived from it, never on its base ref', () => {
+    const { branch: _none, ...withoutBranch } = enqueueJob.examples.valid[0] as Record<string, unknown>;
+    const request = parseRequest(enqueueJob, { ...withoutBranch, baseRef: 'main' });
+    expect(enqueueJobCommand(request, { jobId: JOB, now: at(0), product: PRODUCT }).data.branch).toBe('gantry/product-42/story-ST-1208');
+    const named = parseRequest(enqueueJob, { ...withoutBranch, baseRef: 'main', branch: 'feat/mine' });
+    expect(enqueueJobCommand(named, { jobId: JOB, now: at(0), product: PRODUCT }).data.branch).toBe('feat/mine');
+    const review = parseRequest(enqueueJob, enqueueJob.examples.valid[1]);
+    expect(enqueueJobCommand(review, { jobId: JOB, now: at(0), product: PRODUCT }).data.branch).toBeNull();
+  });
+
   it('the enqueue request hash ignores who called and why, and changes with the intent', () => {
     const again = parseRequest(enqueueJob, { ...enqueueJob.examples.valid[0], correlationId: 'corr-2', actor: 'user-9' });
     const other = parseRequest(enqueueJob, { ...enqueueJob.examples.valid[0], payload: { plan: 'something else' } });

@@ -1,5 +1,6 @@
 import {
   canonicalHash,
+  featureBranchFor,
   type cancelJob,
   type claimJob,
   type enqueueJob,
@@ -64,7 +65,7 @@ export function enqueueJobCommand(
       idempotencyKey: request.idempotencyKey,
       requestHash: enqueueRequestHash(request),
       baseRef: request.baseRef ?? null,
-      branch: workBranchOf(request),
+      branch: workBranchOf(request, context.jobId),
       storyTaskIds: request.storyTaskIds ?? null,
       product: context.product,
       maxAttempts: request.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
@@ -74,12 +75,14 @@ export function enqueueJobCommand(
 }
 
 /**
- * The branch a job's work is pushed to: the one the request names; for a job that writes code,
- * else its base ref (it commits on top of it). Any other job works on a branch only when one is named.
+ * The branch a job's work is pushed to: the one the request names; for a job that writes code, else
+ * a feature branch derived from the job — never its base ref, which is usually the target branch
+ * (docs/jobs.md, "Branches"). Any other job works on a branch only when one is named.
  */
-function workBranchOf(request: RequestOf<typeof enqueueJob>): string | null {
+function workBranchOf(request: RequestOf<typeof enqueueJob>, jobId: string): string | null {
   const writesCode = request.kind === 'TASK_IMPLEMENTATION' || request.kind === 'SPRINT_IMPLEMENTATION';
-  return request.branch ?? (writesCode ? (request.baseRef ?? null) : null);
+  if (request.branch !== undefined || !writesCode) return request.branch ?? null;
+  return featureBranchFor({ productId: request.productId, storyId: request.storyId ?? null, taskId: request.taskId ?? null, jobId });
 }
 
 /** The later request of a coalesced pair, appended to the queued job `jobId`. */

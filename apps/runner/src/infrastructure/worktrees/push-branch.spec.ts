@@ -4,6 +4,8 @@ import { ErrorCode } from '@gantry/contracts';
 import { GitFixture } from '../verify/testing/git-fixture.js';
 import { pushBranch, remoteBranchSha } from './push-branch.js';
 
+const target = { targetBranch: 'main' };
+
 describe('pushing a job branch to the origin', () => {
   let fixture: GitFixture;
 
@@ -16,15 +18,15 @@ describe('pushing a job branch to the origin', () => {
   it('pushes the verified commit once and reports that nothing was pushed when the origin already has it', async () => {
     const head = await fixture.commit({ 'cart.ts': 'export const total = 1;\n' }, 'feat: cart');
     expect(await remoteBranchSha(fixture.clone, 'refs/heads/feat/cart')).toBeNull();
-    expect(await pushBranch(fixture.clone, 'feat/cart', head)).toEqual({ branch: 'feat/cart', headSha: head, pushed: true });
+    expect(await pushBranch(fixture.clone, 'feat/cart', head, target)).toEqual({ branch: 'feat/cart', headSha: head, pushed: true });
     expect(await remoteBranchSha(fixture.clone, 'refs/heads/feat/cart')).toBe(head);
-    expect(await pushBranch(fixture.clone, 'feat/cart', head)).toEqual({ branch: 'feat/cart', headSha: head, pushed: false });
+    expect(await pushBranch(fixture.clone, 'feat/cart', head, target)).toEqual({ branch: 'feat/cart', headSha: head, pushed: false });
   });
 
   it('pushes exactly the verified commit, not whatever HEAD moved on to', async () => {
     const verified = await fixture.commit({ 'a.ts': 'a\n' }, 'a');
     await fixture.commit({ 'b.ts': 'b\n' }, 'b (after verify)');
-    await pushBranch(fixture.clone, 'feat/cart', verified);
+    await pushBranch(fixture.clone, 'feat/cart', verified, target);
     expect(await remoteBranchSha(fixture.clone, 'refs/heads/feat/cart')).toBe(verified);
   });
 
@@ -34,7 +36,7 @@ describe('pushing a job branch to the origin', () => {
     await fixture.run(['checkout', '-q', '--detach', 'main']);
     const theirs = await fixture.commit({ 'b.ts': 'theirs\n' }, 'theirs');
     await fixture.run(['push', '-q', 'origin', `${theirs}:refs/heads/feat/cart`]);
-    await expect(pushBranch(fixture.clone, 'feat/cart', mine)).rejects.toMatchObject({
+    await expect(pushBranch(fixture.clone, 'feat/cart', mine, target)).rejects.toMatchObject({
       code: ErrorCode.PRECONDITION_FAILED,
       message: expect.stringMatching(/pushing feat\/cart to the origin failed/),
     });
@@ -47,18 +49,28 @@ describe('pushing a job branch to the origin', () => {
     const hook = join(fixture.clone, '.git', 'hooks', 'pre-push');
     await writeFile(hook, `#!/bin/sh\ntouch ${marker}\n`);
     await chmod(hook, 0o755);
-    await pushBranch(fixture.clone, 'feat/cart', head);
+    await pushBranch(fixture.clone, 'feat/cart', head, target);
     await expect(access(marker)).rejects.toThrow();
     expect(await readFile(hook, 'utf8')).toContain('touch');
   });
 
   it.each(['--upload-pack=touch /tmp/pwned', '-x', 'a..b', 'has space'])('refuses the branch name %j and pushes nothing', async (branch) => {
     const head = await fixture.commit({ 'a.ts': 'a\n' }, 'a');
-    await expect(pushBranch(fixture.clone, branch, head)).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+    await expect(pushBranch(fixture.clone, branch, head, target)).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
     expect(await fixture.run(['ls-remote', '--heads', 'origin'])).not.toContain(head);
   });
 
+  it('never pushes to the target branch, whatever the job names', async () => {
+    const head = await fixture.commit({ 'a.ts': 'a\n' }, 'a');
+    const before = await remoteBranchSha(fixture.clone, 'refs/heads/main');
+    await expect(pushBranch(fixture.clone, 'main', head, target)).rejects.toMatchObject({
+      code: ErrorCode.PRECONDITION_FAILED,
+      message: expect.stringMatching(/refusing to push to main: it is the target branch/),
+    });
+    expect(await remoteBranchSha(fixture.clone, 'refs/heads/main')).toBe(before);
+  });
+
   it('refuses a revision that is not a full SHA', async () => {
-    await expect(pushBranch(fixture.clone, 'feat/cart', 'HEAD')).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+    await expect(pushBranch(fixture.clone, 'feat/cart', 'HEAD', target)).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
   });
 });

@@ -14,8 +14,12 @@ export interface PushOutcome {
  * refusal is the push failure the job reports. Hooks are off (`core.hooksPath=/dev/null`): the
  * agent could have written one into the repository, and it would run with the runner's rights.
  */
-export async function pushBranch(worktreeDir: string, branch: string, headSha: string): Promise<PushOutcome> {
+export async function pushBranch(worktreeDir: string, branch: string, headSha: string, options: { targetBranch: string }): Promise<PushOutcome> {
   if (!isSha(headSha)) throw new GantryError(ErrorCode.INVALID_COMMAND, `the pushed commit must be a full SHA, got "${headSha}"`);
+  // Work reaches the target branch through a pull request, never straight from a runner (docs/jobs.md, "Branches").
+  if (branch === options.targetBranch) {
+    throw new GantryError(ErrorCode.PRECONDITION_FAILED, `refusing to push to ${branch}: it is the target branch; a job pushes only to a feature branch`, { branch });
+  }
   await assertBranchName(worktreeDir, branch);
   const ref = `refs/heads/${branch}`;
   const remoteSha = await remoteBranchSha(worktreeDir, ref);

@@ -1,0 +1,266 @@
+// The kill -9 run (docs/jobs.md): CHAOS_JOBS jobs (40) through the job service, the worktree service and
+// two runners over a local bare origin with a push log, while one of the four processes is SIGKILLed and
+// started again every few seconds (CHAOS_KILLS, 15), with cancels and duplicate enqueues. Prints the
+// invariant table and exits 1 when an invariant does not hold:
+//   every job terminal; FAILED only for the job's own reasons (the ones its script asks for);
+//   no FAILED job with a pushed branch; at most one push per branch; every worktree lease released and
+//   no worktree directory the worktree service does not know.
+//   npm run bench -- chaos            (builds first)
+//   node bench/chaos.bench.mjs        (after `npx nx run-many -t build`)
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { cancelJob, enqueueJob, getJob, listWorktreeLeases, listWorktrees, registerProduct } from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
+import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
+
+const root = resolve(import.meta.dirname, '..');
+const total = Number(process.env.CHAOS_JOBS ?? 40);
+const kills = Number(process.env.CHAOS_KILLS ?? 15);
+const name = benchName('chaos');
+const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
+const scratch = mkdtempSync(join(tmpdir(), 'gantry-chaos-'));
+const worktreeRoot = join(scratch, 'worktrees');
+const random = (n) => Math.floor(Math.random() * n);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const TERMINAL = ['DONE', 'FAILED', 'SKIPPED', 'CANCELLED'];
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => ok(port));
+    });
+    server.on('error', fail);
+  });
+}
+
+/** The four processes, each started again under the same settings after a kill. */
+const services = {
+  'job-service': { app: 'job-service', env: { GANTRY_DB_SCHEMA: `${name}_jobs`, GANTRY_LEASE_SWEEP_MS: '200' } },
+  'worktree-service': {
+    app: 'worktree-service',
+    env: { GANTRY_DB_SCHEMA: `${name}_worktrees`, GANTRY_WORKTREE_ROOT: worktreeRoot, GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '200', GANTRY_WORKTREE_LOCK_TIMEOUT_MS: '60000' },
+  },
+  ...Object.fromEntries(
+    ['chaos-runner-a', 'chaos-runner-b'].map((id) => [
+      id,
+      {
+        app: 'runner',
+        env: {
+          GANTRY_RUNNER_ID: id,
+          GANTRY_RUNNER_CONCURRENCY: '3',
+          GANTRY_AGENT_BIN: join(root, 'apps/runner/bin/stand-in-claude'),
+          GANTRY_RUNNER_SCRATCH_DIR: join(scratch, 'scratch', id),
+          GANTRY_WORKTREE_ROOT: worktreeRoot,
+          GANTRY_LEASE_RENEW_MS: '1000',
+          GANTRY_JOB_LEASE_MS: '20000',
+          GANTRY_WORKTREE_LEASE_MS: '20000',
+          GANTRY_AGENT_KILL_GRACE_MS: '1000',
+          GANTRY_OFFER_ACK_WAIT_MS: '5000',
+          GANTRY_RUNNER_COMMAND_TIMEOUT_MS: '3000',
+          GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '2000',
+        },
+      },
+    ]),
+  ),
+};
+const running = new Map();
+
+async function start(key) {
+  const { app, env } = services[key];
+  const port = await freePort();
+  const child = startNodeProcess(join(root, 'apps', app, 'dist', 'main.js'), {
+    PORT: String(port),
+    GANTRY_HTTP_HOST: '127.0.0.1',
+    GANTRY_DATABASE_URL: databaseUrl,
+    GANTRY_NATS_URL: natsUrl,
+    GANTRY_SUBJECT_ROOT: naming.subjectRoot,
+    GANTRY_STREAM_PREFIX: naming.streamPrefix,
+    LOG_LEVEL: 'warn',
+    ...env,
+  });
+  running.set(key, child);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const ready = await fetch(`http://127.0.0.1:${port}/ready`).then((r) => r.status === 200, () => false);
+    if (ready) return child;
+    if (Date.now() > deadline) throw new Error(`${key} not ready:\n${child.output().slice(-3000)}`);
+    await sleep(100);
+  }
+}
+
+function git(cwd, args) {
+  return execFileSync('git', ['-c', 'user.name=chaos', '-c', 'user.email=chaos@gantry.invalid', ...args], { cwd, encoding: 'utf8' }).trim();
+}
+
+/** What a job's script asks for, and so which terminal statuses are its own. */
+function planJob(i) {
+  const roll = i % 10;
+  if (roll === 7) return { label: 'failing-tests', expect: ['FAILED'], ownError: /^test failure: /, standIn: { behaviour: 'failing_tests', files: { [`src/f${i}.ts`]: `${i}\n` } } };
+  if (roll === 8) return { label: 'nothing', expect: ['FAILED'], ownError: /^verify produced no output$/, standIn: { behaviour: 'nothing', delayMs: 300 } };
+  if (roll === 9) return { label: 'cancelled', expect: ['CANCELLED'], cancel: true, standIn: { behaviour: 'hang' } };
+  return { label: 'commit', expect: ['DONE'], standIn: { behaviour: 'commit', delayMs: 500 + random(2500), files: { [`src/c${i}.ts`]: `export const c${i} = ${i};\n` } } };
+}
+
+let bus;
+let failed = false;
+try {
+  const origin = join(scratch, 'origin.git');
+  const pushLog = join(scratch, 'pushes.log');
+  git(scratch, ['init', '-q', '--bare', '--initial-branch=main', origin]);
+  writeFileSync(join(origin, 'hooks', 'post-receive'), `#!/bin/sh\nwhile read old new ref; do echo "$old $new $ref" >> "${pushLog}"; done\n`);
+  chmodSync(join(origin, 'hooks', 'post-receive'), 0o755);
+  const clone = join(scratch, 'clone');
+  git(scratch, ['clone', '-q', origin, clone]);
+  writeFileSync(join(clone, 'README.md'), '# chaos\n');
+  git(clone, ['add', 'README.md']);
+  git(clone, ['commit', '-q', '-m', 'initial']);
+  git(clone, ['push', '-q', 'origin', 'HEAD:refs/heads/main']);
+  writeFileSync(pushLog, '');
+
+  for (const key of Object.keys(services)) await start(key);
+  bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-chaos' });
+  const client = new CommandClient(bus);
+  // The test client itself keeps asking while a service is down.
+  const ask = (contract, payload) => client.request(contract, payload, { timeoutMs: 3000, retryUntil: Date.now() + 120_000 });
+  await ask(registerProduct, {
+    productId: 'chaos', repository: 'chaos/chaos', cloneUrl: origin, targetBranch: 'main',
+    prStrategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: 'chaos/register:1',
+  });
+
+  // Enqueue (one in five twice, concurrently, under the same key), kill, cancel — all at once.
+  const jobs = [];
+  let duplicates = 0;
+  const enqueueAll = (async () => {
+    for (let i = 0; i < total; i++) {
+      const plan = planJob(i);
+      const request = {
+        kind: 'TASK_IMPLEMENTATION',
+        productId: 'chaos',
+        taskId: `T-${i}`,
+        branch: `chaos/job-${i}`,
+        baseRef: 'main',
+        payload: { standIn: plan.standIn },
+        idempotencyKey: `chaos/enqueue:${randomUUID()}`,
+        excludeFromCoalescing: true,
+      };
+      const twice = i % 5 === 0;
+      const replies = await Promise.all((twice ? [1, 2] : [1]).map(() => ask(enqueueJob, request)));
+      if (twice) {
+        duplicates++;
+        if (replies[0].jobId !== replies[1].jobId) throw new Error(`a duplicate enqueue made a second job: ${replies.map((r) => r.jobId)}`);
+      }
+      jobs.push({ i, jobId: replies[0].jobId, branch: request.branch, ...plan });
+      await sleep(300 + random(400));
+    }
+  })();
+  const killLog = [];
+  const chaos = (async () => {
+    const keys = Object.keys(services);
+    for (let k = 0; k < kills; k++) {
+      await sleep(3000 + random(4000));
+      const key = keys[random(keys.length)];
+      await running.get(key).kill('SIGKILL');
+      killLog.push(key);
+      await sleep(500 + random(2500));
+      await start(key);
+    }
+  })();
+  const cancels = (async () => {
+    const done = new Set();
+    while (done.size < Math.floor(total / 10)) {
+      await sleep(1000);
+      for (const job of jobs.filter((j) => j.cancel && !done.has(j.jobId))) {
+        const view = await ask(getJob, { jobId: job.jobId }).catch(() => null);
+        if (view && ['CLAIMED', 'RUNNING'].includes(view.status)) {
+          await ask(cancelJob, { jobId: job.jobId, idempotencyKey: `chaos/cancel:${job.jobId}` }).catch(() => undefined);
+          done.add(job.jobId);
+        }
+      }
+    }
+  })();
+  await Promise.all([enqueueAll, chaos, cancels]);
+
+  // Every job terminal, with every process up.
+  const deadline = Date.now() + 300_000;
+  const views = new Map();
+  for (const job of jobs) {
+    for (;;) {
+      const view = await ask(getJob, { jobId: job.jobId });
+      if (TERMINAL.includes(view.status)) {
+        views.set(job.jobId, view);
+        break;
+      }
+      if (Date.now() > deadline) {
+        views.set(job.jobId, view);
+        break;
+      }
+      await sleep(250);
+    }
+  }
+  // Leases released, directories accounted for.
+  const leaseDeadline = Date.now() + 60_000;
+  let live = [];
+  for (;;) {
+    const { leases } = await ask(listWorktreeLeases, { limit: 1000 });
+    live = leases.filter((l) => ['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready', 'releasing'].includes(l.status));
+    if (live.length === 0 || Date.now() > leaseDeadline) break;
+    await sleep(500);
+  }
+  const known = new Set((await ask(listWorktrees, {})).worktrees.map((w) => w.worktreeKey));
+  const dir = join(worktreeRoot, 'worktrees');
+  const onDisk = existsSync(dir) ? readdirSync(dir) : [];
+  const stray = onDisk.filter((d) => !known.has(d));
+
+  const pushes = readFileSync(pushLog, 'utf8').split('\n').filter(Boolean).map((l) => l.split(' ')[2]);
+  const pushesOf = (branch) => pushes.filter((ref) => ref === `refs/heads/${branch}`).length;
+  const onOrigin = (branch) => git(origin, ['for-each-ref', '--format=%(objectname)', `refs/heads/${branch}`]) !== '';
+
+  const notTerminal = jobs.filter((j) => !TERMINAL.includes(views.get(j.jobId).status));
+  const notOwnFailure = jobs.filter((j) => {
+    const v = views.get(j.jobId);
+    return v.status === 'FAILED' && !(j.ownError && j.ownError.test(v.error ?? ''));
+  });
+  const unexpected = jobs.filter((j) => TERMINAL.includes(views.get(j.jobId).status) && !j.expect.includes(views.get(j.jobId).status) && views.get(j.jobId).status !== 'CANCELLED');
+  const failedPushed = jobs.filter((j) => views.get(j.jobId).status === 'FAILED' && (onOrigin(j.branch) || views.get(j.jobId).pushedAt !== null));
+  const pushedTwice = jobs.filter((j) => pushesOf(j.branch) > 1);
+  const doneUnpushed = jobs.filter((j) => views.get(j.jobId).status === 'DONE' && (!onOrigin(j.branch) || views.get(j.jobId).headSha === null));
+
+  const byStatus = {};
+  for (const v of views.values()) byStatus[v.status] = (byStatus[v.status] ?? 0) + 1;
+  const attempts = [...views.values()].map((v) => v.attempt);
+  const rows = [
+    ['every job terminal', notTerminal.length === 0, `${jobs.length - notTerminal.length}/${jobs.length} terminal`],
+    ['FAILED only for the job\'s own reasons', notOwnFailure.length === 0, notOwnFailure.length === 0 ? `${byStatus.FAILED ?? 0} FAILED, each as its script asked` : notOwnFailure.map((j) => `${j.label} #${j.i}: ${views.get(j.jobId).error}`).join('; ')],
+    ['each job ended as its script asked (or CANCELLED)', unexpected.length === 0, unexpected.length === 0 ? 'yes' : unexpected.map((j) => `${j.label} #${j.i}: ${views.get(j.jobId).status}`).join('; ')],
+    ['no FAILED job with a pushed branch', failedPushed.length === 0, failedPushed.length === 0 ? 'none' : failedPushed.map((j) => j.branch).join(', ')],
+    ['every DONE branch on the origin with its head', doneUnpushed.length === 0, doneUnpushed.length === 0 ? `${byStatus.DONE ?? 0} DONE` : doneUnpushed.map((j) => j.branch).join(', ')],
+    ['at most one push per branch', pushedTwice.length === 0, pushedTwice.length === 0 ? `${pushes.length} pushes` : pushedTwice.map((j) => `${j.branch} x${pushesOf(j.branch)}`).join(', ')],
+    ['every worktree lease released', live.length === 0, `${live.length} still held`],
+    ['no stray worktree directory', stray.length === 0, stray.length === 0 ? `${onDisk.length} on disk, all known to the worktree service` : stray.join(', ')],
+  ];
+  console.log(`kill -9 run: ${jobs.length} jobs (${duplicates} enqueued twice under one key), ${killLog.length} SIGKILLs, cancels of ${jobs.filter((j) => j.cancel).length} running jobs`);
+  console.log(`  kills: ${Object.entries(killLog.reduce((m, k) => ({ ...m, [k]: (m[k] ?? 0) + 1 }), {})).map(([k, n]) => `${k} x${n}`).join(', ')}`);
+  console.log(`  statuses: ${Object.entries(byStatus).map(([s, n]) => `${s} ${n}`).join(', ')}; attempts: max ${Math.max(...attempts)}, jobs past their first ${attempts.filter((a) => a > 1).length}`);
+  console.log('');
+  console.log('| invariant | holds | detail |');
+  console.log('|---|---|---|');
+  for (const [what, ok, detail] of rows) console.log(`| ${what} | ${ok ? 'yes' : 'NO'} | ${detail} |`);
+  failed = rows.some(([, ok]) => !ok);
+} finally {
+  await bus?.close();
+  for (const p of running.values()) await p.kill('SIGKILL');
+  const nc = await connectTestNats();
+  await deleteStreams(nc, naming.streamPrefix);
+  await nc.close();
+  await dropSchema(`${name}_jobs`);
+  await dropSchema(`${name}_worktrees`);
+  rmSync(scratch, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
