@@ -101,7 +101,8 @@ describe('job service through the NATS command path', () => {
       });
       expect(await world.client.request(getJob, { jobId })).toMatchObject({ repository: 'acme/where', branch: 'story/ST-9', targetBranch: 'develop' });
       const next = await enqueue({ productId: 'product-where', baseRef: 'main' });
-      expect(await world.client.request(getJob, { jobId: next.jobId })).toMatchObject({ branch: 'main', targetBranch: 'main' });
+      // a code job that names no branch gets a feature branch derived from it, never its base ref (docs/jobs.md, "Branches")
+      expect(await world.client.request(getJob, { jobId: next.jobId })).toMatchObject({ branch: 'gantry/product-where/story-ST-1', targetBranch: 'main' });
     });
 
     it('register, update and read a product; a repeated registration under its key replays, under another key is refused', async () => {
