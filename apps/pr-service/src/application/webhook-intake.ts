@@ -23,6 +23,8 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
   private readonly log;
   private readonly verifiers: Webhooks[];
   private readonly processing: KeyedRuns;
+  /** Deliveries just recorded, as parsed on receipt, so processing them reads nothing back (after a restart it does). */
+  private readonly fresh = new Map<string, { event: string; payload: unknown }>();
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -45,9 +47,9 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
     const body = request.rawBody.toString('utf8');
     if (!(await this.verified(body, request.signature))) return { kind: 'refused', status: 401, reason: 'the signature does not match the body under any configured secret' };
     if (!request.deliveryId || !request.event) return { kind: 'refused', status: 400, reason: 'a delivery names its X-GitHub-Event and X-GitHub-Delivery' };
-    let payload: { action?: unknown };
+    let payload: { action?: unknown } & Record<string, unknown>;
     try {
-      payload = JSON.parse(body) as { action?: unknown };
+      payload = JSON.parse(body) as { action?: unknown } & Record<string, unknown>;
     } catch {
       return { kind: 'refused', status: 400, reason: 'the body is not JSON' };
     }
@@ -56,7 +58,11 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
       [request.deliveryId.slice(0, 200), request.event.slice(0, 100), typeof payload.action === 'string' ? payload.action.slice(0, 100) : null, body],
     );
     const duplicate = rowCount === 0;
-    if (!duplicate) setImmediate(() => this.processing.ask(request.deliveryId!));
+    if (!duplicate) {
+      const deliveryId = request.deliveryId.slice(0, 200);
+      this.fresh.set(deliveryId, { event: request.event.slice(0, 100), payload });
+      setImmediate(() => this.processing.ask(deliveryId));
+    }
     return { kind: 'recorded', duplicate };
   }
 
@@ -82,17 +88,21 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   private async process(deliveryId: string): Promise<void> {
-    const { rows } = await this.store.pool.query<{ event: string; payload: string; processed_at: Date | null }>(
-      `SELECT event, payload, processed_at FROM webhook_deliveries WHERE delivery_id = $1`,
-      [deliveryId],
-    );
-    const row = rows[0];
-    if (!row || row.processed_at) return;
-    const concerns = whatADeliveryConcerns(row.event, JSON.parse(row.payload) as unknown);
+    let row: { event: string; payload: unknown } | undefined = this.fresh.get(deliveryId);
+    this.fresh.delete(deliveryId);
+    if (!row) {
+      const { rows } = await this.store.pool.query<{ event: string; payload: string }>(
+        `SELECT event, payload FROM webhook_deliveries WHERE delivery_id = $1 AND processed_at IS NULL`,
+        [deliveryId],
+      );
+      row = rows[0] && { event: rows[0].event, payload: JSON.parse(rows[0].payload) as unknown };
+    }
+    if (!row) return;
+    const concerns = whatADeliveryConcerns(row.event, row.payload);
     const ids = concerns ? await this.prs.idsFor(concerns.repository, concerns) : [];
     for (const id of ids) this.reconciler.ask(id);
     const outcome = concerns === null ? 'ignored' : ids.length === 0 ? 'no tracked pull request' : `read again: ${ids.length}`;
-    await this.store.pool.query(`UPDATE webhook_deliveries SET processed_at = now(), outcome = $2 WHERE delivery_id = $1`, [deliveryId, outcome]);
+    await this.store.pool.query(`UPDATE webhook_deliveries SET processed_at = now(), outcome = $2 WHERE delivery_id = $1 AND processed_at IS NULL`, [deliveryId, outcome]);
     this.log.log('delivery processed', { deliveryId, event: row.event, outcome });
   }
 }
