@@ -7,3 +7,4 @@ export * from './jobs/agent-config.js';
 export * from './worktrees/index.js';
 export * from './jobs/index.js';
 export * from './prs/index.js';
+export * from './workflow/index.js';

@@ -1,0 +1,103 @@
+import { ErrorCode, GantryError } from '@gantry/contracts';
+import { parseWorkflowYaml } from './workflow-yaml.js';
+import { OFFICE_DEFAULT_YAML } from './templates.js';
+
+function refusal(yaml: string): GantryError {
+  try {
+    parseWorkflowYaml(yaml);
+  } catch (error) {
+    if (error instanceof GantryError) return error;
+    throw error;
+  }
+  throw new Error('expected the definition to be refused');
+}
+
+describe('workflow definitions from YAML', () => {
+  it('the shipped Office Default parses: Work → Review → Approval → Done, Review and Approval clear then fan out, and advance on quorum', () => {
+    const { definition, unknownActions } = parseWorkflowYaml(OFFICE_DEFAULT_YAML);
+    expect(unknownActions).toEqual([]);
+    expect(definition.steps.map((s) => s.id)).toEqual(['work', 'review', 'approval', 'done']);
+    const review = definition.steps[1]!;
+    expect(review.onEnter).toEqual([
+      { type: 'clear_decisions', config: {}, guard: null },
+      { type: 'queue_run_for_each_participant', config: { role: 'reviewer', reason: 'review_started' }, guard: null },
+    ]);
+    expect(definition.steps[2]!.onEnter[1]!.config).toEqual({ role: 'approver', reason: 'approval_started' });
+    expect(review.onTurnComplete.map((a) => a.guard)).toEqual([{ wait_for_quorum: 'all_approve' }, { wait_for_quorum: 'any_reject' }]);
+    expect(definition.startStepId).toBe('work');
+  });
+
+  it('normalises the authored snake_case: absent lists are empty, absent settings null, seats numbered in order', () => {
+    const { definition } = parseWorkflowYaml(`
+name: Small
+steps:
+  - id: triage
+    name: Triage
+    wip_limit: 2
+    participants:
+      - { role: reviewer, agent_profile_id: p1, decision_required: true }
+      - { id: lead, role: reviewer, agent_profile_id: '', decision_required: false, position: 7 }
+`);
+    expect(definition).toEqual({
+      name: 'Small',
+      startStepId: 'triage',
+      ceoAgentProfileId: null,
+      steps: [
+        {
+          id: 'triage', name: 'Triage', wipLimit: 2, prompt: null, agentProfileId: null,
+          participants: [
+            { id: 'triage-seat-0', role: 'reviewer', agentProfileId: 'p1', decisionRequired: true, position: 0 },
+            { id: 'lead', role: 'reviewer', agentProfileId: '', decisionRequired: false, position: 7 },
+          ],
+          onEnter: [], onTurnStart: [], onTurnComplete: [], onExit: [],
+        },
+      ],
+    });
+  });
+
+  it('accepts an action type the engine does not know and says where it is declared', () => {
+    const { definition, unknownActions } = parseWorkflowYaml(`
+name: With a custom action
+steps:
+  - id: review
+    name: Review
+    on_enter:
+      - type: clear_decisions
+      - type: send_slack_message
+        config: { channel: reviews }
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }
+`);
+    expect(unknownActions).toEqual([{ stepId: 'review', trigger: 'on_enter', position: 1, type: 'send_slack_message' }]);
+    expect(definition.steps[0]!.onEnter[1]).toEqual({ type: 'send_slack_message', config: { channel: 'reviews' }, guard: null });
+  });
+
+  it('refuses an invalid definition with its zod issues, on the paths the author wrote', () => {
+    const error = refusal(`
+name: Broken
+start_step: review
+steps:
+  - id: review
+    name: Review
+    wip_limit: 0
+    on_enter:
+      - type: queue_run_for_each_participant
+        config: { role: 5 }
+      - type: move_to_next
+`);
+    expect(error.code).toBe(ErrorCode.INVALID_COMMAND);
+    expect(error.issues!.map((i) => i.path.join('.')).sort()).toEqual(['steps.0.on_enter.0.config.role', 'steps.0.on_enter.1.type', 'steps.0.wip_limit']);
+  });
+
+  it('refuses unknown keys, a missing name and a move to a step the workflow lacks', () => {
+    expect(refusal('name: x\nsteps:\n  - { id: a, name: A, colour: red }\n').issues!.map((i) => i.path.join('.'))).toEqual(['steps.0']);
+    expect(refusal('steps:\n  - { id: a, name: A }\n').issues!.map((i) => i.path.join('.'))).toEqual(['name']);
+    const moved = refusal('name: x\nsteps:\n  - id: a\n    name: A\n    on_turn_complete:\n      - { type: move_to_step, config: { step_id: zz } }\n');
+    expect(moved.issues!.map((i) => i.path.join('.'))).toEqual(['steps.0.on_turn_complete.0.config.step_id']);
+  });
+
+  it('refuses text that is not YAML', () => {
+    const error = refusal('name: [unclosed\n');
+    expect(error.issues).toEqual([expect.objectContaining({ path: [], code: 'invalid_yaml' })]);
+  });
+});
