@@ -1,7 +1,78 @@
 import { Module } from '@nestjs/common';
-import { GantryRuntimeModule } from '@gantry/service-runtime';
+import { EventStore } from '@gantry/eventstore';
+import { CommandClient } from '@gantry/messaging';
+import { GantryRuntimeModule, JsonLogger, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import { DecisionCommands } from './application/decision-commands.js';
+import { DefinitionCommands } from './application/definition-commands.js';
+import { DispatchDiagnostics } from './application/dispatch/diagnostics.js';
+import { EngineActions } from './application/dispatch/engine-actions.js';
+import { OnEnterDispatcher } from './application/dispatch/on-enter-dispatcher.js';
+import { SessionActions } from './application/dispatch/session-actions.js';
+import { ENGINE_SETTINGS, loadEngineSettings, type EngineSettings } from './application/engine-settings.js';
+import { EntryFlow } from './application/entry-flow.js';
+import { JobEvents } from './application/job-events.js';
+import { EngineLifecycle } from './application/lifecycle.js';
+import { Placements } from './application/placements.js';
+import { WorkflowQueries } from './application/queries.js';
+import { RecoveryScan } from './application/recovery/recovery-scan.js';
+import { TaskCommands } from './application/task-commands.js';
+import { TestHooks } from './application/test-hooks.js';
+import { TurnTriggers } from './application/triggers/turn-triggers.js';
+import { RunQueue } from './infrastructure/job-service/run-queue.js';
+import { ProcessEpoch } from './infrastructure/liveness/process-epoch.js';
+import { workflowEngineMigrations } from './infrastructure/persistence/migrations.js';
+import { workflowEngineProjections } from './infrastructure/persistence/projections.js';
 
 @Module({
-  imports: [GantryRuntimeModule.forRoot({ service: 'workflow-engine', context: 'workflow', defaultPort: 3102 })],
+  imports: [
+    GantryRuntimeModule.forRoot({
+      service: 'workflow-engine',
+      context: 'workflow',
+      defaultPort: 3102,
+      migrations: workflowEngineMigrations,
+      projections: workflowEngineProjections,
+    }),
+  ],
+  providers: [
+    { provide: ENGINE_SETTINGS, useFactory: () => loadEngineSettings() },
+    { provide: TestHooks, useFactory: () => new TestHooks() },
+    {
+      provide: ProcessEpoch,
+      inject: [SERVICE_CONFIG, EventStore, JsonLogger],
+      useFactory: (config: ServiceConfig, store: EventStore, logger: JsonLogger) => {
+        const log = logger.forComponent('process-epoch');
+        return ProcessEpoch.start({
+          databaseUrl: config.databaseUrl,
+          schema: config.schema,
+          pool: store.pool,
+          log,
+          // Every claim of this process is stale to the peers from now on: it must not act under them.
+          onLockLost: (error) => {
+            log.error('the epoch lock connection was lost; stopping so no claim is executed twice', { error: String(error) });
+            process.exit(1);
+          },
+        });
+      },
+    },
+    {
+      provide: RunQueue,
+      inject: [CommandClient, ENGINE_SETTINGS],
+      useFactory: (commands: CommandClient, settings: EngineSettings) => new RunQueue(commands, { patienceMs: settings.runQueuePatienceMs, timeoutMs: settings.commandTimeoutMs }),
+    },
+    DispatchDiagnostics,
+    EngineActions,
+    SessionActions,
+    OnEnterDispatcher,
+    Placements,
+    TurnTriggers,
+    EntryFlow,
+    DefinitionCommands,
+    TaskCommands,
+    DecisionCommands,
+    WorkflowQueries,
+    JobEvents,
+    RecoveryScan,
+    EngineLifecycle,
+  ],
 })
 export class AppModule {}

@@ -62,9 +62,10 @@ export { autoStartRunKey, canonicalRunConfig, codeReviewRunKey, configDigest, DE
 export { fanOutSeats, mergedSeats, type Seat } from './dispatch/fan-out.js';
 export { resolveQueueRunTarget, type TargetResolution } from './dispatch/queue-run-target.js';
 
-export { countQuorum, guardHolds, quorumHolds, type QuorumSeat, type RecordedDecision } from './quorum/quorum.js';
+export { countQuorum, guardHolds, quorumHolds, quorumSeatsOf, type QuorumSeat, type RecordedDecision } from './quorum/quorum.js';
 export { recoveryOrder, recoveryVerdict, type RecoveryFacts, type RecoveryVerdict } from './recovery/recovery-rules.js';
 
 export { workflowDecider, type WorkflowEvent, type WorkflowState } from './catalog/workflow.js';
 export { agentProfileDecider, type AgentProfileEvent, type AgentProfileState } from './catalog/agent-profile.js';
 export { participantDecider, type ParticipantEvent, type ParticipantState } from './catalog/participant.js';
+export { transitionOnDecision, transitionTarget, type TransitionTarget } from './quorum/transitions.js';

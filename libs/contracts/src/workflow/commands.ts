@@ -223,7 +223,7 @@ export const returnTasksToTodo = defineCommand({
 
 const DecisionReplySchema = z.object({
   decisionId: z.string(),
-  entrySeq: z.number().int().positive(),
+  entrySeq: z.number().int().min(0),
   /** The move the decision's quorum caused, if it caused one. */
   moved: PlacementReplySchema.nullable(),
 });

@@ -80,7 +80,12 @@ const configSchemas: Record<KnownActionType, z.ZodType> = {
   enable_plan_mode: z.looseObject({}),
   disable_plan_mode: z.looseObject({}),
   set_session_mode: z.looseObject({ mode: SessionPermissionModeSchema }),
-  auto_start_agent: z.looseObject({ prompt: z.string().min(1).max(100_000).optional(), agent_profile_id: AgentProfileIdSchema.optional() }),
+  auto_start_agent: z.looseObject({
+    prompt: z.string().min(1).max(100_000).optional(),
+    agent_profile_id: AgentProfileIdSchema.optional(),
+    /** The job's payload: where the runner finds the repository and branch (repositoryUrl, branch, ...). */
+    payload: z.record(z.string(), z.unknown()).optional(),
+  }),
   clear_decisions: z.looseObject({}),
   // `role` may be empty or absent: that is reported at dispatch (AC-E3), not refused here.
   queue_run_for_each_participant: z.looseObject({ role: z.string().max(100).optional(), reason: ReasonSchema.optional(), payload: PayloadSchema.optional() }),
@@ -180,11 +185,20 @@ export const WorkflowDefinitionSchema = z
         if (seats.has(p.id)) ctx.addIssue({ code: 'custom', path: ['steps', i, 'participants', j, 'id'], message: `participant id ${p.id} is used twice in step ${step.id}` });
         seats.add(p.id);
       });
-      step.onEnter.forEach((action, j) => {
-        if (isTransitionActionType(action.type)) {
-          ctx.addIssue({ code: 'custom', path: ['steps', i, 'onEnter', j, 'type'], message: `${action.type} moves the task and cannot run on entering a step` });
-        }
-      });
+      for (const trigger of ['onEnter', 'onExit'] as const) {
+        step[trigger].forEach((action, j) => {
+          if (isTransitionActionType(action.type)) {
+            ctx.addIssue({ code: 'custom', path: ['steps', i, trigger, j, 'type'], message: `${action.type} moves the task and cannot run on entering or leaving a step` });
+          }
+        });
+      }
+      for (const trigger of ['onTurnStart', 'onTurnComplete', 'onExit'] as const) {
+        step[trigger].forEach((action, j) => {
+          if (action.type === 'clear_decisions') {
+            ctx.addIssue({ code: 'custom', path: ['steps', i, trigger, j, 'type'], message: 'clear_decisions starts a step entry\'s round of decisions and runs on on_enter only' });
+          }
+        });
+      }
     });
     if (!ids.has(workflow.startStepId)) ctx.addIssue({ code: 'custom', path: ['startStepId'], message: `start step ${workflow.startStepId} is not a step of this workflow` });
     workflow.steps.forEach((step, i) => {

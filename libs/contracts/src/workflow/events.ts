@@ -248,15 +248,18 @@ export const TaskDeleted = defineEvent({
 // ---------------------------------------------------------------------------------------------
 // The task's agent session: what session-owned actions record (no markers)
 
-/** Which declared action of which entry caused a session change. */
+/** Which declared action, of which trigger of which step occupancy, caused a session change. */
 const SessionCauseSchema = z.object({
   workflowId: WorkflowIdSchema,
   stepId: StepIdSchema,
-  entrySeq: z.number().int().positive(),
+  trigger: z.enum(['on_enter', 'on_turn_start', 'on_turn_complete', 'on_exit']),
+  /** The entry; 0 for the occupancy the task was created into. */
+  entrySeq: z.number().int().min(0),
   position: z.number().int().min(0),
-  entryPath: EntryPathSchema,
+  /** How the task entered the step (on_enter); null for the other triggers. */
+  entryPath: EntryPathSchema.nullable(),
 });
-const cause = { workflowId: ids.workflowId, stepId: 'work', entrySeq: 3, position: 0, entryPath: 'manual_move' as const };
+const cause = { workflowId: ids.workflowId, stepId: 'work', trigger: 'on_enter' as const, entrySeq: 3, position: 0, entryPath: 'manual_move' as const };
 
 export const AgentContextReset = defineEvent({
   context: 'workflow',
@@ -509,8 +512,8 @@ export const DecisionRecorded = defineEvent({
   schemaVersion: 1,
   data: z.object({
     ...pair,
-    /** The entry during which the decision was made. */
-    entrySeq: z.number().int().positive(),
+    /** The entry during which the decision was made; 0 for the occupancy the task was created into. */
+    entrySeq: z.number().int().min(0),
     decisionId: z.string().min(1).max(200),
     /** The seat the decision counts for in a quorum; null for a person deciding without a seat. */
     participantId: ParticipantIdSchema.nullable(),

@@ -97,7 +97,7 @@ export const sessionViewExample: SessionView = {
 
 export const DecisionViewSchema = z.object({
   decisionId: z.string(),
-  entrySeq: z.number().int().positive(),
+  entrySeq: z.number().int().min(0),
   participantId: ParticipantIdSchema.nullable(),
   verdict: VerdictSchema,
   comment: z.string().nullable(),

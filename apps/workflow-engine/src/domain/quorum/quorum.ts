@@ -74,3 +74,8 @@ export function guardHolds(guard: Guard | null, seats: readonly QuorumSeat[], de
 export function isDecisionGuard(guard: Guard | null): boolean {
   return guard !== null;
 }
+
+/** The seats a quorum counts: every seat of the step, not de-duplicated (unlike a fan-out's). */
+export function quorumSeatsOf(seats: readonly { participantId: string; decisionRequired: boolean }[]): QuorumSeat[] {
+  return seats.map((s) => ({ participantId: s.participantId, decisionRequired: s.decisionRequired }));
+}

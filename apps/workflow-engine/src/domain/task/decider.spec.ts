@@ -140,7 +140,7 @@ describe('task decider', () => {
   });
 
   describe('the agent session', () => {
-    const cause = { workflowId: W, stepId: 'work', entrySeq: 1, position: 0, entryPath: 'manual_move' as const };
+    const cause = { workflowId: W, stepId: 'work', trigger: 'on_enter' as const, entrySeq: 1, position: 0, entryPath: 'manual_move' as const };
 
     it('a reset gives the task a fresh session, which the next job starts rather than resumes', () => {
       const state = spec

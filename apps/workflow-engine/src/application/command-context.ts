@@ -1,0 +1,3 @@
+import { commandMetadata } from '@gantry/service-runtime';
+
+export const { metadataOf, idempotencyFor } = commandMetadata('workflow');

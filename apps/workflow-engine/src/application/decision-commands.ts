@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { ErrorCode, GantryError, recordDecision, recordReviewDecision, type ReplyOf, type RequestOf } from '@gantry/contracts';
+import { decideWithin, EventStore, type CommandMetadata, type IdempotencyOptions, type UnitOfWork } from '@gantry/eventstore';
+import type { CommandContext } from '@gantry/messaging';
+import { CommandHandler } from '@gantry/service-runtime';
+import { quorumSeatsOf, stepOf, taskAtStepDecider, taskExists, transitionOnDecision, type Task } from '../domain/index.js';
+import { RunQueue } from '../infrastructure/job-service/run-queue.js';
+import { latestWorkflow, queuedRunByJob, stepSeats } from '../infrastructure/persistence/read-models.js';
+import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
+import { idempotencyFor, metadataOf } from './command-context.js';
+import { EntryFlow } from './entry-flow.js';
+import { Placements, type PlacementOutcome } from './placements.js';
+
+interface Deciding {
+  taskId: string;
+  stepId: string;
+  /** The entry the decision must belong to (a REVIEW job's); any current one when null (a person's). */
+  entrySeq: number | null;
+  participantId: string | null;
+  verdict: 'approve' | 'reject';
+  comment: string | null;
+  decidedBy: { kind: 'person'; actor: string } | { kind: 'review_job'; jobId: string };
+}
+
+type Decided = { reply: Omit<ReplyOf<typeof recordDecision>, 'moved'>; moved: PlacementOutcome | null };
+
+/**
+ * Decisions per (task, step) (docs/workflow-engine.md, "Decisions and quorum"). The decision, the
+ * re-evaluation of the step's guarded transitions and the move they call for are one transaction:
+ * the move appends at the task's stream version, so two decisions recorded at once move it once.
+ */
+@Injectable()
+export class DecisionCommands {
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Placements) private readonly placements: Placements,
+    @Inject(EntryFlow) private readonly flow: EntryFlow,
+    @Inject(RunQueue) private readonly runs: RunQueue,
+  ) {}
+
+  @CommandHandler(recordDecision)
+  recordDecision(request: RequestOf<typeof recordDecision>, context?: CommandContext): Promise<ReplyOf<typeof recordDecision>> {
+    return this.decide(
+      {
+        taskId: request.taskId,
+        stepId: request.stepId,
+        entrySeq: null,
+        participantId: request.participantId ?? null,
+        verdict: request.verdict,
+        comment: request.comment ?? null,
+        decidedBy: { kind: 'person', actor: request.actor },
+      },
+      { metadata: metadataOf(request, context), idempotency: idempotencyFor('record_decision', request) },
+    );
+  }
+
+  /** AC-R1: only a job that still holds exactly this claim decides, for the seat and entry it was queued for. */
+  @CommandHandler(recordReviewDecision)
+  async recordReviewDecision(request: RequestOf<typeof recordReviewDecision>, context?: CommandContext): Promise<ReplyOf<typeof recordReviewDecision>> {
+    const job = await this.runs.job(request.jobId);
+    const holds = (job.status === 'CLAIMED' || job.status === 'RUNNING') && job.lease?.runnerId === request.runnerId && job.lease.leaseToken === request.leaseToken;
+    if (!holds) {
+      throw new GantryError(ErrorCode.STALE_FENCE, `job ${request.jobId} no longer holds the claim of runner ${request.runnerId} with token ${request.leaseToken}`, { jobId: request.jobId, status: job.status });
+    }
+    const run = await queuedRunByJob(this.store.pool, request.jobId);
+    if (!run) throw new GantryError(ErrorCode.NOT_FOUND, `job ${request.jobId} is not a run the workflow engine queued`, { jobId: request.jobId });
+    return this.decide(
+      {
+        taskId: run.taskId,
+        stepId: run.stepId,
+        entrySeq: run.entrySeq,
+        participantId: run.participantId,
+        verdict: request.verdict,
+        comment: request.comment ?? null,
+        decidedBy: { kind: 'review_job', jobId: request.jobId },
+      },
+      { metadata: metadataOf(request, context), idempotency: idempotencyFor('record_review_decision', request) },
+    );
+  }
+
+  private async decide(deciding: Deciding, options: { metadata: CommandMetadata; idempotency: IdempotencyOptions }): Promise<ReplyOf<typeof recordDecision>> {
+    const executed = await this.store.execute<Decided>(options, (uow) => this.decideWithin(uow, deciding));
+    if (executed.result.moved) await this.flow.afterCommit(executed.result.moved, { replayed: executed.replayed, correlationId: options.metadata.correlationId });
+    return { ...executed.result.reply, moved: executed.result.moved?.reply ?? null };
+  }
+
+  private async decideWithin(uow: UnitOfWork, deciding: Deciding): Promise<Decided> {
+    const task = await loadTask(this.store, deciding.taskId, uow.sql);
+    if (!taskExists(task)) throw new GantryError(ErrorCode.NOT_FOUND, `task ${deciding.taskId} does not exist`);
+    const at = task.placement;
+    if (!at.admitted || at.stepId !== deciding.stepId) {
+      throw new GantryError(ErrorCode.PRECONDITION_FAILED, `task ${deciding.taskId} is not at step ${deciding.stepId}; decisions are taken while it is`, { taskId: deciding.taskId, stepId: deciding.stepId });
+    }
+    const entrySeq = (task as Task).currentEntry?.entrySeq ?? 0;
+    if (deciding.entrySeq !== null && deciding.entrySeq !== entrySeq) {
+      throw new GantryError(ErrorCode.PRECONDITION_FAILED, `the review round of this job is over: task ${deciding.taskId} entered step ${deciding.stepId} again since`, { entrySeq });
+    }
+    const workflow = await latestWorkflow(uow.sql, at.workflowId);
+    const step = workflow ? stepOf(workflow.definition, deciding.stepId) : null;
+    if (!workflow || !step) throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${at.workflowId} has no step ${deciding.stepId}`);
+    const seats = await stepSeats(uow.sql, at.workflowId, step.id, deciding.taskId);
+    if (deciding.participantId !== null && !seats.some((s) => s.participantId === deciding.participantId)) {
+      throw new GantryError(ErrorCode.NOT_FOUND, `step ${step.id} has no seat ${deciding.participantId} for task ${deciding.taskId}`);
+    }
+    const decisionId = `decision-${randomUUID()}`;
+    const decision = await decideWithin(uow, taskAtStepDecider, streamIds.taskAtStep(deciding.taskId, at.workflowId, step.id), {
+      type: 'RecordDecision',
+      data: {
+        taskId: deciding.taskId,
+        workflowId: at.workflowId,
+        stepId: step.id,
+        entrySeq,
+        decisionId,
+        participantId: deciding.participantId,
+        verdict: deciding.verdict,
+        comment: deciding.comment,
+        decidedBy: deciding.decidedBy,
+        now: this.store.clock().toISOString(),
+      },
+    });
+    const target = transitionOnDecision(step.onTurnComplete, workflow.definition, step.id, quorumSeatsOf(seats), decision.after.decisions);
+    const moved = target
+      ? await this.placements.placeWithin(uow, { taskId: deciding.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath })
+      : null;
+    return { reply: { decisionId, entrySeq }, moved };
+  }
+}

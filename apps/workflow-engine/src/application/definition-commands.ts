@@ -1,0 +1,110 @@
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  addStepParticipant,
+  ErrorCode,
+  GantryError,
+  getWorkflow,
+  importWorkflow,
+  registerAgentProfile,
+  removeStepParticipant,
+  type ReplyOf,
+  type RequestOf,
+} from '@gantry/contracts';
+import { decideWithin, EventStore, handleWithDecider } from '@gantry/eventstore';
+import type { CommandContext } from '@gantry/messaging';
+import { CommandHandler, JsonLogger } from '@gantry/service-runtime';
+import { agentProfileDecider, parseWorkflowYaml, participantDecider, stepOf, taskExists, WORKFLOW_TEMPLATES, workflowDecider } from '../domain/index.js';
+import { latestWorkflow, stepSeats } from '../infrastructure/persistence/read-models.js';
+import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
+import { idempotencyFor, metadataOf } from './command-context.js';
+import { EntryFlow } from './entry-flow.js';
+
+/** Workflows (YAML or a template), agent profiles and task-level seats (docs/workflow-engine.md, "Definitions"). */
+@Injectable()
+export class DefinitionCommands {
+  private readonly log;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(EntryFlow) private readonly flow: EntryFlow,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('definitions');
+  }
+
+  private now(): string {
+    return this.store.clock().toISOString();
+  }
+
+  /** A refused definition (INVALID_COMMAND with its zod issues) writes nothing; a new version may free seats (a higher WIP limit). */
+  @CommandHandler(importWorkflow)
+  async importWorkflow(request: RequestOf<typeof importWorkflow>, context?: CommandContext): Promise<ReplyOf<typeof importWorkflow>> {
+    const { definition, unknownActions } = parseWorkflowYaml(request.yaml ?? WORKFLOW_TEMPLATES[request.template!]);
+    const metadata = metadataOf(request, context);
+    const executed = await handleWithDecider(this.store, {
+      decider: workflowDecider,
+      streamId: streamIds.workflow(request.workflowId),
+      command: { type: 'DefineWorkflow', data: { workflowId: request.workflowId, definition, unknownActionTypes: [...new Set(unknownActions.map((a) => a.type))], now: this.now() } },
+      metadata,
+      idempotency: idempotencyFor('import_workflow', request),
+      reply: (d) => ({ version: d.after.status === 'DEFINED' ? d.after.version : 0, changed: d.decided.length > 0 }),
+    });
+    const warnings = unknownActions.map((a) => ({ ...a, message: `action type ${a.type} is not one the engine knows: it will be skipped and warned about at dispatch` }));
+    for (const w of warnings) this.log.warn('workflow declares an action type the engine does not know', { rule: 'AC-A6', workflowId: request.workflowId, stepId: w.stepId, trigger: w.trigger, position: w.position, actionType: w.type });
+    if (executed.result.changed && !executed.replayed) {
+      for (const step of definition.steps) await this.flow.promote({ workflowId: request.workflowId, stepId: step.id }, metadata.correlationId);
+    }
+    return { workflowId: request.workflowId, version: executed.result.version, warnings };
+  }
+
+  @CommandHandler(getWorkflow)
+  async getWorkflow(request: RequestOf<typeof getWorkflow>): Promise<ReplyOf<typeof getWorkflow>> {
+    const workflow = await latestWorkflow(this.store.pool, request.workflowId);
+    if (!workflow) throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${request.workflowId} does not exist`);
+    return workflow;
+  }
+
+  @CommandHandler(registerAgentProfile)
+  async registerAgentProfile(request: RequestOf<typeof registerAgentProfile>, context?: CommandContext): Promise<ReplyOf<typeof registerAgentProfile>> {
+    await handleWithDecider(this.store, {
+      decider: agentProfileDecider,
+      streamId: streamIds.agentProfile(request.agentProfileId),
+      command: { type: 'RegisterAgentProfile', data: { agentProfileId: request.agentProfileId, model: request.model, thinkingBudget: request.thinkingBudget, now: this.now() } },
+      metadata: metadataOf(request, context),
+      idempotency: idempotencyFor('register_agent_profile', request),
+      reply: () => undefined,
+    });
+    return { agentProfileId: request.agentProfileId };
+  }
+
+  @CommandHandler(addStepParticipant)
+  async addStepParticipant(request: RequestOf<typeof addStepParticipant>, context?: CommandContext): Promise<ReplyOf<typeof addStepParticipant>> {
+    await this.store.execute({ metadata: metadataOf(request, context), idempotency: idempotencyFor('add_step_participant', request) }, async (uow) => {
+      const workflow = await latestWorkflow(uow.sql, request.workflowId);
+      if (!workflow || !stepOf(workflow.definition, request.stepId)) {
+        throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${request.workflowId} has no step ${request.stepId}`, { workflowId: request.workflowId, stepId: request.stepId });
+      }
+      if (!taskExists(await loadTask(this.store, request.taskId, uow.sql))) throw new GantryError(ErrorCode.NOT_FOUND, `task ${request.taskId} does not exist`);
+      const seats = await stepSeats(uow.sql, request.workflowId, request.stepId, request.taskId);
+      if (seats.some((s) => s.taskId === null && s.participantId === request.participantId)) {
+        throw new GantryError(ErrorCode.INVALID_COMMAND, `participant id ${request.participantId} is a seat the workflow declares at step ${request.stepId}`);
+      }
+      const { idempotencyKey: _k, correlationId: _c, causationId: _s, actor: _a, ...seat } = request;
+      await decideWithin(uow, participantDecider, streamIds.participant(request.participantId), { type: 'AddStepParticipant', data: { ...seat, now: this.now() } });
+    });
+    return { participantId: request.participantId };
+  }
+
+  @CommandHandler(removeStepParticipant)
+  async removeStepParticipant(request: RequestOf<typeof removeStepParticipant>, context?: CommandContext): Promise<ReplyOf<typeof removeStepParticipant>> {
+    await handleWithDecider(this.store, {
+      decider: participantDecider,
+      streamId: streamIds.participant(request.participantId),
+      command: { type: 'RemoveStepParticipant', data: { participantId: request.participantId, now: this.now() } },
+      metadata: metadataOf(request, context),
+      idempotency: idempotencyFor('remove_step_participant', request),
+      reply: () => undefined,
+    });
+    return { participantId: request.participantId };
+  }
+}

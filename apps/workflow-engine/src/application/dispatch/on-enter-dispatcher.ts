@@ -1,0 +1,356 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ErrorCode, GantryError, type EntryPath, type StepDefinition } from '@gantry/contracts';
+import { EventStore, decideWithin, handleWithDecider } from '@gantry/eventstore';
+import { JsonLogger } from '@gantry/service-runtime';
+import {
+  CLAIM_REFUSAL,
+  declarationDigest,
+  isTerminalMarker,
+  markedPositions,
+  onEnterPlan,
+  stepOf,
+  taskAtStepDecider,
+  taskExists,
+  type PlanItem,
+  type StepEntryRecord,
+  type Task,
+  type TaskAtStepCommand,
+} from '../../domain/index.js';
+import { RunQueueUnavailable } from '../../infrastructure/job-service/run-queue.js';
+import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
+import { latestWorkflow, type StoredWorkflow } from '../../infrastructure/persistence/read-models.js';
+import { loadTask, loadTaskAtStep, streamIds } from '../../infrastructure/persistence/streams.js';
+import { TestHooks } from '../test-hooks.js';
+import type { ActionResult, ActionRun } from './action-run.js';
+import { DispatchDiagnostics } from './diagnostics.js';
+import { EngineActions } from './engine-actions.js';
+import { SessionActions } from './session-actions.js';
+
+/** A step entry to dispatch: its identity and how the task arrived. */
+export interface EntryToDispatch {
+  taskId: string;
+  workflowId: string;
+  stepId: string;
+  entrySeq: number;
+  entryPath: EntryPath;
+}
+
+/**
+ * `live`: the dispatch of the command that admitted the task — session actions included.
+ * `resume`: a recovery, a takeover, or a repeated command — the positions under markers only (AC-B8).
+ */
+export type DispatchMode = 'live' | 'resume';
+
+export type DispatchOutcome = 'completed' | 'terminal' | 'abandoned' | 'stopped' | 'outage' | 'declaration_changed' | 'unresolvable';
+
+type PositionOutcome = 'next' | Exclude<DispatchOutcome, 'completed'>;
+
+interface Context {
+  entry: EntryToDispatch;
+  task: Task;
+  workflow: StoredWorkflow;
+  step: StepDefinition;
+  entryPath: EntryPath;
+  correlationId: string;
+}
+
+const entryKey = (e: Pick<EntryToDispatch, 'taskId' | 'workflowId' | 'stepId' | 'entrySeq'>) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.entrySeq}`;
+
+/**
+ * The one dispatcher of on_enter (docs/workflow-engine.md, "Step entries", "Markers", "The on_enter
+ * plan"). Every entry path and the recovery scan come here. It reads the workflow once, compares the
+ * declaration digest once, and walks the plan: session actions are recorded on the task's session
+ * (live dispatches only); every marked position is claimed by compare-and-set, executed, and marked.
+ * A claim held by a live process ends the dispatch (the holder finishes the entry). Within one
+ * process the dispatches of one entry run one after the other.
+ */
+@Injectable()
+export class OnEnterDispatcher {
+  private readonly inFlight = new Map<string, Promise<DispatchOutcome>>();
+  private readonly background = new Set<Promise<unknown>>();
+  private stopping = false;
+  private readonly log;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(ProcessEpoch) private readonly process: ProcessEpoch,
+    @Inject(EngineActions) private readonly engine: EngineActions,
+    @Inject(SessionActions) private readonly session: SessionActions,
+    @Inject(DispatchDiagnostics) private readonly diagnostics: DispatchDiagnostics,
+    @Inject(TestHooks) private readonly hooks: TestHooks,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('on-enter');
+  }
+
+  /** Dispatches an entry and resolves with how it ended. */
+  dispatch(entry: EntryToDispatch, mode: DispatchMode): Promise<DispatchOutcome> {
+    const key = entryKey(entry);
+    const previous = this.inFlight.get(key);
+    const run = (previous ?? Promise.resolve()).catch(() => undefined).then(() => this.dispatchOnce(entry, mode));
+    this.inFlight.set(key, run);
+    void run.finally(() => {
+      if (this.inFlight.get(key) === run) this.inFlight.delete(key);
+    }).catch(() => undefined);
+    return run;
+  }
+
+  /** Dispatches in the background (after a command's commit); a failure is logged, the entry resumes at the next start. */
+  schedule(entry: EntryToDispatch, mode: DispatchMode): void {
+    if (this.stopping) {
+      this.log.log('stopping: step entry left to the next start', { ...entry });
+      return;
+    }
+    const work = this.dispatch(entry, mode).catch((error: unknown) => {
+      this.log.error('step entry dispatch failed; it resumes at the next start', { ...entry, error: error instanceof Error ? error.message : String(error) });
+    });
+    this.background.add(work);
+    void work.finally(() => this.background.delete(work));
+  }
+
+  /** Lets the dispatches under way finish; nothing new starts. */
+  async drain(): Promise<void> {
+    this.stopping = true;
+    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+  }
+
+  private async dispatchOnce(entry: EntryToDispatch, mode: DispatchMode): Promise<DispatchOutcome> {
+    // The one read of the declaration for this dispatch: every position below uses it.
+    const workflow = await latestWorkflow(this.store.pool, entry.workflowId);
+    const step = workflow ? stepOf(workflow.definition, entry.stepId) : null;
+    const task = await loadTask(this.store, entry.taskId);
+    if (!workflow || !step || !taskExists(task)) return 'unresolvable';
+    const pair = await loadTaskAtStep(this.store, entry.taskId, entry.workflowId, entry.stepId);
+    const record = pair.entries[entry.entrySeq] ?? null;
+    const ctx: Context = { entry, task, workflow, step, entryPath: record?.entryPath ?? entry.entryPath, correlationId: `entry:${entryKey(entry)}` };
+    const digest = declarationDigest(step.onEnter);
+    if (record) {
+      if (record.termination !== null) return 'terminal';
+      if (record.declarationDigest !== digest) return this.declarationChanged(ctx, record, digest);
+    }
+    for (const item of onEnterPlan(step.onEnter, ctx.entryPath)) {
+      const run = this.actionRun(ctx, item);
+      if (item.owner === 'session') {
+        if (mode === 'live') await this.sessionAction(run);
+        continue;
+      }
+      if (item.owner === 'none') {
+        if (mode === 'live') this.diagnostics.notExecuted({ ...this.where(ctx), stepName: step.name, actionType: item.type, position: item.position, skipReason: 'no_executor', entryPath: ctx.entryPath });
+        continue;
+      }
+      if (!record) {
+        // Admitted when the step declared nothing under markers; it does now: that is a changed declaration.
+        if (mode === 'live') this.diagnostics.notExecuted({ ...this.where(ctx), stepName: step.name, actionType: item.type, position: item.position, skipReason: 'declaration_changed' });
+        continue;
+      }
+      const outcome = await this.markedPosition(ctx, item, run);
+      if (outcome !== 'next') return outcome;
+    }
+    if (record) await this.decide(ctx, { type: 'CompleteEntry', data: { ...this.pair(ctx), entrySeq: ctx.entry.entrySeq, marked: markedPositions(step.onEnter), now: this.now() } });
+    return 'completed';
+  }
+
+  private async markedPosition(ctx: Context, item: Extract<PlanItem, { owner: 'engine' }>, run: ActionRun): Promise<PositionOutcome> {
+    const claimed = await this.claim(ctx, item);
+    if (claimed !== 'claimed') return claimed;
+    await this.hooks.reached(`claimed:${item.position}`, scopeOf(ctx));
+    let result: ActionResult;
+    if (!item.known) {
+      this.diagnostics.notExecuted({ ...this.where(ctx), stepName: ctx.step.name, actionType: item.type, position: item.position, skipReason: 'unrecognised' });
+      result = { outcome: 'skipped', reason: 'unrecognised' };
+    } else if (!this.engine.wired) {
+      this.diagnostics.notExecuted({ ...this.where(ctx), stepName: ctx.step.name, actionType: item.type, position: item.position, skipReason: 'no_executor' });
+      result = { outcome: 'skipped', reason: 'no_executor' };
+    } else if (item.type === 'clear_decisions') {
+      return this.clearDecisions(ctx, item);
+    } else {
+      try {
+        result = await this.engine.execute(run);
+      } catch (error) {
+        if (error instanceof RunQueueUnavailable) {
+          this.diagnostics.runQueueSilent({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: item.position, cause: error.message });
+          return 'outage';
+        }
+        result = { outcome: 'failed', failure: { cause: describe(error), attempted: null, failed: null }, runs: [] };
+      }
+      await this.hooks.reached(`effect:${item.position}`, scopeOf(ctx));
+      // A fan-out's failures were reported per participant (AC-C1); every other failure once here (AC-C3).
+      if (result.outcome === 'failed' && item.type !== 'queue_run_for_each_participant') {
+        this.diagnostics.actionFailed({ ...this.where(ctx), actionType: item.type, cause: result.failure.cause, position: item.position, trigger: 'on_enter' });
+      }
+    }
+    return this.finish(ctx, item.position, result);
+  }
+
+  /** absent → in_progress(this epoch), or a gone process's claim taken over; a live holder ends the dispatch. */
+  private async claim(ctx: Context, item: Extract<PlanItem, { owner: 'engine' }>): Promise<'claimed' | PositionOutcome> {
+    const pair = await loadTaskAtStep(this.store, ctx.entry.taskId, ctx.entry.workflowId, ctx.entry.stepId);
+    const record = pair.entries[ctx.entry.entrySeq];
+    if (!record || record.termination !== null) return 'terminal';
+    const marker = record.markers[item.position];
+    if (isTerminalMarker(marker)) return 'next';
+    let staleEpoch: string | null = null;
+    if (marker) {
+      if (marker.kind !== item.type) return this.declarationChanged(ctx, record, declarationDigest(ctx.step.onEnter));
+      // This process's own claim, left by an earlier dispatch here that stopped: still ours to finish.
+      if (marker.epoch === this.process.epoch) return 'claimed';
+      if (!(await this.process.isGone(marker.epoch!))) {
+        this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: item.position, holder: marker.epoch, reason: 'claimed by a live process' });
+        return 'abandoned';
+      }
+      staleEpoch = marker.epoch;
+    }
+    try {
+      await this.decide(ctx, {
+        type: 'ClaimAction',
+        data: { ...this.pair(ctx), entrySeq: ctx.entry.entrySeq, position: item.position, kind: item.type, epoch: this.process.epoch, staleEpoch, now: this.now() },
+      });
+      return 'claimed';
+    } catch (error) {
+      if (!(error instanceof GantryError)) throw error;
+      const reason = error.details?.reason;
+      if (error.code === ErrorCode.ALREADY_CLAIMED) {
+        this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: item.position, holder: (error.details?.holder as string) ?? null, reason: 'lost the claim' });
+        return 'abandoned';
+      }
+      if (reason === CLAIM_REFUSAL.terminal) return 'next';
+      if (reason === CLAIM_REFUSAL.entryTerminal) return 'terminal';
+      throw error;
+    }
+  }
+
+  /** The clear and its done marker are one event; a failure stops the entry (AC-C2). */
+  private async clearDecisions(ctx: Context, item: Extract<PlanItem, { owner: 'engine' }>): Promise<PositionOutcome> {
+    try {
+      if (this.hooks.fails('action:clear_decisions')) throw new Error('clear_decisions failed (forced by a test)');
+      await this.store.execute({ metadata: { correlationId: ctx.correlationId, actor: 'workflow-engine' } }, async (uow) => {
+        await decideWithin(uow, taskAtStepDecider, this.streamOf(ctx), {
+          type: 'ClearDecisions',
+          data: { ...this.pair(ctx), entrySeq: ctx.entry.entrySeq, position: item.position, epoch: this.process.epoch, now: this.now() },
+        });
+        await this.hooks.reached(`clearing:${item.position}`, scopeOf(ctx));
+      });
+    } catch (error) {
+      if (error instanceof GantryError && error.code === ErrorCode.ALREADY_CLAIMED) return 'abandoned';
+      const cause = describe(error);
+      this.diagnostics.clearFailed({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, cause });
+      await this.finish(ctx, item.position, { outcome: 'failed', failure: { cause, attempted: null, failed: null }, runs: [] });
+      return 'stopped';
+    }
+    await this.hooks.reached(`finished:${item.position}`, scopeOf(ctx));
+    return 'next';
+  }
+
+  private async finish(ctx: Context, position: number, result: ActionResult): Promise<PositionOutcome> {
+    try {
+      await this.decide(ctx, {
+        type: 'FinishAction',
+        data: {
+          ...this.pair(ctx),
+          entrySeq: ctx.entry.entrySeq,
+          position,
+          outcome: result.outcome,
+          skipReason: result.outcome === 'skipped' ? result.reason : null,
+          failure: result.outcome === 'failed' ? result.failure : null,
+          runs: result.outcome === 'skipped' ? [] : result.runs,
+          epoch: this.process.epoch,
+          now: this.now(),
+        },
+      });
+    } catch (error) {
+      if (error instanceof GantryError && error.code === ErrorCode.ALREADY_CLAIMED) return 'abandoned';
+      throw error;
+    }
+    await this.hooks.reached(`finished:${position}`, scopeOf(ctx));
+    return 'next';
+  }
+
+  /** The digest differs: what is left of the current declaration is skipped(declaration_changed), the entry ends. */
+  private async declarationChanged(ctx: Context, record: StepEntryRecord, currentDigest: string): Promise<'abandoned' | 'declaration_changed'> {
+    const staleEpochs: string[] = [];
+    for (const marker of Object.values(record.markers)) {
+      if (marker.state !== 'in_progress' || marker.epoch === null || staleEpochs.includes(marker.epoch)) continue;
+      if (marker.epoch === this.process.epoch || (await this.process.isGone(marker.epoch))) staleEpochs.push(marker.epoch);
+      else {
+        this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: marker.position, holder: marker.epoch, reason: 'claimed by a live process' });
+        return 'abandoned';
+      }
+    }
+    const terminated = await this.decide(ctx, {
+      type: 'TerminateEntry',
+      data: {
+        ...this.pair(ctx),
+        entrySeq: ctx.entry.entrySeq,
+        reason: 'declaration_changed',
+        skip: { positions: markedPositions(ctx.step.onEnter), reason: 'declaration_changed' },
+        staleEpochs,
+        now: this.now(),
+      },
+    });
+    if (terminated > 0) {
+      this.diagnostics.declarationChanged({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, entryDigest: record.declarationDigest, currentDigest });
+    }
+    return 'declaration_changed';
+  }
+
+  private async sessionAction(run: ActionRun): Promise<void> {
+    try {
+      await this.session.execute(run);
+    } catch (error) {
+      this.diagnostics.actionFailed({ taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, actionType: run.action.type, cause: describe(error), position: run.position, trigger: 'on_enter' });
+    }
+  }
+
+  /** One decider command on the pair's stream, appended at the version it was decided on; returns how many events it appended. */
+  private async decide(ctx: Context, command: TaskAtStepCommand): Promise<number> {
+    const executed = await handleWithDecider(this.store, {
+      decider: taskAtStepDecider,
+      streamId: this.streamOf(ctx),
+      command,
+      metadata: { correlationId: ctx.correlationId, actor: 'workflow-engine' },
+      reply: (d) => d.decided.length,
+    });
+    return executed.result;
+  }
+
+  private actionRun(ctx: Context, item: PlanItem): ActionRun {
+    return {
+      trigger: 'on_enter',
+      task: ctx.task,
+      workflow: ctx.workflow,
+      step: ctx.step,
+      position: item.position,
+      action: item.action,
+      entrySeq: ctx.entry.entrySeq,
+      entryPath: ctx.entryPath,
+      cause: ctx.correlationId,
+      correlationId: ctx.correlationId,
+    };
+  }
+
+  private streamOf(ctx: Context): string {
+    return streamIds.taskAtStep(ctx.entry.taskId, ctx.entry.workflowId, ctx.entry.stepId);
+  }
+
+  private pair(ctx: Context) {
+    return { taskId: ctx.entry.taskId, workflowId: ctx.entry.workflowId, stepId: ctx.entry.stepId };
+  }
+
+  private where(ctx: Context) {
+    return { taskId: ctx.entry.taskId, workflowId: ctx.entry.workflowId, stepId: ctx.entry.stepId };
+  }
+
+  private now(): string {
+    return this.store.clock().toISOString();
+  }
+}
+
+/** How a test names one entry in a fault point: `<taskId>@<stepId>#<entrySeq>`. */
+function scopeOf(ctx: Context): string {
+  return `${ctx.entry.taskId}@${ctx.entry.stepId}#${ctx.entry.entrySeq}`;
+}
+
+function describe(error: unknown): string {
+  const text = error instanceof GantryError ? `${error.code}: ${error.message}` : error instanceof Error ? error.message : String(error);
+  return text.length > 2000 ? `${text.slice(0, 1997)}...` : text || 'no details';
+}

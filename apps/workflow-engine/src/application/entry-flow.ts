@@ -1,0 +1,77 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { PlacementReply } from '@gantry/contracts';
+import { EventStore, type CommandMetadata, type IdempotencyOptions } from '@gantry/eventstore';
+import { JsonLogger } from '@gantry/service-runtime';
+import { nextStepId, stepOf, taskExists } from '../domain/index.js';
+import { latestWorkflow, tasksWaitingFor } from '../infrastructure/persistence/read-models.js';
+import { loadTask } from '../infrastructure/persistence/streams.js';
+import { OnEnterDispatcher } from './dispatch/on-enter-dispatcher.js';
+import { Placements, type PlacementOutcome, type PlacementRequest, type StepRef } from './placements.js';
+import { TurnTriggers } from './triggers/turn-triggers.js';
+
+/**
+ * A placement and what follows its commit (docs/workflow-engine.md, "Entry paths"): the left step's
+ * on_exit, the on_enter dispatch of the entry it made (in the background: the command answers
+ * once the move committed), and the promotion of a waiting task into each seat it freed. A command
+ * repeated under its key changes nothing and dispatches the entry it made again, markers only.
+ */
+@Injectable()
+export class EntryFlow {
+  private readonly log;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Placements) private readonly placements: Placements,
+    @Inject(OnEnterDispatcher) private readonly dispatcher: OnEnterDispatcher,
+    @Inject(TurnTriggers) private readonly triggers: TurnTriggers,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('placement');
+  }
+
+  async place(request: PlacementRequest, options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions }): Promise<PlacementReply> {
+    const executed = await this.store.execute<PlacementOutcome>(options, (uow) => this.placements.placeWithin(uow, request));
+    await this.afterCommit(executed.result, { replayed: executed.replayed, correlationId: options.metadata.correlationId });
+    return executed.result.reply;
+  }
+
+  /** The work after a placement's commit; a repeated command only dispatches its entry again (markers only). */
+  async afterCommit(outcome: PlacementOutcome, options: { replayed: boolean; correlationId: string }): Promise<void> {
+    if (options.replayed) {
+      for (const entry of outcome.admissions) this.dispatcher.schedule(entry, 'resume');
+      return;
+    }
+    if (outcome.left) await this.onExit(outcome.reply.taskId, outcome.left, options.correlationId);
+    for (const entry of outcome.admissions) this.dispatcher.schedule(entry, 'live');
+    for (const step of outcome.freed) await this.promote(step, options.correlationId);
+  }
+
+  /** A seat came free at a step: the longest-waiting task that can take it does (each promotion its own transaction). */
+  async promote(step: StepRef, correlationId: string): Promise<void> {
+    const workflow = await latestWorkflow(this.store.pool, step.workflowId);
+    if (!workflow || !stepOf(workflow.definition, step.stepId)) return;
+    const fed = nextStepId(workflow.definition, step.stepId);
+    for (const taskId of await tasksWaitingFor(this.store.pool, step.workflowId, step.stepId, fed)) {
+      const task = await loadTask(this.store, taskId);
+      if (!taskExists(task) || task.placement.queuedForStepId === null) continue;
+      const executed = await this.store.execute<PlacementOutcome>({ metadata: { correlationId, actor: 'workflow-engine' } }, (uow) =>
+        this.placements.placeWithin(uow, { taskId, workflowId: step.workflowId, stepId: task.placement.queuedForStepId, entryPath: 'wip_promotion' }),
+      );
+      await this.afterCommit(executed.result, { replayed: false, correlationId });
+      const landed = executed.result.admissions[0];
+      if (landed && landed.workflowId === step.workflowId && landed.stepId === step.stepId) return;
+    }
+  }
+
+  private async onExit(taskId: string, left: StepRef & { entrySeq: number }, correlationId: string): Promise<void> {
+    const workflow = await latestWorkflow(this.store.pool, left.workflowId);
+    const step = workflow ? stepOf(workflow.definition, left.stepId) : null;
+    const task = await loadTask(this.store, taskId);
+    if (!workflow || !step || step.onExit.length === 0 || !taskExists(task)) return;
+    try {
+      await this.triggers.run('onExit', { task, workflow, step, entrySeq: left.entrySeq, cause: `exit:${taskId}~${left.workflowId}~${left.stepId}#${left.entrySeq}`, correlationId });
+    } catch (error) {
+      this.log.error('on_exit failed', { taskId, workflowId: left.workflowId, stepId: left.stepId, error: error instanceof Error ? error.message : String(error) });
+    }
+  }
+}

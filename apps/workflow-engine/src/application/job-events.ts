@@ -1,0 +1,121 @@
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import type pg from 'pg';
+import { GantryError, type EventEnvelope, type JobEnqueuedData, type JobFinishedData, type JobStartedData } from '@gantry/contracts';
+import { EventStore, handleWithDecider } from '@gantry/eventstore';
+import { Bus } from '@gantry/messaging';
+import { Consumers, JsonLogger } from '@gantry/service-runtime';
+import { occupancyOf, stepOf, taskDecider, taskExists, type Task } from '../domain/index.js';
+import { latestWorkflow, queuedRunByKey, recordQueuedRunJob, rememberTaskJob, taskJob, type TaskJobRow } from '../infrastructure/persistence/read-models.js';
+import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
+import { EntryFlow } from './entry-flow.js';
+import { TurnTriggers } from './triggers/turn-triggers.js';
+
+/**
+ * What the engine learns from the job service (docs/workflow-engine.md, "Triggers other than
+ * on_enter"): which jobs belong to which task and step occupancy (JobEnqueued), a turn started
+ * (JobStarted: on_turn_start, and the task's agent session is started), a turn completed
+ * (JobFinished DONE or SKIPPED: on_turn_complete, whose transition is the turn-complete entry path).
+ * A redelivered event changes nothing: the inbox, and the move's key derived from the event.
+ */
+@Injectable()
+export class JobEvents implements OnModuleInit {
+  private readonly log;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Bus) private readonly bus: Bus,
+    @Inject(Consumers) private readonly consumers: Consumers,
+    @Inject(TurnTriggers) private readonly triggers: TurnTriggers,
+    @Inject(EntryFlow) private readonly flow: EntryFlow,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('job-events');
+  }
+
+  async onModuleInit(): Promise<void> {
+    // The job service may start after us; its stream is the same whoever creates it first.
+    await this.bus.ensureForeignEventStream('jobs');
+    this.consumers.add({ name: 'workflow-engine-job-events', source: 'jobs', handle: (e, sql) => this.onEvent(e, sql) });
+  }
+
+  private async onEvent(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+    switch (envelope.type) {
+      case 'JobEnqueued':
+        return this.onEnqueued(envelope as EventEnvelope<JobEnqueuedData>, sql);
+      case 'JobStarted':
+        return this.onStarted(envelope as EventEnvelope<JobStartedData>, sql);
+      case 'JobFinished':
+        return this.onFinished(envelope as EventEnvelope<JobFinishedData>, sql);
+      default:
+        return;
+    }
+  }
+
+  /** A job of one of our tasks: the run we queued says its entry; any other counts for the task's occupancy now. */
+  private async onEnqueued(envelope: EventEnvelope<JobEnqueuedData>, sql: pg.PoolClient): Promise<void> {
+    const d = envelope.data;
+    if (d.taskId === null) return;
+    const queued = await queuedRunByKey(sql, d.idempotencyKey);
+    if (queued) {
+      await recordQueuedRunJob(sql, d.idempotencyKey, d.jobId);
+      await rememberTaskJob(sql, { jobId: d.jobId, taskId: queued.taskId, kind: d.kind, workflowId: queued.workflowId, stepId: queued.stepId, entrySeq: queued.entrySeq });
+      return;
+    }
+    const task = await loadTask(this.store, d.taskId, sql);
+    if (!taskExists(task)) return;
+    const at = occupancyOf(task) ?? { workflowId: task.placement.workflowId, stepId: task.placement.stepId, entrySeq: -1 };
+    await rememberTaskJob(sql, { jobId: d.jobId, taskId: task.taskId, kind: d.kind, ...at });
+  }
+
+  private async onStarted(envelope: EventEnvelope<JobStartedData>, sql: pg.PoolClient): Promise<void> {
+    const job = await taskJob(sql, envelope.data.jobId);
+    if (!job) return;
+    if (job.kind !== 'REVIEW') {
+      await handleWithDecider(this.store, {
+        decider: taskDecider,
+        streamId: streamIds.task(job.taskId),
+        command: { type: 'MarkSessionStarted', data: { taskId: job.taskId, jobId: job.jobId, now: this.store.clock().toISOString() } },
+        metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
+        idempotency: { scope: 'workflow.session_started', key: envelope.eventId, request: { jobId: job.jobId } },
+        reply: () => undefined,
+      }).catch((error: unknown) => this.log.warn('could not record the session start', { taskId: job.taskId, jobId: job.jobId, error: String(error) }));
+    }
+    await this.turn('onTurnStart', job, envelope);
+  }
+
+  /** A completed turn is a job that finished DONE or SKIPPED; a failed or cancelled one is not. */
+  private async onFinished(envelope: EventEnvelope<JobFinishedData>, sql: pg.PoolClient): Promise<void> {
+    if (envelope.data.jobStatus !== 'DONE' && envelope.data.jobStatus !== 'SKIPPED') return;
+    const job = await taskJob(sql, envelope.data.jobId);
+    if (job) await this.turn('onTurnComplete', job, envelope);
+  }
+
+  private async turn(trigger: 'onTurnStart' | 'onTurnComplete', job: TaskJobRow, envelope: EventEnvelope): Promise<void> {
+    const task = await loadTask(this.store, job.taskId);
+    if (!taskExists(task)) return;
+    const now = occupancyOf(task as Task);
+    // The turn of an occupancy the task has left (a late review of an earlier round) moves nothing.
+    if (!now || now.workflowId !== job.workflowId || now.stepId !== job.stepId || now.entrySeq !== job.entrySeq) {
+      this.log.log('turn of an earlier step occupancy; nothing to do', { taskId: job.taskId, jobId: job.jobId, jobStepId: job.stepId, jobEntrySeq: job.entrySeq, trigger });
+      return;
+    }
+    const workflow = await latestWorkflow(this.store.pool, job.workflowId);
+    const step = workflow ? stepOf(workflow.definition, job.stepId) : null;
+    if (!workflow || !step) return;
+    const target = await this.triggers.run(trigger, { task: task as Task, workflow, step, entrySeq: job.entrySeq, cause: envelope.eventId, correlationId: envelope.correlationId });
+    if (!target) return;
+    try {
+      await this.flow.place(
+        { taskId: job.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath },
+        {
+          metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
+          idempotency: { scope: 'workflow.turn', key: envelope.eventId, request: { target, jobId: job.jobId } },
+        },
+      );
+    } catch (error) {
+      // A refused move (a target step the workflow lost, a deleted task) is an answer, not a reason to redeliver.
+      if (!(error instanceof GantryError)) throw error;
+      this.log.warn('the turn\'s transition was refused', { taskId: job.taskId, jobId: job.jobId, target, code: error.code, error: error.message });
+    }
+  }
+}

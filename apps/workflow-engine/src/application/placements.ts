@@ -1,0 +1,138 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ErrorCode, GantryError, type EntryPath, type PlacementReply, type WorkflowDefinition } from '@gantry/contracts';
+import { decideWithin, EventStore, type UnitOfWork } from '@gantry/eventstore';
+import {
+  feederOf,
+  stepDeclaration,
+  stepOf,
+  taskAtStepDecider,
+  taskDecider,
+  taskExists,
+  type StepSeats,
+  type Task,
+  type TaskEvent,
+} from '../domain/index.js';
+import { ProcessEpoch } from '../infrastructure/liveness/process-epoch.js';
+import { latestWorkflow, lockSteps, occupiedSeats } from '../infrastructure/persistence/read-models.js';
+import { streamIds } from '../infrastructure/persistence/streams.js';
+import { DispatchDiagnostics } from './dispatch/diagnostics.js';
+import type { EntryToDispatch } from './dispatch/on-enter-dispatcher.js';
+import { TestHooks } from './test-hooks.js';
+
+export interface PlacementRequest {
+  taskId: string;
+  /** null: the task's own workflow. */
+  workflowId: string | null;
+  /** null: the workflow's start step. */
+  stepId: string | null;
+  entryPath: EntryPath;
+}
+
+export interface StepRef {
+  workflowId: string;
+  stepId: string;
+}
+
+/** What a placement did, for the work after its commit (exit actions, dispatch, promotions). JSON, so a receipt can hold it. */
+export interface PlacementOutcome {
+  reply: PlacementReply;
+  /** The entries to dispatch: at most one per placement. */
+  admissions: EntryToDispatch[];
+  /** The step the task stopped occupying, with the occupancy it left (for on_exit). */
+  left: (StepRef & { entrySeq: number }) | null;
+  /** Steps where a seat came free. */
+  freed: StepRef[];
+}
+
+export function placementReplyOf(task: Task, admitted: Extract<TaskEvent, { type: 'TaskAdmittedToStep' }>['data'] | null): PlacementReply {
+  const p = task.placement;
+  return {
+    taskId: task.taskId,
+    placement: { workflowId: p.workflowId, stepId: p.stepId, admitted: p.admitted, queuedForStepId: p.queuedForStepId, queuedSince: p.queuedSince },
+    entry: admitted
+      ? { workflowId: admitted.workflowId, stepId: admitted.stepId, entrySeq: admitted.entrySeq, entryPath: admitted.entryPath, stepEntryRecorded: admitted.stepEntryRecorded }
+      : null,
+  };
+}
+
+/**
+ * Puts a task at a step inside the caller's transaction (docs/workflow-engine.md, "Tasks and WIP
+ * admission", "Step entries"): the admission locks of the steps involved, the seats counted under
+ * them, the task decider's verdict, and — in the same append — the step-entry record of an entry
+ * whose step declares marked actions. If that record cannot be written, nothing of the move lands.
+ */
+@Injectable()
+export class Placements {
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(ProcessEpoch) private readonly process: ProcessEpoch,
+    @Inject(DispatchDiagnostics) private readonly diagnostics: DispatchDiagnostics,
+    @Inject(TestHooks) private readonly hooks: TestHooks,
+  ) {}
+
+  async placeWithin(uow: UnitOfWork, request: PlacementRequest): Promise<PlacementOutcome> {
+    const history = await uow.readStream(streamIds.task(request.taskId));
+    const before = history.reduce((s, e) => taskDecider.evolve(s, { type: e.type, data: e.data } as TaskEvent), taskDecider.initialState);
+    if (!taskExists(before)) throw new GantryError(ErrorCode.NOT_FOUND, `task ${request.taskId} does not exist`, { taskId: request.taskId });
+    const workflowId = request.workflowId ?? before.placement.workflowId;
+    const workflow = await latestWorkflow(uow.sql, workflowId);
+    if (!workflow) throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${workflowId} does not exist`, { workflowId });
+    const stepId = request.stepId ?? workflow.definition.startStepId;
+    const target = stepOf(workflow.definition, stepId);
+    if (!target) throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${workflowId} has no step ${stepId}`, { workflowId, stepId });
+    const feederId = feederOf(workflow.definition, stepId);
+    await lockSteps(uow.sql, this.store.schema, [{ workflowId, stepId }, ...(feederId ? [{ workflowId, stepId: feederId }] : [])]);
+    const seatsOf = async (id: string): Promise<StepSeats> => {
+      const step = stepOf(workflow.definition, id)!;
+      return { stepId: id, wipLimit: step.wipLimit, occupied: await occupiedSeats(uow.sql, workflowId, id, request.taskId), declaration: stepDeclaration(step) };
+    };
+    const decision = await decideWithin(uow, taskDecider, streamIds.task(request.taskId), {
+      type: 'PlaceTask',
+      data: { taskId: request.taskId, placing: { workflowId, target: await seatsOf(stepId), feeder: feederId ? await seatsOf(feederId) : null, entryPath: request.entryPath }, now: this.now() },
+    });
+    const admitted = decision.decided.find((e): e is Extract<TaskEvent, { type: 'TaskAdmittedToStep' }> => e.type === 'TaskAdmittedToStep')?.data ?? null;
+    if (admitted?.stepEntryRecorded) await this.openStepEntry(uow, admitted, workflow.definition);
+    const after = decision.after as Task;
+    const was = before.placement;
+    const stillThere = after.placement.admitted && after.placement.workflowId === was.workflowId && after.placement.stepId === was.stepId;
+    const leftOccupancy = was.admitted && !stillThere;
+    return {
+      reply: placementReplyOf(after, admitted),
+      admissions: admitted
+        ? [{ taskId: admitted.taskId, workflowId: admitted.workflowId, stepId: admitted.stepId, entrySeq: admitted.entrySeq, entryPath: admitted.entryPath }]
+        : [],
+      left: leftOccupancy ? { workflowId: was.workflowId, stepId: was.stepId, entrySeq: before.currentEntry?.entrySeq ?? 0 } : null,
+      freed: leftOccupancy ? [{ workflowId: was.workflowId, stepId: was.stepId }] : [],
+    };
+  }
+
+  /** The step-entry record, in the admission's append; a failure here fails the whole move (AC-B7). */
+  private async openStepEntry(uow: UnitOfWork, admitted: Extract<TaskEvent, { type: 'TaskAdmittedToStep' }>['data'], definition: WorkflowDefinition): Promise<void> {
+    try {
+      if (this.hooks.fails(`allocation:${admitted.stepId}`)) throw new Error('the step-entry record could not be written (forced by a test)');
+      await decideWithin(uow, taskAtStepDecider, streamIds.taskAtStep(admitted.taskId, admitted.workflowId, admitted.stepId), {
+        type: 'OpenStepEntry',
+        data: {
+          taskId: admitted.taskId,
+          workflowId: admitted.workflowId,
+          stepId: admitted.stepId,
+          entrySeq: admitted.entrySeq,
+          declarationDigest: admitted.declarationDigest,
+          entryPath: admitted.entryPath,
+          markedPositions: stepDeclaration(stepOf(definition, admitted.stepId)!).marked,
+          epoch: this.process.epoch,
+          now: this.now(),
+        },
+      });
+    } catch (error) {
+      if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw error;
+      this.diagnostics.allocationFailed({ taskId: admitted.taskId, stepId: admitted.stepId, workflowId: admitted.workflowId, cause: error instanceof Error ? error.message : String(error) });
+      // Not a refusal to store under the command's key: a retry may well succeed.
+      throw new Error(`the step entry of task ${admitted.taskId} at step ${admitted.stepId} could not be recorded; the move did not happen`);
+    }
+  }
+
+  private now(): string {
+    return this.store.clock().toISOString();
+  }
+}

@@ -1,0 +1,143 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
+import type { EntryTermination, SkipReason } from '@gantry/contracts';
+import { EventStore, handleWithDecider } from '@gantry/eventstore';
+import { JsonLogger } from '@gantry/service-runtime';
+import { recoveryOrder, recoveryVerdict, stepOf, taskAtStepDecider, taskExists, type StepEntryRecord } from '../../domain/index.js';
+import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
+import { latestWorkflow, openStepEntries, type OpenEntryRow } from '../../infrastructure/persistence/read-models.js';
+import { loadTask, loadTaskAtStep, streamIds } from '../../infrastructure/persistence/streams.js';
+import { DispatchDiagnostics } from '../dispatch/diagnostics.js';
+import { OnEnterDispatcher, type DispatchOutcome } from '../dispatch/on-enter-dispatcher.js';
+import { TestHooks } from '../test-hooks.js';
+
+type Handled = DispatchOutcome | 'left_to_owner' | 'skipped' | 'failed';
+
+/**
+ * The recovery scan (docs/workflow-engine.md, "Recovery", AC-B9, AC-L2, AC-L4): at start, before
+ * the engine serves commands or consumes events, every non-terminal step-entry record is read in one
+ * query and each is finished, resumed or left to its live owner; the same scan runs once when a
+ * peer process is found gone. It never stops the start: its own failures are logged at ERROR.
+ */
+@Injectable()
+export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
+  private readonly log;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(ProcessEpoch) private readonly process: ProcessEpoch,
+    @Inject(OnEnterDispatcher) private readonly dispatcher: OnEnterDispatcher,
+    @Inject(DispatchDiagnostics) private readonly diagnostics: DispatchDiagnostics,
+    @Inject(TestHooks) private readonly hooks: TestHooks,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('recovery');
+  }
+
+  /** Runs before any provider's onApplicationBootstrap, so before commands and consumers start. */
+  async onModuleInit(): Promise<void> {
+    await this.run('startup');
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    try {
+      await this.process.watchPeers((gone) => this.run(`takeover:${gone}`));
+    } catch (error) {
+      this.log.error('could not watch the peer processes; a gone peer\'s entries resume at the next start', { error: String(error) });
+    }
+  }
+
+  async run(reason: string): Promise<void> {
+    let rows: OpenEntryRow[];
+    try {
+      if (this.hooks.fails('recovery-query')) throw new Error('the scan query failed (forced by a test)');
+      rows = await openStepEntries(this.store.pool);
+    } catch (error) {
+      this.log.error('recovery scan query failed; starting without it, entries resume at a later start', { rule: 'AC-B9(f)', reason, error: error instanceof Error ? error.message : String(error) });
+      return;
+    }
+    const tally: Record<string, number> = {};
+    for (const row of recoveryOrder(rows)) {
+      let handled: Handled;
+      try {
+        handled = await this.handle(row);
+      } catch (error) {
+        handled = 'failed';
+        this.log.error('recovery of a step entry failed; it stays open for a later start', {
+          rule: 'AC-B9(f)', reason, ...row, error: error instanceof Error ? error.message : String(error),
+        });
+      }
+      tally[handled] = (tally[handled] ?? 0) + 1;
+    }
+    this.log.log('recovery scan finished', { reason, epoch: this.process.epoch, records: rows.length, ...tally });
+  }
+
+  private async handle(row: OpenEntryRow): Promise<Handled> {
+    if (this.hooks.fails(`recovery:${row.taskId}`)) throw new Error(`reading task ${row.taskId} failed (forced by a test)`);
+    const pair = await loadTaskAtStep(this.store, row.taskId, row.workflowId, row.stepId);
+    const record = pair.entries[row.entrySeq];
+    if (!record || record.termination !== null) return 'terminal';
+    // AC-L4: an entry a live process owns is that process's to finish.
+    const staleEpochs: string[] = [];
+    const claimed = Object.values(record.markers).filter((m) => m.state === 'in_progress' && m.epoch !== null);
+    for (const marker of claimed) {
+      if (marker.epoch === this.process.epoch || (await this.process.isGone(marker.epoch!))) staleEpochs.push(marker.epoch!);
+      else return this.leftToOwner(row, marker.epoch!, marker.position);
+    }
+    if (claimed.length === 0 && record.openedByEpoch !== this.process.epoch && !(await this.process.isGone(record.openedByEpoch))) {
+      return this.leftToOwner(row, record.openedByEpoch, null);
+    }
+    const task = await loadTask(this.store, row.taskId);
+    const workflow = await latestWorkflow(this.store.pool, row.workflowId);
+    const verdict = recoveryVerdict(
+      { ...record, workflowId: row.workflowId, stepId: row.stepId },
+      {
+        task: taskExists(task)
+          ? { workflowId: task.placement.workflowId, stepId: task.placement.stepId, admitted: task.placement.admitted, currentEntrySeq: task.currentEntry?.entrySeq ?? null }
+          : null,
+        stepResolvable: workflow !== null && stepOf(workflow.definition, row.stepId) !== null,
+      },
+    );
+    switch (verdict.kind) {
+      case 'unresolvable':
+        await this.terminate(row, record, 'unresolvable', 'unresolvable', staleEpochs);
+        this.diagnostics.unresolvable({ taskId: row.taskId, stepId: row.stepId, workflowId: row.workflowId, entrySeq: row.entrySeq });
+        return 'skipped';
+      case 'step_left':
+      case 'superseded':
+        await this.terminate(row, record, verdict.kind, verdict.kind, staleEpochs);
+        return 'skipped';
+      case 'clear_decisions_failed':
+        await this.terminate(row, record, 'clear_decisions_failed', null, staleEpochs);
+        return 'skipped';
+      case 'resume':
+        return this.dispatcher.dispatch({ ...row, entryPath: record.entryPath }, 'resume');
+    }
+  }
+
+  private leftToOwner(row: OpenEntryRow, holder: string, position: number | null): Handled {
+    this.diagnostics.leftToHolder({ taskId: row.taskId, workflowId: row.workflowId, stepId: row.stepId, entrySeq: row.entrySeq, position, holder, reason: 'owned by a live process' });
+    return 'left_to_owner';
+  }
+
+  private async terminate(row: OpenEntryRow, record: StepEntryRecord, reason: EntryTermination, skip: SkipReason | null, staleEpochs: string[]): Promise<void> {
+    await handleWithDecider(this.store, {
+      decider: taskAtStepDecider,
+      streamId: streamIds.taskAtStep(row.taskId, row.workflowId, row.stepId),
+      command: {
+        type: 'TerminateEntry',
+        data: {
+          taskId: row.taskId,
+          workflowId: row.workflowId,
+          stepId: row.stepId,
+          entrySeq: row.entrySeq,
+          reason,
+          skip: skip ? { positions: record.markedPositions, reason: skip } : null,
+          staleEpochs,
+          now: this.store.clock().toISOString(),
+        },
+      },
+      metadata: { correlationId: `recovery:${this.process.epoch}`, actor: 'workflow-engine' },
+      reply: () => undefined,
+    });
+  }
+}

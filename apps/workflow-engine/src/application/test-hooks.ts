@@ -1,0 +1,45 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/*
+ * Test-only fault points of the dispatcher, the placement and the startup scan, read from the
+ * environment; unset in every real deployment, and nothing else reads these variables. Each lets a
+ * process test reach a state the acceptance asks for by cause, not by timing:
+ *   GANTRY_TEST_WORKFLOW_KILL_AT=<point>[,<point>]   SIGKILL this process at the point
+ *   GANTRY_TEST_WORKFLOW_HOLD_AT=<point>             wait at the point until <dir>/<point>.release exists;
+ *   GANTRY_TEST_WORKFLOW_HOLD_DIR=<dir>              <dir>/<point>.reached is written when it is reached
+ *   GANTRY_TEST_WORKFLOW_FAIL=<what>[,<what>]        make an action / allocation / scan record fail
+ * Points: `claimed:<position>` (a claim committed, before the action), `clearing:<position>` (the
+ * clear appended, its transaction not committed), `run:<position>:<n>` (the n-th run of a fan-out
+ * queued), `effect:<position>` (an action done, its marker not written), `finished:<position>` (the
+ * position's terminal marker committed). A point may be scoped to one entry:
+ * `<taskId>@<stepId>#<entrySeq>/<point>`.
+ * Failures: `action:<type>`, `allocation:<stepId>`, `recovery:<taskId>`, `recovery-query`.
+ */
+const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+
+export class TestHooks {
+  private readonly killAt = new Set(list('GANTRY_TEST_WORKFLOW_KILL_AT'));
+  private readonly holdAt = new Set(list('GANTRY_TEST_WORKFLOW_HOLD_AT'));
+  private readonly holdDir = process.env.GANTRY_TEST_WORKFLOW_HOLD_DIR ?? '';
+  private readonly failures = new Set(list('GANTRY_TEST_WORKFLOW_FAIL'));
+
+  get active(): boolean {
+    return this.killAt.size + this.holdAt.size + this.failures.size > 0;
+  }
+
+  /** Dies here if asked to; waits here if asked to. `scope` names the entry (`<taskId>@<stepId>#<entrySeq>`). */
+  async reached(point: string, scope?: string): Promise<void> {
+    const names = scope ? [point, `${scope}/${point}`] : [point];
+    if (names.some((n) => this.killAt.has(n))) process.kill(process.pid, 'SIGKILL');
+    const held = names.find((n) => this.holdAt.has(n));
+    if (!held || this.holdDir === '') return;
+    const file = held.replace(/\//g, '__');
+    writeFileSync(join(this.holdDir, `${file}.reached`), String(process.pid));
+    while (!existsSync(join(this.holdDir, `${file}.release`))) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  fails(what: string): boolean {
+    return this.failures.has(what);
+  }
+}

@@ -1,0 +1,84 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { isEngineActionType, isSessionActionType, isTransitionActionType, type StepDefinition, type TriggerName } from '@gantry/contracts';
+import { EventStore } from '@gantry/eventstore';
+import { JsonLogger } from '@gantry/service-runtime';
+import { guardHolds, quorumSeatsOf, transitionTarget, type Task, type TransitionTarget } from '../../domain/index.js';
+import { type StoredWorkflow, stepSeats } from '../../infrastructure/persistence/read-models.js';
+import { loadTaskAtStep } from '../../infrastructure/persistence/streams.js';
+import type { ActionRun, Trigger } from '../dispatch/action-run.js';
+import { EngineActions } from '../dispatch/engine-actions.js';
+import { SessionActions } from '../dispatch/session-actions.js';
+
+const TRIGGER_OF: Record<Exclude<TriggerName, 'onEnter'>, Trigger> = { onTurnStart: 'on_turn_start', onTurnComplete: 'on_turn_complete', onExit: 'on_exit' };
+
+export interface TriggerOccasion {
+  task: Task;
+  workflow: StoredWorkflow;
+  step: StepDefinition;
+  /** The occupancy the trigger fires for. */
+  entrySeq: number;
+  /** The event that fired it; the runs it queues are keyed by it. */
+  cause: string;
+  correlationId: string;
+}
+
+/**
+ * on_turn_start, on_turn_complete and on_exit (docs/workflow-engine.md, "Triggers other than
+ * on_enter"): the actions in declared order, stopping at the first failure (AC-C5); the first
+ * transition whose guard holds is returned for the caller to carry out, and ends the trigger.
+ */
+@Injectable()
+export class TurnTriggers {
+  private readonly log;
+
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(EngineActions) private readonly engine: EngineActions,
+    @Inject(SessionActions) private readonly session: SessionActions,
+    @Inject(JsonLogger) logger: JsonLogger,
+  ) {
+    this.log = logger.forComponent('triggers');
+  }
+
+  async run(trigger: Exclude<TriggerName, 'onEnter'>, occasion: TriggerOccasion): Promise<TransitionTarget | null> {
+    const { task, workflow, step } = occasion;
+    const where = { taskId: task.taskId, workflowId: workflow.workflowId, stepId: step.id, trigger: TRIGGER_OF[trigger] };
+    for (const [position, action] of step[trigger].entries()) {
+      if (isTransitionActionType(action.type)) {
+        if (action.guard !== null) {
+          const seats = await stepSeats(this.store.pool, workflow.workflowId, step.id, task.taskId);
+          const pair = await loadTaskAtStep(this.store, task.taskId, workflow.workflowId, step.id);
+          if (!guardHolds(action.guard, quorumSeatsOf(seats), pair.decisions)) continue;
+        }
+        const target = transitionTarget(action, workflow.definition, step.id);
+        if (target) return target;
+        continue;
+      }
+      const run: ActionRun = {
+        trigger: TRIGGER_OF[trigger],
+        task,
+        workflow,
+        step,
+        position,
+        action,
+        entrySeq: occasion.entrySeq,
+        entryPath: null,
+        cause: occasion.cause,
+        correlationId: occasion.correlationId,
+      };
+      try {
+        if (isSessionActionType(action.type)) await this.session.execute(run);
+        else if (isEngineActionType(action.type) && this.engine.wired) {
+          const result = await this.engine.execute(run);
+          if (result.outcome === 'failed') throw new Error(result.failure.cause);
+        } else {
+          this.log.warn('trigger action not executed', { ...where, actionType: action.type, position, reason: isEngineActionType(action.type) ? 'no_executor' : 'unrecognised' });
+        }
+      } catch (error) {
+        this.log.error('trigger stopped at a failing action', { rule: 'AC-C5', ...where, actionType: action.type, position, cause: error instanceof Error ? error.message : String(error) });
+        return null;
+      }
+    }
+    return null;
+  }
+}

@@ -1,0 +1,194 @@
+import type pg from 'pg';
+import type { WorkflowDefinition } from '@gantry/contracts';
+import type { Seat } from '../../domain/index.js';
+
+/** SQL over the engine's read models; every function takes the connection (a transaction's or the pool). */
+type Sql = pg.PoolClient | pg.Pool;
+
+export interface StoredWorkflow {
+  workflowId: string;
+  version: number;
+  definition: WorkflowDefinition;
+  unknownActionTypes: string[];
+  definedAt: string;
+}
+
+export async function latestWorkflow(sql: Sql, workflowId: string): Promise<StoredWorkflow | null> {
+  const { rows } = await sql.query<{ version: number; definition: WorkflowDefinition; unknown_action_types: string[]; defined_at: Date }>(
+    `SELECT version, definition, unknown_action_types, defined_at FROM workflows WHERE workflow_id = $1`,
+    [workflowId],
+  );
+  const row = rows[0];
+  return row ? { workflowId, version: row.version, definition: row.definition, unknownActionTypes: row.unknown_action_types, definedAt: row.defined_at.toISOString() } : null;
+}
+
+/** Tasks admitted at a step now, one task left out (the one being placed). */
+export async function occupiedSeats(sql: Sql, workflowId: string, stepId: string, exceptTaskId: string): Promise<number> {
+  const { rows } = await sql.query<{ n: string }>(`SELECT count(*) AS n FROM tasks WHERE workflow_id = $1 AND step_id = $2 AND admitted AND task_id <> $3`, [
+    workflowId,
+    stepId,
+    exceptTaskId,
+  ]);
+  return Number(rows[0]!.n);
+}
+
+/**
+ * Serialises admissions to the given steps for the rest of the transaction, so a seat is counted
+ * and taken by one admission at a time. Locked in a fixed order, so two admissions never deadlock.
+ */
+export async function lockSteps(sql: pg.PoolClient, schema: string, steps: { workflowId: string; stepId: string }[]): Promise<void> {
+  const keys = [...new Set(steps.map((s) => `gantry.workflow.seats:${schema}:${s.workflowId}/${s.stepId}`))].sort();
+  for (const key of keys) await sql.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [key]);
+}
+
+interface SeatRow {
+  participant_id: string;
+  task_id: string | null;
+  role: string;
+  agent_profile_id: string;
+  decision_required: boolean;
+  position: number;
+}
+
+/** The seats of a step for one task, template and task level, read in one query (AC-F2). */
+export async function stepSeats(sql: Sql, workflowId: string, stepId: string, taskId: string): Promise<Seat[]> {
+  const { rows } = await sql.query<SeatRow>(
+    `SELECT participant_id, task_id, role, agent_profile_id, decision_required, position FROM step_participants
+      WHERE workflow_id = $1 AND step_id = $2 AND (task_id IS NULL OR task_id = $3)`,
+    [workflowId, stepId, taskId],
+  );
+  return rows.map((r) => ({ participantId: r.participant_id, taskId: r.task_id, role: r.role, agentProfileId: r.agent_profile_id, decisionRequired: r.decision_required, position: r.position }));
+}
+
+export interface RegisteredProfile {
+  agentProfileId: string;
+  model: string;
+  thinkingBudget: number;
+}
+
+export async function agentProfiles(sql: Sql, ids: readonly string[]): Promise<Map<string, RegisteredProfile>> {
+  if (ids.length === 0) return new Map();
+  const { rows } = await sql.query<{ agent_profile_id: string; model: string; thinking_budget: number }>(
+    `SELECT agent_profile_id, model, thinking_budget FROM agent_profiles WHERE agent_profile_id = ANY($1)`,
+    [[...new Set(ids)]],
+  );
+  return new Map(rows.map((r) => [r.agent_profile_id, { agentProfileId: r.agent_profile_id, model: r.model, thinkingBudget: r.thinking_budget }]));
+}
+
+/**
+ * The tasks a freed seat at a step may go to, longest waiting first: those waiting for the step
+ * (parked at it or held elsewhere), and those parked at the step it feeds (they may land here).
+ */
+export async function tasksWaitingFor(sql: Sql, workflowId: string, stepId: string, fedStepId: string | null): Promise<string[]> {
+  const { rows } = await sql.query<{ task_id: string }>(
+    `SELECT task_id FROM tasks
+      WHERE workflow_id = $1 AND (queued_for_step_id = $2 OR (NOT admitted AND step_id = $3 AND queued_for_step_id = $3))
+      ORDER BY queued_since, task_id`,
+    [workflowId, stepId, fedStepId],
+  );
+  return rows.map((r) => r.task_id);
+}
+
+export interface OpenEntryRow {
+  taskId: string;
+  workflowId: string;
+  stepId: string;
+  entrySeq: number;
+}
+
+/** The startup scan's one query: every step-entry record whose terminal flag is unset. */
+export async function openStepEntries(sql: Sql): Promise<OpenEntryRow[]> {
+  const { rows } = await sql.query<{ task_id: string; workflow_id: string; step_id: string; entry_seq: number }>(
+    `SELECT task_id, workflow_id, step_id, entry_seq FROM step_entries WHERE NOT terminal ORDER BY task_id, workflow_id, step_id, entry_seq`,
+  );
+  return rows.map((r) => ({ taskId: r.task_id, workflowId: r.workflow_id, stepId: r.step_id, entrySeq: r.entry_seq }));
+}
+
+export async function stepEntryPairsOf(sql: Sql, taskId: string, stepId?: string): Promise<{ workflowId: string; stepId: string }[]> {
+  const { rows } = await sql.query<{ workflow_id: string; step_id: string }>(
+    `SELECT DISTINCT workflow_id, step_id FROM step_entries WHERE task_id = $1 AND ($2::text IS NULL OR step_id = $2) ORDER BY workflow_id, step_id`,
+    [taskId, stepId ?? null],
+  );
+  return rows.map((r) => ({ workflowId: r.workflow_id, stepId: r.step_id }));
+}
+
+export interface QueuedRunRow {
+  idempotencyKey: string;
+  jobId: string | null;
+  taskId: string;
+  workflowId: string;
+  stepId: string;
+  entrySeq: number;
+  position: number;
+  actionType: string;
+  participantId: string | null;
+  agentProfileId: string;
+}
+
+/** Written before the enqueue, so the job's events are attributed to its entry however fast they come. */
+export async function rememberQueuedRun(sql: Sql, run: Omit<QueuedRunRow, 'jobId'>): Promise<void> {
+  await sql.query(
+    `INSERT INTO queued_runs (idempotency_key, task_id, workflow_id, step_id, entry_seq, position, action_type, participant_id, agent_profile_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (idempotency_key) DO NOTHING`,
+    [run.idempotencyKey, run.taskId, run.workflowId, run.stepId, run.entrySeq, run.position, run.actionType, run.participantId, run.agentProfileId],
+  );
+}
+
+export async function recordQueuedRunJob(sql: Sql, idempotencyKey: string, jobId: string): Promise<void> {
+  await sql.query(`UPDATE queued_runs SET job_id = $2 WHERE idempotency_key = $1 AND job_id IS NULL`, [idempotencyKey, jobId]);
+}
+
+function toQueuedRun(r: Record<string, unknown>): QueuedRunRow {
+  return {
+    idempotencyKey: r.idempotency_key as string,
+    jobId: r.job_id as string | null,
+    taskId: r.task_id as string,
+    workflowId: r.workflow_id as string,
+    stepId: r.step_id as string,
+    entrySeq: r.entry_seq as number,
+    position: r.position as number,
+    actionType: r.action_type as string,
+    participantId: r.participant_id as string | null,
+    agentProfileId: r.agent_profile_id as string,
+  };
+}
+
+export async function queuedRunByKey(sql: Sql, idempotencyKey: string): Promise<QueuedRunRow | null> {
+  const { rows } = await sql.query(`SELECT * FROM queued_runs WHERE idempotency_key = $1`, [idempotencyKey]);
+  return rows[0] ? toQueuedRun(rows[0]) : null;
+}
+
+export async function queuedRunByJob(sql: Sql, jobId: string): Promise<QueuedRunRow | null> {
+  const { rows } = await sql.query(`SELECT * FROM queued_runs WHERE job_id = $1`, [jobId]);
+  return rows[0] ? toQueuedRun(rows[0]) : null;
+}
+
+export interface TaskJobRow {
+  jobId: string;
+  taskId: string;
+  kind: string;
+  workflowId: string;
+  stepId: string;
+  entrySeq: number;
+}
+
+export async function rememberTaskJob(sql: Sql, job: TaskJobRow): Promise<void> {
+  await sql.query(
+    `INSERT INTO task_jobs (job_id, task_id, kind, workflow_id, step_id, entry_seq) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (job_id) DO NOTHING`,
+    [job.jobId, job.taskId, job.kind, job.workflowId, job.stepId, job.entrySeq],
+  );
+}
+
+export async function taskJob(sql: Sql, jobId: string): Promise<TaskJobRow | null> {
+  const { rows } = await sql.query<{ job_id: string; task_id: string; kind: string; workflow_id: string; step_id: string; entry_seq: number }>(
+    `SELECT job_id, task_id, kind, workflow_id, step_id, entry_seq FROM task_jobs WHERE job_id = $1`,
+    [jobId],
+  );
+  const r = rows[0];
+  return r ? { jobId: r.job_id, taskId: r.task_id, kind: r.kind, workflowId: r.workflow_id, stepId: r.step_id, entrySeq: r.entry_seq } : null;
+}
+
+export async function taskExistsRow(sql: Sql, taskId: string): Promise<boolean> {
+  const { rows } = await sql.query(`SELECT 1 FROM tasks WHERE task_id = $1`, [taskId]);
+  return rows.length > 0;
+}
