@@ -36,7 +36,7 @@ describe('the reviewer fan-out', () => {
     expect(enqueued!.idempotencyKey).toMatch(/^product-t\/on-enter:[0-9a-f]{40}$/);
   });
 
-  it('V32 AC-B3 / AC-D4: a rejection round and a second entry within 24 hours → a second job for the same reviewer, under another key', async () => {
+  it('V32 AC-B3 / AC-D4 / V12 AC-B1: a rejection round and a second entry within 24 hours → a second job for the same reviewer, under another key', async () => {
     const { taskId } = await world.task('loop');
     await world.seat(taskId, 'loop', 'review', 'reviewer', 'rev-a');
     await world.agentTurn(taskId);
@@ -90,7 +90,7 @@ describe('the reviewer fan-out', () => {
     expect(byProfile['rev-b']).toMatchObject({ reason: 'on_enter', payload: { focus: 'migrations' } });
   });
 
-  it('V01 AC-E1: a fan-out matching nobody queues nothing, does not fail the entry, and warns with step id, step name and role', async () => {
+  it('V01 AC-E1 / V23 AC-G2: a fan-out matching nobody queues nothing, does not fail the entry, and warns with step id, step name and role', async () => {
     const { taskId } = await world.task('loop');
     await world.move(taskId, 'review');
     const entry = await world.terminalEntry(taskId, 'review', 1);
@@ -101,7 +101,7 @@ describe('the reviewer fan-out', () => {
     expectDiscreteFields(warning, { stepId: 'review', stepName: 'Review', role: 'reviewer' });
   });
 
-  it('V01 AC-E3: a fan-out with an empty or absent role queues nothing, errs with workflow and step, and is skipped(malformed) — empty is not "all roles"', async () => {
+  it('V01 AC-E3 / V23 AC-G2: a fan-out with an empty or absent role queues nothing, errs with workflow and step, and is skipped(malformed) — empty is not "all roles"', async () => {
     await world.importYaml('roleless', reviewYaml(`      - type: queue_run_for_each_participant
         config: { reason: x }
       - type: queue_run_for_each_participant
@@ -118,7 +118,7 @@ describe('the reviewer fan-out', () => {
     expectDiscreteFields(errors[0], { workflowId: 'roleless', stepId: 'review' });
   });
 
-  it('V13 AC-H5: the same fan-out declared twice with one reviewer → two runs, one per declaration; V14: neither is a suppression', async () => {
+  it('V13 AC-H5 / V12 AC-B1: the same fan-out declared twice with one reviewer → two runs, one per declaration; V14: neither is a suppression', async () => {
     await world.importYaml('twice', reviewYaml(`      - type: queue_run_for_each_participant
         config: { role: reviewer }
       - type: queue_run_for_each_participant
@@ -188,7 +188,7 @@ describe('the reviewer fan-out', () => {
     expect((await world.entries(taskId, 'review'))[0]!.markers[1]!.state).toBe('failed');
   });
 
-  it('V35 AC-C1 vs AC-C3 / V22 (partial failure): three matching, two failing for different reasons → two AC-C1 errors, no AC-C3, one INFO, failed(attempted 3, failed 2, the first cause in enumeration order)', async () => {
+  it('V35 AC-C1 vs AC-C3 / V22 (partial failure) / V23 AC-G2: three matching, two failing for different reasons → two AC-C1 errors, no AC-C3, one INFO, failed(attempted 3, failed 2, the first cause in enumeration order)', async () => {
     const { taskId } = await world.task('loop');
     await world.seat(taskId, 'loop', 'review', 'reviewer', 'rev-unregistered', { position: 0, participantId: 'c-1' });
     await world.seat(taskId, 'loop', 'review', 'reviewer', 'rev-c', { position: 1, participantId: 'c-2' });

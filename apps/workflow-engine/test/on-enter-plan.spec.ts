@@ -207,7 +207,7 @@ steps:
     expect(records.filter((r) => r.actionType === 'reset_agent_context')).toEqual([]);
   });
 
-  it('V08 AC-A6(a): a type the engine does not know is skipped(unrecognised) with a warning, and the rest runs', async () => {
+  it('V08 AC-A6(a) / V23 AC-G2: a type the engine does not know is skipped(unrecognised) with a warning, and the rest runs', async () => {
     await world.importYaml('unknown', `
 name: Unknown
 steps:

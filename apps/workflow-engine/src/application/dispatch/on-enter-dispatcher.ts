@@ -87,7 +87,13 @@ export class OnEnterDispatcher {
   dispatch(entry: EntryToDispatch, mode: DispatchMode): Promise<DispatchOutcome> {
     const key = entryKey(entry);
     const previous = this.inFlight.get(key);
-    const run = (previous ?? Promise.resolve()).catch(() => undefined).then(() => this.dispatchOnce(entry, mode));
+    const run = (previous ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => this.dispatchOnce(entry, mode))
+      .then((outcome) => {
+        this.log.log('step entry dispatched', { ...entry, mode, outcome, epoch: this.process.epoch });
+        return outcome;
+      });
     this.inFlight.set(key, run);
     void run.finally(() => {
       if (this.inFlight.get(key) === run) this.inFlight.delete(key);

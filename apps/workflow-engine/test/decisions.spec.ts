@@ -1,0 +1,100 @@
+import { enqueueJob, ErrorCode, recordReviewDecision } from '@gantry/contracts';
+import { WorkflowWorld, reviewYaml } from './harness.js';
+
+/* Decisions and quorum (docs/workflow-engine.md, "Decisions and quorum"): the move on a quorum, and V43 (AC-R1) at the engine. */
+describe('decisions and quorum', () => {
+  const world = new WorkflowWorld('wf_decisions');
+  const fanOut = `      - type: clear_decisions
+      - type: queue_run_for_each_participant
+        config: { role: reviewer, reason: review_started }`;
+
+  beforeAll(async () => {
+    await world.start();
+    for (const p of ['rev-a', 'rev-b']) await world.profile(p);
+    await world.importYaml('q', reviewYaml(fanOut, `    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: true }
+      - { id: seat-b, role: reviewer, agent_profile_id: rev-b, decision_required: true, position: 1 }`));
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  const admissionsTo = async (taskId: string, stepId: string) => (await world.effects(taskId)).filter((e) => e.type === 'TaskAdmittedToStep' && e.data.stepId === stepId);
+
+  it('two approvals recorded at the same time satisfy all_approve once: the task moves once', async () => {
+    for (let round = 0; round < 5; round++) {
+      const { taskId } = await world.task('q');
+      await world.move(taskId, 'review');
+      await world.terminalEntry(taskId, 'review', 1);
+      const replies = await Promise.all([world.decide(taskId, 'review', 'seat-a', 'approve'), world.decide(taskId, 'review', 'seat-b', 'approve')]);
+      expect(replies.filter((r) => r.moved !== null)).toHaveLength(1);
+      expect(await admissionsTo(taskId, 'done')).toHaveLength(1);
+    }
+  });
+
+  it('two rejections at the same time move the task back once (any_reject)', async () => {
+    const { taskId } = await world.task('q');
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    const outcomes = await Promise.allSettled([world.decide(taskId, 'review', 'seat-a', 'reject'), world.decide(taskId, 'review', 'seat-b', 'reject')]);
+    // the second may find the task gone from review: a late decision is refused, never a second move
+    expect(outcomes.filter((o) => o.status === 'fulfilled' && o.value.moved !== null)).toHaveLength(1);
+    for (const o of outcomes) if (o.status === 'rejected') expect(o.reason).toMatchObject({ code: ErrorCode.PRECONDITION_FAILED });
+    expect(await admissionsTo(taskId, 'work')).toHaveLength(1);
+  });
+
+  it('requires_approval: a reviewer job\'s approval does not move the task, a person\'s does', async () => {
+    await world.importYaml('approval', `
+name: Approval
+steps:
+  - id: start
+    name: Start
+  - id: draft
+    name: Draft
+    participants: [{ id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: true }]
+    on_enter:
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }
+    on_turn_complete:
+      - { type: move_to_next, guard: { requires_approval: true } }
+  - id: published
+    name: Published
+`);
+    const { taskId } = await world.task('approval');
+    await world.move(taskId, 'draft');
+    await world.terminalEntry(taskId, 'draft', 1);
+    const [review] = await world.jobs(taskId, 'REVIEW');
+    const { reply } = await world.reviewerDecides(review!.jobId, 'approve');
+    expect(reply.moved).toBeNull();
+    expect((await world.getTask(taskId)).placement.stepId).toBe('draft');
+    const person = await world.decide(taskId, 'draft', undefined, 'approve');
+    expect(person.moved!.placement.stepId).toBe('published');
+  });
+
+  it('V43 AC-R1: a REVIEW job\'s decision counts for the seat it was queued for, only under its own claim; an earlier round\'s job is refused', async () => {
+    const { taskId } = await world.task('q');
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    const [forA, forB] = await world.jobs(taskId, 'REVIEW');
+    const fence = await world.claimAsRunner(forA!.jobId, 'REVIEW', 'runner-r1');
+    await expect(world.client.request(recordReviewDecision, { ...fence, leaseToken: fence.leaseToken + 1, verdict: 'approve', idempotencyKey: world.key('d') })).rejects.toMatchObject({ code: ErrorCode.STALE_FENCE });
+    await expect(world.client.request(recordReviewDecision, { ...fence, runnerId: 'runner-other', verdict: 'approve', idempotencyKey: world.key('d') })).rejects.toMatchObject({ code: ErrorCode.STALE_FENCE });
+    const accepted = await world.client.request(recordReviewDecision, { ...fence, verdict: 'approve', comment: 'fine', idempotencyKey: world.key('d') });
+    expect(accepted).toMatchObject({ entrySeq: 1, moved: null });
+    expect((await world.getTask(taskId)).decisions).toEqual([expect.objectContaining({ participantId: 'seat-a', verdict: 'approve', decidedBy: { kind: 'review_job', jobId: forA!.jobId } })]);
+    await world.finishAsRunner(forA!.jobId, 'REVIEW', fence);
+    // the job finished: it holds no claim any more
+    await expect(world.client.request(recordReviewDecision, { ...fence, verdict: 'reject', idempotencyKey: world.key('d') })).rejects.toMatchObject({ code: ErrorCode.STALE_FENCE });
+    // the round ends (the task leaves and comes back): B's job of round 1 decides too late
+    await world.move(taskId, 'work');
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 2);
+    const fenceB = await world.claimAsRunner(forB!.jobId, 'REVIEW', 'runner-r2');
+    await expect(world.client.request(recordReviewDecision, { ...fenceB, verdict: 'approve', idempotencyKey: world.key('d') })).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED });
+    // a job the engine did not queue decides nothing
+    const { jobId: foreign } = await world.client.request(enqueueJob, {
+      kind: 'REVIEW', productId: 'product-t', taskId, agentProfile: { id: 'rev-a', model: 'm', thinkingBudget: 0 }, idempotencyKey: world.key('foreign'), excludeFromCoalescing: true,
+    });
+    const foreignFence = await world.claimAsRunner(foreign, 'REVIEW', 'runner-r3');
+    await expect(world.client.request(recordReviewDecision, { ...foreignFence, verdict: 'approve', idempotencyKey: world.key('d') })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+    expect((await world.getTask(taskId)).decisions).toEqual([]);
+  });
+});

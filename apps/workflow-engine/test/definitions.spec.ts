@@ -1,0 +1,86 @@
+import { ErrorCode, getWorkflow, importWorkflow } from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
+import { expectDiscreteFields } from './expectations.js';
+import { WorkflowWorld } from './harness.js';
+
+/* Workflow definitions from YAML (docs/workflow-engine.md, "Definitions"): V42. */
+describe('workflow definitions', () => {
+  const world = new WorkflowWorld('wf_definitions');
+
+  beforeAll(async () => {
+    await world.start();
+    await world.profile('rev-a');
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  const withUnknown = `
+name: With a custom action
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    on_enter:
+      - type: clear_decisions
+      - type: send_slack_message
+        config: { channel: reviews }
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }
+`;
+
+  it('V42: a YAML workflow with an action type the engine does not know loads with a warning, and the rest of an entry runs', async () => {
+    const reply = await world.importYaml('custom', withUnknown);
+    expect(reply).toMatchObject({ workflowId: 'custom', version: 1, warnings: [{ stepId: 'review', trigger: 'on_enter', position: 1, type: 'send_slack_message' }] });
+    const atImport = world.records().find((r) => r.rule === 'AC-A6' && r.workflowId === 'custom' && r.taskId === undefined);
+    expect(atImport).toMatchObject({ level: 'warn', actionType: 'send_slack_message', stepId: 'review', position: 1 });
+    const { taskId } = await world.task('custom');
+    await world.seat(taskId, 'custom', 'review', 'reviewer', 'rev-a');
+    await world.move(taskId, 'review');
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.markers.map((m) => [m.kind, m.state, m.skipReason])).toEqual([
+      ['clear_decisions', 'done', null],
+      ['send_slack_message', 'skipped', 'unrecognised'],
+      ['queue_run_for_each_participant', 'done', null],
+    ]);
+    expectDiscreteFields(world.records().find((r) => r.rule === 'AC-A6' && r.taskId === taskId), { workflowId: 'custom', stepId: 'review', stepName: 'Review', actionType: 'send_slack_message' });
+    await eventually(async () => (await world.jobs(taskId, 'REVIEW')).length === 1, { what: 'the fan-out after the unknown action' });
+  });
+
+  it('V42: an invalid YAML workflow is refused at import with its zod issues, and nothing changes', async () => {
+    await world.importYaml('kept', withUnknown);
+    const count = async () => Number((await world.db.query(`SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM idempotency_receipts) AS n`)).rows[0].n);
+    const before = await count();
+    const invalid = `
+name: Broken
+steps:
+  - id: review
+    name: Review
+    wip_limit: 0
+    on_enter:
+      - type: queue_run_for_each_participant
+        config: { role: 5 }
+      - type: move_to_next
+`;
+    const refusal = await world.client.request(importWorkflow, { workflowId: 'kept', yaml: invalid, idempotencyKey: world.key('import') }).catch((e: unknown) => e);
+    expect(refusal).toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+    expect((refusal as { issues: { path: (string | number)[] }[] }).issues.map((i) => i.path.join('.')).sort()).toEqual([
+      'steps.0.on_enter.0.config.role',
+      'steps.0.on_enter.1.type',
+      'steps.0.wip_limit',
+    ]);
+    const notYaml = await world.client.request(importWorkflow, { workflowId: 'kept', yaml: 'name: [', idempotencyKey: world.key('import') }).catch((e: unknown) => e);
+    expect(notYaml).toMatchObject({ code: ErrorCode.INVALID_COMMAND, issues: [expect.objectContaining({ code: 'invalid_yaml' })] });
+    expect(await count()).toBe(before);
+    const kept = await world.client.request(getWorkflow, { workflowId: 'kept' });
+    expect(kept.version).toBe(1);
+    expect(kept.definition.steps.map((s) => s.id)).toEqual(['work', 'review']);
+  });
+
+  it('the Office Default template imports as Work → Review → Approval → Done; importing the same definition again makes no new version', async () => {
+    const first = await world.client.request(importWorkflow, { workflowId: 'office', template: 'office_default', idempotencyKey: world.key('import') });
+    const again = await world.client.request(importWorkflow, { workflowId: 'office', template: 'office_default', idempotencyKey: world.key('import') });
+    expect([first.version, again.version]).toEqual([1, 1]);
+    const office = await world.client.request(getWorkflow, { workflowId: 'office' });
+    expect(office.definition.steps.map((s) => s.name)).toEqual(['Work', 'Review', 'Approval', 'Done']);
+  });
+});

@@ -1,0 +1,302 @@
+import { eventually } from '@gantry/testing';
+import type { RunningApp } from '../../../tools/system-tests/src/services.js';
+import { expectDiscreteFields } from './expectations.js';
+import { WorkflowWorld } from './harness.js';
+
+/*
+ * Crashes, restarts and the startup scan (docs/workflow-engine.md, "Recovery"): V15, V16, V17,
+ * V18, V24, V26, V29, V37, V40. A crash is a real SIGKILL of the engine process at a fault point
+ * of the dispatch; the restart is a new process on the same schema.
+ */
+const declaration = (fanOut = '{ role: reviewer, reason: review_started }', more = '') => `
+name: Recovery
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: false }
+      - { id: seat-b, role: reviewer, agent_profile_id: rev-b, decision_required: false, position: 1 }
+    on_enter:
+      - type: reset_agent_context
+      - type: clear_decisions${more}
+      - type: queue_run_for_each_participant
+        config: ${fanOut}
+      - type: auto_start_agent
+  - id: done
+    name: Done
+`;
+
+describe('crash recovery and the startup scan', () => {
+  const world = new WorkflowWorld('wf_recovery');
+
+  async function restart(env: Record<string, string> = {}): Promise<RunningApp> {
+    for (const engine of world.engines) if (engine.process.exitCode === null && engine.process.signalCode === null) await engine.kill('SIGKILL');
+    return world.startEngine(env);
+  }
+
+  async function died(engine: RunningApp): Promise<void> {
+    await eventually(() => engine.process.signalCode === 'SIGKILL', { what: 'the engine killed at its fault point' });
+  }
+
+  async function counts(taskId: string, workflowId: string, entrySeq = 1) {
+    const effects = await world.effects(taskId);
+    const ofEntry = (type: string) => effects.filter((e) => e.type === type && e.data.entrySeq === entrySeq && e.streamId === world.pairStream(taskId, workflowId, 'review'));
+    return {
+      clears: ofEntry('DecisionsCleared').length,
+      resets: effects.filter((e) => e.type === 'AgentContextReset').length,
+      autoStarts: effects.filter((e) => e.type === 'AgentAutoStarted').length,
+      reviewJobs: (await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId).sort(),
+    };
+  }
+
+  beforeAll(async () => {
+    await world.start();
+    for (const p of ['rev-a', 'rev-b', 'code-reviewer']) await world.profile(p);
+    await world.importYaml('rec', declaration());
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it.each([
+    ['the clear claimed, not executed', 'claimed:1'],
+    ['the clear done', 'finished:1'],
+    ['the fan-out claimed', 'claimed:2'],
+    ['one of two runs queued', 'run:2:1'],
+    ['every run queued, the marker not written', 'effect:2'],
+    ['the fan-out marked, the entry not yet terminal', 'finished:2'],
+  ])('V40 / V15 AC-B8: SIGKILL between actions (%s) → after a restart the entry completes with one clear and one job per participant, and no session action runs again', async (_label, point) => {
+    const { taskId } = await world.task('rec');
+    const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/${point}` });
+    await world.move(taskId, 'review');
+    await died(doomed);
+    await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.termination).toBe('completed');
+    expect(await counts(taskId, 'rec')).toEqual({ clears: 1, resets: 1, autoStarts: 0, reviewJobs: ['rev-a', 'rev-b'] });
+  });
+
+  it('V14 AC-B4: the run queue answering an identical key with the existing job is a success, not retried, counted as suppressed', async () => {
+    const { taskId } = await world.task('rec');
+    const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/run:2:1` });
+    await world.move(taskId, 'review');
+    await died(doomed);
+    const engine = await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    const fanOut = entry.markers.find((m) => m.position === 2)!;
+    expect(fanOut.state).toBe('done');
+    expect(fanOut.runs.map((r) => [r.agentProfileId, r.outcome])).toEqual([['rev-a', 'deduplicated'], ['rev-b', 'created']]);
+    expect(world.records(engine).filter((r) => r.rule === 'AC-G1' && r.taskId === taskId)).toEqual([expect.objectContaining({ matching: 2, enqueued: 2, suppressed: 1, failed: 0 })]);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b']);
+  });
+
+  it('V16 AC-B9: a restart resumes at the first non-terminal position and takes over the claim a gone process left', async () => {
+    const { taskId } = await world.task('rec');
+    const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/claimed:2` });
+    await world.move(taskId, 'review');
+    await died(doomed);
+    const survivor = await restart();
+    await world.terminalEntry(taskId, 'review', 1);
+    const claims = (await world.events(world.pairStream(taskId, 'rec', 'review'))).filter((e) => e.type === 'OnEnterActionClaimed');
+    expect(claims.map((c) => [c.data.position, c.data.takenOverFrom === null])).toEqual([[1, true], [2, true], [2, false]]);
+    expect(claims[2]!.data.takenOverFrom).toBe(claims[1]!.data.epoch);
+    expect(claims[2]!.data.epoch).not.toBe(claims[1]!.data.epoch);
+    expect(world.records(survivor).find((r) => r.message === 'step entry dispatched' && r.taskId === taskId)).toMatchObject({ mode: 'resume', outcome: 'completed' });
+    expect((await counts(taskId, 'rec')).clears).toBe(1);
+  });
+
+  it('V16 AC-B9(b): an entry whose clear_decisions failed is made terminal by the scan and not resumed', async () => {
+    const { taskId } = await world.task('rec');
+    await restart({ GANTRY_TEST_WORKFLOW_FAIL: 'action:clear_decisions' });
+    await world.move(taskId, 'review');
+    await eventually(async () => (await world.entries(taskId, 'review'))[0]?.markers[0]?.state === 'failed', { what: 'the clear failed' });
+    await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.termination).toBe('clear_decisions_failed');
+    expect(entry.markers.map((m) => m.state)).toEqual(['failed', 'absent']);
+    expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
+  });
+
+  it('V16 AC-B9(a1): an entry the task has left is skipped(step_left) and its actions do not run', async () => {
+    const { taskId } = await world.task('rec');
+    const engine = await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/claimed:1` });
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#1__claimed:1`);
+    await world.move(taskId, 'done');
+    await engine.kill('SIGKILL');
+    await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.termination).toBe('step_left');
+    expect(entry.markers.map((m) => [m.state, m.skipReason])).toEqual([['skipped', 'step_left'], ['skipped', 'step_left']]);
+    expect(await counts(taskId, 'rec')).toMatchObject({ clears: 0, reviewJobs: [] });
+  });
+
+  it('V24 AC-B9(a2): an older entry left in progress by a previous process and a newer current one — the older is superseded (its clear never runs), the newer resumes', async () => {
+    const { taskId } = await world.task('rec');
+    const engine = await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/claimed:1,${taskId}@review#2/claimed:2` });
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#1__claimed:1`);
+    await world.move(taskId, 'work');
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#2__claimed:2`);
+    await engine.kill('SIGKILL');
+    await restart();
+    const second = await world.terminalEntry(taskId, 'review', 2);
+    const first = await world.terminalEntry(taskId, 'review', 1);
+    expect(first.termination).toBe('superseded');
+    expect(first.markers.map((m) => [m.state, m.skipReason])).toEqual([['skipped', 'superseded'], ['skipped', 'superseded']]);
+    expect(second.termination).toBe('completed');
+    expect((await counts(taskId, 'rec', 1)).clears).toBe(0);
+    expect((await counts(taskId, 'rec', 2)).clears).toBe(1);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b']);
+  });
+
+  it('V17 AC-B9(d): an action of the same kind inserted earlier after the clear committed → declaration_changed, one warning, and no second clear commits', async () => {
+    await world.importYaml('ins', declaration());
+    const { taskId } = await world.task('ins');
+    const engine = await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/finished:1` });
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#1__finished:1`);
+    await world.importYaml('ins', declaration(undefined, '\n      - type: clear_decisions'));
+    await engine.kill('SIGKILL');
+    const next = await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.termination).toBe('declaration_changed');
+    expect(entry.markers.map((m) => [m.position, m.kind, m.state, m.skipReason])).toEqual([
+      [1, 'clear_decisions', 'done', null],
+      [2, 'clear_decisions', 'skipped', 'declaration_changed'],
+      [3, 'queue_run_for_each_participant', 'skipped', 'declaration_changed'],
+    ]);
+    expect((await counts(taskId, 'ins')).clears).toBe(1);
+    expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
+    const warnings = world.records(next).filter((r) => r.rule === 'AC-B9(d)' && r.taskId === taskId);
+    expect(warnings).toHaveLength(1);
+    expectDiscreteFields(warnings[0], { workflowId: 'ins', stepId: 'review', taskId, entryDigest: entry.declarationDigest });
+  });
+
+  it('V17 AC-B9(d): an action removed after the clear committed → nothing runs under a marker of another action', async () => {
+    await world.importYaml('rem', declaration());
+    const { taskId } = await world.task('rem');
+    const engine = await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/finished:1` });
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#1__finished:1`);
+    // the clear removed: the fan-out moves to position 1, where the clear's done marker is
+    await world.importYaml('rem', declaration().replace('      - type: clear_decisions\n', ''));
+    await engine.kill('SIGKILL');
+    await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.termination).toBe('declaration_changed');
+    expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
+  });
+
+  it('V17: only an action\'s config changed (kinds and order the same) → the entry is not terminalised and its remaining actions run', async () => {
+    await world.importYaml('cfg', declaration());
+    const { taskId } = await world.task('cfg');
+    const engine = await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/finished:1` });
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#1__finished:1`);
+    await world.importYaml('cfg', declaration('{ role: reviewer, reason: changed_reason }'));
+    await engine.kill('SIGKILL');
+    await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.termination).toBe('completed');
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => [j.agentProfileId, j.reason])).toEqual([['rev-a', 'changed_reason'], ['rev-b', 'changed_reason']]);
+  });
+
+  it('V37: a declaration re-imported between two positions of one dispatch — the dispatch finishes the version it read at its start', async () => {
+    await world.importYaml('once', declaration());
+    const { taskId } = await world.task('once');
+    await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/finished:1` });
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#1__finished:1`);
+    await world.importYaml('once', declaration('{ role: reviewer, reason: second_version }'));
+    await world.releaseHold(`${taskId}@review#1__finished:1`);
+    await world.terminalEntry(taskId, 'review', 1);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.reason)).toEqual(['review_started', 'review_started']);
+  });
+
+  it('V26: across a crash run_code_review runs a second time (at least once), reset_agent_context does not', async () => {
+    await world.importYaml('cr', `
+name: Code review
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    on_enter:
+      - type: reset_agent_context
+      - type: run_code_review
+        config: { agent_profile_id: code-reviewer }
+`);
+    const { taskId } = await world.task('cr');
+    const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/effect:1` });
+    await world.move(taskId, 'review');
+    await died(doomed);
+    await restart();
+    await world.terminalEntry(taskId, 'review', 1);
+    expect((await world.enqueued(taskId)).filter((e) => e.reason === 'code_review')).toHaveLength(2);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
+  });
+
+  it('V18 AC-B9(e): a record whose step a re-import removed is skipped(unresolvable) with a warning naming the task and the step', async () => {
+    await world.importYaml('gone', declaration());
+    const { taskId } = await world.task('gone');
+    const engine = await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/claimed:1` });
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#1__claimed:1`);
+    await world.importYaml('gone', 'name: Without review\nsteps:\n  - { id: work, name: Work }\n  - { id: done, name: Done }\n');
+    await engine.kill('SIGKILL');
+    const next = await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.termination).toBe('unresolvable');
+    expect(entry.markers.map((m) => m.skipReason)).toEqual(['unresolvable', 'unresolvable']);
+    const warning = world.records(next).find((r) => r.rule === 'AC-B9(e)' && r.taskId === taskId);
+    expect(warning!.level).toBe('warn');
+    expectDiscreteFields(warning, { taskId, stepId: 'review' });
+    expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
+  });
+
+  it('V18 AC-B9(f): a record failing transiently is logged at ERROR and left open while the others are processed; a failing scan query does not stop the start', async () => {
+    const x = (await world.task('rec')).taskId;
+    const y = (await world.task('rec')).taskId;
+    const engine = await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${x}@review#1/claimed:1,${y}@review#1/claimed:1` });
+    await world.move(x, 'review');
+    await world.move(y, 'review');
+    await world.reachedHold(`${x}@review#1__claimed:1`);
+    await world.reachedHold(`${y}@review#1__claimed:1`);
+    await engine.kill('SIGKILL');
+
+    const partial = await restart({ GANTRY_TEST_WORKFLOW_FAIL: `recovery:${x}` });
+    await world.terminalEntry(y, 'review', 1);
+    const error = world.records(partial).find((r) => r.rule === 'AC-B9(f)' && r.taskId === x);
+    expect(error).toMatchObject({ level: 'error', stepId: 'review', entrySeq: 1 });
+    expect((await world.entries(x, 'review'))[0]!.terminal).toBe(false);
+
+    // the scan's own query fails: the engine starts all the same (startApp waited for /ready)
+    const blind = await restart({ GANTRY_TEST_WORKFLOW_FAIL: 'recovery-query' });
+    expect(world.records(blind).find((r) => r.rule === 'AC-B9(f)' && r.reason === 'startup')).toMatchObject({ level: 'error' });
+    expect((await world.entries(x, 'review'))[0]!.terminal).toBe(false);
+
+    await restart();
+    await world.terminalEntry(x, 'review', 1);
+    expect((await world.jobs(x, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b']);
+  });
+
+  it('V29 AC-B2 / AC-B5: one entry dispatched again — by the same command repeated, then after a restart — adds no clear and no run', async () => {
+    const { taskId } = await world.task('rec');
+    let engine = await restart();
+    const key = world.key('move');
+    const first = await world.move(taskId, 'review', key);
+    await world.terminalEntry(taskId, 'review', 1);
+    const before = (await world.events(world.pairStream(taskId, 'rec', 'review'))).length;
+    const dispatched = (e: RunningApp) => world.records(e).filter((r) => r.message === 'step entry dispatched' && r.taskId === taskId);
+    expect(await world.move(taskId, 'review', key)).toEqual(first);
+    await eventually(() => dispatched(engine).some((r) => r.mode === 'resume'), { what: 'the repeated dispatch' });
+    expect(dispatched(engine).map((r) => [r.mode, r.outcome])).toEqual([['live', 'completed'], ['resume', 'terminal']]);
+    engine = await restart();
+    expect(await world.move(taskId, 'review', key)).toEqual(first);
+    await eventually(() => dispatched(engine).some((r) => r.mode === 'resume'), { what: 'the dispatch after the restart' });
+    expect((await world.events(world.pairStream(taskId, 'rec', 'review'))).length).toBe(before);
+    expect(await counts(taskId, 'rec')).toEqual({ clears: 1, resets: 1, autoStarts: 1, reviewJobs: ['rev-a', 'rev-b'] });
+  });
+});

@@ -1,0 +1,108 @@
+import { eventually } from '@gantry/testing';
+import type { RunningApp } from '../../../tools/system-tests/src/services.js';
+import { WorkflowWorld, reviewYaml } from './harness.js';
+
+/*
+ * Several engine processes on one schema (docs/workflow-engine.md, "Markers", "Liveness of
+ * processes"): V34 (AC-F1) and V41 (AC-L1, AC-L2).
+ */
+describe('two workflow-engine replicas', () => {
+  const world = new WorkflowWorld('wf_replicas');
+
+  async function post(engine: RunningApp, command: string, body: unknown): Promise<{ ok: boolean; result?: unknown }> {
+    const res = await fetch(`${engine.url}/commands/${command}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return (await res.json()) as { ok: boolean; result?: unknown };
+  }
+
+  const dispatched = (engine: RunningApp, taskId: string) => world.records(engine).filter((r) => r.message === 'step entry dispatched' && r.taskId === taskId);
+
+  beforeAll(async () => {
+    await world.start({ withEngine: false });
+    const first = await world.startEngine();
+    void first;
+    for (const p of ['rev-a', 'rev-b', 'rev-c']) await world.profile(p);
+    await world.importYaml('rep', reviewYaml(`      - type: clear_decisions
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }`, `    participants:
+      - { id: s-a, role: reviewer, agent_profile_id: rev-a, decision_required: false }
+      - { id: s-b, role: reviewer, agent_profile_id: rev-b, decision_required: false, position: 1 }
+      - { id: s-c, role: reviewer, agent_profile_id: rev-c, decision_required: false, position: 2 }`));
+    await world.stopEngine(world.engine, 'SIGTERM');
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('V34 AC-F1: two dispatches of one entry — the second meets the first\'s claim held mid-clear, stops there silently and queues nothing before the clear commits; each action runs once', async () => {
+    const { taskId } = await (async () => {
+      await world.startEngine();
+      return world.task('rep');
+    })();
+    const a = await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/clearing:0` });
+    const b = await world.startEngine();
+    const move = { taskId, toStepId: 'review', idempotencyKey: world.key('move') };
+    expect(await post(a, 'move_task', move)).toMatchObject({ ok: true });
+    await world.reachedHold(`${taskId}@review#1__clearing:0`);
+    // the same command again, answered by the other replica: it replays, and dispatches the entry again
+    expect(await post(b, 'move_task', move)).toMatchObject({ ok: true });
+    await eventually(() => dispatched(b, taskId).length > 0, { what: 'the second dispatch' });
+    expect(dispatched(b, taskId).map((r) => [r.mode, r.outcome])).toEqual([['resume', 'abandoned']]);
+    expect(world.records(b).filter((r) => r.taskId === taskId && (r.level === 'warn' || r.level === 'error'))).toEqual([]);
+    expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
+    await world.releaseHold(`${taskId}@review#1__clearing:0`);
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    const epochs = new Set(entry.markers.map((m) => m.epoch));
+    expect(epochs.size).toBe(1);
+    expect(dispatched(a, taskId).map((r) => [r.mode, r.outcome])).toEqual([['live', 'completed']]);
+    const events = await world.events(world.pairStream(taskId, 'rep', 'review'));
+    expect(events.filter((e) => e.type === 'DecisionsCleared')).toHaveLength(1);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b', 'rev-c']);
+
+    // two distinct entries of the same task and step both run in full
+    await world.move(taskId, 'work');
+    await world.move(taskId, 'review');
+    const second = await world.terminalEntry(taskId, 'review', 2);
+    expect(second.markers.map((m) => m.state)).toEqual(['done', 'done']);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b', 'rev-c', 'rev-a', 'rev-b', 'rev-c']);
+    for (const engine of world.engines) await engine.kill('SIGTERM');
+  });
+
+  it('V41 AC-L1 / AC-L2: one replica SIGKILLed mid-fan-out — the survivor takes the entry over only once the dead process\'s epoch lock is free, and every participant has exactly one job', async () => {
+    await world.startEngine();
+    const { taskId } = await world.task('rep');
+    const doomed = await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/run:1:1` });
+    const survivor = await world.startEngine();
+    for (const engine of world.engines.filter((e) => e !== doomed && e !== survivor)) await engine.kill('SIGTERM');
+    expect(await post(doomed, 'move_task', { taskId, toStepId: 'review', idempotencyKey: world.key('move') })).toMatchObject({ ok: true });
+    await world.reachedHold(`${taskId}@review#1__run:1:1`);
+    const claims = async () => (await world.events(world.pairStream(taskId, 'rep', 'review'))).filter((e) => e.type === 'OnEnterActionClaimed');
+    const doomedEpoch = (await claims())[0]!.data.epoch as string;
+    // While the owner lives, the survivor waits on its epoch lock and touches nothing.
+    await eventually(
+      async () => {
+        const { rows } = await world.db.query(
+          `SELECT count(*)::int AS n FROM pg_locks l
+            WHERE l.locktype = 'advisory' AND NOT l.granted
+              AND l.classid::bigint = ((hashtextextended($1, 0) >> 32) & 4294967295)
+              AND l.objid::bigint = (hashtextextended($1, 0) & 4294967295)`,
+          [`gantry.workflow.epoch:${world.engineSchema}:${doomedEpoch}`],
+        );
+        return rows[0].n > 0;
+      },
+      { what: 'the survivor waiting on the owner\'s epoch lock' },
+    );
+    expect((await claims()).map((c) => [c.data.position, c.data.epoch])).toEqual([[0, doomedEpoch], [1, doomedEpoch]]);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a']);
+    expect((await world.entries(taskId, 'review'))[0]!.terminal).toBe(false);
+
+    const killSent = Date.now();
+    await doomed.kill('SIGKILL');
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.termination).toBe('completed');
+    const taken = (await world.events(world.pairStream(taskId, 'rep', 'review'))).filter((e) => e.type === 'OnEnterActionClaimed' && e.data.takenOverFrom === doomedEpoch);
+    expect(taken).toHaveLength(1);
+    expect(taken[0]!.recorded_at.getTime()).toBeGreaterThanOrEqual(killSent);
+    expect(taken[0]!.data.epoch).not.toBe(doomedEpoch);
+    expect(world.records(survivor).filter((r) => r.message === 'peer process gone; taking over its entries').map((r) => r.peerEpoch)).toContain(doomedEpoch);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b', 'rev-c']);
+    expect(entry.markers[1]!.runs.map((r) => r.outcome)).toEqual(['deduplicated', 'created', 'created']);
+  });
+});
