@@ -68,7 +68,7 @@ steps:
     const entry = await world.terminalEntry(taskId, 'review', 1);
     expect(entry.markers.map((m) => m.state)).toEqual(['done', 'failed', 'done', 'done']);
     expect(entry.markers[1]!.failure).toMatchObject({ cause: 'the task has no primary agent profile' });
-    const [error] = ruleRecords(world.records(), 'AC-C3', taskId);
+    const [error] = ruleRecords(await world.logged((r) => r.rule === 'AC-C3' && r.taskId === taskId, 'AC-C3'), 'AC-C3', taskId);
     expect(error!.level).toBe('error');
     expectDiscreteFields(error, { workflowId: 'qr', stepId: 'review', actionType: 'queue_run', cause: 'the task has no primary agent profile' });
     expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'review', admitted: true });
@@ -169,7 +169,8 @@ steps:
       const entry = await world.terminalEntry(failing, 'review', 1);
       expect(entry.markers.map((m) => m.state)).toEqual(['done', 'done']);
       expect((await world.enqueued(failing)).map((e) => e.agentProfile!.id)).toEqual(['rev-a']);
-      expect(world.records().find((r) => r.taskId === failing && r.actionType === 'run_code_review')).toMatchObject({ level: 'error' });
+      const records = await world.logged((r) => r.taskId === failing && r.actionType === 'run_code_review', 'the failed launch');
+      expect(records.find((r) => r.taskId === failing && r.actionType === 'run_code_review')).toMatchObject({ level: 'error' });
     });
 
     it('V23 AC-C2: a failed clear_decisions stops the entry — nothing after it runs or is marked — with an error naming workflow, step, task and cause; the move stands', async () => {

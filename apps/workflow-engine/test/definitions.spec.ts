@@ -31,7 +31,7 @@ steps:
   it('V42: a YAML workflow with an action type the engine does not know loads with a warning, and the rest of an entry runs', async () => {
     const reply = await world.importYaml('custom', withUnknown);
     expect(reply).toMatchObject({ workflowId: 'custom', version: 1, warnings: [{ stepId: 'review', trigger: 'on_enter', position: 1, type: 'send_slack_message' }] });
-    const atImport = world.records().find((r) => r.rule === 'AC-A6' && r.workflowId === 'custom' && r.taskId === undefined);
+    const atImport = (await world.logged((r) => r.rule === 'AC-A6' && r.workflowId === 'custom', 'the import warning')).find((r) => r.rule === 'AC-A6' && r.workflowId === 'custom' && r.taskId === undefined);
     expect(atImport).toMatchObject({ level: 'warn', actionType: 'send_slack_message', stepId: 'review', position: 1 });
     const { taskId } = await world.task('custom');
     await world.seat(taskId, 'custom', 'review', 'reviewer', 'rev-a');
@@ -42,7 +42,7 @@ steps:
       ['send_slack_message', 'skipped', 'unrecognised'],
       ['queue_run_for_each_participant', 'done', null],
     ]);
-    expectDiscreteFields(world.records().find((r) => r.rule === 'AC-A6' && r.taskId === taskId), { workflowId: 'custom', stepId: 'review', stepName: 'Review', actionType: 'send_slack_message' });
+    expectDiscreteFields((await world.logged((r) => r.rule === 'AC-A6' && r.taskId === taskId, 'the dispatch warning')).find((r) => r.rule === 'AC-A6' && r.taskId === taskId), { workflowId: 'custom', stepId: 'review', stepName: 'Review', actionType: 'send_slack_message' });
     await eventually(async () => (await world.jobs(taskId, 'REVIEW')).length === 1, { what: 'the fan-out after the unknown action' });
   });
 

@@ -215,7 +215,8 @@ steps:
     expect((await world.client.request(startTask, { taskId: started, idempotencyKey: world.key('start') })).entry).toMatchObject({ stepEntryRecorded: false });
     for (const taskId of [turn, moved, parked, switched, updated, started]) {
       expect({ taskId, records: await recordsOf(taskId) }).toEqual({ taskId, records: 0 });
-      expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
+      // the session action of each entry took effect (the dispatch runs after the command's reply)
+      await eventually(async () => (await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset').length === 1, { what: `the reset of ${taskId}` });
     }
   });
 

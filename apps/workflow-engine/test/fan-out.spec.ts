@@ -96,7 +96,7 @@ describe('the reviewer fan-out', () => {
     const entry = await world.terminalEntry(taskId, 'review', 1);
     expect(entry.markers[1]).toMatchObject({ state: 'done', runs: [] });
     expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
-    const [warning] = ruleRecords(world.records(), 'AC-E1', taskId);
+    const [warning] = ruleRecords(await world.logged((r) => r.rule === 'AC-E1' && r.taskId === taskId, 'AC-E1'), 'AC-E1', taskId);
     expect(warning!.level).toBe('warn');
     expectDiscreteFields(warning, { stepId: 'review', stepName: 'Review', role: 'reviewer' });
   });
@@ -112,7 +112,8 @@ describe('the reviewer fan-out', () => {
     const entry = await world.terminalEntry(taskId, 'review', 1);
     expect(entry.markers.map((m) => [m.state, m.skipReason])).toEqual([['skipped', 'malformed'], ['skipped', 'malformed']]);
     expect(await world.jobs(taskId)).toEqual([]);
-    const errors = ruleRecords(world.records(), 'AC-E3', taskId);
+    const records = await world.logged((r) => ruleRecords([r], 'AC-E3', taskId).length > 0 && ruleRecords(world.records(), 'AC-E3', taskId).length === 2, 'two AC-E3');
+    const errors = ruleRecords(records, 'AC-E3', taskId);
     expect(errors).toHaveLength(2);
     expect(errors[0]!.level).toBe('error');
     expectDiscreteFields(errors[0], { workflowId: 'roleless', stepId: 'review' });
@@ -131,6 +132,7 @@ describe('the reviewer fan-out', () => {
     expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-a']);
     const keys = (await world.enqueued(taskId)).map((e) => e.idempotencyKey);
     expect(new Set(keys).size).toBe(2);
+    await world.logged(() => ruleRecords(world.records(), 'AC-G1', taskId).length === 2, 'two AC-G1');
     expect(ruleRecords(world.records(), 'AC-G1', taskId).map((r) => r.suppressed)).toEqual([0, 0]);
   });
 
@@ -153,7 +155,7 @@ describe('the reviewer fan-out', () => {
     const entry = await world.terminalEntry(taskId, 'review', 1);
     expect(entry.markers[1]).toMatchObject({ state: 'failed', failure: { attempted: 3, failed: 1, cause: 'participant e2-empty has no agent profile' } });
     expect(entry.markers[1]!.runs.map((r) => r.participantId)).toEqual(['e2-a', 'e2-b']);
-    const records = world.records();
+    const records = await world.logged((r) => r.rule === 'AC-G1' && r.taskId === taskId, 'AC-G1');
     const errors = ruleRecords(records, 'AC-C1', taskId);
     expect(errors).toHaveLength(1);
     expectDiscreteFields(errors[0], { taskId, stepId: 'review', participantId: 'e2-empty', agentProfileId: '', cause: 'participant e2-empty has no agent profile' });
@@ -164,6 +166,7 @@ describe('the reviewer fan-out', () => {
     await world.seat(other, 'loop', 'review', 'reviewer', 'rev-a');
     await world.move(other, 'review');
     await world.terminalEntry(other, 'review', 1);
+    await world.logged((r) => r.rule === 'AC-G1' && r.taskId === other, 'AC-G1');
     expect(ruleRecords(world.records(), 'AC-G1', other)).toEqual([expect.objectContaining({ level: 'info', matching: 1, enqueued: 1, suppressed: 0, failed: 0 })]);
   });
 
@@ -176,6 +179,7 @@ describe('the reviewer fan-out', () => {
     expect(entry).toMatchObject({ terminal: true, termination: 'completed' });
     // Two seats of one role without a profile are one (role, profile) pair: de-duplicated to one (AC-A5).
     expect(entry.markers[1]).toMatchObject({ state: 'failed', failure: { attempted: 1, failed: 1, cause: 'participant none-1 has no agent profile' } });
+    await world.logged((r) => r.rule === 'AC-G1' && r.taskId === taskId, 'AC-G1');
     expect(ruleRecords(world.records(), 'AC-C1', taskId)).toHaveLength(1);
     expect(ruleRecords(world.records(), 'AC-G1', taskId)).toEqual([expect.objectContaining({ matching: 1, enqueued: 0, failed: 1 })]);
     expect(await world.jobs(taskId)).toEqual([]);
@@ -196,7 +200,7 @@ describe('the reviewer fan-out', () => {
     await world.move(taskId, 'review');
     const entry = await world.terminalEntry(taskId, 'review', 1);
     expect(entry.markers[1]).toMatchObject({ state: 'failed', failure: { attempted: 3, failed: 2, cause: 'agent profile rev-unregistered is not registered' } });
-    const records = world.records();
+    const records = await world.logged((r) => r.rule === 'AC-G1' && r.taskId === taskId, 'AC-G1');
     const errors = ruleRecords(records, 'AC-C1', taskId);
     expect(errors.map((e) => [e.participantId, e.cause])).toEqual([
       ['c-1', 'agent profile rev-unregistered is not registered'],

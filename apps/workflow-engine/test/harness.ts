@@ -20,6 +20,7 @@ import {
   recordDecision,
   recordReviewDecision,
   registerAgentProfile,
+  registerProduct,
   startJob,
   type JobKind,
   type JobView,
@@ -88,6 +89,11 @@ export class WorkflowWorld {
     this.db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${this.engineSchema}`, max: 4 });
     this.jobsDb = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${this.jobsSchema}`, max: 2 });
     this.jobService = await startApp('job-service', { schema: this.jobsSchema, naming: this.naming });
+    // The tasks' product: every job the engine queues is resolved against it in the job service.
+    await this.client.request(registerProduct, {
+      productId: 'product-t', repository: 'acme/tasks', cloneUrl: '/srv/git/tasks.git', targetBranch: 'main', prStrategy: 'STORY',
+      mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: 'product-t/register:1',
+    });
     if (options.withEngine !== false) await this.startEngine(options.engineEnv);
   }
 
@@ -95,7 +101,15 @@ export class WorkflowWorld {
     const engine = await startApp('workflow-engine', {
       schema: this.engineSchema,
       naming: this.naming,
-      env: { LOG_LEVEL: 'log', GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '5000', GANTRY_TEST_WORKFLOW_HOLD_DIR: this.holdDir, ...env },
+      env: {
+        LOG_LEVEL: 'log',
+        GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '5000',
+        GANTRY_TEST_WORKFLOW_HOLD_DIR: this.holdDir,
+        // These tests SIGKILL engines with job events fetched and not yet acknowledged; those come back
+        // after the consumer's ack wait, and the engine must answer commands meanwhile.
+        GANTRY_READY_CONSUMER_MAX_LAG_MS: '600000',
+        ...env,
+      },
     });
     this.engines.push(engine);
     return engine;
@@ -110,6 +124,14 @@ export class WorkflowWorld {
 
   records(engine: RunningApp = this.engine): LogRecord[] {
     return logRecords(engine.output());
+  }
+
+  /** Waits until a record matching `match` has been read from the engine's output; returns all its records then. */
+  async logged(match: (record: LogRecord) => boolean, what: string, engine?: RunningApp): Promise<LogRecord[]> {
+    return eventually(() => {
+      const records = this.records(engine ?? this.engine);
+      return records.some(match) ? records : null;
+    }, { what: `log record: ${what}` });
   }
 
   /** Records of every engine process this world started, in start order. */

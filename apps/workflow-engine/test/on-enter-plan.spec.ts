@@ -229,7 +229,7 @@ steps:
       ['send_slack_message', 'skipped', 'unrecognised'],
       ['queue_run_for_each_participant', 'done', null],
     ]);
-    const warning = world.records().find((r) => r.rule === 'AC-A6' && r.taskId === taskId);
+    const warning = (await world.logged((r) => r.rule === 'AC-A6' && r.taskId === taskId, 'AC-A6')).find((r) => r.rule === 'AC-A6' && r.taskId === taskId);
     expect(warning!.level).toBe('warn');
     expectDiscreteFields(warning, { workflowId: 'unknown', stepId: 'review', stepName: 'Review', actionType: 'send_slack_message' });
     expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
@@ -322,6 +322,7 @@ steps:
       ['clear_decisions', 'skipped', 'no_executor'],
       ['queue_run_for_each_participant', 'skipped', 'no_executor'],
     ]);
+    await world.logged((r) => r.message === 'step entry dispatched' && r.taskId === taskId, 'the dispatch', kanban);
     const warnings = world.records(kanban).filter((r) => r.rule === 'AC-A6' && r.taskId === taskId);
     expect(warnings.map((w) => [w.actionType, w.skipReason, w.level])).toEqual([
       ['clear_decisions', 'no_executor', 'warn'],

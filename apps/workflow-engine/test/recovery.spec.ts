@@ -86,6 +86,7 @@ describe('crash recovery and the startup scan', () => {
     const fanOut = entry.markers.find((m) => m.position === 2)!;
     expect(fanOut.state).toBe('done');
     expect(fanOut.runs.map((r) => [r.agentProfileId, r.outcome])).toEqual([['rev-a', 'deduplicated'], ['rev-b', 'created']]);
+    await world.logged((r) => r.rule === 'AC-G1' && r.taskId === taskId, 'AC-G1', engine);
     expect(world.records(engine).filter((r) => r.rule === 'AC-G1' && r.taskId === taskId)).toEqual([expect.objectContaining({ matching: 2, enqueued: 2, suppressed: 1, failed: 0 })]);
     expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b']);
   });
@@ -101,6 +102,7 @@ describe('crash recovery and the startup scan', () => {
     expect(claims.map((c) => [c.data.position, c.data.takenOverFrom === null])).toEqual([[1, true], [2, true], [2, false]]);
     expect(claims[2]!.data.takenOverFrom).toBe(claims[1]!.data.epoch);
     expect(claims[2]!.data.epoch).not.toBe(claims[1]!.data.epoch);
+    await world.logged((r) => r.message === 'step entry dispatched' && r.taskId === taskId, 'the dispatch', survivor);
     expect(world.records(survivor).find((r) => r.message === 'step entry dispatched' && r.taskId === taskId)).toMatchObject({ mode: 'resume', outcome: 'completed' });
     expect((await counts(taskId, 'rec')).clears).toBe(1);
   });
@@ -169,6 +171,7 @@ describe('crash recovery and the startup scan', () => {
     ]);
     expect((await counts(taskId, 'ins')).clears).toBe(1);
     expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
+    await world.logged((r) => r.rule === 'AC-B9(d)' && r.taskId === taskId, 'AC-B9(d)', next);
     const warnings = world.records(next).filter((r) => r.rule === 'AC-B9(d)' && r.taskId === taskId);
     expect(warnings).toHaveLength(1);
     expectDiscreteFields(warnings[0], { workflowId: 'ins', stepId: 'review', taskId, entryDigest: entry.declarationDigest });
@@ -250,7 +253,7 @@ steps:
     const entry = await world.terminalEntry(taskId, 'review', 1);
     expect(entry.termination).toBe('unresolvable');
     expect(entry.markers.map((m) => m.skipReason)).toEqual(['unresolvable', 'unresolvable']);
-    const warning = world.records(next).find((r) => r.rule === 'AC-B9(e)' && r.taskId === taskId);
+    const warning = (await world.logged((r) => r.rule === 'AC-B9(e)' && r.taskId === taskId, 'AC-B9(e)', next)).find((r) => r.rule === 'AC-B9(e)' && r.taskId === taskId);
     expect(warning!.level).toBe('warn');
     expectDiscreteFields(warning, { taskId, stepId: 'review' });
     expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
@@ -268,13 +271,13 @@ steps:
 
     const partial = await restart({ GANTRY_TEST_WORKFLOW_FAIL: `recovery:${x}` });
     await world.terminalEntry(y, 'review', 1);
-    const error = world.records(partial).find((r) => r.rule === 'AC-B9(f)' && r.taskId === x);
+    const error = (await world.logged((r) => r.rule === 'AC-B9(f)' && r.taskId === x, 'AC-B9(f)', partial)).find((r) => r.rule === 'AC-B9(f)' && r.taskId === x);
     expect(error).toMatchObject({ level: 'error', stepId: 'review', entrySeq: 1 });
     expect((await world.entries(x, 'review'))[0]!.terminal).toBe(false);
 
     // the scan's own query fails: the engine starts all the same (startApp waited for /ready)
     const blind = await restart({ GANTRY_TEST_WORKFLOW_FAIL: 'recovery-query' });
-    expect(world.records(blind).find((r) => r.rule === 'AC-B9(f)' && r.reason === 'startup')).toMatchObject({ level: 'error' });
+    expect((await world.logged((r) => r.rule === 'AC-B9(f)' && r.reason === 'startup', 'the failed scan query', blind)).find((r) => r.rule === 'AC-B9(f)' && r.reason === 'startup')).toMatchObject({ level: 'error' });
     expect((await world.entries(x, 'review'))[0]!.terminal).toBe(false);
 
     await restart();

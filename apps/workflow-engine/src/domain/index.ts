@@ -18,7 +18,7 @@
 //   quorum guards, requires_approval                     quorum/quorum.ts
 //   the startup scan's rules                             recovery/recovery-rules.ts    (AC-B9 a1, a2, b, c, e)
 //   workflows, agent profiles, task-level seats          catalog/*.ts
-// Specifications: */*.spec.ts, written with @gantry/testing/decider-spec (given / when / then).
+// Specifications: */*.spec.ts, written with DeciderSpecification.for(decider) from @gantry/eventstore/testing.
 
 export { parseWorkflowYaml, type ParsedWorkflow, type UnknownActionNotice } from './definitions/workflow-yaml.js';
 export { OFFICE_DEFAULT_YAML, WORKFLOW_TEMPLATES } from './definitions/templates.js';

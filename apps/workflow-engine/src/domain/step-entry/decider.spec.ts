@@ -1,10 +1,11 @@
 import { ErrorCode } from '@gantry/contracts';
-import { deciderSpec, validatesAgainstContract } from '@gantry/testing/decider-spec';
+import { DeciderSpecification } from '@gantry/eventstore/testing';
+import { validatesAgainstContract } from '@gantry/testing';
 import { at, EPOCH, OTHER_EPOCH } from '../testing/fixtures.js';
 import { taskAtStepDecider } from './decider.js';
 import type { TaskAtStepEvent } from './events.js';
 
-const spec = deciderSpec(taskAtStepDecider, { validate: validatesAgainstContract('workflow') });
+const given = DeciderSpecification.for(taskAtStepDecider, { validate: validatesAgainstContract('workflow') });
 const pair = { taskId: 'T-1', workflowId: 'office-default', stepId: 'review' };
 const marked = [{ position: 0, kind: 'clear_decisions' }, { position: 1, kind: 'queue_run_for_each_participant' }];
 
@@ -35,65 +36,65 @@ const cleared = (ids: string[]): TaskAtStepEvent => ({
 
 describe('a task at a step: step-entry records, markers and decisions', () => {
   it('opens a record once per entry_seq (the allocation cannot be repeated)', () => {
-    spec.given([]).when({ type: 'OpenStepEntry', data: { ...pair, entrySeq: 1, declarationDigest: 'c'.repeat(64), entryPath: 'manual_move', markedPositions: marked, epoch: EPOCH, now: at(0) } }).then([opened()]);
-    spec.given([opened()]).when({ type: 'OpenStepEntry', data: { ...pair, entrySeq: 1, declarationDigest: 'c'.repeat(64), entryPath: 'manual_move', markedPositions: marked, epoch: EPOCH, now: at(0) } }).thenThrows(ErrorCode.INVALID_TRANSITION, /already allocated/);
+    given([]).when({ type: 'OpenStepEntry', data: { ...pair, entrySeq: 1, declarationDigest: 'c'.repeat(64), entryPath: 'manual_move', markedPositions: marked, epoch: EPOCH, now: at(0) } }).then([opened()]);
+    given([opened()]).when({ type: 'OpenStepEntry', data: { ...pair, entrySeq: 1, declarationDigest: 'c'.repeat(64), entryPath: 'manual_move', markedPositions: marked, epoch: EPOCH, now: at(0) } }).thenThrows(ErrorCode.INVALID_TRANSITION, /already allocated/);
   });
 
   describe('claim: the compare-and-set that alone suppresses a second execution', () => {
     it('absent → in_progress(epoch)', () => {
-      spec.given([opened()]).when(claim(0)).then([claimed(0)]);
+      given([opened()]).when(claim(0)).then([claimed(0)]);
     });
 
     it('a claim held by another process is refused (the caller abandons the entry)', () => {
-      spec.given([opened(), claimed(0, OTHER_EPOCH)]).when(claim(0)).thenThrows(ErrorCode.ALREADY_CLAIMED, new RegExp(OTHER_EPOCH));
+      given([opened(), claimed(0, OTHER_EPOCH)]).when(claim(0)).thenThrows(ErrorCode.ALREADY_CLAIMED, new RegExp(OTHER_EPOCH));
       // held by this very process (another dispatch of the same entry in it): refused too
-      spec.given([opened(), claimed(0)]).when(claim(0)).thenThrows(ErrorCode.ALREADY_CLAIMED);
+      given([opened(), claimed(0)]).when(claim(0)).thenThrows(ErrorCode.ALREADY_CLAIMED);
     });
 
     it('a claim of a process found gone is taken over: in_progress(old) → in_progress(new)', () => {
-      spec.given([opened(), claimed(0, OTHER_EPOCH)]).when(claim(0, EPOCH, OTHER_EPOCH)).then([claimed(0, EPOCH, OTHER_EPOCH)]);
+      given([opened(), claimed(0, OTHER_EPOCH)]).when(claim(0, EPOCH, OTHER_EPOCH)).then([claimed(0, EPOCH, OTHER_EPOCH)]);
     });
 
     it('a finished position cannot be claimed again', () => {
-      spec.given([opened(), claimed(0), cleared([])]).when(claim(0)).thenThrows(ErrorCode.INVALID_TRANSITION, /already done/);
+      given([opened(), claimed(0), cleared([])]).when(claim(0)).thenThrows(ErrorCode.INVALID_TRANSITION, /already done/);
     });
 
     it('two distinct entries hold independent markers', () => {
-      spec.given([opened(1), claimed(0), opened(2)]).when(claim(0, EPOCH, null, 2)).then([claimed(0, EPOCH, null, 2)]);
+      given([opened(1), claimed(0), opened(2)]).when(claim(0, EPOCH, null, 2)).then([claimed(0, EPOCH, null, 2)]);
     });
   });
 
   describe('clear_decisions: the clear and its done marker are one event', () => {
     it('clears every decision recorded before it; a decision recorded after it survives', () => {
-      const state = spec.given([opened(), decided('d1'), decided('d2', 'reject'), claimed(0)]).when({ type: 'ClearDecisions', data: { ...pair, entrySeq: 1, position: 0, epoch: EPOCH, now: at(3) } }).then([cleared(['d1', 'd2'])]);
+      const state = given([opened(), decided('d1'), decided('d2', 'reject'), claimed(0)]).when({ type: 'ClearDecisions', data: { ...pair, entrySeq: 1, position: 0, epoch: EPOCH, now: at(3) } }).then([cleared(['d1', 'd2'])]);
       expect(state.decisions).toEqual([]);
-      const after = spec.given([opened(), decided('d1'), claimed(0), cleared(['d1']), decided('d3')]).state;
+      const after = [opened(), decided('d1'), claimed(0), cleared(['d1']), decided('d3')].reduce(taskAtStepDecider.evolve, taskAtStepDecider.initialState);
       expect(after.decisions.map((d) => d.decisionId)).toEqual(['d3']);
       expect(after.entries[1]!.markers[0]!.state).toBe('done');
     });
 
     it('with no decisions it is a successful no-op that still marks done (AC-E4)', () => {
-      spec.given([opened(), claimed(0)]).when({ type: 'ClearDecisions', data: { ...pair, entrySeq: 1, position: 0, epoch: EPOCH, now: at(3) } }).then([cleared([])]);
+      given([opened(), claimed(0)]).when({ type: 'ClearDecisions', data: { ...pair, entrySeq: 1, position: 0, epoch: EPOCH, now: at(3) } }).then([cleared([])]);
     });
 
     it('only under the caller\'s own claim', () => {
-      spec.given([opened()]).when({ type: 'ClearDecisions', data: { ...pair, entrySeq: 1, position: 0, epoch: EPOCH, now: at(3) } }).thenThrows(ErrorCode.ALREADY_CLAIMED);
+      given([opened()]).when({ type: 'ClearDecisions', data: { ...pair, entrySeq: 1, position: 0, epoch: EPOCH, now: at(3) } }).thenThrows(ErrorCode.ALREADY_CLAIMED);
     });
   });
 
   it('a finish needs the caller\'s claim', () => {
     const finish = (epoch: string) => ({ type: 'FinishAction' as const, data: { ...pair, entrySeq: 1, position: 1, outcome: 'done' as const, skipReason: null, failure: null, runs: [], epoch, now: at(3) } });
-    spec.given([opened(), claimed(1)]).when(finish(EPOCH)).then([finished(1)]);
-    spec.given([opened(), claimed(1, OTHER_EPOCH)]).when(finish(EPOCH)).thenThrows(ErrorCode.ALREADY_CLAIMED);
+    given([opened(), claimed(1)]).when(finish(EPOCH)).then([finished(1)]);
+    given([opened(), claimed(1, OTHER_EPOCH)]).when(finish(EPOCH)).thenThrows(ErrorCode.ALREADY_CLAIMED);
   });
 
   describe('the terminal flag', () => {
     it('is set once every marked position of the declaration as read now is terminal', () => {
       const complete = { type: 'CompleteEntry' as const, data: { ...pair, entrySeq: 1, marked, now: at(4) } };
-      spec.given([opened(), claimed(0), cleared([])]).when(complete).thenNothing();
-      spec.given([opened(), claimed(0), cleared([]), claimed(1), finished(1)]).when(complete).then([{ type: 'StepEntryTerminated', data: { ...pair, entrySeq: 1, reason: 'completed', terminatedAt: at(4) } }]);
+      given([opened(), claimed(0), cleared([])]).when(complete).thenNothingHappened();
+      given([opened(), claimed(0), cleared([]), claimed(1), finished(1)]).when(complete).then([{ type: 'StepEntryTerminated', data: { ...pair, entrySeq: 1, reason: 'completed', terminatedAt: at(4) } }]);
       // a declaration that shrank: the flag looks at what is declared now
-      spec.given([opened(), claimed(0), cleared([])]).when({ type: 'CompleteEntry', data: { ...pair, entrySeq: 1, marked: [marked[0]!], now: at(4) } }).then([
+      given([opened(), claimed(0), cleared([])]).when({ type: 'CompleteEntry', data: { ...pair, entrySeq: 1, marked: [marked[0]!], now: at(4) } }).then([
         { type: 'StepEntryTerminated', data: { ...pair, entrySeq: 1, reason: 'completed', terminatedAt: at(4) } },
       ]);
     });
@@ -103,19 +104,19 @@ describe('a task at a step: step-entry records, markers and decisions', () => {
         type: 'TerminateEntry' as const,
         data: { ...pair, entrySeq: 1, reason: 'step_left' as const, skip: { positions: marked, reason: 'step_left' as const }, staleEpochs, now: at(5) },
       });
-      spec.given([opened(), claimed(0, OTHER_EPOCH)]).when(terminate([OTHER_EPOCH])).then([
+      given([opened(), claimed(0, OTHER_EPOCH)]).when(terminate([OTHER_EPOCH])).then([
         { type: 'OnEnterActionFinished', data: { ...pair, entrySeq: 1, position: 0, kind: 'clear_decisions', outcome: 'skipped', skipReason: 'step_left', failure: null, runs: [], epoch: OTHER_EPOCH, finishedAt: at(5) } },
         { type: 'OnEnterActionFinished', data: { ...pair, entrySeq: 1, position: 1, kind: 'queue_run_for_each_participant', outcome: 'skipped', skipReason: 'step_left', failure: null, runs: [], epoch: null, finishedAt: at(5) } },
         { type: 'StepEntryTerminated', data: { ...pair, entrySeq: 1, reason: 'step_left', terminatedAt: at(5) } },
       ]);
-      spec.given([opened(), claimed(0, OTHER_EPOCH)]).when(terminate([])).thenThrows(ErrorCode.ALREADY_CLAIMED);
-      spec.given([opened(), { type: 'StepEntryTerminated', data: { ...pair, entrySeq: 1, reason: 'superseded', terminatedAt: at(4) } }]).when(terminate([])).thenNothing();
+      given([opened(), claimed(0, OTHER_EPOCH)]).when(terminate([])).thenThrows(ErrorCode.ALREADY_CLAIMED);
+      given([opened(), { type: 'StepEntryTerminated', data: { ...pair, entrySeq: 1, reason: 'superseded', terminatedAt: at(4) } }]).when(terminate([])).thenNothingHappened();
     });
   });
 
   it('records a decision once per decision id', () => {
     const record = { type: 'RecordDecision' as const, data: { ...pair, entrySeq: 1, decisionId: 'd1', participantId: 'seat-a', verdict: 'approve' as const, comment: null, decidedBy: { kind: 'person' as const, actor: 'user-1' }, now: at(2) } };
-    spec.given([]).when(record).then([decided('d1')]);
-    spec.given([decided('d1')]).when(record).thenNothing();
+    given([]).when(record).then([decided('d1')]);
+    given([decided('d1')]).when(record).thenNothingHappened();
   });
 });

@@ -1,11 +1,12 @@
 import { ErrorCode, type EntryPath } from '@gantry/contracts';
-import { deciderSpec, validatesAgainstContract } from '@gantry/testing/decider-spec';
+import { DeciderSpecification } from '@gantry/eventstore/testing';
+import { validatesAgainstContract } from '@gantry/testing';
 import { action, at, NEW_SESSION, seats, SESSION } from '../testing/fixtures.js';
 import type { Placing, StepSeats, TaskCommand } from './commands.js';
 import { taskDecider } from './decider.js';
 import type { TaskEvent } from './events.js';
 
-const spec = deciderSpec(taskDecider, { validate: validatesAgainstContract('workflow') });
+const given = DeciderSpecification.for(taskDecider, { validate: validatesAgainstContract('workflow') });
 const W = 'office-default';
 const fanOut = [action('clear_decisions'), action('queue_run_for_each_participant', { role: 'reviewer' })];
 
@@ -33,47 +34,45 @@ const queued = (stepId: string, waitingAt: { stepId: string; admitted: boolean }
 describe('task decider', () => {
   describe('creation (not a step entry)', () => {
     it('creates the task occupying the step when it has a seat: no entry is allocated', () => {
-      spec.given([]).when({ type: 'CreateTask', data: { taskId: 'T-1', productId: 'product-42', title: 'Cart migration', workflowId: W, primaryAgentProfileId: null, sessionId: SESSION, target: seats('work'), now: at(0) } }).then([created()]);
+      given([]).when({ type: 'CreateTask', data: { taskId: 'T-1', productId: 'product-42', title: 'Cart migration', workflowId: W, primaryAgentProfileId: null, sessionId: SESSION, target: seats('work'), now: at(0) } }).then([created()]);
     });
 
     it('parks the task at a full step: created, then queued there occupying nothing', () => {
-      spec
-        .given([])
+      given([])
         .when({ type: 'CreateTask', data: { taskId: 'T-1', productId: 'product-42', title: 'Cart migration', workflowId: W, primaryAgentProfileId: null, sessionId: SESSION, target: seats('work', { limit: 1, occupied: 1 }), now: at(0) } })
         .then([created('work', false), queued('work', { stepId: 'work', admitted: false }, 'task_created', at(0))]);
     });
 
     it('refuses a second creation of the same id', () => {
-      spec.given([created()]).when({ type: 'CreateTask', data: { taskId: 'T-1', productId: 'p', title: 't', workflowId: W, primaryAgentProfileId: null, sessionId: SESSION, target: seats('work'), now: at(1) } }).thenThrows(ErrorCode.INVALID_TRANSITION);
+      given([created()]).when({ type: 'CreateTask', data: { taskId: 'T-1', productId: 'p', title: 't', workflowId: W, primaryAgentProfileId: null, sessionId: SESSION, target: seats('work'), now: at(1) } }).thenThrows(ErrorCode.INVALID_TRANSITION);
     });
   });
 
   describe('admission: the step entry is allocated with the admission', () => {
     it('admits to a step with a seat, with entry_seq 1 and the declaration digest of that step', () => {
-      spec.given([created()]).when(place(seats('review', { onEnter: fanOut }))).then([admitted('review', 1)]);
+      given([created()]).when(place(seats('review', { onEnter: fanOut }))).then([admitted('review', 1)]);
     });
 
     it('a re-entry gets the next entry_seq of that (task, step) pair; other steps count on their own', () => {
-      spec
-        .given([created(), admitted('review', 1), admitted('work', 1, { from: { workflowId: W, stepId: 'review', admitted: true } }, [])])
+      given([created(), admitted('review', 1), admitted('work', 1, { from: { workflowId: W, stepId: 'review', admitted: true } }, [])])
         .when(place(seats('review', { onEnter: fanOut }), 'turn_complete'))
         .then([admitted('review', 2, { entryPath: 'turn_complete' })]);
     });
 
     it('records no step-entry record for a step whose on_enter holds only session-owned actions', () => {
       const sessionOnly = [action('reset_agent_context'), action('auto_start_agent')];
-      const state = spec.given([created()]).when(place(seats('review', { onEnter: sessionOnly }))).then([admitted('review', 1, {}, sessionOnly)]);
+      const state = given([created()]).when(place(seats('review', { onEnter: sessionOnly }))).then([admitted('review', 1, {}, sessionOnly)]);
       expect((state as { currentEntry: { stepEntryRecorded: boolean } }).currentEntry.stepEntryRecorded).toBe(false);
     });
 
     it('asking for the step the task occupies changes nothing and is no entry', () => {
-      spec.given([created()]).when(place(seats('work'))).thenNothing();
-      spec.given([created(), admitted('review', 1)]).when(place(seats('review', { onEnter: fanOut }), 'task_start')).thenNothing();
+      given([created()]).when(place(seats('work'))).thenNothingHappened();
+      given([created(), admitted('review', 1)]).when(place(seats('review', { onEnter: fanOut }), 'task_start')).thenNothingHappened();
     });
 
     it('refuses a task that does not exist (or was deleted)', () => {
-      spec.given([]).when(place(seats('review'))).thenThrows(ErrorCode.NOT_FOUND);
-      spec.given([created(), { type: 'TaskDeleted', data: { taskId: 'T-1', deletedAt: at(5) } }]).when(place(seats('review'))).thenThrows(ErrorCode.NOT_FOUND);
+      given([]).when(place(seats('review'))).thenThrows(ErrorCode.NOT_FOUND);
+      given([created(), { type: 'TaskDeleted', data: { taskId: 'T-1', deletedAt: at(5) } }]).when(place(seats('review'))).thenThrows(ErrorCode.NOT_FOUND);
     });
   });
 
@@ -81,13 +80,12 @@ describe('task decider', () => {
     const fullReview = seats('review', { limit: 1, occupied: 1, onEnter: fanOut });
 
     it('a task occupying a step keeps it while it waits for the full one (no entry)', () => {
-      spec.given([created()]).when(place(fullReview, 'turn_complete')).then([queued('review', { stepId: 'work', admitted: true }, 'turn_complete')]);
+      given([created()]).when(place(fullReview, 'turn_complete')).then([queued('review', { stepId: 'work', admitted: true }, 'turn_complete')]);
     });
 
     it('a task occupying no step lands in the feeder when that has a seat: the entry is the feeder\'s, not the requested target\'s', () => {
       const workSeats = seats('work', { limit: 2, occupied: 1, onEnter: [action('queue_run', { target: 'primary' })] });
-      spec
-        .given([created('work', false), queued('work', { stepId: 'work', admitted: false }, 'task_created', at(0)), queued('review', { stepId: 'review', admitted: false }, 'manual_move', at(1))])
+      given([created('work', false), queued('work', { stepId: 'work', admitted: false }, 'task_created', at(0)), queued('review', { stepId: 'review', admitted: false }, 'manual_move', at(1))])
         .when(place(fullReview, 'wip_promotion', workSeats))
         .then([
           admitted('work', 1, { entryPath: 'wip_promotion', requestedStepId: 'review', declarationDigest: workSeats.declaration.digest, from: { workflowId: W, stepId: 'review', admitted: false }, stepEntryRecorded: true }),
@@ -96,45 +94,41 @@ describe('task decider', () => {
     });
 
     it('a task occupying no step is parked at the full target when its feeder is full too (no entry)', () => {
-      spec
-        .given([created('work', false), queued('work', { stepId: 'work', admitted: false }, 'task_created', at(0))])
+      given([created('work', false), queued('work', { stepId: 'work', admitted: false }, 'task_created', at(0))])
         .when(place(fullReview, 'manual_move', seats('work', { limit: 1, occupied: 1 })))
         .then([queued('review', { stepId: 'review', admitted: false })]);
     });
 
     it('the promotion of a task parked at its step is admission in place: an entry without a step change', () => {
       const work = seats('work', { onEnter: fanOut });
-      spec
-        .given([created('work', false), queued('work', { stepId: 'work', admitted: false }, 'task_created', at(0))])
+      given([created('work', false), queued('work', { stepId: 'work', admitted: false }, 'task_created', at(0))])
         .when(place(work, 'wip_promotion'))
         .then([admitted('work', 1, { entryPath: 'wip_promotion_in_place', from: { workflowId: W, stepId: 'work', admitted: false } })]);
     });
 
     it('the promotion of a task waiting in another step moves it there', () => {
-      spec
-        .given([created(), queued('review', { stepId: 'work', admitted: true }, 'turn_complete')])
+      given([created(), queued('review', { stepId: 'work', admitted: true }, 'turn_complete')])
         .when(place(seats('review', { limit: 1, occupied: 0, onEnter: fanOut }), 'wip_promotion'))
         .then([admitted('review', 1, { entryPath: 'wip_promotion' })]);
     });
 
     it('a promotion for a step the task no longer waits for is stale and changes nothing', () => {
-      spec.given([created()]).when(place(seats('review', { onEnter: fanOut }), 'wip_promotion')).thenNothing();
+      given([created()]).when(place(seats('review', { onEnter: fanOut }), 'wip_promotion')).thenNothingHappened();
     });
 
     it('waiting again for the same full step changes nothing', () => {
-      spec.given([created(), queued('review', { stepId: 'work', admitted: true })]).when(place(fullReview)).thenNothing();
+      given([created(), queued('review', { stepId: 'work', admitted: true })]).when(place(fullReview)).thenNothingHappened();
     });
   });
 
   it('switch_workflow admits to the other workflow\'s step; a full one parks the task there rather than keeping the old step', () => {
     const other = 'hotfix';
     const triage = seats('triage', { onEnter: fanOut });
-    const state = spec.given([created()]).when(place(triage, 'switch_workflow', null, other)).then([
+    const state = given([created()]).when(place(triage, 'switch_workflow', null, other)).then([
       { ...admitted('triage', 1, { entryPath: 'switch_workflow' }), data: { ...(admitted('triage', 1, { entryPath: 'switch_workflow' }).data as object), workflowId: other } } as TaskEvent,
     ]);
     expect((state as { placement: unknown }).placement).toEqual({ workflowId: other, stepId: 'triage', admitted: true, queuedForStepId: null, queuedSince: null });
-    spec
-      .given([created()])
+    given([created()])
       .when(place(seats('triage', { limit: 1, occupied: 1 }), 'switch_workflow', null, other))
       .then([{ type: 'TaskQueuedForStep', data: { taskId: 'T-1', workflowId: other, stepId: 'triage', waitingAt: { workflowId: other, stepId: 'triage', admitted: false }, requestedBy: 'switch_workflow', queuedAt: at(10) } }]);
   });
@@ -143,8 +137,7 @@ describe('task decider', () => {
     const cause = { workflowId: W, stepId: 'work', trigger: 'on_enter' as const, entrySeq: 1, position: 0, entryPath: 'manual_move' as const };
 
     it('a reset gives the task a fresh session, which the next job starts rather than resumes', () => {
-      const state = spec
-        .given([created(), { type: 'AgentSessionStarted', data: { taskId: 'T-1', sessionId: SESSION, jobId: 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f', startedAt: at(5) } }])
+      const state = given([created(), { type: 'AgentSessionStarted', data: { taskId: 'T-1', sessionId: SESSION, jobId: 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f', startedAt: at(5) } }])
         .when({ type: 'ResetAgentContext', data: { taskId: 'T-1', sessionId: NEW_SESSION, cause, now: at(10) } })
         .then([{ type: 'AgentContextReset', data: { taskId: 'T-1', sessionId: NEW_SESSION, cause, resetAt: at(10) } }]);
       expect((state as { session: unknown }).session).toMatchObject({ sessionId: NEW_SESSION, started: false });
@@ -152,10 +145,10 @@ describe('task decider', () => {
 
     it('the first start of a session is recorded once', () => {
       const job = 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f';
-      spec.given([created()]).when({ type: 'MarkSessionStarted', data: { taskId: 'T-1', jobId: job, now: at(5) } }).then([
+      given([created()]).when({ type: 'MarkSessionStarted', data: { taskId: 'T-1', jobId: job, now: at(5) } }).then([
         { type: 'AgentSessionStarted', data: { taskId: 'T-1', sessionId: SESSION, jobId: job, startedAt: at(5) } },
       ]);
-      spec.given([created(), { type: 'AgentSessionStarted', data: { taskId: 'T-1', sessionId: SESSION, jobId: job, startedAt: at(5) } }]).when({ type: 'MarkSessionStarted', data: { taskId: 'T-1', jobId: job, now: at(6) } }).thenNothing();
+      given([created(), { type: 'AgentSessionStarted', data: { taskId: 'T-1', sessionId: SESSION, jobId: job, startedAt: at(5) } }]).when({ type: 'MarkSessionStarted', data: { taskId: 'T-1', jobId: job, now: at(6) } }).thenNothingHappened();
     });
   });
 });

@@ -1,6 +1,6 @@
-import { ErrorCode, GantryError, enqueueJob, getJob, type JobView, type ReplyOf } from '@gantry/contracts';
-import type { CommandClient } from '@gantry/messaging';
-import { z } from 'zod';
+import { enqueueJob, getJob, type GantryError, type JobView, type ReplyOf } from '@gantry/contracts';
+import { isTransient, type CommandClient } from '@gantry/messaging';
+import type { z } from 'zod';
 
 /** What the engine asks the job service to queue (the enqueue_job request). */
 export type EnqueueRequest = z.input<typeof enqueueJob.request>;
@@ -14,13 +14,10 @@ export class RunQueueUnavailable extends Error {
   }
 }
 
-const silent = (error: unknown): error is GantryError =>
-  error instanceof GantryError && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE);
-
 /**
- * The job service as the engine's run queue. A request the job service does not answer is sent
- * again under the same idempotency key (so it lands once) with growing pauses, for the patience;
- * a refusal is answered at once as the GantryError it is.
+ * The job service as the engine's run queue. A request it does not answer is sent again under the
+ * same idempotency key (so it lands once) for the patience (AC-L3); a refusal is answered at once
+ * as the GantryError it is.
  */
 export class RunQueue {
   constructor(
@@ -28,24 +25,24 @@ export class RunQueue {
     private readonly settings: { patienceMs: number; timeoutMs: number },
   ) {}
 
-  async enqueue(request: EnqueueRequest, correlationId?: string): Promise<EnqueueReply> {
-    return this.patiently(() => this.commands.request(enqueueJob, request, { timeoutMs: this.settings.timeoutMs, correlationId }));
+  enqueue(request: EnqueueRequest, correlationId?: string): Promise<EnqueueReply> {
+    return this.patiently(() => this.commands.request(enqueueJob, request, this.options(correlationId)));
   }
 
-  async job(jobId: string): Promise<JobView> {
-    return this.patiently(() => this.commands.request(getJob, { jobId }, { timeoutMs: this.settings.timeoutMs }));
+  job(jobId: string): Promise<JobView> {
+    return this.patiently(() => this.commands.request(getJob, { jobId }, this.options()));
+  }
+
+  private options(correlationId?: string) {
+    return { timeoutMs: this.settings.timeoutMs, correlationId, retryUntil: Date.now() + this.settings.patienceMs };
   }
 
   private async patiently<T>(send: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + this.settings.patienceMs;
-    for (let pause = 100; ; pause = Math.min(pause * 2, 2000)) {
-      try {
-        return await send();
-      } catch (error) {
-        if (!silent(error)) throw error;
-        if (Date.now() + pause > deadline) throw new RunQueueUnavailable(error);
-        await new Promise((r) => setTimeout(r, pause));
-      }
+    try {
+      return await send();
+    } catch (error) {
+      if (isTransient(error)) throw new RunQueueUnavailable(error as GantryError);
+      throw error;
     }
   }
 }
