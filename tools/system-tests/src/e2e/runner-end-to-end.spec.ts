@@ -371,10 +371,13 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       const orphan = (await system.agentStarts(run.record))[0]!.pid;
       expect(alive(orphan)).toBe(true);
       await system.startRunner('runner-c', { kinds: ['IDEA_GRILL'] });
-      // /ready came only after the earlier run was settled: the agent is gone and the claim given back
+      // it settles its earlier run before it claims anything: the agent stopped first, then the claim given back
+      const rolledBack = await eventually(async () => {
+        const found = (await system.events(jobId)).filter((e) => e.type === 'JobClaimRolledBack').map((e) => e.data);
+        return found.length > 0 ? found : null;
+      }, { what: 'the claim of the earlier run given back', timeoutMs: 30_000 });
       expect(alive(orphan)).toBe(false);
       expect(await system.job(jobId)).toMatchObject({ status: 'QUEUED', attempt: 1, lease: null });
-      const rolledBack = (await system.events(jobId)).filter((e) => e.type === 'JobClaimRolledBack').map((e) => e.data);
       expect(rolledBack).toEqual([expect.objectContaining({ cause: 'RUNNER', nextAttempt: 1, reason: expect.stringMatching(/runner-c was started again/) })]);
       expect((await system.events(jobId)).some((e) => e.type === 'JobLeaseExpired')).toBe(false);
       await system.startRunner('runner-d');
