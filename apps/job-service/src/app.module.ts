@@ -23,6 +23,8 @@ import { jobServiceProjections } from './infrastructure/projections.js';
       dispatchStream: true,
     }),
   ],
-  providers: [ProductCommandHandlers, JobCommandHandlers, JobQueries, SprintRunCommandHandlers, LeaseExpirySweep, JobOffers, SprintRunReactions, SprintRunEffects, AgentReportHandlers],
+  // Entry points: commands (@CommandHandler) and durable consumers (@DurableConsumer).
+  controllers: [ProductCommandHandlers, JobCommandHandlers, JobQueries, SprintRunCommandHandlers, AgentReportHandlers, JobOffers, SprintRunReactions, SprintRunEffects],
+  providers: [LeaseExpirySweep],
 })
 export class AppModule {}

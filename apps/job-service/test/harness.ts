@@ -1,10 +1,10 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import { NestFactory } from '@nestjs/core';
 import type { INestApplication } from '@nestjs/common';
 import pg from 'pg';
 import { registerProduct, type Naming, type ProductSettings } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
+import { createServiceApp } from '@gantry/service-runtime';
 import { testDatabaseUrl, testNaming, testNatsUrl, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { AppModule } from '../src/app.module.js';
 
@@ -47,9 +47,7 @@ export async function startInProcess(world: TestWorld, env: Record<string, strin
     ...env,
   });
   try {
-    const app = await NestFactory.create(AppModule, { logger: ['error'], forceCloseConnections: true });
-    await app.init();
-    return app;
+    return await createServiceApp(AppModule, { logger: ['error'] });
   } finally {
     process.env = saved;
   }

@@ -3,7 +3,7 @@ import { GantryRuntimeModule, JsonLogger } from '@gantry/service-runtime';
 import { JobFacts } from './application/job-facts.js';
 import { PullRequestCommandHandlers } from './application/pull-request-commands.js';
 import { PullRequestLog } from './application/pull-request-log.js';
-import { PullRequestReconciler } from './application/reconciler.js';
+import { PullRequestEffectsConsumer, PullRequestReconciler } from './application/reconciler.js';
 import { CONFLICTING_FILES, GITHUB_PULL_REQUESTS, PR_SERVICE_CONFIG } from './application/tokens.js';
 import { WebhookIntake } from './application/webhook-intake.js';
 import { ConflictingFiles } from './infrastructure/git/conflicting-files.js';
@@ -24,7 +24,7 @@ import { prServiceProjections } from './infrastructure/persistence/projections.j
       projections: prServiceProjections,
     }),
   ],
-  controllers: [GitHubWebhookController],
+  controllers: [GitHubWebhookController, PullRequestCommandHandlers, JobFacts, PullRequestEffectsConsumer],
   providers: [
     { provide: PR_SERVICE_CONFIG, useFactory: () => loadPrServiceConfig() },
     {
@@ -34,10 +34,8 @@ import { prServiceProjections } from './infrastructure/persistence/projections.j
     },
     { provide: CONFLICTING_FILES, inject: [PR_SERVICE_CONFIG], useFactory: (config: PrServiceConfig) => new ConflictingFiles({ gitDir: config.gitDir, timeoutMs: config.gitTimeoutMs }) },
     PullRequestLog,
-    JobFacts,
     PullRequestReconciler,
     WebhookIntake,
-    PullRequestCommandHandlers,
   ],
 })
 export class AppModule {}

@@ -3,7 +3,7 @@ import { GantryRuntimeModule } from '@gantry/service-runtime';
 import { DiskUsageMonitor } from './application/disk-usage-monitor.js';
 import { WorktreeEffectProcessor } from './application/effect-processor.js';
 import { WorktreeHygiene } from './application/hygiene.js';
-import { JobLifecycleReactions } from './application/job-lifecycle.js';
+import { JobLifecycleConsumer, JobLifecycleReactions } from './application/job-lifecycle.js';
 import { WorktreeLeaseLog } from './application/lease-log.js';
 import { LeaseReleases } from './application/lease-releases.js';
 import { LeaseSweep } from './application/lease-sweep.js';
@@ -33,9 +33,9 @@ import { worktreeInfrastructure } from './infrastructure/workspace.provider.js';
     JobLifecycleReactions,
     LeaseSweep,
     DiskUsageMonitor,
-    WorktreeLeaseCommands,
-    WorktreeQueries,
     WorktreeRecovery,
   ],
+  // Entry points: commands (@CommandHandler) and durable consumers (@DurableConsumer).
+  controllers: [WorktreeLeaseCommands, WorktreeQueries, JobLifecycleConsumer],
 })
 export class AppModule {}

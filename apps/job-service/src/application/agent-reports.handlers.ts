@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import type pg from 'pg';
 import {
   agentReportsStreamId,
@@ -24,7 +24,7 @@ import { idempotencyFor, metadataOf } from './command-context.js';
  * the jobs row locked FOR SHARE in the same transaction, so no claim change (expiry, rollback, a new
  * grant) can commit between the check and the append. They never change the job itself.
  */
-@Injectable()
+@Controller()
 export class AgentReportHandlers {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}
 

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import {
   cancelJob,
   claimJob,
@@ -95,7 +95,7 @@ export function claimedJob(job: Job): ClaimedJob {
 }
 
 /** The job commands of SPEC §1, each one transaction: decide on the stream, append at its version. */
-@Injectable()
+@Controller()
 export class JobCommandHandlers {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}
 

@@ -1,10 +1,9 @@
-import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
-import type pg from 'pg';
+import { Controller, Inject } from '@nestjs/common';
 import { dispatchSubject, JobOfferSchema, jobOfferMessageId, type EventEnvelope } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
 import { RetryLater } from '@gantry/messaging';
-import { Consumers } from '@gantry/service-runtime';
+import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { jobOfferFor, offerDueAt, type JobEvent } from '../domain/index.js';
 import { loadJob } from '../infrastructure/job-store.js';
 
@@ -19,19 +18,15 @@ const OFFERING_EVENTS = new Set<string>(['JobEnqueued', 'JobLeaseExpired', 'JobC
  * commit and publish; `Nats-Msg-Id` is one per stay in the queue, so a redelivered event's re-publish
  * is dropped by the server. A job no longer queued at that point is not offered (the offer is a hint).
  */
-@Injectable()
-export class JobOffers implements OnModuleInit {
+@Controller()
+export class JobOffers {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
-    @Inject(Consumers) private readonly consumers: Consumers,
   ) {}
 
-  onModuleInit(): void {
-    this.consumers.add({ name: OFFERS_CONSUMER, source: 'jobs', handle: (event, sql) => this.offer(event, sql) });
-  }
-
-  private async offer(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+  @DurableConsumer({ name: OFFERS_CONSUMER, source: 'jobs' })
+  async offer(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!OFFERING_EVENTS.has(envelope.type)) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
     if (!job) return;

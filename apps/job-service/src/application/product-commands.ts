@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import { getProduct, productStreamId, registerProduct, updateProduct, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { EventStore, handleWithDecider, type Decision } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
@@ -13,7 +13,7 @@ function registered(decision: Decision<ProductState, ProductEvent>) {
 }
 
 /** Products: registered once, then updated; jobs and sprint runs are resolved against them when created. */
-@Injectable()
+@Controller()
 export class ProductCommandHandlers {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}
 

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import { ErrorCode, GantryError, getJob, getSprintRun, listJobs, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { CommandHandler } from '@gantry/service-runtime';
@@ -20,7 +20,7 @@ function decodeCursor(cursor: string): string {
 }
 
 /** The queries, answered from the projections (never from another service's tables). */
-@Injectable()
+@Controller()
 export class JobQueries {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}
 

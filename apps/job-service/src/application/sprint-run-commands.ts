@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import { cancelSprintRun, createSprintRun, resumeSprintRun, sprintRunIdFor, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { EventStore, handleWithDecider, type Decision } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
@@ -27,7 +27,7 @@ function statusReply(decision: Decision<SprintRunState, SprintRunEvent>): Reply 
 }
 
 /** The user's sprint run commands (SPEC §2); the effects they request run in SprintRunEffects. */
-@Injectable()
+@Controller()
 export class SprintRunCommandHandlers {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}
 

@@ -1,9 +1,9 @@
-import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import type pg from 'pg';
 import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, type EventEnvelope } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
 import { CommandClient, RetryLater } from '@gantry/messaging';
-import { Consumers, JsonLogger } from '@gantry/service-runtime';
+import { DurableConsumer, JsonLogger, type ConsumerContext } from '@gantry/service-runtime';
 import { jobDecider, sprintRunEffects, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
 import { loadSprintRun } from '../infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../infrastructure/projections.js';
@@ -16,24 +16,20 @@ import { enqueueJobRequest } from './run-queue.js';
  * effect — the sprint job's key, the cancelling event and job — so a redelivery or a replay enqueues
  * and cancels nothing twice.
  */
-@Injectable()
-export class SprintRunEffects implements OnModuleInit {
+@Controller()
+export class SprintRunEffects {
   private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
-    @Inject(Consumers) private readonly consumers: Consumers,
     @Inject(CommandClient) private readonly client: CommandClient,
     @Inject(JsonLogger) logger: JsonLogger,
   ) {
     this.log = logger.forComponent('sprint-run-effects');
   }
 
-  onModuleInit(): void {
-    this.consumers.add({ name: 'job-service-sprint-run-effects', source: 'jobs', handle: (e, sql) => this.onEvent(e, sql) });
-  }
-
-  private async onEvent(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+  @DurableConsumer({ name: 'job-service-sprint-run-effects', source: 'jobs' })
+  async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!sprintRunEventTypes.includes(envelope.type as SprintRunEvent['type'])) return;
     const { run: before } = await loadSprintRun(this.store, envelope.streamId, sql, envelope.streamVersion - 1);
     const effects = sprintRunEffects({ type: envelope.type, data: envelope.data } as SprintRunEvent, before ?? { status: 'ABSENT' });

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import type pg from 'pg';
 import {
   ErrorCode,
@@ -11,7 +11,7 @@ import {
 } from '@gantry/contracts';
 import { EventStore, fold } from '@gantry/eventstore';
 import { Bus, RetryLater } from '@gantry/messaging';
-import { Consumers, JsonLogger } from '@gantry/service-runtime';
+import { DurableConsumer, JsonLogger, type ConsumerContext } from '@gantry/service-runtime';
 import {
   checksFailedCommand,
   jobDecider,
@@ -34,42 +34,24 @@ const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobFinished',
  * decided and appended in the consumer's transaction, together with its inbox row, so a
  * redelivered event changes nothing.
  */
-@Injectable()
-export class SprintRunReactions implements OnModuleInit {
+@Controller()
+export class SprintRunReactions {
   private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
-    @Inject(Consumers) private readonly consumers: Consumers,
     @Inject(JsonLogger) logger: JsonLogger,
   ) {
     this.log = logger.forComponent('sprint-runs');
-  }
-
-  async onModuleInit(): Promise<void> {
-    // The pr-service may start after us; its stream is the same whoever creates it first.
-    await this.bus.ensureForeignEventStream('prs');
-    this.consumers.add({ name: 'job-service-sprint-runs-from-jobs', source: 'jobs', handle: (e, sql) => this.onJobEvent(e, sql) });
-    this.consumers.add({
-      name: 'job-service-sprint-runs-merge-conflicts',
-      source: 'prs',
-      type: PullRequestMergeConflict.type,
-      handle: (e, sql) => this.onMergeConflict(e as EventEnvelope<PullRequestMergeConflictData>, sql),
-    });
-    this.consumers.add({
-      name: 'job-service-sprint-runs-checks-failed',
-      source: 'prs',
-      type: PullRequestChecksFailed.type,
-      handle: (e, sql) => this.onChecksFailed(e as EventEnvelope<PullRequestChecksFailedData>, sql),
-    });
   }
 
   private now(): string {
     return this.store.clock().toISOString();
   }
 
-  private async onJobEvent(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+  @DurableConsumer({ name: 'job-service-sprint-runs-from-jobs', source: 'jobs' })
+  async onJobEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!SPRINT_RELEVANT_JOB_EVENTS.has(envelope.type)) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
     if (!job || job.sprintRunId === null) return;
@@ -77,7 +59,8 @@ export class SprintRunReactions implements OnModuleInit {
     if (command) await this.decide(command, envelope, sql);
   }
 
-  private async onMergeConflict(envelope: EventEnvelope<PullRequestMergeConflictData>, sql: pg.PoolClient): Promise<void> {
+  @DurableConsumer({ name: 'job-service-sprint-runs-merge-conflicts', source: 'prs', type: PullRequestMergeConflict.type })
+  async onMergeConflict(envelope: EventEnvelope<PullRequestMergeConflictData>, { sql }: ConsumerContext): Promise<void> {
     const { repository, branch } = envelope.data;
     const sprintRunId = await openSprintRunOf(sql, repository, branch);
     if (!sprintRunId) return this.log.log('merge conflict on a branch no open sprint run uses', { repository, branch, eventId: envelope.eventId });
@@ -87,7 +70,8 @@ export class SprintRunReactions implements OnModuleInit {
   }
 
   /** Red checks fail the sprint run of the branch; on a branch without one, the job that pushed that head (docs/pr-service.md, PR-9). */
-  private async onChecksFailed(envelope: EventEnvelope<PullRequestChecksFailedData>, sql: pg.PoolClient): Promise<void> {
+  @DurableConsumer({ name: 'job-service-sprint-runs-checks-failed', source: 'prs', type: PullRequestChecksFailed.type })
+  async onChecksFailed(envelope: EventEnvelope<PullRequestChecksFailedData>, { sql }: ConsumerContext): Promise<void> {
     const { repository, branch, headSha } = envelope.data;
     const sprintRunId = await openSprintRunOf(sql, repository, branch);
     if (sprintRunId) return this.decide(checksFailedCommand(envelope.data, { sprintRunId, now: this.now() }), envelope, sql);

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import type pg from 'pg';
 import {
   pullRequestIdFor,
@@ -10,7 +10,7 @@ import {
   type ProductSettings,
 } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { Consumers, JsonLogger } from '@gantry/service-runtime';
+import { DurableConsumer, JsonLogger, type ConsumerContext } from '@gantry/service-runtime';
 import type { PullRequestCommand } from '../domain/index.js';
 import { PullRequestLog } from './pull-request-log.js';
 
@@ -35,26 +35,20 @@ const WRITES_CODE = new Set(['TASK_IMPLEMENTATION', 'SPRINT_IMPLEMENTATION']);
  * which task of its story; a pushed head (the PR opens, PR-2); a task done or reopened (the scope,
  * PR-3). Each fact is decided on the PR's stream in the consumer's transaction, with its inbox row.
  */
-@Injectable()
-export class JobFacts implements OnModuleInit {
+@Controller()
+export class JobFacts {
   private readonly log;
 
   constructor(
     @Inject(PullRequestLog) private readonly prs: PullRequestLog,
     @Inject(Bus) private readonly bus: Bus,
-    @Inject(Consumers) private readonly consumers: Consumers,
     @Inject(JsonLogger) logger: JsonLogger,
   ) {
     this.log = logger.forComponent('job-facts');
   }
 
-  async onModuleInit(): Promise<void> {
-    // The job service may start after us; its stream is the same whoever creates it first.
-    await this.bus.ensureForeignEventStream('jobs');
-    this.consumers.add({ name: JOB_FACTS_CONSUMER, source: 'jobs', handle: (e, sql) => this.onEvent(e, sql) });
-  }
-
-  private async onEvent(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+  @DurableConsumer({ name: JOB_FACTS_CONSUMER, source: 'jobs' })
+  async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     switch (envelope.type) {
       case 'ProductRegistered':
       case 'ProductUpdated':

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import { ErrorCode, GantryError, getPullRequest, markPrReadyForReview, pullRequestIdFor, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { decideWithin, EventStore } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
@@ -9,7 +9,7 @@ import { PullRequestLog } from './pull-request-log.js';
 const { metadataOf, idempotencyFor } = commandMetadata('prs');
 
 /** The pr-service's commands: the job service's "sprint run DONE" (PR-8), and the PR as it stands. */
-@Injectable()
+@Controller()
 export class PullRequestCommandHandlers {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,

@@ -1,7 +1,7 @@
-import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
-import { ErrorCode, GantryError, isGantryError, type PullRequestFailureCode } from '@gantry/contracts';
+import { Controller, Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullRequestFailureCode } from '@gantry/contracts';
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
-import { Consumers, crashHereIfAsked, holdHereIfAsked, JsonLogger } from '@gantry/service-runtime';
+import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, JsonLogger } from '@gantry/service-runtime';
 import {
   forHead,
   isSettled,
@@ -32,7 +32,7 @@ const MAX_ROUNDS = 12;
  * effects are asked again and a GitHub that is read before they are.
  */
 @Injectable()
-export class PullRequestReconciler implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
+export class PullRequestReconciler implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly log;
   private readonly runs: KeyedRuns;
   private readonly attempts = new Map<string, number>();
@@ -42,7 +42,6 @@ export class PullRequestReconciler implements OnModuleInit, OnApplicationBootstr
   constructor(
     @Inject(PullRequestLog) private readonly prs: PullRequestLog,
     @Inject(EventStore) private readonly store: EventStore,
-    @Inject(Consumers) private readonly consumers: Consumers,
     @Inject(GITHUB_PULL_REQUESTS) private readonly github: GitHubPullRequests,
     @Inject(CONFLICTING_FILES) private readonly conflicts: ConflictingFiles,
     @Inject(PR_SERVICE_CONFIG) private readonly config: PrServiceConfig,
@@ -50,11 +49,6 @@ export class PullRequestReconciler implements OnModuleInit, OnApplicationBootstr
   ) {
     this.log = logger.forComponent('pull-requests');
     this.runs = new KeyedRuns(config.reconcileConcurrency, (id) => this.reconcile(id), (id, error) => this.retryLater(id, error));
-  }
-
-  onModuleInit(): void {
-    // Each event of a PR may ask for an effect: work on that PR (the consumer only asks; the run records).
-    this.consumers.add({ name: EFFECTS_CONSUMER, source: 'prs', handle: async (event) => this.ask(event.streamId) });
   }
 
   ask(pullRequestId: string, delayMs = 0): void {
@@ -293,4 +287,15 @@ export class PullRequestReconciler implements OnModuleInit, OnApplicationBootstr
 
 function assertNever(value: never): never {
   throw new Error(`unhandled pull request effect ${JSON.stringify(value)}`);
+}
+
+/** Each event of a PR may ask for an effect: the consumer asks for a run on that PR (the run records). */
+@Controller()
+export class PullRequestEffectsConsumer {
+  constructor(@Inject(PullRequestReconciler) private readonly reconciler: PullRequestReconciler) {}
+
+  @DurableConsumer({ name: EFFECTS_CONSUMER, source: 'prs' })
+  async onPullRequestEvent(event: EventEnvelope): Promise<void> {
+    this.reconciler.ask(event.streamId);
+  }
 }

@@ -1,8 +1,8 @@
-import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { Controller, Inject, Injectable } from '@nestjs/common';
 import type pg from 'pg';
 import { streamName, type EventEnvelope, type WorktreeReleasePendingCause } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { Consumers, JsonLogger } from '@gantry/service-runtime';
+import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import type { ClaimEndedBy } from '../domain/index.js';
 import { LeaseReleases } from './lease-releases.js';
 
@@ -32,23 +32,11 @@ type JobData = {
  * Leases of older claims of the job are superseded: they wait for their holders the same way.
  */
 @Injectable()
-export class JobLifecycleReactions implements OnModuleInit {
-  private readonly log;
-
+export class JobLifecycleReactions {
   constructor(
     @Inject(Bus) private readonly bus: Bus,
-    @Inject(Consumers) private readonly consumers: Consumers,
     @Inject(LeaseReleases) private readonly releases: LeaseReleases,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('job-lifecycle');
-  }
-
-  async onModuleInit(): Promise<void> {
-    // The job service may not have started yet: its stream is created here (idempotently) so our consumer can attach.
-    await this.bus.ensureForeignEventStream('jobs');
-    this.consumers.add({ name: JOBS_CONSUMER, source: 'jobs', handle: (event, sql) => this.handle(event, sql), logger: this.log });
-  }
+  ) {}
 
   /**
    * How far our consumer is through the jobs stream: `undelivered` events no process has been given
@@ -114,5 +102,16 @@ export class JobLifecycleReactions implements OnModuleInit {
       if (ownClaim && byService === null) await this.releases.end(lease, 'job_terminal', causation);
       else await this.releases.awaitHolder(lease, ownClaim ? byService! : 'claim_superseded', causation);
     }
+  }
+}
+
+/** The durable consumer of the jobs stream that feeds JobLifecycleReactions. */
+@Controller()
+export class JobLifecycleConsumer {
+  constructor(@Inject(JobLifecycleReactions) private readonly reactions: JobLifecycleReactions) {}
+
+  @DurableConsumer({ name: JOBS_CONSUMER, source: 'jobs' })
+  onJobEvent(event: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
+    return this.reactions.handle(event, sql);
   }
 }

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import {
   acquireWorktree,
   deriveWorktreeKey,
@@ -28,7 +28,7 @@ const RELEASE_WAIT_MS = 15_000;
  * short transaction and then waits — holding no transaction and no connection — for its lease row to
  * become ready or end, waking on every change this process commits and polling between them.
  */
-@Injectable()
+@Controller()
 export class WorktreeLeaseCommands {
   constructor(
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,

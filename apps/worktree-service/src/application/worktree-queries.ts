@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import { getDiskUsage, listWorktreeLeases, listWorktrees, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { CommandHandler } from '@gantry/service-runtime';
@@ -9,7 +9,7 @@ import { DiskUsageMonitor } from './disk-usage-monitor.js';
 import { HOLDING_STATUSES, viewOf, type LeaseRow } from './lease-rows.js';
 
 /** list_worktree_leases (the read model), list_worktrees (git's own list, with who holds each) and get_disk_usage. */
-@Injectable()
+@Controller()
 export class WorktreeQueries {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,

@@ -1,151 +1,31 @@
 import { randomUUID } from 'node:crypto';
-import { headers as natsHeaders, type Msg, type Subscription } from '@nats-io/transport-node';
+import { headers as natsHeaders, type Msg } from '@nats-io/transport-node';
 import {
-  commandQueueGroup,
   commandSubject,
   ErrorCode,
   GantryError,
   commandReplySchema,
   invalidCommand,
-  parseRequest,
   type CommandContract,
-  type Context,
   type ErrorPayload,
   type ReplyOf,
-  type RequestOf,
 } from '@gantry/contracts';
 import type { z } from 'zod';
 import type { Bus } from './bus.js';
 
 export const CORRELATION_HEADER = 'Gantry-Correlation-Id';
 
+const textDecoder = new TextDecoder();
+
+/** What a command handler knows about the call (the transport in @gantry/service-runtime serves commands). */
 export interface CommandContext {
   correlationId: string;
   /** The subject the request came in on, or `http` for the HTTP route. */
   via: string;
 }
 
-export type CommandHandlerFn<C extends CommandContract> = (request: RequestOf<C>, context: CommandContext) => Promise<ReplyOf<C>>;
-
+/** What a command's caller gets back: the result, or the refusal with its code. */
 export type CommandReply = { ok: true; result: unknown } | { ok: false; error: ErrorPayload };
-
-export interface CommandLogger {
-  error(message: string, fields: Record<string, unknown>): void;
-  warn?(message: string, fields: Record<string, unknown>): void;
-}
-
-interface Registration {
-  contract: CommandContract;
-  handler: CommandHandlerFn<CommandContract>;
-}
-
-const textDecoder = new TextDecoder();
-
-/**
- * Answers a context's commands over NATS request/reply (`<root>.<context>.cmd.<name>`, one queue
- * group so any replica may answer). Every request is parsed with its zod contract; every answer is
- * `{ ok: true, result }` or `{ ok: false, error: { code, message, issues? } }`.
- */
-export class CommandServer {
-  private readonly registrations = new Map<string, Registration>();
-  private subscriptions: Subscription[] = [];
-  private readonly inFlight = new Set<Promise<void>>();
-
-  constructor(
-    private readonly bus: Bus,
-    readonly context: Context,
-    private readonly logger: CommandLogger,
-    private readonly maxConcurrent = Number(process.env.GANTRY_COMMAND_CONCURRENCY ?? 256),
-  ) {}
-
-  register<C extends CommandContract>(contract: C, handler: CommandHandlerFn<C>): void {
-    if (contract.context !== this.context) {
-      throw new Error(`command ${contract.context}.${contract.name} does not belong to the ${this.context} service`);
-    }
-    if (this.registrations.has(contract.name)) {
-      throw new Error(`two handlers for command ${this.context}.${contract.name}`);
-    }
-    this.registrations.set(contract.name, { contract, handler: handler as CommandHandlerFn<CommandContract> });
-  }
-
-  get commandNames(): string[] {
-    return [...this.registrations.keys()];
-  }
-
-  start(): void {
-    const queue = commandQueueGroup(this.bus.naming, this.context);
-    for (const { contract } of this.registrations.values()) {
-      const subject = commandSubject(this.bus.naming, this.context, contract.name);
-      const subscription = this.bus.nc.subscribe(subject, { queue });
-      this.subscriptions.push(subscription);
-      void this.serve(subscription, contract.name);
-    }
-  }
-
-  private async serve(subscription: Subscription, name: string): Promise<void> {
-    for await (const msg of subscription) {
-      while (this.inFlight.size >= this.maxConcurrent) await Promise.race(this.inFlight);
-      const work = this.answer(msg, name).finally(() => this.inFlight.delete(work));
-      this.inFlight.add(work);
-    }
-  }
-
-  private async answer(msg: Msg, name: string): Promise<void> {
-    const correlationId = msg.headers?.get(CORRELATION_HEADER) || randomUUID();
-    const reply = await this.dispatch(name, msg.data, { correlationId, via: msg.subject });
-    if (msg.reply) msg.respond(JSON.stringify(reply));
-  }
-
-  /** Runs one command from raw bytes or an already-decoded value; used by NATS and by HTTP. */
-  async dispatch(name: string, raw: Uint8Array | unknown, context: CommandContext): Promise<CommandReply> {
-    const registration = this.registrations.get(name);
-    if (!registration) {
-      return { ok: false, error: { code: ErrorCode.NOT_FOUND, message: `no command ${this.context}.${name}` } };
-    }
-    try {
-      let input: unknown = raw;
-      if (raw instanceof Uint8Array) {
-        try {
-          input = JSON.parse(textDecoder.decode(raw));
-        } catch {
-          throw new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${this.context}.${name} request: the body is not valid JSON`, undefined, [
-            { path: [], message: 'malformed JSON', code: 'invalid_json' },
-          ]);
-        }
-      }
-      const request = parseRequest(registration.contract, input);
-      const result = await registration.handler(request, context);
-      const checked = registration.contract.reply.safeParse(result);
-      if (!checked.success) {
-        this.logger.error('command reply does not match its contract', {
-          command: `${this.context}.${name}`,
-          correlationId: context.correlationId,
-          issues: checked.error.issues,
-        });
-        return { ok: false, error: { code: ErrorCode.INTERNAL, message: `internal error in ${this.context}.${name}` } };
-      }
-      return { ok: true, result: checked.data };
-    } catch (error) {
-      if (error instanceof GantryError) return { ok: false, error: error.toPayload() };
-      this.logger.error('command failed', {
-        command: `${this.context}.${name}`,
-        correlationId: context.correlationId,
-        error: error instanceof Error ? { name: error.name, message: error.message, stack: error.stack } : String(error),
-      });
-      return {
-        ok: false,
-        error: { code: ErrorCode.INTERNAL, message: `internal error in ${this.context}.${name}`, details: { correlationId: context.correlationId } },
-      };
-    }
-  }
-
-  /** Stops taking requests and waits for the ones being answered. */
-  async stop(): Promise<void> {
-    await Promise.all(this.subscriptions.map((s) => s.drain().catch(() => undefined)));
-    this.subscriptions = [];
-    await Promise.allSettled([...this.inFlight]);
-  }
-}
 
 export interface RequestOptions {
   /** How long one try waits for its reply. */

@@ -90,6 +90,11 @@ export class EventConsumer {
     return this.options.name;
   }
 
+  /** Whose events it reads. */
+  get source(): Context {
+    return this.options.source;
+  }
+
   get streamName(): string {
     return streamName(this.options.bus.naming, this.options.source);
   }

@@ -12,6 +12,8 @@ export interface ServiceConfig {
   httpHost: string;
   port: number;
   streamReplicas: number;
+  /** Commands a replica answers at once. */
+  commandConcurrency: number;
   /** /ready fails once the oldest event waiting for the relay is older than this. */
   readyRelayMaxAgeMs: number;
   /** /ready fails once a durable consumer's oldest unprocessed event is older than this. */
@@ -66,6 +68,7 @@ export function loadServiceConfig(service: string, defaults: { schema: string; p
     httpHost: env('GANTRY_HTTP_HOST', '0.0.0.0'),
     port,
     streamReplicas: Number(env('GANTRY_STREAM_REPLICAS', '1')),
+    commandConcurrency: wholeNumber('GANTRY_COMMAND_CONCURRENCY', 256, 1),
     readyRelayMaxAgeMs: Number(env('GANTRY_READY_RELAY_MAX_AGE_MS', '30000')),
     readyConsumerMaxLagMs: Number(env('GANTRY_READY_CONSUMER_MAX_LAG_MS', '60000')),
     groupCommit: parseGroupCommit(process.env.GANTRY_GROUP_COMMIT),

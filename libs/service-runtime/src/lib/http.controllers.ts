@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res, Headers } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { ErrorCode } from '@gantry/contracts';
-import { CommandServer } from '@gantry/messaging';
+import { GantryTransport } from './transport/gantry-transport.js';
 import { Liveness, Readiness } from './readiness.js';
 
 interface HttpResponse {
@@ -53,7 +53,7 @@ const HTTP_STATUS: Record<string, number> = {
 /** The same commands as on NATS, for people and tools: POST /commands/<name> with the JSON request. */
 @Controller('commands')
 export class CommandsController {
-  constructor(@Inject(CommandServer) private readonly commands: CommandServer) {}
+  constructor(@Inject(GantryTransport) private readonly commands: GantryTransport) {}
 
   @Post(':name')
   @HttpCode(200)

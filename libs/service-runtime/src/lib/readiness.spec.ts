@@ -1,15 +1,13 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, Module, type OnModuleInit } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import type { INestApplication } from '@nestjs/common';
+import { Controller } from '@nestjs/common';
 import { z } from 'zod';
 import { defineEvent, eventSubject, streamName } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { Bus, RetryLater } from '@gantry/messaging';
-import { eventually, removeTestNamespace, startScratchNats, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
-import { Consumers } from './consumers.js';
-import { GantryRuntimeModule } from './runtime.module.js';
+import { eventually, startScratchNats } from '@gantry/testing';
+import { startTestService } from '../testing.js';
+import { DurableConsumer } from './transport/decorators.js';
 
 defineEvent({
   context: 'workflow',
@@ -24,47 +22,30 @@ interface ReadyBody {
   checks: Record<string, { ok: boolean; detail?: Record<string, unknown> }>;
 }
 
-/** A service of the workflow context with one durable consumer that refuses to move while told to hold. */
-async function startService(name: string, env: Record<string, string>, consumer?: { holding: { value: boolean } }) {
-  const naming = testNaming(name);
-  const saved = { ...process.env };
-  Object.assign(process.env, { GANTRY_DB_SCHEMA: name, GANTRY_SUBJECT_ROOT: naming.subjectRoot, GANTRY_STREAM_PREFIX: naming.streamPrefix, ...env });
-  @Injectable()
-  class HeldConsumer implements OnModuleInit {
-    constructor(@Inject(Consumers) private readonly consumers: Consumers) {}
-    onModuleInit(): void {
-      if (!consumer) return;
-      this.consumers.add({
-        name: 'readiness-test-held',
-        source: 'workflow',
-        handle: async () => {
-          if (consumer.holding.value) throw new RetryLater('told to hold', 100);
-        },
-      });
-    }
+const holding = { value: false };
+
+@Controller()
+class HeldConsumer {
+  // Refuses to move while told to hold.
+  @DurableConsumer({ name: 'readiness-test-held', source: 'workflow', type: 'ReadinessTestHeld' })
+  async onHeld(): Promise<void> {
+    if (holding.value) throw new RetryLater('told to hold', 100);
   }
-  @Module({ imports: [GantryRuntimeModule.forRoot({ service: 'readiness-test', context: 'workflow', defaultPort: 0 })], providers: [HeldConsumer] })
-  class TestModule {}
-  let app: INestApplication;
-  try {
-    app = await NestFactory.create(TestModule, { logger: false, forceCloseConnections: true });
-    await app.listen(0, '127.0.0.1');
-  } finally {
-    process.env = saved;
-  }
-  const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+}
+
+async function startService(label: string, env: Record<string, string>, withConsumer = false) {
+  const service = await startTestService({ label, env, controllers: withConsumer ? [HeldConsumer] : [] });
   const ready = async (): Promise<{ status: number; body: ReadyBody }> => {
-    const response = await fetch(`${url}/ready`);
+    const response = await fetch(`${service.url}/ready`);
     return { status: response.status, body: (await response.json()) as ReadyBody };
   };
-  return { app, ready, naming };
+  return { ...service, ready };
 }
 
 describe('readiness', () => {
   it('NATS stopped: /ready answers 503 naming the nats check within seconds, and 200 again once NATS is back', async () => {
     const nats = await startScratchNats();
-    const name = uniqueName('ready_nats');
-    const service = await startService(name, { GANTRY_NATS_URL: nats.url });
+    const service = await startService('ready_nats', { GANTRY_NATS_URL: nats.url });
     try {
       await eventually(async () => (await service.ready()).status === 200, { what: 'ready with NATS up' });
       await nats.stop();
@@ -78,15 +59,13 @@ describe('readiness', () => {
       await eventually(async () => (await service.ready()).status === 200, { what: 'ready again with NATS back', timeoutMs: 30_000 });
     } finally {
       await nats.start();
-      await service.app.close();
-      await removeTestNamespace(service.naming, name).catch(() => undefined);
+      await service.close();
       await nats.remove();
     }
   });
 
   it('the relay is judged by the age of its oldest unpublished event: a young backlog is ready, an old one is not', async () => {
-    const name = uniqueName('ready_relay');
-    const service = await startService(name, { GANTRY_READY_RELAY_MAX_AGE_MS: '60000' });
+    const service = await startService('ready_relay', { GANTRY_READY_RELAY_MAX_AGE_MS: '60000' });
     const bus = service.app.get(Bus);
     const store = service.app.get(EventStore);
     try {
@@ -106,15 +85,13 @@ describe('readiness', () => {
       await bus.ensureEventStream('workflow');
       await eventually(async () => (await service.ready()).status === 200, { what: 'ready once the backlog is published' });
     } finally {
-      await service.app.close();
-      await removeTestNamespace(service.naming, name);
+      await service.close();
     }
   });
 
   it('a durable consumer stuck on an event makes /ready 503 once its lag passes the limit, and 200 when it moves again', async () => {
-    const name = uniqueName('ready_lag');
-    const holding = { value: true };
-    const service = await startService(name, { GANTRY_READY_CONSUMER_MAX_LAG_MS: '1500' }, { holding });
+    holding.value = true;
+    const service = await startService('ready_lag', { GANTRY_READY_CONSUMER_MAX_LAG_MS: '1500' }, true);
     const bus = service.app.get(Bus);
     try {
       await eventually(async () => (await service.ready()).status === 200, { what: 'ready' });
@@ -132,8 +109,7 @@ describe('readiness', () => {
       holding.value = false;
       await eventually(async () => (await service.ready()).status === 200, { what: 'ready once the consumer caught up' });
     } finally {
-      await service.app.close();
-      await removeTestNamespace(service.naming, name);
+      await service.close();
     }
   });
 });

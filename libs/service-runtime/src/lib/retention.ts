@@ -2,7 +2,7 @@ import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationB
 import { EventStore, pruneExpired, type PruneResult } from '@gantry/eventstore';
 import { Bus, isNotFound } from '@gantry/messaging';
 import { SERVICE_CONFIG, type ServiceConfig } from './config.js';
-import { Consumers } from './consumers.js';
+import { GantryTransport } from './transport/gantry-transport.js';
 import { JsonLogger } from './logger.js';
 
 /**
@@ -27,7 +27,7 @@ export class RetentionPruner implements OnApplicationBootstrap, BeforeApplicatio
     @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
-    @Inject(Consumers) private readonly consumers: Consumers,
+    @Inject(GantryTransport) private readonly transport: GantryTransport,
     @Inject(JsonLogger) logger: JsonLogger,
   ) {
     this.log = logger.forComponent('retention');
@@ -56,7 +56,7 @@ export class RetentionPruner implements OnApplicationBootstrap, BeforeApplicatio
     const now = this.store.clock();
     const inboxBefore: Array<{ consumer: string; before: Date }> = [];
     const maxAgeOf = new Map<string, number>();
-    for (const consumer of this.consumers.all) {
+    for (const consumer of this.transport.consumers) {
       const stream = consumer.streamName;
       if (!maxAgeOf.has(stream)) maxAgeOf.set(stream, await this.streamMaxAgeMs(stream));
       const maxAgeMs = maxAgeOf.get(stream)!;

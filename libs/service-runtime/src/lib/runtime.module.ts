@@ -9,13 +9,14 @@ import {
   type OnApplicationShutdown,
 } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
-import type { CommandContract, Context } from '@gantry/contracts';
+import { PATTERN_EXTRAS_METADATA } from '@nestjs/microservices/constants.js';
+import type { Context } from '@gantry/contracts';
 import { createPool, EventStore, migrate, type MigrationClass, type Projection } from '@gantry/eventstore';
-import { Bus, CommandClient, CommandServer, OutboxRelay } from '@gantry/messaging';
-import { COMMAND_HANDLER } from './command-handler.decorator.js';
+import { Bus, CommandClient, OutboxRelay } from '@gantry/messaging';
 import { loadServiceConfig, redactUrl, SERVICE_CONFIG, type ServiceConfig } from './config.js';
-import { Consumers } from './consumers.js';
 import { CommandsController, HealthController } from './http.controllers.js';
+import { gantryHandlerOf } from './transport/decorators.js';
+import { GantryTransport } from './transport/gantry-transport.js';
 import { JsonLogger } from './logger.js';
 import { Liveness, Readiness } from './readiness.js';
 import { RetentionPruner } from './retention.js';
@@ -49,9 +50,8 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
     @Inject(DiscoveryService) private readonly discovery: DiscoveryService,
     @Inject(MetadataScanner) private readonly scanner: MetadataScanner,
-    @Inject(CommandServer) private readonly commands: CommandServer,
+    @Inject(GantryTransport) private readonly transport: GantryTransport,
     @Inject(OutboxRelay) private readonly relay: OutboxRelay,
-    @Inject(Consumers) private readonly consumers: Consumers,
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
     @Inject(Readiness) private readonly readiness: Readiness,
@@ -59,17 +59,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
   ) {}
 
   onApplicationBootstrap(): void {
-    for (const wrapper of this.discovery.getProviders()) {
-      const instance = wrapper.instance as Record<string, unknown> | undefined;
-      if (!instance || typeof instance !== 'object') continue;
-      const prototype = Object.getPrototypeOf(instance);
-      for (const method of this.scanner.getAllMethodNames(prototype)) {
-        const contract = Reflect.getMetadata(COMMAND_HANDLER, prototype, method) as CommandContract | undefined;
-        if (!contract) continue;
-        const fn = instance[method] as (...args: unknown[]) => Promise<unknown>;
-        this.commands.register(contract, (request, context) => fn.call(instance, request, context) as Promise<never>);
-      }
-    }
+    this.assertEveryHandlerIsServed();
     this.readiness.register('database', async () => {
       await this.store.pool.query('SELECT 1');
       return { ok: true };
@@ -83,7 +73,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     this.readiness.register('consumers', async () => {
       const detail: Record<string, unknown> = {};
       let ok = true;
-      for (const consumer of this.consumers.all) {
+      for (const consumer of this.transport.consumers) {
         const lag = await consumer.lag().catch((error: unknown) => ({ attached: false, error: String(error) }) as const);
         const behind = 'oldestUnprocessedAgeMs' in lag && lag.oldestUnprocessedAgeMs > this.config.readyConsumerMaxLagMs;
         if (!lag.attached || behind) ok = false;
@@ -91,9 +81,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
       }
       return { ok, detail: { maxLagMs: this.config.readyConsumerMaxLagMs, consumers: detail } };
     });
-    this.commands.start();
     this.relay.start();
-    this.consumers.startAll();
     this.logger.log(
       {
         message: 'service started',
@@ -102,15 +90,46 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
         database: redactUrl(this.config.databaseUrl),
         nats: redactUrl(this.config.natsUrl),
         subjectRoot: this.config.naming.subjectRoot,
-        commands: this.commands.commandNames,
+        commands: this.transport.commandNames,
+        consumers: this.transport.consumers.map((c) => c.name),
       },
       'runtime',
     );
   }
 
+  /**
+   * Every @CommandHandler / @DurableConsumer method must have reached the transport: one on a
+   * provider (not a controller), or an application not started with createServiceApp, would
+   * otherwise be silently never served.
+   */
+  private assertEveryHandlerIsServed(): void {
+    const declared = (wrappers: Array<{ instance: unknown }>) => {
+      const found: string[] = [];
+      for (const { instance } of wrappers) {
+        if (!instance || typeof instance !== 'object') continue;
+        const prototype = Object.getPrototypeOf(instance) as Record<string, unknown>;
+        for (const method of this.scanner.getAllMethodNames(prototype)) {
+          const fn = prototype[method];
+          if (typeof fn === 'function' && gantryHandlerOf(Reflect.getMetadata(PATTERN_EXTRAS_METADATA, fn))) {
+            found.push(`${prototype.constructor.name}.${method}`);
+          }
+        }
+      }
+      return found;
+    };
+    const onProviders = declared(this.discovery.getProviders());
+    if (onProviders.length > 0) {
+      throw new Error(`${onProviders.join(', ')}: command and consumer handlers belong on controllers (@Controller(), the module's controllers)`);
+    }
+    const onControllers = declared(this.discovery.getControllers());
+    const served = this.transport.commandNames.length + this.transport.consumers.length;
+    if (onControllers.length !== served) {
+      throw new Error(`${onControllers.length} handlers declared, ${served} registered with the transport: start the service with createServiceApp()`);
+    }
+  }
+
   async beforeApplicationShutdown(): Promise<void> {
-    await this.commands.stop();
-    await this.consumers.stopAll();
+    await this.transport.close();
     await this.relay.stop();
   }
 
@@ -213,9 +232,16 @@ export class GantryRuntimeModule {
           },
         },
         {
-          provide: CommandServer,
-          inject: [Bus, JsonLogger],
-          useFactory: (bus: Bus, logger: JsonLogger) => new CommandServer(bus, options.context, logger.forComponent('commands')),
+          provide: GantryTransport,
+          inject: [SERVICE_CONFIG, EventStore, Bus, JsonLogger],
+          useFactory: (config: ServiceConfig, store: EventStore, bus: Bus, logger: JsonLogger) =>
+            new GantryTransport({
+              bus,
+              pool: store.pool,
+              context: options.context,
+              logger: logger.forComponent('transport'),
+              maxConcurrentCommands: config.commandConcurrency,
+            }),
         },
         { provide: CommandClient, inject: [Bus], useFactory: (bus: Bus) => new CommandClient(bus) },
         {
@@ -231,18 +257,12 @@ export class GantryRuntimeModule {
               logger: logger.forComponent('relay'),
             }),
         },
-        {
-          provide: Consumers,
-          inject: [EventStore, Bus, JsonLogger],
-          useFactory: (store: EventStore, bus: Bus, logger: JsonLogger) =>
-            new Consumers(() => ({ bus, pool: store.pool, logger: logger.forComponent('consumer') })),
-        },
         Readiness,
         Liveness,
         RetentionPruner,
         RuntimeLifecycle,
       ],
-      exports: [SERVICE_CONFIG, RUNTIME_OPTIONS, JsonLogger, EventStore, Bus, CommandServer, CommandClient, OutboxRelay, Consumers, Readiness, Liveness, RetentionPruner],
+      exports: [SERVICE_CONFIG, RUNTIME_OPTIONS, JsonLogger, EventStore, Bus, GantryTransport, CommandClient, OutboxRelay, Readiness, Liveness, RetentionPruner],
     };
   }
 }

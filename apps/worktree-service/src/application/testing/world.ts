@@ -1,11 +1,10 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import { NestFactory } from '@nestjs/core';
 import type { INestApplication } from '@nestjs/common';
 import pg from 'pg';
 import { eventSubject, JobClaimed, jobExampleIds, type EventEnvelope, type Naming } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { Readiness } from '@gantry/service-runtime';
+import { createServiceApp, Readiness } from '@gantry/service-runtime';
 import { eventually, testDatabaseUrl, testNaming, testNatsUrl, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { AppModule } from '../../app.module.js';
 import { createGitFixture, type GitFixture } from '../../infrastructure/git/testing/git-fixture.js';
@@ -100,8 +99,7 @@ export async function startInProcess(world: TestWorld, env: Record<string, strin
   Object.assign(process.env, world.env(env));
   let app: INestApplication;
   try {
-    app = await NestFactory.create(AppModule, { logger: ['error'], forceCloseConnections: true });
-    await app.init();
+    app = await createServiceApp(AppModule, { logger: ['error'] });
   } finally {
     process.env = saved;
   }

@@ -1,12 +1,15 @@
+import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
+import { Controller, Inject } from '@nestjs/common';
 import type pg from 'pg';
 import { z } from 'zod';
 import { defineCommand, ErrorCode, GantryError, commandSubject, type Context } from '@gantry/contracts';
-import { createPool, EventStore, migrate } from '@gantry/eventstore';
-import { connectTestNats, deleteStreams, dropSchema, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
+import { EventStore } from '@gantry/eventstore';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { connectTestNats, testNaming, uniqueName } from '@gantry/testing';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { Bus } from './bus.js';
-import { CommandClient, CommandServer } from './commands.js';
+import { startTestService, type TestService } from '../../testing.js';
+import { CommandHandler } from './decorators.js';
 
 const context: Context = 'workflow';
 const Deposit = defineCommand({
@@ -24,28 +27,15 @@ const Refuse = defineCommand({
   examples: { valid: [{}], invalid: [null] },
 });
 
-const silent = { error: () => undefined };
+let slowFirstCall = false;
 
-describe('commands over NATS request/reply', () => {
-  const name = uniqueName('commands');
-  const naming = testNaming(name);
-  let pool: pg.Pool;
-  let store: EventStore;
-  let bus: Bus;
-  let server: CommandServer;
-  let client: CommandClient;
-  let raw: NatsConnection;
-  let slowFirstCall = false;
+@Controller()
+class AccountCommands {
+  constructor(@Inject(EventStore) private readonly store: EventStore) {}
 
-  beforeAll(async () => {
-    await migrate({ url: testDatabaseUrl, schema: name });
-    pool = createPool({ url: testDatabaseUrl, schema: name });
-    store = new EventStore({ pool, schema: name });
-    bus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming, name: 'server' });
-    raw = await connectTestNats();
-    server = new CommandServer(bus, context, silent);
-    server.register(Deposit, async (request) => {
-      const outcome = await store.execute(
+  @CommandHandler(Deposit)
+  async deposit(request: z.infer<typeof Deposit.request>) {
+      const outcome = await this.store.execute(
         { metadata: { correlationId: 'c' }, idempotency: { scope: 'deposit', key: request.idempotencyKey, request } },
         async (uow) => {
           const history = await uow.readStream(`account-${request.account}`);
@@ -59,20 +49,32 @@ describe('commands over NATS request/reply', () => {
         await new Promise((r) => setTimeout(r, 1500)); // committed, but the reply comes too late
       }
       return outcome.result;
-    });
-    server.register(Refuse, async () => {
-      throw new GantryError(ErrorCode.INVALID_TRANSITION, 'not now');
-    });
-    server.start();
-    client = new CommandClient(bus);
+  }
+
+  @CommandHandler(Refuse)
+  async refuse(): Promise<never> {
+    throw new GantryError(ErrorCode.INVALID_TRANSITION, 'not now');
+  }
+}
+
+describe('commands over NATS request/reply', () => {
+  let service: TestService;
+  let naming: TestService['naming'];
+  let pool: pg.Pool;
+  let client: CommandClient;
+  let raw: NatsConnection;
+
+  beforeAll(async () => {
+    service = await startTestService({ label: 'commands', context, controllers: [AccountCommands] });
+    naming = service.naming;
+    pool = service.app.get(EventStore).pool;
+    client = service.app.get(CommandClient);
+    raw = await connectTestNats();
   });
 
   afterAll(async () => {
-    await server.stop();
-    await bus.close();
     await raw.close();
-    await pool.end();
-    await dropSchema(name);
+    await service.close();
   });
 
   const eventCount = async () => Number((await pool.query('SELECT count(*) FROM events')).rows[0].count);
@@ -114,12 +116,6 @@ describe('commands over NATS request/reply', () => {
     });
   });
 
-  it('refuses a second handler for the same command at registration', () => {
-    const second = new CommandServer(bus, context, silent);
-    second.register(Deposit, async () => ({ balance: 0, eventCount: 0 }));
-    expect(() => second.register(Deposit, async () => ({ balance: 0, eventCount: 0 }))).toThrow(/two handlers/);
-  });
-
   it('a lost reply: the caller times out, retries with the same key and gets the first result', async () => {
     const account = randomUUID();
     const key = randomUUID();
@@ -147,22 +143,15 @@ describe('commands over NATS request/reply', () => {
   it('with a deadline, a service that is not there yet (UNAVAILABLE) is asked again until it answers', async () => {
     const lateNaming = testNaming(uniqueName('late'));
     const lateBus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: lateNaming, name: 'late' });
-    const late = new CommandServer(lateBus, context, silent);
-    let answered = 0;
-    late.register(Refuse, async () => {
-      answered++;
-      return {};
-    });
+    let late: TestService | null = null;
     try {
-      const pending = new CommandClient(lateBus).request(Refuse, {}, { timeoutMs: 1000, retryUntil: Date.now() + 30_000, retryBackoff: { initialMs: 50, maxMs: 100 } });
-      // the server starts only after the client has been turned away at least once
+      const pending = new CommandClient(lateBus).request(Refuse, {}, { timeoutMs: 1000, retryUntil: Date.now() + 60_000, retryBackoff: { initialMs: 50, maxMs: 100 } });
+      // No service answers on these subjects yet: the client is turned away (UNAVAILABLE) and keeps asking.
       await new Promise((r) => setTimeout(r, 300));
-      expect(answered).toBe(0);
-      late.start();
-      await expect(pending).resolves.toEqual({});
-      expect(answered).toBe(1);
+      late = await startTestService({ label: 'late', context, controllers: [AccountCommands], env: { GANTRY_SUBJECT_ROOT: lateNaming.subjectRoot } });
+      await expect(pending).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
     } finally {
-      await late.stop();
+      await late?.close();
       await lateBus.close();
     }
   });
@@ -192,9 +181,4 @@ describe('commands over NATS request/reply', () => {
     await other.close();
   });
 
-  afterAll(async () => {
-    const nc = await connectTestNats();
-    await deleteStreams(nc, naming.streamPrefix);
-    await nc.close();
-  });
 });

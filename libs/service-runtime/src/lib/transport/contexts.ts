@@ -1,0 +1,38 @@
+import { BaseRpcContext } from '@nestjs/microservices';
+import type pg from 'pg';
+import type { EventEnvelope } from '@gantry/contracts';
+import type { CommandContext } from '@gantry/messaging';
+
+/**
+ * What a command handler learns about the call besides the request: `@Ctx()` (or the second
+ * argument of a `@CommandHandler` method). `via` is the subject the request came in on, or `http`.
+ */
+export class CommandCallContext extends BaseRpcContext<[CommandContext]> implements CommandContext {
+  get correlationId(): string {
+    return this.args[0].correlationId;
+  }
+
+  get via(): string {
+    return this.args[0].via;
+  }
+}
+
+/**
+ * What a durable consumer's handler gets besides the event: the open transaction in which the
+ * inbox row was written. Everything the handler writes goes through `sql`, so it commits (and the
+ * event is acknowledged) together with the inbox row, or not at all.
+ */
+export class ConsumerContext extends BaseRpcContext<[{ sql: pg.PoolClient; consumer: string; event: EventEnvelope }]> {
+  get sql(): pg.PoolClient {
+    return this.args[0].sql;
+  }
+
+  /** The durable consumer's name (also its inbox scope). */
+  get consumer(): string {
+    return this.args[0].consumer;
+  }
+
+  get event(): EventEnvelope {
+    return this.args[0].event;
+  }
+}

@@ -1,0 +1,230 @@
+import { randomUUID } from 'node:crypto';
+import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
+import type { Msg, Subscription } from '@nats-io/transport-node';
+import { lastValueFrom } from 'rxjs';
+import type pg from 'pg';
+import {
+  commandQueueGroup,
+  commandSubject,
+  ErrorCode,
+  GantryError,
+  parseRequest,
+  type CommandContract,
+  type Context,
+  type EventEnvelope,
+} from '@gantry/contracts';
+import { CORRELATION_HEADER, EventConsumer, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
+import { CommandCallContext, ConsumerContext } from './contexts.js';
+import { commandPattern, consumerPattern, gantryHandlerOf, type DurableConsumerOptions } from './decorators.js';
+
+export interface GantryTransportOptions {
+  bus: Bus;
+  /** The consuming service's pool: inbox, dead letters and the consumer handlers' writes share its transactions. */
+  pool: pg.Pool;
+  /** The bounded context whose commands this service answers. */
+  context: Context;
+  logger: ConsumerLogger;
+  /** Commands a replica answers at once; further requests wait in NATS. */
+  maxConcurrentCommands: number;
+  /** Runs one command or event inside its logging context (the correlation id on every line). */
+  withinCorrelation?: <T>(correlationId: string, work: () => Promise<T>) => Promise<T>;
+}
+
+interface CommandRoute {
+  contract: CommandContract;
+  handler: MessageHandler;
+}
+
+const textDecoder = new TextDecoder();
+
+/**
+ * The NestJS transport of a Gantry service: NATS request/reply for the context's commands (one queue
+ * group per context, so any replica answers) and durable JetStream pull consumers for events. Nest
+ * registers every `@CommandHandler` / `@DurableConsumer` controller method here (wrapped in its
+ * guards, pipes, interceptors and exception filters); a second handler for one command or a second
+ * consumer of one name fails the start. `POST /commands/<name>` goes through `dispatch`, the same
+ * path as a request over NATS.
+ */
+export class GantryTransport extends Server implements CustomTransportStrategy {
+  // Consumer handlers' failures are ours to settle (nak, dead letter), not Nest's to log.
+  override readonly propagatesEventHandlerErrors = true;
+  private readonly commands = new Map<string, CommandRoute>();
+  private readonly durable: EventConsumer[] = [];
+  private subscriptions: Subscription[] = [];
+  private serving: Promise<void>[] = [];
+  private readonly inFlight = new Set<Promise<void>>();
+  private listening = false;
+  private closing: Promise<void> | null = null;
+
+  constructor(private readonly options: GantryTransportOptions) {
+    super();
+  }
+
+  get context(): Context {
+    return this.options.context;
+  }
+
+  get commandNames(): string[] {
+    return [...this.commands.keys()];
+  }
+
+  /** The service's durable consumers (for readiness and retention). */
+  get consumers(): readonly EventConsumer[] {
+    return this.durable;
+  }
+
+  override addHandler(pattern: unknown, callback: MessageHandler, isEventHandler = false, extras: Record<string, unknown> = {}): void {
+    const marker = gantryHandlerOf(extras);
+    if (!marker) {
+      throw new Error(`the handler of ${JSON.stringify(pattern)} is not a @CommandHandler or @DurableConsumer; this transport serves nothing else`);
+    }
+    if (marker.kind === 'command') {
+      const { contract } = marker;
+      if (contract.context !== this.options.context) {
+        throw new Error(`command ${contract.context}.${contract.name} does not belong to the ${this.options.context} service`);
+      }
+      if (this.commands.has(contract.name)) throw new Error(`two handlers for command ${contract.context}.${contract.name}`);
+      this.commands.set(contract.name, { contract, handler: callback });
+      super.addHandler(commandPattern(contract), callback, isEventHandler, extras);
+      return;
+    }
+    const { consumer } = marker;
+    if (this.durable.some((c) => c.name === consumer.name)) {
+      throw new Error(`two handlers for durable consumer ${consumer.name}: each would get only some of the events`);
+    }
+    this.durable.push(this.consumerFor(consumer, callback));
+    super.addHandler(consumerPattern(consumer.name), callback, isEventHandler, extras);
+  }
+
+  async listen(callback: (error?: unknown) => void): Promise<void> {
+    try {
+      const { bus } = this.options;
+      const queue = commandQueueGroup(bus.naming, this.options.context);
+      for (const { contract } of this.commands.values()) {
+        const subscription = bus.nc.subscribe(commandSubject(bus.naming, this.options.context, contract.name), { queue });
+        this.subscriptions.push(subscription);
+        this.serving.push(this.serve(subscription, contract.name));
+      }
+      // A consumer may start before the service that owns its source stream: create that stream
+      // with defaults (its owner sets its limits).
+      for (const source of new Set(this.durable.map((c) => c.source))) {
+        if (source !== this.options.context) await bus.ensureForeignEventStream(source);
+      }
+      for (const consumer of this.durable) consumer.start();
+      this.listening = true;
+      callback();
+    } catch (error) {
+      callback(error);
+    }
+  }
+
+  /** Stops taking requests, answers the ones in flight, stops the consumers. Safe to call twice. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await Promise.all(this.subscriptions.map((s) => s.drain().catch(() => undefined)));
+      await Promise.all(this.serving);
+      await Promise.allSettled([...this.inFlight]);
+      await Promise.all(this.durable.map((c) => c.stop()));
+      this.subscriptions = [];
+      this.serving = [];
+      this.listening = false;
+    })();
+    return this.closing;
+  }
+
+  get isListening(): boolean {
+    return this.listening;
+  }
+
+  on(): never {
+    throw new Error('the Gantry transport has no events to listen to');
+  }
+
+  unwrap<T>(): T {
+    return this.options.bus as T;
+  }
+
+  private async serve(subscription: Subscription, name: string): Promise<void> {
+    try {
+      for await (const msg of subscription) {
+        while (this.inFlight.size >= this.options.maxConcurrentCommands) await Promise.race(this.inFlight);
+        const work = this.answer(msg, name).finally(() => this.inFlight.delete(work));
+        this.inFlight.add(work);
+      }
+    } catch (error) {
+      this.options.logger.error('command subscription ended', { command: `${this.options.context}.${name}`, error: String(error) });
+    }
+  }
+
+  private async answer(msg: Msg, name: string): Promise<void> {
+    const correlationId = msg.headers?.get(CORRELATION_HEADER) || randomUUID();
+    const reply = await this.dispatch(name, msg.data, { correlationId, via: msg.subject });
+    if (!msg.reply) return;
+    try {
+      msg.respond(JSON.stringify(reply));
+    } catch (error) {
+      // The caller times out and may send the same request again under its key.
+      this.options.logger.warn('could not send a reply', { command: `${this.options.context}.${name}`, correlationId, error: String(error) });
+    }
+  }
+
+  /** Runs one command from raw bytes (NATS) or an already-decoded value (HTTP). */
+  async dispatch(name: string, raw: Uint8Array | unknown, call: CommandContext): Promise<CommandReply> {
+    const route = this.commands.get(name);
+    const qualified = `${this.options.context}.${name}`;
+    if (!route) return { ok: false, error: { code: ErrorCode.NOT_FOUND, message: `no command ${qualified}` } };
+    return this.within(call.correlationId, async () => {
+      try {
+        const request = parseRequest(route.contract, decodeRequest(raw, qualified));
+        const result = await this.invoke(route.handler, request, new CommandCallContext([call]));
+        const checked = route.contract.reply.safeParse(result);
+        if (!checked.success) {
+          this.options.logger.error('command reply does not match its contract', { command: qualified, correlationId: call.correlationId, issues: checked.error.issues });
+          return { ok: false, error: { code: ErrorCode.INTERNAL, message: `internal error in ${qualified}` } };
+        }
+        return { ok: true, result: checked.data };
+      } catch (error) {
+        if (error instanceof GantryError) return { ok: false, error: error.toPayload() };
+        this.options.logger.error('command failed', {
+          command: qualified,
+          correlationId: call.correlationId,
+          error: error instanceof Error ? { name: error.name, message: error.message, stack: error.stack } : String(error),
+        });
+        return { ok: false, error: { code: ErrorCode.INTERNAL, message: `internal error in ${qualified}`, details: { correlationId: call.correlationId } } };
+      }
+    });
+  }
+
+  private consumerFor(options: DurableConsumerOptions, handler: MessageHandler): EventConsumer {
+    return new EventConsumer({
+      ...options,
+      bus: this.options.bus,
+      pool: this.options.pool,
+      logger: this.options.logger,
+      handle: (event: EventEnvelope, sql: pg.PoolClient) =>
+        this.within(event.correlationId, async () => {
+          await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event }]));
+        }),
+    });
+  }
+
+  /** Calls a handler as Nest wrapped it; its result may be a value, a promise or an observable. */
+  private async invoke(handler: MessageHandler, data: unknown, context: CommandCallContext | ConsumerContext): Promise<unknown> {
+    return lastValueFrom(this.transformToObservable(await handler(data, context)), { defaultValue: undefined });
+  }
+
+  private within<T>(correlationId: string, work: () => Promise<T>): Promise<T> {
+    return this.options.withinCorrelation ? this.options.withinCorrelation(correlationId, work) : work();
+  }
+}
+
+function decodeRequest(raw: unknown, qualified: string): unknown {
+  if (!(raw instanceof Uint8Array)) return raw;
+  try {
+    return JSON.parse(textDecoder.decode(raw));
+  } catch {
+    throw new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${qualified} request: the body is not valid JSON`, undefined, [
+      { path: [], message: 'malformed JSON', code: 'invalid_json' },
+    ]);
+  }
+}
