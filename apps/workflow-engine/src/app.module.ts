@@ -66,13 +66,10 @@ import { workflowEngineProjections } from './infrastructure/persistence/projecti
     Placements,
     TurnTriggers,
     EntryFlow,
-    DefinitionCommands,
-    TaskCommands,
-    DecisionCommands,
-    WorkflowQueries,
-    JobEvents,
     RecoveryScan,
     EngineLifecycle,
   ],
+  // Entry points: commands (@CommandHandler) and durable consumers (@DurableConsumer).
+  controllers: [DefinitionCommands, TaskCommands, DecisionCommands, WorkflowQueries, JobEvents],
 })
 export class AppModule {}

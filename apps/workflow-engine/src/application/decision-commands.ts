@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import { ErrorCode, GantryError, recordDecision, recordReviewDecision, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { decideWithin, EventStore, type CommandMetadata, type IdempotencyOptions, type UnitOfWork } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
@@ -30,7 +30,7 @@ type Decided = { reply: Omit<ReplyOf<typeof recordDecision>, 'moved'>; moved: Pl
  * re-evaluation of the step's guarded transitions and the move they call for are one transaction:
  * the move appends at the task's stream version, so two decisions recorded at once move it once.
  */
-@Injectable()
+@Controller()
 export class DecisionCommands {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import {
   addStepParticipant,
   ErrorCode,
@@ -20,7 +20,7 @@ import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
 
 /** Workflows (YAML or a template), agent profiles and task-level seats (docs/workflow-engine.md, "Definitions"). */
-@Injectable()
+@Controller()
 export class DefinitionCommands {
   private readonly log;
 

@@ -1,9 +1,8 @@
-import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import type pg from 'pg';
 import { GantryError, type EventEnvelope, type JobEnqueuedData, type JobFinishedData, type JobStartedData } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
-import { Bus } from '@gantry/messaging';
-import { Consumers, JsonLogger } from '@gantry/service-runtime';
+import { DurableConsumer, JsonLogger, type ConsumerContext } from '@gantry/service-runtime';
 import { occupancyOf, stepOf, taskDecider, taskExists, type Task } from '../domain/index.js';
 import { latestWorkflow, queuedRunByKey, recordQueuedRunJob, rememberTaskJob, taskJob, type TaskJobRow } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
@@ -17,14 +16,12 @@ import { TurnTriggers } from './triggers/turn-triggers.js';
  * (JobFinished DONE or SKIPPED: on_turn_complete, whose transition is the turn-complete entry path).
  * A redelivered event changes nothing: the inbox, and the move's key derived from the event.
  */
-@Injectable()
-export class JobEvents implements OnModuleInit {
+@Controller()
+export class JobEvents {
   private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
-    @Inject(Bus) private readonly bus: Bus,
-    @Inject(Consumers) private readonly consumers: Consumers,
     @Inject(TurnTriggers) private readonly triggers: TurnTriggers,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
     @Inject(JsonLogger) logger: JsonLogger,
@@ -32,13 +29,8 @@ export class JobEvents implements OnModuleInit {
     this.log = logger.forComponent('job-events');
   }
 
-  async onModuleInit(): Promise<void> {
-    // The job service may start after us; its stream is the same whoever creates it first.
-    await this.bus.ensureForeignEventStream('jobs');
-    this.consumers.add({ name: 'workflow-engine-job-events', source: 'jobs', handle: (e, sql) => this.onEvent(e, sql) });
-  }
-
-  private async onEvent(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+  @DurableConsumer({ name: 'workflow-engine-job-events', source: 'jobs' })
+  async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     switch (envelope.type) {
       case 'JobEnqueued':
         return this.onEnqueued(envelope as EventEnvelope<JobEnqueuedData>, sql);

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import { ErrorCode, GantryError, getTask, getTaskSession, listStepEntries, type MarkerView, type ReplyOf, type RequestOf, type SessionView, type StepEntryView } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { CommandHandler } from '@gantry/service-runtime';
@@ -7,7 +7,7 @@ import { stepEntryPairsOf, stepSeats } from '../infrastructure/persistence/read-
 import { loadTask, loadTaskAtStep } from '../infrastructure/persistence/streams.js';
 
 /** The queries, folded from the streams (the log is the authority for a single task). */
-@Injectable()
+@Controller()
 export class WorkflowQueries {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}
 

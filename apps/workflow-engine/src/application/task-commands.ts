@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
 import {
   createTask,
   deleteTask,
@@ -26,7 +26,7 @@ import { EntryFlow } from './entry-flow.js';
 import { placementReplyOf, Placements, type PlacementOutcome } from './placements.js';
 
 /** Tasks and the entry paths people and other services take (docs/workflow-engine.md, "Entry paths"). */
-@Injectable()
+@Controller()
 export class TaskCommands {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
