@@ -1,5 +1,10 @@
 // Shared helpers of the benchmarks: a throw-away schema and latency statistics.
 import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
 export const databaseUrl = process.env.GANTRY_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gantry';
@@ -40,4 +45,89 @@ export async function measure(total, writers, op) {
   );
   const seconds = (performance.now() - started) / 1000;
   return { perSecond: Math.round(total / seconds), ...stats(latencies) };
+}
+
+export function freePort() {
+  return new Promise((ok, fail) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => ok(port));
+    });
+    server.on('error', fail);
+  });
+}
+
+/** Single-row durable commits per second with `clients` connections, for `seconds`: the ceiling of every figure here. */
+export async function rawCommits(clients, seconds = 3) {
+  const schema = benchName('commits');
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: clients, options: `-c search_path=${schema}` });
+  await pool.query(`CREATE SCHEMA ${schema}`);
+  await pool.query(`CREATE TABLE ${schema}.t (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v int NOT NULL)`);
+  try {
+    let commits = 0;
+    const end = performance.now() + seconds * 1000;
+    await Promise.all(
+      Array.from({ length: clients }, async () => {
+        const client = await pool.connect();
+        try {
+          while (performance.now() < end) {
+            await client.query('INSERT INTO t (v) VALUES (1)');
+            commits++;
+          }
+        } finally {
+          client.release();
+        }
+      }),
+    );
+    return Math.round(commits / seconds);
+  } finally {
+    await pool.end();
+    await dropSchema(schema);
+  }
+}
+
+const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
+
+/**
+ * Adds one benchmark's figures to bench/results/<date>.json (one file per day, one key per
+ * benchmark) and writes the day's markdown table beside it (<date>.md), which the README quotes.
+ */
+export function writeResults(kind, result) {
+  const date = new Date().toISOString().slice(0, 10);
+  mkdirSync(resultsDir, { recursive: true });
+  const jsonPath = join(resultsDir, `${date}.json`);
+  const all = existsSync(jsonPath) ? JSON.parse(readFileSync(jsonPath, 'utf8')) : {};
+  all[kind] = { measuredAt: new Date().toISOString(), host: { cpus: cpus().length, load: loadavg().map((l) => +l.toFixed(2)) }, ...result };
+  writeFileSync(jsonPath, JSON.stringify(all, null, 2) + '\n');
+  writeFileSync(join(resultsDir, `${date}.md`), markdownTable(date, all));
+  console.log(`results: bench/results/${date}.json, bench/results/${date}.md`);
+}
+
+function markdownTable(date, all) {
+  const lines = [`Measured ${date} (\`npm run bench -- lifecycle\`, \`npm run bench -- replay\`), ${cpus().length} cores.`, '', '| figure | value |', '|---|---|'];
+  const l = all.lifecycle;
+  if (l) {
+    const s = l.summary;
+    const load = l.host.load.join(' / ');
+    lines.push(
+      `| lifecycle, Gantry (16 workers, ${l.jobs} jobs x ${l.rounds}) | ${s.gantryJobsPerSecond} jobs/s |`,
+      `| lifecycle, BullMQ (Redis appendfsync always, same run) | ${s.bullmqJobsPerSecond} jobs/s |`,
+      `| ratio Gantry / BullMQ (median of A/B pairs) | ${s.ratio}x |`,
+      `| enqueue, 16 concurrent callers: Gantry / BullMQ | ${s.gantryEnqueuePerSecond}/s / ${s.bullmqEnqueuePerSecond}/s |`,
+      `| claim p50 / p99 (16 workers) | ${s.claimP50Ms} ms / ${s.claimP99Ms} ms |`,
+      `| commands per commit | ${s.commandsPerCommit} |`,
+      `| job-service CPU per command | ${s.cpuMsPerCommand} ms |`,
+      `| PostgreSQL single-row commits/s, 1 / 8 clients (ceiling) | ${s.pgCommitsPerSecond1} / ${s.pgCommitsPerSecond8} |`,
+      `| load average during the lifecycle run (1/5/15 min) | ${load} |`,
+    );
+  }
+  const r = all.replay;
+  if (r) {
+    lines.push(
+      `| replay: projection rebuild, ${r.events.toLocaleString('en')} job events | ${r.rebuildEventsPerSecond.toLocaleString('en')} events/s |`,
+      `| job-service restart to /ready with that log | ${r.restartToReadyMs} ms |`,
+    );
+  }
+  return lines.join('\n') + '\n';
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # npm run bench: builds, then runs every benchmark here and prints its figures.
+#   npm run bench -- lifecycle    one of them (by name); see each *.bench.mjs for its settings
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NX_DAEMON=false NX_NO_CLOUD=true

@@ -76,6 +76,8 @@ INSTALLED_POSTGRES_NOW=0
 missing=()
 if is_local "$NATS_HOST" && ! command -v nats-server >/dev/null; then missing+=(nats-server); fi
 if ! command -v psql >/dev/null || { is_local "$PG_HOST" && [[ -z "$(postgres_bin_dir)" ]]; }; then missing+=(postgresql); fi
+# The lifecycle benchmark (npm run bench -- lifecycle) runs BullMQ against a redis-server it starts itself.
+if ! command -v redis-server >/dev/null; then missing+=(redis-server); fi
 if ((${#missing[@]})); then
   [[ "${GANTRY_SKIP_APT:-0}" == 1 ]] && die "missing ${missing[*]} and GANTRY_SKIP_APT=1; install them with: apt-get install -y ${missing[*]}"
   command -v apt-get >/dev/null || die "missing ${missing[*]} and apt-get is not available; install them with your package manager"

@@ -68,9 +68,17 @@ export interface ChildService {
   kill: (signal?: NodeJS.Signals) => Promise<number | null>;
 }
 
-/** Starts a compiled entry point as its own process (tests that SIGKILL a service use this); `cwd` defaults to ours. */
-export function startNodeProcess(entry: string, env: Record<string, string>, args: string[] = [], options: { cwd?: string } = {}): ChildService {
-  const child = spawn(process.execPath, [entry, ...args], {
+/**
+ * Starts a compiled entry point as its own process (tests that SIGKILL a service use this); `cwd`
+ * defaults to ours, `nodeArgs` go to node itself (e.g. --cpu-prof).
+ */
+export function startNodeProcess(
+  entry: string,
+  env: Record<string, string>,
+  args: string[] = [],
+  options: { cwd?: string; nodeArgs?: string[] } = {},
+): ChildService {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), entry, ...args], {
     cwd: options.cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -206,7 +206,7 @@ export class GantryRuntimeModule {
           inject: [SERVICE_CONFIG],
           useFactory: async (config: ServiceConfig) => {
             await migrate({ url: config.databaseUrl, schema: config.schema, migrations: options.migrations });
-            const pool = createPool({ url: config.databaseUrl, schema: config.schema, applicationName: options.service });
+            const pool = createPool({ url: config.databaseUrl, schema: config.schema, applicationName: `${options.service}:${config.schema}` });
             return new EventStore({
               pool,
               schema: config.schema,

@@ -1,0 +1,291 @@
+// A job's whole lifecycle through the real job service, side by side with BullMQ on a durable Redis.
+//
+//   npm run bench -- lifecycle          (builds first; or `node bench/lifecycle.bench.mjs` after a build)
+//
+// Gantry (A): the job service as its own process; BENCH_JOBS TASK_IMPLEMENTATION jobs enqueued by 16
+// concurrent callers, then 16 workers each loop claim -> start_job -> log_implementation ->
+// log_commit -> log_test_result -> finish_job (DONE) over the NATS command path until the queue is
+// empty. BullMQ (B): a redis-server this bench starts on a spare port with `appendonly yes`,
+// `appendfsync always`; the same number of jobs added by 16 concurrent callers, a Worker with
+// concurrency 16 doing updateProgress + 2 job.log and completing. Rounds are interleaved A/B/A/B in
+// one run (the machine is shared and noisy: compare the ratio, not the absolute figures). Also: raw
+// PostgreSQL single-row commits/s with 1 and 8 clients, the ceiling of every PostgreSQL figure here.
+//
+// Settings: BENCH_JOBS (600), BENCH_ROUNDS (2 per side), BENCH_WORKERS (16), BENCH_CPU_PROF=<dir>
+// (the job service writes a --cpu-prof profile there), BENCH_WAITS=1 (samples the job service's
+// connections in pg_stat_activity every 20 ms), BENCH_ENV (extra job-service environment, e.g.
+// "GANTRY_GROUP_COMMIT=4x32"). Results: bench/results/<date>-lifecycle.json and .md.
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { Queue, Worker } from 'bullmq';
+import {
+  claimJob,
+  enqueueJob,
+  finishJob,
+  logCommit,
+  logImplementation,
+  logTestResult,
+  registerProduct,
+  startJob,
+} from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
+import { benchName, databaseUrl, dropSchema, freePort, natsUrl, rawCommits, stats, writeResults } from './lib.mjs';
+
+const root = resolve(import.meta.dirname, '..');
+const jobs = Number(process.env.BENCH_JOBS ?? 600);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
+const workers = Number(process.env.BENCH_WORKERS ?? 16);
+const callers = 16;
+const extraEnv = Object.fromEntries((process.env.BENCH_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split(/=(.*)/s).slice(0, 2)));
+const name = benchName('lifecycle');
+const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
+const scratch = mkdtempSync(join(tmpdir(), 'gantry-bench-lifecycle-'));
+const CLK_TCK = 100;
+
+const sha = (c) => c.repeat(40).slice(0, 40);
+const doneFacts = {
+  verifyResult: 'ALIGNED',
+  newCommit: true,
+  netDiff: { filesChanged: 1, insertions: 3, deletions: 0 },
+  workAlreadyOnTarget: false,
+  diffIdenticalToMergedBranch: false,
+  failure: null,
+  cancelled: false,
+};
+
+/** CPU seconds (user + system) a process has used so far. */
+function cpuSeconds(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+async function waitReady(url, child, what) {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if ((await fetch(`${url}/ready`).then((r) => r.status, () => 0)) === 200) return;
+    if (Date.now() > deadline) throw new Error(`${what} not ready:\n${child.output().slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Runs `count` operations over `concurrency` loops; returns ops/s. */
+async function spread(count, concurrency, op) {
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < count; i = next++) await op(i);
+    }),
+  );
+  return count / ((performance.now() - t0) / 1000);
+}
+
+// ---- Gantry ---------------------------------------------------------------------------------
+const processes = [];
+const schema = `${name}_jobs`;
+const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+let bus;
+
+async function startJobService() {
+  const port = await freePort();
+  const args = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${resolve(process.env.BENCH_CPU_PROF)}`] : [];
+  const child = startNodeProcess(
+    join(root, 'apps/job-service/dist/main.js'),
+    {
+      PORT: String(port),
+      GANTRY_HTTP_HOST: '127.0.0.1',
+      GANTRY_DATABASE_URL: databaseUrl,
+      GANTRY_NATS_URL: natsUrl,
+      GANTRY_DB_SCHEMA: schema,
+      GANTRY_SUBJECT_ROOT: naming.subjectRoot,
+      GANTRY_STREAM_PREFIX: naming.streamPrefix,
+      LOG_LEVEL: 'warn',
+      ...extraEnv,
+    },
+    [],
+    { nodeArgs: args },
+  );
+  processes.push(child);
+  await waitReady(`http://127.0.0.1:${port}`, child, 'job-service');
+  return child;
+}
+
+/** Samples what the job service's connections wait on, while `until` is pending. */
+async function sampleWaits(until) {
+  const counts = {};
+  let samples = 0;
+  let done = false;
+  until.finally(() => (done = true));
+  while (!done) {
+    const { rows } = await db.query(
+      `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS wait, state FROM pg_stat_activity WHERE application_name = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+      [`job-service:${schema}`],
+    );
+    for (const r of rows) {
+      const k = `${r.state} / ${r.wait}`;
+      counts[k] = (counts[k] ?? 0) + 1;
+    }
+    samples++;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return { samples, connections: Object.fromEntries(Object.entries(counts).sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, +(v / samples).toFixed(2)])) };
+}
+
+async function gantryRound(client, service, round) {
+  const product = 'bench';
+  const enqueuePerSecond = await spread(jobs, callers, (i) =>
+    client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: product, taskId: `T-${round}-${i}`, prompt: 'x', idempotencyKey: `bench/enqueue:${round}-${i}` }),
+  );
+  const { rows: [{ p: startPosition }] } = await db.query(`SELECT coalesce(max(position), 0) AS p FROM ${schema}.events`);
+  const claims = [];
+  let done = 0;
+  const cpu0 = cpuSeconds(service.process.pid);
+  const t0 = performance.now();
+  const loop = Promise.all(
+    Array.from({ length: workers }, async (_, w) => {
+      const runnerId = `bench-runner-${w}`;
+      for (;;) {
+        const c0 = performance.now();
+        const reply = await client.request(claimJob, { runnerId, kinds: ['TASK_IMPLEMENTATION'], idempotencyKey: `bench/claim:${randomUUID()}` });
+        claims.push(performance.now() - c0);
+        if (!reply.claimed) return;
+        const lease = { jobId: reply.job.jobId, runnerId, leaseToken: reply.job.leaseToken };
+        const k = `bench/job:${lease.jobId}-${lease.leaseToken}`;
+        await client.request(startJob, { ...lease, branch: 'feat/bench', baseSha: sha('b'), idempotencyKey: `${k}-start` });
+        await client.request(logImplementation, { ...lease, summary: 'start: task, branch, plan', plan: 'plan', idempotencyKey: `${k}-impl` });
+        await client.request(logCommit, { ...lease, commitSha: sha('c'), message: 'feat: x', summary: '1 file', idempotencyKey: `${k}-commit` });
+        await client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: `${k}-test` });
+        const finished = await client.request(finishJob, { ...lease, facts: doneFacts, idempotencyKey: `${k}-finish` });
+        if (finished.jobStatus !== 'DONE') throw new Error(`job ${lease.jobId} finished ${finished.jobStatus}`);
+        done++;
+      }
+    }),
+  );
+  const waits = process.env.BENCH_WAITS === '1' ? sampleWaits(loop) : null;
+  await loop;
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = cpuSeconds(service.process.pid) - cpu0;
+  const commands = done * 6 + workers; // + the claim of each worker that found the queue empty
+  const { rows: [{ n: commits }] } = await db.query(`SELECT count(DISTINCT tx_id)::int AS n FROM ${schema}.events WHERE position > $1`, [startPosition]);
+  const claim = stats(claims);
+  return {
+    jobsPerSecond: +(done / seconds).toFixed(1),
+    enqueuePerSecond: Math.round(enqueuePerSecond),
+    claimP50Ms: +claim.p50,
+    claimP99Ms: +claim.p99,
+    commandsPerCommit: +((done * 6) / commits).toFixed(2),
+    cpuMsPerCommand: +((cpu * 1000) / commands).toFixed(3),
+    serviceCpuCores: +(cpu / seconds).toFixed(2),
+    waits: waits ? await waits : undefined,
+  };
+}
+
+// ---- BullMQ on a durable Redis ----------------------------------------------------------------
+let redis;
+async function startRedis() {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', scratch, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '', '--protected-mode', 'no'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const deadline = Date.now() + 15_000;
+  while (!/Ready to accept connections/.test(out)) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`redis-server did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { child, connection: { host: '127.0.0.1', port } };
+}
+
+async function bullRound(round) {
+  const queueName = `bench-${round}`;
+  const queue = new Queue(queueName, { connection: redis.connection });
+  const enqueuePerSecond = await spread(jobs, callers, (i) => queue.add('task', { taskId: `T-${round}-${i}`, prompt: 'x' }, { removeOnComplete: false }));
+  let done = 0;
+  let finished;
+  const allDone = new Promise((r) => (finished = r));
+  const t0 = performance.now();
+  const worker = new Worker(
+    queueName,
+    async (job) => {
+      await job.updateProgress(10);
+      await job.log('implementation: start: task, branch, plan');
+      await job.log('test result: PASSED');
+      return { status: 'DONE' };
+    },
+    { connection: redis.connection, concurrency: workers },
+  );
+  worker.on('completed', () => {
+    if (++done === jobs) finished();
+  });
+  await allDone;
+  const seconds = (performance.now() - t0) / 1000;
+  await worker.close();
+  await queue.obliterate({ force: true });
+  await queue.close();
+  return { jobsPerSecond: +(jobs / seconds).toFixed(1), enqueuePerSecond: Math.round(enqueuePerSecond) };
+}
+
+// ---- the run ----------------------------------------------------------------------------------
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+try {
+  redis = await startRedis();
+  const service = await startJobService();
+  bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-lifecycle' });
+  const client = new CommandClient(bus);
+  await client.request(registerProduct, {
+    productId: 'bench',
+    repository: 'acme/bench',
+    cloneUrl: 'https://github.com/acme/bench.git',
+    targetBranch: 'main',
+    prStrategy: 'STORY',
+    mergeMethod: 'SQUASH',
+    requiredChecks: [],
+    idempotencyKey: `bench/register:${name}`,
+  });
+  // Warm-up (JIT, pools, streams) that is not counted.
+  await gantryRound(client, service, 'warmup');
+
+  const gantry = [];
+  const bull = [];
+  for (let r = 0; r < rounds; r++) {
+    gantry.push(await gantryRound(client, service, `a${r}`));
+    console.log(`A gantry  round ${r + 1}: ${JSON.stringify({ ...gantry.at(-1), waits: undefined })}`);
+    if (gantry.at(-1).waits) console.log(`  job-service connections (average per sample): ${JSON.stringify(gantry.at(-1).waits.connections)}`);
+    bull.push(await bullRound(`b${r}`));
+    console.log(`B bullmq  round ${r + 1}: ${JSON.stringify(bull.at(-1))}`);
+  }
+  const ceiling = { onePgClient: await rawCommits(1), eightPgClients: await rawCommits(8) };
+  const pick = (xs, k) => median(xs.map((x) => x[k]));
+  const summary = {
+    gantryJobsPerSecond: pick(gantry, 'jobsPerSecond'),
+    bullmqJobsPerSecond: pick(bull, 'jobsPerSecond'),
+    ratio: +(median(gantry.map((g, i) => g.jobsPerSecond / bull[i].jobsPerSecond))).toFixed(3),
+    gantryEnqueuePerSecond: pick(gantry, 'enqueuePerSecond'),
+    bullmqEnqueuePerSecond: pick(bull, 'enqueuePerSecond'),
+    claimP50Ms: pick(gantry, 'claimP50Ms'),
+    claimP99Ms: pick(gantry, 'claimP99Ms'),
+    commandsPerCommit: pick(gantry, 'commandsPerCommit'),
+    cpuMsPerCommand: pick(gantry, 'cpuMsPerCommand'),
+    pgCommitsPerSecond1: ceiling.onePgClient,
+    pgCommitsPerSecond8: ceiling.eightPgClients,
+  };
+  console.log(`\nlifecycle, ${jobs} jobs x ${rounds} rounds per side, ${workers} workers (medians; ratio per A/B pair)`);
+  console.table(summary);
+  writeResults('lifecycle', { jobs, rounds, workers, env: extraEnv, summary, gantry, bull });
+} finally {
+  await bus?.close();
+  for (const p of processes) await p.kill('SIGTERM');
+  redis?.child.kill('SIGKILL');
+  await db.end();
+  const nc = await connectTestNats();
+  await deleteStreams(nc, naming.streamPrefix);
+  await nc.close();
+  await dropSchema(schema);
+  rmSync(scratch, { recursive: true, force: true });
+}

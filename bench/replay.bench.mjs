@@ -1,0 +1,133 @@
+// Replay: a log of BENCH_REPLAY_EVENTS (1,000,000) job events; the projections rebuilt from it
+// (events/s), and the job service restarted on it (spawn -> /ready 200).
+//
+//   npm run bench -- replay             (builds first; or `node bench/replay.bench.mjs` after a build)
+//
+// The log is made of real events: one job is taken through its whole life by the running service
+// (enqueue, claim, start, the story log, finish), and its 7 events are copied for new job ids until
+// the log holds the wanted number (inserted in bulk, in the order of 16 jobs running at once).
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import {
+  claimJob,
+  enqueueJob,
+  finishJob,
+  logCommit,
+  logImplementation,
+  logTestResult,
+  registerProduct,
+  startJob,
+} from '@gantry/contracts';
+import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
+import { jobServiceProjections } from '../apps/job-service/dist/infrastructure/projections.js';
+import { benchName, databaseUrl, dropSchema, freePort, natsUrl, writeResults } from './lib.mjs';
+
+const root = resolve(import.meta.dirname, '..');
+const wanted = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000);
+const name = benchName('replay');
+const schema = `${name}_jobs`;
+const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
+const sha = (c) => c.repeat(40).slice(0, 40);
+
+async function startJobService() {
+  const port = await freePort();
+  const started = performance.now();
+  const child = startNodeProcess(join(root, 'apps/job-service/dist/main.js'), {
+    PORT: String(port),
+    GANTRY_HTTP_HOST: '127.0.0.1',
+    GANTRY_DATABASE_URL: databaseUrl,
+    GANTRY_NATS_URL: natsUrl,
+    GANTRY_DB_SCHEMA: schema,
+    GANTRY_SUBJECT_ROOT: naming.subjectRoot,
+    GANTRY_STREAM_PREFIX: naming.streamPrefix,
+    LOG_LEVEL: 'warn',
+  });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if ((await fetch(`http://127.0.0.1:${port}/ready`).then((r) => r.status, () => 0)) === 200) break;
+    if (Date.now() > deadline) throw new Error(`job-service not ready:\n${child.output().slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return { child, readyMs: Math.round(performance.now() - started) };
+}
+
+const db = new pg.Pool({ connectionString: databaseUrl, max: 2, options: `-c search_path=${schema}` });
+let bus;
+let service;
+try {
+  // One real job, start to finish.
+  service = await startJobService();
+  bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-replay' });
+  const client = new CommandClient(bus);
+  await client.request(registerProduct, {
+    productId: 'bench',
+    repository: 'acme/bench',
+    cloneUrl: 'https://github.com/acme/bench.git',
+    targetBranch: 'main',
+    prStrategy: 'STORY',
+    mergeMethod: 'SQUASH',
+    requiredChecks: [],
+    idempotencyKey: `bench/register:${name}`,
+  });
+  const { jobId } = await client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'bench', taskId: 'T-1', prompt: 'x', idempotencyKey: 'bench/replay:1' });
+  const claimed = await client.request(claimJob, { runnerId: 'bench-runner', kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: 'bench/replay:claim' });
+  const lease = { jobId, runnerId: 'bench-runner', leaseToken: claimed.job.leaseToken };
+  await client.request(startJob, { ...lease, branch: 'feat/bench', baseSha: sha('b'), idempotencyKey: 'bench/replay:start' });
+  await client.request(logImplementation, { ...lease, summary: 'start: task, branch, plan', plan: 'plan', idempotencyKey: 'bench/replay:impl' });
+  await client.request(logCommit, { ...lease, commitSha: sha('c'), message: 'feat: x', summary: '1 file', idempotencyKey: 'bench/replay:commit' });
+  await client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: 'bench/replay:test' });
+  const facts = { verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 3, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false };
+  await client.request(finishJob, { ...lease, facts, idempotencyKey: 'bench/replay:finish' });
+  await service.child.kill('SIGTERM');
+  service = null;
+
+  // Copies of its events for new job ids, 16 jobs interleaved at a time, in one statement per 100k events.
+  const { rows: [{ n: perJob }] } = await db.query(`SELECT count(*)::int AS n FROM events WHERE stream_id = $1`, [jobId]);
+  const copies = Math.ceil((wanted - perJob) / perJob);
+  const t0 = performance.now();
+  const chunk = Math.ceil(100_000 / perJob);
+  for (let from = 0; from < copies; from += chunk) {
+    const to = Math.min(copies, from + chunk);
+    await db.query(
+      `INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
+       SELECT gen_random_uuid(), j.job_id, e.stream_version, e.type, e.schema_version,
+              jsonb_set(e.data, '{jobId}', to_jsonb(j.job_id)), e.metadata, e.occurred_at
+         FROM generate_series($2::int, $3::int - 1) AS g,
+              LATERAL (SELECT 'job-' || md5($4 || g)::uuid AS job_id) AS j,
+              events e
+        WHERE e.stream_id = $1
+        ORDER BY g / 16, e.stream_version, g`,
+      [jobId, from, to, name],
+    );
+  }
+  const { rows: [{ n: events }] } = await db.query(`SELECT count(*)::int AS n FROM events`);
+  await db.query('ANALYZE');
+  console.log(`log: ${events.toLocaleString('en')} events (${copies.toLocaleString('en')} jobs copied in ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+
+  // Rebuild every projection from the log.
+  const pool = createPool({ url: databaseUrl, schema, max: 4 });
+  const store = new EventStore({ pool, schema, inlineProjections: jobServiceProjections });
+  const r0 = performance.now();
+  const replayed = await rebuildProjections(store, jobServiceProjections);
+  const rebuildSeconds = (performance.now() - r0) / 1000;
+  await pool.end();
+  const { rows: [{ n: done }] } = await db.query(`SELECT count(*)::int AS n FROM jobs WHERE status = 'DONE'`);
+  if (done !== copies + 1) throw new Error(`the rebuilt view has ${done} DONE jobs, expected ${copies + 1}`);
+  const rebuildEventsPerSecond = Math.round(replayed / rebuildSeconds);
+  console.log(`rebuild: ${replayed.toLocaleString('en')} events in ${rebuildSeconds.toFixed(1)} s = ${rebuildEventsPerSecond.toLocaleString('en')} events/s`);
+
+  // Restart on that log.
+  service = await startJobService();
+  console.log(`restart to /ready: ${service.readyMs} ms`);
+  writeResults('replay', { events, rebuildSeconds: +rebuildSeconds.toFixed(2), rebuildEventsPerSecond, restartToReadyMs: service.readyMs });
+} finally {
+  await bus?.close();
+  await service?.child.kill('SIGTERM');
+  await db.end();
+  const nc = await connectTestNats();
+  await deleteStreams(nc, naming.streamPrefix);
+  await nc.close();
+  await dropSchema(schema);
+}
