@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { jobEventContracts, productEventContracts, sprintRunEventContracts } from '@gantry/contracts';
-import type { Projection, StoredEvent } from '@gantry/eventstore';
+import { stateProjection, type Projection, type StoredEvent } from '@gantry/eventstore';
 import {
   evolveJob,
   evolveProduct,
@@ -31,58 +31,74 @@ export const productEventTypes = productEventContracts.map((c) => c.type);
  * Kept in the appending transaction, so the claim selection and the coalescing look-up read what
  * the log says (the append is still the compare-and-set).
  */
-export const jobsProjection: Projection = {
+export const jobsProjection: Projection = stateProjection<JobState>({
   name: 'jobs_view',
   tables: ['jobs'],
   types: jobEventTypes,
-  async apply(sql: pg.PoolClient, event: StoredEvent): Promise<void> {
-    const { rows } = await sql.query<{ state: Job }>(`SELECT state FROM jobs WHERE job_id = $1`, [event.streamId]);
-    const before: JobState = rows[0]?.state ?? initialJobState;
-    const job = evolveJob(before, { type: event.type, data: event.data } as JobEvent);
-    if (!jobExists(job)) return;
+  initialState: initialJobState,
+  evolve: (state, event) => evolveJob(state, { type: event.type, data: event.data } as JobEvent),
+  async load(sql, jobIds) {
+    const { rows } = await sql.query<{ job_id: string; state: Job }>(`SELECT job_id, state FROM jobs WHERE job_id = ANY($1)`, [jobIds]);
+    return new Map(rows.map((r) => [r.job_id, r.state]));
+  },
+  async save(sql, changes) {
+    const rows = changes.flatMap(({ state: job, first }) =>
+      jobExists(job)
+        ? [
+            {
+              job_id: job.jobId,
+              // Only a new row takes it (the conflict branch leaves it): where the job entered the queue.
+              enqueue_position: first?.position ?? 0,
+              status: job.status,
+              kind: job.kind,
+              product_id: job.productId,
+              story_id: job.storyId,
+              sprint_id: job.sprintId,
+              sprint_run_id: job.sprintRunId,
+              task_id: job.taskId,
+              agent_profile_id: job.agentProfile?.id ?? null,
+              reason: job.reason,
+              exclude_from_coalescing: job.excludeFromCoalescing,
+              created_at: job.enqueuedAt,
+              attempt: job.attempt,
+              max_attempts: job.maxAttempts,
+              lease_token: job.lease?.token ?? null,
+              runner_id: job.lease?.runnerId ?? null,
+              lease_expires_at: job.lease?.expiresAt ?? null,
+              base_sha: job.baseSha,
+              head_sha: job.headSha,
+              pushed_at: job.pushedAt,
+              error: job.error,
+              task_status: job.taskStatus,
+              payloads: job.payloads,
+              agent_config: job.agentConfig,
+              state: job,
+              repository: job.repository ?? null,
+              branch: job.workBranch ?? null,
+            },
+          ]
+        : [],
+    );
+    if (rows.length === 0) return;
+    // One statement for any number of jobs (a command writes one, a rebuild a batch).
     await sql.query(
       `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, story_id, sprint_id, sprint_run_id, task_id,
          agent_profile_id, reason, exclude_from_coalescing, created_at, attempt, max_attempts, lease_token, runner_id,
          lease_expires_at, base_sha, head_sha, pushed_at, error, task_status, payloads, agent_config, state, repository, branch)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(job_id text, enqueue_position bigint, status text, kind text, product_id text,
+         story_id text, sprint_id text, sprint_run_id text, task_id text, agent_profile_id text, reason text,
+         exclude_from_coalescing boolean, created_at timestamptz, attempt integer, max_attempts integer, lease_token integer,
+         runner_id text, lease_expires_at timestamptz, base_sha text, head_sha text, pushed_at timestamptz, error text,
+         task_status text, payloads jsonb, agent_config jsonb, state jsonb, repository text, branch text)
        ON CONFLICT (job_id) DO UPDATE SET
          status = EXCLUDED.status, attempt = EXCLUDED.attempt, lease_token = EXCLUDED.lease_token, runner_id = EXCLUDED.runner_id,
          lease_expires_at = EXCLUDED.lease_expires_at, base_sha = EXCLUDED.base_sha, head_sha = EXCLUDED.head_sha,
          pushed_at = EXCLUDED.pushed_at, error = EXCLUDED.error, task_status = EXCLUDED.task_status,
          payloads = EXCLUDED.payloads, agent_config = EXCLUDED.agent_config, state = EXCLUDED.state`,
-      [
-        job.jobId,
-        event.position,
-        job.status,
-        job.kind,
-        job.productId,
-        job.storyId,
-        job.sprintId,
-        job.sprintRunId,
-        job.taskId,
-        job.agentProfile?.id ?? null,
-        job.reason,
-        job.excludeFromCoalescing,
-        job.enqueuedAt,
-        job.attempt,
-        job.maxAttempts,
-        job.lease?.token ?? null,
-        job.lease?.runnerId ?? null,
-        job.lease?.expiresAt ?? null,
-        job.baseSha,
-        job.headSha,
-        job.pushedAt,
-        job.error,
-        job.taskStatus,
-        JSON.stringify(job.payloads),
-        job.agentConfig === null ? null : JSON.stringify(job.agentConfig),
-        JSON.stringify(job),
-        job.repository ?? null,
-        job.workBranch ?? null,
-      ],
+      [JSON.stringify(rows)],
     );
   },
-};
+});
 
 export const sprintRunsProjection: Projection = {
   name: 'sprint_runs_view',

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { applyToProjection, type Projection } from './projection.js';
+import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
 
 /** An events row as PostgreSQL returns it. */
@@ -33,7 +33,7 @@ export function toStoredEvent(row: EventRow): StoredEvent {
   };
 }
 
-/** Channel the relay listens on; notified by every commit that appended events. */
+/** Channel a relay listens on: another replica's appends wake it through here (see OutboxRelay.wake). */
 export function outboxChannel(schema: string): string {
   return `gantry_outbox_${schema}`.slice(0, 63);
 }
@@ -65,18 +65,23 @@ function isUniqueViolation(error: unknown, constraint?: string): boolean {
 
 /** What an append needs beyond its events: the log's settings. */
 export interface AppendContext {
-  schema: string;
   projections: readonly Projection[];
   now: Date;
+  /** Told which connection appended, so the store can wake the relay once that connection's transaction is over. */
+  appendedOn(sql: pg.PoolClient): void;
+  /** The stream's events before this append, when the caller read them in this transaction (for the projections). */
+  history?: StoredEvent[];
 }
 
 /**
  * Appends inside the caller's transaction, in one round trip: the insert only happens when the
- * stream is at the expected version (no gaps, no read-then-write), its outbox rows go in with it,
- * and the relay is notified on commit. A concurrent writer at the same version makes the unique
+ * stream is at the expected version (no gaps, no read-then-write), its outbox rows go in with it.
+ * Nothing here notifies: a NOTIFY would make every commit take PostgreSQL's global notify lock;
+ * the relay is woken in-process when the connection is released (EventStore.onAppended). A concurrent writer at the same version makes the unique
  * (stream_id, stream_version) constraint fail, which aborts the transaction: a VERSION_CONFLICT
  * must end the transaction it happened in (execute() re-runs the command in a fresh one). The
- * inline projections are applied to the new events before returning.
+ * inline projections are applied to the new events before returning (in this transaction, after a
+ * successful compare-and-set: once per event, in stream order).
  */
 export async function appendEvents(
   sql: pg.PoolClient,
@@ -118,8 +123,8 @@ export async function appendEvents(
        ), queued AS (
          INSERT INTO outbox (position) SELECT position FROM inserted
        )
-       SELECT inserted.*, current.v AS current, pg_notify($9, '') FROM inserted, current ORDER BY stream_version`,
-      [streamId, expectedVersion === 'any' ? -1 : expectedVersion, ids, types, versions, data, meta, context.now, outboxChannel(context.schema)],
+       SELECT inserted.*, current.v AS current FROM inserted, current ORDER BY stream_version`,
+      [streamId, expectedVersion === 'any' ? -1 : expectedVersion, ids, types, versions, data, meta, context.now],
     ));
   } catch (error) {
     if (isUniqueViolation(error, 'events_stream_version_unique')) {
@@ -135,14 +140,9 @@ export async function appendEvents(
       actualVersion: actual,
     });
   }
+  context.appendedOn(sql);
   const stored = rows.map(toStoredEvent);
-  for (const projection of context.projections) {
-    for (const event of stored) {
-      const outcome = await applyToProjection(sql, projection, event);
-      if (outcome !== 'applied') {
-        throw new Error(`inline projection ${projection.name} saw ${outcome} at ${event.streamId}@${event.streamVersion}`);
-      }
-    }
-  }
+  const history = context.history;
+  for (const projection of context.projections) await project(sql, projection, stored, history ? (id) => (id === streamId ? history : undefined) : undefined);
   return stored;
 }

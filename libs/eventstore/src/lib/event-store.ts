@@ -4,14 +4,16 @@ import { appendEvents, EVENT_COLUMNS, readStreamEvents, readStreamTail, streamVe
 import { GroupCommit, type GroupCommitLimits } from './group-commit.js';
 import type { Projection } from './projection.js';
 import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
-import { isRetryable, runCommand, settle, type ExecuteOptions, type Outcome, type UnitOfWork } from './unit-of-work.js';
+import { canonicalHash, GantryError } from '@gantry/contracts';
+import { claimReceipt, storeReceiptAndCommit, storeRefusal } from './receipts.js';
+import { isRetryable, settle, UnitOfWork, type ExecuteOptions, type Outcome } from './unit-of-work.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
 
 // The pieces of the log, each in its own file: append.ts (the compare-and-set append with its
 // outbox rows and inline projections), receipts.ts (idempotency), unit-of-work.ts (one command in
 // an open transaction), group-commit.ts (commands sharing a transaction). This class puts them together.
 export { outboxChannel, toStoredEvent } from './append.js';
-export { UnitOfWork } from './unit-of-work.js';
+export { UnitOfWork };
 
 export interface EventStoreOptions {
   pool: pg.Pool;
@@ -40,6 +42,9 @@ export class EventStore {
   private readonly inlineProjections: Projection[];
   private readonly maxAttempts: number;
   private readonly grouping: GroupCommit | null;
+  private readonly appendedListeners: Array<() => void> = [];
+  /** Connections that appended in their current transaction: released means committed (or rolled back). */
+  private readonly appending = new WeakSet<pg.PoolClient>();
 
   constructor(options: EventStoreOptions) {
     this.pool = options.pool;
@@ -49,6 +54,18 @@ export class EventStore {
     this.receiptTtlMs = options.receiptTtlMs ?? DEFAULT_RECEIPT_TTL_MS;
     this.clock = options.clock ?? (() => new Date());
     this.grouping = options.groupCommit ? new GroupCommit(this, options.groupCommit, this.maxAttempts) : null;
+    this.pool.on('release', (_error: unknown, client: pg.PoolClient) => {
+      if (!this.appending.delete(client)) return;
+      for (const listener of this.appendedListeners) listener();
+    });
+  }
+
+  /**
+   * Called after a transaction that appended has ended (committed — or rolled back, which makes
+   * the call a harmless extra wake-up): how the relay learns there is something to publish.
+   */
+  onAppended(listener: () => void): void {
+    this.appendedListeners.push(listener);
   }
 
   get projections(): readonly Projection[] {
@@ -89,8 +106,10 @@ export class EventStore {
     expectedVersion: ExpectedVersion,
     events: NewEvent[],
     metadata: CommandMetadata & { idempotencyKey: string | null },
+    history?: StoredEvent[],
   ): Promise<StoredEvent[]> {
-    return appendEvents(sql, { schema: this.schema, projections: this.inlineProjections, now: this.clock() }, streamId, expectedVersion, events, metadata);
+    const context = { projections: this.inlineProjections, now: this.clock(), appendedOn: (client: pg.PoolClient) => this.appending.add(client), history };
+    return appendEvents(sql, context, streamId, expectedVersion, events, metadata);
   }
 
   /**
@@ -112,22 +131,59 @@ export class EventStore {
     }
   }
 
-  /** One command, one transaction. */
+  /**
+   * One command, one transaction, in as few round trips as its parts allow: BEGIN and the receipt
+   * claim go together, the handler's reads and appends, then the receipt's answer and COMMIT go
+   * together. A refusal rolls back what the handler wrote and is stored in a transaction of its own
+   * (it wrote nothing else), so the common path carries no savepoint.
+   */
   private async executeAlone<R>(options: ExecuteOptions, handler: (uow: UnitOfWork) => Promise<R>): Promise<Outcome<R>> {
+    const outcome = await this.runAlone(options, handler);
+    if (outcome.kind !== 'refusing') return outcome;
+    // Stored with the command's connection back in the pool: many refusals at once must not wait
+    // for connections they hold themselves.
+    const window = { now: this.clock, defaultTtlMs: this.receiptTtlMs };
+    const stored = await storeRefusal(this.pool, options.idempotency!, canonicalHash(options.idempotency!.request), { ok: false, error: outcome.error.toPayload() }, window);
+    return stored.ok ? { kind: 'replayed', receipt: stored } : { kind: 'refused', error: GantryError.fromPayload(stored.error) };
+  }
+
+  private async runAlone<R>(options: ExecuteOptions, handler: (uow: UnitOfWork) => Promise<R>): Promise<Outcome<R> | { kind: 'refusing'; error: GantryError }> {
+    const { idempotency } = options;
     const client = await this.pool.connect();
     let broken = false;
     const onError = () => {
       broken = true; // reported through the failing query; the listener keeps it from crashing the process
     };
     client.on('error', onError);
-    let open = false;
+    let open = true;
+    const window = { now: this.clock, defaultTtlMs: this.receiptTtlMs };
     try {
-      await client.query('BEGIN');
-      open = true;
-      const outcome = await runCommand(client, this, options, handler);
-      await client.query(outcome.kind === 'replayed' ? 'ROLLBACK' : 'COMMIT');
+      const requestHash = idempotency ? canonicalHash(idempotency.request) : '';
+      if (idempotency) {
+        const earlier = await claimReceipt(client, idempotency, requestHash, window, { begin: true });
+        if (earlier) {
+          await client.query('ROLLBACK');
+          open = false;
+          return { kind: 'replayed', receipt: earlier };
+        }
+      } else {
+        await client.query('BEGIN');
+      }
+      const uow = new UnitOfWork(client, this, options.metadata, idempotency?.key ?? null);
+      let result: R;
+      try {
+        result = await handler(uow);
+      } catch (error) {
+        // A refusal is an answer: it is stored so that a retry gets the same one. Conflicts are not.
+        if (!idempotency || !(error instanceof GantryError) || isRetryable(error)) throw error;
+        await client.query('ROLLBACK');
+        open = false;
+        return { kind: 'refusing', error };
+      }
+      if (idempotency) await storeReceiptAndCommit(client, idempotency, { ok: true, result: result ?? null });
+      else await client.query('COMMIT');
       open = false;
-      return outcome;
+      return { kind: 'done', result, events: uow.appended };
     } finally {
       if (open) await client.query('ROLLBACK').catch(() => undefined);
       client.off('error', onError);

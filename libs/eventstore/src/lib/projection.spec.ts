@@ -58,7 +58,7 @@ describe('projections', () => {
     expect(await snapshot()).toEqual(live);
   });
 
-  it('applies an event at most once and never out of stream order', async () => {
+  it('applyToProjection (a projection fed from elsewhere) applies an event at most once and never out of stream order', async () => {
     const account = `acct-${randomUUID()}`;
     const [first, second] = await store.append(account, 0, [
       { type: 'Deposited', data: { amount: 1 } },
@@ -66,11 +66,12 @@ describe('projections', () => {
     ], { correlationId: 't' });
     const client = await pool.connect();
     try {
-      expect(await applyToProjection(client, totals, first!)).toBe('duplicate');
       const other: Projection = { ...totals, name: 'fresh_totals', apply: async () => undefined };
       expect(await applyToProjection(client, other, second!)).toBe('gap');
       expect(await applyToProjection(client, other, first!)).toBe('applied');
+      expect(await applyToProjection(client, other, first!)).toBe('duplicate');
       expect(await applyToProjection(client, other, second!)).toBe('applied');
+      expect(await applyToProjection(client, other, second!)).toBe('duplicate');
     } finally {
       client.release();
     }

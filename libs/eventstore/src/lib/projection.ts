@@ -2,16 +2,96 @@ import type pg from 'pg';
 import type { StoredEvent } from './types.js';
 
 /**
- * A read model derived from the log. `apply` is called at most once per event and per stream in
- * version order (the projection_positions table guards both), inside the transaction given to it.
+ * A read model derived from the log. Inline projections are applied in the transaction that
+ * appends (once per event, in stream order: the append's compare-and-set makes it so); a rebuild
+ * replays the log into them in one transaction. `applyToProjection` is the exactly-once apply for
+ * a projection fed from elsewhere (its positions in projection_positions).
  */
 export interface Projection {
   name: string;
   /** Tables owned by this projection; a rebuild truncates them. */
   tables: string[];
-  /** Event types it cares about; others only advance its position. Omit for all. */
+  /** Event types it cares about; it never sees the others. Omit for all. */
   types?: string[];
   apply(sql: pg.PoolClient, event: StoredEvent): Promise<void>;
+  /**
+   * Optional, for projections that can do better than one event at a time: apply these events (in
+   * log order, any streams). `before(streamId)` returns the stream's events before them when the
+   * caller already read them in this transaction (a command that decided on its stream), so the
+   * projection need not read its own row back.
+   */
+  applyMany?(sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined): Promise<void>;
+}
+
+/** Whether the projection wants this event at all. */
+export function concerns(projection: Projection, event: Pick<StoredEvent, 'type'>): boolean {
+  return !projection.types || projection.types.includes(event.type);
+}
+
+/** Applies events of one or many streams to a projection, in order, the best way it offers. */
+export async function project(
+  sql: pg.PoolClient,
+  projection: Projection,
+  events: StoredEvent[],
+  before?: (streamId: string) => StoredEvent[] | undefined,
+): Promise<void> {
+  const wanted = events.filter((e) => concerns(projection, e));
+  if (wanted.length === 0) return;
+  if (projection.applyMany) return projection.applyMany(sql, wanted, before);
+  for (const event of wanted) await projection.apply(sql, event);
+}
+
+/**
+ * A projection that keeps one row per stream holding the stream's folded state (plus the columns
+ * queries filter on). It applies many events with one read of the rows it lacks and one write:
+ * a command that just read its stream reads nothing, a rebuild reads and writes once per batch.
+ */
+export function stateProjection<State>(spec: {
+  name: string;
+  tables: string[];
+  types?: string[];
+  initialState: State;
+  evolve(state: State, event: StoredEvent): State;
+  /** The stored states of these streams (those without a row are left out). */
+  load(sql: pg.PoolClient, streamIds: string[]): Promise<Map<string, State>>;
+  /** Writes the new states; `first` is the stream's first event when this write creates its row. */
+  save(sql: pg.PoolClient, rows: Array<{ streamId: string; state: State; first: StoredEvent | null }>): Promise<void>;
+}): Projection {
+  const applyMany = async (sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined) => {
+    const wanted = events.filter((e) => !spec.types || spec.types.includes(e.type));
+    const streams = new Map<string, { state: State | undefined; first: StoredEvent | null }>();
+    for (const event of wanted) {
+      if (streams.has(event.streamId)) continue;
+      const history = before?.(event.streamId);
+      const state = history
+        ? history.filter((e) => !spec.types || spec.types.includes(e.type)).reduce(spec.evolve, spec.initialState)
+        : undefined;
+      streams.set(event.streamId, { state, first: history && history.length === 0 ? event : null });
+    }
+    const unknown = [...streams.entries()].filter(([, s]) => s.state === undefined).map(([id]) => id);
+    if (unknown.length > 0) {
+      const stored = await spec.load(sql, unknown);
+      for (const id of unknown) {
+        const row = stored.get(id);
+        streams.set(id, { state: row ?? spec.initialState, first: row === undefined ? wanted.find((e) => e.streamId === id)! : null });
+      }
+    }
+    for (const event of wanted) {
+      const stream = streams.get(event.streamId)!;
+      stream.state = spec.evolve(stream.state as State, event);
+    }
+    await spec.save(
+      sql,
+      [...streams.entries()].map(([streamId, s]) => ({ streamId, state: s.state as State, first: s.first })),
+    );
+  };
+  return {
+    name: spec.name,
+    tables: spec.tables,
+    types: spec.types,
+    apply: (sql, event) => applyMany(sql, [event]),
+    applyMany,
+  };
 }
 
 export type ApplyOutcome = 'applied' | 'duplicate' | 'gap';

@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import { ErrorCode, ErrorPayloadSchema, GantryError, type ErrorPayload } from '@gantry/contracts';
 import type { IdempotencyOptions } from './types.js';
 
@@ -18,15 +18,19 @@ export async function claimReceipt(
   idempotency: IdempotencyOptions,
   requestHash: string,
   window: { now: () => Date; defaultTtlMs: number },
+  options: { begin?: boolean } = {},
 ): Promise<Receipt | null> {
   // Every receipt ends: its own window, or the store's default, after which pruning may delete it.
   const expiresAt = new Date(window.now().getTime() + (idempotency.ttlMs ?? window.defaultTtlMs));
-  for (;;) {
-    const inserted = await client.query(
-      `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at) VALUES ($1, $2, $3, NULL, $4)
-       ON CONFLICT (scope, key) DO NOTHING RETURNING 1`,
-      [idempotency.scope, idempotency.key, requestHash, expiresAt],
-    );
+  for (let first = true; ; first = false) {
+    const inserted =
+      first && options.begin
+        ? await beginAndInsert(client, idempotency, requestHash, expiresAt)
+        : await client.query(
+            `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at) VALUES ($1, $2, $3, NULL, $4)
+             ON CONFLICT (scope, key) DO NOTHING RETURNING 1`,
+            [idempotency.scope, idempotency.key, requestHash, expiresAt],
+          );
     if (inserted.rowCount === 1) return null;
     const { rows } = await client.query<{ request_hash: string; result: Receipt | null; expires_at: Date | null }>(
       `SELECT request_hash, result, expires_at FROM idempotency_receipts WHERE scope = $1 AND key = $2`,
@@ -52,6 +56,61 @@ export async function claimReceipt(
     if (existing.result === null) throw new Error('idempotency receipt committed without a result');
     if (!existing.result.ok) ErrorPayloadSchema.parse(existing.result.error);
     return existing.result;
+  }
+}
+
+const literal = (value: string) => pg.escapeLiteral(value);
+
+/*
+ * The two statements below go to PostgreSQL as one simple-protocol message with their values
+ * written as literals (pg's escapeLiteral): two statements, one round trip. Parameters would need
+ * the extended protocol, one statement per round trip, and a command's cost here is round trips.
+ */
+
+/** Opens the command's transaction and claims the key in one round trip. */
+async function beginAndInsert(client: pg.PoolClient, idempotency: IdempotencyOptions, requestHash: string, expiresAt: Date): Promise<{ rowCount: number | null }> {
+  const results = (await client.query(
+    `BEGIN; INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at)
+     VALUES (${literal(idempotency.scope)}, ${literal(idempotency.key)}, ${literal(requestHash)}, NULL, ${literal(expiresAt.toISOString())}::timestamptz)
+     ON CONFLICT (scope, key) DO NOTHING RETURNING 1`,
+  )) as unknown as pg.QueryResult[];
+  return results[1]!;
+}
+
+/** Stores the command's answer under the key it claimed and commits, in one round trip. */
+export async function storeReceiptAndCommit(client: pg.PoolClient, idempotency: IdempotencyOptions, receipt: Receipt): Promise<void> {
+  await client.query(
+    `UPDATE idempotency_receipts SET result = ${literal(JSON.stringify(receipt))}::jsonb
+      WHERE scope = ${literal(idempotency.scope)} AND key = ${literal(idempotency.key)}; COMMIT`,
+  );
+}
+
+/**
+ * Stores a refusal after its transaction was rolled back (the refusal wrote nothing else), in a
+ * transaction of its own. When another attempt under the key got there first, its receipt is the
+ * answer, as for any repeat.
+ */
+export async function storeRefusal(
+  pool: pg.Pool,
+  idempotency: IdempotencyOptions,
+  requestHash: string,
+  refusal: Receipt & { ok: false },
+  window: { now: () => Date; defaultTtlMs: number },
+): Promise<Receipt> {
+  const client = await pool.connect();
+  try {
+    const earlier = await claimReceipt(client, idempotency, requestHash, window, { begin: true });
+    if (earlier) {
+      await client.query('ROLLBACK');
+      return earlier;
+    }
+    await storeReceiptAndCommit(client, idempotency, refusal);
+    return refusal;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
   }
 }
 

@@ -9,6 +9,8 @@ export type ExecuteOptions = { metadata: CommandMetadata; idempotency?: Idempote
 /** What a command handler gets: the open transaction and the log operations inside it. */
 export class UnitOfWork {
   readonly appended: StoredEvent[] = [];
+  /** Each stream as read (and appended to) in this transaction: what the projections build on. */
+  private readonly streams = new Map<string, StoredEvent[]>();
 
   constructor(
     readonly sql: pg.PoolClient,
@@ -17,8 +19,10 @@ export class UnitOfWork {
     readonly idempotencyKey: string | null,
   ) {}
 
-  readStream(streamId: string): Promise<StoredEvent[]> {
-    return this.store.readStream(streamId, this.sql);
+  async readStream(streamId: string): Promise<StoredEvent[]> {
+    const events = await this.store.readStream(streamId, this.sql);
+    this.streams.set(streamId, events);
+    return events;
   }
 
   readStreamTail(streamId: string, count: number): Promise<{ version: number; events: StoredEvent[] }> {
@@ -30,12 +34,24 @@ export class UnitOfWork {
    * the compare-and-set: a concurrent writer that got there first makes this throw VERSION_CONFLICT.
    */
   async append(streamId: string, expectedVersion: ExpectedVersion, events: NewEvent[], metadata?: Partial<CommandMetadata>): Promise<StoredEvent[]> {
-    const stored = await this.store.appendWithin(this.sql, streamId, expectedVersion, events, {
-      correlationId: metadata?.correlationId ?? this.metadata.correlationId,
-      causationId: metadata?.causationId ?? this.metadata.causationId ?? null,
-      actor: metadata?.actor ?? this.metadata.actor ?? null,
-      idempotencyKey: this.idempotencyKey,
-    });
+    // The history read here is the stream's state only when the append is at its end.
+    const read = this.streams.get(streamId);
+    const history = read && expectedVersion === read.length ? read : undefined;
+    const stored = await this.store.appendWithin(
+      this.sql,
+      streamId,
+      expectedVersion,
+      events,
+      {
+        correlationId: metadata?.correlationId ?? this.metadata.correlationId,
+        causationId: metadata?.causationId ?? this.metadata.causationId ?? null,
+        actor: metadata?.actor ?? this.metadata.actor ?? null,
+        idempotencyKey: this.idempotencyKey,
+      },
+      history,
+    );
+    if (history) this.streams.set(streamId, [...history, ...stored]);
+    else this.streams.delete(streamId);
     this.appended.push(...stored);
     return stored;
   }

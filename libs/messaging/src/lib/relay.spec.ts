@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
 import { streamName, type Context } from '@gantry/contracts';
-import { createPool, EventStore, migrate } from '@gantry/eventstore';
+import { createPool, EventStore, migrate, outboxChannel } from '@gantry/eventstore';
 import { deleteStreams, dropSchema, eventually, startNodeProcess, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
 import { Bus } from './bus.js';
 import { OutboxRelay } from './relay.js';
@@ -117,6 +117,41 @@ describe('outbox relay', () => {
     await store.append(`job-${randomUUID()}`, 0, [{ type: 'AfterFailover', data: {} }], { correlationId: 't' });
     await eventually(async () => (await publishedIds(bus)).length === 1, { what: 'published by the standby' });
     await b.stop();
+  });
+
+  it('no commit notifies: the active relay is woken in-process, and a standby replica wakes it with a NOTIFY after its commit', async () => {
+    // Polling every minute: within this test only a wake-up can make either relay publish.
+    const active = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 60_000 });
+    const standby = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 60_000, standbyRetryMs: 60_000 });
+    const here = new EventStore({ pool, schema: name });
+    const elsewhere = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema: name, max: 2 }), schema: name });
+    here.onAppended(() => active.appended());
+    elsewhere.onAppended(() => standby.appended());
+    active.start();
+    await eventually(() => active.isLeader, { what: 'the active relay' });
+    standby.start();
+    // The standby listens before it tries to lead; its failed try is its last statement.
+    await eventually(async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%pg_try_advisory_lock%'`, [`gantry-relay-${name}`])).rowCount === 1, {
+      what: 'the standby relay listening',
+    });
+
+    // A listener of our own counts the notifications on the relays' channel.
+    const listener = new pg.Client({ connectionString: testDatabaseUrl });
+    let notifications = 0;
+    listener.on('notification', () => notifications++);
+    await listener.connect();
+    await listener.query(`LISTEN "${outboxChannel(name)}"`);
+
+    await here.append(`job-${randomUUID()}`, 0, [{ type: 'Here', data: {} }], { correlationId: 't' });
+    await eventually(async () => (await publishedIds(bus)).length === 1, { what: 'published after an in-process wake' });
+    expect(notifications).toBe(0); // the commit notified nobody
+    await elsewhere.append(`job-${randomUUID()}`, 0, [{ type: 'Elsewhere', data: {} }], { correlationId: 't' });
+    await eventually(async () => (await publishedIds(bus)).length === 2, { what: 'published after the standby replica notified' });
+    expect(notifications).toBeGreaterThanOrEqual(1);
+    await listener.end();
+    await standby.stop();
+    await active.stop();
+    await elsewhere.pool.end();
   });
 
   it('a crash between publish and outbox delete re-publishes, and JetStream drops the duplicates', async () => {

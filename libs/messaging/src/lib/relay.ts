@@ -57,6 +57,8 @@ export class OutboxRelay {
   private loop: Promise<void> | null = null;
   private leader = false;
   private published = 0;
+  private notifying = false;
+  private notifyAgain = false;
 
   constructor(private readonly options: RelayOptions) {}
 
@@ -72,6 +74,35 @@ export class OutboxRelay {
     if (this.running) return;
     this.running = true;
     this.loop = this.run();
+  }
+
+  /**
+   * This process appended events (EventStore.onAppended). The active relay looks at once; a
+   * standby tells the active one elsewhere with a NOTIFY of its own — outside the appending
+   * transaction, so no commit waits on PostgreSQL's notify lock, and at most one in flight (a
+   * notification only says "look"). A lost notification costs at most one poll interval.
+   */
+  appended(): void {
+    if (this.leader) {
+      this.notified = true;
+      this.wake?.();
+      return;
+    }
+    if (this.notifying) {
+      this.notifyAgain = true;
+      return;
+    }
+    this.notifying = true;
+    this.options.pool
+      .query(`SELECT pg_notify($1, '')`, [outboxChannel(this.options.schema)])
+      .catch(() => undefined)
+      .finally(() => {
+        this.notifying = false;
+        if (this.notifyAgain) {
+          this.notifyAgain = false;
+          this.appended();
+        }
+      });
   }
 
   /** Events committed but not yet acknowledged by JetStream. */

@@ -81,6 +81,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
       }
       return { ok, detail: { maxLagMs: this.config.readyConsumerMaxLagMs, consumers: detail } };
     });
+    this.store.onAppended(() => this.relay.appended());
     this.relay.start();
     this.logger.log(
       {
