@@ -82,6 +82,12 @@ try {
   await client.request(finishJob, { ...lease, facts, idempotencyKey: 'bench/replay:finish' });
   await service.child.kill('SIGTERM');
   service = null;
+  // For comparison: a restart on this log of 7 events.
+  service = await startJobService();
+  const restartSmallLogMs = service.readyMs;
+  console.log(`restart to /ready, ${7} events: ${restartSmallLogMs} ms`);
+  await service.child.kill('SIGTERM');
+  service = null;
 
   // Copies of its events for new job ids, 16 jobs interleaved at a time, in one statement per 100k events.
   const { rows: [{ n: perJob }] } = await db.query(`SELECT count(*)::int AS n FROM events WHERE stream_id = $1`, [jobId]);
@@ -120,8 +126,8 @@ try {
 
   // Restart on that log.
   service = await startJobService();
-  console.log(`restart to /ready: ${service.readyMs} ms`);
-  writeResults('replay', { events, rebuildSeconds: +rebuildSeconds.toFixed(2), rebuildEventsPerSecond, restartToReadyMs: service.readyMs });
+  console.log(`restart to /ready, ${events.toLocaleString('en')} events: ${service.readyMs} ms`);
+  writeResults('replay', { events, rebuildSeconds: +rebuildSeconds.toFixed(2), rebuildEventsPerSecond, restartToReadyMs: service.readyMs, restartToReadyWithSmallLogMs: restartSmallLogMs });
 } finally {
   await bus?.close();
   await service?.child.kill('SIGTERM');

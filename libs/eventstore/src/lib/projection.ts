@@ -58,22 +58,27 @@ export function stateProjection<State>(spec: {
   save(sql: pg.PoolClient, rows: Array<{ streamId: string; state: State; first: StoredEvent | null }>): Promise<void>;
 }): Projection {
   const applyMany = async (sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined) => {
-    const wanted = events.filter((e) => !spec.types || spec.types.includes(e.type));
-    const streams = new Map<string, { state: State | undefined; first: StoredEvent | null }>();
+    const types = spec.types ? new Set(spec.types) : null;
+    const wanted = types ? events.filter((e) => types.has(e.type)) : events;
+    const streams = new Map<string, { state: State | undefined; first: StoredEvent }>();
     for (const event of wanted) {
       if (streams.has(event.streamId)) continue;
       const history = before?.(event.streamId);
-      const state = history
-        ? history.filter((e) => !spec.types || spec.types.includes(e.type)).reduce(spec.evolve, spec.initialState)
-        : undefined;
-      streams.set(event.streamId, { state, first: history && history.length === 0 ? event : null });
+      const state = history ? history.filter((e) => !types || types.has(e.type)).reduce(spec.evolve, spec.initialState) : undefined;
+      streams.set(event.streamId, { state, first: event });
     }
-    const unknown = [...streams.entries()].filter(([, s]) => s.state === undefined).map(([id]) => id);
+    const created = new Set<string>();
+    const unknown: string[] = [];
+    for (const [id, s] of streams) {
+      if (s.state === undefined) unknown.push(id);
+      else if (before?.(id)?.length === 0) created.add(id);
+    }
     if (unknown.length > 0) {
       const stored = await spec.load(sql, unknown);
       for (const id of unknown) {
         const row = stored.get(id);
-        streams.set(id, { state: row ?? spec.initialState, first: row === undefined ? wanted.find((e) => e.streamId === id)! : null });
+        streams.get(id)!.state = row ?? spec.initialState;
+        if (row === undefined) created.add(id);
       }
     }
     for (const event of wanted) {
@@ -82,7 +87,7 @@ export function stateProjection<State>(spec: {
     }
     await spec.save(
       sql,
-      [...streams.entries()].map(([streamId, s]) => ({ streamId, state: s.state as State, first: s.first })),
+      [...streams.entries()].map(([streamId, s]) => ({ streamId, state: s.state as State, first: created.has(streamId) ? s.first : null })),
     );
   };
   return {
