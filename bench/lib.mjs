@@ -104,6 +104,11 @@ export function writeResults(kind, result) {
   console.log(`results: bench/results/${date}.json, bench/results/${date}.md`);
 }
 
+/** The day's markdown table, from its JSON (e.g. after correcting a figure by hand). */
+export function renderResults(date) {
+  writeFileSync(join(resultsDir, `${date}.md`), markdownTable(date, JSON.parse(readFileSync(join(resultsDir, `${date}.json`), 'utf8'))));
+}
+
 function markdownTable(date, all) {
   const lines = [`Measured ${date} (\`npm run bench -- lifecycle\`, \`npm run bench -- replay\`), ${cpus().length} cores.`, '', '| figure | value |', '|---|---|'];
   const l = all.lifecycle;
@@ -121,6 +126,11 @@ function markdownTable(date, all) {
       `| PostgreSQL single-row commits/s, 1 / 8 clients (ceiling) | ${s.pgCommitsPerSecond1} / ${s.pgCommitsPerSecond8} |`,
       `| load average during the lifecycle run (1/5/15 min) | ${load} |`,
     );
+  }
+  for (const [kind, variant] of Object.entries(all).filter(([k]) => k.startsWith('lifecycle-'))) {
+    const env = Object.entries(variant.env ?? {}).map(([k, v]) => `${k}=${v}`).join(' ') || kind;
+    const v = variant.summary;
+    lines.push(`| lifecycle with ${env}: Gantry / BullMQ (ratio) | ${v.gantryJobsPerSecond} / ${v.bullmqJobsPerSecond} jobs/s (${v.ratio}x), ${v.commandsPerCommit} commands per commit |`);
   }
   const r = all.replay;
   if (r) {

@@ -14,7 +14,7 @@
 // Settings: BENCH_JOBS (600), BENCH_ROUNDS (2 per side), BENCH_WORKERS (16), BENCH_CPU_PROF=<dir>
 // (the job service writes a --cpu-prof profile there), BENCH_WAITS=1 (samples the job service's
 // connections in pg_stat_activity every 20 ms), BENCH_ENV (extra job-service environment, e.g.
-// "GANTRY_GROUP_COMMIT=4x32"). Results: bench/results/<date>-lifecycle.json and .md.
+// "GANTRY_GROUP_COMMIT=4x32"), BENCH_LABEL (the results key, default lifecycle). Results: bench/results/<date>.json and .md.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -232,7 +232,11 @@ async function bullRound(round) {
 }
 
 // ---- the run ----------------------------------------------------------------------------------
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const median = (xs) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : +((sorted[mid - 1] + sorted[mid]) / 2).toFixed(3);
+};
 try {
   redis = await startRedis();
   const service = await startJobService();
@@ -277,7 +281,8 @@ try {
   };
   console.log(`\nlifecycle, ${jobs} jobs x ${rounds} rounds per side, ${workers} workers (medians; ratio per A/B pair)`);
   console.table(summary);
-  writeResults('lifecycle', { jobs, rounds, workers, env: extraEnv, summary, gantry, bull });
+  // BENCH_LABEL keeps a variant's figures beside the main run's (e.g. lifecycle-group-commit).
+  writeResults(process.env.BENCH_LABEL ?? 'lifecycle', { jobs, rounds, workers, env: extraEnv, summary, gantry, bull });
 } finally {
   await bus?.close();
   for (const p of processes) await p.kill('SIGTERM');
