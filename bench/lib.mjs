@@ -128,7 +128,7 @@ function markdownTable(date, all) {
     );
   }
   for (const [kind, variant] of Object.entries(all).filter(([k]) => k.startsWith('lifecycle-'))) {
-    const env = Object.entries(variant.env ?? {}).map(([k, v]) => `${k}=${v}`).join(' ') || kind;
+    const env = [variant.replicas > 1 ? `${variant.replicas} job-service replicas` : '', ...Object.entries(variant.env ?? {}).map(([k, v]) => `${k}=${v}`)].filter(Boolean).join(', ') || kind;
     const v = variant.summary;
     lines.push(`| lifecycle with ${env}: Gantry / BullMQ (ratio) | ${v.gantryJobsPerSecond} / ${v.bullmqJobsPerSecond} jobs/s (${v.ratio}x), ${v.commandsPerCommit} commands per commit |`);
   }

@@ -11,7 +11,7 @@
 // one run (the machine is shared and noisy: compare the ratio, not the absolute figures). Also: raw
 // PostgreSQL single-row commits/s with 1 and 8 clients, the ceiling of every PostgreSQL figure here.
 //
-// Settings: BENCH_JOBS (600), BENCH_ROUNDS (2 per side), BENCH_WORKERS (16), BENCH_CPU_PROF=<dir>
+// Settings: BENCH_JOBS (600), BENCH_ROUNDS (2 per side), BENCH_WORKERS (16), BENCH_REPLICAS (1 job service), BENCH_CPU_PROF=<dir>
 // (the job service writes a --cpu-prof profile there), BENCH_WAITS=1 (samples the job service's
 // connections in pg_stat_activity every 20 ms), BENCH_ENV (extra job-service environment, e.g.
 // "GANTRY_GROUP_COMMIT=4x32"), BENCH_LABEL (the results key, default lifecycle). Results: bench/results/<date>.json and .md.
@@ -40,6 +40,7 @@ const root = resolve(import.meta.dirname, '..');
 const jobs = Number(process.env.BENCH_JOBS ?? 600);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
 const workers = Number(process.env.BENCH_WORKERS ?? 16);
+const replicas = Number(process.env.BENCH_REPLICAS ?? 1);
 const callers = 16;
 const extraEnv = Object.fromEntries((process.env.BENCH_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split(/=(.*)/s).slice(0, 2)));
 const name = benchName('lifecycle');
@@ -136,7 +137,7 @@ async function sampleWaits(until) {
   return { samples, connections: Object.fromEntries(Object.entries(counts).sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, +(v / samples).toFixed(2)])) };
 }
 
-async function gantryRound(client, service, round) {
+async function gantryRound(client, services, round) {
   const product = 'bench';
   const enqueuePerSecond = await spread(jobs, callers, (i) =>
     client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: product, taskId: `T-${round}-${i}`, prompt: 'x', idempotencyKey: `bench/enqueue:${round}-${i}` }),
@@ -144,7 +145,8 @@ async function gantryRound(client, service, round) {
   const { rows: [{ p: startPosition }] } = await db.query(`SELECT coalesce(max(position), 0) AS p FROM ${schema}.events`);
   const claims = [];
   let done = 0;
-  const cpu0 = cpuSeconds(service.process.pid);
+  const cpuOf = () => services.reduce((sum, s) => sum + cpuSeconds(s.process.pid), 0);
+  const cpu0 = cpuOf();
   const t0 = performance.now();
   const loop = Promise.all(
     Array.from({ length: workers }, async (_, w) => {
@@ -169,7 +171,7 @@ async function gantryRound(client, service, round) {
   const waits = process.env.BENCH_WAITS === '1' ? sampleWaits(loop) : null;
   await loop;
   const seconds = (performance.now() - t0) / 1000;
-  const cpu = cpuSeconds(service.process.pid) - cpu0;
+  const cpu = cpuOf() - cpu0;
   const commands = done * 6 + workers; // + the claim of each worker that found the queue empty
   const { rows: [{ n: commits }] } = await db.query(`SELECT count(DISTINCT tx_id)::int AS n FROM ${schema}.events WHERE position > $1`, [startPosition]);
   const claim = stats(claims);
@@ -181,6 +183,7 @@ async function gantryRound(client, service, round) {
     commandsPerCommit: +((done * 6) / commits).toFixed(2),
     cpuMsPerCommand: +((cpu * 1000) / commands).toFixed(3),
     serviceCpuCores: +(cpu / seconds).toFixed(2),
+    replicas,
     waits: waits ? await waits : undefined,
   };
 }
@@ -239,7 +242,9 @@ const median = (xs) => {
 };
 try {
   redis = await startRedis();
-  const service = await startJobService();
+  // BENCH_REPLICAS job services on one schema: the commands' queue group spreads over them.
+  const services = [];
+  for (let i = 0; i < replicas; i++) services.push(await startJobService());
   bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-lifecycle' });
   const client = new CommandClient(bus);
   await client.request(registerProduct, {
@@ -253,12 +258,12 @@ try {
     idempotencyKey: `bench/register:${name}`,
   });
   // Warm-up (JIT, pools, streams) that is not counted.
-  await gantryRound(client, service, 'warmup');
+  await gantryRound(client, services, 'warmup');
 
   const gantry = [];
   const bull = [];
   for (let r = 0; r < rounds; r++) {
-    gantry.push(await gantryRound(client, service, `a${r}`));
+    gantry.push(await gantryRound(client, services, `a${r}`));
     console.log(`A gantry  round ${r + 1}: ${JSON.stringify({ ...gantry.at(-1), waits: undefined })}`);
     if (gantry.at(-1).waits) console.log(`  job-service connections (average per sample): ${JSON.stringify(gantry.at(-1).waits.connections)}`);
     bull.push(await bullRound(`b${r}`));
@@ -282,7 +287,7 @@ try {
   console.log(`\nlifecycle, ${jobs} jobs x ${rounds} rounds per side, ${workers} workers (medians; ratio per A/B pair)`);
   console.table(summary);
   // BENCH_LABEL keeps a variant's figures beside the main run's (e.g. lifecycle-group-commit).
-  writeResults(process.env.BENCH_LABEL ?? 'lifecycle', { jobs, rounds, workers, env: extraEnv, summary, gantry, bull });
+  writeResults(process.env.BENCH_LABEL ?? 'lifecycle', { jobs, rounds, workers, replicas, env: extraEnv, summary, gantry, bull });
 } finally {
   await bus?.close();
   for (const p of processes) await p.kill('SIGTERM');
