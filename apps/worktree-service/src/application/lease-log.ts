@@ -5,7 +5,6 @@ import { EventStore, fold, type CommandMetadata, type Decision, type Idempotency
 import { JsonLogger } from '@gantry/service-runtime';
 import {
   effectsRequestedBy,
-  isIdle,
   openingOf,
   worktreeLeaseDecider,
   type WorktreeEffect,
@@ -40,9 +39,9 @@ interface OpenStream {
 /**
  * The WorktreeLease log: a decider command on a key's open stream in one transaction (append at the
  * version it loaded), then — after the commit — the effects the new events ask for go to the effect
- * processor, and anyone waiting on a lease is woken. When a decision leaves a key idle and its stream
- * has grown past GANTRY_WORKTREE_EPOCH_EVENTS, the books are closed: no command replays more than one
- * epoch (docs/worktrees.md).
+ * processor, and anyone waiting on a lease is woken. When a key's stream has grown past
+ * GANTRY_WORKTREE_EPOCH_EVENTS, its books are closed: no command replays more than one epoch
+ * (docs/worktrees.md).
  */
 @Injectable()
 export class WorktreeLeaseLog {
@@ -84,7 +83,7 @@ export class WorktreeLeaseLog {
       const effects = effectsRequestedBy(decided.after, decided.decided);
       if (effects.length > 0) this.effectListener(effects);
       this.changes.emit('change', worktreeKey);
-      if (decided.version > this.config.epochEvents && isIdle(decided.after)) {
+      if (decided.version > this.config.epochEvents) {
         await this.closeBooks(worktreeKey).catch((error: unknown) =>
           this.log.warn('books not closed; a later idle moment tries again', { worktreeKey, error: String(error) }),
         );
@@ -99,15 +98,16 @@ export class WorktreeLeaseLog {
   }
 
   /**
-   * Closes the books of an idle key whose open stream is longer than the limit: WorktreeBooksClosed
-   * ends it and WorktreeBooksOpened starts the next epoch's stream, in one transaction. A command
-   * that loaded the old stream meanwhile conflicts on its append and runs again on the new one.
+   * Closes the books of a key whose open stream is longer than the limit: WorktreeBooksClosed ends it
+   * and WorktreeBooksOpened — carrying the lock and the leases that have not ended — starts the next
+   * epoch's stream, in one transaction. A command that loaded the old stream meanwhile conflicts on
+   * its append and runs again on the new one; an effect still running reports to the new one.
    */
   async closeBooks(worktreeKey: string): Promise<boolean> {
     return (
       await this.store.execute({ metadata: serviceActor('close-books') }, async (uow) => {
         const open = await this.openStream(worktreeKey, uow.sql);
-        if (open.history.length <= this.config.epochEvents || !isIdle(open.state)) return false;
+        if (open.history.length <= this.config.epochEvents) return false;
         const now = this.now();
         const closed = worktreeLeaseDecider.decide({ type: 'CloseBooks', data: { worktreeKey, now } }, open.state);
         await uow.append(open.streamId, open.history.length, closed);

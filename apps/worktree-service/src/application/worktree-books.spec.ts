@@ -14,9 +14,9 @@ async function refusal(promise: Promise<unknown>): Promise<GantryError> {
 }
 
 /*
- * A worktree key's stream does not grow for ever (docs/worktrees.md, "Closing the books"): once the
- * key is idle and its stream is longer than GANTRY_WORKTREE_EPOCH_EVENTS, its books are closed and
- * the key goes on in the next epoch's stream. Fencing tokens keep growing across epochs, an ended
+ * A worktree key's stream does not grow for ever (docs/worktrees.md, "Closing the books"): once its
+ * stream is longer than GANTRY_WORKTREE_EPOCH_EVENTS, its books are closed and the key goes on in
+ * the next epoch's stream. Fencing tokens keep growing across epochs, an ended
  * lease of a closed epoch is still refused as stale, and a SIGKILL changes none of it.
  */
 describe('closing the books of a worktree key (a real process)', () => {
@@ -78,7 +78,7 @@ describe('closing the books of a worktree key (a real process)', () => {
     expect(epochs.length).toBeGreaterThanOrEqual(3);
     for (const closed of epochs.slice(0, -1)) {
       expect(closed).toMatchObject({ last: 'WorktreeBooksClosed' });
-      // Closed at the first idle moment past the limit: a release cycle at most beyond it.
+      // Closed right after the decision that went past the limit.
       expect(closed.events).toBeLessThanOrEqual(EPOCH_EVENTS + 8);
     }
     expect(epochs.at(-1)!.events).toBeLessThanOrEqual(EPOCH_EVENTS + 8);

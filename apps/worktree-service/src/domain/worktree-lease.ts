@@ -160,7 +160,7 @@ export type WorktreeLeaseCommand =
       readonly type: 'RecordWorktreeEvicted';
       readonly data: { worktreeKey: string; rescue: { branch: string; sha: string } | null; removed: boolean; now: string };
     }
-  /** End this epoch's stream of an idle key; the key goes on in the next epoch's stream (see openingOf). */
+  /** End this epoch's stream; the key goes on in the next epoch's stream (see openingOf). */
   | { readonly type: 'CloseBooks'; readonly data: { worktreeKey: string; now: string } };
 
 export type WorktreeLeaseCommandType = WorktreeLeaseCommand['type'];
@@ -251,7 +251,8 @@ export function isIdle(state: WorktreeLeaseState): boolean {
 /**
  * The first event of the next epoch's stream, for a state whose books were just closed: what the
  * key's past leaves to its future — the last fencing token (so tokens keep growing across epochs),
- * where the worktree is, and the key's repository and branch. Ended leases stay behind.
+ * where the worktree is, the key's repository and branch, and its lock, the leases that have not
+ * ended and an eviction under way, unchanged. Ended leases stay behind.
  */
 export function openingOf(state: WorktreeLeaseState, now: string): WorktreeLeaseEvent {
   if (!state.closed || state.worktreeKey === null || state.repositoryUrl === null || state.branch === null) {
@@ -266,10 +267,15 @@ export function openingOf(state: WorktreeLeaseState, now: string): WorktreeLease
       path: state.path,
       repositoryUrl: state.repositoryUrl,
       branch: state.branch,
+      lock: { holder: state.lock.holder, waiters: [...state.lock.waiters] },
+      leases: Object.values(state.leases).filter((lease) => !isTerminal(lease)) as CarriedLease[],
+      eviction: state.eviction,
       openedAt: now,
     },
   };
 }
+
+type CarriedLease = NonNullable<DataOf<typeof WorktreeBooksOpened>['leases']>[number];
 
 export function currentHolder(state: WorktreeLeaseState): LeaseRecord | null {
   return state.lock.holder ? (state.leases[state.lock.holder] ?? null) : null;
@@ -606,9 +612,6 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
     case 'CloseBooks': {
       const { worktreeKey, now } = command.data;
       if (state.worktreeKey !== worktreeKey) return refuse(ErrorCode.NOT_FOUND, `worktree key ${worktreeKey} has no leases here`, { worktreeKey });
-      if (!isIdle(state)) {
-        return refuse(ErrorCode.PRECONDITION_FAILED, `worktree ${worktreeKey} is in use: only an idle key's books are closed`, { worktreeKey });
-      }
       return [{ type: 'WorktreeBooksClosed', data: { worktreeKey, epoch: state.epoch, nextEpoch: state.epoch + 1, closedAt: now } }];
     }
 
@@ -782,7 +785,18 @@ export function evolve(state: WorktreeLeaseState, event: WorktreeLeaseEvent): Wo
       return { ...state, closed: true };
     case 'WorktreeBooksOpened': {
       const d = event.data;
-      return { ...initialState, worktreeKey: d.worktreeKey, epoch: d.epoch, lastToken: d.lastToken, path: d.path, repositoryUrl: d.repositoryUrl, branch: d.branch };
+      return {
+        ...initialState,
+        worktreeKey: d.worktreeKey,
+        epoch: d.epoch,
+        lastToken: d.lastToken,
+        path: d.path,
+        repositoryUrl: d.repositoryUrl,
+        branch: d.branch,
+        lock: d.lock ? { holder: d.lock.holder, waiters: d.lock.waiters } : freeLock,
+        leases: Object.fromEntries((d.leases ?? []).map((lease) => [lease.leaseId, lease])),
+        eviction: d.eviction ?? null,
+      };
     }
     default: {
       const unknown: never = event;

@@ -17,7 +17,7 @@ export interface WorktreeConfig {
   diskMeasureIntervalMs: number;
   gitCommandTimeoutMs: number;
   gitNetworkTimeoutMs: number;
-  /** A key's stream longer than this, once the key is idle, has its books closed (the key goes on in a new epoch's stream). */
+  /** A key's stream longer than this has its books closed (the key goes on in a new epoch's stream). */
   epochEvents: number;
 }
 

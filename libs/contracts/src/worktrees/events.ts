@@ -301,10 +301,10 @@ export const WorktreeEvicted = defineEvent({
 });
 
 /**
- * Closing the books of a worktree key's stream: an idle key's stream (nobody holds, waits for or
- * releases it) that has grown long ends here, and the key goes on in the stream of the next epoch,
- * which opens with what the past leaves to the future (WorktreeBooksOpened). No command is decided
- * on a closed stream again, so no command replays more than one epoch (docs/worktrees.md).
+ * Closing the books of a worktree key's stream: a stream that has grown long ends here, and the key
+ * goes on in the stream of the next epoch, which opens with what the past leaves to the future
+ * (WorktreeBooksOpened). No command is decided on a closed stream again, so no command replays more
+ * than one epoch (docs/worktrees.md).
  */
 export const WorktreeBooksClosed = defineEvent({
   context: 'worktrees',
@@ -317,7 +317,32 @@ export const WorktreeBooksClosed = defineEvent({
   },
 });
 
-/** The first event of an epoch's stream: the fencing token last granted (the next grant gets one more) and the worktree as it was left. */
+/** A lease that had not ended when the books were closed: it goes on, unchanged, in the next epoch. */
+const CarriedLeaseSchema = z.object({
+  ...Lease,
+  jobId: z.string().min(1),
+  jobLeaseToken: z.number().int().positive(),
+  repositoryUrl: RepositoryUrlSchema,
+  branch: BranchNameSchema,
+  baseRef: BaseRefSchema,
+  leaseDurationMs: LeaseDurationMsSchema,
+  lockDeadline: Iso,
+  requestedAt: Iso,
+  status: z.enum(['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready', 'releasing']),
+  token: WorktreeLeaseTokenSchema.nullable(),
+  path: z.string().min(1).nullable(),
+  baseSha: Sha.nullable(),
+  expiresAt: Iso.nullable(),
+  releaseReason: WorktreeReleaseReasonSchema.nullable(),
+  removeWorktree: z.boolean(),
+  releasePending: z.object({ cause: WorktreeReleasePendingCauseSchema, since: Iso }).nullable(),
+});
+
+/**
+ * The first event of an epoch's stream: the fencing token last granted (the next grant gets one
+ * more), the worktree as it was left, and — when the books were closed while the key was in use —
+ * its lock (holder and waiters in line), the leases that had not ended and an eviction under way.
+ */
 export const WorktreeBooksOpened = defineEvent({
   context: 'worktrees',
   type: 'WorktreeBooksOpened',
@@ -330,11 +355,28 @@ export const WorktreeBooksOpened = defineEvent({
     path: z.string().min(1).nullable(),
     repositoryUrl: RepositoryUrlSchema,
     branch: BranchNameSchema,
+    /** Absent: nobody held or waited for the key. */
+    lock: z.object({ holder: WorktreeLeaseIdSchema.nullable(), waiters: z.array(z.object({ leaseId: WorktreeLeaseIdSchema, deadline: Iso })) }).optional(),
+    leases: z.array(CarriedLeaseSchema).optional(),
+    eviction: z.object({ repositoryUrl: RepositoryUrlSchema, branch: BranchNameSchema, requestedAt: Iso }).nullable().optional(),
     openedAt: Iso,
   }),
   examples: {
     valid: [
       { worktreeKey: key, epoch: 1, lastToken: 41, path: '/var/lib/gantry/worktrees/x', repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', openedAt: at },
+      {
+        worktreeKey: key, epoch: 2, lastToken: 42, path: '/var/lib/gantry/worktrees/x', repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout',
+        lock: { holder: leaseId, waiters: [] },
+        leases: [
+          {
+            worktreeKey: key, leaseId, jobId: 'job-7f3a', jobLeaseToken: 2, repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', baseRef: 'main',
+            leaseDurationMs: 600_000, lockDeadline: at, requestedAt: at, status: 'ready', token: 42, path: '/var/lib/gantry/worktrees/x', baseSha: sha,
+            expiresAt: at, releaseReason: null, removeWorktree: false, releasePending: null,
+          },
+        ],
+        eviction: null,
+        openedAt: at,
+      },
       { worktreeKey: key, epoch: 3, lastToken: 97, path: null, repositoryUrl: 'https://github.com/acme/shop.git', branch: 'feature/checkout', openedAt: at },
     ],
     invalid: [{ worktreeKey: key, epoch: 0, lastToken: 41, path: null, repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', openedAt: at }],
