@@ -62,6 +62,21 @@ export class WorktreeEffectProcessor {
     while (this.tails.size > 0) await Promise.all([...this.tails.values()]);
   }
 
+  /**
+   * Resolves when the effects queued or running now have run (retries waiting on their timer do not
+   * count) — whatever is asked for after this call. Under steady work the processor is never idle;
+   * this still ends.
+   */
+  async settled(): Promise<void> {
+    const now = new Set(this.queued);
+    for (;;) {
+      const waiting = [...now].filter((id) => this.queued.has(id));
+      if (waiting.length === 0) return;
+      const keys = new Set(waiting.map((id) => id.slice(0, id.indexOf(':'))));
+      await Promise.race([...keys].map((key) => this.tails.get(key) ?? Promise.resolve()));
+    }
+  }
+
   get busy(): number {
     return this.queued.size;
   }

@@ -148,7 +148,8 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
       if (this.leases.closing) return;
       const complete = progress !== null && progress.unacknowledged === 0;
       await this.staleReset({ complete });
-      await this.effects.idle();
+      // The effects reconciliation and the stale reset asked for; not every effect later work asks for.
+      await this.effects.settled();
       this.phase = 'recovered';
       if (complete) return;
     }
