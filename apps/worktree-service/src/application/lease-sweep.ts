@@ -7,7 +7,7 @@ import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 
 /**
- * Expiry by this service's own clock (ARCHITECTURE §4): on a timer, the keys whose holder's lease
+ * Expiry by this service's own clock (docs/worktrees.md): on a timer, the keys whose holder's lease
  * or a waiter's lock deadline has passed (found in the read model) are loaded, and each deadline the
  * decider lists as due becomes its command — ExpireWorktreeLease (→ release with rescue) or
  * TimeOutLockWaiters. The decider ignores a deadline that moved (a renewal) in the meantime.

@@ -232,7 +232,7 @@ const HAPPY_PATH: readonly WorktreeLeaseStatus[] = ['acquiring_lock', 'creating_
 export const isHolding = (lease: LeaseRecord): boolean => HOLDING.includes(lease.status);
 export const isTerminal = (lease: LeaseRecord): boolean => TERMINAL.includes(lease.status);
 
-/** The worktree key's state as SPEC §3 names it: its holder's status, or idle. */
+/** The worktree key's state (docs/worktrees.md): its holder's status, or idle. */
 export function worktreeStatus(state: WorktreeLeaseState): WorktreeLeaseStatus | 'idle' {
   const holder = state.lock.holder ? state.leases[state.lock.holder] : undefined;
   return holder ? holder.status : 'idle';

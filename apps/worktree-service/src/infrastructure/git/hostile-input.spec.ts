@@ -23,7 +23,7 @@ import {
 import { createGitFixture, snapshotTree, type GitFixture } from './testing/git-fixture.js';
 
 /*
- * Issue 4: hostile input is refused with a typed error (INVALID_COMMAND) and nothing on disk is
+ * Hostile input is refused with a typed error (INVALID_COMMAND) and nothing on disk is
  * touched. Each hostile value tries to create a marker file; the tests assert it never appears.
  */
 
