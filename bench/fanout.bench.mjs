@@ -1,0 +1,160 @@
+// The reviewer fan-out of the workflow engine: one step entry whose on_enter queues a REVIEW run for
+// each of its 200 participants, measured from the move that makes the entry until the 200th REVIEW
+// job is queued in the job service; median of 5 entries (each a new entry of the same task into the
+// step). The job service and the workflow engine run as their own processes on throw-away schemas.
+//   client:  move_task sent → the 200th JobEnqueued of the entry received on NATS
+//   server:  the admission committed (TaskAdmittedToStep) → the 200th JobEnqueued committed (PostgreSQL clock)
+//   BENCH_FANOUT_PARTICIPANTS (default 200), BENCH_FANOUT_ROUNDS (default 5)
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { createTask, importWorkflow, listStepEntries, moveTask, registerAgentProfile, registerProduct } from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const participants = Number(process.env.BENCH_FANOUT_PARTICIPANTS ?? 200);
+const rounds = Number(process.env.BENCH_FANOUT_ROUNDS ?? 5);
+const name = benchName('fanout');
+const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
+const jobsSchema = `${name}_jobs`;
+const engineSchema = `${name}_wf`;
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function start(app, schema) {
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(root, `apps/${app}/dist/main.js`)], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      GANTRY_HTTP_HOST: '127.0.0.1',
+      GANTRY_DATABASE_URL: databaseUrl,
+      GANTRY_NATS_URL: natsUrl,
+      GANTRY_DB_SCHEMA: schema,
+      GANTRY_SUBJECT_ROOT: naming.subjectRoot,
+      GANTRY_STREAM_PREFIX: naming.streamPrefix,
+      LOG_LEVEL: 'warn',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const ready = await fetch(`http://127.0.0.1:${port}/ready`).then((r) => r.status === 200, () => false);
+    if (ready) return child;
+    if (Date.now() > deadline) throw new Error(`${app} did not become ready`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+const jobService = await start('job-service', jobsSchema);
+const engine = await start('workflow-engine', engineSchema);
+const bus = await Bus.connect({ servers: natsUrl, naming, name: 'fanout-bench' });
+const client = new CommandClient(bus);
+const jobsDb = new pg.Client({ connectionString: databaseUrl, options: `-c search_path=${jobsSchema}` });
+const engineDb = new pg.Client({ connectionString: databaseUrl, options: `-c search_path=${engineSchema}` });
+await jobsDb.connect();
+await engineDb.connect();
+try {
+  await client.request(registerProduct, {
+    productId: 'bench', repository: 'bench/fanout', cloneUrl: '/srv/git/fanout.git', targetBranch: 'main', prStrategy: 'STORY',
+    mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: 'bench/register:1',
+  });
+  const seats = [];
+  for (let i = 0; i < participants; i++) {
+    const id = `p-${String(i).padStart(3, '0')}`;
+    await client.request(registerAgentProfile, { agentProfileId: id, model: 'claude-opus-4-7', thinkingBudget: 12000, idempotencyKey: `bench/profile:${id}` });
+    seats.push(`      - { id: ${id}, role: reviewer, agent_profile_id: ${id}, decision_required: true, position: ${i} }`);
+  }
+  await client.request(importWorkflow, {
+    workflowId: 'fanout',
+    idempotencyKey: 'bench/import:1',
+    yaml: `name: Fan-out
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    participants:
+${seats.join('\n')}
+    on_enter:
+      - type: clear_decisions
+      - type: queue_run_for_each_participant
+        config: { role: reviewer, reason: review_started }
+`,
+  });
+  await client.request(createTask, { taskId: 'T-bench', productId: 'bench', title: 'fan-out', workflowId: 'fanout', idempotencyKey: 'bench/task:1' });
+
+  // Every REVIEW job queued for the task, as the job service's relay publishes it.
+  let arrived = 0;
+  let onArrival = () => undefined;
+  const subscription = bus.nc.subscribe(`${naming.subjectRoot}.jobs.evt.JobEnqueued.>`);
+  void (async () => {
+    for await (const msg of subscription) {
+      const event = msg.json();
+      if (event.data.taskId === 'T-bench' && event.data.kind === 'REVIEW') {
+        arrived++;
+        onArrival();
+      }
+    }
+  })();
+
+  const client_ms = [];
+  const server_ms = [];
+  for (let round = 1; round <= rounds; round++) {
+    const expected = round * participants;
+    const done = new Promise((resolve) => {
+      onArrival = () => arrived >= expected && resolve(performance.now());
+    });
+    const t0 = performance.now();
+    await client.request(moveTask, { taskId: 'T-bench', toStepId: 'review', idempotencyKey: `bench/move:review-${round}` });
+    const t1 = await done;
+    client_ms.push(t1 - t0);
+    const admitted = await engineDb.query(
+      `SELECT recorded_at FROM events WHERE stream_id = 'task-T-bench' AND type = 'TaskAdmittedToStep' AND data->>'stepId' = 'review' AND (data->>'entrySeq')::int = $1`,
+      [round],
+    );
+    const last = await jobsDb.query(`SELECT max(recorded_at) AS at FROM (SELECT recorded_at FROM events WHERE type = 'JobEnqueued' AND data->>'taskId' = 'T-bench' AND data->>'kind' = 'REVIEW' ORDER BY position LIMIT $1) AS round`, [expected]);
+    server_ms.push(last.rows[0].at.getTime() - admitted.rows[0].recorded_at.getTime());
+    // the entry finishes (its marker written), then the task leaves for the next round
+    for (;;) {
+      const { entries } = await client.request(listStepEntries, { taskId: 'T-bench', stepId: 'review' });
+      if (entries.find((e) => e.entrySeq === round)?.terminal) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await client.request(moveTask, { taskId: 'T-bench', toStepId: 'work', idempotencyKey: `bench/move:work-${round}` });
+    console.log(`entry ${round}: ${participants} REVIEW jobs queued in ${client_ms.at(-1).toFixed(0)} ms (client), ${server_ms.at(-1).toFixed(0)} ms (server)`);
+  }
+  subscription.unsubscribe();
+  console.log(`fan-out of ${participants} participants, median of ${rounds} entries: ${median(client_ms).toFixed(0)} ms from move_task to the ${participants}th REVIEW job queued (client), ${median(server_ms).toFixed(0)} ms from the admission's commit to the ${participants}th enqueue's commit (server)`);
+} finally {
+  await bus.close();
+  await jobsDb.end();
+  await engineDb.end();
+  for (const child of [engine, jobService]) {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+  }
+  const nc = await connect({ servers: natsUrl });
+  const jsm = await jetstreamManager(nc);
+  for await (const stream of jsm.streams.list()) {
+    if (stream.config.name.startsWith(naming.streamPrefix)) await jsm.streams.delete(stream.config.name).catch(() => undefined);
+  }
+  await nc.close();
+  await dropSchema(jobsSchema);
+  await dropSchema(engineSchema);
+}
