@@ -19,6 +19,7 @@ import {
   PullRequestMergeConflict,
   reportPush,
   resumeSprintRun,
+  returnTasksToTodo,
   startJob,
   streamName,
   type JobView,
@@ -34,6 +35,8 @@ describe('sprint runs driven by job events and PR events', () => {
 
   /** The pr-service's side of mark_pr_ready_for_review, as the job service's effect calls it. */
   const readyRequests: Record<string, unknown>[] = [];
+  /** The workflow engine's side of return_tasks_to_todo. */
+  const returnRequests: Record<string, unknown>[] = [];
 
   beforeAll(async () => {
     world = await createWorld('sprints');
@@ -43,6 +46,14 @@ describe('sprint runs driven by job events and PR events', () => {
         const request = JSON.parse(new TextDecoder().decode(msg.data)) as Record<string, unknown>;
         readyRequests.push(request);
         msg.respond(JSON.stringify({ ok: true, result: { pullRequestId: 'pr-test', phase: 'ready_for_review', prUrl: PR } }));
+      }
+    })();
+    const returns = world.bus.nc.subscribe(commandSubject(world.naming, 'workflow', returnTasksToTodo.name));
+    void (async () => {
+      for await (const msg of returns) {
+        const request = JSON.parse(new TextDecoder().decode(msg.data)) as { taskIds: string[] };
+        returnRequests.push(request);
+        msg.respond(JSON.stringify({ ok: true, result: { returned: [], unknownTaskIds: request.taskIds } }));
       }
     })();
     app = await startInProcess(world);
@@ -160,6 +171,9 @@ describe('sprint runs driven by job events and PR events', () => {
       return j.every((x) => x.status === 'CANCELLED') ? j : null;
     }, { what: 'every sprint job cancelled' });
     expect(after.map((j) => j.taskStatus)).toEqual(['TO_DO', 'TO_DO']);
+    // The workflow engine is asked to take the open tasks back to their start step, once, keyed by the cancel.
+    const asked = await eventually(() => returnRequests.find((r) => r.sprintRunId === created.sprintRunId), { what: 'return_tasks_to_todo sent' });
+    expect(asked).toMatchObject({ taskIds: ['T-3', 'T-4'], idempotencyKey: expect.stringMatching(/^sprint-run:/) });
     await expect(world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, idempotencyKey: key('resume') })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
   });
 

@@ -1,6 +1,6 @@
 import { Controller, Inject } from '@nestjs/common';
 import type pg from 'pg';
-import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, type EventEnvelope } from '@gantry/contracts';
+import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, returnTasksToTodo, type EventEnvelope } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
 import { CommandClient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, JsonLogger, type ConsumerContext } from '@gantry/service-runtime';
@@ -118,9 +118,32 @@ export class SprintRunEffects {
         }
         return;
       }
+      case 'RETURN_TASKS_TO_TODO': {
+        // The workflow engine owns tasks and their place on a workflow: it takes each one it knows back
+        // to its workflow's start step (docs/workflow-engine.md, AC-T1). Keyed by the cancelling event.
+        const request = {
+          sprintRunId: effect.sprintRunId,
+          taskIds: effect.taskIds,
+          idempotencyKey: deriveIdempotencyKey('sprint-run', { returnTasksToTodo: cause.eventId }),
+          ...metadata,
+        };
+        try {
+          const reply = await this.client.request(returnTasksToTodo, request, { timeoutMs: 10_000 });
+          this.log.log('sprint run cancelled: its open tasks are back at their start step', {
+            sprintRunId: effect.sprintRunId,
+            returned: reply.returned.map((r) => r.taskId),
+            unknownTaskIds: reply.unknownTaskIds,
+          });
+        } catch (error) {
+          if (error instanceof GantryError && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE)) {
+            throw new RetryLater(`the workflow engine did not answer return_tasks_to_todo (${error.code})`, 2000);
+          }
+          throw error;
+        }
+        return;
+      }
       case 'RAISE_QUESTION':
-      case 'RETURN_TASKS_TO_TODO':
-        // Owned by other contexts (questions, the task board); no command for them exists yet.
+        // Owned by another context (questions); no command for it exists yet.
         // The request stays in the log (the event that asked for it) for the owner to consume.
         this.log.log('sprint run effect requested of another context', { effect, causationId: cause.eventId });
         return;
