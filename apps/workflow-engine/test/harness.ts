@@ -126,6 +126,15 @@ export class WorkflowWorld {
     return logRecords(engine.output());
   }
 
+  /** The job service stopped (SIGKILL) and started again on the same schema. */
+  async stopJobService(): Promise<void> {
+    await this.jobService.kill('SIGKILL');
+  }
+
+  async startJobService(): Promise<void> {
+    this.jobService = await startApp('job-service', { schema: this.jobsSchema, naming: this.naming });
+  }
+
   /** Waits until a record matching `match` has been read from the engine's output; returns all its records then. */
   async logged(match: (record: LogRecord) => boolean, what: string, engine?: RunningApp): Promise<LogRecord[]> {
     return eventually(() => {

@@ -285,6 +285,22 @@ steps:
     expect((await world.jobs(x, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b']);
   });
 
+  it('AC-L3: a job service that does not answer stops the dispatch with its claim kept and an error; the next start resumes it and nothing is queued twice', async () => {
+    const { taskId } = await world.task('rec');
+    const engine = await restart();
+    await world.stopJobService();
+    await world.move(taskId, 'review');
+    const records = await world.logged((r) => r.rule === 'AC-L3' && r.taskId === taskId, 'the outage', engine);
+    expect(records.find((r) => r.rule === 'AC-L3' && r.taskId === taskId)).toMatchObject({ level: 'error', stepId: 'review', position: 2 });
+    const [open] = await world.entries(taskId, 'review');
+    expect(open!.terminal).toBe(false);
+    expect(open!.markers.find((m) => m.position === 2)).toMatchObject({ state: 'in_progress' });
+    await world.startJobService();
+    await restart();
+    await world.terminalEntry(taskId, 'review', 1);
+    expect(await counts(taskId, 'rec')).toMatchObject({ clears: 1, reviewJobs: ['rev-a', 'rev-b'] });
+  });
+
   it('V29 AC-B2 / AC-B5: one entry dispatched again — by the same command repeated, then after a restart — adds no clear and no run', async () => {
     const { taskId } = await world.task('rec');
     let engine = await restart();

@@ -11,12 +11,13 @@ import {
   type WorktreeLeaseGrant,
 } from '@gantry/contracts';
 import type { CommandClient } from '@gantry/messaging';
-import { buildAgentCommand } from '../domain/agent-command.js';
+import { buildAgentCommand, type AgentSession } from '../domain/agent-command.js';
 import type { PrecheckResult } from '../domain/idempotency-precheck.js';
 import { agentEnvironment, runAgent, type AgentRunResult } from '../infrastructure/agent/agent-process.js';
 import { CommandJobReporter } from '../infrastructure/job-service/command-job-reporter.js';
 import { JobLeaseSession, type FinishReply } from '../infrastructure/job-service/job-lease-session.js';
 import { startMcpToolServer, type McpToolServer } from '../infrastructure/mcp/tool-server.js';
+import { taskSessionOf } from '../infrastructure/workflow/task-session.js';
 import { writeMcpConfigFile } from '../infrastructure/mcp/mcp-config-file.js';
 import { alreadyPresent, finishFacts } from '../infrastructure/verify/finish-facts.js';
 import { precheckPlan } from '../infrastructure/verify/plan-precheck.js';
@@ -210,6 +211,7 @@ export class JobRun {
       jobId: this.job.jobId,
       correlationId: this.fields.correlationId as string,
       reporter,
+      ...(this.job.kind === 'REVIEW' ? { reviewDecisions: reporter } : {}),
       log: (level, message, f) => (level === 'info' ? log.log(message, f) : level === 'warn' ? log.warn(message, f) : log.error(message, f)),
     });
     const payloadPath = join(this.scratch, 'payload.json');
@@ -223,6 +225,7 @@ export class JobRun {
       mcpConfigPath,
       worktreeDir: workDir,
       bin: config.agentBin,
+      session: await this.taskSession(),
     });
 
     const beforeStart = await this.interrupted();
@@ -378,6 +381,16 @@ export class JobRun {
       if (isGantryError(error) && error.code === ErrorCode.PRECONDITION_FAILED) return this.rollback(`the finish was refused: ${error.message}`, 'JOB');
       throw error;
     }
+  }
+
+  /** The task's agent session for the command line; a reviewer's run is its own, not the task's. */
+  private async taskSession(): Promise<AgentSession | null> {
+    if (this.job.taskId === null || this.job.kind === 'REVIEW') return null;
+    const { session, unanswered } = await taskSessionOf(this.deps.commands, this.job.taskId, Math.min(this.deps.config.commandTimeoutMs, 5000));
+    if (unanswered !== null) this.deps.log.warn('no workflow engine answered for the task\'s session; the job runs with its own configuration', { ...this.fields, error: unanswered });
+    if (session === null) return null;
+    const s = session.settings;
+    return { sessionId: session.sessionId, resume: session.started, permissionMode: session.permissionMode, model: s.model, thinkingBudget: s.thinkingBudget, allowedTools: s.allowedTools };
   }
 
   private async afterError(error: unknown): Promise<JobRunOutcome> {

@@ -77,6 +77,18 @@ describe('the agent command line', () => {
     }
   });
 
+  it('continues or begins the task\'s agent session, and its settings win over the job\'s (plan mode is --permission-mode plan)', () => {
+    const session = { sessionId: '2b3c4d5e-6f70-4a81-9b2c-3d4e5f607182', resume: false, permissionMode: 'plan' as const, model: 'claude-opus-4-7', thinkingBudget: 24001, allowedTools: ['Read'] };
+    const fresh = buildAgentCommand({ kind: 'TASK_IMPLEMENTATION', config: configs.TASK_IMPLEMENTATION, payloadPath, mcpConfigPath, worktreeDir, session }).args;
+    const flag = (args: string[], name: string) => args[args.indexOf(name) + 1];
+    expect([flag(fresh, '--permission-mode'), flag(fresh, '--model'), flag(fresh, '--effort'), flag(fresh, '--allowedTools')]).toEqual(['plan', 'claude-opus-4-7', 'max', `Read,${gantryTools}`]);
+    expect(fresh.slice(-2)).toEqual(['--session-id', session.sessionId]);
+    expect(fresh).not.toContain('--resume');
+    const resumed = buildAgentCommand({ kind: 'TASK_IMPLEMENTATION', config: configs.TASK_IMPLEMENTATION, payloadPath, mcpConfigPath, worktreeDir, session: { ...session, resume: true, permissionMode: null, model: null, thinkingBudget: null, allowedTools: null } }).args;
+    expect(resumed.slice(-2)).toEqual(['--resume', session.sessionId]);
+    expect([flag(resumed, '--permission-mode'), flag(resumed, '--model')]).toEqual(['bypassPermissions', 'claude-sonnet-4-6']);
+  });
+
   it('never passes max turns, whatever it is set to', () => {
     const { args } = buildAgentCommand({
       kind: 'SPRINT_IMPLEMENTATION',

@@ -20,6 +20,22 @@ export interface AgentCommandInput {
   /** The agent CLI; `claude` unless configured (the stand-in agent in tests and local runs). */
   bin?: string;
   promptTemplates?: Record<JobKind, string>;
+  /** The task's agent session, for a job of a task the workflow engine keeps one for. */
+  session?: AgentSession | null;
+}
+
+/**
+ * What the task's session adds to a job's command line (docs/workflow-engine.md, AC-S1): a session
+ * no job started yet is begun with `--session-id`, one a job started is continued with `--resume`;
+ * the session's settings (plan mode is `--permission-mode plan`) win over the job's configuration.
+ */
+export interface AgentSession {
+  sessionId: string;
+  resume: boolean;
+  permissionMode: AgentConfig['permissionMode'] | null;
+  model: string | null;
+  thinkingBudget: number | null;
+  allowedTools: string[] | null;
 }
 
 export const DEFAULT_AGENT_BIN = 'claude';
@@ -27,7 +43,7 @@ export const DEFAULT_AGENT_BIN = 'claude';
 /**
  * The agent command line:
  * `claude -p <prompt> --model <m> --permission-mode <p> [--effort <e>] --allowedTools <a,b>
- *  --mcp-config <file> --add-dir <dir> --output-format text`.
+ *  --mcp-config <file> --add-dir <dir> --output-format text [--session-id <id> | --resume <id>]`.
  *
  * `maxTurns` is recorded on the job only; the CLI has no such flag. The allowed tools are the ones
  * recorded at claim, where the gantry tools were added (`withGantryTools`); adding them again here
@@ -45,7 +61,8 @@ export function buildAgentCommand(input: AgentCommandInput): AgentCommand {
   if (bin.trim() === '') refuse('the agent binary must not be empty');
 
   const template = (input.promptTemplates ?? defaultPromptTemplates)[input.kind];
-  const effort = effortForThinkingBudget(input.config.thinkingBudget);
+  const session = input.session ?? null;
+  const effort = effortForThinkingBudget(session?.thinkingBudget ?? input.config.thinkingBudget);
 
   return {
     bin,
@@ -53,18 +70,19 @@ export function buildAgentCommand(input: AgentCommandInput): AgentCommand {
       '-p',
       renderPrompt(template, input.payloadPath),
       '--model',
-      input.config.model,
+      session?.model ?? input.config.model,
       '--permission-mode',
-      input.config.permissionMode,
+      session?.permissionMode ?? input.config.permissionMode,
       ...(effort === null ? [] : ['--effort', effort]),
       '--allowedTools',
-      allowedToolsArgument(input.config.allowedTools),
+      allowedToolsArgument(session?.allowedTools ?? input.config.allowedTools),
       '--mcp-config',
       input.mcpConfigPath,
       '--add-dir',
       input.worktreeDir,
       '--output-format',
       'text',
+      ...(session === null ? [] : session.resume ? ['--resume', session.sessionId] : ['--session-id', session.sessionId]),
     ],
   };
 }

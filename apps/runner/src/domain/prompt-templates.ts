@@ -44,6 +44,7 @@ export const defaultPromptTemplates: Record<JobKind, string> = {
   REVIEW: [
     'You are reviewing the work of a task as the agent profile described in the payload.',
     `The job payload (the task, the diff to review and your review brief) is the JSON file ${PAYLOAD_PATH_PLACEHOLDER}.`,
+    'Record your decision with the record_decision tool: approve, or reject with what must change, always with a comment.',
     storyLogDuty,
   ].join('\n\n'),
 };

@@ -23,7 +23,15 @@ describe("the stand-in agent's command line", () => {
       mcpConfig: ['/tmp/job/mcp.json'],
       addDir: ['/srv/wt'],
       outputFormat: 'text',
+      sessionId: null,
+      resume: null,
     });
+  });
+
+  it('takes the session flags the runner adds for a task\'s session', () => {
+    const base = ['-p', 'work in /tmp/p.json', '--output-format', 'text'];
+    expect(parseStandInArguments([...base, '--session-id', '2b3c4d5e-6f70-4a81-9b2c-3d4e5f607182'])).toMatchObject({ sessionId: '2b3c4d5e-6f70-4a81-9b2c-3d4e5f607182', resume: null });
+    expect(parseStandInArguments([...base, '--resume', '2b3c4d5e-6f70-4a81-9b2c-3d4e5f607182'])).toMatchObject({ sessionId: null, resume: '2b3c4d5e-6f70-4a81-9b2c-3d4e5f607182' });
   });
 
   it('takes flags in any order, --flag=value, the long print flag and variadic lists', () => {

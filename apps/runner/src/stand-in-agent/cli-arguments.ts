@@ -13,6 +13,8 @@ export interface StandInArguments {
   mcpConfig: string[];
   addDir: string[];
   outputFormat: 'text' | 'json' | 'stream-json';
+  sessionId: string | null;
+  resume: string | null;
 }
 
 export class CliUsageError extends Error {}
@@ -35,6 +37,8 @@ const options: Record<string, OptionSpec> = {
   '--mcp-config': { key: 'mcpConfig', kind: 'variadic', label: '--mcp-config <configs...>' },
   '--add-dir': { key: 'addDir', kind: 'variadic', label: '--add-dir <directories...>' },
   '--output-format': { key: 'outputFormat', kind: 'value', label: '--output-format <format>', choices: ['text', 'json', 'stream-json'] },
+  '--session-id': { key: 'sessionId', kind: 'value', label: '--session-id <uuid>' },
+  '--resume': { key: 'resume', kind: 'value', label: '-r, --resume [value]' },
 };
 
 export function parseStandInArguments(argv: readonly string[]): StandInArguments {
@@ -48,6 +52,8 @@ export function parseStandInArguments(argv: readonly string[]): StandInArguments
     mcpConfig: [],
     addDir: [],
     outputFormat: 'text',
+    sessionId: null,
+    resume: null,
   };
   const positionals: string[] = [];
   let i = 0;

@@ -30,6 +30,14 @@
  *       "byAttempt":     { "1": { "behaviour": "crash_after_commit", … } }  // for attempt n (payload gantry.attempt): fields replacing the ones above
  *     }
  *
+ *       "verdicts":      { "<model>": ["reject", "approve"], "*": ["approve"] },  // review: record_decision's verdicts per --model
+ *       "verdictCounterDir": "/abs/dir",                       // review: where the n-th review of a model is counted
+ *     }
+ *
+ * Without a `standIn` section in the payload (a REVIEW run a workflow queued carries none) the
+ * section is read from the JSON file named by CLAUDE_STAND_IN_DEFAULT_SCRIPT in its environment.
+ * It accepts the CLI's `--session-id <uuid>` and `--resume <id>` (recorded with the argv).
+ *
  * Credentials: with ANTHROPIC_API_KEY=expired in its environment the stand-in fails like the real CLI
  * with an expired login (authentication error, exit 3) whatever the payload says, so one runner's
  * agent can be expired while another's is not.
@@ -46,10 +54,12 @@
  * - exit_3: prints an authentication error on stderr, no MCP calls; exit 3
  * - no_logs: commits the files without any MCP call; exit 0
  * - crash_after_commit: commits the files without any MCP call, then exits with `exitCode` (a crash leaving unreported commits)
+ * - review: log_implementation, record_decision with the verdict for its --model and a comment, log_test_result PASSED,
+ *   update_job_status DONE; exit 0
  */
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
-import { appendFile, readFile } from 'node:fs/promises';
+import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { CliUsageError, parseStandInArguments, type StandInArguments } from './cli-arguments.js';
 import { StandInGit } from './stand-in-git.js';
 import { StandInReporter } from './stand-in-reporter.js';
@@ -71,7 +81,9 @@ async function main(argv: string[]): Promise<number> {
 
   const payloadPath = /(\/[^\s"'`]+\.json)/.exec(args.prompt)?.[1];
   if (!payloadPath) return fail('stand-in: the prompt names no payload file (an absolute path ending in .json)');
-  const script = parseStandInScript(JSON.parse(await readFile(payloadPath, 'utf8')));
+  const fallbackFile = process.env.CLAUDE_STAND_IN_DEFAULT_SCRIPT;
+  const fallback = fallbackFile ? JSON.parse(await readFile(fallbackFile, 'utf8')) : undefined;
+  const script = parseStandInScript(JSON.parse(await readFile(payloadPath, 'utf8')), fallback);
   if (script.recordArgvTo) {
     const record = script.recordArgvTo;
     await appendFile(record, `${JSON.stringify({ argv, pid: process.pid, cwd: process.cwd(), at: new Date().toISOString() })}\n`);
@@ -135,6 +147,13 @@ async function main(argv: string[]): Promise<number> {
         await reporter.call('update_job_status', { status: script.reportStatus, summary: 'work committed' });
         return finish(args, 'Work committed.', script.finalExitCode);
       }
+      case 'review': {
+        const verdict = await nextVerdict(script, args.model ?? 'default');
+        await reporter.call('record_decision', { verdict, comment: `stand-in review by ${args.model ?? 'default'}: ${verdict}` });
+        await reporter.call('log_test_result', { status: 'PASSED', summary: `reviewed: ${verdict}` });
+        await reporter.call('update_job_status', { status: 'DONE', summary: `review recorded: ${verdict}` });
+        return finish(args, `Review: ${verdict}.`, script.finalExitCode);
+      }
       case 'nothing':
         await reporter.call('log_test_result', { status: 'PASSED', summary: 'nothing to change' });
         await reporter.call('update_job_status', { status: 'DONE', summary: 'nothing to change' });
@@ -149,6 +168,16 @@ async function main(argv: string[]): Promise<number> {
   } finally {
     await reporter.close();
   }
+}
+
+/** The verdict of this model's n-th review: the n-th of its list (the last once the list runs out). */
+async function nextVerdict(script: StandInScript, model: string): Promise<'approve' | 'reject'> {
+  const verdicts = script.verdicts[model] ?? script.verdicts['*'] ?? ['approve'];
+  if (!script.verdictCounterDir) return verdicts[0]!;
+  const counter = `${script.verdictCounterDir}/${model.replace(/[^A-Za-z0-9_-]/g, '_')}.count`;
+  const done = Number(await readFile(counter, 'utf8').catch(() => '0')) || 0;
+  await writeFile(counter, String(done + 1));
+  return verdicts[Math.min(done, verdicts.length - 1)]!;
 }
 
 function workDir(args: StandInArguments): string {

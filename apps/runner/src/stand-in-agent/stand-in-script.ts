@@ -12,7 +12,7 @@ const CommitSchema = z.strictObject({
 });
 
 const ScriptSchema = z.strictObject({
-  behaviour: z.enum(['commit', 'nothing', 'delete_only', 'failing_tests', 'exit_nonzero', 'hang', 'token_expired_message', 'exit_3', 'no_logs', 'crash_after_commit']),
+  behaviour: z.enum(['commit', 'nothing', 'delete_only', 'failing_tests', 'exit_nonzero', 'hang', 'token_expired_message', 'exit_3', 'no_logs', 'crash_after_commit', 'review']),
   files: z.record(relativePath, z.string()).optional(),
   delete: z.array(relativePath).optional(),
   commitMessage: z.string().min(1).optional(),
@@ -30,6 +30,13 @@ const ScriptSchema = z.strictObject({
   delayMs: z.number().int().min(0).default(0),
   /** An absolute file the stand-in appends one JSON line to per run: its argv, pid and cwd (tests assert the command line). */
   recordArgvTo: z.string().startsWith('/').optional(),
+  /**
+   * review: the verdicts record_decision gives, per `--model` (the reviewer's agent profile) or `*`;
+   * the n-th review of a model takes the n-th verdict (the last one from then on), counted in files
+   * under `verdictCounterDir`.
+   */
+  verdicts: z.record(z.string(), z.array(z.enum(['approve', 'reject'])).min(1)).default({ '*': ['approve'] }),
+  verdictCounterDir: z.string().startsWith('/').optional(),
   /** Before its work, the stand-in moves its branch to this revision (`git reset --hard`): how a branch becomes DIVERGENT. */
   resetTo: z.string().min(1).regex(/^[^-]/, 'a revision, not an option').optional(),
 });
@@ -44,9 +51,12 @@ export interface StandInScript extends Omit<z.infer<typeof ScriptSchema>, 'files
 /** `byAttempt`: for attempt n of the job (the payload's `gantry.attempt`), fields that replace the section's own. */
 const ByAttemptSchema = z.object({ byAttempt: z.record(z.string().regex(/^[1-9][0-9]*$/, 'an attempt number'), z.record(z.string(), z.unknown())).optional() });
 
-/** Reads the `standIn` section of a job payload (the format is documented in main.ts). */
-export function parseStandInScript(payload: unknown): StandInScript {
-  const section = (payload as { standIn?: unknown } | null)?.standIn;
+/**
+ * Reads the `standIn` section of a job payload (the format is documented in main.ts); `fallback` is
+ * the section to use when the payload has none (a run queued by a workflow carries no stand-in section).
+ */
+export function parseStandInScript(payload: unknown, fallback?: unknown): StandInScript {
+  const section = (payload as { standIn?: unknown } | null)?.standIn ?? fallback;
   if (section === undefined) throw new Error('the payload has no "standIn" section telling the stand-in agent what to do');
   const perAttempt = ByAttemptSchema.safeParse(section);
   if (!perAttempt.success) throw new Error(`invalid "standIn" section: ${z.prettifyError(perAttempt.error)}`);

@@ -86,6 +86,13 @@ export function qualifiedToolName(tool: GantryToolName): string {
  * heartbeat or queue tools). Applied when the configuration is resolved, so the list recorded on
  * the job is exactly the one the agent's command line gets.
  */
+/**
+ * The tool a REVIEW job's agent records its decision with (approve / reject, with a comment); the
+ * runner offers it to REVIEW jobs only and forwards it to the workflow engine under the job's claim
+ * (docs/workflow-engine.md, AC-R1).
+ */
+export const REVIEW_DECISION_TOOL = 'record_decision' as const;
+
 export function withGantryTools(tools: readonly string[]): string[] {
   const all = [...tools];
   for (const tool of GantryToolNames.map(qualifiedToolName)) if (!all.includes(tool)) all.push(tool);
@@ -145,7 +152,7 @@ export const KIND_DEFAULTS: Readonly<Record<JobKind, Readonly<KindDefaults>>> = 
     model: null,
     thinkingBudget: null,
     permissionMode: 'acceptEdits',
-    allowedTools: [...READ_TOOLS, 'Bash', ...STORY_LOG_TOOLS],
+    allowedTools: [...READ_TOOLS, 'Bash', ...STORY_LOG_TOOLS, `mcp__${MCP_SERVER_NAME}__${REVIEW_DECISION_TOOL}`],
     maxTurns: 60,
   },
 };

@@ -139,6 +139,8 @@ describe('job decider', () => {
               allowedTools: [
                 'Read', 'Glob', 'Grep', 'Bash',
                 'mcp__gantry__log_implementation', 'mcp__gantry__log_commit', 'mcp__gantry__log_test_result',
+                // a reviewer records its decision through the runner (docs/workflow-engine.md, AC-R1)
+                'mcp__gantry__record_decision',
                 // every gantry tool is recorded: the list on the job is the one the command line gets
                 'mcp__gantry__update_job_status', 'mcp__gantry__ask_question',
               ],

@@ -6,6 +6,9 @@ import type {
   JobReporter,
   JobStatusUpdate,
   QuestionReceipt,
+  ReviewDecision,
+  ReviewDecisionReceipt,
+  ReviewDecisions,
   StoryLogReceipt,
   TestResultLogEntry,
 } from '../mcp/job-reporter.js';
@@ -21,7 +24,7 @@ export type ReporterLog = (message: string, fields: Record<string, unknown>) => 
  * update_job_status and ask_question go to the job service's report_agent_status and ask_question;
  * the last status is kept here too, because it feeds the PARTIAL classification at verify.
  */
-export class CommandJobReporter implements JobReporter {
+export class CommandJobReporter implements JobReporter, ReviewDecisions {
   private lastTest: TestResultLogEntry | null = null;
   private implementationEntries = 0;
   private commitEntries = 0;
@@ -76,6 +79,13 @@ export class CommandJobReporter implements JobReporter {
     this.questions.push({ questionId: receipt.questionId, question });
     this.log('agent asked a question', { jobId: this.session.jobId, questionId: receipt.questionId });
     return { questionId: receipt.questionId, answer: receipt.answer };
+  }
+
+  /** A REVIEW job's decision, forwarded to the workflow engine under the claim. */
+  async recordDecision(decision: ReviewDecision): Promise<ReviewDecisionReceipt> {
+    const reply = await this.session.recordReviewDecision(decision, ++this.sequence);
+    this.log('agent recorded its review decision', { jobId: this.session.jobId, verdict: decision.verdict, decisionId: reply.decisionId, moved: reply.moved !== null });
+    return { decisionId: reply.decisionId, moved: reply.moved !== null };
   }
 
   /** Story-log entries the job service accepted from the agent, by kind. */

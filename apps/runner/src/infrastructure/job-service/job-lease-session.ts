@@ -6,6 +6,7 @@ import {
   logCommit,
   logImplementation,
   logTestResult,
+  recordReviewDecision,
   renewJobLease,
   reportPush,
   rollbackClaim,
@@ -114,6 +115,16 @@ export class JobLeaseSession {
 
   askQuestion(question: { question: string; context?: string; options?: string[] }, sequence: number) {
     return this.send((o) => this.client.request(askQuestion, { ...this.fenced(), ...question, idempotencyKey: this.key('question', { question, sequence }) }, o));
+  }
+
+  /**
+   * A REVIEW job's decision, to the workflow engine under this claim (docs/workflow-engine.md,
+   * AC-R1): the engine accepts it only while the job service says this claim holds.
+   */
+  recordReviewDecision(decision: { verdict: 'approve' | 'reject'; comment: string }, sequence: number) {
+    return this.send((o) =>
+      this.client.request(recordReviewDecision, { ...this.fenced(), ...decision, idempotencyKey: this.key('review-decision', { decision, sequence }) }, o),
+    );
   }
 
   finish(facts: VerificationFacts): Promise<FinishReply> {

@@ -67,3 +67,23 @@ export interface JobReporter {
   updateJobStatus(update: JobStatusUpdate): Promise<void>;
   askQuestion(question: AgentQuestion): Promise<QuestionReceipt>;
 }
+
+export const ReviewDecisionInputSchema = z.strictObject({
+  verdict: z.enum(['approve', 'reject']).describe('approve when the work may move on; reject to send it back.'),
+  comment: z.string().trim().min(1).max(20_000).describe('Why: what you checked, and what must change when you reject.'),
+});
+export type ReviewDecision = z.infer<typeof ReviewDecisionInputSchema>;
+
+export interface ReviewDecisionReceipt {
+  decisionId: string;
+  /** The decision completed a quorum and the task moved on (or back). */
+  moved: boolean;
+}
+
+/**
+ * A REVIEW job's decision: the real implementation sends the workflow engine's
+ * record_review_decision under the job's claim; a job that lost its claim is refused (STALE_FENCE).
+ */
+export interface ReviewDecisions {
+  recordDecision(decision: ReviewDecision): Promise<ReviewDecisionReceipt>;
+}

@@ -80,6 +80,7 @@ describe('the MCP tool server a runner hosts for one job', () => {
       testResult: 'PASSED',
       lastStatus: 'PARTIAL',
       questionsAsked: 1,
+      decisionsRecorded: 0,
     });
     expect(logLines.some((l) => l.includes('"tool":"log_commit"') && l.includes('"correlationId":"corr-1"'))).toBe(true);
   });
@@ -205,5 +206,65 @@ describe('the --mcp-config file', () => {
     } finally {
       await client.close();
     }
+  });
+});
+
+describe('the tool server of a REVIEW job (docs/workflow-engine.md, AC-R1)', () => {
+  let decisions: { calls: unknown[]; refuseWith: Error | null; recordDecision(d: unknown): Promise<{ decisionId: string; moved: boolean }> };
+  let review: McpToolServer;
+  let reviewer: Client;
+
+  let reporter: RecordingReporter;
+
+  beforeEach(async () => {
+    reporter = new RecordingReporter();
+    decisions = {
+      calls: [],
+      refuseWith: null,
+      recordDecision(d) {
+        if (this.refuseWith) return Promise.reject(this.refuseWith);
+        this.calls.push(d);
+        return Promise.resolve({ decisionId: 'decision-1', moved: false });
+      },
+    };
+    review = await startMcpToolServer({ jobId: 'job-2', reporter, reviewDecisions: decisions, log: () => undefined });
+    reviewer = await connect(review.url, review.secret.authorizationHeader());
+  });
+  afterEach(async () => {
+    await reviewer.close();
+    await review.close();
+  });
+
+  it('offers record_decision besides the five tools; other jobs are not offered it', async () => {
+    expect((await reviewer.listTools()).tools.map((t) => t.name).sort()).toEqual(['ask_question', 'log_commit', 'log_implementation', 'log_test_result', 'record_decision', 'update_job_status']);
+    const plain = await startMcpToolServer({ jobId: 'job-3', reporter, log: () => undefined });
+    const other = await connect(plain.url, plain.secret.authorizationHeader());
+    expect((await other.listTools()).tools.map((t) => t.name)).not.toContain('record_decision');
+    await other.close();
+    await plain.close();
+  });
+
+  it('forwards the decision and counts it', async () => {
+    const result = await reviewer.callTool({ name: 'record_decision', arguments: { verdict: 'reject', comment: 'the migration is not reversible' } });
+    expect(result.isError ?? false).toBe(false);
+    expect(JSON.parse(textOf(result))).toEqual({ decisionId: 'decision-1', moved: false });
+    expect(decisions.calls).toEqual([{ verdict: 'reject', comment: 'the migration is not reversible' }]);
+    expect(review.progress().decisionsRecorded).toBe(1);
+  });
+
+  it('a decision without a comment or with another verdict is refused and forwarded nowhere', async () => {
+    for (const args of [{ verdict: 'approve' }, { verdict: 'maybe', comment: 'x' }]) {
+      const result = await reviewer.callTool({ name: 'record_decision', arguments: args });
+      expect(result.isError).toBe(true);
+    }
+    expect(decisions.calls).toEqual([]);
+  });
+
+  it('a job that lost its claim gets the refusal as a tool error, and the decision does not count', async () => {
+    decisions.refuseWith = new GantryError(ErrorCode.STALE_FENCE, 'job job-2 no longer holds the claim');
+    const result = await reviewer.callTool({ name: 'record_decision', arguments: { verdict: 'approve', comment: 'fine' } });
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toBe('STALE_FENCE: job job-2 no longer holds the claim');
+    expect(review.progress().decisionsRecorded).toBe(0);
   });
 });

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { isGantryError } from '@gantry/contracts';
+import { isGantryError, REVIEW_DECISION_TOOL } from '@gantry/contracts';
 import type { GantryToolName } from '@gantry/contracts';
 import { BearerSecret } from './bearer-secret.js';
 import {
@@ -11,9 +11,11 @@ import {
   ImplementationLogInputSchema,
   JobStatusUpdateInputSchema,
   QuestionInputSchema,
+  ReviewDecisionInputSchema,
   TestResultLogInputSchema,
   type AgentStatus,
   type JobReporter,
+  type ReviewDecisions,
 } from './job-reporter.js';
 
 export type ToolServerLogLevel = 'info' | 'warn' | 'error';
@@ -24,6 +26,8 @@ export interface McpToolServerOptions {
   jobId: string;
   correlationId?: string;
   reporter: JobReporter;
+  /** Given for a REVIEW job only: then the server also offers record_decision. */
+  reviewDecisions?: ReviewDecisions;
   log?: ToolServerLog;
   /** 127.0.0.1 unless told otherwise: the agent runs on the same host. */
   host?: string;
@@ -39,6 +43,7 @@ export interface AgentProgress {
   testResult: 'PASSED' | 'FAILED' | null;
   lastStatus: AgentStatus | null;
   questionsAsked: number;
+  decisionsRecorded: number;
 }
 
 export interface McpToolServer {
@@ -59,8 +64,8 @@ export async function startMcpToolServer(options: McpToolServerOptions): Promise
   const secret = options.secret ?? BearerSecret.generate();
   const log = options.log ?? jsonLinesToStderr;
   const baseFields = { jobId: options.jobId, ...(options.correlationId ? { correlationId: options.correlationId } : {}) };
-  const progress: AgentProgress = { implementationLogged: false, commitsLogged: [], testResult: null, lastStatus: null, questionsAsked: 0 };
-  const tools = new ToolHandlers(options.reporter, progress, (level, message, fields) => log(level, message, { ...baseFields, ...fields }));
+  const progress: AgentProgress = { implementationLogged: false, commitsLogged: [], testResult: null, lastStatus: null, questionsAsked: 0, decisionsRecorded: 0 };
+  const tools = new ToolHandlers(options.reporter, progress, (level, message, fields) => log(level, message, { ...baseFields, ...fields }), options.reviewDecisions ?? null);
 
   const http = createServer((req, res) => {
     serve(req, res, secret, tools).catch((error: unknown) => {
@@ -115,6 +120,7 @@ class ToolHandlers {
     private readonly reporter: JobReporter,
     private readonly progress: AgentProgress,
     readonly log: ToolServerLog,
+    private readonly reviewDecisions: ReviewDecisions | null,
   ) {}
 
   mcpServer(): McpServer {
@@ -172,10 +178,26 @@ class ToolHandlers {
           return receipt;
         }),
     );
+    const decisions = this.reviewDecisions;
+    if (decisions) {
+      server.registerTool(
+        REVIEW_DECISION_TOOL,
+        {
+          description: 'Your review decision: approve or reject, with a comment saying why. It counts once the workflow engine recorded it; you may decide again, the last decision counts.',
+          inputSchema: ReviewDecisionInputSchema,
+        },
+        (input) =>
+          this.forward(REVIEW_DECISION_TOOL, async () => {
+            const receipt = await decisions.recordDecision(input);
+            this.progress.decisionsRecorded += 1;
+            return receipt;
+          }),
+      );
+    }
     return server;
   }
 
-  private async forward(tool: GantryToolName, call: () => Promise<unknown>): Promise<CallToolResult> {
+  private async forward(tool: GantryToolName | typeof REVIEW_DECISION_TOOL, call: () => Promise<unknown>): Promise<CallToolResult> {
     try {
       const result = await call();
       this.log('info', 'agent tool call recorded', { tool });
