@@ -1,6 +1,8 @@
 import { deriveWorktreeKey } from '@gantry/contracts';
 import { planReconciliation } from './reconciliation.js';
-import { worktreeLeaseDecider, type WorktreeLeaseCommand, type WorktreeLeaseState } from './worktree-lease.js';
+import type { WorktreeLeaseCommand } from './worktree-lease/commands.js';
+import { worktreeLeaseDecider } from './worktree-lease/decider.js';
+import type { WorktreeLeaseState } from './worktree-lease/state.js';
 
 const repositoryUrl = '/srv/git/shop.git';
 const at = (s: number) => new Date(Date.parse('2026-11-30T06:00:00.000Z') + s * 1000).toISOString();

@@ -1,5 +1,5 @@
-import { pendingEffects, type WorktreeEffect } from './worktree-effects.js';
-import { currentHolder, isIdle, type WorktreeLeaseState } from './worktree-lease.js';
+import { pendingEffects, type WorktreeEffect } from './worktree-lease/effects.js';
+import { currentHolder, isIdle, type WorktreeLeaseState } from './worktree-lease/state.js';
 
 /*
  * At startup the service compares its leases (the WorktreeLease streams, replayed) with what is

@@ -1,103 +1,40 @@
-import { contractRegistry, deriveWorktreeKey, ErrorCode, WorktreeLeaseViewSchema } from '@gantry/contracts';
+import { contractRegistry, ErrorCode } from '@gantry/contracts';
 import type { Decider } from '@gantry/eventstore';
 import { DeciderSpecification } from '@gantry/eventstore/testing';
+import type { WorktreeLeaseCommand } from './commands.js';
+import { worktreeLeaseDecider } from './decider.js';
+import type { WorktreeLeaseEvent } from './events.js';
+import { currentHolder, type WorktreeLeaseState } from './state.js';
+import { leaseViewOf, worktreeStatus } from './view.js';
 import {
-  currentHolder,
-  isIdle,
-  leaseViewOf,
-  openingOf,
-  worktreeLeaseDecider,
-  worktreeStatus,
-  type WorktreeLeaseCommand,
-  type WorktreeLeaseEvent,
-  type WorktreeLeaseState,
-} from './worktree-lease.js';
-
+  A,
+  aAcquired,
+  acquired,
+  aReady,
+  aReadyBWaiting,
+  at,
+  B,
+  branch,
+  C,
+  created,
+  path,
+  pending,
+  queued,
+  released,
+  releaseRequested,
+  repositoryUrl,
+  request,
+  requested,
+  sha,
+  synced,
+  T0,
+  timedOut,
+  worktreeKey,
+} from '../testing/lease-fixtures.js';
 const given = DeciderSpecification.for(worktreeLeaseDecider);
 
 // The wiring runs it through @gantry/eventstore's decideWithin: it must have that shape.
 const asStoredDecider: Decider<WorktreeLeaseCommand, WorktreeLeaseState, WorktreeLeaseEvent> = worktreeLeaseDecider;
-
-const repositoryUrl = 'https://github.com/acme/shop.git';
-const branch = 'feature/checkout';
-const worktreeKey = deriveWorktreeKey(repositoryUrl, branch);
-const path = `/var/lib/gantry/worktrees/${worktreeKey}`;
-const sha = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
-const A = '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11';
-const B = '1c8b5d4f-3a8e-4c9f-8b62-7d3e2f1a0b22';
-const C = '2d9c6e5a-4b9f-4dab-9c73-8e4f3a2b1c33';
-const T0 = '2026-11-30T06:00:00.000Z';
-const at = (seconds: number) => new Date(Date.parse(T0) + seconds * 1000).toISOString();
-
-const jobOf: Record<string, string> = { [A]: 'job-a', [B]: 'job-b', [C]: 'job-c' };
-
-function request(leaseId: string, now: string, overrides: Partial<Extract<WorktreeLeaseCommand, { type: 'RequestWorktreeLease' }>['data']> = {}): WorktreeLeaseCommand {
-  return {
-    type: 'RequestWorktreeLease',
-    data: {
-      worktreeKey,
-      leaseId,
-      jobId: jobOf[leaseId]!,
-      jobLeaseToken: 1,
-      repositoryUrl,
-      branch,
-      baseRef: 'main',
-      leaseDurationMs: 600_000,
-      lockTimeoutMs: 60_000,
-      now,
-      ...overrides,
-    },
-  };
-}
-
-// ---- event builders: the history of the specifications ----
-const requested = (leaseId: string, now: string, jobLeaseToken = 1): WorktreeLeaseEvent => ({
-  type: 'WorktreeLeaseRequested',
-  data: {
-    worktreeKey, leaseId, jobId: jobOf[leaseId]!, jobLeaseToken, repositoryUrl, branch, baseRef: 'main',
-    leaseDurationMs: 600_000, lockDeadline: new Date(Date.parse(now) + 60_000).toISOString(), requestedAt: now,
-  },
-});
-const acquired = (leaseId: string, token: number, now: string): WorktreeLeaseEvent => ({
-  type: 'WorktreeLockAcquired',
-  data: {
-    worktreeKey, leaseId, token, jobId: jobOf[leaseId]!, repositoryUrl, branch, baseRef: 'main',
-    expiresAt: new Date(Date.parse(now) + 600_000).toISOString(), acquiredAt: now,
-  },
-});
-const queued = (leaseId: string, position: number, now: string): WorktreeLeaseEvent => ({
-  type: 'WorktreeLockQueued',
-  data: { worktreeKey, leaseId, position, lockDeadline: new Date(Date.parse(now) + 60_000).toISOString(), queuedAt: now },
-});
-const timedOut = (leaseId: string, lockDeadline: string, now: string): WorktreeLeaseEvent => ({
-  type: 'WorktreeLockTimedOut',
-  data: { worktreeKey, leaseId, lockDeadline, timedOutAt: now },
-});
-const created = (leaseId: string, token: number, now: string): WorktreeLeaseEvent => ({
-  type: 'WorktreeCreated', data: { worktreeKey, leaseId, token, path, createdAt: now },
-});
-const synced = (leaseId: string, token: number, now: string): WorktreeLeaseEvent => ({
-  type: 'WorktreeSynced',
-  data: { worktreeKey, leaseId, token, baseSha: sha, expiresAt: new Date(Date.parse(now) + 600_000).toISOString(), syncedAt: now },
-});
-const releaseRequested = (leaseId: string, token: number, now: string, reason: 'released' | 'job_terminal' | 'expired' | 'stale_reset' | 'shutdown' = 'released', removeWorktree = false): WorktreeLeaseEvent => ({
-  type: 'WorktreeReleaseRequested',
-  data: { worktreeKey, leaseId, token, reason, removeWorktree, branch, requestedAt: now },
-});
-const released = (leaseId: string, token: number, now: string, reason: 'released' | 'job_terminal' | 'expired' | 'stale_reset' | 'shutdown' = 'released', removed = false): WorktreeLeaseEvent => ({
-  type: 'WorktreeReleased', data: { worktreeKey, leaseId, token, reason, removed, releasedAt: now },
-});
-
-const pending = (leaseId: string, token: number, cause: 'job_cancelled' | 'job_lease_expired' | 'claim_superseded' | 'claim_unknown', now: string): WorktreeLeaseEvent => ({
-  type: 'WorktreeReleasePending', data: { worktreeKey, leaseId, token, cause, pendingSince: now },
-});
-
-/** A held by token 1, granted at T0. */
-const aAcquired = [requested(A, T0), acquired(A, 1, T0)];
-/** A ready at token 1 (synced at T0+2s). */
-const aReady = [...aAcquired, created(A, 1, at(1)), synced(A, 1, at(2))];
-/** A ready, B waiting behind it (requested at T0+10s). */
-const aReadyBWaiting = [...aReady, requested(B, at(10)), queued(B, 1, at(10))];
 
 describe('WorktreeLease: requesting a lease', () => {
   it('starts idle, with no lease and no token granted', () => {
@@ -578,16 +515,6 @@ describe('WorktreeLease: the lock is never held twice', () => {
   });
 });
 
-describe('WorktreeLease views', () => {
-  it('shows a lease in every status as the list_worktree_leases contract describes it', () => {
-    const state = [...aReadyBWaiting, timedOut(B, at(70), at(70))].reduce(worktreeLeaseDecider.evolve, worktreeLeaseDecider.initialState);
-    for (const lease of Object.values(state.leases)) {
-      expect(WorktreeLeaseViewSchema.safeParse(leaseViewOf(lease)).error).toBeUndefined();
-    }
-    expect(leaseViewOf(state.leases[A]!)).toMatchObject({ status: 'ready', token: 1, baseSha: sha, path });
-    expect(leaseViewOf(state.leases[B]!)).toMatchObject({ status: 'lock_timeout', token: null, path: null });
-  });
-});
 
 describe('WorktreeLease events', () => {
   it('satisfy their published contracts', () => {
@@ -649,59 +576,3 @@ describe('WorktreeLease eviction (hygiene)', () => {
   });
 });
 
-describe('WorktreeLease: closing the books', () => {
-  const aReleased = [...aReady, releaseRequested(A, 1, at(3)), released(A, 1, at(4))];
-  const closed: WorktreeLeaseEvent = { type: 'WorktreeBooksClosed', data: { worktreeKey, epoch: 0, nextEpoch: 1, closedAt: at(5) } };
-  const fold = (events: WorktreeLeaseEvent[]) => events.reduce(worktreeLeaseDecider.evolve, worktreeLeaseDecider.initialState);
-
-  it('closes an idle key’s books; the next epoch opens with the last token, the worktree and the key’s repository, and no lease', () => {
-    const state = given(aReleased).when({ type: 'CloseBooks', data: { worktreeKey, now: at(5) } }).then([closed]);
-    expect(state.closed).toBe(true);
-    const opened = openingOf(state, at(5));
-    expect(opened).toEqual({
-      type: 'WorktreeBooksOpened',
-      data: { worktreeKey, epoch: 1, lastToken: 1, path, repositoryUrl, branch, lock: { holder: null, waiters: [] }, leases: [], eviction: null, openedAt: at(5) },
-    });
-    const next = given([opened]).when(request(B, at(6))).then([requested(B, at(6)), acquired(B, 2, at(6))]);
-    expect(next).toMatchObject({ epoch: 1, lastToken: 2, path });
-    expect(Object.keys(next.leases)).toEqual([B]);
-  });
-
-  it('closes the books of a key in use too: the holder, the line and the live leases go on unchanged, the ended ones stay behind', () => {
-    const history = [...aReleased, requested(B, at(10)), acquired(B, 2, at(10)), created(B, 2, at(11)), synced(B, 2, at(12)), requested(C, at(13)), queued(C, 1, at(13))];
-    const before = fold(history);
-    const state = given(history).when({ type: 'CloseBooks', data: { worktreeKey, now: at(14) } }).then([{ ...closed, data: { ...closed.data, closedAt: at(14) } }]);
-    const opened = openingOf(state, at(14));
-    expect(contractRegistry.event('worktrees', 'WorktreeBooksOpened', 1)!.data.safeParse(opened.data).error).toBeUndefined();
-    const after = fold([opened]);
-    expect(after.lock).toEqual(before.lock);
-    expect(after.leases).toEqual({ [B]: before.leases[B], [C]: before.leases[C] });
-    // Decisions go on in the new epoch as they would have in the old one.
-    given([opened])
-      .when({ type: 'ReleaseWorktreeLease', data: { leaseId: B, token: 2, reason: 'released', removeWorktree: false, now: at(20) } })
-      .then([releaseRequested(B, 2, at(20))]);
-    given([opened, releaseRequested(B, 2, at(20))])
-      .when({ type: 'RecordWorktreeReleased', data: { leaseId: B, token: 2, rescue: null, removed: false, now: at(21) } })
-      .then([released(B, 2, at(21)), acquired(C, 3, at(21))]);
-    given([opened]).when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(20) } }).thenThrows(ErrorCode.NOT_FOUND);
-  });
-
-  it('decides nothing on a closed stream', () => {
-    given([...aReleased, closed]).when(request(B, at(6))).thenThrows(ErrorCode.INVALID_TRANSITION, /closed/);
-    expect(() => openingOf(fold(aReleased), at(5))).toThrow(/closed/);
-    expect(isIdle(fold(aReleased))).toBe(true);
-  });
-
-  it('evicts from an opened epoch with the repository and branch it carried', () => {
-    const opened = openingOf(fold([...aReleased, closed]), at(5));
-    given([opened])
-      .when({ type: 'EvictIdleWorktree', data: { worktreeKey, reason: 'over_capacity', now: at(7) } })
-      .then([{ type: 'WorktreeEvictionRequested', data: { worktreeKey, repositoryUrl, branch, reason: 'over_capacity', requestedAt: at(7) } }]);
-  });
-
-  it('events satisfy their published contracts', () => {
-    for (const event of [closed, openingOf(fold([...aReleased, closed]), at(5))]) {
-      expect(contractRegistry.event('worktrees', event.type, 1)!.data.safeParse(event.data).error).toBeUndefined();
-    }
-  });
-});

@@ -1,4 +1,4 @@
-import { enqueue, freeLock, grant, handOver, overdueWaiters, releaseHolder, requestLock, withoutWaiter } from './worktree-lock.js';
+import { enqueue, freeLock, grant, handOver, overdueWaiters, releaseHolder, requestLock, withoutWaiter } from './lock.js';
 
 const at = (s: number) => new Date(Date.parse('2026-11-30T06:00:00.000Z') + s * 1000).toISOString();
 

@@ -1,5 +1,6 @@
 import type { WorktreeReleaseReason } from '@gantry/contracts';
-import type { LeaseRecord, WorktreeLeaseEvent, WorktreeLeaseState } from './worktree-lease.js';
+import type { WorktreeLeaseEvent } from './events.js';
+import type { LeaseRecord, WorktreeLeaseState } from './state.js';
 
 /*
  * The git work a WorktreeLease asks for, as data. The effect processor runs each one idempotently

@@ -1,6 +1,9 @@
 import { deriveWorktreeKey } from '@gantry/contracts';
-import { effectsRequestedBy, pendingEffects, upcomingDeadlines } from './worktree-effects.js';
-import { worktreeLeaseDecider, type WorktreeLeaseCommand, type WorktreeLeaseEvent, type WorktreeLeaseState } from './worktree-lease.js';
+import { effectsRequestedBy, pendingEffects, upcomingDeadlines } from './effects.js';
+import type { WorktreeLeaseCommand } from './commands.js';
+import { worktreeLeaseDecider } from './decider.js';
+import type { WorktreeLeaseEvent } from './events.js';
+import type { WorktreeLeaseState } from './state.js';
 
 const repositoryUrl = '/srv/git/shop.git';
 const branch = 'main';
