@@ -140,7 +140,7 @@ export class WorkflowWorld {
     return eventually(() => {
       const records = this.records(engine ?? this.engine);
       return records.some(match) ? records : null;
-    }, { what: `log record: ${what}` });
+    }, { what: `log record: ${what}`, timeoutMs: 60_000 });
   }
 
   /** Records of every engine process this world started, in start order. */
@@ -244,7 +244,7 @@ export class WorkflowWorld {
   }
 
   /** Waits until the task is at the step (admitted), and returns it. */
-  async atStep(taskId: string, stepId: string, timeoutMs = 30_000): Promise<TaskView> {
+  async atStep(taskId: string, stepId: string, timeoutMs = 60_000): Promise<TaskView> {
     return eventually(
       async () => {
         const task = await this.getTask(taskId);
@@ -272,7 +272,7 @@ export class WorkflowWorld {
   }
 
   /** Waits until the entry is terminal and returns it. */
-  async terminalEntry(taskId: string, stepId: string, entrySeq: number, timeoutMs = 30_000): Promise<StepEntryView> {
+  async terminalEntry(taskId: string, stepId: string, entrySeq: number, timeoutMs = 60_000): Promise<StepEntryView> {
     return eventually(
       async () => (await this.entries(taskId, stepId)).find((e) => e.entrySeq === entrySeq && e.terminal),
       { what: `entry ${entrySeq} of ${taskId} at ${stepId} terminal`, timeoutMs },
@@ -299,7 +299,7 @@ export class WorkflowWorld {
   }
 
   /** Waits until a test hold point is reached, and releases it. */
-  async reachedHold(point: string, timeoutMs = 30_000): Promise<void> {
+  async reachedHold(point: string, timeoutMs = 60_000): Promise<void> {
     await eventually(() => existsSync(join(this.holdDir, `${point}.reached`)), { what: `hold point ${point} reached`, timeoutMs });
   }
 

@@ -55,6 +55,7 @@ export class JobEvents {
     }
     const task = await loadTask(this.store, d.taskId, sql);
     if (!taskExists(task)) return;
+    // A task that occupies no step (parked) has no occupancy for the job to belong to: -1 never matches one.
     const at = occupancyOf(task) ?? { workflowId: task.placement.workflowId, stepId: task.placement.stepId, entrySeq: -1 };
     await rememberTaskJob(sql, { jobId: d.jobId, taskId: task.taskId, kind: d.kind, ...at });
   }
