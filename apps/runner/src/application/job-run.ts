@@ -11,6 +11,17 @@ import {
   type WorktreeLeaseGrant,
 } from '@gantry/contracts';
 import type { CommandClient } from '@gantry/messaging';
+import {
+  alreadyDoneFacts,
+  claimGone,
+  decideAfterAgent,
+  isPushFailureOfTheJob,
+  refusedFinishRollsBack,
+  rollbackCauseOf,
+  unverifiedFacts,
+  type AfterAgent,
+  type ClaimStanding,
+} from '../domain/after-agent.js';
 import { buildAgentCommand, type AgentSession } from '../domain/agent-command.js';
 import type { PrecheckResult } from '../domain/idempotency-precheck.js';
 import { agentEnvironment, runAgent, type AgentRunResult } from '../infrastructure/agent/agent-process.js';
@@ -19,7 +30,7 @@ import { JobLeaseSession, type FinishReply } from '../infrastructure/job-service
 import { startMcpToolServer, type McpToolServer } from '../infrastructure/mcp/tool-server.js';
 import { taskSessionOf } from '../infrastructure/workflow/task-session.js';
 import { writeMcpConfigFile } from '../infrastructure/mcp/mcp-config-file.js';
-import { alreadyPresent, finishFacts } from '../infrastructure/verify/finish-facts.js';
+import { alreadyPresent } from '../infrastructure/verify/finish-facts.js';
 import { precheckPlan } from '../infrastructure/verify/plan-precheck.js';
 import { verifyWorktree } from '../infrastructure/verify/verify-worktree.js';
 import { pushBranch } from '../infrastructure/worktrees/push-branch.js';
@@ -50,13 +61,6 @@ export type JobRunOutcome =
   | { kind: 'cancelled'; agentStarted: boolean }
   /** The claim was taken away (expired, another runner's): nothing more may be reported. */
   | { kind: 'lease_lost'; reason: string; agentStarted: boolean };
-
-const NO_DIFF = { filesChanged: 0, insertions: 0, deletions: 0 };
-
-/** Refusals that mean the claim is no longer this runner's. */
-const CLAIM_GONE = new Set<string>([ErrorCode.STALE_FENCE, ErrorCode.INVALID_TRANSITION, ErrorCode.NOT_FOUND]);
-/** Failures of a dependency rather than of the job (docs/jobs.md, "Attempts"). */
-const DEPENDENCY_FAILURES = new Set<string>([ErrorCode.TIMEOUT, ErrorCode.UNAVAILABLE, ErrorCode.LOCK_TIMEOUT]);
 
 /**
  * One claimed job from the claim to its last report: lease a worktree, record base_sha, run the
@@ -150,7 +154,10 @@ export class JobRun {
       // A code job whose branch is the target would publish unreviewed work there: refused before any work.
       await this.session.start({});
       return this.finish(
-        this.facts(workspace, { kind: 'EXCEPTION', message: `the job's branch ${workspace.branch} is the target branch; a code job works and pushes only on a feature branch` }),
+        unverifiedFacts(workspace.writesCode, {
+          kind: 'EXCEPTION',
+          message: `the job's branch ${workspace.branch} is the target branch; a code job works and pushes only on a feature branch`,
+        }),
       );
     }
 
@@ -260,6 +267,7 @@ export class JobRun {
     return this.afterAgent(result, workspace, workDir, baseSha, reporter, precheck);
   }
 
+  /** Carries out the after-agent rules (domain/after-agent.ts) step by step until one ends the run. */
   private async afterAgent(
     result: AgentRunResult,
     workspace: JobWorkspace,
@@ -268,79 +276,68 @@ export class JobRun {
     reporter: CommandJobReporter,
     precheck: PrecheckResult | null,
   ): Promise<JobRunOutcome> {
-    const interrupted = await this.interrupted();
-    if (interrupted) return interrupted;
-    if (result.tokenExpired) {
-      const reason = `agent token expired (exit code ${result.exitCode ?? result.signal})`;
-      this.deps.onTokenExpired(reason);
-      return this.rollback(reason, 'RUNNER', result.exitCode ?? undefined);
-    }
-    if (result.aborted) return this.rollback('the runner shut down while the agent ran; the agent was stopped', 'RUNNER');
-    if (result.timedOut) {
-      const message = `the agent was killed at its timeout of ${workspace.timeoutMs} ms`;
-      // The runner writes what it knows; the finish does not need it (docs/jobs.md, "The story log").
-      if (reporter.lastTestResult === null) {
-        await this.session.logTestResult({ status: 'FAILED', summary: `No test result: ${message} before reporting one.` });
-      }
-      return this.finish(this.facts(workspace, { kind: 'EXCEPTION', message }));
-    }
-    const failure = agentFailure(reporter);
-    if (result.exitCode !== 0) {
-      // A failure the agent reported is a result, whatever its exit code; without a report it crashed.
-      if (failure !== null) return this.finish(this.facts(workspace, failure));
-      const tail = (result.stderrTail || result.stdoutTail).trim().slice(-500);
-      return this.rollback(`agent exited with code ${result.exitCode ?? result.signal} without finishing the job${tail ? `: ${tail}` : ''}`, 'JOB', result.exitCode ?? undefined);
-    }
-
-    if (!workspace.writesCode || !this.lease || baseSha === null) return this.finish(this.facts(workspace, failure));
-
-    const report = await verifyWorktree({
-      worktreeDir: workDir,
-      baseSha,
-      target: `origin/${workspace.targetBranch}`,
-      partialCompletion: reporter.lastStatusUpdate?.status === 'PARTIAL' || precheck?.kind === 'partial',
-      expectedChanges: workspace.expectedChanges.length > 0 ? workspace.expectedChanges : undefined,
-    });
-    this.deps.log.log('verified', {
-      ...this.fields,
-      result: report.result,
-      planCheck: report.planCheck,
-      headSha: report.headSha,
-      newCommits: report.newCommits.length,
-      workAlreadyOnTarget: report.workAlreadyOnTarget,
-      uncommittedPaths: report.uncommittedPaths.length,
-    });
-    // A DONE needs the agent's story log (start, test result, commits); without it the finish is
-    // refused, so pushing would only publish work of an attempt that cannot succeed.
-    const log = reporter.storyLog;
-    const storyLogComplete = (log.implementation > 0 || precheck?.kind === 'partial') && log.testResults && log.commits > 0;
-    const facts = finishFacts(report, { failure, cancelled: false });
-    if (failure === null && storyLogComplete && (report.result === 'ALIGNED' || report.result === 'PARTIAL') && workspace.branch && !report.branchMerged) {
-      const lost = await this.interrupted();
-      if (lost) return lost;
-      try {
-        const push = await pushBranch(workDir, workspace.branch, report.headSha, { targetBranch: workspace.targetBranch });
-        this.deps.log.log('branch pushed', { ...this.fields, branch: push.branch, headSha: push.headSha, pushed: push.pushed });
-        // With the facts: if this claim cannot finish, the next one finishes this push (docs/jobs.md).
-        await this.session.reportPush({ ...push, facts });
-      } catch (error) {
-        if (!isGantryError(error) || CLAIM_GONE.has(error.code) || DEPENDENCY_FAILURES.has(error.code)) throw error;
-        return this.finish({ ...facts, failure: { kind: 'PUSH', message: bounded(error.message) } });
-      }
-    }
-    return this.finish(facts);
-  }
-
-  private facts(workspace: JobWorkspace, failure: VerificationFacts['failure']): VerificationFacts {
-    return {
-      verifyResult: workspace.writesCode ? 'EMPTY' : 'NOT_APPLICABLE',
-      newCommit: false,
-      netDiff: NO_DIFF,
-      workAlreadyOnTarget: false,
-      diffIdenticalToMergedBranch: false,
-      failure,
-      cancelled: false,
+    let run: AfterAgent = {
+      claim: await this.claimStanding(),
+      exit: result,
+      reports: { lastTestResult: reporter.lastTestResult, lastStatusUpdate: reporter.lastStatusUpdate, storyLog: reporter.storyLog },
+      writesCode: workspace.writesCode,
+      branch: workspace.branch,
+      timeoutMs: workspace.timeoutMs,
+      verifiable: this.lease !== null && baseSha !== null,
+      precheckPartial: precheck?.kind === 'partial',
+      verification: null,
+      push: { kind: 'not_tried' },
     };
+    for (;;) {
+      const step = decideAfterAgent(run);
+      switch (step.kind) {
+        case 'report_stopped':
+          return this.claimEnded('cancelled');
+        case 'lease_lost':
+          return this.claimEnded('lost');
+        case 'rollback':
+          if (step.stopTakingWork) this.deps.onTokenExpired(step.reason);
+          return this.rollback(step.reason, step.cause, step.exitCode);
+        case 'finish':
+          if (step.testResult) await this.session.logTestResult(step.testResult);
+          return this.finish(step.facts);
+        case 'verify': {
+          const report = await verifyWorktree({
+            worktreeDir: workDir,
+            baseSha: baseSha!,
+            target: `origin/${workspace.targetBranch}`,
+            partialCompletion: step.partialCompletion,
+            expectedChanges: workspace.expectedChanges.length > 0 ? workspace.expectedChanges : undefined,
+          });
+          this.deps.log.log('verified', {
+            ...this.fields,
+            result: report.result,
+            planCheck: report.planCheck,
+            headSha: report.headSha,
+            newCommits: report.newCommits.length,
+            workAlreadyOnTarget: report.workAlreadyOnTarget,
+            uncommittedPaths: report.uncommittedPaths.length,
+          });
+          run = { ...run, verification: report, claim: await this.claimStanding() };
+          break;
+        }
+        case 'push':
+          try {
+            const push = await pushBranch(workDir, step.branch, step.headSha, { targetBranch: workspace.targetBranch });
+            this.deps.log.log('branch pushed', { ...this.fields, branch: push.branch, headSha: push.headSha, pushed: push.pushed });
+            await this.session.reportPush({ ...push, facts: step.facts });
+            run = { ...run, push: { kind: 'pushed' } };
+          } catch (error) {
+            if (!isPushFailureOfTheJob(isGantryError(error) ? error.code : null)) throw error;
+            run = { ...run, push: { kind: 'failed', message: (error as Error).message } };
+          }
+          break;
+        default: {
+          const unknown: never = step;
+          throw new Error(`unknown after-agent step ${JSON.stringify(unknown)}`);
+        }
+      }
+    }
   }
 
   /** SPEC §1 "before writing": the plan is on the target already — say where, and finish without the agent. */
@@ -353,15 +350,7 @@ export class JobRun {
       ...(this.job.taskId ? { taskId: this.job.taskId } : {}),
     });
     await this.session.logTestResult({ status: 'PASSED', summary: `Nothing was changed: the planned work is on ${target} at ${precheck.commit}.` });
-    return this.finish({
-      verifyResult: 'EMPTY',
-      newCommit: false,
-      netDiff: NO_DIFF,
-      workAlreadyOnTarget: true,
-      diffIdenticalToMergedBranch: false,
-      failure: null,
-      cancelled: false,
-    });
+    return this.finish(alreadyDoneFacts());
   }
 
   /** An earlier claim verified and pushed this job but could not finish it: take its push over and finish with its facts. */
@@ -378,7 +367,7 @@ export class JobRun {
       return { kind: 'finished', reply, agentStarted: this.agentStarted };
     } catch (error) {
       // The story log is the agent's duty; a DONE refused for it goes back with the job service's own words.
-      if (isGantryError(error) && error.code === ErrorCode.PRECONDITION_FAILED) return this.rollback(`the finish was refused: ${error.message}`, 'JOB');
+      if (isGantryError(error) && refusedFinishRollsBack(error.code)) return this.rollback(`the finish was refused: ${error.message}`, 'JOB');
       throw error;
     }
   }
@@ -394,13 +383,13 @@ export class JobRun {
   }
 
   private async afterError(error: unknown): Promise<JobRunOutcome> {
-    if (isGantryError(error) && CLAIM_GONE.has(error.code)) {
+    if (isGantryError(error) && claimGone(error.code)) {
       this.leaseLost ??= error.message;
     }
     const interrupted = await this.interrupted();
     if (interrupted) return interrupted;
     const message = error instanceof Error ? error.message : String(error);
-    const cause: RollbackCause = isGantryError(error) && DEPENDENCY_FAILURES.has(error.code) ? 'DEPENDENCY' : 'JOB';
+    const cause = rollbackCauseOf(isGantryError(error) ? error.code : null);
     this.deps.log.error('job run failed', { ...this.fields, error: message, code: isGantryError(error) ? error.code : undefined, cause });
     try {
       return await this.rollback(`the runner could not run the job: ${message}`, cause);
@@ -417,7 +406,7 @@ export class JobRun {
       const reply = await this.session.rollback(reason, cause, exitCode);
       this.deps.log.warn('claim rolled back', { ...this.fields, reason, cause, status: reply.status, nextAttempt: reply.attempt });
     } catch (error) {
-      if (isGantryError(error) && CLAIM_GONE.has(error.code)) {
+      if (isGantryError(error) && claimGone(error.code)) {
         this.leaseLost ??= error.message;
         return (await this.interrupted())!;
       }
@@ -431,13 +420,22 @@ export class JobRun {
    * event heard may still have been cancelled: the job says so, and the stop is reported all the same.
    */
   private async interrupted(): Promise<JobRunOutcome | null> {
+    const claim = await this.claimStanding();
+    return claim === 'held' ? null : this.claimEnded(claim);
+  }
+
+  /** A cancelled run reports its stop; a lost claim reports nothing more. */
+  private async claimEnded(claim: 'cancelled' | 'lost'): Promise<JobRunOutcome> {
+    if (claim === 'cancelled') return this.reportStopped();
+    this.deps.log.warn('job lease lost; reporting nothing more', { ...this.fields, reason: this.leaseLost });
+    return { kind: 'lease_lost', reason: this.leaseLost!, agentStarted: this.agentStarted };
+  }
+
+  /** Whose the claim is: a claim lost without a cancel event heard may still have been cancelled — the job says so. */
+  private async claimStanding(): Promise<ClaimStanding> {
     if (!this.cancelled && this.leaseLost !== null) this.cancelled = await this.wasCancelled();
-    if (this.cancelled) return this.reportStopped();
-    if (this.leaseLost !== null) {
-      this.deps.log.warn('job lease lost; reporting nothing more', { ...this.fields, reason: this.leaseLost });
-      return { kind: 'lease_lost', reason: this.leaseLost, agentStarted: this.agentStarted };
-    }
-    return null;
+    if (this.cancelled) return 'cancelled';
+    return this.leaseLost !== null ? 'lost' : 'held';
   }
 
   private async wasCancelled(): Promise<boolean> {
@@ -481,7 +479,7 @@ export class JobRun {
       this.session
         .renew(config.jobLeaseMs)
         .catch((error: unknown) => {
-          if (isGantryError(error) && CLAIM_GONE.has(error.code)) {
+          if (isGantryError(error) && claimGone(error.code)) {
             this.leaseLost ??= error.message;
             clearInterval(this.jobRenewTimer);
             this.stopAgent.abort();
@@ -546,17 +544,4 @@ export class JobRun {
       },
     };
   }
-}
-
-/** What the agent itself reported as failing: its test result, else its own FAILED status. */
-function agentFailure(reporter: CommandJobReporter): VerificationFacts['failure'] {
-  if (reporter.lastTestResult?.status === 'FAILED') return { kind: 'TEST', message: bounded(reporter.lastTestResult.summary) };
-  const update = reporter.lastStatusUpdate;
-  if (update?.status === 'FAILED') return { kind: 'EXCEPTION', message: bounded(update.error ?? update.summary) };
-  return null;
-}
-
-function bounded(text: string): string {
-  const trimmed = text.trim() || 'no details';
-  return trimmed.length > 4000 ? `${trimmed.slice(0, 3997)}...` : trimmed;
 }

@@ -1,24 +1,15 @@
 import type { AlreadyPresentSchema, VerificationFacts } from '@gantry/contracts';
 import type { z } from 'zod';
+import { verifiedFacts } from '../../domain/after-agent.js';
 import type { PrecheckResult } from '../../domain/idempotency-precheck.js';
 import type { VerificationReport } from './verify-worktree.js';
 
-/** The `finish_job` facts (@gantry/contracts) from a verification report and how the run ended. */
+/** The `finish_job` facts (@gantry/contracts) from a verification report and how the run ended (the rule: domain/after-agent.ts). */
 export function finishFacts(
   report: VerificationReport,
   outcome: { failure: VerificationFacts['failure']; cancelled: boolean },
 ): VerificationFacts {
-  return {
-    verifyResult: report.result,
-    newCommit: report.newCommits.length > 0,
-    netDiff: report.netDiffStat,
-    workAlreadyOnTarget: report.workAlreadyOnTarget,
-    diffIdenticalToMergedBranch: report.diffIdenticalToMergedBranch,
-    failure: outcome.failure,
-    cancelled: outcome.cancelled,
-    headSha: report.headSha,
-    planCheck: report.planCheck,
-  };
+  return { ...verifiedFacts(report, outcome.failure), cancelled: outcome.cancelled };
 }
 
 /** The `alreadyPresent` field of `log_implementation`, from the pre-check; null when nothing was found. */
