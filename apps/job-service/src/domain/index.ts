@@ -1,18 +1,21 @@
 // The pure domain of job-service: deciders (initialState / decide / evolve), the finishing rule,
-// the run-queue semantics and the sprint-run state machine. No NestJS, pg, nats or git here.
+// the run-queue semantics, the sprint-run state machine and products. No NestJS, pg, nats or git
+// here. The rules are described in docs/jobs.md (jobs, the finishing rule, attempts, the run queue,
+// sprint runs) and docs/products.md.
 //
-// Where each rule of SPEC §1/§2 lives:
-//   lifecycle, claims, fencing, story-log obligation  job/decider.ts (rules) + job/state.ts (evolve)
-//   finishing table, delete-only, pushed_at           job/finishing-rule.ts  decideFinish
-//   lease durations, max attempts, free requeues      job/lease-policy.ts (docs/jobs.md "Attempts")
-//   rollback causes, verified push, cancelled run     job/decider.ts (docs/jobs.md)
+// Where each rule lives:
+//   lifecycle, claims, fencing, story-log obligation  job/decider.ts (rules) + job/state.ts (evolve)   "The lifecycle", "The story log"
+//   finishing table, delete-only, pushed_at           job/finishing-rule.ts  decideFinish              "The finishing rule"
+//   lease durations, max attempts, free requeues      job/lease-policy.ts                              "Attempts"
+//   rollback causes, verified push, cancelled run     job/decider.ts                                   "Attempts", "A verified push is
+//                                                                                                      finished, not redone", "Cancelling a running job"
 //   offers on gantry.dispatch.<kind>                  job/offer.ts           jobOfferFor
-//   24 h idempotency, 5 s coalescing, exclusion       run-queue/run-queue.ts routeEnqueue
+//   24 h idempotency, 5 s coalescing, exclusion       run-queue/run-queue.ts routeEnqueue              "The run queue (enqueue)"
 //   a coalescing key's stream of opened jobs          run-queue/coalescing.ts
-//   sprint run states, pause context, resume          sprint-run/decider.ts  decideSprintRun / transitionSprintRun
+//   sprint run states, pause context, resume          sprint-run/decider.ts  decideSprintRun / transitionSprintRun  "Sprint runs"
 //   sprint run effects (question, enqueue, PR ready)  sprint-run/effects.ts  sprintRunEffects
 //   products: repository, target branch, PR rules     product/decider.ts     decideProduct (jobs and sprint runs
-//                                                      are resolved against one at creation: UNKNOWN_PRODUCT)
+//                                                      are resolved against one at creation: UNKNOWN_PRODUCT; docs/products.md)
 //   wire request → command, state → view             */requests.ts, */view.ts
 //   kind defaults, configuration cascade, --effort    @gantry/contracts jobs/agent-config.ts
 // Specifications: */*.spec.ts, written with DeciderSpecification.for(decider) from @gantry/eventstore/testing

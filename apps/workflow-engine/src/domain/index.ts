@@ -16,6 +16,8 @@
 //   fan-out selection, merge, de-duplication, order      dispatch/fan-out.ts           (AC-A4, A5, H3)
 //   queue_run targets                                    dispatch/queue-run-target.ts  (AC-A7)
 //   quorum guards, requires_approval                     quorum/quorum.ts
+//   transition targets; which guarded transition a       quorum/transitions.ts         transitionTarget / transitionOnDecision
+//     decision makes hold
 //   the startup scan's rules                             recovery/recovery-rules.ts    (AC-B9 a1, a2, b, c, e)
 //   workflows, agent profiles, task-level seats          catalog/*.ts
 // Specifications: */*.spec.ts, written with DeciderSpecification.for(decider) from @gantry/eventstore/testing.
