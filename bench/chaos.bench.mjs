@@ -16,7 +16,7 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { cancelJob, enqueueJob, getJob, listWorktreeLeases, listWorktrees, registerProduct } from '@gantry/contracts';
+import { cancelJob, enqueueJob, getJob, isTerminalJobStatus, listWorktreeLeases, listWorktrees, registerProduct } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
 import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
@@ -30,7 +30,6 @@ const scratch = mkdtempSync(join(tmpdir(), 'gantry-chaos-'));
 const worktreeRoot = join(scratch, 'worktrees');
 const random = (n) => Math.floor(Math.random() * n);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const TERMINAL = ['DONE', 'FAILED', 'SKIPPED', 'CANCELLED'];
 
 function freePort() {
   return new Promise((ok, fail) => {
@@ -196,7 +195,7 @@ try {
   for (const job of jobs) {
     for (;;) {
       const view = await ask(getJob, { jobId: job.jobId });
-      if (TERMINAL.includes(view.status)) {
+      if (isTerminalJobStatus(view.status)) {
         views.set(job.jobId, view);
         break;
       }
@@ -225,12 +224,12 @@ try {
   const pushesOf = (branch) => pushes.filter((ref) => ref === `refs/heads/${branch}`).length;
   const onOrigin = (branch) => git(origin, ['for-each-ref', '--format=%(objectname)', `refs/heads/${branch}`]) !== '';
 
-  const notTerminal = jobs.filter((j) => !TERMINAL.includes(views.get(j.jobId).status));
+  const notTerminal = jobs.filter((j) => !isTerminalJobStatus(views.get(j.jobId).status));
   const notOwnFailure = jobs.filter((j) => {
     const v = views.get(j.jobId);
     return v.status === 'FAILED' && !(j.ownError && j.ownError.test(v.error ?? ''));
   });
-  const unexpected = jobs.filter((j) => TERMINAL.includes(views.get(j.jobId).status) && !j.expect.includes(views.get(j.jobId).status) && views.get(j.jobId).status !== 'CANCELLED');
+  const unexpected = jobs.filter((j) => isTerminalJobStatus(views.get(j.jobId).status) && !j.expect.includes(views.get(j.jobId).status) && views.get(j.jobId).status !== 'CANCELLED');
   const failedPushed = jobs.filter((j) => views.get(j.jobId).status === 'FAILED' && (onOrigin(j.branch) || views.get(j.jobId).pushedAt !== null));
   const pushedTwice = jobs.filter((j) => pushesOf(j.branch) > 1);
   const doneUnpushed = jobs.filter((j) => views.get(j.jobId).status === 'DONE' && (!onOrigin(j.branch) || views.get(j.jobId).headSha === null));

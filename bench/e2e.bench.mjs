@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { enqueueJob, getJob, registerProduct } from '@gantry/contracts';
+import { enqueueJob, getJob, isTerminalJobStatus, registerProduct } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
 import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
@@ -122,7 +122,7 @@ try {
     let view;
     for (;;) {
       view = await client.request(getJob, { jobId });
-      if (['DONE', 'FAILED', 'SKIPPED', 'CANCELLED'].includes(view.status)) break;
+      if (isTerminalJobStatus(view.status)) break;
       if (Date.now() > deadline) throw new Error(`job ${jobId} still ${view.status}`);
       await new Promise((r) => setTimeout(r, 100));
     }

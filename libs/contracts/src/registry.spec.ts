@@ -6,7 +6,9 @@ import {
   contractRegistry,
   defineCommand,
   defineEvent,
+  type EventsOf,
   eventContractKey,
+  eventTypesOf,
   parseEventData,
   parseRequest,
 } from './registry.js';
@@ -148,5 +150,35 @@ describe('parseEventData', () => {
       expect(error.message).toBe(`unknown event ${context}.${type}@${version}`);
       expect(error.details).toEqual({ context, type, schemaVersion: version });
     }
+  });
+});
+
+describe('an aggregate’s events from its contracts', () => {
+  const jobPonged = defineEvent({
+    context: 'jobs',
+    type: 'JobPonged',
+    schemaVersion: 1,
+    data: z.object({ jobId: z.string().min(1), pongs: z.number().int() }),
+    examples: { valid: [{ jobId: 'j-1', pongs: 2 }], invalid: [{ jobId: 'j-1' }] },
+  });
+  const pingPong = [jobPinged, jobPonged] as const;
+  type PingPongEvent = EventsOf<typeof pingPong>;
+
+  it('names the types in the order of the list', () => {
+    expect(eventTypesOf(pingPong)).toEqual(['JobPinged', 'JobPonged']);
+  });
+
+  it('is a union discriminated by type, each with exactly its contract’s data', () => {
+    const events: PingPongEvent[] = [
+      { type: 'JobPinged', data: { jobId: 'j-1', at: '2026-01-01T00:00:00Z' } },
+      { type: 'JobPonged', data: { jobId: 'j-1', pongs: 2 } },
+    ];
+    const pongs = events.map((event) => (event.type === 'JobPonged' ? event.data.pongs : 0));
+    expect(pongs).toEqual([0, 2]);
+    // @ts-expect-error a type no contract of the list has
+    const unknown: PingPongEvent = { type: 'JobPunted', data: { jobId: 'j-1' } };
+    // @ts-expect-error another contract’s data under a type
+    const mixed: PingPongEvent = { type: 'JobPinged', data: { jobId: 'j-1', pongs: 2 } };
+    expect([unknown, mixed]).toHaveLength(2);
   });
 });

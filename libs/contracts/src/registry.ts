@@ -19,10 +19,10 @@ export interface CommandContract<Req extends z.ZodType = z.ZodType, Res extends 
   examples: Examples<z.input<Req>>;
 }
 
-export interface EventContract<Data extends z.ZodType = z.ZodType> {
+export interface EventContract<Data extends z.ZodType = z.ZodType, Type extends string = string> {
   kind: 'event';
   context: Context;
-  type: string;
+  type: Type;
   schemaVersion: number;
   data: Data;
   examples: Examples<z.input<Data>>;
@@ -31,6 +31,14 @@ export interface EventContract<Data extends z.ZodType = z.ZodType> {
 export type RequestOf<C> = C extends CommandContract<infer Req, z.ZodType> ? z.output<Req> : never;
 export type ReplyOf<C> = C extends CommandContract<z.ZodType, infer Res> ? z.output<Res> : never;
 export type DataOf<C> = C extends EventContract<infer D> ? z.output<D> : never;
+/** An event of contract C as a decider emits it: the contract's type and exactly its data. */
+export type EventOf<C> = C extends EventContract<infer D, infer T> ? { type: T; data: z.output<D> } : never;
+/** The events of a list of contracts (an aggregate's), as one union discriminated by `type`. */
+export type EventsOf<Cs extends readonly EventContract[]> = EventOf<Cs[number]>;
+/** The types of a list of event contracts, in its order. */
+export function eventTypesOf<const Cs extends readonly EventContract[]>(contracts: Cs): readonly EventsOf<Cs>['type'][] {
+  return contracts.map((contract) => contract.type as EventsOf<Cs>['type']);
+}
 
 const commands = new Map<string, CommandContract>();
 const events = new Map<string, EventContract>();
@@ -60,7 +68,7 @@ export function defineCommand<Req extends z.ZodType, Res extends z.ZodType>(
   return contract;
 }
 
-export function defineEvent<Data extends z.ZodType>(spec: Omit<EventContract<Data>, 'kind'>): EventContract<Data> {
+export function defineEvent<Data extends z.ZodType, const Type extends string>(spec: Omit<EventContract<Data, Type>, 'kind'>): EventContract<Data, Type> {
   const key = eventKey(spec.context, spec.type, spec.schemaVersion);
   if (!isContext(spec.context)) throw new Error(`event ${key}: unknown context ${spec.context}`);
   if (!Number.isInteger(spec.schemaVersion) || spec.schemaVersion < 1) {

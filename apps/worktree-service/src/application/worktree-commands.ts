@@ -4,6 +4,7 @@ import {
   deriveWorktreeKey,
   ErrorCode,
   GantryError,
+  isTerminalJobStatus,
   releaseWorktree,
   renewWorktreeLease,
   type ReplyOf,
@@ -13,7 +14,6 @@ import {
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import { EventStore } from '@gantry/eventstore';
-import { TERMINAL_JOB_STATUSES } from '../domain/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { idempotencyFor, leaseIdFor, metadataOf } from './command-context.js';
 import { findLease, type LeaseRow } from './lease-rows.js';
@@ -113,7 +113,7 @@ export class WorktreeLeaseCommands {
     );
     const job = rows[0];
     if (!job) return;
-    if ((TERMINAL_JOB_STATUSES as readonly string[]).includes(job.status)) {
+    if (isTerminalJobStatus(job.status)) {
       throw new GantryError(ErrorCode.STALE_FENCE, `job ${jobId} has ended (${job.status}): its claims get no worktree`, { jobId, status: job.status });
     }
     if (job.lease_token !== null && job.lease_token > jobLeaseToken) {

@@ -1,12 +1,10 @@
-import type { WorktreeReleasePendingCause } from '@gantry/contracts';
+import { isTerminalJobStatus, type WorktreeReleasePendingCause } from '@gantry/contracts';
 
 /*
  * What this service knows of a job (learned from the jobs stream) and what it means for a lease of
  * one of the job's claims (docs/worktrees.md, "When a lease ends"). Pure: the application feeds it
  * the `job_statuses` row and acts on the verdict.
  */
-
-export const TERMINAL_JOB_STATUSES = ['DONE', 'FAILED', 'SKIPPED', 'CANCELLED'] as const;
 
 /** Who ended the job's latest claim: its holder (a finish, a rollback, a confirmed stop) or the job service (a cancel, an expired lease). */
 export type ClaimEndedBy = 'holder' | 'service';
@@ -37,7 +35,7 @@ export function claimVerdict(job: KnownJob | undefined, claim: number, complete:
   if (!job) return complete ? awaitHolder('claim_unknown') : KEEP;
   const latest = job.leaseToken;
   if (latest !== null && latest > claim) return awaitHolder('claim_superseded');
-  const terminal = (TERMINAL_JOB_STATUSES as readonly string[]).includes(job.status);
+  const terminal = isTerminalJobStatus(job.status);
   if (latest === claim && (terminal || job.status === 'QUEUED')) {
     if (job.endedBy === 'holder') return { kind: 'release' };
     return awaitHolder(job.status === 'CANCELLED' ? 'job_cancelled' : 'job_lease_expired');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent } from '../registry.js';
+import { defineEvent, eventTypesOf, type EventsOf } from '../registry.js';
 import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, EffortLevelSchema, JobKindSchema } from './agent-config.js';
 import { CloneUrlSchema, RepositorySchema } from './products.js';
 import {
@@ -551,6 +551,11 @@ export const jobEventContracts = [
   JobRunStopped,
   JobChecksFailed,
 ] as const;
+
+/** A job's events (one stream per job), as its decider emits them. */
+export type JobEvent = EventsOf<typeof jobEventContracts>;
+export type JobEventType = JobEvent['type'];
+export const jobEventTypes = eventTypesOf(jobEventContracts);
 
 export type JobEnqueuedData = z.output<typeof JobEnqueued.data>;
 export type JobCoalescedData = z.output<typeof JobCoalesced.data>;

@@ -22,6 +22,11 @@ import {
   JobOfferSchema,
   productCommandContracts,
   productEventContracts,
+  isTerminalJobStatus,
+  JobStatusSchema,
+  jobEventTypes,
+  TERMINAL_JOB_STATUSES,
+  TerminalJobStatusSchema,
 } from './index.js';
 import { PullRequestChecksFailed, PullRequestMergeConflict, prSprintDrivingEventContracts } from '../prs/index.js';
 import { deriveIdempotencyKey } from '../hashing.js';
@@ -160,5 +165,25 @@ describe('the job offer on the dispatch subject', () => {
   it('reads an offer published before offers named their requeue as the offer after the enqueue', () => {
     const { afterLeaseToken: _dropped, ...older } = jobOfferExamples.valid[0]!;
     expect(JobOfferSchema.parse(older).afterLeaseToken).toBe(0);
+  });
+});
+
+describe('terminal job statuses and job event types, in one place', () => {
+  it('a job ends DONE, FAILED, SKIPPED or CANCELLED: the finish reply’s statuses, all of them job statuses', () => {
+    expect([...TERMINAL_JOB_STATUSES]).toEqual(['DONE', 'FAILED', 'SKIPPED', 'CANCELLED']);
+    expect(TERMINAL_JOB_STATUSES).toBe(TerminalJobStatusSchema.options);
+    for (const status of TERMINAL_JOB_STATUSES) expect(JobStatusSchema.options).toContain(status);
+  });
+
+  it('tells a terminal status from a live one, and from what is not a status at all', () => {
+    expect(JobStatusSchema.options.filter(isTerminalJobStatus)).toEqual(['DONE', 'FAILED', 'SKIPPED', 'CANCELLED']);
+    expect(isTerminalJobStatus('QUEUED')).toBe(false);
+    expect(isTerminalJobStatus('done')).toBe(false);
+  });
+
+  it('lists the job event types of the job event contracts, in the order of the lifecycle', () => {
+    expect(jobEventTypes).toEqual(jobEventContracts.map((c) => c.type));
+    expect(jobEventTypes[0]).toBe('JobEnqueued');
+    expect(new Set(jobEventTypes).size).toBe(jobEventTypes.length);
   });
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
-import { defineCommand, defineEvent } from '../registry.js';
+import { defineCommand, defineEvent, type EventsOf } from '../registry.js';
 import { ExternalRefSchema, GitRefSchema, IdempotencyKeySchema, TimestampSchema } from './values.js';
 
 /**
@@ -188,3 +188,5 @@ export type ProductUpdatedData = z.output<typeof ProductUpdated.data>;
 
 export const productCommandContracts = [registerProduct, updateProduct, getProduct] as const;
 export const productEventContracts = [ProductRegistered, ProductUpdated] as const;
+/** A product's events (one stream per product), as its decider emits them. */
+export type ProductEvent = EventsOf<typeof productEventContracts>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent } from '../registry.js';
+import { defineEvent, eventTypesOf, type EventsOf } from '../registry.js';
 import { jobExampleIds } from './events.js';
 import { GitRefSchema, JobIdSchema, JobPayloadSchema, ExternalRefSchema, SprintRunIdSchema, TimestampSchema } from './values.js';
 import { RepositorySchema } from './products.js';
@@ -174,6 +174,11 @@ export const sprintRunEventContracts = [
   SprintRunFailed,
   SprintRunCancelled,
 ] as const;
+
+/** A sprint run's events (one stream per sprint run), as its decider emits them. */
+export type SprintRunEvent = EventsOf<typeof sprintRunEventContracts>;
+export type SprintRunEventType = SprintRunEvent['type'];
+export const sprintRunEventTypes = eventTypesOf(sprintRunEventContracts);
 
 export type SprintRunCreatedData = z.output<typeof SprintRunCreated.data>;
 export type SprintRunStartedData = z.output<typeof SprintRunStarted.data>;

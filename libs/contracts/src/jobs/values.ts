@@ -64,6 +64,11 @@ export type JobStatus = z.infer<typeof JobStatusSchema>;
 
 export const TerminalJobStatusSchema = z.enum(['DONE', 'FAILED', 'SKIPPED', 'CANCELLED']);
 export type TerminalJobStatus = z.infer<typeof TerminalJobStatusSchema>;
+/** The statuses a job ends in; nothing but red checks on a DONE job's head changes it afterwards. */
+export const TERMINAL_JOB_STATUSES = TerminalJobStatusSchema.options;
+export function isTerminalJobStatus(status: string): status is TerminalJobStatus {
+  return (TERMINAL_JOB_STATUSES as readonly string[]).includes(status);
+}
 
 export const TaskStatusSchema = z.enum(['TO_DO', 'IN_PROGRESS', 'DONE']);
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;

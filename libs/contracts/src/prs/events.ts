@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent } from '../registry.js';
+import { defineEvent, eventTypesOf, type EventsOf } from '../registry.js';
 import { ExternalRefSchema, GitRefSchema, GitShaSchema, JobIdSchema, SprintRunIdSchema, TimestampSchema } from '../jobs/values.js';
 import { MergeMethodSchema, PrStrategySchema, RepositorySchema, RequiredChecksSchema } from '../jobs/products.js';
 import { PullRequestFailureCodeSchema, PullRequestIdSchema } from './values.js';
@@ -432,3 +432,8 @@ export const pullRequestEventContracts = [
   PullRequestReadyForReview,
   PullRequestEffectFailed,
 ] as const;
+
+/** A pull request's events (one stream per repository and branch), as its decider emits them. */
+export type PullRequestEvent = EventsOf<typeof pullRequestEventContracts>;
+export type PullRequestEventType = PullRequestEvent['type'];
+export const pullRequestEventTypes = eventTypesOf(pullRequestEventContracts);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent } from '../registry.js';
+import { defineEvent, eventTypesOf, type EventsOf } from '../registry.js';
 import { JobIdSchema, TimestampSchema } from '../jobs/values.js';
 import { WorkflowDefinitionSchema, workflowDefinitionExample } from './definition.js';
 import {
@@ -531,6 +531,35 @@ export const DecisionRecorded = defineEvent({
     invalid: [{ ...pairExample, entrySeq: 2, decisionId: 'd', participantId: null, verdict: 'maybe', comment: null, decidedBy: { kind: 'person', actor: 'u' }, recordedAt: at }],
   },
 });
+
+/** Each stream kind's events, as its decider emits them. */
+export const workflowDefinitionEventContracts = [WorkflowDefined] as const;
+export type WorkflowEvent = EventsOf<typeof workflowDefinitionEventContracts>;
+export const agentProfileEventContracts = [AgentProfileRegistered] as const;
+export type AgentProfileEvent = EventsOf<typeof agentProfileEventContracts>;
+export const participantEventContracts = [StepParticipantAdded, StepParticipantRemoved] as const;
+export type ParticipantEvent = EventsOf<typeof participantEventContracts>;
+/** A task's stream: its placement, its session. */
+export const taskEventContracts = [
+  TaskCreated,
+  TaskQueuedForStep,
+  TaskAdmittedToStep,
+  TaskUpdated,
+  TaskDeleted,
+  AgentContextReset,
+  SessionConfigured,
+  SessionModeSet,
+  PlanModeChanged,
+  AgentAutoStarted,
+  AgentSessionStarted,
+] as const;
+export type TaskEvent = EventsOf<typeof taskEventContracts>;
+export type TaskEventType = TaskEvent['type'];
+export const taskEventTypes = eventTypesOf(taskEventContracts);
+/** A task at a step: its step-entry records with their markers, and its decisions. */
+export const taskAtStepEventContracts = [StepEntryOpened, OnEnterActionClaimed, OnEnterActionFinished, DecisionsCleared, StepEntryTerminated, DecisionRecorded] as const;
+export type TaskAtStepEvent = EventsOf<typeof taskAtStepEventContracts>;
+export const taskAtStepEventTypes = eventTypesOf(taskAtStepEventContracts);
 
 export const workflowEventContracts = [
   WorkflowDefined,

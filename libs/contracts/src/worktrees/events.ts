@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent } from '../registry.js';
+import { defineEvent, eventTypesOf, type EventsOf } from '../registry.js';
 import { BaseRefSchema, BranchNameSchema, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
 import {
   LeaseDurationMsSchema,
@@ -404,3 +404,8 @@ export const worktreeEventContracts = [
   WorktreeBooksClosed,
   WorktreeBooksOpened,
 ] as const;
+
+/** A worktree key's events (its lock, its leases and their tokens; one stream per key and epoch), as the WorktreeLease decider emits them. */
+export type WorktreeLeaseEvent = EventsOf<typeof worktreeEventContracts>;
+export type WorktreeLeaseEventType = WorktreeLeaseEvent['type'];
+export const worktreeLeaseEventTypes = eventTypesOf(worktreeEventContracts);

@@ -7,6 +7,7 @@ import {
   cancelJob,
   enqueueJob,
   getJob,
+  isTerminalJobStatus,
   listJobs,
   listWorktreeLeases,
   registerProduct,
@@ -23,8 +24,6 @@ import { OriginRepository } from './origin-repository.js';
 
 const repoRoot = resolve(fileURLToPath(import.meta.url), '../../../../..');
 export const standInBin = join(repoRoot, 'apps/runner/bin/stand-in-claude');
-
-const TERMINAL = new Set(['DONE', 'FAILED', 'SKIPPED', 'CANCELLED']);
 
 export interface RunnerOptions {
   concurrency?: number;
@@ -185,7 +184,7 @@ export class E2eSystem {
     return eventually(
       async () => {
         const job = await this.job(jobId);
-        return TERMINAL.has(job.status) ? job : null;
+        return isTerminalJobStatus(job.status) ? job : null;
       },
       { what: `job ${jobId} terminal`, timeoutMs, intervalMs: 100 },
     );

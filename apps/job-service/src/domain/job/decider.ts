@@ -2,6 +2,7 @@ import {
   effortForThinkingBudget,
   ErrorCode,
   GantryError,
+  isTerminalJobStatus,
   resolveAgentConfig,
   type AgentConfig,
 } from '@gantry/contracts';
@@ -10,7 +11,7 @@ import type { JobCommand, UnderLease } from './commands.js';
 import type { JobEvent } from './events.js';
 import { decideFinish } from './finishing-rule.js';
 import { addMs, defaultLeaseDurationMs, freeRequeuePauseMs, isLeaseExpired, MAX_FREE_REQUEUES } from './lease-policy.js';
-import { evolveJob, initialJobState, isTerminal, jobExists, movesTask, type ActiveLease, type Job, type JobState } from './state.js';
+import { evolveJob, initialJobState, jobExists, movesTask, type ActiveLease, type Job, type JobState } from './state.js';
 
 /**
  * The job aggregate (SPEC §1): QUEUED → CLAIMED → RUNNING → DONE | FAILED | SKIPPED | CANCELLED,
@@ -308,7 +309,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
     case 'CancelJob': {
       const d = command.data;
       const job = existing(state, d.jobId);
-      if (isTerminal(job.status)) throw refuse(ErrorCode.INVALID_TRANSITION, `job ${job.jobId} is already ${job.status} and cannot be cancelled`);
+      if (isTerminalJobStatus(job.status)) throw refuse(ErrorCode.INVALID_TRANSITION, `job ${job.jobId} is already ${job.status} and cannot be cancelled`);
       return [
         {
           type: 'JobCancelled',

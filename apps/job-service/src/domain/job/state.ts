@@ -111,9 +111,6 @@ export function jobExists(state: JobState): state is Job {
   return state.status !== 'ABSENT';
 }
 
-export function isTerminal(status: JobStatus): status is TerminalJobStatus {
-  return status === 'DONE' || status === 'FAILED' || status === 'SKIPPED' || status === 'CANCELLED';
-}
 
 /** Kinds whose finish moves a task: the ones that write code for it. */
 export function movesTask(job: Pick<Job, 'kind' | 'taskId'>): boolean {

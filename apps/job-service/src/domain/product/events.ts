@@ -1,3 +1,2 @@
-import type { ProductRegisteredData, ProductUpdatedData } from '@gantry/contracts';
-
-export type ProductEvent = { type: 'ProductRegistered'; data: ProductRegisteredData } | { type: 'ProductUpdated'; data: ProductUpdatedData };
+/** The product's events as the decider emits them: the contracts'. */
+export type { ProductEvent } from '@gantry/contracts';

@@ -1,20 +1,2 @@
-import type {
-  SprintRunCancelledData,
-  SprintRunCompletedData,
-  SprintRunCreatedData,
-  SprintRunFailedData,
-  SprintRunPausedData,
-  SprintRunResumedData,
-  SprintRunStartedData,
-  SprintRunTaskCompletedData,
-} from '@gantry/contracts';
-
-export type SprintRunEvent =
-  | { type: 'SprintRunCreated'; data: SprintRunCreatedData }
-  | { type: 'SprintRunStarted'; data: SprintRunStartedData }
-  | { type: 'SprintRunTaskCompleted'; data: SprintRunTaskCompletedData }
-  | { type: 'SprintRunPaused'; data: SprintRunPausedData }
-  | { type: 'SprintRunResumed'; data: SprintRunResumedData }
-  | { type: 'SprintRunCompleted'; data: SprintRunCompletedData }
-  | { type: 'SprintRunFailed'; data: SprintRunFailedData }
-  | { type: 'SprintRunCancelled'; data: SprintRunCancelledData };
+/** The sprint run's events as the decider emits them: the contracts'. */
+export type { SprintRunEvent, SprintRunEventType } from '@gantry/contracts';

@@ -13,18 +13,15 @@ import {
   startJob,
   type AlreadyPresentSchema,
   type ClaimedJob,
+  type ReplyOf,
   type RollbackCause,
   type VerificationFacts,
 } from '@gantry/contracts';
 import type { CommandClient } from '@gantry/messaging';
 import type { z } from 'zod';
 
-export interface FinishReply {
-  jobId: string;
-  jobStatus: 'DONE' | 'FAILED' | 'SKIPPED' | 'CANCELLED';
-  taskStatus: 'TO_DO' | 'IN_PROGRESS' | 'DONE' | null;
-  error: string | null;
-}
+/** The job service's answer to a finish: the job's terminal status and its task's. */
+export type FinishReply = ReplyOf<typeof finishJob>;
 
 /**
  * Every job-service command a runner sends under one claim, each carrying the claim's fencing

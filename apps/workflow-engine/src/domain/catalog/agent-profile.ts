@@ -1,7 +1,8 @@
-import type { AgentProfileRegisteredData } from '@gantry/contracts';
+import type { AgentProfileEvent } from '@gantry/contracts';
+
+export type { AgentProfileEvent };
 
 /** An agent profile: what a REVIEW job queued for it runs with. Registering it again with other values updates it. */
-export type AgentProfileEvent = { type: 'AgentProfileRegistered'; data: AgentProfileRegisteredData };
 export type AgentProfileCommand = { type: 'RegisterAgentProfile'; data: { agentProfileId: string; model: string; thinkingBudget: number; now: string } };
 export type AgentProfileState = { status: 'ABSENT' } | { status: 'REGISTERED'; agentProfileId: string; model: string; thinkingBudget: number };
 

@@ -1,9 +1,8 @@
-import { canonicalJson, ErrorCode, GantryError, type StepParticipantAddedData, type StepParticipantRemovedData } from '@gantry/contracts';
+import { canonicalJson, ErrorCode, GantryError, type ParticipantEvent, type StepParticipantAddedData } from '@gantry/contracts';
+
+export type { ParticipantEvent };
 
 /** A task-level participant seat at a step (template-level seats are part of the workflow's definition). */
-export type ParticipantEvent =
-  | { type: 'StepParticipantAdded'; data: StepParticipantAddedData }
-  | { type: 'StepParticipantRemoved'; data: StepParticipantRemovedData };
 
 export type ParticipantCommand =
   | { type: 'AddStepParticipant'; data: Omit<StepParticipantAddedData, 'addedAt'> & { now: string } }

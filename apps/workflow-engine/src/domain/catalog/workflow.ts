@@ -1,11 +1,12 @@
-import { canonicalJson, ErrorCode, GantryError, type WorkflowDefinedData, type WorkflowDefinition } from '@gantry/contracts';
+import { canonicalJson, ErrorCode, GantryError, type WorkflowDefinition, type WorkflowEvent } from '@gantry/contracts';
+
+export type { WorkflowEvent };
 
 /*
  * A workflow's definition history: each import that changes the definition is a new version;
  * a dispatch reads the latest. Importing the same definition again changes nothing.
  */
 
-export type WorkflowEvent = { type: 'WorkflowDefined'; data: WorkflowDefinedData };
 export type WorkflowCommand = {
   type: 'DefineWorkflow';
   data: { workflowId: string; definition: WorkflowDefinition; unknownActionTypes: string[]; now: string };
