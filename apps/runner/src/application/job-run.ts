@@ -323,7 +323,8 @@ export class JobRun {
         }
         case 'push':
           try {
-            const push = await pushBranch(workDir, step.branch, step.headSha, { targetBranch: workspace.targetBranch });
+            // To the repository the worktree was leased for, by its URL: never to whatever `origin` now names.
+            const push = await pushBranch(workDir, this.leasedRepositoryUrl(workspace), step.branch, step.headSha, { targetBranch: workspace.targetBranch });
             this.deps.log.log('branch pushed', { ...this.fields, branch: push.branch, headSha: push.headSha, pushed: push.pushed });
             await this.session.reportPush({ ...push, facts: step.facts });
             run = { ...run, push: { kind: 'pushed' } };
@@ -508,6 +509,14 @@ export class JobRun {
           this.renewingWorktree = false;
         });
     }, config.leaseRenewMs);
+  }
+
+  /** The repository the worktree lease was asked for (a push happens only with a lease). */
+  private leasedRepositoryUrl(workspace: JobWorkspace): string {
+    if (!this.lease || workspace.repositoryUrl === null) {
+      throw new GantryError(ErrorCode.INTERNAL, 'a push without a leased worktree of a repository');
+    }
+    return workspace.repositoryUrl;
   }
 
   /** A lease path outside the configured worktree root is not used. */

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { runAgent, type AgentRunResult } from '../infrastructure/agent/agent-process.js';
 import { BearerSecret } from '../infrastructure/mcp/bearer-secret.js';
 import { writeMcpConfigFile } from '../infrastructure/mcp/mcp-config-file.js';
-import { GitFixture } from '../infrastructure/verify/testing/git-fixture.js';
+import { createGitFixture, type GitFixture } from '@gantry/git/testing';
 import { verifyWorktree } from '../infrastructure/verify/verify-worktree.js';
 import { ensureStandInBuilt } from './testing/stand-in-build.js';
 import { StandInJob } from './testing/stand-in-job.js';
@@ -22,23 +22,23 @@ describe('the stand-in agent as a separate process', () => {
   let job: StandInJob | undefined;
 
   beforeEach(async () => {
-    repo = await GitFixture.create();
+    repo = createGitFixture();
     await repo.commit({ 'docs/old.md': 'obsolete\n', 'src/app.ts': 'export const app = 1;\n' }, 'main: app');
     await repo.pushToMain('HEAD');
-    await repo.run(['checkout', '-q', '-b', 'feat/story-1']);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'feat/story-1');
     base = await repo.head();
   });
   afterEach(async () => {
     await job?.dispose();
     job = undefined;
-    await repo.remove();
+    await repo.cleanup();
   });
 
   async function run(standIn: Record<string, unknown>): Promise<AgentRunResult> {
-    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn });
-    return runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn });
+    return runAgent({ command: job.command, cwd: repo.seed, timeoutMs: 20_000 });
   }
-  const verify = () => verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+  const verify = () => verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
 
   it('commit: one real commit per planned commit, each logged, then PASSED and DONE → ALIGNED', async () => {
     const result = await run({
@@ -61,7 +61,7 @@ describe('the stand-in agent as a separate process', () => {
   it('commit with reportStatus PARTIAL reports PARTIAL, which verify turns into PARTIAL', async () => {
     await run({ behaviour: 'commit', files: { 'src/half.ts': 'half\n' }, reportStatus: 'PARTIAL' });
     const report = await verifyWorktree({
-      worktreeDir: repo.clone,
+      worktreeDir: repo.seed,
       baseSha: base,
       target: 'origin/main',
       partialCompletion: job!.server.progress().lastStatus === 'PARTIAL',
@@ -102,16 +102,16 @@ describe('the stand-in agent as a separate process', () => {
 
   it('refuses an unknown flag like the real CLI, before doing anything', async () => {
     const bin = await ensureStandInBuilt();
-    const { code, stderr } = await runStandIn(bin, ['-p', 'x', '--max-turns', '40'], repo.clone);
+    const { code, stderr } = await runStandIn(bin, ['-p', 'x', '--max-turns', '40'], repo.seed);
     expect(code).toBe(1);
     expect(stderr).toBe("error: unknown option '--max-turns'\n");
   });
 
   it('accepts every flag of the runner’s command line for every job kind', async () => {
     for (const kind of ['IDEA_GRILL', 'IDEA_MAKE_PLAN', 'PLAN_CHAT', 'TASK_IMPLEMENTATION', 'SPRINT_IMPLEMENTATION'] as const) {
-      const kindJob = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'nothing' }, kind });
+      const kindJob = await StandInJob.prepare({ worktreeDir: repo.seed, standIn: { behaviour: 'nothing' }, kind });
       try {
-        const result = await runAgent({ command: kindJob.command, cwd: repo.clone, timeoutMs: 20_000 });
+        const result = await runAgent({ command: kindJob.command, cwd: repo.seed, timeoutMs: 20_000 });
         expect({ kind, exitCode: result.exitCode, stderr: result.stderrTail }).toEqual({ kind, exitCode: 0, stderr: '' });
       } finally {
         await kindJob.dispose();
@@ -127,7 +127,7 @@ describe('the stand-in agent as a separate process', () => {
     const scratch = await mkdtemp(join(tmpdir(), 'gantry-stand-in-'));
     try {
       await writeFile(join(scratch, 'payload.json'), JSON.stringify({ taskId: 'T-1' }));
-      const { code, stderr } = await runStandIn(bin, ['-p', `Read ${join(scratch, 'payload.json')}`, '--add-dir', repo.clone], repo.clone);
+      const { code, stderr } = await runStandIn(bin, ['-p', `Read ${join(scratch, 'payload.json')}`, '--add-dir', repo.seed], repo.seed);
       expect(code).toBe(1);
       expect(stderr).toContain('the payload has no "standIn" section');
     } finally {
@@ -136,10 +136,10 @@ describe('the stand-in agent as a separate process', () => {
   });
 
   it('cannot report with a wrong bearer secret: the tool server refuses it and records nothing', async () => {
-    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'nothing' } });
+    job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn: { behaviour: 'nothing' } });
     const mcpConfigPath = job.command.args[job.command.args.indexOf('--mcp-config') + 1]!;
     await writeMcpConfigFile(mcpConfigPath, { url: job.server.url, secret: BearerSecret.generate() });
-    const result = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    const result = await runAgent({ command: job.command, cwd: repo.seed, timeoutMs: 20_000 });
     expect(result.exitCode).toBe(1);
     expect(result.stderrTail).toMatch(/401|Unauthorized/);
     expect(job.reporter.calls).toEqual([]);

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { agentEnvironment, runAgent } from '../infrastructure/agent/agent-process.js';
-import { GitFixture } from '../infrastructure/verify/testing/git-fixture.js';
+import { createGitFixture, type GitFixture } from '@gantry/git/testing';
 import { verifyWorktree } from '../infrastructure/verify/verify-worktree.js';
 import { StandInJob } from './testing/stand-in-job.js';
 
@@ -12,41 +12,41 @@ describe('stand-in options the end-to-end tests rely on', () => {
   let scratch: string;
 
   beforeEach(async () => {
-    repo = await GitFixture.create();
+    repo = createGitFixture();
     scratch = await mkdtemp(join(tmpdir(), 'stand-in-options-'));
   });
   afterEach(async () => {
     await job?.dispose();
     job = undefined;
-    await repo.remove();
+    await repo.cleanup();
     await rm(scratch, { recursive: true, force: true });
   });
 
   it('recordArgvTo: appends the exact argv it was started with, its pid and its directory, and when it exited', async () => {
     const record = join(scratch, 'argv.jsonl');
-    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'nothing', recordArgvTo: record } });
-    const result = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn: { behaviour: 'nothing', recordArgvTo: record } });
+    const result = await runAgent({ command: job.command, cwd: repo.seed, timeoutMs: 20_000 });
     expect(result.exitCode).toBe(0);
     const lines = (await readFile(record, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
     expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatchObject({ argv: job.command.args, pid: result.pid, cwd: repo.clone });
+    expect(lines[0]).toMatchObject({ argv: job.command.args, pid: result.pid, cwd: repo.seed });
     expect(lines[1]).toMatchObject({ exit: 0, pid: result.pid });
     expect(Date.parse(lines[1].at)).toBeGreaterThanOrEqual(Date.parse(lines[0].at));
   });
 
   it('resetTo: moves the branch to another revision before the work, which verify calls DIVERGENT', async () => {
-    await repo.run(['checkout', '-q', '-b', 'feat/other']);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'feat/other');
     await repo.commit({ 'other.ts': 'other\n' }, 'other work');
-    await repo.run(['push', '-q', 'origin', 'feat/other']);
-    await repo.run(['checkout', '-q', 'main']);
+    await repo.git(repo.seed, 'push', '-q', 'origin', 'feat/other');
+    await repo.git(repo.seed, 'checkout', '-q', 'main');
     await repo.commit({ 'main.ts': 'main moved on\n' }, 'main moves');
     await repo.pushToMain('HEAD');
-    await repo.run(['checkout', '-q', '-b', 'feat/job']);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'feat/job');
     const base = await repo.head();
-    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'nothing', resetTo: 'origin/feat/other' } });
-    const result = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn: { behaviour: 'nothing', resetTo: 'origin/feat/other' } });
+    const result = await runAgent({ command: job.command, cwd: repo.seed, timeoutMs: 20_000 });
     expect(result.exitCode).toBe(0);
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report.result).toBe('DIVERGENT');
     expect(report.diffIdenticalToMergedBranch).toBe(false);
   });
@@ -57,25 +57,25 @@ describe('stand-in options the end-to-end tests rely on', () => {
       files: { 'second.ts': 'second\n' },
       byAttempt: { '1': { behaviour: 'crash_after_commit', files: { 'first.ts': 'first\n' }, commitMessage: 'attempt 1, never reported', exitCode: 4 } },
     };
-    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn, attempt: 1 });
-    const first = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn, attempt: 1 });
+    const first = await runAgent({ command: job.command, cwd: repo.seed, timeoutMs: 20_000 });
     expect(first.exitCode).toBe(4);
     expect(job.reporter.methods()).toEqual([]);
-    expect(await repo.run(['log', '-1', '--format=%s'])).toBe('attempt 1, never reported');
+    expect(await repo.git(repo.seed, 'log', '-1', '--format=%s')).toBe('attempt 1, never reported');
     await job.dispose();
 
-    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn, attempt: 2 });
-    const second = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000 });
+    job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn, attempt: 2 });
+    const second = await runAgent({ command: job.command, cwd: repo.seed, timeoutMs: 20_000 });
     expect(second.exitCode).toBe(0);
     expect(job.reporter.methods()).toEqual(['logImplementation', 'logCommit', 'logTestResult', 'updateJobStatus']);
-    expect(await repo.run(['log', '-1', '--format=%s'])).toBe('stand-in: commit');
+    expect(await repo.git(repo.seed, 'log', '-1', '--format=%s')).toBe('stand-in: commit');
   });
 
   it('an agent environment with ANTHROPIC_API_KEY=expired fails like an expired login whatever the payload says', async () => {
-    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn: { behaviour: 'commit', files: { 'a.ts': 'a\n' } } });
-    const result = await runAgent({ command: job.command, cwd: repo.clone, timeoutMs: 20_000, env: agentEnvironment({ ANTHROPIC_API_KEY: 'expired' }) });
+    job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn: { behaviour: 'commit', files: { 'a.ts': 'a\n' } } });
+    const result = await runAgent({ command: job.command, cwd: repo.seed, timeoutMs: 20_000, env: agentEnvironment({ ANTHROPIC_API_KEY: 'expired' }) });
     expect(result).toMatchObject({ exitCode: 3, tokenExpired: true });
     expect(job.reporter.methods()).toEqual([]);
-    expect(await repo.run(['log', '--oneline'])).not.toContain('stand-in');
+    expect(await repo.git(repo.seed, 'log', '--oneline')).not.toContain('stand-in');
   });
 });

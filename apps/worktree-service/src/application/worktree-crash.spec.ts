@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:
 import path from 'node:path';
 import { acquireWorktree, deriveIdempotencyKey, deriveWorktreeKey, GantryError, releaseWorktree, type WorktreeLeaseGrant } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
-import { git } from '../infrastructure/git/testing/git-fixture.js';
+import { plainGit as git } from '@gantry/git/testing';
 import { claimedJob, createWorld, newJobId, type TestWorld } from './testing/world.js';
 import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';
 

@@ -11,7 +11,7 @@ import {
 } from '@gantry/contracts';
 import { Readiness } from '@gantry/service-runtime';
 import { eventually } from '@gantry/testing';
-import { git, snapshotTree } from '../infrastructure/git/testing/git-fixture.js';
+import { plainGit as git, snapshotTree } from '@gantry/git/testing';
 import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
 
 describe('worktree hygiene, queries and hostile input (real git, PostgreSQL and NATS)', () => {

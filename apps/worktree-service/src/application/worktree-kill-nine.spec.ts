@@ -12,7 +12,7 @@ import {
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
 import { worktreeServiceProjections } from '../infrastructure/persistence/projections.js';
-import { git } from '../infrastructure/git/testing/git-fixture.js';
+import { plainGit as git } from '@gantry/git/testing';
 import { STREAM_PREFIX } from './lease-log.js';
 import { createWorld, newJobId, type TestWorld } from './testing/world.js';
 import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';

@@ -15,7 +15,7 @@ import {
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
 import { worktreeServiceProjections } from '../infrastructure/persistence/projections.js';
-import { git } from '../infrastructure/git/testing/git-fixture.js';
+import { plainGit as git } from '@gantry/git/testing';
 import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
 
 async function refusal(promise: Promise<unknown>): Promise<GantryError> {

@@ -13,7 +13,7 @@ import {
   type WorktreeLeaseGrant,
 } from '@gantry/contracts';
 import { eventually, testDatabaseUrl } from '@gantry/testing';
-import { git } from '../infrastructure/git/testing/git-fixture.js';
+import { plainGit as git } from '@gantry/git/testing';
 import { JOBS_CONSUMER } from './job-lifecycle.js';
 import { claimedJob, createWorld, newJobId, type TestWorld } from './testing/world.js';
 import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';

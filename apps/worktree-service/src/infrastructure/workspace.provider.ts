@@ -1,4 +1,5 @@
 import type { Provider } from '@nestjs/common';
+import { JsonLogger } from '@gantry/service-runtime';
 import { openGitWorkspace } from './git/index.js';
 import { loadWorktreeConfig, WORKTREE_CONFIG, type WorktreeConfig } from './worktree-config.js';
 
@@ -9,8 +10,15 @@ export const worktreeInfrastructure: Provider[] = [
   { provide: WORKTREE_CONFIG, useFactory: loadWorktreeConfig },
   {
     provide: GIT_WORKSPACE,
-    inject: [WORKTREE_CONFIG],
-    useFactory: (config: WorktreeConfig) =>
-      openGitWorkspace(config.root, { commandTimeoutMs: config.gitCommandTimeoutMs, networkTimeoutMs: config.gitNetworkTimeoutMs }),
+    inject: [WORKTREE_CONFIG, JsonLogger],
+    useFactory: (config: WorktreeConfig, logger: JsonLogger) => {
+      const log = logger.forComponent('git');
+      return openGitWorkspace(config.root, {
+        commandTimeoutMs: config.gitCommandTimeoutMs,
+        networkTimeoutMs: config.gitNetworkTimeoutMs,
+        // An agent wrote them; the keys (never their values) say what it tried.
+        onForeignConfigRemoved: (keys, dir) => log.warn('removed git config that service-side git does not accept', { dir, keys }),
+      });
+    },
   },
 ];

@@ -41,12 +41,8 @@ export class BareRepository {
     return new BareRepository(gitDir);
   }
 
-  private git(args: string[], options: { input?: string; okExitCodes?: number[] } = {}): Promise<GitResult> {
-    return runGit(['--git-dir', this.gitDir, ...args], { timeoutMs: TIMEOUT_MS, ...options });
-  }
-
-  private static identityArgs(identity: Identity): string[] {
-    return ['-c', `user.name=${identity.name}`, '-c', `user.email=${identity.email}`];
+  private git(args: string[], options: { input?: string; okExitCodes?: number[]; identity?: Identity } = {}): Promise<GitResult> {
+    return runGit(args, { cwd: this.gitDir, timeoutMs: TIMEOUT_MS, ...options });
   }
 
   /**
@@ -180,8 +176,8 @@ export class BareRepository {
   }
 
   async commitTree(tree: string, parents: string[], message: string, identity: Identity): Promise<string> {
-    const args = [...BareRepository.identityArgs(identity), 'commit-tree', tree, ...parents.flatMap((p) => ['-p', p]), '-F', '-'];
-    const { stdout } = await this.git(args, { input: message });
+    const args = ['commit-tree', tree, ...parents.flatMap((p) => ['-p', p]), '-F', '-'];
+    const { stdout } = await this.git(args, { input: message, identity });
     return stdout.trim();
   }
 
@@ -212,12 +208,14 @@ export class BareRepository {
     const workTree = mkdtempSync(path.join(tmpdir(), 'github-fake-rebase-'));
     try {
       await this.git(['worktree', 'add', '--detach', '--force', '--', workTree, base]);
-      const cherryPick = await runGit(['-C', workTree, ...BareRepository.identityArgs(committer), 'cherry-pick', '--allow-empty', '--keep-redundant-commits', ...commits], {
+      const cherryPick = await runGit(['cherry-pick', '--allow-empty', '--keep-redundant-commits', ...commits], {
+        cwd: workTree,
         timeoutMs: TIMEOUT_MS,
         okExitCodes: [1],
+        identity: committer,
       });
       if (cherryPick.exitCode !== 0) return null;
-      return (await runGit(['-C', workTree, 'rev-parse', 'HEAD'], { timeoutMs: TIMEOUT_MS })).stdout.trim();
+      return (await runGit(['rev-parse', 'HEAD'], { cwd: workTree, timeoutMs: TIMEOUT_MS })).stdout.trim();
     } finally {
       await this.git(['worktree', 'remove', '--force', '--', workTree], { okExitCodes: [128] }).catch(() => undefined);
       rmSync(workTree, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { runGit } from '@gantry/git';
+import { assertBranchName, assertRepositoryUrl, runGit } from '@gantry/git';
 
 /**
  * GitHub says a pull request conflicts (`mergeable_state: dirty`) but not where. The files come from
@@ -15,13 +15,17 @@ export class ConflictingFiles {
   async between(cloneUrl: string, baseBranch: string, headBranch: string): Promise<string[]> {
     const repo = join(this.options.gitDir, createHash('sha256').update(cloneUrl).digest('hex').slice(0, 24) + '.git');
     const timeoutMs = this.options.timeoutMs;
+    assertRepositoryUrl(cloneUrl);
+    await assertBranchName(baseBranch);
+    await assertBranchName(headBranch);
     await mkdir(repo, { recursive: true });
-    await runGit(['init', '-q', '--bare', repo], { timeoutMs });
-    await runGit(
-      ['-C', repo, 'fetch', '-q', '--no-tags', '--force', '--', cloneUrl, `+refs/heads/${baseBranch}:refs/gantry/base`, `+refs/heads/${headBranch}:refs/gantry/head`],
-      { timeoutMs },
-    );
-    const merged = await runGit(['-C', repo, 'merge-tree', '--write-tree', '--name-only', '--no-messages', 'refs/gantry/base', 'refs/gantry/head'], {
+    await runGit(['init', '-q', '--bare', '--', repo], { timeoutMs });
+    await runGit(['fetch', '-q', '--no-tags', '--force', '--', cloneUrl, `+refs/heads/${baseBranch}:refs/gantry/base`, `+refs/heads/${headBranch}:refs/gantry/head`], {
+      cwd: repo,
+      timeoutMs,
+    });
+    const merged = await runGit(['merge-tree', '--write-tree', '--name-only', '--no-messages', 'refs/gantry/base', 'refs/gantry/head'], {
+      cwd: repo,
       timeoutMs,
       okExitCodes: [1],
     });

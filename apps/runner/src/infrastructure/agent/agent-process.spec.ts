@@ -1,6 +1,6 @@
 import { ErrorCode } from '@gantry/contracts';
 import { StandInJob } from '../../stand-in-agent/testing/stand-in-job.js';
-import { GitFixture } from '../verify/testing/git-fixture.js';
+import { createGitFixture, type GitFixture } from '@gantry/git/testing';
 import { agentEnvironment, runAgent, type AgentRunResult } from './agent-process.js';
 import { BoundedTail, StreamMatcher } from './bounded-tail.js';
 
@@ -27,17 +27,17 @@ describe('running the agent process (with the stand-in agent)', () => {
   let job: StandInJob | undefined;
 
   beforeEach(async () => {
-    repo = await GitFixture.create();
+    repo = createGitFixture();
   });
   afterEach(async () => {
     await job?.dispose();
     job = undefined;
-    await repo.remove();
+    await repo.cleanup();
   });
 
   async function run(standIn: Record<string, unknown>, options: { timeoutMs?: number; killGraceMs?: number; signal?: AbortSignal } = {}): Promise<AgentRunResult> {
-    job = await StandInJob.prepare({ worktreeDir: repo.clone, standIn });
-    return runAgent({ command: job.command, cwd: repo.clone, timeoutMs: options.timeoutMs ?? 20_000, killGraceMs: options.killGraceMs, signal: options.signal });
+    job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn });
+    return runAgent({ command: job.command, cwd: repo.seed, timeoutMs: options.timeoutMs ?? 20_000, killGraceMs: options.killGraceMs, signal: options.signal });
   }
 
   it('an agent that commits exits 0 and its story log reaches the reporter', async () => {
@@ -92,19 +92,19 @@ describe('running the agent process (with the stand-in agent)', () => {
 
   it('a binary that does not exist is an error, not a result', async () => {
     await expect(
-      runAgent({ command: { bin: '/nonexistent/claude', args: ['-p', 'x'] }, cwd: repo.clone, timeoutMs: 5000 }),
+      runAgent({ command: { bin: '/nonexistent/claude', args: ['-p', 'x'] }, cwd: repo.seed, timeoutMs: 5000 }),
     ).rejects.toMatchObject({ code: ErrorCode.INTERNAL });
   });
 
   it.each([0, -1, 1.5, 2 ** 31])('refuses a timeout of %p ms instead of killing the agent at once', async (timeoutMs) => {
-    await expect(runAgent({ command: { bin: process.execPath, args: ['-e', ''] }, cwd: repo.clone, timeoutMs })).rejects.toMatchObject({
+    await expect(runAgent({ command: { bin: process.execPath, args: ['-e', ''] }, cwd: repo.seed, timeoutMs })).rejects.toMatchObject({
       code: ErrorCode.INVALID_COMMAND,
     });
   });
 
   it('keeps only the tail of a large output and still sees an expired token printed early in it', async () => {
     const script = "process.stdout.write('OAuth token has expired\\n'); process.stdout.write('x'.repeat(300000)); process.stdout.write('\\nend\\n');";
-    const result = await runAgent({ command: { bin: process.execPath, args: ['-e', script] }, cwd: repo.clone, timeoutMs: 10_000, outputTailBytes: 1024 });
+    const result = await runAgent({ command: { bin: process.execPath, args: ['-e', script] }, cwd: repo.seed, timeoutMs: 10_000, outputTailBytes: 1024 });
     expect(result.exitCode).toBe(0);
     expect(Buffer.byteLength(result.stdoutTail)).toBe(1024);
     expect(result.stdoutTail.endsWith('x\nend\n')).toBe(true);
@@ -116,14 +116,14 @@ describe('running the agent process (with the stand-in agent)', () => {
     const script = "console.log('session revoked by admin'); console.log('401 Unauthorized');";
     const result = await runAgent({
       command: { bin: process.execPath, args: ['-e', script] },
-      cwd: repo.clone,
+      cwd: repo.seed,
       timeoutMs: 10_000,
       tokenExpiredPattern: /session revoked/g,
     });
     expect(result.tokenExpired).toBe(true);
     const notMatching = await runAgent({
       command: { bin: process.execPath, args: ['-e', "console.log('401 Unauthorized')"] },
-      cwd: repo.clone,
+      cwd: repo.seed,
       timeoutMs: 10_000,
       tokenExpiredPattern: /session revoked/,
     });

@@ -1,7 +1,8 @@
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { runGit, type GitResult } from '@gantry/git';
+import { isSha, runGit, type GitResult } from '@gantry/git';
 
 export type { GitResult };
+export { isSha };
 
 export interface GitOptions {
   /** Exit codes that answer a question rather than signal a failure (e.g. 1 for `merge-base --is-ancestor`). */
@@ -14,10 +15,11 @@ export interface GitOptions {
 }
 
 /**
- * Runs git in `cwd` through the shared hardened runner (no shell, no `ext`/`fd` transports, no
- * repository-configured fsmonitor or hooks — an agent can write to the repository's config).
- * Callers pass revisions as resolved SHAs and put paths after `--`, so nothing an agent wrote into
- * a branch name or a file name can be read as an option.
+ * Runs git in `cwd` through @gantry/git (docs/git.md): the worktree's config — which the agent could
+ * write — is checked before every command and refused when it names programs; hooks, fsmonitor and
+ * the rest are overridden. Diffs pass `--no-textconv --no-ext-diff` as well. Callers pass revisions
+ * as resolved SHAs and put paths after `--`, so nothing an agent wrote into a branch name or a file
+ * name can be read as an option.
  */
 export function git(cwd: string, args: readonly string[], options: GitOptions = {}): Promise<GitResult> {
   return runGit(args, {
@@ -29,20 +31,14 @@ export function git(cwd: string, args: readonly string[], options: GitOptions = 
   });
 }
 
-const SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
-
 /** Resolves a revision (branch, remote ref, SHA) to the full SHA of a commit; an unknown one is NOT_FOUND. */
 export async function resolveCommit(cwd: string, revision: string): Promise<string> {
   const { stdout, exitCode } = await git(cwd, ['rev-parse', '--verify', '--quiet', '--end-of-options', `${revision}^{commit}`], {
     okExitCodes: [1],
   });
   const sha = stdout.trim();
-  if (exitCode !== 0 || !SHA.test(sha)) {
+  if (exitCode !== 0 || !isSha(sha)) {
     throw new GantryError(ErrorCode.NOT_FOUND, `"${revision}" is not a commit in ${cwd}`, { revision });
   }
   return sha;
-}
-
-export function isSha(value: string): boolean {
-  return SHA.test(value);
 }

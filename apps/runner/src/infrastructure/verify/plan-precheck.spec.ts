@@ -1,5 +1,5 @@
 import { ErrorCode } from '@gantry/contracts';
-import { GitFixture } from './testing/git-fixture.js';
+import { createGitFixture, type GitFixture } from '@gantry/git/testing';
 import { precheckPlan } from './plan-precheck.js';
 
 describe('the idempotency pre-check against the target branch (real git)', () => {
@@ -9,7 +9,7 @@ describe('the idempotency pre-check against the target branch (real git)', () =>
   let deletedLegacy: string;
 
   beforeAll(async () => {
-    repo = await GitFixture.create();
+    repo = createGitFixture();
     await repo.commit({ 'legacy/job.ts': 'old\n' }, 'legacy job');
     addedSchema = await repo.commit({ 'src/schema.ts': 'export const jobs = table();\n' }, 'schema');
     await repo.commit({ 'src/schema.ts': 'export const jobs = table();\n// comment\n' }, 'touch schema later');
@@ -18,11 +18,11 @@ describe('the idempotency pre-check against the target branch (real git)', () =>
     await repo.commit({ 'README.md': '# product, later\n' }, 'unrelated later work');
     await repo.pushToMain('HEAD');
   });
-  afterAll(() => repo.remove());
+  afterAll(() => repo.cleanup());
 
   it('a plan fully present is already done, naming the commit that completed it', async () => {
     const result = await precheckPlan({
-      repoDir: repo.clone,
+      repoDir: repo.seed,
       target: 'origin/main',
       expectedChanges: [
         { path: 'src/schema.ts', contains: 'export const jobs' },
@@ -43,7 +43,7 @@ describe('the idempotency pre-check against the target branch (real git)', () =>
 
   it('a plan partly present reports what is present and what is missing', async () => {
     const result = await precheckPlan({
-      repoDir: repo.clone,
+      repoDir: repo.seed,
       target: 'origin/main',
       expectedChanges: [{ path: 'src/schema.ts' }, { path: 'src/claims.ts' }, { path: 'migrations/001.sql', contains: 'create index' }],
     });
@@ -57,7 +57,7 @@ describe('the idempotency pre-check against the target branch (real git)', () =>
 
   it('a plan with nothing present is not started', async () => {
     const result = await precheckPlan({
-      repoDir: repo.clone,
+      repoDir: repo.seed,
       target: 'origin/main',
       expectedChanges: [{ path: 'src/claims.ts' }, { path: 'src/schema.ts', contains: 'export const claims' }],
     });
@@ -66,7 +66,7 @@ describe('the idempotency pre-check against the target branch (real git)', () =>
 
   it('a deletion of a file that still exists, or never existed, is not done', async () => {
     const result = await precheckPlan({
-      repoDir: repo.clone,
+      repoDir: repo.seed,
       target: 'origin/main',
       expectedChanges: [{ path: 'src/schema.ts', deleted: true }, { path: 'never/there.ts', deleted: true }],
     });
@@ -74,30 +74,30 @@ describe('the idempotency pre-check against the target branch (real git)', () =>
   });
 
   it('text expected in a directory is not present', async () => {
-    const result = await precheckPlan({ repoDir: repo.clone, target: 'origin/main', expectedChanges: [{ path: 'src', contains: 'jobs' }] });
+    const result = await precheckPlan({ repoDir: repo.seed, target: 'origin/main', expectedChanges: [{ path: 'src', contains: 'jobs' }] });
     expect(result).toEqual({ kind: 'not_started' });
   });
 
   it('compares with the target, not with the checked-out branch', async () => {
-    await repo.run(['checkout', '-q', '-b', 'local-only']);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'local-only');
     await repo.commit({ 'src/claims.ts': 'export const claims = 1;\n' }, 'local claims');
     try {
-      const result = await precheckPlan({ repoDir: repo.clone, target: 'origin/main', expectedChanges: [{ path: 'src/claims.ts' }] });
+      const result = await precheckPlan({ repoDir: repo.seed, target: 'origin/main', expectedChanges: [{ path: 'src/claims.ts' }] });
       expect(result).toEqual({ kind: 'not_started' });
     } finally {
-      await repo.run(['checkout', '-q', 'main']);
+      await repo.git(repo.seed, 'checkout', '-q', 'main');
     }
   });
 
   it('refuses a plan entry that escapes the repository', async () => {
     await expect(
-      precheckPlan({ repoDir: repo.clone, target: 'origin/main', expectedChanges: [{ path: '../origin.git/config' }] }),
+      precheckPlan({ repoDir: repo.seed, target: 'origin/main', expectedChanges: [{ path: '../origin.git/config' }] }),
     ).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
   });
 
   it('an unknown target is NOT_FOUND', async () => {
     await expect(
-      precheckPlan({ repoDir: repo.clone, target: 'origin/nope', expectedChanges: [{ path: 'src/schema.ts' }] }),
+      precheckPlan({ repoDir: repo.seed, target: 'origin/nope', expectedChanges: [{ path: 'src/schema.ts' }] }),
     ).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
   });
 });

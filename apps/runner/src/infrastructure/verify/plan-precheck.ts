@@ -60,7 +60,8 @@ async function treeEntry(repoDir: string, commit: string, path: string): Promise
 }
 
 async function lastCommit(repoDir: string, from: string, path: string, filters: string[]): Promise<string | null> {
-  const { stdout } = await git(repoDir, ['log', '-1', '--format=%H', ...filters, from, '--', path]);
+  // `-S` compares contents: never through a textconv program the worktree's attributes name.
+  const { stdout } = await git(repoDir, ['log', '-1', '--format=%H', '--no-textconv', '--no-ext-diff', ...filters, from, '--', path]);
   const sha = stdout.trim();
   return sha === '' ? null : sha;
 }

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ErrorCode } from '@gantry/contracts';
-import { GitFixture } from './testing/git-fixture.js';
+import { createGitFixture, type GitFixture } from '@gantry/git/testing';
 import { finishFacts } from './finish-facts.js';
 import { verifyWorktree } from './verify-worktree.js';
 
@@ -10,17 +10,17 @@ describe('verifying a worktree against its base_sha (real git)', () => {
   let base: string;
 
   beforeEach(async () => {
-    repo = await GitFixture.create();
+    repo = createGitFixture();
     await repo.commit({ 'src/app.ts': 'export const app = 1;\n', 'docs/old.md': 'obsolete\n' }, 'main: app');
     await repo.pushToMain('HEAD');
-    await repo.run(['checkout', '-q', '-b', 'feat/story-1']);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'feat/story-1');
     base = await repo.head();
   });
-  afterEach(() => repo.remove());
+  afterEach(() => repo.cleanup());
 
   it('new commits with a net diff on top of base are ALIGNED and nothing is on the target yet', async () => {
     const commit = await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report).toMatchObject({
       result: 'ALIGNED',
       baseSha: base,
@@ -40,13 +40,13 @@ describe('verifying a worktree against its base_sha (real git)', () => {
   });
 
   it('a branch where nothing happened is EMPTY and, without a plan, not proven to be on the target', async () => {
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report).toMatchObject({ result: 'EMPTY', newCommits: [], netDiff: [], branchMerged: false, workAlreadyOnTarget: false });
   });
 
   it('a branch where nothing happened is EMPTY with the work on the target when the plan is already there', async () => {
     const report = await verifyWorktree({
-      worktreeDir: repo.clone,
+      worktreeDir: repo.seed,
       baseSha: base,
       target: 'origin/main',
       expectedChanges: [{ path: 'src/app.ts', contains: 'export const app' }],
@@ -64,7 +64,7 @@ describe('verifying a worktree against its base_sha (real git)', () => {
 
   it('a delete-only commit is a net diff, not EMPTY', async () => {
     const commit = await repo.commit({ 'docs/old.md': null }, 'chore: drop obsolete doc');
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report.result).toBe('ALIGNED');
     expect(report.newCommits).toEqual([commit]);
     expect(report.netDiff).toEqual([{ status: 'D', path: 'docs/old.md' }]);
@@ -84,7 +84,7 @@ describe('verifying a worktree against its base_sha (real git)', () => {
 
   it('held against the plan: an unrelated deletion instead of the planned file is DIVERGENT, kept with its head', async () => {
     const commit = await repo.commit({ 'docs/old.md': null }, 'chore: drop an unrelated doc');
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main', expectedChanges: [{ path: 'src/planned.ts', contains: 'planned' }] });
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main', expectedChanges: [{ path: 'src/planned.ts', contains: 'planned' }] });
     expect(report).toMatchObject({ result: 'DIVERGENT', planCheck: 'NONE_PRESENT', headSha: commit, plan: { expected: 1, present: 0, madeByBranch: 0 } });
     expect(finishFacts(report, { failure: null, cancelled: false })).toMatchObject({ verifyResult: 'DIVERGENT', headSha: commit, planCheck: 'NONE_PRESENT' });
   });
@@ -92,17 +92,17 @@ describe('verifying a worktree against its base_sha (real git)', () => {
   it('held against the plan: all planned changes → ALIGNED, some → PARTIAL', async () => {
     await repo.commit({ 'src/planned.ts': 'export const planned = 1;\n' }, 'feat: planned');
     const plan = [{ path: 'src/planned.ts', contains: 'planned' }, { path: 'src/second.ts' }];
-    const some = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main', expectedChanges: plan });
+    const some = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main', expectedChanges: plan });
     expect(some).toMatchObject({ result: 'PARTIAL', planCheck: 'SOME_PRESENT' });
     await repo.commit({ 'src/second.ts': 'two\n' }, 'feat: second');
-    const all = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main', expectedChanges: plan });
+    const all = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main', expectedChanges: plan });
     expect(all).toMatchObject({ result: 'ALIGNED', planCheck: 'ALL_PRESENT', plan: { expected: 2, present: 2, madeByBranch: 2 } });
   });
 
   it('a change and its revert leave no net diff and are EMPTY despite two commits', async () => {
     await repo.commit({ 'src/tmp.ts': 'x\n' }, 'add tmp');
-    await repo.run(['revert', '--no-edit', 'HEAD']);
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    await repo.git(repo.seed, 'revert', '--no-edit', 'HEAD');
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report.newCommits).toHaveLength(2);
     expect(report.netDiff).toEqual([]);
     expect(report.result).toBe('EMPTY');
@@ -111,7 +111,7 @@ describe('verifying a worktree against its base_sha (real git)', () => {
   it('a branch already merged into the target is reported as merged and on the target', async () => {
     await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
     await repo.pushToMain('HEAD');
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report).toMatchObject({
       branchMerged: true,
       netChangeOnTarget: true,
@@ -123,26 +123,26 @@ describe('verifying a worktree against its base_sha (real git)', () => {
 
   it('a branch merged with a merge commit, after which the target moved on, is merged', async () => {
     await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
-    await repo.run(['checkout', '-q', '-b', 'integration', 'origin/main']);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'integration', 'origin/main');
     await repo.commit({ 'src/unrelated.ts': 'export const unrelated = 1;\n' }, 'main: unrelated');
-    await repo.run(['merge', '-q', '--no-ff', '-m', 'Merge feat/story-1', 'feat/story-1']);
+    await repo.git(repo.seed, 'merge', '-q', '--no-ff', '-m', 'Merge feat/story-1', 'feat/story-1');
     await repo.commit({ 'src/later.ts': 'export const later = 1;\n' }, 'main: later');
     await repo.pushToMain('integration');
-    await repo.run(['checkout', '-q', 'feat/story-1']);
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    await repo.git(repo.seed, 'checkout', '-q', 'feat/story-1');
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report).toMatchObject({ branchMerged: true, diffIdenticalToMergedBranch: true, workAlreadyOnTarget: true });
   });
 
   it('a branch whose commits were squash-merged has a diff identical to a merged branch', async () => {
     await repo.commit({ 'src/feature.ts': 'export const feature = 1;\n' }, 'feat: part one');
     await repo.commit({ 'src/feature.ts': 'export const feature = 2;\n', 'docs/old.md': null }, 'feat: part two');
-    await repo.run(['checkout', '-q', '-b', 'squashed', 'origin/main']);
-    await repo.run(['merge', '-q', '--squash', 'feat/story-1']);
-    await repo.run(['commit', '-q', '-m', 'feat: story 1 (#12)']);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'squashed', 'origin/main');
+    await repo.git(repo.seed, 'merge', '-q', '--squash', 'feat/story-1');
+    await repo.git(repo.seed, 'commit', '-q', '-m', 'feat: story 1 (#12)');
     await repo.commit({ 'src/later.ts': 'export const later = 1;\n' }, 'main: later');
     await repo.pushToMain('squashed');
-    await repo.run(['checkout', '-q', 'feat/story-1']);
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    await repo.git(repo.seed, 'checkout', '-q', 'feat/story-1');
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report).toMatchObject({
       result: 'ALIGNED',
       branchMerged: false,
@@ -155,11 +155,11 @@ describe('verifying a worktree against its base_sha (real git)', () => {
   it('a branch of which only one commit reached the target is not on the target', async () => {
     const first = await repo.commit({ 'src/one.ts': 'export const one = 1;\n' }, 'feat: one');
     await repo.commit({ 'src/two.ts': 'export const two = 2;\n' }, 'feat: two');
-    await repo.run(['checkout', '-q', '-b', 'picked', 'origin/main']);
-    await repo.run(['cherry-pick', '-x', first]);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'picked', 'origin/main');
+    await repo.git(repo.seed, 'cherry-pick', '-x', first);
     await repo.pushToMain('picked');
-    await repo.run(['checkout', '-q', 'feat/story-1']);
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    await repo.git(repo.seed, 'checkout', '-q', 'feat/story-1');
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report).toMatchObject({
       result: 'ALIGNED',
       branchMerged: false,
@@ -171,12 +171,12 @@ describe('verifying a worktree against its base_sha (real git)', () => {
 
   it('work cherry-picked onto the target already is on the target although the branch is not merged', async () => {
     const commit = await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
-    await repo.run(['checkout', '-q', '-b', 'hotfix', 'origin/main']);
-    await repo.run(['cherry-pick', '-x', commit]);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'hotfix', 'origin/main');
+    await repo.git(repo.seed, 'cherry-pick', '-x', commit);
     await repo.pushToMain('hotfix');
-    expect(await repo.run(['rev-parse', 'origin/main'])).not.toBe(commit);
-    await repo.run(['checkout', '-q', 'feat/story-1']);
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    expect(await repo.git(repo.seed, 'rev-parse', 'origin/main')).not.toBe(commit);
+    await repo.git(repo.seed, 'checkout', '-q', 'feat/story-1');
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report).toMatchObject({
       result: 'ALIGNED',
       branchMerged: false,
@@ -189,13 +189,13 @@ describe('verifying a worktree against its base_sha (real git)', () => {
     const mainBefore = await repo.head();
     const oldWork = await repo.commit({ 'src/old-feature.ts': 'export const old = 1;\n' }, 'feat: old feature');
     // The old branch was squash-merged into main; the job then started from main's tip.
-    await repo.run(['checkout', '-q', '-b', 'squash', mainBefore]);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'squash', mainBefore);
     await repo.commit({ 'src/old-feature.ts': 'export const old = 1;\n' }, 'feat: old feature (squashed)');
     await repo.pushToMain('squash');
     const jobBase = await repo.head();
     // The worktree ends on the old branch's commit, which does not descend from the job's base.
-    await repo.run(['checkout', '-q', '--detach', oldWork]);
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: jobBase, target: 'origin/main' });
+    await repo.git(repo.seed, 'checkout', '-q', '--detach', oldWork);
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: jobBase, target: 'origin/main' });
     expect(report).toMatchObject({
       result: 'DIVERGENT',
       descendsFromBase: false,
@@ -209,12 +209,12 @@ describe('verifying a worktree against its base_sha (real git)', () => {
   it('a divergent branch whose diff is not on the target is DIVERGENT and not on the target', async () => {
     const mainBefore = await repo.head();
     const stray = await repo.commit({ 'src/stray.ts': 'export const stray = 1;\n' }, 'stray work');
-    await repo.run(['checkout', '-q', '-b', 'other', mainBefore]);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'other', mainBefore);
     await repo.commit({ 'src/other.ts': 'export const other = 1;\n' }, 'other work');
     await repo.pushToMain('other');
     const jobBase = await repo.head();
-    await repo.run(['checkout', '-q', '--detach', stray]);
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: jobBase, target: 'origin/main' });
+    await repo.git(repo.seed, 'checkout', '-q', '--detach', stray);
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: jobBase, target: 'origin/main' });
     expect(report).toMatchObject({
       result: 'DIVERGENT',
       netChangeOnTarget: false,
@@ -226,24 +226,24 @@ describe('verifying a worktree against its base_sha (real git)', () => {
 
   it('a conflict with the target is reported but stays ALIGNED: it is the pull request’s merge conflict', async () => {
     await repo.commit({ 'src/app.ts': 'export const app = 2;\n' }, 'feat: app 2');
-    await repo.run(['checkout', '-q', '-b', 'elsewhere', 'origin/main']);
+    await repo.git(repo.seed, 'checkout', '-q', '-b', 'elsewhere', 'origin/main');
     await repo.commit({ 'src/app.ts': 'export const app = 3;\n' }, 'main: app 3');
     await repo.pushToMain('elsewhere');
-    await repo.run(['checkout', '-q', 'feat/story-1']);
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    await repo.git(repo.seed, 'checkout', '-q', 'feat/story-1');
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report).toMatchObject({ result: 'ALIGNED', conflictsWithTarget: true, netChangeOnTarget: false });
   });
 
   it('partial completion reported by the agent makes new work PARTIAL', async () => {
     await repo.commit({ 'src/half.ts': 'export const half = 0.5;\n' }, 'feat: half');
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main', partialCompletion: true });
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main', partialCompletion: true });
     expect(report.result).toBe('PARTIAL');
   });
 
   it('a plan found partly on the target makes the rest of the work PARTIAL', async () => {
     await repo.commit({ 'src/rest.ts': 'export const rest = 1;\n' }, 'feat: the rest');
     const report = await verifyWorktree({
-      worktreeDir: repo.clone,
+      worktreeDir: repo.seed,
       baseSha: base,
       target: 'origin/main',
       expectedChanges: [{ path: 'src/app.ts' }, { path: 'src/rest.ts' }],
@@ -256,28 +256,28 @@ describe('verifying a worktree against its base_sha (real git)', () => {
   it('lists what the agent left uncommitted, which a push would not carry', async () => {
     await repo.commit({ 'src/feature.ts': 'export const feature = true;\n' }, 'feat: feature');
     const { writeFile } = await import('node:fs/promises');
-    await writeFile(join(repo.clone, 'src/app.ts'), 'export const app = 99;\n');
-    await writeFile(join(repo.clone, 'scratch.txt'), 'notes\n');
-    const report = await verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: 'origin/main' });
+    await writeFile(join(repo.seed, 'src/app.ts'), 'export const app = 99;\n');
+    await writeFile(join(repo.seed, 'scratch.txt'), 'notes\n');
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
     expect(report.uncommittedPaths.sort()).toEqual(['scratch.txt', 'src/app.ts']);
   });
 
   it('refuses a base that is not a full SHA', async () => {
-    await expect(verifyWorktree({ worktreeDir: repo.clone, baseSha: 'HEAD~1', target: 'origin/main' })).rejects.toMatchObject({
+    await expect(verifyWorktree({ worktreeDir: repo.seed, baseSha: 'HEAD~1', target: 'origin/main' })).rejects.toMatchObject({
       code: ErrorCode.INVALID_COMMAND,
     });
   });
 
   it('an unknown base commit is NOT_FOUND', async () => {
     await expect(
-      verifyWorktree({ worktreeDir: repo.clone, baseSha: 'f'.repeat(40), target: 'origin/main' }),
+      verifyWorktree({ worktreeDir: repo.seed, baseSha: 'f'.repeat(40), target: 'origin/main' }),
     ).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
   });
 
   it('a target that looks like an option is not a commit and is never read as an option', async () => {
-    const output = join(repo.root, 'injected');
+    const output = join(repo.dir, 'injected');
     await expect(
-      verifyWorktree({ worktreeDir: repo.clone, baseSha: base, target: `--output=${output}` }),
+      verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: `--output=${output}` }),
     ).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
     expect(existsSync(output)).toBe(false);
   });

@@ -61,6 +61,12 @@ export interface VerificationReport {
   uncommittedPaths: string[];
 }
 
+/**
+ * Every diff verify takes compares the bytes git stores: no `diff.<driver>.textconv` program (it
+ * would run, and change the patch ids), no external diff — whatever the worktree's attributes say.
+ */
+const NO_PROGRAMS = ['--no-textconv', '--no-ext-diff'];
+
 export async function verifyWorktree(input: VerifyWorktreeInput): Promise<VerificationReport> {
   const dir = input.worktreeDir;
   if (!isSha(input.baseSha)) {
@@ -71,8 +77,8 @@ export async function verifyWorktree(input: VerifyWorktreeInput): Promise<Verifi
   const targetSha = await resolveCommit(dir, input.target);
 
   const newCommits = lines((await git(dir, ['rev-list', '--reverse', `${baseSha}..${headSha}`, '--'])).stdout);
-  const netDiff = parseNameStatus((await git(dir, ['diff', '--name-status', '-z', '--no-renames', `${baseSha}...${headSha}`, '--'])).stdout);
-  const netDiffStat = parseShortStat((await git(dir, ['diff', '--shortstat', '--no-renames', `${baseSha}...${headSha}`, '--'])).stdout);
+  const netDiff = parseNameStatus((await git(dir, ['diff', '--name-status', '-z', '--no-renames', ...NO_PROGRAMS, `${baseSha}...${headSha}`, '--'])).stdout);
+  const netDiffStat = parseShortStat((await git(dir, ['diff', '--shortstat', '--no-renames', ...NO_PROGRAMS, `${baseSha}...${headSha}`, '--'])).stdout);
   const descendsFromBase = await isAncestor(dir, baseSha, headSha);
   const branchMerged = newCommits.length > 0 && (await isAncestor(dir, headSha, targetSha));
   const merge = await mergeIntoTarget(dir, targetSha, headSha);
@@ -152,7 +158,7 @@ async function mergeIntoTarget(dir: string, targetSha: string, headSha: string):
 const MERGED_STEPS_SEARCHED = 500;
 
 async function netDiffLandedAsOneStep(dir: string, baseSha: string, headSha: string, targetSha: string): Promise<boolean> {
-  const branchPatch = (await git(dir, ['diff', '--no-color', '--no-ext-diff', '--no-renames', `${baseSha}...${headSha}`, '--'])).stdout;
+  const branchPatch = (await git(dir, ['diff', '--no-color', ...NO_PROGRAMS, '--no-renames', `${baseSha}...${headSha}`, '--'])).stdout;
   const [branchId] = await patchIds(dir, branchPatch);
   if (!branchId) return false;
   const targetSteps = (
@@ -162,7 +168,7 @@ async function netDiffLandedAsOneStep(dir: string, baseSha: string, headSha: str
       '--diff-merges=first-parent',
       '-p',
       '--no-color',
-      '--no-ext-diff',
+      ...NO_PROGRAMS,
       '--no-renames',
       `--max-count=${MERGED_STEPS_SEARCHED}`,
       `${headSha}..${targetSha}`,

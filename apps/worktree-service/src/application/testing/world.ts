@@ -7,7 +7,7 @@ import { Bus, CommandClient } from '@gantry/messaging';
 import { createServiceApp, Readiness } from '@gantry/service-runtime';
 import { eventually, testDatabaseUrl, testNaming, testNatsUrl, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { AppModule } from '../../app.module.js';
-import { createGitFixture, type GitFixture } from '../../infrastructure/git/testing/git-fixture.js';
+import { createGitFixture, type GitFixture } from '@gantry/git/testing';
 
 /*
  * One test file's world: its own schema, subject root and stream prefix, a real git origin with

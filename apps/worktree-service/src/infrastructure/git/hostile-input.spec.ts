@@ -20,7 +20,7 @@ import {
   worktreePathFor,
   type GitWorkspace,
 } from './index.js';
-import { createGitFixture, snapshotTree, type GitFixture } from './testing/git-fixture.js';
+import { createGitFixture, snapshotTree, type GitFixture } from '@gantry/git/testing';
 
 /*
  * Hostile input is refused with a typed error (INVALID_COMMAND) and nothing on disk is
@@ -41,6 +41,8 @@ async function refusedAsInvalid(promise: Promise<unknown>): Promise<GantryError>
 
 describe('hostile input to the git layer', () => {
   let fx: GitFixture;
+  /** The worktree root under test (inside the fixture's directory, not created yet). */
+  let root: string;
   let ws: GitWorkspace;
   let marker: string;
   // The literal marker of the issue; only asserted absent when it did not exist before the run.
@@ -49,7 +51,8 @@ describe('hostile input to the git layer', () => {
 
   beforeEach(async () => {
     fx = createGitFixture();
-    ws = await openGitWorkspace(fx.root, { commandTimeoutMs: 20_000, networkTimeoutMs: 20_000 });
+    root = path.join(fx.dir, 'root');
+    ws = await openGitWorkspace(root, { commandTimeoutMs: 20_000, networkTimeoutMs: 20_000 });
     marker = path.join(tmpdir(), `pwned-${randomUUID()}`);
   });
   afterEach(() => {
@@ -73,29 +76,29 @@ describe('hostile input to the git layer', () => {
   ];
 
   it('refuses hostile branch names before git or the disk sees them', async () => {
-    const before = snapshotTree(fx.root);
+    const before = snapshotTree(root);
     for (const branch of hostileBranches()) {
       const key = deriveWorktreeKey(fx.origin, 'main');
       await refusedAsInvalid(createOrReuseWorktree(ws, { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main', now }));
       await refusedAsInvalid(syncWorktree(ws, { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main', now }));
       await refusedAsInvalid(assertBranchName(branch));
     }
-    expect(snapshotTree(fx.root)).toEqual(before);
+    expect(snapshotTree(root)).toEqual(before);
     expect(readdirSync(ws.reposDir)).toEqual([]);
   });
 
   it('refuses a hostile base ref', async () => {
-    const before = snapshotTree(fx.root);
+    const before = snapshotTree(root);
     for (const baseRef of [`--upload-pack=touch ${marker}`, '-x', 'a..b', '../../etc']) {
       await refusedAsInvalid(
         createOrReuseWorktree(ws, { worktreeKey: deriveWorktreeKey(fx.origin, 'main'), repositoryUrl: fx.origin, branch: 'main', baseRef, now }),
       );
     }
-    expect(snapshotTree(fx.root)).toEqual(before);
+    expect(snapshotTree(root)).toEqual(before);
   });
 
   it('refuses transport-helper, option-like and other hostile repository URLs without cloning anything', async () => {
-    const before = snapshotTree(fx.root);
+    const before = snapshotTree(root);
     const urls = [
       `ext::sh -c touch% ${marker}`,
       'ext::sh -c touch% /tmp/pwned',
@@ -115,11 +118,11 @@ describe('hostile input to the git layer', () => {
       );
       await refusedAsInvalid(listWorktrees(ws, { repositoryUrl }));
     }
-    expect(snapshotTree(fx.root)).toEqual(before);
+    expect(snapshotTree(root)).toEqual(before);
   });
 
   it('refuses worktree keys and paths that leave the root', async () => {
-    const before = snapshotTree(fx.root);
+    const before = snapshotTree(root);
     for (const worktreeKey of ['../../etc', '..', '.', 'a/../../b', '/etc', 'UPPER', '-x', '']) {
       await refusedAsInvalid(worktreePathFor(ws, worktreeKey));
       await refusedAsInvalid(removeWorktree(ws, { worktreeKey }));
@@ -130,7 +133,7 @@ describe('hostile input to the git layer', () => {
       await refusedAsInvalid(resolveInsideRoot(ws, candidate));
     }
     expect(await resolveInsideRoot(ws, 'worktrees/not-yet/deeper')).toBe(path.join(ws.worktreesDir, 'not-yet', 'deeper'));
-    expect(snapshotTree(fx.root)).toEqual(before);
+    expect(snapshotTree(root)).toEqual(before);
   });
 
   it('refuses a worktree directory that is a symlink out of the root, and leaves its target alone', async () => {
@@ -158,11 +161,11 @@ describe('hostile input to the git layer', () => {
   });
 
   it('refuses a worktree key that is not the one of the repository and branch', async () => {
-    const before = snapshotTree(fx.root);
+    const before = snapshotTree(root);
     const otherKey = deriveWorktreeKey(fx.origin, 'other');
     await refusedAsInvalid(createOrReuseWorktree(ws, { worktreeKey: otherKey, repositoryUrl: fx.origin, branch: 'main', baseRef: 'main', now }));
     await refusedAsInvalid(syncWorktree(ws, { worktreeKey: otherKey, repositoryUrl: fx.origin, branch: 'main', baseRef: 'main', now }));
-    expect(snapshotTree(fx.root)).toEqual(before);
+    expect(snapshotTree(root)).toEqual(before);
   });
 
   it('refuses a worktree directory that is a symlink even when it points inside the root', async () => {
@@ -173,7 +176,7 @@ describe('hostile input to the git layer', () => {
   });
 
   it('cannot run the ext transport even when the host’s git config allows it', async () => {
-    // Defence in depth: every git call carries -c protocol.ext.allow=never, which beats config files.
+    // Defence in depth: service-side git reads no global config and allows only the file, https and ssh transports (docs/git.md).
     const permissive = path.join(fx.dir, 'permissive-gitconfig');
     writeFileSync(permissive, '[protocol "ext"]\n\tallow = always\n');
     const saved = process.env.GIT_CONFIG_GLOBAL;

@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { serializedOnClone } from './clone-queue.js';
 import { runGit } from '@gantry/git';
-import { assertRepositoryUrl, clonePathFor, type GitWorkspace } from './workspace.js';
+import { assertRepositoryUrl, clonePathFor, gitOnClone, type GitWorkspace } from './workspace.js';
 
 export interface SharedClone {
   clonePath: string;
@@ -36,27 +36,38 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
       await runGit(['init', '--quiet', '--bare', '--', clonePath], { timeoutMs });
       created = true;
     } else {
-      const bare = await runGit(['-C', clonePath, 'rev-parse', '--is-bare-repository'], { timeoutMs, okExitCodes: [128] });
+      const bare = await gitOnClone(workspace, clonePath, ['rev-parse', '--is-bare-repository'], { okExitCodes: [128] });
       if (bare.exitCode !== 0 || bare.stdout.trim() !== 'true') {
         throw new GantryError(ErrorCode.PRECONDITION_FAILED, `${clonePath} exists but is not a bare git repository; refusing to touch it`, {
           clonePath,
         });
       }
     }
-    const origin = await runGit(['-C', clonePath, 'config', '--get', 'remote.origin.url'], { timeoutMs, okExitCodes: [1] });
+    const origin = await gitOnClone(workspace, clonePath, ['config', '--get', 'remote.origin.url'], { okExitCodes: [1] });
     if (origin.exitCode === 1) {
-      await runGit(['-C', clonePath, 'remote', 'add', 'origin', '--', repositoryUrl], { timeoutMs });
+      await gitOnClone(workspace, clonePath, ['remote', 'add', 'origin', '--', repositoryUrl]);
     } else if (origin.stdout.trim() !== repositoryUrl) {
-      throw new GantryError(ErrorCode.PRECONDITION_FAILED, `${clonePath} fetches from another origin than ${repositoryUrl}`, { clonePath });
+      // The clone's directory is named by the URL's digest, so only an agent in a worktree changed this: set it back.
+      await gitOnClone(workspace, clonePath, ['remote', 'set-url', 'origin', '--', repositoryUrl]);
+      workspace.onForeignConfigRemoved?.(['remote.origin.url'], clonePath);
     }
-    await fetchOriginLocked(workspace, clonePath);
+    await fetchOriginLocked(workspace, clonePath, repositoryUrl);
     return { clonePath, created };
   });
 }
 
-/** Fetch every branch (and the tags they reach) of the origin; prune branches gone there. */
-async function fetchOriginLocked(workspace: GitWorkspace, clonePath: string): Promise<void> {
-  await runGit(['-C', clonePath, 'fetch', '--quiet', '--prune', '--no-write-fetch-head', 'origin'], {
-    timeoutMs: workspace.networkTimeoutMs,
-  });
+/**
+ * Fetch every branch (and the tags they reach) of the origin; prune branches gone there. Both the
+ * URL and the refspec are given here, not read from the clone's config, which an agent can write:
+ * a `remote.origin.fetch` rewritten to `+refs/*:refs/*` would let the fetch (and its prune)
+ * overwrite or delete the clone's local branches — the rescue branches among them; `--refmap=`
+ * keeps any configured refspec out of it as well.
+ */
+async function fetchOriginLocked(workspace: GitWorkspace, clonePath: string, repositoryUrl: string): Promise<void> {
+  await gitOnClone(
+    workspace,
+    clonePath,
+    ['fetch', '--quiet', '--prune', '--no-write-fetch-head', '--refmap=', '--', repositoryUrl, '+refs/heads/*:refs/remotes/origin/*'],
+    { timeoutMs: workspace.networkTimeoutMs },
+  );
 }

@@ -1,15 +1,7 @@
 import { lstat, mkdir, realpath } from 'node:fs/promises';
 import path from 'node:path';
-import {
-  baseRefProblem,
-  branchNameProblem,
-  ErrorCode,
-  GantryError,
-  repositoryCloneName,
-  repositoryUrlProblem,
-  WorktreeKeySchema,
-} from '@gantry/contracts';
-import { runGit } from '@gantry/git';
+import { ErrorCode, GantryError, repositoryCloneName, WorktreeKeySchema } from '@gantry/contracts';
+import { assertRepositoryUrl, runGit, type GitResult, type GitRunOptions } from '@gantry/git';
 
 /*
  * The layout under the configured root, and the checks every input passes before git or the file
@@ -29,11 +21,14 @@ export interface GitWorkspace {
   readonly commandTimeoutMs: number;
   /** Timeout of a git command that talks to the origin (clone, fetch). */
   readonly networkTimeoutMs: number;
+  /** Told of the keys an agent wrote into a clone's config that were removed before a git command. */
+  readonly onForeignConfigRemoved?: (keys: string[], dir: string) => void;
 }
 
 export interface GitWorkspaceOptions {
   commandTimeoutMs?: number;
   networkTimeoutMs?: number;
+  onForeignConfigRemoved?: (keys: string[], dir: string) => void;
 }
 
 /** Opens (creating if needed) the layout under `root`, which must be an absolute path. */
@@ -55,7 +50,27 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
     worktreesDir,
     commandTimeoutMs,
     networkTimeoutMs: options.networkTimeoutMs ?? 300_000,
+    onForeignConfigRemoved: options.onForeignConfigRemoved,
   };
+}
+
+/**
+ * git on a shared clone or one of its worktrees. The service owns the clones: a key an agent wrote
+ * into their config that service-side git does not accept (docs/git.md) is removed before the
+ * command — and reported — rather than refused, so an agent cannot make a worktree key unusable.
+ */
+export function gitOnClone(
+  workspace: GitWorkspace,
+  cwd: string,
+  args: string[],
+  options: Omit<GitRunOptions, 'cwd' | 'restoreConfig' | 'timeoutMs'> & { timeoutMs?: number } = {},
+): Promise<GitResult> {
+  return runGit(args, {
+    ...options,
+    cwd,
+    timeoutMs: options.timeoutMs ?? workspace.commandTimeoutMs,
+    restoreConfig: { within: workspace.reposDir, onRemoved: workspace.onForeignConfigRemoved },
+  });
 }
 
 /**
@@ -65,8 +80,15 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
  * the project's own checkout, when the root is inside it. See docs/worktrees.md.
  */
 async function assertOutsideAnyRepository(root: string, timeoutMs: number): Promise<void> {
-  const probe = await runGit(['rev-parse', '--absolute-git-dir'], { cwd: root, timeoutMs, okExitCodes: [128] });
-  const enclosing = probe.exitCode === 0 ? probe.stdout.trim() : /dubious ownership/.test(probe.stderr) ? 'a repository owned by another user' : null;
+  let enclosing: string | null;
+  try {
+    const probe = await runGit(['rev-parse', '--absolute-git-dir'], { cwd: root, timeoutMs, okExitCodes: [128] });
+    enclosing = probe.exitCode === 0 ? probe.stdout.trim() : /dubious ownership/.test(probe.stderr) ? 'a repository owned by another user' : null;
+  } catch (error) {
+    // Refused for its config: there is a repository around the root, one whose config git may not even read.
+    if (!(error instanceof GantryError && error.code === ErrorCode.PRECONDITION_FAILED)) throw error;
+    enclosing = `a repository (${error.message})`;
+  }
   if (enclosing !== null) {
     throw new GantryError(
       ErrorCode.PRECONDITION_FAILED,
@@ -127,6 +149,8 @@ async function entryInside(workspace: GitWorkspace, dir: string, name: string): 
   return resolved;
 }
 
+export { assertBaseRef, assertBranchName, assertRepositoryUrl } from '@gantry/git';
+
 export function assertWorktreeKey(worktreeKey: string): void {
   const parsed = WorktreeKeySchema.safeParse(worktreeKey);
   if (!parsed.success) throw hostile(`invalid worktree key ${JSON.stringify(worktreeKey)}: ${parsed.error.issues[0]?.message}`);
@@ -142,29 +166,4 @@ export async function worktreePathFor(workspace: GitWorkspace, worktreeKey: stri
 export async function clonePathFor(workspace: GitWorkspace, repositoryUrl: string): Promise<string> {
   assertRepositoryUrl(repositoryUrl);
   return entryInside(workspace, workspace.reposDir, `${repositoryCloneName(repositoryUrl)}.git`);
-}
-
-export function assertRepositoryUrl(repositoryUrl: string): void {
-  const problem = typeof repositoryUrl === 'string' ? repositoryUrlProblem(repositoryUrl) : 'repository URL must be a string';
-  if (problem) throw hostile(`invalid repository URL: ${problem}`);
-}
-
-/**
- * A branch name as `git check-ref-format --branch` accepts it, and without a leading '-'. Checked by
- * our own rules first (so git never sees a name that could be read as an option), then by git.
- */
-export async function assertBranchName(branch: string, timeoutMs = 10_000): Promise<void> {
-  const problem = typeof branch === 'string' ? branchNameProblem(branch) : 'branch name must be a string';
-  if (problem) throw hostile(`invalid branch name ${JSON.stringify(branch)}: ${problem}`);
-  const checked = await runGit(['check-ref-format', '--branch', branch], { timeoutMs, okExitCodes: [1, 128] });
-  if (checked.exitCode !== 0 || checked.stdout.trim() !== branch) {
-    throw hostile(`invalid branch name ${JSON.stringify(branch)}: git check-ref-format --branch refuses it`);
-  }
-}
-
-/** A base ref: a full commit SHA, or a branch or tag name by the branch rules. */
-export async function assertBaseRef(baseRef: string, timeoutMs = 10_000): Promise<void> {
-  const problem = typeof baseRef === 'string' ? baseRefProblem(baseRef) : 'base ref must be a string';
-  if (problem) throw hostile(`invalid base ref ${JSON.stringify(baseRef)}: ${problem}`);
-  if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(baseRef)) await assertBranchName(baseRef, timeoutMs);
 }

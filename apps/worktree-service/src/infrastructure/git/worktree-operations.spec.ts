@@ -17,7 +17,7 @@ import {
   syncWorktree,
   type GitWorkspace,
 } from './index.js';
-import { createGitFixture, git, snapshotTree, type GitFixture } from './testing/git-fixture.js';
+import { createGitFixture, plainGit as git, snapshotTree, type GitFixture } from '@gantry/git/testing';
 
 const branch = 'feature/checkout';
 const now = new Date('2026-11-30T06:00:00.000Z');
@@ -34,6 +34,8 @@ async function expectGantryError(promise: Promise<unknown>, code: string): Promi
 
 describe('git worktrees of a lease, on real repositories', () => {
   let fx: GitFixture;
+  /** The worktree root under test (inside the fixture's directory, not created yet). */
+  let root: string;
   let ws: GitWorkspace;
   let key: string;
   let input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date };
@@ -41,8 +43,9 @@ describe('git worktrees of a lease, on real repositories', () => {
 
   beforeEach(async () => {
     fx = createGitFixture();
+    root = path.join(fx.dir, 'root');
     mainSha = fx.pushCommit('main', { 'app.txt': 'v1\n' }, 'add app');
-    ws = await openGitWorkspace(fx.root, { commandTimeoutMs: 20_000, networkTimeoutMs: 20_000 });
+    ws = await openGitWorkspace(root, { commandTimeoutMs: 20_000, networkTimeoutMs: 20_000 });
     key = deriveWorktreeKey(fx.origin, branch);
     input = { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main', now };
   });

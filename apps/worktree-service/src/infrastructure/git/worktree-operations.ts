@@ -2,7 +2,6 @@ import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError, rescueBranchName } from '@gantry/contracts';
 import { serializedOnClone } from './clone-queue.js';
-import { runGit } from '@gantry/git';
 import { parseWorktreeListPorcelain, type WorktreeListEntry } from './worktree-list.js';
 import { ensureSharedClone } from './shared-clone.js';
 import {
@@ -10,6 +9,7 @@ import {
   assertBranchName,
   assertRepositoryUrl,
   clonePathFor,
+  gitOnClone,
   hostile,
   resolveInsideRoot,
   worktreePathFor,
@@ -56,18 +56,18 @@ async function lstatOrNull(p: string) {
   }
 }
 
-async function git(workspace: GitWorkspace, args: string[], okExitCodes?: number[]) {
-  return runGit(args, { timeoutMs: workspace.commandTimeoutMs, okExitCodes });
+async function git(workspace: GitWorkspace, cwd: string, args: string[], okExitCodes?: number[]) {
+  return gitOnClone(workspace, cwd, args, { okExitCodes });
 }
 
 async function registeredWorktrees(workspace: GitWorkspace, clonePath: string): Promise<WorktreeListEntry[]> {
-  const listed = await git(workspace, ['-C', clonePath, 'worktree', 'list', '--porcelain', '-z']);
+  const listed = await git(workspace, clonePath, ['worktree', 'list', '--porcelain', '-z']);
   return parseWorktreeListPorcelain(listed.stdout);
 }
 
 /** The shared clone a worktree belongs to, asked of git, and refused unless it is one of ours. */
 async function cloneOfWorktree(workspace: GitWorkspace, worktreePath: string): Promise<string> {
-  const common = await git(workspace, ['-C', worktreePath, 'rev-parse', '--path-format=absolute', '--git-common-dir']);
+  const common = await git(workspace, worktreePath, ['rev-parse', '--path-format=absolute', '--git-common-dir']);
   const clonePath = await resolveInsideRoot(workspace, common.stdout.trim());
   if (path.dirname(clonePath) !== workspace.reposDir) {
     throw hostile(`worktree ${worktreePath} belongs to ${clonePath}, which is not a shared clone of this root`);
@@ -84,7 +84,7 @@ function assertKeyOf(worktreeKey: string, repositoryUrl: string, branch: string)
 }
 
 async function revParse(workspace: GitWorkspace, cwd: string, ref: string): Promise<string | null> {
-  const result = await git(workspace, ['-C', cwd, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`], [1, 128]);
+  const result = await git(workspace, cwd, ['rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`], [1, 128]);
   return result.exitCode === 0 ? result.stdout.trim() : null;
 }
 
@@ -106,7 +106,7 @@ async function resolveBaseRef(workspace: GitWorkspace, clonePath: string, baseRe
 }
 
 async function originContains(workspace: GitWorkspace, clonePath: string, sha: string): Promise<boolean> {
-  const refs = await git(workspace, ['-C', clonePath, 'for-each-ref', '--count=1', '--format=%(refname)', `--contains=${sha}`, 'refs/remotes/origin/', 'refs/tags/']);
+  const refs = await git(workspace, clonePath, ['for-each-ref', '--count=1', '--format=%(refname)', `--contains=${sha}`, 'refs/remotes/origin/', 'refs/tags/']);
   return refs.stdout.trim() !== '';
 }
 
@@ -122,17 +122,17 @@ async function startingPoint(workspace: GitWorkspace, clonePath: string, branch:
 }
 
 async function currentBranch(workspace: GitWorkspace, worktreePath: string): Promise<string | null> {
-  const head = await git(workspace, ['-C', worktreePath, 'symbolic-ref', '--quiet', 'HEAD'], [1]);
+  const head = await git(workspace, worktreePath, ['symbolic-ref', '--quiet', 'HEAD'], [1]);
   return head.exitCode === 0 ? head.stdout.trim() : null;
 }
 
 async function isAncestor(workspace: GitWorkspace, cwd: string, ancestor: string, descendant: string): Promise<boolean> {
-  const result = await git(workspace, ['-C', cwd, 'merge-base', '--is-ancestor', ancestor, descendant], [1]);
+  const result = await git(workspace, cwd, ['merge-base', '--is-ancestor', ancestor, descendant], [1]);
   return result.exitCode === 0;
 }
 
 async function statusOf(workspace: GitWorkspace, worktreePath: string): Promise<string> {
-  const status = await git(workspace, ['-C', worktreePath, 'status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=none']);
+  const status = await git(workspace, worktreePath, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=none']);
   return status.stdout;
 }
 
@@ -177,7 +177,7 @@ export async function createOrReuseWorktree(
     }
     if (registered && !onDisk) {
       // Registered, but its directory is gone (a crash, or someone deleted it): let git forget it.
-      await git(workspace, ['-C', clonePath, 'worktree', 'prune']);
+      await git(workspace, clonePath, ['worktree', 'prune']);
       registered = undefined;
     }
     if (onDisk) {
@@ -188,10 +188,10 @@ export async function createOrReuseWorktree(
     }
 
     if (await revParse(workspace, clonePath, `refs/heads/${branch}`)) {
-      await git(workspace, ['-C', clonePath, 'worktree', 'add', '--quiet', '--', worktreePath, branch]);
+      await git(workspace, clonePath, ['worktree', 'add', '--quiet', '--', worktreePath, branch]);
     } else {
       const start = (await revParse(workspace, clonePath, `refs/remotes/origin/${branch}`)) ?? (await resolveBaseRef(workspace, clonePath, baseRef));
-      await git(workspace, ['-C', clonePath, 'worktree', 'add', '--quiet', '--no-track', '-b', branch, '--', worktreePath, start]);
+      await git(workspace, clonePath, ['worktree', 'add', '--quiet', '--no-track', '-b', branch, '--', worktreePath, start]);
     }
     const headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
     return { outcome: 'created', path: worktreePath, headSha, rescue: null };
@@ -234,18 +234,18 @@ export async function syncWorktree(
     const start = await startingPoint(workspace, clonePath, branch, baseRef);
     if (local === start) return { baseSha: start, fastForwarded: false, rescue: null };
     if (await isAncestor(workspace, worktreePath, local, start)) {
-      await git(workspace, ['-C', worktreePath, 'merge', '--ff-only', '--quiet', start]);
+      await git(workspace, worktreePath, ['merge', '--ff-only', '--quiet', start]);
       return { baseSha: start, fastForwarded: true, rescue: null };
     }
     const rescue = await rescueBranchAt(workspace, worktreePath, worktreeKey, local, now);
-    await git(workspace, ['-C', worktreePath, 'reset', '--hard', '--quiet', start]);
+    await git(workspace, worktreePath, ['reset', '--hard', '--quiet', start]);
     return { baseSha: start, fastForwarded: false, rescue };
   });
 }
 
 /** A rescue branch at `sha`: the one already there (a run repeated after a crash), else a new `gantry/rescue/<key>/<time>`. */
 async function rescueBranchAt(workspace: GitWorkspace, cwd: string, worktreeKey: string, sha: string, now: Date): Promise<RescueResult> {
-  const existing = await git(workspace, ['-C', cwd, 'for-each-ref', '--count=1', '--format=%(refname)', `--points-at=${sha}`, `refs/heads/gantry/rescue/${worktreeKey}/`]);
+  const existing = await git(workspace, cwd, ['for-each-ref', '--count=1', '--format=%(refname)', `--points-at=${sha}`, `refs/heads/gantry/rescue/${worktreeKey}/`]);
   const found = existing.stdout.trim();
   if (found !== '') return { branch: found.slice('refs/heads/'.length), sha };
   return { branch: await newRescueBranch(workspace, cwd, worktreeKey, sha, now), sha };
@@ -256,7 +256,7 @@ async function newRescueBranch(workspace: GitWorkspace, cwd: string, worktreeKey
   let name = rescueBranchName(worktreeKey, now);
   for (let n = 2; await revParse(workspace, cwd, `refs/heads/${name}`); n++) name = `${rescueBranchName(worktreeKey, now)}-${n}`;
   // The empty old value makes update-ref refuse to overwrite a branch that appeared meanwhile.
-  await git(workspace, ['-C', cwd, 'update-ref', '-m', 'gantry rescue', `refs/heads/${name}`, sha, '']);
+  await git(workspace, cwd, ['update-ref', '-m', 'gantry rescue', `refs/heads/${name}`, sha, '']);
   return name;
 }
 
@@ -278,11 +278,11 @@ export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeK
 async function rescueLocked(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<RescueResult | null> {
   if ((await statusOf(workspace, worktreePath)).length === 0) return null;
   const head = await revParse(workspace, worktreePath, 'HEAD');
-  await git(workspace, ['-C', worktreePath, 'add', '--all', '--', '.']);
-  const tree = (await git(workspace, ['-C', worktreePath, 'write-tree'])).stdout.trim();
+  await git(workspace, worktreePath, ['add', '--all', '--', '.']);
+  const tree = (await git(workspace, worktreePath, ['write-tree'])).stdout.trim();
 
   const prefix = `refs/heads/gantry/rescue/${worktreeKey}/`;
-  const existing = await git(workspace, ['-C', worktreePath, 'for-each-ref', '--format=%(refname) %(objectname) %(tree) %(parent)', prefix]);
+  const existing = await git(workspace, worktreePath, ['for-each-ref', '--format=%(refname) %(objectname) %(tree) %(parent)', prefix]);
   const same = existing.stdout
     .split('\n')
     .map((line) => line.split(' '))
@@ -292,22 +292,19 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
     rescue = { branch: same[0]!.slice('refs/heads/'.length), sha: same[1]! };
   } else {
     const message = `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}`;
-    const commit = await git(workspace, [
-      '-C', worktreePath,
-      '-c', 'user.name=Gantry',
-      '-c', 'user.email=gantry@localhost.invalid',
-      'commit-tree', tree, ...(head ? ['-p', head] : []), '-m', message,
-    ]);
+    const commit = await gitOnClone(workspace, worktreePath, ['commit-tree', '--no-gpg-sign', tree, ...(head ? ['-p', head] : []), '-m', message], {
+      identity: { name: 'Gantry', email: 'gantry@localhost.invalid' },
+    });
     const sha = commit.stdout.trim();
     rescue = { branch: await newRescueBranch(workspace, worktreePath, worktreeKey, sha, now), sha };
   }
   // The changes are safe on the rescue branch: now, and only now, clean the worktree.
-  const saved = await git(workspace, ['-C', worktreePath, 'rev-parse', '--verify', '--quiet', '--end-of-options', `refs/heads/${rescue.branch}^{tree}`], [1]);
+  const saved = await git(workspace, worktreePath, ['rev-parse', '--verify', '--quiet', '--end-of-options', `refs/heads/${rescue.branch}^{tree}`], [1]);
   if (saved.stdout.trim() !== tree) {
     throw new GantryError(ErrorCode.INTERNAL, `rescue branch ${rescue.branch} does not hold the worktree's changes; not cleaning`, { worktreeKey });
   }
-  await git(workspace, ['-C', worktreePath, 'reset', '--hard', '--quiet', 'HEAD']);
-  await git(workspace, ['-C', worktreePath, 'clean', '-d', '--force', '--quiet']);
+  await git(workspace, worktreePath, ['reset', '--hard', '--quiet', 'HEAD']);
+  await git(workspace, worktreePath, ['clean', '-d', '--force', '--quiet']);
   return rescue;
 }
 
@@ -329,8 +326,8 @@ export async function removeWorktree(workspace: GitWorkspace, input: { worktreeK
     if ((await statusOf(workspace, worktreePath)).length > 0) {
       throw notThere(`worktree ${input.worktreeKey} has uncommitted changes; rescue them before removing it`, { worktreeKey: input.worktreeKey });
     }
-    await git(workspace, ['-C', clonePath, 'worktree', 'remove', '--', worktreePath]);
-    await git(workspace, ['-C', clonePath, 'worktree', 'prune']);
+    await git(workspace, clonePath, ['worktree', 'remove', '--', worktreePath]);
+    await git(workspace, clonePath, ['worktree', 'prune']);
     return { removed: true };
   });
 }
@@ -405,7 +402,7 @@ export async function listWorktrees(workspace: GitWorkspace, options: { withDirt
 /** `git worktree prune` on every shared clone: git forgets worktrees whose directory is gone. */
 export async function pruneWorktrees(workspace: GitWorkspace): Promise<void> {
   for (const clonePath of await listClones(workspace)) {
-    await serializedOnClone(clonePath, () => git(workspace, ['-C', clonePath, 'worktree', 'prune']));
+    await serializedOnClone(clonePath, () => git(workspace, clonePath, ['worktree', 'prune']));
   }
 }
 

@@ -1,0 +1,41 @@
+import { ErrorCode, GantryError } from '@gantry/contracts';
+import { assertBaseRef, assertBranchName, assertRepositoryUrl, assertSha } from './operands.js';
+
+async function refused(run: () => unknown): Promise<void> {
+  const error = await Promise.resolve()
+    .then(run)
+    .then(
+      () => null,
+      (e: unknown) => e,
+    );
+  expect(error).toBeInstanceOf(GantryError);
+  expect((error as GantryError).code).toBe(ErrorCode.INVALID_COMMAND);
+}
+
+describe('operands checked before git sees them', () => {
+  it.each(['--upload-pack=touch /tmp/pwned', '-x', 'a..b', 'has space', 'a@{1}', 'foo.lock', '@', 'refs/heads/.hidden', 'x;touch /tmp/pwned'])(
+    'refuses the branch name %j',
+    async (branch) => {
+      await refused(() => assertBranchName(branch));
+      await refused(() => assertBaseRef(branch));
+    },
+  );
+
+  it('accepts ordinary branch names and full SHAs', async () => {
+    await assertBranchName('feature/checkout-2');
+    await assertBaseRef('main');
+    await assertBaseRef('4b825dc642cb6eb9a060e54bf8d69288fbee4904');
+    assertSha('4b825dc642cb6eb9a060e54bf8d69288fbee4904');
+  });
+
+  it.each(['ext::sh -c touch% /tmp/pwned', 'fd::0', '--upload-pack=touch /tmp/pwned', '-oProxyCommand=x', 'https://user:secret@github.com/a/b.git', 'relative/path.git', '/srv/../etc'])(
+    'refuses the repository URL %j',
+    async (url) => {
+      await refused(() => assertRepositoryUrl(url));
+    },
+  );
+
+  it.each(['HEAD', 'main', '4b825dc', '--all'])('refuses %j where a full SHA is needed', async (value) => {
+    await refused(() => assertSha(value));
+  });
+});

@@ -1,0 +1,48 @@
+import { baseRefProblem, branchNameProblem, ErrorCode, GantryError, repositoryUrlProblem } from '@gantry/contracts';
+import { spawnGit } from './git-process.js';
+
+/*
+ * Operands that end up as git arguments, checked before git sees them. A refusal is INVALID_COMMAND
+ * and happens before anything runs: a branch that would read as an option (`--upload-pack=…`), a
+ * transport helper URL (`ext::…`, `fd::…`), a revision that is not a full SHA where one is needed.
+ */
+
+const SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
+
+function invalid(message: string): GantryError {
+  return new GantryError(ErrorCode.INVALID_COMMAND, message);
+}
+
+export function isSha(value: string): boolean {
+  return SHA.test(value);
+}
+
+export function assertSha(value: string, what = 'revision'): void {
+  if (typeof value !== 'string' || !isSha(value)) throw invalid(`${what} must be a full commit SHA, got ${JSON.stringify(value)}`);
+}
+
+export function assertRepositoryUrl(repositoryUrl: string): void {
+  const problem = typeof repositoryUrl === 'string' ? repositoryUrlProblem(repositoryUrl) : 'repository URL must be a string';
+  if (problem) throw invalid(`invalid repository URL: ${problem}`);
+}
+
+/**
+ * A branch name as `git check-ref-format --branch` accepts it, and without a leading '-'. Checked by
+ * the contract's rules first (so git never sees a name that could be read as an option), then by git.
+ */
+export async function assertBranchName(branch: string, timeoutMs = 10_000): Promise<void> {
+  const problem = typeof branch === 'string' ? branchNameProblem(branch) : 'branch name must be a string';
+  if (problem) throw invalid(`invalid branch name ${JSON.stringify(branch)}: ${problem}`);
+  // No repository: `--branch` would expand `@{-1}` against one (the contract refuses `@{` anyway).
+  const checked = await spawnGit(['check-ref-format', '--branch', branch], { timeoutMs, okExitCodes: [1, 128] });
+  if (checked.exitCode !== 0 || checked.stdout.trim() !== branch) {
+    throw invalid(`invalid branch name ${JSON.stringify(branch)}: git check-ref-format --branch refuses it`);
+  }
+}
+
+/** A base ref: a full commit SHA, or a branch or tag name by the branch rules. */
+export async function assertBaseRef(baseRef: string, timeoutMs = 10_000): Promise<void> {
+  const problem = typeof baseRef === 'string' ? baseRefProblem(baseRef) : 'base ref must be a string';
+  if (problem) throw invalid(`invalid base ref ${JSON.stringify(baseRef)}: ${problem}`);
+  if (!isSha(baseRef)) await assertBranchName(baseRef, timeoutMs);
+}

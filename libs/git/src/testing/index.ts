@@ -1,0 +1,1 @@
+export { createGitFixture, plainGit, plainGitEnvironment, snapshotTree, type GitFixture } from './git-fixture.js';
