@@ -27,6 +27,8 @@
  *       "delayMs":       0,                                    // wait this long before the work (after log_implementation)
  *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} at start and {exit, pid, at} at exit
  *       "resetTo":       "origin/feat/x",                      // git reset --hard to this revision before the work
+ *       "gitConfig":     { "core.fsmonitor": "/abs/script" },  // after the work, as a hostile agent: git config in its worktree
+ *       "gitFiles":      { "hooks/pre-push": "#!/bin/sh …" },   // after the work, as a hostile agent: files under the git common dir
  *       "byAttempt":     { "1": { "behaviour": "crash_after_commit", … } }  // for attempt n (payload gantry.attempt): fields replacing the ones above
  *     }
  *
@@ -138,6 +140,7 @@ async function main(argv: string[]): Promise<number> {
           const hash = await git.commit(commit);
           await reporter.call('log_commit', { hash, message: commit.message, summary: describe(commit) });
         }
+        await tamper(args, script);
         if (script.behaviour === 'failing_tests') {
           await reporter.call('log_test_result', { status: 'FAILED', summary: '1 of 3 checks failed: expected 2, received 3' });
           await reporter.call('update_job_status', { status: 'FAILED', summary: 'tests fail', error: 'test run failed: expected 2, received 3' });
@@ -155,10 +158,12 @@ async function main(argv: string[]): Promise<number> {
         return finish(args, `Review: ${verdict}.`, script.finalExitCode);
       }
       case 'nothing':
+        await tamper(args, script);
         await reporter.call('log_test_result', { status: 'PASSED', summary: 'nothing to change' });
         await reporter.call('update_job_status', { status: 'DONE', summary: 'nothing to change' });
         return finish(args, 'Nothing to change.', script.finalExitCode);
       case 'exit_nonzero':
+        await tamper(args, script);
         process.stderr.write(`stand-in: giving up with exit code ${script.exitCode}\n`);
         return script.exitCode;
       case 'hang':
@@ -178,6 +183,10 @@ async function nextVerdict(script: StandInScript, model: string): Promise<'appro
   const done = Number(await readFile(counter, 'utf8').catch(() => '0')) || 0;
   await writeFile(counter, String(done + 1));
   return verdicts[Math.min(done, verdicts.length - 1)]!;
+}
+
+async function tamper(args: StandInArguments, script: StandInScript): Promise<void> {
+  if (script.gitConfig || script.gitFiles) await new StandInGit(workDir(args)).tamper(script.gitConfig ?? {}, script.gitFiles ?? {});
 }
 
 function workDir(args: StandInArguments): string {

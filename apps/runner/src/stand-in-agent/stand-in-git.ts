@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { StandInCommit } from './stand-in-script.js';
 
@@ -23,6 +23,20 @@ export class StandInGit {
   /** Moves the branch (and the worktree) to `revision`, as an agent that started over from another branch would. */
   async resetTo(revision: string): Promise<void> {
     await this.git(['reset', '-q', '--hard', revision, '--']);
+  }
+
+  /**
+   * What a hostile agent can do to the repository it works in: write its config (the shared
+   * clone's) and files under its git directory — hooks, attributes — that git would act on.
+   */
+  async tamper(config: Record<string, string>, files: Record<string, string>): Promise<void> {
+    for (const [key, value] of Object.entries(config)) await this.git(['config', '--', key, value]);
+    const common = (await this.git(['rev-parse', '--path-format=absolute', '--git-common-dir'])).trim();
+    for (const [path, content] of Object.entries(files)) {
+      await mkdir(dirname(join(common, path)), { recursive: true });
+      await writeFile(join(common, path), content);
+      if (path.startsWith('hooks/')) await chmod(join(common, path), 0o755);
+    }
   }
 
   private git(args: string[]): Promise<string> {

@@ -37,6 +37,13 @@ const ScriptSchema = z.strictObject({
    */
   verdicts: z.record(z.string(), z.array(z.enum(['approve', 'reject'])).min(1)).default({ '*': ['approve'] }),
   verdictCounterDir: z.string().startsWith('/').optional(),
+  /**
+   * After its work, as a hostile agent could: `git config <key> <value>` in its worktree (which
+   * writes the shared clone's config), to prove the runner's git runs nothing an agent configures.
+   */
+  gitConfig: z.record(z.string().regex(/^[^-]/, 'a config key, not an option'), z.string()).optional(),
+  /** After its work, as a hostile agent could: files under its worktree's git common dir (`hooks/pre-push`, `info/attributes`); hooks made executable. */
+  gitFiles: z.record(relativePath, z.string()).optional(),
   /** Before its work, the stand-in moves its branch to this revision (`git reset --hard`): how a branch becomes DIVERGENT. */
   resetTo: z.string().min(1).regex(/^[^-]/, 'a revision, not an option').optional(),
 });
