@@ -94,7 +94,7 @@ export function claimedJob(job: Job): ClaimedJob {
   };
 }
 
-/** The job commands of SPEC §1, each one transaction: decide on the stream, append at its version. */
+/** The job commands (docs/domain.md, "Job"), each one transaction: decide on the stream, append at its version. */
 @Controller()
 export class JobCommandHandlers {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}

@@ -15,7 +15,7 @@ export function leaseSweepIntervalMs(env: NodeJS.ProcessEnv = process.env): numb
 }
 
 /**
- * Liveness (SPEC §1, ARCHITECTURE §4): every replica sweeps for CLAIMED/RUNNING jobs whose lease
+ * Liveness (docs/jobs.md, "Leases and liveness"): every replica sweeps for CLAIMED/RUNNING jobs whose lease
  * expired by this service's clock and appends JobLeaseExpired at the version it loaded. Two replicas
  * sweeping the same lease: one append wins, the other reloads, finds the lease ended and does
  * nothing — one expiry event, one attempt increment. After the last attempt the job FAILs.

@@ -26,7 +26,7 @@ function statusReply(decision: Decision<SprintRunState, SprintRunEvent>): Reply 
   return { sprintRunId: run.sprintRunId, status: run.status };
 }
 
-/** The user's sprint run commands (SPEC §2); the effects they request run in SprintRunEffects. */
+/** The user's sprint run commands (docs/domain.md, "Sprint run"); the effects they request run in SprintRunEffects. */
 @Controller()
 export class SprintRunCommandHandlers {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}

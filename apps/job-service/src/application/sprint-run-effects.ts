@@ -10,7 +10,7 @@ import { sprintRunEventTypes } from '../infrastructure/projections.js';
 import { enqueueJobRequest } from './run-queue.js';
 
 /**
- * The effect processor of sprint runs (ARCHITECTURE §5). A durable consumer of the service's own
+ * The effect processor of sprint runs (docs/architecture.md, "Effects are data"). A durable consumer of the service's own
  * stream reads each sprint-run event, recomputes the effects it requests (pure: `sprintRunEffects`)
  * and carries them out. Every effect is idempotent by a key derived from the sprint run and the
  * effect — the sprint job's key, the cancelling event and job — so a redelivery or a replay enqueues

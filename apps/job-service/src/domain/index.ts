@@ -1,12 +1,12 @@
 // The pure domain of job-service: deciders (initialState / decide / evolve), the finishing rule,
 // the run-queue semantics, the sprint-run state machine and products. No NestJS, pg, nats or git
 // here. The rules are described in docs/jobs.md (jobs, the finishing rule, attempts, the run queue,
-// sprint runs) and docs/products.md.
+// sprint runs), docs/domain.md (the sprint run's machine) and docs/products.md.
 //
 // Where each rule lives:
 //   lifecycle, claims, fencing, story-log obligation  job/decider.ts (rules) + job/state.ts (evolve)   "The lifecycle", "The story log"
 //   finishing table, delete-only, pushed_at           job/finishing-rule.ts  decideFinish              "The finishing rule"
-//   lease durations, max attempts, free requeues      job/lease-policy.ts                              "Attempts"
+//   lease durations, max attempts, free requeues      job/lease-policy.ts                              "Leases and liveness", "Attempts"
 //   rollback causes, verified push, cancelled run     job/decider.ts                                   "Attempts", "A verified push is
 //                                                                                                      finished, not redone", "Cancelling a running job"
 //   offers on gantry.dispatch.<kind>                  job/offer.ts           jobOfferFor
@@ -17,7 +17,7 @@
 //   products: repository, target branch, PR rules     product/decider.ts     decideProduct (jobs and sprint runs
 //                                                      are resolved against one at creation: UNKNOWN_PRODUCT; docs/products.md)
 //   wire request → command, state → view             */requests.ts, */view.ts
-//   kind defaults, configuration cascade, --effort    @gantry/contracts jobs/agent-config.ts
+//   kind defaults, configuration cascade, --effort    @gantry/contracts jobs/agent-config.ts           "Kinds and their configuration"
 // Specifications: */*.spec.ts, written with DeciderSpecification.for(decider) from @gantry/eventstore/testing
 // (given/when/then).
 

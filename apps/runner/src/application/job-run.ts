@@ -341,7 +341,7 @@ export class JobRun {
     }
   }
 
-  /** SPEC §1 "before writing": the plan is on the target already — say where, and finish without the agent. */
+  /** The pre-check (docs/jobs.md, "Before writing: the pre-check"): the plan is on the target already — say where, and finish without the agent. */
   private async finishAlreadyDone(workspace: JobWorkspace, precheck: Extract<PrecheckResult, { kind: 'already_done' }>): Promise<JobRunOutcome> {
     const target = `origin/${workspace.targetBranch}`;
     await this.session.logImplementation({

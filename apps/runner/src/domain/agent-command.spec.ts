@@ -8,7 +8,7 @@ const worktreeDir = '/srv/worktrees/product-7';
 const gantryTools =
   'mcp__gantry__log_implementation,mcp__gantry__log_commit,mcp__gantry__log_test_result,mcp__gantry__update_job_status,mcp__gantry__ask_question';
 
-/** SPEC §1 defaults; REVIEW takes its values from an agent profile. */
+/** The kind defaults (docs/jobs.md, "Kinds and their configuration"); REVIEW takes its values from an agent profile. */
 const configs: Record<JobKind, AgentConfig> = {
   IDEA_GRILL: { model: 'claude-sonnet-4-6', thinkingBudget: 12000, permissionMode: 'acceptEdits', allowedTools: ['Read', 'Grep'], maxTurns: 30 },
   IDEA_MAKE_PLAN: { model: 'claude-opus-4-7', thinkingBudget: 24000, permissionMode: 'acceptEdits', allowedTools: ['Read', 'Grep', 'Glob'], maxTurns: 40 },

@@ -1,5 +1,5 @@
 /**
- * How the work a job left on its branch relates to the job's own `base_sha` (SPEC §1).
+ * How the work a job left on its branch relates to the job's own `base_sha` (docs/jobs.md, "Verification").
  *
  * - EMPTY: no net diff vs base (`git diff <base_sha>...HEAD` is empty). Commits that cancel out
  *   (a change and its revert) are EMPTY too: nothing would reach the target. A delete-only change

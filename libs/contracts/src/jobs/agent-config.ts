@@ -108,8 +108,8 @@ const STORY_LOG_TOOLS = [
 ] as const;
 
 /**
- * SPEC §1 kind defaults. Model, budget and permission mode are the SPEC's table; allowed tools
- * and max_turns are this project's choice (the SPEC names them per kind without values).
+ * The kind defaults (docs/jobs.md, "Kinds and their configuration"): model, thinking budget,
+ * permission mode, allowed tools and max_turns per kind.
  * No kind gets the claim/heartbeat tools: the agent never claims or renews its own job.
  */
 export const KIND_DEFAULTS: Readonly<Record<JobKind, Readonly<KindDefaults>>> = {

@@ -38,7 +38,7 @@ export const RunnerIdSchema = z
 export const LeaseTokenSchema = z.number().int().positive();
 
 /**
- * An idempotency key names one intended action and is kept across retries (SPEC §6). It is scoped:
+ * An idempotency key names one intended action and is kept across retries (docs/architecture.md, "Idempotency receipts"). It is scoped:
  * `<scope>:<rest>`, the scope naming the tenant/product and the action (see `deriveIdempotencyKey`).
  * It must never carry personal data; `@` and whitespace are refused as a guard against e-mail addresses
  * and free text.
@@ -98,7 +98,7 @@ export const PlanCheckSchema = z.enum(['ALL_PRESENT', 'SOME_PRESENT', 'NONE_PRES
 export type PlanCheck = z.infer<typeof PlanCheckSchema>;
 
 /**
- * The facts a runner reports at finish (SPEC §1); job-service decides the status from them.
+ * The facts a runner reports at finish (docs/jobs.md, "The finishing rule"); job-service decides the status from them.
  * Every field is a fact the runner observed, never a status it wishes for.
  */
 export const VerificationFactsSchema = z.object({

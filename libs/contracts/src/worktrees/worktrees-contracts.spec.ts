@@ -31,7 +31,7 @@ describe('worktree contracts', () => {
     for (const example of examples.invalid) expect(schema.safeParse(example).success).toBe(false);
   });
 
-  it('refuses the hostile acquire inputs of issue 4 with a message naming the field', () => {
+  it('refuses hostile acquire inputs (option-like branch, bad URL) with a message naming the field', () => {
     const base = acquireWorktree.examples.valid[0]!;
     const branchIssue = acquireWorktree.request.safeParse({ ...base, branch: '--upload-pack=touch /tmp/pwned' });
     expect(branchIssue.error?.issues[0]?.path).toEqual(['branch']);

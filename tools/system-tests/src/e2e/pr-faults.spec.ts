@@ -6,7 +6,7 @@ import { eventually } from '@gantry/testing';
 import { PrSystem } from './pr-system.js';
 
 /*
- * Issue 11's acceptance under faults (docs/pr-service.md PR-7, PR-12, PR-13): the head moving between
+ * Pull requests under faults (docs/pr-service.md PR-7, PR-12, PR-13): the head moving between
  * the merge decision and the merge, webhook deliveries duplicated / reordered / dropped / forged,
  * secondary rate limits, and the pr-service SIGKILLed after GitHub did something and before it was
  * recorded. Job service, worktree service, runner, pr-service and the local GitHub are processes.

@@ -4,7 +4,7 @@ import { eventually } from '@gantry/testing';
 import { PrSystem } from './pr-system.js';
 
 /*
- * Issue 11's acceptance, SPRINT and failures (docs/pr-service.md PR-8..PR-10): draft until the sprint
+ * SPRINT pull requests and failures (docs/pr-service.md PR-8..PR-10): draft until the sprint
  * run is DONE, then ready for review and never merged; a real conflict on the base pauses the run with
  * the PR URL and the conflicting files, and resolving it and resuming carries on to the end; red
  * checks fail the sprint or the task.

@@ -3,7 +3,7 @@ import { eventually } from '@gantry/testing';
 import { PrSystem } from './pr-system.js';
 
 /*
- * Issue 11's acceptance, STORY (docs/pr-service.md PR-2..PR-6): job service, worktree service, a
+ * STORY pull requests (docs/pr-service.md PR-2..PR-6): job service, worktree service, a
  * runner with the stand-in agent, the pr-service and the local GitHub as separate processes. The
  * test plays CI (it reports check runs on heads) and nobody else.
  */

@@ -38,7 +38,7 @@ export interface ProductOptions {
 }
 
 /**
- * Issue 11's acceptance world: the job service, the worktree service, runners, the pr-service and
+ * The pull-request world: the job service, the worktree service, runners, the pr-service and
  * the local GitHub (tools/github-fake), each its own process, on the real NATS and PostgreSQL. The
  * products' repositories live on the local GitHub; runners clone and push them there.
  */

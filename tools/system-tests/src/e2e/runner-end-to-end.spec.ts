@@ -5,7 +5,7 @@ import { eventually } from '@gantry/testing';
 import { E2eSystem } from './e2e-system.js';
 
 /*
- * Issue 5's acceptance: the job service, the worktree service and runners as separate processes,
+ * The runner end to end (docs/jobs.md): the job service, the worktree service and runners as separate processes,
  * the stand-in agent, a real local bare origin. Each job works on its own branch, so jobs run side
  * by side; a test that needs one particular runner stops the others first.
  */

@@ -14,7 +14,7 @@ import { addMs, defaultLeaseDurationMs, freeRequeuePauseMs, isLeaseExpired, MAX_
 import { evolveJob, initialJobState, jobExists, movesTask, type ActiveLease, type Job, type JobState } from './state.js';
 
 /**
- * The job aggregate (SPEC §1): QUEUED → CLAIMED → RUNNING → DONE | FAILED | SKIPPED | CANCELLED,
+ * The job aggregate (docs/jobs.md, "The lifecycle"): QUEUED → CLAIMED → RUNNING → DONE | FAILED | SKIPPED | CANCELLED,
  * CLAIMED/RUNNING → QUEUED (attempt + 1) on lease expiry or rollback, FAILED after max attempts.
  * Every command under a claim is fenced: only the current grant's token, held by its runner,
  * before its expiry, is obeyed; anything else is STALE_FENCE and emits nothing.

@@ -28,7 +28,7 @@ const outcome = (jobStatus: FinishOutcome['jobStatus'], taskStatus: FinishOutcom
   pushedAt: null,
 });
 
-describe('the finishing rule (SPEC §1 table)', () => {
+describe('the finishing rule (docs/jobs.md table)', () => {
   it.each<[string, Partial<VerificationFacts>, FinishOutcome]>([
     ['ALIGNED with a new commit → DONE / DONE', { verifyResult: 'ALIGNED', newCommit: true, netDiff: DIFF }, outcome('DONE', 'DONE')],
     ['PARTIAL with a new commit → DONE / DONE', { verifyResult: 'PARTIAL', newCommit: true, netDiff: DIFF }, outcome('DONE', 'DONE')],
@@ -77,7 +77,7 @@ describe('the finishing rule (SPEC §1 table)', () => {
     expect(decideFinish(facts(given))).toEqual(expected);
   });
 
-  it('uses the SPEC sentences for the two verify failures', () => {
+  it('uses the documented sentences for the two verify failures', () => {
     expect(VERIFY_PRODUCED_NO_OUTPUT).toBe('verify produced no output');
     expect(VERIFY_DIVERGENT).toBe('verify divergent — manual review');
   });

@@ -29,7 +29,7 @@ export function hasNetDiff(diff: NetDiff): boolean {
 }
 
 /**
- * The finishing rule of SPEC §1, the only place a job's terminal status is decided.
+ * The finishing rule (docs/jobs.md), the only place a job's terminal status is decided.
  * SKIPPED means "no net output and no error: the work was already done"; FAILED is only for
  * real errors; DONE needs a new commit on the feature branch.
  */

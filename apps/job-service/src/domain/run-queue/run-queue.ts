@@ -39,7 +39,7 @@ export type RunQueueDecision =
 const age = (at: string, now: string) => Date.parse(now) - Date.parse(at);
 
 /**
- * The run-queue semantics of SPEC §1, as one decision over the recent jobs:
+ * The run-queue semantics (docs/jobs.md, "The run queue (enqueue)"), as one decision over the recent jobs:
  * 1. the idempotency key was used within 24 h → deduplicated (the existing job; a different
  *    request under the same key is IDEMPOTENCY_CONFLICT);
  * 2. a QUEUED job of the same product, kind, agent profile and reason enqueued within 5 s, neither

@@ -6,7 +6,7 @@ import type { SprintRunEvent } from './events.js';
 import { evolveSprintRun, initialSprintRunState, remainingTasks, sprintRunExists, type SprintRun, type SprintRunState } from './state.js';
 
 /**
- * The sprint run (SPEC §2): QUEUED → RUNNING → PAUSED (merge conflict) → RUNNING → DONE, → FAILED,
+ * The sprint run (docs/domain.md, "Sprint run"): QUEUED → RUNNING → PAUSED (merge conflict) → RUNNING → DONE, → FAILED,
  * → CANCELLED. Only a merge conflict pauses; failed checks and a failed task fail the run. A PAUSED or
  * FAILED run can be resumed; a DONE or CANCELLED one cannot. Commands that record facts from other
  * streams (a job claimed or finished, a PR event) are ignored — no events — once the run is DONE or

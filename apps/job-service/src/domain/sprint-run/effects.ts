@@ -3,7 +3,7 @@ import type { SprintRunEvent } from './events.js';
 import { sprintRunExists, type SprintRunState } from './state.js';
 
 /**
- * What a sprint-run transition asks the world to do, as data (ARCHITECTURE §5). An effect processor
+ * What a sprint-run transition asks the world to do, as data (docs/architecture.md, "Effects are data"). An effect processor
  * carries each one out idempotently: the enqueue carries its own key, a question is keyed by its id,
  * marking a PR ready that is already ready is a success, cancelling a terminal job changes nothing.
  */

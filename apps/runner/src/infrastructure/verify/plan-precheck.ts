@@ -15,7 +15,7 @@ export interface PlanPrecheckInput {
   expectedChanges: readonly ExpectedChange[];
 }
 
-/** SPEC §1 "before writing": compares the task's plan with the target branch. */
+/** The pre-check (docs/jobs.md, "Before writing: the pre-check"): compares the task's plan with the target branch. */
 export async function precheckPlan(input: PlanPrecheckInput): Promise<PrecheckResult> {
   validateExpectedChanges(input.expectedChanges);
   const targetSha = await resolveCommit(input.repoDir, input.target);

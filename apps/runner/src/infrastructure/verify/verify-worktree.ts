@@ -25,7 +25,7 @@ export interface NetDiffEntry {
   path: string;
 }
 
-/** The facts the job service decides the finishing status from (SPEC §1), plus the classification. */
+/** The facts the job service decides the finishing status from (docs/jobs.md, "The finishing rule"), plus the classification. */
 export interface VerificationReport {
   result: VerifyResult;
   baseSha: string;
