@@ -1,0 +1,82 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { anchorsOf, brokenLinks, definedRuleIds, outsideReferences, undefinedRuleIds, type SourceFile } from './docs-checks.js';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+/** Tracked text files, without the lock file, measured results and vendored API descriptions. */
+function trackedFiles(): SourceFile[] {
+  const listed = execFileSync('git', ['ls-files', '-z'], { cwd: repoRoot, encoding: 'utf8' }).split('\0').filter(Boolean);
+  return listed
+    .filter((file) => /\.(ts|mjs|cjs|js|sh|md|ya?ml|json)$|^Dockerfile$|^\.ci\//.test(file))
+    .filter((file) => !/^(package-lock\.json|bench\/results\/|tools\/github-fake\/contract\/)/.test(file) && !file.endsWith('.snapshot.json'))
+    .filter((file) => existsSync(path.join(repoRoot, file)))
+    .map((file) => ({ path: file, text: readFileSync(path.join(repoRoot, file), 'utf8') }));
+}
+
+// Built from pieces so that this file does not match the check it tests.
+const SECTION = '\u00a7';
+const BRIEFING = ['..', 'shared', 'SPEC.md'].join('/');
+
+describe('the repository explains itself', () => {
+  const files = trackedFiles();
+  const docs = files.filter((f) => f.path.startsWith('docs/'));
+  const pages = files.filter((f) => f.path.endsWith('.md'));
+
+  it('has the architecture and the domain in docs/', () => {
+    expect(docs.map((d) => d.path)).toEqual(expect.arrayContaining(['docs/architecture.md', 'docs/domain.md']));
+  });
+
+  it('points at no document outside the repository', () => {
+    expect(outsideReferences(files)).toEqual([]);
+  });
+
+  it('cites only rule and test ids that docs/ defines', () => {
+    expect(undefinedRuleIds(files, definedRuleIds(docs))).toEqual([]);
+  });
+
+  it('has no relative link in a markdown page that leads nowhere', () => {
+    const exists = (p: string) => existsSync(path.join(repoRoot, p));
+    const read = (p: string) => readFileSync(path.join(repoRoot, p), 'utf8');
+    expect(brokenLinks(pages, exists, read)).toEqual([]);
+  });
+});
+
+describe('the documentation checks', () => {
+  it('find the briefing folder, its documents by section and issue numbers, and nothing in plain prose', () => {
+    const file = {
+      path: 'x.ts',
+      text: [`// see ${BRIEFING}`, `// the lifecycle (SPEC ${SECTION}1)`, '// ARCHITECTURE.md says so', '// fixed in issue 4', '// docs/jobs.md, "The lifecycle"', '// every zod issue with its path'].join('\n'),
+    };
+    expect(outsideReferences([file]).map((f) => f.line)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('know the ids docs/ defines and report the others with their place', () => {
+    const doc = {
+      path: 'docs/w.md',
+      text: ['- **AC-A1** one', '- **V01** (AC-A1) a test', '| PR-3 | a rule | x |', 'AC-L1 to AC-L4 are defined in [Liveness](#liveness).'].join('\n'),
+    };
+    const defined = definedRuleIds([doc]);
+    expect([...defined].sort()).toEqual(['AC-A1', 'AC-L1', 'AC-L2', 'AC-L3', 'AC-L4', 'PR-3', 'V01']);
+
+    const code = { path: 'a.spec.ts', text: "it('V01 (AC-A1, AC-L3) holds', () => {});\n// PR-3 and PR-16, AC-B2\nconst sha = 'V8';" };
+    expect(undefinedRuleIds([code], defined)).toEqual([
+      { file: 'a.spec.ts', line: 2, problem: 'cites PR-16, which docs/ does not define' },
+      { file: 'a.spec.ts', line: 2, problem: 'cites AC-B2, which docs/ does not define' },
+    ]);
+  });
+
+  it("make GitHub's heading anchors, repeats numbered, fenced code ignored", () => {
+    const anchors = anchorsOf('# The kill -9 run\n## Group A: dispatch completeness\n```\n# not a heading\n```\n## Service-side git (`@gantry/git`)\n## Notes\n## Notes');
+    expect([...anchors]).toEqual(['the-kill--9-run', 'group-a-dispatch-completeness', 'service-side-git-gantrygit', 'notes', 'notes-1']);
+  });
+
+  it('report a link to a missing file or heading, relative to the page', () => {
+    const pages = [{ path: 'docs/a.md', text: '[ok](b.md#there) [gone](c.md) [no heading](b.md#elsewhere) [web](https://x.y/z) [self](#top)\n# Top' }];
+    const files: Record<string, string> = { 'docs/a.md': pages[0]!.text, 'docs/b.md': '## There' };
+    const findings = brokenLinks(pages, (p) => p in files, (p) => files[p]!);
+    expect(findings.map((f) => f.problem)).toEqual(['links to c.md: no such file', 'links to b.md#elsewhere: no such heading']);
+  });
+});
