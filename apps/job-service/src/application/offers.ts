@@ -9,7 +9,7 @@ import { loadJob } from '../infrastructure/job-store.js';
 
 export const OFFERS_CONSUMER = 'job-service-offers';
 
-/** The events after which a job may be queued (see jobOfferFor); the others are skipped without a read. */
+/** The events after which a job may be queued (see jobOfferFor); the others are acknowledged without a transaction. */
 const OFFERING_EVENTS = new Set<string>(['JobEnqueued', 'JobLeaseExpired', 'JobClaimRolledBack'] satisfies JobEvent['type'][]);
 
 /**
@@ -25,7 +25,7 @@ export class JobOffers {
     @Inject(Bus) private readonly bus: Bus,
   ) {}
 
-  @DurableConsumer({ name: OFFERS_CONSUMER, source: 'jobs' })
+  @DurableConsumer({ name: OFFERS_CONSUMER, source: 'jobs', types: [...OFFERING_EVENTS] })
   async offer(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!OFFERING_EVENTS.has(envelope.type)) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);

@@ -28,7 +28,7 @@ export class SprintRunEffects {
     this.log = logger.forComponent('sprint-run-effects');
   }
 
-  @DurableConsumer({ name: 'job-service-sprint-run-effects', source: 'jobs' })
+  @DurableConsumer({ name: 'job-service-sprint-run-effects', source: 'jobs', types: sprintRunEventTypes })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!sprintRunEventTypes.includes(envelope.type as SprintRunEvent['type'])) return;
     const { run: before } = await loadSprintRun(this.store, envelope.streamId, sql, envelope.streamVersion - 1);

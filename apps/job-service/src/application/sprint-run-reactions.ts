@@ -50,7 +50,7 @@ export class SprintRunReactions {
     return this.store.clock().toISOString();
   }
 
-  @DurableConsumer({ name: 'job-service-sprint-runs-from-jobs', source: 'jobs' })
+  @DurableConsumer({ name: 'job-service-sprint-runs-from-jobs', source: 'jobs', types: [...SPRINT_RELEVANT_JOB_EVENTS] })
   async onJobEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!SPRINT_RELEVANT_JOB_EVENTS.has(envelope.type)) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);

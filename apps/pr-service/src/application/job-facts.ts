@@ -47,7 +47,7 @@ export class JobFacts {
     this.log = logger.forComponent('job-facts');
   }
 
-  @DurableConsumer({ name: JOB_FACTS_CONSUMER, source: 'jobs' })
+  @DurableConsumer({ name: JOB_FACTS_CONSUMER, source: 'jobs', types: ['ProductRegistered', 'ProductUpdated', 'JobEnqueued', 'JobPushReported', 'JobFinished', 'JobChecksFailed'] })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     switch (envelope.type) {
       case 'ProductRegistered':

@@ -29,7 +29,7 @@ export class JobEvents {
     this.log = logger.forComponent('job-events');
   }
 
-  @DurableConsumer({ name: 'workflow-engine-job-events', source: 'jobs' })
+  @DurableConsumer({ name: 'workflow-engine-job-events', source: 'jobs', types: ['JobEnqueued', 'JobStarted', 'JobFinished'] })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     switch (envelope.type) {
       case 'JobEnqueued':

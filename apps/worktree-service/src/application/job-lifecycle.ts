@@ -1,12 +1,24 @@
 import { Controller, Inject, Injectable } from '@nestjs/common';
 import type pg from 'pg';
-import { streamName, type EventEnvelope, type WorktreeReleasePendingCause } from '@gantry/contracts';
+import { streamName, type EventEnvelope, type JobEvent, type WorktreeReleasePendingCause } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import type { ClaimEndedBy } from '../domain/index.js';
 import { LeaseReleases } from './lease-releases.js';
 
 export const JOBS_CONSUMER = 'worktree-service-jobs';
+
+/** The job events JobLifecycleReactions acts on; the consumer acknowledges the others without a transaction. */
+const JOB_LIFECYCLE_EVENTS = [
+  'JobEnqueued',
+  'JobClaimed',
+  'JobStarted',
+  'JobFinished',
+  'JobClaimRolledBack',
+  'JobRunStopped',
+  'JobCancelled',
+  'JobLeaseExpired',
+] as const satisfies readonly JobEvent['type'][];
 
 export interface JobEventProgress {
   undelivered: number;
@@ -110,7 +122,7 @@ export class JobLifecycleReactions {
 export class JobLifecycleConsumer {
   constructor(@Inject(JobLifecycleReactions) private readonly reactions: JobLifecycleReactions) {}
 
-  @DurableConsumer({ name: JOBS_CONSUMER, source: 'jobs' })
+  @DurableConsumer({ name: JOBS_CONSUMER, source: 'jobs', types: JOB_LIFECYCLE_EVENTS })
   onJobEvent(event: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     return this.reactions.handle(event, sql);
   }

@@ -16,6 +16,14 @@ defineEvent({
   examples: { valid: [{ n: 1 }], invalid: [{ n: 'x' }] },
 });
 
+defineEvent({
+  context,
+  type: 'ConsumerTestIgnored',
+  schemaVersion: 1,
+  data: z.object({ n: z.number().int() }),
+  examples: { valid: [{ n: 1 }], invalid: [{ n: 'x' }] },
+});
+
 const logger = { log: () => undefined, warn: () => undefined, error: () => undefined };
 
 function envelope(n: unknown, eventId = randomUUID()) {
@@ -157,6 +165,76 @@ describe('durable event consumer', () => {
     await eventually(async () => (await rows()).includes(6), { what: 'slow message processed', timeoutMs: 10_000 });
     await new Promise((r) => setTimeout(r, 500));
     expect(calls).toBe(1);
+  });
+
+  it('events of types the handler does not take are acknowledged without a transaction or an inbox row', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    await publish(envelope(1));
+    await bus.js.publish(eventSubject(naming, context, 'ConsumerTestIgnored', 'pr-1'), JSON.stringify({ ...envelope(2), type: 'ConsumerTestIgnored' }));
+    await publish(envelope(3));
+    const seen: number[] = [];
+    startConsumer(durable, async (n, eventId, sql) => {
+      seen.push(n);
+      await insertPing(n, eventId, sql);
+    }, { types: ['ConsumerTestPinged'] });
+    await eventually(async () => {
+      const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
+      return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= 3;
+    }, { what: 'all three acknowledged' });
+    expect(seen).toEqual([1, 3]);
+    expect(await rows()).toEqual([1, 3]);
+    const inbox = await pool.query('SELECT count(*)::int AS n FROM inbox WHERE consumer = $1', [durable]);
+    expect(inbox.rows[0].n).toBe(2);
+  });
+
+  /**
+   * Publishes `count` events, and starts a consumer whose handler holds the first event until the
+   * server has delivered all of them and they have reached this client (a NATS round trip after the
+   * delivery): the others then wait together for the next batch.
+   */
+  async function consumeWhileTheRestArrive(count: number, handle: (n: number, eventId: string, sql: pg.PoolClient) => Promise<void>) {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    for (let n = 1; n <= count; n++) await publish(envelope(n));
+    let first = true;
+    startConsumer(durable, async (n, eventId, sql) => {
+      if (first) {
+        first = false;
+        await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_pending === 0, { what: 'every event delivered' });
+        await bus.nc.flush();
+      }
+      await handle(n, eventId, sql);
+    });
+    await eventually(async () => {
+      const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
+      return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= count;
+    }, { what: `all ${count} acknowledged` });
+    return durable;
+  }
+
+  it('events that arrived together are handled in one transaction, each once, with one inbox row each', async () => {
+    await pool.query('ALTER TABLE pings ADD COLUMN IF NOT EXISTS tx bigint');
+    const durable = await consumeWhileTheRestArrive(20, async (n, eventId, sql) => {
+      await sql.query('INSERT INTO pings (event_id, n, tx) VALUES ($1, $2, txid_current())', [eventId, n]);
+    });
+    expect(await rows()).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    const { rows: [{ txs }] } = await pool.query('SELECT count(DISTINCT tx)::int AS txs FROM pings');
+    // The first event's batch (it may have taken a second one with it), then the rest together.
+    expect(txs).toBeLessThanOrEqual(3);
+    const inbox = await pool.query('SELECT count(*)::int AS n FROM inbox WHERE consumer = $1', [durable]);
+    expect(inbox.rows[0].n).toBe(20);
+  });
+
+  it('a handler failing in the middle of a batch rolls the batch back: the others are handled once, the failing one retried alone', async () => {
+    const attempts = new Map<number, number>();
+    await consumeWhileTheRestArrive(12, async (n, eventId, sql) => {
+      attempts.set(n, (attempts.get(n) ?? 0) + 1);
+      await insertPing(n, eventId, sql);
+      if (n === 7 && attempts.get(n) === 1) throw new Error('fails the first time');
+    });
+    expect(await rows()).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(attempts.get(7)).toBe(2); // in the batch, then alone (the one-at-a-time pass after the rollback)
+    const dead = await pool.query('SELECT count(*)::int AS n FROM dead_letters');
+    expect(dead.rows[0].n).toBe(0);
   });
 
   it('a consumer that disappears is recreated and keeps consuming', async () => {

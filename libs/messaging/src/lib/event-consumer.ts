@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type ConsumerMessages, type JsMsg, type MsgRequest } from '@nats-io/jetstream';
 import {
   EventEnvelopeSchema,
@@ -36,6 +36,12 @@ export interface EventConsumerOptions {
   source: Context;
   /** One event type, or all of the context's events. (NATS 2.9 takes one filter subject per consumer.) */
   type?: string;
+  /**
+   * The event types the handler acts on, when it reads every type of its source: the others are
+   * acknowledged as they come, with no transaction and no inbox row (a handler that ignores them
+   * has no effect to guard). Omit for all.
+   */
+  types?: readonly string[];
   handle(event: EventEnvelope, sql: pg.PoolClient): Promise<void>;
   logger: ConsumerLogger;
   /** After this many deliveries a failing message is dead-lettered and terminated. */
@@ -44,6 +50,8 @@ export interface EventConsumerOptions {
   backoffMs?: (delivery: number) => number;
   /** Validate `data` against the registered event contract (default true). */
   validate?: boolean;
+  /** Events already delivered that are handled in one transaction at most (default 32). */
+  batchSize?: number;
 }
 
 const decoder = new TextDecoder();
@@ -74,8 +82,11 @@ export class EventConsumer {
   private messages: ConsumerMessages | null = null;
   private processed = 0;
   private ready = false;
+  private readonly handledTypes: ReadonlySet<string> | null;
 
-  constructor(private readonly options: EventConsumerOptions) {}
+  constructor(private readonly options: EventConsumerOptions) {
+    this.handledTypes = options.types ? new Set(options.types) : null;
+  }
 
   get isReady(): boolean {
     return this.ready;
@@ -174,10 +185,7 @@ export class EventConsumer {
         const watching = this.watch(messages).catch((error: unknown) =>
           this.options.logger.warn('consumer status watch ended', { consumer: this.options.name, error: String(error) }),
         );
-        for await (const msg of messages) {
-          await this.process(msg);
-          if (!this.running) break;
-        }
+        await this.drain(messages);
         await watching;
       } catch (error) {
         if (this.running) this.options.logger.warn('consumer interrupted; restarting', { consumer: this.options.name, error: String(error) });
@@ -243,18 +251,106 @@ export class EventConsumer {
     return (this.options.backoffMs ?? ((n: number) => Math.min(30_000, 200 * 2 ** (n - 1))))(delivery);
   }
 
-  private async process(msg: JsMsg): Promise<void> {
-    let event: EventEnvelope;
-    try {
-      event = this.decode(msg);
-    } catch (error) {
-      if (!(error instanceof InvalidPayload)) throw error;
-      if (await this.deadLetter(msg, null, { kind: 'invalid_payload', message: error.message, issues: error.issues })) {
-        this.settle(msg, 'term', error.message);
+  /**
+   * Handles what has arrived, a batch at a time: the iterator is read into a queue as messages
+   * come, and whatever waits there when the previous batch is done makes the next one (under load
+   * many events share a transaction; alone, an event is handled as soon as it arrives).
+   */
+  private async drain(messages: ConsumerMessages): Promise<void> {
+    const queue: JsMsg[] = [];
+    const arrival = { wake: () => {} };
+    let ended = false;
+    let failure: unknown = null;
+    const reading = (async () => {
+      try {
+        for await (const msg of messages) {
+          queue.push(msg);
+          arrival.wake();
+        }
+      } catch (error) {
+        failure = error; // thrown below, once the batch in hand is done
+      } finally {
+        ended = true;
+        arrival.wake();
       }
-      return;
+    })();
+    while (this.running) {
+      if (queue.length === 0) {
+        if (ended) break;
+        await new Promise<void>((resolve) => (arrival.wake = resolve));
+        arrival.wake = () => {};
+        continue;
+      }
+      await this.processBatch(queue.splice(0, this.options.batchSize ?? 32));
     }
+    await reading;
+    if (failure) throw failure;
+  }
+
+  private async processBatch(msgs: JsMsg[]): Promise<void> {
+    const work: Array<{ msg: JsMsg; event: EventEnvelope }> = [];
+    for (const msg of msgs) {
+      let event: EventEnvelope;
+      try {
+        event = this.decode(msg);
+      } catch (error) {
+        if (!(error instanceof InvalidPayload)) throw error;
+        if (await this.deadLetter(msg, null, { kind: 'invalid_payload', message: error.message, issues: error.issues })) {
+          this.settle(msg, 'term', error.message);
+        }
+        continue;
+      }
+      if (this.handledTypes && !this.handledTypes.has(event.type)) {
+        this.settle(msg, 'ack');
+        this.processed++;
+      } else {
+        work.push({ msg, event });
+      }
+    }
+    if (work.length > 1 && (await this.processTogether(work))) return;
+    for (const { msg, event } of work) await this.process(msg, event);
+  }
+
+  /** Keeps the messages from being redelivered while they are handled (see ackWaitMs). */
+  private keepAlive(msgs: JsMsg[]): NodeJS.Timeout {
     const ackWait = this.options.ackWaitMs ?? 30_000;
+    return setInterval(() => msgs.forEach((msg) => this.settle(msg, 'working')), Math.max(100, Math.floor(ackWait / 3)));
+  }
+
+  /**
+   * Several events in one transaction: one inbox insert for all of them, each new one's handler in
+   * turn, one commit, then the acks. Any failure rolls the whole batch back and returns false: the
+   * caller then takes the events one at a time, where a failure is judged (and counted) per event.
+   * The handlers that had run are run again then, as after a crash between their work and the commit.
+   */
+  private async processTogether(work: Array<{ msg: JsMsg; event: EventEnvelope }>): Promise<boolean> {
+    const keepAlive = this.keepAlive(work.map((w) => w.msg));
+    let client: pg.PoolClient | null = null;
+    let connectionLost = false;
+    const onConnectionError = () => {
+      connectionLost = true;
+    };
+    try {
+      client = await this.options.pool.connect();
+      client.on('error', onConnectionError);
+      const fresh = await beginWithInbox(client, this.options.name, work.map((w) => w.event.eventId));
+      // A copy delivered twice in one batch is handled once: its id leaves the set with the first.
+      for (const { event } of work) if (fresh.delete(event.eventId)) await this.options.handle(event, client);
+      await client.query('COMMIT');
+    } catch {
+      await client?.query('ROLLBACK').catch(() => undefined);
+      return false;
+    } finally {
+      clearInterval(keepAlive);
+      client?.off('error', onConnectionError);
+      client?.release(connectionLost ? true : undefined);
+    }
+    for (const { msg } of work) this.settle(msg, 'ack');
+    this.processed += work.length;
+    return true;
+  }
+
+  private async process(msg: JsMsg, event: EventEnvelope): Promise<void> {
     let keepAlive: NodeJS.Timeout | undefined;
     let client: pg.PoolClient | null = null;
     let handling = false;
@@ -263,16 +359,12 @@ export class EventConsumer {
       connectionLost = true;
     };
     try {
-      keepAlive = setInterval(() => this.settle(msg, 'working'), Math.max(100, Math.floor(ackWait / 3)));
+      keepAlive = this.keepAlive([msg]);
       client = await this.options.pool.connect();
       client.on('error', onConnectionError);
-      await client.query('BEGIN');
-      const fresh = await client.query(
-        'INSERT INTO inbox (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1',
-        [this.options.name, event.eventId],
-      );
+      const fresh = await beginWithInbox(client, this.options.name, [event.eventId]);
       handling = true;
-      if (fresh.rowCount === 1) await this.options.handle(event, client);
+      if (fresh.size === 1) await this.options.handle(event, client);
       handling = false;
       await client.query('COMMIT');
     } catch (error) {
@@ -341,6 +433,19 @@ export class EventConsumer {
     this.options.logger.warn('message dead-lettered', { consumer: this.options.name, subject: msg.subject, sequence: msg.seq, error });
     return true;
   }
+}
+
+/**
+ * Opens the transaction and inserts the events' inbox rows in one round trip (one simple-protocol
+ * message, the values written as literals); returns the ids that were not there yet, i.e. the
+ * events this consumer has not handled before.
+ */
+async function beginWithInbox(client: pg.PoolClient, consumer: string, eventIds: string[]): Promise<Set<string>> {
+  const values = eventIds.map((id) => `(${pg.escapeLiteral(consumer)}, ${pg.escapeLiteral(id)})`).join(', ');
+  const results = (await client.query(
+    `BEGIN; INSERT INTO inbox (consumer, event_id) VALUES ${values} ON CONFLICT DO NOTHING RETURNING event_id`,
+  )) as unknown as pg.QueryResult<{ event_id: string }>[];
+  return new Set(results[1]!.rows.map((r) => r.event_id));
 }
 
 class InvalidPayload extends Error {

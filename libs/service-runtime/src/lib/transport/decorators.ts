@@ -14,6 +14,11 @@ export interface DurableConsumerOptions {
   source: Context;
   /** One event type, or all of the context's events. (NATS 2.9 takes one filter subject per consumer.) */
   type?: string;
+  /**
+   * The event types the method acts on, when it reads every type of its source: the others are
+   * acknowledged without a transaction. Omit for all.
+   */
+  types?: readonly string[];
   /** After this many deliveries a failing message is dead-lettered and terminated (default 10). */
   maxDeliver?: number;
   ackWaitMs?: number;
