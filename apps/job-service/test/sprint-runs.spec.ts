@@ -25,6 +25,7 @@ import {
   type JobView,
 } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
+import { sprintRunEventTypes } from '../src/infrastructure/projections.js';
 import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
 const PR = 'https://github.com/acme/shop/pull/102';
@@ -244,14 +245,21 @@ describe('sprint runs driven by job events and PR events', () => {
   it('replaying every event through the effect processor enqueues nothing twice', async () => {
     const before = (await world.client.request(listJobs, { limit: 500 })).jobs.length;
     const effectsConsumer = 'job-service-sprint-run-effects';
-    const { rows: last } = await world.db.query(`SELECT event_id::text AS id FROM events ORDER BY position DESC LIMIT 1`);
+    const stream = streamName(world.naming, 'jobs');
+    const { state } = await world.bus.jsm.streams.info(stream);
     await world.db.query(`DELETE FROM inbox WHERE consumer = $1`, [effectsConsumer]);
-    await world.bus.jsm.consumers.delete(streamName(world.naming, 'jobs'), effectsConsumer);
-    // The consumer is recreated and delivers the whole stream again.
+    await world.bus.jsm.consumers.delete(stream, effectsConsumer);
+    // The consumer is recreated and delivers the whole stream again (it handles the sprint-run events, and acknowledges the rest).
     await eventually(async () => {
-      const { rows } = await world.db.query(`SELECT 1 FROM inbox WHERE consumer = $1 AND event_id = $2`, [effectsConsumer, last[0].id]);
-      return rows.length > 0;
+      const info = await world.bus.jsm.consumers.info(stream, effectsConsumer).catch(() => null);
+      return info !== null && info.ack_floor.stream_seq >= state.last_seq;
     }, { what: 'the replay through the effect processor up to the last event', timeoutMs: 20_000 });
+    const { rows: [handled] } = await world.db.query(
+      `SELECT (SELECT count(*)::int FROM inbox WHERE consumer = $1) AS inbox, (SELECT count(*)::int FROM events WHERE type = ANY($2)) AS events`,
+      [effectsConsumer, sprintRunEventTypes],
+    );
+    expect(handled.inbox).toBe(handled.events);
+    expect(handled.events).toBeGreaterThan(0);
     await new Promise((r) => setTimeout(r, 500));
     expect((await world.client.request(listJobs, { limit: 500 })).jobs.length).toBe(before);
   });
