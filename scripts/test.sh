@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # npm test: install npm packages if needed, make sure NATS and PostgreSQL run, build every project,
-# typecheck, and run every project's tests in one Jest run (jest.config.cjs at the root).
+# typecheck, lint, and run every project's tests in one Jest run (jest.config.cjs at the root).
 # Ends with one plain line `N passed, N failed` (read by CI). Exits non-zero when any step
 # failed or when no test ran at all. Extra arguments go to Jest (e.g. `npm test -- contracts`).
 set -uo pipefail
@@ -23,6 +23,9 @@ for config in tools/*/tsconfig.json; do
   say "typechecking (tsc -p $config --noEmit)"
   npx tsc -p "$config" --noEmit || failed_steps+=("typecheck $(dirname "$config")")
 done
+
+say "linting (eslint .)"
+npx eslint --max-warnings=0 . || failed_steps+=(lint)
 
 say "running every project's tests (jest -c jest.config.cjs)"
 mkdir -p "$(dirname "$RESULTS")"

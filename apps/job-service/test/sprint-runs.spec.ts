@@ -41,22 +41,20 @@ describe('sprint runs driven by job events and PR events', () => {
 
   beforeAll(async () => {
     world = await createWorld('sprints');
-    const sub = world.bus.nc.subscribe(commandSubject(world.naming, 'prs', markPrReadyForReview.name));
-    void (async () => {
-      for await (const msg of sub) {
+    world.bus.nc.subscribe(commandSubject(world.naming, 'prs', markPrReadyForReview.name), {
+      callback: (_error, msg) => {
         const request = JSON.parse(new TextDecoder().decode(msg.data)) as Record<string, unknown>;
         readyRequests.push(request);
         msg.respond(JSON.stringify({ ok: true, result: { pullRequestId: 'pr-test', phase: 'ready_for_review', prUrl: PR } }));
-      }
-    })();
-    const returns = world.bus.nc.subscribe(commandSubject(world.naming, 'workflow', returnTasksToTodo.name));
-    void (async () => {
-      for await (const msg of returns) {
+      },
+    });
+    world.bus.nc.subscribe(commandSubject(world.naming, 'workflow', returnTasksToTodo.name), {
+      callback: (_error, msg) => {
         const request = JSON.parse(new TextDecoder().decode(msg.data)) as { taskIds: string[] };
         returnRequests.push(request);
         msg.respond(JSON.stringify({ ok: true, result: { returned: [], unknownTaskIds: request.taskIds } }));
-      }
-    })();
+      },
+    });
     app = await startInProcess(world);
     await registerProducts(world.client, ['product-42'], { repository: 'acme/shop', prStrategy: 'SPRINT' });
   });

@@ -17,7 +17,7 @@ export const defaultNaming: Naming = { subjectRoot: 'gantry', streamPrefix: 'GAN
 
 /** A subject token must not be empty nor contain `.`, `*`, `>`, whitespace or control characters. */
 export function isSubjectToken(token: string): boolean {
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point of this pattern
   return token.length > 0 && !/[.*>\s\u0000-\u001f\u007f]/.test(token);
 }
 

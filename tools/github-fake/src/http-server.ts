@@ -83,7 +83,13 @@ export class HttpFrontend {
   ) {
     this.tokens = tokens;
     this.graphql = new GraphQLEndpoint(fake);
-    this.server = createServer((req, res) => void this.handle(req, res));
+    this.server = createServer((req, res) => {
+      // handle() answers its own failures; what escapes it still ends the request.
+      this.handle(req, res).catch((error: unknown) => {
+        this.logLine('request failed', { path: req.url, error: error instanceof Error ? error.stack : String(error) });
+        res.destroy();
+      });
+    });
     this.routes = this.restRoutes();
   }
 

@@ -50,6 +50,12 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     if (stopping) return;
     stopping = true;
     log('stopping', { signal });
-    void fake.close().then(() => process.exit(0));
+    fake.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log('did not stop cleanly', { error: String(error) });
+        process.exit(1);
+      },
+    );
   });
 }

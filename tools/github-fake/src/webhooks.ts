@@ -98,12 +98,12 @@ export class WebhookDispatcher {
         continue;
       }
       if (rule?.effect === 'delay') {
-        const timer = setTimeout(() => this.send(delivery, false), rule.delayMs ?? 1000);
+        const timer = setTimeout(() => this.sendInBackground(delivery, false), rule.delayMs ?? 1000);
         timer.unref();
         continue;
       }
-      this.send(delivery, false);
-      if (rule?.effect === 'duplicate') this.send(delivery, true);
+      this.sendInBackground(delivery, false);
+      if (rule?.effect === 'duplicate') this.sendInBackground(delivery, true);
     }
   }
 
@@ -133,7 +133,7 @@ export class WebhookDispatcher {
     const run = async () => {
       for (const delivery of ordered) await this.send(delivery, false);
     };
-    this.track(run());
+    this.track(run()).catch((error: unknown) => this.log('held webhooks not sent', { error: String(error) }));
   }
 
   drop(id: string): Delivery {
@@ -163,15 +163,25 @@ export class WebhookDispatcher {
     await Promise.allSettled([...this.inFlight]);
   }
 
+  /** Keeps a delivery in flight until it ends; the caller still sees how it ended. */
   private track(promise: Promise<void>): Promise<void> {
     this.inFlight.add(promise);
-    void promise.finally(() => this.inFlight.delete(promise));
+    const forget = () => this.inFlight.delete(promise);
+    promise.then(forget, forget);
     return promise;
   }
 
   private send(delivery: Delivery, redelivery: boolean): Promise<void> {
     const target = this.targets.find((t) => t.hookId === delivery.hookId);
     return this.track(this.post(delivery, target?.secret, redelivery));
+  }
+
+  /** Sends without waiting; an HTTP failure is recorded as the delivery's attempt, anything else is logged. */
+  private sendInBackground(delivery: Delivery, redelivery: boolean): void {
+    this.send(delivery, redelivery).catch((error: unknown) => {
+      delivery.state = 'failed';
+      this.log('webhook not sent', { delivery: delivery.id, event: delivery.event, error: String(error) });
+    });
   }
 
   private async post(delivery: Delivery, secret: string | undefined, redelivery: boolean): Promise<void> {

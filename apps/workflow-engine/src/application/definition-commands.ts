@@ -13,11 +13,12 @@ import {
 import { decideWithin, EventStore, handleWithDecider } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler, JsonLogger } from '@gantry/service-runtime';
-import { agentProfileDecider, parseWorkflowYaml, participantDecider, stepOf, taskExists, WORKFLOW_TEMPLATES, workflowDecider } from '../domain/index.js';
+import { agentProfileDecider, participantDecider, stepOf, taskExists, WORKFLOW_TEMPLATES, workflowDecider } from '../domain/index.js';
 import { latestWorkflow, stepSeats } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
+import { parseWorkflowYaml } from './workflow-yaml.js';
 
 /** Workflows (YAML or a template), agent profiles and task-level seats (docs/workflow-engine.md, "Definitions"). */
 @Controller()

@@ -3,7 +3,6 @@
 // docs/workflow-engine.md.
 //
 // Where each rule lives:
-//   YAML definitions, zod validation, unknown types      definitions/workflow-yaml.ts  parseWorkflowYaml
 //   the Office Default template                          definitions/templates.ts
 //   declaration digest, marked positions, feeder step    definitions/declaration.ts
 //   WIP admission, step entries (entry_seq + digest),    task/decider.ts               decideTask / placeTask
@@ -22,7 +21,6 @@
 //   workflows, agent profiles, task-level seats          catalog/*.ts
 // Specifications: */*.spec.ts, written with DeciderSpecification.for(decider) from @gantry/eventstore/testing.
 
-export { parseWorkflowYaml, type ParsedWorkflow, type UnknownActionNotice } from './definitions/workflow-yaml.js';
 export { OFFICE_DEFAULT_YAML, WORKFLOW_TEMPLATES } from './definitions/templates.js';
 export {
   declarationDigest,

@@ -49,11 +49,12 @@ export class WorktreeEffectProcessor {
       this.queued.add(id);
       const previous = this.tails.get(effect.worktreeKey) ?? Promise.resolve();
       const run = previous.then(() => this.run(effect, id)).finally(() => this.queued.delete(id));
-      const tail = run.catch(() => undefined);
+      const tail: Promise<void> = run
+        .catch((error: unknown) => this.log.error('worktree effect ended unexpectedly', { effect: id, error: describe(error) }))
+        .then(() => {
+          if (this.tails.get(effect.worktreeKey) === tail) this.tails.delete(effect.worktreeKey);
+        });
       this.tails.set(effect.worktreeKey, tail);
-      void tail.then(() => {
-        if (this.tails.get(effect.worktreeKey) === tail) this.tails.delete(effect.worktreeKey);
-      });
     }
   }
 

@@ -17,7 +17,7 @@ export function branchNameProblem(name: string): string | null {
   if (name.startsWith('-')) return 'branch name must not start with "-"';
   if (name === '@') return 'branch name must not be "@"';
   if (name === 'HEAD') return 'branch name must not be "HEAD"';
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point of this pattern
   if (/[\x00-\x20\x7f~^:?*[\\]/.test(name)) {
     return 'branch name must not contain control characters, spaces or any of ~ ^ : ? * [ \\';
   }
@@ -52,7 +52,7 @@ export function repositoryUrlProblem(url: string): string | null {
   if (url.length === 0) return 'repository URL is empty';
   if (url.length > MAX_URL_LENGTH) return `repository URL is longer than ${MAX_URL_LENGTH} characters`;
   if (url.startsWith('-')) return 'repository URL must not start with "-"';
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point of this pattern
   if (/[\x00-\x20\x7f]/.test(url)) return 'repository URL must not contain whitespace or control characters';
   if (url.includes('::')) return 'repository URL must not name a transport helper ("::"), such as ext:: or fd::';
 

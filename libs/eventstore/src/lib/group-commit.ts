@@ -55,9 +55,14 @@ export class GroupCommit {
     while (this.groupsInFlight < this.limits.maxGroups && this.waiting.length > 0) {
       const members = this.waiting.splice(0, this.limits.maxBatch);
       this.groupsInFlight++;
-      void this.runGroup(members).finally(() => {
+      const next = () => {
         this.groupsInFlight--;
         this.startGroups();
+      };
+      this.runGroup(members).then(next, (error: unknown) => {
+        // runGroup answers every member itself; should it fail anyway, nobody is left waiting.
+        for (const member of members) member.reject(error);
+        next();
       });
     }
   }

@@ -39,7 +39,15 @@ const stop = async () => {
   await relay.stop();
   await bus.close();
   await pool.end();
-  process.exit(0);
 };
-process.once('SIGTERM', stop);
-process.once('SIGINT', stop);
+const exitWhenStopped = () => {
+  stop().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      line('error')('relay did not stop cleanly', { error: String(error) });
+      process.exit(1);
+    },
+  );
+};
+process.once('SIGTERM', exitWhenStopped);
+process.once('SIGINT', exitWhenStopped);

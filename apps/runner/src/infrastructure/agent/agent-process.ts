@@ -129,15 +129,12 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
       // What the agent started and left behind belongs to the finished job: stop it too.
       if (groupAlive(pid)) stop();
     });
-    child.once('close', async () => {
-      clearTimeout(timeout);
-      clearTimeout(killTimer);
-      options.signal?.removeEventListener('abort', onAbort);
+    const finish = async (): Promise<AgentRunResult> => {
       // The run is over only when nothing of the agent can write to the worktree any more.
       if (groupAlive(pid)) killGroup('SIGKILL');
       const gone = await groupGoneWithin(pid, graceMs);
       const exitCode = exit?.code ?? null;
-      resolve({
+      return {
         pid: pid!,
         exitCode,
         signal: exit?.signal ?? null,
@@ -148,7 +145,13 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
         stderrTail: stderr.toString(),
         durationMs: Math.round(performance.now() - startedAt),
         groupGone: gone,
-      });
+      };
+    };
+    child.once('close', () => {
+      clearTimeout(timeout);
+      clearTimeout(killTimer);
+      options.signal?.removeEventListener('abort', onAbort);
+      finish().then(resolve, reject);
     });
   });
 }

@@ -108,8 +108,9 @@ async function serve(req: IncomingMessage, res: ServerResponse, secret: BearerSe
   const server = tools.mcpServer();
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   res.on('close', () => {
-    void transport.close();
-    void server.close();
+    for (const [part, closing] of [['transport', transport.close()], ['server', server.close()]] as const) {
+      closing.catch((error: unknown) => tools.log('warn', `mcp request: closing its ${part} failed`, { error: error instanceof Error ? error.message : String(error) }));
+    }
   });
   await server.connect(transport);
   await transport.handleRequest(req, res);

@@ -107,11 +107,15 @@ export class OnEnterDispatcher {
       this.log.log('stopping: step entry left to the next start', { ...entry });
       return;
     }
-    const work = this.dispatch(entry, mode).catch((error: unknown) => {
-      this.log.error('step entry dispatch failed; it resumes at the next start', { ...entry, error: error instanceof Error ? error.message : String(error) });
-    });
+    const work: Promise<void> = this.dispatch(entry, mode)
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          this.log.error('step entry dispatch failed; it resumes at the next start', { ...entry, error: error instanceof Error ? error.message : String(error) });
+        },
+      )
+      .finally(() => this.background.delete(work));
     this.background.add(work);
-    void work.finally(() => this.background.delete(work));
   }
 
   /** Lets the dispatches under way finish; nothing new starts. */

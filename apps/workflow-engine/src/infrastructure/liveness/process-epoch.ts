@@ -93,28 +93,34 @@ export class ProcessEpoch {
     const client = newClient(this.options);
     client.on('error', () => undefined); // ended on shutdown while waiting; nothing to report
     this.waiters.set(epoch, client);
-    void (async () => {
-      try {
-        await client.connect();
-        await client.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [this.lockName(epoch)]);
-        await client.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [this.lockName(epoch)]);
-      } catch (error) {
-        if (!this.closing) this.options.log.warn('could not watch a peer process', { peerEpoch: epoch, error: String(error) });
-        this.waiters.delete(epoch);
-        await client.end().catch(() => undefined);
-        return;
-      }
-      await client.end().catch(() => undefined);
-      if (this.closing) return;
-      this.options.log.log('peer process gone; taking over its entries', { peerEpoch: epoch, epoch: this.epoch });
-      try {
-        await onGone(epoch);
-        await this.options.pool.query(`DELETE FROM engine_epochs WHERE epoch = $1`, [epoch]);
-      } catch (error) {
-        this.options.log.error('takeover of a gone process failed; a later start retries it', { peerEpoch: epoch, error: String(error) });
-      }
+    this.takeOverWhenGone(client, epoch, onGone).catch((error: unknown) => {
+      this.options.log.error('watching a peer process failed; a later start takes over its entries', { peerEpoch: epoch, error: String(error) });
       this.waiters.delete(epoch);
-    })();
+    });
+  }
+
+  /** Waits on the peer's lock with its own session; when the lock comes free, takes over its entries. */
+  private async takeOverWhenGone(client: pg.Client, epoch: string, onGone: (epoch: string) => Promise<void>): Promise<void> {
+    try {
+      await client.connect();
+      await client.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [this.lockName(epoch)]);
+      await client.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [this.lockName(epoch)]);
+    } catch (error) {
+      if (!this.closing) this.options.log.warn('could not watch a peer process', { peerEpoch: epoch, error: String(error) });
+      this.waiters.delete(epoch);
+      await client.end().catch(() => undefined);
+      return;
+    }
+    await client.end().catch(() => undefined);
+    if (this.closing) return;
+    this.options.log.log('peer process gone; taking over its entries', { peerEpoch: epoch, epoch: this.epoch });
+    try {
+      await onGone(epoch);
+      await this.options.pool.query(`DELETE FROM engine_epochs WHERE epoch = $1`, [epoch]);
+    } catch (error) {
+      this.options.log.error('takeover of a gone process failed; a later start retries it', { peerEpoch: epoch, error: String(error) });
+    }
+    this.waiters.delete(epoch);
   }
 
   /** Releases the lock (by ending its session) and stops watching; the epoch row goes with a clean stop. */

@@ -1,6 +1,5 @@
 import { contractRegistry, ErrorCode } from '@gantry/contracts';
-import type { Decider } from '@gantry/eventstore';
-import { DeciderSpecification } from '@gantry/eventstore/testing';
+import { type Decider, DeciderSpecification } from '@gantry/eventstore/testing';
 import type { WorktreeLeaseCommand } from './commands.js';
 import { worktreeLeaseDecider } from './decider.js';
 import type { WorktreeLeaseEvent } from './events.js';

@@ -8,10 +8,11 @@ const tails = new Map<string, Promise<unknown>>();
 export function serializedOnClone<T>(clonePath: string, work: () => Promise<T>): Promise<T> {
   const previous = tails.get(clonePath) ?? Promise.resolve();
   const run = previous.then(work, work);
-  const tail = run.catch(() => undefined);
-  tails.set(clonePath, tail);
-  void tail.then(() => {
+  // The caller sees the run's failure; the queue only waits for it to end.
+  const tail: Promise<void> = run.then(forgetWhenLast, forgetWhenLast);
+  function forgetWhenLast(): void {
     if (tails.get(clonePath) === tail) tails.delete(clonePath);
-  });
+  }
+  tails.set(clonePath, tail);
   return run;
 }

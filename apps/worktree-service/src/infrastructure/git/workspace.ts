@@ -113,7 +113,7 @@ function isWithin(parent: string, candidate: string): boolean {
  * that lead out.
  */
 export async function resolveInsideRoot(workspace: Pick<GitWorkspace, 'root'>, candidate: string): Promise<string> {
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point of this pattern
   if (candidate.length === 0 || /[\x00]/.test(candidate)) throw hostile('a path must be a non-empty string without NUL');
   const absolute = path.resolve(workspace.root, candidate);
   if (!isWithin(workspace.root, absolute)) {

@@ -148,7 +148,10 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
     try {
       for await (const msg of subscription) {
         while (this.inFlight.size >= this.options.maxConcurrentCommands) await Promise.race(this.inFlight);
-        const work = this.answer(msg, name).finally(() => this.inFlight.delete(work));
+        // answer() turns a handler's failure into a reply; what escapes it must not end this loop.
+        const work: Promise<void> = this.answer(msg, name)
+          .catch((error: unknown) => this.options.logger.error('command not answered', { command: `${this.options.context}.${name}`, error: String(error) }))
+          .finally(() => this.inFlight.delete(work));
         this.inFlight.add(work);
       }
     } catch (error) {

@@ -15,7 +15,8 @@ import {
  * A workflow as its author writes it (docs/workflow-engine.md, "Definitions"): YAML, snake_case.
  * It is checked twice with zod: once in this authored shape (what keys exist, what type each has),
  * then in the stored shape (cross references, each known action's config). Every issue is reported
- * with the path the author wrote, and a refused definition changes nothing.
+ * with the path the author wrote, and a refused definition changes nothing. Reading the author's
+ * YAML is the engine's edge: the domain sees only the stored shape from @gantry/contracts.
  */
 
 const YamlActionSchema = z.strictObject({

@@ -1,6 +1,6 @@
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { parseWorkflowYaml } from './workflow-yaml.js';
-import { OFFICE_DEFAULT_YAML } from './templates.js';
+import { OFFICE_DEFAULT_YAML } from '../domain/index.js';
 
 function refusal(yaml: string): GantryError {
   try {
