@@ -47,7 +47,7 @@ export async function startInProcess(world: TestWorld, env: Record<string, strin
     ...env,
   });
   try {
-    return await createServiceApp(AppModule, { logger: ['error'] });
+    return await createServiceApp(AppModule);
   } finally {
     process.env = saved;
   }

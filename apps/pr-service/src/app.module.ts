@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
-import { GantryRuntimeModule, JsonLogger } from '@gantry/service-runtime';
+import { PinoLogger } from 'nestjs-pino';
+import { componentLogger, GantryRuntimeModule } from '@gantry/service-runtime';
 import { JobFacts } from './application/job-facts.js';
 import { PullRequestCommandHandlers } from './application/pull-request-commands.js';
 import { PullRequestLog } from './application/pull-request-log.js';
@@ -29,8 +30,8 @@ import { prServiceProjections } from './infrastructure/persistence/projections.j
     { provide: PR_SERVICE_CONFIG, useFactory: () => loadPrServiceConfig() },
     {
       provide: GITHUB_PULL_REQUESTS,
-      inject: [PR_SERVICE_CONFIG, JsonLogger],
-      useFactory: (config: PrServiceConfig, logger: JsonLogger) => new OctokitPullRequests(createOctokit(config, logger.forComponent('github'))),
+      inject: [PR_SERVICE_CONFIG, PinoLogger],
+      useFactory: (config: PrServiceConfig, logger: PinoLogger) => new OctokitPullRequests(createOctokit(config, componentLogger(logger, 'github'))),
     },
     { provide: CONFLICTING_FILES, inject: [PR_SERVICE_CONFIG], useFactory: (config: PrServiceConfig) => new ConflictingFiles({ gitDir: config.gitDir, timeoutMs: config.gitTimeoutMs }) },
     PullRequestLog,

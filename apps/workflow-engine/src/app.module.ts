@@ -1,7 +1,8 @@
 import { Module } from '@nestjs/common';
+import { PinoLogger } from 'nestjs-pino';
 import { EventStore } from '@gantry/eventstore';
 import { CommandClient } from '@gantry/messaging';
-import { GantryRuntimeModule, JsonLogger, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import { componentLogger, GantryRuntimeModule, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
 import { DecisionCommands } from './application/decision-commands.js';
 import { DefinitionCommands } from './application/definition-commands.js';
 import { DispatchDiagnostics } from './application/dispatch/diagnostics.js';
@@ -38,9 +39,9 @@ import { workflowEngineProjections } from './infrastructure/persistence/projecti
     { provide: TestHooks, useFactory: () => new TestHooks() },
     {
       provide: ProcessEpoch,
-      inject: [SERVICE_CONFIG, EventStore, JsonLogger],
-      useFactory: (config: ServiceConfig, store: EventStore, logger: JsonLogger) => {
-        const log = logger.forComponent('process-epoch');
+      inject: [SERVICE_CONFIG, EventStore, PinoLogger],
+      useFactory: (config: ServiceConfig, store: EventStore, logger: PinoLogger) => {
+        const log = componentLogger(logger, 'process-epoch');
         return ProcessEpoch.start({
           databaseUrl: config.databaseUrl,
           schema: config.schema,

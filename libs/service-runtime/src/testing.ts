@@ -47,7 +47,7 @@ export async function startTestService(options: {
   Object.assign(process.env, { GANTRY_DB_SCHEMA: schema, GANTRY_SUBJECT_ROOT: naming.subjectRoot, GANTRY_STREAM_PREFIX: naming.streamPrefix, ...options.env });
   let app: INestApplication;
   try {
-    app = await createServiceApp(module, { logger: false });
+    app = await createServiceApp(module, { nestLogs: false });
     await app.listen(0, '127.0.0.1');
   } catch (error) {
     await removeTestNamespace(naming, schema);

@@ -100,6 +100,18 @@ export function startNodeProcess(
   };
 }
 
+/** The JSON records a service process wrote to its output, one per line; any other line is skipped. */
+export function logRecordsOf(output: string): Array<Record<string, unknown>> {
+  return output.split('\n').flatMap((line) => {
+    if (!line.startsWith('{')) return [];
+    try {
+      return [JSON.parse(line) as Record<string, unknown>];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /** Removes what one test file provisioned: its streams (by prefix) and, when given, its schema. */
 export async function removeTestNamespace(naming: Naming, schema?: string): Promise<void> {
   const nc = await connectTestNats('gantry-test-cleanup');

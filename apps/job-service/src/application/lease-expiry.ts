@@ -1,7 +1,7 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
 
 export const DEFAULT_LEASE_SWEEP_MS = 1000;
@@ -24,14 +24,11 @@ export function leaseSweepIntervalMs(env: NodeJS.ProcessEnv = process.env): numb
 export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('lease-expiry');
-  }
+    @InjectPinoLogger('lease-expiry') private readonly log: PinoLogger,
+  ) {}
 
   onApplicationBootstrap(): void {
     const interval = leaseSweepIntervalMs();
@@ -39,7 +36,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
       if (this.running) return;
       this.running = this.sweep()
         .then(() => undefined)
-        .catch((error: unknown) => this.log.warn('lease sweep failed; next tick retries', { error: String(error) }))
+        .catch((error: unknown) => this.log.warn({ error: String(error) }, 'lease sweep failed; next tick retries'))
         .finally(() => {
           this.running = null;
         });
@@ -76,7 +73,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
         });
         if (done.result) {
           expired++;
-          this.log.log('job lease expired', { jobId: row.job_id, leaseToken: row.lease_token });
+          this.log.info({ jobId: row.job_id, leaseToken: row.lease_token }, 'job lease expired');
         }
       } catch (error) {
         // The lease ended (finished, renewed, expired by another replica) between the look and the append.

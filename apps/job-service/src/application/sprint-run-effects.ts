@@ -1,9 +1,10 @@
 import { Controller, Inject } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
 import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, returnTasksToTodo, type EventEnvelope } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
 import { CommandClient, RetryLater } from '@gantry/messaging';
-import { DurableConsumer, JsonLogger, type ConsumerContext } from '@gantry/service-runtime';
+import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { jobDecider, sprintRunEffects, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
 import { loadSprintRun } from '../infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../infrastructure/projections.js';
@@ -18,15 +19,12 @@ import { enqueueJobRequest } from './run-queue.js';
  */
 @Controller()
 export class SprintRunEffects {
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(CommandClient) private readonly client: CommandClient,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('sprint-run-effects');
-  }
+    @InjectPinoLogger('sprint-run-effects') private readonly log: PinoLogger,
+  ) {}
 
   @DurableConsumer({ name: 'job-service-sprint-run-effects', source: 'jobs', types: sprintRunEventTypes })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
@@ -96,7 +94,7 @@ export class SprintRunEffects {
       }
       case 'MARK_PR_READY_FOR_REVIEW': {
         if (effect.repository === null) {
-          this.log.warn('a sprint run created before products names no repository; its pull request is not made ready', { sprintRunId: effect.sprintRunId });
+          this.log.warn({ sprintRunId: effect.sprintRunId }, 'a sprint run created before products names no repository; its pull request is not made ready');
           return;
         }
         // The pr-service's command, keyed by the completing event: a redelivery asks once.
@@ -109,7 +107,7 @@ export class SprintRunEffects {
         };
         try {
           const reply = await this.client.request(markPrReadyForReview, request, { timeoutMs: 10_000 });
-          this.log.log('sprint run done: its pull request is made ready for review', { sprintRunId: effect.sprintRunId, pullRequestId: reply.pullRequestId, phase: reply.phase });
+          this.log.info({ sprintRunId: effect.sprintRunId, pullRequestId: reply.pullRequestId, phase: reply.phase }, 'sprint run done: its pull request is made ready for review');
         } catch (error) {
           if (error instanceof GantryError && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE)) {
             throw new RetryLater(`the pr-service did not answer mark_pr_ready_for_review (${error.code})`, 2000);
@@ -129,11 +127,11 @@ export class SprintRunEffects {
         };
         try {
           const reply = await this.client.request(returnTasksToTodo, request, { timeoutMs: 10_000 });
-          this.log.log('sprint run cancelled: its open tasks are back at their start step', {
+          this.log.info({
             sprintRunId: effect.sprintRunId,
             returned: reply.returned.map((r) => r.taskId),
             unknownTaskIds: reply.unknownTaskIds,
-          });
+          }, 'sprint run cancelled: its open tasks are back at their start step');
         } catch (error) {
           if (error instanceof GantryError && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE)) {
             throw new RetryLater(`the workflow engine did not answer return_tasks_to_todo (${error.code})`, 2000);
@@ -145,7 +143,7 @@ export class SprintRunEffects {
       case 'RAISE_QUESTION':
         // Owned by another context (questions); no command for it exists yet.
         // The request stays in the log (the event that asked for it) for the owner to consume.
-        this.log.log('sprint run effect requested of another context', { effect, causationId: cause.eventId });
+        this.log.info({ effect, causationId: cause.eventId }, 'sprint run effect requested of another context');
         return;
       default:
         return assertNever(effect);

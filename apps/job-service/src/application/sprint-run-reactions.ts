@@ -1,4 +1,5 @@
 import { Controller, Inject } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
 import {
   ErrorCode,
@@ -11,7 +12,7 @@ import {
 } from '@gantry/contracts';
 import { EventStore, fold } from '@gantry/eventstore';
 import { Bus, RetryLater } from '@gantry/messaging';
-import { DurableConsumer, JsonLogger, type ConsumerContext } from '@gantry/service-runtime';
+import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import {
   checksFailedCommand,
   jobDecider,
@@ -36,15 +37,12 @@ const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobFinished',
  */
 @Controller()
 export class SprintRunReactions {
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('sprint-runs');
-  }
+    @InjectPinoLogger('sprint-runs') private readonly log: PinoLogger,
+  ) {}
 
   private now(): string {
     return this.store.clock().toISOString();
@@ -63,7 +61,7 @@ export class SprintRunReactions {
   async onMergeConflict(envelope: EventEnvelope<PullRequestMergeConflictData>, { sql }: ConsumerContext): Promise<void> {
     const { repository, branch } = envelope.data;
     const sprintRunId = await openSprintRunOf(sql, repository, branch);
-    if (!sprintRunId) return this.log.log('merge conflict on a branch no open sprint run uses', { repository, branch, eventId: envelope.eventId });
+    if (!sprintRunId) return this.log.info({ repository, branch, eventId: envelope.eventId }, 'merge conflict on a branch no open sprint run uses');
     // One question per conflict report: its id is derived from the event, so a redelivery asks nothing new.
     const questionId = `question-${envelope.eventId}`;
     await this.decide(mergeConflictCommand(envelope.data, { sprintRunId, questionId, now: this.now() }), envelope, sql);
@@ -76,7 +74,7 @@ export class SprintRunReactions {
     const sprintRunId = await openSprintRunOf(sql, repository, branch);
     if (sprintRunId) return this.decide(checksFailedCommand(envelope.data, { sprintRunId, now: this.now() }), envelope, sql);
     const jobId = await doneJobOfHead(sql, repository, branch, headSha);
-    if (!jobId) return this.log.log('failed checks on a head no sprint run or job of ours pushed', { repository, branch, headSha, eventId: envelope.eventId });
+    if (!jobId) return this.log.info({ repository, branch, headSha, eventId: envelope.eventId }, 'failed checks on a head no sprint run or job of ours pushed');
     const command: JobCommand = {
       type: 'RecordChecksFailed',
       data: { jobId, headSha, prUrl: envelope.data.prUrl, failedChecks: envelope.data.failedChecks.map((c) => c.name), now: this.now() },
@@ -102,7 +100,7 @@ export class SprintRunReactions {
     } catch (error) {
       if (!(error instanceof GantryError)) throw error;
       // A fact the run refuses (e.g. a conflict before it started) is recorded in the log, not retried forever.
-      this.log.warn('sprint run refused a fact', { sprintRunId: streamId, command: command.type, code: error.code, error: error.message, causationId: cause.eventId });
+      this.log.warn({ sprintRunId: streamId, command: command.type, code: error.code, error: error.message, causationId: cause.eventId }, 'sprint run refused a fact');
       return;
     }
     if (events.length === 0) return;

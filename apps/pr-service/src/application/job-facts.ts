@@ -1,4 +1,5 @@
 import { Controller, Inject } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
 import {
   pullRequestIdFor,
@@ -10,7 +11,7 @@ import {
   type ProductSettings,
 } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { DurableConsumer, JsonLogger, type ConsumerContext } from '@gantry/service-runtime';
+import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import type { PullRequestCommand } from '../domain/index.js';
 import { PullRequestLog } from './pull-request-log.js';
 
@@ -37,15 +38,12 @@ const WRITES_CODE = new Set(['TASK_IMPLEMENTATION', 'SPRINT_IMPLEMENTATION']);
  */
 @Controller()
 export class JobFacts {
-  private readonly log;
 
   constructor(
     @Inject(PullRequestLog) private readonly prs: PullRequestLog,
     @Inject(Bus) private readonly bus: Bus,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('job-facts');
-  }
+    @InjectPinoLogger('job-facts') private readonly log: PinoLogger,
+  ) {}
 
   @DurableConsumer({ name: JOB_FACTS_CONSUMER, source: 'jobs', types: ['ProductRegistered', 'ProductUpdated', 'JobEnqueued', 'JobPushReported', 'JobFinished', 'JobChecksFailed'] })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
@@ -109,7 +107,7 @@ export class JobFacts {
     const { rows } = await sql.query<{ settings: ProductSettings }>(`SELECT settings FROM products WHERE product_id = $1`, [scope.product_id]);
     const product = rows[0]?.settings;
     if (!product) {
-      this.log.warn('a push for a product this service never heard of; no pull request', { jobId: d.jobId, productId: scope.product_id });
+      this.log.warn({ jobId: d.jobId, productId: scope.product_id }, 'a push for a product this service never heard of; no pull request');
       return;
     }
     const title = scope.story_id ? `Story ${scope.story_id}` : scope.sprint_id ? `Sprint ${scope.sprint_id}` : `Gantry: ${scope.branch}`;

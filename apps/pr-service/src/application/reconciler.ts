@@ -1,7 +1,8 @@
 import { Controller, Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullRequestFailureCode } from '@gantry/contracts';
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
-import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, JsonLogger } from '@gantry/service-runtime';
+import { crashHereIfAsked, DurableConsumer, holdHereIfAsked } from '@gantry/service-runtime';
 import {
   forHead,
   isSettled,
@@ -33,7 +34,6 @@ const MAX_ROUNDS = 12;
  */
 @Injectable()
 export class PullRequestReconciler implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private readonly log;
   private readonly runs: KeyedRuns;
   private readonly attempts = new Map<string, number>();
   private readonly unknownMergeability = new Map<string, number>();
@@ -45,9 +45,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     @Inject(GITHUB_PULL_REQUESTS) private readonly github: GitHubPullRequests,
     @Inject(CONFLICTING_FILES) private readonly conflicts: ConflictingFiles,
     @Inject(PR_SERVICE_CONFIG) private readonly config: PrServiceConfig,
-    @Inject(JsonLogger) logger: JsonLogger,
+    @InjectPinoLogger('pull-requests') private readonly log: PinoLogger,
   ) {
-    this.log = logger.forComponent('pull-requests');
     this.runs = new KeyedRuns(config.reconcileConcurrency, (id) => this.reconcile(id), (id, error) => this.retryLater(id, error));
   }
 
@@ -61,7 +60,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     this.resync = setInterval(() => {
       this.prs.unsettled().then(
         (ids) => ids.forEach((id) => this.ask(id)),
-        (error: unknown) => this.log.warn('resync could not list the open pull requests', { error: String(error) }),
+        (error: unknown) => this.log.warn({ error: String(error) }, 'resync could not list the open pull requests'),
       );
     }, this.config.resyncIntervalMs);
     this.resync.unref();
@@ -177,7 +176,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
             );
         crashHereIfAsked('github:open_pull_request');
         const p = opened.pr;
-        this.log.log('pull request opened', { pullRequestId: id, repository: effect.repository, branch: effect.branch, prNumber: p.number, adopted: opened.adopted, draft: p.draft });
+        this.log.info({ pullRequestId: id, repository: effect.repository, branch: effect.branch, prNumber: p.number, adopted: opened.adopted, draft: p.draft }, 'pull request opened');
         await record(this.command(state, { type: 'RecordOpened', data: { prNumber: p.number, prUrl: p.url, nodeId: p.nodeId, draft: p.draft, headSha: p.headSha, adopted: opened.adopted } }));
         return;
       }
@@ -214,7 +213,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         } catch (error) {
           if (isGantryError(error) && error.details?.status === 405 && FAILURE_CODES.has(error.code)) {
             // PR-14: GitHub will not merge this head (405); recorded, and tried again only once GitHub's view changes.
-            this.log.warn('GitHub refused the merge', { pullRequestId: id, headSha: effect.sha, code: error.code, error: error.message });
+            this.log.warn({ pullRequestId: id, headSha: effect.sha, code: error.code, error: error.message }, 'GitHub refused the merge');
             await record(
               this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: error.code as PullRequestFailureCode, message: error.message.slice(0, 2000), mergeableState: seen?.mergeableState ?? null } }),
             );
@@ -224,12 +223,12 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         }
         crashHereIfAsked('github:merge');
         if (answer.outcome === 'MERGED') {
-          this.log.log('pull request merged', { pullRequestId: id, prNumber: effect.prNumber, headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha });
+          this.log.info({ pullRequestId: id, prNumber: effect.prNumber, headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha }, 'pull request merged');
           await record(this.command(state, { type: 'RecordMerged', data: { headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha } }));
         } else {
           // 409: recorded against the head it was meant for (PR-14), so that head is not merged again; the
           // next read records the new head, which waits for its own checks (PR-7).
-          this.log.log('the head moved before the merge (409); the new head waits for its own checks', { pullRequestId: id, headSha: effect.sha, github: answer.message });
+          this.log.info({ pullRequestId: id, headSha: effect.sha, github: answer.message }, 'the head moved before the merge (409); the new head waits for its own checks');
           await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: 'UNKNOWN', message: answer.message.slice(0, 2000), mergeableState: seen?.mergeableState ?? null } }));
         }
         return;
@@ -252,7 +251,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     if (isGantryError(error) && FAILURE_CODES.has(error.code)) {
       await this.prs
         .record(this.command(state, { type: 'RecordEffectFailed', data: { effect, code: error.code as PullRequestFailureCode, message: error.message.slice(0, 2000) } }), this.metadata(state.pullRequestId))
-        .catch((recordError: unknown) => this.log.warn('could not record an effect failure', { pullRequestId: state.pullRequestId, error: String(recordError) }));
+        .catch((recordError: unknown) => this.log.warn({ pullRequestId: state.pullRequestId, error: String(recordError) }, 'could not record an effect failure'));
     }
     return error;
   }
@@ -263,13 +262,13 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     this.attempts.set(pullRequestId, n);
     const cap = isGantryError(error) && error.code === ErrorCode.GH_AUTH_ERROR ? 300_000 : 60_000;
     const delayMs = Math.min(cap, 500 * 2 ** Math.min(n, 10));
-    this.log.warn('pull request run failed; trying again later', {
+    this.log.warn({
       pullRequestId,
       code: isGantryError(error) ? error.code : null,
       error: error instanceof Error ? error.message : String(error),
       attempt: n,
       retryInMs: delayMs,
-    });
+    }, 'pull request run failed; trying again later');
     this.ask(pullRequestId, delayMs);
   }
 

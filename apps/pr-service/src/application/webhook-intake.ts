@@ -1,7 +1,7 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { Webhooks } from '@octokit/webhooks';
 import { EventStore } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import type { PrServiceConfig } from '../infrastructure/pr-service-config.js';
 import { KeyedRuns } from './keyed-runs.js';
 import { PullRequestLog } from './pull-request-log.js';
@@ -20,7 +20,6 @@ export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind:
  */
 @Injectable()
 export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private readonly log;
   private readonly verifiers: Webhooks[];
   private readonly processing: KeyedRuns;
   /** Deliveries just recorded, as parsed on receipt, so processing them reads nothing back (after a restart it does). */
@@ -31,12 +30,11 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
     @Inject(PullRequestLog) private readonly prs: PullRequestLog,
     @Inject(PullRequestReconciler) private readonly reconciler: PullRequestReconciler,
     @Inject(PR_SERVICE_CONFIG) config: PrServiceConfig,
-    @Inject(JsonLogger) logger: JsonLogger,
+    @InjectPinoLogger('webhooks') private readonly log: PinoLogger,
   ) {
-    this.log = logger.forComponent('webhooks');
     this.verifiers = config.webhookSecrets.map((secret) => new Webhooks({ secret }));
     this.processing = new KeyedRuns(4, (id) => this.process(id), (id, error) => {
-      this.log.warn('processing a delivery failed; it stays unprocessed until the next start or redelivery', { deliveryId: id, error: String(error) });
+      this.log.warn({ deliveryId: id, error: String(error) }, 'processing a delivery failed; it stays unprocessed until the next start or redelivery');
     });
   }
 
@@ -103,6 +101,6 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
     for (const id of ids) this.reconciler.ask(id);
     const outcome = concerns === null ? 'ignored' : ids.length === 0 ? 'no tracked pull request' : `read again: ${ids.length}`;
     await this.store.pool.query(`UPDATE webhook_deliveries SET processed_at = now(), outcome = $2 WHERE delivery_id = $1 AND processed_at IS NULL`, [deliveryId, outcome]);
-    this.log.log('delivery processed', { deliveryId, event: row.event, outcome });
+    this.log.info({ deliveryId, event: row.event, outcome }, 'delivery processed');
   }
 }

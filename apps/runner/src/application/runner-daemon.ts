@@ -1,7 +1,8 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { claimJob, deriveIdempotencyKey, ErrorCode, isGantryError, jobOfferMessageId, type JobKind } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { JsonLogger, Liveness, Readiness, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import { componentLogger, Liveness, Readiness, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
 import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
 import { Backoff } from './backoff.js';
@@ -48,8 +49,9 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   /** Separate counts: pulls that keep working must not reset the backoff of claims that keep failing. */
   private readonly intakeBackoff: Backoff;
   private readonly claimBackoff: Backoff;
-  private readonly log: ReturnType<JsonLogger['forComponent']>;
   private readonly sleepers = new Set<() => void>();
+  /** The same logger in the `(message, fields)` shape the runner's parts take. */
+  private readonly partsLog: ComponentLogger;
 
   constructor(
     @Inject(RUNNER_CONFIG) private readonly config: RunnerConfig,
@@ -58,15 +60,15 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     @Inject(CommandClient) private readonly commands: CommandClient,
     @Inject(Liveness) private readonly liveness: Liveness,
     @Inject(Readiness) private readonly readiness: Readiness,
-    @Inject(JsonLogger) logger: JsonLogger,
+    @InjectPinoLogger('runner') private readonly log: PinoLogger,
   ) {
     this.slots = new Slots(config.concurrency);
     this.intake = new DispatchIntake({ bus, ackWaitMs: config.offerAckWaitMs, streamReplicas: serviceConfig.streamReplicas });
     const backoff = { initialMs: config.backoffInitialMs, maxMs: config.backoffMaxMs };
     this.intakeBackoff = new Backoff(backoff);
     this.claimBackoff = new Backoff(backoff);
-    this.log = logger.forComponent('runner');
-    this.cancellations = new CancellationWatch(bus, (c) => this.runs.get(c.jobId)?.cancel(c.revokedLeaseToken), this.log);
+    this.partsLog = componentLogger(this.log, 'runner');
+    this.cancellations = new CancellationWatch(bus, (c) => this.runs.get(c.jobId)?.cancel(c.revokedLeaseToken), this.partsLog);
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -83,12 +85,12 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     this.readiness.register('cancellations', () => ({ ok: this.cancellations.ready || !this.accepting }));
     this.cancellations.start();
     this.accepting = true;
-    this.log.log('runner started', {
+    this.log.info({
       runnerId: this.config.runnerId,
       kinds: this.config.kinds,
       concurrency: this.config.concurrency,
       agentBin: this.config.agentBin,
-    });
+    }, 'runner started');
     this.loops.push(
       // Ready once the intake is prepared (a job service that is not up yet does not make the runner
       // unready); no claim is made before the earlier run is settled (see handleOffer).
@@ -102,10 +104,10 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     await Promise.all(this.loops).catch(() => undefined);
     try {
     if (this.running.size > 0) {
-      this.log.log('waiting for running jobs', { jobs: this.running.size, graceMs: this.config.shutdownGraceMs });
+      this.log.info({ jobs: this.running.size, graceMs: this.config.shutdownGraceMs }, 'waiting for running jobs');
       const settled = await waitAtMost(Promise.all(this.running), this.config.shutdownGraceMs);
       if (!settled) {
-        this.log.warn('grace period over; stopping agents and rolling claims back', { jobs: this.running.size });
+        this.log.warn({ jobs: this.running.size }, 'grace period over; stopping agents and rolling claims back');
         this.shutdown.abort();
         await Promise.all(this.running);
       }
@@ -118,7 +120,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private stopIntake(why: string): void {
     if (!this.accepting) return;
     this.accepting = false;
-    this.log.log('no longer taking offers', { runnerId: this.config.runnerId, why });
+    this.log.info({ runnerId: this.config.runnerId, why }, 'no longer taking offers');
     for (const wake of [...this.sleepers]) wake();
     this.slots.wakeAll();
   }
@@ -134,14 +136,14 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         await settleEarlierRun({
           config: this.config,
           commands: this.commands,
-          log: this.log,
+          log: this.partsLog,
           until: () => (this.accepting ? Date.now() + this.config.commandTimeoutMs : 0),
         });
         this.settled = true;
         return;
       } catch (error) {
         const delay = this.intakeBackoff.fail();
-        this.log.warn('could not settle the claims of an earlier run yet; retrying', { error: String(error), retryInMs: delay });
+        this.log.warn({ error: String(error), retryInMs: delay }, 'could not settle the claims of an earlier run yet; retrying');
         await this.sleep(delay);
       }
     }
@@ -156,7 +158,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         return;
       } catch (error) {
         const delay = this.intakeBackoff.fail();
-        this.log.warn('dispatch consumers not ready; retrying', { error: String(error), retryInMs: delay });
+        this.log.warn({ error: String(error), retryInMs: delay }, 'dispatch consumers not ready; retrying');
         await this.sleep(delay);
       }
     }
@@ -172,7 +174,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         this.intakeBackoff.succeed();
       } catch (error) {
         const delay = this.intakeBackoff.fail();
-        this.log.warn('taking an offer failed; backing off', { kind, error: String(error), retryInMs: delay });
+        this.log.warn({ kind, error: String(error), retryInMs: delay }, 'taking an offer failed; backing off');
         await this.sleep(delay);
         // The consumer or the stream may have been removed: put them back before the next pull.
         await this.intake.ensure([kind]).catch(() => undefined);
@@ -200,7 +202,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       if (!this.settled) {
         // Claims of an earlier run under this id come first; until they are settled the offer goes back.
         const delay = this.claimBackoff.fail();
-        this.log.warn('the earlier run is not settled yet; the offer goes back', { ...fields, retryInMs: delay });
+        this.log.warn({ ...fields, retryInMs: delay }, 'the earlier run is not settled yet; the offer goes back');
         held.nak(delay);
         await this.sleep(delay);
         return;
@@ -220,28 +222,28 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
           { timeoutMs: this.config.commandTimeoutMs, correlationId: `${offer.jobId}-attempt-${offer.attempt}`, retryUntil: Date.now() + 3 * this.config.commandTimeoutMs },
         );
         if (!reply.claimed) {
-          this.log.log('offer dropped: the claim went elsewhere', fields);
+          this.log.info(fields, 'offer dropped: the claim went elsewhere');
           held.ack();
           return;
         }
         claimed = reply.job;
       } catch (error) {
         if (isGantryError(error) && LOST_CLAIM_CODES.has(error.code)) {
-          this.log.log('offer dropped: the claim was refused', { ...fields, code: error.code, error: error.message });
+          this.log.info({ ...fields, code: error.code, error: error.message }, 'offer dropped: the claim was refused');
           held.ack();
           return;
         }
         const delay = this.claimBackoff.fail();
-        this.log.warn('claim failed; the offer goes back', { ...fields, error: String(error), retryInMs: delay });
+        this.log.warn({ ...fields, error: String(error), retryInMs: delay }, 'claim failed; the offer goes back');
         held.nak(delay);
         await this.sleep(delay);
         return;
       }
       this.claimBackoff.succeed();
-      this.log.log('job claimed', { ...fields, leaseToken: claimed.leaseToken, leaseExpiresAt: claimed.leaseExpiresAt });
+      this.log.info({ ...fields, leaseToken: claimed.leaseToken, leaseExpiresAt: claimed.leaseExpiresAt }, 'job claimed');
       const run = new JobRun(
         claimed,
-        { config: this.config, commands: this.commands, log: this.log, onTokenExpired: (reason) => this.tokenExpired(reason) },
+        { config: this.config, commands: this.commands, log: this.partsLog, onTokenExpired: (reason) => this.tokenExpired(reason) },
         this.shutdown.signal,
       );
       this.runs.set(claimed.jobId, run);
@@ -254,7 +256,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       this.logOutcome(outcome, fields);
       held.ack();
     } catch (error) {
-      this.log.error('offer handling failed', { ...fields, error: String(error) });
+      this.log.error({ ...fields, error: String(error) }, 'offer handling failed');
       held.ack();
     } finally {
       clearInterval(keepAlive);
@@ -264,23 +266,23 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private tokenExpired(reason: string): void {
     this.tokenExpiredReason = reason;
     this.liveness.markUnhealthy('runner', 'agent token expired');
-    this.log.error('agent token expired; this runner takes no more work', { runnerId: this.config.runnerId, reason });
+    this.log.error({ runnerId: this.config.runnerId, reason }, 'agent token expired; this runner takes no more work');
     this.stopIntake('agent token expired');
   }
 
   private logOutcome(outcome: JobRunOutcome, fields: Record<string, unknown>): void {
     switch (outcome.kind) {
       case 'finished':
-        this.log.log('job done on this runner', { ...fields, jobStatus: outcome.reply.jobStatus, agentStarted: outcome.agentStarted });
+        this.log.info({ ...fields, jobStatus: outcome.reply.jobStatus, agentStarted: outcome.agentStarted }, 'job done on this runner');
         return;
       case 'rolled_back':
-        this.log.warn('job handed back', { ...fields, reason: outcome.reason, cause: outcome.cause, agentStarted: outcome.agentStarted });
+        this.log.warn({ ...fields, reason: outcome.reason, cause: outcome.cause, agentStarted: outcome.agentStarted }, 'job handed back');
         return;
       case 'cancelled':
-        this.log.warn('job cancelled on this runner', { ...fields, agentStarted: outcome.agentStarted });
+        this.log.warn({ ...fields, agentStarted: outcome.agentStarted }, 'job cancelled on this runner');
         return;
       case 'lease_lost':
-        this.log.warn('job lost', { ...fields, reason: outcome.reason, agentStarted: outcome.agentStarted });
+        this.log.warn({ ...fields, reason: outcome.reason, agentStarted: outcome.agentStarted }, 'job lost');
         return;
     }
   }

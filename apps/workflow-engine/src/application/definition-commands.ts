@@ -1,4 +1,5 @@
 import { Controller, Inject } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import {
   addStepParticipant,
   ErrorCode,
@@ -12,7 +13,7 @@ import {
 } from '@gantry/contracts';
 import { decideWithin, EventStore, handleWithDecider } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
-import { CommandHandler, JsonLogger } from '@gantry/service-runtime';
+import { CommandHandler } from '@gantry/service-runtime';
 import { agentProfileDecider, participantDecider, stepOf, taskExists, WORKFLOW_TEMPLATES, workflowDecider } from '../domain/index.js';
 import { latestWorkflow, stepSeats } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
@@ -23,15 +24,12 @@ import { parseWorkflowYaml } from './workflow-yaml.js';
 /** Workflows (YAML or a template), agent profiles and task-level seats (docs/workflow-engine.md, "Definitions"). */
 @Controller()
 export class DefinitionCommands {
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('definitions');
-  }
+    @InjectPinoLogger('definitions') private readonly log: PinoLogger,
+  ) {}
 
   private now(): string {
     return this.store.clock().toISOString();
@@ -51,7 +49,7 @@ export class DefinitionCommands {
       reply: (d) => ({ version: d.after.status === 'DEFINED' ? d.after.version : 0, changed: d.decided.length > 0 }),
     });
     const warnings = unknownActions.map((a) => ({ ...a, message: `action type ${a.type} is not one the engine knows: it will be skipped and warned about at dispatch` }));
-    for (const w of warnings) this.log.warn('workflow declares an action type the engine does not know', { rule: 'AC-A6', workflowId: request.workflowId, stepId: w.stepId, trigger: w.trigger, position: w.position, actionType: w.type });
+    for (const w of warnings) this.log.warn({ rule: 'AC-A6', workflowId: request.workflowId, stepId: w.stepId, trigger: w.trigger, position: w.position, actionType: w.type }, 'workflow declares an action type the engine does not know');
     if (executed.result.changed && !executed.replayed) {
       for (const step of definition.steps) await this.flow.promote({ workflowId: request.workflowId, stepId: step.id }, metadata.correlationId);
     }

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type { PlacementReply } from '@gantry/contracts';
 import { EventStore, type CommandMetadata, type IdempotencyOptions } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import { nextStepId, stepOf, taskExists } from '../domain/index.js';
 import { latestWorkflow, tasksWaitingFor } from '../infrastructure/persistence/read-models.js';
 import { loadTask } from '../infrastructure/persistence/streams.js';
@@ -17,17 +17,14 @@ import { TurnTriggers } from './triggers/turn-triggers.js';
  */
 @Injectable()
 export class EntryFlow {
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Placements) private readonly placements: Placements,
     @Inject(OnEnterDispatcher) private readonly dispatcher: OnEnterDispatcher,
     @Inject(TurnTriggers) private readonly triggers: TurnTriggers,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('placement');
-  }
+    @InjectPinoLogger('placement') private readonly log: PinoLogger,
+  ) {}
 
   async place(request: PlacementRequest, options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions }): Promise<PlacementReply> {
     const executed = await this.store.execute<PlacementOutcome>(options, (uow) => this.placements.placeWithin(uow, request));
@@ -71,7 +68,7 @@ export class EntryFlow {
     try {
       await this.triggers.run('onExit', { task, workflow, step, entrySeq: left.entrySeq, cause: `exit:${taskId}~${left.workflowId}~${left.stepId}#${left.entrySeq}`, correlationId });
     } catch (error) {
-      this.log.error('on_exit failed', { taskId, workflowId: left.workflowId, stepId: left.stepId, error: error instanceof Error ? error.message : String(error) });
+      this.log.error({ taskId, workflowId: left.workflowId, stepId: left.stepId, error: error instanceof Error ? error.message : String(error) }, 'on_exit failed');
     }
   }
 }

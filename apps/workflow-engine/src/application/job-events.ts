@@ -1,8 +1,9 @@
 import { Controller, Inject } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
 import { GantryError, type EventEnvelope, type JobEnqueuedData, type JobFinishedData, type JobStartedData } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
-import { DurableConsumer, JsonLogger, type ConsumerContext } from '@gantry/service-runtime';
+import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { occupancyOf, stepOf, taskDecider, taskExists, type Task } from '../domain/index.js';
 import { latestWorkflow, queuedRunByKey, recordQueuedRunJob, rememberTaskJob, taskJob, type TaskJobRow } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
@@ -18,16 +19,13 @@ import { TurnTriggers } from './triggers/turn-triggers.js';
  */
 @Controller()
 export class JobEvents {
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(TurnTriggers) private readonly triggers: TurnTriggers,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('job-events');
-  }
+    @InjectPinoLogger('job-events') private readonly log: PinoLogger,
+  ) {}
 
   @DurableConsumer({ name: 'workflow-engine-job-events', source: 'jobs', types: ['JobEnqueued', 'JobStarted', 'JobFinished'] })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
@@ -71,7 +69,7 @@ export class JobEvents {
         metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
         idempotency: { scope: 'workflow.session_started', key: envelope.eventId, request: { jobId: job.jobId } },
         reply: () => undefined,
-      }).catch((error: unknown) => this.log.warn('could not record the session start', { taskId: job.taskId, jobId: job.jobId, error: String(error) }));
+      }).catch((error: unknown) => this.log.warn({ taskId: job.taskId, jobId: job.jobId, error: String(error) }, 'could not record the session start'));
     }
     await this.turn('onTurnStart', job, envelope);
   }
@@ -89,7 +87,7 @@ export class JobEvents {
     const now = occupancyOf(task as Task);
     // The turn of an occupancy the task has left (a late review of an earlier round) moves nothing.
     if (!now || now.workflowId !== job.workflowId || now.stepId !== job.stepId || now.entrySeq !== job.entrySeq) {
-      this.log.log('turn of an earlier step occupancy; nothing to do', { taskId: job.taskId, jobId: job.jobId, jobStepId: job.stepId, jobEntrySeq: job.entrySeq, trigger });
+      this.log.info({ taskId: job.taskId, jobId: job.jobId, jobStepId: job.stepId, jobEntrySeq: job.entrySeq, trigger }, 'turn of an earlier step occupancy; nothing to do');
       return;
     }
     const workflow = await latestWorkflow(this.store.pool, job.workflowId);
@@ -108,7 +106,7 @@ export class JobEvents {
     } catch (error) {
       // A refused move (a target step the workflow lost, a deleted task) is an answer, not a reason to redeliver.
       if (!(error instanceof GantryError)) throw error;
-      this.log.warn('the turn\'s transition was refused', { taskId: job.taskId, jobId: job.jobId, target, code: error.code, error: error.message });
+      this.log.warn({ taskId: job.taskId, jobId: job.jobId, target, code: error.code, error: error.message }, 'the turn\'s transition was refused');
     }
   }
 }

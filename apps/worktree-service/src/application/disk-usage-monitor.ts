@@ -1,6 +1,7 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type { DiskUsage } from '@gantry/contracts';
-import { JsonLogger, Readiness } from '@gantry/service-runtime';
+import { Readiness } from '@gantry/service-runtime';
 import { measureDiskUsage, type GitWorkspace } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
@@ -14,16 +15,13 @@ export class DiskUsageMonitor implements OnApplicationBootstrap, OnModuleDestroy
   private latest: DiskUsage | null = null;
   private timer: NodeJS.Timeout | null = null;
   private measuring: Promise<DiskUsage> | null = null;
-  private readonly log;
 
   constructor(
     @Inject(GIT_WORKSPACE) private readonly workspace: GitWorkspace,
     @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
     @Inject(Readiness) private readonly readiness: Readiness,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('disk-usage');
-  }
+    @InjectPinoLogger('disk-usage') private readonly log: PinoLogger,
+  ) {}
 
   onApplicationBootstrap(): void {
     this.readiness.register('disk', () => ({
@@ -48,7 +46,7 @@ export class DiskUsageMonitor implements OnApplicationBootstrap, OnModuleDestroy
       this.measuring = measureDiskUsage(this.workspace, new Date())
         .then((usage) => (this.latest = usage))
         .catch((error: unknown) => {
-          this.log.warn('disk use could not be measured', { error: String(error) });
+          this.log.warn({ error: String(error) }, 'disk use could not be measured');
           throw error;
         })
         .finally(() => {

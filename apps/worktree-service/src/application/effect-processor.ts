@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
-import { JsonLogger } from '@gantry/service-runtime';
 import { effectIdentity, type WorktreeEffect, type WorktreeLeaseCommand } from '../domain/index.js';
 import {
   createOrReuseWorktree,
@@ -29,15 +29,13 @@ export class WorktreeEffectProcessor {
   private readonly queued = new Set<string>();
   private readonly retries = new Map<string, { attempt: number; timer: NodeJS.Timeout }>();
   private stopped = false;
-  private readonly log;
 
   constructor(
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
     @Inject(GIT_WORKSPACE) private readonly workspace: GitWorkspace,
     @Inject(WorktreeHygiene) private readonly hygiene: WorktreeHygiene,
-    @Inject(JsonLogger) logger: JsonLogger,
+    @InjectPinoLogger('worktree-effects') private readonly log: PinoLogger,
   ) {
-    this.log = logger.forComponent('worktree-effects');
     leases.onEffects((effects) => this.enqueue(effects));
   }
 
@@ -50,7 +48,7 @@ export class WorktreeEffectProcessor {
       const previous = this.tails.get(effect.worktreeKey) ?? Promise.resolve();
       const run = previous.then(() => this.run(effect, id)).finally(() => this.queued.delete(id));
       const tail: Promise<void> = run
-        .catch((error: unknown) => this.log.error('worktree effect ended unexpectedly', { effect: id, error: describe(error) }))
+        .catch((error: unknown) => this.log.error({ effect: id, error: describe(error) }, 'worktree effect ended unexpectedly'))
         .then(() => {
           if (this.tails.get(effect.worktreeKey) === tail) this.tails.delete(effect.worktreeKey);
         });
@@ -99,7 +97,7 @@ export class WorktreeEffectProcessor {
     } catch (error) {
       const attempt = (this.retries.get(id)?.attempt ?? 0) + 1;
       const delay = RETRY_MS[Math.min(attempt - 1, RETRY_MS.length - 1)]!;
-      this.log.error('worktree effect failed; it will be retried', { ...fields, attempt, retryInMs: delay, error: describe(error) });
+      this.log.error({ ...fields, attempt, retryInMs: delay, error: describe(error) }, 'worktree effect failed; it will be retried');
       if (this.stopped) return;
       const timer = setTimeout(() => {
         this.queued.delete(id);
@@ -129,7 +127,7 @@ export class WorktreeEffectProcessor {
           command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'create_or_reuse', reason: reasonOf(error), now: this.leases.now() } };
         }
         await this.report(worktreeKey, command, effect);
-        if (created) await this.hygiene.enforceCap(repositoryUrl).catch((error: unknown) => this.log.warn('worktree cap not enforced', { repositoryUrl, error: describe(error) }));
+        if (created) await this.hygiene.enforceCap(repositoryUrl).catch((error: unknown) => this.log.warn({ repositoryUrl, error: describe(error) }, 'worktree cap not enforced'));
         return;
       }
       case 'sync': {
@@ -175,7 +173,7 @@ export class WorktreeEffectProcessor {
       await this.leases.decide(worktreeKey, command, { metadata: serviceActor(`effect:${effect.type}`) });
     } catch (error) {
       if (error instanceof GantryError && ['STALE_FENCE', 'INVALID_TRANSITION', 'NOT_FOUND'].includes(error.code)) {
-        this.log.warn('effect outcome not recorded: the lease moved on', { worktreeKey, command: command.type, code: error.code, error: error.message });
+        this.log.warn({ worktreeKey, command: command.type, code: error.code, error: error.message }, 'effect outcome not recorded: the lease moved on');
         return;
       }
       throw error;

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 
@@ -15,16 +15,13 @@ const LIVE = `('acquiring_lock', 'creating_or_reusing', 'syncing', 'ready', 'rel
 @Injectable()
 export class WorktreeHygiene {
   private chain: Promise<unknown> = Promise.resolve();
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
     @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('worktree-hygiene');
-  }
+    @InjectPinoLogger('worktree-hygiene') private readonly log: PinoLogger,
+  ) {}
 
   /** Evicts idle worktrees of `repositoryUrl` beyond the cap; returns the keys asked to go. One pass at a time. */
   enforceCap(repositoryUrl: string): Promise<string[]> {
@@ -59,7 +56,7 @@ export class WorktreeHygiene {
       }
     }
     if (evicted.length > 0) {
-      this.log.log('idle worktrees evicted over the cap', { repositoryUrl, cap: this.config.maxWorktreesPerRepository, evicted });
+      this.log.info({ repositoryUrl, cap: this.config.maxWorktreesPerRepository, evicted }, 'idle worktrees evicted over the cap');
     }
     return evicted;
   }

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { Inject, Injectable } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
 import { EventStore, fold, type CommandMetadata, type Decision, type IdempotencyOptions, type StoredEvent } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import {
   effectsRequestedBy,
   openingOf,
@@ -48,15 +48,13 @@ export class WorktreeLeaseLog {
   private readonly changes = new EventEmitter();
   private effectListener: (effects: WorktreeEffect[]) => void = () => undefined;
   private closingFlag = false;
-  private readonly log;
 
   constructor(
     @Inject(EventStore) readonly store: EventStore,
     @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
-    @Inject(JsonLogger) logger: JsonLogger,
+    @InjectPinoLogger('lease-log') private readonly log: PinoLogger,
   ) {
     this.changes.setMaxListeners(0);
-    this.log = logger.forComponent('lease-log');
   }
 
   /** The effect processor registers here; the log never runs git itself. */
@@ -85,7 +83,7 @@ export class WorktreeLeaseLog {
       this.changes.emit('change', worktreeKey);
       if (decided.version > this.config.epochEvents) {
         await this.closeBooks(worktreeKey).catch((error: unknown) =>
-          this.log.warn('books not closed; a later idle moment tries again', { worktreeKey, error: String(error) }),
+          this.log.warn({ worktreeKey, error: String(error) }, 'books not closed; a later idle moment tries again'),
         );
       }
     }

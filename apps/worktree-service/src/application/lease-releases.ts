@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError, type WorktreeReleasePendingCause, type WorktreeReleaseReason } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import type { LeaseRow } from './lease-rows.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 
@@ -18,15 +18,12 @@ const LIVE = ['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready'];
  */
 @Injectable()
 export class LeaseReleases {
-  private readonly log;
 
   constructor(
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
     @Inject(EventStore) private readonly store: EventStore,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('lease-release');
-  }
+    @InjectPinoLogger('lease-release') private readonly log: PinoLogger,
+  ) {}
 
   /** The live leases of a job's claims up to `upToJobLeaseToken` (every claim when null). */
   async liveLeasesOfJob(jobId: string, upToJobLeaseToken: number | null): Promise<LeaseRow[]> {
@@ -50,7 +47,7 @@ export class LeaseReleases {
     const metadata = { ...serviceActor(`await-holder:${cause}`), causationId: options.causationId ?? null };
     try {
       await this.leases.decide(lease.worktree_key, { type: 'AwaitHolderRelease', data: { leaseId: lease.lease_id, cause, now: this.leases.now() } }, { metadata });
-      this.log.log('worktree lease waits for its holder', { leaseId: lease.lease_id, worktreeKey: lease.worktree_key, jobId: lease.job_id, cause });
+      this.log.info({ leaseId: lease.lease_id, worktreeKey: lease.worktree_key, jobId: lease.job_id, cause }, 'worktree lease waits for its holder');
     } catch (error) {
       if (error instanceof GantryError && ALREADY_DONE.has(error.code)) return;
       throw error;
@@ -71,7 +68,7 @@ export class LeaseReleases {
           { metadata },
         );
       }
-      this.log.log('worktree lease released by the service', { leaseId: lease.lease_id, worktreeKey: lease.worktree_key, jobId: lease.job_id, reason });
+      this.log.info({ leaseId: lease.lease_id, worktreeKey: lease.worktree_key, jobId: lease.job_id, reason }, 'worktree lease released by the service');
       return true;
     } catch (error) {
       if (error instanceof GantryError && ALREADY_DONE.has(error.code)) {

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import { upcomingDeadlines, type WorktreeLeaseCommand } from '../domain/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
@@ -16,16 +16,13 @@ import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 export class LeaseSweep implements OnModuleDestroy {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  private readonly log;
 
   constructor(
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('lease-sweep');
-  }
+    @InjectPinoLogger('lease-sweep') private readonly log: PinoLogger,
+  ) {}
 
   start(): void {
     if (this.timer) return;
@@ -33,7 +30,7 @@ export class LeaseSweep implements OnModuleDestroy {
       if (this.running) return;
       this.running = this.sweep()
         .then(() => undefined)
-        .catch((error: unknown) => this.log.warn('lease sweep failed; the next tick retries', { error: String(error) }))
+        .catch((error: unknown) => this.log.warn({ error: String(error) }, 'lease sweep failed; the next tick retries'))
         .finally(() => {
           this.running = null;
         });
@@ -76,7 +73,7 @@ export class LeaseSweep implements OnModuleDestroy {
   private async run(worktreeKey: string, command: WorktreeLeaseCommand): Promise<number> {
     try {
       await this.leases.decide(worktreeKey, command, { metadata: serviceActor('lease-sweep') });
-      if (command.type === 'ExpireWorktreeLease') this.log.log('worktree lease expired', { worktreeKey, leaseId: command.data.leaseId });
+      if (command.type === 'ExpireWorktreeLease') this.log.info({ worktreeKey, leaseId: command.data.leaseId }, 'worktree lease expired');
       return 1;
     } catch (error) {
       if (error instanceof GantryError && error.code === 'NOT_FOUND') return 0;

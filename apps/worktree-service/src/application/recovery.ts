@@ -1,8 +1,9 @@
 import path from 'node:path';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { JsonLogger, Readiness } from '@gantry/service-runtime';
+import { Readiness } from '@gantry/service-runtime';
 import { claimVerdict, planReconciliation, type ClaimEndedBy, type ReconciliationAction } from '../domain/index.js';
 import { listWorktrees, pruneWorktrees, quarantineOrphanDirectory, type GitWorkspace } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
@@ -32,7 +33,6 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
   private phase: 'starting' | 'reconciled' | 'recovered' | 'failed' = 'starting';
   private background: Promise<void> | null = null;
   private jobEvents: JobEventProgress | null = null;
-  private readonly log;
 
   constructor(
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
@@ -43,15 +43,13 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     @Inject(GIT_WORKSPACE) private readonly workspace: GitWorkspace,
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Readiness) private readonly readiness: Readiness,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('worktree-recovery');
-  }
+    @InjectPinoLogger('worktree-recovery') private readonly log: PinoLogger,
+  ) {}
 
   async onApplicationBootstrap(): Promise<void> {
     this.readiness.register('worktree-recovery', () => ({ ok: this.phase === 'recovered', detail: { phase: this.phase, effectsInFlight: this.effects.busy, jobEvents: this.jobEvents } }));
     const actions = await this.reconcile();
-    this.log.log('reconciled leases with the disk', { actions: actions.map((a) => a.type) });
+    this.log.info({ actions: actions.map((a) => a.type) }, 'reconciled leases with the disk');
     this.phase = 'reconciled';
     this.sweep.start();
     // Not awaited: the jobs consumer starts with the runtime, after this hook.
@@ -67,7 +65,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
       if (await this.releases.end(lease, 'shutdown').catch(() => false)) released++;
     }
     await this.effects.stop(SHUTDOWN_GRACE_MS);
-    this.log.log('leases released at shutdown', { released });
+    this.log.info({ released }, 'leases released at shutdown');
   }
 
   /** Plans against what git and the log say now, then runs the plan in its order. */
@@ -84,7 +82,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
       switch (action.type) {
         case 'quarantine_orphan': {
           const movedTo = await quarantineOrphanDirectory(this.workspace, { directory: action.directory, now: this.store.clock() });
-          this.log.warn('orphan worktree directory moved aside', { directory: action.directory, movedTo });
+          this.log.warn({ directory: action.directory, movedTo }, 'orphan worktree directory moved aside');
           break;
         }
         case 'prune':
@@ -103,7 +101,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
               // Taken by a new lease meanwhile: its create makes the worktree again.
               if (!(error instanceof GantryError && error.code === ErrorCode.PRECONDITION_FAILED)) throw error;
             });
-          this.log.warn('worktree directory gone; its record is completed by an eviction', { worktreeKey: action.worktreeKey });
+          this.log.warn({ worktreeKey: action.worktreeKey }, 'worktree directory gone; its record is completed by an eviction');
           break;
         case 'release_stale_lease':
           await this.leases.decide(
@@ -129,7 +127,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
         return;
       } catch (error) {
         if (this.phase !== 'recovered') this.phase = 'failed';
-        this.log.error('stale reset failed; trying again', { error: String(error) });
+        this.log.error({ error: String(error) }, 'stale reset failed; trying again');
         await new Promise((r) => setTimeout(r, 2_000));
       }
     }
@@ -165,7 +163,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
       this.jobEvents = progress;
       if (progress && progress.undelivered === 0) return progress;
       if (Date.now() > deadline) {
-        this.log.warn('jobs consumer did not catch up in time; stale reset uses what it has', { jobEvents: progress });
+        this.log.warn({ jobEvents: progress }, 'jobs consumer did not catch up in time; stale reset uses what it has');
         return null;
       }
       if (this.leases.closing) return null;
@@ -204,7 +202,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
         await this.releases.awaitHolder(lease, verdict.cause);
         changed++;
       }
-      this.log.warn('stale worktree lease reset', { leaseId: lease.lease_id, jobId: lease.job_id, jobStatus: byJob.get(lease.job_id)?.status ?? 'unknown', verdict: verdict.kind });
+      this.log.warn({ leaseId: lease.lease_id, jobId: lease.job_id, jobStatus: byJob.get(lease.job_id)?.status ?? 'unknown', verdict: verdict.kind }, 'stale worktree lease reset');
     }
     return changed;
   }

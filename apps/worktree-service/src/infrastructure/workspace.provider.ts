@@ -1,5 +1,5 @@
 import type { Provider } from '@nestjs/common';
-import { JsonLogger } from '@gantry/service-runtime';
+import { PinoLogger } from 'nestjs-pino';
 import { openGitWorkspace } from './git/index.js';
 import { loadWorktreeConfig, WORKTREE_CONFIG, type WorktreeConfig } from './worktree-config.js';
 
@@ -10,14 +10,14 @@ export const worktreeInfrastructure: Provider[] = [
   { provide: WORKTREE_CONFIG, useFactory: loadWorktreeConfig },
   {
     provide: GIT_WORKSPACE,
-    inject: [WORKTREE_CONFIG, JsonLogger],
-    useFactory: (config: WorktreeConfig, logger: JsonLogger) => {
-      const log = logger.forComponent('git');
+    inject: [WORKTREE_CONFIG, PinoLogger],
+    useFactory: (config: WorktreeConfig, log: PinoLogger) => {
+      log.setContext('git');
       return openGitWorkspace(config.root, {
         commandTimeoutMs: config.gitCommandTimeoutMs,
         networkTimeoutMs: config.gitNetworkTimeoutMs,
         // An agent wrote them; the keys (never their values) say what it tried.
-        onForeignConfigRemoved: (keys, dir) => log.warn('removed git config that service-side git does not accept', { dir, keys }),
+        onForeignConfigRemoved: (keys, dir) => log.warn({ dir, keys }, 'removed git config that service-side git does not accept'),
       });
     },
   },

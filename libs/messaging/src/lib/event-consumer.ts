@@ -52,6 +52,8 @@ export interface EventConsumerOptions {
   validate?: boolean;
   /** Events already delivered that are handled in one transaction at most (default 32). */
   batchSize?: number;
+  /** Runs the handling of one event (its handler; alone, also its settlement and the lines logged about it) inside a context, e.g. the logs' correlation id. */
+  withinEvent?: (event: EventEnvelope, work: () => Promise<void>) => Promise<void>;
 }
 
 const decoder = new TextDecoder();
@@ -308,7 +310,11 @@ export class EventConsumer {
       }
     }
     if (work.length > 1 && (await this.processTogether(work))) return;
-    for (const { msg, event } of work) await this.process(msg, event);
+    for (const { msg, event } of work) await this.within(event, () => this.process(msg, event));
+  }
+
+  private within(event: EventEnvelope, work: () => Promise<void>): Promise<void> {
+    return this.options.withinEvent ? this.options.withinEvent(event, work) : work();
   }
 
   /** Keeps the messages from being redelivered while they are handled (see ackWaitMs). */
@@ -335,7 +341,7 @@ export class EventConsumer {
       client.on('error', onConnectionError);
       const fresh = await beginWithInbox(client, this.options.name, work.map((w) => w.event.eventId));
       // A copy delivered twice in one batch is handled once: its id leaves the set with the first.
-      for (const { event } of work) if (fresh.delete(event.eventId)) await this.options.handle(event, client);
+      for (const { event } of work) if (fresh.delete(event.eventId)) await this.within(event, () => this.options.handle(event, client!));
       await client.query('COMMIT');
     } catch {
       await client?.query('ROLLBACK').catch(() => undefined);

@@ -1,10 +1,11 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import type { INestApplication, LoggerService, LogLevel, Type } from '@nestjs/common';
+import type { INestApplication, Type } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
+import { Logger } from 'nestjs-pino';
 import { SERVICE_CONFIG } from './runtime.module.js';
 import type { ServiceConfig } from './config.js';
-import { JsonLogger } from './logger.js';
+import { bootLogger } from './logging.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { GantryExceptionFilter } from './transport/rpc-errors.filter.js';
 
@@ -20,8 +21,8 @@ export interface RunServiceOptions {
 }
 
 export interface ServiceAppOptions extends RunServiceOptions {
-  /** Nest's logger; `false` for none (tests). */
-  logger?: LoggerService | LogLevel[] | false;
+  /** `false`: Nest's own lines (modules, routes) are not logged (tests); the service's lines are. */
+  nestLogs?: false;
 }
 
 /**
@@ -31,13 +32,14 @@ export interface ServiceAppOptions extends RunServiceOptions {
  */
 export async function createServiceApp(module: Type<unknown>, options: ServiceAppOptions = {}): Promise<INestApplication> {
   const app = await NestFactory.create(module, {
-    logger: options.logger,
-    bufferLogs: false,
+    // Nest's own lines wait for the service's pino logger (nestjs-pino), which exists once the modules do.
+    ...(options.nestLogs === false ? { logger: false } : { bufferLogs: true }),
     forceCloseConnections: true,
     rawBody: options.rawBody !== undefined,
     // A failed start is thrown to the caller (runService logs it and exits 1), not exited on here.
     abortOnError: false,
   });
+  if (options.nestLogs !== false) app.useLogger(app.get(Logger));
   if (options.rawBody) (app as NestExpressApplication).useBodyParser('json', { limit: options.rawBody.jsonLimit });
   let transport: GantryTransport | null = null;
   try {
@@ -65,31 +67,31 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
  * exit 0; a shutdown that hangs past the grace period exits 1.
  */
 export async function runService(module: Type<unknown>, service: string, options: RunServiceOptions = {}): Promise<INestApplication> {
-  const logger = new JsonLogger(service);
+  const log = bootLogger(service).child({ context: 'runtime' });
   let app: INestApplication;
   try {
-    app = await createServiceApp(module, { ...options, logger });
+    app = await createServiceApp(module, options);
     const config = app.get<ServiceConfig>(SERVICE_CONFIG);
     await app.listen(config.port, config.httpHost);
-    logger.log({ message: 'listening', port: config.port, host: config.httpHost }, 'runtime');
+    log.info({ port: config.port, host: config.httpHost }, 'listening');
   } catch (error) {
-    logger.fatal({ message: 'service failed to start', error: error instanceof Error ? error.message : String(error) }, 'runtime');
+    log.fatal({ error: error instanceof Error ? error.message : String(error) }, 'service failed to start');
     process.exit(1);
   }
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    logger.log({ message: 'stopping', signal }, 'runtime');
+    log.info({ signal }, 'stopping');
     const force = setTimeout(() => {
-      logger.error({ message: 'shutdown took too long; exiting', graceMs: SHUTDOWN_GRACE_MS }, 'runtime');
+      log.error({ graceMs: SHUTDOWN_GRACE_MS }, 'shutdown took too long; exiting');
       process.exit(1);
     }, SHUTDOWN_GRACE_MS);
     force.unref();
     app.close().then(
       () => process.exit(0),
       (error: unknown) => {
-        logger.error({ message: 'shutdown failed', error: String(error) }, 'runtime');
+        log.error({ error: String(error) }, 'shutdown failed');
         process.exit(1);
       },
     );

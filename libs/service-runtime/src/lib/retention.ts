@@ -1,9 +1,9 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { EventStore, pruneExpired, type PruneResult } from '@gantry/eventstore';
 import { Bus, isNotFound } from '@gantry/messaging';
 import { SERVICE_CONFIG, type ServiceConfig } from './config.js';
 import { GantryTransport } from './transport/gantry-transport.js';
-import { JsonLogger } from './logger.js';
 
 /**
  * Inbox rows are kept this much longer than their stream keeps messages: the row is stamped by
@@ -21,24 +21,21 @@ const CLOCK_MARGIN = 1.1;
 export class RetentionPruner implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<unknown> | null = null;
-  private readonly log;
 
   constructor(
     @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
     @Inject(GantryTransport) private readonly transport: GantryTransport,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('retention');
-  }
+    @InjectPinoLogger('retention') private readonly log: PinoLogger,
+  ) {}
 
   // The job's schedule: one interval, one run at a time.
   onApplicationBootstrap(): void {
     this.timer = setInterval(() => {
       if (this.running) return;
       this.running = this.pruneOnce()
-        .catch((error: unknown) => this.log.warn('pruning failed; the next run retries', { error: String(error) }))
+        .catch((error: unknown) => this.log.warn({ error: String(error) }, 'pruning failed; the next run retries'))
         .finally(() => {
           this.running = null;
         });
@@ -67,7 +64,7 @@ export class RetentionPruner implements OnApplicationBootstrap, BeforeApplicatio
       inboxBefore,
       deadLettersBefore: new Date(now.getTime() - this.config.retention.deadLetterRetentionMs),
     });
-    if (result.receipts + result.inbox + result.deadLetters > 0) this.log.log('pruned', { ...result });
+    if (result.receipts + result.inbox + result.deadLetters > 0) this.log.info({ ...result }, 'pruned');
     return result;
   }
 

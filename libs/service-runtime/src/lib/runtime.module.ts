@@ -9,6 +9,7 @@ import {
   type OnApplicationShutdown,
 } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { PATTERN_EXTRAS_METADATA } from '@nestjs/microservices/constants.js';
 import type { Context } from '@gantry/contracts';
 import { createPool, EventStore, migrate, type MigrationClass, type Projection } from '@gantry/eventstore';
@@ -17,7 +18,7 @@ import { loadServiceConfig, redactUrl, SERVICE_CONFIG, type ServiceConfig } from
 import { CommandsController, HealthController } from './http.controllers.js';
 import { gantryHandlerOf } from './transport/decorators.js';
 import { GantryTransport } from './transport/gantry-transport.js';
-import { JsonLogger } from './logger.js';
+import { componentLogger, loggingModule, withinLogContext } from './logging.js';
 import { Liveness, Readiness } from './readiness.js';
 import { RetentionPruner } from './retention.js';
 
@@ -55,7 +56,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
     @Inject(Readiness) private readonly readiness: Readiness,
-    @Inject(JsonLogger) private readonly logger: JsonLogger,
+    @InjectPinoLogger('runtime') private readonly log: PinoLogger,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -83,9 +84,8 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     });
     this.store.onAppended(() => this.relay.appended());
     this.relay.start();
-    this.logger.log(
+    this.log.info(
       {
-        message: 'service started',
         boundedContext: this.options.context,
         schema: this.config.schema,
         database: redactUrl(this.config.databaseUrl),
@@ -94,7 +94,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
         commands: this.transport.commandNames,
         consumers: this.transport.consumers.map((c) => c.name),
       },
-      'runtime',
+      'service started',
     );
   }
 
@@ -137,7 +137,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
   async onApplicationShutdown(): Promise<void> {
     await this.bus.close();
     await this.store.pool.end();
-    this.logger.log({ message: 'service stopped' }, 'runtime');
+    this.log.info('service stopped');
   }
 }
 
@@ -174,10 +174,10 @@ export class GantryRuntimeModule {
   static forClient(options: ClientRuntimeOptions): DynamicModule {
     return {
       module: GantryRuntimeModule,
+      imports: [loggingModule(options.service)],
       controllers: [HealthController],
       providers: [
         { provide: SERVICE_CONFIG, useFactory: () => loadServiceConfig(options.service, { schema: 'runner', port: options.defaultPort }) },
-        { provide: JsonLogger, useFactory: () => new JsonLogger(options.service) },
         {
           provide: Bus,
           inject: [SERVICE_CONFIG],
@@ -189,19 +189,18 @@ export class GantryRuntimeModule {
         Liveness,
         ClientLifecycle,
       ],
-      exports: [SERVICE_CONFIG, JsonLogger, Bus, CommandClient, Readiness, Liveness],
+      exports: [SERVICE_CONFIG, Bus, CommandClient, Readiness, Liveness],
     };
   }
 
   static forRoot(options: RuntimeOptions): DynamicModule {
     return {
       module: GantryRuntimeModule,
-      imports: [DiscoveryModule],
+      imports: [DiscoveryModule, loggingModule(options.service)],
       controllers: [HealthController, CommandsController],
       providers: [
         { provide: RUNTIME_OPTIONS, useValue: options },
         { provide: SERVICE_CONFIG, useFactory: () => loadServiceConfig(options.service, { schema: options.context, port: options.defaultPort }) },
-        { provide: JsonLogger, useFactory: () => new JsonLogger(options.service) },
         {
           provide: EventStore,
           inject: [SERVICE_CONFIG],
@@ -234,28 +233,29 @@ export class GantryRuntimeModule {
         },
         {
           provide: GantryTransport,
-          inject: [SERVICE_CONFIG, EventStore, Bus, JsonLogger],
-          useFactory: (config: ServiceConfig, store: EventStore, bus: Bus, logger: JsonLogger) =>
+          inject: [SERVICE_CONFIG, EventStore, Bus, PinoLogger],
+          useFactory: (config: ServiceConfig, store: EventStore, bus: Bus, logger: PinoLogger) =>
             new GantryTransport({
               bus,
               pool: store.pool,
               context: options.context,
-              logger: logger.forComponent('transport'),
+              logger: componentLogger(logger, 'transport'),
               maxConcurrentCommands: config.commandConcurrency,
+              withinLogContext: (bindings, work) => withinLogContext(logger, bindings, work),
             }),
         },
         { provide: CommandClient, inject: [Bus], useFactory: (bus: Bus) => new CommandClient(bus) },
         {
           provide: OutboxRelay,
-          inject: [SERVICE_CONFIG, EventStore, Bus, JsonLogger],
-          useFactory: (config: ServiceConfig, store: EventStore, bus: Bus, logger: JsonLogger) =>
+          inject: [SERVICE_CONFIG, EventStore, Bus, PinoLogger],
+          useFactory: (config: ServiceConfig, store: EventStore, bus: Bus, logger: PinoLogger) =>
             new OutboxRelay({
               databaseUrl: config.databaseUrl,
               pool: store.pool,
               schema: config.schema,
               bus,
               context: options.context,
-              logger: logger.forComponent('relay'),
+              logger: componentLogger(logger, 'relay'),
             }),
         },
         Readiness,
@@ -263,7 +263,7 @@ export class GantryRuntimeModule {
         RetentionPruner,
         RuntimeLifecycle,
       ],
-      exports: [SERVICE_CONFIG, RUNTIME_OPTIONS, JsonLogger, EventStore, Bus, GantryTransport, CommandClient, OutboxRelay, Readiness, Liveness, RetentionPruner],
+      exports: [SERVICE_CONFIG, RUNTIME_OPTIONS, EventStore, Bus, GantryTransport, CommandClient, OutboxRelay, Readiness, Liveness, RetentionPruner],
     };
   }
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Webhooks } from '@octokit/webhooks';
 import { pullRequestIdFor } from '@gantry/contracts';
 import { Clone } from '@gantry/github-fake/testing';
-import { eventually } from '@gantry/testing';
+import { eventually, logRecordsOf } from '@gantry/testing';
 import { PrSystem } from './pr-system.js';
 
 /*
@@ -165,7 +165,7 @@ describe('pull requests under faults, end to end', () => {
       expect(merges.map((r) => [r.status, r.fault])).toEqual([[403, 'secondary_rate_limit'], [200, null]]);
       expect(Date.parse(merges[1]!.at) - Date.parse(merges[0]!.at)).toBeGreaterThanOrEqual(1000);
       expect((await system.github.pulls(repository)).map((p) => [p.head.ref, p.merged])).toEqual([[branch, true]]);
-      expect(system.prService.output()).toMatch(/GitHub rate limit: waiting before the request is sent again.*"kind":"secondary"/);
+      expect(logRecordsOf(system.prService.output())).toContainEqual(expect.objectContaining({ message: 'GitHub rate limit: waiting before the request is sent again', kind: 'secondary' }));
     }, 120_000);
   });
 

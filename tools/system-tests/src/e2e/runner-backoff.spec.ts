@@ -1,6 +1,6 @@
 import { dispatchSubject, jobOfferMessageId, type JobOffer } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { eventually, testNatsUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
+import { eventually, logRecordsOf, testNatsUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { startApp, type RunningApp } from '../services.js';
 import { standInBin } from './e2e-system.js';
 
@@ -53,7 +53,9 @@ describe('a runner without a job service', () => {
     const delays = await eventually(
       () => {
         // without a job service the runner can neither settle its earlier run nor claim: either way the offer goes back
-        const found = [...runner.output().matchAll(/"message":"(?:claim failed|the earlier run is not settled yet); the offer goes back".*?"retryInMs":(\d+)/g)].map((m) => Number(m[1]));
+        const found = logRecordsOf(runner.output())
+          .filter((r) => r.message === 'claim failed; the offer goes back' || r.message === 'the earlier run is not settled yet; the offer goes back')
+          .map((r) => Number(r.retryInMs));
         return found.length >= 4 ? found : null;
       },
       { what: 'four failed claims', timeoutMs: 20_000 },

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError, type EntryPath, type StepDefinition } from '@gantry/contracts';
 import { EventStore, decideWithin, handleWithDecider } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import {
   CLAIM_REFUSAL,
   declarationDigest,
@@ -69,7 +69,6 @@ export class OnEnterDispatcher {
   private readonly inFlight = new Map<string, Promise<DispatchOutcome>>();
   private readonly background = new Set<Promise<unknown>>();
   private stopping = false;
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -78,10 +77,8 @@ export class OnEnterDispatcher {
     @Inject(SessionActions) private readonly session: SessionActions,
     @Inject(DispatchDiagnostics) private readonly diagnostics: DispatchDiagnostics,
     @Inject(TestHooks) private readonly hooks: TestHooks,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('on-enter');
-  }
+    @InjectPinoLogger('on-enter') private readonly log: PinoLogger,
+  ) {}
 
   /** Dispatches an entry and resolves with how it ended. */
   dispatch(entry: EntryToDispatch, mode: DispatchMode): Promise<DispatchOutcome> {
@@ -91,7 +88,7 @@ export class OnEnterDispatcher {
       .catch(() => undefined)
       .then(() => this.dispatchOnce(entry, mode))
       .then((outcome) => {
-        this.log.log('step entry dispatched', { ...entry, mode, outcome, epoch: this.process.epoch });
+        this.log.info({ ...entry, mode, outcome, epoch: this.process.epoch }, 'step entry dispatched');
         return outcome;
       });
     this.inFlight.set(key, run);
@@ -104,14 +101,14 @@ export class OnEnterDispatcher {
   /** Dispatches in the background (after a command's commit); a failure is logged, the entry resumes at the next start. */
   schedule(entry: EntryToDispatch, mode: DispatchMode): void {
     if (this.stopping) {
-      this.log.log('stopping: step entry left to the next start', { ...entry });
+      this.log.info({ ...entry }, 'stopping: step entry left to the next start');
       return;
     }
     const work: Promise<void> = this.dispatch(entry, mode)
       .then(
         () => undefined,
         (error: unknown) => {
-          this.log.error('step entry dispatch failed; it resumes at the next start', { ...entry, error: error instanceof Error ? error.message : String(error) });
+          this.log.error({ ...entry, error: error instanceof Error ? error.message : String(error) }, 'step entry dispatch failed; it resumes at the next start');
         },
       )
       .finally(() => this.background.delete(work));

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type { EntryTermination, SkipReason } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import { recoveryOrder, recoveryVerdict, stepOf, taskAtStepDecider, taskExists, type StepEntryRecord } from '../../domain/index.js';
 import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
 import { latestWorkflow, openStepEntries, type OpenEntryRow } from '../../infrastructure/persistence/read-models.js';
@@ -20,7 +20,6 @@ type Handled = DispatchOutcome | 'left_to_owner' | 'skipped' | 'failed';
  */
 @Injectable()
 export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -28,10 +27,8 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     @Inject(OnEnterDispatcher) private readonly dispatcher: OnEnterDispatcher,
     @Inject(DispatchDiagnostics) private readonly diagnostics: DispatchDiagnostics,
     @Inject(TestHooks) private readonly hooks: TestHooks,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('recovery');
-  }
+    @InjectPinoLogger('recovery') private readonly log: PinoLogger,
+  ) {}
 
   /** Runs before any provider's onApplicationBootstrap, so before commands and consumers start. */
   async onModuleInit(): Promise<void> {
@@ -42,7 +39,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     try {
       await this.process.watchPeers((gone) => this.run(`takeover:${gone}`));
     } catch (error) {
-      this.log.error('could not watch the peer processes; a gone peer\'s entries resume at the next start', { error: String(error) });
+      this.log.error({ error: String(error) }, 'could not watch the peer processes; a gone peer\'s entries resume at the next start');
     }
   }
 
@@ -52,7 +49,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
       if (this.hooks.fails('recovery-query')) throw new Error('the scan query failed (forced by a test)');
       rows = await openStepEntries(this.store.pool);
     } catch (error) {
-      this.log.error('recovery scan query failed; starting without it, entries resume at a later start', { rule: 'AC-B9(f)', reason, error: error instanceof Error ? error.message : String(error) });
+      this.log.error({ rule: 'AC-B9(f)', reason, error: error instanceof Error ? error.message : String(error) }, 'recovery scan query failed; starting without it, entries resume at a later start');
       return;
     }
     const tally: Record<string, number> = {};
@@ -62,13 +59,13 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
         handled = await this.handle(row);
       } catch (error) {
         handled = 'failed';
-        this.log.error('recovery of a step entry failed; it stays open for a later start', {
+        this.log.error({
           rule: 'AC-B9(f)', reason, ...row, error: error instanceof Error ? error.message : String(error),
-        });
+        }, 'recovery of a step entry failed; it stays open for a later start');
       }
       tally[handled] = (tally[handled] ?? 0) + 1;
     }
-    this.log.log('recovery scan finished', { reason, epoch: this.process.epoch, records: rows.length, ...tally });
+    this.log.info({ reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'recovery scan finished');
   }
 
   private async handle(row: OpenEntryRow): Promise<Handled> {

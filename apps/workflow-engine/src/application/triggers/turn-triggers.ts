@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { isEngineActionType, isSessionActionType, isTransitionActionType, type StepDefinition, type TriggerName } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { JsonLogger } from '@gantry/service-runtime';
 import { guardHolds, quorumSeatsOf, transitionTarget, type Task, type TransitionTarget } from '../../domain/index.js';
 import { type StoredWorkflow, stepSeats } from '../../infrastructure/persistence/read-models.js';
 import { loadTaskAtStep } from '../../infrastructure/persistence/streams.js';
@@ -29,16 +29,13 @@ export interface TriggerOccasion {
  */
 @Injectable()
 export class TurnTriggers {
-  private readonly log;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(EngineActions) private readonly engine: EngineActions,
     @Inject(SessionActions) private readonly session: SessionActions,
-    @Inject(JsonLogger) logger: JsonLogger,
-  ) {
-    this.log = logger.forComponent('triggers');
-  }
+    @InjectPinoLogger('triggers') private readonly log: PinoLogger,
+  ) {}
 
   async run(trigger: Exclude<TriggerName, 'onEnter'>, occasion: TriggerOccasion): Promise<TransitionTarget | null> {
     const { task, workflow, step } = occasion;
@@ -72,10 +69,10 @@ export class TurnTriggers {
           const result = await this.engine.execute(run);
           if (result.outcome === 'failed') throw new Error(result.failure.cause);
         } else {
-          this.log.warn('trigger action not executed', { ...where, actionType: action.type, position, reason: isEngineActionType(action.type) ? 'no_executor' : 'unrecognised' });
+          this.log.warn({ ...where, actionType: action.type, position, reason: isEngineActionType(action.type) ? 'no_executor' : 'unrecognised' }, 'trigger action not executed');
         }
       } catch (error) {
-        this.log.error('trigger stopped at a failing action', { rule: 'AC-C5', ...where, actionType: action.type, position, cause: error instanceof Error ? error.message : String(error) });
+        this.log.error({ rule: 'AC-C5', ...where, actionType: action.type, position, cause: error instanceof Error ? error.message : String(error) }, 'trigger stopped at a failing action');
         return null;
       }
     }

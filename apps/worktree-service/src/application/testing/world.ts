@@ -99,7 +99,7 @@ export async function startInProcess(world: TestWorld, env: Record<string, strin
   Object.assign(process.env, world.env(env));
   let app: INestApplication;
   try {
-    app = await createServiceApp(AppModule, { logger: ['error'] });
+    app = await createServiceApp(AppModule);
   } finally {
     process.env = saved;
   }

@@ -26,8 +26,8 @@ export interface GantryTransportOptions {
   logger: ConsumerLogger;
   /** Commands a replica answers at once; further requests wait in NATS. */
   maxConcurrentCommands: number;
-  /** Runs one command or event inside its logging context (the correlation id on every line). */
-  withinCorrelation?: <T>(correlationId: string, work: () => Promise<T>) => Promise<T>;
+  /** Runs one command or event inside its logging context: `bindings` on every line logged meanwhile. */
+  withinLogContext?: <T>(bindings: Record<string, unknown>, work: () => Promise<T>) => Promise<T>;
 }
 
 interface CommandRoute {
@@ -176,9 +176,11 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
     const route = this.commands.get(name);
     const qualified = `${this.options.context}.${name}`;
     if (!route) return { ok: false, error: { code: ErrorCode.NOT_FOUND, message: `no command ${qualified}` } };
-    return this.within(call.correlationId, async () => {
+    const decoded = decodeRequest(raw, qualified);
+    return this.within({ correlationId: call.correlationId, command: qualified, ...jobIdOf(decoded) }, async () => {
       try {
-        const request = parseRequest(route.contract, decodeRequest(raw, qualified));
+        if (decoded instanceof GantryError) throw decoded;
+        const request = parseRequest(route.contract, decoded);
         const result = await this.invoke(route.handler, request, new CommandCallContext([call]));
         const checked = route.contract.reply.safeParse(result);
         if (!checked.success) {
@@ -204,10 +206,11 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
       bus: this.options.bus,
       pool: this.options.pool,
       logger: this.options.logger,
-      handle: (event: EventEnvelope, sql: pg.PoolClient) =>
-        this.within(event.correlationId, async () => {
-          await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event }]));
-        }),
+      handle: async (event: EventEnvelope, sql: pg.PoolClient) => {
+        await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event }]));
+      },
+      withinEvent: (event, work) =>
+        this.within({ correlationId: event.correlationId, consumer: options.name, eventType: event.type, eventId: event.eventId, ...jobIdOf(event.data) }, work),
     });
   }
 
@@ -216,17 +219,24 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
     return lastValueFrom(this.transformToObservable(await handler(data, context)), { defaultValue: undefined });
   }
 
-  private within<T>(correlationId: string, work: () => Promise<T>): Promise<T> {
-    return this.options.withinCorrelation ? this.options.withinCorrelation(correlationId, work) : work();
+  private within<T>(bindings: Record<string, unknown>, work: () => Promise<T>): Promise<T> {
+    return this.options.withinLogContext ? this.options.withinLogContext(bindings, work) : work();
   }
 }
 
+/** The job a request or an event is about, when it names one (for the logs). */
+function jobIdOf(value: unknown): { jobId?: string } {
+  const jobId = value !== null && typeof value === 'object' ? (value as { jobId?: unknown }).jobId : undefined;
+  return typeof jobId === 'string' ? { jobId } : {};
+}
+
+/** The request as a value, or the refusal of a body that is not JSON (returned, so it is answered inside the command's log context). */
 function decodeRequest(raw: unknown, qualified: string): unknown {
   if (!(raw instanceof Uint8Array)) return raw;
   try {
     return JSON.parse(textDecoder.decode(raw));
   } catch {
-    throw new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${qualified} request: the body is not valid JSON`, undefined, [
+    return new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${qualified} request: the body is not valid JSON`, undefined, [
       { path: [], message: 'malformed JSON', code: 'invalid_json' },
     ]);
   }

@@ -1,0 +1,61 @@
+import { randomUUID } from 'node:crypto';
+import { CommandClient, Bus } from '@gantry/messaging';
+import { eventually, logRecordsOf, removeTestNamespace, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
+import { RuntimeProbeNote } from '../testing/probe-service-contract.js';
+import { startProbe, type ProbeProcess } from '../testing/probe-process.js';
+
+/*
+ * The probe service (src/testing/probe-service.ts) runs as its own process, writing pino's JSON to
+ * its stdout; a command reaches it over NATS through the Gantry transport.
+ */
+describe('logs of a service process', () => {
+  const schema = uniqueName('logging');
+  const naming = testNaming(schema);
+  let probe: ProbeProcess;
+  let bus: Bus;
+
+  beforeAll(async () => {
+    probe = await startProbe({ schema, naming });
+    await eventually(async () => (await fetch(`${probe.url}/ready`)).status === 200, { what: 'the probe ready', timeoutMs: 30_000 });
+    bus = await Bus.connect({ servers: testNatsUrl, naming, name: 'logging-test' });
+  }, 60_000);
+
+  afterAll(async () => {
+    await probe?.kill('SIGKILL');
+    await bus?.close();
+    await removeTestNamespace(naming, schema);
+  });
+
+  it('every line written while a command and the event it caused are handled carries the correlation id, the command or event, and the job', async () => {
+    const correlationId = `corr-${randomUUID()}`;
+    const text = randomUUID();
+    const reply = await new CommandClient(bus).request(RuntimeProbeNote, { jobId: 'job-logged', text }, { correlationId });
+    const handled = await eventually(
+      () => logRecordsOf(probe.output()).find((r) => r.message === 'probe event handled' && r.text === text),
+      { what: 'the probe to handle the event' },
+    );
+    const probeLines = logRecordsOf(probe.output()).filter((r) => r.context === 'runtime-probe' && (r.text === text || r.eventId === reply.eventId));
+    expect(probeLines.map((r) => r.message)).toEqual(['probe noting', 'probe timer fired', 'probe noted', 'probe event handled']);
+    for (const line of probeLines) expect(line).toMatchObject({ correlationId, jobId: 'job-logged', service: 'runtime-probe', level: 'info' });
+    for (const line of probeLines.slice(0, 3)) expect(line).toMatchObject({ command: 'workflow.runtime_probe_note' });
+    expect(handled).toMatchObject({ consumer: 'runtime-probe', eventType: 'RuntimeProbeNoted', eventId: reply.eventId });
+    expect(Date.parse(String(handled.time))).not.toBeNaN();
+  });
+
+  it('secrets are redacted by path, wherever they sit; a key that only looks like a secret is kept', async () => {
+    const text = randomUUID();
+    await new CommandClient(bus).request(RuntimeProbeNote, { jobId: 'job-redacted', text });
+    const noting = await eventually(() => logRecordsOf(probe.output()).find((r) => r.message === 'probe noting' && r.text === text), { what: 'the probe to log' });
+    expect(noting).toMatchObject({
+      token: '***',
+      tokenExpired: true,
+      session: { password: '***', user: 'probe' },
+      headers: { authorization: '***' },
+      databaseUrl: 'postgres://probe:***@127.0.0.1:5432/probe',
+    });
+    expect(probe.output()).not.toContain(`probe-secret-token-${text}`);
+    expect(probe.output()).not.toContain(`probe-secret-password-${text}`);
+    expect(probe.output()).not.toContain(`probe-secret-bearer-${text}`);
+    expect(probe.output()).not.toContain(`probe-secret-db-${text}`);
+  });
+});

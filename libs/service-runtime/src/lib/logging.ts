@@ -1,0 +1,148 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { LoggerModule, type Params, type PinoLogger } from 'nestjs-pino';
+import pino, { type Bindings, type DestinationStream, type LevelWithSilent, type LoggerOptions } from 'pino';
+
+/**
+ * Where a secret may sit in a log record, by path (pino's `redact`): the value is replaced, the
+ * key stays, and a key that only looks like one (`tokenExpired`, `tokens`) is left alone. `*` is
+ * one level of any key, so a secret is found at the top of a record and up to two objects deep.
+ * See docs/operations.md (logging).
+ */
+const SECRET_KEYS = [
+  'authorization',
+  'cookie',
+  'password',
+  'passphrase',
+  'token',
+  'accessToken',
+  'refreshToken',
+  'bearerToken',
+  'apiKey',
+  'secret',
+  'clientSecret',
+  'privateKey',
+  'webhookSecret',
+  'credentials',
+];
+
+/** Values that are URLs which may carry a user and password (connection strings): kept, without them. */
+const URL_KEYS = ['databaseUrl', 'natsUrl', 'url', 'connectionString'];
+
+const atDepth = (key: string) => [key, `*.${key}`, `*.*.${key}`];
+
+export const REDACTED_PATHS: readonly string[] = [
+  ...SECRET_KEYS.flatMap(atDepth),
+  ...URL_KEYS.flatMap(atDepth),
+  // HTTP requests as pino-http records them.
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-gantry-token"]',
+];
+
+const urlKeys = new Set(URL_KEYS);
+
+/** A URL without the user and password it may carry; several may be given comma-separated (NATS servers). */
+function withoutCredentials(value: string): string {
+  return value
+    .split(',')
+    .map((one) => {
+      try {
+        const url = new URL(one.trim());
+        if (!url.username && !url.password) return one;
+        url.username = url.password ? url.username : '';
+        url.password = url.password ? '***' : '';
+        return url.toString();
+      } catch {
+        return one; // not a URL (a path, a name): nothing to take out
+      }
+    })
+    .join(',');
+}
+
+/** A connection string keeps its host and path, a secret becomes `***`. */
+function censor(value: unknown, path: string[]): unknown {
+  const key = path[path.length - 1] ?? '';
+  if (urlKeys.has(key)) return typeof value === 'string' ? withoutCredentials(value) : value;
+  return '***';
+}
+
+/** NestJS names (`log`, `verbose`) are taken too, so the settings of before still work. */
+const LEVEL_ALIASES: Record<string, LevelWithSilent> = { log: 'info', verbose: 'trace' };
+const LEVELS = new Set<string>(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+
+/** `LOG_LEVEL` as pino understands it; anything else stops the service at boot. */
+export function logLevelFrom(raw: string | undefined): LevelWithSilent {
+  if (raw === undefined || raw.trim() === '') return 'info';
+  const level = LEVEL_ALIASES[raw.trim()] ?? raw.trim();
+  if (!LEVELS.has(level)) throw new Error(`LOG_LEVEL must be one of ${[...LEVELS, ...Object.keys(LEVEL_ALIASES)].join(', ')}, got ${JSON.stringify(raw)}`);
+  return level as LevelWithSilent;
+}
+
+/**
+ * One JSON object per line: `level` by name, `time` (ISO 8601), `service`, `pid`, the fields bound
+ * to the command or event being handled (see `withinLogContext`), the component (`context`), the
+ * record's own fields and `message`.
+ */
+export function pinoOptions(service: string): LoggerOptions {
+  return {
+    level: logLevelFrom(process.env.LOG_LEVEL),
+    messageKey: 'message',
+    base: { service, pid: process.pid },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+    redact: { paths: [...REDACTED_PATHS], censor },
+    serializers: { err: pino.stdSerializers.err, error: pino.stdSerializers.err },
+  };
+}
+
+/** A logger for the moments before the application exists (a failed start). */
+export function bootLogger(service: string, destination?: DestinationStream): pino.Logger {
+  return destination ? pino(pinoOptions(service), destination) : pino(pinoOptions(service));
+}
+
+const PROBES = new Set(['/health', '/ready']);
+
+/**
+ * The service's `LoggerModule` (nestjs-pino): every `PinoLogger` and Nest's own logger write
+ * through one pino instance. An HTTP request is logged when it completes (health and readiness
+ * probes are not) and its lines carry the caller's `x-correlation-id`, or a fresh one.
+ */
+export function loggingModule(service: string) {
+  const params: Params = {
+    pinoHttp: {
+      ...pinoOptions(service),
+      quietReqLogger: true,
+      customAttributeKeys: { reqId: 'correlationId' },
+      genReqId: (req: IncomingMessage) => {
+        const given = req.headers['x-correlation-id'];
+        return (Array.isArray(given) ? given[0] : given) || randomUUID();
+      },
+      autoLogging: { ignore: (req: IncomingMessage) => PROBES.has((req.url ?? '').split('?')[0] ?? '') },
+    },
+  };
+  return LoggerModule.forRoot(params);
+}
+
+/**
+ * Runs `work` with `bindings` (correlation id, command or event …) on every line logged while it
+ * runs, through any `PinoLogger`, in this call stack and every promise it starts.
+ */
+export function withinLogContext<T>(logger: PinoLogger, bindings: Bindings, work: () => Promise<T>): Promise<T> {
+  return logger.runInContext(work, { bindings });
+}
+
+/** The `(message, fields)` logger the framework-free libraries take (messaging, git), over a PinoLogger. */
+export interface ComponentLogger {
+  log(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+export function componentLogger(logger: PinoLogger, component: string): ComponentLogger {
+  return {
+    log: (message, fields = {}) => logger.info({ context: component, ...fields }, message),
+    warn: (message, fields = {}) => logger.warn({ context: component, ...fields }, message),
+    error: (message, fields = {}) => logger.error({ context: component, ...fields }, message),
+  };
+}

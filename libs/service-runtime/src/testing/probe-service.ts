@@ -1,0 +1,74 @@
+/*
+ * Test-only: a small service of the `workflow` context run as its own process by the runtime's
+ * process tests (logging through the real transport, readiness after a kill -9). Built to
+ * dist/testing/probe-service.js.
+ *
+ * - command `runtime_probe_note` logs (with a secret among its fields), reads the database, logs
+ *   again from a callback it scheduled, and appends `RuntimeProbeNoted`;
+ * - durable consumer `runtime-probe` logs each `RuntimeProbeNoted`; with PROBE_HOLD=1 it holds an
+ *   event whose `hold` is true for as long as the process lives (JetStream keeps it delivered to
+ *   this process).
+ */
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import { Controller, Inject, Module } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import type { EventEnvelope } from '@gantry/contracts';
+import { EventStore } from '@gantry/eventstore';
+import { runService } from '../lib/bootstrap.js';
+import { GantryRuntimeModule } from '../lib/runtime.module.js';
+import type { CommandCallContext } from '../lib/transport/contexts.js';
+import { CommandHandler, DurableConsumer } from '../lib/transport/decorators.js';
+import { RuntimeProbeNote } from './probe-service-contract.js';
+
+const holding = process.env.PROBE_HOLD === '1';
+
+@Controller()
+class ProbeHandlers {
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @InjectPinoLogger('runtime-probe') private readonly log: PinoLogger,
+  ) {}
+
+  @CommandHandler(RuntimeProbeNote)
+  async note(request: { jobId: string; text: string; hold: boolean }, context: CommandCallContext) {
+    this.log.info(
+      {
+        text: request.text,
+        token: `probe-secret-token-${request.text}`,
+        tokenExpired: true,
+        session: { password: `probe-secret-password-${request.text}`, user: 'probe' },
+        headers: { authorization: `Bearer probe-secret-bearer-${request.text}` },
+        databaseUrl: `postgres://probe:probe-secret-db-${request.text}@127.0.0.1:5432/probe`,
+      },
+      'probe noting',
+    );
+    await this.store.pool.query('SELECT 1');
+    await new Promise<void>((resolve) =>
+      setTimeout(() => {
+        this.log.info({ text: request.text }, 'probe timer fired');
+        resolve();
+      }, 1),
+    );
+    const [event] = await this.store.append(`probe-${randomUUID()}`, 0, [{ type: 'RuntimeProbeNoted', data: request }], { correlationId: context.correlationId });
+    this.log.info({ eventId: event!.eventId }, 'probe noted');
+    return { eventId: event!.eventId };
+  }
+
+  @DurableConsumer({ name: 'runtime-probe', source: 'workflow', type: 'RuntimeProbeNoted' })
+  async onNoted(event: EventEnvelope<{ jobId: string; text: string; hold: boolean }>): Promise<void> {
+    if (holding && event.data.hold) {
+      this.log.info({ eventId: event.eventId }, 'probe holding the event');
+      await new Promise<never>(() => undefined);
+    }
+    this.log.info({ eventId: event.eventId, text: event.data.text }, 'probe event handled');
+  }
+}
+
+@Module({
+  imports: [GantryRuntimeModule.forRoot({ service: 'runtime-probe', context: 'workflow', defaultPort: 0 })],
+  controllers: [ProbeHandlers],
+})
+class ProbeModule {}
+
+await runService(ProbeModule, 'runtime-probe');
