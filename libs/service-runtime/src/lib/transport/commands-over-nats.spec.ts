@@ -159,6 +159,7 @@ describe('commands over NATS request/reply', () => {
   it('with a deadline, a refusal is not repeated, and an unanswered request gives up once the deadline has passed', async () => {
     const seen: string[] = [];
     const sub = raw.subscribe(commandSubject(naming, context, 'refuse_test_request'), { callback: () => void seen.push('refuse') });
+    await raw.flush(); // the server knows of the watcher before the request is sent
     try {
       await expect(client.request(Refuse, {}, { retryUntil: Date.now() + 10_000 })).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
       await raw.flush();
