@@ -513,3 +513,47 @@ describe('job service through the NATS command path', () => {
     await expect(world.client.request(listJobs, { cursor: 'bogus' })).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
   });
 });
+
+describe('a job service outage longer than a claim\'s lease (docs/jobs.md, "A job service outage")', () => {
+  let world: TestWorld;
+  let app: INestApplication | undefined;
+
+  beforeAll(async () => {
+    world = await createWorld('jobs_outage');
+    app = await startInProcess(world, { GANTRY_LEASE_SWEEP_MS: '100' });
+    await registerProducts(world.client, ['product-outage']);
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await world?.close();
+  });
+
+  it('the job service started again resumes the lease for as long as it was granted: the runner\'s commands are obeyed, nothing expires, no attempt is spent', async () => {
+    const { jobId } = await world.client.request(enqueueJob, {
+      kind: 'TASK_IMPLEMENTATION', productId: 'product-outage', taskId: 'T-outage', payload: {}, baseRef: 'main', maxAttempts: 1, idempotencyKey: key('enqueue'),
+    });
+    const claim = await world.client.request(claimJob, { runnerId: runner('o'), kinds: ['TASK_IMPLEMENTATION'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    const lease = { jobId, runnerId: runner('o'), leaseToken: claim.job.leaseToken };
+    await world.client.request(startJob, { ...lease, branch: 'feat/outage', idempotencyKey: key('start') });
+
+    await app!.close();
+    app = undefined;
+    // down until the lease's expiry has passed: with nobody serving, no runner could renew it
+    await eventually(() => Date.now() > Date.parse(claim.job.leaseExpiresAt) + 500, { what: 'the lease expiry passed while down', timeoutMs: 30_000 });
+    app = await startInProcess(world, { GANTRY_LEASE_SWEEP_MS: '100' });
+
+    // the agent's story-log call, sent again under its key after the outage, is recorded
+    await world.client.request(logImplementation, { ...lease, summary: 'written while the job service was down', idempotencyKey: key('log') });
+    const renewed = await world.client.request(renewJobLease, { ...lease, leaseDurationMs: 10_000 });
+    expect(Date.parse(renewed.leaseExpiresAt)).toBeGreaterThan(Date.now());
+    const types = (await world.db.query<{ type: string; data: Record<string, unknown> }>(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [jobId])).rows;
+    const resumed = types.find((e) => e.type === 'JobLeaseRenewed' && e.data.resumedAtStart === true);
+    expect(resumed?.data).toMatchObject({ leaseToken: 1, runnerId: runner('o') });
+    // resumed for the 10 s it was granted, from the start
+    expect(Date.parse(resumed!.data.leaseExpiresAt as string) - Date.parse(resumed!.data.renewedAt as string)).toBe(10_000);
+    expect(types.map((e) => e.type)).not.toContain('JobLeaseExpired');
+    expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'RUNNING', attempt: 1, storyLog: { implementationEntries: 1 } });
+  }, 60_000);
+});

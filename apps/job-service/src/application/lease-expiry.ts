@@ -30,7 +30,13 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     @InjectPinoLogger('lease-expiry') private readonly log: PinoLogger,
   ) {}
 
-  onApplicationBootstrap(): void {
+  /**
+   * Before this service serves a command or sweeps (Nest runs this hook before the transport starts):
+   * every live claim's lease runs as long again from now (docs/jobs.md, "A job service outage").
+   */
+  async onApplicationBootstrap(): Promise<void> {
+    const resumed = await this.resumeLeases();
+    if (resumed > 0) this.log.info({ resumed }, 'job leases resumed at start');
     const interval = leaseSweepIntervalMs();
     this.timer = setInterval(() => {
       if (this.running) return;
@@ -49,6 +55,31 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.running;
+  }
+
+  /**
+   * Resumes the lease of every CLAIMED/RUNNING job: its runner could not renew it while no job service
+   * ran, so the time nobody served does not count against it. Returns the number resumed.
+   */
+  async resumeLeases(): Promise<number> {
+    const now = this.store.clock().toISOString();
+    const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
+      `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING')`,
+    );
+    let resumed = 0;
+    for (const row of rows) {
+      try {
+        const done = await this.store.execute({ metadata: { correlationId: `lease-resume:${row.job_id}:${row.lease_token}`, actor: 'job-service' } }, async (uow) => {
+          const decision = await decideWithin(uow, jobDecider, row.job_id, { type: 'ResumeJobLease', data: { jobId: row.job_id, leaseToken: row.lease_token, now } });
+          return decision.decided.length > 0;
+        });
+        if (done.result) resumed++;
+      } catch (error) {
+        // The claim ended or was renewed by another replica between the look and the append.
+        if (!(error instanceof GantryError)) throw error;
+      }
+    }
+    return resumed;
   }
 
   /** One pass; returns the number of leases this replica expired. */

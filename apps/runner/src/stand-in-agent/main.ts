@@ -25,7 +25,8 @@
  *       "finalExitCode": 0,                                    // commit, nothing, failing_tests: exit code after the reports
  *       "spawnChild":    false,                                // hang: also start a child process in the same process group
  *       "delayMs":       0,                                    // wait this long before the work (after log_implementation)
- *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} at start and {exit, pid, at} at exit
+ *       "waitForFile":   "/abs/gate",                          // wait until this file exists before the first MCP call
+ *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} at start, {calling, pid, at} before each MCP call, {exit, pid, at} at exit
  *       "resetTo":       "origin/feat/x",                      // git reset --hard to this revision before the work
  *       "gitConfig":     { "core.fsmonitor": "/abs/script" },  // after the work, as a hostile agent: git config in its worktree
  *       "gitFiles":      { "hooks/pre-push": "#!/bin/sh …" },   // after the work, as a hostile agent: files under the git common dir
@@ -60,7 +61,7 @@
  *   update_job_status DONE; exit 0
  */
 import { spawn } from 'node:child_process';
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, existsSync } from 'node:fs';
 import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { CliUsageError, parseStandInArguments, type StandInArguments } from './cli-arguments.js';
 import { StandInGit } from './stand-in-git.js';
@@ -123,7 +124,11 @@ async function main(argv: string[]): Promise<number> {
       break;
   }
 
-  const reporter = await StandInReporter.fromMcpConfig(args.mcpConfig);
+  if (script.waitForFile) await waitForFile(script.waitForFile);
+  const record = script.recordArgvTo;
+  const reporter = await StandInReporter.fromMcpConfig(args.mcpConfig, (tool) => {
+    if (record) appendFileSync(record, `${JSON.stringify({ calling: tool, pid: process.pid, at: new Date().toISOString() })}\n`);
+  });
   try {
     await reporter.call('log_implementation', {
       summary: `Stand-in agent starts: behaviour ${script.behaviour}, model ${args.model ?? 'default'}.`,
@@ -211,6 +216,10 @@ function finish(args: StandInArguments, result: string, exitCode = 0): number {
 function fail(message: string): number {
   process.stderr.write(`${message}\n`);
   return 1;
+}
+
+async function waitForFile(path: string): Promise<void> {
+  while (!existsSync(path)) await sleep(50);
 }
 
 function sleep(ms: number): Promise<void> {

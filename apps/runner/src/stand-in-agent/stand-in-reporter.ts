@@ -10,9 +10,13 @@ interface HttpServerEntry {
 
 /** The stand-in's MCP client: reads the server from the --mcp-config file(s) like the real CLI. */
 export class StandInReporter {
-  private constructor(private readonly client: Client) {}
+  private constructor(
+    private readonly client: Client,
+    private readonly beforeCall: (name: string) => void,
+  ) {}
 
-  static async fromMcpConfig(configs: string[], serverName = 'gantry'): Promise<StandInReporter> {
+  /** `beforeCall` is told of each tool call before it is sent (the stand-in records it). */
+  static async fromMcpConfig(configs: string[], beforeCall: (name: string) => void = () => undefined, serverName = 'gantry'): Promise<StandInReporter> {
     let entry: HttpServerEntry | undefined;
     for (const config of configs) {
       const text = config.trimStart().startsWith('{') ? config : await readFile(config, 'utf8');
@@ -24,11 +28,12 @@ export class StandInReporter {
     }
     const client = new Client({ name: 'stand-in-claude', version: '0.1.0' });
     await client.connect(new StreamableHTTPClientTransport(new URL(entry.url), { requestInit: { headers: entry.headers ?? {} } }));
-    return new StandInReporter(client);
+    return new StandInReporter(client, beforeCall);
   }
 
   /** Calls a tool; a refusal is printed and the work goes on, as a real agent would carry on. */
   async call(name: string, args: Record<string, unknown>): Promise<void> {
+    this.beforeCall(name);
     const result = await this.client.callTool({ name, arguments: args });
     if (result.isError) {
       const text = (result.content as Array<{ text?: string }>).map((c) => c.text ?? '').join(' ');

@@ -206,9 +206,22 @@ export const JobLeaseRenewed = defineEvent({
   context: 'jobs',
   type: 'JobLeaseRenewed',
   schemaVersion: 1,
-  data: z.object({ ...fenced, leaseExpiresAt: TimestampSchema, renewedAt: TimestampSchema }),
+  data: z.object({
+    ...fenced,
+    leaseExpiresAt: TimestampSchema,
+    renewedAt: TimestampSchema,
+    /**
+     * Renewed by a job service at its start, for the runner: no job service ran before it, so no runner
+     * could renew, and the time a claim's lease runs does not count the time nobody served
+     * (docs/jobs.md, "A job service outage"). Absent on a runner's own renewal.
+     */
+    resumedAtStart: z.literal(true).optional(),
+  }),
   examples: {
-    valid: [{ ...fencedExample, leaseExpiresAt: '2026-11-30T06:04:00.000Z', renewedAt: '2026-11-30T06:01:00.000Z' }],
+    valid: [
+      { ...fencedExample, leaseExpiresAt: '2026-11-30T06:04:00.000Z', renewedAt: '2026-11-30T06:01:00.000Z' },
+      { ...fencedExample, leaseExpiresAt: '2026-11-30T06:09:00.000Z', renewedAt: '2026-11-30T06:06:00.000Z', resumedAtStart: true },
+    ],
     // the expiry must be a timestamp with an offset, not epoch milliseconds
     invalid: [{ ...fencedExample, leaseExpiresAt: 1796018640000, renewedAt: '2026-11-30T06:01:00.000Z' }],
   },

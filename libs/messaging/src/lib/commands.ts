@@ -38,6 +38,13 @@ export interface RequestOptions {
    * commands that carry an idempotency key: a repeat must be recognised as the same intent.
    */
   retryUntil?: number | (() => number);
+  /**
+   * With `retryUntil`: the time no service answered at all (UNAVAILABLE: nobody serves the subject)
+   * does not count against the deadline, however long it lasts. For a deadline that only runs while
+   * the service runs — a claim's lease, which a job service resumes at its start (docs/jobs.md,
+   * "A job service outage"). A TIMEOUT still counts: a service that got the request may be judging.
+   */
+  outagesStopTheClock?: boolean;
   /** Pause between tries: doubles from `initialMs` up to `maxMs`. Default 250 ms → 2 s. */
   retryBackoff?: { initialMs: number; maxMs: number };
   /** Stops retrying (the last error is thrown). */
@@ -59,16 +66,21 @@ export class CommandClient {
    */
   async request<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions = {}): Promise<ReplyOf<C>> {
     if (options.retryUntil === undefined) return this.once(contract, payload, options);
-    const deadline = typeof options.retryUntil === 'function' ? options.retryUntil : () => options.retryUntil as number;
+    const given = typeof options.retryUntil === 'function' ? options.retryUntil : () => options.retryUntil as number;
+    let outage = 0;
+    const deadline = () => given() + outage;
     const backoff = options.retryBackoff ?? { initialMs: 250, maxMs: 2000 };
     const timeoutMs = options.timeoutMs ?? 10_000;
     for (let tries = 1; ; tries++) {
-      const left = deadline() - Date.now();
+      const tryStart = Date.now();
+      const left = deadline() - tryStart;
       try {
-        return await this.once(contract, payload, { ...options, timeoutMs: Math.max(100, Math.min(timeoutMs, left)) });
+        // After an outage the service has a whole try to answer: its deadline was resumed with it.
+        return await this.once(contract, payload, { ...options, timeoutMs: outage > 0 ? timeoutMs : Math.max(100, Math.min(timeoutMs, left)) });
       } catch (error) {
         if (!isTransient(error) || options.signal?.aborted) throw error;
         const pause = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(tries - 1, 20));
+        if (options.outagesStopTheClock && (error as GantryError).code === ErrorCode.UNAVAILABLE) outage += Date.now() - tryStart + pause;
         if (Date.now() + pause >= deadline()) throw error;
         await sleep(pause, options.signal);
       }

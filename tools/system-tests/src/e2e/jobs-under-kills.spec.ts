@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { dispatchStreamName } from '@gantry/contracts';
+import { acquireWorktree, commandSubject, dispatchStreamName } from '@gantry/contracts';
 import { connectTestNats, eventually } from '@gantry/testing';
 import { E2eSystem } from './e2e-system.js';
 
@@ -15,7 +15,6 @@ import { E2eSystem } from './e2e-system.js';
 
 let counter = 0;
 const branch = (label: string) => `feat/${label}-${++counter}`;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function flagsOf(argv: string[]): Record<string, string> {
   const flags: Record<string, string> = {};
@@ -104,13 +103,27 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     await Promise.all([system.stopRunner('runner-a'), system.stopRunner('runner-b')]);
   }, 120_000);
 
-  it('the worktree service killed and started again while an acquire waits: asked again under its key, the job finishes on its first attempt', async () => {
+  it('the worktree service killed and started again while an acquire waits: the swallowed acquire is asked again under its key, the job finishes on its first attempt', async () => {
     await system.startRunner('runner-w', { env: { GANTRY_RUNNER_COMMAND_TIMEOUT_MS: '2000' } });
     await system.stopWorktreeService('SIGKILL');
+    // Until the worktree service is back, the acquires go to a subscriber that never answers: each try
+    // is swallowed, as by a worktree service that died holding it.
+    const nc = await connectTestNats();
+    const tries: string[] = [];
+    const swallow = nc.subscribe(commandSubject(system.naming, acquireWorktree.context, acquireWorktree.name), {
+      callback: (_error, msg) => void tries.push((msg.json() as { idempotencyKey: string }).idempotencyKey),
+    });
     const run = code('worktree-restart', { behaviour: 'commit', files: { 'src/restart.ts': 'restart\n' } });
     const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
-    await eventually(async () => (await system.job(jobId)).status === 'CLAIMED', { what: 'the job claimed without a worktree service', timeoutMs: 30_000 });
-    await sleep(3000);
+    try {
+      await eventually(() => tries.length >= 3, { what: 'the acquire asked three times', timeoutMs: 60_000 });
+    } finally {
+      swallow.unsubscribe();
+      await nc.close();
+    }
+    // the same request each time, under one key
+    expect(new Set(tries).size).toBe(1);
+    expect((await system.job(jobId)).status).toBe('CLAIMED');
     await system.startWorktreeService();
     const job = await system.terminal(jobId, 60_000);
     expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
@@ -119,24 +132,31 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     await system.stopRunner('runner-w');
   }, 120_000);
 
-  it('the job service killed and started again while the agent works: the commands under the claim wait for it, DONE on the first attempt', async () => {
+  it('the job service killed while the agent works, down for longer than the claim\'s lease: the agent\'s story-log call waits for it under its key, the lease is resumed at its start, DONE on the first attempt', async () => {
     await system.startRunner('runner-j');
-    const run = code('job-service-restart', { behaviour: 'commit', delayMs: 2000, files: { 'src/waited.ts': 'waited\n' } });
+    const gate = join(system.root, 'gate-job-service-restart');
+    const run = code('job-service-restart', { behaviour: 'commit', waitForFile: gate, files: { 'src/waited.ts': 'waited\n' } });
     const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
     await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
     await system.stopJobService('SIGKILL');
-    // down for longer than the agent's pause: its log_commit must wait for the job service
-    await sleep(3500);
+    // the agent's first story-log call is made while no job service runs
+    await writeFile(gate, '');
+    await eventually(async () => (await lines(run.record)).some((l) => l.calling === 'log_implementation'), { what: 'log_implementation called', timeoutMs: 30_000 });
+    // down until the claim's lease, as last granted before the kill, has run out
+    const expiries = (await system.events(jobId)).map((e) => e.data.leaseExpiresAt).filter((at): at is string => typeof at === 'string');
+    const expiry = Math.max(...expiries.map((at) => Date.parse(at)));
+    await eventually(() => Date.now() > expiry + 1000, { what: 'the lease expiry passed', timeoutMs: 30_000 });
     await system.startJobService();
     const job = await system.terminal(jobId, 60_000);
     expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch), storyLog: { implementationEntries: 1, commitEntries: 1, testResultEntries: 1 } });
+    expect(await eventsOf(jobId, 'JobLeaseRenewed')).toContainEqual(expect.objectContaining({ leaseToken: 1, resumedAtStart: true }));
     expect(await eventsOf(jobId, 'JobClaimRolledBack')).toEqual([]);
     expect(await eventsOf(jobId, 'JobLeaseExpired')).toEqual([]);
     expect(await pushesTo(run.branch)).toHaveLength(1);
     await system.stopRunner('runner-j');
   }, 120_000);
 
-  it('a push verified and reported, then the job service dies before the finish: the next claim finishes it — DONE, pushed once, the agent run once', async () => {
+  it('a push verified and reported, then the job service and the runner die before the finish: the next claim finishes it — DONE, pushed once, the agent run once', async () => {
     await system.stopJobService('SIGKILL');
     await system.startJobService({ GANTRY_TEST_CRASH_AFTER_COMMIT: 'report_push' });
     await system.startRunner('runner-p');
@@ -145,16 +165,19 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     // the job service dies right after committing the push report, before answering it
     await eventually(async () => (await pushesTo(run.branch)).length === 1, { what: 'the branch pushed', timeoutMs: 30_000 });
     await eventually(() => system.jobService.process.exitCode !== null || system.jobService.process.signalCode !== null, { what: 'the job service gone', timeoutMs: 30_000 });
-    // down until the claim's 10 s lease has run out: the runner cannot finish
-    await sleep(12_000);
+    expect(await eventsOf(jobId, 'JobPushReported')).toHaveLength(1);
+    // the runner, still waiting to finish, dies too: its finish never arrives
+    await system.stopRunner('runner-p', 'SIGKILL');
     await system.startJobService();
+    // started again under its id, it gives its old claim back; the next claim finishes the push
+    await system.startRunner('runner-p');
     const job = await system.terminal(jobId, 60_000);
     expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
     expect(job.pushedAt).not.toBeNull();
     expect(await pushesTo(run.branch)).toHaveLength(1);
     expect(await system.agentStarts(run.record)).toHaveLength(1);
-    const ended = [...(await eventsOf(jobId, 'JobLeaseExpired')), ...(await eventsOf(jobId, 'JobClaimRolledBack'))];
-    expect(ended).toEqual([expect.objectContaining({ leaseToken: 1, outcome: 'REQUEUED', nextAttempt: 1 })]);
+    expect(await eventsOf(jobId, 'JobLeaseExpired')).toEqual([]);
+    expect(await eventsOf(jobId, 'JobClaimRolledBack')).toEqual([expect.objectContaining({ leaseToken: 1, cause: 'RUNNER', outcome: 'REQUEUED', nextAttempt: 1 })]);
     expect((await eventsOf(jobId, 'JobStarted')).map((s) => s.adoptedPushOf ?? null)).toEqual([null, 1]);
     await system.stopRunner('runner-p');
   }, 120_000);
@@ -162,14 +185,13 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
   it('a runner killed with SIGKILL and started again under its id settles its claims at once: the running job given back (no attempt spent), the cancelled one reported stopped, both worktrees released, no old offer run again', async () => {
     const env = { ...SLOW_RENEWAL, GANTRY_OFFER_ACK_WAIT_MS: '3000' };
     await system.startRunner('runner-k', { concurrency: 2, env });
-    const kept = code('restart-kept', { behaviour: 'hang' });
-    const gone = code('restart-cancelled', { behaviour: 'hang' });
+    const kept = code('restart-kept', { behaviour: 'hang', heartbeatMs: 100 });
+    const gone = code('restart-cancelled', { behaviour: 'hang', heartbeatMs: 100 });
     const keptId = await system.enqueue({ branch: kept.branch, payload: kept.payload });
     const goneId = await system.enqueue({ branch: gone.branch, payload: gone.payload });
-    await eventually(async () => (await system.agentStarts(kept.record)).length === 1 && (await system.agentStarts(gone.record)).length === 1, {
-      what: 'both agents started',
-      timeoutMs: 30_000,
-    });
+    // hanging, past their first report: an agent whose runner dies in the middle of a tool call exits with it
+    const hanging = async (record: string) => (await lines(record)).some((l) => 'beat' in l);
+    await eventually(async () => (await hanging(kept.record)) && (await hanging(gone.record)), { what: 'both agents hanging', timeoutMs: 30_000 });
     const orphans = [(await system.agentStarts(kept.record))[0]!.pid, (await system.agentStarts(gone.record))[0]!.pid];
     await system.stopRunner('runner-k', 'SIGKILL');
     expect(orphans.every(alive)).toBe(true);

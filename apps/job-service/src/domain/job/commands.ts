@@ -90,6 +90,11 @@ export type JobCommand =
   | { type: 'RollbackClaim'; data: UnderLease & { reason: string; exitCode: number | null; cause: RollbackCause } }
   /** From job-service's own expiry sweep: expire exactly this grant, if its time has come. */
   | { type: 'ExpireJobLease'; data: { jobId: string; leaseToken: number; now: string } }
+  /**
+   * From a job service at its start, before it serves or sweeps: this grant runs as long again from
+   * now, since no runner could renew it while no job service ran (docs/jobs.md, "A job service outage").
+   */
+  | { type: 'ResumeJobLease'; data: { jobId: string; leaseToken: number; now: string } }
   | { type: 'CancelJob'; data: { jobId: string; reason: string | null; now: string } }
   /** From the pr-service: the checks of the head this job pushed are red. */
   | { type: 'RecordChecksFailed'; data: { jobId: string; headSha: string; prUrl: string; failedChecks: string[]; now: string } };

@@ -430,6 +430,37 @@ describe('job decider', () => {
     });
   });
 
+  describe('a lease resumed at a job service start (docs/jobs.md, "A job service outage")', () => {
+    const resume = (token: number, atS: number): JobCommand => ({ type: 'ResumeJobLease', data: { jobId: JOB, leaseToken: token, now: at(atS) } });
+    const expiry = 10 + LEASE_MS / 1000;
+
+    it('a lease whose expiry passed while no job service ran runs as long again from the start, and the runner is obeyed under it', () => {
+      const resumed = { type: 'JobLeaseRenewed' as const, data: { ...lease(1), leaseExpiresAt: at(expiry + 60 + LEASE_MS / 1000), renewedAt: at(expiry + 60), resumedAtStart: true as const } };
+      const state = given(running()).when(resume(1, expiry + 60)).then([resumed]) as Job;
+      expect(state.lease).toMatchObject({ token: 1, expiresAt: at(expiry + 60 + LEASE_MS / 1000) });
+      given([...running(), resumed])
+        .when({ type: 'LogImplementation', data: { ...lease(1), taskId: null, branch: null, plan: null, summary: 'during the outage', alreadyPresent: null, now: at(expiry + 61) } })
+        .then([expect.objectContaining({ type: 'ImplementationLogged' })]);
+      given([...running(), resumed]).when({ type: 'ExpireJobLease', data: { jobId: JOB, leaseToken: 1, now: at(expiry + 61) } }).thenThrows(ErrorCode.PRECONDITION_FAILED, /runs until/);
+    });
+
+    it('resumes for as long as the last grant ran: a renewal for 60 s resumes for 60 s', () => {
+      const renewed: JobEvent = { type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(130), renewedAt: at(70) } };
+      given([...running(), renewed])
+        .when(resume(1, 500))
+        .then([{ type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(560), renewedAt: at(500), resumedAtStart: true } }]);
+    });
+
+    it('a lease that already runs longer than that is left alone', () => {
+      given(running()).when(resume(1, 5)).thenNothingHappened();
+    });
+
+    it('an ended lease, or one that is no longer the current grant, is not resumed', () => {
+      given([...running(), leaseExpired(1, 1, expiry)]).when(resume(1, expiry + 60)).thenNothingHappened();
+      given([...running(), leaseExpired(1, 1, expiry), claimed(2, 2, expiry + 5, { runnerId: OTHER_RUNNER })]).when(resume(1, expiry + 60)).thenNothingHappened();
+    });
+  });
+
   describe('lease expiry', () => {
     const expire = (token: number, atS: number): JobCommand => ({ type: 'ExpireJobLease', data: { jobId: JOB, leaseToken: token, now: at(atS) } });
     const expiry = 10 + LEASE_MS / 1000;

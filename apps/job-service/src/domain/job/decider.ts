@@ -306,6 +306,22 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       ];
     }
 
+    case 'ResumeJobLease': {
+      const d = command.data;
+      const job = existing(state, d.jobId);
+      const lease = job.lease;
+      // Ended, or a newer grant since the look: nothing to resume.
+      if (!lease || lease.token !== d.leaseToken) return [];
+      const leaseExpiresAt = addMs(d.now, lease.durationMs);
+      if (Date.parse(leaseExpiresAt) <= Date.parse(lease.expiresAt)) return [];
+      return [
+        {
+          type: 'JobLeaseRenewed',
+          data: { jobId: job.jobId, runnerId: lease.runnerId, leaseToken: lease.token, leaseExpiresAt, renewedAt: d.now, resumedAtStart: true },
+        },
+      ];
+    }
+
     case 'CancelJob': {
       const d = command.data;
       const job = existing(state, d.jobId);

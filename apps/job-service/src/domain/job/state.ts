@@ -21,6 +21,8 @@ export interface ActiveLease {
   runnerId: string;
   expiresAt: string;
   claimedAt: string;
+  /** How long the last grant (the claim or its latest renewal) ran: a lease resumed at a job service's start runs as long again. */
+  durationMs: number;
 }
 
 /** How the last grant ended; decides whether a command under it is stale or merely late. */
@@ -186,7 +188,7 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
         status: 'CLAIMED',
         attempt: d.attempt,
         lastLeaseToken: d.leaseToken,
-        lease: { token: d.leaseToken, runnerId: d.runnerId, expiresAt: d.leaseExpiresAt, claimedAt: d.claimedAt },
+        lease: { token: d.leaseToken, runnerId: d.runnerId, expiresAt: d.leaseExpiresAt, claimedAt: d.claimedAt, durationMs: msBetween(d.claimedAt, d.leaseExpiresAt) },
         lastLeaseEnd: null,
         agentConfig: d.agentConfig,
         effort: d.effort,
@@ -201,7 +203,9 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
       };
     }
     case 'JobLeaseRenewed':
-      return state.lease ? { ...state, lease: { ...state.lease, expiresAt: event.data.leaseExpiresAt } } : state;
+      return state.lease
+        ? { ...state, lease: { ...state.lease, expiresAt: event.data.leaseExpiresAt, durationMs: msBetween(event.data.renewedAt, event.data.leaseExpiresAt) } }
+        : state;
     case 'JobStarted': {
       const adopted = event.data.adoptedPushOf ? state.verifiedPush : null;
       const startedState: Job = {
@@ -300,4 +304,8 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
 
 function assertNever(value: never): never {
   throw new Error(`unhandled job event ${JSON.stringify(value)}`);
+}
+
+function msBetween(from: string, to: string): number {
+  return Math.max(0, Date.parse(to) - Date.parse(from));
 }

@@ -17,7 +17,7 @@ import {
   type RollbackCause,
   type VerificationFacts,
 } from '@gantry/contracts';
-import type { CommandClient } from '@gantry/messaging';
+import type { CommandClient, RequestOptions } from '@gantry/messaging';
 import type { z } from 'zod';
 
 /** The job service's answer to a finish: the job's terminal status and its task's. */
@@ -66,10 +66,16 @@ export class JobLeaseSession {
    * A command that got no answer (TIMEOUT) or found no job service (UNAVAILABLE) is sent again with
    * the same idempotency key for as long as the claim's lease runs (docs/jobs.md, "Commands under a
    * claim"), so a job service that restarts meanwhile answers it, and a reply lost after the commit
-   * returns the stored result.
+   * returns the stored result. The lease does not run while no job service does: a job service
+   * resumes it at its start ("A job service outage"), so an outage does not use up the retries.
    */
-  private send<T>(call: (opts: { timeoutMs: number; correlationId?: string; retryUntil: () => number }) => Promise<T>): Promise<T> {
-    return call({ timeoutMs: this.options.timeoutMs ?? 10_000, correlationId: this.options.correlationId, retryUntil: () => this.leaseExpiresAtMs });
+  private send<T>(call: (opts: RequestOptions) => Promise<T>): Promise<T> {
+    return call({
+      timeoutMs: this.options.timeoutMs ?? 10_000,
+      correlationId: this.options.correlationId,
+      retryUntil: () => this.leaseExpiresAtMs,
+      outagesStopTheClock: true,
+    });
   }
 
   async renew(leaseDurationMs?: number) {

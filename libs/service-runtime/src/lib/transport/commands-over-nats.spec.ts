@@ -156,6 +156,25 @@ describe('commands over NATS request/reply', () => {
     }
   });
 
+  it('with outagesStopTheClock, a service that is not there for longer than the deadline is asked again until it answers', async () => {
+    const lateNaming = testNaming(uniqueName('outage'));
+    const lateBus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: lateNaming, name: 'outage' });
+    let late: TestService | null = null;
+    try {
+      const deadline = Date.now() + 500;
+      const pending = new CommandClient(lateBus).request(Refuse, {}, { timeoutMs: 1000, retryUntil: deadline, outagesStopTheClock: true, retryBackoff: { initialMs: 50, maxMs: 100 } });
+      const settled = pending.then(() => 'answered', () => 'answered');
+      // nobody serves the subject until well past the deadline: the time nobody served does not count
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(await Promise.race([settled, Promise.resolve('still asking')])).toBe('still asking');
+      late = await startTestService({ label: 'outage', context, controllers: [AccountCommands], env: { GANTRY_SUBJECT_ROOT: lateNaming.subjectRoot } });
+      await expect(pending).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+    } finally {
+      await late?.close();
+      await lateBus.close();
+    }
+  });
+
   it('with a deadline, a refusal is not repeated, and an unanswered request gives up once the deadline has passed', async () => {
     const seen: string[] = [];
     const sub = raw.subscribe(commandSubject(naming, context, 'refuse_test_request'), { callback: () => void seen.push('refuse') });
