@@ -62,7 +62,10 @@ describe('job service as processes', () => {
 
     await start();
     const retried = await world.client.request(claimJob, request);
-    expect(retried).toMatchObject({ claimed: true, job: { jobId, leaseToken: committed.rows[0].data.leaseToken, leaseExpiresAt: committed.rows[0].data.leaseExpiresAt } });
+    // the same lease, with its expiry as it is now: resumed at the start for as long as it was granted
+    const now = await world.client.request(getJob, { jobId });
+    expect(retried).toMatchObject({ claimed: true, job: { jobId, leaseToken: committed.rows[0].data.leaseToken, leaseExpiresAt: now.lease!.leaseExpiresAt } });
+    expect(Date.parse(now.lease!.leaseExpiresAt)).toBeGreaterThanOrEqual(Date.parse(committed.rows[0].data.leaseExpiresAt));
     const after = await world.db.query(`SELECT count(*) AS n FROM events WHERE stream_id = $1 AND type = 'JobClaimed'`, [jobId]);
     expect(Number(after.rows[0].n)).toBe(1);
     // Another runner's claim is still refused: the lease is held.
