@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { agentEnvironment, runAgent } from '../infrastructure/agent/agent-process.js';
@@ -22,16 +22,32 @@ describe('stand-in options the end-to-end tests rely on', () => {
     await rm(scratch, { recursive: true, force: true });
   });
 
-  it('recordArgvTo: appends the exact argv it was started with, its pid and its directory, and when it exited', async () => {
+  it('recordArgvTo: appends the exact argv it was started with, its pid and its directory, each tool call before it is made, and when it exited', async () => {
     const record = join(scratch, 'argv.jsonl');
     job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn: { behaviour: 'nothing', recordArgvTo: record } });
     const result = await runAgent({ command: job.command, cwd: repo.seed, timeoutMs: 20_000 });
     expect(result.exitCode).toBe(0);
     const lines = (await readFile(record, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
-    expect(lines).toHaveLength(2);
+    expect(lines).toHaveLength(5);
     expect(lines[0]).toMatchObject({ argv: job.command.args, pid: result.pid, cwd: repo.seed });
-    expect(lines[1]).toMatchObject({ exit: 0, pid: result.pid });
-    expect(Date.parse(lines[1].at)).toBeGreaterThanOrEqual(Date.parse(lines[0].at));
+    expect(lines.slice(1, 4)).toEqual(['log_implementation', 'log_test_result', 'update_job_status'].map((calling) => ({ calling, pid: result.pid, at: expect.any(String) })));
+    expect(lines[4]).toMatchObject({ exit: 0, pid: result.pid });
+    expect(Date.parse(lines[4].at)).toBeGreaterThanOrEqual(Date.parse(lines[0].at));
+  });
+
+  it('waitForFile: no tool call before the file exists, then the work as scripted', async () => {
+    const record = join(scratch, 'gated.jsonl');
+    const gate = join(scratch, 'gate');
+    job = await StandInJob.prepare({ worktreeDir: repo.seed, standIn: { behaviour: 'nothing', recordArgvTo: record, waitForFile: gate } });
+    const run = runAgent({ command: job.command, cwd: repo.seed, timeoutMs: 20_000 });
+    const started = async () => (await readFile(record, 'utf8').catch(() => '')).trim() !== '';
+    while (!(await started())) await new Promise((r) => setTimeout(r, 20));
+    // started and waiting at the gate: nothing reported
+    await new Promise((r) => setTimeout(r, 300));
+    expect(job.reporter.methods()).toEqual([]);
+    await writeFile(gate, '');
+    expect((await run).exitCode).toBe(0);
+    expect(job.reporter.methods()).toEqual(['logImplementation', 'logTestResult', 'updateJobStatus']);
   });
 
   it('resetTo: moves the branch to another revision before the work, which verify calls DIVERGENT', async () => {
