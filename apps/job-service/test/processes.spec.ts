@@ -1,6 +1,6 @@
 import { claimJob, enqueueJob, ErrorCode, getJob } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
-import { startApp, type RunningApp } from '../../../tools/system-tests/src/services.js';
+import { startApp, type RunningApp } from '@gantry/testing';
 import { createWorld, key, registerProducts, type TestWorld } from './harness.js';
 
 // These start the compiled service (apps/job-service/dist): build first.

@@ -1,5 +1,5 @@
 import { coalescingStreamId, enqueueJob, getJob } from '@gantry/contracts';
-import { startApp, type RunningApp } from '../../../tools/system-tests/src/services.js';
+import { startApp, type RunningApp } from '@gantry/testing';
 import { createWorld, key, registerProducts, type TestWorld } from './harness.js';
 
 // Starts the compiled service (apps/job-service/dist): build first.

@@ -2,8 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import pg from 'pg';
 import { Webhooks } from '@octokit/webhooks';
-import { eventually, removeTestNamespace, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
-import { startApp, type RunningApp } from '../../../tools/system-tests/src/services.js';
+import { eventually, removeTestNamespace, startApp, testDatabaseUrl, testNaming, uniqueName, type RunningApp } from '@gantry/testing';
 import { whatADeliveryConcerns } from '../src/application/webhook-targets.js';
 
 const examples = createRequire(import.meta.url)('@octokit/webhooks-examples') as { name: string; examples: Record<string, unknown>[] }[];

@@ -30,8 +30,7 @@ import {
   type TaskView,
 } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { eventually, removeTestNamespace, testDatabaseUrl, testNaming, testNatsUrl, uniqueName, dropSchema } from '@gantry/testing';
-import { startApp, type RunningApp } from '../../../tools/system-tests/src/services.js';
+import { eventually, removeTestNamespace, startApp, testDatabaseUrl, testNaming, testNatsUrl, uniqueName, dropSchema, type RunningApp } from '@gantry/testing';
 
 /*
  * One test file's world: the job service and workflow-engine processes (compiled dist/) on the

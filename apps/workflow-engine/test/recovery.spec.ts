@@ -1,5 +1,5 @@
 import { eventually } from '@gantry/testing';
-import type { RunningApp } from '../../../tools/system-tests/src/services.js';
+import type { RunningApp } from '@gantry/testing';
 import { expectDiscreteFields } from './expectations.js';
 import { WorkflowWorld } from './harness.js';
 

@@ -1,9 +1,11 @@
 // Test helpers of @gantry/service-runtime (import from '@gantry/service-runtime/testing').
 import 'reflect-metadata';
 import { Module, type DynamicModule, type INestApplication, type Provider, type Type } from '@nestjs/common';
+import pg from 'pg';
 import type { Context, Naming } from '@gantry/contracts';
-import { removeTestNamespace, testNaming, uniqueName } from '@gantry/testing';
-import { createServiceApp } from './lib/bootstrap.js';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { removeTestNamespace, testDatabaseUrl, testNaming, testNatsUrl, uniqueName } from '@gantry/testing';
+import { createServiceApp, type ServiceAppOptions } from './lib/bootstrap.js';
 import { GantryRuntimeModule } from './lib/runtime.module.js';
 
 export interface TestService {
@@ -43,17 +45,13 @@ export async function startTestService(options: {
     class TestServiceModule {}
     module = TestServiceModule;
   }
-  const saved = { ...process.env };
-  Object.assign(process.env, { GANTRY_DB_SCHEMA: schema, GANTRY_SUBJECT_ROOT: naming.subjectRoot, GANTRY_STREAM_PREFIX: naming.streamPrefix, ...options.env });
   let app: INestApplication;
   try {
-    app = await createServiceApp(module, { nestLogs: false });
+    app = await startInProcess(module, { name: schema, naming }, options.env, { nestLogs: false });
     await app.listen(0, '127.0.0.1');
   } catch (error) {
     await removeTestNamespace(naming, schema);
     throw error;
-  } finally {
-    process.env = saved;
   }
   const url = (await app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
   return {
@@ -66,4 +64,56 @@ export async function startTestService(options: {
       await removeTestNamespace(naming, schema);
     },
   };
+}
+
+/**
+ * One test file's world on the shared servers: a schema, subject root and stream prefix of its own,
+ * a bus and a command client on them, and a SQL pool on the schema. `close()` removes all of it.
+ */
+export interface TestWorld {
+  /** The schema, and the root of the naming. */
+  name: string;
+  naming: Naming;
+  bus: Bus;
+  client: CommandClient;
+  db: pg.Pool;
+  close(): Promise<void>;
+}
+
+export async function createTestWorld(label: string, options: { poolSize?: number } = {}): Promise<TestWorld> {
+  const name = uniqueName(label);
+  const naming = testNaming(name);
+  const bus = await Bus.connect({ servers: testNatsUrl, naming, name: `${label}-test-client` });
+  const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${name}`, max: options.poolSize ?? 4 });
+  return {
+    name,
+    naming,
+    bus,
+    client: new CommandClient(bus),
+    db,
+    async close() {
+      await bus.close();
+      await db.end();
+      await removeTestNamespace(naming, name);
+    },
+  };
+}
+
+/**
+ * A service module created in this process (transport connected, not listening on HTTP) on the
+ * world's schema and naming. `env` is applied only while the service reads its configuration.
+ */
+export async function startInProcess(
+  module: Type<unknown>,
+  world: Pick<TestWorld, 'name' | 'naming'>,
+  env: Record<string, string> = {},
+  options: ServiceAppOptions = {},
+): Promise<INestApplication> {
+  const saved = { ...process.env };
+  Object.assign(process.env, { GANTRY_DB_SCHEMA: world.name, GANTRY_SUBJECT_ROOT: world.naming.subjectRoot, GANTRY_STREAM_PREFIX: world.naming.streamPrefix, ...env });
+  try {
+    return await createServiceApp(module, options);
+  } finally {
+    process.env = saved;
+  }
 }

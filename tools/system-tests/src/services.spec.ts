@@ -1,8 +1,7 @@
 import pg from 'pg';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { commandSubject, contractRegistry, streamName, type Context } from '@gantry/contracts';
-import { connectTestNats, testDatabaseUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
-import { apps, startApp, type App, type RunningApp } from './services.js';
+import { apps, connectTestNats, startApp, testDatabaseUrl, testNaming, uniqueName, removeTestNamespace, type App, type RunningApp } from '@gantry/testing';
 
 const contextOf: Partial<Record<App, Context>> = {
   'job-service': 'jobs',

@@ -1,7 +1,6 @@
-import { existsSync } from 'node:fs';
 import { acquireWorktree, deriveWorktreeKey, ErrorCode, GantryError, releaseWorktree, renewWorktreeLease, type WorktreeLeaseGrant } from '@gantry/contracts';
 import { claimedJob, createWorld, type TestWorld } from './testing/world.js';
-import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';
+import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 import { STREAM_PREFIX } from './lease-log.js';
 
 async function refusal(promise: Promise<unknown>): Promise<GantryError> {
@@ -26,7 +25,6 @@ describe('closing the books of a worktree key (a real process)', () => {
   let n = 0;
 
   beforeAll(async () => {
-    if (!existsSync(serviceEntry)) throw new Error(`${serviceEntry} is missing: run \`npx nx run worktree-service:build\` (nx test does it first)`);
     world = await createWorld('wt-books');
   });
   afterEach(async () => {

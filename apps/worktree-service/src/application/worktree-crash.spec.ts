@@ -4,7 +4,7 @@ import { acquireWorktree, deriveIdempotencyKey, deriveWorktreeKey, GantryError, 
 import { eventually } from '@gantry/testing';
 import { plainGit as git } from '@gantry/git/testing';
 import { claimedJob, createWorld, newJobId, type TestWorld } from './testing/world.js';
-import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';
+import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 
 /*
  * The service as a process (compiled dist/), killed with SIGKILL between an effect's git work and
@@ -17,7 +17,6 @@ describe('the worktree service killed and restarted (a real process)', () => {
   let n = 0;
 
   beforeAll(async () => {
-    if (!existsSync(serviceEntry)) throw new Error(`${serviceEntry} is missing: run \`npx nx run worktree-service:build\` (nx test does it first)`);
     world = await createWorld('wt-crash');
   });
   afterEach(async () => {

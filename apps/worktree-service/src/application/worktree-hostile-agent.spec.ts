@@ -4,7 +4,7 @@ import { acquireWorktree, deriveWorktreeKey, listWorktreeLeases, releaseWorktree
 import { plainGit as git } from '@gantry/git/testing';
 import { eventually } from '@gantry/testing';
 import { claimedJob, createWorld, type TestWorld } from './testing/world.js';
-import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';
+import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 
 /*
  * A hostile agent: while it holds a worktree it writes the shared clone's config, hooks and the
@@ -107,7 +107,6 @@ describe('the worktree service after a hostile agent (a real process, real git)'
   let mainSha: string;
 
   beforeAll(async () => {
-    if (!existsSync(serviceEntry)) throw new Error(`${serviceEntry} is missing: run \`npx nx run worktree-service:build\` (nx test does it first)`);
     world = await createWorld('wt-hostile');
     service = await startServiceProcess(world);
     mainSha = git(world.git.seed, 'rev-parse', 'main');

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import {
   acquireWorktree,
@@ -15,7 +15,7 @@ import { worktreeServiceProjections } from '../infrastructure/persistence/projec
 import { plainGit as git } from '@gantry/git/testing';
 import { STREAM_PREFIX } from './lease-log.js';
 import { createWorld, newJobId, type TestWorld } from './testing/world.js';
-import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';
+import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 
 /*
  * A kill -9 run of the worktree service (docs/worktrees.md): eight clients lease worktrees of five
@@ -34,7 +34,6 @@ describe('the worktree service under repeated SIGKILL (a real process)', () => {
   let n = 0;
 
   beforeAll(async () => {
-    if (!existsSync(serviceEntry)) throw new Error(`${serviceEntry} is missing: run \`npx nx run worktree-service:build\` (nx test does it first)`);
     world = await createWorld('wt-kill-nine');
   });
   afterAll(async () => {

@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import {
   acquireWorktree,
   deriveIdempotencyKey,
@@ -12,7 +11,7 @@ import {
 } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { claimedJob, createWorld, type TestWorld } from './testing/world.js';
-import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';
+import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 
 /*
  * A claim that ends by someone other than its holder — a cancel, the job's lease expiring, a newer
@@ -26,7 +25,6 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
   let n = 0;
 
   beforeAll(async () => {
-    if (!existsSync(serviceEntry)) throw new Error(`${serviceEntry} is missing: run \`npx nx run worktree-service:build\` (nx test does it first)`);
     world = await createWorld('wt-pending');
   });
   afterEach(async () => {

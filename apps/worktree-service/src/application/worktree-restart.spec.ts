@@ -16,7 +16,7 @@ import { eventually, testDatabaseUrl } from '@gantry/testing';
 import { plainGit as git } from '@gantry/git/testing';
 import { JOBS_CONSUMER } from './job-lifecycle.js';
 import { claimedJob, createWorld, newJobId, type TestWorld } from './testing/world.js';
-import { serviceEntry, startServiceProcess, type ServiceProcess } from './testing/process.js';
+import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 
 /*
  * The worktree service as a real process across restarts (docs/worktrees.md): where its root lies
@@ -29,7 +29,6 @@ describe('the worktree service across restarts (a real process)', () => {
   let n = 0;
 
   beforeAll(async () => {
-    if (!existsSync(serviceEntry)) throw new Error(`${serviceEntry} is missing: run \`npx nx run worktree-service:build\` (nx test does it first)`);
     world = await createWorld('wt-restart');
   });
   afterEach(async () => {

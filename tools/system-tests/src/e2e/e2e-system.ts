@@ -17,9 +17,8 @@ import {
   type WorktreeLeaseView,
 } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, dropSchema, eventually, testDatabaseUrl, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
+import { connectTestNats, deleteStreams, dropSchema, eventually, startApp, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, type RunningApp } from '@gantry/testing';
 import pg from 'pg';
-import { startApp, type RunningApp } from '../services.js';
 import { OriginRepository } from './origin-repository.js';
 
 const repoRoot = resolve(fileURLToPath(import.meta.url), '../../../../..');

@@ -18,8 +18,7 @@ import {
   type SprintRunView,
 } from '@gantry/contracts';
 import { GitHubFakeControl } from '@gantry/github-fake';
-import { dropSchema, eventually, startNodeProcess, testDatabaseUrl, type ChildService } from '@gantry/testing';
-import { freePort, startApp, type RunningApp } from '../services.js';
+import { dropSchema, eventually, freePort, startApp, startNodeProcess, testDatabaseUrl, type ChildService, type RunningApp } from '@gantry/testing';
 import { E2eSystem } from './e2e-system.js';
 
 const repoRoot = resolve(fileURLToPath(import.meta.url), '../../../../..');

@@ -1,7 +1,6 @@
 import { dispatchSubject, jobOfferMessageId, type JobOffer } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { eventually, logRecordsOf, testNatsUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
-import { startApp, type RunningApp } from '../services.js';
+import { eventually, logRecordsOf, startApp, testNatsUrl, testNaming, uniqueName, removeTestNamespace, type RunningApp } from '@gantry/testing';
 import { standInBin } from './e2e-system.js';
 
 /** A runner whose job service does not answer: it starts, is ready, and backs off exponentially. */

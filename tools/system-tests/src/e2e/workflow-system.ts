@@ -1,7 +1,6 @@
 import type { z } from 'zod';
 import type { CommandContract, ReplyOf } from '@gantry/contracts';
-import { dropSchema } from '@gantry/testing';
-import { startApp, type RunningApp } from '../services.js';
+import { dropSchema, startApp, type RunningApp } from '@gantry/testing';
 import { E2eSystem } from './e2e-system.js';
 
 /**

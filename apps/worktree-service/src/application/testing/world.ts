@@ -1,11 +1,10 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
-import pg from 'pg';
-import { eventSubject, JobClaimed, jobExampleIds, type EventEnvelope, type Naming } from '@gantry/contracts';
-import { Bus, CommandClient } from '@gantry/messaging';
-import { createServiceApp, Readiness } from '@gantry/service-runtime';
-import { eventually, testDatabaseUrl, testNaming, testNatsUrl, uniqueName, removeTestNamespace } from '@gantry/testing';
+import { eventSubject, JobClaimed, jobExampleIds, type EventEnvelope } from '@gantry/contracts';
+import { Readiness } from '@gantry/service-runtime';
+import { createTestWorld, startInProcess as startModule, type TestWorld as BaseWorld } from '@gantry/service-runtime/testing';
+import { eventually } from '@gantry/testing';
 import { AppModule } from '../../app.module.js';
 import { createGitFixture, type GitFixture } from '@gantry/git/testing';
 
@@ -14,12 +13,7 @@ import { createGitFixture, type GitFixture } from '@gantry/git/testing';
  * commits, a worktree root, a command client, and a publisher of job events shaped exactly as the
  * job service's relay publishes them.
  */
-export interface TestWorld {
-  name: string;
-  naming: Naming;
-  bus: Bus;
-  client: CommandClient;
-  db: pg.Pool;
+export interface TestWorld extends BaseWorld {
   git: GitFixture;
   /** The GANTRY_WORKTREE_ROOT of the service under test. */
   root: string;
@@ -27,26 +21,19 @@ export interface TestWorld {
   publishJobEvent(type: string, jobId: string, data: Record<string, unknown>): Promise<void>;
   claimJob(jobId: string, leaseToken?: number): Promise<void>;
   count(sql: string, params?: unknown[]): Promise<number>;
-  close(): Promise<void>;
 }
 
 export const newJobId = (): string => `job-${randomUUID()}`;
 
 export async function createWorld(label: string): Promise<TestWorld> {
-  const name = uniqueName(label);
-  const naming = testNaming(name);
+  const base = await createTestWorld(label);
+  const { name, naming, bus, db } = base;
   const git = createGitFixture();
   const root = `${git.dir}/worktree-root`;
-  const bus = await Bus.connect({ servers: testNatsUrl, naming, name: `${label}-test-client` });
-  const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${name}`, max: 4 });
   const versions = new Map<string, number>();
   let position = 1000;
   const world: TestWorld = {
-    name,
-    naming,
-    bus,
-    client: new CommandClient(bus),
-    db,
+    ...base,
     git,
     root,
     env: (extra = {}) => ({
@@ -84,9 +71,7 @@ export async function createWorld(label: string): Promise<TestWorld> {
       return Number((await db.query(sql, params)).rows[0].n);
     },
     async close() {
-      await bus.close();
-      await db.end();
-      await removeTestNamespace(naming, name);
+      await base.close();
       git.cleanup();
     },
   };
@@ -95,14 +80,7 @@ export async function createWorld(label: string): Promise<TestWorld> {
 
 /** The worktree service in this process on the world's schema, naming and root; resolves once /ready would say ready. */
 export async function startInProcess(world: TestWorld, env: Record<string, string> = {}): Promise<INestApplication> {
-  const saved = { ...process.env };
-  Object.assign(process.env, world.env(env));
-  let app: INestApplication;
-  try {
-    app = await createServiceApp(AppModule);
-  } finally {
-    process.env = saved;
-  }
+  const app = await startModule(AppModule, world, world.env(env));
   const readiness = app.get(Readiness);
   await eventually(async () => (await readiness.evaluate()).ready, { what: 'worktree service ready', timeoutMs: 30_000 });
   return app;

@@ -1,0 +1,93 @@
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Naming } from '@gantry/contracts';
+import { eventually, startNodeProcess, testDatabaseUrl, testNatsUrl, type ChildService } from './index.js';
+
+/** The repository's root: this file is libs/testing/src/apps.ts, or libs/testing/dist/apps.js once built. */
+const repositoryRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+export const apps = ['job-service', 'workflow-engine', 'pr-service', 'worktree-service', 'runner'] as const;
+export type App = (typeof apps)[number];
+
+/** The compiled entry point of an app (`npx nx run <app>:build` writes it). */
+export function appEntry(app: App): string {
+  return path.join(repositoryRoot, 'apps', app, 'dist', 'main.js');
+}
+
+/** A TCP port nobody listens on right now, on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export interface RunningApp extends ChildService {
+  app: App;
+  port: number;
+  /** http://127.0.0.1:<port> */
+  url: string;
+}
+
+export interface StartAppOptions {
+  /** The app's database schema (GANTRY_DB_SCHEMA). */
+  schema: string;
+  /** The subject root and stream prefix it shares with the rest of its world. */
+  naming: Naming;
+  /** More settings; they win over the ones derived from the options. */
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Arguments to node itself, e.g. --cpu-prof. */
+  nodeArgs?: string[];
+  /** Resolve only once GET /ready answers 200 (default); false: as soon as the process runs. */
+  waitReady?: boolean;
+  readyTimeoutMs?: number;
+}
+
+/**
+ * Starts a compiled app as its own process — so that a test or a bench can SIGKILL it — on the
+ * given schema and naming, the test servers (GANTRY_DATABASE_URL / GANTRY_NATS_URL or their
+ * defaults) and a free port on 127.0.0.1, and waits for its /ready. An app that does not become
+ * ready is killed, and the error carries the end of its output.
+ */
+export async function startApp(app: App, options: StartAppOptions): Promise<RunningApp> {
+  const entry = appEntry(app);
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`npx nx run ${app}:build\` (nx test does it first)`);
+  const port = await freePort();
+  const child = startNodeProcess(
+    entry,
+    {
+      PORT: String(port),
+      GANTRY_HTTP_HOST: '127.0.0.1',
+      GANTRY_DATABASE_URL: testDatabaseUrl,
+      GANTRY_NATS_URL: testNatsUrl,
+      GANTRY_DB_SCHEMA: options.schema,
+      GANTRY_SUBJECT_ROOT: options.naming.subjectRoot,
+      GANTRY_STREAM_PREFIX: options.naming.streamPrefix,
+      LOG_LEVEL: 'warn',
+      ...options.env,
+    },
+    [],
+    { cwd: options.cwd, nodeArgs: options.nodeArgs },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  if (options.waitReady !== false) {
+    try {
+      await eventually(async () => (await fetch(`${url}/ready`)).status === 200, {
+        what: `${app} ready`,
+        timeoutMs: options.readyTimeoutMs ?? 30_000,
+        intervalMs: 100,
+      });
+    } catch (error) {
+      await child.kill('SIGKILL');
+      throw new Error(`${String(error)}\n--- ${app} output ---\n${child.output().slice(-4000)}`);
+    }
+  }
+  return { ...child, app, port, url };
+}
