@@ -13,13 +13,12 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { cancelJob, enqueueJob, getJob, isTerminalJobStatus, listWorktreeLeases, listWorktrees, registerProduct } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
-import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
+import { connectTestNats, deleteStreams, startApp } from '@gantry/testing';
+import { benchName, dropSchema, natsUrl } from './lib.mjs';
 
 const root = resolve(import.meta.dirname, '..');
 const total = Number(process.env.CHAOS_JOBS ?? 40);
@@ -31,29 +30,20 @@ const worktreeRoot = join(scratch, 'worktrees');
 const random = (n) => Math.floor(Math.random() * n);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function freePort() {
-  return new Promise((ok, fail) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => ok(port));
-    });
-    server.on('error', fail);
-  });
-}
-
 /** The four processes, each started again under the same settings after a kill. */
 const services = {
-  'job-service': { app: 'job-service', env: { GANTRY_DB_SCHEMA: `${name}_jobs`, GANTRY_LEASE_SWEEP_MS: '200' } },
+  'job-service': { app: 'job-service', schema: `${name}_jobs`, env: { GANTRY_LEASE_SWEEP_MS: '200' } },
   'worktree-service': {
     app: 'worktree-service',
-    env: { GANTRY_DB_SCHEMA: `${name}_worktrees`, GANTRY_WORKTREE_ROOT: worktreeRoot, GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '200', GANTRY_WORKTREE_LOCK_TIMEOUT_MS: '60000' },
+    schema: `${name}_worktrees`,
+    env: { GANTRY_WORKTREE_ROOT: worktreeRoot, GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '200', GANTRY_WORKTREE_LOCK_TIMEOUT_MS: '60000' },
   },
   ...Object.fromEntries(
     ['chaos-runner-a', 'chaos-runner-b'].map((id) => [
       id,
       {
         app: 'runner',
+        schema: `${name}_runner`,
         env: {
           GANTRY_RUNNER_ID: id,
           GANTRY_RUNNER_CONCURRENCY: '3',
@@ -75,26 +65,10 @@ const services = {
 const running = new Map();
 
 async function start(key) {
-  const { app, env } = services[key];
-  const port = await freePort();
-  const child = startNodeProcess(join(root, 'apps', app, 'dist', 'main.js'), {
-    PORT: String(port),
-    GANTRY_HTTP_HOST: '127.0.0.1',
-    GANTRY_DATABASE_URL: databaseUrl,
-    GANTRY_NATS_URL: natsUrl,
-    GANTRY_SUBJECT_ROOT: naming.subjectRoot,
-    GANTRY_STREAM_PREFIX: naming.streamPrefix,
-    LOG_LEVEL: 'warn',
-    ...env,
-  });
+  const { app, schema, env } = services[key];
+  const child = await startApp(app, { schema, naming, env, readyTimeoutMs: 60_000 });
   running.set(key, child);
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const ready = await fetch(`http://127.0.0.1:${port}/ready`).then((r) => r.status === 200, () => false);
-    if (ready) return child;
-    if (Date.now() > deadline) throw new Error(`${key} not ready:\n${child.output().slice(-3000)}`);
-    await sleep(100);
-  }
+  return child;
 }
 
 function git(cwd, args) {

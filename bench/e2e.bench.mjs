@@ -12,13 +12,12 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { enqueueJob, getJob, isTerminalJobStatus, registerProduct } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
-import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
+import { connectTestNats, deleteStreams, startApp } from '@gantry/testing';
+import { benchName, dropSchema, natsUrl } from './lib.mjs';
 
 const root = resolve(import.meta.dirname, '..');
 const total = Number(process.env.BENCH_JOBS ?? 100);
@@ -29,37 +28,10 @@ const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
 const scratch = mkdtempSync(join(tmpdir(), 'gantry-bench-e2e-'));
 const processes = [];
 
-function freePort() {
-  return new Promise((ok, fail) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => ok(port));
-    });
-    server.on('error', fail);
-  });
-}
-
-async function start(app, env) {
-  const port = await freePort();
-  const child = startNodeProcess(join(root, 'apps', app, 'dist', 'main.js'), {
-    PORT: String(port),
-    GANTRY_HTTP_HOST: '127.0.0.1',
-    GANTRY_DATABASE_URL: databaseUrl,
-    GANTRY_NATS_URL: natsUrl,
-    GANTRY_SUBJECT_ROOT: naming.subjectRoot,
-    GANTRY_STREAM_PREFIX: naming.streamPrefix,
-    LOG_LEVEL: 'warn',
-    ...env,
-  });
+async function start(app, schema, env = {}) {
+  const child = await startApp(app, { schema, naming, env });
   processes.push(child);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const ready = await fetch(`http://127.0.0.1:${port}/ready`).then((r) => r.status === 200, () => false);
-    if (ready) return child;
-    if (Date.now() > deadline) throw new Error(`${app} not ready:\n${child.output().slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  return child;
 }
 
 function median(values, q = 0.5) {
@@ -70,7 +42,7 @@ function median(values, q = 0.5) {
 let bus;
 try {
   let origin = null;
-  await start('job-service', { GANTRY_DB_SCHEMA: `${name}_jobs` });
+  await start('job-service', `${name}_jobs`);
   if (withWorktrees) {
     origin = join(scratch, 'origin.git');
     execFileSync('git', ['init', '-q', '--bare', '--initial-branch=main', origin]);
@@ -78,10 +50,10 @@ try {
     execFileSync('git', ['clone', '-q', origin, clone]);
     execFileSync('git', ['-c', 'user.name=b', '-c', 'user.email=b@b.invalid', 'commit', '-q', '--allow-empty', '-m', 'initial'], { cwd: clone });
     execFileSync('git', ['push', '-q', 'origin', 'HEAD:refs/heads/main'], { cwd: clone });
-    await start('worktree-service', { GANTRY_DB_SCHEMA: `${name}_worktrees`, GANTRY_WORKTREE_ROOT: join(scratch, 'worktrees') });
+    await start('worktree-service', `${name}_worktrees`, { GANTRY_WORKTREE_ROOT: join(scratch, 'worktrees') });
   }
   for (const id of ['bench-runner-a', 'bench-runner-b']) {
-    await start('runner', {
+    await start('runner', `${name}_runner`, {
       GANTRY_RUNNER_ID: id,
       GANTRY_RUNNER_CONCURRENCY: '4',
       GANTRY_AGENT_BIN: join(root, 'apps/runner/bin/stand-in-claude'),

@@ -5,18 +5,12 @@
 //   client:  move_task sent → the 200th JobEnqueued of the entry received on NATS
 //   server:  the admission committed (TaskAdmittedToStep) → the 200th JobEnqueued committed (PostgreSQL clock)
 //   BENCH_FANOUT_PARTICIPANTS (default 200), BENCH_FANOUT_ROUNDS (default 5)
-import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { createTask, importWorkflow, listStepEntries, moveTask, registerAgentProfile, registerProduct } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
+import { removeTestNamespace, startApp } from '@gantry/testing';
 import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const participants = Number(process.env.BENCH_FANOUT_PARTICIPANTS ?? 200);
 const rounds = Number(process.env.BENCH_FANOUT_ROUNDS ?? 5);
 const name = benchName('fanout');
@@ -24,45 +18,10 @@ const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
 const jobsSchema = `${name}_jobs`;
 const engineSchema = `${name}_wf`;
 
-async function freePort() {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function start(app, schema) {
-  const port = await freePort();
-  const child = spawn(process.execPath, [path.join(root, `apps/${app}/dist/main.js`)], {
-    env: {
-      ...process.env,
-      PORT: String(port),
-      GANTRY_HTTP_HOST: '127.0.0.1',
-      GANTRY_DATABASE_URL: databaseUrl,
-      GANTRY_NATS_URL: natsUrl,
-      GANTRY_DB_SCHEMA: schema,
-      GANTRY_SUBJECT_ROOT: naming.subjectRoot,
-      GANTRY_STREAM_PREFIX: naming.streamPrefix,
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const ready = await fetch(`http://127.0.0.1:${port}/ready`).then((r) => r.status === 200, () => false);
-    if (ready) return child;
-    if (Date.now() > deadline) throw new Error(`${app} did not become ready`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
-const jobService = await start('job-service', jobsSchema);
-const engine = await start('workflow-engine', engineSchema);
+const jobService = await startApp('job-service', { schema: jobsSchema, naming, readyTimeoutMs: 60_000 });
+const engine = await startApp('workflow-engine', { schema: engineSchema, naming, readyTimeoutMs: 60_000 });
 const bus = await Bus.connect({ servers: natsUrl, naming, name: 'fanout-bench' });
 const client = new CommandClient(bus);
 const jobsDb = new pg.Client({ connectionString: databaseUrl, options: `-c search_path=${jobsSchema}` });
@@ -145,16 +104,7 @@ ${seats.join('\n')}
   await bus.close();
   await jobsDb.end();
   await engineDb.end();
-  for (const child of [engine, jobService]) {
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-  }
-  const nc = await connect({ servers: natsUrl });
-  const jsm = await jetstreamManager(nc);
-  for await (const stream of jsm.streams.list()) {
-    if (stream.config.name.startsWith(naming.streamPrefix)) await jsm.streams.delete(stream.config.name).catch(() => undefined);
-  }
-  await nc.close();
-  await dropSchema(jobsSchema);
+  for (const child of [engine, jobService]) await child.kill('SIGTERM');
+  await removeTestNamespace(naming, jobsSchema);
   await dropSchema(engineSchema);
 }

@@ -1,7 +1,6 @@
 // Shared helpers of the benchmarks: a throw-away schema and latency statistics.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,17 +44,6 @@ export async function measure(total, writers, op) {
   );
   const seconds = (performance.now() - started) / 1000;
   return { perSecond: Math.round(total / seconds), ...stats(latencies) };
-}
-
-export function freePort() {
-  return new Promise((ok, fail) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => ok(port));
-    });
-    server.on('error', fail);
-  });
 }
 
 /** Single-row durable commits per second with `clients` connections, for `seconds`: the ceiling of every figure here. */

@@ -33,10 +33,9 @@ import {
   startJob,
 } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
-import { benchName, databaseUrl, dropSchema, freePort, natsUrl, rawCommits, stats, writeResults } from './lib.mjs';
+import { connectTestNats, deleteStreams, freePort, startApp } from '@gantry/testing';
+import { benchName, databaseUrl, dropSchema, natsUrl, rawCommits, stats, writeResults } from './lib.mjs';
 
-const root = resolve(import.meta.dirname, '..');
 const jobs = Number(process.env.BENCH_JOBS ?? 600);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
 const workers = Number(process.env.BENCH_WORKERS ?? 16);
@@ -65,15 +64,6 @@ function cpuSeconds(pid) {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
-async function waitReady(url, child, what) {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if ((await fetch(`${url}/ready`).then((r) => r.status, () => 0)) === 200) return;
-    if (Date.now() > deadline) throw new Error(`${what} not ready:\n${child.output().slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 /** Runs `count` operations over `concurrency` loops; returns ops/s. */
 async function spread(count, concurrency, op) {
   let next = 0;
@@ -93,26 +83,9 @@ const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
 let bus;
 
 async function startJobService() {
-  const port = await freePort();
-  const args = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${resolve(process.env.BENCH_CPU_PROF)}`] : [];
-  const child = startNodeProcess(
-    join(root, 'apps/job-service/dist/main.js'),
-    {
-      PORT: String(port),
-      GANTRY_HTTP_HOST: '127.0.0.1',
-      GANTRY_DATABASE_URL: databaseUrl,
-      GANTRY_NATS_URL: natsUrl,
-      GANTRY_DB_SCHEMA: schema,
-      GANTRY_SUBJECT_ROOT: naming.subjectRoot,
-      GANTRY_STREAM_PREFIX: naming.streamPrefix,
-      LOG_LEVEL: 'warn',
-      ...extraEnv,
-    },
-    [],
-    { nodeArgs: args },
-  );
+  const nodeArgs = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${resolve(process.env.BENCH_CPU_PROF)}`] : [];
+  const child = await startApp('job-service', { schema, naming, env: extraEnv, nodeArgs, readyTimeoutMs: 60_000 });
   processes.push(child);
-  await waitReady(`http://127.0.0.1:${port}`, child, 'job-service');
   return child;
 }
 

@@ -6,7 +6,6 @@
 // The log is made of real events: one job is taken through its whole life by the running service
 // (enqueue, claim, start, the story log, finish), and its 7 events are copied for new job ids until
 // the log holds the wanted number (inserted in bulk, in the order of 16 jobs running at once).
-import { join, resolve } from 'node:path';
 import pg from 'pg';
 import {
   claimJob,
@@ -20,11 +19,10 @@ import {
 } from '@gantry/contracts';
 import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, startNodeProcess } from '@gantry/testing';
+import { connectTestNats, deleteStreams, startApp } from '@gantry/testing';
 import { jobServiceProjections } from '../apps/job-service/dist/infrastructure/projections.js';
-import { benchName, databaseUrl, dropSchema, freePort, natsUrl, writeResults } from './lib.mjs';
+import { benchName, databaseUrl, dropSchema, natsUrl, writeResults } from './lib.mjs';
 
-const root = resolve(import.meta.dirname, '..');
 const wanted = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000);
 const name = benchName('replay');
 const schema = `${name}_jobs`;
@@ -32,24 +30,8 @@ const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
 const sha = (c) => c.repeat(40).slice(0, 40);
 
 async function startJobService() {
-  const port = await freePort();
   const started = performance.now();
-  const child = startNodeProcess(join(root, 'apps/job-service/dist/main.js'), {
-    PORT: String(port),
-    GANTRY_HTTP_HOST: '127.0.0.1',
-    GANTRY_DATABASE_URL: databaseUrl,
-    GANTRY_NATS_URL: natsUrl,
-    GANTRY_DB_SCHEMA: schema,
-    GANTRY_SUBJECT_ROOT: naming.subjectRoot,
-    GANTRY_STREAM_PREFIX: naming.streamPrefix,
-    LOG_LEVEL: 'warn',
-  });
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    if ((await fetch(`http://127.0.0.1:${port}/ready`).then((r) => r.status, () => 0)) === 200) break;
-    if (Date.now() > deadline) throw new Error(`job-service not ready:\n${child.output().slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  const child = await startApp('job-service', { schema, naming, readyTimeoutMs: 120_000 });
   return { child, readyMs: Math.round(performance.now() - started) };
 }
 

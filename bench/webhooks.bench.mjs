@@ -6,18 +6,12 @@
 //   BENCH_WEBHOOKS    deliveries (default 3000)
 //   BENCH_CONCURRENCY deliveries in flight at once (default 16)
 import { randomUUID } from 'node:crypto';
-import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { Webhooks } from '@octokit/webhooks';
-import { benchName, databaseUrl, dropSchema, measure, natsUrl } from './lib.mjs';
+import { removeTestNamespace, startApp } from '@gantry/testing';
+import { benchName, databaseUrl, measure } from './lib.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const total = Number(process.env.BENCH_WEBHOOKS ?? 3000);
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const name = benchName('webhooks');
@@ -32,41 +26,14 @@ const kinds = [
   ['status', pick('status')],
 ];
 
-const port = await new Promise((resolve) => {
-  const server = createServer();
-  server.listen(0, '127.0.0.1', () => {
-    const { port } = server.address();
-    server.close(() => resolve(port));
-  });
+const service = await startApp('pr-service', {
+  schema: name,
+  naming,
+  env: { GANTRY_GITHUB_WEBHOOK_SECRETS: secret, GANTRY_GITHUB_API_URL: 'http://127.0.0.1:9', GANTRY_GITHUB_TOKEN: 'unused' },
 });
-const service = spawn(process.execPath, [path.join(root, 'apps/pr-service/dist/main.js')], {
-  env: {
-    ...process.env,
-    PORT: String(port),
-    GANTRY_HTTP_HOST: '127.0.0.1',
-    GANTRY_DATABASE_URL: databaseUrl,
-    GANTRY_NATS_URL: natsUrl,
-    GANTRY_DB_SCHEMA: name,
-    GANTRY_SUBJECT_ROOT: naming.subjectRoot,
-    GANTRY_STREAM_PREFIX: naming.streamPrefix,
-    GANTRY_GITHUB_WEBHOOK_SECRETS: secret,
-    GANTRY_GITHUB_API_URL: 'http://127.0.0.1:9',
-    GANTRY_GITHUB_TOKEN: 'unused',
-    LOG_LEVEL: 'warn',
-  },
-  stdio: ['ignore', 'ignore', 'inherit'],
-});
-
-const url = `http://127.0.0.1:${port}`;
+const { url } = service;
 const db = new pg.Pool({ connectionString: databaseUrl, options: `-c search_path=${name}`, max: 2 });
 try {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const ready = await fetch(`${url}/ready`).then((r) => r.status === 200, () => false);
-    if (ready) break;
-    if (Date.now() > deadline) throw new Error('pr-service did not become ready');
-    await new Promise((r) => setTimeout(r, 100));
-  }
   const signers = new Webhooks({ secret });
   const deliveries = [];
   for (let i = 0; i < total; i++) {
@@ -101,12 +68,7 @@ try {
   console.log(`webhook ingest (signed, ${concurrency} in flight)  ${result.perSecond}/s to durable record over ${total} deliveries of ~${Math.round(bytes / 1024)} KiB`);
   console.log(`response time (POST /webhooks/github)       p50=${result.p50}ms p99=${result.p99}ms max=${result.max}ms`);
 } finally {
-  service.kill('SIGTERM');
-  await new Promise((r) => service.once('exit', r));
+  await service.kill('SIGTERM');
   await db.end();
-  const nc = await connect({ servers: natsUrl });
-  const jsm = await jetstreamManager(nc);
-  for await (const s of jsm.streams.list()) if (s.config.name.startsWith(naming.streamPrefix)) await jsm.streams.delete(s.config.name);
-  await nc.close();
-  await dropSchema(name);
+  await removeTestNamespace(naming, name);
 }
