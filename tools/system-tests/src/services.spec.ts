@@ -28,11 +28,11 @@ describe.each(apps)('%s as a process', (app) => {
   it('answers /health and /ready', async () => {
     const health = await fetch(`${running.url}/health`);
     expect(health.status).toBe(200);
-    expect(await health.json()).toEqual({ status: 'ok' });
+    expect(await health.json()).toEqual({ status: 'ok', info: { process: { status: 'up' } }, error: {}, details: { process: { status: 'up' } } });
     const ready = await fetch(`${running.url}/ready`);
-    const body = (await ready.json()) as { status: string; checks: Record<string, { ok: boolean }> };
-    expect(body.status).toBe('ready');
-    expect(body.checks.nats).toMatchObject({ ok: true, detail: { state: 'connected' } });
+    const body = (await ready.json()) as { status: string; details: Record<string, { status: string }> };
+    expect(body.status).toBe('ok');
+    expect(body.details.nats).toMatchObject({ status: 'up', state: 'connected' });
   });
 
   if (context) {

@@ -111,8 +111,8 @@ describe('worktree hygiene, queries and hostile input (real git, PostgreSQL and 
     expect(usage.repositories).toHaveLength(1);
     expect(usage.worktrees.length).toBeGreaterThan(0);
     const report = await app.get(Readiness).evaluate();
-    expect(report.checks.disk).toMatchObject({ ok: true, detail: { root: world.root } });
-    expect((report.checks.disk!.detail as { totalBytes: number }).totalBytes).toBeGreaterThan(0);
+    expect(report.details.disk).toMatchObject({ status: 'up', root: world.root });
+    expect(report.details.disk!.totalBytes).toBeGreaterThan(0);
   });
 
   it('lists leases filtered by job and status', async () => {

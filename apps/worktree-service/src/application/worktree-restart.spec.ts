@@ -199,10 +199,10 @@ describe('the worktree service across restarts (a real process)', () => {
     }
 
     service = await startServiceProcess(world);
-    const ready = (await (await fetch(`${service.url}/ready`)).json()) as { checks: Record<string, { ok: boolean; detail?: { jobEvents?: { unacknowledged: number } } }> };
+    const ready = (await (await fetch(`${service.url}/ready`)).json()) as { details: Record<string, { status: string; jobEvents?: { unacknowledged: number } }> };
     // Ready while the dead process's events are still held (their ack wait has not run out) …
-    expect(ready.checks['worktree-recovery']).toMatchObject({ ok: true });
-    expect(ready.checks['worktree-recovery']!.detail!.jobEvents!.unacknowledged).toBeGreaterThan(0);
+    expect(ready.details['worktree-recovery']).toMatchObject({ status: 'up' });
+    expect(ready.details['worktree-recovery']!.jobEvents!.unacknowledged).toBeGreaterThan(0);
     expect((await consumerInfo()).num_ack_pending).toBeGreaterThan(0);
     expect(service.output()).not.toContain('did not catch up in time');
     expect((await world.db.query(`SELECT status FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId])).rows[0].status).toBe('ready');

@@ -1,4 +1,5 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res, Headers } from '@nestjs/common';
+import { HealthCheck, HealthCheckService } from '@nestjs/terminus';
 import { randomUUID } from 'node:crypto';
 import { ErrorCode } from '@gantry/contracts';
 import { GantryTransport } from './transport/gantry-transport.js';
@@ -9,23 +10,29 @@ interface HttpResponse {
   json(body: unknown): void;
 }
 
+/**
+ * GET /health (liveness) and GET /ready (readiness) from @nestjs/terminus: 200 with every check
+ * `up`, or 503 with the failing checks under `error` (and all of them under `details`); both 503
+ * once the service is shutting down. See docs/operations.md.
+ */
 @Controller()
 export class HealthController {
   constructor(
+    @Inject(HealthCheckService) private readonly health: HealthCheckService,
     @Inject(Readiness) private readonly readiness: Readiness,
     @Inject(Liveness) private readonly liveness: Liveness,
   ) {}
 
   @Get('health')
-  health(@Res() res: HttpResponse): void {
-    if (this.liveness.healthy) res.status(200).json({ status: 'ok' });
-    else res.status(503).json({ status: 'unhealthy', reasons: this.liveness.reasons });
+  @HealthCheck()
+  alive() {
+    return this.health.check(this.liveness.indicators());
   }
 
   @Get('ready')
-  async ready(@Res() res: HttpResponse): Promise<void> {
-    const result = await this.readiness.evaluate();
-    res.status(result.ready ? 200 : 503).json({ status: result.ready ? 'ready' : 'not_ready', checks: result.checks });
+  @HealthCheck()
+  ready() {
+    return this.health.check(this.readiness.indicators());
   }
 }
 

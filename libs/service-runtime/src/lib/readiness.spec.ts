@@ -1,12 +1,13 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
-import { Controller } from '@nestjs/common';
+import { Controller, Inject, Injectable, type OnApplicationBootstrap } from '@nestjs/common';
 import { z } from 'zod';
 import { defineEvent, eventSubject, streamName } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { Bus, RetryLater } from '@gantry/messaging';
 import { eventually, startScratchNats } from '@gantry/testing';
 import { startTestService } from '../testing.js';
+import { Liveness, Readiness } from './readiness.js';
 import { DurableConsumer } from './transport/decorators.js';
 
 defineEvent({
@@ -17,9 +18,11 @@ defineEvent({
   examples: { valid: [{ hold: true }], invalid: [{ hold: 'x' }] },
 });
 
+/** Terminus's body: the failing checks under `error`, every check under `details`. */
 interface ReadyBody {
-  status: string;
-  checks: Record<string, { ok: boolean; detail?: Record<string, unknown> }>;
+  status: 'ok' | 'error' | 'shutting_down';
+  error: Record<string, { status: string } & Record<string, unknown>>;
+  details: Record<string, { status: string } & Record<string, unknown>>;
 }
 
 const holding = { value: false };
@@ -33,8 +36,27 @@ class HeldConsumer {
   }
 }
 
-async function startService(label: string, env: Record<string, string>, withConsumer = false) {
-  const service = await startTestService({ label, env, controllers: withConsumer ? [HeldConsumer] : [] });
+const troubles = { failing: false };
+
+/** A part of the service with checks of its own: one that throws while told to, one that never answers. */
+@Injectable()
+class TroubledPart implements OnApplicationBootstrap {
+  constructor(
+    @Inject(Readiness) private readonly readiness: Readiness,
+    @Inject(Liveness) readonly liveness: Liveness,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.readiness.register('troubled', () => {
+      if (troubles.failing) throw new Error('the troubled part lost its footing');
+      return { ok: true, detail: { status: 'fine' } };
+    });
+    this.readiness.register('silent', () => (troubles.failing ? new Promise<never>(() => undefined) : { ok: true }));
+  }
+}
+
+async function startService(label: string, env: Record<string, string>, withConsumer = false, providers: Array<typeof TroubledPart> = []) {
+  const service = await startTestService({ label, env, controllers: withConsumer ? [HeldConsumer] : [], providers });
   const ready = async (): Promise<{ status: number; body: ReadyBody }> => {
     const response = await fetch(`${service.url}/ready`);
     return { status: response.status, body: (await response.json()) as ReadyBody };
@@ -53,8 +75,10 @@ describe('readiness', () => {
         const answer = await service.ready();
         return answer.status === 503 ? answer : null;
       }, { what: '/ready 503 with NATS stopped' });
-      expect(down.body.checks.nats).toMatchObject({ ok: false });
-      expect(down.body.checks.database).toMatchObject({ ok: true });
+      expect(down.body.status).toBe('error');
+      expect(Object.keys(down.body.error)).toEqual(['nats']);
+      expect(down.body.error.nats).toMatchObject({ status: 'down' });
+      expect(down.body.details.database).toMatchObject({ status: 'up' });
       await nats.start();
       await eventually(async () => (await service.ready()).status === 200, { what: 'ready again with NATS back', timeoutMs: 30_000 });
     } finally {
@@ -74,14 +98,14 @@ describe('readiness', () => {
       await bus.jsm.streams.delete(streamName(service.naming, 'workflow'));
       await store.append(`wf-${randomUUID()}`, 0, [{ type: 'Noted', data: {} }], { correlationId: 't' });
       const young = await service.ready();
-      expect(young.body.checks.relay!.detail).toMatchObject({ pending: 1 });
+      expect(young.body.details.relay).toMatchObject({ status: 'up', pending: 1 });
       expect(young.status).toBe(200);
       // The same backlog an hour old.
       await store.pool.query(`UPDATE events SET recorded_at = now() - interval '1 hour'`);
       const old = await service.ready();
       expect(old.status).toBe(503);
-      expect(old.body.checks.relay).toMatchObject({ ok: false, detail: { pending: 1 } });
-      expect(old.body.checks.relay!.detail!.oldestAgeMs).toBeGreaterThanOrEqual(3_600_000);
+      expect(old.body.error.relay).toMatchObject({ status: 'down', pending: 1 });
+      expect(old.body.error.relay!.oldestAgeMs).toBeGreaterThanOrEqual(3_600_000);
       await bus.ensureEventStream('workflow');
       await eventually(async () => (await service.ready()).status === 200, { what: 'ready once the backlog is published' });
     } finally {
@@ -104,11 +128,44 @@ describe('readiness', () => {
         const answer = await service.ready();
         return answer.status === 503 ? answer : null;
       }, { what: '/ready 503 while the consumer is stuck' });
-      expect(stuck.body.checks.consumers).toMatchObject({ ok: false });
-      expect(stuck.body.checks.relay).toMatchObject({ ok: true });
+      expect(Object.keys(stuck.body.error)).toEqual(['consumers']);
+      expect(stuck.body.error.consumers).toMatchObject({ status: 'down', consumers: { 'readiness-test-held': { attached: true } } });
+      expect(stuck.body.details.relay).toMatchObject({ status: 'up' });
       holding.value = false;
       await eventually(async () => (await service.ready()).status === 200, { what: 'ready once the consumer caught up' });
     } finally {
+      await service.close();
+    }
+  });
+
+  it("a part's own check that throws or does not answer makes /ready 503 naming it with the reason; /health names a part that declared itself unhealthy", async () => {
+    troubles.failing = false;
+    const service = await startService('ready_parts', {}, false, [TroubledPart]);
+    try {
+      await eventually(async () => (await service.ready()).status === 200, { what: 'ready' });
+      // A detail with a `status` of its own stays beside terminus's status.
+      expect((await service.ready()).body.details.troubled).toEqual({ status: 'up', detail: { status: 'fine' } });
+      troubles.failing = true;
+      const down = await service.ready();
+      expect(down.status).toBe(503);
+      expect(down.body.error).toEqual({
+        troubled: { status: 'down', message: 'the troubled part lost its footing' },
+        silent: { status: 'down', message: 'check timed out' },
+      });
+      expect(down.body.details.database).toMatchObject({ status: 'up' });
+      troubles.failing = false;
+      expect((await service.ready()).status).toBe(200);
+
+      const liveness = service.app.get(Liveness);
+      expect((await fetch(`${service.url}/health`)).status).toBe(200);
+      liveness.markUnhealthy('engine', 'the engine stalled');
+      const health = await fetch(`${service.url}/health`);
+      expect(health.status).toBe(503);
+      expect(await health.json()).toMatchObject({ status: 'error', error: { engine: { status: 'down', message: 'the engine stalled' } } });
+      liveness.markHealthy('engine');
+      expect((await fetch(`${service.url}/health`)).status).toBe(200);
+    } finally {
+      troubles.failing = false;
       await service.close();
     }
   });

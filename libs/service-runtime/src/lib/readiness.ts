@@ -1,44 +1,81 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import { HealthIndicatorService, type HealthIndicatorFunction, type HealthIndicatorResult } from '@nestjs/terminus';
 
 export interface CheckResult {
   ok: boolean;
   detail?: unknown;
 }
 
-/** Named checks behind GET /ready; each part of a service adds its own. */
+/** A check that gives no answer in this time counts as down. */
+const CHECK_TIMEOUT_MS = 2000;
+
+/**
+ * The named checks behind GET /ready, as @nestjs/terminus health indicators. The runtime adds its
+ * own (database, nats, relay, consumers, see health-indicators.ts); each part of a service adds
+ * what it needs with `register`. See docs/operations.md (health and readiness).
+ */
 @Injectable()
 export class Readiness {
-  private readonly checks = new Map<string, () => Promise<CheckResult> | CheckResult>();
+  private readonly checks = new Map<string, () => Promise<HealthIndicatorResult>>();
 
+  constructor(@Inject(HealthIndicatorService) private readonly health: HealthIndicatorService) {}
+
+  /** A check in this project's shape: ok, and what to show beside it. */
   register(name: string, check: () => Promise<CheckResult> | CheckResult): void {
-    this.checks.set(name, check);
+    this.add(name, async () => {
+      const { ok, detail } = await check();
+      const session = this.health.check(name);
+      return ok ? session.up(indicatorData(detail)) : session.down(indicatorData(detail));
+    });
   }
 
-  async evaluate(): Promise<{ ready: boolean; checks: Record<string, CheckResult> }> {
-    const checks: Record<string, CheckResult> = {};
-    for (const [name, check] of this.checks) {
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        checks[name] = await Promise.race([
-          Promise.resolve(check()),
-          new Promise<CheckResult>((resolve) => {
-            timer = setTimeout(() => resolve({ ok: false, detail: 'check timed out' }), 2000);
-          }),
-        ]);
-      } catch (error) {
-        checks[name] = { ok: false, detail: String(error) };
-      } finally {
-        clearTimeout(timer);
-      }
-    }
-    return { ready: Object.values(checks).every((c) => c.ok), checks };
+  /** A terminus indicator under `name` (its result's key must be `name`). */
+  add(name: string, indicator: () => Promise<HealthIndicatorResult>): void {
+    this.checks.set(name, indicator);
   }
+
+  /** Every check as terminus runs them: one that throws or does not answer in time is down, with the reason. */
+  indicators(): HealthIndicatorFunction[] {
+    return [...this.checks].map(([name, indicator]) => () => this.run(name, indicator));
+  }
+
+  /** All checks at once, without HTTP (for in-process callers). */
+  async evaluate(): Promise<{ ready: boolean; details: HealthIndicatorResult }> {
+    const results = await Promise.all(this.indicators().map((indicator) => (indicator as () => Promise<HealthIndicatorResult>)()));
+    const details: HealthIndicatorResult = Object.assign({}, ...results);
+    return { ready: Object.values(details).every((d) => d.status === 'up'), details };
+  }
+
+  private async run(name: string, indicator: () => Promise<HealthIndicatorResult>): Promise<HealthIndicatorResult> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        indicator(),
+        new Promise<HealthIndicatorResult>((resolve) => {
+          timer = setTimeout(() => resolve(this.health.check(name).down('check timed out')), CHECK_TIMEOUT_MS);
+        }),
+      ]);
+    } catch (error) {
+      return this.health.check(name).down(error instanceof Error ? error.message : String(error));
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** Terminus's way: an object's fields beside `status` (a key of that name would clash), text under `message`. */
+function indicatorData(detail: unknown): Record<string, unknown> | undefined {
+  if (detail === undefined || detail === null) return undefined;
+  if (typeof detail !== 'object' || Array.isArray(detail)) return { message: String(detail) };
+  return 'status' in detail ? { detail } : (detail as Record<string, unknown>);
 }
 
 /** Liveness: a part of the process may declare it cannot go on (e.g. a runner whose token expired). */
 @Injectable()
 export class Liveness {
   private readonly problems = new Map<string, string>();
+
+  constructor(@Inject(HealthIndicatorService) private readonly health: HealthIndicatorService) {}
 
   markUnhealthy(component: string, reason: string): void {
     this.problems.set(component, reason);
@@ -54,5 +91,11 @@ export class Liveness {
 
   get reasons(): Record<string, string> {
     return Object.fromEntries(this.problems);
+  }
+
+  /** GET /health: `process` up while no part objects, else each part that objects, down with its reason. */
+  indicators(): HealthIndicatorFunction[] {
+    if (this.problems.size === 0) return [() => this.health.check('process').up()];
+    return [...this.problems].map(([component, reason]) => () => this.health.check(component).down(reason));
   }
 }

@@ -9,6 +9,7 @@ import {
   type OnApplicationShutdown,
 } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { TerminusModule } from '@nestjs/terminus';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { PATTERN_EXTRAS_METADATA } from '@nestjs/microservices/constants.js';
 import type { Context } from '@gantry/contracts';
@@ -19,6 +20,7 @@ import { CommandsController, HealthController } from './http.controllers.js';
 import { gantryHandlerOf } from './transport/decorators.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { componentLogger, loggingModule, withinLogContext } from './logging.js';
+import { ConsumerLagHealthIndicator, NatsHealthIndicator, PostgresHealthIndicator, RelayHealthIndicator } from './health-indicators.js';
 import { Liveness, Readiness } from './readiness.js';
 import { RetentionPruner } from './retention.js';
 
@@ -38,11 +40,8 @@ export interface RuntimeOptions {
 
 export const RUNTIME_OPTIONS = Symbol('gantry:runtime-options');
 
-/** NATS by its connection state and a real round trip: a client that is reconnecting is not ready. */
-async function natsCheck(bus: Bus) {
-  const { ok, ...detail } = await bus.health();
-  return { ok, detail };
-}
+/** @nestjs/terminus for /health and /ready; a failing check is named in the 503 body, not logged at every probe. */
+const healthModule = () => TerminusModule.forRoot({ logger: false });
 
 @Injectable()
 class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
@@ -56,32 +55,19 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
     @Inject(Readiness) private readonly readiness: Readiness,
+    @Inject(NatsHealthIndicator) private readonly nats: NatsHealthIndicator,
+    @Inject(PostgresHealthIndicator) private readonly database: PostgresHealthIndicator,
+    @Inject(RelayHealthIndicator) private readonly relayHealth: RelayHealthIndicator,
+    @Inject(ConsumerLagHealthIndicator) private readonly consumerLag: ConsumerLagHealthIndicator,
     @InjectPinoLogger('runtime') private readonly log: PinoLogger,
   ) {}
 
   onApplicationBootstrap(): void {
     this.assertEveryHandlerIsServed();
-    this.readiness.register('database', async () => {
-      await this.store.pool.query('SELECT 1');
-      return { ok: true };
-    });
-    this.readiness.register('nats', () => natsCheck(this.bus));
-    this.readiness.register('relay', async () => {
-      // The age of the oldest waiting event, the same on every replica: a backlog is fine while it moves.
-      const { pending, oldestAgeMs } = await this.relay.backlog();
-      return { ok: oldestAgeMs <= this.config.readyRelayMaxAgeMs, detail: { pending, oldestAgeMs, maxAgeMs: this.config.readyRelayMaxAgeMs, active: this.relay.isLeader } };
-    });
-    this.readiness.register('consumers', async () => {
-      const detail: Record<string, unknown> = {};
-      let ok = true;
-      for (const consumer of this.transport.consumers) {
-        const lag = await consumer.lag().catch((error: unknown) => ({ attached: false, error: String(error) }) as const);
-        const behind = 'oldestUnprocessedAgeMs' in lag && lag.oldestUnprocessedAgeMs > this.config.readyConsumerMaxLagMs;
-        if (!lag.attached || behind) ok = false;
-        detail[consumer.name] = lag;
-      }
-      return { ok, detail: { maxLagMs: this.config.readyConsumerMaxLagMs, consumers: detail } };
-    });
+    this.readiness.add('database', () => this.database.isHealthy('database'));
+    this.readiness.add('nats', () => this.nats.isHealthy('nats'));
+    this.readiness.add('relay', () => this.relayHealth.isHealthy('relay'));
+    this.readiness.add('consumers', () => this.consumerLag.isHealthy('consumers'));
     this.store.onAppended(() => this.relay.appended());
     this.relay.start();
     this.log.info(
@@ -146,10 +132,11 @@ class ClientLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
   constructor(
     @Inject(Bus) private readonly bus: Bus,
     @Inject(Readiness) private readonly readiness: Readiness,
+    @Inject(NatsHealthIndicator) private readonly nats: NatsHealthIndicator,
   ) {}
 
   onApplicationBootstrap(): void {
-    this.readiness.register('nats', () => natsCheck(this.bus));
+    this.readiness.add('nats', () => this.nats.isHealthy('nats'));
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -174,7 +161,7 @@ export class GantryRuntimeModule {
   static forClient(options: ClientRuntimeOptions): DynamicModule {
     return {
       module: GantryRuntimeModule,
-      imports: [loggingModule(options.service)],
+      imports: [loggingModule(options.service), healthModule()],
       controllers: [HealthController],
       providers: [
         { provide: SERVICE_CONFIG, useFactory: () => loadServiceConfig(options.service, { schema: 'runner', port: options.defaultPort }) },
@@ -187,6 +174,7 @@ export class GantryRuntimeModule {
         { provide: CommandClient, inject: [Bus], useFactory: (bus: Bus) => new CommandClient(bus) },
         Readiness,
         Liveness,
+        NatsHealthIndicator,
         ClientLifecycle,
       ],
       exports: [SERVICE_CONFIG, Bus, CommandClient, Readiness, Liveness],
@@ -196,7 +184,7 @@ export class GantryRuntimeModule {
   static forRoot(options: RuntimeOptions): DynamicModule {
     return {
       module: GantryRuntimeModule,
-      imports: [DiscoveryModule, loggingModule(options.service)],
+      imports: [DiscoveryModule, loggingModule(options.service), healthModule()],
       controllers: [HealthController, CommandsController],
       providers: [
         { provide: RUNTIME_OPTIONS, useValue: options },
@@ -260,6 +248,10 @@ export class GantryRuntimeModule {
         },
         Readiness,
         Liveness,
+        NatsHealthIndicator,
+        PostgresHealthIndicator,
+        RelayHealthIndicator,
+        ConsumerLagHealthIndicator,
         RetentionPruner,
         RuntimeLifecycle,
       ],

@@ -34,7 +34,7 @@ describe('a runner without a job service', () => {
     expect((await fetch(`${runner.url}/health`)).status).toBe(200);
     const ready = await fetch(`${runner.url}/ready`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toMatchObject({ status: 'ready', checks: { dispatch: { ok: true, detail: { runnerId: 'runner-lonely', kinds: ['PLAN_CHAT'] } } } });
+    expect(await ready.json()).toMatchObject({ status: 'ok', details: { dispatch: { status: 'up', runnerId: 'runner-lonely', kinds: ['PLAN_CHAT'] } } });
   });
 
   it('gives an offer it cannot claim back with an exponentially growing delay', async () => {

@@ -417,13 +417,13 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       const first = code('token-1', { behaviour: 'commit', files: { 'src/token-1.ts': '1\n' } });
       const firstId = await system.enqueue({ payload: first.payload });
       await eventually(async () => (await system.health('runner-e')).status === 503, { what: 'runner E unhealthy', timeoutMs: 30_000 });
-      expect((await system.health('runner-e')).body).toEqual({ status: 'unhealthy', reasons: { runner: 'agent token expired' } });
+      expect((await system.health('runner-e')).body).toMatchObject({ status: 'error', error: { runner: { status: 'down', message: 'agent token expired' } } });
       await eventually(async () => (await system.events(firstId)).some((e) => e.type === 'JobClaimRolledBack'), { what: 'the job back in the queue', timeoutMs: 15_000 });
       // the runner's expired token is not the job's fault: no attempt spent
       expect(await system.job(firstId)).toMatchObject({ status: 'QUEUED', attempt: 1 });
       const ready = await fetch(`${expired.url}/ready`);
       expect(ready.status).toBe(503);
-      expect(await ready.json()).toMatchObject({ checks: { 'agent-token': { ok: false, detail: expect.stringMatching(/^the agent token expired: agent token expired \(exit code 3\)/) } } });
+      expect(await ready.json()).toMatchObject({ status: 'error', error: { 'agent-token': { status: 'down', message: expect.stringMatching(/^the agent token expired: agent token expired \(exit code 3\)/) } } });
       const second = code('token-2', { behaviour: 'commit', files: { 'src/token-2.ts': '2\n' } });
       const secondId = await system.enqueue({ payload: second.payload });
       await new Promise((r) => setTimeout(r, 1500));
