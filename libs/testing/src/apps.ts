@@ -28,11 +28,14 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export interface RunningApp extends ChildService {
-  app: App;
+export interface RunningProcess extends ChildService {
   port: number;
   /** http://127.0.0.1:<port> */
   url: string;
+}
+
+export interface RunningApp extends RunningProcess {
+  app: App;
 }
 
 export interface StartAppOptions {
@@ -57,8 +60,12 @@ export interface StartAppOptions {
  * ready is killed, and the error carries the end of its output.
  */
 export async function startApp(app: App, options: StartAppOptions): Promise<RunningApp> {
-  const entry = appEntry(app);
-  if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`npx nx run ${app}:build\` (nx test does it first)`);
+  return { ...(await startEntry(appEntry(app), app, options)), app };
+}
+
+/** `startApp` for any compiled service entry point (`label` names it in errors), e.g. a test's own service. */
+export async function startEntry(entry: string, label: string, options: StartAppOptions): Promise<RunningProcess> {
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: build it first (\`npx nx run-many -t build\`; nx test does it first)`);
   const port = await freePort();
   const child = startNodeProcess(
     entry,
@@ -80,14 +87,14 @@ export async function startApp(app: App, options: StartAppOptions): Promise<Runn
   if (options.waitReady !== false) {
     try {
       await eventually(async () => (await fetch(`${url}/ready`)).status === 200, {
-        what: `${app} ready`,
+        what: `${label} ready`,
         timeoutMs: options.readyTimeoutMs ?? 30_000,
         intervalMs: 100,
       });
     } catch (error) {
       await child.kill('SIGKILL');
-      throw new Error(`${String(error)}\n--- ${app} output ---\n${child.output().slice(-4000)}`);
+      throw new Error(`${String(error)}\n--- ${label} output ---\n${child.output().slice(-4000)}`);
     }
   }
-  return { ...child, app, port, url };
+  return { ...child, port, url };
 }

@@ -7,6 +7,7 @@ import { EventStore } from '@gantry/eventstore';
 import { Bus, RetryLater } from '@gantry/messaging';
 import { eventually, startScratchNats } from '@gantry/testing';
 import { startTestService } from '../testing.js';
+import type { HealthBody } from '../testing/probe-process.js';
 import { Liveness, Readiness } from './readiness.js';
 import { DurableConsumer } from './transport/decorators.js';
 
@@ -17,13 +18,6 @@ defineEvent({
   data: z.object({ hold: z.boolean() }),
   examples: { valid: [{ hold: true }], invalid: [{ hold: 'x' }] },
 });
-
-/** Terminus's body: the failing checks under `error`, every check under `details`. */
-interface ReadyBody {
-  status: 'ok' | 'error' | 'shutting_down';
-  error: Record<string, { status: string } & Record<string, unknown>>;
-  details: Record<string, { status: string } & Record<string, unknown>>;
-}
 
 const holding = { value: false };
 
@@ -57,9 +51,9 @@ class TroubledPart implements OnApplicationBootstrap {
 
 async function startService(label: string, env: Record<string, string>, withConsumer = false, providers: Array<typeof TroubledPart> = []) {
   const service = await startTestService({ label, env, controllers: withConsumer ? [HeldConsumer] : [], providers });
-  const ready = async (): Promise<{ status: number; body: ReadyBody }> => {
+  const ready = async (): Promise<{ status: number; body: HealthBody }> => {
     const response = await fetch(`${service.url}/ready`);
-    return { status: response.status, body: (await response.json()) as ReadyBody };
+    return { status: response.status, body: (await response.json()) as HealthBody };
   };
   return { ...service, ready };
 }
