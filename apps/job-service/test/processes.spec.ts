@@ -71,4 +71,27 @@ describe('job service as processes', () => {
     // Another runner's claim is still refused: the lease is held.
     await expect(world.client.request(claimJob, { ...request, runnerId: 'runner-other', idempotencyKey: key('claim') })).rejects.toMatchObject({ code: ErrorCode.ALREADY_CLAIMED });
   }, 60_000);
+
+  it('a lease the sweep cannot expire for an unexpected reason is logged as an error, and the other leases still expire', async () => {
+    const app = await start();
+    // A jobs view row with no log behind it: expiring its lease is refused NOT_FOUND, which no race explains.
+    const ghost = `job-ghost-${key('g').slice(-8)}`;
+    await world.db.query(
+      `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, exclude_from_coalescing, created_at, attempt, max_attempts,
+                         lease_token, runner_id, lease_expires_at, payloads, state)
+       VALUES ($1, 0, 'RUNNING', 'PLAN_CHAT', 'product-2r', false, now(), 1, 3, 1, 'runner-ghost', now() - interval '1 hour', '[]', '{}')`,
+      [ghost],
+    );
+    const { jobId } = await world.client.request(enqueueJob, { kind: 'PLAN_CHAT', productId: 'product-2r', idempotencyKey: key('e') });
+    await world.client.request(claimJob, { runnerId: 'runner-ghost-neighbour', kinds: ['PLAN_CHAT'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('c') });
+
+    const line = await eventually(
+      () => app.output().split('\n').find((l) => l.includes('a lease could not be expired') && l.includes(ghost)),
+      { timeoutMs: 20_000, what: 'the refused expiry logged' },
+    );
+    expect(JSON.parse(line)).toMatchObject({ jobId: ghost, code: ErrorCode.NOT_FOUND });
+    expect(line).toMatch(/"level":("error"|50)/);
+    await eventually(async () => (await world.client.request(getJob, { jobId })).status === 'QUEUED', { timeoutMs: 20_000, what: "the neighbour's lease expired" });
+    await world.db.query(`DELETE FROM jobs WHERE job_id = $1`, [ghost]);
+  }, 60_000);
 });

@@ -1,10 +1,13 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
-import { GantryError } from '@gantry/contracts';
+import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore } from '@gantry/eventstore';
 import { jobDecider } from '../domain/index.js';
 
 export const DEFAULT_LEASE_SWEEP_MS = 1000;
+
+/** Refusals that mean the lease ended or moved on between the sweep's look and its append. */
+const LEASE_MOVED_ON: ReadonlySet<string> = new Set([ErrorCode.STALE_FENCE, ErrorCode.INVALID_TRANSITION, ErrorCode.PRECONDITION_FAILED, ErrorCode.VERSION_CONFLICT]);
 
 export function leaseSweepIntervalMs(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env.GANTRY_LEASE_SWEEP_MS;
@@ -107,8 +110,12 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
           this.log.info({ jobId: row.job_id, leaseToken: row.lease_token }, 'job lease expired');
         }
       } catch (error) {
-        // The lease ended (finished, renewed, expired by another replica) between the look and the append.
         if (!(error instanceof GantryError)) throw error;
+        // The lease ended (finished, renewed, expired by another replica) between the look and the append.
+        if (LEASE_MOVED_ON.has(error.code)) continue;
+        // Anything else is a fault of this job (its view and its log disagree): said loudly, and the
+        // sweep goes on with the other leases.
+        this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, code: error.code, error: error.message }, 'a lease could not be expired');
       }
     }
     return expired;

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
 import { coalescingStreamId, jobIdFor, type CoalescingKey, type enqueueJob, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { decideWithin, type CommandMetadata, type EventStore, type UnitOfWork } from '@gantry/eventstore';
 import {
@@ -71,16 +72,21 @@ async function inTurn<T>(key: string, work: () => Promise<T>): Promise<T> {
  * routeEnqueue's; the candidates are the jobs the key's stream opened, and a new job is recorded
  * there at the version read, so two concurrent requests never both create (the loser retries and
  * joins the winner's job).
+ *
+ * `within`: a durable consumer's open transaction to enqueue in (EventStore.executeWithin). Such a
+ * request does not take a turn: a turn ahead of it may be waiting for the connection it holds.
  */
-export async function enqueueJobRequest(store: EventStore, request: EnqueueRequest, metadata: CommandMetadata): Promise<EnqueueReply> {
+export async function enqueueJobRequest(store: EventStore, request: EnqueueRequest, metadata: CommandMetadata, within?: pg.PoolClient): Promise<EnqueueReply> {
+  if (within) return enqueueOnce(store, request, metadata, within);
   const key = coalescingKeyOf(runQueueRequest(request, { now: store.clock().toISOString() }));
   return key ? inTurn(coalescingStreamId(key), () => enqueueOnce(store, request, metadata)) : enqueueOnce(store, request, metadata);
 }
 
-async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata: CommandMetadata): Promise<EnqueueReply> {
+async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata: CommandMetadata, within?: pg.PoolClient): Promise<EnqueueReply> {
   const requestHash = enqueueRequestHash(request);
-  const executed = await store.execute<EnqueueReply>(
-    { metadata, idempotency: { scope: 'jobs.enqueue_job', key: request.idempotencyKey, request: { requestHash }, ttlMs: IDEMPOTENCY_WINDOW_MS } },
+  const options = { metadata, idempotency: { scope: 'jobs.enqueue_job', key: request.idempotencyKey, request: { requestHash }, ttlMs: IDEMPOTENCY_WINDOW_MS } };
+  const execute = (handler: (uow: UnitOfWork) => Promise<EnqueueReply>) => (within ? store.executeWithin(within, options, handler) : store.execute(options, handler));
+  const executed = await execute(
     async (uow) => {
       const now = store.clock().toISOString();
       const routing = runQueueRequest(request, { now });
@@ -114,6 +120,6 @@ async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata:
     },
   );
   if (!executed.replayed) return executed.result;
-  const job = await jobRow(store.pool, executed.result.jobId);
+  const job = await jobRow(within ?? store.pool, executed.result.jobId);
   return { jobId: executed.result.jobId, outcome: 'deduplicated', status: job?.status ?? executed.result.status };
 }

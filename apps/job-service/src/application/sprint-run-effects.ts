@@ -66,6 +66,7 @@ export class SprintRunEffects {
               excludeFromCoalescing: true,
             },
             metadata,
+            sql,
           );
         }
         return;
@@ -84,10 +85,12 @@ export class SprintRunEffects {
               metadata,
               idempotency: { scope: 'jobs.sprint_run_effect', key: `cancel:${cause.eventId}:${jobId}`, request: { jobId } },
               reply: () => ({ jobId }),
+              within: sql,
             });
           } catch (error) {
-            // Finished in the meantime: nothing left to cancel.
-            if (!(error instanceof GantryError)) throw error;
+            // Finished in the meantime: nothing left to cancel. Any other refusal is a fault to retry.
+            if (!(error instanceof GantryError && error.code === ErrorCode.INVALID_TRANSITION)) throw error;
+            this.log.info({ sprintRunId: effect.sprintRunId, jobId, causationId: cause.eventId }, 'sprint job finished before its cancel');
           }
         }
         return;

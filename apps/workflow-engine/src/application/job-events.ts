@@ -69,20 +69,21 @@ export class JobEvents {
         metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
         idempotency: { scope: 'workflow.session_started', key: envelope.eventId, request: { jobId: job.jobId } },
         reply: () => undefined,
+        within: sql,
       }).catch((error: unknown) => this.log.warn({ taskId: job.taskId, jobId: job.jobId, error: String(error) }, 'could not record the session start'));
     }
-    await this.turn('onTurnStart', job, envelope);
+    await this.turn('onTurnStart', job, envelope, sql);
   }
 
   /** A completed turn is a job that finished DONE or SKIPPED; a failed or cancelled one is not. */
   private async onFinished(envelope: EventEnvelope<JobFinishedData>, sql: pg.PoolClient): Promise<void> {
     if (envelope.data.jobStatus !== 'DONE' && envelope.data.jobStatus !== 'SKIPPED') return;
     const job = await taskJob(sql, envelope.data.jobId);
-    if (job) await this.turn('onTurnComplete', job, envelope);
+    if (job) await this.turn('onTurnComplete', job, envelope, sql);
   }
 
-  private async turn(trigger: 'onTurnStart' | 'onTurnComplete', job: TaskJobRow, envelope: EventEnvelope): Promise<void> {
-    const task = await loadTask(this.store, job.taskId);
+  private async turn(trigger: 'onTurnStart' | 'onTurnComplete', job: TaskJobRow, envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+    const task = await loadTask(this.store, job.taskId, sql);
     if (!taskExists(task)) return;
     const now = occupancyOf(task as Task);
     // The turn of an occupancy the task has left (a late review of an earlier round) moves nothing.
@@ -90,7 +91,7 @@ export class JobEvents {
       this.log.info({ taskId: job.taskId, jobId: job.jobId, jobStepId: job.stepId, jobEntrySeq: job.entrySeq, trigger }, 'turn of an earlier step occupancy; nothing to do');
       return;
     }
-    const workflow = await latestWorkflow(this.store.pool, job.workflowId);
+    const workflow = await latestWorkflow(sql, job.workflowId);
     const step = workflow ? stepOf(workflow.definition, job.stepId) : null;
     if (!workflow || !step) return;
     const target = await this.triggers.run(trigger, { task: task as Task, workflow, step, entrySeq: job.entrySeq, cause: envelope.eventId, correlationId: envelope.correlationId });

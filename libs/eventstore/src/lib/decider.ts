@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import type { EventStore, UnitOfWork } from './event-store.js';
 import type { CommandMetadata, ExecuteResult, IdempotencyOptions, StoredEvent } from './types.js';
 
@@ -46,7 +47,10 @@ export async function decideWithin<Command, State, Event extends DomainEvent>(
   return { before, after, decided, appended, version: history.length + decided.length };
 }
 
-/** One decider command as one idempotent, retried-on-conflict transaction. */
+/**
+ * One decider command as one idempotent, retried-on-conflict transaction — or, given `within` (a
+ * durable consumer's open transaction), as a savepoint inside that one (EventStore.executeWithin).
+ */
 export async function handleWithDecider<Command, State, Event extends DomainEvent, Result>(
   store: EventStore,
   options: {
@@ -56,9 +60,10 @@ export async function handleWithDecider<Command, State, Event extends DomainEven
     metadata: CommandMetadata;
     idempotency?: IdempotencyOptions;
     reply: (decision: Decision<State, Event>) => Result;
+    within?: pg.PoolClient;
   },
 ): Promise<ExecuteResult<Result>> {
-  return store.execute({ metadata: options.metadata, idempotency: options.idempotency }, async (uow) =>
-    options.reply(await decideWithin(uow, options.decider, options.streamId, options.command)),
-  );
+  const execute = { metadata: options.metadata, idempotency: options.idempotency };
+  const handler = async (uow: UnitOfWork) => options.reply(await decideWithin(uow, options.decider, options.streamId, options.command));
+  return options.within ? store.executeWithin(options.within, execute, handler) : store.execute(execute, handler);
 }

@@ -175,6 +175,70 @@ describe('event store', () => {
     });
   });
 
+  describe("commands inside a caller's transaction (executeWithin)", () => {
+    const within = async <T>(work: (sql: pg.PoolClient) => Promise<T>, commit = true): Promise<T> => {
+      const sql = await pool.connect();
+      try {
+        await sql.query('BEGIN');
+        const result = await work(sql);
+        await sql.query(commit ? 'COMMIT' : 'ROLLBACK');
+        return result;
+      } finally {
+        sql.release();
+      }
+    };
+    const increment = (stream: string, by: number, sql: pg.PoolClient, key?: string, max?: number) =>
+      handleWithDecider(store, {
+        decider: counter,
+        streamId: stream,
+        command: { type: 'increment', by, max },
+        metadata: meta,
+        ...(key ? { idempotency: { scope: 'test.within', key, request: { by } } } : {}),
+        reply: (d) => d.after.total,
+        within: sql,
+      });
+
+    it("a refusal undoes only its own command's writes; the caller's transaction goes on and commits", async () => {
+      const stream = `w-${randomUUID()}`;
+      const key = randomUUID();
+      await within(async (sql) => {
+        expect((await increment(stream, 2, sql)).result).toBe(2);
+        await expect(increment(stream, 5, sql, key, 3)).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+        expect((await increment(stream, 1, sql)).result).toBe(3);
+      });
+      expect(await countEvents(stream)).toBe(2);
+      // The refusal was stored under its key with the caller's commit: a repeat gets it again.
+      await expect(within((sql) => increment(stream, 5, sql, key, 3))).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+    });
+
+    it("what it wrote and its receipt roll back with the caller's transaction", async () => {
+      const stream = `w-${randomUUID()}`;
+      const key = randomUUID();
+      await within((sql) => increment(stream, 1, sql, key), false);
+      expect(await countEvents(stream)).toBe(0);
+      const again = await within((sql) => increment(stream, 1, sql, key));
+      expect(again).toMatchObject({ result: 1, replayed: false });
+      expect(await within((sql) => increment(stream, 1, sql, key))).toMatchObject({ result: 1, replayed: true });
+    });
+
+    it('a conflict with a concurrent writer reruns the command on fresh state inside the same transaction', async () => {
+      const stream = `w-${randomUUID()}`;
+      await within(async (sql) => {
+        let interfered = false;
+        const executed = await store.executeWithin(sql, { metadata: meta }, async (uow) => {
+          const history = await uow.readStream(stream);
+          if (!interfered) {
+            interfered = true;
+            await store.append(stream, 0, [{ type: 'Incremented', data: { by: 10 } }], meta);
+          }
+          return (await uow.append(stream, history.length, [{ type: 'Incremented', data: { by: 1 } }]))[0]!.streamVersion;
+        });
+        expect(executed.result).toBe(2);
+      });
+      expect(await countEvents(stream)).toBe(2);
+    });
+  });
+
   describe('group commit', () => {
     it('members of one group fail alone: a refusal and a crash leave the others committed', async () => {
       const single = new EventStore({ pool, schema, groupCommit: { maxGroups: 1, maxBatch: 16 } });

@@ -6,7 +6,7 @@ import type { Projection } from './projection.js';
 import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
 import { canonicalHash, GantryError } from '@gantry/contracts';
 import { claimReceipt, storeReceiptAndCommit, storeRefusal } from './receipts.js';
-import { isRetryable, settle, UnitOfWork, type ExecuteOptions, type Outcome } from './unit-of-work.js';
+import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome } from './unit-of-work.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
 
 // The pieces of the log, each in its own file: append.ts (the compare-and-set append with its
@@ -128,6 +128,31 @@ export class EventStore {
         if (!isRetryable(error) || attempt >= this.maxAttempts) throw error;
         await conflictPause(attempt);
       }
+    }
+  }
+
+  /**
+   * Runs a command inside the caller's open transaction — a durable consumer's, which also holds the
+   * event's inbox row — in a savepoint of its own: a refusal or a conflict undoes only the command's
+   * writes (a conflict reruns it), and what it wrote commits or rolls back with the caller's
+   * transaction. Same receipts as execute(). It takes no second connection: a handler that held one
+   * connection and waited for another could wait for ever once the pool is busy with its own kind.
+   */
+  async executeWithin<R>(sql: pg.PoolClient, options: ExecuteOptions, handler: (uow: UnitOfWork) => Promise<R>): Promise<ExecuteResult<R>> {
+    for (let attempt = 1; ; attempt++) {
+      await sql.query('SAVEPOINT gantry_within');
+      let outcome: Outcome<R>;
+      try {
+        outcome = await runCommand(sql, this, options, handler);
+      } catch (error) {
+        await sql.query('ROLLBACK TO SAVEPOINT gantry_within');
+        await sql.query('RELEASE SAVEPOINT gantry_within');
+        if (!isRetryable(error) || attempt >= this.maxAttempts) throw error;
+        await conflictPause(attempt);
+        continue;
+      }
+      await sql.query('RELEASE SAVEPOINT gantry_within');
+      return settle(outcome);
     }
   }
 
