@@ -104,9 +104,6 @@ export class WorkflowWorld {
         LOG_LEVEL: 'log',
         GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '5000',
         GANTRY_TEST_WORKFLOW_HOLD_DIR: this.holdDir,
-        // These tests SIGKILL engines with job events fetched and not yet acknowledged; those come back
-        // after the consumer's ack wait, and the engine must answer commands meanwhile.
-        GANTRY_READY_CONSUMER_MAX_LAG_MS: '600000',
         ...env,
       },
     });

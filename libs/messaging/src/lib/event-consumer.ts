@@ -61,9 +61,14 @@ const decoder = new TextDecoder();
 /** What a consumer's readiness is judged by: attached to its durable, and how far behind it is. */
 export interface ConsumerLag {
   attached: boolean;
-  /** Messages not yet acknowledged (delivered and waiting, or not yet delivered). */
+  /** Messages waiting for this process: not yet delivered to anyone, or delivered here and not yet finished. */
   pending: number;
-  /** Age of the oldest message not yet acknowledged; 0 when caught up. */
+  /**
+   * Messages delivered to another process and not yet acknowledged: a live replica's work in hand,
+   * or what a dead process held until its ack wait runs out. Shown, not judged.
+   */
+  deliveredElsewhere: number;
+  /** Age (time in the stream) of the oldest message waiting for this process; 0 when caught up. */
   oldestUnprocessedAgeMs: number;
 }
 
@@ -84,6 +89,8 @@ export class EventConsumer {
   private messages: ConsumerMessages | null = null;
   private processed = 0;
   private ready = false;
+  /** Messages this process received and has not finished (acknowledged or terminated): stream sequence → time in the stream (ms). */
+  private readonly unfinished = new Map<number, number>();
   private readonly handledTypes: ReadonlySet<string> | null;
 
   constructor(private readonly options: EventConsumerOptions) {
@@ -159,21 +166,36 @@ export class EventConsumer {
     });
   }
 
-  /** How far behind the consumer is, from the server's view of its durable and the stream. */
+  /**
+   * How far behind this process is: the oldest of the messages not yet delivered to anyone (from the
+   * server's view of the durable and the stream) and of those delivered here and not finished. A
+   * message delivered to another process is that process's to finish: a live replica answers for it
+   * in its own readiness, and one held by a process that died comes back after its ack wait, so a
+   * restarted process does not wait for it to be ready.
+   */
   async lag(now: Date = new Date()): Promise<ConsumerLag> {
     const { bus, name } = this.options;
     const info = await bus.jsm.consumers.info(this.streamName, name);
-    const pending = info.num_pending + info.num_ack_pending;
-    if (pending === 0) return { attached: this.ready, pending, oldestUnprocessedAgeMs: 0 };
-    // Everything up to the ack floor is done; the first message after it for our subjects is the oldest waiting.
-    // The server (2.9+) takes next_by_subj on the stream API's message get; nats.js types it only for direct get.
-    const query = { seq: info.ack_floor.stream_seq + 1, next_by_subj: this.filterSubject } as unknown as MsgRequest;
-    const oldest = await bus.jsm.streams.getMessage(this.streamName, query).catch((error: unknown) => {
-      if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound) return null; // acknowledged since the info was read
-      throw error;
-    });
-    const age = oldest ? Math.max(0, now.getTime() - oldest.time.getTime()) : 0;
-    return { attached: this.ready, pending, oldestUnprocessedAgeMs: age };
+    // At or below the ack floor everything is acknowledged, by whichever process.
+    for (const sequence of this.unfinished.keys()) if (sequence <= info.ack_floor.stream_seq) this.unfinished.delete(sequence);
+    const since = [...this.unfinished.values()];
+    if (info.num_pending > 0) {
+      // The first message for our subjects past what the server has delivered is the oldest not delivered.
+      // The server (2.9+) takes next_by_subj on the stream API's message get; nats.js types it only for direct get.
+      const query = { seq: info.delivered.stream_seq + 1, next_by_subj: this.filterSubject } as unknown as MsgRequest;
+      const next = await bus.jsm.streams.getMessage(this.streamName, query).catch((error: unknown) => {
+        if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound) return null; // delivered since the info was read
+        throw error;
+      });
+      if (next) since.push(next.time.getTime());
+    }
+    const oldest = since.length > 0 ? Math.min(...since) : now.getTime();
+    return {
+      attached: this.ready,
+      pending: info.num_pending + this.unfinished.size,
+      deliveredElsewhere: Math.max(0, info.num_ack_pending - this.unfinished.size),
+      oldestUnprocessedAgeMs: Math.max(0, now.getTime() - oldest),
+    };
   }
 
   private async run(): Promise<void> {
@@ -195,6 +217,8 @@ export class EventConsumer {
         this.ready = false;
         await this.messages?.close().catch(() => undefined);
         this.messages = null;
+        // What was in hand comes back (to this process or another) and is counted again when it arrives.
+        this.unfinished.clear();
       }
       if (this.running) await new Promise((r) => setTimeout(r, 250));
     }
@@ -216,6 +240,8 @@ export class EventConsumer {
    * is logged and left to JetStream, which redelivers after ack_wait; the inbox makes that harmless.
    */
   private settle(msg: JsMsg, settlement: Settlement, argument?: number | string): void {
+    // A message handed back (nak) is still this process's to finish, wherever it is redelivered next.
+    if (settlement === 'ack' || settlement === 'term') this.unfinished.delete(msg.seq);
     try {
       if (settlement === 'ack') msg.ack();
       else if (settlement === 'nak') msg.nak(argument as number | undefined);
@@ -266,6 +292,7 @@ export class EventConsumer {
     const reading = (async () => {
       try {
         for await (const msg of messages) {
+          this.unfinished.set(msg.seq, Math.floor(msg.info.timestampNanos / 1_000_000));
           queue.push(msg);
           arrival.wake();
         }
