@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { ErrorCode, GantryError } from '@gantry/contracts';
+import { inlineStatement, type SqlWriter } from './deferred-writes.js';
 import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
 
@@ -38,9 +39,16 @@ export function outboxChannel(schema: string): string {
   return `gantry_outbox_${schema}`.slice(0, 63);
 }
 
+const STREAM_QUERY = `SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version`;
+
 export async function readStreamEvents(sql: pg.PoolClient | pg.Pool, streamId: string): Promise<StoredEvent[]> {
-  const { rows } = await sql.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version`, [streamId]);
+  const { rows } = await sql.query<EventRow>(STREAM_QUERY, [streamId]);
   return rows.map(toStoredEvent);
+}
+
+/** The stream read as a statement with its id written in, to travel in a message with others (see inlineStatement). */
+export function streamReadStatement(streamId: string): string {
+  return inlineStatement(STREAM_QUERY, [streamId]);
 }
 
 /** The last `count` events of a stream (oldest first) and the stream's version. */
@@ -71,6 +79,8 @@ export interface AppendContext {
   appendedOn(sql: pg.PoolClient): void;
   /** The stream's events before this append, when the caller read them in this transaction (for the projections). */
   history?: StoredEvent[];
+  /** Where the projections' writes may go instead of `sql` (a command's writes wait for its commit: DeferredWrites). */
+  writer?: SqlWriter;
 }
 
 /**
@@ -143,6 +153,7 @@ export async function appendEvents(
   context.appendedOn(sql);
   const stored = rows.map(toStoredEvent);
   const history = context.history;
-  for (const projection of context.projections) await project(sql, projection, stored, history ? (id) => (id === streamId ? history : undefined) : undefined);
+  const before = history ? (id: string) => (id === streamId ? history : undefined) : undefined;
+  for (const projection of context.projections) await project(sql, projection, stored, before, context.writer);
   return stored;
 }

@@ -63,7 +63,7 @@ export async function handleWithDecider<Command, State, Event extends DomainEven
     within?: pg.PoolClient;
   },
 ): Promise<ExecuteResult<Result>> {
-  const execute = { metadata: options.metadata, idempotency: options.idempotency };
+  const execute = { metadata: options.metadata, idempotency: options.idempotency, streams: [options.streamId] };
   const handler = async (uow: UnitOfWork) => options.reply(await decideWithin(uow, options.decider, options.streamId, options.command));
   return options.within ? store.executeWithin(options.within, execute, handler) : store.execute(execute, handler);
 }

@@ -1,11 +1,12 @@
 import type pg from 'pg';
 import { withTransaction } from './database.js';
-import { appendEvents, EVENT_COLUMNS, readStreamEvents, readStreamTail, streamVersionOf, toStoredEvent, type EventRow } from './append.js';
+import { appendEvents, EVENT_COLUMNS, readStreamEvents, readStreamTail, streamReadStatement, streamVersionOf, toStoredEvent, type EventRow } from './append.js';
+import { DeferredWrites, type SqlWriter } from './deferred-writes.js';
 import { GroupCommit, type GroupCommitLimits } from './group-commit.js';
 import type { Projection } from './projection.js';
 import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
 import { canonicalHash, GantryError } from '@gantry/contracts';
-import { claimReceipt, storeReceiptAndCommit, storeRefusal } from './receipts.js';
+import { claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } from './receipts.js';
 import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome } from './unit-of-work.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
 
@@ -107,8 +108,9 @@ export class EventStore {
     events: NewEvent[],
     metadata: CommandMetadata & { idempotencyKey: string | null },
     history?: StoredEvent[],
+    writer?: SqlWriter,
   ): Promise<StoredEvent[]> {
-    const context = { projections: this.inlineProjections, now: this.clock(), appendedOn: (client: pg.PoolClient) => this.appending.add(client), history };
+    const context = { projections: this.inlineProjections, now: this.clock(), appendedOn: (client: pg.PoolClient) => this.appending.add(client), history, writer };
     return appendEvents(sql, context, streamId, expectedVersion, events, metadata);
   }
 
@@ -157,9 +159,11 @@ export class EventStore {
   }
 
   /**
-   * One command, one transaction, in as few round trips as its parts allow: BEGIN and the receipt
-   * claim go together, the handler's reads and appends, then the receipt's answer and COMMIT go
-   * together. A refusal rolls back what the handler wrote and is stored in a transaction of its own
+   * One command, one transaction, in as few round trips as its parts allow: BEGIN, the receipt
+   * claim and the reads of the streams it names go together; then the handler's appends (each
+   * one round trip: its compare-and-set); the inline projections' writes wait and go with the
+   * receipt's answer and COMMIT (DeferredWrites: a read of the transaction's own writes before
+   * that still sees them). A refusal rolls back what the handler wrote and is stored in a transaction of its own
    * (it wrote nothing else), so the common path carries no savepoint.
    */
   private async executeAlone<R>(options: ExecuteOptions, handler: (uow: UnitOfWork) => Promise<R>): Promise<Outcome<R>> {
@@ -182,19 +186,25 @@ export class EventStore {
     client.on('error', onError);
     let open = true;
     const window = { now: this.clock, defaultTtlMs: this.receiptTtlMs };
+    const streams = options.streams ?? [];
+    const alongside: Alongside = { statements: streams.map(streamReadStatement) };
+    const deferred = new DeferredWrites(client);
     try {
       const requestHash = idempotency ? canonicalHash(idempotency.request) : '';
       if (idempotency) {
-        const earlier = await claimReceipt(client, idempotency, requestHash, window, { begin: true });
+        const earlier = await claimReceipt(client, idempotency, requestHash, window, { begin: true, alongside });
         if (earlier) {
           await client.query('ROLLBACK');
           open = false;
           return { kind: 'replayed', receipt: earlier };
         }
+      } else if (streams.length > 0) {
+        alongside.results = ((await client.query(['BEGIN', ...alongside.statements].join(';\n'))) as unknown as pg.QueryResult<EventRow>[]).slice(1);
       } else {
         await client.query('BEGIN');
       }
-      const uow = new UnitOfWork(client, this, options.metadata, idempotency?.key ?? null);
+      const prefetched = new Map(streams.map((id, i) => [id, (alongside.results![i]!.rows as EventRow[]).map(toStoredEvent)]));
+      const uow = new UnitOfWork(client, this, options.metadata, idempotency?.key ?? null, { prefetched, deferred });
       let result: R;
       try {
         result = await handler(uow);
@@ -211,6 +221,7 @@ export class EventStore {
       return { kind: 'done', result, events: uow.appended };
     } finally {
       if (open) await client.query('ROLLBACK').catch(() => undefined);
+      deferred.end();
       client.off('error', onError);
       client.release(broken ? true : undefined);
     }

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { SqlWriter } from './deferred-writes.js';
 import type { StoredEvent } from './types.js';
 
 /**
@@ -20,7 +21,7 @@ export interface Projection {
    * caller already read them in this transaction (a command that decided on its stream), so the
    * projection need not read its own row back.
    */
-  applyMany?(sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined): Promise<void>;
+  applyMany?(sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined, writer?: SqlWriter): Promise<void>;
 }
 
 /** Whether the projection wants this event at all. */
@@ -28,16 +29,20 @@ export function concerns(projection: Projection, event: Pick<StoredEvent, 'type'
   return !projection.types || projection.types.includes(event.type);
 }
 
-/** Applies events of one or many streams to a projection, in order, the best way it offers. */
+/**
+ * Applies events of one or many streams to a projection, in order, the best way it offers.
+ * `writer`: where a projection that only writes (a state projection's save) may send its writes.
+ */
 export async function project(
   sql: pg.PoolClient,
   projection: Projection,
   events: StoredEvent[],
   before?: (streamId: string) => StoredEvent[] | undefined,
+  writer?: SqlWriter,
 ): Promise<void> {
   const wanted = events.filter((e) => concerns(projection, e));
   if (wanted.length === 0) return;
-  if (projection.applyMany) return projection.applyMany(sql, wanted, before);
+  if (projection.applyMany) return projection.applyMany(sql, wanted, before, writer);
   for (const event of wanted) await projection.apply(sql, event);
 }
 
@@ -54,10 +59,14 @@ export function stateProjection<State>(spec: {
   evolve(state: State, event: StoredEvent): State;
   /** The stored states of these streams (those without a row are left out). */
   load(sql: pg.PoolClient, streamIds: string[]): Promise<Map<string, State>>;
-  /** Writes the new states; `first` is the stream's first event when this write creates its row. */
-  save(sql: pg.PoolClient, rows: Array<{ streamId: string; state: State; first: StoredEvent | null }>): Promise<void>;
+  /**
+   * Writes the new states; `first` is the stream's first event when this write creates its row.
+   * Inside a command the write waits for the commit and goes with it (DeferredWrites): its
+   * parameters must be scalars or JSON (see inlineStatement).
+   */
+  save(sql: SqlWriter, rows: Array<{ streamId: string; state: State; first: StoredEvent | null }>): Promise<void>;
 }): Projection {
-  const applyMany = async (sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined) => {
+  const applyMany = async (sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined, writer?: SqlWriter) => {
     const types = spec.types ? new Set(spec.types) : null;
     const wanted = types ? events.filter((e) => types.has(e.type)) : events;
     const streams = new Map<string, { state: State | undefined; first: StoredEvent }>();
@@ -86,7 +95,7 @@ export function stateProjection<State>(spec: {
       stream.state = spec.evolve(stream.state as State, event);
     }
     await spec.save(
-      sql,
+      writer ?? sql,
       [...streams.entries()].map(([streamId, s]) => ({ streamId, state: s.state as State, first: created.has(streamId) ? s.first : null })),
     );
   };

@@ -18,14 +18,14 @@ export async function claimReceipt(
   idempotency: IdempotencyOptions,
   requestHash: string,
   window: { now: () => Date; defaultTtlMs: number },
-  options: { begin?: boolean } = {},
+  options: { begin?: boolean; alongside?: Alongside } = {},
 ): Promise<Receipt | null> {
   // Every receipt ends: its own window, or the store's default, after which pruning may delete it.
   const expiresAt = new Date(window.now().getTime() + (idempotency.ttlMs ?? window.defaultTtlMs));
   for (let first = true; ; first = false) {
     const inserted =
       first && options.begin
-        ? await beginAndInsert(client, idempotency, requestHash, expiresAt)
+        ? await beginAndInsert(client, idempotency, requestHash, expiresAt, options.alongside)
         : await client.query(
             `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at) VALUES ($1, $2, $3, NULL, $4)
              ON CONFLICT (scope, key) DO NOTHING RETURNING 1`,
@@ -67,13 +67,29 @@ const literal = (value: string) => pg.escapeLiteral(value);
  * the extended protocol, one statement per round trip, and a command's cost here is round trips.
  */
 
-/** Opens the command's transaction and claims the key in one round trip. */
-async function beginAndInsert(client: pg.PoolClient, idempotency: IdempotencyOptions, requestHash: string, expiresAt: Date): Promise<{ rowCount: number | null }> {
+/** Statements (reads) sent in the same message as BEGIN and the claim; their results are put in `results`. */
+export interface Alongside {
+  statements: string[];
+  results?: pg.QueryResult[];
+}
+
+/** Opens the command's transaction and claims the key in one round trip (with the reads alongside, if any). */
+async function beginAndInsert(
+  client: pg.PoolClient,
+  idempotency: IdempotencyOptions,
+  requestHash: string,
+  expiresAt: Date,
+  alongside?: Alongside,
+): Promise<{ rowCount: number | null }> {
   const results = (await client.query(
-    `BEGIN; INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at)
+    [
+      `BEGIN; INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at)
      VALUES (${literal(idempotency.scope)}, ${literal(idempotency.key)}, ${literal(requestHash)}, NULL, ${literal(expiresAt.toISOString())}::timestamptz)
      ON CONFLICT (scope, key) DO NOTHING RETURNING 1`,
+      ...(alongside?.statements ?? []),
+    ].join(';\n'),
   )) as unknown as pg.QueryResult[];
+  if (alongside) alongside.results = results.slice(2);
   return results[1]!;
 }
 

@@ -1,10 +1,24 @@
 import type pg from 'pg';
 import { canonicalHash, ErrorCode, GantryError } from '@gantry/contracts';
 import type { EventStore } from './event-store.js';
+import type { DeferredWrites } from './deferred-writes.js';
 import { claimReceipt, storeReceipt, type Receipt } from './receipts.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 
-export type ExecuteOptions = { metadata: CommandMetadata; idempotency?: IdempotencyOptions };
+export type ExecuteOptions = {
+  metadata: CommandMetadata;
+  idempotency?: IdempotencyOptions;
+  /** Streams the handler reads: read in the message that opens the transaction, not one round trip each. */
+  streams?: string[];
+};
+
+/** What a command's transaction has in hand for its unit of work. */
+export interface UnitOfWorkAids {
+  /** Streams read when the transaction began (see ExecuteOptions.streams). */
+  prefetched?: Map<string, StoredEvent[]>;
+  /** Holds the projections' writes for the commit. */
+  deferred?: DeferredWrites;
+}
 
 /** What a command handler gets: the open transaction and the log operations inside it. */
 export class UnitOfWork {
@@ -17,10 +31,14 @@ export class UnitOfWork {
     private readonly store: EventStore,
     readonly metadata: CommandMetadata,
     readonly idempotencyKey: string | null,
+    private readonly aids: UnitOfWorkAids = {},
   ) {}
 
   async readStream(streamId: string): Promise<StoredEvent[]> {
-    const events = await this.store.readStream(streamId, this.sql);
+    // A stream read with BEGIN is this transaction's read of it; later reads go to the database.
+    const prefetched = this.aids.prefetched?.get(streamId);
+    this.aids.prefetched?.delete(streamId);
+    const events = prefetched ?? (await this.store.readStream(streamId, this.sql));
     this.streams.set(streamId, events);
     return events;
   }
@@ -34,6 +52,7 @@ export class UnitOfWork {
    * the compare-and-set: a concurrent writer that got there first makes this throw VERSION_CONFLICT.
    */
   async append(streamId: string, expectedVersion: ExpectedVersion, events: NewEvent[], metadata?: Partial<CommandMetadata>): Promise<StoredEvent[]> {
+    this.aids.prefetched?.delete(streamId); // read before this append: no longer the stream
     // The history read here is the stream's state only when the append is at its end.
     const read = this.streams.get(streamId);
     const history = read && expectedVersion === read.length ? read : undefined;
@@ -49,6 +68,7 @@ export class UnitOfWork {
         idempotencyKey: this.idempotencyKey,
       },
       history,
+      this.aids.deferred?.writer,
     );
     if (history) this.streams.set(streamId, [...history, ...stored]);
     else this.streams.delete(streamId);
