@@ -134,14 +134,11 @@ export class JobCommandHandlers {
           const jobId = rows[0]?.job_id;
           if (!jobId) return { claimed: false as const };
           try {
-            await uow.sql.query('SAVEPOINT claim_pick');
-            const reply = await claimOne(jobId);
-            await uow.sql.query('RELEASE SAVEPOINT claim_pick');
-            return reply;
+            return await claimOne(jobId);
           } catch (error) {
-            // The row was stale (claimed or cancelled in the meantime): try the next one.
+            // The row was stale (claimed or cancelled in the meantime): try the next one. The
+            // refusal came from the decision, before anything was written: nothing to undo.
             if (!(error instanceof GantryError) || error.code === ErrorCode.VERSION_CONFLICT) throw error;
-            await uow.sql.query('ROLLBACK TO SAVEPOINT claim_pick');
             passed.push(jobId);
           }
         }

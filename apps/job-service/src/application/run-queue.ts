@@ -84,7 +84,13 @@ export async function enqueueJobRequest(store: EventStore, request: EnqueueReque
 
 async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata: CommandMetadata, within?: pg.PoolClient): Promise<EnqueueReply> {
   const requestHash = enqueueRequestHash(request);
-  const options = { metadata, idempotency: { scope: 'jobs.enqueue_job', key: request.idempotencyKey, request: { requestHash }, ttlMs: IDEMPOTENCY_WINDOW_MS } };
+  // The id a created job gets: its (empty) stream is read with BEGIN, not in a round trip of its own.
+  const newJobId = jobIdFor(randomUUID());
+  const options = {
+    metadata,
+    idempotency: { scope: 'jobs.enqueue_job', key: request.idempotencyKey, request: { requestHash }, ttlMs: IDEMPOTENCY_WINDOW_MS },
+    streams: [newJobId],
+  };
   const execute = (handler: (uow: UnitOfWork) => Promise<EnqueueReply>) => (within ? store.executeWithin(within, options, handler) : store.execute(options, handler));
   const executed = await execute(
     async (uow) => {
@@ -112,7 +118,7 @@ async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata:
           return { jobId: decision.jobId, outcome: 'coalesced', status: d.after.status === 'ABSENT' ? 'QUEUED' : d.after.status };
         }
       }
-      const jobId = jobIdFor(randomUUID());
+      const jobId = newJobId;
       if (key && opening) await uow.append(opening.streamId, opening.version, [coalescingWindowOpened(key, jobId, now)]);
       const product = await productRow(uow.sql, request.productId);
       await decideWithin(uow, jobDecider, jobId, enqueueJobCommand(request, { jobId, now, product: product ? productResolution(product) : null }));
