@@ -1,21 +1,27 @@
-import { execFile } from 'node:child_process';
-import { ErrorCode, GantryError } from '@gantry/contracts';
+import { ErrorCode } from '@gantry/contracts';
+import { GitConstructError, GitPluginError, simpleGit, type SimpleGitOptions } from 'simple-git';
 import { gitEnvironment, type CommitIdentity } from './environment.js';
+import { GitCommandError } from './git-command-error.js';
 import { commandLineOverrides } from './overrides.js';
+import { assertNoUnsafeOperation, POLICY_OPT_INS } from './unsafe-operations.js';
+
+export { GitCommandError };
 
 /*
- * One git process under the policy of docs/git.md: `git -c <overrides> <args>` without a shell, in
- * the scrubbed environment, killed at its timeout. The config check (repository-config.ts) is the
- * caller's: runGit does it before every command.
+ * One git process under the policy of docs/git.md, started by simple-git: `git -c <overrides> <args>`
+ * without a shell, in the scrubbed environment, stopped at its deadline. The caller's arguments pass
+ * simple-git's guard with every protection on first (unsafe-operations.ts). The config check
+ * (repository-config.ts) is the caller's: runGit does it before every command.
  */
 
 export interface GitRunOptions {
-  /** Kill git after this long; the call then fails with TIMEOUT. */
+  /** Stop git after this long; the call then fails with TIMEOUT. */
   timeoutMs: number;
   /** The directory git runs in: the repository or worktree. Its config is checked before the command runs. */
   cwd?: string;
   /** Written to git's stdin (e.g. patches for `git patch-id`). */
   input?: string;
+  /** More output than this (stdout and stderr together) stops git and fails the call; default 64 MiB. */
   maxBufferBytes?: number;
   /** Exit codes that are answers, not failures (e.g. 1 for `merge-base --is-ancestor`). */
   okExitCodes?: readonly number[];
@@ -34,13 +40,7 @@ export interface GitResult {
   exitCode: number;
 }
 
-/** git failed: the exit code and git's own words, for the effect's failure report. */
-export class GitCommandError extends GantryError {
-  constructor(message: string, details: { args: string[]; exitCode: number | null; stderr: string } & Record<string, unknown>, code: ErrorCode = ErrorCode.INTERNAL) {
-    super(code, message, details);
-    this.name = 'GitCommandError';
-  }
-}
+const DEFAULT_MAX_BUFFER_BYTES = 64 * 1024 * 1024;
 
 /**
  * Options before the subcommand (`-c`, `-C`, `--git-dir`, `--exec-path` …) are the policy's alone:
@@ -57,42 +57,88 @@ export function assertSubcommand(args: readonly string[]): void {
   }
 }
 
+/** Runs git after the caller's arguments passed simple-git's guard with every protection on. */
 export function spawnGit(args: readonly string[], options: GitRunOptions): Promise<GitResult> {
+  assertNoUnsafeOperation(args);
+  return spawnUnderPolicy(args, options, {});
+}
+
+/**
+ * Runs git with the guard on the caller's arguments relaxed by `optIns`: only for a command this
+ * library writes itself and whose reason it states where it calls this (the removal of a key with
+ * `git config --file`, which the guard counts as a write of that key).
+ */
+export async function spawnUnderPolicy(args: readonly string[], options: GitRunOptions, optIns: SimpleGitOptions['unsafe']): Promise<GitResult> {
   assertSubcommand(args);
-  const fullArgs = [...commandLineOverrides().flatMap((setting) => ['-c', setting]), ...args];
+  const details = (stderr: string, exitCode: number | null) => ({ args: [...args], exitCode, stderr: stderr.slice(0, 4000) });
+  const command = `git ${args.slice(0, 3).join(' ')}`;
   const okExitCodes = options.okExitCodes ?? [];
-  return new Promise((resolve, reject) => {
-    const child = execFile(
-      'git',
-      fullArgs,
-      {
-        cwd: options.cwd,
-        env: gitEnvironment(options.identity),
-        timeout: options.timeoutMs,
-        killSignal: 'SIGKILL',
-        maxBuffer: options.maxBufferBytes ?? 64 * 1024 * 1024,
-        encoding: 'utf8',
-        windowsHide: true,
+  const maxBufferBytes = options.maxBufferBytes ?? DEFAULT_MAX_BUFFER_BYTES;
+  const environment = gitEnvironment(options.identity);
+  // A hard deadline: simple-git's own `timeout.block` restarts whenever git writes, so a git that
+  // trickles progress would never meet it. Aborting makes simple-git kill the process.
+  const deadline = new AbortController();
+  // Filled in by simple-git's callbacks: why git was stopped, and how it ended.
+  const run: { stopped?: 'timeout' | 'output'; exitCode?: number; stderr: string } = { stderr: '' };
+  const stop = (why: 'timeout' | 'output') => {
+    run.stopped ??= why;
+    deadline.abort();
+  };
+  const timer = setTimeout(() => stop('timeout'), options.timeoutMs);
+  try {
+    const git = simpleGit({
+      baseDir: options.cwd ?? process.cwd(),
+      config: commandLineOverrides(),
+      unsafe: { ...POLICY_OPT_INS, ...optIns },
+      // The policy's own variables; simple-git drops every other GIT_* variable (and EDITOR, PAGER …)
+      // and refuses the command if one was set on purpose. environment.ts has dropped them already.
+      allowEnvironment: Object.keys(environment).filter((name) => name.startsWith('GIT_')),
+      abort: deadline.signal,
+      // Always written and closed, so a git that reads stdin never waits for more.
+      input: () => Buffer.from(options.input ?? ''),
+      // The exit code decides, not whether git wrote to stderr (simple-git's default).
+      errors: (error, result) => {
+        run.exitCode = result.exitCode;
+        run.stderr = Buffer.concat(result.stdErr).toString('utf8');
+        return error instanceof GitPluginError ? error : undefined;
       },
-      (error, stdout, stderr) => {
-        if (!error) return resolve({ stdout, stderr, exitCode: 0 });
-        const failure = error as NodeJS.ErrnoException & { code?: number | string; killed?: boolean; signal?: string | null };
-        const exitCode = typeof failure.code === 'number' ? failure.code : null;
-        if (exitCode !== null && okExitCodes.includes(exitCode)) return resolve({ stdout, stderr, exitCode });
-        const details = { args: [...args], exitCode, stderr: String(stderr).slice(0, 4000) };
-        const command = `git ${args.slice(0, 3).join(' ')}`;
-        if (failure.code === 'ENOENT' && exitCode === null && !failure.killed) {
-          return reject(new GitCommandError(`git is not installed on this host, or ${options.cwd ?? 'the directory'} does not exist`, details, ErrorCode.UNAVAILABLE));
-        }
-        if (failure.killed || failure.signal) {
-          return reject(new GitCommandError(`${command} did not finish within ${options.timeoutMs} ms`, details, ErrorCode.TIMEOUT));
-        }
-        const said = String(stderr).trim().split('\n').slice(-3).join(' | ');
-        reject(new GitCommandError(`${command} failed (exit ${exitCode ?? '?'}): ${said || error.message}`, details));
-      },
-    );
-    // A git that exits without reading its stdin closes the pipe (EPIPE); its exit code already says what happened.
-    child.stdin?.on('error', () => undefined);
-    child.stdin?.end(options.input);
-  });
+    })
+      .env(environment)
+      .outputHandler((_command, stdout, stderr) => {
+        let bytes = 0;
+        const count = (chunk: Buffer | string) => {
+          bytes += chunk.length;
+          if (bytes > maxBufferBytes) stop('output');
+        };
+        stdout.on('data', count);
+        stderr.on('data', count);
+      });
+    const stdout = await git.raw([...args]);
+    const { exitCode: code = 0, stderr } = run;
+    if (code === 0 || okExitCodes.includes(code)) return { stdout, stderr, exitCode: code };
+    if (code < 0) {
+      throw new GitCommandError(`git is not installed on this host, or could not be started`, details(stderr, null), ErrorCode.UNAVAILABLE);
+    }
+    const said = stderr.trim().split('\n').slice(-3).join(' | ');
+    throw new GitCommandError(`${command} failed (exit ${code}): ${said || 'git said nothing'}`, details(stderr, code));
+  } catch (error) {
+    if (error instanceof GitCommandError) throw error;
+    const { stderr, stopped } = run;
+    if (stopped === 'timeout') {
+      throw new GitCommandError(`${command} did not finish within ${options.timeoutMs} ms`, details(stderr, null), ErrorCode.TIMEOUT);
+    }
+    if (stopped === 'output') {
+      throw new GitCommandError(`${command} wrote more than ${maxBufferBytes} bytes and was stopped`, details('', null));
+    }
+    if (error instanceof GitConstructError) {
+      throw new GitCommandError(`${options.cwd ?? 'the directory'} does not exist`, details('', null), ErrorCode.UNAVAILABLE);
+    }
+    if (error instanceof GitPluginError && (error.plugin === 'unsafe' || error.plugin === 'allowEnvironment')) {
+      // The policy's own settings are opted in: this is a setting of ours the guard does not know.
+      throw new GitCommandError(`${command} refused by simple-git's guard: ${error.message}`, details('', null), ErrorCode.INVALID_COMMAND);
+    }
+    throw new GitCommandError(`${command} failed: ${error instanceof Error ? error.message : String(error)}`, details(stderr, run.exitCode ?? null));
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -53,6 +53,15 @@ function branchWith(fx: GitFixture, files: Record<string, string>): [string, str
   return [base, fx.commit(files, 'work')];
 }
 
+/**
+ * A file with new content before each try: a try whose filter let the add through has staged the
+ * file, and git runs the filter again only for content it has not seen (or a racily clean file).
+ */
+function changeFile(fx: GitFixture): () => void {
+  let tries = 0;
+  return () => writeFileSync(path.join(fx.seed, 'new.txt'), `new ${++tries}\n`);
+}
+
 /** A second bare repository: where a rewritten URL would send a push. */
 function elsewhere(fx: GitFixture): string {
   const evil = path.join(fx.dir, 'elsewhere.git');
@@ -192,8 +201,7 @@ const cases: HostileCase[] = [
     plant: (fx, marker) => {
       fx.git(fx.seed, 'config', 'filter.agent.clean', fx.markerScript(marker));
       writeFileSync(path.join(fx.seed, '.gitattributes'), '* filter=agent\n');
-      writeFileSync(path.join(fx.seed, 'new.txt'), 'new\n');
-      return { dir: fx.seed, args: ['add', '--all', '--', '.'], happened: ran(marker) };
+      return { dir: fx.seed, args: ['add', '--all', '--', '.'], happened: ran(marker), rearm: changeFile(fx) };
     },
   },
   {
@@ -214,8 +222,7 @@ const cases: HostileCase[] = [
     plant: (fx, marker) => {
       fx.git(fx.seed, 'config', 'filter.agent.process', fx.markerScript(marker));
       writeFileSync(path.join(fx.seed, '.gitattributes'), '* filter=agent\n');
-      writeFileSync(path.join(fx.seed, 'new.txt'), 'new\n');
-      return { dir: fx.seed, args: ['add', '--all', '--', '.'], happened: ran(marker) };
+      return { dir: fx.seed, args: ['add', '--all', '--', '.'], happened: ran(marker), rearm: changeFile(fx) };
     },
   },
   {

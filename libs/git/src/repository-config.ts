@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { ErrorCode } from '@gantry/contracts';
-import { GitCommandError, spawnGit } from './git-process.js';
+import { GitCommandError, spawnGit, spawnUnderPolicy } from './git-process.js';
+import { unsafeOperations } from './unsafe-operations.js';
 
 /*
  * The repository's own config, checked against an allow-list before every service-side git call.
@@ -105,7 +106,12 @@ export async function removeForeignConfig(dir: string, options: { within: string
       if (seen.has(id)) continue;
       seen.add(id);
       // `--file` reads and writes only that file: no repository config, nothing run. Exit 5: already gone.
-      await spawnGit(['config', '--file', entry.file, '--unset-all', entry.key], { timeoutMs: options.timeoutMs, okExitCodes: [5] });
+      // simple-git's guard counts an unset as a write of the key — the keys removed here are the very
+      // ones it refuses (filter.<driver>.clean, core.fsmonitor …) — so this command, and only this
+      // one, opts in to the categories the guard names for it (unsafe-operations.ts).
+      const unset = ['config', '--file', entry.file, '--unset-all', entry.key];
+      const optIns = Object.fromEntries(unsafeOperations(unset).map((category) => [category, true]));
+      await spawnUnderPolicy(unset, { timeoutMs: options.timeoutMs, okExitCodes: [5] }, optIns);
       removed.add(describeConfigKey(entry.key));
       progress = true;
     }
