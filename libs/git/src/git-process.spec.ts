@@ -136,6 +136,11 @@ describe('git as simple-git starts it', () => {
     expect((await runGit(['show', 'HEAD:big.txt'], { cwd: fx.seed, timeoutMs: 30_000 })).stdout).toHaveLength(200_000);
   });
 
+  it('fails with UNAVAILABLE in a directory that does not exist', async () => {
+    const error = await failure(runGit(['status'], { cwd: path.join(fx.dir, 'gone'), timeoutMs: 10_000 }));
+    expect(error.code).toBe(ErrorCode.UNAVAILABLE);
+  });
+
   it('is not started for a repository whose config has a key outside the allow-list', async () => {
     fx.git(fx.seed, 'config', 'filter.agent.clean', 'cat');
     const error = await failure(runGit(['update-ref', 'refs/heads/refused', 'HEAD'], { cwd: fx.seed, timeoutMs: 10_000 }));

@@ -114,11 +114,14 @@ export async function spawnUnderPolicy(args: readonly string[], options: GitRunO
         stderr.on('data', count);
       });
     const stdout = await git.raw([...args]);
-    const { exitCode: code = 0, stderr } = run;
-    if (code === 0 || okExitCodes.includes(code)) return { stdout, stderr, exitCode: code };
-    if (code < 0) {
-      throw new GitCommandError(`git is not installed on this host, or could not be started`, details(stderr, null), ErrorCode.UNAVAILABLE);
+    const { exitCode: code, stderr } = run;
+    if (code === 0 || (code !== undefined && okExitCodes.includes(code))) return { stdout, stderr, exitCode: code };
+    // simple-git reports a process that could not be started with node's negative errno (ENOENT: -2).
+    if (typeof code === 'number' && code < 0) {
+      throw new GitCommandError('git is not installed on this host, or could not be started', details('', null), ErrorCode.UNAVAILABLE);
     }
+    // No exit code: killed by a signal that was not ours.
+    if (typeof code !== 'number') throw new GitCommandError(`${command} was killed`, details(stderr, null));
     const said = stderr.trim().split('\n').slice(-3).join(' | ');
     throw new GitCommandError(`${command} failed (exit ${code}): ${said || 'git said nothing'}`, details(stderr, code));
   } catch (error) {
