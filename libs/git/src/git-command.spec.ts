@@ -1,10 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { runGit } from './git-command.js';
 import { GitCommandError } from './git-process.js';
-import { createGitFixture, type GitFixture } from './testing/index.js';
+import { commandLineOverrides } from './overrides.js';
+import { createGitFixture, plainGitEnvironment, type GitFixture } from './testing/index.js';
 
 async function failure(promise: Promise<unknown>): Promise<GantryError> {
   const error = await promise.then(
@@ -23,21 +25,43 @@ function withEnv<T>(vars: Record<string, string>, run: () => Promise<T>): Promis
   });
 }
 
+/** The running processes whose command line has `needle` among its arguments. */
+function processesWith(needle: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      const state = /^State:\s+(\w)/m.exec(readFileSync(`/proc/${entry}/status`, 'utf8'))?.[1];
+      if (argv.includes(needle) && state !== 'Z') found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+/** Waits until exactly one process has `needle` as an argument (git blocked on a FIFO does not go away). */
+async function theProcessWith(needle: string): Promise<number> {
+  for (;;) {
+    const found = processesWith(needle);
+    if (found.length === 1) return found[0]!;
+    expect(found.length).toBeLessThan(2);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+function environmentOf(pid: number): Map<string, string> {
+  const entries = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+  return new Map(entries.map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
+}
+
 describe('running git', () => {
   let fx: GitFixture;
   beforeEach(() => {
     fx = createGitFixture();
   });
   afterEach(() => fx.cleanup());
-
-  it('kills git at its timeout and fails with TIMEOUT', async () => {
-    // A named pipe nobody writes to: git blocks reading it.
-    const fifo = path.join(fx.dir, 'never-written');
-    execFileSync('mkfifo', [fifo]);
-    const error = await failure(runGit(['hash-object', '--', fifo], { cwd: fx.seed, timeoutMs: 300 }));
-    expect(error).toBeInstanceOf(GitCommandError);
-    expect(error.code).toBe(ErrorCode.TIMEOUT);
-  });
 
   it('fails with git’s own words and exit code', async () => {
     const error = await failure(runGit(['rev-parse', '--verify', 'no-such-ref'], { cwd: fx.seed, timeoutMs: 10_000 }));
@@ -146,6 +170,143 @@ describe('running git', () => {
       const error = await failure(runGit(['ls-remote', '--', url], { cwd: fx.seed, timeoutMs: 20_000 }));
       expect(JSON.stringify(error.details)).toMatch(/transport '(ext|fd)' not allowed/);
     }
+    expect(existsSync(other)).toBe(false);
+  });
+});
+
+/*
+ * The seams between the policy (docs/git.md) and simple-git, which starts the processes: what the
+ * git process simple-git started was given, what stops it, and what simple-git's guard refuses
+ * before anything starts. The processes are observed from the outside, in /proc.
+ */
+
+describe('git as simple-git starts it', () => {
+  let fx: GitFixture;
+  beforeEach(() => {
+    fx = createGitFixture();
+  });
+  afterEach(() => fx.cleanup());
+
+  /** A program for git to run in place of upload-pack: it leaves `marker` and stops at once. */
+  function stoppingScript(marker: string): string {
+    const script = fx.markerScript(marker);
+    writeFileSync(script, `#!/bin/sh\ntouch '${marker}'\nexit 1\n`);
+    return script;
+  }
+
+  function fifo(name: string): string {
+    const file = path.join(fx.dir, name);
+    execFileSync('mkfifo', [file]);
+    return file;
+  }
+
+  it('gets the policy: its overrides on the command line and the scrubbed environment', async () => {
+    const pipe = fifo('policy-pipe');
+    const identity = { name: 'Gantry', email: 'gantry@example.invalid' };
+    const running = withEnv({ GIT_DIR: fx.origin, GIT_SSH_COMMAND: '/tmp/agent', EDITOR: '/tmp/agent' }, () =>
+      runGit(['hash-object', '--', pipe], { cwd: fx.seed, timeoutMs: 120_000, identity }),
+    );
+    const pid = await theProcessWith(pipe);
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+    const env = environmentOf(pid);
+    // Let git finish: it hashes what arrives on the pipe.
+    const writer = await open(pipe, 'w');
+    await writer.write('hello\n');
+    await writer.close();
+    expect((await running).stdout.trim()).toBe('ce013625030ba8dba906f756967f9e9ca394464a');
+
+    expect(argv.slice(1)).toEqual([...commandLineOverrides().flatMap((setting) => ['-c', setting]), 'hash-object', '--', pipe]);
+    expect(argv).toContain('core.hooksPath=/dev/null');
+    expect(Object.fromEntries([...env].filter(([name]) => name.startsWith('GIT_')))).toEqual({
+      GIT_CONFIG_NOSYSTEM: '1',
+      GIT_CONFIG_GLOBAL: '/dev/null',
+      GIT_TERMINAL_PROMPT: '0',
+      GIT_ALLOW_PROTOCOL: 'file:https:ssh',
+      GIT_NO_REPLACE_OBJECTS: '1',
+      GIT_AUTHOR_NAME: identity.name,
+      GIT_AUTHOR_EMAIL: identity.email,
+      GIT_COMMITTER_NAME: identity.name,
+      GIT_COMMITTER_EMAIL: identity.email,
+      // simple-git's: git refuses an abbreviated option (`--upload-pa` for `--upload-pack`).
+      GIT_TEST_DISALLOW_ABBREVIATED_OPTIONS: 'true',
+    });
+    expect(env.has('EDITOR')).toBe(false);
+    expect(env.get('LC_ALL')).toBe('C');
+  });
+
+  it('is killed when its time runs out, and the call fails with TIMEOUT', async () => {
+    const pipe = fifo('never-written');
+    const running = runGit(['hash-object', '--', pipe], { cwd: fx.seed, timeoutMs: 3_000 }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    const pid = await theProcessWith(pipe);
+    const error = await running;
+    expect(error).toBeInstanceOf(GantryError);
+    expect((error as GantryError).code).toBe(ErrorCode.TIMEOUT);
+    expect(existsSync(`/proc/${pid}`) && processesWith(pipe).includes(pid)).toBe(false);
+  });
+
+  it('is stopped when it writes more than the call takes', async () => {
+    fx.commit({ 'big.txt': 'x'.repeat(200_000) }, 'big');
+    const error = await failure(runGit(['show', 'HEAD:big.txt'], { cwd: fx.seed, timeoutMs: 30_000, maxBufferBytes: 10_000 }));
+    expect(error.code).toBe(ErrorCode.INTERNAL);
+    expect(error.message).toMatch(/more than 10000 bytes/);
+    expect((await runGit(['show', 'HEAD:big.txt'], { cwd: fx.seed, timeoutMs: 30_000 })).stdout).toHaveLength(200_000);
+  });
+
+  it('fails with UNAVAILABLE in a directory that does not exist', async () => {
+    const error = await failure(runGit(['status'], { cwd: path.join(fx.dir, 'gone'), timeoutMs: 10_000 }));
+    expect(error.code).toBe(ErrorCode.UNAVAILABLE);
+  });
+
+  it('is not started for a repository whose config has a key outside the allow-list', async () => {
+    fx.git(fx.seed, 'config', 'filter.agent.clean', 'cat');
+    const error = await failure(runGit(['update-ref', 'refs/heads/refused', 'HEAD'], { cwd: fx.seed, timeoutMs: 10_000 }));
+    expect(error.code).toBe(ErrorCode.PRECONDITION_FAILED);
+    expect(fx.sha('refs/heads/refused', fx.seed)).toBeNull();
+  });
+
+  it('is not started with arguments simple-git’s guard refuses: an upload-pack program, a config write of one', async () => {
+    const marker = fx.marker('upload-pack');
+    const script = stoppingScript(marker);
+    const attacks = [
+      ['fetch', `--upload-pack=${script}`, '--', fx.origin],
+      ['ls-remote', '--upload-pack', script, '--', fx.origin],
+      ['config', 'core.fsmonitor', script],
+    ];
+    // Plain git runs the program: the check below can fail.
+    try {
+      execFileSync('git', attacks[0]!, { cwd: fx.seed, env: plainGitEnvironment(), stdio: 'ignore', timeout: 30_000 });
+    } catch {
+      // the script is no upload-pack; what matters is that it ran
+    }
+    expect(existsSync(marker)).toBe(true);
+    const other = fx.marker('upload-pack');
+    writeFileSync(script, `#!/bin/sh\ntouch '${other}'\nexit 1\n`);
+    for (const args of attacks) {
+      const error = await failure(runGit(args, { cwd: fx.seed, timeoutMs: 10_000 }));
+      expect(error.code).toBe(ErrorCode.INVALID_COMMAND);
+      expect(error.details).toMatchObject({ unsafe: [expect.stringMatching(/^allowUnsafe/)] });
+    }
+    expect(existsSync(other)).toBe(false);
+    expect(fx.git(fx.seed, 'config', '--list')).not.toMatch(/fsmonitor/);
+  });
+
+  it('refuses an abbreviated option the guard would not recognise (git itself refuses it, by simple-git’s setting)', async () => {
+    const marker = fx.marker('abbreviated');
+    const script = stoppingScript(marker);
+    const args = ['ls-remote', `--upload-pa=${script}`, '--', fx.origin];
+    try {
+      execFileSync('git', args, { cwd: fx.seed, env: plainGitEnvironment(), stdio: 'ignore', timeout: 30_000 });
+    } catch {
+      // as above
+    }
+    expect(existsSync(marker)).toBe(true);
+    const other = fx.marker('abbreviated');
+    writeFileSync(script, `#!/bin/sh\ntouch '${other}'\nexit 1\n`);
+    const error = await failure(runGit(args, { cwd: fx.seed, timeoutMs: 10_000 }));
+    expect(JSON.stringify(error.details)).toMatch(/abbreviated/);
     expect(existsSync(other)).toBe(false);
   });
 });
