@@ -101,7 +101,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
 
   async beforeApplicationShutdown(): Promise<void> {
     this.stopIntake('shutdown');
-    await Promise.all(this.loops).catch(() => undefined);
+    await Promise.all(this.loops).catch((error: unknown) => this.log.error({ error: String(error) }, 'the intake ended with an error'));
     try {
     if (this.running.size > 0) {
       this.log.info({ jobs: this.running.size, graceMs: this.config.shutdownGraceMs }, 'waiting for running jobs');
@@ -164,34 +164,48 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     }
   }
 
+  /** Takes offers of one kind while the runner accepts work; a fault of one turn is logged and backed off from, never the end of the intake. */
   private async intakeLoop(kind: JobKind): Promise<void> {
     while (this.accepting) {
-      await this.slots.whenFree();
-      if (!this.accepting) break;
-      let held: HeldOffer | null;
       try {
-        held = await this.intake.next(kind, this.config.offerPollMs);
-        this.intakeBackoff.succeed();
+        await this.takeOffer(kind);
       } catch (error) {
         const delay = this.intakeBackoff.fail();
-        this.log.warn({ kind, error: String(error), retryInMs: delay }, 'taking an offer failed; backing off');
+        this.log.error({ kind, error: String(error), retryInMs: delay }, 'the intake failed unexpectedly; backing off');
         await this.sleep(delay);
-        // The consumer or the stream may have been removed: put them back before the next pull.
-        await this.intake.ensure([kind]).catch(() => undefined);
-        continue;
       }
-      if (!held || !held.offer) continue;
-      // Another kind's offer took the last place meanwhile, or the runner stopped: hand it straight back.
-      if (!this.accepting || !this.slots.tryAcquire()) {
-        held.nak(0);
-        continue;
-      }
-      const job = this.handleOffer(held).finally(() => {
+    }
+  }
+
+  /** Waits for a free place, pulls one offer and starts handling it. */
+  private async takeOffer(kind: JobKind): Promise<void> {
+    await this.slots.whenFree();
+    if (!this.accepting) return;
+    let held: HeldOffer | null;
+    try {
+      held = await this.intake.next(kind, this.config.offerPollMs);
+      this.intakeBackoff.succeed();
+    } catch (error) {
+      const delay = this.intakeBackoff.fail();
+      this.log.warn({ kind, error: String(error), retryInMs: delay }, 'taking an offer failed; backing off');
+      await this.sleep(delay);
+      // The consumer or the stream may have been removed: put them back before the next pull.
+      await this.intake.ensure([kind]).catch(() => undefined);
+      return;
+    }
+    if (!held || !held.offer) return;
+    // Another kind's offer took the last place meanwhile, or the runner stopped: hand it straight back.
+    if (!this.accepting || !this.slots.tryAcquire()) {
+      held.nak(0);
+      return;
+    }
+    const job: Promise<void> = this.handleOffer(held)
+      .catch((error: unknown) => this.log.error({ kind, jobId: held.offer?.jobId, error: String(error) }, 'offer handling failed unexpectedly'))
+      .finally(() => {
         this.slots.release();
         this.running.delete(job);
       });
-      this.running.add(job);
-    }
+    this.running.add(job);
   }
 
   private async handleOffer(held: HeldOffer): Promise<void> {

@@ -117,4 +117,23 @@ describe('taking offers from the dispatch stream', () => {
     expect(await a.next('REVIEW', 1000)).toBeNull();
     (await a.next('TASK_IMPLEMENTATION', 2000))!.ack();
   });
+
+  it('an offer settled after the connection closed does not throw, and is offered again to another runner', async () => {
+    const closing = await Bus.connect({ servers: testNatsUrl, naming, name: 'runner-closing' });
+    const a = new DispatchIntake({ bus: closing, ackWaitMs: 1000 });
+    await a.ensure(['IDEA_GRILL']);
+    await publish(offer(7, 'IDEA_GRILL'));
+    const taken = await a.next('IDEA_GRILL', 2000);
+    expect(taken?.offer?.jobId).toBe(offer(7).jobId);
+    await closing.close();
+    expect(() => {
+      taken!.working();
+      taken!.nak(0);
+      taken!.ack();
+    }).not.toThrow();
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 1000 });
+    const again = await b.next('IDEA_GRILL', 5000);
+    expect(again?.offer?.jobId).toBe(offer(7).jobId);
+    again!.ack();
+  });
 });
