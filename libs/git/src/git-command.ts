@@ -5,7 +5,8 @@ import { assertRepositoryConfig, removeForeignConfig } from './repository-config
  * The only way Gantry's services run git (the worktree service, the runner, the PR service, and the
  * GitHub stand-in of the tests): the policy of docs/git.md — a scrubbed environment without system
  * or global config, command-line overrides for every key that names a program, the repository's
- * own config checked against an allow-list before the command, no shell, no prompts, a timeout.
+ * own config checked against an allow-list before the command, the caller's arguments checked by
+ * simple-git's guard, no shell, no prompts, a timeout.
  * Callers put operands after `--` wherever git accepts it.
  */
 
