@@ -523,7 +523,6 @@ export class JobRun {
   private confined(path: string): string {
     const root = this.deps.config.worktreeRoot;
     const absolute = resolve(path);
-    if (root === null) return absolute;
     const rel = relative(resolve(root), absolute);
     if (rel === '' || rel.startsWith('..') || rel.startsWith(sep)) {
       throw new GantryError(ErrorCode.PRECONDITION_FAILED, `the worktree service leased ${absolute}, which is outside GANTRY_WORKTREE_ROOT ${root}`);

@@ -1,4 +1,6 @@
-import { ErrorCode, JobKinds } from '@gantry/contracts';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { defaultWorktreeRoot, ErrorCode, JobKinds } from '@gantry/contracts';
 import { defaultRunnerId, loadRunnerConfig } from './runner-config.js';
 
 describe('runner configuration from the environment', () => {
@@ -13,9 +15,17 @@ describe('runner configuration from the environment', () => {
       jobLeaseMs: 180_000,
       worktreeLeaseMs: 180_000,
       defaultTargetBranch: 'main',
-      worktreeRoot: null,
+      // the worktree service's default, outside any checkout: a leased path elsewhere is refused
+      worktreeRoot: join(homedir(), '.local', 'state', 'gantry', 'worktrees'),
     });
     expect(config.tokenExpiredPattern.test('OAuth token has expired')).toBe(true);
+  });
+
+  it('without GANTRY_WORKTREE_ROOT the worktree root is the one the worktree service uses: $XDG_STATE_HOME/gantry/worktrees, never the current directory', () => {
+    expect(loadRunnerConfig({ XDG_STATE_HOME: '/var/state' }).worktreeRoot).toBe('/var/state/gantry/worktrees');
+    // a relative XDG_STATE_HOME is ignored, as the XDG specification says
+    expect(loadRunnerConfig({ XDG_STATE_HOME: 'state' }).worktreeRoot).toBe(join(homedir(), '.local', 'state', 'gantry', 'worktrees'));
+    expect(loadRunnerConfig({ XDG_STATE_HOME: '/var/state' }).worktreeRoot).toBe(defaultWorktreeRoot({ XDG_STATE_HOME: '/var/state' }));
   });
 
   it('takes the kinds, concurrency, binary, timeouts and token pattern it is given', () => {

@@ -1,6 +1,6 @@
 import { hostname, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ErrorCode, GantryError, JobKinds, JobKindSchema, RunnerIdSchema, type JobKind } from '@gantry/contracts';
+import { join, resolve } from 'node:path';
+import { ErrorCode, GantryError, JobKinds, JobKindSchema, RunnerIdSchema, worktreeRootOf, type JobKind } from '@gantry/contracts';
 import { DEFAULT_AGENT_BIN } from '../domain/agent-command.js';
 import { DEFAULT_TOKEN_EXPIRED_PATTERN } from '../infrastructure/agent/agent-process.js';
 
@@ -19,8 +19,8 @@ export interface RunnerConfig {
   worktreeLeaseMs: number;
   worktreeLockTimeoutMs: number;
   tokenExpiredPattern: RegExp;
-  /** When set, a worktree lease whose path lies outside it is refused. */
-  worktreeRoot: string | null;
+  /** A worktree lease whose path lies outside it is refused: GANTRY_WORKTREE_ROOT, else the worktree service's default. */
+  worktreeRoot: string;
   /** Per-job scratch files (payload, MCP config) live here, outside every worktree. */
   scratchDir: string;
   /** Used when a job's payload names no repository. */
@@ -58,7 +58,7 @@ export function loadRunnerConfig(env: Env = process.env, defaults: { hostname?: 
     worktreeLeaseMs: integer(env, 'GANTRY_WORKTREE_LEASE_MS', Math.max(1_000, 3 * leaseRenewMs), 1_000, 86_400_000),
     worktreeLockTimeoutMs: integer(env, 'GANTRY_WORKTREE_LOCK_TIMEOUT_MS', 60_000, 0, 3_600_000),
     tokenExpiredPattern: patternOf(env.GANTRY_TOKEN_EXPIRED_PATTERN),
-    worktreeRoot: env.GANTRY_WORKTREE_ROOT?.trim() || null,
+    worktreeRoot: resolve(worktreeRootOf(env)),
     scratchDir: env.GANTRY_RUNNER_SCRATCH_DIR?.trim() || join(tmpdir(), `gantry-runner-${runnerId}`),
     defaultRepositoryUrl: env.GANTRY_REPOSITORY_URL?.trim() || null,
     defaultTargetBranch: env.GANTRY_TARGET_BRANCH?.trim() || 'main',

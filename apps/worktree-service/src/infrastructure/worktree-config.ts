@@ -1,5 +1,5 @@
-import { homedir } from 'node:os';
 import path from 'node:path';
+import { worktreeRootOf } from '@gantry/contracts';
 
 /** The worktree service's own settings, from the environment (see docs/DEVELOPING.md for the shared ones). */
 export interface WorktreeConfig {
@@ -31,19 +31,8 @@ function positiveInt(name: string, fallback: number): number {
   return value;
 }
 
-/**
- * Where worktrees live when GANTRY_WORKTREE_ROOT is not set: the user's state directory
- * (`$XDG_STATE_HOME`, else `~/.local/state`), never the current directory. A worktree inside a
- * project checkout would let git run in that checkout once the worktree directory is gone (git
- * looks for a repository in the parent directories); see docs/worktrees.md.
- */
-export function defaultWorktreeRoot(env: NodeJS.ProcessEnv = process.env): string {
-  const state = env.XDG_STATE_HOME && path.isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : path.join(homedir(), '.local', 'state');
-  return path.join(state, 'gantry', 'worktrees');
-}
-
 export function loadWorktreeConfig(): WorktreeConfig {
-  const root = process.env.GANTRY_WORKTREE_ROOT || defaultWorktreeRoot();
+  const root = worktreeRootOf(process.env);
   return {
     root: path.resolve(root),
     maxWorktreesPerRepository: positiveInt('GANTRY_WORKTREE_MAX_PER_REPOSITORY', 8),
