@@ -25,7 +25,7 @@ const SHUTDOWN_GRACE_MS = 20_000;
  *   worktree is gone released as stale;
  * - once the jobs consumer has caught up, the stale reset: leases whose claim has ended are released
  *   (ended by their holder) or wait for their holder (ended elsewhere: see claimVerdict);
- * - at shutdown every live lease is released (waiters withdrawn) and the rescues are awaited.
+ * - at shutdown no lease is freed (a holder's agent may still write): only the effects in flight finish.
  * /ready stays false until reconciliation and the first stale reset are done (see afterCatchUp).
  */
 @Injectable()
@@ -56,16 +56,18 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     this.background = this.recoverUntilDone();
   }
 
+  /**
+   * A shutdown frees no lease (docs/worktrees.md, "When a lease ends"): the agent of a ready lease may
+   * still write into its worktree, and its runner goes on renewing and releases it with its token once
+   * the service is back; a waiter stays in line, its acquire asked again under its key; a lease being
+   * prepared is prepared again by the next start's reconciliation. Only the effects in flight finish.
+   */
   async onModuleDestroy(): Promise<void> {
     this.leases.close();
     await this.background;
     await this.sweep.onModuleDestroy();
-    let released = 0;
-    for (const lease of await this.releases.liveLeases()) {
-      if (await this.releases.end(lease, 'shutdown').catch(() => false)) released++;
-    }
     await this.effects.stop(SHUTDOWN_GRACE_MS);
-    this.log.info({ released }, 'leases released at shutdown');
+    this.log.info({ held: (await this.releases.liveLeases().catch(() => [])).length }, 'stopped; leases stay with their holders');
   }
 
   /** Plans against what git and the log say now, then runs the plan in its order. */

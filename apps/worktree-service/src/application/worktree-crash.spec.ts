@@ -122,7 +122,7 @@ describe('the worktree service killed and restarted (a real process)', () => {
     await release(next);
   });
 
-  it('at a restart: a lease of a claim never heard of waits for its holder, a lease whose worktree vanished is released, orphan directories moved aside; at SIGTERM the rest is released', async () => {
+  it('at a restart: a lease of a claim never heard of waits for its holder, a lease whose worktree vanished is released, orphan directories moved aside; a SIGTERM frees no lease, and the holder releases it after the next start', async () => {
     service = await startServiceProcess(world);
     const kept = await acquire(await claimedJob(world), 'feature/kept');
     const unknownJob = newJobId();
@@ -153,14 +153,21 @@ describe('the worktree service killed and restarted (a real process)', () => {
     const again = await acquire(await claimedJob(world), 'feature/vanishing');
     expect(existsSync(again.path)).toBe(true);
 
+    // an agent still at work in its worktree while the service stops: nothing is taken from under it
     writeFileSync(path.join(kept.path, 'in-progress.txt'), 'work in flight at shutdown\n');
     expect(await service.kill('SIGTERM')).toBe(0);
     service = null;
-    expect(await leaseRow(kept.leaseId)).toMatchObject({ status: 'released', release_reason: 'shutdown' });
-    expect(await leaseRow(orphaned.leaseId)).toMatchObject({ status: 'released', release_reason: 'shutdown' });
-    expect(await leaseRow(again.leaseId)).toMatchObject({ status: 'released', release_reason: 'shutdown' });
+    for (const lease of [kept, orphaned, again]) expect(await leaseRow(lease.leaseId)).toMatchObject({ status: 'ready', release_reason: null });
+    expect(git(kept.path, 'status', '--porcelain', '--untracked-files=all')).toBe('?? in-progress.txt');
+    writeFileSync(path.join(kept.path, 'in-progress.txt'), 'written after the service stopped\n');
+
+    // back again: the holder releases with its token, and the work it left is rescued then
+    service = await startServiceProcess(world);
+    expect(await leaseRow(kept.leaseId)).toMatchObject({ status: 'ready' });
+    await release(kept);
     const rescue = (await leaseRow(kept.leaseId)).rescue_branch as string;
-    expect(git(kept.path, 'show', `${rescue}:in-progress.txt`)).toBe('work in flight at shutdown');
+    expect(git(kept.path, 'show', `${rescue}:in-progress.txt`)).toBe('written after the service stopped');
     await eventually(() => git(kept.path, 'status', '--porcelain', '--untracked-files=all') === '', { what: 'kept worktree clean' });
+    await release(again);
   });
 });
