@@ -51,6 +51,8 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     const actions = await this.reconcile();
     this.log.info({ actions: actions.map((a) => a.type) }, 'reconciled leases with the disk');
     this.phase = 'reconciled';
+    const resumed = await this.resumeHeldLeases();
+    if (resumed > 0) this.log.info({ keys: resumed }, 'held leases resumed at start');
     this.sweep.start();
     // Not awaited: the jobs consumer starts with the runtime, after this hook.
     this.background = this.recoverUntilDone();
@@ -68,6 +70,21 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     await this.sweep.onModuleDestroy();
     await this.effects.stop(SHUTDOWN_GRACE_MS);
     this.log.info({ held: (await this.releases.liveLeases().catch(() => [])).length }, 'stopped; leases stay with their holders');
+  }
+
+  /**
+   * Before the sweep starts: no holder could renew while the service was down, so every lease still
+   * held runs as long again from now (docs/worktrees.md, "When a lease ends"). Returns the keys touched.
+   */
+  async resumeHeldLeases(): Promise<number> {
+    const { rows } = await this.store.pool.query<{ worktree_key: string }>(
+      `SELECT DISTINCT worktree_key FROM worktree_leases WHERE status IN ('creating_or_reusing', 'syncing', 'ready')`,
+    );
+    const now = this.leases.now();
+    for (const { worktree_key: worktreeKey } of rows) {
+      await this.leases.decide(worktreeKey, { type: 'ResumeWorktreeLeases', data: { now } }, { metadata: serviceActor('resume-at-start') });
+    }
+    return rows.length;
   }
 
   /** Plans against what git and the log say now, then runs the plan in its order. */

@@ -172,9 +172,19 @@ export const WorktreeLeaseRenewed = defineEvent({
   context: 'worktrees',
   type: 'WorktreeLeaseRenewed',
   schemaVersion: 1,
-  data: z.object({ ...Held, expiresAt: Iso, renewedAt: Iso }),
+  data: z.object({
+    ...Held,
+    expiresAt: Iso,
+    renewedAt: Iso,
+    /**
+     * Renewed by the worktree service at its start, for the holder: while the service was down no
+     * holder could renew, and that time does not count against a lease (docs/worktrees.md, "When a
+     * lease ends"). Absent on a holder's own renewal.
+     */
+    resumedAtStart: z.literal(true).optional(),
+  }),
   examples: {
-    valid: [{ ...held, expiresAt: at, renewedAt: at }],
+    valid: [{ ...held, expiresAt: at, renewedAt: at }, { ...held, expiresAt: at, renewedAt: at, resumedAtStart: true }],
     invalid: [{ ...held, expiresAt: 'tomorrow', renewedAt: at }],
   },
 });

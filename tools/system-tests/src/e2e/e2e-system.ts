@@ -215,12 +215,25 @@ export class E2eSystem {
   }
 
   /** The events of one stream of the job service's log (a job, or its `agentreports-<jobId>`). */
-  async events(streamId: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
-    const client = new pg.Client({ connectionString: testDatabaseUrl, options: `-c search_path=${this.name}_jobs` });
+  events(streamId: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
+    return this.query('jobs', `SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [streamId]);
+  }
+
+  /** The worktree service's events about one lease, read from its log (also while it is down). */
+  worktreeLeaseEvents(leaseId: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
+    return this.query('worktrees', `SELECT type, data FROM events WHERE data->>'leaseId' = $1 ORDER BY position`, [leaseId]);
+  }
+
+  /** The worktree service's lease rows of one job, read from its schema (also while it is down). */
+  worktreeLeaseRows(jobId: string): Promise<{ lease_id: string; status: string; expires_at: Date | null; release_reason: string | null }[]> {
+    return this.query('worktrees', `SELECT lease_id, status, expires_at, release_reason FROM worktree_leases WHERE job_id = $1 ORDER BY requested_at`, [jobId]);
+  }
+
+  private async query<R>(service: 'jobs' | 'worktrees', sql: string, params: unknown[]): Promise<R[]> {
+    const client = new pg.Client({ connectionString: testDatabaseUrl, options: `-c search_path=${this.name}_${service}` });
     await client.connect();
     try {
-      const { rows } = await client.query(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [streamId]);
-      return rows;
+      return (await client.query(sql, params)).rows as R[];
     } finally {
       await client.end();
     }

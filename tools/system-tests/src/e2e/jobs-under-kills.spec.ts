@@ -156,6 +156,34 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     await system.stopRunner('runner-j');
   }, 120_000);
 
+  it('the worktree service killed while the agent works, down for longer than the worktree lease: the lease is resumed at its start, never expired or handed on, DONE on the first attempt', async () => {
+    await system.startRunner('runner-v');
+    const gate = join(system.root, 'gate-worktree-service-restart');
+    const run = code('worktree-service-down', { behaviour: 'commit', waitForFile: gate, files: { 'src/kept.ts': 'kept\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
+    await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
+    await system.stopWorktreeService('SIGKILL');
+    // down until the worktree lease, as last renewed before the kill, has run out
+    const [lease] = await system.worktreeLeaseRows(jobId);
+    expect(lease).toMatchObject({ status: 'ready' });
+    await eventually(() => Date.now() > lease!.expires_at!.getTime() + 1000, { what: 'the worktree lease expiry passed', timeoutMs: 30_000 });
+    await system.startWorktreeService();
+    await writeFile(gate, '');
+    const job = await system.terminal(jobId, 60_000);
+    expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
+    const types = (await system.worktreeLeaseEvents(lease!.lease_id)).map((e) => e.type);
+    expect(types).not.toContain('WorktreeLeaseExpired');
+    expect((await system.worktreeLeaseEvents(lease!.lease_id)).filter((e) => e.data.resumedAtStart === true)).toHaveLength(1);
+    // one lease for the job, ended by the job's finish, not taken from under the agent
+    const rows = await eventually(async () => {
+      const found = await system.worktreeLeaseRows(jobId);
+      return found.every((r) => r.status === 'released') ? found : null;
+    }, { what: 'the lease released', timeoutMs: 30_000 });
+    expect(rows).toEqual([expect.objectContaining({ lease_id: lease!.lease_id, status: 'released', release_reason: 'job_terminal' })]);
+    expect(await pushesTo(run.branch)).toHaveLength(1);
+    await system.stopRunner('runner-v');
+  }, 120_000);
+
   it('a push verified and reported, then the job service and the runner die before the finish: the next claim finishes it — DONE, pushed once, the agent run once', async () => {
     await system.stopJobService('SIGKILL');
     await system.startJobService({ GANTRY_TEST_CRASH_AFTER_COMMIT: 'report_push' });

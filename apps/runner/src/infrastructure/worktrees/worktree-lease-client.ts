@@ -59,7 +59,8 @@ export class WorktreeLeaseClient {
         idempotencyKey: deriveIdempotencyKey('runner/renew-worktree', { ...lease, renewal }),
         correlationId: this.options.correlationId,
       },
-      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: until },
+      // The worktree service resumes held leases at its start: the time it is down does not count.
+      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true },
     );
   }
 
@@ -73,7 +74,7 @@ export class WorktreeLeaseClient {
         correlationId: this.options.correlationId,
       },
       // The service waits up to 15 s for the rescue to finish before it answers.
-      { timeoutMs: Math.max(this.tryTimeoutMs, 20_000), correlationId: this.options.correlationId, retryUntil: until },
+      { timeoutMs: Math.max(this.tryTimeoutMs, 20_000), correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true },
     );
   }
 }

@@ -68,6 +68,11 @@ export type WorktreeLeaseCommand =
       };
     }
   | { readonly type: 'ExpireWorktreeLease'; readonly data: { leaseId: string; now: string } }
+  /**
+   * At the service's start, before it sweeps: every lease held on the key runs as long again from now,
+   * since no holder could renew it while the service was down (docs/worktrees.md, "When a lease ends").
+   */
+  | { readonly type: 'ResumeWorktreeLeases'; readonly data: { now: string } }
   | { readonly type: 'TimeOutLockWaiters'; readonly data: { now: string } }
   | {
       readonly type: 'WithdrawWorktreeLeaseRequest';

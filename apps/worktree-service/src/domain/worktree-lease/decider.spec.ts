@@ -246,6 +246,24 @@ describe('WorktreeLease: renewing', () => {
   });
 });
 
+describe('WorktreeLease: resumed at the service\'s start (docs/worktrees.md, "When a lease ends")', () => {
+  const resume = (s: number) => ({ type: 'ResumeWorktreeLeases' as const, data: { now: at(s) } });
+
+  it('a held lease whose expiry passed while the service was down runs as long again from the start, and its holder is obeyed', () => {
+    const resumed: WorktreeLeaseEvent = { type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(1300), renewedAt: at(700), resumedAtStart: true } };
+    given(aReady).when(resume(700)).then([resumed]);
+    given([...aReady, resumed])
+      .when({ type: 'RenewWorktreeLease', data: { leaseId: A, token: 1, now: at(701) } })
+      .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(1301), renewedAt: at(701) } }]);
+    given([...aReady, resumed]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(701) } }).thenNothingHappened();
+  });
+
+  it('leaves alone a lease that runs longer already, a released one and a waiter', () => {
+    given(aReadyBWaiting).when(resume(1)).thenNothingHappened();
+    given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))]).when(resume(700)).thenNothingHappened();
+  });
+});
+
 describe('WorktreeLease: releasing', () => {
   it('asks for the worktree to be rescued and kept when its holder releases it', () => {
     const state = given(aReady)

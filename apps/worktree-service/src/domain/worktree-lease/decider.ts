@@ -282,6 +282,16 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
       ];
     }
 
+    case 'ResumeWorktreeLeases': {
+      const { now } = command.data;
+      return Object.values(state.leases).flatMap((lease): WorktreeLeaseEvent[] => {
+        if (!isHolding(lease) || !lease.expiresAt) return [];
+        const expiresAt = plusMs(now, lease.leaseDurationMs);
+        if (Date.parse(expiresAt) <= Date.parse(lease.expiresAt)) return [];
+        return [{ type: 'WorktreeLeaseRenewed', data: { worktreeKey: lease.worktreeKey, leaseId: lease.leaseId, token: lease.token!, expiresAt, renewedAt: now, resumedAtStart: true } }];
+      });
+    }
+
     case 'TimeOutLockWaiters': {
       const { now } = command.data;
       return overdueWaiters(state.lock, now).map((w) => lockTimedOut(state, w, now));
