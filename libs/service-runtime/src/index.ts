@@ -10,3 +10,4 @@ export * from './lib/http.controllers.js';
 export * from './lib/command-metadata.js';
 export * from './lib/retention.js';
 export * from './lib/test-crash.js';
+export * from './lib/sweep.js';

@@ -2,6 +2,7 @@ import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationB
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore } from '@gantry/eventstore';
+import { Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
 
 export const DEFAULT_LEASE_SWEEP_MS = 1000;
@@ -25,13 +26,14 @@ export function leaseSweepIntervalMs(env: NodeJS.ProcessEnv = process.env): numb
  */
 @Injectable()
 export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
+  private readonly sweeps: Sweep;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @InjectPinoLogger('lease-expiry') private readonly log: PinoLogger,
-  ) {}
+  ) {
+    this.sweeps = new Sweep({ name: 'lease-expiry', everyMs: leaseSweepIntervalMs(), run: () => this.sweep(), log });
+  }
 
   /**
    * Before this service serves a command or sweeps (Nest runs this hook before the transport starts):
@@ -40,24 +42,12 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   async onApplicationBootstrap(): Promise<void> {
     const resumed = await this.resumeLeases();
     if (resumed > 0) this.log.info({ resumed }, 'job leases resumed at start');
-    const interval = leaseSweepIntervalMs();
-    this.timer = setInterval(() => {
-      if (this.running) return;
-      this.running = this.sweep()
-        .then(() => undefined)
-        .catch((error: unknown) => this.log.warn({ error: String(error) }, 'lease sweep failed; next tick retries'))
-        .finally(() => {
-          this.running = null;
-        });
-    }, interval);
-    this.timer.unref();
+    this.sweeps.start();
   }
 
   // Before the runtime closes the pool: a sweep in flight finishes, no new one starts.
   async beforeApplicationShutdown(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+    await this.sweeps.stop();
   }
 
   /**

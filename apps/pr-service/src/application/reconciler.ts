@@ -2,7 +2,7 @@ import { Controller, Inject, Injectable, type BeforeApplicationShutdown, type On
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullRequestFailureCode } from '@gantry/contracts';
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
-import { crashHereIfAsked, DurableConsumer, holdHereIfAsked } from '@gantry/service-runtime';
+import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
 import {
   forHead,
   isSettled,
@@ -37,7 +37,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   private readonly runs: KeyedRuns;
   private readonly attempts = new Map<string, number>();
   private readonly unknownMergeability = new Map<string, number>();
-  private resync: NodeJS.Timeout | null = null;
+  /** Every open pull request looked at again now and then, whatever was missed (a webhook lost, a crash). */
+  private readonly resync: Sweep;
 
   constructor(
     @Inject(PullRequestLog) private readonly prs: PullRequestLog,
@@ -48,6 +49,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     @InjectPinoLogger('pull-requests') private readonly log: PinoLogger,
   ) {
     this.runs = new KeyedRuns(config.reconcileConcurrency, (id) => this.reconcile(id), (id, error) => this.retryLater(id, error));
+    this.resync = new Sweep({ name: 'pull-request-resync', everyMs: config.resyncIntervalMs, run: async () => (await this.prs.unsettled()).forEach((id) => this.ask(id)), log: this.log });
   }
 
   ask(pullRequestId: string, delayMs = 0): void {
@@ -57,17 +59,11 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   async onApplicationBootstrap(): Promise<void> {
     // A restart: whatever was asked of GitHub and not recorded is asked again, after a read.
     for (const id of await this.prs.unsettled()) this.ask(id);
-    this.resync = setInterval(() => {
-      this.prs.unsettled().then(
-        (ids) => ids.forEach((id) => this.ask(id)),
-        (error: unknown) => this.log.warn({ error: String(error) }, 'resync could not list the open pull requests'),
-      );
-    }, this.config.resyncIntervalMs);
-    this.resync.unref();
+    this.resync.start();
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    if (this.resync) clearInterval(this.resync);
+    await this.resync.stop();
     await this.runs.stop();
   }
 

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type { DiskUsage } from '@gantry/contracts';
-import { Readiness } from '@gantry/service-runtime';
+import { Readiness, Sweep } from '@gantry/service-runtime';
 import { measureDiskUsage, type GitWorkspace } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
@@ -13,15 +13,17 @@ import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree
 @Injectable()
 export class DiskUsageMonitor implements OnApplicationBootstrap, OnModuleDestroy {
   private latest: DiskUsage | null = null;
-  private timer: NodeJS.Timeout | null = null;
   private measuring: Promise<DiskUsage> | null = null;
+  private readonly sweep: Sweep;
 
   constructor(
     @Inject(GIT_WORKSPACE) private readonly workspace: GitWorkspace,
     @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
     @Inject(Readiness) private readonly readiness: Readiness,
-    @InjectPinoLogger('disk-usage') private readonly log: PinoLogger,
-  ) {}
+    @InjectPinoLogger('disk-usage') log: PinoLogger,
+  ) {
+    this.sweep = new Sweep({ name: 'disk-usage', everyMs: config.diskMeasureIntervalMs, run: () => this.measure(), log });
+  }
 
   onApplicationBootstrap(): void {
     this.readiness.register('disk', () => ({
@@ -30,14 +32,11 @@ export class DiskUsageMonitor implements OnApplicationBootstrap, OnModuleDestroy
         ? { root: this.latest.root, totalBytes: this.latest.totalBytes, repositories: this.latest.repositories.length, worktrees: this.latest.worktrees.length, measuredAt: this.latest.measuredAt }
         : { root: this.workspace.root, measuring: true },
     }));
-    void this.measure().catch(() => undefined);
-    this.timer = setInterval(() => void this.measure().catch(() => undefined), this.config.diskMeasureIntervalMs);
-    this.timer.unref();
+    this.sweep.start({ now: true });
   }
 
-  onModuleDestroy(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+  async onModuleDestroy(): Promise<void> {
+    await this.sweep.stop();
   }
 
   /** Measures now (sharing a measurement already running). */
@@ -45,10 +44,6 @@ export class DiskUsageMonitor implements OnApplicationBootstrap, OnModuleDestroy
     if (!this.measuring) {
       this.measuring = measureDiskUsage(this.workspace, new Date())
         .then((usage) => (this.latest = usage))
-        .catch((error: unknown) => {
-          this.log.warn({ error: String(error) }, 'disk use could not be measured');
-          throw error;
-        })
         .finally(() => {
           this.measuring = null;
         });

@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
+import { Sweep } from '@gantry/service-runtime';
 import { upcomingDeadlines, type WorktreeLeaseCommand } from '../domain/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
@@ -14,34 +15,23 @@ import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
  */
 @Injectable()
 export class LeaseSweep implements OnModuleDestroy {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
+  private readonly sweeps: Sweep;
 
   constructor(
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
     @InjectPinoLogger('lease-sweep') private readonly log: PinoLogger,
-  ) {}
+  ) {
+    this.sweeps = new Sweep({ name: 'lease-sweep', everyMs: config.sweepIntervalMs, run: () => this.sweep(), log });
+  }
 
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => {
-      if (this.running) return;
-      this.running = this.sweep()
-        .then(() => undefined)
-        .catch((error: unknown) => this.log.warn({ error: String(error) }, 'lease sweep failed; the next tick retries'))
-        .finally(() => {
-          this.running = null;
-        });
-    }, this.config.sweepIntervalMs);
-    this.timer.unref();
+    this.sweeps.start();
   }
 
   async onModuleDestroy(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+    await this.sweeps.stop();
   }
 
   /** One pass; returns the number of commands that changed something. */

@@ -3,6 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { EventStore, pruneExpired, type PruneResult } from '@gantry/eventstore';
 import { Bus, isNotFound } from '@gantry/messaging';
 import { SERVICE_CONFIG, type ServiceConfig } from './config.js';
+import { Sweep } from './sweep.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 
 /**
@@ -19,8 +20,7 @@ const CLOCK_MARGIN = 1.1;
  */
 @Injectable()
 export class RetentionPruner implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<unknown> | null = null;
+  private readonly sweep: Sweep;
 
   constructor(
     @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
@@ -28,25 +28,16 @@ export class RetentionPruner implements OnApplicationBootstrap, BeforeApplicatio
     @Inject(Bus) private readonly bus: Bus,
     @Inject(GantryTransport) private readonly transport: GantryTransport,
     @InjectPinoLogger('retention') private readonly log: PinoLogger,
-  ) {}
+  ) {
+    this.sweep = new Sweep({ name: 'retention', everyMs: config.retention.pruneIntervalMs, run: () => this.pruneOnce(), log });
+  }
 
-  // The job's schedule: one interval, one run at a time.
   onApplicationBootstrap(): void {
-    this.timer = setInterval(() => {
-      if (this.running) return;
-      this.running = this.pruneOnce()
-        .catch((error: unknown) => this.log.warn({ error: String(error) }, 'pruning failed; the next run retries'))
-        .finally(() => {
-          this.running = null;
-        });
-    }, this.config.retention.pruneIntervalMs);
-    this.timer.unref();
+    this.sweep.start();
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+    await this.sweep.stop();
   }
 
   async pruneOnce(): Promise<PruneResult> {
