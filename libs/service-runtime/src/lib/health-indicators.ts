@@ -3,6 +3,7 @@ import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/term
 import { EventStore } from '@gantry/eventstore';
 import { Bus, OutboxRelay } from '@gantry/messaging';
 import { SERVICE_CONFIG, type ServiceConfig } from './config.js';
+import { verdict } from './readiness.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 
 /*
@@ -20,7 +21,7 @@ export class NatsHealthIndicator {
 
   async isHealthy(key: string): Promise<HealthIndicatorResult> {
     const { ok, ...detail } = await this.bus.health();
-    return ok ? this.health.check(key).up(detail) : this.health.check(key).down(detail);
+    return verdict(this.health, key, ok, detail);
   }
 }
 
@@ -57,7 +58,7 @@ export class RelayHealthIndicator {
   async isHealthy(key: string): Promise<HealthIndicatorResult> {
     const { pending, oldestAgeMs } = await this.relay.backlog();
     const detail = { pending, oldestAgeMs, maxAgeMs: this.config.readyRelayMaxAgeMs, active: this.relay.isLeader };
-    return oldestAgeMs <= this.config.readyRelayMaxAgeMs ? this.health.check(key).up(detail) : this.health.check(key).down(detail);
+    return verdict(this.health, key, oldestAgeMs <= this.config.readyRelayMaxAgeMs, detail);
   }
 }
 
@@ -82,7 +83,6 @@ export class ConsumerLagHealthIndicator {
       if (!lag.attached || behind) ok = false;
       consumers[consumer.name] = lag;
     }
-    const detail = { maxLagMs: this.config.readyConsumerMaxLagMs, consumers };
-    return ok ? this.health.check(key).up(detail) : this.health.check(key).down(detail);
+    return verdict(this.health, key, ok, { maxLagMs: this.config.readyConsumerMaxLagMs, consumers });
   }
 }

@@ -24,8 +24,7 @@ export class Readiness {
   register(name: string, check: () => Promise<CheckResult> | CheckResult): void {
     this.add(name, async () => {
       const { ok, detail } = await check();
-      const session = this.health.check(name);
-      return ok ? session.up(indicatorData(detail)) : session.down(indicatorData(detail));
+      return verdict(this.health, name, ok, indicatorData(detail));
     });
   }
 
@@ -61,6 +60,11 @@ export class Readiness {
       clearTimeout(timer);
     }
   }
+}
+
+/** An indicator's result: `key` up or down, with what was judged beside the status. */
+export function verdict(health: HealthIndicatorService, key: string, ok: boolean, data?: Record<string, unknown>): HealthIndicatorResult {
+  return ok ? health.check(key).up(data) : health.check(key).down(data);
 }
 
 /** Terminus's way: an object's fields beside `status` (a key of that name would clash), text under `message`. */

@@ -33,14 +33,20 @@ function recordingLog() {
   return { lines, warn: (fields: Record<string, unknown>, message: string) => void lines.push({ fields, message }) };
 }
 
+/** A started sweep of gated passes, its first tick come and its first pass running. */
+async function sweepInItsFirstPass() {
+  const ticks = handTicks();
+  const passes = gatedPasses();
+  const sweep = new Sweep({ name: 'test', everyMs: 1000, run: passes.run, log: recordingLog(), schedule: ticks.schedule });
+  sweep.start();
+  ticks.tick();
+  await settle();
+  return { ticks, passes, sweep };
+}
+
 describe('Sweep', () => {
   it('runs one pass at a time: ticks while a pass runs are skipped', async () => {
-    const ticks = handTicks();
-    const passes = gatedPasses();
-    const sweep = new Sweep({ name: 'test', everyMs: 1000, run: passes.run, log: recordingLog(), schedule: ticks.schedule });
-    sweep.start();
-    ticks.tick();
-    await settle();
+    const { ticks, passes, sweep } = await sweepInItsFirstPass();
     ticks.tick();
     ticks.tick();
     await settle();
@@ -88,12 +94,7 @@ describe('Sweep', () => {
   });
 
   it('stop waits for the pass in flight, and no tick comes after it', async () => {
-    const ticks = handTicks();
-    const passes = gatedPasses();
-    const sweep = new Sweep({ name: 'test', everyMs: 1000, run: passes.run, log: recordingLog(), schedule: ticks.schedule });
-    sweep.start();
-    ticks.tick();
-    await settle();
+    const { ticks, passes, sweep } = await sweepInItsFirstPass();
     let stopped = false;
     const stopping = sweep.stop().then(() => (stopped = true));
     await settle();
