@@ -198,7 +198,10 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
   });
 
   it('a lease that is not renewed expires by the service clock and is released', async () => {
-    const grant = await acquire(await claimedJob(world), { leaseDurationMs: 1_000 });
+    // A one-second lease from the acquire itself could end before its reply on a loaded machine;
+    // the renewal shortens the granted lease to one second once the holder has it.
+    const grant = await acquire(await claimedJob(world));
+    await world.client.request(renewWorktreeLease, { leaseId: grant.leaseId, token: grant.token, leaseDurationMs: 1_000, idempotencyKey: `renew:${++n}` });
     await eventually(async () => (await leasesOf(grant.worktreeKey)).find((l) => l.leaseId === grant.leaseId)?.status === 'stale_released', {
       what: 'expired lease released',
       timeoutMs: 10_000,
