@@ -35,9 +35,9 @@ describe('logs of a service process', () => {
       { what: 'the probe to handle the event' },
     );
     const probeLines = logRecordsOf(probe.output()).filter((r) => r.context === 'runtime-probe' && (r.text === text || r.eventId === reply.eventId));
-    expect(probeLines.map((r) => r.message)).toEqual(['probe noting', 'probe timer fired', 'probe noted', 'probe event handled']);
+    expect(probeLines.map((r) => r.message).sort()).toEqual(['probe event handled', 'probe noted', 'probe noting', 'probe timer fired']);
     for (const line of probeLines) expect(line).toMatchObject({ correlationId, jobId: 'job-logged', service: 'runtime-probe', level: 'info' });
-    for (const line of probeLines.slice(0, 3)) expect(line).toMatchObject({ command: 'workflow.runtime_probe_note' });
+    for (const line of probeLines.filter((r) => r.message !== 'probe event handled')) expect(line).toMatchObject({ command: 'workflow.runtime_probe_note' });
     expect(handled).toMatchObject({ consumer: 'runtime-probe', eventType: 'RuntimeProbeNoted', eventId: reply.eventId });
     expect(Date.parse(String(handled.time))).not.toBeNaN();
   });
@@ -57,5 +57,26 @@ describe('logs of a service process', () => {
     expect(probe.output()).not.toContain(`probe-secret-password-${text}`);
     expect(probe.output()).not.toContain(`probe-secret-bearer-${text}`);
     expect(probe.output()).not.toContain(`probe-secret-db-${text}`);
+  });
+
+  it("a command over HTTP: its lines and the request's completion line carry the caller's x-correlation-id", async () => {
+    const correlationId = `corr-http-${randomUUID()}`;
+    const text = randomUUID();
+    const response = await fetch(`${probe.url}/commands/runtime_probe_note`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-correlation-id': correlationId, authorization: `Bearer probe-secret-http-${text}` },
+      body: JSON.stringify({ jobId: 'job-http', text }),
+    });
+    expect(response.status).toBe(200);
+    const completed = await eventually(
+      () => logRecordsOf(probe.output()).find((r) => r.message === 'request completed' && r.correlationId === correlationId),
+      { what: 'the request logged' },
+    );
+    expect(completed).toMatchObject({ res: { statusCode: 200 } });
+    const lines = logRecordsOf(probe.output()).filter((r) => r.context === 'runtime-probe' && r.text === text);
+    expect(lines.map((r) => r.message).slice(0, 2)).toEqual(['probe noting', 'probe timer fired']);
+    for (const line of lines) expect(line).toMatchObject({ correlationId, jobId: 'job-http' });
+    for (const line of lines.slice(0, 2)) expect(line).toMatchObject({ command: 'workflow.runtime_probe_note' });
+    expect(probe.output()).not.toContain(`probe-secret-http-${text}`);
   });
 });
