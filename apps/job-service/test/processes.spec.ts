@@ -24,6 +24,23 @@ describe('job service as processes', () => {
     return app;
   };
 
+  /**
+   * A jobs view row with no log behind it, its lease long expired: expiring it is refused NOT_FOUND,
+   * which no race explains, so every sweep pass over it logs it as an error. Returns its job id.
+   */
+  const ghostLease = async (): Promise<string> => {
+    const ghost = `job-ghost-${key('g').slice(-8)}`;
+    await world.db.query(
+      `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, exclude_from_coalescing, created_at, attempt, max_attempts,
+                         lease_token, runner_id, lease_expires_at, payloads, state)
+       VALUES ($1, 0, 'RUNNING', 'PLAN_CHAT', 'product-2r', false, now(), 1, 3, 1, 'runner-ghost', now() - interval '1 hour', '[]', '{}')`,
+      [ghost],
+    );
+    return ghost;
+  };
+  const refusedExpiry = (app: RunningApp, ghost: string) =>
+    app.output().split('\n').find((l) => l.includes('a lease could not be expired') && l.includes(ghost));
+
   it('with two replicas sweeping, each expired lease is requeued exactly once (one expiry event, one attempt increment)', async () => {
     const replicas = [await start(), await start()];
     const jobIds: string[] = [];
@@ -39,8 +56,11 @@ describe('job service as processes', () => {
       },
       { timeoutMs: 25_000, what: 'every lease expired' },
     );
-    // Let both sweeps run many more times over the same rows.
-    await new Promise((r) => setTimeout(r, 1000));
+    // Every pass that could still see these leases live is over once each replica has begun a later
+    // one (passes of a replica run one at a time): a ghost lease inserted now marks such a pass.
+    const marker = await ghostLease();
+    await eventually(() => replicas.every((r) => refusedExpiry(r, marker)), { timeoutMs: 20_000, what: 'a later pass of each replica' });
+    await world.db.query(`DELETE FROM jobs WHERE job_id = $1`, [marker]);
     const { rows } = await world.db.query(
       `SELECT stream_id, count(*) AS n, max((data->>'nextAttempt')::int) AS next FROM events WHERE type = 'JobLeaseExpired' AND stream_id = ANY($1) GROUP BY stream_id`,
       [jobIds],
@@ -74,21 +94,11 @@ describe('job service as processes', () => {
 
   it('a lease the sweep cannot expire for an unexpected reason is logged as an error, and the other leases still expire', async () => {
     const app = await start();
-    // A jobs view row with no log behind it: expiring its lease is refused NOT_FOUND, which no race explains.
-    const ghost = `job-ghost-${key('g').slice(-8)}`;
-    await world.db.query(
-      `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, exclude_from_coalescing, created_at, attempt, max_attempts,
-                         lease_token, runner_id, lease_expires_at, payloads, state)
-       VALUES ($1, 0, 'RUNNING', 'PLAN_CHAT', 'product-2r', false, now(), 1, 3, 1, 'runner-ghost', now() - interval '1 hour', '[]', '{}')`,
-      [ghost],
-    );
+    const ghost = await ghostLease();
     const { jobId } = await world.client.request(enqueueJob, { kind: 'PLAN_CHAT', productId: 'product-2r', idempotencyKey: key('e') });
     await world.client.request(claimJob, { runnerId: 'runner-ghost-neighbour', kinds: ['PLAN_CHAT'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('c') });
 
-    const line = await eventually(
-      () => app.output().split('\n').find((l) => l.includes('a lease could not be expired') && l.includes(ghost)),
-      { timeoutMs: 20_000, what: 'the refused expiry logged' },
-    );
+    const line = await eventually(() => refusedExpiry(app, ghost), { timeoutMs: 20_000, what: 'the refused expiry logged' });
     expect(JSON.parse(line)).toMatchObject({ jobId: ghost, code: ErrorCode.NOT_FOUND });
     expect(line).toMatch(/"level":("error"|50)/);
     await eventually(async () => (await world.client.request(getJob, { jobId })).status === 'QUEUED', { timeoutMs: 20_000, what: "the neighbour's lease expired" });

@@ -24,7 +24,7 @@ import {
   streamName,
   type JobView,
 } from '@gantry/contracts';
-import { eventually } from '@gantry/testing';
+import { consumerCaughtUp, eventIdOf, eventually, handledByConsumer } from '@gantry/testing';
 import { sprintRunEventTypes } from '../src/infrastructure/projections.js';
 import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
@@ -134,7 +134,7 @@ describe('sprint runs driven by job events and PR events', () => {
     const resumed = await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'resolved', idempotencyKey: key('resume') });
     expect(resumed.status).toBe('RUNNING');
     // The T-2 job still queued is kept; the resume does not queue a second one for it.
-    await new Promise((r) => setTimeout(r, 500));
+    await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
     const afterResume = await sprintJobs(created.sprintRunId);
     expect(afterResume.filter((j) => j.taskId === 'T-2')).toHaveLength(1);
 
@@ -248,17 +248,14 @@ describe('sprint runs driven by job events and PR events', () => {
     await world.db.query(`DELETE FROM inbox WHERE consumer = $1`, [effectsConsumer]);
     await world.bus.jsm.consumers.delete(stream, effectsConsumer);
     // The consumer is recreated and delivers the whole stream again (it handles the sprint-run events, and acknowledges the rest).
-    await eventually(async () => {
-      const info = await world.bus.jsm.consumers.info(stream, effectsConsumer).catch(() => null);
-      return info !== null && info.ack_floor.stream_seq >= state.last_seq;
-    }, { what: 'the replay through the effect processor up to the last event', timeoutMs: 20_000 });
+    await consumerCaughtUp(world.bus.jsm, stream, effectsConsumer, { upTo: state.last_seq });
     const { rows: [handled] } = await world.db.query(
       `SELECT (SELECT count(*)::int FROM inbox WHERE consumer = $1) AS inbox, (SELECT count(*)::int FROM events WHERE type = ANY($2)) AS events`,
       [effectsConsumer, sprintRunEventTypes],
     );
     expect(handled.inbox).toBe(handled.events);
     expect(handled.events).toBeGreaterThan(0);
-    await new Promise((r) => setTimeout(r, 500));
+    // A job the replay enqueued would have been written with its inbox row, before the acknowledgement above.
     expect((await world.client.request(listJobs, { limit: 500 })).jobs.length).toBe(before);
   });
 });

@@ -126,3 +126,4 @@ export async function removeTestNamespace(naming: Naming, schema?: string): Prom
 export { validatesAgainstContract } from './contract-events.js';
 export * from './scratch-servers.js';
 export * from './apps.js';
+export * from './consumer-progress.js';

@@ -68,8 +68,10 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
         });
         if (done.result) resumed++;
       } catch (error) {
-        // The claim ended or was renewed by another replica between the look and the append.
         if (!(error instanceof GantryError)) throw error;
+        // Another replica resumed or ended the claim between the look and the append.
+        if (error.code === ErrorCode.VERSION_CONFLICT) continue;
+        this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, code: error.code, error: error.message }, 'a lease could not be resumed');
       }
     }
     return resumed;

@@ -15,6 +15,7 @@ import {
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
 import { worktreeServiceProjections } from '../infrastructure/persistence/projections.js';
+import { WorktreeEffectProcessor } from './effect-processor.js';
 import { plainGit as git } from '@gantry/git/testing';
 import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
 
@@ -81,8 +82,8 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     let second: WorktreeLeaseGrant | null = null;
     const waiting = acquire(secondJob, { lockTimeoutMs: 30_000 }).then((g) => (second = g));
     await eventually(async () => (await leasesOf(key)).some((l) => l.jobId === secondJob && l.status === 'acquiring_lock'), { what: 'second acquirer in line' });
-    // Still waiting while the first holds it.
-    await new Promise((r) => setTimeout(r, 500));
+    // Still waiting while the first holds it, once everything the second's request set off has run.
+    await app.get(WorktreeEffectProcessor).settled();
     expect(second).toBeNull();
     expect((await holders(key)).map((l) => l.leaseId)).toEqual([first.leaseId]);
 

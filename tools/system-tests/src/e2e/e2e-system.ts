@@ -17,7 +17,20 @@ import {
   type WorktreeLeaseView,
 } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, dropSchema, eventually, startApp, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, type RunningApp } from '@gantry/testing';
+import {
+  connectTestNats,
+  deleteStreams,
+  dropSchema,
+  eventIdOf,
+  eventually,
+  handledByConsumer,
+  startApp,
+  testDatabaseUrl,
+  testNatsUrl,
+  testNaming,
+  uniqueName,
+  type RunningApp,
+} from '@gantry/testing';
 import pg from 'pg';
 import { OriginRepository } from './origin-repository.js';
 
@@ -236,6 +249,20 @@ export class E2eSystem {
       return (await client.query(sql, params)).rows as R[];
     } finally {
       await client.end();
+    }
+  }
+
+  /**
+   * Waits until the job service has offered the job to runners: its offers consumer handled the job's
+   * JobEnqueued, which publishes the offer before the consumer's commit. From then on a runner that
+   * takes work of the kind would get it — what a "no runner took it" check waits for.
+   */
+  async offered(jobId: string): Promise<void> {
+    const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${this.name}_jobs`, max: 1 });
+    try {
+      await handledByConsumer(db, 'job-service-offers', await eventIdOf(db, jobId, 'JobEnqueued'));
+    } finally {
+      await db.end();
     }
   }
 

@@ -290,7 +290,10 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       const run = code('long', { behaviour: 'commit', delayMs: 12_000, files: { 'src/long.ts': 'long\n' } });
       const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
       await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
-      await new Promise((r) => setTimeout(r, 11_000));
+      // Until both leases as first seen would have run out without a renewal.
+      const [claimed, [worktree]] = await Promise.all([system.job(jobId), system.leases(jobId)]);
+      const unrenewedEnd = Math.max(Date.parse(claimed.lease!.leaseExpiresAt), Date.parse(worktree!.expiresAt!));
+      await eventually(() => Date.now() > unrenewedEnd, { what: 'the first leases\' end', timeoutMs: 20_000, intervalMs: 100 });
       const [job, leases] = await Promise.all([system.job(jobId), system.leases(jobId)]);
       expect(job).toMatchObject({ status: 'RUNNING', attempt: 1 });
       expect(Date.parse(job.lease!.leaseExpiresAt)).toBeGreaterThan(Date.now());
@@ -426,7 +429,7 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect(await ready.json()).toMatchObject({ status: 'error', error: { 'agent-token': { status: 'down', message: expect.stringMatching(/^the agent token expired: agent token expired \(exit code 3\)/) } } });
       const second = code('token-2', { behaviour: 'commit', files: { 'src/token-2.ts': '2\n' } });
       const secondId = await system.enqueue({ payload: second.payload });
-      await new Promise((r) => setTimeout(r, 1500));
+      await system.offered(secondId);
       expect((await system.job(secondId)).status).toBe('QUEUED');
       await system.startRunner('runner-f');
       const [one, two] = await Promise.all([system.terminal(firstId), system.terminal(secondId)]);
@@ -450,7 +453,7 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect(rolledBack).toMatchObject({ cause: 'RUNNER', outcome: 'REQUEUED', nextAttempt: 1, reason: 'agent token expired (exit code 1)' });
       // its one attempt is not spent: the job waits for a runner that can run it
       expect(await system.job(jobId)).toMatchObject({ status: 'QUEUED', attempt: 1 });
-      expect(await system.health('runner-h')).toEqual({ status: 503, body: { status: 'unhealthy', reasons: { runner: 'agent token expired' } } });
+      expect(await system.health('runner-h')).toMatchObject({ status: 503, body: { status: 'error', error: { runner: { status: 'down', message: 'agent token expired' } } } });
       expect((await fetch(`${system.runners.get('runner-h')!.url}/ready`)).status).toBe(503);
       await system.cancel(jobId);
       await system.stopRunner('runner-h');
