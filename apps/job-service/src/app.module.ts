@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { GantryRuntimeModule } from '@gantry/service-runtime';
 import { AgentReportHandlers } from './application/agent-reports.handlers.js';
 import { JobCommandHandlers } from './application/job-commands.js';
+import { jobServiceSettings } from './application/job-service-settings.js';
 import { LeaseExpirySweep } from './application/lease-expiry.js';
 import { JobOffers } from './application/offers.js';
 import { ProductCommandHandlers } from './application/product-commands.js';
@@ -21,6 +22,7 @@ import { jobServiceProjections } from './infrastructure/projections.js';
       migrations: jobServiceMigrations,
       projections: jobServiceProjections,
       dispatchStream: true,
+      settings: [jobServiceSettings],
     }),
   ],
   // Entry points: commands (@CommandHandler) and durable consumers (@DurableConsumer).

@@ -11,7 +11,7 @@ import { ConflictingFiles } from './infrastructure/git/conflicting-files.js';
 import { createOctokit } from './infrastructure/github/octokit.js';
 import { OctokitPullRequests } from './infrastructure/github/octokit-pull-requests.js';
 import { GitHubWebhookController } from './infrastructure/http/github-webhook.controller.js';
-import { loadPrServiceConfig, type PrServiceConfig } from './infrastructure/pr-service-config.js';
+import { prServiceSettings, type PrServiceConfig } from './infrastructure/pr-service-config.js';
 import { prServiceMigrations } from './infrastructure/persistence/migrations.js';
 import { prServiceProjections } from './infrastructure/persistence/projections.js';
 
@@ -23,11 +23,11 @@ import { prServiceProjections } from './infrastructure/persistence/projections.j
       defaultPort: 3103,
       migrations: prServiceMigrations,
       projections: prServiceProjections,
+      settings: [prServiceSettings],
     }),
   ],
   controllers: [GitHubWebhookController, PullRequestCommandHandlers, JobFacts, PullRequestEffectsConsumer],
   providers: [
-    { provide: PR_SERVICE_CONFIG, useFactory: () => loadPrServiceConfig() },
     {
       provide: GITHUB_PULL_REQUESTS,
       inject: [PR_SERVICE_CONFIG, PinoLogger],

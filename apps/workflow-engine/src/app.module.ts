@@ -9,7 +9,7 @@ import { DispatchDiagnostics } from './application/dispatch/diagnostics.js';
 import { EngineActions } from './application/dispatch/engine-actions.js';
 import { OnEnterDispatcher } from './application/dispatch/on-enter-dispatcher.js';
 import { SessionActions } from './application/dispatch/session-actions.js';
-import { ENGINE_SETTINGS, loadEngineSettings, type EngineSettings } from './application/engine-settings.js';
+import { ENGINE_SETTINGS, engineSettings, type EngineSettings } from './application/engine-settings.js';
 import { EntryFlow } from './application/entry-flow.js';
 import { JobEvents } from './application/job-events.js';
 import { EngineLifecycle } from './application/lifecycle.js';
@@ -32,10 +32,10 @@ import { workflowEngineProjections } from './infrastructure/persistence/projecti
       defaultPort: 3102,
       migrations: workflowEngineMigrations,
       projections: workflowEngineProjections,
+      settings: [engineSettings],
     }),
   ],
   providers: [
-    { provide: ENGINE_SETTINGS, useFactory: () => loadEngineSettings() },
     { provide: TestHooks, useFactory: () => new TestHooks() },
     {
       provide: ProcessEpoch,

@@ -13,6 +13,7 @@ import { WorktreeQueries } from './application/worktree-queries.js';
 import { worktreeServiceMigrations } from './infrastructure/persistence/migrations.js';
 import { worktreeServiceProjections } from './infrastructure/persistence/projections.js';
 import { worktreeInfrastructure } from './infrastructure/workspace.provider.js';
+import { worktreeSettings } from './infrastructure/worktree-config.js';
 
 @Module({
   imports: [
@@ -22,6 +23,7 @@ import { worktreeInfrastructure } from './infrastructure/workspace.provider.js';
       defaultPort: 3104,
       migrations: worktreeServiceMigrations,
       projections: worktreeServiceProjections,
+      settings: [worktreeSettings],
     }),
   ],
   providers: [

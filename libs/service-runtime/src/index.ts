@@ -1,5 +1,6 @@
 export * from './lib/config.js';
 export * from './lib/logging.js';
+export * from './lib/settings.js';
 export * from './lib/readiness.js';
 export * from './lib/transport/decorators.js';
 export * from './lib/transport/contexts.js';

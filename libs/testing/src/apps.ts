@@ -98,3 +98,27 @@ export async function startEntry(entry: string, label: string, options: StartApp
   }
   return { ...child, port, url };
 }
+
+/**
+ * Starts a compiled app that is expected not to start (a bad setting): resolves with its exit code
+ * and output once it exited, or with `started` (after killing it) once it answered /ready instead.
+ */
+export async function startAppExpectingExit(app: App, options: StartAppOptions): Promise<{ code: number | null; started: boolean; output: string }> {
+  const child = await startApp(app, { ...options, waitReady: false });
+  const outcome = await eventually(
+    async () => {
+      if (child.process.exitCode !== null || child.process.signalCode !== null) return 'exited';
+      const ready = await fetch(`${child.url}/ready`).then((r) => r.status === 200, () => false);
+      return ready ? 'started' : undefined;
+    },
+    { what: `${app} to exit or become ready`, timeoutMs: 60_000, intervalMs: 100 },
+  );
+  const code = await child.kill('SIGKILL');
+  return { code, started: outcome === 'started', output: child.output() };
+}
+
+/** The line a service logs when it does not start (the reason in its `error`), or a note with the output's tail. */
+export function startupRefusal(output: string): string {
+  const line = output.split('\n').find((l) => l.includes('service failed to start'));
+  return line ?? `(no "service failed to start" line in)\n${output.slice(-3000)}`;
+}

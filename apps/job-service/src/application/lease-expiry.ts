@@ -4,19 +4,10 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore } from '@gantry/eventstore';
 import { Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
-
-export const DEFAULT_LEASE_SWEEP_MS = 1000;
+import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
 
 /** Refusals that mean the lease ended or moved on between the sweep's look and its append. */
 const LEASE_MOVED_ON: ReadonlySet<string> = new Set([ErrorCode.STALE_FENCE, ErrorCode.INVALID_TRANSITION, ErrorCode.PRECONDITION_FAILED, ErrorCode.VERSION_CONFLICT]);
-
-export function leaseSweepIntervalMs(env: NodeJS.ProcessEnv = process.env): number {
-  const raw = env.GANTRY_LEASE_SWEEP_MS;
-  if (raw === undefined || raw === '') return DEFAULT_LEASE_SWEEP_MS;
-  const ms = Number(raw);
-  if (!Number.isInteger(ms) || ms < 10) throw new Error(`GANTRY_LEASE_SWEEP_MS must be a whole number of milliseconds ≥ 10, got ${raw}`);
-  return ms;
-}
 
 /**
  * Liveness (docs/jobs.md, "Leases and liveness"): every replica sweeps for CLAIMED/RUNNING jobs whose lease
@@ -31,8 +22,9 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @InjectPinoLogger('lease-expiry') private readonly log: PinoLogger,
+    @Inject(JOB_SERVICE_CONFIG) config: JobServiceConfig,
   ) {
-    this.sweeps = new Sweep({ name: 'lease-expiry', everyMs: leaseSweepIntervalMs(), run: () => this.sweep(), log });
+    this.sweeps = new Sweep({ name: 'lease-expiry', everyMs: config.leaseSweepMs, run: () => this.sweep(), log });
   }
 
   /**

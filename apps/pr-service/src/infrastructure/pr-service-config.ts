@@ -1,14 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { z } from 'zod';
-import { ErrorCode, GantryError } from '@gantry/contracts';
+import { defineSettings, setting, type Refuse, type SettingValues } from '@gantry/service-runtime';
 
 /** How the pr-service reaches GitHub: a token (a PAT or an installation token) or a GitHub App. */
 export type GitHubAuth =
   | { kind: 'token'; token: string }
   | { kind: 'app'; appId: string; privateKey: string; installationId: number };
 
+/** The pr-service's own settings (docs/configuration.md, docs/pr-service.md); the shared ones are the runtime's. */
 export interface PrServiceConfig {
   /** REST base URL: https://api.github.com, a GitHub Enterprise `https://<host>/api/v3`, or the local fake. */
   apiUrl: string;
@@ -28,69 +28,61 @@ export interface PrServiceConfig {
   reconcileConcurrency: number;
 }
 
-const positiveInt = (name: string, fallback: number, max = 2 ** 31 - 1) =>
-  z
-    .string()
-    .optional()
-    .transform((v, ctx) => {
-      if (v === undefined || v.trim() === '') return fallback;
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 0 || n > max) {
-        ctx.addIssue({ code: 'custom', message: `${name} must be a whole number from 0 to ${max}` });
-        return z.NEVER;
-      }
-      return n;
-    });
+export const PR_SERVICE_CONFIG = Symbol('pr-service:config');
 
-const EnvSchema = z.object({
-  GANTRY_GITHUB_API_URL: z.url().optional(),
-  GANTRY_GITHUB_TOKEN: z.string().optional(),
-  GANTRY_GITHUB_APP_ID: z.string().optional(),
-  GANTRY_GITHUB_APP_PRIVATE_KEY: z.string().optional(),
-  GANTRY_GITHUB_APP_PRIVATE_KEY_PATH: z.string().optional(),
-  GANTRY_GITHUB_APP_INSTALLATION_ID: positiveInt('GANTRY_GITHUB_APP_INSTALLATION_ID', 0),
-  GANTRY_GITHUB_WEBHOOK_SECRETS: z.string().optional(),
-  GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S: positiveInt('GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S', 60, 3600),
-  GANTRY_GITHUB_RATE_LIMIT_RETRIES: positiveInt('GANTRY_GITHUB_RATE_LIMIT_RETRIES', 3, 100),
-  GANTRY_PR_RESYNC_INTERVAL_MS: positiveInt('GANTRY_PR_RESYNC_INTERVAL_MS', 60_000),
-  GANTRY_PR_GIT_DIR: z.string().optional(),
-  GANTRY_PR_GIT_TIMEOUT_MS: positiveInt('GANTRY_PR_GIT_TIMEOUT_MS', 120_000),
-  GANTRY_PR_RECONCILE_CONCURRENCY: positiveInt('GANTRY_PR_RECONCILE_CONCURRENCY', 8, 256),
+const count = (fallback: number, max = 2 ** 31 - 1) => setting.wholeNumber({ min: 0, max, default: fallback });
+
+const variables = {
+  GANTRY_GITHUB_API_URL: setting.url({ protocols: ['https:', 'http:'], default: 'https://api.github.com' }),
+  GANTRY_GITHUB_TOKEN: setting.secret(),
+  GANTRY_GITHUB_APP_ID: setting.text(),
+  GANTRY_GITHUB_APP_PRIVATE_KEY: setting.secret(),
+  GANTRY_GITHUB_APP_PRIVATE_KEY_PATH: setting.text(),
+  GANTRY_GITHUB_APP_INSTALLATION_ID: setting.wholeNumber({ min: 1 }),
+  GANTRY_GITHUB_WEBHOOK_SECRETS: setting.secret(),
+  GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S: count(60, 3600),
+  GANTRY_GITHUB_RATE_LIMIT_RETRIES: count(3, 100),
+  GANTRY_PR_RESYNC_INTERVAL_MS: count(60_000),
+  GANTRY_PR_GIT_DIR: setting.text(),
+  GANTRY_PR_GIT_TIMEOUT_MS: count(120_000),
+  GANTRY_PR_RECONCILE_CONCURRENCY: setting.wholeNumber({ min: 1, max: 256, default: 8 }),
+};
+
+type Values = SettingValues<typeof variables>;
+
+export const prServiceSettings = defineSettings({
+  name: 'prs',
+  token: PR_SERVICE_CONFIG,
+  variables,
+  build: (v, refuse): PrServiceConfig => ({
+    apiUrl: v.GANTRY_GITHUB_API_URL!.replace(/\/+$/, ''),
+    auth: authOf(v, refuse),
+    webhookSecrets: (v.GANTRY_GITHUB_WEBHOOK_SECRETS ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    secondaryRateLimitWaitS: v.GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S,
+    rateLimitRetries: v.GANTRY_GITHUB_RATE_LIMIT_RETRIES,
+    resyncIntervalMs: v.GANTRY_PR_RESYNC_INTERVAL_MS,
+    gitDir: v.GANTRY_PR_GIT_DIR ?? join(tmpdir(), 'gantry-pr-service-git'),
+    gitTimeoutMs: v.GANTRY_PR_GIT_TIMEOUT_MS,
+    reconcileConcurrency: v.GANTRY_PR_RECONCILE_CONCURRENCY,
+  }),
 });
 
-/** The pr-service's own settings (docs/pr-service.md); a refusal names the variable, never its value. */
-export function loadPrServiceConfig(env: Record<string, string | undefined> = process.env): PrServiceConfig {
-  const parsed = EnvSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-    throw new GantryError(ErrorCode.INVALID_COMMAND, `pr-service settings: ${problems}`);
-  }
-  const e = parsed.data;
-  return {
-    apiUrl: (e.GANTRY_GITHUB_API_URL ?? 'https://api.github.com').replace(/\/+$/, ''),
-    auth: authOf(e),
-    webhookSecrets: (e.GANTRY_GITHUB_WEBHOOK_SECRETS ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
-    secondaryRateLimitWaitS: e.GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S,
-    rateLimitRetries: e.GANTRY_GITHUB_RATE_LIMIT_RETRIES,
-    resyncIntervalMs: e.GANTRY_PR_RESYNC_INTERVAL_MS,
-    gitDir: e.GANTRY_PR_GIT_DIR?.trim() || join(tmpdir(), 'gantry-pr-service-git'),
-    gitTimeoutMs: e.GANTRY_PR_GIT_TIMEOUT_MS,
-    reconcileConcurrency: Math.max(1, e.GANTRY_PR_RECONCILE_CONCURRENCY),
-  };
-}
-
-function authOf(e: z.infer<typeof EnvSchema>): GitHubAuth | null {
-  const token = e.GANTRY_GITHUB_TOKEN?.trim();
-  const appId = e.GANTRY_GITHUB_APP_ID?.trim();
-  if (token && appId) throw new GantryError(ErrorCode.INVALID_COMMAND, 'pr-service settings: set GANTRY_GITHUB_TOKEN or GANTRY_GITHUB_APP_ID, not both');
+function authOf(v: Values, refuse: Refuse<keyof typeof variables>): GitHubAuth | null {
+  const token = v.GANTRY_GITHUB_TOKEN;
+  const appId = v.GANTRY_GITHUB_APP_ID;
+  if (token && appId) refuse('GANTRY_GITHUB_TOKEN', 'and GANTRY_GITHUB_APP_ID are both set: set one');
   if (token) return { kind: 'token', token };
   if (!appId) return null;
-  const privateKey = e.GANTRY_GITHUB_APP_PRIVATE_KEY ?? (e.GANTRY_GITHUB_APP_PRIVATE_KEY_PATH ? readFileSync(e.GANTRY_GITHUB_APP_PRIVATE_KEY_PATH, 'utf8') : undefined);
-  if (!privateKey || e.GANTRY_GITHUB_APP_INSTALLATION_ID === 0) {
-    throw new GantryError(
-      ErrorCode.INVALID_COMMAND,
-      'pr-service settings: a GitHub App needs GANTRY_GITHUB_APP_PRIVATE_KEY (or _PATH) and GANTRY_GITHUB_APP_INSTALLATION_ID',
-    );
+  const privateKey = v.GANTRY_GITHUB_APP_PRIVATE_KEY ?? (v.GANTRY_GITHUB_APP_PRIVATE_KEY_PATH ? readPrivateKey(v.GANTRY_GITHUB_APP_PRIVATE_KEY_PATH, refuse) : undefined);
+  if (!privateKey) refuse('GANTRY_GITHUB_APP_PRIVATE_KEY', '(or GANTRY_GITHUB_APP_PRIVATE_KEY_PATH) is required with GANTRY_GITHUB_APP_ID');
+  if (v.GANTRY_GITHUB_APP_INSTALLATION_ID === undefined) refuse('GANTRY_GITHUB_APP_INSTALLATION_ID', 'is required with GANTRY_GITHUB_APP_ID');
+  return { kind: 'app', appId, privateKey, installationId: v.GANTRY_GITHUB_APP_INSTALLATION_ID };
+}
+
+function readPrivateKey(file: string, refuse: Refuse<keyof typeof variables>): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    return refuse('GANTRY_GITHUB_APP_PRIVATE_KEY_PATH', `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
   }
-  return { kind: 'app', appId, privateKey, installationId: e.GANTRY_GITHUB_APP_INSTALLATION_ID };
 }

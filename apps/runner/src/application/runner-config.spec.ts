@@ -1,13 +1,16 @@
-import { homedir } from 'node:os';
+import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
-import { defaultWorktreeRoot, ErrorCode, JobKinds } from '@gantry/contracts';
-import { defaultRunnerId, loadRunnerConfig } from './runner-config.js';
+import { defaultWorktreeRoot, JobKinds } from '@gantry/contracts';
+import { SettingsError, settingsOf } from '@gantry/service-runtime';
+import { defaultRunnerId, runnerSettings } from './runner-config.js';
+
+const loadRunnerConfig = (env: Record<string, string>) => settingsOf(runnerSettings, env);
 
 describe('runner configuration from the environment', () => {
   it('defaults to every kind, one slot, the claude binary, 60 s renewals and leases that outlive two missed renewals', () => {
-    const config = loadRunnerConfig({}, { hostname: 'build-host.example.com', pid: 4242 });
+    const config = loadRunnerConfig({});
     expect(config).toMatchObject({
-      runnerId: 'build-host-example-com-4242',
+      runnerId: defaultRunnerId(hostname(), process.pid),
       kinds: [...JobKinds],
       concurrency: 1,
       agentBin: 'claude',
@@ -58,17 +61,19 @@ describe('runner configuration from the environment', () => {
   it.each([
     ['GANTRY_RUNNER_KINDS', 'TASK_IMPLEMENTATION,DEPLOY', /DEPLOY.*not a job kind/],
     ['GANTRY_RUNNER_KINDS', ' , ', /names no job kind/],
-    ['GANTRY_RUNNER_CONCURRENCY', '0', /GANTRY_RUNNER_CONCURRENCY must be a whole number from 1/],
+    ['GANTRY_RUNNER_CONCURRENCY', '0', /GANTRY_RUNNER_CONCURRENCY must be a whole number from 1 to 64/],
     ['GANTRY_RUNNER_CONCURRENCY', '1.5', /whole number/],
     ['GANTRY_LEASE_RENEW_MS', 'soon', /GANTRY_LEASE_RENEW_MS/],
     ['GANTRY_JOB_LEASE_MS', '1000', /GANTRY_JOB_LEASE_MS must be a whole number from 10000/],
     ['GANTRY_RUNNER_ID', 'runner.host1', /letters, digits/],
     ['GANTRY_TOKEN_EXPIRED_PATTERN', '(unclosed', /not a regular expression/],
   ])('refuses %s=%j with a sentence naming the problem', (name, value, sentence) => {
-    expect(() => loadRunnerConfig({ [name]: value })).toThrow(expect.objectContaining({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(sentence) }));
+    expect(() => loadRunnerConfig({ [name]: value })).toThrow(SettingsError);
+    expect(() => loadRunnerConfig({ [name]: value })).toThrow(sentence);
   });
 
   it('makes a runner id of any host name', () => {
+    expect(defaultRunnerId('build-host.example.com', 4242)).toBe('build-host-example-com-4242');
     expect(defaultRunnerId('-weird host.name!', 7)).toBe('weird-host-name--7');
     expect(defaultRunnerId('...', 8)).toBe('runner-8');
   });

@@ -1,6 +1,7 @@
 import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ErrorCode, GantryError, JobKinds, JobKindSchema, RunnerIdSchema, worktreeRootOf, type JobKind } from '@gantry/contracts';
+import { JobKinds, JobKindSchema, RunnerIdSchema, worktreeRootOf, type JobKind } from '@gantry/contracts';
+import { defineSettings, setting, type Refuse } from '@gantry/service-runtime';
 import { DEFAULT_AGENT_BIN } from '../domain/agent-command.js';
 import { DEFAULT_TOKEN_EXPIRED_PATTERN } from '../infrastructure/agent/agent-process.js';
 
@@ -38,38 +39,73 @@ export interface RunnerConfig {
   commandTimeoutMs: number;
 }
 
-type Env = Record<string, string | undefined>;
+export const RUNNER_CONFIG = Symbol('gantry:runner-config');
 
-export function loadRunnerConfig(env: Env = process.env, defaults: { hostname?: string; pid?: number } = {}): RunnerConfig {
-  const leaseRenewMs = integer(env, 'GANTRY_LEASE_RENEW_MS', 60_000, 100, 24 * 3_600_000);
-  const runnerId = env.GANTRY_RUNNER_ID?.trim() || defaultRunnerId(defaults.hostname ?? hostname(), defaults.pid ?? process.pid);
-  if (!RunnerIdSchema.safeParse(runnerId).success) {
-    refuse(`GANTRY_RUNNER_ID "${runnerId}" must be letters, digits, _ and - (it names subjects and idempotency scopes)`);
-  }
-  return {
-    runnerId,
-    kinds: kindsOf(env.GANTRY_RUNNER_KINDS),
-    concurrency: integer(env, 'GANTRY_RUNNER_CONCURRENCY', 1, 1, 64),
-    agentBin: env.GANTRY_AGENT_BIN?.trim() || DEFAULT_AGENT_BIN,
-    agentTimeoutMs: integer(env, 'GANTRY_AGENT_TIMEOUT_MS', 60 * 60_000, 1, 2 ** 31 - 1),
-    agentKillGraceMs: integer(env, 'GANTRY_AGENT_KILL_GRACE_MS', 10_000, 1, 600_000),
-    leaseRenewMs,
-    jobLeaseMs: integer(env, 'GANTRY_JOB_LEASE_MS', Math.max(10_000, 3 * leaseRenewMs), 10_000, 2 * 3_600_000),
-    worktreeLeaseMs: integer(env, 'GANTRY_WORKTREE_LEASE_MS', Math.max(1_000, 3 * leaseRenewMs), 1_000, 86_400_000),
-    worktreeLockTimeoutMs: integer(env, 'GANTRY_WORKTREE_LOCK_TIMEOUT_MS', 60_000, 0, 3_600_000),
-    tokenExpiredPattern: patternOf(env.GANTRY_TOKEN_EXPIRED_PATTERN),
-    worktreeRoot: resolve(worktreeRootOf(env)),
-    scratchDir: env.GANTRY_RUNNER_SCRATCH_DIR?.trim() || join(tmpdir(), `gantry-runner-${runnerId}`),
-    defaultRepositoryUrl: env.GANTRY_REPOSITORY_URL?.trim() || null,
-    defaultTargetBranch: env.GANTRY_TARGET_BRANCH?.trim() || 'main',
-    offerPollMs: integer(env, 'GANTRY_OFFER_POLL_MS', 1_000, 1_000, 60_000),
-    offerAckWaitMs: integer(env, 'GANTRY_OFFER_ACK_WAIT_MS', 30_000, 3_000, 3_600_000),
-    shutdownGraceMs: integer(env, 'GANTRY_RUNNER_SHUTDOWN_GRACE_MS', 15_000, 0, 3_600_000),
-    backoffInitialMs: integer(env, 'GANTRY_RUNNER_BACKOFF_INITIAL_MS', 500, 1, 60_000),
-    backoffMaxMs: integer(env, 'GANTRY_RUNNER_BACKOFF_MAX_MS', 30_000, 1, 3_600_000),
-    commandTimeoutMs: integer(env, 'GANTRY_RUNNER_COMMAND_TIMEOUT_MS', 10_000, 100, 600_000),
-  };
-}
+const milliseconds = (min: number, max: number, fallback: number) => setting.wholeNumber({ min, max, default: fallback });
+
+const variables = {
+  GANTRY_RUNNER_ID: setting.text(),
+  GANTRY_RUNNER_KINDS: setting.text(),
+  GANTRY_RUNNER_CONCURRENCY: setting.wholeNumber({ min: 1, max: 64, default: 1 }),
+  GANTRY_AGENT_BIN: setting.text(DEFAULT_AGENT_BIN),
+  GANTRY_AGENT_TIMEOUT_MS: milliseconds(1, 2 ** 31 - 1, 60 * 60_000),
+  GANTRY_AGENT_KILL_GRACE_MS: milliseconds(1, 600_000, 10_000),
+  GANTRY_LEASE_RENEW_MS: milliseconds(100, 24 * 3_600_000, 60_000),
+  // Defaults follow the renewal: see build.
+  GANTRY_JOB_LEASE_MS: setting.wholeNumber({ min: 10_000, max: 2 * 3_600_000 }),
+  GANTRY_WORKTREE_LEASE_MS: setting.wholeNumber({ min: 1_000, max: 86_400_000 }),
+  GANTRY_WORKTREE_LOCK_TIMEOUT_MS: milliseconds(0, 3_600_000, 60_000),
+  GANTRY_TOKEN_EXPIRED_PATTERN: setting.text(),
+  GANTRY_WORKTREE_ROOT: setting.text(),
+  XDG_STATE_HOME: setting.text(),
+  GANTRY_RUNNER_SCRATCH_DIR: setting.text(),
+  GANTRY_REPOSITORY_URL: setting.text(),
+  GANTRY_TARGET_BRANCH: setting.text('main'),
+  GANTRY_OFFER_POLL_MS: milliseconds(1_000, 60_000, 1_000),
+  GANTRY_OFFER_ACK_WAIT_MS: milliseconds(3_000, 3_600_000, 30_000),
+  GANTRY_RUNNER_SHUTDOWN_GRACE_MS: milliseconds(0, 3_600_000, 15_000),
+  GANTRY_RUNNER_BACKOFF_INITIAL_MS: milliseconds(1, 60_000, 500),
+  GANTRY_RUNNER_BACKOFF_MAX_MS: milliseconds(1, 3_600_000, 30_000),
+  GANTRY_RUNNER_COMMAND_TIMEOUT_MS: milliseconds(100, 600_000, 10_000),
+};
+
+type Refused = Refuse<keyof typeof variables>;
+
+/** The runner daemon's own settings (docs/configuration.md); NATS, naming and port are the runtime's. */
+export const runnerSettings = defineSettings({
+  name: 'runner',
+  token: RUNNER_CONFIG,
+  variables,
+  build(v, refuse): RunnerConfig {
+    const runnerId = v.GANTRY_RUNNER_ID ?? defaultRunnerId(hostname(), process.pid);
+    if (!RunnerIdSchema.safeParse(runnerId).success) {
+      refuse('GANTRY_RUNNER_ID', 'must be letters, digits, _ and - (it names subjects and idempotency scopes)');
+    }
+    return {
+      runnerId,
+      kinds: kindsOf(v.GANTRY_RUNNER_KINDS, refuse),
+      concurrency: v.GANTRY_RUNNER_CONCURRENCY,
+      agentBin: v.GANTRY_AGENT_BIN,
+      agentTimeoutMs: v.GANTRY_AGENT_TIMEOUT_MS,
+      agentKillGraceMs: v.GANTRY_AGENT_KILL_GRACE_MS,
+      leaseRenewMs: v.GANTRY_LEASE_RENEW_MS,
+      jobLeaseMs: v.GANTRY_JOB_LEASE_MS ?? Math.max(10_000, 3 * v.GANTRY_LEASE_RENEW_MS),
+      worktreeLeaseMs: v.GANTRY_WORKTREE_LEASE_MS ?? Math.max(1_000, 3 * v.GANTRY_LEASE_RENEW_MS),
+      worktreeLockTimeoutMs: v.GANTRY_WORKTREE_LOCK_TIMEOUT_MS,
+      tokenExpiredPattern: patternOf(v.GANTRY_TOKEN_EXPIRED_PATTERN, refuse),
+      worktreeRoot: resolve(worktreeRootOf({ GANTRY_WORKTREE_ROOT: v.GANTRY_WORKTREE_ROOT, XDG_STATE_HOME: v.XDG_STATE_HOME })),
+      scratchDir: v.GANTRY_RUNNER_SCRATCH_DIR ?? join(tmpdir(), `gantry-runner-${runnerId}`),
+      defaultRepositoryUrl: v.GANTRY_REPOSITORY_URL ?? null,
+      defaultTargetBranch: v.GANTRY_TARGET_BRANCH,
+      offerPollMs: v.GANTRY_OFFER_POLL_MS,
+      offerAckWaitMs: v.GANTRY_OFFER_ACK_WAIT_MS,
+      shutdownGraceMs: v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS,
+      backoffInitialMs: v.GANTRY_RUNNER_BACKOFF_INITIAL_MS,
+      backoffMaxMs: v.GANTRY_RUNNER_BACKOFF_MAX_MS,
+      commandTimeoutMs: v.GANTRY_RUNNER_COMMAND_TIMEOUT_MS,
+    };
+  },
+});
 
 /** `<host>-<pid>` reduced to what a runner id may hold. */
 export function defaultRunnerId(host: string, pid: number): string {
@@ -77,33 +113,21 @@ export function defaultRunnerId(host: string, pid: number): string {
   return `${safeHost}-${pid}`;
 }
 
-function kindsOf(value: string | undefined): JobKind[] {
-  if (value === undefined || value.trim() === '') return [...JobKinds];
+function kindsOf(value: string | undefined, refuse: Refused): JobKind[] {
+  if (value === undefined) return [...JobKinds];
   const kinds = value.split(',').map((k) => k.trim()).filter((k) => k !== '');
   for (const kind of kinds) {
-    if (!JobKindSchema.safeParse(kind).success) refuse(`GANTRY_RUNNER_KINDS names "${kind}", which is not a job kind (${JobKinds.join(', ')})`);
+    if (!JobKindSchema.safeParse(kind).success) refuse('GANTRY_RUNNER_KINDS', `names "${kind}", which is not a job kind (${JobKinds.join(', ')})`);
   }
-  if (kinds.length === 0) refuse('GANTRY_RUNNER_KINDS names no job kind');
+  if (kinds.length === 0) refuse('GANTRY_RUNNER_KINDS', 'names no job kind');
   return [...new Set(kinds)] as JobKind[];
 }
 
-function patternOf(value: string | undefined): RegExp {
-  if (value === undefined || value.trim() === '') return DEFAULT_TOKEN_EXPIRED_PATTERN;
+function patternOf(value: string | undefined, refuse: Refused): RegExp {
+  if (value === undefined) return DEFAULT_TOKEN_EXPIRED_PATTERN;
   try {
     return new RegExp(value, 'i');
   } catch (error) {
-    return refuse(`GANTRY_TOKEN_EXPIRED_PATTERN is not a regular expression: ${(error as Error).message}`);
+    return refuse('GANTRY_TOKEN_EXPIRED_PATTERN', `is not a regular expression: ${(error as Error).message}`);
   }
-}
-
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) refuse(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
-  return value;
-}
-
-function refuse(sentence: string): never {
-  throw new GantryError(ErrorCode.INVALID_COMMAND, sentence);
 }

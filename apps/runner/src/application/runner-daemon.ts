@@ -8,11 +8,10 @@ import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/of
 import { Backoff } from './backoff.js';
 import { settleEarlierRun } from './earlier-run.js';
 import { JobRun, type JobRunOutcome } from './job-run.js';
-import type { RunnerConfig } from './runner-config.js';
+import { RUNNER_CONFIG, type RunnerConfig } from './runner-config.js';
 import { takeScratchFolder } from './scratch-ownership.js';
 import { Slots } from './slots.js';
 
-export const RUNNER_CONFIG = Symbol('gantry:runner-config');
 
 /** A claim lost to another runner or to the job's state: the offer is dropped. */
 const LOST_CLAIM_CODES = new Set<string>([

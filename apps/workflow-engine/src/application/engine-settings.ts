@@ -1,12 +1,6 @@
-import { z } from 'zod';
+import { defineSettings, setting } from '@gantry/service-runtime';
 
-/** The workflow engine's own settings (docs/workflow-engine.md, "Settings"), read once from the environment. */
-const SettingsSchema = z.object({
-  GANTRY_WORKFLOW_OFFICE_ACTIONS: z.enum(['on', 'off']).default('on'),
-  GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: z.coerce.number().int().min(0).default(30_000),
-  GANTRY_WORKFLOW_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
-});
-
+/** The workflow engine's own settings (docs/configuration.md, docs/workflow-engine.md "Settings"); the shared ones are the runtime's. */
 export interface EngineSettings {
   /** false: the engine-owned actions have no executor (AC-A6(b), AC-D2). */
   officeActions: boolean;
@@ -16,12 +10,17 @@ export interface EngineSettings {
 
 export const ENGINE_SETTINGS = Symbol('gantry:workflow-engine-settings');
 
-export function loadEngineSettings(env: NodeJS.ProcessEnv = process.env): EngineSettings {
-  const parsed = SettingsSchema.safeParse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')));
-  if (!parsed.success) throw new Error(`invalid workflow-engine settings: ${z.prettifyError(parsed.error)}`);
-  return {
-    officeActions: parsed.data.GANTRY_WORKFLOW_OFFICE_ACTIONS === 'on',
-    runQueuePatienceMs: parsed.data.GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS,
-    commandTimeoutMs: parsed.data.GANTRY_WORKFLOW_COMMAND_TIMEOUT_MS,
-  };
-}
+export const engineSettings = defineSettings({
+  name: 'workflow',
+  token: ENGINE_SETTINGS,
+  variables: {
+    GANTRY_WORKFLOW_OFFICE_ACTIONS: setting.flag(true),
+    GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: setting.wholeNumber({ min: 0, max: 2 ** 31 - 1, default: 30_000 }),
+    GANTRY_WORKFLOW_COMMAND_TIMEOUT_MS: setting.wholeNumber({ min: 100, max: 2 ** 31 - 1, default: 10_000 }),
+  },
+  build: (v): EngineSettings => ({
+    officeActions: v.GANTRY_WORKFLOW_OFFICE_ACTIONS,
+    runQueuePatienceMs: v.GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS,
+    commandTimeoutMs: v.GANTRY_WORKFLOW_COMMAND_TIMEOUT_MS,
+  }),
+});

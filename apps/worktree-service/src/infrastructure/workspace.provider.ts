@@ -1,13 +1,12 @@
 import type { Provider } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { openGitWorkspace } from './git/index.js';
-import { loadWorktreeConfig, WORKTREE_CONFIG, type WorktreeConfig } from './worktree-config.js';
+import { WORKTREE_CONFIG, type WorktreeConfig } from './worktree-config.js';
 
 export const GIT_WORKSPACE = Symbol('gantry:git-workspace');
 
-/** The worktree settings and the git layout under the root, as injectable values. */
+/** The git layout under the root (from the worktree settings), as an injectable value. */
 export const worktreeInfrastructure: Provider[] = [
-  { provide: WORKTREE_CONFIG, useFactory: loadWorktreeConfig },
   {
     provide: GIT_WORKSPACE,
     inject: [WORKTREE_CONFIG, PinoLogger],

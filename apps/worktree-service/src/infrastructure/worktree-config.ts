@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { worktreeRootOf } from '@gantry/contracts';
+import { defineSettings, setting } from '@gantry/service-runtime';
 
-/** The worktree service's own settings, from the environment (see docs/DEVELOPING.md for the shared ones). */
+/** The worktree service's own settings (docs/configuration.md); the shared ones are the runtime's. */
 export interface WorktreeConfig {
   /** Where the shared clones and worktrees live; the runners on this host use the same root. */
   root: string;
@@ -23,25 +24,32 @@ export interface WorktreeConfig {
 
 export const WORKTREE_CONFIG = Symbol('gantry:worktree-config');
 
-function positiveInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
-  return value;
-}
+const milliseconds = (fallback: number) => setting.wholeNumber({ min: 1, max: 2 ** 31 - 1, default: fallback });
 
-export function loadWorktreeConfig(): WorktreeConfig {
-  const root = worktreeRootOf(process.env);
-  return {
-    root: path.resolve(root),
-    maxWorktreesPerRepository: positiveInt('GANTRY_WORKTREE_MAX_PER_REPOSITORY', 8),
-    defaultLockTimeoutMs: positiveInt('GANTRY_WORKTREE_LOCK_TIMEOUT_MS', 60_000),
-    prepareTimeoutMs: positiveInt('GANTRY_WORKTREE_PREPARE_TIMEOUT_MS', 110_000),
-    sweepIntervalMs: positiveInt('GANTRY_WORKTREE_SWEEP_INTERVAL_MS', 1_000),
-    diskMeasureIntervalMs: positiveInt('GANTRY_WORKTREE_DISK_INTERVAL_MS', 30_000),
-    gitCommandTimeoutMs: positiveInt('GANTRY_GIT_COMMAND_TIMEOUT_MS', 30_000),
-    gitNetworkTimeoutMs: positiveInt('GANTRY_GIT_NETWORK_TIMEOUT_MS', 300_000),
-    epochEvents: positiveInt('GANTRY_WORKTREE_EPOCH_EVENTS', 200),
-  };
-}
+export const worktreeSettings = defineSettings({
+  name: 'worktrees',
+  token: WORKTREE_CONFIG,
+  variables: {
+    GANTRY_WORKTREE_ROOT: setting.text(),
+    XDG_STATE_HOME: setting.text(),
+    GANTRY_WORKTREE_MAX_PER_REPOSITORY: setting.wholeNumber({ min: 1, max: 10_000, default: 8 }),
+    GANTRY_WORKTREE_LOCK_TIMEOUT_MS: milliseconds(60_000),
+    GANTRY_WORKTREE_PREPARE_TIMEOUT_MS: milliseconds(110_000),
+    GANTRY_WORKTREE_SWEEP_INTERVAL_MS: milliseconds(1_000),
+    GANTRY_WORKTREE_DISK_INTERVAL_MS: milliseconds(30_000),
+    GANTRY_GIT_COMMAND_TIMEOUT_MS: milliseconds(30_000),
+    GANTRY_GIT_NETWORK_TIMEOUT_MS: milliseconds(300_000),
+    GANTRY_WORKTREE_EPOCH_EVENTS: setting.wholeNumber({ min: 1, max: 1_000_000, default: 200 }),
+  },
+  build: (v): WorktreeConfig => ({
+    root: path.resolve(worktreeRootOf({ GANTRY_WORKTREE_ROOT: v.GANTRY_WORKTREE_ROOT, XDG_STATE_HOME: v.XDG_STATE_HOME })),
+    maxWorktreesPerRepository: v.GANTRY_WORKTREE_MAX_PER_REPOSITORY,
+    defaultLockTimeoutMs: v.GANTRY_WORKTREE_LOCK_TIMEOUT_MS,
+    prepareTimeoutMs: v.GANTRY_WORKTREE_PREPARE_TIMEOUT_MS,
+    sweepIntervalMs: v.GANTRY_WORKTREE_SWEEP_INTERVAL_MS,
+    diskMeasureIntervalMs: v.GANTRY_WORKTREE_DISK_INTERVAL_MS,
+    gitCommandTimeoutMs: v.GANTRY_GIT_COMMAND_TIMEOUT_MS,
+    gitNetworkTimeoutMs: v.GANTRY_GIT_NETWORK_TIMEOUT_MS,
+    epochEvents: v.GANTRY_WORKTREE_EPOCH_EVENTS,
+  }),
+});

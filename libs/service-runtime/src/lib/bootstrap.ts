@@ -9,8 +9,6 @@ import { bootLogger } from './logging.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { GantryExceptionFilter } from './transport/rpc-errors.filter.js';
 
-const SHUTDOWN_GRACE_MS = Number(process.env.GANTRY_SHUTDOWN_GRACE_MS ?? 30_000);
-
 export interface RunServiceOptions {
   /**
    * Keep each request's raw body (`req.rawBody`) beside the parsed one, for signatures computed over
@@ -69,9 +67,10 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
 export async function runService(module: Type<unknown>, service: string, options: RunServiceOptions = {}): Promise<INestApplication> {
   const log = bootLogger(service).child({ context: 'runtime' });
   let app: INestApplication;
+  let config: ServiceConfig;
   try {
     app = await createServiceApp(module, options);
-    const config = app.get<ServiceConfig>(SERVICE_CONFIG);
+    config = app.get<ServiceConfig>(SERVICE_CONFIG);
     await app.listen(config.port, config.httpHost);
     log.info({ port: config.port, host: config.httpHost }, 'listening');
   } catch (error) {
@@ -84,9 +83,9 @@ export async function runService(module: Type<unknown>, service: string, options
     stopping = true;
     log.info({ signal }, 'stopping');
     const force = setTimeout(() => {
-      log.error({ graceMs: SHUTDOWN_GRACE_MS }, 'shutdown took too long; exiting');
+      log.error({ graceMs: config.shutdownGraceMs }, 'shutdown took too long; exiting');
       process.exit(1);
-    }, SHUTDOWN_GRACE_MS);
+    }, config.shutdownGraceMs);
     force.unref();
     app.close().then(
       () => process.exit(0),

@@ -1,8 +1,11 @@
+import { isIP } from 'node:net';
 import type { Naming } from '@gantry/contracts';
+import { defineSettings, setting, type SettingsPart } from './settings.js';
 
 /** Injection token of the service's ServiceConfig. */
 export const SERVICE_CONFIG = Symbol('gantry:service-config');
 
+/** What every service takes from its environment (docs/configuration.md). */
 export interface ServiceConfig {
   service: string;
   databaseUrl: string;
@@ -11,9 +14,13 @@ export interface ServiceConfig {
   naming: Naming;
   httpHost: string;
   port: number;
+  /** Bearer token `POST /commands/*` asks for; required when HTTP is bound off the loopback interface. */
+  httpToken: string | null;
   streamReplicas: number;
   /** Commands a replica answers at once. */
   commandConcurrency: number;
+  /** How long SIGTERM waits for in-flight work before the process exits 1. */
+  shutdownGraceMs: number;
   /** /ready fails once the oldest event waiting for the relay is older than this. */
   readyRelayMaxAgeMs: number;
   /** /ready fails once a durable consumer's oldest unprocessed event is older than this. */
@@ -27,61 +34,90 @@ export interface ServiceConfig {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** Shortest bearer token accepted: anything shorter is guessable. */
+export const MIN_HTTP_TOKEN_LENGTH = 16;
 
-/** A whole number ≥ min from the environment, or the fallback when unset; anything else stops the service at boot. */
-function wholeNumber(name: string, fallback: number, min: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value < min) throw new Error(`${name} must be a whole number ≥ ${min}, got ${JSON.stringify(raw)}`);
-  return value;
+/** 127.0.0.0/8, ::1 and localhost: reachable from this host only. */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, '');
+  if (bare === 'localhost') return true;
+  if (isIP(bare) === 4) return bare.startsWith('127.');
+  if (isIP(bare) === 6) return bare === '::1' || /^::ffff:127\./i.test(bare);
+  return false;
+}
+
+const variables = {
+  GANTRY_DATABASE_URL: setting.url({ protocols: ['postgres:', 'postgresql:'], default: 'postgres://postgres@127.0.0.1:5432/gantry' }),
+  GANTRY_DB_SCHEMA: setting.text(),
+  GANTRY_NATS_URL: setting.url({ protocols: ['nats:', 'tls:', 'ws:', 'wss:'], default: 'nats://127.0.0.1:4222', list: true }),
+  GANTRY_SUBJECT_ROOT: setting.text('gantry'),
+  GANTRY_STREAM_PREFIX: setting.text('GANTRY_'),
+  GANTRY_HTTP_HOST: setting.text('127.0.0.1'),
+  GANTRY_HTTP_TOKEN: setting.secret(),
+  PORT: setting.wholeNumber({ min: 0, max: 65_535 }),
+  // A JetStream cluster holds at most five replicas of a stream.
+  GANTRY_STREAM_REPLICAS: setting.wholeNumber({ min: 1, max: 5, default: 1 }),
+  GANTRY_COMMAND_CONCURRENCY: setting.wholeNumber({ min: 1, max: 100_000, default: 256 }),
+  GANTRY_SHUTDOWN_GRACE_MS: setting.wholeNumber({ min: 0, max: 3_600_000, default: 30_000 }),
+  GANTRY_READY_RELAY_MAX_AGE_MS: setting.wholeNumber({ min: 1, default: 30_000 }),
+  GANTRY_READY_CONSUMER_MAX_LAG_MS: setting.wholeNumber({ min: 1, default: 60_000 }),
+  GANTRY_GROUP_COMMIT: setting.text(),
+  GANTRY_STREAM_MAX_AGE_MS: setting.wholeNumber({ min: 0, default: 7 * DAY_MS }),
+  GANTRY_STREAM_MAX_BYTES: setting.wholeNumber({ min: -1, default: -1 }),
+  GANTRY_RECEIPT_TTL_MS: setting.wholeNumber({ min: 1, default: 7 * DAY_MS }),
+  GANTRY_DEAD_LETTER_RETENTION_MS: setting.wholeNumber({ min: 1, default: 30 * DAY_MS }),
+  GANTRY_PRUNE_INTERVAL_MS: setting.wholeNumber({ min: 10, default: 10 * 60 * 1000 }),
+};
+
+/**
+ * The runtime's part of a service's settings. `commandsOverHttp`: the service answers
+ * `POST /commands/*`, so HTTP off the loopback interface needs GANTRY_HTTP_TOKEN.
+ */
+export function serviceSettings(options: { service: string; schema: string; port: number; commandsOverHttp: boolean }): SettingsPart<ServiceConfig, typeof variables> {
+  return defineSettings({
+    name: 'runtime',
+    token: SERVICE_CONFIG,
+    variables,
+    build(v, refuse) {
+      const host = v.GANTRY_HTTP_HOST;
+      if (!/^[A-Za-z0-9.:[\]-]+$/.test(host)) refuse('GANTRY_HTTP_HOST', 'must be an IP address or a host name');
+      const token = v.GANTRY_HTTP_TOKEN ?? null;
+      if (token !== null && token.length < MIN_HTTP_TOKEN_LENGTH) refuse('GANTRY_HTTP_TOKEN', `must be at least ${MIN_HTTP_TOKEN_LENGTH} characters`);
+      if (options.commandsOverHttp && token === null && !isLoopbackHost(host)) {
+        refuse('GANTRY_HTTP_TOKEN', 'is required when GANTRY_HTTP_HOST is not a loopback address (POST /commands/* would be open to the network)');
+      }
+      return {
+        service: options.service,
+        databaseUrl: v.GANTRY_DATABASE_URL!,
+        schema: v.GANTRY_DB_SCHEMA ?? options.schema,
+        natsUrl: v.GANTRY_NATS_URL!,
+        naming: { subjectRoot: v.GANTRY_SUBJECT_ROOT, streamPrefix: v.GANTRY_STREAM_PREFIX },
+        httpHost: host,
+        port: v.PORT ?? options.port,
+        httpToken: token,
+        streamReplicas: v.GANTRY_STREAM_REPLICAS,
+        commandConcurrency: v.GANTRY_COMMAND_CONCURRENCY,
+        shutdownGraceMs: v.GANTRY_SHUTDOWN_GRACE_MS,
+        readyRelayMaxAgeMs: v.GANTRY_READY_RELAY_MAX_AGE_MS,
+        readyConsumerMaxLagMs: v.GANTRY_READY_CONSUMER_MAX_LAG_MS,
+        groupCommit: groupCommitOf(v.GANTRY_GROUP_COMMIT, refuse),
+        streamLimits: { maxAgeMs: v.GANTRY_STREAM_MAX_AGE_MS, maxBytes: v.GANTRY_STREAM_MAX_BYTES },
+        retention: {
+          receiptTtlMs: v.GANTRY_RECEIPT_TTL_MS,
+          deadLetterRetentionMs: v.GANTRY_DEAD_LETTER_RETENTION_MS,
+          pruneIntervalMs: v.GANTRY_PRUNE_INTERVAL_MS,
+        },
+      };
+    },
+  });
 }
 
 /** `GANTRY_GROUP_COMMIT=<groups>x<batch>`, e.g. `4x32`. */
-function parseGroupCommit(value: string | undefined): ServiceConfig['groupCommit'] {
-  if (!value) return null;
-  const match = /^(\d+)x(\d+)$/.exec(value.trim());
-  if (!match || Number(match[1]) < 1 || Number(match[2]) < 1) {
-    throw new Error(`GANTRY_GROUP_COMMIT must look like 4x32 (transactions x commands each), got ${JSON.stringify(value)}`);
-  }
+function groupCommitOf(value: string | undefined, refuse: (variable: 'GANTRY_GROUP_COMMIT', problem: string) => never): ServiceConfig['groupCommit'] {
+  if (value === undefined) return null;
+  const match = /^(\d+)x(\d+)$/.exec(value);
+  if (!match || Number(match[1]) < 1 || Number(match[2]) < 1) refuse('GANTRY_GROUP_COMMIT', 'must look like 4x32 (transactions x commands each)');
   return { maxGroups: Number(match[1]), maxBatch: Number(match[2]) };
-}
-
-function env(name: string, fallback: string): string {
-  const value = process.env[name];
-  return value === undefined || value === '' ? fallback : value;
-}
-
-/** Everything a service needs from its environment; see docs/DEVELOPING.md for the table. */
-export function loadServiceConfig(service: string, defaults: { schema: string; port: number }): ServiceConfig {
-  const port = Number(env('PORT', String(defaults.port)));
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be a port number, got ${process.env.PORT}`);
-  return {
-    service,
-    databaseUrl: env('GANTRY_DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/gantry'),
-    schema: env('GANTRY_DB_SCHEMA', defaults.schema),
-    natsUrl: env('GANTRY_NATS_URL', 'nats://127.0.0.1:4222'),
-    naming: {
-      subjectRoot: env('GANTRY_SUBJECT_ROOT', 'gantry'),
-      streamPrefix: env('GANTRY_STREAM_PREFIX', 'GANTRY_'),
-    },
-    httpHost: env('GANTRY_HTTP_HOST', '0.0.0.0'),
-    port,
-    streamReplicas: Number(env('GANTRY_STREAM_REPLICAS', '1')),
-    commandConcurrency: wholeNumber('GANTRY_COMMAND_CONCURRENCY', 256, 1),
-    readyRelayMaxAgeMs: Number(env('GANTRY_READY_RELAY_MAX_AGE_MS', '30000')),
-    readyConsumerMaxLagMs: Number(env('GANTRY_READY_CONSUMER_MAX_LAG_MS', '60000')),
-    groupCommit: parseGroupCommit(process.env.GANTRY_GROUP_COMMIT),
-    streamLimits: {
-      maxAgeMs: wholeNumber('GANTRY_STREAM_MAX_AGE_MS', 7 * DAY_MS, 0),
-      maxBytes: wholeNumber('GANTRY_STREAM_MAX_BYTES', -1, -1),
-    },
-    retention: {
-      receiptTtlMs: wholeNumber('GANTRY_RECEIPT_TTL_MS', 7 * DAY_MS, 1),
-      deadLetterRetentionMs: wholeNumber('GANTRY_DEAD_LETTER_RETENTION_MS', 30 * DAY_MS, 1),
-      pruneIntervalMs: wholeNumber('GANTRY_PRUNE_INTERVAL_MS', 10 * 60 * 1000, 10),
-    },
-  };
 }
 
 /**

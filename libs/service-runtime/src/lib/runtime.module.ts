@@ -5,9 +5,11 @@ import {
   Module,
   type BeforeApplicationShutdown,
   type DynamicModule,
+  type Provider,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
+import { ConfigModule, registerAs } from '@nestjs/config';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { TerminusModule } from '@nestjs/terminus';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
@@ -15,7 +17,7 @@ import { PATTERN_EXTRAS_METADATA } from '@nestjs/microservices/constants.js';
 import type { Context } from '@gantry/contracts';
 import { createPool, EventStore, migrate, type MigrationClass, type Projection } from '@gantry/eventstore';
 import { Bus, CommandClient, OutboxRelay } from '@gantry/messaging';
-import { loadServiceConfig, redactUrl, SERVICE_CONFIG, type ServiceConfig } from './config.js';
+import { redactUrl, SERVICE_CONFIG, serviceSettings, type ServiceConfig } from './config.js';
 import { CommandsController, HealthController } from './http.controllers.js';
 import { gantryHandlerOf } from './transport/decorators.js';
 import { GantryTransport } from './transport/gantry-transport.js';
@@ -23,6 +25,7 @@ import { componentLogger, loggingModule, withinLogContext } from './logging.js';
 import { ConsumerLagHealthIndicator, NatsHealthIndicator, PostgresHealthIndicator, RelayHealthIndicator } from './health-indicators.js';
 import { Liveness, Readiness } from './readiness.js';
 import { RetentionPruner } from './retention.js';
+import { readSettings, type SettingsPart } from './settings.js';
 
 export { SERVICE_CONFIG };
 
@@ -36,6 +39,26 @@ export interface RuntimeOptions {
   projections?: Projection[];
   /** Also provision the runners' dispatch stream. */
   dispatchStream?: boolean;
+  /** The app's own settings, validated at boot with the runtime's (docs/configuration.md). */
+  settings?: AnySettingsPart[];
+}
+
+// Parts differ in their variables; each is typed where it is defined.
+type AnySettingsPart = SettingsPart<unknown, any>;
+
+/**
+ * The service's configuration: one validated read of the environment for the runtime's part and
+ * the app's, under the `gantry` namespace of @nestjs/config, each part also provided under its
+ * token. The read happens when the application is created (not when the module is imported), so a
+ * bad value fails the start like any other provider and names every refused variable at once.
+ */
+function configuration(parts: AnySettingsPart[]): { imports: DynamicModule['imports']; providers: Provider[]; tokens: symbol[] } {
+  const gantry = registerAs('gantry', () => readSettings(parts, process.env));
+  return {
+    imports: [ConfigModule.forRoot({ ignoreEnvFile: true, load: [gantry] })],
+    providers: parts.map((part) => ({ provide: part.token, inject: [gantry.KEY], useFactory: (settings: Record<string, unknown>) => settings[part.name] })),
+    tokens: parts.map((part) => part.token),
+  };
 }
 
 export const RUNTIME_OPTIONS = Symbol('gantry:runtime-options');
@@ -147,6 +170,8 @@ class ClientLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
 export interface ClientRuntimeOptions {
   service: string;
   defaultPort: number;
+  /** The app's own settings, validated at boot with the runtime's (docs/configuration.md). */
+  settings?: AnySettingsPart[];
 }
 
 /**
@@ -159,12 +184,16 @@ export interface ClientRuntimeOptions {
 export class GantryRuntimeModule {
   /** For a process that owns no state (the runner): configuration, logs, the bus, health and readiness. */
   static forClient(options: ClientRuntimeOptions): DynamicModule {
+    const config = configuration([
+      serviceSettings({ service: options.service, schema: 'runner', port: options.defaultPort, commandsOverHttp: false }),
+      ...(options.settings ?? []),
+    ]);
     return {
       module: GantryRuntimeModule,
-      imports: [loggingModule(options.service), healthModule()],
+      imports: [loggingModule(options.service), healthModule(), ...(config.imports ?? [])],
       controllers: [HealthController],
       providers: [
-        { provide: SERVICE_CONFIG, useFactory: () => loadServiceConfig(options.service, { schema: 'runner', port: options.defaultPort }) },
+        ...config.providers,
         {
           provide: Bus,
           inject: [SERVICE_CONFIG],
@@ -177,18 +206,22 @@ export class GantryRuntimeModule {
         NatsHealthIndicator,
         ClientLifecycle,
       ],
-      exports: [SERVICE_CONFIG, Bus, CommandClient, Readiness, Liveness],
+      exports: [...config.tokens, Bus, CommandClient, Readiness, Liveness],
     };
   }
 
   static forRoot(options: RuntimeOptions): DynamicModule {
+    const config = configuration([
+      serviceSettings({ service: options.service, schema: options.context, port: options.defaultPort, commandsOverHttp: true }),
+      ...(options.settings ?? []),
+    ]);
     return {
       module: GantryRuntimeModule,
-      imports: [DiscoveryModule, loggingModule(options.service), healthModule()],
+      imports: [DiscoveryModule, loggingModule(options.service), healthModule(), ...(config.imports ?? [])],
       controllers: [HealthController, CommandsController],
       providers: [
         { provide: RUNTIME_OPTIONS, useValue: options },
-        { provide: SERVICE_CONFIG, useFactory: () => loadServiceConfig(options.service, { schema: options.context, port: options.defaultPort }) },
+        ...config.providers,
         {
           provide: EventStore,
           inject: [SERVICE_CONFIG],
@@ -255,7 +288,7 @@ export class GantryRuntimeModule {
         RetentionPruner,
         RuntimeLifecycle,
       ],
-      exports: [SERVICE_CONFIG, RUNTIME_OPTIONS, EventStore, Bus, GantryTransport, CommandClient, OutboxRelay, Readiness, Liveness, RetentionPruner],
+      exports: [...config.tokens, RUNTIME_OPTIONS, EventStore, Bus, GantryTransport, CommandClient, OutboxRelay, Readiness, Liveness, RetentionPruner],
     };
   }
 }

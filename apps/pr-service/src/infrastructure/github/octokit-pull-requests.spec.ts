@@ -2,7 +2,8 @@ import { ErrorCode } from '@gantry/contracts';
 import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
 import { Clone } from '@gantry/github-fake/testing';
 import { eventually } from '@gantry/testing';
-import { loadPrServiceConfig } from '../pr-service-config.js';
+import { settingsOf } from '@gantry/service-runtime';
+import { prServiceSettings } from '../pr-service-config.js';
 import { createOctokit } from './octokit.js';
 import { OctokitPullRequests } from './octokit-pull-requests.js';
 
@@ -21,7 +22,7 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     github = await startGitHubFake({ mergeabilityDelayMs: 20 });
     const created = await github.control.createRepository({ owner: 'acme', name: 'effects', initialFiles: { 'README.md': '# effects\n', 'src/app.ts': 'export const a = 1;\n' } });
     clone = new Clone(created.cloneUrl);
-    const config = loadPrServiceConfig({ GANTRY_GITHUB_API_URL: github.url, GANTRY_GITHUB_TOKEN: 'test-token', GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S: '1' });
+    const config = settingsOf(prServiceSettings, { GANTRY_GITHUB_API_URL: github.url, GANTRY_GITHUB_TOKEN: 'test-token', GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S: '1' });
     const log = { log: () => undefined, error: () => undefined, warn: (message: string, fields: Record<string, unknown>) => warnings.push({ message, fields }) };
     prs = new OctokitPullRequests(createOctokit(config, log));
   }, 30_000);

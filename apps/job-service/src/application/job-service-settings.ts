@@ -1,0 +1,18 @@
+import { defineSettings, setting } from '@gantry/service-runtime';
+
+/** The job service's own settings (docs/configuration.md); the shared ones are the runtime's. */
+export interface JobServiceConfig {
+  /** How often each replica looks for expired job leases. */
+  leaseSweepMs: number;
+}
+
+export const JOB_SERVICE_CONFIG = Symbol('gantry:job-service-config');
+
+export const jobServiceSettings = defineSettings({
+  name: 'jobService',
+  token: JOB_SERVICE_CONFIG,
+  variables: {
+    GANTRY_LEASE_SWEEP_MS: setting.wholeNumber({ min: 10, max: 3_600_000, default: 1000 }),
+  },
+  build: (v): JobServiceConfig => ({ leaseSweepMs: v.GANTRY_LEASE_SWEEP_MS }),
+});
