@@ -16,7 +16,8 @@ github="http://127.0.0.1:${GANTRY_GITHUB_FAKE_PORT:-3110}"
 stamp="$(date -u +%Y%m%d%H%M%S)"
 branch="gantry/demo-$stamp"
 
-command() { curl -sS -X POST -H 'content-type: application/json' "$1/commands/$2" -d "$3"; }
+# With GANTRY_HTTP_TOKEN set, the services ask for it on /commands (docs/configuration.md).
+command() { curl -sS -X POST -H 'content-type: application/json' ${GANTRY_HTTP_TOKEN:+-H "authorization: Bearer $GANTRY_HTTP_TOKEN"} "$1/commands/$2" -d "$3"; }
 field() { node -e "const r = JSON.parse(process.argv[1]); const v = ($2); process.stdout.write(v === undefined || v === null ? '' : String(v))" "$3"; }
 
 # The demo repository as the local GitHub serves it (npm start runs it when no GANTRY_GITHUB_TOKEN is set).

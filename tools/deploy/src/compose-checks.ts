@@ -188,6 +188,10 @@ function checkApp(app: string, port: number, definition: Service, repoRoot: stri
   if (!/^nats:\/\/nats:4222$/.test(env['GANTRY_NATS_URL'] ?? '')) {
     problems.push(`${app}: GANTRY_NATS_URL does not point at the nats service`);
   }
+  // A published port reaches the container's network interface, not its loopback; bound there, a
+  // service's commands need a bearer token (the runner serves none).
+  if (env['GANTRY_HTTP_HOST'] !== '0.0.0.0') problems.push(`${app}: GANTRY_HTTP_HOST is not 0.0.0.0 (the published port would reach nothing)`);
+  if (app !== 'runner' && !env['GANTRY_HTTP_TOKEN']) problems.push(`${app}: bound off loopback without GANTRY_HTTP_TOKEN (its commands would be open)`);
   const dependsOn = dependencies(definition);
   for (const infra of ['nats', 'postgres']) {
     if (dependsOn[infra] !== 'service_healthy') problems.push(`${app}: does not wait for ${infra} to be healthy`);

@@ -37,6 +37,9 @@ describe("the repository's docker-compose.yml", () => {
         GANTRY_DATABASE_URL: 'postgres://postgres@postgres:5432/gantry',
         GANTRY_NATS_URL: 'nats://nats:4222',
         PORT: String(GANTRY_APP_PORTS[app]),
+        GANTRY_HTTP_HOST: '0.0.0.0',
+        // compose refuses to start without it: the apps listen on the container network.
+        GANTRY_HTTP_TOKEN: expect.stringMatching(/^\$\{GANTRY_HTTP_TOKEN:\?/),
       });
       expect(service.depends_on).toMatchObject({ nats: { condition: 'service_healthy' }, postgres: { condition: 'service_healthy' } });
     }
@@ -144,6 +147,18 @@ describe('checking a compose file', () => {
       'job-service: does not wait for nats to be healthy',
       'job-service: does not wait for postgres to be healthy',
       'no service "workflow-engine"',
+    ]);
+  });
+
+  it('reports an app bound to its loopback (its published port reaches nothing) and one open to the network without a token', () => {
+    const compose = readCompose();
+    compose.services['job-service'].environment.GANTRY_HTTP_HOST = '127.0.0.1';
+    delete compose.services['pr-service'].environment.GANTRY_HTTP_TOKEN;
+    delete compose.services.runner.environment.GANTRY_HTTP_TOKEN;
+
+    expect(checkCompose(compose, fakeRepo)).toEqual([
+      'job-service: GANTRY_HTTP_HOST is not 0.0.0.0 (the published port would reach nothing)',
+      'pr-service: bound off loopback without GANTRY_HTTP_TOKEN (its commands would be open)',
     ]);
   });
 

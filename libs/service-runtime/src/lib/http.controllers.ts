@@ -1,7 +1,8 @@
-import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res, Headers } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res, Headers, UseGuards } from '@nestjs/common';
 import { HealthCheck, HealthCheckService } from '@nestjs/terminus';
 import { randomUUID } from 'node:crypto';
 import { ErrorCode } from '@gantry/contracts';
+import { HttpTokenGuard } from './http-auth.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { Liveness, Readiness } from './readiness.js';
 
@@ -57,8 +58,12 @@ const HTTP_STATUS: Record<string, number> = {
   [ErrorCode.UNKNOWN]: 502,
 };
 
-/** The same commands as on NATS, for people and tools: POST /commands/<name> with the JSON request. */
+/**
+ * The same commands as on NATS, for people and tools: POST /commands/<name> with the JSON request;
+ * with the service's bearer token when it has one.
+ */
 @Controller('commands')
+@UseGuards(HttpTokenGuard)
 export class CommandsController {
   constructor(@Inject(GantryTransport) private readonly commands: GantryTransport) {}
 
