@@ -5,7 +5,7 @@ import { Bus } from '@gantry/messaging';
 import { RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { jobOfferFor, offerDueAt, type JobEvent } from '../domain/index.js';
-import { loadJob } from '../infrastructure/job-store.js';
+import { jobOf } from '../infrastructure/job-store.js';
 
 export const OFFERS_CONSUMER = 'job-service-offers';
 
@@ -28,12 +28,14 @@ export class JobOffers {
   @DurableConsumer({ name: OFFERS_CONSUMER, source: 'jobs', types: [...OFFERING_EVENTS] })
   async offer(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!OFFERING_EVENTS.has(envelope.type)) return;
-    const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
+    // One read of the stream: the job as the event left it, and as it is now.
+    const events = await this.store.readStream(envelope.streamId, sql);
+    const job = jobOf(events, envelope.streamVersion);
     if (!job) return;
     const event = { type: envelope.type, data: envelope.data } as JobEvent;
     const offer = jobOfferFor(event, job);
     if (!offer) return;
-    const current = await loadJob(this.store, envelope.streamId, sql);
+    const current = jobOf(events);
     if (!current || current.status !== 'QUEUED' || current.attempt !== offer.attempt || current.lastLeaseToken !== offer.afterLeaseToken) return;
     // A requeue that spent no attempt is offered after its pause (docs/jobs.md, "Attempts"): the
     // event comes back when it is due, and runners are not handed a job that would fail the same way at once.

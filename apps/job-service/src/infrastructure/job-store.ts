@@ -16,7 +16,11 @@ type Sql = pg.PoolClient | pg.Pool;
 
 /** A job folded from its own stream, up to `version` when given (the state right after that event). */
 export async function loadJob(store: EventStore, jobId: string, sql: Sql, version?: number): Promise<Job | null> {
-  const events = await store.readStream(jobId, sql as pg.PoolClient);
+  return jobOf(await store.readStream(jobId, sql as pg.PoolClient), version);
+}
+
+/** The job a stream's events make, up to a version (all of them without one); null before it exists. */
+export function jobOf(events: StoredEvent[], version?: number): Job | null {
   const upTo = version === undefined ? events : events.filter((e) => e.streamVersion <= version);
   const state = fold<ReturnType<typeof jobDecider.evolve>, JobEvent>(jobDecider, upTo);
   return jobExists(state) ? state : null;
