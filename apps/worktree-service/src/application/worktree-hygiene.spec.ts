@@ -9,6 +9,7 @@ import {
   listWorktrees,
   releaseWorktree,
 } from '@gantry/contracts';
+import { EventStore } from '@gantry/eventstore';
 import { Readiness } from '@gantry/service-runtime';
 import { eventually } from '@gantry/testing';
 import { plainGit as git, snapshotTree } from '@gantry/git/testing';
@@ -68,40 +69,50 @@ describe('worktree hygiene, queries and hostile input (real git, PostgreSQL and 
   });
 
   it('keeps at most the cap of worktrees per repository, removing the least recently used idle one after rescuing it', async () => {
-    const first = await acquire('feature/lru-1');
-    writeFileSync(path.join(first.path, 'unsaved.txt'), 'work left in an idle worktree\n');
-    // A release keeps the worktree (clean) for the next lease of its branch; make it dirty again as a crash could.
-    await release(first);
-    writeFileSync(path.join(first.path, 'unsaved.txt'), 'dirty again after the release\n');
-    await new Promise((r) => setTimeout(r, 20));
-    const second = await acquire('feature/lru-2');
-    await release(second);
-    await new Promise((r) => setTimeout(r, 20));
-    // feature/warmup (from the test before) is the oldest, then lru-1: with a cap of 2, a third new worktree evicts both.
-    const third = await acquire('feature/lru-3');
-    // The git work comes first and its report (WorktreeEvicted) after it: wait for the report, then look at the disk.
-    const rows = await eventually(
-      async () => {
-        const found = await world.db.query(`SELECT data FROM events WHERE type = 'WorktreeEvicted' AND data->>'worktreeKey' = $1`, [first.worktreeKey]);
-        return found.rows.length > 0 ? found.rows : null;
-      },
-      { what: 'least recently used worktree evicted', timeoutMs: 10_000 },
-    );
-    expect(rows).toHaveLength(1);
-    expect(existsSync(first.path)).toBe(false);
-    expect(existsSync(second.path)).toBe(true);
-    expect(existsSync(third.path)).toBe(true);
-    const rescueBranch = rows[0].data.rescueBranch as string;
-    expect(git(world.git.dir, '--git-dir', path.join(world.root, 'repos', readdirSync(path.join(world.root, 'repos'))[0]!), 'show', `${rescueBranch}:unsaved.txt`)).toBe('dirty again after the release');
-    const onDisk = (await world.client.request(listWorktrees, {})).worktrees.map((w) => w.worktreeKey).sort();
-    expect(onDisk).toEqual([second.worktreeKey, third.worktreeKey].sort());
-    const held = (await world.client.request(listWorktrees, { repositoryUrl: world.git.origin })).worktrees.find((w) => w.worktreeKey === third.worktreeKey);
-    expect(held).toMatchObject({ heldBy: third.leaseId, dirty: false, prunable: false, branch: 'feature/lru-3', headSha: third.baseSha });
-    await release(third);
-    // A held worktree is never evicted: the next acquire of lru-1 creates it again and evicts an idle one.
-    const again = await acquire('feature/lru-1');
-    expect(existsSync(again.path)).toBe(true);
-    await release(again);
+    // The service's clock (its event store's) is this test's: each use is a second after the one before.
+    const store = app.get(EventStore) as { clock: () => Date };
+    const serviceClock = store.clock;
+    let now = Date.now();
+    store.clock = () => new Date(now);
+    const aSecondLater = () => (now += 1000);
+    try {
+      const first = await acquire('feature/lru-1');
+      writeFileSync(path.join(first.path, 'unsaved.txt'), 'work left in an idle worktree\n');
+      // A release keeps the worktree (clean) for the next lease of its branch; make it dirty again as a crash could.
+      await release(first);
+      writeFileSync(path.join(first.path, 'unsaved.txt'), 'dirty again after the release\n');
+      aSecondLater();
+      const second = await acquire('feature/lru-2');
+      await release(second);
+      aSecondLater();
+      // feature/warmup (from the test before) is the oldest, then lru-1: with a cap of 2, a third new worktree evicts both.
+      const third = await acquire('feature/lru-3');
+      // The git work comes first and its report (WorktreeEvicted) after it: wait for the report, then look at the disk.
+      const rows = await eventually(
+        async () => {
+          const found = await world.db.query(`SELECT data FROM events WHERE type = 'WorktreeEvicted' AND data->>'worktreeKey' = $1`, [first.worktreeKey]);
+          return found.rows.length > 0 ? found.rows : null;
+        },
+        { what: 'least recently used worktree evicted', timeoutMs: 10_000 },
+      );
+      expect(rows).toHaveLength(1);
+      expect(existsSync(first.path)).toBe(false);
+      expect(existsSync(second.path)).toBe(true);
+      expect(existsSync(third.path)).toBe(true);
+      const rescueBranch = rows[0].data.rescueBranch as string;
+      expect(git(world.git.dir, '--git-dir', path.join(world.root, 'repos', readdirSync(path.join(world.root, 'repos'))[0]!), 'show', `${rescueBranch}:unsaved.txt`)).toBe('dirty again after the release');
+      const onDisk = (await world.client.request(listWorktrees, {})).worktrees.map((w) => w.worktreeKey).sort();
+      expect(onDisk).toEqual([second.worktreeKey, third.worktreeKey].sort());
+      const held = (await world.client.request(listWorktrees, { repositoryUrl: world.git.origin })).worktrees.find((w) => w.worktreeKey === third.worktreeKey);
+      expect(held).toMatchObject({ heldBy: third.leaseId, dirty: false, prunable: false, branch: 'feature/lru-3', headSha: third.baseSha });
+      await release(third);
+      // A held worktree is never evicted: the next acquire of lru-1 creates it again and evicts an idle one.
+      const again = await acquire('feature/lru-1');
+      expect(existsSync(again.path)).toBe(true);
+      await release(again);
+    } finally {
+      store.clock = serviceClock;
+    }
   });
 
   it('reports disk use by query and on /ready', async () => {

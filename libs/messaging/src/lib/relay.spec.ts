@@ -110,8 +110,10 @@ describe('outbox relay', () => {
     a.start();
     await eventually(() => a.isLeader, { what: 'a active' });
     b.start();
-    await new Promise((r) => setTimeout(r, 300));
+    // Twice refused the lead while a holds it: it stands by rather than publishing beside a.
+    await eventually(() => b.timesStoodBy >= 2, { what: 'b standing by' });
     expect(b.isLeader).toBe(false);
+    expect(a.isLeader).toBe(true);
     await a.stop();
     await eventually(() => b.isLeader, { what: 'b takes over' });
     await store.append(`job-${randomUUID()}`, 0, [{ type: 'AfterFailover', data: {} }], { correlationId: 't' });

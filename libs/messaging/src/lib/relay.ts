@@ -59,6 +59,7 @@ export class OutboxRelay {
   private published = 0;
   private notifying = false;
   private notifyAgain = false;
+  private standbyTurns = 0;
 
   constructor(private readonly options: RelayOptions) {}
 
@@ -68,6 +69,11 @@ export class OutboxRelay {
 
   get publishedCount(): number {
     return this.published;
+  }
+
+  /** How many times this relay tried to become the active one and found another active. */
+  get timesStoodBy(): number {
+    return this.standbyTurns;
   }
 
   start(): void {
@@ -136,6 +142,7 @@ export class OutboxRelay {
       try {
         await this.connect();
         if (!(await this.tryLead())) {
+          this.standbyTurns++;
           await this.sleep(this.options.standbyRetryMs ?? 2000);
           continue;
         }
