@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { defineEvent, eventSubject, streamName, type Context } from '@gantry/contracts';
 import { createPool, migrate } from '@gantry/eventstore';
-import { deleteStreams, dropSchema, eventually, startScratchPostgres, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
+import { consumerCaughtUp, deleteStreams, dropSchema, eventually, startScratchPostgres, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
 import { Bus } from './bus.js';
 import { EventConsumer } from './event-consumer.js';
 
@@ -163,7 +163,8 @@ describe('durable event consumer', () => {
     }, { ackWaitMs: 1000 });
     await publish(envelope(6));
     await eventually(async () => (await rows()).includes(6), { what: 'slow message processed', timeoutMs: 10_000 });
-    await new Promise((r) => setTimeout(r, 500));
+    // Once acknowledged the message cannot come back: a redelivery would have come while the handler ran.
+    await consumerCaughtUp(bus.jsm, streamName(naming, context), durable);
     expect(calls).toBe(1);
   });
 

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { defineCommand, ErrorCode, GantryError, commandSubject, type Context } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, testNaming, uniqueName } from '@gantry/testing';
+import { connectTestNats, eventually, testNaming, uniqueName } from '@gantry/testing';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { startTestService, type TestService } from '../../testing.js';
 import { CommandHandler } from './decorators.js';
@@ -123,11 +123,12 @@ describe('commands over NATS request/reply', () => {
     await expect(client.request(Deposit, { account, amount: 7, idempotencyKey: key }, { timeoutMs: 300 })).rejects.toMatchObject({
       code: ErrorCode.TIMEOUT,
     });
-    await new Promise((r) => setTimeout(r, 1600));
+    const events = async () => Number((await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [`account-${account}`])).rows[0].count);
+    // The retry comes after the first call committed (its reply is what was lost).
+    await eventually(async () => (await events()) === 1, { what: 'the first call committed' });
     const retry = await client.request(Deposit, { account, amount: 7, idempotencyKey: key });
     expect(retry).toEqual({ balance: 7, eventCount: 1 });
-    const { rows } = await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [`account-${account}`]);
-    expect(Number(rows[0].count)).toBe(1);
+    expect(await events()).toBe(1);
   });
 
   it('with a deadline, a request without an answer is sent again under the same key and returns the first result', async () => {
