@@ -1,10 +1,10 @@
 // Claim round trip through the NATS command path: the job service runs as its own process on a
 // throw-away schema; 1,000 jobs are enqueued, then claimed one by one (runner polls the queue).
 import { randomUUID } from 'node:crypto';
-import { claimJob, enqueueJob, registerProduct } from '@gantry/contracts';
+import { claimJob, enqueueJob } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { removeTestNamespace, startApp } from '@gantry/testing';
-import { benchName, measure, natsUrl, stats } from './lib.mjs';
+import { benchName, measure, natsUrl, registerBenchProduct, stats } from './lib.mjs';
 
 const total = Number(process.env.BENCH_CLAIMS ?? 1000);
 const name = benchName('claim');
@@ -15,10 +15,7 @@ const service = await startApp('job-service', { schema: name, naming });
 const bus = await Bus.connect({ servers: natsUrl, naming, name: 'claim-bench' });
 const client = new CommandClient(bus);
 try {
-  await client.request(registerProduct, {
-    productId: 'bench', repository: 'bench/bench', cloneUrl: '/srv/git/bench.git', targetBranch: 'main',
-    prStrategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: 'bench/register:1',
-  });
+  await registerBenchProduct(client);
   const t0 = performance.now();
   for (let i = 0; i < total; i++) {
     await client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'bench', taskId: `T-${i}`, prompt: 'x', idempotencyKey: `bench/enqueue:${i}` });

@@ -14,10 +14,10 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { enqueueJob, getJob, isTerminalJobStatus, registerProduct } from '@gantry/contracts';
+import { enqueueJob, getJob, isTerminalJobStatus } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, startApp } from '@gantry/testing';
-import { benchName, dropSchema, natsUrl } from './lib.mjs';
+import { benchName, dropSchema, natsUrl, registerBenchProduct } from './lib.mjs';
 
 const root = resolve(import.meta.dirname, '..');
 const total = Number(process.env.BENCH_JOBS ?? 100);
@@ -64,10 +64,7 @@ try {
   bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-e2e' });
   const client = new CommandClient(bus);
 
-  await client.request(registerProduct, {
-    productId: 'bench', repository: 'bench/bench', cloneUrl: origin ?? join(scratch, 'no-origin.git'), targetBranch: 'main',
-    prStrategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: 'bench/register:1',
-  });
+  await registerBenchProduct(client, { cloneUrl: origin ?? join(scratch, 'no-origin.git') });
   const jobs = [];
   for (let i = 0; i < total; i++) {
     const record = join(scratch, `agent-${i}.jsonl`);

@@ -6,10 +6,10 @@
 //   server:  the admission committed (TaskAdmittedToStep) → the 200th JobEnqueued committed (PostgreSQL clock)
 //   BENCH_FANOUT_PARTICIPANTS (default 200), BENCH_FANOUT_ROUNDS (default 5)
 import pg from 'pg';
-import { createTask, importWorkflow, listStepEntries, moveTask, registerAgentProfile, registerProduct } from '@gantry/contracts';
+import { createTask, importWorkflow, listStepEntries, moveTask, registerAgentProfile } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { removeTestNamespace, startApp } from '@gantry/testing';
-import { benchName, databaseUrl, dropSchema, natsUrl } from './lib.mjs';
+import { benchName, databaseUrl, dropSchema, natsUrl, registerBenchProduct } from './lib.mjs';
 
 const participants = Number(process.env.BENCH_FANOUT_PARTICIPANTS ?? 200);
 const rounds = Number(process.env.BENCH_FANOUT_ROUNDS ?? 5);
@@ -29,10 +29,7 @@ const engineDb = new pg.Client({ connectionString: databaseUrl, options: `-c sea
 await jobsDb.connect();
 await engineDb.connect();
 try {
-  await client.request(registerProduct, {
-    productId: 'bench', repository: 'bench/fanout', cloneUrl: '/srv/git/fanout.git', targetBranch: 'main', prStrategy: 'STORY',
-    mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: 'bench/register:1',
-  });
+  await registerBenchProduct(client, { repository: 'bench/fanout', cloneUrl: '/srv/git/fanout.git' });
   const seats = [];
   for (let i = 0; i < participants; i++) {
     const id = `p-${String(i).padStart(3, '0')}`;

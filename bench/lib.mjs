@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { registerProduct } from '@gantry/contracts';
 import pg from 'pg';
 
 export const databaseUrl = process.env.GANTRY_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gantry';
@@ -128,4 +129,19 @@ function markdownTable(date, all) {
     );
   }
   return lines.join('\n') + '\n';
+}
+
+/** Registers the product the benches enqueue against (STORY, squash, no required checks); `fields` overrides any of them. */
+export function registerBenchProduct(client, fields = {}) {
+  return client.request(registerProduct, {
+    productId: 'bench',
+    repository: 'bench/bench',
+    cloneUrl: '/srv/git/bench.git',
+    targetBranch: 'main',
+    prStrategy: 'STORY',
+    mergeMethod: 'SQUASH',
+    requiredChecks: [],
+    idempotencyKey: 'bench/register:1',
+    ...fields,
+  });
 }

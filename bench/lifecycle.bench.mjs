@@ -29,12 +29,11 @@ import {
   logCommit,
   logImplementation,
   logTestResult,
-  registerProduct,
   startJob,
 } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, freePort, startApp } from '@gantry/testing';
-import { benchName, databaseUrl, dropSchema, natsUrl, rawCommits, stats, writeResults } from './lib.mjs';
+import { benchName, databaseUrl, dropSchema, natsUrl, rawCommits, registerBenchProduct, stats, writeResults } from './lib.mjs';
 
 const jobs = Number(process.env.BENCH_JOBS ?? 600);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -220,16 +219,7 @@ try {
   for (let i = 0; i < replicas; i++) services.push(await startJobService());
   bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-lifecycle' });
   const client = new CommandClient(bus);
-  await client.request(registerProduct, {
-    productId: 'bench',
-    repository: 'acme/bench',
-    cloneUrl: 'https://github.com/acme/bench.git',
-    targetBranch: 'main',
-    prStrategy: 'STORY',
-    mergeMethod: 'SQUASH',
-    requiredChecks: [],
-    idempotencyKey: `bench/register:${name}`,
-  });
+  await registerBenchProduct(client, { repository: 'acme/bench', cloneUrl: 'https://github.com/acme/bench.git', idempotencyKey: `bench/register:${name}` });
   // Warm-up (JIT, pools, streams) that is not counted.
   await gantryRound(client, services, 'warmup');
 

@@ -14,14 +14,13 @@ import {
   logCommit,
   logImplementation,
   logTestResult,
-  registerProduct,
   startJob,
 } from '@gantry/contracts';
 import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, startApp } from '@gantry/testing';
 import { jobServiceProjections } from '../apps/job-service/dist/infrastructure/projections.js';
-import { benchName, databaseUrl, dropSchema, natsUrl, writeResults } from './lib.mjs';
+import { benchName, databaseUrl, dropSchema, natsUrl, registerBenchProduct, writeResults } from './lib.mjs';
 
 const wanted = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000);
 const name = benchName('replay');
@@ -43,16 +42,7 @@ try {
   service = await startJobService();
   bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-replay' });
   const client = new CommandClient(bus);
-  await client.request(registerProduct, {
-    productId: 'bench',
-    repository: 'acme/bench',
-    cloneUrl: 'https://github.com/acme/bench.git',
-    targetBranch: 'main',
-    prStrategy: 'STORY',
-    mergeMethod: 'SQUASH',
-    requiredChecks: [],
-    idempotencyKey: `bench/register:${name}`,
-  });
+  await registerBenchProduct(client, { repository: 'acme/bench', cloneUrl: 'https://github.com/acme/bench.git', idempotencyKey: `bench/register:${name}` });
   const { jobId } = await client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'bench', taskId: 'T-1', prompt: 'x', idempotencyKey: 'bench/replay:1' });
   const claimed = await client.request(claimJob, { runnerId: 'bench-runner', kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: 'bench/replay:claim' });
   const lease = { jobId, runnerId: 'bench-runner', leaseToken: claimed.job.leaseToken };

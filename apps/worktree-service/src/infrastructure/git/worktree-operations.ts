@@ -143,6 +143,20 @@ export async function isWorktreeDirty(workspace: GitWorkspace, worktreeKey: stri
   return (await statusOf(workspace, worktreePath)).length > 0;
 }
 
+/** The operands of a create or sync checked (URL, branch, base ref, key of that URL and branch), and where its worktree lives. */
+async function checkedWorktreePath(
+  workspace: GitWorkspace,
+  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string },
+): Promise<string> {
+  const { worktreeKey, repositoryUrl, branch, baseRef } = input;
+  assertRepositoryUrl(repositoryUrl);
+  await assertBranchName(branch);
+  await assertBaseRef(baseRef);
+  const worktreePath = await worktreePathFor(workspace, worktreeKey);
+  assertKeyOf(worktreeKey, repositoryUrl, branch);
+  return worktreePath;
+}
+
 /**
  * The worktree of `worktreeKey` on `branch`, ready for a sync: created with `git worktree add`
  * (on the local branch if the clone has one — the sync then moves it to the origin's state, rescuing
@@ -155,11 +169,7 @@ export async function createOrReuseWorktree(
   input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date },
 ): Promise<PreparedWorktree> {
   const { worktreeKey, repositoryUrl, branch, baseRef, now } = input;
-  assertRepositoryUrl(repositoryUrl);
-  await assertBranchName(branch);
-  await assertBaseRef(baseRef);
-  const worktreePath = await worktreePathFor(workspace, worktreeKey);
-  assertKeyOf(worktreeKey, repositoryUrl, branch);
+  const worktreePath = await checkedWorktreePath(workspace, input);
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
   return serializedOnClone(clonePath, async () => {
@@ -211,11 +221,7 @@ export async function syncWorktree(
   input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date },
 ): Promise<SyncedWorktree> {
   const { worktreeKey, repositoryUrl, branch, baseRef, now } = input;
-  assertRepositoryUrl(repositoryUrl);
-  await assertBranchName(branch);
-  await assertBaseRef(baseRef);
-  const worktreePath = await worktreePathFor(workspace, worktreeKey);
-  assertKeyOf(worktreeKey, repositoryUrl, branch);
+  const worktreePath = await checkedWorktreePath(workspace, input);
   if (!(await lstatOrNull(worktreePath))) throw notThere(`worktree ${worktreeKey} does not exist; create it first`, { worktreeKey });
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
