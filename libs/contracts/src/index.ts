@@ -8,3 +8,4 @@ export * from './worktrees/index.js';
 export * from './jobs/index.js';
 export * from './prs/index.js';
 export * from './workflow/index.js';
+export * from './secrets.js';

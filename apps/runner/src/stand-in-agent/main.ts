@@ -19,6 +19,7 @@
  *       "commits":       [{ "files": {…}, "delete": […], "message": "…" }],  // several commits instead of files/delete
  *       "reportStatus":  "DONE" | "PARTIAL",                   // update_job_status at the end of commit/delete_only (default DONE)
  *       "exitCode":      1,                                    // exit_nonzero's exit code (default 1)
+ *       "stderrFile":    "/abs/file",                          // exit_nonzero: its content is written to stderr before exiting
  *       "ignoreSigterm": false,                                // hang: ignore SIGTERM, so only SIGKILL ends it
  *       "logFirst":      true,                                 // hang: log_implementation before hanging (false: not a word)
  *       "heartbeatMs":   100,                                  // hang: append {beat, pid, at} to recordArgvTo this often
@@ -169,6 +170,7 @@ async function main(argv: string[]): Promise<number> {
         return finish(args, 'Nothing to change.', script.finalExitCode);
       case 'exit_nonzero':
         await tamper(args, script);
+        if (script.stderrFile) process.stderr.write(await readFile(script.stderrFile, 'utf8'));
         process.stderr.write(`stand-in: giving up with exit code ${script.exitCode}\n`);
         return script.exitCode;
       case 'hang':

@@ -19,6 +19,8 @@ const ScriptSchema = z.strictObject({
   commits: z.array(CommitSchema).optional(),
   reportStatus: z.enum(['DONE', 'PARTIAL']).default('DONE'),
   exitCode: z.number().int().min(1).max(255).default(1),
+  /** exit_nonzero: this file's content is written to stderr before exiting (what a crashing CLI prints, secrets and all). */
+  stderrFile: z.string().startsWith('/').optional(),
   ignoreSigterm: z.boolean().default(false),
   /** hang: call log_implementation first (default), or hang without a word, so nothing is in the story log. */
   logFirst: z.boolean().default(true),

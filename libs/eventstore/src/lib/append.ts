@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { ErrorCode, GantryError } from '@gantry/contracts';
+import { ErrorCode, GantryError, scrubbingReplacer, type SecretScrubber } from '@gantry/contracts';
 import { inlineStatement, type SqlWriter } from './deferred-writes.js';
 import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
@@ -75,6 +75,8 @@ function isUniqueViolation(error: unknown, constraint?: string): boolean {
 export interface AppendContext {
   projections: readonly Projection[];
   now: Date;
+  /** Masks secrets in every string of the events' data before they are written (docs/configuration.md, "Secrets in events"). */
+  scrub: SecretScrubber;
   /** Told which connection appended, so the store can wake the relay once that connection's transaction is over. */
   appendedOn(sql: pg.PoolClient): void;
   /** The stream's events before this append, when the caller read them in this transaction (for the projections). */
@@ -108,6 +110,7 @@ export async function appendEvents(
     idempotencyKey: metadata.idempotencyKey ?? null,
     actor: metadata.actor ?? null,
   });
+  const replacer = scrubbingReplacer(context.scrub);
   const ids: string[] = [];
   const types: string[] = [];
   const versions: number[] = [];
@@ -116,7 +119,7 @@ export async function appendEvents(
     ids.push(event.eventId ?? randomUUID());
     types.push(event.type);
     versions.push(event.schemaVersion ?? 1);
-    data.push(JSON.stringify(event.data ?? null));
+    data.push(JSON.stringify(event.data ?? null, replacer));
   }
   let rows: Array<EventRow & { current: number }>;
   try {

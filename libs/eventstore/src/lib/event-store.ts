@@ -5,7 +5,7 @@ import { DeferredWrites, type SqlWriter } from './deferred-writes.js';
 import { GroupCommit, type GroupCommitLimits } from './group-commit.js';
 import type { Projection } from './projection.js';
 import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
-import { canonicalHash, GantryError } from '@gantry/contracts';
+import { canonicalHash, GantryError, scrubSecrets, type SecretScrubber } from '@gantry/contracts';
 import { claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } from './receipts.js';
 import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome } from './unit-of-work.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
@@ -32,6 +32,13 @@ export interface EventStoreOptions {
    */
   receiptTtlMs?: number;
   clock?: () => Date;
+  /**
+   * Masks secrets in every string an event carries before it is written: credentials by their shape,
+   * and the values this process knows to be secret (`secretScrubber(secretValuesIn(env))`). Default:
+   * by shape only. Free text from outside (an agent's stderr in a reason, an error message) enters
+   * events through here (docs/configuration.md, "Secrets in events").
+   */
+  scrub?: SecretScrubber;
 }
 
 /** A service's event log in its own schema: reads, appends, and commands as transactions. */
@@ -43,6 +50,7 @@ export class EventStore {
   private readonly inlineProjections: Projection[];
   private readonly maxAttempts: number;
   private readonly grouping: GroupCommit | null;
+  private readonly scrub: SecretScrubber;
   private readonly appendedListeners: Array<() => void> = [];
   /** Connections that appended in their current transaction: released means committed (or rolled back). */
   private readonly appending = new WeakSet<pg.PoolClient>();
@@ -54,6 +62,7 @@ export class EventStore {
     this.maxAttempts = options.maxAttempts ?? 8;
     this.receiptTtlMs = options.receiptTtlMs ?? DEFAULT_RECEIPT_TTL_MS;
     this.clock = options.clock ?? (() => new Date());
+    this.scrub = options.scrub ?? scrubSecrets;
     this.grouping = options.groupCommit ? new GroupCommit(this, options.groupCommit, this.maxAttempts) : null;
     this.pool.on('release', (_error: unknown, client: pg.PoolClient) => {
       if (!this.appending.delete(client)) return;
@@ -110,7 +119,7 @@ export class EventStore {
     history?: StoredEvent[],
     writer?: SqlWriter,
   ): Promise<StoredEvent[]> {
-    const context = { projections: this.inlineProjections, now: this.clock(), appendedOn: (client: pg.PoolClient) => this.appending.add(client), history, writer };
+    const context = { projections: this.inlineProjections, now: this.clock(), scrub: this.scrub, appendedOn: (client: pg.PoolClient) => this.appending.add(client), history, writer };
     return appendEvents(sql, context, streamId, expectedVersion, events, metadata);
   }
 

@@ -6,9 +6,12 @@ import {
   GantryError,
   commandReplySchema,
   invalidCommand,
+  scrubbingReplacer,
+  scrubSecrets,
   type CommandContract,
   type ErrorPayload,
   type ReplyOf,
+  type SecretScrubber,
 } from '@gantry/contracts';
 import type { z } from 'zod';
 import type { Bus } from './bus.js';
@@ -58,7 +61,19 @@ export function isTransient(error: unknown): boolean {
 
 /** Sends commands to any context; the request is parsed before sending and the reply after. */
 export class CommandClient {
-  constructor(private readonly bus: Bus) {}
+  private readonly replacer: (key: string, value: unknown) => unknown;
+
+  /**
+   * `scrub` masks secrets in every string of a request before it leaves this process: what a
+   * command carries may end up in an event, and only the sender knows its own secret values (a
+   * runner's agent key). Default: credentials by their shape (docs/configuration.md, "Secrets in events").
+   */
+  constructor(
+    private readonly bus: Bus,
+    options: { scrub?: SecretScrubber } = {},
+  ) {
+    this.replacer = scrubbingReplacer(options.scrub ?? scrubSecrets);
+  }
 
   /**
    * One command, answered or refused. With `retryUntil`, a request that got no answer is sent again
@@ -95,7 +110,7 @@ export class CommandClient {
     headers.set(CORRELATION_HEADER, options.correlationId ?? randomUUID());
     let msg: Msg;
     try {
-      msg = await this.bus.nc.request(subject, JSON.stringify(payload), { timeout: options.timeoutMs ?? 10_000, headers });
+      msg = await this.bus.nc.request(subject, JSON.stringify(payload, this.replacer), { timeout: options.timeoutMs ?? 10_000, headers });
     } catch (error) {
       const text = String((error as Error)?.message ?? error);
       if (/no responders/i.test(text) || (error as { code?: string }).code === '503') {

@@ -14,7 +14,7 @@ import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core
 import { TerminusModule } from '@nestjs/terminus';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { PATTERN_EXTRAS_METADATA } from '@nestjs/microservices/constants.js';
-import type { Context } from '@gantry/contracts';
+import { secretScrubber, secretValuesIn, type Context, type SecretScrubber } from '@gantry/contracts';
 import { createPool, EventStore, migrate, type MigrationClass, type Projection } from '@gantry/eventstore';
 import { Bus, CommandClient, OutboxRelay } from '@gantry/messaging';
 import { redactUrl, SERVICE_CONFIG, serviceSettings, type ServiceConfig } from './config.js';
@@ -46,6 +46,14 @@ export interface RuntimeOptions {
 // Parts differ in their variables; each is typed where it is defined.
 type AnySettingsPart = SettingsPart<unknown, any>;
 
+const SECRETS_KEY = 'secretValues';
+
+/**
+ * The process's SecretScrubber: credentials by their shape and its environment's secret values.
+ * Events are written and commands sent through it (docs/configuration.md, "Secrets in events").
+ */
+export const SECRET_SCRUBBER = Symbol('gantry:secret-scrubber');
+
 /**
  * The service's configuration: one validated read of the environment for the runtime's part and
  * the app's, under the `gantry` namespace of @nestjs/config, each part also provided under its
@@ -53,13 +61,19 @@ type AnySettingsPart = SettingsPart<unknown, any>;
  * bad value fails the start like any other provider and names every refused variable at once.
  */
 function configuration(parts: AnySettingsPart[]): { imports: DynamicModule['imports']; providers: Provider[]; tokens: symbol[] } {
-  const gantry = registerAs('gantry', () => readSettings(parts, process.env));
+  // The same read collects the environment's secret values, which the scrubber masks verbatim.
+  const gantry = registerAs('gantry', () => ({ ...readSettings(parts, process.env), [SECRETS_KEY]: secretValuesIn(process.env) }));
+  type Read = Record<string, unknown> & { [SECRETS_KEY]: string[] };
   return {
     imports: [ConfigModule.forRoot({ ignoreEnvFile: true, load: [gantry] })],
-    providers: parts.map((part) => ({ provide: part.token, inject: [gantry.KEY], useFactory: (settings: Record<string, unknown>) => settings[part.name] })),
-    tokens: parts.map((part) => part.token),
+    providers: [
+      ...parts.map((part) => ({ provide: part.token, inject: [gantry.KEY], useFactory: (settings: Read) => settings[part.name] })),
+      { provide: SECRET_SCRUBBER, inject: [gantry.KEY], useFactory: (settings: Read) => secretScrubber(settings[SECRETS_KEY]) },
+    ],
+    tokens: [...parts.map((part) => part.token), SECRET_SCRUBBER],
   };
 }
+
 
 export const RUNTIME_OPTIONS = Symbol('gantry:runtime-options');
 
@@ -200,7 +214,7 @@ export class GantryRuntimeModule {
           useFactory: (config: ServiceConfig) =>
             Bus.connect({ servers: config.natsUrl, naming: config.naming, name: options.service, streams: { replicas: config.streamReplicas, ...config.streamLimits } }),
         },
-        { provide: CommandClient, inject: [Bus], useFactory: (bus: Bus) => new CommandClient(bus) },
+        { provide: CommandClient, inject: [Bus, SECRET_SCRUBBER], useFactory: (bus: Bus, scrub: SecretScrubber) => new CommandClient(bus, { scrub }) },
         Readiness,
         Liveness,
         NatsHealthIndicator,
@@ -224,8 +238,8 @@ export class GantryRuntimeModule {
         ...config.providers,
         {
           provide: EventStore,
-          inject: [SERVICE_CONFIG],
-          useFactory: async (config: ServiceConfig) => {
+          inject: [SERVICE_CONFIG, SECRET_SCRUBBER],
+          useFactory: async (config: ServiceConfig, scrub: SecretScrubber) => {
             await migrate({ url: config.databaseUrl, schema: config.schema, migrations: options.migrations });
             const pool = createPool({ url: config.databaseUrl, schema: config.schema, applicationName: `${options.service}:${config.schema}` });
             return new EventStore({
@@ -234,6 +248,7 @@ export class GantryRuntimeModule {
               inlineProjections: options.projections,
               groupCommit: config.groupCommit ?? undefined,
               receiptTtlMs: config.retention.receiptTtlMs,
+              scrub,
             });
           },
         },
@@ -265,7 +280,7 @@ export class GantryRuntimeModule {
               withinLogContext: (bindings, work) => withinLogContext(logger, bindings, work),
             }),
         },
-        { provide: CommandClient, inject: [Bus], useFactory: (bus: Bus) => new CommandClient(bus) },
+        { provide: CommandClient, inject: [Bus, SECRET_SCRUBBER], useFactory: (bus: Bus, scrub: SecretScrubber) => new CommandClient(bus, { scrub }) },
         {
           provide: OutboxRelay,
           inject: [SERVICE_CONFIG, EventStore, Bus, PinoLogger],

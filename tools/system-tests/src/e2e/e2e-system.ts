@@ -232,6 +232,12 @@ export class E2eSystem {
     return this.query('jobs', `SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [streamId]);
   }
 
+  /** Every event of a service's log as text (type and data), oldest first. */
+  async allEventsText(service: 'jobs' | 'worktrees'): Promise<string> {
+    const rows = await this.query<{ line: string }>(service, `SELECT type || ' ' || data::text AS line FROM events ORDER BY position`, []);
+    return rows.map((r) => r.line).join('\n');
+  }
+
   /** The worktree service's events about one lease, read from its log (also while it is down). */
   worktreeLeaseEvents(leaseId: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
     return this.query('worktrees', `SELECT type, data FROM events WHERE data->>'leaseId' = $1 ORDER BY position`, [leaseId]);
