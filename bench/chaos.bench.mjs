@@ -4,7 +4,9 @@
 // invariant table and exits 1 when an invariant does not hold:
 //   every job terminal; FAILED only for the job's own reasons (the ones its script asks for);
 //   no FAILED job with a pushed branch; at most one push per branch; every worktree lease released and
-//   no worktree directory the worktree service does not know.
+//   no worktree directory the worktree service does not know; one push per DONE branch; no two agents alive
+//   in one worktree at once (from each agent's start, signs of life and exit); both services' projections
+//   equal to a rebuild from their logs once every process is stopped.
 //   npm run bench -- chaos            (builds first)
 //   node bench/chaos.bench.mjs        (after `npx nx run-many -t build`)
 // Measured 2026-12-01 on the 2-core dev VM (load ~20 from other work): 40 jobs, 15 SIGKILLs (runner a x3,
@@ -12,7 +14,7 @@
 // CANCELLED 4, no job past its first attempt, 28 pushes for 28 DONE branches; every invariant held.
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { cancelJob, enqueueJob, getJob, isTerminalJobStatus, listWorktreeLeases, listWorktrees, registerProduct } from '@gantry/contracts';
@@ -27,6 +29,9 @@ const name = benchName('chaos');
 const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
 const scratch = mkdtempSync(join(tmpdir(), 'gantry-chaos-'));
 const worktreeRoot = join(scratch, 'worktrees');
+// Each agent appends its start (argv, pid, cwd), a sign of life every 100 ms and its exit here.
+const records = join(scratch, 'records');
+mkdirSync(records);
 const random = (n) => Math.floor(Math.random() * n);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -122,7 +127,7 @@ try {
         taskId: `T-${i}`,
         branch: `chaos/job-${i}`,
         baseRef: 'main',
-        payload: { standIn: plan.standIn },
+        payload: { standIn: { ...plan.standIn, recordArgvTo: join(records, `${i}.jsonl`), lifeSignMs: 100 } },
         idempotencyKey: `chaos/enqueue:${randomUUID()}`,
         excludeFromCoalescing: true,
       };
@@ -208,6 +213,46 @@ try {
   const pushedTwice = jobs.filter((j) => pushesOf(j.branch) > 1);
   const doneUnpushed = jobs.filter((j) => views.get(j.jobId).status === 'DONE' && (!onOrigin(j.branch) || views.get(j.jobId).headSha === null));
 
+  // Agents that overlapped in one worktree: each agent lived from its start to its last line (its exit,
+  // or its last sign of life when it was killed without a word); two agents in one directory must not meet.
+  const agents = [];
+  for (const job of jobs) {
+    const lines = readFileSync(join(records, `${job.i}.jsonl`), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    for (const start of lines.filter((l) => Array.isArray(l.argv))) {
+      const last = Math.max(...lines.filter((l) => l.pid === start.pid).map((l) => Date.parse(l.at)));
+      agents.push({ job: job.i, pid: start.pid, cwd: start.cwd, from: Date.parse(start.at), to: last });
+    }
+  }
+  const overlaps = [];
+  for (const cwd of new Set(agents.map((a) => a.cwd))) {
+    const inDir = agents.filter((a) => a.cwd === cwd).sort((a, b) => a.from - b.from);
+    for (let k = 1; k < inDir.length; k++) {
+      if (inDir[k].from < inDir[k - 1].to) overlaps.push(`job ${inDir[k - 1].job} pid ${inDir[k - 1].pid} / job ${inDir[k].job} pid ${inDir[k].pid}`);
+    }
+  }
+  const donePushedOnce = jobs.filter((j) => views.get(j.jobId).status === 'DONE' && pushesOf(j.branch) !== 1);
+
+  // Every process stopped: the read models must equal a rebuild from the log.
+  for (const p of running.values()) await p.kill('SIGKILL');
+  running.clear();
+  const rebuiltEqual = [];
+  for (const [schema, projections] of [[`${name}_jobs`, jobServiceProjections], [`${name}_worktrees`, worktreeServiceProjections]]) {
+    const pool = createPool({ url: databaseUrl, schema });
+    try {
+      const tables = projections.flatMap((p) => p.tables);
+      const snapshot = async () => {
+        const all = {};
+        for (const table of tables) all[table] = (await pool.query(`SELECT t::text AS row FROM ${table} t ORDER BY 1`)).rows.map((r) => r.row);
+        return JSON.stringify(all);
+      };
+      const live = await snapshot();
+      await rebuildProjections(new EventStore({ pool, schema }), projections);
+      rebuiltEqual.push([schema.slice(name.length + 1), live === (await snapshot()), tables.length]);
+    } finally {
+      await pool.end();
+    }
+  }
+
   const byStatus = {};
   for (const v of views.values()) byStatus[v.status] = (byStatus[v.status] ?? 0) + 1;
   const attempts = [...views.values()].map((v) => v.attempt);
@@ -218,8 +263,11 @@ try {
     ['no FAILED job with a pushed branch', failedPushed.length === 0, failedPushed.length === 0 ? 'none' : failedPushed.map((j) => j.branch).join(', ')],
     ['every DONE branch on the origin with its head', doneUnpushed.length === 0, doneUnpushed.length === 0 ? `${byStatus.DONE ?? 0} DONE` : doneUnpushed.map((j) => j.branch).join(', ')],
     ['at most one push per branch', pushedTwice.length === 0, pushedTwice.length === 0 ? `${pushes.length} pushes` : pushedTwice.map((j) => `${j.branch} x${pushesOf(j.branch)}`).join(', ')],
+    ['one push per DONE branch', donePushedOnce.length === 0, donePushedOnce.length === 0 ? `${byStatus.DONE ?? 0} DONE branches, each pushed once` : donePushedOnce.map((j) => `${j.branch} x${pushesOf(j.branch)}`).join(', ')],
+    ['no overlapping agents in one worktree', overlaps.length === 0, overlaps.length === 0 ? `${agents.length} agent runs in ${new Set(agents.map((a) => a.cwd)).size} directories` : overlaps.join('; ')],
     ['every worktree lease released', live.length === 0, `${live.length} still held`],
     ['no stray worktree directory', stray.length === 0, stray.length === 0 ? `${onDisk.length} on disk, all known to the worktree service` : stray.join(', ')],
+    ...rebuiltEqual.map(([service, equal, tables]) => [`${service} projections equal to a rebuild`, equal, `${tables} tables`]),
   ];
   console.log(`kill -9 run: ${jobs.length} jobs (${duplicates} enqueued twice under one key), ${killLog.length} SIGKILLs, cancels of ${jobs.filter((j) => j.cancel).length} running jobs`);
   console.log(`  kills: ${Object.entries(killLog.reduce((m, k) => ({ ...m, [k]: (m[k] ?? 0) + 1 }), {})).map(([k, n]) => `${k} x${n}`).join(', ')}`);

@@ -1,5 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { defaultWorktreeRoot, JobKinds } from '@gantry/contracts';
 import { SettingsError, settingsOf } from '@gantry/service-runtime';
 import { defaultRunnerId, runnerSettings } from './runner-config.js';
@@ -76,5 +78,18 @@ describe('runner configuration from the environment', () => {
     expect(defaultRunnerId('build-host.example.com', 4242)).toBe('build-host-example-com-4242');
     expect(defaultRunnerId('-weird host.name!', 7)).toBe('weird-host-name--7');
     expect(defaultRunnerId('...', 8)).toBe('runner-8');
+  });
+});
+
+describe('the README\'s runner settings table', () => {
+  it('names every setting the runner reads', () => {
+    const root = fileURLToPath(new URL('../../../../', import.meta.url));
+    const source = readFileSync(join(root, 'apps/runner/src/application/runner-config.ts'), 'utf8');
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('### Runner settings'));
+    const table = section.slice(0, section.indexOf('\n#', 1) === -1 ? undefined : section.indexOf('\n#', 1));
+    const settings = [...new Set(source.match(/GANTRY_[A-Z_]+/g))];
+    expect(settings.length).toBeGreaterThan(15);
+    expect(settings.filter((name) => !table.includes(`| \`${name}\` |`))).toEqual([]);
   });
 });

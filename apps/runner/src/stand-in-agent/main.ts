@@ -23,6 +23,7 @@
  *       "ignoreSigterm": false,                                // hang: ignore SIGTERM, so only SIGKILL ends it
  *       "logFirst":      true,                                 // hang: log_implementation before hanging (false: not a word)
  *       "heartbeatMs":   100,                                  // hang: append {beat, pid, at} to recordArgvTo this often
+ *       "lifeSignMs":    100,                                  // any behaviour: append {alive, pid, at} to recordArgvTo this often from the start
  *       "finalExitCode": 0,                                    // commit, nothing, failing_tests: exit code after the reports
  *       "spawnChild":    false,                                // hang: also start a child process in the same process group
  *       "delayMs":       0,                                    // wait this long before the work (after log_implementation)
@@ -93,6 +94,10 @@ async function main(argv: string[]): Promise<number> {
     await appendFile(record, `${JSON.stringify({ argv, pid: process.pid, cwd: process.cwd(), at: new Date().toISOString() })}\n`);
     // The moment it exits, for the end-to-end overhead (agent exit → terminal status).
     process.once('exit', (code) => appendFileSync(record, `${JSON.stringify({ exit: code, pid: process.pid, at: new Date().toISOString() })}\n`));
+    if (script.lifeSignMs) {
+      let sign = 0;
+      setInterval(() => appendFileSync(record, `${JSON.stringify({ alive: ++sign, pid: process.pid, at: new Date().toISOString() })}\n`), script.lifeSignMs).unref();
+    }
   }
   if (script.behaviour === 'hang' && !script.logFirst) return hang(script);
   if (process.env.ANTHROPIC_API_KEY === 'expired') {

@@ -26,6 +26,8 @@ const ScriptSchema = z.strictObject({
   logFirst: z.boolean().default(true),
   /** hang: append {beat, pid, at} to recordArgvTo this often — the last beat shows when the agent was last alive. */
   heartbeatMs: z.number().int().min(10).optional(),
+  /** Any behaviour: append {alive, pid, at} to recordArgvTo this often from the start, so that a run killed without a word still shows when it was last alive. */
+  lifeSignMs: z.number().int().min(10).optional(),
   /** commit, nothing, failing_tests: the exit code after the MCP reports (the real CLI may exit non-zero after reporting). */
   finalExitCode: z.number().int().min(0).max(255).default(0),
   spawnChild: z.boolean().default(false),
