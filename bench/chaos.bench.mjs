@@ -217,7 +217,9 @@ try {
   // or its last sign of life when it was killed without a word); two agents in one directory must not meet.
   const agents = [];
   for (const job of jobs) {
-    const lines = readFileSync(join(records, `${job.i}.jsonl`), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const record = join(records, `${job.i}.jsonl`);
+    // no file: the job never got as far as its agent (cancelled or finished before it)
+    const lines = (existsSync(record) ? readFileSync(record, 'utf8') : '').split('\n').filter(Boolean).map((l) => JSON.parse(l));
     for (const start of lines.filter((l) => Array.isArray(l.argv))) {
       const last = Math.max(...lines.filter((l) => l.pid === start.pid).map((l) => Date.parse(l.at)));
       agents.push({ job: job.i, pid: start.pid, cwd: start.cwd, from: Date.parse(start.at), to: last });

@@ -286,22 +286,25 @@ describe('the runner end to end: job service, worktree service, two runners, a r
     });
 
     it('a job that runs longer than its leases keeps them by renewal and finishes on its first attempt', async () => {
-      // job lease 10 s, worktree lease 10 s, renewed every second; the agent works for 12 s
+      // job lease 10 s, worktree lease 10 s, renewed every second; the agent works for 12 s after both were granted
       const run = code('long', { behaviour: 'commit', delayMs: 12_000, files: { 'src/long.ts': 'long\n' } });
       const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
-      await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
-      // Until both leases as first seen would have run out without a renewal.
-      const [claimed, [worktree]] = await Promise.all([system.job(jobId), system.leases(jobId)]);
-      const unrenewedEnd = Math.max(Date.parse(claimed.lease!.leaseExpiresAt), Date.parse(worktree!.expiresAt!));
-      await eventually(() => Date.now() > unrenewedEnd, { what: 'the first leases\' end', timeoutMs: 20_000, intervalMs: 100 });
-      const [job, leases] = await Promise.all([system.job(jobId), system.leases(jobId)]);
-      expect(job).toMatchObject({ status: 'RUNNING', attempt: 1 });
-      expect(Date.parse(job.lease!.leaseExpiresAt)).toBeGreaterThan(Date.now());
-      expect(leases).toHaveLength(1);
-      expect(leases[0]).toMatchObject({ status: 'ready' });
-      expect(Date.parse(leases[0]!.expiresAt!)).toBeGreaterThan(Date.now());
-      const done = await system.terminal(jobId);
+      const done = await system.terminal(jobId, 60_000);
       expect(done).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
+      const events = await system.events(jobId);
+      const of = (type: string) => events.filter((e) => e.type === type).map((e) => e.data);
+      const finishedAt = Date.parse(of('JobFinished')[0]!.finishedAt as string);
+      // it ran past the expiry of its claim as granted, kept by renewals
+      expect(finishedAt).toBeGreaterThan(Date.parse(of('JobClaimed')[0]!.leaseExpiresAt as string));
+      expect(of('JobLeaseRenewed').some((r) => Date.parse(r.leaseExpiresAt as string) > finishedAt)).toBe(true);
+      expect([...of('JobLeaseExpired'), ...of('JobClaimRolledBack')]).toEqual([]);
+      // and past the expiry of its worktree lease as granted, held by renewals until the job's finish released it
+      const [lease] = await system.worktreeLeaseRows(jobId);
+      const leaseEvents = await system.worktreeLeaseEvents(lease!.lease_id);
+      const synced = leaseEvents.find((e) => e.type === 'WorktreeSynced')!.data;
+      expect(finishedAt).toBeGreaterThan(Date.parse(synced.expiresAt as string));
+      expect(leaseEvents.filter((e) => e.type === 'WorktreeLeaseRenewed').some((r) => Date.parse(r.data.expiresAt as string) > finishedAt)).toBe(true);
+      expect(leaseEvents.map((e) => e.type)).not.toContain('WorktreeLeaseExpired');
     }, 60_000);
 
     it('ten jobs of different kinds and outcomes through both runners: each terminal with its status, every lease released', async () => {
