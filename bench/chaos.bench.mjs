@@ -19,7 +19,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { cancelJob, enqueueJob, getJob, isTerminalJobStatus, listWorktreeLeases, listWorktrees, registerProduct } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, deleteStreams, startApp } from '@gantry/testing';
+import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
+import { connectTestNats, deleteStreams, startApp, testDatabaseUrl } from '@gantry/testing';
+import { jobServiceProjections } from '../apps/job-service/dist/infrastructure/projections.js';
+import { worktreeServiceProjections } from '../apps/worktree-service/dist/infrastructure/persistence/projections.js';
 import { benchName, dropSchema, natsUrl } from './lib.mjs';
 
 const root = resolve(import.meta.dirname, '..');
@@ -239,7 +242,7 @@ try {
   running.clear();
   const rebuiltEqual = [];
   for (const [schema, projections] of [[`${name}_jobs`, jobServiceProjections], [`${name}_worktrees`, worktreeServiceProjections]]) {
-    const pool = createPool({ url: databaseUrl, schema });
+    const pool = createPool({ url: testDatabaseUrl, schema });
     try {
       const tables = projections.flatMap((p) => p.tables);
       const snapshot = async () => {

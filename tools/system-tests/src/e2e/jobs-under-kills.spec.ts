@@ -63,6 +63,16 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
       .map((l) => JSON.parse(l));
   }
 
+  /** A runner, and a job whose agent has started and waits at a gate (a file) before its first MCP call. */
+  async function gatedJob(runnerId: string, label: string, files: Record<string, string>) {
+    await system.startRunner(runnerId);
+    const gate = join(system.root, `gate-${label}`);
+    const run = code(label, { behaviour: 'commit', waitForFile: gate, files });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
+    await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
+    return { ...run, jobId, openGate: () => writeFile(gate, '') };
+  }
+
   const eventsOf = async (jobId: string, type: string) => (await system.events(jobId)).filter((e) => e.type === type).map((e) => e.data);
   const pushesTo = async (name: string) => (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${name}`);
 
@@ -133,14 +143,11 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
   }, 120_000);
 
   it('the job service killed while the agent works, down for longer than the claim\'s lease: the agent\'s story-log call waits for it under its key, the lease is resumed at its start, DONE on the first attempt', async () => {
-    await system.startRunner('runner-j');
-    const gate = join(system.root, 'gate-job-service-restart');
-    const run = code('job-service-restart', { behaviour: 'commit', waitForFile: gate, files: { 'src/waited.ts': 'waited\n' } });
-    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
-    await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
+    const run = await gatedJob('runner-j', 'job-service-restart', { 'src/waited.ts': 'waited\n' });
+    const { jobId } = run;
     await system.stopJobService('SIGKILL');
     // the agent's first story-log call is made while no job service runs
-    await writeFile(gate, '');
+    await run.openGate();
     await eventually(async () => (await lines(run.record)).some((l) => l.calling === 'log_implementation'), { what: 'log_implementation called', timeoutMs: 30_000 });
     // down until the claim's lease, as last granted before the kill, has run out
     const expiries = (await system.events(jobId)).map((e) => e.data.leaseExpiresAt).filter((at): at is string => typeof at === 'string');
@@ -157,18 +164,15 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
   }, 120_000);
 
   it('the worktree service killed while the agent works, down for longer than the worktree lease: the lease is resumed at its start, never expired or handed on, DONE on the first attempt', async () => {
-    await system.startRunner('runner-v');
-    const gate = join(system.root, 'gate-worktree-service-restart');
-    const run = code('worktree-service-down', { behaviour: 'commit', waitForFile: gate, files: { 'src/kept.ts': 'kept\n' } });
-    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
-    await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 30_000 });
+    const run = await gatedJob('runner-v', 'worktree-service-down', { 'src/kept.ts': 'kept\n' });
+    const { jobId } = run;
     await system.stopWorktreeService('SIGKILL');
     // down until the worktree lease, as last renewed before the kill, has run out
     const [lease] = await system.worktreeLeaseRows(jobId);
     expect(lease).toMatchObject({ status: 'ready' });
     await eventually(() => Date.now() > lease!.expires_at!.getTime() + 1000, { what: 'the worktree lease expiry passed', timeoutMs: 30_000 });
     await system.startWorktreeService();
-    await writeFile(gate, '');
+    await run.openGate();
     const job = await system.terminal(jobId, 60_000);
     expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
     const types = (await system.worktreeLeaseEvents(lease!.lease_id)).map((e) => e.type);
