@@ -9,9 +9,10 @@
 //   equal to a rebuild from their logs once every process is stopped.
 //   npm run bench -- chaos            (builds first)
 //   node bench/chaos.bench.mjs        (after `npx nx run-many -t build`)
-// Measured 2026-12-01 on the 2-core dev VM (load ~20 from other work): 40 jobs, 15 SIGKILLs (runner a x3,
-// runner b x5, job service x4, worktree service x3): DONE 28, FAILED 8 (each as its script asked),
-// CANCELLED 4, no job past its first attempt, 28 pushes for 28 DONE branches; every invariant held.
+// Measured 2026-12-01 on the 2-core dev VM (load ~13 from other work): 40 jobs, 15 SIGKILLs (worktree service x5,
+// runner a x5, runner b x2, job service x3): DONE 28, FAILED 8 (each as its script asked), CANCELLED 4, no job
+// past its first attempt, 28 pushes for 28 DONE branches, 41 agent runs in 36 worktrees without overlap, both
+// services' projections equal to a rebuild; every invariant held.
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -85,12 +85,15 @@ export async function startEntry(entry: string, label: string, options: StartApp
   );
   const url = `http://127.0.0.1:${port}`;
   if (options.waitReady !== false) {
+    const exited = () => child.process.exitCode !== null || child.process.signalCode !== null;
     try {
-      await eventually(async () => (await fetch(`${url}/ready`)).status === 200, {
+      // A process that exits (a refused start) is not waited for until the timeout.
+      const outcome = await eventually(async () => (exited() ? 'exited' : (await fetch(`${url}/ready`)).status === 200 && 'ready'), {
         what: `${label} ready`,
         timeoutMs: options.readyTimeoutMs ?? 30_000,
         intervalMs: 100,
       });
+      if (outcome === 'exited') throw new Error(`${label} exited before it was ready (code ${child.process.exitCode}, signal ${child.process.signalCode})`);
     } catch (error) {
       await child.kill('SIGKILL');
       throw new Error(`${String(error)}\n--- ${label} output ---\n${child.output().slice(-4000)}`);
