@@ -159,7 +159,12 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     expect(await eventsOf(jobId, 'JobLeaseRenewed')).toContainEqual(expect.objectContaining({ leaseToken: 1, resumedAtStart: true }));
     expect(await eventsOf(jobId, 'JobClaimRolledBack')).toEqual([]);
     expect(await eventsOf(jobId, 'JobLeaseExpired')).toEqual([]);
-    expect(await pushesTo(run.branch)).toHaveLength(1);
+    // pushed once, with the head the job recorded (a failure here says which of the three is missing)
+    expect({ headSha: job.headSha, pushed: job.pushedAt !== null, pushes: (await pushesTo(run.branch)).map((p) => p.newSha) }).toEqual({
+      headSha: expect.stringMatching(/^[0-9a-f]{40}$/),
+      pushed: true,
+      pushes: [job.headSha],
+    });
     await system.stopRunner('runner-j');
   }, 120_000);
 
