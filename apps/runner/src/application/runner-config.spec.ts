@@ -86,7 +86,8 @@ describe('the README\'s runner settings table', () => {
     const root = fileURLToPath(new URL('../../../../', import.meta.url));
     const source = readFileSync(join(root, 'apps/runner/src/application/runner-config.ts'), 'utf8');
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('### Runner settings'));
+    // the runner's settings: the README's section headed "runner" (### runner / ### Runner settings)
+    const section = readme.slice(readme.search(/^### [Rr]unner\b/m));
     const table = section.slice(0, section.indexOf('\n#', 1) === -1 ? undefined : section.indexOf('\n#', 1));
     const settings = [...new Set(source.match(/GANTRY_[A-Z_]+/g))];
     expect(settings.length).toBeGreaterThan(15);
