@@ -55,7 +55,7 @@ export const prServiceSettings = defineSettings({
   token: PR_SERVICE_CONFIG,
   variables,
   build: (v, refuse): PrServiceConfig => ({
-    apiUrl: v.GANTRY_GITHUB_API_URL!.replace(/\/+$/, ''),
+    apiUrl: v.GANTRY_GITHUB_API_URL.replace(/\/+$/, ''),
     auth: authOf(v, refuse),
     webhookSecrets: (v.GANTRY_GITHUB_WEBHOOK_SECRETS ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
     secondaryRateLimitWaitS: v.GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S,

@@ -88,9 +88,9 @@ export function serviceSettings(options: { service: string; schema: string; port
       }
       return {
         service: options.service,
-        databaseUrl: v.GANTRY_DATABASE_URL!,
+        databaseUrl: v.GANTRY_DATABASE_URL,
         schema: v.GANTRY_DB_SCHEMA ?? options.schema,
-        natsUrl: v.GANTRY_NATS_URL!,
+        natsUrl: v.GANTRY_NATS_URL,
         naming: { subjectRoot: v.GANTRY_SUBJECT_ROOT, streamPrefix: v.GANTRY_STREAM_PREFIX },
         httpHost: host,
         port: v.PORT ?? options.port,

@@ -157,6 +157,8 @@ function flag(fallback: boolean): z.ZodType<boolean, string | undefined> {
 }
 
 /** A URL with one of the given schemes (`nats:`, `https:` …); `list`: several, comma-separated. */
+function url(options: { protocols: readonly string[]; list?: boolean }): z.ZodType<string | undefined, string | undefined>;
+function url(options: { protocols: readonly string[]; default: string; list?: boolean }): z.ZodType<string, string | undefined>;
 function url(options: { protocols: readonly string[]; default?: string; list?: boolean }): z.ZodType<string | undefined, string | undefined> {
   const schemes = options.protocols.map((p) => `${p}//`).join(' or ');
   return z
