@@ -38,6 +38,11 @@ const SHAPES: ReadonlyArray<{ pattern: RegExp; keep: (match: string, ...groups: 
   { pattern: /\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, keep: () => MASK },
 ];
 
+/** Every shape above needs one of these; a string without any holds none of them. */
+const MAY_HOLD_A_SHAPE = /[:=@]|bearer|gh[pousr]_|github_pat_|sk-|xox|AKIA|eyJ|-----BEGIN/i;
+/** No shape and no masked value is shorter than this. */
+const MIN_SECRET_TEXT_LENGTH = MIN_KNOWN_SECRET_LENGTH;
+
 export type SecretScrubber = (text: string) => string;
 
 function escapeRegExp(text: string): string {
@@ -49,9 +54,11 @@ export function secretScrubber(knownSecrets: Iterable<string> = []): SecretScrub
   const values = [...new Set(knownSecrets)].filter((v) => v.length >= MIN_KNOWN_SECRET_LENGTH).sort((a, b) => b.length - a.length);
   const known = values.length === 0 ? null : new RegExp(values.map(escapeRegExp).join('|'), 'g');
   return (text) => {
-    let scrubbed = known === null ? text : text.replace(known, MASK);
-    for (const { pattern, keep } of SHAPES) scrubbed = scrubbed.replace(pattern, keep as (match: string, ...rest: unknown[]) => string);
-    return scrubbed;
+    if (text.length < MIN_SECRET_TEXT_LENGTH) return text;
+    const scrubbed = known === null ? text : text.replace(known, MASK);
+    // One pass tells most strings (ids, names, SHAs) from ones that may hold a credential's shape.
+    if (!MAY_HOLD_A_SHAPE.test(scrubbed)) return scrubbed;
+    return SHAPES.reduce((current, { pattern, keep }) => current.replace(pattern, keep as (match: string, ...rest: unknown[]) => string), scrubbed);
   };
 }
 
