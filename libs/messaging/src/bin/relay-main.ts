@@ -9,21 +9,32 @@ import { createPool } from '@gantry/eventstore';
 import { Bus } from '../lib/bus.js';
 import { OutboxRelay } from '../lib/relay.js';
 
-const env = (name: string, fallback?: string): string => {
-  const value = process.env[name] ?? fallback;
-  if (value === undefined) throw new Error(`${name} is required`);
-  return value;
-};
-
-const databaseUrl = env('GANTRY_DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/gantry');
-const schema = env('GANTRY_DB_SCHEMA');
-const context = z.enum(Contexts).parse(env('GANTRY_CONTEXT'));
-const naming = { subjectRoot: env('GANTRY_SUBJECT_ROOT', 'gantry'), streamPrefix: env('GANTRY_STREAM_PREFIX', 'GANTRY_') };
+/** The relay's settings, checked at start: a bad value stops it with the variables named (never their values). */
+const Settings = z.object({
+  GANTRY_DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/gantry'),
+  GANTRY_DB_SCHEMA: z.string().min(1),
+  GANTRY_CONTEXT: z.enum(Contexts),
+  GANTRY_SUBJECT_ROOT: z.string().min(1).default('gantry'),
+  GANTRY_STREAM_PREFIX: z.string().min(1).default('GANTRY_'),
+  GANTRY_NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  GANTRY_RELAY_BATCH: z.coerce.number().int().positive().max(10_000).default(500),
+});
+const parsed = Settings.safeParse(process.env);
+if (!parsed.success) {
+  const refused = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ');
+  process.stderr.write(`relay refused its settings: ${refused}\n`);
+  process.exit(1);
+}
+const settings = parsed.data;
+const databaseUrl = settings.GANTRY_DATABASE_URL;
+const schema = settings.GANTRY_DB_SCHEMA;
+const context = settings.GANTRY_CONTEXT;
+const naming = { subjectRoot: settings.GANTRY_SUBJECT_ROOT, streamPrefix: settings.GANTRY_STREAM_PREFIX };
 const line = (level: string) => (message: string, fields: Record<string, unknown>) =>
   process.stdout.write(JSON.stringify({ level, time: new Date().toISOString(), service: 'relay', message, ...fields }) + '\n');
 
 const pool = createPool({ url: databaseUrl, schema, max: 2 });
-const bus = await Bus.connect({ servers: env('GANTRY_NATS_URL', 'nats://127.0.0.1:4222'), naming, name: `relay-${schema}` });
+const bus = await Bus.connect({ servers: settings.GANTRY_NATS_URL, naming, name: `relay-${schema}` });
 await bus.ensureEventStream(context);
 const relay = new OutboxRelay({
   databaseUrl,
@@ -32,7 +43,7 @@ const relay = new OutboxRelay({
   bus,
   context,
   logger: { log: line('log'), error: line('error') },
-  batchSize: Number(env('GANTRY_RELAY_BATCH', '500')),
+  batchSize: settings.GANTRY_RELAY_BATCH,
 });
 relay.start();
 const stop = async () => {

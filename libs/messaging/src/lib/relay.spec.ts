@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import pg from 'pg';
@@ -255,5 +257,28 @@ describe('outbox relay', () => {
     expect(ids.length).toBe(total);
     expect(new Set(ids).size).toBe(total);
     expect(new Set(ids)).toEqual(new Set(rows.map((r) => r.event_id)));
+  });
+});
+
+describe('the relay run on its own', () => {
+  it('refuses a bad setting at start, naming the variable and not its value, and touches nothing', async () => {
+    const run = promisify(execFile);
+    const failure = await run(process.execPath, [relayEntry], {
+      env: { PATH: process.env.PATH, GANTRY_DB_SCHEMA: 'relay_refused', GANTRY_CONTEXT: 'jobs', GANTRY_RELAY_BATCH: 'lots-of-secret-9f3' },
+      timeout: 30_000,
+    }).then(
+      () => null,
+      (error: { code?: number; stderr?: string }) => error,
+    );
+    expect(failure?.code).toBe(1);
+    expect(failure?.stderr).toContain('GANTRY_RELAY_BATCH');
+    expect(failure?.stderr).not.toContain('lots-of-secret-9f3');
+    const pool = new pg.Pool({ connectionString: testDatabaseUrl });
+    try {
+      const { rows } = await pool.query(`SELECT 1 FROM information_schema.schemata WHERE schema_name = 'relay_refused'`);
+      expect(rows).toEqual([]);
+    } finally {
+      await pool.end();
+    }
   });
 });
