@@ -562,27 +562,11 @@ export type TaskAtStepEvent = EventsOf<typeof taskAtStepEventContracts>;
 export const taskAtStepEventTypes = eventTypesOf(taskAtStepEventContracts);
 
 export const workflowEventContracts = [
-  WorkflowDefined,
-  AgentProfileRegistered,
-  StepParticipantAdded,
-  StepParticipantRemoved,
-  TaskCreated,
-  TaskQueuedForStep,
-  TaskAdmittedToStep,
-  TaskUpdated,
-  TaskDeleted,
-  AgentContextReset,
-  SessionConfigured,
-  SessionModeSet,
-  PlanModeChanged,
-  AgentAutoStarted,
-  AgentSessionStarted,
-  StepEntryOpened,
-  OnEnterActionClaimed,
-  OnEnterActionFinished,
-  DecisionsCleared,
-  StepEntryTerminated,
-  DecisionRecorded,
+  ...workflowDefinitionEventContracts,
+  ...agentProfileEventContracts,
+  ...participantEventContracts,
+  ...taskEventContracts,
+  ...taskAtStepEventContracts,
 ] as const;
 
 export type WorkflowDefinedData = z.output<typeof WorkflowDefined.data>;
