@@ -139,6 +139,21 @@ describe('event store', () => {
       expect(await countEvents(stream)).toBe(1);
     });
 
+    it("a stored refusal has its secrets masked, and the retry gets that masked refusal", async () => {
+      const key = randomUUID();
+      const token = `ghp_${'A1b2C3d4'.repeat(5)}`;
+      const refuse = () =>
+        target().execute({ metadata: meta, idempotency: { scope: 'counter', key, request: 1 } }, async () => {
+          throw new GantryError(ErrorCode.INVALID_TRANSITION, `cannot clone https://deploy:hunter2-secret@git.example.com/app.git`, { token });
+        });
+      await expect(refuse()).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+      const { rows } = await pool.query(`SELECT result::text AS answer FROM idempotency_receipts WHERE scope = 'counter' AND key = $1`, [key]);
+      expect(rows[0].answer).toContain('https://deploy:***@git.example.com/app.git');
+      expect(rows[0].answer).not.toContain('hunter2-secret');
+      expect(rows[0].answer).not.toContain(token);
+      await expect(refuse()).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION, message: 'cannot clone https://deploy:***@git.example.com/app.git', details: { token: '***' } });
+    });
+
     it('a key whose window has passed may be used again', async () => {
       const stream = `s-${randomUUID()}`;
       const key = randomUUID();
@@ -209,6 +224,20 @@ describe('event store', () => {
       expect(await countEvents(stream)).toBe(2);
       // The refusal was stored under its key with the caller's commit: a repeat gets it again.
       await expect(within((sql) => increment(stream, 5, sql, key, 3))).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+    });
+
+    it('a refusal stored inside the caller\'s transaction has its secrets masked', async () => {
+      const key = randomUUID();
+      const refuse = (sql: pg.PoolClient) =>
+        store.executeWithin(sql, { metadata: meta, idempotency: { scope: 'test.within', key, request: 1 } }, async () => {
+          throw new GantryError(ErrorCode.INVALID_TRANSITION, 'cannot clone https://deploy:hunter2-secret@git.example.com/app.git');
+        });
+      await within(async (sql) => {
+        await expect(refuse(sql)).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+      });
+      const { rows } = await pool.query(`SELECT result::text AS answer FROM idempotency_receipts WHERE scope = 'test.within' AND key = $1`, [key]);
+      expect(rows[0].answer).toContain('https://deploy:***@git.example.com/app.git');
+      expect(rows[0].answer).not.toContain('hunter2-secret');
     });
 
     it("what it wrote and its receipt roll back with the caller's transaction", async () => {

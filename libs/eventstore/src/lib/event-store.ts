@@ -50,7 +50,8 @@ export class EventStore {
   private readonly inlineProjections: Projection[];
   private readonly maxAttempts: number;
   private readonly grouping: GroupCommit | null;
-  private readonly scrub: SecretScrubber;
+  /** Masks secrets in what is written: every string of each event's data, and stored refusals. */
+  readonly scrub: SecretScrubber;
   private readonly appendedListeners: Array<() => void> = [];
   /** Connections that appended in their current transaction: released means committed (or rolled back). */
   private readonly appending = new WeakSet<pg.PoolClient>();
@@ -181,7 +182,7 @@ export class EventStore {
     // Stored with the command's connection back in the pool: many refusals at once must not wait
     // for connections they hold themselves.
     const window = { now: this.clock, defaultTtlMs: this.receiptTtlMs };
-    const stored = await storeRefusal(this.pool, options.idempotency!, canonicalHash(options.idempotency!.request), { ok: false, error: outcome.error.toPayload() }, window);
+    const stored = await storeRefusal(this.pool, options.idempotency!, canonicalHash(options.idempotency!.request), { ok: false, error: outcome.error.toPayload() }, window, this.scrub);
     return stored.ok ? { kind: 'replayed', receipt: stored } : { kind: 'refused', error: GantryError.fromPayload(stored.error) };
   }
 
@@ -224,7 +225,7 @@ export class EventStore {
         open = false;
         return { kind: 'refusing', error };
       }
-      if (idempotency) await storeReceiptAndCommit(client, idempotency, { ok: true, result: result ?? null });
+      if (idempotency) await storeReceiptAndCommit(client, idempotency, { ok: true, result: result ?? null }, this.scrub);
       else await client.query('COMMIT');
       open = false;
       return { kind: 'done', result, events: uow.appended };

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { ErrorCode, ErrorPayloadSchema, GantryError, type ErrorPayload } from '@gantry/contracts';
+import { ErrorCode, ErrorPayloadSchema, GantryError, scrubStrings, type ErrorPayload, type SecretScrubber } from '@gantry/contracts';
 import type { IdempotencyOptions } from './types.js';
 
 /** What a command under an idempotency key answered: its result, or the refusal it was given. */
@@ -93,12 +93,23 @@ async function beginAndInsert(
   return results[1]!;
 }
 
-/** Stores the command's answer under the key it claimed and commits, in one round trip. */
-export async function storeReceiptAndCommit(client: pg.PoolClient, idempotency: IdempotencyOptions, receipt: Receipt): Promise<void> {
+/**
+ * A receipt as it is stored and answered, first time and every repeat alike: a refusal's text (its
+ * message, details, issues) goes through the secret scrubber (docs/configuration.md, "Secrets in
+ * events"); a result is stored as the command returned it.
+ */
+function asStored<T extends Receipt>(receipt: T, scrub: SecretScrubber): T {
+  return receipt.ok ? receipt : { ...receipt, error: scrubStrings(receipt.error, scrub) };
+}
+
+/** Stores the command's answer under the key it claimed and commits, in one round trip; returns the answer as stored. */
+export async function storeReceiptAndCommit<T extends Receipt>(client: pg.PoolClient, idempotency: IdempotencyOptions, receipt: T, scrub: SecretScrubber): Promise<T> {
+  const stored = asStored(receipt, scrub);
   await client.query(
-    `UPDATE idempotency_receipts SET result = ${literal(JSON.stringify(receipt))}::jsonb
+    `UPDATE idempotency_receipts SET result = ${literal(JSON.stringify(stored))}::jsonb
       WHERE scope = ${literal(idempotency.scope)} AND key = ${literal(idempotency.key)}; COMMIT`,
   );
+  return stored;
 }
 
 /**
@@ -112,6 +123,7 @@ export async function storeRefusal(
   requestHash: string,
   refusal: Receipt & { ok: false },
   window: { now: () => Date; defaultTtlMs: number },
+  scrub: SecretScrubber,
 ): Promise<Receipt> {
   const client = await pool.connect();
   try {
@@ -120,8 +132,7 @@ export async function storeRefusal(
       await client.query('ROLLBACK');
       return earlier;
     }
-    await storeReceiptAndCommit(client, idempotency, refusal);
-    return refusal;
+    return await storeReceiptAndCommit(client, idempotency, refusal, scrub);
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
@@ -130,11 +141,13 @@ export async function storeRefusal(
   }
 }
 
-/** Stores what the command answered under the key this attempt claimed. */
-export async function storeReceipt(client: pg.PoolClient, idempotency: IdempotencyOptions, receipt: Receipt): Promise<void> {
+/** Stores what the command answered under the key this attempt claimed; returns the answer as stored. */
+export async function storeReceipt<T extends Receipt>(client: pg.PoolClient, idempotency: IdempotencyOptions, receipt: T, scrub: SecretScrubber): Promise<T> {
+  const stored = asStored(receipt, scrub);
   await client.query(`UPDATE idempotency_receipts SET result = $3 WHERE scope = $1 AND key = $2`, [
     idempotency.scope,
     idempotency.key,
-    JSON.stringify(receipt),
+    JSON.stringify(stored),
   ]);
+  return stored;
 }

@@ -132,11 +132,13 @@ export async function runCommand<R>(
     outcome = { kind: 'refused', error };
   }
   if (idempotency) {
-    await storeReceipt(
-      client,
-      idempotency,
-      outcome.kind === 'done' ? { ok: true, result: outcome.result ?? null } : { ok: false, error: (outcome as { error: GantryError }).error.toPayload() },
-    );
+    if (outcome.kind === 'done') {
+      await storeReceipt(client, idempotency, { ok: true, result: outcome.result ?? null }, store.scrub);
+    } else {
+      // The refusal is answered as it was stored, so the first answer and every repeat are the same.
+      const stored = await storeReceipt(client, idempotency, { ok: false, error: (outcome as { error: GantryError }).error.toPayload() }, store.scrub);
+      outcome = { kind: 'refused', error: GantryError.fromPayload(stored.error) };
+    }
   }
   return outcome;
 }

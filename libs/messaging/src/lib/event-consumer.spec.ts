@@ -153,6 +153,21 @@ describe('durable event consumer', () => {
     expect(dead.rows[0].error).toMatchObject({ kind: 'handler_failed', deliveries: 3 });
   });
 
+  it("a dead letter's error text has its secrets masked: a URL's password and a token in the handler's error", async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    const token = `ghp_${'A1b2C3d4'.repeat(5)}`;
+    startConsumer(durable, async () => {
+      throw new Error(`push to https://deploy:hunter2-secret@git.example.com/acme/app.git failed; retry with ${token}`);
+    }, { maxDeliver: 2 });
+    await publish(envelope(6));
+    const error = await eventually(async () => (await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable])).rows[0]?.error, { what: 'dead letter' });
+    expect(error).toMatchObject({ kind: 'handler_failed', deliveries: 2 });
+    const stored = JSON.stringify(error);
+    expect(stored).toContain('https://deploy:***@git.example.com/acme/app.git');
+    expect(stored).not.toContain('hunter2-secret');
+    expect(stored).not.toContain(token);
+  });
+
   it('a long handler keeps its message with working() instead of getting it redelivered', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     let calls = 0;

@@ -6,9 +6,12 @@ import {
   GantryError,
   issuesOf,
   parseEventData,
+  scrubSecrets,
+  scrubStrings,
   streamName,
   type Context,
   type EventEnvelope,
+  type SecretScrubber,
 } from '@gantry/contracts';
 import { isNotFound, type Bus } from './bus.js';
 
@@ -52,6 +55,12 @@ export interface EventConsumerOptions {
   validate?: boolean;
   /** Events already delivered that are handled in one transaction at most (default 32). */
   batchSize?: number;
+  /**
+   * Masks secrets in a dead letter's error (its message, issues) before it is stored: a handler's
+   * error may quote a URL with its password or a token (docs/configuration.md, "Secrets in events").
+   * Default: by their shape only.
+   */
+  scrub?: SecretScrubber;
   /** Runs the handling of one event (its handler; alone, also its settlement and the lines logged about it) inside a context, e.g. the logs' correlation id. */
   withinEvent?: (event: EventEnvelope, work: () => Promise<void>) => Promise<void>;
 }
@@ -448,17 +457,18 @@ export class EventConsumer {
   }
 
   /** Records the message as a dead letter; when even that fails it is handed back to try again. */
-  private async deadLetter(msg: JsMsg, eventId: string | null, error: Record<string, unknown>): Promise<boolean> {
+  private async deadLetter(msg: JsMsg, eventId: string | null, failure: Record<string, unknown>): Promise<boolean> {
+    const error = scrubStrings(failure, this.options.scrub ?? scrubSecrets);
     try {
       await this.options.pool.query(
         `INSERT INTO dead_letters (consumer, subject, stream_sequence, event_id, payload, error) VALUES ($1, $2, $3, $4, $5, $6)`,
         [this.options.name, msg.subject, msg.seq, eventId, decoder.decode(msg.data), JSON.stringify(error)],
       );
-    } catch (failure) {
+    } catch (writeError) {
       this.options.logger.warn('could not record a dead letter; message handed back', {
         consumer: this.options.name,
         sequence: msg.seq,
-        error: String(failure),
+        error: String(writeError),
       });
       this.settle(msg, 'nak', this.backoff(msg.info.deliveryCount));
       return false;

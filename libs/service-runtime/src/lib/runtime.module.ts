@@ -276,6 +276,7 @@ export class GantryRuntimeModule {
               pool: store.pool,
               context: options.context,
               logger: componentLogger(logger, 'transport'),
+              scrub: store.scrub,
               maxConcurrentCommands: config.commandConcurrency,
               withinLogContext: (bindings, work) => withinLogContext(logger, bindings, work),
             }),

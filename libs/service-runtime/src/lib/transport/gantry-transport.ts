@@ -12,6 +12,7 @@ import {
   type CommandContract,
   type Context,
   type EventEnvelope,
+  type SecretScrubber,
 } from '@gantry/contracts';
 import { CORRELATION_HEADER, EventConsumer, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
@@ -24,6 +25,8 @@ export interface GantryTransportOptions {
   /** The bounded context whose commands this service answers. */
   context: Context;
   logger: ConsumerLogger;
+  /** Masks secrets in the consumers' dead letters: the service's scrubber, which its event store uses too. */
+  scrub?: SecretScrubber;
   /** Commands a replica answers at once; further requests wait in NATS. */
   maxConcurrentCommands: number;
   /** Runs one command or event inside its logging context: `bindings` on every line logged meanwhile. */
@@ -206,6 +209,7 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
       bus: this.options.bus,
       pool: this.options.pool,
       logger: this.options.logger,
+      scrub: this.options.scrub,
       handle: async (event: EventEnvelope, sql: pg.PoolClient) => {
         await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event }]));
       },
