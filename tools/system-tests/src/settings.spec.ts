@@ -82,6 +82,15 @@ describe('a bad setting stops the service at boot, naming the variable', () => {
     expect(refusal(result.output)).toEqual(expect.stringContaining('GANTRY_WORKTREE_MAX_PER_REPOSITORY'));
   });
 
+  it('LOG_LEVEL is one of the settings: refused with the others on the one refusal line, its value not quoted', async () => {
+    const result = await startWith('job-service', { LOG_LEVEL: 'loud', GANTRY_COMMAND_CONCURRENCY: 'x' });
+    expect(result.started).toBe(false);
+    const line = result.output.split('\n').find((l) => l.includes('service failed to start'));
+    expect(line).toContain('LOG_LEVEL');
+    expect(line).toContain('GANTRY_COMMAND_CONCURRENCY');
+    expect(line).not.toContain('loud');
+  });
+
   it('never prints the value of a refused setting: credentials in a bad URL, a token beside an App', async () => {
     const nats = await startWith('job-service', { GANTRY_NATS_URL: 'nats://gantry:hunter2-nats-password@[::1' });
     expect(nats.started).toBe(false);

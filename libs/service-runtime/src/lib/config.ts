@@ -1,5 +1,7 @@
 import { isIP } from 'node:net';
+import type { LevelWithSilent } from 'pino';
 import type { Naming } from '@gantry/contracts';
+import { LOG_LEVEL_NAMES, pinoLevel } from './logging.js';
 import { defineSettings, setting, type SettingsPart } from './settings.js';
 
 /** Injection token of the service's ServiceConfig. */
@@ -27,6 +29,8 @@ export interface ServiceConfig {
   readyConsumerMaxLagMs: number;
   /** Concurrent commands share transactions (see EventStore); off unless GANTRY_GROUP_COMMIT is set. */
   groupCommit: { maxGroups: number; maxBatch: number } | null;
+  /** The level of the service's log (`LOG_LEVEL`, see docs/operations.md). */
+  logLevel: LevelWithSilent;
   /** Age and size limits of the streams this service creates. */
   streamLimits: { maxAgeMs: number; maxBytes: number };
   /** What the pruning job deletes, and how often it runs (see RetentionPruner). */
@@ -67,6 +71,7 @@ const variables = {
   GANTRY_RECEIPT_TTL_MS: setting.wholeNumber({ min: 1, default: 7 * DAY_MS }),
   GANTRY_DEAD_LETTER_RETENTION_MS: setting.wholeNumber({ min: 1, default: 30 * DAY_MS }),
   GANTRY_PRUNE_INTERVAL_MS: setting.wholeNumber({ min: 10, default: 10 * 60 * 1000 }),
+  LOG_LEVEL: setting.oneOf(LOG_LEVEL_NAMES, 'info'),
 };
 
 /**
@@ -101,6 +106,7 @@ export function serviceSettings(options: { service: string; schema: string; port
         readyRelayMaxAgeMs: v.GANTRY_READY_RELAY_MAX_AGE_MS,
         readyConsumerMaxLagMs: v.GANTRY_READY_CONSUMER_MAX_LAG_MS,
         groupCommit: groupCommitOf(v.GANTRY_GROUP_COMMIT, refuse),
+        logLevel: pinoLevel(v.LOG_LEVEL),
         streamLimits: { maxAgeMs: v.GANTRY_STREAM_MAX_AGE_MS, maxBytes: v.GANTRY_STREAM_MAX_BYTES },
         retention: {
           receiptTtlMs: v.GANTRY_RECEIPT_TTL_MS,

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { DynamicModule, InjectionToken } from '@nestjs/common';
 import { LoggerModule, type Params, type PinoLogger } from 'nestjs-pino';
 import pino, { type Bindings, type DestinationStream, type LevelWithSilent, type LoggerOptions } from 'pino';
 
@@ -68,15 +69,25 @@ function censor(value: unknown, path: string[]): unknown {
 }
 
 /** NestJS names (`log`, `verbose`) are taken too, so the settings of before still work. */
-const LEVEL_ALIASES: Record<string, LevelWithSilent> = { log: 'info', verbose: 'trace' };
-const LEVELS = new Set<string>(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+const LEVEL_ALIASES = { log: 'info', verbose: 'trace' } as const satisfies Record<string, LevelWithSilent>;
 
-/** `LOG_LEVEL` as pino understands it; anything else stops the service at boot. */
-export function logLevelFrom(raw: string | undefined): LevelWithSilent {
-  if (raw === undefined || raw.trim() === '') return 'info';
-  const level = LEVEL_ALIASES[raw.trim()] ?? raw.trim();
-  if (!LEVELS.has(level)) throw new Error(`LOG_LEVEL must be one of ${[...LEVELS, ...Object.keys(LEVEL_ALIASES)].join(', ')}, got ${JSON.stringify(raw)}`);
-  return level as LevelWithSilent;
+/** The words `LOG_LEVEL` accepts (the runtime's settings refuse any other): pino's levels and NestJS's names. */
+export const LOG_LEVEL_NAMES = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent', ...(Object.keys(LEVEL_ALIASES) as Array<keyof typeof LEVEL_ALIASES>)] as const;
+export type LogLevelName = (typeof LOG_LEVEL_NAMES)[number];
+
+/** An accepted `LOG_LEVEL` word as pino's level. */
+export function pinoLevel(name: LogLevelName): LevelWithSilent {
+  return name in LEVEL_ALIASES ? LEVEL_ALIASES[name as keyof typeof LEVEL_ALIASES] : (name as LevelWithSilent);
+}
+
+/**
+ * The level of the logger that exists before the settings are read (it reports their refusal):
+ * `LOG_LEVEL` when it is an accepted word, otherwise `info` — a bad value is refused by the settings
+ * a moment later, on this logger's line.
+ */
+function bootLevel(): LevelWithSilent {
+  const raw = process.env.LOG_LEVEL?.trim() ?? '';
+  return (LOG_LEVEL_NAMES as readonly string[]).includes(raw) ? pinoLevel(raw as LogLevelName) : 'info';
 }
 
 /**
@@ -84,9 +95,9 @@ export function logLevelFrom(raw: string | undefined): LevelWithSilent {
  * to the command or event being handled (see `withinLogContext`), the component (`context`), the
  * record's own fields and `message`.
  */
-export function pinoOptions(service: string): LoggerOptions {
+export function pinoOptions(service: string, level: LevelWithSilent): LoggerOptions {
   return {
-    level: logLevelFrom(process.env.LOG_LEVEL),
+    level,
     messageKey: 'message',
     base: { service, pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
@@ -98,30 +109,41 @@ export function pinoOptions(service: string): LoggerOptions {
 
 /** A logger for the moments before the application exists (a failed start). */
 export function bootLogger(service: string, destination?: DestinationStream): pino.Logger {
-  return destination ? pino(pinoOptions(service), destination) : pino(pinoOptions(service));
+  const options = pinoOptions(service, bootLevel());
+  return destination ? pino(options, destination) : pino(options);
 }
 
 const PROBES = new Set(['/health', '/ready']);
+
+/** Where the service's log level comes from: the module holding the validated settings, the value to inject, and the level in it. */
+export interface LogLevelSource {
+  imports: NonNullable<DynamicModule['imports']>;
+  inject: InjectionToken[];
+  level: (settings: Record<string, unknown>) => LevelWithSilent;
+}
 
 /**
  * The service's `LoggerModule` (nestjs-pino): every `PinoLogger` and Nest's own logger write
  * through one pino instance. An HTTP request is logged when it completes (health and readiness
  * probes are not) and its lines carry the caller's `x-correlation-id`, or a fresh one.
  */
-export function loggingModule(service: string) {
-  const params: Params = {
-    pinoHttp: {
-      ...pinoOptions(service),
-      quietReqLogger: true,
-      customAttributeKeys: { reqId: 'correlationId' },
-      genReqId: (req: IncomingMessage) => {
-        const given = req.headers['x-correlation-id'];
-        return (Array.isArray(given) ? given[0] : given) || randomUUID();
+export function loggingModule(service: string, levelFrom: LogLevelSource) {
+  return LoggerModule.forRootAsync({
+    imports: levelFrom.imports,
+    inject: levelFrom.inject,
+    useFactory: (settings: Record<string, unknown>): Params => ({
+      pinoHttp: {
+        ...pinoOptions(service, levelFrom.level(settings)),
+        quietReqLogger: true,
+        customAttributeKeys: { reqId: 'correlationId' },
+        genReqId: (req: IncomingMessage) => {
+          const given = req.headers['x-correlation-id'];
+          return (Array.isArray(given) ? given[0] : given) || randomUUID();
+        },
+        autoLogging: { ignore: (req: IncomingMessage) => PROBES.has((req.url ?? '').split('?')[0] ?? '') },
       },
-      autoLogging: { ignore: (req: IncomingMessage) => PROBES.has((req.url ?? '').split('?')[0] ?? '') },
-    },
-  };
-  return LoggerModule.forRoot(params);
+    }),
+  });
 }
 
 /**

@@ -21,7 +21,7 @@ import { redactUrl, SERVICE_CONFIG, serviceSettings, type ServiceConfig } from '
 import { CommandsController, HealthController } from './http.controllers.js';
 import { gantryHandlerOf } from './transport/decorators.js';
 import { GantryTransport } from './transport/gantry-transport.js';
-import { componentLogger, loggingModule, withinLogContext } from './logging.js';
+import { componentLogger, loggingModule, withinLogContext, type LogLevelSource } from './logging.js';
 import { ConsumerLagHealthIndicator, NatsHealthIndicator, PostgresHealthIndicator, RelayHealthIndicator } from './health-indicators.js';
 import { Liveness, Readiness } from './readiness.js';
 import { RetentionPruner } from './retention.js';
@@ -60,12 +60,15 @@ export const SECRET_SCRUBBER = Symbol('gantry:secret-scrubber');
  * token. The read happens when the application is created (not when the module is imported), so a
  * bad value fails the start like any other provider and names every refused variable at once.
  */
-function configuration(parts: AnySettingsPart[]): { imports: DynamicModule['imports']; providers: Provider[]; tokens: symbol[] } {
+function configuration(parts: AnySettingsPart[]): { imports: DynamicModule['imports']; providers: Provider[]; tokens: symbol[]; logLevel: LogLevelSource } {
   // The same read collects the environment's secret values, which the scrubber masks verbatim.
   const gantry = registerAs('gantry', () => ({ ...readSettings(parts, process.env), [SECRETS_KEY]: secretValuesIn(process.env) }));
   type Read = Record<string, unknown> & { [SECRETS_KEY]: string[] };
+  const settingsModule = ConfigModule.forRoot({ ignoreEnvFile: true, load: [gantry] });
   return {
-    imports: [ConfigModule.forRoot({ ignoreEnvFile: true, load: [gantry] })],
+    imports: [settingsModule],
+    // The logger module is built from the same read: the runtime's part holds the level.
+    logLevel: { imports: [settingsModule], inject: [gantry.KEY], level: (settings) => (settings['runtime'] as ServiceConfig).logLevel },
     providers: [
       ...parts.map((part) => ({ provide: part.token, inject: [gantry.KEY], useFactory: (settings: Read) => settings[part.name] })),
       { provide: SECRET_SCRUBBER, inject: [gantry.KEY], useFactory: (settings: Read) => secretScrubber(settings[SECRETS_KEY]) },
@@ -204,7 +207,7 @@ export class GantryRuntimeModule {
     ]);
     return {
       module: GantryRuntimeModule,
-      imports: [loggingModule(options.service), healthModule(), ...(config.imports ?? [])],
+      imports: [loggingModule(options.service, config.logLevel), healthModule(), ...(config.imports ?? [])],
       controllers: [HealthController],
       providers: [
         ...config.providers,
@@ -231,7 +234,7 @@ export class GantryRuntimeModule {
     ]);
     return {
       module: GantryRuntimeModule,
-      imports: [DiscoveryModule, loggingModule(options.service), healthModule(), ...(config.imports ?? [])],
+      imports: [DiscoveryModule, loggingModule(options.service, config.logLevel), healthModule(), ...(config.imports ?? [])],
       controllers: [HealthController, CommandsController],
       providers: [
         { provide: RUNTIME_OPTIONS, useValue: options },
