@@ -197,6 +197,9 @@ export class JobRun {
     const interrupted = await this.interrupted();
     if (interrupted) return interrupted;
 
+    // The task's session as the jobs before this one left it: read before this job's start, which the
+    // engine records as the session's start once it sees it (after that, it would say "resume").
+    const taskSession = await this.taskSession();
     await this.session.start({ ...(baseSha ? { baseSha } : {}), ...(workspace.branch ? { branch: workspace.branch } : {}) });
 
     let precheck: PrecheckResult | null = null;
@@ -232,7 +235,7 @@ export class JobRun {
       mcpConfigPath,
       worktreeDir: workDir,
       bin: config.agentBin,
-      session: await this.taskSession(),
+      session: taskSession,
     });
 
     const beforeStart = await this.interrupted();
