@@ -17,6 +17,18 @@ import {
 const Iso = z.iso.datetime({ offset: true });
 const Sha = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, 'a full commit SHA');
 const Lease = { worktreeKey: WorktreeKeySchema, leaseId: WorktreeLeaseIdSchema };
+/** What a lease was asked for with: the request's fields, and those of a lease carried into a new epoch. */
+const LeaseRequest = {
+  ...Lease,
+  jobId: z.string().min(1),
+  jobLeaseToken: z.number().int().positive(),
+  repositoryUrl: RepositoryUrlSchema,
+  branch: BranchNameSchema,
+  baseRef: BaseRefSchema,
+  leaseDurationMs: LeaseDurationMsSchema,
+  lockDeadline: Iso,
+  requestedAt: Iso,
+};
 const Held = { ...Lease, token: WorktreeLeaseTokenSchema };
 
 const key = 'shop-feature-checkout-1a2b3c4d5e6f';
@@ -29,17 +41,7 @@ export const WorktreeLeaseRequested = defineEvent({
   context: 'worktrees',
   type: 'WorktreeLeaseRequested',
   schemaVersion: 1,
-  data: z.object({
-    ...Lease,
-    jobId: z.string().min(1),
-    jobLeaseToken: z.number().int().positive(),
-    repositoryUrl: RepositoryUrlSchema,
-    branch: BranchNameSchema,
-    baseRef: BaseRefSchema,
-    leaseDurationMs: LeaseDurationMsSchema,
-    lockDeadline: Iso,
-    requestedAt: Iso,
-  }),
+  data: z.object(LeaseRequest),
   examples: {
     valid: [
       {
@@ -329,15 +331,7 @@ export const WorktreeBooksClosed = defineEvent({
 
 /** A lease that had not ended when the books were closed: it goes on, unchanged, in the next epoch. */
 const CarriedLeaseSchema = z.object({
-  ...Lease,
-  jobId: z.string().min(1),
-  jobLeaseToken: z.number().int().positive(),
-  repositoryUrl: RepositoryUrlSchema,
-  branch: BranchNameSchema,
-  baseRef: BaseRefSchema,
-  leaseDurationMs: LeaseDurationMsSchema,
-  lockDeadline: Iso,
-  requestedAt: Iso,
+  ...LeaseRequest,
   status: z.enum(['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready', 'releasing']),
   token: WorktreeLeaseTokenSchema.nullable(),
   path: z.string().min(1).nullable(),
