@@ -42,7 +42,8 @@ export function outboxChannel(schema: string): string {
 const STREAM_QUERY = `SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version`;
 
 export async function readStreamEvents(sql: pg.PoolClient | pg.Pool, streamId: string): Promise<StoredEvent[]> {
-  const { rows } = await sql.query<EventRow>(STREAM_QUERY, [streamId]);
+  // A named statement: each connection parses and plans it once (the most frequent read there is).
+  const { rows } = await sql.query<EventRow>({ name: 'gantry_read_stream', text: STREAM_QUERY, values: [streamId] });
   return rows.map(toStoredEvent);
 }
 

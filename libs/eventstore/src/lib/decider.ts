@@ -63,7 +63,8 @@ export async function handleWithDecider<Command, State, Event extends DomainEven
     within?: pg.PoolClient;
   },
 ): Promise<ExecuteResult<Result>> {
+  if (!options.within) return store.decide(options);
   const execute = { metadata: options.metadata, idempotency: options.idempotency, streams: [options.streamId] };
   const handler = async (uow: UnitOfWork) => options.reply(await decideWithin(uow, options.decider, options.streamId, options.command));
-  return options.within ? store.executeWithin(options.within, execute, handler) : store.execute(execute, handler);
+  return store.executeWithin(options.within, execute, handler);
 }

@@ -8,7 +8,9 @@ import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
 import { canonicalHash, GantryError, scrubSecrets, type SecretScrubber } from '@gantry/contracts';
 import { claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } from './receipts.js';
 import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome } from './unit-of-work.js';
-import type { CommandMetadata, ExecuteResult, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
+import { decideWithin, type DomainEvent } from './decider.js';
+import { decideInOneMessage, FULL_PATH, type DecisionSpec, type OneMessageContext } from './one-message.js';
+import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 
 // The pieces of the log, each in its own file: append.ts (the compare-and-set append with its
 // outbox rows and inline projections), receipts.ts (idempotency), unit-of-work.ts (one command in
@@ -50,6 +52,8 @@ export class EventStore {
   private readonly inlineProjections: Projection[];
   private readonly maxAttempts: number;
   private readonly grouping: GroupCommit | null;
+  /** What decide() hands the one-message path. */
+  private readonly oneMessage: OneMessageContext;
   /** Masks secrets in what is written: every string of each event's data, and stored refusals. */
   readonly scrub: SecretScrubber;
   private readonly appendedListeners: Array<() => void> = [];
@@ -65,6 +69,17 @@ export class EventStore {
     this.clock = options.clock ?? (() => new Date());
     this.scrub = options.scrub ?? scrubSecrets;
     this.grouping = options.groupCommit ? new GroupCommit(this, options.groupCommit, this.maxAttempts) : null;
+    this.oneMessage = {
+      pool: this.pool,
+      now: () => this.clock(),
+      receiptTtlMs: this.receiptTtlMs,
+      scrub: this.scrub,
+      projections: this.inlineProjections,
+      maxAttempts: this.maxAttempts,
+      appendedOn: (client) => this.appending.add(client),
+      refuse: async (idempotency, error) => settle(await this.refusal(idempotency, error)),
+      pause: conflictPause,
+    };
     this.pool.on('release', (_error: unknown, client: pg.PoolClient) => {
       if (!this.appending.delete(client)) return;
       for (const listener of this.appendedListeners) listener();
@@ -144,6 +159,23 @@ export class EventStore {
   }
 
   /**
+   * One decider command on one stream. A stream that exists is read, decided on and written in two
+   * round trips, with no transaction held open while the decider runs (decideInOneMessage); a new
+   * stream, a projection that reads in the transaction, a repeat of an idempotency key and group
+   * commit take the full path (execute). Both keep the same receipts, compare-and-set and outbox.
+   */
+  async decide<Command, State, Event extends DomainEvent, Result>(spec: DecisionSpec<Command, State, Event, Result>): Promise<ExecuteResult<Result>> {
+    if (!this.grouping) {
+      const written = await decideInOneMessage(this.oneMessage, spec);
+      if (written !== FULL_PATH) return written;
+    }
+    return this.execute({ metadata: spec.metadata, idempotency: spec.idempotency, streams: [spec.streamId] }, async (uow) =>
+      spec.reply(await decideWithin(uow, spec.decider, spec.streamId, spec.command)),
+    );
+  }
+
+
+  /**
    * Runs a command inside the caller's open transaction — a durable consumer's, which also holds the
    * event's inbox row — in a savepoint of its own: a refusal or a conflict undoes only the command's
    * writes (a conflict reruns it), and what it wrote commits or rolls back with the caller's
@@ -181,8 +213,13 @@ export class EventStore {
     if (outcome.kind !== 'refusing') return outcome;
     // Stored with the command's connection back in the pool: many refusals at once must not wait
     // for connections they hold themselves.
+    return this.refusal(options.idempotency!, outcome.error);
+  }
+
+  /** Stores a refusal under its key in a transaction of its own; an earlier attempt's receipt is the answer when there is one. */
+  private async refusal<R>(idempotency: IdempotencyOptions, error: GantryError): Promise<Outcome<R>> {
     const window = { now: this.clock, defaultTtlMs: this.receiptTtlMs };
-    const stored = await storeRefusal(this.pool, options.idempotency!, canonicalHash(options.idempotency!.request), { ok: false, error: outcome.error.toPayload() }, window, this.scrub);
+    const stored = await storeRefusal(this.pool, idempotency, canonicalHash(idempotency.request), { ok: false, error: error.toPayload() }, window, this.scrub);
     return stored.ok ? { kind: 'replayed', receipt: stored } : { kind: 'refused', error: GantryError.fromPayload(stored.error) };
   }
 
