@@ -17,7 +17,7 @@ import {
   type ReplyOf,
   type RequestOf,
 } from '@gantry/contracts';
-import { decideWithin, EventStore, handleWithDecider, type Decision } from '@gantry/eventstore';
+import { decideWithin, EVENT_COLUMNS, EventStore, handleWithDecider, inlineStatement, toStoredEvent, type Decision, type EventRow } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import {
@@ -116,7 +116,13 @@ export class JobCommandHandlers {
   @CommandHandler(claimJob)
   async claim(request: RequestOf<typeof claimJob>, context?: CommandContext): Promise<ReplyOf<typeof claimJob>> {
     const executed = await this.store.execute<ReplyOf<typeof claimJob>>(
-      { metadata: metadataOf(request, context), idempotency: idempotencyFor('claim_job', request) },
+      {
+        metadata: metadataOf(request, context),
+        idempotency: idempotencyFor('claim_job', request),
+        // The first pick and the picked job's stream go with BEGIN: a claim in three round trips.
+        reads: request.jobId ? [] : [firstPick(request.kinds)],
+        streams: request.jobId ? [request.jobId] : [],
+      },
       async (uow) => {
         const now = this.now();
         const claimOne = async (jobId: string) => {
@@ -125,13 +131,20 @@ export class JobCommandHandlers {
         };
         if (request.jobId) return claimOne(request.jobId);
         const passed: string[] = [];
-        for (;;) {
-          const { rows } = await uow.sql.query<{ job_id: string }>(
-            `SELECT job_id FROM jobs WHERE status = 'QUEUED' AND kind = ANY($1) AND NOT (job_id = ANY($2))
-              ORDER BY enqueue_position LIMIT 1 FOR UPDATE SKIP LOCKED`,
-            [request.kinds, passed],
-          );
-          const jobId = rows[0]?.job_id;
+        for (let first = true; ; first = false) {
+          let jobId: string | undefined;
+          if (first) {
+            const { rows } = await uow.read<PickedRow>(0);
+            jobId = rows[0]?.picked;
+            if (jobId) uow.knowStream(jobId, rows.filter((r) => r.event_id !== null).map((r) => toStoredEvent(r as EventRow)));
+          } else {
+            const { rows } = await uow.sql.query<{ job_id: string }>(
+              `SELECT job_id FROM jobs WHERE status = 'QUEUED' AND kind = ANY($1) AND NOT (job_id = ANY($2))
+                ORDER BY enqueue_position LIMIT 1 FOR UPDATE SKIP LOCKED`,
+              [request.kinds, passed],
+            );
+            jobId = rows[0]?.job_id;
+          }
           if (!jobId) return { claimed: false as const };
           try {
             return await claimOne(jobId);
@@ -247,6 +260,21 @@ export class JobCommandHandlers {
     if (idempotentAs && !executed.replayed) crashAfterCommitIfAsked(idempotentAs);
     return executed.result;
   }
+}
+
+type PickedRow = { picked: string } & { [K in keyof EventRow]: EventRow[K] | null };
+
+/**
+ * The oldest queued job of these kinds, its view row locked (SKIP LOCKED spreads concurrent
+ * claims over the queue), with its stream's events: one statement, sent with the claim's BEGIN.
+ */
+function firstPick(kinds: readonly string[]): string {
+  const wanted = kinds.map((k) => inlineStatement('$1', [k])).join(', ');
+  return `WITH picked AS (
+      SELECT job_id FROM jobs WHERE status = 'QUEUED' AND kind = ANY(ARRAY[${wanted}]::text[]) ORDER BY enqueue_position LIMIT 1 FOR UPDATE SKIP LOCKED
+    )
+    SELECT picked.job_id AS picked, ${EVENT_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ')}
+      FROM picked LEFT JOIN events e ON e.stream_id = picked.job_id ORDER BY e.stream_version`;
 }
 
 function statusReply(decision: JobDecision) {

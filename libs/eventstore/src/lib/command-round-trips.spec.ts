@@ -4,6 +4,7 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
 import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
 import { createPool } from './database.js';
 import { decideWithin, handleWithDecider, type Decider } from './decider.js';
+import type { Projection } from './projection.js';
 import { inlineStatement } from './deferred-writes.js';
 import { EventStore } from './event-store.js';
 import { migrate } from './migrations.js';
@@ -13,7 +14,10 @@ type CounterEvent = { type: 'Incremented'; data: { by: number } };
 type CounterCommand = { type: 'increment'; by: number };
 const counter: Decider<CounterCommand, { total: number }, CounterEvent> = {
   initialState: { total: 0 },
-  decide: (command) => [{ type: 'Incremented', data: { by: command.by } }],
+  decide: (command) => {
+    if (command.by === 0) throw new GantryError(ErrorCode.INVALID_TRANSITION, 'an increment of nothing');
+    return [{ type: 'Incremented', data: { by: command.by } }];
+  },
   evolve: (state, event) => ({ total: state.total + event.data.by }),
 };
 
@@ -82,12 +86,124 @@ describe('a command in few round trips', () => {
     return count;
   }
 
-  it('a decider command with a receipt is three round trips: BEGIN with the claim and the stream read, the append, the view write with the answer and COMMIT', async () => {
+  const eventsOf = async (id: string) => Number((await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [id])).rows[0].count);
+  const receiptOf = async (key: string) => (await pool.query('SELECT result FROM idempotency_receipts WHERE key = $1', [key])).rows[0]?.result;
+
+  it('a decider command with a receipt on a stream that exists is two round trips: the stream read, then the receipt, events, outbox rows and view write in one message', async () => {
     const id = `c-${randomUUID()}`;
     await increment(id, 1);
-    expect(await roundTrips(() => increment(id, 2))).toBe(3);
+    const key = randomUUID();
+    expect(await roundTrips(() => increment(id, 2, key))).toBe(2);
     expect((await pool.query('SELECT total, note FROM counters WHERE id = $1', [id])).rows).toEqual([{ total: 3, note: "it's $1 and $2" }]);
-    expect(Number((await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [id])).rows[0].count)).toBe(2);
+    expect(await eventsOf(id)).toBe(2);
+    expect(await receiptOf(key)).toEqual({ ok: true, result: 3 });
+    const { rows } = await pool.query('SELECT e.stream_version, o.position IS NOT NULL AS queued FROM events e LEFT JOIN outbox o USING (position) WHERE stream_id = $1 ORDER BY 1', [id]);
+    expect(rows).toEqual([
+      { stream_version: 1, queued: true },
+      { stream_version: 2, queued: true },
+    ]);
+  });
+
+  it('the first command on a stream takes the full path: BEGIN with the claim and the stream read, the append, the view write with the answer and COMMIT (after the read that found no stream)', async () => {
+    const id = `c-${randomUUID()}`;
+    expect(await roundTrips(() => increment(id, 2))).toBe(4);
+    expect(await eventsOf(id)).toBe(1);
+  });
+
+  it('a repeat of a key is answered from its receipt and writes nothing, on a stream that exists', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    const key = randomUUID();
+    await expect(increment(id, 2, key)).resolves.toMatchObject({ result: 3, replayed: false });
+    await expect(increment(id, 2, key)).resolves.toMatchObject({ result: 3, replayed: true });
+    expect(await eventsOf(id)).toBe(2);
+  });
+
+  it('concurrent commands on one stream all land once each, at dense versions (the losers of the compare-and-set decide again)', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    const big = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 8 }), schema, inlineProjections: [counters] });
+    try {
+      const keys = Array.from({ length: 8 }, () => randomUUID());
+      const once = (key: string) =>
+        handleWithDecider(big, {
+          decider: counter,
+          streamId: id,
+          command: { type: 'increment', by: 1 },
+          metadata: meta,
+          idempotency: { scope: 'test.increment', key, request: { streamId: id, by: 1 } },
+          reply: (d) => d.after.total,
+        });
+      const results = await Promise.all([...keys, ...keys].map(once));
+      // Each key answered the same both times, and every key counted once.
+      for (let i = 0; i < keys.length; i++) expect(results[i]!.result).toBe(results[i + keys.length]!.result);
+      expect(new Set(results.slice(0, keys.length).map((r) => r.result))).toEqual(new Set([2, 3, 4, 5, 6, 7, 8, 9]));
+      const { rows } = await pool.query<{ stream_version: number }>('SELECT stream_version FROM events WHERE stream_id = $1 ORDER BY 1', [id]);
+      expect(rows.map((r) => r.stream_version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect((await pool.query('SELECT total FROM counters WHERE id = $1', [id])).rows[0].total).toBe(9);
+    } finally {
+      await big.pool.end();
+    }
+  });
+
+  it('a refusal on a stream that exists is stored: a repeat gets the same refusal, and nothing else is written', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    const key = randomUUID();
+    await expect(increment(id, 0, key)).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION, message: 'an increment of nothing' });
+    await expect(increment(id, 0, key)).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION, message: 'an increment of nothing' });
+    expect(await receiptOf(key)).toMatchObject({ ok: false, error: { code: ErrorCode.INVALID_TRANSITION } });
+    expect(await eventsOf(id)).toBe(1);
+  });
+
+  it('a repeat whose first attempt succeeded is answered with that success even when the state now refuses it', async () => {
+    // The counter refuses nothing but 0; a decider that refuses a second start is the real case.
+    const once: Decider<{ type: 'start' }, { started: boolean }, { type: 'Started'; data: Record<string, never> }> = {
+      initialState: { started: false },
+      decide: (_command, state) => {
+        if (state.started) throw new GantryError(ErrorCode.INVALID_TRANSITION, 'already started');
+        return [{ type: 'Started', data: {} }];
+      },
+      evolve: (state, event) => (event.type === 'Started' ? { started: true } : state),
+    };
+    const id = `s-${randomUUID()}`;
+    await increment(id, 1); // the stream exists
+    const key = randomUUID();
+    const start = () =>
+      handleWithDecider(store, { decider: once, streamId: id, command: { type: 'start' }, metadata: meta, idempotency: { scope: 'test.start', key, request: { id } }, reply: () => 'started' });
+    await expect(start()).resolves.toMatchObject({ result: 'started', replayed: false });
+    await expect(start()).resolves.toMatchObject({ result: 'started', replayed: true });
+    expect(await eventsOf(id)).toBe(2);
+  });
+
+  it('a view write that fails fails the one-message command whole: no event, no receipt, no outbox row', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    const key = randomUUID();
+    await expect(increment(id, 5000, key)).rejects.toMatchObject({ constraint: 'counters_total_check' });
+    expect(await eventsOf(id)).toBe(1);
+    expect(await receiptOf(key)).toBeUndefined();
+    await expect(increment(id, 5)).resolves.toMatchObject({ result: 6, replayed: false });
+  });
+
+  it('a projection that reads in the transaction makes the command take the full path', async () => {
+    const reads: string[] = [];
+    const reading: Projection = {
+      name: 'reading',
+      tables: [],
+      types: ['Incremented'],
+      async apply(sql, event) {
+        reads.push(event.streamId);
+        await sql.query('SELECT 1');
+      },
+    };
+    const other = new EventStore({ pool, schema, inlineProjections: [counters, reading] });
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    const done = await handleWithDecider(other, { decider: counter, streamId: id, command: { type: 'increment', by: 2 }, metadata: meta, reply: (d) => d.after.total });
+    expect(done).toMatchObject({ result: 3, replayed: false });
+    expect(reads).toEqual([id, id]); // met once by the one-message path (which gave way), once in the full path's transaction
+    expect(await eventsOf(id)).toBe(2);
   });
 
   it('a read after an append sees the held view write (the transaction reads its own writes)', async () => {

@@ -15,7 +15,7 @@ import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOption
 // The pieces of the log, each in its own file: append.ts (the compare-and-set append with its
 // outbox rows and inline projections), receipts.ts (idempotency), unit-of-work.ts (one command in
 // an open transaction), group-commit.ts (commands sharing a transaction). This class puts them together.
-export { outboxChannel, toStoredEvent } from './append.js';
+export { EVENT_COLUMNS, outboxChannel, toStoredEvent, type EventRow } from './append.js';
 export { UnitOfWork };
 
 export interface EventStoreOptions {
@@ -202,7 +202,7 @@ export class EventStore {
 
   /**
    * One command, one transaction, in as few round trips as its parts allow: BEGIN, the receipt
-   * claim and the reads of the streams it names go together; then the handler's appends (each
+   * claim, the reads of the streams it names and its other reads go together; then the handler's appends (each
    * one round trip: its compare-and-set); the inline projections' writes wait and go with the
    * receipt's answer and COMMIT (DeferredWrites: a read of the transaction's own writes before
    * that still sees them). A refusal rolls back what the handler wrote and is stored in a transaction of its own
@@ -234,7 +234,8 @@ export class EventStore {
     let open = true;
     const window = { now: this.clock, defaultTtlMs: this.receiptTtlMs };
     const streams = options.streams ?? [];
-    const alongside: Alongside = { statements: streams.map(streamReadStatement) };
+    const reads = options.reads ?? [];
+    const alongside: Alongside = { statements: [...streams.map(streamReadStatement), ...reads] };
     const deferred = new DeferredWrites(client);
     try {
       const requestHash = idempotency ? canonicalHash(idempotency.request) : '';
@@ -245,13 +246,14 @@ export class EventStore {
           open = false;
           return { kind: 'replayed', receipt: earlier };
         }
-      } else if (streams.length > 0) {
+      } else if (alongside.statements.length > 0) {
         alongside.results = ((await client.query(['BEGIN', ...alongside.statements].join(';\n'))) as unknown as pg.QueryResult<EventRow>[]).slice(1);
       } else {
         await client.query('BEGIN');
       }
       const prefetched = new Map(streams.map((id, i) => [id, (alongside.results![i]!.rows as EventRow[]).map(toStoredEvent)]));
-      const uow = new UnitOfWork(client, this, options.metadata, idempotency?.key ?? null, { prefetched, deferred });
+      const readResults = alongside.results?.slice(streams.length) ?? [];
+      const uow = new UnitOfWork(client, this, options.metadata, idempotency?.key ?? null, { prefetched, deferred, reads: { statements: reads, results: readResults } });
       let result: R;
       try {
         result = await handler(uow);

@@ -73,6 +73,16 @@ export async function decideInOneMessage<Command, State, Event extends DomainEve
   context: OneMessageContext,
   spec: DecisionSpec<Command, State, Event, Result>,
 ): Promise<ExecuteResult<Result> | typeof FULL_PATH> {
+  const written = await writeInOneMessage(context, spec);
+  // Stored with the connection back in the pool: many refusals at once must not wait for connections they hold.
+  if (typeof written === 'object' && 'refused' in written) return context.refuse<Result>(spec.idempotency!, written.refused);
+  return written;
+}
+
+async function writeInOneMessage<Command, State, Event extends DomainEvent, Result>(
+  context: OneMessageContext,
+  spec: DecisionSpec<Command, State, Event, Result>,
+): Promise<ExecuteResult<Result> | typeof FULL_PATH | { refused: GantryError }> {
   const client = await context.pool.connect();
   let broken = false;
   const onError = () => {
@@ -98,7 +108,7 @@ export async function decideInOneMessage<Command, State, Event extends DomainEve
       } catch (error) {
         // A refusal is an answer: stored so that a retry gets the same one (or the earlier answer under the key).
         if (!spec.idempotency || !(error instanceof GantryError) || isRetryable(error)) throw error;
-        return await context.refuse<Result>(spec.idempotency, error);
+        return { refused: error };
       }
       const statements: string[] = [];
       const writer: SqlWriter = {

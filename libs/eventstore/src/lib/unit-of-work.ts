@@ -10,6 +10,11 @@ export type ExecuteOptions = {
   idempotency?: IdempotencyOptions;
   /** Streams the handler reads: read in the message that opens the transaction, not one round trip each. */
   streams?: string[];
+  /**
+   * Other reads the handler makes first (statements with their values written in: inlineStatement),
+   * sent in that same message; the handler takes their results with `uow.read(i)`.
+   */
+  reads?: string[];
 };
 
 /** What a command's transaction has in hand for its unit of work. */
@@ -18,6 +23,8 @@ export interface UnitOfWorkAids {
   prefetched?: Map<string, StoredEvent[]>;
   /** Holds the projections' writes for the commit. */
   deferred?: DeferredWrites;
+  /** ExecuteOptions.reads, with the results read when the transaction began (where it was so). */
+  reads?: { statements: string[]; results: Array<pg.QueryResult | undefined> };
 }
 
 /** What a command handler gets: the open transaction and the log operations inside it. */
@@ -41,6 +48,21 @@ export class UnitOfWork {
     const events = prefetched ?? (await this.store.readStream(streamId, this.sql));
     this.streams.set(streamId, events);
     return events;
+  }
+
+  /** The result of ExecuteOptions.reads[index]: as read when the transaction began, or read now (a second call reads again). */
+  async read<Row extends pg.QueryResultRow = pg.QueryResultRow>(index: number): Promise<pg.QueryResult<Row>> {
+    const reads = this.aids.reads;
+    const statement = reads?.statements[index];
+    if (statement === undefined) throw new RangeError(`no read ${index} was named for this command`);
+    const early = reads!.results[index];
+    reads!.results[index] = undefined;
+    return (early ?? (await this.sql.query(statement))) as pg.QueryResult<Row>;
+  }
+
+  /** Events of a stream this transaction read some other way (with a read of its own): decideWithin takes them instead of reading it again. */
+  knowStream(streamId: string, events: StoredEvent[]): void {
+    (this.aids.prefetched ??= new Map()).set(streamId, events);
   }
 
   readStreamTail(streamId: string, count: number): Promise<{ version: number; events: StoredEvent[] }> {
@@ -119,7 +141,7 @@ export async function runCommand<R>(
     if (stored) return { kind: 'replayed', receipt: stored };
     await client.query('SAVEPOINT gantry_command');
   }
-  const uow = new UnitOfWork(client, store, options.metadata, idempotency?.key ?? null);
+  const uow = new UnitOfWork(client, store, options.metadata, idempotency?.key ?? null, { reads: { statements: options.reads ?? [], results: [] } });
   let outcome: Outcome<R>;
   try {
     const result = await handler(uow);
