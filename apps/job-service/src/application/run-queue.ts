@@ -19,8 +19,9 @@ import {
   runQueueRequest,
   type CoalescingEvent,
   type Job,
+  type Product,
 } from '../domain/index.js';
-import { jobRow, loadJob, productRow } from '../infrastructure/job-store.js';
+import { jobRow, loadJob, productRowStatement } from '../infrastructure/job-store.js';
 
 export type EnqueueRequest = RequestOf<typeof enqueueJob>;
 export type EnqueueReply = ReplyOf<typeof enqueueJob>;
@@ -90,6 +91,8 @@ async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata:
     metadata,
     idempotency: { scope: 'jobs.enqueue_job', key: request.idempotencyKey, request: { requestHash }, ttlMs: IDEMPOTENCY_WINDOW_MS },
     streams: [newJobId],
+    // The product's settings a created job takes: read with BEGIN too.
+    reads: [productRowStatement(request.productId)],
   };
   const execute = (handler: (uow: UnitOfWork) => Promise<EnqueueReply>) => (within ? store.executeWithin(within, options, handler) : store.execute(options, handler));
   const executed = await execute(
@@ -120,7 +123,7 @@ async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata:
       }
       const jobId = newJobId;
       if (key && opening) await uow.append(opening.streamId, opening.version, [coalescingWindowOpened(key, jobId, now)]);
-      const product = await productRow(uow.sql, request.productId);
+      const product = (await uow.read<{ state: Product }>(0)).rows[0]?.state ?? null;
       await decideWithin(uow, jobDecider, jobId, enqueueJobCommand(request, { jobId, now, product: product ? productResolution(product) : null }));
       return { jobId, outcome: 'created', status: 'QUEUED' };
     },

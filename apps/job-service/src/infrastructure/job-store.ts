@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { fold, type EventStore, type StoredEvent } from '@gantry/eventstore';
+import { fold, inlineStatement, type EventStore, type StoredEvent } from '@gantry/eventstore';
 import {
   jobDecider,
   jobExists,
@@ -43,9 +43,16 @@ export async function sprintRunRow(sql: Sql, sprintRunId: string): Promise<Sprin
   return rows[0]?.state ?? null;
 }
 
+const PRODUCT_ROW = `SELECT state FROM products WHERE product_id = $1`;
+
 export async function productRow(sql: Sql, productId: string): Promise<Product | null> {
-  const { rows } = await sql.query<{ state: Product }>(`SELECT state FROM products WHERE product_id = $1`, [productId]);
+  const { rows } = await sql.query<{ state: Product }>(PRODUCT_ROW, [productId]);
   return rows[0]?.state ?? null;
+}
+
+/** productRow's read as a statement with its value written in, to go in a message with others (ExecuteOptions.reads). */
+export function productRowStatement(productId: string): string {
+  return inlineStatement(PRODUCT_ROW, [productId]);
 }
 
 /** The open sprint run on a (repository, branch): how a pull request's outcome finds its sprint run. */
