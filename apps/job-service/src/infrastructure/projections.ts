@@ -31,10 +31,46 @@ export const productEventTypes = productEventContracts.map((c) => c.type);
  * Kept in the appending transaction, so the claim selection and the coalescing look-up read what
  * the log says (the append is still the compare-and-set).
  */
+/** The jobs row of a job; `first` is the job's first event when the row is new (where it entered the queue). */
+function jobRow(job: Job, first: StoredEvent | null) {
+  return {
+    job_id: job.jobId,
+    // Only a new row takes it (the conflict branch leaves it): where the job entered the queue.
+    enqueue_position: first?.position ?? 0,
+    status: job.status,
+    kind: job.kind,
+    product_id: job.productId,
+    story_id: job.storyId,
+    sprint_id: job.sprintId,
+    sprint_run_id: job.sprintRunId,
+    task_id: job.taskId,
+    agent_profile_id: job.agentProfile?.id ?? null,
+    reason: job.reason,
+    exclude_from_coalescing: job.excludeFromCoalescing,
+    created_at: job.enqueuedAt,
+    attempt: job.attempt,
+    max_attempts: job.maxAttempts,
+    lease_token: job.lease?.token ?? null,
+    runner_id: job.lease?.runnerId ?? null,
+    lease_expires_at: job.lease?.expiresAt ?? null,
+    base_sha: job.baseSha,
+    head_sha: job.headSha,
+    pushed_at: job.pushedAt,
+    error: job.error,
+    task_status: job.taskStatus,
+    payloads: job.payloads,
+    agent_config: job.agentConfig,
+    state: job,
+    repository: job.repository ?? null,
+    branch: job.workBranch ?? null,
+  };
+}
+
 export const jobsProjection: Projection = stateProjection<JobState>({
   name: 'jobs_view',
   tables: ['jobs'],
   types: jobEventTypes,
+  fields: [], // the job's state is made of its events' data
   initialState: initialJobState,
   evolve: (state, event) => evolveJob(state, { type: event.type, data: event.data } as JobEvent),
   async load(sql, jobIds) {
@@ -42,43 +78,7 @@ export const jobsProjection: Projection = stateProjection<JobState>({
     return new Map(rows.map((r) => [r.job_id, r.state]));
   },
   async save(sql, changes) {
-    const rows = changes.flatMap(({ state: job, first }) =>
-      jobExists(job)
-        ? [
-            {
-              job_id: job.jobId,
-              // Only a new row takes it (the conflict branch leaves it): where the job entered the queue.
-              enqueue_position: first?.position ?? 0,
-              status: job.status,
-              kind: job.kind,
-              product_id: job.productId,
-              story_id: job.storyId,
-              sprint_id: job.sprintId,
-              sprint_run_id: job.sprintRunId,
-              task_id: job.taskId,
-              agent_profile_id: job.agentProfile?.id ?? null,
-              reason: job.reason,
-              exclude_from_coalescing: job.excludeFromCoalescing,
-              created_at: job.enqueuedAt,
-              attempt: job.attempt,
-              max_attempts: job.maxAttempts,
-              lease_token: job.lease?.token ?? null,
-              runner_id: job.lease?.runnerId ?? null,
-              lease_expires_at: job.lease?.expiresAt ?? null,
-              base_sha: job.baseSha,
-              head_sha: job.headSha,
-              pushed_at: job.pushedAt,
-              error: job.error,
-              task_status: job.taskStatus,
-              payloads: job.payloads,
-              agent_config: job.agentConfig,
-              state: job,
-              repository: job.repository ?? null,
-              branch: job.workBranch ?? null,
-            },
-          ]
-        : [],
-    );
+    const rows = changes.flatMap(({ state: job, first }) => (jobExists(job) ? [jobRow(job, first)] : []));
     if (rows.length === 0) return;
     // One statement for any number of jobs (a command writes one, a rebuild a batch).
     await sql.query(
@@ -98,12 +98,14 @@ export const jobsProjection: Projection = stateProjection<JobState>({
       [JSON.stringify(rows)],
     );
   },
+  copy: { table: 'jobs', row: (job, first) => (jobExists(job) ? jobRow(job, first) : null) },
 });
 
 export const sprintRunsProjection: Projection = {
   name: 'sprint_runs_view',
   tables: ['sprint_runs'],
   types: sprintRunEventTypes,
+  fields: [],
   async apply(sql: pg.PoolClient, event: StoredEvent): Promise<void> {
     const { rows } = await sql.query<{ state: SprintRun }>(`SELECT state FROM sprint_runs WHERE sprint_run_id = $1`, [event.streamId]);
     const before: SprintRunState = rows[0]?.state ?? initialSprintRunState;
@@ -123,6 +125,7 @@ export const productsProjection: Projection = {
   name: 'products_view',
   tables: ['products'],
   types: productEventTypes,
+  fields: [],
   async apply(sql: pg.PoolClient, event: StoredEvent): Promise<void> {
     const { rows } = await sql.query<{ state: Product }>(`SELECT state FROM products WHERE product_id = $1`, [(event.data as { productId: string }).productId]);
     const before: ProductState = rows[0]?.state ?? initialProductState;

@@ -4,7 +4,7 @@ import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
 import { createPool } from './database.js';
 import { migrate } from './migrations.js';
 import { EventStore } from './event-store.js';
-import { applyToProjection, type Projection } from './projection.js';
+import { applyToProjection, stateProjection, type Projection } from './projection.js';
 import { rebuildProjections } from './rebuild.js';
 
 const totals: Projection = {
@@ -21,6 +21,49 @@ const totals: Projection = {
   },
 };
 
+/** A state projection that says how a rebuild writes its rows (copy): it is rebuilt in memory. */
+type Ledger = { total: number; memos: string[]; tag: string | null };
+const calls = { copied: 0, loaded: 0 };
+const ledgers = stateProjection<Ledger>({
+  name: 'ledgers',
+  tables: ['ledgers'],
+  types: ['Booked'],
+  fields: [],
+  initialState: { total: 0, memos: [], tag: null },
+  evolve: (state, event) => {
+    const { amount, memo } = event.data as { amount: number; memo: string };
+    return { total: state.total + amount, memos: [...state.memos, memo], tag: memo.length % 2 === 0 ? memo : state.tag };
+  },
+  async load(sql, ids) {
+    calls.loaded += ids.length;
+    const { rows } = await sql.query<{ id: string; state: Ledger }>('SELECT id, state FROM ledgers WHERE id = ANY($1)', [ids]);
+    return new Map(rows.map((r) => [r.id, r.state]));
+  },
+  async save(sql, rows) {
+    await sql.query(
+      `INSERT INTO ledgers (id, first_position, total, tag, memos, state)
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(id text, first_position bigint, total int, tag text, memos jsonb, state jsonb)
+       ON CONFLICT (id) DO UPDATE SET total = EXCLUDED.total, tag = EXCLUDED.tag, memos = EXCLUDED.memos, state = EXCLUDED.state`,
+      [JSON.stringify(rows.map((r) => ledgerRow(r.streamId, r.state, r.first)))],
+    );
+  },
+  copy: {
+    table: 'ledgers',
+    row: (state, first) => {
+      calls.copied++;
+      return ledgerRow(first.streamId, state, first);
+    },
+  },
+});
+const ledgerRow = (id: string, state: Ledger, first: { position: number } | null) => ({
+  id,
+  first_position: first?.position ?? 0,
+  total: state.total,
+  tag: state.tag,
+  memos: state.memos,
+  state,
+});
+
 describe('projections', () => {
   const schema = uniqueName('projection');
   let pool: pg.Pool;
@@ -30,7 +73,11 @@ describe('projections', () => {
     await migrate({ url: testDatabaseUrl, schema });
     pool = createPool({ url: testDatabaseUrl, schema, max: 12 });
     await pool.query('CREATE TABLE account_totals (account text PRIMARY KEY, total integer NOT NULL, last_position bigint NOT NULL)');
-    store = new EventStore({ pool, schema, inlineProjections: [totals] });
+    await pool.query(
+      'CREATE TABLE ledgers (id text PRIMARY KEY, first_position bigint NOT NULL, total integer NOT NULL, tag text, memos jsonb NOT NULL, state jsonb NOT NULL)',
+    );
+    await pool.query('CREATE INDEX ledgers_by_tag ON ledgers (tag)');
+    store = new EventStore({ pool, schema, inlineProjections: [totals, ledgers] });
   });
   afterAll(async () => {
     await pool.end();
@@ -76,6 +123,45 @@ describe('projections', () => {
     const { rows } = await pool.query('SELECT event FROM seen WHERE event_id = $1', [stored!.eventId]);
     expect(rows[0].event).toEqual(JSON.parse(JSON.stringify(stored)));
     expect(rows[0].event.metadata).toMatchObject({ correlationId: 'corr-1', causationId: 'cause-1', actor: 'tester' });
+  });
+
+  it('a state projection rebuilt in memory equals the live table, streams that come back late in the log included', async () => {
+    // Text COPY has to carry: tabs, newlines, backslashes, quotes, the NULL marker's spelling, other scripts.
+    const memos = ['plain', 'tab\there', 'line\nbreak\r\n', 'back\\slash', 'say "hi"', '\\N', 'ünïcödé ✓ 𝄞', ''];
+    const ids = Array.from({ length: 40 }, () => `ledger-${randomUUID()}`);
+    const versions = new Map<string, number>();
+    const book = async (id: string, amount: number, memo: string) => {
+      const version = versions.get(id) ?? 0;
+      await store.append(id, version, [{ type: 'Booked', data: { amount, memo } }, { type: 'Noted', data: {} }], { correlationId: 'ledger' });
+      versions.set(id, version + 2);
+    };
+    // The first stream's early events, then every stream's, then the first stream's again: with
+    // batches of 3 a rebuild holds 15 streams, so it has written that stream's row by then.
+    for (let i = 0; i < 3; i++) await book(ids[0]!, i, memos[i]!);
+    for (const [n, id] of ids.entries()) for (let i = 0; i < 3; i++) await book(id, n + i, memos[(n + i) % memos.length]!);
+    for (let i = 0; i < 3; i++) await book(ids[0]!, 100 + i, memos[7 - i]!);
+    const snapshot = async () => (await pool.query('SELECT * FROM ledgers WHERE id = ANY($1) ORDER BY id', [ids])).rows;
+    const live = await snapshot();
+    expect(live).toHaveLength(40);
+    expect(live.find((r) => r.id === ids[0])!.memos).toHaveLength(9);
+    await pool.query('UPDATE ledgers SET total = -1, memos = $1', [JSON.stringify(['damaged'])]);
+    calls.copied = 0;
+    calls.loaded = 0;
+    await rebuildProjections(store, [ledgers], 3);
+    expect(await snapshot()).toEqual(live);
+    expect(calls.copied).toBeGreaterThanOrEqual(40); // every row written by COPY once
+    expect(calls.loaded).toBeGreaterThanOrEqual(1); // the first stream read back when its events resumed
+    const { rows } = await pool.query(`SELECT indexname FROM pg_indexes WHERE tablename = 'ledgers' AND indexname = 'ledgers_by_tag'`);
+    expect(rows).toHaveLength(1);
+  });
+
+  it('a rebuild refuses a projection a field of the event it did not name in its fields', async () => {
+    const account = `acct-${randomUUID()}`;
+    await store.append(account, 0, [{ type: 'Deposited', data: { amount: 1 } }], { correlationId: 'fields' });
+    const careless: Projection = { ...totals, name: 'careless', fields: ['occurredAt'], apply: async (_sql, event) => void event.metadata };
+    await expect(rebuildProjections(store, [careless])).rejects.toThrow(/metadata/);
+    const { rows } = await pool.query('SELECT count(*)::int AS n FROM account_totals');
+    expect(rows[0].n).toBeGreaterThan(0); // rolled back: the tables it truncated are as they were
   });
 
   it('applyToProjection (a projection fed from elsewhere) applies an event at most once and never out of stream order', async () => {

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { copyIn, type CopyValue } from './copy.js';
 import type { SqlWriter } from './deferred-writes.js';
 import type { StoredEvent } from './types.js';
 
@@ -14,6 +15,12 @@ export interface Projection {
   tables: string[];
   /** Event types it cares about; it never sees the others. Omit for all. */
   types?: string[];
+  /**
+   * The event fields it reads besides position, streamId, streamVersion, type and data; omit when
+   * it may read any. A rebuild reads no more of the log than its projections name, and an event it
+   * hands over throws on a field it did not read.
+   */
+  fields?: ReadonlyArray<'eventId' | 'schemaVersion' | 'metadata' | 'occurredAt'>;
   apply(sql: pg.PoolClient, event: StoredEvent): Promise<void>;
   /**
    * Optional, for projections that can do better than one event at a time: apply these events (in
@@ -22,6 +29,23 @@ export interface Projection {
    * projection need not read its own row back.
    */
   applyMany?(sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined, writer?: SqlWriter): Promise<void>;
+  /**
+   * Optional, for a rebuild that can do better than a batch at a time (see rebuildProjections):
+   * takes the whole log, in order, into its freshly emptied tables.
+   */
+  replay?(sql: pg.PoolClient, batchSize: number): ProjectionReplay;
+}
+
+/** A projection being rebuilt: every event of the log it takes, a batch at a time, then `finish`. */
+export interface ProjectionReplay {
+  apply(events: StoredEvent[]): Promise<void>;
+  /** Writes whatever it still holds. */
+  finish(): Promise<void>;
+}
+
+/** How a rebuild feeds this projection: its own replay, or each batch as `project` would. */
+export function replayOf(sql: pg.PoolClient, projection: Projection, batchSize: number): ProjectionReplay {
+  return projection.replay?.(sql, batchSize) ?? { apply: (events) => project(sql, projection, events), finish: async () => undefined };
 }
 
 /** Whether the projection wants this event at all. */
@@ -46,15 +70,12 @@ export async function project(
   for (const event of wanted) await projection.apply(sql, event);
 }
 
-/**
- * A projection that keeps one row per stream holding the stream's folded state (plus the columns
- * queries filter on). It applies many events with one read of the rows it lacks and one write:
- * a command that just read its stream reads nothing, a rebuild reads and writes once per batch.
- */
-export function stateProjection<State>(spec: {
+/** What a state projection is made of (see stateProjection). */
+export interface StateProjectionSpec<State> {
   name: string;
   tables: string[];
   types?: string[];
+  fields?: Projection['fields'];
   initialState: State;
   evolve(state: State, event: StoredEvent): State;
   /** The stored states of these streams (those without a row are left out). */
@@ -65,7 +86,22 @@ export function stateProjection<State>(spec: {
    * parameters must be scalars or JSON (see inlineStatement).
    */
   save(sql: SqlWriter, rows: Array<{ streamId: string; state: State; first: StoredEvent | null }>): Promise<void>;
-}): Projection {
+  /**
+   * For a rebuild: the row of `table` that `save` would create for this state (null when it
+   * writes none), by column name, the same columns for every row. A rebuild with it folds the
+   * streams in memory and writes each stream's row once, with COPY, rather than reading and
+   * writing its rows every batch. A json/jsonb column takes an object or array (see CopyValue).
+   */
+  copy?: { table: string; row(state: State, first: StoredEvent): Record<string, CopyValue> | null };
+}
+
+/**
+ * A projection that keeps one row per stream holding the stream's folded state (plus the columns
+ * queries filter on). It applies many events with one read of the rows it lacks and one write:
+ * a command that just read its stream reads nothing. A rebuild folds in memory and writes each row
+ * once when the spec says how (`copy`), else it reads and writes once per batch.
+ */
+export function stateProjection<State>(spec: StateProjectionSpec<State>): Projection {
   const applyMany = async (sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined, writer?: SqlWriter) => {
     const types = spec.types ? new Set(spec.types) : null;
     const wanted = types ? events.filter((e) => types.has(e.type)) : events;
@@ -103,8 +139,86 @@ export function stateProjection<State>(spec: {
     name: spec.name,
     tables: spec.tables,
     types: spec.types,
+    fields: spec.fields,
     apply: (sql, event) => applyMany(sql, [event]),
     applyMany,
+    replay: spec.copy ? (sql, batchSize) => replayInMemory(sql, spec, spec.copy!, batchSize) : undefined,
+  };
+}
+
+/** How many batches' worth of streams a state projection's rebuild holds in memory at most. */
+const REPLAY_HELD_BATCHES = 5;
+
+/**
+ * A state projection's rebuild: the states are folded in memory, in order of last change; when more
+ * than REPLAY_HELD_BATCHES batches' worth of streams are held, the least recently changed half is
+ * written (while the next batches are folded), and the rest at the end. A stream whose events are close
+ * together in the log (most are) is written once, by COPY into the emptied table; one that comes
+ * back after its row was written is read back and saved again as a command would.
+ */
+function replayInMemory<State>(
+  sql: pg.PoolClient,
+  spec: StateProjectionSpec<State>,
+  copy: NonNullable<StateProjectionSpec<State>['copy']>,
+  batchSize: number,
+): ProjectionReplay {
+  const types = spec.types ? new Set(spec.types) : null;
+  /** Streams whose state is held here, least recently changed first; `first` is set while the stream has no row yet. */
+  const held = new Map<string, { state: State; first: StoredEvent | null }>();
+  /** Streams with a row in the table. */
+  const written = new Set<string>();
+  let writing: Promise<void> = Promise.resolve();
+
+  const write = async (count: number) => {
+    const created: Array<Record<string, CopyValue>> = [];
+    const changed: Array<{ streamId: string; state: State; first: StoredEvent | null }> = [];
+    for (const [streamId, { state, first }] of held) {
+      if (count-- === 0) break;
+      held.delete(streamId);
+      if (first === null) {
+        changed.push({ streamId, state, first: null });
+        continue;
+      }
+      const row = copy.row(state, first);
+      if (row === null) continue; // no row: like `save`, nothing is written (and nothing is known about it)
+      created.push(row);
+      written.add(streamId);
+    }
+    if (created.length > 0) await copyIn(sql, copy.table, Object.keys(created[0]!), created);
+    if (changed.length > 0) await spec.save(sql, changed);
+  };
+
+  return {
+    async apply(events) {
+      const wanted = types ? events.filter((e) => types.has(e.type)) : events;
+      let unknown: Set<string> | undefined;
+      for (const event of wanted) {
+        if (!held.has(event.streamId) && written.has(event.streamId)) (unknown ??= new Set()).add(event.streamId);
+      }
+      const stored = unknown ? await spec.load(sql, [...unknown]) : undefined;
+      for (const event of wanted) {
+        let stream = held.get(event.streamId);
+        if (stream === undefined) {
+          const row = stored?.get(event.streamId);
+          stream = row === undefined ? { state: spec.initialState, first: event } : { state: row, first: null };
+        } else {
+          held.delete(event.streamId); // set again below: the map is in order of last change
+        }
+        stream.state = spec.evolve(stream.state, event);
+        held.set(event.streamId, stream);
+      }
+      if (held.size > REPLAY_HELD_BATCHES * batchSize) {
+        // One write at a time, and it goes on while the next batches are folded (the connection
+        // runs its statements in order: a read of rows issued after it sees them).
+        await writing;
+        writing = write(Math.ceil(held.size / 2));
+        writing.catch(() => undefined); // awaited by the next write or finish
+      }
+    },
+    async finish() {
+      await writing;
+      await write(held.size);
+    },
   };
 }
 
