@@ -4,61 +4,80 @@ import type pg from 'pg';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 
 /**
- * Bulk reads and writes in PostgreSQL's COPY text format, for a rebuild: COPY streams rows with
- * none of a query's per-row protocol overhead. pg-copy-streams carries the bytes; the format
- * itself (one line per row, tab-separated fields, `\N` for NULL, backslash escapes) is simple
- * enough to read and write here, and these loops run once per row of a whole log.
+ * Bulk reads and writes with COPY, for a rebuild: COPY streams rows with none of a query's per-row
+ * protocol overhead. pg-copy-streams carries the bytes; the formats themselves (binary out: each
+ * field's length then its bytes; text in: tab-separated fields, `\N` for NULL, backslash escapes)
+ * are simple enough to read and write here, and these loops run once per row of a whole log.
  */
 
-/** The rows `query` (a SELECT) returns, as arrays of text fields (null for NULL), `batchSize` at a time. */
-export async function* copyOut(client: pg.Client | pg.PoolClient, query: string, batchSize: number): AsyncGenerator<Array<Array<string | null>>> {
-  // The server keeps sending while the rows before are parsed and applied: about a megabyte ahead.
-  const stream = client.query(copyTo(`COPY (${query}) TO STDOUT`, { highWaterMark: 1 << 20 }));
-  let rest: Buffer | null = null; // the start of a row the next chunk ends
-  let batch: Array<Array<string | null>> = [];
+/** A row of COPY's binary format: field i is `bytes[starts[i], ends[i])`, or NULL when `starts[i]` is -1. */
+export interface BinaryRow {
+  bytes: Buffer;
+  starts: number[];
+  ends: number[];
+}
+
+const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+
+/**
+ * The rows `query` (a SELECT) returns, in COPY's binary format (no escaping on either side: each
+ * field comes with its length), made into values by `decode` (which must copy what it keeps out
+ * of the row's bytes) and handed over `batchSize` at a time.
+ */
+export async function* copyOut<T>(client: pg.Client | pg.PoolClient, query: string, batchSize: number, decode: (row: BinaryRow) => T): AsyncGenerator<T[]> {
+  // The server keeps sending while the rows before are decoded and applied: about a megabyte ahead.
+  const stream = client.query(copyTo(`COPY (${query}) TO STDOUT WITH (FORMAT binary)`, { highWaterMark: 1 << 20 }));
+  const row: BinaryRow = { bytes: Buffer.alloc(0), starts: [], ends: [] };
+  let rest: Buffer | null = null; // the start of a row (or of the header) the next chunk ends
+  let started = false;
+  let ended = false;
+  let batch: T[] = [];
   for await (const chunk of stream as AsyncIterable<Buffer>) {
     const bytes: Buffer = rest ? Buffer.concat([rest, chunk]) : chunk;
-    let start = 0;
-    for (let end = bytes.indexOf(NEWLINE, start); end !== -1; start = end + 1, end = bytes.indexOf(NEWLINE, start)) {
-      batch.push(splitRow(bytes, start, end));
+    let at = 0;
+    if (!started) {
+      // The signature, 32 bits of flags, and a header extension of the length that follows.
+      if (bytes.length < 19 || bytes.length < 19 + bytes.readInt32BE(15)) {
+        rest = bytes;
+        continue;
+      }
+      if (!bytes.subarray(0, 11).equals(SIGNATURE)) throw new Error('COPY sent no binary header');
+      at = 19 + bytes.readInt32BE(15);
+      started = true;
+    }
+    row.bytes = bytes;
+    while (!ended && at + 2 <= bytes.length) {
+      const count = bytes.readInt16BE(at);
+      if (count === -1) {
+        ended = true; // the trailer
+        at += 2;
+        break;
+      }
+      let p = at + 2;
+      let i = 0;
+      for (; i < count && p + 4 <= bytes.length; i++) {
+        const length = bytes.readInt32BE(p);
+        p += 4;
+        if (length === -1) {
+          row.starts[i] = row.ends[i] = -1;
+        } else if (p + length <= bytes.length) {
+          row.starts[i] = p;
+          row.ends[i] = p += length;
+        } else break;
+      }
+      if (i < count) break; // the row goes on in the next chunk
+      batch.push(decode(row));
+      at = p;
       if (batch.length === batchSize) {
         yield batch;
         batch = [];
       }
     }
-    rest = start < bytes.length ? bytes.subarray(start) : null;
+    rest = at < bytes.length ? bytes.subarray(at) : null;
   }
-  if (rest) throw new Error('COPY ended inside a row');
+  if (!ended || rest) throw new Error('COPY ended inside a row');
   if (batch.length > 0) yield batch;
 }
-
-const NEWLINE = 0x0a;
-const TAB = 0x09;
-const BACKSLASH = 0x5c;
-
-/**
- * A row's fields, each decoded from the bytes on its own (UTF-8 never has a tab or newline byte
- * inside a character). Not slices of one string of the row: a field kept (a stream id in a set)
- * would keep the whole text it was cut from.
- */
-function splitRow(bytes: Buffer, start: number, end: number): Array<string | null> {
-  const fields: Array<string | null> = [];
-  for (let from = start; from <= end; ) {
-    let to = bytes.indexOf(TAB, from);
-    if (to === -1 || to > end) to = end;
-    if (to - from === 2 && bytes[from] === BACKSLASH && bytes[from + 1] === 0x4e /* N */) fields.push(null);
-    else {
-      const field = bytes.toString('utf8', from, to);
-      fields.push(field.includes('\\') ? field.replace(ESCAPED, (_, c: string) => UNESCAPE[c] ?? c) : field);
-    }
-    from = to + 1;
-  }
-  return fields;
-}
-
-// What COPY TO writes for a backslash and the control characters (it writes no other escapes).
-const ESCAPED = /\\(.)/gs;
-const UNESCAPE: Record<string, string> = { b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', v: '\v' };
 
 /** A value for COPY FROM: NULL, text (and numbers, booleans, dates) as text, anything else as JSON (for a json/jsonb column). */
 export type CopyValue = string | number | boolean | bigint | Date | object | null | undefined;
