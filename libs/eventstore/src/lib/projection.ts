@@ -164,7 +164,8 @@ function replayInMemory<State>(
 ): ProjectionReplay {
   const types = spec.types ? new Set(spec.types) : null;
   /** Streams whose state is held here, least recently changed first; `first` is set while the stream has no row yet. */
-  const held = new Map<string, { state: State; first: StoredEvent | null }>();
+  const held = new Map<string, { state: State; first: StoredEvent | null; batch: number }>();
+  let batches = 0;
   /** Streams with a row in the table. */
   const written = new Set<string>();
   let writing: Promise<void> = Promise.resolve();
@@ -196,16 +197,20 @@ function replayInMemory<State>(
         if (!held.has(event.streamId) && written.has(event.streamId)) (unknown ??= new Set()).add(event.streamId);
       }
       const stored = unknown ? await spec.load(sql, [...unknown]) : undefined;
+      batches++;
       for (const event of wanted) {
         let stream = held.get(event.streamId);
         if (stream === undefined) {
           const row = stored?.get(event.streamId);
-          stream = row === undefined ? { state: spec.initialState, first: event } : { state: row, first: null };
-        } else {
-          held.delete(event.streamId); // set again below: the map is in order of last change
+          stream = row === undefined ? { state: spec.initialState, first: event, batch: batches } : { state: row, first: null, batch: batches };
+          held.set(event.streamId, stream);
+        } else if (stream.batch !== batches) {
+          // To the end: the map is in order of last change (by batch).
+          stream.batch = batches;
+          held.delete(event.streamId);
+          held.set(event.streamId, stream);
         }
         stream.state = spec.evolve(stream.state, event);
-        held.set(event.streamId, stream);
       }
       if (held.size > REPLAY_HELD_BATCHES * batchSize) {
         // One write at a time, and it goes on while the next batches are folded (the connection
