@@ -26,12 +26,7 @@ export const jobEventTypes = jobEventContracts.map((c) => c.type);
 export const sprintRunEventTypes = sprintRunEventContracts.map((c) => c.type);
 export const productEventTypes = productEventContracts.map((c) => c.type);
 
-/**
- * The jobs view: one row per job, the folded aggregate plus the columns that are filtered on.
- * Kept in the appending transaction, so the claim selection and the coalescing look-up read what
- * the log says (the append is still the compare-and-set).
- */
-/** The jobs row of a job; `first` is the job's first event when the row is new (where it entered the queue). */
+/** A job's row in the jobs view; `first` is the job's first event when the row is new. */
 function jobRow(job: Job, first: StoredEvent | null) {
   return {
     job_id: job.jobId,
@@ -66,6 +61,11 @@ function jobRow(job: Job, first: StoredEvent | null) {
   };
 }
 
+/**
+ * The jobs view: one row per job, the folded aggregate plus the columns that are filtered on.
+ * Kept in the appending transaction, so the claim selection and the coalescing look-up read what
+ * the log says (the append is still the compare-and-set).
+ */
 export const jobsProjection: Projection = stateProjection<JobState>({
   name: 'jobs_view',
   tables: ['jobs'],

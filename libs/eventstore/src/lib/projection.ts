@@ -150,7 +150,7 @@ export function stateProjection<State>(spec: StateProjectionSpec<State>): Projec
 const REPLAY_HELD_BATCHES = 5;
 
 /**
- * A state projection's rebuild: the states are folded in memory, in order of last change; when more
+ * A state projection's rebuild: the states are folded in memory, in order of last change (by batch); when more
  * than REPLAY_HELD_BATCHES batches' worth of streams are held, the least recently changed half is
  * written (while the next batches are folded), and the rest at the end. A stream whose events are close
  * together in the log (most are) is written once, by COPY into the emptied table; one that comes
