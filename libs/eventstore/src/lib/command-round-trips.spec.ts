@@ -92,16 +92,45 @@ describe('a command in few round trips', () => {
   it('a decider command with a receipt on a stream that exists is two round trips: the stream read, then the receipt, events, outbox rows and view write in one message', async () => {
     const id = `c-${randomUUID()}`;
     await increment(id, 1);
+    await increment(id, 1); // the connection prepares the statements it meets the first time (below)
     const key = randomUUID();
     expect(await roundTrips(() => increment(id, 2, key))).toBe(2);
-    expect((await pool.query('SELECT total, note FROM counters WHERE id = $1', [id])).rows).toEqual([{ total: 3, note: "it's $1 and $2" }]);
-    expect(await eventsOf(id)).toBe(2);
-    expect(await receiptOf(key)).toEqual({ ok: true, result: 3 });
+    expect((await pool.query('SELECT total, note FROM counters WHERE id = $1', [id])).rows).toEqual([{ total: 4, note: "it's $1 and $2" }]);
+    expect(await eventsOf(id)).toBe(3);
+    expect(await receiptOf(key)).toEqual({ ok: true, result: 4 });
     const { rows } = await pool.query('SELECT e.stream_version, o.position IS NOT NULL AS queued FROM events e LEFT JOIN outbox o USING (position) WHERE stream_id = $1 ORDER BY 1', [id]);
     expect(rows).toEqual([
       { stream_version: 1, queued: true },
       { stream_version: 2, queued: true },
+      { stream_version: 3, queued: true },
     ]);
+  });
+
+  it('a connection prepares each statement of the one-message write once, in a message of its own', async () => {
+    const fresh = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 1 }), schema, inlineProjections: [counters] });
+    const sent: string[] = [];
+    const send = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      if (typeof args[0] === 'string') sent.push(args[0]);
+      return (send as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof send;
+    try {
+      const id = `c-${randomUUID()}`;
+      const once = (by: number) =>
+        handleWithDecider(fresh, { decider: counter, streamId: id, command: { type: 'increment', by }, metadata: meta, idempotency: { scope: 'test.prepared', key: randomUUID(), request: { by } }, reply: (d) => d.after.total });
+      await once(1);
+      sent.length = 0;
+      await once(2);
+      await once(3);
+      await expect(once(4)).resolves.toMatchObject({ result: 10 });
+    } finally {
+      pg.Client.prototype.query = send;
+      await fresh.pool.end();
+    }
+    const prepares = sent.filter((m) => m.startsWith('PREPARE'));
+    expect(prepares).toHaveLength(3); // the receipt, the events with their outbox rows, the view row
+    expect(sent.filter((m) => m.includes('EXECUTE gantry_'))).toHaveLength(3);
+    expect(sent.every((m) => !m.startsWith('PREPARE') || !m.includes(';'))).toBe(true);
   });
 
   it('the first command on a stream takes the full path: BEGIN with the claim and the stream read, the append, the view write with the answer and COMMIT (after the read that found no stream)', async () => {

@@ -20,7 +20,8 @@ export function inlineStatement(text: string, values: readonly unknown[] = []): 
   });
 }
 
-function literalOf(value: unknown): string {
+/** A value as a quoted literal, the text form pg sends a parameter in (see inlineStatement). */
+export function literalOf(value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
   if (value instanceof Date) return pg.escapeLiteral(value.toISOString());
   if (Array.isArray(value)) throw new TypeError('inlineStatement takes no arrays: pass them as JSON');

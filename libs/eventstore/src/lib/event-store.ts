@@ -9,6 +9,7 @@ import { canonicalHash, GantryError, scrubSecrets, type SecretScrubber } from '@
 import { claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } from './receipts.js';
 import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome } from './unit-of-work.js';
 import { decideWithin, type DomainEvent } from './decider.js';
+import { PreparedStatements } from './prepared.js';
 import { decideInOneMessage, FULL_PATH, type DecisionSpec, type OneMessageContext } from './one-message.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 
@@ -78,6 +79,7 @@ export class EventStore {
       maxAttempts: this.maxAttempts,
       appendedOn: (client) => this.appending.add(client),
       refuse: async (idempotency, error) => settle(await this.refusal(idempotency, error)),
+      prepared: new PreparedStatements(),
       pause: conflictPause,
     };
     this.pool.on('release', (_error: unknown, client: pg.PoolClient) => {

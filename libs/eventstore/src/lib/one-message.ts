@@ -3,7 +3,8 @@ import pg from 'pg';
 import { canonicalHash, ErrorCode, GantryError, scrubbingReplacer, type SecretScrubber } from '@gantry/contracts';
 import { readStreamEvents } from './append.js';
 import { fold, type Decider, type Decision, type DomainEvent } from './decider.js';
-import { inlineStatement, type SqlWriter } from './deferred-writes.js';
+import type { SqlWriter } from './deferred-writes.js';
+import type { PreparedStatements, Statement } from './prepared.js';
 import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExecuteResult, IdempotencyOptions, StoredEvent } from './types.js';
 import { isRetryable } from './unit-of-work.js';
@@ -30,6 +31,8 @@ export interface OneMessageContext {
   appendedOn(client: pg.PoolClient): void;
   /** Stores a refusal under the key, or answers with the receipt an earlier attempt left. */
   refuse<R>(idempotency: IdempotencyOptions, error: GantryError): Promise<ExecuteResult<R>>;
+  /** The statements each connection has prepared. */
+  prepared: PreparedStatements;
   /** Waits a little before deciding again after a conflict. */
   pause(attempt: number): Promise<void>;
 }
@@ -46,7 +49,6 @@ const noConnection = {
   },
 } as unknown as pg.PoolClient;
 
-const literal = (value: string) => pg.escapeLiteral(value);
 
 /**
  * A decider command on a stream that already exists, in two round trips and without holding a
@@ -110,10 +112,10 @@ async function writeInOneMessage<Command, State, Event extends DomainEvent, Resu
         if (!spec.idempotency || !(error instanceof GantryError) || isRetryable(error)) throw error;
         return { refused: error };
       }
-      const statements: string[] = [];
+      const statements: Statement[] = [];
       const writer: SqlWriter = {
         query: async (text, values) => {
-          statements.push(inlineStatement(text, values));
+          statements.push({ text, values });
         },
       };
       try {
@@ -123,12 +125,13 @@ async function writeInOneMessage<Command, State, Event extends DomainEvent, Resu
         if (error instanceof NeedsTransaction) return FULL_PATH;
         throw error;
       }
-      const message = [
+      const writes = [
         ...(spec.idempotency ? [receiptInsert(spec.idempotency, result, now, context.receiptTtlMs)] : []),
         ...(events.length > 0 ? [eventsInsert(events, json)] : []),
         ...statements,
       ];
-      if (message.length === 0) return { result, replayed: false, events };
+      if (writes.length === 0) return { result, replayed: false, events };
+      const message = await context.prepared.executes(client, writes);
       try {
         const results = (await client.query(message.join(';\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
         if (events.length > 0) {
@@ -190,26 +193,36 @@ function pendingEvents<Event extends DomainEvent>(
   return { events, json };
 }
 
-function receiptInsert(idempotency: IdempotencyOptions, result: unknown, now: Date, defaultTtlMs: number): string {
+const RECEIPT_INSERT = `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at) VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz)`;
+
+function receiptInsert(idempotency: IdempotencyOptions, result: unknown, now: Date, defaultTtlMs: number): Statement {
   const expiresAt = new Date(now.getTime() + (idempotency.ttlMs ?? defaultTtlMs));
-  return `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at)
-    VALUES (${literal(idempotency.scope)}, ${literal(idempotency.key)}, ${literal(canonicalHash(idempotency.request))},
-            ${literal(JSON.stringify({ ok: true, result: result ?? null }))}::jsonb, ${literal(expiresAt.toISOString())}::timestamptz)`;
+  return {
+    text: RECEIPT_INSERT,
+    values: [idempotency.scope, idempotency.key, canonicalHash(idempotency.request), JSON.stringify({ ok: true, result: result ?? null }), expiresAt.toISOString()],
+  };
 }
 
-/** The events at their versions, with their outbox rows; answers their positions in stream order. */
-function eventsInsert(events: StoredEvent[], json: string[]): string {
-  const rows = events.map(
-    (e, i) =>
-      `(${literal(e.eventId)}::uuid, ${literal(e.streamId)}, ${e.streamVersion}, ${literal(e.type)}, ${e.schemaVersion}, ` +
-      `${literal(json[i]!)}::jsonb, ${literal(JSON.stringify(e.metadata))}::jsonb, ${literal(e.occurredAt)}::timestamptz)`,
-  );
-  return `WITH inserted AS (
+const EVENTS_INSERT = `WITH inserted AS (
       INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
-      VALUES ${rows.join(',\n')}
+      SELECT r.event_id, r.stream_id, r.stream_version, r.type, r.schema_version, r.data, r.metadata, r.occurred_at
+        FROM jsonb_to_recordset($1::jsonb) AS r(event_id uuid, stream_id text, stream_version int, type text, schema_version int,
+                                                data jsonb, metadata jsonb, occurred_at timestamptz)
+       ORDER BY r.stream_version
       RETURNING position, stream_version
     ), queued AS (
       INSERT INTO outbox (position) SELECT position FROM inserted
     )
     SELECT position FROM inserted ORDER BY stream_version`;
+
+/** The events at their versions, with their outbox rows; answers their positions in stream order. */
+function eventsInsert(events: StoredEvent[], json: string[]): Statement {
+  // The rows as one JSON array, each event's data written in as the scrubbed JSON it was stored as.
+  const rows = events.map(
+    (e, i) =>
+      `{"event_id":${JSON.stringify(e.eventId)},"stream_id":${JSON.stringify(e.streamId)},"stream_version":${e.streamVersion},` +
+      `"type":${JSON.stringify(e.type)},"schema_version":${e.schemaVersion},"data":${json[i]!},` +
+      `"metadata":${JSON.stringify(e.metadata)},"occurred_at":${JSON.stringify(e.occurredAt)}}`,
+  );
+  return { text: EVENTS_INSERT, values: [`[${rows.join(',')}]`] };
 }
