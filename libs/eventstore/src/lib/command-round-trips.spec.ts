@@ -215,6 +215,83 @@ describe('a command in few round trips', () => {
     await expect(increment(id, 5)).resolves.toMatchObject({ result: 6, replayed: false });
   });
 
+  describe('commands that arrive together', () => {
+    let shared: EventStore;
+    beforeAll(() => {
+      shared = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 4 }), schema, inlineProjections: [counters] });
+    });
+    afterAll(() => shared.pool.end());
+
+    const add = (id: string, by: number, key = randomUUID()) =>
+      handleWithDecider(shared, {
+        decider: counter,
+        streamId: id,
+        command: { type: 'increment', by },
+        metadata: meta,
+        idempotency: { scope: 'test.together', key, request: { id, by } },
+        reply: (d) => d.after.total,
+      });
+
+    async function messages(work: () => Promise<unknown>): Promise<string[]> {
+      const sent: string[] = [];
+      const send = pg.Client.prototype.query;
+      pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+        sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? ''));
+        return (send as (...a: unknown[]) => unknown).apply(this, args);
+      } as typeof send;
+      try {
+        await work();
+      } finally {
+        pg.Client.prototype.query = send;
+      }
+      return sent;
+    }
+
+    it('are read in one statement and written in one message', async () => {
+      const ids = Array.from({ length: 6 }, () => `t-${randomUUID()}`);
+      await Promise.all(ids.map((id) => add(id, 1)));
+      await Promise.all(ids.map((id) => add(id, 1))); // the connections have prepared what they send
+      const sent = await messages(() => Promise.all(ids.map((id) => add(id, 1))));
+      expect(sent.filter((m) => m.includes('stream_id = ANY'))).toHaveLength(1);
+      expect(sent.filter((m) => m.includes('EXECUTE gantry_'))).toHaveLength(1);
+      const { rows } = await pool.query<{ total: number }>('SELECT total FROM counters WHERE id = ANY($1)', [ids]);
+      expect(rows.map((r) => r.total)).toEqual([3, 3, 3, 3, 3, 3]);
+    });
+
+    it('one refused write fails only its own command: the others commit, it gets its own error and leaves nothing', async () => {
+      const ids = Array.from({ length: 4 }, () => `t-${randomUUID()}`);
+      await Promise.all(ids.map((id) => add(id, 1)));
+      const badKey = randomUUID();
+      const outcomes = await Promise.allSettled(ids.map((id, i) => (i === 2 ? add(id, 5000, badKey) : add(id, 2))));
+      expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+      expect((outcomes[2] as PromiseRejectedResult).reason).toMatchObject({ constraint: 'counters_total_check' });
+      expect(await Promise.all(ids.map(eventsOf))).toEqual([2, 2, 1, 2]);
+      expect(await receiptOf(badKey)).toBeUndefined();
+    });
+
+    it('two commands on one stream in one batch both land, one after the other', async () => {
+      const id = `t-${randomUUID()}`;
+      await add(id, 1);
+      const [a, b] = await Promise.all([add(id, 10), add(id, 100)]);
+      const [first, second] = [a.result, b.result].sort((x, y) => x - y);
+      expect([11, 101]).toContain(first); // whichever went first
+      expect(second).toBe(111);
+      expect(await eventsOf(id)).toBe(3);
+      expect((await pool.query('SELECT total FROM counters WHERE id = $1', [id])).rows[0].total).toBe(111);
+    });
+
+    it('a duplicate of a key in the same batch is answered from the receipt the other one wrote', async () => {
+      const id = `t-${randomUUID()}`;
+      await add(id, 1);
+      const key = randomUUID();
+      const [a, b] = await Promise.all([add(id, 5, key), add(id, 5, key)]);
+      expect(a.result).toBe(6);
+      expect(b.result).toBe(6);
+      expect([a.replayed, b.replayed].sort()).toEqual([false, true]);
+      expect(await eventsOf(id)).toBe(2);
+    });
+  });
+
   it('a projection that reads in the transaction makes the command take the full path', async () => {
     const reads: string[] = [];
     const reading: Projection = {

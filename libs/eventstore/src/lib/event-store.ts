@@ -10,6 +10,7 @@ import { claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } fro
 import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome } from './unit-of-work.js';
 import { decideWithin, type DomainEvent } from './decider.js';
 import { PreparedStatements } from './prepared.js';
+import { CommandBatcher } from './batching.js';
 import { decideInOneMessage, FULL_PATH, type DecisionSpec, type OneMessageContext } from './one-message.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 
@@ -71,15 +72,13 @@ export class EventStore {
     this.scrub = options.scrub ?? scrubSecrets;
     this.grouping = options.groupCommit ? new GroupCommit(this, options.groupCommit, this.maxAttempts) : null;
     this.oneMessage = {
-      pool: this.pool,
       now: () => this.clock(),
       receiptTtlMs: this.receiptTtlMs,
       scrub: this.scrub,
       projections: this.inlineProjections,
       maxAttempts: this.maxAttempts,
-      appendedOn: (client) => this.appending.add(client),
       refuse: async (idempotency, error) => settle(await this.refusal(idempotency, error)),
-      prepared: new PreparedStatements(),
+      batcher: new CommandBatcher(this.pool, new PreparedStatements(), (client) => this.appending.add(client)),
       pause: conflictPause,
     };
     this.pool.on('release', (_error: unknown, client: pg.PoolClient) => {

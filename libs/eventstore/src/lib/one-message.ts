@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { canonicalHash, ErrorCode, GantryError, scrubbingReplacer, type SecretScrubber } from '@gantry/contracts';
-import { readStreamEvents } from './append.js';
+import type { CommandBatcher } from './batching.js';
 import { fold, type Decider, type Decision, type DomainEvent } from './decider.js';
 import type { SqlWriter } from './deferred-writes.js';
-import type { PreparedStatements, Statement } from './prepared.js';
+import type { Statement } from './prepared.js';
 import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExecuteResult, IdempotencyOptions, StoredEvent } from './types.js';
 import { isRetryable } from './unit-of-work.js';
@@ -21,18 +21,15 @@ export interface DecisionSpec<Command, State, Event extends DomainEvent, Result>
 
 /** What the one-message path needs of its event store. */
 export interface OneMessageContext {
-  pool: pg.Pool;
   now: () => Date;
   receiptTtlMs: number;
   scrub: SecretScrubber;
   projections: readonly Projection[];
   maxAttempts: number;
-  /** Told which connection appended (the relay is woken when it goes back to the pool). */
-  appendedOn(client: pg.PoolClient): void;
   /** Stores a refusal under the key, or answers with the receipt an earlier attempt left. */
   refuse<R>(idempotency: IdempotencyOptions, error: GantryError): Promise<ExecuteResult<R>>;
-  /** The statements each connection has prepared. */
-  prepared: PreparedStatements;
+  /** Where the reads and the write messages go, together with those of other commands. */
+  batcher: CommandBatcher;
   /** Waits a little before deciding again after a conflict. */
   pause(attempt: number): Promise<void>;
 }
@@ -75,87 +72,62 @@ export async function decideInOneMessage<Command, State, Event extends DomainEve
   context: OneMessageContext,
   spec: DecisionSpec<Command, State, Event, Result>,
 ): Promise<ExecuteResult<Result> | typeof FULL_PATH> {
-  const written = await writeInOneMessage(context, spec);
-  // Stored with the connection back in the pool: many refusals at once must not wait for connections they hold.
-  if (typeof written === 'object' && 'refused' in written) return context.refuse<Result>(spec.idempotency!, written.refused);
-  return written;
-}
-
-async function writeInOneMessage<Command, State, Event extends DomainEvent, Result>(
-  context: OneMessageContext,
-  spec: DecisionSpec<Command, State, Event, Result>,
-): Promise<ExecuteResult<Result> | typeof FULL_PATH | { refused: GantryError }> {
-  const client = await context.pool.connect();
-  let broken = false;
-  const onError = () => {
-    broken = true; // reported through the failing query; the listener keeps it from crashing the process
-  };
-  client.on('error', onError);
-  try {
-    for (let attempt = 1; ; attempt++) {
-      const history = await readStreamEvents(client, spec.streamId);
-      if (history.length === 0) return FULL_PATH;
-      const now = context.now();
-      let decision: Decision<State, Event>;
-      let result: Result;
-      let events: StoredEvent[];
-      let json: string[];
-      try {
-        const before = fold(spec.decider, history);
-        const decided = spec.decider.decide(spec.command, before);
-        ({ events, json } = pendingEvents(spec, history.length, decided, now, context.scrub));
-        const after = decided.reduce((s, e) => spec.decider.evolve(s, e), before);
-        decision = { before, after, decided, appended: events, version: history.length + decided.length };
-        result = spec.reply(decision);
-      } catch (error) {
-        // A refusal is an answer: stored so that a retry gets the same one (or the earlier answer under the key).
-        if (!spec.idempotency || !(error instanceof GantryError) || isRetryable(error)) throw error;
-        return { refused: error };
-      }
-      const statements: Statement[] = [];
-      const writer: SqlWriter = {
-        query: async (text, values) => {
-          statements.push({ text, values });
-        },
-      };
-      try {
-        const before = (id: string) => (id === spec.streamId ? history : undefined);
-        for (const projection of context.projections) await project(noConnection, projection, events, before, writer);
-      } catch (error) {
-        if (error instanceof NeedsTransaction) return FULL_PATH;
-        throw error;
-      }
-      const writes = [
-        ...(spec.idempotency ? [receiptInsert(spec.idempotency, result, now, context.receiptTtlMs)] : []),
-        ...(events.length > 0 ? [eventsInsert(events, json)] : []),
-        ...statements,
-      ];
-      if (writes.length === 0) return { result, replayed: false, events };
-      const message = await context.prepared.executes(client, writes);
-      try {
-        const results = (await client.query(message.join(';\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
-        if (events.length > 0) {
-          const inserted = (Array.isArray(results) ? results[spec.idempotency ? 1 : 0]! : results).rows as Array<{ position: string }>;
-          inserted.forEach((row, i) => (events[i]!.position = Number(row.position)));
-          context.appendedOn(client);
-        }
-        return { result, replayed: false, events };
-      } catch (error) {
-        const { code, constraint } = error as { code?: string; constraint?: string };
-        if (code === '23505' && constraint === 'idempotency_receipts_pkey') return FULL_PATH;
-        if (code !== '23505' || constraint !== 'events_stream_version_unique') throw error;
-        if (attempt >= context.maxAttempts) {
-          throw new GantryError(ErrorCode.VERSION_CONFLICT, `stream ${spec.streamId} was appended to concurrently`, {
-            streamId: spec.streamId,
-            expectedVersion: history.length,
-          });
-        }
-        await context.pause(attempt);
-      }
+  for (let attempt = 1; ; attempt++) {
+    const history = await context.batcher.reads.load(spec.streamId);
+    if (history.length === 0) return FULL_PATH;
+    const now = context.now();
+    let result: Result;
+    let events: StoredEvent[];
+    let json: string[];
+    try {
+      const before = fold(spec.decider, history);
+      const decided = spec.decider.decide(spec.command, before);
+      ({ events, json } = pendingEvents(spec, history.length, decided, now, context.scrub));
+      const after = decided.reduce((s, e) => spec.decider.evolve(s, e), before);
+      result = spec.reply({ before, after, decided, appended: events, version: history.length + decided.length });
+    } catch (error) {
+      // A refusal is an answer: stored so that a retry gets the same one (or the earlier answer under the key).
+      if (!spec.idempotency || !(error instanceof GantryError) || isRetryable(error)) throw error;
+      return context.refuse<Result>(spec.idempotency, error);
     }
-  } finally {
-    client.off('error', onError);
-    client.release(broken ? true : undefined);
+    const statements: Statement[] = [];
+    const writer: SqlWriter = {
+      query: async (text, values) => {
+        statements.push({ text, values });
+      },
+    };
+    try {
+      const before = (id: string) => (id === spec.streamId ? history : undefined);
+      for (const projection of context.projections) await project(noConnection, projection, events, before, writer);
+    } catch (error) {
+      if (error instanceof NeedsTransaction) return FULL_PATH;
+      throw error;
+    }
+    const writes = [
+      ...(spec.idempotency ? [receiptInsert(spec.idempotency, result, now, context.receiptTtlMs)] : []),
+      ...(events.length > 0 ? [eventsInsert(events, json)] : []),
+      ...statements,
+    ];
+    if (writes.length === 0) return { result, replayed: false, events };
+    try {
+      const results = await context.batcher.writes.load(writes);
+      if (events.length > 0) {
+        const inserted = results[spec.idempotency ? 1 : 0]!.rows as Array<{ position: string }>;
+        inserted.forEach((row, i) => (events[i]!.position = Number(row.position)));
+      }
+      return { result, replayed: false, events };
+    } catch (error) {
+      const { code, constraint } = error as { code?: string; constraint?: string };
+      if (code === '23505' && constraint === 'idempotency_receipts_pkey') return FULL_PATH;
+      if (code !== '23505' || constraint !== 'events_stream_version_unique') throw error;
+      if (attempt >= context.maxAttempts) {
+        throw new GantryError(ErrorCode.VERSION_CONFLICT, `stream ${spec.streamId} was appended to concurrently`, {
+          streamId: spec.streamId,
+          expectedVersion: history.length,
+        });
+      }
+      await context.pause(attempt);
+    }
   }
 }
 

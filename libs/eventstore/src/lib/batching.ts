@@ -1,0 +1,88 @@
+import DataLoader from 'dataloader';
+import type pg from 'pg';
+import { EVENT_COLUMNS, toStoredEvent, type EventRow } from './append.js';
+import type { PreparedStatements, Statement } from './prepared.js';
+import type { StoredEvent } from './types.js';
+
+/**
+ * The reads and writes of one-message commands (one-message.ts) that arrive together, sent
+ * together: every stream read asked for while the event loop handles one turn's input goes to
+ * PostgreSQL as one statement, and every write message made ready in one turn goes as one message —
+ * one round trip, one transaction, one commit for all of them. Under load commands arrive in bursts
+ * and a burst costs about what one command did; alone, a command waits for nothing (the batch is
+ * sent at the end of the turn it was asked in).
+ *
+ * A message of several writes is one transaction: when one member fails (a compare-and-set lost to
+ * a concurrent writer, a key that already has a receipt, a view row refused), nothing of the batch
+ * was written, and each member is sent again in a message of its own, so that each gets its own
+ * answer: the others commit, the failing one gets its own error.
+ *
+ * DataLoader does the collecting (its batches are what it was made for); its cache is off, since a
+ * read must see the log as it is now.
+ */
+export class CommandBatcher {
+  readonly reads: DataLoader<string, StoredEvent[]>;
+  readonly writes: DataLoader<Statement[], pg.QueryResult[]>;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly prepared: PreparedStatements,
+    /** Told which connection committed writes (the relay is woken when it goes back to the pool). */
+    private readonly wrote: (client: pg.PoolClient) => void,
+  ) {
+    const options = { cache: false, batchScheduleFn: (send: () => void) => setImmediate(send) };
+    this.reads = new DataLoader((streamIds) => this.readStreams(streamIds), options);
+    this.writes = new DataLoader((batch) => this.write(batch), options);
+  }
+
+  private async readStreams(streamIds: readonly string[]): Promise<StoredEvent[][]> {
+    const { rows } = await this.pool.query<EventRow>({ name: 'gantry_read_streams', text: READ_STREAMS, values: [[...new Set(streamIds)]] });
+    const byStream = new Map<string, StoredEvent[]>();
+    for (const row of rows) {
+      const events = byStream.get(row.stream_id) ?? [];
+      if (events.length === 0) byStream.set(row.stream_id, events);
+      events.push(toStoredEvent(row));
+    }
+    // A stream asked for twice in one batch is read once; each asker gets a list of its own.
+    return streamIds.map((id) => [...(byStream.get(id) ?? [])]);
+  }
+
+  private async write(batch: ReadonlyArray<Statement[]>): Promise<Array<pg.QueryResult[] | Error>> {
+    const client = await this.pool.connect();
+    let broken = false;
+    const onError = () => {
+      broken = true; // reported through the failing query; the listener keeps it from crashing the process
+    };
+    client.on('error', onError);
+    try {
+      const messages: string[][] = [];
+      for (const writes of batch) messages.push(await this.prepared.executes(client, writes));
+      if (batch.length > 1) {
+        try {
+          const results = (await client.query(messages.flat().join(';\n'))) as unknown as pg.QueryResult[];
+          this.wrote(client);
+          let at = 0;
+          return messages.map((m) => results.slice(at, (at += m.length)));
+        } catch {
+          // Nothing of the batch was written: each member again, alone, for its own answer.
+        }
+      }
+      const answers: Array<pg.QueryResult[] | Error> = [];
+      for (const message of messages) {
+        try {
+          const results = (await client.query(message.join(';\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
+          this.wrote(client);
+          answers.push(Array.isArray(results) ? results : [results]);
+        } catch (error) {
+          answers.push(error instanceof Error ? error : new Error(String(error)));
+        }
+      }
+      return answers;
+    } finally {
+      client.off('error', onError);
+      client.release(broken ? true : undefined);
+    }
+  }
+}
+
+const READ_STREAMS = `SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, stream_version`;
