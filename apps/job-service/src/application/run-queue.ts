@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { coalescingStreamId, jobIdFor, type CoalescingKey, type enqueueJob, type ReplyOf, type RequestOf } from '@gantry/contracts';
-import { decideWithin, type CommandMetadata, type EventStore, type UnitOfWork } from '@gantry/eventstore';
+import { decideWithin, type CommandMetadata, type EventStore, type StreamWork } from '@gantry/eventstore';
 import {
   coalesceIntoJobCommand,
   COALESCING_WINDOW_MS,
@@ -21,7 +21,7 @@ import {
   type Job,
   type Product,
 } from '../domain/index.js';
-import { jobRow, loadJob, productRowStatement } from '../infrastructure/job-store.js';
+import { jobOf, jobRow, productRowStatement } from '../infrastructure/job-store.js';
 
 export type EnqueueRequest = RequestOf<typeof enqueueJob>;
 export type EnqueueReply = ReplyOf<typeof enqueueJob>;
@@ -34,7 +34,7 @@ const CLOCK_MARGIN_MS = 60_000;
  * stream: read from its end until an opening older than the window (a key's stream grows by one
  * event per job created under it; a request never reads further back than it needs).
  */
-async function recentOpenings(uow: UnitOfWork, streamId: string, now: string): Promise<{ version: number; jobIds: string[] }> {
+async function recentOpenings(uow: StreamWork, streamId: string, now: string): Promise<{ version: number; jobIds: string[] }> {
   const since = Date.parse(now) - COALESCING_WINDOW_MS - CLOCK_MARGIN_MS;
   for (let count = 16; ; count *= 4) {
     const tail = await uow.readStreamTail(streamId, count);
@@ -94,9 +94,11 @@ async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata:
     // The product's settings a created job takes: read with BEGIN too.
     reads: [productRowStatement(request.productId)],
   };
-  const execute = (handler: (uow: UnitOfWork) => Promise<EnqueueReply>) => (within ? store.executeWithin(within, options, handler) : store.execute(options, handler));
+  const execute = (handler: (uow: StreamWork) => Promise<EnqueueReply>) =>
+    within ? store.executeWithin(within, options, handler) : store.executeInOneMessage(options, handler);
   const executed = await execute(
     async (uow) => {
+      uow.knowStream(newJobId, []); // a fresh id: its stream is empty (the append at version 0 checks it)
       const now = store.clock().toISOString();
       const routing = runQueueRequest(request, { now });
       const key: CoalescingKey | null = coalescingKeyOf(routing);
@@ -107,7 +109,7 @@ async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata:
         opening = { streamId, version: recent.version };
         const candidates: Job[] = [];
         for (const jobId of recent.jobIds) {
-          const job = await loadJob(store, jobId, uow.sql);
+          const job = jobOf(await uow.readStream(jobId));
           if (job) candidates.push(job);
         }
         const decision = routeEnqueue(routing, candidates.map(runQueueEntry));

@@ -97,6 +97,16 @@ export const jobsProjection: Projection = stateProjection<JobState>({
          payloads = EXCLUDED.payloads, agent_config = EXCLUDED.agent_config, state = EXCLUDED.state`,
       [JSON.stringify(rows)],
     );
+    // A job created by a command written in one message (EventStore.executeInOneMessage) is saved
+    // before its first event has a position; the same message then takes it from the event.
+    const unplaced = changes.filter((c) => c.first !== null && c.first.position === 0 && jobExists(c.state)).map((c) => c.streamId);
+    if (unplaced.length > 0) {
+      await sql.query(
+        `UPDATE jobs SET enqueue_position = e.position FROM events e
+          WHERE jobs.job_id = ANY(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) AND e.stream_id = jobs.job_id AND e.stream_version = 1`,
+        [JSON.stringify(unplaced)],
+      );
+    }
   },
   copy: { table: 'jobs', row: (job, first) => (jobExists(job) ? jobRow(job, first) : null) },
 });

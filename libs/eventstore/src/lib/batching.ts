@@ -23,6 +23,8 @@ import type { StoredEvent } from './types.js';
 export class CommandBatcher {
   readonly reads: DataLoader<string, StoredEvent[]>;
   readonly writes: DataLoader<Statement[], pg.QueryResult[]>;
+  /** Other reads (statements with their values written in), sent together as one message. */
+  readonly statements: DataLoader<string, pg.QueryResult>;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -33,6 +35,17 @@ export class CommandBatcher {
     const options = { cache: false, batchScheduleFn: (send: () => void) => setImmediate(send) };
     this.reads = new DataLoader((streamIds) => this.readStreams(streamIds), options);
     this.writes = new DataLoader((batch) => this.write(batch), options);
+    this.statements = new DataLoader((batch) => this.readAll(batch), options);
+  }
+
+  private async readAll(statements: readonly string[]): Promise<Array<pg.QueryResult | Error>> {
+    if (statements.length === 1) return [await this.pool.query(statements[0]!)];
+    try {
+      return (await this.pool.query(statements.join(';\n'))) as unknown as pg.QueryResult[];
+    } catch {
+      // One of them failed (and with it the message): each again, for its own answer.
+      return Promise.all(statements.map((statement) => this.pool.query(statement).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))))));
+    }
   }
 
   private async readStreams(streamIds: readonly string[]): Promise<StoredEvent[][]> {

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { EventStore, UnitOfWork } from './event-store.js';
+import type { StreamWork } from './unit-of-work.js';
 import type { CommandMetadata, ExecuteResult, IdempotencyOptions, StoredEvent } from './types.js';
 
 export interface DomainEvent {
@@ -34,7 +35,7 @@ export interface Decision<State, Event extends DomainEvent> {
 
 /** Loads the stream, decides, and appends at the version it loaded (the append is the compare-and-set). */
 export async function decideWithin<Command, State, Event extends DomainEvent>(
-  uow: UnitOfWork,
+  uow: StreamWork,
   decider: Decider<Command, State, Event>,
   streamId: string,
   command: Command,

@@ -7,18 +7,18 @@ import type { Projection } from './projection.js';
 import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
 import { canonicalHash, GantryError, scrubSecrets, type SecretScrubber } from '@gantry/contracts';
 import { claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } from './receipts.js';
-import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome } from './unit-of-work.js';
+import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome, type StreamWork } from './unit-of-work.js';
 import { decideWithin, type DomainEvent } from './decider.js';
 import { PreparedStatements } from './prepared.js';
 import { CommandBatcher } from './batching.js';
-import { decideInOneMessage, FULL_PATH, type DecisionSpec, type OneMessageContext } from './one-message.js';
+import { executeInOneMessage, FULL_PATH, type DecisionSpec, type OneMessageContext } from './one-message.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 
 // The pieces of the log, each in its own file: append.ts (the compare-and-set append with its
 // outbox rows and inline projections), receipts.ts (idempotency), unit-of-work.ts (one command in
 // an open transaction), group-commit.ts (commands sharing a transaction). This class puts them together.
 export { EVENT_COLUMNS, outboxChannel, toStoredEvent, type EventRow } from './append.js';
-export { UnitOfWork };
+export { UnitOfWork, type StreamWork };
 
 export interface EventStoreOptions {
   pool: pg.Pool;
@@ -72,6 +72,7 @@ export class EventStore {
     this.scrub = options.scrub ?? scrubSecrets;
     this.grouping = options.groupCommit ? new GroupCommit(this, options.groupCommit, this.maxAttempts) : null;
     this.oneMessage = {
+      pool: this.pool,
       now: () => this.clock(),
       receiptTtlMs: this.receiptTtlMs,
       scrub: this.scrub,
@@ -160,21 +161,28 @@ export class EventStore {
   }
 
   /**
-   * One decider command on one stream. A stream that exists is read, decided on and written in two
-   * round trips, with no transaction held open while the decider runs (decideInOneMessage); a new
-   * stream, a projection that reads in the transaction, a repeat of an idempotency key and group
-   * commit take the full path (execute). Both keep the same receipts, compare-and-set and outbox.
+   * A command in two round trips, holding no transaction open while the handler runs, when it can
+   * be (executeInOneMessage in one-message.ts: reads without a transaction, the writes in one
+   * message, batched with other commands'); in one transaction (execute) when it cannot: a
+   * projection that reads in the transaction, an append at any version, a repeat of an idempotency
+   * key, group commit on. The handler must not write through a connection of its own, and its answer
+   * must not use the positions of the events it appends. Both paths keep the same receipts,
+   * compare-and-set and outbox; `options.streams` is only a hint for the full path.
    */
-  async decide<Command, State, Event extends DomainEvent, Result>(spec: DecisionSpec<Command, State, Event, Result>): Promise<ExecuteResult<Result>> {
+  async executeInOneMessage<R>(options: ExecuteOptions, handler: (work: StreamWork) => Promise<R>): Promise<ExecuteResult<R>> {
     if (!this.grouping) {
-      const written = await decideInOneMessage(this.oneMessage, spec);
+      const written = await executeInOneMessage(this.oneMessage, options, handler);
       if (written !== FULL_PATH) return written;
     }
-    return this.execute({ metadata: spec.metadata, idempotency: spec.idempotency, streams: [spec.streamId] }, async (uow) =>
-      spec.reply(await decideWithin(uow, spec.decider, spec.streamId, spec.command)),
-    );
+    return this.execute(options, handler);
   }
 
+  /** One decider command on one stream, in one message when it can be (see executeInOneMessage). */
+  decide<Command, State, Event extends DomainEvent, Result>(spec: DecisionSpec<Command, State, Event, Result>): Promise<ExecuteResult<Result>> {
+    return this.executeInOneMessage({ metadata: spec.metadata, idempotency: spec.idempotency, streams: [spec.streamId] }, async (work) =>
+      spec.reply(await decideWithin(work, spec.decider, spec.streamId, spec.command)),
+    );
+  }
 
   /**
    * Runs a command inside the caller's open transaction — a durable consumer's, which also holds the

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
 import { canonicalHash, ErrorCode, GantryError, scrubbingReplacer, type SecretScrubber } from '@gantry/contracts';
+import { readStreamTail } from './append.js';
 import type { CommandBatcher } from './batching.js';
-import { fold, type Decider, type Decision, type DomainEvent } from './decider.js';
+import type { Decider, Decision, DomainEvent } from './decider.js';
 import type { SqlWriter } from './deferred-writes.js';
 import type { Statement } from './prepared.js';
 import { project, type Projection } from './projection.js';
-import type { CommandMetadata, ExecuteResult, IdempotencyOptions, StoredEvent } from './types.js';
-import { isRetryable } from './unit-of-work.js';
+import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
+import { isRetryable, type StreamWork } from './unit-of-work.js';
 
 /** A decider command on one stream, as handleWithDecider takes it. */
 export interface DecisionSpec<Command, State, Event extends DomainEvent, Result> {
@@ -21,15 +22,16 @@ export interface DecisionSpec<Command, State, Event extends DomainEvent, Result>
 
 /** What the one-message path needs of its event store. */
 export interface OneMessageContext {
+  pool: pg.Pool;
   now: () => Date;
   receiptTtlMs: number;
   scrub: SecretScrubber;
   projections: readonly Projection[];
   maxAttempts: number;
+  /** Where the stream reads and the write messages go, together with those of other commands. */
+  batcher: CommandBatcher;
   /** Stores a refusal under the key, or answers with the receipt an earlier attempt left. */
   refuse<R>(idempotency: IdempotencyOptions, error: GantryError): Promise<ExecuteResult<R>>;
-  /** Where the reads and the write messages go, together with those of other commands. */
-  batcher: CommandBatcher;
   /** Waits a little before deciding again after a conflict. */
   pause(attempt: number): Promise<void>;
 }
@@ -37,7 +39,7 @@ export interface OneMessageContext {
 /** The full path must take the command; nothing was written. */
 export const FULL_PATH = Symbol('full path');
 
-/** Thrown by the stand-in connection when a projection wants a transaction of its own to read in. */
+/** The command needs what only a transaction gives (a projection reading its row, an append at any version). */
 class NeedsTransaction extends Error {}
 
 const noConnection = {
@@ -46,49 +48,130 @@ const noConnection = {
   },
 } as unknown as pg.PoolClient;
 
+/**
+ * A command's reads and appends when nothing is held open while it runs: reads go to the log as it
+ * is (batched with other commands' reads), appends are kept until the handler is done. A stream
+ * read here and appended to is served from here afterwards, as a transaction reads its own writes.
+ */
+class OneMessageWork implements StreamWork {
+  readonly appended: StoredEvent[] = [];
+  /** Each appended event's data as the scrubbed JSON it is stored as. */
+  readonly json: string[] = [];
+  /** Streams as this command sees them (read, and appended to). */
+  private readonly streams = new Map<string, StoredEvent[]>();
+  /** Streams as they were before this command's appends: what the projections build on. */
+  readonly before = new Map<string, StoredEvent[]>();
+  /** Streams appended to without being read whole: a later read of one needs the transaction. */
+  private readonly blind = new Set<string>();
+
+  constructor(
+    private readonly context: OneMessageContext,
+    readonly metadata: CommandMetadata,
+    private readonly idempotency: IdempotencyOptions | undefined,
+    private readonly reads: readonly string[],
+    private readonly now: Date,
+  ) {}
+
+  async readStream(streamId: string): Promise<StoredEvent[]> {
+    if (this.blind.has(streamId)) throw new NeedsTransaction(`stream ${streamId} read after an append at a version not read here`);
+    const known = this.streams.get(streamId);
+    if (known) return [...known];
+    const events = await this.context.batcher.reads.load(streamId);
+    this.streams.set(streamId, events);
+    this.before.set(streamId, events);
+    return [...events];
+  }
+
+  knowStream(streamId: string, events: StoredEvent[]): void {
+    this.streams.set(streamId, events);
+    this.before.set(streamId, events);
+  }
+
+  async readStreamTail(streamId: string, count: number): Promise<{ version: number; events: StoredEvent[] }> {
+    const known = this.streams.get(streamId);
+    if (known) return { version: known.length, events: known.slice(-count) };
+    if (this.blind.has(streamId)) throw new NeedsTransaction(`stream ${streamId} read after an append at a version not read here`);
+    return readStreamTail(this.context.pool, streamId, count);
+  }
+
+  async read<Row extends pg.QueryResultRow = pg.QueryResultRow>(index: number): Promise<pg.QueryResult<Row>> {
+    const statement = this.reads[index];
+    if (statement === undefined) throw new RangeError(`no read ${index} was named for this command`);
+    return (await this.context.batcher.statements.load(statement)) as pg.QueryResult<Row>;
+  }
+
+  async append(streamId: string, expectedVersion: ExpectedVersion, events: NewEvent[], metadata?: Partial<CommandMetadata>): Promise<StoredEvent[]> {
+    // The compare-and-set is the unique (stream, version) constraint: the versions must be known.
+    if (expectedVersion === 'any') throw new NeedsTransaction('an append at any version');
+    const known = this.streams.get(streamId);
+    if (known && known.length !== expectedVersion) {
+      throw new GantryError(ErrorCode.VERSION_CONFLICT, `stream ${streamId} is at version ${known.length}, expected ${expectedVersion}`, {
+        streamId,
+        expectedVersion,
+        actualVersion: known.length,
+      });
+    }
+    const { events: pending, json } = pendingEvents(
+      streamId,
+      { ...this.metadata, ...metadata, idempotencyKey: this.idempotency?.key ?? null },
+      expectedVersion,
+      events,
+      this.now,
+      this.context.scrub,
+    );
+    this.appended.push(...pending);
+    this.json.push(...json);
+    if (known) this.streams.set(streamId, [...known, ...pending]);
+    else if (expectedVersion === 0) {
+      this.before.set(streamId, []);
+      this.streams.set(streamId, pending);
+    } else this.blind.add(streamId);
+    return pending;
+  }
+}
 
 /**
- * A decider command on a stream that already exists, in two round trips and without holding a
- * transaction open while Node decides: the stream is read (no transaction), the decider decides,
- * and everything the command writes goes to PostgreSQL as one simple-protocol message — the
- * receipt with its answer, the events at the versions after the ones read, their outbox rows, and
- * the inline projections' rows. PostgreSQL runs a message of several statements as one implicit
- * transaction, so they all commit together or not at all, as on the full path.
+ * A command in two round trips with no transaction held open while Node works on it: its reads go
+ * to the log as it is (no transaction, and batched with other commands' reads), its appends are
+ * kept, and when the handler is done everything it writes goes to PostgreSQL as one simple-protocol
+ * message — the receipt with its answer, the events at the versions that follow what was read, their
+ * outbox rows, and the inline projections' rows. PostgreSQL runs a message of several statements as
+ * one implicit transaction, so they commit together or not at all, as on the full path; a message
+ * may also carry other commands' writes (CommandBatcher).
  *
- * The compare-and-set is the unique (stream_id, stream_version) constraint: the events are written
- * at the versions that follow the read, so a writer that appended in between makes the message
- * fail on it (VERSION_CONFLICT: read and decide again). The receipt is inserted, not claimed
- * first: a key that already has one (a repeat, a concurrent duplicate, an expired receipt) makes
- * the message fail on the receipt's key, and the full path answers it the way it answers every
- * repeat. A refusal is stored the way the full path stores one.
+ * The compare-and-set is the unique (stream_id, stream_version) constraint: events are written at
+ * the versions after the ones read, so a writer that appended in between makes the message fail
+ * on it (VERSION_CONFLICT: the handler runs again on fresh reads). The receipt is inserted, not
+ * claimed first: a key that already has one (a repeat, a concurrent duplicate, an expired receipt)
+ * makes the message fail on the receipt's key, and the full path answers it the way it answers
+ * every repeat. A refusal is stored the way the full path stores one.
  *
- * Returns FULL_PATH when the command must take the full path instead: the stream does not exist
- * yet (its first events may need their positions, which are known only after the insert), an
- * inline projection reads in the transaction, or the key already has a receipt. The reply is
- * computed before the write (it is stored in the receipt), so it must not use the events'
- * positions: they are filled in once the message has committed.
+ * Returns FULL_PATH when the command must take the full path instead: an inline projection reads in
+ * the transaction, an append is at any version, a stream is read after an append that did not read
+ * it, or the key already has a receipt. The handler's answer is computed before the write (it is
+ * stored in the receipt), so it must not use the events' positions: they are filled in once the
+ * message has committed, and the projections see 0.
  */
-export async function decideInOneMessage<Command, State, Event extends DomainEvent, Result>(
+export async function executeInOneMessage<R>(
   context: OneMessageContext,
-  spec: DecisionSpec<Command, State, Event, Result>,
-): Promise<ExecuteResult<Result> | typeof FULL_PATH> {
+  options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions; reads?: string[] },
+  handler: (work: StreamWork) => Promise<R>,
+): Promise<ExecuteResult<R> | typeof FULL_PATH> {
   for (let attempt = 1; ; attempt++) {
-    const history = await context.batcher.reads.load(spec.streamId);
-    if (history.length === 0) return FULL_PATH;
     const now = context.now();
-    let result: Result;
-    let events: StoredEvent[];
-    let json: string[];
+    const work = new OneMessageWork(context, options.metadata, options.idempotency, options.reads ?? [], now);
+    let result: R;
     try {
-      const before = fold(spec.decider, history);
-      const decided = spec.decider.decide(spec.command, before);
-      ({ events, json } = pendingEvents(spec, history.length, decided, now, context.scrub));
-      const after = decided.reduce((s, e) => spec.decider.evolve(s, e), before);
-      result = spec.reply({ before, after, decided, appended: events, version: history.length + decided.length });
+      result = await handler(work);
     } catch (error) {
+      if (error instanceof NeedsTransaction) return FULL_PATH;
+      if (isRetryable(error) && attempt < context.maxAttempts) {
+        await context.pause(attempt);
+        continue;
+      }
       // A refusal is an answer: stored so that a retry gets the same one (or the earlier answer under the key).
-      if (!spec.idempotency || !(error instanceof GantryError) || isRetryable(error)) throw error;
-      return context.refuse<Result>(spec.idempotency, error);
+      if (!options.idempotency || !(error instanceof GantryError) || isRetryable(error)) throw error;
+      return context.refuse<R>(options.idempotency, error);
     }
     const statements: Statement[] = [];
     const writer: SqlWriter = {
@@ -97,72 +180,68 @@ export async function decideInOneMessage<Command, State, Event extends DomainEve
       },
     };
     try {
-      const before = (id: string) => (id === spec.streamId ? history : undefined);
-      for (const projection of context.projections) await project(noConnection, projection, events, before, writer);
+      const before = (id: string) => work.before.get(id);
+      for (const projection of context.projections) await project(noConnection, projection, work.appended, before, writer);
     } catch (error) {
       if (error instanceof NeedsTransaction) return FULL_PATH;
       throw error;
     }
+    const events = work.appended;
     const writes = [
-      ...(spec.idempotency ? [receiptInsert(spec.idempotency, result, now, context.receiptTtlMs)] : []),
-      ...(events.length > 0 ? [eventsInsert(events, json)] : []),
+      ...(options.idempotency ? [receiptInsert(options.idempotency, result, now, context.receiptTtlMs)] : []),
+      ...(events.length > 0 ? [eventsInsert(events, work.json)] : []),
       ...statements,
     ];
     if (writes.length === 0) return { result, replayed: false, events };
     try {
       const results = await context.batcher.writes.load(writes);
       if (events.length > 0) {
-        const inserted = results[spec.idempotency ? 1 : 0]!.rows as Array<{ position: string }>;
-        inserted.forEach((row, i) => (events[i]!.position = Number(row.position)));
+        const positions = new Map((results[options.idempotency ? 1 : 0]!.rows as Array<{ event_id: string; position: string }>).map((r) => [r.event_id, Number(r.position)]));
+        for (const event of events) event.position = positions.get(event.eventId)!;
       }
       return { result, replayed: false, events };
     } catch (error) {
       const { code, constraint } = error as { code?: string; constraint?: string };
       if (code === '23505' && constraint === 'idempotency_receipts_pkey') return FULL_PATH;
       if (code !== '23505' || constraint !== 'events_stream_version_unique') throw error;
-      if (attempt >= context.maxAttempts) {
-        throw new GantryError(ErrorCode.VERSION_CONFLICT, `stream ${spec.streamId} was appended to concurrently`, {
-          streamId: spec.streamId,
-          expectedVersion: history.length,
-        });
-      }
+      if (attempt >= context.maxAttempts) throw new GantryError(ErrorCode.VERSION_CONFLICT, 'a stream was appended to concurrently', {});
       await context.pause(attempt);
     }
   }
 }
 
-/** The decided events as they will be stored (data scrubbed, as the log keeps it); positions come with the commit. */
-function pendingEvents<Event extends DomainEvent>(
-  spec: { streamId: string; metadata: CommandMetadata; idempotency?: IdempotencyOptions },
+/** The events as they will be stored (data scrubbed, as the log keeps it); positions come with the commit. */
+function pendingEvents(
+  streamId: string,
+  metadata: CommandMetadata & { idempotencyKey: string | null },
   version: number,
-  decided: Event[],
+  events: NewEvent[],
   now: Date,
   scrub: SecretScrubber,
 ): { events: StoredEvent[]; json: string[] } {
   const replacer = scrubbingReplacer(scrub);
-  const metadata = {
-    correlationId: spec.metadata.correlationId,
-    causationId: spec.metadata.causationId ?? null,
-    idempotencyKey: spec.idempotency?.key ?? null,
-    actor: spec.metadata.actor ?? null,
+  const stored = {
+    correlationId: metadata.correlationId,
+    causationId: metadata.causationId ?? null,
+    idempotencyKey: metadata.idempotencyKey,
+    actor: metadata.actor ?? null,
   };
   const occurredAt = now.toISOString();
-  const json = decided.map((event) => JSON.stringify(event.data ?? null, replacer));
-  const events = decided.map((event, i) => {
-    const schemaVersion = (event as { schemaVersion?: number }).schemaVersion ?? 1;
-    return {
+  const json = events.map((event) => JSON.stringify(event.data ?? null, replacer));
+  return {
+    json,
+    events: events.map((event, i) => ({
       position: 0,
-      eventId: (event as { eventId?: string }).eventId ?? randomUUID(),
-      streamId: spec.streamId,
+      eventId: event.eventId ?? randomUUID(),
+      streamId,
       streamVersion: version + i + 1,
       type: event.type,
-      schemaVersion,
+      schemaVersion: event.schemaVersion ?? 1,
       data: JSON.parse(json[i]!) as unknown,
-      metadata,
+      metadata: stored,
       occurredAt,
-    };
-  });
-  return { events, json };
+    })),
+  };
 }
 
 const RECEIPT_INSERT = `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at) VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz)`;
@@ -180,14 +259,14 @@ const EVENTS_INSERT = `WITH inserted AS (
       SELECT r.event_id, r.stream_id, r.stream_version, r.type, r.schema_version, r.data, r.metadata, r.occurred_at
         FROM jsonb_to_recordset($1::jsonb) AS r(event_id uuid, stream_id text, stream_version int, type text, schema_version int,
                                                 data jsonb, metadata jsonb, occurred_at timestamptz)
-       ORDER BY r.stream_version
-      RETURNING position, stream_version
+       ORDER BY r.stream_id, r.stream_version
+      RETURNING position, event_id
     ), queued AS (
       INSERT INTO outbox (position) SELECT position FROM inserted
     )
-    SELECT position FROM inserted ORDER BY stream_version`;
+    SELECT position, event_id FROM inserted`;
 
-/** The events at their versions, with their outbox rows; answers their positions in stream order. */
+/** The events at their versions, with their outbox rows; answers each one's position. */
 function eventsInsert(events: StoredEvent[], json: string[]): Statement {
   // The rows as one JSON array, each event's data written in as the scrubbed JSON it was stored as.
   const rows = events.map(

@@ -27,8 +27,28 @@ export interface UnitOfWorkAids {
   reads?: { statements: string[]; results: Array<pg.QueryResult | undefined> };
 }
 
+/**
+ * The log operations a command handler uses: what UnitOfWork (a command in an open transaction)
+ * and the one-message path (one-message.ts) both give.
+ */
+export interface StreamWork {
+  readonly metadata: CommandMetadata;
+  readStream(streamId: string): Promise<StoredEvent[]>;
+  /** The last `count` events of a stream, oldest first, with the stream's version. */
+  readStreamTail(streamId: string, count: number): Promise<{ version: number; events: StoredEvent[] }>;
+  /** The result of ExecuteOptions.reads[index]. */
+  read<Row extends pg.QueryResultRow = pg.QueryResultRow>(index: number): Promise<pg.QueryResult<Row>>;
+  append(streamId: string, expectedVersion: ExpectedVersion, events: NewEvent[], metadata?: Partial<CommandMetadata>): Promise<StoredEvent[]>;
+  /**
+   * A stream's events the handler knows without reading them (read with another statement, or a
+   * stream under a fresh id, which is empty): taken instead of a read. The append's compare-and-set
+   * still checks them.
+   */
+  knowStream(streamId: string, events: StoredEvent[]): void;
+}
+
 /** What a command handler gets: the open transaction and the log operations inside it. */
-export class UnitOfWork {
+export class UnitOfWork implements StreamWork {
   readonly appended: StoredEvent[] = [];
   /** Each stream as read (and appended to) in this transaction: what the projections build on. */
   private readonly streams = new Map<string, StoredEvent[]>();
