@@ -17,7 +17,7 @@ import {
   type ReplyOf,
   type RequestOf,
 } from '@gantry/contracts';
-import { decideWithin, EVENT_COLUMNS, EventStore, handleWithDecider, inlineStatement, toStoredEvent, type Decision, type EventRow } from '@gantry/eventstore';
+import { decideWithin, EventStore, handleWithDecider, type Decision, type ExecuteResult } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import {
@@ -39,6 +39,7 @@ import {
   type JobEvent,
   type JobState,
 } from '../domain/index.js';
+import { ClaimPicker } from './claim-picker.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { enqueueJobRequest } from './run-queue.js';
 import { crashAfterCommitIfAsked } from './test-crash-hook.js';
@@ -97,7 +98,11 @@ export function claimedJob(job: Job): ClaimedJob {
 /** The job commands (docs/domain.md, "Job"), each one transaction: decide on the stream, append at its version. */
 @Controller()
 export class JobCommandHandlers {
-  constructor(@Inject(EventStore) private readonly store: EventStore) {}
+  private readonly picker: ClaimPicker;
+
+  constructor(@Inject(EventStore) private readonly store: EventStore) {
+    this.picker = new ClaimPicker(store.pool);
+  }
 
   private now(): string {
     return this.store.clock().toISOString();
@@ -109,54 +114,45 @@ export class JobCommandHandlers {
   }
 
   /**
-   * The offered job, or the oldest queued job of the runner's kinds (the view row locked with SKIP
-   * LOCKED so concurrent pollers spread over the queue). The append at the loaded version is the
-   * compare-and-set: of 50 concurrent claims one appends, the others reload and are ALREADY_CLAIMED.
+   * The offered job, or the oldest queued job of the runner's kinds that no other claim of this
+   * process is taking (ClaimPicker: claims that arrive together get different jobs). The append at
+   * the loaded version is the compare-and-set: of 50 concurrent claims of one job one appends, the
+   * others reload and are ALREADY_CLAIMED; a picked job that another replica claimed first is
+   * passed over for the next.
    */
   @CommandHandler(claimJob)
   async claim(request: RequestOf<typeof claimJob>, context?: CommandContext): Promise<ReplyOf<typeof claimJob>> {
-    const executed = await this.store.execute<ReplyOf<typeof claimJob>>(
-      {
-        metadata: metadataOf(request, context),
-        idempotency: idempotencyFor('claim_job', request),
-        // The first pick and the picked job's stream go with BEGIN: a claim in three round trips.
-        reads: request.jobId ? [] : [firstPick(request.kinds)],
-        streams: request.jobId ? [request.jobId] : [],
-      },
-      async (uow) => {
-        const now = this.now();
-        const claimOne = async (jobId: string) => {
-          const decision = await decideWithin(uow, jobDecider, jobId, claimJobCommand(request, { jobId, now }));
-          return { claimed: true as const, job: claimedJob(jobAfter(decision)) };
-        };
-        if (request.jobId) return claimOne(request.jobId);
-        const passed: string[] = [];
-        for (let first = true; ; first = false) {
-          let jobId: string | undefined;
-          if (first) {
-            const { rows } = await uow.read<PickedRow>(0);
-            jobId = rows[0]?.picked;
-            if (jobId) uow.knowStream(jobId, rows.filter((r) => r.event_id !== null).map((r) => toStoredEvent(r as EventRow)));
-          } else {
-            const { rows } = await uow.sql.query<{ job_id: string }>(
-              `SELECT job_id FROM jobs WHERE status = 'QUEUED' AND kind = ANY($1) AND NOT (job_id = ANY($2))
-                ORDER BY enqueue_position LIMIT 1 FOR UPDATE SKIP LOCKED`,
-              [request.kinds, passed],
-            );
-            jobId = rows[0]?.job_id;
+    const picked: string[] = [];
+    let executed: ExecuteResult<ReplyOf<typeof claimJob>>;
+    try {
+      executed = await this.store.executeInOneMessage<ReplyOf<typeof claimJob>>(
+        { metadata: metadataOf(request, context), idempotency: idempotencyFor('claim_job', request), streams: request.jobId ? [request.jobId] : [] },
+        async (uow) => {
+          const now = this.now();
+          const claimOne = async (jobId: string) => {
+            const decision = await decideWithin(uow, jobDecider, jobId, claimJobCommand(request, { jobId, now }));
+            return { claimed: true as const, job: claimedJob(jobAfter(decision)) };
+          };
+          if (request.jobId) return claimOne(request.jobId);
+          const passed: string[] = [];
+          for (;;) {
+            const jobId = await this.picker.pick(request.kinds, passed);
+            if (!jobId) return { claimed: false as const };
+            picked.push(jobId);
+            try {
+              return await claimOne(jobId);
+            } catch (error) {
+              // The view row was stale (claimed or cancelled in the meantime): try the next one. The
+              // refusal came from the decision, before anything was written: nothing to undo.
+              if (!(error instanceof GantryError) || error.code === ErrorCode.VERSION_CONFLICT) throw error;
+              passed.push(jobId);
+            }
           }
-          if (!jobId) return { claimed: false as const };
-          try {
-            return await claimOne(jobId);
-          } catch (error) {
-            // The row was stale (claimed or cancelled in the meantime): try the next one. The
-            // refusal came from the decision, before anything was written: nothing to undo.
-            if (!(error instanceof GantryError) || error.code === ErrorCode.VERSION_CONFLICT) throw error;
-            passed.push(jobId);
-          }
-        }
-      },
-    );
+        },
+      );
+    } finally {
+      for (const jobId of picked) this.picker.release(jobId);
+    }
     if (!executed.replayed) {
       crashAfterCommitIfAsked('claim_job');
       return executed.result;
@@ -260,21 +256,6 @@ export class JobCommandHandlers {
     if (idempotentAs && !executed.replayed) crashAfterCommitIfAsked(idempotentAs);
     return executed.result;
   }
-}
-
-type PickedRow = { picked: string } & { [K in keyof EventRow]: EventRow[K] | null };
-
-/**
- * The oldest queued job of these kinds, its view row locked (SKIP LOCKED spreads concurrent
- * claims over the queue), with its stream's events: one statement, sent with the claim's BEGIN.
- */
-function firstPick(kinds: readonly string[]): string {
-  const wanted = kinds.map((k) => inlineStatement('$1', [k])).join(', ');
-  return `WITH picked AS (
-      SELECT job_id FROM jobs WHERE status = 'QUEUED' AND kind = ANY(ARRAY[${wanted}]::text[]) ORDER BY enqueue_position LIMIT 1 FOR UPDATE SKIP LOCKED
-    )
-    SELECT picked.job_id AS picked, ${EVENT_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ')}
-      FROM picked LEFT JOIN events e ON e.stream_id = picked.job_id ORDER BY e.stream_version`;
 }
 
 function statusReply(decision: JobDecision) {

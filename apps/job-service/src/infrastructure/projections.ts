@@ -30,8 +30,9 @@ export const productEventTypes = productEventContracts.map((c) => c.type);
 function jobRow(job: Job, first: StoredEvent | null) {
   return {
     job_id: job.jobId,
-    // Only a new row takes it (the conflict branch leaves it): where the job entered the queue.
-    enqueue_position: first?.position ?? 0,
+    // Only a new row takes it (the conflict branch leaves it): where the job entered the queue. Null
+    // for a job created in one message, whose first event has no position yet (see save).
+    enqueue_position: first ? first.position || null : 0,
     status: job.status,
     kind: job.kind,
     product_id: job.productId,
@@ -80,12 +81,19 @@ export const jobsProjection: Projection = stateProjection<JobState>({
   async save(sql, changes) {
     const rows = changes.flatMap(({ state: job, first }) => (jobExists(job) ? [jobRow(job, first)] : []));
     if (rows.length === 0) return;
-    // One statement for any number of jobs (a command writes one, a rebuild a batch).
+    // One statement for any number of jobs (a command writes one, a rebuild a batch). A job created
+    // by a command written in one message (EventStore.executeInOneMessage) is saved before its first
+    // event has a position (null here): that event, written just before in the same message, gives it.
     await sql.query(
       `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, story_id, sprint_id, sprint_run_id, task_id,
          agent_profile_id, reason, exclude_from_coalescing, created_at, attempt, max_attempts, lease_token, runner_id,
          lease_expires_at, base_sha, head_sha, pushed_at, error, task_status, payloads, agent_config, state, repository, branch)
-       SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(job_id text, enqueue_position bigint, status text, kind text, product_id text,
+       SELECT r.job_id,
+              coalesce(r.enqueue_position, (SELECT e.position FROM events e WHERE e.stream_id = r.job_id AND e.stream_version = 1)),
+              r.status, r.kind, r.product_id, r.story_id, r.sprint_id, r.sprint_run_id, r.task_id, r.agent_profile_id, r.reason,
+              r.exclude_from_coalescing, r.created_at, r.attempt, r.max_attempts, r.lease_token, r.runner_id, r.lease_expires_at,
+              r.base_sha, r.head_sha, r.pushed_at, r.error, r.task_status, r.payloads, r.agent_config, r.state, r.repository, r.branch
+         FROM jsonb_to_recordset($1::jsonb) AS r(job_id text, enqueue_position bigint, status text, kind text, product_id text,
          story_id text, sprint_id text, sprint_run_id text, task_id text, agent_profile_id text, reason text,
          exclude_from_coalescing boolean, created_at timestamptz, attempt integer, max_attempts integer, lease_token integer,
          runner_id text, lease_expires_at timestamptz, base_sha text, head_sha text, pushed_at timestamptz, error text,
@@ -97,16 +105,6 @@ export const jobsProjection: Projection = stateProjection<JobState>({
          payloads = EXCLUDED.payloads, agent_config = EXCLUDED.agent_config, state = EXCLUDED.state`,
       [JSON.stringify(rows)],
     );
-    // A job created by a command written in one message (EventStore.executeInOneMessage) is saved
-    // before its first event has a position; the same message then takes it from the event.
-    const unplaced = changes.filter((c) => c.first !== null && c.first.position === 0 && jobExists(c.state)).map((c) => c.streamId);
-    if (unplaced.length > 0) {
-      await sql.query(
-        `UPDATE jobs SET enqueue_position = e.position FROM events e
-          WHERE jobs.job_id = ANY(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) AND e.stream_id = jobs.job_id AND e.stream_version = 1`,
-        [JSON.stringify(unplaced)],
-      );
-    }
   },
   copy: { table: 'jobs', row: (job, first) => (jobExists(job) ? jobRow(job, first) : null) },
 });
