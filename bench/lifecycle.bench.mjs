@@ -9,7 +9,9 @@
 // `appendfsync always`; the same number of jobs added by 16 concurrent callers, a Worker with
 // concurrency 16 doing updateProgress + 2 job.log and completing. Rounds are interleaved A/B/A/B in
 // one run (the machine is shared and noisy: compare the ratio, not the absolute figures). Also: raw
-// PostgreSQL single-row commits/s with 1 and 8 clients, the ceiling of every PostgreSQL figure here.
+// PostgreSQL single-row commits/s with 1 and 8 clients, the ceiling of every PostgreSQL figure here,
+// and the CPU a job costs each part of the machine (job service, PostgreSQL, NATS server, the
+// callers here; Redis and the callers for BullMQ), read from /proc around the timed loop.
 //
 // Settings: BENCH_JOBS (600), BENCH_ROUNDS (2 per side), BENCH_WORKERS (16), BENCH_REPLICAS (1 job service), BENCH_CPU_PROF=<dir>
 // (the job service writes a --cpu-prof profile there), BENCH_WAITS=1 (samples the job service's
@@ -17,7 +19,7 @@
 // "GANTRY_GROUP_COMMIT=4x32"), BENCH_LABEL (the results key, default lifecycle). Results: bench/results/<date>.json and .md.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
@@ -61,6 +63,39 @@ const doneFacts = {
 function cpuSeconds(pid) {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+/**
+ * CPU seconds used so far by each part of the system on this machine: the job services, the
+ * PostgreSQL processes that work for them (their connections, and the WAL writer, background
+ * writer and checkpointer), the NATS server, and this process (the callers). Read from /proc; a
+ * process that ended in between is left out of both readings.
+ */
+async function cpuByPart(servicePids) {
+  const { rows } = await db.query(
+    `SELECT pid FROM pg_stat_activity WHERE application_name = $1 OR backend_type IN ('walwriter', 'background writer', 'checkpointer')`,
+    [`job-service:${schema}`],
+  );
+  const pgPids = new Set(rows.map((r) => r.pid));
+  const parts = { jobService: 0, postgres: 0, nats: 0, bench: 0 };
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const seconds = (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+    const pid = Number(entry);
+    if (servicePids.includes(pid)) parts.jobService += seconds;
+    else if (pid === process.pid) parts.bench += seconds;
+    else if (comm === 'postgres' && pgPids.has(pid)) parts.postgres += seconds;
+    else if (comm === 'nats-server') parts.nats += seconds;
+  }
+  return parts;
 }
 
 /** Runs `count` operations over `concurrency` loops; returns ops/s. */
@@ -119,6 +154,8 @@ async function gantryRound(client, services, round) {
   let done = 0;
   const cpuOf = () => services.reduce((sum, s) => sum + cpuSeconds(s.process.pid), 0);
   const cpu0 = cpuOf();
+  const servicePids = services.map((s) => s.process.pid);
+  const parts0 = await cpuByPart(servicePids);
   const t0 = performance.now();
   const loop = Promise.all(
     Array.from({ length: workers }, async (_, w) => {
@@ -144,6 +181,9 @@ async function gantryRound(client, services, round) {
   await loop;
   const seconds = (performance.now() - t0) / 1000;
   const cpu = cpuOf() - cpu0;
+  const parts1 = await cpuByPart(servicePids);
+  // CPU milliseconds per job, by part of the system: where a job's cost lands on the machine.
+  const cpuMsPerJob = Object.fromEntries(Object.keys(parts1).map((k) => [k, +(((parts1[k] - parts0[k]) * 1000) / done).toFixed(2)]));
   const commands = done * 6 + workers; // + the claim of each worker that found the queue empty
   const { rows: [{ n: commits }] } = await db.query(`SELECT count(DISTINCT tx_id)::int AS n FROM ${schema}.events WHERE position > $1`, [startPosition]);
   const claim = stats(claims);
@@ -155,6 +195,7 @@ async function gantryRound(client, services, round) {
     commandsPerCommit: +((done * 6) / commits).toFixed(2),
     cpuMsPerCommand: +((cpu * 1000) / commands).toFixed(3),
     serviceCpuCores: +(cpu / seconds).toFixed(2),
+    cpuMsPerJob,
     replicas,
     waits: waits ? await waits : undefined,
   };
@@ -184,6 +225,8 @@ async function bullRound(round) {
   let done = 0;
   let finished;
   const allDone = new Promise((r) => (finished = r));
+  const redisCpu0 = cpuSeconds(redis.child.pid);
+  const benchCpu0 = process.cpuUsage();
   const t0 = performance.now();
   const worker = new Worker(
     queueName,
@@ -200,10 +243,15 @@ async function bullRound(round) {
   });
   await allDone;
   const seconds = (performance.now() - t0) / 1000;
+  const benchCpu = process.cpuUsage(benchCpu0);
+  const cpuMsPerJob = {
+    redis: +(((cpuSeconds(redis.child.pid) - redisCpu0) * 1000) / jobs).toFixed(3),
+    bench: +((benchCpu.user + benchCpu.system) / 1000 / jobs).toFixed(3),
+  };
   await worker.close();
   await queue.obliterate({ force: true });
   await queue.close();
-  return { jobsPerSecond: +(jobs / seconds).toFixed(1), enqueuePerSecond: Math.round(enqueuePerSecond) };
+  return { jobsPerSecond: +(jobs / seconds).toFixed(1), enqueuePerSecond: Math.round(enqueuePerSecond), cpuMsPerJob };
 }
 
 // ---- the run ----------------------------------------------------------------------------------
@@ -244,6 +292,8 @@ try {
     claimP99Ms: pick(gantry, 'claimP99Ms'),
     commandsPerCommit: pick(gantry, 'commandsPerCommit'),
     cpuMsPerCommand: pick(gantry, 'cpuMsPerCommand'),
+    ...Object.fromEntries(Object.keys(gantry[0].cpuMsPerJob).map((k) => [`gantryCpuMsPerJob_${k}`, median(gantry.map((g) => g.cpuMsPerJob[k]))])),
+    ...Object.fromEntries(Object.keys(bull[0].cpuMsPerJob).map((k) => [`bullmqCpuMsPerJob_${k}`, median(bull.map((b) => b.cpuMsPerJob[k]))])),
     pgCommitsPerSecond1: ceiling.onePgClient,
     pgCommitsPerSecond8: ceiling.eightPgClients,
   };

@@ -222,6 +222,22 @@ describe('job service through the NATS command path', () => {
       expect(events.rows[0].data.agentConfig).toMatchObject({ model: 'claude-opus-4-7', maxTurns: 7 });
     });
 
+    it('claims that poll at once take different jobs: 16 claims over 12 queued jobs claim each job once and leave 4 runners without one', async () => {
+      const queued = [];
+      for (let i = 0; i < 12; i++) queued.push((await enqueue({ kind: 'PLAN_CHAT', productId: 'product-poll' })).jobId);
+      // Whatever else of this kind other tests left queued is claimed first: take it out of the way.
+      const { rows: older } = await world.db.query<{ job_id: string }>(`SELECT job_id FROM jobs WHERE status = 'QUEUED' AND kind = 'PLAN_CHAT' AND NOT (job_id = ANY($1))`, [queued]);
+      for (const { job_id } of older) await world.client.request(cancelJob, { jobId: job_id, reason: 'out of the way', idempotencyKey: key('cancel') });
+      const replies = await Promise.all(
+        Array.from({ length: 16 }, (_, i) => world.client.request(claimJob, { runnerId: runner(`poll-${i}`), kinds: ['PLAN_CHAT'], idempotencyKey: key('poll-at-once') })),
+      );
+      const claimed = replies.flatMap((r) => (r.claimed ? [r.job.jobId] : []));
+      expect(claimed.sort()).toEqual([...queued].sort());
+      expect(replies.filter((r) => !r.claimed)).toHaveLength(4);
+      // Each job was claimed by one append: two events (enqueued, claimed), no lost race written down.
+      expect(await Promise.all(queued.map(countEvents))).toEqual(queued.map(() => 2));
+    });
+
     it('a claim retried with the same idempotency key returns the same lease and claims nothing new', async () => {
       const { jobId } = await enqueue();
       const request = { runnerId: runner('r'), kinds: ['TASK_IMPLEMENTATION' as const], jobId, idempotencyKey: key('retry') };

@@ -32,7 +32,7 @@ export class CommandBatcher {
     /** Told which connection committed writes (the relay is woken when it goes back to the pool). */
     private readonly wrote: (client: pg.PoolClient) => void,
   ) {
-    const options = { cache: false, batchScheduleFn: (send: () => void) => setImmediate(send) };
+    const options = { cache: false, batchScheduleFn: (send: () => void) => setImmediate(send), maxBatchSize: Number(process.env.GANTRY_TMP_BATCH ?? 1000) };
     this.reads = new DataLoader((streamIds) => this.readStreams(streamIds), options);
     this.writes = new DataLoader((batch) => this.write(batch), options);
     this.statements = new DataLoader((batch) => this.readAll(batch), options);
