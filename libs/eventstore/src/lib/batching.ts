@@ -32,7 +32,7 @@ export class CommandBatcher {
     /** Told which connection committed writes (the relay is woken when it goes back to the pool). */
     private readonly wrote: (client: pg.PoolClient) => void,
   ) {
-    const options = { cache: false, batchScheduleFn: (send: () => void) => setImmediate(send), maxBatchSize: Number(process.env.GANTRY_TMP_BATCH ?? 1000) };
+    const options = { cache: false, batchScheduleFn: (send: () => void) => setImmediate(send), maxBatchSize: MAX_BATCH };
     this.reads = new DataLoader((streamIds) => this.readStreams(streamIds), options);
     this.writes = new DataLoader((batch) => this.write(batch), options);
     this.statements = new DataLoader((batch) => this.readAll(batch), options);
@@ -97,5 +97,8 @@ export class CommandBatcher {
     }
   }
 }
+
+/** Commands in one batch at most: larger batches would make their last member wait for the others' work. */
+const MAX_BATCH = 64;
 
 const READ_STREAMS = `SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, stream_version`;
