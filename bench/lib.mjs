@@ -112,6 +112,12 @@ function markdownTable(date, all) {
       `| claim p50 / p99 (16 workers) | ${s.claimP50Ms} ms / ${s.claimP99Ms} ms |`,
       `| commands per commit | ${s.commandsPerCommit} |`,
       `| job-service CPU per command | ${s.cpuMsPerCommand} ms |`,
+      ...(s.gantryCpuMsPerJob_jobService === undefined
+        ? []
+        : [
+            `| CPU per job, Gantry: job service / PostgreSQL / NATS server / callers | ${s.gantryCpuMsPerJob_jobService} / ${s.gantryCpuMsPerJob_postgres} / ${s.gantryCpuMsPerJob_nats} / ${s.gantryCpuMsPerJob_bench} ms |`,
+            `| CPU per job, BullMQ: Redis / callers | ${s.bullmqCpuMsPerJob_redis} / ${s.bullmqCpuMsPerJob_bench} ms |`,
+          ]),
       `| PostgreSQL single-row commits/s, 1 / 8 clients (ceiling) | ${s.pgCommitsPerSecond1} / ${s.pgCommitsPerSecond8} |`,
       `| load average during the lifecycle run (1/5/15 min) | ${load} |`,
     );
