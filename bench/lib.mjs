@@ -117,6 +117,9 @@ function markdownTable(date, all) {
         : [
             `| CPU per job, Gantry: job service / PostgreSQL / NATS server / callers | ${s.gantryCpuMsPerJob_jobService} / ${s.gantryCpuMsPerJob_postgres} / ${s.gantryCpuMsPerJob_nats} / ${s.gantryCpuMsPerJob_bench} ms |`,
             `| CPU per job, BullMQ: Redis / callers | ${s.bullmqCpuMsPerJob_redis} / ${s.bullmqCpuMsPerJob_bench} ms |`,
+            ...(s.gantryCpuMsPerEnqueue_jobService === undefined
+              ? []
+              : [`| CPU per enqueue, Gantry: job service / PostgreSQL / NATS server / callers | ${s.gantryCpuMsPerEnqueue_jobService} / ${s.gantryCpuMsPerEnqueue_postgres} / ${s.gantryCpuMsPerEnqueue_nats} / ${s.gantryCpuMsPerEnqueue_bench} ms |`]),
           ]),
       `| PostgreSQL single-row commits/s, 1 / 8 clients (ceiling) | ${s.pgCommitsPerSecond1} / ${s.pgCommitsPerSecond8} |`,
       `| load average during the lifecycle run (1/5/15 min) | ${load} |`,

@@ -146,6 +146,8 @@ async function sampleWaits(until) {
 
 async function gantryRound(client, services, round) {
   const product = 'bench';
+  const servicePids = services.map((s) => s.process.pid);
+  const enqueueParts0 = await cpuByPart(servicePids);
   const enqueuePerSecond = await spread(jobs, callers, (i) =>
     client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: product, taskId: `T-${round}-${i}`, prompt: 'x', idempotencyKey: `bench/enqueue:${round}-${i}` }),
   );
@@ -153,8 +155,10 @@ async function gantryRound(client, services, round) {
   const claims = [];
   let done = 0;
   const cpuOf = () => services.reduce((sum, s) => sum + cpuSeconds(s.process.pid), 0);
+  const enqueueParts1 = await cpuByPart(servicePids);
+  // CPU milliseconds per enqueue, by part (the offers that follow each enqueue included, as far as they kept up).
+  const cpuMsPerEnqueue = Object.fromEntries(Object.keys(enqueueParts1).map((k) => [k, +(((enqueueParts1[k] - enqueueParts0[k]) * 1000) / jobs).toFixed(2)]));
   const cpu0 = cpuOf();
-  const servicePids = services.map((s) => s.process.pid);
   const parts0 = await cpuByPart(servicePids);
   const t0 = performance.now();
   const loop = Promise.all(
@@ -196,6 +200,7 @@ async function gantryRound(client, services, round) {
     cpuMsPerCommand: +((cpu * 1000) / commands).toFixed(3),
     serviceCpuCores: +(cpu / seconds).toFixed(2),
     cpuMsPerJob,
+    cpuMsPerEnqueue,
     replicas,
     waits: waits ? await waits : undefined,
   };
@@ -293,6 +298,7 @@ try {
     commandsPerCommit: pick(gantry, 'commandsPerCommit'),
     cpuMsPerCommand: pick(gantry, 'cpuMsPerCommand'),
     ...Object.fromEntries(Object.keys(gantry[0].cpuMsPerJob).map((k) => [`gantryCpuMsPerJob_${k}`, median(gantry.map((g) => g.cpuMsPerJob[k]))])),
+    ...Object.fromEntries(Object.keys(gantry[0].cpuMsPerEnqueue).map((k) => [`gantryCpuMsPerEnqueue_${k}`, median(gantry.map((g) => g.cpuMsPerEnqueue[k]))])),
     ...Object.fromEntries(Object.keys(bull[0].cpuMsPerJob).map((k) => [`bullmqCpuMsPerJob_${k}`, median(bull.map((b) => b.cpuMsPerJob[k]))])),
     pgCommitsPerSecond1: ceiling.onePgClient,
     pgCommitsPerSecond8: ceiling.eightPgClients,
