@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type { EventStore, UnitOfWork } from './event-store.js';
+import type { DecisionSpec } from './one-message.js';
 import type { StreamWork } from './unit-of-work.js';
-import type { CommandMetadata, ExecuteResult, IdempotencyOptions, StoredEvent } from './types.js';
+import type { ExecuteResult, StoredEvent } from './types.js';
 
 export interface DomainEvent {
   type: string;
@@ -54,15 +55,7 @@ export async function decideWithin<Command, State, Event extends DomainEvent>(
  */
 export async function handleWithDecider<Command, State, Event extends DomainEvent, Result>(
   store: EventStore,
-  options: {
-    decider: Decider<Command, State, Event>;
-    streamId: string;
-    command: Command;
-    metadata: CommandMetadata;
-    idempotency?: IdempotencyOptions;
-    reply: (decision: Decision<State, Event>) => Result;
-    within?: pg.PoolClient;
-  },
+  options: DecisionSpec<Command, State, Event, Result> & { within?: pg.PoolClient },
 ): Promise<ExecuteResult<Result>> {
   if (!options.within) return store.decide(options);
   const execute = { metadata: options.metadata, idempotency: options.idempotency, streams: [options.streamId] };
