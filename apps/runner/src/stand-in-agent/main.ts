@@ -89,6 +89,8 @@ async function main(argv: string[]): Promise<number> {
   const fallbackFile = process.env.CLAUDE_STAND_IN_DEFAULT_SCRIPT;
   const fallback = fallbackFile ? JSON.parse(await readFile(fallbackFile, 'utf8')) : undefined;
   const script = parseStandInScript(JSON.parse(await readFile(payloadPath, 'utf8')), fallback);
+  // From the first moment, not only once it hangs: a hang that logs first is cancelled while it logs too.
+  if (script.behaviour === 'hang' && script.ignoreSigterm) process.on('SIGTERM', () => process.stdout.write('stand-in: ignoring SIGTERM\n'));
   if (script.recordArgvTo) {
     const record = script.recordArgvTo;
     await appendFile(record, `${JSON.stringify({ argv, pid: process.pid, cwd: process.cwd(), at: new Date().toISOString() })}\n`);
@@ -234,7 +236,6 @@ function sleep(ms: number): Promise<void> {
 }
 
 function hang(script: StandInScript): Promise<number> {
-  if (script.ignoreSigterm) process.on('SIGTERM', () => process.stdout.write('stand-in: ignoring SIGTERM\n'));
   if (script.spawnChild) {
     const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
     process.stdout.write(`stand-in child pid ${child.pid}\n`);
