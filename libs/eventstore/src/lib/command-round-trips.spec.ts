@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import pg from 'pg';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
@@ -307,6 +308,51 @@ describe('a command in few round trips', () => {
     });
   });
 
+  it('a batch whose reply is lost after its commit: each caller gets an error, each retry under its key the first answer, and nothing is written twice', async () => {
+    const proxy = new ReplyLosingProxy(new URL(testDatabaseUrl));
+    const url = new URL(testDatabaseUrl);
+    url.host = `127.0.0.1:${await proxy.listen()}`;
+    const lossy = new EventStore({ pool: createPool({ url: url.toString(), schema, max: 1 }), schema, inlineProjections: [counters] });
+    try {
+      const add = (id: string, by: number, key: string) =>
+        handleWithDecider(lossy, {
+          decider: counter,
+          streamId: id,
+          command: { type: 'increment', by },
+          metadata: meta,
+          idempotency: { scope: 'test.lost', key, request: { id, by } },
+          reply: (d) => d.after.total,
+        });
+      const ids = Array.from({ length: 3 }, () => `lost-${randomUUID()}`);
+      const keys = ids.map(() => randomUUID());
+      await add(`lost-${randomUUID()}`, 1, randomUUID()); // the connection has prepared what it sends
+
+      proxy.loseTheReplyTo('EXECUTE gantry_');
+      const first = await Promise.allSettled(ids.map((id, i) => add(id, i + 1, keys[i]!)));
+      expect(first.map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
+      expect(proxy.lost).toBe(1);
+      // The message had committed, all three in one transaction: the reply alone was lost.
+      const { rows } = await pool.query<{ events: number; commits: number }>(
+        'SELECT count(*)::int AS events, count(DISTINCT tx_id::text)::int AS commits FROM events WHERE stream_id = ANY($1)',
+        [ids],
+      );
+      expect(rows[0]).toEqual({ events: 3, commits: 1 });
+
+      const again = await Promise.all(ids.map((id, i) => add(id, i + 1, keys[i]!)));
+      expect(again.map((a) => [a.result, a.replayed])).toEqual([
+        [1, true],
+        [2, true],
+        [3, true],
+      ]);
+      expect(await Promise.all(ids.map(eventsOf))).toEqual([1, 1, 1]);
+      const totals = await pool.query<{ id: string; total: number }>('SELECT id, total FROM counters WHERE id = ANY($1)', [ids]);
+      expect(new Map(totals.rows.map((r) => [r.id, r.total]))).toEqual(new Map(ids.map((id, i) => [id, i + 1])));
+    } finally {
+      await lossy.pool.end();
+      await proxy.close();
+    }
+  });
+
   it('a projection that reads in the transaction makes the command take the full path', async () => {
     const reads: string[] = [];
     const reading: Projection = {
@@ -386,3 +432,69 @@ describe('inlineStatement', () => {
     expect(() => inlineStatement('SELECT $1', [['x']])).toThrow(TypeError);
   });
 });
+
+/**
+ * A TCP proxy in front of PostgreSQL that can lose one answer: once a client message carrying the
+ * marker has gone through, the server's reply is swallowed up to its ReadyForQuery — the message has
+ * been run, and committed if it commits — and then the connection is cut, as by a network that failed
+ * at that moment. PostgreSQL's replies are typed messages (a type byte, then a length that counts
+ * itself), so the end of the answer can be found in the stream.
+ */
+class ReplyLosingProxy {
+  private readonly server = net.createServer((client) => this.connect(client));
+  private readonly sockets = new Set<net.Socket>();
+  private marker: string | null = null;
+  lost = 0;
+
+  constructor(private readonly target: URL) {}
+
+  listen(): Promise<number> {
+    return new Promise((resolve) => this.server.listen(0, '127.0.0.1', () => resolve((this.server.address() as net.AddressInfo).port)));
+  }
+
+  loseTheReplyTo(marker: string): void {
+    this.marker = marker;
+  }
+
+  close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  private connect(client: net.Socket): void {
+    const server = net.connect(Number(this.target.port || 5432), this.target.hostname);
+    for (const socket of [client, server]) {
+      this.sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        this.sockets.delete(socket);
+        client.destroy();
+        server.destroy();
+      });
+    }
+    let swallowing = false;
+    let answer = Buffer.alloc(0);
+    client.on('data', (chunk: Buffer) => {
+      if (this.marker !== null && chunk.toString('latin1').includes(this.marker)) {
+        this.marker = null;
+        swallowing = true;
+      }
+      server.write(chunk);
+    });
+    server.on('data', (chunk: Buffer) => {
+      if (!swallowing) {
+        client.write(chunk);
+        return;
+      }
+      answer = Buffer.concat([answer, chunk]);
+      for (let at = 0; at + 5 <= answer.length; at += 1 + answer.readInt32BE(at + 1)) {
+        if (answer[at] === 'Z'.charCodeAt(0)) {
+          this.lost++;
+          client.destroy();
+          server.destroy();
+          return;
+        }
+      }
+    });
+  }
+}
