@@ -183,10 +183,11 @@ describe('durable event consumer', () => {
     expect(calls).toBe(1);
   });
 
-  it('events of types the handler does not take are acknowledged without a transaction or an inbox row', async () => {
+  it('events of types the handler does not take are acknowledged without a transaction, an inbox row or a check of their payload', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     await publish(envelope(1));
-    await bus.js.publish(eventSubject(naming, context, 'ConsumerTestIgnored', 'pr-1'), JSON.stringify({ ...envelope(2), type: 'ConsumerTestIgnored' }));
+    // Not a payload this consumer could read: it is left alone all the same, not dead-lettered.
+    await bus.js.publish(eventSubject(naming, context, 'ConsumerTestIgnored', 'pr-1'), JSON.stringify({ ...envelope(2), type: 'ConsumerTestIgnored', data: 'not an object' }));
     await publish(envelope(3));
     const seen: number[] = [];
     startConsumer(durable, async (n, eventId, sql) => {
@@ -201,6 +202,29 @@ describe('durable event consumer', () => {
     expect(await rows()).toEqual([1, 3]);
     const inbox = await pool.query('SELECT count(*)::int AS n FROM inbox WHERE consumer = $1', [durable]);
     expect(inbox.rows[0].n).toBe(2);
+    const dead = await pool.query('SELECT count(*)::int AS n FROM dead_letters WHERE consumer = $1', [durable]);
+    expect(dead.rows[0].n).toBe(0);
+  });
+
+  it('a consumer of some types still dead-letters a bad payload of a type it takes', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    await publish(envelope('x'));
+    await publish(envelope(2));
+    const seen: number[] = [];
+    startConsumer(durable, async (n, eventId, sql) => {
+      seen.push(n);
+      await insertPing(n, eventId, sql);
+    }, { types: ['ConsumerTestPinged'] });
+    await eventually(async () => (await rows()).includes(2), { what: 'the valid event handled' });
+    const dead = await eventually(
+      async () => {
+        const { rows: letters } = await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable]);
+        return letters.length > 0 && letters;
+      },
+      { what: 'the bad one dead-lettered' },
+    );
+    expect(dead).toEqual([{ error: expect.objectContaining({ kind: 'invalid_payload', issues: [expect.objectContaining({ path: ['n'] })] }) }]);
+    expect(seen).toEqual([2]);
   });
 
   /**

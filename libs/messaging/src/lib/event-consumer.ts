@@ -41,8 +41,8 @@ export interface EventConsumerOptions {
   type?: string;
   /**
    * The event types the handler acts on, when it reads every type of its source: the others are
-   * acknowledged as they come, with no transaction and no inbox row (a handler that ignores them
-   * has no effect to guard). Omit for all.
+   * acknowledged as they come, told by their `type` alone: no validation, no transaction, no inbox
+   * row (a handler that ignores them has no effect to guard, nor a use for their payload). Omit for all.
    */
   types?: readonly string[];
   handle(event: EventEnvelope, sql: pg.PoolClient): Promise<void>;
@@ -266,13 +266,25 @@ export class EventConsumer {
     }
   }
 
-  private decode(msg: JsMsg): EventEnvelope {
-    let raw: unknown;
+  private json(msg: JsMsg): unknown {
     try {
-      raw = JSON.parse(decoder.decode(msg.data));
+      return JSON.parse(decoder.decode(msg.data));
     } catch {
       throw new InvalidPayload('the payload is not valid JSON', [{ path: [], message: 'malformed JSON' }]);
     }
+  }
+
+  /**
+   * Whether the handler leaves this payload alone: an event of a type it does not act on, told by
+   * its `type` before anything is validated (an ignored event is not worth a schema check).
+   */
+  private ignores(raw: unknown): boolean {
+    if (!this.handledTypes || typeof raw !== 'object' || raw === null) return false;
+    const type = (raw as { type?: unknown }).type;
+    return typeof type === 'string' && !this.handledTypes.has(type);
+  }
+
+  private decode(raw: unknown): EventEnvelope {
     const envelope = EventEnvelopeSchema.safeParse(raw);
     if (!envelope.success) throw new InvalidPayload('the envelope does not match its schema', issuesOf(envelope.error));
     if (this.options.validate === false) return envelope.data;
@@ -330,7 +342,13 @@ export class EventConsumer {
     for (const msg of msgs) {
       let event: EventEnvelope;
       try {
-        event = this.decode(msg);
+        const raw = this.json(msg);
+        if (this.ignores(raw)) {
+          this.settle(msg, 'ack');
+          this.processed++;
+          continue;
+        }
+        event = this.decode(raw);
       } catch (error) {
         if (!(error instanceof InvalidPayload)) throw error;
         if (await this.deadLetter(msg, null, { kind: 'invalid_payload', message: error.message, issues: error.issues })) {
@@ -338,12 +356,7 @@ export class EventConsumer {
         }
         continue;
       }
-      if (this.handledTypes && !this.handledTypes.has(event.type)) {
-        this.settle(msg, 'ack');
-        this.processed++;
-      } else {
-        work.push({ msg, event });
-      }
+      work.push({ msg, event });
     }
     if (work.length > 1 && (await this.processTogether(work))) return;
     for (const { msg, event } of work) await this.within(event, () => this.process(msg, event));
