@@ -281,7 +281,7 @@ export class GantryRuntimeModule {
               logger: componentLogger(logger, 'transport'),
               scrub: store.scrub,
               maxConcurrentCommands: config.commandConcurrency,
-              withinLogContext: (bindings, work) => withinLogContext(logger, bindings, work),
+              withinLogContext,
             }),
         },
         { provide: CommandClient, inject: [Bus, SECRET_SCRUBBER], useFactory: (bus: Bus, scrub: SecretScrubber) => new CommandClient(bus, { scrub }) },
