@@ -33,6 +33,15 @@ export async function loadSprintRun(store: EventStore, sprintRunId: string, sql:
   return { run: sprintRunExists(state) ? state : null, events: upTo };
 }
 
+/**
+ * Whether a job belongs to a sprint run, by the jobs view (written in the commit of the job's
+ * events). A job not in the view yet is answered yes, so that the caller reads its stream.
+ */
+export async function inSprintRun(sql: Sql, jobId: string): Promise<boolean> {
+  const { rows } = await sql.query<{ sprint_run_id: string | null }>(`SELECT sprint_run_id FROM jobs WHERE job_id = $1`, [jobId]);
+  return rows.length === 0 || rows[0]!.sprint_run_id !== null;
+}
+
 export async function jobRow(sql: Sql, jobId: string): Promise<Job | null> {
   const { rows } = await sql.query<{ state: Job }>(`SELECT state FROM jobs WHERE job_id = $1`, [jobId]);
   return rows[0]?.state ?? null;
