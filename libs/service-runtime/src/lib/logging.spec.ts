@@ -38,6 +38,10 @@ describe('logs of a service process', () => {
     expect(probeLines.map((r) => r.message).sort()).toEqual(['probe event handled', 'probe noted', 'probe noting', 'probe timer fired']);
     for (const line of probeLines) expect(line).toMatchObject({ correlationId, jobId: 'job-logged', service: 'runtime-probe', level: 'info' });
     for (const line of probeLines.filter((r) => r.message !== 'probe event handled')) expect(line).toMatchObject({ command: 'workflow.runtime_probe_note' });
+    // A line's own fields are its own: the next line in the same command does not inherit them.
+    const noted = probeLines.find((r) => r.message === 'probe noted');
+    for (const field of ['text', 'tokenExpired', 'session']) expect(noted).not.toHaveProperty(field);
+    expect(probeLines.find((r) => r.message === 'probe timer fired')).not.toHaveProperty('tokenExpired');
     expect(handled).toMatchObject({ consumer: 'runtime-probe', eventType: 'RuntimeProbeNoted', eventId: reply.eventId });
     expect(Date.parse(String(handled.time))).not.toBeNaN();
   });

@@ -104,7 +104,8 @@ export function pinoOptions(service: string, level: LevelWithSilent): LoggerOpti
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
     redact: { paths: [...REDACTED_PATHS], censor },
-    mixin: () => logContext.getStore() ?? {},
+    // A copy: pino merges the line's own fields into what the mixin returns.
+    mixin: () => ({ ...logContext.getStore() }),
     serializers: { err: pino.stdSerializers.err, error: pino.stdSerializers.err },
   };
 }
