@@ -6,7 +6,7 @@ import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
 import { createPool } from './database.js';
 import { decideWithin, handleWithDecider, type Decider } from './decider.js';
 import type { Projection } from './projection.js';
-import { inlineStatement } from './deferred-writes.js';
+import { inlineStatement, literalOf } from './deferred-writes.js';
 import { EventStore } from './event-store.js';
 import { migrate } from './migrations.js';
 import { stateProjection } from './projection.js';
@@ -425,6 +425,19 @@ describe('inlineStatement', () => {
     expect(inlineStatement('SELECT $1, $2, $3', [null, new Date('2026-01-02T03:04:05.000Z'), { a: 1 }])).toBe(
       `SELECT NULL, '2026-01-02T03:04:05.000Z', '{"a":1}'`,
     );
+  });
+
+  it("a literal is what pg's escapeLiteral writes, and reads back as the very string: quotes, backslashes and all", async () => {
+    const texts = ["it's", 'back\\slash', "both \\' and ''", '\\\\', 'ünïcødé ✓', '{"a":"b\\"c\\\\d"}', ''];
+    for (const text of texts) expect(literalOf(text)).toBe(pg.escapeLiteral(text));
+    const client = new pg.Client({ connectionString: testDatabaseUrl });
+    await client.connect();
+    try {
+      const { rows } = await client.query<Record<string, string>>(`SELECT ${texts.map((text, i) => `${literalOf(text)} AS v${i}`).join(', ')}`);
+      expect(texts.map((_, i) => rows[0]![`v${i}`])).toEqual(texts);
+    } finally {
+      await client.end();
+    }
   });
 
   it('refuses a reference to a missing value and an array', () => {

@@ -23,10 +23,20 @@ export function inlineStatement(text: string, values: readonly unknown[] = []): 
 /** A value as a quoted literal, the text form pg sends a parameter in (see inlineStatement). */
 export function literalOf(value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
-  if (value instanceof Date) return pg.escapeLiteral(value.toISOString());
+  if (value instanceof Date) return quoted(value.toISOString());
   if (Array.isArray(value)) throw new TypeError('inlineStatement takes no arrays: pass them as JSON');
-  if (typeof value === 'object') return pg.escapeLiteral(JSON.stringify(value));
-  return pg.escapeLiteral(String(value));
+  if (typeof value === 'object') return quoted(JSON.stringify(value));
+  return quoted(String(value));
+}
+
+/**
+ * `text` as a string literal: what pg's `escapeLiteral` returns (quotes doubled; with a backslash,
+ * an E'' literal with backslashes doubled), by two native replaces instead of its loop over the
+ * characters, which was a few per cent of the job service's CPU on the events' JSON.
+ */
+function quoted(text: string): string {
+  const inner = text.replace(/'/g, "''");
+  return text.includes('\\') ? ` E'${inner.replace(/\\/g, '\\\\')}'` : `'${inner}'`;
 }
 
 type Query = (...args: unknown[]) => unknown;
