@@ -167,6 +167,7 @@ export class EventConsumer {
     await this.messages?.close().catch(() => undefined);
     await this.loop;
     this.loop = null;
+    settlements.flush(); // and what the batch in hand settled, before the connection is closed
   }
 
   /**
