@@ -44,6 +44,19 @@ const counters = stateProjection<{ total: number }>({
 
 const meta = { correlationId: 'test' };
 
+/** An increment of a counter stream through `on`, under an idempotency key of `scope`; answers the new total. */
+const incrementOn =
+  (on: () => EventStore, scope: string) =>
+  (streamId: string, by: number, key: string = randomUUID()) =>
+    handleWithDecider(on(), {
+      decider: counter,
+      streamId,
+      command: { type: 'increment', by },
+      metadata: meta,
+      idempotency: { scope, key, request: { streamId, by } },
+      reply: (d) => d.after.total,
+    });
+
 describe('a command in few round trips', () => {
   const schema = uniqueName('round_trips');
   let pool: pg.Pool;
@@ -61,15 +74,7 @@ describe('a command in few round trips', () => {
     await dropSchema(schema);
   });
 
-  const increment = (streamId: string, by: number, key = randomUUID()) =>
-    handleWithDecider(store, {
-      decider: counter,
-      streamId,
-      command: { type: 'increment', by },
-      metadata: meta,
-      idempotency: { scope: 'test.increment', key, request: { streamId, by } },
-      reply: (d) => d.after.total,
-    });
+  const increment = incrementOn(() => store, 'test.increment');
 
   /** How many messages the connections send while `work` runs. */
   async function roundTrips(work: () => Promise<unknown>): Promise<number> {
@@ -170,15 +175,7 @@ describe('a command in few round trips', () => {
     const big = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 8 }), schema, inlineProjections: [counters] });
     try {
       const keys = Array.from({ length: 8 }, () => randomUUID());
-      const once = (key: string) =>
-        handleWithDecider(big, {
-          decider: counter,
-          streamId: id,
-          command: { type: 'increment', by: 1 },
-          metadata: meta,
-          idempotency: { scope: 'test.increment', key, request: { streamId: id, by: 1 } },
-          reply: (d) => d.after.total,
-        });
+      const once = (key: string) => incrementOn(() => big, 'test.increment')(id, 1, key);
       const results = await Promise.all([...keys, ...keys].map(once));
       // Each key answered the same both times, and every key counted once.
       for (let i = 0; i < keys.length; i++) expect(results[i]!.result).toBe(results[i + keys.length]!.result);
@@ -238,15 +235,7 @@ describe('a command in few round trips', () => {
     });
     afterAll(() => shared.pool.end());
 
-    const add = (id: string, by: number, key = randomUUID()) =>
-      handleWithDecider(shared, {
-        decider: counter,
-        streamId: id,
-        command: { type: 'increment', by },
-        metadata: meta,
-        idempotency: { scope: 'test.together', key, request: { id, by } },
-        reply: (d) => d.after.total,
-      });
+    const add = incrementOn(() => shared, 'test.together');
 
     async function messages(work: () => Promise<unknown>): Promise<string[]> {
       const sent: string[] = [];
@@ -314,15 +303,7 @@ describe('a command in few round trips', () => {
     url.host = `127.0.0.1:${await proxy.listen()}`;
     const lossy = new EventStore({ pool: createPool({ url: url.toString(), schema, max: 1 }), schema, inlineProjections: [counters] });
     try {
-      const add = (id: string, by: number, key: string) =>
-        handleWithDecider(lossy, {
-          decider: counter,
-          streamId: id,
-          command: { type: 'increment', by },
-          metadata: meta,
-          idempotency: { scope: 'test.lost', key, request: { id, by } },
-          reply: (d) => d.after.total,
-        });
+      const add = incrementOn(() => lossy, 'test.lost');
       const ids = Array.from({ length: 3 }, () => `lost-${randomUUID()}`);
       const keys = ids.map(() => randomUUID());
       await add(`lost-${randomUUID()}`, 1, randomUUID()); // the connection has prepared what it sends
