@@ -183,17 +183,23 @@ describe('durable event consumer', () => {
     expect(calls).toBe(1);
   });
 
+  /** A consumer of `types` that inserts each ping and records its number in the list returned. */
+  function startRecording(durable: string, types: string[]): number[] {
+    const seen: number[] = [];
+    startConsumer(durable, async (n, eventId, sql) => {
+      seen.push(n);
+      await insertPing(n, eventId, sql);
+    }, { types });
+    return seen;
+  }
+
   it('events of types the handler does not take are acknowledged without a transaction, an inbox row or a check of their payload', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     await publish(envelope(1));
     // Not a payload this consumer could read: it is left alone all the same, not dead-lettered.
     await bus.js.publish(eventSubject(naming, context, 'ConsumerTestIgnored', 'pr-1'), JSON.stringify({ ...envelope(2), type: 'ConsumerTestIgnored', data: 'not an object' }));
     await publish(envelope(3));
-    const seen: number[] = [];
-    startConsumer(durable, async (n, eventId, sql) => {
-      seen.push(n);
-      await insertPing(n, eventId, sql);
-    }, { types: ['ConsumerTestPinged'] });
+    const seen = startRecording(durable, ['ConsumerTestPinged']);
     await eventually(async () => {
       const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
       return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= 3;
@@ -210,11 +216,7 @@ describe('durable event consumer', () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     await publish(envelope('x'));
     await publish(envelope(2));
-    const seen: number[] = [];
-    startConsumer(durable, async (n, eventId, sql) => {
-      seen.push(n);
-      await insertPing(n, eventId, sql);
-    }, { types: ['ConsumerTestPinged'] });
+    const seen = startRecording(durable, ['ConsumerTestPinged']);
     await eventually(async () => (await rows()).includes(2), { what: 'the valid event handled' });
     const dead = await eventually(
       async () => {
