@@ -44,6 +44,22 @@ const counters = stateProjection<{ total: number }>({
 
 const meta = { correlationId: 'test' };
 
+/** The messages (their SQL) every connection sends while `work` runs. */
+async function messages(work: () => Promise<unknown>): Promise<string[]> {
+  const sent: string[] = [];
+  const send = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? ''));
+    return (send as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof send;
+  try {
+    await work();
+  } finally {
+    pg.Client.prototype.query = send;
+  }
+  return sent;
+}
+
 /** An increment of a counter stream through `on`, under an idempotency key of `scope`; answers the new total. */
 const incrementOn =
   (on: () => EventStore, scope: string) =>
@@ -77,20 +93,7 @@ describe('a command in few round trips', () => {
   const increment = incrementOn(() => store, 'test.increment');
 
   /** How many messages the connections send while `work` runs. */
-  async function roundTrips(work: () => Promise<unknown>): Promise<number> {
-    const send = pg.Client.prototype.query;
-    let count = 0;
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      count++;
-      return (send as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof send;
-    try {
-      await work();
-    } finally {
-      pg.Client.prototype.query = send;
-    }
-    return count;
-  }
+  const roundTrips = async (work: () => Promise<unknown>): Promise<number> => (await messages(work)).length;
 
   const eventsOf = async (id: string) => Number((await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [id])).rows[0].count);
   const receiptOf = async (key: string) => (await pool.query('SELECT result FROM idempotency_receipts WHERE key = $1', [key])).rows[0]?.result;
@@ -236,21 +239,6 @@ describe('a command in few round trips', () => {
     afterAll(() => shared.pool.end());
 
     const add = incrementOn(() => shared, 'test.together');
-
-    async function messages(work: () => Promise<unknown>): Promise<string[]> {
-      const sent: string[] = [];
-      const send = pg.Client.prototype.query;
-      pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-        sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? ''));
-        return (send as (...a: unknown[]) => unknown).apply(this, args);
-      } as typeof send;
-      try {
-        await work();
-      } finally {
-        pg.Client.prototype.query = send;
-      }
-      return sent;
-    }
 
     it('are read in one statement and written in one message', async () => {
       const ids = Array.from({ length: 6 }, () => `t-${randomUUID()}`);
