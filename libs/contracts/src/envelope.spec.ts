@@ -50,4 +50,13 @@ describe('the command reply', () => {
     expect(Reply.safeParse({ ok: false, error: { code: 'WHATEVER', message: 'x' } }).success).toBe(false);
     expect(Reply.safeParse({ result: { jobId: 'j-1' } }).success).toBe(false);
   });
+
+  it('is one schema per result schema, made once (not built and compiled again for every reply)', () => {
+    const result = z.object({ jobId: z.string() });
+    const first = commandReplySchema(result);
+    expect(commandReplySchema(result)).toBe(first);
+    const other = commandReplySchema(z.object({ jobId: z.string() }));
+    expect(other).not.toBe(first);
+    expect(other.safeParse({ ok: true, result: { jobId: 7 } }).success).toBe(false);
+  });
 });

@@ -28,12 +28,24 @@ export const EventEnvelopeSchema = z.object({
 });
 export type EventEnvelope<D = unknown> = Omit<z.infer<typeof EventEnvelopeSchema>, 'data'> & { data: D };
 
-/** What a command reply looks like on the wire: a result or a typed error, never both. */
-export function commandReplySchema<R extends z.ZodType>(result: R) {
+function replyEnvelope<R extends z.ZodType>(result: R) {
   return z.discriminatedUnion('ok', [
     z.object({ ok: z.literal(true), result }),
     z.object({ ok: z.literal(false), error: ErrorPayloadSchema }),
   ]);
+}
+
+const replyEnvelopes = new WeakMap<z.ZodType, z.ZodType>();
+
+/**
+ * What a command reply looks like on the wire: a result or a typed error, never both. One schema
+ * per result schema, made on first use: a zod schema compiles its parser on its first parse, so a
+ * schema made per reply would be built and compiled again for every request.
+ */
+export function commandReplySchema<R extends z.ZodType>(result: R): ReturnType<typeof replyEnvelope<R>> {
+  let schema = replyEnvelopes.get(result);
+  if (!schema) replyEnvelopes.set(result, (schema = replyEnvelope(result)));
+  return schema as ReturnType<typeof replyEnvelope<R>>;
 }
 
 /** Fields every command request may carry besides its own payload. */
