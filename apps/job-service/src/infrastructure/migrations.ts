@@ -1,4 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { lz4ColumnsMigration } from '@gantry/eventstore';
 
 /**
  * The read side of job-service. Each row keeps the folded aggregate (`state`) — the views are
@@ -95,31 +96,7 @@ export class JobServiceProducts1767225600000 implements MigrationInterface {
   }
 }
 
-/**
- * The views' `state` columns compressed with lz4 where the server has it. A job's row is rewritten
- * by each of its commands and its state is large enough to be compressed each time; pglz, the
- * default, costs several times as much CPU as lz4 for the same rows. Rows already stored keep
- * their compression until they are next written. A server built without lz4 keeps pglz.
- */
-export class JobServiceStateCompression1780272000000 implements MigrationInterface {
-  name = 'JobServiceStateCompression1780272000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await setStateCompression(q, 'lz4');
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await setStateCompression(q, 'pglz');
-  }
-}
-
-async function setStateCompression(q: QueryRunner, method: 'lz4' | 'pglz'): Promise<void> {
-  const [{ available }] = (await q.query(
-    `SELECT $1 = ANY(enumvals) AS available FROM pg_settings WHERE name = 'default_toast_compression'`,
-    [method],
-  )) as [{ available: boolean }];
-  if (!available) return;
-  for (const table of ['jobs', 'sprint_runs', 'products']) await q.query(`ALTER TABLE ${table} ALTER COLUMN state SET COMPRESSION ${method}`);
-}
+/** The views' `state` columns, rewritten by every command on their row, compressed with lz4 where the server has it (setColumnCompression). */
+export const JobServiceStateCompression1780272000000 = lz4ColumnsMigration('JobServiceStateCompression1780272000000', [['jobs', 'state'], ['sprint_runs', 'state'], ['products', 'state']]);
 
 export const jobServiceMigrations = [JobServiceViews1764547200000, JobServiceProducts1767225600000, JobServiceStateCompression1780272000000];

@@ -73,6 +73,35 @@ export class EventLogTables1764460800000 implements MigrationInterface {
   }
 }
 
+/**
+ * Sets the compression of JSON columns that hold a whole state and are rewritten by every command
+ * on their row (docs/architecture.md, "What a command costs"): `lz4` where the server was built with
+ * it, else nothing changes; `pglz` (PostgreSQL's default) to undo. Rows already stored keep their
+ * compression until they are next written.
+ */
+export async function setColumnCompression(q: Pick<QueryRunner, 'query'>, columns: ReadonlyArray<readonly [table: string, column: string]>, method: 'lz4' | 'pglz'): Promise<void> {
+  const [{ available }] = (await q.query(`SELECT $1 = ANY(enumvals) AS available FROM pg_settings WHERE name = 'default_toast_compression'`, [method])) as [
+    { available: boolean },
+  ];
+  if (!available) return;
+  for (const [table, column] of columns) await q.query(`ALTER TABLE ${table} ALTER COLUMN ${column} SET COMPRESSION ${method}`);
+}
+
+/** A migration that sets `columns` to lz4 (setColumnCompression), and back to pglz when reverted. `name` ends in its timestamp, as TypeORM wants. */
+export function lz4ColumnsMigration(name: string, columns: ReadonlyArray<readonly [table: string, column: string]>): MigrationClass {
+  return class implements MigrationInterface {
+    name = name;
+
+    async up(q: QueryRunner): Promise<void> {
+      await setColumnCompression(q, columns, 'lz4');
+    }
+
+    async down(q: QueryRunner): Promise<void> {
+      await setColumnCompression(q, columns, 'pglz');
+    }
+  };
+}
+
 export interface MigrateOptions {
   url: string;
   schema: string;
