@@ -25,6 +25,7 @@ import {
   type JobView,
 } from '@gantry/contracts';
 import { consumerCaughtUp, eventIdOf, eventually, handledByConsumer } from '@gantry/testing';
+import { eventsOfJobsOutsideSprintRuns } from '../src/infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../src/infrastructure/projections.js';
 import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
@@ -101,6 +102,22 @@ describe('sprint runs driven by job events and PR events', () => {
       },
     });
   }
+
+  it("of a batch of job events, those of jobs in no sprint run are named for skipping; a sprint job's and an unknown job's are not", async () => {
+    const plain = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', taskId: 'T-plain', prompt: 'x', idempotencyKey: key('plain') });
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-skip', productId: 'product-42', taskIds: ['T-9'], branch: 'sprint/SP-skip', prUrl: PR, idempotencyKey: key('sprint'),
+    });
+    const [sprintJob] = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 1 ? j : null;
+    }, { what: 'the sprint job' });
+    const events = [plain.jobId, sprintJob!.jobId, plain.jobId, 'job-not-in-the-view'].map((streamId) => ({
+      eventId: randomUUID(), type: 'JobClaimed', schemaVersion: 1, streamId, streamVersion: 2, position: 1, occurredAt: new Date().toISOString(),
+      correlationId: 'c', causationId: null, idempotencyKey: null, actor: null, data: {},
+    }));
+    expect(await eventsOfJobsOutsideSprintRuns(events, world.db)).toEqual(new Set([events[0]!.eventId, events[2]!.eventId]));
+  });
 
   it('running → merge conflict → PAUSED with its context → resumed → tasks done → DONE', async () => {
     const created = await world.client.request(createSprintRun, {

@@ -24,7 +24,7 @@ import {
   type SprintRunCommand,
   type SprintRunEvent,
 } from '../domain/index.js';
-import { doneJobOfHead, inSprintRun, loadJob, openSprintRunOf } from '../infrastructure/job-store.js';
+import { doneJobOfHead, eventsOfJobsOutsideSprintRuns, inSprintRun, loadJob, openSprintRunOf } from '../infrastructure/job-store.js';
 
 /** The job events that can mean something to a sprint run (see sprintRunCommandFor). */
 const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobFinished', 'JobClaimRolledBack', 'JobLeaseExpired'] satisfies JobEvent['type'][]);
@@ -48,11 +48,20 @@ export class SprintRunReactions {
     return this.store.clock().toISOString();
   }
 
-  @DurableConsumer({ name: 'job-service-sprint-runs-from-jobs', source: 'jobs', types: [...SPRINT_RELEVANT_JOB_EVENTS] })
+  /**
+   * Most jobs belong to no sprint run: one column of the jobs view says so (a job never changes
+   * run), for a whole batch of events in one query before its transaction, and here again for the
+   * events that batch check left (a job not in the view then, or a check that failed), without
+   * reading and folding the job's whole stream.
+   */
+  @DurableConsumer({
+    name: 'job-service-sprint-runs-from-jobs',
+    source: 'jobs',
+    types: [...SPRINT_RELEVANT_JOB_EVENTS],
+    unaffected: eventsOfJobsOutsideSprintRuns,
+  })
   async onJobEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!SPRINT_RELEVANT_JOB_EVENTS.has(envelope.type)) return;
-    // Most jobs belong to no sprint run: one column of the jobs view says so (a job never changes
-    // run), without reading and folding the job's whole stream.
     if (!(await inSprintRun(sql, envelope.streamId))) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
     if (!job || job.sprintRunId === null) return;

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { EventEnvelope } from '@gantry/contracts';
 import { fold, inlineStatement, type EventStore, type StoredEvent } from '@gantry/eventstore';
 import {
   jobDecider,
@@ -40,6 +41,18 @@ export async function loadSprintRun(store: EventStore, sprintRunId: string, sql:
 export async function inSprintRun(sql: Sql, jobId: string): Promise<boolean> {
   const { rows } = await sql.query<{ sprint_run_id: string | null }>(`SELECT sprint_run_id FROM jobs WHERE job_id = $1`, [jobId]);
   return rows.length === 0 || rows[0]!.sprint_run_id !== null;
+}
+
+/**
+ * Of a batch of job events, those (their event ids) whose job belongs to no sprint run, by the jobs
+ * view, in one query. A job's run is set when it is enqueued and never changes, so the answer holds
+ * outside any transaction; a job not in the view yet is not named (its events are handled).
+ */
+export async function eventsOfJobsOutsideSprintRuns(events: readonly EventEnvelope[], sql: Sql): Promise<Set<string>> {
+  const jobIds = [...new Set(events.map((e) => e.streamId))];
+  const { rows } = await sql.query<{ job_id: string }>(`SELECT job_id FROM jobs WHERE job_id = ANY($1) AND sprint_run_id IS NULL`, [jobIds]);
+  const outside = new Set(rows.map((r) => r.job_id));
+  return new Set(events.filter((e) => outside.has(e.streamId)).map((e) => e.eventId));
 }
 
 export async function jobRow(sql: Sql, jobId: string): Promise<Job | null> {

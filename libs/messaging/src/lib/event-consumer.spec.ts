@@ -229,6 +229,55 @@ describe('durable event consumer', () => {
     expect(seen).toEqual([2]);
   });
 
+  /** Publishes events 1..count and waits until a consumer started by `start` has acknowledged them all. */
+  async function consumeAll(count: number, start: (durable: string) => void): Promise<string> {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    for (let n = 1; n <= count; n++) await publish(envelope(n));
+    start(durable);
+    await eventually(async () => {
+      const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
+      return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= count;
+    }, { what: `all ${count} acknowledged` });
+    return durable;
+  }
+
+  const inboxRows = async (durable: string) => (await pool.query('SELECT count(*)::int AS n FROM inbox WHERE consumer = $1', [durable])).rows[0].n as number;
+
+  it('events the batch check names are acknowledged without their handler or an inbox row; the others are handled', async () => {
+    const asked: number[] = [];
+    const seen: number[] = [];
+    const durable = await consumeAll(10, (durable) =>
+      startConsumer(durable, async (n, eventId, sql) => {
+        seen.push(n);
+        await insertPing(n, eventId, sql);
+      }, {
+        unaffected: async (events) => {
+          asked.push(...events.map((e) => (e.data as { n: number }).n));
+          return new Set(events.filter((e) => (e.data as { n: number }).n % 2 === 1).map((e) => e.eventId));
+        },
+      }),
+    );
+    expect(asked.sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(seen).toEqual([2, 4, 6, 8, 10]);
+    expect(await rows()).toEqual([2, 4, 6, 8, 10]);
+    expect(await inboxRows(durable)).toBe(5);
+  });
+
+  it('when the batch check fails, every event is handled, and the failure is logged', async () => {
+    const warnings: string[] = [];
+    const durable = await consumeAll(4, (durable) =>
+      startConsumer(durable, insertPing, {
+        unaffected: async () => {
+          throw new Error('the view is unreachable');
+        },
+        logger: { ...logger, warn: (message, fields) => void warnings.push(`${message}: ${String(fields.error)}`) },
+      }),
+    );
+    expect(await rows()).toEqual([1, 2, 3, 4]);
+    expect(await inboxRows(durable)).toBe(4);
+    expect(warnings[0]).toBe('could not tell which events need no handling; handling them all: Error: the view is unreachable');
+  });
+
   /**
    * Publishes `count` events, and starts a consumer whose handler holds the first event until the
    * server has delivered all of them and they have reached this client (a NATS round trip after the

@@ -45,6 +45,14 @@ export interface EventConsumerOptions {
    * row (a handler that ignores them has no effect to guard, nor a use for their payload). Omit for all.
    */
   types?: readonly string[];
+  /**
+   * The events of a batch the handler would do nothing for, asked once for the whole batch before
+   * its transaction (their ids): they are acknowledged like ignored types, with no transaction and
+   * no inbox row. It is asked outside the handler's transaction, so it may only go by facts that
+   * never change once true (e.g. a job's sprint run, fixed when the job is enqueued). When it fails,
+   * every event is handled.
+   */
+  unaffected?: (events: readonly EventEnvelope[], pool: pg.Pool) => Promise<ReadonlySet<string>>;
   handle(event: EventEnvelope, sql: pg.PoolClient): Promise<void>;
   logger: ConsumerLogger;
   /** After this many deliveries a failing message is dead-lettered and terminated. */
@@ -369,7 +377,7 @@ export class EventConsumer {
   }
 
   private async processBatch(msgs: JsMsg[]): Promise<void> {
-    const work: Array<{ msg: JsMsg; event: EventEnvelope }> = [];
+    let work: Array<{ msg: JsMsg; event: EventEnvelope }> = [];
     for (const msg of msgs) {
       let event: EventEnvelope;
       try {
@@ -389,8 +397,27 @@ export class EventConsumer {
       }
       work.push({ msg, event });
     }
+    if (this.options.unaffected && work.length > 0) work = await this.withoutUnaffected(work);
     if (work.length > 1 && (await this.processTogether(work))) return;
     for (const { msg, event } of work) await this.within(event, () => this.process(msg, event));
+  }
+
+  /** Acknowledges the events `unaffected` names and returns the others (all of them when it fails). */
+  private async withoutUnaffected(work: Array<{ msg: JsMsg; event: EventEnvelope }>): Promise<Array<{ msg: JsMsg; event: EventEnvelope }>> {
+    let unaffected: ReadonlySet<string>;
+    try {
+      unaffected = await this.options.unaffected!(work.map((w) => w.event), this.options.pool);
+    } catch (error) {
+      this.options.logger.warn('could not tell which events need no handling; handling them all', { consumer: this.options.name, error: String(error) });
+      return work;
+    }
+    if (unaffected.size === 0) return work;
+    return work.filter(({ msg, event }) => {
+      if (!unaffected.has(event.eventId)) return true;
+      this.settle(msg, 'ack');
+      this.processed++;
+      return false;
+    });
   }
 
   private within(event: EventEnvelope, work: () => Promise<void>): Promise<void> {

@@ -1,6 +1,7 @@
 import { EventPattern, MessagePattern, Ctx, Payload } from '@nestjs/microservices';
 import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
-import type { CommandContract, Context } from '@gantry/contracts';
+import type pg from 'pg';
+import type { CommandContract, Context, EventEnvelope } from '@gantry/contracts';
 
 /** Marks what the transport serves; the transport refuses handlers without it. */
 export type GantryHandler =
@@ -19,6 +20,12 @@ export interface DurableConsumerOptions {
    * acknowledged without a transaction. Omit for all.
    */
   types?: readonly string[];
+  /**
+   * The events of a batch the method would do nothing for, asked once per batch (their ids): they
+   * are acknowledged without a transaction. Only for facts that never change once true
+   * (EventConsumerOptions.unaffected).
+   */
+  unaffected?: (events: readonly EventEnvelope[], pool: pg.Pool) => Promise<ReadonlySet<string>>;
   /** After this many deliveries a failing message is dead-lettered and terminated (default 10). */
   maxDeliver?: number;
   ackWaitMs?: number;
