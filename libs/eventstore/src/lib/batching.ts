@@ -1,7 +1,7 @@
 import DataLoader from 'dataloader';
 import type pg from 'pg';
 import { EVENT_COLUMNS, toStoredEvent, type EventRow } from './append.js';
-import type { PreparedStatements, Statement } from './prepared.js';
+import { joinRows, type PreparedStatements, type Statement } from './prepared.js';
 import type { StoredEvent } from './types.js';
 
 /**
@@ -68,20 +68,34 @@ export class CommandBatcher {
     };
     client.on('error', onError);
     try {
-      const messages: string[][] = [];
-      for (const writes of batch) messages.push(await this.prepared.executes(client, writes));
       if (batch.length > 1) {
+        // Members whose statements are the same texts, each taking its rows as one JSON array, are
+        // written by one statement per text with all their rows: PostgreSQL runs 3 statements for
+        // 16 commands of a kind, not 48. Each member of such a group is answered with the group's
+        // results (a command finds its own rows in them, e.g. its events' positions by event id).
+        const groups = groupsOf(batch);
+        const sent: string[][] = [];
+        for (const members of groups) {
+          sent.push(await this.prepared.executes(client, members.length === 1 ? batch[members[0]!]! : joinRows(members.map((i) => batch[i]!))));
+        }
         try {
-          const results = (await client.query(messages.flat().join(';\n'))) as unknown as pg.QueryResult[];
+          const answer = (await client.query(sent.flat().join(';\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
           this.wrote(client);
+          const results = Array.isArray(answer) ? answer : [answer];
+          const answers: pg.QueryResult[][] = [];
           let at = 0;
-          return messages.map((m) => results.slice(at, (at += m.length)));
+          groups.forEach((members, g) => {
+            const theirs = results.slice(at, (at += sent[g]!.length));
+            for (const member of members) answers[member] = theirs;
+          });
+          return answers;
         } catch {
           // Nothing of the batch was written: each member again, alone, for its own answer.
         }
       }
       const answers: Array<pg.QueryResult[] | Error> = [];
-      for (const message of messages) {
+      for (const writes of batch) {
+        const message = await this.prepared.executes(client, writes);
         try {
           const results = (await client.query(message.join(';\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
           this.wrote(client);
@@ -96,6 +110,19 @@ export class CommandBatcher {
       client.release(broken ? true : undefined);
     }
   }
+}
+
+/** The batch's members (their indexes) in groups that can be written together (see Statement.rows), in order of their first member. */
+function groupsOf(batch: ReadonlyArray<readonly Statement[]>): number[][] {
+  const groups = new Map<string, number[]>();
+  batch.forEach((statements, i) => {
+    const joinable = statements.length > 0 && statements.every((s) => s.rows);
+    const key = joinable ? statements.map((s) => s.text).join('\u0000') : `#${i}`;
+    const group = groups.get(key);
+    if (group) group.push(i);
+    else groups.set(key, [i]);
+  });
+  return [...groups.values()];
 }
 
 /** Commands in one batch at most: larger batches would make their last member wait for the others' work. */

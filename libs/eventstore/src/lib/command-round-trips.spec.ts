@@ -42,6 +42,29 @@ const counters = stateProjection<{ total: number }>({
   },
 });
 
+/**
+ * The same counters in a table of their own, written with the rows as the statement's one parameter:
+ * commands written together send their rows in one statement (see Statement.rows).
+ */
+const tallies = stateProjection<{ total: number }>({
+  name: 'tallies',
+  tables: ['tallies'],
+  types: ['Incremented'],
+  initialState: { total: 0 },
+  evolve: (state, event) => counter.evolve(state, event as unknown as CounterEvent),
+  async load(sql, ids) {
+    const { rows } = await sql.query<{ id: string; total: number }>('SELECT id, total FROM tallies WHERE id = ANY($1)', [ids]);
+    return new Map(rows.map((r) => [r.id, { total: r.total }]));
+  },
+  async save(sql, rows) {
+    await sql.query(
+      `INSERT INTO tallies (id, total) SELECT r.id, r.total FROM jsonb_to_recordset($1::jsonb) AS r(id text, total int)
+       ON CONFLICT (id) DO UPDATE SET total = EXCLUDED.total`,
+      [JSON.stringify(rows.map((r) => ({ id: r.streamId, total: r.state.total })))],
+    );
+  },
+});
+
 const meta = { correlationId: 'test' };
 
 /** The messages (their SQL) every connection sends while `work` runs. */
@@ -83,6 +106,7 @@ describe('a command in few round trips', () => {
     // One connection: a connection left in a bad state by one command would fail the next.
     pool = createPool({ url: testDatabaseUrl, schema, max: 1 });
     await pool.query('CREATE TABLE counters (id text PRIMARY KEY, total int NOT NULL CHECK (total < 1000), note text)');
+    await pool.query('CREATE TABLE tallies (id text PRIMARY KEY, total int NOT NULL CHECK (total < 1000))');
     store = new EventStore({ pool, schema, inlineProjections: [counters] });
   });
   afterAll(async () => {
@@ -231,14 +255,18 @@ describe('a command in few round trips', () => {
     await expect(increment(id, 5)).resolves.toMatchObject({ result: 6, replayed: false });
   });
 
-  describe('commands that arrive together', () => {
+  describe.each([
+    ['a view written by a statement per command', counters],
+    ['a view that takes its rows as one JSON array', tallies],
+  ])('commands that arrive together, with %s', (_, view) => {
     let shared: EventStore;
     beforeAll(() => {
-      shared = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 4 }), schema, inlineProjections: [counters] });
+      shared = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 4 }), schema, inlineProjections: [view] });
     });
     afterAll(() => shared.pool.end());
 
     const add = incrementOn(() => shared, 'test.together');
+    const totalOf = async (id: string) => (await pool.query(`SELECT total FROM ${view.name} WHERE id = $1`, [id])).rows[0].total as number;
 
     it('are read in one statement and written in one message', async () => {
       const ids = Array.from({ length: 6 }, () => `t-${randomUUID()}`);
@@ -247,8 +275,7 @@ describe('a command in few round trips', () => {
       const sent = await messages(() => Promise.all(ids.map((id) => add(id, 1))));
       expect(sent.filter((m) => m.includes('stream_id = ANY'))).toHaveLength(1);
       expect(sent.filter((m) => m.includes('EXECUTE gantry_'))).toHaveLength(1);
-      const { rows } = await pool.query<{ total: number }>('SELECT total FROM counters WHERE id = ANY($1)', [ids]);
-      expect(rows.map((r) => r.total)).toEqual([3, 3, 3, 3, 3, 3]);
+      expect(await Promise.all(ids.map(totalOf))).toEqual([3, 3, 3, 3, 3, 3]);
     });
 
     it('one refused write fails only its own command: the others commit, it gets its own error and leaves nothing', async () => {
@@ -257,7 +284,7 @@ describe('a command in few round trips', () => {
       const badKey = randomUUID();
       const outcomes = await Promise.allSettled(ids.map((id, i) => (i === 2 ? add(id, 5000, badKey) : add(id, 2))));
       expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
-      expect((outcomes[2] as PromiseRejectedResult).reason).toMatchObject({ constraint: 'counters_total_check' });
+      expect((outcomes[2] as PromiseRejectedResult).reason).toMatchObject({ constraint: `${view.name}_total_check` });
       expect(await Promise.all(ids.map(eventsOf))).toEqual([2, 2, 1, 2]);
       expect(await receiptOf(badKey)).toBeUndefined();
     });
@@ -270,7 +297,7 @@ describe('a command in few round trips', () => {
       expect([11, 101]).toContain(first); // whichever went first
       expect(second).toBe(111);
       expect(await eventsOf(id)).toBe(3);
-      expect((await pool.query('SELECT total FROM counters WHERE id = $1', [id])).rows[0].total).toBe(111);
+      expect(await totalOf(id)).toBe(111);
     });
 
     it('a duplicate of a key in the same batch is answered from the receipt the other one wrote', async () => {
@@ -282,6 +309,61 @@ describe('a command in few round trips', () => {
       expect(b.result).toBe(6);
       expect([a.replayed, b.replayed].sort()).toEqual([false, true]);
       expect(await eventsOf(id)).toBe(2);
+    });
+  });
+
+  describe('commands of one kind that arrive together, each taking its rows as one JSON array', () => {
+    let joined: EventStore;
+    beforeAll(() => {
+      joined = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 4 }), schema, inlineProjections: [tallies] });
+    });
+    afterAll(() => joined.pool.end());
+
+    const add = incrementOn(() => joined, 'test.joined');
+    const addUnkeyed = (streamId: string, by: number) =>
+      handleWithDecider(joined, { decider: counter, streamId, command: { type: 'increment', by }, metadata: meta, reply: (d) => d.after.total });
+    const executes = (sent: string[]) => sent.flatMap((m) => m.match(/EXECUTE gantry_/g) ?? []).length;
+
+    it('are written by one statement per kind: the receipts, the events and the view rows of all of them, their events in the order they came', async () => {
+      const ids = Array.from({ length: 6 }, () => `j-${randomUUID()}`);
+      await Promise.all(ids.map((id) => add(id, 1)));
+      const sent = await messages(() => Promise.all(ids.map((id) => add(id, 2))));
+      expect(executes(sent)).toBe(3);
+      const { rows } = await pool.query<{ id: string; total: number }>('SELECT id, total FROM tallies WHERE id = ANY($1)', [ids]);
+      expect(rows.map((r) => r.total)).toEqual([3, 3, 3, 3, 3, 3]);
+      const { rows: order } = await pool.query<{ stream_id: string }>(
+        'SELECT stream_id FROM events WHERE stream_id = ANY($1) AND stream_version = 2 ORDER BY position',
+        [ids],
+      );
+      expect(order.map((r) => r.stream_id)).toEqual(ids);
+      const { rows: receipts } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM idempotency_receipts WHERE scope = 'test.joined'`);
+      expect(receipts[0]!.n).toBe(12);
+    });
+
+    it('commands of two shapes in one batch are written as two groups, each of its own statements', async () => {
+      const keyed = Array.from({ length: 3 }, () => `j-${randomUUID()}`);
+      const unkeyed = Array.from({ length: 3 }, () => `j-${randomUUID()}`);
+      await Promise.all([...keyed, ...unkeyed].map((id) => addUnkeyed(id, 1)));
+      const sent = await messages(() => Promise.all([...keyed.map((id) => add(id, 1)), ...unkeyed.map((id) => addUnkeyed(id, 1))]));
+      expect(executes(sent)).toBe(3 + 2); // receipts, events, rows; events, rows
+      expect(await Promise.all([...keyed, ...unkeyed].map(eventsOf))).toEqual([2, 2, 2, 2, 2, 2]);
+    });
+
+    it('the positions each command gets are those of its own events', async () => {
+      const ids = Array.from({ length: 5 }, () => `j-${randomUUID()}`);
+      const results = await Promise.all(
+        ids.map((streamId) =>
+          joined.executeInOneMessage({ metadata: meta, streams: [streamId] }, async (uow) => {
+            const events = await uow.append(streamId, 0, [{ type: 'Incremented', data: { by: 1 } }, { type: 'Incremented', data: { by: 2 } }]);
+            return events.map((e) => e.eventId);
+          }),
+        ),
+      );
+      for (const [i, executed] of results.entries()) {
+        const { rows } = await pool.query<{ event_id: string; position: string }>('SELECT event_id, position FROM events WHERE stream_id = $1 ORDER BY stream_version', [ids[i]]);
+        expect(executed.events.map((e) => [e.eventId, e.position])).toEqual(rows.map((r) => [r.event_id, Number(r.position)]));
+        expect(executed.result).toEqual(rows.map((r) => r.event_id));
+      }
     });
   });
 

@@ -5,7 +5,7 @@ import { readStreamTail } from './append.js';
 import type { CommandBatcher } from './batching.js';
 import type { Decider, Decision, DomainEvent } from './decider.js';
 import type { SqlWriter } from './deferred-writes.js';
-import type { Statement } from './prepared.js';
+import { takesJsonRows, type Statement } from './prepared.js';
 import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 import { isRetryable, type StreamWork } from './unit-of-work.js';
@@ -176,7 +176,7 @@ export async function executeInOneMessage<R>(
     const statements: Statement[] = [];
     const writer: SqlWriter = {
       query: async (text, values) => {
-        statements.push({ text, values });
+        statements.push(takesJsonRows(text, values) ? { text, values, rows: true } : { text, values });
       },
     };
     try {
@@ -244,29 +244,37 @@ function pendingEvents(
   };
 }
 
-const RECEIPT_INSERT = `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at) VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz)`;
+const RECEIPT_INSERT = `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at)
+    SELECT r.scope, r.key, r.request_hash, r.result, r.expires_at
+      FROM jsonb_to_recordset($1::jsonb) AS r(scope text, key text, request_hash text, result jsonb, expires_at timestamptz)`;
 
+/** The receipt as a row of a JSON array (Statement.rows), the answer written in as the JSON it is stored as. */
 function receiptInsert(idempotency: IdempotencyOptions, result: unknown, now: Date, defaultTtlMs: number): Statement {
   const expiresAt = new Date(now.getTime() + (idempotency.ttlMs ?? defaultTtlMs));
-  return {
-    text: RECEIPT_INSERT,
-    values: [idempotency.scope, idempotency.key, canonicalHash(idempotency.request), JSON.stringify({ ok: true, result: result ?? null }), expiresAt.toISOString()],
-  };
+  const row =
+    `{"scope":${JSON.stringify(idempotency.scope)},"key":${JSON.stringify(idempotency.key)},"request_hash":${JSON.stringify(canonicalHash(idempotency.request))},` +
+    `"result":${JSON.stringify({ ok: true, result: result ?? null })},"expires_at":${JSON.stringify(expiresAt.toISOString())}}`;
+  return { text: RECEIPT_INSERT, values: [`[${row}]`], rows: true };
 }
 
 const EVENTS_INSERT = `WITH inserted AS (
       INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
       SELECT r.event_id, r.stream_id, r.stream_version, r.type, r.schema_version, r.data, r.metadata, r.occurred_at
-        FROM jsonb_to_recordset($1::jsonb) AS r(event_id uuid, stream_id text, stream_version int, type text, schema_version int,
-                                                data jsonb, metadata jsonb, occurred_at timestamptz)
-       ORDER BY r.stream_id, r.stream_version
+        FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (event_id uuid, stream_id text, stream_version int, type text,
+                                                           schema_version int, data jsonb, metadata jsonb, occurred_at timestamptz))
+             WITH ORDINALITY AS r(event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at, n)
+       ORDER BY r.n
       RETURNING position, event_id
     ), queued AS (
       INSERT INTO outbox (position) SELECT position FROM inserted
     )
     SELECT position, event_id FROM inserted`;
 
-/** The events at their versions, with their outbox rows; answers each one's position. */
+/**
+ * The events at their versions, with their outbox rows; answers each one's position. Positions
+ * follow the order of the rows: a command's events in the order it appended them (a stream's in
+ * version order), and commands written together (Statement.rows) in the order they came.
+ */
 function eventsInsert(events: StoredEvent[], json: string[]): Statement {
   // The rows as one JSON array, each event's data written in as the scrubbed JSON it was stored as.
   const rows = events.map(
@@ -275,5 +283,5 @@ function eventsInsert(events: StoredEvent[], json: string[]): Statement {
       `"type":${JSON.stringify(e.type)},"schema_version":${e.schemaVersion},"data":${json[i]!},` +
       `"metadata":${JSON.stringify(e.metadata)},"occurred_at":${JSON.stringify(e.occurredAt)}}`,
   );
-  return { text: EVENTS_INSERT, values: [`[${rows.join(',')}]`] };
+  return { text: EVENTS_INSERT, values: [`[${rows.join(',')}]`], rows: true };
 }

@@ -6,6 +6,25 @@ import { literalOf } from './deferred-writes.js';
 export interface Statement {
   text: string;
   values?: readonly unknown[];
+  /**
+   * The statement's one parameter is a JSON array of rows (read with `jsonb_to_recordset($1::jsonb)`),
+   * and it writes each row on its own: statements with the same text can be sent as one, their
+   * arrays joined (CommandBatcher).
+   */
+  rows?: true;
+}
+
+/** Whether a statement written as `query(text, values)` takes its rows as one JSON array (see Statement.rows). */
+export function takesJsonRows(text: string, values: readonly unknown[] | undefined): boolean {
+  return values?.length === 1 && typeof values[0] === 'string' && values[0].startsWith('[') && text.includes('jsonb_to_recordset($1::jsonb)');
+}
+
+/** Statements of the same texts, one each, with the rows of all of them (each statement's rows a JSON array). */
+export function joinRows(members: ReadonlyArray<readonly Statement[]>): Statement[] {
+  return members[0]!.map(({ text }, i) => {
+    const arrays = members.map((statements) => (statements[i]!.values![0] as string).slice(1, -1)).filter((rows) => rows.trim() !== '');
+    return { text, values: [`[${arrays.join(',')}]`], rows: true };
+  });
 }
 
 /**
