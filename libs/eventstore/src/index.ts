@@ -6,4 +6,4 @@ export * from './lib/event-store.js';
 export * from './lib/decider.js';
 export * from './lib/rebuild.js';
 export * from './lib/retention.js';
-export { inlineStatement, type SqlWriter } from './lib/deferred-writes.js';
+export { inlineStatement, jsonRows, JsonRows, type SqlWriter } from './lib/deferred-writes.js';

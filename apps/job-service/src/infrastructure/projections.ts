@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { jobEventContracts, productEventContracts, sprintRunEventContracts } from '@gantry/contracts';
-import { stateProjection, type Projection, type StoredEvent } from '@gantry/eventstore';
+import { jsonRows, stateProjection, type Projection, type StoredEvent } from '@gantry/eventstore';
 import {
   evolveJob,
   evolveProduct,
@@ -103,7 +103,7 @@ export const jobsProjection: Projection = stateProjection<JobState>({
          lease_expires_at = EXCLUDED.lease_expires_at, base_sha = EXCLUDED.base_sha, head_sha = EXCLUDED.head_sha,
          pushed_at = EXCLUDED.pushed_at, error = EXCLUDED.error, task_status = EXCLUDED.task_status,
          payloads = EXCLUDED.payloads, agent_config = EXCLUDED.agent_config, state = EXCLUDED.state`,
-      [JSON.stringify(rows)],
+      [jsonRows(rows)], // each row on its own: commands written together share this statement
     );
   },
   copy: { table: 'jobs', row: (job, first) => (jobExists(job) ? jobRow(job, first) : null) },

@@ -1,7 +1,7 @@
 import DataLoader from 'dataloader';
 import type pg from 'pg';
 import { EVENT_COLUMNS, toStoredEvent, type EventRow } from './append.js';
-import { joinRows, type PreparedStatements, type Statement } from './prepared.js';
+import { joinRows, takesRows, type PreparedStatements, type Statement } from './prepared.js';
 import type { StoredEvent } from './types.js';
 
 /**
@@ -69,7 +69,7 @@ export class CommandBatcher {
     client.on('error', onError);
     try {
       if (batch.length > 1) {
-        // Members whose statements are the same texts, each taking its rows as one JSON array, are
+        // Members whose statements are the same texts, each taking its rows as one JSON array (JsonRows), are
         // written by one statement per text with all their rows: PostgreSQL runs 3 statements for
         // 16 commands of a kind, not 48. Each member of such a group is answered with the group's
         // results (a command finds its own rows in them, e.g. its events' positions by event id).
@@ -112,11 +112,11 @@ export class CommandBatcher {
   }
 }
 
-/** The batch's members (their indexes) in groups that can be written together (see Statement.rows), in order of their first member. */
+/** The batch's members (their indexes) in groups that can be written together (see JsonRows), in order of their first member. */
 function groupsOf(batch: ReadonlyArray<readonly Statement[]>): number[][] {
   const groups = new Map<string, number[]>();
   batch.forEach((statements, i) => {
-    const joinable = statements.length > 0 && statements.every((s) => s.rows);
+    const joinable = statements.length > 0 && statements.every(takesRows);
     const key = joinable ? statements.map((s) => s.text).join('\u0000') : `#${i}`;
     const group = groups.get(key);
     if (group) group.push(i);

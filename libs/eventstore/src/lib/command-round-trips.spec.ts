@@ -6,7 +6,7 @@ import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
 import { createPool } from './database.js';
 import { decideWithin, handleWithDecider, type Decider } from './decider.js';
 import type { Projection } from './projection.js';
-import { inlineStatement, literalOf } from './deferred-writes.js';
+import { inlineStatement, jsonRows, JsonRows, literalOf, type SqlWriter } from './deferred-writes.js';
 import { EventStore } from './event-store.js';
 import { migrate } from './migrations.js';
 import { stateProjection } from './projection.js';
@@ -22,48 +22,41 @@ const counter: Decider<CounterCommand, { total: number }, CounterEvent> = {
   evolve: (state, event) => ({ total: state.total + event.data.by }),
 };
 
-/** A state projection whose table refuses totals of 1000 and more (a write that fails at the commit). */
-const counters = stateProjection<{ total: number }>({
-  name: 'counters',
-  tables: ['counters'],
-  types: ['Incremented'],
-  initialState: { total: 0 },
-  evolve: (state, event) => counter.evolve(state, event as unknown as CounterEvent),
-  async load(sql, ids) {
-    const { rows } = await sql.query<{ id: string; total: number }>('SELECT id, total FROM counters WHERE id = ANY($1)', [ids]);
-    return new Map(rows.map((r) => [r.id, { total: r.total }]));
-  },
-  async save(sql, rows) {
-    await sql.query(
-      `INSERT INTO counters (id, total, note) SELECT r.id, r.total, $2 FROM jsonb_to_recordset($1::jsonb) AS r(id text, total int)
-       ON CONFLICT (id) DO UPDATE SET total = EXCLUDED.total, note = EXCLUDED.note`,
-      [JSON.stringify(rows.map((r) => ({ id: r.streamId, total: r.state.total }))), "it's $1 and $2"],
-    );
-  },
-});
+/** A state projection of the counters in `table` (which refuses totals of 1000 and more: a write that fails at the commit), written by `save`. */
+function counterView(table: string, save: (sql: SqlWriter, rows: Array<{ id: string; total: number }>) => Promise<unknown>) {
+  return stateProjection<{ total: number }>({
+    name: table,
+    tables: [table],
+    types: ['Incremented'],
+    initialState: { total: 0 },
+    evolve: (state, event) => counter.evolve(state, event as unknown as CounterEvent),
+    async load(sql, ids) {
+      const { rows } = await sql.query<{ id: string; total: number }>(`SELECT id, total FROM ${table} WHERE id = ANY($1)`, [ids]);
+      return new Map(rows.map((r) => [r.id, { total: r.total }]));
+    },
+    async save(sql, rows) {
+      await save(sql, rows.map((r) => ({ id: r.streamId, total: r.state.total })));
+    },
+  });
+}
 
-/**
- * The same counters in a table of their own, written with the rows as the statement's one parameter:
- * commands written together send their rows in one statement (see Statement.rows).
- */
-const tallies = stateProjection<{ total: number }>({
-  name: 'tallies',
-  tables: ['tallies'],
-  types: ['Incremented'],
-  initialState: { total: 0 },
-  evolve: (state, event) => counter.evolve(state, event as unknown as CounterEvent),
-  async load(sql, ids) {
-    const { rows } = await sql.query<{ id: string; total: number }>('SELECT id, total FROM tallies WHERE id = ANY($1)', [ids]);
-    return new Map(rows.map((r) => [r.id, { total: r.total }]));
-  },
-  async save(sql, rows) {
-    await sql.query(
-      `INSERT INTO tallies (id, total) SELECT r.id, r.total FROM jsonb_to_recordset($1::jsonb) AS r(id text, total int)
-       ON CONFLICT (id) DO UPDATE SET total = EXCLUDED.total`,
-      [JSON.stringify(rows.map((r) => ({ id: r.streamId, total: r.state.total })))],
-    );
-  },
-});
+/** Counters written with a second parameter (and `$1` and `$2` inside a string literal): a statement per command. */
+const counters = counterView('counters', (sql, rows) =>
+  sql.query(
+    `INSERT INTO counters (id, total, note) SELECT r.id, r.total, $2 FROM jsonb_to_recordset($1::jsonb) AS r(id text, total int)
+     ON CONFLICT (id) DO UPDATE SET total = EXCLUDED.total, note = EXCLUDED.note`,
+    [JSON.stringify(rows), "it's $1 and $2"],
+  ),
+);
+
+/** The same counters taking their rows as the statement's one parameter (JsonRows): commands written together share the statement. */
+const tallies = counterView('tallies', (sql, rows) =>
+  sql.query(
+    `INSERT INTO tallies (id, total) SELECT r.id, r.total FROM jsonb_to_recordset($1::jsonb) AS r(id text, total int)
+     ON CONFLICT (id) DO UPDATE SET total = EXCLUDED.total`,
+    [jsonRows(rows)],
+  ),
+);
 
 const meta = { correlationId: 'test' };
 
@@ -367,11 +360,14 @@ describe('a command in few round trips', () => {
     });
   });
 
-  it('a batch whose reply is lost after its commit: each caller gets an error, each retry under its key the first answer, and nothing is written twice', async () => {
+  it.each([
+    ['a statement per command', counters],
+    ['statements joined per kind', tallies],
+  ])('a batch whose reply is lost after its commit (%s): each caller gets an error, each retry under its key the first answer, and nothing is written twice', async (_, view) => {
     const proxy = new ReplyLosingProxy(new URL(testDatabaseUrl));
     const url = new URL(testDatabaseUrl);
     url.host = `127.0.0.1:${await proxy.listen()}`;
-    const lossy = new EventStore({ pool: createPool({ url: url.toString(), schema, max: 1 }), schema, inlineProjections: [counters] });
+    const lossy = new EventStore({ pool: createPool({ url: url.toString(), schema, max: 1 }), schema, inlineProjections: [view] });
     try {
       const add = incrementOn(() => lossy, 'test.lost');
       const ids = Array.from({ length: 3 }, () => `lost-${randomUUID()}`);
@@ -396,7 +392,7 @@ describe('a command in few round trips', () => {
         [3, true],
       ]);
       expect(await Promise.all(ids.map(eventsOf))).toEqual([1, 1, 1]);
-      const totals = await pool.query<{ id: string; total: number }>('SELECT id, total FROM counters WHERE id = ANY($1)', [ids]);
+      const totals = await pool.query<{ id: string; total: number }>(`SELECT id, total FROM ${view.name} WHERE id = ANY($1)`, [ids]);
       expect(new Map(totals.rows.map((r) => [r.id, r.total]))).toEqual(new Map(ids.map((id, i) => [id, i + 1])));
     } finally {
       await lossy.pool.end();
@@ -494,6 +490,23 @@ describe('inlineStatement', () => {
   it('refuses a reference to a missing value and an array', () => {
     expect(() => inlineStatement('SELECT $2', ['x'])).toThrow(RangeError);
     expect(() => inlineStatement('SELECT $1', [['x']])).toThrow(TypeError);
+  });
+
+  it('rows taken as one parameter (JsonRows) are their JSON, written in as a literal or sent by a connection; anything but an array is refused', async () => {
+    const rows = jsonRows([{ id: "it's", n: 1 }, { id: 'b\\c', n: 2 }]);
+    expect(literalOf(rows)).toBe(pg.escapeLiteral(rows.json));
+    const statement = 'SELECT r.id, r.n FROM jsonb_to_recordset($1::jsonb) AS r(id text, n int) ORDER BY r.n';
+    const client = new pg.Client({ connectionString: testDatabaseUrl });
+    await client.connect();
+    try {
+      const inlined = await client.query(inlineStatement(statement, [rows]));
+      const sent = await client.query(statement, [rows]);
+      expect(inlined.rows).toEqual([{ id: "it's", n: 1 }, { id: 'b\\c', n: 2 }]);
+      expect(sent.rows).toEqual(inlined.rows);
+    } finally {
+      await client.end();
+    }
+    expect(() => new JsonRows('{"a":1}')).toThrow(TypeError);
   });
 });
 

@@ -20,9 +20,33 @@ export function inlineStatement(text: string, values: readonly unknown[] = []): 
   });
 }
 
+/**
+ * A statement's parameter that is a JSON array of rows, each of which the statement writes on its
+ * own (read with `jsonb_to_recordset`): commands written together whose statements have the same
+ * texts and take their rows this way are sent as one statement per text with all their rows
+ * (CommandBatcher). Only for statements where one row does not depend on another. pg sends it as
+ * its JSON (`toPostgres`).
+ */
+export class JsonRows {
+  /** `json`: a JSON array (its text). */
+  constructor(readonly json: string) {
+    if (!json.startsWith('[') || !json.endsWith(']')) throw new TypeError('JsonRows takes the text of a JSON array');
+  }
+
+  toPostgres(): string {
+    return this.json;
+  }
+}
+
+/** The rows as one parameter of their statement (see JsonRows). */
+export function jsonRows(rows: readonly unknown[]): JsonRows {
+  return new JsonRows(JSON.stringify(rows));
+}
+
 /** A value as a quoted literal, the text form pg sends a parameter in (see inlineStatement). */
 export function literalOf(value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
+  if (value instanceof JsonRows) return quoted(value.json);
   if (value instanceof Date) return quoted(value.toISOString());
   if (Array.isArray(value)) throw new TypeError('inlineStatement takes no arrays: pass them as JSON');
   if (typeof value === 'object') return quoted(JSON.stringify(value));

@@ -4,8 +4,8 @@ import { canonicalHash, ErrorCode, GantryError, scrubbingReplacer, type SecretSc
 import { readStreamTail } from './append.js';
 import type { CommandBatcher } from './batching.js';
 import type { Decider, Decision, DomainEvent } from './decider.js';
-import type { SqlWriter } from './deferred-writes.js';
-import { takesJsonRows, type Statement } from './prepared.js';
+import { JsonRows, type SqlWriter } from './deferred-writes.js';
+import type { Statement } from './prepared.js';
 import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 import { isRetryable, type StreamWork } from './unit-of-work.js';
@@ -176,7 +176,7 @@ export async function executeInOneMessage<R>(
     const statements: Statement[] = [];
     const writer: SqlWriter = {
       query: async (text, values) => {
-        statements.push(takesJsonRows(text, values) ? { text, values, rows: true } : { text, values });
+        statements.push({ text, values });
       },
     };
     try {
@@ -248,13 +248,13 @@ const RECEIPT_INSERT = `INSERT INTO idempotency_receipts (scope, key, request_ha
     SELECT r.scope, r.key, r.request_hash, r.result, r.expires_at
       FROM jsonb_to_recordset($1::jsonb) AS r(scope text, key text, request_hash text, result jsonb, expires_at timestamptz)`;
 
-/** The receipt as a row of a JSON array (Statement.rows), the answer written in as the JSON it is stored as. */
+/** The receipt as a row of a JSON array (JsonRows), the answer written in as the JSON it is stored as. */
 function receiptInsert(idempotency: IdempotencyOptions, result: unknown, now: Date, defaultTtlMs: number): Statement {
   const expiresAt = new Date(now.getTime() + (idempotency.ttlMs ?? defaultTtlMs));
   const row =
     `{"scope":${JSON.stringify(idempotency.scope)},"key":${JSON.stringify(idempotency.key)},"request_hash":${JSON.stringify(canonicalHash(idempotency.request))},` +
     `"result":${JSON.stringify({ ok: true, result: result ?? null })},"expires_at":${JSON.stringify(expiresAt.toISOString())}}`;
-  return { text: RECEIPT_INSERT, values: [`[${row}]`], rows: true };
+  return { text: RECEIPT_INSERT, values: [new JsonRows(`[${row}]`)] };
 }
 
 const EVENTS_INSERT = `WITH inserted AS (
@@ -273,7 +273,7 @@ const EVENTS_INSERT = `WITH inserted AS (
 /**
  * The events at their versions, with their outbox rows; answers each one's position. Positions
  * follow the order of the rows: a command's events in the order it appended them (a stream's in
- * version order), and commands written together (Statement.rows) in the order they came.
+ * version order), and commands written together (JsonRows) in the order they came.
  */
 function eventsInsert(events: StoredEvent[], json: string[]): Statement {
   // The rows as one JSON array, each event's data written in as the scrubbed JSON it was stored as.
@@ -283,5 +283,5 @@ function eventsInsert(events: StoredEvent[], json: string[]): Statement {
       `"type":${JSON.stringify(e.type)},"schema_version":${e.schemaVersion},"data":${json[i]!},` +
       `"metadata":${JSON.stringify(e.metadata)},"occurred_at":${JSON.stringify(e.occurredAt)}}`,
   );
-  return { text: EVENTS_INSERT, values: [`[${rows.join(',')}]`], rows: true };
+  return { text: EVENTS_INSERT, values: [new JsonRows(`[${rows.join(',')}]`)] };
 }

@@ -1,29 +1,23 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { literalOf } from './deferred-writes.js';
+import { JsonRows, literalOf } from './deferred-writes.js';
 
 /** A statement with its parameters, as a connection's `query(text, values)` takes it. */
 export interface Statement {
   text: string;
   values?: readonly unknown[];
-  /**
-   * The statement's one parameter is a JSON array of rows (read with `jsonb_to_recordset($1::jsonb)`),
-   * and it writes each row on its own: statements with the same text can be sent as one, their
-   * arrays joined (CommandBatcher).
-   */
-  rows?: true;
 }
 
-/** Whether a statement written as `query(text, values)` takes its rows as one JSON array (see Statement.rows). */
-export function takesJsonRows(text: string, values: readonly unknown[] | undefined): boolean {
-  return values?.length === 1 && typeof values[0] === 'string' && values[0].startsWith('[') && text.includes('jsonb_to_recordset($1::jsonb)');
+/** Whether a statement takes its rows as its one parameter (JsonRows): such statements of the same text can be joined. */
+export function takesRows(statement: Statement): boolean {
+  return statement.values?.length === 1 && statement.values[0] instanceof JsonRows;
 }
 
-/** Statements of the same texts, one each, with the rows of all of them (each statement's rows a JSON array). */
+/** Statements of the same texts, each taking its rows (JsonRows): one per text, with the rows of all of them. */
 export function joinRows(members: ReadonlyArray<readonly Statement[]>): Statement[] {
   return members[0]!.map(({ text }, i) => {
-    const arrays = members.map((statements) => (statements[i]!.values![0] as string).slice(1, -1)).filter((rows) => rows.trim() !== '');
-    return { text, values: [`[${arrays.join(',')}]`], rows: true };
+    const arrays = members.map((statements) => (statements[i]!.values![0] as JsonRows).json.slice(1, -1)).filter((rows) => rows.trim() !== '');
+    return { text, values: [new JsonRows(`[${arrays.join(',')}]`)] };
   });
 }
 
