@@ -158,42 +158,6 @@ describe('outbox relay', () => {
     await elsewhere.pool.end();
   });
 
-  it('after a batch that was not full it reads the outbox again only when told of a commit, not to find it empty', async () => {
-    // Polling every minute: within this test only a commit's wake-up makes the relay read.
-    const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 60_000 });
-    const here = new EventStore({ pool, schema: name });
-    here.onAppended(() => relay.appended());
-    relay.start();
-    try {
-      await eventually(() => relay.isLeader && relay.outboxReads === 1, { what: 'the relay reading the empty outbox at start' });
-      for (const round of [1, 2, 3]) {
-        await here.append(`job-${randomUUID()}`, 0, [{ type: 'One', data: {} }, { type: 'Two', data: {} }], { correlationId: 't' });
-        await eventually(() => relay.publishedCount === 2 * round, { what: `round ${round} published` });
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        expect(relay.outboxReads).toBe(1 + round); // the read that found the two events, and none after it
-      }
-      expect(await relay.pending()).toBe(0);
-    } finally {
-      await relay.stop();
-    }
-  });
-
-  it('after a full batch it reads again at once, without waiting to be told', async () => {
-    const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 60_000, batchSize: 2 });
-    const here = new EventStore({ pool, schema: name });
-    here.onAppended(() => relay.appended());
-    relay.start();
-    try {
-      await eventually(() => relay.isLeader && relay.outboxReads === 1, { what: 'the relay reading the empty outbox at start' });
-      const types = ['A', 'B', 'C', 'D', 'E'];
-      await here.append(`job-${randomUUID()}`, 0, types.map((type) => ({ type, data: {} })), { correlationId: 't' }); // one wake-up
-      await eventually(() => relay.publishedCount === 5, { what: 'all five published after one wake-up' });
-      expect(relay.outboxReads).toBe(1 + 3); // 2 + 2 + 1
-    } finally {
-      await relay.stop();
-    }
-  });
-
   it('a crash between publish and outbox delete re-publishes, and JetStream drops the duplicates', async () => {
     const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 100 });
     relay.start();

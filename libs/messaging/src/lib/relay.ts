@@ -60,7 +60,6 @@ export class OutboxRelay {
   private notifying = false;
   private notifyAgain = false;
   private standbyTurns = 0;
-  private reads = 0;
 
   constructor(private readonly options: RelayOptions) {}
 
@@ -70,11 +69,6 @@ export class OutboxRelay {
 
   get publishedCount(): number {
     return this.published;
-  }
-
-  /** How many times this relay read the outbox for events to publish (each one a round trip). */
-  get outboxReads(): number {
-    return this.reads;
   }
 
   /** How many times this relay tried to become the active one and found another active. */
@@ -143,10 +137,6 @@ export class OutboxRelay {
     this.loop = null;
   }
 
-  private get batchSize(): number {
-    return this.options.batchSize ?? 500;
-  }
-
   private async run(): Promise<void> {
     while (this.running) {
       try {
@@ -158,10 +148,7 @@ export class OutboxRelay {
         }
         while (this.running) {
           const moved = await this.drainOnce();
-          // A batch not full was all there was when it was read: what committed since has said so
-          // (`appended` or a notification), and `sleep` returns at once when it did. Reading again
-          // only to find nothing would be a round trip per batch.
-          if (moved < this.batchSize) await this.sleep(this.options.pollMs ?? 1000);
+          if (moved === 0) await this.sleep(this.options.pollMs ?? 1000);
         }
       } catch (error) {
         this.options.logger.error('relay failed; retrying', { schema: this.options.schema, error: String(error) });
@@ -205,12 +192,11 @@ export class OutboxRelay {
   async drainOnce(): Promise<number> {
     const client = this.client!;
     this.notified = false;
-    this.reads++;
     const { rows } = await client.query(
       `SELECT e.position, e.event_id, e.stream_id, e.stream_version, e.type, e.schema_version, e.data, e.metadata, e.occurred_at
          FROM outbox o JOIN events e ON e.position = o.position
         ORDER BY o.position LIMIT $1`,
-      [this.batchSize],
+      [this.options.batchSize ?? 500],
     );
     if (rows.length === 0) return 0;
     const byStream = new Map<string, StoredEvent[]>();
