@@ -26,7 +26,8 @@ export class JobOffers {
   ) {}
 
   @DurableConsumer({ name: OFFERS_CONSUMER, source: 'jobs', types: [...OFFERING_EVENTS] })
-  async offer(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
+  async offer(envelope: EventEnvelope, context: ConsumerContext): Promise<void> {
+    const { sql } = context;
     if (!OFFERING_EVENTS.has(envelope.type)) return;
     // One read of the stream: the job as the event left it, and as it is now.
     const events = await this.store.readStream(envelope.streamId, sql);
@@ -42,8 +43,11 @@ export class JobOffers {
     const due = offerDueAt(event);
     const wait = due === null ? 0 : Date.parse(due) - this.store.clock().getTime();
     if (wait > 0) throw new RetryLater(`the offer of job ${offer.jobId} is due at ${due}`, wait);
-    await this.bus.js.publish(dispatchSubject(this.bus.naming, offer.kind), JSON.stringify(JobOfferSchema.parse(offer)), {
-      msgID: jobOfferMessageId(offer),
-    });
+    // Acknowledged once JetStream has it, with the batch's other offers: they go out together.
+    context.beforeCommit(
+      this.bus.js.publish(dispatchSubject(this.bus.naming, offer.kind), JSON.stringify(JobOfferSchema.parse(offer)), {
+        msgID: jobOfferMessageId(offer),
+      }),
+    );
   }
 }

@@ -5,7 +5,7 @@ import { defineEvent, eventSubject, streamName, type Context } from '@gantry/con
 import { createPool, migrate } from '@gantry/eventstore';
 import { consumerCaughtUp, deleteStreams, dropSchema, eventually, startScratchPostgres, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
 import { Bus } from './bus.js';
-import { EventConsumer } from './event-consumer.js';
+import { EventConsumer, type BeforeCommit } from './event-consumer.js';
 
 const context: Context = 'prs';
 defineEvent({
@@ -69,14 +69,18 @@ describe('durable event consumer', () => {
   const publish = (body: unknown, msgID?: string) =>
     bus.js.publish(eventSubject(naming, context, 'ConsumerTestPinged', 'pr-1'), typeof body === 'string' ? body : JSON.stringify(body), msgID ? { msgID } : undefined);
 
-  function startConsumer(durable: string, handle: (n: number, eventId: string, sql: pg.PoolClient) => Promise<void>, extra: Partial<ConstructorParameters<typeof EventConsumer>[0]> = {}) {
+  function startConsumer(
+    durable: string,
+    handle: (n: number, eventId: string, sql: pg.PoolClient, beforeCommit: BeforeCommit) => Promise<void>,
+    extra: Partial<ConstructorParameters<typeof EventConsumer>[0]> = {},
+  ) {
     const consumer = new EventConsumer({
       name: durable,
       bus,
       pool,
       source: context,
       logger,
-      handle: (event, sql) => handle((event.data as { n: number }).n, event.eventId, sql),
+      handle: (event, sql, beforeCommit) => handle((event.data as { n: number }).n, event.eventId, sql, beforeCommit),
       backoffMs: () => 50,
       ...extra,
     });
@@ -283,17 +287,17 @@ describe('durable event consumer', () => {
    * server has delivered all of them and they have reached this client (a NATS round trip after the
    * delivery): the others then wait together for the next batch.
    */
-  async function consumeWhileTheRestArrive(count: number, handle: (n: number, eventId: string, sql: pg.PoolClient) => Promise<void>) {
+  async function consumeWhileTheRestArrive(count: number, handle: (n: number, eventId: string, sql: pg.PoolClient, beforeCommit: BeforeCommit) => Promise<void>) {
     const durable = `d${randomUUID().slice(0, 8)}`;
     for (let n = 1; n <= count; n++) await publish(envelope(n));
     let first = true;
-    startConsumer(durable, async (n, eventId, sql) => {
+    startConsumer(durable, async (n, eventId, sql, beforeCommit) => {
       if (first) {
         first = false;
         await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_pending === 0, { what: 'every event delivered' });
         await bus.nc.flush();
       }
-      await handle(n, eventId, sql);
+      await handle(n, eventId, sql, beforeCommit);
     });
     await eventually(async () => {
       const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
@@ -324,6 +328,46 @@ describe('durable event consumer', () => {
     });
     expect(await rows()).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
     expect(attempts.get(7)).toBe(2); // in the batch, then alone (the one-at-a-time pass after the rollback)
+    const dead = await pool.query('SELECT count(*)::int AS n FROM dead_letters');
+    expect(dead.rows[0].n).toBe(0);
+  });
+
+  it('work a handler hands over runs alongside the batch\'s other handlers, and the batch commits only once all of it has succeeded', async () => {
+    let inFlight = 0;
+    let mostInFlight = 0;
+    let finished = 0;
+    const committedEarly: number[] = [];
+    await consumeWhileTheRestArrive(12, async (n, eventId, sql, beforeCommit) => {
+      await insertPing(n, eventId, sql);
+      inFlight++;
+      mostInFlight = Math.max(mostInFlight, inFlight);
+      beforeCommit(
+        (async () => {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          // Another connection must not see the handler's write yet: the commit waits for this work.
+          const seen = await pool.query('SELECT 1 FROM pings WHERE event_id = $1', [eventId]);
+          if (seen.rowCount !== 0) committedEarly.push(n);
+          inFlight--;
+          finished++;
+        })(),
+      );
+    });
+    await eventually(() => finished >= 12, { what: 'every handed-over work finished' });
+    expect(await rows()).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(committedEarly).toEqual([]);
+    expect(mostInFlight).toBeGreaterThan(1); // the batch's works overlapped instead of running one after another
+  });
+
+  it('work handed over that fails fails its handler: the batch is rolled back and the event handled again until the work succeeds', async () => {
+    const attempts = new Map<number, number>();
+    await consumeWhileTheRestArrive(12, async (n, eventId, sql, beforeCommit) => {
+      attempts.set(n, (attempts.get(n) ?? 0) + 1);
+      await insertPing(n, eventId, sql);
+      // In the batch, then alone: it fails both times, and succeeds when redelivered.
+      beforeCommit(n === 5 && attempts.get(n)! <= 2 ? Promise.reject(new Error('publish failed')) : Promise.resolve());
+    });
+    expect(await rows()).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect(attempts.get(5)).toBe(3);
     const dead = await pool.query('SELECT count(*)::int AS n FROM dead_letters');
     expect(dead.rows[0].n).toBe(0);
   });

@@ -53,7 +53,7 @@ export interface EventConsumerOptions {
    * every event is handled.
    */
   unaffected?: (events: readonly EventEnvelope[], pool: pg.Pool) => Promise<ReadonlySet<string>>;
-  handle(event: EventEnvelope, sql: pg.PoolClient): Promise<void>;
+  handle(event: EventEnvelope, sql: pg.PoolClient, beforeCommit: BeforeCommit): Promise<void>;
   logger: ConsumerLogger;
   /** After this many deliveries a failing message is dead-lettered and terminated. */
   maxDeliver?: number;
@@ -447,8 +447,10 @@ export class EventConsumer {
       client = await this.options.pool.connect();
       client.on('error', onConnectionError);
       const fresh = await beginWithInbox(client, this.options.name, work.map((w) => w.event.eventId));
+      const started = startedWork();
       // A copy delivered twice in one batch is handled once: its id leaves the set with the first.
-      for (const { event } of work) if (fresh.delete(event.eventId)) await this.within(event, () => this.options.handle(event, client!));
+      for (const { event } of work) if (fresh.delete(event.eventId)) await this.within(event, () => this.options.handle(event, client!, started.add));
+      await started.all();
       await client.query('COMMIT');
     } catch {
       await client?.query('ROLLBACK').catch(() => undefined);
@@ -477,7 +479,9 @@ export class EventConsumer {
       client.on('error', onConnectionError);
       const fresh = await beginWithInbox(client, this.options.name, [event.eventId]);
       handling = true;
-      if (fresh.size === 1) await this.options.handle(event, client);
+      const started = startedWork();
+      if (fresh.size === 1) await this.options.handle(event, client, started.add);
+      await started.all();
       handling = false;
       await client.query('COMMIT');
     } catch (error) {
@@ -547,6 +551,25 @@ export class EventConsumer {
     this.options.logger.warn('message dead-lettered', { consumer: this.options.name, subject: msg.subject, sequence: msg.seq, error });
     return true;
   }
+}
+
+/**
+ * Work a handler started and left running (a publish, say), handed to the consumer instead of awaited:
+ * the transaction commits, and the events are acknowledged, only once all of it has succeeded, and
+ * work that fails fails its handler. The handlers of a batch so overlap their effects' round trips
+ * instead of waiting for them one after another.
+ */
+export type BeforeCommit = (work: Promise<unknown>) => void;
+
+function startedWork(): { add: BeforeCommit; all: () => Promise<unknown> } {
+  const works: Array<Promise<unknown>> = [];
+  return {
+    add: (work) => {
+      works.push(work);
+      work.catch(() => undefined); // a failure is seen by all(); until then it is not unhandled
+    },
+    all: () => Promise.all(works),
+  };
 }
 
 /**

@@ -1,7 +1,7 @@
 import { BaseRpcContext } from '@nestjs/microservices';
 import type pg from 'pg';
 import type { EventEnvelope } from '@gantry/contracts';
-import type { CommandContext } from '@gantry/messaging';
+import type { BeforeCommit, CommandContext } from '@gantry/messaging';
 
 /**
  * What a command handler learns about the call besides the request: `@Ctx()` (or the second
@@ -22,7 +22,7 @@ export class CommandCallContext extends BaseRpcContext<[CommandContext]> impleme
  * inbox row was written. Everything the handler writes goes through `sql`, so it commits (and the
  * event is acknowledged) together with the inbox row, or not at all.
  */
-export class ConsumerContext extends BaseRpcContext<[{ sql: pg.PoolClient; consumer: string; event: EventEnvelope }]> {
+export class ConsumerContext extends BaseRpcContext<[{ sql: pg.PoolClient; consumer: string; event: EventEnvelope; beforeCommit: BeforeCommit }]> {
   get sql(): pg.PoolClient {
     return this.args[0].sql;
   }
@@ -34,5 +34,15 @@ export class ConsumerContext extends BaseRpcContext<[{ sql: pg.PoolClient; consu
 
   get event(): EventEnvelope {
     return this.args[0].event;
+  }
+
+  /**
+   * Hands over work the handler started and does not await itself, such as a publish: the
+   * transaction commits and the event is acknowledged only once it has succeeded, and if it fails
+   * the handler has failed. The events of a batch then wait for their effects together rather than
+   * one after another.
+   */
+  beforeCommit(work: Promise<unknown>): void {
+    this.args[0].beforeCommit(work);
   }
 }

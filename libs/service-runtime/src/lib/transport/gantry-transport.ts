@@ -14,7 +14,7 @@ import {
   type EventEnvelope,
   type SecretScrubber,
 } from '@gantry/contracts';
-import { CORRELATION_HEADER, EventConsumer, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
+import { CORRELATION_HEADER, EventConsumer, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
 import { commandPattern, consumerPattern, gantryHandlerOf, type DurableConsumerOptions } from './decorators.js';
 
@@ -210,8 +210,8 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
       pool: this.options.pool,
       logger: this.options.logger,
       scrub: this.options.scrub,
-      handle: async (event: EventEnvelope, sql: pg.PoolClient) => {
-        await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event }]));
+      handle: async (event: EventEnvelope, sql: pg.PoolClient, beforeCommit: BeforeCommit) => {
+        await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event, beforeCommit }]));
       },
       withinEvent: (event, work) =>
         this.within({ correlationId: event.correlationId, consumer: options.name, eventType: event.type, eventId: event.eventId, ...jobIdOf(event.data) }, work),
