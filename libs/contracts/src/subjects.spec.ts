@@ -7,6 +7,8 @@ import {
   dispatchSubject,
   eventFilter,
   eventSubject,
+  eventSubjectPrefix,
+  eventTypeOfSubject,
   isContext,
   isSubjectToken,
   streamName,
@@ -16,6 +18,17 @@ import {
 describe('subject and stream names', () => {
   it('names event subjects gantry.<context>.evt.<type>.<stream-id>', () => {
     expect(eventSubject(defaultNaming, 'jobs', 'JobClaimed', 'job-42')).toBe('gantry.jobs.evt.JobClaimed.job-42');
+  });
+
+  it("reads an event subject's type back, and nothing from a subject that is not one of the context's events", () => {
+    const test: Naming = { subjectRoot: 't_ab12.gantry', streamPrefix: 'T_AB12_' };
+    const prefix = eventSubjectPrefix(test, 'jobs');
+    expect(eventTypeOfSubject(prefix, eventSubject(test, 'jobs', 'JobClaimed', 'job-42'))).toBe('JobClaimed');
+    expect(eventTypeOfSubject(prefix, eventSubject(test, 'prs', 'JobClaimed', 'job-42'))).toBeNull();
+    expect(eventTypeOfSubject(prefix, eventSubject(defaultNaming, 'jobs', 'JobClaimed', 'job-42'))).toBeNull();
+    expect(eventTypeOfSubject(prefix, 't_ab12.gantry.jobs.evt.JobClaimed')).toBeNull();
+    expect(eventTypeOfSubject(prefix, 't_ab12.gantry.jobs.evt..job-42')).toBeNull();
+    expect(eventTypeOfSubject(prefix, 't_ab12.gantry.jobs.cmd.claim_job')).toBeNull();
   });
 
   it('filters all events of a context, or of one type', () => {

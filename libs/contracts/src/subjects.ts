@@ -46,7 +46,23 @@ export function streamName(naming: Naming, context: Context): string {
 }
 
 export function eventSubject(naming: Naming, context: Context, type: string, streamId: string): string {
-  return `${root(naming)}.${context}.evt.${token(type, 'event type')}.${token(streamId, 'stream id')}`;
+  return `${eventSubjectPrefix(naming, context)}${token(type, 'event type')}.${token(streamId, 'stream id')}`;
+}
+
+/**
+ * The event type an event subject of `context` names (see `eventSubject`), or null when the subject
+ * is not one of them. `prefix` is `eventSubjectPrefix(naming, context)`, worked out once by a reader
+ * of many subjects.
+ */
+export function eventTypeOfSubject(prefix: string, subject: string): string | null {
+  if (!subject.startsWith(prefix)) return null;
+  const end = subject.indexOf('.', prefix.length);
+  return end > prefix.length ? subject.slice(prefix.length, end) : null;
+}
+
+/** What every event subject of a context starts with: its type token follows. */
+export function eventSubjectPrefix(naming: Naming, context: Context): string {
+  return `${root(naming)}.${context}.evt.`;
 }
 
 /** All events of a context, or of one type in it. */

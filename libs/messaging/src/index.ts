@@ -1,4 +1,6 @@
 export * from './lib/bus.js';
 export * from './lib/commands.js';
 export * from './lib/relay.js';
+export * from './lib/durable-reader.js';
 export * from './lib/event-consumer.js';
+export * from './lib/shared-durable.js';

@@ -202,12 +202,14 @@ describe('durable event consumer', () => {
     await publish(envelope(1));
     // Not a payload this consumer could read: it is left alone all the same, not dead-lettered.
     await bus.js.publish(eventSubject(naming, context, 'ConsumerTestIgnored', 'pr-1'), JSON.stringify({ ...envelope(2), type: 'ConsumerTestIgnored', data: 'not an object' }));
+    // Told by its subject: its body is not even parsed.
+    await bus.js.publish(eventSubject(naming, context, 'ConsumerTestIgnored', 'pr-1'), '{ not JSON');
     await publish(envelope(3));
     const seen = startRecording(durable, ['ConsumerTestPinged']);
     await eventually(async () => {
       const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
-      return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= 3;
-    }, { what: 'all three acknowledged' });
+      return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= 4;
+    }, { what: 'all four acknowledged' });
     expect(seen).toEqual([1, 3]);
     expect(await rows()).toEqual([1, 3]);
     const inbox = await pool.query('SELECT count(*)::int AS n FROM inbox WHERE consumer = $1', [durable]);

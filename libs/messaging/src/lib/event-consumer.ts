@@ -1,25 +1,20 @@
 import pg from 'pg';
-import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type ConsumerMessages, type JsMsg, type MsgRequest } from '@nats-io/jetstream';
 import {
   EventEnvelopeSchema,
-  eventFilter,
+  eventSubjectPrefix,
+  eventTypeOfSubject,
   GantryError,
   issuesOf,
   parseEventData,
   scrubSecrets,
   scrubStrings,
-  streamName,
   type Context,
   type EventEnvelope,
   type SecretScrubber,
 } from '@gantry/contracts';
-import { isNotFound, type Bus } from './bus.js';
-
-export interface ConsumerLogger {
-  log(message: string, fields: Record<string, unknown>): void;
-  warn(message: string, fields: Record<string, unknown>): void;
-  error(message: string, fields: Record<string, unknown>): void;
-}
+import { DurableReader, settle, type ConsumerLag, type ConsumerLogger, type Delivered, type Settlement } from './durable-reader.js';
+import type { Bus } from './bus.js';
+import type { SharedDurable } from './shared-durable.js';
 
 /** Thrown by a handler that cannot act yet (an earlier event has not arrived): retried, never dead-lettered early. */
 export class RetryLater extends Error {
@@ -40,9 +35,15 @@ export interface EventConsumerOptions {
   /** One event type, or all of the context's events. (NATS 2.9 takes one filter subject per consumer.) */
   type?: string;
   /**
+   * The durable this consumer shares with others of the service that read the same stream, instead
+   * of a durable of its own (see SharedDurable). Its `name` stays its inbox scope.
+   */
+  via?: SharedDurable;
+  /**
    * The event types the handler acts on, when it reads every type of its source: the others are
-   * acknowledged as they come, told by their `type` alone: no validation, no transaction, no inbox
-   * row (a handler that ignores them has no effect to guard, nor a use for their payload). Omit for all.
+   * acknowledged as they come, told by the type their subject names (else by their payload's
+   * `type`): no parsing, no validation, no transaction, no inbox row (a handler that ignores them has
+   * no effect to guard, nor a use for their payload). Omit for all.
    */
   types?: readonly string[];
   /**
@@ -75,45 +76,6 @@ export interface EventConsumerOptions {
 
 const decoder = new TextDecoder();
 
-/** What a consumer's readiness is judged by: attached to its durable, and how far behind it is. */
-export interface ConsumerLag {
-  attached: boolean;
-  /** Messages waiting for this process: not yet delivered to anyone, or delivered here and not yet finished. */
-  pending: number;
-  /**
-   * Messages delivered to another process and not yet acknowledged: a live replica's work in hand,
-   * or what a dead process held until its ack wait runs out. Shown, not judged.
-   */
-  deliveredElsewhere: number;
-  /** Age (time in the stream) of the oldest message waiting for this process; 0 when caught up. */
-  oldestUnprocessedAgeMs: number;
-}
-
-type Settlement = 'ack' | 'nak' | 'term' | 'working';
-
-/**
- * The settlements (acks, naks, …) of every consumer in the process, sent once per turn of the event
- * loop. nats.js writes what it has buffered at the end of each microtask in which something was
- * buffered, and a consumer settles each message as it finishes it, so settlements sent as they come
- * cost a socket write each: most of a busy service's writes, for the events its consumers merely
- * acknowledge. Sent together in one turn, they are one write. (The client has no setting for when
- * it writes; this is the smallest change on our side that batches them.)
- */
-const settlements = new (class {
-  private pending: Array<() => void> = [];
-
-  add(send: () => void): void {
-    if (this.pending.length === 0) setImmediate(() => this.flush());
-    this.pending.push(send);
-  }
-
-  flush(): void {
-    const due = this.pending;
-    this.pending = [];
-    for (const send of due) send();
-  }
-})();
-
 /**
  * A durable pull consumer whose handler runs in a PostgreSQL transaction together with the inbox
  * insert, so a redelivered message changes nothing; the message is acked only after that commit.
@@ -125,27 +87,33 @@ const settlements = new (class {
  */
 export class EventConsumer {
   private running = false;
-  private loop: Promise<void> | null = null;
-  private messages: ConsumerMessages | null = null;
   private processed = 0;
-  private ready = false;
-  /** Messages this process received and has not finished (acknowledged or terminated): stream sequence → time in the stream (ms). */
-  private readonly unfinished = new Map<number, number>();
+  /** Its own durable's reader; null when it shares one (`via`). */
+  private readonly reader: DurableReader | null;
   private readonly handledTypes: ReadonlySet<string> | null;
+  /** What the subjects of the source's events start with; their type follows. */
+  private readonly subjectPrefix: string;
 
   constructor(private readonly options: EventConsumerOptions) {
     this.handledTypes = options.types ? new Set(options.types) : null;
+    this.subjectPrefix = eventSubjectPrefix(options.bus.naming, options.source);
+    if (options.via) {
+      options.via.join(this);
+      this.reader = null;
+    } else {
+      this.reader = new DurableReader(options, (messages) => this.drain(messages));
+    }
   }
 
   get isReady(): boolean {
-    return this.ready;
+    return this.reader ? this.reader.isReady : this.options.via!.isReady;
   }
 
   get processedCount(): number {
     return this.processed;
   }
 
-  /** The durable consumer's name, which is also its inbox scope. */
+  /** The consumer's name: its inbox scope, and the name of its durable unless it shares one. */
   get name(): string {
     return this.options.name;
   }
@@ -155,162 +123,82 @@ export class EventConsumer {
     return this.options.source;
   }
 
+  /** The event types it acts on (null: all of its source's). */
+  get types(): ReadonlySet<string> | null {
+    return this.handledTypes;
+  }
+
+  get ackWaitMs(): number {
+    return this.options.ackWaitMs ?? 30_000;
+  }
+
   get streamName(): string {
-    return streamName(this.options.bus.naming, this.options.source);
+    return (this.reader ?? this.options.via!).streamName;
   }
 
-  private get filterSubject(): string {
-    return eventFilter(this.options.bus.naming, this.options.source, this.options.type);
-  }
-
+  /** Starts reading: its own durable, or the shared one with all its members. */
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = this.run();
+    if (this.reader) {
+      this.running = true;
+      this.reader.start();
+    } else {
+      this.options.via!.start();
+    }
   }
 
   async stop(): Promise<void> {
+    if (this.reader) {
+      this.running = false;
+      await this.reader.stop();
+    } else {
+      await this.options.via!.stop();
+    }
+  }
+
+  /** Creates the durable it reads if it does not exist (idempotent); see DurableReader.ensureConsumer. */
+  ensureConsumer(): Promise<void> {
+    return (this.reader ?? this.options.via!).ensureConsumer();
+  }
+
+  /** How far behind this process is on the durable it reads (see DurableReader.lag). */
+  lag(now: Date = new Date()): Promise<ConsumerLag> {
+    return (this.reader ?? this.options.via!).lag(now);
+  }
+
+  /**
+   * Handles what a shared durable hands this member, until `messages` ends or `halt` is called
+   * (SharedDurable's side of `start` / `stop`).
+   */
+  drainShared(messages: AsyncIterable<Delivered>): Promise<void> {
+    this.running = true;
+    return this.drain(messages);
+  }
+
+  halt(): void {
     this.running = false;
-    settlements.flush(); // what was settled goes out before the subscription closes
-    await this.messages?.close().catch(() => undefined);
-    await this.loop;
-    this.loop = null;
-    settlements.flush(); // and what the batch in hand settled, before the connection is closed
   }
 
-  /**
-   * Creates the durable consumer if it does not exist (idempotent). A durable of this name that
-   * reads other subjects belongs to someone else: sharing it would split the events between two
-   * handlers, so that is an error.
-   */
-  async ensureConsumer(): Promise<void> {
-    const { bus, name } = this.options;
-    const stream = this.streamName;
-    try {
-      const info = await bus.jsm.consumers.info(stream, name);
-      if (info.config.filter_subject !== this.filterSubject) {
-        throw new Error(
-          `durable consumer ${name} on ${stream} reads ${info.config.filter_subject ?? 'every subject'}, not ${this.filterSubject}: two handlers may not share a durable name`,
-        );
-      }
-      return;
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
-    }
-    await bus.jsm.consumers.add(stream, {
-      durable_name: name,
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
-      filter_subject: this.filterSubject,
-      ack_wait: (this.options.ackWaitMs ?? 30_000) * 1_000_000,
-      max_deliver: -1,
-      max_ack_pending: 1000,
-    });
+  private settle(msg: Delivered, settlement: Settlement, argument?: number | string): void {
+    settle(msg, settlement, argument, this.options.logger, this.options.name);
   }
 
-  /**
-   * How far behind this process is: the oldest of the messages not yet delivered to anyone (from the
-   * server's view of the durable and the stream) and of those delivered here and not finished. A
-   * message delivered to another process is that process's to finish: a live replica answers for it
-   * in its own readiness, and one held by a process that died comes back after its ack wait, so a
-   * restarted process does not wait for it to be ready.
-   */
-  async lag(now: Date = new Date()): Promise<ConsumerLag> {
-    const { bus, name } = this.options;
-    const info = await bus.jsm.consumers.info(this.streamName, name);
-    // At or below the ack floor everything is acknowledged, by whichever process.
-    for (const sequence of this.unfinished.keys()) if (sequence <= info.ack_floor.stream_seq) this.unfinished.delete(sequence);
-    const since = [...this.unfinished.values()];
-    if (info.num_pending > 0) {
-      // The first message for our subjects past what the server has delivered is the oldest not delivered.
-      // The server (2.9+) takes next_by_subj on the stream API's message get; nats.js types it only for direct get.
-      const query = { seq: info.delivered.stream_seq + 1, next_by_subj: this.filterSubject } as unknown as MsgRequest;
-      const next = await bus.jsm.streams.getMessage(this.streamName, query).catch((error: unknown) => {
-        if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound) return null; // delivered since the info was read
-        throw error;
-      });
-      if (next) since.push(next.time.getTime());
-    }
-    const oldest = since.length > 0 ? Math.min(...since) : now.getTime();
-    return {
-      attached: this.ready,
-      pending: info.num_pending + this.unfinished.size,
-      deliveredElsewhere: Math.max(0, info.num_ack_pending - this.unfinished.size),
-      oldestUnprocessedAgeMs: Math.max(0, now.getTime() - oldest),
-    };
-  }
-
-  private async run(): Promise<void> {
-    while (this.running) {
-      try {
-        await this.ensureConsumer();
-        const consumer = await this.options.bus.js.consumers.get(this.streamName, this.options.name);
-        const messages = await consumer.consume({ max_messages: 64 });
-        this.messages = messages;
-        this.ready = true;
-        const watching = this.watch(messages).catch((error: unknown) =>
-          this.options.logger.warn('consumer status watch ended', { consumer: this.options.name, error: String(error) }),
-        );
-        await this.drain(messages);
-        await watching;
-      } catch (error) {
-        if (this.running) this.options.logger.warn('consumer interrupted; restarting', { consumer: this.options.name, error: String(error) });
-      } finally {
-        this.ready = false;
-        await this.messages?.close().catch(() => undefined);
-        this.messages = null;
-        // What was in hand comes back (to this process or another) and is counted again when it arrives.
-        this.unfinished.clear();
-      }
-      if (this.running) await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-
-  /** A deleted consumer would otherwise leave us pulling from nothing forever. */
-  private async watch(messages: ConsumerMessages): Promise<void> {
-    for await (const status of messages.status()) {
-      if (status.type === 'consumer_deleted' || status.type === 'consumer_not_found' || status.type === 'stream_not_found') {
-        this.options.logger.warn('consumer disappeared; recreating', { consumer: this.options.name, status: status.type });
-        await messages.close().catch(() => undefined);
-        return;
-      }
-    }
-  }
-
-  /**
-   * Acknowledgements are fire-and-forget: one that cannot be sent (connection closed or draining)
-   * is logged and left to JetStream, which redelivers after ack_wait; the inbox makes that harmless.
-   * They go out at the end of the event loop's turn, together with every other consumer's
-   * (`settlements`).
-   */
-  private settle(msg: JsMsg, settlement: Settlement, argument?: number | string): void {
-    // A message handed back (nak) is still this process's to finish, wherever it is redelivered next.
-    if (settlement === 'ack' || settlement === 'term') this.unfinished.delete(msg.seq);
-    settlements.add(() => this.send(msg, settlement, argument));
-  }
-
-  private send(msg: JsMsg, settlement: Settlement, argument?: number | string): void {
-    try {
-      if (settlement === 'ack') msg.ack();
-      else if (settlement === 'nak') msg.nak(argument as number | undefined);
-      else if (settlement === 'term') msg.term(argument as string | undefined);
-      else msg.working();
-    } catch (error) {
-      this.options.logger.warn('could not settle a message; JetStream will redeliver it', {
-        consumer: this.options.name,
-        settle: settlement,
-        sequence: msg.seq,
-        error: String(error),
-      });
-    }
-  }
-
-  private json(msg: JsMsg): unknown {
+  private json(msg: Delivered): unknown {
     try {
       return JSON.parse(decoder.decode(msg.data));
     } catch {
       throw new InvalidPayload('the payload is not valid JSON', [{ path: [], message: 'malformed JSON' }]);
     }
+  }
+
+  /**
+   * Whether the handler leaves this message alone: an event of a type it does not act on, told by
+   * the type its subject names, before its payload is even parsed. Most of what a consumer of some
+   * types receives is of the others, and they would otherwise cost a parse each.
+   */
+  private ignoresSubject(msg: Delivered): boolean {
+    if (!this.handledTypes) return false;
+    const type = eventTypeOfSubject(this.subjectPrefix, msg.subject);
+    return type !== null && !this.handledTypes.has(type);
   }
 
   /**
@@ -344,15 +232,14 @@ export class EventConsumer {
    * come, and whatever waits there when the previous batch is done makes the next one (under load
    * many events share a transaction; alone, an event is handled as soon as it arrives).
    */
-  private async drain(messages: ConsumerMessages): Promise<void> {
-    const queue: JsMsg[] = [];
+  private async drain(messages: AsyncIterable<Delivered>): Promise<void> {
+    const queue: Delivered[] = [];
     const arrival = { wake: () => {} };
     let ended = false;
     let failure: unknown = null;
     const reading = (async () => {
       try {
         for await (const msg of messages) {
-          this.unfinished.set(msg.seq, Math.floor(msg.info.timestampNanos / 1_000_000));
           queue.push(msg);
           arrival.wake();
         }
@@ -376,15 +263,18 @@ export class EventConsumer {
     if (failure) throw failure;
   }
 
-  private async processBatch(msgs: JsMsg[]): Promise<void> {
-    let work: Array<{ msg: JsMsg; event: EventEnvelope }> = [];
+  private async processBatch(msgs: Delivered[]): Promise<void> {
+    let work: Array<{ msg: Delivered; event: EventEnvelope }> = [];
     for (const msg of msgs) {
+      if (this.ignoresSubject(msg)) {
+        this.pass(msg);
+        continue;
+      }
       let event: EventEnvelope;
       try {
         const raw = this.json(msg);
         if (this.ignores(raw)) {
-          this.settle(msg, 'ack');
-          this.processed++;
+          this.pass(msg);
           continue;
         }
         event = this.decode(raw);
@@ -403,7 +293,7 @@ export class EventConsumer {
   }
 
   /** Acknowledges the events `unaffected` names and returns the others (all of them when it fails). */
-  private async withoutUnaffected(work: Array<{ msg: JsMsg; event: EventEnvelope }>): Promise<Array<{ msg: JsMsg; event: EventEnvelope }>> {
+  private async withoutUnaffected(work: Array<{ msg: Delivered; event: EventEnvelope }>): Promise<Array<{ msg: Delivered; event: EventEnvelope }>> {
     let unaffected: ReadonlySet<string>;
     try {
       unaffected = await this.options.unaffected!(work.map((w) => w.event), this.options.pool);
@@ -414,10 +304,15 @@ export class EventConsumer {
     if (unaffected.size === 0) return work;
     return work.filter(({ msg, event }) => {
       if (!unaffected.has(event.eventId)) return true;
-      this.settle(msg, 'ack');
-      this.processed++;
+      this.pass(msg);
       return false;
     });
+  }
+
+  /** Acknowledges a message the handler has nothing to do for: no transaction, no inbox row. */
+  private pass(msg: Delivered): void {
+    this.settle(msg, 'ack');
+    this.processed++;
   }
 
   private within(event: EventEnvelope, work: () => Promise<void>): Promise<void> {
@@ -425,7 +320,7 @@ export class EventConsumer {
   }
 
   /** Keeps the messages from being redelivered while they are handled (see ackWaitMs). */
-  private keepAlive(msgs: JsMsg[]): NodeJS.Timeout {
+  private keepAlive(msgs: Delivered[]): NodeJS.Timeout {
     const ackWait = this.options.ackWaitMs ?? 30_000;
     return setInterval(() => msgs.forEach((msg) => this.settle(msg, 'working')), Math.max(100, Math.floor(ackWait / 3)));
   }
@@ -436,7 +331,7 @@ export class EventConsumer {
    * caller then takes the events one at a time, where a failure is judged (and counted) per event.
    * The handlers that had run are run again then, as after a crash between their work and the commit.
    */
-  private async processTogether(work: Array<{ msg: JsMsg; event: EventEnvelope }>): Promise<boolean> {
+  private async processTogether(work: Array<{ msg: Delivered; event: EventEnvelope }>): Promise<boolean> {
     const keepAlive = this.keepAlive(work.map((w) => w.msg));
     let client: pg.PoolClient | null = null;
     let connectionLost = false;
@@ -465,7 +360,7 @@ export class EventConsumer {
     return true;
   }
 
-  private async process(msg: JsMsg, event: EventEnvelope): Promise<void> {
+  private async process(msg: Delivered, event: EventEnvelope): Promise<void> {
     let keepAlive: NodeJS.Timeout | undefined;
     let client: pg.PoolClient | null = null;
     let handling = false;
@@ -500,7 +395,7 @@ export class EventConsumer {
     this.processed++;
   }
 
-  private async onOutage(msg: JsMsg, event: EventEnvelope, error: unknown): Promise<void> {
+  private async onOutage(msg: Delivered, event: EventEnvelope, error: unknown): Promise<void> {
     const delivery = msg.info.deliveryCount;
     this.options.logger.warn('database unavailable; event handed back', {
       consumer: this.options.name,
@@ -512,7 +407,7 @@ export class EventConsumer {
     this.settle(msg, 'nak', this.backoff(delivery));
   }
 
-  private async onFailure(msg: JsMsg, event: EventEnvelope, error: unknown): Promise<void> {
+  private async onFailure(msg: Delivered, event: EventEnvelope, error: unknown): Promise<void> {
     const delivery = msg.info.deliveryCount;
     const maxDeliver = this.options.maxDeliver ?? 10;
     if (error instanceof RetryLater) {
@@ -532,7 +427,7 @@ export class EventConsumer {
   }
 
   /** Records the message as a dead letter; when even that fails it is handed back to try again. */
-  private async deadLetter(msg: JsMsg, eventId: string | null, failure: Record<string, unknown>): Promise<boolean> {
+  private async deadLetter(msg: Delivered, eventId: string | null, failure: Record<string, unknown>): Promise<boolean> {
     const error = scrubStrings(failure, this.options.scrub ?? scrubSecrets);
     try {
       await this.options.pool.query(

@@ -16,6 +16,12 @@ export interface DurableConsumerOptions {
   /** One event type, or all of the context's events. (NATS 2.9 takes one filter subject per consumer.) */
   type?: string;
   /**
+   * The durable consumer it reads, shared with the service's other consumers of the same source that
+   * name it (`SharedDurable`): the source's events are delivered once for all of them. By default it
+   * reads a durable of its own, named `name`. Not with `type`.
+   */
+  durable?: string;
+  /**
    * The event types the method acts on, when it reads every type of its source: the others are
    * acknowledged without a transaction. Omit for all.
    */

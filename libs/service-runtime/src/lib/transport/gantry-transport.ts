@@ -14,7 +14,7 @@ import {
   type EventEnvelope,
   type SecretScrubber,
 } from '@gantry/contracts';
-import { CORRELATION_HEADER, EventConsumer, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
+import { CORRELATION_HEADER, EventConsumer, SharedDurable, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
 import { commandPattern, consumerPattern, gantryHandlerOf, type DurableConsumerOptions } from './decorators.js';
 
@@ -53,6 +53,8 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
   override readonly propagatesEventHandlerErrors = true;
   private readonly commands = new Map<string, CommandRoute>();
   private readonly durable: EventConsumer[] = [];
+  /** The durables several consumers share, by name. */
+  private readonly sharedDurables = new Map<string, SharedDurable>();
   private subscriptions: Subscription[] = [];
   private serving: Promise<void>[] = [];
   private readonly inFlight = new Set<Promise<void>>();
@@ -92,8 +94,11 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
       return;
     }
     const { consumer } = marker;
-    if (this.durable.some((c) => c.name === consumer.name)) {
+    if (this.durable.some((c) => c.name === consumer.name) || this.sharedDurables.has(consumer.name)) {
       throw new Error(`two handlers for durable consumer ${consumer.name}: each would get only some of the events`);
+    }
+    if (consumer.durable !== undefined && this.durable.some((c) => c.name === consumer.durable)) {
+      throw new Error(`consumer ${consumer.name} shares durable ${consumer.durable}, which is another consumer's own`);
     }
     this.durable.push(this.consumerFor(consumer, callback));
     super.addHandler(consumerPattern(consumer.name), callback, isEventHandler, extras);
@@ -203,9 +208,10 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
     });
   }
 
-  private consumerFor(options: DurableConsumerOptions, handler: MessageHandler): EventConsumer {
+  private consumerFor({ durable, ...options }: DurableConsumerOptions, handler: MessageHandler): EventConsumer {
     return new EventConsumer({
       ...options,
+      via: durable === undefined ? undefined : this.sharedDurable(durable, options),
       bus: this.options.bus,
       pool: this.options.pool,
       logger: this.options.logger,
@@ -216,6 +222,16 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
       withinEvent: (event, work) =>
         this.within({ correlationId: event.correlationId, consumer: options.name, eventType: event.type, eventId: event.eventId, ...jobIdOf(event.data) }, work),
     });
+  }
+
+  private sharedDurable(name: string, member: DurableConsumerOptions): SharedDurable {
+    if (member.type !== undefined) throw new Error(`consumer ${member.name} reads only ${member.type}: it cannot share durable ${name}, which reads every type`);
+    let shared = this.sharedDurables.get(name);
+    if (!shared) {
+      shared = new SharedDurable({ name, bus: this.options.bus, source: member.source, logger: this.options.logger });
+      this.sharedDurables.set(name, shared);
+    }
+    return shared;
   }
 
   /** Calls a handler as Nest wrapped it; its result may be a value, a promise or an observable. */

@@ -1,0 +1,287 @@
+import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type ConsumerMessages, type JsMsg, type MsgRequest } from '@nats-io/jetstream';
+import { eventFilter, streamName, type Context } from '@gantry/contracts';
+import { isNotFound, type Bus } from './bus.js';
+
+export interface ConsumerLogger {
+  log(message: string, fields: Record<string, unknown>): void;
+  warn(message: string, fields: Record<string, unknown>): void;
+  error(message: string, fields: Record<string, unknown>): void;
+}
+
+/**
+ * A message as a consumer handles it: one of its durable's, or the copy a shared durable hands
+ * each of its members (`SharedDurable`). Settling it is final for this delivery.
+ */
+export interface Delivered {
+  readonly seq: number;
+  readonly subject: string;
+  readonly data: Uint8Array;
+  readonly info: { readonly deliveryCount: number; readonly timestampNanos: number };
+  ack(): void;
+  /** Handed back, to be delivered again after `millis` (at once without). */
+  nak(millis?: number): void;
+  /** Never to be delivered again (a dead letter). */
+  term(reason?: string): void;
+  /** Still being handled: the ack wait starts again. */
+  working(): void;
+}
+
+/** What a consumer's readiness is judged by: attached to its durable, and how far behind it is. */
+export interface ConsumerLag {
+  attached: boolean;
+  /** Messages waiting for this process: not yet delivered to anyone, or delivered here and not yet finished. */
+  pending: number;
+  /**
+   * Messages delivered to another process and not yet acknowledged: a live replica's work in hand,
+   * or what a dead process held until its ack wait runs out. Shown, not judged.
+   */
+  deliveredElsewhere: number;
+  /** Age (time in the stream) of the oldest message waiting for this process; 0 when caught up. */
+  oldestUnprocessedAgeMs: number;
+}
+
+export type Settlement = 'ack' | 'nak' | 'term' | 'working';
+
+/**
+ * The settlements (acks, naks, …) of every consumer in the process, sent once per turn of the event
+ * loop. nats.js writes what it has buffered at the end of each microtask in which something was
+ * buffered, and a consumer settles each message as it finishes it, so settlements sent as they come
+ * cost a socket write each: most of a busy service's writes, for the events its consumers merely
+ * acknowledge. Sent together in one turn, they are one write. (The client has no setting for when
+ * it writes; this is the smallest change on our side that batches them.)
+ */
+const settlements = new (class {
+  private pending: Array<() => void> = [];
+
+  add(send: () => void): void {
+    if (this.pending.length === 0) setImmediate(() => this.flush());
+    this.pending.push(send);
+  }
+
+  flush(): void {
+    const due = this.pending;
+    this.pending = [];
+    for (const send of due) send();
+  }
+})();
+
+/**
+ * Settles `msg` with the next batch of settlements. Acknowledgements are fire-and-forget: one that
+ * cannot be sent (connection closed or draining) is logged and left to JetStream, which redelivers
+ * after ack_wait; the inbox makes that harmless.
+ */
+export function settle(msg: Delivered, settlement: Settlement, argument: number | string | undefined, logger: ConsumerLogger, consumer: string): void {
+  settlements.add(() => {
+    try {
+      if (settlement === 'ack') msg.ack();
+      else if (settlement === 'nak') msg.nak(argument as number | undefined);
+      else if (settlement === 'term') msg.term(argument as string | undefined);
+      else msg.working();
+    } catch (error) {
+      logger.warn('could not settle a message; JetStream will redeliver it', { consumer, settle: settlement, sequence: msg.seq, error: String(error) });
+    }
+  });
+}
+
+export interface DurableReaderOptions {
+  /** The durable consumer's name. */
+  name: string;
+  bus: Bus;
+  /** Whose events: the stream of this context. */
+  source: Context;
+  /** One event type, or all of the context's events. (NATS 2.9 takes one filter subject per consumer.) */
+  type?: string;
+  ackWaitMs?: number;
+  logger: ConsumerLogger;
+  /**
+   * Where a durable created now starts (default: the stream's first message); asked only when the
+   * durable does not exist yet.
+   */
+  startAt?: () => Promise<Pick<ConsumerConfig, 'deliver_policy' | 'opt_start_seq'>>;
+}
+
+/**
+ * The JetStream side of a consumer: creates its durable pull consumer (and again when it
+ * disappears), pulls from it and hands what arrives to `receive`, and tells how far behind it is.
+ * Each message it hands over is this process's until it is acknowledged or terminated.
+ */
+export class DurableReader {
+  private running = false;
+  private loop: Promise<void> | null = null;
+  private messages: ConsumerMessages | null = null;
+  private ready = false;
+  /** Messages this process received and has not finished (acknowledged or terminated): stream sequence → time in the stream (ms). */
+  private readonly unfinished = new Map<number, number>();
+
+  constructor(
+    private readonly options: DurableReaderOptions,
+    private readonly receive: (messages: AsyncIterable<Delivered>) => Promise<void>,
+  ) {}
+
+  get isReady(): boolean {
+    return this.ready;
+  }
+
+  get name(): string {
+    return this.options.name;
+  }
+
+  get streamName(): string {
+    return streamName(this.options.bus.naming, this.options.source);
+  }
+
+  get filterSubject(): string {
+    return eventFilter(this.options.bus.naming, this.options.source, this.options.type);
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    settlements.flush(); // what was settled goes out before the subscription closes
+    await this.messages?.close().catch(() => undefined);
+    await this.loop;
+    this.loop = null;
+    settlements.flush(); // and what the batch in hand settled, before the connection is closed
+  }
+
+  /** Ends the current subscription (what is in hand comes back); the reader subscribes again. */
+  interrupt(): void {
+    this.messages?.close().catch(() => undefined);
+  }
+
+  /**
+   * Creates the durable consumer if it does not exist (idempotent). A durable of this name that
+   * reads other subjects belongs to someone else: sharing it would split the events between two
+   * handlers, so that is an error.
+   */
+  async ensureConsumer(): Promise<void> {
+    const { bus, name } = this.options;
+    const stream = this.streamName;
+    try {
+      const info = await bus.jsm.consumers.info(stream, name);
+      if (info.config.filter_subject !== this.filterSubject) {
+        throw new Error(
+          `durable consumer ${name} on ${stream} reads ${info.config.filter_subject ?? 'every subject'}, not ${this.filterSubject}: two handlers may not share a durable name`,
+        );
+      }
+      return;
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+    await bus.jsm.consumers.add(stream, {
+      durable_name: name,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ...(await this.options.startAt?.()),
+      filter_subject: this.filterSubject,
+      ack_wait: (this.options.ackWaitMs ?? 30_000) * 1_000_000,
+      max_deliver: -1,
+      max_ack_pending: 1000,
+    });
+  }
+
+  /**
+   * How far behind this process is: the oldest of the messages not yet delivered to anyone (from the
+   * server's view of the durable and the stream) and of those delivered here and not finished. A
+   * message delivered to another process is that process's to finish: a live replica answers for it
+   * in its own readiness, and one held by a process that died comes back after its ack wait, so a
+   * restarted process does not wait for it to be ready.
+   */
+  async lag(now: Date = new Date()): Promise<ConsumerLag> {
+    const { bus, name } = this.options;
+    const info = await bus.jsm.consumers.info(this.streamName, name);
+    // At or below the ack floor everything is acknowledged, by whichever process.
+    for (const sequence of this.unfinished.keys()) if (sequence <= info.ack_floor.stream_seq) this.unfinished.delete(sequence);
+    const since = [...this.unfinished.values()];
+    if (info.num_pending > 0) {
+      // The first message for our subjects past what the server has delivered is the oldest not delivered.
+      // The server (2.9+) takes next_by_subj on the stream API's message get; nats.js types it only for direct get.
+      const query = { seq: info.delivered.stream_seq + 1, next_by_subj: this.filterSubject } as unknown as MsgRequest;
+      const next = await bus.jsm.streams.getMessage(this.streamName, query).catch((error: unknown) => {
+        if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound) return null; // delivered since the info was read
+        throw error;
+      });
+      if (next) since.push(next.time.getTime());
+    }
+    const oldest = since.length > 0 ? Math.min(...since) : now.getTime();
+    return {
+      attached: this.ready,
+      pending: info.num_pending + this.unfinished.size,
+      deliveredElsewhere: Math.max(0, info.num_ack_pending - this.unfinished.size),
+      oldestUnprocessedAgeMs: Math.max(0, now.getTime() - oldest),
+    };
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      try {
+        await this.ensureConsumer();
+        const consumer = await this.options.bus.js.consumers.get(this.streamName, this.options.name);
+        const messages = await consumer.consume({ max_messages: 64 });
+        if (!this.running) {
+          // Stopped while subscribing. The subscription is closed once its iterator has run out;
+          // what it had received comes back after its ack wait.
+          const closing = messages.close();
+          for await (const _msg of messages);
+          await closing;
+          break;
+        }
+        this.messages = messages;
+        this.ready = true;
+        const watching = this.watch(messages).catch((error: unknown) =>
+          this.options.logger.warn('consumer status watch ended', { consumer: this.options.name, error: String(error) }),
+        );
+        await this.receive(this.tracked(messages));
+        await watching;
+      } catch (error) {
+        if (this.running) this.options.logger.warn('consumer interrupted; restarting', { consumer: this.options.name, error: String(error) });
+      } finally {
+        this.ready = false;
+        await this.messages?.close().catch(() => undefined);
+        this.messages = null;
+        // What was in hand comes back (to this process or another) and is counted again when it arrives.
+        this.unfinished.clear();
+      }
+      if (this.running) await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  /** The messages as they arrive, each counted as this process's until it is acknowledged or terminated. */
+  private async *tracked(messages: ConsumerMessages): AsyncIterable<Delivered> {
+    for await (const msg of messages) {
+      this.unfinished.set(msg.seq, Math.floor(msg.info.timestampNanos / 1_000_000));
+      yield this.finishing(msg);
+    }
+  }
+
+  private finishing(msg: JsMsg): Delivered {
+    const done = () => this.unfinished.delete(msg.seq);
+    return {
+      seq: msg.seq,
+      subject: msg.subject,
+      data: msg.data,
+      info: msg.info,
+      ack: () => (done(), msg.ack()),
+      // A message handed back is still this process's to finish, wherever it is redelivered next.
+      nak: (millis) => msg.nak(millis),
+      term: (reason) => (done(), msg.term(reason)),
+      working: () => msg.working(),
+    };
+  }
+
+  /** A deleted consumer would otherwise leave us pulling from nothing forever. */
+  private async watch(messages: ConsumerMessages): Promise<void> {
+    for await (const status of messages.status()) {
+      if (status.type === 'consumer_deleted' || status.type === 'consumer_not_found' || status.type === 'stream_not_found') {
+        this.options.logger.warn('consumer disappeared; recreating', { consumer: this.options.name, status: status.type });
+        await messages.close().catch(() => undefined);
+        return;
+      }
+    }
+  }
+}
