@@ -26,6 +26,7 @@ import {
 } from '@gantry/contracts';
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
+import { OWN_EVENTS_DURABLE } from '../src/application/durables.js';
 import { jobServiceProjections } from '../src/infrastructure/projections.js';
 import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
@@ -381,9 +382,9 @@ describe('job service through the NATS command path', () => {
         return n;
       };
       await eventually(async () => (await offersOf()) === 1, { what: 'the offer' });
-      // Forget that the offers were published: the consumer starts over and publishes every offer again.
+      // Forget that the offers were published: the durable starts over and the offers consumer publishes every offer again.
       await world.db.query(`DELETE FROM inbox WHERE consumer = 'job-service-offers'`);
-      await jsm.consumers.delete(streamName(world.naming, 'jobs'), 'job-service-offers');
+      await jsm.consumers.delete(streamName(world.naming, 'jobs'), OWN_EVENTS_DURABLE);
       await eventually(async () => {
         const { rows } = await world.db.query(
           `SELECT 1 FROM inbox i JOIN events e ON e.event_id::text = i.event_id WHERE i.consumer = 'job-service-offers' AND e.stream_id = $1`,

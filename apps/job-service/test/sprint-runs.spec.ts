@@ -25,6 +25,7 @@ import {
   type JobView,
 } from '@gantry/contracts';
 import { consumerCaughtUp, eventIdOf, eventually, handledByConsumer } from '@gantry/testing';
+import { OWN_EVENTS_DURABLE } from '../src/application/durables.js';
 import { eventsOfJobsOutsideSprintRuns } from '../src/infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../src/infrastructure/projections.js';
 import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
@@ -263,9 +264,9 @@ describe('sprint runs driven by job events and PR events', () => {
     const stream = streamName(world.naming, 'jobs');
     const { state } = await world.bus.jsm.streams.info(stream);
     await world.db.query(`DELETE FROM inbox WHERE consumer = $1`, [effectsConsumer]);
-    await world.bus.jsm.consumers.delete(stream, effectsConsumer);
-    // The consumer is recreated and delivers the whole stream again (it handles the sprint-run events, and acknowledges the rest).
-    await consumerCaughtUp(world.bus.jsm, stream, effectsConsumer, { upTo: state.last_seq });
+    await world.bus.jsm.consumers.delete(stream, OWN_EVENTS_DURABLE);
+    // The durable is recreated and delivers the whole stream again: the effects consumer handles the sprint-run events again, the others find theirs in their inboxes.
+    await consumerCaughtUp(world.bus.jsm, stream, OWN_EVENTS_DURABLE, { upTo: state.last_seq });
     const { rows: [handled] } = await world.db.query(
       `SELECT (SELECT count(*)::int FROM inbox WHERE consumer = $1) AS inbox, (SELECT count(*)::int FROM events WHERE type = ANY($2)) AS events`,
       [effectsConsumer, sprintRunEventTypes],

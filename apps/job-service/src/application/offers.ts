@@ -6,6 +6,7 @@ import { RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { jobOfferFor, offerDueAt, type JobEvent } from '../domain/index.js';
 import { jobOf } from '../infrastructure/job-store.js';
+import { OWN_EVENTS_DURABLE } from './durables.js';
 
 export const OFFERS_CONSUMER = 'job-service-offers';
 
@@ -25,7 +26,7 @@ export class JobOffers {
     @Inject(Bus) private readonly bus: Bus,
   ) {}
 
-  @DurableConsumer({ name: OFFERS_CONSUMER, source: 'jobs', types: [...OFFERING_EVENTS] })
+  @DurableConsumer({ name: OFFERS_CONSUMER, source: 'jobs', durable: OWN_EVENTS_DURABLE, types: [...OFFERING_EVENTS] })
   async offer(envelope: EventEnvelope, context: ConsumerContext): Promise<void> {
     const { sql } = context;
     if (!OFFERING_EVENTS.has(envelope.type)) return;

@@ -9,6 +9,7 @@ import { jobDecider, sprintRunEffects, type SprintRunEffect, type SprintRunEvent
 import { loadSprintRun } from '../infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../infrastructure/projections.js';
 import { enqueueJobRequest } from './run-queue.js';
+import { OWN_EVENTS_DURABLE } from './durables.js';
 
 /**
  * The effect processor of sprint runs (docs/architecture.md, "Effects are data"). A durable consumer of the service's own
@@ -26,7 +27,7 @@ export class SprintRunEffects {
     @InjectPinoLogger('sprint-run-effects') private readonly log: PinoLogger,
   ) {}
 
-  @DurableConsumer({ name: 'job-service-sprint-run-effects', source: 'jobs', types: sprintRunEventTypes })
+  @DurableConsumer({ name: 'job-service-sprint-run-effects', source: 'jobs', durable: OWN_EVENTS_DURABLE, types: sprintRunEventTypes })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!sprintRunEventTypes.includes(envelope.type as SprintRunEvent['type'])) return;
     const { run: before } = await loadSprintRun(this.store, envelope.streamId, sql, envelope.streamVersion - 1);

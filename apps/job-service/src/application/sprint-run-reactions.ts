@@ -25,6 +25,7 @@ import {
   type SprintRunEvent,
 } from '../domain/index.js';
 import { doneJobOfHead, eventsOfJobsOutsideSprintRuns, inSprintRun, loadJob, openSprintRunOf } from '../infrastructure/job-store.js';
+import { OWN_EVENTS_DURABLE } from './durables.js';
 
 /** The job events that can mean something to a sprint run (see sprintRunCommandFor). */
 const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobFinished', 'JobClaimRolledBack', 'JobLeaseExpired'] satisfies JobEvent['type'][]);
@@ -57,6 +58,7 @@ export class SprintRunReactions {
   @DurableConsumer({
     name: 'job-service-sprint-runs-from-jobs',
     source: 'jobs',
+    durable: OWN_EVENTS_DURABLE,
     types: [...SPRINT_RELEVANT_JOB_EVENTS],
     unaffected: eventsOfJobsOutsideSprintRuns,
   })
