@@ -221,6 +221,32 @@ describe('the Gantry transport refuses to start', () => {
     expect(await startFails([NotedConsumer, SameName])).toMatch(/two handlers for durable consumer transport-test-noted/);
   });
 
+  it('with a consumer of one type that names a shared durable, or a shared durable named like another consumer', async () => {
+    @Controller()
+    class OneTypeShared {
+      @DurableConsumer({ name: 'transport-test-one-type', source: 'workflow', type: 'TransportTestNoted', durable: 'transport-test-shared' })
+      async one() {}
+    }
+    expect(await startFails([OneTypeShared])).toMatch(/reads only TransportTestNoted: it cannot share durable transport-test-shared/);
+    @Controller()
+    class SharesAnothersOwn {
+      @DurableConsumer({ name: 'transport-test-member', source: 'workflow', durable: 'transport-test-noted' })
+      async member() {}
+    }
+    expect(await startFails([NotedConsumer, SharesAnothersOwn])).toMatch(/shares durable transport-test-noted, which is another consumer's own/);
+    @Controller()
+    class Member {
+      @DurableConsumer({ name: 'transport-test-member', source: 'workflow', durable: 'transport-test-shared' })
+      async member() {}
+    }
+    @Controller()
+    class NamedLikeTheShared {
+      @DurableConsumer({ name: 'transport-test-shared', source: 'workflow' })
+      async own() {}
+    }
+    expect(await startFails([Member, NamedLikeTheShared])).toMatch(/two handlers for durable consumer transport-test-shared/);
+  });
+
   it('with a command of another context', async () => {
     @Controller()
     class Foreign {
