@@ -222,6 +222,44 @@ describe('a durable shared by several consumers', () => {
     expect(info.config.opt_start_seq).toBe(seqs[2]);
   });
 
+  it('a member whose drain breaks ends the session for all: what was in hand comes back after the ack wait, and each member handles each event once', async () => {
+    const durable = shared();
+    // What the broken session held comes back after the ack wait.
+    const steady = member(durable, `steady-${randomUUID().slice(0, 6)}`, ['SharedTestRed'], { ackWaitMs: 1000 });
+    let broke = false;
+    // A context around the handling that throws once: the member's drain fails, not its handler.
+    const breaking = member(durable, `breaking-${randomUUID().slice(0, 6)}`, ['SharedTestRed'], {
+      ackWaitMs: 1000,
+      withinEvent: async (_event, work) => {
+        if (!broke) {
+          broke = true;
+          throw new Error('the drain breaks');
+        }
+        await work();
+      },
+    });
+    await publish('SharedTestRed', 1);
+    const last = await publish('SharedTestRed', 2);
+    steady.consumer.start();
+    breaking.consumer.start();
+    await caughtUp(durable.name, last);
+    expect(broke).toBe(true);
+    expect(await handled(steady.consumer.name)).toEqual([1, 2]);
+    expect(await handled(breaking.consumer.name)).toEqual([1, 2]);
+    expect(steady.calls).toEqual([1, 2]);
+  });
+
+  it('stopped while it subscribes, it stops; a later start reads on', async () => {
+    const durable = shared();
+    const only = member(durable, `only-${randomUUID().slice(0, 6)}`, ['SharedTestRed']);
+    only.consumer.start();
+    await only.consumer.stop();
+    const last = await publish('SharedTestRed', 1);
+    only.consumer.start();
+    await caughtUp(durable.name, last);
+    expect(await handled(only.consumer.name)).toEqual([1]);
+  });
+
   it('refuses a member of another stream, a second member of one name, and a member that joins once it has started', () => {
     const durable = shared();
     member(durable, 'one', ['SharedTestRed']);
