@@ -8,12 +8,23 @@ import { streamName, type Context } from '@gantry/contracts';
 import { createPool, EventStore, migrate, outboxChannel } from '@gantry/eventstore';
 import { deleteStreams, dropSchema, eventually, startNodeProcess, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
 import { Bus } from './bus.js';
-import { OutboxRelay } from './relay.js';
+import { OUTBOX_BACKLOG_QUERY, OUTBOX_BATCH_QUERY, OutboxRelay } from './relay.js';
 
 const context: Context = 'jobs';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const relayEntry = path.resolve(here, '../../dist/bin/relay-main.js');
 const quiet = { log: () => undefined, error: () => undefined };
+
+interface PlanNode {
+  'Actual Rows': number;
+  'Actual Loops': number;
+  Plans?: PlanNode[];
+}
+
+/** The most rows any step of an executed plan produced. */
+function mostRowsOfAStep(node: PlanNode): number {
+  return Math.max(node['Actual Rows'] * node['Actual Loops'], ...(node.Plans ?? []).map(mostRowsOfAStep));
+}
 
 /** Every message id in the stream, in stream order. */
 async function publishedIds(bus: Bus): Promise<string[]> {
@@ -156,6 +167,23 @@ describe('outbox relay', () => {
     await standby.stop();
     await active.stop();
     await elsewhere.pool.end();
+  });
+
+  it('reads the waiting events by the outbox\'s positions, never walking the log up to them', async () => {
+    await pool.query(`INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
+                      SELECT gen_random_uuid(), 'job-' || g, 1, 'Old', 1, '{}', '{}', now() FROM generate_series(1, 20000) g`);
+    await pool.query('INSERT INTO outbox (position) SELECT position FROM events');
+    await pool.query('ANALYZE events, outbox');
+    // All but the newest ten published since the statistics were taken, as under a steady load.
+    await pool.query('DELETE FROM outbox WHERE position < (SELECT max(position) - 9 FROM events)');
+    for (const [query, params] of [[OUTBOX_BATCH_QUERY, [500]], [OUTBOX_BACKLOG_QUERY, []]] as const) {
+      const { rows } = await pool.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${query}`, [...params]);
+      expect({ query, rows: mostRowsOfAStep(rows[0]!['QUERY PLAN'][0].Plan) }).toEqual({ query, rows: 10 });
+    }
+    const { rows: batch } = await pool.query<{ position: string }>(OUTBOX_BATCH_QUERY, [500]);
+    const { rows: waiting } = await pool.query<{ position: string }>('SELECT position FROM outbox ORDER BY position');
+    expect(batch.map((r) => r.position)).toEqual(waiting.map((r) => r.position));
+    expect(batch).toHaveLength(10);
   });
 
   it('a crash between publish and outbox delete re-publishes, and JetStream drops the duplicates', async () => {

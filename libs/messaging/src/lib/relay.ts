@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { eventSubject, type Context, type EventEnvelope } from '@gantry/contracts';
-import { outboxChannel, toStoredEvent, type StoredEvent } from '@gantry/eventstore';
+import { EVENT_COLUMNS, outboxChannel, toStoredEvent, type StoredEvent } from '@gantry/eventstore';
 import type { Bus } from './bus.js';
 
 export interface RelayLogger {
@@ -21,6 +21,20 @@ export interface RelayOptions {
   /** How often a standby relay tries to become the active one. */
   standbyRetryMs?: number;
 }
+
+/**
+ * The oldest `$1` events waiting in the outbox. The outbox's positions are taken first and the
+ * events looked up by them: written as a join, PostgreSQL may merge the two primary keys and walk
+ * the events from the start of the log up to the oldest waiting one, on every batch — a cost that
+ * grows with the log, and that a busy outbox (many deleted rows, statistics behind) invites.
+ */
+export const OUTBOX_BATCH_QUERY = `SELECT ${EVENT_COLUMNS} FROM events
+  WHERE position = ANY (ARRAY(SELECT position FROM outbox ORDER BY position LIMIT $1))
+  ORDER BY position`;
+
+/** What waits in the outbox and, by the database's clock, how long its oldest event has waited (ms). */
+export const OUTBOX_BACKLOG_QUERY = `SELECT (SELECT count(*) FROM outbox) AS pending,
+  (SELECT extract(epoch FROM now() - recorded_at) * 1000 FROM events WHERE position = (SELECT min(position) FROM outbox)) AS age_ms`;
 
 export function toEnvelope(event: StoredEvent): EventEnvelope {
   return {
@@ -122,11 +136,7 @@ export class OutboxRelay {
    * database's clock. The outbox is shared by every replica's relay, so each replica sees the same.
    */
   async backlog(): Promise<{ pending: number; oldestAgeMs: number }> {
-    const { rows } = await this.options.pool.query<{ pending: string; age_ms: string | null }>(
-      `SELECT (SELECT count(*) FROM outbox) AS pending,
-              (SELECT extract(epoch FROM now() - e.recorded_at) * 1000
-                 FROM outbox o JOIN events e ON e.position = o.position ORDER BY o.position LIMIT 1) AS age_ms`,
-    );
+    const { rows } = await this.options.pool.query<{ pending: string; age_ms: string | null }>(OUTBOX_BACKLOG_QUERY);
     return { pending: Number(rows[0]?.pending ?? 0), oldestAgeMs: Math.max(0, Math.round(Number(rows[0]?.age_ms ?? 0))) };
   }
 
@@ -192,12 +202,7 @@ export class OutboxRelay {
   async drainOnce(): Promise<number> {
     const client = this.client!;
     this.notified = false;
-    const { rows } = await client.query(
-      `SELECT e.position, e.event_id, e.stream_id, e.stream_version, e.type, e.schema_version, e.data, e.metadata, e.occurred_at
-         FROM outbox o JOIN events e ON e.position = o.position
-        ORDER BY o.position LIMIT $1`,
-      [this.options.batchSize ?? 500],
-    );
+    const { rows } = await client.query(OUTBOX_BATCH_QUERY, [this.options.batchSize ?? 500]);
     if (rows.length === 0) return 0;
     const byStream = new Map<string, StoredEvent[]>();
     for (const event of rows.map(toStoredEvent)) {
