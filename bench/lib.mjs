@@ -154,3 +154,30 @@ export function registerBenchProduct(client, fields = {}) {
     ...fields,
   });
 }
+
+/**
+ * Adds `copies` copies of the events of the job `jobId` to the log of the pool's schema, each for a
+ * new job id (`seed` makes them unique), 16 jobs interleaved at a time as when 16 run at once, in
+ * one statement per 100,000 events. The copies have no outbox rows (as if long published) and no
+ * view rows (rebuildProjections writes those).
+ */
+export async function copyJobEvents(db, { jobId, copies, seed }) {
+  const { rows: [{ n: perJob }] } = await db.query(`SELECT count(*)::int AS n FROM events WHERE stream_id = $1`, [jobId]);
+  const chunk = Math.ceil(100_000 / perJob);
+  for (let from = 0; from < copies; from += chunk) {
+    const to = Math.min(copies, from + chunk);
+    await db.query(
+      `INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
+       SELECT gen_random_uuid(), j.job_id, e.stream_version, e.type, e.schema_version,
+              jsonb_set(e.data, '{jobId}', to_jsonb(j.job_id)), e.metadata, e.occurred_at
+         FROM generate_series($2::int, $3::int - 1) AS g,
+              LATERAL (SELECT 'job-' || md5($4 || g)::uuid AS job_id) AS j,
+              events e
+        WHERE e.stream_id = $1
+        ORDER BY g / 16, e.stream_version, g`,
+      [jobId, from, to, seed],
+    );
+  }
+  await db.query('ANALYZE');
+  return copies * perJob;
+}

@@ -16,7 +16,9 @@
 // Settings: BENCH_JOBS (600), BENCH_ROUNDS (2 per side), BENCH_WORKERS (16), BENCH_REPLICAS (1 job service), BENCH_CPU_PROF=<dir>
 // (the job service writes a --cpu-prof profile there), BENCH_WAITS=1 (samples the job service's
 // connections in pg_stat_activity every 20 ms), BENCH_ENV (extra job-service environment, e.g.
-// "GANTRY_GROUP_COMMIT=4x32"), BENCH_LABEL (the results key, default lifecycle). Results: bench/results/<date>.json and .md.
+// "GANTRY_GROUP_COMMIT=4x32"), BENCH_LOG_EVENTS (0: the rounds run on a log that already holds about
+// that many events of finished jobs, copies of a warm-up job's published long ago, as a service's log
+// does after months of work), BENCH_LABEL (the results key, default lifecycle). Results: bench/results/<date>.json and .md.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -35,12 +37,13 @@ import {
 } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, freePort, startApp } from '@gantry/testing';
-import { benchName, databaseUrl, dropSchema, natsUrl, rawCommits, registerBenchProduct, stats, writeResults } from './lib.mjs';
+import { benchName, copyJobEvents, databaseUrl, dropSchema, natsUrl, rawCommits, registerBenchProduct, stats, writeResults } from './lib.mjs';
 
 const jobs = Number(process.env.BENCH_JOBS ?? 600);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
 const workers = Number(process.env.BENCH_WORKERS ?? 16);
 const replicas = Number(process.env.BENCH_REPLICAS ?? 1);
+const logEvents = Number(process.env.BENCH_LOG_EVENTS ?? 0);
 const callers = 16;
 const extraEnv = Object.fromEntries((process.env.BENCH_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split(/=(.*)/s).slice(0, 2)));
 const name = benchName('lifecycle');
@@ -275,6 +278,13 @@ try {
   await registerBenchProduct(client, { repository: 'acme/bench', cloneUrl: 'https://github.com/acme/bench.git', idempotencyKey: `bench/register:${name}` });
   // Warm-up (JIT, pools, streams) that is not counted.
   await gantryRound(client, services, 'warmup');
+  if (logEvents > 0) {
+    const { rows: [{ stream_id: jobId }] } = await db.query(`SELECT stream_id FROM ${schema}.events WHERE type = 'JobFinished' LIMIT 1`);
+    const { rows: [{ n: perJob }] } = await db.query(`SELECT count(*)::int AS n FROM ${schema}.events WHERE stream_id = $1`, [jobId]);
+    const history = new pg.Pool({ connectionString: databaseUrl, max: 1, options: `-c search_path=${schema}` });
+    const added = await copyJobEvents(history, { jobId, copies: Math.ceil(logEvents / perJob), seed: name }).finally(() => history.end());
+    console.log(`log: ${added.toLocaleString('en')} events of finished jobs added before the rounds`);
+  }
 
   const gantry = [];
   const bull = [];
@@ -303,10 +313,10 @@ try {
     pgCommitsPerSecond1: ceiling.onePgClient,
     pgCommitsPerSecond8: ceiling.eightPgClients,
   };
-  console.log(`\nlifecycle, ${jobs} jobs x ${rounds} rounds per side, ${workers} workers (medians; ratio per A/B pair)`);
+  console.log(`\nlifecycle, ${jobs} jobs x ${rounds} rounds per side, ${workers} workers${logEvents > 0 ? `, on a log of ${logEvents.toLocaleString('en')} events` : ''} (medians; ratio per A/B pair)`);
   console.table(summary);
   // BENCH_LABEL keeps a variant's figures beside the main run's (e.g. lifecycle-group-commit).
-  writeResults(process.env.BENCH_LABEL ?? 'lifecycle', { jobs, rounds, workers, replicas, env: extraEnv, summary, gantry, bull });
+  writeResults(process.env.BENCH_LABEL ?? 'lifecycle', { jobs, rounds, workers, replicas, logEvents, env: extraEnv, summary, gantry, bull });
 } finally {
   await bus?.close();
   for (const p of processes) await p.kill('SIGTERM');

@@ -20,7 +20,7 @@ import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, startApp } from '@gantry/testing';
 import { jobServiceProjections } from '../apps/job-service/dist/infrastructure/projections.js';
-import { benchName, databaseUrl, dropSchema, natsUrl, registerBenchProduct, writeResults } from './lib.mjs';
+import { benchName, copyJobEvents, databaseUrl, dropSchema, natsUrl, registerBenchProduct, writeResults } from './lib.mjs';
 
 const wanted = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000);
 const name = benchName('replay');
@@ -61,27 +61,12 @@ try {
   await service.child.kill('SIGTERM');
   service = null;
 
-  // Copies of its events for new job ids, 16 jobs interleaved at a time, in one statement per 100k events.
+  // Copies of its events for new job ids, 16 jobs interleaved at a time.
   const { rows: [{ n: perJob }] } = await db.query(`SELECT count(*)::int AS n FROM events WHERE stream_id = $1`, [jobId]);
   const copies = Math.ceil((wanted - perJob) / perJob);
   const t0 = performance.now();
-  const chunk = Math.ceil(100_000 / perJob);
-  for (let from = 0; from < copies; from += chunk) {
-    const to = Math.min(copies, from + chunk);
-    await db.query(
-      `INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
-       SELECT gen_random_uuid(), j.job_id, e.stream_version, e.type, e.schema_version,
-              jsonb_set(e.data, '{jobId}', to_jsonb(j.job_id)), e.metadata, e.occurred_at
-         FROM generate_series($2::int, $3::int - 1) AS g,
-              LATERAL (SELECT 'job-' || md5($4 || g)::uuid AS job_id) AS j,
-              events e
-        WHERE e.stream_id = $1
-        ORDER BY g / 16, e.stream_version, g`,
-      [jobId, from, to, name],
-    );
-  }
+  await copyJobEvents(db, { jobId, copies, seed: name });
   const { rows: [{ n: events }] } = await db.query(`SELECT count(*)::int AS n FROM events`);
-  await db.query('ANALYZE');
   console.log(`log: ${events.toLocaleString('en')} events (${copies.toLocaleString('en')} jobs copied in ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
 
   // Rebuild every projection from the log.
