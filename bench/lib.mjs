@@ -112,6 +112,7 @@ function markdownTable(date, all) {
       `| claim p50 / p99 (16 workers) | ${s.claimP50Ms} ms / ${s.claimP99Ms} ms |`,
       `| commands per commit | ${s.commandsPerCommit} |`,
       `| job-service CPU per command | ${s.cpuMsPerCommand} ms |`,
+      ...(s.serviceReadWriteCallsPerJob === undefined ? [] : [`| job-service read/write system calls per job | ${s.serviceReadWriteCallsPerJob} |`]),
       ...(s.gantryCpuMsPerJob_jobService === undefined
         ? []
         : [
@@ -126,7 +127,7 @@ function markdownTable(date, all) {
     );
   }
   for (const [kind, variant] of Object.entries(all).filter(([k]) => k.startsWith('lifecycle-'))) {
-    const env = [variant.replicas > 1 ? `${variant.replicas} job-service replicas` : '', ...Object.entries(variant.env ?? {}).map(([k, v]) => `${k}=${v}`)].filter(Boolean).join(', ') || kind;
+    const env = [variant.replicas > 1 ? `${variant.replicas} job-service replicas` : '', variant.logEvents > 0 ? `${variant.logEvents.toLocaleString('en')} events already in the log` : '', ...Object.entries(variant.env ?? {}).map(([k, v]) => `${k}=${v}`)].filter(Boolean).join(', ') || kind;
     const v = variant.summary;
     lines.push(`| lifecycle with ${env}: Gantry / BullMQ (ratio) | ${v.gantryJobsPerSecond} / ${v.bullmqJobsPerSecond} jobs/s (${v.ratio}x), ${v.commandsPerCommit} commands per commit |`);
   }

@@ -68,16 +68,26 @@ function cpuSeconds(pid) {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
+/** System calls that read or write (sockets included) the processes `pids` have made so far (/proc/<pid>/io). */
+function readWriteCalls(pids) {
+  let calls = 0;
+  for (const pid of pids) {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    calls += Number(/^syscr: (\d+)/m.exec(io)[1]) + Number(/^syscw: (\d+)/m.exec(io)[1]);
+  }
+  return calls;
+}
+
 /**
  * CPU seconds used so far by each part of the system on this machine: the job services, the
- * PostgreSQL processes that work for them (their connections, and the WAL writer, background
- * writer and checkpointer), the NATS server, and this process (the callers). Read from /proc; a
+ * PostgreSQL processes that work for them (their pools' and their relays' connections, and the WAL
+ * writer, background writer and checkpointer; not autovacuum), the NATS server, and this process (the callers). Read from /proc; a
  * process that ended in between is left out of both readings.
  */
 async function cpuByPart(servicePids) {
   const { rows } = await db.query(
-    `SELECT pid FROM pg_stat_activity WHERE application_name = $1 OR backend_type IN ('walwriter', 'background writer', 'checkpointer')`,
-    [`job-service:${schema}`],
+    `SELECT pid FROM pg_stat_activity WHERE application_name IN ($1, $2) OR backend_type IN ('walwriter', 'background writer', 'checkpointer')`,
+    [`job-service:${schema}`, `gantry-relay-${schema}`],
   );
   const pgPids = new Set(rows.map((r) => r.pid));
   const parts = { jobService: 0, postgres: 0, nats: 0, bench: 0 };
@@ -162,6 +172,7 @@ async function gantryRound(client, services, round) {
   // CPU milliseconds per enqueue, by part (the offers that follow each enqueue included, as far as they kept up).
   const cpuMsPerEnqueue = Object.fromEntries(Object.keys(enqueueParts1).map((k) => [k, +(((enqueueParts1[k] - enqueueParts0[k]) * 1000) / jobs).toFixed(2)]));
   const cpu0 = cpuOf();
+  const calls0 = readWriteCalls(servicePids);
   const parts0 = await cpuByPart(servicePids);
   const t0 = performance.now();
   const loop = Promise.all(
@@ -188,6 +199,7 @@ async function gantryRound(client, services, round) {
   await loop;
   const seconds = (performance.now() - t0) / 1000;
   const cpu = cpuOf() - cpu0;
+  const calls = readWriteCalls(servicePids) - calls0;
   const parts1 = await cpuByPart(servicePids);
   // CPU milliseconds per job, by part of the system: where a job's cost lands on the machine.
   const cpuMsPerJob = Object.fromEntries(Object.keys(parts1).map((k) => [k, +(((parts1[k] - parts0[k]) * 1000) / done).toFixed(2)]));
@@ -202,6 +214,9 @@ async function gantryRound(client, services, round) {
     commandsPerCommit: +((done * 6) / commits).toFixed(2),
     cpuMsPerCommand: +((cpu * 1000) / commands).toFixed(3),
     serviceCpuCores: +(cpu / seconds).toFixed(2),
+    // Socket reads and writes of the job service per job: round trips to PostgreSQL and NATS, and how
+    // well they are batched (system calls are dear on these machines).
+    serviceReadWriteCallsPerJob: +(calls / done).toFixed(1),
     cpuMsPerJob,
     cpuMsPerEnqueue,
     replicas,
@@ -307,6 +322,7 @@ try {
     claimP99Ms: pick(gantry, 'claimP99Ms'),
     commandsPerCommit: pick(gantry, 'commandsPerCommit'),
     cpuMsPerCommand: pick(gantry, 'cpuMsPerCommand'),
+    serviceReadWriteCallsPerJob: pick(gantry, 'serviceReadWriteCallsPerJob'),
     ...Object.fromEntries(Object.keys(gantry[0].cpuMsPerJob).map((k) => [`gantryCpuMsPerJob_${k}`, median(gantry.map((g) => g.cpuMsPerJob[k]))])),
     ...Object.fromEntries(Object.keys(gantry[0].cpuMsPerEnqueue).map((k) => [`gantryCpuMsPerEnqueue_${k}`, median(gantry.map((g) => g.cpuMsPerEnqueue[k]))])),
     ...Object.fromEntries(Object.keys(bull[0].cpuMsPerJob).map((k) => [`bullmqCpuMsPerJob_${k}`, median(bull.map((b) => b.cpuMsPerJob[k]))])),
