@@ -127,3 +127,4 @@ export { validatesAgainstContract } from './contract-events.js';
 export * from './scratch-servers.js';
 export * from './apps.js';
 export * from './consumer-progress.js';
+export * from './query-plans.js';

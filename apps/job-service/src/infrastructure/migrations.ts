@@ -99,4 +99,23 @@ export class JobServiceProducts1767225600000 implements MigrationInterface {
 /** The views' `state` columns, rewritten by every command on their row, compressed with lz4 where the server has it (setColumnCompression). */
 export const JobServiceStateCompression1780272000000 = lz4ColumnsMigration('JobServiceStateCompression1780272000000', [['jobs', 'state'], ['sprint_runs', 'state'], ['products', 'state']]);
 
-export const jobServiceMigrations = [JobServiceViews1764547200000, JobServiceProducts1767225600000, JobServiceStateCompression1780272000000];
+/**
+ * The queue's index carries the job id, so that a claim's pick (ClaimPicker) reads a kind's oldest
+ * queued jobs from it alone, in order, and stops after the few it needs. Without it PostgreSQL may
+ * prefer the listing index (enqueue_position) and walk every finished job before the queue.
+ */
+export class JobServiceQueueIndex1780358400000 implements MigrationInterface {
+  name = 'JobServiceQueueIndex1780358400000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX IF EXISTS jobs_queue`);
+    await q.query(`CREATE INDEX jobs_queue ON jobs (kind, enqueue_position, job_id) WHERE status = 'QUEUED'`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX IF EXISTS jobs_queue`);
+    await q.query(`CREATE INDEX jobs_queue ON jobs (kind, enqueue_position) WHERE status = 'QUEUED'`);
+  }
+}
+
+export const jobServiceMigrations = [JobServiceViews1764547200000, JobServiceProducts1767225600000, JobServiceStateCompression1780272000000, JobServiceQueueIndex1780358400000];

@@ -6,7 +6,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { streamName, type Context } from '@gantry/contracts';
 import { createPool, EventStore, migrate, outboxChannel } from '@gantry/eventstore';
-import { deleteStreams, dropSchema, eventually, startNodeProcess, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
+import { deleteStreams, dropSchema, eventually, mostRowsReadByAStep, startNodeProcess, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
 import { Bus } from './bus.js';
 import { OUTBOX_BACKLOG_QUERY, OUTBOX_BATCH_QUERY, OutboxRelay } from './relay.js';
 
@@ -14,17 +14,6 @@ const context: Context = 'jobs';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const relayEntry = path.resolve(here, '../../dist/bin/relay-main.js');
 const quiet = { log: () => undefined, error: () => undefined };
-
-interface PlanNode {
-  'Actual Rows': number;
-  'Actual Loops': number;
-  Plans?: PlanNode[];
-}
-
-/** The most rows any step of an executed plan produced. */
-function mostRowsOfAStep(node: PlanNode): number {
-  return Math.max(node['Actual Rows'] * node['Actual Loops'], ...(node.Plans ?? []).map(mostRowsOfAStep));
-}
 
 /** Every message id in the stream, in stream order. */
 async function publishedIds(bus: Bus): Promise<string[]> {
@@ -177,8 +166,7 @@ describe('outbox relay', () => {
     // All but the newest ten published since the statistics were taken, as under a steady load.
     await pool.query('DELETE FROM outbox WHERE position < (SELECT max(position) - 9 FROM events)');
     for (const [query, params] of [[OUTBOX_BATCH_QUERY, [500]], [OUTBOX_BACKLOG_QUERY, []]] as const) {
-      const { rows } = await pool.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${query}`, [...params]);
-      expect({ query, rows: mostRowsOfAStep(rows[0]!['QUERY PLAN'][0].Plan) }).toEqual({ query, rows: 10 });
+      expect({ query, rows: await mostRowsReadByAStep(pool, query, [...params]) }).toEqual({ query, rows: 10 });
     }
     const { rows: batch } = await pool.query<{ position: string }>(OUTBOX_BATCH_QUERY, [500]);
     const { rows: waiting } = await pool.query<{ position: string }>('SELECT position FROM outbox ORDER BY position');

@@ -1,0 +1,46 @@
+import { migrate } from '@gantry/eventstore';
+import { mostRowsReadByAStep, testDatabaseUrl } from '@gantry/testing';
+import { PICK } from '../src/application/claim-picker.js';
+import { jobServiceMigrations } from '../src/infrastructure/migrations.js';
+import { createWorld, type TestWorld } from './harness.js';
+
+/** The statement a claim picks its job with, on a long history and a deep queue (docs/jobs.md, "Claims"). */
+describe('the claim pick on a deep queue', () => {
+  let world: TestWorld;
+
+  beforeAll(async () => {
+    world = await createWorld('claim-pick');
+    await migrate({ url: testDatabaseUrl, schema: world.name, migrations: jobServiceMigrations });
+    // In the jobs view only (the pick reads nothing else): 40,000 finished jobs, then 4,000 queued
+    // ones of two kinds, alternating; job-N is at enqueue position N.
+    await world.db.query(
+      `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, exclude_from_coalescing, created_at, attempt, max_attempts, payloads, state)
+       SELECT 'job-' || g, g, CASE WHEN g <= 40000 THEN 'DONE' ELSE 'QUEUED' END,
+              CASE WHEN g % 2 = 0 THEN 'TASK_IMPLEMENTATION' ELSE 'REVIEW' END, 'p', false, now(), 1, 3, '{}', '{}'
+         FROM generate_series(1, 44000) AS g`,
+    );
+    await world.db.query('ANALYZE jobs');
+  });
+
+  afterAll(async () => {
+    await world?.close();
+  });
+
+  const pick = async (kinds: string[], passed: string[], count: number) =>
+    (await world.db.query<{ job_id: string }>(PICK.text, [kinds, passed, count])).rows.map((r) => r.job_id);
+
+  it('answers the oldest queued jobs of the kinds asked, but those passed over, oldest first', async () => {
+    expect(await pick(['REVIEW', 'TASK_IMPLEMENTATION', 'REVIEW'], ['job-40001', 'job-40004'], 5)).toEqual(['job-40002', 'job-40003', 'job-40005', 'job-40006', 'job-40007']);
+    expect(await pick(['TASK_IMPLEMENTATION'], [], 2)).toEqual(['job-40002', 'job-40004']);
+    expect(await pick(['MERGE_CONFLICT_RESOLUTION'], [], 2)).toEqual([]);
+  });
+
+  it('reads each kind in order from the queue index, only as far as the claims need, however long the history and deep the queue', async () => {
+    for (const kinds of [['TASK_IMPLEMENTATION'], ['TASK_IMPLEMENTATION', 'REVIEW']]) {
+      const rows = await mostRowsReadByAStep(world.db, PICK.text, [kinds, ['job-40002'], 16]);
+      // Per kind at most the 16 it answers and the one passed over, read and dropped — not the finished
+      // jobs before the queue (a read in enqueue order that filters by status) nor the whole queue (a sort).
+      expect({ kinds, tooMany: rows > 17 * kinds.length }).toEqual({ kinds, tooMany: false });
+    }
+  });
+});
