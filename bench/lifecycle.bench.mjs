@@ -17,8 +17,8 @@
 // (the job service writes a --cpu-prof profile there), BENCH_WAITS=1 (samples the job service's
 // connections in pg_stat_activity every 20 ms), BENCH_ENV (extra job-service environment, e.g.
 // "GANTRY_GROUP_COMMIT=4x32"), BENCH_LOG_EVENTS (0: the rounds run on a log that already holds about
-// that many events of finished jobs, copies of a warm-up job's published long ago, as a service's log
-// does after months of work), BENCH_LABEL (the results key, default lifecycle). Results: bench/results/<date>.json and .md.
+// that many events of finished jobs, copies of a warm-up job's published long ago, and its views
+// those jobs, as a service's do after months of work), BENCH_LABEL (the results key, default lifecycle). Results: bench/results/<date>.json and .md.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -35,8 +35,10 @@ import {
   logTestResult,
   startJob,
 } from '@gantry/contracts';
+import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, freePort, startApp } from '@gantry/testing';
+import { jobServiceProjections } from '../apps/job-service/dist/infrastructure/projections.js';
 import { benchName, copyJobEvents, databaseUrl, dropSchema, natsUrl, rawCommits, registerBenchProduct, stats, writeResults } from './lib.mjs';
 
 const jobs = Number(process.env.BENCH_JOBS ?? 600);
@@ -298,7 +300,10 @@ try {
     const { rows: [{ n: perJob }] } = await db.query(`SELECT count(*)::int AS n FROM ${schema}.events WHERE stream_id = $1`, [jobId]);
     const history = new pg.Pool({ connectionString: databaseUrl, max: 1, options: `-c search_path=${schema}` });
     const added = await copyJobEvents(history, { jobId, copies: Math.ceil(logEvents / perJob), seed: name }).finally(() => history.end());
-    console.log(`log: ${added.toLocaleString('en')} events of finished jobs added before the rounds`);
+    // The views take the copied jobs too (the service is idle meanwhile: the rebuild locks the log).
+    const pool = createPool({ url: databaseUrl, schema, max: 4 });
+    const replayed = await rebuildProjections(new EventStore({ pool, schema, inlineProjections: jobServiceProjections }), jobServiceProjections).finally(() => pool.end());
+    console.log(`log: ${added.toLocaleString('en')} events of finished jobs added before the rounds; views rebuilt from ${replayed.toLocaleString('en')} events`);
   }
 
   const gantry = [];
