@@ -303,6 +303,8 @@ try {
     // The views take the copied jobs too (the service is idle meanwhile: the rebuild locks the log).
     const pool = createPool({ url: databaseUrl, schema, max: 4 });
     const replayed = await rebuildProjections(new EventStore({ pool, schema, inlineProjections: jobServiceProjections }), jobServiceProjections).finally(() => pool.end());
+    // Vacuumed and analysed, as a months-old log is: no autovacuum of the bulk load runs during the rounds.
+    await db.query(`VACUUM (ANALYZE) ${schema}.events, ${schema}.jobs, ${schema}.outbox`);
     console.log(`log: ${added.toLocaleString('en')} events of finished jobs added before the rounds; views rebuilt from ${replayed.toLocaleString('en')} events`);
   }
 
