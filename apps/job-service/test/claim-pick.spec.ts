@@ -1,7 +1,8 @@
 import { migrate } from '@gantry/eventstore';
 import { mostRowsReadByAStep, testDatabaseUrl } from '@gantry/testing';
 import { PICK } from '../src/application/claim-picker.js';
-import { jobServiceMigrations } from '../src/infrastructure/migrations.js';
+import type { QueryRunner } from 'typeorm';
+import { JobServiceQueueIndex1780358400000, jobServiceMigrations } from '../src/infrastructure/migrations.js';
 import { createWorld, type TestWorld } from './harness.js';
 
 /** The statement a claim picks its job with, on a long history and a deep queue (docs/jobs.md, "Claims"). */
@@ -42,5 +43,19 @@ describe('the claim pick on a deep queue', () => {
       // jobs before the queue (a read in enqueue order that filters by status) nor the whole queue (a sort).
       expect({ kinds, tooMany: rows > 17 * kinds.length }).toEqual({ kinds, tooMany: false });
     }
+  });
+
+  it('the queue index migration reverts to the index without the job id and applies again; the pick answers the same on both', async () => {
+    const indexDefinition = async () =>
+      (await world.db.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'jobs_queue'`)).rows[0]?.def;
+    const runner = { query: async (sql: string, params?: unknown[]) => (await world.db.query(sql, params)).rows } as unknown as QueryRunner;
+    const migration = new JobServiceQueueIndex1780358400000();
+    const answer = await pick(['REVIEW', 'TASK_IMPLEMENTATION'], ['job-40001'], 4);
+    await migration.down(runner);
+    expect(await indexDefinition()).toMatch(/\(kind, enqueue_position\) WHERE/);
+    expect(await pick(['REVIEW', 'TASK_IMPLEMENTATION'], ['job-40001'], 4)).toEqual(answer);
+    await migration.up(runner);
+    expect(await indexDefinition()).toMatch(/\(kind, enqueue_position, job_id\) WHERE/);
+    expect(await pick(['REVIEW', 'TASK_IMPLEMENTATION'], ['job-40001'], 4)).toEqual(answer);
   });
 });
