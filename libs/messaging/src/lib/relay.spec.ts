@@ -84,6 +84,35 @@ describe('outbox relay', () => {
     }
   });
 
+  it('while it finds work it deletes a batch in the message that reads the next, and after a short batch it waits instead of reading again', async () => {
+    const streams = Array.from({ length: 5 }, () => `job-${randomUUID()}`);
+    for (const stream of streams) await store.append(stream, 0, Array.from({ length: 50 }, (_, i) => ({ type: 'Bulk', data: { i } })), { correlationId: 't' });
+    const sent: string[] = [];
+    const send = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client & { connectionParameters: { application_name?: string } }, ...args: unknown[]) {
+      if (this.connectionParameters.application_name === `gantry-relay-${name}`) sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? ''));
+      return (send as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof send;
+    // Polling every minute: within this test only finding a full batch makes the relay read again.
+    const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 60_000, batchSize: 100 });
+    try {
+      relay.start();
+      await eventually(async () => (await relay.pending()) === 0, { what: 'the outbox drained' });
+    } finally {
+      await relay.stop();
+      pg.Client.prototype.query = send;
+    }
+    expect((await publishedIds(bus)).length).toBe(250);
+    const work = sent.filter((text) => text.includes('FROM outbox'));
+    // Batches of 100, 100 and 50: three reads, the first two batches deleted with the reads after them, the last on its own.
+    expect(work.map((text) => (text.startsWith('DELETE') ? (text.includes('SELECT') ? 'delete + read' : 'delete') : 'read'))).toEqual([
+      'read',
+      'delete + read',
+      'delete + read',
+      'delete',
+    ]);
+  });
+
   it('publishes each stream in version order with the envelope and Nats-Msg-Id', async () => {
     const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 100 });
     relay.start();

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { eventSubject, type Context, type EventEnvelope } from '@gantry/contracts';
-import { EVENT_COLUMNS, outboxChannel, toStoredEvent, type StoredEvent } from '@gantry/eventstore';
+import { EVENT_COLUMNS, outboxChannel, toStoredEvent, type EventRow, type StoredEvent } from '@gantry/eventstore';
 import type { Bus } from './bus.js';
 
 export interface RelayLogger {
@@ -74,6 +74,8 @@ export class OutboxRelay {
   private notifying = false;
   private notifyAgain = false;
   private standbyTurns = 0;
+  /** Positions published and acknowledged whose outbox rows are still to be deleted (see readBatch). */
+  private toRemove: number[] = [];
 
   constructor(private readonly options: RelayOptions) {}
 
@@ -158,8 +160,14 @@ export class OutboxRelay {
         }
         while (this.running) {
           const moved = await this.drainOnce();
-          if (moved === 0) await this.sleep(this.options.pollMs ?? 1000);
+          // A batch short of full took everything committed when it was read; what committed since
+          // has woken the relay (`notified`), so only then is the outbox read again at once.
+          if (moved < this.batchSize && !this.notified) {
+            await this.removePublished();
+            await this.sleep(this.options.pollMs ?? 1000);
+          }
         }
+        await this.removePublished();
       } catch (error) {
         this.options.logger.error('relay failed; retrying', { schema: this.options.schema, error: String(error) });
         await this.disconnect();
@@ -200,9 +208,8 @@ export class OutboxRelay {
    * fails, nothing after it in its stream has gone out, so the next round sends them in order again.
    */
   async drainOnce(): Promise<number> {
-    const client = this.client!;
     this.notified = false;
-    const { rows } = await client.query(OUTBOX_BATCH_QUERY, [this.options.batchSize ?? 500]);
+    const rows = await this.readBatch();
     if (rows.length === 0) return 0;
     const byStream = new Map<string, StoredEvent[]>();
     for (const event of rows.map(toStoredEvent)) {
@@ -225,12 +232,40 @@ export class OutboxRelay {
         }
       }),
     );
-    if (published.length > 0) {
-      await client.query('DELETE FROM outbox WHERE position = ANY($1::bigint[])', [published]);
-      this.published += published.length;
+    this.toRemove.push(...published);
+    this.published += published.length;
+    if (failures.length > 0) {
+      await this.removePublished();
+      throw failures[0];
     }
-    if (failures.length > 0) throw failures[0];
     return published.length;
+  }
+
+  private get batchSize(): number {
+    return this.options.batchSize ?? 500;
+  }
+
+  /**
+   * The next batch; the rows of the batch published before it are deleted in the same message, so
+   * a relay that keeps finding work makes one round trip per batch. (A message of two statements
+   * takes the simple protocol, so the values are written in: integers only.) Published rows left in
+   * the outbox by a crash are published again, and the duplicate window drops them.
+   */
+  private async readBatch(): Promise<EventRow[]> {
+    const client = this.client!;
+    if (this.toRemove.length === 0) return (await client.query<EventRow>(OUTBOX_BATCH_QUERY, [this.batchSize])).rows;
+    const positions = this.toRemove.map((p) => Math.trunc(p)).join(',');
+    const batch = OUTBOX_BATCH_QUERY.replace('$1', String(Math.trunc(this.batchSize)));
+    const results = (await client.query(`DELETE FROM outbox WHERE position IN (${positions});\n${batch}`)) as unknown as pg.QueryResult<EventRow>[];
+    this.toRemove = [];
+    return results[1]!.rows;
+  }
+
+  /** Deletes the outbox rows of what JetStream has acknowledged (see readBatch). */
+  private async removePublished(): Promise<void> {
+    if (this.toRemove.length === 0) return;
+    await this.client!.query('DELETE FROM outbox WHERE position = ANY($1::bigint[])', [this.toRemove]);
+    this.toRemove = [];
   }
 
   private publish(event: StoredEvent): Promise<unknown> {
