@@ -1,6 +1,6 @@
 import { Controller, Inject } from '@nestjs/common';
 import { dispatchSubject, JobOfferSchema, jobOfferMessageId, type EventEnvelope } from '@gantry/contracts';
-import { EventStore } from '@gantry/eventstore';
+import { EventStore, type StoredEvent } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
 import { RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
@@ -21,17 +21,28 @@ const OFFERING_EVENTS = new Set<string>(['JobEnqueued', 'JobLeaseExpired', 'JobC
  */
 @Controller()
 export class JobOffers {
+  /** The job streams of a batch's offering events, read once for the whole batch, at its first. */
+  private readonly batchStreams = new WeakMap<readonly EventEnvelope[], Promise<Map<string, StoredEvent[]>>>();
+
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
   ) {}
 
+  private streamsOf({ batch, sql }: ConsumerContext): Promise<Map<string, StoredEvent[]>> {
+    let streams = this.batchStreams.get(batch);
+    if (!streams) {
+      streams = this.store.readStreams(batch.filter((e) => OFFERING_EVENTS.has(e.type)).map((e) => e.streamId), sql);
+      this.batchStreams.set(batch, streams);
+    }
+    return streams;
+  }
+
   @DurableConsumer({ name: OFFERS_CONSUMER, source: 'jobs', durable: OWN_EVENTS_DURABLE, types: [...OFFERING_EVENTS] })
   async offer(envelope: EventEnvelope, context: ConsumerContext): Promise<void> {
-    const { sql } = context;
     if (!OFFERING_EVENTS.has(envelope.type)) return;
     // One read of the stream: the job as the event left it, and as it is now.
-    const events = await this.store.readStream(envelope.streamId, sql);
+    const events = (await this.streamsOf(context)).get(envelope.streamId) ?? [];
     const job = jobOf(events, envelope.streamVersion);
     if (!job) return;
     const event = { type: envelope.type, data: envelope.data } as JobEvent;

@@ -47,6 +47,20 @@ export async function readStreamEvents(sql: pg.PoolClient | pg.Pool, streamId: s
   return rows.map(toStoredEvent);
 }
 
+const STREAMS_QUERY = `SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, stream_version`;
+
+/** Several streams in one read: each one's events in order, by stream id (a stream with none is absent). */
+export async function readStreamsEvents(sql: pg.PoolClient | pg.Pool, streamIds: readonly string[]): Promise<Map<string, StoredEvent[]>> {
+  const { rows } = await sql.query<EventRow>({ name: 'gantry_read_streams', text: STREAMS_QUERY, values: [[...new Set(streamIds)]] });
+  const byStream = new Map<string, StoredEvent[]>();
+  for (const row of rows) {
+    const events = byStream.get(row.stream_id);
+    if (events) events.push(toStoredEvent(row));
+    else byStream.set(row.stream_id, [toStoredEvent(row)]);
+  }
+  return byStream;
+}
+
 /** The stream read as a statement with its id written in, to travel in a message with others (see inlineStatement). */
 export function streamReadStatement(streamId: string): string {
   return inlineStatement(STREAM_QUERY, [streamId]);

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { withTransaction } from './database.js';
-import { appendEvents, EVENT_COLUMNS, readStreamEvents, readStreamTail, streamReadStatement, streamVersionOf, toStoredEvent, type EventRow } from './append.js';
+import { appendEvents, EVENT_COLUMNS, readStreamEvents, readStreamsEvents, readStreamTail, streamReadStatement, streamVersionOf, toStoredEvent, type EventRow } from './append.js';
 import { DeferredWrites, type SqlWriter } from './deferred-writes.js';
 import { GroupCommit, type GroupCommitLimits } from './group-commit.js';
 import type { Projection } from './projection.js';
@@ -102,6 +102,11 @@ export class EventStore {
 
   readStream(streamId: string, sql: pg.PoolClient | pg.Pool = this.pool): Promise<StoredEvent[]> {
     return readStreamEvents(sql, streamId);
+  }
+
+  /** Several streams in one read: each one's events in order, by stream id (a stream with no events is absent). */
+  readStreams(streamIds: readonly string[], sql: pg.PoolClient | pg.Pool = this.pool): Promise<Map<string, StoredEvent[]>> {
+    return readStreamsEvents(sql, streamIds);
   }
 
   /** The last `count` events of a stream, oldest first, with the stream's version (for streams read from their recent end). */

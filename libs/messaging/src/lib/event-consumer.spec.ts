@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
-import { defineEvent, eventSubject, streamName, type Context } from '@gantry/contracts';
+import { defineEvent, eventSubject, streamName, type Context, type EventEnvelope } from '@gantry/contracts';
 import { createPool, migrate } from '@gantry/eventstore';
 import { consumerCaughtUp, deleteStreams, dropSchema, eventually, startScratchPostgres, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
 import { Bus } from './bus.js';
@@ -319,6 +319,27 @@ describe('durable event consumer', () => {
     expect(txs).toBeLessThanOrEqual(3);
     const inbox = await pool.query('SELECT count(*)::int AS n FROM inbox WHERE consumer = $1', [durable]);
     expect(inbox.rows[0].n).toBe(20);
+  });
+
+  it('each handler of a batch is told the batch: the events of its transaction in the order they are handled, the same array for all', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    for (let n = 1; n <= 10; n++) await publish(envelope(n));
+    const seen: Array<{ n: number; batch: readonly EventEnvelope[] }> = [];
+    startConsumer(durable, async () => undefined, {
+      handle: async (event, _sql, _beforeCommit, batch) => {
+        if (seen.length === 0) {
+          await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_pending === 0, { what: 'every event delivered' });
+          await bus.nc.flush();
+        }
+        seen.push({ n: (event.data as { n: number }).n, batch });
+      },
+    });
+    await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_ack_pending === 0 && seen.length === 10, { what: 'all handled' });
+    for (const { n, batch } of seen) expect(batch.map((e) => (e.data as { n: number }).n)).toContain(n);
+    const batches = [...new Set(seen.map((s) => s.batch))];
+    // Every event in exactly one batch, each batch in the order its events were handled.
+    expect(batches.flatMap((b) => b.map((e) => (e.data as { n: number }).n))).toEqual(seen.map((s) => s.n));
+    expect(batches.some((b) => b.length > 1)).toBe(true);
   });
 
   it('a handler failing in the middle of a batch rolls the batch back: the others are handled once, the failing one retried alone', async () => {

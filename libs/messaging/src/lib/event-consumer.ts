@@ -54,7 +54,12 @@ export interface EventConsumerOptions {
    * every event is handled.
    */
   unaffected?: (events: readonly EventEnvelope[], pool: pg.Pool) => Promise<ReadonlySet<string>>;
-  handle(event: EventEnvelope, sql: pg.PoolClient, beforeCommit: BeforeCommit): Promise<void>;
+  /**
+   * Handles one event in the open transaction `sql`. `batch` is every event handled in that
+   * transaction, this one among them, in the order they are handled: a handler that reads for each
+   * event may read for all of them at its first (one round trip instead of one per event).
+   */
+  handle(event: EventEnvelope, sql: pg.PoolClient, beforeCommit: BeforeCommit, batch: readonly EventEnvelope[]): Promise<void>;
   logger: ConsumerLogger;
   /** After this many deliveries a failing message is dead-lettered and terminated. */
   maxDeliver?: number;
@@ -344,7 +349,8 @@ export class EventConsumer {
       const fresh = await beginWithInbox(client, this.options.name, work.map((w) => w.event.eventId));
       const started = startedWork();
       // A copy delivered twice in one batch is handled once: its id leaves the set with the first.
-      for (const { event } of work) if (fresh.delete(event.eventId)) await this.within(event, () => this.options.handle(event, client!, started.add));
+      const batch = work.map((w) => w.event).filter((event) => fresh.delete(event.eventId));
+      for (const event of batch) await this.within(event, () => this.options.handle(event, client!, started.add, batch));
       await started.all();
       await client.query('COMMIT');
     } catch {
@@ -375,7 +381,7 @@ export class EventConsumer {
       const fresh = await beginWithInbox(client, this.options.name, [event.eventId]);
       handling = true;
       const started = startedWork();
-      if (fresh.size === 1) await this.options.handle(event, client, started.add);
+      if (fresh.size === 1) await this.options.handle(event, client, started.add, [event]);
       await started.all();
       handling = false;
       await client.query('COMMIT');

@@ -22,7 +22,9 @@ export class CommandCallContext extends BaseRpcContext<[CommandContext]> impleme
  * inbox row was written. Everything the handler writes goes through `sql`, so it commits (and the
  * event is acknowledged) together with the inbox row, or not at all.
  */
-export class ConsumerContext extends BaseRpcContext<[{ sql: pg.PoolClient; consumer: string; event: EventEnvelope; beforeCommit: BeforeCommit }]> {
+export class ConsumerContext extends BaseRpcContext<
+  [{ sql: pg.PoolClient; consumer: string; event: EventEnvelope; beforeCommit: BeforeCommit; batch: readonly EventEnvelope[] }]
+> {
   get sql(): pg.PoolClient {
     return this.args[0].sql;
   }
@@ -34,6 +36,14 @@ export class ConsumerContext extends BaseRpcContext<[{ sql: pg.PoolClient; consu
 
   get event(): EventEnvelope {
     return this.args[0].event;
+  }
+
+  /**
+   * Every event handled in this transaction, this one among them, in the order they are handled
+   * (the same array for each of them): what a handler may read for all at once, at the first.
+   */
+  get batch(): readonly EventEnvelope[] {
+    return this.args[0].batch;
   }
 
   /**

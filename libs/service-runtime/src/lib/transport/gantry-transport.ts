@@ -216,8 +216,8 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
       pool: this.options.pool,
       logger: this.options.logger,
       scrub: this.options.scrub,
-      handle: async (event: EventEnvelope, sql: pg.PoolClient, beforeCommit: BeforeCommit) => {
-        await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event, beforeCommit }]));
+      handle: async (event: EventEnvelope, sql: pg.PoolClient, beforeCommit: BeforeCommit, batch: readonly EventEnvelope[]) => {
+        await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event, beforeCommit, batch }]));
       },
       withinEvent: (event, work) =>
         this.within({ correlationId: event.correlationId, consumer: options.name, eventType: event.type, eventId: event.eventId, ...jobIdOf(event.data) }, work),
