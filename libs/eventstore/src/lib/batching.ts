@@ -1,6 +1,7 @@
 import DataLoader from 'dataloader';
 import type pg from 'pg';
-import { EVENT_COLUMNS, toStoredEvent, type EventRow } from './append.js';
+import { LRUCache } from 'lru-cache';
+import { readStreamsEvents, toStoredEvent, type EventRow } from './append.js';
 import { joinRows, takesRows, type PreparedStatements, type Statement } from './prepared.js';
 import type { StoredEvent } from './types.js';
 
@@ -26,6 +27,9 @@ export class CommandBatcher {
   /** Other reads (statements with their values written in), sent together as one message. */
   readonly statements: DataLoader<string, pg.QueryResult>;
 
+  /** The streams read lately, as far as they were read (see readStreams). */
+  private readonly streams = new LRUCache<string, StoredEvent[]>({ max: REMEMBERED_STREAMS });
+
   constructor(
     private readonly pool: pg.Pool,
     private readonly prepared: PreparedStatements,
@@ -40,24 +44,63 @@ export class CommandBatcher {
 
   private async readAll(statements: readonly string[]): Promise<Array<pg.QueryResult | Error>> {
     if (statements.length === 1) return [await this.pool.query(statements[0]!)];
+    // The same read asked by several commands (say, the product of a burst of claims) is run once;
+    // each asker after the first gets rows of its own.
+    const distinct = [...new Set(statements)];
     try {
-      return (await this.pool.query(statements.join(';\n'))) as unknown as pg.QueryResult[];
+      const answer = (await this.pool.query(distinct.join(';\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
+      const results = Array.isArray(answer) ? answer : [answer];
+      const unanswered = new Map(distinct.map((text, i) => [text, results[i]!]));
+      return statements.map((text) => {
+        const result = unanswered.get(text);
+        if (result) {
+          unanswered.delete(text);
+          return result;
+        }
+        const first = results[distinct.indexOf(text)]!;
+        return { ...first, rows: structuredClone(first.rows) };
+      });
     } catch {
       // One of them failed (and with it the message): each again, for its own answer.
       return Promise.all(statements.map((statement) => this.pool.query(statement).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))))));
     }
   }
 
+  /**
+   * The streams as they are now. A stream read before is read from where that read ended: its
+   * events are immutable once written, so only the later ones (usually none or one) come from
+   * PostgreSQL, rather than the whole stream, its payloads turned to text and parsed again, for
+   * every command. The last event known is read again, without its payload, to check the stream
+   * still starts as remembered (a log rebuilt under a running process); when it does not, the
+   * stream is read whole.
+   */
   private async readStreams(streamIds: readonly string[]): Promise<StoredEvent[][]> {
-    const { rows } = await this.pool.query<EventRow>({ name: 'gantry_read_streams', text: READ_STREAMS, values: [[...new Set(streamIds)]] });
-    const byStream = new Map<string, StoredEvent[]>();
+    const ids = [...new Set(streamIds)];
+    const known = ids.map((id) => this.streams.get(id) ?? []);
+    const { rows } = await this.pool.query<EventRow>({ name: 'gantry_read_streams_after', text: READ_STREAMS_AFTER, values: [ids, known.map((k) => k.length)] });
+    const later = new Map<string, EventRow[]>();
     for (const row of rows) {
-      const events = byStream.get(row.stream_id) ?? [];
-      if (events.length === 0) byStream.set(row.stream_id, events);
-      events.push(toStoredEvent(row));
+      const theirs = later.get(row.stream_id);
+      if (theirs) theirs.push(row);
+      else later.set(row.stream_id, [row]);
     }
+    const byStream = new Map<string, StoredEvent[]>();
+    const unsure: string[] = [];
+    ids.forEach((id, i) => {
+      const before = known[i]!;
+      const after = later.get(id) ?? [];
+      if (before.length === 0) byStream.set(id, after.map(toStoredEvent));
+      else if (after[0]?.event_id === before[before.length - 1]!.eventId) byStream.set(id, [...before, ...after.slice(1).map(toStoredEvent)]);
+      else unsure.push(id);
+    });
+    if (unsure.length > 0) {
+      for (const id of unsure) this.streams.delete(id);
+      const whole = await readStreamsEvents(this.pool, unsure);
+      for (const id of unsure) byStream.set(id, whole.get(id) ?? []);
+    }
+    for (const [id, events] of byStream) if (events.length > 0) this.streams.set(id, events);
     // A stream asked for twice in one batch is read once; each asker gets a list of its own.
-    return streamIds.map((id) => [...(byStream.get(id) ?? [])]);
+    return streamIds.map((id) => [...byStream.get(id)!]);
   }
 
   private async write(batch: ReadonlyArray<Statement[]>): Promise<Array<pg.QueryResult[] | Error>> {
@@ -125,7 +168,22 @@ function groupsOf(batch: ReadonlyArray<readonly Statement[]>): number[][] {
   return [...groups.values()];
 }
 
+/**
+ * Events from each stream's `after`-th on (all of a stream whose `after` is 0), the `after`-th
+ * without its payload: it is only there to be compared with the one remembered.
+ */
+export const READ_STREAMS_AFTER = `SELECT e.* FROM unnest($1::text[], $2::int[]) AS k(stream_id, after)
+  CROSS JOIN LATERAL (
+    SELECT position, event_id, stream_id, stream_version, type, schema_version,
+      CASE WHEN stream_version > k.after THEN data END AS data, CASE WHEN stream_version > k.after THEN metadata END AS metadata, occurred_at
+    FROM events WHERE stream_id = k.stream_id AND stream_version >= k.after ORDER BY stream_version) e
+  ORDER BY e.stream_id, e.stream_version`;
+
+/**
+ * Streams whose events the batcher remembers, at most (the most recently read): a few thousand jobs
+ * in flight, some megabytes. A stream forgotten is read whole again, nothing more.
+ */
+const REMEMBERED_STREAMS = 5_000;
+
 /** Commands in one batch at most: larger batches would make their last member wait for the others' work. */
 const MAX_BATCH = 64;
-
-const READ_STREAMS = `SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, stream_version`;

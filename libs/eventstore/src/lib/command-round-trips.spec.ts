@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import pg from 'pg';
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
+import { dropSchema, mostRowsReadByAStep, testDatabaseUrl, uniqueName } from '@gantry/testing';
+import { READ_STREAMS_AFTER } from './batching.js';
 import { createPool } from './database.js';
 import { decideWithin, handleWithDecider, type Decider } from './decider.js';
 import type { Projection } from './projection.js';
@@ -266,7 +267,7 @@ describe('a command in few round trips', () => {
       await Promise.all(ids.map((id) => add(id, 1)));
       await Promise.all(ids.map((id) => add(id, 1))); // the connections have prepared what they send
       const sent = await messages(() => Promise.all(ids.map((id) => add(id, 1))));
-      expect(sent.filter((m) => m.includes('stream_id = ANY'))).toHaveLength(1);
+      expect(sent.filter((m) => m.includes('unnest($1::text[], $2::int[])'))).toHaveLength(1);
       expect(sent.filter((m) => m.includes('EXECUTE gantry_'))).toHaveLength(1);
       expect(await Promise.all(ids.map(totalOf))).toEqual([3, 3, 3, 3, 3, 3]);
     });
@@ -462,6 +463,90 @@ describe('a command in few round trips', () => {
       return (await uow.readStream(id)).length;
     });
     expect(result).toBe(2);
+  });
+
+  describe('streams read again', () => {
+    /** The rows the batched stream read returned while `work` ran: per row, its stream version and whether it carried its payload. */
+    async function streamRowsSent(work: () => Promise<unknown>): Promise<Array<{ version: number; payload: boolean }>> {
+      const rows: Array<{ version: number; payload: boolean }> = [];
+      const send = pg.Client.prototype.query;
+      pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+        const done = args[args.length - 1];
+        if ((args[0] as { name?: string })?.name === 'gantry_read_streams_after' && typeof done === 'function') {
+          // The pool asks with a callback: the rows are taken on their way to it.
+          args[args.length - 1] = (error: unknown, result: pg.QueryResult) => {
+            if (result) rows.push(...result.rows.map((row) => ({ version: row.stream_version as number, payload: row.data !== null })));
+            return (done as (e: unknown, r: pg.QueryResult) => unknown)(error, result);
+          };
+        }
+        return (send as (...a: unknown[]) => unknown).apply(this, args);
+      } as typeof send;
+      try {
+        await work();
+      } finally {
+        pg.Client.prototype.query = send;
+      }
+      return rows;
+    }
+
+    it('a stream read before comes back from its last known event on: the later events with their payloads, the known one without', async () => {
+      const id = `c-${randomUUID()}`;
+      for (let i = 0; i < 5; i++) await increment(id, 1);
+      // The last command knew versions 1-4 and wrote the fifth: a read now returns the fourth (to compare) and the fifth.
+      expect(await streamRowsSent(() => increment(id, 1))).toEqual([
+        { version: 4, payload: false },
+        { version: 5, payload: true },
+      ]);
+      expect((await pool.query('SELECT total FROM counters WHERE id = $1', [id])).rows[0].total).toBe(6);
+    });
+
+    it('events another writer appended in between are read and decided on', async () => {
+      const id = `c-${randomUUID()}`;
+      await increment(id, 1);
+      await increment(id, 1);
+      await store.append(id, 2, [{ type: 'Incremented', data: { by: 100 } }], meta); // not through the batched path
+      await expect(increment(id, 1)).resolves.toMatchObject({ result: 103 });
+      expect(await eventsOf(id)).toBe(4);
+    });
+
+    it('the read probes each stream by its index, whatever the statistics say: it reads no more rows than it answers', async () => {
+      const probe = uniqueName('stream_reads');
+      await migrate({ url: testDatabaseUrl, schema: probe });
+      const sql = createPool({ url: testDatabaseUrl, schema: probe, max: 1 });
+      try {
+        const insert = (streams: number, from: number) =>
+          sql.query(
+            `INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
+             SELECT gen_random_uuid(), 's-' || s, v, 'Incremented', 1, '{"by": 1}', '{}', now() FROM generate_series($2::int, $2 + $1 - 1) s, generate_series(1, 10) v`,
+            [streams, from],
+          );
+        // Statistics taken while the log was small, then the log grew: a join of the ids to the
+        // events was planned as a walk through all of them.
+        await insert(5, 0);
+        await sql.query('ANALYZE events');
+        await insert(2000, 5);
+        const ids = Array.from({ length: 16 }, (_, i) => `s-${100 + i * 7}`);
+        const afters = ids.map(() => 8);
+        expect(await mostRowsReadByAStep(sql, READ_STREAMS_AFTER, [ids, afters])).toBe(16 * 3);
+        const { rows } = await sql.query(READ_STREAMS_AFTER, [ids, afters]);
+        expect(rows.map((r) => [r.stream_id, r.stream_version, r.data === null])).toEqual(ids.flatMap((id) => [[id, 8, true], [id, 9, false], [id, 10, false]]));
+      } finally {
+        await sql.end();
+        await dropSchema(probe);
+      }
+    });
+
+    it('a stream that no longer starts as remembered (the log rebuilt under the process) is read whole', async () => {
+      const id = `c-${randomUUID()}`;
+      await increment(id, 1);
+      await increment(id, 1);
+      await increment(id, 1);
+      await pool.query('DELETE FROM outbox WHERE position IN (SELECT position FROM events WHERE stream_id = $1)', [id]);
+      await pool.query('DELETE FROM events WHERE stream_id = $1', [id]);
+      await store.append(id, 0, [10, 20, 30].map((by) => ({ type: 'Incremented', data: { by } })), meta);
+      await expect(increment(id, 1)).resolves.toMatchObject({ result: 61 });
+      expect(await eventsOf(id)).toBe(4);
+    });
   });
 });
 
