@@ -61,12 +61,11 @@ const tallies = counterView('tallies', (sql, rows) =>
 
 const meta = { correlationId: 'test' };
 
-/** The messages (their SQL) every connection sends while `work` runs. */
-async function messages(work: () => Promise<unknown>): Promise<string[]> {
-  const sent: string[] = [];
+/** Runs `work` with the arguments of every query a connection sends shown to `see` first (which may change them). */
+async function watchingQueries(see: (args: unknown[]) => void, work: () => Promise<unknown>): Promise<void> {
   const send = pg.Client.prototype.query;
   pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? ''));
+    see(args);
     return (send as (...a: unknown[]) => unknown).apply(this, args);
   } as typeof send;
   try {
@@ -74,6 +73,12 @@ async function messages(work: () => Promise<unknown>): Promise<string[]> {
   } finally {
     pg.Client.prototype.query = send;
   }
+}
+
+/** The messages (their SQL) every connection sends while `work` runs. */
+async function messages(work: () => Promise<unknown>): Promise<string[]> {
+  const sent: string[] = [];
+  await watchingQueries((args) => sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? '')), work);
   return sent;
 }
 
@@ -469,23 +474,15 @@ describe('a command in few round trips', () => {
     /** The rows the batched stream read returned while `work` ran: per row, its stream version and whether it carried its payload. */
     async function streamRowsSent(work: () => Promise<unknown>): Promise<Array<{ version: number; payload: boolean }>> {
       const rows: Array<{ version: number; payload: boolean }> = [];
-      const send = pg.Client.prototype.query;
-      pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      await watchingQueries((args) => {
         const done = args[args.length - 1];
-        if ((args[0] as { name?: string })?.name === 'gantry_read_streams_after' && typeof done === 'function') {
-          // The pool asks with a callback: the rows are taken on their way to it.
-          args[args.length - 1] = (error: unknown, result: pg.QueryResult) => {
-            if (result) rows.push(...result.rows.map((row) => ({ version: row.stream_version as number, payload: row.data !== null })));
-            return (done as (e: unknown, r: pg.QueryResult) => unknown)(error, result);
-          };
-        }
-        return (send as (...a: unknown[]) => unknown).apply(this, args);
-      } as typeof send;
-      try {
-        await work();
-      } finally {
-        pg.Client.prototype.query = send;
-      }
+        if ((args[0] as { name?: string })?.name !== 'gantry_read_streams_after' || typeof done !== 'function') return;
+        // The pool asks with a callback: the rows are taken on their way to it.
+        args[args.length - 1] = (error: unknown, result: pg.QueryResult) => {
+          if (result) rows.push(...result.rows.map((row) => ({ version: row.stream_version as number, payload: row.data !== null })));
+          return (done as (e: unknown, r: pg.QueryResult) => unknown)(error, result);
+        };
+      }, work);
       return rows;
     }
 
