@@ -470,6 +470,33 @@ describe('a command in few round trips', () => {
     expect(result).toBe(2);
   });
 
+  it('a read asked by several commands of a batch runs once, and each command gets rows of its own', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    const total = inlineStatement('SELECT total FROM counters WHERE id = $1', [id]);
+    const count = inlineStatement('SELECT count(*)::int AS n FROM events WHERE stream_id = $1', [id]);
+    let answers: unknown[] = [];
+    const sent = await messages(async () => {
+      answers = await Promise.all(
+        [total, total, count, total].map(async (statement) => {
+          const { result } = await store.executeInOneMessage({ metadata: meta, reads: [statement] }, async (work) => {
+            const { rows } = await work.read(0);
+            rows.push({ mine: true }); // a command that changes what it read changes only its own rows
+            return rows;
+          });
+          return result;
+        }),
+      );
+    });
+    expect(sent.filter((m) => m.includes('FROM counters'))).toEqual([`${total};\n${count}`]);
+    expect(answers).toEqual([
+      [{ total: 1 }, { mine: true }],
+      [{ total: 1 }, { mine: true }],
+      [{ n: 1 }, { mine: true }],
+      [{ total: 1 }, { mine: true }],
+    ]);
+  });
+
   describe('streams read again', () => {
     /** The rows the batched stream read returned while `work` ran: per row, its stream version and whether it carried its payload. */
     async function streamRowsSent(work: () => Promise<unknown>): Promise<Array<{ version: number; payload: boolean }>> {
