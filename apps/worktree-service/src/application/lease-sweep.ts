@@ -39,7 +39,7 @@ export class LeaseSweep implements OnModuleDestroy {
     const now = this.leases.now();
     const { rows } = await this.store.pool.query<{ worktree_key: string }>(
       `SELECT DISTINCT worktree_key FROM worktree_leases
-        WHERE (status IN ('creating_or_reusing', 'syncing', 'ready') AND expires_at <= $1)
+        WHERE (status = 'ready' AND expires_at <= $1)
            OR (status = 'acquiring_lock' AND lock_deadline <= $1)`,
       [now],
     );

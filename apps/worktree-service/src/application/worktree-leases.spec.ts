@@ -16,6 +16,9 @@ import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
 import { worktreeServiceProjections } from '../infrastructure/persistence/projections.js';
 import { WorktreeEffectProcessor } from './effect-processor.js';
+import { clonePathFor } from '../infrastructure/git/workspace.js';
+import { serializedOnClone } from '../infrastructure/git/clone-queue.js';
+import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
 import { plainGit as git } from '@gantry/git/testing';
 import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
 
@@ -210,6 +213,31 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     const next = await acquire(await claimedJob(world));
     expect(next.token).toBe(grant.token + 1);
     await release(next);
+  });
+
+  it('a lease whose preparation waits longer than the lease lasts is granted all the same: its expiry starts when it is ready', async () => {
+    // Other git work holds the shared clone (as a burst of acquires and releases does on a busy host)
+    // for longer than the lease lasts; its holder has no token to renew it with meanwhile.
+    const clonePath = await clonePathFor(app.get(GIT_WORKSPACE), world.git.origin);
+    let free!: () => void;
+    const busy = serializedOnClone(clonePath, () => new Promise<void>((resolve) => (free = resolve)));
+    const branchName = 'feature/slow-start';
+    const key = deriveWorktreeKey(world.git.origin, branchName);
+    const granting = acquire(await claimedJob(world), { branch: branchName, leaseDurationMs: 1_000 });
+    await eventually(async () => (await leasesOf(key)).some((l) => l.status === 'creating_or_reusing'), { what: 'the lease being prepared', timeoutMs: 10_000 });
+    // three times its duration, the sweep running every 200 ms
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect((await leasesOf(key)).map((l) => l.status)).toEqual(['creating_or_reusing']);
+    free();
+    await busy;
+    const grant = await granting;
+    expect(grant.baseSha).toBe(git(world.git.seed, 'rev-parse', 'HEAD'));
+    // not renewed, it expires in its turn, a second after it was ready
+    const ended = await eventually(async () => (await leasesOf(key)).find((l) => l.status === 'stale_released') ?? null, { what: 'the lease expired', timeoutMs: 10_000 });
+    expect(ended.leaseId).toBe(grant.leaseId);
+    const { rows } = await app.get(EventStore).pool.query<{ type: string }>(`SELECT type FROM events WHERE data->>'leaseId' = $1 ORDER BY position`, [grant.leaseId]);
+    const types = rows.map((r) => r.type);
+    expect(types.indexOf('WorktreeLeaseExpired')).toBeGreaterThan(types.indexOf('WorktreeSynced'));
   });
 
   it('refuses a worktree to a claim the service knows has ended or was superseded', async () => {

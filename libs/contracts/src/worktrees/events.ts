@@ -85,11 +85,16 @@ export const WorktreeLockAcquired = defineEvent({
     repositoryUrl: RepositoryUrlSchema,
     branch: BranchNameSchema,
     baseRef: BaseRefSchema,
-    expiresAt: Iso,
+    /**
+     * Written by older versions only, and not obeyed: a lease being prepared does not expire (its
+     * holder has no token to renew it with yet); its expiry starts with `WorktreeSynced`.
+     */
+    expiresAt: Iso.optional(),
     acquiredAt: Iso,
   }),
   examples: {
     valid: [
+      { ...held, jobId: 'job-7f3a', repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', baseRef: 'main', acquiredAt: at },
       { ...held, jobId: 'job-7f3a', repositoryUrl: '/srv/git/shop.git', branch: 'feature/checkout', baseRef: 'main', expiresAt: at, acquiredAt: at },
     ],
     invalid: [

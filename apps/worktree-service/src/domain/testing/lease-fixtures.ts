@@ -46,8 +46,7 @@ export const requested = (leaseId: string, now: string, jobLeaseToken = 1): Work
 export const acquired = (leaseId: string, token: number, now: string): WorktreeLeaseEvent => ({
   type: 'WorktreeLockAcquired',
   data: {
-    worktreeKey, leaseId, token, jobId: jobOf[leaseId]!, repositoryUrl, branch, baseRef: 'main',
-    expiresAt: new Date(Date.parse(now) + 600_000).toISOString(), acquiredAt: now,
+    worktreeKey, leaseId, token, jobId: jobOf[leaseId]!, repositoryUrl, branch, baseRef: 'main', acquiredAt: now,
   },
 });
 export const queued = (leaseId: string, position: number, now: string): WorktreeLeaseEvent => ({

@@ -46,7 +46,8 @@ describe('WorktreeLease: requesting a lease', () => {
   it('grants a free lock at once with fencing token 1 and asks for the worktree', () => {
     const state = given([]).when(request(A, T0)).then(aAcquired);
     expect(worktreeStatus(state)).toBe('creating_or_reusing');
-    expect(state.leases[A]!.expiresAt).toBe(at(600));
+    // its expiry starts when it is ready
+    expect(state.leases[A]!.expiresAt).toBeNull();
   });
 
   it('puts a second acquirer in line behind the holder, with its deadline', () => {
@@ -425,13 +426,25 @@ describe('WorktreeLease: expiry and lock timeouts', () => {
     given([...aReady, releaseRequested(A, 1, at(50))]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(700) } }).thenNothingHappened();
   });
 
-  it('expires a lease stuck in creation (its expiry runs from the grant)', () => {
-    given(aAcquired)
-      .when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(600) } })
+  it('does not expire a lease being prepared, however long that takes: its holder cannot renew it yet', () => {
+    given(aAcquired).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(6000) } }).thenNothingHappened();
+    given([...aAcquired, created(A, 1, at(3000))]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(6000) } }).thenNothingHappened();
+    // the expiry runs from its readiness: ready at 5000 s, it lasts its 600 s from there
+    const readyLate = [...aAcquired, created(A, 1, at(3000)), synced(A, 1, at(5000))];
+    given(readyLate).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(5599) } }).thenNothingHappened();
+    given(readyLate)
+      .when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(5600) } })
       .then([
-        { type: 'WorktreeLeaseExpired', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(600), expiredAt: at(600) } },
-        releaseRequested(A, 1, at(600), 'expired'),
+        { type: 'WorktreeLeaseExpired', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(5600), expiredAt: at(5600) } },
+        releaseRequested(A, 1, at(5600), 'expired'),
       ]);
+  });
+
+  it('obeys no expiry an older log recorded with the lock', () => {
+    const [req, lock] = aAcquired as [WorktreeLeaseEvent, Extract<WorktreeLeaseEvent, { type: 'WorktreeLockAcquired' }>];
+    const older = { ...lock, data: { ...lock.data, expiresAt: at(600) } };
+    given([req, older]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(700) } }).thenNothingHappened();
+    expect([req, older].reduce(worktreeLeaseDecider.evolve, worktreeLeaseDecider.initialState).leases[A]!.expiresAt).toBeNull();
   });
 
   it('times out the waiters past their deadline with LOCK_TIMEOUT and keeps the others in line', () => {

@@ -93,7 +93,6 @@ function lockAcquired(lease: LeaseRecord, token: number, now: string): WorktreeL
       repositoryUrl: lease.repositoryUrl,
       branch: lease.branch,
       baseRef: lease.baseRef,
-      expiresAt: plusMs(now, lease.leaseDurationMs),
       acquiredAt: now,
     },
   };
@@ -271,8 +270,9 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
     case 'ExpireWorktreeLease': {
       const { leaseId, now } = command.data;
       const lease = leaseOf(state, leaseId);
-      // A timer that fires for a lease already let go, or since renewed, has nothing to do.
-      if (!isHolding(lease) || !lease.expiresAt || !isPast(lease.expiresAt, now)) return [];
+      // A timer that fires for a lease already let go, or since renewed, has nothing to do. A lease
+      // still being prepared does not expire: its holder has no grant to renew yet.
+      if (lease.status !== 'ready' || !lease.expiresAt || !isPast(lease.expiresAt, now)) return [];
       return [
         {
           type: 'WorktreeLeaseExpired',

@@ -55,12 +55,16 @@ describe('worktree effects', () => {
     expect(effectsRequestedBy(step.state, step.events).map((e) => (e.type === 'evict' ? [e.type] : [e.type, e.leaseId, e.token]))).toEqual([['create_or_reuse', B, 2]]);
   });
 
-  it('lists the expiry of the holder and the deadlines of the waiters, earliest first', () => {
+  it('lists the expiry of a ready holder and the deadlines of the waiters, earliest first; a lease being prepared has no expiry', () => {
     let step = run(worktreeLeaseDecider.initialState, requestOf(A, 'job-a', at(0)));
     step = run(step.state, requestOf(B, 'job-b', at(1)));
+    expect(upcomingDeadlines(step.state)).toEqual([{ kind: 'lock_deadline', leaseId: B, at: at(31) }]);
+    step = run(step.state, { type: 'RecordWorktreePrepared', data: { leaseId: A, token: 1, outcome: 'created', path: '/w', now: at(5) } });
+    expect(upcomingDeadlines(step.state)).toEqual([{ kind: 'lock_deadline', leaseId: B, at: at(31) }]);
+    step = run(step.state, { type: 'RecordWorktreeSynced', data: { leaseId: A, token: 1, baseSha: 'a'.repeat(40), now: at(10) } });
     expect(upcomingDeadlines(step.state)).toEqual([
       { kind: 'lock_deadline', leaseId: B, at: at(31) },
-      { kind: 'lease_expiry', leaseId: A, at: at(60) },
+      { kind: 'lease_expiry', leaseId: A, at: at(70) },
     ]);
   });
 });

@@ -119,13 +119,14 @@ export type WorktreeDeadline =
   | { readonly kind: 'lock_deadline'; readonly leaseId: string; readonly at: string };
 
 /**
- * The moments at which the stream needs a command from the scheduler: ExpireWorktreeLease at a
- * holder's expiry, TimeOutLockWaiters at a waiter's deadline. Earliest first.
+ * The moments at which the stream needs a command from the scheduler: ExpireWorktreeLease at the
+ * expiry of a ready lease (one being prepared does not expire), TimeOutLockWaiters at a waiter's
+ * deadline. Earliest first.
  */
 export function upcomingDeadlines(state: WorktreeLeaseState): WorktreeDeadline[] {
   const deadlines: WorktreeDeadline[] = [];
   for (const lease of Object.values(state.leases)) {
-    if ((lease.status === 'creating_or_reusing' || lease.status === 'syncing' || lease.status === 'ready') && lease.expiresAt) {
+    if (lease.status === 'ready' && lease.expiresAt) {
       deadlines.push({ kind: 'lease_expiry', leaseId: lease.leaseId, at: lease.expiresAt });
     }
   }

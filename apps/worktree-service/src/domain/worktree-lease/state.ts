@@ -113,11 +113,9 @@ export function evolve(state: WorktreeLeaseState, event: WorktreeLeaseEvent): Wo
       return { ...state, lock: enqueue(state.lock, { leaseId: event.data.leaseId, deadline: event.data.lockDeadline }) };
     case 'WorktreeLockAcquired': {
       const d = event.data;
-      const next = updateLease(state, d.leaseId, {
-        status: 'creating_or_reusing',
-        token: d.token,
-        expiresAt: d.expiresAt,
-      });
+      // Its expiry starts when it is ready: until then the service works on it and nobody can renew it
+      // (older logs carry an expiresAt here, which is not obeyed).
+      const next = updateLease(state, d.leaseId, { status: 'creating_or_reusing', token: d.token, expiresAt: null });
       return { ...next, lastToken: d.token, lock: grant(state.lock, d.leaseId) };
     }
     case 'WorktreeLockTimedOut':

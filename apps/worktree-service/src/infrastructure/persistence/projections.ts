@@ -38,7 +38,7 @@ async function apply(sql: pg.PoolClient, event: StoredEvent): Promise<void> {
     case 'WorktreeLockQueued':
       return;
     case 'WorktreeLockAcquired':
-      await setLease(sql, e.data.leaseId, at, { status: 'creating_or_reusing', token: e.data.token, expires_at: e.data.expiresAt });
+      await setLease(sql, e.data.leaseId, at, { status: 'creating_or_reusing', token: e.data.token, expires_at: null });
       await sql.query(`UPDATE worktrees SET held_by = $2 WHERE worktree_key = $1`, [e.data.worktreeKey, e.data.leaseId]);
       return;
     case 'WorktreeLockTimedOut':
