@@ -192,14 +192,27 @@ export class E2eSystem {
     for (const job of jobs) await this.cancel(job.jobId).catch(() => undefined);
   }
 
+  /** Waits for the job to reach a terminal status; if it does not, the failure names the status it stayed in and its events. */
   async terminal(jobId: string, timeoutMs = 60_000): Promise<JobView> {
-    return eventually(
-      async () => {
-        const job = await this.job(jobId);
-        return isTerminalJobStatus(job.status) ? job : null;
-      },
-      { what: `job ${jobId} terminal`, timeoutMs, intervalMs: 100 },
-    );
+    try {
+      return await eventually(
+        async () => {
+          const job = await this.job(jobId);
+          return isTerminalJobStatus(job.status) ? job : null;
+        },
+        { what: `job ${jobId} terminal`, timeoutMs, intervalMs: 100 },
+      );
+    } catch (error) {
+      throw new Error(`${(error as Error).message}; ${await this.describeJob(jobId)}`);
+    }
+  }
+
+  /** Where a job stands and its events, one per line: what a failed wait reports. */
+  async describeJob(jobId: string): Promise<string> {
+    const job = await this.job(jobId).catch(() => null);
+    const events = await this.events(jobId).catch(() => []);
+    const history = events.map((e) => `${e.type} ${JSON.stringify(e.data)}`).join('\n  ');
+    return `job ${jobId} is ${job?.status ?? 'unknown'} (attempt ${job?.attempt ?? '?'}), its events:\n  ${history}`;
   }
 
   async leases(jobId?: string): Promise<WorktreeLeaseView[]> {

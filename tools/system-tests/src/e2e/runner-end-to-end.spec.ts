@@ -424,7 +424,11 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       const firstId = await system.enqueue({ payload: first.payload });
       await eventually(async () => (await system.health('runner-e')).status === 503, { what: 'runner E unhealthy', timeoutMs: 30_000 });
       expect((await system.health('runner-e')).body).toMatchObject({ status: 'error', error: { runner: { status: 'down', message: 'agent token expired' } } });
-      await eventually(async () => (await system.events(firstId)).some((e) => e.type === 'JobClaimRolledBack'), { what: 'the job back in the queue', timeoutMs: 15_000 });
+      await eventually(async () => (await system.events(firstId)).some((e) => e.type === 'JobClaimRolledBack'), { what: 'the job back in the queue', timeoutMs: 15_000 }).catch(
+        async (error: Error) => {
+          throw new Error(`${error.message}; ${await system.describeJob(firstId)}\nrunner E's last output:\n${expired.output().slice(-4000)}`);
+        },
+      );
       // the runner's expired token is not the job's fault: no attempt spent
       expect(await system.job(firstId)).toMatchObject({ status: 'QUEUED', attempt: 1 });
       const ready = await fetch(`${expired.url}/ready`);
