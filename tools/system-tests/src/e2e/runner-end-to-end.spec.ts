@@ -330,7 +330,9 @@ describe('the runner end to end: job service, worktree service, two runners, a r
         { label: 'ten-exit', expected: 'FAILED', kind: 'PLAN_CHAT', maxAttempts: 1, payload: withRecord('ten-exit', { behaviour: 'exit_nonzero', exitCode: 2 }) },
       ];
       const jobIds = await Promise.all(specs.map((s) => system.enqueue({ kind: s.kind, maxAttempts: s.maxAttempts, branch: s.branch, payload: s.payload })));
-      const jobs = await Promise.all(jobIds.map((id) => system.terminal(id, 90_000)));
+      // Ten jobs through four slots: on a loaded machine a job can wait a minute for a slot and run for
+      // half of one, so the wait is generous (how fast they run is the benchmark's business, not this test's).
+      const jobs = await Promise.all(jobIds.map((id) => system.terminal(id, 240_000)));
       expect(jobs.map((j) => j.status)).toEqual(specs.map((s) => s.expected));
       expect(jobs[9]!.error).toMatch(/agent exited with code 2 without finishing the job/);
       for (const job of jobs) expect(job.lease).toBeNull();
@@ -361,7 +363,7 @@ describe('the runner end to end: job service, worktree service, two runners, a r
         const mostAtOnce = Math.max(...mine.map((r) => mine.filter((o) => o.from <= r.from && r.from < o.to).length));
         expect({ runner, mostAtOnce: mostAtOnce <= 2 }).toEqual({ runner, mostAtOnce: true });
       }
-    }, 120_000);
+    }, 300_000);
   });
 
   describe('a runner killed with SIGKILL mid-job', () => {
