@@ -42,6 +42,32 @@ export class CommandBatcher {
     this.statements = new DataLoader((batch) => this.readAll(batch), options);
   }
 
+  /**
+   * A stream as this process last knew it — read, or written by a command of its own — or undefined.
+   * A command may decide on it without reading (executeInOneMessage), because its write confirms it:
+   * the compare-and-set refuses an append at a version someone else took, and the stream-head check
+   * one after a stream that became shorter.
+   */
+  remembered(streamId: string): StoredEvent[] | undefined {
+    const events = this.streams.get(streamId);
+    return events ? [...events] : undefined;
+  }
+
+  /** A stream as a command of this process committed it (its events with their positions). */
+  remember(streamId: string, events: StoredEvent[]): void {
+    this.keep(streamId, events);
+  }
+
+  forget(streamId: string): void {
+    this.streams.delete(streamId);
+  }
+
+  /** Keeps the longer of what is remembered and what was learned: a read sent before a commit may answer after it. */
+  private keep(streamId: string, events: StoredEvent[]): void {
+    if (events.length === 0 || (this.streams.get(streamId)?.length ?? 0) > events.length) return;
+    this.streams.set(streamId, events);
+  }
+
   private async readAll(statements: readonly string[]): Promise<Array<pg.QueryResult | Error>> {
     if (statements.length === 1) return [await this.pool.query(statements[0]!)];
     // The same read asked by several commands (say, the product of a burst of claims) is run once;
@@ -98,7 +124,7 @@ export class CommandBatcher {
       const whole = await readStreamsEvents(this.pool, unsure);
       for (const id of unsure) byStream.set(id, whole.get(id) ?? []);
     }
-    for (const [id, events] of byStream) if (events.length > 0) this.streams.set(id, events);
+    for (const [id, events] of byStream) this.keep(id, events);
     // A stream asked for twice in one batch is read once; each asker gets a list of its own.
     return streamIds.map((id) => [...byStream.get(id)!]);
   }

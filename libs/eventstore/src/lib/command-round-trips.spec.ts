@@ -99,6 +99,8 @@ describe('a command in few round trips', () => {
   const schema = uniqueName('round_trips');
   let pool: pg.Pool;
   let store: EventStore;
+  /** Another process writing the same log. */
+  let elsewhere: EventStore;
 
   beforeAll(async () => {
     await migrate({ url: testDatabaseUrl, schema });
@@ -107,8 +109,10 @@ describe('a command in few round trips', () => {
     await pool.query('CREATE TABLE counters (id text PRIMARY KEY, total int NOT NULL CHECK (total < 1000), note text)');
     await pool.query('CREATE TABLE tallies (id text PRIMARY KEY, total int NOT NULL CHECK (total < 1000))');
     store = new EventStore({ pool, schema, inlineProjections: [counters] });
+    elsewhere = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 1 }), schema, inlineProjections: [counters] });
   });
   afterAll(async () => {
+    await elsewhere.pool.end();
     await pool.end();
     await dropSchema(schema);
   });
@@ -121,10 +125,11 @@ describe('a command in few round trips', () => {
   const eventsOf = async (id: string) => Number((await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [id])).rows[0].count);
   const receiptOf = async (key: string) => (await pool.query('SELECT result FROM idempotency_receipts WHERE key = $1', [key])).rows[0]?.result;
 
-  it('a decider command with a receipt on a stream that exists is two round trips: the stream read, then the receipt, events, outbox rows and view write in one message', async () => {
+  it('a decider command with a receipt on a stream this process does not know is two round trips: the stream read, then the receipt, events, outbox rows and view write in one message', async () => {
     const id = `c-${randomUUID()}`;
-    await increment(id, 1);
-    await increment(id, 1); // the connection prepares the statements it meets the first time (below)
+    await incrementOn(() => elsewhere, 'test.increment')(id, 1);
+    await incrementOn(() => elsewhere, 'test.increment')(id, 1);
+    await increment(`c-${randomUUID()}`, 1); // the connection prepares the statements it meets the first time (below)
     const key = randomUUID();
     expect(await roundTrips(() => increment(id, 2, key))).toBe(2);
     expect((await pool.query('SELECT total, note FROM counters WHERE id = $1', [id])).rows).toEqual([{ total: 4, note: "it's $1 and $2" }]);
@@ -136,6 +141,38 @@ describe('a command in few round trips', () => {
       { stream_version: 2, queued: true },
       { stream_version: 3, queued: true },
     ]);
+  });
+
+  it('a command on a stream this process wrote last is one round trip: it decides on the stream as it wrote it, and its message checks that the stream still ends there', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    await increment(id, 1); // the connection prepares the statements it meets the first time (below)
+    const key = randomUUID();
+    const sent = await messages(() => increment(id, 2, key));
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toContain('EXECUTE gantry_');
+    expect((await pool.query('SELECT total FROM counters WHERE id = $1', [id])).rows[0].total).toBe(4);
+    expect(await receiptOf(key)).toEqual({ ok: true, result: 4 });
+    expect((await pool.query('SELECT stream_version FROM events WHERE stream_id = $1 ORDER BY 1', [id])).rows.map((r) => r.stream_version)).toEqual([1, 2, 3]);
+  });
+
+  it('a decision on a remembered stream that appends nothing to it is made again on a read: another writer may have moved the stream on', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    await increment(id, 1);
+    await incrementOn(() => elsewhere, 'test.increment')(id, 100);
+    // An answer from the stream alone (as a refusal or a no-op would be) writes nothing that could confirm it.
+    const read = await store.executeInOneMessage({ metadata: meta }, async (work) => (await work.readStream(id)).map((e) => (e.data as { by: number }).by));
+    expect(read.result).toEqual([1, 1, 100]);
+  });
+
+  it('a decision on a remembered stream that another writer moved on is made again on a read, as a fresh attempt', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    await increment(id, 1);
+    await incrementOn(() => elsewhere, 'test.increment')(id, 100);
+    await expect(increment(id, 1)).resolves.toMatchObject({ result: 103 });
+    expect((await pool.query('SELECT stream_version FROM events WHERE stream_id = $1 ORDER BY 1', [id])).rows.map((r) => r.stream_version)).toEqual([1, 2, 3, 4]);
   });
 
   it('a connection prepares each statement of the one-message write once, in a message of its own', async () => {
@@ -159,7 +196,7 @@ describe('a command in few round trips', () => {
       await fresh.pool.end();
     }
     const prepares = sent.filter((m) => m.startsWith('PREPARE'));
-    expect(prepares).toHaveLength(3); // the receipt, the events with their outbox rows, the view row
+    expect(prepares).toHaveLength(4); // the receipt, the check of the stream's last event, the events with their outbox rows, the view row
     expect(sent.filter((m) => m.includes('EXECUTE gantry_'))).toHaveLength(4);
     expect(sent.every((m) => !m.startsWith('PREPARE') || !m.includes(';'))).toBe(true);
   });
@@ -267,13 +304,21 @@ describe('a command in few round trips', () => {
     const add = incrementOn(() => shared, 'test.together');
     const totalOf = async (id: string) => (await pool.query(`SELECT total FROM ${view.name} WHERE id = $1`, [id])).rows[0].total as number;
 
-    it('are read in one statement and written in one message', async () => {
+    it('are read in one statement and written in one message; once known, they are not read', async () => {
       const ids = Array.from({ length: 6 }, () => `t-${randomUUID()}`);
-      await Promise.all(ids.map((id) => add(id, 1)));
-      await Promise.all(ids.map((id) => add(id, 1))); // the connections have prepared what they send
+      const other = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 1 }), schema, inlineProjections: [view] });
+      try {
+        await Promise.all(ids.map((id) => incrementOn(() => other, 'test.together')(id, 1)));
+      } finally {
+        await other.pool.end();
+      }
+      await Promise.all(Array.from({ length: 6 }, () => add(`t-${randomUUID()}`, 1))); // the connections have prepared what they send
       const sent = await messages(() => Promise.all(ids.map((id) => add(id, 1))));
       expect(sent.filter((m) => m.includes('unnest($1::text[], $2::int[])'))).toHaveLength(1);
       expect(sent.filter((m) => m.includes('EXECUTE gantry_'))).toHaveLength(1);
+      const again = await messages(() => Promise.all(ids.map((id) => add(id, 1))));
+      expect(again.filter((m) => m.includes('unnest($1::text[], $2::int[])'))).toHaveLength(0);
+      expect(again.filter((m) => m.includes('EXECUTE gantry_'))).toHaveLength(1);
       expect(await Promise.all(ids.map(totalOf))).toEqual([3, 3, 3, 3, 3, 3]);
     });
 
@@ -327,7 +372,7 @@ describe('a command in few round trips', () => {
       const ids = Array.from({ length: 6 }, () => `j-${randomUUID()}`);
       await Promise.all(ids.map((id) => add(id, 1)));
       const sent = await messages(() => Promise.all(ids.map((id) => add(id, 2))));
-      expect(executes(sent)).toBe(3);
+      expect(executes(sent)).toBe(4); // the receipts, the checks of the streams' last events, the events, the view rows
       const { rows } = await pool.query<{ id: string; total: number }>('SELECT id, total FROM tallies WHERE id = ANY($1)', [ids]);
       expect(rows.map((r) => r.total)).toEqual([3, 3, 3, 3, 3, 3]);
       const { rows: order } = await pool.query<{ stream_id: string }>(
@@ -344,7 +389,7 @@ describe('a command in few round trips', () => {
       const unkeyed = Array.from({ length: 3 }, () => `j-${randomUUID()}`);
       await Promise.all([...keyed, ...unkeyed].map((id) => addUnkeyed(id, 1)));
       const sent = await messages(() => Promise.all([...keyed.map((id) => add(id, 1)), ...unkeyed.map((id) => addUnkeyed(id, 1))]));
-      expect(executes(sent)).toBe(3 + 2); // receipts, events, rows; events, rows
+      expect(executes(sent)).toBe(4 + 3); // receipts, last events, events, rows; last events, events, rows
       expect(await Promise.all([...keyed, ...unkeyed].map(eventsOf))).toEqual([2, 2, 2, 2, 2, 2]);
     });
 
@@ -516,12 +561,14 @@ describe('a command in few round trips', () => {
     it('a stream read before comes back from its last known event on: the later events with their payloads, the known one without', async () => {
       const id = `c-${randomUUID()}`;
       for (let i = 0; i < 5; i++) await increment(id, 1);
-      // The last command knew versions 1-4 and wrote the fifth: a read now returns the fourth (to compare) and the fifth.
+      await incrementOn(() => elsewhere, 'test.increment')(id, 100);
+      // This process knew versions 1-5; the decision on them fails on the compare-and-set, and the read
+      // made then returns the fifth (to compare) and the sixth.
       expect(await streamRowsSent(() => increment(id, 1))).toEqual([
-        { version: 4, payload: false },
-        { version: 5, payload: true },
+        { version: 5, payload: false },
+        { version: 6, payload: true },
       ]);
-      expect((await pool.query('SELECT total FROM counters WHERE id = $1', [id])).rows[0].total).toBe(6);
+      expect((await pool.query('SELECT total FROM counters WHERE id = $1', [id])).rows[0].total).toBe(106);
     });
 
     it('events another writer appended in between are read and decided on', async () => {
@@ -570,6 +617,18 @@ describe('a command in few round trips', () => {
       await store.append(id, 0, [10, 20, 30].map((by) => ({ type: 'Incremented', data: { by } })), meta);
       await expect(increment(id, 1)).resolves.toMatchObject({ result: 61 });
       expect(await eventsOf(id)).toBe(4);
+    });
+
+    it('a stream that became shorter than remembered (the log rebuilt under the process) is read whole, and gets no gap', async () => {
+      const id = `c-${randomUUID()}`;
+      for (let i = 0; i < 3; i++) await increment(id, 1);
+      await pool.query('DELETE FROM outbox WHERE position IN (SELECT position FROM events WHERE stream_id = $1)', [id]);
+      await pool.query('DELETE FROM events WHERE stream_id = $1', [id]);
+      await store.append(id, 0, [10, 20].map((by) => ({ type: 'Incremented', data: { by } })), meta);
+      // Decided on the three remembered events, the append would be version 4, which nothing holds: the
+      // compare-and-set alone would let it in after version 2. The check of the last event refuses it.
+      await expect(increment(id, 1)).resolves.toMatchObject({ result: 31 });
+      expect((await pool.query('SELECT stream_version FROM events WHERE stream_id = $1 ORDER BY 1', [id])).rows.map((r) => r.stream_version)).toEqual([1, 2, 3]);
     });
   });
 });

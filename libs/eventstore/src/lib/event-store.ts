@@ -166,8 +166,8 @@ export class EventStore {
   }
 
   /**
-   * A command in two round trips, holding no transaction open while the handler runs, when it can
-   * be (executeInOneMessage in one-message.ts: reads without a transaction, the writes in one
+   * A command in two round trips (one, on a stream this process knows), holding no transaction open
+   * while the handler runs, when it can be (executeInOneMessage in one-message.ts: reads without a transaction, the writes in one
    * message, batched with other commands'); in one transaction (execute) when it cannot: a
    * projection that reads in the transaction, an append at any version, a repeat of an idempotency
    * key, group commit on. The handler must not write through a connection of its own, and its answer

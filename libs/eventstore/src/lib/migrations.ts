@@ -2,6 +2,7 @@ import pg from 'pg';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { assertSchemaName, ensureSchema } from './database.js';
 import { EventLogRetention1765000000000 } from './retention.js';
+import { EventLogStreamHeads1781000000000 } from './stream-heads.js';
 
 export type MigrationClass = new () => MigrationInterface;
 
@@ -128,7 +129,7 @@ export async function migrate(options: MigrateOptions): Promise<void> {
       migrationsRun: false,
       migrationsTableName: 'migrations',
       migrationsTransactionMode: 'each',
-      migrations: [EventLogTables1764460800000, EventLogRetention1765000000000, ...(options.migrations ?? [])],
+      migrations: [EventLogTables1764460800000, EventLogRetention1765000000000, EventLogStreamHeads1781000000000, ...(options.migrations ?? [])],
       extra: { options: `-c search_path=${schema},public`, max: 1 },
       logging: false,
     });

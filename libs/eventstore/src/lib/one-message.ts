@@ -4,8 +4,9 @@ import { canonicalHash, ErrorCode, GantryError, scrubbingReplacer, type SecretSc
 import { readStreamTail } from './append.js';
 import type { CommandBatcher } from './batching.js';
 import type { Decider, Decision, DomainEvent } from './decider.js';
-import { JsonRows, type SqlWriter } from './deferred-writes.js';
+import { JsonRows, jsonRows, type SqlWriter } from './deferred-writes.js';
 import type { Statement } from './prepared.js';
+import { STREAM_HEAD_MOVED } from './stream-heads.js';
 import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 import { isRetryable, type StreamWork } from './unit-of-work.js';
@@ -63,6 +64,10 @@ class OneMessageWork implements StreamWork {
   readonly before = new Map<string, StoredEvent[]>();
   /** Streams appended to without being read whole: a later read of one needs the transaction. */
   private readonly blind = new Set<string>();
+  /** Streams taken from the batcher's memory rather than read: the write must confirm them. */
+  readonly fromMemory = new Set<string>();
+  /** Streams appended to. */
+  readonly appendedTo = new Set<string>();
 
   constructor(
     private readonly context: OneMessageContext,
@@ -70,13 +75,16 @@ class OneMessageWork implements StreamWork {
     private readonly idempotency: IdempotencyOptions | undefined,
     private readonly reads: readonly string[],
     private readonly now: Date,
+    private readonly trustMemory: boolean,
   ) {}
 
   async readStream(streamId: string): Promise<StoredEvent[]> {
     if (this.blind.has(streamId)) throw new NeedsTransaction(`stream ${streamId} read after an append at a version not read here`);
     const known = this.streams.get(streamId);
     if (known) return [...known];
-    const events = await this.context.batcher.reads.load(streamId);
+    const remembered = this.trustMemory ? this.context.batcher.remembered(streamId) : undefined;
+    if (remembered) this.fromMemory.add(streamId);
+    const events = remembered ?? (await this.context.batcher.reads.load(streamId));
     this.streams.set(streamId, events);
     this.before.set(streamId, events);
     return [...events];
@@ -121,6 +129,7 @@ class OneMessageWork implements StreamWork {
     );
     this.appended.push(...pending);
     this.json.push(...json);
+    this.appendedTo.add(streamId);
     if (known) this.streams.set(streamId, [...known, ...pending]);
     else if (expectedVersion === 0) {
       this.before.set(streamId, []);
@@ -128,13 +137,39 @@ class OneMessageWork implements StreamWork {
     } else this.blind.add(streamId);
     return pending;
   }
+
+  /**
+   * Whether a decision on remembered streams stands without reading them: only when it appends to
+   * each of them, so that its write confirms what it decided on. A decision that appends nothing to
+   * one (a refusal, an answer, a no-op) could rest on a stream that moved on: it is made again on reads.
+   */
+  get confirmedByItsWrite(): boolean {
+    for (const id of this.fromMemory) if (!this.appendedTo.has(id)) return false;
+    return true;
+  }
+
+  /** The last event remembered of each stream decided on from memory: what the write checks first. */
+  heads(): Array<{ stream_id: string; version: number; event_id: string }> {
+    return [...this.fromMemory].map((id) => {
+      const last = this.before.get(id)!.at(-1)!;
+      return { stream_id: id, version: last.streamVersion, event_id: last.eventId };
+    });
+  }
+
+  /** After the commit: the streams appended to, as they now are, for the next command to decide on. */
+  rememberWritten(batcher: CommandBatcher): void {
+    for (const id of this.appendedTo) {
+      const events = this.streams.get(id);
+      if (events && !this.blind.has(id)) batcher.remember(id, events);
+    }
+  }
 }
 
 /**
- * A command in two round trips with no transaction held open while Node works on it: its reads go
- * to the log as it is (no transaction, and batched with other commands' reads), its appends are
- * kept, and when the handler is done everything it writes goes to PostgreSQL as one simple-protocol
- * message — the receipt with its answer, the events at the versions that follow what was read, their
+ * A command in two round trips (one, on a stream this process knows) with no transaction held open
+ * while Node works on it: its reads go to the log as it is (no transaction, and batched with other
+ * commands' reads), its appends are kept, and when the handler is done everything it writes goes to
+ * PostgreSQL as one simple-protocol message — the receipt with its answer, the events at the versions that follow what was read, their
  * outbox rows, and the inline projections' rows. PostgreSQL runs a message of several statements as
  * one implicit transaction, so they commit together or not at all, as on the full path; a message
  * may also carry other commands' writes (CommandBatcher).
@@ -145,6 +180,13 @@ class OneMessageWork implements StreamWork {
  * claimed first: a key that already has one (a repeat, a concurrent duplicate, an expired receipt)
  * makes the message fail on the receipt's key, and the full path answers it the way it answers
  * every repeat. A refusal is stored the way the full path stores one.
+ *
+ * A stream this process knows (CommandBatcher.remembered: read or written by it lately) is decided
+ * on without reading it, when the decision appends to it: the write confirms it, by the
+ * compare-and-set and by a check that the stream still ends with the event remembered last
+ * (`gantry_expect_stream_heads`: a stream that became shorter would otherwise get a gap). A decision
+ * that fails either, or that appends nothing to a remembered stream, is made again on reads
+ * (docs/architecture.md, "Streams this process wrote, not read at all").
  *
  * Returns FULL_PATH when the command must take the full path instead: an inline projection reads in
  * the transaction, an append is at any version, a stream is read after an append that did not read
@@ -157,14 +199,26 @@ export async function executeInOneMessage<R>(
   options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions; reads?: string[] },
   handler: (work: StreamWork) => Promise<R>,
 ): Promise<ExecuteResult<R> | typeof FULL_PATH> {
+  // Streams this process knows are decided on without reading them, until a decision on them could
+  // not be confirmed by its write; from then on this command reads.
+  let trustMemory = true;
   for (let attempt = 1; ; attempt++) {
     const now = context.now();
-    const work = new OneMessageWork(context, options.metadata, options.idempotency, options.reads ?? [], now);
+    const work = new OneMessageWork(context, options.metadata, options.idempotency, options.reads ?? [], now, trustMemory);
+    /** The decision rested on remembered streams: it is made again on reads, and that is not an attempt of its own. */
+    const onReads = () => {
+      trustMemory = false;
+      attempt -= 1;
+    };
     let result: R;
     try {
       result = await handler(work);
     } catch (error) {
       if (error instanceof NeedsTransaction) return FULL_PATH;
+      if (work.fromMemory.size > 0) {
+        onReads();
+        continue;
+      }
       if (isRetryable(error) && attempt < context.maxAttempts) {
         await context.pause(attempt);
         continue;
@@ -172,6 +226,10 @@ export async function executeInOneMessage<R>(
       // A refusal is an answer: stored so that a retry gets the same one (or the earlier answer under the key).
       if (!options.idempotency || !(error instanceof GantryError) || isRetryable(error)) throw error;
       return context.refuse<R>(options.idempotency, error);
+    }
+    if (!work.confirmedByItsWrite) {
+      onReads();
+      continue;
     }
     const statements: Statement[] = [];
     const writer: SqlWriter = {
@@ -187,8 +245,10 @@ export async function executeInOneMessage<R>(
       throw error;
     }
     const events = work.appended;
+    const heads = work.heads();
     const writes = [
       ...(options.idempotency ? [receiptInsert(options.idempotency, result, now, context.receiptTtlMs)] : []),
+      ...(heads.length > 0 ? [{ text: EXPECT_STREAM_HEADS, values: [jsonRows(heads)] }] : []),
       ...(events.length > 0 ? [eventsInsert(events, work.json)] : []),
       ...statements,
     ];
@@ -196,13 +256,22 @@ export async function executeInOneMessage<R>(
     try {
       const results = await context.batcher.writes.load(writes);
       if (events.length > 0) {
-        const positions = new Map((results[options.idempotency ? 1 : 0]!.rows as Array<{ event_id: string; position: string }>).map((r) => [r.event_id, Number(r.position)]));
+        const inserted = (options.idempotency ? 1 : 0) + (heads.length > 0 ? 1 : 0);
+        const positions = new Map((results[inserted]!.rows as Array<{ event_id: string; position: string }>).map((r) => [r.event_id, Number(r.position)]));
         for (const event of events) event.position = positions.get(event.eventId)!;
       }
+      work.rememberWritten(context.batcher);
       return { result, replayed: false, events };
     } catch (error) {
       const { code, constraint } = error as { code?: string; constraint?: string };
       if (code === '23505' && constraint === 'idempotency_receipts_pkey') return FULL_PATH;
+      const moved = code === STREAM_HEAD_MOVED || (code === '23505' && constraint === 'events_stream_version_unique');
+      if (moved && work.fromMemory.size > 0) {
+        // A stream moved on since this process knew it (another writer, or a log rebuilt under it).
+        if (code === STREAM_HEAD_MOVED) for (const id of work.fromMemory) context.batcher.forget(id);
+        onReads();
+        continue;
+      }
       if (code !== '23505' || constraint !== 'events_stream_version_unique') throw error;
       if (attempt >= context.maxAttempts) throw new GantryError(ErrorCode.VERSION_CONFLICT, 'a stream was appended to concurrently', {});
       await context.pause(attempt);
@@ -243,6 +312,8 @@ function pendingEvents(
     })),
   };
 }
+
+const EXPECT_STREAM_HEADS = `SELECT gantry_expect_stream_heads($1::jsonb)`;
 
 const RECEIPT_INSERT = `INSERT INTO idempotency_receipts (scope, key, request_hash, result, expires_at)
     SELECT r.scope, r.key, r.request_hash, r.result, r.expires_at
