@@ -29,6 +29,11 @@ export class CommandBatcher {
 
   /** The streams read lately, as far as they were read (see readStreams). */
   private readonly streams = new LRUCache<string, StoredEvent[]>({ max: REMEMBERED_STREAMS });
+  /**
+   * How often lately a read found a remembered stream moved on (a moving average over the reads of
+   * remembered streams): another writer — a second replica serving the same jobs — writes them.
+   */
+  private movedOnRate = 0;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -51,6 +56,18 @@ export class CommandBatcher {
   remembered(streamId: string): StoredEvent[] | undefined {
     const events = this.streams.get(streamId);
     return events ? [...events] : undefined;
+  }
+
+  /**
+   * Whether commands should decide on remembered streams: while reads rarely find one moved on. Where
+   * another writer often moves them on (replicas taking turns on the same jobs), a decision on memory
+   * would often fail its write — and with it the batch it shares, whose members are then sent one by
+   * one — so commands read, as they would without a memory, until the reads show the streams staying
+   * put again. A race of two commands of this process on one stream does not count: the loser reads
+   * the stream as the winner left it.
+   */
+  get memoryTrusted(): boolean {
+    return this.movedOnRate < TRUST_MEMORY_BELOW;
   }
 
   /** A stream as a command of this process committed it (its events with their positions). */
@@ -115,8 +132,13 @@ export class CommandBatcher {
     ids.forEach((id, i) => {
       const before = known[i]!;
       const after = later.get(id) ?? [];
-      if (before.length === 0) byStream.set(id, after.map(toStoredEvent));
-      else if (after[0]?.event_id === before[before.length - 1]!.eventId) byStream.set(id, [...before, ...after.slice(1).map(toStoredEvent)]);
+      if (before.length === 0) {
+        byStream.set(id, after.map(toStoredEvent));
+        return;
+      }
+      const startsAsRemembered = after[0]?.event_id === before[before.length - 1]!.eventId;
+      this.movedOnRate += ((startsAsRemembered && after.length === 1 ? 0 : 1) - this.movedOnRate) / MOVED_ON_WINDOW;
+      if (startsAsRemembered) byStream.set(id, [...before, ...after.slice(1).map(toStoredEvent)]);
       else unsure.push(id);
     });
     if (unsure.length > 0) {
@@ -210,6 +232,12 @@ export const READ_STREAMS_AFTER = `SELECT e.* FROM unnest($1::text[], $2::int[])
  * in flight, some megabytes. A stream forgotten is read whole again, nothing more.
  */
 const REMEMBERED_STREAMS = 5_000;
+
+/** Reads of remembered streams the moving average of those found moved on spans, about. */
+const MOVED_ON_WINDOW = 128;
+
+/** Commands decide on memory while fewer than this share of the reads of remembered streams found them moved on. */
+const TRUST_MEMORY_BELOW = 0.005;
 
 /** Commands in one batch at most: larger batches would make their last member wait for the others' work. */
 const MAX_BATCH = 64;

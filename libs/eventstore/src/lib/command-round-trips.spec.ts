@@ -175,6 +175,35 @@ describe('a command in few round trips', () => {
     expect((await pool.query('SELECT stream_version FROM events WHERE stream_id = $1 ORDER BY 1', [id])).rows.map((r) => r.stream_version)).toEqual([1, 2, 3, 4]);
   });
 
+  it('where another writer keeps moving its streams on, commands read them rather than decide on memory; once the streams stay put, memory is trusted again', async () => {
+    const mine = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 1 }), schema, inlineProjections: [counters] });
+    try {
+      const add = incrementOn(() => mine, 'test.turns');
+      const theirs = incrementOn(() => elsewhere, 'test.turns');
+      /** The messages of one command of mine, but the PREPAREs a connection sends the first time it meets a statement. */
+      const sentBy = async (work: () => Promise<unknown>) => (await messages(work)).filter((m) => !m.startsWith('PREPARE')).length;
+      const id = `c-${randomUUID()}`;
+      await add(id, 1);
+      await add(id, 1);
+      // Taking turns (as two replicas serving one job would): the first of mine decides on memory and
+      // its write fails (a message sent for nothing, and in a batch all its members sent again).
+      await theirs(id, 1);
+      expect(await sentBy(() => add(id, 1))).toBe(3); // the write that failed, the read, the write
+      // Its read found the stream moved on: from then on it reads first.
+      for (let turn = 0; turn < 3; turn++) {
+        await theirs(id, 1);
+        expect(await sentBy(() => add(id, 1))).toBe(2);
+      }
+      // The other writer stops; the reads find the streams where they were left, and memory is trusted again.
+      let commands = 0;
+      while ((await sentBy(() => add(id, 1))) === 2) if (++commands > 2_000) throw new Error('memory was never trusted again');
+      expect(await sentBy(() => add(id, 1))).toBe(1);
+      expect((await pool.query('SELECT max(stream_version)::int AS v, count(*)::int AS n FROM events WHERE stream_id = $1', [id])).rows[0]).toEqual({ v: commands + 12, n: commands + 12 });
+    } finally {
+      await mine.pool.end();
+    }
+  });
+
   it('a connection prepares each statement of the one-message write once, in a message of its own', async () => {
     const fresh = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 1 }), schema, inlineProjections: [counters] });
     const sent: string[] = [];

@@ -201,7 +201,7 @@ export async function executeInOneMessage<R>(
 ): Promise<ExecuteResult<R> | typeof FULL_PATH> {
   // Streams this process knows are decided on without reading them, until a decision on them could
   // not be confirmed by its write; from then on this command reads.
-  let trustMemory = true;
+  let trustMemory = context.batcher.memoryTrusted;
   for (let attempt = 1; ; attempt++) {
     const now = context.now();
     const work = new OneMessageWork(context, options.metadata, options.idempotency, options.reads ?? [], now, trustMemory);
