@@ -169,10 +169,11 @@ class OneMessageWork implements StreamWork {
  * A command in two round trips (one, on a stream this process knows) with no transaction held open
  * while Node works on it: its reads go to the log as it is (no transaction, and batched with other
  * commands' reads), its appends are kept, and when the handler is done everything it writes goes to
- * PostgreSQL as one simple-protocol message — the receipt with its answer, the events at the versions that follow what was read, their
- * outbox rows, and the inline projections' rows. PostgreSQL runs a message of several statements as
- * one implicit transaction, so they commit together or not at all, as on the full path; a message
- * may also carry other commands' writes (CommandBatcher).
+ * PostgreSQL as one simple-protocol message — the receipt with its answer, the events at the
+ * versions that follow what was read, their outbox rows, and the inline projections' rows.
+ * PostgreSQL runs a message of several statements as one implicit transaction, so they commit
+ * together or not at all, as on the full path; a message may also carry other commands' writes
+ * (CommandBatcher).
  *
  * The compare-and-set is the unique (stream_id, stream_version) constraint: events are written at
  * the versions after the ones read, so a writer that appended in between makes the message fail
