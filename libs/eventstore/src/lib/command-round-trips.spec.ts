@@ -166,6 +166,17 @@ describe('a command in few round trips', () => {
     expect(read.result).toEqual([1, 1, 100]);
   });
 
+  it('a refusal decided on a remembered stream is made again on a read before it is stored', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    await increment(id, 1);
+    const key = randomUUID();
+    const sent = await messages(() => expect(increment(id, 0, key)).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION }));
+    expect(sent.filter((m) => m.includes('unnest($1::text[], $2::int[])'))).toHaveLength(1);
+    expect(await receiptOf(key)).toMatchObject({ ok: false });
+    expect(await eventsOf(id)).toBe(2);
+  });
+
   it('a decision on a remembered stream that another writer moved on is made again on a read, as a fresh attempt', async () => {
     const id = `c-${randomUUID()}`;
     await increment(id, 1);
