@@ -1,8 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
-import { enqueueJob } from '@gantry/contracts';
+import { claimJob, enqueueJob, logImplementation, startJob } from '@gantry/contracts';
 import { JobServiceStateCompression1780272000000 } from '../src/infrastructure/migrations.js';
-import { createWorld, key, registerProducts, startInProcess, type TestWorld } from './harness.js';
+import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
 /** How the views' rows are stored (docs/architecture.md, "What a command costs": rows written cheaply). */
 describe('storage of the job service views', () => {
@@ -55,5 +55,35 @@ describe('storage of the job service views', () => {
     await migration.up(runner);
     const method = lz4 ? 'l' : 'p'; // a server without lz4 keeps what it had
     expect(await stateCompression()).toEqual({ jobs: method, products: method, sprint_runs: method });
+  });
+
+  /** The page of the jobs view each job's row is on (the block of its ctid). */
+  const pages = async (jobIds: string[]) => {
+    const { rows } = await world.db.query<{ job_id: string; page: string }>(`SELECT job_id, (ctid::text::point)[0]::text AS page FROM jobs WHERE job_id = ANY($1)`, [jobIds]);
+    return Object.fromEntries(rows.map((r) => [r.job_id, r.page]));
+  };
+
+  it("a story-log entry rewrites its job's row on the row's own page, not through the indexes", async () => {
+    // Enough running jobs to fill several pages: with full pages (the default fill factor) most of
+    // these rewrites had to move to another page, and every index took an entry for the new place.
+    const runnerId = 'runner-storage';
+    const leases = [];
+    for (let i = 0; i < 24; i++) {
+      const { jobId } = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-s', taskId: `T-page-${i}`, prompt: 'Implement it', idempotencyKey: key('enqueue') });
+      const claim = await world.client.request(claimJob, { runnerId, kinds: ['TASK_IMPLEMENTATION'], jobId, baseSha: sha('b'), idempotencyKey: key('claim') });
+      if (!claim.claimed) throw new Error(`job ${jobId} was not claimed`);
+      const lease = { jobId, runnerId, leaseToken: claim.job.leaseToken };
+      await world.client.request(startJob, { ...lease, branch: 'feat/pages', idempotencyKey: key('start') });
+      leases.push(lease);
+    }
+    const jobIds = leases.map((l) => l.jobId);
+    const before = await pages(jobIds);
+    expect(new Set(Object.values(before)).size).toBeGreaterThan(2);
+    for (const lease of leases) await world.client.request(logImplementation, { ...lease, summary: 'plan made', plan: 'plan', idempotencyKey: key('log') });
+    expect(await pages(jobIds)).toEqual(before);
+    const { rows } = await world.db.query<{ fillfactor: string }>(
+      `SELECT option_value AS fillfactor FROM pg_options_to_table((SELECT reloptions FROM pg_class WHERE oid = 'jobs'::regclass)) WHERE option_name = 'fillfactor'`,
+    );
+    expect(rows).toEqual([{ fillfactor: '50' }]);
   });
 });

@@ -118,4 +118,30 @@ export class JobServiceQueueIndex1780358400000 implements MigrationInterface {
   }
 }
 
-export const jobServiceMigrations = [JobServiceViews1764547200000, JobServiceProducts1767225600000, JobServiceStateCompression1780272000000, JobServiceQueueIndex1780358400000];
+/**
+ * Room on each page of the jobs view for its rows' next versions. A job's row is rewritten by every
+ * command on it; when the new version fits on the row's page and no indexed column changed (a
+ * story-log entry), PostgreSQL writes it there without touching the view's nine
+ * indexes (a heap-only tuple). Full pages, the default, left most such rewrites to go through
+ * every index. Rows added from now on get the room; pages already written stay as they are
+ * (docs/architecture.md, "Rows rewritten in place").
+ */
+export class JobServiceViewsFillFactor1781100000000 implements MigrationInterface {
+  name = 'JobServiceViewsFillFactor1781100000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE jobs SET (fillfactor = 50)`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE jobs RESET (fillfactor)`);
+  }
+}
+
+export const jobServiceMigrations = [
+  JobServiceViews1764547200000,
+  JobServiceProducts1767225600000,
+  JobServiceStateCompression1780272000000,
+  JobServiceQueueIndex1780358400000,
+  JobServiceViewsFillFactor1781100000000,
+];
