@@ -1,7 +1,9 @@
 import type { INestApplication } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { claimJob, enqueueJob, logImplementation, startJob } from '@gantry/contracts';
+import { rebuildProjections, EventStore } from '@gantry/eventstore';
 import { JobServiceStateCompression1780272000000 } from '../src/infrastructure/migrations.js';
+import { jobServiceProjections } from '../src/infrastructure/projections.js';
 import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
 /** How the views' rows are stored (docs/architecture.md, "What a command costs": rows written cheaply). */
@@ -85,5 +87,23 @@ describe('storage of the job service views', () => {
       `SELECT option_value AS fillfactor FROM pg_options_to_table((SELECT reloptions FROM pg_class WHERE oid = 'jobs'::regclass)) WHERE option_name = 'fillfactor'`,
     );
     expect(rows).toEqual([{ fillfactor: '50' }]);
+  });
+
+  it('a rebuild writes the jobs view packed, and keeps the room for the rows added after it', async () => {
+    const fillFactor = async () =>
+      (
+        await world.db.query<{ fillfactor: string }>(
+          `SELECT option_value AS fillfactor FROM pg_options_to_table((SELECT reloptions FROM pg_class WHERE oid = 'jobs'::regclass)) WHERE option_name = 'fillfactor'`,
+        )
+      ).rows;
+    await rebuildProjections(app.get(EventStore), jobServiceProjections);
+    // The bytes of rows (each with its header and pointer) on each page: with the room kept, none
+    // would hold more than half a page.
+    const { rows } = await world.db.query<{ bytes: number }>(
+      `SELECT sum(pg_column_size(jobs.*) + 28)::int AS bytes FROM jobs GROUP BY (ctid::text::point)[0] ORDER BY 1 DESC`,
+    );
+    expect(rows.length).toBeGreaterThan(3);
+    expect(rows.filter((page) => page.bytes > 4096).length).toBeGreaterThanOrEqual(rows.length - 1);
+    expect(await fillFactor()).toEqual([{ fillfactor: '50' }]);
   });
 });
