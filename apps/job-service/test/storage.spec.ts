@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { claimJob, enqueueJob, logImplementation, startJob } from '@gantry/contracts';
-import { rebuildProjections, EventStore } from '@gantry/eventstore';
+import { rebuildProjections, EventStore, type Projection } from '@gantry/eventstore';
 import { JobServiceStateCompression1780272000000 } from '../src/infrastructure/migrations.js';
 import { jobServiceProjections } from '../src/infrastructure/projections.js';
 import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
@@ -104,6 +104,12 @@ describe('storage of the job service views', () => {
     );
     expect(rows.length).toBeGreaterThan(3);
     expect(rows.filter((page) => page.bytes > 4096).length).toBeGreaterThanOrEqual(rows.length - 1);
+    expect(await jobsFillFactor()).toBe('50');
+  });
+
+  it('a rebuild that fails leaves the jobs view with its room, as it was', async () => {
+    const failing: Projection = { name: 'failing', tables: [], types: ['JobEnqueued'], apply: () => Promise.reject(new Error('the projection failed')) };
+    await expect(rebuildProjections(app.get(EventStore), [...jobServiceProjections, failing])).rejects.toThrow('the projection failed');
     expect(await jobsFillFactor()).toBe('50');
   });
 });
