@@ -7,20 +7,18 @@ const AGAIN = Symbol('again');
 type PickRequest = { kinds: readonly string[]; passed: readonly string[] };
 
 /**
- * The oldest `$3` queued jobs of the kinds `$1`, but those in `$2`. Each kind is read on its own,
- * oldest first, from the queue's index (kind, enqueue_position, job_id: all the read needs) and only
- * as far as it needs; the kinds' picks are then merged. Asked for all the kinds at once, PostgreSQL
- * cannot read that index in order across them: it reads every queued job of those kinds and sorts
- * them, or walks the listing index in enqueue order through every finished job before the queue —
- * on every claim, at a cost that grows with the queue or with the history.
+ * The oldest `$3` queued jobs of the kinds `$1`, but those in `$2`: `gantry_pick_queued`, a function
+ * the job service's migrations add (`JobServiceQueuePick…`). Each kind is read on its own, oldest
+ * first, from the queue's index (kind, enqueue_position, job_id: all the read needs) and only as far
+ * as it needs; the kinds' picks are then merged. Asked for all the kinds at once, PostgreSQL cannot
+ * read that index in order across them: it reads every queued job of those kinds and sorts them, or
+ * walks the listing index in enqueue order through every finished job before the queue — on every
+ * claim, at a cost that grows with the queue or with the history. The function runs with
+ * incremental sorts off, which keeps PostgreSQL from that walk whatever the table's size.
  */
 export const PICK = {
   name: 'gantry_pick_queued',
-  text: `SELECT q.job_id FROM unnest(ARRAY(SELECT DISTINCT unnest($1::text[]))) AS k(kind)
-           CROSS JOIN LATERAL (SELECT job_id, enqueue_position FROM jobs
-                                WHERE status = 'QUEUED' AND kind = k.kind AND NOT (job_id = ANY($2::text[]))
-                                ORDER BY enqueue_position, job_id LIMIT $3) AS q
-          ORDER BY q.enqueue_position LIMIT $3`,
+  text: `SELECT job_id FROM gantry_pick_queued($1::text[], $2::text[], $3::integer) AS job_id`,
 };
 
 /**

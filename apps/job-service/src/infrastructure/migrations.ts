@@ -119,6 +119,37 @@ export class JobServiceQueueIndex1780358400000 implements MigrationInterface {
 }
 
 /**
+ * The claim's pick as a function of the schema (`gantry_pick_queued(kinds, passed, wanted)`, see
+ * ClaimPicker): the oldest `wanted` queued jobs of the kinds, but those passed, each kind read oldest
+ * first from the queue's index and only as far as needed, then merged. It runs with incremental
+ * sorts off. The queue's index gives each kind's jobs in the order asked; the listing index gives
+ * them in enqueue order but not by job id within a position, which an incremental sort would add.
+ * PostgreSQL prices a walk of the listing index as if the queued jobs were spread evenly among the
+ * finished ones, so on some table sizes it took that walk and read every finished job before the
+ * queue (docs/jobs.md, "Claims"). Without incremental sorts that walk has to sort the kind's whole
+ * queue before answering, and is never the cheaper plan.
+ */
+export class JobServiceQueuePick1781050000000 implements MigrationInterface {
+  name = 'JobServiceQueuePick1781050000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      CREATE FUNCTION gantry_pick_queued(kinds text[], passed text[], wanted integer) RETURNS SETOF text
+        LANGUAGE sql STABLE SET enable_incremental_sort = off AS $$
+          SELECT q.job_id FROM unnest(ARRAY(SELECT DISTINCT unnest(kinds))) AS k(kind)
+            CROSS JOIN LATERAL (SELECT job_id, enqueue_position FROM jobs
+                                 WHERE status = 'QUEUED' AND kind = k.kind AND NOT (job_id = ANY(passed))
+                                 ORDER BY enqueue_position, job_id LIMIT wanted) AS q
+           ORDER BY q.enqueue_position LIMIT wanted
+        $$`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP FUNCTION IF EXISTS gantry_pick_queued(text[], text[], integer)`);
+  }
+}
+
+/**
  * Room on each page of the jobs view for its rows' next versions. A job's row is rewritten by every
  * command on it; when the new version fits on the row's page and no indexed column changed (a
  * story-log entry), PostgreSQL writes it there without touching the view's nine
@@ -143,5 +174,6 @@ export const jobServiceMigrations = [
   JobServiceProducts1767225600000,
   JobServiceStateCompression1780272000000,
   JobServiceQueueIndex1780358400000,
+  JobServiceQueuePick1781050000000,
   JobServiceViewsFillFactor1781100000000,
 ];
