@@ -2,7 +2,7 @@ import { migrate } from '@gantry/eventstore';
 import { testDatabaseUrl } from '@gantry/testing';
 import { PICK } from '../src/application/claim-picker.js';
 import type { QueryRunner } from 'typeorm';
-import { JobServiceQueueIndex1780358400000, jobServiceMigrations } from '../src/infrastructure/migrations.js';
+import { JobServiceQueueIndex1780358400000, JobServiceQueuePick1781050000000, jobServiceMigrations } from '../src/infrastructure/migrations.js';
 import { createWorld, type TestWorld } from './harness.js';
 
 /** The statement a claim picks its job with, on a long history and a deep queue (docs/jobs.md, "Claims"). */
@@ -78,6 +78,16 @@ describe('the claim pick on a deep queue', () => {
     expect(await pick(['REVIEW', 'TASK_IMPLEMENTATION'], ['job-40001'], 4)).toEqual(answer);
     await migration.up(runner);
     expect(await indexDefinition()).toMatch(/\(kind, enqueue_position, job_id\) WHERE/);
+    expect(await pick(['REVIEW', 'TASK_IMPLEMENTATION'], ['job-40001'], 4)).toEqual(answer);
+  });
+
+  it('the pick function migration reverts (the pick then has no function to call) and applies again', async () => {
+    const runner = { query: async (sql: string, params?: unknown[]) => (await world.db.query(sql, params)).rows } as unknown as QueryRunner;
+    const migration = new JobServiceQueuePick1781050000000();
+    const answer = await pick(['REVIEW', 'TASK_IMPLEMENTATION'], ['job-40001'], 4);
+    await migration.down(runner);
+    await expect(pick(['REVIEW'], [], 1)).rejects.toThrow(/gantry_pick_queued/);
+    await migration.up(runner);
     expect(await pick(['REVIEW', 'TASK_IMPLEMENTATION'], ['job-40001'], 4)).toEqual(answer);
   });
 });

@@ -152,10 +152,10 @@ export class JobServiceQueuePick1781050000000 implements MigrationInterface {
 /**
  * Room on each page of the jobs view for its rows' next versions. A job's row is rewritten by every
  * command on it; when the new version fits on the row's page and no indexed column changed (a
- * story-log entry), PostgreSQL writes it there without touching the view's nine
- * indexes (a heap-only tuple). Full pages, the default, left most such rewrites to go through
- * every index. Rows added from now on get the room; pages already written stay as they are
- * (docs/architecture.md, "Rows rewritten in place").
+ * story-log entry), PostgreSQL writes it there without touching the view's nine indexes (a
+ * heap-only tuple). Full pages, the default, left most such rewrites to go through every index.
+ * Rows added from now on get the room; pages already written stay as they are (docs/architecture.md,
+ * "Rows rewritten in place").
  */
 export class JobServiceViewsFillFactor1781100000000 implements MigrationInterface {
   name = 'JobServiceViewsFillFactor1781100000000';
