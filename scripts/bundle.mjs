@@ -15,6 +15,8 @@
 import { writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
+import { parse } from 'acorn';
+import * as walk from 'acorn-walk';
 import { build } from 'esbuild';
 
 const entry = process.argv[2];
@@ -60,7 +62,48 @@ const result = await build({
 });
 const [output] = result.outputFiles;
 if (!output || result.outputFiles.length !== 1) throw new Error(`esbuild wrote ${result.outputFiles.length} files for ${entry}, expected one`);
-writeFileSync(input, output.contents);
+writeFileSync(input, cheapNames(output.text));
+/**
+ * keepNames makes esbuild wrap every named function and class in its `__name(fn, "name")` where it
+ * is created, so that one renamed to avoid a clash in the bundle (two modules' `Client`) keeps its
+ * name: class names are read (NestJS, TypeORM, error names) and function names show in stack
+ * traces. But a closure made per call (most of a command's handling) then costs an
+ * Object.defineProperty each time: the job service took about 7% more CPU per job bundled than
+ * unbundled. So, keeping every name as it would be unbundled:
+ * - a function expression whose name JavaScript gives it anyway, the same as esbuild's
+ *   (`const claimOne = () => …`, `claimOne = () => …`, `{ reply: () => … }`, a class field), is
+ *   unwrapped;
+ * - `__name` itself leaves alone a function or class that already has the name (a nested
+ *   `function f() {}` that was not renamed), and renames only one that was.
+ * esbuild is pinned; a helper of another shape fails the build here.
+ */
+function cheapNames(code) {
+  const helper = 'var __name = (target, value) => __defProp(target, "name", { value, configurable: true });';
+  if (!code.includes(helper)) throw new Error(`esbuild's __name helper is not the one scripts/bundle.mjs knows: see cheapNames`);
+  const cuts = []; // [start, end) ranges to drop
+  const unwrap = (call, name) => {
+    if (call?.type !== 'CallExpression' || call.callee.type !== 'Identifier' || call.callee.name !== '__name') return;
+    const [fn, label] = call.arguments;
+    const anonymous = fn && (fn.type === 'ArrowFunctionExpression' || (fn.type === 'FunctionExpression' && !fn.id));
+    if (!anonymous || label?.type !== 'Literal' || label.value !== name) return;
+    cuts.push([call.start, fn.start], [fn.end, call.end]); // `__name(` and `, "name")`
+  };
+  walk.simple(parse(code, { ecmaVersion: 'latest', sourceType: 'module' }), {
+    VariableDeclarator: (node) => node.id.type === 'Identifier' && unwrap(node.init, node.id.name),
+    AssignmentExpression: (node) => node.operator === '=' && node.left.type === 'Identifier' && unwrap(node.right, node.left.name),
+    Property: (node) => !node.computed && node.key.type === 'Identifier' && !node.method && unwrap(node.value, node.key.name),
+    PropertyDefinition: (node) => !node.computed && node.key.type === 'Identifier' && unwrap(node.value, node.key.name),
+  });
+  let out = '';
+  let at = 0;
+  for (const [start, end] of cuts.sort((a, b) => a[0] - b[0])) {
+    out += code.slice(at, start);
+    at = end;
+  }
+  out += code.slice(at);
+  return out.replace(helper, 'var __name = (target, value) => target.name === value ? target : __defProp(target, "name", { value, configurable: true });');
+}
+
 const modules = Object.keys(result.metafile.inputs).length;
 const external = [...new Set(Object.values(result.metafile.outputs).flatMap((o) => o.imports.filter((i) => i.external && !i.path.startsWith('node:') && !builtinModules.includes(i.path)).map((i) => i.path)))];
 console.log(`bundled ${entry}: ${modules} modules, ${(output.contents.length / 1e6).toFixed(1)} MB${external.length ? `; left to run time: ${external.sort().join(', ')}` : ''}`);

@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
 import path from 'node:path';
 import { build } from 'esbuild';
@@ -47,5 +49,43 @@ describe.each(apps)('%s: dist/main.js', (app) => {
     // Read, not vacuous: a bundle imports Node's modules at its top.
     expect(imports.filter((i) => i.kind === 'import-statement' && builtin(i.path)).length).toBeGreaterThan(0);
     expect(fromDisk.every((i) => i.kind === 'dynamic-import' || i.kind === 'require-call')).toBe(true);
+  });
+});
+
+describe('scripts/bundle.mjs', () => {
+  const repositoryRoot = path.resolve(path.dirname(appEntry('job-service')), '../../..');
+  let dir: string;
+  beforeAll(() => {
+    // Inside the repository, so that the fixture's packages resolve from its node_modules.
+    dir = mkdtempSync(path.join(repositoryRoot, 'tools/system-tests/bundle-fixture-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('keeps every name as it is unbundled, with no renaming left in a function that runs per call', async () => {
+    const entry = path.join(dir, 'main.js');
+    writeFileSync(
+      entry,
+      [
+        // Classes whose names clash in a bundle (esbuild renames them: Client2, DataSource2, …).
+        "import pg from 'pg';",
+        "import { DataSource } from 'typeorm';",
+        "import { JetStreamApiError } from '@nats-io/jetstream';",
+        'const arrow = () => 1;',
+        'let assigned; assigned = () => 2;',
+        'const object = { reply: (d) => d };',
+        'class Fields { field = () => 3; static made = () => 4; }',
+        "function outer() { const claimOne = (id) => { throw new Error('x' + id); }; function inner() {} return [claimOne, inner]; }",
+        'const [perCall, nested] = outer();',
+        'let frame = null;',
+        "try { perCall(1); } catch (error) { frame = error.stack.split('\\n')[1].trim().split(' ')[1]; }",
+        'console.log(JSON.stringify([pg.Client.name, DataSource.name, JetStreamApiError.name, arrow.name, assigned.name, object.reply.name, new Fields().field.name, Fields.made.name, Fields.name, perCall.name, nested.name, frame]));',
+      ].join('\n'),
+    );
+    execFileSync(process.execPath, [path.join(repositoryRoot, 'scripts/bundle.mjs'), entry], { cwd: repositoryRoot });
+    const bundle = readFileSync(entry, 'utf8');
+    expect(bundle).toContain('var DataSource2 = class'); // a clash was renamed, so the names below are kept, not left
+    expect(bundle).toMatch(/const claimOne = (\/\* @__PURE__ \*\/ )?\(id\d*\) =>/); // not wrapped in __name
+    const names = JSON.parse(execFileSync(process.execPath, [entry], { encoding: 'utf8' })) as string[];
+    expect(names).toEqual(['Client', 'DataSource', 'JetStreamApiError', 'arrow', 'assigned', 'reply', 'field', 'made', 'Fields', 'claimOne', 'inner', 'claimOne']);
   });
 });
