@@ -31,9 +31,12 @@ async function importsOf(file: string): Promise<Array<{ path: string; kind: stri
 
 const builtin = (specifier: string) => specifier.startsWith('node:') || builtinModules.includes(specifier.split('/')[0]!);
 
-describe.each(apps)('%s: dist/main.js', (app) => {
+const repositoryRoot = path.resolve(path.dirname(appEntry('job-service')), '../../..');
+// Each app's entry, and the runner's stand-in agent (started once per job where no claude is installed).
+const bundled = [...apps.map((app) => appEntry(app)), path.join(path.dirname(appEntry('runner')), 'stand-in-agent/main.js')];
+
+describe.each(bundled.map((entry) => [path.relative(repositoryRoot, entry), entry]))('%s', (_name, entry) => {
   it('is one bundle: at run time it imports only Node modules and packages that are not installed', async () => {
-    const entry = appEntry(app);
     const imports = await importsOf(entry);
     const fromDisk = imports.filter((i) => !builtin(i.path));
     const require = createRequire(entry);
@@ -53,7 +56,6 @@ describe.each(apps)('%s: dist/main.js', (app) => {
 });
 
 describe('scripts/bundle.mjs', () => {
-  const repositoryRoot = path.resolve(path.dirname(appEntry('job-service')), '../../..');
   let dir: string;
   beforeAll(() => {
     // Inside the repository, so that the fixture's packages resolve from its node_modules.
