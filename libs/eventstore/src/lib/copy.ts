@@ -88,13 +88,19 @@ export async function copyIn(client: pg.PoolClient, table: string, columns: read
   await pipeline(Readable.from(lines(columns, rows)), stream);
 }
 
-/** The rows as COPY text, in chunks of about 1 MB. */
+/**
+ * The rows as COPY text, in chunks of about 16 KB. A chunk is built by concatenation and turned into
+ * bytes when it is written (flattened, then encoded as UTF-8): small enough to stay in the CPU's
+ * cache while that happens. With chunks of 1 MB that step took an eighth of a rebuild's time in Node.
+ */
+const CHUNK_CHARS = 1 << 14;
+
 function* lines(columns: readonly string[], rows: Iterable<Readonly<Record<string, CopyValue>>>): Generator<string> {
   let chunk = '';
   for (const row of rows) {
     for (let i = 0; i < columns.length; i++) chunk += (i === 0 ? '' : '\t') + copyField(row[columns[i]!]);
     chunk += '\n';
-    if (chunk.length >= 1 << 20) {
+    if (chunk.length >= CHUNK_CHARS) {
       yield chunk;
       chunk = '';
     }
