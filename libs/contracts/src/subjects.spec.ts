@@ -1,3 +1,4 @@
+import { jobEventContracts } from './jobs/events.js';
 import {
   commandQueueGroup,
   commandSubject,
@@ -5,7 +6,10 @@ import {
   defaultNaming,
   dispatchStreamName,
   dispatchSubject,
+  eventBranch,
   eventFilter,
+  eventFilterFor,
+  eventStreamSubjects,
   eventSubject,
   eventSubjectPrefix,
   eventTypeOfSubject,
@@ -20,10 +24,32 @@ describe('subject and stream names', () => {
     expect(eventSubject(defaultNaming, 'jobs', 'JobClaimed', 'job-42')).toBe('gantry.jobs.evt.JobClaimed.job-42');
   });
 
+  it("names a job's story-log events on the log branch, gantry.jobs.log.<type>.<stream-id>, and the stream holds both branches", () => {
+    expect(eventSubject(defaultNaming, 'jobs', 'CommitLogged', 'job-42')).toBe('gantry.jobs.log.CommitLogged.job-42');
+    expect(eventSubject(defaultNaming, 'jobs', 'ImplementationLogged', 'job-42')).toBe('gantry.jobs.log.ImplementationLogged.job-42');
+    expect(eventSubject(defaultNaming, 'jobs', 'TestResultLogged', 'job-42')).toBe('gantry.jobs.log.TestResultLogged.job-42');
+    expect(eventFilter(defaultNaming, 'jobs', 'TestResultLogged')).toBe('gantry.jobs.log.TestResultLogged.>');
+    expect(eventStreamSubjects(defaultNaming, 'jobs')).toEqual(['gantry.jobs.evt.>', 'gantry.jobs.log.>']);
+    expect(eventStreamSubjects(defaultNaming, 'prs')).toEqual(['gantry.prs.evt.>']);
+    // Every type on the log branch is a job event: a renamed type would otherwise fall back to evt unnoticed.
+    const logTypes = jobEventContracts.map((c) => c.type).filter((type) => eventBranch('jobs', type) === 'log');
+    expect(logTypes.sort()).toEqual(['CommitLogged', 'ImplementationLogged', 'TestResultLogged']);
+  });
+
+  it('gives a durable consumer of some types the one filter subject that covers them: their branch, or the whole stream', () => {
+    expect(eventFilterFor(defaultNaming, 'jobs', ['JobEnqueued', 'JobFinished'])).toBe('gantry.jobs.evt.>');
+    expect(eventFilterFor(defaultNaming, 'jobs', ['JobEnqueued'])).toBe('gantry.jobs.evt.>');
+    expect(eventFilterFor(defaultNaming, 'jobs', ['CommitLogged', 'TestResultLogged'])).toBe('gantry.jobs.log.>');
+    expect(eventFilterFor(defaultNaming, 'jobs', ['JobFinished', 'CommitLogged'])).toBe('');
+    expect(eventFilterFor(defaultNaming, 'jobs', null)).toBe('');
+    expect(eventFilterFor(defaultNaming, 'prs', null)).toBe('gantry.prs.evt.>');
+  });
+
   it("reads an event subject's type back, and nothing from a subject that is not one of the context's events", () => {
     const test: Naming = { subjectRoot: 't_ab12.gantry', streamPrefix: 'T_AB12_' };
     const prefix = eventSubjectPrefix(test, 'jobs');
     expect(eventTypeOfSubject(prefix, eventSubject(test, 'jobs', 'JobClaimed', 'job-42'))).toBe('JobClaimed');
+    expect(eventTypeOfSubject(prefix, eventSubject(test, 'jobs', 'CommitLogged', 'job-42'))).toBe('CommitLogged');
     expect(eventTypeOfSubject(prefix, eventSubject(test, 'prs', 'JobClaimed', 'job-42'))).toBeNull();
     expect(eventTypeOfSubject(prefix, eventSubject(defaultNaming, 'jobs', 'JobClaimed', 'job-42'))).toBeNull();
     expect(eventTypeOfSubject(prefix, 't_ab12.gantry.jobs.evt.JobClaimed')).toBeNull();
@@ -31,7 +57,7 @@ describe('subject and stream names', () => {
     expect(eventTypeOfSubject(prefix, 't_ab12.gantry.jobs.cmd.claim_job')).toBeNull();
   });
 
-  it('filters all events of a context, or of one type', () => {
+  it('filters the events of a context (its evt branch), or of one type', () => {
     expect(eventFilter(defaultNaming, 'prs')).toBe('gantry.prs.evt.>');
     expect(eventFilter(defaultNaming, 'prs', 'PullRequestOpened')).toBe('gantry.prs.evt.PullRequestOpened.>');
   });

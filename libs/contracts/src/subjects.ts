@@ -45,8 +45,35 @@ export function streamName(naming: Naming, context: Context): string {
   return stream(`${naming.streamPrefix}${context.toUpperCase()}`);
 }
 
+/**
+ * A context's events go on one of two branches of its subjects: `evt`, and `log` for the types that
+ * come many times in a stream and that no other service acts on: a job's story log. NATS 2.9 gives
+ * a consumer one filter subject, so a consumer of some types is sent every event on the branch its
+ * filter names; with the story log on a branch of its own, a consumer of job lifecycle events is not
+ * sent (and does not acknowledge) every story-log entry (docs/architecture.md, "The bus").
+ */
+export type EventBranch = 'evt' | 'log';
+
+const LOG_BRANCH_TYPES: Record<Context, ReadonlySet<string>> = {
+  jobs: new Set(['ImplementationLogged', 'CommitLogged', 'TestResultLogged']),
+  workflow: new Set(),
+  prs: new Set(),
+  worktrees: new Set(),
+};
+
+/** The branch an event type's subjects are on. */
+export function eventBranch(context: Context, type: string): EventBranch {
+  return LOG_BRANCH_TYPES[context].has(type) ? 'log' : 'evt';
+}
+
+/** The branches a context's events are on. */
+export function eventBranches(context: Context): EventBranch[] {
+  return LOG_BRANCH_TYPES[context].size > 0 ? ['evt', 'log'] : ['evt'];
+}
+
+/** `<root>.<context>.<branch>.<type>.<stream-id>`, the branch being the type's (see eventBranch). */
 export function eventSubject(naming: Naming, context: Context, type: string, streamId: string): string {
-  return `${eventSubjectPrefix(naming, context)}${token(type, 'event type')}.${token(streamId, 'stream id')}`;
+  return `${eventSubjectPrefix(naming, context)}${eventBranch(context, token(type, 'event type'))}.${type}.${token(streamId, 'stream id')}`;
 }
 
 /**
@@ -56,20 +83,40 @@ export function eventSubject(naming: Naming, context: Context, type: string, str
  */
 export function eventTypeOfSubject(prefix: string, subject: string): string | null {
   if (!subject.startsWith(prefix)) return null;
-  const end = subject.indexOf('.', prefix.length);
-  return end > prefix.length ? subject.slice(prefix.length, end) : null;
+  const branchEnd = subject.indexOf('.', prefix.length);
+  if (branchEnd < 0) return null;
+  const branch = subject.slice(prefix.length, branchEnd);
+  if (branch !== 'evt' && branch !== 'log') return null;
+  const end = subject.indexOf('.', branchEnd + 1);
+  return end > branchEnd + 1 ? subject.slice(branchEnd + 1, end) : null;
 }
 
-/** What every event subject of a context starts with: its type token follows. */
+/** What every event subject of a context starts with: its branch, then its type, follow. */
 export function eventSubjectPrefix(naming: Naming, context: Context): string {
-  return `${root(naming)}.${context}.evt.`;
+  return `${root(naming)}.${context}.`;
 }
 
-/** All events of a context, or of one type in it. */
+/** The subjects of a context's event stream: each branch its events are on. */
+export function eventStreamSubjects(naming: Naming, context: Context): string[] {
+  return eventBranches(context).map((branch) => `${eventSubjectPrefix(naming, context)}${branch}.>`);
+}
+
+/** The events of one type (on its branch), or, without a type, the `evt` branch: every event of the context but its log. */
 export function eventFilter(naming: Naming, context: Context, type?: string): string {
   return type === undefined
-    ? `${root(naming)}.${context}.evt.>`
-    : `${root(naming)}.${context}.evt.${token(type, 'event type')}.>`;
+    ? `${eventSubjectPrefix(naming, context)}evt.>`
+    : `${eventSubjectPrefix(naming, context)}${eventBranch(context, token(type, 'event type'))}.${type}.>`;
+}
+
+/**
+ * The one filter subject of a durable consumer of these types of a context's events (null: all of
+ * them): the branch they are on, or '' (the whole stream) when they are on both. A consumer of
+ * lifecycle events so reads `evt` only, and is never sent the log.
+ */
+export function eventFilterFor(naming: Naming, context: Context, types: readonly string[] | null): string {
+  const branches = types === null ? eventBranches(context) : [...new Set(types.map((type) => eventBranch(context, type)))];
+  if (branches.length > 1) return '';
+  return `${eventSubjectPrefix(naming, context)}${branches[0] ?? 'evt'}.>`;
 }
 
 export function commandSubject(naming: Naming, context: Context, name: string): string {

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { commandSubject, contractRegistry, streamName, type Context } from '@gantry/contracts';
+import { commandSubject, contractRegistry, eventStreamSubjects, streamName, type Context } from '@gantry/contracts';
 import { apps, connectTestNats, startApp, testDatabaseUrl, testNaming, uniqueName, removeTestNamespace, type App, type RunningApp } from '@gantry/testing';
 
 const contextOf: Partial<Record<App, Context>> = {
@@ -45,7 +45,8 @@ describe.each(apps)('%s as a process', (app) => {
       const nc = await connectTestNats();
       const info = await (await jetstreamManager(nc)).streams.info(streamName(naming, context));
       await nc.close();
-      expect(info.config.subjects).toEqual([`${naming.subjectRoot}.${context}.evt.>`]);
+      expect(info.config.subjects).toEqual(eventStreamSubjects(naming, context));
+      expect(info.config.subjects).toContain(`${naming.subjectRoot}.${context}.evt.>`);
     });
 
     const commands = contractRegistry.commands().filter((c) => c.context === context);

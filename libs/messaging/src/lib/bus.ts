@@ -9,7 +9,7 @@ import {
   DiscardPolicy,
   JetStreamApiError,
 } from '@nats-io/jetstream';
-import { eventFilter, streamName, dispatchStreamName, type Context, type Naming } from '@gantry/contracts';
+import { eventStreamSubjects, streamName, dispatchStreamName, type Context, type Naming } from '@gantry/contracts';
 
 export interface StreamOptions {
   replicas?: number;
@@ -103,7 +103,7 @@ export class Bus {
   /** The context's event stream: limits retention, file storage. Creating it twice changes nothing. */
   async ensureEventStream(context: Context, options: StreamOptions = {}): Promise<string> {
     const name = streamName(this.naming, context);
-    await this.ensureStream(name, [eventFilter(this.naming, context)], RetentionPolicy.Limits, options);
+    await this.ensureStream(name, eventStreamSubjects(this.naming, context), RetentionPolicy.Limits, options);
     return name;
   }
 
@@ -117,7 +117,7 @@ export class Bus {
       await this.jsm.streams.info(name);
     } catch (error) {
       if (!isNotFound(error)) throw error;
-      await this.ensureStream(name, [eventFilter(this.naming, context)], RetentionPolicy.Limits, options);
+      await this.ensureStream(name, eventStreamSubjects(this.naming, context), RetentionPolicy.Limits, options);
     }
     return name;
   }

@@ -1,5 +1,5 @@
 import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type ConsumerMessages, type JsMsg, type MsgRequest } from '@nats-io/jetstream';
-import { eventFilter, streamName, type Context } from '@gantry/contracts';
+import { eventFilter, eventFilterFor, eventSubjectPrefix, streamName, type Context } from '@gantry/contracts';
 import { isNotFound, type Bus } from './bus.js';
 
 export interface ConsumerLogger {
@@ -91,6 +91,11 @@ export interface DurableReaderOptions {
   source: Context;
   /** One event type, or all of the context's events. (NATS 2.9 takes one filter subject per consumer.) */
   type?: string;
+  /**
+   * Without `type`: the types the consumer acts on (all when omitted). It reads the branch of the
+   * context's subjects they are on, or the whole stream when they are on both (eventFilterFor).
+   */
+  types?: readonly string[] | null;
   ackWaitMs?: number;
   logger: ConsumerLogger;
   /**
@@ -130,8 +135,10 @@ export class DurableReader {
     return streamName(this.options.bus.naming, this.options.source);
   }
 
+  /** The durable's filter subject; '' for the whole stream. */
   get filterSubject(): string {
-    return eventFilter(this.options.bus.naming, this.options.source, this.options.type);
+    const { bus, source, type, types } = this.options;
+    return type === undefined ? eventFilterFor(bus.naming, source, types ?? null) : eventFilter(bus.naming, source, type);
   }
 
   start(): void {
@@ -164,9 +171,9 @@ export class DurableReader {
     const stream = this.streamName;
     try {
       const info = await bus.jsm.consumers.info(stream, name);
-      if (info.config.filter_subject !== this.filterSubject) {
+      if ((info.config.filter_subject ?? '') !== this.filterSubject) {
         throw new Error(
-          `durable consumer ${name} on ${stream} reads ${info.config.filter_subject ?? 'every subject'}, not ${this.filterSubject}: two handlers may not share a durable name`,
+          `durable consumer ${name} on ${stream} reads ${info.config.filter_subject || 'every subject'}, not ${this.filterSubject || 'every subject'}: two handlers may not share a durable name`,
         );
       }
       return;
@@ -178,7 +185,7 @@ export class DurableReader {
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
       ...(await this.options.startAt?.()),
-      filter_subject: this.filterSubject,
+      ...(this.filterSubject ? { filter_subject: this.filterSubject } : {}),
       ack_wait: (this.options.ackWaitMs ?? 30_000) * 1_000_000,
       max_deliver: -1,
       max_ack_pending: 1000,
@@ -201,7 +208,8 @@ export class DurableReader {
     if (info.num_pending > 0) {
       // The first message for our subjects past what the server has delivered is the oldest not delivered.
       // The server (2.9+) takes next_by_subj on the stream API's message get; nats.js types it only for direct get.
-      const query = { seq: info.delivered.stream_seq + 1, next_by_subj: this.filterSubject } as unknown as MsgRequest;
+      const subjects = this.filterSubject || `${eventSubjectPrefix(bus.naming, this.options.source)}>`;
+      const query = { seq: info.delivered.stream_seq + 1, next_by_subj: subjects } as unknown as MsgRequest;
       const next = await bus.jsm.streams.getMessage(this.streamName, query).catch((error: unknown) => {
         if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound) return null; // delivered since the info was read
         throw error;

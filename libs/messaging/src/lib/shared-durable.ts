@@ -48,6 +48,10 @@ export class SharedDurable {
         get ackWaitMs() {
           return Math.min(...shared.members.map((m) => m.ackWaitMs));
         },
+        // The branches of the stream its members' types are on (all when one takes every type).
+        get types() {
+          return shared.members.some((m) => m.types === null) ? null : shared.members.flatMap((m) => [...m.types!]);
+        },
         startAt: () => this.startAt(),
       },
       (messages) => this.fanOut(messages),
