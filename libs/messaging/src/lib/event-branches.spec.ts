@@ -84,9 +84,9 @@ describe('the log branch of a stream', () => {
     await bus.ensureEventStream(context);
     const info = await bus.jsm.streams.info(stream());
     expect(info.config.subjects).toEqual([`${naming.subjectRoot}.jobs.evt.>`, `${naming.subjectRoot}.jobs.log.>`]);
-    expect((await bus.jsm.streams.getMessage(stream(), { seq: before })).subject).toBe(`${naming.subjectRoot}.jobs.evt.JobEnqueued.job-old`);
+    expect((await bus.jsm.streams.getMessage(stream(), { seq: before }))?.subject).toBe(`${naming.subjectRoot}.jobs.evt.JobEnqueued.job-old`);
     const logged = await publish('CommitLogged', 'job-old', 2);
-    expect((await bus.jsm.streams.getMessage(stream(), { seq: logged })).subject).toBe(`${naming.subjectRoot}.jobs.log.CommitLogged.job-old`);
+    expect((await bus.jsm.streams.getMessage(stream(), { seq: logged }))?.subject).toBe(`${naming.subjectRoot}.jobs.log.CommitLogged.job-old`);
   });
 
   it('sends a consumer of lifecycle events none of the story log, a consumer of the log only the log, and one of both every event', async () => {

@@ -1,27 +1,26 @@
 import { execFile } from 'node:child_process';
-import { mkdir, readdir, rmdir, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rmdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const runnerRoot = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const standInBin = join(runnerRoot, 'bin/stand-in-claude');
 const dist = join(runnerRoot, 'dist');
-const stamp = join(dist, '.stand-in-build-stamp');
 const lock = join(dist, '.stand-in-build-lock');
+/** What the build makes and the tests run: the runner and the stand-in agent, each one bundled file. */
+const entries = [join(dist, 'main.js'), join(dist, 'stand-in-agent/main.js')];
 
 /**
- * Compiles the runner (as `nx run runner:build` does) when its sources are newer than the last
- * build, so tests can run the stand-in agent as the separate process it is. Test files run in
- * parallel workers: a lock directory makes one build and the others wait for it.
+ * Builds the runner with its own build target (`nx run runner:build`: swc, then the bundle step)
+ * when its sources are newer than what was built, so tests run the stand-in agent as the separate
+ * process it is, built as it ships. Test files run in parallel workers: a lock directory makes one
+ * build and the others wait for it.
  */
 export async function ensureStandInBuilt(): Promise<string> {
   await mkdir(dist, { recursive: true });
   await acquire();
   try {
-    if (!(await isFresh())) {
-      await swc();
-      await writeFile(stamp, new Date().toISOString());
-    }
+    if (!(await isFresh())) await build();
   } finally {
     await rmdir(lock);
   }
@@ -48,9 +47,9 @@ async function acquire(): Promise<void> {
 }
 
 async function isFresh(): Promise<boolean> {
-  const built = await stat(stamp).catch(() => null);
-  if (!built) return false;
-  return (await newestSourceMtime(join(runnerRoot, 'src'))) < built.mtimeMs;
+  const built = await Promise.all(entries.map((entry) => stat(entry).catch(() => null)));
+  if (built.some((b) => b === null)) return false;
+  return (await newestSourceMtime(join(runnerRoot, 'src'))) < Math.min(...built.map((b) => b!.mtimeMs));
 }
 
 async function newestSourceMtime(dir: string): Promise<number> {
@@ -63,13 +62,15 @@ async function newestSourceMtime(dir: string): Promise<number> {
   return newest;
 }
 
-function swc(): Promise<void> {
-  const bin = join(runnerRoot, '../../node_modules/.bin/swc');
+/** Runs the command of the runner project's build target, from the project's directory, as Nx would. */
+async function build(): Promise<void> {
+  const project = JSON.parse(await readFile(join(runnerRoot, 'project.json'), 'utf8')) as { targets: { build: { options: { command: string } } } };
+  const bin = join(runnerRoot, '../../node_modules/.bin');
   return new Promise((resolve, reject) => {
     execFile(
-      bin,
-      ['src', '-d', 'dist', '--strip-leading-paths', '--config-file', '../../.swcrc', '-q'],
-      { cwd: runnerRoot },
+      'sh',
+      ['-c', project.targets.build.options.command],
+      { cwd: runnerRoot, env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` } },
       (error, _stdout, stderr) => (error ? reject(new Error(`building the runner failed: ${stderr || error.message}`)) : resolve()),
     );
   });
