@@ -89,7 +89,7 @@ export interface DurableReaderOptions {
   bus: Bus;
   /** Whose events: the stream of this context. */
   source: Context;
-  /** One event type, or all of the context's events. (NATS 2.9 takes one filter subject per consumer.) */
+  /** One event type; without it, see `types`. (NATS 2.9 takes one filter subject per consumer.) */
   type?: string;
   /**
    * Without `type`: the types the consumer acts on (all when omitted). It reads the branch of the

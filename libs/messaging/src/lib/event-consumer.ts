@@ -32,7 +32,10 @@ export interface EventConsumerOptions {
   pool: pg.Pool;
   /** Whose events: the stream of this context. */
   source: Context;
-  /** One event type, or all of the context's events. (NATS 2.9 takes one filter subject per consumer.) */
+  /**
+   * One event type; without it, the branch of the context's subjects that `types` are on, or the
+   * whole stream (DurableReaderOptions.types). (NATS 2.9 takes one filter subject per consumer.)
+   */
   type?: string;
   /**
    * The durable this consumer shares with others of the service that read the same stream, instead
