@@ -33,9 +33,17 @@ function withoutCallMeta<T extends { correlationId?: string; causationId?: strin
   return intent;
 }
 
+/** Each request's hash, worked out once: an enqueue asks for it at several steps (a parsed request is never changed). */
+const enqueueHashes = new WeakMap<RequestOf<typeof enqueueJob>, string>();
+
 /** The hash that tells a replay of an enqueue (same key, same intent) from a conflicting reuse of its key. */
 export function enqueueRequestHash(request: RequestOf<typeof enqueueJob>): string {
-  return canonicalHash(withoutCallMeta(request));
+  let hash = enqueueHashes.get(request);
+  if (hash === undefined) {
+    hash = canonicalHash(withoutCallMeta(request));
+    enqueueHashes.set(request, hash);
+  }
+  return hash;
 }
 
 export function enqueueJobCommand(
