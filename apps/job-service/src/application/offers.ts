@@ -55,11 +55,9 @@ export class JobOffers {
     const due = offerDueAt(event);
     const wait = due === null ? 0 : Date.parse(due) - this.store.clock().getTime();
     if (wait > 0) throw new RetryLater(`the offer of job ${offer.jobId} is due at ${due}`, wait);
-    // Acknowledged once JetStream has it, with the batch's other offers: they go out together.
-    context.beforeCommit(
-      this.bus.js.publish(dispatchSubject(this.bus.naming, offer.kind), JSON.stringify(JobOfferSchema.parse(offer)), {
-        msgID: jobOfferMessageId(offer),
-      }),
-    );
+    // Published with the batch's other offers, once its handlers have all run (one write for all of
+    // them); acknowledged once JetStream has it.
+    const payload = JSON.stringify(JobOfferSchema.parse(offer));
+    context.beforeCommit(() => this.bus.js.publish(dispatchSubject(this.bus.naming, offer.kind), payload, { msgID: jobOfferMessageId(offer) }));
   }
 }

@@ -71,7 +71,7 @@ describe('durable event consumer', () => {
 
   function startConsumer(
     durable: string,
-    handle: (n: number, eventId: string, sql: pg.PoolClient, beforeCommit: BeforeCommit) => Promise<void>,
+    handle: (n: number, eventId: string, sql: pg.PoolClient, beforeCommit: BeforeCommit, batch: readonly EventEnvelope[]) => Promise<void>,
     extra: Partial<ConstructorParameters<typeof EventConsumer>[0]> = {},
   ) {
     const consumer = new EventConsumer({
@@ -80,7 +80,7 @@ describe('durable event consumer', () => {
       pool,
       source: context,
       logger,
-      handle: (event, sql, beforeCommit) => handle((event.data as { n: number }).n, event.eventId, sql, beforeCommit),
+      handle: (event, sql, beforeCommit, batch) => handle((event.data as { n: number }).n, event.eventId, sql, beforeCommit, batch),
       backoffMs: () => 50,
       ...extra,
     });
@@ -289,17 +289,20 @@ describe('durable event consumer', () => {
    * server has delivered all of them and they have reached this client (a NATS round trip after the
    * delivery): the others then wait together for the next batch.
    */
-  async function consumeWhileTheRestArrive(count: number, handle: (n: number, eventId: string, sql: pg.PoolClient, beforeCommit: BeforeCommit) => Promise<void>) {
+  async function consumeWhileTheRestArrive(
+    count: number,
+    handle: (n: number, eventId: string, sql: pg.PoolClient, beforeCommit: BeforeCommit, batch: readonly EventEnvelope[]) => Promise<void>,
+  ) {
     const durable = `d${randomUUID().slice(0, 8)}`;
     for (let n = 1; n <= count; n++) await publish(envelope(n));
     let first = true;
-    startConsumer(durable, async (n, eventId, sql, beforeCommit) => {
+    startConsumer(durable, async (n, eventId, sql, beforeCommit, batch) => {
       if (first) {
         first = false;
         await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_pending === 0, { what: 'every event delivered' });
         await bus.nc.flush();
       }
-      await handle(n, eventId, sql, beforeCommit);
+      await handle(n, eventId, sql, beforeCommit, batch);
     });
     await eventually(async () => {
       const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
@@ -355,42 +358,51 @@ describe('durable event consumer', () => {
     expect(dead.rows[0].n).toBe(0);
   });
 
-  it('work a handler hands over runs alongside the batch\'s other handlers, and the batch commits only once all of it has succeeded', async () => {
+  it('work a handler hands over starts once every handler of the batch has run, all of it together, and the batch commits only once all of it has succeeded', async () => {
+    const handled = new Set<string>();
     let inFlight = 0;
     let mostInFlight = 0;
     let finished = 0;
+    const startedEarly: number[] = [];
     const committedEarly: number[] = [];
-    await consumeWhileTheRestArrive(12, async (n, eventId, sql, beforeCommit) => {
+    await consumeWhileTheRestArrive(12, async (n, eventId, sql, beforeCommit, batch) => {
       await insertPing(n, eventId, sql);
-      inFlight++;
-      mostInFlight = Math.max(mostInFlight, inFlight);
-      beforeCommit(
-        (async () => {
-          await new Promise((resolve) => setTimeout(resolve, 100));
-          // Another connection must not see the handler's write yet: the commit waits for this work.
-          const seen = await pool.query('SELECT 1 FROM pings WHERE event_id = $1', [eventId]);
-          if (seen.rowCount !== 0) committedEarly.push(n);
-          inFlight--;
-          finished++;
-        })(),
-      );
+      handled.add(eventId);
+      beforeCommit(async () => {
+        // Started after the last handler of its batch, never between two of them.
+        if (!batch.every((event) => handled.has(event.eventId))) startedEarly.push(n);
+        inFlight++;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        // Another connection must not see the handler's write yet: the commit waits for this work.
+        const seen = await pool.query('SELECT 1 FROM pings WHERE event_id = $1', [eventId]);
+        if (seen.rowCount !== 0) committedEarly.push(n);
+        inFlight--;
+        finished++;
+      });
     });
     await eventually(() => finished >= 12, { what: 'every handed-over work finished' });
     expect(await rows()).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
     expect(committedEarly).toEqual([]);
+    expect(startedEarly).toEqual([]);
     expect(mostInFlight).toBeGreaterThan(1); // the batch's works overlapped instead of running one after another
   });
 
-  it('work handed over that fails fails its handler: the batch is rolled back and the event handled again until the work succeeds', async () => {
+  it('work handed over that fails, or that cannot start, fails its handler: the batch is rolled back and the event handled again until the work succeeds', async () => {
     const attempts = new Map<number, number>();
     await consumeWhileTheRestArrive(12, async (n, eventId, sql, beforeCommit) => {
       attempts.set(n, (attempts.get(n) ?? 0) + 1);
       await insertPing(n, eventId, sql);
       // In the batch, then alone: it fails both times, and succeeds when redelivered.
-      beforeCommit(n === 5 && attempts.get(n)! <= 2 ? Promise.reject(new Error('publish failed')) : Promise.resolve());
+      beforeCommit(() => (n === 5 && attempts.get(n)! <= 2 ? Promise.reject(new Error('publish failed')) : Promise.resolve()));
+      beforeCommit(() => {
+        if (n === 8 && attempts.get(n)! <= 2) throw new Error('could not even start');
+        return Promise.resolve();
+      });
     });
     expect(await rows()).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
     expect(attempts.get(5)).toBe(3);
+    expect(attempts.get(8)).toBe(3);
     const dead = await pool.query('SELECT count(*)::int AS n FROM dead_letters');
     expect(dead.rows[0].n).toBe(0);
   });

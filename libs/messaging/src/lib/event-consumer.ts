@@ -458,21 +458,31 @@ export class EventConsumer {
 }
 
 /**
- * Work a handler started and left running (a publish, say), handed to the consumer instead of awaited:
- * the transaction commits, and the events are acknowledged, only once all of it has succeeded, and
- * work that fails fails its handler. The handlers of a batch so overlap their effects' round trips
- * instead of waiting for them one after another.
+ * Work a handler hands to the consumer instead of doing it itself (a publish, say): `start` is called
+ * once every handler of the batch has run, all of them in one go, and the transaction commits, and
+ * the events are acknowledged, only once all of that work has succeeded; work that fails fails its
+ * handler. The batch's pieces of work so overlap their round trips instead of waiting for them one
+ * after another, and the messages they publish leave together (the NATS client writes what was
+ * published in one turn with one system call, where publishes a handler apart would each take one).
  */
-export type BeforeCommit = (work: Promise<unknown>) => void;
+export type BeforeCommit = (start: () => Promise<unknown>) => void;
 
 function startedWork(): { add: BeforeCommit; all: () => Promise<unknown> } {
-  const works: Array<Promise<unknown>> = [];
+  const starts: Array<() => Promise<unknown>> = [];
   return {
-    add: (work) => {
-      works.push(work);
-      work.catch(() => undefined); // a failure is seen by all(); until then it is not unhandled
+    add: (start) => {
+      starts.push(start);
     },
-    all: () => Promise.all(works),
+    all: () =>
+      Promise.all(
+        starts.map((start) => {
+          try {
+            return start();
+          } catch (error) {
+            return Promise.reject(error as Error);
+          }
+        }),
+      ),
   };
 }
 

@@ -47,12 +47,12 @@ export class ConsumerContext extends BaseRpcContext<
   }
 
   /**
-   * Hands over work the handler started and does not await itself, such as a publish: the
-   * transaction commits and the event is acknowledged only once it has succeeded, and if it fails
-   * the handler has failed. The events of a batch then wait for their effects together rather than
-   * one after another.
+   * Hands over work the handler wants done before its event is acknowledged, such as a publish:
+   * `start` is called once every handler of the batch has run, the batch's pieces of work all in one
+   * go (their messages leave together), and the transaction commits only once all of it has
+   * succeeded; if it fails, the handler has failed.
    */
-  beforeCommit(work: Promise<unknown>): void {
-    this.args[0].beforeCommit(work);
+  beforeCommit(start: () => Promise<unknown>): void {
+    this.args[0].beforeCommit(start);
   }
 }
