@@ -4,7 +4,7 @@ import { AgentReportHandlers } from './application/agent-reports.handlers.js';
 import { JobCommandHandlers } from './application/job-commands.js';
 import { jobServiceSettings } from './application/job-service-settings.js';
 import { LeaseExpirySweep } from './application/lease-expiry.js';
-import { JobOffers } from './application/offers.js';
+import { enqueueOffers, JobOffers } from './application/offers.js';
 import { ProductCommandHandlers } from './application/product-commands.js';
 import { JobQueries } from './application/queries.js';
 import { SprintRunCommandHandlers } from './application/sprint-run-commands.js';
@@ -22,6 +22,8 @@ import { jobServiceProjections } from './infrastructure/projections.js';
       migrations: jobServiceMigrations,
       projections: jobServiceProjections,
       dispatchStream: true,
+      // An enqueue's job offer goes out with its event (see JobOffers for the requeues').
+      companions: enqueueOffers,
       settings: [jobServiceSettings],
     }),
   ],

@@ -1,8 +1,9 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
-import { registerProduct, type ProductSettings } from '@gantry/contracts';
-import type { CommandClient } from '@gantry/messaging';
+import { eventSubject, registerProduct, type ProductSettings } from '@gantry/contracts';
+import { EVENT_COLUMNS, toStoredEvent, type EventRow } from '@gantry/eventstore';
+import { toEnvelope, type CommandClient } from '@gantry/messaging';
 import { createTestWorld, startInProcess as startModule, type TestWorld } from '@gantry/service-runtime/testing';
 import { AppModule } from '../src/app.module.js';
 
@@ -32,4 +33,16 @@ export async function registerProducts(client: CommandClient, productIds: string
       idempotencyKey: `${productId}/register:test`,
     });
   }
+}
+
+/**
+ * Publishes a job's JobEnqueued event again as a relay of a version before companions did: its
+ * envelope without `companions` (the offer did not go with it), under a message id of its own so
+ * that the stream takes it. Returns the event's id.
+ */
+export async function publishEnqueueWithoutItsOffer(world: TestWorld, jobId: string): Promise<string> {
+  const { rows } = await world.db.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = $1 AND type = 'JobEnqueued'`, [jobId]);
+  const event = toStoredEvent(rows[0]!);
+  await world.bus.js.publish(eventSubject(world.naming, 'jobs', event.type, event.streamId), JSON.stringify(toEnvelope(event)), { msgID: `${event.eventId}:earlier-relay` });
+  return event.eventId;
 }

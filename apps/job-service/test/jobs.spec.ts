@@ -6,6 +6,7 @@ import {
   dispatchStreamName,
   enqueueJob,
   ErrorCode,
+  eventSubject,
   finishJob,
   getJob,
   getProduct,
@@ -26,9 +27,8 @@ import {
 } from '@gantry/contracts';
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
-import { OWN_EVENTS_DURABLE } from '../src/application/durables.js';
 import { jobServiceProjections } from '../src/infrastructure/projections.js';
-import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
+import { createWorld, key, publishEnqueueWithoutItsOffer, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
 const runner = (n: number | string) => `runner-${n}`;
 
@@ -368,7 +368,7 @@ describe('job service through the NATS command path', () => {
       ]);
     });
 
-    it('an offer re-published after a redelivery is dropped by the server (one offer per attempt)', async () => {
+    it('an enqueue\'s offer goes out with its event; the offers consumer offers an enqueue published without it, and the server drops that copy (one offer per attempt)', async () => {
       const { jobId } = await enqueue({ kind: 'IDEA_GRILL', productId: 'product-redeliver' });
       const stream = dispatchStreamName(world.naming);
       const jsm = await jetstreamManager(world.bus.nc);
@@ -382,16 +382,16 @@ describe('job service through the NATS command path', () => {
         return n;
       };
       await eventually(async () => (await offersOf()) === 1, { what: 'the offer' });
-      // Forget that the offers were published: the durable starts over and the offers consumer publishes every offer again.
-      await world.db.query(`DELETE FROM inbox WHERE consumer = 'job-service-offers'`);
-      await jsm.consumers.delete(streamName(world.naming, 'jobs'), OWN_EVENTS_DURABLE);
-      await eventually(async () => {
-        const { rows } = await world.db.query(
-          `SELECT 1 FROM inbox i JOIN events e ON e.event_id::text = i.event_id WHERE i.consumer = 'job-service-offers' AND e.stream_id = $1`,
-          [jobId],
-        );
-        return rows.length > 0;
-      }, { what: 'the offers consumer replayed the job\'s enqueue' });
+      // The relay published the offer with the event, and the event says so: the consumer left it alone.
+      const published = await jsm.streams.getMessage(streamName(world.naming, 'jobs'), { last_by_subj: eventSubject(world.naming, 'jobs', 'JobEnqueued', jobId) });
+      expect(published?.json<{ companions?: number }>().companions).toBe(1);
+      const handledByConsumer = async () =>
+        (await world.db.query(`SELECT 1 FROM inbox i JOIN events e ON e.event_id::text = i.event_id WHERE i.consumer = 'job-service-offers' AND e.stream_id = $1`, [jobId])).rows.length > 0;
+      expect(await handledByConsumer()).toBe(false);
+
+      // As a relay before companions published it: the consumer offers the job, with the same message id.
+      await publishEnqueueWithoutItsOffer(world, jobId);
+      await eventually(handledByConsumer, { what: 'the offers consumer handled the enqueue published without its offer' });
       expect(await offersOf()).toBe(1);
     });
 

@@ -21,6 +21,11 @@ describe('the event envelope', () => {
     expect(EventEnvelopeSchema.parse(envelope)).toEqual(envelope);
   });
 
+  it('carries how many messages the relay published with the event, when it published any', () => {
+    expect(EventEnvelopeSchema.parse({ ...envelope, companions: 1 })).toEqual({ ...envelope, companions: 1 });
+    expect(EventEnvelopeSchema.safeParse({ ...envelope, companions: 0 }).success).toBe(false);
+  });
+
   it.each<[string, Record<string, unknown>]>([
     ['a stream id that is not one subject token', { streamId: 'job.1' }],
     ['a type that is not PascalCase', { type: 'jobClaimed' }],

@@ -24,6 +24,12 @@ export const EventEnvelopeSchema = z.object({
   causationId: z.string().min(1).nullable(),
   idempotencyKey: z.string().min(1).nullable(),
   actor: z.string().min(1).nullable(),
+  /**
+   * How many messages the relay published together with this event, each the event calls for by
+   * itself (a job offer with its enqueue; docs/architecture.md, "Companions"); absent when none was.
+   * A consumer that would send such a message itself knows from it that it has gone.
+   */
+  companions: z.number().int().positive().optional(),
   data: z.unknown(),
 });
 export type EventEnvelope<D = unknown> = Omit<z.infer<typeof EventEnvelopeSchema>, 'data'> & { data: D };

@@ -27,6 +27,17 @@ export async function handledByConsumer(db: pg.Pool, consumer: string, eventId: 
 }
 
 /**
+ * Waits until the relay has published the event, with its companions: JetStream acknowledged them
+ * all before the event's outbox row went.
+ */
+export async function relayed(db: pg.Pool, eventId: string, options: { timeoutMs?: number } = {}): Promise<void> {
+  await eventually(
+    async () => (await db.query(`SELECT 1 FROM outbox o JOIN events e ON e.position = o.position WHERE e.event_id = $1`, [eventId])).rowCount === 0,
+    { what: `the relay to publish event ${eventId}`, timeoutMs: options.timeoutMs ?? 30_000 },
+  );
+}
+
+/**
  * Waits until `consumer` has acknowledged its stream up to `upTo` (a stream sequence; by default the
  * stream's last message now) — also events of types it takes no transaction for.
  */

@@ -269,6 +269,27 @@ describe('durable event consumer', () => {
     expect(await inboxRows(durable)).toBe(5);
   });
 
+  it('events `passOver` names from their payload are acknowledged without a check of their schema, their handler or an inbox row', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    await publish(envelope(1));
+    // Its work done already (its companion went with it, say): not even checked against its schema.
+    await publish({ ...envelope(2), companions: 1, data: 'not an object' });
+    await publish(envelope(3));
+    const seen: number[] = [];
+    startConsumer(durable, async (n, eventId, sql) => {
+      seen.push(n);
+      await insertPing(n, eventId, sql);
+    }, { passOver: (payload) => payload.companions !== undefined });
+    await eventually(async () => {
+      const info = await bus.jsm.consumers.info(streamName(naming, context), durable);
+      return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= 3;
+    }, { what: 'all three acknowledged' });
+    expect(seen).toEqual([1, 3]);
+    expect(await inboxRows(durable)).toBe(2);
+    const dead = await pool.query('SELECT count(*)::int AS n FROM dead_letters WHERE consumer = $1', [durable]);
+    expect(dead.rows[0].n).toBe(0);
+  });
+
   it('when the batch check fails, every event is handled, and the failure is logged', async () => {
     const warnings: string[] = [];
     const durable = await consumeAll(4, (durable) =>

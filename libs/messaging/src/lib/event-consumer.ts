@@ -58,6 +58,13 @@ export interface EventConsumerOptions {
    */
   unaffected?: (events: readonly EventEnvelope[], pool: pg.Pool) => Promise<ReadonlySet<string>>;
   /**
+   * Events the handler has nothing left to do for, told from the payload's own fields before it is
+   * validated, and acknowledged like ignored types: e.g. an event whose companion message, which the
+   * handler would otherwise send, the relay published with it (the envelope's `companions`). Like
+   * `types`, it may only pass over an event the handler would leave without effect.
+   */
+  passOver?: (payload: PayloadFields) => boolean;
+  /**
    * Handles one event in the open transaction `sql`. `batch` is every event handled in that
    * transaction, this one among them, in the order they are handled: a handler that reads for each
    * event may read for all of them at its first (one round trip instead of one per event).
@@ -214,9 +221,10 @@ export class EventConsumer {
    * its `type` before anything is validated (an ignored event is not worth a schema check).
    */
   private ignores(raw: unknown): boolean {
-    if (!this.handledTypes || typeof raw !== 'object' || raw === null) return false;
-    const type = (raw as { type?: unknown }).type;
-    return typeof type === 'string' && !this.handledTypes.has(type);
+    if (typeof raw !== 'object' || raw === null) return false;
+    const type = (raw as PayloadFields).type;
+    if (this.handledTypes && typeof type === 'string' && !this.handledTypes.has(type)) return true;
+    return this.options.passOver?.(raw as PayloadFields) ?? false;
   }
 
   private decode(raw: unknown): EventEnvelope {
@@ -465,6 +473,9 @@ export class EventConsumer {
  * after another, and the messages they publish leave together (the NATS client writes what was
  * published in one turn with one system call, where publishes a handler apart would each take one).
  */
+/** An event payload's fields as they came, not validated yet (see EventConsumerOptions.passOver). */
+export type PayloadFields = { readonly [field in keyof EventEnvelope]?: unknown };
+
 export type BeforeCommit = (start: () => Promise<unknown>) => void;
 
 function startedWork(): { add: BeforeCommit; all: () => Promise<unknown> } {

@@ -4,11 +4,11 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import pg from 'pg';
-import { streamName, type Context } from '@gantry/contracts';
+import { dispatchSubject, eventSubject, streamName, type Context } from '@gantry/contracts';
 import { createPool, EventStore, migrate, outboxChannel } from '@gantry/eventstore';
 import { deleteStreams, dropSchema, eventually, mostRowsReadByAStep, startNodeProcess, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
 import { Bus } from './bus.js';
-import { OUTBOX_BACKLOG_QUERY, OUTBOX_BATCH_QUERY, OutboxRelay } from './relay.js';
+import { OUTBOX_BACKLOG_QUERY, OUTBOX_BATCH_QUERY, OutboxRelay, type Companions } from './relay.js';
 
 const context: Context = 'jobs';
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -245,6 +245,42 @@ describe('outbox relay', () => {
     const byId = new Map(rows.map((r) => [r.event_id, r]));
     const versions = (await publishedIds(bus)).map((id) => byId.get(id)!).filter((r) => r.stream_id === job).map((r) => r.stream_version);
     expect(versions).toEqual([1, 2, 3]);
+  });
+
+  it('publishes an event\'s companions with it, its envelope counting them; a companion JetStream refuses keeps the event in the outbox until it is taken, and each lands once', async () => {
+    const failures: string[] = [];
+    const logger = { log: () => undefined, error: (_: string, fields: Record<string, unknown>) => void failures.push(String(fields.error)) };
+    const dispatch = await bus.ensureDispatchStream();
+    await bus.jsm.streams.purge(dispatch);
+    const companions: Companions = (event, naming) =>
+      event.type === 'Offered' ? [{ subject: dispatchSubject(naming, 'TASK'), payload: JSON.stringify({ for: event.streamId, note: 'x'.repeat(4096) }), msgID: `${event.eventId}-offer` }] : [];
+    const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger, pollMs: 100, companions });
+    // The injected failure: the dispatch stream refuses any message above 2 KB, so the companion fails to publish.
+    await bus.jsm.streams.update(dispatch, { max_msg_size: 2048 });
+    const job = `job-${randomUUID()}`;
+    const [offered, plain] = await store.append(job, 0, [{ type: 'Offered', data: {} }, { type: 'Plain', data: {} }], { correlationId: 't' });
+    relay.start();
+    try {
+      await eventually(() => failures.some((f) => /maximum|exceeds/i.test(f)), { what: 'the refused companion reported' });
+      // The event is held back with its companion, and the rest of its stream behind it.
+      expect(await relay.pending()).toBe(2);
+      await bus.jsm.streams.update(dispatch, { max_msg_size: -1 });
+      await eventually(async () => (await relay.pending()) === 0, { what: 'the outbox drained once the companion is taken' });
+    } finally {
+      await relay.stop();
+    }
+    expect(await publishedIds(bus)).toEqual([offered!.eventId, plain!.eventId]);
+    const envelopeOf = async (eventId: string) => {
+      const subject = eventSubject(naming, context, eventId === offered!.eventId ? 'Offered' : 'Plain', job);
+      return (await bus.jsm.streams.getMessage(streamName(naming, context), { last_by_subj: subject }))!.json<Record<string, unknown>>();
+    };
+    expect((await envelopeOf(offered!.eventId))['companions']).toBe(1);
+    expect(await envelopeOf(plain!.eventId)).not.toHaveProperty('companions');
+    const info = await bus.jsm.streams.info(dispatch);
+    expect(info.state.messages).toBe(1);
+    const companion = await bus.jsm.streams.getMessage(dispatch, { seq: info.state.last_seq });
+    expect(companion!.header.get('Nats-Msg-Id')).toBe(`${offered!.eventId}-offer`);
+    expect(companion!.json<{ for: string }>().for).toBe(job);
   });
 
   it('killed with SIGKILL between publishing a batch and removing it from the outbox, then restarted: every event is in the stream exactly once', async () => {

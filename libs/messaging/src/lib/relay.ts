@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { eventSubject, type Context, type EventEnvelope } from '@gantry/contracts';
+import { eventSubject, type Context, type EventEnvelope, type Naming } from '@gantry/contracts';
 import { EVENT_COLUMNS, outboxChannel, toStoredEvent, type EventRow, type StoredEvent } from '@gantry/eventstore';
 import type { Bus } from './bus.js';
 
@@ -20,7 +20,25 @@ export interface RelayOptions {
   pollMs?: number;
   /** How often a standby relay tries to become the active one. */
   standbyRetryMs?: number;
+  /** Messages that follow from an event by itself, published with it (see Companion). */
+  companions?: Companions;
 }
+
+/**
+ * A message published with the event it follows from, by the relay, to a JetStream stream: what the
+ * event calls for that needs nothing but the event (the job offer an enqueue calls for). Its
+ * `msgID` is its Nats-Msg-Id, one per message meant, so that a re-publish (after a crash, or with
+ * the event's stream after a failed publish) is dropped by the server. The event's outbox row is
+ * deleted only once its companions, too, are acknowledged: none is lost.
+ */
+export interface Companion {
+  subject: string;
+  payload: string;
+  msgID: string;
+}
+
+/** The companions of an event; none for most. Must not throw: a throw holds back the event's stream, like a failed publish. */
+export type Companions = (event: StoredEvent, naming: Naming) => readonly Companion[];
 
 /**
  * The oldest `$1` events waiting in the outbox. The outbox's positions are taken first and the
@@ -268,11 +286,17 @@ export class OutboxRelay {
     this.toRemove = [];
   }
 
+  /**
+   * The event and its companions, side by side (its envelope says how many went with it); settles
+   * when JetStream has all of them.
+   */
   private publish(event: StoredEvent): Promise<unknown> {
-    const { bus, context } = this.options;
-    return bus.js.publish(eventSubject(bus.naming, context, event.type, event.streamId), JSON.stringify(toEnvelope(event)), {
-      msgID: event.eventId,
-    });
+    const { bus, context, companions } = this.options;
+    const following = companions?.(event, bus.naming) ?? [];
+    const envelope = following.length > 0 ? { ...toEnvelope(event), companions: following.length } : toEnvelope(event);
+    const published = bus.js.publish(eventSubject(bus.naming, context, event.type, event.streamId), JSON.stringify(envelope), { msgID: event.eventId });
+    if (following.length === 0) return published;
+    return Promise.all([published, ...following.map((c) => bus.js.publish(c.subject, c.payload, { msgID: c.msgID }))]);
   }
 
   private sleep(ms: number): Promise<void> {

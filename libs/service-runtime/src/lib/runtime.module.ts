@@ -16,7 +16,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { PATTERN_EXTRAS_METADATA } from '@nestjs/microservices/constants.js';
 import { secretScrubber, secretValuesIn, type Context, type SecretScrubber } from '@gantry/contracts';
 import { createPool, EventStore, migrate, type MigrationClass, type Projection } from '@gantry/eventstore';
-import { Bus, CommandClient, OutboxRelay } from '@gantry/messaging';
+import { Bus, CommandClient, OutboxRelay, type Companions } from '@gantry/messaging';
 import { redactUrl, SERVICE_CONFIG, serviceSettings, type ServiceConfig } from './config.js';
 import { CommandsController, HealthController } from './http.controllers.js';
 import { gantryHandlerOf } from './transport/decorators.js';
@@ -39,6 +39,8 @@ export interface RuntimeOptions {
   projections?: Projection[];
   /** Also provision the runners' dispatch stream. */
   dispatchStream?: boolean;
+  /** Messages the relay publishes with an event that calls for them (see OutboxRelay's Companions). */
+  companions?: Companions;
   /** The app's own settings, validated at boot with the runtime's (docs/configuration.md). */
   settings?: AnySettingsPart[];
 }
@@ -296,6 +298,7 @@ export class GantryRuntimeModule {
               bus,
               context: options.context,
               logger: componentLogger(logger, 'relay'),
+              ...(options.companions ? { companions: options.companions } : {}),
             }),
         },
         Readiness,

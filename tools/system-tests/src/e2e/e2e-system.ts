@@ -23,7 +23,7 @@ import {
   dropSchema,
   eventIdOf,
   eventually,
-  handledByConsumer,
+  relayed,
   startApp,
   testDatabaseUrl,
   testNatsUrl,
@@ -272,14 +272,14 @@ export class E2eSystem {
   }
 
   /**
-   * Waits until the job service has offered the job to runners: its offers consumer handled the job's
-   * JobEnqueued, which publishes the offer before the consumer's commit. From then on a runner that
-   * takes work of the kind would get it — what a "no runner took it" check waits for.
+   * Waits until the job service has offered the job to runners: the relay published the job's
+   * JobEnqueued, whose offer goes with it (its companion). From then on a runner that takes work of
+   * the kind would get it — what a "no runner took it" check waits for.
    */
   async offered(jobId: string): Promise<void> {
     const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${this.name}_jobs`, max: 1 });
     try {
-      await handledByConsumer(db, 'job-service-offers', await eventIdOf(db, jobId, 'JobEnqueued'));
+      await relayed(db, await eventIdOf(db, jobId, 'JobEnqueued'));
     } finally {
       await db.end();
     }

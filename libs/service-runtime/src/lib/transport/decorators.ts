@@ -2,6 +2,7 @@ import { EventPattern, MessagePattern, Ctx, Payload } from '@nestjs/microservice
 import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
 import type pg from 'pg';
 import type { CommandContract, Context, EventEnvelope } from '@gantry/contracts';
+import type { PayloadFields } from '@gantry/messaging';
 
 /** Marks what the transport serves; the transport refuses handlers without it. */
 export type GantryHandler =
@@ -32,6 +33,11 @@ export interface DurableConsumerOptions {
    * (EventConsumerOptions.unaffected).
    */
   unaffected?: (events: readonly EventEnvelope[], pool: pg.Pool) => Promise<ReadonlySet<string>>;
+  /**
+   * Events the method has nothing left to do for, told from the payload before it is validated: they
+   * are acknowledged like ignored types (EventConsumerOptions.passOver).
+   */
+  passOver?: (payload: PayloadFields) => boolean;
   /** After this many deliveries a failing message is dead-lettered and terminated (default 10). */
   maxDeliver?: number;
   ackWaitMs?: number;
