@@ -465,6 +465,9 @@ export class EventConsumer {
   }
 }
 
+/** An event payload's fields as they came, not validated yet (see EventConsumerOptions.passOver). */
+export type PayloadFields = { readonly [field in keyof EventEnvelope]?: unknown };
+
 /**
  * Work a handler hands to the consumer instead of doing it itself (a publish, say): `start` is called
  * once every handler of the batch has run, all of them in one go, and the transaction commits, and
@@ -473,9 +476,6 @@ export class EventConsumer {
  * after another, and the messages they publish leave together (the NATS client writes what was
  * published in one turn with one system call, where publishes a handler apart would each take one).
  */
-/** An event payload's fields as they came, not validated yet (see EventConsumerOptions.passOver). */
-export type PayloadFields = { readonly [field in keyof EventEnvelope]?: unknown };
-
 export type BeforeCommit = (start: () => Promise<unknown>) => void;
 
 function startedWork(): { add: BeforeCommit; all: () => Promise<unknown> } {

@@ -283,6 +283,28 @@ describe('outbox relay', () => {
     expect(companion!.json<{ for: string }>().for).toBe(job);
   });
 
+  it('an event whose companions cannot be made goes out without them, its envelope saying none went, and the rest of its stream follows', async () => {
+    const failures: string[] = [];
+    const logger = { log: () => undefined, error: (message: string, fields: Record<string, unknown>) => void failures.push(`${message}: ${String(fields.error)}`) };
+    const companions: Companions = (event) => {
+      if (event.type === 'Broken') throw new Error('no offer for this one');
+      return [];
+    };
+    const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger, pollMs: 100, companions });
+    const job = `job-${randomUUID()}`;
+    const [broken, next] = await store.append(job, 0, [{ type: 'Broken', data: {} }, { type: 'Next', data: {} }], { correlationId: 't' });
+    relay.start();
+    try {
+      await eventually(async () => (await relay.pending()) === 0, { what: 'the outbox drained' });
+    } finally {
+      await relay.stop();
+    }
+    expect(await publishedIds(bus)).toEqual([broken!.eventId, next!.eventId]);
+    const envelope = (await bus.jsm.streams.getMessage(streamName(naming, context), { last_by_subj: eventSubject(naming, context, 'Broken', job) }))!.json<Record<string, unknown>>();
+    expect(envelope).not.toHaveProperty('companions');
+    expect(failures).toEqual([expect.stringMatching(/could not make the companions.*no offer for this one/)]);
+  });
+
   it('killed with SIGKILL between publishing a batch and removing it from the outbox, then restarted: every event is in the stream exactly once', async () => {
     const total = 3000;
     for (let s = 0; s < 30; s++) {

@@ -37,7 +37,11 @@ export interface Companion {
   msgID: string;
 }
 
-/** The companions of an event; none for most. Must not throw: a throw holds back the event's stream, like a failed publish. */
+/**
+ * The companions of an event; none for most. One that throws is logged and the event goes out
+ * without companions (its envelope says none went), so a consumer that would send them does, as for
+ * an event a relay without companions published: the event's stream is not held up.
+ */
 export type Companions = (event: StoredEvent, naming: Naming) => readonly Companion[];
 
 /**
@@ -291,12 +295,26 @@ export class OutboxRelay {
    * when JetStream has all of them.
    */
   private publish(event: StoredEvent): Promise<unknown> {
-    const { bus, context, companions } = this.options;
-    const following = companions?.(event, bus.naming) ?? [];
+    const { bus, context } = this.options;
+    const following = this.companionsOf(event);
     const envelope = following.length > 0 ? { ...toEnvelope(event), companions: following.length } : toEnvelope(event);
     const published = bus.js.publish(eventSubject(bus.naming, context, event.type, event.streamId), JSON.stringify(envelope), { msgID: event.eventId });
     if (following.length === 0) return published;
     return Promise.all([published, ...following.map((c) => bus.js.publish(c.subject, c.payload, { msgID: c.msgID }))]);
+  }
+
+  private companionsOf(event: StoredEvent): readonly Companion[] {
+    try {
+      return this.options.companions?.(event, this.options.bus.naming) ?? [];
+    } catch (error) {
+      this.options.logger.error('could not make the companions of an event; publishing it without them', {
+        schema: this.options.schema,
+        eventId: event.eventId,
+        type: event.type,
+        error: String(error),
+      });
+      return [];
+    }
   }
 
   private sleep(ms: number): Promise<void> {
