@@ -170,7 +170,7 @@ export async function copyJobEvents(db, { jobId, copies, seed }) {
     await db.query(
       `INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
        SELECT gen_random_uuid(), j.job_id, e.stream_version, e.type, e.schema_version,
-              jsonb_set(e.data, '{jobId}', to_jsonb(j.job_id)), e.metadata, e.occurred_at
+              jsonb_set(e.data::jsonb, '{jobId}', to_jsonb(j.job_id)), e.metadata, e.occurred_at
          FROM generate_series($2::int, $3::int - 1) AS g,
               LATERAL (SELECT 'job-' || md5($4 || g)::uuid AS job_id) AS j,
               events e

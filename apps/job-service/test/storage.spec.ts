@@ -2,7 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { claimJob, enqueueJob, logImplementation, startJob } from '@gantry/contracts';
 import { rebuildProjections, EventStore, type Projection } from '@gantry/eventstore';
-import { JobServiceStateCompression1780272000000 } from '../src/infrastructure/migrations.js';
+import { JobServiceStateCompression1780272000000, JobServiceViewsJsonText1782050000000 } from '../src/infrastructure/migrations.js';
 import { jobServiceProjections } from '../src/infrastructure/projections.js';
 import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
@@ -57,6 +57,43 @@ describe('storage of the job service views', () => {
     await migration.up(runner);
     const method = lz4 ? 'l' : 'p'; // a server without lz4 keeps what it had
     expect(await stateCompression()).toEqual({ jobs: method, products: method, sprint_runs: method });
+  });
+
+  /** The type of each view's JSON columns. */
+  const jsonTypes = async () => {
+    const { rows } = await world.db.query<{ column: string; type: string }>(
+      `SELECT c.relname || '.' || a.attname AS column, format_type(a.atttypid, NULL) AS type FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relname IN ('jobs', 'sprint_runs', 'products')
+          AND a.attname IN ('state', 'payloads', 'agent_config') ORDER BY 1`,
+    );
+    return Object.fromEntries(rows.map((r) => [r.column, r.type]));
+  };
+
+  it('keeps the views\' JSON as the text written (json); the migration reverts to jsonb and applies again, rows and compression unchanged', async () => {
+    const { jobId } = await world.client.request(enqueueJob, {
+      kind: 'TASK_IMPLEMENTATION',
+      productId: 'product-s',
+      taskId: 'T-json',
+      prompt: 'keys in the order written',
+      idempotencyKey: key('enqueue-json'),
+    });
+    const json = { 'jobs.agent_config': 'json', 'jobs.payloads': 'json', 'jobs.state': 'json', 'products.state': 'json', 'sprint_runs.state': 'json' };
+    expect(await jsonTypes()).toEqual(json);
+    const row = async () => (await world.db.query(`SELECT state, payloads, agent_config FROM jobs WHERE job_id = $1`, [jobId])).rows[0];
+    // The text as the service wrote it: its first key first (jsonb would have put the shortest first).
+    const { rows: [text] } = await world.db.query<{ state: string }>(`SELECT state::text FROM jobs WHERE job_id = $1`, [jobId]);
+    expect(Object.keys(JSON.parse(text!.state) as object)).toEqual(Object.keys((await row()).state as object));
+    const before = await row();
+    const compression = await stateCompression();
+    const migration = new JobServiceViewsJsonText1782050000000();
+    const runner = { query: async (sql: string, params?: unknown[]) => (await world.db.query(sql, params)).rows } as unknown as QueryRunner;
+    await migration.down(runner);
+    expect(Object.values(await jsonTypes())).toEqual(['jsonb', 'jsonb', 'jsonb', 'jsonb', 'jsonb']);
+    expect(await row()).toEqual(before);
+    await migration.up(runner);
+    expect(await jsonTypes()).toEqual(json);
+    expect(await row()).toEqual(before);
+    expect(await stateCompression()).toEqual(compression);
   });
 
   /** The fill factor set on the jobs view, if any. */

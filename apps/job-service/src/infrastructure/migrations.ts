@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { lz4ColumnsMigration } from '@gantry/eventstore';
+import { jsonTextColumnsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
 
 /**
  * The read side of job-service. Each row keeps the folded aggregate (`state`) — the views are
@@ -169,6 +169,19 @@ export class JobServiceViewsFillFactor1781100000000 implements MigrationInterfac
   }
 }
 
+/**
+ * The views' JSON columns as `json`: they are written and read whole, never searched, and `jsonb`
+ * cost the server a parse on every write and a conversion back to text on every read (docs/architecture.md,
+ * "The log's JSON is text").
+ */
+export const JobServiceViewsJsonText1782050000000 = jsonTextColumnsMigration('JobServiceViewsJsonText1782050000000', [
+  ['jobs', 'payloads'],
+  ['jobs', 'agent_config'],
+  ['jobs', 'state'],
+  ['sprint_runs', 'state'],
+  ['products', 'state'],
+]);
+
 export const jobServiceMigrations = [
   JobServiceViews1764547200000,
   JobServiceProducts1767225600000,
@@ -176,4 +189,5 @@ export const jobServiceMigrations = [
   JobServiceQueueIndex1780358400000,
   JobServiceQueuePick1781050000000,
   JobServiceViewsFillFactor1781100000000,
+  JobServiceViewsJsonText1782050000000,
 ];

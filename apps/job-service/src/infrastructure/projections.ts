@@ -93,11 +93,11 @@ export const jobsProjection: Projection = stateProjection<JobState>({
               r.status, r.kind, r.product_id, r.story_id, r.sprint_id, r.sprint_run_id, r.task_id, r.agent_profile_id, r.reason,
               r.exclude_from_coalescing, r.created_at, r.attempt, r.max_attempts, r.lease_token, r.runner_id, r.lease_expires_at,
               r.base_sha, r.head_sha, r.pushed_at, r.error, r.task_status, r.payloads, r.agent_config, r.state, r.repository, r.branch
-         FROM jsonb_to_recordset($1::jsonb) AS r(job_id text, enqueue_position bigint, status text, kind text, product_id text,
+         FROM json_to_recordset($1::json) AS r(job_id text, enqueue_position bigint, status text, kind text, product_id text,
          story_id text, sprint_id text, sprint_run_id text, task_id text, agent_profile_id text, reason text,
          exclude_from_coalescing boolean, created_at timestamptz, attempt integer, max_attempts integer, lease_token integer,
          runner_id text, lease_expires_at timestamptz, base_sha text, head_sha text, pushed_at timestamptz, error text,
-         task_status text, payloads jsonb, agent_config jsonb, state jsonb, repository text, branch text)
+         task_status text, payloads json, agent_config json, state json, repository text, branch text)
        ON CONFLICT (job_id) DO UPDATE SET
          status = EXCLUDED.status, attempt = EXCLUDED.attempt, lease_token = EXCLUDED.lease_token, runner_id = EXCLUDED.runner_id,
          lease_expires_at = EXCLUDED.lease_expires_at, base_sha = EXCLUDED.base_sha, head_sha = EXCLUDED.head_sha,

@@ -143,8 +143,8 @@ export async function appendEvents(
          SELECT coalesce(max(stream_version), 0) AS v FROM events WHERE stream_id = $1
        ), inserted AS (
          INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
-         SELECT n.event_id, $1, current.v + n.ord, n.type, n.schema_version, n.data, $7::jsonb, $8
-           FROM current, unnest($3::uuid[], $4::text[], $5::int[], $6::jsonb[]) WITH ORDINALITY
+         SELECT n.event_id, $1, current.v + n.ord, n.type, n.schema_version, n.data, $7::json, $8
+           FROM current, unnest($3::uuid[], $4::text[], $5::int[], $6::json[]) WITH ORDINALITY
                 AS n(event_id, type, schema_version, data, ord)
           WHERE $2::int < 0 OR current.v = $2::int
          RETURNING ${EVENT_COLUMNS}

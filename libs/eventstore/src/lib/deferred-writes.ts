@@ -22,7 +22,7 @@ export function inlineStatement(text: string, values: readonly unknown[] = []): 
 
 /**
  * A statement's parameter that is a JSON array of rows, each of which the statement writes on its
- * own (read with `jsonb_to_recordset`): commands written together whose statements have the same
+ * own (read with `json_to_recordset` or `jsonb_to_recordset`): commands written together whose statements have the same
  * texts and take their rows this way are sent as one statement per text with all their rows
  * (CommandBatcher). Only for statements where one row does not depend on another. pg sends it as
  * its JSON (`toPostgres`).

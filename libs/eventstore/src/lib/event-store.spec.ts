@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import type { QueryRunner } from 'typeorm';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
 import { createPool } from './database.js';
-import { migrate } from './migrations.js';
+import { EventLogJsonText1782000000000, migrate } from './migrations.js';
 import { EventStore } from './event-store.js';
 import { handleWithDecider, type Decider } from './decider.js';
 
@@ -46,7 +47,42 @@ describe('event store', () => {
   it('migrations can run twice (a restart) without changing anything', async () => {
     await migrate({ url: testDatabaseUrl, schema });
     const { rows } = await pool.query('SELECT count(*) FROM migrations');
-    expect(Number(rows[0].count)).toBe(3);
+    expect(Number(rows[0].count)).toBe(4);
+  });
+
+  it("keeps each event's data and metadata as the JSON text written; the migration to that reverts to jsonb and applies again, the log unchanged", async () => {
+    const stream = `s-${randomUUID()}`;
+    // Keys in an order jsonb would change (it puts shorter keys first), and nesting.
+    const data = { zebra: 1, a: { yy: [1, 'x', null], b: true }, unicode: 'é\u2028' };
+    await store.append(stream, 0, [{ type: 'A', data }], meta);
+    // And in one message (the path most commands take), read first so the append is at a known version.
+    await store.executeInOneMessage({ metadata: meta }, async (work) => work.append(stream, (await work.readStream(stream)).length, [{ type: 'B', data }]));
+    const text = async () =>
+      (await pool.query<{ data: string; kind: string }>(`SELECT data::text AS data, pg_typeof(data)::text AS kind FROM events WHERE stream_id = $1 ORDER BY stream_version`, [stream])).rows;
+    expect(await text()).toEqual([
+      { data: JSON.stringify(data), kind: 'json' },
+      { data: JSON.stringify(data), kind: 'json' },
+    ]);
+    const before = await store.readStream(stream);
+    expect(before.map((e) => e.data)).toEqual([data, data]);
+    const runner = { query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows } as unknown as QueryRunner;
+    // Read on connections of their own: a connection that prepared a read of the log before its type
+    // changed cannot run it again (docs/operations.md, "Upgrades that change a column's type").
+    const readAfresh = async () => {
+      const fresh = createPool({ url: testDatabaseUrl, schema, max: 1 });
+      try {
+        return await new EventStore({ pool: fresh, schema }).readStream(stream);
+      } finally {
+        await fresh.end();
+      }
+    };
+    const migration = new EventLogJsonText1782000000000();
+    await migration.down(runner);
+    expect((await text()).map((r) => r.kind)).toEqual(['jsonb', 'jsonb']);
+    expect(await readAfresh()).toEqual(before);
+    await migration.up(runner);
+    expect((await text()).map((r) => r.kind)).toEqual(['json', 'json']);
+    expect(await readAfresh()).toEqual(before);
   });
 
   it('appends with versions 1..n and reads the stream back in order', async () => {

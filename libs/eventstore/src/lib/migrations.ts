@@ -103,6 +103,55 @@ export function lz4ColumnsMigration(name: string, columns: ReadonlyArray<readonl
   };
 }
 
+/**
+ * The log's `data` and `metadata` as `json`, the text as written, rather than `jsonb`, a parsed form
+ * the server builds on every append and turns back into text on every read: the log is written once
+ * and read whole (a stream, the relay's batch, a rebuild), never searched by its JSON in a command's
+ * path, and `->`/`->>` work on both types. A rebuild's read of a million events cost the server
+ * twice as much CPU as jsonb (docs/architecture.md, "The log's JSON is text"). Rewrites the table,
+ * and changes a type that running replicas read through prepared statements: replicas of the
+ * previous version are stopped first (docs/operations.md, "Upgrades that change a column's type").
+ */
+export class EventLogJsonText1782000000000 implements MigrationInterface {
+  name = 'EventLogJsonText1782000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE events ALTER COLUMN data TYPE json, ALTER COLUMN metadata TYPE json`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE events ALTER COLUMN data TYPE jsonb, ALTER COLUMN metadata TYPE jsonb`);
+  }
+}
+
+/**
+ * JSON columns that are only ever written and read whole (a view's folded state) as `json`, the text
+ * itself, instead of `jsonb` (see EventLogJsonText); their compression is set to lz4 again, which
+ * a change of type resets (setColumnCompression). Like EventLogJsonText, it rewrites the tables and
+ * is applied with the previous version's replicas stopped. `name` ends in its timestamp, as TypeORM wants.
+ */
+export function jsonTextColumnsMigration(name: string, columns: ReadonlyArray<readonly [table: string, column: string]>): MigrationClass {
+  const alter = async (q: QueryRunner, type: 'json' | 'jsonb') => {
+    // One statement per table: each rewrites the table.
+    for (const table of new Set(columns.map(([t]) => t))) {
+      const changes = columns.filter(([t]) => t === table).map(([, column]) => `ALTER COLUMN ${column} TYPE ${type}`);
+      await q.query(`ALTER TABLE ${table} ${changes.join(', ')}`);
+    }
+    await setColumnCompression(q, columns, 'lz4');
+  };
+  return class implements MigrationInterface {
+    name = name;
+
+    async up(q: QueryRunner): Promise<void> {
+      await alter(q, 'json');
+    }
+
+    async down(q: QueryRunner): Promise<void> {
+      await alter(q, 'jsonb');
+    }
+  };
+}
+
 export interface MigrateOptions {
   url: string;
   schema: string;
@@ -129,7 +178,7 @@ export async function migrate(options: MigrateOptions): Promise<void> {
       migrationsRun: false,
       migrationsTableName: 'migrations',
       migrationsTransactionMode: 'each',
-      migrations: [EventLogTables1764460800000, EventLogRetention1765000000000, EventLogStreamHeads1781000000000, ...(options.migrations ?? [])],
+      migrations: [EventLogTables1764460800000, EventLogRetention1765000000000, EventLogStreamHeads1781000000000, EventLogJsonText1782000000000, ...(options.migrations ?? [])],
       extra: { options: `-c search_path=${schema},public`, max: 1 },
       logging: false,
     });

@@ -332,8 +332,8 @@ function receiptInsert(idempotency: IdempotencyOptions, result: unknown, now: Da
 const EVENTS_INSERT = `WITH inserted AS (
       INSERT INTO events (event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at)
       SELECT r.event_id, r.stream_id, r.stream_version, r.type, r.schema_version, r.data, r.metadata, r.occurred_at
-        FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (event_id uuid, stream_id text, stream_version int, type text,
-                                                           schema_version int, data jsonb, metadata jsonb, occurred_at timestamptz))
+        FROM ROWS FROM (json_to_recordset($1::json) AS (event_id uuid, stream_id text, stream_version int, type text,
+                                                         schema_version int, data json, metadata json, occurred_at timestamptz))
              WITH ORDINALITY AS r(event_id, stream_id, stream_version, type, schema_version, data, metadata, occurred_at, n)
        ORDER BY r.n
       RETURNING position, event_id
