@@ -4,7 +4,7 @@ import type { QueryRunner } from 'typeorm';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
 import { createPool } from './database.js';
-import { EventLogJsonText1782000000000, migrate } from './migrations.js';
+import { EventLogJsonText1782000000000, jsonTextColumnsMigration, migrate } from './migrations.js';
 import { EventStore } from './event-store.js';
 import { handleWithDecider, type Decider } from './decider.js';
 
@@ -83,6 +83,51 @@ describe('event store', () => {
     await migration.up(runner);
     expect((await text()).map((r) => r.kind)).toEqual(['json', 'json']);
     expect(await readAfresh()).toEqual(before);
+  });
+
+  it("a view's JSON columns become json with one rewrite per table, keep their rows and their lz4 compression, and revert to jsonb", async () => {
+    await pool.query(`CREATE TABLE json_views (id text PRIMARY KEY, state jsonb NOT NULL, extra jsonb)`);
+    await pool.query(`CREATE TABLE json_other (id text PRIMARY KEY, state jsonb NOT NULL)`);
+    const { rows: [{ lz4 }] } = await pool.query<{ lz4: boolean }>(`SELECT 'lz4' = ANY(enumvals) AS lz4 FROM pg_settings WHERE name = 'default_toast_compression'`);
+    // Large enough to be compressed, varied enough not to shrink to nothing.
+    const state = { steps: Array.from({ length: 300 }, (_, i) => ({ n: i, text: `step ${(i * 7919) % 1013}` })), done: false };
+    await pool.query(`INSERT INTO json_views VALUES ('a', $1, NULL), ('b', $1, '{"k": [1, 2]}')`, [JSON.stringify(state)]);
+    await pool.query(`INSERT INTO json_other VALUES ('a', '{"x": 1}')`);
+    const rows = async () => (await pool.query(`SELECT v.id, v.state, v.extra, o.state AS other FROM json_views v LEFT JOIN json_other o USING (id) ORDER BY v.id`)).rows;
+    const types = async () =>
+      (
+        await pool.query<{ c: string; t: string; m: string }>(
+          `SELECT c.relname || '.' || a.attname AS c, format_type(a.atttypid, NULL) AS t, a.attcompression::text AS m FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+            WHERE c.relnamespace = current_schema()::regnamespace AND c.relname IN ('json_views', 'json_other') AND a.attname IN ('state', 'extra') ORDER BY 1`,
+        )
+      ).rows;
+    const before = await rows();
+    const migration = new (jsonTextColumnsMigration('JsonViews1782000000001', [['json_views', 'state'], ['json_views', 'extra'], ['json_other', 'state']]))();
+    const statements: string[] = [];
+    const runner = {
+      query: async (sql: string, params?: unknown[]) => {
+        statements.push(sql);
+        return (await pool.query(sql, params)).rows;
+      },
+    } as unknown as QueryRunner;
+    await migration.up(runner);
+    const m = lz4 ? 'l' : '';
+    expect(await types()).toEqual([
+      { c: 'json_other.state', t: 'json', m },
+      { c: 'json_views.extra', t: 'json', m },
+      { c: 'json_views.state', t: 'json', m },
+    ]);
+    const lz4Too = (column: string) => (lz4 ? `, ALTER COLUMN ${column} SET COMPRESSION lz4` : '');
+    expect(statements.filter((q) => q.includes('TYPE json'))).toEqual([
+      `ALTER TABLE json_views ALTER COLUMN state TYPE json${lz4Too('state')}, ALTER COLUMN extra TYPE json${lz4Too('extra')}`,
+      `ALTER TABLE json_other ALTER COLUMN state TYPE json${lz4Too('state')}`,
+    ]);
+    expect(await rows()).toEqual(before);
+    // The rows the migration rewrote are compressed as the column now says.
+    if (lz4) expect((await pool.query(`SELECT pg_column_compression(state) AS m FROM json_views WHERE id = 'a'`)).rows[0].m).toBe('lz4');
+    await migration.down(runner);
+    expect((await types()).map((r) => r.t)).toEqual(['jsonb', 'jsonb', 'jsonb']);
+    expect(await rows()).toEqual(before);
   });
 
   it('appends with versions 1..n and reads the stream back in order', async () => {

@@ -126,18 +126,21 @@ export class EventLogJsonText1782000000000 implements MigrationInterface {
 
 /**
  * JSON columns that are only ever written and read whole (a view's folded state) as `json`, the text
- * itself, instead of `jsonb` (see EventLogJsonText); their compression is set to lz4 again, which
- * a change of type resets (setColumnCompression). Like EventLogJsonText, it rewrites the tables and
+ * itself, instead of `jsonb` (see EventLogJsonText); their compression is set to lz4 again where
+ * the server has it (a change of type resets it; see setColumnCompression). Like EventLogJsonText, it rewrites the tables and
  * is applied with the previous version's replicas stopped. `name` ends in its timestamp, as TypeORM wants.
  */
 export function jsonTextColumnsMigration(name: string, columns: ReadonlyArray<readonly [table: string, column: string]>): MigrationClass {
   const alter = async (q: QueryRunner, type: 'json' | 'jsonb') => {
-    // One statement per table: each rewrites the table.
+    const [{ lz4 }] = (await q.query(`SELECT 'lz4' = ANY(enumvals) AS lz4 FROM pg_settings WHERE name = 'default_toast_compression'`)) as [{ lz4: boolean }];
+    // One statement per table: each rewrites the table. The compression is set in the same
+    // statement, so that the rows it rewrites are compressed with lz4 already.
     for (const table of new Set(columns.map(([t]) => t))) {
-      const changes = columns.filter(([t]) => t === table).map(([, column]) => `ALTER COLUMN ${column} TYPE ${type}`);
+      const changes = columns
+        .filter(([t]) => t === table)
+        .flatMap(([, column]) => [`ALTER COLUMN ${column} TYPE ${type}`, ...(lz4 ? [`ALTER COLUMN ${column} SET COMPRESSION lz4`] : [])]);
       await q.query(`ALTER TABLE ${table} ${changes.join(', ')}`);
     }
-    await setColumnCompression(q, columns, 'lz4');
   };
   return class implements MigrationInterface {
     name = name;

@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { lz4ColumnsMigration } from '@gantry/eventstore';
+import { jsonTextColumnsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
 
 /**
  * The pr-service's tables beside its event log:
@@ -66,4 +66,7 @@ export class PrServiceTables1767312000000 implements MigrationInterface {
 /** The pull requests' `state` column, rewritten by every command on their row, compressed with lz4 where the server has it (setColumnCompression). */
 export const PrServiceStateCompression1780272000000 = lz4ColumnsMigration('PrServiceStateCompression1780272000000', [['pull_requests', 'state']]);
 
-export const prServiceMigrations = [PrServiceTables1767312000000, PrServiceStateCompression1780272000000];
+/** The pull requests' `state` as `json`, written and read whole (jsonTextColumnsMigration; docs/architecture.md, "The log's JSON is text"). */
+export const PrServiceStateJsonText1782050000000 = jsonTextColumnsMigration('PrServiceStateJsonText1782050000000', [['pull_requests', 'state']]);
+
+export const prServiceMigrations = [PrServiceTables1767312000000, PrServiceStateCompression1780272000000, PrServiceStateJsonText1782050000000];

@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { lz4ColumnsMigration } from '@gantry/eventstore';
+import { jsonTextColumnsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
 
 /**
  * The read side of the workflow engine (docs/workflow-engine.md, "Commands and events"). The tables
@@ -113,4 +113,7 @@ export class WorkflowEngineViews1765000000000 implements MigrationInterface {
 /** The tasks' `state` column, rewritten by every command on their row, compressed with lz4 where the server has it (setColumnCompression). */
 export const WorkflowEngineStateCompression1780272000000 = lz4ColumnsMigration('WorkflowEngineStateCompression1780272000000', [['tasks', 'state']]);
 
-export const workflowEngineMigrations = [WorkflowEngineViews1765000000000, WorkflowEngineStateCompression1780272000000];
+/** The tasks' `state` as `json`, written and read whole (jsonTextColumnsMigration; docs/architecture.md, "The log's JSON is text"). */
+export const WorkflowEngineStateJsonText1782050000000 = jsonTextColumnsMigration('WorkflowEngineStateJsonText1782050000000', [['tasks', 'state']]);
+
+export const workflowEngineMigrations = [WorkflowEngineViews1765000000000, WorkflowEngineStateCompression1780272000000, WorkflowEngineStateJsonText1782050000000];
