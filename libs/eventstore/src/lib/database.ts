@@ -28,7 +28,35 @@ export function createPool(options: DatabaseOptions): pg.Pool {
   });
   // An idle client that loses its connection must not crash the process; the next checkout reconnects.
   pool.on('error', () => undefined);
+  pool.on('connect', closeOnStalePlan);
   return pool;
+}
+
+/**
+ * Closes a connection once a statement it prepared no longer fits the schema, so that the pool
+ * replaces it. A statement prepared before a migration changed the type of a column it returns
+ * fails with "cached plan must not change result type", on that connection, every time it runs:
+ * PostgreSQL does not plan it again. node-postgres has no hook for a query's failure, hence the
+ * wrapper; the query that met the error still fails (it wrote nothing), and the next checkout gets a
+ * fresh connection (docs/operations.md, "Upgrades that change a column's type").
+ */
+function closeOnStalePlan(client: pg.PoolClient): void {
+  const query = client.query;
+  client.query = function (this: pg.PoolClient, ...args: unknown[]): unknown {
+    const result = (query as (...a: unknown[]) => unknown).apply(this, args);
+    if (result instanceof Promise) {
+      result.catch((error: unknown) => {
+        if (isStalePlan(error)) void client.end().catch(() => undefined);
+      });
+    }
+    return result;
+  } as typeof client.query;
+}
+
+/** PostgreSQL's refusal to run a prepared statement whose result's type changed (feature_not_supported). */
+export function isStalePlan(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: string; message?: string };
+  return code === '0A000' && message === 'cached plan must not change result type';
 }
 
 export async function ensureSchema(url: string, schema: string): Promise<void> {

@@ -66,23 +66,29 @@ describe('event store', () => {
     const before = await store.readStream(stream);
     expect(before.map((e) => e.data)).toEqual([data, data]);
     const runner = { query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows } as unknown as QueryRunner;
-    // Read on connections of their own: a connection that prepared a read of the log before its type
-    // changed cannot run it again (docs/operations.md, "Upgrades that change a column's type").
-    const readAfresh = async () => {
-      const fresh = createPool({ url: testDatabaseUrl, schema, max: 1 });
-      try {
-        return await new EventStore({ pool: fresh, schema }).readStream(stream);
-      } finally {
-        await fresh.end();
+    // A running process with one connection, which has prepared its read of a stream: after each
+    // change of type that read fails once (PostgreSQL will not run the statement prepared before
+    // it), the connection is closed, and the next read, on a fresh one, sees the log unchanged.
+    const running = createPool({ url: testDatabaseUrl, schema, max: 1 });
+    const reader = new EventStore({ pool: running, schema });
+    const pid = async () => (await running.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    try {
+      expect(await reader.readStream(stream)).toEqual(before);
+      const migration = new EventLogJsonText1782000000000();
+      for (const [step, kind] of [
+        [() => migration.down(runner), 'jsonb'],
+        [() => migration.up(runner), 'json'],
+      ] as const) {
+        const connection = await pid();
+        await step();
+        expect((await text()).map((r) => r.kind)).toEqual([kind, kind]);
+        await expect(reader.readStream(stream)).rejects.toMatchObject({ code: '0A000', message: 'cached plan must not change result type' });
+        expect(await reader.readStream(stream)).toEqual(before);
+        expect(await pid()).not.toBe(connection);
       }
-    };
-    const migration = new EventLogJsonText1782000000000();
-    await migration.down(runner);
-    expect((await text()).map((r) => r.kind)).toEqual(['jsonb', 'jsonb']);
-    expect(await readAfresh()).toEqual(before);
-    await migration.up(runner);
-    expect((await text()).map((r) => r.kind)).toEqual(['json', 'json']);
-    expect(await readAfresh()).toEqual(before);
+    } finally {
+      await running.end();
+    }
   });
 
   it("a view's JSON columns become json with one rewrite per table, keep their rows and their lz4 compression, and revert to jsonb", async () => {

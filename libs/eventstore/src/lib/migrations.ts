@@ -110,7 +110,7 @@ export function lz4ColumnsMigration(name: string, columns: ReadonlyArray<readonl
  * path, and `->`/`->>` work on both types. A rebuild's read of a million events cost the server
  * twice as much CPU as jsonb (docs/architecture.md, "The log's JSON is text"). Rewrites the table,
  * and changes a type that running replicas read through prepared statements: replicas of the
- * previous version are stopped first (docs/operations.md, "Upgrades that change a column's type").
+ * version before it are stopped first (docs/operations.md, "Upgrades that change a column's type").
  */
 export class EventLogJsonText1782000000000 implements MigrationInterface {
   name = 'EventLogJsonText1782000000000';
@@ -127,8 +127,9 @@ export class EventLogJsonText1782000000000 implements MigrationInterface {
 /**
  * JSON columns that are only ever written and read whole (a view's folded state) as `json`, the text
  * itself, instead of `jsonb` (see EventLogJsonText); their compression is set to lz4 again where
- * the server has it (a change of type resets it; see setColumnCompression). Like EventLogJsonText, it rewrites the tables and
- * is applied with the previous version's replicas stopped. `name` ends in its timestamp, as TypeORM wants.
+ * the server has it (a change of type resets it; see setColumnCompression). Like EventLogJsonText,
+ * it rewrites the tables and changes a type read through prepared statements (docs/operations.md,
+ * "Upgrades that change a column's type"). `name` ends in its timestamp, as TypeORM wants.
  */
 export function jsonTextColumnsMigration(name: string, columns: ReadonlyArray<readonly [table: string, column: string]>): MigrationClass {
   const alter = async (q: QueryRunner, type: 'json' | 'jsonb') => {
