@@ -41,15 +41,16 @@ export function createPool(options: DatabaseOptions): pg.Pool {
  * fresh connection (docs/operations.md, "Upgrades that change a column's type").
  */
 function closeOnStalePlan(client: pg.PoolClient): void {
-  const query = client.query;
+  // The client's own query, looked up on each call (not kept from now), as pg.Client defines it.
+  const prototype = Object.getPrototypeOf(client) as { query: (...a: unknown[]) => unknown };
   client.query = function (this: pg.PoolClient, ...args: unknown[]): unknown {
-    const result = (query as (...a: unknown[]) => unknown).apply(this, args);
-    if (result instanceof Promise) {
-      result.catch((error: unknown) => {
-        if (isStalePlan(error)) void client.end().catch(() => undefined);
-      });
-    }
-    return result;
+    const result = prototype.query.apply(this, args);
+    if (!(result instanceof Promise)) return result; // a callback's or a submittable's (COPY) query
+    // The caller gets the same rejection (and an unhandled one is still reported as such).
+    return result.catch((error: unknown) => {
+      if (isStalePlan(error)) void client.end().catch(() => undefined);
+      throw error;
+    });
   } as typeof client.query;
 }
 
