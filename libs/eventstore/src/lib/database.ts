@@ -36,22 +36,16 @@ export function createPool(options: DatabaseOptions): pg.Pool {
  * Closes a connection once a statement it prepared no longer fits the schema, so that the pool
  * replaces it. A statement prepared before a migration changed the type of a column it returns
  * fails with "cached plan must not change result type", on that connection, every time it runs:
- * PostgreSQL does not plan it again. node-postgres has no hook for a query's failure, hence the
- * wrapper; the query that met the error still fails (it wrote nothing), and the next checkout gets a
- * fresh connection (docs/operations.md, "Upgrades that change a column's type").
+ * PostgreSQL does not plan it again. The query that met the error still fails (it wrote nothing),
+ * and the next checkout gets a fresh connection (docs/operations.md, "Upgrades that change a
+ * column's type"). Told by the connection's error messages (node-postgres has no hook for a
+ * query's failure), so that a query that succeeds costs nothing more: this listener runs after the
+ * client's own, which has already failed the query, and before its caller goes on.
  */
 function closeOnStalePlan(client: pg.PoolClient): void {
-  // The client's own query, looked up on each call (not kept from now), as pg.Client defines it.
-  const prototype = Object.getPrototypeOf(client) as { query: (...a: unknown[]) => unknown };
-  client.query = function (this: pg.PoolClient, ...args: unknown[]): unknown {
-    const result = prototype.query.apply(this, args);
-    if (!(result instanceof Promise)) return result; // a callback's or a submittable's (COPY) query
-    // The caller gets the same rejection (and an unhandled one is still reported as such).
-    return result.catch((error: unknown) => {
-      if (isStalePlan(error)) void client.end().catch(() => undefined);
-      throw error;
-    });
-  } as typeof client.query;
+  (client as unknown as pg.Client).connection.on('errorMessage', (error: unknown) => {
+    if (isStalePlan(error)) void client.end().catch(() => undefined);
+  });
 }
 
 /** PostgreSQL's refusal to run a prepared statement whose result's type changed (feature_not_supported). */
