@@ -49,7 +49,7 @@ function closeOnStalePlan(client: pg.PoolClient): void {
 }
 
 /** PostgreSQL's refusal to run a prepared statement whose result's type changed (feature_not_supported). */
-export function isStalePlan(error: unknown): boolean {
+function isStalePlan(error: unknown): boolean {
   const { code, message } = (error ?? {}) as { code?: string; message?: string };
   return code === '0A000' && message === 'cached plan must not change result type';
 }
