@@ -72,9 +72,9 @@ describe('event store', () => {
     const running = createPool({ url: testDatabaseUrl, schema, max: 1 });
     const reader = new EventStore({ pool: running, schema });
     const pid = async () => (await running.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    const migration = new EventLogJsonText1782000000000();
     try {
       expect(await reader.readStream(stream)).toEqual(before);
-      const migration = new EventLogJsonText1782000000000();
       for (const [step, kind] of [
         [() => migration.down(runner), 'jsonb'],
         [() => migration.up(runner), 'json'],
@@ -86,6 +86,17 @@ describe('event store', () => {
         expect(await reader.readStream(stream)).toEqual(before);
         expect(await pid()).not.toBe(connection);
       }
+      // A connection checked out (a transaction's) and given back without an error: the pool would
+      // hand it out again, still failing; it was closed instead, and the next checkout is a new one.
+      const held = await running.connect();
+      const heldPid = (await held.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      const read = { name: 'stale_plan_probe', text: 'SELECT data FROM events WHERE stream_id = $1', values: [stream] };
+      await held.query(read);
+      await migration.down(runner);
+      await expect(held.query(read)).rejects.toMatchObject({ code: '0A000' });
+      held.release();
+      expect(await pid()).not.toBe(heldPid);
+      await migration.up(runner);
     } finally {
       await running.end();
     }
