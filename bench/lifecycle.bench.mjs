@@ -11,7 +11,9 @@
 // one run (the machine is shared and noisy: compare the ratio, not the absolute figures). Also: raw
 // PostgreSQL single-row commits/s with 1 and 8 clients, the ceiling of every PostgreSQL figure here,
 // and the CPU a job costs each part of the machine (job service, PostgreSQL, NATS server, the
-// callers here; Redis and the callers for BullMQ), read from /proc around the timed loop.
+// callers here; Redis and the callers for BullMQ), read from /proc around the timed loop; and, from the
+// job services' /metrics, the time a command spends inside the service (arrival to reply) and how
+// long its write messages wait for PostgreSQL.
 //
 // Settings: BENCH_JOBS (600), BENCH_ROUNDS (2 per side), BENCH_WORKERS (16), BENCH_REPLICAS (1 job service), BENCH_CPU_PROF=<dir>
 // (the job service writes a --cpu-prof profile there), BENCH_WAITS=1 (samples the job service's
@@ -113,6 +115,41 @@ async function cpuByPart(servicePids) {
   return parts;
 }
 
+/**
+ * What the job services' /metrics say so far: per command (answered ok) the seconds spent and the
+ * answers given, and the write messages' commands and seconds (summed over the replicas).
+ */
+async function serviceMetrics(services) {
+  const totals = { commands: {}, batches: { count: 0, seconds: 0, commands: 0 } };
+  for (const s of services) {
+    const text = await (await fetch(`${s.url}/metrics`)).text();
+    for (const [, kind, command, value] of text.matchAll(/^gantry_command_duration_seconds_(sum|count)\{command="[^".]+\.([^"]+)",outcome="ok"\} (\S+)$/gm)) {
+      const c = (totals.commands[command] ??= { sum: 0, count: 0 });
+      c[kind] += Number(value);
+    }
+    const one = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+    totals.batches.count += one('gantry_write_batch_duration_seconds_count');
+    totals.batches.seconds += one('gantry_write_batch_duration_seconds_sum');
+    totals.batches.commands += one('gantry_write_batch_commands_sum');
+  }
+  return totals;
+}
+
+/** Milliseconds per command answered between two readings of serviceMetrics, by command; and per write message. */
+function serviceTimes(before, after) {
+  const perCommand = {};
+  for (const [command, a] of Object.entries(after.commands)) {
+    const b = before.commands[command] ?? { sum: 0, count: 0 };
+    if (a.count > b.count) perCommand[command] = +(((a.sum - b.sum) * 1000) / (a.count - b.count)).toFixed(2);
+  }
+  const messages = after.batches.count - before.batches.count;
+  return {
+    serviceMsPerCommand: perCommand,
+    writeMessageMs: messages > 0 ? +(((after.batches.seconds - before.batches.seconds) * 1000) / messages).toFixed(2) : null,
+    commandsPerWriteMessage: messages > 0 ? +((after.batches.commands - before.batches.commands) / messages).toFixed(2) : null,
+  };
+}
+
 /** Runs `count` operations over `concurrency` loops; returns ops/s. */
 async function spread(count, concurrency, op) {
   let next = 0;
@@ -176,6 +213,7 @@ async function gantryRound(client, services, round) {
   const cpu0 = cpuOf();
   const calls0 = readWriteCalls(servicePids);
   const parts0 = await cpuByPart(servicePids);
+  const metrics0 = await serviceMetrics(services);
   const t0 = performance.now();
   const loop = Promise.all(
     Array.from({ length: workers }, async (_, w) => {
@@ -203,6 +241,7 @@ async function gantryRound(client, services, round) {
   const cpu = cpuOf() - cpu0;
   const calls = readWriteCalls(servicePids) - calls0;
   const parts1 = await cpuByPart(servicePids);
+  const inService = serviceTimes(metrics0, await serviceMetrics(services));
   // CPU milliseconds per job, by part of the system: where a job's cost lands on the machine.
   const cpuMsPerJob = Object.fromEntries(Object.keys(parts1).map((k) => [k, +(((parts1[k] - parts0[k]) * 1000) / done).toFixed(2)]));
   const commands = done * 6 + workers; // + the claim of each worker that found the queue empty
@@ -221,6 +260,9 @@ async function gantryRound(client, services, round) {
     serviceReadWriteCallsPerJob: +(calls / done).toFixed(1),
     cpuMsPerJob,
     cpuMsPerEnqueue,
+    // From the services' /metrics: the time a command spent in the service (arrival to reply), and
+    // the write messages' round trips, which most of that time is spent waiting for.
+    ...inService,
     replicas,
     waits: waits ? await waits : undefined,
   };
@@ -330,6 +372,10 @@ try {
     commandsPerCommit: pick(gantry, 'commandsPerCommit'),
     cpuMsPerCommand: pick(gantry, 'cpuMsPerCommand'),
     serviceReadWriteCallsPerJob: pick(gantry, 'serviceReadWriteCallsPerJob'),
+    serviceClaimMs: median(gantry.map((g) => g.serviceMsPerCommand.claim_job)),
+    serviceFinishMs: median(gantry.map((g) => g.serviceMsPerCommand.finish_job)),
+    writeMessageMs: pick(gantry, 'writeMessageMs'),
+    commandsPerWriteMessage: pick(gantry, 'commandsPerWriteMessage'),
     ...Object.fromEntries(Object.keys(gantry[0].cpuMsPerJob).map((k) => [`gantryCpuMsPerJob_${k}`, median(gantry.map((g) => g.cpuMsPerJob[k]))])),
     ...Object.fromEntries(Object.keys(gantry[0].cpuMsPerEnqueue).map((k) => [`gantryCpuMsPerEnqueue_${k}`, median(gantry.map((g) => g.cpuMsPerEnqueue[k]))])),
     ...Object.fromEntries(Object.keys(bull[0].cpuMsPerJob).map((k) => [`bullmqCpuMsPerJob_${k}`, median(bull.map((b) => b.cpuMsPerJob[k]))])),

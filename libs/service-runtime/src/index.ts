@@ -8,6 +8,7 @@ export * from './lib/transport/gantry-transport.js';
 export * from './lib/runtime.module.js';
 export * from './lib/bootstrap.js';
 export * from './lib/http.controllers.js';
+export * from './lib/metrics.js';
 export * from './lib/command-metadata.js';
 export * from './lib/retention.js';
 export * from './lib/test-crash.js';

@@ -40,6 +40,8 @@ export class CommandBatcher {
     private readonly prepared: PreparedStatements,
     /** Told which connection committed writes (the relay is woken when it goes back to the pool). */
     private readonly wrote: (client: pg.PoolClient) => void,
+    /** Told of each write message sent: how many commands it carried and how long they waited for it (see EventStore.onBatchWritten). */
+    private readonly written: (batch: WrittenBatch) => void = () => undefined,
   ) {
     const options = { cache: false, batchScheduleFn: (send: () => void) => setImmediate(send), maxBatchSize: MAX_BATCH };
     this.reads = new DataLoader((streamIds) => this.readStreams(streamIds), options);
@@ -152,6 +154,15 @@ export class CommandBatcher {
   }
 
   private async write(batch: ReadonlyArray<Statement[]>): Promise<Array<pg.QueryResult[] | Error>> {
+    const started = performance.now();
+    try {
+      return await this.writeNow(batch);
+    } finally {
+      this.written({ commands: batch.length, seconds: (performance.now() - started) / 1000 });
+    }
+  }
+
+  private async writeNow(batch: ReadonlyArray<Statement[]>): Promise<Array<pg.QueryResult[] | Error>> {
     const client = await this.pool.connect();
     let broken = false;
     const onError = () => {
@@ -201,6 +212,16 @@ export class CommandBatcher {
       client.release(broken ? true : undefined);
     }
   }
+}
+
+/**
+ * One write message of the batcher: the commands it carried, and the seconds from when it was sent
+ * for a connection until PostgreSQL's answer (a member sent again alone after the message failed
+ * included) — the time every one of those commands waited for its commit.
+ */
+export interface WrittenBatch {
+  commands: number;
+  seconds: number;
 }
 
 /** The batch's members (their indexes) in groups that can be written together (see JsonRows), in order of their first member. */

@@ -10,7 +10,7 @@ import { claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } fro
 import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome, type StreamWork } from './unit-of-work.js';
 import { decideWithin, type DomainEvent } from './decider.js';
 import { PreparedStatements } from './prepared.js';
-import { CommandBatcher } from './batching.js';
+import { CommandBatcher, type WrittenBatch } from './batching.js';
 import { executeInOneMessage, FULL_PATH, type DecisionSpec, type OneMessageContext } from './one-message.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 
@@ -18,6 +18,7 @@ import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOption
 // outbox rows and inline projections), receipts.ts (idempotency), unit-of-work.ts (one command in
 // an open transaction), group-commit.ts (commands sharing a transaction). This class puts them together.
 export { EVENT_COLUMNS, outboxChannel, toStoredEvent, type EventRow } from './append.js';
+export type { WrittenBatch } from './batching.js';
 export { UnitOfWork, type StreamWork };
 
 export interface EventStoreOptions {
@@ -59,6 +60,7 @@ export class EventStore {
   /** Masks secrets in what is written: every string of each event's data, and stored refusals. */
   readonly scrub: SecretScrubber;
   private readonly appendedListeners: Array<() => void> = [];
+  private readonly batchListeners: Array<(batch: WrittenBatch) => void> = [];
   /** Connections that appended in their current transaction: released means committed (or rolled back). */
   private readonly appending = new WeakSet<pg.PoolClient>();
 
@@ -79,7 +81,14 @@ export class EventStore {
       projections: this.inlineProjections,
       maxAttempts: this.maxAttempts,
       refuse: async (idempotency, error) => settle(await this.refusal(idempotency, error)),
-      batcher: new CommandBatcher(this.pool, new PreparedStatements(), (client) => this.appending.add(client)),
+      batcher: new CommandBatcher(
+        this.pool,
+        new PreparedStatements(),
+        (client) => this.appending.add(client),
+        (batch) => {
+          for (const listener of this.batchListeners) listener(batch);
+        },
+      ),
       pause: conflictPause,
     };
     this.pool.on('release', (_error: unknown, client: pg.PoolClient) => {
@@ -94,6 +103,15 @@ export class EventStore {
    */
   onAppended(listener: () => void): void {
     this.appendedListeners.push(listener);
+  }
+
+  /**
+   * Called after each write message of commands decided without a transaction (executeInOneMessage),
+   * with how many commands it carried and how long they waited for PostgreSQL to commit it: the
+   * service's metrics (docs/operations.md, "Metrics"). A listener must be quick and must not throw.
+   */
+  onBatchWritten(listener: (batch: WrittenBatch) => void): void {
+    this.batchListeners.push(listener);
   }
 
   get projections(): readonly Projection[] {

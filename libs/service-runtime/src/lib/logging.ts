@@ -116,7 +116,8 @@ export function bootLogger(service: string, destination?: DestinationStream): pi
   return destination ? pino(options, destination) : pino(options);
 }
 
-const PROBES = new Set(['/health', '/ready']);
+/** Requests not logged: the probes, and Prometheus' scrapes of /metrics. */
+const PROBES = new Set(['/health', '/ready', '/metrics']);
 
 /** Where the service's log level comes from: the module holding the validated settings, the value to inject, and the level in it. */
 export interface LogLevelSource {

@@ -19,6 +19,7 @@ import { createPool, EventStore, migrate, type MigrationClass, type Projection }
 import { Bus, CommandClient, OutboxRelay, type Companions } from '@gantry/messaging';
 import { redactUrl, SERVICE_CONFIG, serviceSettings, type ServiceConfig } from './config.js';
 import { CommandsController, HealthController } from './http.controllers.js';
+import { MetricsController, observeWriteBatch } from './metrics.js';
 import { gantryHandlerOf } from './transport/decorators.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { componentLogger, loggingModule, withinLogContext, type LogLevelSource } from './logging.js';
@@ -111,6 +112,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     this.readiness.add('relay', () => this.relayHealth.isHealthy('relay'));
     this.readiness.add('consumers', () => this.consumerLag.isHealthy('consumers'));
     this.store.onAppended(() => this.relay.appended());
+    this.store.onBatchWritten(observeWriteBatch);
     this.relay.start();
     this.log.info(
       {
@@ -210,7 +212,7 @@ export class GantryRuntimeModule {
     return {
       module: GantryRuntimeModule,
       imports: [loggingModule(options.service, config.logLevel), healthModule(), ...(config.imports ?? [])],
-      controllers: [HealthController],
+      controllers: [HealthController, MetricsController],
       providers: [
         ...config.providers,
         {
@@ -237,7 +239,7 @@ export class GantryRuntimeModule {
     return {
       module: GantryRuntimeModule,
       imports: [DiscoveryModule, loggingModule(options.service, config.logLevel), healthModule(), ...(config.imports ?? [])],
-      controllers: [HealthController, CommandsController],
+      controllers: [HealthController, MetricsController, CommandsController],
       providers: [
         { provide: RUNTIME_OPTIONS, useValue: options },
         ...config.providers,

@@ -15,6 +15,7 @@ import {
   type SecretScrubber,
 } from '@gantry/contracts';
 import { CORRELATION_HEADER, EventConsumer, SharedDurable, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
+import { observeCommand, UNKNOWN_COMMAND } from '../metrics.js';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
 import { commandPattern, consumerPattern, gantryHandlerOf, type DurableConsumerOptions } from './decorators.js';
 
@@ -179,9 +180,19 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
     }
   }
 
-  /** Runs one command from raw bytes (NATS) or an already-decoded value (HTTP). */
+  /**
+   * Runs one command from raw bytes (NATS) or an already-decoded value (HTTP); its time and outcome
+   * go to the `gantry_command_duration_seconds` metric.
+   */
   async dispatch(name: string, raw: Uint8Array | unknown, call: CommandContext): Promise<CommandReply> {
+    const started = performance.now();
     const route = this.commands.get(name);
+    const reply = await this.run(route, name, raw, call);
+    observeCommand(route ? `${this.options.context}.${name}` : UNKNOWN_COMMAND, reply.ok ? 'ok' : reply.error.code, (performance.now() - started) / 1000);
+    return reply;
+  }
+
+  private async run(route: CommandRoute | undefined, name: string, raw: Uint8Array | unknown, call: CommandContext): Promise<CommandReply> {
     const qualified = `${this.options.context}.${name}`;
     if (!route) return { ok: false, error: { code: ErrorCode.NOT_FOUND, message: `no command ${qualified}` } };
     const decoded = decodeRequest(raw, qualified);

@@ -1,0 +1,156 @@
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import { Controller, Inject } from '@nestjs/common';
+import { z } from 'zod';
+import { commandSubject, defineCommand, ErrorCode, GantryError, type Context } from '@gantry/contracts';
+import { EventStore } from '@gantry/eventstore';
+import { CommandClient } from '@gantry/messaging';
+import { connectTestNats } from '@gantry/testing';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { startTestService, type TestService } from '../testing.js';
+import { CommandHandler } from './transport/decorators.js';
+
+const context: Context = 'workflow';
+const Tally = defineCommand({
+  context,
+  name: 'tally_test_count',
+  request: z.object({ counter: z.string().min(1), idempotencyKey: z.string().min(1) }),
+  reply: z.object({ count: z.number().int() }),
+  examples: { valid: [{ counter: 'c', idempotencyKey: 'k' }], invalid: [{ counter: '' }] },
+});
+const Decline = defineCommand({
+  context,
+  name: 'decline_test_request',
+  request: z.object({}),
+  reply: z.object({}),
+  examples: { valid: [{}], invalid: [null] },
+});
+
+@Controller()
+class TallyCommands {
+  constructor(@Inject(EventStore) private readonly store: EventStore) {}
+
+  @CommandHandler(Tally)
+  async tally(request: z.infer<typeof Tally.request>) {
+    const stream = `counter-${request.counter}`;
+    const outcome = await this.store.executeInOneMessage(
+      { metadata: { correlationId: 'c' }, idempotency: { scope: 'tally', key: request.idempotencyKey, request }, streams: [stream] },
+      async (work) => {
+        const history = await work.readStream(stream);
+        await work.append(stream, history.length, [{ type: 'Tallied', data: {} }]);
+        return { count: history.length + 1 };
+      },
+    );
+    return outcome.result;
+  }
+
+  @CommandHandler(Decline)
+  async decline(): Promise<never> {
+    throw new GantryError(ErrorCode.INVALID_TRANSITION, 'not now');
+  }
+}
+
+/** The samples of a metric family in Prometheus' text format: `name{labels} value` lines. */
+function samples(text: string, name: string): Array<{ labels: Record<string, string>; value: number }> {
+  const found: Array<{ labels: Record<string, string>; value: number }> = [];
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!]));
+    found.push({ labels, value: Number(match[3]) });
+  }
+  return found;
+}
+
+describe('GET /metrics', () => {
+  let service: TestService;
+  let client: CommandClient;
+  let raw: NatsConnection;
+
+  beforeAll(async () => {
+    service = await startTestService({ label: 'metrics', context, controllers: [TallyCommands] });
+    client = service.app.get(CommandClient);
+    raw = await connectTestNats();
+  });
+
+  afterAll(async () => {
+    await raw.close();
+    await service.close();
+  });
+
+  const scrape = async () => {
+    const response = await fetch(`${service.url}/metrics`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    return response.text();
+  };
+  /** How many answers of `command` with `outcome` the histogram holds. */
+  const answered = (text: string, command: string, outcome: string) =>
+    samples(text, 'gantry_command_duration_seconds_count').find((s) => s.labels['command'] === command && s.labels['outcome'] === outcome)?.value ?? 0;
+  const rawRequest = async (command: string, body: string) =>
+    JSON.parse(new TextDecoder().decode((await raw.request(commandSubject(service.naming, context, command), body, { timeout: 5000 })).data));
+
+  it('counts each command answered by its name and outcome: ok, a refusal by its code, a bad request as INVALID_COMMAND', async () => {
+    const before = await scrape();
+    await client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() });
+    await client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() });
+    await expect(client.request(Decline, {})).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+    expect(await rawRequest('tally_test_count', '{"counter": ')).toMatchObject({ ok: false, error: { code: 'INVALID_COMMAND' } });
+    const after = await scrape();
+
+    const tally = 'workflow.tally_test_count';
+    expect(answered(after, tally, 'ok') - answered(before, tally, 'ok')).toBe(2);
+    expect(answered(after, 'workflow.decline_test_request', 'INVALID_TRANSITION') - answered(before, 'workflow.decline_test_request', 'INVALID_TRANSITION')).toBe(1);
+    expect(answered(after, tally, 'INVALID_COMMAND') - answered(before, tally, 'INVALID_COMMAND')).toBe(1);
+    // The buckets hold the same answers: the last one (+Inf) counts every one of them.
+    const infinite = samples(after, 'gantry_command_duration_seconds_bucket').find(
+      (s) => s.labels['command'] === tally && s.labels['outcome'] === 'ok' && s.labels['le'] === '+Inf',
+    );
+    expect(infinite?.value).toBe(answered(after, tally, 'ok'));
+    const seconds = samples(after, 'gantry_command_duration_seconds_sum').find((s) => s.labels['command'] === tally && s.labels['outcome'] === 'ok')!.value;
+    expect(seconds).toBeGreaterThan(0);
+    expect(seconds).toBeLessThan(60);
+  });
+
+  it('a command the service does not serve (asked over HTTP) is counted under one name, not under the name asked for', async () => {
+    const asked = `no_such_command_${randomUUID().slice(0, 8)}`;
+    const response = await fetch(`${service.url}/commands/${asked}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(response.status).toBe(404);
+    expect(await response.json()).toMatchObject({ ok: false, error: { code: 'NOT_FOUND' } });
+    const text = await scrape();
+    expect(text).not.toContain(asked);
+    expect(answered(text, '(unknown)', 'NOT_FOUND')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('counts the write messages of commands and the commands they carried', async () => {
+    const before = await scrape();
+    const total = (text: string, name: string) => samples(text, name)[0]?.value ?? 0;
+    // Eight commands at once: the event store writes them in one message or a few.
+    await Promise.all(Array.from({ length: 8 }, () => client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() })));
+    const after = await scrape();
+    const messages = total(after, 'gantry_write_batch_commands_count') - total(before, 'gantry_write_batch_commands_count');
+    const commands = total(after, 'gantry_write_batch_commands_sum') - total(before, 'gantry_write_batch_commands_sum');
+    expect(commands).toBe(8);
+    expect(messages).toBeGreaterThanOrEqual(1);
+    expect(messages).toBeLessThanOrEqual(8);
+    expect(total(after, 'gantry_write_batch_duration_seconds_count') - total(before, 'gantry_write_batch_duration_seconds_count')).toBe(messages);
+  });
+
+  it("has the process's own metrics (CPU, memory, event-loop lag, garbage collection)", async () => {
+    const text = await scrape();
+    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_heap_size_used_bytes']) {
+      expect(samples(text, name).length).toBeGreaterThan(0);
+    }
+    expect(text).toContain('# TYPE nodejs_gc_duration_seconds histogram');
+  });
+
+  it('needs no token, like /health, while the commands over HTTP do', async () => {
+    const secured = await startTestService({ label: 'metrics-token', context, controllers: [TallyCommands], env: { GANTRY_HTTP_TOKEN: 'metrics-test-token-0123456789' } });
+    try {
+      expect((await fetch(`${secured.url}/metrics`)).status).toBe(200);
+      expect((await fetch(`${secured.url}/commands/decline_test_request`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status).toBe(401);
+    } finally {
+      await secured.close();
+    }
+  });
+});
