@@ -2,13 +2,14 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { Controller, Inject } from '@nestjs/common';
 import { z } from 'zod';
-import { commandSubject, defineCommand, ErrorCode, GantryError, type Context } from '@gantry/contracts';
+import { commandSubject, defineCommand, defineEvent, ErrorCode, eventSubject, GantryError, type Context } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { CommandClient } from '@gantry/messaging';
-import { connectTestNats } from '@gantry/testing';
+import { Bus, CommandClient, OutboxRelay, RetryLater } from '@gantry/messaging';
+import { connectTestNats, eventually } from '@gantry/testing';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { startTestService, type TestService } from '../testing.js';
-import { CommandHandler } from './transport/decorators.js';
+import { reportOnScrape } from './metrics.js';
+import { CommandHandler, DurableConsumer } from './transport/decorators.js';
 
 const context: Context = 'workflow';
 const Tally = defineCommand({
@@ -26,6 +27,24 @@ const Decline = defineCommand({
   examples: { valid: [{}], invalid: [null] },
 });
 
+defineEvent({
+  context,
+  type: 'MetricsTestTallied',
+  schemaVersion: 1,
+  data: z.object({ counter: z.string() }),
+  examples: { valid: [{ counter: 'c' }], invalid: [{ counter: 1 }] },
+});
+
+const consumer = { holding: false };
+
+@Controller()
+class TallyConsumer {
+  @DurableConsumer({ name: 'metrics-test-tallies', source: 'workflow', type: 'MetricsTestTallied', backoffMs: () => 50 })
+  async onTallied(): Promise<void> {
+    if (consumer.holding) throw new RetryLater('held by the test', 50);
+  }
+}
+
 @Controller()
 class TallyCommands {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}
@@ -37,7 +56,7 @@ class TallyCommands {
       { metadata: { correlationId: 'c' }, idempotency: { scope: 'tally', key: request.idempotencyKey, request }, streams: [stream] },
       async (work) => {
         const history = await work.readStream(stream);
-        await work.append(stream, history.length, [{ type: 'Tallied', data: {} }]);
+        await work.append(stream, history.length, [{ type: 'MetricsTestTallied', data: { counter: request.counter } }]);
         return { count: history.length + 1 };
       },
     );
@@ -68,7 +87,7 @@ describe('GET /metrics', () => {
   let raw: NatsConnection;
 
   beforeAll(async () => {
-    service = await startTestService({ label: 'metrics', context, controllers: [TallyCommands] });
+    service = await startTestService({ label: 'metrics', context, controllers: [TallyCommands, TallyConsumer] });
     client = service.app.get(CommandClient);
     raw = await connectTestNats();
   });
@@ -134,6 +153,71 @@ describe('GET /metrics', () => {
     expect(messages).toBeGreaterThanOrEqual(1);
     expect(messages).toBeLessThanOrEqual(8);
     expect(total(after, 'gantry_write_batch_duration_seconds_count') - total(before, 'gantry_write_batch_duration_seconds_count')).toBe(messages);
+  });
+
+  /** The value of a gauge (of one consumer's series, when `consumerName` is given). */
+  const gauge = (text: string, name: string, consumerName?: string) =>
+    samples(text, name).find((s) => consumerName === undefined || s.labels['consumer'] === consumerName)?.value;
+
+  it("reports the relay's backlog: committed events not yet published, and the oldest one's age", async () => {
+    const relay = service.app.get(OutboxRelay);
+    await relay.stop();
+    try {
+      await client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() });
+      await client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() });
+      await new Promise((r) => setTimeout(r, 20));
+      const held = await scrape();
+      expect(gauge(held, 'gantry_relay_backlog_events')).toBe(2);
+      expect(gauge(held, 'gantry_relay_backlog_oldest_age_seconds')).toBeGreaterThan(0);
+    } finally {
+      relay.start();
+    }
+    await eventually(async () => gauge(await scrape(), 'gantry_relay_backlog_events') === 0, { what: 'the backlog published' });
+    expect(gauge(await scrape(), 'gantry_relay_backlog_oldest_age_seconds')).toBe(0);
+  });
+
+  it("reports each durable consumer: attached, the events waiting for it and the oldest one's age", async () => {
+    const tallies = 'metrics-test-tallies';
+    await eventually(async () => gauge(await scrape(), 'gantry_consumer_pending_events', tallies) === 0, { what: 'the consumer caught up' });
+    let text = await scrape();
+    expect(gauge(text, 'gantry_consumer_attached', tallies)).toBe(1);
+    expect(gauge(text, 'gantry_consumer_lag_seconds', tallies)).toBe(0);
+
+    consumer.holding = true;
+    try {
+      await client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() });
+      await eventually(async () => (gauge(await scrape(), 'gantry_consumer_lag_seconds', tallies) ?? 0) > 0.2, { what: 'the held event ageing' });
+      text = await scrape();
+      expect(gauge(text, 'gantry_consumer_pending_events', tallies)).toBe(1);
+    } finally {
+      consumer.holding = false;
+    }
+    await eventually(async () => gauge(await scrape(), 'gantry_consumer_pending_events', tallies) === 0, { what: 'the held event handled' });
+  });
+
+  it('reports the dead letters kept, by consumer', async () => {
+    const tallies = 'metrics-test-tallies';
+    expect(gauge(await scrape(), 'gantry_dead_letters', tallies)).toBeUndefined();
+    // A message on the consumer's subject that is not an event at all: dead-lettered on arrival.
+    await service.app.get(Bus).js.publish(eventSubject(service.naming, context, 'MetricsTestTallied', 'c-1'), '{ not JSON');
+    await eventually(async () => gauge(await scrape(), 'gantry_dead_letters', tallies) === 1, { what: 'the dead letter counted' });
+  });
+
+  it('a service of the process that cannot answer (its database away) is left out of a scrape, which still answers', async () => {
+    const away = new Error('connect ECONNREFUSED 127.0.0.1:5432');
+    const stop = reportOnScrape({
+      relayBacklog: () => Promise.reject(away),
+      consumers: () => [{ name: 'metrics-test-away', lag: () => Promise.reject(away) }],
+      deadLetters: () => Promise.reject(away),
+    });
+    try {
+      const text = await scrape();
+      expect(gauge(text, 'gantry_relay_backlog_events')).toBe(0);
+      expect(gauge(text, 'gantry_consumer_attached', 'metrics-test-tallies')).toBe(1);
+      expect(gauge(text, 'gantry_consumer_attached', 'metrics-test-away')).toBeUndefined();
+    } finally {
+      stop();
+    }
   });
 
   it("has the process's own metrics (CPU, memory, event-loop lag, garbage collection)", async () => {

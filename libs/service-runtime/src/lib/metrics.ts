@@ -1,6 +1,7 @@
 import { Controller, Get, Header } from '@nestjs/common';
-import { collectDefaultMetrics, Histogram, register } from 'prom-client';
+import { collectDefaultMetrics, Gauge, Histogram, register } from 'prom-client';
 import type { WrittenBatch } from '@gantry/eventstore';
+import type { ConsumerLag } from '@gantry/messaging';
 
 /**
  * The service's metrics in Prometheus' text format, from prom-client's default registry: the
@@ -70,6 +71,117 @@ export function observeWriteBatch(batch: WrittenBatch): void {
   batchCommands.observe(batch.commands);
 }
 
+/**
+ * What a running service reports when Prometheus scrapes it (read then, nothing kept in between): its
+ * relay's backlog, its durable consumers' lag, its dead letters.
+ */
+export interface ScrapedState {
+  relayBacklog(): Promise<{ pending: number; oldestAgeMs: number }>;
+  consumers(): ReadonlyArray<{ name: string; lag(): Promise<ConsumerLag> }>;
+  /** Dead letters kept, by consumer. */
+  deadLetters(): Promise<Map<string, number>>;
+}
+
+/** The services of this process (one, but in tests): each scrape reads all of them. */
+const services = new Set<ScrapedState>();
+
+/** Adds a service's state to what /metrics reports; returns the call that takes it out (at shutdown). */
+export function reportOnScrape(service: ScrapedState): () => void {
+  services.add(service);
+  return () => services.delete(service);
+}
+
+/** Counts the scrapes of /metrics (see perScrape). */
+let scrapes = 0;
+
+/** `read` once per scrape: the metrics that share a reading (the relay's two, the consumers' three) share it. */
+function perScrape<T>(read: () => Promise<T>): () => Promise<T> {
+  let readAt = -1;
+  let reading: Promise<T> | undefined;
+  return () => {
+    if (!reading || readAt !== scrapes) {
+      readAt = scrapes;
+      reading = read();
+    }
+    return reading;
+  };
+}
+
+// A service that cannot answer (its database is away) is left out of the scrape rather than failing it.
+const relayBacklogs = perScrape(async () => (await Promise.all([...services].map((s) => s.relayBacklog().catch(() => null)))).filter((b) => b !== null));
+const consumerLags = perScrape(async () =>
+  (
+    await Promise.all(
+      [...services].map((s) =>
+        Promise.all(
+          s.consumers().map(async (c) => ({ name: c.name, lag: await c.lag().catch((): ConsumerLag | null => null) })),
+        ),
+      ),
+    )
+  ).flat(),
+);
+
+once(
+  'gantry_relay_backlog_events',
+  () =>
+    new Gauge({
+      name: 'gantry_relay_backlog_events',
+      help: 'Committed events not yet published to JetStream (the outbox)',
+      async collect() {
+        this.set((await relayBacklogs()).reduce((sum, b) => sum + b.pending, 0));
+      },
+    }),
+);
+
+once(
+  'gantry_relay_backlog_oldest_age_seconds',
+  () =>
+    new Gauge({
+      name: 'gantry_relay_backlog_oldest_age_seconds',
+      help: 'Age of the oldest committed event not yet published to JetStream; 0 when there is none',
+      async collect() {
+        this.set(Math.max(0, ...(await relayBacklogs()).map((b) => b.oldestAgeMs)) / 1000);
+      },
+    }),
+);
+
+/** One gauge per consumer, from its lag (`/ready`'s `consumers` check reads the same). */
+function consumerGauge(name: string, help: string, value: (lag: ConsumerLag) => number): void {
+  once(
+    name,
+    () =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['consumer'] as const,
+        async collect() {
+          this.reset();
+          for (const { name: consumer, lag } of await consumerLags()) if (lag) this.set({ consumer }, value(lag));
+        },
+      }),
+  );
+}
+
+consumerGauge('gantry_consumer_attached', '1 while the durable consumer is attached to its durable on the server, else 0', (lag) => (lag.attached ? 1 : 0));
+consumerGauge('gantry_consumer_pending_events', 'Events waiting for this process: not yet delivered, or delivered here and not finished', (lag) => lag.pending);
+consumerGauge('gantry_consumer_lag_seconds', 'Age (time in the stream) of the oldest event waiting for this process; 0 when caught up', (lag) => lag.oldestUnprocessedAgeMs / 1000);
+
+once(
+  'gantry_dead_letters',
+  () =>
+    new Gauge({
+      name: 'gantry_dead_letters',
+      help: 'Events a consumer gave up on, kept in the dead_letters table until replayed or pruned',
+      labelNames: ['consumer'] as const,
+      async collect() {
+        this.reset();
+        for (const service of services) {
+          for (const [consumer, count] of await service.deadLetters().catch(() => new Map<string, number>())) this.set({ consumer }, count);
+        }
+      },
+    }),
+);
+
 /** prom-client's default metrics, once per process. */
 export function collectProcessMetrics(): void {
   if (register.getSingleMetric('process_cpu_seconds_total')) return;
@@ -86,6 +198,7 @@ export class MetricsController {
   @Get('metrics')
   @Header('Content-Type', register.contentType)
   metrics(): Promise<string> {
+    scrapes++;
     return register.metrics();
   }
 }

@@ -19,7 +19,7 @@ import { createPool, EventStore, migrate, type MigrationClass, type Projection }
 import { Bus, CommandClient, OutboxRelay, type Companions } from '@gantry/messaging';
 import { redactUrl, SERVICE_CONFIG, serviceSettings, type ServiceConfig } from './config.js';
 import { CommandsController, HealthController } from './http.controllers.js';
-import { MetricsController, observeWriteBatch } from './metrics.js';
+import { MetricsController, observeWriteBatch, reportOnScrape } from './metrics.js';
 import { gantryHandlerOf } from './transport/decorators.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { componentLogger, loggingModule, withinLogContext, type LogLevelSource } from './logging.js';
@@ -88,6 +88,9 @@ const healthModule = () => TerminusModule.forRoot({ logger: false });
 
 @Injectable()
 class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+  /** Takes this service out of what /metrics reads at a scrape. */
+  private stopReporting: () => void = () => undefined;
+
   constructor(
     @Inject(RUNTIME_OPTIONS) private readonly options: RuntimeOptions,
     @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
@@ -113,6 +116,14 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     this.readiness.add('consumers', () => this.consumerLag.isHealthy('consumers'));
     this.store.onAppended(() => this.relay.appended());
     this.store.onBatchWritten(observeWriteBatch);
+    this.stopReporting = reportOnScrape({
+      relayBacklog: () => this.relay.backlog(),
+      consumers: () => this.transport.consumers,
+      deadLetters: async () => {
+        const { rows } = await this.store.pool.query<{ consumer: string; n: number }>(`SELECT consumer, count(*)::int AS n FROM dead_letters GROUP BY consumer`);
+        return new Map(rows.map((r) => [r.consumer, r.n]));
+      },
+    });
     this.relay.start();
     this.log.info(
       {
@@ -160,6 +171,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    this.stopReporting();
     await this.transport.close();
     await this.relay.stop();
   }
