@@ -85,6 +85,12 @@ export interface EventConsumerOptions {
    * Default: by their shape only.
    */
   scrub?: SecretScrubber;
+  /**
+   * Told of each message this consumer settles: `ack` (handled, a duplicate, or nothing to do),
+   * `nak` (handed back to come again later) or `term` (given up: dead-lettered, or not an event).
+   * For the service's metrics; it must be quick and must not throw.
+   */
+  onSettled?: (settlement: Exclude<Settlement, 'working'>) => void;
   /** Runs the handling of one event (its handler; alone, also its settlement and the lines logged about it) inside a context, e.g. the logs' correlation id. */
   withinEvent?: (event: EventEnvelope, work: () => Promise<void>) => Promise<void>;
 }
@@ -195,6 +201,7 @@ export class EventConsumer {
 
   private settle(msg: Delivered, settlement: Settlement, argument?: number | string): void {
     settle(msg, settlement, argument, this.options.logger, this.options.name);
+    if (settlement !== 'working') this.options.onSettled?.(settlement);
   }
 
   private json(msg: Delivered): unknown {

@@ -176,13 +176,16 @@ describe('GET /metrics', () => {
     expect(gauge(await scrape(), 'gantry_relay_backlog_oldest_age_seconds')).toBe(0);
   });
 
-  it("reports each durable consumer: attached, the events waiting for it and the oldest one's age", async () => {
+  it("reports each durable consumer: attached, the events waiting for it, the oldest one's age, and what it settled", async () => {
     const tallies = 'metrics-test-tallies';
     await eventually(async () => gauge(await scrape(), 'gantry_consumer_pending_events', tallies) === 0, { what: 'the consumer caught up' });
     let text = await scrape();
     expect(gauge(text, 'gantry_consumer_attached', tallies)).toBe(1);
     expect(gauge(text, 'gantry_consumer_lag_seconds', tallies)).toBe(0);
 
+    const settled = (t: string, settlement: string) =>
+      samples(t, 'gantry_consumer_settlements_total').find((x) => x.labels['consumer'] === tallies && x.labels['settlement'] === settlement)?.value ?? 0;
+    const before = text;
     consumer.holding = true;
     try {
       await client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() });
@@ -193,14 +196,23 @@ describe('GET /metrics', () => {
       consumer.holding = false;
     }
     await eventually(async () => gauge(await scrape(), 'gantry_consumer_pending_events', tallies) === 0, { what: 'the held event handled' });
+    // Handed back while held (nak, at least once), then handled (ack).
+    const after = await scrape();
+    expect(settled(after, 'nak') - settled(before, 'nak')).toBeGreaterThanOrEqual(1);
+    expect(settled(after, 'ack') - settled(before, 'ack')).toBe(1);
+    expect(settled(after, 'term') - settled(before, 'term')).toBe(0);
   });
 
-  it('reports the dead letters kept, by consumer', async () => {
+  it('reports the dead letters kept, by consumer, and the message given up (term)', async () => {
     const tallies = 'metrics-test-tallies';
-    expect(gauge(await scrape(), 'gantry_dead_letters', tallies)).toBeUndefined();
+    const before = await scrape();
+    expect(gauge(before, 'gantry_dead_letters', tallies)).toBeUndefined();
+    const given = (t: string) =>
+      samples(t, 'gantry_consumer_settlements_total').find((x) => x.labels['consumer'] === tallies && x.labels['settlement'] === 'term')?.value ?? 0;
     // A message on the consumer's subject that is not an event at all: dead-lettered on arrival.
     await service.app.get(Bus).js.publish(eventSubject(service.naming, context, 'MetricsTestTallied', 'c-1'), '{ not JSON');
     await eventually(async () => gauge(await scrape(), 'gantry_dead_letters', tallies) === 1, { what: 'the dead letter counted' });
+    expect(given(await scrape()) - given(before)).toBe(1);
   });
 
   it('a service of the process that cannot answer (its database away) is left out of a scrape, which still answers', async () => {

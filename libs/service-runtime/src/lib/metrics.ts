@@ -1,5 +1,5 @@
 import { Controller, Get, Header } from '@nestjs/common';
-import { collectDefaultMetrics, Gauge, Histogram, register } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client';
 import type { WrittenBatch } from '@gantry/eventstore';
 import type { ConsumerLag } from '@gantry/messaging';
 
@@ -54,15 +54,36 @@ const batchCommands = once(
     }),
 );
 
-/** A command's histogram series, made once per command and outcome (prom-client hashes the labels on every `labels` call). */
+/** A metric's series for these label values, made once: prom-client hashes the labels on every `labels` call. */
+function seriesOf<S>(made: Map<string, S>, values: readonly string[], make: () => S): S {
+  const key = values.join('\u0000');
+  let series = made.get(key);
+  if (!series) made.set(key, (series = make()));
+  return series;
+}
+
 const commandSeries = new Map<string, Histogram.Internal<'command' | 'outcome'>>();
 
 /** Records one command answered: `command` qualified (`jobs.claim_job`), `outcome` `ok` or the error's code. */
 export function observeCommand(command: string, outcome: string, seconds: number): void {
-  const key = `${command}\u0000${outcome}`;
-  let series = commandSeries.get(key);
-  if (!series) commandSeries.set(key, (series = commandDuration.labels(command, outcome)));
-  series.observe(seconds);
+  seriesOf(commandSeries, [command, outcome], () => commandDuration.labels(command, outcome)).observe(seconds);
+}
+
+const settlements = once(
+  'gantry_consumer_settlements_total',
+  () =>
+    new Counter({
+      name: 'gantry_consumer_settlements_total',
+      help: 'Messages a durable consumer settled: ack (handled, a duplicate, or nothing to do), nak (handed back to come again), term (given up: dead-lettered)',
+      labelNames: ['consumer', 'settlement'] as const,
+    }),
+);
+
+const settlementSeries = new Map<string, Counter.Internal>();
+
+/** Records one message a durable consumer settled (EventConsumerOptions.onSettled). */
+export function observeSettlement(consumer: string, settlement: string): void {
+  seriesOf(settlementSeries, [consumer, settlement], () => settlements.labels(consumer, settlement)).inc();
 }
 
 /** Records one write message of the event store (EventStore.onBatchWritten). */

@@ -15,7 +15,7 @@ import {
   type SecretScrubber,
 } from '@gantry/contracts';
 import { CORRELATION_HEADER, EventConsumer, SharedDurable, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
-import { observeCommand, UNKNOWN_COMMAND } from '../metrics.js';
+import { observeCommand, observeSettlement, UNKNOWN_COMMAND } from '../metrics.js';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
 import { commandPattern, consumerPattern, gantryHandlerOf, type DurableConsumerOptions } from './decorators.js';
 
@@ -230,6 +230,7 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
       handle: async (event: EventEnvelope, sql: pg.PoolClient, beforeCommit: BeforeCommit, batch: readonly EventEnvelope[]) => {
         await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event, beforeCommit, batch }]));
       },
+      onSettled: (settlement) => observeSettlement(options.name, settlement),
       withinEvent: (event, work) =>
         this.within({ correlationId: event.correlationId, consumer: options.name, eventType: event.type, eventId: event.eventId, ...jobIdOf(event.data) }, work),
     });
