@@ -113,6 +113,12 @@ function markdownTable(date, all) {
       `| commands per commit | ${s.commandsPerCommit} |`,
       `| job-service CPU per command | ${s.cpuMsPerCommand} ms |`,
       ...(s.serviceReadWriteCallsPerJob === undefined ? [] : [`| job-service read/write system calls per job | ${s.serviceReadWriteCallsPerJob} |`]),
+      ...(s.serviceClaimMs === undefined
+        ? []
+        : [
+            `| time in the job service (its /metrics): claim / finish | ${s.serviceClaimMs} ms / ${s.serviceFinishMs} ms |`,
+            `| a write message's wait for its commit / commands in it | ${s.writeMessageMs} ms / ${s.commandsPerWriteMessage} |`,
+          ]),
       ...(s.gantryCpuMsPerJob_jobService === undefined
         ? []
         : [
