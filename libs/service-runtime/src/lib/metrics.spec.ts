@@ -159,8 +159,11 @@ describe('GET /metrics', () => {
   const gauge = (text: string, name: string, consumerName?: string) =>
     samples(text, name).find((s) => consumerName === undefined || s.labels['consumer'] === consumerName)?.value;
 
-  it("reports the relay's backlog: committed events not yet published, and the oldest one's age", async () => {
+  it("reports the relay's backlog (committed events not yet published, the oldest one's age) and what it published", async () => {
     const relay = service.app.get(OutboxRelay);
+    const published = async () => gauge(await scrape(), 'gantry_relay_published_events_total') ?? 0;
+    await eventually(async () => gauge(await scrape(), 'gantry_relay_backlog_events') === 0, { what: 'the earlier events published' });
+    const publishedBefore = await published();
     await relay.stop();
     try {
       await client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() });
@@ -169,11 +172,13 @@ describe('GET /metrics', () => {
       const held = await scrape();
       expect(gauge(held, 'gantry_relay_backlog_events')).toBe(2);
       expect(gauge(held, 'gantry_relay_backlog_oldest_age_seconds')).toBeGreaterThan(0);
+      expect(await published()).toBe(publishedBefore);
     } finally {
       relay.start();
     }
     await eventually(async () => gauge(await scrape(), 'gantry_relay_backlog_events') === 0, { what: 'the backlog published' });
     expect(gauge(await scrape(), 'gantry_relay_backlog_oldest_age_seconds')).toBe(0);
+    expect(await published()).toBe(publishedBefore + 2);
   });
 
   it("reports each durable consumer: attached, the events waiting for it, the oldest one's age, and what it settled", async () => {
@@ -219,6 +224,7 @@ describe('GET /metrics', () => {
     const away = new Error('connect ECONNREFUSED 127.0.0.1:5432');
     const stop = reportOnScrape({
       relayBacklog: () => Promise.reject(away),
+      relayPublished: () => 0,
       consumers: () => [{ name: 'metrics-test-away', lag: () => Promise.reject(away) }],
       deadLetters: () => Promise.reject(away),
     });

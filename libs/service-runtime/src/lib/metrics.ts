@@ -98,6 +98,8 @@ export function observeWriteBatch(batch: WrittenBatch): void {
  */
 export interface ScrapedState {
   relayBacklog(): Promise<{ pending: number; oldestAgeMs: number }>;
+  /** Events this process's relay has published (and JetStream acknowledged) since it started. */
+  relayPublished(): number;
   consumers(): ReadonlyArray<{ name: string; lag(): Promise<ConsumerLag> }>;
   /** Dead letters kept, by consumer. */
   deadLetters(): Promise<Map<string, number>>;
@@ -162,6 +164,19 @@ once(
       help: 'Age of the oldest committed event not yet published to JetStream; 0 when there is none',
       async collect() {
         this.set(Math.max(0, ...(await relayBacklogs()).map((b) => b.oldestAgeMs)) / 1000);
+      },
+    }),
+);
+
+once(
+  'gantry_relay_published_events_total',
+  () =>
+    new Counter({
+      name: 'gantry_relay_published_events_total',
+      help: 'Events this process published to JetStream (acknowledged) since it started; only the active relay of a schema publishes',
+      collect() {
+        this.reset();
+        this.inc([...services].reduce((sum, s) => sum + s.relayPublished(), 0));
       },
     }),
 );

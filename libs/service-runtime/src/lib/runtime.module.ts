@@ -118,6 +118,7 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     this.store.onBatchWritten(observeWriteBatch);
     this.stopReporting = reportOnScrape({
       relayBacklog: () => this.relay.backlog(),
+      relayPublished: () => this.relay.publishedCount,
       consumers: () => this.transport.consumers,
       deadLetters: async () => {
         const { rows } = await this.store.pool.query<{ consumer: string; n: number }>(`SELECT consumer, count(*)::int AS n FROM dead_letters GROUP BY consumer`);
