@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { GantryRuntimeModule } from '@gantry/service-runtime';
 import { AgentReportHandlers } from './application/agent-reports.handlers.js';
+import { ClaimPicker } from './application/claim-picker.js';
 import { JobCommandHandlers } from './application/job-commands.js';
 import { jobServiceSettings } from './application/job-service-settings.js';
 import { LeaseExpirySweep } from './application/lease-expiry.js';
@@ -29,6 +30,6 @@ import { jobServiceProjections } from './infrastructure/projections.js';
   ],
   // Entry points: commands (@CommandHandler) and durable consumers (@DurableConsumer).
   controllers: [ProductCommandHandlers, JobCommandHandlers, JobQueries, SprintRunCommandHandlers, AgentReportHandlers, JobOffers, SprintRunReactions, SprintRunEffects],
-  providers: [LeaseExpirySweep],
+  providers: [ClaimPicker, LeaseExpirySweep],
 })
 export class AppModule {}

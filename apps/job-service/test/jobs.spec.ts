@@ -27,6 +27,7 @@ import {
 } from '@gantry/contracts';
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
+import { ClaimPicker } from '../src/application/claim-picker.js';
 import { jobServiceProjections } from '../src/infrastructure/projections.js';
 import { createWorld, key, publishEnqueueWithoutItsOffer, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
@@ -239,6 +240,39 @@ describe('job service through the NATS command path', () => {
       expect(await Promise.all(queued.map(countEvents))).toEqual(queued.map(() => 2));
     });
 
+    /** Enqueues `count` PLAN_CHAT jobs and cancels whatever else of that kind is queued: the claims of the test take these, in order. */
+    async function onlyQueued(count: number): Promise<string[]> {
+      const queued = [];
+      for (let i = 0; i < count; i++) queued.push((await enqueue({ kind: 'PLAN_CHAT', productId: 'product-poll' })).jobId);
+      const { rows: others } = await world.db.query<{ job_id: string }>(`SELECT job_id FROM jobs WHERE status = 'QUEUED' AND kind = 'PLAN_CHAT' AND NOT (job_id = ANY($1))`, [queued]);
+      for (const { job_id } of others) await world.client.request(cancelJob, { jobId: job_id, reason: 'out of the way', idempotencyKey: key('cancel') });
+      return queued;
+    }
+    const poll = (label: string, idempotencyKey = key('poll')) => world.client.request(claimJob, { runnerId: runner(label), kinds: ['PLAN_CHAT'], idempotencyKey });
+
+    it('a job whose claim was rolled back is claimed again before the jobs enqueued after it, though a claim read them ahead', async () => {
+      const [first, second, third] = await onlyQueued(3);
+      const a = await poll('order-1'); // its look-up read the second and the third ahead
+      expect(a).toMatchObject({ claimed: true, job: { jobId: first } });
+      if (!a.claimed) return;
+      await world.client.request(rollbackClaim, { jobId: first!, runnerId: runner('order-1'), leaseToken: a.job.leaseToken, reason: 'agent exited 1', exitCode: 1, idempotencyKey: key('rb') });
+      expect(await poll('order-2')).toMatchObject({ claimed: true, job: { jobId: first, attempt: 2 } });
+      expect(await poll('order-3')).toMatchObject({ claimed: true, job: { jobId: second } });
+      expect(await poll('order-4')).toMatchObject({ claimed: true, job: { jobId: third } });
+    });
+
+    it('a claim repeated under its key claims nothing new, and the job it looked at keeps its place', async () => {
+      const [first, second, third] = await onlyQueued(3);
+      const idempotencyKey = key('poll-again');
+      const claimed = await poll('again', idempotencyKey);
+      expect(claimed).toMatchObject({ claimed: true, job: { jobId: first } });
+      // Looks at the second job, then finds its key answered: the second job was not claimed.
+      expect(await poll('again', idempotencyKey)).toEqual(claimed);
+      expect(await countEvents(second!)).toBe(1);
+      expect(await poll('after-again')).toMatchObject({ claimed: true, job: { jobId: second } });
+      expect(await poll('after-again-2')).toMatchObject({ claimed: true, job: { jobId: third } });
+    });
+
     it('a claim retried with the same idempotency key returns the same lease and claims nothing new', async () => {
       const { jobId } = await enqueue();
       const request = { runnerId: runner('r'), kinds: ['TASK_IMPLEMENTATION' as const], jobId, idempotencyKey: key('retry') };
@@ -396,6 +430,14 @@ describe('job service through the NATS command path', () => {
     });
 
     it('an expired lease requeues the job with attempt + 1; after the last attempt the job FAILs with a clear error', async () => {
+      // Each expiry drops the claims' look-ahead: the requeued job goes before the jobs read ahead.
+      const picker = app.get(ClaimPicker);
+      const drop = picker.requeued.bind(picker);
+      let drops = 0;
+      picker.requeued = () => {
+        drops += 1;
+        drop();
+      };
       const requeued = await enqueue({ kind: 'IDEA_GRILL', productId: 'product-expiry' });
       const last = await enqueue({ kind: 'IDEA_GRILL', productId: 'product-expiry', maxAttempts: 1 });
       for (const { jobId } of [requeued, last]) {
@@ -411,6 +453,8 @@ describe('job service through the NATS command path', () => {
       expect(failed.error).toMatch(/lease of attempt 1 expired.*1 attempt is the maximum/);
       const expiries = await world.db.query(`SELECT count(*) AS n FROM events WHERE stream_id = ANY($1) AND type = 'JobLeaseExpired'`, [[requeued.jobId, last.jobId]]);
       expect(Number(expiries.rows[0].n)).toBe(2);
+      expect(drops).toBeGreaterThanOrEqual(2);
+      picker.requeued = drop;
     }, 40_000);
   });
 

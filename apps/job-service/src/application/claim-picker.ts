@@ -1,5 +1,7 @@
+import { Inject, Injectable } from '@nestjs/common';
 import DataLoader from 'dataloader';
-import type pg from 'pg';
+import { EventStore } from '@gantry/eventstore';
+import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
 
 /** The job a request got was taken by another request of the same batch: it looks again. */
 const AGAIN = Symbol('again');
@@ -21,6 +23,9 @@ export const PICK = {
   text: `SELECT job_id FROM gantry_pick_queued($1::text[], $2::text[], $3::integer) AS job_id`,
 };
 
+/** How long a look-ahead serves claims, at most: the bound on what it cannot hear of (see ClaimPicker). */
+export const LOOK_AHEAD_MS = 250;
+
 /**
  * Which queued job a claim takes: the oldest of the runner's kinds that no other claim of this
  * process is taking. Claims that arrive together share one look-up (DataLoader collects them over
@@ -28,39 +33,96 @@ export const PICK = {
  * its claim has been written or given up (`release`). Nothing here is a lock: the claim's append at
  * the version it read is what decides (docs/jobs.md, "Claims"), so a claim of another replica that
  * took the same job first makes this one pick again.
+ *
+ * A look-up reads `lookAhead` jobs more than its claims need; the next claims of the same kinds
+ * take those, oldest first, without a look-up of their own (a round trip less, before the claim's
+ * write). The look-ahead is the queue's head as the look-up saw it, so it is dropped whenever it may
+ * no longer be: when this process puts a job back in the queue (`requeued`; the job keeps its place,
+ * ahead of the look-ahead's), when a claim fails after its pick (its job is queued still), after
+ * `LOOK_AHEAD_MS`, and while another writer moves this process's jobs on (a replica:
+ * `EventStore.decidesOnMemory` is false), whose claims would take the same jobs. A job enqueued
+ * meanwhile is younger than every job of the look-ahead, so the order stays the queue's.
  */
+@Injectable()
 export class ClaimPicker {
   private readonly reserved = new Set<string>();
+  /** The queue's head beyond what the last look-up's claims took, by kinds; oldest first. */
+  private readonly ahead = new Map<string, { jobIds: string[]; until: number }>();
+  /** Counts the drops of the look-ahead: a look-up sent before one does not leave its rows. */
+  private generation = 0;
   private readonly loader: DataLoader<PickRequest, string | null | typeof AGAIN>;
+  private readonly lookAhead: number;
 
-  constructor(private readonly pool: pg.Pool) {
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(JOB_SERVICE_CONFIG) config: Pick<JobServiceConfig, 'claimLookAhead'>,
+  ) {
+    this.lookAhead = config.claimLookAhead;
     this.loader = new DataLoader((requests) => this.pickAll(requests), { cache: false, batchScheduleFn: (send) => setImmediate(send) });
   }
 
   /** The job this claim should try (reserved for it), or null when none of its kinds is queued. */
   async pick(kinds: readonly string[], passed: readonly string[] = []): Promise<string | null> {
+    if (passed.length === 0) {
+      const jobId = this.fromLookAhead(kindsKey(kinds));
+      if (jobId) return jobId;
+    }
     for (;;) {
       const picked = await this.loader.load({ kinds, passed });
       if (picked !== AGAIN) return picked;
     }
   }
 
+  /** The claim of a picked job was written, or found the job no longer queued. */
   release(jobId: string): void {
     this.reserved.delete(jobId);
+  }
+
+  /** A job of this process went back to the queue, or a picked job stayed in it: the look-ahead may skip it. */
+  requeued(): void {
+    this.ahead.clear();
+    this.generation += 1;
+  }
+
+  /** Reserved for one claim; no longer in any look-ahead (kinds that overlap share jobs). */
+  private reserve(jobId: string): void {
+    this.reserved.add(jobId);
+    for (const ahead of this.ahead.values()) {
+      const i = ahead.jobIds.indexOf(jobId);
+      if (i >= 0) ahead.jobIds.splice(i, 1);
+    }
+  }
+
+  private fromLookAhead(key: string): string | undefined {
+    const ahead = this.ahead.get(key);
+    if (!ahead) return undefined;
+    if (ahead.until <= performance.now() || !this.store.decidesOnMemory) {
+      this.ahead.delete(key);
+      return undefined;
+    }
+    const jobId = ahead.jobIds.shift();
+    if (jobId !== undefined) {
+      this.reserve(jobId);
+      return jobId;
+    }
+    this.ahead.delete(key);
+    return undefined;
   }
 
   private async pickAll(requests: readonly PickRequest[]): Promise<Array<string | null | typeof AGAIN>> {
     // Requests for the same kinds share a look-up; one that passed over stale jobs has its own.
     const groups = new Map<string, number[]>();
     requests.forEach((request, i) => {
-      const key = request.passed.length > 0 ? `#${i}` : JSON.stringify([...request.kinds].sort());
+      const key = request.passed.length > 0 ? `#${i}` : kindsKey(request.kinds);
       groups.set(key, [...(groups.get(key) ?? []), i]);
     });
     const picked: Array<string | null | typeof AGAIN> = requests.map(() => null);
+    const generation = this.generation;
     await Promise.all(
-      [...groups.values()].map(async (members) => {
+      [...groups.entries()].map(async ([key, members]) => {
         const { kinds, passed } = requests[members[0]!]!;
-        const { rows } = await this.pool.query<{ job_id: string }>({ ...PICK, values: [kinds, [...this.reserved, ...passed], members.length] });
+        const extra = passed.length === 0 && this.store.decidesOnMemory ? this.lookAhead : 0;
+        const { rows } = await this.store.pool.query<{ job_id: string }>({ ...PICK, values: [kinds, [...this.reserved, ...passed], members.length + extra] });
         members.forEach((member, i) => {
           // Another group of this batch may have taken the same job (kinds that overlap): that claim looks again.
           const jobId = rows[i]?.job_id;
@@ -69,11 +131,19 @@ export class ClaimPicker {
             picked[member] = AGAIN;
             return;
           }
-          this.reserved.add(jobId);
+          this.reserve(jobId);
           picked[member] = jobId;
         });
+        if (extra > 0 && generation === this.generation) {
+          const jobIds = rows.slice(members.length).map((r) => r.job_id).filter((jobId) => !this.reserved.has(jobId));
+          this.ahead.set(key, { jobIds, until: performance.now() + LOOK_AHEAD_MS });
+        }
       }),
     );
     return picked;
   }
+}
+
+function kindsKey(kinds: readonly string[]): string {
+  return JSON.stringify([...new Set(kinds)].sort());
 }

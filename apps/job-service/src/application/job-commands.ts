@@ -98,11 +98,10 @@ export function claimedJob(job: Job): ClaimedJob {
 /** The job commands (docs/domain.md, "Job"), each one transaction: decide on the stream, append at its version. */
 @Controller()
 export class JobCommandHandlers {
-  private readonly picker: ClaimPicker;
-
-  constructor(@Inject(EventStore) private readonly store: EventStore) {
-    this.picker = new ClaimPicker(store.pool);
-  }
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(ClaimPicker) private readonly picker: ClaimPicker,
+  ) {}
 
   private now(): string {
     return this.store.clock().toISOString();
@@ -123,6 +122,9 @@ export class JobCommandHandlers {
   @CommandHandler(claimJob)
   async claim(request: RequestOf<typeof claimJob>, context?: CommandContext): Promise<ReplyOf<typeof claimJob>> {
     const picked: string[] = [];
+    /** Picked jobs the decision found no longer queued. */
+    const stale = new Set<string>();
+    let claimed: string | null = null;
     let executed: ExecuteResult<ReplyOf<typeof claimJob>>;
     try {
       executed = await this.store.executeInOneMessage<ReplyOf<typeof claimJob>>(
@@ -146,12 +148,17 @@ export class JobCommandHandlers {
               // refusal came from the decision, before anything was written: nothing to undo.
               if (!(error instanceof GantryError) || error.code === ErrorCode.VERSION_CONFLICT) throw error;
               passed.push(jobId);
+              stale.add(jobId);
             }
           }
         },
       );
+      claimed = executed.result.claimed ? executed.result.job.jobId : null;
     } finally {
       for (const jobId of picked) this.picker.release(jobId);
+      // A picked job neither claimed nor gone from the queue (the write failed, or was tried again on
+      // another job) is older than the look-ahead's jobs.
+      if (picked.some((jobId) => jobId !== claimed && !stale.has(jobId))) this.picker.requeued();
     }
     if (!executed.replayed) {
       crashAfterCommitIfAsked('claim_job');
@@ -225,10 +232,13 @@ export class JobCommandHandlers {
 
   @CommandHandler(rollbackClaim)
   async rollback(request: RequestOf<typeof rollbackClaim>, context?: CommandContext): Promise<ReplyOf<typeof rollbackClaim>> {
-    return this.decide(request.jobId, rollbackClaimCommand(request, { now: this.now() }), request, context, 'rollback_claim', (d) => {
+    const reply = await this.decide(request.jobId, rollbackClaimCommand(request, { now: this.now() }), request, context, 'rollback_claim', (d) => {
       const job = jobAfter(d);
       return { jobId: job.jobId, status: job.status, attempt: job.attempt };
     });
+    // Back in the queue, in its place ahead of the claims' look-ahead.
+    if (reply.status === 'QUEUED') this.picker.requeued();
+    return reply;
   }
 
   @CommandHandler(cancelJob)

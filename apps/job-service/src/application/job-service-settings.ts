@@ -4,6 +4,8 @@ import { defineSettings, setting } from '@gantry/service-runtime';
 export interface JobServiceConfig {
   /** How often each replica looks for expired job leases. */
   leaseSweepMs: number;
+  /** Queued jobs a claim's look-up reads beyond what its claims need, for the next claims (0: none). */
+  claimLookAhead: number;
 }
 
 export const JOB_SERVICE_CONFIG = Symbol('gantry:job-service-config');
@@ -13,6 +15,7 @@ export const jobServiceSettings = defineSettings({
   token: JOB_SERVICE_CONFIG,
   variables: {
     GANTRY_LEASE_SWEEP_MS: setting.wholeNumber({ min: 10, max: 3_600_000, default: 1000 }),
+    GANTRY_CLAIM_LOOK_AHEAD: setting.wholeNumber({ min: 0, max: 1000, default: 32 }),
   },
-  build: (v): JobServiceConfig => ({ leaseSweepMs: v.GANTRY_LEASE_SWEEP_MS }),
+  build: (v): JobServiceConfig => ({ leaseSweepMs: v.GANTRY_LEASE_SWEEP_MS, claimLookAhead: v.GANTRY_CLAIM_LOOK_AHEAD }),
 });

@@ -4,6 +4,7 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore } from '@gantry/eventstore';
 import { Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
+import { ClaimPicker } from './claim-picker.js';
 import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
 
 /** Refusals that mean the lease ended or moved on between the sweep's look and its append. */
@@ -23,6 +24,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     @Inject(EventStore) private readonly store: EventStore,
     @InjectPinoLogger('lease-expiry') private readonly log: PinoLogger,
     @Inject(JOB_SERVICE_CONFIG) config: JobServiceConfig,
+    @Inject(ClaimPicker) private readonly picker: ClaimPicker,
   ) {
     this.sweeps = new Sweep({ name: 'lease-expiry', everyMs: config.leaseSweepMs, run: () => this.sweep(), log });
   }
@@ -91,6 +93,8 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
         });
         if (done.result) {
           expired++;
+          // Back in the queue, in its place ahead of the claims' look-ahead (or failed: a look-up more).
+          this.picker.requeued();
           this.log.info({ jobId: row.job_id, leaseToken: row.lease_token }, 'job lease expired');
         }
       } catch (error) {

@@ -114,6 +114,16 @@ export class EventStore {
     this.batchListeners.push(listener);
   }
 
+  /**
+   * Whether this process's commands decide on the streams they remember, unread: true while no other
+   * writer moves those streams on (see CommandBatcher.memoryTrusted) — false once another replica
+   * writes the same streams, and always false with group commit, where every command reads. What
+   * this process remembers of the log is then as good as a read of it.
+   */
+  get decidesOnMemory(): boolean {
+    return this.grouping === null && this.oneMessage.batcher.memoryTrusted;
+  }
+
   get projections(): readonly Projection[] {
     return this.inlineProjections;
   }

@@ -1,0 +1,145 @@
+import { migrate, type EventStore } from '@gantry/eventstore';
+import { testDatabaseUrl } from '@gantry/testing';
+import { ClaimPicker, LOOK_AHEAD_MS, PICK } from '../src/application/claim-picker.js';
+import { jobServiceMigrations } from '../src/infrastructure/migrations.js';
+import { createWorld, type TestWorld } from './harness.js';
+
+/**
+ * The claims' picker on the jobs view (docs/jobs.md, "Claims"): which queued job each claim is
+ * given, and when it reads the queue for it. Rows are written to the view directly: the picker reads
+ * nothing else, and a requeue is, for the view, a job of an old position queued again.
+ */
+describe('the claim picker and its look-ahead', () => {
+  let world: TestWorld;
+  /** The look-ups sent, each with how many jobs it asked for. */
+  let lookUps: number[];
+  /** Whether another writer moves this process's streams on (EventStore.decidesOnMemory false). */
+  let replicaWrites: boolean;
+  /** What the picker uses of the event store: its pool (the real one, its look-ups counted) and decidesOnMemory. */
+  let store: EventStore;
+
+  beforeAll(async () => {
+    world = await createWorld('claim-picker');
+    await migrate({ url: testDatabaseUrl, schema: world.name, migrations: jobServiceMigrations });
+    const pool = {
+      query: (statement: { name?: string; values?: unknown[] }) => {
+        if (statement.name === PICK.name) lookUps.push(statement.values![2] as number);
+        return world.db.query(statement as never);
+      },
+    };
+    store = {
+      pool,
+      get decidesOnMemory() {
+        return !replicaWrites;
+      },
+    } as unknown as EventStore;
+  });
+
+  afterAll(async () => {
+    await world?.close();
+  });
+
+  /** The view holds exactly these queued jobs: `<kind>-<position>` at those positions. */
+  async function queue(kind: string, positions: number[]): Promise<void> {
+    await world.db.query(`DELETE FROM jobs WHERE kind = $1`, [kind]);
+    await world.db.query(
+      `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, exclude_from_coalescing, created_at, attempt, max_attempts, payloads, state)
+       SELECT $1 || '-' || p, p, 'QUEUED', $1, 'p', false, now(), 1, 3, '{}', '{}' FROM unnest($2::bigint[]) AS p`,
+      [kind, positions],
+    );
+  }
+
+  const picker = (lookAhead: number) => new ClaimPicker(store, { claimLookAhead: lookAhead });
+
+  /** Picks one at a time; each job stays reserved, as by a claim still being written. */
+  async function pickEach(p: ClaimPicker, kinds: string[], count: number): Promise<Array<string | null>> {
+    const picked: Array<string | null> = [];
+    for (let i = 0; i < count; i++) picked.push(await p.pick(kinds));
+    return picked;
+  }
+
+  beforeEach(() => {
+    lookUps = [];
+    replicaWrites = false;
+  });
+
+  it('claims after a look-up take the jobs it read ahead, oldest first, without a look-up of their own', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
+    expect(lookUps).toEqual([5]);
+    expect(await pickEach(p, ['REVIEW'], 4)).toEqual(['REVIEW-2', 'REVIEW-3', 'REVIEW-4', 'REVIEW-5']);
+    expect(lookUps).toEqual([5]);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-6');
+    expect(lookUps).toEqual([5, 5]);
+  });
+
+  it('claims that arrive together share a look-up, get different jobs, and leave the rest for the next ones', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5, 6, 7, 8]);
+    const p = picker(4);
+    expect(await Promise.all([p.pick(['REVIEW']), p.pick(['REVIEW']), p.pick(['REVIEW'])])).toEqual(['REVIEW-1', 'REVIEW-2', 'REVIEW-3']);
+    expect(lookUps).toEqual([7]);
+    expect(await pickEach(p, ['REVIEW'], 5)).toEqual(['REVIEW-4', 'REVIEW-5', 'REVIEW-6', 'REVIEW-7', 'REVIEW-8']);
+    expect(lookUps).toEqual([7, 5]);
+    expect(await p.pick(['REVIEW'])).toBeNull();
+  });
+
+  it('a job put back in the queue is taken before the look-ahead: requeued() drops it', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
+    p.release('REVIEW-1'); // its claim was rolled back: the job is queued again, in its place
+    p.requeued();
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
+    expect(lookUps).toEqual([5, 5]);
+  });
+
+  it('a look-up under way when a job is put back leaves nothing to read ahead', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5]);
+    const p = picker(4);
+    const first = p.pick(['REVIEW']);
+    await new Promise((resolve) => setImmediate(resolve)); // the look-up has been sent
+    p.requeued();
+    expect(await first).toBe('REVIEW-1');
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-2');
+    expect(lookUps).toEqual([5, 5]);
+  });
+
+  it('a look-ahead serves for a quarter of a second at most', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
+    await new Promise((resolve) => setTimeout(resolve, LOOK_AHEAD_MS + 50));
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-2');
+    expect(lookUps).toEqual([5, 5]);
+  });
+
+  it('reads no more than its claims need while another writer moves this process\'s streams on (a replica), and drops what it read ahead', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
+    replicaWrites = true;
+    expect(await pickEach(p, ['REVIEW'], 2)).toEqual(['REVIEW-2', 'REVIEW-3']);
+    expect(lookUps).toEqual([5, 1, 1]);
+  });
+
+  it('a job one kind\'s look-up took is no longer in the look-ahead of kinds that overlap', async () => {
+    await queue('REVIEW', [1, 3, 5, 7]);
+    await queue('PLAN_CHAT', [2, 4, 6, 8]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1'); // REVIEW-3, -5, -7 read ahead
+    expect(await p.pick(['PLAN_CHAT', 'REVIEW'])).toBe('PLAN_CHAT-2'); // PLAN_CHAT-4, REVIEW-3, … read ahead
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-3');
+    expect(await p.pick(['PLAN_CHAT', 'REVIEW'])).toBe('PLAN_CHAT-4');
+    expect(await p.pick(['PLAN_CHAT', 'REVIEW'])).toBe('REVIEW-5');
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-7');
+    expect(lookUps).toEqual([5, 5]);
+  });
+
+  it('with no look-ahead every claim looks up exactly what it needs', async () => {
+    await queue('REVIEW', [1, 2, 3]);
+    const p = picker(0);
+    expect(await pickEach(p, ['REVIEW'], 3)).toEqual(['REVIEW-1', 'REVIEW-2', 'REVIEW-3']);
+    expect(lookUps).toEqual([1, 1, 1]);
+  });
+});
