@@ -4,3 +4,4 @@ export * from './lib/relay.js';
 export * from './lib/durable-reader.js';
 export * from './lib/event-consumer.js';
 export * from './lib/shared-durable.js';
+export * from './lib/dead-letters.js';

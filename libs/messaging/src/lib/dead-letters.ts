@@ -1,0 +1,100 @@
+import type { JetStreamClient } from '@nats-io/jetstream';
+import type pg from 'pg';
+import { withTransaction } from '@gantry/eventstore';
+
+/** A dead letter as an operator sees it: what failed, where, and why (the payload stays in the table). */
+export interface DeadLetter {
+  id: number;
+  consumer: string;
+  subject: string;
+  streamSequence: number | null;
+  eventId: string | null;
+  /** `handler_failed` (the handler failed on its last delivery) or `invalid_payload` (it failed its schema). */
+  kind: string;
+  error: Record<string, unknown>;
+  recordedAt: string;
+}
+
+export interface DeadLetterFilter {
+  /** Only this consumer's dead letters. */
+  consumer?: string;
+  /** Only these dead letters. */
+  ids?: readonly number[];
+}
+
+export interface ReplayOutcome {
+  /** Published again to their consumer's stream, and deleted from the table. */
+  replayed: number[];
+  /** Left in the table: payloads that failed their schema would fail it again. */
+  skipped: Array<{ id: number; reason: string }>;
+  /** The publish that failed (the ones before it were replayed; the ones after it were not tried). */
+  failed: { id: number; error: string } | null;
+}
+
+type DeadLetterRow = {
+  id: string;
+  consumer: string;
+  subject: string;
+  stream_sequence: string | null;
+  event_id: string | null;
+  error: Record<string, unknown>;
+  recorded_at: Date;
+};
+
+const WHERE = `($1::text IS NULL OR consumer = $1) AND ($2::bigint[] IS NULL OR id = ANY($2))`;
+
+/** The dead letters of this service's consumers, oldest first, at most `limit`. */
+export async function listDeadLetters(pool: pg.Pool, filter: DeadLetterFilter = {}, limit = 100): Promise<DeadLetter[]> {
+  const { rows } = await pool.query<DeadLetterRow>(
+    `SELECT id, consumer, subject, stream_sequence, event_id, error, recorded_at FROM dead_letters WHERE ${WHERE} ORDER BY id LIMIT $3`,
+    [filter.consumer ?? null, filter.ids ?? null, limit],
+  );
+  return rows.map((r) => ({
+    id: Number(r.id),
+    consumer: r.consumer,
+    subject: r.subject,
+    streamSequence: r.stream_sequence === null ? null : Number(r.stream_sequence),
+    eventId: r.event_id,
+    kind: String(r.error['kind'] ?? 'unknown'),
+    error: r.error,
+    recordedAt: r.recorded_at.toISOString(),
+  }));
+}
+
+/**
+ * Hands dead-lettered events back to their consumers (docs/operations.md, "Dead letters"): each is
+ * published again on its subject, to the stream it came from, and its row deleted once JetStream has
+ * it, in one transaction that holds the rows (a second replay at the same time skips them). The
+ * consumer takes it like any delivery: in its inbox transaction, with its retries, and to the dead
+ * letters again if it fails again. Every other consumer of the subject finds the event in its inbox
+ * and acknowledges it. A crash between the publish and the commit leaves the row: the next replay
+ * publishes it again under the same message id, which JetStream drops within its duplicate window,
+ * and the consumer's inbox after it.
+ *
+ * Only events whose handler failed are replayed; a payload that failed its schema is left where it is.
+ */
+export async function replayDeadLetters(pool: pg.Pool, js: JetStreamClient, filter: DeadLetterFilter, limit = 500): Promise<ReplayOutcome> {
+  return withTransaction(pool, async (client) => {
+    const outcome: ReplayOutcome = { replayed: [], skipped: [], failed: null };
+    const { rows } = await client.query<DeadLetterRow & { payload: string }>(
+      `SELECT id, consumer, subject, event_id, payload, error FROM dead_letters WHERE ${WHERE} ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`,
+      [filter.consumer ?? null, filter.ids ?? null, limit],
+    );
+    for (const row of rows) {
+      const id = Number(row.id);
+      if (row.error['kind'] !== 'handler_failed' || row.event_id === null) {
+        outcome.skipped.push({ id, reason: `${String(row.error['kind'] ?? 'unknown')}: it would fail the same way again` });
+        continue;
+      }
+      try {
+        await js.publish(row.subject, row.payload, { msgID: `${row.event_id}:dead-letter:${row.consumer}:${id}` });
+      } catch (error) {
+        outcome.failed = { id, error: error instanceof Error ? error.message : String(error) };
+        break;
+      }
+      outcome.replayed.push(id);
+    }
+    if (outcome.replayed.length > 0) await client.query(`DELETE FROM dead_letters WHERE id = ANY($1::bigint[])`, [outcome.replayed]);
+    return outcome;
+  });
+}

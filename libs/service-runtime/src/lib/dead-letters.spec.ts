@@ -1,0 +1,156 @@
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import { Controller, Inject } from '@nestjs/common';
+import { z } from 'zod';
+import { defineCommand, defineEvent, eventSubject, type Context, type EventEnvelope } from '@gantry/contracts';
+import { EventStore } from '@gantry/eventstore';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { eventually } from '@gantry/testing';
+import pg from 'pg';
+import { startTestService, type TestService } from '../testing.js';
+import { CommandHandler, DurableConsumer } from './transport/decorators.js';
+
+const context: Context = 'workflow';
+const TOKEN = 'dead-letters-test-token';
+const Note = defineCommand({
+  context,
+  name: 'note_dead_letter_test',
+  request: z.object({ note: z.string().min(1) }),
+  reply: z.object({}),
+  examples: { valid: [{ note: 'n' }], invalid: [{ note: '' }] },
+});
+defineEvent({
+  context,
+  type: 'DeadLettersTestNoted',
+  schemaVersion: 1,
+  data: z.object({ note: z.string() }),
+  examples: { valid: [{ note: 'n' }], invalid: [{ note: 1 }] },
+});
+
+/** What the consumers did: the events each handled (its handler succeeded), and whether the failing one fails. */
+const seen = { failing: true, handled: [] as string[], alsoHandled: [] as string[] };
+
+@Controller()
+class NoteConsumers {
+  @DurableConsumer({ name: 'dead-letters-test-notes', source: 'workflow', type: 'DeadLettersTestNoted', maxDeliver: 2, backoffMs: () => 20 })
+  async onNoted(event: EventEnvelope): Promise<void> {
+    if (seen.failing) throw new Error('the downstream system is away');
+    seen.handled.push(event.eventId);
+  }
+
+  @DurableConsumer({ name: 'dead-letters-test-other', source: 'workflow', type: 'DeadLettersTestNoted' })
+  async alsoOnNoted(event: EventEnvelope): Promise<void> {
+    seen.alsoHandled.push(event.eventId);
+  }
+}
+
+@Controller()
+class NoteCommands {
+  constructor(@Inject(EventStore) private readonly store: EventStore) {}
+
+  @CommandHandler(Note)
+  async note(request: z.infer<typeof Note.request>) {
+    await this.store.execute({ metadata: { correlationId: randomUUID() } }, async (uow) => {
+      await uow.append(`note-${randomUUID()}`, 0, [{ type: 'DeadLettersTestNoted', data: { note: request.note } }]);
+    });
+    return {};
+  }
+}
+
+type Listed = { id: number; consumer: string; eventId: string | null; kind: string; error: Record<string, unknown> };
+
+describe('dead letters over HTTP: listed, and replayed to their consumer', () => {
+  let service: TestService;
+  let client: CommandClient;
+  let db: pg.Pool;
+  const failing = 'dead-letters-test-notes';
+
+  beforeAll(async () => {
+    service = await startTestService({ label: 'dead-letters', context, controllers: [NoteCommands, NoteConsumers], env: { GANTRY_HTTP_TOKEN: TOKEN } });
+    client = service.app.get(CommandClient);
+    db = service.app.get(EventStore).pool;
+  });
+
+  afterAll(async () => {
+    await service?.close();
+  });
+
+  const call = async (method: 'GET' | 'POST', path: string, body?: unknown, token: string | null = TOKEN) => {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (token) headers['authorization'] = `Bearer ${token}`;
+    const response = await fetch(`${service.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: response.status, body: (await response.json()) as { ok: boolean; result?: Record<string, unknown>; error?: { code: string; message: string } } };
+  };
+  const listed = async (consumer = failing) => (await call('GET', `/dead-letters?consumer=${consumer}`)).body.result!['deadLetters'] as Listed[];
+  const rows = async () => Number((await db.query(`SELECT count(*) AS n FROM dead_letters`)).rows[0].n);
+
+  /** Notes something while the failing consumer fails: it is dead-lettered after its second delivery. Returns the dead letter. */
+  async function deadLettered(): Promise<Listed> {
+    const before = new Set((await listed()).map((d) => d.id));
+    seen.failing = true;
+    await client.request(Note, { note: randomUUID() });
+    return eventually(async () => (await listed()).find((d) => !before.has(d.id)) ?? null, { what: 'the failing handler dead-lettered the event' });
+  }
+
+  it("lists what a failing handler gave up on; replayed once the handler works, the event is handled once, and the other consumer of it is not run again", async () => {
+    const letter = await deadLettered();
+    expect(letter).toMatchObject({ consumer: failing, kind: 'handler_failed', error: { message: expect.stringContaining('the downstream system is away'), deliveries: 2 } });
+    const eventId = letter.eventId!;
+    await eventually(async () => seen.alsoHandled.includes(eventId), { what: 'the other consumer handled the event' });
+
+    seen.failing = false;
+    const replay = await call('POST', '/dead-letters/replay', { consumer: failing });
+    expect(replay).toEqual({ status: 200, body: { ok: true, result: { replayed: [letter.id], skipped: [], failed: null } } });
+    await eventually(async () => seen.handled.includes(eventId), { what: 'the consumer handled the replayed event' });
+    expect(await listed()).toEqual([]);
+
+    // A later event handled by both consumers: the replayed copy, before it on the stream, has been settled by then.
+    await client.request(Note, { note: 'after the replay' });
+    await eventually(async () => seen.handled.length === 2 && seen.alsoHandled.length === 2, { what: 'the later event handled' });
+    expect(seen.handled.filter((id) => id === eventId)).toHaveLength(1);
+    expect(seen.alsoHandled.filter((id) => id === eventId)).toHaveLength(1);
+    expect((await call('POST', '/dead-letters/replay', { consumer: failing })).body.result).toEqual({ replayed: [], skipped: [], failed: null });
+  });
+
+  it("a dead letter replayed after its event was handled (a crash before its row was deleted) runs nothing again: the consumer's inbox has the event", async () => {
+    const letter = await deadLettered();
+    const { rows: kept } = await db.query(`SELECT consumer, subject, stream_sequence, event_id, payload, error FROM dead_letters WHERE id = $1`, [letter.id]);
+    seen.failing = false;
+    await call('POST', '/dead-letters/replay', { ids: [letter.id] });
+    await eventually(async () => seen.handled.includes(letter.eventId!), { what: 'the replayed event handled' });
+    // The row back, as if the replay had crashed between its publish and its commit.
+    const row = kept[0]!;
+    const { rows: again } = await db.query<{ id: string }>(
+      `INSERT INTO dead_letters (consumer, subject, stream_sequence, event_id, payload, error) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+      [row.consumer, row.subject, row.stream_sequence, row.event_id, row.payload, JSON.stringify(row.error)],
+    );
+    const id = Number(again[0]!.id);
+    expect((await call('POST', '/dead-letters/replay', { ids: [id] })).body.result).toEqual({ replayed: [id], skipped: [], failed: null });
+    const handledBefore = seen.handled.length;
+    await client.request(Note, { note: 'after the second replay' });
+    await eventually(async () => seen.handled.length === handledBefore + 1, { what: 'the later event handled' });
+    expect(seen.handled.filter((e) => e === letter.eventId)).toHaveLength(1);
+    expect(await listed()).toEqual([]);
+  });
+
+  it('leaves a payload that failed its schema where it is, and says why', async () => {
+    await service.app.get(Bus).js.publish(eventSubject(service.naming, context, 'DeadLettersTestNoted', 'bad'), '{ not JSON');
+    const letter = await eventually(async () => (await listed()).find((d) => d.kind === 'invalid_payload') ?? null, { what: 'the malformed message dead-lettered' });
+    const replay = await call('POST', '/dead-letters/replay', { consumer: failing });
+    expect(replay.body.result).toEqual({ replayed: [], skipped: [{ id: letter.id, reason: 'invalid_payload: it would fail the same way again' }], failed: null });
+    expect((await listed()).map((d) => d.id)).toEqual([letter.id]);
+  });
+
+  it('refuses a request without the token or a malformed one, and changes nothing', async () => {
+    const before = await rows();
+    expect(before).toBeGreaterThan(0);
+    expect((await call('POST', '/dead-letters/replay', { consumer: failing }, null)).status).toBe(401);
+    expect((await call('GET', '/dead-letters', undefined, 'wrong-token')).status).toBe(401);
+    for (const body of [{}, { ids: ['1'] }, { ids: [] }, { consumer: '' }, { consumer: failing, all: true }]) {
+      const refused = await call('POST', '/dead-letters/replay', body);
+      expect({ body, status: refused.status, code: refused.body.error?.code }).toEqual({ body, status: 400, code: 'INVALID_COMMAND' });
+    }
+    expect((await call('GET', '/dead-letters?limit=0')).body.error?.code).toBe('INVALID_COMMAND');
+    expect(await rows()).toBe(before);
+  });
+});
