@@ -1,15 +1,12 @@
-import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Res, Headers, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res, Headers, UseGuards } from '@nestjs/common';
 import { HealthCheck, HealthCheckService } from '@nestjs/terminus';
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
-import { ErrorCode, invalidCommand } from '@gantry/contracts';
-import { EventStore } from '@gantry/eventstore';
-import { Bus, listDeadLetters, replayDeadLetters } from '@gantry/messaging';
+import { ErrorCode } from '@gantry/contracts';
 import { HttpTokenGuard } from './http-auth.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { Liveness, Readiness } from './readiness.js';
 
-interface HttpResponse {
+export interface HttpResponse {
   status(code: number): HttpResponse;
   json(body: unknown): void;
 }
@@ -86,53 +83,4 @@ export class CommandsController {
   list(): { commands: string[] } {
     return { commands: this.commands.commandNames };
   }
-}
-
-const DeadLettersQuerySchema = z
-  .object({
-    consumer: z.string().min(1).optional(),
-    limit: z.coerce.number().int().min(1).max(1000).default(100),
-  })
-  .strict();
-
-const ReplayRequestSchema = z
-  .object({
-    consumer: z.string().min(1).optional(),
-    ids: z.array(z.number().int().positive()).min(1).max(500).optional(),
-  })
-  .strict()
-  .refine((r) => r.consumer !== undefined || r.ids !== undefined, { message: "name a consumer, or the dead letters' ids" });
-
-/**
- * The events this service's consumers gave up on (docs/operations.md, "Dead letters"): GET
- * /dead-letters lists them (`?consumer=`, `?limit=`, oldest first); POST /dead-letters/replay hands
- * those a consumer's handler failed on back to it, by consumer or by id. With the service's bearer
- * token, like /commands.
- */
-@Controller('dead-letters')
-@UseGuards(HttpTokenGuard)
-export class DeadLettersController {
-  constructor(
-    @Inject(EventStore) private readonly store: EventStore,
-    @Inject(Bus) private readonly bus: Bus,
-  ) {}
-
-  @Get()
-  async list(@Query() query: unknown, @Res() res: HttpResponse): Promise<void> {
-    const parsed = DeadLettersQuerySchema.safeParse(query);
-    if (!parsed.success) return refuse(res, parsed.error, 'query');
-    const { consumer, limit } = parsed.data;
-    res.status(200).json({ ok: true, result: { deadLetters: await listDeadLetters(this.store.pool, { consumer }, limit) } });
-  }
-
-  @Post('replay')
-  async replay(@Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
-    const parsed = ReplayRequestSchema.safeParse(body ?? {});
-    if (!parsed.success) return refuse(res, parsed.error, 'replay request');
-    res.status(200).json({ ok: true, result: await replayDeadLetters(this.store.pool, this.bus.js, parsed.data) });
-  }
-}
-
-function refuse(res: HttpResponse, error: z.ZodError, what: string): void {
-  res.status(400).json({ ok: false, error: invalidCommand(error, what).toPayload() });
 }

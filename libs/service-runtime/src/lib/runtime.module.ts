@@ -18,7 +18,8 @@ import { secretScrubber, secretValuesIn, type Context, type SecretScrubber } fro
 import { createPool, EventStore, migrate, type MigrationClass, type Projection } from '@gantry/eventstore';
 import { Bus, CommandClient, OutboxRelay, type Companions } from '@gantry/messaging';
 import { redactUrl, SERVICE_CONFIG, serviceSettings, type ServiceConfig } from './config.js';
-import { CommandsController, DeadLettersController, HealthController } from './http.controllers.js';
+import { CommandsController, HealthController } from './http.controllers.js';
+import { DeadLettersController } from './maintenance.controllers.js';
 import { MetricsController, observeWriteBatch, reportOnScrape } from './metrics.js';
 import { gantryHandlerOf } from './transport/decorators.js';
 import { GantryTransport } from './transport/gantry-transport.js';
