@@ -106,6 +106,44 @@ describe('projections', () => {
     expect(await snapshot()).toEqual(live);
   });
 
+  it('projections whose tables refer to each other are rebuilt in the log\'s order across them: a child row never comes before its parent', async () => {
+    // Two projections applied row by row, the children's table referring to the parents' (and going
+    // with them): a parent opened, given a child, closed (its child goes), then another one.
+    const parents: Projection = {
+      name: 'fk_parents',
+      tables: ['fk_parents', 'fk_children'],
+      types: ['ParentOpened', 'ParentClosed'],
+      async apply(sql, event) {
+        if (event.type === 'ParentOpened') await sql.query('INSERT INTO fk_parents (id) VALUES ($1)', [event.streamId]);
+        else await sql.query('DELETE FROM fk_parents WHERE id = $1', [event.streamId]);
+      },
+    };
+    const children: Projection = {
+      name: 'fk_children',
+      tables: [],
+      types: ['ChildAdded'],
+      async apply(sql, event) {
+        await sql.query('INSERT INTO fk_children (id, parent) VALUES ($1, $2)', [(event.data as { child: string }).child, event.streamId]);
+      },
+    };
+    await pool.query('CREATE TABLE fk_parents (id text PRIMARY KEY)');
+    await pool.query('CREATE TABLE fk_children (id text PRIMARY KEY, parent text NOT NULL REFERENCES fk_parents (id) ON DELETE CASCADE)');
+    const family = new EventStore({ pool, schema, inlineProjections: [parents, children] });
+    const [first, second] = [`parent-${randomUUID()}`, `parent-${randomUUID()}`];
+    await family.append(first, 0, [{ type: 'ParentOpened', data: {} }], { correlationId: 'fk' });
+    await family.append(first, 1, [{ type: 'ChildAdded', data: { child: `${first}/a` } }], { correlationId: 'fk' });
+    await family.append(first, 2, [{ type: 'ParentClosed', data: {} }], { correlationId: 'fk' });
+    await family.append(second, 0, [{ type: 'ParentOpened', data: {} }, { type: 'ChildAdded', data: { child: `${second}/b` } }], { correlationId: 'fk' });
+    const tables = async () => ({
+      parents: (await pool.query('SELECT id FROM fk_parents ORDER BY id')).rows,
+      children: (await pool.query('SELECT id, parent FROM fk_children ORDER BY id')).rows,
+    });
+    const live = await tables();
+    expect(live).toEqual({ parents: [{ id: second }], children: [{ id: `${second}/b`, parent: second }] });
+    expect(await rebuildProjections(family, [parents, children])).toBe(5);
+    expect(await tables()).toEqual(live);
+  });
+
   it('a rebuild hands projections the events as stored, metadata and time included', async () => {
     const account = `acct-${randomUUID()}`;
     await store.append(account, 0, [{ type: 'Deposited', data: { amount: 5 } }], { correlationId: 'corr-1', causationId: 'cause-1', actor: 'tester' });

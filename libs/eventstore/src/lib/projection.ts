@@ -43,11 +43,6 @@ export interface ProjectionReplay {
   finish(): Promise<void>;
 }
 
-/** How a rebuild feeds this projection: its own replay, or each batch as `project` would. */
-export function replayOf(sql: pg.PoolClient, projection: Projection, batchSize: number): ProjectionReplay {
-  return projection.replay?.(sql, batchSize) ?? { apply: (events) => project(sql, projection, events), finish: async () => undefined };
-}
-
 /** Whether the projection wants this event at all. */
 export function concerns(projection: Projection, event: Pick<StoredEvent, 'type'>): boolean {
   return !projection.types || projection.types.includes(event.type);

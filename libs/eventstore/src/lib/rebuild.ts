@@ -2,7 +2,7 @@ import pg from 'pg';
 import { withTransaction } from './database.js';
 import type { EventStore } from './event-store.js';
 import { copyOut, type BinaryRow } from './copy.js';
-import { replayOf, type Projection } from './projection.js';
+import { concerns, project, type Projection } from './projection.js';
 import type { StoredEvent } from './types.js';
 
 /**
@@ -10,7 +10,8 @@ import type { StoredEvent } from './types.js';
  * wait for it (SHARE lock on events), so the rebuilt tables are exactly what the live ones would
  * be. Events go to each projection a batch at a time, through its replay if it has one (a state
  * projection with `copy` folds in memory and writes each row once, by COPY), else as `project`
- * would apply them (see Projection.applyMany). Only the types some projection takes are read;
+ * would apply them (see Projection.applyMany), in the log's order across those projections. Only
+ * the types some projection takes are read;
  * returns how many events that was.
  *
  * The log is read with one COPY on a connection of its own, ahead of the batch being applied (the
@@ -51,7 +52,12 @@ export async function rebuildProjections(store: EventStore, projections: readonl
     for (const { table } of roomy) await sql.query(`ALTER TABLE ${table} SET (fillfactor = 100)`);
     // Only the types some projection takes (all of them when one takes every type).
     const types = projections.some((p) => !p.types) ? null : [...new Set(projections.flatMap((p) => p.types!))];
-    const replays = projections.map((p) => replayOf(sql, p, batchSize));
+    // A projection with a replay of its own (a state projection folding in memory, its rows written
+    // at the end) takes each batch whole. The others are fed as the log was: in its order across
+    // them. Each taking the whole batch in turn could put a row before the row it refers to — a
+    // child before its parent, or after the parent went (inLogOrder).
+    const replays = projections.filter((p) => p.replay).map((p) => p.replay!(sql, batchSize));
+    const rowByRow = projections.filter((p) => !p.replay);
     const reader = new pg.Client(store.pool.options);
     reader.on('error', () => undefined); // reported by the read that fails
     await reader.connect();
@@ -77,6 +83,7 @@ export async function rebuildProjections(store: EventStore, projections: readonl
         next.catch(() => undefined); // awaited on the next turn; a failure there ends the rebuild
         const events = batch.value;
         for (const replay of replays) await replay.apply(events);
+        for (const run of inLogOrder(events, rowByRow)) for (const projection of rowByRow) await project(sql, projection, run);
         replayed += events.length;
       }
       for (const replay of replays) await replay.finish();
@@ -87,6 +94,23 @@ export async function rebuildProjections(store: EventStore, projections: readonl
     for (const { table, fillfactor } of roomy) await sql.query(`ALTER TABLE ${table} SET (fillfactor = ${Number(fillfactor)})`);
     return replayed;
   });
+}
+
+/**
+ * The batch in runs of consecutive events that the same projections take, so that projections fed
+ * run after run see the events in the log's order across them. One projection (or none) needs no cut.
+ */
+function inLogOrder(events: StoredEvent[], projections: readonly Projection[]): StoredEvent[][] {
+  if (projections.length < 2) return projections.length === 0 ? [] : [events];
+  const runs: StoredEvent[][] = [];
+  let taken = '';
+  for (const event of events) {
+    const by = projections.map((p) => (concerns(p, event) ? '1' : '0')).join('');
+    if (by !== taken || runs.length === 0) runs.push([]);
+    runs[runs.length - 1]!.push(event);
+    taken = by;
+  }
+  return runs;
 }
 
 const OPTIONAL_FIELDS = ['eventId', 'schemaVersion', 'metadata', 'occurredAt'] as const;
