@@ -4,8 +4,9 @@ import { Controller, Inject } from '@nestjs/common';
 import { z } from 'zod';
 import { defineCommand, defineEvent, eventSubject, type Context, type EventEnvelope } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { Bus, CommandClient } from '@gantry/messaging';
-import { eventually } from '@gantry/testing';
+import { Bus, CommandClient, replayDeadLetters } from '@gantry/messaging';
+import { connectTestNats, eventually } from '@gantry/testing';
+import { jetstream } from '@nats-io/jetstream';
 import pg from 'pg';
 import { startTestService, type TestService } from '../testing.js';
 import { CommandHandler, DurableConsumer } from './transport/decorators.js';
@@ -152,5 +153,25 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
     }
     expect((await call('GET', '/dead-letters?limit=0')).body.error?.code).toBe('INVALID_COMMAND');
     expect(await rows()).toBe(before);
+  });
+
+  it('two replays at once hand each dead letter back once', async () => {
+    const letters = [await deadLettered(), await deadLettered()];
+    seen.failing = false;
+    const replays = await Promise.all([call('POST', '/dead-letters/replay', { consumer: failing }), call('POST', '/dead-letters/replay', { consumer: failing })]);
+    const replayed = replays.flatMap((r) => r.body.result!['replayed'] as number[]);
+    expect(replayed.sort((a, b) => a - b)).toEqual(letters.map((l) => l.id).sort((a, b) => a - b));
+    for (const letter of letters) await eventually(async () => seen.handled.includes(letter.eventId!), { what: 'the replayed event handled' });
+    expect(seen.handled.filter((id) => letters.some((l) => l.eventId === id))).toHaveLength(2);
+  });
+
+  it('a publish that fails stops the replay there, and its dead letter stays', async () => {
+    const letter = await deadLettered();
+    const nc = await connectTestNats();
+    const js = jetstream(nc);
+    await nc.close();
+    const outcome = await replayDeadLetters(db, js, { ids: [letter.id] });
+    expect(outcome).toEqual({ replayed: [], skipped: [], failed: { id: letter.id, error: expect.any(String) } });
+    expect((await listed()).map((d) => d.id)).toContain(letter.id);
   });
 });
