@@ -1,7 +1,9 @@
 import { deleteTask, ErrorCode, returnTasksToTodo, startTask, switchWorkflow, updateTask } from '@gantry/contracts';
+import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { eventually } from '@gantry/testing';
 import { ruleRecords } from './expectations.js';
 import { declarationDigest } from '../src/domain/index.js';
+import { workflowEngineProjections } from '../src/infrastructure/persistence/projections.js';
 import { WorkflowWorld } from './harness.js';
 
 /*
@@ -265,5 +267,24 @@ steps:
     expect(scan.records).toBe(0);
     expect(world.records(next).filter((r) => r.taskId === taskId)).toEqual([]);
     expect((await world.events(world.pairStream(taskId, 'paths', 'review'))).length).toBe(pairEvents);
+  });
+
+  it("the engine's views equal a rebuild from its log, the deleted task and its step entry included", async () => {
+    // Stopped, so that the log does not move between the two looks.
+    for (const engine of [...world.engines]) if (engine.process.exitCode === null && engine.process.signalCode === null) await world.stopEngine(engine, 'SIGTERM');
+    const keys: Record<string, string> = {
+      workflows: 'workflow_id',
+      agent_profiles: 'agent_profile_id',
+      step_participants: 'seat_key',
+      tasks: 'task_id',
+      step_entries: 'task_id, workflow_id, step_id, entry_seq',
+    };
+    const views = async () => Object.fromEntries(await Promise.all(Object.entries(keys).map(async ([table, key]) => [table, (await world.db.query(`SELECT * FROM ${table} ORDER BY ${key}`)).rows])));
+    const live = await views();
+    expect(live['tasks']!.length).toBeGreaterThan(0);
+    expect(live['step_entries']!.length).toBeGreaterThan(0);
+    expect((await world.db.query(`SELECT 1 FROM events WHERE type = 'TaskDeleted'`)).rows).not.toHaveLength(0);
+    await rebuildProjections(new EventStore({ pool: world.db, schema: world.engineSchema }), workflowEngineProjections);
+    expect(await views()).toEqual(live);
   });
 });
