@@ -19,7 +19,7 @@ import { createPool, EventStore, migrate, type MigrationClass, type Projection }
 import { Bus, CommandClient, OutboxRelay, type Companions } from '@gantry/messaging';
 import { redactUrl, SERVICE_CONFIG, serviceSettings, type ServiceConfig } from './config.js';
 import { CommandsController, HealthController } from './http.controllers.js';
-import { DeadLettersController } from './maintenance.controllers.js';
+import { DeadLettersController, ProjectionsController } from './maintenance.controllers.js';
 import { MetricsController, observeWriteBatch, reportOnScrape } from './metrics.js';
 import { gantryHandlerOf } from './transport/decorators.js';
 import { GantryTransport } from './transport/gantry-transport.js';
@@ -253,7 +253,7 @@ export class GantryRuntimeModule {
     return {
       module: GantryRuntimeModule,
       imports: [DiscoveryModule, loggingModule(options.service, config.logLevel), healthModule(), ...(config.imports ?? [])],
-      controllers: [HealthController, MetricsController, CommandsController, DeadLettersController],
+      controllers: [HealthController, MetricsController, CommandsController, DeadLettersController, ProjectionsController],
       providers: [
         { provide: RUNTIME_OPTIONS, useValue: options },
         ...config.providers,

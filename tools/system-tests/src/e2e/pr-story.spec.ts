@@ -94,4 +94,10 @@ describe('STORY pull requests end to end', () => {
     expect(await mergeRequests(repository, branch)).toEqual([]);
     expect((await system.github.pulls(repository))[0]).toMatchObject({ state: 'open', merged: false, auto_merge: null });
   }, 120_000);
+
+  it("the pr-service's view of the pull requests equals a rebuild from its log", async () => {
+    const { live, rebuilt } = await system.viewsAndTheirRebuild();
+    expect(live.length).toBeGreaterThanOrEqual(3);
+    expect(rebuilt).toEqual(live);
+  });
 });

@@ -19,6 +19,8 @@ import {
 } from '@gantry/contracts';
 import { GitHubFakeControl } from '@gantry/github-fake';
 import { dropSchema, eventually, freePort, startApp, startNodeProcess, testDatabaseUrl, type ChildService, type RunningApp } from '@gantry/testing';
+import { EventStore, rebuildProjections } from '@gantry/eventstore';
+import { prServiceProjections } from '../../../../apps/pr-service/src/infrastructure/persistence/projections.js';
 import { E2eSystem } from './e2e-system.js';
 
 const repoRoot = resolve(fileURLToPath(import.meta.url), '../../../../..');
@@ -185,6 +187,18 @@ export class PrSystem extends E2eSystem {
 
   async deliveries(): Promise<{ delivery_id: string; event: string; processed_at: Date | null }[]> {
     return (await this.db.query(`SELECT delivery_id, event, processed_at FROM webhook_deliveries ORDER BY received_at`)).rows;
+  }
+
+  /**
+   * The pr-service's views now, and as a rebuild from its log makes them: the pr-service is stopped
+   * first, so that its log does not move between the two.
+   */
+  async viewsAndTheirRebuild(): Promise<{ live: unknown[]; rebuilt: unknown[] }> {
+    await this.prService.kill('SIGTERM');
+    const view = async () => (await this.db.query(`SELECT * FROM pull_requests ORDER BY pull_request_id`)).rows;
+    const live = await view();
+    await rebuildProjections(new EventStore({ pool: this.db, schema: `${this.name}_prs` }), prServiceProjections);
+    return { live, rebuilt: await view() };
   }
 
   override async stop(): Promise<void> {
