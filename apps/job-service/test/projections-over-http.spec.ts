@@ -74,4 +74,45 @@ describe('the job service\'s views over HTTP: GET /projections, POST /projection
     expect((await call('POST', '/projections/rebuild')).status).toBe(200);
     expect(await views()).toEqual(before);
   });
+
+  /** The jobs view's indexes and storage settings: what a rebuild drops and sets for its length, and puts back. */
+  const tableShape = async () => ({
+    indexes: (await world.db.query(`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'jobs' ORDER BY indexname`)).rows,
+    options: (await world.db.query(`SELECT reloptions FROM pg_class WHERE oid = 'jobs'::regclass`)).rows,
+  });
+
+  it('a rebuild that fails part-way answers 500 INTERNAL and leaves every view, index and setting as it was; commands go on', async () => {
+    // A view that cannot hold what the log says: a constraint added after the job it refuses was written.
+    await enqueue('T-refused');
+    const before = await views();
+    const shape = await tableShape();
+    await world.db.query(`UPDATE jobs SET attempt = 5 WHERE job_id = $1`, [before.jobs[0].job_id]);
+    const tampered = await views();
+    await world.db.query(`ALTER TABLE jobs ADD CONSTRAINT jobs_refuse_test CHECK (task_id IS DISTINCT FROM 'T-refused') NOT VALID`);
+    try {
+      const refused = await call('POST', '/projections/rebuild', {});
+      expect(refused).toEqual({ status: 500, body: { ok: false, error: { code: 'INTERNAL', message: expect.stringContaining('rolled back') } } });
+      expect(JSON.stringify(refused.body)).not.toContain('jobs_refuse_test');
+      expect(await views()).toEqual(tampered);
+      expect(await tableShape()).toEqual(shape);
+      const after = await enqueue('T-after-the-failure');
+      expect((await views()).jobs.find((row) => row.job_id === after.jobId)).toMatchObject({ status: 'QUEUED' });
+    } finally {
+      await world.db.query(`ALTER TABLE jobs DROP CONSTRAINT jobs_refuse_test`);
+    }
+    expect((await call('POST', '/projections/rebuild', {})).status).toBe(200);
+    const rebuilt = await views();
+    expect(rebuilt.jobs.filter((row) => before.jobs.some((b) => b.job_id === row.job_id))).toEqual(before.jobs);
+    expect(await tableShape()).toEqual(shape);
+  });
+
+  it('two rebuilds at once, with commands arriving, both finish and leave the views as the log has them', async () => {
+    const before = await views();
+    await world.db.query(`UPDATE jobs SET attempt = 8 WHERE job_id = $1`, [before.jobs[0].job_id]);
+    const [first, second, during] = await Promise.all([call('POST', '/projections/rebuild', {}), call('POST', '/projections/rebuild', {}), enqueue('T-between-rebuilds')]);
+    expect([first.status, second.status]).toEqual([200, 200]);
+    const after = await views();
+    expect(after.jobs.filter((row) => row.job_id !== during.jobId)).toEqual(before.jobs);
+    expect(after.jobs.find((row) => row.job_id === during.jobId)).toMatchObject({ status: 'QUEUED', task_id: 'T-between-rebuilds' });
+  });
 });

@@ -174,4 +174,28 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
     expect(outcome).toEqual({ replayed: [], skipped: [], failed: { id: letter.id, error: expect.any(String) } });
     expect((await listed()).map((d) => d.id)).toContain(letter.id);
   });
+
+  it('a replay the database refuses part-way answers 500 INTERNAL and leaves its dead letters; the next replay hands each back once', async () => {
+    const letter = await deadLettered();
+    seen.failing = false;
+    // The replay publishes the event, then its delete is refused: its transaction rolls back.
+    await db.query(`CREATE FUNCTION refuse_dead_letter_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$`);
+    await db.query(`CREATE TRIGGER refuse_dead_letter_delete BEFORE DELETE ON dead_letters FOR EACH ROW EXECUTE FUNCTION refuse_dead_letter_delete()`);
+    try {
+      const refused = await call('POST', '/dead-letters/replay', { ids: [letter.id] });
+      expect(refused).toEqual({ status: 500, body: { ok: false, error: { code: 'INTERNAL', message: expect.stringContaining('rolled back') } } });
+      expect(refused.body.error!.message).not.toContain('refused by the test');
+      expect((await listed()).map((d) => d.id)).toContain(letter.id);
+    } finally {
+      await db.query(`DROP TRIGGER refuse_dead_letter_delete ON dead_letters`);
+      await db.query(`DROP FUNCTION refuse_dead_letter_delete()`);
+    }
+    expect((await call('POST', '/dead-letters/replay', { ids: [letter.id] })).body.result).toEqual({ replayed: [letter.id], skipped: [], failed: null });
+    await eventually(async () => seen.handled.includes(letter.eventId!), { what: 'the replayed event handled' });
+    const handledBefore = seen.handled.length;
+    await client.request(Note, { note: 'after the refused replay' });
+    await eventually(async () => seen.handled.length === handledBefore + 1, { what: 'the later event handled' });
+    expect(seen.handled.filter((id) => id === letter.eventId)).toHaveLength(1);
+    expect((await listed()).map((d) => d.id)).not.toContain(letter.id);
+  });
 });

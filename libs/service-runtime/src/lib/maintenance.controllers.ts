@@ -1,6 +1,7 @@
 import { Body, Controller, Get, HttpCode, Inject, Post, Query, Res, UseGuards } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { z } from 'zod';
-import { invalidCommand } from '@gantry/contracts';
+import { ErrorCode, invalidCommand } from '@gantry/contracts';
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { Bus, listDeadLetters, replayDeadLetters } from '@gantry/messaging';
 import { HttpTokenGuard } from './http-auth.js';
@@ -36,6 +37,7 @@ export class DeadLettersController {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Bus) private readonly bus: Bus,
+    @InjectPinoLogger('dead-letters') private readonly log: PinoLogger,
   ) {}
 
   @Get()
@@ -51,12 +53,26 @@ export class DeadLettersController {
   async replay(@Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
     const parsed = ReplayRequestSchema.safeParse(body ?? {});
     if (!parsed.success) return refuse(res, parsed.error, 'replay request');
-    res.status(200).json({ ok: true, result: await replayDeadLetters(this.store.pool, this.bus.js, parsed.data) });
+    try {
+      res.status(200).json({ ok: true, result: await replayDeadLetters(this.store.pool, this.bus.js, parsed.data) });
+    } catch (error) {
+      // The replay's transaction rolled back: the dead letters it had not yet published stay.
+      fail(res, this.log, error, 'the replay failed and was rolled back: its dead letters are all still there (a consumer given one already finds it in its inbox)');
+    }
   }
 }
 
 function refuse(res: HttpResponse, error: z.ZodError, what: string): void {
   res.status(400).json({ ok: false, error: invalidCommand(error, what).toPayload() });
+}
+
+/**
+ * An operation that failed for a reason of its own (the database refused it, the connection went):
+ * logged with its cause, answered 500 `INTERNAL` with what it left, in the shape every answer has.
+ */
+function fail(res: HttpResponse, log: PinoLogger, error: unknown, message: string): void {
+  log.error({ error: error instanceof Error ? { name: error.name, message: error.message } : String(error) }, message);
+  res.status(500).json({ ok: false, error: { code: ErrorCode.INTERNAL, message } });
 }
 
 
@@ -73,7 +89,10 @@ const RebuildRequestSchema = z.object({}).strict();
 @Controller('projections')
 @UseGuards(HttpTokenGuard)
 export class ProjectionsController {
-  constructor(@Inject(EventStore) private readonly store: EventStore) {}
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @InjectPinoLogger('projections') private readonly log: PinoLogger,
+  ) {}
 
   @Get()
   list(): { ok: true; result: { projections: Array<{ name: string; tables: string[] }> } } {
@@ -85,7 +104,13 @@ export class ProjectionsController {
     const parsed = RebuildRequestSchema.safeParse(body ?? {});
     if (!parsed.success) return refuse(res, parsed.error, 'rebuild request');
     const started = performance.now();
-    const events = await rebuildProjections(this.store, this.store.projections);
+    let events: number;
+    try {
+      events = await rebuildProjections(this.store, this.store.projections);
+    } catch (error) {
+      // One transaction: the views, their indexes and settings are as they were before it.
+      return fail(res, this.log, error, 'the rebuild failed and was rolled back: every view is as it was before it');
+    }
     const seconds = +((performance.now() - started) / 1000).toFixed(3);
     res.status(200).json({ ok: true, result: { projections: this.store.projections.map((p) => p.name), events, seconds } });
   }
