@@ -98,3 +98,26 @@ export async function replayDeadLetters(pool: pg.Pool, js: JetStreamClient, filt
     return outcome;
   });
 }
+
+export interface DiscardOutcome {
+  /** Deleted: their consumers will not be given them. */
+  discarded: Array<{ id: number; consumer: string; eventId: string | null; kind: string }>;
+  /** Not there (never were, already replayed or discarded, or pruned); a replay holding one is waited for. */
+  missing: number[];
+}
+
+/**
+ * Deletes dead letters an operator has looked at and decided against (docs/operations.md, "Dead
+ * letters"): a payload that failed its schema, or an event whose effect is no longer wanted. By id
+ * only, so that nothing goes unseen. A replay holding one of them is waited for; what it handed back
+ * is then reported missing.
+ */
+export async function discardDeadLetters(pool: pg.Pool, ids: readonly number[]): Promise<DiscardOutcome> {
+  const { rows } = await pool.query<{ id: string; consumer: string; event_id: string | null; kind: string | null }>(
+    `DELETE FROM dead_letters WHERE id = ANY($1::bigint[]) RETURNING id, consumer, event_id, error->>'kind' AS kind`,
+    [ids],
+  );
+  const discarded = rows.map((r) => ({ id: Number(r.id), consumer: r.consumer, eventId: r.event_id, kind: r.kind ?? 'unknown' })).sort((a, b) => a.id - b.id);
+  const gone = new Set(discarded.map((d) => d.id));
+  return { discarded, missing: [...new Set(ids)].filter((id) => !gone.has(id)).sort((a, b) => a - b) };
+}

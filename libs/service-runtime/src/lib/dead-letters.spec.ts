@@ -58,7 +58,7 @@ class NoteCommands {
   }
 }
 
-type Listed = { id: number; consumer: string; eventId: string | null; kind: string; error: Record<string, unknown> };
+type Listed = { id: number; consumer: string; subject: string; eventId: string | null; kind: string; error: Record<string, unknown> };
 
 describe('dead letters over HTTP: listed, and replayed to their consumer', () => {
   let service: TestService;
@@ -197,5 +197,64 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
     await eventually(async () => seen.handled.length === handledBefore + 1, { what: 'the later event handled' });
     expect(seen.handled.filter((id) => id === letter.eventId)).toHaveLength(1);
     expect((await listed()).map((d) => d.id)).not.toContain(letter.id);
+  });
+
+  it('discards the dead letters named, whatever their kind: their consumer is never given them, and ids not there are reported', async () => {
+    await service.app.get(Bus).js.publish(eventSubject(service.naming, context, 'DeadLettersTestNoted', 'bad-again'), '{ still not JSON');
+    const malformed = await eventually(async () => (await listed()).find((d) => d.kind === 'invalid_payload' && d.subject.endsWith('bad-again')) ?? null, {
+      what: 'the malformed message dead-lettered',
+    });
+    const failed = await deadLettered();
+    const discard = await call('POST', '/dead-letters/discard', { ids: [failed.id, malformed.id, 999_999] });
+    expect(discard).toEqual({
+      status: 200,
+      body: {
+        ok: true,
+        result: {
+          discarded: [
+            { id: malformed.id, consumer: failing, eventId: null, kind: 'invalid_payload' },
+            { id: failed.id, consumer: failing, eventId: failed.eventId, kind: 'handler_failed' },
+          ].sort((a, b) => a.id - b.id),
+          missing: [999_999],
+        },
+      },
+    });
+    const left = (await listed()).map((d) => d.id);
+    expect(left).not.toContain(failed.id);
+    expect(left).not.toContain(malformed.id);
+    // Replaying it now finds nothing; the consumer, working again, handles later events and never this one.
+    seen.failing = false;
+    expect((await call('POST', '/dead-letters/replay', { ids: [failed.id] })).body.result).toEqual({ replayed: [], skipped: [], failed: null });
+    const handledBefore = seen.handled.length;
+    await client.request(Note, { note: 'after the discard' });
+    await eventually(async () => seen.handled.length === handledBefore + 1, { what: 'the later event handled' });
+    expect(seen.handled).not.toContain(failed.eventId);
+    expect((await call('POST', '/dead-letters/discard', { ids: [failed.id] })).body.result).toEqual({ discarded: [], missing: [failed.id] });
+  });
+
+  it('refuses a discard without the token or without ids, and deletes nothing', async () => {
+    const letter = await deadLettered();
+    const before = await rows();
+    expect((await call('POST', '/dead-letters/discard', { ids: [letter.id] }, null)).status).toBe(401);
+    for (const body of [{}, { consumer: failing }, { ids: [] }, { ids: ['1'] }, { ids: [0] }, { ids: [letter.id], all: true }]) {
+      const refused = await call('POST', '/dead-letters/discard', body);
+      expect({ body, status: refused.status, code: refused.body.error?.code }).toEqual({ body, status: 400, code: 'INVALID_COMMAND' });
+    }
+    expect(await rows()).toBe(before);
+    expect((await listed()).map((d) => d.id)).toContain(letter.id);
+  });
+
+  it('a replay and a discard of one dead letter at once: exactly one of them has it', async () => {
+    const letter = await deadLettered();
+    seen.failing = false;
+    const [replay, discard] = await Promise.all([call('POST', '/dead-letters/replay', { ids: [letter.id] }), call('POST', '/dead-letters/discard', { ids: [letter.id] })]);
+    const replayed = (replay.body.result!['replayed'] as number[]).includes(letter.id);
+    const discarded = (discard.body.result!['discarded'] as Array<{ id: number }>).some((d) => d.id === letter.id);
+    expect({ replayed, discarded, missing: discard.body.result!['missing'] }).toEqual(replayed ? { replayed, discarded: false, missing: [letter.id] } : { replayed, discarded: true, missing: [] });
+    expect((await listed()).map((d) => d.id)).not.toContain(letter.id);
+    const handledBefore = seen.handled.length;
+    await client.request(Note, { note: 'after the race' });
+    await eventually(async () => seen.handled.length >= handledBefore + 1, { what: 'the later event handled' });
+    await eventually(async () => seen.handled.filter((id) => id === letter.eventId).length === (replayed ? 1 : 0), { what: 'the replayed event handled, or not, as its outcome says' });
   });
 });

@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { z } from 'zod';
 import { ErrorCode, invalidCommand } from '@gantry/contracts';
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
-import { Bus, listDeadLetters, replayDeadLetters } from '@gantry/messaging';
+import { Bus, discardDeadLetters, listDeadLetters, replayDeadLetters } from '@gantry/messaging';
 import { HttpTokenGuard } from './http-auth.js';
 import type { HttpResponse } from './http.controllers.js';
 
@@ -25,11 +25,14 @@ const ReplayRequestSchema = z
   .strict()
   .refine((r) => r.consumer !== undefined || r.ids !== undefined, { message: "name a consumer, or the dead letters' ids" });
 
+/** Dead letters are discarded by id only: an operator names what they looked at. */
+const DiscardRequestSchema = z.object({ ids: z.array(z.number().int().positive()).min(1).max(500) }).strict();
+
 /**
  * The events this service's consumers gave up on (docs/operations.md, "Dead letters"): GET
  * /dead-letters lists them (`?consumer=`, `?limit=`, oldest first); POST /dead-letters/replay hands
- * those a consumer's handler failed on back to it, by consumer or by id. With the service's bearer
- * token, like /commands.
+ * those a consumer's handler failed on back to it, by consumer or by id; POST /dead-letters/discard
+ * deletes the ones named. With the service's bearer token, like /commands.
  */
 @Controller('dead-letters')
 @UseGuards(HttpTokenGuard)
@@ -59,6 +62,21 @@ export class DeadLettersController {
       // The replay's transaction rolled back: the dead letters it had not yet published stay.
       fail(res, this.log, error, 'the replay failed and was rolled back: its dead letters are all still there (a consumer given one already finds it in its inbox)');
     }
+  }
+
+  @Post('discard')
+  async discard(@Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
+    const parsed = DiscardRequestSchema.safeParse(body ?? {});
+    if (!parsed.success) return refuse(res, parsed.error, 'discard request');
+    let outcome: Awaited<ReturnType<typeof discardDeadLetters>>;
+    try {
+      outcome = await discardDeadLetters(this.store.pool, parsed.data.ids);
+    } catch (error) {
+      return fail(res, this.log, error, 'the discard failed: no dead letter was deleted');
+    }
+    // What an operator dropped stays on record in the log, since the rows are gone.
+    for (const letter of outcome.discarded) this.log.warn({ deadLetter: letter }, 'dead letter discarded');
+    res.status(200).json({ ok: true, result: outcome });
   }
 }
 
