@@ -207,7 +207,7 @@ once(
   () =>
     new Gauge({
       name: 'gantry_dead_letters',
-      help: 'Events a consumer gave up on, kept in the dead_letters table until replayed or pruned',
+      help: 'Events a consumer gave up on, kept in the dead_letters table until replayed, discarded or pruned',
       labelNames: ['consumer'] as const,
       async collect() {
         this.reset();
