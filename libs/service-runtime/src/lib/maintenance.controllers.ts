@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { z } from 'zod';
 import { ErrorCode, invalidCommand } from '@gantry/contracts';
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
-import { Bus, discardDeadLetters, listDeadLetters, replayDeadLetters } from '@gantry/messaging';
+import { Bus, discardDeadLetters, listDeadLetters, replayDeadLetters, type DiscardOutcome, type ReplayOutcome } from '@gantry/messaging';
 import { HttpTokenGuard } from './http-auth.js';
 import type { HttpResponse } from './http.controllers.js';
 
@@ -56,19 +56,22 @@ export class DeadLettersController {
   async replay(@Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
     const parsed = ReplayRequestSchema.safeParse(body ?? {});
     if (!parsed.success) return refuse(res, parsed.error, 'replay request');
+    let outcome: ReplayOutcome;
     try {
-      res.status(200).json({ ok: true, result: await replayDeadLetters(this.store.pool, this.bus.js, parsed.data) });
+      outcome = await replayDeadLetters(this.store.pool, this.bus.js, parsed.data);
     } catch (error) {
-      // The replay's transaction rolled back: the dead letters it had not yet published stay.
-      fail(res, this.log, error, 'the replay failed and was rolled back: its dead letters are all still there (a consumer given one already finds it in its inbox)');
+      // Its transaction rolled back, so every row stays; what it had published is dropped as a
+      // duplicate when handed back again.
+      return fail(res, this.log, error, 'the replay failed and was rolled back: its dead letters are all still there (a consumer given one already finds it in its inbox)');
     }
+    res.status(200).json({ ok: true, result: outcome });
   }
 
   @Post('discard')
   async discard(@Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
     const parsed = DiscardRequestSchema.safeParse(body ?? {});
     if (!parsed.success) return refuse(res, parsed.error, 'discard request');
-    let outcome: Awaited<ReturnType<typeof discardDeadLetters>>;
+    let outcome: DiscardOutcome;
     try {
       outcome = await discardDeadLetters(this.store.pool, parsed.data.ids);
     } catch (error) {
