@@ -110,6 +110,7 @@ function markdownTable(date, all) {
       `| ratio Gantry / BullMQ (median of A/B pairs) | ${s.ratio}x |`,
       `| enqueue, 16 concurrent callers: Gantry / BullMQ | ${s.gantryEnqueuePerSecond}/s / ${s.bullmqEnqueuePerSecond}/s |`,
       `| claim p50 / p99 (16 workers) | ${s.claimP50Ms} ms / ${s.claimP99Ms} ms |`,
+      ...(s.claimsPerBurst === undefined ? [] : [`| claims sent together (the workers move in step) / rounds' claim p99 | ${s.claimsPerBurst} / ${l.gantry.map((g) => `${g.claimP99Ms} ms`).join(', ')} |`]),
       `| commands per commit | ${s.commandsPerCommit} |`,
       `| job-service CPU per command | ${s.cpuMsPerCommand} ms |`,
       ...(s.serviceReadWriteCallsPerJob === undefined ? [] : [`| job-service read/write system calls per job | ${s.serviceReadWriteCallsPerJob} |`]),
