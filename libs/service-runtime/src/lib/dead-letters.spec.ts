@@ -175,7 +175,7 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
     expect((await listed()).map((d) => d.id)).toContain(letter.id);
   });
 
-  it('a replay the database refuses part-way answers 500 INTERNAL and leaves its dead letters; the next replay hands each back once', async () => {
+  it('a replay or a discard the database refuses answers 500 INTERNAL and leaves its dead letters; the next replay hands each back once', async () => {
     const letter = await deadLettered();
     seen.failing = false;
     // The replay publishes the event, then its delete is refused: its transaction rolls back.
@@ -185,6 +185,10 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
       const refused = await call('POST', '/dead-letters/replay', { ids: [letter.id] });
       expect(refused).toEqual({ status: 500, body: { ok: false, error: { code: 'INTERNAL', message: expect.stringContaining('rolled back') } } });
       expect(refused.body.error!.message).not.toContain('refused by the test');
+      expect((await listed()).map((d) => d.id)).toContain(letter.id);
+      // A discard the database refuses: the same answer's shape, and nothing deleted.
+      const discard = await call('POST', '/dead-letters/discard', { ids: [letter.id] });
+      expect(discard).toEqual({ status: 500, body: { ok: false, error: { code: 'INTERNAL', message: 'the discard failed: no dead letter was deleted' } } });
       expect((await listed()).map((d) => d.id)).toContain(letter.id);
     } finally {
       await db.query(`DROP TRIGGER refuse_dead_letter_delete ON dead_letters`);
