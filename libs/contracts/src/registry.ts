@@ -17,6 +17,17 @@ export interface CommandContract<Req extends z.ZodType = z.ZodType, Res extends 
   request: Req;
   reply: Res;
   examples: Examples<z.input<Req>>;
+  /**
+   * What the command is about, for a caller that sends the commands about one thing to the replica
+   * that answered the last of them (docs/architecture.md, "Replicas"): the key its request names, and
+   * the key its reply makes known (a claim's job). Commands about nothing in particular have none.
+   */
+  affinity?: CommandAffinity<z.output<Req>, z.output<Res>>;
+}
+
+export interface CommandAffinity<Request, Reply> {
+  request?: (request: Request) => string | undefined;
+  reply?: (reply: Reply) => string | undefined;
 }
 
 export interface EventContract<Data extends z.ZodType = z.ZodType, Type extends string = string> {

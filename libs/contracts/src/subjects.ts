@@ -123,6 +123,15 @@ export function commandSubject(naming: Naming, context: Context, name: string): 
   return `${root(naming)}.${context}.cmd.${token(name, 'command name')}`;
 }
 
+/**
+ * The subject only one replica of a context's service listens on for a command (`replica`: its
+ * token, which its replies carry): a caller sends there what concerns a thing that replica served
+ * last, and to the queue group's subject when it does not answer.
+ */
+export function replicaCommandSubject(naming: Naming, context: Context, name: string, replica: string): string {
+  return `${commandSubject(naming, context, name)}.${token(replica, 'replica')}`;
+}
+
 export function commandQueueGroup(naming: Naming, context: Context): string {
   return `${root(naming)}.${context}.cmd`;
 }

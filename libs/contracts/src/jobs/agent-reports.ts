@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand, defineEvent } from '../registry.js';
 import { jobExampleIds } from './events.js';
-import { ExternalRefSchema, IdempotencyKeySchema, JobIdSchema, LeaseTokenSchema, RunnerIdSchema, TimestampSchema } from './values.js';
+import { aboutItsJob, ExternalRefSchema, IdempotencyKeySchema, JobIdSchema, LeaseTokenSchema, RunnerIdSchema, TimestampSchema } from './values.js';
 
 /*
  * What the agent tells about its own job through the runner's MCP tools `update_job_status` and
@@ -38,6 +38,7 @@ const questionExample = {
 export const reportAgentStatus = defineCommand({
   context: 'jobs',
   name: 'report_agent_status',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({
     ...fenced,
     status: AgentReportedStatusSchema,
@@ -66,6 +67,7 @@ export const reportAgentStatus = defineCommand({
 export const askQuestion = defineCommand({
   context: 'jobs',
   name: 'ask_question',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({
     ...fenced,
     question: z.string().min(1).max(10_000),

@@ -22,6 +22,7 @@ import {
   TestResultStatusSchema,
   TimestampSchema,
   VerificationFactsSchema,
+  aboutItsJob,
 } from './values.js';
 
 /** Fields of every command that acts under a claim: the holder and its fencing token. */
@@ -180,6 +181,8 @@ export type ClaimedJob = z.infer<typeof ClaimedJobSchema>;
 export const claimJob = defineCommand({
   context: 'jobs',
   name: 'claim_job',
+  // The runner's next commands are about the job it got.
+  affinity: { request: (request) => request.jobId, reply: (reply) => (reply.claimed ? reply.job.jobId : undefined) },
   request: CommandMetaSchema.extend({
     runnerId: RunnerIdSchema,
     /** The kinds this runner can run. */
@@ -221,6 +224,7 @@ export const claimJob = defineCommand({
 export const renewJobLease = defineCommand({
   context: 'jobs',
   name: 'renew_job_lease',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({ ...fenced, leaseDurationMs: JobLeaseDurationMsSchema.optional() }),
   reply: z.object({ jobId: JobIdSchema, leaseToken: LeaseTokenSchema, leaseExpiresAt: TimestampSchema }),
   examples: {
@@ -236,6 +240,7 @@ export const renewJobLease = defineCommand({
 export const startJob = defineCommand({
   context: 'jobs',
   name: 'start_job',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({
     ...fenced,
     /** base_sha as resolved in the worktree; must equal the claim's if the claim recorded one. */
@@ -262,6 +267,7 @@ export const startJob = defineCommand({
 export const logImplementation = defineCommand({
   context: 'jobs',
   name: 'log_implementation',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({
     ...fenced,
     taskId: ExternalRefSchema.optional(),
@@ -288,6 +294,7 @@ export const logImplementation = defineCommand({
 export const logCommit = defineCommand({
   context: 'jobs',
   name: 'log_commit',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({
     ...fenced,
     commitSha: GitShaSchema,
@@ -306,6 +313,7 @@ export const logCommit = defineCommand({
 export const logTestResult = defineCommand({
   context: 'jobs',
   name: 'log_test_result',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({
     ...fenced,
     status: TestResultStatusSchema,
@@ -326,6 +334,7 @@ export const logTestResult = defineCommand({
 export const reportPush = defineCommand({
   context: 'jobs',
   name: 'report_push',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({
     ...fenced,
     branch: GitRefSchema,
@@ -353,6 +362,7 @@ export const reportPush = defineCommand({
 export const finishJob = defineCommand({
   context: 'jobs',
   name: 'finish_job',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({ ...fenced, facts: VerificationFactsSchema, idempotencyKey: IdempotencyKeySchema }),
   reply: z.object({
     jobId: JobIdSchema,
@@ -399,6 +409,7 @@ export const finishJob = defineCommand({
 export const rollbackClaim = defineCommand({
   context: 'jobs',
   name: 'rollback_claim',
+  affinity: aboutItsJob,
   request: CommandMetaSchema.extend({
     ...fenced,
     reason: z.string().min(1).max(2000),

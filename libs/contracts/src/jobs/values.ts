@@ -149,3 +149,6 @@ export type SprintRunStatus = z.infer<typeof SprintRunStatusSchema>;
 /** Payloads are opaque JSON objects the agent reads; a coalesced job keeps every one. */
 export const JobPayloadSchema = z.record(z.string(), z.unknown());
 export type JobPayload = z.infer<typeof JobPayloadSchema>;
+
+/** The affinity of a command under a claim: the job it acts on (see CommandContract.affinity). */
+export const aboutItsJob = { request: (request: { jobId: string }): string => request.jobId };

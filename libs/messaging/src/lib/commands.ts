@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { headers as natsHeaders, type Msg } from '@nats-io/transport-node';
+import { LRUCache } from 'lru-cache';
 import {
   commandSubject,
+  replicaCommandSubject,
   ErrorCode,
   GantryError,
   commandReplySchema,
@@ -17,6 +19,8 @@ import type { z } from 'zod';
 import type { Bus } from './bus.js';
 
 export const CORRELATION_HEADER = 'Gantry-Correlation-Id';
+/** On a command's reply: the token of the replica that answered (see CommandClient, "affinity"). */
+export const REPLICA_HEADER = 'Gantry-Replica';
 
 const textDecoder = new TextDecoder();
 
@@ -62,6 +66,14 @@ export function isTransient(error: unknown): boolean {
 /** Sends commands to any context; the request is parsed before sending and the reply after. */
 export class CommandClient {
   private readonly replacer: (key: string, value: unknown) => unknown;
+  /**
+   * Affinity: for each thing commands are about (a job; the contract's `affinity` names it), the
+   * replica that answered the last of them. The next one goes to that replica's own subject, where it
+   * decides on its memory of the thing rather than reading it again; any replica may still answer it
+   * correctly (docs/architecture.md, "Replicas"). A replica that does not answer there is forgotten
+   * and the command goes to the queue group at once.
+   */
+  private readonly replicas = new LRUCache<string, string>({ max: REMEMBERED_REPLICAS });
 
   /**
    * `scrub` masks secrets in every string of a request before it leaves this process: what a
@@ -105,15 +117,28 @@ export class CommandClient {
   private async once<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions): Promise<ReplyOf<C>> {
     const parsed = contract.request.safeParse(payload);
     if (!parsed.success) throw invalidCommand(parsed.error, `${contract.context}.${contract.name} request`);
-    const subject = commandSubject(this.bus.naming, contract.context, contract.name);
+    const about = contract.affinity?.request?.(parsed.data);
+    const replica = about === undefined ? undefined : this.replicas.get(about);
     const headers = natsHeaders();
     headers.set(CORRELATION_HEADER, options.correlationId ?? randomUUID());
+    const data = JSON.stringify(payload, this.replacer);
+    const timeout = options.timeoutMs ?? 10_000;
     let msg: Msg;
     try {
-      msg = await this.bus.nc.request(subject, JSON.stringify(payload, this.replacer), { timeout: options.timeoutMs ?? 10_000, headers });
+      try {
+        const subject = replica ? replicaCommandSubject(this.bus.naming, contract.context, contract.name, replica) : commandSubject(this.bus.naming, contract.context, contract.name);
+        msg = await this.bus.nc.request(subject, data, { timeout, headers });
+      } catch (error) {
+        if (!replica) throw error;
+        // The replica is gone (or stopped listening): any other may answer; it did not get this one.
+        // A replica that got it and did not answer in time is left to the caller's retry, as always.
+        this.replicas.delete(about!);
+        if (!isNoResponders(error)) throw error;
+        msg = await this.bus.nc.request(commandSubject(this.bus.naming, contract.context, contract.name), data, { timeout, headers });
+      }
     } catch (error) {
       const text = String((error as Error)?.message ?? error);
-      if (/no responders/i.test(text) || (error as { code?: string }).code === '503') {
+      if (isNoResponders(error)) {
         throw new GantryError(ErrorCode.UNAVAILABLE, `no ${contract.context} service is answering ${contract.name}`);
       }
       if (/timeout/i.test(text)) {
@@ -130,10 +155,24 @@ export class CommandClient {
       throw new GantryError(ErrorCode.INTERNAL, `malformed reply to ${contract.context}.${contract.name}`, undefined,
         reply.error.issues.map((i) => ({ path: i.path.map(String), message: i.message, code: i.code })));
     }
+    const answeredBy = msg.headers?.get(REPLICA_HEADER);
+    if (answeredBy && contract.affinity) {
+      if (about !== undefined) this.replicas.set(about, answeredBy);
+      const next = reply.data.ok ? contract.affinity.reply?.(reply.data.result) : undefined;
+      if (next !== undefined) this.replicas.set(next, answeredBy);
+    }
     if (!reply.data.ok) throw GantryError.fromPayload(reply.data.error);
     return reply.data.result as ReplyOf<C>;
   }
 }
+
+/** NATS answered at once that nobody listens on the subject. */
+function isNoResponders(error: unknown): boolean {
+  return /no responders/i.test(String((error as Error)?.message ?? error)) || (error as { code?: string }).code === '503';
+}
+
+/** Things whose replica a client remembers, at most (the most recent): a runner's jobs, a benchmark's. */
+const REMEMBERED_REPLICAS = 10_000;
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
-import type { Msg, Subscription } from '@nats-io/transport-node';
+import { headers as natsHeaders, type Msg, type MsgHdrs, type Subscription } from '@nats-io/transport-node';
 import { lastValueFrom } from 'rxjs';
 import type pg from 'pg';
 import {
   commandQueueGroup,
   commandSubject,
+  replicaCommandSubject,
   ErrorCode,
   GantryError,
   parseRequest,
@@ -14,7 +15,7 @@ import {
   type EventEnvelope,
   type SecretScrubber,
 } from '@gantry/contracts';
-import { CORRELATION_HEADER, EventConsumer, SharedDurable, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
+import { CORRELATION_HEADER, EventConsumer, REPLICA_HEADER, SharedDurable, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
 import { observeCommand, observeSettlement, UNKNOWN_COMMAND } from '../metrics.js';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
 import { commandPattern, consumerPattern, gantryHandlerOf, type DurableConsumerOptions } from './decorators.js';
@@ -61,6 +62,13 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
   private readonly inFlight = new Set<Promise<void>>();
   private listening = false;
   private closing: Promise<void> | null = null;
+  /**
+   * This replica's token: its replies carry it, and it listens on its own subject for each command
+   * (replicaCommandSubject), where a caller sends the commands about a thing this replica answered
+   * for last (docs/architecture.md, "Replicas").
+   */
+  readonly replica = randomUUID().replaceAll('-', '').slice(0, 16);
+  private readonly replyHeaders: MsgHdrs = natsHeaders();
 
   constructor(private readonly options: GantryTransportOptions) {
     super();
@@ -109,10 +117,14 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
     try {
       const { bus } = this.options;
       const queue = commandQueueGroup(bus.naming, this.options.context);
+      this.replyHeaders.set(REPLICA_HEADER, this.replica);
       for (const { contract } of this.commands.values()) {
-        const subscription = bus.nc.subscribe(commandSubject(bus.naming, this.options.context, contract.name), { queue });
-        this.subscriptions.push(subscription);
-        this.serving.push(this.serve(subscription, contract.name));
+        const subscriptions = [bus.nc.subscribe(commandSubject(bus.naming, this.options.context, contract.name), { queue })];
+        if (contract.affinity) subscriptions.push(bus.nc.subscribe(replicaCommandSubject(bus.naming, this.options.context, contract.name, this.replica)));
+        for (const subscription of subscriptions) {
+          this.subscriptions.push(subscription);
+          this.serving.push(this.serve(subscription, contract.name));
+        }
       }
       // A consumer may start before the service that owns its source stream: create that stream
       // with defaults (its owner sets its limits).
@@ -173,7 +185,7 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
     const reply = await this.dispatch(name, msg.data, { correlationId, via: msg.subject });
     if (!msg.reply) return;
     try {
-      msg.respond(JSON.stringify(reply));
+      msg.respond(JSON.stringify(reply), { headers: this.replyHeaders });
     } catch (error) {
       // The caller times out and may send the same request again under its key.
       this.options.logger.warn('could not send a reply', { command: `${this.options.context}.${name}`, correlationId, error: String(error) });
