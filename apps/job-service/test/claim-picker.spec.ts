@@ -1,6 +1,6 @@
 import { migrate, type EventStore } from '@gantry/eventstore';
 import { testDatabaseUrl } from '@gantry/testing';
-import { ClaimPicker, LOOK_AHEAD_MS, PICK } from '../src/application/claim-picker.js';
+import { ClaimPicker, HOLD_MS, LOOK_AHEAD_MS, PICK_AND_HOLD } from '../src/application/claim-picker.js';
 import { jobServiceMigrations } from '../src/infrastructure/migrations.js';
 import { createWorld, type TestWorld } from './harness.js';
 
@@ -13,9 +13,7 @@ describe('the claim picker and its look-ahead', () => {
   let world: TestWorld;
   /** The look-ups sent, each with how many jobs it asked for. */
   let lookUps: number[];
-  /** Whether another writer moves this process's streams on (EventStore.decidesOnMemory false). */
-  let replicaWrites: boolean;
-  /** What the picker uses of the event store: its pool (the real one, its look-ups counted) and decidesOnMemory. */
+  /** What the picker uses of the event store: its pool (the real one, its look-ups counted). */
   let store: EventStore;
 
   beforeAll(async () => {
@@ -23,16 +21,11 @@ describe('the claim picker and its look-ahead', () => {
     await migrate({ url: testDatabaseUrl, schema: world.name, migrations: jobServiceMigrations });
     const pool = {
       query: (statement: { name?: string; values?: unknown[] }) => {
-        if (statement.name === PICK.name) lookUps.push(statement.values![2] as number);
+        if (statement.name === PICK_AND_HOLD.name) lookUps.push(statement.values![2] as number);
         return world.db.query(statement as never);
       },
     };
-    store = {
-      pool,
-      get decidesOnMemory() {
-        return !replicaWrites;
-      },
-    } as unknown as EventStore;
+    store = { pool } as unknown as EventStore;
   });
 
   afterAll(async () => {
@@ -58,9 +51,9 @@ describe('the claim picker and its look-ahead', () => {
     return picked;
   }
 
-  beforeEach(() => {
+  beforeEach(async () => {
     lookUps = [];
-    replicaWrites = false;
+    await world.db.query('DELETE FROM claim_holds'); // each test's pickers are new holders
   });
 
   it('claims after a look-up take the jobs it read ahead, oldest first, without a look-up of their own', async () => {
@@ -114,13 +107,29 @@ describe('the claim picker and its look-ahead', () => {
     expect(lookUps).toEqual([5, 5]);
   });
 
-  it('reads no more than its claims need while another writer moves this process\'s streams on (a replica), and drops what it read ahead', async () => {
-    await queue('REVIEW', [1, 2, 3, 4, 5]);
-    const p = picker(4);
-    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
-    replicaWrites = true;
-    expect(await pickEach(p, ['REVIEW'], 2)).toEqual(['REVIEW-2', 'REVIEW-3']);
-    expect(lookUps).toEqual([5, 1, 1]);
+  it('two replicas\' pickers never pick the same job: each holds what it picked and read ahead, and skips what the other holds', async () => {
+    await queue('REVIEW', Array.from({ length: 20 }, (_, i) => i + 1));
+    const [a, b] = [picker(4), picker(4)];
+    expect(await a.pick(['REVIEW'])).toBe('REVIEW-1'); // REVIEW-2 … -5 read ahead, and held
+    expect(await b.pick(['REVIEW'])).toBe('REVIEW-6'); // REVIEW-7 … -10 read ahead
+    const [fromA, fromB] = [await pickEach(a, ['REVIEW'], 4), await pickEach(b, ['REVIEW'], 4)];
+    expect(fromA).toEqual(['REVIEW-2', 'REVIEW-3', 'REVIEW-4', 'REVIEW-5']);
+    expect(fromB).toEqual(['REVIEW-7', 'REVIEW-8', 'REVIEW-9', 'REVIEW-10']);
+    // Look-ups of both at the same moment still get different jobs.
+    const together = await Promise.all([a.pick(['REVIEW']), b.pick(['REVIEW']), a.pick(['REVIEW']), b.pick(['REVIEW'])]);
+    expect(new Set(together).size).toBe(4);
+    expect(together.every((jobId) => jobId !== null && Number(jobId.split('-')[1]) > 10)).toBe(true);
+    const { rows } = await world.db.query<{ holders: number }>(`SELECT count(DISTINCT holder)::int AS holders FROM claim_holds WHERE job_id LIKE 'REVIEW-%'`);
+    expect(rows[0]!.holders).toBe(2);
+  });
+
+  it('a hold runs out: a replica that stopped (or dropped its look-ahead) leaves its jobs to the others after HOLD_MS', async () => {
+    await queue('REVIEW', [1, 2, 3]);
+    const [gone, other] = [picker(4), picker(4)];
+    expect(await gone.pick(['REVIEW'])).toBe('REVIEW-1'); // and holds REVIEW-2, -3, never to claim them
+    expect(await other.pick(['REVIEW'])).toBeNull();
+    await new Promise((resolve) => setTimeout(resolve, HOLD_MS + 50));
+    expect(await pickEach(other, ['REVIEW'], 3)).toEqual(['REVIEW-1', 'REVIEW-2', 'REVIEW-3']);
   });
 
   it('a job one kind\'s look-up took is no longer in the look-ahead of kinds that overlap', async () => {

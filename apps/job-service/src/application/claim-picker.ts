@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import DataLoader from 'dataloader';
 import { EventStore } from '@gantry/eventstore';
 import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
@@ -23,8 +24,24 @@ export const PICK = {
   text: `SELECT job_id FROM gantry_pick_queued($1::text[], $2::text[], $3::integer) AS job_id`,
 };
 
+/**
+ * The pick with holds (`gantry_pick_and_hold`, a function the job service's migrations add,
+ * `JobServiceClaimHolds…`): as PICK, but without the jobs another replica's picker holds, and each
+ * job picked is then held by this one for `$5` ms (`held` false: another replica took it meanwhile).
+ */
+export const PICK_AND_HOLD = {
+  name: 'gantry_pick_and_hold',
+  text: `SELECT job_id, held FROM gantry_pick_and_hold($1::text[], $2::text[], $3::integer, $4::text, $5::integer)`,
+};
+
+/** Removes the holds that ran out; waits for no row (a hold being taken over is left for the next time). */
+const SWEEP_HOLDS = `DELETE FROM claim_holds WHERE job_id IN (SELECT job_id FROM claim_holds WHERE held_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)`;
+
 /** How long a look-ahead serves claims, at most: the bound on what it cannot hear of (see ClaimPicker). */
 export const LOOK_AHEAD_MS = 250;
+
+/** How long a picked job is held from other replicas' look-ups: the look-ahead's life, and time for its claim's write. */
+export const HOLD_MS = 4 * LOOK_AHEAD_MS;
 
 /**
  * Which queued job a claim takes: the oldest of the runner's kinds that no other claim of this
@@ -38,10 +55,14 @@ export const LOOK_AHEAD_MS = 250;
  * take those, oldest first, without a look-up of their own (a round trip less, before the claim's
  * write). The look-ahead is the queue's head as the look-up saw it, so it is dropped whenever it may
  * no longer be: when this process puts a job back in the queue (`requeued`; the job keeps its place,
- * ahead of the look-ahead's), when a claim fails after its pick (its job is queued still), after
- * `LOOK_AHEAD_MS`, and while another writer moves this process's jobs on (a replica:
- * `EventStore.decidesOnMemory` is false), whose claims would take the same jobs. A job enqueued
- * meanwhile is younger than every job of the look-ahead, so the order stays the queue's.
+ * ahead of the look-ahead's), when a claim fails after its pick (its job is queued still), and after
+ * `LOOK_AHEAD_MS`. A job enqueued meanwhile is younger than every job of the look-ahead, so the order
+ * stays the queue's.
+ *
+ * Replicas claiming from one queue would otherwise pick the same jobs (each the oldest), and all but
+ * one of their claims of a job would lose its write; so a look-up holds the jobs it picks for
+ * `HOLD_MS` (`claim_holds`), and skips those another replica's picker holds. The oldest queued jobs
+ * go to the replica that looked first, the next ones to the other.
  */
 @Injectable()
 export class ClaimPicker {
@@ -52,6 +73,10 @@ export class ClaimPicker {
   private generation = 0;
   private readonly loader: DataLoader<PickRequest, string | null | typeof AGAIN>;
   private readonly lookAhead: number;
+  /** Whose holds this picker's are (a process's own, kept by none other). */
+  private readonly holder = randomUUID();
+  /** When the holds that ran out are next removed (performance.now()). */
+  private nextSweep = 0;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -96,7 +121,7 @@ export class ClaimPicker {
   private fromLookAhead(key: string): string | undefined {
     const ahead = this.ahead.get(key);
     if (!ahead) return undefined;
-    if (ahead.until <= performance.now() || !this.store.decidesOnMemory) {
+    if (ahead.until <= performance.now()) {
       this.ahead.delete(key);
       return undefined;
     }
@@ -109,6 +134,15 @@ export class ClaimPicker {
     return undefined;
   }
 
+  /** Now and then, the holds that ran out (of any replica) are removed, in a statement of their own. */
+  private sweepHolds(): void {
+    const now = performance.now();
+    if (now < this.nextSweep) return;
+    this.nextSweep = now + HOLD_MS;
+    // Only keeps the table small: a hold that ran out is ignored, and taken over, by every look-up.
+    this.store.pool.query(SWEEP_HOLDS).catch(() => undefined);
+  }
+
   private async pickAll(requests: readonly PickRequest[]): Promise<Array<string | null | typeof AGAIN>> {
     // Requests for the same kinds share a look-up; one that passed over stale jobs has its own.
     const groups = new Map<string, number[]>();
@@ -118,15 +152,26 @@ export class ClaimPicker {
     });
     const picked: Array<string | null | typeof AGAIN> = requests.map(() => null);
     const generation = this.generation;
+    this.sweepHolds();
     await Promise.all(
       [...groups.entries()].map(async ([key, members]) => {
         const { kinds, passed } = requests[members[0]!]!;
-        const extra = passed.length === 0 && this.store.decidesOnMemory ? this.lookAhead : 0;
-        const { rows } = await this.store.pool.query<{ job_id: string }>({ ...PICK, values: [kinds, [...this.reserved, ...passed], members.length + extra] });
+        const extra = passed.length === 0 ? this.lookAhead : 0;
+        const { rows: found } = await this.store.pool.query<{ job_id: string; held: boolean }>({
+          ...PICK_AND_HOLD,
+          values: [kinds, [...this.reserved, ...passed], members.length + extra, this.holder, HOLD_MS],
+        });
+        // A job another replica held first is not this one's; a claim left without a job looks again
+        // (that replica's holds are then skipped), unless the queue had no more.
+        const rows = found.filter((row) => row.held);
+        const lostSome = rows.length < found.length;
         members.forEach((member, i) => {
           // Another group of this batch may have taken the same job (kinds that overlap): that claim looks again.
           const jobId = rows[i]?.job_id;
-          if (jobId === undefined) return;
+          if (jobId === undefined) {
+            if (lostSome) picked[member] = AGAIN;
+            return;
+          }
           if (this.reserved.has(jobId)) {
             picked[member] = AGAIN;
             return;

@@ -182,6 +182,49 @@ export const JobServiceViewsJsonText1782050000000 = jsonTextColumnsMigration('Jo
   ['products', 'state'],
 ]);
 
+/**
+ * Holds on queued jobs a replica's claims picked (`claim_holds`, `gantry_pick_and_hold`, see
+ * ClaimPicker): a look-up of one replica skips the jobs another holds, so replicas claiming from one
+ * queue do not pick the same jobs and lose their writes to each other. A hold is a hint with an
+ * expiry, not a lock: the claim's compare-and-set still decides, a replica that stops leaves its
+ * holds to run out, and the table is unlogged (after a crash of the server it starts empty).
+ */
+export class JobServiceClaimHolds1782100000000 implements MigrationInterface {
+  name = 'JobServiceClaimHolds1782100000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE UNLOGGED TABLE claim_holds (job_id text PRIMARY KEY, holder text NOT NULL, held_until timestamptz NOT NULL)`);
+    // The oldest `wanted` queued jobs of the kinds, but those passed and those another holder holds;
+    // each is then held for `holder`, in the queue's order (so two look-ups that wait for each other's
+    // holds always wait in the same order). A job another holder took meanwhile comes back with
+    // held = false. Holds that ran out are taken over here, and removed by a statement of their own
+    // (ClaimPicker), which never waits for a row: removed in a look-up's transaction they could make
+    // two look-ups wait for each other.
+    await q.query(`
+      CREATE FUNCTION gantry_pick_and_hold(kinds text[], passed text[], wanted integer, holder text, hold_ms integer)
+        RETURNS TABLE (job_id text, held boolean) LANGUAGE sql VOLATILE AS $$
+          WITH others AS (
+            SELECT coalesce(array_agg(h.job_id), '{}') AS held FROM claim_holds h
+             WHERE h.holder <> gantry_pick_and_hold.holder AND h.held_until > clock_timestamp()
+          ), picked AS (
+            SELECT p.job_id, p.n FROM others CROSS JOIN LATERAL gantry_pick_queued(kinds, passed || others.held, wanted) WITH ORDINALITY AS p(job_id, n)
+          ), taken AS (
+            INSERT INTO claim_holds AS h (job_id, holder, held_until)
+            SELECT picked.job_id, gantry_pick_and_hold.holder, clock_timestamp() + make_interval(secs => hold_ms / 1000.0) FROM picked ORDER BY picked.n
+            ON CONFLICT (job_id) DO UPDATE SET holder = EXCLUDED.holder, held_until = EXCLUDED.held_until
+              WHERE h.holder = EXCLUDED.holder OR h.held_until <= clock_timestamp()
+            RETURNING h.job_id
+          )
+          SELECT picked.job_id, taken.job_id IS NOT NULL FROM picked LEFT JOIN taken USING (job_id) ORDER BY picked.n
+        $$`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP FUNCTION IF EXISTS gantry_pick_and_hold(text[], text[], integer, text, integer)`);
+    await q.query(`DROP TABLE IF EXISTS claim_holds`);
+  }
+}
+
 export const jobServiceMigrations = [
   JobServiceViews1764547200000,
   JobServiceProducts1767225600000,
@@ -190,4 +233,5 @@ export const jobServiceMigrations = [
   JobServiceQueuePick1781050000000,
   JobServiceViewsFillFactor1781100000000,
   JobServiceViewsJsonText1782050000000,
+  JobServiceClaimHolds1782100000000,
 ];
