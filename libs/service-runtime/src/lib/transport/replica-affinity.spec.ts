@@ -40,12 +40,16 @@ const Ping = defineCommand({
   examples: { valid: [{}], invalid: [null] },
 });
 
+/** The replica that answers `slow` too late (after the callers' timeouts), if any. */
+let stuck: string | null = null;
+
 @Controller()
 class ThingCommands {
   constructor(@Inject(LABEL) private readonly label: string) {}
 
   @CommandHandler(Touch)
-  touch() {
+  async touch(request: z.infer<typeof Touch.request>) {
+    if (request.thing === 'slow' && this.label === stuck) await new Promise((resolve) => setTimeout(resolve, 1500));
     return { answeredBy: this.label };
   }
 
@@ -81,6 +85,7 @@ describe('affinity: commands about one thing go to the replica that answered the
 
   beforeEach(async () => {
     shared = null;
+    stuck = null;
     await startReplica('a');
     await startReplica('b');
     bus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: replicas.get('a')!.naming, name: 'affinity-test' });
@@ -123,6 +128,15 @@ describe('affinity: commands about one thing go to the replica that answered the
     // ...and the ones after it go to that one.
     await startReplica(first);
     for (let j = 0; j < 5; j++) expect((await client.request(Touch, { thing: 'kept' })).answeredBy).toBe(other);
+  });
+
+  it('a replica that got the command and did not answer in time is forgotten: the retry goes to the queue group, and another replica answers', async () => {
+    const client = new CommandClient(bus);
+    const { answeredBy: first } = await client.request(Touch, { thing: 'slow' });
+    stuck = first;
+    // Every try sent to that replica times out; sent to it each time, the request would never be answered.
+    const reply = await client.request(Touch, { thing: 'slow' }, { timeoutMs: 300, retryUntil: Date.now() + 30_000, retryBackoff: { initialMs: 20, maxMs: 50 } });
+    expect(reply.answeredBy).toBe(first === 'a' ? 'b' : 'a');
   });
 
   it("each reply names its replica; only commands with an affinity are served on a replica's own subject", async () => {
