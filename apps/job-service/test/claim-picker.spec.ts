@@ -123,6 +123,25 @@ describe('the claim picker and its look-ahead', () => {
     expect(rows[0]!.holders).toBe(2);
   });
 
+  it('a look-up that meets another replica\'s hold being taken waits for it, finds the job taken, and its claim gets the next job', async () => {
+    await queue('REVIEW', [1, 2, 3]);
+    const other = await world.db.connect();
+    try {
+      // Another replica's look-up has held REVIEW-1 and not committed yet: this one's does not see it.
+      await other.query('BEGIN');
+      await other.query(`INSERT INTO claim_holds (job_id, holder, held_until) VALUES ('REVIEW-1', 'the other replica', now() + interval '1 minute')`);
+      const p = picker(0);
+      const picked = p.pick(['REVIEW']);
+      await new Promise((resolve) => setTimeout(resolve, 200)); // the look-up waits on REVIEW-1's hold
+      await other.query('COMMIT');
+      expect(await picked).toBe('REVIEW-2');
+      expect(lookUps).toEqual([1, 1]); // the first came back with REVIEW-1 taken; the second skipped it
+    } finally {
+      await other.query('ROLLBACK').catch(() => undefined);
+      other.release();
+    }
+  });
+
   it('a hold runs out: a replica that stopped (or dropped its look-ahead) leaves its jobs to the others after HOLD_MS', async () => {
     await queue('REVIEW', [1, 2, 3]);
     const [gone, other] = [picker(4), picker(4)];

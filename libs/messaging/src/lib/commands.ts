@@ -3,6 +3,7 @@ import { headers as natsHeaders, type Msg } from '@nats-io/transport-node';
 import { LRUCache } from 'lru-cache';
 import {
   commandSubject,
+  isSubjectToken,
   replicaCommandSubject,
   ErrorCode,
   GantryError,
@@ -155,8 +156,9 @@ export class CommandClient {
       throw new GantryError(ErrorCode.INTERNAL, `malformed reply to ${contract.context}.${contract.name}`, undefined,
         reply.error.issues.map((i) => ({ path: i.path.map(String), message: i.message, code: i.code })));
     }
+    // A token that is not one subject token (a responder that is not a Gantry replica) is not remembered.
     const answeredBy = msg.headers?.get(REPLICA_HEADER);
-    if (answeredBy && contract.affinity) {
+    if (answeredBy && isSubjectToken(answeredBy) && contract.affinity) {
       if (about !== undefined) this.replicas.set(about, answeredBy);
       const next = reply.data.ok ? contract.affinity.reply?.(reply.data.result) : undefined;
       if (next !== undefined) this.replicas.set(next, answeredBy);

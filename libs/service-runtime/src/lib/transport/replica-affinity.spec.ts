@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { commandSubject, defineCommand, replicaCommandSubject, type Context } from '@gantry/contracts';
 import { Bus, CommandClient, REPLICA_HEADER } from '@gantry/messaging';
 import { connectTestNats } from '@gantry/testing';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { startTestService, type TestService } from '../../testing.js';
 import { CommandHandler } from './decorators.js';
 import { GantryTransport } from './gantry-transport.js';
@@ -151,6 +151,30 @@ describe('affinity: commands about one thing go to the replica that answered the
     const shared = await raw.request(commandSubject(naming, context, 'ping_test_replica'), '{}', { timeout: 2000 });
     expect([a.replica, b.replica]).toContain(shared.headers?.get(REPLICA_HEADER));
     await expect(raw.request(replicaCommandSubject(naming, context, 'ping_test_replica', a.replica), '{}', { timeout: 2000 })).rejects.toThrow(/no responders/i);
+  });
+
+  it('a reply whose replica token is not one subject token is answered as usual, and the token is not remembered', async () => {
+    const naming = { subjectRoot: `${replicas.get('a')!.naming.subjectRoot}_fake`, streamPrefix: 'UNUSED_' };
+    const fakeBus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming, name: 'affinity-fake' });
+    const subjects: string[] = [];
+    const fake = raw.subscribe(commandSubject(naming, context, 'touch_test_thing'), {
+      callback: (_, msg) => {
+        subjects.push(msg.subject);
+        const headers = natsHeaders();
+        headers.set(REPLICA_HEADER, 'not.a.token');
+        msg.respond(JSON.stringify({ ok: true, result: { answeredBy: 'fake' } }), { headers });
+      },
+    });
+    await raw.flush();
+    try {
+      const client = new CommandClient(fakeBus);
+      expect(await client.request(Touch, { thing: 'x' })).toEqual({ answeredBy: 'fake' });
+      expect(await client.request(Touch, { thing: 'x' })).toEqual({ answeredBy: 'fake' });
+      expect(subjects).toEqual([commandSubject(naming, context, 'touch_test_thing'), commandSubject(naming, context, 'touch_test_thing')]);
+    } finally {
+      fake.unsubscribe();
+      await fakeBus.close();
+    }
   });
 
   it('a replica token that is not one subject token is refused', () => {
