@@ -13,6 +13,8 @@ describe('the claim picker and its look-ahead', () => {
   let world: TestWorld;
   /** The look-ups sent, each with how many jobs it asked for. */
   let lookUps: number[];
+  /** Every statement the picker sent, settled or not: a look-ahead read again in the background among them. */
+  let sent: Array<Promise<unknown>> = [];
   /** What the picker uses of the event store: its pool (the real one, its look-ups counted). */
   let store: EventStore;
 
@@ -22,13 +24,16 @@ describe('the claim picker and its look-ahead', () => {
     const pool = {
       query: (statement: { name?: string; values?: unknown[] }) => {
         if (statement.name === PICK_AND_HOLD.name) lookUps.push(statement.values![2] as number);
-        return world.db.query(statement as never);
+        const result: Promise<unknown> = world.db.query(statement as never);
+        sent.push(result.catch(() => undefined));
+        return result;
       },
     };
     store = { pool } as unknown as EventStore;
   });
 
   afterAll(async () => {
+    await Promise.all(sent);
     await world?.close();
   });
 
@@ -51,8 +56,13 @@ describe('the claim picker and its look-ahead', () => {
     return picked;
   }
 
+  /** Until what the picker sent so far (a look-ahead being read again included) has been answered. */
+  const settled = () => Promise.all(sent);
+
   beforeEach(async () => {
+    await Promise.all(sent); // a look-ahead the last test's picker was reading again holds jobs once answered
     lookUps = [];
+    sent = [];
     await world.db.query('DELETE FROM claim_holds'); // each test's pickers are new holders
   });
 
@@ -61,10 +71,49 @@ describe('the claim picker and its look-ahead', () => {
     const p = picker(4);
     expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
     expect(lookUps).toEqual([5]);
-    expect(await pickEach(p, ['REVIEW'], 4)).toEqual(['REVIEW-2', 'REVIEW-3', 'REVIEW-4', 'REVIEW-5']);
-    expect(lookUps).toEqual([5]);
-    expect(await p.pick(['REVIEW'])).toBe('REVIEW-6');
-    expect(lookUps).toEqual([5, 5]);
+    expect(await pickEach(p, ['REVIEW'], 2)).toEqual(['REVIEW-2', 'REVIEW-3']);
+    expect(lookUps).toEqual([5]); // half of the look-ahead is left
+  });
+
+  it('a look-ahead that runs low is read again in the background: under a steady stream of claims none waits for a look-up', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
+    expect(await pickEach(p, ['REVIEW'], 3)).toEqual(['REVIEW-2', 'REVIEW-3', 'REVIEW-4']);
+    expect(lookUps).toEqual([5, 4]); // REVIEW-4 left one: the look-ahead is read again, the claims not waiting for it
+    await settled();
+    expect(await pickEach(p, ['REVIEW'], 4)).toEqual(['REVIEW-5', 'REVIEW-6', 'REVIEW-7', 'REVIEW-8']);
+    expect(lookUps).toEqual([5, 4, 4]); // each from memory, the look-ahead as read again; REVIEW-7 left one
+    await settled();
+    expect(await pickEach(p, ['REVIEW'], 2)).toEqual(['REVIEW-9', 'REVIEW-10']);
+    await settled();
+    expect(lookUps).toEqual([5, 4, 4, 4]);
+    expect(await p.pick(['REVIEW'])).toBeNull(); // the queue is empty: the claim looks up and finds nothing
+    expect(lookUps).toEqual([5, 4, 4, 4, 5]);
+  });
+
+  it('a job taken from the look-ahead while it is read again is not put back in it, though its claim was written meanwhile', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
+    expect(await pickEach(p, ['REVIEW'], 3)).toEqual(['REVIEW-2', 'REVIEW-3', 'REVIEW-4']); // the reading again is sent
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-5');
+    p.release('REVIEW-5'); // its claim written; the reading again may still see it queued (here, the view is not told)
+    await settled();
+    expect(await pickEach(p, ['REVIEW'], 3)).toEqual(['REVIEW-6', 'REVIEW-7', 'REVIEW-8']);
+  });
+
+  it('a job put back in the queue while the look-ahead is read again is taken first: the reading again is dropped', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5, 6, 7, 8]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
+    expect(await pickEach(p, ['REVIEW'], 3)).toEqual(['REVIEW-2', 'REVIEW-3', 'REVIEW-4']);
+    expect(lookUps).toEqual([5, 4]);
+    p.release('REVIEW-2'); // its claim was rolled back: queued again, ahead of what is being read
+    p.requeued();
+    await settled();
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-2');
+    expect(lookUps).toEqual([5, 4, 5]);
   });
 
   it('claims that arrive together share a look-up, get different jobs, and leave the rest for the next ones', async () => {
@@ -73,7 +122,8 @@ describe('the claim picker and its look-ahead', () => {
     expect(await Promise.all([p.pick(['REVIEW']), p.pick(['REVIEW']), p.pick(['REVIEW'])])).toEqual(['REVIEW-1', 'REVIEW-2', 'REVIEW-3']);
     expect(lookUps).toEqual([7]);
     expect(await pickEach(p, ['REVIEW'], 5)).toEqual(['REVIEW-4', 'REVIEW-5', 'REVIEW-6', 'REVIEW-7', 'REVIEW-8']);
-    expect(lookUps).toEqual([7, 5]);
+    // REVIEW-6 left one of the look-ahead, which was read again; REVIEW-8 came before the answer, by a look-up.
+    expect(lookUps).toEqual([7, 4, 5]);
     expect(await p.pick(['REVIEW'])).toBeNull();
   });
 
@@ -161,7 +211,7 @@ describe('the claim picker and its look-ahead', () => {
     expect(await p.pick(['PLAN_CHAT', 'REVIEW'])).toBe('PLAN_CHAT-4');
     expect(await p.pick(['PLAN_CHAT', 'REVIEW'])).toBe('REVIEW-5');
     expect(await p.pick(['REVIEW'])).toBe('REVIEW-7');
-    expect(lookUps).toEqual([5, 5]);
+    expect(lookUps).toEqual([5, 5, 4, 4]); // two look-ups, and each look-ahead, run low, read again in the background
   });
 
   it('with no look-ahead every claim looks up exactly what it needs', async () => {

@@ -53,7 +53,9 @@ export const HOLD_MS = 4 * LOOK_AHEAD_MS;
  *
  * A look-up reads `lookAhead` jobs more than its claims need; the next claims of the same kinds
  * take those, oldest first, without a look-up of their own (a round trip less, before the claim's
- * write). The look-ahead is the queue's head as the look-up saw it, so it is dropped whenever it may
+ * write). Before they have taken it all — when a claim leaves fewer than half of it — the look-ahead
+ * is read again in the background (`refill`), so that under a steady stream of claims none waits for
+ * a look-up. The look-ahead is the queue's head as the look-up saw it, so it is dropped whenever it may
  * no longer be: when this process puts a job back in the queue (`requeued`; the job keeps its place,
  * ahead of the look-ahead's), when a claim fails after its pick (its job is queued still), and after
  * `LOOK_AHEAD_MS`. A job enqueued meanwhile is younger than every job of the look-ahead, so the order
@@ -77,20 +79,29 @@ export class ClaimPicker {
   private readonly holder = randomUUID();
   /** When the holds that ran out are next removed (performance.now()). */
   private nextSweep = 0;
+  /** The look-aheads being read again, by kinds: each with the jobs reserved since it was sent. */
+  private readonly refills = new Map<string, Set<string>>();
+  /** A claim that leaves fewer of the look-ahead's jobs than this has it read again (half of it). */
+  private readonly refillBelow: number;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(JOB_SERVICE_CONFIG) config: Pick<JobServiceConfig, 'claimLookAhead'>,
   ) {
     this.lookAhead = config.claimLookAhead;
+    this.refillBelow = Math.ceil(config.claimLookAhead / 2);
     this.loader = new DataLoader((requests) => this.pickAll(requests), { cache: false, batchScheduleFn: (send) => setImmediate(send) });
   }
 
   /** The job this claim should try (reserved for it), or null when none of its kinds is queued. */
   async pick(kinds: readonly string[], passed: readonly string[] = []): Promise<string | null> {
     if (passed.length === 0) {
-      const jobId = this.fromLookAhead(kindsKey(kinds));
-      if (jobId) return jobId;
+      const key = kindsKey(kinds);
+      const jobId = this.fromLookAhead(key);
+      if (jobId) {
+        if ((this.ahead.get(key)?.jobIds.length ?? 0) < this.refillBelow) this.refill(key, kinds);
+        return jobId;
+      }
     }
     for (;;) {
       const picked = await this.loader.load({ kinds, passed });
@@ -112,6 +123,7 @@ export class ClaimPicker {
   /** Reserved for one claim; no longer in any look-ahead (kinds that overlap share jobs). */
   private reserve(jobId: string): void {
     this.reserved.add(jobId);
+    for (const taken of this.refills.values()) taken.add(jobId);
     for (const ahead of this.ahead.values()) {
       const i = ahead.jobIds.indexOf(jobId);
       if (i >= 0) ahead.jobIds.splice(i, 1);
@@ -141,6 +153,29 @@ export class ClaimPicker {
     this.nextSweep = now + HOLD_MS;
     // Only keeps the table small: a hold that ran out is ignored, and taken over, by every look-up.
     this.store.pool.query(SWEEP_HOLDS).catch(() => undefined);
+  }
+
+  /**
+   * Reads the look-ahead of these kinds again, in the background, before the claims have taken it
+   * all: the next claims then take their jobs from memory rather than wait for a look-up. The answer
+   * replaces the look-ahead: the queue's head as it is now, without the jobs reserved meanwhile.
+   */
+  private refill(key: string, kinds: readonly string[]): void {
+    if (this.refills.has(key)) return;
+    const taken = new Set<string>();
+    this.refills.set(key, taken);
+    const generation = this.generation;
+    this.sweepHolds();
+    this.store.pool
+      .query<{ job_id: string; held: boolean }>({ ...PICK_AND_HOLD, values: [kinds, [...this.reserved], this.lookAhead, this.holder, HOLD_MS] })
+      .then(({ rows }) => {
+        if (generation !== this.generation) return;
+        const jobIds = rows.filter((row) => row.held && !taken.has(row.job_id) && !this.reserved.has(row.job_id)).map((row) => row.job_id);
+        this.ahead.set(key, { jobIds, until: performance.now() + LOOK_AHEAD_MS });
+      })
+      // A look-ahead not read again is read by the next claim that finds it empty.
+      .catch(() => undefined)
+      .finally(() => this.refills.delete(key));
   }
 
   private async pickAll(requests: readonly PickRequest[]): Promise<Array<string | null | typeof AGAIN>> {
