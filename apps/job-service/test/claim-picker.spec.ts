@@ -15,6 +15,8 @@ describe('the claim picker and its look-ahead', () => {
   let lookUps: number[];
   /** Every statement the picker sent, settled or not: a look-ahead read again in the background among them. */
   let sent: Array<Promise<unknown>> = [];
+  /** While set, look-ups' answers reach the picker only once it resolves. */
+  let heldBack: Promise<void> | null = null;
   /** What the picker uses of the event store: its pool (the real one, its look-ups counted). */
   let store: EventStore;
 
@@ -26,7 +28,8 @@ describe('the claim picker and its look-ahead', () => {
         if (statement.name === PICK_AND_HOLD.name) lookUps.push(statement.values![2] as number);
         const result: Promise<unknown> = world.db.query(statement as never);
         sent.push(result.catch(() => undefined));
-        return result;
+        // A look-up's answer held back (PostgreSQL has answered; the picker is told later).
+        return statement.name === PICK_AND_HOLD.name && heldBack ? heldBack.then(() => result) : result;
       },
     };
     store = { pool } as unknown as EventStore;
@@ -57,7 +60,10 @@ describe('the claim picker and its look-ahead', () => {
   }
 
   /** Until what the picker sent so far (a look-ahead being read again included) has been answered. */
-  const settled = () => Promise.all(sent);
+  const settled = async () => {
+    await Promise.all(sent);
+    await new Promise((resolve) => setImmediate(resolve)); // and the picker has taken the answers in
+  };
 
   beforeEach(async () => {
     await Promise.all(sent); // a look-ahead the last test's picker was reading again holds jobs once answered
@@ -101,6 +107,27 @@ describe('the claim picker and its look-ahead', () => {
     p.release('REVIEW-5'); // its claim written; the reading again may still see it queued (here, the view is not told)
     await settled();
     expect(await pickEach(p, ['REVIEW'], 3)).toEqual(['REVIEW-6', 'REVIEW-7', 'REVIEW-8']);
+  });
+
+  it('a job a claim took from the look-ahead while a look-up was under way is not given by that look-up, though its claim was written meanwhile', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1'); // REVIEW-2 … -5 read ahead
+    let answer = () => {};
+    heldBack = new Promise((resolve) => (answer = resolve));
+    // A claim that passed over a stale job looks up on its own: the oldest queued job, REVIEW-2, is in the look-ahead.
+    const passedOver = p.pick(['REVIEW'], ['REVIEW-0']);
+    await new Promise((resolve) => setImmediate(resolve)); // its look-up has been sent
+    await Promise.all(sent); // and answered by PostgreSQL (REVIEW-2 queued), the answer held back
+    heldBack = null;
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-2'); // taken from the look-ahead meanwhile
+    await world.db.query(`UPDATE jobs SET status = 'CLAIMED' WHERE job_id = 'REVIEW-2'`); // its claim written
+    p.release('REVIEW-2');
+    answer();
+    const got = await passedOver;
+    expect(got).not.toBe('REVIEW-2'); // it would be refused as claimed, and the claim look again, alone
+    expect(got).toBe('REVIEW-3');
+    expect(lookUps).toEqual([5, 1, 1]); // the held-back answer left REVIEW-2 out: the claim looked again
   });
 
   it('a job put back in the queue while the look-ahead is read again is taken first: the reading again is dropped', async () => {

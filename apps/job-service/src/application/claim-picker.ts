@@ -79,8 +79,13 @@ export class ClaimPicker {
   private readonly holder = randomUUID();
   /** When the holds that ran out are next removed (performance.now()). */
   private nextSweep = 0;
-  /** The look-aheads being read again, by kinds: each with the jobs reserved since it was sent. */
-  private readonly refills = new Map<string, Set<string>>();
+  /**
+   * For each look-up under way, the jobs reserved since it was sent: its answer may still show them
+   * queued, their claims written meanwhile (see lookUp).
+   */
+  private readonly lookUpsUnderWay = new Set<Set<string>>();
+  /** The kinds whose look-ahead is being read again. */
+  private readonly refilling = new Set<string>();
   /** A claim that leaves fewer of the look-ahead's jobs than this has it read again (half of it). */
   private readonly refillBelow: number;
 
@@ -123,7 +128,7 @@ export class ClaimPicker {
   /** Reserved for one claim; no longer in any look-ahead (kinds that overlap share jobs). */
   private reserve(jobId: string): void {
     this.reserved.add(jobId);
-    for (const taken of this.refills.values()) taken.add(jobId);
+    for (const taken of this.lookUpsUnderWay) taken.add(jobId);
     for (const ahead of this.ahead.values()) {
       const i = ahead.jobIds.indexOf(jobId);
       if (i >= 0) ahead.jobIds.splice(i, 1);
@@ -161,21 +166,41 @@ export class ClaimPicker {
    * replaces the look-ahead: the queue's head as it is now, without the jobs reserved meanwhile.
    */
   private refill(key: string, kinds: readonly string[]): void {
-    if (this.refills.has(key)) return;
-    const taken = new Set<string>();
-    this.refills.set(key, taken);
+    if (this.refilling.has(key)) return;
+    this.refilling.add(key);
     const generation = this.generation;
     this.sweepHolds();
-    this.store.pool
-      .query<{ job_id: string; held: boolean }>({ ...PICK_AND_HOLD, values: [kinds, [...this.reserved], this.lookAhead, this.holder, HOLD_MS] })
-      .then(({ rows }) => {
+    this.lookUp(kinds, [], this.lookAhead)
+      .then(({ jobIds }) => {
         if (generation !== this.generation) return;
-        const jobIds = rows.filter((row) => row.held && !taken.has(row.job_id) && !this.reserved.has(row.job_id)).map((row) => row.job_id);
-        this.ahead.set(key, { jobIds, until: performance.now() + LOOK_AHEAD_MS });
+        this.ahead.set(key, { jobIds: jobIds.filter((jobId) => !this.reserved.has(jobId)), until: performance.now() + LOOK_AHEAD_MS });
       })
       // A look-ahead not read again is read by the next claim that finds it empty.
       .catch(() => undefined)
-      .finally(() => this.refills.delete(key));
+      .finally(() => this.refilling.delete(key));
+  }
+
+  /**
+   * The oldest `count` queued jobs of `kinds` but those reserved and `passed`, now held by this
+   * picker, oldest first. Left out: a job another replica held first, and a job a claim of this
+   * process took (from the look-ahead) while the look-up was under way — its claim may have been
+   * written meanwhile, and the answer still show it queued; given to a claim, it would be refused
+   * as claimed, and the claim would look again, alone. `lostSome`: something was left out, so a
+   * claim left without a job should look again rather than find the queue empty.
+   */
+  private async lookUp(kinds: readonly string[], passed: readonly string[], count: number): Promise<{ jobIds: string[]; lostSome: boolean }> {
+    const taken = new Set<string>();
+    this.lookUpsUnderWay.add(taken);
+    try {
+      const { rows } = await this.store.pool.query<{ job_id: string; held: boolean }>({
+        ...PICK_AND_HOLD,
+        values: [kinds, [...this.reserved, ...passed], count, this.holder, HOLD_MS],
+      });
+      const jobIds = rows.filter((row) => row.held && !taken.has(row.job_id)).map((row) => row.job_id);
+      return { jobIds, lostSome: jobIds.length < rows.length };
+    } finally {
+      this.lookUpsUnderWay.delete(taken);
+    }
   }
 
   private async pickAll(requests: readonly PickRequest[]): Promise<Array<string | null | typeof AGAIN>> {
@@ -192,17 +217,12 @@ export class ClaimPicker {
       [...groups.entries()].map(async ([key, members]) => {
         const { kinds, passed } = requests[members[0]!]!;
         const extra = passed.length === 0 ? this.lookAhead : 0;
-        const { rows: found } = await this.store.pool.query<{ job_id: string; held: boolean }>({
-          ...PICK_AND_HOLD,
-          values: [kinds, [...this.reserved, ...passed], members.length + extra, this.holder, HOLD_MS],
-        });
-        // A job another replica held first is not this one's; a claim left without a job looks again
-        // (that replica's holds are then skipped), unless the queue had no more.
-        const rows = found.filter((row) => row.held);
-        const lostSome = rows.length < found.length;
+        // A claim left without a job looks again when the look-up left some out (another replica's
+        // holds are then skipped), unless the queue had no more.
+        const { jobIds: found, lostSome } = await this.lookUp(kinds, passed, members.length + extra);
         members.forEach((member, i) => {
           // Another group of this batch may have taken the same job (kinds that overlap): that claim looks again.
-          const jobId = rows[i]?.job_id;
+          const jobId = found[i];
           if (jobId === undefined) {
             if (lostSome) picked[member] = AGAIN;
             return;
@@ -215,7 +235,7 @@ export class ClaimPicker {
           picked[member] = jobId;
         });
         if (extra > 0 && generation === this.generation) {
-          const jobIds = rows.slice(members.length).map((r) => r.job_id).filter((jobId) => !this.reserved.has(jobId));
+          const jobIds = found.slice(members.length).filter((jobId) => !this.reserved.has(jobId));
           this.ahead.set(key, { jobIds, until: performance.now() + LOOK_AHEAD_MS });
         }
       }),
