@@ -17,6 +17,8 @@ describe('the claim picker and its look-ahead', () => {
   let sent: Array<Promise<unknown>> = [];
   /** While set, look-ups' answers reach the picker only once it resolves. */
   let heldBack: Promise<void> | null = null;
+  /** The next look-up fails, as on a lost connection. */
+  let failNext = false;
   /** What the picker uses of the event store: its pool (the real one, its look-ups counted). */
   let store: EventStore;
 
@@ -26,6 +28,12 @@ describe('the claim picker and its look-ahead', () => {
     const pool = {
       query: (statement: { name?: string; values?: unknown[] }) => {
         if (statement.name === PICK_AND_HOLD.name) lookUps.push(statement.values![2] as number);
+        if (statement.name === PICK_AND_HOLD.name && failNext) {
+          failNext = false;
+          const lost = Promise.reject(new Error('Connection terminated unexpectedly'));
+          sent.push(lost.catch(() => undefined));
+          return lost;
+        }
         const result: Promise<unknown> = world.db.query(statement as never);
         sent.push(result.catch(() => undefined));
         // A look-up's answer held back (PostgreSQL has answered; the picker is told later).
@@ -96,6 +104,20 @@ describe('the claim picker and its look-ahead', () => {
     expect(lookUps).toEqual([5, 4, 4, 4]);
     expect(await p.pick(['REVIEW'])).toBeNull(); // the queue is empty: the claim looks up and finds nothing
     expect(lookUps).toEqual([5, 4, 4, 4, 5]);
+  });
+
+  it('a reading again that fails leaves the look-ahead as it was, and the next claim that runs it low reads it again', async () => {
+    await queue('REVIEW', [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const p = picker(4);
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-1');
+    failNext = true;
+    expect(await pickEach(p, ['REVIEW'], 3)).toEqual(['REVIEW-2', 'REVIEW-3', 'REVIEW-4']); // the reading again is lost
+    await settled();
+    expect(await p.pick(['REVIEW'])).toBe('REVIEW-5'); // still from the look-ahead; and it is read again
+    expect(lookUps).toEqual([5, 4, 4]);
+    await settled();
+    expect(await pickEach(p, ['REVIEW'], 4)).toEqual(['REVIEW-6', 'REVIEW-7', 'REVIEW-8', 'REVIEW-9']);
+    expect(lookUps).toEqual([5, 4, 4, 4]);
   });
 
   it('a job taken from the look-ahead while it is read again is not put back in it, though its claim was written meanwhile', async () => {
