@@ -1,5 +1,5 @@
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { assertBaseRef, assertBranchName, assertRepositoryUrl, assertSha } from './operands.js';
+import { assertBaseRef, assertBranchName, assertRepositoryUrl, assertSha, branchNameChecksRun } from './operands.js';
 
 async function refused(run: () => unknown): Promise<void> {
   const error = await Promise.resolve()
@@ -20,6 +20,14 @@ describe('operands checked before git sees them', () => {
       await refused(() => assertBaseRef(branch));
     },
   );
+
+  it('asks git once about a name it accepted', async () => {
+    const before = branchNameChecksRun();
+    await assertBranchName('feature/asked-once');
+    await assertBranchName('feature/asked-once');
+    await assertBaseRef('feature/asked-once');
+    expect(branchNameChecksRun()).toBe(before + 1);
+  });
 
   it('accepts ordinary branch names and full SHAs', async () => {
     await assertBranchName('feature/checkout-2');

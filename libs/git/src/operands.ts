@@ -1,4 +1,5 @@
 import { baseRefProblem, branchNameProblem, ErrorCode, GantryError, repositoryUrlProblem } from '@gantry/contracts';
+import { LRUCache } from 'lru-cache';
 import { spawnGit } from './git-process.js';
 
 /*
@@ -11,6 +12,18 @@ const SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 
 function invalid(message: string): GantryError {
   return new GantryError(ErrorCode.INVALID_COMMAND, message);
+}
+
+/**
+ * Names git accepted, which it accepts again: its answer depends on the name alone (no repository
+ * is read), and each check is a process of its own, several per job for the same two names.
+ */
+const acceptedBranchNames = new LRUCache<string, true>({ max: 10_000 });
+let branchNamesCheckedByGit = 0;
+
+/** How many branch-name checks ran git (for tests). */
+export function branchNameChecksRun(): number {
+  return branchNamesCheckedByGit;
 }
 
 export function isSha(value: string): boolean {
@@ -33,11 +46,14 @@ export function assertRepositoryUrl(repositoryUrl: string): void {
 export async function assertBranchName(branch: string, timeoutMs = 10_000): Promise<void> {
   const problem = typeof branch === 'string' ? branchNameProblem(branch) : 'branch name must be a string';
   if (problem) throw invalid(`invalid branch name ${JSON.stringify(branch)}: ${problem}`);
+  if (acceptedBranchNames.has(branch)) return;
   // No repository: `--branch` would expand `@{-1}` against one (the contract refuses `@{` anyway).
+  branchNamesCheckedByGit++;
   const checked = await spawnGit(['check-ref-format', '--branch', branch], { timeoutMs, okExitCodes: [1, 128] });
   if (checked.exitCode !== 0 || checked.stdout.trim() !== branch) {
     throw invalid(`invalid branch name ${JSON.stringify(branch)}: git check-ref-format --branch refuses it`);
   }
+  acceptedBranchNames.set(branch, true);
 }
 
 /** A base ref: a full commit SHA, or a branch or tag name by the branch rules. */

@@ -1,9 +1,11 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { runGit } from './git-command.js';
 import { CREDENTIAL_HELPER_VARIABLE } from './overrides.js';
 import { assertRepositoryConfig, describeConfigKey, removeForeignConfig } from './repository-config.js';
+import { configCheckCounts } from './remembered-checks.js';
 import { createGitFixture, type GitFixture } from './testing/index.js';
 
 describe('the repository config check', () => {
@@ -95,5 +97,122 @@ describe('the repository config check', () => {
       if (saved === undefined) delete process.env[CREDENTIAL_HELPER_VARIABLE];
       else process.env[CREDENTIAL_HELPER_VARIABLE] = saved;
     }
+  });
+});
+
+describe('a config check that passed is remembered while the files it read stay the same', () => {
+  // Files changed in the last 2 s are never trusted (a write in the same clock tick could keep a
+  // file's change time), so the repositories are made first and the tests wait once for them to settle.
+  let fx: GitFixture;
+  const clones: Record<string, { bare: string; worktree: string }> = {};
+  const names = ['agent-writes', 'in-place', 'gitfile', 'commondir', 'head', 'worktree-config', 'fresh'] as const;
+  const hostile = () => path.join(fx.dir, 'hostile.git');
+
+  beforeAll(async () => {
+    fx = createGitFixture();
+    for (const name of names) {
+      const bare = path.join(fx.dir, `${name}.git`);
+      fx.git(fx.dir, 'init', '-q', '--bare', bare);
+      fx.git(bare, 'fetch', '-q', fx.origin, '+refs/heads/*:refs/remotes/origin/*');
+      const worktree = path.join(fx.dir, `${name}-worktree`);
+      fx.git(bare, 'worktree', 'add', '-q', '--no-track', '-b', 'feature/x', worktree, 'origin/main');
+      clones[name] = { bare, worktree };
+    }
+    // A repository whose config an agent wrote, with a worktree of its own.
+    fx.git(fx.dir, 'init', '-q', '--bare', hostile());
+    fx.git(hostile(), 'fetch', '-q', fx.origin, '+refs/heads/*:refs/remotes/origin/*');
+    fx.git(hostile(), 'worktree', 'add', '-q', '--no-track', '-b', 'feature/x', path.join(fx.dir, 'hostile-worktree'), 'origin/main');
+    fx.git(hostile(), 'config', 'core.fsmonitor', fx.markerScript(fx.marker('fsmonitor')));
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+  });
+  afterAll(() => fx.cleanup());
+
+  /** Runs a git command through the policy and says how its config check went. */
+  async function status(dir: string): Promise<{ outcome: 'ran' | string; check: 'listed' | 'remembered' }> {
+    const before = configCheckCounts();
+    const outcome = await runGit(['rev-parse', '--absolute-git-dir'], { cwd: dir, timeoutMs: 10_000 }).then(
+      () => 'ran',
+      (error: unknown) => (error instanceof GantryError ? error.code : String(error)),
+    );
+    const after = configCheckCounts();
+    expect(after.listed + after.remembered).toBe(before.listed + before.remembered + 1);
+    return { outcome, check: after.listed > before.listed ? 'listed' : 'remembered' };
+  }
+
+  it('is not run again in a worktree or a bare clone whose files did not change, and is run again once an agent writes the config', async () => {
+    const { bare, worktree } = clones['agent-writes']!;
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'listed' });
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'remembered' });
+    expect((await runGit(['rev-parse', '--is-bare-repository'], { cwd: bare, timeoutMs: 10_000 })).stdout.trim()).toBe('true');
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'remembered' });
+    // As an agent would, from its worktree: git writes the clone's config anew (a new file).
+    fx.git(worktree, 'config', 'core.fsmonitor', fx.markerScript(fx.marker('agent')));
+    expect(await status(worktree)).toEqual({ outcome: ErrorCode.PRECONDITION_FAILED, check: 'listed' });
+    expect(await status(worktree)).toEqual({ outcome: ErrorCode.PRECONDITION_FAILED, check: 'listed' });
+  });
+
+  it('sees a config rewritten in place at the same size with its modification time set back', async () => {
+    const { bare, worktree } = clones['in-place']!;
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'listed' });
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'remembered' });
+    const config = path.join(bare, 'config');
+    const { mtimeNs, ino, size } = statSync(config, { bigint: true });
+    const text = readFileSync(config, 'utf8');
+    // core.pager (outside the allow-list) in the place of core.filemode, at the same length.
+    expect(text).toContain('\tfilemode = true\n');
+    const handle = openSync(config, 'r+');
+    writeSync(handle, text.replace('\tfilemode = true\n', '\tpager = less  \n'), 0);
+    closeSync(handle);
+    // Its modification time set back to the nanosecond (utimes in Node takes seconds as a float).
+    const ns = mtimeNs % 1_000_000_000n;
+    execFileSync('touch', ['-m', `--date=@${mtimeNs / 1_000_000_000n}.${String(ns).padStart(9, '0')}`, config]);
+    expect(statSync(config, { bigint: true })).toMatchObject({ ino, size, mtimeNs });
+    expect(await status(worktree)).toEqual({ outcome: ErrorCode.PRECONDITION_FAILED, check: 'listed' });
+  });
+
+  it('sees a worktree’s .git file pointed at another repository', async () => {
+    const { worktree } = clones.gitfile!;
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'listed' });
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'remembered' });
+    writeFileSync(path.join(worktree, '.git'), `gitdir: ${path.join(hostile(), 'worktrees', 'hostile-worktree')}\n`);
+    expect(await status(worktree)).toEqual({ outcome: ErrorCode.PRECONDITION_FAILED, check: 'listed' });
+  });
+
+  it('sees the worktree’s commondir pointed at another repository', async () => {
+    const { bare, worktree } = clones.commondir!;
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'listed' });
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'remembered' });
+    writeFileSync(path.join(bare, 'worktrees', 'commondir-worktree', 'commondir'), `${hostile()}\n`);
+    expect(await status(worktree)).toEqual({ outcome: ErrorCode.PRECONDITION_FAILED, check: 'listed' });
+  });
+
+  it('checks again when the repository stops looking like one (its HEAD gone), where git would look in the parent directories', async () => {
+    const { bare } = clones.head!;
+    expect(await status(bare)).toMatchObject({ check: 'listed' });
+    expect(await status(bare)).toMatchObject({ check: 'remembered' });
+    rmSync(path.join(bare, 'HEAD'));
+    expect((await status(bare)).check).toBe('listed');
+  });
+
+  it('does not remember a repository with per-worktree config, nor one whose files changed in the last moments', async () => {
+    const { worktree } = clones['worktree-config']!;
+    fx.git(worktree, 'config', 'core.repositoryFormatVersion', '1');
+    fx.git(worktree, 'config', 'extensions.worktreeConfig', 'true');
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'listed' });
+    expect(await status(worktree)).toEqual({ outcome: 'ran', check: 'listed' });
+
+    const fresh = clones.fresh!;
+    fx.git(fresh.worktree, 'config', 'user.name', 'An Agent');
+    expect(await status(fresh.worktree)).toEqual({ outcome: 'ran', check: 'listed' });
+    expect(await status(fresh.worktree)).toEqual({ outcome: 'ran', check: 'listed' });
+  });
+
+  it('is remembered for a clone with a .git directory too, and not across that directory swapped for a .git file', async () => {
+    expect(await status(fx.seed)).toEqual({ outcome: 'ran', check: 'listed' });
+    expect(await status(fx.seed)).toEqual({ outcome: 'ran', check: 'remembered' });
+    renameSync(path.join(fx.seed, '.git'), path.join(fx.dir, 'seed-git'));
+    writeFileSync(path.join(fx.seed, '.git'), `gitdir: ${path.join(hostile(), 'worktrees', 'hostile-worktree')}\n`);
+    expect(await status(fx.seed)).toEqual({ outcome: ErrorCode.PRECONDITION_FAILED, check: 'listed' });
   });
 });

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { ErrorCode } from '@gantry/contracts';
 import { GitCommandError, spawnGit, spawnUnderPolicy } from './git-process.js';
+import { checkRemembered } from './remembered-checks.js';
 import { unsafeOperations } from './unsafe-operations.js';
 
 /*
@@ -65,9 +66,15 @@ export async function listRepositoryConfig(dir: string, timeoutMs: number): Prom
   return entries;
 }
 
-/** The repository's keys the allow-list does not have (our own command-line overrides aside). */
+/**
+ * The repository's keys the allow-list does not have (our own command-line overrides aside). A check
+ * that passed is not run again while the files it read are unchanged (remembered-checks.ts).
+ */
 export async function foreignConfig(dir: string, timeoutMs: number): Promise<RepositoryConfigEntry[]> {
-  return (await listRepositoryConfig(dir, timeoutMs)).filter((entry) => entry.scope !== 'command' && !isAllowedRepositoryKey(entry.key));
+  return checkRemembered(dir, async () => {
+    const entries = await listRepositoryConfig(dir, timeoutMs);
+    return { entries, refused: entries.filter((entry) => entry.scope !== 'command' && !isAllowedRepositoryKey(entry.key)) };
+  });
 }
 
 export function foreignConfigError(dir: string, entries: readonly RepositoryConfigEntry[]): GitCommandError {
