@@ -13,9 +13,10 @@ export class StandInGit {
     for (const [path, content] of Object.entries(commit.files)) {
       await mkdir(dirname(join(this.dir, path)), { recursive: true });
       await writeFile(join(this.dir, path), content);
-      await this.git(['add', '--', path]);
     }
-    for (const path of commit.delete) await this.git(['rm', '-q', '--', path]);
+    // One `git add` and one `git rm` for all the files, as an agent would.
+    if (Object.keys(commit.files).length > 0) await this.git(['add', '--', ...Object.keys(commit.files)]);
+    if (commit.delete.length > 0) await this.git(['rm', '-q', '--', ...commit.delete]);
     await this.git([...identity, 'commit', '-q', '-m', commit.message]);
     return (await this.git(['rev-parse', 'HEAD'])).trim();
   }

@@ -119,8 +119,8 @@ export class Clone {
     for (const [file, content] of Object.entries(files)) {
       mkdirSync(path.dirname(path.join(this.dir, file)), { recursive: true });
       writeFileSync(path.join(this.dir, file), content);
-      this.git('add', '--', file);
     }
+    if (Object.keys(files).length > 0) this.git('add', '--', ...Object.keys(files));
     this.git('commit', '-q', '-m', message);
     this.git('push', '-q', 'origin', `HEAD:refs/heads/${branch}`);
     return this.git('rev-parse', 'HEAD');
