@@ -32,6 +32,7 @@ import { LRUCache } from 'lru-cache';
 const SETTLED_MS = 2_000;
 const REMEMBER_MS = 60_000;
 const REMEMBERED_DIRECTORIES = 1_000;
+const SMALL_FILE_BYTES = 4_096n;
 
 /** What git's discovery and config reading depend on in a directory, as the file system shows it now. */
 interface Observation {
@@ -46,7 +47,7 @@ interface Observation {
 const remembered = new LRUCache<string, string>({ max: REMEMBERED_DIRECTORIES, ttl: REMEMBER_MS });
 const counts = { listed: 0, remembered: 0 };
 
-/** How many config checks ran git, and how many were answered from memory (for tests and metrics). */
+/** How many config checks ran git, and how many were answered from memory (for tests). */
 export function configCheckCounts(): { listed: number; remembered: number } {
   return { ...counts };
 }
@@ -74,13 +75,13 @@ export async function checkRemembered<E extends { scope: string; file: string | 
   }
   const after = await observe(key);
   const settled = before.latestChangeNs < startedNs - BigInt(SETTLED_MS) * 1_000_000n;
-  if (after?.identity === before.identity && settled && readOnly(entries, before.configFile)) remembered.set(key, before.identity);
+  if (after?.identity === before.identity && settled && readsOnly(entries, before.configFile)) remembered.set(key, before.identity);
   else remembered.delete(key);
   return refused;
 }
 
 /** Whether git read config only from `configFile` (besides our own command-line overrides), and no per-worktree config. */
-function readOnly(entries: ReadonlyArray<{ scope: string; file: string | null; key: string }>, configFile: string): boolean {
+function readsOnly(entries: ReadonlyArray<{ scope: string; file: string | null; key: string }>, configFile: string): boolean {
   let local = false;
   for (const entry of entries) {
     if (entry.scope === 'command') continue;
@@ -115,7 +116,9 @@ async function observe(dir: string): Promise<Observation | null> {
     }
     return stats;
   };
-  const small = async (file: string): Promise<string | undefined> => {
+  /** A `.git` file or `commondir`: a path on one line; anything longer is not followed. */
+  const small = async (file: string, stats: BigIntStats): Promise<string | undefined> => {
+    if (stats.size > SMALL_FILE_BYTES) return undefined;
     const content = await readFile(file, 'utf8').catch(() => undefined);
     if (content !== undefined) lines.push(` ${JSON.stringify(content)}`);
     return content;
@@ -125,8 +128,9 @@ async function observe(dir: string): Promise<Observation | null> {
   const dotGitStats = await lstat(dotGit, { bigint: true }).catch(() => null);
   let gitDir: string;
   if (dotGitStats?.isFile()) {
-    if ((await seen(dotGit, 'file')) === undefined) return null;
-    const match = /^gitdir: (.+?)\r?\n?$/.exec((await small(dotGit)) ?? '');
+    const stats = await seen(dotGit, 'file');
+    if (!stats) return null;
+    const match = /^gitdir: (.+?)\r?\n?$/.exec((await small(dotGit, stats)) ?? '');
     if (!match) return null;
     gitDir = path.resolve(dir, match[1]!);
   } else if (dotGitStats?.isDirectory()) {
@@ -141,8 +145,9 @@ async function observe(dir: string): Promise<Observation | null> {
   let commonDir = gitDir;
   const commonDirStats = await lstat(commonDirFile, { bigint: true }).catch(() => null);
   if (commonDirStats) {
-    if (!(await seen(commonDirFile, 'file'))) return null;
-    const content = await small(commonDirFile);
+    const stats = await seen(commonDirFile, 'file');
+    if (!stats) return null;
+    const content = await small(commonDirFile, stats);
     if (content === undefined) return null;
     commonDir = path.resolve(gitDir, content.trim());
   } else if ((await seen(commonDirFile, 'absent')) !== null) {
