@@ -81,6 +81,15 @@ describe('git worktrees of a lease, on real repositories', () => {
     expect(prepared.headSha).toBe(featureSha);
   });
 
+  it('creates a new branch at the commit an annotated tag names, and answers with that commit', async () => {
+    git(fx.seed, 'tag', '-a', '-m', 'release', 'v1', mainSha);
+    fx.pushCommit('main', { 'app.txt': 'v2\n' });
+    git(fx.seed, 'push', '--quiet', 'origin', 'refs/tags/v1');
+    const created = await createOrReuseWorktree(ws, { ...input, baseRef: 'v1' });
+    expect(created.headSha).toBe(mainSha);
+    expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
+  });
+
   it('reuses a clean existing worktree instead of creating another', async () => {
     await createOrReuseWorktree(ws, input);
     const again = await createOrReuseWorktree(ws, input);
@@ -252,6 +261,32 @@ describe('git worktrees of a lease, on real repositories', () => {
       await createOrReuseWorktree(ws, input);
       const newer = fx.pushCommit('main', { 'app.txt': 'v3\n' });
       expect((await syncWorktree(ws, { ...input, baseRef: newer })).baseSha).toBe(newer);
+    });
+
+    it('takes a tag of the origin as the base ref — lightweight, annotated or a tag of a tag — at the commit it names', async () => {
+      await createOrReuseWorktree(ws, input);
+      const tagged = fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      git(fx.seed, 'tag', 'v2-light', tagged);
+      git(fx.seed, 'tag', '-a', '-m', 'release', 'v2', tagged);
+      git(fx.seed, 'tag', '-a', '-m', 'the release again', 'v2-again', 'v2');
+      fx.pushCommit('main', { 'app.txt': 'v3\n' }); // main moves on: the tags name an older commit
+      git(fx.seed, 'push', '--quiet', 'origin', '--tags');
+      for (const tag of ['v2-light', 'v2', 'v2-again']) {
+        expect((await syncWorktree(ws, { ...input, baseRef: tag })).baseSha).toBe(tagged);
+      }
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(tagged);
+    });
+
+    it('refuses a tag that names no commit, and a name the origin only has refs below', async () => {
+      await createOrReuseWorktree(ws, input);
+      git(fx.seed, 'tag', 'a-tree', `${mainSha}^{tree}`);
+      git(fx.seed, 'push', '--quiet', 'origin', 'refs/tags/a-tree');
+      fx.pushCommit('release/1.0', { 'app.txt': 'v1.0\n' });
+      for (const baseRef of ['a-tree', 'release']) {
+        const error = await expectGantryError(syncWorktree(ws, { ...input, baseRef }), ErrorCode.PRECONDITION_FAILED);
+        expect(error.message).toMatch(/is not a branch, tag or commit of the origin/);
+      }
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
     });
   });
 

@@ -1,6 +1,7 @@
 import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError, rescueBranchName } from '@gantry/contracts';
+import { isSha } from '@gantry/git';
 import { serializedOnClone } from './clone-queue.js';
 import { parseWorktreeListPorcelain, type WorktreeListEntry } from './worktree-list.js';
 import { ensureSharedClone } from './shared-clone.js';
@@ -88,17 +89,48 @@ async function revParse(workspace: GitWorkspace, cwd: string, ref: string): Prom
   return result.exitCode === 0 ? result.stdout.trim() : null;
 }
 
+/** Field separator of refsAt's format: a byte no ref name or object name holds. */
+const FIELD = '%00';
+
+/**
+ * The commit each of the full ref names `refnames` points at (a tag peeled to its commit), or null
+ * where there is no such ref or it names no commit: what `rev-parse --verify <ref>^{commit}` answers
+ * for each, asked with one `git for-each-ref` rather than one process per name. A pattern of
+ * for-each-ref also matches the refs below it (`refs/heads/a` matches `refs/heads/a/b`), so only
+ * exact names are kept; the names were checked by git's branch rules, which leave no glob characters
+ * in them. A tag of a tag (for-each-ref peels one level) is asked of rev-parse.
+ */
+async function refsAt(workspace: GitWorkspace, cwd: string, refnames: readonly string[]): Promise<Map<string, string | null>> {
+  const format = ['%(refname)', '%(objecttype)', '%(objectname)', '%(*objecttype)', '%(*objectname)'].join(FIELD);
+  const listed = await git(workspace, cwd, ['for-each-ref', `--format=${format}`, '--', ...new Set(refnames)]);
+  const found = new Map<string, string | null>(refnames.map((name) => [name, null]));
+  for (const line of listed.stdout.split('\n')) {
+    const [name, type, object, peeledType, peeled] = line.split('\0');
+    if (name === undefined || !found.has(name)) continue;
+    if (type === 'commit') found.set(name, object!);
+    else if (type === 'tag' && peeledType === 'commit') found.set(name, peeled!);
+    else if (type === 'tag' && peeledType === 'tag') found.set(name, await revParse(workspace, cwd, name));
+  }
+  return found;
+}
+
+/** The refs that can name a base ref on the origin, in the order they are tried: an origin branch, then a tag. */
+function baseRefCandidates(baseRef: string): string[] {
+  return isSha(baseRef) ? [] : [`refs/remotes/origin/${baseRef}`, `refs/tags/${baseRef}`];
+}
+
 /**
  * The commit a base ref names on the origin: an origin branch, a tag, or a full SHA that the origin's
  * branches or tags contain — never a commit that only this clone has (a rescue, a failed attempt).
+ * `refs` holds what refsAt found of baseRefCandidates(baseRef).
  */
-async function resolveBaseRef(workspace: GitWorkspace, clonePath: string, baseRef: string): Promise<string> {
-  if (/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(baseRef)) {
+async function resolveBaseRef(workspace: GitWorkspace, clonePath: string, baseRef: string, refs: Map<string, string | null>): Promise<string> {
+  if (isSha(baseRef)) {
     const sha = await revParse(workspace, clonePath, baseRef);
     if (sha && (await originContains(workspace, clonePath, sha))) return sha;
   } else {
-    for (const candidate of [`refs/remotes/origin/${baseRef}`, `refs/tags/${baseRef}`]) {
-      const sha = await revParse(workspace, clonePath, candidate);
+    for (const candidate of baseRefCandidates(baseRef)) {
+      const sha = refs.get(candidate);
       if (sha) return sha;
     }
   }
@@ -115,8 +147,10 @@ async function originContains(workspace: GitWorkspace, clonePath: string, sha: s
  * base ref when it is only behind it — else the base ref. Both are the origin's, as fetched just now.
  */
 async function startingPoint(workspace: GitWorkspace, clonePath: string, branch: string, baseRef: string): Promise<string> {
-  const base = await resolveBaseRef(workspace, clonePath, baseRef);
-  const remote = await revParse(workspace, clonePath, `refs/remotes/origin/${branch}`);
+  const originBranch = `refs/remotes/origin/${branch}`;
+  const refs = await refsAt(workspace, clonePath, [originBranch, ...baseRefCandidates(baseRef)]);
+  const base = await resolveBaseRef(workspace, clonePath, baseRef, refs);
+  const remote = refs.get(originBranch) ?? null;
   if (remote === null || remote === base) return base;
   return (await isAncestor(workspace, clonePath, remote, base)) ? base : remote;
 }
@@ -197,13 +231,18 @@ export async function createOrReuseWorktree(
       await rmdir(worktreePath);
     }
 
-    if (await revParse(workspace, clonePath, `refs/heads/${branch}`)) {
+    const [localBranch, originBranch] = [`refs/heads/${branch}`, `refs/remotes/origin/${branch}`];
+    const refs = await refsAt(workspace, clonePath, [localBranch, originBranch, ...baseRefCandidates(baseRef)]);
+    let headSha: string;
+    if (refs.get(localBranch)) {
       await git(workspace, clonePath, ['worktree', 'add', '--quiet', '--', worktreePath, branch]);
+      // Read after the checkout: another worktree of the clone could have moved the branch meanwhile.
+      headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
     } else {
-      const start = (await revParse(workspace, clonePath, `refs/remotes/origin/${branch}`)) ?? (await resolveBaseRef(workspace, clonePath, baseRef));
-      await git(workspace, clonePath, ['worktree', 'add', '--quiet', '--no-track', '-b', branch, '--', worktreePath, start]);
+      // A new branch at a commit named by its SHA: that commit is the new worktree's HEAD.
+      headSha = refs.get(originBranch) ?? (await resolveBaseRef(workspace, clonePath, baseRef, refs));
+      await git(workspace, clonePath, ['worktree', 'add', '--quiet', '--no-track', '-b', branch, '--', worktreePath, headSha]);
     }
-    const headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
     return { outcome: 'created', path: worktreePath, headSha, rescue: null };
   });
 }
