@@ -224,12 +224,25 @@ export interface WrittenBatch {
   seconds: number;
 }
 
+/**
+ * A short number for each statement text met: a group's key is made of these rather than of the
+ * texts themselves (kilobytes of SQL, joined for every member of every batch). The texts are the
+ * modules' constants, a few dozen (PreparedStatements names them the same way).
+ */
+const textNumbers = new Map<string, number>();
+
+function textNumber(text: string): number {
+  let n = textNumbers.get(text);
+  if (n === undefined) textNumbers.set(text, (n = textNumbers.size));
+  return n;
+}
+
 /** The batch's members (their indexes) in groups that can be written together (see JsonRows), in order of their first member. */
 function groupsOf(batch: ReadonlyArray<readonly Statement[]>): number[][] {
   const groups = new Map<string, number[]>();
   batch.forEach((statements, i) => {
     const joinable = statements.length > 0 && statements.every(takesRows);
-    const key = joinable ? statements.map((s) => s.text).join('\u0000') : `#${i}`;
+    const key = joinable ? statements.map((s) => textNumber(s.text)).join(',') : `#${i}`;
     const group = groups.get(key);
     if (group) group.push(i);
     else groups.set(key, [i]);
