@@ -89,29 +89,18 @@ async function revParse(workspace: GitWorkspace, cwd: string, ref: string): Prom
   return result.exitCode === 0 ? result.stdout.trim() : null;
 }
 
-/** Field separator of refsAt's format: a byte no ref name or object name holds. */
-const FIELD = '%00';
-
 /**
  * The commit each of the full ref names `refnames` points at (a tag peeled to its commit), or null
  * where there is no such ref or it names no commit: what `rev-parse --verify <ref>^{commit}` answers
- * for each, asked with one `git for-each-ref` rather than one process per name. A pattern of
- * for-each-ref also matches the refs below it (`refs/heads/a` matches `refs/heads/a/b`), so only
- * exact names are kept; the names were checked by git's branch rules, which leave no glob characters
- * in them. A tag of a tag (for-each-ref peels one level) is asked of rev-parse.
+ * for each, asked of one `git cat-file --batch-check` rather than one process per name. The names
+ * were checked by git's branch rules, so none holds a line break; the answers come in their order.
  */
 async function refsAt(workspace: GitWorkspace, cwd: string, refnames: readonly string[]): Promise<Map<string, string | null>> {
-  const format = ['%(refname)', '%(objecttype)', '%(objectname)', '%(*objecttype)', '%(*objectname)'].join(FIELD);
-  const listed = await git(workspace, cwd, ['for-each-ref', `--format=${format}`, '--', ...new Set(refnames)]);
-  const found = new Map<string, string | null>(refnames.map((name) => [name, null]));
-  for (const line of listed.stdout.split('\n')) {
-    const [name, type, object, peeledType, peeled] = line.split('\0');
-    if (name === undefined || !found.has(name)) continue;
-    if (type === 'commit') found.set(name, object!);
-    else if (type === 'tag' && peeledType === 'commit') found.set(name, peeled!);
-    else if (type === 'tag' && peeledType === 'tag') found.set(name, await revParse(workspace, cwd, name));
-  }
-  return found;
+  const asked = await gitOnClone(workspace, cwd, ['cat-file', '--batch-check=%(objectname)'], {
+    input: refnames.map((name) => `${name}^{commit}\n`).join(''),
+  });
+  const answers = asked.stdout.split('\n');
+  return new Map(refnames.map((name, i) => [name, isSha(answers[i] ?? '') ? answers[i]! : null]));
 }
 
 /** The refs that can name a base ref on the origin, in the order they are tried: an origin branch, then a tag. */
