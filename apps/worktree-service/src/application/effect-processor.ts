@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import { LRUCache } from 'lru-cache';
 import { GantryError } from '@gantry/contracts';
 import { effectIdentity, type WorktreeEffect, type WorktreeLeaseCommand } from '../domain/index.js';
 import {
@@ -28,6 +29,12 @@ export class WorktreeEffectProcessor {
   private readonly tails = new Map<string, Promise<void>>();
   private readonly queued = new Set<string>();
   private readonly retries = new Map<string, { attempt: number; timer: NodeJS.Timeout }>();
+  /**
+   * When this process began each lease's create (by lease id and token): its sync then starts from
+   * the origin as fetched since (the create's own fetch, or a later one) rather than fetch again.
+   * After a restart the sync fetches.
+   */
+  private readonly createsBegun = new LRUCache<string, number>({ max: 10_000 });
   private stopped = false;
 
   constructor(
@@ -116,6 +123,7 @@ export class WorktreeEffectProcessor {
         let command: WorktreeLeaseCommand;
         let created = false;
         try {
+          this.createsBegun.set(`${leaseId}:${token}`, performance.now());
           const prepared = await createOrReuseWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now() });
           killAfterGitIfAsked('create_or_reuse');
           created = prepared.outcome === 'created';
@@ -134,7 +142,8 @@ export class WorktreeEffectProcessor {
         const { worktreeKey, leaseId, token, repositoryUrl, branch, baseRef } = effect;
         let command: WorktreeLeaseCommand;
         try {
-          const synced = await syncWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now() });
+          const fetchedSince = this.createsBegun.get(`${leaseId}:${token}`);
+          const synced = await syncWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now(), fetchedSince });
           killAfterGitIfAsked('sync');
           command = { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: synced.baseSha, rescue: synced.rescue, now: this.leases.now() } };
         } catch (error) {

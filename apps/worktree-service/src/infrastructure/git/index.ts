@@ -11,7 +11,7 @@ export {
   type GitWorkspace,
   type GitWorkspaceOptions,
 } from './workspace.js';
-export { ensureSharedClone, type SharedClone } from './shared-clone.js';
+export { ensureSharedClone, sharedCloneFetchCount, type SharedClone } from './shared-clone.js';
 export {
   createOrReuseWorktree,
   syncWorktree,

@@ -21,18 +21,32 @@ async function exists(p: string): Promise<boolean> {
 }
 
 /**
+ * When the latest fetch of each clone that succeeded began (`performance.now()` of this process):
+ * the origin's state in the clone is at least that recent. Fetches of a clone run one at a time
+ * (serializedOnClone), so nothing else wrote its origin refs in between.
+ */
+const fetchBegan = new Map<string, number>();
+
+/**
  * The repository's shared bare clone under `<root>/repos/`, created if missing (init + origin, so a
  * crash half-way leaves something the next call completes) and fetched from the origin into
  * `refs/remotes/origin/*`. Local branches — where worktrees keep their unpushed commits — are never
  * written by the fetch.
+ *
+ * The caller gets the origin's state as of a fetch that began after it asked (or after
+ * `fetchedSince`, a `performance.now()` reading it gives): one that began while it waited for the
+ * clone serves it, and it does not fetch again. Leases of one repository asked for together share a
+ * fetch, and a lease's sync the fetch its create made (docs/worktrees.md, "What a lease starts from").
  */
-export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: string): Promise<SharedClone> {
+export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: string, options: { fetchedSince?: number } = {}): Promise<SharedClone> {
+  const fetchedSince = options.fetchedSince ?? performance.now();
   assertRepositoryUrl(repositoryUrl);
   const clonePath = await clonePathFor(workspace, repositoryUrl);
   return serializedOnClone(clonePath, async () => {
     const timeoutMs = workspace.commandTimeoutMs;
     let created = false;
     if (!(await exists(clonePath))) {
+      fetchBegan.delete(clonePath);
       await runGit(['init', '--quiet', '--bare', '--', clonePath], { timeoutMs });
       created = true;
     } else {
@@ -51,7 +65,12 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
       await gitOnClone(workspace, clonePath, ['remote', 'set-url', 'origin', '--', repositoryUrl]);
       workspace.onForeignConfigRemoved?.(['remote.origin.url'], clonePath);
     }
-    await fetchOriginLocked(workspace, clonePath, repositoryUrl);
+    if ((fetchBegan.get(clonePath) ?? -Infinity) < fetchedSince) {
+      const began = performance.now();
+      await fetchOriginLocked(workspace, clonePath, repositoryUrl);
+      fetchBegan.set(clonePath, began);
+      fetches.count++;
+    }
     return { clonePath, created };
   });
 }
@@ -63,6 +82,13 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
  * overwrite or delete the clone's local branches — the rescue branches among them; `--refmap=`
  * keeps any configured refspec out of it as well.
  */
+const fetches = { count: 0 };
+
+/** How many fetches of shared clones this process has run (for tests). */
+export function sharedCloneFetchCount(): number {
+  return fetches.count;
+}
+
 async function fetchOriginLocked(workspace: GitWorkspace, clonePath: string, repositoryUrl: string): Promise<void> {
   await gitOnClone(
     workspace,

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError } from '@gantry/contracts';
 import {
@@ -14,6 +14,7 @@ import {
   removeWorktree,
   rescueAndRemoveWorktree,
   rescueWorktree,
+  sharedCloneFetchCount,
   syncWorktree,
   type GitWorkspace,
 } from './index.js';
@@ -156,6 +157,39 @@ describe('git worktrees of a lease, on real repositories', () => {
       const synced = await syncWorktree(ws, input);
       expect(synced).toEqual({ baseSha: newer, fastForwarded: true, rescue: null });
       expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v2\n');
+    });
+
+    it('starts from the fetch its lease’s create made when told when the create began, and fetches again otherwise', async () => {
+      const createBegan = performance.now();
+      await createOrReuseWorktree(ws, input);
+      const fetches = sharedCloneFetchCount();
+      // Pushed after the create's fetch: a sync served by that fetch does not see it …
+      const newer = fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      expect(await syncWorktree(ws, { ...input, fetchedSince: createBegan })).toEqual({ baseSha: mainSha, fastForwarded: false, rescue: null });
+      expect(sharedCloneFetchCount()).toBe(fetches);
+      // … a sync asked for now fetches, and does.
+      expect(await syncWorktree(ws, input)).toEqual({ baseSha: newer, fastForwarded: true, rescue: null });
+      expect(sharedCloneFetchCount()).toBe(fetches + 1);
+    });
+
+    it('serves callers that asked before a fetch of the clone began with that one fetch', async () => {
+      await ensureSharedClone(ws, fx.origin);
+      const fetches = sharedCloneFetchCount();
+      const newer = fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      // Asked together: the first fetches, the others waited for the clone meanwhile and take its fetch.
+      await Promise.all([1, 2, 3].map(() => ensureSharedClone(ws, fx.origin)));
+      expect(sharedCloneFetchCount()).toBe(fetches + 1);
+      expect(git(path.join(ws.reposDir, readdirSync(ws.reposDir)[0]!), 'rev-parse', 'refs/remotes/origin/main')).toBe(newer);
+    });
+
+    it('fetches again for a clone made anew, whatever it fetched before', async () => {
+      const { clonePath } = await ensureSharedClone(ws, fx.origin);
+      rmSync(clonePath, { recursive: true, force: true });
+      const asked = performance.now();
+      const fetches = sharedCloneFetchCount();
+      expect((await ensureSharedClone(ws, fx.origin, { fetchedSince: asked - 60_000 })).created).toBe(true);
+      expect(sharedCloneFetchCount()).toBe(fetches + 1);
+      expect(git(clonePath, 'rev-parse', 'refs/remotes/origin/main')).toBe(mainSha);
     });
 
     it('does nothing when the branch is already at the base ref', async () => {

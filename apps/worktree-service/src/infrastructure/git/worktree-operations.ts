@@ -238,7 +238,9 @@ export async function createOrReuseWorktree(
 
 /**
  * Fetch, then put the worktree's branch on its starting point (see startingPoint): what the origin
- * has, never what an earlier holder left. Local commits the starting point does not contain — a
+ * has, never what an earlier holder left. The fetch is skipped when one began after `fetchedSince`
+ * (a `performance.now()` reading; by default, when the sync was asked for): the create of the same
+ * lease just fetched (see ensureSharedClone). Local commits the starting point does not contain — a
  * failed attempt's, never verified nor pushed — go to a rescue branch first, then the branch is
  * reset; a branch that is only behind is fast-forwarded. A dirty worktree is refused
  * (PRECONDITION_FAILED); create_or_reuse rescues before a sync. Run again after a crash, it finds
@@ -246,13 +248,13 @@ export async function createOrReuseWorktree(
  */
 export async function syncWorktree(
   workspace: GitWorkspace,
-  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date },
+  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date; fetchedSince?: number },
 ): Promise<SyncedWorktree> {
-  const { worktreeKey, repositoryUrl, branch, baseRef, now } = input;
+  const { worktreeKey, repositoryUrl, branch, baseRef, now, fetchedSince } = input;
   const worktreePath = await checkedWorktreePath(workspace, input);
   if (!(await lstatOrNull(worktreePath))) throw notThere(`worktree ${worktreeKey} does not exist; create it first`, { worktreeKey });
 
-  const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
+  const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { fetchedSince });
   return serializedOnClone(clonePath, async () => {
     if ((await cloneOfWorktree(workspace, worktreePath)) !== clonePath) {
       throw notThere(`worktree ${worktreeKey} does not belong to ${repositoryUrl}`, { worktreeKey });
