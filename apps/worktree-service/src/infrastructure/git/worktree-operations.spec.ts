@@ -269,6 +269,24 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
     });
 
+    it('refuses a worktree that is not on the lease’s branch — detached, on another branch, or on a branch with no commit — and moves nothing', async () => {
+      await createOrReuseWorktree(ws, input);
+      fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      git(wt(), 'checkout', '--quiet', '--detach');
+      let refused = await expectGantryError(syncWorktree(ws, input), ErrorCode.PRECONDITION_FAILED);
+      expect(refused.message).toContain('a detached HEAD');
+      git(wt(), 'checkout', '--quiet', '-b', 'other');
+      refused = await expectGantryError(syncWorktree(ws, input), ErrorCode.PRECONDITION_FAILED);
+      expect(refused.message).toContain('refs/heads/other');
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
+      // An agent's orphan branch under the lease's name: HEAD names it, but it has no commit.
+      git(wt(), 'branch', '--quiet', '-D', branch);
+      git(wt(), 'checkout', '--quiet', '--orphan', branch);
+      await expect(syncWorktree(ws, input)).rejects.toThrow();
+      expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+      expect(git(wt(), 'for-each-ref', `refs/heads/${branch}`)).toBe('');
+    });
+
     it('refuses to sync over uncommitted changes, leaving them in place', async () => {
       await createOrReuseWorktree(ws, input);
       writeFileSync(path.join(wt(), 'app.txt'), 'uncommitted\n');

@@ -76,6 +76,23 @@ async function cloneOfWorktree(workspace: GitWorkspace, worktreePath: string): P
   return clonePath;
 }
 
+/**
+ * The shared clone a worktree belongs to (refused unless it is `clonePath`) and the ref its HEAD
+ * names (`refs/heads/<branch>`, or null on a detached HEAD), asked of one `git rev-parse`. Ref names
+ * hold no line break, so the last line is HEAD's and the lines before it the common directory.
+ */
+async function worktreeHeadIn(workspace: GitWorkspace, worktreePath: string, clonePath: string): Promise<string | null> {
+  const asked = await git(workspace, worktreePath, ['rev-parse', '--path-format=absolute', '--git-common-dir', '--symbolic-full-name', 'HEAD']);
+  const lines = asked.stdout.replace(/\n$/, '').split('\n');
+  const head = lines.pop() ?? '';
+  const owner = await resolveInsideRoot(workspace, lines.join('\n'));
+  if (path.dirname(owner) !== workspace.reposDir) {
+    throw hostile(`worktree ${worktreePath} belongs to ${owner}, which is not a shared clone of this root`);
+  }
+  if (owner !== clonePath) throw notThere(`worktree ${worktreePath} does not belong to ${clonePath}`, { worktreePath });
+  return head.startsWith('refs/') ? head : null;
+}
+
 /** The key must be the one of (repository, branch): a worktree never serves another branch's key. */
 function assertKeyOf(worktreeKey: string, repositoryUrl: string, branch: string): void {
   const expected = deriveWorktreeKey(repositoryUrl, branch);
@@ -135,13 +152,15 @@ async function originContains(workspace: GitWorkspace, clonePath: string, sha: s
  * Where a lease of `branch` starts: the origin's branch when the origin has it — moved up to the
  * base ref when it is only behind it — else the base ref. Both are the origin's, as fetched just now.
  */
-async function startingPoint(workspace: GitWorkspace, clonePath: string, branch: string, baseRef: string): Promise<string> {
-  const originBranch = `refs/remotes/origin/${branch}`;
-  const refs = await refsAt(workspace, clonePath, [originBranch, ...baseRefCandidates(baseRef)]);
+async function startingPoint(workspace: GitWorkspace, clonePath: string, branch: string, baseRef: string): Promise<{ start: string; local: string | null }> {
+  const [localBranch, originBranch] = [`refs/heads/${branch}`, `refs/remotes/origin/${branch}`];
+  // The clone's branch too, in the same process: a worktree on it has its HEAD there.
+  const refs = await refsAt(workspace, clonePath, [localBranch, originBranch, ...baseRefCandidates(baseRef)]);
+  const local = refs.get(localBranch) ?? null;
   const base = await resolveBaseRef(workspace, clonePath, baseRef, refs);
   const remote = refs.get(originBranch) ?? null;
-  if (remote === null || remote === base) return base;
-  return (await isAncestor(workspace, clonePath, remote, base)) ? base : remote;
+  if (remote === null || remote === base) return { start: base, local };
+  return { start: (await isAncestor(workspace, clonePath, remote, base)) ? base : remote, local };
 }
 
 async function currentBranch(workspace: GitWorkspace, worktreePath: string): Promise<string | null> {
@@ -256,18 +275,15 @@ export async function syncWorktree(
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { fetchedSince });
   return serializedOnClone(clonePath, async () => {
-    if ((await cloneOfWorktree(workspace, worktreePath)) !== clonePath) {
-      throw notThere(`worktree ${worktreeKey} does not belong to ${repositoryUrl}`, { worktreeKey });
-    }
-    const head = await currentBranch(workspace, worktreePath);
+    const head = await worktreeHeadIn(workspace, worktreePath, clonePath);
     if (head !== `refs/heads/${branch}`) {
       throw notThere(`worktree ${worktreeKey} is on ${head ?? 'a detached HEAD'}, not on ${branch}`, { worktreeKey, head });
     }
     if ((await statusOf(workspace, worktreePath)).length > 0) {
       throw notThere(`worktree ${worktreeKey} has uncommitted changes; refusing to sync over them`, { worktreeKey });
     }
-    const local = (await revParse(workspace, worktreePath, 'HEAD'))!;
-    const start = await startingPoint(workspace, clonePath, branch, baseRef);
+    const { start, local } = await startingPoint(workspace, clonePath, branch, baseRef);
+    if (local === null) throw notThere(`worktree ${worktreeKey} is on ${branch}, which has no commit yet`, { worktreeKey });
     if (local === start) return { baseSha: start, fastForwarded: false, rescue: null };
     if (await isAncestor(workspace, worktreePath, local, start)) {
       await git(workspace, worktreePath, ['merge', '--ff-only', '--quiet', start]);
