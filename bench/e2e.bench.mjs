@@ -1,17 +1,12 @@
 // End-to-end overhead of a job with the stand-in agent doing nothing: the job service and two
 // runners as processes (plus the worktree service and a local bare origin with BENCH_WORKTREES=1).
 // Reports the median (and p90) time from enqueue to the agent starting and from the agent's exit
-// to the job's terminal status, over BENCH_JOBS jobs (100) enqueued every BENCH_PACE_MS (400 ms: below what two runners sustain here, so queueing stays out of the figures).
+// to the job's terminal status, over BENCH_JOBS jobs (100) enqueued every BENCH_PACE_MS (400 ms: below what two runners sustain here without worktrees).
 //   node bench/e2e.bench.mjs                       (after `npx nx run-many -t build`)
 //   BENCH_WORKTREES=1 node bench/e2e.bench.mjs     (TASK_IMPLEMENTATION jobs in leased worktrees of a local origin)
-// Measured 2026-12-04 on the 2-core dev VM (medians):
-//   no worktree (30 jobs):       enqueue -> agent start 170 ms (claim 9 ms; most of the rest is the stand-in's
-//                                own node start-up), agent exit -> terminal 77 ms
-//   with worktree (40 jobs):     enqueue -> agent start 362 ms, agent exit -> terminal 196 ms (verify included;
-//                                nothing to push); with one enqueue every 2,500 ms: 316 ms and 161 ms
-//   the same before git processes that write nothing were settled without simple-git's 50 ms wait and a
-//   sync took its create's fetch: 6,263 ms (the worktree service's git for one repository could not keep
-//   up with a job every 400 ms, and leases queued) and 394 ms; every 2,500 ms: 563 ms and 435 ms
+// Measured 2026-12-04 on the 2-core dev VM: the README's "Around the agent" (with worktrees of one
+// repository, a job every 400 ms is about what its worktree service can start; BENCH_PACE_MS=2500 keeps
+// queueing out of the figures).
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

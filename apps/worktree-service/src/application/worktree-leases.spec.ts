@@ -17,6 +17,7 @@ import { eventually } from '@gantry/testing';
 import { worktreeServiceProjections } from '../infrastructure/persistence/projections.js';
 import { WorktreeEffectProcessor } from './effect-processor.js';
 import { clonePathFor } from '../infrastructure/git/workspace.js';
+import { sharedCloneFetchCount } from '../infrastructure/git/shared-clone.js';
 import { serializedOnClone } from '../infrastructure/git/clone-queue.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
 import { plainGit as git } from '@gantry/git/testing';
@@ -76,6 +77,19 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     expect(git(grant.path, 'rev-parse', 'HEAD')).toBe(mainSha);
     expect(git(grant.path, 'symbolic-ref', 'HEAD')).toBe('refs/heads/feature/first');
     await release(grant);
+  });
+
+  it('fetches the origin once per lease: the sync takes the fetch its create made, and the next lease sees a later push', async () => {
+    const before = sharedCloneFetchCount();
+    const first = await acquire(await claimedJob(world), { branch: 'feature/one-fetch' });
+    expect(sharedCloneFetchCount()).toBe(before + 1);
+    const pushed = world.git.pushCommit('main', { 'later.txt': 'later\n' }, 'a later push');
+    const second = await acquire(await claimedJob(world), { branch: 'feature/one-fetch-2' });
+    expect(sharedCloneFetchCount()).toBe(before + 2);
+    expect(second.baseSha).toBe(pushed);
+    expect(git(second.path, 'rev-parse', 'HEAD')).toBe(pushed);
+    await release(first);
+    await release(second);
   });
 
   it('a second acquirer of one key waits and gets the lease after the first is released; never two holders', async () => {
