@@ -149,12 +149,12 @@ export async function spawnUnderPolicy(args: readonly string[], options: GitRunO
 
 /**
  * simple-git (its completion plugin, not configurable in 4.x) waits a fixed 50 ms after a git that
- * wrote nothing before it reports the process finished: most of the time of a lease's commands that
- * answer with their exit code alone (the status of a clean worktree, a fetch with nothing new,
- * `merge-base --is-ancestor`, `worktree add --quiet`), and several times a job's git work on these
- * machines. Once both of git's pipes have ended there is nothing more to come, so an empty chunk on
- * stdout then tells the plugin that git answered (its output is unchanged). A process that exits
- * while its pipes are still open (a helper it started holds them) keeps the plugin's wait.
+ * wrote nothing before it reports the process finished. Commands that answer with their exit code
+ * alone (the status of a clean worktree, a fetch with nothing new, `merge-base --is-ancestor`,
+ * `worktree add --quiet`) are a third of a job's git processes and took most of its git time that
+ * way (docs/git.md, "Cost"). Once both of git's pipes have ended there is nothing more to come, so an
+ * empty chunk on stdout then tells the plugin that git answered (the output is unchanged). A process
+ * that exits while its pipes are still open (a helper it started holds them) keeps the plugin's wait.
  */
 function answeredOnceEnded(stdout: NodeJS.ReadableStream, stderr: NodeJS.ReadableStream): void {
   let open = 2;

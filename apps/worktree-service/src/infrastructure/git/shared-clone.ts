@@ -20,6 +20,13 @@ async function exists(p: string): Promise<boolean> {
   }
 }
 
+const fetches = { count: 0 };
+
+/** How many fetches of shared clones this process has run (for tests). */
+export function sharedCloneFetchCount(): number {
+  return fetches.count;
+}
+
 /**
  * When the latest fetch of each clone that succeeded began (`performance.now()` of this process):
  * the origin's state in the clone is at least that recent. Fetches of a clone run one at a time
@@ -82,13 +89,6 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
  * overwrite or delete the clone's local branches — the rescue branches among them; `--refmap=`
  * keeps any configured refspec out of it as well.
  */
-const fetches = { count: 0 };
-
-/** How many fetches of shared clones this process has run (for tests). */
-export function sharedCloneFetchCount(): number {
-  return fetches.count;
-}
-
 async function fetchOriginLocked(workspace: GitWorkspace, clonePath: string, repositoryUrl: string): Promise<void> {
   await gitOnClone(
     workspace,
