@@ -28,11 +28,11 @@ export function sharedCloneFetchCount(): number {
 }
 
 /**
- * When the latest fetch of each clone that succeeded began (`performance.now()` of this process):
- * the origin's state in the clone is at least that recent. Fetches of a clone run one at a time
- * (serializedOnClone), so nothing else wrote its origin refs in between.
+ * When the latest whole pass over each clone that succeeded — its checks, then its fetch — began
+ * (`performance.now()` of this process): the clone was found sound and the origin's state in it is
+ * at least that recent. Passes over a clone run one at a time (serializedOnClone).
  */
-const fetchBegan = new Map<string, number>();
+const ensuredAt = new Map<string, number>();
 
 /**
  * The repository's shared bare clone under `<root>/repos/`, created if missing (init + origin, so a
@@ -40,10 +40,10 @@ const fetchBegan = new Map<string, number>();
  * `refs/remotes/origin/*`. Local branches — where worktrees keep their unpushed commits — are never
  * written by the fetch.
  *
- * The caller gets the origin's state as of a fetch that began after it asked (or after
- * `fetchedSince`, a `performance.now()` reading it gives): one that began while it waited for the
- * clone serves it, and it does not fetch again. Leases of one repository asked for together share a
- * fetch, and a lease's sync the fetch its create made (docs/worktrees.md, "What a lease starts from").
+ * The caller gets the clone as of a pass that began after it asked (or after `fetchedSince`, a
+ * `performance.now()` reading it gives): one that began while it waited for the clone serves it, and
+ * it neither checks nor fetches again. Leases of one repository asked for together share a fetch, and
+ * a lease's sync the one its create made (docs/worktrees.md, "What a lease starts from").
  */
 export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: string, options: { fetchedSince?: number } = {}): Promise<SharedClone> {
   const fetchedSince = options.fetchedSince ?? performance.now();
@@ -52,8 +52,12 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
   return serializedOnClone(clonePath, async () => {
     const timeoutMs = workspace.commandTimeoutMs;
     let created = false;
-    if (!(await exists(clonePath))) {
-      fetchBegan.delete(clonePath);
+    const exist = await exists(clonePath);
+    if (exist && (ensuredAt.get(clonePath) ?? -Infinity) >= fetchedSince) return { clonePath, created };
+    const began = performance.now();
+    // Until this pass has succeeded, nobody is served by an earlier one (the clone may be made anew).
+    ensuredAt.delete(clonePath);
+    if (!exist) {
       await runGit(['init', '--quiet', '--bare', '--', clonePath], { timeoutMs });
       created = true;
     } else {
@@ -72,12 +76,9 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
       await gitOnClone(workspace, clonePath, ['remote', 'set-url', 'origin', '--', repositoryUrl]);
       workspace.onForeignConfigRemoved?.(['remote.origin.url'], clonePath);
     }
-    if ((fetchBegan.get(clonePath) ?? -Infinity) < fetchedSince) {
-      const began = performance.now();
-      await fetchOriginLocked(workspace, clonePath, repositoryUrl);
-      fetchBegan.set(clonePath, began);
-      fetches.count++;
-    }
+    await fetchOriginLocked(workspace, clonePath, repositoryUrl);
+    fetches.count++;
+    ensuredAt.set(clonePath, began);
     return { clonePath, created };
   });
 }

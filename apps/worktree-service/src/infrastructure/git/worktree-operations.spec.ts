@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError } from '@gantry/contracts';
 import {
@@ -180,6 +180,18 @@ describe('git worktrees of a lease, on real repositories', () => {
       await Promise.all([1, 2, 3].map(() => ensureSharedClone(ws, fx.origin)));
       expect(sharedCloneFetchCount()).toBe(fetches + 1);
       expect(git(path.join(ws.reposDir, readdirSync(ws.reposDir)[0]!), 'rev-parse', 'refs/remotes/origin/main')).toBe(newer);
+    });
+
+    it('a pass over the clone that failed serves nobody: the next caller fetches', async () => {
+      const asked = performance.now();
+      await ensureSharedClone(ws, fx.origin);
+      const moved = `${fx.origin}.away`;
+      renameSync(fx.origin, moved);
+      await expect(ensureSharedClone(ws, fx.origin)).rejects.toThrow();
+      renameSync(moved, fx.origin);
+      const fetches = sharedCloneFetchCount();
+      await ensureSharedClone(ws, fx.origin, { fetchedSince: asked });
+      expect(sharedCloneFetchCount()).toBe(fetches + 1);
     });
 
     it('fetches again for a clone made anew, whatever it fetched before', async () => {
