@@ -93,7 +93,7 @@ describe('the worktree service killed and restarted (a real process)', () => {
     await release(next);
   });
 
-  it('killed in the middle of a sync: after a restart the sync completes once, and the next acquire works', async () => {
+  it('killed in the middle of a sync: after a restart the sync fetches again and completes once, and the next acquire works', async () => {
     const branch = 'feature/crash-sync';
     service = await startServiceProcess(world);
     const first = await acquire(await claimedJob(world), branch);
@@ -109,16 +109,19 @@ describe('the worktree service killed and restarted (a real process)', () => {
     expect(git(first.path, 'rev-parse', 'HEAD')).toBe(newer);
     const { rows } = await world.db.query(`SELECT status FROM worktree_leases WHERE job_id = $1`, [jobId]);
     expect(rows.map((r) => r.status)).toEqual(['syncing']);
+    // Pushed while the service is down: the restarted service does not know what its predecessor
+    // fetched, so the sync it runs again fetches, and starts from this.
+    const newest = world.git.pushCommit('main', { 'app.txt': 'v3\n' }, 'move main on again');
 
     service = await startServiceProcess(world);
     const grant = await acquire(jobId, branch);
-    expect(grant.baseSha).toBe(newer);
-    expectDiskAgrees(grant, branch, newer);
+    expect(grant.baseSha).toBe(newest);
+    expectDiskAgrees(grant, branch, newest);
     expect(await world.count(`SELECT count(*) AS n FROM events WHERE type = 'WorktreeSynced' AND data->>'leaseId' = $1`, [grant.leaseId])).toBe(1);
 
     await release(grant);
     const next = await acquire(await claimedJob(world), branch);
-    expect(next.baseSha).toBe(newer);
+    expect(next.baseSha).toBe(newest);
     await release(next);
   });
 
