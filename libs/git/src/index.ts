@@ -11,4 +11,4 @@ export {
   removeForeignConfig,
   type RepositoryConfigEntry,
 } from './repository-config.js';
-export { assertBaseRef, assertBranchName, assertRepositoryUrl, assertSha, isSha } from './operands.js';
+export { assertBaseRef, assertBranchName, assertRepositoryUrl, assertSha, COMMITS_QUERY_ARGS, commitsQuery, isSha } from './operands.js';

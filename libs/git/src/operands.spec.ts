@@ -1,5 +1,7 @@
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { assertBaseRef, assertBranchName, assertRepositoryUrl, assertSha, branchNameChecksRun } from './operands.js';
+import { runGit } from './git-command.js';
+import { createGitFixture } from './testing/index.js';
+import { assertBaseRef, assertBranchName, assertRepositoryUrl, assertSha, branchNameChecksRun, COMMITS_QUERY_ARGS, commitsQuery } from './operands.js';
 
 async function refused(run: () => unknown): Promise<void> {
   const error = await Promise.resolve()
@@ -45,5 +47,25 @@ describe('operands checked before git sees them', () => {
 
   it.each(['HEAD', 'main', '4b825dc', '--all'])('refuses %j where a full SHA is needed', async (value) => {
     await refused(() => assertSha(value));
+  });
+
+  it('asks for the commits of several names in one process, in their order, null where there is none', async () => {
+    const repo = createGitFixture();
+    try {
+      const first = repo.commit({ 'a.txt': 'a\n' }, 'first');
+      repo.git(repo.seed, 'tag', '-a', '-m', 'annotated', 'v1');
+      const second = repo.commit({ 'b.txt': 'b\n' }, 'second');
+      const names = ['HEAD', 'v1', 'no-such-branch', '--output=/tmp/x', 'HEAD~1', 'HEAD^{tree}', first];
+      const query = commitsQuery(names);
+      const { stdout } = await runGit(COMMITS_QUERY_ARGS, { cwd: repo.seed, input: query.input, timeoutMs: 10_000 });
+      // The annotated tag is peeled to its commit; an option-like name is only a name that is not there.
+      expect(query.answers(stdout)).toEqual([second, first, null, null, first, null, first]);
+    } finally {
+      repo.cleanup();
+    }
+  });
+
+  it.each(['main\nHEAD', 'main\0junk'])('refuses to ask about %j, which git would not read as one name', async (name) => {
+    await refused(() => commitsQuery(['HEAD', name]));
   });
 });

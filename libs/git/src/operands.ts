@@ -62,3 +62,26 @@ export async function assertBaseRef(baseRef: string, timeoutMs = 10_000): Promis
   if (problem) throw invalid(`invalid base ref ${JSON.stringify(baseRef)}: ${problem}`);
   if (!isSha(baseRef)) await assertBranchName(baseRef, timeoutMs);
 }
+
+/** How `commitsQuery` asks: `cat-file` reads the names on its stdin, where none can be taken for an option. */
+export const COMMITS_QUERY_ARGS: readonly string[] = ['cat-file', '--batch-check=%(objectname)'];
+
+/**
+ * What `git rev-parse --verify <name>^{commit}` answers for each of `names` — the commit it points
+ * at (a tag peeled to its commit), or null where there is none — asked of one
+ * `git <COMMITS_QUERY_ARGS>` rather than one process per name: run it with `input` on stdin and pass
+ * its stdout to `answers`, which keeps the names' order. A name with a line break (it would be two
+ * names) or a NUL (git would read only what precedes it) is INVALID_COMMAND before anything runs.
+ */
+export function commitsQuery(names: readonly string[]): { input: string; answers(stdout: string): Array<string | null> } {
+  for (const name of names) {
+    if (/[\n\0]/.test(name)) throw invalid(`a revision must be one line without NUL, got ${JSON.stringify(name)}`);
+  }
+  return {
+    input: names.map((name) => `${name}^{commit}\n`).join(''),
+    answers(stdout) {
+      const lines = stdout.split('\n');
+      return names.map((_, i) => (isSha(lines[i] ?? '') ? lines[i]! : null));
+    },
+  };
+}

@@ -1,5 +1,5 @@
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { isSha, runGit, type GitResult } from '@gantry/git';
+import { COMMITS_QUERY_ARGS, commitsQuery, isSha, runGit, type GitResult } from '@gantry/git';
 
 export type { GitResult };
 export { isSha };
@@ -33,12 +33,18 @@ export function git(cwd: string, args: readonly string[], options: GitOptions = 
 
 /** Resolves a revision (branch, remote ref, SHA) to the full SHA of a commit; an unknown one is NOT_FOUND. */
 export async function resolveCommit(cwd: string, revision: string): Promise<string> {
-  const { stdout, exitCode } = await git(cwd, ['rev-parse', '--verify', '--quiet', '--end-of-options', `${revision}^{commit}`], {
-    okExitCodes: [1],
+  const [sha] = await resolveCommits(cwd, [revision]);
+  return sha!;
+}
+
+/** Resolves revisions to the full SHAs of their commits with one git process; any unknown one is NOT_FOUND. */
+export async function resolveCommits(cwd: string, revisions: readonly string[]): Promise<string[]> {
+  const query = commitsQuery(revisions);
+  const { stdout } = await git(cwd, COMMITS_QUERY_ARGS, { input: query.input });
+  const answers = query.answers(stdout);
+  return revisions.map((revision, i) => {
+    const sha = answers[i];
+    if (!sha) throw new GantryError(ErrorCode.NOT_FOUND, `"${revision}" is not a commit in ${cwd}`, { revision });
+    return sha;
   });
-  const sha = stdout.trim();
-  if (exitCode !== 0 || !isSha(sha)) {
-    throw new GantryError(ErrorCode.NOT_FOUND, `"${revision}" is not a commit in ${cwd}`, { revision });
-  }
-  return sha;
 }

@@ -281,4 +281,33 @@ describe('verifying a worktree against its base_sha (real git)', () => {
     ).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
     expect(existsSync(output)).toBe(false);
   });
+
+  it('a target of two lines is refused before git runs', async () => {
+    await expect(verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main\nHEAD' })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_COMMAND,
+    });
+  });
+
+  it('the net diff and its counts are what git diff --name-status and --shortstat print, binary files and odd names included', async () => {
+    await repo.commit(
+      {
+        'src/feature.ts': 'one\ntwo\nthree\n',
+        'src/app.ts': 'export const app = 2;\nexport const more = 3;\n',
+        'docs/old.md': null,
+        'assets/logo.bin': 'PNG\0\x01\x02binary',
+        'a colon: in a name.txt': 'c\n',
+        'tab\there.txt': 't\n',
+      },
+      'feat: a mixed change',
+    );
+    const report = await verifyWorktree({ worktreeDir: repo.seed, baseSha: base, target: 'origin/main' });
+    const nameStatus = (await repo.git(repo.seed, 'diff', '--name-status', '-z', '--no-renames', `${base}...HEAD`, '--')).split('\0').filter((f) => f !== '');
+    const expected = [];
+    for (let i = 0; i + 1 < nameStatus.length; i += 2) expected.push({ status: nameStatus[i], path: nameStatus[i + 1] });
+    expect(report.netDiff).toEqual(expected);
+    expect(report.netDiff.map((e) => e.path)).toEqual(expect.arrayContaining(['a colon: in a name.txt', 'tab\there.txt', 'assets/logo.bin']));
+    const shortStat = await repo.git(repo.seed, 'diff', '--shortstat', '--no-renames', `${base}...HEAD`, '--');
+    expect(shortStat).toContain('6 files changed, 7 insertions(+), 2 deletions(-)');
+    expect(report.netDiffStat).toEqual({ filesChanged: 6, insertions: 7, deletions: 2 });
+  });
 });

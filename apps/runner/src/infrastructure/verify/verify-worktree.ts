@@ -1,6 +1,6 @@
 import type { ExpectedChange, PrecheckResult } from '../../domain/idempotency-precheck.js';
 import { classifyVerification, planCheckOf, workAlreadyOnTarget, type PlanCheck, type PlanFacts, type VerifyResult } from '../../domain/verify-classification.js';
-import { git, isSha, resolveCommit } from './git.js';
+import { git, isSha, resolveCommits } from './git.js';
 import { precheckPlan } from './plan-precheck.js';
 import { ErrorCode, GantryError, type NetDiff } from '@gantry/contracts';
 
@@ -67,31 +67,43 @@ export interface VerificationReport {
  */
 const NO_PROGRAMS = ['--no-textconv', '--no-ext-diff'];
 
+/*
+ * Verify asks git a dozen questions about three commits. They do not depend on one another, so they
+ * are asked side by side, in two rounds: what every verdict needs, then what only a branch with
+ * commits or a diff needs. Each question is a process that spends most of its life starting up and
+ * reading the disk; one after another they took about 100 ms of a job's end.
+ */
 export async function verifyWorktree(input: VerifyWorktreeInput): Promise<VerificationReport> {
   const dir = input.worktreeDir;
   if (!isSha(input.baseSha)) {
     throw new GantryError(ErrorCode.INVALID_COMMAND, `base_sha must be a full commit SHA, got "${input.baseSha}"`);
   }
-  const baseSha = await resolveCommit(dir, input.baseSha);
-  const headSha = await resolveCommit(dir, 'HEAD');
-  const targetSha = await resolveCommit(dir, input.target);
-
-  const newCommits = lines((await git(dir, ['rev-list', '--reverse', `${baseSha}..${headSha}`, '--'])).stdout);
-  const netDiff = parseNameStatus((await git(dir, ['diff', '--name-status', '-z', '--no-renames', ...NO_PROGRAMS, `${baseSha}...${headSha}`, '--'])).stdout);
-  const netDiffStat = parseShortStat((await git(dir, ['diff', '--shortstat', '--no-renames', ...NO_PROGRAMS, `${baseSha}...${headSha}`, '--'])).stdout);
-  const descendsFromBase = await isAncestor(dir, baseSha, headSha);
-  const branchMerged = newCommits.length > 0 && (await isAncestor(dir, headSha, targetSha));
-  const merge = await mergeIntoTarget(dir, targetSha, headSha);
-  const netChangeOnTarget = netDiff.length > 0 && merge.clean && merge.tree === (await treeOf(dir, targetSha));
-  const diffIdenticalToMergedBranch =
-    netDiff.length > 0 && (branchMerged || (await netDiffLandedAsOneStep(dir, baseSha, headSha, targetSha)));
+  const [baseSha, headSha, targetSha] = (await resolveCommits(dir, [input.baseSha, 'HEAD', input.target])) as [string, string, string];
   const expected = input.expectedChanges && input.expectedChanges.length > 0 ? input.expectedChanges : null;
-  const planOnTarget = expected ? await precheckPlan({ repoDir: dir, target: targetSha, expectedChanges: expected }) : null;
+
+  const [newCommits, { netDiff, netDiffStat }, descendsFromBase, merge, planOnTarget, uncommitted] = await Promise.all([
+    git(dir, ['rev-list', '--reverse', `${baseSha}..${headSha}`, '--']).then(({ stdout }) => lines(stdout)),
+    netDiffOf(dir, baseSha, headSha),
+    isAncestor(dir, baseSha, headSha),
+    mergeIntoTarget(dir, targetSha, headSha),
+    expected ? precheckPlan({ repoDir: dir, target: targetSha, expectedChanges: expected }) : null,
+    uncommittedPaths(dir),
+  ]);
+  const hasDiff = netDiff.length > 0;
+  const [headOnTarget, targetTree, landedAsOneStep, plan] = await Promise.all([
+    newCommits.length > 0 && isAncestor(dir, headSha, targetSha),
+    hasDiff && merge.clean ? treeOf(dir, targetSha) : null,
+    // Not needed when the branch turns out merged; asked beside that question rather than after it.
+    hasDiff && netDiffLandedAsOneStep(dir, baseSha, headSha, targetSha),
+    expected ? planAgainstBranch(dir, baseSha, headSha, expected, new Set(netDiff.map((e) => e.path))) : null,
+  ]);
+  const branchMerged = headOnTarget;
+  const netChangeOnTarget = hasDiff && merge.clean && merge.tree === targetTree;
+  const diffIdenticalToMergedBranch = hasDiff && (branchMerged || landedAsOneStep);
   const partialCompletion = (input.partialCompletion ?? false) || planOnTarget?.kind === 'partial';
-  const plan = expected ? await planAgainstBranch(dir, baseSha, headSha, expected, new Set(netDiff.map((e) => e.path))) : null;
 
   return {
-    result: classifyVerification({ newCommitCount: newCommits.length, netDiff: netDiff.length > 0, descendsFromBase, partialCompletion, plan }),
+    result: classifyVerification({ newCommitCount: newCommits.length, netDiff: hasDiff, descendsFromBase, partialCompletion, plan }),
     baseSha,
     headSha,
     target: input.target,
@@ -110,9 +122,9 @@ export async function verifyWorktree(input: VerifyWorktreeInput): Promise<Verifi
     workAlreadyOnTarget: workAlreadyOnTarget({
       branchMerged,
       netChangeOnTarget: netChangeOnTarget || diffIdenticalToMergedBranch,
-      planOnTarget: netDiff.length === 0 && planOnTarget?.kind === 'already_done',
+      planOnTarget: !hasDiff && planOnTarget?.kind === 'already_done',
     }),
-    uncommittedPaths: await uncommittedPaths(dir),
+    uncommittedPaths: uncommitted,
   };
 }
 
@@ -121,8 +133,10 @@ export async function verifyWorktree(input: VerifyWorktreeInput): Promise<Verifi
  * it — its path is in the net diff — or it was there at base already.
  */
 async function planAgainstBranch(dir: string, baseSha: string, headSha: string, expected: readonly ExpectedChange[], changedPaths: Set<string>): Promise<PlanFacts> {
-  const atHead = await precheckPlan({ repoDir: dir, target: headSha, expectedChanges: expected });
-  const atBase = await precheckPlan({ repoDir: dir, target: baseSha, expectedChanges: expected });
+  const [atHead, atBase] = await Promise.all([
+    precheckPlan({ repoDir: dir, target: headSha, expectedChanges: expected }),
+    precheckPlan({ repoDir: dir, target: baseSha, expectedChanges: expected }),
+  ]);
   const presentAt = (result: PrecheckResult) => new Set(result.kind === 'not_started' ? [] : result.present.map((c) => c.path));
   const head = presentAt(atHead);
   const base = presentAt(atBase);
@@ -158,24 +172,23 @@ async function mergeIntoTarget(dir: string, targetSha: string, headSha: string):
 const MERGED_STEPS_SEARCHED = 500;
 
 async function netDiffLandedAsOneStep(dir: string, baseSha: string, headSha: string, targetSha: string): Promise<boolean> {
-  const branchPatch = (await git(dir, ['diff', '--no-color', ...NO_PROGRAMS, '--no-renames', `${baseSha}...${headSha}`, '--'])).stdout;
-  const [branchId] = await patchIds(dir, branchPatch);
-  if (!branchId) return false;
-  const targetSteps = (
-    await git(dir, [
-      'log',
-      '--first-parent',
-      '--diff-merges=first-parent',
-      '-p',
-      '--no-color',
-      ...NO_PROGRAMS,
-      '--no-renames',
-      `--max-count=${MERGED_STEPS_SEARCHED}`,
-      `${headSha}..${targetSha}`,
-      '--',
-    ])
-  ).stdout;
-  return (await patchIds(dir, targetSteps)).includes(branchId);
+  const branchPatchId = git(dir, ['diff', '--no-color', ...NO_PROGRAMS, '--no-renames', `${baseSha}...${headSha}`, '--']).then(({ stdout }) =>
+    patchIds(dir, stdout),
+  );
+  const targetStepIds = git(dir, [
+    'log',
+    '--first-parent',
+    '--diff-merges=first-parent',
+    '-p',
+    '--no-color',
+    ...NO_PROGRAMS,
+    '--no-renames',
+    `--max-count=${MERGED_STEPS_SEARCHED}`,
+    `${headSha}..${targetSha}`,
+    '--',
+  ]).then(({ stdout }) => patchIds(dir, stdout));
+  const [[branchId], targetIds] = await Promise.all([branchPatchId, targetStepIds]);
+  return branchId !== undefined && targetIds.includes(branchId);
 }
 
 async function patchIds(dir: string, patches: string): Promise<string[]> {
@@ -202,20 +215,29 @@ async function uncommittedPaths(dir: string): Promise<string[]> {
   return paths;
 }
 
-function parseNameStatus(output: string): NetDiffEntry[] {
-  const fields = output.split('\0').filter((f) => f !== '');
-  const entries: NetDiffEntry[] = [];
-  for (let i = 0; i + 1 < fields.length; i += 2) entries.push({ status: fields[i]!, path: fields[i + 1]! });
-  return entries;
-}
-
-function parseShortStat(output: string): NetDiff {
-  const count = (pattern: RegExp) => Number(pattern.exec(output)?.[1] ?? 0);
-  return {
-    filesChanged: count(/(\d+) files? changed/),
-    insertions: count(/(\d+) insertions?\(\+\)/),
-    deletions: count(/(\d+) deletions?\(-\)/),
-  };
+/**
+ * `git diff <base>...HEAD` as `--name-status` and `--shortstat` would print it, from one process:
+ * `--raw --numstat -z` prints a raw record (`:<modes> <shas> <status>` NUL path NUL) per file, then
+ * a numstat record (`<added> TAB <deleted> TAB <path>` NUL, `-` for a binary file's counts, which
+ * `--shortstat` counts as a file changed and no lines).
+ */
+async function netDiffOf(dir: string, baseSha: string, headSha: string): Promise<{ netDiff: NetDiffEntry[]; netDiffStat: NetDiff }> {
+  const { stdout } = await git(dir, ['diff', '--raw', '--numstat', '-z', '--no-renames', ...NO_PROGRAMS, `${baseSha}...${headSha}`, '--']);
+  const fields = stdout.split('\0');
+  const netDiff: NetDiffEntry[] = [];
+  let i = 0;
+  for (; i + 1 < fields.length && fields[i]!.startsWith(':'); i += 2) {
+    netDiff.push({ status: fields[i]!.slice(fields[i]!.lastIndexOf(' ') + 1), path: fields[i + 1]! });
+  }
+  const netDiffStat: NetDiff = { filesChanged: 0, insertions: 0, deletions: 0 };
+  for (; i < fields.length; i++) {
+    const [added, deleted] = fields[i]!.split('\t', 2);
+    if (deleted === undefined) continue;
+    netDiffStat.filesChanged++;
+    netDiffStat.insertions += Number(added) || 0;
+    netDiffStat.deletions += Number(deleted) || 0;
+  }
+  return { netDiff, netDiffStat };
 }
 
 function lines(output: string): string[] {

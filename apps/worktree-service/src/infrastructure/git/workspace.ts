@@ -62,7 +62,7 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
 export function gitOnClone(
   workspace: GitWorkspace,
   cwd: string,
-  args: string[],
+  args: readonly string[],
   options: Omit<GitRunOptions, 'cwd' | 'restoreConfig' | 'timeoutMs'> & { timeoutMs?: number } = {},
 ): Promise<GitResult> {
   return runGit(args, {

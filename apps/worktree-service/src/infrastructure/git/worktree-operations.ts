@@ -1,7 +1,7 @@
 import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError, rescueBranchName } from '@gantry/contracts';
-import { isSha } from '@gantry/git';
+import { COMMITS_QUERY_ARGS, commitsQuery, isSha } from '@gantry/git';
 import { serializedOnClone } from './clone-queue.js';
 import { parseWorktreeListPorcelain, type WorktreeListEntry } from './worktree-list.js';
 import { ensureSharedClone } from './shared-clone.js';
@@ -107,17 +107,15 @@ async function revParse(workspace: GitWorkspace, cwd: string, ref: string): Prom
 }
 
 /**
- * The commit each of the full ref names `refnames` points at (a tag peeled to its commit), or null
- * where there is no such ref or it names no commit: what `rev-parse --verify <ref>^{commit}` answers
- * for each, asked of one `git cat-file --batch-check` rather than one process per name. The names
- * were checked by git's branch rules, so none holds a line break; the answers come in their order.
+ * The commit each of the full ref names `refnames` points at, or null where there is no such ref or
+ * it names no commit, asked of one git process (commitsQuery). The names were checked by git's
+ * branch rules.
  */
 async function refsAt(workspace: GitWorkspace, cwd: string, refnames: readonly string[]): Promise<Map<string, string | null>> {
-  const asked = await gitOnClone(workspace, cwd, ['cat-file', '--batch-check=%(objectname)'], {
-    input: refnames.map((name) => `${name}^{commit}\n`).join(''),
-  });
-  const answers = asked.stdout.split('\n');
-  return new Map(refnames.map((name, i) => [name, isSha(answers[i] ?? '') ? answers[i]! : null]));
+  const query = commitsQuery(refnames);
+  const asked = await gitOnClone(workspace, cwd, COMMITS_QUERY_ARGS, { input: query.input });
+  const answers = query.answers(asked.stdout);
+  return new Map(refnames.map((name, i) => [name, answers[i]!]));
 }
 
 /** The refs that can name a base ref on the origin, in the order they are tried: an origin branch, then a tag. */
