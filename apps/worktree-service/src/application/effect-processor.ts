@@ -24,17 +24,24 @@ const RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000];
  * or sync is reported (the acquirer gets sync_failed); a failed rescue or removal is retried with a
  * growing delay, since the lease must not end before its changes are safe.
  */
+/** A create as the process that ran it remembers it (`performance.now()`; PreparedWorktree.atStartingPoint). */
+interface CreateBegun {
+  at: number;
+  madeAtStart?: string;
+}
+
 @Injectable()
 export class WorktreeEffectProcessor {
   private readonly tails = new Map<string, Promise<void>>();
   private readonly queued = new Set<string>();
   private readonly retries = new Map<string, { attempt: number; timer: NodeJS.Timeout }>();
   /**
-   * When this process began each lease's create (by lease id and token): its sync then starts from
-   * the origin as fetched since (the create's own fetch, or a later one) rather than fetch again.
-   * After a restart the sync fetches.
+   * What this process knows of each lease's create (by lease id and token): when it began — its sync
+   * then starts from the origin as fetched since (the create's own fetch, or a later one) rather than
+   * fetch again — and, for a worktree it made at the starting point, that commit: the sync then has
+   * nothing to do. After a restart the sync fetches and checks.
    */
-  private readonly createsBegun = new LRUCache<string, number>({ max: 10_000 });
+  private readonly createsBegun = new LRUCache<string, CreateBegun>({ max: 10_000 });
   private stopped = false;
 
   constructor(
@@ -123,8 +130,10 @@ export class WorktreeEffectProcessor {
         let command: WorktreeLeaseCommand;
         let created = false;
         try {
-          this.createsBegun.set(`${leaseId}:${token}`, performance.now());
+          const create: CreateBegun = { at: performance.now() };
+          this.createsBegun.set(`${leaseId}:${token}`, create);
           const prepared = await createOrReuseWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now() });
+          if (prepared.outcome === 'created' && prepared.atStartingPoint) create.madeAtStart = prepared.headSha;
           killAfterGitIfAsked('create_or_reuse');
           created = prepared.outcome === 'created';
           command = {
@@ -142,8 +151,16 @@ export class WorktreeEffectProcessor {
         const { worktreeKey, leaseId, token, repositoryUrl, branch, baseRef } = effect;
         let command: WorktreeLeaseCommand;
         try {
-          const fetchedSince = this.createsBegun.get(`${leaseId}:${token}`);
-          const synced = await syncWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now(), fetchedSince });
+          const create = this.createsBegun.get(`${leaseId}:${token}`);
+          const synced = await syncWorktree(this.workspace, {
+            worktreeKey,
+            repositoryUrl,
+            branch,
+            baseRef,
+            now: now(),
+            fetchedSince: create?.at,
+            madeAtStart: create?.madeAtStart,
+          });
           killAfterGitIfAsked('sync');
           command = { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: synced.baseSha, rescue: synced.rescue, now: this.leases.now() } };
         } catch (error) {

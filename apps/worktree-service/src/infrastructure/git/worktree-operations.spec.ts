@@ -69,7 +69,7 @@ describe('git worktrees of a lease, on real repositories', () => {
 
   it('creates the worktree with git worktree add, on a new branch at the base ref', async () => {
     const prepared = await createOrReuseWorktree(ws, input);
-    expect(prepared).toEqual({ outcome: 'created', path: wt(), headSha: mainSha, rescue: null });
+    expect(prepared).toEqual({ outcome: 'created', path: wt(), headSha: mainSha, rescue: null, atStartingPoint: true });
     expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v1\n');
     expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
     const listed = await listWorktrees(ws);
@@ -80,6 +80,8 @@ describe('git worktrees of a lease, on real repositories', () => {
     const featureSha = fx.pushCommit(branch, { 'feature.txt': 'f\n' });
     const prepared = await createOrReuseWorktree(ws, input);
     expect(prepared.headSha).toBe(featureSha);
+    // The origin's branch may be behind the base ref, which the sync moves it up to: it decides.
+    expect(prepared.atStartingPoint).toBe(false);
   });
 
   it('creates a new branch at the commit an annotated tag names, and answers with that commit', async () => {
@@ -94,7 +96,7 @@ describe('git worktrees of a lease, on real repositories', () => {
   it('reuses a clean existing worktree instead of creating another', async () => {
     await createOrReuseWorktree(ws, input);
     const again = await createOrReuseWorktree(ws, input);
-    expect(again).toEqual({ outcome: 'reused', path: wt(), headSha: mainSha, rescue: null });
+    expect(again).toEqual({ outcome: 'reused', path: wt(), headSha: mainSha, rescue: null, atStartingPoint: false });
   });
 
   it('rescues a dirty worktree left behind before reusing it', async () => {
@@ -170,6 +172,19 @@ describe('git worktrees of a lease, on real repositories', () => {
       // … a sync asked for now fetches, and does.
       expect(await syncWorktree(ws, input)).toEqual({ baseSha: newer, fastForwarded: true, rescue: null });
       expect(sharedCloneFetchCount()).toBe(fetches + 1);
+    });
+
+    it('a worktree its create made at the starting point is where a full sync would leave it, so a sync told so only checks it is there', async () => {
+      const prepared = await createOrReuseWorktree(ws, input);
+      expect(prepared).toMatchObject({ outcome: 'created', atStartingPoint: true, headSha: mainSha });
+      const fetches = sharedCloneFetchCount();
+      expect(await syncWorktree(ws, { ...input, madeAtStart: prepared.headSha })).toEqual({ baseSha: mainSha, fastForwarded: false, rescue: null });
+      expect(sharedCloneFetchCount()).toBe(fetches);
+      // What it stands for: a sync that checks everything (and fetches, nothing new) answers the same.
+      expect(await syncWorktree(ws, input)).toEqual({ baseSha: mainSha, fastForwarded: false, rescue: null });
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
+      rmSync(wt(), { recursive: true, force: true });
+      await expect(syncWorktree(ws, { ...input, madeAtStart: prepared.headSha })).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED });
     });
 
     it('serves callers that asked before a fetch of the clone began with that one fetch', async () => {
@@ -264,7 +279,7 @@ describe('git worktrees of a lease, on real repositories', () => {
       const local = commitLocally('work.txt', 'failed attempt');
       await removeWorktree(ws, { worktreeKey: key });
       const again = await createOrReuseWorktree(ws, input);
-      expect(again).toMatchObject({ outcome: 'created', headSha: local });
+      expect(again).toMatchObject({ outcome: 'created', headSha: local, atStartingPoint: false });
       const synced = await syncWorktree(ws, input);
       expect(synced).toMatchObject({ baseSha: mainSha, rescue: { sha: local } });
       expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
@@ -479,7 +494,7 @@ describe('git worktrees of a lease, on real repositories', () => {
       const local = git(wt(), 'rev-parse', 'HEAD');
       await removeWorktree(ws, { worktreeKey: key });
       const again = await createOrReuseWorktree(ws, input);
-      expect(again).toMatchObject({ outcome: 'created', headSha: local });
+      expect(again).toMatchObject({ outcome: 'created', headSha: local, atStartingPoint: false });
     });
   });
 

@@ -35,6 +35,12 @@ export interface PreparedWorktree {
   headSha: string;
   /** A reused worktree that was dirty (left by a crash) is rescued before it is handed out. */
   rescue: RescueResult | null;
+  /**
+   * Made on a new branch at the lease's starting point (the origin has no branch of that name, so
+   * the base ref), as the pass over the clone that this create began found it: a sync right after it
+   * would neither fetch nor move anything (see syncWorktree's `madeAtStart`).
+   */
+  atStartingPoint: boolean;
 }
 
 export interface SyncedWorktree {
@@ -223,7 +229,7 @@ export async function createOrReuseWorktree(
       }
       const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
       const headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
-      return { outcome: 'reused', path: worktreePath, headSha, rescue };
+      return { outcome: 'reused', path: worktreePath, headSha, rescue, atStartingPoint: false };
     }
     if (registered && !onDisk) {
       // Registered, but its directory is gone (a crash, or someone deleted it): let git forget it.
@@ -240,16 +246,20 @@ export async function createOrReuseWorktree(
     const [localBranch, originBranch] = [`refs/heads/${branch}`, `refs/remotes/origin/${branch}`];
     const refs = await refsAt(workspace, clonePath, [localBranch, originBranch, ...baseRefCandidates(baseRef)]);
     let headSha: string;
+    let atStartingPoint = false;
     if (refs.get(localBranch)) {
       await git(workspace, clonePath, ['worktree', 'add', '--quiet', '--', worktreePath, branch]);
       // Read after the checkout: another worktree of the clone could have moved the branch meanwhile.
       headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
     } else {
       // A new branch at a commit named by its SHA: that commit is the new worktree's HEAD.
-      headSha = refs.get(originBranch) ?? (await resolveBaseRef(workspace, clonePath, baseRef, refs));
+      const originHead = refs.get(originBranch);
+      // Without the origin's branch, the base ref is the starting point (startingPoint).
+      atStartingPoint = !originHead;
+      headSha = originHead ?? (await resolveBaseRef(workspace, clonePath, baseRef, refs));
       await git(workspace, clonePath, ['worktree', 'add', '--quiet', '--no-track', '-b', branch, '--', worktreePath, headSha]);
     }
-    return { outcome: 'created', path: worktreePath, headSha, rescue: null };
+    return { outcome: 'created', path: worktreePath, headSha, rescue: null, atStartingPoint };
   });
 }
 
@@ -257,7 +267,10 @@ export async function createOrReuseWorktree(
  * Fetch, then put the worktree's branch on its starting point (see startingPoint): what the origin
  * has, never what an earlier holder left. The fetch is skipped when one began after `fetchedSince`
  * (a `performance.now()` reading; by default, when the sync was asked for): the create of the same
- * lease just fetched (see ensureSharedClone). Local commits the starting point does not contain — a
+ * lease just fetched (see ensureSharedClone). `madeAtStart` is the commit the create of the same lease,
+ * in this process, made the worktree at (PreparedWorktree.atStartingPoint): the worktree is handed out
+ * only once synced, so nothing has had it since and the sync has nothing to check or move — it only
+ * makes sure the directory is still there. Local commits the starting point does not contain — a
  * failed attempt's, never verified nor pushed — go to a rescue branch first, then the branch is
  * reset; a branch that is only behind is fast-forwarded. A dirty worktree is refused
  * (PRECONDITION_FAILED); create_or_reuse rescues before a sync. Run again after a crash, it finds
@@ -265,11 +278,12 @@ export async function createOrReuseWorktree(
  */
 export async function syncWorktree(
   workspace: GitWorkspace,
-  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date; fetchedSince?: number },
+  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date; fetchedSince?: number; madeAtStart?: string },
 ): Promise<SyncedWorktree> {
-  const { worktreeKey, repositoryUrl, branch, baseRef, now, fetchedSince } = input;
+  const { worktreeKey, repositoryUrl, branch, baseRef, now, fetchedSince, madeAtStart } = input;
   const worktreePath = await checkedWorktreePath(workspace, input);
   if (!(await lstatOrNull(worktreePath))) throw notThere(`worktree ${worktreeKey} does not exist; create it first`, { worktreeKey });
+  if (madeAtStart !== undefined) return { baseSha: madeAtStart, fastForwarded: false, rescue: null };
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { fetchedSince });
   return serializedOnClone(clonePath, async () => {
