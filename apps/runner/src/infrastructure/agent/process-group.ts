@@ -7,11 +7,14 @@ import { readdirSync, readFileSync } from 'node:fs';
  * process handling): a member in any state but Z (zombie) or X (dead) is running.
  */
 export function processGroupRunning(pgid: number): boolean {
+  // No member at all, zombie or not — the usual answer once an agent has exited and been reaped —
+  // needs no scan of /proc, which reads a file per process of the host in one blocking loop.
+  if (!groupHasMembers(pgid)) return false;
   let entries: string[];
   try {
     entries = readdirSync('/proc');
   } catch {
-    return signalable(-pgid);
+    return true; // no /proc to tell zombies apart: a member is a member
   }
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
@@ -28,11 +31,12 @@ export function processGroupRunning(pgid: number): boolean {
   return false;
 }
 
-function signalable(target: number): boolean {
+/** Whether `kill(-pgid, 0)` finds any process in the group (EPERM: there is one, not ours to signal). */
+function groupHasMembers(pgid: number): boolean {
   try {
-    process.kill(target, 0);
+    process.kill(-pgid, 0);
     return true;
-  } catch {
-    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
