@@ -19,6 +19,7 @@ import {
   type GitWorkspace,
 } from './index.js';
 import { createGitFixture, plainGit as git, snapshotTree, type GitFixture } from '@gantry/git/testing';
+import { gitOnClone } from './workspace.js';
 
 const branch = 'feature/checkout';
 const now = new Date('2026-11-30T06:00:00.000Z');
@@ -467,6 +468,22 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(git(clonePath, 'show', `${rescue!.branch}:app.txt`)).toBe('tracked change');
       expect(git(clonePath, 'show', `${rescue!.branch}:untracked.txt`)).toBe('untracked file');
       expect((await listWorktrees(ws)).worktrees).toEqual([]);
+    });
+
+    it('a write between the rescue and the removal is not lost: git worktree remove, as the service runs it, refuses a dirty worktree', async () => {
+      // rescueAndRemoveWorktree removes right after its rescue found the worktree clean, relying on this.
+      await createOrReuseWorktree(ws, input);
+      const { clonePath } = await ensureSharedClone(ws, fx.origin);
+      writeFileSync(path.join(wt(), 'untracked.txt'), 'written late\n');
+      await expect(gitOnClone(ws, clonePath, ['worktree', 'remove', '--', wt()])).rejects.toThrow(/modified or untracked/);
+      rmSync(path.join(wt(), 'untracked.txt'));
+      writeFileSync(path.join(wt(), 'app.txt'), 'changed late\n');
+      await expect(gitOnClone(ws, clonePath, ['worktree', 'remove', '--', wt()])).rejects.toThrow(/modified or untracked/);
+      expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('changed late\n');
+      // Tried again, the rescue saves it and the removal goes through.
+      const { rescue, removed } = await rescueAndRemoveWorktree(ws, { worktreeKey: key, now });
+      expect(removed).toBe(true);
+      expect(git(clonePath, 'show', `${rescue!.branch}:app.txt`)).toBe('changed late');
     });
 
     it('removes a clean worktree once; removing it again changes nothing and still says it is gone', async () => {

@@ -380,30 +380,53 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
  * otherwise its record would stay and every later eviction would pick it again.
  */
 export async function removeWorktree(workspace: GitWorkspace, input: { worktreeKey: string }): Promise<{ removed: boolean }> {
-  const worktreePath = await worktreePathFor(workspace, input.worktreeKey);
-  if (!(await lstatOrNull(worktreePath))) {
-    await pruneWorktrees(workspace);
-    return { removed: true };
-  }
-  const clonePath = await cloneOfWorktree(workspace, worktreePath);
+  const found = await worktreeToRemove(workspace, input.worktreeKey);
+  if (!found) return { removed: true };
+  const { worktreePath, clonePath } = found;
   return serializedOnClone(clonePath, async () => {
     if ((await statusOf(workspace, worktreePath)).length > 0) {
       throw notThere(`worktree ${input.worktreeKey} has uncommitted changes; rescue them before removing it`, { worktreeKey: input.worktreeKey });
     }
-    await git(workspace, clonePath, ['worktree', 'remove', '--', worktreePath]);
-    await git(workspace, clonePath, ['worktree', 'prune']);
+    await removeLocked(workspace, clonePath, worktreePath);
     return { removed: true };
   });
 }
 
-/** Rescue (if dirty), then remove: the release of a worktree that is not kept. */
+/**
+ * Rescue (if dirty), then remove: the release of a worktree that is not kept. Both in one turn on
+ * the clone, asking git which clone the worktree belongs to once; the rescue has just found the
+ * worktree clean or cleaned it, and `git worktree remove` (without `--force`) itself refuses a
+ * worktree with modified or untracked files, so a write in between is not lost: the removal fails
+ * and is tried again, rescuing it.
+ */
 export async function rescueAndRemoveWorktree(
   workspace: GitWorkspace,
   input: { worktreeKey: string; now: Date },
 ): Promise<{ rescue: RescueResult | null; removed: boolean }> {
-  const rescue = await rescueWorktree(workspace, input);
-  const { removed } = await removeWorktree(workspace, { worktreeKey: input.worktreeKey });
-  return { rescue, removed };
+  const { worktreeKey, now } = input;
+  const found = await worktreeToRemove(workspace, worktreeKey);
+  if (!found) return { rescue: null, removed: true };
+  const { worktreePath, clonePath } = found;
+  return serializedOnClone(clonePath, async () => {
+    const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
+    await removeLocked(workspace, clonePath, worktreePath);
+    return { rescue, removed: true };
+  });
+}
+
+/** The worktree of a key and its clone; null when its directory is gone, after pruning what git still registers (it counts as removed). */
+async function worktreeToRemove(workspace: GitWorkspace, worktreeKey: string): Promise<{ worktreePath: string; clonePath: string } | null> {
+  const worktreePath = await worktreePathFor(workspace, worktreeKey);
+  if (!(await lstatOrNull(worktreePath))) {
+    await pruneWorktrees(workspace);
+    return null;
+  }
+  return { worktreePath, clonePath: await cloneOfWorktree(workspace, worktreePath) };
+}
+
+async function removeLocked(workspace: GitWorkspace, clonePath: string, worktreePath: string): Promise<void> {
+  await git(workspace, clonePath, ['worktree', 'remove', '--', worktreePath]);
+  await git(workspace, clonePath, ['worktree', 'prune']);
 }
 
 /** The shared clones under `<root>/repos` (directories named `*.git`, never symlinks). */
