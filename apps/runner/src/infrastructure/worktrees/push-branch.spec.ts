@@ -2,12 +2,15 @@ import { writeFile, chmod, readFile, access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ErrorCode } from '@gantry/contracts';
 import { createGitFixture, type GitFixture } from '@gantry/git/testing';
-import { pushBranch, remoteBranchSha } from './push-branch.js';
+import { pushBranch } from './push-branch.js';
 
 const target = { targetBranch: 'main' };
 
 describe('pushing a job branch to the origin', () => {
   let fixture: GitFixture;
+  /** The commit the origin has on a ref, read on the origin itself; null when it has no such ref. */
+  const remoteBranchSha = async (_worktree: string, origin: string, ref: string) =>
+    (await fixture.git(origin, 'for-each-ref', '--format=%(objectname)', ref)) || null;
 
   beforeEach(async () => {
     fixture = createGitFixture();

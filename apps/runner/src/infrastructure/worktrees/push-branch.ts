@@ -31,21 +31,21 @@ export async function pushBranch(
   }
   await assertBranchName(branch);
   const ref = `refs/heads/${branch}`;
-  const remoteSha = await remoteBranchSha(worktreeDir, repositoryUrl, ref);
-  if (remoteSha === headSha) return { branch, headSha, pushed: false };
+  let stdout: string;
   try {
-    await git(worktreeDir, ['push', '--porcelain', '--', repositoryUrl, `${headSha}:${ref}`]);
+    ({ stdout } = await git(worktreeDir, ['push', '--porcelain', '--', repositoryUrl, `${headSha}:${ref}`]));
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new GantryError(ErrorCode.PRECONDITION_FAILED, `pushing ${branch} to the origin failed: ${message}`, { branch, headSha });
   }
-  return { branch, headSha, pushed: true };
+  return { branch, headSha, pushed: !upToDate(stdout, `${headSha}:${ref}`) };
 }
 
-/** The SHA `repositoryUrl` has for `ref`, or null when it has no such branch. */
-export async function remoteBranchSha(worktreeDir: string, repositoryUrl: string, ref: string): Promise<string | null> {
-  assertRepositoryUrl(repositoryUrl);
-  const { stdout } = await git(worktreeDir, ['ls-remote', '--', repositoryUrl, ref]);
-  const line = stdout.split('\n').find((l) => l.endsWith(`\t${ref}`));
-  return line ? line.split('\t')[0]! : null;
+/**
+ * Whether `git push --porcelain` says the origin had the commit on the ref already (flag `=`, "[up to
+ * date]"): nothing was sent. One connection to the origin, where asking it first (`ls-remote`) and
+ * then pushing took two — against a hosted origin each is a TLS handshake and a ref advertisement.
+ */
+function upToDate(porcelain: string, refspec: string): boolean {
+  return porcelain.split('\n').some((line) => line.startsWith('=\t') && line.split('\t')[1] === refspec);
 }
