@@ -4,6 +4,7 @@
 // to the job's terminal status, over BENCH_JOBS jobs (100) enqueued every BENCH_PACE_MS (400 ms: below what two runners sustain here without worktrees).
 //   node bench/e2e.bench.mjs                       (after `npx nx run-many -t build`)
 //   BENCH_WORKTREES=1 node bench/e2e.bench.mjs     (TASK_IMPLEMENTATION jobs in leased worktrees of a local origin)
+//   BENCH_WORKTREES=1 BENCH_COMMIT=1 node bench/e2e.bench.mjs   (… where the agent commits a file: verified, pushed)
 // Measured 2026-12-04 on the 2-core dev VM: the README's "Around the agent" (with worktrees of one
 // repository, a job every 400 ms is about what its worktree service can start; BENCH_PACE_MS=2500 keeps
 // queueing out of the figures).
@@ -21,6 +22,7 @@ const root = resolve(import.meta.dirname, '..');
 const total = Number(process.env.BENCH_JOBS ?? 100);
 const paceMs = Number(process.env.BENCH_PACE_MS ?? 400);
 const withWorktrees = process.env.BENCH_WORKTREES === '1';
+const commits = withWorktrees && process.env.BENCH_COMMIT === '1';
 const name = benchName('e2e');
 const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
 const scratch = mkdtempSync(join(tmpdir(), 'gantry-bench-e2e-'));
@@ -66,7 +68,10 @@ try {
   const jobs = [];
   for (let i = 0; i < total; i++) {
     const record = join(scratch, `agent-${i}.jsonl`);
-    const payload = { standIn: { behaviour: 'nothing', recordArgvTo: record } };
+    const standIn = commits
+      ? { behaviour: 'commit', files: { [`bench/job-${i}.txt`]: `job ${i}\n` }, commitMessage: `bench: job ${i}` }
+      : { behaviour: 'nothing' };
+    const payload = { standIn: { ...standIn, recordArgvTo: record } };
     const { jobId } = await client.request(enqueueJob, {
       kind: origin ? 'TASK_IMPLEMENTATION' : 'PLAN_CHAT',
       productId: 'bench',
@@ -84,6 +89,7 @@ try {
   const toTerminal = [];
   const toClaim = [];
   const claimToStart = [];
+  const statuses = {};
   const deadline = Date.now() + 120_000;
   for (const { jobId, record } of jobs) {
     let view;
@@ -93,6 +99,7 @@ try {
       if (Date.now() > deadline) throw new Error(`job ${jobId} still ${view.status}`);
       await new Promise((r) => setTimeout(r, 100));
     }
+    statuses[view.status] = (statuses[view.status] ?? 0) + 1;
     const lines = readFileSync(record, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     const started = lines.find((l) => Array.isArray(l.argv));
     const exited = lines.find((l) => 'exit' in l);
@@ -101,12 +108,13 @@ try {
     claimToStart.push(Date.parse(started.at) - Date.parse(view.claimedAt));
     toTerminal.push(Date.parse(view.finishedAt) - Date.parse(exited.at));
   }
-  const kind = origin ? 'TASK_IMPLEMENTATION with a worktree' : 'PLAN_CHAT without a worktree';
+  const kind = origin ? `TASK_IMPLEMENTATION with a worktree${commits ? ', one commit pushed' : ''}` : 'PLAN_CHAT without a worktree';
   console.log(`e2e overhead, ${total} jobs (${kind}), 2 runners x 4 slots, one enqueue every ${paceMs} ms`);
   console.log(`  enqueue -> agent start       median=${median(toStart)}ms p90=${median(toStart, 0.9)}ms max=${Math.max(...toStart)}ms`);
   console.log(`    of which enqueue -> claimed  median=${median(toClaim)}ms p90=${median(toClaim, 0.9)}ms`);
   console.log(`    of which claimed -> agent    median=${median(claimToStart)}ms p90=${median(claimToStart, 0.9)}ms (worktree lease, start_job, tool server, spawn, the agent's own boot)`);
   console.log(`  agent exit -> terminal status median=${median(toTerminal)}ms p90=${median(toTerminal, 0.9)}ms max=${Math.max(...toTerminal)}ms`);
+  console.log(`  terminal statuses ${JSON.stringify(statuses)}`);
 } finally {
   await bus?.close();
   for (const p of processes) await p.kill('SIGKILL');
