@@ -17,6 +17,12 @@ import { killAfterGitIfAsked } from './test-kill-hook.js';
 
 const RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000];
 
+/** A create as the process that ran it remembers it (`performance.now()`; PreparedWorktree.atStartingPoint). */
+interface CreateBegun {
+  at: number;
+  madeAtStart?: string;
+}
+
 /**
  * Runs the git work the WorktreeLease events ask for, one effect at a time per worktree key, and
  * reports each outcome as a decider command. Every effect looks at the disk first (the git layer
@@ -24,12 +30,6 @@ const RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000];
  * or sync is reported (the acquirer gets sync_failed); a failed rescue or removal is retried with a
  * growing delay, since the lease must not end before its changes are safe.
  */
-/** A create as the process that ran it remembers it (`performance.now()`; PreparedWorktree.atStartingPoint). */
-interface CreateBegun {
-  at: number;
-  madeAtStart?: string;
-}
-
 @Injectable()
 export class WorktreeEffectProcessor {
   private readonly tails = new Map<string, Promise<void>>();

@@ -90,14 +90,13 @@ export async function verifyWorktree(input: VerifyWorktreeInput): Promise<Verifi
     uncommittedPaths(dir),
   ]);
   const hasDiff = netDiff.length > 0;
-  const [headOnTarget, targetTree, landedAsOneStep, plan] = await Promise.all([
+  const [branchMerged, targetTree, landedAsOneStep, plan] = await Promise.all([
     newCommits.length > 0 && isAncestor(dir, headSha, targetSha),
     hasDiff && merge.clean ? treeOf(dir, targetSha) : null,
     // Not needed when the branch turns out merged; asked beside that question rather than after it.
     hasDiff && netDiffLandedAsOneStep(dir, baseSha, headSha, targetSha),
     expected ? planAgainstBranch(dir, baseSha, headSha, expected, new Set(netDiff.map((e) => e.path))) : null,
   ]);
-  const branchMerged = headOnTarget;
   const netChangeOnTarget = hasDiff && merge.clean && merge.tree === targetTree;
   const diffIdenticalToMergedBranch = hasDiff && (branchMerged || landedAsOneStep);
   const partialCompletion = (input.partialCompletion ?? false) || planOnTarget?.kind === 'partial';
