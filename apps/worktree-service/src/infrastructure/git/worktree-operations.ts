@@ -373,7 +373,7 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
 }
 
 /**
- * Removes the worktree with `git worktree remove` (never `--force`) and `git worktree prune`.
+ * Removes the worktree with `git worktree remove` (never `--force`).
  * A dirty worktree is refused with PRECONDITION_FAILED: rescue it first (see rescueAndRemoveWorktree).
  * `removed` says the worktree is gone afterwards: a key whose directory is already gone (a removal
  * interrupted after git's work, or a directory deleted by hand) is pruned and counts as removed —
@@ -424,9 +424,13 @@ async function worktreeToRemove(workspace: GitWorkspace, worktreeKey: string): P
   return { worktreePath, clonePath: await cloneOfWorktree(workspace, worktreePath) };
 }
 
+/**
+ * `git worktree remove` deletes the directory and the clone's record of it. No `git worktree prune`
+ * after it: that is for records whose directory went some other way, which worktreeToRemove, a
+ * create of the key and the reconciliation at start prune where they find them.
+ */
 async function removeLocked(workspace: GitWorkspace, clonePath: string, worktreePath: string): Promise<void> {
   await git(workspace, clonePath, ['worktree', 'remove', '--', worktreePath]);
-  await git(workspace, clonePath, ['worktree', 'prune']);
 }
 
 /** The shared clones under `<root>/repos` (directories named `*.git`, never symlinks). */
