@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError } from '@gantry/contracts';
 import {
@@ -186,6 +186,11 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
       rmSync(wt(), { recursive: true, force: true });
       await expect(syncWorktree(ws, { ...input, madeAtStart: prepared.headSha })).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED });
+      // A symbolic link put where the worktree was is not taken for it.
+      const elsewhere = path.join(fx.dir, 'elsewhere');
+      mkdirSync(elsewhere);
+      symlinkSync(elsewhere, wt());
+      await expect(syncWorktree(ws, { ...input, madeAtStart: prepared.headSha })).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
     });
 
     it('serves callers that asked before a fetch of the clone began with that one fetch', async () => {

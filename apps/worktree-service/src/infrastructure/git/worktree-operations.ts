@@ -282,8 +282,13 @@ export async function syncWorktree(
 ): Promise<SyncedWorktree> {
   const { worktreeKey, repositoryUrl, branch, baseRef, now, fetchedSince, madeAtStart } = input;
   const worktreePath = await checkedWorktreePath(workspace, input);
-  if (!(await lstatOrNull(worktreePath))) throw notThere(`worktree ${worktreeKey} does not exist; create it first`, { worktreeKey });
-  if (madeAtStart !== undefined) return { baseSha: madeAtStart, fastForwarded: false, rescue: null };
+  const onDisk = await lstatOrNull(worktreePath);
+  if (!onDisk) throw notThere(`worktree ${worktreeKey} does not exist; create it first`, { worktreeKey });
+  if (madeAtStart !== undefined) {
+    // A symbolic link (or a file) there now was put by someone else; what a sync checks is then in doubt.
+    if (!onDisk.isDirectory()) throw hostile(`${worktreePath} is no longer the directory its create made`);
+    return { baseSha: madeAtStart, fastForwarded: false, rescue: null };
+  }
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { fetchedSince });
   return serializedOnClone(clonePath, async () => {
