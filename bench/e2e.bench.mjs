@@ -1,13 +1,15 @@
 // End-to-end overhead of a job with the stand-in agent doing nothing: the job service and two
 // runners as processes (plus the worktree service and a local bare origin with BENCH_WORKTREES=1).
 // Reports the median (and p90) time from enqueue to the agent starting and from the agent's exit
-// to the job's terminal status, over BENCH_JOBS jobs (100) enqueued every BENCH_PACE_MS (400 ms: below what two runners sustain here without worktrees).
+// to the job's terminal status, split by the steps the runners log (they run at LOG_LEVEL=info),
+// over BENCH_JOBS jobs (100) enqueued every BENCH_PACE_MS (400 ms: below what two runners sustain
+// here without worktrees).
 //   node bench/e2e.bench.mjs                       (after `npx nx run-many -t build`)
 //   BENCH_WORKTREES=1 node bench/e2e.bench.mjs     (TASK_IMPLEMENTATION jobs in leased worktrees of a local origin)
 //   BENCH_WORKTREES=1 BENCH_COMMIT=1 node bench/e2e.bench.mjs   (… where the agent commits a file: verified, pushed)
-// Measured 2026-12-04 on the 2-core dev VM: the README's "Around the agent" (with worktrees of one
-// repository, a job every 400 ms is about what its worktree service can start; BENCH_PACE_MS=2500 keeps
-// queueing out of the figures).
+// Measured 2026-12-04/05 on the 2-core dev VM: the README's "Around the agent" (with worktrees of one
+// repository, jobs queue for its worktree service and the runners' slots at one every 200 ms, not at
+// 400 ms; BENCH_PACE_MS=2500 keeps queueing out of the figures).
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -39,6 +41,35 @@ function median(values, q = 0.5) {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
 
+/** When each job passed each step the runner logs, by job id (its output is read as it comes: what the process keeps is only a tail). */
+const runnerSteps = new Map();
+const STEPS = ['job claimed', 'worktree leased', 'agent starting', 'agent exited', 'verified', 'branch pushed', 'job finished'];
+function followRunnerSteps(runner) {
+  let pending = '';
+  runner.process.stdout.on('data', (chunk) => {
+    const lines = (pending + chunk.toString()).split('\n');
+    pending = lines.pop();
+    for (const line of lines) {
+      if (!line.startsWith('{')) continue;
+      let record;
+      try {
+        record = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      if (typeof record.jobId !== 'string' || !STEPS.includes(record.message)) continue;
+      const steps = runnerSteps.get(record.jobId) ?? {};
+      steps[record.message] ??= Date.parse(record.time);
+      runnerSteps.set(record.jobId, steps);
+    }
+  });
+}
+
+function stepMedian(from, to) {
+  const spans = [...runnerSteps.values()].filter((s) => s[from] !== undefined && s[to] !== undefined).map((s) => s[to] - s[from]);
+  return spans.length > 0 ? `${median(spans)}ms (${spans.length})` : '-';
+}
+
 let bus;
 try {
   let origin = null;
@@ -53,13 +84,16 @@ try {
     await start('worktree-service', `${name}_worktrees`, { GANTRY_WORKTREE_ROOT: join(scratch, 'worktrees') });
   }
   for (const id of ['bench-runner-a', 'bench-runner-b']) {
-    await start('runner', `${name}_runner`, {
+    const runner = await start('runner', `${name}_runner`, {
       GANTRY_RUNNER_ID: id,
+      // The runner's own steps (claimed, worktree leased, agent exited, verified, pushed, finished) for the split below.
+      LOG_LEVEL: 'info',
       GANTRY_RUNNER_CONCURRENCY: '4',
       GANTRY_AGENT_BIN: join(root, 'apps/runner/bin/stand-in-claude'),
       GANTRY_RUNNER_SCRATCH_DIR: join(scratch, id),
       GANTRY_WORKTREE_ROOT: join(scratch, 'worktrees'),
     });
+    followRunnerSteps(runner);
   }
   bus = await Bus.connect({ servers: natsUrl, naming, name: 'bench-e2e' });
   const client = new CommandClient(bus);
@@ -115,6 +149,12 @@ try {
   console.log(`    of which claimed -> agent    median=${median(claimToStart)}ms p90=${median(claimToStart, 0.9)}ms (worktree lease, start_job, tool server, spawn, the agent's own boot)`);
   console.log(`  agent exit -> terminal status median=${median(toTerminal)}ms p90=${median(toTerminal, 0.9)}ms max=${Math.max(...toTerminal)}ms`);
   console.log(`  terminal statuses ${JSON.stringify(statuses)}`);
+  console.log('  the runner\'s steps (from its log, medians):');
+  if (origin) console.log(`    claimed -> worktree leased ${stepMedian('job claimed', 'worktree leased')}, leased -> agent starting ${stepMedian('worktree leased', 'agent starting')}`);
+  console.log(`    agent exited -> job finished ${stepMedian('agent exited', 'job finished')}`);
+  if (origin) {
+    console.log(`      of which agent exited -> verified ${stepMedian('agent exited', 'verified')}, verified -> branch pushed ${stepMedian('verified', 'branch pushed')}, verified -> job finished ${stepMedian('verified', 'job finished')}`);
+  }
 } finally {
   await bus?.close();
   for (const p of processes) await p.kill('SIGKILL');
