@@ -4,7 +4,7 @@ import type { QueryRunner } from 'typeorm';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
 import { createPool } from './database.js';
-import { EventLogJsonText1782000000000, jsonTextColumnsMigration, migrate } from './migrations.js';
+import { EventLogJsonText1782000000000, EventLogOutboxUnreferenced1782300000000, jsonTextColumnsMigration, migrate } from './migrations.js';
 import { EventStore } from './event-store.js';
 import { handleWithDecider, type Decider } from './decider.js';
 
@@ -47,7 +47,7 @@ describe('event store', () => {
   it('migrations can run twice (a restart) without changing anything', async () => {
     await migrate({ url: testDatabaseUrl, schema });
     const { rows } = await pool.query('SELECT count(*) FROM migrations');
-    expect(Number(rows[0].count)).toBe(4);
+    expect(Number(rows[0].count)).toBe(5);
   });
 
   it("keeps each event's data and metadata as the JSON text written; the migration to that reverts to jsonb and applies again, the log unchanged", async () => {
@@ -100,6 +100,28 @@ describe('event store', () => {
     } finally {
       await running.end();
     }
+  });
+
+  it('writes each event with its outbox row, the outbox without a foreign key to the log; its migration puts the key back when reverted', async () => {
+    const foreignKeys = async () => (await pool.query(`SELECT conname FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND contype = 'f'`)).rowCount;
+    const waiting = async (streamId: string) =>
+      (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox o JOIN events e USING (position) WHERE e.stream_id = $1`, [streamId])).rows[0]!.n;
+    expect(await foreignKeys()).toBe(0);
+    const stream = `o-${randomUUID()}`;
+    await store.append(stream, 0, [{ type: 'A', data: {} }], meta);
+    await store.executeInOneMessage({ metadata: meta }, async (work) => work.append(stream, (await work.readStream(stream)).length, [{ type: 'B', data: {} }, { type: 'C', data: {} }]));
+    expect(await waiting(stream)).toBe(3);
+    const runner = { query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows } as unknown as QueryRunner;
+    const migration = new EventLogOutboxUnreferenced1782300000000();
+    await migration.down(runner);
+    try {
+      expect(await foreignKeys()).toBe(1);
+      await expect(pool.query(`INSERT INTO outbox (position) VALUES (-1)`)).rejects.toMatchObject({ code: '23503' });
+    } finally {
+      await migration.up(runner);
+    }
+    expect(await foreignKeys()).toBe(0);
+    expect(await waiting(stream)).toBe(3);
   });
 
   it("a view's JSON columns become json with one rewrite per table, keep their rows and their lz4 compression, and revert to jsonb", async () => {

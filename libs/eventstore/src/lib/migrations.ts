@@ -156,6 +156,26 @@ export function jsonTextColumnsMigration(name: string, columns: ReadonlyArray<re
   };
 }
 
+/**
+ * The outbox without its foreign key to the log. Outbox rows are written by the statement that
+ * writes their events (one `INSERT … RETURNING` feeding the other) and events are never deleted, so
+ * the key could only ever confirm what that statement did — at the price of a look-up and a row
+ * lock on each new event, written to the WAL, in every command's commit: a third of the cost of
+ * appending a batch of events (docs/architecture.md, "What a command costs"). Restored when reverted.
+ */
+export class EventLogOutboxUnreferenced1782300000000 implements MigrationInterface {
+  name = 'EventLogOutboxUnreferenced1782300000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    const keys = (await q.query(`SELECT conname FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND contype = 'f'`)) as Array<{ conname: string }>;
+    for (const { conname } of keys) await q.query(`ALTER TABLE outbox DROP CONSTRAINT "${conname.replaceAll('"', '""')}"`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE outbox ADD CONSTRAINT outbox_position_fkey FOREIGN KEY (position) REFERENCES events (position)`);
+  }
+}
+
 export interface MigrateOptions {
   url: string;
   schema: string;
@@ -182,7 +202,14 @@ export async function migrate(options: MigrateOptions): Promise<void> {
       migrationsRun: false,
       migrationsTableName: 'migrations',
       migrationsTransactionMode: 'each',
-      migrations: [EventLogTables1764460800000, EventLogRetention1765000000000, EventLogStreamHeads1781000000000, EventLogJsonText1782000000000, ...(options.migrations ?? [])],
+      migrations: [
+        EventLogTables1764460800000,
+        EventLogRetention1765000000000,
+        EventLogStreamHeads1781000000000,
+        EventLogJsonText1782000000000,
+        EventLogOutboxUnreferenced1782300000000,
+        ...(options.migrations ?? []),
+      ],
       extra: { options: `-c search_path=${schema},public`, max: 1 },
       logging: false,
     });
