@@ -27,6 +27,8 @@ describe('a bad setting stops the service at boot, naming the variable', () => {
     ['runner', 'GANTRY_STREAM_REPLICAS', '1.5'],
     ['job-service', 'GANTRY_READY_RELAY_MAX_AGE_MS', 'a minute'],
     ['job-service', 'PORT', '70000'],
+    ['job-service', 'GANTRY_DB_POOL_MAX', '3'],
+    ['pr-service', 'GANTRY_DB_POOL_MAX', 'many'],
     // numbers of one service
     ['job-service', 'GANTRY_LEASE_SWEEP_MS', 'fast'],
     ['worktree-service', 'GANTRY_WORKTREE_SWEEP_INTERVAL_MS', 'often'],

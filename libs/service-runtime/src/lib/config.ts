@@ -12,6 +12,8 @@ export interface ServiceConfig {
   service: string;
   databaseUrl: string;
   schema: string;
+  /** Connections the service's pool opens at most (its relay's connection is its own). */
+  databasePoolMax: number;
   natsUrl: string;
   naming: Naming;
   httpHost: string;
@@ -53,6 +55,9 @@ export function isLoopbackHost(host: string): boolean {
 const variables = {
   GANTRY_DATABASE_URL: setting.url({ protocols: ['postgres:', 'postgresql:'], default: 'postgres://postgres@127.0.0.1:5432/gantry' }),
   GANTRY_DB_SCHEMA: setting.text(),
+  // At least 4: some work holds a connection while other work goes on (the PR service's
+  // reconciliation holds its lock on one).
+  GANTRY_DB_POOL_MAX: setting.wholeNumber({ min: 4, max: 1_000, default: 10 }),
   GANTRY_NATS_URL: setting.url({ protocols: ['nats:', 'tls:', 'ws:', 'wss:'], default: 'nats://127.0.0.1:4222', list: true }),
   GANTRY_SUBJECT_ROOT: setting.text('gantry'),
   GANTRY_STREAM_PREFIX: setting.text('GANTRY_'),
@@ -95,6 +100,7 @@ export function serviceSettings(options: { service: string; schema: string; port
         service: options.service,
         databaseUrl: v.GANTRY_DATABASE_URL,
         schema: v.GANTRY_DB_SCHEMA ?? options.schema,
+        databasePoolMax: v.GANTRY_DB_POOL_MAX,
         natsUrl: v.GANTRY_NATS_URL,
         naming: { subjectRoot: v.GANTRY_SUBJECT_ROOT, streamPrefix: v.GANTRY_STREAM_PREFIX },
         httpHost: host,

@@ -81,13 +81,16 @@ function samples(text: string, name: string): Array<{ labels: Record<string, str
   return found;
 }
 
+const POOL_MAX = 5;
+
 describe('GET /metrics', () => {
   let service: TestService;
   let client: CommandClient;
   let raw: NatsConnection;
 
   beforeAll(async () => {
-    service = await startTestService({ label: 'metrics', context, controllers: [TallyCommands, TallyConsumer] });
+    // A small pool, so that a test can hold all of it.
+    service = await startTestService({ label: 'metrics', context, controllers: [TallyCommands, TallyConsumer], env: { GANTRY_DB_POOL_MAX: String(POOL_MAX) } });
     client = service.app.get(CommandClient);
     raw = await connectTestNats();
   });
@@ -220,11 +223,44 @@ describe('GET /metrics', () => {
     expect(given(await scrape()) - given(before)).toBe(1);
   });
 
+  it('reports the connection pool: its limit (GANTRY_DB_POOL_MAX), the connections busy, and the work waiting for one when all are', async () => {
+    const { pool } = service.app.get(EventStore);
+    const settled = async () => {
+      const text = await scrape();
+      return gauge(text, 'gantry_db_pool_waiting') === 0 && gauge(text, 'gantry_db_pool_busy') === 0;
+    };
+    await eventually(settled, { what: 'the pool idle' });
+    expect(gauge(await scrape(), 'gantry_db_pool_max')).toBe(POOL_MAX);
+    // Every connection the pool may open, held: a command now waits for one.
+    const held = await Promise.all(Array.from({ length: POOL_MAX }, () => pool.connect()));
+    let answered: Promise<unknown> | undefined;
+    try {
+      expect(pool.totalCount).toBe(POOL_MAX);
+      answered = client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() });
+      await eventually(async () => pool.waitingCount >= 1, { what: 'the command waiting for a connection' });
+      // The scrape reads the pool as it begins; its own reads of the database (the relay's backlog,
+      // the dead letters) wait behind the command until a connection is free.
+      const scraping = scrape();
+      await eventually(async () => pool.waitingCount >= 2, { what: "the scrape's reads waiting too" });
+      for (const client of held.splice(0)) client.release();
+      const text = await scraping;
+      expect(gauge(text, 'gantry_db_pool_busy')).toBe(POOL_MAX);
+      expect(gauge(text, 'gantry_db_pool_waiting')).toBeGreaterThanOrEqual(1);
+      expect(gauge(text, 'gantry_db_pool_max')).toBe(POOL_MAX);
+    } finally {
+      for (const client of held) client.release();
+    }
+    await expect(answered).resolves.toEqual({ count: 1 });
+    await eventually(settled, { what: 'the pool idle again' });
+    expect(pool.totalCount).toBeLessThanOrEqual(POOL_MAX);
+  });
+
   it('a service of the process that cannot answer (its database away) is left out of a scrape, which still answers', async () => {
     const away = new Error('connect ECONNREFUSED 127.0.0.1:5432');
     const stop = reportOnScrape({
       relayBacklog: () => Promise.reject(away),
       relayPublished: () => 0,
+      databasePool: () => ({ max: 0, open: 0, idle: 0, waiting: 0 }),
       consumers: () => [{ name: 'metrics-test-away', lag: () => Promise.reject(away) }],
       deadLetters: () => Promise.reject(away),
     });

@@ -100,6 +100,8 @@ export interface ScrapedState {
   relayBacklog(): Promise<{ pending: number; oldestAgeMs: number }>;
   /** Events this process's relay has published (and JetStream acknowledged) since it started. */
   relayPublished(): number;
+  /** The service's connection pool: its size limit, the connections open and idle, the checkouts waiting for one. */
+  databasePool(): { max: number; open: number; idle: number; waiting: number };
   consumers(): ReadonlyArray<{ name: string; lag(): Promise<ConsumerLag> }>;
   /** Dead letters kept, by consumer. */
   deadLetters(): Promise<Map<string, number>>;
@@ -143,6 +145,28 @@ const consumerLags = perScrape(async () =>
     )
   ).flat(),
 );
+
+/**
+ * A gauge summed over the services of this process, from their connection pools. Registered before
+ * the metrics that read the database, so that a scrape reads the pools before its own reads use them.
+ */
+function poolGauge(name: string, help: string, value: (pool: ReturnType<ScrapedState['databasePool']>) => number): void {
+  once(
+    name,
+    () =>
+      new Gauge({
+        name,
+        help,
+        collect() {
+          this.set([...services].reduce((sum, s) => sum + value(s.databasePool()), 0));
+        },
+      }),
+  );
+}
+
+poolGauge('gantry_db_pool_max', 'Connections the service may open to PostgreSQL (GANTRY_DB_POOL_MAX; its relay has one of its own)', (p) => p.max);
+poolGauge('gantry_db_pool_busy', 'Connections checked out: a command, a consumer or a read using them', (p) => p.open - p.idle);
+poolGauge('gantry_db_pool_waiting', 'Work waiting for a connection because all of them are busy: above 0 for long, the pool is too small', (p) => p.waiting);
 
 once(
   'gantry_relay_backlog_events',

@@ -120,6 +120,10 @@ class RuntimeLifecycle implements OnApplicationBootstrap, BeforeApplicationShutd
     this.stopReporting = reportOnScrape({
       relayBacklog: () => this.relay.backlog(),
       relayPublished: () => this.relay.publishedCount,
+      databasePool: () => {
+        const { pool } = this.store;
+        return { max: pool.options.max, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
+      },
       consumers: () => this.transport.consumers,
       deadLetters: async () => {
         const { rows } = await this.store.pool.query<{ consumer: string; n: number }>(`SELECT consumer, count(*)::int AS n FROM dead_letters GROUP BY consumer`);
@@ -262,7 +266,12 @@ export class GantryRuntimeModule {
           inject: [SERVICE_CONFIG, SECRET_SCRUBBER],
           useFactory: async (config: ServiceConfig, scrub: SecretScrubber) => {
             await migrate({ url: config.databaseUrl, schema: config.schema, migrations: options.migrations });
-            const pool = createPool({ url: config.databaseUrl, schema: config.schema, applicationName: `${options.service}:${config.schema}` });
+            const pool = createPool({
+              url: config.databaseUrl,
+              schema: config.schema,
+              applicationName: `${options.service}:${config.schema}`,
+              max: config.databasePoolMax,
+            });
             return new EventStore({
               pool,
               schema: config.schema,
