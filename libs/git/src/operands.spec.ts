@@ -25,10 +25,44 @@ describe('operands checked before git sees them', () => {
 
   it('asks git once about a name it accepted', async () => {
     const before = branchNameChecksRun();
-    await assertBranchName('feature/asked-once');
-    await assertBranchName('feature/asked-once');
-    await assertBaseRef('feature/asked-once');
+    await assertBranchName('release/v1.2-asked-once');
+    await assertBranchName('release/v1.2-asked-once');
+    await assertBaseRef('release/v1.2-asked-once');
     expect(branchNameChecksRun()).toBe(before + 1);
+  });
+
+  it('does not ask git about a plain name (letters, digits, _ and - in /-separated parts), each of which git accepts', async () => {
+    // A spread of plain names, edge cases first, then random ones; git's own check must accept each.
+    const alphabet = 'abcXYZ019_-';
+    let seed = 7;
+    const random = (n: number) => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) % n;
+    const part = () => 'aZ7'[random(3)]! + Array.from({ length: random(6) }, () => alphabet[random(alphabet.length)]).join('');
+    const names = [
+      'a',
+      '0',
+      'Z-',
+      'x_',
+      'a--b',
+      'HEAD-x',
+      'HEAD/x',
+      'x/HEAD',
+      'lock',
+      'a/lock',
+      'gantry/job-42',
+      'a'.repeat(255),
+      ...Array.from({ length: 60 }, () => Array.from({ length: 1 + random(4) }, part).join('/')),
+    ];
+    const before = branchNameChecksRun();
+    for (const name of names) await assertBranchName(name);
+    expect(branchNameChecksRun()).toBe(before);
+    for (const name of names) {
+      const checked = await runGit(['check-ref-format', '--branch', name], { timeoutMs: 10_000, okExitCodes: [1, 128] });
+      expect({ name, exitCode: checked.exitCode, stdout: checked.stdout.trim() }).toEqual({ name, exitCode: 0, stdout: name });
+    }
+    // Anything else is still git's to judge: a dot, a part that begins with '_'.
+    await assertBranchName('release/1.0');
+    await assertBranchName('feature/_draft');
+    expect(branchNameChecksRun()).toBe(before + 2);
   });
 
   it('accepts ordinary branch names and full SHAs', async () => {
