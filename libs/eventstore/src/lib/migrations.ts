@@ -160,7 +160,7 @@ export function jsonTextColumnsMigration(name: string, columns: ReadonlyArray<re
  * The outbox without its foreign key to the log. Outbox rows are written by the statement that
  * writes their events (one `INSERT … RETURNING` feeding the other) and events are never deleted, so
  * the key could only ever confirm what that statement did — at the price of a look-up and a row
- * lock on each new event, written to the WAL, in every command's commit: a third of the cost of
+ * lock on each new event, written to the WAL, in every command's commit: about a fifth of the cost of
  * appending a batch of events (docs/architecture.md, "What a command costs"). Restored when reverted.
  */
 export class EventLogOutboxUnreferenced1782300000000 implements MigrationInterface {
