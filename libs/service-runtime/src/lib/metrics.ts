@@ -146,22 +146,28 @@ const consumerLags = perScrape(async () =>
   ).flat(),
 );
 
+/** A gauge read when Prometheus scrapes, made once (see `once`). */
+function scrapedGauge<L extends string = never>(name: string, help: string, collect: (gauge: Gauge<L>) => void | Promise<void>, labelNames: readonly L[] = []): void {
+  once(
+    name,
+    () =>
+      new Gauge<L>({
+        name,
+        help,
+        labelNames,
+        collect() {
+          return collect(this);
+        },
+      }),
+  );
+}
+
 /**
  * A gauge summed over the services of this process, from their connection pools. Registered before
  * the metrics that read the database, so that a scrape reads the pools before its own reads use them.
  */
 function poolGauge(name: string, help: string, value: (pool: ReturnType<ScrapedState['databasePool']>) => number): void {
-  once(
-    name,
-    () =>
-      new Gauge({
-        name,
-        help,
-        collect() {
-          this.set([...services].reduce((sum, s) => sum + value(s.databasePool()), 0));
-        },
-      }),
-  );
+  scrapedGauge(name, help, (gauge) => gauge.set([...services].reduce((sum, s) => sum + value(s.databasePool()), 0)));
 }
 
 poolGauge('gantry_db_pool_max', 'Connections the service may open to PostgreSQL (GANTRY_DB_POOL_MAX; its relay has one of its own)', (p) => p.max);
@@ -207,18 +213,14 @@ once(
 
 /** One gauge per consumer, from its lag (`/ready`'s `consumers` check reads the same). */
 function consumerGauge(name: string, help: string, value: (lag: ConsumerLag) => number): void {
-  once(
+  scrapedGauge(
     name,
-    () =>
-      new Gauge({
-        name,
-        help,
-        labelNames: ['consumer'] as const,
-        async collect() {
-          this.reset();
-          for (const { name: consumer, lag } of await consumerLags()) if (lag) this.set({ consumer }, value(lag));
-        },
-      }),
+    help,
+    async (gauge) => {
+      gauge.reset();
+      for (const { name: consumer, lag } of await consumerLags()) if (lag) gauge.set({ consumer }, value(lag));
+    },
+    ['consumer'],
   );
 }
 
