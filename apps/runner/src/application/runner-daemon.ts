@@ -1,5 +1,6 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import pTimeout from 'p-timeout';
 import { claimJob, deriveIdempotencyKey, ErrorCode, isGantryError, jobOfferMessageId, type JobKind } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { componentLogger, Liveness, Readiness, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
@@ -104,7 +105,10 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     try {
     if (this.running.size > 0) {
       this.log.info({ jobs: this.running.size, graceMs: this.config.shutdownGraceMs }, 'waiting for running jobs');
-      const settled = await waitAtMost(Promise.all(this.running), this.config.shutdownGraceMs);
+      const settled = await pTimeout(
+        Promise.all(this.running).then(() => true),
+        { milliseconds: this.config.shutdownGraceMs, fallback: () => false },
+      );
       if (!settled) {
         this.log.warn({ jobs: this.running.size }, 'grace period over; stopping agents and rolling claims back');
         this.shutdown.abort();
@@ -312,11 +316,4 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       this.sleepers.add(done);
     });
   }
-}
-
-async function waitAtMost(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const result = await Promise.race([promise.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
-  clearTimeout(timer);
-  return result;
 }

@@ -1,4 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import pTimeout from 'p-timeout';
 import {
   jetstream,
   jetstreamManager,
@@ -86,17 +87,11 @@ export class Bus {
   async health(timeoutMs = 1000): Promise<ConnectionHealth> {
     if (this.nc.isClosed() || this.nc.isDraining()) return { ok: false, state: 'closed' };
     if (this.reconnecting) return { ok: false, state: 'reconnecting' };
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<null>((resolve) => {
-      timer = setTimeout(() => resolve(null), timeoutMs);
-    });
     try {
-      const rtt = await Promise.race([this.nc.rtt(), late]);
+      const rtt = await pTimeout(this.nc.rtt(), { milliseconds: timeoutMs, fallback: () => null });
       return rtt === null ? { ok: false, state: 'no answer' } : { ok: true, state: 'connected', rttMs: Math.round(rtt * 100) / 100 };
     } catch {
       return { ok: false, state: 'no answer' };
-    } finally {
-      clearTimeout(timer);
     }
   }
 

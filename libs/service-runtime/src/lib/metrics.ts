@@ -1,4 +1,5 @@
 import { Controller, Get, Header } from '@nestjs/common';
+import pTimeout from 'p-timeout';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client';
 import type { WrittenBatch } from '@gantry/eventstore';
 import type { ConsumerLag } from '@gantry/messaging';
@@ -132,19 +133,49 @@ function perScrape<T>(read: () => Promise<T>): () => Promise<T> {
   };
 }
 
-// A service that cannot answer (its database is away) is left out of the scrape rather than failing it.
-const relayBacklogs = perScrape(async () => (await Promise.all([...services].map((s) => s.relayBacklog().catch(() => null)))).filter((b) => b !== null));
+/**
+ * How long a scrape waits for a reading of the database or of NATS. Such a reading waits for a
+ * connection like any command, and when every connection is held (a rebuild holding the log, a
+ * stuck transaction) it would hold the scrape past Prometheus' timeout, and the pool's own figures,
+ * which say why, would be lost with it. As long as /ready waits for one of its checks.
+ */
+export const SCRAPE_READ_TIMEOUT_MS = 2000;
+
+/** The readings still unanswered, by what asks and what is asked (see `answered`). */
+const unanswered = new WeakMap<object, Map<string, Promise<unknown>>>();
+
+/**
+ * `read` (`what` of `owner`), or null when it fails or does not answer within SCRAPE_READ_TIMEOUT_MS:
+ * the figures it feeds are left out of this scrape rather than failing or holding it. A reading
+ * still unanswered from an earlier scrape is waited for again rather than asked twice, so scrapes
+ * of a stuck service do not pile up reads behind its commands.
+ */
+function answered<T>(owner: object, what: string, read: () => Promise<T>): Promise<T | null> {
+  let pending = unanswered.get(owner);
+  if (!pending) unanswered.set(owner, (pending = new Map()));
+  let reading = pending.get(what) as Promise<T> | undefined;
+  if (!reading) {
+    const asked = pending;
+    reading = read().finally(() => asked.delete(what));
+    asked.set(what, reading);
+  }
+  return pTimeout(
+    reading.catch(() => null),
+    { milliseconds: SCRAPE_READ_TIMEOUT_MS, fallback: () => null },
+  );
+}
+
+// A service that cannot answer (its database is away, or all its connections are held) is left out
+// of the scrape rather than failing it; gantry_scrape_readings_left_out counts what was.
+const relayBacklogs = perScrape(() => Promise.all([...services].map((s) => answered(s, 'relay backlog', () => s.relayBacklog()))));
 const consumerLags = perScrape(async () =>
   (
     await Promise.all(
-      [...services].map((s) =>
-        Promise.all(
-          s.consumers().map(async (c) => ({ name: c.name, lag: await c.lag().catch((): ConsumerLag | null => null) })),
-        ),
-      ),
+      [...services].map((s) => Promise.all(s.consumers().map(async (c) => ({ name: c.name, lag: await answered(c, 'lag', () => c.lag()) })))),
     )
   ).flat(),
 );
+const deadLetterCounts = perScrape(() => Promise.all([...services].map((s) => answered(s, 'dead letters', () => s.deadLetters()))));
 
 /** A gauge read when Prometheus scrapes, made once (see `once`). */
 function scrapedGauge<L extends string = never>(name: string, help: string, collect: (gauge: Gauge<L>) => void | Promise<void>, labelNames: readonly L[] = []): void {
@@ -174,28 +205,12 @@ poolGauge('gantry_db_pool_max', 'Connections the service may open to PostgreSQL 
 poolGauge('gantry_db_pool_busy', 'Connections checked out: a command, a consumer or a read using them', (p) => p.open - p.idle);
 poolGauge('gantry_db_pool_waiting', 'Work waiting for a connection because all of them are busy: above 0 for long, the pool is too small', (p) => p.waiting);
 
-once(
-  'gantry_relay_backlog_events',
-  () =>
-    new Gauge({
-      name: 'gantry_relay_backlog_events',
-      help: 'Committed events not yet published to JetStream (the outbox)',
-      async collect() {
-        this.set((await relayBacklogs()).reduce((sum, b) => sum + b.pending, 0));
-      },
-    }),
+scrapedGauge('gantry_relay_backlog_events', 'Committed events not yet published to JetStream (the outbox)', async (gauge) =>
+  gauge.set(over(await relayBacklogs(), (backlogs) => backlogs.reduce((sum, b) => sum + b.pending, 0))),
 );
 
-once(
-  'gantry_relay_backlog_oldest_age_seconds',
-  () =>
-    new Gauge({
-      name: 'gantry_relay_backlog_oldest_age_seconds',
-      help: 'Age of the oldest committed event not yet published to JetStream; 0 when there is none',
-      async collect() {
-        this.set(Math.max(0, ...(await relayBacklogs()).map((b) => b.oldestAgeMs)) / 1000);
-      },
-    }),
+scrapedGauge('gantry_relay_backlog_oldest_age_seconds', 'Age of the oldest committed event not yet published to JetStream; 0 when there is none', async (gauge) =>
+  gauge.set(over(await relayBacklogs(), (backlogs) => Math.max(0, ...backlogs.map((b) => b.oldestAgeMs)) / 1000)),
 );
 
 once(
@@ -228,21 +243,35 @@ consumerGauge('gantry_consumer_attached', '1 while the durable consumer is attac
 consumerGauge('gantry_consumer_pending_events', 'Events waiting for this process: not yet delivered, or delivered here and not finished', (lag) => lag.pending);
 consumerGauge('gantry_consumer_lag_seconds', 'Age (time in the stream) of the oldest event waiting for this process; 0 when caught up', (lag) => lag.oldestUnprocessedAgeMs / 1000);
 
-once(
+scrapedGauge(
   'gantry_dead_letters',
-  () =>
-    new Gauge({
-      name: 'gantry_dead_letters',
-      help: 'Events a consumer gave up on, kept in the dead_letters table until replayed, discarded or pruned',
-      labelNames: ['consumer'] as const,
-      async collect() {
-        this.reset();
-        for (const service of services) {
-          for (const [consumer, count] of await service.deadLetters().catch(() => new Map<string, number>())) this.set({ consumer }, count);
-        }
-      },
-    }),
+  'Events a consumer gave up on, kept in the dead_letters table until replayed, discarded or pruned',
+  async (gauge) => {
+    gauge.reset();
+    for (const counts of present(await deadLetterCounts())) for (const [consumer, count] of counts) gauge.set({ consumer }, count);
+  },
+  ['consumer'],
 );
+
+// Last: it waits for the readings above, which this scrape has asked for by now.
+scrapedGauge(
+  'gantry_scrape_readings_left_out',
+  `Readings of the database or NATS this scrape left out because they failed or took over ${SCRAPE_READ_TIMEOUT_MS / 1000} s (a relay's backlog, a consumer's lag, the dead letters): their figures are missing from it`,
+  async (gauge) => {
+    const [backlogs, lags, deadLetters] = await Promise.all([relayBacklogs(), consumerLags(), deadLetterCounts()]);
+    gauge.set([...backlogs, ...lags.map((c) => c.lag), ...deadLetters].filter((r) => r === null).length);
+  },
+);
+
+function present<T>(readings: ReadonlyArray<T | null>): T[] {
+  return readings.filter((r): r is T => r !== null);
+}
+
+/** A figure over the services that answered; NaN (Prometheus' "unknown") when none of them did. */
+function over<T>(readings: ReadonlyArray<T | null>, figure: (answered: T[]) => number): number {
+  const answered = present(readings);
+  return readings.length > 0 && answered.length === 0 ? NaN : figure(answered);
+}
 
 /** prom-client's default metrics, once per process. */
 export function collectProcessMetrics(): void {

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorFunction, type HealthIndicatorResult } from '@nestjs/terminus';
+import pTimeout from 'p-timeout';
 
 export interface CheckResult {
   ok: boolean;
@@ -46,18 +47,10 @@ export class Readiness {
   }
 
   private async run(name: string, indicator: () => Promise<HealthIndicatorResult>): Promise<HealthIndicatorResult> {
-    let timer: NodeJS.Timeout | undefined;
     try {
-      return await Promise.race([
-        indicator(),
-        new Promise<HealthIndicatorResult>((resolve) => {
-          timer = setTimeout(() => resolve(this.health.check(name).down('check timed out')), CHECK_TIMEOUT_MS);
-        }),
-      ]);
+      return await pTimeout(indicator(), { milliseconds: CHECK_TIMEOUT_MS, fallback: () => this.health.check(name).down('check timed out') });
     } catch (error) {
       return this.health.check(name).down(error instanceof Error ? error.message : String(error));
-    } finally {
-      clearTimeout(timer);
     }
   }
 }
