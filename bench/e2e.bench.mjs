@@ -7,7 +7,7 @@
 //   node bench/e2e.bench.mjs                       (after `npx nx run-many -t build`)
 //   BENCH_WORKTREES=1 node bench/e2e.bench.mjs     (TASK_IMPLEMENTATION jobs in leased worktrees of a local origin)
 //   BENCH_WORKTREES=1 BENCH_COMMIT=1 node bench/e2e.bench.mjs   (… where the agent commits a file: verified, pushed)
-// Measured 2026-12-04/05 on the 2-core dev VM: the README's "Around the agent" (with worktrees of one
+// Measured 2026-12-04/05 on the 2-core dev VM: docs/performance.md, "Around the agent" (with worktrees of one
 // repository, jobs queue for its worktree service and the runners' slots at one every 200 ms, not at
 // 400 ms; BENCH_PACE_MS=2500 keeps queueing out of the figures).
 import { execFileSync } from 'node:child_process';
