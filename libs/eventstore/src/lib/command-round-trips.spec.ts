@@ -671,6 +671,94 @@ describe('a command in few round trips', () => {
       expect((await pool.query('SELECT stream_version FROM events WHERE stream_id = $1 ORDER BY 1', [id])).rows.map((r) => r.stream_version)).toEqual([1, 2, 3]);
     });
   });
+
+  describe('folds of a stream this process wrote', () => {
+    /** Events folded by the decider and by the view since the counts were last reset. */
+    const evolved = { decider: 0, view: 0 };
+    const counting: Decider<CounterCommand, { total: number }, CounterEvent> = {
+      ...counter,
+      evolve: (state, event) => {
+        evolved.decider++;
+        return counter.evolve(state, event);
+      },
+    };
+    const counted = stateProjection<{ total: number }>({
+      name: 'counted',
+      tables: ['counted'],
+      types: ['Incremented'],
+      initialState: { total: 0 },
+      evolve: (state, event) => {
+        evolved.view++;
+        return counter.evolve(state, event as unknown as CounterEvent);
+      },
+      async load(sql, ids) {
+        const { rows } = await sql.query<{ id: string; total: number }>(`SELECT id, total FROM counted WHERE id = ANY($1)`, [ids]);
+        return new Map(rows.map((r) => [r.id, { total: r.total }]));
+      },
+      async save(sql, rows) {
+        await sql.query(
+          `INSERT INTO counted (id, total) SELECT r.id, r.total FROM jsonb_to_recordset($1::jsonb) AS r(id text, total int)
+           ON CONFLICT (id) DO UPDATE SET total = EXCLUDED.total`,
+          [jsonRows(rows.map((r) => ({ id: r.streamId, total: r.state.total })))],
+        );
+      },
+    });
+    let here: EventStore;
+    let there: EventStore;
+    const add = (on: () => EventStore) => (streamId: string, by: number) =>
+      handleWithDecider(on(), { decider: counting, streamId, command: { type: 'increment', by }, metadata: meta, reply: (d) => d.after.total });
+    const addHere = add(() => here);
+    const totalOf = async (id: string) => (await pool.query('SELECT total FROM counted WHERE id = $1', [id])).rows[0]?.total;
+
+    beforeAll(async () => {
+      await pool.query('CREATE TABLE counted (id text PRIMARY KEY, total int NOT NULL)');
+      here = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 1 }), schema, inlineProjections: [counted] });
+      there = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 1 }), schema, inlineProjections: [counted] });
+    });
+    afterAll(async () => {
+      await here.pool.end();
+      await there.pool.end();
+    });
+
+    it("a command folds only the stream's events since the last command's fold, however long the stream: in the decision and in the view", async () => {
+      const id = `c-${randomUUID()}`;
+      for (let i = 0; i < 40; i++) await addHere(id, 1);
+      evolved.decider = evolved.view = 0;
+      await expect(addHere(id, 2)).resolves.toMatchObject({ result: 42 });
+      // The decider: the event the last command appended, then the new one (its state after). The
+      // view: the new one (it keeps its state at the last command's event). A whole fold: 41 each.
+      expect(evolved).toEqual({ decider: 2, view: 1 });
+      expect(await totalOf(id)).toBe(42);
+    });
+
+    it('events another process appended are folded onto what this one folded: the decision and the view are the whole stream', async () => {
+      const id = `c-${randomUUID()}`;
+      for (let i = 0; i < 10; i++) await addHere(id, 1);
+      for (let i = 0; i < 3; i++) await add(() => there)(id, 100);
+      evolved.decider = evolved.view = 0;
+      // Decided first on the stream as this process left it, refused by the write, decided again on
+      // the stream read from there on.
+      await expect(addHere(id, 1)).resolves.toMatchObject({ result: 311 });
+      expect(await totalOf(id)).toBe(311);
+      // Each attempt folds from the last state this process had (a whole fold: 13 events an attempt):
+      // the decider 1 + 1 then 3 + 1, the view 0 + 1 then 3 + 1.
+      expect(evolved.decider).toBeLessThanOrEqual(6);
+      expect(evolved.view).toBeLessThanOrEqual(5);
+      await expect(addHere(id, 1)).resolves.toMatchObject({ result: 312 });
+      expect(await totalOf(id)).toBe(312);
+    });
+
+    it('a stream rewritten under the process (new events where it remembered others) is folded from its first event', async () => {
+      const id = `c-${randomUUID()}`;
+      for (let i = 0; i < 5; i++) await addHere(id, 1);
+      await pool.query('DELETE FROM outbox WHERE position IN (SELECT position FROM events WHERE stream_id = $1)', [id]);
+      await pool.query('DELETE FROM events WHERE stream_id = $1', [id]);
+      await pool.query('DELETE FROM counted WHERE id = $1', [id]);
+      await here.append(id, 0, [10, 20, 30, 40, 50, 60].map((by) => ({ type: 'Incremented', data: { by } })), meta);
+      await expect(addHere(id, 1)).resolves.toMatchObject({ result: 211 });
+      expect(await totalOf(id)).toBe(211);
+    });
+  });
 });
 
 describe('inlineStatement', () => {

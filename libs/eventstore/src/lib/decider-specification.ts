@@ -27,7 +27,10 @@ export const DeciderSpecification = {
   for<Command, State, Event extends DomainEvent>(decider: Decider<Command, State, Event>, options: DeciderSpecificationOptions<Event> = {}) {
     return function given(history: Event[]) {
       history.forEach((event) => options.validate?.(event));
-      const state = history.reduce((s, e) => decider.evolve(s, e), decider.initialState);
+      // Every state frozen before it is handed on: an evolve or a decide that changes the state it is
+      // given fails here (a command's fold starts from a state an earlier command reached: docs/DEVELOPING.md).
+      const evolve = (s: State, e: Event) => frozen(decider.evolve(s, e));
+      const state = history.reduce(evolve, frozen(decider.initialState));
       return {
         when(command: Command): DeciderThen<State, Event> {
           return {
@@ -35,7 +38,7 @@ export const DeciderSpecification = {
               const decided = decider.decide(command, state);
               expect(decided).toEqual(expected);
               decided.forEach((event) => options.validate?.(event));
-              return decided.reduce((s, e) => decider.evolve(s, e), state);
+              return decided.reduce(evolve, state);
             },
             thenNothingHappened(): void {
               expect(decider.decide(command, state)).toEqual([]);
@@ -58,3 +61,11 @@ export const DeciderSpecification = {
     };
   },
 };
+
+/** `value` and everything it holds, frozen (in place). */
+function frozen<T>(value: T): T {
+  if (value === null || typeof value !== 'object' || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  for (const field of Object.values(value)) frozen(field);
+  return value;
+}

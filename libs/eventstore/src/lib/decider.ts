@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { EventStore, UnitOfWork } from './event-store.js';
 import type { DecisionSpec } from './one-message.js';
 import type { StreamWork } from './unit-of-work.js';
+import { RememberedFold } from './remembered-fold.js';
 import type { ExecuteResult, StoredEvent } from './types.js';
 
 export interface DomainEvent {
@@ -42,11 +43,26 @@ export async function decideWithin<Command, State, Event extends DomainEvent>(
   command: Command,
 ): Promise<Decision<State, Event>> {
   const history = await uow.readStream(streamId);
-  const before = fold(decider, history);
+  // From where the last fold of this stream ended (RememberedFold). `after` is not kept for the next
+  // command: it folds the events appended now as they are stored (their data through JSON, secrets
+  // scrubbed), as a fold of the stream read back would.
+  const before = rememberedFold(decider).fold(history);
   const decided = decider.decide(command, before);
   const appended = await uow.append(streamId, history.length, decided);
   const after = decided.reduce((s, e) => decider.evolve(s, e), before);
   return { before, after, decided, appended, version: history.length + decided.length };
+}
+
+/** Each decider's folds, kept as long as the decider is (see RememberedFold). */
+const folds = new WeakMap<object, object>();
+
+function rememberedFold<State, Event extends DomainEvent>(decider: Decider<unknown, State, Event>): RememberedFold<State> {
+  let remembered = folds.get(decider) as RememberedFold<State> | undefined;
+  if (!remembered) {
+    remembered = new RememberedFold<State>((state, e) => decider.evolve(state, { type: e.type, data: e.data } as Event), decider.initialState);
+    folds.set(decider, remembered);
+  }
+  return remembered;
 }
 
 /**

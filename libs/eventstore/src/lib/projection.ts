@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { copyIn, type CopyValue } from './copy.js';
 import type { SqlWriter } from './deferred-writes.js';
+import { RememberedFold } from './remembered-fold.js';
 import type { StoredEvent } from './types.js';
 
 /**
@@ -97,15 +98,18 @@ export interface StateProjectionSpec<State> {
  * once when the spec says how (`copy`), else it reads and writes once per batch.
  */
 export function stateProjection<State>(spec: StateProjectionSpec<State>): Projection {
+  const types = spec.types ? new Set(spec.types) : null;
+  // A command's stream is folded from where the last command's fold of it ended (see RememberedFold).
+  const folds = new RememberedFold(spec.evolve, spec.initialState);
   const applyMany = async (sql: pg.PoolClient, events: StoredEvent[], before?: (streamId: string) => StoredEvent[] | undefined, writer?: SqlWriter) => {
-    const types = spec.types ? new Set(spec.types) : null;
     const wanted = types ? events.filter((e) => types.has(e.type)) : events;
-    const streams = new Map<string, { state: State | undefined; first: StoredEvent }>();
+    /** Per stream: its state, its first new event, whether it was folded from the command's events (`history`) and the last of them, and its last new event. */
+    const streams = new Map<string, { state: State | undefined; first: StoredEvent; history: boolean; folded: StoredEvent | undefined; newest?: StoredEvent }>();
     for (const event of wanted) {
       if (streams.has(event.streamId)) continue;
       const history = before?.(event.streamId);
-      const state = history ? history.filter((e) => !types || types.has(e.type)).reduce(spec.evolve, spec.initialState) : undefined;
-      streams.set(event.streamId, { state, first: event });
+      const taken = history && types ? history.filter((e) => types.has(e.type)) : history;
+      streams.set(event.streamId, { state: taken ? folds.fold(taken) : undefined, first: event, history: taken !== undefined, folded: taken?.[taken.length - 1] });
     }
     const created = new Set<string>();
     const unknown: string[] = [];
@@ -124,7 +128,10 @@ export function stateProjection<State>(spec: StateProjectionSpec<State>): Projec
     for (const event of wanted) {
       const stream = streams.get(event.streamId)!;
       stream.state = spec.evolve(stream.state as State, event);
+      stream.newest = event;
     }
+    // The state at the new events, for the command after (as the stream it decides on will end with them).
+    for (const stream of streams.values()) if (stream.history) folds.remember(stream.newest!, stream.state as State, stream.folded);
     await spec.save(
       writer ?? sql,
       [...streams.entries()].map(([streamId, s]) => ({ streamId, state: s.state as State, first: created.has(streamId) ? s.first : null })),
