@@ -124,6 +124,12 @@ describe('a command in few round trips', () => {
 
   const eventsOf = async (id: string) => Number((await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [id])).rows[0].count);
   const receiptOf = async (key: string) => (await pool.query('SELECT result FROM idempotency_receipts WHERE key = $1', [key])).rows[0]?.result;
+  /** Puts other events in the stream's place in the log, under the processes that remember it (as a log rebuilt would). */
+  const rewrite = async (on: EventStore, id: string, amounts: number[]) => {
+    await pool.query('DELETE FROM outbox WHERE position IN (SELECT position FROM events WHERE stream_id = $1)', [id]);
+    await pool.query('DELETE FROM events WHERE stream_id = $1', [id]);
+    await on.append(id, 0, amounts.map((by) => ({ type: 'Incremented', data: { by } })), meta);
+  };
 
   it('a decider command with a receipt on a stream this process does not know is two round trips: the stream read, then the receipt, events, outbox rows and view write in one message', async () => {
     const id = `c-${randomUUID()}`;
@@ -652,9 +658,7 @@ describe('a command in few round trips', () => {
       await increment(id, 1);
       await increment(id, 1);
       await increment(id, 1);
-      await pool.query('DELETE FROM outbox WHERE position IN (SELECT position FROM events WHERE stream_id = $1)', [id]);
-      await pool.query('DELETE FROM events WHERE stream_id = $1', [id]);
-      await store.append(id, 0, [10, 20, 30].map((by) => ({ type: 'Incremented', data: { by } })), meta);
+      await rewrite(store, id, [10, 20, 30]);
       await expect(increment(id, 1)).resolves.toMatchObject({ result: 61 });
       expect(await eventsOf(id)).toBe(4);
     });
@@ -662,9 +666,7 @@ describe('a command in few round trips', () => {
     it('a stream that became shorter than remembered (the log rebuilt under the process) is read whole, and gets no gap', async () => {
       const id = `c-${randomUUID()}`;
       for (let i = 0; i < 3; i++) await increment(id, 1);
-      await pool.query('DELETE FROM outbox WHERE position IN (SELECT position FROM events WHERE stream_id = $1)', [id]);
-      await pool.query('DELETE FROM events WHERE stream_id = $1', [id]);
-      await store.append(id, 0, [10, 20].map((by) => ({ type: 'Incremented', data: { by } })), meta);
+      await rewrite(store, id, [10, 20]);
       // Decided on the three remembered events, the append would be version 4, which nothing holds: the
       // compare-and-set alone would let it in after version 2. The check of the last event refuses it.
       await expect(increment(id, 1)).resolves.toMatchObject({ result: 31 });
@@ -751,10 +753,8 @@ describe('a command in few round trips', () => {
     it('a stream rewritten under the process (new events where it remembered others) is folded from its first event', async () => {
       const id = `c-${randomUUID()}`;
       for (let i = 0; i < 5; i++) await addHere(id, 1);
-      await pool.query('DELETE FROM outbox WHERE position IN (SELECT position FROM events WHERE stream_id = $1)', [id]);
-      await pool.query('DELETE FROM events WHERE stream_id = $1', [id]);
       await pool.query('DELETE FROM counted WHERE id = $1', [id]);
-      await here.append(id, 0, [10, 20, 30, 40, 50, 60].map((by) => ({ type: 'Incremented', data: { by } })), meta);
+      await rewrite(here, id, [10, 20, 30, 40, 50, 60]);
       await expect(addHere(id, 1)).resolves.toMatchObject({ result: 211 });
       expect(await totalOf(id)).toBe(211);
     });
