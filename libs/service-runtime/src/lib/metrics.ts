@@ -3,6 +3,7 @@ import pTimeout from 'p-timeout';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client';
 import type { WrittenBatch } from '@gantry/eventstore';
 import type { ConsumerLag } from '@gantry/messaging';
+import { CHECK_TIMEOUT_MS } from './readiness.js';
 
 /**
  * The service's metrics in Prometheus' text format, from prom-client's default registry: the
@@ -134,12 +135,12 @@ function perScrape<T>(read: () => Promise<T>): () => Promise<T> {
 }
 
 /**
- * How long a scrape waits for a reading of the database or of NATS. Such a reading waits for a
- * connection like any command, and when every connection is held (a rebuild holding the log, a
- * stuck transaction) it would hold the scrape past Prometheus' timeout, and the pool's own figures,
- * which say why, would be lost with it. As long as /ready waits for one of its checks.
+ * A scrape waits for a reading of the database or of NATS as long as /ready waits for a check
+ * (CHECK_TIMEOUT_MS). Such a reading waits for a connection like any command, and when every
+ * connection is held (a rebuild holding the log, a stuck transaction) it would hold the scrape past
+ * Prometheus' timeout, and the pool's own figures, which say why, would be lost with it.
  */
-export const SCRAPE_READ_TIMEOUT_MS = 2000;
+const SCRAPE_READ_TIMEOUT_MS = CHECK_TIMEOUT_MS;
 
 /** The readings still unanswered, by what asks and what is asked (see `answered`). */
 const unanswered = new WeakMap<object, Map<string, Promise<unknown>>>();
