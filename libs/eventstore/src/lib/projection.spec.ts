@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
+import pTimeout from 'p-timeout';
+import { dropSchema, eventually, testDatabaseUrl, uniqueName } from '@gantry/testing';
 import { createPool } from './database.js';
 import { migrate } from './migrations.js';
 import { EventStore } from './event-store.js';
@@ -144,6 +145,121 @@ describe('projections', () => {
     expect(await tables()).toEqual(live);
   });
 
+  it("a rebuilt table has the live one's shape; a rebuild that cannot drop a table something else depends on fails and changes nothing", async () => {
+    const notes: Projection = {
+      name: 'shaped_notes',
+      tables: ['shaped_notes'],
+      types: ['Remarked'],
+      async apply(sql, event) {
+        const id = `${event.streamId}/${event.streamVersion}`;
+        await sql.query('INSERT INTO shaped_notes (id, account, n) VALUES ($1, $2, $3)', [id, event.streamId, (event.data as { amount: number }).amount]);
+      },
+    };
+    // Refers to a table it does not rebuild (the account totals), and has one of every kind of part.
+    await pool.query(
+      `CREATE TABLE shaped_notes (id text PRIMARY KEY, account text NOT NULL REFERENCES account_totals (account), n integer NOT NULL CHECK (n >= 0),
+                                  kind text NOT NULL DEFAULT 'note', UNIQUE (account, id)) WITH (fillfactor = 70, autovacuum_enabled = false)`,
+    );
+    await pool.query(`CREATE INDEX shaped_notes_by_kind ON shaped_notes (kind) WHERE kind <> 'note'`);
+    await pool.query(`COMMENT ON TABLE shaped_notes IS 'one row per remark'`);
+    await pool.query('GRANT SELECT ON shaped_notes TO PUBLIC');
+    try {
+      const noting = new EventStore({ pool, schema, inlineProjections: [totals, notes] });
+      const account = `acct-${randomUUID()}`;
+      await noting.append(account, 0, [{ type: 'Deposited', data: { amount: 1 } }, { type: 'Remarked', data: { amount: 2 } }, { type: 'Remarked', data: { amount: 3 } }], {
+        correlationId: 'shape',
+      });
+      const shape = async () => ({
+        columns: (await pool.query(
+          `SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns
+            WHERE table_schema = current_schema() AND table_name = 'shaped_notes' ORDER BY ordinal_position`,
+        )).rows,
+        constraints: (await pool.query(`SELECT conname, pg_get_constraintdef(oid) AS definition FROM pg_constraint WHERE conrelid = 'shaped_notes'::regclass ORDER BY conname`)).rows,
+        indexes: (await pool.query(`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'shaped_notes' ORDER BY indexname`)).rows,
+        table: (await pool.query(`SELECT ARRAY(SELECT unnest(reloptions) ORDER BY 1) AS options, relacl::text[] AS grants, obj_description(oid, 'pg_class') AS comment FROM pg_class WHERE oid = 'shaped_notes'::regclass`)).rows,
+        leftovers: (await pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE $1`, [`${schema}_%`])).rows,
+      });
+      const rows = async () => (await pool.query('SELECT id, account, n, kind FROM shaped_notes ORDER BY id')).rows;
+      const [liveShape, liveRows] = [await shape(), await rows()];
+      expect(liveRows).toEqual(expect.arrayContaining([{ id: `${account}/3`, account, n: 3, kind: 'note' }]));
+      await pool.query('DELETE FROM shaped_notes WHERE account = $1', [account]); // a damaged read model
+      await rebuildProjections(noting, [notes]);
+      expect(await rows()).toEqual(liveRows);
+      expect(await shape()).toEqual(liveShape);
+
+      // The account totals cannot be dropped while the notes refer to them: the rebuild says so and rolls back.
+      await pool.query('UPDATE account_totals SET total = -999 WHERE account = $1', [account]);
+      const damaged = await snapshot();
+      await expect(rebuildProjections(store, [totals])).rejects.toThrow(/depend/);
+      expect(await snapshot()).toEqual(damaged);
+      expect(await shape()).toEqual(liveShape);
+    } finally {
+      await pool.query('DROP TABLE shaped_notes');
+    }
+    // Without the notes, the totals rebuild.
+    await rebuildProjections(store, [totals]);
+    expect((await snapshot()).every((row) => row.total !== -999)).toBe(true);
+  });
+
+  it('appends go on while a rebuild replays the log, and what they appended meanwhile is in the rebuilt tables', async () => {
+    const [older, newer] = [`acct-${randomUUID()}`, `acct-${randomUUID()}`];
+    await store.append(older, 0, [{ type: 'Deposited', data: { amount: 10 } }], { correlationId: 'online' });
+    const before = await snapshot();
+    await pool.query('UPDATE account_totals SET total = -999'); // a damaged read model
+    // The rebuild stops at its first event until the appends below are done.
+    let replaying!: () => void;
+    const reached = new Promise<void>((resolve) => (replaying = resolve));
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const gated: Projection = { ...totals, apply: async (sql, event) => (replaying(), await gate, totals.apply(sql, event)) };
+    const rebuilt = rebuildProjections(store, [gated]);
+    rebuilt.catch(() => undefined); // awaited below
+    await reached;
+    const [[deposited], [opened]] = await pTimeout(
+      Promise.all([
+        store.append(older, 1, [{ type: 'Deposited', data: { amount: 5 } }], { correlationId: 'online' }),
+        store.append(newer, 0, [{ type: 'Deposited', data: { amount: 7 } }], { correlationId: 'online' }),
+      ]),
+      { milliseconds: 20_000, message: 'an append waited for the rebuild to finish' },
+    );
+    open();
+    await rebuilt;
+    const expected = [
+      ...before.map((row) => (row.account === older ? { account: older, total: 15, last_position: String(deposited!.position) } : row)),
+      { account: newer, total: 7, last_position: String(opened!.position) },
+    ].sort((a, b) => (a.account < b.account ? -1 : 1));
+    expect(await snapshot()).toEqual(expected);
+  });
+
+  it("a rebuild and a command's transaction that holds a view while it appends do not wait for each other", async () => {
+    const account = `acct-${randomUUID()}`;
+    await store.append(account, 0, [{ type: 'Deposited', data: { amount: 1 } }], { correlationId: 'held' });
+    const sql = await pool.connect();
+    try {
+      // A command that read its row FOR SHARE, then appends: the rebuild, about to swap the view,
+      // waits for this transaction, which waits to append while the rebuild holds the log.
+      await sql.query('BEGIN');
+      await sql.query('SELECT total FROM account_totals WHERE account = $1 FOR SHARE', [account]);
+      const rebuilt = rebuildProjections(store, [totals]);
+      rebuilt.catch(() => undefined); // awaited below
+      await eventually(
+        async () => (await pool.query(`SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'account_totals'::regclass`)).rowCount! > 0,
+        { what: 'the rebuild waiting for the view this transaction holds', intervalMs: 5 },
+      );
+      const executed = await store.executeWithin(sql, { metadata: { correlationId: 'held' } }, (uow) =>
+        uow.append(account, 1, [{ type: 'Deposited', data: { amount: 2 } }]),
+      );
+      await sql.query('COMMIT');
+      await rebuilt;
+      expect(executed.result).toHaveLength(1);
+      const { rows } = await pool.query('SELECT total FROM account_totals WHERE account = $1', [account]);
+      expect(rows).toEqual([{ total: 3 }]);
+    } finally {
+      await sql.query('ROLLBACK').catch(() => undefined);
+      sql.release();
+    }
+  });
+
   it('a rebuild hands projections the events as stored, metadata and time included', async () => {
     const account = `acct-${randomUUID()}`;
     await store.append(account, 0, [{ type: 'Deposited', data: { amount: 5 } }], { correlationId: 'corr-1', causationId: 'cause-1', actor: 'tester' });
@@ -189,7 +305,7 @@ describe('projections', () => {
     expect(await snapshot()).toEqual(live);
     expect(calls.copied).toBeGreaterThanOrEqual(40); // every row written by COPY once
     expect(calls.loaded).toBeGreaterThanOrEqual(1); // the first stream read back when its events resumed
-    const { rows } = await pool.query(`SELECT indexname FROM pg_indexes WHERE tablename = 'ledgers' AND indexname = 'ledgers_by_tag'`);
+    const { rows } = await pool.query(`SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'ledgers' AND indexname = 'ledgers_by_tag'`);
     expect(rows).toHaveLength(1);
   });
 

@@ -6,95 +6,230 @@ import { concerns, project, type Projection } from './projection.js';
 import type { StoredEvent } from './types.js';
 
 /**
- * Drops the projections' rows and replays the whole log into them, in one transaction. Appends
- * wait for it (SHARE lock on events), so the rebuilt tables are exactly what the live ones would
- * be. Events go to each projection a batch at a time, through its replay if it has one (a state
+ * Replays the whole log into new copies of the projections' tables and puts them in the live
+ * tables' place, in one transaction. Commands go on while the log is replayed: the rebuild reads a
+ * snapshot of the log, taken when no append was in flight (a moment's SHARE lock), into tables of
+ * the same shape in a schema of its own (`<schema>_rebuild`, see Shadow); then, holding the log in
+ * SHARE mode, it replays what was appended since, and swaps the tables in. Appends wait only for
+ * that catch-up and the swap, and the rebuilt tables are exactly what the live ones would be.
+ * Readers see the old rows until then (and wait for the catch-up and the swap too).
+ *
+ * Events go to each projection a batch at a time, through its replay if it has one (a state
  * projection with `copy` folds in memory and writes each row once, by COPY), else as `project`
  * would apply them (see Projection.applyMany), in the log's order across those projections. Only
- * the types some projection takes are read;
- * returns how many events that was.
+ * the types some projection takes are read; returns how many events that was.
  *
- * The log is read with one COPY on a connection of its own, ahead of the batch being applied (the
+ * The log is read with COPY on a connection of its own, ahead of the batch being applied (the
  * server turning rows into text is as much of the work as applying them), and only the event
- * fields the projections name (Projection.fields). That read happens outside the rebuild's
- * transaction but after its lock is granted: no append can commit while it is held, so the reader
- * sees exactly the log the rebuild locked.
+ * fields the projections name (Projection.fields).
  */
 export async function rebuildProjections(store: EventStore, projections: readonly Projection[], batchSize = 1_000): Promise<number> {
-  return withTransaction(store.pool, async (sql) => {
-    await sql.query('LOCK TABLE events IN SHARE MODE');
-    // The rows are written once, in bulk: compressing their large values (a state row's JSON) with
-    // pglz was a quarter of the database's work. lz4 is much cheaper (where the server has it).
-    await sql.query(`SELECT set_config('default_toast_compression', 'lz4', true)
-                      FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)`);
-    const tables = projections.flatMap((p) => p.tables);
-    for (const projection of projections) {
-      if (projection.tables.length > 0) await sql.query(`TRUNCATE ${projection.tables.join(', ')}`);
-      await sql.query(`DELETE FROM projection_positions WHERE projection = $1`, [projection.name]);
-    }
-    // Secondary indexes are built once at the end rather than kept up row by row (the primary
-    // keys stay: the projections upsert on them). Same transaction: nobody sees the tables without them.
-    const { rows: indexes } = await sql.query<{ name: string; definition: string }>(
-      `SELECT i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
-        WHERE i.schemaname = current_schema() AND i.tablename = ANY($1)
-          AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname AND c.connamespace = current_schema()::regnamespace)`,
-      [tables],
-    );
-    for (const index of indexes) await sql.query(`DROP INDEX ${index.name}`);
-    // A table that keeps room on its pages for its rows' next versions (a fill factor, e.g. the jobs
-    // view's) is loaded packed: a rebuilt row is mostly one nobody rewrites again (a finished job),
-    // and a packed table is half the pages to write. The room is set again for the rows added later.
-    const { rows: roomy } = await sql.query<{ table: string; fillfactor: string }>(
-      `SELECT c.relname AS table, o.option_value AS fillfactor FROM pg_class c, pg_options_to_table(c.reloptions) o
-        WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY($1) AND o.option_name = 'fillfactor'`,
-      [tables],
-    );
-    for (const { table } of roomy) await sql.query(`ALTER TABLE ${table} SET (fillfactor = 100)`);
-    // Only the types some projection takes (all of them when one takes every type).
-    const types = projections.some((p) => !p.types) ? null : [...new Set(projections.flatMap((p) => p.types!))];
-    // A projection with a replay of its own (a state projection folding in memory, its rows written
-    // at the end) takes each batch whole. The others are fed as the log was: in its order across
-    // them. Each taking the whole batch in turn could put a row before the row it refers to — a
-    // child before its parent, or after the parent went (inLogOrder).
-    const replays = projections.filter((p) => p.replay).map((p) => p.replay!(sql, batchSize));
-    const rowByRow = projections.filter((p) => !p.replay);
-    const reader = new pg.Client(store.pool.options);
-    reader.on('error', () => undefined); // reported by the read that fails
-    await reader.connect();
-    let replayed = 0;
-    try {
-      // The log is in position order on disk: never sort it (a sort of the whole log would spill to disk).
-      await reader.query('SET enable_sort = off');
-      const where = types ? `WHERE type IN (${types.map((t) => reader.escapeLiteral(t)).join(', ')})` : '';
-      // Only the fields some projection reads (see Projection.fields); NULL in place of the others.
-      const named = new Set(projections.flatMap((p) => p.fields ?? OPTIONAL_FIELDS));
-      const columns = OPTIONAL_FIELDS.map((field) => (named.has(field) ? OPTIONAL_COLUMNS[field] : 'NULL::text'));
-      const batches = copyOut(
+  // Only the types some projection takes (all of them when one takes every type).
+  const types = projections.some((p) => !p.types) ? null : [...new Set(projections.flatMap((p) => p.types!))];
+  // Only the fields some projection reads (see Projection.fields); NULL in place of the others.
+  const named = new Set(projections.flatMap((p) => p.fields ?? OPTIONAL_FIELDS));
+  const columns = OPTIONAL_FIELDS.map((field) => (named.has(field) ? OPTIONAL_COLUMNS[field] : 'NULL::text'));
+  const reader = new pg.Client(store.pool.options);
+  reader.on('error', () => undefined); // reported by the read that fails
+  await reader.connect();
+  try {
+    // The log is in position order on disk: never sort it (a sort of the whole log would spill to disk).
+    await reader.query('SET enable_sort = off');
+    const upTo = await snapshotOfTheLog(store.pool, reader);
+    const where = (positions: string) =>
+      `WHERE ${positions}${types ? ` AND type IN (${types.map((t) => reader.escapeLiteral(t)).join(', ')})` : ''}`;
+    const read = (positions: string) =>
+      copyOut(
         reader,
-        `SELECT position::int8, stream_id::text, stream_version::int4, type::text, data::text, ${columns.join(', ')} FROM events ${where} ORDER BY position`,
+        `SELECT position::int8, stream_id::text, stream_version::int4, type::text, data::text, ${columns.join(', ')} FROM events ${where(positions)} ORDER BY position`,
         batchSize,
         (row) => new ReplayedEvent(row),
       );
-      let next = batches.next();
-      for (;;) {
-        const batch = await next;
-        if (batch.done) break;
-        next = batches.next();
-        next.catch(() => undefined); // awaited on the next turn; a failure there ends the rebuild
-        const events = batch.value;
-        for (const replay of replays) await replay.apply(events);
-        for (const run of inLogOrder(events, rowByRow)) for (const projection of rowByRow) await project(sql, projection, run);
-        replayed += events.length;
-      }
+    return await withTransaction(store.pool, async (sql) => {
+      const shadow = await Shadow.create(sql, store.schema, [...new Set(projections.flatMap((p) => p.tables))]);
+      // A projection with a replay of its own (a state projection folding in memory, its rows written
+      // at the end) takes each batch whole. The others are fed as the log was: in its order across
+      // them. Each taking the whole batch in turn could put a row before the row it refers to — a
+      // child before its parent, or after the parent went (inLogOrder).
+      const replays = projections.filter((p) => p.replay).map((p) => p.replay!(sql, batchSize));
+      const rowByRow = projections.filter((p) => !p.replay);
+      const feed = async (batches: AsyncGenerator<StoredEvent[]>) => {
+        let fed = 0;
+        let next = batches.next();
+        for (;;) {
+          const batch = await next;
+          if (batch.done) return fed;
+          next = batches.next();
+          next.catch(() => undefined); // awaited on the next turn; a failure there ends the rebuild
+          const events = batch.value;
+          for (const replay of replays) await replay.apply(events);
+          for (const run of inLogOrder(events, rowByRow)) for (const projection of rowByRow) await project(sql, projection, run);
+          fed += events.length;
+        }
+      };
+      let replayed = await feed(read(`position <= ${upTo}`));
+      await reader.query('COMMIT'); // the snapshot: what follows reads the log as it is now
+      await shadow.indexed();
+      // What was appended meanwhile, with appends held: once the lock is granted none is in flight.
+      await shadow.holdTheLog();
+      replayed += await feed(read(`position > ${upTo}`));
       for (const replay of replays) await replay.finish();
-    } finally {
-      await reader.end().catch(() => undefined);
-    }
-    for (const index of indexes) await sql.query(index.definition);
-    for (const { table, fillfactor } of roomy) await sql.query(`ALTER TABLE ${table} SET (fillfactor = ${Number(fillfactor)})`);
-    return replayed;
+      await shadow.swap();
+      for (const projection of projections) await sql.query(`DELETE FROM projection_positions WHERE projection = $1`, [projection.name]);
+      return replayed;
+    });
+  } finally {
+    await reader.end().catch(() => undefined);
+  }
+}
+
+/**
+ * Leaves `reader` in a transaction whose snapshot holds every event appended so far and no part of
+ * an append still in flight, and returns the last position in it. The log is held in SHARE mode
+ * only while the snapshot is taken: the lock waits for the appends that had begun, and none begins
+ * until it goes. An event appended afterwards has a later position than every event in the snapshot
+ * (positions are handed out as events are inserted, and an insert holds the table against the lock).
+ */
+async function snapshotOfTheLog(pool: pg.Pool, reader: pg.Client): Promise<string> {
+  return withTransaction(pool, async (sql) => {
+    await sql.query('LOCK TABLE events IN SHARE MODE');
+    await reader.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    const { rows } = await reader.query<{ last: string }>('SELECT coalesce(max(position), 0)::text AS last FROM events');
+    return rows[0]!.last;
   });
 }
+
+/**
+ * Empty copies of the projections' tables in a schema of the rebuild's own, where the rebuild's
+ * transaction finds them first (its search path), then moved into the service's schema in place of
+ * the live tables. A copy has the live table's columns, defaults, checks, keys and foreign keys (its
+ * own, between the copies), grants and comment, and, once loaded, its indexes, built once from the
+ * live ones' definitions rather than kept up row by row, and its storage settings. A table that keeps
+ * room on its pages for its rows' next versions (a fill factor, e.g. the jobs view's) is loaded
+ * packed: a rebuilt row is mostly one nobody rewrites again (a finished job), and a packed table is
+ * half the pages to write; the room is set for the rows added later. Everything happens in the
+ * rebuild's transaction: when it fails, nothing of it is left.
+ */
+class Shadow {
+  private constructor(
+    private readonly sql: pg.PoolClient,
+    private readonly schema: string,
+    private readonly name: string,
+    private readonly tables: readonly string[],
+    private readonly indexes: readonly string[],
+    private readonly fillFactors: ReadonlyArray<{ table: string; option: string }>,
+  ) {}
+
+  static async create(sql: pg.PoolClient, schema: string, tables: readonly string[]): Promise<Shadow> {
+    const name = `${schema.slice(0, 63 - REBUILD_SUFFIX.length)}${REBUILD_SUFFIX}`;
+    const live = (table: string) => `${schema}.${identifier(table)}`;
+    const copy = (table: string) => `${name}.${identifier(table)}`;
+    // Read before the search path changes: a definition names a table of the schema without its
+    // schema, so it names the copy once the rebuild's schema comes first.
+    // Keys first: a foreign key between two copies needs the key it refers to.
+    const { rows: constraints } = await sql.query<{ table: string; name: string; definition: string }>(
+      `SELECT t.relname AS table, c.conname AS name, pg_get_constraintdef(c.oid) AS definition
+         FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid
+        WHERE c.conrelid = ANY($1::regclass[]) AND c.contype IN ('p', 'u', 'x', 'f') ORDER BY c.contype = 'f', c.conname`,
+      [tables.map(live)],
+    );
+    // The other indexes (a key's comes with its constraint).
+    const { rows: indexes } = await sql.query<{ definition: string; table: string }>(
+      `SELECT pg_get_indexdef(i.indexrelid) AS definition, t.relname AS table FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
+        WHERE i.indrelid = ANY($1::regclass[])
+          AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid AND c.contype IN ('p', 'u', 'x'))`,
+      [tables.map(live)],
+    );
+    const { rows: settings } = await sql.query<{ table: string; options: string[] | null; comment: string | null }>(
+      `SELECT c.relname AS table, c.reloptions AS options, obj_description(c.oid, 'pg_class') AS comment FROM pg_class c WHERE c.oid = ANY($1::regclass[])`,
+      [tables.map(live)],
+    );
+    // Grants to other roles (a reporting role reading a view, say); the owner's are the copy's own.
+    const { rows: grants } = await sql.query<{ table: string; privilege: string; grantee: string; grantable: boolean }>(
+      `SELECT c.relname AS table, a.privilege_type AS privilege, CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END AS grantee,
+              a.is_grantable AS grantable
+         FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = ANY($1::regclass[]) AND a.grantee <> c.relowner`,
+      [tables.map(live)],
+    );
+    await sql.query(`CREATE SCHEMA ${name}`);
+    await sql.query(`SET LOCAL search_path = ${name}, ${schema}, public`);
+    const fillFactors: Array<{ table: string; option: string }> = [];
+    for (const table of tables) {
+      await sql.query(`CREATE TABLE ${copy(table)} (LIKE ${live(table)} INCLUDING ALL EXCLUDING INDEXES)`);
+      const set = settings.find((s) => s.table === table)!;
+      const options = (set.options ?? []).filter((option) => !option.startsWith('fillfactor='));
+      if (options.length > 0) await sql.query(`ALTER TABLE ${copy(table)} SET (${options.join(', ')})`);
+      fillFactors.push(...(set.options ?? []).filter((option) => option.startsWith('fillfactor=')).map((option) => ({ table, option })));
+      if (set.comment !== null) await sql.query(`COMMENT ON TABLE ${copy(table)} IS ${pg.escapeLiteral(set.comment)}`);
+      for (const grant of grants.filter((g) => g.table === table)) {
+        await sql.query(`GRANT ${grant.privilege} ON ${copy(table)} TO ${grant.grantee}${grant.grantable ? ' WITH GRANT OPTION' : ''}`);
+      }
+    }
+    for (const constraint of constraints) {
+      await sql.query(`ALTER TABLE ${copy(constraint.table)} ADD CONSTRAINT ${pg.escapeIdentifier(constraint.name)} ${constraint.definition}`);
+    }
+    // An index's definition names its table with its schema (pg_get_indexdef does, whatever the search path).
+    const onCopy = indexes.map(({ definition, table }) => {
+      const on = ` ON ${live(table)} `;
+      if (!definition.includes(on)) throw new Error(`a rebuild cannot place the index ${definition} on its copy`);
+      return definition.replace(on, ` ON ${copy(table)} `);
+    });
+    return new Shadow(sql, schema, name, tables, onCopy, fillFactors);
+  }
+
+  /** Builds the indexes on the loaded copies, and gives the planner their statistics. */
+  async indexed(): Promise<void> {
+    for (const index of this.indexes) await this.sql.query(index);
+    for (const table of this.tables) await this.sql.query(`ANALYZE ${this.name}.${identifier(table)}`);
+  }
+
+  /**
+   * Holds the log in SHARE mode (no append commits until the rebuild does) and the live tables
+   * against everyone (they are about to be dropped). Both or neither: a command's transaction may
+   * hold a live table (a row it read FOR SHARE) and then wait to append behind the log's lock, while
+   * the rebuild, holding the log, waits for that table — each waiting for the other. So each try
+   * waits a moment at most for either lock, and lets both go before the next; a real deadlock never
+   * forms, and the command goes on.
+   */
+  async holdTheLog(): Promise<void> {
+    const live = this.tables.map((t) => `${this.schema}.${identifier(t)}`);
+    for (let attempt = 1; ; attempt++) {
+      await this.sql.query('SAVEPOINT hold_the_log');
+      try {
+        await this.sql.query(`SET LOCAL lock_timeout = ${LOCK_WAIT_MS}`);
+        await this.sql.query('LOCK TABLE events IN SHARE MODE');
+        if (live.length > 0) await this.sql.query(`LOCK TABLE ${live.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+        await this.sql.query('RELEASE SAVEPOINT hold_the_log');
+        await this.sql.query('SET LOCAL lock_timeout = DEFAULT');
+        return;
+      } catch (error) {
+        await this.sql.query('ROLLBACK TO SAVEPOINT hold_the_log');
+        if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE || attempt === LOCK_ATTEMPTS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, LOCK_WAIT_MS * Math.random()));
+      }
+    }
+  }
+
+  /** Puts the copies in the live tables' place. */
+  async swap(): Promise<void> {
+    for (const { table, option } of this.fillFactors) await this.sql.query(`ALTER TABLE ${this.name}.${identifier(table)} SET (${option})`);
+    if (this.tables.length > 0) await this.sql.query(`DROP TABLE ${this.tables.map((t) => `${this.schema}.${identifier(t)}`).join(', ')}`);
+    for (const table of this.tables) await this.sql.query(`ALTER TABLE ${this.name}.${identifier(table)} SET SCHEMA ${this.schema}`);
+    await this.sql.query(`DROP SCHEMA ${this.name}`);
+    await this.sql.query(`SET LOCAL search_path = ${this.schema}, public`);
+  }
+}
+
+/** A table name as pg_get_indexdef writes it: bare when it is a plain lower-case name, else quoted. */
+function identifier(name: string): string {
+  return /^[a-z_][a-z0-9_]*$/.test(name) ? name : pg.escapeIdentifier(name);
+}
+
+const REBUILD_SUFFIX = '_rebuild';
+/** How long one try at the rebuild's locks waits for either (below PostgreSQL's deadlock_timeout, 1 s), and how many tries it makes. */
+const LOCK_WAIT_MS = 200;
+const LOCK_ATTEMPTS = 100;
+const LOCK_NOT_AVAILABLE = '55P03';
 
 /**
  * The batch in runs of consecutive events that the same projections take, so that projections fed

@@ -102,10 +102,11 @@ const RebuildRequestSchema = z.object({}).strict();
 
 /**
  * The views a service keeps from its log (its inline projections): GET /projections names them and
- * their tables; POST /projections/rebuild empties them and replays the whole log into them, all of
- * them at once — some share tables (one empties what another fills), so a part of them alone would
- * not come back whole. Appends wait while it runs (`rebuildProjections` holds the log in SHARE
- * mode), so the rebuilt views are exactly what the live ones would be.
+ * their tables; POST /projections/rebuild replays the whole log into copies of them and swaps those
+ * in, all of them at once — some share tables (one empties what another fills), so a part of them
+ * alone would not come back whole. Commands go on during the replay; appends wait only for its
+ * catch-up and the swap (`rebuildProjections`), and the rebuilt views are exactly what the live ones
+ * would be (docs/operations.md, "Rebuilding the views").
  */
 @Controller('projections')
 @UseGuards(HttpTokenGuard)
