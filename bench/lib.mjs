@@ -143,6 +143,11 @@ function markdownTable(date, all) {
     lines.push(
       `| replay: projection rebuild, ${r.events.toLocaleString('en')} job events | ${r.rebuildEventsPerSecond.toLocaleString('en')} events/s |`,
       `| job-service restart to /ready with that log (with a 7-event log) | ${r.restartToReadyMs} ms (${r.restartToReadyWithSmallLogMs} ms) |`,
+      ...(r.rebuildUnderLoad === undefined
+        ? []
+        : [
+            `| the rebuild again while 4 callers enqueue: seconds / jobs enqueued meanwhile / enqueue p50, p99, max (alone: p50) | ${r.rebuildUnderLoad.rebuildSeconds} s / ${r.rebuildUnderLoad.commands} / ${r.rebuildUnderLoad.p50}, ${r.rebuildUnderLoad.p99}, ${r.rebuildUnderLoad.max} ms (${r.rebuildUnderLoad.aloneP50} ms) |`,
+          ]),
     );
   }
   return lines.join('\n') + '\n';

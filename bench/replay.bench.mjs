@@ -1,5 +1,7 @@
 // Replay: a log of BENCH_REPLAY_EVENTS (1,000,000) job events; the projections rebuilt from it
-// (events/s), and the job service restarted on it (spawn -> /ready 200).
+// (events/s), the job service restarted on it (spawn -> /ready 200), and the projections rebuilt
+// again while 4 callers enqueue jobs through the running service (what they got done meanwhile,
+// how long the slowest waited, and whether the rebuilt view holds their jobs).
 //
 //   npm run bench -- replay             (builds first; or `node bench/replay.bench.mjs` after a build)
 //
@@ -20,7 +22,7 @@ import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { connectTestNats, deleteStreams, startApp } from '@gantry/testing';
 import { jobServiceProjections } from '../apps/job-service/dist/infrastructure/projections.js';
-import { benchName, copyJobEvents, databaseUrl, dropSchema, natsUrl, registerBenchProduct, writeResults } from './lib.mjs';
+import { benchName, copyJobEvents, databaseUrl, dropSchema, natsUrl, registerBenchProduct, stats, writeResults } from './lib.mjs';
 
 const wanted = Number(process.env.BENCH_REPLAY_EVENTS ?? 1_000_000);
 const name = benchName('replay');
@@ -32,6 +34,46 @@ async function startJobService() {
   const started = performance.now();
   const child = await startApp('job-service', { schema, naming, readyTimeoutMs: 120_000 });
   return { child, readyMs: Math.round(performance.now() - started) };
+}
+
+/**
+ * Rebuilds the job service's projections (from this process, as POST /projections/rebuild would)
+ * while 4 callers enqueue jobs through the service; checks that the rebuilt view holds every job
+ * enqueued before and during it.
+ */
+async function rebuildUnderLoad(client, jobsBefore) {
+  const enqueue = (i) => client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'bench', taskId: `L-${i}`, prompt: 'x', idempotencyKey: `bench/replay:load:${i}` });
+  let next = 0;
+  const alone = [];
+  for (let i = 0; i < 50; i++) {
+    const t0 = performance.now();
+    await enqueue(next++);
+    alone.push(performance.now() - t0);
+  }
+  const latencies = [];
+  let rebuilding = true;
+  const callers = Array.from({ length: 4 }, async () => {
+    while (rebuilding) {
+      const t0 = performance.now();
+      await enqueue(next++);
+      latencies.push(performance.now() - t0);
+    }
+  });
+  const pool = createPool({ url: databaseUrl, schema, max: 4 });
+  const store = new EventStore({ pool, schema, inlineProjections: jobServiceProjections });
+  const r0 = performance.now();
+  try {
+    await rebuildProjections(store, jobServiceProjections);
+  } finally {
+    rebuilding = false;
+    await pool.end();
+  }
+  const rebuildSeconds = +((performance.now() - r0) / 1000).toFixed(1);
+  await Promise.all(callers);
+  const { rows: [{ n: jobs }] } = await db.query(`SELECT count(*)::int AS n FROM jobs`);
+  if (jobs !== jobsBefore + next) throw new Error(`the view rebuilt during commands has ${jobs} jobs, expected ${jobsBefore + next}`);
+  const { p50, p99, max } = stats(latencies);
+  return { rebuildSeconds, commands: latencies.length, p50: +p50, p99: +p99, max: +max, aloneP50: +stats(alone).p50 };
 }
 
 const db = new pg.Pool({ connectionString: databaseUrl, max: 2, options: `-c search_path=${schema}` });
@@ -84,7 +126,21 @@ try {
   // Restart on that log.
   service = await startJobService();
   console.log(`restart to /ready, ${events.toLocaleString('en')} events: ${service.readyMs} ms`);
-  writeResults('replay', { events, rebuildSeconds: +rebuildSeconds.toFixed(2), rebuildEventsPerSecond, restartToReadyMs: service.readyMs, restartToReadyWithSmallLogMs: restartSmallLogMs });
+
+  // Rebuild again while commands go on: 4 callers enqueue jobs through the service until it ends.
+  const during = await rebuildUnderLoad(client, copies + 1);
+  console.log(
+    `rebuild while 4 callers enqueue: ${during.rebuildSeconds} s, ${during.commands} jobs enqueued meanwhile, ` +
+      `enqueue p50 / p99 / max ${during.p50} / ${during.p99} / ${during.max} ms (alone: p50 ${during.aloneP50} ms)`,
+  );
+  writeResults('replay', {
+    events,
+    rebuildSeconds: +rebuildSeconds.toFixed(2),
+    rebuildEventsPerSecond,
+    restartToReadyMs: service.readyMs,
+    restartToReadyWithSmallLogMs: restartSmallLogMs,
+    rebuildUnderLoad: during,
+  });
 } finally {
   await bus?.close();
   await service?.child.kill('SIGTERM');
