@@ -260,6 +260,27 @@ describe('projections', () => {
     }
   });
 
+  it('a rebuild that cannot hold the views for its catch-up gives up, says why and changes nothing', async () => {
+    const account = `acct-${randomUUID()}`;
+    await store.append(account, 0, [{ type: 'Deposited', data: { amount: 4 } }], { correlationId: 'kept' });
+    await pool.query('UPDATE account_totals SET total = -999 WHERE account = $1', [account]);
+    const damaged = await snapshot();
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT count(*) FROM account_totals'); // holds the view until it ends
+      await expect(rebuildProjections(store, [totals], 1_000, 3)).rejects.toThrow('could not hold the log and the views for its catch-up in 3 tries');
+      expect((await pool.query('SELECT nspname FROM pg_namespace WHERE nspname = $1', [`${schema}_rebuild`])).rows).toEqual([]);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect(await snapshot()).toEqual(damaged);
+    await store.append(account, 1, [{ type: 'Deposited', data: { amount: 1 } }], { correlationId: 'kept' }); // appends go on
+    await rebuildProjections(store, [totals]);
+    expect((await pool.query('SELECT total FROM account_totals WHERE account = $1', [account])).rows).toEqual([{ total: 5 }]);
+  });
+
   it('a rebuild hands projections the events as stored, metadata and time included', async () => {
     const account = `acct-${randomUUID()}`;
     await store.append(account, 0, [{ type: 'Deposited', data: { amount: 5 } }], { correlationId: 'corr-1', causationId: 'cause-1', actor: 'tester' });

@@ -22,8 +22,16 @@ import type { StoredEvent } from './types.js';
  * The log is read with COPY on a connection of its own, ahead of the batch being applied (the
  * server turning rows into text is as much of the work as applying them), and only the event
  * fields the projections name (Projection.fields).
+ *
+ * The catch-up takes the log and the tables in `lockTries` tries (see Shadow.holdTheLog), and the
+ * rebuild fails, changing nothing, when none succeeds.
  */
-export async function rebuildProjections(store: EventStore, projections: readonly Projection[], batchSize = 1_000): Promise<number> {
+export async function rebuildProjections(
+  store: EventStore,
+  projections: readonly Projection[],
+  batchSize = 1_000,
+  lockTries = LOCK_TRIES,
+): Promise<number> {
   // Only the types some projection takes (all of them when one takes every type).
   const types = projections.some((p) => !p.types) ? null : [...new Set(projections.flatMap((p) => p.types!))];
   // Only the fields some projection reads (see Projection.fields); NULL in place of the others.
@@ -71,7 +79,7 @@ export async function rebuildProjections(store: EventStore, projections: readonl
       await reader.query('COMMIT'); // the snapshot: what follows reads the log as it is now
       await shadow.indexed();
       // What was appended meanwhile, with appends held: once the lock is granted none is in flight.
-      await shadow.holdTheLog();
+      await shadow.holdTheLog(lockTries);
       replayed += await feed(read(`position > ${upTo}`));
       for (const replay of replays) await replay.finish();
       await shadow.swap();
@@ -191,7 +199,7 @@ class Shadow {
    * waits a moment at most for either lock, and lets both go before the next; a real deadlock never
    * forms, and the command goes on.
    */
-  async holdTheLog(): Promise<void> {
+  async holdTheLog(tries: number): Promise<void> {
     const live = this.tables.map((t) => `${this.schema}.${identifier(t)}`);
     for (let attempt = 1; ; attempt++) {
       await this.sql.query('SAVEPOINT hold_the_log');
@@ -204,7 +212,10 @@ class Shadow {
         return;
       } catch (error) {
         await this.sql.query('ROLLBACK TO SAVEPOINT hold_the_log');
-        if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE || attempt === LOCK_ATTEMPTS) throw error;
+        if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw error;
+        if (attempt >= tries) {
+          throw new Error(`the rebuild could not hold the log and the views for its catch-up in ${tries} tries: other transactions kept them`, { cause: error });
+        }
         await new Promise((resolve) => setTimeout(resolve, LOCK_WAIT_MS * Math.random()));
       }
     }
@@ -228,7 +239,7 @@ function identifier(name: string): string {
 const REBUILD_SUFFIX = '_rebuild';
 /** How long one try at the rebuild's locks waits for either (below PostgreSQL's deadlock_timeout, 1 s), and how many tries it makes. */
 const LOCK_WAIT_MS = 200;
-const LOCK_ATTEMPTS = 100;
+const LOCK_TRIES = 100;
 const LOCK_NOT_AVAILABLE = '55P03';
 
 /**
