@@ -67,8 +67,19 @@ export async function ensureSchema(url: string, schema: string): Promise<void> {
   }
 }
 
+/**
+ * Runs `fn` in a transaction on a connection of the pool. A connection that dies while it is out
+ * (between two queries, where no query can report it) would emit an error nobody listens to and
+ * end the process: the listener keeps it to the next query, which fails, and the connection is
+ * discarded rather than handed back.
+ */
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  let broken = false;
+  const onError = () => {
+    broken = true;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     const result = await fn(client);
@@ -78,6 +89,7 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
   } finally {
-    client.release();
+    client.off('error', onError);
+    client.release(broken ? true : undefined);
   }
 }

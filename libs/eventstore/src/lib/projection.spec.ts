@@ -286,6 +286,41 @@ describe('projections', () => {
     expect((await pool.query('SELECT total FROM account_totals WHERE account = $1', [account])).rows).toEqual([{ total: 5 }]);
   });
 
+  it('a rebuild whose connection dies part-way leaves the views as they were and nothing of its own; the next one succeeds', async () => {
+    const account = `acct-${randomUUID()}`;
+    await store.append(account, 0, [{ type: 'Deposited', data: { amount: 3 } }], { correlationId: 'killed' });
+    await pool.query('UPDATE account_totals SET total = -999 WHERE account = $1', [account]);
+    const damaged = await snapshot();
+    // The rebuild's connection is killed while it replays, its copies half written.
+    let pid: number | undefined;
+    let replaying!: () => void;
+    const reached = new Promise<void>((resolve) => (replaying = resolve));
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const gated: Projection = {
+      ...totals,
+      apply: async (sql, event) => {
+        if (pid === undefined) {
+          pid = (await sql.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+          await totals.apply(sql, event);
+          replaying();
+          await gate;
+        }
+        return totals.apply(sql, event);
+      },
+    };
+    const rebuilt = rebuildProjections(store, [gated]);
+    rebuilt.catch(() => undefined); // awaited below
+    await reached;
+    await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+    open();
+    await expect(rebuilt).rejects.toThrow();
+    expect(await snapshot()).toEqual(damaged);
+    expect((await pool.query('SELECT nspname FROM pg_namespace WHERE nspname = $1', [`${schema}_rebuild`])).rows).toEqual([]);
+    await rebuildProjections(store, [totals]);
+    expect((await pool.query('SELECT total FROM account_totals WHERE account = $1', [account])).rows).toEqual([{ total: 3 }]);
+  });
+
   it('a rebuild hands projections the events as stored, metadata and time included', async () => {
     const account = `acct-${randomUUID()}`;
     await store.append(account, 0, [{ type: 'Deposited', data: { amount: 5 } }], { correlationId: 'corr-1', causationId: 'cause-1', actor: 'tester' });
