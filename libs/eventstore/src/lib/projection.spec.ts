@@ -321,6 +321,37 @@ describe('projections', () => {
     expect((await pool.query('SELECT total FROM account_totals WHERE account = $1', [account])).rows).toEqual([{ total: 3 }]);
   });
 
+  it('two rebuilds at once take turns, and both leave the tables as the log has them', async () => {
+    const account = `acct-${randomUUID()}`;
+    await store.append(account, 0, [{ type: 'Deposited', data: { amount: 6 } }], { correlationId: 'turns' });
+    const live = await snapshot();
+    await pool.query('UPDATE account_totals SET total = -999 WHERE account = $1', [account]);
+    let replaying!: () => void;
+    const reached = new Promise<void>((resolve) => (replaying = resolve));
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const gated: Projection = { ...totals, apply: async (sql, event) => (replaying(), await gate, totals.apply(sql, event)) };
+    const first = rebuildProjections(store, [gated]);
+    first.catch(() => undefined); // awaited below
+    await reached;
+    const second = rebuildProjections(store, [totals]);
+    second.catch(() => undefined); // awaited below
+    // The second waits for the first before it reads the tables the first is about to replace.
+    await eventually(
+      async () =>
+        (await pool.query(
+          `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND objid::int8 = (hashtext('gantry.rebuild.' || $1)::int8 & 4294967295)`,
+          [schema],
+        )).rowCount! > 0,
+      { what: 'the second rebuild waiting for its turn', intervalMs: 5 },
+    );
+    await store.append(account, 1, [{ type: 'Deposited', data: { amount: 1 } }], { correlationId: 'turns' });
+    open();
+    await Promise.all([first, second]);
+    expect(await snapshot()).toEqual(live.map((row) => (row.account === account ? { ...row, total: 7, last_position: expect.any(String) } : row)));
+  });
+
   it('a rebuild hands projections the events as stored, metadata and time included', async () => {
     const account = `acct-${randomUUID()}`;
     await store.append(account, 0, [{ type: 'Deposited', data: { amount: 5 } }], { correlationId: 'corr-1', causationId: 'cause-1', actor: 'tester' });

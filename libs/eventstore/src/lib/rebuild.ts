@@ -54,6 +54,9 @@ export async function rebuildProjections(
         (row) => new ReplayedEvent(row),
       );
     return await withTransaction(store.pool, async (sql) => {
+      // Rebuilds of one schema (a second request, another replica's) take turns: the next reads the
+      // live tables' definitions only once the last has put its copies in their place.
+      await sql.query(`SELECT pg_advisory_xact_lock(hashtext('gantry.rebuild.' || $1))`, [store.schema]);
       // The rows are written once, in bulk: compressing their large values (a state row's JSON) with
       // pglz was a quarter of the database's work. lz4 is much cheaper (where the server has it).
       await sql.query(`SELECT set_config('default_toast_compression', 'lz4', true)
