@@ -22,6 +22,27 @@ const totals: Projection = {
   },
 };
 
+/** The totals projection held at its first event until `open()`: a rebuild stopped part-way (`reached` gives its connection's pid). */
+function heldTotals(): { projection: Projection; reached: Promise<number>; open: () => void } {
+  let reach!: (pid: number) => void;
+  const reached = new Promise<number>((resolve) => (reach = resolve));
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  let held = false;
+  const projection: Projection = {
+    ...totals,
+    async apply(sql, event) {
+      if (!held) {
+        held = true;
+        reach((await sql.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
+        await gate;
+      }
+      return totals.apply(sql, event);
+    },
+  };
+  return { projection, reached, open };
+}
+
 /** A state projection that says how a rebuild writes its rows (copy): it is rebuilt in memory. */
 type Ledger = { total: number; memos: string[]; tag: string | null };
 const calls = { copied: 0, loaded: 0 };
@@ -212,11 +233,7 @@ describe('projections', () => {
     const before = await snapshot();
     await pool.query('UPDATE account_totals SET total = -999'); // a damaged read model
     // The rebuild stops at its first event until the appends below are done.
-    let replaying!: () => void;
-    const reached = new Promise<void>((resolve) => (replaying = resolve));
-    let open!: () => void;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    const gated: Projection = { ...totals, apply: async (sql, event) => (replaying(), await gate, totals.apply(sql, event)) };
+    const { projection: gated, reached, open } = heldTotals();
     const rebuilt = rebuildProjections(store, [gated]);
     rebuilt.catch(() => undefined); // awaited below
     await reached;
@@ -291,27 +308,11 @@ describe('projections', () => {
     await store.append(account, 0, [{ type: 'Deposited', data: { amount: 3 } }], { correlationId: 'killed' });
     await pool.query('UPDATE account_totals SET total = -999 WHERE account = $1', [account]);
     const damaged = await snapshot();
-    // The rebuild's connection is killed while it replays, its copies half written.
-    let pid: number | undefined;
-    let replaying!: () => void;
-    const reached = new Promise<void>((resolve) => (replaying = resolve));
-    let open!: () => void;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    const gated: Projection = {
-      ...totals,
-      apply: async (sql, event) => {
-        if (pid === undefined) {
-          pid = (await sql.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-          await totals.apply(sql, event);
-          replaying();
-          await gate;
-        }
-        return totals.apply(sql, event);
-      },
-    };
+    // The rebuild's connection is killed while it replays, its copies made and not yet swapped in.
+    const { projection: gated, reached, open } = heldTotals();
     const rebuilt = rebuildProjections(store, [gated]);
     rebuilt.catch(() => undefined); // awaited below
-    await reached;
+    const pid = await reached;
     await pool.query('SELECT pg_terminate_backend($1)', [pid]);
     open();
     await expect(rebuilt).rejects.toThrow();
@@ -326,11 +327,7 @@ describe('projections', () => {
     await store.append(account, 0, [{ type: 'Deposited', data: { amount: 6 } }], { correlationId: 'turns' });
     const live = await snapshot();
     await pool.query('UPDATE account_totals SET total = -999 WHERE account = $1', [account]);
-    let replaying!: () => void;
-    const reached = new Promise<void>((resolve) => (replaying = resolve));
-    let open!: () => void;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    const gated: Projection = { ...totals, apply: async (sql, event) => (replaying(), await gate, totals.apply(sql, event)) };
+    const { projection: gated, reached, open } = heldTotals();
     const first = rebuildProjections(store, [gated]);
     first.catch(() => undefined); // awaited below
     await reached;
