@@ -227,6 +227,70 @@ describe('projections', () => {
     expect((await snapshot()).every((row) => row.total !== -999)).toBe(true);
   });
 
+  it("what an operator added to a view is on the rebuilt one — column grants, triggers, row-level security, TOAST options, replica identity, a publication — and its triggers do not fire for the rebuild's rows", async () => {
+    const publication = uniqueName('rebuilt_pub');
+    const reader = uniqueName('rebuilt_reader');
+    await pool.query(`CREATE ROLE ${reader} NOLOGIN`);
+    await pool.query('CREATE TABLE audited (id bigserial PRIMARY KEY, op text NOT NULL, account text NOT NULL)');
+    await pool.query(`CREATE FUNCTION audit_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN INSERT INTO audited (op, account) VALUES (TG_OP, NEW.account); RETURN NEW; END $$`);
+    await pool.query('CREATE TRIGGER audit_totals AFTER INSERT OR UPDATE ON account_totals FOR EACH ROW WHEN (NEW.total >= 0) EXECUTE FUNCTION audit_totals()');
+    await pool.query('CREATE TRIGGER audit_totals_idle AFTER DELETE ON account_totals FOR EACH ROW EXECUTE FUNCTION audit_totals()');
+    await pool.query('ALTER TABLE account_totals DISABLE TRIGGER audit_totals_idle');
+    await pool.query(`GRANT SELECT (account, total) ON account_totals TO ${reader}`);
+    await pool.query(`GRANT UPDATE (total) ON account_totals TO ${reader} WITH GRANT OPTION`);
+    await pool.query('ALTER TABLE account_totals ENABLE ROW LEVEL SECURITY');
+    await pool.query(`CREATE POLICY positive_only ON account_totals AS RESTRICTIVE FOR SELECT TO ${reader}, PUBLIC USING (total >= 0)`);
+    await pool.query(`CREATE POLICY own_rows ON account_totals FOR UPDATE TO ${reader} USING (account LIKE 'acct-%') WITH CHECK (total < 1000000)`);
+    await pool.query('ALTER TABLE account_totals SET (toast.autovacuum_enabled = false)');
+    await pool.query('ALTER TABLE account_totals REPLICA IDENTITY USING INDEX account_totals_pkey');
+    await pool.query(`CREATE PUBLICATION ${publication} FOR TABLE account_totals (account, total) WHERE (total > 0) WITH (publish = 'insert')`);
+    const parts = async () => ({
+      grants: (await pool.query(
+        `SELECT column_name, grantee, privilege_type, is_grantable FROM information_schema.column_privileges
+          WHERE table_schema = current_schema() AND table_name = 'account_totals' AND grantee = $1 ORDER BY 1, 2, 3`,
+        [reader],
+      )).rows,
+      triggers: (await pool.query(
+        `SELECT tgname, tgenabled, pg_get_triggerdef(oid) AS definition FROM pg_trigger WHERE tgrelid = 'account_totals'::regclass AND NOT tgisinternal ORDER BY 1`,
+      )).rows,
+      policies: (await pool.query(`SELECT policyname, permissive, roles::text[], cmd, qual, with_check FROM pg_policies WHERE tablename = 'account_totals' ORDER BY 1`)).rows,
+      table: (await pool.query(
+        `SELECT c.relrowsecurity, c.relforcerowsecurity, c.relreplident, t.reloptions AS toast FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid
+          WHERE c.oid = 'account_totals'::regclass`,
+      )).rows,
+      published: (await pool.query(`SELECT attnames::text[], rowfilter FROM pg_publication_tables WHERE pubname = $1`, [publication])).rows,
+    });
+    const audited = async () => Number((await pool.query('SELECT count(*) FROM audited')).rows[0].count);
+    try {
+      const account = `acct-${randomUUID()}`;
+      await store.append(account, 0, [{ type: 'Deposited', data: { amount: 5 } }], { correlationId: 'operator' });
+      const before = await parts();
+      expect(before.triggers).toHaveLength(2);
+      expect(before.policies).toHaveLength(2);
+      expect(before.published).toEqual([{ attnames: ['account', 'total'], rowfilter: '(total > 0)' }]);
+      const writes = await audited();
+      expect(writes).toBeGreaterThan(0);
+
+      await rebuildProjections(store, [totals]);
+      expect(await parts()).toEqual(before);
+      // The rebuild wrote every account's row again; the trigger fired for none of them.
+      expect(await audited()).toBe(writes);
+      // It fires for the next write, and the disabled one still does not.
+      await store.append(account, 1, [{ type: 'Deposited', data: { amount: 1 } }], { correlationId: 'operator' });
+      expect(await audited()).toBe(writes + 1);
+      await pool.query('DELETE FROM account_totals WHERE account = $1', [account]);
+      expect(await audited()).toBe(writes + 1);
+    } finally {
+      await pool.query(`DROP PUBLICATION ${publication}`);
+      await pool.query('DROP TRIGGER audit_totals ON account_totals; DROP TRIGGER audit_totals_idle ON account_totals; DROP FUNCTION audit_totals(); DROP TABLE audited');
+      await pool.query('DROP POLICY positive_only ON account_totals; DROP POLICY own_rows ON account_totals');
+      await pool.query('ALTER TABLE account_totals DISABLE ROW LEVEL SECURITY, REPLICA IDENTITY DEFAULT, RESET (toast.autovacuum_enabled)');
+      await pool.query(`REVOKE ALL ON account_totals FROM ${reader}; DROP ROLE ${reader}`);
+    }
+    await rebuildProjections(store, [totals]);
+  });
+
   it('appends go on while a rebuild replays the log, and what they appended meanwhile is in the rebuilt tables', async () => {
     const [older, newer] = [`acct-${randomUUID()}`, `acct-${randomUUID()}`];
     await store.append(older, 0, [{ type: 'Deposited', data: { amount: 10 } }], { correlationId: 'online' });

@@ -118,8 +118,12 @@ async function snapshotOfTheLog(pool: pg.Pool, reader: pg.Client): Promise<strin
  * Empty copies of the projections' tables in a schema of the rebuild's own, where the rebuild's
  * transaction finds them first (its search path), then moved into the service's schema in place of
  * the live tables. A copy has the live table's columns, defaults, checks, keys and foreign keys (its
- * own, between the copies), grants and comment, and, once loaded, its indexes, built once from the
- * live ones' definitions rather than kept up row by row, and its storage settings. A table that keeps
+ * own, between the copies), grants (the table's and its columns'), comment and storage settings (its
+ * TOAST part's too), and, once loaded, its indexes, built once from the live ones' definitions rather
+ * than kept up row by row. What an operator may have added to a view — triggers (enabled as they
+ * were), row-level security and its policies, a replica identity, a place in a publication — is
+ * given to the copy at the swap, after the catch-up: the rows the rebuild writes fired the live
+ * table's triggers when they were first written, and must not fire them again. A table that keeps
  * room on its pages for its rows' next versions (a fill factor, e.g. the jobs view's) is loaded
  * packed: a rebuilt row is mostly one nobody rewrites again (a finished job), and a packed table is
  * half the pages to write; the room is set for the rows added later. Everything happens in the
@@ -133,6 +137,8 @@ class Shadow {
     private readonly tables: readonly string[],
     private readonly indexes: readonly string[],
     private readonly fillFactors: ReadonlyArray<{ table: string; option: string }>,
+    /** Statements that give the copies, once loaded and caught up, what was added to the live tables. */
+    private readonly atSwap: readonly string[],
   ) {}
 
   static async create(sql: pg.PoolClient, schema: string, tables: readonly string[]): Promise<Shadow> {
@@ -155,41 +161,100 @@ class Shadow {
           AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid AND c.contype IN ('p', 'u', 'x'))`,
       [tables.map(live)],
     );
-    const { rows: settings } = await sql.query<{ table: string; options: string[] | null; comment: string | null }>(
-      `SELECT c.relname AS table, c.reloptions AS options, obj_description(c.oid, 'pg_class') AS comment FROM pg_class c WHERE c.oid = ANY($1::regclass[])`,
+    const { rows: settings } = await sql.query<{
+      table: string;
+      options: string[] | null;
+      toastOptions: string[] | null;
+      comment: string | null;
+      rowSecurity: boolean;
+      forceRowSecurity: boolean;
+      replicaIdentity: string;
+      identityIndex: string | null;
+    }>(
+      `SELECT c.relname AS table, c.reloptions AS options, (SELECT t.reloptions FROM pg_class t WHERE t.oid = c.reltoastrelid) AS "toastOptions",
+              obj_description(c.oid, 'pg_class') AS comment, c.relrowsecurity AS "rowSecurity", c.relforcerowsecurity AS "forceRowSecurity",
+              c.relreplident AS "replicaIdentity",
+              (SELECT quote_ident(i.relname) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid AND x.indisreplident) AS "identityIndex"
+         FROM pg_class c WHERE c.oid = ANY($1::regclass[])`,
       [tables.map(live)],
     );
-    // Grants to other roles (a reporting role reading a view, say); the owner's are the copy's own.
-    const { rows: grants } = await sql.query<{ table: string; privilege: string; grantee: string; grantable: boolean }>(
-      `SELECT c.relname AS table, a.privilege_type AS privilege, CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END AS grantee,
-              a.is_grantable AS grantable
-         FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = ANY($1::regclass[]) AND a.grantee <> c.relowner`,
+    // Grants to other roles (a reporting role reading a view, say), on the table or on some of its
+    // columns (`column` is null for the table's); the owner's are the copy's own.
+    const { rows: grants } = await sql.query<{ table: string; column: string | null; privilege: string; grantee: string; grantable: boolean }>(
+      `WITH acl AS (
+         SELECT c.oid, c.relname, c.relowner, NULL::text AS col, c.relacl AS acl FROM pg_class c WHERE c.oid = ANY($1::regclass[])
+         UNION ALL
+         SELECT c.oid, c.relname, c.relowner, quote_ident(a.attname), a.attacl FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+          WHERE c.oid = ANY($1::regclass[]) AND a.attnum > 0 AND NOT a.attisdropped AND a.attacl IS NOT NULL)
+       SELECT acl.relname AS table, acl.col AS column, g.privilege_type AS privilege,
+              CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END AS grantee, g.is_grantable AS grantable
+         FROM acl, aclexplode(acl.acl) g WHERE g.grantee <> acl.relowner`,
+      [tables.map(live)],
+    );
+    // Triggers of the operator's (not those PostgreSQL keeps for foreign keys), with whether and when they fire.
+    const { rows: triggers } = await sql.query<{ table: string; name: string; definition: string; enabled: string }>(
+      `SELECT t.relname AS table, quote_ident(g.tgname) AS name, pg_get_triggerdef(g.oid) AS definition, g.tgenabled AS enabled
+         FROM pg_trigger g JOIN pg_class t ON t.oid = g.tgrelid WHERE g.tgrelid = ANY($1::regclass[]) AND NOT g.tgisinternal ORDER BY g.tgname`,
+      [tables.map(live)],
+    );
+    const { rows: policies } = await sql.query<{ table: string; name: string; permissive: boolean; command: string; roles: string[]; using: string | null; check: string | null }>(
+      `SELECT t.relname AS table, quote_ident(p.polname) AS name, p.polpermissive AS permissive, p.polcmd AS command,
+              ARRAY(SELECT CASE WHEN r = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(r)) END FROM unnest(p.polroles) r) AS roles,
+              pg_get_expr(p.polqual, p.polrelid) AS using, pg_get_expr(p.polwithcheck, p.polrelid) AS check
+         FROM pg_policy p JOIN pg_class t ON t.oid = p.polrelid WHERE p.polrelid = ANY($1::regclass[]) ORDER BY p.polname`,
+      [tables.map(live)],
+    );
+    // Publications that name a view's table (one of all tables, or of the schema's, takes the copy by itself).
+    const { rows: publications } = await sql.query<{ table: string; publication: string; columns: string[] | null; filter: string | null }>(
+      `SELECT t.relname AS table, quote_ident(p.pubname) AS publication, pg_get_expr(r.prqual, r.prrelid) AS filter,
+              CASE WHEN r.prattrs IS NULL THEN NULL
+                   ELSE ARRAY(SELECT quote_ident(a.attname) FROM pg_attribute a WHERE a.attrelid = r.prrelid AND a.attnum = ANY(r.prattrs::int2[]) ORDER BY a.attnum) END AS columns
+         FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid JOIN pg_class t ON t.oid = r.prrelid
+        WHERE r.prrelid = ANY($1::regclass[]) ORDER BY p.pubname`,
       [tables.map(live)],
     );
     await sql.query(`CREATE SCHEMA ${name}`);
     await sql.query(`SET LOCAL search_path = ${name}, ${schema}, public`);
     const fillFactors: Array<{ table: string; option: string }> = [];
+    const atSwap: string[] = [];
     for (const table of tables) {
       await sql.query(`CREATE TABLE ${copy(table)} (LIKE ${live(table)} INCLUDING ALL EXCLUDING INDEXES)`);
       const set = settings.find((s) => s.table === table)!;
-      const options = (set.options ?? []).filter((option) => !option.startsWith('fillfactor='));
+      const options = [
+        ...(set.options ?? []).filter((option) => !option.startsWith('fillfactor=')),
+        ...(set.toastOptions ?? []).map((option) => `toast.${option}`),
+      ];
       if (options.length > 0) await sql.query(`ALTER TABLE ${copy(table)} SET (${options.join(', ')})`);
       fillFactors.push(...(set.options ?? []).filter((option) => option.startsWith('fillfactor=')).map((option) => ({ table, option })));
       if (set.comment !== null) await sql.query(`COMMENT ON TABLE ${copy(table)} IS ${pg.escapeLiteral(set.comment)}`);
       for (const grant of grants.filter((g) => g.table === table)) {
-        await sql.query(`GRANT ${grant.privilege} ON ${copy(table)} TO ${grant.grantee}${grant.grantable ? ' WITH GRANT OPTION' : ''}`);
+        const on = grant.column === null ? '' : ` (${grant.column})`;
+        await sql.query(`GRANT ${grant.privilege}${on} ON ${copy(table)} TO ${grant.grantee}${grant.grantable ? ' WITH GRANT OPTION' : ''}`);
+      }
+      for (const trigger of triggers.filter((t) => t.table === table)) {
+        atSwap.push(onTheCopy(trigger.definition, live(table), copy(table)));
+        const state = TRIGGER_STATES[trigger.enabled];
+        if (state) atSwap.push(`ALTER TABLE ${copy(table)} ${state} TRIGGER ${trigger.name}`);
+      }
+      for (const policy of policies.filter((p) => p.table === table)) {
+        atSwap.push(
+          `CREATE POLICY ${policy.name} ON ${copy(table)} AS ${policy.permissive ? 'PERMISSIVE' : 'RESTRICTIVE'} FOR ${POLICY_COMMANDS[policy.command]}` +
+            ` TO ${policy.roles.join(', ')}${policy.using === null ? '' : ` USING (${policy.using})`}${policy.check === null ? '' : ` WITH CHECK (${policy.check})`}`,
+        );
+      }
+      if (set.rowSecurity) atSwap.push(`ALTER TABLE ${copy(table)} ENABLE ROW LEVEL SECURITY`);
+      if (set.forceRowSecurity) atSwap.push(`ALTER TABLE ${copy(table)} FORCE ROW LEVEL SECURITY`);
+      const identity = set.replicaIdentity === 'i' ? `USING INDEX ${set.identityIndex}` : REPLICA_IDENTITIES[set.replicaIdentity];
+      if (identity) atSwap.push(`ALTER TABLE ${copy(table)} REPLICA IDENTITY ${identity}`);
+      for (const { publication, columns, filter } of publications.filter((p) => p.table === table)) {
+        atSwap.push(`ALTER PUBLICATION ${publication} ADD TABLE ${copy(table)}${columns ? ` (${columns.join(', ')})` : ''}${filter === null ? '' : ` WHERE (${filter})`}`);
       }
     }
     for (const constraint of constraints) {
       await sql.query(`ALTER TABLE ${copy(constraint.table)} ADD CONSTRAINT ${pg.escapeIdentifier(constraint.name)} ${constraint.definition}`);
     }
-    // An index's definition names its table with its schema (pg_get_indexdef does, whatever the search path).
-    const onCopy = indexes.map(({ definition, table }) => {
-      const on = ` ON ${live(table)} `;
-      if (!definition.includes(on)) throw new Error(`a rebuild cannot place the index ${definition} on its copy`);
-      return definition.replace(on, ` ON ${copy(table)} `);
-    });
-    return new Shadow(sql, schema, name, tables, onCopy, fillFactors);
+    const onCopy = indexes.map(({ definition, table }) => onTheCopy(definition, live(table), copy(table)));
+    return new Shadow(sql, schema, name, tables, onCopy, fillFactors, atSwap);
   }
 
   /** Builds the indexes on the loaded copies, and gives the planner their statistics. */
@@ -230,6 +295,7 @@ class Shadow {
 
   /** Puts the copies in the live tables' place. */
   async swap(): Promise<void> {
+    for (const statement of this.atSwap) await this.sql.query(statement);
     for (const { table, option } of this.fillFactors) await this.sql.query(`ALTER TABLE ${this.name}.${identifier(table)} SET (${option})`);
     if (this.tables.length > 0) await this.sql.query(`DROP TABLE ${this.tables.map((t) => `${this.schema}.${identifier(t)}`).join(', ')}`);
     for (const table of this.tables) await this.sql.query(`ALTER TABLE ${this.name}.${identifier(table)} SET SCHEMA ${this.schema}`);
@@ -237,6 +303,23 @@ class Shadow {
     await this.sql.query(`SET LOCAL search_path = ${this.schema}, public`);
   }
 }
+
+/**
+ * An index's or trigger's definition, on the copy instead of the live table. Both name their table
+ * with its schema (pg_get_indexdef and pg_get_triggerdef do, whatever the search path).
+ */
+function onTheCopy(definition: string, live: string, copy: string): string {
+  const on = ` ON ${live} `;
+  if (!definition.includes(on)) throw new Error(`a rebuild cannot place ${definition} on its copy`);
+  return definition.replace(on, ` ON ${copy} `);
+}
+
+/** pg_trigger.tgenabled: how a trigger that is not simply on ('O') is set after it is created. */
+const TRIGGER_STATES: Record<string, string | undefined> = { D: 'DISABLE', R: 'ENABLE REPLICA', A: 'ENABLE ALWAYS' };
+/** pg_policy.polcmd */
+const POLICY_COMMANDS: Record<string, string> = { '*': 'ALL', r: 'SELECT', a: 'INSERT', w: 'UPDATE', d: 'DELETE' };
+/** pg_class.relreplident, other than the default ('d') and an index's ('i') */
+const REPLICA_IDENTITIES: Record<string, string | undefined> = { f: 'FULL', n: 'NOTHING' };
 
 /** A table name as pg_get_indexdef writes it: bare when it is a plain lower-case name, else quoted. */
 function identifier(name: string): string {
