@@ -42,6 +42,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private readonly running = new Set<Promise<void>>();
   /** The runs in progress, by job id: a cancel is delivered to its run. */
   private readonly runs = new Map<string, JobRun>();
+  /** The offers being handled (their Nats-Msg-Id), from the claim to the end of the run. */
+  private readonly handling = new Set<string>();
   private readonly cancellations: CancellationWatch;
   private tokenExpiredReason: string | null = null;
   private settled = false;
@@ -213,14 +215,31 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
 
   private async handleOffer(held: HeldOffer): Promise<void> {
     const offer = held.offer!;
-    const fields = { jobId: offer.jobId, attempt: offer.attempt, kind: offer.kind, offer: jobOfferMessageId(offer) };
+    const offerId = jobOfferMessageId(offer);
+    const fields = { jobId: offer.jobId, attempt: offer.attempt, kind: offer.kind, offer: offerId };
+    // A second copy of an offer this runner is handling (the stream drops a re-publish only within its
+    // duplicate window): its claim, under the same key, would answer with the claim the first copy
+    // holds, and the job would run twice at once in one worktree (docs/jobs.md, "Claims").
+    if (this.handling.has(offerId)) {
+      this.log.warn(fields, 'offer dropped: this runner is running the job under this offer already');
+      held.ack();
+      return;
+    }
+    this.handling.add(offerId);
+    // Given back for later: from then on a copy that comes here is the offer itself, not a duplicate.
+    let handedBack = false;
+    const handBack = (delayMs: number) => {
+      handedBack = true;
+      this.handling.delete(offerId);
+      held.nak(delayMs);
+    };
     const keepAlive = setInterval(() => held.working(), Math.max(1000, Math.floor(this.config.offerAckWaitMs / 3)));
     try {
       if (!this.settled) {
         // Claims of an earlier run under this id come first; until they are settled the offer goes back.
         const delay = this.claimBackoff.fail();
         this.log.warn({ ...fields, retryInMs: delay }, 'the earlier run is not settled yet; the offer goes back');
-        held.nak(delay);
+        handBack(delay);
         await this.sleep(delay);
         return;
       }
@@ -252,7 +271,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         }
         const delay = this.claimBackoff.fail();
         this.log.warn({ ...fields, error: String(error), retryInMs: delay }, 'claim failed; the offer goes back');
-        held.nak(delay);
+        handBack(delay);
         await this.sleep(delay);
         return;
       }
@@ -277,6 +296,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       held.ack();
     } finally {
       clearInterval(keepAlive);
+      if (!handedBack) this.handling.delete(offerId);
     }
   }
 
