@@ -567,6 +567,9 @@ describe('job service through the NATS command path', () => {
   });
 
   it('list_jobs pages with a cursor', async () => {
+    // digits, but no position a bigint holds: refused as a cursor, not an INTERNAL from PostgreSQL
+    const huge = Buffer.from(JSON.stringify({ after: '9'.repeat(30) })).toString('base64url');
+    await expect(world.client.request(listJobs, { cursor: huge })).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
     const first = await world.client.request(listJobs, { limit: 3 });
     expect(first.jobs).toHaveLength(3);
     const second = await world.client.request(listJobs, { limit: 3, cursor: first.nextCursor! });

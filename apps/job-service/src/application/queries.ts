@@ -9,10 +9,13 @@ function encodeCursor(position: string): string {
   return Buffer.from(JSON.stringify({ after: position })).toString('base64url');
 }
 
+const MAX_POSITION = 2n ** 63n - 1n;
+
 function decodeCursor(cursor: string): string {
   try {
     const after = (JSON.parse(Buffer.from(cursor, 'base64url').toString()) as { after?: unknown }).after;
-    if (typeof after === 'string' && /^\d+$/.test(after)) return after;
+    // A position the bigint column can hold: a longer one would be PostgreSQL's out-of-range error, an INTERNAL.
+    if (typeof after === 'string' && /^\d+$/.test(after) && BigInt(after) <= MAX_POSITION) return after;
   } catch {
     // falls through to the refusal
   }
