@@ -1,4 +1,4 @@
-import { lstat, mkdir, realpath } from 'node:fs/promises';
+import { lstat, mkdir, realpath, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { ErrorCode, GantryError, repositoryCloneName, WorktreeKeySchema } from '@gantry/contracts';
 import { assertRepositoryUrl, runGit, type GitResult, type GitRunOptions } from '@gantry/git';
@@ -59,18 +59,64 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
  * into their config that service-side git does not accept (docs/git.md) is removed before the
  * command — and reported — rather than refused, so an agent cannot make a worktree key unusable.
  */
-export function gitOnClone(
+export async function gitOnClone(
   workspace: GitWorkspace,
   cwd: string,
   args: readonly string[],
   options: Omit<GitRunOptions, 'cwd' | 'restoreConfig' | 'timeoutMs'> & { timeoutMs?: number } = {},
 ): Promise<GitResult> {
-  return runGit(args, {
-    ...options,
-    cwd,
-    timeoutMs: options.timeoutMs ?? workspace.commandTimeoutMs,
-    restoreConfig: { within: workspace.reposDir, onRemoved: workspace.onForeignConfigRemoved },
-  });
+  const run = () =>
+    runGit(args, {
+      ...options,
+      cwd,
+      timeoutMs: options.timeoutMs ?? workspace.commandTimeoutMs,
+      restoreConfig: { within: workspace.reposDir, onRemoved: workspace.onForeignConfigRemoved },
+    });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (error) {
+      if (attempt >= MAX_STALE_LOCK_ROUNDS || !(await removedStaleLocks(workspace, cwd, error))) throw error;
+    }
+  }
+}
+
+/**
+ * A lock file older than this is no git at work: git holds its locks for the length of one command,
+ * and the service's own git commands are stopped at their timeout (git removes its locks when
+ * stopped). A git killed outright (SIGKILL of the service's process group, an agent killed mid-commit)
+ * leaves its lock behind, and git refuses every later command that needs it — a rescue, a sync, every
+ * fetch of the clone — until someone removes it (docs/worktrees.md, "Restart and recovery").
+ */
+export const STALE_LOCK_MS = 60_000;
+/** A fetch can meet several locks (one per ref); each round removes those named and runs git again. */
+const MAX_STALE_LOCK_ROUNDS = 5;
+
+/**
+ * Removes the lock files under `<root>/repos` that git said stopped `error` (`Unable to create
+ * '<file>.lock': File exists`, `could not lock config file <file>`) when they are older than
+ * STALE_LOCK_MS; a younger one is left to the git that may hold it. True when one was removed.
+ */
+async function removedStaleLocks(workspace: GitWorkspace, cwd: string, error: unknown): Promise<boolean> {
+  const stderr = error instanceof GantryError && typeof error.details?.stderr === 'string' ? error.details.stderr : '';
+  const named = [
+    ...[...stderr.matchAll(/Unable to create '([^'\n]+\.lock)': File exists/g)].map((m) => m[1]!),
+    ...[...stderr.matchAll(/could not lock config file ([^\n]+): File exists/g)].map((m) => `${m[1]!}.lock`),
+  ];
+  let removed = false;
+  for (const file of new Set(named.map((one) => path.resolve(cwd, one)))) {
+    if (!isWithin(workspace.reposDir, file)) continue;
+    const info = await lstat(file).catch(() => null);
+    if (!info?.isFile() || Date.now() - info.mtimeMs < STALE_LOCK_MS) continue;
+    try {
+      await unlink(file);
+      removed = true;
+    } catch (unlinkError) {
+      if ((unlinkError as NodeJS.ErrnoException).code !== 'ENOENT') throw unlinkError;
+      removed = true; // gone meanwhile: worth running git again
+    }
+  }
+  return removed;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError } from '@gantry/contracts';
 import {
@@ -134,6 +134,54 @@ describe('git worktrees of a lease, on real repositories', () => {
     expect(again).toMatchObject({ outcome: 'reused', path: wt(), headSha: mainSha });
     expect(status()).toBe('');
     expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v1\n');
+  });
+
+  describe('lock files a killed git left behind', () => {
+    const tenMinutesAgo = () => new Date(Date.now() - 10 * 60_000);
+    const plantLock = (file: string, at: Date) => {
+      writeFileSync(file, '');
+      utimesSync(file, at, at);
+      return file;
+    };
+    const indexLock = () => git(wt(), 'rev-parse', '--path-format=absolute', '--git-path', 'index.lock');
+
+    it('a stale index.lock (an agent or a git of ours killed mid-command) does not block the rescue of a dirty worktree', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'half-done\n');
+      const lock = plantLock(indexLock(), tenMinutesAgo());
+      const rescue = await rescueWorktree(ws, { worktreeKey: key, now });
+      expect(git(wt(), 'show', `${rescue!.sha}:app.txt`)).toBe('half-done');
+      expect(status()).toBe('');
+      expect(existsSync(lock)).toBe(false);
+    });
+
+    it('a stale index.lock does not block the sync that resets a branch with unpushed commits', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'work.txt'), 'unpushed\n');
+      git(wt(), 'add', 'work.txt');
+      git(wt(), 'commit', '--quiet', '-m', 'unpushed');
+      plantLock(indexLock(), tenMinutesAgo());
+      const synced = await syncWorktree(ws, input);
+      expect(synced.baseSha).toBe(mainSha);
+      expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
+    });
+
+    it('a stale lock of a remote-tracking ref does not block every later fetch of the clone', async () => {
+      const { clonePath } = await ensureSharedClone(ws, fx.origin);
+      plantLock(path.join(clonePath, 'refs', 'remotes', 'origin', 'main.lock'), tenMinutesAgo());
+      const newer = fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      await ensureSharedClone(ws, fx.origin);
+      expect(git(clonePath, 'rev-parse', 'refs/remotes/origin/main')).toBe(newer);
+    });
+
+    it('a lock taken moments ago may be a git at work: it is left alone and the command fails', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'half-done\n');
+      const lock = plantLock(indexLock(), new Date());
+      await expect(rescueWorktree(ws, { worktreeKey: key, now })).rejects.toMatchObject({ details: { stderr: expect.stringContaining('index.lock') } });
+      expect(existsSync(lock)).toBe(true);
+      expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('half-done\n');
+    });
   });
 
   it('creates worktrees of one repository concurrently without git lock errors', async () => {
