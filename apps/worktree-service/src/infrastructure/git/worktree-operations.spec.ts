@@ -136,6 +136,46 @@ describe('git worktrees of a lease, on real repositories', () => {
     expect(readFileSync(path.join(wt(), 'app.txt'), 'utf8')).toBe('v1\n');
   });
 
+  describe('a worktree found off its branch is made again, its work kept', () => {
+    const gitDirOf = () => git(wt(), 'rev-parse', '--path-format=absolute', '--git-dir');
+
+    it('a git worktree add killed during its checkout (locked "initializing"): reused, and no longer locked against removal', async () => {
+      await createOrReuseWorktree(ws, input);
+      const gitDir = gitDirOf();
+      writeFileSync(path.join(gitDir, 'locked'), 'initializing');
+      rmSync(path.join(gitDir, 'index'));
+      rmSync(path.join(wt(), 'app.txt'));
+      const again = await createOrReuseWorktree(ws, input);
+      expect(again).toMatchObject({ path: wt(), headSha: mainSha });
+      expect(status()).toBe('');
+      await expect(rescueAndRemoveWorktree(ws, { worktreeKey: key, now })).resolves.toMatchObject({ removed: true });
+    });
+
+    it('an agent that left its worktree on a detached HEAD with commits and changes: they are rescued and the worktree is on its branch again', async () => {
+      await createOrReuseWorktree(ws, input);
+      git(wt(), 'checkout', '--quiet', '--detach');
+      writeFileSync(path.join(wt(), 'detached.txt'), 'committed off the branch\n');
+      git(wt(), 'add', 'detached.txt');
+      git(wt(), 'commit', '--quiet', '-m', 'off the branch');
+      writeFileSync(path.join(wt(), 'app.txt'), 'half-done\n');
+      const again = await createOrReuseWorktree(ws, input);
+      expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+      expect(again.headSha).toBe(mainSha);
+      expect(status()).toBe('');
+      expect(git(wt(), 'show', `${again.rescue!.branch}:detached.txt`)).toBe('committed off the branch');
+      expect(git(wt(), 'show', `${again.rescue!.branch}:app.txt`)).toBe('half-done');
+    });
+
+    it('an agent that switched its worktree to another branch: the next create puts it back on its own', async () => {
+      await createOrReuseWorktree(ws, input);
+      git(wt(), 'checkout', '--quiet', '-b', 'agent/elsewhere');
+      const again = await createOrReuseWorktree(ws, input);
+      expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+      expect(again.headSha).toBe(mainSha);
+      await expect(syncWorktree(ws, input)).resolves.toMatchObject({ baseSha: mainSha });
+    });
+  });
+
   describe('lock files a killed git left behind', () => {
     const tenMinutesAgo = () => new Date(Date.now() - 10 * 60_000);
     const plantLock = (file: string, at: Date) => {

@@ -220,16 +220,24 @@ export async function createOrReuseWorktree(
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
   return serializedOnClone(clonePath, async () => {
     let registered = (await registeredWorktrees(workspace, clonePath)).find((w) => w.path === worktreePath);
-    const onDisk = await lstatOrNull(worktreePath);
+    let onDisk = await lstatOrNull(worktreePath);
+    let offBranchRescue: RescueResult | null = null;
 
     if (registered && onDisk) {
+      // A `git worktree add` killed before it finished leaves its worktree locked ("initializing"), and
+      // an agent may lock its own: locked, it could never be removed (evicted) nor pruned.
+      if (registered.locked) await git(workspace, clonePath, ['worktree', 'unlock', '--', worktreePath]);
       const head = await currentBranch(workspace, worktreePath);
-      if (head !== `refs/heads/${branch}`) {
-        throw notThere(`worktree ${worktreeKey} is on ${head ?? 'a detached HEAD'}, not on ${branch}`, { worktreeKey, head });
+      if (head === `refs/heads/${branch}`) {
+        const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
+        const headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
+        return { outcome: 'reused', path: worktreePath, headSha, rescue, atStartingPoint: false };
       }
-      const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
-      const headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
-      return { outcome: 'reused', path: worktreePath, headSha, rescue, atStartingPoint: false };
+      // Off its branch (an agent detached HEAD or switched branches): refusing it would refuse every
+      // lease of the key. Its work is kept on a rescue branch, and it is made again.
+      offBranchRescue = await setAsideOffBranch(workspace, { clonePath, worktreePath, worktreeKey, branch, now });
+      registered = undefined;
+      onDisk = null;
     }
     if (registered && !onDisk) {
       // Registered, but its directory is gone (a crash, or someone deleted it): let git forget it.
@@ -259,8 +267,30 @@ export async function createOrReuseWorktree(
       headSha = originHead ?? (await resolveBaseRef(workspace, clonePath, baseRef, refs));
       await git(workspace, clonePath, ['worktree', 'add', '--quiet', '--no-track', '-b', branch, '--', worktreePath, headSha]);
     }
-    return { outcome: 'created', path: worktreePath, headSha, rescue: null, atStartingPoint };
+    return { outcome: 'created', path: worktreePath, headSha, rescue: offBranchRescue, atStartingPoint };
   });
+}
+
+/**
+ * A worktree of the key found on another branch or none: its uncommitted changes and the commit its
+ * HEAD is at go to a rescue branch (one commit on top of HEAD holds both), then it is removed.
+ */
+async function setAsideOffBranch(
+  workspace: GitWorkspace,
+  input: { clonePath: string; worktreePath: string; worktreeKey: string; branch: string; now: Date },
+): Promise<RescueResult | null> {
+  const { clonePath, worktreePath, worktreeKey, branch, now } = input;
+  const headSha = await revParse(workspace, worktreePath, 'HEAD');
+  if (headSha === null) throw notThere(`worktree ${worktreeKey} has no commit checked out, and is not on ${branch}`, { worktreeKey });
+  let rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
+  if (rescue === null) {
+    const onBranch = (await refsAt(workspace, clonePath, [`refs/heads/${branch}`])).get(`refs/heads/${branch}`) ?? null;
+    if (onBranch === null || !(await isAncestor(workspace, clonePath, headSha, onBranch))) {
+      rescue = await rescueBranchAt(workspace, clonePath, worktreeKey, headSha, now);
+    }
+  }
+  await removeLocked(workspace, clonePath, worktreePath);
+  return rescue;
 }
 
 /**
