@@ -151,6 +151,13 @@ describe('git worktrees of a lease, on real repositories', () => {
       await expect(rescueAndRemoveWorktree(ws, { worktreeKey: key, now })).resolves.toMatchObject({ removed: true });
     });
 
+    it('a worktree an agent locked (git worktree lock) is still removed by an eviction', async () => {
+      await createOrReuseWorktree(ws, input);
+      git(wt(), 'worktree', 'lock', '--reason', 'mine', wt());
+      await expect(rescueAndRemoveWorktree(ws, { worktreeKey: key, now })).resolves.toMatchObject({ removed: true });
+      expect(existsSync(wt())).toBe(false);
+    });
+
     it('an agent that left its worktree on a detached HEAD with commits and changes: they are rescued and the worktree is on its branch again', async () => {
       await createOrReuseWorktree(ws, input);
       git(wt(), 'checkout', '--quiet', '--detach');

@@ -465,6 +465,14 @@ async function worktreeToRemove(workspace: GitWorkspace, worktreeKey: string): P
  * create of the key and the reconciliation at start prune where they find them.
  */
 async function removeLocked(workspace: GitWorkspace, clonePath: string, worktreePath: string): Promise<void> {
+  const removal = await git(workspace, clonePath, ['worktree', 'remove', '--', worktreePath], [128]);
+  if (removal.exitCode === 0) return;
+  // Locked by an agent (`git worktree lock`) or by a `git worktree add` killed before it finished: the
+  // service owns its worktrees, so it unlocks and removes (still without --force: a dirty one stays).
+  if (!/cannot remove a locked working tree/.test(removal.stderr)) {
+    throw notThere(`git worktree remove failed: ${removal.stderr.trim().split('\n').slice(-3).join(' | ')}`, { worktreePath, stderr: removal.stderr.slice(0, 4000) });
+  }
+  await git(workspace, clonePath, ['worktree', 'unlock', '--', worktreePath]);
   await git(workspace, clonePath, ['worktree', 'remove', '--', worktreePath]);
 }
 
