@@ -1,4 +1,5 @@
-import { stat } from 'node:fs/promises';
+import { readFile, readdir, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import path from 'node:path';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { serializedOnClone } from './clone-queue.js';
 import { runGit } from '@gantry/git';
@@ -91,10 +92,49 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
  * keeps any configured refspec out of it as well.
  */
 async function fetchOriginLocked(workspace: GitWorkspace, clonePath: string, repositoryUrl: string): Promise<void> {
-  await gitOnClone(
-    workspace,
-    clonePath,
-    ['fetch', '--quiet', '--prune', '--no-write-fetch-head', '--refmap=', '--', repositoryUrl, '+refs/heads/*:refs/remotes/origin/*'],
-    { timeoutMs: workspace.networkTimeoutMs },
-  );
+  const fetch = () =>
+    gitOnClone(
+      workspace,
+      clonePath,
+      ['fetch', '--quiet', '--prune', '--no-write-fetch-head', '--refmap=', '--', repositoryUrl, '+refs/heads/*:refs/remotes/origin/*'],
+      { timeoutMs: workspace.networkTimeoutMs },
+    );
+  try {
+    await fetch();
+  } catch (error) {
+    if (!(await forgotUnbornWorktrees(clonePath, error))) throw error;
+    await fetch();
+  }
+}
+
+/**
+ * `git worktree add` first registers the new worktree with a HEAD of all zeros, then sets HEAD and
+ * checks it out. One killed in between (the service's process group killed) leaves that HEAD behind,
+ * and from then on git refuses every fetch of the clone (`bad object worktrees/<id>/HEAD`) — every
+ * lease of the repository. Runs on one clone take turns (serializedOnClone), so such a HEAD met by a
+ * fetch is no add at work: the registration is removed, with the worktree's directory when it holds
+ * nothing but its `.git` file (nothing was checked out). True when one was.
+ */
+async function forgotUnbornWorktrees(clonePath: string, error: unknown): Promise<boolean> {
+  const stderr = error instanceof GantryError && typeof error.details?.stderr === 'string' ? error.details.stderr : '';
+  const named = new Set([...stderr.matchAll(/bad object worktrees\/([^/\s]+)\/HEAD/g)].map((m) => m[1]!));
+  let forgot = false;
+  for (const id of named) {
+    const admin = path.join(clonePath, 'worktrees', id);
+    if (path.dirname(admin) !== path.join(clonePath, 'worktrees')) continue;
+    const head = await readFile(path.join(admin, 'HEAD'), 'utf8').catch(() => null);
+    if (head === null || !/^0{40}(0{24})?\s*$/.test(head)) continue;
+    const dotGit = (await readFile(path.join(admin, 'gitdir'), 'utf8').catch(() => '')).trim();
+    await rm(admin, { recursive: true, force: true });
+    forgot = true;
+    if (dotGit !== '' && path.basename(dotGit) === '.git') {
+      const worktree = path.dirname(dotGit);
+      const entries = await readdir(worktree).catch(() => null);
+      if (entries?.length === 1 && entries[0] === '.git') {
+        await unlink(dotGit);
+        await rmdir(worktree);
+      }
+    }
+  }
+  return forgot;
 }

@@ -151,6 +151,25 @@ describe('git worktrees of a lease, on real repositories', () => {
       await expect(rescueAndRemoveWorktree(ws, { worktreeKey: key, now })).resolves.toMatchObject({ removed: true });
     });
 
+    it('a git worktree add killed before it set HEAD (all zeros) no longer fails every fetch of the repository: the next lease makes the worktree', async () => {
+      await createOrReuseWorktree(ws, input);
+      const gitDir = gitDirOf();
+      // What such an add leaves: its registration, locked, with a HEAD of zeros; a directory with only its .git file.
+      writeFileSync(path.join(gitDir, 'HEAD'), `${'0'.repeat(40)}\n`);
+      writeFileSync(path.join(gitDir, 'locked'), 'initializing');
+      rmSync(path.join(gitDir, 'index'));
+      for (const entry of readdirSync(wt())) if (entry !== '.git') rmSync(path.join(wt(), entry), { recursive: true });
+      const newer = fx.pushCommit('main', { 'app.txt': 'v2\n' });
+      const { clonePath } = await ensureSharedClone(ws, fx.origin, { fetchedSince: performance.now() });
+      expect(git(clonePath, 'rev-parse', 'refs/remotes/origin/main')).toBe(newer);
+      // Made again on the key's branch (the clone's, which the sync then moves to the origin's state).
+      const again = await createOrReuseWorktree(ws, input);
+      expect(again).toMatchObject({ outcome: 'created', path: wt(), headSha: mainSha });
+      expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+      expect(status()).toBe('');
+      expect((await syncWorktree(ws, input)).baseSha).toBe(newer);
+    });
+
     it('a worktree an agent locked (git worktree lock) is still removed by an eviction', async () => {
       await createOrReuseWorktree(ws, input);
       git(wt(), 'worktree', 'lock', '--reason', 'mine', wt());
