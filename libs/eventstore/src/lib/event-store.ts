@@ -10,6 +10,7 @@ import { claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } fro
 import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome, type StreamWork } from './unit-of-work.js';
 import { decideWithin, type DomainEvent } from './decider.js';
 import { PreparedStatements } from './prepared.js';
+import { storableScrubber } from './storable-text.js';
 import { CommandBatcher, type WrittenBatch } from './batching.js';
 import { executeInOneMessage, FULL_PATH, type DecisionSpec, type OneMessageContext } from './one-message.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
@@ -71,7 +72,8 @@ export class EventStore {
     this.maxAttempts = options.maxAttempts ?? 8;
     this.receiptTtlMs = options.receiptTtlMs ?? DEFAULT_RECEIPT_TTL_MS;
     this.clock = options.clock ?? (() => new Date());
-    this.scrub = options.scrub ?? scrubSecrets;
+    // Every string an event or a stored refusal carries goes through here: also made storable (a NUL character).
+    this.scrub = storableScrubber(options.scrub ?? scrubSecrets);
     this.grouping = options.groupCommit ? new GroupCommit(this, options.groupCommit, this.maxAttempts) : null;
     this.oneMessage = {
       pool: this.pool,

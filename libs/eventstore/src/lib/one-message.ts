@@ -7,6 +7,7 @@ import type { Decider, Decision, DomainEvent } from './decider.js';
 import { JsonRows, jsonRows, type SqlWriter } from './deferred-writes.js';
 import type { Statement } from './prepared.js';
 import { STREAM_HEAD_MOVED } from './stream-heads.js';
+import { storableStrings } from './storable-text.js';
 import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 import { isRetryable, type StreamWork } from './unit-of-work.js';
@@ -325,7 +326,7 @@ function receiptInsert(idempotency: IdempotencyOptions, result: unknown, now: Da
   const expiresAt = new Date(now.getTime() + (idempotency.ttlMs ?? defaultTtlMs));
   const row =
     `{"scope":${JSON.stringify(idempotency.scope)},"key":${JSON.stringify(idempotency.key)},"request_hash":${JSON.stringify(canonicalHash(idempotency.request))},` +
-    `"result":${JSON.stringify({ ok: true, result: result ?? null })},"expires_at":${JSON.stringify(expiresAt.toISOString())}}`;
+    `"result":${JSON.stringify({ ok: true, result: result ?? null }, storableStrings)},"expires_at":${JSON.stringify(expiresAt.toISOString())}}`;
   return { text: RECEIPT_INSERT, values: [new JsonRows(`[${row}]`)] };
 }
 

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { ErrorCode, ErrorPayloadSchema, GantryError, scrubStrings, type ErrorPayload, type SecretScrubber } from '@gantry/contracts';
+import { storableStrings } from './storable-text.js';
 import type { IdempotencyOptions } from './types.js';
 
 /** What a command under an idempotency key answered: its result, or the refusal it was given. */
@@ -106,7 +107,7 @@ function asStored<T extends Receipt>(receipt: T, scrub: SecretScrubber): T {
 export async function storeReceiptAndCommit<T extends Receipt>(client: pg.PoolClient, idempotency: IdempotencyOptions, receipt: T, scrub: SecretScrubber): Promise<T> {
   const stored = asStored(receipt, scrub);
   await client.query(
-    `UPDATE idempotency_receipts SET result = ${literal(JSON.stringify(stored))}::jsonb
+    `UPDATE idempotency_receipts SET result = ${literal(JSON.stringify(stored, storableStrings))}::jsonb
       WHERE scope = ${literal(idempotency.scope)} AND key = ${literal(idempotency.key)}; COMMIT`,
   );
   return stored;
@@ -147,7 +148,7 @@ export async function storeReceipt<T extends Receipt>(client: pg.PoolClient, ide
   await client.query(`UPDATE idempotency_receipts SET result = $3 WHERE scope = $1 AND key = $2`, [
     idempotency.scope,
     idempotency.key,
-    JSON.stringify(stored),
+    JSON.stringify(stored, storableStrings),
   ]);
   return stored;
 }
