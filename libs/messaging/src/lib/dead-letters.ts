@@ -1,6 +1,10 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
+import { headers as natsHeaders } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { withTransaction } from '@gantry/eventstore';
+
+/** The header of an event handed back from the dead letters: the one consumer it is for. */
+export const REPLAYED_FOR_HEADER = 'Gantry-Replayed-For';
 
 /** A dead letter as an operator sees it: what failed, where, and why (the payload stays in the table). */
 export interface DeadLetter {
@@ -66,8 +70,8 @@ export async function listDeadLetters(pool: pg.Pool, filter: DeadLetterFilter = 
  * published again on its subject, to the stream it came from, and its row deleted once JetStream has
  * it, in one transaction that holds the rows (a second replay at the same time skips them). The
  * consumer takes it like any delivery: in its inbox transaction, with its retries, and to the dead
- * letters again if it fails again. Every other consumer of the subject finds the event in its inbox
- * and acknowledges it. A crash between the publish and the commit leaves the row: the next replay
+ * letters again if it fails again. Every other consumer of the subject acknowledges it without
+ * running anything: the message names its consumer (REPLAYED_FOR_HEADER). A crash between the publish and the commit leaves the row: the next replay
  * publishes it again under the same message id, which JetStream drops within its duplicate window,
  * and the consumer's inbox after it.
  *
@@ -87,7 +91,11 @@ export async function replayDeadLetters(pool: pg.Pool, js: JetStreamClient, filt
         continue;
       }
       try {
-        await js.publish(row.subject, row.payload, { msgID: `${row.event_id}:dead-letter:${row.consumer}:${id}` });
+        // Named for its consumer: the others of the subject leave it alone (EventConsumer), also once their
+        // inbox rows of the event are pruned — dead letters outlive them (docs/operations.md, "Dead letters").
+        const headers = natsHeaders();
+        headers.set(REPLAYED_FOR_HEADER, row.consumer);
+        await js.publish(row.subject, row.payload, { msgID: `${row.event_id}:dead-letter:${row.consumer}:${id}`, headers });
       } catch (error) {
         outcome.failed = { id, error: error instanceof Error ? error.message : String(error) };
         break;

@@ -1,4 +1,5 @@
 import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type ConsumerMessages, type JsMsg, type MsgRequest } from '@nats-io/jetstream';
+import type { MsgHdrs } from '@nats-io/transport-node';
 import { eventFilter, eventFilterFor, eventSubjectPrefix, streamName, type Context } from '@gantry/contracts';
 import { isNotFound, type Bus } from './bus.js';
 
@@ -16,6 +17,7 @@ export interface Delivered {
   readonly seq: number;
   readonly subject: string;
   readonly data: Uint8Array;
+  readonly headers?: MsgHdrs;
   readonly info: { readonly deliveryCount: number; readonly timestampNanos: number };
   ack(): void;
   /** Handed back, to be delivered again after `millis` (at once without). */
@@ -273,6 +275,7 @@ export class DurableReader {
       seq: msg.seq,
       subject: msg.subject,
       data: msg.data,
+      headers: msg.headers,
       info: msg.info,
       ack: () => (done(), msg.ack()),
       // A message handed back is still this process's to finish, wherever it is redelivered next.

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import { defineEvent, eventSubject, streamName, type Context, type EventEnvelope } from '@gantry/contracts';
-import { createPool, migrate } from '@gantry/eventstore';
+import { createPool, migrate, pruneExpired } from '@gantry/eventstore';
 import { consumerCaughtUp, deleteStreams, dropSchema, eventually, startScratchPostgres, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
 import { Bus } from './bus.js';
+import { replayDeadLetters } from './dead-letters.js';
 import { EventConsumer, type BeforeCommit } from './event-consumer.js';
 
 const context: Context = 'prs';
@@ -155,6 +156,33 @@ describe('durable event consumer', () => {
     await eventually(async () => (await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable])).rows[0]?.error, { what: 'dead letter' });
     const dead = await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable]);
     expect(dead.rows[0].error).toMatchObject({ kind: 'handler_failed', deliveries: 3 });
+  });
+
+  it("a dead letter handed back goes to its consumer alone: another consumer of the event does not run again, even once its inbox no longer holds the event", async () => {
+    const failing = `d${randomUUID().slice(0, 8)}`;
+    const other = `d${randomUUID().slice(0, 8)}`;
+    let fails = true;
+    const handledBy = { [failing]: [] as number[], [other]: [] as number[] };
+    startConsumer(failing, async (n) => {
+      if (fails) throw new Error('the downstream system is away');
+      handledBy[failing]!.push(n);
+    }, { maxDeliver: 1 });
+    startConsumer(other, async (n) => {
+      handledBy[other]!.push(n);
+    });
+    await publish(envelope(7));
+    await eventually(async () => (await pool.query('SELECT 1 FROM dead_letters WHERE consumer = $1', [failing])).rowCount === 1, { what: 'dead letter' });
+    await eventually(async () => handledBy[other]!.length === 1, { what: 'the other consumer handled the event' });
+    // Dead letters are kept longer (30 days) than the stream keeps its events (7 days), and the inbox
+    // rows of events the stream no longer holds are pruned: as they are here, for the other consumer.
+    await pruneExpired(pool, { now: new Date(), inboxBefore: [{ consumer: other, before: new Date(Date.now() + 60_000) }] });
+    expect((await pool.query('SELECT 1 FROM inbox WHERE consumer = $1', [other])).rowCount).toBe(0);
+
+    fails = false;
+    expect(await replayDeadLetters(pool, bus.js, { consumer: failing })).toMatchObject({ replayed: [expect.any(Number)], failed: null });
+    await eventually(async () => handledBy[failing]!.length === 1, { what: 'the consumer handled the event handed back' });
+    await consumerCaughtUp(bus.jsm, streamName(naming, context), other);
+    expect(handledBy).toEqual({ [failing]: [7], [other]: [7] });
   });
 
   it("a dead letter's error text has its secrets masked: a URL's password and a token in the handler's error", async () => {

@@ -15,6 +15,7 @@ import {
 import { DurableReader, settle, type ConsumerLag, type ConsumerLogger, type Delivered, type Settlement } from './durable-reader.js';
 import type { Bus } from './bus.js';
 import type { SharedDurable } from './shared-durable.js';
+import { REPLAYED_FOR_HEADER } from './dead-letters.js';
 
 /** Thrown by a handler that cannot act yet (an earlier event has not arrived): retried, never dead-lettered early. */
 export class RetryLater extends Error {
@@ -218,6 +219,10 @@ export class EventConsumer {
    * types receives is of the others, and they would otherwise cost a parse each.
    */
   private ignoresSubject(msg: Delivered): boolean {
+    // An event handed back from another consumer's dead letters is that consumer's alone: this one
+    // handled it when it came (its inbox row may be pruned since), docs/operations.md, "Dead letters".
+    const replayedFor = msg.headers?.get(REPLAYED_FOR_HEADER);
+    if (replayedFor && replayedFor !== this.options.name) return true;
     if (!this.handledTypes) return false;
     const type = eventTypeOfSubject(this.subjectPrefix, msg.subject);
     return type !== null && !this.handledTypes.has(type);

@@ -187,6 +187,7 @@ function shareOut(msg: Delivered, count: number): Delivered[] {
       seq: msg.seq,
       subject: msg.subject,
       data: msg.data,
+      headers: msg.headers,
       info: msg.info,
       ack: () => once(null),
       nak: (millis?: number) => once(millis ?? 0),
