@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { ErrorCode, GantryError, scrubbingReplacer, type SecretScrubber } from '@gantry/contracts';
 import { inlineStatement, type SqlWriter } from './deferred-writes.js';
 import { project, type Projection } from './projection.js';
+import { storableStrings } from './storable-text.js';
 import type { CommandMetadata, ExpectedVersion, NewEvent, StoredEvent } from './types.js';
 
 /** An events row as PostgreSQL returns it. */
@@ -119,12 +120,15 @@ export async function appendEvents(
   metadata: CommandMetadata & { idempotencyKey: string | null },
 ): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
-  const meta = JSON.stringify({
-    correlationId: metadata.correlationId,
-    causationId: metadata.causationId ?? null,
-    idempotencyKey: metadata.idempotencyKey ?? null,
-    actor: metadata.actor ?? null,
-  });
+  const meta = JSON.stringify(
+    {
+      correlationId: metadata.correlationId,
+      causationId: metadata.causationId ?? null,
+      idempotencyKey: metadata.idempotencyKey ?? null,
+      actor: metadata.actor ?? null,
+    },
+    storableStrings,
+  );
   const replacer = scrubbingReplacer(context.scrub);
   const ids: string[] = [];
   const types: string[] = [];

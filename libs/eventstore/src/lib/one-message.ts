@@ -7,7 +7,7 @@ import type { Decider, Decision, DomainEvent } from './decider.js';
 import { JsonRows, jsonRows, type SqlWriter } from './deferred-writes.js';
 import type { Statement } from './prepared.js';
 import { STREAM_HEAD_MOVED } from './stream-heads.js';
-import { storableStrings } from './storable-text.js';
+import { storableStrings, storableText } from './storable-text.js';
 import { project, type Projection } from './projection.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 import { isRetryable, type StreamWork } from './unit-of-work.js';
@@ -291,11 +291,12 @@ function pendingEvents(
   scrub: SecretScrubber,
 ): { events: StoredEvent[]; json: string[] } {
   const replacer = scrubbingReplacer(scrub);
+  const text = (value: string | null | undefined) => (value == null ? null : storableText(value));
   const stored = {
-    correlationId: metadata.correlationId,
-    causationId: metadata.causationId ?? null,
+    correlationId: storableText(metadata.correlationId),
+    causationId: text(metadata.causationId),
     idempotencyKey: metadata.idempotencyKey,
-    actor: metadata.actor ?? null,
+    actor: text(metadata.actor),
   };
   const occurredAt = now.toISOString();
   const json = events.map((event) => JSON.stringify(event.data ?? null, replacer));

@@ -102,6 +102,16 @@ describe('text a command writes', () => {
     await expect(write(id, 'third', randomUUID())).resolves.toMatchObject({ result: { texts: ['first', 'agent said a\uFFFDb', 'third'] } });
   });
 
+  it.each([
+    ['in one message', (id: string, actor: string) => handleWithDecider(store, { decider: notes, streamId: id, command: { text: 'n' }, metadata: { ...meta, actor }, reply: () => null })],
+    ['on the full path', (id: string, actor: string) => store.append(id, 0, [{ type: 'Noted', data: { text: 'n' } }], { ...meta, actor })],
+  ])('a NUL character in the metadata a command was given (%s) is kept as U+FFFD', async (_, write) => {
+    const id = `n-${randomUUID()}`;
+    await write(id, 'person\u0000one');
+    const { rows } = await pool.query<{ actor: string }>(`SELECT metadata->>'actor' AS actor FROM events WHERE stream_id = $1`, [id]);
+    expect(rows).toEqual([{ actor: 'person\uFFFDone' }]);
+  });
+
   it('a refusal whose text carries a NUL character is stored, and its repeat gets the same refusal', async () => {
     const id = `n-${randomUUID()}`;
     const key = randomUUID();
