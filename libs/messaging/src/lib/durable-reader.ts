@@ -280,7 +280,9 @@ export class DurableReader {
       ack: () => (done(), msg.ack()),
       // A message handed back is still this process's to finish, wherever it is redelivered next.
       nak: (millis) => msg.nak(millis),
-      term: (reason) => (done(), msg.term(reason)),
+      // A plain +TERM: NATS 2.9 servers take `+TERM <reason>` for no acknowledgement at all, and the
+      // message came back after every ack wait to be dead-lettered again. The reason is in the dead letter.
+      term: () => (done(), msg.term()),
       working: () => msg.working(),
     };
   }

@@ -130,6 +130,23 @@ describe('durable event consumer', () => {
     expect(dead.rows[1].error).toMatchObject({ kind: 'invalid_payload', message: 'the payload is not valid JSON' });
   });
 
+  it('a dead-lettered message is given up for good: it does not come back after the ack wait to be dead-lettered again', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let calls = 0;
+    await publish('{ this is not json');
+    await publish(envelope(8));
+    startConsumer(durable, async (n) => {
+      calls++;
+      throw new Error(`poison ${n}`);
+    }, { ackWaitMs: 1000, maxDeliver: 1 });
+    const count = async () => (await pool.query('SELECT count(*)::int AS n FROM dead_letters WHERE consumer = $1', [durable])).rows[0].n as number;
+    await eventually(async () => (await count()) === 2, { what: 'both dead-lettered' });
+    await new Promise((r) => setTimeout(r, 3000)); // three ack waits
+    expect(await count()).toBe(2);
+    expect(calls).toBe(1);
+    expect((await bus.jsm.consumers.info(streamName(naming, context), durable)).num_ack_pending).toBe(0);
+  });
+
   it('a handler that throws is retried and succeeds later; its failed writes are rolled back', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     let attempts = 0;
