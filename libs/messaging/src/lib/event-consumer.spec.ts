@@ -130,6 +130,19 @@ describe('durable event consumer', () => {
     expect(dead.rows[1].error).toMatchObject({ kind: 'invalid_payload', message: 'the payload is not valid JSON' });
   });
 
+  it('a payload with a NUL byte (text PostgreSQL cannot keep) is dead-lettered like any bad payload, not handed back for ever', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    await publish('{"not": "an event"}\u0000');
+    await publish(envelope(2));
+    startConsumer(durable, insertPing, { maxDeliver: 2 });
+    await eventually(async () => (await rows()).includes(2), { what: 'the valid message processed' });
+    const dead = await eventually(async () => (await pool.query('SELECT payload, error FROM dead_letters WHERE consumer = $1', [durable])).rows[0], { what: 'dead letter' });
+    expect(dead).toMatchObject({ payload: '{"not": "an event"}\uFFFD', error: { kind: 'invalid_payload' } });
+    // Terminated, not handed back: nothing of it is left pending, and it is recorded once.
+    await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_ack_pending === 0, { what: 'nothing pending' });
+    expect((await pool.query('SELECT count(*)::int AS n FROM dead_letters WHERE consumer = $1', [durable])).rows[0].n).toBe(1);
+  });
+
   it('a dead-lettered message is given up for good: it does not come back after the ack wait to be dead-lettered again', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     let calls = 0;

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { storableScrubber, storableText } from '@gantry/eventstore';
 import {
   EventEnvelopeSchema,
   eventSubjectPrefix,
@@ -457,11 +458,12 @@ export class EventConsumer {
 
   /** Records the message as a dead letter; when even that fails it is handed back to try again. */
   private async deadLetter(msg: Delivered, eventId: string | null, failure: Record<string, unknown>): Promise<boolean> {
-    const error = scrubStrings(failure, this.options.scrub ?? scrubSecrets);
+    // As text PostgreSQL can keep (a NUL character would fail the insert, and the message would be handed back for ever).
+    const error = scrubStrings(failure, storableScrubber(this.options.scrub ?? scrubSecrets));
     try {
       await this.options.pool.query(
         `INSERT INTO dead_letters (consumer, subject, stream_sequence, event_id, payload, error) VALUES ($1, $2, $3, $4, $5, $6)`,
-        [this.options.name, msg.subject, msg.seq, eventId, decoder.decode(msg.data), JSON.stringify(error)],
+        [this.options.name, msg.subject, msg.seq, eventId, storableText(decoder.decode(msg.data)), JSON.stringify(error)],
       );
     } catch (writeError) {
       this.options.logger.warn('could not record a dead letter; message handed back', {
