@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import { defineEvent, eventSubject, streamName, type Context } from '@gantry/contracts';
-import { createPool, migrate } from '@gantry/eventstore';
+import { createPool, migrate, pruneExpired } from '@gantry/eventstore';
 import { deleteStreams, dropSchema, eventually, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
 import { Bus } from './bus.js';
+import { replayDeadLetters } from './dead-letters.js';
 import { EventConsumer, type EventConsumerOptions } from './event-consumer.js';
 import { SharedDurable } from './shared-durable.js';
 
@@ -171,6 +172,25 @@ describe('a durable shared by several consumers', () => {
     expect(await handled(steady.consumer.name)).toEqual([7]);
     expect(await handled(broken.consumer.name)).toEqual([]);
     expect(broken.calls).toEqual([7, 7, 7]);
+  });
+
+  it("a member's dead letter handed back goes to that member alone: the others do not run again, even once their inbox no longer holds the event", async () => {
+    const durable = shared();
+    const steady = member(durable, `steady-${randomUUID().slice(0, 6)}`, ['SharedTestRed']);
+    let failing = true;
+    const broken = member(durable, `broken-${randomUUID().slice(0, 6)}`, ['SharedTestRed'], { fail: () => failing, maxDeliver: 1 });
+    const last = await publish('SharedTestRed', 8);
+    steady.consumer.start();
+    broken.consumer.start();
+    await caughtUp(durable.name, last);
+    // The stream no longer holds the event: the steady member's inbox row of it is pruned.
+    await pruneExpired(pool, { now: new Date(), inboxBefore: [{ consumer: steady.consumer.name, before: new Date(Date.now() + 60_000) }] });
+    failing = false;
+    expect(await replayDeadLetters(pool, bus.js, { consumer: broken.consumer.name })).toMatchObject({ replayed: [expect.any(Number)], failed: null });
+    await eventually(async () => (await handled(broken.consumer.name)).length === 1, { what: 'the broken member handled the event handed back' });
+    await caughtUp(durable.name, last + 1);
+    expect(steady.calls).toEqual([8]);
+    expect(await handled(steady.consumer.name)).toEqual([8]);
   });
 
   it('created where its members had durables of their own, it starts at the oldest event one of them had not acknowledged', async () => {
