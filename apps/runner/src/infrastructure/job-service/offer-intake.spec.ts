@@ -1,7 +1,7 @@
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { dispatchStreamName, dispatchSubject, jobOfferMessageId, type JobOffer } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { testNatsUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
+import { eventually, testNatsUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
 import { DispatchIntake, dispatchConsumerName } from './offer-intake.js';
 
 const name = uniqueName('offer_intake');
@@ -115,6 +115,11 @@ describe('taking offers from the dispatch stream', () => {
     const bad = await a.next('REVIEW', 2000);
     expect(bad).toMatchObject({ kind: 'REVIEW', offer: null });
     expect(await a.next('REVIEW', 1000)).toBeNull();
+    // Given up for good, not left pending to come back after every ack wait.
+    await eventually(async () => (await busA.jsm.consumers.info(dispatchStreamName(naming), dispatchConsumerName('REVIEW'))).num_ack_pending === 0, {
+      what: 'nothing pending',
+      timeoutMs: 3000,
+    });
     (await a.next('TASK_IMPLEMENTATION', 2000))!.ack();
   });
 

@@ -93,7 +93,9 @@ function held(kind: JobKind, msg: JsMsg): HeldOffer {
   } catch {
     offer = null;
   }
-  if (offer === null) msg.term('not a valid job offer for this kind');
+  // A plain +TERM: a NATS 2.9 server takes `+TERM <reason>` for no acknowledgement at all, and the
+  // message would come back after every ack wait, for ever (the consumer delivers without limit).
+  if (offer === null) msg.term();
   return {
     kind,
     offer,
