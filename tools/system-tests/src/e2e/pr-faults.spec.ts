@@ -213,6 +213,44 @@ describe('pull requests under faults, end to end', () => {
       expect((await system.github.pulls(repository)).filter((p) => p.head.ref === branch)).toHaveLength(1);
     }, 150_000);
 
+    it('after GitHub enabled auto-merge, and the branch was pushed while it was down: on restart it disables it; the new head is merged only once seen green', async () => {
+      // GitHub protects main with ci/lint only: auto-merge waits for it, and would merge a head whose ci/test nobody saw.
+      await system.restartPrService({ GANTRY_TEST_CRASH_AT: 'github:enable_auto_merge' });
+      const productId = 'product-crash-auto';
+      const { repository, cloneUrl } = await system.product(productId, 'crash-auto', { strategy: 'STORY', requiredChecks: ['ci/test'], protectedBy: ['ci/lint'] });
+      const branch = 'story/ST-crash-auto';
+      const job = await system.terminal(await system.enqueue({ productId, storyId: 'ST-ca', taskId: 'T-ca', branch, payload: commit('src/ca.ts') }));
+      const pr = await system.prWhere(repository, branch, (p) => p.prNumber !== null && p.scope.done, 'the PR open with its story done');
+      await system.check(repository, job.headSha!, 'success');
+      expect(await system.prServiceExited()).toBe('SIGKILL');
+      expect((await system.github.pulls(repository))[0]).toMatchObject({ state: 'open', auto_merge: expect.anything() });
+      expect((await system.prEvents(pullRequestIdFor(repository, branch))).map((e) => e.type)).not.toContain('PullRequestAutoMergeEnabled');
+
+      // While it is down, someone pushes to the branch (GitHub keeps auto-merge on across a push).
+      const clone = new Clone(cloneUrl);
+      let moved: string;
+      try {
+        moved = clone.commitAndPush(branch, { 'src/late.ts': 'late\n' }, 'a late change', `origin/${branch}`);
+      } finally {
+        clone.remove();
+      }
+      await system.github.refresh();
+      expect((await system.github.pulls(repository))[0]).toMatchObject({ head: { sha: moved }, auto_merge: expect.anything() });
+
+      await system.startPrService();
+      await system.prWhere(repository, branch, (p) => p.headSha === moved, 'the new head recorded');
+      await eventually(async () => (await system.github.pulls(repository))[0]!.auto_merge === null, { what: 'auto-merge disabled on GitHub' });
+      // GitHub's own check passes on the new head: with auto-merge still on, it would merge a head whose ci/test was never seen.
+      await system.check(repository, moved, 'success', 'ci/lint');
+      await system.github.refresh();
+      expect((await system.github.pulls(repository))[0]).toMatchObject({ state: 'open', merged: false });
+      expect(await system.pr(repository, branch)).toMatchObject({ phase: 'waiting_for_checks', merged: null, prNumber: pr.prNumber });
+
+      await system.check(repository, moved, 'success');
+      const merged = await system.prWhere(repository, branch, (p) => p.phase === 'merged', 'merged');
+      expect(merged.merged).toMatchObject({ headSha: moved });
+    }, 150_000);
+
     it('after GitHub merged the PR: on restart it reads that it is merged, and merges nothing twice', async () => {
       await system.restartPrService({ GANTRY_TEST_CRASH_AT: 'github:merge' });
       const story = await finishedStory('crash-merge');

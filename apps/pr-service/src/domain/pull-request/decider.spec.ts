@@ -143,6 +143,20 @@ describe('the pull request machine', () => {
       expect(pendingEffects(state)).toEqual([]);
     });
 
+    it('auto-merge asked for a head that moved before its answer was recorded (a crash, a lost reply): disabled if GitHub shows it on', () => {
+      // GitHub may have enabled it (with expectedHeadOid H1) without the pr-service hearing so; it stays on across the push.
+      const asked = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')];
+      for (const source of ['PUSH', 'GITHUB'] as const) {
+        const moved = stateOf([...asked, event.moved(8, H2, H1, source)]);
+        expect(pendingEffects(moved)).toEqual([{ type: 'DISABLE_AUTO_MERGE', repository: REPO, prNumber: 7, nodeId: NODE, enabledFor: H1 }]);
+        const state = given([...asked, event.moved(8, H2, H1, source)]).when(when.autoMergeDisabled(9, H1)).then([event.autoMergeDisabled(9, H1)]);
+        expect(pendingEffects(state)).toEqual([]);
+      }
+      // Refused (it would merge at once): nothing was enabled, nothing to disable.
+      const refused = stateOf([...asked, event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT'), event.moved(8, H2, H1, 'GITHUB')]);
+      expect(pendingEffects(refused)).toEqual([]);
+    });
+
     it('PR-15: a read showing a head the branch had before the current one is GitHub not having caught up with a push', () => {
       // T-3 pushed H3 and is done; GitHub still shows H2, whose checks were green: nothing is merged.
       const history = [

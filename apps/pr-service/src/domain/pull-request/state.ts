@@ -44,6 +44,7 @@ export interface PullRequestState {
   conflict: { headSha: string; files: string[] } | null;
   /** PR-5: the head a merge was decided for, and how. */
   mergeDecision: { headSha: string; via: 'AUTO_MERGE' | 'DIRECT'; requestedAt: string } | null;
+  /** The head auto-merge was enabled for — or, once another head replaced it, may have been (newHead). */
   autoMergeEnabledFor: string | null;
   /** The head GitHub refused auto-merge for because it would merge at once (CLEAN / UNSTABLE): merged directly. */
   autoMergeRefusedFor: string | null;
@@ -96,10 +97,17 @@ function withItem(scope: Scope, id: string, done: boolean): Scope {
   return { ...scope, items: exists ? scope.items.map((i) => (i.id === id ? { id, done } : i)) : [...scope.items, { id, done }] };
 }
 
-/** What a new head voids: every verdict and decision about the previous one. */
+/**
+ * What a new head voids: every verdict and decision about the previous one. An auto-merge asked for
+ * the previous head whose answer was never recorded (a crash or a lost reply after GitHub enabled it)
+ * may be on at GitHub, which keeps it across a push: it counts as enabled for that head, so it is
+ * disabled before anything else (PR-7; the effect reads GitHub first and calls nothing if it is off).
+ */
 function newHead(state: PullRequestState, headSha: string, at: string, source: 'PUSH' | 'GITHUB'): PullRequestState {
   const knownHeads = (state.knownHeads ?? []).includes(headSha) ? state.knownHeads : [...(state.knownHeads ?? []), headSha];
-  return { ...state, headSha, headSince: at, headSource: source, knownHeads, mergeDecision: null, autoMergeRefusedFor: null, mergeFailure: null };
+  const asked = state.mergeDecision?.via === 'AUTO_MERGE' && state.mergeDecision.headSha !== headSha ? state.mergeDecision.headSha : null;
+  const autoMergeEnabledFor = state.autoMergeEnabledFor ?? asked;
+  return { ...state, headSha, headSince: at, headSource: source, knownHeads, mergeDecision: null, autoMergeRefusedFor: null, mergeFailure: null, autoMergeEnabledFor };
 }
 
 export function evolvePullRequest(state: PullRequestState, event: PullRequestEvent): PullRequestState {
