@@ -10,7 +10,7 @@ import {
   type ProductRegisteredData,
   type ProductSettings,
 } from '@gantry/contracts';
-import { Bus } from '@gantry/messaging';
+import { Bus, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import type { PullRequestCommand } from '../domain/index.js';
 import { PullRequestLog } from './pull-request-log.js';
@@ -31,10 +31,10 @@ interface JobScope {
 const WRITES_CODE = new Set(['TASK_IMPLEMENTATION', 'SPRINT_IMPLEMENTATION']);
 
 /**
- * What the pr-service learns from the job service's events, in their order (one durable consumer of
- * the jobs stream): products and their rules; which job works on which (repository, branch) and for
- * which task of its story; a pushed head (the PR opens, PR-2); a task done or reopened (the scope,
- * PR-3). Each fact is decided on the PR's stream in the consumer's transaction, with its inbox row.
+ * What the pr-service learns from the job service's events, as they are delivered (one durable
+ * consumer of the jobs stream; not always in the stream's order, see docs/pr-service.md): products
+ * and their rules; which job works on which (repository, branch) and for which task of its story; a
+ * pushed head (the PR opens, PR-2); a task done or reopened (the scope, PR-3). Each fact is decided on the PR's stream in the consumer's transaction, with its inbox row.
  */
 @Controller()
 export class JobFacts {
@@ -107,8 +107,11 @@ export class JobFacts {
     const { rows } = await sql.query<{ settings: ProductSettings }>(`SELECT settings FROM products WHERE product_id = $1`, [scope.product_id]);
     const product = rows[0]?.settings;
     if (!product) {
-      this.log.warn({ jobId: d.jobId, productId: scope.product_id }, 'a push for a product this service never heard of; no pull request');
-      return;
+      // The job was enqueued for this product, so its registration is earlier in the jobs stream; it has
+      // not been handled yet only because it was delivered out of order (redelivered after a process
+      // that held it died). Acknowledged now, the push would be lost and the PR never opened: wait for it.
+      this.log.warn({ jobId: d.jobId, productId: scope.product_id }, 'a push for a product this service has not learnt yet; handled again once it has');
+      throw new RetryLater(`product ${scope.product_id} not known yet`, 2000);
     }
     const title = scope.story_id ? `Story ${scope.story_id}` : scope.sprint_id ? `Sprint ${scope.sprint_id}` : `Gantry: ${scope.branch}`;
     await this.prs.recordWithin(

@@ -251,6 +251,23 @@ describe('pull requests under faults, end to end', () => {
       expect(merged.merged).toMatchObject({ headSha: moved });
     }, 150_000);
 
+    it('a product registered while it hung and then died: the first push, handled before the product comes again, still opens the PR', async () => {
+      // Frozen, it still holds a pull on its durable: the registration is delivered to it and never acknowledged,
+      // so it comes to the next process only after the ack wait — after the events of the job that follows it.
+      system.prService.process.kill('SIGSTOP');
+      const productId = 'product-hung';
+      const { repository } = await system.product(productId, 'hung', { strategy: 'STORY', requiredChecks: ['ci/test'] });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await system.prService.kill('SIGKILL');
+      await system.startPrService();
+      const branch = 'story/ST-hung';
+      const job = await system.terminal(await system.enqueue({ productId, storyId: 'ST-hung', taskId: 'T-hung', branch, payload: commit('src/hung.ts') }));
+      expect(job.status).toBe('DONE');
+      const pr = await system.prWhere(repository, branch, (p) => p.prNumber !== null, 'the PR open', 90_000);
+      expect(pr).toMatchObject({ headSha: job.headSha, scope: { done: true } });
+      expect((await system.github.pulls(repository)).map((p) => p.head.ref)).toEqual([branch]);
+    }, 150_000);
+
     it('after GitHub merged the PR: on restart it reads that it is merged, and merges nothing twice', async () => {
       await system.restartPrService({ GANTRY_TEST_CRASH_AT: 'github:merge' });
       const story = await finishedStory('crash-merge');
