@@ -10,10 +10,28 @@ import { assertBranchName, assertRepositoryUrl, runGit } from '@gantry/git';
  * exits 1 and lists the conflicted paths when the merge conflicts. Nothing is checked out.
  */
 export class ConflictingFiles {
+  /**
+   * The work under way on each bare repository. Every pull request of a repository uses the same
+   * refs there: two at once would fight over them (git's ref lock) or merge one's base with the
+   * other's head, naming the wrong files. So they take turns.
+   */
+  private readonly turns = new Map<string, Promise<unknown>>();
+
   constructor(private readonly options: { gitDir: string; timeoutMs: number }) {}
 
   async between(cloneUrl: string, baseBranch: string, headBranch: string): Promise<string[]> {
     const repo = join(this.options.gitDir, createHash('sha256').update(cloneUrl).digest('hex').slice(0, 24) + '.git');
+    const previous = this.turns.get(repo) ?? Promise.resolve();
+    const turn = previous.catch(() => undefined).then(() => this.inTurn(repo, cloneUrl, baseBranch, headBranch));
+    this.turns.set(repo, turn);
+    try {
+      return await turn;
+    } finally {
+      if (this.turns.get(repo) === turn) this.turns.delete(repo);
+    }
+  }
+
+  private async inTurn(repo: string, cloneUrl: string, baseBranch: string, headBranch: string): Promise<string[]> {
     const timeoutMs = this.options.timeoutMs;
     assertRepositoryUrl(cloneUrl);
     await assertBranchName(baseBranch);

@@ -1,0 +1,46 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
+import { Clone } from '@gantry/github-fake/testing';
+import { ConflictingFiles } from './conflicting-files.js';
+
+/*
+ * The files of a conflict, worked out by git (docs/pr-service.md, PR-10), for pull requests of one
+ * repository worked on at the same time (the reconciler runs several at once; a base that moved
+ * makes several of them conflict together).
+ */
+describe('ConflictingFiles', () => {
+  let github: GitHubFake;
+  let clone: Clone;
+  let cloneUrl: string;
+  let gitDir: string;
+  const branches = ['story/a', 'story/b', 'story/c', 'story/d'];
+  const fileOf = (branch: string) => `src/${branch.slice('story/'.length)}.ts`;
+
+  beforeAll(async () => {
+    github = await startGitHubFake();
+    const initialFiles = Object.fromEntries(branches.map((b) => [fileOf(b), 'export const x = 0;\n']));
+    const created = await github.control.createRepository({ owner: 'acme', name: 'conflicts', initialFiles });
+    cloneUrl = created.cloneUrl;
+    clone = new Clone(cloneUrl);
+    // Each branch changes its own file; main then changes every one of them: each branch conflicts in its file only.
+    for (const branch of branches) clone.commitAndPush(branch, { [fileOf(branch)]: `export const x = '${branch}';\n` }, `change ${fileOf(branch)}`);
+    clone.commitAndPush('main', Object.fromEntries(branches.map((b) => [fileOf(b), "export const x = 'main';\n"])), 'main changes them all');
+    gitDir = mkdtempSync(join(tmpdir(), 'pr-conflicts-'));
+  }, 30_000);
+
+  afterAll(async () => {
+    clone?.remove();
+    await github?.close();
+    if (gitDir) rmSync(gitDir, { recursive: true, force: true });
+  });
+
+  it('names the files of each pull request, even when several of one repository are worked out at once', async () => {
+    const conflicts = new ConflictingFiles({ gitDir, timeoutMs: 30_000 });
+    for (let round = 0; round < 3; round++) {
+      const found = await Promise.all(branches.map((branch) => conflicts.between(cloneUrl, 'main', branch)));
+      expect(found).toEqual(branches.map((branch) => [fileOf(branch)]));
+    }
+  }, 60_000);
+});
