@@ -3,7 +3,7 @@ import path from 'node:path';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { serializedOnClone } from './clone-queue.js';
 import { runGit } from '@gantry/git';
-import { assertRepositoryUrl, clonePathFor, gitOnClone, type GitWorkspace } from './workspace.js';
+import { assertRepositoryUrl, clonePathFor, gitOnClone, gitStderr, type GitWorkspace } from './workspace.js';
 
 export interface SharedClone {
   clonePath: string;
@@ -116,7 +116,7 @@ async function fetchOriginLocked(workspace: GitWorkspace, clonePath: string, rep
  * nothing but its `.git` file (nothing was checked out). True when one was.
  */
 async function forgotUnbornWorktrees(clonePath: string, error: unknown): Promise<boolean> {
-  const stderr = error instanceof GantryError && typeof error.details?.stderr === 'string' ? error.details.stderr : '';
+  const stderr = gitStderr(error);
   const named = new Set([...stderr.matchAll(/bad object worktrees\/([^/\s]+)\/HEAD/g)].map((m) => m[1]!));
   let forgot = false;
   for (const id of named) {

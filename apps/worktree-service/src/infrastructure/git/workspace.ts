@@ -92,13 +92,18 @@ export const STALE_LOCK_MS = 60_000;
 /** A fetch can meet several locks (one per ref); each round removes those named and runs git again. */
 const MAX_STALE_LOCK_ROUNDS = 5;
 
+/** What git wrote to its standard error before the command failed (empty for a failure of another kind). */
+export function gitStderr(error: unknown): string {
+  return error instanceof GantryError && typeof error.details?.stderr === 'string' ? error.details.stderr : '';
+}
+
 /**
  * Removes the lock files under `<root>/repos` that git said stopped `error` (`Unable to create
  * '<file>.lock': File exists`, `could not lock config file <file>`) when they are older than
  * STALE_LOCK_MS; a younger one is left to the git that may hold it. True when one was removed.
  */
 async function removedStaleLocks(workspace: GitWorkspace, cwd: string, error: unknown): Promise<boolean> {
-  const stderr = error instanceof GantryError && typeof error.details?.stderr === 'string' ? error.details.stderr : '';
+  const stderr = gitStderr(error);
   const named = [
     ...[...stderr.matchAll(/Unable to create '([^'\n]+\.lock)': File exists/g)].map((m) => m[1]!),
     ...[...stderr.matchAll(/could not lock config file ([^\n]+): File exists/g)].map((m) => `${m[1]!}.lock`),
