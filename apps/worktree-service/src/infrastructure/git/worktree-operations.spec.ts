@@ -200,6 +200,36 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(again.headSha).toBe(mainSha);
       await expect(syncWorktree(ws, input)).resolves.toMatchObject({ baseSha: mainSha });
     });
+
+    it('an agent’s orphan branch under the lease’s name (HEAD on it, no commit): its files are rescued and the worktree is made again, so the next sync goes through', async () => {
+      await createOrReuseWorktree(ws, input);
+      git(wt(), 'checkout', '--quiet', '-b', 'agent/elsewhere');
+      git(wt(), 'branch', '--quiet', '-D', branch);
+      git(wt(), 'checkout', '--quiet', '--orphan', branch);
+      writeFileSync(path.join(wt(), 'orphan.txt'), 'started over\n');
+      const again = await createOrReuseWorktree(ws, input);
+      expect(again).toMatchObject({ outcome: 'created', path: wt(), headSha: mainSha });
+      expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+      expect(status()).toBe('');
+      expect(git(wt(), 'show', `${again.rescue!.branch}:orphan.txt`)).toBe('started over');
+      expect(git(wt(), 'show', `${again.rescue!.branch}:app.txt`)).toBe('v1');
+      await expect(syncWorktree(ws, input)).resolves.toMatchObject({ baseSha: mainSha });
+    });
+
+    it('an empty orphan branch (no commit, no files), of the lease’s name or another: the worktree is made again, with nothing to rescue', async () => {
+      await createOrReuseWorktree(ws, input);
+      git(wt(), 'checkout', '--quiet', '--orphan', 'agent/empty');
+      git(wt(), 'rm', '-r', '--quiet', '--force', '.');
+      let again = await createOrReuseWorktree(ws, input);
+      expect(again).toMatchObject({ outcome: 'created', path: wt(), headSha: mainSha, rescue: null });
+      expect(git(wt(), 'symbolic-ref', 'HEAD')).toBe(`refs/heads/${branch}`);
+      git(wt(), 'update-ref', '-d', `refs/heads/${branch}`);
+      git(wt(), 'rm', '-r', '--quiet', '--force', '.');
+      again = await createOrReuseWorktree(ws, input);
+      expect(again).toMatchObject({ outcome: 'created', path: wt(), headSha: mainSha, rescue: null });
+      expect(status()).toBe('');
+      await expect(syncWorktree(ws, input)).resolves.toMatchObject({ baseSha: mainSha });
+    });
   });
 
   describe('lock files a killed git left behind', () => {

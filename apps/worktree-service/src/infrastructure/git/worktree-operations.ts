@@ -228,14 +228,18 @@ export async function createOrReuseWorktree(
       // an agent may lock its own: locked, it could never be removed (evicted) nor pruned.
       if (registered.locked) await git(workspace, clonePath, ['worktree', 'unlock', '--', worktreePath]);
       const head = await currentBranch(workspace, worktreePath);
+      let onBranchRescue: RescueResult | null = null;
       if (head === `refs/heads/${branch}`) {
-        const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
-        const headSha = (await revParse(workspace, worktreePath, 'HEAD'))!;
-        return { outcome: 'reused', path: worktreePath, headSha, rescue, atStartingPoint: false };
+        onBranchRescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
+        const headSha = await revParse(workspace, worktreePath, 'HEAD');
+        if (headSha !== null) return { outcome: 'reused', path: worktreePath, headSha, rescue: onBranchRescue, atStartingPoint: false };
+        // HEAD names the key's branch, but it has no commit (an agent's `git checkout --orphan`):
+        // reused, every sync of it would fail. It is made again like a worktree off its branch.
       }
       // Off its branch (an agent detached HEAD or switched branches): refusing it would refuse every
       // lease of the key. Its work is kept on a rescue branch, and it is made again.
-      offBranchRescue = await setAsideOffBranch(workspace, { clonePath, worktreePath, worktreeKey, branch, now });
+      const setAside = await setAsideOffBranch(workspace, { clonePath, worktreePath, worktreeKey, branch, now });
+      offBranchRescue = onBranchRescue ?? setAside;
       registered = undefined;
       onDisk = null;
     }
@@ -273,7 +277,8 @@ export async function createOrReuseWorktree(
 
 /**
  * A worktree of the key found on another branch or none: its uncommitted changes and the commit its
- * HEAD is at go to a rescue branch (one commit on top of HEAD holds both), then it is removed.
+ * HEAD is at go to a rescue branch (one commit on top of HEAD holds both), then it is removed. On a
+ * branch with no commit yet (an orphan branch) only its files are there to keep.
  */
 async function setAsideOffBranch(
   workspace: GitWorkspace,
@@ -281,9 +286,8 @@ async function setAsideOffBranch(
 ): Promise<RescueResult | null> {
   const { clonePath, worktreePath, worktreeKey, branch, now } = input;
   const headSha = await revParse(workspace, worktreePath, 'HEAD');
-  if (headSha === null) throw notThere(`worktree ${worktreeKey} has no commit checked out, and is not on ${branch}`, { worktreeKey });
   let rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
-  if (rescue === null) {
+  if (rescue === null && headSha !== null) {
     const onBranch = (await refsAt(workspace, clonePath, [`refs/heads/${branch}`])).get(`refs/heads/${branch}`) ?? null;
     if (onBranch === null || !(await isAncestor(workspace, clonePath, headSha, onBranch))) {
       rescue = await rescueBranchAt(workspace, clonePath, worktreeKey, headSha, now);
@@ -402,7 +406,9 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
   if (saved.stdout.trim() !== tree) {
     throw new GantryError(ErrorCode.INTERNAL, `rescue branch ${rescue.branch} does not hold the worktree's changes; not cleaning`, { worktreeKey });
   }
-  await git(workspace, worktreePath, ['reset', '--hard', '--quiet', 'HEAD']);
+  // No revision named: git resets to HEAD, and to an empty index on a branch with no commit yet
+  // (where naming HEAD is refused).
+  await git(workspace, worktreePath, ['reset', '--hard', '--quiet']);
   await git(workspace, worktreePath, ['clean', '-d', '--force', '--quiet']);
   return rescue;
 }
