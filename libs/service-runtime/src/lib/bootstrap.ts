@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { INestApplication, Type } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import { Logger } from 'nestjs-pino';
+import { Logger, PinoLogger } from 'nestjs-pino';
 import { SERVICE_CONFIG } from './runtime.module.js';
 import type { ServiceConfig } from './config.js';
 import { bootLogger } from './logging.js';
@@ -47,7 +47,9 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
   }
   try {
     // Before the transport wraps its handlers: global enhancers are read when a handler is wrapped.
-    app.useGlobalFilters(new GantryExceptionFilter(app.getHttpAdapter()));
+    const filterLog = await app.resolve(PinoLogger);
+    filterLog.setContext('http');
+    app.useGlobalFilters(new GantryExceptionFilter(app.getHttpAdapter(), filterLog));
     // The transport shares the application's configuration (global pipes, guards, interceptors, filters).
     if (transport) app.connectMicroservice({ strategy: transport }, { inheritAppConfig: true });
     await app.init();

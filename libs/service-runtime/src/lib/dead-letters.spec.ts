@@ -152,6 +152,11 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
       expect({ body, status: refused.status, code: refused.body.error?.code }).toEqual({ body, status: 400, code: 'INVALID_COMMAND' });
     }
     expect((await call('GET', '/dead-letters?limit=0')).body.error?.code).toBe('INVALID_COMMAND');
+    // A body that is not JSON is refused before any handler, in the same shape (and so is a command's).
+    for (const path of ['/dead-letters/replay', '/dead-letters/discard', '/projections/rebuild', `/commands/${Note.name}`]) {
+      const response = await fetch(`${service.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` }, body: '{ consumer' });
+      expect({ path, status: response.status, body: await response.json() }).toEqual({ path, status: 400, body: { ok: false, error: { code: 'INVALID_COMMAND', message: expect.any(String) } } });
+    }
     expect(await rows()).toBe(before);
   });
 
@@ -201,6 +206,21 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
     await eventually(async () => seen.handled.length === handledBefore + 1, { what: 'the later event handled' });
     expect(seen.handled.filter((id) => id === letter.eventId)).toHaveLength(1);
     expect((await listed()).map((d) => d.id)).not.toContain(letter.id);
+  });
+
+  it('a list the database fails answers 500 INTERNAL in the shape every answer has, the cause only in the log', async () => {
+    // The table out of the way: every statement on it fails, as with a schema dropped under the service.
+    await db.query(`ALTER TABLE dead_letters RENAME TO dead_letters_away`);
+    try {
+      const response = await fetch(`${service.url}/dead-letters`, { headers: { authorization: `Bearer ${TOKEN}`, 'x-correlation-id': 'list-that-failed' } });
+      expect({ status: response.status, body: await response.json() }).toEqual({
+        status: 500,
+        body: { ok: false, error: { code: 'INTERNAL', message: 'internal error in GET /dead-letters', details: { correlationId: 'list-that-failed' } } },
+      });
+    } finally {
+      await db.query(`ALTER TABLE dead_letters_away RENAME TO dead_letters`);
+    }
+    expect((await call('GET', '/dead-letters')).status).toBe(200);
   });
 
   it('discards the dead letters named, whatever their kind: their consumer is never given them, and ids not there are reported', async () => {

@@ -58,6 +58,11 @@ const HTTP_STATUS: Record<string, number> = {
   [ErrorCode.UNKNOWN]: 502,
 };
 
+/** The HTTP status a refusal with `code` is answered with. */
+export function httpStatusOf(code: string): number {
+  return HTTP_STATUS[code] ?? 500;
+}
+
 /**
  * The same commands as on NATS, for people and tools: POST /commands/<name> with the JSON request;
  * with the service's bearer token when it has one.
@@ -76,7 +81,7 @@ export class CommandsController {
     @Res() res: HttpResponse,
   ): Promise<void> {
     const reply = await this.commands.dispatch(name, body ?? {}, { correlationId: correlationId || randomUUID(), via: 'http' });
-    res.status(reply.ok ? 200 : (HTTP_STATUS[reply.error.code] ?? 500)).json(reply);
+    res.status(reply.ok ? 200 : httpStatusOf(reply.error.code)).json(reply);
   }
 
   @Get()

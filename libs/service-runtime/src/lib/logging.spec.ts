@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { CommandClient, Bus } from '@gantry/messaging';
-import { eventually, logRecordsOf, removeTestNamespace, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
+import pg from 'pg';
+import { eventually, logRecordsOf, removeTestNamespace, testDatabaseUrl, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
 import { RuntimeProbeNote } from '../testing/probe-service-contract.js';
 import { startProbe, type ProbeProcess } from '../testing/probe-process.js';
 
@@ -82,5 +83,28 @@ describe('logs of a service process', () => {
     for (const line of lines) expect(line).toMatchObject({ correlationId, jobId: 'job-http' });
     for (const line of lines.slice(0, 2)) expect(line).toMatchObject({ command: 'workflow.runtime_probe_note' });
     expect(probe.output()).not.toContain(`probe-secret-http-${text}`);
+  });
+
+  it('a request its database fails is answered INTERNAL with its correlation id; the cause is on a line with that id, not in the answer', async () => {
+    const correlationId = `corr-failed-${randomUUID()}`;
+    const db = new pg.Pool({ connectionString: testDatabaseUrl, max: 1 });
+    await db.query(`ALTER TABLE "${schema}".dead_letters RENAME TO dead_letters_away`);
+    let answer: { status: number; body: string };
+    try {
+      const response = await fetch(`${probe.url}/dead-letters`, { headers: { 'x-correlation-id': correlationId } });
+      answer = { status: response.status, body: await response.text() };
+    } finally {
+      await db.query(`ALTER TABLE "${schema}".dead_letters_away RENAME TO dead_letters`);
+      await db.end();
+    }
+    expect({ status: answer.status, body: JSON.parse(answer.body) }).toEqual({
+      status: 500,
+      body: { ok: false, error: { code: 'INTERNAL', message: 'internal error in GET /dead-letters', details: { correlationId } } },
+    });
+    expect(answer.body).not.toContain('dead_letters');
+    const failed = await eventually(() => logRecordsOf(probe.output()).find((r) => r.message === 'request failed' && r.correlationId === correlationId), {
+      what: 'the failure logged',
+    });
+    expect(failed).toMatchObject({ level: 'error', context: 'http', route: 'GET /dead-letters', error: { message: expect.stringContaining('dead_letters') } });
   });
 });

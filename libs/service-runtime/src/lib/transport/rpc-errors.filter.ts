@@ -1,18 +1,62 @@
-import { Catch, type ArgumentsHost } from '@nestjs/common';
+import { Catch, HttpException, HttpStatus, type ArgumentsHost } from '@nestjs/common';
 import { BaseExceptionFilter } from '@nestjs/core';
 import { throwError, type Observable } from 'rxjs';
+import { ErrorCode, GantryError, type ErrorPayload } from '@gantry/contracts';
+import { httpStatusOf, type HttpResponse } from '../http.controllers.js';
+
+/** What a request body can be refused for before a handler sees it (express's body parser): not JSON, too large, not JSON's type. */
+const REFUSED_BODY = new Set<number>([HttpStatus.BAD_REQUEST, HttpStatus.PAYLOAD_TOO_LARGE, HttpStatus.UNSUPPORTED_MEDIA_TYPE]);
 
 /**
  * The application's last exception filter. For the transport (`rpc`) it hands every error on
  * unchanged, so the transport turns a GantryError into the refusal it names and a consumer's
  * RetryLater into a redelivery (Nest's default RPC filter would replace both with a generic
- * "Internal server error"). HTTP errors get Nest's usual handling. Filters a controller declares
- * itself run before this one.
+ * "Internal server error"). Filters a controller declares itself run before this one.
+ *
+ * Over HTTP, a failure is answered in the shape every answer of the service has
+ * (`{ ok: false, error: { code, message } }`, as POST /commands answers one): a GantryError with
+ * its code, a body express refused (not JSON, too large) as `INVALID_COMMAND`, and anything else —
+ * a database that failed under GET /dead-letters, say — as 500 `INTERNAL`, its cause only in the
+ * log (docs/operations.md). The answers Nest and terminus make with a status of their own (401
+ * without the token, 404 for a path no route has, /ready's 503 with its checks) are left as they are.
  */
 @Catch()
 export class GantryExceptionFilter extends BaseExceptionFilter {
+  constructor(
+    applicationRef: ConstructorParameters<typeof BaseExceptionFilter>[0],
+    /** The service's logger (a PinoLogger): its lines carry the request's correlation id. */
+    private readonly log: { error(fields: object, message: string): void } | null = null,
+  ) {
+    super(applicationRef);
+  }
+
   override catch(exception: unknown, host: ArgumentsHost): Observable<never> | void {
     if (host.getType() === 'rpc') return throwError(() => exception);
-    super.catch(exception, host);
+    if (host.getType() !== 'http') return super.catch(exception, host);
+    if (exception instanceof HttpException && !REFUSED_BODY.has(exception.getStatus())) return super.catch(exception, host);
+    const http = host.switchToHttp();
+    const response = http.getResponse<HttpResponse & { headersSent?: boolean; end(): void }>();
+    const request = http.getRequest<{ id?: unknown; method?: string; url?: string }>();
+    let status: number;
+    let error: ErrorPayload;
+    if (exception instanceof GantryError) {
+      status = httpStatusOf(exception.code);
+      error = exception.toPayload();
+    } else if (exception instanceof HttpException) {
+      status = exception.getStatus();
+      error = { code: ErrorCode.INVALID_COMMAND, message: `the request's body was refused: ${exception.message}` };
+    } else {
+      const correlationId = typeof request.id === 'string' ? request.id : undefined;
+      const route = `${request.method ?? ''} ${(request.url ?? '').split('?')[0]}`;
+      // The cause (a driver's message, its stack) is for the log: the caller learns where to look.
+      this.log?.error(
+        { error: exception instanceof Error ? { name: exception.name, message: exception.message, stack: exception.stack } : String(exception), route },
+        'request failed',
+      );
+      status = HttpStatus.INTERNAL_SERVER_ERROR;
+      error = { code: ErrorCode.INTERNAL, message: `internal error in ${route}`, ...(correlationId ? { details: { correlationId } } : {}) };
+    }
+    if (response.headersSent) return response.end();
+    response.status(status).json({ ok: false, error });
   }
 }
