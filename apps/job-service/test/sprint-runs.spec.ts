@@ -194,6 +194,66 @@ describe('sprint runs driven by job events and PR events', () => {
     await expect(world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, idempotencyKey: key('resume') })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
   });
 
+  it("a failed run's cancel that fails and comes again after a resume leaves the resumed run's jobs alone", async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-late', productId: 'product-42', taskIds: ['T-A', 'T-B'], branch: 'sprint/SP-late', idempotencyKey: key('sprint'),
+    });
+    const jobs = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 2 ? j : null;
+    }, { what: 'the sprint jobs' });
+    // While `cancel_block` has a row, every JobCancelled append fails: the effect's transaction is rolled back and
+    // its event handed back, to come again later (docs/architecture.md, "Durable consumers"). A sequence counts the
+    // tries, being the one thing a rolled-back transaction leaves behind.
+    await world.db.query(`
+      CREATE TABLE cancel_block (on_ boolean);
+      CREATE SEQUENCE cancel_block_tries;
+      INSERT INTO cancel_block VALUES (true);
+      CREATE FUNCTION cancel_block_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF EXISTS (SELECT 1 FROM cancel_block) THEN
+          PERFORM nextval('cancel_block_tries');
+          RAISE EXCEPTION 'test: JobCancelled blocked';
+        END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER cancel_block BEFORE INSERT ON events FOR EACH ROW WHEN (NEW.type = 'JobCancelled') EXECUTE FUNCTION cancel_block_fail();
+    `);
+    try {
+      const failedJob = jobs.find((j) => j.taskId === 'T-A')!;
+      const claim = await world.client.request(claimJob, { runnerId: 'runner-late', kinds: ['SPRINT_IMPLEMENTATION'], jobId: failedJob.jobId, idempotencyKey: key('claim') });
+      if (!claim.claimed) throw new Error('not claimed');
+      const lease = { jobId: failedJob.jobId, runnerId: 'runner-late', leaseToken: claim.job.leaseToken };
+      await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
+      await world.client.request(finishJob, {
+        ...lease, idempotencyKey: key('finish'),
+        facts: {
+          verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 1, deletions: 0 },
+          workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: { kind: 'COMPILE', message: 'src/a.ts: error' }, cancelled: false,
+        },
+      });
+      await eventually(async () => (await run(created.sprintRunId)).status === 'FAILED', { what: 'the run FAILED' });
+      // The failure's cancel of T-B's job was tried and failed.
+      await eventually(async () => (await world.db.query(`SELECT is_called FROM cancel_block_tries`)).rows[0].is_called === true, { what: 'the cancel tried' });
+
+      await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
+      await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
+      const resumed = await sprintJobs(created.sprintRunId);
+      // T-A has a job of the resume, T-B keeps its queued one.
+      expect(resumed.filter((j) => j.status === 'QUEUED').map((j) => j.taskId).sort()).toEqual(['T-A', 'T-B']);
+
+      await world.db.query(`DELETE FROM cancel_block`);
+      await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunFailed'));
+    } finally {
+      await world.db.query(`DROP TRIGGER IF EXISTS cancel_block ON events; DROP FUNCTION IF EXISTS cancel_block_fail(); DROP TABLE IF EXISTS cancel_block; DROP SEQUENCE IF EXISTS cancel_block_tries`);
+    }
+    // The run is RUNNING again: the late cancel asked for by its failure no longer applies to it.
+    expect((await run(created.sprintRunId)).status).toBe('RUNNING');
+    const after = await sprintJobs(created.sprintRunId);
+    expect(after.filter((j) => j.status === 'QUEUED').map((j) => j.taskId).sort()).toEqual(['T-A', 'T-B']);
+    expect(after.filter((j) => j.status === 'CANCELLED')).toEqual([]);
+  });
+
   it('failed checks fail the run (found by repository and branch) and never pause it', async () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-9', productId: 'product-42', taskIds: ['T-5'], branch: 'sprint/SP-9', idempotencyKey: key('sprint'),

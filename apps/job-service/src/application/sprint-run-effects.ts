@@ -73,6 +73,19 @@ export class SprintRunEffects {
         return;
       }
       case 'CANCEL_SPRINT_JOBS': {
+        // Only while the run is still failed or cancelled: a cancel that comes late (its event handed back
+        // and delivered again after a resume) would cancel the jobs the resume queued or kept, and leave
+        // the run RUNNING with nothing to run (docs/jobs.md, "Sprint runs"). The run's row is read with a
+        // share lock, so a resume that commits meanwhile waits for this cancel, and its enqueue then
+        // sees the jobs cancelled and queues fresh ones.
+        const { rows: [current] } = await sql.query<{ status: string }>(
+          `SELECT status FROM sprint_runs WHERE sprint_run_id = $1 FOR SHARE`,
+          [effect.sprintRunId],
+        );
+        if (current?.status !== 'FAILED' && current?.status !== 'CANCELLED') {
+          this.log.info({ sprintRunId: effect.sprintRunId, status: current?.status ?? null, causationId: cause.eventId }, 'sprint run moved on before its cancel: nothing cancelled');
+          return;
+        }
         const { rows } = await sql.query<{ job_id: string }>(
           `SELECT job_id FROM jobs WHERE sprint_run_id = $1 AND status IN ('QUEUED', 'CLAIMED', 'RUNNING') ORDER BY enqueue_position`,
           [effect.sprintRunId],
