@@ -1,8 +1,8 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import pTimeout from 'p-timeout';
-import { claimJob, deriveIdempotencyKey, ErrorCode, isGantryError, jobOfferMessageId, type JobKind } from '@gantry/contracts';
-import { Bus, CommandClient } from '@gantry/messaging';
+import { claimJob, deriveIdempotencyKey, ErrorCode, isGantryError, jobOfferMessageId, type JobKind, type JobOffer, type ReplyOf } from '@gantry/contracts';
+import { Bus, CommandClient, isTransient } from '@gantry/messaging';
 import { componentLogger, Liveness, Readiness, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
 import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
@@ -245,18 +245,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       }
       let claimed;
       try {
-        const reply = await this.commands.request(
-          claimJob,
-          {
-            runnerId: this.config.runnerId,
-            kinds: this.config.kinds,
-            jobId: offer.jobId,
-            leaseDurationMs: this.config.jobLeaseMs,
-            idempotencyKey: deriveIdempotencyKey(`${this.config.runnerId}/claim`, { offer: jobOfferMessageId(offer) }),
-          },
-          // A claim whose reply was lost is asked again under its key: the job service answers with the job as it is now.
-          { timeoutMs: this.config.commandTimeoutMs, correlationId: `${offer.jobId}-attempt-${offer.attempt}`, retryUntil: Date.now() + 3 * this.config.commandTimeoutMs },
-        );
+        const reply = await this.claim(offer, fields);
         if (!reply.claimed) {
           this.log.info(fields, 'offer dropped: the claim went elsewhere');
           held.ack();
@@ -297,6 +286,44 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     } finally {
       clearInterval(keepAlive);
       if (!handedBack) this.handling.delete(offerId);
+    }
+  }
+
+  /**
+   * The claim of an offered job, asked again under its key while it gets no answer: the job service
+   * answers a repeat with the job as it is now (docs/jobs.md, "Claims"). Tries that reached no job
+   * service at all (UNAVAILABLE) wrote nothing, and after three command timeouts the offer goes back.
+   * Once a try went unanswered by a job service that got it (TIMEOUT), the claim may have been
+   * written: given up, the offer would go to another runner, which is refused the job, and the job
+   * would sit claimed by this runner, running nowhere, until its lease expired, an attempt spent. So
+   * it is asked until it is answered; only a shutdown past its grace stops it (the next start under
+   * this id gives the claim back).
+   */
+  private async claim(offer: JobOffer, fields: Record<string, unknown>): Promise<ReplyOf<typeof claimJob>> {
+    const request = {
+      runnerId: this.config.runnerId,
+      kinds: this.config.kinds,
+      jobId: offer.jobId,
+      leaseDurationMs: this.config.jobLeaseMs,
+      idempotencyKey: deriveIdempotencyKey(`${this.config.runnerId}/claim`, { offer: jobOfferMessageId(offer) }),
+    };
+    const options = { timeoutMs: this.config.commandTimeoutMs, correlationId: `${offer.jobId}-attempt-${offer.attempt}` };
+    const giveUpAt = Date.now() + 3 * this.config.commandTimeoutMs;
+    let mayBeWritten = false;
+    let warned = false;
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.commands.request(claimJob, request, options);
+      } catch (error) {
+        if (!isTransient(error)) throw error;
+        if (isGantryError(error) && error.code === ErrorCode.TIMEOUT) mayBeWritten = true;
+        if (this.shutdown.signal.aborted || (!mayBeWritten && Date.now() >= giveUpAt)) throw error;
+        if (mayBeWritten && !warned && Date.now() >= giveUpAt) {
+          warned = true;
+          this.log.warn({ ...fields, error: String(error) }, 'the claim may have been written and got no answer; asking again under its key until it is answered');
+        }
+        await this.sleep(Math.min(2000, 250 * 2 ** Math.min(tries - 1, 10)));
+      }
     }
   }
 

@@ -219,6 +219,44 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     await system.stopRunner('runner-p');
   }, 120_000);
 
+  it('a claim written and its reply lost (the job service died right after): the runner asks again under its key until it is answered and runs the job it holds — another runner handed the offer is refused, no lease expires, DONE on the first attempt', async () => {
+    await system.stopJobService('SIGKILL');
+    await system.startJobService({ GANTRY_TEST_CRASH_AFTER_COMMIT: 'claim_job' });
+    // An offer handed back after a failed claim comes again after the backoff's pause (3 s): after the freeze below.
+    const env = { GANTRY_RUNNER_COMMAND_TIMEOUT_MS: '500', GANTRY_RUNNER_BACKOFF_INITIAL_MS: '3000', GANTRY_OFFER_ACK_WAIT_MS: '3000', GANTRY_JOB_LEASE_MS: '30000' };
+    await system.startRunner('runner-lost-reply', { env });
+    const run = code('claim-reply-lost', { behaviour: 'commit', files: { 'src/claimed.ts': 'claimed\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
+    // the job service dies right after committing the claim, before answering it
+    await eventually(() => system.jobService.process.exitCode !== null || system.jobService.process.signalCode !== null, { what: 'the job service gone', timeoutMs: 30_000 });
+    expect(await eventsOf(jobId, 'JobClaimed')).toHaveLength(1);
+    await eventually(
+      () => /claim failed; the offer goes back|the claim may have been written/.test(system.output('runner-lost-reply')),
+      { what: 'the claim unanswered for three command timeouts', timeoutMs: 30_000 },
+    );
+    // Frozen, the first runner takes no offer: whatever it did with this one, the next runner is handed it
+    // (after the pause it was handed back for, or after the ack wait of an offer it holds).
+    const first = system.runners.get('runner-lost-reply')!;
+    first.process.kill('SIGSTOP');
+    try {
+      // (its drop of the offer is logged at info)
+      await Promise.all([system.startJobService(), system.startRunner('runner-next', { env: { LOG_LEVEL: 'info' } })]);
+      await eventually(
+        () => /offer dropped: the claim was refused/.test(system.output('runner-next')),
+        { what: 'the next runner refused the claimed job', timeoutMs: 30_000 },
+      );
+    } finally {
+      first.process.kill('SIGCONT');
+    }
+    // The first runner holds the claim: it learns so and runs the job, long before its 30 s lease would run out.
+    const job = await system.terminal(jobId, 60_000);
+    expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
+    expect(await eventsOf(jobId, 'JobLeaseExpired')).toEqual([]);
+    expect(await eventsOf(jobId, 'JobClaimed')).toHaveLength(1);
+    expect(await system.agentStarts(run.record)).toHaveLength(1);
+    await Promise.all([system.stopRunner('runner-lost-reply'), system.stopRunner('runner-next')]);
+  }, 150_000);
+
   it('a runner killed with SIGKILL and started again under its id settles its claims at once: the running job given back (no attempt spent), the cancelled one reported stopped, both worktrees released, no old offer run again', async () => {
     const env = { ...SLOW_RENEWAL, GANTRY_OFFER_ACK_WAIT_MS: '3000' };
     await system.startRunner('runner-k', { concurrency: 2, env });
