@@ -20,6 +20,7 @@ export interface RepositorySummary {
     allowSquashMerge: boolean;
     allowRebaseMerge: boolean;
     deleteBranchOnMerge: boolean;
+    allowDraftPullRequests: boolean;
   };
   protection: { requiredChecks: string[]; strict: boolean };
 }

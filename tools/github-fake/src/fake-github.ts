@@ -395,6 +395,11 @@ export class FakeGitHub {
     if (!headSha) throw validationFailed(doc, { resource: 'PullRequest', code: 'invalid', field: 'head' });
     const baseSha = branches.get(input.base);
     if (!baseSha) throw validationFailed(doc, { resource: 'PullRequest', code: 'invalid', field: 'base' });
+    // GitHub's answer where drafts are not available (private repositories on GitHub Free and Pro): a 422
+    // whose message says so, without `errors`. (false only: a state.json from before the setting allows drafts.)
+    if (input.draft === true && record.settings.allowDraftPullRequests === false) {
+      throw new ApiError(422, 'Draft pull requests are not supported in this repository.', doc);
+    }
     const fullName = `${record.owner}/${record.name}`;
     const existing = this.state.pulls.find((p) => p.repository === fullName && p.state === 'open' && p.headRef === headRef && p.baseRef === input.base);
     if (existing) {

@@ -11,6 +11,8 @@ export interface RepositorySettings {
   allowSquashMerge: boolean;
   allowRebaseMerge: boolean;
   deleteBranchOnMerge: boolean;
+  /** false: a draft cannot be opened (GitHub: a private repository on a plan without drafts). */
+  allowDraftPullRequests: boolean;
 }
 
 /** The subset of classic branch protection the fake models, on the default branch. */
@@ -145,6 +147,7 @@ export const DEFAULT_SETTINGS: RepositorySettings = {
   allowSquashMerge: true,
   allowRebaseMerge: true,
   deleteBranchOnMerge: false,
+  allowDraftPullRequests: true,
 };
 
 /** One check, as branch protection sees it: a check run or a commit status. */

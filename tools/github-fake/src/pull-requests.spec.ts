@@ -84,6 +84,23 @@ describe('opening pull requests', () => {
     expect(empty.response?.data).toMatchObject({ errors: [{ message: 'No commits between main and empty' }] });
   });
 
+  it('refuses a draft where the repository has no drafts (a private repository on a plan without them) with GitHub’s 422; a ready PR opens', async () => {
+    expect((await openPull('sprint/a', { draft: true })).draft).toBe(true);
+    await fake.control.updateRepository(repo.fullName, { allowDraftPullRequests: false });
+    clone.commitAndPush('sprint/b', { 'b.txt': 'b\n' }, 'b');
+    await fake.control.refresh();
+    const refused = await failure(octokit.rest.pulls.create({ owner, repo: name(), head: 'sprint/b', base: 'main', title: 't', draft: true }));
+    expect(refused.status).toBe(422);
+    expect(refused.response?.data).toEqual({
+      message: 'Draft pull requests are not supported in this repository.',
+      documentation_url: 'https://docs.github.com/rest/pulls/pulls#create-a-pull-request',
+      status: '422',
+    });
+    expect((await fake.control.pulls(repo.fullName)).map((p) => p.head.ref)).toEqual(['sprint/a']);
+    const ready = await octokit.rest.pulls.create({ owner, repo: name(), head: 'sprint/b', base: 'main', title: 't', draft: false });
+    expect(ready.data.draft).toBe(false);
+  });
+
   it('answers 404 for an unknown repository or PR, with GitHub’s headers', async () => {
     const error = await failure(octokit.rest.pulls.get({ owner, repo: 'no-such-repo', pull_number: 1 }));
     expect(error.status).toBe(404);

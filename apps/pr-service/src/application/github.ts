@@ -28,13 +28,24 @@ export type AutoMergeOutcome =
 export type MergeOutcome = { outcome: 'MERGED'; mergeCommitSha: string } | { outcome: 'HEAD_MOVED'; message: string };
 
 /**
+ * GitHub's 422 "Draft pull requests are not supported in this repository." (a private repository on a
+ * plan without drafts): not a failure to retry but a fact about the repository (docs/pr-service.md, PR-2).
+ */
+export class DraftsNotSupported extends Error {
+  constructor(readonly githubMessage: string) {
+    super(githubMessage);
+    this.name = 'DraftsNotSupported';
+  }
+}
+
+/**
  * What the pr-service asks of GitHub. Failures are GantryErrors with the codes of
  * docs/pr-service.md (GH_AUTH_ERROR, MERGE_CONFLICT, CHECKS_FAILED, AUTO_MERGE_NOT_ALLOWED, UNKNOWN).
  */
 export interface GitHubPullRequests {
   /** The open PR whose head is `branch` (and base `baseBranch`), if there is one. */
   findOpen(repository: string, branch: string, baseBranch: string): Promise<PullRequestOnGitHub | null>;
-  /** Opens a PR; one that already exists for the branch (422) is returned instead, `adopted`. */
+  /** Opens a PR; one that already exists for the branch (422) is returned instead, `adopted`; a draft the repository does not allow throws DraftsNotSupported. */
   open(request: { repository: string; branch: string; baseBranch: string; title: string; body: string; draft: boolean }): Promise<{ pr: PullRequestOnGitHub; adopted: boolean }>;
   read(repository: string, prNumber: number): Promise<PullRequestOnGitHub>;
   /** Check runs and commit statuses of a commit, the latest of each name. */

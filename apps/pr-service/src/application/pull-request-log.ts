@@ -69,6 +69,12 @@ export class PullRequestLog {
     return rows[0]?.state ?? null;
   }
 
+  /** Whether GitHub refused a draft to any PR of the repository (it has no drafts: PR-2). */
+  async draftsRefusedIn(repository: string): Promise<boolean> {
+    const { rows } = await this.store.pool.query(`SELECT 1 FROM pull_requests WHERE repository = $1 AND state->>'draftsSupported' = 'false' LIMIT 1`, [repository]);
+    return rows.length > 0;
+  }
+
   /** The tracked pull requests of a repository whose head is `sha` or whose branch is one of `branches`. */
   async idsFor(repository: string, match: { branches?: string[]; headSha?: string; prNumber?: number }): Promise<string[]> {
     const { rows } = await this.store.pool.query<{ pull_request_id: string }>(

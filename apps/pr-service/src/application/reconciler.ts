@@ -7,13 +7,14 @@ import {
   forHead,
   isSettled,
   pendingEffects,
+  strategies,
   type GitHubObservation,
   type PullRequestCommand,
   type PullRequestEffect,
   type PullRequestState,
 } from '../domain/index.js';
 import { GITHUB_PULL_REQUESTS, CONFLICTING_FILES, PR_SERVICE_CONFIG } from './tokens.js';
-import type { GitHubPullRequests, PullRequestOnGitHub } from './github.js';
+import { DraftsNotSupported, type GitHubPullRequests, type PullRequestOnGitHub } from './github.js';
 import { KeyedRuns } from './keyed-runs.js';
 import { PullRequestLog } from './pull-request-log.js';
 import type { PrServiceConfig } from '../infrastructure/pr-service-config.js';
@@ -158,18 +159,35 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     switch (effect.type) {
       case 'OPEN_PULL_REQUEST': {
         const found = await this.guarded(state, effect.type, () => this.github.findOpen(effect.repository, effect.branch, effect.baseBranch));
-        const opened = found
-          ? { pr: found, adopted: true }
-          : await this.guarded(state, effect.type, () =>
-              this.github.open({
-                repository: effect.repository,
-                branch: effect.branch,
-                baseBranch: effect.baseBranch,
-                title: effect.title,
-                body: `Opened by Gantry for \`${effect.branch}\`: ${effect.draft ? 'a draft until its sprint run is done' : 'merged once its story is done and its checks are green'}.`,
-                draft: effect.draft,
-              }),
-            );
+        // PR-2: a repository without drafts opens the PR ready. Learnt from GitHub's refusal, on this PR or on
+        // another of the repository; recorded first, so the next round asks for a ready PR.
+        const noDrafts = async (why: string) => {
+          this.log.warn({ pullRequestId: id, repository: effect.repository, branch: effect.branch, why }, 'the repository has no draft pull requests; the PR opens ready');
+          await record(this.command(state, { type: 'RecordDraftsNotSupported', data: { message: why.slice(0, 2000) } }));
+        };
+        if (!found && effect.draft && (await this.prs.draftsRefusedIn(effect.repository))) return noDrafts('GitHub refused a draft to another pull request of the repository');
+        const purpose =
+          strategies[state.flow!.strategy].whenScopeDone === 'MARK_READY_FOR_REVIEW'
+            ? effect.draft ? 'a draft until its sprint run is done' : 'its sprint run is not done yet (the repository has no drafts); never merged by Gantry'
+            : 'merged once its story is done and its checks are green';
+        let opened;
+        try {
+          opened = found
+            ? { pr: found, adopted: true }
+            : await this.guarded(state, effect.type, () =>
+                this.github.open({
+                  repository: effect.repository,
+                  branch: effect.branch,
+                  baseBranch: effect.baseBranch,
+                  title: effect.title,
+                  body: `Opened by Gantry for \`${effect.branch}\`: ${purpose}.`,
+                  draft: effect.draft,
+                }),
+              );
+        } catch (error) {
+          if (error instanceof DraftsNotSupported) return noDrafts(error.githubMessage);
+          throw error;
+        }
         crashHereIfAsked('github:open_pull_request');
         const p = opened.pr;
         this.log.info({ pullRequestId: id, repository: effect.repository, branch: effect.branch, prNumber: p.number, adopted: opened.adopted, draft: p.draft }, 'pull request opened');

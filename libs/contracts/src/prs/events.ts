@@ -230,6 +230,24 @@ export const PullRequestOpened = defineEvent({
   },
 });
 
+/** GitHub refused to open the PR as a draft: the repository has no drafts (a private repository on a plan without them). */
+export const PullRequestDraftsNotSupported = defineEvent({
+  context: 'prs',
+  type: 'PullRequestDraftsNotSupported',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    /** GitHub's words, or how the service knew (another PR of the repository was refused). */
+    message: z.string().min(1).max(2000),
+    refusedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, message: 'Draft pull requests are not supported in this repository.', refusedAt: at }],
+    // GitHub's words are kept
+    invalid: [{ ...prExample, message: '', refusedAt: at }],
+  },
+});
+
 export const PullRequestChecksPassed = defineEvent({
   context: 'prs',
   type: 'PullRequestChecksPassed',
@@ -399,6 +417,7 @@ export type PullRequestSprintRunDoneData = z.output<typeof PullRequestSprintRunD
 export type PullRequestFlowStartedData = z.output<typeof PullRequestFlowStarted.data>;
 export type PullRequestHeadMovedData = z.output<typeof PullRequestHeadMoved.data>;
 export type PullRequestOpenedData = z.output<typeof PullRequestOpened.data>;
+export type PullRequestDraftsNotSupportedData = z.output<typeof PullRequestDraftsNotSupported.data>;
 export type PullRequestChecksPassedData = z.output<typeof PullRequestChecksPassed.data>;
 export type PullRequestMergeRequestedData = z.output<typeof PullRequestMergeRequested.data>;
 export type PullRequestAutoMergeEnabledData = z.output<typeof PullRequestAutoMergeEnabled.data>;
@@ -419,6 +438,7 @@ export const pullRequestEventContracts = [
   PullRequestFlowStarted,
   PullRequestHeadMoved,
   PullRequestOpened,
+  PullRequestDraftsNotSupported,
   PullRequestChecksPassed,
   PullRequestChecksFailed,
   PullRequestMergeConflict,

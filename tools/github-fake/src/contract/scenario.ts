@@ -112,6 +112,10 @@ export async function runScenario(fake: GitHubFake, owner: string, name: string)
     const pr1 = (await octokit.rest.pulls.create({ owner, repo: name, head: 'story/one', base: 'main', title: 'Story one', body: 'The first story' })).data;
     await octokit.rest.pulls.create({ owner, repo: name, head: 'story/one', base: 'main', title: 'again' }).catch(ignore);
     await octokit.rest.pulls.create({ owner, repo: name, head: 'no-such-branch', base: 'main', title: 'nope' }).catch(ignore);
+    // A repository without drafts refuses one (422 without `errors`).
+    await fake.control.updateRepository(repo.fullName, { allowDraftPullRequests: false });
+    await octokit.rest.pulls.create({ owner, repo: name, head: 'story/one', base: 'main', title: 'a draft', draft: true }).catch(ignore);
+    await fake.control.updateRepository(repo.fullName, { allowDraftPullRequests: true });
     await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr1.number });
     await fake.control.computeMergeability();
     await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr1.number });

@@ -48,6 +48,35 @@ describe('SPRINT pull requests, conflicts and red checks end to end', () => {
     expect((await system.github.pulls(repository))[0]).toMatchObject({ state: 'open', merged: false, auto_merge: null });
   }, 150_000);
 
+  it('a repository without drafts: GitHub refuses the draft once, the PR opens ready, is made "ready" by the run DONE without a call, never merged; the next sprint opens ready at once', async () => {
+    const { repository } = await system.product('product-no-drafts', 'no-drafts', { strategy: 'SPRINT', requiredChecks: [], allowDraftPullRequests: false });
+    const opens = async () => (await system.github.requests({ method: 'POST', path: `/repos/${repository}/pulls` })).map((r) => r.status);
+    // GitHub's requests are not per repository: the marks this test makes are those added while it runs.
+    const marks = async () => (await system.github.requests({ graphqlField: 'markPullRequestReadyForReview' })).length;
+    const marksBefore = await marks();
+    const branch = 'sprint/SP-8';
+    const run = await system.createSprintRun('product-no-drafts', 'SP-8', branch, { 'T-1': commit('src/one.ts', 'one\n', 3000) });
+    const opened = await system.prWhere(repository, branch, (p) => p.prNumber !== null, 'the PR opened');
+    expect(opened).toMatchObject({ strategy: 'SPRINT', draft: false });
+    expect(await opens()).toEqual([422, 201]);
+
+    await system.sprintRunWhere(run, 'DONE');
+    const ready = await system.prWhere(repository, branch, (p) => p.phase === 'ready_for_review', 'ready for review');
+    expect(ready).toMatchObject({ draft: false, scope: { done: true, sprintRunId: run }, lastFailure: null });
+    expect(await marks()).toBe(marksBefore);
+    const pull = (await system.github.pulls(repository))[0]!;
+    const reads = async () => (await system.github.requests({ method: 'GET', path: `/repos/${repository}/pulls/${pull.number}` })).length;
+    const before = await reads();
+    await eventually(async () => (await reads()) >= before + 3, { what: 'three more reads of the PR' });
+    expect(await merges(repository, branch)).toEqual([]);
+    expect((await system.github.pulls(repository))[0]).toMatchObject({ draft: false, state: 'open', merged: false, auto_merge: null });
+
+    // The repository is known to have no drafts: the next sprint's PR opens ready without being refused first.
+    await system.createSprintRun('product-no-drafts', 'SP-9', 'sprint/SP-9', { 'T-1': commit('src/two.ts') });
+    expect(await system.prWhere(repository, 'sprint/SP-9', (p) => p.prNumber !== null, 'the second PR opened')).toMatchObject({ draft: false });
+    expect(await opens()).toEqual([422, 201, 201]);
+  }, 150_000);
+
   it('a real conflicting change on the base: the sprint run PAUSED with the PR URL and the conflicting files; resolved and resumed, it carries on to the end', async () => {
     const { repository, cloneUrl } = await system.product('product-conflict', 'conflict', {
       strategy: 'SPRINT',

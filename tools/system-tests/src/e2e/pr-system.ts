@@ -33,6 +33,8 @@ export interface ProductOptions {
   mergeMethod?: MergeMethod;
   /** The repository's own settings on the local GitHub. */
   allowAutoMerge?: boolean;
+  /** false: a repository without drafts (GitHub refuses `draft: true`). */
+  allowDraftPullRequests?: boolean;
   /** Branch protection of main on the local GitHub (what GitHub itself waits for). */
   protectedBy?: string[];
   initialFiles?: Record<string, string>;
@@ -110,7 +112,7 @@ export class PrSystem extends E2eSystem {
       owner: 'acme',
       name,
       initialFiles: o.initialFiles ?? { 'README.md': `# ${name}\n`, 'src/app.ts': 'export const app = 1;\n' },
-      settings: { allowAutoMerge: o.allowAutoMerge ?? true },
+      settings: { allowAutoMerge: o.allowAutoMerge ?? true, allowDraftPullRequests: o.allowDraftPullRequests ?? true },
       requiredChecks: o.protectedBy ?? [],
     });
     await this.client.request(registerProduct, {

@@ -48,6 +48,8 @@ export type PullRequestCommand =
       }
     >
   | Of<'RecordOpened', { prNumber: number; prUrl: string; nodeId: string; draft: boolean; headSha: string; adopted: boolean }>
+  /** GitHub refused a draft (422 "Draft pull requests are not supported in this repository."), or another PR of the repository was refused one. */
+  | Of<'RecordDraftsNotSupported', { message: string }>
   | Of<'RecordObservation', { observation: GitHubObservation }>
   | Of<'RecordReadyForReview', { headSha: string; alreadyReady: boolean }>
   | Of<'RecordAutoMergeEnabled', { headSha: string }>

@@ -268,6 +268,29 @@ describe('the pull request machine', () => {
       given([...sprint, event.sprintDone(4)]).when(when.ready(5, true)).then([event.ready(5, true)]);
     });
 
+    it('a repository without drafts: the PR opens ready instead, once and for every later PR of the branch; made ready is a success, never merged', () => {
+      const started = event.started(1, H1, { strategy: 'SPRINT', requiredChecks: [] });
+      const refused = given([started]).when(when.draftsNotSupported(2)).then([event.draftsNotSupported(2)]);
+      expect(pendingEffects(refused)).toMatchObject([{ type: 'OPEN_PULL_REQUEST', draft: false }]);
+      given([started, event.draftsNotSupported(2)]).when(when.draftsNotSupported(3)).then([]);
+
+      const open = [started, event.draftsNotSupported(2), event.opened(3, false), event.queued(4, 'T-1')];
+      const waiting = given(open).when(when.observed(5, { draft: false, checks: [check('ci', 'SUCCESS')] })).then([event.passed(5, H1, ['ci'])]);
+      expect(phaseOf(waiting)).toBe('draft_opened');
+      expect(pendingEffects(waiting)).toEqual([]);
+      // The sprint run DONE: GitHub shows it ready already, which is the success of the step (no merge, ever).
+      const done = given([...open, event.sprintDone(6)]).when(when.observed(7, { draft: false, checks: [check('ci', 'SUCCESS')] })).then([
+        event.ready(7, true),
+        event.passed(7, H1, ['ci']),
+      ]);
+      expect(phaseOf(done)).toBe('ready_for_review');
+      expect(pendingEffects(done)).toEqual([]);
+
+      // The next PR of the branch (the last one merged by a human) opens ready straight away.
+      const next = stateOf([...open, event.sprintDone(6), event.ready(7, true), event.merged(8), event.started(9, H2, { strategy: 'SPRINT', requiredChecks: [] })]);
+      expect(pendingEffects(next)).toMatchObject([{ type: 'OPEN_PULL_REQUEST', draft: false, headSha: H2 }]);
+    });
+
     it('red checks on a sprint PR are reported: the sprint fails, it is not paused', () => {
       const state = given(sprint).when(when.observed(3, { draft: true, checks: [check('ci', 'FAILURE')] })).then([
         { ...event.failed(3), data: { ...(event.failed(3).data as object), failedChecks: [{ name: 'ci', conclusion: 'failure', detailsUrl: null }] } } as PullRequestEvent,

@@ -65,6 +65,10 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
         },
       ];
     }
+    case 'RecordDraftsNotSupported':
+      // Known for the stream, across cycles: a later PR of the branch opens ready straight away.
+      if (state.draftsSupported === false) return [];
+      return [{ type: 'PullRequestDraftsNotSupported', data: { ...id, message: command.data.message, refusedAt: now } }];
     case 'RecordObservation':
       return observationEvents(command.data.observation, state, id, now);
     case 'RecordReadyForReview': {
@@ -131,8 +135,9 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   const current = events.reduce(evolvePullRequest, state);
   const rules = strategies[state.flow.strategy];
 
-  // Someone made the draft ready on GitHub: for a SPRINT PR that is the same success (PR-8).
-  if (rules.whenScopeDone === 'MARK_READY_FOR_REVIEW' && !o.draft && state.pr.draft && !state.readyForReview && scopeDone(current)) {
+  // Someone made the draft ready on GitHub, or it was opened ready (a repository without drafts): for a
+  // SPRINT PR whose run is DONE that is the same success (PR-8), and nothing is left to ask of GitHub.
+  if (rules.whenScopeDone === 'MARK_READY_FOR_REVIEW' && !o.draft && !state.readyForReview && scopeDone(current)) {
     events.push({ type: 'PullRequestReadyForReview', data: { ...id, prNumber: o.prNumber, prUrl: o.prUrl, headSha: o.headSha, alreadyReady: true, markedAt: now } });
   }
 

@@ -22,7 +22,9 @@ export function pendingEffects(state: PullRequestState): PullRequestEffect[] {
   if (isSettled(state) || !flow || !headSha) return [];
   const rules = strategies[flow.strategy];
   if (!pr) {
-    return [{ type: 'OPEN_PULL_REQUEST', repository, branch: state.branch, baseBranch: flow.baseBranch, title: flow.title, draft: rules.opensAsDraft, headSha }];
+    // A repository without drafts (GitHub refused one) gets a ready PR; the strategy's rules stay the same (PR-2, PR-8).
+    const draft = rules.opensAsDraft && state.draftsSupported !== false;
+    return [{ type: 'OPEN_PULL_REQUEST', repository, branch: state.branch, baseBranch: flow.baseBranch, title: flow.title, draft, headSha }];
   }
   const effects: PullRequestEffect[] = [];
   // PR-7: auto-merge enabled for a head that is no longer the head would merge what nobody saw green.

@@ -50,6 +50,8 @@ export interface PullRequestState {
   autoMergeRefusedFor: string | null;
   /** false once GitHub said the repository does not allow auto-merge. */
   autoMergeAllowed: boolean;
+  /** false once GitHub refused a draft: the repository has no drafts, and a SPRINT PR opens ready (PR-2). */
+  draftsSupported: boolean;
   /** PR-14: a refused merge of this head, tried again only once GitHub's mergeable_state differs. */
   mergeFailure: { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null } | null;
   readyForReview: boolean;
@@ -75,6 +77,7 @@ export const initialPullRequestState: PullRequestState = {
   autoMergeEnabledFor: null,
   autoMergeRefusedFor: null,
   autoMergeAllowed: true,
+  draftsSupported: true,
   mergeFailure: null,
   readyForReview: false,
   outcome: null,
@@ -156,6 +159,8 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       const e = event.data;
       return { ...s, pr: { number: e.prNumber, url: e.prUrl, nodeId: e.nodeId, draft: e.draft }, lastFailure: null, updatedAt: e.openedAt };
     }
+    case 'PullRequestDraftsNotSupported':
+      return { ...s, draftsSupported: false, updatedAt: event.data.refusedAt };
     case 'PullRequestChecksPassed':
       return { ...s, checks: { headSha: event.data.headSha, verdict: 'GREEN', names: event.data.checks }, updatedAt: event.data.passedAt };
     case 'PullRequestChecksFailed':

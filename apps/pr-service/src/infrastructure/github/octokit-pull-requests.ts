@@ -1,5 +1,5 @@
 import type { MergeMethod } from '@gantry/contracts';
-import type { AutoMergeOutcome, GitHubPullRequests, MergeOutcome, PullRequestOnGitHub } from '../../application/github.js';
+import { DraftsNotSupported, type AutoMergeOutcome, type GitHubPullRequests, type MergeOutcome, type PullRequestOnGitHub } from '../../application/github.js';
 import type { ReportedCheck } from '../../domain/index.js';
 import { gitHubFailure, gitHubMessage, statusOf } from './github-failures.js';
 import type { GantryOctokit } from './octokit.js';
@@ -79,6 +79,7 @@ export class OctokitPullRequests implements GitHubPullRequests {
         const existing = await this.findOpen(request.repository, request.branch, request.baseBranch);
         if (existing) return { pr: existing, adopted: true };
       }
+      if (request.draft && statusOf(error) === 422 && /draft pull requests are not supported/i.test(gitHubMessage(error))) throw new DraftsNotSupported(gitHubMessage(error));
       throw gitHubFailure(error, `open a pull request for ${request.repository} ${request.branch}`);
     }
   }

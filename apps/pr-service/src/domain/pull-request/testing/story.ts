@@ -58,8 +58,11 @@ export const when = {
   merged: (s: number, headSha = H1) => cmd('RecordMerged', s, { headSha, mergeCommitSha: MERGE_COMMIT }),
   mergeFailed: (s: number, headSha = H1, mergeableState: string | null = 'blocked') =>
     cmd('RecordMergeFailed', s, { headSha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState }),
+  draftsNotSupported: (s: number) => cmd('RecordDraftsNotSupported', s, { message: DRAFTS_REFUSED }),
   effectFailed: (s: number, message = 'Bad credentials') => cmd('RecordEffectFailed', s, { effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message }),
 };
+
+const DRAFTS_REFUSED = 'Draft pull requests are not supported in this repository.';
 
 const refusal = {
   CLEAN: 'Pull request Pull request is in clean status',
@@ -151,6 +154,7 @@ export const event = {
     type: 'PullRequestReadyForReview',
     data: { ...id, prNumber: 7, prUrl: URL, headSha, alreadyReady, markedAt: at(s) },
   }),
+  draftsNotSupported: (s: number): PullRequestEvent => ({ type: 'PullRequestDraftsNotSupported', data: { ...id, message: DRAFTS_REFUSED, refusedAt: at(s) } }),
   effectFailed: (s: number, message = 'Bad credentials'): PullRequestEvent => ({
     type: 'PullRequestEffectFailed',
     data: { ...id, effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message, failedAt: at(s) },
