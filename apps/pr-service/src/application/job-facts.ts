@@ -102,8 +102,8 @@ export class JobFacts {
 
   private async pushed(envelope: EventEnvelope<JobPushReportedData>, sql: pg.PoolClient): Promise<void> {
     const d = envelope.data;
-    const scope = await this.scopeOf(d.jobId, sql);
-    if (!scope) return;
+    // Only a code-writing job on a feature branch pushes (the runner pushes nothing else), and every such job is tracked.
+    const scope = await this.scopeOrLater(d.jobId, sql, 'a push');
     const { rows } = await sql.query<{ settings: ProductSettings }>(`SELECT settings FROM products WHERE product_id = $1`, [scope.product_id]);
     const product = rows[0]?.settings;
     if (!product) {
@@ -138,22 +138,38 @@ export class JobFacts {
 
   private async finished(envelope: EventEnvelope<JobFinishedData>, sql: pg.PoolClient): Promise<void> {
     const d = envelope.data;
-    const scope = await this.scopeOf(d.jobId, sql);
-    if (!scope) return;
+    const known = await this.scopeOf(d.jobId, sql);
     // A task is done when its job says so (DONE, or SKIPPED: the work was already there).
-    const done = scope.task_id ? d.taskStatus === 'DONE' : d.jobStatus === 'DONE' || d.jobStatus === 'SKIPPED';
-    if (!done) return;
+    const doneFor = (taskId: string | null) => (taskId ? d.taskStatus === 'DONE' : d.jobStatus === 'DONE' || d.jobStatus === 'SKIPPED');
+    // Not known: a job this service does not track, or a code-writing one whose enqueue is late. A code job's
+    // finish always has a verify result (the job service refuses NOT_APPLICABLE for it) and, when it has a task,
+    // a taskStatus; a late one that is done would be lost — the scope never done — so it is handed back.
+    if (!known && (d.facts.verifyResult === 'NOT_APPLICABLE' || !doneFor(d.taskStatus === null ? null : 'its task'))) return;
+    const scope = known ?? (await this.scopeOrLater(d.jobId, sql, 'a finish'));
+    if (!doneFor(scope.task_id)) return;
     await this.prs.recordWithin(sql, this.command(scope.repository, scope.branch, envelope, { type: 'RecordTaskDone', data: { jobId: d.jobId, taskId: scope.task_id ?? d.jobId } }), envelope);
   }
 
   private async reopened(envelope: EventEnvelope<{ jobId: string; error: string }>, sql: pg.PoolClient): Promise<void> {
-    const scope = await this.scopeOf(envelope.data.jobId, sql);
-    if (!scope) return;
+    // Red checks are reported only for the job that pushed a PR's head: a code-writing job on that branch, always tracked.
+    const scope = await this.scopeOrLater(envelope.data.jobId, sql, 'failed checks');
     const command = this.command(scope.repository, scope.branch, envelope, {
       type: 'RecordTaskReopened',
       data: { jobId: envelope.data.jobId, taskId: scope.task_id ?? envelope.data.jobId, reason: envelope.data.error.slice(0, 2000) },
     });
     await this.prs.recordWithin(sql, command, envelope);
+  }
+
+  /**
+   * The scope of a job this event can only be about a tracked job: not known yet means its JobEnqueued was
+   * delivered late (after a process holding it died), behind this event. Acknowledged now, the fact would be
+   * lost; it is handed back and handled once the enqueue has been (docs/pr-service.md).
+   */
+  private async scopeOrLater(jobId: string, sql: pg.PoolClient, what: string): Promise<JobScope> {
+    const scope = await this.scopeOf(jobId, sql);
+    if (scope) return scope;
+    this.log.warn({ jobId }, `${what} of a job this service has not learnt yet; handled again once it has`);
+    throw new RetryLater(`job ${jobId} not known yet`, 2000);
   }
 
   private async scopeOf(jobId: string, sql: pg.PoolClient): Promise<JobScope | null> {

@@ -268,6 +268,25 @@ describe('pull requests under faults, end to end', () => {
       expect((await system.github.pulls(repository)).map((p) => p.head.ref)).toEqual([branch]);
     }, 150_000);
 
+    it('a job enqueued while it hung and then died: the push and the finish, handled before the enqueue comes again, still open the PR and close its scope', async () => {
+      const productId = 'product-late-enqueue';
+      const { repository } = await system.product(productId, 'late-enqueue', { strategy: 'STORY', requiredChecks: ['ci/test'] });
+      // The product is known before the freeze: only the job's enqueue is held by the frozen process, and it
+      // comes to the next one after the ack wait — after the push and the finish of the job (its agent takes 10 s).
+      await system.productKnown(productId);
+      system.prService.process.kill('SIGSTOP');
+      const branch = 'story/ST-late';
+      const jobId = await system.enqueue({ productId, storyId: 'ST-late', taskId: 'T-late', branch, payload: { standIn: { behaviour: 'commit', files: { 'src/late.ts': 'late\n' }, delayMs: 10_000 } } });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await system.prService.kill('SIGKILL');
+      await system.startPrService();
+      const job = await system.terminal(jobId);
+      expect(job.status).toBe('DONE');
+      const pr = await system.prWhere(repository, branch, (p) => p.prNumber !== null && p.scope.done, 'the PR open with its scope done', 90_000);
+      expect(pr).toMatchObject({ headSha: job.headSha, scope: { done: true, tasks: [{ taskId: 'T-late', done: true }] } });
+      expect((await system.github.pulls(repository)).map((p) => p.head.ref)).toEqual([branch]);
+    }, 180_000);
+
     it('after GitHub merged the PR: on restart it reads that it is merged, and merges nothing twice', async () => {
       await system.restartPrService({ GANTRY_TEST_CRASH_AT: 'github:merge' });
       const story = await finishedStory('crash-merge');

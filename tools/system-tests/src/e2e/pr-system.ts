@@ -187,6 +187,11 @@ export class PrSystem extends E2eSystem {
     return rows;
   }
 
+  /** Waits until the pr-service has learnt the product (its registration handled). */
+  async productKnown(productId: string): Promise<void> {
+    await eventually(async () => (await this.db.query(`SELECT 1 FROM products WHERE product_id = $1`, [productId])).rows.length > 0, { what: `the pr-service knows ${productId}` });
+  }
+
   async deliveries(): Promise<{ delivery_id: string; event: string; processed_at: Date | null }[]> {
     return (await this.db.query(`SELECT delivery_id, event, processed_at FROM webhook_deliveries ORDER BY received_at`)).rows;
   }
