@@ -85,6 +85,30 @@ describe('GitHub webhooks into the pr-service', () => {
     expect(await recorded(first.deliveryId)).toHaveLength(1);
   });
 
+  it('a delivery whose processing failed is processed when GitHub redelivers it (still recorded once)', async () => {
+    const payload = examples.find((e) => e.name === 'pull_request')!.examples.find((p) => p.action === 'opened')!;
+    // Processing reads the tracked pull requests: without their table it fails, after the 202.
+    await db.query(`ALTER TABLE pull_requests RENAME TO pull_requests_away`);
+    let first;
+    try {
+      first = await deliver('pull_request', payload);
+      expect(first.status).toBe(202);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(await recorded(first.deliveryId)).toMatchObject([{ processed_at: null }]);
+    } finally {
+      await db.query(`ALTER TABLE pull_requests_away RENAME TO pull_requests`);
+    }
+    // Someone presses "Redeliver" on GitHub: the same X-GitHub-Delivery.
+    const again = await deliver('pull_request', payload, { deliveryId: first.deliveryId });
+    expect(again).toMatchObject({ status: 202, body: { delivery: first.deliveryId, duplicate: true } });
+    const [row] = await eventually(async () => {
+      const rows = await recorded(first.deliveryId);
+      return rows[0]?.processed_at ? rows : null;
+    }, { what: 'the redelivered delivery processed', timeoutMs: 10_000 });
+    expect(row).toMatchObject({ event: 'pull_request', outcome: 'no tracked pull request' });
+    expect(await recorded(first.deliveryId)).toHaveLength(1);
+  });
+
   it('accepts either secret while one is rotated', async () => {
     const payload = examples.find((e) => e.name === 'status')!.examples[0]!;
     expect((await deliver('status', payload, { secret: next })).status).toBe(202);

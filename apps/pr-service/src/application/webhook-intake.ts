@@ -15,7 +15,7 @@ export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind:
  * GitHub's webhooks (docs/pr-service.md, PR-12). A delivery is verified over its raw bytes with
  * `@octokit/webhooks` (every configured secret is tried, so a secret can be rotated), recorded once by
  * its X-GitHub-Delivery (a redelivery carries the same id and is recorded once), and answered; it is
- * processed after the answer. Processing never trusts the delivery's content or its order: it only
+ * processed after the answer — and again when it is redelivered while its processing has not succeeded. Processing never trusts the delivery's content or its order: it only
  * names the pull requests concerned, which are then read from GitHub again.
  */
 @Injectable()
@@ -34,7 +34,7 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
   ) {
     this.verifiers = config.webhookSecrets.map((secret) => new Webhooks({ secret }));
     this.processing = new KeyedRuns(4, (id) => this.process(id), (id, error) => {
-      this.log.warn({ deliveryId: id, error: String(error) }, 'processing a delivery failed; it stays unprocessed until the next start or redelivery');
+      this.log.warn({ deliveryId: id, error: String(error) }, 'processing a delivery failed; it stays unprocessed until it is redelivered or the service starts again');
     });
   }
 
@@ -56,10 +56,15 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
       [request.deliveryId.slice(0, 200), request.event.slice(0, 100), typeof payload.action === 'string' ? payload.action.slice(0, 100) : null, body],
     );
     const duplicate = rowCount === 0;
+    const deliveryId = request.deliveryId.slice(0, 200);
     if (!duplicate) {
-      const deliveryId = request.deliveryId.slice(0, 200);
       this.fresh.set(deliveryId, { event: request.event.slice(0, 100), payload });
       setImmediate(() => this.processing.ask(deliveryId));
+    } else {
+      // A delivery counts as seen once it was processed: GitHub's "Redeliver" is pressed after something
+      // went wrong, and a recorded delivery whose processing failed is processed again (from its row).
+      const { rows } = await this.store.pool.query(`SELECT 1 FROM webhook_deliveries WHERE delivery_id = $1 AND processed_at IS NULL`, [deliveryId]);
+      if (rows.length > 0) setImmediate(() => this.processing.ask(deliveryId));
     }
     return { kind: 'recorded', duplicate };
   }
