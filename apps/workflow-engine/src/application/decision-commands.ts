@@ -4,7 +4,7 @@ import { ErrorCode, GantryError, recordDecision, recordReviewDecision, type Repl
 import { decideWithin, EventStore, type CommandMetadata, type IdempotencyOptions, type UnitOfWork } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
-import { quorumSeatsOf, stepOf, taskAtStepDecider, taskExists, transitionOnDecision, type Task } from '../domain/index.js';
+import { decisionsOfEntry, quorumSeatsOf, stepOf, taskAtStepDecider, taskExists, transitionOnDecision, type Task } from '../domain/index.js';
 import { RunQueue } from '../infrastructure/job-service/run-queue.js';
 import { latestWorkflow, queuedRunByJob, stepSeats } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
@@ -119,7 +119,7 @@ export class DecisionCommands {
         now: this.store.clock().toISOString(),
       },
     });
-    const target = transitionOnDecision(step.onTurnComplete, workflow.definition, step.id, quorumSeatsOf(seats), decision.after.decisions);
+    const target = transitionOnDecision(step.onTurnComplete, workflow.definition, step.id, quorumSeatsOf(seats), decisionsOfEntry(decision.after, entrySeq));
     const moved = target
       ? await this.placements.placeWithin(uow, { taskId: deciding.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath })
       : null;

@@ -54,7 +54,7 @@ export { decideTask, taskDecider } from './task/decider.js';
 
 export type { TaskAtStepCommand, Pair } from './step-entry/commands.js';
 export { taskAtStepEventTypes, type TaskAtStepEvent } from './step-entry/events.js';
-export { evolveTaskAtStep, initialTaskAtStep, isTerminalMarker, type Decision, type Marker, type StepEntryRecord, type TaskAtStep } from './step-entry/state.js';
+export { decisionsOfEntry, evolveTaskAtStep, initialTaskAtStep, isTerminalMarker, type Decision, type Marker, type StepEntryRecord, type TaskAtStep } from './step-entry/state.js';
 export { CLAIM_REFUSAL, decideTaskAtStep, taskAtStepDecider } from './step-entry/decider.js';
 
 export { hoistsSessionActions, onEnterPlan, type PlanItem } from './dispatch/plan.js';

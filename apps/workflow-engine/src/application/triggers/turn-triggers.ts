@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { isEngineActionType, isSessionActionType, isTransitionActionType, type StepDefinition, type TriggerName } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { guardHolds, quorumSeatsOf, transitionTarget, type Task, type TransitionTarget } from '../../domain/index.js';
+import { decisionsOfEntry, guardHolds, quorumSeatsOf, transitionTarget, type Task, type TransitionTarget } from '../../domain/index.js';
 import { type StoredWorkflow, stepSeats } from '../../infrastructure/persistence/read-models.js';
 import { loadTaskAtStep } from '../../infrastructure/persistence/streams.js';
 import type { ActionRun, Trigger } from '../dispatch/action-run.js';
@@ -45,7 +45,7 @@ export class TurnTriggers {
         if (action.guard !== null) {
           const seats = await stepSeats(this.store.pool, workflow.workflowId, step.id, task.taskId);
           const pair = await loadTaskAtStep(this.store, task.taskId, workflow.workflowId, step.id);
-          if (!guardHolds(action.guard, quorumSeatsOf(seats), pair.decisions)) continue;
+          if (!guardHolds(action.guard, quorumSeatsOf(seats), decisionsOfEntry(pair, occasion.entrySeq))) continue;
         }
         const target = transitionTarget(action, workflow.definition, step.id);
         if (target) return target;

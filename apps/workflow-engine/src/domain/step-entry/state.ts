@@ -49,6 +49,17 @@ export const initialTaskAtStep: TaskAtStep = { entries: {}, decisions: [], decis
 
 export const isTerminalMarker = (m: Marker | undefined): boolean => m !== undefined && m.state !== 'in_progress';
 
+/**
+ * The decisions a guard counts while the task is in entry `entrySeq` (docs/workflow-engine.md,
+ * "Decisions and quorum"): none while a clear_decisions the entry declares has not run yet — what
+ * is on the pair then belongs to the previous round, and the clear removes it (AC-F3).
+ */
+export function decisionsOfEntry(state: TaskAtStep, entrySeq: number): Decision[] {
+  const entry = state.entries[entrySeq];
+  const clearPending = entry?.markedPositions.some((p) => p.kind === 'clear_decisions' && !isTerminalMarker(entry.markers[p.position])) ?? false;
+  return clearPending ? [] : state.decisions;
+}
+
 function withMarker(state: TaskAtStep, entrySeq: number, marker: Marker): TaskAtStep {
   const entry = state.entries[entrySeq];
   if (!entry) return state;

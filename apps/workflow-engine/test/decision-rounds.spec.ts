@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto';
+import { eventually } from '@gantry/testing';
+import { WorkflowWorld, reviewYaml } from './harness.js';
+
+/*
+ * The round of decisions of a step entry (docs/workflow-engine.md, "Decisions and quorum", AC-F3):
+ * an entry whose on_enter declares clear_decisions opens a new round; until its clear commits, the
+ * decisions of the previous round are still on the pair's stream and must not move the task.
+ */
+describe('decisions of a round not opened yet', () => {
+  const taskId = `T-round-${randomUUID().slice(0, 8)}`;
+  const hold = `${taskId}@review#2/claimed:0`;
+  const turnTaskId = `T-turn-${randomUUID().slice(0, 8)}`;
+  const turnHold = `${turnTaskId}@review#2/claimed:0`;
+  const world = new WorkflowWorld('wf_rounds');
+
+  beforeAll(async () => {
+    // The second entry into review stops with its clear claimed, not committed: the window a slow or crashed dispatch leaves open.
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_HOLD_AT: `${hold},${turnHold}` } });
+    for (const p of ['rev-a', 'rev-b']) await world.profile(p);
+    await world.importYaml('q', reviewYaml(`      - type: clear_decisions
+      - type: queue_run_for_each_participant
+        config: { role: reviewer, reason: review_started }`, `    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: true }
+      - { id: seat-b, role: reviewer, agent_profile_id: rev-b, decision_required: true, position: 1 }`));
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('a decision recorded before the new entry\'s clear does not count the previous round\'s rejection: the task stays', async () => {
+    await world.task('q', { taskId });
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    const rejected = await world.decide(taskId, 'review', 'seat-a', 'reject');
+    expect(rejected.moved?.placement.stepId).toBe('work');
+
+    await world.move(taskId, 'review');
+    await world.reachedHold(hold.replace(/\//g, '__'));
+    // Round 2 is not open yet: seat-a's rejection of round 1 is still on the stream, the clear will remove it.
+    const early = await world.decide(taskId, 'review', 'seat-b', 'approve');
+    expect(early.moved).toBeNull();
+    expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'review', admitted: true });
+
+    await world.releaseHold(hold.replace(/\//g, '__'));
+    await world.terminalEntry(taskId, 'review', 2);
+    const task = await world.getTask(taskId);
+    expect(task.placement).toMatchObject({ stepId: 'review', admitted: true });
+    // AC-F3: the decision committed before the clear is removed with the rest of round 1.
+    expect(task.decisions).toEqual([]);
+  });
+
+  it('a turn completed before the new entry\'s clear does not count the previous round\'s rejection either', async () => {
+    await world.task('q', { taskId: turnTaskId });
+    await world.move(turnTaskId, 'review');
+    await world.terminalEntry(turnTaskId, 'review', 1);
+    expect((await world.decide(turnTaskId, 'review', 'seat-a', 'reject')).moved?.placement.stepId).toBe('work');
+
+    await world.move(turnTaskId, 'review');
+    await world.reachedHold(turnHold.replace(/\//g, '__'));
+    // A job of the task finishes in review's second occupancy: on_turn_complete evaluates the guards.
+    const jobId = await world.agentTurn(turnTaskId);
+    const { rows } = await world.jobsDb.query(`SELECT event_id FROM events WHERE type = 'JobFinished' AND data->>'jobId' = $1`, [jobId]);
+    await eventually(async () => (await world.db.query(`SELECT 1 FROM inbox WHERE event_id = $1`, [rows[0].event_id])).rowCount === 1, { what: 'the job\'s JobFinished handled' });
+    expect((await world.getTask(turnTaskId)).placement).toMatchObject({ stepId: 'review', admitted: true });
+
+    await world.releaseHold(turnHold.replace(/\//g, '__'));
+    await world.terminalEntry(turnTaskId, 'review', 2);
+    expect((await world.getTask(turnTaskId)).placement).toMatchObject({ stepId: 'review', admitted: true });
+  });
+});
