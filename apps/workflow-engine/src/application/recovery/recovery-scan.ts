@@ -2,12 +2,13 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleInit } fr
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type { EntryTermination, SkipReason } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
-import { recoveryOrder, recoveryVerdict, stepOf, taskAtStepDecider, taskExists, type StepEntryRecord } from '../../domain/index.js';
+import { feederOf, recoveryOrder, recoveryVerdict, stepOf, taskAtStepDecider, taskExists, type StepEntryRecord } from '../../domain/index.js';
 import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
-import { latestWorkflow, openStepEntries, type OpenEntryRow } from '../../infrastructure/persistence/read-models.js';
+import { awaitedSteps, latestWorkflow, openStepEntries, type OpenEntryRow } from '../../infrastructure/persistence/read-models.js';
 import { loadTask, loadTaskAtStep, streamIds } from '../../infrastructure/persistence/streams.js';
 import { DispatchDiagnostics } from '../dispatch/diagnostics.js';
 import { OnEnterDispatcher, type DispatchOutcome } from '../dispatch/on-enter-dispatcher.js';
+import { EntryFlow } from '../entry-flow.js';
 import { TestHooks } from '../test-hooks.js';
 
 type Handled = DispatchOutcome | 'left_to_owner' | 'skipped' | 'failed';
@@ -25,6 +26,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(ProcessEpoch) private readonly process: ProcessEpoch,
     @Inject(OnEnterDispatcher) private readonly dispatcher: OnEnterDispatcher,
+    @Inject(EntryFlow) private readonly flow: EntryFlow,
     @Inject(DispatchDiagnostics) private readonly diagnostics: DispatchDiagnostics,
     @Inject(TestHooks) private readonly hooks: TestHooks,
     @InjectPinoLogger('recovery') private readonly log: PinoLogger,
@@ -66,6 +68,25 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
       tally[handled] = (tally[handled] ?? 0) + 1;
     }
     this.log.info({ reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'recovery scan finished');
+    await this.promoteWaiting(reason);
+  }
+
+  /**
+   * A seat freed by a move is filled after the move's commit, by the process that moved; one that
+   * died in between left the waiting tasks waiting for a free seat. Each step a task waits for, and
+   * its feeder (where a task parked at a full step lands), is offered to its waiting tasks again; a
+   * step still full changes nothing (docs/workflow-engine.md, "Recovery").
+   */
+  private async promoteWaiting(reason: string): Promise<void> {
+    try {
+      for (const { workflowId, stepId } of await awaitedSteps(this.store.pool)) {
+        const workflow = await latestWorkflow(this.store.pool, workflowId);
+        const feederId = workflow && stepOf(workflow.definition, stepId) ? feederOf(workflow.definition, stepId) : null;
+        for (const step of feederId ? [stepId, feederId] : [stepId]) await this.flow.promote({ workflowId, stepId: step }, `recovery:${this.process.epoch}`);
+      }
+    } catch (error) {
+      this.log.error({ rule: 'AC-B9(f)', reason, error: error instanceof Error ? error.message : String(error) }, 'promotion of waiting tasks failed; a later start or freed seat retries it');
+    }
   }
 
   private async handle(row: OpenEntryRow): Promise<Handled> {

@@ -89,6 +89,14 @@ export async function tasksWaitingFor(sql: Sql, workflowId: string, stepId: stri
   return rows.map((r) => r.task_id);
 }
 
+/** Every step some task waits for (held elsewhere or parked at it), per workflow. */
+export async function awaitedSteps(sql: Sql): Promise<{ workflowId: string; stepId: string }[]> {
+  const { rows } = await sql.query<{ workflow_id: string; step_id: string }>(
+    `SELECT DISTINCT workflow_id, queued_for_step_id AS step_id FROM tasks WHERE queued_for_step_id IS NOT NULL ORDER BY workflow_id, step_id`,
+  );
+  return rows.map((r) => ({ workflowId: r.workflow_id, stepId: r.step_id }));
+}
+
 export interface OpenEntryRow {
   taskId: string;
   workflowId: string;
