@@ -56,7 +56,10 @@ export class SessionActions {
     const profileId = (typeof config.agent_profile_id === 'string' ? config.agent_profile_id : null) ?? run.step.agentProfileId ?? run.task.primaryAgentProfileId;
     const profile = profileId ? ((await agentProfiles(this.store.pool, [profileId])).get(profileId) ?? null) : null;
     const prompt = (typeof config.prompt === 'string' ? config.prompt : null) ?? run.step.prompt ?? `Work on task ${run.task.taskId} (${run.task.title}) at step ${run.step.name}.`;
-    const idempotencyKey = autoStartRunKey({ productId: run.task.productId, taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, entrySeq: cause.entrySeq, position: run.position });
+    const idempotencyKey = autoStartRunKey(
+      { productId: run.task.productId, taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, entrySeq: cause.entrySeq, position: run.position },
+      run.trigger === 'on_enter' ? undefined : { trigger: run.trigger, cause: run.cause },
+    );
     await rememberQueuedRun(this.store.pool, {
       idempotencyKey,
       taskId: run.task.taskId,

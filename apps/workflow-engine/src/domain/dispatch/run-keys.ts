@@ -70,7 +70,14 @@ export function codeReviewRunKey(identity: { productId: string; taskId: string; 
   return deriveIdempotencyKey(productScope(identity.productId, 'code-review'), { ...identity });
 }
 
-/** auto_start_agent's job: one per entry and declaration, so a replayed dispatch of the same command does not start it twice. */
-export function autoStartRunKey(identity: { productId: string; taskId: string; workflowId: string; stepId: string; entrySeq: number; position: number }): string {
-  return deriveIdempotencyKey(productScope(identity.productId, 'auto-start'), { ...identity });
+/**
+ * auto_start_agent's job: on on_enter one per entry and declaration, so a replayed dispatch of the
+ * same command does not start it twice; on another trigger one per firing event too (`firedBy`), like
+ * every trigger run — else each later turn's start would be taken for a repeat of the first.
+ */
+export function autoStartRunKey(
+  identity: { productId: string; taskId: string; workflowId: string; stepId: string; entrySeq: number; position: number },
+  firedBy?: { trigger: string; cause: string },
+): string {
+  return deriveIdempotencyKey(productScope(identity.productId, 'auto-start'), firedBy ? { ...identity, ...firedBy } : { ...identity });
 }
