@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { finishJob, logImplementation, logTestResult } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { WorkflowWorld } from './harness.js';
@@ -61,5 +62,51 @@ steps:
     const second = afterFirstTurn.find((j) => j.jobId !== first!.jobId)!;
     await turnTaken(second.jobId);
     await eventually(async () => ((await world.jobs(taskId, 'TASK_IMPLEMENTATION')).length === 3 ? true : null), { what: 'a third job after the second turn', timeoutMs: 15_000 });
+  });
+});
+
+describe('a turn whose task moved on while its trigger ran', () => {
+  const taskId = `T-stale-${randomUUID().slice(0, 8)}`;
+  // The turn's fan-out holds after its first run: the trigger is under way, its transition not reached.
+  const hold = `${taskId}@work#1/run:0:1`;
+  const world = new WorkflowWorld('wf_stale_turn');
+
+  beforeAll(async () => {
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_HOLD_AT: hold } });
+    await world.profile('rev-a');
+    await world.importYaml('flow', `
+name: Flow
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work
+    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: false }
+    on_turn_complete:
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }
+      - type: move_to_next
+  - id: review
+    name: Review
+  - id: done
+    name: Done
+`);
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('its transition does not pull the task back from where it was moved meanwhile', async () => {
+    await world.task('flow', { taskId });
+    await world.move(taskId, 'work');
+    const jobId = await world.agentTurn(taskId);
+    await world.reachedHold(hold.replace(/\//g, '__'));
+    await world.move(taskId, 'done');
+    await world.releaseHold(hold.replace(/\//g, '__'));
+
+    const { rows } = await world.jobsDb.query(`SELECT event_id FROM events WHERE type = 'JobFinished' AND data->>'jobId' = $1`, [jobId]);
+    await eventually(async () => (await world.db.query(`SELECT 1 FROM inbox WHERE event_id = $1`, [rows[0].event_id])).rowCount === 1, { what: 'the turn handled' });
+    const admissions = (await world.effects(taskId)).filter((e) => e.type === 'TaskAdmittedToStep').map((e) => e.data.stepId);
+    expect(admissions).toEqual(['work', 'done']);
+    expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'done', admitted: true });
   });
 });

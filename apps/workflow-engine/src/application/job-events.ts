@@ -98,7 +98,7 @@ export class JobEvents {
     if (!target) return;
     try {
       await this.flow.place(
-        { taskId: job.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath },
+        { taskId: job.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath, from: { workflowId: job.workflowId, stepId: job.stepId, entrySeq: job.entrySeq } },
         {
           metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
           idempotency: { scope: 'workflow.turn', key: envelope.eventId, request: { target, jobId: job.jobId } },

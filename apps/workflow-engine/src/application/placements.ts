@@ -3,6 +3,7 @@ import { ErrorCode, GantryError, type EntryPath, type PlacementReply, type Workf
 import { decideWithin, EventStore, type UnitOfWork } from '@gantry/eventstore';
 import {
   feederOf,
+  occupancyOf,
   stepDeclaration,
   stepOf,
   taskAtStepDecider,
@@ -26,6 +27,11 @@ export interface PlacementRequest {
   /** null: the workflow's start step. */
   stepId: string | null;
   entryPath: EntryPath;
+  /**
+   * The step occupancy the move is the transition of (a turn's): refused when the task has left it
+   * since, so a turn that finished after the task moved on does not pull it back.
+   */
+  from?: { workflowId: string; stepId: string; entrySeq: number };
 }
 
 export interface StepRef {
@@ -74,6 +80,10 @@ export class Placements {
     const history = await uow.readStream(streamIds.task(request.taskId));
     const before = history.reduce((s, e) => taskDecider.evolve(s, { type: e.type, data: e.data } as TaskEvent), taskDecider.initialState);
     if (!taskExists(before)) throw new GantryError(ErrorCode.NOT_FOUND, `task ${request.taskId} does not exist`, { taskId: request.taskId });
+    const occupying = request.from ? occupancyOf(before) : null;
+    if (request.from && (occupying?.workflowId !== request.from.workflowId || occupying.stepId !== request.from.stepId || occupying.entrySeq !== request.from.entrySeq)) {
+      throw new GantryError(ErrorCode.PRECONDITION_FAILED, `task ${request.taskId} left step ${request.from.stepId} (entry ${request.from.entrySeq}) before this transition`, { taskId: request.taskId, from: request.from, now: occupying });
+    }
     const workflowId = request.workflowId ?? before.placement.workflowId;
     const workflow = await latestWorkflow(uow.sql, workflowId);
     if (!workflow) throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${workflowId} does not exist`, { workflowId });
