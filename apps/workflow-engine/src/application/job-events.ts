@@ -62,6 +62,10 @@ export class JobEvents {
     const job = await taskJob(sql, envelope.data.jobId);
     if (!job) return;
     if (job.kind !== 'REVIEW') {
+      // In a transaction of its own, committed before the turn's triggers run (its receipt, keyed by
+      // the event, makes a redelivery a no-op): appended in the consumer's transaction, it would hold
+      // the task stream's next version until that commits, and every append the triggers and the
+      // turn's move make to that stream, each in its own transaction, would wait on it for ever.
       await handleWithDecider(this.store, {
         decider: taskDecider,
         streamId: streamIds.task(job.taskId),
@@ -69,7 +73,6 @@ export class JobEvents {
         metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
         idempotency: { scope: 'workflow.session_started', key: envelope.eventId, request: { jobId: job.jobId } },
         reply: () => undefined,
-        within: sql,
       }).catch((error: unknown) => this.log.warn({ taskId: job.taskId, jobId: job.jobId, error: String(error) }, 'could not record the session start'));
     }
     await this.turn('onTurnStart', job, envelope, sql);
