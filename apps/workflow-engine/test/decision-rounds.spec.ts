@@ -66,4 +66,12 @@ describe('decisions of a round not opened yet', () => {
     await world.terminalEntry(turnTaskId, 'review', 2);
     expect((await world.getTask(turnTaskId)).placement).toMatchObject({ stepId: 'review', admitted: true });
   });
+
+  it('an entry whose last marked action is clear_decisions is terminal once the clear is done', async () => {
+    await world.importYaml('clear-only', reviewYaml('      - type: clear_decisions'));
+    const { taskId: clearing } = await world.task('clear-only');
+    await world.move(clearing, 'review');
+    const entry = await world.terminalEntry(clearing, 'review', 1, 10_000);
+    expect(entry).toMatchObject({ termination: 'completed', markers: [expect.objectContaining({ kind: 'clear_decisions', state: 'done' })] });
+  });
 });

@@ -172,6 +172,21 @@ describe('a command in few round trips', () => {
     expect(read.result).toEqual([1, 1, 100]);
   });
 
+  it('a decider that decides nothing on a remembered stream another writer moved on is made again on a read', async () => {
+    const id = `c-${randomUUID()}`;
+    await increment(id, 1);
+    await increment(id, 1);
+    await incrementOn(() => elsewhere, 'test.increment')(id, 100);
+    // Takes a counter back once it passed 100: on the remembered total (2) there is nothing to do, on the log's (102) there is.
+    const resetting: Decider<{ type: 'reset' }, { total: number }, CounterEvent> = {
+      ...counter,
+      decide: (_command, state) => (state.total >= 100 ? [{ type: 'Incremented', data: { by: -state.total } }] : []),
+    };
+    const reset = await handleWithDecider(store, { decider: resetting, streamId: id, command: { type: 'reset' }, metadata: meta, reply: (d) => d.decided.length });
+    expect(reset.result).toBe(1);
+    expect(await eventsOf(id)).toBe(4);
+  });
+
   it('a refusal decided on a remembered stream is made again on a read before it is stored', async () => {
     const id = `c-${randomUUID()}`;
     await increment(id, 1);

@@ -120,6 +120,9 @@ class OneMessageWork implements StreamWork {
         actualVersion: known.length,
       });
     }
+    // Nothing appended (a decider that decided nothing): nothing written that could confirm a
+    // decision on a remembered stream, so the stream is not counted as appended to (confirmedByItsWrite).
+    if (events.length === 0) return [];
     const { events: pending, json } = pendingEvents(
       streamId,
       { ...this.metadata, ...metadata, idempotencyKey: this.idempotency?.key ?? null },
