@@ -106,4 +106,37 @@ describe('two workflow-engine replicas', () => {
     expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b', 'rev-c']);
     expect(entry.markers[1]!.runs.map((r) => r.outcome)).toEqual(['deduplicated', 'created', 'created']);
   });
+
+  it('a replica whose epoch lock session is ended while it is stopped: the survivor takes its entry over; woken, its late write is refused and it stops', async () => {
+    await world.startEngine();
+    const { taskId } = await world.task('rep');
+    const zombie = await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/run:1:1` });
+    const survivor = await world.startEngine();
+    for (const engine of world.engines.filter((e) => e !== zombie && e !== survivor)) await engine.kill('SIGTERM');
+    expect(await post(zombie, 'move_task', { taskId, toStepId: 'review', idempotencyKey: world.key('move') })).toMatchObject({ ok: true });
+    await world.reachedHold(`${taskId}@review#1__run:1:1`);
+    const pairEvents = () => world.events(world.pairStream(taskId, 'rep', 'review'));
+    const zombieEpoch = (await pairEvents()).find((e) => e.type === 'OnEnterActionClaimed')!.data.epoch as string;
+
+    zombie.process.kill('SIGSTOP');
+    // Its session goes (a network cut, an administrator): to everyone else the process is gone.
+    await world.db.query(
+      `SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+        WHERE l.locktype = 'advisory' AND l.granted
+          AND l.classid::bigint = ((hashtextextended($1, 0) >> 32) & 4294967295)
+          AND l.objid::bigint = (hashtextextended($1, 0) & 4294967295)`,
+      [`gantry.workflow.epoch:${world.engineSchema}:${zombieEpoch}`],
+    );
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.markers.map((m) => [m.state, m.epoch === zombieEpoch])).toEqual([['done', true], ['done', false]]);
+
+    await world.releaseHold(`${taskId}@review#1__run:1:1`);
+    zombie.process.kill('SIGCONT');
+    await eventually(() => zombie.process.exitCode !== null || zombie.process.signalCode !== null, { what: 'the woken replica stopped' });
+    const events = await pairEvents();
+    expect(events.filter((e) => e.type === 'OnEnterActionFinished' && e.data.position === 1).map((e) => e.data.epoch === zombieEpoch)).toEqual([false]);
+    expect(events.filter((e) => e.type === 'DecisionsCleared')).toHaveLength(1);
+    expect(events.at(-1)!.type).toBe('StepEntryTerminated');
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b', 'rev-c']);
+  });
 });
