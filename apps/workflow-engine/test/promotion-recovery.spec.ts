@@ -52,4 +52,31 @@ steps:
     const promoted = await world.atStep(waiting, 'review', 20_000);
     expect(promoted.placement).toMatchObject({ admitted: true, queuedForStepId: null });
   });
+
+  it('a limit raised by two admits the two longest-waiting tasks, not one', async () => {
+    const yaml = (limit: number) => `
+name: Raised
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    wip_limit: ${limit}
+  - id: done
+    name: Done
+`;
+    await world.importYaml('raised', yaml(1));
+    const { taskId: first } = await world.task('raised');
+    await world.move(first, 'review');
+    const waiting = [];
+    for (let i = 0; i < 3; i++) {
+      const { taskId } = await world.task('raised');
+      expect((await world.move(taskId, 'review')).placement).toMatchObject({ stepId: 'work', queuedForStepId: 'review' });
+      waiting.push(taskId);
+    }
+    await world.importYaml('raised', yaml(3));
+    await world.atStep(waiting[0]!, 'review', 10_000);
+    await world.atStep(waiting[1]!, 'review', 10_000);
+    expect((await world.getTask(waiting[2]!)).placement).toMatchObject({ stepId: 'work', queuedForStepId: 'review' });
+  });
 });

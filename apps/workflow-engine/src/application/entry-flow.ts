@@ -43,7 +43,11 @@ export class EntryFlow {
     for (const step of outcome.freed) await this.promote(step, options.correlationId);
   }
 
-  /** A seat came free at a step: the longest-waiting task that can take it does (each promotion its own transaction). */
+  /**
+   * Seats came free at a step: the longest-waiting tasks that can take them do, one after the other
+   * (each promotion its own transaction), until one waiting for the step does not get it — the step
+   * is full again. More than one seat frees at once when a workflow's limit is raised.
+   */
   async promote(step: StepRef, correlationId: string): Promise<void> {
     const workflow = await latestWorkflow(this.store.pool, step.workflowId);
     if (!workflow || !stepOf(workflow.definition, step.stepId)) return;
@@ -56,7 +60,8 @@ export class EntryFlow {
       );
       await this.afterCommit(executed.result, { replayed: false, correlationId });
       const landed = executed.result.admissions[0];
-      if (landed && landed.workflowId === step.workflowId && landed.stepId === step.stepId) return;
+      const landedHere = landed !== undefined && landed.workflowId === step.workflowId && landed.stepId === step.stepId;
+      if (!landedHere && task.placement.queuedForStepId === step.stepId) return;
     }
   }
 
