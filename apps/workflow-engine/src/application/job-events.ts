@@ -1,13 +1,16 @@
 import { Controller, Inject } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
-import { GantryError, type EventEnvelope, type JobEnqueuedData, type JobFinishedData, type JobStartedData } from '@gantry/contracts';
+import { ErrorCode, GantryError, type EventEnvelope, type JobView, type JobEnqueuedData, type JobFinishedData, type JobStartedData } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
+import { RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { occupancyOf, stepOf, taskDecider, taskExists, type Task } from '../domain/index.js';
-import { latestWorkflow, queuedRunByKey, recordQueuedRunJob, rememberTaskJob, taskJob, type TaskJobRow } from '../infrastructure/persistence/read-models.js';
+import { RunQueue, RunQueueUnavailable } from '../infrastructure/job-service/run-queue.js';
+import { latestWorkflow, queuedRunByJob, queuedRunByKey, recordQueuedRunJob, rememberTaskJob, taskJob, type QueuedRunRow, type TaskJobRow } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { EntryFlow } from './entry-flow.js';
+import { TestHooks } from './test-hooks.js';
 import { TurnTriggers } from './triggers/turn-triggers.js';
 
 /**
@@ -24,6 +27,8 @@ export class JobEvents {
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(TurnTriggers) private readonly triggers: TurnTriggers,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
+    @Inject(TestHooks) private readonly hooks: TestHooks,
+    @Inject(RunQueue) private readonly runs: RunQueue,
     @InjectPinoLogger('job-events') private readonly log: PinoLogger,
   ) {}
 
@@ -45,21 +50,53 @@ export class JobEvents {
   private async onEnqueued(envelope: EventEnvelope<JobEnqueuedData>, sql: pg.PoolClient): Promise<void> {
     const d = envelope.data;
     if (d.taskId === null) return;
+    if (this.hooks.fails(`job-enqueued:${d.taskId}`)) throw new Error('the job could not be recorded (forced by a test)');
     const queued = await queuedRunByKey(sql, d.idempotencyKey);
+    if (queued) await recordQueuedRunJob(sql, d.idempotencyKey, d.jobId);
+    await this.remember(sql, d.jobId, d.taskId, d.kind, queued);
+  }
+
+  private async remember(sql: pg.PoolClient, jobId: string, taskId: string, kind: string, queued: QueuedRunRow | null): Promise<TaskJobRow | null> {
     if (queued) {
-      await recordQueuedRunJob(sql, d.idempotencyKey, d.jobId);
-      await rememberTaskJob(sql, { jobId: d.jobId, taskId: queued.taskId, kind: d.kind, workflowId: queued.workflowId, stepId: queued.stepId, entrySeq: queued.entrySeq });
-      return;
+      const job = { jobId, taskId: queued.taskId, kind, workflowId: queued.workflowId, stepId: queued.stepId, entrySeq: queued.entrySeq };
+      await rememberTaskJob(sql, job);
+      return job;
     }
-    const task = await loadTask(this.store, d.taskId, sql);
-    if (!taskExists(task)) return;
+    const task = await loadTask(this.store, taskId, sql);
+    if (!taskExists(task)) return null;
     // A task that occupies no step (parked) has no occupancy for the job to belong to: -1 never matches one.
     const at = occupancyOf(task) ?? { workflowId: task.placement.workflowId, stepId: task.placement.stepId, entrySeq: -1 };
-    await rememberTaskJob(sql, { jobId: d.jobId, taskId: task.taskId, kind: d.kind, ...at });
+    const job = { jobId, taskId: task.taskId, kind, ...at };
+    await rememberTaskJob(sql, job);
+    return job;
+  }
+
+  /**
+   * The job an event names, as the engine recorded it. A job the engine has no record of may still be
+   * one of its tasks': its JobEnqueued was not handled yet (a failed handler being retried, another
+   * replica holding it, a redelivery after a crash) or was given up on. The event does not say whose
+   * the job is, the job service does: a job of a task the engine knows is recorded now as its
+   * JobEnqueued would record it; null for a job that is not of the engine's tasks.
+   */
+  private async jobOf(jobId: string, sql: pg.PoolClient): Promise<TaskJobRow | null> {
+    const known = await taskJob(sql, jobId);
+    if (known) return known;
+    let view: JobView;
+    try {
+      view = await this.runs.job(jobId);
+    } catch (error) {
+      if (error instanceof RunQueueUnavailable) throw new RetryLater(`the job service did not say whose job ${jobId} is`, 2000);
+      if (error instanceof GantryError && error.code === ErrorCode.NOT_FOUND) return null;
+      throw error;
+    }
+    if (view.taskId === null) return null;
+    const recorded = await this.remember(sql, jobId, view.taskId, view.kind, await queuedRunByJob(sql, jobId));
+    if (recorded) this.log.info({ taskId: recorded.taskId, jobId, stepId: recorded.stepId, entrySeq: recorded.entrySeq }, 'job of a task recorded from a later event of the job');
+    return recorded;
   }
 
   private async onStarted(envelope: EventEnvelope<JobStartedData>, sql: pg.PoolClient): Promise<void> {
-    const job = await taskJob(sql, envelope.data.jobId);
+    const job = await this.jobOf(envelope.data.jobId, sql);
     if (!job) return;
     if (job.kind !== 'REVIEW') {
       // In a transaction of its own, committed before the turn's triggers run (its receipt, keyed by
@@ -81,7 +118,7 @@ export class JobEvents {
   /** A completed turn is a job that finished DONE or SKIPPED; a failed or cancelled one is not. */
   private async onFinished(envelope: EventEnvelope<JobFinishedData>, sql: pg.PoolClient): Promise<void> {
     if (envelope.data.jobStatus !== 'DONE' && envelope.data.jobStatus !== 'SKIPPED') return;
-    const job = await taskJob(sql, envelope.data.jobId);
+    const job = await this.jobOf(envelope.data.jobId, sql);
     if (job) await this.turn('onTurnComplete', job, envelope, sql);
   }
 

@@ -14,7 +14,8 @@ import { join } from 'node:path';
  * queued), `effect:<position>` (an action done, its marker not written), `finished:<position>` (the
  * position's terminal marker committed). A point may be scoped to one entry:
  * `<taskId>@<stepId>#<entrySeq>/<point>`.
- * Failures: `action:<type>`, `allocation:<stepId>`, `recovery:<taskId>`, `recovery-query`.
+ * Failures: `action:<type>`, `allocation:<stepId>`, `recovery:<taskId>`, `recovery-query`,
+ * `job-enqueued:<taskId>` (the handler of a JobEnqueued of that task's jobs).
  */
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 

@@ -1,0 +1,44 @@
+import { eventually } from '@gantry/testing';
+import { WorkflowWorld } from './harness.js';
+
+/*
+ * A job's start and finish handled before the engine recorded the job (docs/workflow-engine.md,
+ * "Triggers other than on_enter"): its JobEnqueued failed and is being retried (or was given up on),
+ * or another replica holds it. The job is the engine's — its task is one the engine knows — so its
+ * finish is a completed turn all the same.
+ */
+describe('job events of a job the engine has not recorded yet', () => {
+  const taskId = 'T-late-enqueue';
+  const world = new WorkflowWorld('wf_job_order');
+
+  beforeAll(async () => {
+    // Every JobEnqueued of this task's jobs fails in the engine's handler: the engine never learns the job from it.
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_FAIL: `job-enqueued:${taskId}` } });
+    await world.importYaml('flow', `
+name: Flow
+steps:
+  - id: work
+    name: Work
+    on_turn_complete:
+      - type: move_to_next
+  - id: review
+    name: Review
+`);
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('the finish of a job of a known task whose JobEnqueued was not handled still completes the turn', async () => {
+    await world.task('flow', { taskId });
+    await world.move(taskId, 'work');
+    await world.agentTurn(taskId);
+    await world.atStep(taskId, 'review', 20_000);
+    expect((await world.getTask(taskId)).session).toMatchObject({ started: true });
+  });
+
+  it('the events of a job whose task the engine does not know are passed over', async () => {
+    const jobId = await world.agentTurn('T-not-the-engines');
+    const { rows } = await world.jobsDb.query(`SELECT event_id FROM events WHERE type = 'JobFinished' AND data->>'jobId' = $1`, [jobId]);
+    await eventually(async () => (await world.db.query(`SELECT 1 FROM inbox WHERE event_id = $1`, [rows[0].event_id])).rowCount === 1, { what: 'the foreign JobFinished handled' });
+    expect((await world.db.query(`SELECT 1 FROM task_jobs WHERE job_id = $1`, [jobId])).rowCount).toBe(0);
+  });
+});
