@@ -2,7 +2,7 @@ import type { Guard, QuorumRule, Verdict } from '@gantry/contracts';
 
 /*
  * Guards of transitions (docs/workflow-engine.md, "Quorum"). A quorum counts the step's seats with
- * decision_required — template and task level, not de-duplicated — and each seat's latest decision
+ * decision_required — template and task level, one per participant id — and each seat's latest decision
  * since the last clear. An empty set of required seats never satisfies a quorum (it fails closed).
  */
 
@@ -75,7 +75,18 @@ export function isDecisionGuard(guard: Guard | null): boolean {
   return guard !== null;
 }
 
-/** The seats a quorum counts: every seat of the step, not de-duplicated (unlike a fan-out's). */
-export function quorumSeatsOf(seats: readonly { participantId: string; decisionRequired: boolean }[]): QuorumSeat[] {
-  return seats.map((s) => ({ participantId: s.participantId, decisionRequired: s.decisionRequired }));
+/**
+ * The seats a quorum counts: every seat of the step, not de-duplicated on (role, agent profile)
+ * (unlike a fan-out's), but one per participant id. A decision names its seat by that id, so a
+ * task-level seat and a template seat that share it (a workflow re-imported with the id after the
+ * task's seat was added) are one seat to the count, or one decision would count twice; the task's
+ * row wins, as in a fan-out's merge (AC-A5).
+ */
+export function quorumSeatsOf(seats: readonly { participantId: string; taskId: string | null; decisionRequired: boolean }[]): QuorumSeat[] {
+  const byId = new Map<string, { taskId: string | null; decisionRequired: boolean }>();
+  for (const s of seats) {
+    const seen = byId.get(s.participantId);
+    if (seen === undefined || (seen.taskId === null && s.taskId !== null)) byId.set(s.participantId, s);
+  }
+  return [...byId].map(([participantId, s]) => ({ participantId, decisionRequired: s.decisionRequired }));
 }
