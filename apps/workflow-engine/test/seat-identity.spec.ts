@@ -1,4 +1,5 @@
-import { WorkflowWorld } from './harness.js';
+import { removeStepParticipant } from '@gantry/contracts';
+import { WorkflowWorld, reviewYaml } from './harness.js';
 
 /*
  * A seat is named by its participant id, and a decision names the seat it is for
@@ -45,5 +46,41 @@ ${seats}
     expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'review', admitted: true });
     const second = await world.decide(taskId, 'review', 'seat-c', 'approve');
     expect(second.moved?.placement.stepId).toBe('done');
+  });
+});
+
+/*
+ * A quorum is over the step's current seats (docs/workflow-engine.md, "Decisions and quorum"):
+ * removing a seat re-evaluates the step's guarded transitions at once, as a decision does.
+ */
+describe('a seat removed', () => {
+  const world = new WorkflowWorld('wf_seat_removed');
+
+  beforeAll(async () => {
+    await world.start();
+    for (const p of ['rev-a', 'rev-b']) await world.profile(p);
+    await world.importYaml('rm', reviewYaml('      - type: clear_decisions'));
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('whose vote was the one missing moves the task on the remaining seats\' decisions', async () => {
+    const { taskId } = await world.task('rm');
+    const a = await world.seat(taskId, 'rm', 'review', 'reviewer', 'rev-a');
+    const b = await world.seat(taskId, 'rm', 'review', 'reviewer', 'rev-b', { position: 1 });
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    expect((await world.decide(taskId, 'review', a, 'approve')).moved).toBeNull();
+
+    await world.client.request(removeStepParticipant, { participantId: b, idempotencyKey: world.key('unseat') });
+    // all_approve over the seat left: a approved.
+    await world.atStep(taskId, 'done', 10_000);
+  });
+
+  it('of a task at another step changes nothing where the task is', async () => {
+    const { taskId } = await world.task('rm');
+    const a = await world.seat(taskId, 'rm', 'review', 'reviewer', 'rev-a');
+    await world.move(taskId, 'work');
+    await world.client.request(removeStepParticipant, { participantId: a, idempotencyKey: world.key('unseat') });
+    expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'work', admitted: true });
   });
 });

@@ -6,7 +6,7 @@ import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import { decisionsOfEntry, quorumSeatsOf, stepOf, taskAtStepDecider, taskExists, transitionOnDecision, type Task } from '../domain/index.js';
 import { RunQueue } from '../infrastructure/job-service/run-queue.js';
-import { latestWorkflow, queuedRunByJob, stepSeats } from '../infrastructure/persistence/read-models.js';
+import { latestWorkflow, lockQuorum, queuedRunByJob, stepSeats } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
@@ -86,6 +86,7 @@ export class DecisionCommands {
   }
 
   private async decideWithin(uow: UnitOfWork, deciding: Deciding): Promise<Decided> {
+    await lockQuorum(uow.sql, this.store.schema, deciding.taskId);
     const task = await loadTask(this.store, deciding.taskId, uow.sql);
     if (!taskExists(task)) throw new GantryError(ErrorCode.NOT_FOUND, `task ${deciding.taskId} does not exist`);
     const at = task.placement;

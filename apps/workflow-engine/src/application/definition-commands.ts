@@ -11,14 +11,15 @@ import {
   type ReplyOf,
   type RequestOf,
 } from '@gantry/contracts';
-import { decideWithin, EventStore, handleWithDecider } from '@gantry/eventstore';
+import { decideWithin, EventStore, handleWithDecider, type UnitOfWork } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
-import { agentProfileDecider, participantDecider, stepOf, taskExists, WORKFLOW_TEMPLATES, workflowDecider } from '../domain/index.js';
-import { latestWorkflow, stepSeats } from '../infrastructure/persistence/read-models.js';
-import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
+import { agentProfileDecider, decisionsOfEntry, participantDecider, quorumSeatsOf, stepOf, taskExists, transitionOnDecision, WORKFLOW_TEMPLATES, workflowDecider, type Task } from '../domain/index.js';
+import { latestWorkflow, lockQuorum, stepSeats } from '../infrastructure/persistence/read-models.js';
+import { loadTask, loadTaskAtStep, streamIds } from '../infrastructure/persistence/streams.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
+import { Placements, type PlacementOutcome } from './placements.js';
 import { parseWorkflowYaml } from './workflow-yaml.js';
 
 /** Workflows (YAML or a template), agent profiles and task-level seats (docs/workflow-engine.md, "Definitions"). */
@@ -28,6 +29,7 @@ export class DefinitionCommands {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
+    @Inject(Placements) private readonly placements: Placements,
     @InjectPinoLogger('definitions') private readonly log: PinoLogger,
   ) {}
 
@@ -94,16 +96,36 @@ export class DefinitionCommands {
     return { participantId: request.participantId };
   }
 
+  /**
+   * A quorum is over the step's current seats: a removal re-evaluates the step's guarded transitions
+   * at once, in its transaction, as a recorded decision does (docs/workflow-engine.md, "Decisions and quorum").
+   */
   @CommandHandler(removeStepParticipant)
   async removeStepParticipant(request: RequestOf<typeof removeStepParticipant>, context?: CommandContext): Promise<ReplyOf<typeof removeStepParticipant>> {
-    await handleWithDecider(this.store, {
-      decider: participantDecider,
-      streamId: streamIds.participant(request.participantId),
-      command: { type: 'RemoveStepParticipant', data: { participantId: request.participantId, now: this.now() } },
-      metadata: metadataOf(request, context),
-      idempotency: idempotencyFor('remove_step_participant', request),
-      reply: () => undefined,
+    const metadata = metadataOf(request, context);
+    const executed = await this.store.execute<PlacementOutcome | null>({ metadata, idempotency: idempotencyFor('remove_step_participant', request) }, async (uow) => {
+      const removal = await decideWithin(uow, participantDecider, streamIds.participant(request.participantId), {
+        type: 'RemoveStepParticipant',
+        data: { participantId: request.participantId, now: this.now() },
+      });
+      if (removal.decided.length === 0 || removal.before.status !== 'SEATED') return null;
+      return this.quorumAfterRemoval(uow, removal.before.seat);
     });
+    if (executed.result) await this.flow.afterCommit(executed.result, { replayed: executed.replayed, correlationId: metadata.correlationId });
     return { participantId: request.participantId };
+  }
+
+  private async quorumAfterRemoval(uow: UnitOfWork, removed: { participantId: string; workflowId: string; stepId: string; taskId: string }): Promise<PlacementOutcome | null> {
+    const { participantId, workflowId, stepId, taskId } = removed;
+    await lockQuorum(uow.sql, this.store.schema, taskId);
+    const task = await loadTask(this.store, taskId, uow.sql);
+    if (!taskExists(task) || !task.placement.admitted || task.placement.workflowId !== workflowId || task.placement.stepId !== stepId) return null;
+    const workflow = await latestWorkflow(uow.sql, workflowId);
+    const step = workflow ? stepOf(workflow.definition, stepId) : null;
+    if (!workflow || !step) return null;
+    const seats = (await stepSeats(uow.sql, workflowId, stepId, taskId)).filter((s) => !(s.taskId !== null && s.participantId === participantId));
+    const pair = await loadTaskAtStep(this.store, taskId, workflowId, stepId, uow.sql);
+    const target = transitionOnDecision(step.onTurnComplete, workflow.definition, stepId, quorumSeatsOf(seats), decisionsOfEntry(pair, (task as Task).currentEntry?.entrySeq ?? 0));
+    return target ? this.placements.placeWithin(uow, { taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath }) : null;
   }
 }

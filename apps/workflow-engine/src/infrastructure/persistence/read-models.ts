@@ -41,6 +41,16 @@ export async function lockSteps(sql: pg.PoolClient, schema: string, steps: { wor
   for (const key of keys) await sql.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [key]);
 }
 
+/**
+ * Serialises, for the rest of the transaction, what re-evaluates a task's quorum against a change
+ * of its inputs: a decision recorded and a seat removed. Each reads the other's input, so without it
+ * both could commit having read the other's before, and neither would move the task. Taken before
+ * anything of the task is read.
+ */
+export async function lockQuorum(sql: pg.PoolClient, schema: string, taskId: string): Promise<void> {
+  await sql.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`gantry.workflow.quorum:${schema}:${taskId}`]);
+}
+
 interface SeatRow {
   participant_id: string;
   task_id: string | null;
