@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Controller, Inject } from '@nestjs/common';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError, recordDecision, recordReviewDecision, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { decideWithin, EventStore, type CommandMetadata, type IdempotencyOptions, type UnitOfWork } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
@@ -37,6 +38,7 @@ export class DecisionCommands {
     @Inject(Placements) private readonly placements: Placements,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
     @Inject(RunQueue) private readonly runs: RunQueue,
+    @InjectPinoLogger('decisions') private readonly log: PinoLogger,
   ) {}
 
   @CommandHandler(recordDecision)
@@ -121,9 +123,17 @@ export class DecisionCommands {
       },
     });
     const target = transitionOnDecision(step.onTurnComplete, workflow.definition, step.id, quorumSeatsOf(seats), decisionsOfEntry(decision.after, entrySeq));
-    const moved = target
-      ? await this.placements.placeWithin(uow, { taskId: deciding.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath })
-      : null;
-    return { reply: { decisionId, entrySeq }, moved };
+    if (!target) return { reply: { decisionId, entrySeq, transitionRefused: null }, moved: null };
+    try {
+      const moved = await this.placements.placeWithin(uow, { taskId: deciding.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath });
+      return { reply: { decisionId, entrySeq, transitionRefused: null }, moved };
+    } catch (error) {
+      // A target the engine cannot place the task at (a switch_workflow to a workflow or step that does
+      // not exist) is refused before the move writes anything: the decision stands, the task stays,
+      // and the refusal is answered and logged, as a turn's refused transition is.
+      if (!(error instanceof GantryError) || error.code !== ErrorCode.NOT_FOUND) throw error;
+      this.log.warn({ taskId: deciding.taskId, stepId: step.id, decisionId, target, code: error.code, error: error.message }, 'the decision\'s transition was refused');
+      return { reply: { decisionId, entrySeq, transitionRefused: { code: error.code, message: error.message } }, moved: null };
+    }
   }
 }

@@ -226,6 +226,8 @@ const DecisionReplySchema = z.object({
   entrySeq: z.number().int().min(0),
   /** The move the decision's quorum caused, if it caused one. */
   moved: PlacementReplySchema.nullable(),
+  /** The move the decision's quorum called for and the engine refused (a target workflow or step that does not exist); the decision stands. */
+  transitionRefused: z.object({ code: z.string(), message: z.string() }).nullable().optional(),
 });
 
 export const recordDecision = defineCommand({
