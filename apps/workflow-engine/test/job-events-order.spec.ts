@@ -27,18 +27,31 @@ steps:
   }, 120_000);
   afterAll(() => world.close(), 60_000);
 
+  /** How many get_job the job service has answered (its /metrics). */
+  const getJobs = async () => {
+    const text = await (await fetch(`${world.jobService.url}/metrics`)).text();
+    const count = /^gantry_command_duration_seconds_count\{command="jobs\.get_job",outcome="ok"\} (\d+)$/m.exec(text)?.[1];
+    return count === undefined ? 0 : Number(count);
+  };
+
   it('the finish of a job of a known task whose JobEnqueued was not handled still completes the turn', async () => {
+    const asked = await getJobs();
     await world.task('flow', { taskId });
     await world.move(taskId, 'work');
     await world.agentTurn(taskId);
     await world.atStep(taskId, 'review', 20_000);
     expect((await world.getTask(taskId)).session).toMatchObject({ started: true });
+    // The engine asked the job service whose the job is.
+    expect(await getJobs()).toBeGreaterThan(asked);
   });
 
-  it('the events of a job whose task the engine does not know are passed over', async () => {
+  it('the events of a job whose task the engine does not know are passed over, without asking the job service once its JobEnqueued said so', async () => {
+    const asked = await getJobs();
     const jobId = await world.agentTurn('T-not-the-engines');
     const { rows } = await world.jobsDb.query(`SELECT event_id FROM events WHERE type = 'JobFinished' AND data->>'jobId' = $1`, [jobId]);
     await eventually(async () => (await world.db.query(`SELECT 1 FROM inbox WHERE event_id = $1`, [rows[0].event_id])).rowCount === 1, { what: 'the foreign JobFinished handled' });
     expect((await world.db.query(`SELECT 1 FROM task_jobs WHERE job_id = $1`, [jobId])).rowCount).toBe(0);
+    // Its JobEnqueued came first and named a task the engine does not have: its start and finish asked nothing.
+    expect(await getJobs()).toBe(asked);
   });
 });

@@ -1,4 +1,5 @@
 import { Controller, Inject } from '@nestjs/common';
+import { LRUCache } from 'lru-cache';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
 import { ErrorCode, GantryError, type EventEnvelope, type JobView, type JobEnqueuedData, type JobFinishedData, type JobStartedData } from '@gantry/contracts';
@@ -22,6 +23,12 @@ import { TurnTriggers } from './triggers/turn-triggers.js';
  */
 @Controller()
 export class JobEvents {
+  /**
+   * Jobs this process learnt are not of the engine's tasks (their JobEnqueued named no task, or a task
+   * the engine does not have; or the job service said so): their start and finish are passed over
+   * without asking the job service whose they are (jobOf). Most jobs of a fleet are such jobs.
+   */
+  private readonly notOurs = new LRUCache<string, true>({ max: 100_000 });
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -49,7 +56,10 @@ export class JobEvents {
   /** A job of one of our tasks: the run we queued says its entry; any other counts for the task's occupancy now. */
   private async onEnqueued(envelope: EventEnvelope<JobEnqueuedData>, sql: pg.PoolClient): Promise<void> {
     const d = envelope.data;
-    if (d.taskId === null) return;
+    if (d.taskId === null) {
+      this.notOurs.set(d.jobId, true);
+      return;
+    }
     if (this.hooks.fails(`job-enqueued:${d.taskId}`)) throw new Error('the job could not be recorded (forced by a test)');
     const queued = await queuedRunByKey(sql, d.idempotencyKey);
     if (queued) await recordQueuedRunJob(sql, d.idempotencyKey, d.jobId);
@@ -63,7 +73,10 @@ export class JobEvents {
       return job;
     }
     const task = await loadTask(this.store, taskId, sql);
-    if (!taskExists(task)) return null;
+    if (!taskExists(task)) {
+      this.notOurs.set(jobId, true);
+      return null;
+    }
     // A task that occupies no step (parked) has no occupancy for the job to belong to: -1 never matches one.
     const at = occupancyOf(task) ?? { workflowId: task.placement.workflowId, stepId: task.placement.stepId, entrySeq: -1 };
     const job = { jobId, taskId: task.taskId, kind, ...at };
@@ -80,7 +93,7 @@ export class JobEvents {
    */
   private async jobOf(jobId: string, sql: pg.PoolClient): Promise<TaskJobRow | null> {
     const known = await taskJob(sql, jobId);
-    if (known) return known;
+    if (known || this.notOurs.has(jobId)) return known;
     let view: JobView;
     try {
       view = await this.runs.job(jobId);
@@ -89,7 +102,10 @@ export class JobEvents {
       if (error instanceof GantryError && error.code === ErrorCode.NOT_FOUND) return null;
       throw error;
     }
-    if (view.taskId === null) return null;
+    if (view.taskId === null) {
+      this.notOurs.set(jobId, true);
+      return null;
+    }
     const recorded = await this.remember(sql, jobId, view.taskId, view.kind, await queuedRunByJob(sql, jobId));
     if (recorded) this.log.info({ taskId: recorded.taskId, jobId, stepId: recorded.stepId, entrySeq: recorded.entrySeq }, 'job of a task recorded from a later event of the job');
     return recorded;
