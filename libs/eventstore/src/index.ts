@@ -7,4 +7,4 @@ export * from './lib/decider.js';
 export * from './lib/rebuild.js';
 export * from './lib/retention.js';
 export { inlineStatement, jsonRows, JsonRows, type SqlWriter } from './lib/deferred-writes.js';
-export { storableScrubber, storableText } from './lib/storable-text.js';
+export { storableScrubber, storableText, storableValue } from './lib/storable-text.js';

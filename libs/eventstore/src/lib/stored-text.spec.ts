@@ -103,6 +103,16 @@ describe('text a command writes', () => {
   });
 
   it.each([
+    ['in one message', (id: string, text: string, key: string) => note(id, text, key)],
+    ['on the full path', (id: string, text: string) => store.append(id, 0, [{ type: 'Noted', data: { text } }], meta)],
+  ])('half of a surrogate pair (text cut in the middle of an emoji) is kept as U+FFFD (%s)', async (_, write) => {
+    const id = `n-${randomUUID()}`;
+    const cut = 'done \u{1F389}'.slice(0, -1);
+    await write(id, cut, randomUUID());
+    expect(await storedTexts(id)).toEqual(['done \uFFFD']);
+  });
+
+  it.each([
     ['in one message', (id: string, actor: string) => handleWithDecider(store, { decider: notes, streamId: id, command: { text: 'n' }, metadata: { ...meta, actor }, reply: () => null })],
     ['on the full path', (id: string, actor: string) => store.append(id, 0, [{ type: 'Noted', data: { text: 'n' } }], { ...meta, actor })],
   ])('a NUL character in the metadata a command was given (%s) is kept as U+FFFD', async (_, write) => {

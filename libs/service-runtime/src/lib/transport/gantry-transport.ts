@@ -3,6 +3,7 @@ import { Server, type CustomTransportStrategy, type MessageHandler } from '@nest
 import { headers as natsHeaders, type Msg, type MsgHdrs, type Subscription } from '@nats-io/transport-node';
 import { lastValueFrom } from 'rxjs';
 import type pg from 'pg';
+import { storableValue } from '@gantry/eventstore';
 import {
   commandQueueGroup,
   commandSubject,
@@ -211,7 +212,10 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
     return this.within({ correlationId: call.correlationId, command: qualified, ...jobIdOf(decoded) }, async () => {
       try {
         if (decoded instanceof GantryError) throw decoded;
-        const request = parseRequest(route.contract, decoded);
+        // The handler gets the request's text as PostgreSQL keeps it (a NUL or a lone surrogate as
+        // U+FFFD, once its schema has seen and perhaps refused them): an id with one would otherwise
+        // fail the handler's queries, and a string with one its writes, as INTERNAL.
+        const request = storableValue(parseRequest(route.contract, decoded));
         const result = await this.invoke(route.handler, request, new CommandCallContext([call]));
         const checked = route.contract.reply.safeParse(result);
         if (!checked.success) {
