@@ -29,8 +29,13 @@ export class RunQueue {
     return this.patiently(() => this.commands.request(enqueueJob, request, this.options(correlationId)));
   }
 
+  /**
+   * A job as the job service has it, for a command's answer (record_review_decision): a job service
+   * that does not answer within the patience is answered as the GantryError it is (UNAVAILABLE,
+   * TIMEOUT), which the caller may send again under its key, not as an INTERNAL refusal.
+   */
   job(jobId: string): Promise<JobView> {
-    return this.patiently(() => this.commands.request(getJob, { jobId }, this.options()));
+    return this.commands.request(getJob, { jobId }, this.options());
   }
 
   private options(correlationId?: string) {
