@@ -80,6 +80,12 @@ function bentCases(contract: CommandContract): Case[] {
       }
       cases.push(as(`${key} = "NaN"`, { ...example, [key]: 'NaN' }));
     }
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+      for (const depth of [1_000, 5_000, 100_000]) {
+        const c = as(`${key} nested ${depth} deep`, { ...example, [key]: { deep: '__DEEP__' } });
+        cases.push({ what: c.what, body: c.body.replace('"__DEEP__"', `${'['.repeat(depth)}${']'.repeat(depth)}`) });
+      }
+    }
     if (Array.isArray(value)) {
       cases.push(as(`${key} of 10 000 items`, { ...example, [key]: Array.from({ length: 10_000 }, () => value[0] ?? 'x') }));
     }
@@ -107,7 +113,6 @@ describe.each(services)('%s: bad input at the front door', (app, context, env) =
   });
 
   afterAll(async () => {
-    if (process.env.FD_DUMP) console.log(running?.output().slice(-60000));
     await db?.end();
     await nc?.close();
     await running?.kill('SIGKILL');

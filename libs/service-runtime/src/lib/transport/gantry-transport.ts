@@ -208,7 +208,7 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
   private async run(route: CommandRoute | undefined, name: string, raw: Uint8Array | unknown, call: CommandContext): Promise<CommandReply> {
     const qualified = `${this.options.context}.${name}`;
     if (!route) return { ok: false, error: { code: ErrorCode.NOT_FOUND, message: `no command ${qualified}` } };
-    const decoded = decodeRequest(raw, qualified);
+    const decoded = refuseTooDeep(decodeRequest(raw, qualified), qualified);
     return this.within({ correlationId: call.correlationId, command: qualified, ...jobIdOf(decoded) }, async () => {
       try {
         if (decoded instanceof GantryError) throw decoded;
@@ -288,4 +288,29 @@ function decodeRequest(raw: unknown, qualified: string): unknown {
       { path: [], message: 'malformed JSON', code: 'invalid_json' },
     ]);
   }
+}
+
+/**
+ * How deep a request may nest (objects and arrays): far beyond any command's shape, and shallow
+ * enough for what walks a request recursively — the idempotency hash, the storable copy, JSON and
+ * PostgreSQL — which a free-form field (a job's payload) nested thousands deep would overflow into
+ * an INTERNAL error (docs/architecture.md, "Commands").
+ */
+export const MAX_REQUEST_DEPTH = 100;
+
+/** The value, or (returned, like decodeRequest's) the refusal of one nested deeper than MAX_REQUEST_DEPTH; walked without recursion. */
+function refuseTooDeep(value: unknown, qualified: string): unknown {
+  if (value instanceof GantryError) return value;
+  const pending: [unknown, number][] = [[value, 0]];
+  while (pending.length > 0) {
+    const [item, depth] = pending.pop()!;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth >= MAX_REQUEST_DEPTH) {
+      return new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${qualified} request: nested deeper than ${MAX_REQUEST_DEPTH} levels`, undefined, [
+        { path: [], message: `nested deeper than ${MAX_REQUEST_DEPTH} levels`, code: 'too_deep' },
+      ]);
+    }
+    for (const child of Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return value;
 }
