@@ -147,11 +147,12 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
     expect(before).toBeGreaterThan(0);
     expect((await call('POST', '/dead-letters/replay', { consumer: failing }, null)).status).toBe(401);
     expect((await call('GET', '/dead-letters', undefined, 'wrong-token')).status).toBe(401);
-    for (const body of [{}, { ids: ['1'] }, { ids: [] }, { consumer: '' }, { consumer: failing, all: true }]) {
+    for (const body of [{}, { ids: ['1'] }, { ids: [] }, { consumer: '' }, { consumer: `${failing}\u0000` }, { consumer: failing, all: true }]) {
       const refused = await call('POST', '/dead-letters/replay', body);
       expect({ body, status: refused.status, code: refused.body.error?.code }).toEqual({ body, status: 400, code: 'INVALID_COMMAND' });
     }
     expect((await call('GET', '/dead-letters?limit=0')).body.error?.code).toBe('INVALID_COMMAND');
+    expect((await call('GET', `/dead-letters?consumer=${failing}%00`)).body.error?.code).toBe('INVALID_COMMAND');
     // A body that is not JSON is refused before any handler, in the same shape (and so is a command's).
     for (const path of ['/dead-letters/replay', '/dead-letters/discard', '/projections/rebuild', `/commands/${Note.name}`]) {
       const response = await fetch(`${service.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` }, body: '{ consumer' });

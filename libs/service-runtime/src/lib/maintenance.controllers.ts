@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Inject, Post, Query, Res, UseGuards } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { z } from 'zod';
-import { ErrorCode, invalidCommand } from '@gantry/contracts';
+import { ErrorCode, invalidCommand, isSubjectToken } from '@gantry/contracts';
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { Bus, discardDeadLetters, listDeadLetters, replayDeadLetters, type DiscardOutcome, type ReplayOutcome } from '@gantry/messaging';
 import { HttpTokenGuard } from './http-auth.js';
@@ -10,16 +10,22 @@ import type { HttpResponse } from './http.controllers.js';
 // An operator's tools on a service's HTTP server, with its bearer token like /commands
 // (docs/operations.md, "Dead letters" and "Rebuilding the views").
 
+/**
+ * A consumer's name is a durable's, one token (a NUL in it would fail the query as INTERNAL rather
+ * than find nothing).
+ */
+const ConsumerNameSchema = z.string().min(1).refine(isSubjectToken, 'a consumer name is one token: no dots, wildcards, whitespace or control characters');
+
 const DeadLettersQuerySchema = z
   .object({
-    consumer: z.string().min(1).optional(),
+    consumer: ConsumerNameSchema.optional(),
     limit: z.coerce.number().int().min(1).max(1000).default(100),
   })
   .strict();
 
 const ReplayRequestSchema = z
   .object({
-    consumer: z.string().min(1).optional(),
+    consumer: ConsumerNameSchema.optional(),
     ids: z.array(z.number().int().positive()).min(1).max(500).optional(),
   })
   .strict()
