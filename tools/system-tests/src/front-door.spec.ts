@@ -1,8 +1,9 @@
+import { connect } from 'node:net';
 import pg from 'pg';
 import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { commandSubject, contractRegistry, type CommandContract, type Context } from '@gantry/contracts';
 import { CORRELATION_HEADER } from '@gantry/messaging';
-import { connectTestNats, startApp, testDatabaseUrl, testNaming, uniqueName, removeTestNamespace, type App, type RunningApp } from '@gantry/testing';
+import { connectTestNats, startApp, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, removeTestNamespace, type App, type RunningApp } from '@gantry/testing';
 
 /**
  * Bad input at every service's front door (docs/architecture.md, "Commands"): for every command of
@@ -202,6 +203,9 @@ describe.each(services)('%s: bad input at the front door', (app, context, env) =
     }
     for (const body of ['{"not json', JSON.stringify(command.examples.valid[0])]) nc.publish(subject, body);
     await nc.flush();
+    // Header blocks no client would write, sent as raw protocol: each still gets its answer.
+    const answered = await rawHeaderRequests(subject, ['GARBAGE\r\n\r\n', 'NATS/1.0\r\nno colon\r\n\r\n', 'NATS/1.0 503\r\n\r\n', `NATS/1.0\r\n${CORRELATION_HEADER}: \xff\xfe\r\n\r\n`]);
+    if (answered !== 4) wrong.push({ what: 'malformed header blocks', answered });
     expect(wrong).toEqual([]);
     // still answering
     const msg = await nc.request(subject, '{"not json', { timeout: 10_000 });
@@ -209,3 +213,25 @@ describe.each(services)('%s: bad input at the front door', (app, context, env) =
     expect((await fetch(`${running.url}/health`)).status).toBe(200);
   });
 });
+
+/** Sends one request per header block over a raw NATS connection; how many were answered within 3 s. */
+async function rawHeaderRequests(subject: string, blocks: string[]): Promise<number> {
+  const nats = new URL(testNatsUrl);
+  const socket = connect(Number(nats.port || 4222), nats.hostname);
+  let received = '';
+  socket.on('data', (data: Buffer) => (received += data.toString('latin1')));
+  try {
+    await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    socket.write('CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\nSUB _FD.raw 1\r\n');
+    const body = '{}';
+    for (const block of blocks) {
+      const size = Buffer.byteLength(block, 'latin1');
+      socket.write(Buffer.concat([Buffer.from(`HPUB ${subject} _FD.raw ${size} ${size + body.length}\r\n${block}`, 'latin1'), Buffer.from(`${body}\r\n`)]));
+    }
+    const answers = () => received.split('HMSG _FD.raw ').length - 1;
+    for (let waited = 0; answers() < blocks.length && waited < 3000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+    return answers();
+  } finally {
+    socket.destroy();
+  }
+}
