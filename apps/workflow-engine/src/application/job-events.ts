@@ -4,10 +4,10 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
 import { ErrorCode, GantryError, type EventEnvelope, type JobView, type JobEnqueuedData, type JobFinishedData, type JobStartedData } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
-import { RetryLater } from '@gantry/messaging';
+import { isTransient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { occupancyOf, stepOf, taskDecider, taskExists, type Task } from '../domain/index.js';
-import { RunQueue, RunQueueUnavailable } from '../infrastructure/job-service/run-queue.js';
+import { RunQueue } from '../infrastructure/job-service/run-queue.js';
 import { latestWorkflow, queuedRunByJob, queuedRunByKey, recordQueuedRunJob, rememberTaskJob, taskJob, type QueuedRunRow, type TaskJobRow } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { EntryFlow } from './entry-flow.js';
@@ -96,9 +96,9 @@ export class JobEvents {
     if (known || this.notOurs.has(jobId)) return known;
     let view: JobView;
     try {
-      view = await this.runs.job(jobId);
+      view = await this.runs.job(jobId, { patient: false });
     } catch (error) {
-      if (error instanceof RunQueueUnavailable) throw new RetryLater(`the job service did not say whose job ${jobId} is`, 2000);
+      if (isTransient(error)) throw new RetryLater(`the job service did not say whose job ${jobId} is`, 2000);
       if (error instanceof GantryError && error.code === ErrorCode.NOT_FOUND) return null;
       throw error;
     }

@@ -32,10 +32,11 @@ export class RunQueue {
   /**
    * A job as the job service has it, for a command's answer (record_review_decision): a job service
    * that does not answer within the patience is answered as the GantryError it is (UNAVAILABLE,
-   * TIMEOUT), which the caller may send again under its key, not as an INTERNAL refusal.
+   * TIMEOUT), which the caller may send again under its key, not as an INTERNAL refusal. Not
+   * `patient`: asked once (a consumer that hands its event back rather than hold its transaction open).
    */
-  job(jobId: string): Promise<JobView> {
-    return this.commands.request(getJob, { jobId }, this.options());
+  job(jobId: string, { patient = true }: { patient?: boolean } = {}): Promise<JobView> {
+    return this.commands.request(getJob, { jobId }, { ...this.options(), ...(patient ? {} : { retryUntil: undefined }) });
   }
 
   private options(correlationId?: string) {
