@@ -24,6 +24,7 @@
  *       "logFirst":      true,                                 // hang: log_implementation before hanging (false: not a word)
  *       "heartbeatMs":   100,                                  // hang: append {beat, pid, at} to recordArgvTo this often
  *       "lifeSignMs":    100,                                  // any behaviour: append {alive, pid, at} to recordArgvTo this often from the start
+ *       "leaveUnanswered": false,                              // commit: every MCP call sent without waiting for its reply; exits 500 ms after the last
  *       "finalExitCode": 0,                                    // commit, nothing, failing_tests: exit code after the reports
  *       "spawnChild":    false,                                // hang: also start a child process in the same process group
  *       "delayMs":       0,                                    // wait this long before the work (after log_implementation)
@@ -137,6 +138,10 @@ async function main(argv: string[]): Promise<number> {
   const reporter = await StandInReporter.fromMcpConfig(args.mcpConfig, (tool) => {
     if (record) appendFileSync(record, `${JSON.stringify({ calling: tool, pid: process.pid, at: new Date().toISOString() })}\n`);
   });
+  if (script.leaveUnanswered) {
+    if (script.behaviour !== 'commit') return fail('stand-in: leaveUnanswered goes with behaviour commit only');
+    return leaveUnanswered(reporter, script, args);
+  }
   try {
     await reporter.call('log_implementation', {
       summary: `Stand-in agent starts: behaviour ${script.behaviour}, model ${args.model ?? 'default'}.`,
@@ -187,6 +192,21 @@ async function main(argv: string[]): Promise<number> {
   } finally {
     await reporter.close();
   }
+}
+
+/** commit, as an agent that does not wait for the runner's answers: every report sent, none awaited. */
+async function leaveUnanswered(reporter: StandInReporter, script: StandInScript, args: StandInArguments): Promise<number> {
+  reporter.send('log_implementation', { summary: 'Stand-in agent starts: behaviour commit, replies not awaited.' });
+  const git = new StandInGit(workDir(args));
+  for (const commit of script.commits) {
+    const hash = await git.commit(commit);
+    reporter.send('log_commit', { hash, message: commit.message, summary: describe(commit) });
+  }
+  reporter.send('log_test_result', { status: 'PASSED', summary: '3 of 3 checks passed' });
+  reporter.send('update_job_status', { status: script.reportStatus, summary: 'work committed' });
+  // Long enough for the calls to reach the runner; their answers are not waited for.
+  await sleep(500);
+  return finish(args, 'Work committed; the reports were not waited for.', script.finalExitCode);
 }
 
 /** The verdict of this model's n-th review: the n-th of its list (the last once the list runs out). */

@@ -41,6 +41,12 @@ export class StandInReporter {
     }
   }
 
+  /** Sends a tool call and does not wait for its reply (its answer, or its failure, is dropped). */
+  send(name: string, args: Record<string, unknown>): void {
+    this.beforeCall(name);
+    this.client.callTool({ name, arguments: args }).catch(() => undefined);
+  }
+
   async close(): Promise<void> {
     await this.client.close();
   }

@@ -32,6 +32,11 @@ const ScriptSchema = z.strictObject({
   finalExitCode: z.number().int().min(0).max(255).default(0),
   spawnChild: z.boolean().default(false),
   delayMs: z.number().int().min(0).default(0),
+  /**
+   * commit: send every MCP call without waiting for its reply, and exit (with finalExitCode) half a
+   * second after the last: an agent whose client gave up on slow tool calls, or that never waited.
+   */
+  leaveUnanswered: z.boolean().default(false),
   /** Before its first MCP call, wait until this absolute file exists: a test opens the gate once it has taken a service away. */
   waitForFile: z.string().startsWith('/').optional(),
   /** An absolute file the stand-in appends one JSON line to per run: its argv, pid and cwd (tests assert the command line). */

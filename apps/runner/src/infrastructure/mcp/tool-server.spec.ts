@@ -107,6 +107,31 @@ describe('the MCP tool server a runner hosts for one job', () => {
     await expect(fetch(server.url, { method: 'POST', headers: { Authorization: server.secret.authorizationHeader() } })).rejects.toThrow();
   });
 
+  it('closing waits for a call still being recorded after its agent went away: what the run reports next sees it', async () => {
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    const slow = Object.assign(new RecordingReporter(), {
+      logTestResult: async (entry: unknown) => {
+        reporter.calls.push({ method: 'logTestResult', input: entry });
+        await answered;
+        return { entryId: 'log-slow' };
+      },
+    });
+    const own = await startMcpToolServer({ jobId: 'job-slow', reporter: slow, log: () => undefined });
+    const agent = await connect(own.url, own.secret.authorizationHeader());
+    void agent.callTool({ name: 'log_test_result', arguments: { status: 'PASSED', summary: 'green' } }).catch(() => undefined);
+    while (reporter.calls.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    // The agent exits without waiting for the answer.
+    await agent.close();
+    let closed = false;
+    const closing = own.close().then(() => (closed = true));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(closed).toBe(false);
+    answer();
+    await closing;
+    expect(own.progress().testResult).toBe('PASSED');
+  });
+
   it('an unknown tool is refused', async () => {
     const result = await client.callTool({ name: 'claim_job', arguments: {} });
     expect(result.isError).toBe(true);

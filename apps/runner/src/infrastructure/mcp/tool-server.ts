@@ -85,10 +85,14 @@ export async function startMcpToolServer(options: McpToolServerOptions): Promise
     progress: () => ({ ...progress, commitsLogged: [...progress.commitsLogged] }),
     // Idempotent: the daemon closes on every way out of a job, and some paths overlap.
     close: () =>
-      (closed ??= new Promise<void>((resolve, reject) => {
-        http.close((error) => (error ? reject(error) : resolve()));
-        http.closeAllConnections();
-      })),
+      (closed ??= (async () => {
+        tools.stopTakingCalls();
+        await new Promise<void>((resolve, reject) => {
+          http.close((error) => (error ? reject(error) : resolve()));
+          http.closeAllConnections();
+        });
+        await tools.settled();
+      })()),
   };
 }
 
@@ -117,6 +121,10 @@ async function serve(req: IncomingMessage, res: ServerResponse, secret: BearerSe
 }
 
 class ToolHandlers {
+  /** Calls being recorded: an agent may exit (or stop listening) before the job service answered them. */
+  private readonly inFlight = new Set<Promise<CallToolResult>>();
+  private closing = false;
+
   constructor(
     private readonly reporter: JobReporter,
     private readonly progress: AgentProgress,
@@ -198,7 +206,32 @@ class ToolHandlers {
     return server;
   }
 
-  private async forward(tool: GantryToolName | typeof REVIEW_DECISION_TOOL, call: () => Promise<unknown>): Promise<CallToolResult> {
+  /** From now on a call is refused without being forwarded: the run it belongs to is over. */
+  stopTakingCalls(): void {
+    this.closing = true;
+  }
+
+  /**
+   * Resolves once every call already forwarded has its answer. What the run reports next (a push,
+   * its finish) is judged by the job service on the story log these calls write, so the runner must
+   * not decide on it while they are still on their way (docs/jobs.md, "Commands under a claim").
+   */
+  async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  private forward(tool: GantryToolName | typeof REVIEW_DECISION_TOOL, call: () => Promise<unknown>): Promise<CallToolResult> {
+    if (this.closing) {
+      this.log('warn', 'agent tool call refused: the run is over', { tool });
+      return Promise.resolve({ isError: true, content: [{ type: 'text', text: 'STALE_FENCE: the run of this job is over; nothing more is recorded for it' }] });
+    }
+    const forwarding = this.record(tool, call);
+    this.inFlight.add(forwarding);
+    forwarding.finally(() => this.inFlight.delete(forwarding)).catch(() => undefined);
+    return forwarding;
+  }
+
+  private async record(tool: GantryToolName | typeof REVIEW_DECISION_TOOL, call: () => Promise<unknown>): Promise<CallToolResult> {
     try {
       const result = await call();
       this.log('info', 'agent tool call recorded', { tool });
