@@ -103,17 +103,24 @@ describe('running the agent process (with the stand-in agent)', () => {
   });
 
   it('keeps only the tail of a large output and still sees an expired token printed early in it', async () => {
-    const script = "process.stdout.write('OAuth token has expired\\n'); process.stdout.write('x'.repeat(300000)); process.stdout.write('\\nend\\n');";
+    const script = "process.stdout.write('OAuth token has expired\\n'); process.stdout.write('x'.repeat(300000)); process.stdout.write('\\nend\\n'); process.exitCode = 1;";
     const result = await runAgent({ command: { bin: process.execPath, args: ['-e', script] }, cwd: repo.seed, timeoutMs: 10_000, outputTailBytes: 1024 });
-    expect(result.exitCode).toBe(0);
+    expect(result.exitCode).toBe(1);
     expect(Buffer.byteLength(result.stdoutTail)).toBe(1024);
     expect(result.stdoutTail.endsWith('x\nend\n')).toBe(true);
     expect(result.stdoutTail).not.toContain('expired');
     expect(result.tokenExpired).toBe(true);
   });
 
+  it("an agent that succeeded is not taken for an expired token because its answer mentions one (docs/jobs.md, \"Leases and liveness\")", async () => {
+    // The work of a task about authentication: the CLI's final answer names what it fixed.
+    const script = "console.log('Fixed: the API now answers 401 Unauthorized when the token has expired.'); console.error('authentication_error handled');";
+    const result = await runAgent({ command: { bin: process.execPath, args: ['-e', script] }, cwd: repo.seed, timeoutMs: 10_000 });
+    expect(result).toMatchObject({ exitCode: 0, tokenExpired: false });
+  });
+
   it('uses a configured token-expired pattern instead of the default', async () => {
-    const script = "console.log('session revoked by admin'); console.log('401 Unauthorized');";
+    const script = "console.log('session revoked by admin'); console.log('401 Unauthorized'); process.exitCode = 1;";
     const result = await runAgent({
       command: { bin: process.execPath, args: ['-e', script] },
       cwd: repo.seed,
@@ -122,7 +129,7 @@ describe('running the agent process (with the stand-in agent)', () => {
     });
     expect(result.tokenExpired).toBe(true);
     const notMatching = await runAgent({
-      command: { bin: process.execPath, args: ['-e', "console.log('401 Unauthorized')"] },
+      command: { bin: process.execPath, args: ['-e', "console.log('401 Unauthorized'); process.exitCode = 1;"] },
       cwd: repo.seed,
       timeoutMs: 10_000,
       tokenExpiredPattern: /session revoked/,

@@ -36,7 +36,7 @@ export interface AgentRunResult {
   timedOut: boolean;
   /** Stopped through `signal` before its timeout. */
   aborted: boolean;
-  /** Exit code 3, or the output matched the token-expired pattern. */
+  /** Exit code 3, or the agent did not exit 0 and its output matched the token-expired pattern. */
   tokenExpired: boolean;
   stdoutTail: string;
   stderrTail: string;
@@ -140,7 +140,10 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
         signal: exit?.signal ?? null,
         timedOut,
         aborted,
-        tokenExpired: exitCode === TOKEN_EXPIRED_EXIT_CODE || matcher.matched,
+        // The pattern stands for the CLI's own failure: an agent that succeeded may well have written
+        // those words (a task about authentication), and taking it for an expired token would throw
+        // its work away and stop the runner (docs/jobs.md, "Leases and liveness").
+        tokenExpired: exitCode === TOKEN_EXPIRED_EXIT_CODE || (exitCode !== 0 && matcher.matched),
         stdoutTail: stdout.toString(),
         stderrTail: stderr.toString(),
         durationMs: Math.round(performance.now() - startedAt),
