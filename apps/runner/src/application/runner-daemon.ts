@@ -1,9 +1,20 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import pTimeout from 'p-timeout';
-import { claimJob, deriveIdempotencyKey, ErrorCode, isGantryError, jobOfferMessageId, type JobKind, type JobOffer, type ReplyOf } from '@gantry/contracts';
+import {
+  claimJob,
+  deriveIdempotencyKey,
+  ErrorCode,
+  isGantryError,
+  jobOfferMessageId,
+  scrubStrings,
+  type JobKind,
+  type JobOffer,
+  type ReplyOf,
+  type SecretScrubber,
+} from '@gantry/contracts';
 import { Bus, CommandClient, isTransient } from '@gantry/messaging';
-import { componentLogger, Liveness, Readiness, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
+import { componentLogger, Liveness, Readiness, SECRET_SCRUBBER, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
 import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
 import { Backoff } from './backoff.js';
@@ -63,13 +74,14 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     @Inject(Liveness) private readonly liveness: Liveness,
     @Inject(Readiness) private readonly readiness: Readiness,
     @InjectPinoLogger('runner') private readonly log: PinoLogger,
+    @Inject(SECRET_SCRUBBER) private readonly scrub: SecretScrubber,
   ) {
     this.slots = new Slots(config.concurrency);
     this.intake = new DispatchIntake({ bus, ackWaitMs: config.offerAckWaitMs, streamReplicas: serviceConfig.streamReplicas });
     const backoff = { initialMs: config.backoffInitialMs, maxMs: config.backoffMaxMs };
     this.intakeBackoff = new Backoff(backoff);
     this.claimBackoff = new Backoff(backoff);
-    this.partsLog = componentLogger(this.log, 'runner');
+    this.partsLog = scrubbing(componentLogger(this.log, 'runner'), this.scrub);
     this.cancellations = new CancellationWatch(bus, (c) => this.runs.get(c.jobId)?.cancel(c.revokedLeaseToken), this.partsLog);
   }
 
@@ -340,13 +352,14 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         this.log.info({ ...fields, jobStatus: outcome.reply.jobStatus, agentStarted: outcome.agentStarted }, 'job done on this runner');
         return;
       case 'rolled_back':
-        this.log.warn({ ...fields, reason: outcome.reason, cause: outcome.cause, agentStarted: outcome.agentStarted }, 'job handed back');
+        // A rollback's reason may end with what the agent printed.
+        this.log.warn({ ...fields, reason: this.scrub(outcome.reason), cause: outcome.cause, agentStarted: outcome.agentStarted }, 'job handed back');
         return;
       case 'cancelled':
         this.log.warn({ ...fields, agentStarted: outcome.agentStarted }, 'job cancelled on this runner');
         return;
       case 'lease_lost':
-        this.log.warn({ ...fields, reason: outcome.reason, agentStarted: outcome.agentStarted }, 'job lost');
+        this.log.warn({ ...fields, reason: this.scrub(outcome.reason), agentStarted: outcome.agentStarted }, 'job lost');
         return;
     }
   }
@@ -363,4 +376,17 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       this.sleepers.add(done);
     });
   }
+}
+
+/**
+ * The jobs' log lines carry what the agent printed (a crashed agent's stderr in a rollback's reason)
+ * and the errors of its git: scrubbed like the events they also go to, by the values this runner
+ * knows to be secret and by the shapes of credentials (docs/configuration.md, "Secrets in events").
+ */
+function scrubbing(log: ComponentLogger, scrub: SecretScrubber): ComponentLogger {
+  return {
+    log: (message, fields) => log.log(message, fields && scrubStrings(fields, scrub)),
+    warn: (message, fields) => log.warn(message, fields && scrubStrings(fields, scrub)),
+    error: (message, fields) => log.error(message, fields && scrubStrings(fields, scrub)),
+  };
 }

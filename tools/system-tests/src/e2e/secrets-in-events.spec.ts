@@ -54,5 +54,9 @@ describe('secrets in what an agent prints do not reach the events', () => {
     expect(reason).toContain('the key in use is *** (from the environment)');
     const everything = `${await system.allEventsText('jobs')}\n${JSON.stringify(job)}`;
     for (const [what, secret] of Object.entries(secrets)) expect({ what, leaked: everything.includes(secret) }).toEqual({ what, leaked: false });
+    // Nor the runner's own log, which says why it rolled the claim back.
+    const log = system.runners.get('runner-secrets')!.output();
+    expect(log).toContain('claim rolled back');
+    for (const [what, secret] of Object.entries(secrets)) expect({ what, inRunnerLog: log.includes(secret) }).toEqual({ what, inRunnerLog: false });
   }, 90_000);
 });
