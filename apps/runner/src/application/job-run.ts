@@ -24,7 +24,7 @@ import {
 } from '../domain/after-agent.js';
 import { buildAgentCommand, type AgentSession } from '../domain/agent-command.js';
 import type { PrecheckResult } from '../domain/idempotency-precheck.js';
-import { agentEnvironment, runAgent, type AgentRunResult } from '../infrastructure/agent/agent-process.js';
+import { agentEnvironment, isAgentNotStarted, runAgent, type AgentRunResult } from '../infrastructure/agent/agent-process.js';
 import { CommandJobReporter } from '../infrastructure/job-service/command-job-reporter.js';
 import { JobLeaseSession, type FinishReply } from '../infrastructure/job-service/job-lease-session.js';
 import { startMcpToolServer, type McpToolServer } from '../infrastructure/mcp/tool-server.js';
@@ -51,6 +51,8 @@ export interface JobRunDependencies {
   log: RunnerLog;
   /** The agent's credentials are no longer accepted: the runner must stop taking work. */
   onTokenExpired(reason: string): void;
+  /** The agent CLI could not be started at all (missing, not executable): the runner must stop taking work. */
+  onAgentNotStarted(reason: string): void;
 }
 
 /** How a claimed job ended on this runner. */
@@ -254,7 +256,17 @@ export class JobRun {
       onSpawn: (pid) => {
         recordAgentPid(this.scratch!, pid).catch((error: unknown) => log.warn('could not record the agent pid', { ...this.fields, error: String(error) }));
       },
+    }).catch((error: unknown) => {
+      if (!isAgentNotStarted(error)) throw error;
+      return error;
     });
+    if (result instanceof GantryError) {
+      // This runner cannot run any job, this one included: not the job's failure (docs/jobs.md, "Attempts").
+      this.agentStarted = false;
+      await this.server.close();
+      this.deps.onAgentNotStarted(result.message);
+      return this.rollback(result.message, 'RUNNER');
+    }
     await this.server.close();
     log.log('agent exited', {
       ...this.fields,

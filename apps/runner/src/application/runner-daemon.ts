@@ -56,7 +56,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   /** The offers being handled (their Nats-Msg-Id), from the claim to the end of the run. */
   private readonly handling = new Set<string>();
   private readonly cancellations: CancellationWatch;
-  private tokenExpiredReason: string | null = null;
+  /** Why this runner's agents cannot run (an expired token, a CLI that cannot be started): then it takes no work. */
+  private agentUnusable: string | null = null;
   private settled = false;
   private readonly shutdown = new AbortController();
   /** Separate counts: pulls that keep working must not reset the backoff of claims that keep failing. */
@@ -94,7 +95,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     }));
     // A runner whose agents cannot log in takes no work: it must not look ready for any.
     this.readiness.register('agent-token', () =>
-      this.tokenExpiredReason === null ? { ok: true } : { ok: false, detail: `the agent token expired: ${this.tokenExpiredReason}` },
+      this.agentUnusable === null ? { ok: true } : { ok: false, detail: this.agentUnusable },
     );
     this.readiness.register('cancellations', () => ({ ok: this.cancellations.ready || !this.accepting }));
     this.cancellations.start();
@@ -280,7 +281,13 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       this.log.info({ ...fields, leaseToken: claimed.leaseToken, leaseExpiresAt: claimed.leaseExpiresAt }, 'job claimed');
       const run = new JobRun(
         claimed,
-        { config: this.config, commands: this.commands, log: this.partsLog, onTokenExpired: (reason) => this.tokenExpired(reason) },
+        {
+          config: this.config,
+          commands: this.commands,
+          log: this.partsLog,
+          onTokenExpired: (reason) => this.tokenExpired(reason),
+          onAgentNotStarted: (reason) => this.agentNotStarted(reason),
+        },
         this.shutdown.signal,
       );
       this.runs.set(claimed.jobId, run);
@@ -340,10 +347,18 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   private tokenExpired(reason: string): void {
-    this.tokenExpiredReason = reason;
+    this.agentUnusable = `the agent token expired: ${reason}`;
     this.liveness.markUnhealthy('runner', 'agent token expired');
     this.log.error({ runnerId: this.config.runnerId, reason }, 'agent token expired; this runner takes no more work');
     this.stopIntake('agent token expired');
+  }
+
+  /** The agent CLI cannot be started here: every job would fail the same way, whoever's it is. */
+  private agentNotStarted(reason: string): void {
+    this.agentUnusable = reason;
+    this.liveness.markUnhealthy('runner', 'agent cannot be started');
+    this.log.error({ runnerId: this.config.runnerId, reason }, 'the agent cannot be started; this runner takes no more work');
+    this.stopIntake('agent cannot be started');
   }
 
   private logOutcome(outcome: JobRunOutcome, fields: Record<string, unknown>): void {

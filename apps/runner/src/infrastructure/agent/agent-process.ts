@@ -11,6 +11,13 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /** The CLI's exit code for an expired or missing login. */
 export const TOKEN_EXPIRED_EXIT_CODE = 3;
 
+const AGENT_NOT_STARTED = 'agentNotStarted';
+
+/** `runAgent` failed because the agent binary could not be started at all (missing, not executable). */
+export function isAgentNotStarted(error: unknown): error is GantryError {
+  return error instanceof GantryError && error.details?.[AGENT_NOT_STARTED] === true;
+}
+
 export interface RunAgentOptions {
   command: AgentCommand;
   /** The leased worktree. */
@@ -119,7 +126,7 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
     child.once('error', (error) => {
       clearTimeout(timeout);
       options.signal?.removeEventListener('abort', onAbort);
-      reject(new GantryError(ErrorCode.INTERNAL, `the agent ${options.command.bin} could not be started: ${error.message}`));
+      reject(new GantryError(ErrorCode.INTERNAL, `the agent ${options.command.bin} could not be started: ${error.message}`, { [AGENT_NOT_STARTED]: true }));
     });
     if (pid !== undefined) options.onSpawn?.(pid);
 
