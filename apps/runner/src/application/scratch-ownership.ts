@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 
@@ -21,6 +21,7 @@ interface Owner {
  */
 export async function takeScratchFolder(scratchDir: string, runnerId: string, pid = process.pid): Promise<void> {
   await mkdir(scratchDir, { recursive: true, mode: 0o700 });
+  await assertPrivate(scratchDir);
   const path = join(scratchDir, OWNER_FILE);
   const me: Owner = { runnerId, pid, startTicks: await startTicksOf(pid) };
   for (let tries = 0; tries < 5; tries++) {
@@ -46,6 +47,29 @@ export async function takeScratchFolder(scratchDir: string, runnerId: string, pi
     });
   }
   throw new GantryError(ErrorCode.PRECONDITION_FAILED, `could not take the scratch folder ${scratchDir}: other runners keep claiming it`);
+}
+
+/**
+ * The scratch folder holds each job's tool-server configuration with its secret, and its name under
+ * the system's temporary folder is predictable (`gantry-runner-<id>`): one made beforehand by another
+ * user, or open to others, would let them read those secrets or plant files. It must be a directory
+ * of this process's user (not a link to one) that nobody else may write.
+ */
+async function assertPrivate(scratchDir: string): Promise<void> {
+  const info = await lstat(scratchDir);
+  const uid = process.getuid?.();
+  const problem = !info.isDirectory()
+    ? 'is not a directory'
+    : uid !== undefined && info.uid !== uid
+      ? `belongs to user ${info.uid}, not to this runner's (${uid})`
+      : (info.mode & 0o022) !== 0
+        ? `may be written by other users (mode ${(info.mode & 0o777).toString(8)})`
+        : null;
+  if (problem) {
+    throw new GantryError(ErrorCode.PRECONDITION_FAILED, `the scratch folder ${scratchDir} ${problem}: it holds the jobs' secrets; remove it or set GANTRY_RUNNER_SCRATCH_DIR`, {
+      scratchDir,
+    });
+  }
 }
 
 function parseOwner(text: string): Owner | null {
