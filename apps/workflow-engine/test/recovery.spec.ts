@@ -91,6 +91,20 @@ describe('crash recovery and the startup scan', () => {
     expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b']);
   });
 
+  it('a run queued before a crash is not queued again when the entry resumes after the job service\'s 24-hour window for its key has passed', async () => {
+    const { taskId } = await world.task('rec');
+    const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/run:2:1` });
+    await world.move(taskId, 'review');
+    await died(doomed);
+    // The entry resumes only at the next start or takeover, which may come days later: by then the
+    // job service's receipt of the first run's key (24 hours) has expired, as if a day had passed.
+    await world.jobsDb.query(`UPDATE idempotency_receipts SET expires_at = now() - interval '1 second' WHERE scope = 'jobs.enqueue_job'`);
+    await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.markers.find((m) => m.position === 2)!.runs.map((r) => [r.agentProfileId, r.outcome])).toEqual([['rev-a', 'deduplicated'], ['rev-b', 'created']]);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b']);
+  });
+
   it('V16 AC-B9: a restart resumes at the first non-terminal position and takes over the claim a gone process left', async () => {
     const { taskId } = await world.task('rec');
     const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/claimed:2` });

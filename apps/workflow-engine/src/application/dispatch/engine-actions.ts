@@ -14,7 +14,7 @@ import {
   type Seat,
 } from '../../domain/index.js';
 import { RunQueue, RunQueueUnavailable } from '../../infrastructure/job-service/run-queue.js';
-import { agentProfiles, recordQueuedRunJob, rememberQueuedRun, stepSeats } from '../../infrastructure/persistence/read-models.js';
+import { agentProfiles, queuedRunByKey, recordQueuedRunJob, rememberQueuedRun, stepSeats } from '../../infrastructure/persistence/read-models.js';
 import { streamIds } from '../../infrastructure/persistence/streams.js';
 import { ENGINE_SETTINGS, type EngineSettings } from '../engine-settings.js';
 import { TestHooks } from '../test-hooks.js';
@@ -221,6 +221,11 @@ export class EngineActions {
       participantId: seat.participantId,
       agentProfileId: seat.agentProfileId,
     });
+    // The job service answers a repeat of the key for 24 hours only, and an entry resumes whenever the
+    // next start or takeover comes (docs/workflow-engine.md, "Runs"): a run whose job is already known
+    // here (from the reply or its JobEnqueued) is that job, not a new one.
+    const known = (await queuedRunByKey(this.store.pool, idempotencyKey))?.jobId;
+    if (known) return { participantId: seat.participantId, agentProfileId: seat.agentProfileId, jobId: known, outcome: 'deduplicated' };
     const reply = await this.runs.enqueue(
       {
         kind: 'REVIEW',
