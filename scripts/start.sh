@@ -18,6 +18,20 @@ START_TIMEOUT="${GANTRY_START_TIMEOUT:-90}"
 WORKTREE_ROOT="${GANTRY_WORKTREE_ROOT:-${XDG_STATE_HOME:-$HOME/.local/state}/gantry/worktrees}"
 DEMO_ORIGIN="$STATE_DIR/origin/demo.git"
 
+# One start at a time per state directory: two at once would each find no app running, start a set
+# each and overwrite each other's pid files, leaving apps that `npm run stop` no longer knows about.
+# A second start waits for the first and then finds its apps running. The apps, the local GitHub and
+# the servers ensure-infra.sh starts must not inherit the lock's descriptor (9>&-), or they would
+# hold it for as long as they run.
+mkdir -p "$STATE_DIR"
+if command -v flock >/dev/null; then
+  exec 9>"$STATE_DIR/start.lock"
+  if ! flock -n 9; then
+    say "another scripts/start.sh is running with $STATE_DIR; waiting for it to finish"
+    flock 9
+  fi
+fi
+
 ensure_node_modules
 bash "$REPO_ROOT/scripts/ensure-infra.sh"
 if [[ "${GANTRY_SKIP_BUILD:-0}" != 1 ]]; then build_all; fi
@@ -121,7 +135,7 @@ if ((USE_GITHUB_FAKE)); then
       GANTRY_GITHUB_FAKE_REPOSITORIES="gantry/demo=$DEMO_ORIGIN" \
       GANTRY_GITHUB_FAKE_REPOSITORY_SETTINGS='{"allowAutoMerge":true,"requiredChecks":["ci/demo"]}' \
       GANTRY_GITHUB_FAKE_AUTO_CHECKS=ci/demo \
-      setsid node tools/github-fake/dist/main.js >>"$LOG_DIR/github-fake.log" 2>&1 </dev/null &
+      setsid node tools/github-fake/dist/main.js >>"$LOG_DIR/github-fake.log" 2>&1 </dev/null 9>&- &
     echo $! >"$PID_DIR/github-fake.pid"
     say "started the local GitHub (pid $!, port $GITHUB_FAKE_PORT, log $LOG_DIR/github-fake.log)"
   fi
@@ -160,7 +174,7 @@ for app in "${to_start[@]}"; do
 
   printf '\n=== %s starting %s on port %s ===\n' "$(date -u +%FT%TZ)" "$app" "$port" >>"$LOG_DIR/$app.log"
   # setsid: the app outlives this script and the terminal it was started from.
-  env "${app_env[@]}" setsid node "apps/$app/dist/main.js" >>"$LOG_DIR/$app.log" 2>&1 </dev/null &
+  env "${app_env[@]}" setsid node "apps/$app/dist/main.js" >>"$LOG_DIR/$app.log" 2>&1 </dev/null 9>&- &
   echo $! >"$PID_DIR/$app.pid"
   say "started $app (pid $!, port $port, log $LOG_DIR/$app.log)"
 done

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -166,6 +166,100 @@ describe('ensure-infra.sh', () => {
       expect(await accepts(pgPort)).toBe(false);
     } finally {
       await runScript('stop.sh', env, ['--infra']);
+    }
+  });
+});
+
+// start.sh runs the apps of the checkout it lives in, on the ports of workspace.sh: a copy of the
+// scripts in a directory of its own, with stand-in apps and a stand-in `npx` (the build), runs it on
+// free ports without touching this checkout's apps.
+async function standInCheckout(root: string): Promise<Record<string, string>> {
+  const apps = ['job-service', 'workflow-engine', 'pr-service', 'worktree-service', 'runner'];
+  mkdirSync(path.join(root, 'scripts'), { recursive: true });
+  for (const script of ['workspace.sh', 'start.sh', 'stop.sh', 'ensure-infra.sh']) {
+    writeFileSync(path.join(root, 'scripts', script), readFileSync(path.join(repoRoot, 'scripts', script)));
+  }
+  const ports = [] as number[];
+  for (const _ of apps) ports.push(await freePort());
+  const workspace = path.join(root, 'scripts/workspace.sh');
+  const table = apps.map((app, i) => `[${app}]=${ports[i]}`).join(' ');
+  const original = readFileSync(workspace, 'utf8');
+  const patched = original.replace(/\[job-service\]=3101 [^\n]*\[runner\]=3105/, table);
+  expect(patched).not.toBe(original);
+  writeFileSync(workspace, patched);
+  writeFileSync(path.join(root, 'package-lock.json'), '{}');
+  mkdirSync(path.join(root, 'node_modules'));
+  writeFileSync(path.join(root, 'node_modules/.package-lock.json'), '{}');
+  for (const app of apps) {
+    mkdirSync(path.join(root, 'apps', app, 'dist'), { recursive: true });
+    // Ready a moment after it starts, like a real app; one that finds its port taken exits.
+    writeFileSync(
+      path.join(root, 'apps', app, 'dist/main.js'),
+      `const s = require('node:http').createServer((q, r) => r.end('ok'));
+       s.on('error', () => process.exit(1));
+       setTimeout(() => s.listen(Number(process.env.PORT), '127.0.0.1'), 500);
+       process.on('SIGTERM', () => process.exit(0));`,
+    );
+  }
+  // The build: each start waits here until the other one arrives too (or 3 s pass), so two starts
+  // at once leave their builds at the same moment.
+  const bin = path.join(root, 'bin');
+  mkdirSync(path.join(root, 'barrier'), { recursive: true });
+  mkdirSync(bin);
+  writeFileSync(
+    path.join(bin, 'npx'),
+    `#!/bin/sh\ntouch "${root}/barrier/$$"\nfor i in $(seq 60); do [ "$(ls "${root}/barrier" | wc -l)" -ge 2 ] && exit 0; sleep 0.05; done\n`,
+  );
+  chmodSync(path.join(bin, 'npx'), 0o755);
+  return { PATH: `${bin}:${process.env['PATH']}`, GANTRY_GITHUB_TOKEN: 'not-used', GANTRY_WORKTREE_ROOT: path.join(root, 'worktrees') };
+}
+
+function runIn(root: string, script: string, env: Record<string, string>, args: string[] = []): Promise<ScriptResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', [path.join(root, 'scripts', script), ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+// The processes whose working directory is `root` and which run one of its apps.
+function appsRunningIn(root: string): number[] {
+  const pids = [] as number[];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (args.includes('dist/main.js') && readlinkSync(`/proc/${entry}/cwd`) === root) pids.push(Number(entry));
+    } catch { /* gone meanwhile */ }
+  }
+  return pids;
+}
+
+describe('start.sh', () => {
+  it('started twice at once, starts one set of apps, all of which stop.sh stops', async () => {
+    const root = path.join(stateDir, 'a checkout');
+    const env = { ...(await standInCheckout(root)), GANTRY_STATE_DIR: path.join(root, '.gantry') };
+    try {
+      const [first, second] = await Promise.all([runIn(root, 'start.sh', env), runIn(root, 'start.sh', env)]);
+
+      expect([first.code, second.code]).toEqual([0, 0]);
+      const started = (first.stdout + second.stdout).match(/\[gantry\] started job-service/g) ?? [];
+      expect(started).toHaveLength(1);
+      const running = appsRunningIn(root);
+      expect(running).toHaveLength(5);
+      const recorded = readdirSync(path.join(env.GANTRY_STATE_DIR, 'pids')).map((file) =>
+        Number(readFileSync(path.join(env.GANTRY_STATE_DIR, 'pids', file), 'utf8')),
+      );
+      expect(recorded.sort()).toEqual(running.sort());
+
+      expect((await runIn(root, 'stop.sh', env)).code).toBe(0);
+      await waitUntil(() => appsRunningIn(root).length === 0, 'the apps to exit');
+    } finally {
+      for (const pid of appsRunningIn(root)) process.kill(pid, 'SIGKILL');
     }
   });
 });
