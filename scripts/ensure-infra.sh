@@ -21,6 +21,15 @@ DATABASE_URL="${GANTRY_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gantry}"
 NATS_URL="${GANTRY_NATS_URL:-nats://127.0.0.1:4222}"
 
 say() { printf '[infra] %s\n' "$*"; }
+# A URL as it may be shown: its password (scheme://user:password@…) replaced by ***, since what
+# this prints ends up in terminals and CI logs (docs/configuration.md: a value may be a secret).
+shown_url() {
+  if [[ "$1" =~ ^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*):[^@/]*@(.*)$ ]]; then
+    printf '%s:***@%s' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+  else
+    printf '%s' "$1"
+  fi
+}
 die() { printf '[infra] ERROR: %s\n' "$*" >&2; exit 1; }
 
 # --- configuration -------------------------------------------------------------------------
@@ -32,14 +41,14 @@ if [[ "$DATABASE_URL" =~ ^postgres(ql)?://([^:@/]+)(:([^@/]*))?@([^:/?]+)(:([0-9
   PG_PORT="${BASH_REMATCH[7]:-5432}"
   PG_DB="${BASH_REMATCH[8]}"
 else
-  die "GANTRY_DATABASE_URL must look like postgres://user@host:port/database (got '$DATABASE_URL')"
+  die "GANTRY_DATABASE_URL must look like postgres://user@host:port/database (got '$(shown_url "$DATABASE_URL")')"
 fi
 # nats://host[:port] (only the first server of a comma-separated list is checked)
 if [[ "${NATS_URL%%,*}" =~ ^(nats|tls)://([^:/]+)(:([0-9]+))?/?$ ]]; then
   NATS_HOST="${BASH_REMATCH[2]}"
   NATS_PORT="${BASH_REMATCH[4]:-4222}"
 else
-  die "GANTRY_NATS_URL must look like nats://host:port (got '$NATS_URL')"
+  die "GANTRY_NATS_URL must look like nats://host:port (got '$(shown_url "$NATS_URL")')"
 fi
 if [[ -n "$PG_PASSWORD" ]]; then export PGPASSWORD="$PG_PASSWORD"; fi
 
@@ -223,4 +232,4 @@ if [[ -d "$REPO_ROOT/node_modules/@nats-io/jetstream" && -d "$REPO_ROOT/node_mod
   done
 fi
 say "NATS JetStream answers on $NATS_HOST:$NATS_PORT"
-say "infrastructure ready: $DATABASE_URL, $NATS_URL"
+say "infrastructure ready: $(shown_url "$DATABASE_URL"), $(shown_url "$NATS_URL")"

@@ -210,8 +210,8 @@ for app in "${apps[@]}"; do
 done
 cat <<EOF
 
-  PostgreSQL  ${GANTRY_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gantry}
-  NATS        ${GANTRY_NATS_URL:-nats://127.0.0.1:4222} (JetStream)
+  PostgreSQL  $(shown_url "${GANTRY_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gantry}")
+  NATS        $(shown_url "${GANTRY_NATS_URL:-nats://127.0.0.1:4222}") (JetStream)
   worktrees   $WORKTREE_ROOT
   demo origin $DEMO_ORIGIN
   GitHub      $(if ((USE_GITHUB_FAKE)); then echo "the local GitHub, http://127.0.0.1:$GITHUB_FAKE_PORT (no GANTRY_GITHUB_TOKEN; log ${LOG_DIR#"$REPO_ROOT"/}/github-fake.log)"; else echo "${GANTRY_GITHUB_API_URL:-https://api.github.com}"; fi)

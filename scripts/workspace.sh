@@ -18,6 +18,16 @@ declare -A GANTRY_APP_PORTS=(
 say() { printf '[gantry] %s\n' "$*"; }
 die() { printf '[gantry] ERROR: %s\n' "$*" >&2; exit 1; }
 
+# A URL as it may be shown: its password (scheme://user:password@…) replaced by *** (the same as
+# ensure-infra.sh's; docs/configuration.md: a value may be a secret).
+shown_url() {
+  if [[ "$1" =~ ^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*):[^@/]*@(.*)$ ]]; then
+    printf '%s:***@%s' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+  else
+    printf '%s' "$1"
+  fi
+}
+
 # The command line of a running process (empty when it does not run); /proc first, since
 # minimal images have no ps.
 process_args() {

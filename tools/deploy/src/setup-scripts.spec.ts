@@ -121,6 +121,18 @@ describe('ensure-infra.sh', () => {
     expect(result.stderr).toContain(`[infra] ERROR: the NATS server on 127.0.0.1:${port} runs without JetStream; restart it with -js`);
   });
 
+  it('never prints the password of the database URL', async () => {
+    // Trust auth takes any password, so the URL works as it would against a server that asks for it.
+    const ok = await runScript('ensure-infra.sh', { GANTRY_STATE_DIR: stateDir, GANTRY_DATABASE_URL: 'postgres://postgres:s3cret-pw@127.0.0.1:5432/gantry' });
+    const refused = await runScript('ensure-infra.sh', { GANTRY_STATE_DIR: stateDir, GANTRY_DATABASE_URL: 'mysql://root:s3cret-pw@127.0.0.1/gantry' });
+
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain('[infra] infrastructure ready: postgres://postgres:***@127.0.0.1:5432/gantry, nats://127.0.0.1:4222');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("(got 'mysql://root:***@127.0.0.1/gantry')");
+    expect(ok.stdout + ok.stderr + refused.stdout + refused.stderr).not.toContain('s3cret-pw');
+  });
+
   it('refuses a database URL it cannot read', async () => {
     const result = await runScript('ensure-infra.sh', { GANTRY_STATE_DIR: stateDir, GANTRY_DATABASE_URL: 'mysql://root@127.0.0.1/gantry' });
 
@@ -258,6 +270,25 @@ describe('start.sh', () => {
 
       expect((await runIn(root, 'stop.sh', env)).code).toBe(0);
       await waitUntil(() => appsRunningIn(root).length === 0, 'the apps to exit');
+    } finally {
+      for (const pid of appsRunningIn(root)) process.kill(pid, 'SIGKILL');
+    }
+  });
+  it('never prints the password of the database URL', async () => {
+    const root = path.join(stateDir, 'checkout');
+    const env = {
+      ...(await standInCheckout(root)),
+      GANTRY_STATE_DIR: path.join(root, '.gantry'),
+      GANTRY_SKIP_BUILD: '1',
+      GANTRY_DATABASE_URL: 'postgres://postgres:s3cret-pw@127.0.0.1:5432/gantry',
+    };
+    try {
+      const result = await runIn(root, 'start.sh', env);
+
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain('PostgreSQL  postgres://postgres:***@127.0.0.1:5432/gantry');
+      expect(result.stdout + result.stderr).not.toContain('s3cret-pw');
+      expect((await runIn(root, 'stop.sh', env)).code).toBe(0);
     } finally {
       for (const pid of appsRunningIn(root)) process.kill(pid, 'SIGKILL');
     }
