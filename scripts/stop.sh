@@ -64,7 +64,9 @@ if pid="$(live_pid "$PID_DIR/github-fake.pid" tools/github-fake/dist/main.js 2>/
 if ((${#running[@]})); then terminate "${running[@]}"; else say "no app started by scripts/start.sh is running"; fi
 
 if ((STOP_INFRA)); then
-  if pid="$(live_pid "$PID_DIR/nats-server.pid" nats-server)"; then terminate "nats-server=$pid"; fi
+  # Its data directory on the command line too: after a reboot the pid may belong to a nats-server
+  # this checkout did not start (the machine's own), which must be left running.
+  if pid="$(live_pid "$PID_DIR/nats-server.pid" "-js -sd $STATE_DIR/nats")"; then terminate "nats-server=$pid"; fi
   if [[ -f "$STATE_DIR/postgres.datadir" ]]; then
     data="$(<"$STATE_DIR/postgres.datadir")"
     if [[ -f "$data/postmaster.pid" ]]; then

@@ -352,6 +352,22 @@ describe('stop.sh', () => {
     expect(existsSync(path.join(stateDir, 'pids/runner.pid'))).toBe(false);
   });
 
+  it('--infra leaves alone a nats-server it did not start whose pid is in its pid file', async () => {
+    const port = await freePort();
+    const nats = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', path.join(stateDir, 'elsewhere')], { stdio: 'ignore' });
+    children.push(nats);
+    await waitUntil(() => accepts(port), `nats-server on ${port}`);
+    mkdirSync(path.join(stateDir, 'pids'));
+    writeFileSync(path.join(stateDir, 'pids/nats-server.pid'), String(nats.pid));
+
+    const result = await runScript('stop.sh', { GANTRY_STATE_DIR: stateDir }, ['--infra']);
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).not.toContain('stopping nats-server');
+    expect(isAlive(nats.pid!)).toBe(true);
+    expect(await accepts(port)).toBe(true);
+  });
+
   it('refuses an argument it does not know', async () => {
     const result = await runScript('stop.sh', { GANTRY_STATE_DIR: stateDir }, ['--everything']);
 
