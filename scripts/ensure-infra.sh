@@ -196,7 +196,9 @@ else
 fi
 
 # --- NATS JetStream ------------------------------------------------------------------------
+started_nats=0
 if ! listening "$NATS_HOST" "$NATS_PORT"; then
+  started_nats=1
   is_local "$NATS_HOST" || die "nothing listens on NATS $NATS_HOST:$NATS_PORT and it is not this machine; start it or change GANTRY_NATS_URL"
   mkdir -p "$STATE_DIR/nats"
   log="$LOG_DIR/nats-server.log"
@@ -219,6 +221,11 @@ say "waiting for NATS on $NATS_HOST:$NATS_PORT"
 deadline=$((SECONDS + TIMEOUT))
 info=""
 until info="$(nats_info 2>/dev/null)" && [[ "$info" == INFO* ]]; do
+  # A NATS server sends INFO as it accepts a connection: one that was already there and accepts
+  # without it is something else on that port, and waiting out the timeout would not change that.
+  if ((!started_nats)) && listening "$NATS_HOST" "$NATS_PORT"; then
+    die "something listens on $NATS_HOST:$NATS_PORT but does not answer as a NATS server (no INFO line within 2s); point GANTRY_NATS_URL at NATS's port"
+  fi
   ((SECONDS < deadline)) || die "NATS on $NATS_HOST:$NATS_PORT did not answer within ${TIMEOUT}s (log: $LOG_DIR/nats-server.log)"
   sleep 0.5
 done

@@ -152,6 +152,22 @@ describe('ensure-infra.sh', () => {
     expect(ok.stdout + ok.stderr + refused.stdout + refused.stderr).not.toContain('s3cret-pw');
   });
 
+  it('says at once that what listens on the NATS port is not NATS', async () => {
+    const silent = net.createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as net.AddressInfo;
+    try {
+      const started = Date.now();
+      const result = await runScript('ensure-infra.sh', { GANTRY_STATE_DIR: stateDir, GANTRY_NATS_URL: `nats://127.0.0.1:${port}`, GANTRY_INFRA_TIMEOUT: '30' });
+
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`[infra] ERROR: something listens on 127.0.0.1:${port} but does not answer as a NATS server`);
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      silent.close();
+    }
+  });
+
   it('refuses a database URL it cannot read', async () => {
     const result = await runScript('ensure-infra.sh', { GANTRY_STATE_DIR: stateDir, GANTRY_DATABASE_URL: 'mysql://root@127.0.0.1/gantry' });
 
