@@ -124,16 +124,8 @@ export class DecisionCommands {
     });
     const target = transitionOnDecision(step.onTurnComplete, workflow.definition, step.id, quorumSeatsOf(seats), decisionsOfEntry(decision.after, entrySeq));
     if (!target) return { reply: { decisionId, entrySeq, transitionRefused: null }, moved: null };
-    try {
-      const moved = await this.placements.placeWithin(uow, { taskId: deciding.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath });
-      return { reply: { decisionId, entrySeq, transitionRefused: null }, moved };
-    } catch (error) {
-      // A target the engine cannot place the task at (a switch_workflow to a workflow or step that does
-      // not exist) is refused before the move writes anything: the decision stands, the task stays,
-      // and the refusal is answered and logged, as a turn's refused transition is.
-      if (!(error instanceof GantryError) || error.code !== ErrorCode.NOT_FOUND) throw error;
-      this.log.warn({ taskId: deciding.taskId, stepId: step.id, decisionId, target, code: error.code, error: error.message }, 'the decision\'s transition was refused');
-      return { reply: { decisionId, entrySeq, transitionRefused: { code: error.code, message: error.message } }, moved: null };
-    }
+    const { moved, refused } = await this.placements.placeUnlessMissing(uow, { taskId: deciding.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath });
+    if (refused) this.log.warn({ taskId: deciding.taskId, stepId: step.id, decisionId, target, code: refused.code, error: refused.message }, 'the decision\'s transition was refused');
+    return { reply: { decisionId, entrySeq, transitionRefused: refused }, moved };
   }
 }

@@ -127,13 +127,8 @@ export class DefinitionCommands {
     const pair = await loadTaskAtStep(this.store, taskId, workflowId, stepId, uow.sql);
     const target = transitionOnDecision(step.onTurnComplete, workflow.definition, stepId, quorumSeatsOf(seats), decisionsOfEntry(pair, (task as Task).currentEntry?.entrySeq ?? 0));
     if (!target) return null;
-    try {
-      return await this.placements.placeWithin(uow, { taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath });
-    } catch (error) {
-      // As for a decision: a target that does not exist is refused before the move writes anything; the removal stands.
-      if (!(error instanceof GantryError) || error.code !== ErrorCode.NOT_FOUND) throw error;
-      this.log.warn({ taskId, stepId, participantId, target, code: error.code, error: error.message }, 'the transition the removal of a seat called for was refused');
-      return null;
-    }
+    const { moved, refused } = await this.placements.placeUnlessMissing(uow, { taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath });
+    if (refused) this.log.warn({ taskId, stepId, participantId, target, code: refused.code, error: refused.message }, 'the transition the removal of a seat called for was refused');
+    return moved;
   }
 }

@@ -76,6 +76,22 @@ export class Placements {
     @Inject(TestHooks) private readonly hooks: TestHooks,
   ) {}
 
+  /**
+   * A transition a quorum called for (a decision recorded, a seat removed): placed like any move, but
+   * a target the engine cannot place the task at (a switch_workflow to a workflow or step that does
+   * not exist) is refused before the move writes anything, so the change that called for it stands,
+   * the task stays, and the refusal is returned for the caller to answer and log — as a turn's
+   * refused transition is (docs/workflow-engine.md, "Decisions and quorum").
+   */
+  async placeUnlessMissing(uow: UnitOfWork, request: PlacementRequest): Promise<{ moved: PlacementOutcome | null; refused: { code: string; message: string } | null }> {
+    try {
+      return { moved: await this.placeWithin(uow, request), refused: null };
+    } catch (error) {
+      if (!(error instanceof GantryError) || error.code !== ErrorCode.NOT_FOUND) throw error;
+      return { moved: null, refused: { code: error.code, message: error.message } };
+    }
+  }
+
   async placeWithin(uow: UnitOfWork, request: PlacementRequest): Promise<PlacementOutcome> {
     const history = await uow.readStream(streamIds.task(request.taskId));
     const before = history.reduce((s, e) => taskDecider.evolve(s, { type: e.type, data: e.data } as TaskEvent), taskDecider.initialState);
