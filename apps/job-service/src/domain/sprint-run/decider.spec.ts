@@ -112,6 +112,15 @@ describe('sprint run decider', () => {
     given([...running, taskDone('T-1', 10)]).when(cmd.taskDone('T-2', 15)).then([taskDone('T-2', 15), completedEvt(15)]);
   });
 
+  it("a task's finish handled before its job's claim starts the run, and its last task completes it; the claim, handled later, changes nothing", () => {
+    const startedByTask: SprintRunEvent = { type: 'SprintRunStarted', data: { sprintRunId: RUN, jobId: JOB1, startedAt: at(10) } };
+    given([created]).when(cmd.taskDone('T-1', 10)).then([startedByTask, taskDone('T-1', 10)]);
+    given([created, startedByTask, taskDone('T-1', 10)]).when(cmd.taskDone('T-2', 15)).then([taskDone('T-2', 15), completedEvt(15)]);
+    const done = stateOf([created, startedByTask, taskDone('T-1', 10), taskDone('T-2', 15), completedEvt(15)]);
+    expect(done.status).toBe('DONE');
+    expect(sprintRunDecider.decide(cmd.claimed(20), done)).toEqual([]);
+  });
+
   it('a task reported done twice is recorded once', () => {
     given([...running, taskDone('T-1', 10)]).when(cmd.taskDone('T-1', 11)).then([]);
   });

@@ -50,11 +50,14 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
       const d = command.data;
       if (settled || run.doneTaskIds.includes(d.taskId)) return [];
       requireTask(run, d.taskId);
-      const events: SprintRunEvent[] = [
-        { type: 'SprintRunTaskCompleted', data: { sprintRunId: run.sprintRunId, taskId: d.taskId, jobId: d.jobId, completedAt: d.now } },
-      ];
+      // A task done means its job was claimed: the run started, though the claim's fact may come
+      // later (the consumer hands a failed try back and goes on, docs/jobs.md "Sprint runs"). It
+      // starts here, or its last task would leave it RUNNING with nothing left to run.
+      const events: SprintRunEvent[] =
+        run.status === 'QUEUED' ? [{ type: 'SprintRunStarted', data: { sprintRunId: run.sprintRunId, jobId: d.jobId, startedAt: d.now } }] : [];
+      events.push({ type: 'SprintRunTaskCompleted', data: { sprintRunId: run.sprintRunId, taskId: d.taskId, jobId: d.jobId, completedAt: d.now } });
       const allDone = remainingTasks(run).every((t) => t === d.taskId);
-      if (allDone && run.status === 'RUNNING') events.push(completed(run, d.now));
+      if (allDone && (run.status === 'RUNNING' || run.status === 'QUEUED')) events.push(completed(run, d.now));
       return events;
     }
 
