@@ -254,6 +254,56 @@ describe('sprint runs driven by job events and PR events', () => {
     expect(after.filter((j) => j.status === 'CANCELLED')).toEqual([]);
   });
 
+  it("a job's failure from before a resume, handled after it, leaves the resumed run and its jobs alone", async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-stale', productId: 'product-42', taskIds: ['T-C', 'T-D'], branch: 'sprint/SP-stale', idempotencyKey: key('sprint'),
+    });
+    const jobs = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 2 ? j : null;
+    }, { what: 'the sprint jobs' });
+    const failing = { verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, cancelled: false } as const;
+    const claimAndFail = async (job: JobView, runnerId: string, message: string) => {
+      const claim = await world.client.request(claimJob, { runnerId, kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
+      if (!claim.claimed) throw new Error('not claimed');
+      const lease = { jobId: job.jobId, runnerId, leaseToken: claim.job.leaseToken };
+      await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
+      return world.client.request(finishJob, { ...lease, idempotencyKey: key('finish'), facts: { ...failing, failure: { kind: 'COMPILE', message } } });
+    };
+    const stale = jobs.find((j) => j.taskId === 'T-D')!;
+    // The run's reactions are kept from T-D's finish (its try fails and is handed back) until the block goes.
+    await world.db.query(`
+      CREATE TABLE stale_block (job_id text);
+      INSERT INTO stale_block VALUES ('${stale.jobId}');
+      CREATE FUNCTION stale_block_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF EXISTS (SELECT 1 FROM events e JOIN stale_block b ON b.job_id = e.stream_id WHERE e.event_id::text = NEW.event_id::text AND e.type = 'JobFinished') THEN
+          RAISE EXCEPTION 'test: the run learns of this finish later';
+        END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER stale_block BEFORE INSERT ON inbox FOR EACH ROW WHEN (NEW.consumer = 'job-service-sprint-runs-from-jobs') EXECUTE FUNCTION stale_block_fail();
+    `);
+    try {
+      await claimAndFail(stale, 'runner-stale-d', 'src/d.ts: error');
+      await claimAndFail(jobs.find((j) => j.taskId === 'T-C')!, 'runner-stale-c', 'src/c.ts: error');
+      await eventually(async () => (await run(created.sprintRunId)).status === 'FAILED', { what: 'the run FAILED by T-C' });
+      expect((await run(created.sprintRunId)).failure).toMatchObject({ taskId: 'T-C' });
+
+      await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
+      await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
+      expect((await sprintJobs(created.sprintRunId)).filter((j) => j.status === 'QUEUED').map((j) => j.taskId).sort()).toEqual(['T-C', 'T-D']);
+    } finally {
+      await world.db.query(`DROP TRIGGER IF EXISTS stale_block ON inbox; DROP FUNCTION IF EXISTS stale_block_fail(); DROP TABLE IF EXISTS stale_block`);
+    }
+    // T-D's failure, from before the resume, now reaches the run: the resume already queued T-D afresh.
+    await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, stale.jobId, 'JobFinished'));
+    expect((await run(created.sprintRunId)).status).toBe('RUNNING');
+    const after = await sprintJobs(created.sprintRunId);
+    expect(after.filter((j) => j.status === 'QUEUED').map((j) => j.taskId).sort()).toEqual(['T-C', 'T-D']);
+    expect(after.filter((j) => j.status === 'CANCELLED')).toEqual([]);
+  });
+
   it('failed checks fail the run (found by repository and branch) and never pause it', async () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-9', productId: 'product-42', taskIds: ['T-5'], branch: 'sprint/SP-9', idempotencyKey: key('sprint'),

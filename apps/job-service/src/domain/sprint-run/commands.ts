@@ -24,7 +24,11 @@ export type SprintRunCommand =
     }
   | { type: 'RecordSprintJobClaimed'; data: { sprintRunId: string; jobId: string; now: string } }
   | { type: 'RecordSprintTaskDone'; data: { sprintRunId: string; taskId: string; jobId: string; now: string } }
-  | { type: 'RecordSprintTaskFailed'; data: { sprintRunId: string; taskId: string; jobId: string; error: string; now: string } }
+  | {
+      type: 'RecordSprintTaskFailed';
+      /** `failedAt`: when the job failed (its event's time), which may be well before `now`, when the fact is handled. */
+      data: { sprintRunId: string; taskId: string; jobId: string; error: string; failedAt: string; now: string };
+    }
   | {
       type: 'RecordMergeConflict';
       data: {

@@ -52,7 +52,10 @@ const cmd = {
   }),
   claimed: (s: number, jobId = JOB1): SprintRunCommand => ({ type: 'RecordSprintJobClaimed', data: { sprintRunId: RUN, jobId, now: at(s) } }),
   taskDone: (taskId: string, s: number): SprintRunCommand => ({ type: 'RecordSprintTaskDone', data: { sprintRunId: RUN, taskId, jobId: JOB1, now: at(s) } }),
-  taskFailed: (taskId: string, s: number): SprintRunCommand => ({ type: 'RecordSprintTaskFailed', data: { sprintRunId: RUN, taskId, jobId: JOB1, error: 'test failure: 2 failing', now: at(s) } }),
+  taskFailed: (taskId: string, s: number, failedAt = s): SprintRunCommand => ({
+    type: 'RecordSprintTaskFailed',
+    data: { sprintRunId: RUN, taskId, jobId: JOB1, error: 'test failure: 2 failing', failedAt: at(failedAt), now: at(s) },
+  }),
   conflict: (s: number, files = ['src/app.ts']): SprintRunCommand => ({
     type: 'RecordMergeConflict',
     data: { sprintRunId: RUN, prUrl: PR, conflictingFiles: files, questionId: 'question-17', resumeInstructions: null, now: at(s) },
@@ -178,6 +181,18 @@ describe('sprint run decider', () => {
 
     it('a failure after the run already failed changes nothing', () => {
       given([...running, checksFailedEvt]).when(cmd.taskFailed('T-2', 40)).then([]);
+    });
+
+    it('a job failure from before the last resume, handled after it, leaves the resumed run RUNNING; one after the resume fails it', () => {
+      const resumed: SprintRunEvent = {
+        type: 'SprintRunResumed',
+        data: { sprintRunId: RUN, from: 'FAILED', resumeSeq: 1, remainingTaskIds: ['T-1', 'T-2'], actor: 'user-9', note: 'resolved', resumedAt: at(60) },
+      };
+      // failed at 35, while the run was FAILED by its checks; its fact handled at 70, after the resume at 60
+      given([...running, checksFailedEvt, resumed]).when(cmd.taskFailed('T-2', 70, 35)).then([]);
+      expect(sprintRunDecider.decide(cmd.taskFailed('T-2', 80, 75), stateOf([...running, checksFailedEvt, resumed]))).toMatchObject([
+        { type: 'SprintRunFailed', data: { reason: 'TASK_FAILED', taskId: 'T-2', failedAt: at(80) } },
+      ]);
     });
   });
 

@@ -95,7 +95,10 @@ export function sprintRunCommandFor(event: JobEvent, job: Job, context: Clock): 
         return { type: 'RecordSprintTaskDone', data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, now: context.now } };
       }
       if (d.jobStatus === 'FAILED') {
-        return { type: 'RecordSprintTaskFailed', data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: d.error ?? 'the job failed', now: context.now } };
+        return {
+          type: 'RecordSprintTaskFailed',
+          data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: d.error ?? 'the job failed', failedAt: d.finishedAt, now: context.now },
+        };
       }
       return null;
     }
@@ -104,7 +107,14 @@ export function sprintRunCommandFor(event: JobEvent, job: Job, context: Clock): 
       if (job.taskId === null || event.data.outcome !== 'FAILED') return null;
       return {
         type: 'RecordSprintTaskFailed',
-        data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: event.data.error ?? 'the job failed', now: context.now },
+        data: {
+          sprintRunId,
+          taskId: job.taskId,
+          jobId: job.jobId,
+          error: event.data.error ?? 'the job failed',
+          failedAt: event.type === 'JobLeaseExpired' ? event.data.expiredAt : event.data.rolledBackAt,
+          now: context.now,
+        },
       };
     default:
       return null;
