@@ -254,6 +254,37 @@ describe('sprint runs driven by job events and PR events', () => {
     expect(after.filter((j) => j.status === 'CANCELLED')).toEqual([]);
   });
 
+  it("a run whose only task's finish is handled before its job's claim completes all the same", async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-order', productId: 'product-42', taskIds: ['T-O'], branch: 'sprint/SP-order', idempotencyKey: key('sprint'),
+    });
+    const [job] = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 1 ? j : null;
+    }, { what: 'the sprint job' });
+    // The run's reactions are kept from the job's claim (its try fails and is handed back) until the block goes.
+    await world.db.query(`
+      CREATE TABLE claim_block (job_id text);
+      INSERT INTO claim_block VALUES ('${job!.jobId}');
+      CREATE FUNCTION claim_block_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF EXISTS (SELECT 1 FROM events e JOIN claim_block b ON b.job_id = e.stream_id WHERE e.event_id::text = NEW.event_id::text AND e.type = 'JobClaimed') THEN
+          RAISE EXCEPTION 'test: the run learns of this claim later';
+        END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER claim_block BEFORE INSERT ON inbox FOR EACH ROW WHEN (NEW.consumer = 'job-service-sprint-runs-from-jobs') EXECUTE FUNCTION claim_block_fail();
+    `);
+    try {
+      expect(await finishDone(job!, 'runner-order')).toMatchObject({ jobStatus: 'DONE' });
+      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, job!.jobId, 'JobFinished'));
+    } finally {
+      await world.db.query(`DROP TRIGGER IF EXISTS claim_block ON inbox; DROP FUNCTION IF EXISTS claim_block_fail(); DROP TABLE IF EXISTS claim_block`);
+    }
+    await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, job!.jobId, 'JobClaimed'));
+    expect(await run(created.sprintRunId)).toMatchObject({ status: 'DONE', doneTaskIds: ['T-O'] });
+  });
+
   it("a job's failure from before a resume, handled after it, leaves the resumed run and its jobs alone", async () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-stale', productId: 'product-42', taskIds: ['T-C', 'T-D'], branch: 'sprint/SP-stale', idempotencyKey: key('sprint'),
