@@ -24,7 +24,7 @@ import {
   type SprintRunCommand,
   type SprintRunEvent,
 } from '../domain/index.js';
-import { doneJobOfHead, eventsOfJobsOutsideSprintRuns, inSprintRun, loadJob, openSprintRunOf } from '../infrastructure/job-store.js';
+import { doneJobOfHead, eventsOfJobsOutsideSprintRuns, inSprintRun, loadJob, openSprintRunOf, supersededInItsSprintRun } from '../infrastructure/job-store.js';
 import { OWN_EVENTS_DURABLE } from './durables.js';
 
 /** The job events that can mean something to a sprint run (see sprintRunCommandFor). */
@@ -68,6 +68,7 @@ export class SprintRunReactions {
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
     if (!job || job.sprintRunId === null) return;
     const command = sprintRunCommandFor({ type: envelope.type, data: envelope.data } as JobEvent, job, { now: this.now() });
+    if (command?.type === 'RecordSprintTaskFailed') command.data.superseded = await supersededInItsSprintRun(sql, job.jobId);
     if (command) await this.decide(command, envelope, sql);
   }
 

@@ -87,6 +87,19 @@ export async function openSprintRunOf(sql: Sql, repository: string, branch: stri
   return rows[0]?.sprint_run_id ?? null;
 }
 
+/**
+ * Whether the job's sprint run has a newer job for the same task: one a resume queued because this
+ * one had ended (a run's task gets a new job only then), by the jobs view.
+ */
+export async function supersededInItsSprintRun(sql: Sql, jobId: string): Promise<boolean> {
+  const { rowCount } = await sql.query(
+    `SELECT 1 FROM jobs o JOIN jobs n ON n.sprint_run_id = o.sprint_run_id AND n.task_id = o.task_id AND n.enqueue_position > o.enqueue_position
+      WHERE o.job_id = $1 LIMIT 1`,
+    [jobId],
+  );
+  return (rowCount ?? 0) > 0;
+}
+
 /** The DONE job that pushed `headSha` to (repository, branch), if one of ours did. */
 export async function doneJobOfHead(sql: Sql, repository: string, branch: string, headSha: string): Promise<string | null> {
   const { rows } = await sql.query<{ job_id: string }>(

@@ -26,8 +26,11 @@ export type SprintRunCommand =
   | { type: 'RecordSprintTaskDone'; data: { sprintRunId: string; taskId: string; jobId: string; now: string } }
   | {
       type: 'RecordSprintTaskFailed';
-      /** `failedAt`: when the job failed (its event's time), which may be well before `now`, when the fact is handled. */
-      data: { sprintRunId: string; taskId: string; jobId: string; error: string; failedAt: string; now: string };
+      /**
+       * `superseded`: the run has a newer job for the task, which a resume queued because this one had
+       * ended: the resume answered this failure, whenever it is handled.
+       */
+      data: { sprintRunId: string; taskId: string; jobId: string; error: string; superseded: boolean; now: string };
     }
   | {
       type: 'RecordMergeConflict';

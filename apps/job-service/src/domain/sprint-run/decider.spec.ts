@@ -52,9 +52,9 @@ const cmd = {
   }),
   claimed: (s: number, jobId = JOB1): SprintRunCommand => ({ type: 'RecordSprintJobClaimed', data: { sprintRunId: RUN, jobId, now: at(s) } }),
   taskDone: (taskId: string, s: number): SprintRunCommand => ({ type: 'RecordSprintTaskDone', data: { sprintRunId: RUN, taskId, jobId: JOB1, now: at(s) } }),
-  taskFailed: (taskId: string, s: number, failedAt = s): SprintRunCommand => ({
+  taskFailed: (taskId: string, s: number, superseded = false): SprintRunCommand => ({
     type: 'RecordSprintTaskFailed',
-    data: { sprintRunId: RUN, taskId, jobId: JOB1, error: 'test failure: 2 failing', failedAt: at(failedAt), now: at(s) },
+    data: { sprintRunId: RUN, taskId, jobId: JOB1, error: 'test failure: 2 failing', superseded, now: at(s) },
   }),
   conflict: (s: number, files = ['src/app.ts']): SprintRunCommand => ({
     type: 'RecordMergeConflict',
@@ -183,14 +183,13 @@ describe('sprint run decider', () => {
       given([...running, checksFailedEvt]).when(cmd.taskFailed('T-2', 40)).then([]);
     });
 
-    it('a job failure from before the last resume, handled after it, leaves the resumed run RUNNING; one after the resume fails it', () => {
+    it('the failure of a job a resume superseded with a newer job of its task leaves the resumed run RUNNING; the newer job\'s failure fails it', () => {
       const resumed: SprintRunEvent = {
         type: 'SprintRunResumed',
         data: { sprintRunId: RUN, from: 'FAILED', resumeSeq: 1, remainingTaskIds: ['T-1', 'T-2'], actor: 'user-9', note: 'resolved', resumedAt: at(60) },
       };
-      // failed at 35, while the run was FAILED by its checks; its fact handled at 70, after the resume at 60
-      given([...running, checksFailedEvt, resumed]).when(cmd.taskFailed('T-2', 70, 35)).then([]);
-      expect(sprintRunDecider.decide(cmd.taskFailed('T-2', 80, 75), stateOf([...running, checksFailedEvt, resumed]))).toMatchObject([
+      given([...running, checksFailedEvt, resumed]).when(cmd.taskFailed('T-2', 70, true)).then([]);
+      expect(sprintRunDecider.decide(cmd.taskFailed('T-2', 80), stateOf([...running, checksFailedEvt, resumed]))).toMatchObject([
         { type: 'SprintRunFailed', data: { reason: 'TASK_FAILED', taskId: 'T-2', failedAt: at(80) } },
       ]);
     });

@@ -65,10 +65,10 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
       const d = command.data;
       if (settled || run.status === 'FAILED') return [];
       requireTask(run, d.taskId);
-      // A job that failed before the run's last resume was answered by it: the resume queued its task
-      // afresh. Handled late (the consumer lags, or took it again after later events), that failure
-      // must not fail the resumed run and cancel the jobs the resume queued (docs/jobs.md, "Sprint runs").
-      if (run.resumedAt && Date.parse(d.failedAt) < Date.parse(run.resumedAt)) return [];
+      // A resume queued the task afresh because this job had ended: the resume answered its failure,
+      // handled only now (the consumer lagged, or took it again after later events). Failing the
+      // resumed run would cancel the jobs the resume queued (docs/jobs.md, "Sprint runs").
+      if (d.superseded) return [];
       return [
         {
           type: 'SprintRunFailed',

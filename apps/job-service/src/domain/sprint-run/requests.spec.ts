@@ -74,14 +74,14 @@ describe('sprint runs from the wire and from other contexts\' events', () => {
   it('reads each sprint job event for what it means to the run', () => {
     const now = { now: at(9) };
     const job = sprintJob({});
-    const failedFinish = { type: 'JobFinished', data: { jobStatus: 'FAILED', error: 'test failure: 2 failing', finishedAt: at(8) } } as unknown as JobEvent;
+    const failedFinish = { type: 'JobFinished', data: { jobStatus: 'FAILED', error: 'test failure: 2 failing' } } as unknown as JobEvent;
     const cancelledFinish = { type: 'JobFinished', data: { jobStatus: 'CANCELLED', error: null } } as unknown as JobEvent;
     const requeued = { type: 'JobLeaseExpired', data: { outcome: 'REQUEUED', error: null } } as unknown as JobEvent;
-    const exhausted = { type: 'JobLeaseExpired', data: { outcome: 'FAILED', error: 'max attempts', expiredAt: at(7) } } as unknown as JobEvent;
+    const exhausted = { type: 'JobLeaseExpired', data: { outcome: 'FAILED', error: 'max attempts' } } as unknown as JobEvent;
     const logged = { type: 'CommitLogged', data: {} } as unknown as JobEvent;
 
-    expect(sprintRunCommandFor(failedFinish, job, now)).toEqual({ type: 'RecordSprintTaskFailed', data: { sprintRunId: RUN, taskId: 'T-1', jobId: JOB, error: 'test failure: 2 failing', failedAt: at(8), now: at(9) } });
-    expect(sprintRunCommandFor(exhausted, job, now)).toMatchObject({ type: 'RecordSprintTaskFailed', data: { error: 'max attempts', failedAt: at(7) } });
+    expect(sprintRunCommandFor(failedFinish, job, now)).toEqual({ type: 'RecordSprintTaskFailed', data: { sprintRunId: RUN, taskId: 'T-1', jobId: JOB, error: 'test failure: 2 failing', superseded: false, now: at(9) } });
+    expect(sprintRunCommandFor(exhausted, job, now)).toMatchObject({ type: 'RecordSprintTaskFailed', data: { error: 'max attempts' } });
     expect(sprintRunCommandFor(cancelledFinish, job, now)).toBeNull();
     expect(sprintRunCommandFor(requeued, job, now)).toBeNull();
     expect(sprintRunCommandFor(logged, job, now)).toBeNull();

@@ -79,7 +79,8 @@ export function checksFailedCommand(
  * What a sprint job's event means for its sprint run, or null when it means nothing:
  * the first claim starts the run; a DONE or SKIPPED finish completes the task (SKIPPED: the work
  * was already there); a FAILED finish, or a claim that failed after its last attempt, fails it.
- * A cancelled job tells the run nothing: cancelling runs the other way.
+ * A cancelled job tells the run nothing: cancelling runs the other way. Whether a failed job was
+ * superseded by a newer job of its task is the jobs view's to say (the caller sets `superseded`).
  * `job` is the job's state after the event.
  */
 export function sprintRunCommandFor(event: JobEvent, job: Job, context: Clock): SprintRunCommand | null {
@@ -95,10 +96,7 @@ export function sprintRunCommandFor(event: JobEvent, job: Job, context: Clock): 
         return { type: 'RecordSprintTaskDone', data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, now: context.now } };
       }
       if (d.jobStatus === 'FAILED') {
-        return {
-          type: 'RecordSprintTaskFailed',
-          data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: d.error ?? 'the job failed', failedAt: d.finishedAt, now: context.now },
-        };
+        return { type: 'RecordSprintTaskFailed', data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: d.error ?? 'the job failed', superseded: false, now: context.now } };
       }
       return null;
     }
@@ -107,14 +105,7 @@ export function sprintRunCommandFor(event: JobEvent, job: Job, context: Clock): 
       if (job.taskId === null || event.data.outcome !== 'FAILED') return null;
       return {
         type: 'RecordSprintTaskFailed',
-        data: {
-          sprintRunId,
-          taskId: job.taskId,
-          jobId: job.jobId,
-          error: event.data.error ?? 'the job failed',
-          failedAt: event.type === 'JobLeaseExpired' ? event.data.expiredAt : event.data.rolledBackAt,
-          now: context.now,
-        },
+        data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: event.data.error ?? 'the job failed', superseded: false, now: context.now },
       };
     default:
       return null;

@@ -32,8 +32,6 @@ export interface SprintRun {
   pause: SprintRunPause | null;
   failure: SprintRunFailure | null;
   resumeSeq: number;
-  /** When the run was last resumed; null (or absent, in runs stored before it) until a resume. */
-  resumedAt?: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -67,7 +65,6 @@ export function evolveSprintRun(state: SprintRunState, event: SprintRunEvent): S
       pause: null,
       failure: null,
       resumeSeq: 0,
-      resumedAt: null,
       createdAt: d.createdAt,
       updatedAt: d.createdAt,
     };
@@ -83,15 +80,7 @@ export function evolveSprintRun(state: SprintRunState, event: SprintRunEvent): S
       return { ...state, status: 'PAUSED', prUrl: event.data.prUrl, pause, updatedAt: event.data.pausedAt };
     }
     case 'SprintRunResumed':
-      return {
-        ...state,
-        status: 'RUNNING',
-        pause: null,
-        failure: null,
-        resumeSeq: event.data.resumeSeq,
-        resumedAt: event.data.resumedAt,
-        updatedAt: event.data.resumedAt,
-      };
+      return { ...state, status: 'RUNNING', pause: null, failure: null, resumeSeq: event.data.resumeSeq, updatedAt: event.data.resumedAt };
     case 'SprintRunCompleted':
       return { ...state, status: 'DONE', prUrl: event.data.prUrl ?? state.prUrl, updatedAt: event.data.completedAt };
     case 'SprintRunFailed': {
