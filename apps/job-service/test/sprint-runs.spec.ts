@@ -335,6 +335,55 @@ describe('sprint runs driven by job events and PR events', () => {
     expect(after.filter((j) => j.status === 'CANCELLED')).toEqual([]);
   });
 
+  it("a task whose DONE the run heard of only after a resume queued it again stays done when that second job fails", async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-twice', productId: 'product-42', taskIds: ['T-E', 'T-F'], branch: 'sprint/SP-twice', idempotencyKey: key('sprint'),
+    });
+    const jobs = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 2 ? j : null;
+    }, { what: 'the sprint jobs' });
+    const noOutput = { verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false } as const;
+    const claimAndFail = async (job: JobView, runnerId: string) => {
+      const claim = await world.client.request(claimJob, { runnerId, kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
+      if (!claim.claimed) throw new Error('not claimed');
+      const lease = { jobId: job.jobId, runnerId, leaseToken: claim.job.leaseToken };
+      await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
+      return world.client.request(finishJob, { ...lease, idempotencyKey: key('finish'), facts: noOutput });
+    };
+    const first = jobs.find((j) => j.taskId === 'T-E')!;
+    // The run's reactions are kept from T-E's DONE (its try fails and is handed back) until the block goes.
+    await world.db.query(`
+      CREATE TABLE done_block (job_id text);
+      INSERT INTO done_block VALUES ('${first.jobId}');
+      CREATE FUNCTION done_block_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF EXISTS (SELECT 1 FROM events e JOIN done_block b ON b.job_id = e.stream_id WHERE e.event_id::text = NEW.event_id::text AND e.type = 'JobFinished') THEN
+          RAISE EXCEPTION 'test: the run learns of this finish later';
+        END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER done_block BEFORE INSERT ON inbox FOR EACH ROW WHEN (NEW.consumer = 'job-service-sprint-runs-from-jobs') EXECUTE FUNCTION done_block_fail();
+    `);
+    try {
+      expect(await finishDone(first, 'runner-twice-e')).toMatchObject({ jobStatus: 'DONE' });
+      expect(await claimAndFail(jobs.find((j) => j.taskId === 'T-F')!, 'runner-twice-f')).toMatchObject({ jobStatus: 'FAILED' });
+      await eventually(async () => (await run(created.sprintRunId)).status === 'FAILED', { what: 'the run FAILED by T-F' });
+      await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
+      await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
+    } finally {
+      await world.db.query(`DROP TRIGGER IF EXISTS done_block ON inbox; DROP FUNCTION IF EXISTS done_block_fail(); DROP TABLE IF EXISTS done_block`);
+    }
+    await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, first.jobId, 'JobFinished'));
+    expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', doneTaskIds: ['T-E'] });
+    // The resume, not knowing T-E was done, queued it again; that job finds nothing left to do and fails.
+    const again = (await sprintJobs(created.sprintRunId)).find((j) => j.taskId === 'T-E' && j.status === 'QUEUED')!;
+    expect(await claimAndFail(again, 'runner-twice-e2')).toMatchObject({ jobStatus: 'FAILED' });
+    await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, again.jobId, 'JobFinished'));
+    expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', doneTaskIds: ['T-E'] });
+    expect((await sprintJobs(created.sprintRunId)).filter((j) => j.taskId === 'T-F' && j.status === 'QUEUED')).toHaveLength(1);
+  });
+
   it('failed checks fail the run (found by repository and branch) and never pause it', async () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-9', productId: 'product-42', taskIds: ['T-5'], branch: 'sprint/SP-9', idempotencyKey: key('sprint'),

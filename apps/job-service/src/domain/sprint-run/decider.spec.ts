@@ -179,6 +179,10 @@ describe('sprint run decider', () => {
       ]);
     });
 
+    it('the failure of a task done already (by another of its jobs) changes nothing', () => {
+      given([...running, taskDone('T-1', 10)]).when(cmd.taskFailed('T-1', 40)).then([]);
+    });
+
     it('a failure after the run already failed changes nothing', () => {
       given([...running, checksFailedEvt]).when(cmd.taskFailed('T-2', 40)).then([]);
     });

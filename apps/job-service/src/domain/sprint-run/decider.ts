@@ -69,6 +69,9 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
       // handled only now (the consumer lagged, or took it again after later events). Failing the
       // resumed run would cancel the jobs the resume queued (docs/jobs.md, "Sprint runs").
       if (d.superseded) return [];
+      // Done already, by another job of the task: a resume that had not heard of that job's finish
+      // queued the task again, and this second job found the work done before it. The task stays done.
+      if (run.doneTaskIds.includes(d.taskId)) return [];
       return [
         {
           type: 'SprintRunFailed',
