@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
@@ -43,4 +44,18 @@ describe('ConflictingFiles', () => {
       expect(found).toEqual(branches.map((branch) => [fileOf(branch)]));
     }
   }, 60_000);
+
+  it('names the files of each pull request when two replicas on one host work them out in the one git directory at once', async () => {
+    // Two pr-service processes on one host share GANTRY_PR_GIT_DIR (its default is the same for both);
+    // each process has its own ConflictingFiles, as here.
+    const replicas = [new ConflictingFiles({ gitDir, timeoutMs: 30_000 }), new ConflictingFiles({ gitDir, timeoutMs: 30_000 })];
+    for (let round = 0; round < 5; round++) {
+      const found = await Promise.all(branches.map((branch, i) => replicas[i % 2]!.between(cloneUrl, 'main', branch).catch((error: unknown) => String(error))));
+      expect(found).toEqual(branches.map((branch) => [fileOf(branch)]));
+    }
+    // Each look-up's refs went with it.
+    const repos = readdirSync(gitDir);
+    expect(repos).toHaveLength(1);
+    expect(execFileSync('git', ['for-each-ref', 'refs/gantry/'], { cwd: join(gitDir, repos[0]!), encoding: 'utf8' })).toBe('');
+  }, 120_000);
 });
