@@ -234,7 +234,7 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     // for longer than the lease lasts; its holder has no token to renew it with meanwhile.
     const clonePath = await clonePathFor(app.get(GIT_WORKSPACE), world.git.origin);
     let free!: () => void;
-    const busy = serializedOnClone(clonePath, () => new Promise<void>((resolve) => (free = resolve)));
+    const busy = serializedOnClone(app.get(GIT_WORKSPACE), clonePath, () => new Promise<void>((resolve) => (free = resolve)));
     const branchName = 'feature/slow-start';
     const key = deriveWorktreeKey(world.git.origin, branchName);
     const granting = acquire(await claimedJob(world), { branch: branchName, leaseDurationMs: 1_000 });

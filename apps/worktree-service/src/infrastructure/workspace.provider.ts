@@ -1,5 +1,6 @@
 import type { Provider } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
+import { CloneLocks } from './clone-locks.js';
 import { openGitWorkspace } from './git/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from './worktree-config.js';
 
@@ -7,16 +8,19 @@ export const GIT_WORKSPACE = Symbol('gantry:git-workspace');
 
 /** The git layout under the root (from the worktree settings), as an injectable value. */
 export const worktreeInfrastructure: Provider[] = [
+  CloneLocks,
   {
     provide: GIT_WORKSPACE,
-    inject: [WORKTREE_CONFIG, PinoLogger],
-    useFactory: (config: WorktreeConfig, log: PinoLogger) => {
+    inject: [WORKTREE_CONFIG, PinoLogger, CloneLocks],
+    useFactory: (config: WorktreeConfig, log: PinoLogger, locks: CloneLocks) => {
       log.setContext('git');
       return openGitWorkspace(config.root, {
         commandTimeoutMs: config.gitCommandTimeoutMs,
         networkTimeoutMs: config.gitNetworkTimeoutMs,
         // An agent wrote them; the keys (never their values) say what it tried.
         onForeignConfigRemoved: (keys, dir) => log.warn({ dir, keys }, 'removed git config that service-side git does not accept'),
+        // Replicas on one host share the root and its clones.
+        acrossProcesses: (clonePath, work) => locks.during(clonePath, work),
       });
     },
   },

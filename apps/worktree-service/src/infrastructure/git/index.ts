@@ -10,6 +10,7 @@ export {
   assertWorktreeKey,
   type GitWorkspace,
   type GitWorkspaceOptions,
+  type CloneLock,
 } from './workspace.js';
 export { ensureSharedClone, sharedCloneFetchCount, type SharedClone } from './shared-clone.js';
 export {

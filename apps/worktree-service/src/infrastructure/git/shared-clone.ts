@@ -50,7 +50,7 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
   const fetchedSince = options.fetchedSince ?? performance.now();
   assertRepositoryUrl(repositoryUrl);
   const clonePath = await clonePathFor(workspace, repositoryUrl);
-  return serializedOnClone(clonePath, async () => {
+  return serializedOnClone(workspace, clonePath, async () => {
     const timeoutMs = workspace.commandTimeoutMs;
     let created = false;
     const exist = await exists(clonePath);
@@ -111,7 +111,8 @@ async function fetchOriginLocked(workspace: GitWorkspace, clonePath: string, rep
  * `git worktree add` first registers the new worktree with a HEAD of all zeros, then sets HEAD and
  * checks it out. One killed in between (the service's process group killed) leaves that HEAD behind,
  * and from then on git refuses every fetch of the clone (`bad object worktrees/<id>/HEAD`) — every
- * lease of the repository. Runs on one clone take turns (serializedOnClone), so such a HEAD met by a
+ * lease of the repository. Runs on one clone take turns, in this process and between the replicas
+ * sharing the root (serializedOnClone), so such a HEAD met by a
  * fetch is no add at work: the registration is removed, with the worktree's directory when it holds
  * nothing but its `.git` file (nothing was checked out). True when one was.
  */

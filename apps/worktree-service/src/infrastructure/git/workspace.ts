@@ -23,12 +23,20 @@ export interface GitWorkspace {
   readonly networkTimeoutMs: number;
   /** Told of the keys an agent wrote into a clone's config that were removed before a git command. */
   readonly onForeignConfigRemoved?: (keys: string[], dir: string) => void;
+  /**
+   * Runs `work` while no other process that shares the root runs git on the clone (serializedOnClone
+   * calls it once this process's turn on the clone has come). Without it, only this process's runs take turns.
+   */
+  readonly acrossProcesses?: CloneLock;
 }
+
+export type CloneLock = <T>(clonePath: string, work: () => Promise<T>) => Promise<T>;
 
 export interface GitWorkspaceOptions {
   commandTimeoutMs?: number;
   networkTimeoutMs?: number;
   onForeignConfigRemoved?: (keys: string[], dir: string) => void;
+  acrossProcesses?: CloneLock;
 }
 
 /** Opens (creating if needed) the layout under `root`, which must be an absolute path. */
@@ -51,6 +59,7 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
     commandTimeoutMs,
     networkTimeoutMs: options.networkTimeoutMs ?? 300_000,
     onForeignConfigRemoved: options.onForeignConfigRemoved,
+    acrossProcesses: options.acrossProcesses,
   };
 }
 

@@ -218,7 +218,7 @@ export async function createOrReuseWorktree(
   const worktreePath = await checkedWorktreePath(workspace, input);
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
-  return serializedOnClone(clonePath, async () => {
+  return serializedOnClone(workspace, clonePath, async () => {
     let registered = (await registeredWorktrees(workspace, clonePath)).find((w) => w.path === worktreePath);
     let onDisk = await lstatOrNull(worktreePath);
     let offBranchRescue: RescueResult | null = null;
@@ -325,7 +325,7 @@ export async function syncWorktree(
   }
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { fetchedSince });
-  return serializedOnClone(clonePath, async () => {
+  return serializedOnClone(workspace, clonePath, async () => {
     const head = await worktreeHeadIn(workspace, worktreePath, clonePath);
     if (head !== `refs/heads/${branch}`) {
       throw notThere(`worktree ${worktreeKey} is on ${head ?? 'a detached HEAD'}, not on ${branch}`, { worktreeKey, head });
@@ -375,7 +375,7 @@ export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeK
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
   if (!(await lstatOrNull(worktreePath))) return null;
   const clonePath = await cloneOfWorktree(workspace, worktreePath);
-  return serializedOnClone(clonePath, () => rescueLocked(workspace, worktreePath, worktreeKey, now));
+  return serializedOnClone(workspace, clonePath, () => rescueLocked(workspace, worktreePath, worktreeKey, now));
 }
 
 async function rescueLocked(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<RescueResult | null> {
@@ -424,7 +424,7 @@ export async function removeWorktree(workspace: GitWorkspace, input: { worktreeK
   const found = await worktreeToRemove(workspace, input.worktreeKey);
   if (!found) return { removed: true };
   const { worktreePath, clonePath } = found;
-  return serializedOnClone(clonePath, async () => {
+  return serializedOnClone(workspace, clonePath, async () => {
     if ((await statusOf(workspace, worktreePath)).length > 0) {
       throw notThere(`worktree ${input.worktreeKey} has uncommitted changes; rescue them before removing it`, { worktreeKey: input.worktreeKey });
     }
@@ -448,7 +448,7 @@ export async function rescueAndRemoveWorktree(
   const found = await worktreeToRemove(workspace, worktreeKey);
   if (!found) return { rescue: null, removed: true };
   const { worktreePath, clonePath } = found;
-  return serializedOnClone(clonePath, async () => {
+  return serializedOnClone(workspace, clonePath, async () => {
     const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
     await removeLocked(workspace, clonePath, worktreePath);
     return { rescue, removed: true };
@@ -542,7 +542,7 @@ export async function listWorktrees(workspace: GitWorkspace, options: { withDirt
 /** `git worktree prune` on every shared clone: git forgets worktrees whose directory is gone. */
 export async function pruneWorktrees(workspace: GitWorkspace): Promise<void> {
   for (const clonePath of await listClones(workspace)) {
-    await serializedOnClone(clonePath, () => git(workspace, clonePath, ['worktree', 'prune']));
+    await serializedOnClone(workspace, clonePath, () => git(workspace, clonePath, ['worktree', 'prune']));
   }
 }
 
