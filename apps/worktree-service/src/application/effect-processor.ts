@@ -2,7 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { LRUCache } from 'lru-cache';
 import { GantryError } from '@gantry/contracts';
-import { effectIdentity, type WorktreeEffect, type WorktreeLeaseCommand } from '../domain/index.js';
+import { holdHereIfAsked } from '@gantry/service-runtime';
+import { effectIdentity, pendingEffects, type WorktreeEffect, type WorktreeLeaseCommand } from '../domain/index.js';
 import {
   createOrReuseWorktree,
   rescueAndRemoveWorktree,
@@ -11,6 +12,7 @@ import {
   type GitWorkspace,
 } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
+import { WorktreeLocks } from '../infrastructure/worktree-locks.js';
 import { WorktreeHygiene } from './hygiene.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 import { killAfterGitIfAsked } from './test-kill-hook.js';
@@ -24,8 +26,9 @@ interface CreateBegun {
 }
 
 /**
- * Runs the git work the WorktreeLease events ask for, one effect at a time per worktree key, and
- * reports each outcome as a decider command. Every effect looks at the disk first (the git layer
+ * Runs the git work the WorktreeLease events ask for, one effect at a time per worktree key (in this
+ * process by a queue per key, across replicas by the key's lock), each only while the key's state
+ * still asks for it, and reports each outcome as a decider command. Every effect looks at the disk first (the git layer
  * does), so running one again — after a crash, or twice by a sweep — does no harm. A failed create
  * or sync is reported (the acquirer gets sync_failed); a failed rescue or removal is retried with a
  * growing delay, since the lease must not end before its changes are safe.
@@ -48,6 +51,7 @@ export class WorktreeEffectProcessor {
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
     @Inject(GIT_WORKSPACE) private readonly workspace: GitWorkspace,
     @Inject(WorktreeHygiene) private readonly hygiene: WorktreeHygiene,
+    @Inject(WorktreeLocks) private readonly locks: WorktreeLocks,
     @InjectPinoLogger('worktree-effects') private readonly log: PinoLogger,
   ) {
     leases.onEffects((effects) => this.enqueue(effects));
@@ -103,8 +107,15 @@ export class WorktreeEffectProcessor {
 
   private async run(effect: WorktreeEffect, id: string): Promise<void> {
     const fields = { effect: effect.type, worktreeKey: effect.worktreeKey, ...(effect.type === 'evict' ? {} : { leaseId: effect.leaseId }) };
+    // Test-only (GANTRY_TEST_HOLD_AT): an effect that waits, as one queued behind other git work does.
+    await holdHereIfAsked(`worktree-effect:${effect.type}`);
     try {
-      await this.execute(effect);
+      const ran = await this.locks.onKey(effect.worktreeKey, async () => {
+        if (!(await this.stillAsked(effect, id))) return false;
+        await this.execute(effect);
+        return true;
+      });
+      if (!ran) this.log.info(fields, 'worktree effect no longer asked for (run by another replica, or its lease moved on); not run');
       const retry = this.retries.get(id);
       if (retry) clearTimeout(retry.timer);
       this.retries.delete(id);
@@ -120,6 +131,18 @@ export class WorktreeEffectProcessor {
       timer.unref();
       this.retries.set(id, { attempt, timer });
     }
+  }
+
+  /**
+   * Whether the key's state still asks for the effect. Asked for once, it may have been run since by
+   * another replica (whose reconciliation at start, or whose command, asked for it too) and the lease
+   * moved on: a create or a sync run again then would rescue away the work of an agent in its
+   * worktree, a removal would remove a later holder's worktree. Checked under the key's lock, which
+   * the effect holds until it has reported, so no replica's run of it is between the check and the
+   * git work (docs/worktrees.md, "Replicas").
+   */
+  private async stillAsked(effect: WorktreeEffect, id: string): Promise<boolean> {
+    return pendingEffects(await this.leases.load(effect.worktreeKey)).some((asked) => effectIdentity(asked) === id);
   }
 
   private async execute(effect: WorktreeEffect): Promise<void> {

@@ -1,4 +1,8 @@
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import type { WorktreeLeaseGrant } from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
+import { plainGit as git } from '@gantry/git/testing';
 import { claimedJob, createWorld, type TestWorld } from './testing/world.js';
 import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 
@@ -51,4 +55,37 @@ describe('two worktree-service replicas on one schema and root (real processes)'
     }
     expect(failures).toEqual([]);
   }, 300_000);
+
+  it('a replica started while another prepares a lease does not run that preparation again once the lease is handed out', async () => {
+    // Effects wait before they run (as behind other git work on a busy clone), each once per process.
+    const hold = { GANTRY_TEST_HOLD_AT: 'worktree-effect:create_or_reuse' };
+    const holding = (replica: ServiceProcess) => replica.output().includes('"testHold":"worktree-effect:create_or_reuse"');
+    for (const replica of replicas.splice(0)) await replica.kill('SIGTERM');
+    const first = await startServiceProcess(world, hold);
+    replicas.push(first);
+    const branch = 'feature/handed-out';
+    const jobId = await claimedJob(world);
+    const granting = command<WorktreeLeaseGrant>(first, 'acquire_worktree', {
+      jobId, jobLeaseToken: 1, repositoryUrl: world.git.origin, branch, baseRef: 'main', leaseDurationMs: 600_000, idempotencyKey: `acquire:${++n}`,
+    });
+    await eventually(() => holding(first), { what: 'the first replica about to create the worktree' });
+    // The second replica starts now: its reconciliation finds the lease being prepared and queues its create.
+    const second = await startServiceProcess(world, hold, false);
+    replicas.push(second);
+    await eventually(() => holding(second), { what: 'the second replica about to create the worktree too', timeoutMs: 30_000 });
+    first.process.kill('SIGUSR2');
+    const grant = await granting;
+    // The holder's agent is at work in its worktree.
+    writeFileSync(path.join(grant.path, 'agent-work.txt'), 'not committed yet\n');
+    second.process.kill('SIGUSR2');
+    // Ready once the effects its reconciliation asked for have run.
+    await eventually(async () => (await fetch(`${second.url}/ready`)).ok, { what: 'the second replica ready', timeoutMs: 30_000 });
+    expect(existsSync(path.join(grant.path, 'agent-work.txt'))).toBe(true);
+    // Nothing of the agent's was rescued away: no rescue branch in the shared clone.
+    for (const clone of readdirSync(path.join(world.root, 'repos'))) {
+      expect(git(path.join(world.root, 'repos', clone), 'for-each-ref', '--format=%(refname)', 'refs/heads/gantry/rescue/')).toBe('');
+    }
+    const rows = await world.db.query(`SELECT status, token FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId]);
+    expect(rows.rows).toEqual([{ status: 'ready', token: grant.token }]);
+  }, 120_000);
 });

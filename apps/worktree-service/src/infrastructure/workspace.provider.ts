@@ -1,6 +1,6 @@
 import type { Provider } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
-import { CloneLocks } from './clone-locks.js';
+import { WorktreeLocks } from './worktree-locks.js';
 import { openGitWorkspace } from './git/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from './worktree-config.js';
 
@@ -8,11 +8,11 @@ export const GIT_WORKSPACE = Symbol('gantry:git-workspace');
 
 /** The git layout under the root (from the worktree settings), as an injectable value. */
 export const worktreeInfrastructure: Provider[] = [
-  CloneLocks,
+  WorktreeLocks,
   {
     provide: GIT_WORKSPACE,
-    inject: [WORKTREE_CONFIG, PinoLogger, CloneLocks],
-    useFactory: (config: WorktreeConfig, log: PinoLogger, locks: CloneLocks) => {
+    inject: [WORKTREE_CONFIG, PinoLogger, WorktreeLocks],
+    useFactory: (config: WorktreeConfig, log: PinoLogger, locks: WorktreeLocks) => {
       log.setContext('git');
       return openGitWorkspace(config.root, {
         commandTimeoutMs: config.gitCommandTimeoutMs,
@@ -20,7 +20,7 @@ export const worktreeInfrastructure: Provider[] = [
         // An agent wrote them; the keys (never their values) say what it tried.
         onForeignConfigRemoved: (keys, dir) => log.warn({ dir, keys }, 'removed git config that service-side git does not accept'),
         // Replicas on one host share the root and its clones.
-        acrossProcesses: (clonePath, work) => locks.during(clonePath, work),
+        acrossProcesses: (clonePath, work) => locks.onClone(clonePath, work),
       });
     },
   },
