@@ -1,4 +1,5 @@
-import { enqueueJob, ErrorCode, recordReviewDecision } from '@gantry/contracts';
+import { enqueueJob, ErrorCode, recordReviewDecision, switchWorkflow } from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
 import { WorkflowWorld, reviewYaml } from './harness.js';
 
 /* Decisions and quorum (docs/workflow-engine.md, "Decisions and quorum"): the move on a quorum, and V43 (AC-R1) at the engine. */
@@ -96,5 +97,27 @@ steps:
     const foreignFence = await world.claimAsRunner(foreign, 'REVIEW', 'runner-r3');
     await expect(world.client.request(recordReviewDecision, { ...foreignFence, verdict: 'approve', idempotencyKey: world.key('d') })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
     expect((await world.getTask(taskId)).decisions).toEqual([]);
+  });
+
+  it('AC-R1: a REVIEW job queued in one workflow decides nothing after the task switched to another workflow whose step has the same id, entry number and seat ids', async () => {
+    // A copy of q: the same step ids and seat ids, so review#1 of q2 looks like review#1 of q but for its workflow.
+    await world.importYaml('q2', reviewYaml(fanOut, `    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: true }
+      - { id: seat-b, role: reviewer, agent_profile_id: rev-b, decision_required: true, position: 1 }`));
+    const { taskId } = await world.task('q');
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    const earlier = await world.jobs(taskId, 'REVIEW');
+    expect(earlier).toHaveLength(2);
+    await world.client.request(switchWorkflow, { taskId, toWorkflowId: 'q2', toStepId: 'review', idempotencyKey: world.key('switch') });
+    await eventually(async () => (await world.entries(taskId, 'review')).find((e) => e.workflowId === 'q2' && e.entrySeq === 1 && e.terminal), { what: 'review#1 of q2 terminal' });
+    // q's reviewers decide late: their round was q's review#1, not q2's
+    for (const job of earlier) {
+      const fence = await world.claimAsRunner(job.jobId, 'REVIEW', `runner-${job.jobId.slice(4, 12)}`);
+      await expect(world.client.request(recordReviewDecision, { ...fence, verdict: 'approve', idempotencyKey: world.key('d') })).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED });
+    }
+    const task = await world.getTask(taskId);
+    expect(task.placement).toMatchObject({ workflowId: 'q2', stepId: 'review', admitted: true });
+    expect(task.decisions).toEqual([]);
   });
 });

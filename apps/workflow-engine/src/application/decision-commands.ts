@@ -16,8 +16,11 @@ import { Placements, type PlacementOutcome } from './placements.js';
 interface Deciding {
   taskId: string;
   stepId: string;
-  /** The entry the decision must belong to (a REVIEW job's); any current one when null (a person's). */
-  entrySeq: number | null;
+  /**
+   * The entry the decision must belong to (a REVIEW job's: its workflow and entry number, the entry's
+   * identity with the task and step); any current one when null (a person's).
+   */
+  entry: { workflowId: string; entrySeq: number } | null;
   participantId: string | null;
   verdict: 'approve' | 'reject';
   comment: string | null;
@@ -47,7 +50,7 @@ export class DecisionCommands {
       {
         taskId: request.taskId,
         stepId: request.stepId,
-        entrySeq: null,
+        entry: null,
         participantId: request.participantId ?? null,
         verdict: request.verdict,
         comment: request.comment ?? null,
@@ -71,7 +74,7 @@ export class DecisionCommands {
       {
         taskId: run.taskId,
         stepId: run.stepId,
-        entrySeq: run.entrySeq,
+        entry: { workflowId: run.workflowId, entrySeq: run.entrySeq },
         participantId: run.participantId,
         verdict: request.verdict,
         comment: request.comment ?? null,
@@ -96,8 +99,8 @@ export class DecisionCommands {
       throw new GantryError(ErrorCode.PRECONDITION_FAILED, `task ${deciding.taskId} is not at step ${deciding.stepId}; decisions are taken while it is`, { taskId: deciding.taskId, stepId: deciding.stepId });
     }
     const entrySeq = (task as Task).currentEntry?.entrySeq ?? 0;
-    if (deciding.entrySeq !== null && deciding.entrySeq !== entrySeq) {
-      throw new GantryError(ErrorCode.PRECONDITION_FAILED, `the review round of this job is over: task ${deciding.taskId} entered step ${deciding.stepId} again since`, { entrySeq });
+    if (deciding.entry !== null && (deciding.entry.workflowId !== at.workflowId || deciding.entry.entrySeq !== entrySeq)) {
+      throw new GantryError(ErrorCode.PRECONDITION_FAILED, `the review round of this job is over: task ${deciding.taskId} is at step ${deciding.stepId} in another entry (workflow ${at.workflowId}, entry ${entrySeq})`, { workflowId: at.workflowId, entrySeq });
     }
     const workflow = await latestWorkflow(uow.sql, at.workflowId);
     const step = workflow ? stepOf(workflow.definition, deciding.stepId) : null;
