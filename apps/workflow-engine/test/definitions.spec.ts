@@ -76,6 +76,49 @@ steps:
     expect(kept.definition.steps.map((s) => s.id)).toEqual(['work', 'review']);
   });
 
+  const refusedWith = async (workflowId: string, yaml: string) => {
+    const refusal = await world.client.request(importWorkflow, { workflowId, yaml, idempotencyKey: world.key('import') }).catch((e: unknown) => e);
+    expect(refusal).toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+    return (refusal as { issues: { path: (string | number)[]; code?: string; message: string }[] }).issues;
+  };
+  const steps = (onEnter: string) => `
+name: Limits
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    on_enter:
+${onEnter}`;
+
+  it('a definition larger than one event may be (YAML aliases), nested deeper than a request may be, or with more than 100 actions on a trigger is refused, and nothing changes', async () => {
+    const count = async () => Number((await world.db.query(`SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM idempotency_receipts) AS n`)).rows[0].n);
+    const before = await count();
+    // 70 KB of YAML whose aliases make a definition of over a megabyte: more than the bus takes in one message.
+    const bomb = steps(Array.from({ length: 20 }, (_, i) => `      - type: queue_run_for_each_participant
+        config: { role: reviewer, payload: { blob: ${i === 0 ? `&blob "${'x'.repeat(60_000)}"` : '*blob'} } }`).join('\n'));
+    expect(bomb.length).toBeLessThan(70_000);
+    expect(await refusedWith('bomb', bomb)).toEqual([expect.objectContaining({ path: [], code: 'too_big' })]);
+    // A payload no run could carry: every service refuses a request nested deeper than 100 levels.
+    const deep = steps(`      - type: queue_run_for_each_participant
+        config: { role: reviewer, payload: { x: ${'['.repeat(150)}${']'.repeat(150)} } }`);
+    expect(await refusedWith('deep', deep)).toEqual([expect.objectContaining({ path: [], code: 'too_deep' })]);
+    const long = steps('      - type: clear_decisions\n'.repeat(101));
+    expect((await refusedWith('long', long)).map((i) => i.path.join('.'))).toEqual(['steps.1.on_enter']);
+    expect(await count()).toBe(before);
+    for (const workflowId of ['bomb', 'deep', 'long']) {
+      await expect(world.client.request(getWorkflow, { workflowId })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+    }
+  });
+
+  it('a definition wrong in thousands of places is answered with a refusal that fits one message: the first 100 issues and how many more', async () => {
+    const wrong = `name: Wrong everywhere\nsteps:\n${Array.from({ length: 100 }, (_, i) => `  - id: s${i}\n    name: S${i}\n    on_enter:\n${'      - type: Not-Snake\n'.repeat(100)}`).join('')}`;
+    const issues = await refusedWith('wrong', wrong);
+    expect(issues).toHaveLength(101);
+    expect(issues[0]).toMatchObject({ path: ['steps', 0, 'on_enter', 0, 'type'] });
+    expect(issues[100]).toMatchObject({ path: [], code: 'too_many_issues', message: 'and 9900 more issues' });
+  });
+
   it('the Office Default template imports as Work → Review → Approval → Done; importing the same definition again makes no new version', async () => {
     const first = await world.client.request(importWorkflow, { workflowId: 'office', template: 'office_default', idempotencyKey: world.key('import') });
     const again = await world.client.request(importWorkflow, { workflowId: 'office', template: 'office_default', idempotencyKey: world.key('import') });

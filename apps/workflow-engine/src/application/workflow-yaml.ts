@@ -10,6 +10,7 @@ import {
   type ValidationIssue,
   type WorkflowDefinition,
 } from '@gantry/contracts';
+import { MAX_REQUEST_DEPTH } from '@gantry/service-runtime';
 
 /*
  * A workflow as its author writes it (docs/workflow-engine.md, "Definitions"): YAML, snake_case.
@@ -18,6 +19,17 @@ import {
  * with the path the author wrote, and a refused definition changes nothing. Reading the author's
  * YAML is the engine's edge: the domain sees only the stored shape from @gantry/contracts.
  */
+
+/*
+ * Limits of what one import may declare (docs/workflow-engine.md, "Definitions"): the definition is
+ * stored and published as one event, which the bus takes only up to its message size; every entry
+ * of a step walks its on_enter position by position; and an action's config goes into the requests
+ * it makes (a run's payload), which every service refuses nested deeper than MAX_REQUEST_DEPTH. YAML
+ * aliases make a short text a large definition, so size and depth are measured on the definition.
+ */
+export const MAX_ACTIONS_PER_TRIGGER = 100;
+export const MAX_SEATS_PER_STEP = 1000;
+export const MAX_DEFINITION_BYTES = 512 * 1024;
 
 const YamlActionSchema = z.strictObject({
   type: z.string(),
@@ -33,7 +45,7 @@ const YamlParticipantSchema = z.strictObject({
   position: z.number().int().min(0).optional(),
 });
 
-const actions = z.array(YamlActionSchema).nullable().optional();
+const actions = z.array(YamlActionSchema).max(MAX_ACTIONS_PER_TRIGGER).nullable().optional();
 
 const YamlStepSchema = z.strictObject({
   id: z.string(),
@@ -41,7 +53,7 @@ const YamlStepSchema = z.strictObject({
   wip_limit: z.number().int().nullable().optional(),
   prompt: z.string().nullable().optional(),
   agent_profile_id: z.string().nullable().optional(),
-  participants: z.array(YamlParticipantSchema).nullable().optional(),
+  participants: z.array(YamlParticipantSchema).max(MAX_SEATS_PER_STEP).nullable().optional(),
   on_enter: actions,
   on_turn_start: actions,
   on_turn_complete: actions,
@@ -85,9 +97,17 @@ const AUTHORED_NAMES: Record<string, string> = {
 
 const TRIGGER_YAML = { onEnter: 'on_enter', onTurnStart: 'on_turn_start', onTurnComplete: 'on_turn_complete', onExit: 'on_exit' } as const;
 
-function refuse(issues: ValidationIssue[]): never {
-  const summary = issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-  throw new GantryError(ErrorCode.INVALID_COMMAND, `invalid workflow definition: ${summary}`, undefined, issues);
+/** At most this many issues go into a refusal: the answer to a definition wrong in every one of thousands of places still fits one message. */
+export const MAX_REPORTED_ISSUES = 100;
+
+const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 3)}...` : text);
+
+function refuse(all: ValidationIssue[]): never {
+  // A key or a value the author wrote may be long: each issue is kept short too.
+  const issues = all.slice(0, MAX_REPORTED_ISSUES).map((i) => ({ ...i, message: clip(i.message, 300), path: i.path.map((p) => (typeof p === 'string' ? clip(p, 100) : p)) }));
+  if (all.length > issues.length) issues.push({ path: [], message: `and ${all.length - issues.length} more issues`, code: 'too_many_issues' });
+  const summary = issues.slice(0, 20).map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+  throw new GantryError(ErrorCode.INVALID_COMMAND, `invalid workflow definition: ${summary}${issues.length > 20 ? `; ... (${all.length} issues)` : ''}`, undefined, issues);
 }
 
 function normaliseStep(step: YamlStep) {
@@ -112,6 +132,18 @@ function normaliseStep(step: YamlStep) {
   };
 }
 
+/** Whether objects and arrays nest deeper than `limit` in the value; walked without recursion. */
+function deeperThan(value: unknown, limit: number): boolean {
+  const pending: [unknown, number][] = [[value, 0]];
+  while (pending.length > 0) {
+    const [item, depth] = pending.pop()!;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
+
 /** Parses and validates a workflow's YAML; a refusal is INVALID_COMMAND with every zod issue. */
 export function parseWorkflowYaml(text: string): ParsedWorkflow {
   let raw: unknown;
@@ -134,6 +166,11 @@ export function parseWorkflowYaml(text: string): ParsedWorkflow {
     refuse(issuesOf(stored.error).map((issue) => ({ ...issue, path: issue.path.map((p) => (typeof p === 'string' ? (AUTHORED_NAMES[p] ?? p) : p)) })));
   }
   const definition = stored.data;
+  if (deeperThan(definition, MAX_REQUEST_DEPTH)) refuse([{ path: [], message: `the definition is nested deeper than ${MAX_REQUEST_DEPTH} levels`, code: 'too_deep' }]);
+  const bytes = Buffer.byteLength(JSON.stringify(definition));
+  if (bytes > MAX_DEFINITION_BYTES) {
+    refuse([{ path: [], message: `the definition is ${bytes} bytes as stored (YAML aliases included); at most ${MAX_DEFINITION_BYTES}`, code: 'too_big' }]);
+  }
   const unknownActions: UnknownActionNotice[] = [];
   for (const step of definition.steps) {
     for (const trigger of TriggerNames) {
