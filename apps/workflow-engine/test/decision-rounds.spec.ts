@@ -75,3 +75,38 @@ describe('decisions of a round not opened yet', () => {
     expect(entry).toMatchObject({ termination: 'completed', markers: [expect.objectContaining({ kind: 'clear_decisions', state: 'done' })] });
   });
 });
+
+describe('decisions of a round whose clear failed', () => {
+  const world = new WorkflowWorld('wf_rounds_failed');
+
+  beforeAll(async () => {
+    // Every clear fails (AC-C2): the entry's round is never opened, and the previous round's decisions stay on the pair.
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_FAIL: 'action:clear_decisions' } });
+    for (const p of ['rev-a', 'rev-b']) await world.profile(p);
+    await world.importYaml('q', reviewYaml(`      - type: clear_decisions
+      - type: queue_run_for_each_participant
+        config: { role: reviewer, reason: review_started }`, `    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: true }
+      - { id: seat-b, role: reviewer, agent_profile_id: rev-b, decision_required: true, position: 1 }`));
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  const clearFailed = (taskId: string, entrySeq: number) =>
+    eventually(async () => (await world.entries(taskId, 'review')).find((e) => e.entrySeq === entrySeq && e.markers[0]?.state === 'failed'), { what: `the clear of entry ${entrySeq} failed` });
+
+  it('the previous round\'s rejection, which the failed clear did not remove, does not move the task on a decision of the new round', async () => {
+    const { taskId } = await world.task('q');
+    await world.move(taskId, 'review');
+    await clearFailed(taskId, 1);
+    // This round's own decisions count: seat-a's rejection sends the task back.
+    expect((await world.decide(taskId, 'review', 'seat-a', 'reject')).moved?.placement.stepId).toBe('work');
+
+    await world.move(taskId, 'review');
+    await clearFailed(taskId, 2);
+    const approved = await world.decide(taskId, 'review', 'seat-b', 'approve');
+    expect(approved.moved).toBeNull();
+    expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'review', admitted: true });
+    // The round is this entry's decisions: seat-a approving now makes all_approve hold.
+    expect((await world.decide(taskId, 'review', 'seat-a', 'approve')).moved?.placement.stepId).toBe('done');
+  });
+});

@@ -52,12 +52,16 @@ export const isTerminalMarker = (m: Marker | undefined): boolean => m !== undefi
 /**
  * The decisions a guard counts while the task is in entry `entrySeq` (docs/workflow-engine.md,
  * "Decisions and quorum"): none while a clear_decisions the entry declares has not run yet — what
- * is on the pair then belongs to the previous round, and the clear removes it (AC-F3).
+ * is on the pair then belongs to the previous round, and the clear removes it (AC-F3). A clear that
+ * ended without clearing (failed, skipped) never removes them: the round is then the entry's own
+ * decisions.
  */
 export function decisionsOfEntry(state: TaskAtStep, entrySeq: number): Decision[] {
   const entry = state.entries[entrySeq];
-  const clearPending = entry?.markedPositions.some((p) => p.kind === 'clear_decisions' && !isTerminalMarker(entry.markers[p.position])) ?? false;
-  return clearPending ? [] : state.decisions;
+  const clears = entry?.markedPositions.filter((p) => p.kind === 'clear_decisions').map((p) => entry.markers[p.position]) ?? [];
+  if (clears.length === 0 || clears.some((m) => m?.state === 'done')) return state.decisions;
+  if (clears.some((m) => !isTerminalMarker(m))) return [];
+  return state.decisions.filter((d) => d.entrySeq === entrySeq);
 }
 
 function withMarker(state: TaskAtStep, entrySeq: number, marker: Marker): TaskAtStep {
