@@ -12,11 +12,13 @@ describe('decisions of a round not opened yet', () => {
   const hold = `${taskId}@review#2/claimed:0`;
   const turnTaskId = `T-turn-${randomUUID().slice(0, 8)}`;
   const turnHold = `${turnTaskId}@review#2/claimed:0`;
+  const lateTaskId = `T-late-${randomUUID().slice(0, 8)}`;
+  const lateHold = `${lateTaskId}@review#1/claimed:0`;
   const world = new WorkflowWorld('wf_rounds');
 
   beforeAll(async () => {
     // The second entry into review stops with its clear claimed, not committed: the window a slow or crashed dispatch leaves open.
-    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_HOLD_AT: `${hold},${turnHold}` } });
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_HOLD_AT: `${hold},${turnHold},${lateHold}` } });
     for (const p of ['rev-a', 'rev-b']) await world.profile(p);
     await world.importYaml('q', reviewYaml(`      - type: clear_decisions
       - type: queue_run_for_each_participant
@@ -65,6 +67,23 @@ describe('decisions of a round not opened yet', () => {
     await world.releaseHold(turnHold.replace(/\//g, '__'));
     await world.terminalEntry(turnTaskId, 'review', 2);
     expect((await world.getTask(turnTaskId)).placement).toMatchObject({ stepId: 'review', admitted: true });
+  });
+
+  it('the clear of an earlier entry that runs late does not remove the decisions of the entry the task is in now', async () => {
+    await world.task('q', { taskId: lateTaskId });
+    await world.move(lateTaskId, 'review');
+    // Entry 1's dispatch stops with its clear claimed; the task leaves and enters review again meanwhile.
+    await world.reachedHold(lateHold.replace(/\//g, '__'));
+    await world.move(lateTaskId, 'work');
+    await world.move(lateTaskId, 'review');
+    await world.terminalEntry(lateTaskId, 'review', 2);
+    expect((await world.decide(lateTaskId, 'review', 'seat-a', 'approve')).moved).toBeNull();
+
+    await world.releaseHold(lateHold.replace(/\//g, '__'));
+    await world.terminalEntry(lateTaskId, 'review', 1);
+    expect((await world.getTask(lateTaskId)).decisions).toEqual([expect.objectContaining({ participantId: 'seat-a', verdict: 'approve', entrySeq: 2 })]);
+    // Round 2 is seat-a's approval and now seat-b's: all_approve holds.
+    expect((await world.decide(lateTaskId, 'review', 'seat-b', 'approve')).moved?.placement.stepId).toBe('done');
   });
 
   it('an entry whose last marked action is clear_decisions is terminal once the clear is done', async () => {

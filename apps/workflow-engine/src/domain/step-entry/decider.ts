@@ -72,10 +72,13 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
       const c = command.data;
       const entry = entryOf(state, c);
       requireOwnClaim(entry, c.position, c.epoch);
+      // The round this clear opens is its own entry's: a later entry's decisions (the task left and came
+      // back while this dispatch was under way) are that entry's round, and stay.
+      const cleared = state.decisions.filter((x) => x.entrySeq <= c.entrySeq).map((x) => x.decisionId);
       return [
         {
           type: 'DecisionsCleared',
-          data: { ...pair, entrySeq: c.entrySeq, position: c.position, kind: 'clear_decisions', clearedDecisionIds: state.decisions.map((x) => x.decisionId), epoch: c.epoch, clearedAt: c.now },
+          data: { ...pair, entrySeq: c.entrySeq, position: c.position, kind: 'clear_decisions', clearedDecisionIds: cleared, epoch: c.epoch, clearedAt: c.now },
         },
       ];
     }

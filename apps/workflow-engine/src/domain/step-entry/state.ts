@@ -97,7 +97,8 @@ export function evolveTaskAtStep(state: TaskAtStep, event: TaskAtStepEvent): Tas
     case 'DecisionsCleared': {
       const d = event.data;
       const cleared = withMarker(state, d.entrySeq, { position: d.position, kind: d.kind, state: 'done', epoch: d.epoch, skipReason: null, failure: null, runs: [] });
-      return { ...cleared, decisions: [] };
+      const removed = new Set(d.clearedDecisionIds);
+      return { ...cleared, decisions: cleared.decisions.filter((x) => !removed.has(x.decisionId)) };
     }
     case 'StepEntryTerminated': {
       const d = event.data;
