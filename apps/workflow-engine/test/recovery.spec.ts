@@ -220,6 +220,22 @@ describe('crash recovery and the startup scan', () => {
     expect((await world.jobs(taskId, 'REVIEW')).map((j) => [j.agentProfileId, j.reason])).toEqual([['rev-a', 'changed_reason'], ['rev-b', 'changed_reason']]);
   });
 
+  it('a fan-out cut short by a crash and resumed after a re-import changed only its config queues nothing again for a participant it had queued', async () => {
+    await world.importYaml('cfg-run', declaration());
+    const { taskId } = await world.task('cfg-run');
+    const engine = await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/run:2:1` });
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#1__run:2:1`);
+    await world.importYaml('cfg-run', declaration('{ role: reviewer, reason: changed_reason }'));
+    await engine.kill('SIGKILL');
+    await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.termination).toBe('completed');
+    // rev-a's run was queued before the crash, under the config then; only rev-b's is left to queue.
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => [j.agentProfileId, j.reason]).sort()).toEqual([['rev-a', 'review_started'], ['rev-b', 'changed_reason']]);
+    expect(entry.markers.find((m) => m.position === 2)!.runs.map((r) => [r.agentProfileId, r.outcome])).toEqual([['rev-a', 'deduplicated'], ['rev-b', 'created']]);
+  });
+
   it('V37: a declaration re-imported between two positions of one dispatch — the dispatch finishes the version it read at its start', async () => {
     await world.importYaml('once', declaration());
     const { taskId } = await world.task('once');

@@ -14,7 +14,7 @@ import {
   type Seat,
 } from '../../domain/index.js';
 import { RunQueue, RunQueueUnavailable } from '../../infrastructure/job-service/run-queue.js';
-import { agentProfiles, queuedRunByKey, recordQueuedRunJob, rememberQueuedRun, stepSeats } from '../../infrastructure/persistence/read-models.js';
+import { agentProfiles, entryRunOf, queuedRunByKey, recordQueuedRunJob, rememberQueuedRun, stepSeats } from '../../infrastructure/persistence/read-models.js';
 import { streamIds } from '../../infrastructure/persistence/streams.js';
 import { ENGINE_SETTINGS, type EngineSettings } from '../engine-settings.js';
 import { TestHooks } from '../test-hooks.js';
@@ -210,6 +210,15 @@ export class EngineActions {
     idempotencyKey: string,
     prompt?: string,
   ): Promise<QueuedRun> {
+    // An entry cut short (a crash, an outage) resumes with the declaration as it is then: a config
+    // re-imported meanwhile gives this position's run another key. The run queued before for the same
+    // entry, position and profile is this one, under its first key (docs/workflow-engine.md, "Runs").
+    // Not a code review's: it runs again across a crash by design (AC-A8).
+    if (run.trigger === 'on_enter' && run.action.type !== 'run_code_review') {
+      const where = { taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, entrySeq: run.entrySeq, position: run.position, actionType: run.action.type };
+      const earlier = await entryRunOf(this.store.pool, { ...where, agentProfileId: seat.agentProfileId, keyScope: idempotencyKey.slice(0, idempotencyKey.lastIndexOf(':') + 1) });
+      if (earlier) idempotencyKey = earlier.idempotencyKey;
+    }
     await rememberQueuedRun(this.store.pool, {
       idempotencyKey,
       taskId: run.task.taskId,

@@ -171,6 +171,24 @@ function toQueuedRun(r: Record<string, unknown>): QueuedRunRow {
   };
 }
 
+/**
+ * The run an on_enter action queued earlier for this entry, position and agent profile, under a key
+ * of the same scope (`keyScope`, the key's text up to its digest) — whatever config it was queued with.
+ */
+export async function entryRunOf(
+  sql: Sql,
+  run: Pick<QueuedRunRow, 'taskId' | 'workflowId' | 'stepId' | 'entrySeq' | 'position' | 'actionType' | 'agentProfileId'> & { keyScope: string },
+): Promise<QueuedRunRow | null> {
+  const { rows } = await sql.query(
+    `SELECT * FROM queued_runs
+      WHERE task_id = $1 AND workflow_id = $2 AND step_id = $3 AND entry_seq = $4 AND position = $5 AND action_type = $6 AND agent_profile_id = $7
+        AND left(idempotency_key, length($8)) = $8
+      ORDER BY queued_at, idempotency_key LIMIT 1`,
+    [run.taskId, run.workflowId, run.stepId, run.entrySeq, run.position, run.actionType, run.agentProfileId, run.keyScope],
+  );
+  return rows[0] ? toQueuedRun(rows[0]) : null;
+}
+
 export async function queuedRunByKey(sql: Sql, idempotencyKey: string): Promise<QueuedRunRow | null> {
   const { rows } = await sql.query(`SELECT * FROM queued_runs WHERE idempotency_key = $1`, [idempotencyKey]);
   return rows[0] ? toQueuedRun(rows[0]) : null;
