@@ -111,12 +111,19 @@ ${onEnter}`;
     }
   });
 
+  it('a definition declaring more than 1000 actions in all is refused: its answer, a warning per unknown action type, would not fit one message', async () => {
+    const many = `name: Many\nsteps:\n${Array.from({ length: 100 }, (_, i) => `  - id: s${i}\n    name: S${i}\n    on_enter:\n${'      - type: custom_hook\n'.repeat(100)}`).join('')}`;
+    expect(await refusedWith('many', many)).toEqual([expect.objectContaining({ path: ['steps'], code: 'too_many_actions' })]);
+    await expect(world.client.request(getWorkflow, { workflowId: 'many' })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+  });
+
   it('a definition wrong in thousands of places is answered with a refusal that fits one message: the first 100 issues and how many more', async () => {
-    const wrong = `name: Wrong everywhere\nsteps:\n${Array.from({ length: 100 }, (_, i) => `  - id: s${i}\n    name: S${i}\n    on_enter:\n${'      - type: Not-Snake\n'.repeat(100)}`).join('')}`;
+    // 10 steps of 1000 seats, each with three mistakes: 30,000 issues.
+    const wrong = `name: Wrong everywhere\nsteps:\n${Array.from({ length: 10 }, (_, i) => `  - id: s${i}\n    name: S${i}\n    participants:\n${'      - { role: 5 }\n'.repeat(1000)}`).join('')}`;
     const issues = await refusedWith('wrong', wrong);
     expect(issues).toHaveLength(101);
-    expect(issues[0]).toMatchObject({ path: ['steps', 0, 'on_enter', 0, 'type'] });
-    expect(issues[100]).toMatchObject({ path: [], code: 'too_many_issues', message: 'and 9900 more issues' });
+    expect(issues[0]).toMatchObject({ path: ['steps', 0, 'participants', 0, 'role'] });
+    expect(issues[100]).toMatchObject({ path: [], code: 'too_many_issues', message: 'and 29900 more issues' });
   });
 
   it('the Office Default template imports as Work → Review → Approval → Done; importing the same definition again makes no new version', async () => {

@@ -28,6 +28,8 @@ import { MAX_REQUEST_DEPTH } from '@gantry/service-runtime';
  * aliases make a short text a large definition, so size and depth are measured on the definition.
  */
 export const MAX_ACTIONS_PER_TRIGGER = 100;
+/** Over the whole definition: each unknown type is a warning in the import's answer, which must fit one message too. */
+export const MAX_ACTIONS = 1000;
 export const MAX_SEATS_PER_STEP = 1000;
 export const MAX_DEFINITION_BYTES = 512 * 1024;
 
@@ -155,6 +157,8 @@ export function parseWorkflowYaml(text: string): ParsedWorkflow {
   const authored = YamlWorkflowSchema.safeParse(raw);
   if (!authored.success) refuse(issuesOf(authored.error));
   const w = authored.data;
+  const declared = w.steps.reduce((n, step) => n + [step.on_enter, step.on_turn_start, step.on_turn_complete, step.on_exit].reduce((m, list) => m + (list?.length ?? 0), 0), 0);
+  if (declared > MAX_ACTIONS) refuse([{ path: ['steps'], message: `the definition declares ${declared} actions; at most ${MAX_ACTIONS}`, code: 'too_many_actions' }]);
   const normalised = {
     name: w.name,
     startStepId: w.start_step ?? w.steps[0]?.id ?? '',
