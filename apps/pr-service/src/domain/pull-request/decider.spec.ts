@@ -202,6 +202,30 @@ describe('the pull request machine', () => {
       given(fixed).when(when.observed(11, { headSha: H2, checks: green })).then([event.passed(11, H2), event.mergeRequested(11, 'AUTO_MERGE', H2)]);
     });
 
+    it('red after green on the same head (a re-run, a new check run) voids the merge decided for it: no direct merge', () => {
+      const direct = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT')];
+      expect(pendingEffects(stateOf(direct))).toEqual([{ type: 'MERGE', repository: REPO, prNumber: 7, sha: H1, mergeMethod: 'SQUASH' }]);
+      const state = given(direct).when(when.observed(8, { checks: red })).then([event.failed(8)]);
+      expect(phaseOf(state)).toBe('checks_failed');
+      expect(pendingEffects(state)).toEqual([]);
+      // Green again (the check re-run): the merge is decided again, for the same head.
+      given([...direct, event.failed(8)]).when(when.observed(9, { checks: green })).then([event.passed(9), event.mergeRequested(9, 'DIRECT')]);
+    });
+
+    it('red after green with auto-merge on for the head: auto-merge is disabled (GitHub would still merge a PR whose failing check it does not require)', () => {
+      const enabled = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeEnabled(7)];
+      const asked = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')];
+      for (const history of [enabled, asked]) {
+        const state = given(history).when(when.observed(8, { checks: red })).then([event.failed(8)]);
+        expect(pendingEffects(state)).toEqual([{ type: 'DISABLE_AUTO_MERGE', repository: REPO, prNumber: 7, nodeId: NODE, enabledFor: H1 }]);
+        const disabled = given([...history, event.failed(8)]).when(when.autoMergeDisabled(9, H1)).then([event.autoMergeDisabled(9, H1)]);
+        expect(pendingEffects(disabled)).toEqual([]);
+        // Green again: auto-merge is asked for once more.
+        const again = given([...history, event.failed(8), event.autoMergeDisabled(9, H1)]).when(when.observed(10, { checks: green })).then([event.passed(10), event.mergeRequested(10, 'AUTO_MERGE')]);
+        expect(pendingEffects(again)).toEqual([{ type: 'ENABLE_AUTO_MERGE', repository: REPO, prNumber: 7, nodeId: NODE, expectedHeadSha: H1, mergeMethod: 'SQUASH' }]);
+      }
+    });
+
     it('a re-run that turns the same head green lifts the failure', () => {
       given([...storyDone, event.failed(6)]).when(when.observed(7, { checks: green })).then([event.passed(7), event.mergeRequested(7, 'AUTO_MERGE')]);
     });

@@ -27,8 +27,10 @@ export function pendingEffects(state: PullRequestState): PullRequestEffect[] {
     return [{ type: 'OPEN_PULL_REQUEST', repository, branch: state.branch, baseBranch: flow.baseBranch, title: flow.title, draft, headSha }];
   }
   const effects: PullRequestEffect[] = [];
-  // PR-7: auto-merge enabled for a head that is no longer the head would merge what nobody saw green.
-  if (state.autoMergeEnabledFor !== null && state.autoMergeEnabledFor !== headSha) {
+  // PR-7: auto-merge enabled for a head that is no longer the head would merge what nobody saw green;
+  // PR-9: so would auto-merge left on for a head whose checks turned red since.
+  const red = forHead(state, state.checks)?.verdict === 'RED';
+  if (state.autoMergeEnabledFor !== null && (state.autoMergeEnabledFor !== headSha || red)) {
     effects.push({ type: 'DISABLE_AUTO_MERGE', repository, prNumber: pr.number, nodeId: pr.nodeId, enabledFor: state.autoMergeEnabledFor });
   }
   if (rules.whenScopeDone === 'MARK_READY_FOR_REVIEW' && scopeDone(state) && !state.readyForReview) {

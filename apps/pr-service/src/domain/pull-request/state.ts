@@ -163,12 +163,20 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       return { ...s, draftsSupported: false, updatedAt: event.data.refusedAt };
     case 'PullRequestChecksPassed':
       return { ...s, checks: { headSha: event.data.headSha, verdict: 'GREEN', names: event.data.checks }, updatedAt: event.data.passedAt };
-    case 'PullRequestChecksFailed':
+    case 'PullRequestChecksFailed': {
+      // PR-4 / PR-9: red on a head voids a merge decided for it while it was green (a check re-run, or a
+      // new check run, after the green). Auto-merge enabled — or asked, its answer never recorded — for
+      // it is disabled: GitHub still merges a PR whose failing check its branch protection does not require.
+      const decided = s.mergeDecision?.headSha === event.data.headSha ? s.mergeDecision : null;
+      const asked = decided?.via === 'AUTO_MERGE' ? decided.headSha : null;
       return {
         ...s,
         checks: { headSha: event.data.headSha, verdict: 'RED', names: event.data.failedChecks.map((c) => c.name) },
+        mergeDecision: decided ? null : s.mergeDecision,
+        autoMergeEnabledFor: s.autoMergeEnabledFor ?? asked,
         updatedAt: event.data.detectedAt,
       };
+    }
     case 'PullRequestMergeConflict':
       return { ...s, conflict: { headSha: event.data.headSha, files: event.data.conflictingFiles }, updatedAt: event.data.detectedAt };
     case 'PullRequestMergeRequested': {
