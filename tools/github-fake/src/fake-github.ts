@@ -466,6 +466,11 @@ export class FakeGitHub {
 
   async updatePull(record: RepositoryRecord, pull: PullRecord, input: Record<string, unknown>, actor: string): Promise<PullRecord> {
     const doc = DOCUMENTATION.updatePull;
+    // Every refusal comes before any change: a refused update changes nothing.
+    if (input.state !== undefined && input.state !== 'open' && input.state !== 'closed') {
+      throw validationFailed(doc, { resource: 'PullRequest', code: 'invalid', field: 'state' });
+    }
+    const reopenedHead = input.state === 'open' && pull.state === 'closed' ? await this.reopenableHead(record, pull) : null;
     const changes: Record<string, unknown> = {};
     if (typeof input.title === 'string' && input.title !== pull.title) {
       changes.title = { from: pull.title };
@@ -477,16 +482,14 @@ export class FakeGitHub {
     }
     if (typeof input.maintainer_can_modify === 'boolean') pull.maintainerCanModify = input.maintainer_can_modify;
     if (typeof input.base === 'string' && input.base !== pull.baseRef) {
-      if (pull.state !== 'open') throw validationFailed(doc, { resource: 'PullRequest', code: 'invalid', field: 'base' });
+      // GitHub's answer, also when the same request reopens the PR.
+      if (pull.state !== 'open') throw validationFailed(doc, { resource: 'PullRequest', code: 'invalid', field: 'base', message: 'Cannot change the base branch of a closed pull request.' });
       const baseSha = this.git(record).readBranches().get(input.base);
       if (!baseSha) throw validationFailed(doc, { resource: 'PullRequest', code: 'invalid', field: 'base' });
       changes.base = { ref: { from: pull.baseRef }, sha: { from: pull.baseSha } };
       pull.baseRef = input.base;
       pull.baseSha = baseSha;
       this.resetMergeability(pull);
-    }
-    if (input.state !== undefined && input.state !== 'open' && input.state !== 'closed') {
-      throw validationFailed(doc, { resource: 'PullRequest', code: 'invalid', field: 'state' });
     }
     if (Object.keys(changes).length > 0) {
       pull.updatedAt = new Date().toISOString();
@@ -501,8 +504,16 @@ export class FakeGitHub {
         pull.autoMerge = null;
       }
       await this.emitPull('closed', pull, actor);
-    } else if (input.state === 'open' && pull.state === 'closed') {
-      if (pull.mergedAt) throw validationFailed(doc, { resource: 'PullRequest', code: 'custom', field: 'state', message: 'state cannot be changed. The pull request cannot be reopened.' });
+    } else if (reopenedHead !== null) {
+      // A reopened PR is the head branch as it is now (commits pushed while it was closed included), on
+      // the base branch as it is now; GitHub computes its mergeability again.
+      const bare = this.git(record);
+      if (reopenedHead !== pull.headSha) {
+        pull.headSha = reopenedHead;
+        await bare.updateRef(`refs/pull/${pull.number}/head`, reopenedHead);
+      }
+      pull.headExists = true;
+      pull.baseSha = bare.readBranches().get(pull.baseRef) ?? pull.baseSha;
       pull.state = 'open';
       pull.closedAt = null;
       pull.updatedAt = new Date().toISOString();
@@ -511,6 +522,25 @@ export class FakeGitHub {
       await this.startAutoChecks(record, pull);
     }
     return pull;
+  }
+
+  /**
+   * Whether a closed PR may be reopened, and on which head. GitHub refuses (422, `state cannot be
+   * changed. …`) a merged PR, a PR whose head branch is gone or was force-pushed or recreated while it
+   * was closed (its tip no longer contains the PR's head), and a PR whose head and base already have
+   * another open PR (one open PR per head and base, as at creation). GitHub's wording is observed for
+   * the merged and the force-pushed cases; for a deleted branch and another open PR it is not documented.
+   */
+  private async reopenableHead(record: RepositoryRecord, pull: PullRecord): Promise<string> {
+    const refuse = (why: string) => validationFailed(DOCUMENTATION.updatePull, { resource: 'PullRequest', code: 'custom', field: 'state', message: `state cannot be changed. ${why}` });
+    if (pull.mergedAt) throw refuse('The pull request cannot be reopened.');
+    const bare = this.git(record);
+    const tip = bare.readBranches().get(pull.headRef);
+    if (tip === undefined) throw refuse(`The ${pull.headRef} branch has been deleted.`);
+    if (tip !== pull.headSha && !(await bare.isAncestor(pull.headSha, tip))) throw refuse(`The ${pull.headRef} branch was force-pushed or recreated.`);
+    const other = this.state.pulls.find((p) => p !== pull && p.repository === pull.repository && p.state === 'open' && p.headRef === pull.headRef && p.baseRef === pull.baseRef);
+    if (other) throw refuse(`A pull request already exists for ${record.owner}:${pull.headRef}.`);
+    return tip;
   }
 
   /**

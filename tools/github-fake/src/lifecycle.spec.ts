@@ -82,6 +82,68 @@ describe('auto-merge and a moving head', () => {
   });
 });
 
+describe('closing and reopening', () => {
+  const close = (n: number) => octokit.rest.pulls.update({ owner, repo: name(), pull_number: n, state: 'closed' });
+  const reopen = (n: number, extra: { title?: string } = {}) => octokit.rest.pulls.update({ owner, repo: name(), pull_number: n, state: 'open', ...extra });
+
+  it('a PR reopened after more commits reached its branch shows the branch as it is now, and mergeability for that head', async () => {
+    const { pr } = await open('story/reopen-later');
+    await close(pr.number);
+    const later = clone.commitAndPush('story/reopen-later', { 'later.txt': 'later\n' }, 'Pushed while closed');
+    await fake.control.refresh();
+    const { data } = await reopen(pr.number);
+    expect(data).toMatchObject({ state: 'open', head: { sha: later } });
+    await fake.control.computeMergeability();
+    expect(await getPull(pr.number)).toMatchObject({ head: { sha: later }, mergeable: true, commits: 2 });
+  });
+
+  it('refuses to reopen a PR whose branch was force-pushed or deleted while it was closed, and changes nothing', async () => {
+    const { pr, sha } = await open('story/reopen-forced');
+    await close(pr.number);
+    // Someone rewrites the branch from main: its tip no longer contains the PR's head.
+    clone.git('checkout', '-q', '-B', 'story/reopen-forced', 'origin/main');
+    clone.git('commit', '-q', '--allow-empty', '-m', 'Rewritten');
+    clone.git('push', '-q', '-f', 'origin', 'HEAD:refs/heads/story/reopen-forced');
+    await fake.control.refresh();
+    const forced = (await reopen(pr.number, { title: 'renamed' }).catch((e: unknown) => e)) as RequestError;
+    expect(forced.status).toBe(422);
+    expect(forced.response?.data).toMatchObject({
+      message: 'Validation Failed',
+      errors: [{ resource: 'PullRequest', code: 'custom', field: 'state', message: 'state cannot be changed. The story/reopen-forced branch was force-pushed or recreated.' }],
+    });
+    expect(await getPull(pr.number)).toMatchObject({ state: 'closed', title: 'story/reopen-forced', head: { sha } });
+
+    const { pr: gone } = await open('story/reopen-deleted');
+    await close(gone.number);
+    clone.git('push', '-q', 'origin', '--delete', 'story/reopen-deleted');
+    await fake.control.refresh();
+    const deleted = (await reopen(gone.number).catch((e: unknown) => e)) as RequestError;
+    expect(deleted.status).toBe(422);
+    expect(deleted.response?.data).toMatchObject({ errors: [{ resource: 'PullRequest', code: 'custom', field: 'state' }] });
+    expect((await getPull(gone.number)).state).toBe('closed');
+  });
+
+  it('refuses to reopen a PR while another open PR has the same head and base: one open PR per branch', async () => {
+    const { pr: first } = await open('story/reopen-twice');
+    await close(first.number);
+    const { data: second } = await octokit.rest.pulls.create({ owner, repo: name(), head: 'story/reopen-twice', base: 'main', title: 'again' });
+    const error = (await reopen(first.number).catch((e: unknown) => e)) as RequestError;
+    expect(error.status).toBe(422);
+    expect(error.response?.data).toMatchObject({ message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'custom', field: 'state' }] });
+    const listed = await octokit.rest.pulls.list({ owner, repo: name(), head: `${owner}:story/reopen-twice`, state: 'open' });
+    expect(listed.data.map((p) => p.number)).toEqual([second.number]);
+  });
+
+  it('refuses a new base for a closed PR with GitHub’s message', async () => {
+    clone.git('push', '-q', 'origin', 'origin/main:refs/heads/release-closed');
+    const { pr } = await open('story/closed-base');
+    await close(pr.number);
+    const error = (await octokit.rest.pulls.update({ owner, repo: name(), pull_number: pr.number, base: 'release-closed' }).catch((e: unknown) => e)) as RequestError;
+    expect(error.status).toBe(422);
+    expect(error.response?.data).toMatchObject({ errors: [{ resource: 'PullRequest', code: 'invalid', field: 'base', message: 'Cannot change the base branch of a closed pull request.' }] });
+  });
+});
+
 describe('automatic checks (a CI stand-in)', () => {
   afterEach(() => fake.control.setAutoChecks([]));
 
