@@ -87,7 +87,9 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   private async rounds(pullRequestId: string): Promise<void> {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       let state = await this.prs.load(pullRequestId);
-      if (!state.flow || isSettled(state)) return;
+      // A PR closed without merge is read when asked (a webhook about it): someone may have reopened it.
+      const closed = state.outcome?.kind === 'CLOSED' && state.pr !== null;
+      if (!state.flow || (isSettled(state) && !closed)) return;
       let seen: PullRequestOnGitHub | null = null;
       if (state.pr) {
         seen = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.read(state.repository, state.pr!.number));

@@ -372,6 +372,19 @@ export const PullRequestClosed = defineEvent({
   },
 });
 
+/** GitHub shows a PR this service recorded closed (not merged) open again: someone reopened it; it is carried on. */
+export const PullRequestReopened = defineEvent({
+  context: 'prs',
+  type: 'PullRequestReopened',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, prNumber: z.number().int().positive(), headSha: GitShaSchema, reopenedAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, prNumber: 102, headSha: sha, reopenedAt: at }],
+    // on which head?
+    invalid: [{ ...prExample, prNumber: 102, reopenedAt: at }],
+  },
+});
+
 export const PullRequestReadyForReview = defineEvent({
   context: 'prs',
   type: 'PullRequestReadyForReview',
@@ -426,6 +439,7 @@ export type PullRequestAutoMergeDisabledData = z.output<typeof PullRequestAutoMe
 export type PullRequestMergeFailedData = z.output<typeof PullRequestMergeFailed.data>;
 export type PullRequestMergedData = z.output<typeof PullRequestMerged.data>;
 export type PullRequestClosedData = z.output<typeof PullRequestClosed.data>;
+export type PullRequestReopenedData = z.output<typeof PullRequestReopened.data>;
 export type PullRequestReadyForReviewData = z.output<typeof PullRequestReadyForReview.data>;
 export type PullRequestEffectFailedData = z.output<typeof PullRequestEffectFailed.data>;
 
@@ -449,6 +463,7 @@ export const pullRequestEventContracts = [
   PullRequestMergeFailed,
   PullRequestMerged,
   PullRequestClosed,
+  PullRequestReopened,
   PullRequestReadyForReview,
   PullRequestEffectFailed,
 ] as const;

@@ -95,9 +95,34 @@ describe('STORY pull requests end to end', () => {
     expect((await system.github.pulls(repository))[0]).toMatchObject({ state: 'open', merged: false, auto_merge: null });
   }, 120_000);
 
+  it('a PR a person closed without merge and reopened is carried on: merged once its head is green', async () => {
+    const { repository } = await system.product('product-reopen', 'reopen', { strategy: 'STORY', requiredChecks: ['ci/test'], protectedBy: ['ci/test'] });
+    const branch = 'story/ST-4';
+    const job = await system.terminal(await system.enqueue({ productId: 'product-reopen', storyId: 'ST-4', taskId: 'T-41', branch, payload: commit('src/t41.ts') }));
+    expect(job.status).toBe('DONE');
+    const open = await system.prWhere(repository, branch, (p) => p.prNumber !== null && p.scope.done, 'the PR open with its one task done');
+    // Someone closes the PR on GitHub, and later reopens it (REST, as a person's client would).
+    const setState = async (state: 'open' | 'closed') => {
+      const res = await fetch(`${system.githubUrl}/repos/${repository}/pulls/${open.prNumber}`, {
+        method: 'PATCH',
+        headers: { authorization: 'token someone', 'content-type': 'application/json' },
+        body: JSON.stringify({ state }),
+      });
+      expect(res.status).toBe(200);
+    };
+    await setState('closed');
+    await system.prWhere(repository, branch, (p) => p.phase === 'closed', 'closed');
+    await system.check(repository, job.headSha!, 'success');
+    await setState('open');
+    const merged = await system.prWhere(repository, branch, (p) => p.phase === 'merged', 'merged after the reopen');
+    expect(merged).toMatchObject({ prNumber: open.prNumber, merged: { headSha: job.headSha } });
+    const types = (await system.prEvents(pullRequestIdFor(repository, branch))).map((e) => e.type);
+    expect(types.filter((t) => ['PullRequestClosed', 'PullRequestReopened', 'PullRequestMerged'].includes(t))).toEqual(['PullRequestClosed', 'PullRequestReopened', 'PullRequestMerged']);
+  }, 120_000);
+
   it("the pr-service's view of the pull requests equals a rebuild from its log", async () => {
     const { live, rebuilt } = await system.viewsAndTheirRebuild();
-    expect(live.length).toBeGreaterThanOrEqual(3);
+    expect(live.length).toBeGreaterThanOrEqual(4);
     expect(rebuilt).toEqual(live);
   });
 });

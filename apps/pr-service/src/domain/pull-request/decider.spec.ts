@@ -349,5 +349,22 @@ describe('the pull request machine', () => {
     it('a PR closed without merge is closed', () => {
       expect(phaseOf(given([...openStory]).when(when.observed(5, { state: 'closed' })).then([event.closed(5)]))).toBe('closed');
     });
+
+    it('a closed PR someone reopened is carried on: merged once its story is done and its head green', () => {
+      const closed = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeEnabled(7), event.closed(8)];
+      expect(pendingEffects(stateOf(closed))).toEqual([]);
+      given(closed).when(when.observed(9, { state: 'closed', checks: green })).then([]);
+      // Closing cleared the auto-merge on GitHub: the merge is decided again, for the head it has now.
+      const state = given(closed).when(when.observed(10, { checks: green })).then([event.reopened(10), event.mergeRequested(10, 'AUTO_MERGE')]);
+      expect(phaseOf(state)).toBe('auto_merge_enabled');
+      expect(pendingEffects(state)).toEqual([{ type: 'ENABLE_AUTO_MERGE', repository: REPO, prNumber: 7, nodeId: NODE, expectedHeadSha: H1, mergeMethod: 'SQUASH' }]);
+      // Reopened on a head pushed while it was closed: that head waits for its own checks.
+      const moved = given(closed).when(when.observed(11, { headSha: H2, checks: [] })).then([event.reopened(11, H2), event.moved(11, H2, H1, 'GITHUB')]);
+      expect(phaseOf(moved)).toBe('waiting_for_checks');
+      expect(pendingEffects(moved)).toEqual([]);
+      // A merged PR is never reopened; another PR number is not this one.
+      given([...storyDone, event.merged(9)]).when(when.observed(10, { checks: green })).then([]);
+      given(closed).when(when.observed(12, { prNumber: 8, checks: green })).then([]);
+    });
   });
 });

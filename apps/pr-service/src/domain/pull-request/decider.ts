@@ -120,7 +120,13 @@ function merged(state: PullRequestState, id: ReturnType<typeof idOf>, headSha: s
  * A read older than the head we know of says nothing about that head (a later push moved it).
  */
 function observationEvents(o: GitHubObservation, state: PullRequestState, id: ReturnType<typeof idOf>, now: string): PullRequestEvent[] {
-  if (!state.flow || !state.pr || isSettled(state) || o.prNumber !== state.pr.number) return [];
+  if (!state.flow || !state.pr || o.prNumber !== state.pr.number) return [];
+  // Someone reopened the PR this service saw closed without merge: it is carried on from what GitHub shows now.
+  if (state.outcome?.kind === 'CLOSED' && o.state === 'open' && !o.merged) {
+    const reopened: PullRequestEvent = { type: 'PullRequestReopened', data: { ...id, prNumber: o.prNumber, headSha: o.headSha, reopenedAt: now } };
+    return [reopened, ...observationEvents(o, evolvePullRequest(state, reopened), id, now)];
+  }
+  if (isSettled(state)) return [];
   if (o.merged) return [merged(state, id, o.headSha, o.mergeCommitSha, now)];
   if (o.state === 'closed') return [{ type: 'PullRequestClosed', data: { ...id, prNumber: o.prNumber, closedAt: now } }];
   if (state.headSince !== null && o.observedAt < state.headSince) return [];

@@ -212,6 +212,18 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
     }
     case 'PullRequestClosed':
       return { ...s, outcome: { kind: 'CLOSED', at: event.data.closedAt }, updatedAt: event.data.closedAt };
+    case 'PullRequestReopened':
+      // Closing a PR clears its auto-merge on GitHub: what was decided or asked before the close is void,
+      // and the PR's head (and any push made while it was closed) waits for its own read.
+      return {
+        ...s,
+        outcome: null,
+        mergeDecision: null,
+        autoMergeEnabledFor: null,
+        autoMergeRefusedFor: null,
+        mergeFailure: null,
+        updatedAt: event.data.reopenedAt,
+      };
     case 'PullRequestReadyForReview':
       return { ...s, pr: s.pr ? { ...s.pr, draft: false } : s.pr, readyForReview: true, lastFailure: null, updatedAt: event.data.markedAt };
     case 'PullRequestEffectFailed': {

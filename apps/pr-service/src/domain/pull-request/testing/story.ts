@@ -150,6 +150,7 @@ export const event = {
     data: { ...id, prNumber: 7, prUrl: URL, headSha, mergeCommitSha, mergedAt: at(s) },
   }),
   closed: (s: number): PullRequestEvent => ({ type: 'PullRequestClosed', data: { ...id, prNumber: 7, closedAt: at(s) } }),
+  reopened: (s: number, headSha = H1): PullRequestEvent => ({ type: 'PullRequestReopened', data: { ...id, prNumber: 7, headSha, reopenedAt: at(s) } }),
   ready: (s: number, alreadyReady = false, headSha = H1): PullRequestEvent => ({
     type: 'PullRequestReadyForReview',
     data: { ...id, prNumber: 7, prUrl: URL, headSha, alreadyReady, markedAt: at(s) },
