@@ -14,13 +14,14 @@ import type { DeliveryRule, WebhookDispatcher, WebhookTarget } from './webhooks.
  */
 
 /**
- * `primary_rate_limit`, `secondary_rate_limit`, `server_error`: the request is refused and nothing
- * happens. `lost_response`: the request takes effect, then the connection is closed without an
+ * `primary_rate_limit`, `secondary_rate_limit`, `server_error`, `base_branch_modified`: the request is
+ * refused and nothing happens (`base_branch_modified` is GitHub's 409 to a merge when someone pushed to
+ * the base branch while GitHub was merging: the head is unchanged, the merge may be tried again). `lost_response`: the request takes effect, then the connection is closed without an
  * answer (a reply lost on the way). `delayed_response`: it takes effect and the answer waits
  * `delayMs` (time for a test to SIGKILL the caller between GitHub's effect and the caller's record).
  */
-export type FaultKind = 'primary_rate_limit' | 'secondary_rate_limit' | 'server_error' | 'lost_response' | 'delayed_response';
-const FAULT_KINDS: FaultKind[] = ['primary_rate_limit', 'secondary_rate_limit', 'server_error', 'lost_response', 'delayed_response'];
+export type FaultKind = 'primary_rate_limit' | 'secondary_rate_limit' | 'server_error' | 'base_branch_modified' | 'lost_response' | 'delayed_response';
+const FAULT_KINDS: FaultKind[] = ['primary_rate_limit', 'secondary_rate_limit', 'server_error', 'base_branch_modified', 'lost_response', 'delayed_response'];
 
 export interface Fault {
   kind: FaultKind;
@@ -276,6 +277,9 @@ export class HttpFrontend {
           status: '403',
         },
       };
+    }
+    if (fault.kind === 'base_branch_modified') {
+      return { status: 409, headers, body: { message: 'Base branch was modified. Review and try the merge again.', documentation_url: DOCUMENTATION.mergePull, status: '409' } };
     }
     const status = fault.status ?? 502;
     return { status, headers, body: { message: status === 502 ? 'Server Error' : 'Internal Server Error', documentation_url: DOCUMENTATION.root, status: String(status) } };

@@ -100,7 +100,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       }
       const effect = pendingEffects(state)[0];
       if (!effect) return;
-      await this.carryOut(effect, state, seen);
+      if ((await this.carryOut(effect, state, seen)) === 'read-later') return this.ask(pullRequestId, 1000);
     }
     this.ask(pullRequestId, 1000);
   }
@@ -155,7 +155,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   }
 
   /** One effect, after the read that preceded it; GitHub's answer is recorded, and a crash before that is recovered by the next read. */
-  private async carryOut(effect: PullRequestEffect, state: PullRequestState, seen: PullRequestOnGitHub | null): Promise<void> {
+  private async carryOut(effect: PullRequestEffect, state: PullRequestState, seen: PullRequestOnGitHub | null): Promise<void | 'read-later'> {
     const id = state.pullRequestId;
     const record = (command: PullRequestCommand) => this.prs.record(command, this.metadata(id));
     switch (effect.type) {
@@ -242,10 +242,14 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
           this.log.info({ pullRequestId: id, prNumber: effect.prNumber, headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha }, 'pull request merged');
           await record(this.command(state, { type: 'RecordMerged', data: { headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha } }));
         } else {
-          // 409: recorded against the head it was meant for (PR-14), so that head is not merged again; the
-          // next read records the new head, which waits for its own checks (PR-7).
-          this.log.info({ pullRequestId: id, headSha: effect.sha, github: answer.message }, 'the head moved before the merge (409); the new head waits for its own checks');
-          await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: 'UNKNOWN', message: answer.message.slice(0, 2000), mergeableState: seen?.mergeableState ?? null } }));
+          // 409: a branch moved under the merge (PR-14). The head ("Head branch was modified"): the next read
+          // records the new head, which waits for its own checks (PR-7). The base ("Base branch was
+          // modified"): the head is the same and GitHub may well show the PR as before, so the refusal is
+          // recorded without the mergeable_state it was made under — the next read, a second from now,
+          // tries the same head again (GitHub checks it against `sha`).
+          this.log.info({ pullRequestId: id, headSha: effect.sha, github: answer.message }, 'a branch moved under the merge (409); reading again');
+          await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: 'UNKNOWN', message: answer.message.slice(0, 2000), mergeableState: null } }));
+          return 'read-later';
         }
         return;
       }

@@ -40,6 +40,15 @@ describe('pull requests under faults, end to end', () => {
   describe('the head moves between the merge decision and the merge', () => {
     afterAll(() => system.restartPrService());
 
+    it('a 409 with the head unchanged (the base moved under the merge) is tried again at the next read: merged', async () => {
+      const story = await finishedStory('base-moved');
+      await system.github.injectFault({ kind: 'base_branch_modified', method: 'PUT', path: `/repos/${story.repository}/pulls/${story.pr.prNumber}/merge` });
+      await system.check(story.repository, story.head, 'success');
+      const merged = await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged after the 409', 30_000);
+      expect(merged.merged).toMatchObject({ headSha: story.head });
+      expect((await mergeCalls(story.repository, story.pr.prNumber!)).map((r) => r.status)).toEqual([409, 200]);
+    });
+
     it('409 is handled: the new head waits for its own checks, and only a head seen green is merged', async () => {
       await system.restartPrService({ GANTRY_TEST_HOLD_AT: 'github:merge' });
       const story = await finishedStory('moved');
