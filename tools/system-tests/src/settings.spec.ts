@@ -28,6 +28,9 @@ describe('a bad setting stops the service at boot, naming the variable', () => {
     ['job-service', 'GANTRY_READY_RELAY_MAX_AGE_MS', 'a minute'],
     ['job-service', 'PORT', '70000'],
     ['job-service', 'GANTRY_DB_POOL_MAX', '3'],
+    // beyond what a timer holds (it would fire every millisecond), beyond what JetStream takes
+    ['job-service', 'GANTRY_PRUNE_INTERVAL_MS', '2592000000'],
+    ['workflow-engine', 'GANTRY_STREAM_MAX_AGE_MS', '10000000000000'],
     ['pr-service', 'GANTRY_DB_POOL_MAX', 'many'],
     // numbers of one service
     ['job-service', 'GANTRY_LEASE_SWEEP_MS', 'fast'],

@@ -40,6 +40,10 @@ export interface ServiceConfig {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** The longest interval a Node timer holds: beyond it, setInterval fires every millisecond. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** The longest age JetStream takes: it counts a stream's max_age in nanoseconds, in a signed 64-bit integer. */
+const MAX_STREAM_AGE_MS = 9_223_372_036_854;
 /** Shortest bearer token accepted: anything shorter is guessable. */
 export const MIN_HTTP_TOKEN_LENGTH = 16;
 
@@ -71,11 +75,11 @@ const variables = {
   GANTRY_READY_RELAY_MAX_AGE_MS: setting.wholeNumber({ min: 1, default: 30_000 }),
   GANTRY_READY_CONSUMER_MAX_LAG_MS: setting.wholeNumber({ min: 1, default: 60_000 }),
   GANTRY_GROUP_COMMIT: setting.text(),
-  GANTRY_STREAM_MAX_AGE_MS: setting.wholeNumber({ min: 0, default: 7 * DAY_MS }),
+  GANTRY_STREAM_MAX_AGE_MS: setting.wholeNumber({ min: 0, max: MAX_STREAM_AGE_MS, default: 7 * DAY_MS }),
   GANTRY_STREAM_MAX_BYTES: setting.wholeNumber({ min: -1, default: -1 }),
   GANTRY_RECEIPT_TTL_MS: setting.wholeNumber({ min: 1, default: 7 * DAY_MS }),
   GANTRY_DEAD_LETTER_RETENTION_MS: setting.wholeNumber({ min: 1, default: 30 * DAY_MS }),
-  GANTRY_PRUNE_INTERVAL_MS: setting.wholeNumber({ min: 10, default: 10 * 60 * 1000 }),
+  GANTRY_PRUNE_INTERVAL_MS: setting.wholeNumber({ min: 10, max: MAX_TIMER_MS, default: 10 * 60 * 1000 }),
   LOG_LEVEL: setting.oneOf(LOG_LEVEL_NAMES, 'info'),
 };
 
