@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, chown } from 'node:fs/promises';
-import { createServer, connect as tcpConnect } from 'node:net';
+import { createServer, connect as tcpConnect, type Socket } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -140,6 +140,65 @@ export async function startScratchPostgres(): Promise<ScratchServer> {
     remove: async () => {
       await stop().catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface CuttableProxy {
+  /** The target's URL with the proxy's address in its place. */
+  readonly url: string;
+  /** Drops every connection through it and refuses new ones (they are accepted and closed at once). */
+  cut(): void;
+  /** Lets connections through again. */
+  restore(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP proxy on a spare port in front of a shared server (`url`'s host and port), for a test that
+ * takes the server away from one service only: cut, every connection through it is lost; restored,
+ * new ones go through. The server itself keeps running for everyone else.
+ */
+export async function startCuttableProxy(url: string): Promise<CuttableProxy> {
+  const target = new URL(url);
+  const sockets = new Set<Socket>();
+  let cut = false;
+  const server = createServer((client) => {
+    if (cut) return void client.destroy();
+    const upstream = tcpConnect({ host: target.hostname, port: Number(target.port) });
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', end);
+      socket.on('close', end);
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const proxied = new URL(url);
+  proxied.host = `127.0.0.1:${(server.address() as { port: number }).port}`;
+  const cutAll = () => {
+    cut = true;
+    for (const socket of sockets) socket.destroy();
+  };
+  return {
+    url: proxied.toString(),
+    cut: cutAll,
+    restore: () => {
+      cut = false;
+    },
+    close: () => {
+      cutAll();
+      return new Promise((resolve) => server.close(() => resolve()));
     },
   };
 }

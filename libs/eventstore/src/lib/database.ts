@@ -54,6 +54,27 @@ function isStalePlan(error: unknown): boolean {
   return code === '0A000' && message === 'cached plan must not change result type';
 }
 
+/** Socket errors of a connection to PostgreSQL that could not be made or was lost. */
+const UNREACHABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+/** The server shutting down, crashed or still starting (57P01, 57P02, 57P03); class 08 is the connection's own. */
+const UNREACHABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03']);
+/** node-postgres's own words for a connection it lost, or could not make in time. */
+const UNREACHABLE_MESSAGES = /^(Connection terminated( unexpectedly| due to connection timeout)?|Client has encountered a connection error and is not queryable|timeout exceeded when trying to connect)$/;
+
+/**
+ * The database could not be reached, rather than refusing what was asked: the connection was
+ * refused or lost, or the server is shutting down or starting. Nothing the caller asked for is known
+ * to have committed, and the same request may be made again once it is back (for a command: under
+ * the same idempotency key, which finds its receipt if the commit did happen; docs/architecture.md,
+ * "Commands").
+ */
+export function isDatabaseUnreachable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && (UNREACHABLE_SOCKET_CODES.has(code) || UNREACHABLE_SQLSTATES.has(code) || code.startsWith('08'))) return true;
+  return UNREACHABLE_MESSAGES.test(error.message);
+}
+
 export async function ensureSchema(url: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();

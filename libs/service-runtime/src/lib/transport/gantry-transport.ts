@@ -3,7 +3,7 @@ import { Server, type CustomTransportStrategy, type MessageHandler } from '@nest
 import { headers as natsHeaders, type Msg, type MsgHdrs, type Subscription } from '@nats-io/transport-node';
 import { lastValueFrom } from 'rxjs';
 import type pg from 'pg';
-import { storableValue } from '@gantry/eventstore';
+import { isDatabaseUnreachable, storableValue } from '@gantry/eventstore';
 import {
   commandQueueGroup,
   commandSubject,
@@ -225,6 +225,11 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
         return { ok: true, result: checked.data };
       } catch (error) {
         if (error instanceof GantryError) return { ok: false, error: error.toPayload() };
+        if (isDatabaseUnreachable(error)) {
+          // Not the command's fault: the caller sends it again under its key once the database is back.
+          this.options.logger.warn('command failed: the database is not reachable', { command: qualified, correlationId: call.correlationId, error: String(error) });
+          return { ok: false, error: { code: ErrorCode.UNAVAILABLE, message: `${qualified}: the service's database is not reachable; send it again` } };
+        }
         this.options.logger.error('command failed', {
           command: qualified,
           correlationId: call.correlationId,
