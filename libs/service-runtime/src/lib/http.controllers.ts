@@ -9,6 +9,7 @@ import { Liveness, Readiness } from './readiness.js';
 export interface HttpResponse {
   status(code: number): HttpResponse;
   json(body: unknown): void;
+  once(event: 'finish' | 'close', listener: () => void): unknown;
 }
 
 /**
@@ -80,8 +81,14 @@ export class CommandsController {
     @Headers('x-correlation-id') correlationId: string | undefined,
     @Res() res: HttpResponse,
   ): Promise<void> {
-    const reply = await this.commands.dispatch(name, body ?? {}, { correlationId: correlationId || randomUUID(), via: 'http' });
-    res.status(reply.ok ? 200 : httpStatusOf(reply.error.code)).json(reply);
+    await this.commands.answerOverHttp(name, body ?? {}, { correlationId: correlationId || randomUUID(), via: 'http' }, (reply) =>
+      new Promise<void>((resolve) => {
+        // Written out (or the caller gone) before a shutdown may drop the connection.
+        res.once('finish', resolve);
+        res.once('close', resolve);
+        res.status(reply.ok ? 200 : httpStatusOf(reply.error.code)).json(reply);
+      }),
+    );
   }
 
   @Get()

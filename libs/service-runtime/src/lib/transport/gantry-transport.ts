@@ -194,6 +194,24 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
   }
 
   /**
+   * A command from HTTP (`POST /commands/<name>`), answered through `respond`, which settles once the
+   * answer is written. It counts as in flight until then, so that close() waits for it before the
+   * HTTP server drops its connections; once close() began, it is refused UNAVAILABLE (503), run nowhere,
+   * for the caller to send again to a replica that runs (docs/operations.md, "Stopping").
+   */
+  async answerOverHttp(name: string, body: unknown, call: CommandContext, respond: (reply: CommandReply) => Promise<void>): Promise<void> {
+    if (this.closing) {
+      await respond({ ok: false, error: { code: ErrorCode.UNAVAILABLE, message: `${this.options.context}.${name}: the service is stopping; send it again` } });
+      return;
+    }
+    const work: Promise<void> = this.dispatch(name, body, call)
+      .then(respond)
+      .finally(() => this.inFlight.delete(work));
+    this.inFlight.add(work);
+    await work;
+  }
+
+  /**
    * Runs one command from raw bytes (NATS) or an already-decoded value (HTTP); its time and outcome
    * go to the `gantry_command_duration_seconds` metric.
    */
