@@ -38,6 +38,8 @@ describe('a bad setting stops the service at boot, naming the variable', () => {
     ['pr-service', 'GANTRY_PR_RESYNC_INTERVAL_MS', '-5'],
     ['workflow-engine', 'GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS', '30s'],
     ['runner', 'GANTRY_RUNNER_CONCURRENCY', '0'],
+    // the runner's stop would outlast the process's grace (docs/jobs.md, "Stopping a runner")
+    ['runner', 'GANTRY_RUNNER_SHUTDOWN_GRACE_MS', '60000'],
     // one of a set, URLs
     ['runner', 'GANTRY_RUNNER_KINDS', 'TASK_IMPLEMENTATION,DEPLOY'],
     ['job-service', 'GANTRY_DATABASE_URL', 'not a url'],

@@ -94,3 +94,17 @@ describe('the README\'s runner settings table', () => {
     expect(settings.filter((name) => !table.includes(`| \`${name}\` |`))).toEqual([]);
   });
 });
+
+describe("the runner's stop fits in the process's shutdown grace", () => {
+  it('GANTRY_RUNNER_SHUTDOWN_GRACE_MS plus the kill grace at or past GANTRY_SHUTDOWN_GRACE_MS is refused, naming it: the process would exit 1 with its agents running', () => {
+    expect(() => loadRunnerConfig({ GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '60000' })).toThrow(SettingsError);
+    expect(() => loadRunnerConfig({ GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '20000', GANTRY_AGENT_KILL_GRACE_MS: '10000' })).toThrow(
+      /GANTRY_RUNNER_SHUTDOWN_GRACE_MS plus GANTRY_AGENT_KILL_GRACE_MS must be less than GANTRY_SHUTDOWN_GRACE_MS/,
+    );
+  });
+
+  it('fits with the defaults, and once GANTRY_SHUTDOWN_GRACE_MS is raised with it', () => {
+    expect(loadRunnerConfig({}).shutdownGraceMs).toBe(15_000);
+    expect(loadRunnerConfig({ GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '60000', GANTRY_SHUTDOWN_GRACE_MS: '90000' }).shutdownGraceMs).toBe(60_000);
+  });
+});

@@ -1,7 +1,7 @@
 import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { JobKinds, JobKindSchema, RunnerIdSchema, worktreeRootOf, type JobKind } from '@gantry/contracts';
-import { defineSettings, setting, type Refuse } from '@gantry/service-runtime';
+import { defineSettings, setting, shutdownGraceSetting, type Refuse } from '@gantry/service-runtime';
 import { DEFAULT_AGENT_BIN } from '../domain/agent-command.js';
 import { DEFAULT_TOKEN_EXPIRED_PATTERN } from '../infrastructure/agent/agent-process.js';
 
@@ -64,6 +64,8 @@ const variables = {
   GANTRY_OFFER_POLL_MS: milliseconds(1_000, 60_000, 1_000),
   GANTRY_OFFER_ACK_WAIT_MS: milliseconds(3_000, 3_600_000, 30_000),
   GANTRY_RUNNER_SHUTDOWN_GRACE_MS: milliseconds(0, 3_600_000, 15_000),
+  // The runtime's: the runner's shutdown steps must end within it (see build).
+  GANTRY_SHUTDOWN_GRACE_MS: shutdownGraceSetting(),
   GANTRY_RUNNER_BACKOFF_INITIAL_MS: milliseconds(1, 60_000, 500),
   GANTRY_RUNNER_BACKOFF_MAX_MS: milliseconds(1, 3_600_000, 30_000),
   GANTRY_RUNNER_COMMAND_TIMEOUT_MS: milliseconds(100, 600_000, 10_000),
@@ -80,6 +82,14 @@ export const runnerSettings = defineSettings({
     const runnerId = v.GANTRY_RUNNER_ID ?? defaultRunnerId(hostname(), process.pid);
     if (!RunnerIdSchema.safeParse(runnerId).success) {
       refuse('GANTRY_RUNNER_ID', 'must be letters, digits, _ and - (it names subjects and idempotency scopes)');
+    }
+    // Past the process's grace it exits 1 at once: agents (process groups of their own) would run on
+    // and their claims would not be given back (docs/jobs.md, "Stopping a runner").
+    if (v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS + v.GANTRY_AGENT_KILL_GRACE_MS >= v.GANTRY_SHUTDOWN_GRACE_MS) {
+      refuse(
+        'GANTRY_RUNNER_SHUTDOWN_GRACE_MS',
+        'plus GANTRY_AGENT_KILL_GRACE_MS must be less than GANTRY_SHUTDOWN_GRACE_MS (the stop would exit before the agents are stopped and their claims given back)',
+      );
     }
     return {
       runnerId,

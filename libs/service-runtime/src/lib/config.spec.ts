@@ -1,5 +1,5 @@
-import { serviceSettings, type ServiceConfig } from './config.js';
-import { SettingsError, settingsOf } from './settings.js';
+import { serviceSettings, shutdownGraceSetting, type ServiceConfig } from './config.js';
+import { defineSettings, readSettings, SettingsError, settingsOf } from './settings.js';
 
 const runtime = serviceSettings({ service: 'config-test', schema: 'jobs', port: 3101, commandsOverHttp: true });
 const read = (env: Record<string, string>): ServiceConfig => settingsOf(runtime, env);
@@ -15,5 +15,21 @@ describe("the runtime's settings refuse what a timer or JetStream cannot hold, n
     expect(() => read({ GANTRY_STREAM_MAX_AGE_MS: '10000000000000' })).toThrow(/GANTRY_STREAM_MAX_AGE_MS must be a whole number from 0 to 9223372036854/);
     expect(read({ GANTRY_STREAM_MAX_AGE_MS: '9223372036854' }).streamLimits.maxAgeMs).toBe(9_223_372_036_854);
     expect(read({ GANTRY_STREAM_MAX_AGE_MS: '0' }).streamLimits.maxAgeMs).toBe(0);
+  });
+});
+
+describe('a variable two parts read', () => {
+  it('is named once when it is refused', () => {
+    const other = defineSettings({ name: 'other', token: Symbol('other'), variables: { GANTRY_SHUTDOWN_GRACE_MS: shutdownGraceSetting() }, build: (v) => v });
+    const refused = (() => {
+      try {
+        readSettings([runtime, other] as never, { GANTRY_SHUTDOWN_GRACE_MS: 'soon' });
+      } catch (error) {
+        return error;
+      }
+      return null;
+    })();
+    expect(refused).toBeInstanceOf(SettingsError);
+    expect((refused as SettingsError).problems).toEqual([{ variable: 'GANTRY_SHUTDOWN_GRACE_MS', problem: expect.stringContaining('whole number') }]);
   });
 });

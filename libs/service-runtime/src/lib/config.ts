@@ -56,6 +56,12 @@ export function isLoopbackHost(host: string): boolean {
   return false;
 }
 
+/**
+ * GANTRY_SHUTDOWN_GRACE_MS: how long a stop may take before the process exits 1. Also read by the
+ * parts whose own shutdown steps must end within it (the runner's).
+ */
+export const shutdownGraceSetting = () => setting.wholeNumber({ min: 0, max: 3_600_000, default: 30_000 });
+
 const variables = {
   GANTRY_DATABASE_URL: setting.url({ protocols: ['postgres:', 'postgresql:'], default: 'postgres://postgres@127.0.0.1:5432/gantry' }),
   GANTRY_DB_SCHEMA: setting.text(),
@@ -71,7 +77,7 @@ const variables = {
   // A JetStream cluster holds at most five replicas of a stream.
   GANTRY_STREAM_REPLICAS: setting.wholeNumber({ min: 1, max: 5, default: 1 }),
   GANTRY_COMMAND_CONCURRENCY: setting.wholeNumber({ min: 1, max: 100_000, default: 256 }),
-  GANTRY_SHUTDOWN_GRACE_MS: setting.wholeNumber({ min: 0, max: 3_600_000, default: 30_000 }),
+  GANTRY_SHUTDOWN_GRACE_MS: shutdownGraceSetting(),
   GANTRY_READY_RELAY_MAX_AGE_MS: setting.wholeNumber({ min: 1, default: 30_000 }),
   GANTRY_READY_CONSUMER_MAX_LAG_MS: setting.wholeNumber({ min: 1, default: 60_000 }),
   GANTRY_GROUP_COMMIT: setting.text(),

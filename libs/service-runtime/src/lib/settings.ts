@@ -78,7 +78,8 @@ export function readSettings(parts: ReadonlyArray<SettingsPart<unknown, Shape>>,
   const problems: SettingProblem[] = [];
   for (const part of parts) {
     const result = problemsOf(part, present);
-    problems.push(...result.problems);
+    // A variable two parts read (GANTRY_SHUTDOWN_GRACE_MS) is named once.
+    problems.push(...result.problems.filter((p) => !problems.some((q) => q.variable === p.variable && q.problem === p.problem)));
     settings[part.name] = result.value;
   }
   if (problems.length > 0) throw new SettingsError(problems);
