@@ -82,6 +82,15 @@ describe('a bad setting stops the service at boot, naming the variable', () => {
     }
   });
 
+  it("a refused start writes JSON lines only (Nest's report of the failure too), and no value", async () => {
+    const result = await startWith('job-service', { GANTRY_COMMAND_CONCURRENCY: 'unlimited', LOG_LEVEL: 'info' });
+    expect(result.started).toBe(false);
+    const lines = result.output.split('\n').filter((line) => line.trim() !== '');
+    expect(lines.filter((line) => !/^\{.*\}$/.test(line) || !JSON.parse(line))).toEqual([]);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(result.output).not.toContain('unlimited');
+  });
+
   it('names every bad variable at once', async () => {
     const result = await startWith('worktree-service', { GANTRY_COMMAND_CONCURRENCY: 'x', GANTRY_WORKTREE_MAX_PER_REPOSITORY: 'y' });
     expect(result.started).toBe(false);

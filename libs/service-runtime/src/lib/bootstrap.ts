@@ -3,9 +3,10 @@ import { NestFactory } from '@nestjs/core';
 import type { INestApplication, Type } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Logger, PinoLogger } from 'nestjs-pino';
+import type pino from 'pino';
 import { SERVICE_CONFIG } from './runtime.module.js';
 import type { ServiceConfig } from './config.js';
-import { bootLogger } from './logging.js';
+import { bootLogger, nestBootLogger } from './logging.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { GantryExceptionFilter } from './transport/rpc-errors.filter.js';
 
@@ -21,6 +22,8 @@ export interface RunServiceOptions {
 export interface ServiceAppOptions extends RunServiceOptions {
   /** `false`: Nest's own lines (modules, routes) are not logged (tests); the service's lines are. */
   nestLogs?: false;
+  /** Where Nest's lines go until the service's own logger exists (a failed start): `runService`'s boot logger. */
+  bootLog?: pino.Logger;
 }
 
 /**
@@ -31,7 +34,7 @@ export interface ServiceAppOptions extends RunServiceOptions {
 export async function createServiceApp(module: Type<unknown>, options: ServiceAppOptions = {}): Promise<INestApplication> {
   const app = await NestFactory.create(module, {
     // Nest's own lines wait for the service's pino logger (nestjs-pino), which exists once the modules do.
-    ...(options.nestLogs === false ? { logger: false } : { bufferLogs: true }),
+    ...(options.nestLogs === false ? { logger: false } : { bufferLogs: true, ...(options.bootLog ? { logger: nestBootLogger(options.bootLog) } : {}) }),
     forceCloseConnections: true,
     rawBody: options.rawBody !== undefined,
     // A failed start is thrown to the caller (runService logs it and exits 1), not exited on here.
@@ -67,11 +70,12 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
  * exit 0; a shutdown that hangs past the grace period exits 1.
  */
 export async function runService(module: Type<unknown>, service: string, options: RunServiceOptions = {}): Promise<INestApplication> {
-  const log = bootLogger(service).child({ context: 'runtime' });
+  const boot = bootLogger(service);
+  const log = boot.child({ context: 'runtime' });
   let app: INestApplication;
   let config: ServiceConfig;
   try {
-    app = await createServiceApp(module, options);
+    app = await createServiceApp(module, { ...options, bootLog: boot });
     config = app.get<ServiceConfig>(SERVICE_CONFIG);
     await app.listen(config.port, config.httpHost);
     log.info({ port: config.port, host: config.httpHost }, 'listening');

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { DynamicModule, InjectionToken } from '@nestjs/common';
+import type { DynamicModule, InjectionToken, LoggerService } from '@nestjs/common';
 import { LoggerModule, type Params, type PinoLogger } from 'nestjs-pino';
 import pino, { type Bindings, type DestinationStream, type LevelWithSilent, type LoggerOptions } from 'pino';
 
@@ -114,6 +114,22 @@ export function pinoOptions(service: string, level: LevelWithSilent): LoggerOpti
 export function bootLogger(service: string, destination?: DestinationStream): pino.Logger {
   const options = pinoOptions(service, bootLevel());
   return destination ? pino(options, destination) : pino(options);
+}
+
+/**
+ * Nest's own lines before the service's logger exists — the start of the application and, when it
+ * does not start, Nest's report of why — as JSON lines of a boot logger, not Nest's colored text.
+ * Nest passes the component last (`context`); an error is logged with its message and stack.
+ */
+export function nestBootLogger(log: pino.Logger): LoggerService {
+  const write =
+    (level: 'info' | 'error' | 'warn' | 'debug' | 'trace' | 'fatal') =>
+    (message: unknown, ...params: unknown[]): void => {
+      const context = params.length > 0 && typeof params[params.length - 1] === 'string' ? (params[params.length - 1] as string) : 'nest';
+      if (message instanceof Error) log[level]({ context, error: message }, message.message);
+      else log[level]({ context }, typeof message === 'string' ? message : JSON.stringify(message));
+    };
+  return { log: write('info'), error: write('error'), warn: write('warn'), debug: write('debug'), verbose: write('trace'), fatal: write('fatal') };
 }
 
 /** Requests not logged: the probes, and Prometheus' scrapes of /metrics. */
