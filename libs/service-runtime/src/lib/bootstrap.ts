@@ -85,7 +85,12 @@ export async function runService(module: Type<unknown>, service: string, options
   }
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal does not cut the stop short (its default action would kill the process with
+      // work in flight): the grace period bounds it (docs/operations.md, "Stopping").
+      log.warn({ signal }, 'already stopping; waiting for work in flight');
+      return;
+    }
     stopping = true;
     log.info({ signal }, 'stopping');
     const force = setTimeout(() => {
@@ -101,7 +106,7 @@ export async function runService(module: Type<unknown>, service: string, options
       },
     );
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
   return app;
 }

@@ -4,7 +4,8 @@
  * dist/testing/probe-service.js.
  *
  * - command `runtime_probe_note` logs (with a secret among its fields), reads the database, logs
- *   again from a callback it scheduled, and appends `RuntimeProbeNoted`;
+ *   again from a callback it scheduled, and appends `RuntimeProbeNoted`; with
+ *   GANTRY_TEST_HOLD_AT=runtime-probe-note the first one waits for SIGUSR2 before it appends;
  * - durable consumer `runtime-probe` logs each `RuntimeProbeNoted`; with PROBE_HOLD=1 it holds an
  *   event whose `hold` is true for as long as the process lives (JetStream keeps it delivered to
  *   this process).
@@ -17,6 +18,7 @@ import type { EventEnvelope } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { runService } from '../lib/bootstrap.js';
 import { GantryRuntimeModule } from '../lib/runtime.module.js';
+import { holdHereIfAsked } from '../lib/test-crash.js';
 import type { CommandCallContext } from '../lib/transport/contexts.js';
 import { CommandHandler, DurableConsumer } from '../lib/transport/decorators.js';
 import { RuntimeProbeNote } from './probe-service-contract.js';
@@ -44,6 +46,7 @@ class ProbeHandlers {
       'probe noting',
     );
     await this.store.pool.query('SELECT 1');
+    await holdHereIfAsked('runtime-probe-note');
     await new Promise<void>((resolve) =>
       setTimeout(() => {
         this.log.info({ text: request.text }, 'probe timer fired');
