@@ -4,11 +4,15 @@
 # `--infra` also stops the nats-server and the project-local PostgreSQL that
 # scripts/ensure-infra.sh started itself (never a server it found already running).
 #
-#   GANTRY_STOP_TIMEOUT  seconds to wait for each process after SIGTERM (default 20), then SIGKILL
+#   GANTRY_STOP_TIMEOUT  seconds to wait for each process after SIGTERM, then SIGKILL (default: the apps'
+#                        GANTRY_SHUTDOWN_GRACE_MS, 30 s by default, plus 5 s: an app's stop ends first,
+#                        by itself, and a runner's agents are stopped and its claims given back)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
 
-STOP_TIMEOUT="${GANTRY_STOP_TIMEOUT:-20}"
+grace_ms="${GANTRY_SHUTDOWN_GRACE_MS:-30000}"
+[[ "$grace_ms" =~ ^[0-9]+$ ]] || grace_ms=30000
+STOP_TIMEOUT="${GANTRY_STOP_TIMEOUT:-$(((grace_ms + 999) / 1000 + 5))}"
 STOP_INFRA=0
 for arg in "$@"; do
   case "$arg" in

@@ -354,6 +354,26 @@ describe('stop.sh', () => {
     expect(existsSync(path.join(stateDir, 'pids/job-service.pid'))).toBe(false);
   });
 
+  it("waits for an app's whole stop within its shutdown grace (a runner stopping its agents) before any SIGKILL", async () => {
+    const marker = path.join(stateDir, 'exit');
+    // A runner that takes 21 s to stop after SIGTERM (its 15 s for running jobs, the agents' kill grace): within its 30 s grace.
+    const app = spawn(
+      process.execPath,
+      ['-e', `process.on('SIGTERM', () => setTimeout(() => { require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'stopped'); process.exit(0); }, 21000)); setInterval(() => {}, 1000);`, 'apps/runner/dist/main.js'],
+      { stdio: 'ignore' },
+    );
+    children.push(app);
+    mkdirSync(path.join(stateDir, 'pids'));
+    writeFileSync(path.join(stateDir, 'pids/runner.pid'), String(app.pid));
+    await new Promise((resolve) => setTimeout(resolve, 200)); // let it install its handler
+
+    const result = await runScript('stop.sh', { GANTRY_STATE_DIR: stateDir });
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).not.toContain('sending SIGKILL');
+    expect(readFileSync(marker, 'utf8')).toBe('stopped');
+  }, 60_000);
+
   it('leaves alone a process whose pid is in a pid file but which is not the app', async () => {
     const other = spawn('sleep', ['30'], { stdio: 'ignore' });
     children.push(other);
