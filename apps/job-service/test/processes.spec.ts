@@ -104,4 +104,34 @@ describe('job service as processes', () => {
     await eventually(async () => (await world.client.request(getJob, { jobId })).status === 'QUEUED', { timeoutMs: 20_000, what: "the neighbour's lease expired" });
     await world.db.query(`DELETE FROM jobs WHERE job_id = $1`, [ghost]);
   }, 60_000);
+
+  it('a lease whose expiry the database refuses (not a refusal of the domain) is logged, and the leases after it still expire', async () => {
+    const app = await start();
+    const claimed = async (runnerId: string) => {
+      const { jobId } = await world.client.request(enqueueJob, { kind: 'PLAN_CHAT', productId: 'product-2r', idempotencyKey: key('e') });
+      await world.client.request(claimJob, { runnerId, kinds: ['PLAN_CHAT'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('c') });
+      return jobId;
+    };
+    // Claimed first, so its lease expires first: every pass meets it before the other.
+    const refused = await claimed('runner-refused');
+    const neighbour = await claimed('runner-neighbour');
+    await world.db.query(`
+      CREATE FUNCTION refuse_expiry() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.stream_id = '${refused}' AND NEW.type = 'JobLeaseExpired' THEN RAISE EXCEPTION 'an operator trigger refuses this row'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER refuse_expiry BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_expiry();`);
+    try {
+      await eventually(async () => (await world.client.request(getJob, { jobId: neighbour })).status === 'QUEUED', { timeoutMs: 25_000, what: "the neighbour's lease expired" });
+      const line = app.output().split('\n').find((l) => l.includes('a lease could not be expired') && l.includes(refused));
+      expect(line).toBeDefined();
+      expect(line).toMatch(/an operator trigger refuses this row/);
+      expect((await world.client.request(getJob, { jobId: refused })).status).toBe('CLAIMED');
+    } finally {
+      await world.db.query(`DROP TRIGGER refuse_expiry ON events; DROP FUNCTION refuse_expiry()`);
+    }
+    // The database takes it again: the refused lease expires at the next pass.
+    await eventually(async () => (await world.client.request(getJob, { jobId: refused })).status === 'QUEUED', { timeoutMs: 25_000, what: 'the refused lease expired once allowed' });
+  }, 90_000);
 });

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { decideWithin, EventStore } from '@gantry/eventstore';
+import { decideWithin, EventStore, isDatabaseUnreachable } from '@gantry/eventstore';
 import { Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
 import { ClaimPicker } from './claim-picker.js';
@@ -62,10 +62,12 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
         });
         if (done.result) resumed++;
       } catch (error) {
-        if (!(error instanceof GantryError)) throw error;
         // Another replica resumed or ended the claim between the look and the append.
-        if (error.code === ErrorCode.VERSION_CONFLICT) continue;
-        this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, code: error.code, error: error.message }, 'a lease could not be resumed');
+        if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) continue;
+        if (isDatabaseUnreachable(error)) throw error;
+        // A fault of this job alone (its view and its log disagree, a row the database refuses) does
+        // not keep the service from starting: said loudly, and the other leases are resumed.
+        this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, ...describeFault(error) }, 'a lease could not be resumed');
       }
     }
     return resumed;
@@ -98,14 +100,21 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
           this.log.info({ jobId: row.job_id, leaseToken: row.lease_token }, 'job lease expired');
         }
       } catch (error) {
-        if (!(error instanceof GantryError)) throw error;
         // The lease ended (finished, renewed, expired by another replica) between the look and the append.
-        if (LEASE_MOVED_ON.has(error.code)) continue;
-        // Anything else is a fault of this job (its view and its log disagree): said loudly, and the
-        // sweep goes on with the other leases.
-        this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, code: error.code, error: error.message }, 'a lease could not be expired');
+        if (error instanceof GantryError && LEASE_MOVED_ON.has(error.code)) continue;
+        // No database: the pass ends here, the next one tries again.
+        if (isDatabaseUnreachable(error)) throw error;
+        // Anything else is a fault of this job (its view and its log disagree, a row the database
+        // refuses): said loudly, and the sweep goes on with the other leases — a pass that stopped
+        // at it would meet it first again (oldest expiry first) and expire nothing ever after.
+        this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, ...describeFault(error) }, 'a lease could not be expired');
       }
     }
     return expired;
   }
+}
+
+function describeFault(error: unknown): { code: string; error: string } {
+  if (error instanceof GantryError) return { code: error.code, error: error.message };
+  return { code: ErrorCode.INTERNAL, error: error instanceof Error ? error.message : String(error) };
 }
