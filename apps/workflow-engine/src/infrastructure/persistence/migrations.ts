@@ -116,4 +116,25 @@ export const WorkflowEngineStateCompression1780272000000 = lz4ColumnsMigration('
 /** The tasks' `state` as `json`, written and read whole (jsonTextColumnsMigration; docs/architecture.md, "The log's JSON is text"). */
 export const WorkflowEngineStateJsonText1782050000000 = jsonTextColumnsMigration('WorkflowEngineStateJsonText1782050000000', [['tasks', 'state']]);
 
-export const workflowEngineMigrations = [WorkflowEngineViews1765000000000, WorkflowEngineStateCompression1780272000000, WorkflowEngineStateJsonText1782050000000];
+/**
+ * The runs an entry queued, looked up by a resumed on_enter run (`entryRunOf`): one index look-up
+ * rather than a scan of every run the engine ever queued.
+ */
+export class WorkflowEngineQueuedRunsByEntry1783000000000 implements MigrationInterface {
+  name = 'WorkflowEngineQueuedRunsByEntry1783000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE INDEX IF NOT EXISTS queued_runs_by_entry ON queued_runs (task_id, workflow_id, step_id, entry_seq, position)`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX IF EXISTS queued_runs_by_entry`);
+  }
+}
+
+export const workflowEngineMigrations = [
+  WorkflowEngineViews1765000000000,
+  WorkflowEngineStateCompression1780272000000,
+  WorkflowEngineStateJsonText1782050000000,
+  WorkflowEngineQueuedRunsByEntry1783000000000,
+];
