@@ -104,6 +104,40 @@ describe('sprint runs driven by job events and PR events', () => {
     });
   }
 
+  /** A sprint job claimed, started and finished with no story log: FAILED, by `failure` or for want of output. */
+  async function claimAndFail(job: JobView, runnerId: string, failure: { kind: 'COMPILE'; message: string } | null = null) {
+    const claim = await world.client.request(claimJob, { runnerId, kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    const lease = { jobId: job.jobId, runnerId, leaseToken: claim.job.leaseToken };
+    await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
+    const facts = { verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure, cancelled: false } as const;
+    return world.client.request(finishJob, { ...lease, idempotencyKey: key('finish'), facts });
+  }
+
+  /**
+   * Runs `body` while the run's reactions to the job's `type` event fail (the consumer hands its try
+   * back and goes on with later events): the run learns of that event only after `body`.
+   */
+  async function withReactionHeldBack(jobId: string, type: string, body: () => Promise<void>) {
+    await world.db.query(`
+      CREATE TABLE held_back (job_id text, type text);
+      CREATE FUNCTION held_back_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF EXISTS (SELECT 1 FROM events e JOIN held_back b ON b.job_id = e.stream_id AND b.type = e.type WHERE e.event_id::text = NEW.event_id::text) THEN
+          RAISE EXCEPTION 'test: the run learns of this event later';
+        END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER held_back BEFORE INSERT ON inbox FOR EACH ROW WHEN (NEW.consumer = 'job-service-sprint-runs-from-jobs') EXECUTE FUNCTION held_back_fail();
+    `);
+    try {
+      await world.db.query(`INSERT INTO held_back VALUES ($1, $2)`, [jobId, type]);
+      await body();
+    } finally {
+      await world.db.query(`DROP TRIGGER IF EXISTS held_back ON inbox; DROP FUNCTION IF EXISTS held_back_fail(); DROP TABLE IF EXISTS held_back`);
+    }
+  }
+
   it("of a batch of job events, those of jobs in no sprint run are named for skipping; a sprint job's and an unknown job's are not", async () => {
     const plain = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', taskId: 'T-plain', prompt: 'x', idempotencyKey: key('plain') });
     const created = await world.client.request(createSprintRun, {
@@ -262,25 +296,11 @@ describe('sprint runs driven by job events and PR events', () => {
       const j = await sprintJobs(created.sprintRunId);
       return j.length === 1 ? j : null;
     }, { what: 'the sprint job' });
-    // The run's reactions are kept from the job's claim (its try fails and is handed back) until the block goes.
-    await world.db.query(`
-      CREATE TABLE claim_block (job_id text);
-      INSERT INTO claim_block VALUES ('${job!.jobId}');
-      CREATE FUNCTION claim_block_fail() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF EXISTS (SELECT 1 FROM events e JOIN claim_block b ON b.job_id = e.stream_id WHERE e.event_id::text = NEW.event_id::text AND e.type = 'JobClaimed') THEN
-          RAISE EXCEPTION 'test: the run learns of this claim later';
-        END IF;
-        RETURN NEW;
-      END $$;
-      CREATE TRIGGER claim_block BEFORE INSERT ON inbox FOR EACH ROW WHEN (NEW.consumer = 'job-service-sprint-runs-from-jobs') EXECUTE FUNCTION claim_block_fail();
-    `);
-    try {
+    // The run's reactions are kept from the job's claim until the finish has been handled.
+    await withReactionHeldBack(job!.jobId, 'JobClaimed', async () => {
       expect(await finishDone(job!, 'runner-order')).toMatchObject({ jobStatus: 'DONE' });
       await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, job!.jobId, 'JobFinished'));
-    } finally {
-      await world.db.query(`DROP TRIGGER IF EXISTS claim_block ON inbox; DROP FUNCTION IF EXISTS claim_block_fail(); DROP TABLE IF EXISTS claim_block`);
-    }
+    });
     await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, job!.jobId, 'JobClaimed'));
     expect(await run(created.sprintRunId)).toMatchObject({ status: 'DONE', doneTaskIds: ['T-O'] });
   });
@@ -293,40 +313,18 @@ describe('sprint runs driven by job events and PR events', () => {
       const j = await sprintJobs(created.sprintRunId);
       return j.length === 2 ? j : null;
     }, { what: 'the sprint jobs' });
-    const failing = { verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, cancelled: false } as const;
-    const claimAndFail = async (job: JobView, runnerId: string, message: string) => {
-      const claim = await world.client.request(claimJob, { runnerId, kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
-      if (!claim.claimed) throw new Error('not claimed');
-      const lease = { jobId: job.jobId, runnerId, leaseToken: claim.job.leaseToken };
-      await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
-      return world.client.request(finishJob, { ...lease, idempotencyKey: key('finish'), facts: { ...failing, failure: { kind: 'COMPILE', message } } });
-    };
     const stale = jobs.find((j) => j.taskId === 'T-D')!;
-    // The run's reactions are kept from T-D's finish (its try fails and is handed back) until the block goes.
-    await world.db.query(`
-      CREATE TABLE stale_block (job_id text);
-      INSERT INTO stale_block VALUES ('${stale.jobId}');
-      CREATE FUNCTION stale_block_fail() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF EXISTS (SELECT 1 FROM events e JOIN stale_block b ON b.job_id = e.stream_id WHERE e.event_id::text = NEW.event_id::text AND e.type = 'JobFinished') THEN
-          RAISE EXCEPTION 'test: the run learns of this finish later';
-        END IF;
-        RETURN NEW;
-      END $$;
-      CREATE TRIGGER stale_block BEFORE INSERT ON inbox FOR EACH ROW WHEN (NEW.consumer = 'job-service-sprint-runs-from-jobs') EXECUTE FUNCTION stale_block_fail();
-    `);
-    try {
-      await claimAndFail(stale, 'runner-stale-d', 'src/d.ts: error');
-      await claimAndFail(jobs.find((j) => j.taskId === 'T-C')!, 'runner-stale-c', 'src/c.ts: error');
+    // The run's reactions are kept from T-D's finish until after the resume.
+    await withReactionHeldBack(stale.jobId, 'JobFinished', async () => {
+      await claimAndFail(stale, 'runner-stale-d', { kind: 'COMPILE', message: 'src/d.ts: error' });
+      await claimAndFail(jobs.find((j) => j.taskId === 'T-C')!, 'runner-stale-c', { kind: 'COMPILE', message: 'src/c.ts: error' });
       await eventually(async () => (await run(created.sprintRunId)).status === 'FAILED', { what: 'the run FAILED by T-C' });
       expect((await run(created.sprintRunId)).failure).toMatchObject({ taskId: 'T-C' });
 
       await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
       await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
       expect((await sprintJobs(created.sprintRunId)).filter((j) => j.status === 'QUEUED').map((j) => j.taskId).sort()).toEqual(['T-C', 'T-D']);
-    } finally {
-      await world.db.query(`DROP TRIGGER IF EXISTS stale_block ON inbox; DROP FUNCTION IF EXISTS stale_block_fail(); DROP TABLE IF EXISTS stale_block`);
-    }
+    });
     // T-D's failure, from before the resume, now reaches the run: the resume already queued T-D afresh.
     await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, stale.jobId, 'JobFinished'));
     expect((await run(created.sprintRunId)).status).toBe('RUNNING');
@@ -343,37 +341,15 @@ describe('sprint runs driven by job events and PR events', () => {
       const j = await sprintJobs(created.sprintRunId);
       return j.length === 2 ? j : null;
     }, { what: 'the sprint jobs' });
-    const noOutput = { verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false } as const;
-    const claimAndFail = async (job: JobView, runnerId: string) => {
-      const claim = await world.client.request(claimJob, { runnerId, kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
-      if (!claim.claimed) throw new Error('not claimed');
-      const lease = { jobId: job.jobId, runnerId, leaseToken: claim.job.leaseToken };
-      await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
-      return world.client.request(finishJob, { ...lease, idempotencyKey: key('finish'), facts: noOutput });
-    };
     const first = jobs.find((j) => j.taskId === 'T-E')!;
-    // The run's reactions are kept from T-E's DONE (its try fails and is handed back) until the block goes.
-    await world.db.query(`
-      CREATE TABLE done_block (job_id text);
-      INSERT INTO done_block VALUES ('${first.jobId}');
-      CREATE FUNCTION done_block_fail() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF EXISTS (SELECT 1 FROM events e JOIN done_block b ON b.job_id = e.stream_id WHERE e.event_id::text = NEW.event_id::text AND e.type = 'JobFinished') THEN
-          RAISE EXCEPTION 'test: the run learns of this finish later';
-        END IF;
-        RETURN NEW;
-      END $$;
-      CREATE TRIGGER done_block BEFORE INSERT ON inbox FOR EACH ROW WHEN (NEW.consumer = 'job-service-sprint-runs-from-jobs') EXECUTE FUNCTION done_block_fail();
-    `);
-    try {
+    // The run's reactions are kept from T-E's DONE until after the resume.
+    await withReactionHeldBack(first.jobId, 'JobFinished', async () => {
       expect(await finishDone(first, 'runner-twice-e')).toMatchObject({ jobStatus: 'DONE' });
       expect(await claimAndFail(jobs.find((j) => j.taskId === 'T-F')!, 'runner-twice-f')).toMatchObject({ jobStatus: 'FAILED' });
       await eventually(async () => (await run(created.sprintRunId)).status === 'FAILED', { what: 'the run FAILED by T-F' });
       await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
       await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
-    } finally {
-      await world.db.query(`DROP TRIGGER IF EXISTS done_block ON inbox; DROP FUNCTION IF EXISTS done_block_fail(); DROP TABLE IF EXISTS done_block`);
-    }
+    });
     await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, first.jobId, 'JobFinished'));
     expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', doneTaskIds: ['T-E'] });
     // The resume, not knowing T-E was done, queued it again; that job finds nothing left to do and fails.
