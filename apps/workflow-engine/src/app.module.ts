@@ -47,6 +47,7 @@ import { workflowEngineProjections } from './infrastructure/persistence/projecti
           schema: config.schema,
           pool: store.pool,
           log,
+          names: { table: 'engine_epochs', lock: 'gantry.workflow.epoch', channel: 'gantry_workflow_epochs', applicationName: 'gantry-workflow-epoch' },
           // Every claim of this process is stale to the peers from now on: it must not act under them.
           onLockLost: (error) => {
             log.error('the epoch lock connection was lost; stopping so no claim is executed twice', { error: String(error) });

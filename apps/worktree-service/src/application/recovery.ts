@@ -2,11 +2,12 @@ import path from 'node:path';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { EventStore } from '@gantry/eventstore';
-import { Readiness } from '@gantry/service-runtime';
+import { EventStore, ProcessEpoch } from '@gantry/eventstore';
+import { componentLogger, Readiness, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
 import { claimVerdict, planReconciliation, type ClaimEndedBy, type ReconciliationAction } from '../domain/index.js';
 import { listWorktrees, pruneWorktrees, quarantineOrphanDirectory, type GitWorkspace } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
+import { WorktreeLocks } from '../infrastructure/worktree-locks.js';
 import { WorktreeEffectProcessor } from './effect-processor.js';
 import { JobLifecycleReactions, type JobEventProgress } from './job-lifecycle.js';
 import { LeaseReleases } from './lease-releases.js';
@@ -33,6 +34,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
   private phase: 'starting' | 'reconciled' | 'recovered' | 'failed' = 'starting';
   private background: Promise<void> | null = null;
   private jobEvents: JobEventProgress | null = null;
+  private epoch: ProcessEpoch | null = null;
 
   constructor(
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
@@ -43,6 +45,8 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     @Inject(GIT_WORKSPACE) private readonly workspace: GitWorkspace,
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Readiness) private readonly readiness: Readiness,
+    @Inject(WorktreeLocks) private readonly locks: WorktreeLocks,
+    @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
     @InjectPinoLogger('worktree-recovery') private readonly log: PinoLogger,
   ) {}
 
@@ -51,8 +55,16 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     const actions = await this.reconcile();
     this.log.info({ actions: actions.map((a) => a.type) }, 'reconciled leases with the disk');
     this.phase = 'reconciled';
-    const resumed = await this.resumeHeldLeases();
-    if (resumed > 0) this.log.info({ keys: resumed }, 'held leases resumed at start');
+    await this.locks.whileStarting(async () => {
+      this.epoch = await this.startEpoch();
+      const peers = await this.epoch.livePeers({ forgetGone: true });
+      if (peers.length > 0) {
+        this.log.info({ replicas: peers.length }, 'another replica served meanwhile: held leases go on from their last renewal');
+        return;
+      }
+      const resumed = await this.resumeHeldLeases();
+      if (resumed > 0) this.log.info({ keys: resumed }, 'held leases resumed at start');
+    });
     this.sweep.start();
     // Not awaited: the jobs consumer starts with the runtime, after this hook.
     this.background = this.recoverUntilDone();
@@ -69,12 +81,31 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     await this.background;
     await this.sweep.onModuleDestroy();
     await this.effects.stop(SHUTDOWN_GRACE_MS);
+    await this.epoch?.close();
     this.log.info({ held: (await this.releases.liveLeases().catch(() => [])).length }, 'stopped; leases stay with their holders');
   }
 
   /**
-   * Before the sweep starts: no holder could renew while the service was down, so every lease still
-   * held runs as long again from now (docs/worktrees.md, "When a lease ends"). Returns the keys touched.
+   * This process's epoch, registered in `worktree_processes` for as long as it lives: a replica that
+   * starts while this one runs sees that the service was served (docs/worktrees.md, "Replicas").
+   */
+  private startEpoch(): Promise<ProcessEpoch> {
+    const log = componentLogger(this.log, 'process-epoch');
+    return ProcessEpoch.start({
+      databaseUrl: this.config.databaseUrl,
+      schema: this.config.schema,
+      pool: this.store.pool,
+      log,
+      names: { table: 'worktree_processes', lock: 'gantry.worktree.process', channel: 'gantry_worktree_processes', applicationName: 'gantry-worktree-epoch' },
+      // Only a later start's judgement rests on it: taken for gone, this process would have held leases resumed once more.
+      onLockLost: (error) => log.warn('the epoch lock connection was lost; a replica starting now resumes held leases', { error: String(error) }),
+    });
+  }
+
+  /**
+   * Before the sweep starts, and only when no other replica is running (one that runs served the
+   * holders, whose renewals were answered): no holder could renew while nobody served, so every lease
+   * still held runs as long again from now (docs/worktrees.md, "When a lease ends"). Returns the keys touched.
    */
   async resumeHeldLeases(): Promise<number> {
     const { rows } = await this.store.pool.query<{ worktree_key: string }>(

@@ -88,4 +88,26 @@ describe('two worktree-service replicas on one schema and root (real processes)'
     const rows = await world.db.query(`SELECT status, token FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId]);
     expect(rows.rows).toEqual([{ status: 'ready', token: grant.token }]);
   }, 120_000);
+
+  it('a replica that restarts while another serves leaves the held leases\' expiry alone; a start after a full outage resumes them', async () => {
+    const jobId = await claimedJob(world);
+    const grant = await command<WorktreeLeaseGrant>(replicas[0]!, 'acquire_worktree', {
+      jobId, jobLeaseToken: 1, repositoryUrl: world.git.origin, branch: 'feature/resume', baseRef: 'main', leaseDurationMs: 600_000, idempotencyKey: `acquire:${++n}`,
+    });
+    const expiry = async () => (await world.db.query<{ expires_at: Date }>(`SELECT expires_at FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId])).rows[0]!.expires_at.getTime();
+    const granted = await expiry();
+    // The holder dies (it renews no more); the second replica crashes and comes back, twice, while the first serves.
+    for (let restart = 0; restart < 2; restart++) {
+      await replicas.pop()!.kill('SIGKILL');
+      await new Promise((r) => setTimeout(r, 50));
+      replicas.push(await startServiceProcess(world));
+      expect(await expiry()).toBe(granted);
+    }
+    // Nobody serves for a while: the first start after it runs the lease as long again from then.
+    for (const replica of replicas.splice(0)) await replica.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 50));
+    const restarted = Date.now();
+    replicas.push(await startServiceProcess(world));
+    expect(await expiry()).toBeGreaterThanOrEqual(restarted + 600_000);
+  }, 180_000);
 });

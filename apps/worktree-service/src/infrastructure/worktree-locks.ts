@@ -13,6 +13,8 @@ import { SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
  * - `onKey`: the effects of one worktree key (one at a time per key, across replicas). Named by the
  *   schema and the key. Held across the effect's git runs, so on a pool apart from the clone locks':
  *   an effect waiting for a clone's lock never holds the connection that lock needs.
+ * - `whileStarting`: one replica of the schema at a time decides, at its start, whether the leases
+ *   held are resumed (WorktreeRecovery.resumeHeldLeases).
  */
 @Injectable()
 export class WorktreeLocks implements OnApplicationShutdown {
@@ -32,6 +34,10 @@ export class WorktreeLocks implements OnApplicationShutdown {
 
   onKey<T>(worktreeKey: string, work: () => Promise<T>): Promise<T> {
     return during(this.keys, `gantry.worktree.effects:${this.config.schema}:${worktreeKey}`, work);
+  }
+
+  whileStarting<T>(work: () => Promise<T>): Promise<T> {
+    return during(this.keys, `gantry.worktree.start:${this.config.schema}`, work);
   }
 
   async onApplicationShutdown(): Promise<void> {

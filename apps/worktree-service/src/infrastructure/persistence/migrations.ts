@@ -95,4 +95,28 @@ export class WorktreeEpochs1764806400000 implements MigrationInterface {
   }
 }
 
-export const worktreeServiceMigrations: MigrationClass[] = [WorktreeReadModels1764547200000, ReleasePending1764720000000, WorktreeEpochs1764806400000];
+/** The running processes of the service, each by its epoch (docs/worktrees.md, "Replicas"). */
+export class WorktreeProcesses1764892800000 implements MigrationInterface {
+  name = 'WorktreeProcesses1764892800000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      CREATE TABLE worktree_processes (
+        epoch       uuid PRIMARY KEY,
+        started_at  timestamptz NOT NULL DEFAULT now(),
+        pid         integer NOT NULL,
+        host        text NOT NULL
+      )`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE IF EXISTS worktree_processes`);
+  }
+}
+
+export const worktreeServiceMigrations: MigrationClass[] = [
+  WorktreeReadModels1764547200000,
+  ReleasePending1764720000000,
+  WorktreeEpochs1764806400000,
+  WorktreeProcesses1764892800000,
+];

@@ -1,0 +1,158 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import pg from 'pg';
+
+/*
+ * The process epoch and its liveness (docs/workflow-engine.md, AC-L1, AC-L2; docs/worktrees.md,
+ * "Replicas"). Each process start mints a random epoch and holds a session-level advisory lock keyed
+ * by it on a connection of its own, for as long as the process lives, and registers the epoch in a
+ * table of the service's. An epoch is stale exactly when that lock can be taken: the process (its
+ * session) is gone. No lease, no timeout. Peers are watched by waiting on their locks, so a survivor
+ * learns of a death the moment PostgreSQL ends the dead session.
+ */
+
+export interface EpochLog {
+  log(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface ProcessEpochOptions {
+  databaseUrl: string;
+  schema: string;
+  pool: pg.Pool;
+  log: EpochLog;
+  /** Called when the lock connection is lost: our claims are stale to everyone from now on. */
+  onLockLost: (error: unknown) => void;
+  /**
+   * The service's names: `table` (epoch uuid, started_at, pid, host) lists its processes, `lock` and
+   * `channel` prefix the epoch locks and the announcement channel, `applicationName` names the sessions.
+   */
+  names: { table: string; lock: string; channel: string; applicationName: string };
+}
+
+export class ProcessEpoch {
+  readonly epoch = randomUUID();
+  private readonly waiters = new Map<string, pg.Client>();
+  private closing = false;
+
+  private constructor(
+    private readonly options: ProcessEpochOptions,
+    private readonly lockClient: pg.Client,
+  ) {}
+
+  /** Takes this process's epoch lock and registers the epoch; the engine does nothing before this holds. */
+  static async start(options: ProcessEpochOptions): Promise<ProcessEpoch> {
+    const client = newClient(options);
+    await client.connect();
+    const epoch = new ProcessEpoch(options, client);
+    client.on('error', (error) => epoch.lost(error));
+    client.on('end', () => epoch.lost(new Error('the epoch lock connection ended')));
+    await client.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [epoch.lockName(epoch.epoch)]);
+    await client.query(`INSERT INTO ${options.names.table} (epoch, pid, host) VALUES ($1, $2, $3)`, [epoch.epoch, process.pid, hostname()]);
+    return epoch;
+  }
+
+  private lockName(epoch: string): string {
+    return `${this.options.names.lock}:${this.options.schema}:${epoch}`;
+  }
+
+  private get channel(): string {
+    return `${this.options.names.channel}_${this.options.schema}`.slice(0, 63);
+  }
+
+  private lost(error: unknown): void {
+    if (this.closing) return;
+    this.closing = true;
+    this.options.onLockLost(error);
+  }
+
+  /** AC-L1: stale exactly when the epoch's lock can be taken (taken and released at once, on one connection). */
+  async isGone(epoch: string): Promise<boolean> {
+    if (epoch === this.epoch) return false;
+    const client = await this.options.pool.connect();
+    try {
+      const { rows } = await client.query<{ got: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`, [this.lockName(epoch)]);
+      if (rows[0]!.got) await client.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [this.lockName(epoch)]);
+      return rows[0]!.got;
+    } finally {
+      client.release();
+    }
+  }
+
+  /**
+   * The other registered epochs whose process is alive now; the rows of those gone are removed when
+   * `forgetGone` (a service that takes nothing over from them).
+   */
+  async livePeers(options: { forgetGone: boolean }): Promise<string[]> {
+    const { rows } = await this.options.pool.query<{ epoch: string }>(`SELECT epoch FROM ${this.options.names.table} WHERE epoch <> $1`, [this.epoch]);
+    const alive: string[] = [];
+    for (const { epoch } of rows) {
+      if (!(await this.isGone(epoch))) alive.push(epoch);
+      else if (options.forgetGone) await this.options.pool.query(`DELETE FROM ${this.options.names.table} WHERE epoch = $1`, [epoch]);
+    }
+    return alive;
+  }
+
+  /**
+   * AC-L2: waits on the lock of every other registered epoch (and of every one announced later);
+   * when a lock is granted its process is gone: `onGone` runs, then the epoch is forgotten.
+   */
+  async watchPeers(onGone: (epoch: string) => Promise<void>): Promise<void> {
+    this.lockClient.on('notification', (message) => {
+      if (message.payload && message.payload !== this.epoch) this.watch(message.payload, onGone);
+    });
+    await this.lockClient.query(`LISTEN ${this.channel}`);
+    await this.lockClient.query(`SELECT pg_notify($1, $2)`, [this.channel, this.epoch]);
+    const { rows } = await this.lockClient.query<{ epoch: string }>(`SELECT epoch FROM ${this.options.names.table} WHERE epoch <> $1`, [this.epoch]);
+    for (const { epoch } of rows) this.watch(epoch, onGone);
+  }
+
+  private watch(epoch: string, onGone: (epoch: string) => Promise<void>): void {
+    if (this.closing || this.waiters.has(epoch)) return;
+    const client = newClient(this.options);
+    client.on('error', () => undefined); // ended on shutdown while waiting; nothing to report
+    this.waiters.set(epoch, client);
+    this.takeOverWhenGone(client, epoch, onGone).catch((error: unknown) => {
+      this.options.log.error('watching a peer process failed; a later start takes over its entries', { peerEpoch: epoch, error: String(error) });
+      this.waiters.delete(epoch);
+    });
+  }
+
+  /** Waits on the peer's lock with its own session; when the lock comes free, takes over its entries. */
+  private async takeOverWhenGone(client: pg.Client, epoch: string, onGone: (epoch: string) => Promise<void>): Promise<void> {
+    try {
+      await client.connect();
+      await client.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [this.lockName(epoch)]);
+      await client.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [this.lockName(epoch)]);
+    } catch (error) {
+      if (!this.closing) this.options.log.warn('could not watch a peer process', { peerEpoch: epoch, error: String(error) });
+      this.waiters.delete(epoch);
+      await client.end().catch(() => undefined);
+      return;
+    }
+    await client.end().catch(() => undefined);
+    if (this.closing) return;
+    this.options.log.log('peer process gone; taking over its entries', { peerEpoch: epoch, epoch: this.epoch });
+    try {
+      await onGone(epoch);
+      await this.options.pool.query(`DELETE FROM ${this.options.names.table} WHERE epoch = $1`, [epoch]);
+    } catch (error) {
+      this.options.log.error('takeover of a gone process failed; a later start retries it', { peerEpoch: epoch, error: String(error) });
+    }
+    this.waiters.delete(epoch);
+  }
+
+  /** Releases the lock (by ending its session) and stops watching; the epoch row goes with a clean stop. */
+  async close(): Promise<void> {
+    this.closing = true;
+    await Promise.all([...this.waiters.values()].map((c) => c.end().catch(() => undefined)));
+    this.waiters.clear();
+    await this.lockClient.query(`DELETE FROM ${this.options.names.table} WHERE epoch = $1`, [this.epoch]).catch(() => undefined);
+    await this.lockClient.end().catch(() => undefined);
+  }
+}
+
+function newClient(options: ProcessEpochOptions): pg.Client {
+  return new pg.Client({ connectionString: options.databaseUrl, options: `-c search_path=${options.schema},public`, application_name: options.names.applicationName });
+}
