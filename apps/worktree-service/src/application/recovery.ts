@@ -1,9 +1,10 @@
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { EventStore, ProcessEpoch } from '@gantry/eventstore';
-import { componentLogger, Readiness, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import { componentLogger, holdHereIfAsked, Readiness, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
 import { claimVerdict, planReconciliation, type ClaimEndedBy, type ReconciliationAction } from '../domain/index.js';
 import { listWorktrees, pruneWorktrees, quarantineOrphanDirectory, type GitWorkspace } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
@@ -118,23 +119,29 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     return rows.length;
   }
 
-  /** Plans against what git and the log say now, then runs the plan in its order. */
+  /**
+   * Plans against what git and the log say now, then runs the plan in its order. Another replica may
+   * be at work meanwhile (docs/worktrees.md, "Replicas"): each clone is listed in its turn among the git
+   * runs on it, and an action that moves, removes or releases is taken under the key's lock — no
+   * effect of the key runs meanwhile, in any replica — only if the log and the disk still call for it
+   * then (stillPlanned): what was planned may have been made, or moved on, since.
+   */
   async reconcile(): Promise<ReconciliationAction[]> {
+    const inventory = await listWorktrees(this.workspace, { inTurn: true });
     const keys = await this.leases.keys();
     const streams = await Promise.all(keys.map((key) => this.leases.load(key)));
-    const inventory = await listWorktrees(this.workspace);
     const plan = planReconciliation(streams, {
       worktrees: inventory.worktrees.map((w) => ({ worktreeKey: w.worktreeKey, prunable: w.prunable })),
       orphanDirectories: inventory.orphanDirectories.map((p) => path.basename(p)),
     });
+    // Test-only (GANTRY_TEST_HOLD_AT): another replica works on between the plan and its actions.
+    await holdHereIfAsked('worktree-reconcile:planned');
     let pruned = false;
     for (const action of plan) {
       switch (action.type) {
-        case 'quarantine_orphan': {
-          const movedTo = await quarantineOrphanDirectory(this.workspace, { directory: action.directory, now: this.store.clock() });
-          this.log.warn({ directory: action.directory, movedTo }, 'orphan worktree directory moved aside');
+        case 'quarantine_orphan':
+          await this.locks.onKey(action.directory, () => this.quarantine(action.directory));
           break;
-        }
         case 'prune':
           if (!pruned) await pruneWorktrees(this.workspace);
           pruned = true;
@@ -143,7 +150,9 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
           this.effects.enqueue([action.effect]);
           break;
         case 'forget_missing_worktree':
-          await this.leases
+          await this.locks.onKey(action.worktreeKey, async () => {
+            if (!(await this.stillPlanned(action))) return;
+            await this.leases
             .decide(action.worktreeKey, { type: 'EvictIdleWorktree', data: { worktreeKey: action.worktreeKey, reason: 'missing', now: this.leases.now() } }, {
               metadata: serviceActor('reconcile'),
             })
@@ -151,14 +160,18 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
               // Taken by a new lease meanwhile: its create makes the worktree again.
               if (!(error instanceof GantryError && error.code === ErrorCode.PRECONDITION_FAILED)) throw error;
             });
-          this.log.warn({ worktreeKey: action.worktreeKey }, 'worktree directory gone; its record is completed by an eviction');
+            this.log.warn({ worktreeKey: action.worktreeKey }, 'worktree directory gone; its record is completed by an eviction');
+          });
           break;
         case 'release_stale_lease':
-          await this.leases.decide(
-            action.worktreeKey,
-            { type: 'ReleaseWorktreeLease', data: { leaseId: action.leaseId, token: action.token, reason: 'stale_reset', removeWorktree: true, now: this.leases.now() } },
-            { metadata: serviceActor('reconcile') },
-          );
+          await this.locks.onKey(action.worktreeKey, async () => {
+            if (!(await this.stillPlanned(action))) return;
+            await this.leases.decide(
+              action.worktreeKey,
+              { type: 'ReleaseWorktreeLease', data: { leaseId: action.leaseId, token: action.token, reason: 'stale_reset', removeWorktree: true, now: this.leases.now() } },
+              { metadata: serviceActor('reconcile') },
+            );
+          });
           break;
         default: {
           const unknown: never = action;
@@ -167,6 +180,33 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
       }
     }
     return plan;
+  }
+
+  /**
+   * Moves aside a directory no clone knows, under its key's lock. Asked again here: a replica's
+   * `git worktree add` may have made it a worktree of its clone since the inventory.
+   */
+  private async quarantine(directory: string): Promise<void> {
+    try {
+      const movedTo = await quarantineOrphanDirectory(this.workspace, { directory, now: this.store.clock() });
+      this.log.warn({ directory, movedTo }, 'orphan worktree directory moved aside');
+    } catch (error) {
+      if (!(error instanceof GantryError && error.code === ErrorCode.PRECONDITION_FAILED)) throw error;
+      this.log.info({ directory }, 'worktree directory made a worktree since the inventory (another replica); left alone');
+    }
+  }
+
+  /** Whether the key's log, and its clone's worktrees asked now, still call for the action (under the key's lock). */
+  private async stillPlanned(action: Extract<ReconciliationAction, { worktreeKey: string }>): Promise<boolean> {
+    const state = await this.leases.load(action.worktreeKey);
+    const disk = state.repositoryUrl === null ? { worktrees: [] } : await listWorktrees(this.workspace, { repositoryUrl: state.repositoryUrl, inTurn: true });
+    const again = planReconciliation([state], {
+      worktrees: disk.worktrees.filter((w) => w.worktreeKey === action.worktreeKey).map((w) => ({ worktreeKey: w.worktreeKey, prunable: w.prunable })),
+      orphanDirectories: [],
+    });
+    const still = again.some((planned) => isDeepStrictEqual(planned, action));
+    if (!still) this.log.info({ action: action.type, worktreeKey: action.worktreeKey }, 'reconciliation action no longer called for (another replica moved the key on); not taken');
+    return still;
   }
 
   /** The stale reset, tried again after a failure (a database or NATS hiccup) until it is done or the service stops. */

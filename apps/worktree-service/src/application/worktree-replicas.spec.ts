@@ -1,6 +1,6 @@
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { WorktreeLeaseGrant } from '@gantry/contracts';
+import { deriveWorktreeKey, type WorktreeLeaseGrant } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { plainGit as git } from '@gantry/git/testing';
 import { claimedJob, createWorld, type TestWorld } from './testing/world.js';
@@ -110,4 +110,26 @@ describe('two worktree-service replicas on one schema and root (real processes)'
     replicas.push(await startServiceProcess(world));
     expect(await expiry()).toBeGreaterThanOrEqual(restarted + 600_000);
   }, 180_000);
+
+  it('a replica whose start found a directory no clone knew leaves it alone once another replica has made it a leased worktree', async () => {
+    const branch = 'feature/made-meanwhile';
+    const key = deriveWorktreeKey(world.git.origin, branch);
+    // What a `git worktree add` looks like to a replica that lists the clones before the add and the directories after it.
+    mkdirSync(path.join(world.root, 'worktrees', key));
+    const second = await startServiceProcess(world, { GANTRY_TEST_HOLD_AT: 'worktree-reconcile:planned' }, false);
+    replicas.push(second);
+    await eventually(() => second.output().includes('"testHold":"worktree-reconcile:planned"'), { what: 'the second replica with its reconciliation planned', timeoutMs: 30_000 });
+    // Meanwhile the running replica leases the key: its create makes the worktree there.
+    const jobId = await claimedJob(world);
+    const grant = await command<WorktreeLeaseGrant>(replicas[0]!, 'acquire_worktree', {
+      jobId, jobLeaseToken: 1, repositoryUrl: world.git.origin, branch, baseRef: 'main', leaseDurationMs: 600_000, idempotencyKey: `acquire:${++n}`,
+    });
+    writeFileSync(path.join(grant.path, 'agent-work.txt'), 'not committed yet\n');
+    second.process.kill('SIGUSR2');
+    await eventually(async () => (await fetch(`${second.url}/ready`).catch(() => null))?.ok === true, { what: 'the second replica ready', timeoutMs: 30_000 });
+    expect(existsSync(path.join(grant.path, 'agent-work.txt'))).toBe(true);
+    expect(readdirSync(world.root)).not.toContain('quarantine');
+    const rows = await world.db.query(`SELECT status, token FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId]);
+    expect(rows.rows).toEqual([{ status: 'ready', token: grant.token }]);
+  }, 120_000);
 });

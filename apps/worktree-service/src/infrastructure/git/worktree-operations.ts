@@ -511,13 +511,21 @@ export interface WorktreeInventory {
 /**
  * What is really on disk, for reconciliation: every worktree the shared clones know
  * (`git worktree list --porcelain`) under `<root>/worktrees`, and the directories there no clone knows.
+ * The directories are read first: one a `git worktree add` was making is then known to its clone,
+ * asked after. With `inTurn`, each clone is asked in its turn among the git runs on it (of every
+ * replica: serializedOnClone), so no add is half done when it answers (docs/worktrees.md, "Replicas").
  */
-export async function listWorktrees(workspace: GitWorkspace, options: { withDirtyState?: boolean; repositoryUrl?: string } = {}): Promise<WorktreeInventory> {
+export async function listWorktrees(
+  workspace: GitWorkspace,
+  options: { withDirtyState?: boolean; repositoryUrl?: string; inTurn?: boolean } = {},
+): Promise<WorktreeInventory> {
   const clones = options.repositoryUrl ? [await clonePathFor(workspace, options.repositoryUrl)] : await listClones(workspace);
+  const directories = options.repositoryUrl ? [] : (await readdir(workspace.worktreesDir)).map((name) => path.join(workspace.worktreesDir, name));
   const worktrees: WorktreeOnDisk[] = [];
   for (const clonePath of clones) {
     if (!(await lstatOrNull(clonePath))) continue;
-    for (const entry of await registeredWorktrees(workspace, clonePath)) {
+    const list = () => registeredWorktrees(workspace, clonePath);
+    for (const entry of await (options.inTurn ? serializedOnClone(workspace, clonePath, list) : list())) {
       if (entry.bare || path.dirname(entry.path) !== workspace.worktreesDir) continue;
       const dirty = options.withDirtyState && !entry.prunable ? (await statusOf(workspace, entry.path)).length > 0 : null;
       worktrees.push({
@@ -533,10 +541,7 @@ export async function listWorktrees(workspace: GitWorkspace, options: { withDirt
     }
   }
   const known = new Set(worktrees.map((w) => w.path));
-  const orphanDirectories = options.repositoryUrl
-    ? []
-    : (await readdir(workspace.worktreesDir)).map((name) => path.join(workspace.worktreesDir, name)).filter((p) => !known.has(p));
-  return { worktrees, orphanDirectories };
+  return { worktrees, orphanDirectories: directories.filter((p) => !known.has(p)) };
 }
 
 /** `git worktree prune` on every shared clone: git forgets worktrees whose directory is gone. */
