@@ -6,6 +6,7 @@ import { JobCommandHandlers } from './application/job-commands.js';
 import { jobServiceSettings } from './application/job-service-settings.js';
 import { LeaseExpirySweep } from './application/lease-expiry.js';
 import { enqueueOffers, JobOffers } from './application/offers.js';
+import { OfferSweep } from './application/offer-sweep.js';
 import { ProductCommandHandlers } from './application/product-commands.js';
 import { JobQueries } from './application/queries.js';
 import { SprintRunCommandHandlers } from './application/sprint-run-commands.js';
@@ -30,6 +31,6 @@ import { jobServiceProjections } from './infrastructure/projections.js';
   ],
   // Entry points: commands (@CommandHandler) and durable consumers (@DurableConsumer).
   controllers: [ProductCommandHandlers, JobCommandHandlers, JobQueries, SprintRunCommandHandlers, AgentReportHandlers, JobOffers, SprintRunReactions, SprintRunEffects],
-  providers: [ClaimPicker, LeaseExpirySweep],
+  providers: [ClaimPicker, LeaseExpirySweep, OfferSweep],
 })
 export class AppModule {}

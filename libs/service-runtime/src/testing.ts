@@ -80,10 +80,10 @@ export interface TestWorld {
   close(): Promise<void>;
 }
 
-export async function createTestWorld(label: string, options: { poolSize?: number } = {}): Promise<TestWorld> {
+export async function createTestWorld(label: string, options: { poolSize?: number; /** A scratch NATS server's, for a test that takes JetStream state away. */ natsUrl?: string } = {}): Promise<TestWorld> {
   const name = uniqueName(label);
   const naming = testNaming(name);
-  const bus = await Bus.connect({ servers: testNatsUrl, naming, name: `${label}-test-client` });
+  const bus = await Bus.connect({ servers: options.natsUrl ?? testNatsUrl, naming, name: `${label}-test-client` });
   const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${name}`, max: options.poolSize ?? 4 });
   return {
     name,
