@@ -6,7 +6,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { dispatchSubject, eventSubject, streamName, type Context } from '@gantry/contracts';
 import { createPool, EventStore, migrate, outboxChannel } from '@gantry/eventstore';
-import { deleteStreams, dropSchema, eventually, mostRowsReadByAStep, startNodeProcess, testDatabaseUrl, testNaming, uniqueName } from '@gantry/testing';
+import { deleteStreams, dropSchema, eventually, mostRowsReadByAStep, startNodeProcess, startScratchNats, testDatabaseUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
 import { Bus } from './bus.js';
 import { OUTBOX_BACKLOG_QUERY, OUTBOX_BATCH_QUERY, OutboxRelay, type Companions } from './relay.js';
 
@@ -382,6 +382,58 @@ describe('the relay run on its own', () => {
       expect(rows).toEqual([]);
     } finally {
       await pool.end();
+    }
+  });
+});
+
+describe('outbox relay, its stream deleted under it', () => {
+  const name = uniqueName('relay_gone');
+  const naming = testNaming(name);
+  let nats: ScratchServer;
+  let pool: pg.Pool;
+  let store: EventStore;
+  let bus: Bus;
+
+  beforeAll(async () => {
+    nats = await startScratchNats();
+    await migrate({ url: testDatabaseUrl, schema: name });
+    pool = createPool({ url: testDatabaseUrl, schema: name, max: 4 });
+    store = new EventStore({ pool, schema: name });
+    bus = await Bus.connect({ servers: nats.url, naming, name: 'relay-gone-test', streams: { maxAgeMs: 3_600_000 } });
+    await bus.ensureEventStream(context);
+  });
+
+  afterAll(async () => {
+    await bus?.close();
+    await pool?.end();
+    await dropSchema(name);
+    await nats?.remove();
+  });
+
+  it('creates the stream again, with the installation settings, and publishes what was appended since; nothing is lost', async () => {
+    const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 100 });
+    relay.start();
+    try {
+      const [before] = await store.append(`job-${randomUUID()}`, 0, [{ type: 'Before', data: {} }], { correlationId: 't' });
+      await eventually(async () => (await publishedIds(bus)).includes(before!.eventId), { what: 'the first event published' });
+      await bus.jsm.streams.delete(streamName(naming, context));
+      const [after] = await store.append(`job-${randomUUID()}`, 0, [{ type: 'After', data: {} }], { correlationId: 't' });
+      const ids = await eventually(async () => {
+        const all = await publishedIds(bus).catch((): string[] => []);
+        return all.includes(after!.eventId) ? all : null;
+      }, { what: 'the later event published on the stream created again', timeoutMs: 10_000 });
+      // What the deleted stream held is not brought back: the log has it (docs/operations.md).
+      expect(ids).toEqual([after!.eventId]);
+      expect(await relay.pending()).toBe(0);
+      const info = await bus.jsm.streams.info(streamName(naming, context));
+      expect(info.config.max_age).toBe(3_600_000 * 1_000_000);
+      // The operator's recovery (docs/operations.md, "JetStream state lost"): the events since before
+      // the loss put back in the outbox are published again, under their event ids.
+      await pool.query(`INSERT INTO outbox (position) SELECT position FROM events WHERE occurred_at >= $1 ON CONFLICT DO NOTHING`, [before!.occurredAt]);
+      await eventually(async () => (await publishedIds(bus)).includes(before!.eventId), { what: 'the event the deleted stream held published again' });
+      expect((await publishedIds(bus)).sort()).toEqual([before!.eventId, after!.eventId].sort());
+    } finally {
+      await relay.stop();
     }
   });
 });

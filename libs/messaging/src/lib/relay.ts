@@ -1,7 +1,7 @@
 import pg from 'pg';
-import { eventSubject, type Context, type EventEnvelope, type Naming } from '@gantry/contracts';
+import { eventSubject, streamName, type Context, type EventEnvelope, type Naming } from '@gantry/contracts';
 import { EVENT_COLUMNS, outboxChannel, toStoredEvent, type EventRow, type StoredEvent } from '@gantry/eventstore';
-import type { Bus } from './bus.js';
+import { isNotFound, type Bus } from './bus.js';
 
 export interface RelayLogger {
   log(message: string, fields: Record<string, unknown>): void;
@@ -258,6 +258,7 @@ export class OutboxRelay {
     this.published += published.length;
     if (failures.length > 0) {
       await this.removePublished();
+      await this.restoreStream();
       throw failures[0];
     }
     return published.length;
@@ -288,6 +289,30 @@ export class OutboxRelay {
     if (this.toRemove.length === 0) return;
     await this.client!.query('DELETE FROM outbox WHERE position = ANY($1::bigint[])', [this.toRemove]);
     this.toRemove = [];
+  }
+
+  /**
+   * After a failed publish: the context's stream created again if it is gone (deleted by an operator,
+   * or the server started again on an empty store), else no publish would ever succeed until the
+   * service restarts. What it held before is not brought back (docs/operations.md, "JetStream state lost").
+   */
+  private async restoreStream(): Promise<void> {
+    const { bus, context } = this.options;
+    const stream = streamName(bus.naming, context);
+    try {
+      const missing = await bus.jsm.streams.info(stream).then(
+        () => false,
+        (error: unknown) => {
+          if (isNotFound(error)) return true;
+          throw error;
+        },
+      );
+      if (!missing) return;
+      this.options.logger.error('the event stream is gone; creating it again', { schema: this.options.schema, stream });
+      await bus.ensureForeignEventStream(context);
+    } catch (error) {
+      this.options.logger.error('the event stream could not be looked at', { schema: this.options.schema, stream, error: String(error) });
+    }
   }
 
   /**
