@@ -1,5 +1,5 @@
 import { dispatchStreamName, enqueueJob, JobOfferSchema, jobOfferMessageId } from '@gantry/contracts';
-import { eventually, startScratchNats, type ScratchServer } from '@gantry/testing';
+import { eventually, startScratchNats, type ScratchNats } from '@gantry/testing';
 import type { INestApplication } from '@nestjs/common';
 import { createTestWorld } from '@gantry/service-runtime/testing';
 import { key, registerProducts, startInProcess, type TestWorld } from './harness.js';
@@ -9,7 +9,7 @@ import { key, registerProducts, startInProcess, type TestWorld } from './harness
  * JetStream"): on a NATS server of the test's own, so that its streams may be purged and deleted.
  */
 describe('queued jobs whose offer JetStream lost', () => {
-  let nats: ScratchServer;
+  let nats: ScratchNats;
   let world: TestWorld;
   let app: INestApplication;
 
@@ -88,5 +88,18 @@ describe('queued jobs whose offer JetStream lost', () => {
     await world.bus.jsm.streams.update(stream, { max_age: 2_000_000_000, duplicate_window: 1_000_000_000 });
     await eventually(async () => !(await offersOnStream())?.includes(offerId), { what: 'the offer aged out', timeoutMs: 10_000 });
     await eventually(async () => (await offersOnStream())?.includes(offerId) ?? false, { what: 'the job offered again after its offer aged out', timeoutMs: 10_000 });
+  });
+
+  it('after a nats-server started again on an empty store, every queued job is offered again', async () => {
+    const { jobId } = await enqueue();
+    await eventually(async () => (await offersOnStream())?.includes(`${jobId}-offer-1-0`) ?? false, { what: 'the enqueue offered' });
+    const queued = Number((await world.db.query(`SELECT count(*) AS n FROM jobs WHERE status = 'QUEUED'`)).rows[0].n);
+    await nats.startEmpty();
+    const offers = await eventually(async () => {
+      const ids = await offersOnStream().catch(() => null);
+      return ids && ids.length === queued ? ids : null;
+    }, { what: 'every queued job offered on the new server', timeoutMs: 20_000 });
+    expect(offers).toContain(`${jobId}-offer-1-0`);
+    expect(new Set(offers).size).toBe(queued);
   });
 });

@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, chown } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, chown } from 'node:fs/promises';
 import { createServer, connect as tcpConnect, type Socket } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
@@ -56,8 +56,13 @@ export interface ScratchServer {
   remove(): Promise<void>;
 }
 
+export interface ScratchNats extends ScratchServer {
+  /** Stops it, empties its store directory and starts it again: every stream and consumer gone. */
+  startEmpty(): Promise<void>;
+}
+
 /** A NATS server with JetStream on a spare port, its store in a temporary directory. */
-export async function startScratchNats(): Promise<ScratchServer> {
+export async function startScratchNats(): Promise<ScratchNats> {
   const port = await sparePort();
   const dir = await mkdtemp(path.join(tmpdir(), 'gantry-nats-'));
   let child: ChildProcess | null = null;
@@ -85,6 +90,12 @@ export async function startScratchNats(): Promise<ScratchServer> {
     port,
     start,
     stop,
+    startEmpty: async () => {
+      await stop();
+      await rm(dir, { recursive: true, force: true });
+      await mkdir(dir);
+      await start();
+    },
     remove: async () => {
       await stop();
       await rm(dir, { recursive: true, force: true });
