@@ -60,4 +60,14 @@ describe('the jobs event stream deleted while the job service runs', () => {
       return false;
     }, { what: 'the requeue offered by the consumer on the stream created again' });
   });
+
+  it('another context\'s stream it reads, deleted while its owner publishes nothing, is created again by the consumer, which attaches to it again', async () => {
+    const prs = streamName(world.naming, 'prs');
+    await world.bus.jsm.consumers.info(prs, 'job-service-sprint-runs-merge-conflicts');
+    await world.bus.jsm.streams.delete(prs);
+    await eventually(async () => (await world.bus.jsm.consumers.info(prs, 'job-service-sprint-runs-merge-conflicts').catch(() => null)) !== null, {
+      what: 'the consumer back on the prs stream created again',
+      timeoutMs: 10_000,
+    });
+  });
 });

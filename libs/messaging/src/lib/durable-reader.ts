@@ -182,6 +182,10 @@ export class DurableReader {
     } catch (error) {
       if (!isNotFound(error)) throw error;
     }
+    // The stream may be gone too (deleted, or the server started again on an empty store), and its
+    // owner may publish nothing for a while: created again here, with the installation's settings, as
+    // at start (docs/operations.md, "JetStream state lost").
+    await bus.ensureForeignEventStream(this.options.source);
     await bus.jsm.consumers.add(stream, {
       durable_name: name,
       ack_policy: AckPolicy.Explicit,
