@@ -16,6 +16,11 @@ export const ErrorCode = {
   TIMEOUT: 'TIMEOUT',
   UNAVAILABLE: 'UNAVAILABLE',
   INTERNAL: 'INTERNAL',
+  /**
+   * The command was handled — it succeeded, and anything it did is done — but its answer is larger
+   * than the bus carries; `details.succeeded` is true (docs/architecture.md, "Answers too large for the bus").
+   */
+  REPLY_TOO_LARGE: 'REPLY_TOO_LARGE',
   // How an effect on GitHub failed (docs/pr-service.md).
   /** The head's checks are red. */
   CHECKS_FAILED: 'CHECKS_FAILED',

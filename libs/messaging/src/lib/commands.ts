@@ -145,6 +145,10 @@ export class CommandClient {
       if (/timeout/i.test(text)) {
         throw new GantryError(ErrorCode.TIMEOUT, `${contract.context}.${contract.name} got no reply in time`);
       }
+      // Refused by the client before anything was sent: the request itself is larger than NATS carries.
+      if (/max_payload/i.test(text)) {
+        throw new GantryError(ErrorCode.INVALID_COMMAND, `${contract.context}.${contract.name}: the request (${Buffer.byteLength(data)} bytes) is larger than NATS carries (${this.bus.nc.info?.max_payload ?? 'max_payload'}); nothing was sent`);
+      }
       // The connection is closed or reconnecting: nothing reached a service, or its answer is lost.
       if (/closed|disconnect|reconnect/i.test(text)) {
         throw new GantryError(ErrorCode.UNAVAILABLE, `${contract.context}.${contract.name}: NATS is not reachable (${text})`);

@@ -52,6 +52,7 @@ const HTTP_STATUS: Record<string, number> = {
   [ErrorCode.TIMEOUT]: 504,
   [ErrorCode.UNAVAILABLE]: 503,
   [ErrorCode.INTERNAL]: 500,
+  [ErrorCode.REPLY_TOO_LARGE]: 502,
   [ErrorCode.CHECKS_FAILED]: 409,
   [ErrorCode.MERGE_CONFLICT]: 409,
   [ErrorCode.GH_AUTH_ERROR]: 502,

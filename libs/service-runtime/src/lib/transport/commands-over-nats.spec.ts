@@ -27,6 +27,23 @@ const Refuse = defineCommand({
   examples: { valid: [{}], invalid: [null] },
 });
 
+/** Appends one event, then answers with `size` characters: more than the bus carries when asked. */
+const Write = defineCommand({
+  context,
+  name: 'write_large_test_answer',
+  request: z.object({ account: z.string().min(1), size: z.number().int().min(0) }),
+  reply: z.object({ text: z.string() }),
+  examples: { valid: [{ account: 'a', size: 1 }], invalid: [{ account: '' }] },
+});
+/** Refuses with `issues` issues, and the message listing them all (as invalidCommand's does). */
+const RefuseMany = defineCommand({
+  context,
+  name: 'refuse_with_many_issues',
+  request: z.object({ issues: z.number().int().min(0) }),
+  reply: z.object({}),
+  examples: { valid: [{ issues: 1 }], invalid: [{}] },
+});
+
 let slowFirstCall = false;
 
 @Controller()
@@ -49,6 +66,20 @@ class AccountCommands {
         await new Promise((r) => setTimeout(r, 1500)); // committed, but the reply comes too late
       }
       return outcome.result;
+  }
+
+  @CommandHandler(Write)
+  async write(request: z.infer<typeof Write.request>) {
+    await this.store.execute({ metadata: { correlationId: 'c' } }, async (uow) => {
+      await uow.append(`large-${request.account}`, 0, [{ type: 'Written', data: { size: request.size } }]);
+    });
+    return { text: 'x'.repeat(request.size) };
+  }
+
+  @CommandHandler(RefuseMany)
+  async refuseMany(request: z.infer<typeof RefuseMany.request>): Promise<never> {
+    const issues = Array.from({ length: request.issues }, (_, i) => ({ path: ['items', i, 'name'], message: `item ${i} has no name`, code: 'custom' }));
+    throw new GantryError(ErrorCode.INVALID_COMMAND, `invalid: ${issues.map((i) => i.message).join('; ')}`, { seen: request.issues }, issues);
   }
 
   @CommandHandler(Refuse)
@@ -194,6 +225,43 @@ describe('commands over NATS request/reply', () => {
     ).rejects.toMatchObject({ code: ErrorCode.UNAVAILABLE });
     expect(Date.now()).toBeGreaterThanOrEqual(deadline - 150);
     await nobody.close();
+  });
+
+  it('a result larger than the bus carries: the command is done once and its caller is told so (REPLY_TOO_LARGE), not left to time out', async () => {
+    const account = randomUUID();
+    const limit = raw.info!.max_payload;
+    const started = Date.now();
+    const error = await client.request(Write, { account, size: limit + 10 }, { timeoutMs: 5000 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GantryError);
+    expect(error).toMatchObject({ code: ErrorCode.REPLY_TOO_LARGE, details: { succeeded: true } });
+    expect((error as GantryError).message).toMatch(/succeeded.*POST \/commands\/write_large_test_answer/);
+    expect(Date.now() - started).toBeLessThan(4000);
+    const { rows } = await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [`large-${account}`]);
+    expect(Number(rows[0].count)).toBe(1);
+    // just under the limit is answered in full
+    await expect(client.request(Write, { account: randomUUID(), size: limit - 2048 })).resolves.toEqual({ text: 'x'.repeat(limit - 2048) });
+  });
+
+  it('a refusal larger than the bus carries arrives with the same code, as many issues as fit and how many more there were', async () => {
+    const error = await client.request(RefuseMany, { issues: 50_000 }, { timeoutMs: 5000 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GantryError);
+    const { code, issues, message, details } = error as GantryError;
+    expect(code).toBe(ErrorCode.INVALID_COMMAND);
+    expect(details).toEqual({ seen: 50_000 });
+    expect(message.length).toBeLessThanOrEqual(2000);
+    expect(issues!.length).toBeGreaterThan(1000);
+    expect(issues!.slice(0, 3)).toEqual([0, 1, 2].map((i) => ({ path: ['items', i, 'name'], message: `item ${i} has no name`, code: 'custom' })));
+    expect(issues!.at(-1)).toEqual({ path: [], message: `and ${50_000 - (issues!.length - 1)} more issues`, code: 'too_many_issues' });
+    // a refusal that fits is untouched
+    const small = (await client.request(RefuseMany, { issues: 3 }).catch((e: unknown) => e)) as GantryError;
+    expect(small.issues).toHaveLength(3);
+    expect(small.message).toBe('invalid: item 0 has no name; item 1 has no name; item 2 has no name');
+  });
+
+  it('a request larger than the bus carries is refused INVALID_COMMAND by the client, sent nowhere', async () => {
+    const error = await client.request(Write, { account: 'x'.repeat(raw.info!.max_payload), size: 1 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GantryError);
+    expect(error).toMatchObject({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(/larger than NATS carries.*nothing was sent/) });
   });
 
   it('reports UNAVAILABLE when no service answers', async () => {

@@ -14,7 +14,9 @@ import {
   type CommandContract,
   type Context,
   type EventEnvelope,
+  type ErrorPayload,
   type SecretScrubber,
+  type ValidationIssue,
 } from '@gantry/contracts';
 import { CORRELATION_HEADER, EventConsumer, REPLICA_HEADER, SharedDurable, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
 import { observeCommand, observeSettlement, UNKNOWN_COMMAND } from '../metrics.js';
@@ -185,8 +187,20 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
     const correlationId = msg.headers?.get(CORRELATION_HEADER) || randomUUID();
     const reply = await this.dispatch(name, msg.data, { correlationId, via: msg.subject });
     if (!msg.reply) return;
+    const qualified = `${this.options.context}.${name}`;
+    const limit = (this.options.bus.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD) - REPLY_HEADROOM;
+    const fitted = fitReply(reply, limit, qualified);
+    if (fitted.cut) {
+      this.options.logger.warn(reply.ok ? 'a command succeeded, but its answer is too large for the bus: answered REPLY_TOO_LARGE' : 'a refusal is too large for the bus: its issues were cut', {
+        command: qualified,
+        correlationId,
+        bytes: fitted.cut.bytes,
+        limit,
+        ...(reply.ok ? {} : { code: reply.error.code, issues: reply.error.issues?.length ?? 0 }),
+      });
+    }
     try {
-      msg.respond(JSON.stringify(reply), { headers: this.replyHeaders });
+      msg.respond(fitted.body, { headers: this.replyHeaders });
     } catch (error) {
       // The caller times out and may send the same request again under its key.
       this.options.logger.warn('could not send a reply', { command: `${this.options.context}.${name}`, correlationId, error: String(error) });
@@ -293,6 +307,59 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
   private within<T>(bindings: Record<string, unknown>, work: () => Promise<T>): Promise<T> {
     return this.options.withinLogContext ? this.options.withinLogContext(bindings, work) : work();
   }
+}
+
+/** NATS's default max_payload (1 MiB), for a connection that has not heard the server's own yet. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+/** Room kept under max_payload for the reply's headers (the replica's token), which NATS counts in. */
+const REPLY_HEADROOM = 1024;
+/** A refusal's message and each of its issues' texts are cut to this many characters when the whole is too large. */
+const CUT_MESSAGE = 2000;
+const CUT_ISSUE_TEXT = 300;
+/** A refusal's details are kept when too large only if their JSON is at most this many bytes. */
+const CUT_DETAILS_BYTES = 16 * 1024;
+
+const byteLength = (text: string) => Buffer.byteLength(text);
+const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 3)}...` : text);
+
+/**
+ * The answer as NATS will carry it, at most `limit` bytes (docs/architecture.md, "Answers too large
+ * for the bus"): as it is when it fits; a refusal with its texts shortened and as many of its issues
+ * as fit, then one saying how many more there are; a result — the command succeeded — replaced by
+ * REPLY_TOO_LARGE, which says so and how to read it. `cut` tells what did not fit, for the log.
+ */
+export function fitReply(reply: CommandReply, limit: number, qualified: string): { body: string; cut?: { bytes: number } } {
+  const body = JSON.stringify(reply);
+  const bytes = byteLength(body);
+  if (bytes <= limit) return { body };
+  if (reply.ok) {
+    const error: ErrorPayload = {
+      code: ErrorCode.REPLY_TOO_LARGE,
+      message:
+        `${qualified} succeeded, but its answer (${bytes} bytes) is larger than the bus carries (${limit}); it is not done again by sending ` +
+        `the same request, and POST /commands/${qualified.split('.')[1]} on the service's HTTP port answers it in full (a command with an ` +
+        `idempotency key answers its stored result there without running again); a query may ask for a smaller page`,
+      details: { succeeded: true, bytes, limit },
+    };
+    return { body: JSON.stringify({ ok: false, error }), cut: { bytes } };
+  }
+  const { code, message, issues = [], details } = reply.error;
+  const keptDetails = details !== undefined && byteLength(JSON.stringify(details)) <= CUT_DETAILS_BYTES ? { details } : {};
+  const short = issues.map((i) => ({ ...i, message: clip(i.message, CUT_ISSUE_TEXT), path: i.path.map((p) => (typeof p === 'string' ? clip(p, CUT_ISSUE_TEXT) : p)) }));
+  const more = (n: number): ValidationIssue => ({ path: [], message: `and ${n} more issues`, code: 'too_many_issues' });
+  // The frame with no issue and the longest "and N more", then each issue (and its comma) while they fit.
+  const frame = byteLength(JSON.stringify({ ok: false, error: { code, message: clip(message, CUT_MESSAGE), issues: [more(issues.length)], ...keptDetails } }));
+  let used = frame;
+  let kept = 0;
+  while (kept < short.length) {
+    const size = byteLength(JSON.stringify(short[kept])) + 1;
+    if (used + size > limit) break;
+    used += size;
+    kept++;
+  }
+  const cutIssues = kept < short.length ? [...short.slice(0, kept), more(short.length - kept)] : short;
+  const error: ErrorPayload = { code, message: clip(message, CUT_MESSAGE), ...(cutIssues.length > 0 ? { issues: cutIssues } : {}), ...keptDetails };
+  return { body: JSON.stringify({ ok: false, error }), cut: { bytes } };
 }
 
 /** The job a request or an event is about, when it names one (for the logs). */
