@@ -9,3 +9,4 @@ export * from './jobs/index.js';
 export * from './prs/index.js';
 export * from './workflow/index.js';
 export * from './secrets.js';
+export * from './reserved-keys.js';

@@ -96,6 +96,32 @@ steps:
     expect(moved.issues!.map((i) => i.path.join('.'))).toEqual(['steps.0.on_turn_complete.0.config.step_id']);
   });
 
+  it('refuses a __proto__ key anywhere, naming where, rather than storing its config as {}; constructor and prototype are kept as data', () => {
+    const proto = refusal(`
+name: Proto
+steps:
+  - id: review
+    name: Review
+    on_enter:
+      - type: queue_run_for_each_participant
+        config: { __proto__: { role: reviewer } }
+`);
+    expect(proto.code).toBe(ErrorCode.INVALID_COMMAND);
+    expect(proto.issues).toEqual([expect.objectContaining({ path: ['steps', 0, 'on_enter', 0, 'config', '__proto__'], code: 'reserved_key' })]);
+    expect(refusal('name: x\n__proto__: { a: 1 }\nsteps:\n  - { id: a, name: A }\n').issues!.map((i) => i.path.join('.'))).toEqual(['__proto__']);
+    const { definition } = parseWorkflowYaml(`
+name: Keys
+steps:
+  - id: review
+    name: Review
+    on_enter:
+      - type: send_slack_message
+        config: { constructor: c, prototype: { toString: t } }
+`);
+    expect(JSON.stringify(definition.steps[0]!.onEnter[0]!.config)).toBe('{"constructor":"c","prototype":{"toString":"t"}}');
+    expect(({} as Record<string, unknown>).role).toBeUndefined();
+  });
+
   it('refuses text that is not YAML', () => {
     const error = refusal('name: [unclosed\n');
     expect(error.issues).toEqual([expect.objectContaining({ path: [], code: 'invalid_yaml' })]);

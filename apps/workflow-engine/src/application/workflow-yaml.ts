@@ -5,6 +5,8 @@ import {
   GantryError,
   isKnownActionType,
   issuesOf,
+  reservedKeyIssue,
+  reservedKeyPath,
   TriggerNames,
   WorkflowDefinitionSchema,
   type ValidationIssue,
@@ -154,6 +156,9 @@ export function parseWorkflowYaml(text: string): ParsedWorkflow {
   } catch (error) {
     refuse([{ path: [], message: `not valid YAML: ${(error as Error).message.split('\n')[0]}`, code: 'invalid_yaml' }]);
   }
+  // The reader keeps a `__proto__` key, which the schema below would drop (a config stored as {}).
+  const reserved = reservedKeyPath(raw);
+  if (reserved) refuse([reservedKeyIssue(reserved)]);
   const authored = YamlWorkflowSchema.safeParse(raw);
   if (!authored.success) refuse(issuesOf(authored.error));
   const w = authored.data;

@@ -44,6 +44,15 @@ const RefuseMany = defineCommand({
   examples: { valid: [{ issues: 1 }], invalid: [{}] },
 });
 
+/** Stores free-form data (a record, as a job's payload) and answers what it stored. */
+const Keep = defineCommand({
+  context,
+  name: 'keep_test_data',
+  request: z.object({ account: z.string().min(1), data: z.record(z.string(), z.unknown()) }),
+  reply: z.object({ stored: z.unknown() }),
+  examples: { valid: [{ account: 'a', data: {} }], invalid: [{ account: '' }] },
+});
+
 let slowFirstCall = false;
 
 @Controller()
@@ -74,6 +83,15 @@ class AccountCommands {
       await uow.append(`large-${request.account}`, 0, [{ type: 'Written', data: { size: request.size } }]);
     });
     return { text: 'x'.repeat(request.size) };
+  }
+
+  @CommandHandler(Keep)
+  async keep(request: z.infer<typeof Keep.request>) {
+    await this.store.execute({ metadata: { correlationId: 'c' } }, async (uow) => {
+      await uow.append(`kept-${request.account}`, 0, [{ type: 'Kept', data: request.data }]);
+    });
+    const { rows } = await this.store.pool.query('SELECT data FROM events WHERE stream_id = $1', [`kept-${request.account}`]);
+    return { stored: rows[0].data };
   }
 
   @CommandHandler(RefuseMany)
@@ -262,6 +280,22 @@ describe('commands over NATS request/reply', () => {
     const error = await client.request(Write, { account: 'x'.repeat(raw.info!.max_payload), size: 1 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(GantryError);
     expect(error).toMatchObject({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(/larger than NATS carries.*nothing was sent/) });
+  });
+
+  it('a __proto__ key anywhere in a request is refused INVALID_COMMAND with its path, over NATS and HTTP, and nothing is written; constructor and prototype are kept as data', async () => {
+    const account = randomUUID();
+    const kept = async () => Number((await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [`kept-${account}`])).rows[0].count);
+    const body = `{"account":"${account}","data":{"config":{"__proto__":{"role":"r"}}}}`;
+    const overNats = await rawRequest('keep_test_data', body);
+    expect(overNats).toMatchObject({ ok: false, error: { code: 'INVALID_COMMAND', issues: [{ path: ['data', 'config', '__proto__'], code: 'reserved_key' }] } });
+    const overHttp = await fetch(`${service.url}/commands/keep_test_data`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    expect(overHttp.status).toBe(400);
+    expect(await overHttp.json()).toMatchObject({ ok: false, error: { code: 'INVALID_COMMAND', issues: [{ path: ['data', 'config', '__proto__'] }] } });
+    expect(await rawRequest('keep_test_data', `{"account":"${account}","__proto__":{"data":{}},"data":{}}`)).toMatchObject({ ok: false, error: { code: 'INVALID_COMMAND' } });
+    expect(await kept()).toBe(0);
+    const faithful = await rawRequest('keep_test_data', `{"account":"${account}","data":{"constructor":{"prototype":{"x":1}},"prototype":"p"}}`);
+    expect(JSON.stringify(faithful)).toBe('{"ok":true,"result":{"stored":{"constructor":{"prototype":{"x":1}},"prototype":"p"}}}');
+    expect(({} as Record<string, unknown>).role).toBeUndefined();
   });
 
   it('reports UNAVAILABLE when no service answers', async () => {

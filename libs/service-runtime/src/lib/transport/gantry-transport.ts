@@ -11,6 +11,7 @@ import {
   ErrorCode,
   GantryError,
   parseRequest,
+  refusalOfReservedKey,
   type CommandContract,
   type Context,
   type EventEnvelope,
@@ -240,7 +241,7 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
   private async run(route: CommandRoute | undefined, name: string, raw: Uint8Array | unknown, call: CommandContext): Promise<CommandReply> {
     const qualified = `${this.options.context}.${name}`;
     if (!route) return { ok: false, error: { code: ErrorCode.NOT_FOUND, message: `no command ${qualified}` } };
-    const decoded = refuseTooDeep(decodeRequest(raw, qualified), qualified);
+    const decoded = refuseUnsafeShape(decodeRequest(raw, qualified), qualified);
     return this.within({ correlationId: call.correlationId, command: qualified, ...jobIdOf(decoded) }, async () => {
       try {
         if (decoded instanceof GantryError) throw decoded;
@@ -388,8 +389,11 @@ function decodeRequest(raw: unknown, qualified: string): unknown {
  */
 export const MAX_REQUEST_DEPTH = 100;
 
-/** The value, or (returned, like decodeRequest's) the refusal of one nested deeper than MAX_REQUEST_DEPTH; walked without recursion. */
-function refuseTooDeep(value: unknown, qualified: string): unknown {
+/**
+ * The value, or (returned, like decodeRequest's) the refusal of one nested deeper than
+ * MAX_REQUEST_DEPTH or holding a `__proto__` key (docs/architecture.md, "Commands"); walked without recursion.
+ */
+function refuseUnsafeShape(value: unknown, qualified: string): unknown {
   if (value instanceof GantryError) return value;
   const pending: [unknown, number][] = [[value, 0]];
   while (pending.length > 0) {
@@ -402,5 +406,6 @@ function refuseTooDeep(value: unknown, qualified: string): unknown {
     }
     for (const child of Object.values(item)) pending.push([child, depth + 1]);
   }
-  return value;
+  // A `__proto__` key would be dropped by the request's schema: refused, with its path.
+  return refusalOfReservedKey(value, `${qualified} request`) ?? value;
 }
