@@ -170,6 +170,20 @@ describe('the MCP tool server a runner hosts for one job', () => {
     expect(reporter.calls).toEqual([]);
   });
 
+  it('refuses tool arguments with a __proto__ key, which would otherwise be dropped or read through as fields, and forwards nothing', async () => {
+    for (const args of ['{"summary":"x","__proto__":{"status":"FAILED"}}', '{"status":"PASSED","summary":"x","__proto__":{}}']) {
+      const result = await client.callTool({ name: 'log_test_result', arguments: JSON.parse(args) as Record<string, unknown> });
+      expect(result.isError).toBe(true);
+      expect(textOf(result)).toMatch(/^INVALID_COMMAND: the key "__proto__" is not accepted.*\(at arguments\.__proto__\)/);
+    }
+    expect(reporter.calls).toEqual([]);
+    expect(logLines.filter((l) => l.includes('agent tool call refused') && l.includes('"tool":"log_test_result"'))).toHaveLength(2);
+    // constructor and prototype are keys like any other: refused by the tool's schema as unknown ones
+    const other = await client.callTool({ name: 'log_test_result', arguments: { status: 'PASSED', summary: 'x', constructor: 'c' } });
+    expect(other.isError).toBe(true);
+    expect(reporter.calls).toEqual([]);
+  });
+
   it('answers only POST on /mcp', async () => {
     const authorization = server.secret.authorizationHeader();
     expect((await fetch(server.url, { method: 'GET', headers: { Authorization: authorization } })).status).toBe(405);

@@ -2,8 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { isGantryError, REVIEW_DECISION_TOOL } from '@gantry/contracts';
+import type { CallToolResult, JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { isGantryError, REVIEW_DECISION_TOOL, reservedKeyIssue, reservedKeyPath } from '@gantry/contracts';
 import type { GantryToolName } from '@gantry/contracts';
 import { BearerSecret } from './bearer-secret.js';
 import {
@@ -117,7 +117,30 @@ async function serve(req: IncomingMessage, res: ServerResponse, secret: BearerSe
     }
   });
   await server.connect(transport);
+  refuseReservedKeys(transport, tools);
   await transport.handleRequest(req, res);
+}
+
+/**
+ * A call whose arguments hold a key `__proto__` is refused as INVALID_COMMAND, forwarded nowhere:
+ * the SDK's schema of a tool call would drop the key with its value before the tool's own schema
+ * sees it (docs/architecture.md, "Commands"). Checked on each message as the transport parsed it.
+ */
+function refuseReservedKeys(transport: StreamableHTTPServerTransport, tools: ToolHandlers): void {
+  const deliver = transport.onmessage;
+  if (!deliver) return;
+  transport.onmessage = (message, extra) => {
+    const request = message as { id?: string | number; method?: string; params?: { name?: unknown; arguments?: unknown } };
+    const path = request.id !== undefined && request.method !== undefined ? reservedKeyPath(request.params) : undefined;
+    if (path === undefined) return deliver(message, extra);
+    const text = `INVALID_COMMAND: ${reservedKeyIssue(path).message} (at ${path.join('.')})`;
+    tools.log('warn', 'agent tool call refused', { tool: typeof request.params?.name === 'string' ? request.params.name : null, code: 'INVALID_COMMAND', error: text });
+    const answer: JSONRPCMessage =
+      request.method === 'tools/call'
+        ? { jsonrpc: '2.0', id: request.id!, result: { isError: true, content: [{ type: 'text', text }] } }
+        : { jsonrpc: '2.0', id: request.id!, error: { code: -32602, message: text } };
+    transport.send(answer).catch((error: unknown) => tools.log('warn', 'mcp request: its refusal could not be sent', { error: error instanceof Error ? error.message : String(error) }));
+  };
 }
 
 class ToolHandlers {
