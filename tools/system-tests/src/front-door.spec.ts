@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import pg from 'pg';
 import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
-import { commandSubject, contractRegistry, type CommandContract, type Context } from '@gantry/contracts';
+import { commandSubject, contractRegistry, reservedKeyPath, type CommandContract, type Context } from '@gantry/contracts';
 import { CORRELATION_HEADER } from '@gantry/messaging';
 import { connectTestNats, startApp, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, removeTestNamespace, type App, type RunningApp } from '@gantry/testing';
 
@@ -26,7 +26,10 @@ interface Case {
   body: string;
 }
 
-/** Whether the command's schema refuses the body (then the answer must be INVALID_COMMAND and nothing written). */
+/**
+ * Whether the command's schema — or the door, for a key `__proto__` anywhere, which the schema would
+ * drop — refuses the body (then the answer must be INVALID_COMMAND and nothing written).
+ */
 function refusedBySchema(contract: CommandContract, body: string): boolean {
   let value: unknown;
   try {
@@ -34,7 +37,7 @@ function refusedBySchema(contract: CommandContract, body: string): boolean {
   } catch {
     return true;
   }
-  return !contract.request.safeParse(value).success;
+  return reservedKeyPath(value) !== undefined || !contract.request.safeParse(value).success;
 }
 
 /** Bodies that are no request: the same for every command. */
@@ -60,7 +63,12 @@ function bentCases(contract: CommandContract): Case[] {
       ? { ...value, idempotencyKey: `${value.idempotencyKey}-fd${++n}` }
       : value;
   const as = (what: string, value: Record<string, unknown>): Case => ({ what, body: JSON.stringify(fresh(value)) });
-  const cases: Case[] = [as('an unknown extra field', { ...example, notAField: 'x' })];
+  const cases: Case[] = [
+    as('an unknown extra field', { ...example, notAField: 'x' }),
+    // A computed key makes `__proto__` an own key, as JSON.parse does.
+    as('a key __proto__', { ...example, ['__proto__']: { ...example } }),
+    as('keys constructor and prototype', { ...example, constructor: { prototype: 'x' }, prototype: 'p' }),
+  ];
   for (const [key, value] of Object.entries(example)) {
     const { [key]: _omitted, ...without } = example;
     cases.push(as(`${key} missing`, without));
@@ -82,6 +90,8 @@ function bentCases(contract: CommandContract): Case[] {
       cases.push(as(`${key} = "NaN"`, { ...example, [key]: 'NaN' }));
     }
     if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+      cases.push(as(`${key} with a key __proto__`, { ...example, [key]: { ...value, ['__proto__']: { role: 'r' } } }));
+      cases.push(as(`${key} with keys constructor and prototype`, { ...example, [key]: { ...value, constructor: 'c', prototype: { x: 1 } } }));
       for (const depth of [1_000, 5_000, 100_000]) {
         const c = as(`${key} nested ${depth} deep`, { ...example, [key]: { deep: '__DEEP__' } });
         cases.push({ what: c.what, body: c.body.replace('"__DEEP__"', `${'['.repeat(depth)}${']'.repeat(depth)}`) });
