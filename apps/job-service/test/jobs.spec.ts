@@ -576,6 +576,23 @@ describe('job service through the NATS command path', () => {
     expect(second.jobs[0]!.jobId).not.toBe(first.jobs[2]!.jobId);
     await expect(world.client.request(listJobs, { cursor: 'bogus' })).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
   });
+
+  it('list_jobs ends a page before its answer outgrows one NATS message: large jobs come on more pages, none lost', async () => {
+    const enqueued: string[] = [];
+    for (let i = 0; i < 15; i++) enqueued.push((await enqueue({ storyId: 'ST-large', prompt: `${i} ${'x'.repeat(90_000)}` })).jobId);
+    const listed: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = await world.client.request(listJobs, { storyId: 'ST-large', limit: 500, ...(cursor ? { cursor } : {}) });
+      expect(Buffer.byteLength(JSON.stringify(page))).toBeLessThan(600 * 1024);
+      listed.push(...page.jobs.map((j) => j.jobId));
+      cursor = page.nextCursor ?? undefined;
+      pages++;
+    } while (cursor);
+    expect(listed).toEqual(enqueued);
+    expect(pages).toBeGreaterThan(2);
+  });
 });
 
 describe('a job service outage longer than a claim\'s lease (docs/jobs.md, "A job service outage")', () => {

@@ -11,6 +11,9 @@ function encodeCursor(position: string): string {
 
 const MAX_POSITION = 2n ** 63n - 1n;
 
+/** At most this many bytes of jobs (as JSON) in one page of list_jobs: half of NATS's default max_payload. */
+export const MAX_PAGE_BYTES = 512 * 1024;
+
 function decodeCursor(cursor: string): string {
   try {
     const after = (JSON.parse(Buffer.from(cursor, 'base64url').toString()) as { after?: unknown }).after;
@@ -57,9 +60,19 @@ export class JobQueries {
         ORDER BY enqueue_position LIMIT $${values.length}`,
       values,
     );
-    const page = rows.slice(0, request.limit);
-    const more = rows.length > request.limit;
-    return { jobs: page.map((r) => jobView(r.state)), nextCursor: more ? encodeCursor(page[page.length - 1]!.enqueue_position) : null };
+    // A page ends at `limit` jobs or at MAX_PAGE_BYTES of them, whichever comes first: a job's prompts and
+    // payloads may be large, and the answer must fit one NATS message (docs/jobs.md, "Listing jobs").
+    const jobs: ReplyOf<typeof listJobs>['jobs'] = [];
+    let bytes = 0;
+    for (const row of rows.slice(0, request.limit)) {
+      const view = jobView(row.state);
+      const size = Buffer.byteLength(JSON.stringify(view)) + 1;
+      if (jobs.length > 0 && bytes + size > MAX_PAGE_BYTES) break;
+      jobs.push(view);
+      bytes += size;
+    }
+    const more = rows.length > jobs.length;
+    return { jobs, nextCursor: more ? encodeCursor(rows[jobs.length - 1]!.enqueue_position) : null };
   }
 
   @CommandHandler(getSprintRun)
