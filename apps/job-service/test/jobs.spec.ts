@@ -577,6 +577,18 @@ describe('job service through the NATS command path', () => {
     await expect(world.client.request(listJobs, { cursor: 'bogus' })).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
   });
 
+  it('a request that fits the bus but whose event would not is refused INVALID_COMMAND, nothing recorded, and the relay goes on publishing', async () => {
+    const limit = world.bus.nc.info!.max_payload;
+    const taskId = `T-${Math.random().toString(36).slice(2, 8)}`;
+    const error = await enqueue({ storyId: 'ST-oversize', taskId, prompt: 'p'.repeat(100_000), payload: { blob: 'b'.repeat(limit - 100_000 - 700) } }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(/JobEnqueued event .* bus carries at most/) });
+    expect((await world.client.request(listJobs, { taskId })).jobs).toEqual([]);
+    // what comes after is published: nothing is left stuck in the outbox
+    const { jobId } = await enqueue({ storyId: 'ST-oversize' });
+    await eventually(async () => Number((await world.db.query('SELECT count(*) AS n FROM outbox')).rows[0].n) === 0, { what: 'the outbox emptied' });
+    expect(await countEvents(jobId)).toBeGreaterThan(0);
+  });
+
   it('list_jobs ends a page before its answer outgrows one NATS message: large jobs come on more pages, none lost', async () => {
     const enqueued: string[] = [];
     for (let i = 0; i < 15; i++) enqueued.push((await enqueue({ storyId: 'ST-large', prompt: `${i} ${'x'.repeat(90_000)}` })).jobId);

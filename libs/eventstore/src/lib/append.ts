@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { ErrorCode, GantryError, scrubbingReplacer, type SecretScrubber } from '@gantry/contracts';
+import { refuseEventTooLarge } from './event-size.js';
 import { inlineStatement, type SqlWriter } from './deferred-writes.js';
 import { project, type Projection } from './projection.js';
 import { storableStrings } from './storable-text.js';
@@ -93,6 +94,8 @@ export interface AppendContext {
   now: Date;
   /** Masks secrets in every string of the events' data before they are written (docs/configuration.md, "Secrets in events"). */
   scrub: SecretScrubber;
+  /** The largest event the bus carries (EventStoreOptions.maxEventBytes). */
+  maxEventBytes?: number;
   /** Told which connection appended, so the store can wake the relay once that connection's transaction is over. */
   appendedOn(sql: pg.PoolClient): void;
   /** The stream's events before this append, when the caller read them in this transaction (for the projections). */
@@ -139,6 +142,7 @@ export async function appendEvents(
     types.push(event.type);
     versions.push(event.schemaVersion ?? 1);
     data.push(JSON.stringify(event.data ?? null, replacer));
+    refuseEventTooLarge(context.maxEventBytes, event.type, streamId, data[data.length - 1]!, meta);
   }
   let rows: Array<EventRow & { current: number }>;
   try {

@@ -30,6 +30,12 @@ export interface EventStoreOptions {
   inlineProjections?: Projection[];
   /** Attempts of a command that meets VERSION_CONFLICT (reload and decide again). */
   maxAttempts?: number;
+  /**
+   * The largest event the bus carries (its max_payload): an append whose event would be larger is
+   * refused INVALID_COMMAND, nothing written (docs/architecture.md, "Answers too large for the bus").
+   * No limit when absent.
+   */
+  maxEventBytes?: number;
   /** Let concurrent commands share a transaction (see GroupCommit). Off when absent. */
   groupCommit?: GroupCommitLimits;
   /**
@@ -60,6 +66,7 @@ export class EventStore {
   private readonly oneMessage: OneMessageContext;
   /** Masks secrets in what is written: every string of each event's data, and stored refusals. */
   readonly scrub: SecretScrubber;
+  private readonly maxEventBytes: number | undefined;
   private readonly appendedListeners: Array<() => void> = [];
   private readonly batchListeners: Array<(batch: WrittenBatch) => void> = [];
   /** Connections that appended in their current transaction: released means committed (or rolled back). */
@@ -70,6 +77,7 @@ export class EventStore {
     this.schema = options.schema;
     this.inlineProjections = options.inlineProjections ?? [];
     this.maxAttempts = options.maxAttempts ?? 8;
+    this.maxEventBytes = options.maxEventBytes;
     this.receiptTtlMs = options.receiptTtlMs ?? DEFAULT_RECEIPT_TTL_MS;
     this.clock = options.clock ?? (() => new Date());
     // Every string an event or a stored refusal carries goes through here: also made storable (a NUL character).
@@ -80,6 +88,7 @@ export class EventStore {
       now: () => this.clock(),
       receiptTtlMs: this.receiptTtlMs,
       scrub: this.scrub,
+      maxEventBytes: options.maxEventBytes,
       projections: this.inlineProjections,
       maxAttempts: this.maxAttempts,
       refuse: async (idempotency, error) => settle(await this.refusal(idempotency, error)),
@@ -172,7 +181,7 @@ export class EventStore {
     history?: StoredEvent[],
     writer?: SqlWriter,
   ): Promise<StoredEvent[]> {
-    const context = { projections: this.inlineProjections, now: this.clock(), scrub: this.scrub, appendedOn: (client: pg.PoolClient) => this.appending.add(client), history, writer };
+    const context = { projections: this.inlineProjections, now: this.clock(), scrub: this.scrub, maxEventBytes: this.maxEventBytes, appendedOn: (client: pg.PoolClient) => this.appending.add(client), history, writer };
     return appendEvents(sql, context, streamId, expectedVersion, events, metadata);
   }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { canonicalHash, ErrorCode, GantryError, scrubbingReplacer, type SecretScrubber } from '@gantry/contracts';
+import { refuseEventTooLarge } from './event-size.js';
 import { readStreamTail } from './append.js';
 import type { CommandBatcher } from './batching.js';
 import type { Decider, Decision, DomainEvent } from './decider.js';
@@ -28,6 +29,8 @@ export interface OneMessageContext {
   now: () => Date;
   receiptTtlMs: number;
   scrub: SecretScrubber;
+  /** The largest event the bus carries (EventStoreOptions.maxEventBytes). */
+  maxEventBytes?: number;
   projections: readonly Projection[];
   maxAttempts: number;
   /** Where the stream reads and the write messages go, together with those of other commands. */
@@ -130,6 +133,7 @@ class OneMessageWork implements StreamWork {
       events,
       this.now,
       this.context.scrub,
+      this.context.maxEventBytes,
     );
     this.appended.push(...pending);
     this.json.push(...json);
@@ -292,6 +296,7 @@ function pendingEvents(
   events: NewEvent[],
   now: Date,
   scrub: SecretScrubber,
+  maxEventBytes: number | undefined,
 ): { events: StoredEvent[]; json: string[] } {
   const replacer = scrubbingReplacer(scrub);
   const text = (value: string | null | undefined) => (value == null ? null : storableText(value));
@@ -303,6 +308,8 @@ function pendingEvents(
   };
   const occurredAt = now.toISOString();
   const json = events.map((event) => JSON.stringify(event.data ?? null, replacer));
+  const storedMetadata = JSON.stringify(stored);
+  events.forEach((event, i) => refuseEventTooLarge(maxEventBytes, event.type, streamId, json[i]!, storedMetadata));
   return {
     json,
     events: events.map((event, i) => ({

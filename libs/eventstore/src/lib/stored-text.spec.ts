@@ -130,4 +130,27 @@ describe('text a command writes', () => {
     await expect(note(id, 'refuse \u0000 this', key)).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION, message: 'refused: refuse \uFFFD this' });
     expect(await storedTexts(id)).toEqual(['first']);
   });
+
+  it.each(['in one message', 'on the full path'])('an event larger than the bus carries (%s) is refused INVALID_COMMAND before anything is written, and its repeat gets the same refusal', async (path) => {
+    // A pool of its own: a store's prepared statements are its own, per connection.
+    const boundedPool = createPool({ url: testDatabaseUrl, schema, max: 2 });
+    const bounded = new EventStore({ pool: boundedPool, schema, inlineProjections: [notesView], maxEventBytes: 10_000 });
+    const id = `big-${randomUUID()}`;
+    const key = randomUUID();
+    const write = (text: string, k: string) =>
+      path === 'in one message'
+        ? handleWithDecider(bounded, { decider: notes, streamId: id, command: { text }, metadata: meta, idempotency: { scope: 'test.big', key: k, request: { id, text } }, reply: (d) => d.after })
+        : bounded.execute({ metadata: meta, idempotency: { scope: 'test.big.full', key: k, request: { id, text } } }, async (uow) => {
+            await uow.append(id, (await uow.readStream(id)).length, [{ type: 'Noted', data: { text } }]);
+            return null;
+          });
+    for (let i = 0; i < 2; i++) {
+      await expect(write('x'.repeat(20_000), key)).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND, details: { maxEventBytes: 10_000 } });
+    }
+    expect(await storedTexts(id)).toEqual([]);
+    expect(await viewOf(id)).toBeUndefined();
+    await write('small', randomUUID());
+    expect(await storedTexts(id)).toEqual(['small']);
+    await boundedPool.end();
+  });
 });

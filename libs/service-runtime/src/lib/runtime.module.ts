@@ -263,8 +263,8 @@ export class GantryRuntimeModule {
         ...config.providers,
         {
           provide: EventStore,
-          inject: [SERVICE_CONFIG, SECRET_SCRUBBER],
-          useFactory: async (config: ServiceConfig, scrub: SecretScrubber) => {
+          inject: [SERVICE_CONFIG, SECRET_SCRUBBER, Bus],
+          useFactory: async (config: ServiceConfig, scrub: SecretScrubber, bus: Bus) => {
             await migrate({ url: config.databaseUrl, schema: config.schema, migrations: options.migrations });
             const pool = createPool({
               url: config.databaseUrl,
@@ -279,6 +279,8 @@ export class GantryRuntimeModule {
               groupCommit: config.groupCommit ?? undefined,
               receiptTtlMs: config.retention.receiptTtlMs,
               scrub,
+              // An event the relay could not publish would stop it for good: refused at its append.
+              maxEventBytes: bus.nc.info?.max_payload,
             });
           },
         },
