@@ -404,8 +404,10 @@ function refuseUnsafeShape(value: unknown, qualified: string): unknown {
         { path: [], message: `nested deeper than ${MAX_REQUEST_DEPTH} levels`, code: 'too_deep' },
       ]);
     }
+    // A `__proto__` key would be dropped by the request's schema: refused, with its path (a second
+    // walk, only for a request that has one).
+    if (Object.hasOwn(item, '__proto__')) return refusalOfReservedKey(value, `${qualified} request`) ?? value;
     for (const child of Object.values(item)) pending.push([child, depth + 1]);
   }
-  // A `__proto__` key would be dropped by the request's schema: refused, with its path.
-  return refusalOfReservedKey(value, `${qualified} request`) ?? value;
+  return value;
 }
