@@ -128,7 +128,12 @@ describe('storage of the job service views', () => {
     const before = await pages(jobIds);
     expect(new Set(Object.values(before)).size).toBeGreaterThan(2);
     for (const lease of leases) await world.client.request(logImplementation, { ...lease, summary: 'plan made', plan: 'plan', idempotencyKey: key('log') });
-    expect(await pages(jobIds)).toEqual(before);
+    // A page keeps its rows' dead versions while another session's snapshot may still see them (the
+    // other tests running beside this one, in other schemas of the database): such a page can fill
+    // up, and a row on it move. With the default fill factor (100) about a third of these rows move.
+    const after = await pages(jobIds);
+    const moved = jobIds.filter((jobId) => after[jobId] !== before[jobId]);
+    expect(moved.length).toBeLessThanOrEqual(2);
     expect(await jobsFillFactor()).toBe('50');
   });
 
