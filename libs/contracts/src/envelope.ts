@@ -60,3 +60,9 @@ export const CommandMetaSchema = z.object({
   causationId: z.string().min(1).max(200).optional(),
   actor: z.string().min(1).max(200).optional(),
 });
+
+/** A list query's cursor, opaque: the previous page's nextCursor (docs/architecture.md, "Paged queries"). */
+export const PageCursorSchema = z.string().min(1).max(500);
+
+/** A list query's nextCursor: null on the last page. */
+export const NextCursorSchema = z.string().nullable();

@@ -4,6 +4,7 @@ import { defineCommand } from '../registry.js';
 import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, EffortLevelSchema, JobKindSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
 import { CloneUrlSchema, RepositorySchema } from './products.js';
+import { jsonBytes, jsonBytesAtMost, MAX_JOB_INPUT_BYTES, MAX_JOB_REQUEST_BYTES, tooLargeMessage } from './sizes.js';
 import {
   EnqueueOutcomeSchema,
   GitRefSchema,
@@ -38,8 +39,26 @@ export const JobLeaseDurationMsSchema = z.number().int().min(10_000).max(2 * 60 
 
 const JobRefReply = z.object({ jobId: JobIdSchema, status: JobStatusSchema });
 
+/**
+ * One level of the configuration cascade as a request may give it: its tools become one argument of
+ * the agent's command line, which the system bounds (128 KiB on Linux), so they are bounded here.
+ */
+const RequestedConfigOverrideSchema = AgentConfigOverrideSchema.extend({
+  model: z.string().min(1).max(200).optional(),
+  allowedTools: z.array(z.string().min(1).max(200)).max(100).optional(),
+});
+/** The agent profile as a request may give it: its model becomes the job's, as one of the cascade's. */
+const RequestedAgentProfileSchema = AgentProfileSchema.extend({ model: z.string().min(1).max(200) });
+
 // ---------------------------------------------------------------------------------------------
 // enqueue_job
+
+/**
+ * How long the run queue answers a repeat of an enqueue's idempotency key with the job it made (its
+ * receipt's window; fixed). A caller's last try of an enqueue must reach it within this window of the
+ * first (docs/architecture.md, "How late a command comes again").
+ */
+export const ENQUEUE_IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 export const EnqueueJobRequestSchema = CommandMetaSchema.extend({
   kind: JobKindSchema,
@@ -53,12 +72,12 @@ export const EnqueueJobRequestSchema = CommandMetaSchema.extend({
   /** The configuration cascade below the kind defaults: product → sprint → job. */
   configOverrides: z
     .object({
-      product: AgentConfigOverrideSchema.optional(),
-      sprint: AgentConfigOverrideSchema.optional(),
-      job: AgentConfigOverrideSchema.optional(),
+      product: RequestedConfigOverrideSchema.optional(),
+      sprint: RequestedConfigOverrideSchema.optional(),
+      job: RequestedConfigOverrideSchema.optional(),
     })
     .optional(),
-  agentProfile: AgentProfileSchema.optional(),
+  agentProfile: RequestedAgentProfileSchema.optional(),
   reason: z.string().min(1).max(200).optional(),
   /** Suppresses a repeat of this request for 24 h (the reply then names the existing job). */
   idempotencyKey: IdempotencyKeySchema,
@@ -86,6 +105,23 @@ export const EnqueueJobRequestSchema = CommandMetaSchema.extend({
   .refine((r) => r.storyTaskIds === undefined || new Set(r.storyTaskIds).size === r.storyTaskIds.length, {
     message: 'story task ids are distinct',
     path: ['storyTaskIds'],
+  })
+  .superRefine((r, ctx) => {
+    // Each part is written out once, the prompt only when its largest possible size would not fit;
+    // the fields not measured here are bounded by their schemas.
+    const { prompt, payload, ...rest } = r;
+    const payloadBytes = jsonBytes(payload);
+    const restBytes = jsonBytes(rest);
+    let promptBytes = prompt === undefined ? 0 : jsonBytesAtMost(prompt);
+    if (promptBytes + payloadBytes > MAX_JOB_INPUT_BYTES || promptBytes + payloadBytes + restBytes > MAX_JOB_REQUEST_BYTES) promptBytes = jsonBytes(prompt);
+    const input = promptBytes + payloadBytes;
+    if (input > MAX_JOB_INPUT_BYTES) {
+      const path = promptBytes > payloadBytes ? ['prompt'] : ['payload'];
+      ctx.addIssue({ code: 'custom', path, message: tooLargeMessage("the job's prompt and payload", input, MAX_JOB_INPUT_BYTES, 'MAX_JOB_INPUT_BYTES') });
+      return;
+    }
+    const bytes = input + restBytes;
+    if (bytes > MAX_JOB_REQUEST_BYTES) ctx.addIssue({ code: 'custom', path: [], message: tooLargeMessage('the enqueue request', bytes, MAX_JOB_REQUEST_BYTES, 'MAX_JOB_REQUEST_BYTES') });
   });
 
 export const enqueueJob = defineCommand({
@@ -124,6 +160,18 @@ export const enqueueJob = defineCommand({
       { kind: 'PLAN_CHAT', productId: 'product-42', idempotencyKey: 'just-a-key' },
       // the story's tasks must include the job's own task
       { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', storyId: 'ST-1', taskId: 'T-9', storyTaskIds: ['T-1', 'T-2'], idempotencyKey: 'p/enqueue:1' },
+      // 50,000 control characters are 300,002 bytes as JSON: over MAX_JOB_INPUT_BYTES
+      { kind: 'PLAN_CHAT', productId: 'product-42', prompt: '\u0001'.repeat(50_000), idempotencyKey: 'p/enqueue:1' },
+      // 500 story tasks of 200 control characters each: the request is over MAX_JOB_REQUEST_BYTES
+      {
+        kind: 'TASK_IMPLEMENTATION', productId: 'product-42', storyId: 'ST-1', taskId: 'T-0',
+        storyTaskIds: Array.from({ length: 500 }, (_, i) => `T-${i}`.padEnd(200, '\u0001')).map((id, i) => (i === 0 ? 'T-0' : id)),
+        idempotencyKey: 'p/enqueue:1',
+      },
+      // a job's tools are one argument of the agent's command line: at most 100
+      { kind: 'PLAN_CHAT', productId: 'product-42', configOverrides: { job: { allowedTools: Array.from({ length: 101 }, (_, i) => `Tool${i}`) } }, idempotencyKey: 'p/enqueue:1' },
+      // a model name is at most 200 characters, the agent profile's too
+      { kind: 'REVIEW', productId: 'product-42', agentProfile: { id: 'profile-reviewer', model: 'm'.repeat(201), thinkingBudget: 0 }, idempotencyKey: 'p/enqueue:1' },
     ],
   },
 });

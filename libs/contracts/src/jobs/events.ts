@@ -216,11 +216,17 @@ export const JobLeaseRenewed = defineEvent({
      * (docs/jobs.md, "A job service outage"). Absent on a runner's own renewal.
      */
     resumedAtStart: z.literal(true).optional(),
+    /**
+     * Renewed by a job service for the runner when its own connection to NATS came back: while it was
+     * gone no runner could reach it, and its sweep expired nothing (docs/jobs.md, "A job service outage").
+     */
+    resumedAfterBusLoss: z.literal(true).optional(),
   }),
   examples: {
     valid: [
       { ...fencedExample, leaseExpiresAt: '2026-11-30T06:04:00.000Z', renewedAt: '2026-11-30T06:01:00.000Z' },
       { ...fencedExample, leaseExpiresAt: '2026-11-30T06:09:00.000Z', renewedAt: '2026-11-30T06:06:00.000Z', resumedAtStart: true },
+      { ...fencedExample, leaseExpiresAt: '2026-11-30T06:12:00.000Z', renewedAt: '2026-11-30T06:09:00.000Z', resumedAfterBusLoss: true },
     ],
     // the expiry must be a timestamp with an offset, not epoch milliseconds
     invalid: [{ ...fencedExample, leaseExpiresAt: 1796018640000, renewedAt: '2026-11-30T06:01:00.000Z' }],

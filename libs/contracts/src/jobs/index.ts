@@ -1,5 +1,6 @@
 export * from './agent-config.js';
 export * from './values.js';
+export * from './sizes.js';
 export * from './products.js';
 export * from './events.js';
 export * from './sprint-run-events.js';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { CommandContract, EventContract } from '../registry.js';
 import {
   claimJob,
+  createSprintRun,
   enqueueJob,
   finishJob,
   jobCommandContracts,
@@ -22,7 +23,16 @@ import {
   JobOfferSchema,
   productCommandContracts,
   productEventContracts,
+  productExample,
+  ProductRegistered,
+  registerProduct,
+  updateProduct,
   isTerminalJobStatus,
+  jobInputBytes,
+  jsonBytes,
+  MAX_JOB_INPUT_BYTES,
+  MAX_JOB_REQUEST_BYTES,
+  MAX_SPRINT_TASK_PAYLOAD_BYTES,
   JobStatusSchema,
   jobEventTypes,
   TERMINAL_JOB_STATUSES,
@@ -59,7 +69,7 @@ describe('job-service contracts', () => {
       'log_test_result', 'report_push', 'finish_job', 'rollback_claim', 'cancel_job',
     ]);
     expect(sprintRunCommandContracts.map((c) => c.name)).toEqual(['create_sprint_run', 'resume_sprint_run', 'cancel_sprint_run']);
-    expect(jobQueryContracts.map((c) => c.name)).toEqual(['get_job', 'list_jobs', 'get_sprint_run']);
+    expect(jobQueryContracts.map((c) => c.name)).toEqual(['get_job', 'list_jobs', 'get_sprint_run', 'get_job_story']);
     expect(jobEventContracts.map((c) => c.type)).toContain('JobLeaseExpired');
     expect(prSprintDrivingEventContracts.every((c) => c.context === 'prs')).toBe(true);
   });
@@ -82,6 +92,54 @@ describe('job-service contracts', () => {
 
   it('refuses a REVIEW enqueue without an agent profile, naming the field', () => {
     expect(issuePaths(enqueueJob.request, enqueueJob.examples.invalid[0])).toEqual(['agentProfile']);
+  });
+
+  describe('how large a job may be (docs/jobs.md, "How large a job may be")', () => {
+    const enqueue = (over: Record<string, unknown>) => ({ kind: 'PLAN_CHAT', productId: 'product-42', idempotencyKey: 'p/enqueue:1', ...over });
+    /** A payload of exactly `bytes` bytes as JSON. */
+    const payloadOf = (bytes: number) => ({ blob: 'b'.repeat(bytes - jsonBytes({ blob: '' })) });
+    const messagesOf = (schema: z.ZodType, input: unknown) => schema.safeParse(input).error?.issues.map((i) => i.message) ?? [];
+
+    it('weighs a prompt as JSON writes it: a control character is six bytes, a quote two', () => {
+      expect(jobInputBytes(['\u0001"é'], [{ a: 1 }])).toBe('"\\u0001\\"é"'.length + 1 + '{"a":1}'.length);
+    });
+
+    it('accepts an enqueue whose prompt and payload are MAX_JOB_INPUT_BYTES as JSON, and refuses one byte more, naming the limit and the field', () => {
+      const prompt = '\u0001'.repeat(20_000);
+      const payload = payloadOf(MAX_JOB_INPUT_BYTES - jsonBytes(prompt));
+      expect(enqueueJob.request.safeParse(enqueue({ prompt, payload })).error?.issues ?? []).toEqual([]);
+      const over = enqueue({ prompt, payload: payloadOf(MAX_JOB_INPUT_BYTES - jsonBytes(prompt) + 1) });
+      expect(issuePaths(enqueueJob.request, over)).toEqual(['payload']);
+      expect(messagesOf(enqueueJob.request, over)).toEqual([
+        `the job's prompt and payload: ${MAX_JOB_INPUT_BYTES + 1} bytes as JSON; at most ${MAX_JOB_INPUT_BYTES} bytes are accepted (MAX_JOB_INPUT_BYTES), so that the job fits one message`,
+      ]);
+      expect(issuePaths(enqueueJob.request, enqueueJob.examples.invalid[4])).toEqual(['prompt']);
+      // 100 000 plain characters could be 600 002 bytes as JSON, and are 100 002
+      expect(enqueueJob.request.safeParse(enqueue({ prompt: 'p'.repeat(100_000), payload: payloadOf(MAX_JOB_INPUT_BYTES - 100_002) })).success).toBe(true);
+    });
+
+    it('refuses a payload nested too deeply for JSON.stringify as too large, rather than throwing', () => {
+      const deep = JSON.parse(`${'['.repeat(100_000)}${']'.repeat(100_000)}`) as unknown;
+      expect(jsonBytes(deep)).toBe(Number.POSITIVE_INFINITY);
+      const request = enqueue({ payload: { deep } });
+      expect(issuePaths(enqueueJob.request, request)).toEqual(['payload']);
+      expect(messagesOf(enqueueJob.request, request)[0]).toContain('nested too deeply to be written out as JSON');
+    });
+
+    it('refuses an enqueue over MAX_JOB_REQUEST_BYTES as a whole, its input within its own bound', () => {
+      expect(issuePaths(enqueueJob.request, enqueueJob.examples.invalid[5])).toEqual(['']);
+      expect(messagesOf(enqueueJob.request, enqueueJob.examples.invalid[5])[0]).toContain(`at most ${MAX_JOB_REQUEST_BYTES} bytes are accepted (MAX_JOB_REQUEST_BYTES)`);
+      expect(issuePaths(enqueueJob.request, enqueueJob.examples.invalid[6])).toEqual(['configOverrides.job.allowedTools']);
+      expect(issuePaths(enqueueJob.request, enqueueJob.examples.invalid[7])).toEqual(['agentProfile.model']);
+    });
+
+    it('refuses a sprint run whose task payload its job could not carry, or whose request is over MAX_JOB_REQUEST_BYTES', () => {
+      const run = (taskPayloads: Record<string, unknown>) => ({ sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', taskPayloads, idempotencyKey: 'p/sprint-run:1' });
+      expect(createSprintRun.request.safeParse(run({ 'T-1': payloadOf(MAX_SPRINT_TASK_PAYLOAD_BYTES) })).success).toBe(true);
+      expect(issuePaths(createSprintRun.request, run({ 'T-1': payloadOf(MAX_SPRINT_TASK_PAYLOAD_BYTES + 1) }))).toEqual(['taskPayloads.T-1']);
+      const half = payloadOf(MAX_JOB_REQUEST_BYTES / 2);
+      expect(messagesOf(createSprintRun.request, run({ 'T-1': half, 'T-2': half }))[0]).toContain(`at most ${MAX_JOB_REQUEST_BYTES} bytes are accepted (MAX_JOB_REQUEST_BYTES)`);
+    });
   });
 
   it('refuses an idempotency key that holds an e-mail address or has no scope', () => {
@@ -140,6 +198,21 @@ describe('job-service contracts', () => {
     expect(issuePaths(PullRequestMergeConflict.data, PullRequestMergeConflict.examples.invalid[0])).toEqual(['conflictingFiles']);
     expect(issuePaths(PullRequestChecksFailed.data, PullRequestChecksFailed.examples.invalid[0])).toEqual(['failedChecks']);
     expect(issuePaths(PullRequestChecksFailed.data, PullRequestChecksFailed.examples.invalid[1])).toEqual(['headSha']);
+  });
+
+  it('registers and updates a product only with a clone URL the worktree service and runners accept (docs/products.md)', () => {
+    const register = { ...productExample, idempotencyKey: 'product-42/register:1' };
+    for (const cloneUrl of ['git@github.com:-oProxyCommand=touch', 'ext::sh', 'fd::17', '/srv/../etc/shop.git', 'http://github.com/acme/shop.git', 'ssh://-oProxyCommand=x/y']) {
+      expect({ cloneUrl, register: registerProduct.request.safeParse({ ...register, cloneUrl }).success }).toEqual({ cloneUrl, register: false });
+      const update = updateProduct.request.safeParse({ productId: 'product-42', changes: { cloneUrl }, idempotencyKey: 'product-42/update:1' });
+      expect({ cloneUrl, update: update.success }).toEqual({ cloneUrl, update: false });
+    }
+    for (const cloneUrl of ['https://github.com/acme/shop', 'git@github.com:acme/shop.git', 'ssh://git@github.com/acme/shop.git', 'file:///srv/git/shop.git']) {
+      expect({ cloneUrl, register: registerProduct.request.safeParse({ ...register, cloneUrl }).success }).toEqual({ cloneUrl, register: true });
+    }
+    // What was registered before still reads back from the log.
+    const registered = { ...ProductRegistered.examples.valid[0]!, cloneUrl: 'http://github.com/acme/shop.git' };
+    expect(ProductRegistered.data.safeParse(registered).success).toBe(true);
   });
 
   it('uses the example ids consistently as subject tokens', () => {

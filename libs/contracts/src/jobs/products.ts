@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand, defineEvent, type EventsOf } from '../registry.js';
 import { ExternalRefSchema, GitRefSchema, IdempotencyKeySchema, TimestampSchema } from './values.js';
+import { repositoryUrlProblem } from '../worktrees/git-names.js';
 
 /**
  * A product names the repository its work lands in and how pull requests for it are handled
@@ -62,6 +63,20 @@ export const ProductSettingsSchema = z.object({
 });
 export type ProductSettings = z.infer<typeof ProductSettingsSchema>;
 
+/**
+ * The settings a product is registered or updated with: its clone URL must also be a repository URL
+ * the worktree service and the runners accept (`repositoryUrlProblem`: no transport helper, no
+ * leading `-` in it or in its path, https/ssh/file or an absolute path) — a product whose URL they
+ * refuse would be accepted here and fail every code job at its claim. The events and views keep
+ * CloneUrlSchema: what was registered before still reads back from the log.
+ */
+const ProductSettingsRequestSchema = ProductSettingsSchema.extend({
+  cloneUrl: CloneUrlSchema.superRefine((value, ctx) => {
+    const problem = repositoryUrlProblem(value);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  }),
+});
+
 /** A product's stream in the job service's log. */
 export function productStreamId(productId: string): string {
   return `product-${productId}`;
@@ -87,7 +102,7 @@ const ProductReply = z.object({ productId: ExternalRefSchema, version: z.number(
 export const registerProduct = defineCommand({
   context: 'jobs',
   name: 'register_product',
-  request: CommandMetaSchema.extend({ productId: ExternalRefSchema, ...ProductSettingsSchema.shape, idempotencyKey: IdempotencyKeySchema }),
+  request: CommandMetaSchema.extend({ productId: ExternalRefSchema, ...ProductSettingsRequestSchema.shape, idempotencyKey: IdempotencyKeySchema }),
   reply: ProductReply,
   examples: {
     valid: [
@@ -97,6 +112,8 @@ export const registerProduct = defineCommand({
     invalid: [
       // a token in the clone URL would reach the log
       { ...productExample, cloneUrl: 'https://x-access-token:ghp_abc@github.com/acme/shop.git', idempotencyKey: 'p/register:1' },
+      // a path git would read as an option
+      { ...productExample, cloneUrl: 'git@github.com:-oProxyCommand=touch', idempotencyKey: 'p/register:1' },
       // a repository is owner/name, not a URL
       { ...productExample, repository: 'https://github.com/acme/shop', idempotencyKey: 'p/register:1' },
       // a strategy GitHub flow does not know
@@ -107,7 +124,7 @@ export const registerProduct = defineCommand({
   },
 });
 
-export const ProductChangesSchema = ProductSettingsSchema.partial().refine((c) => Object.values(c).some((v) => v !== undefined), 'an update changes at least one setting');
+export const ProductChangesSchema = ProductSettingsRequestSchema.partial().refine((c) => Object.values(c).some((v) => v !== undefined), 'an update changes at least one setting');
 
 export const updateProduct = defineCommand({
   context: 'jobs',

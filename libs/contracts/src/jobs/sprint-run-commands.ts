@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { jobExampleIds } from './events.js';
+import { jsonBytes, MAX_JOB_REQUEST_BYTES, MAX_SPRINT_TASK_PAYLOAD_BYTES, tooLargeMessage } from './sizes.js';
 import { GitRefSchema, IdempotencyKeySchema, ExternalRefSchema, JobPayloadSchema, SprintRunIdSchema, SprintRunStatusSchema } from './values.js';
 
 const SprintRunRefReply = z.object({ sprintRunId: SprintRunIdSchema, status: SprintRunStatusSchema });
@@ -18,10 +19,28 @@ export const createSprintRun = defineCommand({
     /** What each task's job hands its agent (its plan, in the agent's terms); a task without one gets none. */
     taskPayloads: z.record(ExternalRefSchema, JobPayloadSchema).optional(),
     idempotencyKey: IdempotencyKeySchema,
-  }).refine((r) => Object.keys(r.taskPayloads ?? {}).every((t) => r.taskIds.includes(t)), {
-    message: 'taskPayloads names only tasks of the sprint run',
-    path: ['taskPayloads'],
-  }),
+  })
+    .refine((r) => Object.keys(r.taskPayloads ?? {}).every((t) => r.taskIds.includes(t)), {
+      message: 'taskPayloads names only tasks of the sprint run',
+      path: ['taskPayloads'],
+    })
+    .superRefine((r, ctx) => {
+      // Each task payload becomes its job's payload; the run's event carries them all.
+      const { taskPayloads, ...rest } = r;
+      let bytes = jsonBytes(rest);
+      for (const [taskId, payload] of Object.entries(taskPayloads ?? {})) {
+        const payloadBytes = jsonBytes(payload);
+        bytes += payloadBytes + jsonBytes(taskId) + 2;
+        if (payloadBytes > MAX_SPRINT_TASK_PAYLOAD_BYTES) {
+          ctx.addIssue({
+            code: 'custom', path: ['taskPayloads', taskId],
+            message: tooLargeMessage(`the payload of task ${taskId}`, payloadBytes, MAX_SPRINT_TASK_PAYLOAD_BYTES, 'MAX_SPRINT_TASK_PAYLOAD_BYTES, MAX_JOB_INPUT_BYTES less room for its prompt'),
+          });
+          return;
+        }
+      }
+      if (bytes > MAX_JOB_REQUEST_BYTES) ctx.addIssue({ code: 'custom', path: [], message: tooLargeMessage('the sprint run request', bytes, MAX_JOB_REQUEST_BYTES, 'MAX_JOB_REQUEST_BYTES') });
+    }),
   reply: SprintRunRefReply,
   examples: {
     valid: [
@@ -35,6 +54,8 @@ export const createSprintRun = defineCommand({
       { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/../main', idempotencyKey: 'p/sprint-run:1' },
       // a payload for a task the run does not have
       { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/SP-7', taskPayloads: { 'T-9': { plan: 'x' } }, idempotencyKey: 'p/sprint-run:1' },
+      // a task payload its job could not carry: over MAX_SPRINT_TASK_PAYLOAD_BYTES as JSON
+      { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/SP-7', taskPayloads: { 'T-1': { plan: '\u0001'.repeat(45_000) } }, idempotencyKey: 'p/sprint-run:1' },
     ],
   },
 });

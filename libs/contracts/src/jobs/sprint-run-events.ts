@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineEvent, eventTypesOf, type EventsOf } from '../registry.js';
 import { jobExampleIds } from './events.js';
-import { GitRefSchema, JobIdSchema, JobPayloadSchema, ExternalRefSchema, SprintRunIdSchema, TimestampSchema } from './values.js';
+import { GitRefSchema, GitShaSchema, JobIdSchema, JobPayloadSchema, ExternalRefSchema, SprintRunIdSchema, TimestampSchema } from './values.js';
 import { RepositorySchema } from './products.js';
 
 const sprintRunId = SprintRunIdSchema;
@@ -57,6 +57,33 @@ export const SprintRunTaskCompleted = defineEvent({
   },
 });
 
+/**
+ * A job of the run reported pushing a head to the run's branch (its `JobPushReported`): the run keeps
+ * its branch's heads, to tell a pull-request fact about the current head from one about a head its
+ * jobs have pushed over (docs/jobs.md, "Sprint runs", SR-1).
+ */
+export const SprintRunHeadPushed = defineEvent({
+  context: 'jobs',
+  type: 'SprintRunHeadPushed',
+  schemaVersion: 1,
+  data: z.object({
+    sprintRunId,
+    jobId: JobIdSchema,
+    headSha: GitShaSchema,
+    /**
+     * The push report's position in the job service's log. The jobs of a run push to its branch one
+     * after the other, so a later push has a larger position, in whatever order the run learns of them.
+     */
+    position: z.number().int().positive(),
+    recordedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ sprintRunId: jobExampleIds.sprintRunId, jobId: jobExampleIds.jobId, headSha: jobExampleIds.headSha, position: 4711, recordedAt: at }],
+    // a head is the full object id
+    invalid: [{ sprintRunId: jobExampleIds.sprintRunId, jobId: jobExampleIds.jobId, headSha: '9e8d7c6', position: 4711, recordedAt: at }],
+  },
+});
+
 export const SprintRunPaused = defineEvent({
   context: 'jobs',
   type: 'SprintRunPaused',
@@ -71,6 +98,8 @@ export const SprintRunPaused = defineEvent({
     questionId: ExternalRefSchema,
     resumeInstructions: z.string().min(1),
     pausedAt: TimestampSchema,
+    /** The head the conflict was seen on (absent from pauses recorded before the run kept heads). */
+    headSha: GitShaSchema.optional(),
   }),
   examples: {
     valid: [
@@ -134,11 +163,17 @@ export const SprintRunFailed = defineEvent({
     failedChecks: z.array(z.string().min(1)),
     error: z.string().min(1),
     failedAt: TimestampSchema,
+    /** CHECKS_FAILED: the head whose checks were red (absent from failures recorded before the run kept heads). */
+    headSha: GitShaSchema.optional(),
   }),
   examples: {
     valid: [
       { sprintRunId: jobExampleIds.sprintRunId, reason: 'TASK_FAILED', taskId: 'T-2', jobId: jobExampleIds.jobId, prUrl: null, failedChecks: [], error: 'test failure: 2 failing', failedAt: at },
       { sprintRunId: jobExampleIds.sprintRunId, reason: 'CHECKS_FAILED', taskId: null, jobId: null, prUrl, failedChecks: ['ci/test'], error: 'checks failed: ci/test', failedAt: at },
+      {
+        sprintRunId: jobExampleIds.sprintRunId, reason: 'CHECKS_FAILED', taskId: null, jobId: null, prUrl, failedChecks: ['ci/test'], error: 'checks failed: ci/test', failedAt: at,
+        headSha: jobExampleIds.headSha,
+      },
     ],
     // a merge conflict is not a failure reason: it pauses
     invalid: [{ sprintRunId: jobExampleIds.sprintRunId, reason: 'MERGE_CONFLICT', taskId: null, jobId: null, prUrl, failedChecks: [], error: 'conflict', failedAt: at }],
@@ -168,6 +203,7 @@ export const sprintRunEventContracts = [
   SprintRunCreated,
   SprintRunStarted,
   SprintRunTaskCompleted,
+  SprintRunHeadPushed,
   SprintRunPaused,
   SprintRunResumed,
   SprintRunCompleted,
@@ -183,6 +219,7 @@ export const sprintRunEventTypes = eventTypesOf(sprintRunEventContracts);
 export type SprintRunCreatedData = z.output<typeof SprintRunCreated.data>;
 export type SprintRunStartedData = z.output<typeof SprintRunStarted.data>;
 export type SprintRunTaskCompletedData = z.output<typeof SprintRunTaskCompleted.data>;
+export type SprintRunHeadPushedData = z.output<typeof SprintRunHeadPushed.data>;
 export type SprintRunPausedData = z.output<typeof SprintRunPaused.data>;
 export type SprintRunResumedData = z.output<typeof SprintRunResumed.data>;
 export type SprintRunCompletedData = z.output<typeof SprintRunCompleted.data>;

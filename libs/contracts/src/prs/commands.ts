@@ -44,13 +44,16 @@ export const PullRequestViewSchema = z.object({
   draft: z.boolean().nullable(),
   scope: z.object({
     done: z.boolean(),
+    /** The first tasks, as many as fit MAX_PR_LIST_BYTES as JSON (docs/pr-service.md, "How large its events and answers may be"), and how many more there are. */
     tasks: z.array(z.object({ taskId: z.string(), done: z.boolean() })),
+    tasksLeftOut: z.number().int().nonnegative(),
     sprintRunId: SprintRunIdSchema.nullable(),
   }),
-  /** The verdict on the current head's checks, when one was seen. */
-  checks: z.object({ headSha: GitShaSchema, verdict: z.enum(['GREEN', 'RED']), names: z.array(z.string()) }).nullable(),
+  /** The verdict on the current head's checks, when one was seen: the checks it names as its event keeps them, and how many more there were. */
+  checks: z.object({ headSha: GitShaSchema, verdict: z.enum(['GREEN', 'RED']), names: z.array(z.string()), namesLeftOut: z.number().int().nonnegative() }).nullable(),
   mergeDecision: z.object({ headSha: GitShaSchema, via: z.enum(['AUTO_MERGE', 'DIRECT']), requestedAt: TimestampSchema }).nullable(),
-  conflict: z.object({ headSha: GitShaSchema, conflictingFiles: z.array(z.string()) }).nullable(),
+  /** The first files in conflict on the current head (docs/pr-service.md, "How large its events and answers may be"), and how many more there are. */
+  conflict: z.object({ headSha: GitShaSchema, conflictingFiles: z.array(z.string()), conflictingFilesLeftOut: z.number().int().nonnegative() }).nullable(),
   merged: z.object({ headSha: GitShaSchema, mergeCommitSha: GitShaSchema.nullable(), mergedAt: TimestampSchema }).nullable(),
   lastFailure: z.object({ effect: z.string(), code: PullRequestFailureCodeSchema, message: z.string(), at: TimestampSchema }).nullable(),
   updatedAt: TimestampSchema.nullable(),

@@ -3,6 +3,7 @@ import { defineEvent, eventTypesOf, type EventsOf } from '../registry.js';
 import { ExternalRefSchema, GitRefSchema, GitShaSchema, JobIdSchema, SprintRunIdSchema, TimestampSchema } from '../jobs/values.js';
 import { MergeMethodSchema, PrStrategySchema, RepositorySchema, RequiredChecksSchema } from '../jobs/products.js';
 import { PullRequestFailureCodeSchema, PullRequestIdSchema } from './values.js';
+import { MAX_PR_MESSAGE_CHARS } from './sizes.js';
 
 /**
  * The pull-request events that drive a sprint run or a task (docs/pr-service.md). Only a merge
@@ -41,11 +42,17 @@ export const PullRequestMergeConflict = defineEvent({
   schemaVersion: 1,
   data: z.object({
     ...pullRequest,
+    /** The first files in conflict, as many as fit MAX_PR_LIST_BYTES as JSON (at least one): git may name more than one message carries. */
     conflictingFiles: z.array(z.string().min(1)).min(1),
+    /** How many more files are in conflict than `conflictingFiles` names (0 in events from before the bound). */
+    conflictingFilesLeftOut: z.number().int().nonnegative().default(0),
     detectedAt: z.iso.datetime({ offset: true }),
   }),
   examples: {
-    valid: [{ ...example, conflictingFiles: ['src/app.ts', 'package.json'], detectedAt: '2026-11-30T07:00:00.000Z' }],
+    valid: [
+      { ...example, conflictingFiles: ['src/app.ts', 'package.json'], detectedAt: '2026-11-30T07:00:00.000Z' },
+      { ...example, conflictingFiles: ['gen/a.ts'], conflictingFilesLeftOut: 29_999, detectedAt: '2026-11-30T07:00:00.000Z' },
+    ],
     invalid: [
       // a conflict names the files in conflict
       { ...example, conflictingFiles: [], detectedAt: '2026-11-30T07:00:00.000Z' },
@@ -61,9 +68,15 @@ export const PullRequestChecksFailed = defineEvent({
   schemaVersion: 1,
   data: z.object({
     ...pullRequest,
+    /**
+     * The first failed checks, as many as fit MAX_PR_LIST_BYTES as JSON (at least one); a name is cut to
+     * MAX_PR_CHECK_NAME_CHARS, and a details URL longer than MAX_PR_DETAILS_URL_CHARS (or no URL) is null.
+     */
     failedChecks: z
       .array(z.object({ name: z.string().min(1), conclusion: z.string().min(1), detailsUrl: z.url().nullable() }))
       .min(1),
+    /** How many more checks failed than `failedChecks` names (0 in events from before the bound). */
+    failedChecksLeftOut: z.number().int().nonnegative().default(0),
     detectedAt: z.iso.datetime({ offset: true }),
   }),
   examples: {
@@ -134,7 +147,7 @@ export const PullRequestScopeTaskReopened = defineEvent({
   context: 'prs',
   type: 'PullRequestScopeTaskReopened',
   schemaVersion: 1,
-  data: z.object({ ...ofPr, jobId: JobIdSchema, taskId: ExternalRefSchema, reason: z.string().min(1).max(2000), reopenedAt: TimestampSchema }),
+  data: z.object({ ...ofPr, jobId: JobIdSchema, taskId: ExternalRefSchema, reason: z.string().min(1).max(MAX_PR_MESSAGE_CHARS), reopenedAt: TimestampSchema }),
   examples: {
     valid: [{ ...prExample, jobId, taskId: 'T-2', reason: 'checks failed on its head: ci/test', reopenedAt: at }],
     // a reopened task says why
@@ -238,7 +251,7 @@ export const PullRequestDraftsNotSupported = defineEvent({
   data: z.object({
     ...ofPr,
     /** GitHub's words, or how the service knew (another PR of the repository was refused). */
-    message: z.string().min(1).max(2000),
+    message: z.string().min(1).max(MAX_PR_MESSAGE_CHARS),
     refusedAt: TimestampSchema,
   }),
   examples: {
@@ -255,8 +268,13 @@ export const PullRequestChecksPassed = defineEvent({
   data: z.object({
     ...ofPr,
     headSha: GitShaSchema,
-    /** The checks seen green on this head (never empty: no checks reported is not green). */
+    /**
+     * The checks seen green on this head (never empty: no checks reported is not green): the first, as
+     * many as fit MAX_PR_LIST_BYTES as JSON, each name cut to MAX_PR_CHECK_NAME_CHARS.
+     */
     checks: z.array(z.string().min(1)).min(1),
+    /** How many more checks were green than `checks` names (0 in events from before the bound). */
+    checksLeftOut: z.number().int().nonnegative().default(0),
     passedAt: TimestampSchema,
   }),
   examples: {
@@ -306,7 +324,7 @@ export const PullRequestAutoMergeRefused = defineEvent({
     headSha: GitShaSchema,
     /** CLEAN / UNSTABLE: GitHub would merge at once, so it is merged directly; NOT_ALLOWED: the repository disallows auto-merge. */
     reason: z.enum(['CLEAN', 'UNSTABLE', 'NOT_ALLOWED']),
-    message: z.string().min(1).max(2000),
+    message: z.string().min(1).max(MAX_PR_MESSAGE_CHARS),
     refusedAt: TimestampSchema,
   }),
   examples: {
@@ -328,6 +346,43 @@ export const PullRequestAutoMergeDisabled = defineEvent({
   },
 });
 
+/**
+ * Auto-merge, enabled for the current head, was seen off on GitHub without Gantry turning it off:
+ * someone disabled it (GitHub's `auto_merge_disabled`). Gantry merges nothing of the PR — no auto-merge
+ * again, no direct merge — until auto-merge is seen on again on GitHub (docs/pr-service.md, PR-16).
+ */
+export const PullRequestAutoMergeDisabledOnGitHub = defineEvent({
+  context: 'prs',
+  type: 'PullRequestAutoMergeDisabledOnGitHub',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, prNumber: z.number().int().positive(), headSha: GitShaSchema, disabledAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, prNumber: 102, headSha: sha, disabledAt: at }],
+    // for which head?
+    invalid: [{ ...prExample, prNumber: 102, disabledAt: at }],
+  },
+});
+
+/**
+ * A person converted the STORY PR to a draft on GitHub (`draft: true`), or marked it ready for review
+ * again (`draft: false`), as a read showed it. Gantry merges no draft: the merge decided for its head
+ * is withdrawn, and it is decided again once the PR is ready (docs/pr-service.md, PR-17).
+ */
+export const PullRequestDraftChanged = defineEvent({
+  context: 'prs',
+  type: 'PullRequestDraftChanged',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, prNumber: z.number().int().positive(), headSha: GitShaSchema, draft: z.boolean(), changedAt: TimestampSchema }),
+  examples: {
+    valid: [
+      { ...prExample, prNumber: 102, headSha: sha, draft: true, changedAt: at },
+      { ...prExample, prNumber: 102, headSha: sha, draft: false, changedAt: at },
+    ],
+    // a draft, or ready?
+    invalid: [{ ...prExample, prNumber: 102, headSha: sha, changedAt: at }],
+  },
+});
+
 export const PullRequestMergeFailed = defineEvent({
   context: 'prs',
   type: 'PullRequestMergeFailed',
@@ -336,7 +391,7 @@ export const PullRequestMergeFailed = defineEvent({
     ...ofPr,
     headSha: GitShaSchema,
     code: PullRequestFailureCodeSchema,
-    message: z.string().min(1).max(2000),
+    message: z.string().min(1).max(MAX_PR_MESSAGE_CHARS),
     /** GitHub's mergeable_state when it refused; the same head is tried again only once this changes. */
     mergeableState: z.string().min(1).max(50).nullable(),
     failedAt: TimestampSchema,
@@ -413,7 +468,7 @@ export const PullRequestEffectFailed = defineEvent({
     ...ofPr,
     effect: z.enum(['OPEN_PULL_REQUEST', 'READ_PULL_REQUEST', 'MARK_READY_FOR_REVIEW', 'ENABLE_AUTO_MERGE', 'DISABLE_AUTO_MERGE', 'MERGE']),
     code: PullRequestFailureCodeSchema,
-    message: z.string().min(1).max(2000),
+    message: z.string().min(1).max(MAX_PR_MESSAGE_CHARS),
     failedAt: TimestampSchema,
   }),
   examples: {
@@ -436,7 +491,9 @@ export type PullRequestMergeRequestedData = z.output<typeof PullRequestMergeRequ
 export type PullRequestAutoMergeEnabledData = z.output<typeof PullRequestAutoMergeEnabled.data>;
 export type PullRequestAutoMergeRefusedData = z.output<typeof PullRequestAutoMergeRefused.data>;
 export type PullRequestAutoMergeDisabledData = z.output<typeof PullRequestAutoMergeDisabled.data>;
+export type PullRequestDraftChangedData = z.output<typeof PullRequestDraftChanged.data>;
 export type PullRequestMergeFailedData = z.output<typeof PullRequestMergeFailed.data>;
+export type PullRequestAutoMergeDisabledOnGitHubData = z.output<typeof PullRequestAutoMergeDisabledOnGitHub.data>;
 export type PullRequestMergedData = z.output<typeof PullRequestMerged.data>;
 export type PullRequestClosedData = z.output<typeof PullRequestClosed.data>;
 export type PullRequestReopenedData = z.output<typeof PullRequestReopened.data>;
@@ -460,6 +517,8 @@ export const pullRequestEventContracts = [
   PullRequestAutoMergeEnabled,
   PullRequestAutoMergeRefused,
   PullRequestAutoMergeDisabled,
+  PullRequestAutoMergeDisabledOnGitHub,
+  PullRequestDraftChanged,
   PullRequestMergeFailed,
   PullRequestMerged,
   PullRequestClosed,

@@ -29,6 +29,8 @@ export const PullRequestPhaseSchema = z.enum([
   'waiting_for_scope_done',
   'waiting_for_checks',
   'auto_merge_enabled',
+  'merge_held',
+  'held_as_draft',
   'ready_for_review',
   'checks_failed',
   'merge_conflict_paused',

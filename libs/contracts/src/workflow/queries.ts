@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CommandMetaSchema } from '../envelope.js';
+import { CommandMetaSchema, NextCursorSchema, PageCursorSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { SessionViewSchema, StepEntryViewSchema, TaskViewSchema, WorkflowViewSchema } from './views.js';
 import { StepIdSchema, TaskIdSchema, WorkflowIdSchema, workflowExampleIds as ids } from './values.js';
@@ -32,9 +32,20 @@ export const getTaskSession = defineCommand({
 export const listStepEntries = defineCommand({
   context: 'workflow',
   name: 'list_step_entries',
-  request: CommandMetaSchema.extend({ taskId: TaskIdSchema, stepId: StepIdSchema.optional() }),
-  reply: z.object({ entries: z.array(StepEntryViewSchema) }),
-  examples: { valid: [{ taskId: ids.taskId }, { taskId: ids.taskId, stepId: 'review' }], invalid: [{ stepId: 'review' }] },
+  request: CommandMetaSchema.extend({
+    taskId: TaskIdSchema,
+    stepId: StepIdSchema.optional(),
+    /** At most this many entries a page (a page also ends at 512 KiB of them). */
+    limit: z.number().int().min(1).max(500).default(100),
+    /** Opaque: the nextCursor of the previous page; without it, the first page. */
+    cursor: PageCursorSchema.optional(),
+  }),
+  /** By workflow, step and entrySeq; nextCursor is null on the last page (absent from an engine that does not page). */
+  reply: z.object({ entries: z.array(StepEntryViewSchema), nextCursor: NextCursorSchema.optional() }),
+  examples: {
+    valid: [{ taskId: ids.taskId }, { taskId: ids.taskId, stepId: 'review' }, { taskId: ids.taskId, limit: 20, cursor: 'eyJxIjoibGlzdF9zdGVwX2VudHJpZXMifQ' }],
+    invalid: [{ stepId: 'review' }, { taskId: ids.taskId, limit: 0 }, { taskId: ids.taskId, cursor: '' }],
+  },
 });
 
 export const workflowQueryContracts = [getWorkflow, getTask, getTaskSession, listStepEntries] as const;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineCommand } from '../registry.js';
-import { CommandMetaSchema } from '../envelope.js';
+import { CommandMetaSchema, NextCursorSchema, PageCursorSchema } from '../envelope.js';
 import { JobIdSchema, LeaseTokenSchema } from '../jobs/values.js';
 import { BaseRefSchema, BranchNameSchema, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
 
@@ -207,12 +207,21 @@ export const listWorktreeLeases = defineCommand({
     worktreeKey: WorktreeKeySchema.optional(),
     jobId: JobIdSchema.optional(),
     statuses: z.array(WorktreeLeaseStatusSchema).min(1).optional(),
+    /** At most this many leases a page (a page also ends at 512 KiB of them). */
     limit: z.number().int().min(1).max(1000).default(100),
+    /** Opaque: the nextCursor of the previous page; without it, the first page. */
+    cursor: PageCursorSchema.optional(),
   }),
-  reply: z.object({ leases: z.array(WorktreeLeaseViewSchema) }),
+  /** In the order they were requested; nextCursor is null on the last page (absent from a service that does not page). */
+  reply: z.object({ leases: z.array(WorktreeLeaseViewSchema), nextCursor: NextCursorSchema.optional() }),
   examples: {
-    valid: [{}, { jobId: acquireExample.jobId }, { worktreeKey: grantExample.worktreeKey, statuses: ['ready', 'releasing'], limit: 10 }],
-    invalid: [{ worktreeKey: '../../etc' }, { statuses: ['lost'] }, { statuses: [] }, { limit: 0 }],
+    valid: [
+      {},
+      { jobId: acquireExample.jobId },
+      { worktreeKey: grantExample.worktreeKey, statuses: ['ready', 'releasing'], limit: 10 },
+      { statuses: ['ready'], limit: 500, cursor: 'eyJxIjoibGlzdF93b3JrdHJlZV9sZWFzZXMifQ' },
+    ],
+    invalid: [{ worktreeKey: '../../etc' }, { statuses: ['lost'] }, { statuses: [] }, { limit: 0 }, { cursor: '' }, { cursor: 42 }],
   },
 });
 
@@ -232,11 +241,18 @@ export type WorktreeView = z.infer<typeof WorktreeViewSchema>;
 export const listWorktrees = defineCommand({
   context: 'worktrees',
   name: 'list_worktrees',
-  request: CommandMetaSchema.extend({ repositoryUrl: RepositoryUrlSchema.optional() }),
-  reply: z.object({ worktrees: z.array(WorktreeViewSchema) }),
+  request: CommandMetaSchema.extend({
+    repositoryUrl: RepositoryUrlSchema.optional(),
+    /** At most this many worktrees a page (a page also ends at 512 KiB of them). */
+    limit: z.number().int().min(1).max(1000).default(100),
+    /** Opaque: the nextCursor of the previous page; without it, the first page. */
+    cursor: PageCursorSchema.optional(),
+  }),
+  /** In the order of their keys; nextCursor is null on the last page (absent from a service that does not page). */
+  reply: z.object({ worktrees: z.array(WorktreeViewSchema), nextCursor: NextCursorSchema.optional() }),
   examples: {
-    valid: [{}, { repositoryUrl: 'https://github.com/acme/shop.git' }],
-    invalid: [{ repositoryUrl: 'ext::sh -c id' }, { repositoryUrl: 42 }],
+    valid: [{}, { repositoryUrl: 'https://github.com/acme/shop.git' }, { limit: 20, cursor: 'eyJxIjoibGlzdF93b3JrdHJlZXMifQ' }],
+    invalid: [{ repositoryUrl: 'ext::sh -c id' }, { repositoryUrl: 42 }, { limit: 1001 }, { cursor: '' }],
   },
 });
 

@@ -189,9 +189,19 @@ export const WorktreeLeaseRenewed = defineEvent({
      * lease ends"). Absent on a holder's own renewal.
      */
     resumedAtStart: z.literal(true).optional(),
+    /**
+     * Renewed by the worktree service for the holder when its own connection to NATS came back: while
+     * it was gone no holder could reach it, and its sweep expired nothing (docs/worktrees.md, "When a
+     * lease ends").
+     */
+    resumedAfterBusLoss: z.literal(true).optional(),
   }),
   examples: {
-    valid: [{ ...held, expiresAt: at, renewedAt: at }, { ...held, expiresAt: at, renewedAt: at, resumedAtStart: true }],
+    valid: [
+      { ...held, expiresAt: at, renewedAt: at },
+      { ...held, expiresAt: at, renewedAt: at, resumedAtStart: true },
+      { ...held, expiresAt: at, renewedAt: at, resumedAfterBusLoss: true },
+    ],
     invalid: [{ ...held, expiresAt: 'tomorrow', renewedAt: at }],
   },
 });

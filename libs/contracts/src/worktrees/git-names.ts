@@ -148,16 +148,106 @@ function repositoryBaseName(repositoryUrl: string): string {
   return last;
 }
 
-/** The worktree key of a (repository, branch): readable prefix plus a digest of both. */
-export function deriveWorktreeKey(repositoryUrl: string, branch: string): WorktreeKey {
+const DEFAULT_PORTS: Readonly<Record<string, string>> = { https: '443', ssh: '22' };
+const GITHUB_PATH = /^\/?([A-Za-z0-9][A-Za-z0-9-]*)\/([A-Za-z0-9_.-]+?)(?:\.git)?$/;
+
+/**
+ * The one spelling of a repository that names it as a key (docs/worktrees.md, "One repository, one
+ * key"): two URLs with the same canonical form are one repository — one shared clone, one worktree
+ * key per branch, one lock. Conservative, only what git and GitHub treat as the same repository:
+ * - every URL loses its trailing `/`s (git ignores them);
+ * - https and ssh URLs have their scheme and host in lowercase and lose the default port (443, 22);
+ * - on github.com, where owner and name are case-insensitive and `.git` is optional, the path is in
+ *   lowercase with `.git` added, and ssh as `git@github.com:owner/name.git` (the scp-like spelling
+ *   GitHub hands out; GitHub reads the ssh:// spelling as the same path).
+ * Nothing else is changed: on other hosts path case and `.git` may name different repositories, and
+ * an scp-like `host:path` is relative to the user's home where `ssh://host/path` is not. https and ssh
+ * spellings stay apart. This is a key only: git is always given the URL the caller wrote. A URL that
+ * repositoryUrlProblem refuses is returned as it is.
+ */
+export function canonicalRepositoryUrl(url: string): string {
+  if (repositoryUrlProblem(url) !== null) return url;
+  if (url.startsWith('/')) return trimTrailingSlashes(url);
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(url)?.[1]?.toLowerCase();
+  if (scheme === 'file') return `file://${trimTrailingSlashes(url.slice('file://'.length))}`;
+  if (scheme === 'https' || scheme === 'ssh') {
+    const rest = url.slice(scheme.length + 3);
+    const slash = rest.indexOf('/');
+    const authority = rest.slice(0, slash);
+    const at = authority.lastIndexOf('@');
+    const user = at < 0 ? null : authority.slice(0, at);
+    const hostPort = /^(.*?)(?::(\d*))?$/.exec(authority.slice(at + 1))!;
+    const host = hostPort[1]!.toLowerCase();
+    const port = hostPort[2] === undefined || hostPort[2] === '' || hostPort[2] === DEFAULT_PORTS[scheme] ? '' : `:${hostPort[2]}`;
+    const pathPart = trimTrailingSlashes(rest.slice(slash));
+    if (host === 'github.com' && port === '') {
+      const github = GITHUB_PATH.exec(pathPart);
+      if (github && scheme === 'https' && user === null) return `https://github.com/${githubPath(github)}`;
+      if (github && scheme === 'ssh' && user === 'git') return `git@github.com:${githubPath(github)}`;
+    }
+    return `${scheme}://${user === null ? '' : `${user}@`}${host}${port}${pathPart}`;
+  }
+  const scp = /^(?:([^@]+)@)?([^:]+):(.+)$/.exec(url);
+  if (!scp) return url;
+  const [, user, rawHost, rawPath] = scp;
+  const host = rawHost!.toLowerCase();
+  const pathPart = trimTrailingSlashes(rawPath!);
+  if (host === 'github.com' && user === 'git') {
+    const github = GITHUB_PATH.exec(pathPart);
+    if (github) return `git@github.com:${githubPath(github)}`;
+  }
+  return `${user === undefined ? '' : `${user}@`}${host}:${pathPart}`;
+}
+
+function trimTrailingSlashes(value: string): string {
+  return value.replace(/(?<=.)\/+$/, '');
+}
+
+function githubPath(match: RegExpExecArray): string {
+  return `${match[1]!.toLowerCase()}/${match[2]!.toLowerCase()}.git`;
+}
+
+function worktreeKeyOf(repositoryUrl: string, branch: string): WorktreeKey {
   const digest = canonicalHash({ repositoryUrl, branch }).slice(0, 12);
   return `${slug(repositoryBaseName(repositoryUrl), 40)}-${slug(branch, 60)}-${digest}`;
 }
 
-/** The directory name (without `.git`) of a repository's shared clone on a host. */
-export function repositoryCloneName(repositoryUrl: string): string {
+function cloneNameOf(repositoryUrl: string): string {
   const digest = canonicalHash({ repositoryUrl }).slice(0, 12);
   return `${slug(repositoryBaseName(repositoryUrl), 40)}-${digest}`;
+}
+
+/**
+ * The worktree key of a (repository, branch): readable prefix plus a digest of both, the repository
+ * in its canonical spelling — every spelling of one repository gets one key per branch.
+ */
+export function deriveWorktreeKey(repositoryUrl: string, branch: string): WorktreeKey {
+  return worktreeKeyOf(canonicalRepositoryUrl(repositoryUrl), branch);
+}
+
+/** The directory name (without `.git`) of a repository's shared clone on a host: one per canonical spelling. */
+export function repositoryCloneName(repositoryUrl: string): string {
+  return cloneNameOf(canonicalRepositoryUrl(repositoryUrl));
+}
+
+/**
+ * Keys and clones made before URLs had a canonical spelling were named after the URL as written
+ * (docs/worktrees.md, "Keys from before"): the same as today's for a URL already canonical, another
+ * key and clone for any other spelling. A key is such a *legacy* key when it is the old key of its
+ * (URL, branch) and not today's; its leases and worktree stay in the clone named as before.
+ */
+export function isLegacyWorktreeKey(worktreeKey: string, repositoryUrl: string, branch: string): boolean {
+  return worktreeKey !== deriveWorktreeKey(repositoryUrl, branch) && worktreeKey === legacyWorktreeKey(repositoryUrl, branch);
+}
+
+/** The key a (URL, branch) got before URLs had a canonical spelling: named after the URL as written. */
+export function legacyWorktreeKey(repositoryUrl: string, branch: string): WorktreeKey {
+  return worktreeKeyOf(repositoryUrl, branch);
+}
+
+/** The clone name a URL got before URLs had a canonical spelling (the clone of a legacy key). */
+export function legacyRepositoryCloneName(repositoryUrl: string): string {
+  return cloneNameOf(repositoryUrl);
 }
 
 /**

@@ -4,6 +4,9 @@ import {
   branchNameProblem,
   deriveWorktreeKey,
   featureBranchFor,
+  canonicalRepositoryUrl,
+  isLegacyWorktreeKey,
+  legacyRepositoryCloneName,
   repositoryCloneName,
   repositoryUrlProblem,
   rescueBranchName,
@@ -120,6 +123,59 @@ describe('names on disk', () => {
   it('derives a clone name per repository URL', () => {
     expect(repositoryCloneName('/srv/git/shop.git')).toMatch(/^shop-[0-9a-f]{12}$/);
     expect(repositoryCloneName('/srv/git/shop.git')).not.toBe(repositoryCloneName('/srv/other/shop.git'));
+  });
+
+  it.each([
+    ['https://github.com/acme/shop.git', ['https://github.com/acme/shop', 'https://github.com/acme/shop/', 'https://github.com/acme/shop.git/', 'https://GitHub.com/Acme/Shop', 'HTTPS://github.com:443/acme/shop.git']],
+    ['git@github.com:acme/shop.git', ['git@github.com:acme/shop', 'git@GITHUB.COM:Acme/shop.git/', 'ssh://git@github.com/acme/shop.git', 'ssh://git@github.com:22/Acme/Shop', 'git@github.com:/acme/shop']],
+    ['https://git.example.com/Team/Shop.git', ['https://git.example.com/Team/Shop.git/', 'https://Git.Example.com:443/Team/Shop.git']],
+    ['ssh://git@git.example.com:2222/team/shop', ['ssh://git@Git.Example.com:2222/team/shop/']],
+    ['ssh://git@git.example.com/team/shop', ['ssh://git@git.example.com:22/team/shop']],
+    ['git@git.example.com:team/shop', ['git@GIT.example.com:team/shop/']],
+    ['/srv/git/shop.git', ['/srv/git/shop.git/', '/srv/git/shop.git//']],
+    ['file:///srv/git/shop.git', ['file:///srv/git/shop.git/']],
+  ])('spells %s one way however it is written', (canonical, spellings) => {
+    expect(canonicalRepositoryUrl(canonical)).toBe(canonical);
+    for (const url of spellings) {
+      expect({ url, canonical: canonicalRepositoryUrl(url) }).toEqual({ url, canonical });
+      expect(repositoryUrlProblem(canonicalRepositoryUrl(url))).toBeNull();
+      expect(deriveWorktreeKey(url, 'main')).toBe(deriveWorktreeKey(canonical, 'main'));
+      expect(repositoryCloneName(url)).toBe(repositoryCloneName(canonical));
+    }
+  });
+
+  it.each([
+    // Path case and `.git` matter on hosts other than github.com; scp-like paths are relative to home.
+    ['https://git.example.com/team/shop', 'https://git.example.com/Team/Shop'],
+    ['https://git.example.com/team/shop', 'https://git.example.com/team/shop.git'],
+    ['git@git.example.com:team/shop', 'ssh://git@git.example.com/team/shop'],
+    ['/srv/git/shop', '/srv/git/shop.git'],
+    ['/srv/git/shop', '/srv/git/Shop'],
+    ['/srv/git/shop.git', 'file:///srv/git/shop.git'],
+    // Another transport, user or port is another spelling left apart.
+    ['https://github.com/acme/shop.git', 'git@github.com:acme/shop.git'],
+    ['ssh://alice@github.com/acme/shop.git', 'git@github.com:acme/shop.git'],
+    ['ssh://git@git.example.com:2222/team/shop', 'ssh://git@git.example.com/team/shop'],
+    ['https://github.com/acme/shop.git', 'https://github.com/acme/shop-2.git'],
+  ])('keeps %s and %s apart', (a, b) => {
+    expect(canonicalRepositoryUrl(a)).not.toBe(canonicalRepositoryUrl(b));
+    expect(deriveWorktreeKey(a, 'main')).not.toBe(deriveWorktreeKey(b, 'main'));
+  });
+
+  it('keeps the key and clone name of a URL already in its canonical spelling, and tells a legacy key of another spelling', () => {
+    // The values these had before URLs had a canonical spelling: existing keys and clones keep their names.
+    expect(deriveWorktreeKey('https://github.com/acme/shop.git', 'feature/Checkout')).toBe('shop-feature-checkout-dfb76ef7a07e');
+    expect(repositoryCloneName('/srv/git/shop.git')).toBe(legacyRepositoryCloneName('/srv/git/shop.git'));
+    const legacy = 'shop-main-139301a341c3'; // the key '/srv/git/shop.git/' had
+    expect(isLegacyWorktreeKey(legacy, '/srv/git/shop.git/', 'main')).toBe(true);
+    expect(isLegacyWorktreeKey(legacy, '/srv/git/shop.git', 'main')).toBe(false);
+    expect(isLegacyWorktreeKey(deriveWorktreeKey('/srv/git/shop.git/', 'main'), '/srv/git/shop.git/', 'main')).toBe(false);
+    expect(isLegacyWorktreeKey('shop-main-000000000000', '/srv/git/shop.git/', 'main')).toBe(false);
+    expect(legacyRepositoryCloneName('/srv/git/shop.git/')).not.toBe(repositoryCloneName('/srv/git/shop.git/'));
+  });
+
+  it('leaves a URL it refuses as it is', () => {
+    for (const url of ['https://user:secret@github.com/acme/shop.git', 'git@github.com:-x', 'ext::sh']) expect(canonicalRepositoryUrl(url)).toBe(url);
   });
 
   it('names a rescue branch after the key and the UTC time, as a valid branch name', () => {
