@@ -9,3 +9,4 @@ export * from './lib/retention.js';
 export { inlineStatement, jsonRows, JsonRows, type SqlWriter } from './lib/deferred-writes.js';
 export { storableScrubber, storableText, storableValue } from './lib/storable-text.js';
 export * from './lib/process-epoch.js';
+export * from './lib/republish.js';

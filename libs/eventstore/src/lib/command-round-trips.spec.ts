@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import pg from 'pg';
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { dropSchema, mostRowsReadByAStep, testDatabaseUrl, uniqueName } from '@gantry/testing';
+import { dropSchema, mostRowsReadByAStep, testDatabaseUrl, uniqueName, watchingQueries } from '@gantry/testing';
 import { READ_STREAMS_AFTER } from './batching.js';
 import { createPool } from './database.js';
 import { decideWithin, handleWithDecider, type Decider } from './decider.js';
@@ -60,20 +60,6 @@ const tallies = counterView('tallies', (sql, rows) =>
 );
 
 const meta = { correlationId: 'test' };
-
-/** Runs `work` with the arguments of every query a connection sends shown to `see` first (which may change them). */
-async function watchingQueries(see: (args: unknown[]) => void, work: () => Promise<unknown>): Promise<void> {
-  const send = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    see(args);
-    return (send as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof send;
-  try {
-    await work();
-  } finally {
-    pg.Client.prototype.query = send;
-  }
-}
 
 /** The messages (their SQL) every connection sends while `work` runs. */
 async function messages(work: () => Promise<unknown>): Promise<string[]> {

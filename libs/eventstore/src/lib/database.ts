@@ -8,7 +8,41 @@ export interface DatabaseOptions {
   schema: string;
   max?: number;
   applicationName?: string;
+  /** Bounds on waiting for a PostgreSQL that stops answering; each unset one has its default below. */
+  timeouts?: Partial<DatabaseTimeouts>;
 }
+
+/**
+ * How long a connection waits for a PostgreSQL that stops answering without closing it (a network
+ * partition, a frozen host, a firewall dropping packets), rather than until the kernel gives up on
+ * TCP many minutes later (docs/operations.md, "When PostgreSQL stops answering"). 0: unbounded.
+ */
+export interface DatabaseTimeouts {
+  /** Opening a connection: TCP, startup and authentication. Not the wait for a free connection of the pool. */
+  connectMs: number;
+  /**
+   * Idle time after which TCP keepalive probes a connection, on both ends: the client's socket, and
+   * the server's (its `tcp_keepalives_*` for the session), so that a session whose client is gone
+   * ends on the server too, with its transaction and its locks.
+   */
+  keepAliveMs: number;
+  /**
+   * How long a query waits for the server's answer. Past it the query fails ("Query read timeout")
+   * and its connection is closed: the answer may still come, and would be taken for the next
+   * query's. Work that legitimately waits long on a connection (a rebuild, a wait for an advisory
+   * lock) runs under `withoutQueryTimeout`, or on a pool made without this bound.
+   */
+  queryMs: number;
+  /** The server ends a session left idle inside a transaction this long (`idle_in_transaction_session_timeout`). */
+  idleInTransactionMs: number;
+}
+
+/**
+ * What a pool gets when its maker does not say. The query bound is off: a pool made outside the
+ * service runtime (the worktree service's advisory locks) may wait on a lock for as long as it must.
+ * The services pass their own settings (docs/configuration.md).
+ */
+export const DEFAULT_DATABASE_TIMEOUTS: DatabaseTimeouts = { connectMs: 10_000, keepAliveMs: 10_000, queryMs: 0, idleInTransactionMs: 0 };
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
@@ -20,16 +54,121 @@ export function assertSchemaName(schema: string): string {
 /** A pool whose connections see only the service's schema (and `public` for extensions). */
 export function createPool(options: DatabaseOptions): pg.Pool {
   const schema = assertSchemaName(options.schema);
+  const timeouts = { ...DEFAULT_DATABASE_TIMEOUTS, ...options.timeouts };
+  // The connect bound is the client's own (poolConnection): given to the pool, it would also bound
+  // the wait for a free connection, which may rightly be long (every connection busy).
+  const { connectionTimeoutMillis, options: session, ...bounds } = clientTimeouts(timeouts);
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.max ?? 10,
     application_name: options.applicationName ?? `gantry-${schema}`,
-    options: `-c search_path=${schema},public`,
+    options: [`-c search_path=${schema},public`, session].filter(Boolean).join(' '),
+    ...bounds,
+    Client: poolConnection(connectionTimeoutMillis ?? 0),
   });
   // An idle client that loses its connection must not crash the process; the next checkout reconnects.
   pool.on('error', () => undefined);
   pool.on('connect', closeOnStalePlan);
   return pool;
+}
+
+/**
+ * node-postgres's settings of a client for `timeouts`, for a connection of its own (a relay's). Its
+ * queries that time out leave it unusable: whoever holds it closes it and opens another.
+ */
+export function clientTimeouts(timeouts: DatabaseTimeouts): pg.ClientConfig {
+  const session = sessionSettings(timeouts);
+  return {
+    connectionTimeoutMillis: timeouts.connectMs,
+    ...(session.length > 0 ? { options: session.join(' ') } : {}),
+    keepAlive: timeouts.keepAliveMs > 0,
+    keepAliveInitialDelayMillis: timeouts.keepAliveMs,
+    ...(timeouts.queryMs > 0 ? { query_timeout: timeouts.queryMs } : {}),
+    ...(timeouts.idleInTransactionMs > 0 ? { idle_in_transaction_session_timeout: timeouts.idleInTransactionMs } : {}),
+  };
+}
+
+/**
+ * The server's side of the keepalive, as options of the session: it probes a client that has been
+ * silent this long, ten times a second apart at most, and ends the session of one that never
+ * answers, or whose host answers that the connection is gone (the client gave up on a query and
+ * closed it while the network was away). Without it an orphaned session idle in a transaction keeps
+ * its locks (a claimed idempotency key, a row) until the server's default of two hours.
+ */
+function sessionSettings(timeouts: DatabaseTimeouts): string[] {
+  if (timeouts.keepAliveMs <= 0) return [];
+  const idle = Math.max(1, Math.ceil(timeouts.keepAliveMs / 1000));
+  return [`-c tcp_keepalives_idle=${idle}`, '-c tcp_keepalives_interval=1', '-c tcp_keepalives_count=10'];
+}
+
+/**
+ * The pool's connections: open within `connectMs` (0: unbounded), and closed when a query times out.
+ *
+ * A query that timed out was sent and its answer never came: the server may still be running it, or
+ * the network lost it. node-postgres keeps it as the connection's active query, so the next query on
+ * the connection (a ROLLBACK, the next checkout's command) would queue behind an answer that may never
+ * come, and if it does come, be handed that answer. Closed, the queued queries fail at once
+ * ("Connection terminated unexpectedly"), and the pool drops the connection when it comes back and
+ * opens a new one for the next checkout. (pool.query takes the callback form, and releases its client
+ * with the error, which drops it too.) The listener on 'error' keeps the loss from ending the process
+ * while the client is checked out by code that listens for none; the query that fails reports it.
+ */
+function poolConnection(connectMs: number): typeof pg.Client {
+  const PoolConnection = class extends pg.Client {
+    constructor(config?: pg.ClientConfig) {
+      super({ ...config, connectionTimeoutMillis: connectMs });
+      this.on('error', () => undefined);
+    }
+  };
+  // pg.Client's query is looked up at each call, not kept: whoever wraps it later (a test counting
+  // round trips) still sees every query.
+  PoolConnection.prototype.query = function (this: pg.Client, ...args: unknown[]): unknown {
+    const result = (pg.Client.prototype.query as (...a: unknown[]) => unknown).apply(this, args);
+    if (result instanceof Promise) {
+      result.catch((error: unknown) => {
+        if (isQueryTimeout(error)) closeConnection(this, error as Error);
+      });
+    }
+    return result;
+  } as typeof pg.Client.prototype.query;
+  return PoolConnection;
+}
+
+function isQueryTimeout(error: unknown): boolean {
+  return error instanceof Error && error.message === QUERY_TIMEOUT_MESSAGE;
+}
+
+/** node-postgres's words for a query whose answer did not come within `query_timeout`. */
+const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
+
+/**
+ * Does at once what node-postgres does when a connection fails — marks the client unusable and tells
+ * its 'error' listeners — then closes the socket. The socket's close is reported a turn of the event
+ * loop later: until then a client handed back to the pool would be kept and given to the next
+ * checkout, and whoever holds it (a consumer judging whether its handler or the database failed,
+ * withTransaction) would take the failure of its next query for something else.
+ */
+function closeConnection(client: pg.Client, error: Error): void {
+  const internals = client as unknown as { _queryable: boolean; connection: { stream: { destroy(): void } } };
+  internals._queryable = false;
+  client.emit('error', error);
+  internals.connection.stream.destroy();
+}
+
+/**
+ * Runs `work` with no bound on how long the queries of `client` wait for their answers: work that
+ * legitimately takes long on its connection (a rebuild's bulk statements, a wait for an advisory
+ * lock another process holds). The bound is back when `work` ends.
+ */
+export async function withoutQueryTimeout<T>(client: pg.PoolClient | pg.Client, work: () => Promise<T>): Promise<T> {
+  const parameters = (client as unknown as { connectionParameters: { query_timeout: number | false } }).connectionParameters;
+  const bound = parameters.query_timeout;
+  parameters.query_timeout = false;
+  try {
+    return await work();
+  } finally {
+    parameters.query_timeout = bound;
+  }
 }
 
 /**
@@ -58,8 +197,13 @@ function isStalePlan(error: unknown): boolean {
 const UNREACHABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 /** The server shutting down, crashed or still starting (57P01, 57P02, 57P03); class 08 is the connection's own. */
 const UNREACHABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03']);
-/** node-postgres's own words for a connection it lost, or could not make in time. */
-const UNREACHABLE_MESSAGES = /^(Connection terminated( unexpectedly| due to connection timeout)?|Client has encountered a connection error and is not queryable|timeout exceeded when trying to connect)$/;
+/**
+ * node-postgres's own words for a connection it lost, or could not make in time ("timeout expired":
+ * a client's connectionTimeoutMillis; "timeout exceeded…": the pool's), or a query whose answer did
+ * not come within query_timeout (its connection is then closed: poolConnection).
+ */
+const UNREACHABLE_MESSAGES =
+  /^(Connection terminated( unexpectedly| due to connection timeout)?|Client has encountered a connection error and is not queryable|timeout exceeded when trying to connect|timeout expired|Query read timeout)$/;
 
 /**
  * The database could not be reached, rather than refusing what was asked: the connection was
@@ -69,14 +213,69 @@ const UNREACHABLE_MESSAGES = /^(Connection terminated( unexpectedly| due to conn
  * "Commands").
  */
 export function isDatabaseUnreachable(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && (UNREACHABLE_SOCKET_CODES.has(code) || UNREACHABLE_SQLSTATES.has(code) || code.startsWith('08'))) return true;
-  return UNREACHABLE_MESSAGES.test(error.message);
+  // Told by its shape, not `instanceof Error`: Node's socket errors are made in Node's own realm, which
+  // is not the caller's when it runs in a vm context (Jest's test files do).
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && (UNREACHABLE_SOCKET_CODES.has(code) || UNREACHABLE_SQLSTATES.has(code) || code.startsWith('08') || code === DATABASE_UNREACHABLE)) return true;
+  return typeof message === 'string' && UNREACHABLE_MESSAGES.test(message);
 }
 
-export async function ensureSchema(url: string, schema: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
+/** The code of DatabaseUnreachableError: a start's report of an unreachable database counts as one. */
+const DATABASE_UNREACHABLE = 'DATABASE_UNREACHABLE';
+
+/**
+ * node-postgres's settings of a connection opened outside a pool (the schema's creation, the
+ * migrations' lock, the process epoch's lock and its waiters): it opens within `connectMs` and is
+ * kept alive on both ends. Its queries have no bound unless `statements` is `'bounded'`: some of
+ * them wait on a lock for as long as another process holds it. A bounded side connection runs such a
+ * wait under `withoutQueryTimeout`, and its short statements (the schema's creation, the migrations'
+ * unlock) within `queryMs`, like the pool's (docs/operations.md, "When PostgreSQL stops answering").
+ */
+export function sideConnectionTimeouts(timeouts: Partial<DatabaseTimeouts> = {}, statements: 'bounded' | 'unbounded' = 'unbounded'): pg.ClientConfig {
+  const settings = { ...DEFAULT_DATABASE_TIMEOUTS, ...timeouts };
+  const { query_timeout: _query, idle_in_transaction_session_timeout: _idle, ...bounds } = clientTimeouts({ ...settings, queryMs: 0 });
+  return statements === 'bounded' && settings.queryMs > 0 ? { ...bounds, query_timeout: settings.queryMs } : bounds;
+}
+
+/** The database's address for a message: host, port and name, never the user or the password. */
+export function databaseAddress(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.host}${parsed.pathname}`;
+  } catch {
+    return 'the configured database';
+  }
+}
+
+/** The database could not be reached while the process started: it stops, or is started again. */
+export class DatabaseUnreachableError extends Error {
+  readonly code = DATABASE_UNREACHABLE;
+
+  constructor(url: string, cause: unknown) {
+    super(`PostgreSQL at ${databaseAddress(url)} is unreachable: ${cause instanceof Error ? cause.message : String(cause)}`);
+    this.name = 'DatabaseUnreachableError';
+  }
+}
+
+/** Runs `work`, and reports the database being unreachable as such (naming its address, not its password). */
+export async function reportingUnreachable<T>(url: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (isDatabaseUnreachable(error)) throw new DatabaseUnreachableError(url, error);
+    throw error;
+  }
+}
+
+/**
+ * Creates the schema if it is missing, on a connection of its own: opened within `connectMs`, its
+ * statement answered within `queryMs` (a database that stops answering once the connection is open
+ * fails it as unreachable, rather than holding the start; the connection is then closed at once).
+ */
+export async function ensureSchema(url: string, schema: string, timeouts: Partial<DatabaseTimeouts> = {}): Promise<void> {
+  const client = new pg.Client({ connectionString: url, ...sideConnectionTimeouts(timeouts, 'bounded') });
+  client.on('error', () => undefined); // reported by the query that fails
   await client.connect();
   try {
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${assertSchemaName(schema)}`);

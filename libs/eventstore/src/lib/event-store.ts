@@ -12,6 +12,7 @@ import { decideWithin, type DomainEvent } from './decider.js';
 import { PreparedStatements } from './prepared.js';
 import { storableScrubber } from './storable-text.js';
 import { CommandBatcher, type WrittenBatch } from './batching.js';
+import { ConflictRetries, DEFAULT_CONFLICT_PATIENCE, StreamTurns, type ConflictPatience } from './conflict-patience.js';
 import { executeInOneMessage, FULL_PATH, type DecisionSpec, type OneMessageContext } from './one-message.js';
 import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOptions, NewEvent, StoredEvent } from './types.js';
 
@@ -20,6 +21,7 @@ import type { CommandMetadata, ExecuteResult, ExpectedVersion, IdempotencyOption
 // an open transaction), group-commit.ts (commands sharing a transaction). This class puts them together.
 export { EVENT_COLUMNS, outboxChannel, toStoredEvent, type EventRow } from './append.js';
 export type { WrittenBatch } from './batching.js';
+export { DEFAULT_CONFLICT_PATIENCE, type ConflictPatience } from './conflict-patience.js';
 export { UnitOfWork, type StreamWork };
 
 export interface EventStoreOptions {
@@ -28,7 +30,16 @@ export interface EventStoreOptions {
   schema: string;
   /** Projections kept in the same transaction as the append. */
   inlineProjections?: Projection[];
-  /** Attempts of a command that meets VERSION_CONFLICT (reload and decide again). */
+  /**
+   * How long a command of its own (execute, executeInOneMessage, decide) decides again on fresh
+   * state after its append met another writer's, before it is answered VERSION_CONFLICT
+   * (docs/architecture.md, "When a stream stays busy"). Default DEFAULT_CONFLICT_PATIENCE.
+   */
+  conflictPatience?: Partial<ConflictPatience>;
+  /**
+   * Attempts of a command inside a transaction it does not own (executeWithin: a consumer's, whose
+   * event comes again; group commit), which a pause would hold open. Default 8.
+   */
   maxAttempts?: number;
   /**
    * The largest event the bus carries (its max_payload): an append whose event would be larger is
@@ -61,6 +72,9 @@ export class EventStore {
   readonly receiptTtlMs: number;
   private readonly inlineProjections: Projection[];
   private readonly maxAttempts: number;
+  private readonly conflictPatience: ConflictPatience;
+  /** Turns on the streams this process's commands met conflicts on (shared with the one-message path). */
+  private readonly turns = new StreamTurns();
   private readonly grouping: GroupCommit | null;
   /** What decide() hands the one-message path. */
   private readonly oneMessage: OneMessageContext;
@@ -77,6 +91,7 @@ export class EventStore {
     this.schema = options.schema;
     this.inlineProjections = options.inlineProjections ?? [];
     this.maxAttempts = options.maxAttempts ?? 8;
+    this.conflictPatience = { ...DEFAULT_CONFLICT_PATIENCE, ...options.conflictPatience };
     this.maxEventBytes = options.maxEventBytes;
     this.receiptTtlMs = options.receiptTtlMs ?? DEFAULT_RECEIPT_TTL_MS;
     this.clock = options.clock ?? (() => new Date());
@@ -90,7 +105,8 @@ export class EventStore {
       scrub: this.scrub,
       maxEventBytes: options.maxEventBytes,
       projections: this.inlineProjections,
-      maxAttempts: this.maxAttempts,
+      conflictPatience: this.conflictPatience,
+      turns: this.turns,
       refuse: async (idempotency, error) => settle(await this.refusal(idempotency, error)),
       batcher: new CommandBatcher(
         this.pool,
@@ -100,7 +116,6 @@ export class EventStore {
           for (const listener of this.batchListeners) listener(batch);
         },
       ),
-      pause: conflictPause,
     };
     this.pool.on('release', (_error: unknown, client: pg.PoolClient) => {
       if (!this.appending.delete(client)) return;
@@ -190,17 +205,24 @@ export class EventStore {
    * result are stored with the events (unique on scope + key). A repeat with the same request gets
    * the stored result (success or refusal) and writes nothing; a repeat with a different request is
    * IDEMPOTENCY_CONFLICT. Concurrent duplicates wait on the unique index and then read the winner's
-   * receipt. VERSION_CONFLICT reruns the whole command against fresh state.
+   * receipt. VERSION_CONFLICT reruns the whole command against fresh state, for as long as the
+   * conflict patience allows; then it is answered VERSION_CONFLICT naming the contended streams.
    */
   async execute<R>(options: ExecuteOptions, handler: (uow: UnitOfWork) => Promise<R>): Promise<ExecuteResult<R>> {
     if (this.grouping) return this.grouping.submit(options, handler);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return settle(await this.executeAlone(options, handler));
-      } catch (error) {
-        if (!isRetryable(error) || attempt >= this.maxAttempts) throw error;
-        await conflictPause(attempt);
+    const retries = new ConflictRetries(this.conflictPatience, this.turns);
+    try {
+      for (;;) {
+        try {
+          return settle(await this.executeAlone(options, handler));
+        } catch (error) {
+          if (!isRetryable(error)) throw error;
+          // A deadlock or a serialization failure that keeps coming is answered as itself.
+          if (!(await retries.again(error))) throw error instanceof GantryError ? retries.exhausted() : error;
+        }
       }
+    } finally {
+      retries.end();
     }
   }
 

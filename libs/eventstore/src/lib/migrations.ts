@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
-import { assertSchemaName, ensureSchema } from './database.js';
+import { assertSchemaName, DEFAULT_DATABASE_TIMEOUTS, ensureSchema, reportingUnreachable, sideConnectionTimeouts, withoutQueryTimeout, type DatabaseTimeouts } from './database.js';
+import { EventLogRepublishRuns1783100000000 } from './republish.js';
 import { EventLogRetention1765000000000 } from './retention.js';
 import { EventLogStreamHeads1781000000000 } from './stream-heads.js';
 
@@ -176,11 +177,53 @@ export class EventLogOutboxUnreferenced1782300000000 implements MigrationInterfa
   }
 }
 
+/** A log above this (some 170,000 events) gets its index CONCURRENTLY; a smaller one's takes well under a second. */
+const CONCURRENT_INDEX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A BRIN index of the log's `occurred_at`, for `republish` to find where a window of time starts
+ * without reading the log from its first event (docs/operations.md, "Putting the lost events back:
+ * republish"). BRIN, not a B-tree: the log is appended in roughly the order of `occurred_at` (not
+ * exactly: commits interleave, and replicas' clocks differ), so a summary of the times in each range
+ * of 128 pages narrows a search to the ranges that may hold the window, for a few pages of index and
+ * next to nothing added to an append (a B-tree would take an entry, and its WAL, per event). On a
+ * log of more than CONCURRENT_INDEX_BYTES it is built CONCURRENTLY, outside a transaction, so that
+ * the log's appends go on while it is built; a build that failed part-way leaves an invalid index,
+ * which is dropped and built again. On a smaller one (a new installation, every test's schema) it is
+ * built at once, holding appends for the moment that takes: CONCURRENTLY waits for every transaction
+ * of the database older than it to end, however unrelated (a backup's, another schema's), and a
+ * service's start would wait with it.
+ */
+export class EventLogOccurredAtIndex1783000000000 implements MigrationInterface {
+  name = 'EventLogOccurredAtIndex1783000000000';
+  /** CREATE INDEX CONCURRENTLY cannot run in a transaction. */
+  transaction = false;
+
+  async up(q: QueryRunner): Promise<void> {
+    const [left] = (await q.query(`SELECT i.indisvalid AS valid FROM pg_index i WHERE i.indexrelid = to_regclass('events_occurred_at')`)) as Array<{ valid: boolean }>;
+    const [{ bytes }] = (await q.query(`SELECT pg_relation_size('events') AS bytes`)) as [{ bytes: string }];
+    const concurrently = Number(bytes) > CONCURRENT_INDEX_BYTES ? 'CONCURRENTLY' : '';
+    if (left && !left.valid) await q.query(`DROP INDEX ${concurrently} events_occurred_at`);
+    await q.query(`CREATE INDEX ${concurrently} IF NOT EXISTS events_occurred_at ON events USING brin (occurred_at) WITH (autosummarize = on)`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX CONCURRENTLY IF EXISTS events_occurred_at`);
+  }
+}
+
 export interface MigrateOptions {
   url: string;
   schema: string;
   /** The service's own migrations; the event-log tables always come first. */
   migrations?: MigrationClass[];
+  /**
+   * Bounds on opening and keeping its connections (DatabaseTimeouts; unset ones take the defaults).
+   * `queryMs` bounds only the schema's creation, the unlock, and the watch of the lock's connection
+   * while the migrations run (watchWhileMigrating): a replica waits on the migrations' lock for as
+   * long as another migrates, and a migration's statement may rightly take long.
+   */
+  timeouts?: Partial<DatabaseTimeouts>;
 }
 
 /**
@@ -189,11 +232,19 @@ export interface MigrateOptions {
  */
 export async function migrate(options: MigrateOptions): Promise<void> {
   const schema = assertSchemaName(options.schema);
-  await ensureSchema(options.url, schema);
-  const lock = new pg.Client({ connectionString: options.url });
+  await reportingUnreachable(options.url, () => runMigrations(options, schema));
+}
+
+async function runMigrations(options: MigrateOptions, schema: string): Promise<void> {
+  await ensureSchema(options.url, schema, options.timeouts);
+  const bounds = sideConnectionTimeouts(options.timeouts);
+  // The lock's connection: its wait for the lock is not bounded (another replica may be migrating),
+  // its unlock is, like the pool's statements.
+  const lock = new pg.Client({ connectionString: options.url, ...sideConnectionTimeouts(options.timeouts, 'bounded') });
+  lock.on('error', () => undefined); // reported by the query that fails
   await lock.connect();
   try {
-    await lock.query(`SELECT pg_advisory_lock(hashtext('gantry.migrate.' || $1))`, [schema]);
+    await withoutQueryTimeout(lock, () => lock.query(`SELECT pg_advisory_lock(hashtext('gantry.migrate.' || $1))`, [schema]));
     const dataSource = new DataSource({
       type: 'postgres',
       url: options.url,
@@ -208,19 +259,76 @@ export async function migrate(options: MigrateOptions): Promise<void> {
         EventLogStreamHeads1781000000000,
         EventLogJsonText1782000000000,
         EventLogOutboxUnreferenced1782300000000,
+        EventLogOccurredAtIndex1783000000000,
+        EventLogRepublishRuns1783100000000,
         ...(options.migrations ?? []),
       ],
-      extra: { options: `-c search_path=${schema},public`, max: 1 },
+      extra: { ...bounds, options: [`-c search_path=${schema},public`, bounds.options].filter(Boolean).join(' '), max: 1 },
       logging: false,
     });
-    await dataSource.initialize();
+    const watch = watchWhileMigrating(lock, { ...DEFAULT_DATABASE_TIMEOUTS, ...options.timeouts }.queryMs, () => dropConnections(dataSource));
     try {
-      await dataSource.runMigrations({ transaction: 'each' });
+      await dataSource.initialize();
+      try {
+        await dataSource.runMigrations({ transaction: 'each' });
+      } finally {
+        await dataSource.destroy();
+      }
+    } catch (error) {
+      throw watch.lost ?? error;
     } finally {
-      await dataSource.destroy();
+      watch.stop();
     }
   } finally {
+    // Unanswered within the bound, the connection is closed (end() drops a connection whose query is
+    // still out): the lock goes with its session, as the server's keepalive ends it.
     await lock.query(`SELECT pg_advisory_unlock(hashtext('gantry.migrate.' || $1))`, [schema]).catch(() => undefined);
     await lock.end();
   }
+}
+
+/**
+ * While the migrations run, their lock's connection is asked `SELECT 1` every `queryMs`, within
+ * `queryMs`. The migrations' own statements have no bound (a rewrite of a large table may rightly
+ * take minutes), so a database that stops answering without closing anything (a partition, a frozen
+ * host) would hold them, and the start, for good: the lock's connection, which waits on nothing, tells
+ * it instead. Unanswered, the migrations' connections are closed (`onLost`), their statement fails,
+ * and the migration fails with `lost` (the database unreachable; docs/operations.md, "When PostgreSQL
+ * stops answering"). `queryMs` 0: not watched.
+ */
+function watchWhileMigrating(lock: pg.Client, queryMs: number, onLost: () => void): { readonly lost: unknown; stop(): void } {
+  let lost: unknown = undefined;
+  let timer: NodeJS.Timeout | null = null;
+  let stopped = false;
+  const ask = () => {
+    timer = setTimeout(() => {
+      lock.query('SELECT 1').then(
+        () => {
+          if (!stopped) ask();
+        },
+        (error: unknown) => {
+          if (stopped) return;
+          lost = error;
+          onLost();
+        },
+      );
+    }, queryMs);
+    timer.unref();
+  };
+  if (queryMs > 0) ask();
+  return {
+    get lost() {
+      return lost;
+    },
+    stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    },
+  };
+}
+
+/** Closes the migrations' connections at once (TypeORM's pool of node-postgres clients): their statements fail. */
+function dropConnections(dataSource: DataSource): void {
+  const pool = (dataSource.driver as unknown as { master?: { _clients?: Array<{ connection?: { stream?: { destroy(): void } } }> } }).master;
+  for (const client of pool?._clients ?? []) client.connection?.stream?.destroy();
 }

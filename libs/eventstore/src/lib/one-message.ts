@@ -4,6 +4,7 @@ import { canonicalHash, ErrorCode, GantryError, scrubbingReplacer, type SecretSc
 import { refuseEventTooLarge } from './event-size.js';
 import { readStreamTail } from './append.js';
 import type { CommandBatcher } from './batching.js';
+import { ConflictRetries, type ConflictPatience, type StreamTurns } from './conflict-patience.js';
 import type { Decider, Decision, DomainEvent } from './decider.js';
 import { JsonRows, jsonRows, type SqlWriter } from './deferred-writes.js';
 import type { Statement } from './prepared.js';
@@ -32,13 +33,14 @@ export interface OneMessageContext {
   /** The largest event the bus carries (EventStoreOptions.maxEventBytes). */
   maxEventBytes?: number;
   projections: readonly Projection[];
-  maxAttempts: number;
+  /** How long a command decides again after meeting another writer's append. */
+  conflictPatience: ConflictPatience;
+  /** Turns on busy streams, shared with the full path: a command that met a conflict tries again in its turn. */
+  turns: StreamTurns;
   /** Where the stream reads and the write messages go, together with those of other commands. */
   batcher: CommandBatcher;
   /** Stores a refusal under the key, or answers with the receipt an earlier attempt left. */
   refuse<R>(idempotency: IdempotencyOptions, error: GantryError): Promise<ExecuteResult<R>>;
-  /** Waits a little before deciding again after a conflict. */
-  pause(attempt: number): Promise<void>;
 }
 
 /** The full path must take the command; nothing was written. */
@@ -185,7 +187,8 @@ class OneMessageWork implements StreamWork {
  *
  * The compare-and-set is the unique (stream_id, stream_version) constraint: events are written at
  * the versions after the ones read, so a writer that appended in between makes the message fail
- * on it (VERSION_CONFLICT: the handler runs again on fresh reads). The receipt is inserted, not
+ * on it (the handler runs again on fresh reads, for as long as the store's ConflictPatience allows;
+ * then VERSION_CONFLICT, naming the streams). The receipt is inserted, not
  * claimed first: a key that already has one (a repeat, a concurrent duplicate, an expired receipt)
  * makes the message fail on the receipt's key, and the full path answers it the way it answers
  * every repeat. A refusal is stored the way the full path stores one.
@@ -208,16 +211,29 @@ export async function executeInOneMessage<R>(
   options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions; reads?: string[] },
   handler: (work: StreamWork) => Promise<R>,
 ): Promise<ExecuteResult<R> | typeof FULL_PATH> {
+  const retries = new ConflictRetries(context.conflictPatience, context.turns);
+  try {
+    return await decideInOneMessage(context, options, handler, retries);
+  } finally {
+    retries.end();
+  }
+}
+
+async function decideInOneMessage<R>(
+  context: OneMessageContext,
+  options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions; reads?: string[] },
+  handler: (work: StreamWork) => Promise<R>,
+  retries: ConflictRetries,
+): Promise<ExecuteResult<R> | typeof FULL_PATH> {
   // Streams this process knows are decided on without reading them, until a decision on them could
   // not be confirmed by its write; from then on this command reads.
   let trustMemory = context.batcher.memoryTrusted;
-  for (let attempt = 1; ; attempt++) {
+  for (;;) {
     const now = context.now();
     const work = new OneMessageWork(context, options.metadata, options.idempotency, options.reads ?? [], now, trustMemory);
-    /** The decision rested on remembered streams: it is made again on reads, and that is not an attempt of its own. */
+    /** The decision rested on remembered streams: it is made again on reads, at once (not a conflict of its own). */
     const onReads = () => {
       trustMemory = false;
-      attempt -= 1;
     };
     let result: R;
     try {
@@ -228,12 +244,12 @@ export async function executeInOneMessage<R>(
         onReads();
         continue;
       }
-      if (isRetryable(error) && attempt < context.maxAttempts) {
-        await context.pause(attempt);
-        continue;
+      if (isRetryable(error)) {
+        if (await retries.again(error, work.appendedTo)) continue;
+        throw retries.exhausted();
       }
       // A refusal is an answer: stored so that a retry gets the same one (or the earlier answer under the key).
-      if (!options.idempotency || !(error instanceof GantryError) || isRetryable(error)) throw error;
+      if (!options.idempotency || !(error instanceof GantryError)) throw error;
       return context.refuse<R>(options.idempotency, error);
     }
     if (!work.confirmedByItsWrite) {
@@ -282,8 +298,7 @@ export async function executeInOneMessage<R>(
         continue;
       }
       if (code !== '23505' || constraint !== 'events_stream_version_unique') throw error;
-      if (attempt >= context.maxAttempts) throw new GantryError(ErrorCode.VERSION_CONFLICT, 'a stream was appended to concurrently', {});
-      await context.pause(attempt);
+      if (!(await retries.again(error, work.appendedTo))) throw retries.exhausted();
     }
   }
 }

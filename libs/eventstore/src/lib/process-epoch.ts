@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import pg from 'pg';
+import { DEFAULT_DATABASE_TIMEOUTS, reportingUnreachable, sideConnectionTimeouts, type DatabaseTimeouts } from './database.js';
 
 /*
  * The process epoch and its liveness (docs/workflow-engine.md, AC-L1, AC-L2; docs/worktrees.md,
@@ -29,12 +30,33 @@ export interface ProcessEpochOptions {
    * `channel` prefix the epoch locks and the announcement channel, `applicationName` names the sessions.
    */
   names: { table: string; lock: string; channel: string; applicationName: string };
+  /**
+   * Bounds on opening and keeping its connections (DatabaseTimeouts; unset ones take the defaults).
+   * Its waits on a peer's lock have none; `queryMs` bounds its own lock and registration at start.
+   * `keepAliveMs` also paces the lock connection's heartbeat.
+   */
+  timeouts?: Partial<DatabaseTimeouts>;
+}
+
+/**
+ * The DDL of a service's table of processes (`names.table`): one row per live epoch. The services'
+ * migrations create it under their own table names with this statement.
+ */
+export function processTableDdl(table: string): string {
+  return `
+      CREATE TABLE ${table} (
+        epoch       uuid PRIMARY KEY,
+        started_at  timestamptz NOT NULL DEFAULT now(),
+        pid         integer NOT NULL,
+        host        text NOT NULL
+      )`;
 }
 
 export class ProcessEpoch {
   readonly epoch = randomUUID();
   private readonly waiters = new Map<string, pg.Client>();
   private closing = false;
+  private heartbeat: NodeJS.Timeout | null = null;
 
   private constructor(
     private readonly options: ProcessEpochOptions,
@@ -44,13 +66,55 @@ export class ProcessEpoch {
   /** Takes this process's epoch lock and registers the epoch; the engine does nothing before this holds. */
   static async start(options: ProcessEpochOptions): Promise<ProcessEpoch> {
     const client = newClient(options);
-    await client.connect();
+    client.on('error', () => undefined); // before the lock is held, reported by the query that fails
+    await reportingUnreachable(options.databaseUrl, () => client.connect());
     const epoch = new ProcessEpoch(options, client);
     client.on('error', (error) => epoch.lost(error));
     client.on('end', () => epoch.lost(new Error('the epoch lock connection ended')));
-    await client.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [epoch.lockName(epoch.epoch)]);
-    await client.query(`INSERT INTO ${options.names.table} (epoch, pid, host) VALUES ($1, $2, $3)`, [epoch.epoch, process.pid, hostname()]);
+    // Its own lock (a fresh epoch's: nobody else takes it) and its registration are answered within
+    // the statement bound, like the pool's: a database that stops answering once the connection is
+    // open fails the start as unreachable rather than holding it.
+    try {
+      await reportingUnreachable(options.databaseUrl, async () => {
+        await client.query(bounded(options, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, [epoch.lockName(epoch.epoch)]));
+        await client.query(bounded(options, `INSERT INTO ${options.names.table} (epoch, pid, host) VALUES ($1, $2, $3)`, [epoch.epoch, process.pid, hostname()]));
+      });
+    } catch (error) {
+      epoch.closing = true;
+      dropConnection(client);
+      throw error;
+    }
+    epoch.beat();
     return epoch;
+  }
+
+  /**
+   * The lock connection's heartbeat. A connection whose server stops answering without closing it
+   * (a partition, a frozen host) reports nothing: the process would go on believing it holds its
+   * epoch while, once the server's keepalive ends the session, peers take its lock and its entries
+   * over. So every `keepAliveMs` the connection is asked a trivial query; one not answered within
+   * `keepAliveMs` more means the lock is lost (the server ends the session after `keepAliveMs` and
+   * ten probes a second apart: database.ts, sessionSettings). The socket is closed, so that a
+   * session still alive on the server ends with it.
+   */
+  private beat(): void {
+    const every = { ...DEFAULT_DATABASE_TIMEOUTS, ...this.options.timeouts }.keepAliveMs;
+    if (every <= 0 || this.closing) return;
+    this.heartbeat = setTimeout(() => {
+      const silent = setTimeout(() => {
+        this.lost(new Error(`the epoch lock connection did not answer within ${every} ms`));
+        dropConnection(this.lockClient);
+      }, every);
+      silent.unref();
+      this.lockClient.query('SELECT 1').then(
+        () => {
+          clearTimeout(silent);
+          this.beat();
+        },
+        () => clearTimeout(silent), // the connection's 'error' or 'end' reports the loss
+      );
+    }, every);
+    this.heartbeat.unref();
   }
 
   private lockName(epoch: string): string {
@@ -146,13 +210,35 @@ export class ProcessEpoch {
   /** Releases the lock (by ending its session) and stops watching; the epoch row goes with a clean stop. */
   async close(): Promise<void> {
     this.closing = true;
+    if (this.heartbeat) clearTimeout(this.heartbeat);
     await Promise.all([...this.waiters.values()].map((c) => c.end().catch(() => undefined)));
     this.waiters.clear();
-    await this.lockClient.query(`DELETE FROM ${this.options.names.table} WHERE epoch = $1`, [this.epoch]).catch(() => undefined);
+    // Within the statement bound: unanswered, the connection is dropped (end() drops one whose query
+    // is still out), and the lock goes with the session; the row is left for the peers to forget.
+    await this.lockClient.query(bounded(this.options, `DELETE FROM ${this.options.names.table} WHERE epoch = $1`, [this.epoch])).catch(() => undefined);
     await this.lockClient.end().catch(() => undefined);
   }
 }
 
+/** A statement of the lock connection answered within `queryMs` (0: unbounded), unlike its waits on a peer's lock. */
+function bounded(options: ProcessEpochOptions, text: string, values: unknown[]): pg.QueryConfig {
+  const queryMs = { ...DEFAULT_DATABASE_TIMEOUTS, ...options.timeouts }.queryMs;
+  // node-postgres takes a query's own `query_timeout`; its types do not say so.
+  return { text, values, ...(queryMs > 0 ? { query_timeout: queryMs } : {}) } as pg.QueryConfig;
+}
+
+/** A connection of its own: opened and kept alive within the bounds, its lock waits unbounded. */
 function newClient(options: ProcessEpochOptions): pg.Client {
-  return new pg.Client({ connectionString: options.databaseUrl, options: `-c search_path=${options.schema},public`, application_name: options.names.applicationName });
+  const bounds = sideConnectionTimeouts(options.timeouts);
+  return new pg.Client({
+    connectionString: options.databaseUrl,
+    ...bounds,
+    options: [`-c search_path=${options.schema},public`, bounds.options].filter(Boolean).join(' '),
+    application_name: options.names.applicationName,
+  });
+}
+
+/** Closes a connection at once, without the goodbye a server that stopped answering would never acknowledge. */
+function dropConnection(client: pg.Client): void {
+  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
 }

@@ -386,6 +386,17 @@ describe('projections', () => {
     expect((await pool.query('SELECT total FROM account_totals WHERE account = $1', [account])).rows).toEqual([{ total: 3 }]);
   });
 
+  /** Until a rebuild of the schema waits for the rebuild lock another one holds. */
+  const aRebuildWaitsItsTurn = (what: string) =>
+    eventually(
+      async () =>
+        (await pool.query(
+          `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND objid::int8 = (hashtext('gantry.rebuild.' || $1)::int8 & 4294967295)`,
+          [schema],
+        )).rowCount! > 0,
+      { what, intervalMs: 5 },
+    );
   it('two rebuilds at once take turns, and both leave the tables as the log has them', async () => {
     const account = `acct-${randomUUID()}`;
     await store.append(account, 0, [{ type: 'Deposited', data: { amount: 6 } }], { correlationId: 'turns' });
@@ -398,19 +409,37 @@ describe('projections', () => {
     const second = rebuildProjections(store, [totals]);
     second.catch(() => undefined); // awaited below
     // The second waits for the first before it reads the tables the first is about to replace.
-    await eventually(
-      async () =>
-        (await pool.query(
-          `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-              AND objid::int8 = (hashtext('gantry.rebuild.' || $1)::int8 & 4294967295)`,
-          [schema],
-        )).rowCount! > 0,
-      { what: 'the second rebuild waiting for its turn', intervalMs: 5 },
-    );
+    await aRebuildWaitsItsTurn('the second rebuild waiting for its turn');
     await store.append(account, 1, [{ type: 'Deposited', data: { amount: 1 } }], { correlationId: 'turns' });
     open();
     await Promise.all([first, second]);
     expect(await snapshot()).toEqual(live.map((row) => (row.account === account ? { ...row, total: 7, last_position: expect.any(String) } : row)));
+  });
+
+  it("a rebuild is not bounded by its pool's query timeout: it waits for its turn, and its statements take as long as they take", async () => {
+    const bounded = createPool({ url: testDatabaseUrl, schema, max: 4, timeouts: { queryMs: 300 } });
+    const holder = await pool.connect();
+    try {
+      const account = `acct-${randomUUID()}`;
+      await store.append(account, 0, [{ type: 'Deposited', data: { amount: 5 } }], { correlationId: 'bounded' });
+      const live = await snapshot();
+      // Another rebuild's turn, held well past the bound.
+      await holder.query('BEGIN');
+      await holder.query(`SELECT pg_advisory_xact_lock(hashtext('gantry.rebuild.' || $1))`, [schema]);
+      const rebuilt = rebuildProjections(new EventStore({ pool: bounded, schema, inlineProjections: [totals] }), [totals]);
+      rebuilt.catch(() => undefined); // awaited below
+      await aRebuildWaitsItsTurn('the rebuild waiting for its turn');
+      await new Promise((resolve) => setTimeout(resolve, 900));
+      await holder.query('COMMIT');
+      await expect(rebuilt).resolves.toBeGreaterThan(0);
+      expect(await snapshot()).toEqual(live);
+      // The pool's other queries are bounded still.
+      await expect(bounded.query('SELECT pg_sleep(1)')).rejects.toThrow('Query read timeout');
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      await bounded.end();
+    }
   });
 
   it('a rebuild hands projections the events as stored, metadata and time included', async () => {

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { withTransaction } from './database.js';
+import { withoutQueryTimeout, withTransaction } from './database.js';
 import type { EventStore } from './event-store.js';
 import { copyOut, type BinaryRow } from './copy.js';
 import { concerns, project, type Projection } from './projection.js';
@@ -37,7 +37,12 @@ export async function rebuildProjections(
   // Only the fields some projection reads (see Projection.fields); NULL in place of the others.
   const named = new Set(projections.flatMap((p) => p.fields ?? OPTIONAL_FIELDS));
   const columns = OPTIONAL_FIELDS.map((field) => (named.has(field) ? OPTIONAL_COLUMNS[field] : 'NULL::text'));
-  const reader = new pg.Client(store.pool.options);
+  // The reader's COPY of the whole log, and the bulk statements and waits of the rebuild's
+  // transaction, may rightly take longer than the services' bound on a query (DatabaseTimeouts).
+  // The pool's own kind of connection: it opens within the pool's connect bound (kept by that kind,
+  // not among the pool's options).
+  const Connection = (store.pool.options as { Client?: typeof pg.Client }).Client ?? pg.Client;
+  const reader = new Connection({ ...store.pool.options, query_timeout: undefined });
   reader.on('error', () => undefined); // reported by the read that fails
   await reader.connect();
   try {
@@ -53,7 +58,7 @@ export async function rebuildProjections(
         batchSize,
         (row) => new ReplayedEvent(row),
       );
-    return await withTransaction(store.pool, async (sql) => {
+    return await withTransaction(store.pool, (sql) => withoutQueryTimeout(sql, async () => {
       // Rebuilds of one schema (a second request, another replica's) take turns: the next reads the
       // live tables' definitions only once the last has put its copies in their place.
       await sql.query(`SELECT pg_advisory_xact_lock(hashtext('gantry.rebuild.' || $1))`, [store.schema]);
@@ -92,7 +97,7 @@ export async function rebuildProjections(
       await shadow.swap();
       for (const projection of projections) await sql.query(`DELETE FROM projection_positions WHERE projection = $1`, [projection.name]);
       return replayed;
-    });
+    }));
   } finally {
     await reader.end().catch(() => undefined);
   }
@@ -106,12 +111,12 @@ export async function rebuildProjections(
  * (positions are handed out as events are inserted, and an insert holds the table against the lock).
  */
 async function snapshotOfTheLog(pool: pg.Pool, reader: pg.Client): Promise<string> {
-  return withTransaction(pool, async (sql) => {
+  return withTransaction(pool, (sql) => withoutQueryTimeout(sql, async () => {
     await sql.query('LOCK TABLE events IN SHARE MODE');
     await reader.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     const { rows } = await reader.query<{ last: string }>('SELECT coalesce(max(position), 0)::text AS last FROM events');
     return rows[0]!.last;
-  });
+  }));
 }
 
 /**

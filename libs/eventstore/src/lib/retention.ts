@@ -46,9 +46,23 @@ export interface PruneResult {
   deadLetters: number;
 }
 
-async function deleteInBatches(pool: pg.Pool, table: string, where: string, params: unknown[], batchSize: number): Promise<number> {
+/**
+ * Deletes the rows of `table` that `where` (over the table's own columns, `$1`… from `params`)
+ * selects, `batchSize` at a time, each batch one statement and so its own short transaction: a
+ * crash between batches leaves whole rows, the rest for the next pass. Rows another replica deletes
+ * meanwhile are skipped, not counted twice. With `maxBatches`, a pass stops after that many full
+ * batches (what is left goes at the next pass), so one pass over a large backlog stays short.
+ */
+export async function deleteInBatches(
+  pool: pg.Pool,
+  table: string,
+  where: string,
+  params: unknown[],
+  batchSize: number,
+  maxBatches = Number.POSITIVE_INFINITY,
+): Promise<number> {
   let total = 0;
-  for (;;) {
+  for (let batches = 0; batches < maxBatches; batches++) {
     const { rowCount } = await pool.query(
       `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${where} LIMIT ${batchSize}))`,
       params,
@@ -56,6 +70,7 @@ async function deleteInBatches(pool: pg.Pool, table: string, where: string, para
     total += rowCount ?? 0;
     if ((rowCount ?? 0) < batchSize) return total;
   }
+  return total;
 }
 
 /**
