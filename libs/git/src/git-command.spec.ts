@@ -6,6 +6,7 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
 import { runGit } from './git-command.js';
 import { GitCommandError } from './git-process.js';
 import { commandLineOverrides } from './overrides.js';
+import { processesWith } from '@gantry/testing';
 import { createGitFixture, plainGitEnvironment, type GitFixture } from './testing/index.js';
 
 async function failure(promise: Promise<unknown>): Promise<GantryError> {
@@ -23,22 +24,6 @@ function withEnv<T>(vars: Record<string, string>, run: () => Promise<T>): Promis
   return run().finally(() => {
     process.env = saved;
   });
-}
-
-/** The running processes whose command line has `needle` among its arguments. */
-function processesWith(needle: string): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      const state = /^State:\s+(\w)/m.exec(readFileSync(`/proc/${entry}/status`, 'utf8'))?.[1];
-      if (argv.includes(needle) && state !== 'Z') found.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return found;
 }
 
 /** Waits until exactly one process has `needle` as an argument (git blocked on a FIFO does not go away). */
@@ -245,6 +230,25 @@ describe('git as simple-git starts it', () => {
     expect(error).toBeInstanceOf(GantryError);
     expect((error as GantryError).code).toBe(ErrorCode.TIMEOUT);
     expect(existsSync(`/proc/${pid}`) && processesWith(pipe).includes(pid)).toBe(false);
+  });
+
+  it('is killed when the caller\'s signal aborts, and the call fails with the signal\'s reason; once aborted, git is not started', async () => {
+    const pipe = fifo('aborted-pipe');
+    const lost = new AbortController();
+    const reason = new GantryError(ErrorCode.UNAVAILABLE, 'the lock held for this command was lost');
+    // A deadline far beyond the test's: only the abort can end this git.
+    const running = runGit(['hash-object', '--', pipe], { cwd: fx.seed, timeoutMs: 600_000, signal: lost.signal }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    const pid = await theProcessWith(pipe);
+    lost.abort(reason);
+    expect(await running).toBe(reason);
+    expect(existsSync(`/proc/${pid}`) && processesWith(pipe).includes(pid)).toBe(false);
+
+    const marker = path.join(fx.dir, 'not-started');
+    expect(await runGit(['init', '--quiet', '--bare', '--', marker], { timeoutMs: 10_000, signal: lost.signal }).catch((e: unknown) => e)).toBe(reason);
+    expect(existsSync(marker)).toBe(false);
   });
 
   it('is stopped when it writes more than the call takes', async () => {

@@ -17,6 +17,7 @@ import { assertRepositoryConfig, removeForeignConfig } from './repository-config
  */
 export async function runGit(args: readonly string[], options: GitRunOptions): Promise<GitResult> {
   assertSubcommand(args);
+  options.signal?.throwIfAborted();
   const { cwd, restoreConfig, timeoutMs } = options;
   if (cwd !== undefined && restoreConfig) {
     const removed = await removeForeignConfig(cwd, { within: restoreConfig.within, timeoutMs });

@@ -32,6 +32,11 @@ export interface GitRunOptions {
    * the allow-list in config files under `within` are removed before the command instead of refused.
    */
   restoreConfig?: { within: string; onRemoved?: (keys: string[], dir: string) => void };
+  /**
+   * Stops git when it aborts (a lock the caller held for the command was lost): the call then
+   * rejects with the signal's reason, and one asked for after it rejects before git is started.
+   */
+  signal?: AbortSignal;
 }
 
 export interface GitResult {
@@ -70,6 +75,7 @@ export function spawnGit(args: readonly string[], options: GitRunOptions): Promi
  */
 export async function spawnUnderPolicy(args: readonly string[], options: GitRunOptions, optIns: SimpleGitOptions['unsafe']): Promise<GitResult> {
   assertSubcommand(args);
+  options.signal?.throwIfAborted();
   const details = (stderr: string, exitCode: number | null) => ({ args: [...args], exitCode, stderr: stderr.slice(0, 4000) });
   const command = `git ${args.slice(0, 3).join(' ')}`;
   const okExitCodes = options.okExitCodes ?? [];
@@ -79,12 +85,14 @@ export async function spawnUnderPolicy(args: readonly string[], options: GitRunO
   // trickles progress would never meet it. Aborting makes simple-git kill the process.
   const deadline = new AbortController();
   // Filled in by simple-git's callbacks: why git was stopped, and how it ended.
-  const run: { stopped?: 'timeout' | 'output'; exitCode?: number; stderr: string } = { stderr: '' };
-  const stop = (why: 'timeout' | 'output') => {
+  const run: { stopped?: 'timeout' | 'output' | 'aborted'; exitCode?: number; stderr: string } = { stderr: '' };
+  const stop = (why: 'timeout' | 'output' | 'aborted') => {
     run.stopped ??= why;
     deadline.abort();
   };
   const timer = setTimeout(() => stop('timeout'), options.timeoutMs);
+  const aborted = () => stop('aborted');
+  options.signal?.addEventListener('abort', aborted, { once: true });
   try {
     const git = simpleGit({
       baseDir: options.cwd ?? process.cwd(),
@@ -128,6 +136,8 @@ export async function spawnUnderPolicy(args: readonly string[], options: GitRunO
   } catch (error) {
     if (error instanceof GitCommandError) throw error;
     const { stderr, stopped } = run;
+    // The caller's reason (a lock lost) says what happened; git's own words after a kill do not.
+    if (stopped === 'aborted') options.signal!.throwIfAborted();
     if (stopped === 'timeout') {
       throw new GitCommandError(`${command} did not finish within ${options.timeoutMs} ms`, details(stderr, null), ErrorCode.TIMEOUT);
     }
@@ -144,6 +154,7 @@ export async function spawnUnderPolicy(args: readonly string[], options: GitRunO
     throw new GitCommandError(`${command} failed: ${error instanceof Error ? error.message : String(error)}`, details(stderr, run.exitCode ?? null));
   } finally {
     clearTimeout(timer);
+    options.signal?.removeEventListener('abort', aborted);
   }
 }
 

@@ -13,3 +13,5 @@ export * from './lib/command-metadata.js';
 export * from './lib/retention.js';
 export * from './lib/test-crash.js';
 export * from './lib/sweep.js';
+export * from './lib/republish-command.js';
+export * from './lib/paging.js';

@@ -92,9 +92,13 @@ export async function createTestWorld(label: string, options: { poolSize?: numbe
     client: new CommandClient(bus),
     db,
     async close() {
-      await bus.close();
-      await db.end();
-      await removeTestNamespace(naming, name);
+      // The namespace goes whatever became of the clients (a bus or pool that fails to close).
+      try {
+        await bus.close();
+        await db.end();
+      } finally {
+        await removeTestNamespace(naming, name);
+      }
     },
   };
 }

@@ -50,6 +50,7 @@ export interface StartAppOptions {
   nodeArgs?: string[];
   /** Resolve only once GET /ready answers 200 (default); false: as soon as the process runs. */
   waitReady?: boolean;
+  /** How long to wait for /ready (default 120 s); a process that exits meanwhile is not waited for. */
   readyTimeoutMs?: number;
 }
 
@@ -90,7 +91,8 @@ export async function startEntry(entry: string, label: string, options: StartApp
       // A process that exits (a refused start) is not waited for until the timeout.
       const outcome = await eventually(async () => (exited() ? 'exited' : (await fetch(`${url}/ready`)).status === 200 && 'ready'), {
         what: `${label} ready`,
-        timeoutMs: options.readyTimeoutMs ?? 30_000,
+        // Generous: on a loaded machine a service can take tens of seconds just to load and connect.
+        timeoutMs: options.readyTimeoutMs ?? 120_000,
         intervalMs: 100,
       });
       if (outcome === 'exited') throw new Error(`${label} exited before it was ready (code ${child.process.exitCode}, signal ${child.process.signalCode})`);

@@ -112,15 +112,22 @@ export function logRecordsOf(output: string): Array<Record<string, unknown>> {
   });
 }
 
-/** Removes what one test file provisioned: its streams (by prefix) and, when given, its schema. */
+/**
+ * Removes what one test file provisioned: its streams (by prefix) and, when given, its schema. The
+ * schema is dropped even when the streams could not be removed (NATS slow or away); the failure is
+ * reported after it.
+ */
 export async function removeTestNamespace(naming: Naming, schema?: string): Promise<void> {
-  const nc = await connectTestNats('gantry-test-cleanup');
   try {
-    await deleteStreams(nc, naming.streamPrefix);
+    const nc = await connectTestNats('gantry-test-cleanup');
+    try {
+      await deleteStreams(nc, naming.streamPrefix);
+    } finally {
+      await nc.close();
+    }
   } finally {
-    await nc.close();
+    if (schema) await dropSchema(schema);
   }
-  if (schema) await dropSchema(schema);
 }
 
 export { validatesAgainstContract } from './contract-events.js';
@@ -128,3 +135,4 @@ export * from './scratch-servers.js';
 export * from './apps.js';
 export * from './consumer-progress.js';
 export * from './query-plans.js';
+export * from './processes.js';

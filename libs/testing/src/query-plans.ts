@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 
 interface PlanNode {
   'Actual Rows': number;
@@ -24,4 +24,21 @@ function rowsRead(node: PlanNode): number {
 export async function mostRowsReadByAStep(sql: pg.Pool | pg.PoolClient, text: string, values: unknown[] = []): Promise<number> {
   const { rows } = await sql.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
   return rowsRead(rows[0]!['QUERY PLAN'][0].Plan);
+}
+
+/**
+ * Runs `work` with the arguments of every query a node-postgres connection sends shown to `see` first
+ * (which may change them, or act before the query leaves: take the network away, say).
+ */
+export async function watchingQueries(see: (args: unknown[]) => void, work: () => Promise<unknown>): Promise<void> {
+  const send = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    see(args);
+    return (send as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof send;
+  try {
+    await work();
+  } finally {
+    pg.Client.prototype.query = send;
+  }
 }

@@ -160,36 +160,61 @@ export interface CuttableProxy {
   readonly url: string;
   /** Drops every connection through it and refuses new ones (they are accepted and closed at once). */
   cut(): void;
-  /** Lets connections through again. */
+  /**
+   * Stops answering without closing anything, like a network partition or a frozen host: open
+   * connections stay open and carry nothing either way, new ones are accepted and never answered.
+   * What is sent meanwhile is lost, and a side that closes its end is not heard of until `restore`.
+   */
+  blackhole(): void;
+  /**
+   * Lets connections through again. After a blackhole, connections carry what is sent from now on
+   * (a peer waiting for what was lost waits on), and one whose side closed meanwhile is closed on
+   * the other side too, as each end's TCP keepalive finds when the network is back.
+   */
   restore(): void;
   close(): Promise<void>;
 }
 
+type ProxyMode = 'open' | 'cut' | 'blackhole';
+
 /**
  * A TCP proxy on a spare port in front of a shared server (`url`'s host and port), for a test that
- * takes the server away from one service only: cut, every connection through it is lost; restored,
- * new ones go through. The server itself keeps running for everyone else.
+ * takes the server away from one service only: cut, every connection through it is lost; blackholed,
+ * nothing goes through and nothing is closed; restored, connections go through. The server itself
+ * keeps running for everyone else.
  */
 export async function startCuttableProxy(url: string): Promise<CuttableProxy> {
   const target = new URL(url);
   const sockets = new Set<Socket>();
-  let cut = false;
+  /** Pairs one of whose sides closed during a blackhole: the other side is closed at restore. */
+  const closedInTheDark = new Set<() => void>();
+  let mode: ProxyMode = 'open';
   const server = createServer((client) => {
-    if (cut) return void client.destroy();
+    if (mode === 'cut') return void client.destroy();
     const upstream = tcpConnect({ host: target.hostname, port: Number(target.port) });
+    let ended = false;
     const end = () => {
+      if (ended) return;
+      ended = true;
+      closedInTheDark.delete(end);
       client.destroy();
       upstream.destroy();
       sockets.delete(client);
       sockets.delete(upstream);
     };
+    const onClosed = () => (mode === 'blackhole' ? closedInTheDark.add(end) : end());
     for (const socket of [client, upstream]) {
       sockets.add(socket);
-      socket.on('error', end);
-      socket.on('close', end);
+      socket.on('error', onClosed);
+      socket.on('close', onClosed);
     }
-    client.pipe(upstream);
-    upstream.pipe(client);
+    // Data is forwarded only while the proxy is open; in a blackhole it is read and dropped.
+    client.on('data', (chunk) => {
+      if (mode === 'open' && !upstream.destroyed) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => {
+      if (mode === 'open' && !client.destroyed) client.write(chunk);
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -198,17 +223,22 @@ export async function startCuttableProxy(url: string): Promise<CuttableProxy> {
   const proxied = new URL(url);
   proxied.host = `127.0.0.1:${(server.address() as { port: number }).port}`;
   const cutAll = () => {
-    cut = true;
+    mode = 'cut';
     for (const socket of sockets) socket.destroy();
   };
   return {
     url: proxied.toString(),
     cut: cutAll,
+    blackhole: () => {
+      mode = 'blackhole';
+    },
     restore: () => {
-      cut = false;
+      mode = 'open';
+      for (const end of [...closedInTheDark]) end();
     },
     close: () => {
       cutAll();
+      for (const end of [...closedInTheDark]) end();
       return new Promise((resolve) => server.close(() => resolve()));
     },
   };

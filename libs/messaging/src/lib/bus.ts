@@ -46,6 +46,7 @@ export interface ConnectionHealth {
 /** One NATS connection with its JetStream client and manager, and the installation's naming. */
 export class Bus {
   private reconnecting = false;
+  private losses = 0;
   private readonly watching: Promise<void>;
 
   private constructor(
@@ -58,6 +59,7 @@ export class Bus {
     // The client reconnects by itself (forever); between a disconnect and a reconnect it is not closed, just not there.
     this.watching = (async () => {
       for await (const status of nc.status()) {
+        if (status.type === 'disconnect') this.losses++;
         if (status.type === 'disconnect' || status.type === 'reconnecting') this.reconnecting = true;
         else if (status.type === 'reconnect') this.reconnecting = false;
       }
@@ -81,6 +83,15 @@ export class Bus {
 
   get connected(): boolean {
     return !this.nc.isClosed() && !this.nc.isDraining() && !this.reconnecting;
+  }
+
+  /**
+   * How many times the connection was lost since it was made: a change says the server may have gone
+   * without this process for a while — however briefly it was seen to be down — and dropped its
+   * subscriptions meanwhile (the job service's lease sweep resumes leases on it, docs/jobs.md).
+   */
+  get connectionLosses(): number {
+    return this.losses;
   }
 
   /** Whether the server answers now: the connection's state, then a round trip bounded by `timeoutMs`. */

@@ -47,17 +47,22 @@ export interface RequestOptions {
    */
   retryUntil?: number | (() => number);
   /**
-   * With `retryUntil`: the time no service answered at all (UNAVAILABLE: nobody serves the subject)
-   * does not count against the deadline, however long it lasts. For a deadline that only runs while
-   * the service runs — a claim's lease, which a job service resumes at its start (docs/jobs.md,
-   * "A job service outage"). A TIMEOUT still counts: a service that got the request may be judging.
+   * With `retryUntil`: the time NATS said nobody serves the subject (no responders) does not count
+   * against the deadline, however long it lasts. For a deadline that only runs while the service runs
+   * — a claim's lease, which a job service resumes at its start (docs/jobs.md, "A job service
+   * outage"). Everything else counts: a TIMEOUT (a service that got the request may be judging), an
+   * UNAVAILABLE a service answered itself (it runs), and a connection to NATS that is lost — from
+   * this side a NATS that is down looks like this process cut off from it while the services run.
    */
   outagesStopTheClock?: boolean;
-  /** Pause between tries: doubles from `initialMs` up to `maxMs`. Default 250 ms → 2 s. */
+  /** Pause between tries: doubles from `initialMs` up to `maxMs`. Default `DEFAULT_RETRY_BACKOFF`. */
   retryBackoff?: { initialMs: number; maxMs: number };
   /** Stops retrying (the last error is thrown). */
   signal?: AbortSignal;
 }
+
+/** The pause between tries of a request with `retryUntil`, unless it names its own: 250 ms, doubling up to 2 s. */
+export const DEFAULT_RETRY_BACKOFF: Readonly<{ initialMs: number; maxMs: number }> = Object.freeze({ initialMs: 250, maxMs: 2000 });
 
 /** The errors after which a request may have gone unanswered: the same request may be sent again. */
 export function isTransient(error: unknown): boolean {
@@ -97,7 +102,7 @@ export class CommandClient {
     const given = typeof options.retryUntil === 'function' ? options.retryUntil : () => options.retryUntil as number;
     let outage = 0;
     const deadline = () => given() + outage;
-    const backoff = options.retryBackoff ?? { initialMs: 250, maxMs: 2000 };
+    const backoff = options.retryBackoff ?? DEFAULT_RETRY_BACKOFF;
     const timeoutMs = options.timeoutMs ?? 10_000;
     for (let tries = 1; ; tries++) {
       const tryStart = Date.now();
@@ -108,7 +113,7 @@ export class CommandClient {
       } catch (error) {
         if (!isTransient(error) || options.signal?.aborted) throw error;
         const pause = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(tries - 1, 20));
-        if (options.outagesStopTheClock && (error as GantryError).code === ErrorCode.UNAVAILABLE) outage += Date.now() - tryStart + pause;
+        if (options.outagesStopTheClock && nobodyServed.has(error as GantryError)) outage += Date.now() - tryStart + pause;
         if (Date.now() + pause >= deadline()) throw error;
         await sleep(pause, options.signal);
       }
@@ -140,7 +145,9 @@ export class CommandClient {
     } catch (error) {
       const text = String((error as Error)?.message ?? error);
       if (isNoResponders(error)) {
-        throw new GantryError(ErrorCode.UNAVAILABLE, `no ${contract.context} service is answering ${contract.name}`);
+        const unserved = new GantryError(ErrorCode.UNAVAILABLE, `no ${contract.context} service is answering ${contract.name}`);
+        nobodyServed.add(unserved);
+        throw unserved;
       }
       if (/timeout/i.test(text)) {
         throw new GantryError(ErrorCode.TIMEOUT, `${contract.context}.${contract.name} got no reply in time`);
@@ -171,6 +178,12 @@ export class CommandClient {
     return reply.data.result as ReplyOf<C>;
   }
 }
+
+/**
+ * The UNAVAILABLEs that NATS itself answered — nobody listens on the subject — as against those a
+ * service answered or a connection that is lost: only these stop a lease's clock (`outagesStopTheClock`).
+ */
+const nobodyServed = new WeakSet<GantryError>();
 
 /** NATS answered at once that nobody listens on the subject. */
 function isNoResponders(error: unknown): boolean {

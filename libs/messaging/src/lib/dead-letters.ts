@@ -76,18 +76,40 @@ export async function listDeadLetters(pool: pg.Pool, filter: DeadLetterFilter = 
  * and the consumer's inbox after it.
  *
  * Only events whose handler failed are replayed; a payload that failed its schema is left where it is.
+ * So is one dead-lettered longer ago than `receiptWindow` unless `force`: the commands its handler
+ * sent on its earlier deliveries went under keys whose receipts may have been pruned since, and
+ * sent again they would be done a second time (docs/operations.md, "Dead letters").
  */
-export async function replayDeadLetters(pool: pg.Pool, js: JetStreamClient, filter: DeadLetterFilter, limit = 500): Promise<ReplayOutcome> {
+export async function replayDeadLetters(
+  pool: pg.Pool,
+  js: JetStreamClient,
+  filter: DeadLetterFilter,
+  limit = 500,
+  options: { receiptWindow?: { ms: number; setting: string }; force?: boolean } = {},
+): Promise<ReplayOutcome> {
   return withTransaction(pool, async (client) => {
     const outcome: ReplayOutcome = { replayed: [], skipped: [], failed: null };
-    const { rows } = await client.query<DeadLetterRow & { payload: string }>(
-      `SELECT id, consumer, subject, event_id, payload, error FROM dead_letters WHERE ${WHERE} ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`,
+    // The age by the database's clock, the one that stamped recorded_at.
+    const { rows } = await client.query<DeadLetterRow & { payload: string; age_ms: number }>(
+      `SELECT id, consumer, subject, event_id, payload, error, (extract(epoch FROM now() - recorded_at) * 1000)::float8 AS age_ms
+         FROM dead_letters WHERE ${WHERE} ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`,
       [filter.consumer ?? null, filter.ids ?? null, limit],
     );
+    const window = options.force ? undefined : options.receiptWindow;
     for (const row of rows) {
       const id = Number(row.id);
       if (row.error['kind'] !== 'handler_failed' || row.event_id === null) {
         outcome.skipped.push({ id, reason: `${String(row.error['kind'] ?? 'unknown')}: it would fail the same way again` });
+        continue;
+      }
+      if (window && row.age_ms >= window.ms) {
+        outcome.skipped.push({
+          id,
+          reason:
+            `dead-lettered ${hours(row.age_ms)} ago, longer than the receipt window (${window.setting}: ${hours(window.ms)}): ` +
+            `a command its handler sent before may no longer have its receipt and would be done a second time; ` +
+            `replay it by id with "force": true once you have checked it was not done`,
+        });
         continue;
       }
       try {
@@ -105,6 +127,11 @@ export async function replayDeadLetters(pool: pg.Pool, js: JetStreamClient, filt
     if (outcome.replayed.length > 0) await client.query(`DELETE FROM dead_letters WHERE id = ANY($1::bigint[])`, [outcome.replayed]);
     return outcome;
   });
+}
+
+function hours(ms: number): string {
+  const h = ms / 3_600_000;
+  return h >= 48 ? `${Math.floor(h / 24)} days` : h >= 1 ? `${Math.floor(h)} hours` : `${Math.round(ms / 1000)} s`;
 }
 
 export interface DiscardOutcome {

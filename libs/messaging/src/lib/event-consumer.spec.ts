@@ -3,7 +3,20 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { defineEvent, eventSubject, streamName, type Context, type EventEnvelope } from '@gantry/contracts';
 import { createPool, migrate, pruneExpired } from '@gantry/eventstore';
-import { consumerCaughtUp, deleteStreams, dropSchema, eventually, startScratchPostgres, testDatabaseUrl, testNatsUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
+import {
+  consumerCaughtUp,
+  deleteStreams,
+  dropSchema,
+  eventually,
+  startCuttableProxy,
+  startScratchPostgres,
+  testDatabaseUrl,
+  testNatsUrl,
+  testNaming,
+  uniqueName,
+  type CuttableProxy,
+  type ScratchServer,
+} from '@gantry/testing';
 import { Bus } from './bus.js';
 import { replayDeadLetters } from './dead-letters.js';
 import { EventConsumer, type BeforeCommit } from './event-consumer.js';
@@ -603,5 +616,78 @@ describe('durable event consumer when PostgreSQL or NATS goes away', () => {
       await second.stop();
     }
     expect((await pool.query('SELECT count(*)::int AS n FROM inbox WHERE consumer = $1', [durable])).rows[0].n).toBe(1);
+  });
+});
+
+/**
+ * PostgreSQL stops answering in the middle of a handler's transaction, without closing anything
+ * (docs/operations.md, "When PostgreSQL stops answering"): the consumer's pool is behind a proxy
+ * that forwards nothing, with a short query bound.
+ */
+describe('durable event consumer when PostgreSQL stops answering', () => {
+  const name = uniqueName('consumer_dark');
+  const naming = testNaming(name);
+  let proxy: CuttableProxy;
+  let pool: pg.Pool;
+  let bus: Bus;
+
+  beforeAll(async () => {
+    await migrate({ url: testDatabaseUrl, schema: name });
+    proxy = await startCuttableProxy(testDatabaseUrl);
+    pool = createPool({ url: proxy.url, schema: name, timeouts: { queryMs: 500, connectMs: 500 } });
+    await pool.query('CREATE TABLE pings (event_id text PRIMARY KEY, n int NOT NULL)');
+    bus = await Bus.connect({ servers: testNatsUrl, naming, name: 'consumer-dark-test' });
+    await bus.ensureEventStream(context);
+  });
+
+  afterAll(async () => {
+    proxy.restore();
+    await deleteStreams(bus.nc, naming.streamPrefix);
+    await bus.close();
+    await pool.end();
+    await proxy.close();
+    await dropSchema(name);
+  });
+
+  it('hands the event back as an outage, not a failure of its handler, and handles it once when the database answers again', async () => {
+    const said: string[] = [];
+    let reached: () => void = () => undefined;
+    const handlerReached = new Promise<void>((resolve) => (reached = resolve));
+    let deliveries = 0;
+    const consumer = new EventConsumer({
+      pool,
+      source: context,
+      name: `d${randomUUID().slice(0, 8)}`,
+      bus,
+      logger: { log: () => undefined, warn: (message: string) => void said.push(message), error: (message: string) => void said.push(message) },
+      handle: async (event, sql) => {
+        deliveries++;
+        reached();
+        // The first delivery's insert is sent into the blackhole.
+        if (deliveries === 1) await eventually(async () => blackholed, { what: 'the blackhole' });
+        await sql.query('INSERT INTO pings (event_id, n) VALUES ($1, $2)', [event.eventId, (event.data as { n: number }).n]);
+      },
+      backoffMs: () => 100,
+      ackWaitMs: 5000,
+      // A failure of the handler would be its last: dead-lettered, never handled.
+      maxDeliver: 1,
+    });
+    let blackholed = false;
+    consumer.start();
+    try {
+      await bus.js.publish(eventSubject(naming, context, 'ConsumerTestPinged', 'pr-1'), JSON.stringify(envelope(1)));
+      await handlerReached;
+      proxy.blackhole();
+      blackholed = true;
+      await eventually(async () => said.includes('database unavailable; event handed back'), { what: 'the event handed back' });
+      proxy.restore();
+      await eventually(async () => (await pool.query('SELECT n FROM pings')).rows.length > 0, { what: 'the event handled', timeoutMs: 30_000 });
+      expect((await pool.query('SELECT n FROM pings')).rows).toEqual([{ n: 1 }]);
+      expect((await pool.query('SELECT count(*)::int AS n FROM dead_letters')).rows[0].n).toBe(0);
+      expect(said.filter((message) => /handler failed/.test(message))).toEqual([]);
+    } finally {
+      proxy.restore();
+      await consumer.stop();
+    }
   });
 });

@@ -6,7 +6,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { dispatchSubject, eventSubject, streamName, type Context } from '@gantry/contracts';
 import { createPool, EventStore, migrate, outboxChannel } from '@gantry/eventstore';
-import { deleteStreams, dropSchema, eventually, mostRowsReadByAStep, startNodeProcess, startScratchNats, testDatabaseUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
+import { deleteStreams, dropSchema, eventually, mostRowsReadByAStep, startCuttableProxy, startNodeProcess, startScratchNats, testDatabaseUrl, testNaming, uniqueName, type ScratchServer } from '@gantry/testing';
 import { Bus } from './bus.js';
 import { OUTBOX_BACKLOG_QUERY, OUTBOX_BATCH_QUERY, OutboxRelay, type Companions } from './relay.js';
 
@@ -361,6 +361,36 @@ describe('outbox relay', () => {
     expect(new Set(ids).size).toBe(total);
     expect(new Set(ids)).toEqual(new Set(rows.map((r) => r.event_id)));
   });
+
+  it('run on its own, takes the database bounds: a poll sent while PostgreSQL stops answering is given up, and once it answers the relay publishes again', async () => {
+    const proxy = await startCuttableProxy(testDatabaseUrl);
+    const env = {
+      GANTRY_DATABASE_URL: proxy.url,
+      GANTRY_DB_SCHEMA: name,
+      GANTRY_CONTEXT: context,
+      GANTRY_SUBJECT_ROOT: naming.subjectRoot,
+      GANTRY_STREAM_PREFIX: naming.streamPrefix,
+      GANTRY_DB_CONNECT_TIMEOUT_MS: '1000',
+      GANTRY_DB_QUERY_TIMEOUT_MS: '1000',
+      GANTRY_DB_KEEPALIVE_MS: '1000',
+    };
+    const relay = startNodeProcess(relayEntry, env);
+    try {
+      const [before] = await store.append(`job-${randomUUID()}`, 0, [{ type: 'BeforeTheOutage', data: {} }], { correlationId: 't' });
+      await eventually(async () => (await publishedIds(bus)).includes(before!.eventId), { what: 'the first event published' });
+      proxy.blackhole();
+      // Appended beside the proxy: its notification, and the relay's polls for it, go into the dark.
+      const [during] = await store.append(`job-${randomUUID()}`, 0, [{ type: 'DuringTheOutage', data: {} }], { correlationId: 't' });
+      await new Promise((resolve) => setTimeout(resolve, 2_500)); // a poll or two sent into the outage
+      proxy.restore();
+      // Unbounded, the relay would wait for ever for the answer the proxy dropped.
+      await eventually(async () => (await publishedIds(bus)).includes(during!.eventId), { what: 'the event appended during the outage published', timeoutMs: 30_000 });
+    } finally {
+      proxy.cut();
+      await relay.kill('SIGKILL');
+      await proxy.close();
+    }
+  });
 });
 
 describe('the relay run on its own', () => {
@@ -376,6 +406,15 @@ describe('the relay run on its own', () => {
     expect(failure?.code).toBe(1);
     expect(failure?.stderr).toContain('GANTRY_RELAY_BATCH');
     expect(failure?.stderr).not.toContain('lots-of-secret-9f3');
+    const keepAlive = await run(process.execPath, [relayEntry], {
+      env: { PATH: process.env.PATH, GANTRY_DB_SCHEMA: 'relay_refused', GANTRY_CONTEXT: 'jobs', GANTRY_DB_KEEPALIVE_MS: '5' },
+      timeout: 30_000,
+    }).then(
+      () => null,
+      (error: { code?: number; stderr?: string }) => error,
+    );
+    expect(keepAlive?.code).toBe(1);
+    expect(keepAlive?.stderr).toContain('GANTRY_DB_KEEPALIVE_MS');
     const pool = new pg.Pool({ connectionString: testDatabaseUrl });
     try {
       const { rows } = await pool.query(`SELECT 1 FROM information_schema.schemata WHERE schema_name = 'relay_refused'`);
@@ -424,11 +463,12 @@ describe('outbox relay, its stream deleted under it', () => {
       }, { what: 'the later event published on the stream created again', timeoutMs: 10_000 });
       // What the deleted stream held is not brought back: the log has it (docs/operations.md).
       expect(ids).toEqual([after!.eventId]);
-      expect(await relay.pending()).toBe(0);
+      // the outbox row goes in the relay's next statement, once JetStream acknowledged the publish
+      await eventually(async () => (await relay.pending()) === 0, { what: 'the outbox emptied' });
       const info = await bus.jsm.streams.info(streamName(naming, context));
       expect(info.config.max_age).toBe(3_600_000 * 1_000_000);
-      // The operator's recovery (docs/operations.md, "JetStream state lost"): the events since before
-      // the loss put back in the outbox are published again, under their event ids.
+      // What the operator's recovery does (the republish command, docs/operations.md, "JetStream state
+      // lost"): the events since before the loss put back in the outbox are published again, under their event ids.
       await pool.query(`INSERT INTO outbox (position) SELECT position FROM events WHERE occurred_at >= $1 ON CONFLICT DO NOTHING`, [before!.occurredAt]);
       await eventually(async () => (await publishedIds(bus)).includes(before!.eventId), { what: 'the event the deleted stream held published again' });
       expect((await publishedIds(bus)).sort()).toEqual([before!.eventId, after!.eventId].sort());

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { eventSubject, streamName, type Context, type EventEnvelope, type Naming } from '@gantry/contracts';
-import { EVENT_COLUMNS, outboxChannel, toStoredEvent, type EventRow, type StoredEvent } from '@gantry/eventstore';
+import { clientTimeouts, EVENT_COLUMNS, outboxChannel, toStoredEvent, type DatabaseTimeouts, type EventRow, type StoredEvent } from '@gantry/eventstore';
 import { isNotFound, type Bus } from './bus.js';
 
 export interface RelayLogger {
@@ -22,6 +22,12 @@ export interface RelayOptions {
   standbyRetryMs?: number;
   /** Messages that follow from an event by itself, published with it (see Companion). */
   companions?: Companions;
+  /**
+   * Bounds of the relay's own connection against a PostgreSQL that stops answering (the service's,
+   * DatabaseTimeouts). Without them a poll sent into a partition waits for an answer that never
+   * comes, and the relay stays stuck on it after the database is back.
+   */
+  timeouts?: DatabaseTimeouts;
 }
 
 /**
@@ -201,7 +207,11 @@ export class OutboxRelay {
 
   private async connect(): Promise<void> {
     if (this.client) return;
-    const client = new pg.Client({ connectionString: this.options.databaseUrl, application_name: `gantry-relay-${this.options.schema}` });
+    const client = new pg.Client({
+      connectionString: this.options.databaseUrl,
+      application_name: `gantry-relay-${this.options.schema}`,
+      ...(this.options.timeouts ? clientTimeouts(this.options.timeouts) : {}),
+    });
     client.on('error', () => undefined);
     client.on('notification', () => {
       this.notified = true;

@@ -1,10 +1,11 @@
 import 'reflect-metadata';
-import { NestFactory } from '@nestjs/core';
+import { ModulesContainer, NestFactory } from '@nestjs/core';
 import type { INestApplication, Type } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Logger, PinoLogger } from 'nestjs-pino';
 import type pino from 'pino';
-import { SERVICE_CONFIG } from './runtime.module.js';
+import { runRepublishCommand, type MaintenanceOutput } from './republish-command.js';
+import { runtimeOptionsOf, SERVICE_CONFIG } from './runtime.module.js';
 import type { ServiceConfig } from './config.js';
 import { bootLogger, nestBootLogger } from './logging.js';
 import { GantryTransport } from './transport/gantry-transport.js';
@@ -42,12 +43,10 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
   });
   if (options.nestLogs !== false) app.useLogger(app.get(Logger));
   if (options.rawBody) (app as NestExpressApplication).useBodyParser('json', { limit: options.rawBody.jsonLimit });
-  let transport: GantryTransport | null = null;
-  try {
-    transport = app.get(GantryTransport);
-  } catch {
-    // A client without commands or consumers (the runner) has no transport.
-  }
+  // A client without commands or consumers (the runner) has no transport. Looked for, not asked for:
+  // the application's `get` of a provider it lacks logs an error before it throws.
+  const hasTransport = [...app.get(ModulesContainer).values()].some((m) => m.providers.has(GantryTransport));
+  const transport = hasTransport ? app.get(GantryTransport) : null;
   try {
     // Before the transport wraps its handlers: global enhancers are read when a handler is wrapped.
     const filterLog = await app.resolve(PinoLogger);
@@ -64,12 +63,46 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
   return app;
 }
 
+/** The services' maintenance commands, run from their binary: `node apps/<service>/dist/main.js <command> ...`. */
+const MAINTENANCE_COMMANDS = ['republish'];
+
+/**
+ * Runs a maintenance command of the service (docs/operations.md) instead of the service, and answers
+ * its exit code. An unknown word is refused rather than ignored: a mistyped command must not start a
+ * second copy of the service.
+ */
+async function runMaintenanceCommand(module: Type<unknown>, service: string, command: string, args: string[], output: MaintenanceOutput): Promise<number> {
+  if (!MAINTENANCE_COMMANDS.includes(command)) {
+    output.err(`${service}: unknown command '${command}'; its maintenance command is: ${MAINTENANCE_COMMANDS.join(', ')} (without arguments, ${service} starts)`);
+    return 2;
+  }
+  const runtime = runtimeOptionsOf(module);
+  if (runtime === null) {
+    output.err(`${service} keeps no event log: ${command} is a command of the services that own one (job-service, workflow-engine, pr-service, worktree-service)`);
+    return 2;
+  }
+  return runRepublishCommand(args, { service, context: runtime.context, defaultPort: runtime.defaultPort, env: process.env, output });
+}
+
+/** Lets what was written to stdout and stderr out before the process exits (a pipe's writes are asynchronous). */
+async function flushOutput(): Promise<void> {
+  await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write('', () => resolve()))));
+}
+
 /**
  * Starts a service: HTTP for health, readiness and commands. SIGTERM/SIGINT run the shutdown hooks
  * (stop taking commands, finish what is in flight, stop consumers and relay, close connections) and
- * exit 0; a shutdown that hangs past the grace period exits 1.
+ * exit 0; a shutdown that hangs past the grace period exits 1. With arguments, runs the maintenance
+ * command they name instead and exits with its code.
  */
 export async function runService(module: Type<unknown>, service: string, options: RunServiceOptions = {}): Promise<INestApplication> {
+  const [command, ...args] = process.argv.slice(2);
+  if (command !== undefined) {
+    const output = { out: (line: string) => process.stdout.write(`${line}\n`), err: (line: string) => process.stderr.write(`${line}\n`) };
+    const code = await runMaintenanceCommand(module, service, command, args, output);
+    await flushOutput();
+    process.exit(code);
+  }
   const boot = bootLogger(service);
   const log = boot.child({ context: 'runtime' });
   let app: INestApplication;

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import type { LevelWithSilent } from 'pino';
 import type { Naming } from '@gantry/contracts';
+import type { DatabaseTimeouts } from '@gantry/eventstore';
 import { LOG_LEVEL_NAMES, pinoLevel } from './logging.js';
 import { defineSettings, setting, type SettingsPart } from './settings.js';
 
@@ -14,6 +15,8 @@ export interface ServiceConfig {
   schema: string;
   /** Connections the service's pool opens at most (its relay's connection is its own). */
   databasePoolMax: number;
+  /** How long the pool's connections wait for a PostgreSQL that stops answering (docs/operations.md). */
+  databaseTimeouts: DatabaseTimeouts;
   natsUrl: string;
   naming: Naming;
   httpHost: string;
@@ -68,6 +71,13 @@ const variables = {
   // At least 4: some work holds a connection while other work goes on (the PR service's
   // reconciliation holds its lock on one).
   GANTRY_DB_POOL_MAX: setting.wholeNumber({ min: 4, max: 1_000, default: 10 }),
+  // Below the 10 s a caller waits for an answer by default, so that a command against a database
+  // that stopped answering is answered UNAVAILABLE rather than timing out at its caller.
+  GANTRY_DB_CONNECT_TIMEOUT_MS: setting.wholeNumber({ min: 100, max: 600_000, default: 5_000 }),
+  GANTRY_DB_QUERY_TIMEOUT_MS: setting.wholeNumber({ min: 100, max: MAX_TIMER_MS, default: 8_000 }),
+  GANTRY_DB_KEEPALIVE_MS: setting.wholeNumber({ min: 1_000, max: 3_600_000, default: 10_000 }),
+  // 0: off. Long enough for a consumer's handler that works inside its transaction.
+  GANTRY_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: setting.wholeNumber({ min: 0, max: MAX_TIMER_MS, default: 600_000 }),
   GANTRY_NATS_URL: setting.url({ protocols: ['nats:', 'tls:', 'ws:', 'wss:'], default: 'nats://127.0.0.1:4222', list: true }),
   GANTRY_SUBJECT_ROOT: setting.text('gantry'),
   GANTRY_STREAM_PREFIX: setting.text('GANTRY_'),
@@ -101,6 +111,16 @@ export function serviceSettings(options: { service: string; schema: string; port
     build(v, refuse) {
       const host = v.GANTRY_HTTP_HOST;
       if (!/^[A-Za-z0-9.:[\]-]+$/.test(host)) refuse('GANTRY_HTTP_HOST', 'must be an IP address or a host name');
+      // A consumer's event comes back for as long as its stream holds it (a handler that failed, a
+      // database away), and its handler sends its commands again under the same keys: their receipts
+      // must still answer (docs/architecture.md, "How late a command comes again").
+      if (v.GANTRY_STREAM_MAX_AGE_MS > 0 && v.GANTRY_RECEIPT_TTL_MS < v.GANTRY_STREAM_MAX_AGE_MS) {
+        refuse(
+          'GANTRY_RECEIPT_TTL_MS',
+          `(${v.GANTRY_RECEIPT_TTL_MS} ms) must be at least GANTRY_STREAM_MAX_AGE_MS (${v.GANTRY_STREAM_MAX_AGE_MS} ms): an event handed back to a consumer ` +
+            'after its receipts were pruned would have the commands its handler had sent done a second time',
+        );
+      }
       const token = v.GANTRY_HTTP_TOKEN ?? null;
       if (token !== null && token.length < MIN_HTTP_TOKEN_LENGTH) refuse('GANTRY_HTTP_TOKEN', `must be at least ${MIN_HTTP_TOKEN_LENGTH} characters`);
       if (options.commandsOverHttp && token === null && !isLoopbackHost(host)) {
@@ -111,6 +131,12 @@ export function serviceSettings(options: { service: string; schema: string; port
         databaseUrl: v.GANTRY_DATABASE_URL,
         schema: v.GANTRY_DB_SCHEMA ?? options.schema,
         databasePoolMax: v.GANTRY_DB_POOL_MAX,
+        databaseTimeouts: {
+          connectMs: v.GANTRY_DB_CONNECT_TIMEOUT_MS,
+          queryMs: v.GANTRY_DB_QUERY_TIMEOUT_MS,
+          keepAliveMs: v.GANTRY_DB_KEEPALIVE_MS,
+          idleInTransactionMs: v.GANTRY_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+        },
         natsUrl: v.GANTRY_NATS_URL,
         naming: { subjectRoot: v.GANTRY_SUBJECT_ROOT, streamPrefix: v.GANTRY_STREAM_PREFIX },
         httpHost: host,

@@ -134,6 +134,25 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
     expect(await listed()).toEqual([]);
   });
 
+  it("a dead letter older than the receipt window is left where it is unless forced: the commands its handler sent before may have lost their receipts (docs/operations.md, \"Dead letters\")", async () => {
+    const letter = await deadLettered();
+    seen.failing = false;
+    // Dead-lettered eight days ago: the receipts of what its handler sent then (seven days by default) may be pruned.
+    await db.query(`UPDATE dead_letters SET recorded_at = now() - interval '8 days' WHERE id = $1`, [letter.id]);
+    const refused = await call('POST', '/dead-letters/replay', { ids: [letter.id] });
+    expect(refused.body.result).toEqual({ replayed: [], skipped: [{ id: letter.id, reason: expect.stringContaining('GANTRY_RECEIPT_TTL_MS') }], failed: null });
+    expect(((refused.body.result!['skipped'] as Array<{ reason: string }>)[0]!).reason).toContain('"force": true');
+    expect((await listed()).map((d) => d.id)).toContain(letter.id);
+    // Replayed by consumer too, it is still left, and the younger ones go.
+    expect((await call('POST', '/dead-letters/replay', { consumer: failing })).body.result).toMatchObject({ replayed: [], skipped: [{ id: letter.id }] });
+    expect((await call('POST', '/dead-letters/replay', { ids: [letter.id], force: 'yes' })).status).toBe(400);
+
+    const forced = await call('POST', '/dead-letters/replay', { ids: [letter.id], force: true });
+    expect(forced.body.result).toEqual({ replayed: [letter.id], skipped: [], failed: null });
+    await eventually(async () => seen.handled.includes(letter.eventId!), { what: 'the forced replay handled' });
+    expect(await listed()).toEqual([]);
+  });
+
   it('leaves a payload that failed its schema where it is, and says why', async () => {
     await service.app.get(Bus).js.publish(eventSubject(service.naming, context, 'DeadLettersTestNoted', 'bad'), '{ not JSON');
     const letter = await eventually(async () => (await listed()).find((d) => d.kind === 'invalid_payload') ?? null, { what: 'the malformed message dead-lettered' });

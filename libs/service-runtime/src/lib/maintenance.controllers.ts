@@ -27,6 +27,8 @@ const ReplayRequestSchema = z
   .object({
     consumer: ConsumerNameSchema.optional(),
     ids: z.array(z.number().int().positive()).min(1).max(500).optional(),
+    /** Also the dead letters older than the receipt window (replayDeadLetters). */
+    force: z.boolean().optional(),
   })
   .strict()
   .refine((r) => r.consumer !== undefined || r.ids !== undefined, { message: "name a consumer, or the dead letters' ids" });
@@ -64,7 +66,11 @@ export class DeadLettersController {
     if (!parsed.success) return refuse(res, parsed.error, 'replay request');
     let outcome: ReplayOutcome;
     try {
-      outcome = await replayDeadLetters(this.store.pool, this.bus.js, parsed.data);
+      const { force, ...filter } = parsed.data;
+      outcome = await replayDeadLetters(this.store.pool, this.bus.js, filter, undefined, {
+        receiptWindow: { ms: this.store.receiptTtlMs, setting: 'GANTRY_RECEIPT_TTL_MS' },
+        force,
+      });
     } catch (error) {
       // Its transaction rolled back, so every row stays; what it had published is dropped as a
       // duplicate when handed back again.

@@ -5,6 +5,7 @@ import {
   Module,
   type BeforeApplicationShutdown,
   type DynamicModule,
+  type Type,
   type Provider,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
@@ -265,12 +266,13 @@ export class GantryRuntimeModule {
           provide: EventStore,
           inject: [SERVICE_CONFIG, SECRET_SCRUBBER, Bus],
           useFactory: async (config: ServiceConfig, scrub: SecretScrubber, bus: Bus) => {
-            await migrate({ url: config.databaseUrl, schema: config.schema, migrations: options.migrations });
+            await migrate({ url: config.databaseUrl, schema: config.schema, migrations: options.migrations, timeouts: config.databaseTimeouts });
             const pool = createPool({
               url: config.databaseUrl,
               schema: config.schema,
               applicationName: `${options.service}:${config.schema}`,
               max: config.databasePoolMax,
+              timeouts: config.databaseTimeouts,
             });
             return new EventStore({
               pool,
@@ -325,6 +327,7 @@ export class GantryRuntimeModule {
               bus,
               context: options.context,
               logger: componentLogger(logger, 'relay'),
+              timeouts: config.databaseTimeouts,
               ...(options.companions ? { companions: options.companions } : {}),
             }),
         },
@@ -340,4 +343,22 @@ export class GantryRuntimeModule {
       exports: [...config.tokens, RUNTIME_OPTIONS, EventStore, Bus, GantryTransport, CommandClient, OutboxRelay, Readiness, Liveness, RetentionPruner],
     };
   }
+}
+
+/**
+ * The options a service module gave GantryRuntimeModule.forRoot (found in its imports), for what
+ * runs from the service's binary without starting it (its maintenance commands); null for a module
+ * built with forClient (the runner), which keeps no event log.
+ */
+export function runtimeOptionsOf(module: Type<unknown>): RuntimeOptions | null {
+  // Nest keeps a module's `imports` as metadata of its class under this key (MODULE_METADATA.IMPORTS).
+  const imports = (Reflect.getMetadata('imports', module) ?? []) as unknown[];
+  for (const imported of imports) {
+    const dynamic = imported as Partial<DynamicModule> | undefined;
+    if (dynamic?.module !== GantryRuntimeModule) continue;
+    for (const provider of dynamic.providers ?? []) {
+      if (typeof provider === 'object' && 'provide' in provider && provider.provide === RUNTIME_OPTIONS && 'useValue' in provider) return provider.useValue as RuntimeOptions;
+    }
+  }
+  return null;
 }

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { defineCommand, ErrorCode, GantryError, commandSubject, type Context } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { connectTestNats, eventually, testNaming, uniqueName } from '@gantry/testing';
+import { connectTestNats, eventually, startCuttableProxy, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { startTestService, type TestService } from '../../testing.js';
 import { CommandHandler } from './decorators.js';
@@ -224,6 +224,51 @@ describe('commands over NATS request/reply', () => {
       await lateBus.close();
     }
   });
+
+  const stopTheClock = { timeoutMs: 1000, outagesStopTheClock: true, retryBackoff: { initialMs: 50, maxMs: 100 } };
+
+  it('with outagesStopTheClock, an UNAVAILABLE a service answers itself counts against the deadline: only nobody serving stops the clock', async () => {
+    // A service that runs and answers "unavailable" (stopping, its database away) is not an outage of the service.
+    const answering = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: testNaming(uniqueName('answering')), name: 'answering' });
+    const sub = raw.subscribe(commandSubject(answering.naming, context, 'refuse_test_request'), {
+      callback: (_error, msg) => void msg.respond(JSON.stringify({ ok: false, error: { code: ErrorCode.UNAVAILABLE, message: 'the service is stopping; send it again' } })),
+    });
+    await raw.flush();
+    try {
+      await expect(new CommandClient(answering).request(Refuse, {}, { ...stopTheClock, retryUntil: Date.now() + 700 })).rejects.toMatchObject({
+        code: ErrorCode.UNAVAILABLE,
+        message: 'the service is stopping; send it again',
+      });
+    } finally {
+      sub.unsubscribe();
+      await answering.close();
+    }
+  }, 60_000);
+
+  it('with outagesStopTheClock, a connection to NATS that is closed counts against the deadline: from here a NATS that is down and this process cut off from it look alike', async () => {
+    const closed = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: testNaming(uniqueName('closed')), name: 'closed' });
+    await closed.close();
+    await expect(new CommandClient(closed).request(Refuse, {}, { ...stopTheClock, retryUntil: Date.now() + 700 })).rejects.toMatchObject({
+      code: ErrorCode.UNAVAILABLE,
+      message: expect.stringContaining('NATS is not reachable'),
+    });
+  }, 60_000);
+
+  it('with outagesStopTheClock, a connection to NATS that is cut counts against the deadline: its tries time out and the request gives up', async () => {
+    const proxy = await startCuttableProxy(testNatsUrl);
+    const cutOff = await Bus.connect({ servers: proxy.url, naming: naming, name: 'cut-off' });
+    try {
+      proxy.cut();
+      await eventually(() => !cutOff.connected, { what: 'the connection seen lost' });
+      await expect(
+        new CommandClient(cutOff).request(Deposit, { account: randomUUID(), amount: 1, idempotencyKey: randomUUID() }, { timeoutMs: 300, retryUntil: Date.now() + 1000, outagesStopTheClock: true, retryBackoff: { initialMs: 50, maxMs: 100 } }),
+      ).rejects.toMatchObject({ code: ErrorCode.TIMEOUT });
+    } finally {
+      proxy.restore();
+      await cutOff.close();
+      await proxy.close();
+    }
+  }, 60_000);
 
   it('with a deadline, a refusal is not repeated, and an unanswered request gives up once the deadline has passed', async () => {
     const seen: string[] = [];
