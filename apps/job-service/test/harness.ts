@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
-import { eventSubject, registerProduct, type ProductSettings } from '@gantry/contracts';
+import type { z } from 'zod';
+import { enqueueJob, eventSubject, registerProduct, type ProductSettings } from '@gantry/contracts';
 import { EVENT_COLUMNS, toStoredEvent, type EventRow } from '@gantry/eventstore';
 import { toEnvelope, type CommandClient } from '@gantry/messaging';
 import { createTestWorld, startInProcess as startModule, type TestWorld } from '@gantry/service-runtime/testing';
@@ -17,6 +18,21 @@ export const startInProcess = (world: TestWorld, env: Record<string, string> = {
 
 export const key = (label: string) => `test/${label}:${randomUUID()}`;
 export const sha = (c: string) => c.repeat(40).slice(0, 40);
+
+type EnqueueRequest = z.input<(typeof enqueueJob)['request']>;
+
+/** An enqueue of a TASK_IMPLEMENTATION job of `productId` under a fresh key; `over` changes any field. */
+export const taskEnqueueRequest = (productId: string, over: Partial<EnqueueRequest> = {}): EnqueueRequest => ({
+  kind: 'TASK_IMPLEMENTATION',
+  productId,
+  storyId: 'ST-1',
+  taskId: `T-${randomUUID().slice(0, 6)}`,
+  prompt: 'Implement it',
+  payload: { plan: 'do it' },
+  baseRef: 'feat/story-1',
+  idempotencyKey: key('enqueue'),
+  ...over,
+});
 
 /** Registers each product (once: the key is the product's, so a repeat replays), on a repository of its own name. */
 export async function registerProducts(client: CommandClient, productIds: string[], settings: Partial<ProductSettings> = {}): Promise<void> {

@@ -26,10 +26,11 @@ import {
   type VerificationFacts,
 } from '@gantry/contracts';
 import { EventStore, rebuildProjections } from '@gantry/eventstore';
+import { readAllPages } from '@gantry/messaging';
 import { eventually } from '@gantry/testing';
 import { ClaimPicker } from '../src/application/claim-picker.js';
 import { jobServiceProjections } from '../src/infrastructure/projections.js';
-import { createWorld, key, publishEnqueueWithoutItsOffer, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
+import { createWorld, key, publishEnqueueWithoutItsOffer, registerProducts, sha, startInProcess, taskEnqueueRequest, type TestWorld } from './harness.js';
 
 const runner = (n: number | string) => `runner-${n}`;
 
@@ -52,17 +53,7 @@ describe('job service through the NATS command path', () => {
     Number((await world.db.query(`SELECT count(*) AS n FROM events WHERE stream_id = $1`, [streamId])).rows[0].n);
 
   const enqueue = (over: Partial<Parameters<typeof world.client.request<typeof enqueueJob>>[1]> = {}) =>
-    world.client.request(enqueueJob, {
-      kind: 'TASK_IMPLEMENTATION',
-      productId: 'product-1',
-      storyId: 'ST-1',
-      taskId: `T-${Math.random().toString(36).slice(2, 8)}`,
-      prompt: 'Implement it',
-      payload: { plan: 'do it' },
-      baseRef: 'feat/story-1',
-      idempotencyKey: key('enqueue'),
-      ...over,
-    });
+    world.client.request(enqueueJob, taskEnqueueRequest('product-1', over));
 
   /** Enqueue, claim and start one job; returns what a runner holds. */
   async function runningJob(kind: JobKind = 'TASK_IMPLEMENTATION', extra: Record<string, unknown> = {}) {
@@ -180,6 +171,25 @@ describe('job service through the NATS command path', () => {
       expect(new Set(replies.map((r) => r.jobId))).toEqual(new Set([created[0]!.jobId]));
       const job = await world.client.request(getJob, { jobId: created[0]!.jobId });
       expect(job.payloads).toHaveLength(8);
+    });
+
+    it('coalescing stops growing a job before it outgrows one message: twelve 100,000-character prompts make jobs that can each be read and claimed', async () => {
+      const prompt = (n: number) => `${n}`.padEnd(100_000, '.');
+      const replies: Array<{ jobId: string; outcome: string }> = [];
+      for (let n = 0; n < 12; n++) replies.push(await enqueue({ ...review('big-prompts', { n }), prompt: prompt(n) }));
+      // Two such prompts fit the bound (MAX_JOB_INPUT_BYTES), a third does not.
+      expect(replies.some((r) => r.outcome === 'coalesced')).toBe(true);
+      const jobIds = [...new Set(replies.map((r) => r.jobId))];
+      expect(jobIds.length).toBeGreaterThanOrEqual(6);
+      let prompts = 0;
+      for (const jobId of jobIds) {
+        const job = await world.client.request(getJob, { jobId });
+        prompts += job.prompts.length;
+        const claim = await world.client.request(claimJob, { runnerId: runner('big'), kinds: ['REVIEW'], jobId, idempotencyKey: key(`claim-big-${jobId}`) });
+        expect(claim).toMatchObject({ claimed: true, job: { jobId } });
+      }
+      // Nothing accepted is lost: every prompt is in one of the jobs.
+      expect(prompts).toBe(12);
     });
 
     it('a request excluded from coalescing makes its own job, and nothing coalesces into it', async () => {
@@ -550,18 +560,21 @@ describe('job service through the NATS command path', () => {
   });
 
   it('every projection dropped and rebuilt from the log answers every query as before', async () => {
+    // Every page: the jobs with long prompts above fill a page by its size.
+    const jobsWhere = (filter: Omit<Parameters<typeof world.client.request<typeof listJobs>>[1], 'cursor'>) =>
+      readAllPages((cursor) => world.client.request(listJobs, { ...filter, cursor }), (page) => page.jobs);
     const queries = async () => {
-      const all = await world.client.request(listJobs, { limit: 500 });
-      const byStatus = await world.client.request(listJobs, { status: ['QUEUED', 'FAILED'], limit: 500 });
-      const byStory = await world.client.request(listJobs, { storyId: 'ST-1', limit: 500 });
-      const single = await Promise.all(all.jobs.slice(0, 10).map((j) => world.client.request(getJob, { jobId: j.jobId })));
+      const all = await jobsWhere({ limit: 500 });
+      const byStatus = await jobsWhere({ status: ['QUEUED', 'FAILED'], limit: 500 });
+      const byStory = await jobsWhere({ storyId: 'ST-1', limit: 500 });
+      const single = await Promise.all(all.slice(0, 10).map((j) => world.client.request(getJob, { jobId: j.jobId })));
       return { all, byStatus, byStory, single };
     };
     const before = await queries();
-    expect(before.all.jobs.length).toBeGreaterThan(20);
+    expect(before.all.length).toBeGreaterThan(20);
     const store = app.get(EventStore);
     for (const table of ['jobs', 'sprint_runs']) await world.db.query(`DELETE FROM ${table}`);
-    await expect(world.client.request(getJob, { jobId: before.all.jobs[0]!.jobId })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+    await expect(world.client.request(getJob, { jobId: before.all[0]!.jobId })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
     await rebuildProjections(store, jobServiceProjections);
     expect(await queries()).toEqual(before);
   });
@@ -577,11 +590,11 @@ describe('job service through the NATS command path', () => {
     await expect(world.client.request(listJobs, { cursor: 'bogus' })).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
   });
 
-  it('a request that fits the bus but whose event would not is refused INVALID_COMMAND, nothing recorded, and the relay goes on publishing', async () => {
+  it('a request that fits the bus but whose job would not fit one message is refused INVALID_COMMAND, nothing recorded, and the relay goes on publishing', async () => {
     const limit = world.bus.nc.info!.max_payload;
     const taskId = `T-${Math.random().toString(36).slice(2, 8)}`;
     const error = await enqueue({ storyId: 'ST-oversize', taskId, prompt: 'p'.repeat(100_000), payload: { blob: 'b'.repeat(limit - 100_000 - 700) } }).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(/JobEnqueued event .* bus carries at most/) });
+    expect(error).toMatchObject({ code: ErrorCode.INVALID_COMMAND, message: expect.stringContaining(`(MAX_JOB_INPUT_BYTES)`) });
     expect((await world.client.request(listJobs, { taskId })).jobs).toEqual([]);
     // what comes after is published: nothing is left stuck in the outbox
     const { jobId } = await enqueue({ storyId: 'ST-oversize' });

@@ -2,7 +2,7 @@ import { dispatchStreamName, enqueueJob, JobOfferSchema, jobOfferMessageId } fro
 import { eventually, startScratchNats, type ScratchNats } from '@gantry/testing';
 import type { INestApplication } from '@nestjs/common';
 import { createTestWorld } from '@gantry/service-runtime/testing';
-import { key, registerProducts, startInProcess, type TestWorld } from './harness.js';
+import { registerProducts, startInProcess, taskEnqueueRequest, type TestWorld } from './harness.js';
 
 /**
  * Offers JetStream lost while PostgreSQL still has the job QUEUED (docs/jobs.md, "Offers lost by
@@ -40,16 +40,7 @@ describe('queued jobs whose offer JetStream lost', () => {
   }
 
   const enqueue = () =>
-    world.client.request(enqueueJob, {
-      kind: 'TASK_IMPLEMENTATION',
-      productId: 'product-lost',
-      storyId: 'ST-1',
-      taskId: `T-${Math.random().toString(36).slice(2, 8)}`,
-      prompt: 'Implement it',
-      payload: { plan: 'do it' },
-      baseRef: 'feat/story-1',
-      idempotencyKey: key('enqueue'),
-    });
+    world.client.request(enqueueJob, taskEnqueueRequest('product-lost'));
 
   it('a queued job whose offer was purged from the dispatch stream is offered again, under the same message id, once', async () => {
     const { jobId } = await enqueue();

@@ -2,7 +2,7 @@ import { claimJob, dispatchStreamName, enqueueJob, JobOfferSchema, jobOfferMessa
 import { eventually, startScratchNats, type ScratchServer } from '@gantry/testing';
 import type { INestApplication } from '@nestjs/common';
 import { createTestWorld } from '@gantry/service-runtime/testing';
-import { key, registerProducts, startInProcess, type TestWorld } from './harness.js';
+import { key, registerProducts, startInProcess, taskEnqueueRequest, type TestWorld } from './harness.js';
 
 /**
  * The job service's own event stream deleted under it (docs/operations.md, "JetStream state lost"):
@@ -30,16 +30,7 @@ describe('the jobs event stream deleted while the job service runs', () => {
     const stream = streamName(world.naming, 'jobs');
     await eventually(async () => Number((await world.db.query(`SELECT count(*) AS n FROM outbox`)).rows[0].n) === 0, { what: 'the outbox empty' });
     await world.bus.jsm.streams.delete(stream);
-    const { jobId } = await world.client.request(enqueueJob, {
-      kind: 'TASK_IMPLEMENTATION',
-      productId: 'product-gone',
-      storyId: 'ST-1',
-      taskId: 'T-1',
-      prompt: 'Implement it',
-      payload: { plan: 'do it' },
-      baseRef: 'feat/story-1',
-      idempotencyKey: key('enqueue'),
-    });
+    const { jobId } = await world.client.request(enqueueJob, taskEnqueueRequest('product-gone', { taskId: 'T-1' }));
     await eventually(async () => (await world.bus.jsm.streams.info(stream).catch(() => null))?.state.messages === 1, { what: 'the enqueue published on the stream created again', timeoutMs: 15_000 });
     const msg = (await world.bus.jsm.streams.getMessage(stream, { seq: (await world.bus.jsm.streams.info(stream)).state.first_seq }))!;
     expect(msg.json<{ streamId: string; type: string }>()).toMatchObject({ streamId: jobId, type: 'JobEnqueued' });

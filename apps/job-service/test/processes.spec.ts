@@ -1,4 +1,5 @@
-import { claimJob, enqueueJob, ErrorCode, getJob } from '@gantry/contracts';
+import { readFile } from 'node:fs/promises';
+import { claimJob, enqueueJob, ErrorCode, getJob, startJob } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { startApp, type RunningApp } from '@gantry/testing';
 import { createWorld, key, registerProducts, type TestWorld } from './harness.js';
@@ -90,6 +91,84 @@ describe('job service as processes', () => {
     expect(Number(after.rows[0].n)).toBe(1);
     // Another runner's claim is still refused: the lease is held.
     await expect(world.client.request(claimJob, { ...request, runnerId: 'runner-other', idempotencyKey: key('claim') })).rejects.toMatchObject({ code: ErrorCode.ALREADY_CLAIMED });
+  }, 60_000);
+
+  /**
+   * Sends `request` to a replica started with GANTRY_TEST_STOP_BEFORE_COMMIT=<command>, which stops
+   * itself once between deciding it and sending its write; once it is stopped, the caller sends the
+   * same request to another replica, which does it; then the frozen one is woken. `prepare` makes the
+   * request once both run. Returns the answers. Over HTTP, to the replica named: the bus would hand the
+   * retry to the frozen one half of the time.
+   */
+  const raceWithFrozenReplica = async (command: string, prepare: () => Promise<Record<string, unknown>>, env: Record<string, string> = {}) => {
+    const frozen = await start({ GANTRY_TEST_STOP_BEFORE_COMMIT: command, ...env });
+    const other = await start(env);
+    const request = await prepare();
+    const post = async (app: RunningApp) => {
+      const response = await fetch(`${app.url}/commands/${command}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request) });
+      return (await response.json()) as { ok: boolean; result?: Record<string, unknown> };
+    };
+    const late = post(frozen);
+    await eventually(async () => (await readFile(`/proc/${frozen.process.pid}/stat`, 'utf8')).split(') ')[1]!.startsWith('T'), { what: 'the replica stopped before its write' });
+    const done = await post(other);
+    frozen.process.kill('SIGCONT');
+    const woken = await late;
+    // Asked again of either, the same answer: the woken replica goes on answering.
+    const again = [await post(frozen), await post(other)];
+    for (const app of [frozen, other]) expect(await app.kill('SIGTERM')).toBe(0);
+    return { done, woken, again };
+  };
+
+  it('a replica frozen (SIGSTOP) between deciding a claim and writing it, while the claim is sent again and another replica grants it: woken, its late write grants nothing a second time and it answers with the same lease', async () => {
+    let jobId = '';
+    const { done, woken, again } = await raceWithFrozenReplica('claim_job', async () => {
+      ({ jobId } = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-2r', taskId: 'T-frozen', idempotencyKey: key('e') }));
+      return { runnerId: 'runner-frozen', kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key('claim') };
+    });
+    expect(done).toMatchObject({ ok: true, result: { claimed: true, job: { jobId, leaseToken: 1 } } });
+    expect(woken).toEqual(done);
+    expect(again).toEqual([done, done]);
+    const claims = await world.db.query(`SELECT data->>'leaseToken' AS token FROM events WHERE stream_id = $1 AND type = 'JobClaimed'`, [jobId]);
+    expect(claims.rows).toEqual([{ token: '1' }]);
+  }, 60_000);
+
+  it('a replica frozen between deciding a story-log entry and writing it, while another writes it: woken, it writes no second entry and answers the same', async () => {
+    let jobId = '';
+    const entryKey = key('impl');
+    const { done, woken, again } = await raceWithFrozenReplica('log_implementation', async () => {
+      ({ jobId } = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-2r', taskId: 'T-frozen-log', idempotencyKey: key('e') }));
+      const claimed = await world.client.request(claimJob, { runnerId: 'runner-log', kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key('claim') });
+      if (!claimed.claimed) throw new Error('the job was not claimed');
+      const fence = { jobId, runnerId: 'runner-log', leaseToken: claimed.job.leaseToken };
+      await world.client.request(startJob, { ...fence, idempotencyKey: key('start') });
+      return { ...fence, summary: 'the change, once', idempotencyKey: entryKey };
+    });
+    expect(done).toMatchObject({ ok: true });
+    expect(woken).toEqual(done);
+    expect(again).toEqual([done, done]);
+    const written = await world.db.query(`SELECT type FROM events WHERE stream_id = $1 AND metadata->>'idempotencyKey' = $2`, [jobId, entryKey]);
+    expect(written.rows).toHaveLength(1);
+  }, 60_000);
+
+  it('a replica frozen inside its transaction (group commit: the key claimed, the write not sent): the other waits for the key until the frozen session is ended, grants the claim once; woken, the frozen one grants nothing and answers UNAVAILABLE, and sent again the same lease', async () => {
+    let jobId = '';
+    // Each command in a transaction of its own, and a session idle in one ended after 2 s.
+    const env = { GANTRY_GROUP_COMMIT: '1x1', GANTRY_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '2000' };
+    const { done, woken, again } = await raceWithFrozenReplica(
+      'claim_job',
+      async () => {
+        ({ jobId } = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-2r', taskId: 'T-frozen-tx', idempotencyKey: key('e') }));
+        return { runnerId: 'runner-frozen-tx', kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key('claim') };
+      },
+      env,
+    );
+    expect(done).toMatchObject({ ok: true, result: { claimed: true, job: { jobId, leaseToken: 1 } } });
+    // Its session was ended under it: it cannot know whether its transaction committed, and says so —
+    // UNAVAILABLE, send it again — rather than grant or refuse anything; sent again, the grant is the answer.
+    expect(woken).toEqual({ ok: false, error: { code: ErrorCode.UNAVAILABLE, message: expect.stringContaining('send it again') } });
+    expect(again).toEqual([done, done]);
+    const claims = await world.db.query(`SELECT data->>'leaseToken' AS token FROM events WHERE stream_id = $1 AND type = 'JobClaimed'`, [jobId]);
+    expect(claims.rows).toEqual([{ token: '1' }]);
   }, 60_000);
 
   it('a lease the sweep cannot expire for an unexpected reason is logged as an error, and the other leases still expire', async () => {

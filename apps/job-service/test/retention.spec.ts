@@ -5,8 +5,9 @@ import { OFFERS_CONSUMER } from '../src/application/offers.js';
 import { createWorld, key, publishEnqueueWithoutItsOffer, registerProducts, startInProcess, type TestWorld } from './harness.js';
 
 /**
- * Retention through the running service: every receipt but the run queue's (24 h) expires at once,
- * dead letters are kept for a millisecond, the streams keep messages for 3 s, and the pruning job
+ * Retention through the running service: every receipt but the run queue's (24 h) expires after 3 s
+ * (a receipt may not go before the streams drop a message), dead letters are kept for a millisecond,
+ * the streams keep messages for 3 s, and the pruning job
  * runs every 50 ms. See docs/DEVELOPING.md (retention).
  */
 describe('retention: the pruning job of a running job service', () => {
@@ -17,7 +18,7 @@ describe('retention: the pruning job of a running job service', () => {
   beforeAll(async () => {
     world = await createWorld('retention');
     app = await startInProcess(world, {
-      GANTRY_RECEIPT_TTL_MS: '1',
+      GANTRY_RECEIPT_TTL_MS: String(streamMaxAgeMs),
       GANTRY_DEAD_LETTER_RETENTION_MS: '1',
       GANTRY_STREAM_MAX_AGE_MS: String(streamMaxAgeMs),
       GANTRY_STREAM_MAX_BYTES: String(64 * 1024 * 1024),
@@ -45,7 +46,7 @@ describe('retention: the pruning job of a running job service', () => {
     const claimed = await world.client.request(claimJob, { runnerId: 'runner-r', kinds: ['TASK_IMPLEMENTATION'], jobId: created.jobId, idempotencyKey: claimKey });
     expect(claimed.claimed).toBe(true);
 
-    // The claim's receipt (no window of its own: the 1 ms default) goes; the enqueue's (24 h) stays.
+    // The claim's receipt (no window of its own: the 3 s default) goes; the enqueue's (24 h) stays.
     await eventually(async () => !(await receipt(claimKey)), { what: 'the pruning job to delete the expired claim receipt' });
     expect(await receipt(enqueueKey)).toBe(true);
 

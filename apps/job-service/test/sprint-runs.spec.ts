@@ -24,10 +24,11 @@ import {
   streamName,
   type JobView,
 } from '@gantry/contracts';
-import { consumerCaughtUp, eventIdOf, eventually, handledByConsumer } from '@gantry/testing';
+import { consumerCaughtUp, eventIdOf, eventually, handledByConsumer, relayed } from '@gantry/testing';
 import { OWN_EVENTS_DURABLE } from '../src/application/durables.js';
 import { eventsOfJobsOutsideSprintRuns } from '../src/infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../src/infrastructure/projections.js';
+import { MAX_PAUSE_FILES_BYTES } from '../src/domain/index.js';
 import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
 const PR = 'https://github.com/acme/shop/pull/102';
@@ -69,16 +70,58 @@ describe('sprint runs driven by job events and PR events', () => {
   const sprintJobs = async (sprintRunId: string) => (await world.client.request(listJobs, { sprintRunId })).jobs;
   const run = (sprintRunId: string) => world.client.request(getSprintRun, { sprintRunId });
 
-  /** What the pr-service will publish: a contract-valid envelope on the prs stream. */
-  async function publishPrEvent(type: string, data: Record<string, unknown>) {
-    const eventId = randomUUID();
+  /**
+   * What the pr-service will publish: a contract-valid envelope on the prs stream. With `eventId`, an
+   * event published before, delivered again (as a replay of the stream would).
+   */
+  async function publishPrEvent(type: string, data: Record<string, unknown>, eventId: string = randomUUID()) {
     const streamId = 'pr-acme_shop-sprint';
     const envelope = {
       eventId, type, schemaVersion: 1, streamId, streamVersion: 1, position: 1, occurredAt: new Date().toISOString(),
       correlationId: 'pr-test', causationId: null, idempotencyKey: null, actor: null, data,
     };
-    await world.bus.js.publish(eventSubject(world.naming, 'prs', type, streamId), JSON.stringify(envelope), { msgID: eventId });
+    await world.bus.js.publish(eventSubject(world.naming, 'prs', type, streamId), JSON.stringify(envelope), { msgID: randomUUID() });
     return eventId;
+  }
+
+  const PR_FACT_CONSUMERS: Record<string, string> = {
+    [PullRequestMergeConflict.type]: 'job-service-sprint-runs-merge-conflicts',
+    [PullRequestChecksFailed.type]: 'job-service-sprint-runs-checks-failed',
+  };
+
+  /** Publishes a PR fact and waits until the job service has handled it (its inbox row is committed). */
+  async function deliverPrFact(type: string, data: Record<string, unknown>, eventId?: string) {
+    const id = await publishPrEvent(type, data, eventId);
+    await handledByConsumer(world.db, PR_FACT_CONSUMERS[type]!, id);
+    return id;
+  }
+
+  const conflictOn = (branch: string, headSha: string) => ({ ...prFacts(branch), headSha, conflictingFiles: ['src/app.ts'] });
+  const redChecksOn = (branch: string, headSha: string) => ({ ...prFacts(branch), headSha, failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }] });
+  const runEventTypes = async (sprintRunId: string) =>
+    (await world.db.query<{ type: string }>(`SELECT type FROM events WHERE stream_id = $1 ORDER BY stream_version`, [sprintRunId])).rows.map((r) => r.type);
+
+  /** A sprint job claimed and started that commits `head` and reports pushing it to `branch`, as a runner does; then finished DONE unless `finish` is false. */
+  async function pushHead(job: JobView, runnerId: string, branch: string, head: string, finish = true) {
+    const claim = await world.client.request(claimJob, { runnerId, kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    const lease = { jobId: job.jobId, runnerId, leaseToken: claim.job.leaseToken };
+    await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
+    await world.client.request(logImplementation, { ...lease, summary: 'start', idempotencyKey: key('log') });
+    await world.client.request(logCommit, { ...lease, commitSha: head, message: 'feat', summary: 'one file', idempotencyKey: key('log') });
+    await world.client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: key('log') });
+    await world.client.request(reportPush, { ...lease, branch, headSha: head, pushed: true, idempotencyKey: key('push') });
+    if (!finish) return;
+    await world.client.request(finishJob, {
+      ...lease, idempotencyKey: key('finish'),
+      facts: { verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 1, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false },
+    });
+  }
+
+  /** Waits until the service's own-events durable has delivered the job's push report to every consumer of it. */
+  async function pushDelivered(jobId: string) {
+    await relayed(world.db, await eventIdOf(world.db, jobId, 'JobPushReported'));
+    await consumerCaughtUp(world.bus.jsm, streamName(world.naming, 'jobs'), OWN_EVENTS_DURABLE);
   }
 
   const prFacts = (branch: string) => ({
@@ -152,6 +195,31 @@ describe('sprint runs driven by job events and PR events', () => {
       correlationId: 'c', causationId: null, idempotencyKey: null, actor: null, data: {},
     }));
     expect(await eventsOfJobsOutsideSprintRuns(events, world.db)).toEqual(new Set([events[0]!.eventId, events[2]!.eventId]));
+  });
+
+  it('a merge conflict in more files than one message carries still pauses the run: the files it keeps and names are cut, the pull request lists them all', async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-huge', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-huge', prUrl: PR, idempotencyKey: key('sprint'),
+    });
+    const jobs = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 2 ? j : null;
+    }, { what: 'one job per sprint task' });
+    await finishDone(jobs[0]!, 'runner-huge');
+    await eventually(async () => (await run(created.sprintRunId)).status === 'RUNNING', { what: 'the run RUNNING' });
+
+    // 20,000 paths, 860 KB as JSON: the pr-service's event fits one message, a pause that named them twice would not.
+    const files = Array.from({ length: 20_000 }, (_, i) => `src/modules/generated/file-${String(i).padStart(6, '0')}.ts`);
+    await publishPrEvent(PullRequestMergeConflict.type, { ...prFacts('sprint/SP-huge'), conflictingFiles: files });
+    const paused = await eventually(async () => {
+      const r = await run(created.sprintRunId);
+      return r.status === 'PAUSED' ? r : null;
+    }, { what: 'the run PAUSED' });
+    const kept = paused.pause!.conflictingFiles;
+    expect(kept).toEqual(files.slice(0, kept.length));
+    expect(Buffer.byteLength(JSON.stringify(kept))).toBeLessThanOrEqual(MAX_PAUSE_FILES_BYTES);
+    expect(paused.pause!.resumeInstructions).toContain(`and ${files.length - 20} more files (the pull request lists them all)`);
+    await relayed(world.db, await eventIdOf(world.db, created.sprintRunId, 'SprintRunPaused'));
   });
 
   it('running → merge conflict → PAUSED with its context → resumed → tasks done → DONE', async () => {
@@ -422,6 +490,104 @@ describe('sprint runs driven by job events and PR events', () => {
       return job.status === 'FAILED' ? job : null;
     }, { what: 'the job FAILED on red checks' });
     expect(failed).toMatchObject({ taskStatus: 'IN_PROGRESS', error: `checks failed on ${PR}: ci/test` });
+  });
+
+  describe('pull-request facts about a head the run has moved on from (docs/jobs.md, SR-1)', () => {
+    it("a conflict and red checks reported late for a head its jobs pushed over are passed over; the current head's still act", async () => {
+      const branch = 'sprint/SP-heads';
+      const created = await world.client.request(createSprintRun, { sprintId: 'SP-heads', productId: 'product-42', taskIds: ['T-H1', 'T-H2'], branch, idempotencyKey: key('sprint') });
+      const jobs = await eventually(async () => {
+        const j = await sprintJobs(created.sprintRunId);
+        return j.length === 2 ? j : null;
+      }, { what: 'the sprint jobs' });
+      await pushHead(jobs[0]!, 'runner-h1', branch, sha('1'));
+      // The second task's job pushes on top of the first's, and is still at work.
+      await pushHead(jobs[1]!, 'runner-h2', branch, sha('2'), false);
+      await pushDelivered(jobs[1]!.jobId);
+      await eventually(async () => {
+        const r = await run(created.sprintRunId);
+        return r.status === 'RUNNING' && r.doneTaskIds.includes('T-H1');
+      }, { what: 'the run RUNNING with T-H1 done' });
+      const before = await runEventTypes(created.sprintRunId);
+
+      // What the pr-service saw on the first head, handled only now.
+      await deliverPrFact(PullRequestMergeConflict.type, conflictOn(branch, sha('1')));
+      await deliverPrFact(PullRequestChecksFailed.type, redChecksOn(branch, sha('1')));
+      expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', pause: null, failure: null });
+      expect(await runEventTypes(created.sprintRunId)).toEqual(before);
+
+      await deliverPrFact(PullRequestMergeConflict.type, conflictOn(branch, sha('2')));
+      expect(await run(created.sprintRunId)).toMatchObject({ status: 'PAUSED', pause: { reason: 'MERGE_CONFLICT', conflictingFiles: ['src/app.ts'] } });
+    });
+
+    it('a resumed run passes over the conflict it was resumed from, delivered again, and red checks reported late for that head; a head no job of it pushed still acts', async () => {
+      const branch = 'sprint/SP-resumed';
+      const created = await world.client.request(createSprintRun, { sprintId: 'SP-resumed', productId: 'product-42', taskIds: ['T-R1', 'T-R2'], branch, idempotencyKey: key('sprint') });
+      const jobs = await eventually(async () => {
+        const j = await sprintJobs(created.sprintRunId);
+        return j.length === 2 ? j : null;
+      }, { what: 'the sprint jobs' });
+      await pushHead(jobs[0]!, 'runner-r1', branch, sha('3'));
+      await pushDelivered(jobs[0]!.jobId);
+      await eventually(async () => (await run(created.sprintRunId)).doneTaskIds.includes('T-R1'), { what: 'T-R1 done' });
+      const conflict = conflictOn(branch, sha('3'));
+      const conflictId = await deliverPrFact(PullRequestMergeConflict.type, conflict);
+      expect((await run(created.sprintRunId)).status).toBe('PAUSED');
+
+      // A person merges the base branch in, pushes the resolution (a head no job reported) and resumes.
+      await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'resolved', idempotencyKey: key('resume') });
+      const resumed = await runEventTypes(created.sprintRunId);
+      // Red checks the pr-service saw on the conflicting head, handled only now.
+      await deliverPrFact(PullRequestChecksFailed.type, redChecksOn(branch, sha('3')));
+      expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', failure: null });
+      // The conflict delivered again with its inbox row gone, as a replay into a rebuilt inbox would.
+      await world.db.query(`DELETE FROM inbox WHERE consumer = $1 AND event_id = $2`, [PR_FACT_CONSUMERS[PullRequestMergeConflict.type], conflictId]);
+      await deliverPrFact(PullRequestMergeConflict.type, conflict, conflictId);
+      expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', pause: null });
+      expect(await runEventTypes(created.sprintRunId)).toEqual(resumed);
+
+      // The person's head is one the run never heard of: its red checks may be the branch as it is now.
+      await deliverPrFact(PullRequestChecksFailed.type, redChecksOn(branch, sha('4')));
+      expect(await run(created.sprintRunId)).toMatchObject({ status: 'FAILED', failure: { reason: 'CHECKS_FAILED' } });
+    });
+
+    it("red checks on a push whose report the run has not handled yet fail it: the pr-service saw the head first", async () => {
+      const branch = 'sprint/SP-early';
+      const created = await world.client.request(createSprintRun, { sprintId: 'SP-early', productId: 'product-42', taskIds: ['T-Q1', 'T-Q2'], branch, idempotencyKey: key('sprint') });
+      const jobs = await eventually(async () => {
+        const j = await sprintJobs(created.sprintRunId);
+        return j.length === 2 ? j : null;
+      }, { what: 'the sprint jobs' });
+      await pushHead(jobs[0]!, 'runner-q1', branch, sha('5'));
+      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, jobs[0]!.jobId, 'JobPushReported'));
+      await withReactionHeldBack(jobs[1]!.jobId, 'JobPushReported', async () => {
+        await pushHead(jobs[1]!, 'runner-q2', branch, sha('6'), false);
+        await deliverPrFact(PullRequestChecksFailed.type, redChecksOn(branch, sha('6')));
+        expect(await run(created.sprintRunId)).toMatchObject({ status: 'FAILED', failure: { reason: 'CHECKS_FAILED' } });
+      });
+      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, jobs[1]!.jobId, 'JobPushReported'));
+      expect((await run(created.sprintRunId)).status).toBe('FAILED');
+    });
+
+    it("a push report handled after a later one's does not make its head the current one again", async () => {
+      const branch = 'sprint/SP-order-heads';
+      const created = await world.client.request(createSprintRun, { sprintId: 'SP-order-heads', productId: 'product-42', taskIds: ['T-P1', 'T-P2'], branch, idempotencyKey: key('sprint') });
+      const jobs = await eventually(async () => {
+        const j = await sprintJobs(created.sprintRunId);
+        return j.length === 2 ? j : null;
+      }, { what: 'the sprint jobs' });
+      // The run learns of the first job's push only after the second job's.
+      await withReactionHeldBack(jobs[0]!.jobId, 'JobPushReported', async () => {
+        await pushHead(jobs[0]!, 'runner-p1', branch, sha('7'));
+        await pushHead(jobs[1]!, 'runner-p2', branch, sha('8'), false);
+        await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, jobs[1]!.jobId, 'JobPushReported'));
+      });
+      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, jobs[0]!.jobId, 'JobPushReported'));
+      await deliverPrFact(PullRequestMergeConflict.type, conflictOn(branch, sha('7')));
+      expect((await run(created.sprintRunId)).status).toBe('RUNNING');
+      await deliverPrFact(PullRequestMergeConflict.type, conflictOn(branch, sha('8')));
+      expect((await run(created.sprintRunId)).status).toBe('PAUSED');
+    });
   });
 
   it('replaying every event through the effect processor enqueues nothing twice', async () => {

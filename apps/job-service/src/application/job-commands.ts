@@ -42,7 +42,7 @@ import {
 import { ClaimPicker } from './claim-picker.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { enqueueJobRequest } from './run-queue.js';
-import { crashAfterCommitIfAsked } from './test-crash-hook.js';
+import { crashAfterCommitIfAsked, stopBeforeCommitIfAsked } from './test-crash-hook.js';
 import { loadJob } from '../infrastructure/job-store.js';
 
 type JobDecision = Decision<JobState, JobEvent>;
@@ -133,6 +133,7 @@ export class JobCommandHandlers {
           const now = this.now();
           const claimOne = async (jobId: string) => {
             const decision = await decideWithin(uow, jobDecider, jobId, claimJobCommand(request, { jobId, now }));
+            stopBeforeCommitIfAsked('claim_job');
             return { claimed: true as const, job: claimedJob(jobAfter(decision)) };
           };
           if (request.jobId) return claimOne(request.jobId);
@@ -261,7 +262,8 @@ export class JobCommandHandlers {
       command,
       metadata: metadataOf(request, context),
       idempotency,
-      reply,
+      // The answer is made before the write is sent (executeInOneMessage): a stop here comes between the two.
+      reply: idempotentAs ? (decision: JobDecision) => (stopBeforeCommitIfAsked(idempotentAs), reply(decision)) : reply,
     });
     if (idempotentAs && !executed.replayed) crashAfterCommitIfAsked(idempotentAs);
     return executed.result;

@@ -2,6 +2,7 @@ import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationB
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore, isDatabaseUnreachable } from '@gantry/eventstore';
+import { Bus } from '@gantry/messaging';
 import { Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
 import { ClaimPicker } from './claim-picker.js';
@@ -19,14 +20,19 @@ const LEASE_MOVED_ON: ReadonlySet<string> = new Set([ErrorCode.STALE_FENCE, Erro
 @Injectable()
 export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly sweeps: Sweep;
+  /** The bus's losses the leases were last resumed for (or that there were at start). */
+  private lossesResumed: number;
+  private sweepingWithoutBus = false;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Bus) private readonly bus: Bus,
     @InjectPinoLogger('lease-expiry') private readonly log: PinoLogger,
     @Inject(JOB_SERVICE_CONFIG) config: JobServiceConfig,
     @Inject(ClaimPicker) private readonly picker: ClaimPicker,
   ) {
     this.sweeps = new Sweep({ name: 'lease-expiry', everyMs: config.leaseSweepMs, run: () => this.sweep(), log });
+    this.lossesResumed = bus.connectionLosses;
   }
 
   /**
@@ -48,7 +54,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
    * Resumes the lease of every CLAIMED/RUNNING job: its runner could not renew it while no job service
    * ran, so the time nobody served does not count against it. Returns the number resumed.
    */
-  async resumeLeases(): Promise<number> {
+  async resumeLeases(after: 'start' | 'bus_loss' = 'start'): Promise<number> {
     const now = this.store.clock().toISOString();
     const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
       `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING')`,
@@ -57,7 +63,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     for (const row of rows) {
       try {
         const done = await this.store.execute({ metadata: { correlationId: `lease-resume:${row.job_id}:${row.lease_token}`, actor: 'job-service' } }, async (uow) => {
-          const decision = await decideWithin(uow, jobDecider, row.job_id, { type: 'ResumeJobLease', data: { jobId: row.job_id, leaseToken: row.lease_token, now } });
+          const decision = await decideWithin(uow, jobDecider, row.job_id, { type: 'ResumeJobLease', data: { jobId: row.job_id, leaseToken: row.lease_token, now, after } });
           return decision.decided.length > 0;
         });
         if (done.result) resumed++;
@@ -73,8 +79,25 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     return resumed;
   }
 
-  /** One pass; returns the number of leases this replica expired. */
+  /**
+   * One pass; returns the number of leases this replica expired. None while this service's bus is
+   * down: the runners cannot reach it then (their renewals find nobody serving, and do not count that
+   * time), so a lease that ran out meanwhile says nothing about its runner. Once the bus is back, every
+   * live lease is resumed before anything expires (docs/jobs.md, "A job service outage").
+   */
   async sweep(): Promise<number> {
+    if (!this.bus.connected) {
+      if (!this.sweepingWithoutBus) this.log.warn('NATS is not reachable: no job lease expires until it is back');
+      this.sweepingWithoutBus = true;
+      return 0;
+    }
+    const losses = this.bus.connectionLosses;
+    if (losses !== this.lossesResumed) {
+      const resumed = await this.resumeLeases('bus_loss');
+      this.lossesResumed = losses;
+      this.sweepingWithoutBus = false;
+      this.log.info({ resumed }, 'NATS is back: job leases resumed');
+    }
     const now = this.store.clock();
     const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
       `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT 500`,
@@ -82,6 +105,8 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     );
     let expired = 0;
     for (const row of rows) {
+      // Lost during the pass: the rest waits for the resumption.
+      if (this.bus.connectionLosses !== this.lossesResumed) break;
       try {
         const done = await this.store.execute({ metadata: { correlationId: `lease-expiry:${row.job_id}:${row.lease_token}`, actor: 'job-service' } }, async (uow) => {
           // Another replica working on the same row right now: leave it to that one.

@@ -1,31 +1,45 @@
 import { Controller, Inject } from '@nestjs/common';
-import { ErrorCode, GantryError, getJob, getSprintRun, listJobs, type ReplyOf, type RequestOf } from '@gantry/contracts';
+import { ErrorCode, GantryError, getJob, getJobStory, getSprintRun, listJobs, type ReplyOf, type RequestOf, type StoryEntryView } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { CommandHandler } from '@gantry/service-runtime';
+import { CommandHandler, cursorField, cutPage, decodeCursor, encodeCursor } from '@gantry/service-runtime';
 import { jobView, sprintRunView, type Job } from '../domain/index.js';
 import { jobRow, sprintRunRow } from '../infrastructure/job-store.js';
 
-function encodeCursor(position: string): string {
-  return Buffer.from(JSON.stringify({ after: position })).toString('base64url');
-}
-
 const MAX_POSITION = 2n ** 63n - 1n;
 
-/** At most this many bytes of jobs (as JSON) in one page of list_jobs: half of NATS's default max_payload. */
-export const MAX_PAGE_BYTES = 512 * 1024;
-
-function decodeCursor(cursor: string): string {
-  try {
-    const after = (JSON.parse(Buffer.from(cursor, 'base64url').toString()) as { after?: unknown }).after;
-    // A position the bigint column can hold: a longer one would be PostgreSQL's out-of-range error, an INTERNAL.
-    if (typeof after === 'string' && /^\d+$/.test(after) && BigInt(after) <= MAX_POSITION) return after;
-  } catch {
-    // falls through to the refusal
-  }
-  throw new GantryError(ErrorCode.INVALID_COMMAND, 'the cursor is not one this service handed out', undefined, [{ path: ['cursor'], message: 'unknown cursor' }]);
+/** A list_jobs cursor: the enqueue position of the page's last job. */
+function listJobsCursor(position: string): string {
+  return encodeCursor({ after: position });
 }
 
-/** The queries, answered from the projections (never from another service's tables). */
+function positionAfter(cursor: string): string {
+  return decodeCursor(cursor, (decoded) => {
+    const after = cursorField(decoded, 'after', /^\d{1,19}$/);
+    // A position the bigint column can hold: a longer one would be PostgreSQL's out-of-range error, an INTERNAL.
+    return after !== undefined && BigInt(after) <= MAX_POSITION ? after : undefined;
+  });
+}
+
+/** The events of a job's stream that are its story log, and the kind each is answered as. */
+const STORY_KINDS = { ImplementationLogged: 'implementation', CommitLogged: 'commit', TestResultLogged: 'test_result' } as const;
+const STORY_TYPES = Object.keys(STORY_KINDS);
+const MAX_STREAM_VERSION = 2 ** 31 - 1;
+
+/** A get_job_story cursor: the job, and the stream version of the page's last entry. */
+function storyCursor(jobId: string, streamVersion: number): string {
+  return encodeCursor({ q: 'get_job_story', jobId, after: streamVersion });
+}
+
+/** The stream version to read on after; another job's cursor is refused like any other it did not hand out. */
+function storyAfter(cursor: string, jobId: string): number {
+  return decodeCursor(cursor, (decoded) => {
+    const { q, after } = decoded;
+    if (q !== 'get_job_story' || decoded.jobId !== jobId) return undefined;
+    return typeof after === 'number' && Number.isInteger(after) && after >= 1 && after <= MAX_STREAM_VERSION ? after : undefined;
+  });
+}
+
+/** The queries, answered from the projections, and the story log from the job's own stream (never from another service's tables). */
 @Controller()
 export class JobQueries {
   constructor(@Inject(EventStore) private readonly store: EventStore) {}
@@ -53,7 +67,7 @@ export class JobQueries {
     if (request.storyId) add((p) => `story_id = ${p}`, request.storyId);
     if (request.taskId) add((p) => `task_id = ${p}`, request.taskId);
     if (request.runnerId) add((p) => `runner_id = ${p}`, request.runnerId);
-    if (request.cursor) add((p) => `enqueue_position > ${p}::bigint`, decodeCursor(request.cursor));
+    if (request.cursor) add((p) => `enqueue_position > ${p}::bigint`, positionAfter(request.cursor));
     values.push(request.limit + 1);
     const { rows } = await this.store.pool.query<{ state: Job; enqueue_position: string }>(
       `SELECT state, enqueue_position FROM jobs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
@@ -62,17 +76,35 @@ export class JobQueries {
     );
     // A page ends at `limit` jobs or at MAX_PAGE_BYTES of them, whichever comes first: a job's prompts and
     // payloads may be large, and the answer must fit one NATS message (docs/jobs.md, "Listing jobs").
-    const jobs: ReplyOf<typeof listJobs>['jobs'] = [];
-    let bytes = 0;
-    for (const row of rows.slice(0, request.limit)) {
-      const view = jobView(row.state);
-      const size = Buffer.byteLength(JSON.stringify(view)) + 1;
-      if (jobs.length > 0 && bytes + size > MAX_PAGE_BYTES) break;
-      jobs.push(view);
-      bytes += size;
-    }
-    const more = rows.length > jobs.length;
-    return { jobs, nextCursor: more ? encodeCursor(rows[jobs.length - 1]!.enqueue_position) : null };
+    const page = cutPage(rows, request.limit, (row) => jobView(row.state));
+    return { jobs: page.items, nextCursor: page.last ? listJobsCursor(page.last.enqueue_position) : null };
+  }
+
+  /**
+   * The job's story log from its own stream, every attempt's entries in the order logged, a page
+   * at a time (docs/jobs.md, "The story log"). Read on by stream version: an entry keeps its version,
+   * and an entry logged meanwhile gets a higher one than every entry before it.
+   */
+  @CommandHandler(getJobStory)
+  async getJobStory(request: RequestOf<typeof getJobStory>): Promise<ReplyOf<typeof getJobStory>> {
+    const after = request.cursor ? storyAfter(request.cursor, request.jobId) : 0;
+    if (!(await jobRow(this.store.pool, request.jobId))) throw new GantryError(ErrorCode.NOT_FOUND, `job ${request.jobId} does not exist`);
+    const { rows } = await this.store.pool.query<{ stream_version: number; type: keyof typeof STORY_KINDS; data: Record<string, unknown> }>(
+      `SELECT stream_version, type, data FROM events WHERE stream_id = $1 AND type = ANY($2::text[]) AND stream_version > $3
+        ORDER BY stream_version LIMIT $4`,
+      [request.jobId, STORY_TYPES, after, request.limit + 1],
+    );
+    const { rows: counted } = await this.store.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM events WHERE stream_id = $1 AND type = ANY($2::text[])`,
+      [request.jobId, STORY_TYPES],
+    );
+    const page = cutPage(rows, request.limit, (row) => ({ ...row.data, kind: STORY_KINDS[row.type] }) as StoryEntryView);
+    return {
+      jobId: request.jobId,
+      total: counted[0]!.n,
+      entries: page.items,
+      nextCursor: page.last ? storyCursor(request.jobId, page.last.stream_version) : null,
+    };
   }
 
   @CommandHandler(getSprintRun)

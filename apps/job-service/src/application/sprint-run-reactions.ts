@@ -15,10 +15,13 @@ import { Bus, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import {
   checksFailedCommand,
+  currentHead,
   jobDecider,
   mergeConflictCommand,
+  passedOverHead,
   sprintRunCommandFor,
   sprintRunDecider,
+  sprintRunExists,
   type JobCommand,
   type JobEvent,
   type SprintRunCommand,
@@ -28,13 +31,14 @@ import { doneJobOfHead, eventsOfJobsOutsideSprintRuns, inSprintRun, loadJob, ope
 import { OWN_EVENTS_DURABLE } from './durables.js';
 
 /** The job events that can mean something to a sprint run (see sprintRunCommandFor). */
-const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobFinished', 'JobClaimRolledBack', 'JobLeaseExpired'] satisfies JobEvent['type'][]);
+const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobPushReported', 'JobFinished', 'JobClaimRolledBack', 'JobLeaseExpired'] satisfies JobEvent['type'][]);
 
 /**
- * The sprint run learns from events: its jobs' (first claim, task done / failed) from the service's
- * own stream, and the PR side's merge conflict / failed checks from the `prs` stream. Each fact is
- * decided and appended in the consumer's transaction, together with its inbox row, so a
- * redelivered event changes nothing.
+ * The sprint run learns from events: its jobs' (first claim, heads pushed, task done / failed) from
+ * the service's own stream, and the PR side's merge conflict / failed checks from the `prs` stream.
+ * Each fact is decided and appended in the consumer's transaction, together with its inbox row, so a
+ * redelivered event changes nothing; a PR fact about a head the run has moved on from changes nothing
+ * either, whenever it is handled (docs/jobs.md, "Sprint runs", SR-1).
  */
 @Controller()
 export class SprintRunReactions {
@@ -67,7 +71,7 @@ export class SprintRunReactions {
     if (!(await inSprintRun(sql, envelope.streamId))) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
     if (!job || job.sprintRunId === null) return;
-    const command = sprintRunCommandFor({ type: envelope.type, data: envelope.data } as JobEvent, job, { now: this.now() });
+    const command = sprintRunCommandFor({ type: envelope.type, data: envelope.data } as JobEvent, job, { now: this.now(), position: envelope.position });
     if (command?.type === 'RecordSprintTaskFailed') command.data.superseded = await supersededInItsSprintRun(sql, job.jobId);
     if (command) await this.decide(command, envelope, sql);
   }
@@ -92,7 +96,7 @@ export class SprintRunReactions {
     if (!jobId) return this.log.info({ repository, branch, headSha, eventId: envelope.eventId }, 'failed checks on a head no sprint run or job of ours pushed');
     const command: JobCommand = {
       type: 'RecordChecksFailed',
-      data: { jobId, headSha, prUrl: envelope.data.prUrl, failedChecks: envelope.data.failedChecks.map((c) => c.name), now: this.now() },
+      data: { jobId, headSha, prUrl: envelope.data.prUrl, failedChecks: envelope.data.failedChecks.map((c) => c.name), failedChecksLeftOut: envelope.data.failedChecksLeftOut ?? 0, now: this.now() },
     };
     const history = await this.store.readStream(jobId, sql);
     const events = jobDecider.decide(command, fold<ReturnType<typeof jobDecider.evolve>, JobEvent>(jobDecider, history));
@@ -109,9 +113,19 @@ export class SprintRunReactions {
   private async decide(command: SprintRunCommand, cause: EventEnvelope, sql: pg.PoolClient): Promise<void> {
     const streamId = command.data.sprintRunId;
     const history = await this.store.readStream(streamId, sql);
+    const state = fold<ReturnType<typeof sprintRunDecider.evolve>, SprintRunEvent>(sprintRunDecider, history);
+    if ((command.type === 'RecordMergeConflict' || command.type === 'RecordChecksFailed') && sprintRunExists(state)) {
+      // The decider passes it over too; said here, where it can be logged.
+      const why = passedOverHead(state, command.data.headSha);
+      if (why !== null) {
+        const current = currentHead(state)?.headSha ?? null;
+        this.log.info({ sprintRunId: streamId, command: command.type, headSha: command.data.headSha, currentHead: current, why, causationId: cause.eventId }, 'pull-request fact about a head the sprint run has moved on from passed over');
+        return;
+      }
+    }
     let events: SprintRunEvent[];
     try {
-      events = sprintRunDecider.decide(command, fold<ReturnType<typeof sprintRunDecider.evolve>, SprintRunEvent>(sprintRunDecider, history));
+      events = sprintRunDecider.decide(command, state);
     } catch (error) {
       if (!(error instanceof GantryError)) throw error;
       // A fact the run refuses (e.g. a conflict before it started) is recorded in the log, not retried forever.

@@ -48,11 +48,11 @@ export { coalescingKeyOf, coalescingWindowOpened, evolveCoalescingWindows, initi
 export type { SprintRunCommand, SprintRunCommandType } from './sprint-run/commands.js';
 export type { SprintRunEvent } from './sprint-run/events.js';
 export type { SprintRun, SprintRunState, SprintRunPause, SprintRunFailure } from './sprint-run/state.js';
-export { initialSprintRunState, evolveSprintRun, sprintRunExists, remainingTasks } from './sprint-run/state.js';
+export { initialSprintRunState, evolveSprintRun, sprintRunExists, remainingTasks, currentHead, passedOverHead } from './sprint-run/state.js';
 export type { SprintRunEffect } from './sprint-run/effects.js';
 export { sprintRunEffects, sprintJobIdempotencyKey } from './sprint-run/effects.js';
 export type { SprintRunTransition } from './sprint-run/decider.js';
-export { decideSprintRun, sprintRunDecider, transitionSprintRun, resumeInstructionsFor } from './sprint-run/decider.js';
+export { decideSprintRun, sprintRunDecider, transitionSprintRun, resumeInstructionsFor, filesKeptOnPause, MAX_PAUSE_FILES_BYTES } from './sprint-run/decider.js';
 
 export type { ProductCommand } from './product/commands.js';
 export type { ProductEvent } from './product/events.js';

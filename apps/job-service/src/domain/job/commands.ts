@@ -94,9 +94,14 @@ export type JobCommand =
    * From a job service at its start, before it serves or sweeps: this grant runs as long again from
    * now, since no runner could renew it while no job service ran (docs/jobs.md, "A job service outage").
    */
-  | { type: 'ResumeJobLease'; data: { jobId: string; leaseToken: number; now: string } }
+  /** `after`: what kept the runners from renewing — no job service ran (`start`), or this one had lost NATS (`bus_loss`). */
+  | { type: 'ResumeJobLease'; data: { jobId: string; leaseToken: number; now: string; after?: 'start' | 'bus_loss' } }
   | { type: 'CancelJob'; data: { jobId: string; reason: string | null; now: string } }
   /** From the pr-service: the checks of the head this job pushed are red. */
-  | { type: 'RecordChecksFailed'; data: { jobId: string; headSha: string; prUrl: string; failedChecks: string[]; now: string } };
+  | {
+      type: 'RecordChecksFailed';
+      /** `failedChecksLeftOut`: the failed checks the pr-service's event counts but does not name (docs/pr-service.md, "How large its events and answers may be"). */
+      data: { jobId: string; headSha: string; prUrl: string; failedChecks: string[]; failedChecksLeftOut?: number; now: string };
+    };
 
 export type JobCommandType = JobCommand['type'];

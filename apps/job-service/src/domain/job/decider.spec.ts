@@ -451,6 +451,12 @@ describe('job decider', () => {
         .then([{ type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(560), renewedAt: at(500), resumedAtStart: true } }]);
     });
 
+    it('resumed after the job service lost NATS, the renewal says so (and not that it was at a start)', () => {
+      given(running())
+        .when({ type: 'ResumeJobLease', data: { jobId: JOB, leaseToken: 1, now: at(expiry + 60), after: 'bus_loss' } })
+        .then([{ type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(expiry + 60 + LEASE_MS / 1000), renewedAt: at(expiry + 60), resumedAfterBusLoss: true } }]);
+    });
+
     it('a lease that already runs longer than that is left alone', () => {
       given(running()).when(resume(1, 5)).thenNothingHappened();
     });
@@ -539,6 +545,19 @@ describe('job decider', () => {
         },
       ]) as Job;
       expect(state).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS', error: `checks failed on ${PR}: ci/test` });
+    });
+
+    it('failed checks the pr-service\'s event left out are counted in the error', () => {
+      given(done())
+        .when({ type: 'RecordChecksFailed', data: { jobId: JOB, headSha: HEAD, prUrl: PR, failedChecks: ['ci/a', 'ci/b'], failedChecksLeftOut: 3, now: at(90) } })
+        .then([
+          {
+            type: 'JobChecksFailed',
+            data: {
+              jobId: JOB, headSha: HEAD, prUrl: PR, failedChecks: ['ci/a', 'ci/b'], error: `checks failed on ${PR}: ci/a, ci/b and 3 more checks`, taskStatus: 'IN_PROGRESS', failedAt: at(90),
+            },
+          },
+        ]);
     });
 
     it('red checks on another head, or on a job that is not DONE, change nothing', () => {

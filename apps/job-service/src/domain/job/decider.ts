@@ -1,6 +1,7 @@
 import {
   effortForThinkingBudget,
   ErrorCode,
+  failedChecksNamed,
   GantryError,
   isTerminalJobStatus,
   resolveAgentConfig,
@@ -317,7 +318,14 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       return [
         {
           type: 'JobLeaseRenewed',
-          data: { jobId: job.jobId, runnerId: lease.runnerId, leaseToken: lease.token, leaseExpiresAt, renewedAt: d.now, resumedAtStart: true },
+          data: {
+            jobId: job.jobId,
+            runnerId: lease.runnerId,
+            leaseToken: lease.token,
+            leaseExpiresAt,
+            renewedAt: d.now,
+            ...(d.after === 'bus_loss' ? { resumedAfterBusLoss: true as const } : { resumedAtStart: true as const }),
+          },
         },
       ];
     }
@@ -355,7 +363,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
             headSha: d.headSha,
             prUrl: d.prUrl,
             failedChecks: d.failedChecks,
-            error: `checks failed on ${d.prUrl}: ${d.failedChecks.join(', ')}`,
+            error: `checks failed on ${d.prUrl}: ${failedChecksNamed(d.failedChecks, d.failedChecksLeftOut)}`,
             taskStatus: movesTask(job) ? 'IN_PROGRESS' : null,
             failedAt: d.now,
           },

@@ -1,6 +1,7 @@
 import {
   canonicalHash,
   featureBranchFor,
+  jobInputBytes,
   type cancelJob,
   type claimJob,
   type enqueueJob,
@@ -109,6 +110,7 @@ export function coalesceIntoJobCommand(request: RequestOf<typeof enqueueJob>, co
 }
 
 export function runQueueRequest(request: RequestOf<typeof enqueueJob>, context: Clock): RunQueueRequest {
+  let inputBytes: number | undefined;
   return {
     kind: request.kind,
     productId: request.productId,
@@ -117,6 +119,10 @@ export function runQueueRequest(request: RequestOf<typeof enqueueJob>, context: 
     excludeFromCoalescing: request.excludeFromCoalescing,
     idempotencyKey: request.idempotencyKey,
     requestHash: enqueueRequestHash(request),
+    // Weighed when read, once: only a request that may coalesce is (its prompt is written out as JSON to weigh it).
+    get inputBytes() {
+      return (inputBytes ??= jobInputBytes(request.prompt === undefined ? [] : [request.prompt], request.payload === undefined ? [] : [request.payload]));
+    },
     now: context.now,
   };
 }

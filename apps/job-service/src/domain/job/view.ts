@@ -1,4 +1,4 @@
-import type { JobView } from '@gantry/contracts';
+import { jobInputBytes, type JobView } from '@gantry/contracts';
 import type { RunQueueEntry } from '../run-queue/run-queue.js';
 import type { Job } from './state.js';
 
@@ -58,5 +58,6 @@ export function runQueueEntry(job: Job): RunQueueEntry {
     excludeFromCoalescing: job.excludeFromCoalescing,
     enqueuedAt: job.enqueuedAt,
     idempotencyKeys: job.idempotencyKeys,
+    inputBytes: jobInputBytes(job.prompts, job.payloads),
   };
 }

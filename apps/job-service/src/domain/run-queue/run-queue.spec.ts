@@ -1,4 +1,4 @@
-import { ErrorCode, GantryError } from '@gantry/contracts';
+import { ErrorCode, GantryError, jobInputBytes, MAX_JOB_INPUT_BYTES } from '@gantry/contracts';
 import { COALESCING_WINDOW_MS, IDEMPOTENCY_WINDOW_MS, routeEnqueue, type RunQueueEntry, type RunQueueRequest } from './run-queue.js';
 
 const T0 = Date.parse('2026-11-30T06:00:00.000Z');
@@ -17,6 +17,7 @@ function entry(over: Partial<RunQueueEntry> = {}): RunQueueEntry {
     excludeFromCoalescing: false,
     enqueuedAt: at(0),
     idempotencyKeys: [{ key: 'product-42/queue_run:k1', requestHash: HASH_A, at: at(0) }],
+    inputBytes: 100,
     ...over,
   };
 }
@@ -30,6 +31,7 @@ function request(over: Partial<RunQueueRequest> = {}): RunQueueRequest {
     excludeFromCoalescing: false,
     idempotencyKey: 'product-42/queue_run:k2',
     requestHash: HASH_B,
+    inputBytes: 100,
     now: at(1000),
     ...over,
   };
@@ -111,6 +113,23 @@ describe('the run queue', () => {
       const first = entry({ jobId: 'job-00000000-0000-4000-8000-000000000002', enqueuedAt: at(200), idempotencyKeys: [] });
       const second = entry({ jobId: 'job-00000000-0000-4000-8000-000000000001', enqueuedAt: at(500), idempotencyKeys: [] });
       expect(routeEnqueue(request(), [second, first])).toEqual({ outcome: 'coalesced', jobId: first.jobId });
+    });
+
+    it('a request joins a job only while the job\'s prompts and payloads stay within the bound', () => {
+      const full = entry({ inputBytes: MAX_JOB_INPUT_BYTES - 100 });
+      expect(routeEnqueue(request({ inputBytes: 100 }), [full])).toEqual({ outcome: 'coalesced', jobId: full.jobId });
+      expect(routeEnqueue(request({ inputBytes: 101 }), [full])).toEqual({ outcome: 'created' });
+    });
+
+    it('a request too large for the earlier job joins a later one with room', () => {
+      const full = entry({ jobId: 'job-00000000-0000-4000-8000-000000000002', enqueuedAt: at(200), idempotencyKeys: [], inputBytes: MAX_JOB_INPUT_BYTES });
+      const roomy = entry({ jobId: 'job-00000000-0000-4000-8000-000000000001', enqueuedAt: at(500), idempotencyKeys: [] });
+      expect(routeEnqueue(request(), [full, roomy])).toEqual({ outcome: 'coalesced', jobId: roomy.jobId });
+    });
+
+    it('a job\'s input is weighed as JSON writes it, prompts and payloads alike: a control character is six bytes', () => {
+      expect(jobInputBytes(['é'], [{ a: 1 }])).toBe('"é"'.length + 1 + '{"a":1}'.length);
+      expect(jobInputBytes(['\u0001'], [])).toBe('"\\u0001"'.length);
     });
   });
 

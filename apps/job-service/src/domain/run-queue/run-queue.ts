@@ -1,8 +1,8 @@
-import { ErrorCode, GantryError, type JobKind, type JobStatus } from '@gantry/contracts';
+import { ENQUEUE_IDEMPOTENCY_WINDOW_MS, ErrorCode, GantryError, MAX_JOB_INPUT_BYTES, type JobKind, type JobStatus } from '@gantry/contracts';
 import { coalescingKeyOf } from './coalescing.js';
 
 /** A repeat of an idempotency key within this window reports the existing job (fixed: AC-H6). */
-export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+export const IDEMPOTENCY_WINDOW_MS = ENQUEUE_IDEMPOTENCY_WINDOW_MS;
 /** A request for the same agent profile and reason within this window joins the queued job. */
 export const COALESCING_WINDOW_MS = 5_000;
 
@@ -18,6 +18,8 @@ export interface RunQueueEntry {
   enqueuedAt: string;
   /** The enqueue key and each coalesced request's key, with the hash of the request that used it. */
   idempotencyKeys: { key: string; requestHash: string; at: string }[];
+  /** The size of the job's prompts and payloads as JSON (jobInputBytes). */
+  inputBytes: number;
 }
 
 export interface RunQueueRequest {
@@ -28,6 +30,8 @@ export interface RunQueueRequest {
   excludeFromCoalescing: boolean;
   idempotencyKey: string;
   requestHash: string;
+  /** The size of the request's prompt and payload as JSON (jobInputBytes). */
+  inputBytes: number;
   now: string;
 }
 
@@ -73,7 +77,9 @@ export function routeEnqueue(request: RunQueueRequest, recent: readonly RunQueue
         e.kind === request.kind &&
         e.agentProfileId === request.agentProfileId &&
         e.reason === request.reason &&
-        age(e.enqueuedAt, request.now) < COALESCING_WINDOW_MS,
+        age(e.enqueuedAt, request.now) < COALESCING_WINDOW_MS &&
+        // A job travels whole in one message: coalescing grows it no further than one request may be.
+        e.inputBytes + request.inputBytes <= MAX_JOB_INPUT_BYTES,
     )
     .sort((a, b) => Date.parse(a.enqueuedAt) - Date.parse(b.enqueuedAt) || a.jobId.localeCompare(b.jobId))[0];
   return target ? { outcome: 'coalesced', jobId: target.jobId } : { outcome: 'created' };

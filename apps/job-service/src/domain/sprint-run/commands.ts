@@ -25,6 +25,11 @@ export type SprintRunCommand =
   | { type: 'RecordSprintJobClaimed'; data: { sprintRunId: string; jobId: string; now: string } }
   | { type: 'RecordSprintTaskDone'; data: { sprintRunId: string; taskId: string; jobId: string; now: string } }
   | {
+      type: 'RecordSprintHeadPushed';
+      /** `position`: the push report's position in the job service's log, which orders the run's pushes. */
+      data: { sprintRunId: string; jobId: string; branch: string; headSha: string; position: number; now: string };
+    }
+  | {
       type: 'RecordSprintTaskFailed';
       /**
        * `superseded`: the run has a newer job for the task, which a resume queued because this one had
@@ -38,6 +43,10 @@ export type SprintRunCommand =
         sprintRunId: string;
         prUrl: string;
         conflictingFiles: string[];
+        /** How many more files are in conflict than the pr-service's event names (docs/pr-service.md, "How large its events and answers may be"). */
+        conflictingFilesLeftOut: number;
+        /** The head the conflict was seen on. */
+        headSha: string;
         /** The id of the question the pause raises for a human or agent. */
         questionId: string;
         /** When null, the standard instructions of `resumeInstructionsFor` are used. */
@@ -45,7 +54,11 @@ export type SprintRunCommand =
         now: string;
       };
     }
-  | { type: 'RecordChecksFailed'; data: { sprintRunId: string; prUrl: string; failedChecks: string[]; now: string } }
+  | {
+      type: 'RecordChecksFailed';
+      /** `failedChecksLeftOut`: the failed checks the pr-service's event counts but does not name (docs/pr-service.md, "How large its events and answers may be"). */
+      data: { sprintRunId: string; prUrl: string; failedChecks: string[]; failedChecksLeftOut?: number; headSha: string; now: string };
+    }
   | { type: 'ResumeSprintRun'; data: { sprintRunId: string; actor: string | null; note: string | null; now: string } }
   | { type: 'CancelSprintRun'; data: { sprintRunId: string; reason: string | null; actor: string | null; now: string } };
 

@@ -4,7 +4,7 @@ import { validatesAgainstContract } from '../testing/contract-events.js';
 import { PRODUCT } from '../testing/job-fixtures.js';
 import type { ProductResolution } from '../product/view.js';
 import type { SprintRunCommand } from './commands.js';
-import { resumeInstructionsFor, sprintRunDecider, transitionSprintRun } from './decider.js';
+import { filesKeptOnPause, MAX_PAUSE_FILES_BYTES, resumeInstructionsFor, sprintRunDecider, transitionSprintRun } from './decider.js';
 import { sprintJobIdempotencyKey, sprintRunEffects } from './effects.js';
 import type { SprintRunEvent } from './events.js';
 import { initialSprintRunState, type SprintRun, type SprintRunState } from './state.js';
@@ -15,6 +15,10 @@ const RUN = 'sprintrun-5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d';
 const JOB1 = 'job-00000000-0000-4000-8000-000000000001';
 const JOB2 = 'job-00000000-0000-4000-8000-000000000002';
 const PR = 'https://github.com/acme/shop/pull/102';
+const HEAD1 = '1'.repeat(40);
+const HEAD2 = '2'.repeat(40);
+/** A head no job of the run reported: a person's push, or a job's whose report the run has not handled yet. */
+const PERSONS_HEAD = 'f'.repeat(40);
 const T0 = Date.parse('2026-11-30T07:00:00.000Z');
 const at = (s: number) => new Date(T0 + s * 1000).toISOString();
 
@@ -34,14 +38,19 @@ const pausedEvt: SprintRunEvent = {
     questionId: 'question-17',
     resumeInstructions: resumeInstructionsFor({ sprintRunId: RUN, branch: 'sprint/SP-7', prUrl: PR, conflictingFiles: ['src/app.ts'] }),
     pausedAt: at(20),
+    headSha: HEAD1,
   },
 };
 const completedEvt = (s: number): SprintRunEvent => ({ type: 'SprintRunCompleted', data: { sprintRunId: RUN, branch: 'sprint/SP-7', prUrl: PR, completedAt: at(s) } });
 const cancelledEvt: SprintRunEvent = { type: 'SprintRunCancelled', data: { sprintRunId: RUN, reason: null, actor: null, tasksBackToTodo: ['T-1', 'T-2'], cancelledAt: at(9) } };
 const checksFailedEvt: SprintRunEvent = {
   type: 'SprintRunFailed',
-  data: { sprintRunId: RUN, reason: 'CHECKS_FAILED', taskId: null, jobId: null, prUrl: PR, failedChecks: ['ci/test'], error: `checks failed on ${PR}: ci/test`, failedAt: at(30) },
+  data: { sprintRunId: RUN, reason: 'CHECKS_FAILED', taskId: null, jobId: null, prUrl: PR, failedChecks: ['ci/test'], error: `checks failed on ${PR}: ci/test`, failedAt: at(30), headSha: HEAD1 },
 };
+const headPushed = (headSha: string, position: number, s: number, jobId = JOB1): SprintRunEvent => ({
+  type: 'SprintRunHeadPushed',
+  data: { sprintRunId: RUN, jobId, headSha, position, recordedAt: at(s) },
+});
 
 const running = [created, startedEvt];
 
@@ -56,11 +65,15 @@ const cmd = {
     type: 'RecordSprintTaskFailed',
     data: { sprintRunId: RUN, taskId, jobId: JOB1, error: 'test failure: 2 failing', superseded, now: at(s) },
   }),
-  conflict: (s: number, files = ['src/app.ts']): SprintRunCommand => ({
+  conflict: (s: number, files = ['src/app.ts'], headSha = HEAD1, leftOut = 0): SprintRunCommand => ({
     type: 'RecordMergeConflict',
-    data: { sprintRunId: RUN, prUrl: PR, conflictingFiles: files, questionId: 'question-17', resumeInstructions: null, now: at(s) },
+    data: { sprintRunId: RUN, prUrl: PR, conflictingFiles: files, conflictingFilesLeftOut: leftOut, headSha, questionId: 'question-17', resumeInstructions: null, now: at(s) },
   }),
-  checksFailed: (s: number): SprintRunCommand => ({ type: 'RecordChecksFailed', data: { sprintRunId: RUN, prUrl: PR, failedChecks: ['ci/test'], now: at(s) } }),
+  checksFailed: (s: number, headSha = HEAD1): SprintRunCommand => ({ type: 'RecordChecksFailed', data: { sprintRunId: RUN, prUrl: PR, failedChecks: ['ci/test'], headSha, now: at(s) } }),
+  pushed: (headSha: string, position: number, s: number, branch = 'sprint/SP-7'): SprintRunCommand => ({
+    type: 'RecordSprintHeadPushed',
+    data: { sprintRunId: RUN, jobId: JOB1, branch, headSha, position, now: at(s) },
+  }),
   resume: (s: number): SprintRunCommand => ({ type: 'ResumeSprintRun', data: { sprintRunId: RUN, actor: 'user-9', note: 'resolved', now: at(s) } }),
   cancel: (s: number): SprintRunCommand => ({ type: 'CancelSprintRun', data: { sprintRunId: RUN, reason: 'scope changed', actor: 'user-9', now: at(s) } }),
 };
@@ -158,11 +171,37 @@ describe('sprint run decider', () => {
     it('a merge conflict without files is refused', () => {
       given(running).when(cmd.conflict(20, [])).thenThrows(ErrorCode.PRECONDITION_FAILED, /conflicting files/);
     });
+
+    it('a pause keeps the first conflicting files up to MAX_PAUSE_FILES_BYTES as JSON and names twenty, counting the rest', () => {
+      const files = Array.from({ length: 5000 }, (_, i) => `src/file-${String(i).padStart(5, '0')}.ts`);
+      const [paused] = sprintRunDecider.decide(cmd.conflict(20, files), stateOf(running));
+      if (paused?.type !== 'SprintRunPaused') throw new Error('not paused');
+      const kept = paused.data.conflictingFiles;
+      expect(kept).toEqual(files.slice(0, kept.length));
+      expect(Buffer.byteLength(JSON.stringify(kept))).toBeLessThanOrEqual(MAX_PAUSE_FILES_BYTES);
+      expect(Buffer.byteLength(JSON.stringify(files.slice(0, kept.length + 1)))).toBeGreaterThan(MAX_PAUSE_FILES_BYTES);
+      expect(paused.data.resumeInstructions).toContain(`${files[19]} and 4980 more files (the pull request lists them all)`);
+      expect(paused.data.resumeInstructions).not.toContain(files[20]);
+      // the files the pr-service's event left out are counted too
+      const [cut] = sprintRunDecider.decide(cmd.conflict(20, files.slice(0, 100), HEAD1, 29_900), stateOf(running));
+      if (cut?.type !== 'SprintRunPaused') throw new Error('not paused');
+      expect(cut.data.resumeInstructions).toContain(`${files[19]} and ${80 + 29_900} more files (the pull request lists them all)`);
+      // one file is kept however long its path
+      expect(filesKeptOnPause(['x'.repeat(MAX_PAUSE_FILES_BYTES)])).toHaveLength(1);
+    });
   });
 
   describe('failure: red CI and failed tasks fail, never pause', () => {
     it('failed checks fail a RUNNING run', () => {
       given(running).when(cmd.checksFailed(30)).then([checksFailedEvt]);
+    });
+
+    it('failed checks the pr-service\'s event left out are counted in the failure', () => {
+      const [failed] = sprintRunDecider.decide(
+        { type: 'RecordChecksFailed', data: { sprintRunId: RUN, prUrl: PR, failedChecks: ['ci/a'], failedChecksLeftOut: 7, headSha: HEAD1, now: at(30) } },
+        stateOf(running),
+      );
+      expect(failed).toMatchObject({ type: 'SprintRunFailed', data: { failedChecks: ['ci/a'], error: `checks failed on ${PR}: ci/a and 7 more checks` } });
     });
 
     it('failed checks fail a PAUSED run too', () => {
@@ -196,6 +235,75 @@ describe('sprint run decider', () => {
       expect(sprintRunDecider.decide(cmd.taskFailed('T-2', 80), stateOf([...running, checksFailedEvt, resumed]))).toMatchObject([
         { type: 'SprintRunFailed', data: { reason: 'TASK_FAILED', taskId: 'T-2', failedAt: at(80) } },
       ]);
+    });
+  });
+
+  describe('pull-request facts about a head the run has moved on from are passed over (docs/jobs.md, SR-1)', () => {
+    const resumedEvt: SprintRunEvent = {
+      type: 'SprintRunResumed',
+      data: { sprintRunId: RUN, from: 'PAUSED', resumeSeq: 1, remainingTaskIds: ['T-1', 'T-2'], actor: 'user-9', note: 'resolved', resumedAt: at(60) },
+    };
+    const pausedOn = (headSha: string | undefined): SprintRunEvent => {
+      const { headSha: _h, ...data } = pausedEvt.data as { headSha?: string };
+      return { type: 'SprintRunPaused', data: headSha === undefined ? data : { ...data, headSha } } as SprintRunEvent;
+    };
+
+    it("a push to the run's branch is kept once, at its first report; a push elsewhere and one after the run settled are not", () => {
+      given(running).when(cmd.pushed(HEAD1, 10, 8)).then([headPushed(HEAD1, 10, 8)]);
+      given([...running, headPushed(HEAD1, 10, 8)]).when(cmd.pushed(HEAD1, 30, 9)).then([]);
+      given(running).when(cmd.pushed(HEAD1, 10, 8, 'sprint/other')).then([]);
+      given([created, cancelledEvt]).when(cmd.pushed(HEAD1, 10, 8)).then([]);
+      // The run's first push may be learnt of before the claim that starts it: it is kept, the run stays QUEUED.
+      expect(given([created]).when(cmd.pushed(HEAD1, 10, 8)).then([headPushed(HEAD1, 10, 8)]).status).toBe('QUEUED');
+    });
+
+    it("a conflict and red checks about a head the run's jobs pushed over change nothing; about the newest head they act", () => {
+      const twoPushes = [...running, headPushed(HEAD1, 10, 8), headPushed(HEAD2, 20, 12)];
+      given(twoPushes).when(cmd.conflict(20, ['src/app.ts'], HEAD1)).then([]);
+      given(twoPushes).when(cmd.checksFailed(30, HEAD1)).then([]);
+      given(twoPushes).when(cmd.conflict(20, ['src/app.ts'], HEAD2)).then([{ ...pausedEvt, data: { ...pausedEvt.data, headSha: HEAD2 } } as SprintRunEvent]);
+      given(twoPushes).when(cmd.checksFailed(30, HEAD2)).then([{ ...checksFailedEvt, data: { ...checksFailedEvt.data, headSha: HEAD2 } } as SprintRunEvent]);
+    });
+
+    it('the newest head is the one reported last in the log, in whatever order the run learnt of the reports', () => {
+      const learntLate = [...running, headPushed(HEAD2, 20, 8), headPushed(HEAD1, 10, 12)];
+      given(learntLate).when(cmd.conflict(20, ['src/app.ts'], HEAD1)).then([]);
+      expect(stateOf(learntLate)).toMatchObject({ status: 'RUNNING' });
+      expect((given(learntLate).when(cmd.conflict(20, ['src/app.ts'], HEAD2)).then([{ ...pausedEvt, data: { ...pausedEvt.data, headSha: HEAD2 } } as SprintRunEvent]) as SprintRun).status).toBe('PAUSED');
+    });
+
+    it('a head no job of the run reported acts: it may be the branch as it is now', () => {
+      given([...running, headPushed(HEAD1, 10, 8)]).when(cmd.checksFailed(30, PERSONS_HEAD)).then([
+        { ...checksFailedEvt, data: { ...checksFailedEvt.data, headSha: PERSONS_HEAD } } as SprintRunEvent,
+      ]);
+      given(running).when(cmd.conflict(20, ['src/app.ts'], PERSONS_HEAD)).then([{ ...pausedEvt, data: { ...pausedEvt.data, headSha: PERSONS_HEAD } } as SprintRunEvent]);
+    });
+
+    it('a resume answers the heads of what paused or failed the run: facts about them after it change nothing, a newer head acts', () => {
+      const resumedFromConflict = [...running, headPushed(HEAD1, 10, 8), pausedOn(HEAD1), resumedEvt];
+      given(resumedFromConflict).when(cmd.conflict(70, ['src/app.ts'], HEAD1)).then([]);
+      given(resumedFromConflict).when(cmd.checksFailed(70, HEAD1)).then([]);
+      given(resumedFromConflict).when(cmd.checksFailed(70, PERSONS_HEAD)).then([
+        { ...checksFailedEvt, data: { ...checksFailedEvt.data, headSha: PERSONS_HEAD, failedAt: at(70) } } as SprintRunEvent,
+      ]);
+      // Paused on a head no job reported, failed by red checks on it while paused, resumed: both answered.
+      const failedWhilePaused = { ...checksFailedEvt, data: { ...checksFailedEvt.data, headSha: PERSONS_HEAD } } as SprintRunEvent;
+      const resumedFromFailure = [...running, pausedOn(HEAD1), failedWhilePaused, { ...resumedEvt, data: { ...resumedEvt.data, from: 'FAILED' } } as SprintRunEvent];
+      given(resumedFromFailure).when(cmd.conflict(70, ['src/app.ts'], HEAD1)).then([]);
+      given(resumedFromFailure).when(cmd.checksFailed(70, PERSONS_HEAD)).then([]);
+      // A resume answers only what stopped the run: red checks on its newest head that it never saw act.
+      const resumedFromTaskFailure = [...running, headPushed(HEAD1, 10, 8), { ...checksFailedEvt, data: { ...checksFailedEvt.data, reason: 'TASK_FAILED', taskId: 'T-1', jobId: JOB1, prUrl: null, failedChecks: [], headSha: undefined } } as SprintRunEvent, resumedEvt];
+      expect(sprintRunDecider.decide(cmd.checksFailed(70, HEAD1), stateOf(resumedFromTaskFailure))).toMatchObject([{ type: 'SprintRunFailed', data: { reason: 'CHECKS_FAILED', headSha: HEAD1 } }]);
+    });
+
+    it('events from before the run kept heads fold, and then a fact about any head acts as it did', () => {
+      const before = [...running, pausedOn(undefined), resumedEvt];
+      expect(stateOf(before)).toMatchObject({ status: 'RUNNING', answeredHeads: [] });
+      given(before).when(cmd.conflict(70, ['src/app.ts'], HEAD1)).then([{ ...pausedEvt, data: { ...pausedEvt.data, pausedAt: at(70) } } as SprintRunEvent]);
+      // A state stored before (a view row) has none of the lists.
+      const { pushedHeads: _p, factHeads: _f, answeredHeads: _a, ...stored } = stateOf(running) as SprintRun;
+      expect(sprintRunDecider.decide(cmd.checksFailed(30, HEAD2), stored)).toMatchObject([{ type: 'SprintRunFailed', data: { headSha: HEAD2 } }]);
+      expect(sprintRunDecider.evolve(stored, headPushed(HEAD1, 10, 8))).toMatchObject({ pushedHeads: [{ headSha: HEAD1, position: 10 }] });
     });
   });
 

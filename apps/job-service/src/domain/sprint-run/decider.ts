@@ -1,16 +1,17 @@
-import { ErrorCode, GantryError } from '@gantry/contracts';
+import { ErrorCode, failedChecksNamed, firstWithin, GantryError } from '@gantry/contracts';
 import { unknownProduct } from '../product/decider.js';
 import type { SprintRunCommand } from './commands.js';
 import { sprintRunEffects, type SprintRunEffect } from './effects.js';
 import type { SprintRunEvent } from './events.js';
-import { evolveSprintRun, initialSprintRunState, remainingTasks, sprintRunExists, type SprintRun, type SprintRunState } from './state.js';
+import { evolveSprintRun, initialSprintRunState, passedOverHead, remainingTasks, sprintRunExists, type SprintRun, type SprintRunState } from './state.js';
 
 /**
  * The sprint run (docs/domain.md, "Sprint run"): QUEUED → RUNNING → PAUSED (merge conflict) → RUNNING → DONE, → FAILED,
  * → CANCELLED. Only a merge conflict pauses; failed checks and a failed task fail the run. A PAUSED or
  * FAILED run can be resumed; a DONE or CANCELLED one cannot. Commands that record facts from other
  * streams (a job claimed or finished, a PR event) are ignored — no events — once the run is DONE or
- * CANCELLED, so a late message never reopens it.
+ * CANCELLED, so a late message never reopens it. A pull-request fact about a head the run has moved on
+ * from — one its jobs pushed over, or one a resume answered — is passed over too (`passedOverHead`).
  */
 export function decideSprintRun(command: SprintRunCommand, state: SprintRunState): SprintRunEvent[] {
   if (command.type === 'CreateSprintRun') {
@@ -61,6 +62,14 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
       return events;
     }
 
+    case 'RecordSprintHeadPushed': {
+      const d = command.data;
+      // A head is kept once, at its first report: heads only move forward (docs/pr-service.md, PR-15),
+      // so a later report of it (an attempt that found it on the remote) says nothing new.
+      if (settled || d.branch !== run.branch || (run.pushedHeads ?? []).some((h) => h.headSha === d.headSha)) return [];
+      return [{ type: 'SprintRunHeadPushed', data: { sprintRunId: run.sprintRunId, jobId: d.jobId, headSha: d.headSha, position: d.position, recordedAt: d.now } }];
+    }
+
     case 'RecordSprintTaskFailed': {
       const d = command.data;
       if (settled || run.status === 'FAILED') return [];
@@ -91,7 +100,7 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
 
     case 'RecordMergeConflict': {
       const d = command.data;
-      if (settled || run.status === 'PAUSED') return [];
+      if (settled || run.status === 'PAUSED' || passedOverHead(run, d.headSha) !== null) return [];
       if (run.status !== 'RUNNING') {
         throw refuse(ErrorCode.INVALID_TRANSITION, `sprint run ${run.sprintRunId} is ${run.status}: only a RUNNING sprint run pauses on a merge conflict`);
       }
@@ -105,11 +114,18 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
             sprintRunId: run.sprintRunId,
             reason: 'MERGE_CONFLICT',
             prUrl: d.prUrl,
-            conflictingFiles: d.conflictingFiles,
+            conflictingFiles: filesKeptOnPause(d.conflictingFiles),
             questionId: d.questionId,
             resumeInstructions:
-              d.resumeInstructions ?? resumeInstructionsFor({ sprintRunId: run.sprintRunId, branch: run.branch, prUrl: d.prUrl, conflictingFiles: d.conflictingFiles }),
+              d.resumeInstructions ?? resumeInstructionsFor({
+                sprintRunId: run.sprintRunId,
+                branch: run.branch,
+                prUrl: d.prUrl,
+                conflictingFiles: d.conflictingFiles,
+                conflictingFilesLeftOut: d.conflictingFilesLeftOut ?? 0,
+              }),
             pausedAt: d.now,
+            headSha: d.headSha,
           },
         },
       ];
@@ -117,8 +133,8 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
 
     case 'RecordChecksFailed': {
       const d = command.data;
-      if (settled || run.status === 'FAILED') return [];
-      const checks = d.failedChecks.length > 0 ? d.failedChecks.join(', ') : 'unnamed checks';
+      if (settled || run.status === 'FAILED' || passedOverHead(run, d.headSha) !== null) return [];
+      const checks = d.failedChecks.length > 0 ? failedChecksNamed(d.failedChecks, d.failedChecksLeftOut) : 'unnamed checks';
       return [
         {
           type: 'SprintRunFailed',
@@ -131,6 +147,7 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
             failedChecks: d.failedChecks,
             error: `checks failed on ${d.prUrl}: ${checks}`,
             failedAt: d.now,
+            headSha: d.headSha,
           },
         },
       ];
@@ -201,10 +218,27 @@ export function transitionSprintRun(state: SprintRunState, command: SprintRunCom
   return { nextState, events, effects };
 }
 
-/** The standard instructions a paused sprint run carries, for the human or agent who resolves it. */
-export function resumeInstructionsFor(p: { sprintRunId: string; branch: string; prUrl: string; conflictingFiles: string[] }): string {
+/**
+ * The conflicting files a pause keeps, as JSON (docs/jobs.md, "Sprint runs"): the pause, its question
+ * and `get_sprint_run` carry them with more, so the pause keeps no more than the pr-service's event
+ * names (MAX_PR_LIST_BYTES, the same 64 KiB) — an event of every file would be one the store refuses,
+ * and the run would never pause.
+ */
+export const MAX_PAUSE_FILES_BYTES = 64 * 1024;
+/** The conflicting files the resume instructions name; the rest are counted. */
+const INSTRUCTION_FILES = 20;
+
+/** The first conflicting files, as many as fit MAX_PAUSE_FILES_BYTES (at least one); the pull request lists them all. */
+export function filesKeptOnPause(files: readonly string[]): string[] {
+  return firstWithin(files, MAX_PAUSE_FILES_BYTES);
+}
+
+/** The standard instructions a paused sprint run carries, for the human or agent who resolves it: twenty files named, the rest (those the pr-service's event left out too) counted. */
+export function resumeInstructionsFor(p: { sprintRunId: string; branch: string; prUrl: string; conflictingFiles: string[]; conflictingFilesLeftOut?: number }): string {
+  const named = p.conflictingFiles.slice(0, INSTRUCTION_FILES).join(', ');
+  const more = Math.max(p.conflictingFiles.length - INSTRUCTION_FILES, 0) + (p.conflictingFilesLeftOut ?? 0);
   return (
-    `Merge the target branch into ${p.branch} and resolve the conflicts in ${p.conflictingFiles.join(', ')} ` +
+    `Merge the target branch into ${p.branch} and resolve the conflicts in ${named}${more > 0 ? ` and ${more} more files (the pull request lists them all)` : ''} ` +
     `(${p.prUrl}); push the resolution to ${p.branch}, then resume sprint run ${p.sprintRunId}.`
   );
 }

@@ -102,6 +102,7 @@ export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState):
     }
     case 'SprintRunStarted':
     case 'SprintRunTaskCompleted':
+    case 'SprintRunHeadPushed':
       return [];
     default:
       return assertNever(event);

@@ -43,7 +43,7 @@ describe('sprint runs from the wire and from other contexts\' events', () => {
   it('drives a run through contract-valid PR events: running → merge conflict → PAUSED → resumed → DONE, viewed as the query contract says', () => {
     step(createSprintRunCommand(parseRequest(createSprintRun, createSprintRun.examples.valid[0]), { sprintRunId: RUN, now: at(0), product: PRODUCT }));
     const claimed: JobEvent = { type: 'JobClaimed', data: {} as never };
-    step(sprintRunCommandFor(claimed, sprintJob({}), { now: at(1) })!);
+    step(sprintRunCommandFor(claimed, sprintJob({}), { now: at(1), position: 1 })!);
 
     const conflict = PullRequestMergeConflict.data.parse(PullRequestMergeConflict.examples.valid[0]);
     const paused = step(mergeConflictCommand(conflict, { sprintRunId: RUN, questionId: 'question-1', now: at(2) }));
@@ -53,8 +53,8 @@ describe('sprint runs from the wire and from other contexts\' events', () => {
 
     step(resumeSprintRunCommand(parseRequest(resumeSprintRun, { ...resumeSprintRun.examples.valid[0], sprintRunId: RUN, actor: 'user-9' }), { now: at(3) }));
     const done = (taskId: string): JobEvent => ({ type: 'JobFinished', data: { jobStatus: taskId === 'T-1' ? 'DONE' : 'SKIPPED' } as never });
-    step(sprintRunCommandFor(done('T-1'), sprintJob({ taskId: 'T-1' }), { now: at(4) })!);
-    const last = step(sprintRunCommandFor(done('T-2'), sprintJob({ taskId: 'T-2' }), { now: at(5) })!);
+    step(sprintRunCommandFor(done('T-1'), sprintJob({ taskId: 'T-1' }), { now: at(4), position: 4 })!);
+    const last = step(sprintRunCommandFor(done('T-2'), sprintJob({ taskId: 'T-2' }), { now: at(5), position: 5 })!);
     expect(last.nextState.status).toBe('DONE');
     expect(last.effects).toEqual([{ type: 'MARK_PR_READY_FOR_REVIEW', sprintRunId: RUN, repository: 'acme/shop', branch: 'sprint/SP-7', prUrl: conflict.prUrl }]);
     expect(SprintRunViewSchema.parse(sprintRunView(state as never))).toMatchObject({ status: 'DONE', doneTaskIds: ['T-1', 'T-2'], pause: null });
@@ -72,7 +72,7 @@ describe('sprint runs from the wire and from other contexts\' events', () => {
   });
 
   it('reads each sprint job event for what it means to the run', () => {
-    const now = { now: at(9) };
+    const now = { now: at(9), position: 90 };
     const job = sprintJob({});
     const failedFinish = { type: 'JobFinished', data: { jobStatus: 'FAILED', error: 'test failure: 2 failing' } } as unknown as JobEvent;
     const cancelledFinish = { type: 'JobFinished', data: { jobStatus: 'CANCELLED', error: null } } as unknown as JobEvent;
@@ -85,6 +85,11 @@ describe('sprint runs from the wire and from other contexts\' events', () => {
     expect(sprintRunCommandFor(cancelledFinish, job, now)).toBeNull();
     expect(sprintRunCommandFor(requeued, job, now)).toBeNull();
     expect(sprintRunCommandFor(logged, job, now)).toBeNull();
+    const pushed = { type: 'JobPushReported', data: { branch: 'sprint/SP-7', headSha: 'a'.repeat(40) } } as unknown as JobEvent;
+    expect(sprintRunCommandFor(pushed, job, now)).toEqual({
+      type: 'RecordSprintHeadPushed',
+      data: { sprintRunId: RUN, jobId: JOB, branch: 'sprint/SP-7', headSha: 'a'.repeat(40), position: 90, now: at(9) },
+    });
     expect(sprintRunCommandFor(failedFinish, sprintJob({ sprintRunId: null }), now)).toBeNull();
   });
 });

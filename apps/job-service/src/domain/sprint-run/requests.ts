@@ -58,6 +58,8 @@ export function mergeConflictCommand(
       sprintRunId: context.sprintRunId,
       prUrl: event.prUrl,
       conflictingFiles: event.conflictingFiles,
+      conflictingFilesLeftOut: event.conflictingFilesLeftOut ?? 0,
+      headSha: event.headSha,
       questionId: context.questionId,
       resumeInstructions: null,
       now: context.now,
@@ -71,7 +73,7 @@ export function checksFailedCommand(
 ): Extract<SprintRunCommand, { type: 'RecordChecksFailed' }> {
   return {
     type: 'RecordChecksFailed',
-    data: { sprintRunId: context.sprintRunId, prUrl: event.prUrl, failedChecks: event.failedChecks.map((c) => c.name), now: context.now },
+    data: { sprintRunId: context.sprintRunId, prUrl: event.prUrl, failedChecks: event.failedChecks.map((c) => c.name), failedChecksLeftOut: event.failedChecksLeftOut ?? 0, headSha: event.headSha, now: context.now },
   };
 }
 
@@ -81,14 +83,19 @@ export function checksFailedCommand(
  * was already there); a FAILED finish, or a claim that failed after its last attempt, fails it.
  * A cancelled job tells the run nothing: cancelling runs the other way. Whether a failed job was
  * superseded by a newer job of its task is the jobs view's to say (the caller sets `superseded`).
- * `job` is the job's state after the event.
+ * A push report gives the run its branch's head; `position` is the event's position in the job
+ * service's log, which orders the pushes. `job` is the job's state after the event.
  */
-export function sprintRunCommandFor(event: JobEvent, job: Job, context: Clock): SprintRunCommand | null {
+export function sprintRunCommandFor(event: JobEvent, job: Job, context: Clock & { position: number }): SprintRunCommand | null {
   if (job.sprintRunId === null) return null;
   const sprintRunId = job.sprintRunId;
   switch (event.type) {
     case 'JobClaimed':
       return { type: 'RecordSprintJobClaimed', data: { sprintRunId, jobId: job.jobId, now: context.now } };
+    case 'JobPushReported': {
+      const { branch, headSha } = event.data;
+      return { type: 'RecordSprintHeadPushed', data: { sprintRunId, jobId: job.jobId, branch, headSha, position: context.position, now: context.now } };
+    }
     case 'JobFinished': {
       if (job.taskId === null) return null;
       const d = event.data;

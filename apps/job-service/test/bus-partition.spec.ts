@@ -1,0 +1,90 @@
+import type { INestApplication } from '@nestjs/common';
+import { claimJob, enqueueJob, getJob, logImplementation, renewJobLease, startJob } from '@gantry/contracts';
+import { Bus } from '@gantry/messaging';
+import { eventually, startCuttableProxy, testNatsUrl, type CuttableProxy } from '@gantry/testing';
+import { createWorld, key, registerProducts, startInProcess, type TestWorld } from './harness.js';
+
+/**
+ * The job service cut off from NATS while its PostgreSQL is fine (docs/jobs.md, "A job service
+ * outage"): its bus goes through a proxy the test cuts. The runner (this test's client, on NATS
+ * directly) cannot reach a job service meanwhile — its renewals find nobody serving — so the time
+ * the job service is away from the bus does not count against the claim, although the job service
+ * itself still runs and reads the leases from PostgreSQL.
+ */
+describe('a job service cut off from NATS for longer than a claim\'s lease', () => {
+  let proxy: CuttableProxy;
+  let world: TestWorld;
+  let app: INestApplication | undefined;
+
+  beforeAll(async () => {
+    proxy = await startCuttableProxy(testNatsUrl);
+    world = await createWorld('jobs_bus_cut');
+    app = await startInProcess(world, { GANTRY_NATS_URL: proxy.url, GANTRY_LEASE_SWEEP_MS: '100' });
+    await registerProducts(world.client, ['product-cut']);
+  });
+
+  // A case that failed while cut off leaves the next one a job service on its bus.
+  afterEach(async () => {
+    proxy.restore();
+    if (app) await eventually(() => app!.get(Bus).connected, { what: 'the job service back on its bus', timeoutMs: 60_000 });
+  }, 90_000);
+
+  afterAll(async () => {
+    proxy?.restore();
+    try {
+      await app?.close();
+    } finally {
+      await world?.close();
+      await proxy?.close();
+    }
+  });
+
+  const eventsOf = async (jobId: string) =>
+    (await world.db.query<{ type: string; data: Record<string, unknown> }>(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [jobId])).rows;
+
+  it('expires no claim while its bus is down and resumes the live ones when it is back: the runner\'s commands are obeyed, no attempt is spent', async () => {
+    const { jobId } = await world.client.request(enqueueJob, {
+      kind: 'TASK_IMPLEMENTATION', productId: 'product-cut', taskId: 'T-cut', payload: {}, baseRef: 'main', maxAttempts: 1, idempotencyKey: key('enqueue'),
+    });
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-cut', kinds: ['TASK_IMPLEMENTATION'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    const lease = { jobId, runnerId: 'runner-cut', leaseToken: claim.job.leaseToken };
+    await world.client.request(startJob, { ...lease, branch: 'feat/cut', idempotencyKey: key('start') });
+
+    const bus = app!.get(Bus);
+    proxy.cut();
+    await eventually(() => !bus.connected, { what: 'the job service seeing its bus gone', timeoutMs: 30_000 });
+    // Cut off until well past the lease's expiry, its sweep running every 100 ms on PostgreSQL all along.
+    await eventually(() => Date.now() > Date.parse(claim.job.leaseExpiresAt) + 3000, { what: 'the lease expiry passed while cut off', timeoutMs: 30_000 });
+    expect((await eventsOf(jobId)).map((e) => e.type)).not.toContain('JobLeaseExpired');
+    proxy.restore();
+
+    // The agent's story-log call and the renewal, sent again under their keys until a job service answers, are obeyed.
+    await world.client.request(logImplementation, { ...lease, summary: 'written while the job service was cut off', idempotencyKey: key('log') }, { retryUntil: Date.now() + 60_000 });
+    const renewed = await world.client.request(renewJobLease, { ...lease, leaseDurationMs: 10_000 }, { retryUntil: Date.now() + 60_000 });
+    expect(Date.parse(renewed.leaseExpiresAt)).toBeGreaterThan(Date.now());
+    const events = await eventsOf(jobId);
+    expect(events.map((e) => e.type)).not.toContain('JobLeaseExpired');
+    const resumed = events.find((e) => e.type === 'JobLeaseRenewed' && e.data.resumedAfterBusLoss === true);
+    // resumed for the 10 s it was granted, from the moment the bus was back
+    expect(resumed?.data).toMatchObject({ leaseToken: 1, runnerId: 'runner-cut' });
+    expect(Date.parse(resumed!.data.leaseExpiresAt as string) - Date.parse(resumed!.data.renewedAt as string)).toBe(10_000);
+    expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'RUNNING', attempt: 1, storyLog: { implementationEntries: 1 } });
+  }, 120_000);
+
+  it('still expires a claim whose runner stopped renewing while the bus is up: the resumption gives it one lease more, not forever', async () => {
+    const { jobId } = await world.client.request(enqueueJob, {
+      kind: 'TASK_IMPLEMENTATION', productId: 'product-cut', taskId: 'T-silent', payload: {}, baseRef: 'main', maxAttempts: 1, idempotencyKey: key('enqueue'),
+    }, { retryUntil: Date.now() + 60_000 });
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-silent', kinds: ['TASK_IMPLEMENTATION'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    const bus = app!.get(Bus);
+    proxy.cut();
+    await eventually(() => !bus.connected, { what: 'the job service seeing its bus gone', timeoutMs: 30_000 });
+    proxy.restore();
+    await eventually(() => bus.connected, { what: 'the job service back on its bus', timeoutMs: 30_000 });
+    // Its runner is gone for good: the claim expires after the lease resumed at the reconnect, its one attempt spent.
+    await eventually(async () => (await eventsOf(jobId)).some((e) => e.type === 'JobLeaseExpired'), { what: 'the silent claim expired', timeoutMs: 60_000 });
+    expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'FAILED' });
+  }, 120_000);
+});
