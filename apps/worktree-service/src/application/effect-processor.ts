@@ -9,10 +9,11 @@ import {
   rescueAndRemoveWorktree,
   rescueWorktree,
   syncWorktree,
+  withSignal,
   type GitWorkspace,
 } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
-import { WorktreeLocks } from '../infrastructure/worktree-locks.js';
+import { isLockOrDatabaseOutage, WorktreeLocks } from '../infrastructure/worktree-locks.js';
 import { WorktreeHygiene } from './hygiene.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 import { killAfterGitIfAsked } from './test-kill-hook.js';
@@ -31,7 +32,8 @@ interface CreateBegun {
  * still asks for it, and reports each outcome as a decider command. Every effect looks at the disk first (the git layer
  * does), so running one again — after a crash, or twice by a sweep — does no harm. A failed create
  * or sync is reported (the acquirer gets sync_failed); a failed rescue or removal is retried with a
- * growing delay, since the lease must not end before its changes are safe.
+ * growing delay, since the lease must not end before its changes are safe. An effect whose lock was
+ * lost while it ran reports nothing and is retried the same way (execute).
  */
 @Injectable()
 export class WorktreeEffectProcessor {
@@ -110,9 +112,9 @@ export class WorktreeEffectProcessor {
     // Test-only (GANTRY_TEST_HOLD_AT): an effect that waits, as one queued behind other git work does.
     await holdHereIfAsked(`worktree-effect:${effect.type}`);
     try {
-      const ran = await this.locks.onKey(effect.worktreeKey, async () => {
+      const ran = await this.locks.onKey(effect.worktreeKey, async (signal) => {
         if (!(await this.stillAsked(effect, id))) return false;
-        await this.execute(effect);
+        await this.execute(effect, signal);
         return true;
       });
       if (!ran) this.log.info(fields, 'worktree effect no longer asked for (run by another replica, or its lease moved on); not run');
@@ -145,8 +147,15 @@ export class WorktreeEffectProcessor {
     return pendingEffects(await this.leases.load(effect.worktreeKey)).some((asked) => effectIdentity(asked) === id);
   }
 
-  private async execute(effect: WorktreeEffect): Promise<void> {
+  /**
+   * `signal` aborts when the key's lock is lost while the effect runs: its git is stopped (the
+   * workspace's commands stop with it), and neither that failure nor an outcome reached after it is
+   * reported — another replica may have run the effect meanwhile. The effect fails, and is retried
+   * under the lock (run), where it is checked again for whether it is still asked for.
+   */
+  private async execute(effect: WorktreeEffect, signal: AbortSignal): Promise<void> {
     const now = () => new Date(this.leases.now());
+    const workspace = withSignal(this.workspace, signal);
     switch (effect.type) {
       case 'create_or_reuse': {
         const { worktreeKey, leaseId, token, repositoryUrl, branch, baseRef } = effect;
@@ -155,7 +164,7 @@ export class WorktreeEffectProcessor {
         try {
           const create: CreateBegun = { at: performance.now() };
           this.createsBegun.set(`${leaseId}:${token}`, create);
-          const prepared = await createOrReuseWorktree(this.workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now() });
+          const prepared = await createOrReuseWorktree(workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now() });
           if (prepared.outcome === 'created' && prepared.atStartingPoint) create.madeAtStart = prepared.headSha;
           killAfterGitIfAsked('create_or_reuse');
           created = prepared.outcome === 'created';
@@ -164,9 +173,10 @@ export class WorktreeEffectProcessor {
             data: { leaseId, token, outcome: prepared.outcome, path: prepared.path, rescue: prepared.rescue, now: this.leases.now() },
           };
         } catch (error) {
+          if (lockLost(error, signal)) throw error;
           command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'create_or_reuse', reason: reasonOf(error), now: this.leases.now() } };
         }
-        await this.report(worktreeKey, command, effect);
+        await this.report(worktreeKey, command, effect, signal);
         if (created) await this.hygiene.enforceCap(repositoryUrl).catch((error: unknown) => this.log.warn({ repositoryUrl, error: describe(error) }, 'worktree cap not enforced'));
         return;
       }
@@ -175,7 +185,7 @@ export class WorktreeEffectProcessor {
         let command: WorktreeLeaseCommand;
         try {
           const create = this.createsBegun.get(`${leaseId}:${token}`);
-          const synced = await syncWorktree(this.workspace, {
+          const synced = await syncWorktree(workspace, {
             worktreeKey,
             repositoryUrl,
             branch,
@@ -187,9 +197,10 @@ export class WorktreeEffectProcessor {
           killAfterGitIfAsked('sync');
           command = { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: synced.baseSha, rescue: synced.rescue, now: this.leases.now() } };
         } catch (error) {
+          if (lockLost(error, signal)) throw error;
           command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'sync', reason: reasonOf(error), now: this.leases.now() } };
         }
-        await this.report(worktreeKey, command, effect);
+        await this.report(worktreeKey, command, effect, signal);
         return;
       }
       case 'rescue':
@@ -197,16 +208,16 @@ export class WorktreeEffectProcessor {
         const { worktreeKey, leaseId, token } = effect;
         const outcome =
           effect.type === 'rescue'
-            ? { rescue: await rescueWorktree(this.workspace, { worktreeKey, now: now() }), removed: false }
-            : await rescueAndRemoveWorktree(this.workspace, { worktreeKey, now: now() });
-        await this.report(worktreeKey, { type: 'RecordWorktreeReleased', data: { leaseId, token, rescue: outcome.rescue, removed: outcome.removed, now: this.leases.now() } }, effect);
+            ? { rescue: await rescueWorktree(workspace, { worktreeKey, now: now() }), removed: false }
+            : await rescueAndRemoveWorktree(workspace, { worktreeKey, now: now() });
+        await this.report(worktreeKey, { type: 'RecordWorktreeReleased', data: { leaseId, token, rescue: outcome.rescue, removed: outcome.removed, now: this.leases.now() } }, effect, signal);
         return;
       }
       case 'evict': {
         const { worktreeKey } = effect;
-        const outcome = await rescueAndRemoveWorktree(this.workspace, { worktreeKey, now: now() });
+        const outcome = await rescueAndRemoveWorktree(workspace, { worktreeKey, now: now() });
         killAfterGitIfAsked('evict');
-        await this.report(worktreeKey, { type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue: outcome.rescue, removed: outcome.removed, now: this.leases.now() } }, effect);
+        await this.report(worktreeKey, { type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue: outcome.rescue, removed: outcome.removed, now: this.leases.now() } }, effect, signal);
         return;
       }
       default: {
@@ -216,8 +227,12 @@ export class WorktreeEffectProcessor {
     }
   }
 
-  /** A report the lease no longer wants (it moved on, or its token is stale) is logged and dropped. */
-  private async report(worktreeKey: string, command: WorktreeLeaseCommand, effect: WorktreeEffect): Promise<void> {
+  /**
+   * A report the lease no longer wants (it moved on, or its token is stale) is logged and dropped. None
+   * is made once the key's lock is lost: the outcome was reached without it.
+   */
+  private async report(worktreeKey: string, command: WorktreeLeaseCommand, effect: WorktreeEffect, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
     try {
       await this.leases.decide(worktreeKey, command, { metadata: serviceActor(`effect:${effect.type}`) });
     } catch (error) {
@@ -228,6 +243,16 @@ export class WorktreeEffectProcessor {
       throw error;
     }
   }
+}
+
+/**
+ * The effect's git failed because a lock it ran under was lost (the key's, or a clone's taken inside
+ * it), or a clone's lock could not be taken because the database could not be reached (PostgreSQL
+ * restarting, the network cut): no outcome of the effect — the lease's sync_failed no more than its
+ * success — but a failure of this run, retried.
+ */
+function lockLost(error: unknown, signal: AbortSignal): boolean {
+  return signal.aborted || isLockOrDatabaseOutage(error);
 }
 
 function reasonOf(error: unknown): string {

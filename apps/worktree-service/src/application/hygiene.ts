@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
-import { GantryError } from '@gantry/contracts';
+import { canonicalRepositoryUrl, GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
@@ -31,13 +31,16 @@ export class WorktreeHygiene {
   }
 
   private async enforce(repositoryUrl: string): Promise<string[]> {
-    const { rows } = await this.store.pool.query<{ worktree_key: string; idle: boolean }>(
-      `SELECT w.worktree_key,
+    // Every spelling of the repository counts (its worktrees of keys from before URLs had a canonical
+    // spelling too): the read model keeps each worktree's URL as it was asked for.
+    const repository = canonicalRepositoryUrl(repositoryUrl);
+    const { rows: all } = await this.store.pool.query<{ worktree_key: string; repository_url: string; idle: boolean }>(
+      `SELECT w.worktree_key, w.repository_url,
               (w.held_by IS NULL AND NOT EXISTS (
                  SELECT 1 FROM worktree_leases l WHERE l.worktree_key = w.worktree_key AND l.status IN ${LIVE})) AS idle
-         FROM worktrees w WHERE w.repository_url = $1 ORDER BY w.last_used_at, w.worktree_key`,
-      [repositoryUrl],
+         FROM worktrees w ORDER BY w.last_used_at, w.worktree_key`,
     );
+    const rows = all.filter((row) => canonicalRepositoryUrl(row.repository_url) === repository);
     let excess = rows.length - this.config.maxWorktreesPerRepository;
     const evicted: string[] = [];
     for (const row of rows) {

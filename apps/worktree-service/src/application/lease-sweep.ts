@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
+import { Bus } from '@gantry/messaging';
 import { Sweep } from '@gantry/service-runtime';
 import { upcomingDeadlines, type WorktreeLeaseCommand } from '../domain/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
@@ -16,14 +17,19 @@ import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 @Injectable()
 export class LeaseSweep implements OnModuleDestroy {
   private readonly sweeps: Sweep;
+  /** The bus's losses the held leases were last resumed for (or that there were at start). */
+  private lossesResumed: number;
+  private sweepingWithoutBus = false;
 
   constructor(
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
     @Inject(EventStore) private readonly store: EventStore,
+    @Inject(Bus) private readonly bus: Bus,
     @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
     @InjectPinoLogger('lease-sweep') private readonly log: PinoLogger,
   ) {
     this.sweeps = new Sweep({ name: 'lease-sweep', everyMs: config.sweepIntervalMs, run: () => this.sweep(), log });
+    this.lossesResumed = bus.connectionLosses;
   }
 
   start(): void {
@@ -34,8 +40,26 @@ export class LeaseSweep implements OnModuleDestroy {
     await this.sweeps.stop();
   }
 
-  /** One pass; returns the number of commands that changed something. */
+  /**
+   * One pass; returns the number of commands that changed something. None while this service's bus
+   * is down: the holders cannot reach it then (their renewals find nobody serving, and do not count
+   * that time), so a lease that ran out meanwhile says nothing about its holder, and expiring it would
+   * rescue and reset the worktree under a running agent. Once the bus is back, every held lease is
+   * resumed before anything expires (docs/worktrees.md, "When a lease ends").
+   */
   async sweep(): Promise<number> {
+    if (!this.bus.connected) {
+      if (!this.sweepingWithoutBus) this.log.warn('NATS is not reachable: no worktree lease expires until it is back');
+      this.sweepingWithoutBus = true;
+      return 0;
+    }
+    const losses = this.bus.connectionLosses;
+    if (losses !== this.lossesResumed) {
+      const resumed = await this.resumeHeldLeases();
+      this.lossesResumed = losses;
+      this.sweepingWithoutBus = false;
+      this.log.info({ keys: resumed }, 'NATS is back: held worktree leases resumed');
+    }
     const now = this.leases.now();
     const { rows } = await this.store.pool.query<{ worktree_key: string }>(
       `SELECT DISTINCT worktree_key FROM worktree_leases
@@ -45,6 +69,8 @@ export class LeaseSweep implements OnModuleDestroy {
     );
     let changed = 0;
     for (const { worktree_key: worktreeKey } of rows) {
+      // Lost during the pass: the rest waits for the resumption.
+      if (this.bus.connectionLosses !== this.lossesResumed) break;
       const state = await this.leases.load(worktreeKey);
       let waitersDue = false;
       for (const deadline of upcomingDeadlines(state)) {
@@ -58,6 +84,18 @@ export class LeaseSweep implements OnModuleDestroy {
       if (waitersDue) changed += await this.run(worktreeKey, { type: 'TimeOutLockWaiters', data: { now } });
     }
     return changed;
+  }
+
+  /** Every lease still held runs as long again from now, as at a start (WorktreeRecovery.resumeHeldLeases). Returns the keys touched. */
+  private async resumeHeldLeases(): Promise<number> {
+    const { rows } = await this.store.pool.query<{ worktree_key: string }>(
+      `SELECT DISTINCT worktree_key FROM worktree_leases WHERE status IN ('creating_or_reusing', 'syncing', 'ready')`,
+    );
+    const now = this.leases.now();
+    for (const { worktree_key: worktreeKey } of rows) {
+      await this.leases.decide(worktreeKey, { type: 'ResumeWorktreeLeases', data: { now, after: 'bus_loss' } }, { metadata: serviceActor('resume-after-bus-loss') });
+    }
+    return rows.length;
   }
 
   private async run(worktreeKey: string, command: WorktreeLeaseCommand): Promise<number> {

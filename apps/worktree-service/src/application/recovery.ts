@@ -6,9 +6,9 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
 import { EventStore, ProcessEpoch } from '@gantry/eventstore';
 import { componentLogger, holdHereIfAsked, Readiness, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
 import { claimVerdict, planReconciliation, type ClaimEndedBy, type ReconciliationAction } from '../domain/index.js';
-import { listWorktrees, pruneWorktrees, quarantineOrphanDirectory, type GitWorkspace } from '../infrastructure/git/index.js';
+import { listWorktrees, pruneWorktrees, quarantineOrphanDirectory, withSignal, type GitWorkspace } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
-import { WorktreeLocks } from '../infrastructure/worktree-locks.js';
+import { isLockOrDatabaseOutage, WorktreeLocks } from '../infrastructure/worktree-locks.js';
 import { WorktreeEffectProcessor } from './effect-processor.js';
 import { JobLifecycleReactions, type JobEventProgress } from './job-lifecycle.js';
 import { LeaseReleases } from './lease-releases.js';
@@ -19,6 +19,10 @@ const CATCH_UP_LIMIT_MS = 15_000;
 /** The ack wait of the jobs consumer (the messaging default): how long a dead process's events stay held. */
 const JOBS_ACK_WAIT_MS = 30_000;
 const SHUTDOWN_GRACE_MS = 20_000;
+/** Between the tries of a start whose lock or database was lost (reconcileAtStart, resumeAtStart). */
+const START_RETRY_MS = [500, 1_000, 2_000, 5_000];
+/** How long, waits between its tries summed, a start's reconciliation is tried again on an outage before the start fails. */
+const RECONCILE_RETRY_LIMIT_MS = 30_000;
 
 /**
  * Startup and shutdown of the worktree side:
@@ -53,22 +57,71 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
 
   async onApplicationBootstrap(): Promise<void> {
     this.readiness.register('worktree-recovery', () => ({ ok: this.phase === 'recovered', detail: { phase: this.phase, effectsInFlight: this.effects.busy, jobEvents: this.jobEvents } }));
-    const actions = await this.reconcile();
+    const actions = await this.reconcileAtStart();
     this.log.info({ actions: actions.map((a) => a.type) }, 'reconciled leases with the disk');
     this.phase = 'reconciled';
-    await this.locks.whileStarting(async () => {
-      this.epoch = await this.startEpoch();
-      const peers = await this.epoch.livePeers({ forgetGone: true });
-      if (peers.length > 0) {
-        this.log.info({ replicas: peers.length }, 'another replica served meanwhile: held leases go on from their last renewal');
-        return;
-      }
-      const resumed = await this.resumeHeldLeases();
-      if (resumed > 0) this.log.info({ keys: resumed }, 'held leases resumed at start');
-    });
+    await this.resumeAtStart();
     this.sweep.start();
     // Not awaited: the jobs consumer starts with the runtime, after this hook.
     this.background = this.recoverUntilDone();
+  }
+
+  /**
+   * The start's reconciliation, done again in this process when the database or a key's lock was
+   * lost or unreachable on the way (a connection reset, PostgreSQL restarting): after 0.5 s, 1 s,
+   * 2 s, then every 5 s, for 30 s of waits in all; then, or on any other failure, the start fails.
+   * Each try plans afresh from what the log and the disk say then, and each action is taken only if
+   * still called for (reconcile), so what a lost try did is not done twice (docs/worktrees.md,
+   * "Restart and recovery").
+   */
+  async reconcileAtStart(): Promise<ReconciliationAction[]> {
+    let waited = 0;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.reconcile();
+      } catch (error) {
+        const delay = START_RETRY_MS[Math.min(attempt - 1, START_RETRY_MS.length - 1)]!;
+        if (!isLockOrDatabaseOutage(error) || this.leases.closing || waited + delay > RECONCILE_RETRY_LIMIT_MS) throw error;
+        waited += delay;
+        this.log.warn({ attempt, retryInMs: delay, error: String(error) }, "the start's reconciliation lost the database or a key's lock; it is done again");
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
+  /**
+   * Under the lock of the schema's starts (one replica at a time): this process's epoch registered,
+   * then, if no other replica is running, the held leases resumed. A loss of that lock, or of the
+   * database, on the way stops the work (the lock's signal) and it is done again under the lock — in
+   * this process, not by failing the start: a replica that started meanwhile saw this one's epoch
+   * and left the resumption to it, and a restart of this one would see that replica and leave it
+   * too. So the decision to resume, once made, stands; each key is resumed again from the start (a
+   * resumption is as long again from now: resuming a key twice only moves its expiry a little later).
+   * Any other failure fails the start (docs/worktrees.md, "A lock whose connection is lost").
+   */
+  async resumeAtStart(): Promise<void> {
+    let resume: boolean | undefined;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.locks.whileStarting(async (signal) => {
+          this.epoch ??= await this.startEpoch();
+          if (resume === undefined) {
+            const peers = await this.epoch.livePeers({ forgetGone: true });
+            resume = peers.length === 0;
+            if (!resume) this.log.info({ replicas: peers.length }, 'another replica served meanwhile: held leases go on from their last renewal');
+          }
+          if (!resume) return;
+          const resumed = await this.resumeHeldLeases(signal);
+          if (resumed > 0) this.log.info({ keys: resumed }, 'held leases resumed at start');
+        });
+        return;
+      } catch (error) {
+        if (!isLockOrDatabaseOutage(error) || this.leases.closing) throw error;
+        const delay = START_RETRY_MS[Math.min(attempt - 1, START_RETRY_MS.length - 1)]!;
+        this.log.warn({ attempt, retryInMs: delay, error: String(error) }, 'the start lost its lock or the database; its resumption of held leases is done again under the lock');
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
   }
 
   /**
@@ -96,6 +149,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
       databaseUrl: this.config.databaseUrl,
       schema: this.config.schema,
       pool: this.store.pool,
+      timeouts: this.config.databaseTimeouts,
       log,
       names: { table: 'worktree_processes', lock: 'gantry.worktree.process', channel: 'gantry_worktree_processes', applicationName: 'gantry-worktree-epoch' },
       // Only a later start's judgement rests on it: taken for gone, this process would have held leases resumed once more.
@@ -108,13 +162,17 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
    * holders, whose renewals were answered): no holder could renew while nobody served, so every lease
    * still held runs as long again from now (docs/worktrees.md, "When a lease ends"). Returns the keys touched.
    */
-  async resumeHeldLeases(): Promise<number> {
+  async resumeHeldLeases(signal?: AbortSignal): Promise<number> {
     const { rows } = await this.store.pool.query<{ worktree_key: string }>(
       `SELECT DISTINCT worktree_key FROM worktree_leases WHERE status IN ('creating_or_reusing', 'syncing', 'ready')`,
     );
     const now = this.leases.now();
     for (const { worktree_key: worktreeKey } of rows) {
+      // The start's lock lost: stop here; the resumption is done again under the lock (resumeAtStart).
+      signal?.throwIfAborted();
       await this.leases.decide(worktreeKey, { type: 'ResumeWorktreeLeases', data: { now } }, { metadata: serviceActor('resume-at-start') });
+      // Test-only (GANTRY_TEST_HOLD_AT): the start's lock lost half-way through the resumption.
+      await holdHereIfAsked('worktree-start:resumed-key');
     }
     return rows.length;
   }
@@ -140,7 +198,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     for (const action of plan) {
       switch (action.type) {
         case 'quarantine_orphan':
-          await this.locks.onKey(action.directory, () => this.quarantine(action.directory));
+          await this.locks.onKey(action.directory, (signal) => this.quarantine(action.directory, withSignal(this.workspace, signal)));
           break;
         case 'prune':
           if (!pruned) await pruneWorktrees(this.workspace);
@@ -150,8 +208,8 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
           this.effects.enqueue([action.effect]);
           break;
         case 'forget_missing_worktree':
-          await this.locks.onKey(action.worktreeKey, async () => {
-            if (!(await this.stillPlanned(action))) return;
+          await this.locks.onKey(action.worktreeKey, async (signal) => {
+            if (!(await this.stillPlanned(action, signal))) return;
             await this.leases
             .decide(action.worktreeKey, { type: 'EvictIdleWorktree', data: { worktreeKey: action.worktreeKey, reason: 'missing', now: this.leases.now() } }, {
               metadata: serviceActor('reconcile'),
@@ -164,8 +222,8 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
           });
           break;
         case 'release_stale_lease':
-          await this.locks.onKey(action.worktreeKey, async () => {
-            if (!(await this.stillPlanned(action))) return;
+          await this.locks.onKey(action.worktreeKey, async (signal) => {
+            if (!(await this.stillPlanned(action, signal))) return;
             await this.leases.decide(
               action.worktreeKey,
               { type: 'ReleaseWorktreeLease', data: { leaseId: action.leaseId, token: action.token, reason: 'stale_reset', removeWorktree: true, now: this.leases.now() } },
@@ -186,9 +244,9 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
    * Moves aside a directory no clone knows, under its key's lock. Asked again here: a replica's
    * `git worktree add` may have made it a worktree of its clone since the inventory.
    */
-  private async quarantine(directory: string): Promise<void> {
+  private async quarantine(directory: string, workspace: GitWorkspace): Promise<void> {
     try {
-      const movedTo = await quarantineOrphanDirectory(this.workspace, { directory, now: this.store.clock() });
+      const movedTo = await quarantineOrphanDirectory(workspace, { directory, now: this.store.clock() });
       this.log.warn({ directory, movedTo }, 'orphan worktree directory moved aside');
     } catch (error) {
       if (!(error instanceof GantryError && error.code === ErrorCode.PRECONDITION_FAILED)) throw error;
@@ -196,16 +254,21 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     }
   }
 
-  /** Whether the key's log, and its clone's worktrees asked now, still call for the action (under the key's lock). */
-  private async stillPlanned(action: Extract<ReconciliationAction, { worktreeKey: string }>): Promise<boolean> {
+  /**
+   * Whether the key's log, and its clone's worktrees asked now, still call for the action (under the
+   * key's lock, whose `signal` stops the listing's git when the lock is lost; the action is then not
+   * taken and the reconciliation fails, as on any other failure).
+   */
+  private async stillPlanned(action: Extract<ReconciliationAction, { worktreeKey: string }>, signal: AbortSignal): Promise<boolean> {
     const state = await this.leases.load(action.worktreeKey);
-    const disk = state.repositoryUrl === null ? { worktrees: [] } : await listWorktrees(this.workspace, { repositoryUrl: state.repositoryUrl, inTurn: true });
+    const disk = state.repositoryUrl === null ? { worktrees: [] } : await listWorktrees(withSignal(this.workspace, signal), { repositoryUrl: state.repositoryUrl, inTurn: true });
     const again = planReconciliation([state], {
       worktrees: disk.worktrees.filter((w) => w.worktreeKey === action.worktreeKey).map((w) => ({ worktreeKey: w.worktreeKey, prunable: w.prunable })),
       orphanDirectories: [],
     });
     const still = again.some((planned) => isDeepStrictEqual(planned, action));
     if (!still) this.log.info({ action: action.type, worktreeKey: action.worktreeKey }, 'reconciliation action no longer called for (another replica moved the key on); not taken');
+    signal.throwIfAborted();
     return still;
   }
 

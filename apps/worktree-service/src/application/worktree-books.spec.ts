@@ -1,16 +1,7 @@
-import { acquireWorktree, deriveWorktreeKey, ErrorCode, GantryError, releaseWorktree, renewWorktreeLease, type WorktreeLeaseGrant } from '@gantry/contracts';
-import { claimedJob, createWorld, type TestWorld } from './testing/world.js';
+import { acquireWorktree, deriveWorktreeKey, ErrorCode, releaseWorktree, renewWorktreeLease, type WorktreeLeaseGrant } from '@gantry/contracts';
+import { claimedJob, createWorld, refusal, type TestWorld } from './testing/world.js';
 import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 import { STREAM_PREFIX } from './lease-log.js';
-
-async function refusal(promise: Promise<unknown>): Promise<GantryError> {
-  const outcome = await promise.then(
-    (value) => new Error(`expected a refusal, got ${JSON.stringify(value)}`),
-    (error: unknown) => error,
-  );
-  expect(outcome).toBeInstanceOf(GantryError);
-  return outcome as GantryError;
-}
 
 /*
  * A worktree key's stream does not grow for ever (docs/worktrees.md, "Closing the books"): once its

@@ -1,6 +1,7 @@
 import { Controller, Inject } from '@nestjs/common';
 import {
   acquireWorktree,
+  canonicalRepositoryUrl,
   deriveWorktreeKey,
   ErrorCode,
   GantryError,
@@ -42,7 +43,8 @@ export class WorktreeLeaseCommands {
     const worktreeKey = deriveWorktreeKey(request.repositoryUrl, request.branch);
     const leaseId = leaseIdFor(request.idempotencyKey);
     await this.refuseEndedClaim(request.jobId, request.jobLeaseToken);
-    if (await this.askedInClosedEpoch(leaseId, request)) return this.waitForGrant(leaseId);
+    if (await this.askedElsewhere(leaseId, worktreeKey, request)) return this.waitForGrant(leaseId);
+    await this.waitForLeasesUnderOlderKeys(worktreeKey, request);
     await this.leases.decide(
       worktreeKey,
       {
@@ -127,12 +129,14 @@ export class WorktreeLeaseCommands {
 
   /**
    * The same acquire asked again after its receipt expired, when its lease lies in an epoch whose
-   * books are closed (the decider, seeing only the open epoch, would take it for a new one): it is
+   * books are closed (the decider, seeing only the open epoch, would take it for a new one), or under
+   * a key from before URLs had a canonical spelling (docs/worktrees.md, "Keys from before"): it is
    * that lease, whatever became of it — or IDEMPOTENCY_CONFLICT when the key now comes with another request.
    */
-  private async askedInClosedEpoch(leaseId: string, request: RequestOf<typeof acquireWorktree>): Promise<boolean> {
+  private async askedElsewhere(leaseId: string, worktreeKey: string, request: RequestOf<typeof acquireWorktree>): Promise<boolean> {
     const known = await findLease(this.store.pool, leaseId);
-    if (!known || leaseId in (await this.leases.load(known.worktree_key)).leases) return false;
+    if (!known) return false;
+    if (known.worktree_key === worktreeKey && leaseId in (await this.leases.load(known.worktree_key)).leases) return false;
     const same =
       known.job_id === request.jobId &&
       known.job_lease_token === request.jobLeaseToken &&
@@ -141,6 +145,36 @@ export class WorktreeLeaseCommands {
       known.base_ref === request.baseRef;
     if (!same) throw new GantryError(ErrorCode.IDEMPOTENCY_CONFLICT, `worktree lease ${leaseId} was already requested with different content`, { leaseId });
     return true;
+  }
+
+  /**
+   * Leases of this repository and branch under another key — a key from before URLs had a canonical
+   * spelling, of another spelling of the URL (docs/worktrees.md, "Keys from before") — hold the
+   * branch as the key's lock does: the request waits, as in line for the lock, until every one of them
+   * has ended, and gets LOCK_TIMEOUT when its lock timeout runs out first. No lease is made under
+   * such a key any more (every acquire goes to the canonical key), so once none is live, none comes back.
+   */
+  private async waitForLeasesUnderOlderKeys(worktreeKey: string, request: RequestOf<typeof acquireWorktree>): Promise<void> {
+    const deadline = Date.now() + (request.lockTimeoutMs ?? this.config.defaultLockTimeoutMs);
+    const repository = canonicalRepositoryUrl(request.repositoryUrl);
+    for (;;) {
+      // The predicate of the partial index worktree_leases_live: only the live leases are read.
+      const { rows } = await this.store.pool.query<{ lease_id: string; worktree_key: string; repository_url: string }>(
+        `SELECT lease_id, worktree_key, repository_url FROM worktree_leases
+          WHERE status NOT IN ('released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn') AND branch = $1 AND worktree_key <> $2`,
+        [request.branch, worktreeKey],
+      );
+      const holder = rows.find((row) => canonicalRepositoryUrl(row.repository_url) === repository);
+      if (!holder) return;
+      if (this.leases.closing) throw new GantryError(ErrorCode.UNAVAILABLE, 'the worktree service is shutting down');
+      if (Date.now() >= deadline) {
+        throw new GantryError(ErrorCode.LOCK_TIMEOUT, `branch ${request.branch} of that repository stayed held under worktree key ${holder.worktree_key}`, {
+          worktreeKey: holder.worktree_key,
+          leaseId: holder.lease_id,
+        });
+      }
+      await this.leases.waitForChange(POLL_MS);
+    }
   }
 
   /**

@@ -91,7 +91,7 @@ describe('the worktree service killed and restarted (a real process)', () => {
     expect(next.token).toBe(grant.token + 1);
     expectDiskAgrees(next, branch, grant.baseSha);
     await release(next);
-  });
+  }, 180_000);
 
   it('killed in the middle of a sync: after a restart the sync fetches again and completes once, and the next acquire works', async () => {
     const branch = 'feature/crash-sync';
@@ -123,7 +123,7 @@ describe('the worktree service killed and restarted (a real process)', () => {
     const next = await acquire(await claimedJob(world), branch);
     expect(next.baseSha).toBe(newest);
     await release(next);
-  });
+  }, 180_000);
 
   it('at a restart: a lease of a claim never heard of waits for its holder, a lease whose worktree vanished is released, orphan directories moved aside; a SIGTERM frees no lease, and the holder releases it after the next start', async () => {
     service = await startServiceProcess(world);

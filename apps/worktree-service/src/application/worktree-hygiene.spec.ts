@@ -2,7 +2,6 @@ import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import {
-  acquireWorktree,
   commandSubject,
   getDiskUsage,
   listWorktreeLeases,
@@ -13,7 +12,7 @@ import { EventStore } from '@gantry/eventstore';
 import { Readiness } from '@gantry/service-runtime';
 import { eventually } from '@gantry/testing';
 import { plainGit as git, snapshotTree } from '@gantry/git/testing';
-import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
+import { acquireForClaimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
 
 describe('worktree hygiene, queries and hostile input (real git, PostgreSQL and NATS)', () => {
   let world: TestWorld;
@@ -29,12 +28,7 @@ describe('worktree hygiene, queries and hostile input (real git, PostgreSQL and 
     await world?.close();
   });
 
-  const acquire = async (branch: string) =>
-    world.client.request(
-      acquireWorktree,
-      { jobId: await claimedJob(world), jobLeaseToken: 1, repositoryUrl: world.git.origin, branch, baseRef: 'main', leaseDurationMs: 600_000, idempotencyKey: `acquire:${++n}` },
-      { timeoutMs: 60_000 },
-    );
+  const acquire = (branch: string) => acquireForClaimedJob(world, branch);
   const release = (lease: { leaseId: string; token: number }) =>
     world.client.request(releaseWorktree, { ...lease, idempotencyKey: `release:${++n}` }, { timeoutMs: 30_000 });
 

@@ -5,7 +5,6 @@ import {
   acquireWorktree,
   deriveWorktreeKey,
   ErrorCode,
-  GantryError,
   JobFinished,
   listWorktreeLeases,
   releaseWorktree,
@@ -21,16 +20,7 @@ import { sharedCloneFetchCount } from '../infrastructure/git/shared-clone.js';
 import { serializedOnClone } from '../infrastructure/git/clone-queue.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
 import { plainGit as git } from '@gantry/git/testing';
-import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
-
-async function refusal(promise: Promise<unknown>): Promise<GantryError> {
-  const outcome = await promise.then(
-    (value) => new Error(`expected a refusal, got ${JSON.stringify(value)}`),
-    (error: unknown) => error,
-  );
-  expect(outcome).toBeInstanceOf(GantryError);
-  return outcome as GantryError;
-}
+import { claimedJob, createWorld, startInProcess, refusal, type TestWorld } from './testing/world.js';
 
 describe('worktree leases through the command path (real git, PostgreSQL and NATS)', () => {
   let world: TestWorld;
@@ -317,7 +307,8 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     });
     const lease = await eventually(async () => (await leasesOf(grant.worktreeKey)).find((l) => l.leaseId === grant.leaseId && l.releasePending), { what: 'release pending on requeue' });
     expect(lease).toMatchObject({ status: 'ready', releasePending: { cause: 'job_lease_expired' } });
-    expect(await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'QUEUED'`, [jobId])).toBe(1);
+    // The release-pending decision commits in a transaction of its own, before the consumer's, which records the job's status.
+    await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'QUEUED'`, [jobId])) === 1, { what: "the job's status recorded as QUEUED" });
     expect((await release(grant)).status).toBe('released');
   });
 });

@@ -144,7 +144,7 @@ describe('the worktree service across restarts (a real process)', () => {
     expect(await eventsOf('WorktreeEvictionRequested', first.worktreeKey)).toHaveLength(1);
     expect((await world.db.query(`SELECT worktree_key FROM worktrees WHERE repository_url = $1`, [world.git.origin])).rows.map((r) => r.worktree_key)).toEqual([third.worktreeKey]);
     await release(third);
-  });
+  }, 180_000);
 
   it('a worktree directory deleted while the service was down: reconciliation prunes it and completes its record', async () => {
     service = await startServiceProcess(world);

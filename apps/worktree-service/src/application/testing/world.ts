@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
-import { eventSubject, JobClaimed, jobExampleIds, type EventEnvelope } from '@gantry/contracts';
+import { acquireWorktree, eventSubject, GantryError, JobClaimed, jobExampleIds, type EventEnvelope, type WorktreeLeaseGrant } from '@gantry/contracts';
 import { Readiness } from '@gantry/service-runtime';
 import { createTestWorld, startInProcess as startModule, type TestWorld as BaseWorld } from '@gantry/service-runtime/testing';
 import { eventually } from '@gantry/testing';
@@ -94,4 +94,23 @@ export async function claimedJob(world: TestWorld, leaseToken = 1): Promise<stri
     what: `job ${jobId} known to the worktree service`,
   });
   return jobId;
+}
+
+/** Acquires a worktree of `branch` of the world's origin for a job the service has seen claimed (claimedJob). */
+export async function acquireForClaimedJob(world: TestWorld, branch: string, timeoutMs = 60_000): Promise<WorktreeLeaseGrant> {
+  return world.client.request(
+    acquireWorktree,
+    { jobId: await claimedJob(world), jobLeaseToken: 1, repositoryUrl: world.git.origin, branch, baseRef: 'main', leaseDurationMs: 600_000, idempotencyKey: `acquire:${randomUUID()}` },
+    { timeoutMs },
+  );
+}
+
+/** The GantryError a command was refused with; fails the test when it was answered instead. */
+export async function refusal(promise: Promise<unknown>): Promise<GantryError> {
+  const outcome = await promise.then(
+    (value) => new Error(`expected a refusal, got ${JSON.stringify(value)}`),
+    (error: unknown) => error,
+  );
+  expect(outcome).toBeInstanceOf(GantryError);
+  return outcome as GantryError;
 }

@@ -72,7 +72,8 @@ export type WorktreeLeaseCommand =
    * At the service's start, before it sweeps: every lease held on the key runs as long again from now,
    * since no holder could renew it while the service was down (docs/worktrees.md, "When a lease ends").
    */
-  | { readonly type: 'ResumeWorktreeLeases'; readonly data: { now: string } }
+  /** `after`: what kept the holders from renewing — no worktree service ran (`start`), or this one had lost NATS (`bus_loss`). */
+  | { readonly type: 'ResumeWorktreeLeases'; readonly data: { now: string; after?: 'start' | 'bus_loss' } }
   | { readonly type: 'TimeOutLockWaiters'; readonly data: { now: string } }
   | {
       readonly type: 'WithdrawWorktreeLeaseRequest';

@@ -259,6 +259,12 @@ describe('WorktreeLease: resumed at the service\'s start (docs/worktrees.md, "Wh
     given([...aReady, resumed]).when({ type: 'ExpireWorktreeLease', data: { leaseId: A, now: at(701) } }).thenNothingHappened();
   });
 
+  it('resumed after the service lost NATS, the renewal says so (and not that it was at a start)', () => {
+    given(aReady)
+      .when({ type: 'ResumeWorktreeLeases', data: { now: at(700), after: 'bus_loss' } })
+      .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(1300), renewedAt: at(700), resumedAfterBusLoss: true } }]);
+  });
+
   it('leaves alone a lease that runs longer already, a released one and a waiter', () => {
     given(aReadyBWaiting).when(resume(1)).thenNothingHappened();
     given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))]).when(resume(700)).thenNothingHappened();

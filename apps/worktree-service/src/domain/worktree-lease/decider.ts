@@ -283,12 +283,13 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
     }
 
     case 'ResumeWorktreeLeases': {
-      const { now } = command.data;
+      const { now, after } = command.data;
+      const why = after === 'bus_loss' ? { resumedAfterBusLoss: true as const } : { resumedAtStart: true as const };
       return Object.values(state.leases).flatMap((lease): WorktreeLeaseEvent[] => {
         if (!isHolding(lease) || !lease.expiresAt) return [];
         const expiresAt = plusMs(now, lease.leaseDurationMs);
         if (Date.parse(expiresAt) <= Date.parse(lease.expiresAt)) return [];
-        return [{ type: 'WorktreeLeaseRenewed', data: { worktreeKey: lease.worktreeKey, leaseId: lease.leaseId, token: lease.token!, expiresAt, renewedAt: now, resumedAtStart: true } }];
+        return [{ type: 'WorktreeLeaseRenewed', data: { worktreeKey: lease.worktreeKey, leaseId: lease.leaseId, token: lease.token!, expiresAt, renewedAt: now, ...why } }];
       });
     }
 

@@ -6,12 +6,17 @@
  * between the processes that share the root (replicas of the service on one host) by the workspace's
  * `acrossProcesses` lock, taken once this process's turn has come (docs/worktrees.md, "Replicas").
  */
-import type { GitWorkspace } from './workspace.js';
+import { withSignal, type GitWorkspace } from './workspace.js';
 
 const tails = new Map<string, Promise<unknown>>();
 
-export function serializedOnClone<T>(workspace: Pick<GitWorkspace, 'acrossProcesses'>, clonePath: string, work: () => Promise<T>): Promise<T> {
-  const turn = workspace.acrossProcesses ? () => workspace.acrossProcesses!(clonePath, work) : work;
+/**
+ * `work` gets the workspace to run its git with: one whose commands stop when the lock across
+ * processes is lost while the work runs (the run then fails with the lock's error, retryable).
+ */
+export function serializedOnClone<T>(workspace: GitWorkspace, clonePath: string, work: (workspace: GitWorkspace) => Promise<T>): Promise<T> {
+  const { acrossProcesses } = workspace;
+  const turn = acrossProcesses ? () => acrossProcesses(clonePath, (signal) => work(withSignal(workspace, signal))) : () => work(workspace);
   const previous = tails.get(clonePath) ?? Promise.resolve();
   const run = previous.then(turn, turn);
   // The caller sees the run's failure; the queue only waits for it to end.

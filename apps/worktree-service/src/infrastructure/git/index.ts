@@ -8,6 +8,7 @@ export {
   assertBaseRef,
   assertRepositoryUrl,
   assertWorktreeKey,
+  withSignal,
   type GitWorkspace,
   type GitWorkspaceOptions,
   type CloneLock,

@@ -1,6 +1,6 @@
 import { readFile, readdir, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { ErrorCode, GantryError } from '@gantry/contracts';
+import { canonicalRepositoryUrl, ErrorCode, GantryError } from '@gantry/contracts';
 import { serializedOnClone } from './clone-queue.js';
 import { runGit } from '@gantry/git';
 import { assertRepositoryUrl, clonePathFor, gitOnClone, gitStderr, type GitWorkspace } from './workspace.js';
@@ -46,11 +46,15 @@ const ensuredAt = new Map<string, number>();
  * it neither checks nor fetches again. Leases of one repository asked for together share a fetch, and
  * a lease's sync the one its create made (docs/worktrees.md, "What a lease starts from").
  */
-export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: string, options: { fetchedSince?: number } = {}): Promise<SharedClone> {
+export async function ensureSharedClone(
+  workspace: GitWorkspace,
+  repositoryUrl: string,
+  options: { fetchedSince?: number; of?: { worktreeKey: string; branch: string } } = {},
+): Promise<SharedClone> {
   const fetchedSince = options.fetchedSince ?? performance.now();
   assertRepositoryUrl(repositoryUrl);
-  const clonePath = await clonePathFor(workspace, repositoryUrl);
-  return serializedOnClone(workspace, clonePath, async () => {
+  const clonePath = await clonePathFor(workspace, repositoryUrl, options.of);
+  return serializedOnClone(workspace, clonePath, async (workspace) => {
     const timeoutMs = workspace.commandTimeoutMs;
     let created = false;
     const exist = await exists(clonePath);
@@ -59,7 +63,7 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
     // Until this pass has succeeded, nobody is served by an earlier one (the clone may be made anew).
     ensuredAt.delete(clonePath);
     if (!exist) {
-      await runGit(['init', '--quiet', '--bare', '--', clonePath], { timeoutMs });
+      await runGit(['init', '--quiet', '--bare', '--', clonePath], { timeoutMs, signal: workspace.signal });
       created = true;
     } else {
       const bare = await gitOnClone(workspace, clonePath, ['rev-parse', '--is-bare-repository'], { okExitCodes: [128] });
@@ -72,8 +76,10 @@ export async function ensureSharedClone(workspace: GitWorkspace, repositoryUrl: 
     const origin = await gitOnClone(workspace, clonePath, ['config', '--get', 'remote.origin.url'], { okExitCodes: [1] });
     if (origin.exitCode === 1) {
       await gitOnClone(workspace, clonePath, ['remote', 'add', 'origin', '--', repositoryUrl]);
-    } else if (origin.stdout.trim() !== repositoryUrl) {
-      // The clone's directory is named by the URL's digest, so only an agent in a worktree changed this: set it back.
+    } else if (canonicalRepositoryUrl(origin.stdout.trim()) !== canonicalRepositoryUrl(repositoryUrl)) {
+      // The clone's directory is named by the digest of the URL's canonical spelling, so only an agent
+      // in a worktree set another repository here: set it back. Another spelling of the same
+      // repository (the one that made the clone) is left as it is; the fetch names its own URL.
       await gitOnClone(workspace, clonePath, ['remote', 'set-url', 'origin', '--', repositoryUrl]);
       workspace.onForeignConfigRemoved?.(['remote.origin.url'], clonePath);
     }

@@ -1,12 +1,12 @@
 import { lstat, mkdir, realpath, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { ErrorCode, GantryError, repositoryCloneName, WorktreeKeySchema } from '@gantry/contracts';
+import { ErrorCode, GantryError, isLegacyWorktreeKey, legacyRepositoryCloneName, repositoryCloneName, WorktreeKeySchema } from '@gantry/contracts';
 import { assertRepositoryUrl, runGit, type GitResult, type GitRunOptions } from '@gantry/git';
 
 /*
  * The layout under the configured root, and the checks every input passes before git or the file
  * system sees it:
- *   <root>/repos/<clone-name>.git   one shared bare clone per repository URL
+ *   <root>/repos/<clone-name>.git   one shared bare clone per repository (its URL's canonical spelling)
  *   <root>/worktrees/<worktree-key> one worktree per key
  * Every path is resolved, its existing part resolved through symlinks, and refused unless it stays
  * inside the root. A refusal is INVALID_COMMAND and happens before anything on disk is touched.
@@ -28,9 +28,19 @@ export interface GitWorkspace {
    * calls it once this process's turn on the clone has come). Without it, only this process's runs take turns.
    */
   readonly acrossProcesses?: CloneLock;
+  /**
+   * Aborts when a lock the git work runs under is lost (withSignal): every git command run through
+   * this workspace is then stopped, and none is started any more.
+   */
+  readonly signal?: AbortSignal;
 }
 
-export type CloneLock = <T>(clonePath: string, work: () => Promise<T>) => Promise<T>;
+/**
+ * Runs `work` under a lock of the clone held across processes. `signal` aborts when the lock is lost
+ * while the work runs (its connection dropped): the work must stop, since another process may now
+ * run git on the clone.
+ */
+export type CloneLock = <T>(clonePath: string, work: (signal: AbortSignal) => Promise<T>) => Promise<T>;
 
 export interface GitWorkspaceOptions {
   commandTimeoutMs?: number;
@@ -64,6 +74,14 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
 }
 
 /**
+ * The workspace whose git runs stop when `signal` aborts too (a lock they run under was lost; see
+ * docs/worktrees.md, "Replicas"), as well as when the signal the workspace already had does.
+ */
+export function withSignal(workspace: GitWorkspace, signal: AbortSignal): GitWorkspace {
+  return { ...workspace, signal: workspace.signal ? AbortSignal.any([workspace.signal, signal]) : signal };
+}
+
+/**
  * git on a shared clone or one of its worktrees. The service owns the clones: a key an agent wrote
  * into their config that service-side git does not accept (docs/git.md) is removed before the
  * command — and reported — rather than refused, so an agent cannot make a worktree key unusable.
@@ -80,11 +98,14 @@ export async function gitOnClone(
       cwd,
       timeoutMs: options.timeoutMs ?? workspace.commandTimeoutMs,
       restoreConfig: { within: workspace.reposDir, onRemoved: workspace.onForeignConfigRemoved },
+      signal: workspace.signal,
     });
   for (let attempt = 1; ; attempt++) {
     try {
       return await run();
     } catch (error) {
+      // Stopped for a lock lost: another process may be at work on the clone, its locks are not stale.
+      if (workspace.signal?.aborted) throw error;
       if (attempt >= MAX_STALE_LOCK_ROUNDS || !(await removedStaleLocks(workspace, cwd, error))) throw error;
     }
   }
@@ -222,8 +243,22 @@ export async function worktreePathFor(workspace: GitWorkspace, worktreeKey: stri
   return entryInside(workspace, workspace.worktreesDir, worktreeKey);
 }
 
-/** The shared bare clone of a repository: `<root>/repos/<clone-name>.git`. */
-export async function clonePathFor(workspace: GitWorkspace, repositoryUrl: string): Promise<string> {
+/**
+ * The shared bare clone of a repository: `<root>/repos/<clone-name>.git`, named by the URL's
+ * canonical spelling — every spelling of one repository has the one clone. The worktree of a key
+ * made before URLs had a canonical spelling (`of` a legacy key) is in the clone named as it was then,
+ * by the URL as written (docs/worktrees.md, "Keys from before").
+ */
+export async function clonePathFor(workspace: GitWorkspace, repositoryUrl: string, of?: { worktreeKey: string; branch: string }): Promise<string> {
   assertRepositoryUrl(repositoryUrl);
-  return entryInside(workspace, workspace.reposDir, `${repositoryCloneName(repositoryUrl)}.git`);
+  const legacy = of !== undefined && isLegacyWorktreeKey(of.worktreeKey, repositoryUrl, of.branch);
+  const name = legacy ? legacyRepositoryCloneName(repositoryUrl) : repositoryCloneName(repositoryUrl);
+  return entryInside(workspace, workspace.reposDir, `${name}.git`);
+}
+
+/** The clones a repository URL's worktrees can be in: its clone, and the one named by the URL as written when that is another. */
+export async function clonePathsOf(workspace: GitWorkspace, repositoryUrl: string): Promise<string[]> {
+  assertRepositoryUrl(repositoryUrl);
+  const names = [...new Set([repositoryCloneName(repositoryUrl), legacyRepositoryCloneName(repositoryUrl)])];
+  return Promise.all(names.map((name) => entryInside(workspace, workspace.reposDir, `${name}.git`)));
 }

@@ -1,6 +1,6 @@
 import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import { deriveWorktreeKey, ErrorCode, GantryError, rescueBranchName } from '@gantry/contracts';
+import { deriveWorktreeKey, ErrorCode, GantryError, isLegacyWorktreeKey, rescueBranchName } from '@gantry/contracts';
 import { COMMITS_QUERY_ARGS, commitsQuery, isSha } from '@gantry/git';
 import { serializedOnClone } from './clone-queue.js';
 import { parseWorktreeListPorcelain, type WorktreeListEntry } from './worktree-list.js';
@@ -9,7 +9,7 @@ import {
   assertBaseRef,
   assertBranchName,
   assertRepositoryUrl,
-  clonePathFor,
+  clonePathsOf,
   gitOnClone,
   hostile,
   resolveInsideRoot,
@@ -99,10 +99,13 @@ async function worktreeHeadIn(workspace: GitWorkspace, worktreePath: string, clo
   return head.startsWith('refs/') ? head : null;
 }
 
-/** The key must be the one of (repository, branch): a worktree never serves another branch's key. */
+/**
+ * The key must be the one of (repository, branch): a worktree never serves another branch's key.
+ * A legacy key of that URL and branch (made before URLs had a canonical spelling) is its key too.
+ */
 function assertKeyOf(worktreeKey: string, repositoryUrl: string, branch: string): void {
   const expected = deriveWorktreeKey(repositoryUrl, branch);
-  if (worktreeKey !== expected) {
+  if (worktreeKey !== expected && !isLegacyWorktreeKey(worktreeKey, repositoryUrl, branch)) {
     throw hostile(`worktree key ${JSON.stringify(worktreeKey)} is not the key of ${branch} in that repository (${expected})`);
   }
 }
@@ -217,8 +220,8 @@ export async function createOrReuseWorktree(
   const { worktreeKey, repositoryUrl, branch, baseRef, now } = input;
   const worktreePath = await checkedWorktreePath(workspace, input);
 
-  const { clonePath } = await ensureSharedClone(workspace, repositoryUrl);
-  return serializedOnClone(workspace, clonePath, async () => {
+  const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { of: { worktreeKey, branch } });
+  return serializedOnClone(workspace, clonePath, async (workspace) => {
     let registered = (await registeredWorktrees(workspace, clonePath)).find((w) => w.path === worktreePath);
     let onDisk = await lstatOrNull(worktreePath);
     let offBranchRescue: RescueResult | null = null;
@@ -324,8 +327,8 @@ export async function syncWorktree(
     return { baseSha: madeAtStart, fastForwarded: false, rescue: null };
   }
 
-  const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { fetchedSince });
-  return serializedOnClone(workspace, clonePath, async () => {
+  const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { fetchedSince, of: { worktreeKey, branch } });
+  return serializedOnClone(workspace, clonePath, async (workspace) => {
     const head = await worktreeHeadIn(workspace, worktreePath, clonePath);
     if (head !== `refs/heads/${branch}`) {
       throw notThere(`worktree ${worktreeKey} is on ${head ?? 'a detached HEAD'}, not on ${branch}`, { worktreeKey, head });
@@ -375,7 +378,7 @@ export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeK
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
   if (!(await lstatOrNull(worktreePath))) return null;
   const clonePath = await cloneOfWorktree(workspace, worktreePath);
-  return serializedOnClone(workspace, clonePath, () => rescueLocked(workspace, worktreePath, worktreeKey, now));
+  return serializedOnClone(workspace, clonePath, (workspace) => rescueLocked(workspace, worktreePath, worktreeKey, now));
 }
 
 async function rescueLocked(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<RescueResult | null> {
@@ -424,7 +427,7 @@ export async function removeWorktree(workspace: GitWorkspace, input: { worktreeK
   const found = await worktreeToRemove(workspace, input.worktreeKey);
   if (!found) return { removed: true };
   const { worktreePath, clonePath } = found;
-  return serializedOnClone(workspace, clonePath, async () => {
+  return serializedOnClone(workspace, clonePath, async (workspace) => {
     if ((await statusOf(workspace, worktreePath)).length > 0) {
       throw notThere(`worktree ${input.worktreeKey} has uncommitted changes; rescue them before removing it`, { worktreeKey: input.worktreeKey });
     }
@@ -448,7 +451,7 @@ export async function rescueAndRemoveWorktree(
   const found = await worktreeToRemove(workspace, worktreeKey);
   if (!found) return { rescue: null, removed: true };
   const { worktreePath, clonePath } = found;
-  return serializedOnClone(workspace, clonePath, async () => {
+  return serializedOnClone(workspace, clonePath, async (workspace) => {
     const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
     await removeLocked(workspace, clonePath, worktreePath);
     return { rescue, removed: true };
@@ -519,13 +522,13 @@ export async function listWorktrees(
   workspace: GitWorkspace,
   options: { withDirtyState?: boolean; repositoryUrl?: string; inTurn?: boolean } = {},
 ): Promise<WorktreeInventory> {
-  const clones = options.repositoryUrl ? [await clonePathFor(workspace, options.repositoryUrl)] : await listClones(workspace);
+  const clones = options.repositoryUrl ? await clonePathsOf(workspace, options.repositoryUrl) : await listClones(workspace);
   const directories = options.repositoryUrl ? [] : (await readdir(workspace.worktreesDir)).map((name) => path.join(workspace.worktreesDir, name));
   const worktrees: WorktreeOnDisk[] = [];
   for (const clonePath of clones) {
     if (!(await lstatOrNull(clonePath))) continue;
-    const list = () => registeredWorktrees(workspace, clonePath);
-    for (const entry of await (options.inTurn ? serializedOnClone(workspace, clonePath, list) : list())) {
+    const list = (inTurn: GitWorkspace) => registeredWorktrees(inTurn, clonePath);
+    for (const entry of await (options.inTurn ? serializedOnClone(workspace, clonePath, list) : list(workspace))) {
       if (entry.bare || path.dirname(entry.path) !== workspace.worktreesDir) continue;
       const dirty = options.withDirtyState && !entry.prunable ? (await statusOf(workspace, entry.path)).length > 0 : null;
       worktrees.push({
@@ -547,7 +550,7 @@ export async function listWorktrees(
 /** `git worktree prune` on every shared clone: git forgets worktrees whose directory is gone. */
 export async function pruneWorktrees(workspace: GitWorkspace): Promise<void> {
   for (const clonePath of await listClones(workspace)) {
-    await serializedOnClone(workspace, clonePath, () => git(workspace, clonePath, ['worktree', 'prune']));
+    await serializedOnClone(workspace, clonePath, (workspace) => git(workspace, clonePath, ['worktree', 'prune']));
   }
 }
 

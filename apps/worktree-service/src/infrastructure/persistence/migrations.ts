@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import type { MigrationClass } from '@gantry/eventstore';
+import { processTableDdl, type MigrationClass } from '@gantry/eventstore';
 
 /**
  * The read models of the worktree service: leases (queries, renew/release lookups, the release by
@@ -100,13 +100,7 @@ export class WorktreeProcesses1764892800000 implements MigrationInterface {
   name = 'WorktreeProcesses1764892800000';
 
   async up(q: QueryRunner): Promise<void> {
-    await q.query(`
-      CREATE TABLE worktree_processes (
-        epoch       uuid PRIMARY KEY,
-        started_at  timestamptz NOT NULL DEFAULT now(),
-        pid         integer NOT NULL,
-        host        text NOT NULL
-      )`);
+    await q.query(processTableDdl('worktree_processes'));
   }
 
   async down(q: QueryRunner): Promise<void> {

@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto';
+import type { INestApplication } from '@nestjs/common';
+import { acquireWorktree, renewWorktreeLease } from '@gantry/contracts';
+import { Bus } from '@gantry/messaging';
+import { eventually, startCuttableProxy, testNatsUrl, type CuttableProxy } from '@gantry/testing';
+import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
+
+/**
+ * The worktree service cut off from NATS while its PostgreSQL and its disk are fine (docs/worktrees.md,
+ * "When a lease ends"): its bus goes through a proxy the test cuts. The holder (this test's client,
+ * on NATS directly) cannot reach a worktree service meanwhile — its renewals find nobody serving —
+ * so that time does not count against the lease, although the service still runs its sweep.
+ */
+describe('a worktree service cut off from NATS for longer than a lease (real git, PostgreSQL and NATS)', () => {
+  let proxy: CuttableProxy;
+  let world: TestWorld;
+  let app: INestApplication | undefined;
+
+  beforeAll(async () => {
+    proxy = await startCuttableProxy(testNatsUrl);
+    world = await createWorld('wt-bus-cut');
+    app = await startInProcess(world, { GANTRY_NATS_URL: proxy.url });
+  });
+  afterAll(async () => {
+    proxy?.restore();
+    try {
+      await app?.close();
+    } finally {
+      await world?.close();
+      await proxy?.close();
+    }
+  });
+
+  it('expires no lease while its bus is down and resumes the held ones when it is back: the holder\'s renewal is obeyed, the worktree stays its', async () => {
+    const grant = await world.client.request(
+      acquireWorktree,
+      { jobId: await claimedJob(world), jobLeaseToken: 1, repositoryUrl: world.git.origin, branch: 'feature/bus-cut', baseRef: 'main', leaseDurationMs: 5000, idempotencyKey: `acquire:${randomUUID()}` },
+      { timeoutMs: 60_000 },
+    );
+    const bus = app!.get(Bus);
+    proxy.cut();
+    await eventually(() => !bus.connected, { what: 'the worktree service seeing its bus gone', timeoutMs: 30_000 });
+    // Cut off until well past the lease's expiry, its sweep running every 200 ms all along.
+    await eventually(() => Date.now() > Date.parse(grant.expiresAt) + 3000, { what: 'the lease expiry passed while cut off', timeoutMs: 30_000 });
+    const status = async () => (await world.db.query<{ status: string }>(`SELECT status FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId])).rows[0]!.status;
+    expect(await status()).toBe('ready');
+    proxy.restore();
+
+    const renewed = await world.client.request(
+      renewWorktreeLease,
+      { leaseId: grant.leaseId, token: grant.token, idempotencyKey: `renew:${randomUUID()}` },
+      { retryUntil: Date.now() + 60_000 },
+    );
+    expect(Date.parse(renewed.expiresAt)).toBeGreaterThan(Date.now());
+    expect(await status()).toBe('ready');
+    const resumed = await world.count(
+      `SELECT count(*) AS n FROM events WHERE stream_id = $1 AND type = 'WorktreeLeaseRenewed' AND (data->>'resumedAfterBusLoss')::boolean`,
+      [`worktree-${grant.worktreeKey}`],
+    );
+    expect(resumed).toBe(1);
+  }, 120_000);
+});
