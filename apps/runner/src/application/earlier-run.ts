@@ -6,13 +6,16 @@ import {
   listJobs,
   listWorktreeLeases,
   releaseWorktree,
+  reportPush,
   rollbackClaim,
   type JobView,
   type WorktreeLeaseStatus,
 } from '@gantry/contracts';
-import type { CommandClient } from '@gantry/messaging';
+import { readAllPages, type CommandClient } from '@gantry/messaging';
 import type { RunnerLog } from './job-run.js';
-import { removeRun, stopOrphanedAgents } from './orphaned-agents.js';
+import { originBranchHead } from '../infrastructure/worktrees/push-branch.js';
+import { pushReportKey } from '../infrastructure/job-service/job-lease-session.js';
+import { removeRun, stopOrphanedAgents, type RecordedPush, type RunRecord } from './orphaned-agents.js';
 import type { RunnerConfig } from './runner-config.js';
 
 const LIVE_LEASE: ReadonlySet<WorktreeLeaseStatus> = new Set(['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready']);
@@ -22,6 +25,8 @@ export interface SettledClaim {
   leaseToken: number;
   /** What became of the claim: rolled back, its cancelled run reported stopped, or already over. */
   outcome: 'rolled_back' | 'stop_reported' | 'ended';
+  /** The run had pushed and not reported it; the push, found on the origin, was reported before the rollback. */
+  pushReported: boolean;
   worktreeLeasesReleased: number;
 }
 
@@ -30,7 +35,9 @@ export interface SettledClaim {
  * (docs/jobs.md, "Claims"): it stops the agents it finds in its scratch folder (and waits until they
  * are gone), rolls back every claim the job service says it still holds — cause RUNNER, so no attempt
  * is spent — reports the stop of runs whose job was cancelled meanwhile, and releases the worktree
- * leases of those claims with their fences. Without this its jobs would wait for their leases to
+ * leases of those claims with their fences. A run that had pushed and not reported it yet has its push
+ * reported first, when the origin's branch is at the commit it pushed: the next claim then finishes it
+ * instead of running the agent again on top of it (docs/jobs.md, "A verified push is finished, not redone"). Without this its jobs would wait for their leases to
  * expire, and their worktrees for theirs. Every request is retried while `until()` is in the future.
  */
 export async function settleEarlierRun(deps: { config: RunnerConfig; commands: CommandClient; log: RunnerLog; until: () => number }): Promise<SettledClaim[]> {
@@ -41,6 +48,8 @@ export async function settleEarlierRun(deps: { config: RunnerConfig; commands: C
     if (orphan.pid !== null) log.warn('stopped an agent left behind by an earlier run of this runner', { pid: orphan.pid, killed: orphan.killed, scratch: orphan.scratch });
   }
   const held = await heldClaims(commands, config.runnerId, options);
+  const runs = new Map<string, RunRecord>();
+  for (const orphan of orphans) if (orphan.run) runs.set(`${orphan.run.jobId}/${orphan.run.leaseToken}`, orphan.run);
   const claims = new Map<string, { jobId: string; leaseToken: number; view: JobView | null }>();
   for (const job of held) claims.set(`${job.jobId}/${job.lease!.leaseToken}`, { jobId: job.jobId, leaseToken: job.lease!.leaseToken, view: job });
   for (const orphan of orphans) {
@@ -53,7 +62,10 @@ export async function settleEarlierRun(deps: { config: RunnerConfig; commands: C
   for (const { jobId, leaseToken, view } of claims.values()) {
     const fenced = { jobId, runnerId: config.runnerId, leaseToken };
     let outcome: SettledClaim['outcome'] = 'ended';
+    let pushReported = false;
     if (view !== null) {
+      const push = runs.get(`${jobId}/${leaseToken}`)?.push;
+      if (push) pushReported = await reportPushFound({ commands, log, options }, fenced, push);
       try {
         await commands.request(
           rollbackClaim,
@@ -94,7 +106,7 @@ export async function settleEarlierRun(deps: { config: RunnerConfig; commands: C
         if (!isGantryError(error) || !ENDED.has(error.code)) throw error;
       }
     }
-    settled.push({ jobId, leaseToken, outcome, worktreeLeasesReleased: await releaseLeasesOf(commands, jobId, leaseToken, options) });
+    settled.push({ jobId, leaseToken, outcome, pushReported, worktreeLeasesReleased: await releaseLeasesOf(commands, jobId, leaseToken, options) });
   }
   for (const orphan of orphans) await removeRun(orphan.scratch);
   for (const claim of settled) log.warn('settled a claim of an earlier run of this runner', { ...claim });
@@ -104,19 +116,52 @@ export async function settleEarlierRun(deps: { config: RunnerConfig; commands: C
 /** Refusals that say the claim is over already: nothing left to settle. */
 const ENDED = new Set<string>([ErrorCode.STALE_FENCE, ErrorCode.INVALID_TRANSITION, ErrorCode.NOT_FOUND]);
 
+/**
+ * Reports the push a killed run made and did not report, if the origin's branch is at its commit: it
+ * looks at the origin rather than trust its record, since the run may have died before the push went
+ * out. The report is the one the run would have sent, under the same key. Whether the push sent the
+ * commit is the run's recorded outcome, or, killed before it returned, taken as sent: the branch is
+ * at a commit of this run's own verify. An origin it cannot ask leaves the push unreported (logged): the
+ * claim is given back as before, and the next attempt runs again on the pushed branch.
+ */
+async function reportPushFound(
+  deps: { commands: CommandClient; log: RunnerLog; options: { timeoutMs: number; retryUntil: () => number } },
+  fenced: { jobId: string; runnerId: string; leaseToken: number },
+  push: RecordedPush,
+): Promise<boolean> {
+  const fields = { jobId: fenced.jobId, leaseToken: fenced.leaseToken, branch: push.branch, headSha: push.headSha };
+  let head: string | null;
+  try {
+    head = await originBranchHead(push.worktreeDir, push.repositoryUrl, push.branch);
+  } catch (error) {
+    deps.log.warn('could not ask the origin for the branch an earlier run of this runner pushed; its push is not reported', { ...fields, error: String(error) });
+    return false;
+  }
+  if (head !== push.headSha) return false;
+  const report = { branch: push.branch, headSha: push.headSha, pushed: push.pushed ?? true, facts: push.facts };
+  try {
+    await deps.commands.request(reportPush, { ...fenced, ...report, idempotencyKey: pushReportKey(fenced.jobId, fenced.leaseToken, report) }, deps.options);
+  } catch (error) {
+    if (!isGantryError(error) || !ENDED.has(error.code)) throw error;
+    return false;
+  }
+  deps.log.warn('reported the push of an earlier run of this runner, found on the origin', fields);
+  return true;
+}
+
 async function heldClaims(commands: CommandClient, runnerId: string, options: { timeoutMs: number; retryUntil: () => number }): Promise<JobView[]> {
-  const held: JobView[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await commands.request(listJobs, { runnerId, status: ['CLAIMED', 'RUNNING'], limit: 500, ...(cursor ? { cursor } : {}) }, options);
-    held.push(...page.jobs.filter((j) => j.lease?.runnerId === runnerId));
-    cursor = page.nextCursor ?? undefined;
-  } while (cursor);
-  return held;
+  const jobs = await readAllPages(
+    (cursor) => commands.request(listJobs, { runnerId, status: ['CLAIMED', 'RUNNING'], limit: 500, ...(cursor ? { cursor } : {}) }, options),
+    (page) => page.jobs,
+  );
+  return jobs.filter((j) => j.lease?.runnerId === runnerId);
 }
 
 async function releaseLeasesOf(commands: CommandClient, jobId: string, jobLeaseToken: number, options: { timeoutMs: number; retryUntil: () => number }): Promise<number> {
-  const { leases } = await commands.request(listWorktreeLeases, { jobId, limit: 1000 }, options);
+  const leases = await readAllPages(
+    (cursor) => commands.request(listWorktreeLeases, { jobId, limit: 1000, ...(cursor ? { cursor } : {}) }, options),
+    (page) => page.leases,
+  );
   let released = 0;
   for (const lease of leases) {
     if (lease.jobLeaseToken !== jobLeaseToken || lease.token === null || !LIVE_LEASE.has(lease.status)) continue;

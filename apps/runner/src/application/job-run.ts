@@ -10,7 +10,8 @@ import {
   type VerificationFacts,
   type WorktreeLeaseGrant,
 } from '@gantry/contracts';
-import type { CommandClient } from '@gantry/messaging';
+import { isTransient, type CommandClient } from '@gantry/messaging';
+import { crashHereIfAsked } from '@gantry/service-runtime';
 import {
   alreadyDoneFacts,
   claimGone,
@@ -36,7 +37,7 @@ import { verifyWorktree } from '../infrastructure/verify/verify-worktree.js';
 import { pushBranch } from '../infrastructure/worktrees/push-branch.js';
 import { WorktreeLeaseClient } from '../infrastructure/worktrees/worktree-lease-client.js';
 import { jobWorkspaceOf, type JobWorkspace } from './job-workspace.js';
-import { recordAgentPid, recordRun } from './orphaned-agents.js';
+import { recordAgentPid, recordRun, type RunRecord } from './orphaned-agents.js';
 import type { RunnerConfig } from './runner-config.js';
 
 export interface RunnerLog {
@@ -82,6 +83,10 @@ export class JobRun {
   private readonly fields: Record<string, unknown>;
   private readonly stopAgent = new AbortController();
   private leaseLost: string | null = null;
+  /** Why the worktree lease is no longer ours (a renewal refused, or unanswered until its end): the worktree may be another job's. */
+  private worktreeLost: string | null = null;
+  /** A command that ends the claim (finish, rollback, the stop's report) was sent: the worktree service may end the worktree lease on it. */
+  private ending = false;
   private cancelled = false;
   private lease: WorktreeLeaseGrant | null = null;
   private worktreeLeaseExpiresAt = 0;
@@ -93,6 +98,7 @@ export class JobRun {
   private agentStarted = false;
   private scratch: string | null = null;
   private server: McpToolServer | null = null;
+  private runRecord: RunRecord;
 
   constructor(
     readonly job: ClaimedJob,
@@ -103,6 +109,7 @@ export class JobRun {
     this.session = new JobLeaseSession(deps.commands, deps.config.runnerId, job, { timeoutMs: deps.config.commandTimeoutMs, correlationId });
     this.worktrees = new WorktreeLeaseClient(deps.commands, { correlationId, tryTimeoutMs: deps.config.commandTimeoutMs });
     this.fields = { jobId: job.jobId, attempt: job.attempt, leaseToken: job.leaseToken, kind: job.kind, correlationId };
+    this.runRecord = { jobId: job.jobId, leaseToken: job.leaseToken, worktreeLease: null, push: null };
   }
 
   /** The job was cancelled (its `JobCancelled` event, for this claim): stop the agent, report the stop, give the worktree back. */
@@ -142,7 +149,7 @@ export class JobRun {
     this.scratch = join(config.scratchDir, `${this.job.jobId}-${this.job.leaseToken}`);
     await rm(this.scratch, { recursive: true, force: true });
     await mkdir(this.scratch, { recursive: true, mode: 0o700 });
-    await recordRun(this.scratch, { jobId: this.job.jobId, leaseToken: this.job.leaseToken, worktreeLease: null });
+    await this.record({ worktreeLease: null });
 
     if (this.job.verifiedPush) return this.finishVerifiedPush(this.job.verifiedPush);
 
@@ -188,7 +195,7 @@ export class JobRun {
           throw error;
         });
       this.worktreeLeaseExpiresAt = Date.parse(this.lease.expiresAt);
-      await recordRun(this.scratch, { jobId: this.job.jobId, leaseToken: this.job.leaseToken, worktreeLease: { leaseId: this.lease.leaseId, token: this.lease.token } });
+      await this.record({ worktreeLease: { leaseId: this.lease.leaseId, token: this.lease.token } });
       workDir = this.confined(this.lease.path);
       baseSha = this.lease.baseSha;
       log.log('worktree leased', { ...this.fields, worktreeKey: this.lease.worktreeKey, path: workDir, baseSha });
@@ -254,6 +261,7 @@ export class JobRun {
       tokenExpiredPattern: config.tokenExpiredPattern,
       signal: this.stopAgent.signal,
       onSpawn: (pid) => {
+        crashHereIfAsked('runner:agent-started');
         recordAgentPid(this.scratch!, pid).catch((error: unknown) => log.warn('could not record the agent pid', { ...this.fields, error: String(error) }));
       },
     }).catch((error: unknown) => {
@@ -277,8 +285,13 @@ export class JobRun {
       tokenExpired: result.tokenExpired,
       durationMs: result.durationMs,
       groupGone: result.groupGone,
+      outputHeldOpen: result.outputHeldOpen,
     });
     if (!result.groupGone) log.error('processes of the agent outlived their SIGKILL; the worktree is given back all the same', this.fields);
+    if (result.outputHeldOpen) {
+      log.warn('a process outside the agent\'s process group (started in a new session) held its output open; the run did not wait for it', this.fields);
+    }
+    if (this.worktreeLost !== null) return (await this.interrupted())!;
     return this.afterAgent(result, workspace, workDir, baseSha, reporter, precheck);
   }
 
@@ -337,9 +350,18 @@ export class JobRun {
           break;
         }
         case 'push':
+          // A worktree lost since the agent exited may hold another job's work by now: nothing is pushed from it.
+          if (this.worktreeLost !== null) return (await this.interrupted())!;
           try {
             // To the repository the worktree was leased for, by its URL: never to whatever `origin` now names.
-            const push = await pushBranch(workDir, this.leasedRepositoryUrl(workspace), step.branch, step.headSha, { targetBranch: workspace.targetBranch });
+            const repositoryUrl = this.leasedRepositoryUrl(workspace);
+            // Recorded before the push and with its outcome: killed before the report, this runner's next
+            // start finds the push on the origin and reports it (earlier-run.ts), so it is not redone.
+            const intended = { worktreeDir: workDir, repositoryUrl, branch: step.branch, headSha: step.headSha, facts: step.facts };
+            await this.record({ push: intended });
+            const push = await pushBranch(workDir, repositoryUrl, step.branch, step.headSha, { targetBranch: workspace.targetBranch });
+            crashHereIfAsked('runner:after-push');
+            await this.record({ push: { ...intended, pushed: push.pushed } });
             this.deps.log.log('branch pushed', { ...this.fields, branch: push.branch, headSha: push.headSha, pushed: push.pushed });
             await this.session.reportPush({ ...push, facts: step.facts });
             run = { ...run, push: { kind: 'pushed' } };
@@ -377,6 +399,7 @@ export class JobRun {
   }
 
   private async finish(facts: VerificationFacts): Promise<JobRunOutcome> {
+    this.ending = true;
     try {
       const reply = await this.session.finish(facts);
       this.deps.log.log('job finished', { ...this.fields, jobStatus: reply.jobStatus, taskStatus: reply.taskStatus, error: reply.error });
@@ -418,6 +441,7 @@ export class JobRun {
 
   private async rollback(reason: string, cause: RollbackCause, exitCode?: number): Promise<JobRunOutcome> {
     clearInterval(this.jobRenewTimer);
+    this.ending = true;
     try {
       const reply = await this.session.rollback(reason, cause, exitCode);
       this.deps.log.warn('claim rolled back', { ...this.fields, reason, cause, status: reply.status, nextAttempt: reply.attempt });
@@ -432,12 +456,16 @@ export class JobRun {
   }
 
   /**
-   * Null while the claim is this runner's; else how the run ends. A claim lost without a cancel
-   * event heard may still have been cancelled: the job says so, and the stop is reported all the same.
+   * Null while the claim and the worktree are this runner's; else how the run ends. A claim lost
+   * without a cancel event heard may still have been cancelled: the job says so, and the stop is
+   * reported all the same. A worktree lost under a claim that holds gives the claim back (DEPENDENCY).
    */
   private async interrupted(): Promise<JobRunOutcome | null> {
     const claim = await this.claimStanding();
-    return claim === 'held' ? null : this.claimEnded(claim);
+    if (claim !== 'held') return this.claimEnded(claim);
+    // The claim holds but not the worktree: the worktree service did not keep it for us (not the job's doing).
+    if (this.worktreeLost !== null) return this.rollback(`the worktree lease was lost while the job ran: ${this.worktreeLost}`, 'DEPENDENCY');
+    return null;
   }
 
   /** A cancelled run reports its stop; a lost claim reports nothing more. */
@@ -465,6 +493,7 @@ export class JobRun {
 
   private async reportStopped(): Promise<JobRunOutcome> {
     clearInterval(this.jobRenewTimer);
+    this.ending = true;
     try {
       await this.session.reportStopped();
       this.deps.log.log('reported the cancelled run stopped', this.fields);
@@ -473,6 +502,12 @@ export class JobRun {
       this.deps.log.warn('could not report the cancelled run stopped', { ...this.fields, error: String(error) });
     }
     return { kind: 'cancelled', agentStarted: this.agentStarted };
+  }
+
+  /** What a restart under this runner's id must know of this run (orphaned-agents.ts), written over the last. */
+  private async record(change: Partial<Pick<RunRecord, 'worktreeLease' | 'push'>>): Promise<void> {
+    this.runRecord = { ...this.runRecord, ...change };
+    await recordRun(this.scratch!, this.runRecord);
   }
 
   /** Gives the worktree lease back with its fence; the worktree service keeps it for us until then. */
@@ -500,6 +535,14 @@ export class JobRun {
             clearInterval(this.jobRenewTimer);
             this.stopAgent.abort();
             log.warn('job lease renewal refused; stopping the agent', { ...this.fields, error: error.message });
+          } else if (isTransient(error)) {
+            // Asked again until the lease's end (the time no job service ran aside) and never answered:
+            // the lease may have run out and the job been handed to another runner. The agent does not
+            // work on, and nothing more is reported or pushed under it (docs/jobs.md, "Leases and liveness").
+            this.leaseLost ??= `the job lease ran out before a renewal was answered (${(error as Error).message})`;
+            clearInterval(this.jobRenewTimer);
+            this.stopAgent.abort();
+            log.warn('job lease ran out before a renewal was answered; stopping the agent', { ...this.fields, error: (error as Error).message });
           } else {
             log.warn('job lease renewal failed; retrying at the next tick', { ...this.fields, error: String(error) });
           }
@@ -519,7 +562,21 @@ export class JobRun {
         .then((reply) => {
           this.worktreeLeaseExpiresAt = Math.max(this.worktreeLeaseExpiresAt, Date.parse(reply.expiresAt));
         })
-        .catch((error: unknown) => log.warn('worktree lease renewal failed', { ...this.fields, error: String(error) }))
+        .catch((error: unknown) => {
+          const lost = isTransient(error) || (isGantryError(error) && error.code === ErrorCode.STALE_FENCE);
+          // Once the claim is being ended the worktree service may release the lease on its own: a refusal then is no loss.
+          if (!lost || this.ending) {
+            log.warn('worktree lease renewal failed', { ...this.fields, error: String(error) });
+            return;
+          }
+          // Asked again until the lease's end and never answered, or refused as ended: the worktree
+          // service may have rescued the worktree and handed it to the next job of its branch. The agent
+          // does not work on in it, and nothing is verified or pushed from it (docs/jobs.md, "Leases and liveness").
+          this.worktreeLost ??= isTransient(error) ? `the worktree lease ran out before a renewal was answered (${(error as Error).message})` : (error as Error).message;
+          clearInterval(this.worktreeRenewTimer);
+          this.stopAgent.abort();
+          log.warn('worktree lease lost; stopping the agent', { ...this.fields, error: (error as Error).message });
+        })
         .finally(() => {
           this.renewingWorktree = false;
         });

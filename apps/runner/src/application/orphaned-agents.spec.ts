@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ErrorCode, GantryError } from '@gantry/contracts';
 import { processGroupRunning } from '../infrastructure/agent/process-group.js';
-import { recordAgentPid, recordRun, removeRun, stopOrphanedAgents } from './orphaned-agents.js';
+import { recordAgentPid, recordRun, removeRun, RUN_RECORD_FILE, stopOrphanedAgents, type RecordedPush } from './orphaned-agents.js';
 
 function alive(pid: number): boolean {
   try {
@@ -53,6 +54,45 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     expect(processGroupRunning(pid)).toBe(false);
     await removeRun(scratch);
     await expect(access(scratch)).rejects.toThrow();
+  });
+
+  it("keeps credentials out of the run record: a push to a URL carrying them is refused and the record on disk stays as it was", async () => {
+    const scratch = join(root, 'job-5-1');
+    await mkdir(scratch);
+    const run = { jobId: 'job-00000000-0000-4000-8000-000000000005', leaseToken: 1, worktreeLease: { leaseId: '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a15', token: 1 } };
+    await recordRun(scratch, run);
+    const push = { worktreeDir: '/w/job-5', branch: 'gantry/p/task-5', headSha: 'a'.repeat(40), facts: {} as RecordedPush['facts'] };
+    for (const repositoryUrl of [
+      'https://bot:ghp_runRecordSpecToken000000001@git.example.com/app.git',
+      'https://ghp_runRecordSpecToken000000001@git.example.com/app.git',
+      'ssh://git:runRecordSpecPassword1@git.example.com/app.git',
+    ]) {
+      const refused = await recordRun(scratch, { ...run, push: { ...push, repositoryUrl } }).then(
+        () => null,
+        (error: unknown) => error as GantryError,
+      );
+      expect(refused).toBeInstanceOf(GantryError);
+      expect(refused!.code).toBe(ErrorCode.INVALID_COMMAND);
+      expect(refused!.message).not.toMatch(/runRecordSpec/);
+    }
+    const onDisk = await readFile(join(scratch, RUN_RECORD_FILE), 'utf8');
+    expect(onDisk).not.toMatch(/runRecordSpec/);
+    expect(JSON.parse(onDisk)).toEqual(run);
+    // a URL without credentials is recorded as it is, and read back by the next start
+    const clean = { ...run, push: { ...push, repositoryUrl: 'https://git.example.com/app.git' } };
+    await recordRun(scratch, clean);
+    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: clean, pid: null, killed: false }]);
+  });
+
+  it('stops an agent whose pid was never recorded (the runner died right after spawning it), found by its command line', async () => {
+    const scratch = join(root, 'job-4-1');
+    await mkdir(scratch);
+    const pid = agent(['--mcp-config', join(scratch, 'mcp-config.json')]);
+    const stranger = agent(['--mcp-config', join(root, 'job-4-10', 'mcp-config.json')]);
+    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: null, pid, killed: true }]);
+    expect(processGroupRunning(pid)).toBe(false);
+    // another directory's name that merely starts the same is not this one's
+    expect(alive(stranger)).toBe(true);
   });
 
   it('never kills a process that reused the pid (its command line does not name the scratch directory)', async () => {

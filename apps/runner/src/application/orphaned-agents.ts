@@ -1,5 +1,7 @@
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { VerificationFacts } from '@gantry/contracts';
+import { assertRepositoryUrl } from '@gantry/git';
 import { processGroupRunning } from '../infrastructure/agent/process-group.js';
 
 export const AGENT_PID_FILE = 'agent.pid';
@@ -10,6 +12,21 @@ export interface RunRecord {
   jobId: string;
   leaseToken: number;
   worktreeLease: { leaseId: string; token: number } | null;
+  /**
+   * The push the run is making, written before it starts and again with its outcome (`pushed`) once
+   * the origin took it: a runner killed before it reported the push finds it here.
+   */
+  push?: RecordedPush | null;
+}
+
+export interface RecordedPush {
+  worktreeDir: string;
+  repositoryUrl: string;
+  branch: string;
+  headSha: string;
+  facts: VerificationFacts;
+  /** Set once the push returned: whether it sent the commit (false: the origin had it already). */
+  pushed?: boolean;
 }
 
 export interface OrphanedRun {
@@ -26,7 +43,17 @@ export async function recordAgentPid(scratch: string, pid: number): Promise<void
   await writeFile(join(scratch, AGENT_PID_FILE), `${pid}\n`, { mode: 0o600 });
 }
 
+/**
+ * Writes the run record over the last. The record is a file on disk for ids, fences and the push's
+ * target, not for secrets: a push's `repositoryUrl` must pass the repository URL rules, which refuse
+ * credentials in it (an https URL's user info, an ssh URL's password), so a URL carrying them is
+ * refused (INVALID_COMMAND, the URL not quoted) and the record on disk stays as it was. Such a URL
+ * cannot reach here from a job or a lease (both are held to the same rules) nor from
+ * GANTRY_REPOSITORY_URL (refused at start); this keeps it so whatever path a URL takes. Git gets a
+ * repository's credentials from a credential helper, never from its URL.
+ */
 export async function recordRun(scratch: string, run: RunRecord): Promise<void> {
+  if (run.push) assertRepositoryUrl(run.push.repositoryUrl);
   await writeFile(join(scratch, RUN_RECORD_FILE), JSON.stringify(run), { mode: 0o600 });
 }
 
@@ -36,6 +63,10 @@ export async function recordRun(scratch: string, run: RunRecord): Promise<void> 
  * only a process whose command line still names that job's scratch directory, so a reused pid is
  * never touched — waits until their process groups are gone, and hands back what each directory
  * says about its claim. The caller settles the claims, then removes the directories (`removeRun`).
+ * The pid is recorded only once the agent was spawned: a runner killed in between left none, so
+ * without a recorded agent the processes naming the directory are looked for (`/proc`) and their
+ * groups stopped all the same — otherwise that agent would go on writing into a worktree its claim's
+ * settlement gives back to the next job.
  */
 export async function stopOrphanedAgents(scratchDir: string, graceMs = 5_000): Promise<OrphanedRun[]> {
   const entries = await readdir(scratchDir, { withFileTypes: true }).catch((error: NodeJS.ErrnoException) => {
@@ -48,8 +79,11 @@ export async function stopOrphanedAgents(scratchDir: string, graceMs = 5_000): P
     const scratch = join(scratchDir, entry.name);
     const pidText = (await readFile(join(scratch, AGENT_PID_FILE), 'utf8').catch(() => '')).trim();
     const pid = Number.isInteger(Number(pidText)) && Number(pidText) > 1 ? Number(pidText) : null;
-    const killed = pid !== null && (await commandLineNames(pid, scratch)) && (await killGroupAndWait(pid, graceMs));
-    found.push({ scratch, run: await readRun(scratch), pid, killed });
+    const recorded = pid !== null && (await commandLineNames(pid, scratch));
+    const groups = recorded ? [pid] : await groupsNaming(scratch);
+    let killed = false;
+    for (const group of groups) killed = (await killGroupAndWait(group, graceMs)) || killed;
+    found.push({ scratch, run: await readRun(scratch), pid: recorded ? pid : (groups[0] ?? pid), killed });
   }
   return found;
 }
@@ -70,6 +104,26 @@ async function readRun(scratch: string): Promise<RunRecord | null> {
 async function commandLineNames(pid: number, scratch: string): Promise<boolean> {
   const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => null);
   return cmdline !== null && cmdline.split('\0').some((arg) => arg.startsWith(`${scratch}/`));
+}
+
+/** The process groups of the processes whose command line names `scratch`, this process's own group excepted. */
+async function groupsNaming(scratch: string): Promise<number[]> {
+  const own = await groupOf(process.pid);
+  const groups = new Set<number>();
+  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(entry) || !(await commandLineNames(Number(entry), scratch))) continue;
+    const group = await groupOf(Number(entry));
+    if (group !== null && group !== own) groups.add(group);
+  }
+  return [...groups];
+}
+
+async function groupOf(pid: number): Promise<number | null> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (stat === null) return null;
+  // After the command name's closing parenthesis: state, ppid, pgrp, …
+  const group = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+  return Number.isInteger(group) && group > 1 ? group : null;
 }
 
 /** SIGKILL to the agent's process group (or the agent alone), then waits until nothing of it is left. */

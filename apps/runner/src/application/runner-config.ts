@@ -1,9 +1,11 @@
+import { accessSync, constants, statSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { JobKinds, JobKindSchema, RunnerIdSchema, worktreeRootOf, type JobKind } from '@gantry/contracts';
+import { branchNameProblem, JobKinds, JobKindSchema, repositoryUrlProblem, RunnerIdSchema, worktreeRootOf, type JobKind } from '@gantry/contracts';
+import { DEFAULT_RETRY_BACKOFF } from '@gantry/messaging';
 import { defineSettings, setting, shutdownGraceSetting, type Refuse } from '@gantry/service-runtime';
 import { DEFAULT_AGENT_BIN } from '../domain/agent-command.js';
-import { DEFAULT_TOKEN_EXPIRED_PATTERN } from '../infrastructure/agent/agent-process.js';
+import { absolutePathEntries, DEFAULT_TOKEN_EXPIRED_PATTERN } from '../infrastructure/agent/agent-process.js';
 
 /** Everything the runner daemon takes from its environment (the service basics — NATS, naming, port — come from service-runtime). */
 export interface RunnerConfig {
@@ -48,6 +50,8 @@ const variables = {
   GANTRY_RUNNER_KINDS: setting.text(),
   GANTRY_RUNNER_CONCURRENCY: setting.wholeNumber({ min: 1, max: 64, default: 1 }),
   GANTRY_AGENT_BIN: setting.text(DEFAULT_AGENT_BIN),
+  // Where a bare GANTRY_AGENT_BIN is looked up (its absolute entries only: see agentBinOf).
+  PATH: setting.text(),
   GANTRY_AGENT_TIMEOUT_MS: milliseconds(1, 2 ** 31 - 1, 60 * 60_000),
   GANTRY_AGENT_KILL_GRACE_MS: milliseconds(1, 600_000, 10_000),
   GANTRY_LEASE_RENEW_MS: milliseconds(100, 24 * 3_600_000, 60_000),
@@ -91,22 +95,31 @@ export const runnerSettings = defineSettings({
         'plus GANTRY_AGENT_KILL_GRACE_MS must be less than GANTRY_SHUTDOWN_GRACE_MS (the stop would exit before the agents are stopped and their claims given back)',
       );
     }
+    // An initial pause above the cap is not a backoff: every pause would be the cap from the first
+    // failure on, and a runner meant to retry at once after a blip would sit out the longest pause.
+    if (v.GANTRY_RUNNER_BACKOFF_INITIAL_MS > v.GANTRY_RUNNER_BACKOFF_MAX_MS) {
+      refuse(
+        'GANTRY_RUNNER_BACKOFF_INITIAL_MS',
+        `(${v.GANTRY_RUNNER_BACKOFF_INITIAL_MS} ms) must not be longer than GANTRY_RUNNER_BACKOFF_MAX_MS (${v.GANTRY_RUNNER_BACKOFF_MAX_MS} ms), the longest pause`,
+      );
+    }
+    const { jobLeaseMs, worktreeLeaseMs } = leasesOf(v, refuse);
     return {
       runnerId,
       kinds: kindsOf(v.GANTRY_RUNNER_KINDS, refuse),
       concurrency: v.GANTRY_RUNNER_CONCURRENCY,
-      agentBin: v.GANTRY_AGENT_BIN,
+      agentBin: agentBinOf(v.GANTRY_AGENT_BIN, v.PATH),
       agentTimeoutMs: v.GANTRY_AGENT_TIMEOUT_MS,
       agentKillGraceMs: v.GANTRY_AGENT_KILL_GRACE_MS,
       leaseRenewMs: v.GANTRY_LEASE_RENEW_MS,
-      jobLeaseMs: v.GANTRY_JOB_LEASE_MS ?? Math.max(10_000, 3 * v.GANTRY_LEASE_RENEW_MS),
-      worktreeLeaseMs: v.GANTRY_WORKTREE_LEASE_MS ?? Math.max(1_000, 3 * v.GANTRY_LEASE_RENEW_MS),
+      jobLeaseMs,
+      worktreeLeaseMs,
       worktreeLockTimeoutMs: v.GANTRY_WORKTREE_LOCK_TIMEOUT_MS,
       tokenExpiredPattern: patternOf(v.GANTRY_TOKEN_EXPIRED_PATTERN, refuse),
       worktreeRoot: resolve(worktreeRootOf({ GANTRY_WORKTREE_ROOT: v.GANTRY_WORKTREE_ROOT, XDG_STATE_HOME: v.XDG_STATE_HOME })),
       scratchDir: v.GANTRY_RUNNER_SCRATCH_DIR ?? join(tmpdir(), `gantry-runner-${runnerId}`),
-      defaultRepositoryUrl: v.GANTRY_REPOSITORY_URL ?? null,
-      defaultTargetBranch: v.GANTRY_TARGET_BRANCH,
+      defaultRepositoryUrl: repositoryUrlOf(v.GANTRY_REPOSITORY_URL, refuse),
+      defaultTargetBranch: targetBranchOf(v.GANTRY_TARGET_BRANCH, refuse),
       offerPollMs: v.GANTRY_OFFER_POLL_MS,
       offerAckWaitMs: v.GANTRY_OFFER_ACK_WAIT_MS,
       shutdownGraceMs: v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS,
@@ -116,6 +129,103 @@ export const runnerSettings = defineSettings({
     };
   },
 });
+
+/** The longest job lease `claim_job` accepts (@gantry/contracts). */
+const MAX_JOB_LEASE_MS = 2 * 3_600_000;
+
+/**
+ * The shortest lease the renewals can keep (docs/jobs.md, "Leases and liveness"): a renewal is sent
+ * at most one interval after the last grant, and when that try goes unanswered for a whole command
+ * timeout it must be sent again, after the first retry pause, and given a whole command timeout of
+ * its own before the lease runs out. Shorter, one lost reply would outlast the lease: the runner
+ * would go on as the holder of a claim or a worktree another runner may already have been given.
+ */
+export function shortestLeaseMs(renewMs: number, commandTimeoutMs: number): number {
+  return renewMs + 2 * commandTimeoutMs + DEFAULT_RETRY_BACKOFF.initialMs;
+}
+
+/**
+ * The job and worktree leases: three renewal intervals unless set — at least the shortest lease the
+ * renewals can keep, and within what the services accept. A lease set shorter than that is refused,
+ * naming it; a derived one that cannot be long enough (past the 2 h a claim may ask for) is refused
+ * naming GANTRY_LEASE_RENEW_MS. Kept anyway, every long job would lose its claim (an attempt spent)
+ * or its worktree (rescued and reset under its agent) to one unanswered renewal.
+ */
+function leasesOf(
+  v: { GANTRY_LEASE_RENEW_MS: number; GANTRY_RUNNER_COMMAND_TIMEOUT_MS: number; GANTRY_JOB_LEASE_MS?: number; GANTRY_WORKTREE_LEASE_MS?: number },
+  refuse: Refused,
+): { jobLeaseMs: number; worktreeLeaseMs: number } {
+  const renewMs = v.GANTRY_LEASE_RENEW_MS;
+  const timeoutMs = v.GANTRY_RUNNER_COMMAND_TIMEOUT_MS;
+  const shortest = shortestLeaseMs(renewMs, timeoutMs);
+  // Derived beyond the services' bounds, a lease would have every claim or acquire refused as invalid.
+  const jobLeaseMs = v.GANTRY_JOB_LEASE_MS ?? Math.min(MAX_JOB_LEASE_MS, Math.max(10_000, 3 * renewMs, shortest));
+  // (A renewal interval and command timeout the job lease allows keep this one under the worktree service's 24 h.)
+  const worktreeLeaseMs = v.GANTRY_WORKTREE_LEASE_MS ?? Math.max(1_000, 3 * renewMs, shortest);
+  const rule = `GANTRY_LEASE_RENEW_MS + 2 × GANTRY_RUNNER_COMMAND_TIMEOUT_MS + ${DEFAULT_RETRY_BACKOFF.initialMs} ms (${renewMs} + 2 × ${timeoutMs} + ${DEFAULT_RETRY_BACKOFF.initialMs} = ${shortest} ms)`;
+  const why = 'a renewal that goes unanswered must be sent again and answered before the lease runs out';
+  for (const [name, leaseMs, set, what] of [
+    ['GANTRY_JOB_LEASE_MS', jobLeaseMs, v.GANTRY_JOB_LEASE_MS !== undefined, 'job lease'],
+    ['GANTRY_WORKTREE_LEASE_MS', worktreeLeaseMs, v.GANTRY_WORKTREE_LEASE_MS !== undefined, 'worktree lease'],
+  ] as const) {
+    if (leaseMs >= shortest) continue;
+    if (set) refuse(name, `(${leaseMs} ms) must be at least ${rule}: ${why}`);
+    else refuse('GANTRY_LEASE_RENEW_MS', `plus 2 × GANTRY_RUNNER_COMMAND_TIMEOUT_MS and ${DEFAULT_RETRY_BACKOFF.initialMs} ms (${shortest} ms) must be at most the ${what} (${leaseMs} ms, at most what the service accepts): ${why}`);
+  }
+  return { jobLeaseMs, worktreeLeaseMs };
+}
+
+/**
+ * The agent binary as an absolute path wherever it can be one. The agent is spawned in its worktree,
+ * and whatever is resolved there is a file of the repository (or of an earlier agent), which the
+ * runner would start as the agent:
+ * - a path (it holds a `/`) is made absolute against the directory the runner starts in;
+ * - a bare name is looked up now, on PATH's absolute entries only: a relative entry (`.`, `bin`, or an
+ *   empty one, which means `.`) would be taken from the worktree at the spawn.
+ * A name found on no absolute entry stays a bare name: the agent then fails to start at its first job
+ * (the runner's failure, docs/jobs.md), and the agent's PATH holds no relative entry either
+ * (`agentEnvironment`), so that lookup cannot land in the worktree.
+ */
+export function agentBinOf(bin: string, path: string | undefined): string {
+  if (bin.includes('/')) return resolve(bin);
+  for (const dir of absolutePathEntries(path)) {
+    const candidate = join(dir, bin);
+    if (isExecutableFile(candidate)) return candidate;
+  }
+  return bin;
+}
+
+function isExecutableFile(path: string): boolean {
+  try {
+    if (!statSync(path).isFile()) return false;
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The repository of a job that names none, by the rules every repository URL of a job passes
+ * (@gantry/contracts, `repositoryUrlProblem`): checked only when a job used it, a bad one failed
+ * that job instead of the start — and an https URL with credentials went into the worktree lease's
+ * command and the run record before anything refused it. The problem never quotes the URL.
+ */
+function repositoryUrlOf(value: string | undefined, refuse: Refused): string | null {
+  if (value === undefined) return null;
+  const problem = repositoryUrlProblem(value);
+  return problem === null ? value : refuse('GANTRY_REPOSITORY_URL', `is not a repository URL the runner may use: ${problem}`);
+}
+
+/**
+ * The target branch of a job that names none, by the contract's branch rules (the ones a job's own
+ * target branch passes): a name git would read as an option, or no branch name at all, is refused at
+ * start rather than on each job that falls back to it.
+ */
+function targetBranchOf(value: string, refuse: Refused): string {
+  const problem = branchNameProblem(value);
+  return problem === null ? value : refuse('GANTRY_TARGET_BRANCH', `is not a branch name: ${problem}`);
+}
 
 /** `<host>-<pid>` reduced to what a runner id may hold. */
 export function defaultRunnerId(host: string, pid: number): string {

@@ -29,7 +29,9 @@
  *       "spawnChild":    false,                                // hang: also start a child process in the same process group
  *       "delayMs":       0,                                    // wait this long before the work (after log_implementation)
  *       "waitForFile":   "/abs/gate",                          // wait until this file exists before the first MCP call
- *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} at start, {calling, pid, at} before each MCP call, {exit, pid, at} at exit
+ *       "pauseUntilFile": "/abs/gate",                         // after log_implementation (and delayMs), wait until this file exists
+ *       "recordArgvTo":  "/abs/file.jsonl",                   // append {argv, pid, cwd, at} at start, {calling, pid, at} before each MCP call,
+ *                                                             // {paused, pid, at} when its pauseUntilFile pause begins, {exit, pid, at} at exit
  *       "resetTo":       "origin/feat/x",                      // git reset --hard to this revision before the work
  *       "gitConfig":     { "core.fsmonitor": "/abs/script" },  // after the work, as a hostile agent: git config in its worktree
  *       "gitFiles":      { "hooks/pre-push": "#!/bin/sh …" },   // after the work, as a hostile agent: files under the git common dir
@@ -66,6 +68,7 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync, existsSync } from 'node:fs';
 import { appendFile, readFile, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { CliUsageError, parseStandInArguments, type StandInArguments } from './cli-arguments.js';
 import { StandInGit } from './stand-in-git.js';
 import { StandInReporter } from './stand-in-reporter.js';
@@ -148,6 +151,11 @@ async function main(argv: string[]): Promise<number> {
       plan: `Payload ${payloadPath}`,
     });
     if (script.delayMs > 0) await sleep(script.delayMs);
+    if (script.pauseUntilFile) {
+      // In its pause, its report answered: what a test that kills the runner now waits for.
+      if (record) appendFileSync(record, `${JSON.stringify({ paused: script.pauseUntilFile, pid: process.pid, at: new Date().toISOString() })}\n`);
+      await waitForFile(script.pauseUntilFile);
+    }
 
     switch (script.behaviour) {
       case 'commit':
@@ -247,8 +255,16 @@ function fail(message: string): number {
   return 1;
 }
 
+/**
+ * Waits until the gate exists. A gate whose directory is gone will never open (the test that held it
+ * ended and removed its world, its runner killed): the stand-in then exits instead of waiting for ever
+ * as an orphan.
+ */
 async function waitForFile(path: string): Promise<void> {
-  while (!existsSync(path)) await sleep(50);
+  while (!existsSync(path)) {
+    if (!existsSync(dirname(path))) throw new Error(`the gate ${path} will never open: its directory is gone`);
+    await sleep(50);
+  }
 }
 
 function sleep(ms: number): Promise<void> {

@@ -6,6 +6,7 @@ import { runAgent, type AgentRunResult } from '../infrastructure/agent/agent-pro
 import { BearerSecret } from '../infrastructure/mcp/bearer-secret.js';
 import { writeMcpConfigFile } from '../infrastructure/mcp/mcp-config-file.js';
 import { createGitFixture, type GitFixture } from '@gantry/git/testing';
+import { eventually } from '@gantry/testing';
 import { verifyWorktree } from '../infrastructure/verify/verify-worktree.js';
 import { ensureStandInBuilt } from './testing/stand-in-build.js';
 import { StandInJob } from './testing/stand-in-job.js';
@@ -91,6 +92,18 @@ describe('the stand-in agent as a separate process', () => {
       { status: 'FAILED', summary: '1 of 3 checks failed: expected 2, received 3' },
       { status: 'FAILED', summary: 'tests fail', error: 'test run failed: expected 2, received 3' },
     ]);
+  });
+
+  it('pauseUntilFile: waits at the gate, and exits (not an orphan waiting for ever) once the gate’s directory is gone', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'stand-in-gate-'));
+    const running = run({ behaviour: 'commit', files: { 'src/gated.ts': 'gated\n' }, pauseUntilFile: join(dir, 'gate') });
+    // In its pause: its first report made, nothing after it.
+    await eventually(() => job?.reporter.methods().includes('logImplementation'), { what: 'the stand-in at its gate', timeoutMs: 15_000 });
+    await rm(dir, { recursive: true, force: true });
+    const result = await running;
+    expect(result).toMatchObject({ exitCode: 1, timedOut: false });
+    expect(result.stderrTail).toContain('will never open: its directory is gone');
+    expect(job!.reporter.methods()).toEqual(['logImplementation']);
   });
 
   it('no_logs: commits without a single MCP call', async () => {

@@ -32,6 +32,8 @@ const ScriptSchema = z.strictObject({
   finalExitCode: z.number().int().min(0).max(255).default(0),
   spawnChild: z.boolean().default(false),
   delayMs: z.number().int().min(0).default(0),
+  /** After log_implementation (with delayMs, after it), wait until this absolute file exists: a test holds the agent mid-work as long as it needs. */
+  pauseUntilFile: z.string().startsWith('/').optional(),
   /**
    * commit: send every MCP call without waiting for its reply, and exit (with finalExitCode) half a
    * second after the last: an agent whose client gave up on slow tool calls, or that never waited.

@@ -1,7 +1,10 @@
 import { ErrorCode } from '@gantry/contracts';
 import { StandInJob } from '../../stand-in-agent/testing/stand-in-job.js';
 import { createGitFixture, type GitFixture } from '@gantry/git/testing';
-import { agentEnvironment, runAgent, type AgentRunResult } from './agent-process.js';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { agentEnvironment, isAgentNotStarted, runAgent, type AgentRunResult } from './agent-process.js';
 import { BoundedTail, StreamMatcher } from './bounded-tail.js';
 
 function alive(pid: number): boolean {
@@ -50,10 +53,12 @@ describe('running the agent process (with the stand-in agent)', () => {
   });
 
   it('a hung agent is stopped with SIGTERM at its timeout', async () => {
-    const result = await run({ behaviour: 'hang' }, { timeoutMs: 1500, killGraceMs: 5000 });
+    // Hangs without a word: an agent that logs first may not have logged within 1.5 s on a loaded
+    // machine, and what it reported is not what this case is about.
+    const result = await run({ behaviour: 'hang', logFirst: false }, { timeoutMs: 1500, killGraceMs: 5000 });
     // SIGTERM (not the SIGKILL that follows the grace period) is what ended it.
     expect(result).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM', tokenExpired: false });
-    expect(job!.reporter.methods()).toEqual(['logImplementation']);
+    expect(job!.reporter.methods()).toEqual([]);
   });
 
   it('an agent that ignores SIGTERM is killed with SIGKILL after the grace period, with everything it started', async () => {
@@ -63,6 +68,27 @@ describe('running the agent process (with the stand-in agent)', () => {
     const childPid = Number(/stand-in child pid (\d+)/.exec(result.stdoutTail)?.[1]);
     expect(childPid).toBeGreaterThan(0);
     expect(await waitUntilDead(childPid)).toBe(true);
+  });
+
+  it('an agent that exits while a process it started in a new session holds its output open still ends its run', async () => {
+    // setsid leaves the agent's process group, so the group's kill cannot reach it; it inherited stdout
+    // and stderr, so the pipes stay open for as long as it lives (here ten minutes). The agent exits
+    // once the holder has its own session (field 6 of /proc/<pid>/stat): on a busy machine the
+    // holder may not have run setsid yet when the agent exits, and would go with the agent's group.
+    const script = 'setsid sleep 600 & pid=$!; until [ "$(cut -d" " -f6 /proc/$pid/stat)" = "$pid" ]; do sleep 0.05; done; echo "held by $pid"; exit 0';
+    const result = await runAgent({ command: { bin: 'bash', args: ['-c', script] }, cwd: repo.seed, timeoutMs: 2000, killGraceMs: 500 });
+    const holder = Number(/held by (\d+)/.exec(result.stdoutTail)?.[1]);
+    try {
+      expect(result).toMatchObject({ exitCode: 0, signal: null, timedOut: false, groupGone: true, outputHeldOpen: true });
+      expect(alive(holder)).toBe(true);
+    } finally {
+      if (holder > 0) process.kill(holder, 'SIGKILL');
+    }
+  }, 60_000);
+
+  it('an agent whose output closes with its exit is not said to have left it held open', async () => {
+    const result = await runAgent({ command: { bin: 'bash', args: ['-c', 'echo done'] }, cwd: repo.seed, timeoutMs: 10_000, killGraceMs: 500 });
+    expect(result).toMatchObject({ exitCode: 0, stdoutTail: 'done\n', outputHeldOpen: false });
   });
 
   it('stopping the run through its abort signal ends the agent and says so', async () => {
@@ -145,6 +171,31 @@ describe('the agent environment', () => {
       { PATH: '/usr/bin', HOME: '/home/runner', ANTHROPIC_API_KEY: 'k', CLAUDE_CONFIG_DIR: '/c', GANTRY_DATABASE_URL: 'postgres://x', GANTRY_NATS_URL: 'nats://y', AWS_SECRET_ACCESS_KEY: 's' },
     );
     expect(env).toEqual({ PATH: '/usr/bin', HOME: '/home/runner', ANTHROPIC_API_KEY: 'k', CLAUDE_CONFIG_DIR: '/c', GANTRY_JOB_ID: 'job-1' });
+  });
+
+  it("keeps PATH's absolute entries only: '.', an empty entry and a relative one would name the worktree's files", () => {
+    expect(agentEnvironment({}, { PATH: `.:/usr/local/bin::bin:/usr/bin:` }).PATH).toBe('/usr/local/bin:/usr/bin');
+    // an empty PATH is the current directory again: none is passed, and the system's default path applies
+    expect(agentEnvironment({}, { PATH: '.::' })).not.toHaveProperty('PATH');
+  });
+
+  it("never starts a repository's file as the agent, whatever relative entries the runner's PATH has", async () => {
+    const worktree = mkdtempSync(join(tmpdir(), 'gantry-agent-path-'));
+    try {
+      // what a hostile repository would commit: an executable named as the agent, at its root and in bin/
+      const fake = `#!/bin/sh\ntouch "${join(worktree, 'started')}"\n`;
+      mkdirSync(join(worktree, 'bin'));
+      for (const file of [join(worktree, 'gantry-spec-agent'), join(worktree, 'bin', 'gantry-spec-agent')]) writeFileSync(file, fake, { mode: 0o755 });
+      for (const PATH of ['.:/usr/bin:/bin', ':/usr/bin', 'bin:/usr/bin', '.']) {
+        const outcome = await runAgent({ command: { bin: 'gantry-spec-agent', args: [] }, cwd: worktree, env: agentEnvironment({}, { PATH }), timeoutMs: 10_000 }).then(
+          () => 'started',
+          (error: unknown) => (isAgentNotStarted(error) ? 'not started' : String(error)),
+        );
+        expect({ PATH, outcome, started: existsSync(join(worktree, 'started')) }).toEqual({ PATH, outcome: 'not started', started: false });
+      }
+    } finally {
+      rmSync(worktree, { recursive: true, force: true });
+    }
   });
 });
 

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { delimiter, isAbsolute } from 'node:path';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import type { AgentCommand } from '../../domain/agent-command.js';
 import { BoundedTail, StreamMatcher } from './bounded-tail.js';
@@ -50,6 +51,12 @@ export interface AgentRunResult {
   durationMs: number;
   /** Nothing of the agent's process group was left when the run resolved (waited for up to the kill grace). */
   groupGone: boolean;
+  /**
+   * The agent's stdout or stderr was still open a kill grace after it exited: a process outside its
+   * group (started in a new session) inherited them. The run did not wait for it (docs/jobs.md,
+   * "Cancelling a running job").
+   */
+  outputHeldOpen: boolean;
 }
 
 /**
@@ -98,6 +105,8 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
     let aborted = false;
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
     let killTimer: NodeJS.Timeout | undefined;
+    let outputTimer: NodeJS.Timeout | undefined;
+    let outputHeldOpen = false;
     const pid = child.pid;
 
     const killGroup = (signal: NodeJS.Signals) => {
@@ -135,6 +144,16 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
       clearTimeout(timeout);
       // What the agent started and left behind belongs to the finished job: stop it too.
       if (groupAlive(pid)) stop();
+      // The run ends when the pipes close, and they close when the last process holding them is gone.
+      // One the agent started in a new session (setsid) is out of the group's reach and may hold them
+      // for ever: the run would never end — past its timeout, deaf to a cancel or a shutdown — and its
+      // job and worktree would stay held. So the pipes get the kill grace (and the group's SIGKILL) to
+      // close, then they are let go.
+      outputTimer = setTimeout(() => {
+        outputHeldOpen = true;
+        child.stdout.destroy();
+        child.stderr.destroy();
+      }, graceMs + 1000);
     });
     const finish = async (): Promise<AgentRunResult> => {
       // The run is over only when nothing of the agent can write to the worktree any more.
@@ -155,11 +174,13 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
         stderrTail: stderr.toString(),
         durationMs: Math.round(performance.now() - startedAt),
         groupGone: gone,
+        outputHeldOpen,
       };
     };
     child.once('close', () => {
       clearTimeout(timeout);
       clearTimeout(killTimer);
+      clearTimeout(outputTimer);
       options.signal?.removeEventListener('abort', onAbort);
       finish().then(resolve, reject);
     });
@@ -183,11 +204,28 @@ function groupAlive(pid: number | undefined): boolean {
 const PASSED_THROUGH = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'TERM'];
 const PASSED_THROUGH_PREFIXES = ['ANTHROPIC_', 'CLAUDE_'];
 
+/**
+ * The agent's environment. Its PATH keeps only absolute entries: the agent runs in its worktree, where
+ * a relative entry (`.`, `bin`, an empty one) names the repository's files — the spawn's own lookup of
+ * a bare agent name, and every command the agent starts by name, would run what the repository holds.
+ * With no absolute entry left PATH is left out (the system's default path is used): an empty PATH
+ * would mean the current directory again.
+ */
 export function agentEnvironment(extra: Record<string, string> = {}, from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(from)) {
     if (value === undefined) continue;
     if (PASSED_THROUGH.includes(name) || PASSED_THROUGH_PREFIXES.some((prefix) => name.startsWith(prefix))) env[name] = value;
   }
+  if (env.PATH !== undefined) {
+    const absolute = absolutePathEntries(env.PATH);
+    if (absolute.length > 0) env.PATH = absolute.join(delimiter);
+    else delete env.PATH;
+  }
   return { ...env, ...extra };
+}
+
+/** PATH's absolute entries, in order: the ones that name the same directory whatever the cwd. */
+export function absolutePathEntries(path: string | undefined): string[] {
+  return (path ?? '').split(delimiter).filter((entry) => entry !== '' && isAbsolute(entry));
 }

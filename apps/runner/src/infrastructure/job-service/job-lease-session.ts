@@ -20,6 +20,22 @@ import {
 import type { CommandClient, RequestOptions } from '@gantry/messaging';
 import type { z } from 'zod';
 
+/** What a push report says: the branch, the commit pushed, whether it was sent, and the facts the finish will carry. */
+export interface PushReport {
+  branch: string;
+  headSha: string;
+  pushed: boolean;
+  facts?: VerificationFacts;
+}
+
+/**
+ * The key of a push report, the same for the run that pushed and for its runner started again after
+ * a SIGKILL, which reports the push the run could not (application/earlier-run.ts).
+ */
+export function pushReportKey(jobId: string, leaseToken: number, report: PushReport): string {
+  return deriveIdempotencyKey('runner/push', { jobId, leaseToken, ...report });
+}
+
 /** The job service's answer to a finish: the job's terminal status and its task's. */
 export type FinishReply = ReplyOf<typeof finishJob>;
 
@@ -67,7 +83,9 @@ export class JobLeaseSession {
    * the same idempotency key for as long as the claim's lease runs (docs/jobs.md, "Commands under a
    * claim"), so a job service that restarts meanwhile answers it, and a reply lost after the commit
    * returns the stored result. The lease does not run while no job service does: a job service
-   * resumes it at its start ("A job service outage"), so an outage does not use up the retries.
+   * resumes it at its start ("A job service outage"), so the time NATS says nobody serves (no
+   * responders) does not use up the retries. The time this runner cannot reach NATS does: the job
+   * service may be running and judging the lease meanwhile ("Commands under a claim").
    */
   private send<T>(call: (opts: RequestOptions) => Promise<T>): Promise<T> {
     return call({
@@ -106,8 +124,8 @@ export class JobLeaseSession {
     return this.send((o) => this.client.request(logTestResult, { ...this.fenced(), ...entry, idempotencyKey: this.key('log-test-result', entry) }, o));
   }
 
-  reportPush(input: { branch: string; headSha: string; pushed: boolean; facts?: VerificationFacts }) {
-    return this.send((o) => this.client.request(reportPush, { ...this.fenced(), ...input, idempotencyKey: this.key('push', input) }, o));
+  reportPush(input: PushReport) {
+    return this.send((o) => this.client.request(reportPush, { ...this.fenced(), ...input, idempotencyKey: pushReportKey(this.job.jobId, this.job.leaseToken, input) }, o));
   }
 
   reportAgentStatus(update: { status: 'IN_PROGRESS' | 'DONE' | 'PARTIAL' | 'FAILED'; summary: string; error?: string }, sequence: number) {

@@ -49,3 +49,16 @@ export async function pushBranch(
 function upToDate(porcelain: string, refspec: string): boolean {
   return porcelain.split('\n').some((line) => line.startsWith('=\t') && line.split('\t')[1] === refspec);
 }
+
+/**
+ * The commit the origin's `refs/heads/<branch>` is at (null: the origin has no such branch), asked of
+ * `repositoryUrl` from the worktree, as the push goes.
+ */
+export async function originBranchHead(worktreeDir: string, repositoryUrl: string, branch: string): Promise<string | null> {
+  assertRepositoryUrl(repositoryUrl);
+  await assertBranchName(branch);
+  const ref = `refs/heads/${branch}`;
+  const { stdout } = await git(worktreeDir, ['ls-remote', '--', repositoryUrl, ref], { timeoutMs: 60_000 });
+  const line = stdout.split('\n').find((l) => l.split('\t')[1] === ref);
+  return line ? line.split('\t')[0]! : null;
+}

@@ -59,7 +59,7 @@ export class WorktreeLeaseClient {
         idempotencyKey: deriveIdempotencyKey('runner/renew-worktree', { ...lease, renewal }),
         correlationId: this.options.correlationId,
       },
-      // The worktree service resumes held leases at its start: the time it is down does not count.
+      // The worktree service resumes held leases at its start: the time NATS says nobody serves does not count.
       { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true },
     );
   }
