@@ -16,6 +16,7 @@ import { EngineLifecycle } from './application/lifecycle.js';
 import { Placements } from './application/placements.js';
 import { WorkflowQueries } from './application/queries.js';
 import { RecoveryScan } from './application/recovery/recovery-scan.js';
+import { RunRecordsRetention } from './application/run-records-retention.js';
 import { TaskCommands } from './application/task-commands.js';
 import { TestHooks } from './application/test-hooks.js';
 import { TurnTriggers } from './application/triggers/turn-triggers.js';
@@ -46,6 +47,7 @@ import { workflowEngineProjections } from './infrastructure/persistence/projecti
           databaseUrl: config.databaseUrl,
           schema: config.schema,
           pool: store.pool,
+          timeouts: config.databaseTimeouts,
           log,
           names: { table: 'engine_epochs', lock: 'gantry.workflow.epoch', channel: 'gantry_workflow_epochs', applicationName: 'gantry-workflow-epoch' },
           // Every claim of this process is stale to the peers from now on: it must not act under them.
@@ -70,6 +72,7 @@ import { workflowEngineProjections } from './infrastructure/persistence/projecti
     EntryFlow,
     RecoveryScan,
     EngineLifecycle,
+    RunRecordsRetention,
   ],
   // Entry points: commands (@CommandHandler) and durable consumers (@DurableConsumer).
   controllers: [DefinitionCommands, TaskCommands, DecisionCommands, WorkflowQueries, JobEvents],

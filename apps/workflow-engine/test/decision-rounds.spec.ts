@@ -90,7 +90,7 @@ describe('decisions of a round not opened yet', () => {
     await world.importYaml('clear-only', reviewYaml('      - type: clear_decisions'));
     const { taskId: clearing } = await world.task('clear-only');
     await world.move(clearing, 'review');
-    const entry = await world.terminalEntry(clearing, 'review', 1, 10_000);
+    const entry = await world.terminalEntry(clearing, 'review', 1, { timeoutMs: 10_000 });
     expect(entry).toMatchObject({ termination: 'completed', markers: [expect.objectContaining({ kind: 'clear_decisions', state: 'done' })] });
   });
 });

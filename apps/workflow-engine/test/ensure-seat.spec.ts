@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { removeStepParticipant } from '@gantry/contracts';
-import { eventually } from '@gantry/testing';
 import { WorkflowWorld } from './harness.js';
 
 /*
@@ -54,8 +53,7 @@ steps:
     await world.task('seats', { taskId });
     await world.stopEngine(world.engine);
     const doomed = await world.startEngine({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/effect:0` });
-    await world.move(taskId, 'review');
-    await eventually(() => doomed.process.signalCode === 'SIGKILL', { what: 'the engine killed after the seat was added' });
+    await world.moveUntilKilled(taskId, 'review', doomed, 'the engine killed after the seat was added');
     await world.startEngine();
     const entry = await world.terminalEntry(taskId, 'review', 1);
     expect(entry.markers.map((m) => m.state)).toEqual(['done', 'done']);

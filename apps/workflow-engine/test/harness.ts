@@ -29,7 +29,7 @@ import {
   type StepEntryView,
   type TaskView,
 } from '@gantry/contracts';
-import { Bus, CommandClient } from '@gantry/messaging';
+import { Bus, CommandClient, isTransient, readAllPages } from '@gantry/messaging';
 import { eventually, removeTestNamespace, startApp, testDatabaseUrl, testNaming, testNatsUrl, uniqueName, dropSchema, type RunningApp } from '@gantry/testing';
 
 /*
@@ -73,6 +73,7 @@ export class WorkflowWorld {
   db!: pg.Pool;
   jobsDb!: pg.Pool;
   holdDir!: string;
+  private jobServiceEnv: Record<string, string> = {};
 
   constructor(private readonly label: string) {
     this.name = uniqueName(label);
@@ -81,13 +82,14 @@ export class WorkflowWorld {
     this.jobsSchema = `${this.name}_jobs`;
   }
 
-  async start(options: { engineEnv?: Record<string, string>; withEngine?: boolean } = {}): Promise<void> {
+  async start(options: { engineEnv?: Record<string, string>; jobServiceEnv?: Record<string, string>; withEngine?: boolean } = {}): Promise<void> {
+    this.jobServiceEnv = options.jobServiceEnv ?? {};
     this.holdDir = await mkdtemp(join(tmpdir(), 'gantry-wf-hold-'));
     this.bus = await Bus.connect({ servers: testNatsUrl, naming: this.naming, name: `${this.label}-test` });
     this.client = new CommandClient(this.bus);
     this.db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${this.engineSchema}`, max: 4 });
     this.jobsDb = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${this.jobsSchema}`, max: 2 });
-    this.jobService = await startApp('job-service', { schema: this.jobsSchema, naming: this.naming });
+    this.jobService = await startApp('job-service', { schema: this.jobsSchema, naming: this.naming, env: this.jobServiceEnv });
     // The tasks' product: every job the engine queues is resolved against it in the job service.
     await this.client.request(registerProduct, {
       productId: 'product-t', repository: 'acme/tasks', cloneUrl: '/srv/git/tasks.git', targetBranch: 'main', prStrategy: 'STORY',
@@ -128,7 +130,7 @@ export class WorkflowWorld {
   }
 
   async startJobService(): Promise<void> {
-    this.jobService = await startApp('job-service', { schema: this.jobsSchema, naming: this.naming });
+    this.jobService = await startApp('job-service', { schema: this.jobsSchema, naming: this.naming, env: this.jobServiceEnv });
   }
 
   /** Waits until a record matching `match` has been read from the engine's output; returns all its records then. */
@@ -189,6 +191,19 @@ export class WorkflowWorld {
     return this.client.request(moveTask, { taskId, toStepId, idempotencyKey });
   }
 
+  /**
+   * A move sent to an engine set to be killed at a fault point of the entry the move opens. The kill
+   * may come before the move's answer has left the process (the NATS client writes it a moment later),
+   * so the move is known by the death, not by its answer: a lost answer (TIMEOUT, or UNAVAILABLE once
+   * the process is gone) is no failure here.
+   */
+  async moveUntilKilled(taskId: string, toStepId: string, doomed: RunningApp, what = 'the engine killed at its fault point'): Promise<void> {
+    await this.move(taskId, toStepId).catch((error: unknown) => {
+      if (!isTransient(error)) throw error;
+    });
+    await eventually(() => doomed.process.signalCode === 'SIGKILL', { what });
+  }
+
   async getTask(taskId: string): Promise<TaskView> {
     return this.client.request(getTask, { taskId });
   }
@@ -231,6 +246,18 @@ export class WorkflowWorld {
     });
   }
 
+  /** A turn of the agent that found nothing to change: the TASK_IMPLEMENTATION job finishes SKIPPED, a completed turn. */
+  async skippedTurn(jobId: string): Promise<void> {
+    const fence = await this.claimAsRunner(jobId, 'TASK_IMPLEMENTATION');
+    await this.client.request(logImplementation, { ...fence, summary: 'nothing to change', idempotencyKey: this.key('log') });
+    await this.client.request(logTestResult, { ...fence, status: 'PASSED', summary: 'ok', idempotencyKey: this.key('log') });
+    await this.client.request(finishJob, {
+      ...fence,
+      idempotencyKey: this.key('finish'),
+      facts: { verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: true, diffIdenticalToMergedBranch: false, failure: null, cancelled: false },
+    });
+  }
+
   /** A REVIEW job deciding through the engine under its claim, as the runner forwards its agent's tool call. */
   async reviewerDecides(jobId: string, verdict: 'approve' | 'reject', finish = true) {
     const fence = await this.claimAsRunner(jobId, 'REVIEW', `reviewer-${jobId.slice(4, 12)}`);
@@ -259,19 +286,39 @@ export class WorkflowWorld {
   // ---- what happened ------------------------------------------------------------------------
 
   async jobs(taskId: string, kind?: JobView['kind']): Promise<JobView[]> {
-    const reply = await this.client.request(listJobs, { taskId, limit: 500, ...(kind ? { kind: [kind] } : {}) });
-    return reply.jobs;
+    return readAllPages(
+      (cursor) => this.client.request(listJobs, { taskId, limit: 500, ...(kind ? { kind: [kind] } : {}), ...(cursor ? { cursor } : {}) }),
+      (page) => page.jobs,
+    );
   }
 
-  async entries(taskId: string, stepId?: string): Promise<StepEntryView[]> {
-    return (await this.client.request(listStepEntries, { taskId, ...(stepId ? { stepId } : {}) })).entries;
+  /** A command sent to one engine's HTTP endpoint (not over the bus), its answer as it came. */
+  async post(engine: RunningApp, command: string, body: unknown): Promise<{ ok: boolean; result?: unknown; error?: unknown }> {
+    const res = await fetch(`${engine.url}/commands/${command}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return (await res.json()) as { ok: boolean; result?: unknown; error?: unknown };
   }
 
-  /** Waits until the entry is terminal and returns it. */
-  async terminalEntry(taskId: string, stepId: string, entrySeq: number, timeoutMs = 60_000): Promise<StepEntryView> {
+  /**
+   * The task's step entries, every page. Asked over the bus (any engine answers) or, with `via`, of
+   * that engine's HTTP endpoint: a replica the test has frozen (SIGSTOP) still belongs to the queue
+   * group and swallows the bus requests routed to it until they time out.
+   */
+  async entries(taskId: string, stepId?: string, via?: RunningApp): Promise<StepEntryView[]> {
+    const page = async (cursor: string | undefined) => {
+      const request = { taskId, ...(stepId ? { stepId } : {}), ...(cursor ? { cursor } : {}) };
+      if (!via) return this.client.request(listStepEntries, request);
+      const body = await this.post(via, listStepEntries.name, request);
+      if (!body.ok) throw new Error(`list_step_entries via ${via.url}: ${JSON.stringify(body.error)}`);
+      return listStepEntries.reply.parse(body.result);
+    };
+    return readAllPages(page, (p) => p.entries);
+  }
+
+  /** Waits until the entry is terminal and returns it (asked as `entries` asks). */
+  async terminalEntry(taskId: string, stepId: string, entrySeq: number, options: { timeoutMs?: number; via?: RunningApp } = {}): Promise<StepEntryView> {
     return eventually(
-      async () => (await this.entries(taskId, stepId)).find((e) => e.entrySeq === entrySeq && e.terminal),
-      { what: `entry ${entrySeq} of ${taskId} at ${stepId} terminal`, timeoutMs },
+      async () => (await this.entries(taskId, stepId, options.via)).find((e) => e.entrySeq === entrySeq && e.terminal),
+      { what: `entry ${entrySeq} of ${taskId} at ${stepId} terminal`, timeoutMs: options.timeoutMs ?? 60_000 },
     );
   }
 

@@ -1,3 +1,4 @@
+import { enqueueJob } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { WorkflowWorld } from './harness.js';
 
@@ -53,5 +54,19 @@ steps:
     expect((await world.db.query(`SELECT 1 FROM task_jobs WHERE job_id = $1`, [jobId])).rowCount).toBe(0);
     // Its JobEnqueued came first and named a task the engine does not have: its start and finish asked nothing.
     expect(await getJobs()).toBe(asked);
+  });
+  it('a job queued for a task before the engine had the task is the task\'s once the engine has it: its finish completes the turn, though its JobEnqueued found no such task', async () => {
+    const early = 'T-task-after-its-job';
+    const { jobId } = await world.client.request(enqueueJob, {
+      kind: 'PLAN_CHAT', productId: 'product-t', taskId: early, prompt: 'take a turn', idempotencyKey: world.key('early'), excludeFromCoalescing: true,
+    });
+    const { rows } = await world.jobsDb.query(`SELECT event_id FROM events WHERE type = 'JobEnqueued' AND data->>'jobId' = $1`, [jobId]);
+    await eventually(async () => (await world.db.query(`SELECT 1 FROM inbox WHERE event_id = $1`, [rows[0].event_id])).rowCount === 1, { what: 'the JobEnqueued handled before the task existed' });
+    await world.task('flow', { taskId: early });
+    await world.move(early, 'work');
+    await world.finishAsRunner(jobId, 'PLAN_CHAT');
+    // as an engine process that never saw the JobEnqueued (another replica, this one restarted) would judge it
+    await world.atStep(early, 'review', 20_000);
+    expect((await world.db.query(`SELECT step_id FROM task_jobs WHERE job_id = $1`, [jobId])).rows).toEqual([{ step_id: 'work' }]);
   });
 });

@@ -36,10 +36,6 @@ describe('crash recovery and the startup scan', () => {
     return world.startEngine(env);
   }
 
-  async function died(engine: RunningApp): Promise<void> {
-    await eventually(() => engine.process.signalCode === 'SIGKILL', { what: 'the engine killed at its fault point' });
-  }
-
   async function counts(taskId: string, workflowId: string, entrySeq = 1) {
     const effects = await world.effects(taskId);
     const ofEntry = (type: string) => effects.filter((e) => e.type === type && e.data.entrySeq === entrySeq && e.streamId === world.pairStream(taskId, workflowId, 'review'));
@@ -55,7 +51,8 @@ describe('crash recovery and the startup scan', () => {
     await world.start();
     for (const p of ['rev-a', 'rev-b', 'code-reviewer']) await world.profile(p);
     await world.importYaml('rec', declaration());
-  }, 120_000);
+    // two services started and made ready: on a loaded machine each may take a minute or more
+  }, 300_000);
   afterAll(() => world.close(), 60_000);
 
   it.each([
@@ -68,19 +65,17 @@ describe('crash recovery and the startup scan', () => {
   ])('V40 / V15 AC-B8: SIGKILL between actions (%s) → after a restart the entry completes with one clear and one job per participant, and no session action runs again', async (_label, point) => {
     const { taskId } = await world.task('rec');
     const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/${point}` });
-    await world.move(taskId, 'review');
-    await died(doomed);
+    await world.moveUntilKilled(taskId, 'review', doomed);
     await restart();
     const entry = await world.terminalEntry(taskId, 'review', 1);
     expect(entry.termination).toBe('completed');
     expect(await counts(taskId, 'rec')).toEqual({ clears: 1, resets: 1, autoStarts: 0, reviewJobs: ['rev-a', 'rev-b'] });
-  });
+  }, 300_000);
 
   it('V14 AC-B4: the run queue answering an identical key with the existing job is a success, not retried, counted as suppressed', async () => {
     const { taskId } = await world.task('rec');
     const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/run:2:1` });
-    await world.move(taskId, 'review');
-    await died(doomed);
+    await world.moveUntilKilled(taskId, 'review', doomed);
     const engine = await restart();
     const entry = await world.terminalEntry(taskId, 'review', 1);
     const fanOut = entry.markers.find((m) => m.position === 2)!;
@@ -94,8 +89,7 @@ describe('crash recovery and the startup scan', () => {
   it('a run queued before a crash is not queued again when the entry resumes after the job service\'s 24-hour window for its key has passed', async () => {
     const { taskId } = await world.task('rec');
     const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/run:2:1` });
-    await world.move(taskId, 'review');
-    await died(doomed);
+    await world.moveUntilKilled(taskId, 'review', doomed);
     // The entry resumes only at the next start or takeover, which may come days later: by then the
     // job service's receipt of the first run's key (24 hours) has expired, as if a day had passed.
     await world.jobsDb.query(`UPDATE idempotency_receipts SET expires_at = now() - interval '1 second' WHERE scope = 'jobs.enqueue_job'`);
@@ -108,8 +102,7 @@ describe('crash recovery and the startup scan', () => {
   it('V16 AC-B9: a restart resumes at the first non-terminal position and takes over the claim a gone process left', async () => {
     const { taskId } = await world.task('rec');
     const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/claimed:2` });
-    await world.move(taskId, 'review');
-    await died(doomed);
+    await world.moveUntilKilled(taskId, 'review', doomed);
     const survivor = await restart();
     await world.terminalEntry(taskId, 'review', 1);
     const claims = (await world.events(world.pairStream(taskId, 'rec', 'review'))).filter((e) => e.type === 'OnEnterActionClaimed');
@@ -263,8 +256,7 @@ steps:
 `);
     const { taskId } = await world.task('cr');
     const doomed = await restart({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/effect:1` });
-    await world.move(taskId, 'review');
-    await died(doomed);
+    await world.moveUntilKilled(taskId, 'review', doomed);
     await restart();
     await world.terminalEntry(taskId, 'review', 1);
     expect((await world.enqueued(taskId)).filter((e) => e.reason === 'code_review')).toHaveLength(2);

@@ -9,10 +9,7 @@ import { WorkflowWorld, reviewYaml } from './harness.js';
 describe('two workflow-engine replicas', () => {
   const world = new WorkflowWorld('wf_replicas');
 
-  async function post(engine: RunningApp, command: string, body: unknown): Promise<{ ok: boolean; result?: unknown }> {
-    const res = await fetch(`${engine.url}/commands/${command}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    return (await res.json()) as { ok: boolean; result?: unknown };
-  }
+  const post = (engine: RunningApp, command: string, body: unknown) => world.post(engine, command, body);
 
   const dispatched = (engine: RunningApp, taskId: string) => world.records(engine).filter((r) => r.message === 'step entry dispatched' && r.taskId === taskId);
 
@@ -127,7 +124,8 @@ describe('two workflow-engine replicas', () => {
           AND l.objid::bigint = (hashtextextended($1, 0) & 4294967295)`,
       [`gantry.workflow.epoch:${world.engineSchema}:${zombieEpoch}`],
     );
-    const entry = await world.terminalEntry(taskId, 'review', 1);
+    // asked of the survivor: the frozen replica would swallow a bus request routed to it
+    const entry = await world.terminalEntry(taskId, 'review', 1, { via: survivor });
     expect(entry.markers.map((m) => [m.state, m.epoch === zombieEpoch])).toEqual([['done', true], ['done', false]]);
 
     await world.releaseHold(`${taskId}@review#1__run:1:1`);

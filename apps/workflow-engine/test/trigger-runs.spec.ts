@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { finishJob, logImplementation, logTestResult } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { WorkflowWorld } from './harness.js';
 
@@ -33,17 +32,6 @@ steps:
   }, 120_000);
   afterAll(() => world.close(), 60_000);
 
-  /** A turn of the agent that found nothing to change: the job finishes SKIPPED, a completed turn. */
-  async function turnTaken(jobId: string): Promise<void> {
-    const fence = await world.claimAsRunner(jobId, 'TASK_IMPLEMENTATION');
-    await world.client.request(logImplementation, { ...fence, summary: 'nothing to change', idempotencyKey: world.key('log') });
-    await world.client.request(logTestResult, { ...fence, status: 'PASSED', summary: 'ok', idempotencyKey: world.key('log') });
-    await world.client.request(finishJob, {
-      ...fence,
-      idempotencyKey: world.key('finish'),
-      facts: { verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: true, diffIdenticalToMergedBranch: false, failure: null, cancelled: false },
-    });
-  }
 
   it('each completed turn starts the agent again: a new job per turn, none suppressed as on_enter\'s', async () => {
     const { taskId } = await world.task('loop');
@@ -53,14 +41,14 @@ steps:
       return jobs.length === 1 ? jobs : null;
     }, { what: 'the entry\'s auto-started job' });
 
-    await turnTaken(first!.jobId);
+    await world.skippedTurn(first!.jobId);
     const afterFirstTurn = await eventually(async () => {
       const jobs = await world.jobs(taskId, 'TASK_IMPLEMENTATION');
       return jobs.length === 2 ? jobs : null;
     }, { what: 'a second job after the first turn', timeoutMs: 15_000 });
 
     const second = afterFirstTurn.find((j) => j.jobId !== first!.jobId)!;
-    await turnTaken(second.jobId);
+    await world.skippedTurn(second.jobId);
     await eventually(async () => ((await world.jobs(taskId, 'TASK_IMPLEMENTATION')).length === 3 ? true : null), { what: 'a third job after the second turn', timeoutMs: 15_000 });
   });
 });

@@ -2,13 +2,34 @@ import { Controller, Inject } from '@nestjs/common';
 import { LRUCache } from 'lru-cache';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
-import { ErrorCode, GantryError, type EventEnvelope, type JobView, type JobEnqueuedData, type JobFinishedData, type JobStartedData } from '@gantry/contracts';
+import {
+  ErrorCode,
+  GantryError,
+  type EventEnvelope,
+  type JobCancelledData,
+  type JobClaimRolledBackData,
+  type JobEnqueuedData,
+  type JobFinishedData,
+  type JobLeaseExpiredData,
+  type JobStartedData,
+  type JobView,
+} from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
 import { isTransient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { occupancyOf, stepOf, taskDecider, taskExists, type Task } from '../domain/index.js';
 import { RunQueue } from '../infrastructure/job-service/run-queue.js';
-import { latestWorkflow, queuedRunByJob, queuedRunByKey, recordQueuedRunJob, rememberTaskJob, taskJob, type QueuedRunRow, type TaskJobRow } from '../infrastructure/persistence/read-models.js';
+import {
+  latestWorkflow,
+  queuedRunByJob,
+  queuedRunByKey,
+  recordJobEnded,
+  recordQueuedRunJob,
+  rememberTaskJob,
+  taskJob,
+  type QueuedRunRow,
+  type TaskJobRow,
+} from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { EntryFlow } from './entry-flow.js';
 import { TestHooks } from './test-hooks.js';
@@ -19,16 +40,24 @@ import { TurnTriggers } from './triggers/turn-triggers.js';
  * on_enter"): which jobs belong to which task and step occupancy (JobEnqueued), a turn started
  * (JobStarted: on_turn_start, and the task's agent session is started), a turn completed
  * (JobFinished DONE or SKIPPED: on_turn_complete, whose transition is the turn-complete entry path).
- * A redelivered event changes nothing: the inbox, and the move's key derived from the event.
+ * A redelivered event changes nothing: the inbox, and the move's key derived from the event. A job's
+ * end (finished, cancelled, failed at a claim's end) is recorded on its rows, whose retention counts
+ * from it (RunRecordsRetention).
  */
+export const JOB_EVENTS_CONSUMER = 'workflow-engine-job-events';
+
 @Controller()
 export class JobEvents {
   /**
-   * Jobs this process learnt are not of the engine's tasks (their JobEnqueued named no task, or a task
-   * the engine does not have; or the job service said so): their start and finish are passed over
-   * without asking the job service whose they are (jobOf). Most jobs of a fleet are such jobs.
+   * The task each job names (none, for a job of no task), for jobs this process learnt of without
+   * recording them (their JobEnqueued named no task, or a task the engine did not have; or the job
+   * service said so): their start and finish are judged without asking the job service whose they
+   * are (jobOf). What a job names never changes; whether the engine has that task does — a task may
+   * be created after its first job was queued — so that is read again at each event, and every
+   * process, whatever it remembers, judges a job alike. Most jobs of a fleet are such jobs; the last
+   * 100,000 are remembered.
    */
-  private readonly notOurs = new LRUCache<string, true>({ max: 100_000 });
+  private readonly named = new LRUCache<string, { taskId: string | null; kind: string }>({ max: 100_000 });
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -39,7 +68,11 @@ export class JobEvents {
     @InjectPinoLogger('job-events') private readonly log: PinoLogger,
   ) {}
 
-  @DurableConsumer({ name: 'workflow-engine-job-events', source: 'jobs', types: ['JobEnqueued', 'JobStarted', 'JobFinished'] })
+  @DurableConsumer({
+    name: JOB_EVENTS_CONSUMER,
+    source: 'jobs',
+    types: ['JobEnqueued', 'JobStarted', 'JobFinished', 'JobCancelled', 'JobClaimRolledBack', 'JobLeaseExpired'],
+  })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     switch (envelope.type) {
       case 'JobEnqueued':
@@ -48,6 +81,14 @@ export class JobEvents {
         return this.onStarted(envelope as EventEnvelope<JobStartedData>, sql);
       case 'JobFinished':
         return this.onFinished(envelope as EventEnvelope<JobFinishedData>, sql);
+      case 'JobCancelled':
+        return recordJobEnded(sql, (envelope as EventEnvelope<JobCancelledData>).data.jobId);
+      case 'JobClaimRolledBack':
+      case 'JobLeaseExpired': {
+        const d = (envelope as EventEnvelope<JobClaimRolledBackData | JobLeaseExpiredData>).data;
+        if (d.outcome === 'FAILED') await recordJobEnded(sql, d.jobId);
+        return;
+      }
       default:
         return;
     }
@@ -57,13 +98,13 @@ export class JobEvents {
   private async onEnqueued(envelope: EventEnvelope<JobEnqueuedData>, sql: pg.PoolClient): Promise<void> {
     const d = envelope.data;
     if (d.taskId === null) {
-      this.notOurs.set(d.jobId, true);
+      this.named.set(d.jobId, { taskId: null, kind: d.kind });
       return;
     }
     if (this.hooks.fails(`job-enqueued:${d.taskId}`)) throw new Error('the job could not be recorded (forced by a test)');
     const queued = await queuedRunByKey(sql, d.idempotencyKey);
     if (queued) await recordQueuedRunJob(sql, d.idempotencyKey, d.jobId);
-    await this.remember(sql, d.jobId, d.taskId, d.kind, queued);
+    if (!(await this.remember(sql, d.jobId, d.taskId, d.kind, queued))) this.named.set(d.jobId, { taskId: d.taskId, kind: d.kind });
   }
 
   private async remember(sql: pg.PoolClient, jobId: string, taskId: string, kind: string, queued: QueuedRunRow | null): Promise<TaskJobRow | null> {
@@ -73,10 +114,7 @@ export class JobEvents {
       return job;
     }
     const task = await loadTask(this.store, taskId, sql);
-    if (!taskExists(task)) {
-      this.notOurs.set(jobId, true);
-      return null;
-    }
+    if (!taskExists(task)) return null;
     // A task that occupies no step (parked) has no occupancy for the job to belong to: -1 never matches one.
     const at = occupancyOf(task) ?? { workflowId: task.placement.workflowId, stepId: task.placement.stepId, entrySeq: -1 };
     const job = { jobId, taskId: task.taskId, kind, ...at };
@@ -87,26 +125,29 @@ export class JobEvents {
   /**
    * The job an event names, as the engine recorded it. A job the engine has no record of may still be
    * one of its tasks': its JobEnqueued was not handled yet (a failed handler being retried, another
-   * replica holding it, a redelivery after a crash) or was given up on. The event does not say whose
-   * the job is, the job service does: a job of a task the engine knows is recorded now as its
-   * JobEnqueued would record it; null for a job that is not of the engine's tasks.
+   * replica holding it, a redelivery after a crash) or was given up on, or it named a task the engine
+   * did not have then. The event does not say whose the job is, the job service does (once per job in
+   * a process: `named`): a job of a task the engine has now is recorded as its JobEnqueued would
+   * record it; null for a job that is not of the engine's tasks.
    */
   private async jobOf(jobId: string, sql: pg.PoolClient): Promise<TaskJobRow | null> {
     const known = await taskJob(sql, jobId);
-    if (known || this.notOurs.has(jobId)) return known;
-    let view: JobView;
-    try {
-      view = await this.runs.job(jobId, { patient: false });
-    } catch (error) {
-      if (isTransient(error)) throw new RetryLater(`the job service did not say whose job ${jobId} is`, 2000);
-      if (error instanceof GantryError && error.code === ErrorCode.NOT_FOUND) return null;
-      throw error;
+    if (known) return known;
+    let named = this.named.get(jobId);
+    if (!named) {
+      let view: JobView;
+      try {
+        view = await this.runs.job(jobId, { patient: false });
+      } catch (error) {
+        if (isTransient(error)) throw new RetryLater(`the job service did not say whose job ${jobId} is`, 2000);
+        if (error instanceof GantryError && error.code === ErrorCode.NOT_FOUND) return null;
+        throw error;
+      }
+      named = { taskId: view.taskId, kind: view.kind };
+      this.named.set(jobId, named);
     }
-    if (view.taskId === null) {
-      this.notOurs.set(jobId, true);
-      return null;
-    }
-    const recorded = await this.remember(sql, jobId, view.taskId, view.kind, await queuedRunByJob(sql, jobId));
+    if (named.taskId === null) return null;
+    const recorded = await this.remember(sql, jobId, named.taskId, named.kind, await queuedRunByJob(sql, jobId));
     if (recorded) this.log.info({ taskId: recorded.taskId, jobId, stepId: recorded.stepId, entrySeq: recorded.entrySeq }, 'job of a task recorded from a later event of the job');
     return recorded;
   }
@@ -133,9 +174,11 @@ export class JobEvents {
 
   /** A completed turn is a job that finished DONE or SKIPPED; a failed or cancelled one is not. */
   private async onFinished(envelope: EventEnvelope<JobFinishedData>, sql: pg.PoolClient): Promise<void> {
-    if (envelope.data.jobStatus !== 'DONE' && envelope.data.jobStatus !== 'SKIPPED') return;
-    const job = await this.jobOf(envelope.data.jobId, sql);
-    if (job) await this.turn('onTurnComplete', job, envelope, sql);
+    if (envelope.data.jobStatus === 'DONE' || envelope.data.jobStatus === 'SKIPPED') {
+      const job = await this.jobOf(envelope.data.jobId, sql);
+      if (job) await this.turn('onTurnComplete', job, envelope, sql);
+    }
+    await recordJobEnded(sql, envelope.data.jobId);
   }
 
   private async turn(trigger: 'onTurnStart' | 'onTurnComplete', job: TaskJobRow, envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {

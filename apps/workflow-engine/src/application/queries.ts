@@ -1,10 +1,38 @@
 import { Controller, Inject } from '@nestjs/common';
-import { ErrorCode, GantryError, getTask, getTaskSession, listStepEntries, type MarkerView, type ReplyOf, type RequestOf, type SessionView, type StepEntryView } from '@gantry/contracts';
+import {
+  ErrorCode,
+  GantryError,
+  getTask,
+  getTaskSession,
+  listStepEntries,
+  StepIdSchema,
+  WorkflowIdSchema,
+  type MarkerView,
+  type ReplyOf,
+  type RequestOf,
+  type SessionView,
+  type StepEntryView,
+} from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { CommandHandler } from '@gantry/service-runtime';
+import { CommandHandler, cutPage, decodeCursor, encodeCursor } from '@gantry/service-runtime';
 import { effectivePermissionMode, taskExists, type Task, type TaskAtStep } from '../domain/index.js';
-import { stepEntryPairsOf, stepSeats } from '../infrastructure/persistence/read-models.js';
+import { stepEntryKeysOf, stepSeats, type StepEntryKey } from '../infrastructure/persistence/read-models.js';
 import { loadTask, loadTaskAtStep } from '../infrastructure/persistence/streams.js';
+
+/** A list_step_entries cursor: the key of the page's last entry. */
+function entryCursor(key: StepEntryKey): string {
+  return encodeCursor({ q: 'list_step_entries', workflowId: key.workflowId, stepId: key.stepId, entrySeq: key.entrySeq });
+}
+
+function entryAfter(cursor: string): StepEntryKey {
+  return decodeCursor(cursor, (decoded) => {
+    const { q, workflowId, stepId, entrySeq } = decoded;
+    if (q !== 'list_step_entries' || !WorkflowIdSchema.safeParse(workflowId).success || !StepIdSchema.safeParse(stepId).success) return undefined;
+    // entry_seq is an integer column: a larger number would be PostgreSQL's out-of-range error, an INTERNAL.
+    if (typeof entrySeq !== 'number' || !Number.isInteger(entrySeq) || entrySeq < 1 || entrySeq > 2 ** 31 - 1) return undefined;
+    return { workflowId: workflowId as string, stepId: stepId as string, entrySeq };
+  });
+}
 
 /** The queries, folded from the streams (the log is the authority for a single task). */
 @Controller()
@@ -42,14 +70,27 @@ export class WorkflowQueries {
     return sessionView(await this.task(request.taskId));
   }
 
+  /**
+   * A page of the task's step entries by (workflow, step, entrySeq), read on after the cursor's
+   * entry: the keys come from the step_entries read model, each entry's record from its (task,
+   * step) stream, each stream read once a page (docs/workflow-engine.md, "Step entries").
+   */
   @CommandHandler(listStepEntries)
   async listStepEntries(request: RequestOf<typeof listStepEntries>): Promise<ReplyOf<typeof listStepEntries>> {
     const task = await this.task(request.taskId);
-    const entries: StepEntryView[] = [];
-    for (const { workflowId, stepId } of await stepEntryPairsOf(this.store.pool, task.taskId, request.stepId)) {
-      entries.push(...entryViews(task.taskId, workflowId, stepId, await loadTaskAtStep(this.store, task.taskId, workflowId, stepId)));
+    const after = request.cursor ? entryAfter(request.cursor) : null;
+    const keys = await stepEntryKeysOf(this.store.pool, { taskId: task.taskId, stepId: request.stepId, after, limit: request.limit + 1 });
+    const pairs = new Map<string, TaskAtStep>();
+    for (const { workflowId, stepId } of keys.slice(0, request.limit)) {
+      const pair = `${workflowId}~${stepId}`;
+      if (!pairs.has(pair)) pairs.set(pair, await loadTaskAtStep(this.store, task.taskId, workflowId, stepId));
     }
-    return { entries };
+    const page = cutPage(keys, request.limit, (key) => {
+      // The row and its record are written by one append: a row without its record cannot be read.
+      const record = pairs.get(`${key.workflowId}~${key.stepId}`)!.entries[key.entrySeq]!;
+      return entryView(task.taskId, key.workflowId, key.stepId, record);
+    });
+    return { entries: page.items, nextCursor: page.last ? entryCursor(page.last) : null };
   }
 }
 
@@ -58,27 +99,25 @@ export function sessionView(task: Task): SessionView {
   return { taskId: task.taskId, sessionId: s.sessionId, started: s.started, settings: s.settings, planMode: s.planMode, mode: s.mode, permissionMode: effectivePermissionMode(s) };
 }
 
-function entryViews(taskId: string, workflowId: string, stepId: string, pair: TaskAtStep): StepEntryView[] {
-  return Object.values(pair.entries)
-    .sort((a, b) => a.entrySeq - b.entrySeq)
-    .map((record) => ({
-      taskId,
-      workflowId,
-      stepId,
-      entrySeq: record.entrySeq,
-      entryPath: record.entryPath,
-      declarationDigest: record.declarationDigest,
-      openedByEpoch: record.openedByEpoch,
-      openedAt: record.openedAt,
-      terminal: record.termination !== null,
-      termination: record.termination,
-      markers: positionsOf(record).map(({ position, kind }): MarkerView => {
-        const m = record.markers[position];
-        return m
-          ? { position, kind: m.kind, state: m.state, epoch: m.epoch, skipReason: m.skipReason, failure: m.failure, runs: m.runs }
-          : { position, kind, state: 'absent', epoch: null, skipReason: null, failure: null, runs: [] };
-      }),
-    }));
+function entryView(taskId: string, workflowId: string, stepId: string, record: TaskAtStep['entries'][number]): StepEntryView {
+  return {
+    taskId,
+    workflowId,
+    stepId,
+    entrySeq: record.entrySeq,
+    entryPath: record.entryPath,
+    declarationDigest: record.declarationDigest,
+    openedByEpoch: record.openedByEpoch,
+    openedAt: record.openedAt,
+    terminal: record.termination !== null,
+    termination: record.termination,
+    markers: positionsOf(record).map(({ position, kind }): MarkerView => {
+      const m = record.markers[position];
+      return m
+        ? { position, kind: m.kind, state: m.state, epoch: m.epoch, skipReason: m.skipReason, failure: m.failure, runs: m.runs }
+        : { position, kind, state: 'absent', epoch: null, skipReason: null, failure: null, runs: [] };
+    }),
+  };
 }
 
 /** The positions marked at allocation, and any marked since (a changed declaration's skipped ones). */

@@ -1,5 +1,5 @@
-import { ErrorCode, GantryError } from '@gantry/contracts';
-import { parseWorkflowYaml } from './workflow-yaml.js';
+import { ErrorCode, GantryError, MAX_JOB_INPUT_BYTES } from '@gantry/contracts';
+import { DEFAULT_PROMPT_ROOM, parseWorkflowYaml } from './workflow-yaml.js';
 import { OFFICE_DEFAULT_YAML } from '../domain/index.js';
 
 function refusal(yaml: string): GantryError {
@@ -120,6 +120,39 @@ steps:
 `);
     expect(JSON.stringify(definition.steps[0]!.onEnter[0]!.config)).toBe('{"constructor":"c","prototype":{"toString":"t"}}');
     expect(({} as Record<string, unknown>).role).toBeUndefined();
+  });
+
+  it('refuses an action whose job the job service would refuse for its size: its prompt (or the step\'s) and payload over MAX_JOB_INPUT_BYTES as JSON', () => {
+    const blob = (bytes: number) => 'b'.repeat(bytes);
+    const yaml = (prompt: number, payload: number) => `
+name: Large
+steps:
+  - id: work
+    name: Work
+    prompt: ${'p'.repeat(prompt)}
+    on_enter:
+      - { type: auto_start_agent, config: { payload: { blob: ${blob(payload)} } } }
+      - { type: queue_run, config: { target: primary, prompt: short, payload: { blob: ${blob(payload)} } } }
+`;
+    // the step prompt (JSON: its characters and quotes) and the payload (JSON: {"blob":"…"}) fill the bound exactly
+    const fits = MAX_JOB_INPUT_BYTES - 100_002 - 11;
+    expect(parseWorkflowYaml(yaml(100_000, fits)).definition.steps[0]!.onEnter).toHaveLength(2);
+    const error = refusal(yaml(100_000, fits + 1));
+    expect(error.code).toBe(ErrorCode.INVALID_COMMAND);
+    expect(error.issues).toEqual([
+      { path: ['steps', 0, 'on_enter', 0, 'config'], code: 'too_big', message: expect.stringContaining(`${MAX_JOB_INPUT_BYTES + 1} bytes of prompt and payload as JSON; a job carries at most ${MAX_JOB_INPUT_BYTES} (MAX_JOB_INPUT_BYTES)`) },
+    ]);
+    // a queue_run without a prompt of its own leaves room for the engine's
+    const queueRun = (payload: number) => `
+name: Large
+steps:
+  - id: work
+    name: Work
+    on_enter:
+      - { type: queue_run, config: { target: primary, payload: { blob: ${blob(payload)} } } }
+`;
+    expect(parseWorkflowYaml(queueRun(MAX_JOB_INPUT_BYTES - DEFAULT_PROMPT_ROOM - 11)).definition.steps).toHaveLength(1);
+    expect(refusal(queueRun(MAX_JOB_INPUT_BYTES - DEFAULT_PROMPT_ROOM - 10)).issues!.map((i) => i.path.join('.'))).toEqual(['steps.0.on_enter.0.config']);
   });
 
   it('refuses text that is not YAML', () => {

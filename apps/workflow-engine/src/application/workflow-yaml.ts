@@ -5,10 +5,14 @@ import {
   GantryError,
   isKnownActionType,
   issuesOf,
+  jsonBytes,
+  MAX_JOB_INPUT_BYTES,
   reservedKeyIssue,
   reservedKeyPath,
   TriggerNames,
   WorkflowDefinitionSchema,
+  type Action,
+  type StepDefinition,
   type ValidationIssue,
   type WorkflowDefinition,
 } from '@gantry/contracts';
@@ -34,6 +38,23 @@ export const MAX_ACTIONS_PER_TRIGGER = 100;
 export const MAX_ACTIONS = 1000;
 export const MAX_SEATS_PER_STEP = 1000;
 export const MAX_DEFINITION_BYTES = 512 * 1024;
+/** What the engine's own prompt may take when an action that queues a job declares none (it names the task's title and the step). */
+export const DEFAULT_PROMPT_ROOM = 8 * 1024;
+
+/**
+ * The prompt and payload, as JSON, of the job an action queues (an enqueue_job request), or null for
+ * an action that queues none: the declared prompt (auto_start_agent falls back to the step's), else
+ * room for the engine's, and the declared payload.
+ */
+function jobInputOf(step: StepDefinition, action: Action): number | null {
+  const config = action.config as { prompt?: unknown; payload?: unknown };
+  const declared = (prompt: unknown) => (typeof prompt === 'string' ? jsonBytes(prompt) : DEFAULT_PROMPT_ROOM);
+  const payload = config.payload !== null && typeof config.payload === 'object' ? jsonBytes(config.payload) : 0;
+  if (action.type === 'auto_start_agent') return declared(config.prompt ?? step.prompt) + payload;
+  if (action.type === 'queue_run') return declared(config.prompt) + payload;
+  if (action.type === 'queue_run_for_each_participant') return DEFAULT_PROMPT_ROOM + payload;
+  return null;
+}
 
 const YamlActionSchema = z.strictObject({
   type: z.string(),
@@ -180,6 +201,23 @@ export function parseWorkflowYaml(text: string): ParsedWorkflow {
   if (bytes > MAX_DEFINITION_BYTES) {
     refuse([{ path: [], message: `the definition is ${bytes} bytes as stored (YAML aliases included); at most ${MAX_DEFINITION_BYTES}`, code: 'too_big' }]);
   }
+  // A job an action would queue that the job service would refuse (docs/jobs.md, "How large a job may
+  // be") is refused here, once, not at every dispatch.
+  const tooLarge: ValidationIssue[] = [];
+  definition.steps.forEach((step, index) => {
+    for (const trigger of TriggerNames) {
+      step[trigger].forEach((action, position) => {
+        const bytes = jobInputOf(step, action);
+        if (bytes === null || bytes <= MAX_JOB_INPUT_BYTES) return;
+        tooLarge.push({
+          path: ['steps', index, TRIGGER_YAML[trigger], position, 'config'],
+          message: `the job this ${action.type} queues would carry ${bytes} bytes of prompt and payload as JSON; a job carries at most ${MAX_JOB_INPUT_BYTES} (MAX_JOB_INPUT_BYTES)`,
+          code: 'too_big',
+        });
+      });
+    }
+  });
+  if (tooLarge.length > 0) refuse(tooLarge);
   const unknownActions: UnknownActionNotice[] = [];
   for (const step of definition.steps) {
     for (const trigger of TriggerNames) {

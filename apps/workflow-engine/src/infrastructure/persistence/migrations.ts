@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { jsonTextColumnsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
+import { jsonTextColumnsMigration, lz4ColumnsMigration, processTableDdl } from '@gantry/eventstore';
 
 /**
  * The read side of the workflow engine (docs/workflow-engine.md, "Commands and events"). The tables
@@ -94,13 +94,7 @@ export class WorkflowEngineViews1765000000000 implements MigrationInterface {
         step_id      text NOT NULL,
         entry_seq    integer NOT NULL
       )`);
-    await q.query(`
-      CREATE TABLE engine_epochs (
-        epoch       uuid PRIMARY KEY,
-        started_at  timestamptz NOT NULL DEFAULT now(),
-        pid         integer NOT NULL,
-        host        text NOT NULL
-      )`);
+    await q.query(processTableDdl('engine_epochs'));
   }
 
   async down(q: QueryRunner): Promise<void> {
@@ -132,9 +126,35 @@ export class WorkflowEngineQueuedRunsByEntry1783000000000 implements MigrationIn
   }
 }
 
+/**
+ * When the engine learnt that a job ended (its JobFinished, JobCancelled, or a claim end that failed
+ * it), on the job's `task_jobs` and `queued_runs` rows: the pruning goes by it (RunRecordsRetention).
+ * Rows from before have none and are kept.
+ */
+export class WorkflowEngineRunRecordsEnded1784000000000 implements MigrationInterface {
+  name = 'WorkflowEngineRunRecordsEnded1784000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE task_jobs ADD COLUMN IF NOT EXISTS ended_at timestamptz`);
+    await q.query(`ALTER TABLE queued_runs ADD COLUMN IF NOT EXISTS ended_at timestamptz`);
+    await q.query(`CREATE INDEX IF NOT EXISTS task_jobs_ended ON task_jobs (ended_at) WHERE ended_at IS NOT NULL`);
+    await q.query(`CREATE INDEX IF NOT EXISTS queued_runs_ended ON queued_runs (ended_at) WHERE ended_at IS NOT NULL`);
+    await q.query(`CREATE INDEX IF NOT EXISTS queued_runs_never_known ON queued_runs (queued_at) WHERE job_id IS NULL`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX IF EXISTS queued_runs_never_known`);
+    await q.query(`DROP INDEX IF EXISTS queued_runs_ended`);
+    await q.query(`DROP INDEX IF EXISTS task_jobs_ended`);
+    await q.query(`ALTER TABLE queued_runs DROP COLUMN IF EXISTS ended_at`);
+    await q.query(`ALTER TABLE task_jobs DROP COLUMN IF EXISTS ended_at`);
+  }
+}
+
 export const workflowEngineMigrations = [
   WorkflowEngineViews1765000000000,
   WorkflowEngineStateCompression1780272000000,
   WorkflowEngineStateJsonText1782050000000,
   WorkflowEngineQueuedRunsByEntry1783000000000,
+  WorkflowEngineRunRecordsEnded1784000000000,
 ];

@@ -122,12 +122,27 @@ export async function openStepEntries(sql: Sql): Promise<OpenEntryRow[]> {
   return rows.map((r) => ({ taskId: r.task_id, workflowId: r.workflow_id, stepId: r.step_id, entrySeq: r.entry_seq }));
 }
 
-export async function stepEntryPairsOf(sql: Sql, taskId: string, stepId?: string): Promise<{ workflowId: string; stepId: string }[]> {
-  const { rows } = await sql.query<{ workflow_id: string; step_id: string }>(
-    `SELECT DISTINCT workflow_id, step_id FROM step_entries WHERE task_id = $1 AND ($2::text IS NULL OR step_id = $2) ORDER BY workflow_id, step_id`,
-    [taskId, stepId ?? null],
+export interface StepEntryKey {
+  workflowId: string;
+  stepId: string;
+  entrySeq: number;
+}
+
+/**
+ * The task's step entries (of one step, or of all) after `after`, in (workflow, step, entrySeq)
+ * order, at most `limit` of them: the keys of a list_step_entries page. The key is unique and never
+ * changes, so reading on after the last key seen neither skips nor repeats an entry.
+ */
+export async function stepEntryKeysOf(sql: Sql, query: { taskId: string; stepId?: string; after: StepEntryKey | null; limit: number }): Promise<StepEntryKey[]> {
+  const { taskId, stepId, after, limit } = query;
+  const { rows } = await sql.query<{ workflow_id: string; step_id: string; entry_seq: number }>(
+    `SELECT workflow_id, step_id, entry_seq FROM step_entries
+      WHERE task_id = $1 AND ($2::text IS NULL OR step_id = $2)
+        AND ($3::text IS NULL OR (workflow_id, step_id, entry_seq) > ($3, $4, $5))
+      ORDER BY workflow_id, step_id, entry_seq LIMIT $6`,
+    [taskId, stepId ?? null, after?.workflowId ?? null, after?.stepId ?? null, after?.entrySeq ?? null, limit],
   );
-  return rows.map((r) => ({ workflowId: r.workflow_id, stepId: r.step_id }));
+  return rows.map((r) => ({ workflowId: r.workflow_id, stepId: r.step_id, entrySeq: r.entry_seq }));
 }
 
 export interface QueuedRunRow {
@@ -153,7 +168,12 @@ export async function rememberQueuedRun(sql: Sql, run: Omit<QueuedRunRow, 'jobId
 }
 
 export async function recordQueuedRunJob(sql: Sql, idempotencyKey: string, jobId: string): Promise<void> {
-  await sql.query(`UPDATE queued_runs SET job_id = $2 WHERE idempotency_key = $1 AND job_id IS NULL`, [idempotencyKey, jobId]);
+  // A reply recorded after the job's end was handled takes its end too, or the row would never be pruned.
+  await sql.query(
+    `UPDATE queued_runs SET job_id = $2, ended_at = (SELECT t.ended_at FROM task_jobs t WHERE t.job_id = $2)
+      WHERE idempotency_key = $1 AND job_id IS NULL`,
+    [idempotencyKey, jobId],
+  );
 }
 
 function toQueuedRun(r: Record<string, unknown>): QueuedRunRow {
@@ -222,6 +242,15 @@ export async function taskJob(sql: Sql, jobId: string): Promise<TaskJobRow | nul
   );
   const r = rows[0];
   return r ? { jobId: r.job_id, taskId: r.task_id, kind: r.kind, workflowId: r.workflow_id, stepId: r.step_id, entrySeq: r.entry_seq } : null;
+}
+
+/** The job ended (finished, cancelled, failed at a claim's end): its rows' retention counts from now (RunRecordsRetention). */
+export async function recordJobEnded(sql: Sql, jobId: string): Promise<void> {
+  await sql.query(
+    `WITH jobs AS (UPDATE task_jobs SET ended_at = now() WHERE job_id = $1 AND ended_at IS NULL)
+     UPDATE queued_runs SET ended_at = now() WHERE job_id = $1 AND ended_at IS NULL`,
+    [jobId],
+  );
 }
 
 export async function taskExistsRow(sql: Sql, taskId: string): Promise<boolean> {
