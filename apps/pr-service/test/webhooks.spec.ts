@@ -129,6 +129,49 @@ describe('GitHub webhooks into the pr-service', () => {
     expect(await count()).toBe(before);
   });
 
+  it.each([
+    ['null', null],
+    ['an array', [{ action: 'opened' }]],
+    ['a number', 7],
+    ['a string', 'opened'],
+  ])('a signed body that is JSON but not an object (%s) is refused with 400 and nothing is recorded', async (_what, payload) => {
+    const before = await count();
+    const { status, body, deliveryId } = await deliver('pull_request', payload);
+    expect(status).toBe(400);
+    // The body parser refuses a JSON scalar itself (strict JSON); an array reaches the intake, which refuses it.
+    expect(JSON.stringify(body)).toMatch(/not valid JSON|not a JSON object/);
+    expect(await recorded(deliveryId)).toHaveLength(0);
+    expect(await count()).toBe(before);
+  });
+
+  it.each([
+    ['a pull request number no pull request can have', { number: 3_000_000_000 }],
+    ['a fractional pull request number', { number: 1.5 }],
+    ['a head SHA with a NUL in it', { head: { ref: 'feature/x', sha: 'abc\u0000def' } }],
+    ['a head branch with a lone surrogate in it', { head: { ref: 'feature/\ud800', sha: 'abc' } }],
+  ])('a signed pull_request delivery with %s is recorded and processed, not left unprocessed', async (_what, pullRequest) => {
+    const example = examples.find((e) => e.name === 'pull_request')!.examples.find((p) => p.action === 'opened')! as Record<string, unknown>;
+    const payload = { ...example, pull_request: { ...(example.pull_request as Record<string, unknown>), ...pullRequest } };
+    const { status, deliveryId } = await deliver('pull_request', payload);
+    expect(status).toBe(202);
+    const [row] = await eventually(async () => {
+      const rows = await recorded(deliveryId);
+      return rows[0]?.processed_at ? rows : null;
+    }, { what: `delivery ${deliveryId} processed`, timeoutMs: 10_000 });
+    expect(row).toMatchObject({ event: 'pull_request', outcome: 'no tracked pull request' });
+  });
+
+  it('a signed delivery whose action carries a NUL is recorded (the action made storable) and processed', async () => {
+    const example = examples.find((e) => e.name === 'pull_request')!.examples[0]!;
+    const { status, deliveryId } = await deliver('pull_request', { ...example, action: 'opened\u0000' });
+    expect(status).toBe(202);
+    const [row] = await eventually(async () => {
+      const rows = await recorded(deliveryId);
+      return rows[0]?.processed_at ? rows : null;
+    }, { what: `delivery ${deliveryId} processed`, timeoutMs: 10_000 });
+    expect(row).toMatchObject({ event: 'pull_request', action: 'opened\uFFFD', outcome: 'ignored' });
+  });
+
   it('events it does not handle are recorded and ignored', async () => {
     for (const event of ['push', 'issues']) {
       const payload = examples.find((e) => e.name === event)!.examples[0]!;

@@ -246,18 +246,38 @@ export class FakeGitHub {
   // ---------------------------------------------------------------------------------------------
   // Pushes: a branch that moved since it was last seen
 
-  async refreshAll(): Promise<void> {
-    for (const record of Object.values(this.state.repositories)) await this.refreshRepository(record);
+  /** Notices the pushes of every repository; true when a branch moved. */
+  async refreshAll(): Promise<boolean> {
+    let moved = false;
+    for (const record of Object.values(this.state.repositories)) if (await this.refreshRepository(record)) moved = true;
+    return moved;
   }
 
-  private async refreshRepository(record: RepositoryRecord): Promise<void> {
+  /**
+   * The regular look for pushes: like `run` with nothing to do, except that when no branch moved
+   * nothing else is looked at and the state is not written out. Every change of the state comes
+   * through `run`, which reconciles and saves after it, so a look that found no push has nothing
+   * to add; writing the state out (serialized whole, megabytes once a test posts a check with a
+   * name of a million characters) ten times a second took a third of a core.
+   */
+  poll(): Promise<void> {
+    const next = this.chain.then(async () => {
+      if (!(await this.refreshAll())) return;
+      if (await this.reconcileAutoMerge()) await this.refreshAll();
+      this.save();
+    });
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  private async refreshRepository(record: RepositoryRecord): Promise<boolean> {
     const bare = this.git(record);
     const now = bare.readBranches();
     const before = record.branches;
     const moved = new Set<string>();
     for (const [branch, sha] of now) if (before[branch] !== sha) moved.add(branch);
     for (const branch of Object.keys(before)) if (!now.has(branch)) moved.add(branch);
-    if (moved.size === 0) return;
+    if (moved.size === 0) return false;
     record.branches = Object.fromEntries(now);
     record.pushedAt = new Date().toISOString();
     const fullName = `${record.owner}/${record.name}`;
@@ -289,6 +309,7 @@ export class FakeGitHub {
         }
       }
     }
+    return true;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -659,6 +680,9 @@ export class FakeGitHub {
     const record = this.state.repositories[pull.repository]!;
     if (!record.settings.allowAutoMerge) throw new GraphQLFailure('UNPROCESSABLE', 'Auto merge is not allowed for this repository');
     if (pull.state !== 'open') throw new GraphQLFailure('UNPROCESSABLE', 'Pull request Pull request is closed');
+    // Enabling it again is refused, whoever enabled it (a caller sending the mutation again after its
+    // answer was lost gets this). GitHub's wording is observed (the gh CLI prints it), not documented.
+    if (pull.autoMerge) throw new GraphQLFailure('UNPROCESSABLE', 'Pull request Auto merge is already enabled');
     if (input.expectedHeadOid !== undefined && input.expectedHeadOid !== pull.headSha) {
       // GitHub's wording for this refusal is not documented; the type is.
       throw new GraphQLFailure('UNPROCESSABLE', `Pull request The head of the pull request (${pull.headSha}) is not the expected head (${input.expectedHeadOid})`);
@@ -686,8 +710,13 @@ export class FakeGitHub {
     return pull;
   }
 
+  /**
+   * disablePullRequestAutoMerge. A PR without auto-merge (never enabled, disabled already, or merged or
+   * closed since) is refused, `UNPROCESSABLE`: a caller sending the mutation again after its answer was
+   * lost gets this. GitHub's wording is observed (the gh CLI prints it), not documented.
+   */
   async disableAutoMerge(pull: PullRecord, actor: string, reason = 'disabled by user'): Promise<PullRecord> {
-    if (!pull.autoMerge) return pull;
+    if (!pull.autoMerge) throw new GraphQLFailure('UNPROCESSABLE', "Can't disable auto-merge for this pull request.");
     pull.autoMerge = null;
     pull.updatedAt = new Date().toISOString();
     await this.emitPull('auto_merge_disabled', pull, actor, { reason });

@@ -34,7 +34,7 @@ export interface Fault {
   retryAfterSeconds?: number;
   /** Primary rate limit: when the limit resets, in seconds from now (default 1). */
   resetInSeconds?: number;
-  /** Server error: the status (default 502). */
+  /** Server error: the status (default 502). Secondary rate limit: 403 (default) or 429 — GitHub answers it with either. */
   status?: number;
   /** Delayed response: how long the answer waits (default 5000 ms). */
   delayMs?: number;
@@ -245,8 +245,9 @@ export class HttpFrontend {
 
   /**
    * GitHub's rate-limit answers: the primary limit is 403 with `x-ratelimit-remaining: 0` and the
-   * reset time (GraphQL: 200 with a RATE_LIMITED error); the secondary limit is 403 with its message
-   * and, sometimes, `retry-after`. These are what Octokit's throttling plugin recognises.
+   * reset time (GraphQL: 200 with a RATE_LIMITED error); the secondary limit is 403 or 429 (GitHub
+   * documents both) with its message and, sometimes, `retry-after`. These are what Octokit's
+   * throttling plugin recognises.
    */
   private faultResponse(fault: Fault, window: RateWindow, resource: string): { status: number; body: unknown; headers: Record<string, string> } {
     const headers = rateLimitHeaders(window, resource);
@@ -267,14 +268,15 @@ export class HttpFrontend {
       };
     }
     if (fault.kind === 'secondary_rate_limit') {
+      const status = fault.status === 429 ? 429 : 403;
       return {
-        status: 403,
+        status,
         headers: fault.retryAfterSeconds !== undefined ? { ...headers, 'retry-after': String(fault.retryAfterSeconds) } : headers,
         body: {
           message:
             'You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID.',
           documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits',
-          status: '403',
+          status: String(status),
         },
       };
     }
@@ -407,7 +409,20 @@ export class HttpFrontend {
           );
         }),
       ),
-      route('GET', '/commits/(.+)/status', locked(async (m) => ok(await fake.combinedStatus(recordOf(m), decodeURIComponent(m[3]!))))),
+      route(
+        'GET',
+        '/commits/(.+)/status',
+        // GitHub pages the combined status's statuses (per_page, at most 100); its state and total_count are of them all.
+        locked(async (m, query) => {
+          const combined = await fake.combinedStatus(recordOf(m), decodeURIComponent(m[3]!));
+          const { page, perPage, last } = pageOf(query, combined.statuses.length);
+          return ok(
+            { ...combined, statuses: combined.statuses.slice((page - 1) * perPage, page * perPage) },
+            200,
+            linkHeader(`${fake.ctx.baseUrl}/repos/${m[1]}/${m[2]}/commits/${m[3]}/status`, query, page, last),
+          );
+        }),
+      ),
       route('POST', '/statuses/([^/]+)', locked(async (m, _q, body) => ok(await fake.createStatus(recordOf(m), decodeURIComponent(m[3]!), body, ACTOR), 201))),
     ];
   }

@@ -65,7 +65,7 @@ export async function startGitHubFake(options: GitHubFakeOptions = {}): Promise<
   }
   // GitHub notices pushes on its own; so does the fake, by looking at the branches regularly.
   const poll = setInterval(() => {
-    void fake.run(async () => undefined).catch((error: unknown) => log('push detection failed', { error: String(error) }));
+    void fake.poll().catch((error: unknown) => log('push detection failed', { error: String(error) }));
   }, options.refPollMs ?? 100);
   poll.unref();
   log('github fake listening', { url: render.baseUrl, dataDir });

@@ -288,6 +288,18 @@ describe('lists and pages', () => {
     expect(all.map((r) => r.name).sort()).toEqual(['a', 'b', 'c']);
   });
 
+  it('pages the combined status’s statuses (newest first); its state and total_count are of them all', async () => {
+    const { sha } = await open('story/many-statuses');
+    await fake.control.setStatus(repo.fullName, { sha, context: 'ci/red', state: 'failure' });
+    for (const context of ['a', 'b']) await fake.control.setStatus(repo.fullName, { sha, context, state: 'success' });
+    const first = await octokit.rest.repos.getCombinedStatusForRef({ owner, repo: name(), ref: sha, per_page: 2 });
+    expect(first.data).toMatchObject({ state: 'failure', total_count: 3 });
+    expect(first.data.statuses.map((s) => s.context)).toEqual(['b', 'a']);
+    expect(first.headers.link).toContain('rel="next"');
+    const second = await octokit.rest.repos.getCombinedStatusForRef({ owner, repo: name(), ref: sha, per_page: 2, page: 2 });
+    expect(second.data.statuses.map((s) => s.context)).toEqual(['ci/red']);
+  });
+
   it('serves the PR’s html_url as a page', async () => {
     const { pr } = await open('story/page');
     const page = await fetch(pr.html_url);

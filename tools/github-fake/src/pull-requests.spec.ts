@@ -320,14 +320,25 @@ describe('ready for review and auto-merge (GraphQL)', () => {
     expect(enabled.enablePullRequestAutoMerge.pullRequest.autoMergeRequest.mergeMethod).toBe('SQUASH');
     const rest = await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number });
     expect(rest.data.auto_merge).toMatchObject({ merge_method: 'squash' });
+    // Enabled already: enabling it again (a mutation sent again after its answer was lost) is refused and changes nothing.
+    expect(await refusal()).toEqual(expect.objectContaining({ type: 'UNPROCESSABLE', message: 'Pull request Auto merge is already enabled' }));
+    // Disabled, disabling it again is refused too; enabled again, it is on.
+    const disable = `mutation($id: ID!) { disablePullRequestAutoMerge(input: { pullRequestId: $id }) { pullRequest { autoMergeRequest { mergeMethod } } } }`;
+    await octokit.graphql(disable, { id: pr.node_id });
+    const disabledAgain = await octokit.graphql(disable, { id: pr.node_id }).then(
+      () => null,
+      (error: { errors: { type: string; message: string }[] }) => error.errors[0],
+    );
+    expect(disabledAgain).toEqual(expect.objectContaining({ type: 'UNPROCESSABLE', message: "Can't disable auto-merge for this pull request." }));
+    await octokit.graphql(enable, { id: pr.node_id, oid: pr.head.sha });
 
     await fake.control.setCheck(repo.fullName, { sha: pr.head.sha, name: 'ci', conclusion: 'success' });
     const merged = await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number });
     expect(merged.data).toMatchObject({ state: 'closed', merged: true });
     clone.git('fetch', '-q', 'origin');
     expect(clone.git('rev-parse', 'origin/main')).toBe(merged.data.merge_commit_sha);
-    const events = await receiver.waitFor((d) => d.body.repository?.full_name === repo.fullName && (d.body.action === 'auto_merge_enabled' || (d.body.action === 'closed' && d.body.pull_request.merged)), 2);
-    expect(events.map((e) => e.body.action)).toEqual(['auto_merge_enabled', 'closed']);
+    const events = await receiver.waitFor((d) => d.body.repository?.full_name === repo.fullName && (d.body.action?.startsWith('auto_merge_') || (d.body.action === 'closed' && d.body.pull_request.merged)), 4);
+    expect(events.map((e) => e.body.action)).toEqual(['auto_merge_enabled', 'auto_merge_disabled', 'auto_merge_enabled', 'closed']);
   });
 
   it('finds a branch’s PRs by state through the pullRequests connection', async () => {

@@ -182,6 +182,18 @@ describe('rate limits, server errors and credentials', () => {
     expect(await fake.control.pulls(repo.fullName)).toHaveLength(1);
   });
 
+  it('a secondary rate limit as a 429 (GitHub answers with 403 or 429): its message and retry-after; Octokit waits that long', async () => {
+    await fake.control.injectFault({ kind: 'secondary_rate_limit', path: `/repos/${repo.fullName}`, method: 'GET', status: 429, retryAfterSeconds: 1 });
+    const response = await fetch(`${fake.url}/repos/${repo.fullName}`);
+    expect(response.status).toBe(429);
+    expect(response.headers.get('retry-after')).toBe('1');
+    expect((await response.json()) as { message: string; status: string }).toMatchObject({ message: expect.stringMatching(/secondary rate limit/), status: '429' });
+    const { octokit, events } = octokitFor(fake);
+    await fake.control.injectFault({ kind: 'secondary_rate_limit', path: `/repos/${repo.fullName}`, method: 'GET', status: 429, retryAfterSeconds: 1 });
+    await octokit.rest.repos.get({ owner, repo: name() });
+    expect(events.secondary).toEqual([{ retryAfter: 1, retryCount: 0 }]);
+  });
+
   it('a secondary rate limit without retry-after: Octokit falls back to its own wait', async () => {
     const { octokit, events } = octokitFor(fake, { fallbackSecondaryRateRetryAfter: 5 });
     await fake.control.injectFault({ kind: 'secondary_rate_limit', path: `/repos/${repo.fullName}` });

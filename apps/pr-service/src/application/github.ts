@@ -23,7 +23,21 @@ export type AutoMergeOutcome =
   /** GitHub will not enable it: CLEAN / UNSTABLE (it would merge at once), NOT_ALLOWED (the repository's setting). */
   | { outcome: 'REFUSED'; reason: 'CLEAN' | 'UNSTABLE' | 'NOT_ALLOWED'; message: string }
   /** The PR's head is not the expected head any more. */
-  | { outcome: 'HEAD_MOVED'; message: string };
+  | { outcome: 'HEAD_MOVED'; message: string }
+  /**
+   * GitHub's "Auto merge is already enabled": it is on, whoever enabled it — the answer to this call sent
+   * again after the first one's answer was lost (Octokit's retry of a closed connection or a 5xx).
+   */
+  | { outcome: 'ALREADY_ENABLED'; message: string }
+  /** The PR is a draft (GitHub's "Pull request is in draft status"): a person converted it since it was read (PR-17). */
+  | { outcome: 'DRAFT'; message: string };
+
+/**
+ * DISABLED, or GitHub's "Can't disable auto-merge for this pull request.": the PR has no auto-merge to
+ * disable (disabled already — the answer to this call sent again after the first one's answer was
+ * lost — or merged or closed since).
+ */
+export type DisableAutoMergeOutcome = { outcome: 'DISABLED' } | { outcome: 'NOT_ENABLED'; message: string };
 
 export type MergeOutcome = { outcome: 'MERGED'; mergeCommitSha: string } | { outcome: 'HEAD_MOVED'; message: string };
 
@@ -53,7 +67,7 @@ export interface GitHubPullRequests {
   /** Returns whether it was already ready. */
   markReadyForReview(nodeId: string): Promise<{ alreadyReady: boolean }>;
   enableAutoMerge(nodeId: string, expectedHeadSha: string, mergeMethod: MergeMethod): Promise<AutoMergeOutcome>;
-  disableAutoMerge(nodeId: string): Promise<void>;
+  disableAutoMerge(nodeId: string): Promise<DisableAutoMergeOutcome>;
   /** Merges exactly `sha`: a head that moved is HEAD_MOVED (409), a PR GitHub will not merge is a typed failure (405). */
   merge(repository: string, prNumber: number, sha: string, mergeMethod: MergeMethod): Promise<MergeOutcome>;
 }

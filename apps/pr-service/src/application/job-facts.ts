@@ -155,7 +155,7 @@ export class JobFacts {
     const scope = await this.scopeOrLater(envelope.data.jobId, sql, 'failed checks');
     const command = this.command(scope.repository, scope.branch, envelope, {
       type: 'RecordTaskReopened',
-      data: { jobId: envelope.data.jobId, taskId: scope.task_id ?? envelope.data.jobId, reason: envelope.data.error.slice(0, 2000) },
+      data: { jobId: envelope.data.jobId, taskId: scope.task_id ?? envelope.data.jobId, reason: envelope.data.error },
     });
     await this.prs.recordWithin(sql, command, envelope);
   }

@@ -1,4 +1,5 @@
 import { Controller, Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { LRUCache } from 'lru-cache';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullRequestFailureCode } from '@gantry/contracts';
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
@@ -24,6 +25,8 @@ export const EFFECTS_CONSUMER = 'pr-service-effects';
 
 const FAILURE_CODES = new Set<string>(['CHECKS_FAILED', 'MERGE_CONFLICT', 'GH_AUTH_ERROR', 'AUTO_MERGE_NOT_ALLOWED', 'UNKNOWN']);
 const MAX_ROUNDS = 12;
+/** How many pull requests' retry and mergeability counts are remembered (see PullRequestReconciler). */
+export const REMEMBERED_COUNTS = 10_000;
 
 /**
  * The effect processor of pull requests (docs/pr-service.md). A PR is worked on when something may
@@ -36,8 +39,14 @@ const MAX_ROUNDS = 12;
 @Injectable()
 export class PullRequestReconciler implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly runs: KeyedRuns;
-  private readonly attempts = new Map<string, number>();
-  private readonly unknownMergeability = new Map<string, number>();
+  /**
+   * Per pull request, the failed runs and the reads that found mergeability unknown since its last
+   * success: they set the next wait. A count is left behind when its PR settles before it is cleared
+   * (merged while GitHub was still computing), so every PR ever tracked would keep one: the last
+   * 10,000 are remembered, far more than run at once; a count forgotten starts its wait short again.
+   */
+  private readonly attempts = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
+  private readonly unknownMergeability = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
   /** Every open pull request looked at again now and then, whatever was missed (a webhook lost, a crash). */
   private readonly resync: Sweep;
 
@@ -165,7 +174,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         // another of the repository; recorded first, so the next round asks for a ready PR.
         const noDrafts = async (why: string) => {
           this.log.warn({ pullRequestId: id, repository: effect.repository, branch: effect.branch, why }, 'the repository has no draft pull requests; the PR opens ready');
-          await record(this.command(state, { type: 'RecordDraftsNotSupported', data: { message: why.slice(0, 2000) } }));
+          await record(this.command(state, { type: 'RecordDraftsNotSupported', data: { message: why } }));
         };
         if (!found && effect.draft && (await this.prs.draftsRefusedIn(effect.repository))) return noDrafts('GitHub refused a draft to another pull request of the repository');
         const purpose =
@@ -214,10 +223,23 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
           await record(this.command(state, { type: 'RecordAutoMergeRefused', data: { headSha: effect.expectedHeadSha, reason: answer.reason, message: answer.message } }));
         }
         // HEAD_MOVED: the next read records the new head, which waits for its own checks (PR-7).
+        // ALREADY_ENABLED: this call sent again after the first one's answer was lost (or someone enabled it):
+        // no failure — the next read shows it on, and it is recorded from there, for the head GitHub shows (PR-13).
+        // DRAFT: a person converted it to a draft since the read before (PR-17): the next read records the draft.
+        if (answer.outcome === 'DRAFT') this.log.info({ pullRequestId: id, headSha: effect.expectedHeadSha, github: answer.message }, 'the pull request is a draft now; reading again');
+        if (answer.outcome === 'ALREADY_ENABLED') this.log.info({ pullRequestId: id, headSha: effect.expectedHeadSha, github: answer.message }, 'auto-merge is on already; reading again');
         return;
       }
       case 'DISABLE_AUTO_MERGE': {
-        if (seen?.autoMergeEnabled !== false) await this.guarded(state, effect.type, () => this.github.disableAutoMerge(effect.nodeId));
+        if (seen?.autoMergeEnabled !== false) {
+          const answer = await this.guarded(state, effect.type, () => this.github.disableAutoMerge(effect.nodeId));
+          if (answer.outcome === 'NOT_ENABLED') {
+            // This call sent again after the first one's answer was lost (or merged or closed since): no
+            // failure — the next read shows it off (recorded from there, with no call) or the PR settled.
+            this.log.info({ pullRequestId: id, enabledFor: effect.enabledFor, github: answer.message }, 'auto-merge is off already; reading again');
+            return;
+          }
+        }
         await record(this.command(state, { type: 'RecordAutoMergeDisabled', data: { headSha: effect.enabledFor } }));
         return;
       }
@@ -228,10 +250,24 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
           answer = await this.github.merge(effect.repository, effect.prNumber, effect.sha, effect.mergeMethod);
         } catch (error) {
           if (isGantryError(error) && error.details?.status === 405 && FAILURE_CODES.has(error.code)) {
+            // GitHub says 405 "not mergeable" to a PR that is no longer open — and this merge may be Octokit's
+            // retry of one whose answer was lost after GitHub merged. Read first: a merged (or closed) PR is
+            // recorded by the next round's read, not as a refusal of its head.
+            const after = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.read(effect.repository, effect.prNumber));
+            if (after.state !== 'open') {
+              this.log.info({ pullRequestId: id, headSha: effect.sha, merged: after.merged }, 'GitHub refused the merge of a pull request no longer open; reading it again');
+              return;
+            }
+            // PR-17: a person converted it to a draft since the read before the merge (GitHub's 405 "Pull Request is
+            // still a draft"): no refusal of its head — the next round's read records the draft, which withdraws the merge.
+            if (after.draft) {
+              this.log.info({ pullRequestId: id, headSha: effect.sha }, 'GitHub refused the merge of a pull request made a draft; reading it again');
+              return;
+            }
             // PR-14: GitHub will not merge this head (405); recorded, and tried again only once GitHub's view changes.
             this.log.warn({ pullRequestId: id, headSha: effect.sha, code: error.code, error: error.message }, 'GitHub refused the merge');
             await record(
-              this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: error.code as PullRequestFailureCode, message: error.message.slice(0, 2000), mergeableState: seen?.mergeableState ?? null } }),
+              this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: error.code as PullRequestFailureCode, message: error.message, mergeableState: seen?.mergeableState ?? null } }),
             );
             return;
           }
@@ -248,7 +284,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
           // recorded without the mergeable_state it was made under — the next read, a second from now,
           // tries the same head again (GitHub checks it against `sha`).
           this.log.info({ pullRequestId: id, headSha: effect.sha, github: answer.message }, 'a branch moved under the merge (409); reading again');
-          await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: 'UNKNOWN', message: answer.message.slice(0, 2000), mergeableState: null } }));
+          await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: 'UNKNOWN', message: answer.message, mergeableState: null } }));
           return 'read-later';
         }
         return;
@@ -270,7 +306,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   private async failed(state: PullRequestState, effect: PullRequestEffect['type'] | 'READ_PULL_REQUEST', error: unknown): Promise<unknown> {
     if (isGantryError(error) && FAILURE_CODES.has(error.code)) {
       await this.prs
-        .record(this.command(state, { type: 'RecordEffectFailed', data: { effect, code: error.code as PullRequestFailureCode, message: error.message.slice(0, 2000) } }), this.metadata(state.pullRequestId))
+        .record(this.command(state, { type: 'RecordEffectFailed', data: { effect, code: error.code as PullRequestFailureCode, message: error.message } }), this.metadata(state.pullRequestId))
         .catch((recordError: unknown) => this.log.warn({ pullRequestId: state.pullRequestId, error: String(recordError) }, 'could not record an effect failure'));
     }
     return error;

@@ -1,13 +1,18 @@
-import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { Webhooks } from '@octokit/webhooks';
-import { EventStore } from '@gantry/eventstore';
+import { deleteInBatches, EventStore, storableValue } from '@gantry/eventstore';
+import { RetentionPruner, type RetentionPass } from '@gantry/service-runtime';
 import type { PrServiceConfig } from '../infrastructure/pr-service-config.js';
 import { KeyedRuns } from './keyed-runs.js';
 import { PullRequestLog } from './pull-request-log.js';
 import { PullRequestReconciler } from './reconciler.js';
 import { PR_SERVICE_CONFIG } from './tokens.js';
 import { whatADeliveryConcerns } from './webhook-targets.js';
+
+/** Rows per DELETE, and DELETEs in one pass of the pruning job. */
+const PRUNE_BATCH_SIZE = 1000;
+const PRUNE_MAX_BATCHES = 50;
 
 export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind: 'refused'; status: 400 | 401; reason: string };
 
@@ -19,7 +24,7 @@ export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind:
  * names the pull requests concerned, which are then read from GitHub again.
  */
 @Injectable()
-export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationShutdown {
+export class WebhookIntake implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly verifiers: Webhooks[];
   private readonly processing: KeyedRuns;
   /** Deliveries just recorded, as parsed on receipt, so processing them reads nothing back (after a restart it does). */
@@ -30,6 +35,7 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
     @Inject(PullRequestLog) private readonly prs: PullRequestLog,
     @Inject(PullRequestReconciler) private readonly reconciler: PullRequestReconciler,
     @Inject(PR_SERVICE_CONFIG) config: PrServiceConfig,
+    @Inject(RetentionPruner) private readonly pruner: RetentionPruner,
     @InjectPinoLogger('webhooks') private readonly log: PinoLogger,
   ) {
     this.verifiers = config.webhookSecrets.map((secret) => new Webhooks({ secret }));
@@ -45,12 +51,15 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
     const body = request.rawBody.toString('utf8');
     if (!(await this.verified(body, request.signature))) return { kind: 'refused', status: 401, reason: 'the signature does not match the body under any configured secret' };
     if (!request.deliveryId || !request.event) return { kind: 'refused', status: 400, reason: 'a delivery names its X-GitHub-Event and X-GitHub-Delivery' };
-    let payload: { action?: unknown } & Record<string, unknown>;
+    let parsed: unknown;
     try {
-      payload = JSON.parse(body) as { action?: unknown } & Record<string, unknown>;
+      parsed = parsedPayload(body);
     } catch {
       return { kind: 'refused', status: 400, reason: 'the body is not JSON' };
     }
+    // Every GitHub delivery is an object; `null`, an array, a number or a string is no delivery of any event.
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return { kind: 'refused', status: 400, reason: 'the body is not a JSON object' };
+    const payload = parsed as { action?: unknown } & Record<string, unknown>;
     const { rowCount } = await this.store.pool.query(
       `INSERT INTO webhook_deliveries (delivery_id, event, action, payload) VALUES ($1, $2, $3, $4) ON CONFLICT (delivery_id) DO NOTHING`,
       [request.deliveryId.slice(0, 200), request.event.slice(0, 100), typeof payload.action === 'string' ? payload.action.slice(0, 100) : null, body],
@@ -80,6 +89,21 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
     return false;
   }
 
+  onModuleInit(): void {
+    this.pruner.register('webhook-deliveries', (pass) => this.prune(pass));
+  }
+
+  /**
+   * Processed deliveries go once the receipt window has passed since (GANTRY_RECEIPT_TTL_MS, 7 days:
+   * longer than GitHub offers a delivery's redelivery). One redelivered later is recorded and processed
+   * again, which asks for reads of its pull requests and changes nothing else. An unprocessed one stays.
+   */
+  async prune(pass: RetentionPass): Promise<{ webhookDeliveries: number }> {
+    const before = new Date(pass.now.getTime() - pass.receiptTtlMs);
+    const webhookDeliveries = await deleteInBatches(pass.pool, 'webhook_deliveries', 'processed_at < $1', [before], PRUNE_BATCH_SIZE, PRUNE_MAX_BATCHES);
+    return { webhookDeliveries };
+  }
+
   async onApplicationBootstrap(): Promise<void> {
     // Recorded before a crash and not processed: processed now.
     const { rows } = await this.store.pool.query<{ delivery_id: string }>(`SELECT delivery_id FROM webhook_deliveries WHERE processed_at IS NULL ORDER BY received_at`);
@@ -98,7 +122,7 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
         `SELECT event, payload FROM webhook_deliveries WHERE delivery_id = $1 AND processed_at IS NULL`,
         [deliveryId],
       );
-      row = rows[0] && { event: rows[0].event, payload: JSON.parse(rows[0].payload) as unknown };
+      row = rows[0] && { event: rows[0].event, payload: parsedPayload(rows[0].payload) };
     }
     if (!row) return;
     const concerns = whatADeliveryConcerns(row.event, row.payload);
@@ -108,4 +132,14 @@ export class WebhookIntake implements OnApplicationBootstrap, BeforeApplicationS
     await this.store.pool.query(`UPDATE webhook_deliveries SET processed_at = now(), outcome = $2 WHERE delivery_id = $1 AND processed_at IS NULL`, [deliveryId, outcome]);
     this.log.info({ deliveryId, event: row.event, outcome }, 'delivery processed');
   }
+}
+
+/**
+ * A delivery's body as processing reads it: its strings as PostgreSQL can keep them (`storableValue`:
+ * a NUL or a lone surrogate becomes U+FFFD). A signed body's content is not trusted (PR-12), and a
+ * NUL in its action, repository, branch or SHA made the insert fail (a 500) or the look-up of the
+ * PRs it names fail on every attempt, leaving the delivery unprocessed for good.
+ */
+function parsedPayload(body: string): unknown {
+  return storableValue(JSON.parse(body) as unknown);
 }

@@ -1,7 +1,8 @@
 /**
  * Which pull requests a GitHub delivery concerns — nothing more is taken from it (PR-12): the pull
  * requests named are read from GitHub again before anything is decided. Handled: `pull_request`
- * (opened, reopened, synchronize, ready_for_review, closed — merged or not), `pull_request_review`,
+ * (opened, reopened, synchronize, ready_for_review, closed — merged or not, edited, converted_to_draft,
+ * auto_merge_enabled, auto_merge_disabled), `pull_request_review`,
  * `check_suite` and `check_run` (completed), `status`. Every other event or action is recorded and
  * ignored (null).
  */
@@ -12,11 +13,20 @@ export interface DeliveryConcerns {
   prNumber?: number;
 }
 
-const PULL_REQUEST_ACTIONS = new Set(['opened', 'reopened', 'synchronize', 'ready_for_review', 'closed', 'edited', 'converted_to_draft']);
+const PULL_REQUEST_ACTIONS = new Set(['opened', 'reopened', 'synchronize', 'ready_for_review', 'closed', 'edited', 'converted_to_draft', 'auto_merge_enabled', 'auto_merge_disabled']);
 
 type Json = Record<string, unknown>;
 const obj = (v: unknown): Json => (v && typeof v === 'object' ? (v as Json) : {});
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+/**
+ * A PR number GitHub could have sent: a positive whole number that fits the `pr_number` column. Any
+ * other (3000000000, 1.5) failed the look-up of the PRs a delivery names on every attempt, and with it
+ * the read of the PRs its branch names; it is dropped, and the branch and head still name them.
+ */
+function prNumberOf(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isInteger(v) && v > 0 && v <= 2_147_483_647 ? v : undefined;
+}
 
 function headRefs(pulls: unknown): string[] {
   return Array.isArray(pulls) ? pulls.map((p) => str(obj(obj(p).head).ref)).filter((r): r is string => r !== undefined) : [];
@@ -37,7 +47,7 @@ export function whatADeliveryConcerns(event: string, payload: unknown): Delivery
       // A fork's branch is not one of ours, whatever its name.
       const headRepo = str(obj(head.repo).full_name);
       if (!ref || (headRepo !== undefined && headRepo !== repository)) return null;
-      return { repository, branches: [ref], headSha: str(head.sha), prNumber: typeof pr.number === 'number' ? pr.number : undefined };
+      return { repository, branches: [ref], headSha: str(head.sha), prNumber: prNumberOf(pr.number) };
     }
     case 'check_suite': {
       if (action !== 'completed') return null;

@@ -30,8 +30,9 @@ export function octokitFor(fake: GitHubFake, options: { auth?: string; retryAfte
     auth: options.auth ?? 'test-token',
     baseUrl: fake.url,
     log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
-    // 405 and 409 are answers, not transient failures: a merge must not be retried on them.
-    retry: { doNotRetry: [400, 401, 403, 404, 405, 409, 410, 422, 451], retryAfterBaseValue: options.retryAfterBaseValue ?? 10 },
+    // 405 and 409 are answers, not transient failures: a merge must not be retried on them. 429 is a
+    // rate limit, which the throttling plugin waits out.
+    retry: { doNotRetry: [400, 401, 403, 404, 405, 409, 410, 422, 429, 451], retryAfterBaseValue: options.retryAfterBaseValue ?? 10 },
     throttle: {
       // The plugin paces writes (1 s apart) and writes that notify people (3 s apart, e.g. opening a
       // PR), as GitHub asks of real clients; the fake does not need it.

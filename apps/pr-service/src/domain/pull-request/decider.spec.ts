@@ -1,14 +1,23 @@
+import { getPullRequest, MAX_PR_CHECK_NAME_CHARS, MAX_PR_DETAILS_URL_CHARS, MAX_PR_LIST_BYTES, MAX_PR_MESSAGE_CHARS } from '@gantry/contracts';
 import { DeciderSpecification } from '@gantry/eventstore/testing';
 import { validatesAgainstContract } from '@gantry/testing';
 import { pullRequestDecider } from './decider.js';
 import { pendingEffects } from './effects.js';
+import type { PullRequestCommand } from './commands.js';
 import type { PullRequestEvent } from './events.js';
 import { phaseOf } from './phase.js';
 import { evolvePullRequest, initialPullRequestState, type PullRequestState } from './state.js';
+import { pullRequestView } from './view.js';
 import { BRANCH, check, event, H1, H2, H3, JOB2, NODE, REPO, when } from './testing/story.js';
 
 const given = DeciderSpecification.for(pullRequestDecider, { validate: validatesAgainstContract('prs') });
 const stateOf = (events: PullRequestEvent[]): PullRequestState => events.reduce(evolvePullRequest, initialPullRequestState);
+/** The events a command decides on a history, each checked against its contract. */
+const decided = (history: PullRequestEvent[], command: PullRequestCommand): PullRequestEvent[] => {
+  const events = pullRequestDecider.decide(command, stateOf(history));
+  events.forEach(validatesAgainstContract('prs'));
+  return events;
+};
 
 const green = [check('ci/test', 'SUCCESS')];
 const red = [check('ci/test', 'FAILURE')];
@@ -121,6 +130,104 @@ describe('the pull request machine', () => {
     });
   });
 
+  describe('PR-16: auto-merge turned off on GitHub by someone', () => {
+    const enabled = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeEnabled(7)];
+    const held = [...enabled, event.autoMergeDisabledOnGitHub(8)];
+
+    it('seen off for the head Gantry enabled it for: the merge is held — nothing enabled again, nothing merged directly', () => {
+      const state = given(enabled).when(when.observed(8, { checks: green, autoMergeEnabled: false })).then([event.autoMergeDisabledOnGitHub(8)]);
+      expect(phaseOf(state)).toBe('merge_held');
+      expect(pendingEffects(state)).toEqual([]);
+      // GitHub's own checks pass, the PR is clean: still nothing decided.
+      given(held).when(when.observed(9, { checks: green, mergeableState: 'clean' })).then([]);
+    });
+
+    it('held for the PR: a new head seen green is not merged either', () => {
+      const moved = [...held, event.moved(9, H2, H1, 'PUSH')];
+      expect(pendingEffects(stateOf(moved))).toEqual([]);
+      const state = given(moved).when(when.observed(10, { headSha: H2, checks: green })).then([event.passed(10, H2)]);
+      expect(phaseOf(state)).toBe('merge_held');
+      expect(pendingEffects(state)).toEqual([]);
+    });
+
+    it('seen on again (someone enabled it): recorded for the head GitHub shows, and carried on from there', () => {
+      const state = given(held).when(when.observed(9, { checks: green, autoMergeEnabled: true })).then([event.autoMergeEnabled(9), event.mergeRequested(9, 'AUTO_MERGE')]);
+      expect(phaseOf(state)).toBe('auto_merge_enabled');
+      expect(pendingEffects(state)).toEqual([]);
+      // Merged by a person instead: merged.
+      given(held).when(when.observed(10, { merged: true, state: 'closed', mergeCommitSha: 'a'.repeat(40) })).then([event.merged(10)]);
+    });
+
+    it('not a hold: Gantry turned it off (red checks), it was only asked (its answer never recorded), or the head moved with it', () => {
+      given([...enabled, event.failed(8)]).when(when.observed(9, { checks: red, autoMergeEnabled: false })).then([]);
+      given([...enabled]).when(when.observed(9, { checks: red, autoMergeEnabled: false })).then([event.failed(9)]);
+      given([...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')]).when(when.observed(7, { checks: green, autoMergeEnabled: false })).then([]);
+      // A push by someone without write access turns it off on GitHub: a new head, which waits for its own checks (PR-7).
+      const state = given(enabled).when(when.observed(9, { headSha: H2, checks: [], autoMergeEnabled: false })).then([event.moved(9, H2, H1, 'GITHUB')]);
+      expect(phaseOf(state)).toBe('waiting_for_checks');
+    });
+
+    it('a new cycle (the branch pushed after the PR was merged or closed) is not held', () => {
+      const state = stateOf([...held, event.closed(9), event.started(10, H2)]);
+      expect(state.mergeHeldSince).toBeNull();
+    });
+  });
+
+  describe('PR-17: a STORY PR a person converted to a draft', () => {
+    const drafted = [...openStory, event.draftChanged(3, true)];
+
+    it('seen a draft before its merge was decided: no merge once the story is done and its head green; the phase says why', () => {
+      const state = given(openStory).when(when.observed(3, { draft: true, mergeableState: 'draft' })).then([event.draftChanged(3, true)]);
+      expect(pullRequestView(state)).toMatchObject({ draft: true, phase: 'waiting_for_scope_done' });
+      const done = [...drafted, event.done(4, 'T-1'), event.queued(5, 'T-2'), event.done(6, 'T-2')];
+      const green = given(done).when(when.observed(7, { draft: true, checks: [check('ci/test', 'SUCCESS')], mergeableState: 'draft' })).then([event.passed(7)]);
+      expect(phaseOf(green)).toBe('held_as_draft');
+      expect(pendingEffects(green)).toEqual([]);
+      // Read again and again (a webhook twice, the resync): nothing new.
+      given([...done, event.passed(7)]).when(when.observed(8, { draft: true, checks: [check('ci/test', 'SUCCESS')], mergeableState: 'draft' })).then([]);
+    });
+
+    it('marked ready for review: the merge is decided again for the head GitHub shows, checks as usual', () => {
+      const held = [...storyDone, event.draftChanged(6, true), event.passed(7)];
+      const state = given(held).when(when.observed(8, { checks: [check('ci/test', 'SUCCESS')] })).then([event.draftChanged(8, false), event.mergeRequested(8, 'AUTO_MERGE')]);
+      expect(phaseOf(state)).toBe('auto_merge_enabled');
+      expect(pendingEffects(state)).toMatchObject([{ type: 'ENABLE_AUTO_MERGE', expectedHeadSha: H1 }]);
+      // Ready on a head pushed while it was a draft: that head waits for its own checks.
+      const moved = given(held).when(when.observed(9, { headSha: H2, checks: [] })).then([event.moved(9, H2, H1, 'GITHUB'), event.draftChanged(9, false, H2)]);
+      expect(phaseOf(moved)).toBe('waiting_for_checks');
+    });
+
+    it('converted after the merge was decided, before GitHub was asked (or its answer recorded): the decision is withdrawn, nothing is asked of GitHub', () => {
+      for (const decided of [
+        [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')],
+        [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT')],
+      ]) {
+        const state = given(decided).when(when.observed(8, { draft: true, checks: [check('ci/test', 'SUCCESS')], mergeableState: 'draft' })).then([event.draftChanged(8, true)]);
+        expect(pullRequestView(state)).toMatchObject({ phase: 'held_as_draft', mergeDecision: null });
+        expect(pendingEffects(state)).toEqual([]);
+      }
+    });
+
+    it('converted with auto-merge on (GitHub turns it off): PR-16 holds the merge, and still does once it is ready again', () => {
+      const enabled = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeEnabled(7)];
+      const state = given(enabled)
+        .when(when.observed(8, { draft: true, checks: [check('ci/test', 'SUCCESS')], autoMergeEnabled: false }))
+        .then([event.autoMergeDisabledOnGitHub(8), event.draftChanged(8, true)]);
+      expect(phaseOf(state)).toBe('merge_held');
+      const ready = given([...enabled, event.autoMergeDisabledOnGitHub(8), event.draftChanged(8, true)])
+        .when(when.observed(9, { checks: [check('ci/test', 'SUCCESS')] }))
+        .then([event.draftChanged(9, false)]);
+      expect(phaseOf(ready)).toBe('merge_held');
+      expect(pendingEffects(ready)).toEqual([]);
+    });
+
+    it('a SPRINT PR is a draft by design (PR-8): its draft is not recorded this way', () => {
+      const sprint = [event.started(1, H1, { strategy: 'SPRINT', requiredChecks: [] }), event.opened(2, true)];
+      given(sprint).when(when.observed(3, { draft: false })).then([]);
+      given([...sprint, event.sprintDone(4), event.ready(5)]).when(when.observed(6, { draft: true })).then([]);
+    });
+  });
+
   describe('PR-7: the head moves between the decision and the merge', () => {
     const direct = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT')];
 
@@ -188,6 +295,34 @@ describe('the pull request machine', () => {
       given([...storyDone, event.failed(6)]).when(when.observed(7, { checks: red })).then([]);
     });
 
+    it('more checks, or longer names, than one message carries: the first are kept, each name cut, the rest counted', () => {
+      // Without required checks, every reported check counts (PR-4).
+      const storyDone = [event.queued(0, 'T-1'), event.started(1, H1, { requiredChecks: [] }), event.opened(2), event.done(3, 'T-1')];
+      const long = `ci/${'matrix-'.repeat(150_000)}`;
+      const many = Array.from({ length: 5000 }, (_, i) => check(`ci/shard-${String(i).padStart(4, '0')}-${'x'.repeat(40)}`, 'FAILURE'));
+      const [failed] = decided(storyDone, when.observed(6, { checks: [check(long, 'FAILURE'), ...many] }));
+      if (failed?.type !== 'PullRequestChecksFailed') throw new Error('no red recorded');
+      expect(failed.data.failedChecks[0]!.name).toBe(`${long.slice(0, MAX_PR_CHECK_NAME_CHARS)}…`);
+      expect(Buffer.byteLength(JSON.stringify(failed.data.failedChecks))).toBeLessThanOrEqual(MAX_PR_LIST_BYTES);
+      expect(failed.data.failedChecks.length + failed.data.failedChecksLeftOut).toBe(5001);
+      expect(failed.data.failedChecksLeftOut).toBeGreaterThan(0);
+
+      const [passed] = decided(storyDone, when.observed(6, { checks: many.map((c) => ({ ...c, state: 'SUCCESS' as const })) }));
+      if (passed?.type !== 'PullRequestChecksPassed') throw new Error('no green recorded');
+      expect(Buffer.byteLength(JSON.stringify(passed.data.checks))).toBeLessThanOrEqual(MAX_PR_LIST_BYTES);
+      expect(passed.data.checks.length + passed.data.checksLeftOut).toBe(5000);
+      expect(pullRequestView(stateOf([...storyDone, passed])).checks).toMatchObject({ verdict: 'GREEN', names: passed.data.checks, namesLeftOut: passed.data.checksLeftOut });
+    });
+
+    it('a details URL that is too long, or no URL, is not kept', () => {
+      const withUrl = (detailsUrl: string) => ({ ...check('ci/test', 'FAILURE'), detailsUrl });
+      const [tooLong] = decided(storyDone, when.observed(6, { checks: [withUrl(`https://ci.example/${'a'.repeat(MAX_PR_DETAILS_URL_CHARS)}`)] }));
+      const [notUrl] = decided(storyDone, when.observed(6, { checks: [withUrl('see the CI')] }));
+      const [kept] = decided(storyDone, when.observed(6, { checks: [withUrl('https://ci.example/runs/1')] }));
+      const urlOf = (e: PullRequestEvent | undefined) => (e?.type === 'PullRequestChecksFailed' ? e.data.failedChecks[0]!.detailsUrl : undefined);
+      expect([urlOf(tooLong), urlOf(notUrl), urlOf(kept)]).toEqual([null, null, 'https://ci.example/runs/1']);
+    });
+
     it('a reopened task (its job failed on red checks) takes the scope back; a fixed head waits for its own checks', () => {
       const failed = [...storyDone, event.failed(6)];
       const reopened: PullRequestEvent = {
@@ -244,6 +379,18 @@ describe('the pull request machine', () => {
 
     it('mergeable null is no verdict: no conflict, and what else the read shows still counts', () => {
       given([...storyDone]).when(when.observed(6, { mergeable: null, mergeableState: 'unknown' })).then([]);
+    });
+
+    it('a conflict in more files than one message carries keeps the first, as many as fit MAX_PR_LIST_BYTES, and counts the rest', () => {
+      const files = Array.from({ length: 30_000 }, (_, i) => `gen/generated-module-${String(i).padStart(6, '0')}.ts`);
+      const [conflict] = decided(storyDone, when.observed(6, { mergeable: false, mergeableState: 'dirty', conflictingFiles: files }));
+      if (conflict?.type !== 'PullRequestMergeConflict') throw new Error('no conflict recorded');
+      const kept = conflict.data.conflictingFiles;
+      expect(kept).toEqual(files.slice(0, kept.length));
+      expect(Buffer.byteLength(JSON.stringify(kept))).toBeLessThanOrEqual(MAX_PR_LIST_BYTES);
+      expect(Buffer.byteLength(JSON.stringify(files.slice(0, kept.length + 1)))).toBeGreaterThan(MAX_PR_LIST_BYTES);
+      expect(conflict.data.conflictingFilesLeftOut).toBe(files.length - kept.length);
+      expect(pullRequestView(stateOf([...storyDone, conflict])).conflict).toEqual({ headSha: H1, conflictingFiles: kept, conflictingFilesLeftOut: files.length - kept.length });
     });
 
     it('the conflict is resolved by a new head', () => {
@@ -320,6 +467,39 @@ describe('the pull request machine', () => {
         { ...event.failed(3), data: { ...(event.failed(3).data as object), failedChecks: [{ name: 'ci', conclusion: 'failure', detailsUrl: null }] } } as PullRequestEvent,
       ]);
       expect(phaseOf(state)).toBe('checks_failed');
+    });
+  });
+
+  describe('how large its events and answers may be', () => {
+    it('GitHub\'s words longer than an event keeps are cut to MAX_PR_MESSAGE_CHARS, never splitting a surrogate pair', () => {
+      const long = `${'x'.repeat(MAX_PR_MESSAGE_CHARS - 1)}😀${'y'.repeat(5000)}`;
+      const requested = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE')];
+      const d = (command: PullRequestCommand, history = requested) => decided(history, command)[0]!.data as { message?: string; reason?: string };
+      for (const command of [
+        { ...when.autoMergeRefused(7, 'CLEAN'), data: { ...when.autoMergeRefused(7, 'CLEAN').data, message: long } },
+        { ...when.mergeFailed(7), data: { ...when.mergeFailed(7).data, message: long } },
+        when.effectFailed(7, long),
+        { ...when.draftsNotSupported(7), data: { ...when.draftsNotSupported(7).data, message: long } },
+      ] as PullRequestCommand[]) {
+        expect(d(command).message).toBe('x'.repeat(MAX_PR_MESSAGE_CHARS - 1));
+      }
+      expect(d({ ...when.reopened(7, 'T-1'), data: { ...when.reopened(7, 'T-1').data, reason: long } } as PullRequestCommand).reason).toHaveLength(MAX_PR_MESSAGE_CHARS - 1);
+      // The same long failure again is the same failure: recorded once.
+      given([...requested, decided(requested, when.effectFailed(7, long))[0]!]).when(when.effectFailed(8, long)).then([]);
+    });
+
+    it('get_pull_request keeps the first tasks of a scope of thousands (as many as fit MAX_PR_LIST_BYTES) and counts the rest', () => {
+      const ids = Array.from({ length: 20_000 }, (_, i) => `TASK-${String(i).padStart(5, '0')}-${'t'.repeat(180)}`);
+      const open = stateOf([event.started(0, H1, { strategy: 'SPRINT' }), event.opened(0, true)]);
+      const view = pullRequestView({ ...open, scope: { ...open.scope, items: ids.map((id) => ({ id, done: false })) } });
+      const kept = view.scope.tasks;
+      expect(kept.length).toBeGreaterThan(0);
+      expect(kept.map((t) => t.taskId)).toEqual(ids.slice(0, kept.length));
+      expect(view.scope.tasksLeftOut).toBe(ids.length - kept.length);
+      expect(Buffer.byteLength(JSON.stringify(kept))).toBeLessThanOrEqual(MAX_PR_LIST_BYTES);
+      // The whole answer fits one NATS message (max_payload, 1 MiB) and is what the contract answers.
+      expect(Buffer.byteLength(JSON.stringify(view))).toBeLessThan(1024 * 1024);
+      expect(getPullRequest.reply.parse(view)).toEqual(view);
     });
   });
 

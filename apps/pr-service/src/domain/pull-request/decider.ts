@@ -1,3 +1,4 @@
+import { checkNameKept, firstWithin, MAX_PR_DETAILS_URL_CHARS, MAX_PR_LIST_BYTES, messageKept } from '@gantry/contracts';
 import { checksVerdict } from './checks.js';
 import type { GitHubObservation, PullRequestCommand } from './commands.js';
 import type { PullRequestEvent } from './events.js';
@@ -38,7 +39,7 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
     case 'RecordTaskReopened': {
       const d = command.data;
       if (!state.scope.items.find((i) => i.id === d.taskId)?.done) return [];
-      return [{ type: 'PullRequestScopeTaskReopened', data: { ...id, jobId: d.jobId, taskId: d.taskId, reason: d.reason, reopenedAt: now } }];
+      return [{ type: 'PullRequestScopeTaskReopened', data: { ...id, jobId: d.jobId, taskId: d.taskId, reason: messageKept(d.reason), reopenedAt: now } }];
     }
     case 'RecordSprintRunDone':
       if (state.scope.sprintRunDone) return [];
@@ -68,7 +69,7 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
     case 'RecordDraftsNotSupported':
       // Known for the stream, across cycles: a later PR of the branch opens ready straight away.
       if (state.draftsSupported === false) return [];
-      return [{ type: 'PullRequestDraftsNotSupported', data: { ...id, message: command.data.message, refusedAt: now } }];
+      return [{ type: 'PullRequestDraftsNotSupported', data: { ...id, message: messageKept(command.data.message), refusedAt: now } }];
     case 'RecordObservation':
       return observationEvents(command.data.observation, state, id, now);
     case 'RecordReadyForReview': {
@@ -82,7 +83,7 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
     case 'RecordAutoMergeRefused': {
       const d = command.data;
       if (isSettled(state)) return [];
-      return [{ type: 'PullRequestAutoMergeRefused', data: { ...id, headSha: d.headSha, reason: d.reason, message: d.message, refusedAt: now } }];
+      return [{ type: 'PullRequestAutoMergeRefused', data: { ...id, headSha: d.headSha, reason: d.reason, message: messageKept(d.message), refusedAt: now } }];
     }
     case 'RecordAutoMergeDisabled':
       if (state.autoMergeEnabledFor !== command.data.headSha) return [];
@@ -93,14 +94,15 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
     case 'RecordMergeFailed': {
       const d = command.data;
       if (isSettled(state)) return [];
-      return [{ type: 'PullRequestMergeFailed', data: { ...id, headSha: d.headSha, code: d.code, message: d.message, mergeableState: d.mergeableState, failedAt: now } }];
+      return [{ type: 'PullRequestMergeFailed', data: { ...id, headSha: d.headSha, code: d.code, message: messageKept(d.message), mergeableState: d.mergeableState, failedAt: now } }];
     }
     case 'RecordEffectFailed': {
       const d = command.data;
       const last = state.lastFailure;
+      const message = messageKept(d.message);
       // The same failure again (a credential still refused) is in the log once, not at every retry.
-      if (isSettled(state) || (last && last.effect === d.effect && last.code === d.code && last.message === d.message)) return [];
-      return [{ type: 'PullRequestEffectFailed', data: { ...id, effect: d.effect, code: d.code, message: d.message, failedAt: now } }];
+      if (isSettled(state) || (last && last.effect === d.effect && last.code === d.code && last.message === message)) return [];
+      return [{ type: 'PullRequestEffectFailed', data: { ...id, effect: d.effect, code: d.code, message, failedAt: now } }];
     }
     default:
       return assertNever(command);
@@ -150,9 +152,14 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   const seen = forHead(current, current.checks);
   const verdict = checksVerdict(state.flow.requiredChecks, o.checks);
   if (verdict.verdict === 'GREEN' && seen?.verdict !== 'GREEN') {
-    events.push({ type: 'PullRequestChecksPassed', data: { ...id, headSha: o.headSha, checks: verdict.passed, passedAt: now } });
+    const checks = firstWithin(verdict.passed.map(checkNameKept), MAX_PR_LIST_BYTES);
+    events.push({ type: 'PullRequestChecksPassed', data: { ...id, headSha: o.headSha, checks, checksLeftOut: verdict.passed.length - checks.length, passedAt: now } });
   }
   if (verdict.verdict === 'RED' && seen?.verdict !== 'RED') {
+    const failedChecks = firstWithin(
+      verdict.failed.map((c) => ({ name: checkNameKept(c.name), conclusion: c.conclusion || 'failure', detailsUrl: detailsUrlKept(c.detailsUrl) })),
+      MAX_PR_LIST_BYTES,
+    );
     events.push({
       type: 'PullRequestChecksFailed',
       data: {
@@ -161,13 +168,32 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
         prNumber: o.prNumber,
         prUrl: o.prUrl,
         headSha: o.headSha,
-        failedChecks: verdict.failed.map((c) => ({ name: c.name, conclusion: c.conclusion ?? 'failure', detailsUrl: c.detailsUrl })),
+        failedChecks,
+        failedChecksLeftOut: verdict.failed.length - failedChecks.length,
         detectedAt: now,
       },
     });
   }
+  // PR-16: auto-merge Gantry enabled for this head is off, and Gantry did not turn it off (it does so only
+  // for an older head, or when the head's checks are red): someone disabled it on GitHub. Seen on again
+  // while the merge is held: someone turned it on again, and the PR is carried on from there.
+  const red = verdict.verdict === 'RED' || forHead(current, current.checks)?.verdict === 'RED';
+  const enabledByGantry = current.autoMergeEnabledFor === o.headSha && forHead(current, current.mergeDecision)?.via === 'AUTO_MERGE';
+  if (!o.autoMergeEnabled && o.state === 'open' && enabledByGantry && !red) {
+    events.push({ type: 'PullRequestAutoMergeDisabledOnGitHub', data: { ...id, prNumber: o.prNumber, headSha: o.headSha, disabledAt: now } });
+  }
+  if (o.autoMergeEnabled && current.mergeHeldSince && current.autoMergeEnabledFor !== o.headSha) {
+    events.push({ type: 'PullRequestAutoMergeEnabled', data: { ...id, headSha: o.headSha, enabledAt: now } });
+  }
+  // PR-17: a person converted the PR to a draft (or marked it ready again). Recorded after PR-16's look at
+  // auto-merge: converting a PR with auto-merge on turns auto-merge off too, and that stays PR-16's hold.
+  if (rules.whenScopeDone === 'MERGE_WHEN_GREEN' && o.draft !== current.pr!.draft) {
+    events.push({ type: 'PullRequestDraftChanged', data: { ...id, prNumber: o.prNumber, headSha: o.headSha, draft: o.draft, changedAt: now } });
+  }
   // PR-10: a conflict is recorded once per head, with its files; mergeable null is no verdict (PR-11).
-  if (o.mergeable === false && o.mergeableState === 'dirty' && !forHead(current, current.conflict) && (o.conflictingFiles?.length ?? 0) > 0) {
+  if (o.mergeable === false && o.mergeableState === 'dirty' && !forHead(current, current.conflict) && o.conflictingFiles && o.conflictingFiles.length > 0) {
+    // The first files, as many as one message keeps; the rest are counted (the PR on GitHub shows them all).
+    const conflictingFiles = firstWithin(o.conflictingFiles, MAX_PR_LIST_BYTES);
     events.push({
       type: 'PullRequestMergeConflict',
       data: {
@@ -176,7 +202,8 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
         prNumber: o.prNumber,
         prUrl: o.prUrl,
         headSha: o.headSha,
-        conflictingFiles: o.conflictingFiles!,
+        conflictingFiles,
+        conflictingFilesLeftOut: o.conflictingFiles.length - conflictingFiles.length,
         detectedAt: now,
       },
     });
@@ -184,15 +211,20 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   return events;
 }
 
+/** A check's details URL as its event keeps it: a URL no longer than MAX_PR_DETAILS_URL_CHARS, else none — a cut URL is no URL, and the event's contract takes only URLs. */
+function detailsUrlKept(url: string | null): string | null {
+  return url !== null && url.length <= MAX_PR_DETAILS_URL_CHARS && URL.canParse(url) ? url : null;
+}
+
 /**
- * PR-3 / PR-4 / PR-5 / PR-6 / PR-14: a STORY PR is merged once its scope is done and the current
+ * PR-3 / PR-4 / PR-5 / PR-6 / PR-14 / PR-17: a STORY PR that is no draft is merged once its scope is done and the current
  * head's checks were seen green — never on a head with a conflict, never twice for one head, and
  * after a refused merge only once GitHub's view of the PR has changed. Auto-merge first, unless the
  * repository disallows it or GitHub said this head would merge at once (then directly).
  */
 function mergeIfDue(state: PullRequestState, now: string, observedMergeableState: string | null): PullRequestEvent[] {
   const { flow, pr, headSha } = state;
-  if (!flow || !pr || !headSha || pr.draft || isSettled(state)) return [];
+  if (!flow || !pr || !headSha || pr.draft || isSettled(state) || state.mergeHeldSince) return [];
   if (strategies[flow.strategy].whenScopeDone !== 'MERGE_WHEN_GREEN' || !scopeDone(state)) return [];
   if (forHead(state, state.checks)?.verdict !== 'GREEN' || forHead(state, state.conflict) || forHead(state, state.mergeDecision)) return [];
   const failure = forHead(state, state.mergeFailure);

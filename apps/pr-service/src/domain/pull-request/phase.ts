@@ -34,6 +34,8 @@ export function phaseOf(state: PullRequestState): PullRequestPhase {
     case 'MARK_READY_FOR_REVIEW':
       return state.readyForReview ? 'ready_for_review' : 'draft_opened';
     case 'MERGE_WHEN_GREEN':
+      if (state.mergeHeldSince) return 'merge_held';
+      if (state.pr.draft) return 'held_as_draft';
       return forHead(state, state.mergeDecision) ? 'auto_merge_enabled' : 'waiting_for_checks';
   }
 }

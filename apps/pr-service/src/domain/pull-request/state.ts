@@ -40,12 +40,18 @@ export interface PullRequestState {
   pr: OpenedPr | null;
   scope: Scope;
   /** The last verdict seen on a head; it counts only while that head is the current one. */
-  checks: { headSha: string; verdict: 'GREEN' | 'RED'; names: string[] } | null;
-  conflict: { headSha: string; files: string[] } | null;
+  /** The names as the verdict's event keeps them, and how many more it counted (docs/pr-service.md, "How large its events and answers may be"). */
+  checks: { headSha: string; verdict: 'GREEN' | 'RED'; names: string[]; namesLeftOut: number } | null;
+  conflict: { headSha: string; files: string[]; filesLeftOut: number } | null;
   /** PR-5: the head a merge was decided for, and how. */
   mergeDecision: { headSha: string; via: 'AUTO_MERGE' | 'DIRECT'; requestedAt: string } | null;
   /** The head auto-merge was enabled for — or, once another head replaced it, may have been (newHead). */
   autoMergeEnabledFor: string | null;
+  /**
+   * PR-16: since when someone turned auto-merge off on GitHub (for the head Gantry enabled it for): Gantry
+   * merges nothing of the PR until auto-merge is seen on again. For the PR, across heads.
+   */
+  mergeHeldSince: string | null;
   /** The head GitHub refused auto-merge for because it would merge at once (CLEAN / UNSTABLE): merged directly. */
   autoMergeRefusedFor: string | null;
   /** false once GitHub said the repository does not allow auto-merge. */
@@ -75,6 +81,7 @@ export const initialPullRequestState: PullRequestState = {
   conflict: null,
   mergeDecision: null,
   autoMergeEnabledFor: null,
+  mergeHeldSince: null,
   autoMergeRefusedFor: null,
   autoMergeAllowed: true,
   draftsSupported: true,
@@ -147,6 +154,7 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
         checks: null,
         conflict: null,
         autoMergeEnabledFor: null,
+        mergeHeldSince: null,
         readyForReview: false,
         outcome: null,
         lastFailure: null,
@@ -162,7 +170,7 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
     case 'PullRequestDraftsNotSupported':
       return { ...s, draftsSupported: false, updatedAt: event.data.refusedAt };
     case 'PullRequestChecksPassed':
-      return { ...s, checks: { headSha: event.data.headSha, verdict: 'GREEN', names: event.data.checks }, updatedAt: event.data.passedAt };
+      return { ...s, checks: { headSha: event.data.headSha, verdict: 'GREEN', names: event.data.checks, namesLeftOut: event.data.checksLeftOut ?? 0 }, updatedAt: event.data.passedAt };
     case 'PullRequestChecksFailed': {
       // PR-4 / PR-9: red on a head voids a merge decided for it while it was green (a check re-run, or a
       // new check run, after the green). Auto-merge enabled — or asked, its answer never recorded — for
@@ -171,20 +179,21 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       const asked = decided?.via === 'AUTO_MERGE' ? decided.headSha : null;
       return {
         ...s,
-        checks: { headSha: event.data.headSha, verdict: 'RED', names: event.data.failedChecks.map((c) => c.name) },
+        checks: { headSha: event.data.headSha, verdict: 'RED', names: event.data.failedChecks.map((c) => c.name), namesLeftOut: event.data.failedChecksLeftOut ?? 0 },
         mergeDecision: decided ? null : s.mergeDecision,
         autoMergeEnabledFor: s.autoMergeEnabledFor ?? asked,
         updatedAt: event.data.detectedAt,
       };
     }
     case 'PullRequestMergeConflict':
-      return { ...s, conflict: { headSha: event.data.headSha, files: event.data.conflictingFiles }, updatedAt: event.data.detectedAt };
+      return { ...s, conflict: { headSha: event.data.headSha, files: event.data.conflictingFiles, filesLeftOut: event.data.conflictingFilesLeftOut ?? 0 }, updatedAt: event.data.detectedAt };
     case 'PullRequestMergeRequested': {
       const e = event.data;
       return { ...s, mergeDecision: { headSha: e.headSha, via: e.via, requestedAt: e.requestedAt }, mergeFailure: null, updatedAt: e.requestedAt };
     }
     case 'PullRequestAutoMergeEnabled':
-      return { ...s, autoMergeEnabledFor: event.data.headSha, lastFailure: null, updatedAt: event.data.enabledAt };
+      // On again on GitHub — asked by Gantry, or turned on by someone while the merge was held (PR-16).
+      return { ...s, autoMergeEnabledFor: event.data.headSha, mergeHeldSince: null, lastFailure: null, updatedAt: event.data.enabledAt };
     case 'PullRequestAutoMergeRefused': {
       const e = event.data;
       return {
@@ -197,6 +206,18 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
     }
     case 'PullRequestAutoMergeDisabled':
       return { ...s, autoMergeEnabledFor: null, updatedAt: event.data.disabledAt };
+    case 'PullRequestAutoMergeDisabledOnGitHub':
+      // PR-16: the merge decided for the head is withdrawn by someone; nothing is merged until auto-merge is on again.
+      return { ...s, autoMergeEnabledFor: null, mergeDecision: null, mergeHeldSince: event.data.disabledAt, updatedAt: event.data.disabledAt };
+    case 'PullRequestDraftChanged':
+      // PR-17: a draft is a person saying "not yet": the merge decided for its head is withdrawn, and decided
+      // again (mergeIfDue) once the PR is ready. GitHub turned off any auto-merge when it became a draft.
+      return {
+        ...s,
+        pr: s.pr ? { ...s.pr, draft: event.data.draft } : s.pr,
+        mergeDecision: event.data.draft ? null : s.mergeDecision,
+        updatedAt: event.data.changedAt,
+      };
     case 'PullRequestMergeFailed': {
       const e = event.data;
       return {

@@ -58,4 +58,15 @@ describe('ConflictingFiles', () => {
     expect(repos).toHaveLength(1);
     expect(execFileSync('git', ['for-each-ref', 'refs/gantry/'], { cwd: join(gitDir, repos[0]!), encoding: 'utf8' })).toBe('');
   }, 120_000);
+
+  it('keeps one bare repository for the spellings of one clone URL', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pr-conflicts-spellings-'));
+    try {
+      const conflicts = new ConflictingFiles({ gitDir: dir, timeoutMs: 30_000 });
+      for (const url of [cloneUrl, `${cloneUrl}/`]) expect(await conflicts.between(url, 'main', 'story/a')).toEqual([fileOf('story/a')]);
+      expect(readdirSync(dir)).toHaveLength(1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

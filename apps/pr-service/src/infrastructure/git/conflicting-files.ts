@@ -1,12 +1,13 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { canonicalRepositoryUrl } from '@gantry/contracts';
 import { assertBranchName, assertRepositoryUrl, runGit } from '@gantry/git';
 
 /**
  * GitHub says a pull request conflicts (`mergeable_state: dirty`) but not where. The files come from
  * git itself: the base and head branches are fetched into a bare repository of this service's own
- * (one per clone URL) and merged in memory with `git merge-tree --write-tree --name-only`, which
+ * (one per repository: per canonical spelling of its clone URL, docs/worktrees.md) and merged in memory with `git merge-tree --write-tree --name-only`, which
  * exits 1 and lists the conflicted paths when the merge conflicts. Nothing is checked out.
  *
  * Several look-ups use one bare repository at once: the reconciler's runs of one process, and the
@@ -45,9 +46,12 @@ export class ConflictingFiles {
     }
   }
 
-  /** The bare repository of a clone URL, made whole or not at all: made aside and moved into place (a replica may make it at the same time). */
+  /**
+   * The bare repository of a clone URL — one for every spelling of it (`…/shop`, `…/shop.git/`) —
+   * made whole or not at all: made aside and moved into place (a replica may make it at the same time).
+   */
   private async repository(cloneUrl: string): Promise<string> {
-    const repo = join(this.options.gitDir, createHash('sha256').update(cloneUrl).digest('hex').slice(0, 24) + '.git');
+    const repo = join(this.options.gitDir, createHash('sha256').update(canonicalRepositoryUrl(cloneUrl)).digest('hex').slice(0, 24) + '.git');
     if (await isFile(join(repo, 'HEAD'))) return repo;
     await mkdir(this.options.gitDir, { recursive: true });
     const aside = `${repo}.${randomUUID()}.new`;

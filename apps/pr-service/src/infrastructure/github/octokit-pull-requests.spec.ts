@@ -94,6 +94,39 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     await github.control.updateRepository(repo, { requiredChecks: [] });
   });
 
+  it('auto-merge enabled or disabled with the answer lost (GitHub acted, the connection closed): the retry finds it done — ALREADY_ENABLED, NOT_ENABLED — no failure', async () => {
+    await github.control.updateRepository(repo, { allowAutoMerge: true, requiredChecks: ['ci/test'] });
+    const sha = clone.commitAndPush('story/lost', { 'src/lost.ts': 'lost\n' }, 'lost');
+    const { pr } = await prs.open({ repository: repo, branch: 'story/lost', baseBranch: 'main', title: 't', body: 'b', draft: false });
+    await settled(pr.number);
+    // The local GitHub's requests of the whole file: those this test makes are the ones after it started.
+    const earlier = { enable: (await github.control.requests({ graphqlField: 'enablePullRequestAutoMerge' })).length, disable: (await github.control.requests({ graphqlField: 'disablePullRequestAutoMerge' })).length };
+    const mutations = async (field: 'enable' | 'disable') =>
+      (await github.control.requests({ graphqlField: `${field}PullRequestAutoMerge` })).slice(earlier[field]).map((r) => [r.fault, r.answered]);
+
+    await github.control.injectFault({ kind: 'lost_response', method: 'POST', path: '/graphql' });
+    expect(await prs.enableAutoMerge(pr.nodeId, sha, 'MERGE')).toMatchObject({ outcome: 'ALREADY_ENABLED', message: expect.stringMatching(/already enabled/) });
+    expect(await mutations('enable')).toEqual([['lost_response', false], [null, true]]);
+    expect((await prs.read(repo, pr.number)).autoMergeEnabled).toBe(true);
+
+    await github.control.injectFault({ kind: 'lost_response', method: 'POST', path: '/graphql' });
+    expect(await prs.disableAutoMerge(pr.nodeId)).toMatchObject({ outcome: 'NOT_ENABLED', message: expect.stringMatching(/Can't disable auto-merge/) });
+    expect(await mutations('disable')).toEqual([['lost_response', false], [null, true]]);
+    expect((await prs.read(repo, pr.number)).autoMergeEnabled).toBe(false);
+    await github.control.updateRepository(repo, { requiredChecks: [] });
+  });
+
+  it('a draft (a person converted it since it was read): auto-merge is DRAFT, no failure; a merge is refused with GitHub\'s 405 "Pull Request is still a draft"', async () => {
+    await github.control.updateRepository(repo, { allowAutoMerge: true, requiredChecks: ['ci/test'] });
+    const sha = clone.commitAndPush('story/drafted', { 'src/drafted.ts': 'drafted\n' }, 'drafted');
+    const { pr } = await prs.open({ repository: repo, branch: 'story/drafted', baseBranch: 'main', title: 't', body: 'b', draft: true });
+    await settled(pr.number);
+    expect(await prs.enableAutoMerge(pr.nodeId, sha, 'MERGE')).toMatchObject({ outcome: 'DRAFT', message: expect.stringMatching(/draft/) });
+    await expect(prs.merge(repo, pr.number, sha, 'MERGE')).rejects.toMatchObject({ code: ErrorCode.UNKNOWN, details: { status: 405, githubMessage: 'Pull Request is still a draft' } });
+    expect(await prs.read(repo, pr.number)).toMatchObject({ state: 'open', draft: true, autoMergeEnabled: false });
+    await github.control.updateRepository(repo, { requiredChecks: [] });
+  });
+
   it('a merge always sends the head it was decided for: a moved head is HEAD_MOVED (409, not retried), a conflict is MERGE_CONFLICT (405, not retried)', async () => {
     const first = clone.commitAndPush('story/moved', { 'src/moved.ts': 'one\n' }, 'one');
     const { pr } = await prs.open({ repository: repo, branch: 'story/moved', baseBranch: 'main', title: 't', body: 'b', draft: false });
@@ -130,6 +163,30 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     expect(Date.parse(gets[1]!.at) - Date.parse(gets[0]!.at)).toBeGreaterThanOrEqual(1000);
     expect(warnings.at(-1)).toMatchObject({ fields: { kind: 'secondary', retryAfterSeconds: 1 } });
   });
+
+  it('a secondary rate limit answered 429: the request waits its retry-after (not the retry plugin\'s 1 s) and is sent again, once', async () => {
+    clone.commitAndPush('story/limited-429', { 'src/limited429.ts': 'l\n' }, 'limited 429');
+    await github.control.injectFault({ kind: 'secondary_rate_limit', status: 429, method: 'POST', path: '/pulls', retryAfterSeconds: 3 });
+    const { pr } = await prs.open({ repository: repo, branch: 'story/limited-429', baseBranch: 'main', title: 't', body: 'b', draft: false });
+    const last = (await github.control.requests({ method: 'POST', path: `/repos/${repo}/pulls` })).slice(-2);
+    expect(last.map((r) => [r.status, r.fault])).toEqual([[429, 'secondary_rate_limit'], [201, null]]);
+    expect(Date.parse(last[1]!.at) - Date.parse(last[0]!.at)).toBeGreaterThanOrEqual(3000);
+    expect(warnings.at(-1)).toMatchObject({ fields: { kind: 'secondary', retryAfterSeconds: 3, retrying: true } });
+    expect((await github.control.pulls(repo)).filter((p) => p.head.ref === 'story/limited-429').map((p) => p.number)).toEqual([pr.number]);
+  });
+
+  it('a secondary rate limit answered 429 that lasts: sent 1 + GANTRY_GITHUB_RATE_LIMIT_RETRIES times, no more, then a typed failure', async () => {
+    const sha = clone.commitAndPush('story/limited-429-long', { 'src/limited429long.ts': 'l\n' }, 'limited 429 long');
+    await github.control.injectFault({ kind: 'secondary_rate_limit', status: 429, method: 'GET', path: `/commits/${sha}/check-runs`, retryAfterSeconds: 1, count: 50 });
+    try {
+      const failure = await prs.checks(repo, sha).then(() => null, (e: unknown) => e as { code: string; details: { status: number } });
+      expect(failure).toMatchObject({ code: ErrorCode.UNKNOWN, details: { status: 429 } });
+      const gets = await github.control.requests({ method: 'GET', path: `/commits/${sha}/check-runs` });
+      expect(gets.map((r) => r.status)).toEqual([429, 429, 429, 429]);
+    } finally {
+      await github.control.clearFaults();
+    }
+  }, 120_000);
 
   it('refused credentials are GH_AUTH_ERROR, never with the token in the message', async () => {
     await github.control.setTokens(['another-token']);

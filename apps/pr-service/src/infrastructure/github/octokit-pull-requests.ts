@@ -1,5 +1,5 @@
 import type { MergeMethod } from '@gantry/contracts';
-import { DraftsNotSupported, type AutoMergeOutcome, type GitHubPullRequests, type MergeOutcome, type PullRequestOnGitHub } from '../../application/github.js';
+import { DraftsNotSupported, type AutoMergeOutcome, type DisableAutoMergeOutcome, type GitHubPullRequests, type MergeOutcome, type PullRequestOnGitHub } from '../../application/github.js';
 import type { ReportedCheck } from '../../domain/index.js';
 import { gitHubFailure, gitHubMessage, statusOf } from './github-failures.js';
 import type { GantryOctokit } from './octokit.js';
@@ -102,7 +102,7 @@ export class OctokitPullRequests implements GitHubPullRequests {
     const { owner, repo } = split(repository);
     try {
       const runs = await this.octokit.paginate(this.octokit.rest.checks.listForRef, { owner, repo, ref: sha, filter: 'latest', per_page: 100 });
-      const { data: combined } = await this.octokit.rest.repos.getCombinedStatusForRef({ owner, repo, ref: sha, per_page: 100 });
+      const statuses = await this.statuses(owner, repo, sha);
       const latest = new Map<string, ReportedCheck & { at: string }>();
       const keep = (check: ReportedCheck & { at: string }) => {
         const seen = latest.get(check.name);
@@ -112,13 +112,27 @@ export class OctokitPullRequests implements GitHubPullRequests {
         const state = run.status !== 'completed' ? 'PENDING' : SUCCESSFUL.has(run.conclusion ?? '') ? 'SUCCESS' : 'FAILURE';
         keep({ name: run.name, source: 'check_run', state, conclusion: run.conclusion ?? null, detailsUrl: run.details_url ?? run.html_url ?? null, at: run.started_at ?? '' });
       }
-      for (const status of combined.statuses) {
+      for (const status of statuses) {
         const state = status.state === 'success' ? 'SUCCESS' : status.state === 'pending' ? 'PENDING' : 'FAILURE';
         keep({ name: status.context, source: 'status', state, conclusion: status.state, detailsUrl: status.target_url ?? null, at: status.updated_at ?? '' });
       }
       return [...latest.values()].map(({ at: _at, ...check }) => check).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     } catch (error) {
       throw gitHubFailure(error, `read the checks of ${repository}@${sha}`);
+    }
+  }
+
+  /**
+   * Every status of the combined status of `sha`, page by page: GitHub pages its statuses (100 at most
+   * a page), and a head with more contexts than one page has the rest on the next ones — a red one
+   * among them must be seen (PR-4).
+   */
+  private async statuses(owner: string, repo: string, sha: string) {
+    const statuses = [];
+    for (let page = 1; ; page++) {
+      const { data } = await this.octokit.rest.repos.getCombinedStatusForRef({ owner, repo, ref: sha, per_page: 100, page });
+      statuses.push(...data.statuses);
+      if (data.statuses.length < 100 || statuses.length >= data.total_count) return statuses;
     }
   }
 
@@ -151,14 +165,19 @@ export class OctokitPullRequests implements GitHubPullRequests {
       if (/is in unstable status/i.test(message)) return { outcome: 'REFUSED', reason: 'UNSTABLE', message };
       if (/auto ?merge is not allowed/i.test(message)) return { outcome: 'REFUSED', reason: 'NOT_ALLOWED', message };
       if (/not the expected head|expected head/i.test(message)) return { outcome: 'HEAD_MOVED', message };
+      if (/auto ?merge is already enabled/i.test(message)) return { outcome: 'ALREADY_ENABLED', message };
+      if (/is in draft status|is still a draft/i.test(message)) return { outcome: 'DRAFT', message };
       throw gitHubFailure(error, 'enable auto-merge');
     }
   }
 
-  async disableAutoMerge(nodeId: string): Promise<void> {
+  async disableAutoMerge(nodeId: string): Promise<DisableAutoMergeOutcome> {
     try {
       await this.octokit.graphql(`mutation($id: ID!) { disablePullRequestAutoMerge(input: { pullRequestId: $id }) { pullRequest { number } } }`, { id: nodeId });
+      return { outcome: 'DISABLED' };
     } catch (error) {
+      const message = gitHubMessage(error);
+      if (/can't disable auto-merge/i.test(message)) return { outcome: 'NOT_ENABLED', message };
       throw gitHubFailure(error, 'disable auto-merge');
     }
   }

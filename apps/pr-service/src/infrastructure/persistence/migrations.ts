@@ -69,4 +69,22 @@ export const PrServiceStateCompression1780272000000 = lz4ColumnsMigration('PrSer
 /** The pull requests' `state` as `json`, written and read whole (jsonTextColumnsMigration; docs/architecture.md, "The log's JSON is text"). */
 export const PrServiceStateJsonText1782050000000 = jsonTextColumnsMigration('PrServiceStateJsonText1782050000000', [['pull_requests', 'state']]);
 
-export const prServiceMigrations = [PrServiceTables1767312000000, PrServiceStateCompression1780272000000, PrServiceStateJsonText1782050000000];
+/** The pruning of processed deliveries (WebhookIntake.prune) finds them by when they were processed. */
+export class PrServiceWebhookDeliveriesProcessed1784000000000 implements MigrationInterface {
+  name = 'PrServiceWebhookDeliveriesProcessed1784000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE INDEX IF NOT EXISTS webhook_deliveries_processed ON webhook_deliveries (processed_at) WHERE processed_at IS NOT NULL`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX IF EXISTS webhook_deliveries_processed`);
+  }
+}
+
+export const prServiceMigrations = [
+  PrServiceTables1767312000000,
+  PrServiceStateCompression1780272000000,
+  PrServiceStateJsonText1782050000000,
+  PrServiceWebhookDeliveriesProcessed1784000000000,
+];

@@ -119,17 +119,17 @@ export const event = {
     type: 'PullRequestOpened',
     data: { ...id, prNumber: 7, prUrl: URL, nodeId: NODE, draft, headSha, adopted, openedAt: at(s) },
   }),
-  passed: (s: number, headSha = H1, checks = ['ci/test']): PullRequestEvent => ({ type: 'PullRequestChecksPassed', data: { ...id, headSha, checks, passedAt: at(s) } }),
+  passed: (s: number, headSha = H1, checks = ['ci/test'], checksLeftOut = 0): PullRequestEvent => ({ type: 'PullRequestChecksPassed', data: { ...id, headSha, checks, checksLeftOut, passedAt: at(s) } }),
   failed: (s: number, headSha = H1): PullRequestEvent => ({
     type: 'PullRequestChecksFailed',
     data: {
       ...id, baseBranch: 'main', prNumber: 7, prUrl: URL, headSha,
-      failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }], detectedAt: at(s),
+      failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }], failedChecksLeftOut: 0, detectedAt: at(s),
     },
   }),
-  conflict: (s: number, headSha = H1, files = ['src/app.ts']): PullRequestEvent => ({
+  conflict: (s: number, headSha = H1, files = ['src/app.ts'], leftOut = 0): PullRequestEvent => ({
     type: 'PullRequestMergeConflict',
-    data: { ...id, baseBranch: 'main', prNumber: 7, prUrl: URL, headSha, conflictingFiles: files, detectedAt: at(s) },
+    data: { ...id, baseBranch: 'main', prNumber: 7, prUrl: URL, headSha, conflictingFiles: files, conflictingFilesLeftOut: leftOut, detectedAt: at(s) },
   }),
   mergeRequested: (s: number, via: 'AUTO_MERGE' | 'DIRECT', headSha = H1): PullRequestEvent => ({
     type: 'PullRequestMergeRequested',
@@ -141,6 +141,14 @@ export const event = {
     data: { ...id, headSha, reason, message: refusal[reason], refusedAt: at(s) },
   }),
   autoMergeDisabled: (s: number, headSha = H1): PullRequestEvent => ({ type: 'PullRequestAutoMergeDisabled', data: { ...id, headSha, disabledAt: at(s) } }),
+  autoMergeDisabledOnGitHub: (s: number, headSha = H1): PullRequestEvent => ({
+    type: 'PullRequestAutoMergeDisabledOnGitHub',
+    data: { ...id, prNumber: 7, headSha, disabledAt: at(s) },
+  }),
+  draftChanged: (s: number, draft: boolean, headSha = H1): PullRequestEvent => ({
+    type: 'PullRequestDraftChanged',
+    data: { ...id, prNumber: 7, headSha, draft, changedAt: at(s) },
+  }),
   mergeFailed: (s: number, headSha = H1, mergeableState: string | null = 'blocked'): PullRequestEvent => ({
     type: 'PullRequestMergeFailed',
     data: { ...id, headSha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState, failedAt: at(s) },

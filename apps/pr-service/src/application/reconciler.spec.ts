@@ -1,0 +1,65 @@
+import 'reflect-metadata';
+import { eventually } from '@gantry/testing';
+import type { PullRequestState } from '../domain/index.js';
+import type { PullRequestOnGitHub } from './github.js';
+import { PullRequestReconciler, REMEMBERED_COUNTS } from './reconciler.js';
+
+/*
+ * What the reconciler remembers per pull request in its process: the count of reads that found
+ * mergeability unknown (it sets the wait before the next read) is left behind by a PR that settles
+ * before GitHub answers — merged meanwhile — so a long-running service would keep one per PR ever
+ * tracked. GitHub, the log and the lock are stand-ins: only the reconciler's own memory is looked at.
+ */
+describe('the pull request reconciler\'s memory', () => {
+  it('keeps at most REMEMBERED_COUNTS mergeability counts, however many pull requests settled while GitHub was computing', async () => {
+    const prs = REMEMBERED_COUNTS + 500;
+    let settled = false;
+    let loads = 0;
+    const stateOf = (pullRequestId: string) =>
+      ({
+        pullRequestId,
+        repository: 'acme/widgets',
+        branch: `feat/${pullRequestId}`,
+        flow: { strategy: 'STORY', baseBranch: 'main', title: 't' },
+        pr: { number: 1 },
+        headSha: null,
+        conflict: null,
+        outcome: settled ? { kind: 'MERGED' } : null,
+      }) as unknown as PullRequestState;
+    const log = {
+      load: async (id: string) => {
+        loads++;
+        return stateOf(id);
+      },
+      record: async (command: { data: { pullRequestId: string } }) => ({ state: stateOf(command.data.pullRequestId) }),
+      now: () => new Date().toISOString(),
+    };
+    const computing: PullRequestOnGitHub = {
+      number: 1, url: 'https://github.test/acme/widgets/pull/1', nodeId: 'PR_1', state: 'open', merged: false, mergeCommitSha: null, draft: false,
+      headSha: 'a'.repeat(40), headBranch: 'feat/x', baseBranch: 'main', mergeable: null, mergeableState: 'unknown', autoMergeEnabled: false,
+    };
+    const github = { read: async () => computing, checks: async () => [] };
+    const lock = { query: async () => ({ rows: [{ locked: true }] }), release: () => undefined };
+    const store = { pool: { connect: async () => lock } };
+    const quiet = { warn: () => undefined, info: () => undefined, error: () => undefined };
+    const reconciler = new PullRequestReconciler(
+      log as never,
+      store as never,
+      github as never,
+      {} as never,
+      { reconcileConcurrency: 64, resyncIntervalMs: 3_600_000 } as never,
+      quiet as never,
+    );
+    const remembered = () => (reconciler as unknown as { unknownMergeability: { size: number } }).unknownMergeability.size;
+
+    for (let i = 0; i < prs; i++) reconciler.ask(`pr-${i}`);
+    await eventually(async () => loads >= prs, { what: 'every pull request read once', timeoutMs: 120_000 });
+    // Each is merged before GitHub has computed its mergeability: the next read finds it settled.
+    settled = true;
+    for (let i = 0; i < prs; i++) reconciler.ask(`pr-${i}`);
+    await eventually(async () => loads >= 2 * prs, { what: 'every pull request read again, settled', timeoutMs: 120_000 });
+    await reconciler.beforeApplicationShutdown();
+    expect(remembered()).toBeGreaterThan(0);
+    expect(remembered()).toBeLessThanOrEqual(REMEMBERED_COUNTS);
+  }, 300_000);
+});
