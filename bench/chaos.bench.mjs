@@ -19,7 +19,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { cancelJob, enqueueJob, getJob, isTerminalJobStatus, listWorktreeLeases, listWorktrees, registerProduct } from '@gantry/contracts';
-import { Bus, CommandClient } from '@gantry/messaging';
+import { Bus, CommandClient, readAllPages } from '@gantry/messaging';
 import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
 import { connectTestNats, deleteStreams, startApp, testDatabaseUrl } from '@gantry/testing';
 import { jobServiceProjections } from '../apps/job-service/dist/infrastructure/projections.js';
@@ -193,12 +193,13 @@ try {
   const leaseDeadline = Date.now() + 60_000;
   let live = [];
   for (;;) {
-    const { leases } = await ask(listWorktreeLeases, { limit: 1000 });
+    const leases = await readAllPages((cursor) => ask(listWorktreeLeases, { limit: 1000, ...(cursor ? { cursor } : {}) }), (page) => page.leases);
     live = leases.filter((l) => ['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready', 'releasing'].includes(l.status));
     if (live.length === 0 || Date.now() > leaseDeadline) break;
     await sleep(500);
   }
-  const known = new Set((await ask(listWorktrees, {})).worktrees.map((w) => w.worktreeKey));
+  const worktrees = await readAllPages((cursor) => ask(listWorktrees, { limit: 1000, ...(cursor ? { cursor } : {}) }), (page) => page.worktrees);
+  const known = new Set(worktrees.map((w) => w.worktreeKey));
   const dir = join(worktreeRoot, 'worktrees');
   const onDisk = existsSync(dir) ? readdirSync(dir) : [];
   const stray = onDisk.filter((d) => !known.has(d));

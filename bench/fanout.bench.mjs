@@ -7,7 +7,7 @@
 //   BENCH_FANOUT_PARTICIPANTS (default 200), BENCH_FANOUT_ROUNDS (default 5)
 import pg from 'pg';
 import { createTask, importWorkflow, listStepEntries, moveTask, registerAgentProfile } from '@gantry/contracts';
-import { Bus, CommandClient } from '@gantry/messaging';
+import { Bus, CommandClient, readAllPages } from '@gantry/messaging';
 import { removeTestNamespace, startApp } from '@gantry/testing';
 import { benchName, databaseUrl, dropSchema, natsUrl, registerBenchProduct } from './lib.mjs';
 
@@ -88,7 +88,7 @@ ${seats.join('\n')}
     server_ms.push(last.rows[0].at.getTime() - admitted.rows[0].recorded_at.getTime());
     // the entry finishes (its marker written), then the task leaves for the next round
     for (;;) {
-      const { entries } = await client.request(listStepEntries, { taskId: 'T-bench', stepId: 'review' });
+      const entries = await readAllPages((cursor) => client.request(listStepEntries, { taskId: 'T-bench', stepId: 'review', ...(cursor ? { cursor } : {}) }), (page) => page.entries);
       if (entries.find((e) => e.entrySeq === round)?.terminal) break;
       await new Promise((r) => setTimeout(r, 50));
     }

@@ -44,7 +44,10 @@ require_node() {
     die "Node.js 20.19 or newer is required (found $(node --version))"
 }
 
-# npm ci when node_modules is missing or older than package-lock.json.
+# npm ci when node_modules is missing or older than package-lock.json. A registry that drops a
+# connection mid-download (ECONNRESET) fails npm ci outright, and npm's own fetch retries do not
+# cover a body cut short: it is run again, three tries in all, 10 s and then 20 s apart (npm ci
+# starts from an empty node_modules each time). A lasting failure still fails, after the third.
 ensure_node_modules() {
   require_node
   local marker="$REPO_ROOT/node_modules/.package-lock.json"
@@ -55,7 +58,15 @@ ensure_node_modules() {
   else
     return 0
   fi
-  (cd "$REPO_ROOT" && npm ci --no-audit --no-fund)
+  local attempt
+  for attempt in 1 2 3; do
+    (cd "$REPO_ROOT" && npm ci --no-audit --no-fund) && return 0
+    if ((attempt < 3)); then
+      say "npm ci failed (try $attempt of 3); trying again in $((attempt * 10)) s"
+      sleep $((attempt * 10))
+    fi
+  done
+  return 1
 }
 
 build_all() {

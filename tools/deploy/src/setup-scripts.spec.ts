@@ -18,8 +18,13 @@ const adminUrl = 'postgres://postgres@127.0.0.1:5432/postgres';
 interface ScriptResult { code: number | null; stdout: string; stderr: string }
 
 function runScript(script: string, env: Record<string, string>, args: string[] = []): Promise<ScriptResult> {
+  return runBash([path.join(repoRoot, 'scripts', script), ...args], env);
+}
+
+/** bash with these arguments, in the checkout, to its end: its exit code and what it printed. */
+function runBash(args: string[], env: Record<string, string>): Promise<ScriptResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', [path.join(repoRoot, 'scripts', script), ...args], {
+    const child = spawn('bash', args, {
       cwd: repoRoot,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -217,6 +222,46 @@ describe('ensure-infra.sh', () => {
   });
 });
 
+describe('workspace.sh', () => {
+  // A copy of the script in a checkout without node_modules, with stand-in `npm` and `sleep` first on PATH.
+  function npmCheckout(failures: number): { root: string; env: Record<string, string>; calls: () => number } {
+    const root = path.join(stateDir, 'checkout');
+    const bin = path.join(stateDir, 'bin');
+    mkdirSync(path.join(root, 'scripts'), { recursive: true });
+    mkdirSync(bin);
+    writeFileSync(path.join(root, 'scripts/workspace.sh'), readFileSync(path.join(repoRoot, 'scripts/workspace.sh')));
+    writeFileSync(path.join(root, 'package-lock.json'), '{}');
+    const count = path.join(stateDir, 'npm-calls');
+    writeFileSync(
+      path.join(bin, 'npm'),
+      `#!/bin/bash\necho x >> ${JSON.stringify(count)}\nif (( $(wc -l < ${JSON.stringify(count)}) <= ${failures} )); then echo 'npm error code ECONNRESET' >&2; exit 1; fi\nmkdir -p node_modules && echo '{}' > node_modules/.package-lock.json\n`,
+    );
+    writeFileSync(path.join(bin, 'sleep'), '#!/bin/bash\nexit 0\n');
+    chmodSync(path.join(bin, 'npm'), 0o755);
+    chmodSync(path.join(bin, 'sleep'), 0o755);
+    const calls = () => (existsSync(count) ? readFileSync(count, 'utf8').split('\n').filter(Boolean).length : 0);
+    return { root, env: { PATH: `${bin}:${process.env['PATH'] ?? ''}` }, calls };
+  }
+
+  const ensure = (root: string, env: Record<string, string>) => runBash(['-c', `source ${JSON.stringify(path.join(root, 'scripts/workspace.sh'))} && ensure_node_modules`], env);
+
+  it('runs npm ci again when the registry drops a connection, and installs', async () => {
+    const { root, env, calls } = npmCheckout(2);
+    const result = await ensure(root, env);
+    expect(result.code).toBe(0);
+    expect(calls()).toBe(3);
+    expect(result.stdout).toContain('npm ci failed (try 1 of 3); trying again in 10 s');
+    expect(existsSync(path.join(root, 'node_modules/.package-lock.json'))).toBe(true);
+  });
+
+  it('fails after the third failed npm ci', async () => {
+    const { root, env, calls } = npmCheckout(5);
+    const result = await ensure(root, env);
+    expect(result.code).not.toBe(0);
+    expect(calls()).toBe(3);
+  });
+});
+
 // start.sh runs the apps of the checkout it lives in, on the ports of workspace.sh: a copy of the
 // scripts in a directory of its own, with stand-in apps and a stand-in `npx` (the build), runs it on
 // free ports without touching this checkout's apps.
@@ -331,18 +376,26 @@ describe('start.sh', () => {
 });
 
 describe('stop.sh', () => {
+  /**
+   * A stand-in app whose command line names the app's entry point, as the real one's does: it runs
+   * `handler` (installing its signal handlers), then says so. Started when it has said so — a signal
+   * sent before its handler is installed would kill it on a slow machine.
+   */
+  async function standInApp(handler: string, entryPoint: string): Promise<ChildProcess> {
+    const app = spawn(process.execPath, ['-e', `${handler} setInterval(() => {}, 1000); process.stdout.write('ready\\n');`, entryPoint], { stdio: ['ignore', 'pipe', 'ignore'] });
+    children.push(app);
+    await new Promise<void>((resolve, reject) => {
+      app.stdout!.once('data', () => resolve());
+      app.once('exit', (code) => reject(new Error(`the stand-in app exited (${code}) before it was ready`)));
+    });
+    return app;
+  }
+
   it('sends SIGTERM to a running app and waits until it has exited', async () => {
     const marker = path.join(stateDir, 'signal');
-    // A stand-in whose command line names the app's entry point, as the real one's does.
-    const app = spawn(
-      process.execPath,
-      ['-e', `process.on('SIGTERM', () => { require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'SIGTERM'); setTimeout(() => process.exit(0), 300); }); setInterval(() => {}, 1000);`, 'apps/job-service/dist/main.js'],
-      { stdio: 'ignore' },
-    );
-    children.push(app);
+    const app = await standInApp(`process.on('SIGTERM', () => { require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'SIGTERM'); setTimeout(() => process.exit(0), 300); });`, 'apps/job-service/dist/main.js');
     mkdirSync(path.join(stateDir, 'pids'));
     writeFileSync(path.join(stateDir, 'pids/job-service.pid'), String(app.pid));
-    await new Promise((resolve) => setTimeout(resolve, 200)); // let it install its handler
 
     const result = await runScript('stop.sh', { GANTRY_STATE_DIR: stateDir });
 
@@ -357,15 +410,9 @@ describe('stop.sh', () => {
   it("waits for an app's whole stop within its shutdown grace (a runner stopping its agents) before any SIGKILL", async () => {
     const marker = path.join(stateDir, 'exit');
     // A runner that takes 21 s to stop after SIGTERM (its 15 s for running jobs, the agents' kill grace): within its 30 s grace.
-    const app = spawn(
-      process.execPath,
-      ['-e', `process.on('SIGTERM', () => setTimeout(() => { require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'stopped'); process.exit(0); }, 21000)); setInterval(() => {}, 1000);`, 'apps/runner/dist/main.js'],
-      { stdio: 'ignore' },
-    );
-    children.push(app);
+    const app = await standInApp(`process.on('SIGTERM', () => setTimeout(() => { require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'stopped'); process.exit(0); }, 21000));`, 'apps/runner/dist/main.js');
     mkdirSync(path.join(stateDir, 'pids'));
     writeFileSync(path.join(stateDir, 'pids/runner.pid'), String(app.pid));
-    await new Promise((resolve) => setTimeout(resolve, 200)); // let it install its handler
 
     const result = await runScript('stop.sh', { GANTRY_STATE_DIR: stateDir });
 

@@ -74,6 +74,8 @@ describe('HTTP exposure', () => {
     const runner = await startApp('runner', { schema: name, naming, env: { GANTRY_HTTP_HOST: '0.0.0.0' } });
     try {
       expect((await fetch(`${runner.url}/health`)).status).toBe(200);
+      // having no command transport is no error of its start
+      expect(runner.output().split('\n').filter((line) => line.includes('"level":"error"'))).toEqual([]);
     } finally {
       await runner.kill('SIGKILL');
     }

@@ -37,9 +37,22 @@ describe('a bad setting stops the service at boot, naming the variable', () => {
     ['worktree-service', 'GANTRY_WORKTREE_SWEEP_INTERVAL_MS', 'often'],
     ['pr-service', 'GANTRY_PR_RESYNC_INTERVAL_MS', '-5'],
     ['workflow-engine', 'GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS', '30s'],
+    // tries of an enqueue after the run queue's 24 h window would queue the run again
+    ['workflow-engine', 'GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS', '86400000'],
+    // receipts that go before the streams drop a message (7 days by default): docs/architecture.md, "How late a command comes again"
+    ['job-service', 'GANTRY_RECEIPT_TTL_MS', '3600000'],
     ['runner', 'GANTRY_RUNNER_CONCURRENCY', '0'],
     // the runner's stop would outlast the process's grace (docs/jobs.md, "Stopping a runner")
     ['runner', 'GANTRY_RUNNER_SHUTDOWN_GRACE_MS', '60000'],
+    // a lease the renewals (every 60 s by default) cannot keep (docs/jobs.md, "Leases and liveness")
+    ['runner', 'GANTRY_JOB_LEASE_MS', '30000'],
+    ['runner', 'GANTRY_WORKTREE_LEASE_MS', '60000'],
+    // a first backoff pause above the cap (30 s by default) would make every pause the cap
+    ['runner', 'GANTRY_RUNNER_BACKOFF_INITIAL_MS', '60000'],
+    // the stand-ins of a job that names no repository or target branch, by a job's own rules (docs/jobs.md, "Branches")
+    ['runner', 'GANTRY_TARGET_BRANCH', '--upload-pack=touch'],
+    ['runner', 'GANTRY_REPOSITORY_URL', 'ext::sh'],
+    ['runner', 'GANTRY_REPOSITORY_URL', 'repos/app.git'],
     // one of a set, URLs
     ['runner', 'GANTRY_RUNNER_KINDS', 'TASK_IMPLEMENTATION,DEPLOY'],
     ['job-service', 'GANTRY_DATABASE_URL', 'not a url'],
@@ -117,5 +130,10 @@ describe('a bad setting stops the service at boot, naming the variable', () => {
     expect(github.started).toBe(false);
     expect(refusal(github.output)).toContain('GANTRY_GITHUB_TOKEN');
     expect(github.output).not.toContain('ghp_settingsSpecTokenValue0001');
+
+    const runner = await startWith('runner', { GANTRY_REPOSITORY_URL: 'https://bot:ghp_settingsSpecRunnerToken0001@git.example.com/app.git' });
+    expect(runner.started).toBe(false);
+    expect(refusal(runner.output)).toContain('GANTRY_REPOSITORY_URL');
+    expect(runner.output).not.toContain('ghp_settingsSpecRunnerToken0001');
   });
 });

@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { eventually } from '@gantry/testing';
-import { E2eSystem } from './e2e-system.js';
+import { alive, E2eSystem } from './e2e-system.js';
 
 /*
  * A cancelled job's worktree is not handed to the next job on its branch while the cancelled agent
@@ -64,12 +63,3 @@ describe('a cancelled job’s worktree and the next job on its branch', () => {
   }, 120_000);
 });
 
-/** Running: there, and not a zombie (a zombie writes nothing). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !['Z', 'X'].includes(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
-  } catch {
-    return false;
-  }
-}

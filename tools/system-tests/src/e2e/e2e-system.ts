@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -16,7 +17,7 @@ import {
   type Naming,
   type WorktreeLeaseView,
 } from '@gantry/contracts';
-import { Bus, CommandClient } from '@gantry/messaging';
+import { Bus, CommandClient, readAllPages } from '@gantry/messaging';
 import {
   connectTestNats,
   deleteStreams,
@@ -57,6 +58,16 @@ export interface EnqueueOptions {
   maxAttempts?: number;
   thinkingBudget?: number;
   agentProfile?: { id: string; model: string; thinkingBudget: number };
+}
+
+/** A process is running: there, and not a zombie waiting for init to reap it (a zombie writes nothing). */
+export function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !['Z', 'X'].includes(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -140,6 +151,8 @@ export class E2eSystem {
         GANTRY_LEASE_RENEW_MS: '1000',
         GANTRY_JOB_LEASE_MS: '10000',
         GANTRY_WORKTREE_LEASE_MS: '10000',
+        // Short enough for an unanswered renewal to be retried within the 10 s leases (1 s + 2 × 3 s + 250 ms, docs/jobs.md).
+        GANTRY_RUNNER_COMMAND_TIMEOUT_MS: '3000',
         GANTRY_WORKTREE_ROOT: this.worktreeRoot,
         GANTRY_RUNNER_SCRATCH_DIR: join(this.root, 'scratch', id),
         GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '2000',
@@ -188,7 +201,10 @@ export class E2eSystem {
 
   /** Cancels every job not yet terminal (a case that failed half-way leaves none for the next one). */
   async cancelOpenJobs(): Promise<void> {
-    const { jobs } = await this.client.request(listJobs, { status: ['QUEUED', 'CLAIMED', 'RUNNING'], limit: 500 });
+    const jobs = await readAllPages(
+      (cursor) => this.client.request(listJobs, { status: ['QUEUED', 'CLAIMED', 'RUNNING'], limit: 500, ...(cursor ? { cursor } : {}) }),
+      (page) => page.jobs,
+    );
     for (const job of jobs) await this.cancel(job.jobId).catch(() => undefined);
   }
 
@@ -216,7 +232,10 @@ export class E2eSystem {
   }
 
   async leases(jobId?: string): Promise<WorktreeLeaseView[]> {
-    return (await this.client.request(listWorktreeLeases, { ...(jobId ? { jobId } : {}), limit: 1000 })).leases;
+    return readAllPages(
+      (cursor) => this.client.request(listWorktreeLeases, { ...(jobId ? { jobId } : {}), limit: 1000, ...(cursor ? { cursor } : {}) }),
+      (page) => page.leases,
+    );
   }
 
   /** Waits until no lease of the job (or of any job) is held any more. */

@@ -1,10 +1,9 @@
-import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { acquireWorktree, commandSubject, dispatchStreamName } from '@gantry/contracts';
 import { connectTestNats, eventually } from '@gantry/testing';
-import { E2eSystem } from './e2e-system.js';
+import { alive, E2eSystem } from './e2e-system.js';
 
 /*
  * Jobs under faults that take processes away (docs/jobs.md): a cancel while the agent runs, the
@@ -27,18 +26,16 @@ function leaseTokenOf(argv: string[]): number {
   return Number(/job-[0-9a-f-]{36}-(\d+)\/payload\.json/.exec(flagsOf(argv)['-p']!)![1]);
 }
 
-/** Running: there, and not a zombie waiting for init to reap it (a zombie writes nothing). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !['Z', 'X'].includes(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
-  } catch {
-    return false;
-  }
-}
 
 /** A runner that hears of a cancel only through the job events: it renews its leases every 30 s. */
 const SLOW_RENEWAL = { GANTRY_LEASE_RENEW_MS: '30000', GANTRY_JOB_LEASE_MS: '90000', GANTRY_WORKTREE_LEASE_MS: '90000' };
+
+/**
+ * A runner killed and started again under its id settles its earlier claims before their leases run out: leases long
+ * enough for that however slowly the machine starts it again (with 10 s ones the claim could expire first and spend
+ * the attempt). For cases that do not wait for a lease to run out.
+ */
+const LONG_LEASES = { GANTRY_JOB_LEASE_MS: '120000', GANTRY_WORKTREE_LEASE_MS: '120000' };
 
 describe('jobs under kills: job service, worktree service, runners, a real origin', () => {
   const system = new E2eSystem();
@@ -49,7 +46,7 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
   afterEach(async () => {
     for (const id of [...system.runners.keys()]) await system.stopRunner(id, 'SIGKILL');
     await system.cancelOpenJobs();
-  }, 30_000);
+  }, 120_000);
 
   function code(label: string, standIn: Record<string, unknown>, extra: Record<string, unknown> = {}) {
     const record = system.recordFile(label);
@@ -219,6 +216,55 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     await system.stopRunner('runner-p');
   }, 120_000);
 
+  it('a runner killed right after its push, before it reported it: started again under its id it reports the push it finds on the origin, and the next claim finishes it — DONE, pushed once, the agent run once', async () => {
+    await system.startRunner('runner-u', { env: { ...LONG_LEASES, GANTRY_TEST_CRASH_AT: 'runner:after-push' } });
+    const run = code('pushed-unreported', { behaviour: 'commit', files: { 'src/unreported.ts': 'unreported\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
+    // the runner dies right after the origin took its push, before it reported it
+    await eventually(async () => (await pushesTo(run.branch)).length === 1, { what: 'the branch pushed', timeoutMs: 120_000 });
+    const first = system.runners.get('runner-u')!.process;
+    await eventually(() => first.exitCode !== null || first.signalCode !== null, { what: 'the runner gone', timeoutMs: 60_000 });
+    expect(await eventsOf(jobId, 'JobPushReported')).toEqual([]);
+    const head = await system.origin.sha(run.branch);
+    await system.stopRunner('runner-u', 'SIGKILL');
+    // started again under its id (no crash point now), it settles the claim of its earlier run
+    await system.startRunner('runner-u', { env: LONG_LEASES });
+    const job = await system.terminal(jobId, 180_000);
+    expect(job).toMatchObject({ status: 'DONE', attempt: 1, headSha: head });
+    expect(job.pushedAt).not.toBeNull();
+    expect(await pushesTo(run.branch)).toHaveLength(1);
+    expect(await system.agentStarts(run.record)).toHaveLength(1);
+    expect(await eventsOf(jobId, 'JobPushReported')).toEqual([expect.objectContaining({ leaseToken: 1, headSha: head })]);
+    expect(await eventsOf(jobId, 'JobClaimRolledBack')).toEqual([expect.objectContaining({ leaseToken: 1, cause: 'RUNNER', outcome: 'REQUEUED', nextAttempt: 1 })]);
+    expect((await eventsOf(jobId, 'JobStarted')).map((s) => s.adoptedPushOf ?? null)).toEqual([null, 1]);
+    await system.stopRunner('runner-u');
+  }, 600_000);
+
+  it('a runner killed right after it started the agent, before it recorded the agent\'s pid: started again under its id it finds and stops that agent all the same before it gives the worktree back', async () => {
+    await system.startRunner('runner-w', { env: { ...LONG_LEASES, GANTRY_TEST_CRASH_AT: 'runner:agent-started' } });
+    const gate = join(system.root, 'gate-unrecorded-agent');
+    const run = code('unrecorded-agent', { behaviour: 'commit', waitForFile: gate, files: { 'src/unrecorded.ts': 'unrecorded\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
+    // the runner dies as soon as the agent is spawned; the agent waits at its gate
+    const first = system.runners.get('runner-w')!.process;
+    await eventually(() => first.exitCode !== null || first.signalCode !== null, { what: 'the runner gone', timeoutMs: 120_000 });
+    await eventually(async () => (await system.agentStarts(run.record)).length === 1, { what: 'the agent started', timeoutMs: 60_000 });
+    const orphan = (await system.agentStarts(run.record))[0]!.pid;
+    expect(alive(orphan)).toBe(true);
+    await system.stopRunner('runner-w', 'SIGKILL');
+    await system.startRunner('runner-w', { env: LONG_LEASES });
+    const rolledBack = await eventually(async () => (await eventsOf(jobId, 'JobClaimRolledBack'))[0] ?? null, { what: 'the claim given back', timeoutMs: 120_000 });
+    expect(rolledBack).toMatchObject({ leaseToken: 1, cause: 'RUNNER', outcome: 'REQUEUED', nextAttempt: 1 });
+    // gone before its claim was given back, and with it its worktree
+    expect(alive(orphan)).toBe(false);
+    await writeFile(gate, '');
+    const job = await system.terminal(jobId, 180_000);
+    expect(job).toMatchObject({ status: 'DONE', attempt: 1 });
+    expect((await system.agentStarts(run.record)).map((s) => leaseTokenOf(s.argv))).toEqual([1, 2]);
+    expect(await pushesTo(run.branch)).toHaveLength(1);
+    await system.stopRunner('runner-w');
+  }, 600_000);
+
   it('a claim written and its reply lost (the job service died right after): the runner asks again under its key until it is answered and runs the job it holds — another runner handed the offer is refused, no lease expires, DONE on the first attempt', async () => {
     await system.stopJobService('SIGKILL');
     await system.startJobService({ GANTRY_TEST_CRASH_AFTER_COMMIT: 'claim_job' });
@@ -266,7 +312,7 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     const goneId = await system.enqueue({ branch: gone.branch, payload: gone.payload });
     // hanging, past their first report: an agent whose runner dies in the middle of a tool call exits with it
     const hanging = async (record: string) => (await lines(record)).some((l) => 'beat' in l);
-    await eventually(async () => (await hanging(kept.record)) && (await hanging(gone.record)), { what: 'both agents hanging', timeoutMs: 30_000 });
+    await eventually(async () => (await hanging(kept.record)) && (await hanging(gone.record)), { what: 'both agents hanging', timeoutMs: 180_000 });
     const orphans = [(await system.agentStarts(kept.record))[0]!.pid, (await system.agentStarts(gone.record))[0]!.pid];
     await system.stopRunner('runner-k', 'SIGKILL');
     expect(orphans.every(alive)).toBe(true);
@@ -274,23 +320,23 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     await system.startRunner('runner-k', { concurrency: 2, env });
 
     // the claims are settled long before their 90 s leases would have run out
-    const rolledBack = await eventually(async () => (await eventsOf(keptId, 'JobClaimRolledBack'))[0] ?? null, { what: 'the claim given back', timeoutMs: 30_000 });
+    const rolledBack = await eventually(async () => (await eventsOf(keptId, 'JobClaimRolledBack'))[0] ?? null, { what: 'the claim given back', timeoutMs: 60_000 });
     expect(rolledBack).toMatchObject({ leaseToken: 1, cause: 'RUNNER', outcome: 'REQUEUED', nextAttempt: 1 });
     expect(orphans.some(alive)).toBe(false);
-    const stopped = await eventually(async () => (await system.job(goneId)).cancelledRun?.stoppedAt ?? null, { what: 'the cancelled run reported stopped', timeoutMs: 30_000 });
+    const stopped = await eventually(async () => (await system.job(goneId)).cancelledRun?.stoppedAt ?? null, { what: 'the cancelled run reported stopped', timeoutMs: 60_000 });
     expect(stopped).not.toBeNull();
     const released = (leases: { jobLeaseToken: number; status: string }[]) => leases.filter((l) => l.jobLeaseToken === 1).every((l) => l.status === 'released');
-    await eventually(async () => released(await system.leases(keptId)) && released(await system.leases(goneId)), { what: 'both worktrees given back', timeoutMs: 30_000 });
+    await eventually(async () => released(await system.leases(keptId)) && released(await system.leases(goneId)), { what: 'both worktrees given back', timeoutMs: 60_000 });
 
     // the kept job runs again, under a new claim of the same attempt
-    await eventually(async () => (await system.agentStarts(kept.record)).length === 2, { what: 'the kept job running again', timeoutMs: 30_000 });
+    await eventually(async () => (await system.agentStarts(kept.record)).length === 2, { what: 'the kept job running again', timeoutMs: 120_000 });
     await system.cancel(keptId);
-    await system.terminal(keptId);
+    await system.terminal(keptId, 120_000);
     // every offer handled (the old ones, redelivered after the kill, answered by the claim as the job is now)
     const nc = await connectTestNats();
     try {
       const jsm = await jetstreamManager(nc);
-      await eventually(async () => (await jsm.streams.info(dispatchStreamName(system.naming))).state.messages === 0, { what: 'every offer handled', timeoutMs: 30_000 });
+      await eventually(async () => (await jsm.streams.info(dispatchStreamName(system.naming))).state.messages === 0, { what: 'every offer handled', timeoutMs: 60_000 });
     } finally {
       await nc.close();
     }
@@ -298,7 +344,7 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     expect((await system.agentStarts(gone.record)).map((s) => leaseTokenOf(s.argv))).toEqual([1]);
     expect(await eventsOf(keptId, 'JobLeaseExpired')).toEqual([]);
     await system.stopRunner('runner-k');
-  }, 150_000);
+  }, 600_000);
 
   it('two runners refuse to share a scratch folder: the second does not start, the first one\'s agent is untouched', async () => {
     const scratch = join(system.root, 'scratch', 'shared');
@@ -313,4 +359,56 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     await system.terminal(jobId);
     await system.stopRunner('runner-s1');
   }, 90_000);
+  it('a lease renewal unanswered until the claim ran out (the job service frozen): the runner stops the agent before it is thawed, reports and pushes nothing under the lost claim, and the claim expires', async () => {
+    await system.startRunner('runner-unrenewed');
+    const run = code('renewal-unanswered', { behaviour: 'hang', heartbeatMs: 50, files: { 'src/unrenewed.ts': 'unrenewed\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
+    await eventually(async () => (await lines(run.record)).some((l) => 'beat' in l), { what: 'the agent working', timeoutMs: 30_000 });
+    const pid = (await system.agentStarts(run.record))[0]!.pid;
+    // Frozen, the job service takes every renewal and answers none: each try times out (a lost reply, not an outage).
+    const jobService = system.jobService.process;
+    jobService.kill('SIGSTOP');
+    try {
+      await eventually(() => !alive(pid), { what: 'the agent stopped while no renewal was answered', timeoutMs: 30_000 });
+      // its line reaches this process through a pipe, maybe after the agent was seen gone
+      await eventually(() => /job lease ran out before a renewal was answered; stopping the agent/.test(system.output('runner-unrenewed')), { what: 'the runner saying why it stopped the agent', timeoutMs: 10_000 });
+    } finally {
+      jobService.kill('SIGCONT');
+    }
+    // Thawed, the job service expires the claim: the runner sent nothing more under it.
+    await eventually(async () => (await eventsOf(jobId, 'JobLeaseExpired')).length === 1, { what: 'the claim expired', timeoutMs: 30_000 });
+    // its one attempt spent by the expiry, not by anything the runner reported
+    expect(await system.terminal(jobId, 30_000)).toMatchObject({ status: 'FAILED', pushedAt: null });
+    expect(await eventsOf(jobId, 'JobFinished')).toEqual([]);
+    expect(await eventsOf(jobId, 'JobClaimRolledBack')).toEqual([]);
+    expect(await eventsOf(jobId, 'JobPushReported')).toEqual([]);
+    expect(await pushesTo(run.branch)).toEqual([]);
+    await system.leasesReleased();
+    await system.stopRunner('runner-unrenewed');
+  }, 120_000);
+  it('a worktree lease renewal unanswered until the lease ran out (the worktree service frozen): the runner stops the agent before it is thawed, pushes nothing and gives the claim back as DEPENDENCY (no attempt spent)', async () => {
+    await system.startRunner('runner-unrenewed-worktree');
+    const run = code('worktree-renewal-unanswered', { behaviour: 'hang', heartbeatMs: 50, files: { 'src/unrenewed.ts': 'unrenewed\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
+    await eventually(async () => (await lines(run.record)).some((l) => 'beat' in l), { what: 'the agent working', timeoutMs: 30_000 });
+    const pid = (await system.agentStarts(run.record))[0]!.pid;
+    // Frozen, the worktree service takes every renewal and answers none; thawed, it would find the lease expired and hand the worktree on.
+    const worktreeService = system.worktreeService.process;
+    worktreeService.kill('SIGSTOP');
+    try {
+      await eventually(() => !alive(pid), { what: 'the agent stopped while no worktree renewal was answered', timeoutMs: 30_000 });
+      // its line reaches this process through a pipe, maybe after the agent was seen gone
+      await eventually(() => /worktree lease lost; stopping the agent/.test(system.output('runner-unrenewed-worktree')), { what: 'the runner saying why it stopped the agent', timeoutMs: 10_000 });
+      await eventually(async () => (await eventsOf(jobId, 'JobClaimRolledBack')).length === 1, { what: 'the claim given back', timeoutMs: 30_000 });
+      // stopped before the thaw: the job requeued (no attempt spent) is not claimed again here
+      await system.stopRunner('runner-unrenewed-worktree');
+    } finally {
+      worktreeService.kill('SIGCONT');
+    }
+    expect(await eventsOf(jobId, 'JobClaimRolledBack')).toEqual([expect.objectContaining({ leaseToken: 1, cause: 'DEPENDENCY' })]);
+    expect(await eventsOf(jobId, 'JobLeaseExpired')).toEqual([]);
+    expect(await eventsOf(jobId, 'JobPushReported')).toEqual([]);
+    expect(await pushesTo(run.branch)).toEqual([]);
+    await system.leasesReleased();
+  }, 120_000);
 });

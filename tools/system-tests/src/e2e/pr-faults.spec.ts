@@ -24,6 +24,16 @@ describe('pull requests under faults, end to end', () => {
   const commit = (file: string) => ({ standIn: { behaviour: 'commit', files: { [file]: `export const x = '${file}';\n` } } });
 
   /** A product whose PRs merge directly (GitHub protects main with ci/test, so green means clean), and one finished story on it. */
+  /** Someone else's push to the branch: a late change on top of its head; the new head. */
+  function pushLateChange(cloneUrl: string, branch: string): string {
+    const clone = new Clone(cloneUrl);
+    try {
+      return clone.commitAndPush(branch, { 'src/late.ts': 'late\n' }, 'a late change', `origin/${branch}`);
+    } finally {
+      clone.remove();
+    }
+  }
+
   async function finishedStory(label: string, o: { protectedBy?: string[] } = {}) {
     stories += 1;
     const productId = `product-${label}`;
@@ -49,6 +59,52 @@ describe('pull requests under faults, end to end', () => {
       expect((await mergeCalls(story.repository, story.pr.prNumber!)).map((r) => r.status)).toEqual([409, 200]);
     });
 
+    it("a merge whose answer is lost (GitHub merged, the connection closed): the retried merge's 405 is no refusal; merged once", async () => {
+      const story = await finishedStory('merge-answer-lost');
+      await system.github.injectFault({ kind: 'lost_response', method: 'PUT', path: `/repos/${story.repository}/pulls/${story.pr.prNumber}/merge` });
+      await system.check(story.repository, story.head, 'success');
+      const merged = await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged after the lost answer', 30_000);
+      expect(merged.merged).toMatchObject({ headSha: story.head });
+      // The first merge took effect (its answer never came); Octokit sent it again and GitHub said 405, the PR being merged.
+      const calls = await mergeCalls(story.repository, story.pr.prNumber!);
+      expect(calls.map((r) => [r.status, r.answered])).toEqual([[200, false], [405, true]]);
+      // That 405 is not GitHub refusing the merge: no MERGE_CONFLICT (or any refusal) is recorded for the head.
+      expect((await system.prEvents(story.pullRequestId)).map((e) => e.type)).not.toContain('PullRequestMergeFailed');
+      expect((await system.github.pulls(story.repository))[0]).toMatchObject({ merged: true });
+    });
+
+    it('auto-merge enabled, and later disabled, with the answer lost (GitHub acted, the connection closed): the retry finds it done, no failure; each once', async () => {
+      // GitHub protects main with ci/lint too: it still waits for that when ci/test is green, so auto-merge is enabled.
+      const story = await finishedStory('auto-answer-lost', { protectedBy: ['ci/test', 'ci/lint'] });
+      const mutations = async (field: string) => (await system.github.requests({ graphqlField: field })).map((r) => [r.fault, r.answered]);
+      const before = { enable: (await mutations('enablePullRequestAutoMerge')).length, disable: (await mutations('disablePullRequestAutoMerge')).length };
+      const recorded = async (type: string) => (await system.prEvents(story.pullRequestId)).filter((e) => e.type === type);
+      const deliveries = async (action: string) => (await system.github.deliveries({ event: 'pull_request', action })).filter((d) => d.payload.repository?.full_name === story.repository);
+
+      await system.github.injectFault({ kind: 'lost_response', method: 'POST', path: '/graphql' });
+      await system.check(story.repository, story.head, 'success');
+      await eventually(async () => (await recorded('PullRequestAutoMergeEnabled')).length > 0, { what: 'auto-merge recorded enabled' });
+      // Octokit sent the mutation again; GitHub said "already enabled", which is the effect done, not a failure.
+      expect((await mutations('enablePullRequestAutoMerge')).slice(before.enable)).toEqual([['lost_response', false], [null, true]]);
+      expect(await deliveries('auto_merge_enabled')).toHaveLength(1);
+
+      // A push moves the head: auto-merge, on for the old head, is disabled — and that answer is lost too.
+      await system.github.injectFault({ kind: 'lost_response', method: 'POST', path: '/graphql' });
+      const moved = pushLateChange(story.cloneUrl, story.branch);
+      await system.github.refresh();
+      await eventually(async () => (await recorded('PullRequestAutoMergeDisabled')).length > 0, { what: 'auto-merge recorded disabled' });
+      expect((await mutations('disablePullRequestAutoMerge')).slice(before.disable)).toEqual([['lost_response', false], [null, true]]);
+      expect(await deliveries('auto_merge_disabled')).toHaveLength(1);
+      expect(await system.pr(story.repository, story.branch)).toMatchObject({ headSha: moved, phase: 'waiting_for_checks', lastFailure: null });
+      expect(await recorded('PullRequestEffectFailed')).toEqual([]);
+
+      await system.check(story.repository, moved, 'success');
+      await system.check(story.repository, moved, 'success', 'ci/lint');
+      const merged = await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged');
+      expect(merged.merged).toMatchObject({ headSha: moved });
+      expect(await recorded('PullRequestEffectFailed')).toEqual([]);
+    }, 120_000);
+
     it('409 is handled: the new head waits for its own checks, and only a head seen green is merged', async () => {
       await system.restartPrService({ GANTRY_TEST_HOLD_AT: 'github:merge' });
       const story = await finishedStory('moved');
@@ -56,13 +112,7 @@ describe('pull requests under faults, end to end', () => {
       // The pr-service decided to merge the green head and stops right before the merge call.
       await eventually(() => system.prService.output().includes('"testHold":"github:merge"'), { what: 'the pr-service at the merge' });
       expect(await system.pr(story.repository, story.branch)).toMatchObject({ mergeDecision: { headSha: story.head, via: 'DIRECT' } });
-      const clone = new Clone(story.cloneUrl);
-      let moved: string;
-      try {
-        moved = clone.commitAndPush(story.branch, { 'src/late.ts': 'late\n' }, 'a late change', `origin/${story.branch}`);
-      } finally {
-        clone.remove();
-      }
+      const moved = pushLateChange(story.cloneUrl, story.branch);
       await system.github.refresh();
       system.prService.process.kill('SIGUSR2');
 
@@ -236,13 +286,7 @@ describe('pull requests under faults, end to end', () => {
       expect((await system.prEvents(pullRequestIdFor(repository, branch))).map((e) => e.type)).not.toContain('PullRequestAutoMergeEnabled');
 
       // While it is down, someone pushes to the branch (GitHub keeps auto-merge on across a push).
-      const clone = new Clone(cloneUrl);
-      let moved: string;
-      try {
-        moved = clone.commitAndPush(branch, { 'src/late.ts': 'late\n' }, 'a late change', `origin/${branch}`);
-      } finally {
-        clone.remove();
-      }
+      const moved = pushLateChange(cloneUrl, branch);
       await system.github.refresh();
       expect((await system.github.pulls(repository))[0]).toMatchObject({ head: { sha: moved }, auto_merge: expect.anything() });
 

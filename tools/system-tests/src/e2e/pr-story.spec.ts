@@ -3,9 +3,10 @@ import { eventually } from '@gantry/testing';
 import { PrSystem } from './pr-system.js';
 
 /*
- * STORY pull requests (docs/pr-service.md PR-2..PR-6): job service, worktree service, a
+ * STORY pull requests (docs/pr-service.md PR-2..PR-6, PR-16): job service, worktree service, a
  * runner with the stand-in agent, the pr-service and the local GitHub as separate processes. The
- * test plays CI (it reports check runs on heads) and nobody else.
+ * test plays CI (it reports check runs on heads) and, where a test says so, a person acting on the
+ * PR on GitHub with a token of their own.
  */
 describe('STORY pull requests end to end', () => {
   const system = new PrSystem();
@@ -125,12 +126,7 @@ describe('STORY pull requests end to end', () => {
     const open = await system.prWhere(repository, branch, (p) => p.prNumber !== null && p.scope.done, 'the PR open with its one task done');
     // Someone closes the PR on GitHub, and later reopens it (REST, as a person's client would).
     const setState = async (state: 'open' | 'closed') => {
-      const res = await fetch(`${system.githubUrl}/repos/${repository}/pulls/${open.prNumber}`, {
-        method: 'PATCH',
-        headers: { authorization: 'token someone', 'content-type': 'application/json' },
-        body: JSON.stringify({ state }),
-      });
-      expect(res.status).toBe(200);
+      expect((await system.asSomeone('PATCH', `/repos/${repository}/pulls/${open.prNumber}`, { state })).status).toBe(200);
     };
     await setState('closed');
     await system.prWhere(repository, branch, (p) => p.phase === 'closed', 'closed');
@@ -140,6 +136,80 @@ describe('STORY pull requests end to end', () => {
     expect(merged).toMatchObject({ prNumber: open.prNumber, merged: { headSha: job.headSha } });
     const types = (await system.prEvents(pullRequestIdFor(repository, branch))).map((e) => e.type);
     expect(types.filter((t) => ['PullRequestClosed', 'PullRequestReopened', 'PullRequestMerged'].includes(t))).toEqual(['PullRequestClosed', 'PullRequestReopened', 'PullRequestMerged']);
+  }, 120_000);
+
+  it('auto-merge turned off by a person on GitHub: its delivery has the PR read and the merge held — not enabled again, not merged when GitHub could; the person merges it', async () => {
+    // GitHub waits for ci/lint as well: auto-merge is enabled when ci/test is green.
+    const { repository } = await system.product('product-held', 'held', { strategy: 'STORY', requiredChecks: ['ci/test'], protectedBy: ['ci/test', 'ci/lint'] });
+    const branch = 'story/ST-6';
+    const pullRequestId = pullRequestIdFor(repository, branch);
+    const job = await system.terminal(await system.enqueue({ productId: 'product-held', storyId: 'ST-6', taskId: 'T-61', branch, payload: commit('src/t61.ts') }));
+    const open = await system.prWhere(repository, branch, (p) => p.prNumber !== null && p.scope.done, 'the PR open with its one task done');
+    await system.check(repository, job.headSha!, 'success');
+    await eventually(async () => (await system.prEvents(pullRequestId)).some((e) => e.type === 'PullRequestAutoMergeEnabled'), { what: 'auto-merge recorded enabled' });
+    const enables = async () => (await system.github.requests({ graphqlField: 'enablePullRequestAutoMerge' })).length;
+    const enablesBefore = await enables();
+
+    const pull = (await system.github.pulls(repository))[0]!;
+    const disabled = await system.asSomeone('POST', '/graphql', { query: 'mutation($id: ID!) { disablePullRequestAutoMerge(input: { pullRequestId: $id }) { clientMutationId } }', variables: { id: pull.node_id } });
+    expect(disabled).toMatchObject({ status: 200, body: { data: { disablePullRequestAutoMerge: expect.anything() } } });
+    const delivery = await system.github.waitForDelivery((d) => d.event === 'pull_request' && d.action === 'auto_merge_disabled' && d.payload.repository?.full_name === repository);
+    const held = await system.prWhere(repository, branch, (p) => p.phase === 'merge_held', 'the merge held', 30_000);
+    expect(held).toMatchObject({ headSha: job.headSha, mergeDecision: null, checks: { verdict: 'GREEN' } });
+    expect((await system.deliveries()).find((d) => d.delivery_id === delivery.id)).toMatchObject({ outcome: 'read again: 1' });
+
+    // GitHub's own check passes: the PR is clean, and nothing merges it.
+    await system.check(repository, job.headSha!, 'success', 'ci/lint');
+    const reads = async () => (await system.github.requests({ method: 'GET', path: `/repos/${repository}/pulls/${open.prNumber}` })).length;
+    const readsBefore = await reads();
+    await eventually(async () => (await reads()) >= readsBefore + 3, { what: 'three more reads of the PR' });
+    expect(await system.github.requests({ method: 'PUT', path: `/repos/${repository}/pulls/` })).toEqual([]);
+    expect(await enables()).toBe(enablesBefore);
+    expect((await system.github.pulls(repository))[0]).toMatchObject({ state: 'open', merged: false, mergeable_state: 'clean', auto_merge: null });
+    expect(await system.pr(repository, branch)).toMatchObject({ phase: 'merge_held', mergeDecision: null });
+
+    const merge = await system.asSomeone('PUT', `/repos/${repository}/pulls/${open.prNumber}/merge`, { merge_method: 'squash' });
+    expect(merge.status).toBe(200);
+    const merged = await system.prWhere(repository, branch, (p) => p.phase === 'merged', 'merged by the person');
+    expect(merged.merged).toMatchObject({ headSha: job.headSha });
+    expect((await system.prEvents(pullRequestId)).filter((e) => e.type === 'PullRequestAutoMergeDisabledOnGitHub')).toHaveLength(1);
+  }, 120_000);
+
+  it('a PR a person converts to a draft with auto-merge on (GitHub turns it off) stays held when made ready again, until the person enables auto-merge: then GitHub merges it', async () => {
+    const { repository } = await system.product('product-drafted', 'drafted', { strategy: 'STORY', requiredChecks: ['ci/test'], protectedBy: ['ci/test', 'ci/lint'] });
+    const branch = 'story/ST-7';
+    const pullRequestId = pullRequestIdFor(repository, branch);
+    const job = await system.terminal(await system.enqueue({ productId: 'product-drafted', storyId: 'ST-7', taskId: 'T-71', branch, payload: commit('src/t71.ts') }));
+    const open = await system.prWhere(repository, branch, (p) => p.prNumber !== null && p.scope.done, 'the PR open with its one task done');
+    await system.check(repository, job.headSha!, 'success');
+    await eventually(async () => (await system.prEvents(pullRequestId)).some((e) => e.type === 'PullRequestAutoMergeEnabled'), { what: 'auto-merge recorded enabled' });
+    const enables = async () => (await system.github.requests({ graphqlField: 'enablePullRequestAutoMerge' })).length;
+    const enablesBefore = await enables();
+    const { node_id: id } = (await system.github.pulls(repository))[0]!;
+    const asThePerson = async (mutation: string, variables: Record<string, unknown> = {}) => {
+      const answer = await system.asSomeone('POST', '/graphql', { query: `mutation($id: ID!${mutation.includes('$oid') ? ', $oid: GitObjectID!' : ''}) { ${mutation} { clientMutationId } }`, variables: { id, ...variables } });
+      expect(answer).toMatchObject({ status: 200, body: { data: expect.anything() } });
+      expect(answer.body.errors).toBeUndefined();
+    };
+
+    await asThePerson('convertPullRequestToDraft(input: { pullRequestId: $id })');
+    expect((await system.github.pulls(repository))[0]).toMatchObject({ draft: true, auto_merge: null });
+    await system.prWhere(repository, branch, (p) => p.phase === 'merge_held', 'the merge held', 30_000);
+    await asThePerson('markPullRequestReadyForReview(input: { pullRequestId: $id })');
+    const reads = async () => (await system.github.requests({ method: 'GET', path: `/repos/${repository}/pulls/${open.prNumber}` })).length;
+    const readsBefore = await reads();
+    await eventually(async () => (await reads()) >= readsBefore + 3, { what: 'three more reads of the PR' });
+    expect(await enables()).toBe(enablesBefore);
+    expect((await system.github.pulls(repository))[0]).toMatchObject({ state: 'open', draft: false, auto_merge: null });
+    expect(await system.pr(repository, branch)).toMatchObject({ phase: 'merge_held', mergeDecision: null });
+
+    await asThePerson('enablePullRequestAutoMerge(input: { pullRequestId: $id, expectedHeadOid: $oid, mergeMethod: SQUASH })', { oid: job.headSha });
+    await system.prWhere(repository, branch, (p) => p.phase === 'auto_merge_enabled', 'auto-merge seen on again', 30_000);
+    await system.check(repository, job.headSha!, 'success', 'ci/lint');
+    const merged = await system.prWhere(repository, branch, (p) => p.phase === 'merged', 'merged by GitHub');
+    expect(merged.merged).toMatchObject({ headSha: job.headSha });
+    expect(await system.github.requests({ method: 'PUT', path: `/repos/${repository}/pulls/` })).toEqual([]);
+    expect(await enables()).toBe(enablesBefore + 1);
   }, 120_000);
 
   it("the pr-service's view of the pull requests equals a rebuild from its log", async () => {

@@ -170,11 +170,20 @@ export class PrSystem extends E2eSystem {
     return this.client.request(getSprintRun, { sprintRunId });
   }
 
+  /** Waits for the run to reach `status`; a timeout names the status it had last and its jobs'. */
   async sprintRunWhere(sprintRunId: string, status: SprintRunView['status'], timeoutMs = 90_000): Promise<SprintRunView> {
-    return eventually(async () => {
-      const run = await this.sprintRun(sprintRunId);
-      return run.status === status ? run : null;
-    }, { what: `sprint run ${sprintRunId} ${status}`, timeoutMs, intervalMs: 200 });
+    let seen = 'never read';
+    try {
+      return await eventually(async () => {
+        const run = await this.sprintRun(sprintRunId);
+        seen = run.status;
+        return run.status === status ? run : null;
+      }, { what: `sprint run ${sprintRunId} ${status}`, timeoutMs, intervalMs: 200 });
+    } catch (error) {
+      const jobs = await this.sprintJobs(sprintRunId).catch(() => []);
+      const of = jobs.map((j) => `${j.taskId} ${j.status}${j.error ? ` (${j.error.slice(0, 200)})` : ''}`).join('; ');
+      throw new Error(`${String(error)}; it was ${seen}, its jobs: ${of || 'none read'}`);
+    }
   }
 
   resume(sprintRunId: string, note: string): Promise<unknown> {
@@ -192,8 +201,18 @@ export class PrSystem extends E2eSystem {
     await eventually(async () => (await this.db.query(`SELECT 1 FROM products WHERE product_id = $1`, [productId])).rows.length > 0, { what: `the pr-service knows ${productId}` });
   }
 
-  async deliveries(): Promise<{ delivery_id: string; event: string; processed_at: Date | null }[]> {
-    return (await this.db.query(`SELECT delivery_id, event, processed_at FROM webhook_deliveries ORDER BY received_at`)).rows;
+  async deliveries(): Promise<{ delivery_id: string; event: string; processed_at: Date | null; outcome: string | null }[]> {
+    return (await this.db.query(`SELECT delivery_id, event, processed_at, outcome FROM webhook_deliveries ORDER BY received_at`)).rows;
+  }
+
+  /** Someone else on the local GitHub, with a token of their own (what a person does on github.com): REST, or GraphQL at POST /graphql. */
+  async asSomeone(method: string, path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+    const res = await fetch(`${this.githubUrl}${path}`, {
+      method,
+      headers: { authorization: 'token a-person', 'content-type': 'application/json', accept: 'application/vnd.github+json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   }
 
   /**

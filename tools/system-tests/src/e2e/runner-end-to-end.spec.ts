@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { KIND_DEFAULTS, type JobKind, type JobView } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
-import { E2eSystem } from './e2e-system.js';
+import { alive, E2eSystem } from './e2e-system.js';
 
 /*
  * The runner end to end (docs/jobs.md): the job service, the worktree service and runners as separate processes,
@@ -19,6 +19,13 @@ function flagsOf(argv: string[]): Record<string, string> {
   for (let i = 0; i < argv.length; i += 2) flags[argv[i]!] = argv[i + 1]!;
   return flags;
 }
+
+/**
+ * Leases a slow job service renews in time (10 s ones it may not, under heavy load: the runner would declare its
+ * claim lost and stop its agent). For the cases below, none of which waits for a lease to run out: a runner started
+ * again under its id settles its earlier claims long before these run out.
+ */
+const LONG_LEASES = { GANTRY_JOB_LEASE_MS: '120000', GANTRY_WORKTREE_LEASE_MS: '120000' };
 
 let branchCounter = 0;
 function branch(label: string): string {
@@ -40,6 +47,15 @@ describe('the runner end to end: job service, worktree service, two runners, a r
   function code(label: string, standIn: Record<string, unknown>, extra: Record<string, unknown> = {}) {
     const record = system.recordFile(label);
     return { record, branch: branch(label), payload: { standIn: { recordArgvTo: record, ...standIn }, ...extra } };
+  }
+
+  /**
+   * What a case that failed half-way left: its runners (they would take the next case's jobs) and its open jobs (the
+   * next case's runners would take them). The runners go first, each stopping its agents and giving its claims back.
+   */
+  async function leaveNothingBehind(): Promise<void> {
+    for (const id of [...system.runners.keys()]) await system.stopRunner(id, 'SIGTERM');
+    await system.cancelOpenJobs();
   }
 
   describe('with runners A and B (all kinds, concurrency 2 each)', () => {
@@ -367,45 +383,54 @@ describe('the runner end to end: job service, worktree service, two runners, a r
   });
 
   describe('a runner killed with SIGKILL mid-job', () => {
+    afterEach(leaveNothingBehind, 120_000);
+
     it('started again under its id it stops the orphaned agent and gives the claim back at once (no attempt spent); the other runner completes the job, pushing once', async () => {
-      await system.startRunner('runner-c');
-      const run = code('sigkill', { behaviour: 'commit', delayMs: 15_000, files: { 'src/survivor.ts': 'survived\n' } });
+      await system.startRunner('runner-c', { env: LONG_LEASES });
+      // the agent pauses after its first report until the gate opens: alive when its runner is killed, however slow the machine
+      const gate = join(system.root, 'gate-sigkill');
+      const run = code('sigkill', { behaviour: 'commit', pauseUntilFile: gate, files: { 'src/survivor.ts': 'survived\n' } });
       const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
-      // in its pause, past its first report (an agent killed with its runner during that report would just exit)
-      await eventually(async () => (await system.job(jobId)).storyLog.implementationEntries === 1, { what: 'the agent working on runner C', timeoutMs: 30_000 });
+      // in its pause, past its first report (an agent killed with its runner during that report would just exit): the job
+      // service records the report before its answer reaches the agent, so the agent's own word that it pauses is awaited
+      await eventually(async () => (await system.job(jobId)).storyLog.implementationEntries === 1, { what: 'the agent working on runner C', timeoutMs: 120_000 });
+      await eventually(async () => (await recordLines(run.record)).some((l) => 'paused' in l), { what: 'the agent in its pause on runner C', timeoutMs: 120_000 });
       await system.stopRunner('runner-c', 'SIGKILL');
       // The agent has its own process group and outlives the SIGKILLed runner; runner C started again
       // under its id (taking no kind of this job) finds it through its scratch directory and stops it.
       const orphan = (await system.agentStarts(run.record))[0]!.pid;
       expect(alive(orphan)).toBe(true);
-      await system.startRunner('runner-c', { kinds: ['IDEA_GRILL'] });
+      await system.startRunner('runner-c', { kinds: ['IDEA_GRILL'], env: LONG_LEASES });
       // it settles its earlier run before it claims anything: the agent stopped first, then the claim given back
       const rolledBack = await eventually(async () => {
         const found = (await system.events(jobId)).filter((e) => e.type === 'JobClaimRolledBack').map((e) => e.data);
         return found.length > 0 ? found : null;
-      }, { what: 'the claim of the earlier run given back', timeoutMs: 30_000 });
+      }, { what: 'the claim of the earlier run given back', timeoutMs: 120_000 });
       expect(alive(orphan)).toBe(false);
       expect(await system.job(jobId)).toMatchObject({ status: 'QUEUED', attempt: 1, lease: null });
       expect(rolledBack).toEqual([expect.objectContaining({ cause: 'RUNNER', nextAttempt: 1, reason: expect.stringMatching(/runner-c was started again/) })]);
       expect((await system.events(jobId)).some((e) => e.type === 'JobLeaseExpired')).toBe(false);
-      await system.startRunner('runner-d');
-      const job = await system.terminal(jobId, 60_000);
+      await writeFile(gate, '');
+      await system.startRunner('runner-d', { env: LONG_LEASES });
+      const job = await system.terminal(jobId, 180_000);
       expect(job).toMatchObject({ status: 'DONE', taskStatus: 'DONE', attempt: 1, headSha: await system.origin.sha(run.branch) });
       expect(await system.agentStarts(run.record)).toHaveLength(2);
       const pushes = (await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${run.branch}`);
       expect(pushes).toHaveLength(1);
       expect(await system.origin.log(run.branch)).toHaveLength(1);
-      await system.leasesReleased(jobId);
+      await system.leasesReleased(jobId, 60_000);
       await Promise.all([system.stopRunner('runner-c'), system.stopRunner('runner-d')]);
-    }, 90_000);
+    }, 600_000);
   });
 
   describe('a runner stopped with SIGTERM mid-job', () => {
+    afterEach(leaveNothingBehind, 120_000);
+
     it('stops taking offers, gives the job its grace period, then stops the agent and rolls the claim back', async () => {
-      const runner = await system.startRunner('runner-g', { env: { GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '1500' } });
+      const runner = await system.startRunner('runner-g', { env: { ...LONG_LEASES, GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '1500' } });
       const record = system.recordFile('sigterm');
       const jobId = await system.enqueue({ kind: 'PLAN_CHAT', payload: { standIn: { behaviour: 'hang', recordArgvTo: record } } });
-      await eventually(async () => (await system.agentStarts(record)).length === 1, { what: 'the agent started on runner G', timeoutMs: 30_000 });
+      await eventually(async () => (await system.agentStarts(record)).length === 1, { what: 'the agent started on runner G', timeoutMs: 120_000 });
       const stoppedAt = Date.now();
       expect(await system.stopRunner('runner-g', 'SIGTERM')).toBe(0);
       expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(1500);
@@ -415,18 +440,20 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect(job).toMatchObject({ status: 'QUEUED', attempt: 1, lease: null });
       expect(runner.output()).toMatch(/grace period over; stopping agents and rolling claims back/);
       await system.cancel(jobId);
-    }, 60_000);
+    }, 300_000);
   });
 
   describe('an agent whose token expired', () => {
+    afterEach(leaveNothingBehind, 120_000);
+
     it('makes its runner unhealthy and take nothing more; the job goes back and the other runner completes it', async () => {
-      const expired = await system.startRunner('runner-e', { env: { ANTHROPIC_API_KEY: 'expired' } });
+      const expired = await system.startRunner('runner-e', { env: { ...LONG_LEASES, ANTHROPIC_API_KEY: 'expired' } });
       expect(expired.port).toBeGreaterThan(0);
       const first = code('token-1', { behaviour: 'commit', files: { 'src/token-1.ts': '1\n' } });
       const firstId = await system.enqueue({ payload: first.payload });
-      await eventually(async () => (await system.health('runner-e')).status === 503, { what: 'runner E unhealthy', timeoutMs: 30_000 });
+      await eventually(async () => (await system.health('runner-e')).status === 503, { what: 'runner E unhealthy', timeoutMs: 120_000 });
       expect((await system.health('runner-e')).body).toMatchObject({ status: 'error', error: { runner: { status: 'down', message: 'agent token expired' } } });
-      await eventually(async () => (await system.events(firstId)).some((e) => e.type === 'JobClaimRolledBack'), { what: 'the job back in the queue', timeoutMs: 15_000 }).catch(
+      await eventually(async () => (await system.events(firstId)).some((e) => e.type === 'JobClaimRolledBack'), { what: 'the job back in the queue', timeoutMs: 120_000 }).catch(
         async (error: Error) => {
           throw new Error(`${error.message}; ${await system.describeJob(firstId)}\nrunner E's last output:\n${expired.output().slice(-4000)}`);
         },
@@ -440,24 +467,24 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       const secondId = await system.enqueue({ payload: second.payload });
       await system.offered(secondId);
       expect((await system.job(secondId)).status).toBe('QUEUED');
-      await system.startRunner('runner-f');
-      const [one, two] = await Promise.all([system.terminal(firstId), system.terminal(secondId)]);
+      await system.startRunner('runner-f', { env: LONG_LEASES });
+      const [one, two] = await Promise.all([system.terminal(firstId, 180_000), system.terminal(secondId, 180_000)]);
       expect(one).toMatchObject({ status: 'DONE', attempt: 1 });
       expect(two).toMatchObject({ status: 'DONE', attempt: 1 });
       expect(await system.agentStarts(first.record)).toHaveLength(2);
       expect(await system.agentStarts(second.record)).toHaveLength(1);
       expect((await system.health('runner-e')).status).toBe(503);
-      await system.leasesReleased();
-    }, 90_000);
+      await system.leasesReleased(undefined, 60_000);
+    }, 600_000);
 
     it('is recognised by the CLI\'s expired-token message too (exit 1), not only by exit code 3', async () => {
       await Promise.all([system.stopRunner('runner-e'), system.stopRunner('runner-f')]);
-      await system.startRunner('runner-h', { kinds: ['PLAN_CHAT'] });
+      await system.startRunner('runner-h', { kinds: ['PLAN_CHAT'], env: LONG_LEASES });
       const record = system.recordFile('token-message');
       const jobId = await system.enqueue({ kind: 'PLAN_CHAT', maxAttempts: 1, payload: { standIn: { behaviour: 'token_expired_message', recordArgvTo: record } } });
       const rolledBack = await eventually(
         async () => (await system.events(jobId)).find((e) => e.type === 'JobClaimRolledBack')?.data ?? null,
-        { what: 'the claim given back', timeoutMs: 30_000 },
+        { what: 'the claim given back', timeoutMs: 120_000 },
       );
       expect(rolledBack).toMatchObject({ cause: 'RUNNER', outcome: 'REQUEUED', nextAttempt: 1, reason: 'agent token expired (exit code 1)' });
       // its one attempt is not spent: the job waits for a runner that can run it
@@ -466,16 +493,15 @@ describe('the runner end to end: job service, worktree service, two runners, a r
       expect((await fetch(`${system.runners.get('runner-h')!.url}/ready`)).status).toBe(503);
       await system.cancel(jobId);
       await system.stopRunner('runner-h');
-    }, 60_000);
+    }, 300_000);
   });
 });
 
-/** Running: there, and not a zombie waiting for init to reap it (a zombie writes nothing). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !['Z', 'X'].includes(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
-  } catch {
-    return false;
-  }
+/** Every line the stand-in recorded (its start, its calls, its pause, its exit). */
+async function recordLines(record: string): Promise<Record<string, unknown>[]> {
+  return (await readFile(record, 'utf8').catch(() => ''))
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 }
+

@@ -1,0 +1,79 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { eventually, startCuttableProxy, testNatsUrl, type CuttableProxy } from '@gantry/testing';
+import { alive, E2eSystem } from './e2e-system.js';
+
+/*
+ * A runner cut off from NATS while the job service and the worktree service run (docs/jobs.md,
+ * "Commands under a claim", "A job service outage"): its connection goes through a proxy the test
+ * cuts. The runner cannot tell this from a NATS that is down, so the time it cannot reach NATS counts
+ * against its leases; the job service, which runs, expires the claim and offers the job again.
+ */
+
+
+describe('a runner cut off from NATS for longer than its leases, the services running', () => {
+  const system = new E2eSystem();
+  let proxy: CuttableProxy;
+
+  beforeAll(async () => {
+    proxy = await startCuttableProxy(testNatsUrl);
+    await system.start();
+  }, 60_000);
+  afterAll(async () => {
+    try {
+      await system.stop();
+    } finally {
+      await proxy?.close();
+    }
+  }, 60_000);
+
+  const eventsOf = async (jobId: string) => (await system.events(jobId)).map((e) => ({ type: e.type, leaseToken: e.data.leaseToken }));
+  /** What a runner reported under a claim: its events but the claim's own grants and its end. */
+  const reportsUnder = (leaseToken: number, events: { type: string; leaseToken: unknown }[]) =>
+    events.filter((e) => e.leaseToken === leaseToken && !['JobClaimed', 'JobLeaseRenewed', 'JobLeaseExpired'].includes(e.type)).map((e) => e.type);
+
+  it('stops its agent once the lease could have ended, pushes and reports nothing under the old claim after the heal, and the job is done once by the next claim', async () => {
+    const record = system.recordFile('partitioned');
+    const gate = join(system.root, 'gate-partitioned');
+    const branch = 'feat/partitioned-runner';
+    await system.startRunner('runner-cut', { env: { GANTRY_NATS_URL: proxy.url } });
+    const jobId = await system.enqueue({
+      branch,
+      maxAttempts: 2,
+      payload: { standIn: { behaviour: 'commit', recordArgvTo: record, files: { 'src/partitioned.ts': 'partitioned\n' }, pauseUntilFile: gate } },
+    });
+    // The agent reported its start under the claim and works on (paused at the gate).
+    await eventually(async () => (await eventsOf(jobId)).some((e) => e.type === 'ImplementationLogged'), { what: 'the agent\'s first report recorded', timeoutMs: 60_000 });
+    const first = (await system.agentStarts(record))[0]!;
+    const reportedBefore = reportsUnder(1, await eventsOf(jobId));
+
+    proxy.cut();
+    // Its renewals reach nobody: once its lease could have ended, the agent is stopped (not at the heal).
+    await eventually(() => !alive(first.pid), { what: 'the cut-off runner\'s agent stopped', timeoutMs: 120_000 });
+    await eventually(() => /job lease ran out before a renewal was answered; stopping the agent/.test(system.output('runner-cut')), {
+      what: 'the runner saying why it stopped the agent',
+      timeoutMs: 30_000,
+    });
+    // Meanwhile the job service expired the claim, and the next one runs the job to its end elsewhere.
+    await eventually(async () => (await eventsOf(jobId)).some((e) => e.type === 'JobLeaseExpired' && e.leaseToken === 1), { what: 'the old claim expired', timeoutMs: 120_000 });
+    await writeFile(gate, '');
+    await system.startRunner('runner-other');
+    expect(await system.terminal(jobId, 180_000)).toMatchObject({ status: 'DONE', attempt: 2 });
+
+    proxy.restore();
+    // Back on NATS, the runner ends its run: it says the claim is lost and reports nothing more.
+    await eventually(() => /job lease lost; reporting nothing more/.test(system.output('runner-cut')), { what: 'the cut-off runner ending its run', timeoutMs: 120_000 });
+    await eventually(async () => (await system.health('runner-cut')).status === 200, { what: 'the cut-off runner back on NATS', timeoutMs: 120_000 });
+    await system.leasesReleased(jobId, 120_000);
+
+    const events = await eventsOf(jobId);
+    // Under the old claim: what the runner reported before the cut, nothing after it.
+    expect(reportsUnder(1, events)).toEqual(reportedBefore);
+    expect(events.filter((e) => e.leaseToken === 1 && ['JobLeaseExpired', 'JobClaimRolledBack'].includes(e.type))).toEqual([{ type: 'JobLeaseExpired', leaseToken: 1 }]);
+    expect(events.filter((e) => e.type === 'JobFinished')).toEqual([{ type: 'JobFinished', leaseToken: 2 }]);
+    expect(events.filter((e) => e.type === 'JobPushReported')).toEqual([{ type: 'JobPushReported', leaseToken: 2 }]);
+    // one push to the branch, by the next claim; the agent started once per claim
+    expect((await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${branch}`)).toHaveLength(1);
+    expect(await system.agentStarts(record)).toHaveLength(2);
+  }, 600_000);
+});
