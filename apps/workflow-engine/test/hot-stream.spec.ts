@@ -11,7 +11,7 @@ import { WorkflowWorld, reviewYaml } from './harness.js';
 describe('a move into a step whose (task, step) stream a long dispatch keeps appending to', () => {
   const world = new WorkflowWorld('wf_hot_stream');
   const POSITIONS = 100;
-  const ROUNDS = 10;
+  const ROUNDS = 5;
   // Unknown types are claimed and marked skipped back to back: the dispatch appends without a pause.
   const onEnter = Array.from({ length: POSITIONS }, (_, i) => `      - type: note_progress_${i}`).join('\n');
 

@@ -13,11 +13,11 @@ import { WorkflowWorld } from './harness.js';
  * The retention of `task_jobs` and `queued_runs` (docs/workflow-engine.md, "Retention of runs and
  * jobs"): a job's rows go once no event about it can reach the engine any more — the receipt window
  * plus twice the jobs stream's max age (with its clock margin) after the job ended — and a run's once
- * its entry ended too. The streams keep events for 30 s here, receipts last 60 s (the retention is
- * 60 + 2 × 33 = 126 s), and the pruning job runs every 500 ms.
+ * its entry ended too. The streams keep events for 15 s here, receipts last 30 s (the retention is
+ * 30 + 2 × 16.5 = 63 s), and the pruning job runs every 500 ms.
  */
-const STREAM_MAX_AGE_MS = 30_000;
-const RECEIPT_TTL_MS = 60_000;
+const STREAM_MAX_AGE_MS = 15_000;
+const RECEIPT_TTL_MS = 30_000;
 const HOUR = 60 * 60 * 1000;
 
 describe('retention of the engine\'s runs and jobs', () => {

@@ -28,7 +28,7 @@ describe('pull requests with more than one message carries', () => {
   }, 90_000);
   afterAll(() => system.stop(), 60_000);
 
-  /** A task's stand-in: commits one file; with a gate, it waits there after its first report until the gate (a file) exists. */
+  /** A task's stand-in: commits one file; with a gate, it waits there after its first report (before its commit) until the gate (a file) exists. */
   const commit = (file: string, gate?: string) => ({ standIn: { behaviour: 'commit', files: { [file]: `export const x = '${file}';\n` }, ...(gate ? { pauseUntilFile: gate } : {}) } });
   const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
 
@@ -55,12 +55,21 @@ describe('pull requests with more than one message carries', () => {
     } finally {
       clone.remove();
     }
-    // T-1's push opens the PR, in conflict at once; T-2 works (held at a gate) until the run has paused,
-    // so the run is RUNNING when the conflict comes, and no push of T-2 moves the head from under it.
-    const gate = join(system.root, 'gate-huge-conflict');
-    const run = await system.createSprintRun('product-huge-conflict', 'SP-huge', branch, { 'T-1': commit('src/one.ts'), 'T-2': commit('src/two.ts', gate) });
+    // The first task's push opens the PR, in conflict at once; the other works (held at its gate) until
+    // the run has paused, so the run is RUNNING when the conflict comes, and no push of the second moves
+    // the head from under it. The branch's one worktree serialises the two jobs in either order (the
+    // runner claims both at once), so each waits at its own gate, and the first to hold the worktree —
+    // RUNNING — is let through: a gate on a fixed task held the worktree whenever that task got it first,
+    // and the other task, the one that was to push, waited for it for good.
+    const gates: Record<string, string> = { 'T-1': join(system.root, 'gate-huge-conflict-1'), 'T-2': join(system.root, 'gate-huge-conflict-2') };
+    const run = await system.createSprintRun('product-huge-conflict', 'SP-huge', branch, { 'T-1': commit('src/one.ts', gates['T-1']), 'T-2': commit('src/two.ts', gates['T-2']) });
+    const first = await eventually(async () => (await system.sprintJobs(run)).find((j) => j.status === 'RUNNING') ?? null, {
+      what: 'a task of the run holding the branch\'s worktree',
+      timeoutMs: 120_000,
+    });
+    writeFileSync(gates[first.taskId!]!, '');
     const paused = await system.sprintRunWhere(run, 'PAUSED', 150_000);
-    writeFileSync(gate, '');
+    for (const gate of Object.values(gates)) writeFileSync(gate, '');
     const pr = await system.prWhere(repository, branch, (p) => p.prNumber !== null, 'the PR opened');
     const conflict = await system.prWhere(repository, branch, (p) => p.phase === 'merge_conflict_paused', 'the conflict recorded');
     const kept = conflict.conflict!.conflictingFiles;
