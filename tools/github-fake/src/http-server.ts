@@ -67,6 +67,9 @@ const CI = 'github-fake-ci';
 
 type Handler = (match: RegExpExecArray, query: URLSearchParams, body: Record<string, unknown>) => Promise<{ status: number; body: unknown; headers?: Record<string, string> }>;
 
+
+/** How long an idle kept-alive connection stays open (see the constructor). */
+const KEEP_ALIVE_MS = 120_000;
 export class HttpFrontend {
   private readonly server: Server;
   private readonly graphql: GraphQLEndpoint;
@@ -91,6 +94,12 @@ export class HttpFrontend {
         res.destroy();
       });
     });
+    // Node closes a kept-alive connection after 5 s idle. A test that runs the fake in its own process
+    // and blocks that process for longer (synchronous git on a loaded machine) had both the client's
+    // and the server's idle timers overdue, and its next request went out on a connection the server
+    // then closed: ECONNRESET, a request lost for nothing. GitHub keeps idle connections far longer.
+    this.server.keepAliveTimeout = KEEP_ALIVE_MS;
+    this.server.headersTimeout = KEEP_ALIVE_MS + 1_000;
     this.routes = this.restRoutes();
   }
 

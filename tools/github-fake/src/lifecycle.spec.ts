@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -306,4 +307,14 @@ describe('lists and pages', () => {
     expect(page.status).toBe(200);
     expect(await page.text()).toContain(`${repo.fullName} #${pr.number}: story/page`);
   });
+});
+
+describe('connections kept alive', () => {
+  it('a request sent on a kept-alive connection after the process was busy for 6 s is answered (a test running the fake in its own process blocks it with synchronous git)', async () => {
+    await fake.control.refresh();
+    // Busy without a turn of the event loop: the server's idle timer and the client's are both overdue
+    // when the next request picks the idle connection.
+    execFileSync('sleep', ['6']);
+    await expect(fake.control.refresh()).resolves.toEqual({ ok: true });
+  }, 30_000);
 });
