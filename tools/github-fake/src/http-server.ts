@@ -99,7 +99,6 @@ export class HttpFrontend {
     // and the server's idle timers overdue, and its next request went out on a connection the server
     // then closed: ECONNRESET, a request lost for nothing. GitHub keeps idle connections far longer.
     this.server.keepAliveTimeout = KEEP_ALIVE_MS;
-    this.server.headersTimeout = KEEP_ALIVE_MS + 1_000;
     this.routes = this.restRoutes();
   }
 

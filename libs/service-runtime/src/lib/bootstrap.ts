@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import type { Server } from 'node:http';
 import { ModulesContainer, NestFactory } from '@nestjs/core';
 import type { INestApplication, Type } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
@@ -55,12 +56,25 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
     // The transport shares the application's configuration (global pipes, guards, interceptors, filters).
     if (transport) app.connectMicroservice({ strategy: transport }, { inheritAppConfig: true });
     await app.init();
+    keepConnectionsAlive(app);
     await app.startAllMicroservices();
   } catch (error) {
     await app.close().catch(() => undefined);
     throw error;
   }
   return app;
+}
+
+/**
+ * Idle kept-alive connections stay open GANTRY_HTTP_KEEP_ALIVE_MS (docs/configuration.md), not Node's
+ * 5 s. On a stop, Nest closes them all (forceCloseConnections).
+ */
+function keepConnectionsAlive(app: INestApplication): void {
+  const hasConfig = [...app.get(ModulesContainer).values()].some((m) => m.providers.has(SERVICE_CONFIG));
+  if (!hasConfig) return;
+  const { httpKeepAliveMs } = app.get<ServiceConfig>(SERVICE_CONFIG);
+  const server = app.getHttpServer() as Server;
+  server.keepAliveTimeout = httpKeepAliveMs;
 }
 
 /** The services' maintenance commands, run from their binary: `node apps/<service>/dist/main.js <command> ...`. */

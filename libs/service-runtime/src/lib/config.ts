@@ -23,6 +23,8 @@ export interface ServiceConfig {
   port: number;
   /** Bearer token `POST /commands/*` asks for; required when HTTP is bound off the loopback interface. */
   httpToken: string | null;
+  /** How long an idle kept-alive HTTP connection stays open (GANTRY_HTTP_KEEP_ALIVE_MS). */
+  httpKeepAliveMs: number;
   streamReplicas: number;
   /** Commands a replica answers at once. */
   commandConcurrency: number;
@@ -83,6 +85,9 @@ const variables = {
   GANTRY_STREAM_PREFIX: setting.text('GANTRY_'),
   GANTRY_HTTP_HOST: setting.text('127.0.0.1'),
   GANTRY_HTTP_TOKEN: setting.secret(),
+  // Longer than a load balancer keeps an idle connection to the service (60 s by default on AWS's
+  // ALB): Node's own 5 s closes connections the balancer still sends requests on, and they fail (502).
+  GANTRY_HTTP_KEEP_ALIVE_MS: setting.wholeNumber({ min: 1_000, max: 3_600_000, default: 65_000 }),
   PORT: setting.wholeNumber({ min: 0, max: 65_535 }),
   // A JetStream cluster holds at most five replicas of a stream.
   GANTRY_STREAM_REPLICAS: setting.wholeNumber({ min: 1, max: 5, default: 1 }),
@@ -142,6 +147,7 @@ export function serviceSettings(options: { service: string; schema: string; port
         httpHost: host,
         port: v.PORT ?? options.port,
         httpToken: token,
+        httpKeepAliveMs: v.GANTRY_HTTP_KEEP_ALIVE_MS,
         streamReplicas: v.GANTRY_STREAM_REPLICAS,
         commandConcurrency: v.GANTRY_COMMAND_CONCURRENCY,
         shutdownGraceMs: v.GANTRY_SHUTDOWN_GRACE_MS,
