@@ -4,6 +4,7 @@ import { DiskUsageMonitor } from './application/disk-usage-monitor.js';
 import { WorktreeEffectProcessor } from './application/effect-processor.js';
 import { WorktreeHygiene } from './application/hygiene.js';
 import { JobLifecycleConsumer, JobLifecycleReactions } from './application/job-lifecycle.js';
+import { JobStatusesRetention } from './application/job-statuses-retention.js';
 import { WorktreeLeaseLog } from './application/lease-log.js';
 import { LeaseReleases } from './application/lease-releases.js';
 import { LeaseSweep } from './application/lease-sweep.js';
@@ -36,6 +37,7 @@ import { worktreeSettings } from './infrastructure/worktree-config.js';
     LeaseSweep,
     DiskUsageMonitor,
     WorktreeRecovery,
+    JobStatusesRetention,
   ],
   // Entry points: commands (@CommandHandler) and durable consumers (@DurableConsumer).
   controllers: [WorktreeLeaseCommands, WorktreeQueries, JobLifecycleConsumer],

@@ -1,6 +1,6 @@
 import { Controller, Inject, Injectable } from '@nestjs/common';
 import type pg from 'pg';
-import { streamName, type EventEnvelope, type JobEvent, type WorktreeReleasePendingCause } from '@gantry/contracts';
+import { isTerminalJobStatus, streamName, type EventEnvelope, type JobEvent, type WorktreeReleasePendingCause } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import type { ClaimEndedBy } from '../domain/index.js';
@@ -89,14 +89,19 @@ export class JobLifecycleReactions {
     }
   }
 
-  /** Only a later event of the job service's log moves a job's status (a redelivered older one does not). */
+  /**
+   * Only a later event of the job service's log moves a job's status (a redelivered older one does not).
+   * A terminal status stamps `ended_at` (the database's clock) at each event that records it: the
+   * row's retention counts from the last of them (docs/worktrees.md, "Retention of job statuses").
+   */
   private async record(sql: pg.PoolClient, event: EventEnvelope, status: string, leaseToken: number | null, endedBy: ClaimEndedBy | null): Promise<void> {
     await sql.query(
-      `INSERT INTO job_statuses (job_id, status, lease_token, ended_by, source_position, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+      `INSERT INTO job_statuses (job_id, status, lease_token, ended_by, source_position, updated_at, ended_at)
+       VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::boolean THEN now() END)
        ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status, lease_token = COALESCE(EXCLUDED.lease_token, job_statuses.lease_token),
-         ended_by = EXCLUDED.ended_by, source_position = EXCLUDED.source_position, updated_at = EXCLUDED.updated_at
+         ended_by = EXCLUDED.ended_by, source_position = EXCLUDED.source_position, updated_at = EXCLUDED.updated_at, ended_at = EXCLUDED.ended_at
        WHERE job_statuses.source_position < EXCLUDED.source_position`,
-      [(event.data as JobData).jobId, status, leaseToken, endedBy, event.position, event.occurredAt],
+      [(event.data as JobData).jobId, status, leaseToken, endedBy, event.position, event.occurredAt, isTerminalJobStatus(status)],
     );
   }
 

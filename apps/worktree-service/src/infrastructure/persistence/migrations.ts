@@ -1,4 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { TERMINAL_JOB_STATUSES } from '@gantry/contracts';
 import { processTableDdl, type MigrationClass } from '@gantry/eventstore';
 
 /**
@@ -108,9 +109,29 @@ export class WorktreeProcesses1764892800000 implements MigrationInterface {
   }
 }
 
+/**
+ * When a job's end (a terminal status) was recorded in `job_statuses`, by the database's clock: its row
+ * is pruned once the retention has passed since (docs/worktrees.md, "Retention of job statuses").
+ * Rows already terminal count from the migration: later than their end, so never too early.
+ */
+export class JobStatusesEnded1785000000000 implements MigrationInterface {
+  name = 'JobStatusesEnded1785000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE job_statuses ADD COLUMN IF NOT EXISTS ended_at timestamptz`);
+    await q.query(`UPDATE job_statuses SET ended_at = now() WHERE ended_at IS NULL AND status = ANY($1::text[])`, [[...TERMINAL_JOB_STATUSES]]);
+    await q.query(`CREATE INDEX IF NOT EXISTS job_statuses_ended ON job_statuses (ended_at) WHERE ended_at IS NOT NULL`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE job_statuses DROP COLUMN IF EXISTS ended_at`);
+  }
+}
+
 export const worktreeServiceMigrations: MigrationClass[] = [
   WorktreeReadModels1764547200000,
   ReleasePending1764720000000,
   WorktreeEpochs1764806400000,
   WorktreeProcesses1764892800000,
+  JobStatusesEnded1785000000000,
 ];
