@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { componentLogger, GantryRuntimeModule } from '@gantry/service-runtime';
 import { JobFacts } from './application/job-facts.js';
+import { JobScopesRetention } from './application/job-scopes-retention.js';
 import { PullRequestCommandHandlers } from './application/pull-request-commands.js';
 import { PullRequestLog } from './application/pull-request-log.js';
 import { PullRequestEffectsConsumer, PullRequestReconciler } from './application/reconciler.js';
@@ -37,6 +38,7 @@ import { prServiceProjections } from './infrastructure/persistence/projections.j
     PullRequestLog,
     PullRequestReconciler,
     WebhookIntake,
+    JobScopesRetention,
   ],
 })
 export class AppModule {}

@@ -35,6 +35,7 @@ const WRITES_CODE = new Set(['TASK_IMPLEMENTATION', 'SPRINT_IMPLEMENTATION']);
  * consumer of the jobs stream; not always in the stream's order, see docs/pr-service.md): products
  * and their rules; which job works on which (repository, branch) and for which task of its story; a
  * pushed head (the PR opens, PR-2); a task done or reopened (the scope, PR-3). Each fact is decided on the PR's stream in the consumer's transaction, with its inbox row.
+ * A job's end is recorded on its scope, for the scope's retention (docs/pr-service.md, "Retention of job scopes").
  */
 @Controller()
 export class JobFacts {
@@ -45,7 +46,11 @@ export class JobFacts {
     @InjectPinoLogger('job-facts') private readonly log: PinoLogger,
   ) {}
 
-  @DurableConsumer({ name: JOB_FACTS_CONSUMER, source: 'jobs', types: ['ProductRegistered', 'ProductUpdated', 'JobEnqueued', 'JobPushReported', 'JobFinished', 'JobChecksFailed'] })
+  @DurableConsumer({
+    name: JOB_FACTS_CONSUMER,
+    source: 'jobs',
+    types: ['ProductRegistered', 'ProductUpdated', 'JobEnqueued', 'JobPushReported', 'JobFinished', 'JobChecksFailed', 'JobCancelled', 'JobClaimRolledBack', 'JobLeaseExpired'],
+  })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     switch (envelope.type) {
       case 'ProductRegistered':
@@ -59,6 +64,14 @@ export class JobFacts {
         return this.finished(envelope as EventEnvelope<JobFinishedData>, sql);
       case 'JobChecksFailed':
         return this.reopened(envelope as EventEnvelope<{ jobId: string; error: string }>, sql);
+      case 'JobCancelled':
+        await this.ended((envelope.data as { jobId: string }).jobId, sql);
+        return;
+      case 'JobClaimRolledBack':
+      case 'JobLeaseExpired':
+        // A claim end that requeues the job is no end of it.
+        if ((envelope.data as { outcome: string }).outcome === 'FAILED') await this.ended((envelope.data as { jobId: string }).jobId, sql);
+        return;
       default:
         return;
     }
@@ -138,7 +151,7 @@ export class JobFacts {
 
   private async finished(envelope: EventEnvelope<JobFinishedData>, sql: pg.PoolClient): Promise<void> {
     const d = envelope.data;
-    const known = await this.scopeOf(d.jobId, sql);
+    const known = await this.ended(d.jobId, sql);
     // A task is done when its job says so (DONE, or SKIPPED: the work was already there).
     const doneFor = (taskId: string | null) => (taskId ? d.taskStatus === 'DONE' : d.jobStatus === 'DONE' || d.jobStatus === 'SKIPPED');
     // Not known: a job this service does not track, or a code-writing one whose enqueue is late. A code job's
@@ -152,7 +165,7 @@ export class JobFacts {
 
   private async reopened(envelope: EventEnvelope<{ jobId: string; error: string }>, sql: pg.PoolClient): Promise<void> {
     // Red checks are reported only for the job that pushed a PR's head: a code-writing job on that branch, always tracked.
-    const scope = await this.scopeOrLater(envelope.data.jobId, sql, 'failed checks');
+    const scope = await this.scopeOrLater(envelope.data.jobId, sql, 'failed checks', true);
     const command = this.command(scope.repository, scope.branch, envelope, {
       type: 'RecordTaskReopened',
       data: { jobId: envelope.data.jobId, taskId: scope.task_id ?? envelope.data.jobId, reason: envelope.data.error },
@@ -165,11 +178,20 @@ export class JobFacts {
    * delivered late (after a process holding it died), behind this event. Acknowledged now, the fact would be
    * lost; it is handed back and handled once the enqueue has been (docs/pr-service.md).
    */
-  private async scopeOrLater(jobId: string, sql: pg.PoolClient, what: string): Promise<JobScope> {
-    const scope = await this.scopeOf(jobId, sql);
+  private async scopeOrLater(jobId: string, sql: pg.PoolClient, what: string, ends = false): Promise<JobScope> {
+    const scope = ends ? await this.ended(jobId, sql) : await this.scopeOf(jobId, sql);
     if (scope) return scope;
     this.log.warn({ jobId }, `${what} of a job this service has not learnt yet; handled again once it has`);
     throw new RetryLater(`job ${jobId} not known yet`, 2000);
+  }
+
+  /**
+   * The job ended (or, red checks, ended again): its scope's retention counts from now, by the
+   * database's clock (docs/pr-service.md, "Retention of job scopes"). Its scope, when tracked.
+   */
+  private async ended(jobId: string, sql: pg.PoolClient): Promise<JobScope | null> {
+    const { rows } = await sql.query<JobScope>(`UPDATE job_scopes SET ended_at = now() WHERE job_id = $1 RETURNING *`, [jobId]);
+    return rows[0] ?? null;
   }
 
   private async scopeOf(jobId: string, sql: pg.PoolClient): Promise<JobScope | null> {

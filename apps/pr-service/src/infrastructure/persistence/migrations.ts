@@ -82,9 +82,29 @@ export class PrServiceWebhookDeliveriesProcessed1784000000000 implements Migrati
   }
 }
 
+/**
+ * When the service learnt that a job ended (its finish, its cancel, a claim end that failed it, its
+ * red checks), by the database's clock: its `job_scopes` row is pruned from there (docs/pr-service.md,
+ * "Retention of job scopes"). Rows from before have none and are kept: this service never learnt
+ * their ends.
+ */
+export class PrServiceJobScopesEnded1785000000000 implements MigrationInterface {
+  name = 'PrServiceJobScopesEnded1785000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE job_scopes ADD COLUMN IF NOT EXISTS ended_at timestamptz`);
+    await q.query(`CREATE INDEX IF NOT EXISTS job_scopes_ended ON job_scopes (ended_at) WHERE ended_at IS NOT NULL`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE job_scopes DROP COLUMN IF EXISTS ended_at`);
+  }
+}
+
 export const prServiceMigrations = [
   PrServiceTables1767312000000,
   PrServiceStateCompression1780272000000,
   PrServiceStateJsonText1782050000000,
   PrServiceWebhookDeliveriesProcessed1784000000000,
+  PrServiceJobScopesEnded1785000000000,
 ];
