@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -63,6 +63,51 @@ export function createGitFixture(options: { prefix?: string } = {}): GitFixture 
   plainGit(dir, 'init', '--quiet', '--bare', '--initial-branch=main', origin);
   plainGit(dir, 'init', '--quiet', '--initial-branch=main', seed);
   plainGit(seed, 'remote', 'add', 'origin', origin);
+  const fixture = fixtureIn(dir);
+  mkdirSync(path.join(dir, 'markers'));
+  fixture.pushCommit('main', { 'README.md': 'one\n' }, 'initial commit');
+  return fixture;
+}
+
+/** A prepared fixture that `copy()` hands out again, a fresh copy each time, without running git. */
+export interface GitFixtureTemplate {
+  /** A fixture in the state the template's `prepare` left it: the same commits (the same SHAs) in each copy. */
+  copy(options?: { prefix?: string }): GitFixture;
+  /** Removes the template (copies stay until their own cleanup). */
+  cleanup(): void;
+}
+
+/**
+ * A fixture built once (`createGitFixture`, then `prepare`) and copied file by file for each test
+ * that needs one: a copy is a directory copy, where building a fixture runs about ten git processes
+ * (starting one is the dearest step of a short git command, docs/git.md, "Cost"). A copy is the same
+ * repositories at a new place: the origin, and the seed whose `origin` remote names the copy's own
+ * origin. For tests that need a fresh repository with the same first commits each time; tests that
+ * need repositories with different histories build them with `createGitFixture`.
+ */
+export function createGitFixtureTemplate(prepare: (fixture: GitFixture) => void = () => undefined, options: { prefix?: string } = {}): GitFixtureTemplate {
+  const template = createGitFixture(options);
+  prepare(template);
+  return {
+    copy(copyOptions = {}) {
+      const dir = mkdtempSync(path.join(tmpdir(), copyOptions.prefix ?? options.prefix ?? 'gantry-git-'));
+      // Kept times: git's index in the seed still describes its files (only their change times differ).
+      cpSync(template.dir, dir, { recursive: true, preserveTimestamps: true, verbatimSymlinks: true });
+      // The seed's remote is the only absolute path inside: it names the template's origin.
+      const config = path.join(dir, 'seed', '.git', 'config');
+      const text = readFileSync(config, 'utf8');
+      const from = `url = ${path.join(template.dir, 'origin.git')}\n`;
+      if (!text.includes(from)) throw new Error(`the template's seed config does not name its origin (${config})`);
+      writeFileSync(config, text.replace(from, `url = ${path.join(dir, 'origin.git')}\n`));
+      return fixtureIn(dir);
+    },
+    cleanup: () => template.cleanup(),
+  };
+}
+
+function fixtureIn(dir: string): GitFixture {
+  const origin = path.join(dir, 'origin.git');
+  const seed = path.join(dir, 'seed');
   let markers = 0;
   const fixture: GitFixture = {
     dir,
@@ -117,8 +162,6 @@ export function createGitFixture(options: { prefix?: string } = {}): GitFixture 
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  mkdirSync(path.join(dir, 'markers'));
-  fixture.pushCommit('main', { 'README.md': 'one\n' }, 'initial commit');
   return fixture;
 }
 

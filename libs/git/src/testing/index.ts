@@ -1,1 +1,1 @@
-export { createGitFixture, plainGit, plainGitEnvironment, snapshotTree, type GitFixture } from './git-fixture.js';
+export { createGitFixture, createGitFixtureTemplate, plainGit, plainGitEnvironment, snapshotTree, type GitFixture, type GitFixtureTemplate } from './git-fixture.js';

@@ -18,7 +18,7 @@ import {
   syncWorktree,
   type GitWorkspace,
 } from './index.js';
-import { createGitFixture, plainGit as git, snapshotTree, type GitFixture } from '@gantry/git/testing';
+import { createGitFixtureTemplate, plainGit as git, snapshotTree, type GitFixture, type GitFixtureTemplate } from '@gantry/git/testing';
 import { gitOnClone } from './workspace.js';
 
 const branch = 'feature/checkout';
@@ -43,10 +43,21 @@ describe('git worktrees of a lease, on real repositories', () => {
   let input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date };
   let mainSha: string;
 
+  // Every case starts from the same origin (main: README.md, then app.txt v1), copied from one built
+  // once: building it ran a dozen git processes per case, copying runs none.
+  let template: GitFixtureTemplate;
+  let templateMainSha: string;
+  beforeAll(() => {
+    template = createGitFixtureTemplate((prepared) => {
+      templateMainSha = prepared.pushCommit('main', { 'app.txt': 'v1\n' }, 'add app');
+    });
+  });
+  afterAll(() => template.cleanup());
+
   beforeEach(async () => {
-    fx = createGitFixture();
+    fx = template.copy();
     root = path.join(fx.dir, 'root');
-    mainSha = fx.pushCommit('main', { 'app.txt': 'v1\n' }, 'add app');
+    mainSha = templateMainSha;
     ws = await openGitWorkspace(root, { commandTimeoutMs: 20_000, networkTimeoutMs: 20_000 });
     key = deriveWorktreeKey(fx.origin, branch);
     input = { worktreeKey: key, repositoryUrl: fx.origin, branch, baseRef: 'main', now };
