@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, type Dirent } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -32,8 +32,34 @@ export interface CommitInfo {
   message: string;
 }
 
+/** A full commit name: what it names never changes, so neither does an answer about it. */
+const SHA = /^[0-9a-f]{40}$/;
+/** Answers kept per repository (oldest forgotten first). */
+const REMEMBERED_ANSWERS = 2_000;
+
 export class BareRepository {
+  /**
+   * Answers about commits named by SHA (a PR's commit count and diff stats, a commit's message):
+   * commits do not change, and a PR is rendered on every read of it, which ran two git processes
+   * each time.
+   */
+  private readonly answers = new Map<string, Promise<unknown>>();
+
   constructor(readonly gitDir: string) {}
+
+  /** `compute()`'s answer, remembered under `key` when every one of `shas` is a full SHA. */
+  private remembered<T>(key: string, shas: string[], compute: () => Promise<T>): Promise<T> {
+    if (!shas.every((sha) => SHA.test(sha))) return compute();
+    let answer = this.answers.get(key) as Promise<T> | undefined;
+    if (!answer) {
+      answer = compute();
+      this.answers.set(key, answer);
+      if (this.answers.size > REMEMBERED_ANSWERS) this.answers.delete(this.answers.keys().next().value!);
+      answer.catch(() => this.answers.delete(key));
+    }
+    // Each caller gets a copy of its own: an answer put into a webhook body must not change the one kept.
+    return answer.then((value) => structuredClone(value));
+  }
 
   static async init(gitDir: string, defaultBranch: string): Promise<BareRepository> {
     await mkdir(path.dirname(gitDir), { recursive: true });
@@ -61,22 +87,18 @@ export class BareRepository {
       // no packed-refs yet
     }
     const walk = (dir: string, prefix: string): void => {
-      let entries: string[];
+      let entries: Dirent[];
       try {
-        entries = readdirSync(dir);
+        // With the entries' types: no stat of each (this runs for every repository ten times a second).
+        entries = readdirSync(dir, { withFileTypes: true });
       } catch {
         return;
       }
-      for (const entry of entries) {
+      for (const dirent of entries) {
+        const entry = dirent.name;
         if (entry.endsWith('.lock')) continue;
         const full = path.join(dir, entry);
-        let isDir = false;
-        try {
-          isDir = statSync(full).isDirectory();
-        } catch {
-          continue; // removed meanwhile
-        }
-        if (isDir) {
+        if (dirent.isDirectory()) {
           walk(full, `${prefix}${entry}/`);
           continue;
         }
@@ -100,13 +122,21 @@ export class BareRepository {
     return result.exitCode === 0 && /^[0-9a-f]{40}$/.test(sha) ? sha : null;
   }
 
-  async isAncestor(ancestor: string, descendant: string): Promise<boolean> {
+  isAncestor(ancestor: string, descendant: string): Promise<boolean> {
+    return this.remembered(`is-ancestor ${ancestor} ${descendant}`, [ancestor, descendant], () => this.computeIsAncestor(ancestor, descendant));
+  }
+
+  private async computeIsAncestor(ancestor: string, descendant: string): Promise<boolean> {
     const result = await this.git(['merge-base', '--is-ancestor', ancestor, descendant], { okExitCodes: [1] });
     return result.exitCode === 0;
   }
 
   /** Author, committer, message and tree of a commit (for webhook bodies that embed the commit). */
-  async commitInfo(sha: string): Promise<CommitInfo> {
+  commitInfo(sha: string): Promise<CommitInfo> {
+    return this.remembered(`commit-info ${sha}`, [sha], () => this.computeCommitInfo(sha));
+  }
+
+  private async computeCommitInfo(sha: string): Promise<CommitInfo> {
     const { stdout } = await this.git(['show', '-s', '--format=%T%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%B', sha]);
     const [tree, authorName, authorEmail, authorDate, committerName, committerEmail, committerDate, ...message] = stdout.split('\x1f');
     return {
@@ -119,7 +149,11 @@ export class BareRepository {
   }
 
   /** Paths a commit added, removed and modified (against its first parent). */
-  async filesChanged(sha: string): Promise<{ added: string[]; removed: string[]; modified: string[] }> {
+  filesChanged(sha: string): Promise<{ added: string[]; removed: string[]; modified: string[] }> {
+    return this.remembered(`files-changed ${sha}`, [sha], () => this.computeFilesChanged(sha));
+  }
+
+  private async computeFilesChanged(sha: string): Promise<{ added: string[]; removed: string[]; modified: string[] }> {
     const { stdout } = await this.git(['diff-tree', '--root', '--no-commit-id', '--name-status', '-r', '-z', sha]);
     const parts = stdout.split('\0').filter(Boolean);
     const changed = { added: [] as string[], removed: [] as string[], modified: [] as string[] };
@@ -133,7 +167,11 @@ export class BareRepository {
   }
 
   /** Commits reachable from `head` and not from `base`, oldest first, with their subjects. */
-  async commitsBetween(base: string, head: string): Promise<{ sha: string; subject: string; body: string }[]> {
+  commitsBetween(base: string, head: string): Promise<{ sha: string; subject: string; body: string }[]> {
+    return this.remembered(`commits-between ${base} ${head}`, [base, head], () => this.computeCommitsBetween(base, head));
+  }
+
+  private async computeCommitsBetween(base: string, head: string): Promise<{ sha: string; subject: string; body: string }[]> {
     const { stdout } = await this.git(['log', '--reverse', '--format=%H%x1f%s%x1f%b%x1e', `${base}..${head}`]);
     return stdout
       .split('\x1e')
@@ -145,7 +183,11 @@ export class BareRepository {
       });
   }
 
-  async changedFiles(base: string, head: string): Promise<{ additions: number; deletions: number; files: number }> {
+  changedFiles(base: string, head: string): Promise<{ additions: number; deletions: number; files: number }> {
+    return this.remembered(`changed-files ${base} ${head}`, [base, head], () => this.computeChangedFiles(base, head));
+  }
+
+  private async computeChangedFiles(base: string, head: string): Promise<{ additions: number; deletions: number; files: number }> {
     const { stdout } = await this.git(['diff', '--numstat', `${base}...${head}`]);
     let additions = 0;
     let deletions = 0;
