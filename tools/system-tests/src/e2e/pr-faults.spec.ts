@@ -47,8 +47,9 @@ describe('pull requests under faults, end to end', () => {
 
   const mergeCalls = (repository: string, prNumber: number) => system.github.requests({ method: 'PUT', path: `/repos/${repository}/pulls/${prNumber}/merge` });
 
+  // Each group starts with the pr-service it needs (prServiceWith restarts it only when the one running has other settings).
   describe('the head moves between the merge decision and the merge', () => {
-    afterAll(() => system.restartPrService());
+    beforeAll(() => system.prServiceWith(), 60_000);
 
     it('a 409 with the head unchanged (the base moved under the merge) is tried again at the next read: merged', async () => {
       const story = await finishedStory('base-moved');
@@ -139,8 +140,7 @@ describe('pull requests under faults, end to end', () => {
   });
 
   describe('webhook deliveries (no resync: only deliveries tell the pr-service what changed)', () => {
-    beforeAll(() => system.restartPrService({ GANTRY_PR_RESYNC_INTERVAL_MS: '3600000' }), 60_000);
-    afterAll(() => system.restartPrService(), 60_000);
+    beforeAll(() => system.prServiceWith({ GANTRY_PR_RESYNC_INTERVAL_MS: '3600000' }), 60_000);
 
     it('the same delivery twice: recorded once, one merge', async () => {
       const story = await finishedStory('twice');
@@ -206,6 +206,8 @@ describe('pull requests under faults, end to end', () => {
   });
 
   describe('secondary rate limits', () => {
+    beforeAll(() => system.prServiceWith(), 60_000);
+
     it('with and without retry-after: the pr-service waits, and the PR is opened once and merged once', async () => {
       const productId = 'product-limited';
       const { repository } = await system.product(productId, 'limited', { strategy: 'STORY', requiredChecks: ['ci/test'], protectedBy: ['ci/test'] });
@@ -229,6 +231,7 @@ describe('pull requests under faults, end to end', () => {
   });
 
   describe('the pr-service SIGKILLed after GitHub did something and before it was recorded', () => {
+    beforeAll(() => system.prServiceWith(), 60_000);
     afterEach(async () => {
       if (system.prService.process.exitCode === null && system.prService.process.signalCode === null) return;
       await system.startPrService();

@@ -50,6 +50,8 @@ export class PrSystem extends E2eSystem {
   github!: GitHubFakeControl;
   githubUrl!: string;
   prService!: RunningApp;
+  /** The extra settings the running pr-service was started with. */
+  private prServiceEnv: Record<string, string> = {};
   private fake!: ChildService;
   private db!: pg.Pool;
 
@@ -75,6 +77,7 @@ export class PrSystem extends E2eSystem {
 
   /** (Re)starts the pr-service; the local GitHub's webhooks follow it to its new port. */
   async startPrService(env: Record<string, string> = {}): Promise<RunningApp> {
+    this.prServiceEnv = env;
     this.prService = await startApp('pr-service', {
       schema: `${this.name}_prs`,
       naming: this.naming,
@@ -97,6 +100,17 @@ export class PrSystem extends E2eSystem {
   async restartPrService(env: Record<string, string> = {}, signal: NodeJS.Signals = 'SIGTERM'): Promise<RunningApp> {
     await this.prService.kill(signal);
     return this.startPrService(env);
+  }
+
+  /**
+   * A pr-service with exactly these extra settings: the running one when it has them and still runs, else
+   * one started again with them (a boot costs seconds of CPU; a group of cases says what it needs instead
+   * of each undoing what the last one changed).
+   */
+  async prServiceWith(env: Record<string, string> = {}): Promise<RunningApp> {
+    const running = this.prService.process.exitCode === null && this.prService.process.signalCode === null;
+    if (running && JSON.stringify(Object.entries(env).sort()) === JSON.stringify(Object.entries(this.prServiceEnv).sort())) return this.prService;
+    return this.restartPrService(env);
   }
 
   /** Waits for the pr-service process to end by itself (a test crash point) and says how. */
