@@ -80,7 +80,7 @@ export interface GitFixtureTemplate {
 /**
  * A fixture built once (`createGitFixture`, then `prepare`) and copied file by file for each test
  * that needs one: a copy is a directory copy, where building a fixture runs about ten git processes
- * (starting one is the dearest step of a short git command, docs/git.md, "Cost"). A copy is the same
+ * (starting one is the dearest step of a short git command: docs/git.md, "Checks remembered"). A copy is the same
  * repositories at a new place: the origin, and the seed whose `origin` remote names the copy's own
  * origin. For tests that need a fresh repository with the same first commits each time; tests that
  * need repositories with different histories build them with `createGitFixture`.
