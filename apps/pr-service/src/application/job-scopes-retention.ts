@@ -1,5 +1,5 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
-import { RetentionPruner, type RetentionPass } from '@gantry/service-runtime';
+import { lateEventMs, RetentionPruner, type RetentionPass } from '@gantry/service-runtime';
 import { pruneJobScopes } from '../infrastructure/persistence/job-scopes-retention.js';
 import { JOB_FACTS_CONSUMER } from './job-facts.js';
 import { EFFECTS_CONSUMER } from './reconciler.js';
@@ -20,19 +20,18 @@ export interface JobScopesRetentionMs {
 }
 
 /**
- * The longest way an event takes from its publication to this service: redelivered from its stream
- * while it holds it (the max age, with the clock margin); dead-lettered within that, handed back by
- * an operator within the receipt window (an older one is skipped without `force`), and delivered
- * within the max age again. The job service is taken to hand back its dead letters within the same
- * receipt window. Both 0 (nothing pruned) when either stream keeps events without an age limit.
+ * The longest an event can take from its publication to its consumer (lateEventMs): over the jobs
+ * stream to this service after the job's end; over the prs stream to the job service (whose consumer
+ * of it is taken to have the window this service's own consumer of the prs stream has, and to hand back
+ * its dead letters within the same receipt window), then again over the jobs stream, after the pull
+ * request settled. Both 0 (nothing pruned) when either stream keeps events without an age limit.
  * See docs/pr-service.md ("Retention of job scopes").
  */
 export function jobScopesRetentionMs(pass: Pick<RetentionPass, 'redeliveryWindowMs' | 'receiptTtlMs'>): JobScopesRetentionMs {
-  const jobsMs = pass.redeliveryWindowMs(JOB_FACTS_CONSUMER);
-  const prsMs = pass.redeliveryWindowMs(EFFECTS_CONSUMER);
-  if (jobsMs === 0 || prsMs === 0) return { ended: 0, settled: 0 };
-  const ended = pass.receiptTtlMs + 2 * jobsMs;
-  return { ended, settled: pass.receiptTtlMs + 2 * prsMs + ended };
+  const ended = lateEventMs(pass, JOB_FACTS_CONSUMER);
+  const overPrs = lateEventMs(pass, EFFECTS_CONSUMER);
+  if (ended === 0 || overPrs === 0) return { ended: 0, settled: 0 };
+  return { ended, settled: overPrs + ended };
 }
 
 /**

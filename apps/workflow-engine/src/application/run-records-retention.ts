@@ -1,6 +1,6 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { ENQUEUE_IDEMPOTENCY_WINDOW_MS } from '@gantry/contracts';
-import { RetentionPruner, type RetentionPass } from '@gantry/service-runtime';
+import { lateEventMs, RetentionPruner, type RetentionPass } from '@gantry/service-runtime';
 import { pruneRunRecords } from '../infrastructure/persistence/run-records-retention.js';
 import { JOB_EVENTS_CONSUMER } from './job-events.js';
 
@@ -9,17 +9,11 @@ const BATCH_SIZE = 1000;
 const MAX_BATCHES = 50;
 
 /**
- * How long after a job ended an event about it may still reach the engine, by the longest way:
- * redelivered from the jobs stream while it holds the event (its max age); dead-lettered within that,
- * handed back by an operator within the receipt window (an older one is skipped without `force`), and
- * delivered from the stream within its max age again. A `republish` without `--force` puts back no
- * event older than the max age, delivered within another: inside the same bound. 0 when the stream
- * keeps events without an age limit: nothing is pruned then. See docs/workflow-engine.md
- * ("Retention of runs and jobs").
+ * How long after a job ended an event about it may still reach the engine (lateEventMs, over the jobs
+ * stream). See docs/workflow-engine.md ("Retention of runs and jobs").
  */
 export function runRecordsRetentionMs(pass: Pick<RetentionPass, 'redeliveryWindowMs' | 'receiptTtlMs'>): number {
-  const windowMs = pass.redeliveryWindowMs(JOB_EVENTS_CONSUMER);
-  return windowMs > 0 ? pass.receiptTtlMs + 2 * windowMs : 0;
+  return lateEventMs(pass, JOB_EVENTS_CONSUMER);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
-import { RetentionPruner, type RetentionPass } from '@gantry/service-runtime';
+import { lateEventMs, RetentionPruner, type RetentionPass } from '@gantry/service-runtime';
 import { pruneJobStatuses } from '../infrastructure/persistence/job-statuses-retention.js';
 import { JOBS_CONSUMER } from './job-lifecycle.js';
 
@@ -8,15 +8,11 @@ const BATCH_SIZE = 1000;
 const MAX_BATCHES = 50;
 
 /**
- * How long after a job's end was recorded an event about it may still reach this service, by the
- * longest way: redelivered from the jobs stream while it holds the event (its max age); dead-lettered
- * within that, handed back by an operator within the receipt window (an older one is skipped without
- * `force`), and delivered from the stream within its max age again. 0 when the stream keeps events
- * without an age limit: nothing is pruned then. See docs/worktrees.md ("Retention of job statuses").
+ * How long after a job's end was recorded an event about it may still reach this service (lateEventMs,
+ * over the jobs stream). See docs/worktrees.md ("Retention of job statuses").
  */
 export function jobStatusesRetentionMs(pass: Pick<RetentionPass, 'redeliveryWindowMs' | 'receiptTtlMs'>): number {
-  const windowMs = pass.redeliveryWindowMs(JOBS_CONSUMER);
-  return windowMs > 0 ? pass.receiptTtlMs + 2 * windowMs : 0;
+  return lateEventMs(pass, JOBS_CONSUMER);
 }
 
 /**

@@ -28,6 +28,20 @@ export interface RetentionPass {
   receiptTtlMs: number;
 }
 
+/**
+ * How long after an event reached the durable consumer `consumer` another one about the same thing,
+ * published before it, may still reach it, by the longest way: redelivered from its stream while the
+ * stream holds it (the redelivery window); dead-lettered within that, handed back by an operator
+ * within the receipt window (an older one is skipped without `force`), and delivered from the stream
+ * within the window again. A `republish` without `--force` puts back no event older than the window,
+ * delivered within another: inside the same bound. 0 when the stream keeps events without an age
+ * limit: nothing is known to be gone, and nothing that waits for the last such event is pruned.
+ */
+export function lateEventMs(pass: Pick<RetentionPass, 'redeliveryWindowMs' | 'receiptTtlMs'>, consumer: string): number {
+  const windowMs = pass.redeliveryWindowMs(consumer);
+  return windowMs > 0 ? pass.receiptTtlMs + 2 * windowMs : 0;
+}
+
 /** A service's own pruning, run by the pruning job after the log's: the rows it deleted, by name (for the log line). */
 export type RetentionStep = (pass: RetentionPass) => Promise<Record<string, number>>;
 
