@@ -74,6 +74,17 @@ export async function deleteInBatches(
 }
 
 /**
+ * A `deleteInBatches` condition: no dead letter of the consumer given as `consumerParam` (`$2`, say)
+ * names any of `columns` (qualified: `task_jobs.job_id`) — a row such a letter's hand-back may still
+ * need is kept. The payload is searched as text (it may not be JSON): a match by chance keeps a row
+ * longer, never shorter.
+ */
+export function noDeadLetterNames(consumerParam: string, columns: readonly string[]): string {
+  const named = columns.map((column) => `strpos(d.payload, ${column}) > 0`).join(' OR ');
+  return `NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.consumer = ${consumerParam} AND (${named}))`;
+}
+
+/**
  * Deletes what the log no longer needs: receipts whose window has passed (a repeat of such a key
  * would be a new request anyway, see EventStore.execute), inbox rows of events their stream has
  * already dropped (nothing can redeliver them), and old dead letters. Never touches events, the

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { deleteInBatches } from '@gantry/eventstore';
+import { deleteInBatches, noDeadLetterNames } from '@gantry/eventstore';
 
 export interface JobScopesPrune {
   /** Rows of jobs whose end the service learnt before this go (when their pull request lets them). */
@@ -24,15 +24,14 @@ const PULL_REQUEST_LIVE = `EXISTS (SELECT 1 FROM pull_requests p WHERE p.reposit
 /**
  * Deletes the scopes of jobs no event can be about any more (docs/pr-service.md, "Retention of job
  * scopes"). Each batch is one statement: a crash mid-prune leaves whole rows, and two replicas
- * pruning at once delete each row once. A dead letter's payload is searched as text (it may not be
- * JSON): a match by chance keeps a row longer, never shorter.
+ * pruning at once delete each row once; a row a dead letter names is kept (noDeadLetterNames).
  */
 export async function pruneJobScopes(pool: pg.Pool, prune: JobScopesPrune): Promise<number> {
   return deleteInBatches(
     pool,
     'job_scopes',
     `ended_at < $1 AND NOT ${PULL_REQUEST_LIVE}
-      AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.consumer = $3 AND strpos(d.payload, job_scopes.job_id) > 0)`,
+      AND ${noDeadLetterNames('$3', ['job_scopes.job_id'])}`,
     [prune.endedBefore, prune.settledBefore, prune.consumer],
     prune.batchSize,
     prune.maxBatches,

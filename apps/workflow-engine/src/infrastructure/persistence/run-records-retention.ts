@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { deleteInBatches } from '@gantry/eventstore';
+import { deleteInBatches, noDeadLetterNames } from '@gantry/eventstore';
 
 export interface RunRecordsPrune {
   /** `task_jobs` and `queued_runs` rows of jobs that ended before this go. */
@@ -21,14 +21,13 @@ const ENTRY_OPEN = `EXISTS (SELECT 1 FROM step_entries e
 /**
  * Deletes the engine's records of runs and jobs it can no longer be asked about (docs/workflow-engine.md,
  * "Retention of runs and jobs"). Each batch is one statement: a crash mid-prune leaves whole rows, and
- * two replicas pruning at once delete each row once. A dead letter's payload is searched as text (it
- * may not be JSON): a match by chance keeps a row longer, never shorter.
+ * two replicas pruning at once delete each row once; a row a dead letter names is kept (noDeadLetterNames).
  */
 export async function pruneRunRecords(pool: pg.Pool, prune: RunRecordsPrune): Promise<{ taskJobs: number; queuedRuns: number }> {
   const taskJobs = await deleteInBatches(
     pool,
     'task_jobs',
-    `ended_at < $1 AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.consumer = $2 AND strpos(d.payload, task_jobs.job_id) > 0)`,
+    `ended_at < $1 AND ${noDeadLetterNames('$2', ['task_jobs.job_id'])}`,
     [prune.endedBefore, prune.consumer],
     prune.batchSize,
     prune.maxBatches,
@@ -37,8 +36,7 @@ export async function pruneRunRecords(pool: pg.Pool, prune: RunRecordsPrune): Pr
     pool,
     'queued_runs',
     `(ended_at < $1 OR (job_id IS NULL AND queued_at < $2)) AND NOT ${ENTRY_OPEN}
-      AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.consumer = $3
-        AND (strpos(d.payload, queued_runs.idempotency_key) > 0 OR strpos(d.payload, queued_runs.job_id) > 0))`,
+      AND ${noDeadLetterNames('$3', ['queued_runs.idempotency_key', 'queued_runs.job_id'])}`,
     [prune.endedBefore, prune.neverKnownBefore, prune.consumer],
     prune.batchSize,
     prune.maxBatches,

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { deleteInBatches } from '@gantry/eventstore';
+import { deleteInBatches, noDeadLetterNames } from '@gantry/eventstore';
 
 export interface JobStatusesPrune {
   /** Rows of jobs whose end was recorded before this go. */
@@ -22,15 +22,14 @@ const LEASE_LIVE = `EXISTS (SELECT 1 FROM worktree_leases l WHERE l.job_id = job
 /**
  * Deletes what the service learnt of jobs it can no longer hear of (docs/worktrees.md, "Retention of
  * job statuses"). Each batch is one statement: a crash mid-prune leaves whole rows, and two replicas
- * pruning at once delete each row once. A dead letter's payload is searched as text (it may not be
- * JSON): a match by chance keeps a row longer, never shorter.
+ * pruning at once delete each row once; a row a dead letter names is kept (noDeadLetterNames).
  */
 export async function pruneJobStatuses(pool: pg.Pool, prune: JobStatusesPrune): Promise<number> {
   return deleteInBatches(
     pool,
     'job_statuses',
     `ended_at < $1 AND NOT ${LEASE_LIVE}
-      AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.consumer = $2 AND strpos(d.payload, job_statuses.job_id) > 0)`,
+      AND ${noDeadLetterNames('$2', ['job_statuses.job_id'])}`,
     [prune.endedBefore, prune.consumer],
     prune.batchSize,
     prune.maxBatches,
