@@ -195,13 +195,15 @@ export class WorkflowWorld {
    * A move sent to an engine set to be killed at a fault point of the entry the move opens. The kill
    * may come before the move's answer has left the process (the NATS client writes it a moment later),
    * so the move is known by the death, not by its answer: a lost answer (TIMEOUT, or UNAVAILABLE once
-   * the process is gone) is no failure here.
+   * the process is gone) is no failure here. The fault point may lie behind a command to the job
+   * service: on a loaded machine reaching it took longer than the default 15 s wait (seen in CI), and
+   * the engine, killed later, was then missing from the cases after.
    */
   async moveUntilKilled(taskId: string, toStepId: string, doomed: RunningApp, what = 'the engine killed at its fault point'): Promise<void> {
     await this.move(taskId, toStepId).catch((error: unknown) => {
       if (!isTransient(error)) throw error;
     });
-    await eventually(() => doomed.process.signalCode === 'SIGKILL', { what });
+    await eventually(() => doomed.process.signalCode === 'SIGKILL', { what, timeoutMs: 120_000 });
   }
 
   async getTask(taskId: string): Promise<TaskView> {
