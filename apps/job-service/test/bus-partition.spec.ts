@@ -1,8 +1,11 @@
 import type { INestApplication } from '@nestjs/common';
-import { claimJob, enqueueJob, getJob, logImplementation, renewJobLease, startJob } from '@gantry/contracts';
+import { claimJob, enqueueJob, getJob, logImplementation, renewJobLease, reportAgentStatus, startJob } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
 import { eventually, startCuttableProxy, testNatsUrl, type CuttableProxy } from '@gantry/testing';
 import { createWorld, key, registerProducts, startInProcess, type TestWorld } from './harness.js';
+
+const eventsOfJob = async (world: TestWorld, jobId: string) =>
+  (await world.db.query<{ type: string; data: Record<string, unknown> }>(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [jobId])).rows;
 
 /**
  * The job service cut off from NATS while its PostgreSQL is fine (docs/jobs.md, "A job service
@@ -39,8 +42,7 @@ describe('a job service cut off from NATS for longer than a claim\'s lease', () 
     }
   });
 
-  const eventsOf = async (jobId: string) =>
-    (await world.db.query<{ type: string; data: Record<string, unknown> }>(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [jobId])).rows;
+  const eventsOf = (jobId: string) => eventsOfJob(world, jobId);
 
   it('expires no claim while its bus is down and resumes the live ones when it is back: the runner\'s commands are obeyed, no attempt is spent', async () => {
     const { jobId } = await world.client.request(enqueueJob, {
@@ -86,5 +88,63 @@ describe('a job service cut off from NATS for longer than a claim\'s lease', () 
     // Its runner is gone for good: the claim expires after the lease resumed at the reconnect, its one attempt spent.
     await eventually(async () => (await eventsOf(jobId)).some((e) => e.type === 'JobLeaseExpired'), { what: 'the silent claim expired', timeoutMs: 60_000 });
     expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'FAILED' });
+  }, 120_000);
+});
+
+/**
+ * The runner's requests, asked again through the outage, reach the job service as soon as NATS gives
+ * it its subscriptions back, which can be before its next sweep: here there is none for an hour. Each
+ * command under a claim waits for the resumption of the leases instead of judging a lease that ran out
+ * during the outage (docs/jobs.md, "A job service outage").
+ */
+describe('a runner\'s command that reaches the job service before its sweep, once its bus is back', () => {
+  let proxy: CuttableProxy;
+  let world: TestWorld;
+  let app: INestApplication | undefined;
+
+  beforeAll(async () => {
+    proxy = await startCuttableProxy(testNatsUrl);
+    world = await createWorld('jobs_bus_first');
+    app = await startInProcess(world, { GANTRY_NATS_URL: proxy.url, GANTRY_LEASE_SWEEP_MS: '3600000' });
+    await registerProducts(world.client, ['product-first']);
+  });
+
+  afterAll(async () => {
+    proxy?.restore();
+    try {
+      await app?.close();
+    } finally {
+      await world?.close();
+      await proxy?.close();
+    }
+  });
+
+  it('is judged under the resumed lease: the story log and the agent\'s report are taken, the leases resumed once', async () => {
+    const { jobId } = await world.client.request(enqueueJob, {
+      kind: 'TASK_IMPLEMENTATION', productId: 'product-first', taskId: 'T-first', payload: {}, baseRef: 'main', maxAttempts: 1, idempotencyKey: key('enqueue'),
+    });
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-first', kinds: ['TASK_IMPLEMENTATION'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    const lease = { jobId, runnerId: 'runner-first', leaseToken: claim.job.leaseToken };
+    await world.client.request(startJob, { ...lease, branch: 'feat/first', idempotencyKey: key('start') });
+
+    const bus = app!.get(Bus);
+    proxy.cut();
+    await eventually(() => !bus.connected, { what: 'the job service seeing its bus gone', timeoutMs: 30_000 });
+    await eventually(() => Date.now() > Date.parse(claim.job.leaseExpiresAt) + 1000, { what: 'the lease expiry passed while cut off', timeoutMs: 30_000 });
+    proxy.restore();
+    await eventually(() => bus.connected, { what: 'the job service back on its bus', timeoutMs: 60_000 });
+
+    // Both at once: one resumption serves them.
+    const [logged, reported] = await Promise.all([
+      world.client.request(logImplementation, { ...lease, summary: 'written while the job service was cut off', idempotencyKey: key('log') }, { retryUntil: Date.now() + 60_000 }),
+      world.client.request(reportAgentStatus, { ...lease, status: 'IN_PROGRESS', summary: 'still at it', idempotencyKey: key('status') }, { retryUntil: Date.now() + 60_000 }),
+    ]);
+    expect(logged).toEqual({ jobId, status: 'RUNNING' });
+    expect(reported).toMatchObject({ jobId, status: 'IN_PROGRESS' });
+    const resumptions = (await eventsOfJob(world, jobId)).filter((e) => e.type === 'JobLeaseRenewed' && e.data.resumedAfterBusLoss === true);
+    expect(resumptions).toHaveLength(1);
+    expect(resumptions[0]!.data).toMatchObject({ leaseToken: 1, runnerId: 'runner-first' });
+    expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'RUNNING', attempt: 1, storyLog: { implementationEntries: 1 } });
   }, 120_000);
 });

@@ -17,6 +17,7 @@ import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import type { Job } from '../domain/index.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
+import { LeaseExpirySweep } from './lease-expiry.js';
 
 /**
  * The agent's own words about its job (MCP `update_job_status`, `ask_question`), recorded in the
@@ -26,10 +27,15 @@ import { idempotencyFor, metadataOf } from './command-context.js';
  */
 @Controller()
 export class AgentReportHandlers {
-  constructor(@Inject(EventStore) private readonly store: EventStore) {}
+  constructor(
+    @Inject(EventStore) private readonly store: EventStore,
+    @Inject(LeaseExpirySweep) private readonly leases: LeaseExpirySweep,
+  ) {}
 
   @CommandHandler(reportAgentStatus)
   async reportStatus(request: RequestOf<typeof reportAgentStatus>, context?: CommandContext): Promise<ReplyOf<typeof reportAgentStatus>> {
+    // A lease this service could not renew while its bus was down is judged as resumed.
+    await this.leases.afterBusLoss();
     const now = new Date().toISOString();
     const executed = await this.store.execute(
       { metadata: metadataOf(request, context), idempotency: idempotencyFor('report_agent_status', request) },
@@ -53,6 +59,8 @@ export class AgentReportHandlers {
 
   @CommandHandler(askQuestion)
   async ask(request: RequestOf<typeof askQuestion>, context?: CommandContext): Promise<ReplyOf<typeof askQuestion>> {
+    // A lease this service could not renew while its bus was down is judged as resumed.
+    await this.leases.afterBusLoss();
     const now = new Date().toISOString();
     const executed = await this.store.execute(
       { metadata: metadataOf(request, context), idempotency: idempotencyFor('ask_question', request) },

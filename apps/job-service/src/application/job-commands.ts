@@ -40,6 +40,7 @@ import {
   type JobState,
 } from '../domain/index.js';
 import { ClaimPicker } from './claim-picker.js';
+import { LeaseExpirySweep } from './lease-expiry.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { enqueueJobRequest } from './run-queue.js';
 import { crashAfterCommitIfAsked, stopBeforeCommitIfAsked } from './test-crash-hook.js';
@@ -101,6 +102,7 @@ export class JobCommandHandlers {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(ClaimPicker) private readonly picker: ClaimPicker,
+    @Inject(LeaseExpirySweep) private readonly leases: LeaseExpirySweep,
   ) {}
 
   private now(): string {
@@ -255,6 +257,8 @@ export class JobCommandHandlers {
     idempotentAs: string | undefined,
     reply: (decision: JobDecision) => R,
   ): Promise<R> {
+    // A lease this service could not renew while its bus was down is judged as resumed.
+    await this.leases.afterBusLoss();
     const idempotency = idempotentAs && request.idempotencyKey ? idempotencyFor(idempotentAs, { ...request, idempotencyKey: request.idempotencyKey }) : undefined;
     const executed = await handleWithDecider(this.store, {
       decider: jobDecider,

@@ -23,6 +23,8 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   /** The bus's losses the leases were last resumed for (or that there were at start). */
   private lossesResumed: number;
   private sweepingWithoutBus = false;
+  /** The resumption after a loss of the bus under way, if one is. */
+  private resuming: Promise<void> | undefined;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -80,6 +82,31 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   }
 
   /**
+   * Once the bus is back after a loss, every live lease resumed (once per loss; one resumption at a
+   * time, shared by whoever waits): the sweep before it expires anything, and every command under a
+   * claim before it judges the lease. NATS gives this service its subscriptions back as it reconnects,
+   * so a runner's request asked again through the outage can arrive before the next sweep: judged
+   * first, it would find the lease run out during the outage and refuse it, and the runner would stop
+   * its agent for a claim it never lost. Nothing to wait for, the usual case, costs no round trip;
+   * nor does a command while the bus is still down (one over HTTP): the resumption waits for the bus.
+   */
+  afterBusLoss(): Promise<void> {
+    if (this.bus.connectionLosses === this.lossesResumed || !this.bus.connected) return Promise.resolve();
+    this.resuming ??= (async () => {
+      try {
+        const losses = this.bus.connectionLosses;
+        const resumed = await this.resumeLeases('bus_loss');
+        this.lossesResumed = losses;
+        this.sweepingWithoutBus = false;
+        this.log.info({ resumed }, 'NATS is back: job leases resumed');
+      } finally {
+        this.resuming = undefined;
+      }
+    })();
+    return this.resuming;
+  }
+
+  /**
    * One pass; returns the number of leases this replica expired. None while this service's bus is
    * down: the runners cannot reach it then (their renewals find nobody serving, and do not count that
    * time), so a lease that ran out meanwhile says nothing about its runner. Once the bus is back, every
@@ -91,13 +118,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
       this.sweepingWithoutBus = true;
       return 0;
     }
-    const losses = this.bus.connectionLosses;
-    if (losses !== this.lossesResumed) {
-      const resumed = await this.resumeLeases('bus_loss');
-      this.lossesResumed = losses;
-      this.sweepingWithoutBus = false;
-      this.log.info({ resumed }, 'NATS is back: job leases resumed');
-    }
+    await this.afterBusLoss();
     const now = this.store.clock();
     const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
       `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT 500`,
