@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,12 +16,51 @@ export function appEntry(app: App): string {
   return path.join(repositoryRoot, 'apps', app, 'dist', 'main.js');
 }
 
-/** A TCP port nobody listens on right now, on 127.0.0.1. */
+/** Test processes that pick ports at once (jest's workers): each has its own band of ports. */
+const PORT_BANDS = 8;
+const LOWEST_PORT = 10_000;
+let nextInBand: number | undefined;
+
+/**
+ * A TCP port nobody listens on right now, on 127.0.0.1, for a process a test starts. Seconds can pass
+ * between the pick and that process's own bind (a loaded machine loading a service's bundle), and a
+ * port the kernel hands out (a bind to port 0, an outgoing connection) could go to another test
+ * meanwhile: its service would then answer this one's readiness probe, and this one's service would
+ * fail to bind. So each test process picks in turn from its own band of ports below the kernel's
+ * ephemeral range (`net.ipv4.ip_local_port_range`), which the kernel never hands out, checking that
+ * each is free; jest's worker id names the band. Where there is no room below that range, the
+ * kernel picks.
+ */
 export async function freePort(): Promise<number> {
+  const bandSize = Math.floor((ephemeralPortsFrom() - LOWEST_PORT) / PORT_BANDS);
+  if (bandSize < 100) return listenAndClose(0);
+  const band = (Number(process.env['JEST_WORKER_ID']) || process.pid) % PORT_BANDS;
+  const start = LOWEST_PORT + band * bandSize;
+  for (let tries = 0; tries < bandSize; tries++) {
+    // From a random place at first: two runs of the same worker id (a test run beside another) differ.
+    nextInBand = ((nextInBand ?? Math.floor(Math.random() * bandSize)) + 1) % bandSize;
+    const port = start + nextInBand;
+    if (await listenAndClose(port).then(() => true, () => false)) return port;
+  }
+  return listenAndClose(0);
+}
+
+/** The lowest port of the kernel's ephemeral range: Linux's, or the usual 32768 elsewhere. */
+function ephemeralPortsFrom(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 0 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/** Binds `port` on 127.0.0.1 (0: the kernel picks), closes it again and answers the port. */
+function listenAndClose(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(port, '127.0.0.1', () => {
       const address = server.address();
       server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
     });

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
+import { freePort } from '@gantry/testing';
 
 // The set-up scripts run for real against this machine's NATS, PostgreSQL and nats-server binary;
 // every test keeps its logs, pids and any server it starts in its own state directory.
@@ -35,17 +36,6 @@ function runBash(args: string[], env: Record<string, string>): Promise<ScriptRes
     child.stderr.on('data', (chunk) => (stderr += chunk));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
   });
 }
 
