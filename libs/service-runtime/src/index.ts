@@ -13,5 +13,6 @@ export * from './lib/command-metadata.js';
 export * from './lib/retention.js';
 export * from './lib/test-crash.js';
 export * from './lib/sweep.js';
+export * from './lib/bus-loss-resumption.js';
 export * from './lib/republish-command.js';
 export * from './lib/paging.js';

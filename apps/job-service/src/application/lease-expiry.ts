@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore, isDatabaseUnreachable } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
-import { Sweep } from '@gantry/service-runtime';
+import { BusLossResumption, Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
 import { ClaimPicker } from './claim-picker.js';
 import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
@@ -20,11 +20,8 @@ const LEASE_MOVED_ON: ReadonlySet<string> = new Set([ErrorCode.STALE_FENCE, Erro
 @Injectable()
 export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly sweeps: Sweep;
-  /** The bus's losses the leases were last resumed for (or that there were at start). */
-  private lossesResumed: number;
+  private readonly resumption: BusLossResumption;
   private sweepingWithoutBus = false;
-  /** The resumption after a loss of the bus under way, if one is. */
-  private resuming: Promise<void> | undefined;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -34,7 +31,11 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     @Inject(ClaimPicker) private readonly picker: ClaimPicker,
   ) {
     this.sweeps = new Sweep({ name: 'lease-expiry', everyMs: config.leaseSweepMs, run: () => this.sweep(), log });
-    this.lossesResumed = bus.connectionLosses;
+    this.resumption = new BusLossResumption(bus, async () => {
+      const resumed = await this.resumeLeases('bus_loss');
+      this.sweepingWithoutBus = false;
+      this.log.info({ resumed }, 'NATS is back: job leases resumed');
+    });
   }
 
   /**
@@ -82,28 +83,11 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   }
 
   /**
-   * Once the bus is back after a loss, every live lease resumed (once per loss; one resumption at a
-   * time, shared by whoever waits): the sweep before it expires anything, and every command under a
-   * claim before it judges the lease. NATS gives this service its subscriptions back as it reconnects,
-   * so a runner's request asked again through the outage can arrive before the next sweep: judged
-   * first, it would find the lease run out during the outage and refuse it, and the runner would stop
-   * its agent for a claim it never lost. Nothing to wait for, the usual case, costs no round trip;
-   * nor does a command while the bus is still down (one over HTTP): the resumption waits for the bus.
+   * Once the bus is back after a loss, every live lease resumed (once per loss), before the sweep
+   * expires anything and before a command under a claim judges its lease (BusLossResumption).
    */
   afterBusLoss(): Promise<void> {
-    if (this.bus.connectionLosses === this.lossesResumed || !this.bus.connected) return Promise.resolve();
-    this.resuming ??= (async () => {
-      try {
-        const losses = this.bus.connectionLosses;
-        const resumed = await this.resumeLeases('bus_loss');
-        this.lossesResumed = losses;
-        this.sweepingWithoutBus = false;
-        this.log.info({ resumed }, 'NATS is back: job leases resumed');
-      } finally {
-        this.resuming = undefined;
-      }
-    })();
-    return this.resuming;
+    return this.resumption.settle();
   }
 
   /**
@@ -127,7 +111,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     let expired = 0;
     for (const row of rows) {
       // Lost during the pass: the rest waits for the resumption.
-      if (this.bus.connectionLosses !== this.lossesResumed) break;
+      if (this.resumption.pending) break;
       try {
         const done = await this.store.execute({ metadata: { correlationId: `lease-expiry:${row.job_id}:${row.lease_token}`, actor: 'job-service' } }, async (uow) => {
           // Another replica working on the same row right now: leave it to that one.

@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
-import { Sweep } from '@gantry/service-runtime';
+import { BusLossResumption, Sweep } from '@gantry/service-runtime';
 import { upcomingDeadlines, type WorktreeLeaseCommand } from '../domain/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
@@ -17,8 +17,7 @@ import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
 @Injectable()
 export class LeaseSweep implements OnModuleDestroy {
   private readonly sweeps: Sweep;
-  /** The bus's losses the held leases were last resumed for (or that there were at start). */
-  private lossesResumed: number;
+  private readonly resumption: BusLossResumption;
   private sweepingWithoutBus = false;
 
   constructor(
@@ -29,7 +28,11 @@ export class LeaseSweep implements OnModuleDestroy {
     @InjectPinoLogger('lease-sweep') private readonly log: PinoLogger,
   ) {
     this.sweeps = new Sweep({ name: 'lease-sweep', everyMs: config.sweepIntervalMs, run: () => this.sweep(), log });
-    this.lossesResumed = bus.connectionLosses;
+    this.resumption = new BusLossResumption(bus, async () => {
+      const resumed = await this.resumeHeldLeases();
+      this.sweepingWithoutBus = false;
+      this.log.info({ keys: resumed }, 'NATS is back: held worktree leases resumed');
+    });
   }
 
   start(): void {
@@ -38,6 +41,14 @@ export class LeaseSweep implements OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     await this.sweeps.stop();
+  }
+
+  /**
+   * Once the bus is back after a loss, every held lease resumed (once per loss), before the sweep
+   * expires anything and before a holder's command judges its lease (BusLossResumption).
+   */
+  afterBusLoss(): Promise<void> {
+    return this.resumption.settle();
   }
 
   /**
@@ -53,13 +64,7 @@ export class LeaseSweep implements OnModuleDestroy {
       this.sweepingWithoutBus = true;
       return 0;
     }
-    const losses = this.bus.connectionLosses;
-    if (losses !== this.lossesResumed) {
-      const resumed = await this.resumeHeldLeases();
-      this.lossesResumed = losses;
-      this.sweepingWithoutBus = false;
-      this.log.info({ keys: resumed }, 'NATS is back: held worktree leases resumed');
-    }
+    await this.afterBusLoss();
     const now = this.leases.now();
     const { rows } = await this.store.pool.query<{ worktree_key: string }>(
       `SELECT DISTINCT worktree_key FROM worktree_leases
@@ -70,7 +75,7 @@ export class LeaseSweep implements OnModuleDestroy {
     let changed = 0;
     for (const { worktree_key: worktreeKey } of rows) {
       // Lost during the pass: the rest waits for the resumption.
-      if (this.bus.connectionLosses !== this.lossesResumed) break;
+      if (this.resumption.pending) break;
       const state = await this.leases.load(worktreeKey);
       let waitersDue = false;
       for (const deadline of upcomingDeadlines(state)) {

@@ -60,3 +60,57 @@ describe('a worktree service cut off from NATS for longer than a lease (real git
     expect(resumed).toBe(1);
   }, 120_000);
 });
+
+/**
+ * The holder's renewal, asked again through the outage, reaches the worktree service as soon as NATS
+ * gives it its subscriptions back, which can be before its next sweep: here there is none for an hour.
+ * The renewal waits for the held leases' resumption instead of judging a lease that ran out during
+ * the outage (docs/worktrees.md, "When a lease ends").
+ */
+describe('a holder\'s renewal that reaches the worktree service before its sweep, once its bus is back', () => {
+  let proxy: CuttableProxy;
+  let world: TestWorld;
+  let app: INestApplication | undefined;
+
+  beforeAll(async () => {
+    proxy = await startCuttableProxy(testNatsUrl);
+    world = await createWorld('wt-bus-first');
+    app = await startInProcess(world, { GANTRY_NATS_URL: proxy.url, GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '3600000' });
+  });
+  afterAll(async () => {
+    proxy?.restore();
+    try {
+      await app?.close();
+    } finally {
+      await world?.close();
+      await proxy?.close();
+    }
+  });
+
+  it('is judged under the resumed lease: obeyed, the leases resumed once', async () => {
+    const grant = await world.client.request(
+      acquireWorktree,
+      { jobId: await claimedJob(world), jobLeaseToken: 1, repositoryUrl: world.git.origin, branch: 'feature/bus-first', baseRef: 'main', leaseDurationMs: 5000, idempotencyKey: `acquire:${randomUUID()}` },
+      { timeoutMs: 60_000 },
+    );
+    const bus = app!.get(Bus);
+    proxy.cut();
+    await eventually(() => !bus.connected, { what: 'the worktree service seeing its bus gone', timeoutMs: 30_000 });
+    await eventually(() => Date.now() > Date.parse(grant.expiresAt) + 1000, { what: 'the lease expiry passed while cut off', timeoutMs: 30_000 });
+    proxy.restore();
+    await eventually(() => bus.connected, { what: 'the worktree service back on its bus', timeoutMs: 60_000 });
+
+    const renewal = { leaseId: grant.leaseId, token: grant.token };
+    const [first, second] = await Promise.all([
+      world.client.request(renewWorktreeLease, { ...renewal, idempotencyKey: `renew:${randomUUID()}` }, { retryUntil: Date.now() + 60_000 }),
+      world.client.request(renewWorktreeLease, { ...renewal, idempotencyKey: `renew:${randomUUID()}` }, { retryUntil: Date.now() + 60_000 }),
+    ]);
+    for (const renewed of [first, second]) expect(Date.parse(renewed.expiresAt)).toBeGreaterThan(Date.now());
+    const resumed = await world.count(
+      `SELECT count(*) AS n FROM events WHERE stream_id = $1 AND type = 'WorktreeLeaseRenewed' AND (data->>'resumedAfterBusLoss')::boolean`,
+      [`worktree-${grant.worktreeKey}`],
+    );
+    expect(resumed).toBe(1);
+    expect((await world.db.query<{ status: string }>(`SELECT status FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId])).rows[0]!.status).toBe('ready');
+  }, 120_000);
+});

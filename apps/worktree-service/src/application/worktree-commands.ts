@@ -19,6 +19,7 @@ import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree
 import { idempotencyFor, leaseIdFor, metadataOf } from './command-context.js';
 import { findLease, type LeaseRow } from './lease-rows.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
+import { LeaseSweep } from './lease-sweep.js';
 
 const POLL_MS = 250;
 const ENDED: readonly string[] = ['released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn'];
@@ -35,11 +36,14 @@ export class WorktreeLeaseCommands {
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
+    @Inject(LeaseSweep) private readonly sweep: LeaseSweep,
   ) {}
 
   @CommandHandler(acquireWorktree)
   async acquire(request: RequestOf<typeof acquireWorktree>, context?: CommandContext): Promise<ReplyOf<typeof acquireWorktree>> {
     if (this.leases.closing) throw new GantryError(ErrorCode.UNAVAILABLE, 'the worktree service is shutting down');
+    // A lease this service could not renew while its bus was down is judged as resumed.
+    await this.sweep.afterBusLoss();
     const worktreeKey = deriveWorktreeKey(request.repositoryUrl, request.branch);
     const leaseId = leaseIdFor(request.idempotencyKey);
     await this.refuseEndedClaim(request.jobId, request.jobLeaseToken);
@@ -182,6 +186,8 @@ export class WorktreeLeaseCommands {
    * epoch whose books are closed, which no command replays any more.
    */
   private async liveLeaseOrRefusal(leaseId: string, token: number): Promise<LeaseRow> {
+    // A lease this service could not renew while its bus was down is judged as resumed.
+    await this.sweep.afterBusLoss();
     const lease = await this.leaseOrNotFound(leaseId);
     if (ENDED.includes(lease.status)) {
       throw new GantryError(ErrorCode.STALE_FENCE, `worktree lease ${leaseId} has already ended (${lease.status})`, { leaseId, token, status: lease.status });
