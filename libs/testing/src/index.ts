@@ -41,12 +41,20 @@ export async function deleteStreams(nc: NatsConnection, prefix: string): Promise
   }
 }
 
+/**
+ * How long `eventually` waits unless told: what takes a second on a quiet machine takes several on CI's
+ * two cores at a load of 8 (four test files at once, each with its service processes), and a wait
+ * that runs out there fails a test that is right. Half of a test's default time (jest.preset.cjs), so
+ * a wait that does run out still names what it waited for.
+ */
+export const EVENTUALLY_TIMEOUT_MS = 30_000;
+
 /** Polls until the check holds or the deadline passes; the failure message names what was awaited. */
 export async function eventually<T>(
   check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
 ): Promise<T> {
-  const deadline = Date.now() + (options.timeoutMs ?? 15_000);
+  const deadline = Date.now() + (options.timeoutMs ?? EVENTUALLY_TIMEOUT_MS);
   let last: unknown;
   for (;;) {
     try {
