@@ -1,8 +1,19 @@
 import type { INestApplication } from '@nestjs/common';
 import { claimJob, enqueueJob, getJob, logImplementation, renewJobLease, reportAgentStatus, startJob } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { eventually, startCuttableProxy, testNatsUrl, type CuttableProxy } from '@gantry/testing';
+import { CutOff, eventually, testNatsUrl, type CuttableProxy } from '@gantry/testing';
 import { createWorld, key, registerProducts, startInProcess, type TestWorld } from './harness.js';
+
+/** A job service in this process whose bus goes through a proxy the test cuts, with a product registered. */
+const jobServiceCutOff = (label: string, productId: string, env: Record<string, string>) =>
+  CutOff.start(testNatsUrl, async (natsUrl, onClose) => {
+    const world = await createWorld(label);
+    onClose(() => world.close());
+    const app = await startInProcess(world, { GANTRY_NATS_URL: natsUrl, ...env });
+    onClose(() => app.close());
+    await registerProducts(world.client, [productId]);
+    return { world, app };
+  });
 
 const eventsOfJob = async (world: TestWorld, jobId: string) =>
   (await world.db.query<{ type: string; data: Record<string, unknown> }>(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [jobId])).rows;
@@ -15,15 +26,14 @@ const eventsOfJob = async (world: TestWorld, jobId: string) =>
  * itself still runs and reads the leases from PostgreSQL.
  */
 describe('a job service cut off from NATS for longer than a claim\'s lease', () => {
+  let cut: CutOff<{ world: TestWorld; app: INestApplication }> | undefined;
   let proxy: CuttableProxy;
   let world: TestWorld;
   let app: INestApplication | undefined;
 
   beforeAll(async () => {
-    proxy = await startCuttableProxy(testNatsUrl);
-    world = await createWorld('jobs_bus_cut');
-    app = await startInProcess(world, { GANTRY_NATS_URL: proxy.url, GANTRY_LEASE_SWEEP_MS: '100' });
-    await registerProducts(world.client, ['product-cut']);
+    cut = await jobServiceCutOff('jobs_bus_cut', 'product-cut', { GANTRY_LEASE_SWEEP_MS: '100' });
+    ({ proxy, started: { world, app } } = cut);
   });
 
   // A case that failed while cut off leaves the next one a job service on its bus.
@@ -32,15 +42,7 @@ describe('a job service cut off from NATS for longer than a claim\'s lease', () 
     if (app) await eventually(() => app!.get(Bus).connected, { what: 'the job service back on its bus', timeoutMs: 60_000 });
   }, 90_000);
 
-  afterAll(async () => {
-    proxy?.restore();
-    try {
-      await app?.close();
-    } finally {
-      await world?.close();
-      await proxy?.close();
-    }
-  });
+  afterAll(() => cut?.close());
 
   const eventsOf = (jobId: string) => eventsOfJob(world, jobId);
 
@@ -98,26 +100,17 @@ describe('a job service cut off from NATS for longer than a claim\'s lease', () 
  * during the outage (docs/jobs.md, "A job service outage").
  */
 describe('a runner\'s command that reaches the job service before its sweep, once its bus is back', () => {
+  let cut: CutOff<{ world: TestWorld; app: INestApplication }> | undefined;
   let proxy: CuttableProxy;
   let world: TestWorld;
   let app: INestApplication | undefined;
 
   beforeAll(async () => {
-    proxy = await startCuttableProxy(testNatsUrl);
-    world = await createWorld('jobs_bus_first');
-    app = await startInProcess(world, { GANTRY_NATS_URL: proxy.url, GANTRY_LEASE_SWEEP_MS: '3600000' });
-    await registerProducts(world.client, ['product-first']);
+    cut = await jobServiceCutOff('jobs_bus_first', 'product-first', { GANTRY_LEASE_SWEEP_MS: '3600000' });
+    ({ proxy, started: { world, app } } = cut);
   });
 
-  afterAll(async () => {
-    proxy?.restore();
-    try {
-      await app?.close();
-    } finally {
-      await world?.close();
-      await proxy?.close();
-    }
-  });
+  afterAll(() => cut?.close());
 
   it('is judged under the resumed lease: the story log and the agent\'s report are taken, the leases resumed once', async () => {
     const { jobId } = await world.client.request(enqueueJob, {

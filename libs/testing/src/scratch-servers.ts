@@ -5,6 +5,7 @@ import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { freePort } from './apps.js';
 
 const run = promisify(execFile);
 
@@ -13,18 +14,6 @@ const run = promisify(execFile);
  * service does while NATS or PostgreSQL is away. The shared servers on 4222 and 5432 are never
  * stopped by a test.
  */
-
-/** A port nothing listens on right now (the OS picks it). */
-export async function sparePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 async function acceptsConnections(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -63,7 +52,7 @@ export interface ScratchNats extends ScratchServer {
 
 /** A NATS server with JetStream on a spare port, its store in a temporary directory. */
 export async function startScratchNats(): Promise<ScratchNats> {
-  const port = await sparePort();
+  const port = await freePort();
   const dir = await mkdtemp(path.join(tmpdir(), 'gantry-nats-'));
   let child: ChildProcess | null = null;
   const start = async () => {
@@ -108,7 +97,7 @@ export async function startScratchNats(): Promise<ScratchNats> {
  * `gantry`) on a spare port. PostgreSQL refuses to run as root, so as root it runs as `postgres`.
  */
 export async function startScratchPostgres(): Promise<ScratchServer> {
-  const port = await sparePort();
+  const port = await freePort();
   const dir = await mkdtemp(path.join(tmpdir(), 'gantry-pg-'));
   const data = path.join(dir, 'data');
   const asRoot = userInfo().uid === 0;
@@ -242,4 +231,41 @@ export async function startCuttableProxy(url: string): Promise<CuttableProxy> {
       return new Promise((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/**
+ * A service that reaches a shared server through a proxy the test cuts, with what it needs: `start`
+ * builds it on the proxy's url and registers, with `onClose`, each thing it made as soon as it exists.
+ * `close` restores the proxy, so everything can stop in order, runs each registered close (the last
+ * made first, all of them even if one fails) and closes the proxy. A start that fails undoes itself.
+ */
+export class CutOff<T> {
+  private constructor(
+    readonly proxy: CuttableProxy,
+    readonly started: T,
+    private readonly closes: Array<() => Promise<unknown>>,
+  ) {}
+
+  static async start<T>(url: string, start: (proxyUrl: string, onClose: (close: () => Promise<unknown>) => void) => Promise<T>): Promise<CutOff<T>> {
+    const proxy = await startCuttableProxy(url);
+    const closes: Array<() => Promise<unknown>> = [];
+    try {
+      return new CutOff(proxy, await start(proxy.url, (close) => closes.unshift(close)), closes);
+    } catch (error) {
+      await closeAll(proxy, closes).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  close(): Promise<void> {
+    return closeAll(this.proxy, this.closes);
+  }
+}
+
+async function closeAll(proxy: CuttableProxy, closes: Array<() => Promise<unknown>>): Promise<void> {
+  proxy.restore();
+  const failures: unknown[] = [];
+  for (const close of closes.splice(0)) await close().catch((error: unknown) => failures.push(error));
+  await proxy.close();
+  if (failures.length > 0) throw failures[0];
 }

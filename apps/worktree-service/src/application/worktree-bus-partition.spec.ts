@@ -2,8 +2,18 @@ import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
 import { acquireWorktree, renewWorktreeLease } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { eventually, startCuttableProxy, testNatsUrl, type CuttableProxy } from '@gantry/testing';
+import { CutOff, eventually, testNatsUrl, type CuttableProxy } from '@gantry/testing';
 import { claimedJob, createWorld, startInProcess, type TestWorld } from './testing/world.js';
+
+/** A worktree service in this process whose bus goes through a proxy the test cuts. */
+const worktreeServiceCutOff = (label: string, env: Record<string, string> = {}) =>
+  CutOff.start(testNatsUrl, async (natsUrl, onClose) => {
+    const world = await createWorld(label);
+    onClose(() => world.close());
+    const app = await startInProcess(world, { GANTRY_NATS_URL: natsUrl, ...env });
+    onClose(() => app.close());
+    return { world, app };
+  });
 
 /**
  * The worktree service cut off from NATS while its PostgreSQL and its disk are fine (docs/worktrees.md,
@@ -12,24 +22,16 @@ import { claimedJob, createWorld, startInProcess, type TestWorld } from './testi
  * so that time does not count against the lease, although the service still runs its sweep.
  */
 describe('a worktree service cut off from NATS for longer than a lease (real git, PostgreSQL and NATS)', () => {
+  let cut: CutOff<{ world: TestWorld; app: INestApplication }> | undefined;
   let proxy: CuttableProxy;
   let world: TestWorld;
   let app: INestApplication | undefined;
 
   beforeAll(async () => {
-    proxy = await startCuttableProxy(testNatsUrl);
-    world = await createWorld('wt-bus-cut');
-    app = await startInProcess(world, { GANTRY_NATS_URL: proxy.url });
+    cut = await worktreeServiceCutOff('wt-bus-cut');
+    ({ proxy, started: { world, app } } = cut);
   });
-  afterAll(async () => {
-    proxy?.restore();
-    try {
-      await app?.close();
-    } finally {
-      await world?.close();
-      await proxy?.close();
-    }
-  });
+  afterAll(() => cut?.close());
 
   it('expires no lease while its bus is down and resumes the held ones when it is back: the holder\'s renewal is obeyed, the worktree stays its', async () => {
     const grant = await world.client.request(
@@ -68,24 +70,16 @@ describe('a worktree service cut off from NATS for longer than a lease (real git
  * the outage (docs/worktrees.md, "When a lease ends").
  */
 describe('a holder\'s renewal that reaches the worktree service before its sweep, once its bus is back', () => {
+  let cut: CutOff<{ world: TestWorld; app: INestApplication }> | undefined;
   let proxy: CuttableProxy;
   let world: TestWorld;
   let app: INestApplication | undefined;
 
   beforeAll(async () => {
-    proxy = await startCuttableProxy(testNatsUrl);
-    world = await createWorld('wt-bus-first');
-    app = await startInProcess(world, { GANTRY_NATS_URL: proxy.url, GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '3600000' });
+    cut = await worktreeServiceCutOff('wt-bus-first', { GANTRY_WORKTREE_SWEEP_INTERVAL_MS: '3600000' });
+    ({ proxy, started: { world, app } } = cut);
   });
-  afterAll(async () => {
-    proxy?.restore();
-    try {
-      await app?.close();
-    } finally {
-      await world?.close();
-      await proxy?.close();
-    }
-  });
+  afterAll(() => cut?.close());
 
   it('is judged under the resumed lease: obeyed, the leases resumed once', async () => {
     const grant = await world.client.request(
