@@ -77,8 +77,8 @@ describe('queued jobs whose offer JetStream lost', () => {
     await eventually(async () => (await offersOnStream())?.includes(offerId) ?? false, { what: 'the enqueue offered' });
     // Offers older than 2 s are discarded (the duplicate window may not be longer).
     await world.bus.jsm.streams.update(stream, { max_age: 2_000_000_000, duplicate_window: 1_000_000_000 });
-    await eventually(async () => !(await offersOnStream())?.includes(offerId), { what: 'the offer aged out', timeoutMs: 10_000 });
-    await eventually(async () => (await offersOnStream())?.includes(offerId) ?? false, { what: 'the job offered again after its offer aged out', timeoutMs: 10_000 });
+    await eventually(async () => !(await offersOnStream())?.includes(offerId), { what: 'the offer aged out' });
+    await eventually(async () => (await offersOnStream())?.includes(offerId) ?? false, { what: 'the job offered again after its offer aged out' });
   });
 
   it('after a nats-server started again on an empty store, every queued job is offered again', async () => {

@@ -104,7 +104,7 @@ describe('GitHub webhooks into the pr-service', () => {
     const [row] = await eventually(async () => {
       const rows = await recorded(first.deliveryId);
       return rows[0]?.processed_at ? rows : null;
-    }, { what: 'the redelivered delivery processed', timeoutMs: 10_000 });
+    }, { what: 'the redelivered delivery processed' });
     expect(row).toMatchObject({ event: 'pull_request', outcome: 'no tracked pull request' });
     expect(await recorded(first.deliveryId)).toHaveLength(1);
   });
@@ -157,7 +157,7 @@ describe('GitHub webhooks into the pr-service', () => {
     const [row] = await eventually(async () => {
       const rows = await recorded(deliveryId);
       return rows[0]?.processed_at ? rows : null;
-    }, { what: `delivery ${deliveryId} processed`, timeoutMs: 10_000 });
+    }, { what: `delivery ${deliveryId} processed` });
     expect(row).toMatchObject({ event: 'pull_request', outcome: 'no tracked pull request' });
   });
 
@@ -168,7 +168,7 @@ describe('GitHub webhooks into the pr-service', () => {
     const [row] = await eventually(async () => {
       const rows = await recorded(deliveryId);
       return rows[0]?.processed_at ? rows : null;
-    }, { what: `delivery ${deliveryId} processed`, timeoutMs: 10_000 });
+    }, { what: `delivery ${deliveryId} processed` });
     expect(row).toMatchObject({ event: 'pull_request', action: 'opened\uFFFD', outcome: 'ignored' });
   });
 

@@ -87,7 +87,7 @@ describe('worktree hygiene, queries and hostile input (real git, PostgreSQL and 
           const found = await world.db.query(`SELECT data FROM events WHERE type = 'WorktreeEvicted' AND data->>'worktreeKey' = $1`, [first.worktreeKey]);
           return found.rows.length > 0 ? found.rows : null;
         },
-        { what: 'least recently used worktree evicted', timeoutMs: 10_000 },
+        { what: 'least recently used worktree evicted' },
       );
       expect(rows).toHaveLength(1);
       expect(existsSync(first.path)).toBe(false);

@@ -228,7 +228,7 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     const branchName = 'feature/slow-start';
     const key = deriveWorktreeKey(world.git.origin, branchName);
     const granting = acquire(await claimedJob(world), { branch: branchName, leaseDurationMs: 1_000 });
-    await eventually(async () => (await leasesOf(key)).some((l) => l.status === 'creating_or_reusing'), { what: 'the lease being prepared', timeoutMs: 10_000 });
+    await eventually(async () => (await leasesOf(key)).some((l) => l.status === 'creating_or_reusing'), { what: 'the lease being prepared' });
     // three times its duration, the sweep running every 200 ms
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     expect((await leasesOf(key)).map((l) => l.status)).toEqual(['creating_or_reusing']);
@@ -237,7 +237,7 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     const grant = await granting;
     expect(grant.baseSha).toBe(git(world.git.seed, 'rev-parse', 'HEAD'));
     // not renewed, it expires in its turn, a second after it was ready
-    const ended = await eventually(async () => (await leasesOf(key)).find((l) => l.status === 'stale_released') ?? null, { what: 'the lease expired', timeoutMs: 10_000 });
+    const ended = await eventually(async () => (await leasesOf(key)).find((l) => l.status === 'stale_released') ?? null, { what: 'the lease expired' });
     expect(ended.leaseId).toBe(grant.leaseId);
     const { rows } = await app.get(EventStore).pool.query<{ type: string }>(`SELECT type FROM events WHERE data->>'leaseId' = $1 ORDER BY position`, [grant.leaseId]);
     const types = rows.map((r) => r.type);

@@ -252,7 +252,7 @@ describe('durable event consumer', () => {
       await insertPing(n, eventId, sql);
     }, { ackWaitMs: 1000 });
     await publish(envelope(6));
-    await eventually(async () => (await rows()).includes(6), { what: 'slow message processed', timeoutMs: 10_000 });
+    await eventually(async () => (await rows()).includes(6), { what: 'slow message processed' });
     // Once acknowledged the message cannot come back: a redelivery would have come while the handler ran.
     await consumerCaughtUp(bus.jsm, streamName(naming, context), durable);
     expect(calls).toBe(1);

@@ -460,7 +460,7 @@ describe('outbox relay, its stream deleted under it', () => {
       const ids = await eventually(async () => {
         const all = await publishedIds(bus).catch((): string[] => []);
         return all.includes(after!.eventId) ? all : null;
-      }, { what: 'the later event published on the stream created again', timeoutMs: 10_000 });
+      }, { what: 'the later event published on the stream created again' });
       // What the deleted stream held is not brought back: the log has it (docs/operations.md).
       expect(ids).toEqual([after!.eventId]);
       // the outbox row goes in the relay's next statement, once JetStream acknowledged the publish

@@ -371,7 +371,7 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     try {
       await eventually(() => !alive(pid), { what: 'the agent stopped while no renewal was answered', timeoutMs: 30_000 });
       // its line reaches this process through a pipe, maybe after the agent was seen gone
-      await eventually(() => /job lease ran out before a renewal was answered; stopping the agent/.test(system.output('runner-unrenewed')), { what: 'the runner saying why it stopped the agent', timeoutMs: 10_000 });
+      await eventually(() => /job lease ran out before a renewal was answered; stopping the agent/.test(system.output('runner-unrenewed')), { what: 'the runner saying why it stopped the agent' });
     } finally {
       jobService.kill('SIGCONT');
     }
@@ -398,7 +398,7 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     try {
       await eventually(() => !alive(pid), { what: 'the agent stopped while no worktree renewal was answered', timeoutMs: 30_000 });
       // its line reaches this process through a pipe, maybe after the agent was seen gone
-      await eventually(() => /worktree lease lost; stopping the agent/.test(system.output('runner-unrenewed-worktree')), { what: 'the runner saying why it stopped the agent', timeoutMs: 10_000 });
+      await eventually(() => /worktree lease lost; stopping the agent/.test(system.output('runner-unrenewed-worktree')), { what: 'the runner saying why it stopped the agent' });
       await eventually(async () => (await eventsOf(jobId, 'JobClaimRolledBack')).length === 1, { what: 'the claim given back', timeoutMs: 30_000 });
       // stopped before the thaw: the job requeued (no attempt spent) is not claimed again here
       await system.stopRunner('runner-unrenewed-worktree');
