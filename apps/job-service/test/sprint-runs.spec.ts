@@ -269,6 +269,43 @@ describe('sprint runs driven by job events and PR events', () => {
     expect(asked).toMatchObject({ repository: 'acme/shop', branch: 'sprint/SP-7', idempotencyKey: expect.stringMatching(/^sprint-run:/) });
   });
 
+  it("a sprint run's product and sprint configuration reaches its jobs: each claim records the cascade, also for a resume's jobs", async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-config', productId: 'product-42', taskIds: ['T-cfg'], branch: 'sprint/SP-config', idempotencyKey: key('sprint'),
+      configOverrides: { product: { model: 'claude-opus-4-7', thinkingBudget: 8000 }, sprint: { thinkingBudget: 20000, maxTurns: 50 } },
+    });
+    const claimed = async (job: JobView, runnerId: string) => {
+      const claim = await world.client.request(claimJob, { runnerId, kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
+      if (!claim.claimed) throw new Error('not claimed');
+      return claim.job;
+    };
+    // The sprint's budget wins over the product's, the product's model over the kind's; the rest is the kind's.
+    const expected = {
+      agentConfig: expect.objectContaining({ model: 'claude-opus-4-7', thinkingBudget: 20000, maxTurns: 50, permissionMode: 'bypassPermissions' }),
+      effort: 'xhigh',
+    };
+    const [first] = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 1 ? j : null;
+    }, { what: 'the sprint job' });
+    const grant = await claimed(first!, 'runner-cfg-1');
+    expect({ agentConfig: grant.agentConfig, effort: grant.effort }).toEqual(expected);
+    expect((await world.client.request(getJob, { jobId: first!.jobId })).agentConfig).toEqual(grant.agentConfig);
+
+    // The job fails, and so the run; its resume queues the task afresh.
+    const lease = { jobId: first!.jobId, runnerId: 'runner-cfg-1', leaseToken: grant.leaseToken };
+    await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
+    await world.client.request(finishJob, {
+      ...lease, idempotencyKey: key('finish'),
+      facts: { verifyResult: 'EMPTY', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: { kind: 'COMPILE', message: 'src/a.ts: error' }, cancelled: false },
+    });
+    await eventually(async () => (await run(created.sprintRunId)).status === 'FAILED', { what: 'the run FAILED' });
+    await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
+    const again = await eventually(async () => (await sprintJobs(created.sprintRunId)).find((j) => j.status === 'QUEUED') ?? null, { what: "the resume's job" });
+    const regrant = await claimed(again, 'runner-cfg-2');
+    expect({ agentConfig: regrant.agentConfig, effort: regrant.effort }).toEqual(expected);
+  });
+
   it('cancel while RUNNING → CANCELLED, its jobs cancelled and the open tasks back to TO_DO', async () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-8', productId: 'product-42', taskIds: ['T-3', 'T-4'], branch: 'sprint/SP-8', idempotencyKey: key('sprint'),

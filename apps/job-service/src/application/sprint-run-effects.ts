@@ -1,11 +1,11 @@
 import { Controller, Inject } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
-import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, returnTasksToTodo, type EventEnvelope } from '@gantry/contracts';
+import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, returnTasksToTodo, type AgentConfigOverride, type EventEnvelope } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
 import { CommandClient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
-import { jobDecider, sprintRunEffects, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
+import { jobDecider, sprintRunEffects, type SprintConfigOverrides, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
 import { loadSprintRun } from '../infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../infrastructure/projections.js';
 import { enqueueJobRequest } from './run-queue.js';
@@ -63,6 +63,7 @@ export class SprintRunEffects {
               // The sprint branch, started from the product's target branch when it does not exist yet.
               branch: effect.branch,
               ...(job.payload ? { payload: job.payload } : {}),
+              ...configOverridesOf(effect.configOverrides),
               idempotencyKey: job.idempotencyKey,
               excludeFromCoalescing: true,
             },
@@ -166,6 +167,20 @@ export class SprintRunEffects {
         return assertNever(effect);
     }
   }
+}
+
+/**
+ * The run's levels of the configuration cascade as the enqueue takes them. A run without overrides
+ * adds nothing, so its jobs' requests (and their hashes under their keys) stay as they were.
+ */
+function configOverridesOf(overrides: SprintConfigOverrides): { configOverrides?: { product?: AgentConfigOverride; sprint?: AgentConfigOverride } } {
+  if (overrides.product === null && overrides.sprint === null) return {};
+  return {
+    configOverrides: {
+      ...(overrides.product === null ? {} : { product: overrides.product }),
+      ...(overrides.sprint === null ? {} : { sprint: overrides.sprint }),
+    },
+  };
 }
 
 function assertNever(value: never): never {

@@ -45,7 +45,7 @@ export { routeEnqueue, IDEMPOTENCY_WINDOW_MS, COALESCING_WINDOW_MS } from './run
 export type { CoalescingEvent, CoalescingWindows } from './run-queue/coalescing.js';
 export { coalescingKeyOf, coalescingWindowOpened, evolveCoalescingWindows, initialCoalescingWindows } from './run-queue/coalescing.js';
 
-export type { SprintRunCommand, SprintRunCommandType } from './sprint-run/commands.js';
+export type { SprintConfigOverrides, SprintRunCommand, SprintRunCommandType } from './sprint-run/commands.js';
 export type { SprintRunEvent } from './sprint-run/events.js';
 export type { SprintRun, SprintRunState, SprintRunPause, SprintRunFailure } from './sprint-run/state.js';
 export { initialSprintRunState, evolveSprintRun, sprintRunExists, remainingTasks, currentHead, passedOverHead } from './sprint-run/state.js';

@@ -43,7 +43,7 @@ const JobRefReply = z.object({ jobId: JobIdSchema, status: JobStatusSchema });
  * One level of the configuration cascade as a request may give it: its tools become one argument of
  * the agent's command line, which the system bounds (128 KiB on Linux), so they are bounded here.
  */
-const RequestedConfigOverrideSchema = AgentConfigOverrideSchema.extend({
+export const RequestedConfigOverrideSchema = AgentConfigOverrideSchema.extend({
   model: z.string().min(1).max(200).optional(),
   allowedTools: z.array(z.string().min(1).max(200)).max(100).optional(),
 });

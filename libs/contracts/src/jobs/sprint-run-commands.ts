@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { jobExampleIds } from './events.js';
+import { RequestedConfigOverrideSchema } from './commands.js';
 import { jsonBytes, MAX_JOB_REQUEST_BYTES, MAX_SPRINT_TASK_PAYLOAD_BYTES, tooLargeMessage } from './sizes.js';
 import { GitRefSchema, IdempotencyKeySchema, ExternalRefSchema, JobPayloadSchema, SprintRunIdSchema, SprintRunStatusSchema } from './values.js';
 
@@ -18,6 +19,16 @@ export const createSprintRun = defineCommand({
     prUrl: z.url().optional(),
     /** What each task's job hands its agent (its plan, in the agent's terms); a task without one gets none. */
     taskPayloads: z.record(ExternalRefSchema, JobPayloadSchema).optional(),
+    /**
+     * The configuration cascade above the job for every job of the run, resumed ones too: the
+     * product's overrides, then the sprint's (docs/jobs.md, "Kinds and their configuration").
+     */
+    configOverrides: z
+      .object({
+        product: RequestedConfigOverrideSchema.optional(),
+        sprint: RequestedConfigOverrideSchema.optional(),
+      })
+      .optional(),
     idempotencyKey: IdempotencyKeySchema,
   })
     .refine((r) => Object.keys(r.taskPayloads ?? {}).every((t) => r.taskIds.includes(t)), {

@@ -3,6 +3,7 @@ import { defineEvent, eventTypesOf, type EventsOf } from '../registry.js';
 import { jobExampleIds } from './events.js';
 import { GitRefSchema, GitShaSchema, JobIdSchema, JobPayloadSchema, ExternalRefSchema, SprintRunIdSchema, TimestampSchema } from './values.js';
 import { RepositorySchema } from './products.js';
+import { AgentConfigOverrideSchema } from './agent-config.js';
 
 const sprintRunId = SprintRunIdSchema;
 const at = '2026-11-30T07:00:00.000Z';
@@ -25,6 +26,8 @@ export const SprintRunCreated = defineEvent({
     repository: RepositorySchema.optional(),
     /** What each task's job hands its agent, as the create request named it. */
     taskPayloads: z.record(ExternalRefSchema, JobPayloadSchema).optional(),
+    /** The product's and the sprint's configuration overrides its jobs are enqueued with (absent: none). */
+    configOverrides: z.object({ product: AgentConfigOverrideSchema.nullable(), sprint: AgentConfigOverrideSchema.nullable() }).optional(),
   }),
   examples: {
     valid: [{ sprintRunId: jobExampleIds.sprintRunId, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: null, createdAt: at, repository: 'acme/shop' }],

@@ -1,4 +1,4 @@
-import type { JobPayload } from '@gantry/contracts';
+import type { AgentConfigOverride, JobPayload } from '@gantry/contracts';
 import type { ProductResolution } from '../product/view.js';
 
 /**
@@ -6,6 +6,12 @@ import type { ProductResolution } from '../product/view.js';
  * events — a sprint job claimed / finished (jobs) and a merge conflict / failed checks (prs) — and
  * are sent by the application layer's consumers. Time and ids (the question id too) come in here.
  */
+/** The levels of the configuration cascade a sprint run gives its jobs (the job's own level is the kind's defaults' last). */
+export interface SprintConfigOverrides {
+  product: AgentConfigOverride | null;
+  sprint: AgentConfigOverride | null;
+}
+
 export type SprintRunCommand =
   | {
       type: 'CreateSprintRun';
@@ -17,6 +23,8 @@ export type SprintRunCommand =
         branch: string;
         prUrl: string | null;
         taskPayloads: Record<string, JobPayload>;
+        /** The product's and the sprint's configuration overrides, for every job of the run. */
+        configOverrides: SprintConfigOverrides;
         /** The run's product as registered now; null when it is not registered (the create is refused). */
         product: ProductResolution | null;
         now: string;

@@ -57,7 +57,7 @@ const running = [created, startedEvt];
 const cmd = {
   create: (product: ProductResolution | null = PRODUCT): SprintRunCommand => ({
     type: 'CreateSprintRun',
-    data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, taskPayloads: {}, product, now: at(0) },
+    data: { sprintRunId: RUN, sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, taskPayloads: {}, configOverrides: { product: null, sprint: null }, product, now: at(0) },
   }),
   claimed: (s: number, jobId = JOB1): SprintRunCommand => ({ type: 'RecordSprintJobClaimed', data: { sprintRunId: RUN, jobId, now: at(s) } }),
   taskDone: (taskId: string, s: number): SprintRunCommand => ({ type: 'RecordSprintTaskDone', data: { sprintRunId: RUN, taskId, jobId: JOB1, now: at(s) } }),
@@ -93,6 +93,21 @@ describe('sprint run decider', () => {
 
   it('a sprint run of a product nobody registered is refused with UNKNOWN_PRODUCT', () => {
     given([]).when(cmd.create(null)).thenThrows(ErrorCode.UNKNOWN_PRODUCT, /product-42/);
+  });
+
+  it("the product's and the sprint's configuration overrides are kept with the run and handed to every job of it, at creation and at a resume", () => {
+    const configOverrides = { product: { model: 'claude-opus-4-7' }, sprint: { thinkingBudget: 20000 } };
+    const create = cmd.create();
+    const withOverrides = { ...created, data: { ...created.data, configOverrides } } as SprintRunEvent;
+    given([]).when({ ...create, data: { ...create.data, configOverrides } } as SprintRunCommand).then([withOverrides]);
+    expect(sprintRunEffects(withOverrides, initialSprintRunState)).toMatchObject([{ type: 'ENQUEUE_SPRINT_JOBS', configOverrides }]);
+    const resumed: SprintRunEvent = {
+      type: 'SprintRunResumed',
+      data: { sprintRunId: RUN, from: 'PAUSED', resumeSeq: 1, remainingTaskIds: ['T-2'], actor: null, note: null, resumedAt: at(60) },
+    };
+    expect(sprintRunEffects(resumed, stateOf([withOverrides, startedEvt, taskDone('T-1', 10), pausedEvt]))).toMatchObject([{ configOverrides, jobs: [{ taskId: 'T-2' }] }]);
+    // A run created before overrides were kept gives its jobs none.
+    expect(sprintRunEffects(resumed, stateOf([created, startedEvt, taskDone('T-1', 10), pausedEvt]))).toMatchObject([{ configOverrides: { product: null, sprint: null } }]);
   });
 
   it('each task\'s payload is kept with the run and handed to its job, at creation and at a resume', () => {
@@ -386,6 +401,7 @@ describe('sprint run decider', () => {
           sprintId: 'SP-7',
           productId: 'product-42',
           branch: 'sprint/SP-7',
+          configOverrides: { product: null, sprint: null },
           jobs: [
             { taskId: 'T-1', idempotencyKey: sprintJobIdempotencyKey(RUN, 0, 'T-1') },
             { taskId: 'T-2', idempotencyKey: sprintJobIdempotencyKey(RUN, 0, 'T-2') },
@@ -410,6 +426,7 @@ describe('sprint run decider', () => {
           sprintId: 'SP-7',
           productId: 'product-42',
           branch: 'sprint/SP-7',
+          configOverrides: { product: null, sprint: null },
           jobs: [{ taskId: 'T-2', idempotencyKey: sprintJobIdempotencyKey(RUN, 1, 'T-2') }],
         },
       ]);

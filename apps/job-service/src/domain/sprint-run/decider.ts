@@ -32,6 +32,7 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
           createdAt: d.now,
           repository: d.product.repository,
           ...(Object.keys(d.taskPayloads).length > 0 ? { taskPayloads: d.taskPayloads } : {}),
+          ...(d.configOverrides.product !== null || d.configOverrides.sprint !== null ? { configOverrides: d.configOverrides } : {}),
         },
       },
     ];

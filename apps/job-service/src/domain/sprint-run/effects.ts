@@ -1,6 +1,7 @@
 import { deriveIdempotencyKey, type JobPayload } from '@gantry/contracts';
 import type { SprintRunEvent } from './events.js';
-import { sprintRunExists, type SprintRunState } from './state.js';
+import type { SprintConfigOverrides } from './commands.js';
+import { NO_CONFIG_OVERRIDES, sprintRunExists, type SprintRunState } from './state.js';
 
 /**
  * What a sprint-run transition asks the world to do, as data (docs/architecture.md, "Effects are data"). An effect processor
@@ -15,6 +16,8 @@ export type SprintRunEffect =
       sprintId: string;
       productId: string;
       branch: string;
+      /** The product's and the sprint's levels of the configuration cascade, as the run was created with. */
+      configOverrides: SprintConfigOverrides;
       /** `payload` only for a task the run was given one for. */
       jobs: { taskId: string; idempotencyKey: string; payload?: JobPayload }[];
     }
@@ -55,6 +58,7 @@ export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState):
           sprintId: d.sprintId,
           productId: d.productId,
           branch: d.branch,
+          configOverrides: d.configOverrides ?? NO_CONFIG_OVERRIDES,
           jobs: jobsFor(d.sprintRunId, 0, d.taskIds, d.taskPayloads),
         },
       ];
@@ -82,6 +86,7 @@ export function sprintRunEffects(event: SprintRunEvent, before: SprintRunState):
           sprintId: before.sprintId,
           productId: before.productId,
           branch: before.branch,
+          configOverrides: before.configOverrides ?? NO_CONFIG_OVERRIDES,
           jobs: jobsFor(d.sprintRunId, d.resumeSeq, d.remainingTaskIds, before.taskPayloads),
         },
       ];

@@ -27,6 +27,7 @@ export function createSprintRunCommand(
       branch: request.branch,
       prUrl: request.prUrl ?? null,
       taskPayloads: request.taskPayloads ?? {},
+      configOverrides: { product: request.configOverrides?.product ?? null, sprint: request.configOverrides?.sprint ?? null },
       product: context.product,
       now: context.now,
     },

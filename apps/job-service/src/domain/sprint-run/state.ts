@@ -1,5 +1,8 @@
 import type { JobPayload, SprintRunStatus } from '@gantry/contracts';
+import type { SprintConfigOverrides } from './commands.js';
 import type { SprintRunEvent } from './events.js';
+
+export const NO_CONFIG_OVERRIDES: SprintConfigOverrides = { product: null, sprint: null };
 
 export interface SprintRunPause {
   reason: 'MERGE_CONFLICT';
@@ -32,6 +35,8 @@ export interface SprintRun {
   taskIds: string[];
   /** What each task's job hands its agent (absent from runs created before payloads). */
   taskPayloads?: Record<string, JobPayload>;
+  /** The product's and the sprint's configuration overrides its jobs are enqueued with (absent from runs created before them). */
+  configOverrides?: SprintConfigOverrides;
   doneTaskIds: string[];
   branch: string;
   prUrl: string | null;
@@ -97,6 +102,7 @@ export function evolveSprintRun(state: SprintRunState, event: SprintRunEvent): S
       repository: d.repository ?? null,
       taskIds: d.taskIds,
       taskPayloads: d.taskPayloads ?? {},
+      configOverrides: d.configOverrides ?? NO_CONFIG_OVERRIDES,
       doneTaskIds: [],
       branch: d.branch,
       prUrl: d.prUrl,
