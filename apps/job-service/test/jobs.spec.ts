@@ -3,6 +3,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import {
   cancelJob,
   claimJob,
+  createSprintRun,
   dispatchStreamName,
   enqueueJob,
   ErrorCode,
@@ -113,6 +114,28 @@ describe('job service through the NATS command path', () => {
       });
       const events = await world.db.query(`SELECT type FROM events WHERE stream_id = 'product-product-reg' ORDER BY stream_version`);
       expect(events.rows.map((r) => r.type)).toEqual(['ProductRegistered', 'ProductUpdated']);
+    });
+
+    it('a branch, base ref or target branch that git (and so every runner and the worktree service) would refuse is refused INVALID_COMMAND, and nothing is recorded', async () => {
+      const before = Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n);
+      for (const branch of ['story/x.lock', 'HEAD', 'story/', 'story//x', 'story/.hidden', 'story@{1}', 'story\u0001x']) {
+        await expect(enqueue({ taskId: 'T-bad-branch', branch })).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND, message: expect.stringContaining('branch') });
+      }
+      await expect(enqueue({ taskId: 'T-bad-branch', baseRef: 'main.lock' })).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND, message: expect.stringContaining('base ref') });
+      await expect(
+        world.client.request(createSprintRun, { sprintId: 'SP-bad', productId: 'product-1', taskIds: ['T-bad'], branch: 'sprint/SP-bad.', idempotencyKey: key('sprint') }),
+      ).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+      await expect(
+        world.client.request(registerProduct, {
+          productId: 'product-bad-target', repository: 'acme/bad', cloneUrl: '/srv/git/bad.git', targetBranch: 'HEAD',
+          prStrategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: [], idempotencyKey: key('register'),
+        }),
+      ).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+      await expect(world.client.request(updateProduct, { productId: 'product-1', changes: { targetBranch: 'main/' }, idempotencyKey: key('update') })).rejects.toMatchObject({
+        code: ErrorCode.INVALID_COMMAND,
+      });
+      expect(Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n)).toBe(before);
+      expect((await world.client.request(listJobs, { taskId: 'T-bad-branch' })).jobs).toHaveLength(0);
     });
 
     it('a clone URL with credentials in it is refused before anything is recorded', async () => {

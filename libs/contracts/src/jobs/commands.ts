@@ -4,6 +4,7 @@ import { defineCommand } from '../registry.js';
 import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, EffortLevelSchema, JobKindSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
 import { CloneUrlSchema, RepositorySchema } from './products.js';
+import { BaseRefSchema, BranchNameSchema } from '../worktrees/git-names.js';
 import { jsonBytes, jsonBytesAtMost, MAX_JOB_INPUT_BYTES, MAX_JOB_REQUEST_BYTES, tooLargeMessage } from './sizes.js';
 import {
   EnqueueOutcomeSchema,
@@ -83,10 +84,15 @@ export const EnqueueJobRequestSchema = CommandMetaSchema.extend({
   idempotencyKey: IdempotencyKeySchema,
   /** Runs queued by an on_enter action are never coalesced; a discrete field, never encoded in the key. */
   excludeFromCoalescing: z.boolean().default(false),
-  /** The branch the work starts from; the runner resolves base_sha from it. */
-  baseRef: GitRefSchema.optional(),
+  /**
+   * The branch the work starts from; the runner resolves base_sha from it. Like `branch`, held to the
+   * names the worktree service and the runners accept (`baseRefProblem`, `branchNameProblem`): a name
+   * they refuse would be queued here and fail every claim of the job. Events and views keep
+   * GitRefSchema, so what was queued before still reads back from the log.
+   */
+  baseRef: BaseRefSchema.optional(),
   /** The branch the work is committed and pushed to (its pull request's head); else the base ref. */
-  branch: GitRefSchema.optional(),
+  branch: BranchNameSchema.optional(),
   /**
    * Every task of the job's story, this one included: the story's pull request merges only when each
    * of them is done (docs/products.md). Without it the story is this one task.
@@ -172,6 +178,10 @@ export const enqueueJob = defineCommand({
       { kind: 'PLAN_CHAT', productId: 'product-42', configOverrides: { job: { allowedTools: Array.from({ length: 101 }, (_, i) => `Tool${i}`) } }, idempotencyKey: 'p/enqueue:1' },
       // a model name is at most 200 characters, the agent profile's too
       { kind: 'REVIEW', productId: 'product-42', agentProfile: { id: 'profile-reviewer', model: 'm'.repeat(201), thinkingBudget: 0 }, idempotencyKey: 'p/enqueue:1' },
+      // git takes no branch whose name ends with ".lock": every claim of the job would fail at its worktree
+      { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', branch: 'story/ST-1.lock', idempotencyKey: 'p/enqueue:1' },
+      // nor a base ref "HEAD"
+      { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', baseRef: 'HEAD', idempotencyKey: 'p/enqueue:1' },
     ],
   },
 });

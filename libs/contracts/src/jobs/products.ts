@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand, defineEvent, type EventsOf } from '../registry.js';
 import { ExternalRefSchema, GitRefSchema, IdempotencyKeySchema, TimestampSchema } from './values.js';
-import { repositoryUrlProblem } from '../worktrees/git-names.js';
+import { BranchNameSchema, repositoryUrlProblem } from '../worktrees/git-names.js';
 
 /**
  * A product names the repository its work lands in and how pull requests for it are handled
@@ -67,10 +67,12 @@ export type ProductSettings = z.infer<typeof ProductSettingsSchema>;
  * The settings a product is registered or updated with: its clone URL must also be a repository URL
  * the worktree service and the runners accept (`repositoryUrlProblem`: no transport helper, no
  * leading `-` in it or in its path, https/ssh/file or an absolute path) — a product whose URL they
- * refuse would be accepted here and fail every code job at its claim. The events and views keep
- * CloneUrlSchema: what was registered before still reads back from the log.
+ * refuse would be accepted here and fail every code job at its claim. Its target branch likewise must
+ * be a branch name git accepts (`branchNameProblem`). The events and views keep CloneUrlSchema and
+ * GitRefSchema: what was registered before still reads back from the log.
  */
 const ProductSettingsRequestSchema = ProductSettingsSchema.extend({
+  targetBranch: BranchNameSchema,
   cloneUrl: CloneUrlSchema.superRefine((value, ctx) => {
     const problem = repositoryUrlProblem(value);
     if (problem) ctx.addIssue({ code: 'custom', message: problem });
@@ -120,6 +122,8 @@ export const registerProduct = defineCommand({
       { ...productExample, prStrategy: 'TRUNK', idempotencyKey: 'p/register:1' },
       // the same check twice
       { ...productExample, requiredChecks: ['ci', 'ci'], idempotencyKey: 'p/register:1' },
+      // a target branch git refuses
+      { ...productExample, targetBranch: 'main/', idempotencyKey: 'p/register:1' },
     ],
   },
 });

@@ -3,8 +3,9 @@ import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { jobExampleIds } from './events.js';
 import { RequestedConfigOverrideSchema } from './commands.js';
+import { BranchNameSchema } from '../worktrees/git-names.js';
 import { jsonBytes, MAX_JOB_REQUEST_BYTES, MAX_SPRINT_TASK_PAYLOAD_BYTES, tooLargeMessage } from './sizes.js';
-import { GitRefSchema, IdempotencyKeySchema, ExternalRefSchema, JobPayloadSchema, SprintRunIdSchema, SprintRunStatusSchema } from './values.js';
+import { IdempotencyKeySchema, ExternalRefSchema, JobPayloadSchema, SprintRunIdSchema, SprintRunStatusSchema } from './values.js';
 
 const SprintRunRefReply = z.object({ sprintRunId: SprintRunIdSchema, status: SprintRunStatusSchema });
 
@@ -15,7 +16,8 @@ export const createSprintRun = defineCommand({
     sprintId: ExternalRefSchema,
     productId: ExternalRefSchema,
     taskIds: z.array(ExternalRefSchema).min(1).refine((ids) => new Set(ids).size === ids.length, 'task ids must be distinct'),
-    branch: GitRefSchema,
+    /** A branch name the worktree service and the runners accept (`branchNameProblem`): its jobs work and push there. */
+    branch: BranchNameSchema,
     prUrl: z.url().optional(),
     /** What each task's job hands its agent (its plan, in the agent's terms); a task without one gets none. */
     taskPayloads: z.record(ExternalRefSchema, JobPayloadSchema).optional(),
@@ -63,6 +65,8 @@ export const createSprintRun = defineCommand({
       { sprintId: 'SP-7', productId: 'product-42', taskIds: [], branch: 'sprint/SP-7', idempotencyKey: 'p/sprint-run:1' },
       // ".." is not allowed in a git ref
       { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/../main', idempotencyKey: 'p/sprint-run:1' },
+      // nor a branch name git refuses (a part starting with ".")
+      { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/.SP-7', idempotencyKey: 'p/sprint-run:1' },
       // a payload for a task the run does not have
       { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/SP-7', taskPayloads: { 'T-9': { plan: 'x' } }, idempotencyKey: 'p/sprint-run:1' },
       // a task payload its job could not carry: over MAX_SPRINT_TASK_PAYLOAD_BYTES as JSON
