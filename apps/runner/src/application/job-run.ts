@@ -14,6 +14,7 @@ import { isTransient, type CommandClient } from '@gantry/messaging';
 import { crashHereIfAsked } from '@gantry/service-runtime';
 import {
   alreadyDoneFacts,
+  bounded,
   claimGone,
   decideAfterAgent,
   isPushFailureOfTheJob,
@@ -23,7 +24,7 @@ import {
   type AfterAgent,
   type ClaimStanding,
 } from '../domain/after-agent.js';
-import { buildAgentCommand, type AgentSession } from '../domain/agent-command.js';
+import { buildAgentCommand, type AgentCommand, type AgentSession } from '../domain/agent-command.js';
 import type { PrecheckResult } from '../domain/idempotency-precheck.js';
 import { agentEnvironment, isAgentNotStarted, runAgent, type AgentRunResult } from '../infrastructure/agent/agent-process.js';
 import { CommandJobReporter } from '../infrastructure/job-service/command-job-reporter.js';
@@ -36,7 +37,7 @@ import { precheckPlan } from '../infrastructure/verify/plan-precheck.js';
 import { verifyWorktree } from '../infrastructure/verify/verify-worktree.js';
 import { pushBranch } from '../infrastructure/worktrees/push-branch.js';
 import { WorktreeLeaseClient } from '../infrastructure/worktrees/worktree-lease-client.js';
-import { jobWorkspaceOf, type JobWorkspace } from './job-workspace.js';
+import { jobWorkspaceOf, writesCode, type JobWorkspace } from './job-workspace.js';
 import { recordAgentPid, recordRun, type RunRecord } from './orphaned-agents.js';
 import type { RunnerConfig } from './runner-config.js';
 
@@ -153,11 +154,16 @@ export class JobRun {
 
     if (this.job.verifiedPush) return this.finishVerifiedPush(this.job.verifiedPush);
 
-    const workspace = jobWorkspaceOf(this.job, {
-      repositoryUrl: config.defaultRepositoryUrl,
-      targetBranch: config.defaultTargetBranch,
-      agentTimeoutMs: config.agentTimeoutMs,
-    });
+    let workspace: JobWorkspace;
+    try {
+      workspace = jobWorkspaceOf(this.job, {
+        repositoryUrl: config.defaultRepositoryUrl,
+        targetBranch: config.defaultTargetBranch,
+        agentTimeoutMs: config.agentTimeoutMs,
+      });
+    } catch (error) {
+      return this.refuseToRun(error, writesCode(this.job.kind), false);
+    }
 
     if (workspace.writesCode && workspace.branch === workspace.targetBranch) {
       // A code job whose branch is the target would publish unreviewed work there: refused before any work.
@@ -237,15 +243,20 @@ export class JobRun {
     const mcpConfigPath = join(this.scratch, 'mcp-config.json');
     await writeFile(payloadPath, JSON.stringify(this.payloadFile(workspace, baseSha, precheck), null, 2), { mode: 0o600 });
     await writeMcpConfigFile(mcpConfigPath, this.server);
-    const command = buildAgentCommand({
-      kind: this.job.kind,
-      config: this.job.agentConfig,
-      payloadPath,
-      mcpConfigPath,
-      worktreeDir: workDir,
-      bin: config.agentBin,
-      session: taskSession,
-    });
+    let command: AgentCommand;
+    try {
+      command = buildAgentCommand({
+        kind: this.job.kind,
+        config: this.job.agentConfig,
+        payloadPath,
+        mcpConfigPath,
+        worktreeDir: workDir,
+        bin: config.agentBin,
+        session: taskSession,
+      });
+    } catch (error) {
+      return this.refuseToRun(error, workspace.writesCode, true);
+    }
 
     const beforeStart = await this.interrupted();
     if (beforeStart) return beforeStart;
@@ -389,6 +400,19 @@ export class JobRun {
     });
     await this.session.logTestResult({ status: 'PASSED', summary: `Nothing was changed: the planned work is on ${target} at ${precheck.commit}.` });
     return this.finish(alreadyDoneFacts());
+  }
+
+  /**
+   * What the job asks for cannot be run, here or on any other runner (a payload whose plan or timeout
+   * is malformed, allowed tools the agent's command line cannot carry): FAILED with why, on the first
+   * try, before any agent starts (docs/jobs.md, "The story log"). Given back instead, every attempt
+   * would end the same way and the job's error would speak of rollbacks. Any other error is rethrown.
+   */
+  private async refuseToRun(error: unknown, codeJob: boolean, started: boolean): Promise<JobRunOutcome> {
+    if (!isGantryError(error) || error.code !== ErrorCode.INVALID_COMMAND) throw error;
+    this.deps.log.warn('the job cannot be run; finishing it FAILED', { ...this.fields, error: error.message });
+    if (!started) await this.session.start({});
+    return this.finish(unverifiedFacts(codeJob, { kind: 'EXCEPTION', message: bounded(`the job cannot be run: ${error.message}`) }));
   }
 
   /** An earlier claim verified and pushed this job but could not finish it: take its push over and finish with its facts. */

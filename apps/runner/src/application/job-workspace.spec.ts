@@ -52,11 +52,16 @@ describe('where a job works, and what the runner reads from its payloads', () =>
   });
 
   it.each([
-    ['a code job without a repository', { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...unresolved, payloads: [{}] }, /needs a repository/],
     ['a code job without a branch', { kind: 'TASK_IMPLEMENTATION', baseRef: null, ...resolved, branch: null, payloads: [{}] }, /needs a branch/],
     ['a plan path escaping the repository', { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...resolved, payloads: [{ expectedChanges: [{ path: '../etc/passwd' }] }] }, /plain path relative/],
     ['a timeout a timer cannot hold', { kind: 'PLAN_CHAT', baseRef: null, ...unresolved, payloads: [{ timeoutMs: 2 ** 31 }] }, /invalid workspace fields/],
   ])('refuses %s', (_what, job, sentence) => {
     expect(() => jobWorkspaceOf(job as never, defaults)).toThrow(expect.objectContaining({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(sentence) }));
+  });
+
+  it("refuses a code job without a repository as this runner's lack, not the job's malformation: a runner with GANTRY_REPOSITORY_URL can run it", () => {
+    expect(() => jobWorkspaceOf({ kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...unresolved, payloads: [{}] } as never, defaults)).toThrow(
+      expect.objectContaining({ code: ErrorCode.PRECONDITION_FAILED, message: expect.stringMatching(/needs a repository/) }),
+    );
   });
 });

@@ -48,7 +48,11 @@ export function writesCode(kind: JobKind): boolean {
   }
 }
 
-/** A job the runner cannot set up (no repository for a code job, a malformed field) is refused with the reason. */
+/**
+ * A job the runner cannot set up is refused with the reason: INVALID_COMMAND when the job itself is
+ * malformed (no runner could run it), PRECONDITION_FAILED when only this runner lacks what it needs
+ * (no repository for a code job enqueued before products, and no GANTRY_REPOSITORY_URL).
+ */
 export function jobWorkspaceOf(
   job: Pick<ClaimedJob, 'jobId' | 'kind' | 'payloads' | 'baseRef' | 'repositoryUrl' | 'branch' | 'targetBranch' | 'productId' | 'storyId' | 'taskId'>,
   defaults: { repositoryUrl: string | null; targetBranch: string; agentTimeoutMs: number },
@@ -69,7 +73,8 @@ export function jobWorkspaceOf(
     job.repositoryUrl !== null ? job.branch : (job.branch ?? (code ? featureBranchFor(job) : (job.baseRef ?? null)));
   const targetBranch = job.targetBranch ?? defaults.targetBranch;
   if (code && repositoryUrl === null) {
-    throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job needs a repository: the job names none and the runner has no GANTRY_REPOSITORY_URL`);
+    // This runner's lack (a runner with GANTRY_REPOSITORY_URL can run the job), not the job's malformation.
+    throw new GantryError(ErrorCode.PRECONDITION_FAILED, `a ${job.kind} job needs a repository: the job names none and the runner has no GANTRY_REPOSITORY_URL`);
   }
   if (code && branch === null) {
     throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job needs a branch to push to: the job names neither a branch nor a base ref`);

@@ -119,6 +119,16 @@ describe('jobs under faults: job service, worktree service, runners, a real orig
       expect(await system.origin.sha('main')).toBe(mainBefore);
     });
 
+    it('a job whose payload names a plan no runner can test is refused before any work: FAILED with why on the first try, no agent, nothing pushed', async () => {
+      const run = code('bad-plan', { behaviour: 'commit', files: { 'src/bad-plan.ts': 'x\n' } }, { expectedChanges: [{ path: '../outside.ts' }] });
+      const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
+      expect(job).toMatchObject({ status: 'FAILED', attempt: 1, pushedAt: null });
+      expect(job.error).toMatch(/^exception: the job cannot be run: expected change path "\.\.\/outside\.ts" must be a plain path/);
+      expect(await system.agentStarts(run.record)).toEqual([]);
+      expect(await eventsOf(job.jobId, 'JobClaimRolledBack')).toEqual([]);
+      expect(await system.origin.sha(run.branch)).toBeNull();
+    });
+
     it('the allowed tools recorded on the job are the ones the command line got', async () => {
       const run = code('tools', { behaviour: 'commit', files: { 'src/tools.ts': 'tools\n' } });
       const job = await system.terminal(await system.enqueue({ branch: run.branch, payload: run.payload }));
