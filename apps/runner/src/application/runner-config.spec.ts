@@ -84,6 +84,11 @@ describe('runner configuration from the environment', () => {
     expect(loadRunnerConfig({ GANTRY_AGENT_BIN: 'claude' }).agentBin).toBe('claude');
   });
 
+  it('resolves a relative GANTRY_RUNNER_SCRATCH_DIR against the directory the runner starts in: the agent, started in its worktree, is handed its payload and MCP config by absolute path', () => {
+    expect(loadRunnerConfig({ GANTRY_RUNNER_SCRATCH_DIR: 'scratch/runner-a' }).scratchDir).toBe(join(process.cwd(), 'scratch/runner-a'));
+    expect(loadRunnerConfig({ GANTRY_RUNNER_SCRATCH_DIR: '/var/lib/gantry/runner-a' }).scratchDir).toBe('/var/lib/gantry/runner-a');
+  });
+
   it('resolves a bare GANTRY_AGENT_BIN on PATH at start, on its absolute entries only: a relative entry would be taken from the worktree', () => {
     const root = mkdtempSync(join(tmpdir(), 'gantry-agent-bin-'));
     try {

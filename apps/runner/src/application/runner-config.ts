@@ -117,7 +117,9 @@ export const runnerSettings = defineSettings({
       worktreeLockTimeoutMs: v.GANTRY_WORKTREE_LOCK_TIMEOUT_MS,
       tokenExpiredPattern: patternOf(v.GANTRY_TOKEN_EXPIRED_PATTERN, refuse),
       worktreeRoot: resolve(worktreeRootOf({ GANTRY_WORKTREE_ROOT: v.GANTRY_WORKTREE_ROOT, XDG_STATE_HOME: v.XDG_STATE_HOME })),
-      scratchDir: v.GANTRY_RUNNER_SCRATCH_DIR ?? join(tmpdir(), `gantry-runner-${runnerId}`),
+      // Absolute: the agent starts in its worktree and is handed its payload and MCP config by path
+      // (buildAgentCommand refuses a relative one, which would name a file of the repository).
+      scratchDir: resolve(v.GANTRY_RUNNER_SCRATCH_DIR ?? join(tmpdir(), `gantry-runner-${runnerId}`)),
       defaultRepositoryUrl: repositoryUrlOf(v.GANTRY_REPOSITORY_URL, refuse),
       defaultTargetBranch: targetBranchOf(v.GANTRY_TARGET_BRANCH, refuse),
       offerPollMs: v.GANTRY_OFFER_POLL_MS,
