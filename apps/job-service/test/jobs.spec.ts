@@ -138,6 +138,22 @@ describe('job service through the NATS command path', () => {
       expect((await world.client.request(listJobs, { taskId: 'T-bad-branch' })).jobs).toHaveLength(0);
     });
 
+    it("an allowed tool the agent's command line cannot carry as one rule is refused INVALID_COMMAND at enqueue, and nothing is recorded", async () => {
+      const before = Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n);
+      for (const tool of ['Read,Write', 'Read Write', 'Bash(git commit:*']) {
+        await expect(enqueue({ taskId: 'T-bad-tool', configOverrides: { product: { allowedTools: ['Read', tool] } } })).rejects.toMatchObject({
+          code: ErrorCode.INVALID_COMMAND,
+          message: expect.stringContaining('allowed tool'),
+        });
+      }
+      await expect(
+        world.client.request(createSprintRun, { sprintId: 'SP-bad-tool', productId: 'product-1', taskIds: ['T-bad'], branch: 'sprint/SP-bad-tool', configOverrides: { sprint: { allowedTools: ['Edit Write'] } }, idempotencyKey: key('sprint') }),
+      ).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+      expect(Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n)).toBe(before);
+      // a rule whose blank or comma sits inside its parentheses is one rule
+      expect(await enqueue({ taskId: 'T-good-tool', configOverrides: { job: { allowedTools: ['Bash(git commit:*)', 'Bash(echo a,b)'] } } })).toMatchObject({ outcome: 'created' });
+    });
+
     it('a clone URL with credentials in it is refused before anything is recorded', async () => {
       await expect(
         world.client.request(registerProduct, {

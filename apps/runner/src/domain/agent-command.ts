@@ -1,4 +1,4 @@
-import { effortForThinkingBudget, ErrorCode, GantryError, withGantryTools, type AgentConfig, type JobKind } from '@gantry/contracts';
+import { allowedToolProblem, effortForThinkingBudget, ErrorCode, GantryError, withGantryTools, type AgentConfig, type JobKind } from '@gantry/contracts';
 import { defaultPromptTemplates, PAYLOAD_PATH_PLACEHOLDER } from './prompt-templates.js';
 
 /** What the runner spawns for one job: no shell, the arguments exactly as the agent CLI parses them. */
@@ -97,10 +97,9 @@ export function renderPrompt(template: string, payloadPath: string): string {
 
 function allowedToolsArgument(configured: readonly string[]): string {
   for (const tool of configured) {
-    // The CLI splits the list on commas and blanks outside parentheses (`Bash(git commit:*)` is one
-    // rule); a separator outside them would silently turn one configured rule into two.
-    const outsideParentheses = tool.replace(/\([^()]*\)/g, '');
-    if (/[,\s()]/.test(outsideParentheses)) refuse(`allowed tool "${tool}" has a comma, blank or unbalanced parenthesis outside its rule`);
+    // One configured rule must stay one rule of the CLI's list (@gantry/contracts; the enqueue refuses such a tool already).
+    const problem = allowedToolProblem(tool);
+    if (problem) refuse(problem);
   }
   return withGantryTools(configured).join(',');
 }

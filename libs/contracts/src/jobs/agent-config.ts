@@ -28,6 +28,16 @@ export const AgentConfigSchema = z.object({
 });
 export type AgentConfig = z.infer<typeof AgentConfigSchema>;
 
+/**
+ * Why `tool` is not one rule of the agent CLI's `--allowedTools`, or null. The CLI splits the list on
+ * commas and blanks outside parentheses (`Bash(git commit:*)` is one rule); a separator outside them
+ * would silently turn one configured rule into two, and an unbalanced parenthesis into something else.
+ */
+export function allowedToolProblem(tool: string): string | null {
+  const outsideParentheses = tool.replace(/\([^()]*\)/g, '');
+  return /[,\s()]/.test(outsideParentheses) ? `allowed tool "${tool}" has a comma, blank or unbalanced parenthesis outside its rule` : null;
+}
+
 /** A partial override at one level of the cascade (product, sprint, job). */
 export const AgentConfigOverrideSchema = AgentConfigSchema.partial();
 export type AgentConfigOverride = z.infer<typeof AgentConfigOverrideSchema>;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
-import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, EffortLevelSchema, JobKindSchema } from './agent-config.js';
+import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, allowedToolProblem, EffortLevelSchema, JobKindSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
 import { CloneUrlSchema, RepositorySchema } from './products.js';
 import { BaseRefSchema, BranchNameSchema } from '../worktrees/git-names.js';
@@ -46,7 +46,20 @@ const JobRefReply = z.object({ jobId: JobIdSchema, status: JobStatusSchema });
  */
 export const RequestedConfigOverrideSchema = AgentConfigOverrideSchema.extend({
   model: z.string().min(1).max(200).optional(),
-  allowedTools: z.array(z.string().min(1).max(200)).max(100).optional(),
+  allowedTools: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .max(200)
+        .superRefine((tool, ctx) => {
+          // The rule every runner holds the command line to (buildAgentCommand): refused here, not at each claim.
+          const problem = allowedToolProblem(tool);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        }),
+    )
+    .max(100)
+    .optional(),
 });
 /** The agent profile as a request may give it: its model becomes the job's, as one of the cascade's. */
 const RequestedAgentProfileSchema = AgentProfileSchema.extend({ model: z.string().min(1).max(200) });
@@ -182,6 +195,8 @@ export const enqueueJob = defineCommand({
       { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', branch: 'story/ST-1.lock', idempotencyKey: 'p/enqueue:1' },
       // nor a base ref "HEAD"
       { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', baseRef: 'HEAD', idempotencyKey: 'p/enqueue:1' },
+      // the command line's list would read two tools where one was configured
+      { kind: 'PLAN_CHAT', productId: 'product-42', configOverrides: { product: { allowedTools: ['Read,Write'] } }, idempotencyKey: 'p/enqueue:1' },
     ],
   },
 });
