@@ -72,6 +72,8 @@ describe('runner configuration from the environment', () => {
     ['GANTRY_JOB_LEASE_MS', '1000', /GANTRY_JOB_LEASE_MS must be a whole number from 10000/],
     ['GANTRY_RUNNER_ID', 'runner.host1', /letters, digits/],
     ['GANTRY_TOKEN_EXPIRED_PATTERN', '(unclosed', /not a regular expression/],
+    ['GANTRY_TOKEN_EXPIRED_PATTERN', 'expired|', /matches the empty string/],
+    ['GANTRY_TOKEN_EXPIRED_PATTERN', '.*', /matches the empty string/],
   ])('refuses %s=%j with a sentence naming the problem', (name, value, sentence) => {
     expect(() => loadRunnerConfig({ [name]: value })).toThrow(SettingsError);
     expect(() => loadRunnerConfig({ [name]: value })).toThrow(sentence);

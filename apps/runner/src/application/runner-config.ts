@@ -247,9 +247,14 @@ function kindsOf(value: string | undefined, refuse: Refused): JobKind[] {
 
 function patternOf(value: string | undefined, refuse: Refused): RegExp {
   if (value === undefined) return DEFAULT_TOKEN_EXPIRED_PATTERN;
+  let pattern: RegExp;
   try {
-    return new RegExp(value, 'i');
+    pattern = new RegExp(value, 'i');
   } catch (error) {
     return refuse('GANTRY_TOKEN_EXPIRED_PATTERN', `is not a regular expression: ${(error as Error).message}`);
   }
+  // A pattern that matches nothing at all (`x|`, `.*`) would find an expired token in every agent's
+  // output: every failed run would stop the runner's intake.
+  if (pattern.test('')) return refuse('GANTRY_TOKEN_EXPIRED_PATTERN', 'matches the empty string, so it would match every output');
+  return pattern;
 }
