@@ -116,7 +116,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
 
   async beforeApplicationShutdown(): Promise<void> {
     this.stopIntake('shutdown');
-    await Promise.all(this.loops).catch((error: unknown) => this.log.error({ error: String(error) }, 'the intake ended with an error'));
+    await Promise.all(this.loops).catch((error: unknown) => this.log.error({ error: this.scrub(String(error)) }, 'the intake ended with an error'));
     try {
     if (this.running.size > 0) {
       this.log.info({ jobs: this.running.size, graceMs: this.config.shutdownGraceMs }, 'waiting for running jobs');
@@ -161,7 +161,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         return;
       } catch (error) {
         const delay = this.intakeBackoff.fail();
-        this.log.warn({ error: String(error), retryInMs: delay }, 'could not settle the claims of an earlier run yet; retrying');
+        this.log.warn({ error: this.scrub(String(error)), retryInMs: delay }, 'could not settle the claims of an earlier run yet; retrying');
         await this.sleep(delay);
       }
     }
@@ -176,7 +176,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         return;
       } catch (error) {
         const delay = this.intakeBackoff.fail();
-        this.log.warn({ error: String(error), retryInMs: delay }, 'dispatch consumers not ready; retrying');
+        this.log.warn({ error: this.scrub(String(error)), retryInMs: delay }, 'dispatch consumers not ready; retrying');
         await this.sleep(delay);
       }
     }
@@ -189,7 +189,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         await this.takeOffer(kind);
       } catch (error) {
         const delay = this.intakeBackoff.fail();
-        this.log.error({ kind, error: String(error), retryInMs: delay }, 'the intake failed unexpectedly; backing off');
+        this.log.error({ kind, error: this.scrub(String(error)), retryInMs: delay }, 'the intake failed unexpectedly; backing off');
         await this.sleep(delay);
       }
     }
@@ -205,7 +205,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       this.intakeBackoff.succeed();
     } catch (error) {
       const delay = this.intakeBackoff.fail();
-      this.log.warn({ kind, error: String(error), retryInMs: delay }, 'taking an offer failed; backing off');
+      this.log.warn({ kind, error: this.scrub(String(error)), retryInMs: delay }, 'taking an offer failed; backing off');
       await this.sleep(delay);
       // The consumer or the stream may have been removed: put them back before the next pull.
       await this.intake.ensure([kind]).catch(() => undefined);
@@ -218,7 +218,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       return;
     }
     const job: Promise<void> = this.handleOffer(held)
-      .catch((error: unknown) => this.log.error({ kind, jobId: held.offer?.jobId, error: String(error) }, 'offer handling failed unexpectedly'))
+      .catch((error: unknown) => this.log.error({ kind, jobId: held.offer?.jobId, error: this.scrub(String(error)) }, 'offer handling failed unexpectedly'))
       .finally(() => {
         this.slots.release();
         this.running.delete(job);
@@ -267,12 +267,12 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         claimed = reply.job;
       } catch (error) {
         if (isGantryError(error) && LOST_CLAIM_CODES.has(error.code)) {
-          this.log.info({ ...fields, code: error.code, error: error.message }, 'offer dropped: the claim was refused');
+          this.log.info({ ...fields, code: error.code, error: this.scrub(error.message) }, 'offer dropped: the claim was refused');
           held.ack();
           return;
         }
         const delay = this.claimBackoff.fail();
-        this.log.warn({ ...fields, error: String(error), retryInMs: delay }, 'claim failed; the offer goes back');
+        this.log.warn({ ...fields, error: this.scrub(String(error)), retryInMs: delay }, 'claim failed; the offer goes back');
         handBack(delay);
         await this.sleep(delay);
         return;
@@ -300,7 +300,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       this.logOutcome(outcome, fields);
       held.ack();
     } catch (error) {
-      this.log.error({ ...fields, error: String(error) }, 'offer handling failed');
+      this.log.error({ ...fields, error: this.scrub(String(error)) }, 'offer handling failed');
       held.ack();
     } finally {
       clearInterval(keepAlive);
@@ -339,7 +339,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         if (this.shutdown.signal.aborted || (!mayBeWritten && Date.now() >= giveUpAt)) throw error;
         if (mayBeWritten && !warned && Date.now() >= giveUpAt) {
           warned = true;
-          this.log.warn({ ...fields, error: String(error) }, 'the claim may have been written and got no answer; asking again under its key until it is answered');
+          this.log.warn({ ...fields, error: this.scrub(String(error)) }, 'the claim may have been written and got no answer; asking again under its key until it is answered');
         }
         await this.sleep(Math.min(2000, 250 * 2 ** Math.min(tries - 1, 10)));
       }
