@@ -30,7 +30,7 @@ export class CommandJobReporter implements JobReporter, ReviewDecisions {
   private commitEntries = 0;
   private lastUpdate: JobStatusUpdate | null = null;
   private readonly questions: { questionId: string; question: AgentQuestion }[] = [];
-  /** Each call is a report of its own: two identical calls are two reports. */
+  /** Each call is a report (or a story-log entry) of its own: two identical calls are two. */
   private sequence = 0;
 
   constructor(
@@ -45,7 +45,7 @@ export class CommandJobReporter implements JobReporter, ReviewDecisions {
       ...(entry.branch ? { branch: entry.branch } : {}),
       ...(entry.plan ? { plan: entry.plan } : {}),
       ...(this.taskId ? { taskId: this.taskId } : {}),
-    });
+    }, ++this.sequence);
     this.implementationEntries += 1;
     return { entryId: `${this.session.jobId}/implementation/${randomUUID()}` };
   }
@@ -57,7 +57,7 @@ export class CommandJobReporter implements JobReporter, ReviewDecisions {
   }
 
   async logTestResult(entry: TestResultLogEntry): Promise<StoryLogReceipt> {
-    await this.session.logTestResult({ status: entry.status, summary: entry.summary });
+    await this.session.logTestResult({ status: entry.status, summary: entry.summary }, ++this.sequence);
     this.lastTest = entry;
     return { entryId: `${this.session.jobId}/test-result/${randomUUID()}` };
   }

@@ -57,6 +57,21 @@ describe('commands a runner sends under its claim', () => {
     expect(keys[2]).toBe(keys[0]);
   });
 
+  it("gives the agent's numbered entries a key each: PASSED, FAILED, then PASSED again are three entries, a resend of one is the same", async () => {
+    const service = jobServiceAnswering('log_test_result', 1, { jobId: job.jobId, status: 'RUNNING' });
+    try {
+      await session.logTestResult({ status: 'PASSED', summary: 'all green' }, 1);
+      await session.logTestResult({ status: 'FAILED', summary: '1 failing' }, 2);
+      await session.logTestResult({ status: 'PASSED', summary: 'all green' }, 3);
+      await session.logTestResult({ status: 'PASSED', summary: 'all green' }, 3);
+    } finally {
+      service.close();
+    }
+    const keys = service.requests.map((r) => r.idempotencyKey);
+    expect(new Set(keys.slice(0, 3)).size).toBe(3);
+    expect(keys[3]).toBe(keys[2]);
+  });
+
   it("gives up with TIMEOUT once the claim's lease has run out, when the job service never answers", async () => {
     const short = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 1500).toISOString() }, { timeoutMs: 300, correlationId: 'corr-1' });
     const service = jobServiceAnswering('finish_job', 100, {});

@@ -112,16 +112,25 @@ export class JobLeaseSession {
     plan?: string;
     taskId?: string;
     alreadyPresent?: z.infer<typeof AlreadyPresentSchema>;
-  }) {
-    return this.send((o) => this.client.request(logImplementation, { ...this.fenced(), ...entry, idempotencyKey: this.key('log-implementation', entry) }, o));
+  }, sequence?: number) {
+    return this.send((o) =>
+      this.client.request(logImplementation, { ...this.fenced(), ...entry, idempotencyKey: this.key('log-implementation', sequence === undefined ? entry : { entry, sequence }) }, o),
+    );
   }
 
   logCommit(entry: { commitSha: string; message: string; summary: string }) {
     return this.send((o) => this.client.request(logCommit, { ...this.fenced(), ...entry, idempotencyKey: this.key('log-commit', entry) }, o));
   }
 
-  logTestResult(entry: { status: 'PASSED' | 'FAILED'; summary: string }) {
-    return this.send((o) => this.client.request(logTestResult, { ...this.fenced(), ...entry, idempotencyKey: this.key('log-test-result', entry) }, o));
+  /**
+   * `sequence` numbers the agent's own calls: an agent that reports PASSED, then FAILED, then PASSED
+   * again made three entries, and the third must not be taken for a repeat of the first. The runner's
+   * own entries (one of each per run) are keyed by their content alone.
+   */
+  logTestResult(entry: { status: 'PASSED' | 'FAILED'; summary: string }, sequence?: number) {
+    return this.send((o) =>
+      this.client.request(logTestResult, { ...this.fenced(), ...entry, idempotencyKey: this.key('log-test-result', sequence === undefined ? entry : { entry, sequence }) }, o),
+    );
   }
 
   reportPush(input: PushReport) {
