@@ -526,6 +526,20 @@ describe('the pull request machine', () => {
       expect(pendingEffects(state)).toMatchObject([{ type: 'OPEN_PULL_REQUEST', headSha: H2 }]);
     });
 
+    it('a push of a head the branch had before its PR was merged or closed, reported late, starts no new cycle (PR-15)', () => {
+      // H1 pushed, then H2; the PR merged on H2. H1's report comes again (handed back, redelivered behind later events):
+      // GitHub has nothing new to open a PR for, and a new cycle would ask it to open one for ever.
+      const merged = [...storyDone, event.moved(6, H2, H1, 'PUSH'), event.merged(9, H2)];
+      given(merged).when(when.pushed(10, H1, {}, 5)).then([]);
+      given(merged).when(when.pushed(10, H2)).then([]);
+      // Closed without merge on H2: a late H1 does not reopen the branch's work as a new PR either.
+      const closed = [...openStory, event.moved(4, H2, H1, 'PUSH'), event.closed(5)];
+      given(closed).when(when.pushed(6, H1, {}, 3)).then([]);
+      // A head the branch never had is new work: a new cycle.
+      given(merged).when(when.pushed(11, H3)).then([event.started(11, H3)]);
+      given(closed).when(when.pushed(7, H3)).then([event.started(7, H3)]);
+    });
+
     it('a PR closed without merge is closed', () => {
       expect(phaseOf(given([...openStory]).when(when.observed(5, { state: 'closed' })).then([event.closed(5)]))).toBe('closed');
     });

@@ -46,8 +46,9 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
       return [{ type: 'PullRequestSprintRunDone', data: { ...id, sprintRunId: command.data.sprintRunId, doneAt: now } }];
     case 'RecordBranchPushed': {
       const d = command.data;
-      // PR-2: the first push starts the flow (and opens the PR); so does a push after the PR was merged or closed.
-      if (!state.flow || (isSettled(state) && d.headSha !== settledHead(state))) {
+      // PR-2: the first push starts the flow (and opens the PR); so does a push after the PR was merged or closed —
+      // of a head the branch never had: one it had is a late report (PR-15), and no new work to open a PR for.
+      if (!state.flow || (isSettled(state) && d.headSha !== settledHead(state) && !(state.knownHeads ?? []).includes(d.headSha))) {
         return [{ type: 'PullRequestFlowStarted', data: { ...id, ...d.flow, headSha: d.headSha, jobId: d.jobId, startedAt: now } }];
       }
       if (isSettled(state) || d.headSha === state.headSha || !state.headSha) return [];
