@@ -134,6 +134,7 @@ export class JobFacts {
         data: {
           headSha: d.headSha,
           pushedAt: d.reportedAt,
+          position: envelope.position,
           jobId: d.jobId,
           flow: {
             productId: scope.product_id,

@@ -182,6 +182,8 @@ export const PullRequestFlowStarted = defineEvent({
     /** The first head pushed, and the job that pushed it (null when GitHub told us first). */
     headSha: GitShaSchema,
     jobId: JobIdSchema.nullable(),
+    /** The push report's position in the job service's log: a report behind it is older (absent in events from before it was kept). */
+    pushPosition: z.number().int().positive().optional(),
     startedAt: TimestampSchema,
   }),
   examples: {
@@ -211,6 +213,8 @@ export const PullRequestHeadMoved = defineEvent({
     previousHeadSha: GitShaSchema,
     /** PUSH: a job reported the push; GITHUB: read from GitHub (someone else pushed, or a merge found the head moved). */
     source: z.enum(['PUSH', 'GITHUB']),
+    /** PUSH: the report's position in the job service's log (absent in events from before it was kept). */
+    pushPosition: z.number().int().positive().optional(),
     movedAt: TimestampSchema,
   }),
   examples: {

@@ -43,6 +43,8 @@ export type PullRequestCommand =
         headSha: string;
         /** When the job reported the push. */
         pushedAt: string;
+        /** The report's position in the job service's log (its event's): the jobs of a branch push one after the other, so a later report is a later push. */
+        position: number | null;
         jobId: string | null;
         flow: { productId: string; baseBranch: string; strategy: PrStrategy; mergeMethod: MergeMethod; requiredChecks: string[]; title: string };
       }

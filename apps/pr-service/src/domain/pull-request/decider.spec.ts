@@ -281,6 +281,27 @@ describe('the pull request machine', () => {
       given(later).when(when.pushed(10, 'b'.repeat(40), {}, 9)).then([event.moved(10, 'b'.repeat(40), H3, 'PUSH')]);
     });
 
+    it('PR-15: a push reported behind a later push (handed back, redelivered after it) moves nothing: the job service\'s log orders the reports', () => {
+      // T-1's job pushed H1 (its report at position 10 of the job service's log), T-2's job pushed H2 on top (position 20),
+      // and H2's report was handled first.
+      const history = [
+        event.queued(0, 'T-1'), event.started(1, H2, {}, 20), event.opened(2, false, H2), event.done(3, 'T-1'), event.queued(4, 'T-2'), event.done(5, 'T-2'),
+      ];
+      given(history).when(when.pushed(6, H1, {}, 0, 10)).then([]);
+      // GitHub shows H2, the branch's real head: its green checks merge it.
+      given(history).when(when.observed(7, { headSha: H2, checks: green })).then([event.passed(7, H2), event.mergeRequested(7, 'AUTO_MERGE', H2)]);
+      // A report later in the log moves the head, and carries its position on.
+      const moved = [...history, event.moved(8, H3, H2, 'PUSH', 30)];
+      given(history).when(when.pushed(8, H3, {}, 8, 30)).then([event.moved(8, H3, H2, 'PUSH', 30)]);
+      given(moved).when(when.pushed(9, 'a'.repeat(40), {}, 0, 25)).then([]);
+      // Settled: an older report starts no new cycle either; a later one does.
+      const merged = [...moved, event.merged(10, H3)];
+      given(merged).when(when.pushed(11, 'a'.repeat(40), {}, 0, 25)).then([]);
+      given(merged).when(when.pushed(12, 'b'.repeat(40), {}, 12, 40)).then([event.started(12, 'b'.repeat(40), {}, 40)]);
+      // A report whose position is not known is taken as before.
+      given(history).when(when.pushed(13, H3)).then([event.moved(13, H3, H2, 'PUSH')]);
+    });
+
     it('a read older than the head we know of says nothing about it', () => {
       const pushed = [...storyDone, event.moved(10, H3, H1, 'PUSH')];
       given(pushed).when(when.observed(9, { headSha: H1, checks: green })).then([]);

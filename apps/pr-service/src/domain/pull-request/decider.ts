@@ -46,16 +46,20 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
       return [{ type: 'PullRequestSprintRunDone', data: { ...id, sprintRunId: command.data.sprintRunId, doneAt: now } }];
     case 'RecordBranchPushed': {
       const d = command.data;
+      // PR-15: the jobs of a branch push one after the other, so a report behind the latest one recorded in the job
+      // service's log is of an older push, handed back and delivered again after the later one: it moves nothing.
+      const behind = d.position !== null && state.pushPosition != null && d.position < state.pushPosition;
+      const pushPosition = d.position !== null ? { pushPosition: d.position } : {};
       // PR-2: the first push starts the flow (and opens the PR); so does a push after the PR was merged or closed —
       // of a head the branch never had: one it had is a late report (PR-15), and no new work to open a PR for.
-      if (!state.flow || (isSettled(state) && d.headSha !== settledHead(state) && !(state.knownHeads ?? []).includes(d.headSha))) {
-        return [{ type: 'PullRequestFlowStarted', data: { ...id, ...d.flow, headSha: d.headSha, jobId: d.jobId, startedAt: now } }];
+      if (!state.flow || (isSettled(state) && d.headSha !== settledHead(state) && !(state.knownHeads ?? []).includes(d.headSha) && !behind)) {
+        return [{ type: 'PullRequestFlowStarted', data: { ...id, ...d.flow, headSha: d.headSha, jobId: d.jobId, ...pushPosition, startedAt: now } }];
       }
       if (isSettled(state) || d.headSha === state.headSha || !state.headSha) return [];
       // PR-15: a head the branch already had is a late report; so is a push reported before GitHub showed a later head.
-      if (state.knownHeads.includes(d.headSha)) return [];
+      if (state.knownHeads.includes(d.headSha) || behind) return [];
       if (state.headSource === 'GITHUB' && state.headSince !== null && d.pushedAt < state.headSince) return [];
-      return [{ type: 'PullRequestHeadMoved', data: { ...id, headSha: d.headSha, previousHeadSha: state.headSha, source: 'PUSH', movedAt: now } }];
+      return [{ type: 'PullRequestHeadMoved', data: { ...id, headSha: d.headSha, previousHeadSha: state.headSha, source: 'PUSH', ...pushPosition, movedAt: now } }];
     }
     case 'RecordOpened': {
       const d = command.data;

@@ -37,6 +37,8 @@ export interface PullRequestState {
   headSource: 'PUSH' | 'GITHUB' | null;
   /** Every head the branch had, in the order they became the head (PR-15). */
   knownHeads: string[];
+  /** The position in the job service's log of the latest push report recorded (PR-15): a report behind it is a late one. */
+  pushPosition: number | null;
   pr: OpenedPr | null;
   scope: Scope;
   /** The last verdict seen on a head; it counts only while that head is the current one. */
@@ -75,6 +77,7 @@ export const initialPullRequestState: PullRequestState = {
   headSince: null,
   headSource: null,
   knownHeads: [],
+  pushPosition: null,
   pr: null,
   scope: { items: [], sprintRunId: null, sprintRunDone: false },
   checks: null,
@@ -141,6 +144,7 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       // A first push, or a push after the previous PR of the branch was merged or closed: a new cycle.
       return {
         ...newHead(s, e.headSha, e.startedAt, 'PUSH'),
+        pushPosition: e.pushPosition ?? s.pushPosition ?? null,
         flow: {
           productId: e.productId,
           baseBranch: e.baseBranch,
@@ -162,7 +166,11 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       };
     }
     case 'PullRequestHeadMoved':
-      return { ...newHead(s, event.data.headSha, event.data.movedAt, event.data.source), updatedAt: event.data.movedAt };
+      return {
+        ...newHead(s, event.data.headSha, event.data.movedAt, event.data.source),
+        pushPosition: event.data.pushPosition ?? s.pushPosition ?? null,
+        updatedAt: event.data.movedAt,
+      };
     case 'PullRequestOpened': {
       const e = event.data;
       return { ...s, pr: { number: e.prNumber, url: e.prUrl, nodeId: e.nodeId, draft: e.draft }, lastFailure: null, updatedAt: e.openedAt };

@@ -46,7 +46,9 @@ export const when = {
   done: (s: number, taskId: string, jobId = JOB1) => cmd('RecordTaskDone', s, { jobId, taskId }),
   reopened: (s: number, taskId: string) => cmd('RecordTaskReopened', s, { jobId: JOB1, taskId, reason: 'checks failed on its head: ci/test' }),
   sprintDone: (s: number) => cmd('RecordSprintRunDone', s, { sprintRunId: RUN }),
-  pushed: (s: number, headSha: string, o: FlowOptions = {}, pushedAtS = s) => cmd('RecordBranchPushed', s, { headSha, pushedAt: at(pushedAtS), jobId: JOB1, flow: flowOf(o) }),
+  /** `position`: the report's position in the job service's log (null: not known). */
+  pushed: (s: number, headSha: string, o: FlowOptions = {}, pushedAtS = s, position: number | null = null) =>
+    cmd('RecordBranchPushed', s, { headSha, pushedAt: at(pushedAtS), position, jobId: JOB1, flow: flowOf(o) }),
   opened: (s: number, headSha = H1, draft = false, adopted = false) =>
     cmd('RecordOpened', s, { prNumber: 7, prUrl: URL, nodeId: NODE, draft, headSha, adopted }),
   observed: (s: number, o: Partial<GitHubObservation> = {}) => cmd('RecordObservation', s, { observation: observation(s, o) }),
@@ -107,13 +109,13 @@ export const event = {
   }),
   done: (s: number, taskId: string, jobId = JOB1): PullRequestEvent => ({ type: 'PullRequestScopeTaskDone', data: { ...id, jobId, taskId, doneAt: at(s) } }),
   sprintDone: (s: number): PullRequestEvent => ({ type: 'PullRequestSprintRunDone', data: { ...id, sprintRunId: RUN, doneAt: at(s) } }),
-  started: (s: number, headSha = H1, o: FlowOptions = {}): PullRequestEvent => ({
+  started: (s: number, headSha = H1, o: FlowOptions = {}, pushPosition?: number): PullRequestEvent => ({
     type: 'PullRequestFlowStarted',
-    data: { ...id, ...flowOf(o), headSha, jobId: JOB1, startedAt: at(s) },
+    data: { ...id, ...flowOf(o), headSha, jobId: JOB1, ...(pushPosition !== undefined ? { pushPosition } : {}), startedAt: at(s) },
   }),
-  moved: (s: number, headSha: string, previousHeadSha: string, source: 'PUSH' | 'GITHUB'): PullRequestEvent => ({
+  moved: (s: number, headSha: string, previousHeadSha: string, source: 'PUSH' | 'GITHUB', pushPosition?: number): PullRequestEvent => ({
     type: 'PullRequestHeadMoved',
-    data: { ...id, headSha, previousHeadSha, source, movedAt: at(s) },
+    data: { ...id, headSha, previousHeadSha, source, ...(pushPosition !== undefined ? { pushPosition } : {}), movedAt: at(s) },
   }),
   opened: (s: number, draft = false, headSha = H1, adopted = false): PullRequestEvent => ({
     type: 'PullRequestOpened',
