@@ -26,6 +26,7 @@ interface JobScope {
   task_id: string | null;
   story_id: string | null;
   sprint_id: string | null;
+  sprint_run_id: string | null;
 }
 
 const WRITES_CODE = new Set(['TASK_IMPLEMENTATION', 'SPRINT_IMPLEMENTATION']);
@@ -136,6 +137,7 @@ export class JobFacts {
           pushedAt: d.reportedAt,
           position: envelope.position,
           jobId: d.jobId,
+          sprintRunId: scope.sprint_run_id,
           flow: {
             productId: scope.product_id,
             baseBranch: scope.target_branch,

@@ -184,6 +184,8 @@ export const PullRequestFlowStarted = defineEvent({
     jobId: JobIdSchema.nullable(),
     /** The push report's position in the job service's log: a report behind it is older (absent in events from before it was kept). */
     pushPosition: z.number().int().positive().optional(),
+    /** The sprint run whose job pushed it: the run whose DONE makes this cycle's PR ready (absent: not a sprint run's job, or from before it was kept). */
+    sprintRunId: SprintRunIdSchema.optional(),
     startedAt: TimestampSchema,
   }),
   examples: {

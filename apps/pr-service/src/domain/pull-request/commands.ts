@@ -46,6 +46,8 @@ export type PullRequestCommand =
         /** The report's position in the job service's log (its event's): the jobs of a branch push one after the other, so a later report is a later push. */
         position: number | null;
         jobId: string | null;
+        /** The sprint run of the job that pushed, if it is one's. */
+        sprintRunId: string | null;
         flow: { productId: string; baseBranch: string; strategy: PrStrategy; mergeMethod: MergeMethod; requiredChecks: string[]; title: string };
       }
     >

@@ -8,7 +8,7 @@ import type { PullRequestEvent } from './events.js';
 import { phaseOf } from './phase.js';
 import { evolvePullRequest, initialPullRequestState, type PullRequestState } from './state.js';
 import { pullRequestView } from './view.js';
-import { BRANCH, check, event, H1, H2, H3, JOB2, NODE, REPO, when } from './testing/story.js';
+import { BRANCH, check, event, H1, H2, H3, JOB2, NODE, REPO, RUN, RUN2, when } from './testing/story.js';
 
 const given = DeciderSpecification.for(pullRequestDecider, { validate: validatesAgainstContract('prs') });
 const stateOf = (events: PullRequestEvent[]): PullRequestState => events.reduce(evolvePullRequest, initialPullRequestState);
@@ -453,6 +453,25 @@ describe('the pull request machine', () => {
     it('a sprint run DONE before the branch was ever pushed: the PR opens as a draft and is made ready at once', () => {
       const state = stateOf([event.sprintDone(0), event.started(1, H1, { strategy: 'SPRINT' }), event.opened(2, true)]);
       expect(pendingEffects(state)).toMatchObject([{ type: 'MARK_READY_FOR_REVIEW' }]);
+    });
+
+    it('a later sprint run on the branch of a settled sprint PR: its new PR stays a draft until that run is DONE', () => {
+      const rules = { strategy: 'SPRINT' as const, requiredChecks: [] };
+      // Run 1 is DONE, its PR made ready and merged by a person; run 2's job pushes the same branch again.
+      const first = [event.sprintDone(0), event.started(1, H1, rules, 10, RUN), event.opened(2, true), event.ready(3), event.merged(4)];
+      given(first).when(when.pushed(5, H2, rules, 5, 20, RUN2)).then([event.started(5, H2, rules, 20, RUN2)]);
+      const second = [...first, event.started(5, H2, rules, 20, RUN2), event.opened(6, true, H2)];
+      expect(phaseOf(stateOf(second))).toBe('draft_opened');
+      expect(pendingEffects(stateOf(second))).toEqual([]);
+      // Run 1's DONE again changes nothing; run 2's makes the new PR ready.
+      given(second).when(when.sprintDone(7, RUN)).then([]);
+      const done = given(second).when(when.sprintDone(7, RUN2)).then([event.sprintDone(7, RUN2)]);
+      expect(pendingEffects(done)).toEqual([{ type: 'MARK_READY_FOR_REVIEW', repository: REPO, prNumber: 7, nodeId: NODE }]);
+      // Run 2 DONE handled before its push (the push handed back): the new cycle starts done, and its PR is made ready at once.
+      const early = given(first).when(when.sprintDone(5, RUN2)).then([event.sprintDone(5, RUN2)]);
+      expect(phaseOf(early)).toBe('merged');
+      const reopened = stateOf([...first, event.sprintDone(5, RUN2), event.started(6, H2, rules, 20, RUN2), event.opened(7, true, H2)]);
+      expect(pendingEffects(reopened)).toMatchObject([{ type: 'MARK_READY_FOR_REVIEW' }]);
     });
 
     it('a PR already ready (someone, or an earlier attempt, marked it) is a success', () => {

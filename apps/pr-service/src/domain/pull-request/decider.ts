@@ -4,7 +4,7 @@ import type { GitHubObservation, PullRequestCommand } from './commands.js';
 import type { PullRequestEvent } from './events.js';
 import { forHead, scopeDone } from './phase.js';
 import { strategies } from './strategies.js';
-import { evolvePullRequest, initialPullRequestState, isSettled, type PullRequestState } from './state.js';
+import { evolvePullRequest, initialPullRequestState, isSettled, sprintRunsDoneOf, type PullRequestState } from './state.js';
 
 /**
  * The pull request of one (repository, branch) as a decider (docs/pr-service.md). A command records
@@ -42,7 +42,7 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
       return [{ type: 'PullRequestScopeTaskReopened', data: { ...id, jobId: d.jobId, taskId: d.taskId, reason: messageKept(d.reason), reopenedAt: now } }];
     }
     case 'RecordSprintRunDone':
-      if (state.scope.sprintRunDone) return [];
+      if (sprintRunsDoneOf(state.scope).includes(command.data.sprintRunId)) return [];
       return [{ type: 'PullRequestSprintRunDone', data: { ...id, sprintRunId: command.data.sprintRunId, doneAt: now } }];
     case 'RecordBranchPushed': {
       const d = command.data;
@@ -53,7 +53,8 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
       // PR-2: the first push starts the flow (and opens the PR); so does a push after the PR was merged or closed —
       // of a head the branch never had: one it had is a late report (PR-15), and no new work to open a PR for.
       if (!state.flow || (isSettled(state) && d.headSha !== settledHead(state) && !(state.knownHeads ?? []).includes(d.headSha) && !behind)) {
-        return [{ type: 'PullRequestFlowStarted', data: { ...id, ...d.flow, headSha: d.headSha, jobId: d.jobId, ...pushPosition, startedAt: now } }];
+        const sprintRun = d.sprintRunId ? { sprintRunId: d.sprintRunId } : {};
+        return [{ type: 'PullRequestFlowStarted', data: { ...id, ...d.flow, headSha: d.headSha, jobId: d.jobId, ...pushPosition, ...sprintRun, startedAt: now } }];
       }
       if (isSettled(state) || d.headSha === state.headSha || !state.headSha) return [];
       // PR-15: a head the branch already had is a late report; so is a push reported before GitHub showed a later head.

@@ -10,6 +10,8 @@ export interface Flow {
   requiredChecks: string[];
   title: string;
   startedAt: string;
+  /** The sprint run whose job's push started this cycle (null: not known). */
+  sprintRunId?: string | null;
 }
 
 export interface OpenedPr {
@@ -22,8 +24,11 @@ export interface OpenedPr {
 /** A scope item is a task of the story (or, for a job without a task, the job itself). */
 export interface Scope {
   items: { id: string; done: boolean }[];
+  /** The sprint run of this cycle (or, not known, the one DONE), and whether it is DONE. */
   sprintRunId: string | null;
   sprintRunDone: boolean;
+  /** Every sprint run of the branch whose DONE was recorded: a cycle started by a later run's push waits for that run's. */
+  sprintRunsDone?: string[];
 }
 
 export interface PullRequestState {
@@ -79,7 +84,7 @@ export const initialPullRequestState: PullRequestState = {
   knownHeads: [],
   pushPosition: null,
   pr: null,
-  scope: { items: [], sprintRunId: null, sprintRunDone: false },
+  scope: { items: [], sprintRunId: null, sprintRunDone: false, sprintRunsDone: [] },
   checks: null,
   conflict: null,
   mergeDecision: null,
@@ -103,6 +108,11 @@ export function pullRequestExists(state: PullRequestState): boolean {
 /** Merged or closed: nothing more is done for this head unless the branch is pushed again. */
 export function isSettled(state: PullRequestState): boolean {
   return state.outcome !== null;
+}
+
+/** The sprint runs whose DONE was recorded (a state kept from before the list: the run it says is DONE). */
+export function sprintRunsDoneOf(scope: Scope): string[] {
+  return scope.sprintRunsDone ?? (scope.sprintRunDone && scope.sprintRunId ? [scope.sprintRunId] : []);
 }
 
 function withItem(scope: Scope, id: string, done: boolean): Scope {
@@ -137,14 +147,23 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       return { ...s, scope: withItem(s.scope, event.data.taskId, true), updatedAt: event.data.doneAt };
     case 'PullRequestScopeTaskReopened':
       return { ...s, scope: withItem(s.scope, event.data.taskId, false), updatedAt: event.data.reopenedAt };
-    case 'PullRequestSprintRunDone':
-      return { ...s, scope: { ...s.scope, sprintRunId: event.data.sprintRunId, sprintRunDone: true }, updatedAt: event.data.doneAt };
+    case 'PullRequestSprintRunDone': {
+      // PR-8: the DONE of this cycle's sprint run (or, its run not known, of a run) makes the scope done; that of
+      // another run is kept for the cycle its push starts (handled before that push).
+      const sprintRunsDone = [...sprintRunsDoneOf(s.scope), event.data.sprintRunId];
+      const ours = !s.flow?.sprintRunId || s.flow.sprintRunId === event.data.sprintRunId;
+      const scope = ours ? { ...s.scope, sprintRunId: event.data.sprintRunId, sprintRunDone: true, sprintRunsDone } : { ...s.scope, sprintRunsDone };
+      return { ...s, scope, updatedAt: event.data.doneAt };
+    }
     case 'PullRequestFlowStarted': {
       const e = event.data;
       // A first push, or a push after the previous PR of the branch was merged or closed: a new cycle.
+      // PR-8: a cycle started by a sprint run's push is that run's: its scope is done once that run is DONE, not an earlier run of the branch.
+      const scope = e.sprintRunId ? { ...s.scope, sprintRunId: e.sprintRunId, sprintRunDone: sprintRunsDoneOf(s.scope).includes(e.sprintRunId) } : s.scope;
       return {
         ...newHead(s, e.headSha, e.startedAt, 'PUSH'),
         pushPosition: e.pushPosition ?? s.pushPosition ?? null,
+        scope,
         flow: {
           productId: e.productId,
           baseBranch: e.baseBranch,
@@ -153,6 +172,7 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
           requiredChecks: e.requiredChecks,
           title: e.title,
           startedAt: e.startedAt,
+          sprintRunId: e.sprintRunId ?? null,
         },
         pr: null,
         checks: null,

@@ -16,6 +16,7 @@ export const MERGE_COMMIT = 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa';
 export const JOB1 = 'job-00000000-0000-4000-8000-000000000001';
 export const JOB2 = 'job-00000000-0000-4000-8000-000000000002';
 export const RUN = 'sprintrun-00000000-0000-4000-8000-000000000009';
+export const RUN2 = 'sprintrun-00000000-0000-4000-8000-000000000010';
 
 const T0 = Date.parse('2026-11-30T08:00:00.000Z');
 /** The instant `s` seconds after the story begins. */
@@ -45,10 +46,10 @@ export const when = {
     cmd('RecordTaskQueued', s, { jobId, taskId, storyId: 'ST-1', storyTaskIds }),
   done: (s: number, taskId: string, jobId = JOB1) => cmd('RecordTaskDone', s, { jobId, taskId }),
   reopened: (s: number, taskId: string) => cmd('RecordTaskReopened', s, { jobId: JOB1, taskId, reason: 'checks failed on its head: ci/test' }),
-  sprintDone: (s: number) => cmd('RecordSprintRunDone', s, { sprintRunId: RUN }),
+  sprintDone: (s: number, sprintRunId = RUN) => cmd('RecordSprintRunDone', s, { sprintRunId }),
   /** `position`: the report's position in the job service's log (null: not known). */
-  pushed: (s: number, headSha: string, o: FlowOptions = {}, pushedAtS = s, position: number | null = null) =>
-    cmd('RecordBranchPushed', s, { headSha, pushedAt: at(pushedAtS), position, jobId: JOB1, flow: flowOf(o) }),
+  pushed: (s: number, headSha: string, o: FlowOptions = {}, pushedAtS = s, position: number | null = null, sprintRunId: string | null = null) =>
+    cmd('RecordBranchPushed', s, { headSha, pushedAt: at(pushedAtS), position, jobId: JOB1, sprintRunId, flow: flowOf(o) }),
   opened: (s: number, headSha = H1, draft = false, adopted = false) =>
     cmd('RecordOpened', s, { prNumber: 7, prUrl: URL, nodeId: NODE, draft, headSha, adopted }),
   observed: (s: number, o: Partial<GitHubObservation> = {}) => cmd('RecordObservation', s, { observation: observation(s, o) }),
@@ -108,10 +109,13 @@ export const event = {
     data: { ...id, jobId, taskId, storyId: 'ST-1', storyTaskIds, queuedAt: at(s) },
   }),
   done: (s: number, taskId: string, jobId = JOB1): PullRequestEvent => ({ type: 'PullRequestScopeTaskDone', data: { ...id, jobId, taskId, doneAt: at(s) } }),
-  sprintDone: (s: number): PullRequestEvent => ({ type: 'PullRequestSprintRunDone', data: { ...id, sprintRunId: RUN, doneAt: at(s) } }),
-  started: (s: number, headSha = H1, o: FlowOptions = {}, pushPosition?: number): PullRequestEvent => ({
+  sprintDone: (s: number, sprintRunId = RUN): PullRequestEvent => ({ type: 'PullRequestSprintRunDone', data: { ...id, sprintRunId, doneAt: at(s) } }),
+  started: (s: number, headSha = H1, o: FlowOptions = {}, pushPosition?: number, sprintRunId?: string): PullRequestEvent => ({
     type: 'PullRequestFlowStarted',
-    data: { ...id, ...flowOf(o), headSha, jobId: JOB1, ...(pushPosition !== undefined ? { pushPosition } : {}), startedAt: at(s) },
+    data: {
+      ...id, ...flowOf(o), headSha, jobId: JOB1,
+      ...(pushPosition !== undefined ? { pushPosition } : {}), ...(sprintRunId !== undefined ? { sprintRunId } : {}), startedAt: at(s),
+    },
   }),
   moved: (s: number, headSha: string, previousHeadSha: string, source: 'PUSH' | 'GITHUB', pushPosition?: number): PullRequestEvent => ({
     type: 'PullRequestHeadMoved',
