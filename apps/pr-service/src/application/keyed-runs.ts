@@ -10,7 +10,8 @@ export class KeyedRuns {
   private readonly again = new Set<string>();
   private readonly waiting: string[] = [];
   private readonly queued = new Set<string>();
-  private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** A key's pending ask for later: its timer and when it is due. */
+  private readonly timers = new Map<string, { timer: NodeJS.Timeout; dueAt: number }>();
   private active = 0;
   private stopped = false;
   private idleWaiters: (() => void)[] = [];
@@ -25,13 +26,17 @@ export class KeyedRuns {
   ask(key: string, delayMs = 0): void {
     if (this.stopped) return;
     if (delayMs > 0) {
-      if (this.timers.has(key)) return;
+      const dueAt = Date.now() + delayMs;
+      const pending = this.timers.get(key);
+      if (pending && pending.dueAt <= dueAt) return;
+      // Sooner than the ask pending (a read a second after a 409, under a failed run's wait of a minute): it replaces it.
+      if (pending) clearTimeout(pending.timer);
       const timer = setTimeout(() => {
         this.timers.delete(key);
         this.ask(key);
       }, delayMs);
       timer.unref();
-      this.timers.set(key, timer);
+      this.timers.set(key, { timer, dueAt });
       return;
     }
     if (this.running.has(key)) {
@@ -65,7 +70,7 @@ export class KeyedRuns {
   /** Stops taking asks, drops what waits, and resolves once the runs under way have finished. */
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const timer of this.timers.values()) clearTimeout(timer);
+    for (const { timer } of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
     this.waiting.length = 0;
     this.queued.clear();
