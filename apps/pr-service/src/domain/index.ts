@@ -12,7 +12,7 @@
 //   PR-7  a new head voids decisions, waits for checks    state.ts newHead, effects.ts DISABLE_AUTO_MERGE
 //   PR-8  SPRINT: ready for review when the run is DONE   strategies.ts, effects.ts MARK_READY_FOR_REVIEW
 //   PR-9  red checks: CHECKS_FAILED once per head         decider.ts observationEvents
-//   PR-10 a conflict: MERGE_CONFLICT once per head        decider.ts observationEvents
+//   PR-10 a conflict: MERGE_CONFLICT once per head        decider.ts observationEvents (cleared when GitHub shows the head mergeable again)
 //   PR-11 mergeable null is no verdict                    decider.ts observationEvents (and the reconciler reads again)
 //   PR-14 a refused merge waits for GitHub to change      decider.ts mergeIfDue
 //   PR-15 heads only move forward (GitHub lags a push)    decider.ts observationEvents, RecordBranchPushed

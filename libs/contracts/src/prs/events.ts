@@ -389,6 +389,22 @@ export const PullRequestDraftChanged = defineEvent({
   },
 });
 
+/**
+ * GitHub shows the PR mergeable again on the head a conflict was recorded for (the base changed again: a
+ * change reverted, the conflict resolved on the base): the conflict is over, and the PR is carried on.
+ */
+export const PullRequestMergeConflictCleared = defineEvent({
+  context: 'prs',
+  type: 'PullRequestMergeConflictCleared',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, prNumber: z.number().int().positive(), headSha: GitShaSchema, clearedAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, prNumber: 102, headSha: sha, clearedAt: at }],
+    // cleared on which head?
+    invalid: [{ ...prExample, prNumber: 102, clearedAt: at }],
+  },
+});
+
 export const PullRequestMergeFailed = defineEvent({
   context: 'prs',
   type: 'PullRequestMergeFailed',
@@ -498,6 +514,7 @@ export type PullRequestAutoMergeEnabledData = z.output<typeof PullRequestAutoMer
 export type PullRequestAutoMergeRefusedData = z.output<typeof PullRequestAutoMergeRefused.data>;
 export type PullRequestAutoMergeDisabledData = z.output<typeof PullRequestAutoMergeDisabled.data>;
 export type PullRequestDraftChangedData = z.output<typeof PullRequestDraftChanged.data>;
+export type PullRequestMergeConflictClearedData = z.output<typeof PullRequestMergeConflictCleared.data>;
 export type PullRequestMergeFailedData = z.output<typeof PullRequestMergeFailed.data>;
 export type PullRequestAutoMergeDisabledOnGitHubData = z.output<typeof PullRequestAutoMergeDisabledOnGitHub.data>;
 export type PullRequestMergedData = z.output<typeof PullRequestMerged.data>;
@@ -519,6 +536,7 @@ export const pullRequestEventContracts = [
   PullRequestChecksPassed,
   PullRequestChecksFailed,
   PullRequestMergeConflict,
+  PullRequestMergeConflictCleared,
   PullRequestMergeRequested,
   PullRequestAutoMergeEnabled,
   PullRequestAutoMergeRefused,

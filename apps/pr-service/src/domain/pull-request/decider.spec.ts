@@ -414,6 +414,21 @@ describe('the pull request machine', () => {
       expect(pullRequestView(stateOf([...storyDone, conflict])).conflict).toEqual({ headSha: H1, conflictingFiles: kept, conflictingFilesLeftOut: files.length - kept.length });
     });
 
+    it('a conflict GitHub no longer shows on the same head (the base changed again) is cleared: the PR is merged once its head is green', () => {
+      const conflicted = [...storyDone, event.passed(6), event.conflict(7)];
+      expect(phaseOf(stateOf(conflicted))).toBe('merge_conflict_paused');
+      // Still computing, or still conflicting: no change.
+      given(conflicted).when(when.observed(8, { checks: green, mergeable: null, mergeableState: 'unknown' })).then([]);
+      given(conflicted).when(when.observed(8, { checks: green, mergeable: false, mergeableState: 'dirty', conflictingFiles: ['src/app.ts'] })).then([]);
+      // Mergeable again on the same head: the conflict is over, and the merge is decided for that head.
+      const state = given(conflicted).when(when.observed(9, { checks: green, mergeable: true, mergeableState: 'blocked' })).then([event.conflictCleared(9), event.mergeRequested(9, 'AUTO_MERGE')]);
+      expect(phaseOf(state)).toBe('auto_merge_enabled');
+      expect(pullRequestView(state).conflict).toBeNull();
+      // Conflicting again later on that head: reported again.
+      given([...conflicted, event.conflictCleared(9)]).when(when.observed(10, { checks: green, mergeable: false, mergeableState: 'dirty', conflictingFiles: ['src/app.ts'] }))
+        .then([event.conflict(10)]);
+    });
+
     it('the conflict is resolved by a new head', () => {
       const state = given([...storyDone, event.conflict(6)]).when(when.observed(9, { headSha: H2 })).then([event.moved(9, H2, H1, 'GITHUB')]);
       expect(phaseOf(state)).toBe('waiting_for_checks');

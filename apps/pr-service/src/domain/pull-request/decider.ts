@@ -196,6 +196,11 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   if (rules.whenScopeDone === 'MERGE_WHEN_GREEN' && o.draft !== current.pr!.draft) {
     events.push({ type: 'PullRequestDraftChanged', data: { ...id, prNumber: o.prNumber, headSha: o.headSha, draft: o.draft, changedAt: now } });
   }
+  // PR-10: GitHub shows the head a conflict was recorded for mergeable again (the base changed again): the conflict
+  // is over — else the PR would stay paused, and never merged, on a head GitHub would merge. Null is no verdict (PR-11).
+  if (o.mergeable === true && forHead(current, current.conflict)) {
+    events.push({ type: 'PullRequestMergeConflictCleared', data: { ...id, prNumber: o.prNumber, headSha: o.headSha, clearedAt: now } });
+  }
   // PR-10: a conflict is recorded once per head, with its files; mergeable null is no verdict (PR-11).
   if (o.mergeable === false && o.mergeableState === 'dirty' && !forHead(current, current.conflict) && o.conflictingFiles && o.conflictingFiles.length > 0) {
     // The first files, as many as one message keeps; the rest are counted (the PR on GitHub shows them all).

@@ -215,6 +215,8 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
     }
     case 'PullRequestMergeConflict':
       return { ...s, conflict: { headSha: event.data.headSha, files: event.data.conflictingFiles, filesLeftOut: event.data.conflictingFilesLeftOut ?? 0 }, updatedAt: event.data.detectedAt };
+    case 'PullRequestMergeConflictCleared':
+      return { ...s, conflict: s.conflict?.headSha === event.data.headSha ? null : s.conflict, updatedAt: event.data.clearedAt };
     case 'PullRequestMergeRequested': {
       const e = event.data;
       return { ...s, mergeDecision: { headSha: e.headSha, via: e.via, requestedAt: e.requestedAt }, mergeFailure: null, updatedAt: e.requestedAt };

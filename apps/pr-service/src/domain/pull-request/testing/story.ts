@@ -137,6 +137,10 @@ export const event = {
     type: 'PullRequestMergeConflict',
     data: { ...id, baseBranch: 'main', prNumber: 7, prUrl: URL, headSha, conflictingFiles: files, conflictingFilesLeftOut: leftOut, detectedAt: at(s) },
   }),
+  conflictCleared: (s: number, headSha = H1): PullRequestEvent => ({
+    type: 'PullRequestMergeConflictCleared',
+    data: { ...id, prNumber: 7, headSha, clearedAt: at(s) },
+  }),
   mergeRequested: (s: number, via: 'AUTO_MERGE' | 'DIRECT', headSha = H1): PullRequestEvent => ({
     type: 'PullRequestMergeRequested',
     data: { ...id, headSha, via, mergeMethod: 'SQUASH', requestedAt: at(s) },
