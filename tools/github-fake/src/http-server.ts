@@ -19,9 +19,12 @@ import type { DeliveryRule, WebhookDispatcher, WebhookTarget } from './webhooks.
  * the base branch while GitHub was merging: the head is unchanged, the merge may be tried again). `lost_response`: the request takes effect, then the connection is closed without an
  * answer (a reply lost on the way). `delayed_response`: it takes effect and the answer waits
  * `delayMs` (time for a test to SIGKILL the caller between GitHub's effect and the caller's record).
+ * `forbidden`: the token lacks a permission the request needs, and nothing happens — REST 403, GraphQL
+ * 200 with a `FORBIDDEN` error, both "Resource not accessible by personal access token" (a fine-grained
+ * token's wording; an App's says "by integration").
  */
-export type FaultKind = 'primary_rate_limit' | 'secondary_rate_limit' | 'server_error' | 'base_branch_modified' | 'lost_response' | 'delayed_response';
-const FAULT_KINDS: FaultKind[] = ['primary_rate_limit', 'secondary_rate_limit', 'server_error', 'base_branch_modified', 'lost_response', 'delayed_response'];
+export type FaultKind = 'primary_rate_limit' | 'secondary_rate_limit' | 'server_error' | 'base_branch_modified' | 'lost_response' | 'delayed_response' | 'forbidden';
+const FAULT_KINDS: FaultKind[] = ['primary_rate_limit', 'secondary_rate_limit', 'server_error', 'base_branch_modified', 'lost_response', 'delayed_response', 'forbidden'];
 
 export interface Fault {
   kind: FaultKind;
@@ -287,6 +290,11 @@ export class HttpFrontend {
           status: String(status),
         },
       };
+    }
+    if (fault.kind === 'forbidden') {
+      const message = 'Resource not accessible by personal access token';
+      if (resource === 'graphql') return { status: 200, headers, body: { data: null, errors: [{ type: 'FORBIDDEN', message }] } };
+      return { status: 403, headers, body: { message, documentation_url: DOCUMENTATION.root, status: '403' } };
     }
     if (fault.kind === 'base_branch_modified') {
       return { status: 409, headers, body: { message: 'Base branch was modified. Review and try the merge again.', documentation_url: DOCUMENTATION.mergePull, status: '409' } };

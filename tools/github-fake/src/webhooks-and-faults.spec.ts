@@ -217,6 +217,21 @@ describe('rate limits, server errors and credentials', () => {
     expect(events.primary[0]!.retryAfter).toBeGreaterThanOrEqual(1);
   });
 
+  it('a permission the token lacks: REST 403, GraphQL a FORBIDDEN error; nothing happens, nothing is retried', async () => {
+    const { octokit } = octokitFor(fake);
+    await pushBranch('feature/forbidden');
+    await fake.control.injectFault({ kind: 'forbidden', method: 'POST', path: `/repos/${repo.fullName}/pulls` });
+    const refused = (await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/forbidden', base: 'main', title: 'f' }).catch((e: unknown) => e)) as RequestError;
+    expect(refused.status).toBe(403);
+    expect(refused.message).toMatch(/Resource not accessible by personal access token/);
+    expect((await fake.control.pulls(repo.fullName)).filter((p) => p.head.ref === 'feature/forbidden')).toEqual([]);
+    expect(await fake.control.requests({ method: 'POST', path: `/repos/${repo.fullName}/pulls` })).toHaveLength(1);
+
+    await fake.control.injectFault({ kind: 'forbidden', path: '/graphql' });
+    const error = (await octokit.graphql(`{ viewer { login } }`).catch((e: unknown) => e)) as { errors?: { type: string; message: string }[] };
+    expect(error.errors).toEqual([{ type: 'FORBIDDEN', message: 'Resource not accessible by personal access token' }]);
+  });
+
   it('a 5xx is retried by the retry plugin; a 405 or 409 is not', async () => {
     const { octokit } = octokitFor(fake);
     await fake.control.injectFault({ kind: 'server_error', path: `/repos/${repo.fullName}`, status: 502, count: 2 });

@@ -17,6 +17,16 @@ export function gitHubMessage(error: unknown): string {
   return text.slice(0, 1000);
 }
 
+/**
+ * GraphQL answers a permission the token or the App lacks with 200 and an error whose type says so:
+ * FORBIDDEN ("Resource not accessible by integration" for an App, "… by personal access token" for a
+ * fine-grained token), INSUFFICIENT_SCOPES (a classic token without the scope). No status to go by.
+ */
+function deniedByGraphQL(error: unknown): boolean {
+  const e = error as FailedRequest;
+  return (e.errors ?? e.response?.data?.errors ?? []).some((x) => x.type === 'FORBIDDEN' || x.type === 'INSUFFICIENT_SCOPES');
+}
+
 export function statusOf(error: unknown): number | undefined {
   const status = (error as FailedRequest).status;
   return typeof status === 'number' ? status : undefined;
@@ -33,7 +43,7 @@ export function gitHubFailure(error: unknown, what: string): GantryError {
   const status = statusOf(error);
   const message = gitHubMessage(error);
   const details = { status: status ?? null, githubMessage: message };
-  if (status === 401 || (status === 403 && !/rate limit/i.test(message)) || /Resource not accessible by integration|Bad credentials/i.test(message)) {
+  if (status === 401 || (status === 403 && !/rate limit/i.test(message)) || deniedByGraphQL(error) || /Resource not accessible by|Bad credentials|not been granted the required scopes/i.test(message)) {
     return new GantryError(ErrorCode.GH_AUTH_ERROR, `GitHub refused the credentials for ${what}: ${message}`, details);
   }
   if (status === 405) {

@@ -188,6 +188,24 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     }
   }, 120_000);
 
+  it('a permission the token lacks is GH_AUTH_ERROR, for a GraphQL effect (its FORBIDDEN error) as for a REST one (403)', async () => {
+    const sha = clone.commitAndPush('story/forbidden', { 'src/forbidden.ts': 'f\n' }, 'forbidden');
+    const { pr } = await prs.open({ repository: repo, branch: 'story/forbidden', baseBranch: 'main', title: 't', body: 'b', draft: true });
+    const failureOf = (call: Promise<unknown>) => call.then(() => null, (e: unknown) => e as { code: string; message: string });
+    try {
+      await github.control.injectFault({ kind: 'forbidden', path: '/graphql', count: 3 });
+      for (const call of [() => prs.enableAutoMerge(pr.nodeId, sha, 'SQUASH'), () => prs.disableAutoMerge(pr.nodeId), () => prs.markReadyForReview(pr.nodeId)]) {
+        expect(await failureOf(call())).toMatchObject({ code: ErrorCode.GH_AUTH_ERROR, message: expect.stringMatching(/Resource not accessible/) });
+      }
+      await github.control.injectFault({ kind: 'forbidden', method: 'PUT', path: '/merge' });
+      expect(await failureOf(prs.merge(repo, pr.number, sha, 'SQUASH'))).toMatchObject({ code: ErrorCode.GH_AUTH_ERROR });
+      // Nothing happened on GitHub.
+      expect(await prs.read(repo, pr.number)).toMatchObject({ state: 'open', draft: true, autoMergeEnabled: false });
+    } finally {
+      await github.control.clearFaults();
+    }
+  });
+
   it('refused credentials are GH_AUTH_ERROR, never with the token in the message', async () => {
     await github.control.setTokens(['another-token']);
     try {
