@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import pg from 'pg';
 import { Webhooks } from '@octokit/webhooks';
+import { pullRequestIdFor } from '@gantry/contracts';
 import { eventually, removeTestNamespace, startApp, testDatabaseUrl, testNaming, uniqueName, type RunningApp } from '@gantry/testing';
 import { whatADeliveryConcerns } from '../src/application/webhook-targets.js';
 
@@ -170,6 +171,32 @@ describe('GitHub webhooks into the pr-service', () => {
       return rows[0]?.processed_at ? rows : null;
     }, { what: `delivery ${deliveryId} processed` });
     expect(row).toMatchObject({ event: 'pull_request', action: 'opened\uFFFD', outcome: 'ignored' });
+  });
+
+  it('a delivery names the tracked pull request of its repository however the product spells the repository\'s case (GitHub\'s names are case-insensitive)', async () => {
+    const payload = examples.find((e) => e.name === 'pull_request')!.examples.find((p) => p.action === 'opened')! as {
+      repository: { full_name: string };
+      pull_request: { head: { ref: string } };
+    };
+    // The product registered the repository in lower case; GitHub's deliveries spell it as GitHub does (Codertocat/Hello-World).
+    const repository = payload.repository.full_name.toLowerCase();
+    const branch = payload.pull_request.head.ref;
+    await db.query(
+      `INSERT INTO pull_requests (pull_request_id, repository, branch, phase, pr_number, head_sha, settled, state, updated_at)
+       VALUES ($1, $2, $3, 'waiting_for_checks', NULL, NULL, false, '{}', now())`,
+      [pullRequestIdFor(repository, branch), repository, branch],
+    );
+    try {
+      const { status, deliveryId } = await deliver('pull_request', payload);
+      expect(status).toBe(202);
+      const [row] = await eventually(async () => {
+        const rows = await recorded(deliveryId);
+        return rows[0]?.processed_at ? rows : null;
+      }, { what: `delivery ${deliveryId} processed` });
+      expect(row).toMatchObject({ event: 'pull_request', outcome: 'read again: 1' });
+    } finally {
+      await db.query(`DELETE FROM pull_requests WHERE pull_request_id = $1`, [pullRequestIdFor(repository, branch)]);
+    }
   });
 
   it('events it does not handle are recorded and ignored', async () => {

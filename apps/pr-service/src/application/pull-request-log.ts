@@ -75,11 +75,15 @@ export class PullRequestLog {
     return rows.length > 0;
   }
 
-  /** The tracked pull requests of a repository whose head is `sha` or whose branch is one of `branches`. */
+  /**
+   * The tracked pull requests of a repository whose head is `sha` or whose branch is one of `branches`. The
+   * repository in any case: GitHub's names are case-insensitive, its deliveries spell them as GitHub does
+   * (`Acme/Shop`), and a product may have been registered as `acme/shop`.
+   */
   async idsFor(repository: string, match: { branches?: string[]; headSha?: string; prNumber?: number }): Promise<string[]> {
     const { rows } = await this.store.pool.query<{ pull_request_id: string }>(
       `SELECT pull_request_id FROM pull_requests
-        WHERE repository = $1 AND (branch = ANY($2) OR head_sha = $3 OR pr_number = $4)`,
+        WHERE lower(repository) = lower($1) AND (branch = ANY($2) OR head_sha = $3 OR pr_number = $4)`,
       [repository, match.branches ?? [], match.headSha ?? null, match.prNumber ?? null],
     );
     return rows.map((r) => r.pull_request_id);

@@ -101,10 +101,24 @@ export class PrServiceJobScopesEnded1785000000000 implements MigrationInterface 
   }
 }
 
+/** A delivery finds its pull requests by repository in any case (PullRequestLog.idsFor): GitHub's names are case-insensitive. */
+export class PrServicePullRequestsByRepositoryAnyCase1786000000000 implements MigrationInterface {
+  name = 'PrServicePullRequestsByRepositoryAnyCase1786000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE INDEX IF NOT EXISTS pull_requests_by_repository_any_case ON pull_requests (lower(repository))`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX IF EXISTS pull_requests_by_repository_any_case`);
+  }
+}
+
 export const prServiceMigrations = [
   PrServiceTables1767312000000,
   PrServiceStateCompression1780272000000,
   PrServiceStateJsonText1782050000000,
   PrServiceWebhookDeliveriesProcessed1784000000000,
   PrServiceJobScopesEnded1785000000000,
+  PrServicePullRequestsByRepositoryAnyCase1786000000000,
 ];
