@@ -487,6 +487,10 @@ describe('the pull request machine', () => {
       expect(phaseOf(early)).toBe('merged');
       const reopened = stateOf([...first, event.sprintDone(5, RUN2), event.started(6, H2, rules, 20, RUN2), event.opened(7, true, H2)]);
       expect(pendingEffects(reopened)).toMatchObject([{ type: 'MARK_READY_FOR_REVIEW' }]);
+      // Run 1 failed with its PR still open and run 2 took the branch over: run 2's DONE makes that PR ready.
+      const takenOver = [event.started(1, H1, rules, 10, RUN), event.opened(2, true), event.moved(3, H2, H1, 'PUSH', 20)];
+      const ready = given(takenOver).when(when.sprintDone(4, RUN2)).then([event.sprintDone(4, RUN2)]);
+      expect(pendingEffects(ready)).toEqual([{ type: 'MARK_READY_FOR_REVIEW', repository: REPO, prNumber: 7, nodeId: NODE }]);
     });
 
     it('a PR already ready (someone, or an earlier attempt, marked it) is a success', () => {

@@ -148,10 +148,11 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
     case 'PullRequestScopeTaskReopened':
       return { ...s, scope: withItem(s.scope, event.data.taskId, false), updatedAt: event.data.reopenedAt };
     case 'PullRequestSprintRunDone': {
-      // PR-8: the DONE of this cycle's sprint run (or, its run not known, of a run) makes the scope done; that of
-      // another run is kept for the cycle its push starts (handled before that push).
+      // PR-8: a sprint run DONE makes the open PR's scope done (a later run may have taken the branch over from a failed
+      // one). Once the PR merged or closed, only its own run's DONE counts for it: that of another run was handled before
+      // that run's first push, and is kept for the cycle the push starts.
       const sprintRunsDone = [...sprintRunsDoneOf(s.scope), event.data.sprintRunId];
-      const ours = !s.flow?.sprintRunId || s.flow.sprintRunId === event.data.sprintRunId;
+      const ours = !isSettled(s) || !s.flow?.sprintRunId || s.flow.sprintRunId === event.data.sprintRunId;
       const scope = ours ? { ...s.scope, sprintRunId: event.data.sprintRunId, sprintRunDone: true, sprintRunsDone } : { ...s.scope, sprintRunsDone };
       return { ...s, scope, updatedAt: event.data.doneAt };
     }
