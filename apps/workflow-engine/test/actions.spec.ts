@@ -191,5 +191,24 @@ steps:
       expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
       expect((await world.getTask(taskId)).placement.stepId).toBe('review');
     });
+
+    it('V23 AC-C2: the move sent again under its key (its answer lost) after a failed clear_decisions dispatches the entry again, and that dispatch runs nothing after the failed clear either', async () => {
+      await world.stopEngine(world.engine, 'SIGTERM');
+      await world.startEngine({ GANTRY_TEST_WORKFLOW_FAIL: 'action:clear_decisions' });
+      await world.importYaml('clear-then-fan-out', reviewYaml(`      - type: clear_decisions
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }`));
+      const { taskId } = await world.task('clear-then-fan-out');
+      await world.seat(taskId, 'clear-then-fan-out', 'review', 'reviewer', 'rev-a');
+      const key = world.key('move');
+      await world.move(taskId, 'review', key);
+      await eventually(async () => ((await world.entries(taskId, 'review'))[0]?.markers[0]!.state === 'failed' ? true : null), { what: 'the clear marked failed' });
+      const again = await world.move(taskId, 'review', key);
+      expect(again.entry).toMatchObject({ stepId: 'review', entrySeq: 1 });
+      await world.logged((r) => r.message === 'step entry dispatched' && r.taskId === taskId && r.mode === 'resume', 'the repeated command\'s dispatch');
+      const [entry] = await world.entries(taskId, 'review');
+      expect(entry!.markers.map((m) => m.state)).toEqual(['failed', 'absent']);
+      expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
+    });
   });
 });

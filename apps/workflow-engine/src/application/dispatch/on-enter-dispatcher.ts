@@ -195,7 +195,7 @@ export class OnEnterDispatcher {
     const record = pair.entries[ctx.entry.entrySeq];
     if (!record || record.termination !== null) return 'terminal';
     const marker = record.markers[item.position];
-    if (isTerminalMarker(marker)) return 'next';
+    if (isTerminalMarker(marker)) return failedClear(item.type, marker!.state) ? 'stopped' : 'next';
     let staleEpoch: string | null = null;
     if (marker) {
       if (marker.kind !== item.type) return this.declarationChanged(ctx, record, declarationDigest(ctx.step.onEnter));
@@ -220,7 +220,7 @@ export class OnEnterDispatcher {
         this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: item.position, holder: (error.details?.holder as string) ?? null, reason: 'lost the claim' });
         return 'abandoned';
       }
-      if (reason === CLAIM_REFUSAL.terminal) return 'next';
+      if (reason === CLAIM_REFUSAL.terminal) return failedClear(item.type, error.details?.state) ? 'stopped' : 'next';
       if (reason === CLAIM_REFUSAL.entryTerminal) return 'terminal';
       throw error;
     }
@@ -350,6 +350,14 @@ export class OnEnterDispatcher {
   private now(): string {
     return this.store.clock().toISOString();
   }
+}
+
+/**
+ * A clear_decisions that failed stops its entry for every dispatch that reaches it, not only the one
+ * it failed in: a repeated command's, a second one's (AC-C2, AC-B9(b)).
+ */
+function failedClear(kind: string, state: unknown): boolean {
+  return kind === 'clear_decisions' && state === 'failed';
 }
 
 /** How a test names one entry in a fault point: `<taskId>@<stepId>#<entrySeq>`. */
