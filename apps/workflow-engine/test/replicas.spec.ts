@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { eventually } from '@gantry/testing';
 import type { RunningApp } from '@gantry/testing';
 import { WorkflowWorld, reviewYaml } from './harness.js';
@@ -28,7 +30,7 @@ describe('two workflow-engine replicas', () => {
   }, 120_000);
   afterAll(() => world.close(), 60_000);
 
-  it('V34 AC-F1: two dispatches of one entry — the second meets the first\'s claim held mid-clear, stops there silently and queues nothing before the clear commits; each action runs once', async () => {
+  it('V34 AC-F1: two dispatches of one entry — the same command answered again by the other replica while the first holds its clear mid-transaction: the second stops silently and queues nothing before the clear commits; each action runs once', async () => {
     const { taskId } = await (async () => {
       await world.startEngine();
       return world.task('rep');
@@ -61,6 +63,47 @@ describe('two workflow-engine replicas', () => {
     expect(second.markers.map((m) => m.state)).toEqual(['done', 'done']);
     expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b', 'rev-c', 'rev-a', 'rev-b', 'rev-c']);
     for (const engine of world.engines) await engine.kill('SIGTERM');
+  });
+
+  it('V34 AC-F1 / AC-B8: the same move answered again by another replica while the first still walks the entry is left to the first — the auto_start_agent declared last still runs, and every action once', async () => {
+    await world.startEngine();
+    await world.importYaml('rep-auto', `
+name: Review with an agent
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    agent_profile_id: rev-b
+    participants: [{ id: s-a, role: reviewer, agent_profile_id: rev-a, decision_required: false }]
+    on_enter:
+      - type: clear_decisions
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }
+      - type: auto_start_agent
+`);
+    const { taskId } = await world.task('rep-auto');
+    // a: the clear done, held before it claims the fan-out; b: held once it has claimed the fan-out, if it does
+    const a = await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/finished:0` });
+    const b = await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/claimed:1` });
+    for (const engine of world.engines.filter((e) => e !== a && e !== b)) await engine.kill('SIGTERM');
+    const move = { taskId, toStepId: 'review', idempotencyKey: world.key('move') };
+    expect(await post(a, 'move_task', move)).toMatchObject({ ok: true });
+    await world.reachedHold(`${taskId}@review#1__finished:0`);
+    // the answer was lost; the caller's retry reaches the other replica, which replays and dispatches the entry again
+    expect(await post(b, 'move_task', move)).toMatchObject({ ok: true });
+    const bHeld = join(world.holdDir, `${taskId}@review#1__claimed:1.reached`);
+    await eventually(() => dispatched(b, taskId).length > 0 || existsSync(bHeld), { what: 'the repeated command\'s dispatch done or holding the fan-out' });
+    await world.releaseHold(`${taskId}@review#1__finished:0`);
+    await world.releaseHold(`${taskId}@review#1__claimed:1`);
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'done'], ['queue_run_for_each_participant', 'done']]);
+    await world.logged((r) => r.message === 'step entry dispatched' && r.taskId === taskId, 'the first dispatch', a);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a']);
+    expect((await world.jobs(taskId, 'TASK_IMPLEMENTATION')).map((j) => j.agentProfileId)).toEqual(['rev-b']);
+    expect(dispatched(a, taskId).map((r) => [r.mode, r.outcome])).toEqual([['live', 'completed']]);
+    expect(world.records(b).filter((r) => r.taskId === taskId && (r.level === 'warn' || r.level === 'error'))).toEqual([]);
+    for (const engine of [a, b]) await engine.kill('SIGTERM');
   });
 
   it('V41 AC-L1 / AC-L2: one replica SIGKILLed mid-fan-out — the survivor takes the entry over only once the dead process\'s epoch lock is free, and every participant has exactly one job', async () => {

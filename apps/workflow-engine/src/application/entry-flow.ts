@@ -13,7 +13,8 @@ import { TurnTriggers } from './triggers/turn-triggers.js';
  * A placement and what follows its commit (docs/workflow-engine.md, "Entry paths"): the left step's
  * on_exit, the on_enter dispatch of the entry it made (in the background: the command answers
  * once the move committed), and the promotion of a waiting task into each seat it freed. A command
- * repeated under its key changes nothing and dispatches the entry it made again, markers only.
+ * repeated under its key changes nothing and dispatches the entry it made again, markers only —
+ * unless another live process opened that entry: its own dispatch walks it.
  */
 @Injectable()
 export class EntryFlow {
@@ -35,7 +36,7 @@ export class EntryFlow {
   /** The work after a placement's commit; a repeated command only dispatches its entry again (markers only). */
   async afterCommit(outcome: PlacementOutcome, options: { replayed: boolean; correlationId: string }): Promise<void> {
     if (options.replayed) {
-      for (const entry of outcome.admissions) this.dispatcher.schedule(entry, 'resume');
+      for (const entry of outcome.admissions) this.dispatcher.schedule(entry, 'resume', { repeated: true });
       return;
     }
     if (outcome.left) await this.onExit(outcome.reply.taskId, outcome.left, options.correlationId);

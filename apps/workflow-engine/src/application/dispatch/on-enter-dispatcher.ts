@@ -41,6 +41,16 @@ export interface EntryToDispatch {
  */
 export type DispatchMode = 'live' | 'resume';
 
+export interface DispatchOptions {
+  /**
+   * A repeated command's dispatch (its first answer lost): an entry another live process opened is
+   * left to that process, whose live dispatch walks it, session actions included — a claim taken here
+   * would make that walk abandon the entry before the session actions after it (auto_start_agent
+   * last). An opener that is gone, or this process, is resumed as usual.
+   */
+  repeated?: boolean;
+}
+
 export type DispatchOutcome = 'completed' | 'terminal' | 'abandoned' | 'stopped' | 'outage' | 'declaration_changed' | 'unresolvable';
 
 type PositionOutcome = 'next' | Exclude<DispatchOutcome, 'completed'>;
@@ -81,12 +91,12 @@ export class OnEnterDispatcher {
   ) {}
 
   /** Dispatches an entry and resolves with how it ended. */
-  dispatch(entry: EntryToDispatch, mode: DispatchMode): Promise<DispatchOutcome> {
+  dispatch(entry: EntryToDispatch, mode: DispatchMode, options: DispatchOptions = {}): Promise<DispatchOutcome> {
     const key = entryKey(entry);
     const previous = this.inFlight.get(key);
     const run = (previous ?? Promise.resolve())
       .catch(() => undefined)
-      .then(() => this.dispatchOnce(entry, mode))
+      .then(() => this.dispatchOnce(entry, mode, options))
       .then((outcome) => {
         this.log.info({ ...entry, mode, outcome, epoch: this.process.epoch }, 'step entry dispatched');
         return outcome;
@@ -99,12 +109,12 @@ export class OnEnterDispatcher {
   }
 
   /** Dispatches in the background (after a command's commit); a failure is logged, the entry resumes at the next start. */
-  schedule(entry: EntryToDispatch, mode: DispatchMode): void {
+  schedule(entry: EntryToDispatch, mode: DispatchMode, options: DispatchOptions = {}): void {
     if (this.stopping) {
       this.log.info({ ...entry }, 'stopping: step entry left to the next start');
       return;
     }
-    const work: Promise<void> = this.dispatch(entry, mode)
+    const work: Promise<void> = this.dispatch(entry, mode, options)
       .then(
         () => undefined,
         (error: unknown) => {
@@ -121,7 +131,7 @@ export class OnEnterDispatcher {
     while (this.background.size > 0) await Promise.allSettled([...this.background]);
   }
 
-  private async dispatchOnce(entry: EntryToDispatch, mode: DispatchMode): Promise<DispatchOutcome> {
+  private async dispatchOnce(entry: EntryToDispatch, mode: DispatchMode, options: DispatchOptions): Promise<DispatchOutcome> {
     // The one read of the declaration for this dispatch: every position below uses it.
     const workflow = await latestWorkflow(this.store.pool, entry.workflowId);
     const step = workflow ? stepOf(workflow.definition, entry.stepId) : null;
@@ -133,6 +143,10 @@ export class OnEnterDispatcher {
     const digest = declarationDigest(step.onEnter);
     if (record) {
       if (record.termination !== null) return 'terminal';
+      if (options.repeated && record.openedByEpoch !== this.process.epoch && !(await this.process.isGone(record.openedByEpoch))) {
+        this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: entry.entrySeq, position: null, holder: record.openedByEpoch, reason: 'opened by a live process' });
+        return 'abandoned';
+      }
       if (record.declarationDigest !== digest) return this.declarationChanged(ctx, record, digest);
     }
     for (const item of onEnterPlan(step.onEnter, ctx.entryPath)) {
