@@ -1,4 +1,4 @@
-import { enqueueJob, ErrorCode, recordReviewDecision, switchWorkflow } from '@gantry/contracts';
+import { enqueueJob, ErrorCode, recordReviewDecision, removeStepParticipant, switchWorkflow } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { WorkflowWorld, reviewYaml } from './harness.js';
 
@@ -97,6 +97,55 @@ steps:
     const foreignFence = await world.claimAsRunner(foreign, 'REVIEW', 'runner-r3');
     await expect(world.client.request(recordReviewDecision, { ...foreignFence, verdict: 'approve', idempotencyKey: world.key('d') })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
     expect((await world.getTask(taskId)).decisions).toEqual([]);
+  });
+
+  it('a decision whose quorum calls for a move, while the task is moved elsewhere at the same time: the decision is refused and records nothing, the task stays where it was moved', async () => {
+    await world.importYaml('q1', reviewYaml(fanOut, `    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: true }`));
+    const { taskId } = await world.task('q1');
+    await world.stopEngine(world.engine, 'SIGTERM');
+    // the decision's transaction held open once the decision is recorded and its quorum (all_approve) found holding
+    await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/quorum` });
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    const deciding = world.decide(taskId, 'review', 'seat-a', 'approve');
+    void deciding.catch(() => undefined);
+    await world.reachedHold(`${taskId}@review#1__quorum`);
+    const moved = await world.move(taskId, 'work');
+    expect(moved.placement).toMatchObject({ stepId: 'work', admitted: true });
+    await world.releaseHold(`${taskId}@review#1__quorum`);
+    await expect(deciding).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED });
+    const task = await world.getTask(taskId);
+    expect(task.placement).toMatchObject({ stepId: 'work', admitted: true });
+    expect(await admissionsTo(taskId, 'done')).toEqual([]);
+    expect((await world.events(world.pairStream(taskId, 'q1', 'review'))).filter((e) => e.type === 'DecisionRecorded')).toEqual([]);
+    await world.stopEngine(world.engine, 'SIGTERM');
+    await world.startEngine();
+  });
+
+  it('a seat removed, its quorum now holding, while the task is moved elsewhere at the same time: the seat goes, the task stays where it was moved', async () => {
+    const { taskId } = await world.task('q');
+    const b = await world.seat(taskId, 'q', 'review', 'observer', 'rev-b');
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    // seat-a and seat-b approve: all_approve waits for the task's own seat b; its removal makes it hold
+    await world.decide(taskId, 'review', 'seat-a', 'approve');
+    await world.decide(taskId, 'review', 'seat-b', 'approve');
+    expect((await world.getTask(taskId)).placement.stepId).toBe('review');
+    await world.stopEngine(world.engine, 'SIGTERM');
+    await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/quorum` });
+    const removing = world.client.request(removeStepParticipant, { participantId: b, idempotencyKey: world.key('unseat') });
+    void removing.catch(() => undefined);
+    await world.reachedHold(`${taskId}@review#1__quorum`);
+    expect((await world.move(taskId, 'work')).placement).toMatchObject({ stepId: 'work', admitted: true });
+    await world.releaseHold(`${taskId}@review#1__quorum`);
+    await expect(removing).resolves.toEqual({ participantId: b });
+    const task = await world.getTask(taskId);
+    expect(task.placement).toMatchObject({ stepId: 'work', admitted: true });
+    expect(task.participants.map((p) => p.participantId)).not.toContain(b);
+    expect(await admissionsTo(taskId, 'done')).toEqual([]);
+    await world.stopEngine(world.engine, 'SIGTERM');
+    await world.startEngine();
   });
 
   it('AC-R1: a REVIEW job queued in one workflow decides nothing after the task switched to another workflow whose step has the same id, entry number and seat ids', async () => {

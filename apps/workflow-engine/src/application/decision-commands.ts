@@ -12,6 +12,7 @@ import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
 import { Placements, type PlacementOutcome } from './placements.js';
+import { TestHooks } from './test-hooks.js';
 
 interface Deciding {
   taskId: string;
@@ -41,6 +42,7 @@ export class DecisionCommands {
     @Inject(Placements) private readonly placements: Placements,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
     @Inject(RunQueue) private readonly runs: RunQueue,
+    @Inject(TestHooks) private readonly hooks: TestHooks,
     @InjectPinoLogger('decisions') private readonly log: PinoLogger,
   ) {}
 
@@ -126,8 +128,18 @@ export class DecisionCommands {
       },
     });
     const target = transitionOnDecision(step.onTurnComplete, workflow.definition, step.id, quorumSeatsOf(seats), decisionsOfEntry(decision.after, entrySeq));
+    await this.hooks.reached('quorum', `${deciding.taskId}@${step.id}#${entrySeq}`);
     if (!target) return { reply: { decisionId, entrySeq, transitionRefused: null }, moved: null };
-    const { moved, refused } = await this.placements.placeUnlessMissing(uow, { taskId: deciding.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath });
+    // The move is from the occupancy the decision was taken in: a task moved on meanwhile (a move
+    // that committed after the task was read above) is not pulled back by it; the decision is then
+    // refused, as one arriving after that move would be.
+    const { moved, refused } = await this.placements.placeUnlessMissing(uow, {
+      taskId: deciding.taskId,
+      workflowId: target.workflowId,
+      stepId: target.stepId,
+      entryPath: target.entryPath,
+      from: { workflowId: at.workflowId, stepId: step.id, entrySeq },
+    });
     if (refused) this.log.warn({ taskId: deciding.taskId, stepId: step.id, decisionId, target, code: refused.code, error: refused.message }, 'the decision\'s transition was refused');
     return { reply: { decisionId, entrySeq, transitionRefused: refused }, moved };
   }

@@ -20,6 +20,7 @@ import { loadTask, loadTaskAtStep, streamIds } from '../infrastructure/persisten
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
 import { Placements, type PlacementOutcome } from './placements.js';
+import { TestHooks } from './test-hooks.js';
 import { parseWorkflowYaml } from './workflow-yaml.js';
 
 /** Workflows (YAML or a template), agent profiles and task-level seats (docs/workflow-engine.md, "Definitions"). */
@@ -30,6 +31,7 @@ export class DefinitionCommands {
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
     @Inject(Placements) private readonly placements: Placements,
+    @Inject(TestHooks) private readonly hooks: TestHooks,
     @InjectPinoLogger('definitions') private readonly log: PinoLogger,
   ) {}
 
@@ -125,10 +127,25 @@ export class DefinitionCommands {
     if (!workflow || !step) return null;
     const seats = (await stepSeats(uow.sql, workflowId, stepId, taskId)).filter((s) => !(s.taskId !== null && s.participantId === participantId));
     const pair = await loadTaskAtStep(this.store, taskId, workflowId, stepId, uow.sql);
-    const target = transitionOnDecision(step.onTurnComplete, workflow.definition, stepId, quorumSeatsOf(seats), decisionsOfEntry(pair, (task as Task).currentEntry?.entrySeq ?? 0));
+    const entrySeq = (task as Task).currentEntry?.entrySeq ?? 0;
+    const target = transitionOnDecision(step.onTurnComplete, workflow.definition, stepId, quorumSeatsOf(seats), decisionsOfEntry(pair, entrySeq));
+    await this.hooks.reached('quorum', `${taskId}@${stepId}#${entrySeq}`);
     if (!target) return null;
-    const { moved, refused } = await this.placements.placeUnlessMissing(uow, { taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath });
-    if (refused) this.log.warn({ taskId, stepId, participantId, target, code: refused.code, error: refused.message }, 'the transition the removal of a seat called for was refused');
-    return moved;
+    try {
+      // From the occupancy whose quorum this is: a task moved on meanwhile is not pulled back.
+      const { moved, refused } = await this.placements.placeUnlessMissing(uow, {
+        taskId,
+        workflowId: target.workflowId,
+        stepId: target.stepId,
+        entryPath: target.entryPath,
+        from: { workflowId, stepId, entrySeq },
+      });
+      if (refused) this.log.warn({ taskId, stepId, participantId, target, code: refused.code, error: refused.message }, 'the transition the removal of a seat called for was refused');
+      return moved;
+    } catch (error) {
+      // The task left the step after it was read above: the seat is removed, that occupancy's quorum moves nothing.
+      if (error instanceof GantryError && error.code === ErrorCode.PRECONDITION_FAILED && error.details?.from !== undefined) return null;
+      throw error;
+    }
   }
 }

@@ -12,7 +12,8 @@ import { join } from 'node:path';
  * Points: `claimed:<position>` (a claim committed, before the action), `clearing:<position>` (the
  * clear appended, its transaction not committed), `run:<position>:<n>` (the n-th run of a fan-out
  * queued), `effect:<position>` (an action done, its marker not written), `finished:<position>` (the
- * position's terminal marker committed). A point may be scoped to one entry:
+ * position's terminal marker committed), `quorum` (a decision recorded or a seat removed and the
+ * step's guards evaluated, its transaction open, the move they call for not yet made). A point may be scoped to one entry:
  * `<taskId>@<stepId>#<entrySeq>/<point>`.
  * Failures: `action:<type>`, `allocation:<stepId>`, `recovery:<taskId>`, `recovery-query`,
  * `job-enqueued:<taskId>` (the handler of a JobEnqueued of that task's jobs).
