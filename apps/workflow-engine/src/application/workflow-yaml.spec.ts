@@ -89,6 +89,18 @@ steps:
     expect(error.issues!.map((i) => i.path.join('.')).sort()).toEqual(['steps.0.on_enter.0.config.role', 'steps.0.on_enter.1.type', 'steps.0.wip_limit']);
   });
 
+  it('refuses a quorum guard that names no rule the engine has (n_approve:0, n_approve:abc, a rule it does not know) and a guard on an action that moves nothing, each on its path', () => {
+    const guarded = (guard: string, type = 'move_to_next') => `name: Guards\nsteps:\n  - id: a\n    name: A\n    on_turn_complete:\n      - { type: ${type}, guard: ${guard} }\n  - id: b\n    name: B\n`;
+    for (const rule of ['n_approve:0', 'n_approve:abc', 'n_approve:', 'n_approve:-1', 'n_approve:1.5', 'most_approve']) {
+      const error = refusal(guarded(`{ wait_for_quorum: '${rule}' }`));
+      expect(error.code).toBe(ErrorCode.INVALID_COMMAND);
+      expect(error.issues!.map((i) => i.path.slice(0, 4).join('.'))).toEqual(['steps.0.on_turn_complete.0']);
+    }
+    expect(refusal(guarded('{ wait_for_quorum: n_approve:1, requires_approval: true }')).issues!.map((i) => i.path.slice(0, 4).join('.'))).toEqual(['steps.0.on_turn_complete.0']);
+    expect(refusal(guarded('{ wait_for_quorum: all_approve }', 'queue_run_for_each_participant')).issues!.map((i) => i.path.join('.'))).toContain('steps.0.on_turn_complete.0.guard');
+    expect(parseWorkflowYaml(guarded('{ wait_for_quorum: n_approve:2 }')).definition.steps[0]!.onTurnComplete[0]!.guard).toEqual({ wait_for_quorum: 'n_approve:2' });
+  });
+
   it('refuses unknown keys, a missing name and a move to a step the workflow lacks', () => {
     expect(refusal('name: x\nsteps:\n  - { id: a, name: A, colour: red }\n').issues!.map((i) => i.path.join('.'))).toEqual(['steps.0']);
     expect(refusal('steps:\n  - { id: a, name: A }\n').issues!.map((i) => i.path.join('.'))).toEqual(['name']);
