@@ -123,6 +123,28 @@ steps:
     await world.startEngine();
   });
 
+  it('a decision whose quorum calls for a move, while the task is moved elsewhere after that move read the task: the decision is refused and records nothing, the task stays where it was moved', async () => {
+    await world.importYaml('q1', reviewYaml(fanOut, `    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: true }`));
+    const { taskId } = await world.task('q1');
+    await world.stopEngine(world.engine, 'SIGTERM');
+    // the decision's move to done held open once it has read the task (still in review#1)
+    await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/placing:done` });
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    const deciding = world.decide(taskId, 'review', 'seat-a', 'approve');
+    void deciding.catch(() => undefined);
+    await world.reachedHold(`${taskId}@review#1__placing:done`);
+    expect((await world.move(taskId, 'work')).placement).toMatchObject({ stepId: 'work', admitted: true });
+    await world.releaseHold(`${taskId}@review#1__placing:done`);
+    await expect(deciding).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED });
+    expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'work', admitted: true });
+    expect(await admissionsTo(taskId, 'done')).toEqual([]);
+    expect((await world.events(world.pairStream(taskId, 'q1', 'review'))).filter((e) => e.type === 'DecisionRecorded')).toEqual([]);
+    await world.stopEngine(world.engine, 'SIGTERM');
+    await world.startEngine();
+  });
+
   it('a seat removed, its quorum now holding, while the task is moved elsewhere at the same time: the seat goes, the task stays where it was moved', async () => {
     const { taskId } = await world.task('q');
     const b = await world.seat(taskId, 'q', 'review', 'observer', 'rev-b');

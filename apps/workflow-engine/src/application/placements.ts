@@ -106,12 +106,17 @@ export class Placements {
     const stepId = request.stepId ?? workflow.definition.startStepId;
     const target = stepOf(workflow.definition, stepId);
     if (!target) throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${workflowId} has no step ${stepId}`, { workflowId, stepId });
+    await this.hooks.reached(`placing:${stepId}`, `${request.taskId}@${before.placement.stepId}#${before.currentEntry?.entrySeq ?? 0}`);
     const feederId = feederOf(workflow.definition, stepId);
     await lockSteps(uow.sql, this.store.schema, [{ workflowId, stepId }, ...(feederId ? [{ workflowId, stepId: feederId }] : [])]);
     const seatsOf = async (id: string): Promise<StepSeats> => {
       const step = stepOf(workflow.definition, id)!;
       return { stepId: id, wipLimit: step.wipLimit, occupied: await occupiedSeats(uow.sql, workflowId, id, request.taskId), declaration: stepDeclaration(step) };
     };
+    // Decided on the task as read above (what `from` was checked against and what `left` and `freed`
+    // are computed from), appended at that version: a move that committed since makes this one conflict
+    // and be decided again on the task as it then is, never placed from a step it was not checked at.
+    uow.knowStream(streamIds.task(request.taskId), history);
     const decision = await decideWithin(uow, taskDecider, streamIds.task(request.taskId), {
       type: 'PlaceTask',
       data: { taskId: request.taskId, placing: { workflowId, target: await seatsOf(stepId), feeder: feederId ? await seatsOf(feederId) : null, entryPath: request.entryPath }, now: this.now() },

@@ -13,7 +13,9 @@ import { join } from 'node:path';
  * clear appended, its transaction not committed), `run:<position>:<n>` (the n-th run of a fan-out
  * queued), `effect:<position>` (an action done, its marker not written), `finished:<position>` (the
  * position's terminal marker committed), `quorum` (a decision recorded or a seat removed and the
- * step's guards evaluated, its transaction open, the move they call for not yet made). A point may be scoped to one entry:
+ * step's guards evaluated, its transaction open, the move they call for not yet made),
+ * `placing:<stepId>` (a move of the task to that step has read the task, its transaction open,
+ * scoped by the occupancy it read). A point may be scoped to one entry:
  * `<taskId>@<stepId>#<entrySeq>/<point>`.
  * Failures: `action:<type>`, `allocation:<stepId>`, `recovery:<taskId>`, `recovery-query`,
  * `job-enqueued:<taskId>` (the handler of a JobEnqueued of that task's jobs).
