@@ -323,6 +323,29 @@ steps:
     expect(await counts(taskId, 'rec')).toMatchObject({ clears: 1, reviewJobs: ['rev-a', 'rev-b'] });
   });
 
+  it('AC-B9(a1): the move into review sent again under its key after the task has left review resumes nothing there — its open entry is skipped(step_left) and no reviewer is woken', async () => {
+    const { taskId } = await world.task('rec');
+    const engine = await restart();
+    // the entry's dispatch stops at the fan-out (the job service does not answer), its claim kept
+    await world.stopJobService();
+    const key = world.key('move');
+    await world.move(taskId, 'review', key);
+    await world.logged((r) => r.rule === 'AC-L3' && r.taskId === taskId, 'the outage', engine);
+    await world.startJobService();
+    await world.move(taskId, 'done');
+    // the first move's answer was lost: the caller sends it again, and it is answered as stored
+    expect((await world.move(taskId, 'review', key)).entry).toMatchObject({ stepId: 'review', entrySeq: 1 });
+    await world.logged((r) => r.message === 'step entry dispatched' && r.taskId === taskId && r.mode === 'resume', 'the repeated command\'s dispatch', engine);
+    const [entry] = await world.entries(taskId, 'review');
+    expect(entry).toMatchObject({ terminal: true, termination: 'step_left' });
+    expect(entry!.markers.map((m) => [m.kind, m.state, m.skipReason])).toEqual([
+      ['clear_decisions', 'done', null],
+      ['queue_run_for_each_participant', 'skipped', 'step_left'],
+    ]);
+    expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
+    expect((await world.getTask(taskId)).placement.stepId).toBe('done');
+  });
+
   it('V29 AC-B2 / AC-B5: one entry dispatched again — by the same command repeated, then after a restart — adds no clear and no run', async () => {
     const { taskId } = await world.task('rec');
     let engine = await restart();

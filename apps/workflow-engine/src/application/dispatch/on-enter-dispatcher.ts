@@ -8,6 +8,7 @@ import {
   isTerminalMarker,
   markedPositions,
   onEnterPlan,
+  recoveryVerdict,
   stepOf,
   taskAtStepDecider,
   taskExists,
@@ -146,6 +147,12 @@ export class OnEnterDispatcher {
       if (options.repeated && record.openedByEpoch !== this.process.epoch && !(await this.process.isGone(record.openedByEpoch))) {
         this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: entry.entrySeq, position: null, holder: record.openedByEpoch, reason: 'opened by a live process' });
         return 'abandoned';
+      }
+      if (options.repeated) {
+        // A repeated command comes whenever its caller sends it again: the task may have left the step
+        // (or entered it again) since. That entry is over, as the recovery scan finds it (AC-B9(a)).
+        const left = this.stepLeft(ctx, record);
+        if (left) return this.endLeftEntry(ctx, record, left);
       }
       if (record.declarationDigest !== digest) return this.declarationChanged(ctx, record, digest);
     }
@@ -312,6 +319,41 @@ export class OnEnterDispatcher {
       this.diagnostics.declarationChanged({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, entryDigest: record.declarationDigest, currentDigest });
     }
     return 'declaration_changed';
+  }
+
+  /** Whether the task has left the entry's step since (step_left), or entered it again (superseded); null while it is in this entry. */
+  private stepLeft(ctx: Context, record: StepEntryRecord): 'step_left' | 'superseded' | null {
+    const verdict = recoveryVerdict(
+      { ...record, workflowId: ctx.entry.workflowId, stepId: ctx.entry.stepId },
+      {
+        task: { workflowId: ctx.task.placement.workflowId, stepId: ctx.task.placement.stepId, admitted: ctx.task.placement.admitted, currentEntrySeq: ctx.task.currentEntry?.entrySeq ?? null },
+        stepResolvable: true,
+      },
+    );
+    return verdict.kind === 'step_left' || verdict.kind === 'superseded' ? verdict.kind : null;
+  }
+
+  /** Ends an entry the task is no longer in: what is left of it is skipped(reason) and nothing runs; a live holder's claim is left to it. */
+  private async endLeftEntry(ctx: Context, record: StepEntryRecord, reason: 'step_left' | 'superseded'): Promise<'abandoned' | 'terminal'> {
+    const staleEpochs: string[] = [];
+    for (const marker of Object.values(record.markers)) {
+      if (marker.state !== 'in_progress' || marker.epoch === null || staleEpochs.includes(marker.epoch)) continue;
+      if (marker.epoch === this.process.epoch || (await this.process.isGone(marker.epoch))) staleEpochs.push(marker.epoch);
+      else {
+        this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: marker.position, holder: marker.epoch, reason: 'claimed by a live process' });
+        return 'abandoned';
+      }
+    }
+    try {
+      await this.decide(ctx, {
+        type: 'TerminateEntry',
+        data: { ...this.pair(ctx), entrySeq: ctx.entry.entrySeq, reason, skip: { positions: record.markedPositions, reason }, staleEpochs, now: this.now() },
+      });
+    } catch (error) {
+      if (error instanceof GantryError && error.code === ErrorCode.ALREADY_CLAIMED) return 'abandoned';
+      throw error;
+    }
+    return 'terminal';
   }
 
   private async sessionAction(run: ActionRun): Promise<void> {
