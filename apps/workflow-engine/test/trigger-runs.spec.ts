@@ -98,3 +98,48 @@ steps:
     expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'done', admitted: true });
   });
 });
+
+describe('a turn trigger handled again after a crash', () => {
+  const taskId = `T-again-${randomUUID().slice(0, 8)}`;
+  const world = new WorkflowWorld('wf_turn_again');
+
+  beforeAll(async () => {
+    await world.start({ withEngine: false });
+    // killed once the turn's code review is queued and its fan-out has queued its run: the job's finish is not yet handled
+    await world.startEngine({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@work#1/run:1:1` });
+    for (const p of ['rev-a', 'code-reviewer']) await world.profile(p);
+    await world.importYaml('review-turn', `
+name: Reviewed turns
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work
+    agent_profile_id: code-reviewer
+    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: false }
+    on_turn_complete:
+      - type: run_code_review
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }
+      - type: move_to_next
+  - id: done
+    name: Done
+`);
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('the job\'s finish delivered again re-runs the trigger under the same keys: one code review, one run per participant, one move', async () => {
+    await world.task('review-turn', { taskId });
+    await world.move(taskId, 'work');
+    const doomed = world.engine;
+    await world.agentTurn(taskId);
+    await eventually(() => doomed.process.signalCode === 'SIGKILL', { what: 'the engine killed mid-trigger', timeoutMs: 120_000 });
+    await world.startEngine();
+    // the finish is delivered again once its acknowledgement is overdue
+    await world.atStep(taskId, 'done', 120_000);
+    const reviews = await world.jobs(taskId, 'REVIEW');
+    expect(reviews.filter((j) => j.reason === 'code_review').map((j) => j.agentProfileId)).toEqual(['code-reviewer']);
+    expect(reviews.filter((j) => j.reason !== 'code_review').map((j) => j.agentProfileId)).toEqual(['rev-a']);
+  }, 300_000);
+});

@@ -137,8 +137,10 @@ export class EngineActions {
 
   /**
    * AC-A8: a review pass is a REVIEW job carrying the task, the step and `trigger: workflow_step`.
-   * Its key carries a fresh attempt id, so it is not suppressed on a recovery (at least once across
-   * a crash); a launch that fails is logged and does not fail the action.
+   * On on_enter its key carries a fresh attempt id, so it is not suppressed on a recovery (at least
+   * once across a crash: its marker keeps it from running twice otherwise); on another trigger, which
+   * holds no marker, it is keyed by the event that fired the trigger like every trigger run, so that
+   * event handled again queues no second pass. A launch that fails is logged and does not fail the action.
    */
   private async codeReview(run: ActionRun): Promise<ActionResult> {
     const config = run.action.config;
@@ -149,7 +151,8 @@ export class EngineActions {
       if (!profileId) throw new Error('no agent profile for the code review (none configured, none on the step, no primary one)');
       const profile = (await agentProfiles(this.store.pool, [profileId])).get(profileId);
       if (!profile) throw new Error(`agent profile ${profileId} is not registered`);
-      const key = codeReviewRunKey({ productId: run.task.productId, taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, entrySeq: run.entrySeq, position: run.position, attemptId: randomUUID() });
+      const attemptId = run.trigger === 'on_enter' ? randomUUID() : `${run.trigger}:${run.cause}`;
+      const key = codeReviewRunKey({ productId: run.task.productId, taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, entrySeq: run.entrySeq, position: run.position, attemptId });
       const payload = { trigger: 'workflow_step', workflowStepId: run.step.id, taskId: run.task.taskId };
       const queued = await this.queueReview(run, { participantId: null, agentProfileId: profileId }, profile, reason, payload, key, `Review the code of task ${run.task.taskId}.`);
       return { outcome: 'done', runs: [queued] };

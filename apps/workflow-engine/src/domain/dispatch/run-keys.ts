@@ -63,8 +63,9 @@ export function triggerRunKey(identity: { productId: string; taskId: string; tri
 
 /**
  * run_code_review is at-most-once per entry in normal operation and at-least-once across a crash
- * (AC-A8): its key carries the attempt, a fresh id per execution, so a recovery after a crash
- * between the launch and its marker launches again rather than being suppressed.
+ * (AC-A8): on on_enter its key carries the attempt, a fresh id per execution, so a recovery after a
+ * crash between the launch and its marker launches again rather than being suppressed. On another
+ * trigger (no marker) the attempt is the firing event: that event handled again is the same pass.
  */
 export function codeReviewRunKey(identity: { productId: string; taskId: string; workflowId: string; stepId: string; entrySeq: number; position: number; attemptId: string }): string {
   return deriveIdempotencyKey(productScope(identity.productId, 'code-review'), { ...identity });
