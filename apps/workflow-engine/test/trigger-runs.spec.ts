@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { updateTask } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { WorkflowWorld } from './harness.js';
 
@@ -142,4 +144,46 @@ steps:
     expect(reviews.filter((j) => j.reason === 'code_review').map((j) => j.agentProfileId)).toEqual(['code-reviewer']);
     expect(reviews.filter((j) => j.reason !== 'code_review').map((j) => j.agentProfileId)).toEqual(['rev-a']);
   }, 300_000);
+});
+
+describe('a turn whose move meets a task stream kept busy past its patience', () => {
+  const taskId = `T-busy-${randomUUID().slice(0, 8)}`;
+  // An update of the task (its title, and the step it is at) held with its transaction open once its title is appended.
+  const hold = `${taskId}@work#1/placing:work`;
+  const world = new WorkflowWorld('wf_busy_turn');
+
+  beforeAll(async () => {
+    // The turn's move waits on that open append for longer than its conflict patience, within one query's bound.
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_HOLD_AT: hold, GANTRY_DB_QUERY_TIMEOUT_MS: '60000' } });
+    await world.importYaml('busy', `
+name: Busy
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work
+    on_turn_complete:
+      - type: move_to_step
+        config: { step_id: done }
+  - id: review
+    name: Review
+  - id: done
+    name: Done
+`);
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('a move answered VERSION_CONFLICT is not taken for a refusal: the job\'s finish is handled again and the task moves', async () => {
+    await world.task('busy', { taskId });
+    await world.move(taskId, 'work');
+    const updating = world.client.request(updateTask, { taskId, title: 'Renamed', workflowStepId: 'work', idempotencyKey: world.key('update') }).catch(() => undefined);
+    await world.reachedHold(hold.replace(/\//g, '__'));
+    await world.agentTurn(taskId, 'REVIEW');
+    // the turn's move is under way, waiting on the update's append; it has waited past its 5 s patience when the update goes on
+    await sleep(8_000);
+    await world.releaseHold(hold.replace(/\//g, '__'));
+    await updating;
+    await world.atStep(taskId, 'done');
+    expect((await world.getTask(taskId)).title).toBe('Renamed');
+  }, 180_000);
 });

@@ -204,7 +204,12 @@ export class JobEvents {
         },
       );
     } catch (error) {
-      // A refused move (a target step the workflow lost, a deleted task) is an answer, not a reason to redeliver.
+      // A refused move (a target step the workflow lost, a deleted task) is an answer, not a reason to
+      // redeliver. A task stream that stayed busy past the move's patience wrote nothing and answers
+      // nothing: the event is handed back and the turn decided again (its actions are keyed by it).
+      if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) {
+        throw new RetryLater(`the turn's move of task ${job.taskId} met a busy task stream: ${error.message}`);
+      }
       if (!(error instanceof GantryError)) throw error;
       this.log.warn({ taskId: job.taskId, jobId: job.jobId, target, code: error.code, error: error.message }, 'the turn\'s transition was refused');
     }
