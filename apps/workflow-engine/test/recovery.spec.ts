@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '@gantry/testing';
 import type { RunningApp } from '@gantry/testing';
 import { expectDiscreteFields } from './expectations.js';
@@ -345,6 +346,29 @@ steps:
     expect(await world.jobs(taskId, 'REVIEW')).toEqual([]);
     expect((await world.getTask(taskId)).placement.stepId).toBe('done');
   });
+
+  it('a clear_decisions whose append meets its stream kept busy past its patience is no failed clear: the dispatch stops with the claim kept, no AC-C2, and the next start resumes the entry', async () => {
+    const { taskId } = await world.task('rec');
+    // the clear claimed and held; a decision then held with its append to the same stream open
+    const engine = await restart({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/claimed:1,${taskId}@review#1/quorum`, GANTRY_DB_QUERY_TIMEOUT_MS: '60000' });
+    await world.move(taskId, 'review');
+    await world.reachedHold(`${taskId}@review#1__claimed:1`);
+    const deciding = world.decide(taskId, 'review', 'seat-a', 'approve').catch(() => undefined);
+    await world.reachedHold(`${taskId}@review#1__quorum`);
+    await world.releaseHold(`${taskId}@review#1__claimed:1`);
+    // the clear's append waits on the decision's; it has waited past its 5 s patience when the decision commits
+    await sleep(8_000);
+    await world.releaseHold(`${taskId}@review#1__quorum`);
+    await deciding;
+    const ended = (r: { message: string; taskId?: unknown }) => r.taskId === taskId && (r.message === 'step entry dispatched' || r.message === 'step entry dispatch failed; it resumes at the next start');
+    await world.logged(ended, 'the dispatch ended', engine);
+    expect(world.records(engine).filter((r) => r.rule === 'AC-C2' && r.taskId === taskId)).toEqual([]);
+    expect((await world.entries(taskId, 'review'))[0]!.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'in_progress'], ['queue_run_for_each_participant', 'absent']]);
+    await restart();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'done'], ['queue_run_for_each_participant', 'done']]);
+    expect(await counts(taskId, 'rec')).toMatchObject({ clears: 1, reviewJobs: ['rev-a', 'rev-b'] });
+  }, 180_000);
 
   it('V29 AC-B2 / AC-B5: one entry dispatched again — by the same command repeated, then after a restart — adds no clear and no run', async () => {
     const { taskId } = await world.task('rec');

@@ -260,6 +260,10 @@ export class OnEnterDispatcher {
       });
     } catch (error) {
       if (error instanceof GantryError && error.code === ErrorCode.ALREADY_CLAIMED) return 'abandoned';
+      // A stream kept busy past the clear's patience: nothing was written, so the clear neither ran nor
+      // failed. Like any claim or marker that runs out of patience, the dispatch stops with the claim
+      // kept, and the entry resumes at the next start or takeover.
+      if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw error;
       const cause = describe(error);
       this.diagnostics.clearFailed({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, cause });
       await this.finish(ctx, item.position, { outcome: 'failed', failure: { cause, attempted: null, failed: null }, runs: [] });
