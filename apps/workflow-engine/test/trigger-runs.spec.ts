@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { updateTask } from '@gantry/contracts';
+import { enqueueJob, getTaskSession, updateTask } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { WorkflowWorld } from './harness.js';
 
@@ -146,15 +146,17 @@ steps:
   }, 300_000);
 });
 
-describe('a turn whose move meets a task stream kept busy past its patience', () => {
+describe('job events whose writes meet the task stream kept busy past their patience', () => {
   const taskId = `T-busy-${randomUUID().slice(0, 8)}`;
+  const starting = `T-busy-${randomUUID().slice(0, 8)}`;
   // An update of the task (its title, and the step it is at) held with its transaction open once its title is appended.
   const hold = `${taskId}@work#1/placing:work`;
+  const holdStarting = `${starting}@work#1/placing:work`;
   const world = new WorkflowWorld('wf_busy_turn');
 
   beforeAll(async () => {
     // The turn's move waits on that open append for longer than its conflict patience, within one query's bound.
-    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_HOLD_AT: hold, GANTRY_DB_QUERY_TIMEOUT_MS: '60000' } });
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_HOLD_AT: `${hold},${holdStarting}`, GANTRY_DB_QUERY_TIMEOUT_MS: '60000' } });
     await world.importYaml('busy', `
 name: Busy
 steps:
@@ -185,5 +187,23 @@ steps:
     await updating;
     await world.atStep(taskId, 'done');
     expect((await world.getTask(taskId)).title).toBe('Renamed');
+  }, 180_000);
+
+  it('a job\'s start whose record meets the task stream kept busy past its patience is handed back, not dropped: the session is recorded as started', async () => {
+    await world.task('busy', { taskId: starting });
+    await world.move(starting, 'work');
+    const updating = world.client.request(updateTask, { taskId: starting, title: 'Renamed', workflowStepId: 'work', idempotencyKey: world.key('update') }).catch(() => undefined);
+    await world.reachedHold(holdStarting.replace(/\//g, '__'));
+    // a job of the task starts (not a REVIEW job: it starts the task's agent session)
+    const { jobId } = await world.client.request(enqueueJob, { kind: 'PLAN_CHAT', productId: 'product-t', taskId: starting, prompt: 'plan', idempotencyKey: world.key('job'), excludeFromCoalescing: true });
+    await world.claimAsRunner(jobId, 'PLAN_CHAT');
+    await sleep(8_000);
+    await world.releaseHold(holdStarting.replace(/\//g, '__'));
+    await updating;
+    const session = await eventually(async () => {
+      const s = await world.client.request(getTaskSession, { taskId: starting });
+      return s.started ? s : null;
+    }, { what: 'the session recorded as started' });
+    expect(session.sessionId).toBe((await world.getTask(starting)).session.sessionId);
   }, 180_000);
 });

@@ -167,7 +167,14 @@ export class JobEvents {
         metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
         idempotency: { scope: 'workflow.session_started', key: envelope.eventId, request: { jobId: job.jobId } },
         reply: () => undefined,
-      }).catch((error: unknown) => this.log.warn({ taskId: job.taskId, jobId: job.jobId, error: String(error) }, 'could not record the session start'));
+      }).catch((error: unknown) => {
+        // A task stream kept busy past the write's patience wrote nothing: the event is handed back and
+        // the start recorded then (else the next job would start the session again instead of resuming it).
+        if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) {
+          throw new RetryLater(`the session start of task ${job.taskId} met a busy task stream: ${error.message}`);
+        }
+        this.log.warn({ taskId: job.taskId, jobId: job.jobId, error: String(error) }, 'could not record the session start');
+      });
     }
     await this.turn('onTurnStart', job, envelope, sql);
   }
