@@ -18,7 +18,7 @@ import { EventStore } from '@gantry/eventstore';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { idempotencyFor, leaseIdFor, metadataOf } from './command-context.js';
 import { findLease, type LeaseRow } from './lease-rows.js';
-import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
+import { serviceActor, WorktreeLeaseLog, type DecideOptions } from './lease-log.js';
 import { LeaseSweep } from './lease-sweep.js';
 
 const POLL_MS = 250;
@@ -93,12 +93,15 @@ export class WorktreeLeaseCommands {
   /** Asks for the release, then waits a little for the rescue to finish so the reply says `released` when it can. */
   @CommandHandler(releaseWorktree)
   async release(request: RequestOf<typeof releaseWorktree>, context?: CommandContext): Promise<ReplyOf<typeof releaseWorktree>> {
-    const lease = await this.liveLeaseOrRefusal(request.leaseId, request.token);
-    await this.leases.decide(
-      lease.worktree_key,
-      { type: 'ReleaseWorktreeLease', data: { leaseId: request.leaseId, token: request.token, reason: 'released', removeWorktree: false, now: this.leases.now() } },
-      { metadata: metadataOf(request, context), idempotency: idempotencyFor('release_worktree', request), reply: () => ({ leaseId: request.leaseId }) },
-    );
+    const asked = { metadata: metadataOf(request, context), idempotency: idempotencyFor('release_worktree', request) };
+    const lease = await this.liveLeaseOrRefusal(request.leaseId, request.token, asked);
+    if (!ENDED.includes(lease.status)) {
+      await this.leases.decide(
+        lease.worktree_key,
+        { type: 'ReleaseWorktreeLease', data: { leaseId: request.leaseId, token: request.token, reason: 'released', removeWorktree: false, now: this.leases.now() } },
+        { ...asked, reply: () => ({ leaseId: request.leaseId }) },
+      );
+    }
     const deadline = Date.now() + RELEASE_WAIT_MS;
     let row = await this.leaseOrNotFound(request.leaseId);
     while (row.status === 'releasing' && Date.now() < deadline && !this.leases.closing) {
@@ -183,14 +186,20 @@ export class WorktreeLeaseCommands {
 
   /**
    * A lease that has ended is refused here, as the decider would refuse it: its events may lie in an
-   * epoch whose books are closed, which no command replays any more.
+   * epoch whose books are closed, which no command replays any more. With `asked` (a release), the
+   * refusal goes through the command's idempotency key first: the same release asked again after it
+   * was done — its reply lost — gets the answer stored under its key, and the ended lease is returned
+   * (docs/worktrees.md, "When a lease ends").
    */
-  private async liveLeaseOrRefusal(leaseId: string, token: number): Promise<LeaseRow> {
+  private async liveLeaseOrRefusal(leaseId: string, token: number, asked?: Pick<DecideOptions<unknown>, 'metadata' | 'idempotency'>): Promise<LeaseRow> {
     // A lease this service could not renew while its bus was down is judged as resumed.
     await this.sweep.afterBusLoss();
     const lease = await this.leaseOrNotFound(leaseId);
     if (ENDED.includes(lease.status)) {
-      throw new GantryError(ErrorCode.STALE_FENCE, `worktree lease ${leaseId} has already ended (${lease.status})`, { leaseId, token, status: lease.status });
+      const refused = new GantryError(ErrorCode.STALE_FENCE, `worktree lease ${leaseId} has already ended (${lease.status})`, { leaseId, token, status: lease.status });
+      if (!asked?.idempotency) throw refused;
+      // Stored under the key when nothing was (a repeat gets the same refusal); an earlier answer is replayed.
+      await this.store.execute(asked, () => Promise.reject(refused));
     }
     return lease;
   }

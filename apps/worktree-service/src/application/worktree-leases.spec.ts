@@ -161,6 +161,20 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     await release(current);
   });
 
+  it('a release asked again under its key after it was done (its reply lost) gets the same answer, and nothing new is written', async () => {
+    const grant = await acquire(await claimedJob(world), { branch: 'feature/release-reply-lost' });
+    const request = { leaseId: grant.leaseId, token: grant.token, idempotencyKey: `release-reply-lost:${grant.leaseId}` };
+    const first = await world.client.request(releaseWorktree, request, { timeoutMs: 30_000 });
+    expect(first).toEqual({ leaseId: grant.leaseId, token: grant.token, status: 'released' });
+    const eventsBefore = await world.count(`SELECT count(*) AS n FROM events`);
+
+    expect(await world.client.request(releaseWorktree, request, { timeoutMs: 30_000 })).toEqual(first);
+    expect(await world.count(`SELECT count(*) AS n FROM events`)).toBe(eventsBefore);
+    // Another key for the ended lease is a new request: refused, as before.
+    const fresh = world.client.request(releaseWorktree, { ...request, idempotencyKey: `release-reply-lost:other:${grant.leaseId}` }, { timeoutMs: 30_000 });
+    expect((await refusal(fresh)).code).toBe(ErrorCode.STALE_FENCE);
+  });
+
   it('a dirty worktree released: a rescue branch holds its changes and the worktree is clean', async () => {
     const grant = await acquire(await claimedJob(world));
     writeFileSync(path.join(grant.path, 'README.md'), 'edited by the agent\n');
