@@ -2,6 +2,7 @@ import { contractRegistry, ErrorCode } from '@gantry/contracts';
 import { type Decider, DeciderSpecification } from '@gantry/eventstore/testing';
 import type { WorktreeLeaseCommand } from './commands.js';
 import { worktreeLeaseDecider } from './decider.js';
+import { pendingEffects } from './effects.js';
 import type { WorktreeLeaseEvent } from './events.js';
 import { currentHolder, type WorktreeLeaseState } from './state.js';
 import { leaseViewOf, worktreeStatus } from './view.js';
@@ -603,6 +604,30 @@ describe('WorktreeLease eviction (hygiene)', () => {
     given([...aReleased, evictionRequested, { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(11) } }])
       .when({ type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue: null, removed: true, now: at(12) } })
       .thenNothingHappened();
+  });
+
+  it('a lease asked for while the eviction is under way waits in line for it, and gets the lock once the eviction is recorded', () => {
+    // Granted at once, its create could run before the eviction (a retried evict, another replica's)
+    // and the eviction, still asked for, would then remove the worktree under the new holder.
+    const waiting = given([...aReleased, evictionRequested])
+      .when(request(B, at(11)))
+      .then([requested(B, at(11)), queued(B, 1, at(11))]);
+    expect(waiting.lock).toEqual({ holder: null, waiters: [{ leaseId: B, deadline: at(71) }] });
+    expect(pendingEffects(waiting).map((effect) => effect.type)).toEqual(['evict']);
+
+    const evicted: WorktreeLeaseEvent = { type: 'WorktreeEvicted', data: { worktreeKey, rescueBranch: null, rescueSha: null, removed: true, evictedAt: at(12) } };
+    const granted = given([...aReleased, evictionRequested, requested(B, at(11)), queued(B, 1, at(11))])
+      .when({ type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue: null, removed: true, now: at(12) } })
+      .then([evicted, acquired(B, 2, at(12))]);
+    expect(pendingEffects(granted).map((effect) => effect.type)).toEqual(['create_or_reuse']);
+  });
+
+  it('a lease asked for while the eviction is under way times out in line when it will not wait', () => {
+    const req = requested(B, at(11));
+    const data = { ...req.data, lockDeadline: at(11) } as typeof req.data;
+    given([...aReleased, evictionRequested])
+      .when(request(B, at(11), { lockTimeoutMs: 0 }))
+      .then([{ type: 'WorktreeLeaseRequested', data }, timedOut(B, at(11), at(11))] as WorktreeLeaseEvent[]);
   });
 
   it('events satisfy their published contracts', () => {

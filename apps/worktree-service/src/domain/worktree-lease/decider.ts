@@ -333,12 +333,14 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
     case 'RecordWorktreeEvicted': {
       const { worktreeKey, rescue, removed, now } = command.data;
       if (state.eviction === null || state.worktreeKey !== worktreeKey) return [];
-      return [
-        {
-          type: 'WorktreeEvicted',
-          data: { worktreeKey, rescueBranch: rescue?.branch ?? null, rescueSha: rescue?.sha ?? null, removed, evictedAt: now },
-        },
-      ];
+      const evicted: WorktreeLeaseEvent = {
+        type: 'WorktreeEvicted',
+        data: { worktreeKey, rescueBranch: rescue?.branch ?? null, rescueSha: rescue?.sha ?? null, removed, evictedAt: now },
+      };
+      // The acquirers that came while it ran waited in line for it: the first of them gets the lock.
+      // (An older log may hold a lease granted during an eviction: that holder keeps it.)
+      const after = fold(state, [evicted]);
+      return after.lock.holder === null ? [evicted, ...handOverEvents(after, after.lock, now)] : [evicted];
     }
 
     case 'CloseBooks': {
@@ -413,7 +415,10 @@ function decideRequest(
   };
   events.push(requested);
   const after = fold(state, events);
-  const outcome = requestLock(after.lock, { leaseId, deadline: lockDeadline }, now);
+  // An eviction under way (asked for while the key was idle) has the worktree until it is recorded:
+  // granted now, the lease's create could run before it — a retried evict, another replica's — and
+  // the eviction, still asked for, would then remove the worktree under its new holder.
+  const outcome = requestLock(after.lock, { leaseId, deadline: lockDeadline }, now, after.eviction !== null);
   switch (outcome.kind) {
     case 'granted':
       events.push(lockAcquired(after.leases[leaseId]!, after.lastToken + 1, now));

@@ -27,9 +27,13 @@ export type LockRequestOutcome =
   | { readonly kind: 'queued'; readonly position: number }
   | { readonly kind: 'timed_out' };
 
-/** What happens to a new acquirer: the lock if it is free, a place in line, or an immediate timeout. */
-export function requestLock(lock: WorktreeLock, waiter: LockWaiter, now: string): LockRequestOutcome {
-  if (lock.holder === null && lock.waiters.length === 0) return { kind: 'granted' };
+/**
+ * What happens to a new acquirer: the lock if it is free, a place in line, or an immediate timeout.
+ * `reserved`: nobody holds the lock, but the worktree is not free either (an eviction of it is under
+ * way): the acquirer waits in line as behind a holder.
+ */
+export function requestLock(lock: WorktreeLock, waiter: LockWaiter, now: string, reserved = false): LockRequestOutcome {
+  if (!reserved && lock.holder === null && lock.waiters.length === 0) return { kind: 'granted' };
   if (isPast(waiter.deadline, now)) return { kind: 'timed_out' };
   return { kind: 'queued', position: lock.waiters.filter((w) => !isPast(w.deadline, now)).length + 1 };
 }
