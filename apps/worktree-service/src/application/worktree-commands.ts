@@ -18,7 +18,7 @@ import { EventStore } from '@gantry/eventstore';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { idempotencyFor, leaseIdFor, metadataOf } from './command-context.js';
 import { findLease, type LeaseRow } from './lease-rows.js';
-import { serviceActor, WorktreeLeaseLog, type DecideOptions } from './lease-log.js';
+import { serviceActor, streamIdOf, WorktreeLeaseLog, type DecideOptions } from './lease-log.js';
 import { LeaseSweep } from './lease-sweep.js';
 
 const POLL_MS = 250;
@@ -143,13 +143,23 @@ export class WorktreeLeaseCommands {
   private async askedElsewhere(leaseId: string, worktreeKey: string, request: RequestOf<typeof acquireWorktree>): Promise<boolean> {
     const known = await findLease(this.store.pool, leaseId);
     if (!known) return false;
-    if (known.worktree_key === worktreeKey && leaseId in (await this.leases.load(known.worktree_key)).leases) return false;
+    const open = await this.leases.load(known.worktree_key);
+    if (known.worktree_key === worktreeKey && leaseId in open.leases) return false;
+    // What the decider compares for a lease it sees (decideRequest): the lease duration too, which
+    // only the lease's request event holds, in one of the key's epoch streams.
+    const { rows } = await this.store.pool.query<{ lease_duration_ms: string | null }>(
+      `SELECT data->>'leaseDurationMs' AS lease_duration_ms FROM events
+        WHERE stream_id = ANY($1::text[]) AND type = 'WorktreeLeaseRequested' AND data->>'leaseId' = $2`,
+      [Array.from({ length: open.epoch + 1 }, (_, epoch) => streamIdOf(known.worktree_key, epoch)), leaseId],
+    );
     const same =
       known.job_id === request.jobId &&
       known.job_lease_token === request.jobLeaseToken &&
       known.repository_url === request.repositoryUrl &&
       known.branch === request.branch &&
-      known.base_ref === request.baseRef;
+      known.base_ref === request.baseRef &&
+      rows.length === 1 &&
+      Number(rows[0]!.lease_duration_ms) === request.leaseDurationMs;
     if (!same) throw new GantryError(ErrorCode.IDEMPOTENCY_CONFLICT, `worktree lease ${leaseId} was already requested with different content`, { leaseId });
     return true;
   }

@@ -137,6 +137,24 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     await release(first);
   });
 
+  it('an acquire asked again under its key with another lease duration, once its lease lies in a closed epoch, is IDEMPOTENCY_CONFLICT', async () => {
+    const branchName = 'feature/closed-books';
+    const jobId = await claimedJob(world);
+    const key = `acquire-closed-books:${jobId}`;
+    const first = await acquire(jobId, { key, branch: branchName });
+    await release(first);
+    // Later leases of the key close the books of the first one's epoch (12 events here).
+    for (let i = 0; i < 3; i++) await release(await acquire(await claimedJob(world), { branch: branchName }));
+    expect(await world.count(`SELECT count(*) AS n FROM worktree_epochs WHERE worktree_key = $1 AND epoch > 0`, [first.worktreeKey])).toBe(1);
+    const eventsBefore = await world.count(`SELECT count(*) AS n FROM events`);
+
+    const conflict = await refusal(acquire(jobId, { key, branch: branchName, leaseDurationMs: 120_000 }));
+    expect(conflict.code).toBe(ErrorCode.IDEMPOTENCY_CONFLICT);
+    // Asked as it was, it is that lease, which has ended.
+    expect((await refusal(acquire(jobId, { key, branch: branchName }))).code).toBe(ErrorCode.STALE_FENCE);
+    expect(await world.count(`SELECT count(*) AS n FROM events`)).toBe(eventsBefore);
+  });
+
   it('a release or renew with a stale token is STALE_FENCE and changes nothing', async () => {
     const older = await acquire(await claimedJob(world));
     await release(older);
