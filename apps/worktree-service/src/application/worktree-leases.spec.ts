@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import {
@@ -207,6 +207,38 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     expect(git(grant.path, 'show', `${rescueBranch}:new-file.txt`)).toBe('untracked work');
     expect(readFileSync(path.join(grant.path, 'README.md'), 'utf8')).not.toContain('edited by the agent');
     expect(existsSync(path.join(grant.path, 'new-file.txt'))).toBe(false);
+  });
+
+  it('repositories an agent made inside its worktree are moved aside, kept, at the release, and the next lease of the key is granted', async () => {
+    const branchName = 'feature/nested-repositories';
+    const first = await acquire(await claimedJob(world), { branch: branchName });
+    // One with a commit (git add would record only a gitlink to it, git clean leaves it), one without (git add refuses it).
+    const withCommit = path.join(first.path, 'vendor', 'lib');
+    mkdirSync(withCommit, { recursive: true });
+    git(withCommit, 'init', '--quiet');
+    writeFileSync(path.join(withCommit, 'work.txt'), 'work in a repository of its own\n');
+    git(withCommit, 'add', 'work.txt');
+    git(withCommit, 'commit', '--quiet', '-m', 'nested work');
+    const withoutCommit = path.join(first.path, 'scratch');
+    mkdirSync(withoutCommit);
+    git(withoutCommit, 'init', '--quiet');
+    writeFileSync(path.join(withoutCommit, 'notes.txt'), 'notes never committed\n');
+    writeFileSync(path.join(first.path, 'README.md'), 'edited beside them\n');
+
+    expect((await release(first)).status).toBe('released');
+    const { rows } = await world.db.query(`SELECT rescue_branch FROM worktree_leases WHERE lease_id = $1`, [first.leaseId]);
+    expect(git(first.path, 'show', `${rows[0].rescue_branch}:README.md`)).toBe('edited beside them');
+    const quarantine = path.join(world.root, 'quarantine');
+    const [setAside] = readdirSync(quarantine).filter((name) => name.startsWith(`${first.worktreeKey}-`));
+    expect(setAside).toBeDefined();
+    expect(git(path.join(quarantine, setAside!, 'vendor', 'lib'), 'log', '--format=%s')).toBe('nested work');
+    expect(readFileSync(path.join(quarantine, setAside!, 'vendor', 'lib', 'work.txt'), 'utf8')).toBe('work in a repository of its own\n');
+    expect(readFileSync(path.join(quarantine, setAside!, 'scratch', 'notes.txt'), 'utf8')).toBe('notes never committed\n');
+
+    const second = await acquire(await claimedJob(world), { branch: branchName });
+    expect(second.path).toBe(first.path);
+    expect(git(second.path, 'status', '--porcelain', '--untracked-files=all')).toBe('');
+    await release(second);
   });
 
   it('a contract-valid JobFinished (DONE) for the holder releases its lease within seconds, with no runner call', async () => {

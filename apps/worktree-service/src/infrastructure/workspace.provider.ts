@@ -19,6 +19,8 @@ export const worktreeInfrastructure: Provider[] = [
         networkTimeoutMs: config.gitNetworkTimeoutMs,
         // An agent wrote them; the keys (never their values) say what it tried.
         onForeignConfigRemoved: (keys, dir) => log.warn({ dir, keys }, 'removed git config that service-side git does not accept'),
+        // A rescue commit cannot hold them: kept under the root's quarantine (docs/worktrees.md).
+        onSetAside: (moved) => log.warn({ moved }, 'repositories inside a worktree moved aside before its rescue'),
         // Replicas on one host share the root and its clones.
         acrossProcesses: (clonePath, work) => locks.onClone(clonePath, work),
       });

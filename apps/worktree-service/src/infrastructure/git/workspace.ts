@@ -23,6 +23,8 @@ export interface GitWorkspace {
   readonly networkTimeoutMs: number;
   /** Told of the keys an agent wrote into a clone's config that were removed before a git command. */
   readonly onForeignConfigRemoved?: (keys: string[], dir: string) => void;
+  /** Told of the repositories found inside a worktree that a rescue moved aside, whole, into `<root>/quarantine`. */
+  readonly onSetAside?: (moved: Array<{ from: string; to: string }>) => void;
   /**
    * Runs `work` while no other process that shares the root runs git on the clone (serializedOnClone
    * calls it once this process's turn on the clone has come). Without it, only this process's runs take turns.
@@ -46,6 +48,7 @@ export interface GitWorkspaceOptions {
   commandTimeoutMs?: number;
   networkTimeoutMs?: number;
   onForeignConfigRemoved?: (keys: string[], dir: string) => void;
+  onSetAside?: (moved: Array<{ from: string; to: string }>) => void;
   acrossProcesses?: CloneLock;
 }
 
@@ -69,6 +72,7 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
     commandTimeoutMs,
     networkTimeoutMs: options.networkTimeoutMs ?? 300_000,
     onForeignConfigRemoved: options.onForeignConfigRemoved,
+    onSetAside: options.onSetAside,
     acrossProcesses: options.acrossProcesses,
   };
 }

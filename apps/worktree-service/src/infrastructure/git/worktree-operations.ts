@@ -382,7 +382,9 @@ export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeK
 }
 
 async function rescueLocked(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<RescueResult | null> {
-  if ((await statusOf(workspace, worktreePath)).length === 0) return null;
+  const status = await statusOf(workspace, worktreePath);
+  if (status.length === 0) return null;
+  if ((await setAsideEmbeddedRepositories(workspace, worktreePath, worktreeKey, status, now)) && (await statusOf(workspace, worktreePath)).length === 0) return null;
   const head = await revParse(workspace, worktreePath, 'HEAD');
   await git(workspace, worktreePath, ['add', '--all', '--', '.']);
   const tree = (await git(workspace, worktreePath, ['write-tree'])).stdout.trim();
@@ -414,6 +416,53 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
   await git(workspace, worktreePath, ['reset', '--hard', '--quiet']);
   await git(workspace, worktreePath, ['clean', '-d', '--force', '--quiet']);
   return rescue;
+}
+
+/**
+ * The repositories of their own inside a worktree that git lists as untracked (an agent's `git init`
+ * or clone there): with `--untracked-files=all` git names every other untracked file, but such a
+ * repository by its directory (`?? <dir>/`). `status` is `statusOf`'s output (`-z`: a rename or copy
+ * has its source as the next field).
+ */
+function embeddedRepositories(status: string): string[] {
+  const fields = status.split('\0');
+  const found: string[] = [];
+  for (let i = 0; i < fields.length; i++) {
+    const field = fields[i]!;
+    if (/^[RC]|^.[RC]/.test(field)) i++;
+    else if (field.startsWith('?? ') && field.endsWith('/')) found.push(field.slice(3, -1));
+  }
+  return found;
+}
+
+/**
+ * A rescue commit cannot hold a repository inside the worktree — `git add` records at most a link to
+ * its commit (none of its files) and refuses one without a commit — and `git clean -d` leaves it: the
+ * worktree would stay dirty for ever, its rescue failing or every later sync and removal of the key
+ * refused. So each is moved, whole, to `<root>/quarantine/<key>-<time>/<its path>` first (never
+ * deleted), and the move is reported (GitWorkspace.onSetAside). True when one was moved.
+ */
+async function setAsideEmbeddedRepositories(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, status: string, now: Date): Promise<boolean> {
+  const repositories = embeddedRepositories(status);
+  if (repositories.length === 0) return false;
+  const stamp = now.toISOString().replace(/[-:.]/g, '');
+  let target = await resolveInsideRoot(workspace, path.join('quarantine', `${worktreeKey}-${stamp}`));
+  for (let n = 2; await lstatOrNull(target); n++) target = await resolveInsideRoot(workspace, path.join('quarantine', `${worktreeKey}-${stamp}-${n}`));
+  const moved: Array<{ from: string; to: string }> = [];
+  for (const relative of repositories) {
+    const from = path.join(worktreePath, relative);
+    const info = await lstatOrNull(from);
+    const inside = path.relative(worktreePath, from);
+    if (inside === '' || inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside) || !info?.isDirectory()) {
+      throw hostile(`${JSON.stringify(relative)} is not a directory inside worktree ${worktreeKey}`);
+    }
+    const to = await resolveInsideRoot(workspace, path.join(target, relative));
+    await mkdir(path.dirname(to), { recursive: true });
+    await rename(from, to);
+    moved.push({ from, to });
+  }
+  workspace.onSetAside?.(moved);
+  return true;
 }
 
 /**
