@@ -6,7 +6,7 @@
 //   PR-1  one stream per (repository, branch)             @gantry/contracts prs/values.ts   pullRequestIdFor
 //   PR-2  the first push opens the PR (SPRINT: a draft)   pull-request/decider.ts + effects.ts (OPEN_PULL_REQUEST)
 //   PR-3  STORY: scope = every task of the story          pull-request/phase.ts   scopeDone, strategies.ts
-//   PR-4  merge only a head seen green; none ≠ green      pull-request/checks.ts  checksVerdict, decider.ts mergeIfDue
+//   PR-4  merge only a head seen green; none ≠ green      pull-request/checks.ts  checksVerdict, decider.ts mergeIfDue (a re-run pending again: PullRequestChecksPending)
 //   PR-5  every merge decision records its head           decider.ts mergeIfDue → PullRequestMergeRequested
 //   PR-6  auto-merge refused → merge directly             decider.ts mergeIfDue (autoMergeAllowed, autoMergeRefusedFor)
 //   PR-7  a new head voids decisions, waits for checks    state.ts newHead, effects.ts DISABLE_AUTO_MERGE

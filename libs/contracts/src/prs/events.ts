@@ -290,6 +290,22 @@ export const PullRequestChecksPassed = defineEvent({
   },
 });
 
+/**
+ * A head seen green shows a check pending again (a check re-run, or a new run of it): a check counts by its
+ * latest run, so the head is not green any more — until a read shows it green (or red) again (PR-4).
+ */
+export const PullRequestChecksPending = defineEvent({
+  context: 'prs',
+  type: 'PullRequestChecksPending',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, headSha: GitShaSchema, pendingAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, headSha: sha, pendingAt: at }],
+    // pending on which head?
+    invalid: [{ ...prExample, pendingAt: at }],
+  },
+});
+
 export const PullRequestMergeRequested = defineEvent({
   context: 'prs',
   type: 'PullRequestMergeRequested',
@@ -509,6 +525,7 @@ export type PullRequestHeadMovedData = z.output<typeof PullRequestHeadMoved.data
 export type PullRequestOpenedData = z.output<typeof PullRequestOpened.data>;
 export type PullRequestDraftsNotSupportedData = z.output<typeof PullRequestDraftsNotSupported.data>;
 export type PullRequestChecksPassedData = z.output<typeof PullRequestChecksPassed.data>;
+export type PullRequestChecksPendingData = z.output<typeof PullRequestChecksPending.data>;
 export type PullRequestMergeRequestedData = z.output<typeof PullRequestMergeRequested.data>;
 export type PullRequestAutoMergeEnabledData = z.output<typeof PullRequestAutoMergeEnabled.data>;
 export type PullRequestAutoMergeRefusedData = z.output<typeof PullRequestAutoMergeRefused.data>;
@@ -535,6 +552,7 @@ export const pullRequestEventContracts = [
   PullRequestDraftsNotSupported,
   PullRequestChecksPassed,
   PullRequestChecksFailed,
+  PullRequestChecksPending,
   PullRequestMergeConflict,
   PullRequestMergeConflictCleared,
   PullRequestMergeRequested,

@@ -382,6 +382,27 @@ describe('the pull request machine', () => {
       }
     });
 
+    it('green, then a check of the same head re-run (pending again): its latest run counts — no merge until it is green again', () => {
+      const pending = [check('ci/test', 'PENDING')];
+      /** The events the commands decide one after the other, each on the state the previous ones left. */
+      const after = (history: PullRequestEvent[], ...commands: PullRequestCommand[]) =>
+        commands.reduce((events, command) => [...events, ...decided(events, command)], history);
+      // Seen green before the story was done; re-run, the last task done while it runs: nothing is merged.
+      const seenGreen = [...openStory, event.done(3, 'T-1'), event.queued(4, 'T-2'), event.passed(5)];
+      expect(decided(seenGreen, when.observed(6, { checks: pending }))).toEqual([event.checksPending(6)]);
+      const rerun = after(seenGreen, when.observed(6, { checks: pending }), when.done(7, 'T-2'));
+      expect(rerun.filter((e) => e.type === 'PullRequestMergeRequested')).toEqual([]);
+      expect(phaseOf(stateOf(rerun))).toBe('waiting_for_checks');
+      expect(pendingEffects(stateOf(rerun))).toEqual([]);
+      // Green again: the merge is decided for the head.
+      expect(decided(rerun, when.observed(8, { checks: green }))).toEqual([event.passed(8), event.mergeRequested(8, 'AUTO_MERGE')]);
+      // A direct merge decided on the green and not carried out yet (GitHub's answer lost) is withdrawn by the re-run.
+      const direct = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT')];
+      const directRerun = after(direct, when.observed(8, { checks: pending }));
+      expect(pendingEffects(stateOf(directRerun))).toEqual([]);
+      expect(decided(directRerun, when.observed(9, { checks: green }))).toEqual([event.passed(9), event.mergeRequested(9, 'DIRECT')]);
+    });
+
     it('a re-run that turns the same head green lifts the failure', () => {
       given([...storyDone, event.failed(6)]).when(when.observed(7, { checks: green })).then([event.passed(7), event.mergeRequested(7, 'AUTO_MERGE')]);
     });

@@ -180,6 +180,11 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
       },
     });
   }
+  // PR-4: a check counts by its latest run. A head seen green whose check is re-run (or run again) is not green
+  // while that run is pending: the green is withdrawn, and the merge is decided again once a read shows it green.
+  if ((verdict.verdict === 'PENDING' || verdict.verdict === 'NONE') && seen?.verdict === 'GREEN') {
+    events.push({ type: 'PullRequestChecksPending', data: { ...id, headSha: o.headSha, pendingAt: now } });
+  }
   // PR-16: auto-merge Gantry enabled for this head is off, and Gantry did not turn it off (it does so only
   // for an older head, or when the head's checks are red): someone disabled it on GitHub. Seen on again
   // while the merge is held: someone turned it on again, and the PR is carried on from there.

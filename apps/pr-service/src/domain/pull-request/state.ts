@@ -214,6 +214,18 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
         updatedAt: event.data.detectedAt,
       };
     }
+    case 'PullRequestChecksPending': {
+      // PR-4: the head is not green while a check of it runs again. A direct merge decided on the green and not
+      // carried out yet is withdrawn; auto-merge asked or enabled for the head stays: GitHub merges it only once
+      // the checks its branch protection requires pass, and a re-run that turns red disables it (PR-9).
+      const withdrawn = s.mergeDecision?.headSha === event.data.headSha && s.mergeDecision.via === 'DIRECT';
+      return {
+        ...s,
+        checks: s.checks?.headSha === event.data.headSha ? null : s.checks,
+        mergeDecision: withdrawn ? null : s.mergeDecision,
+        updatedAt: event.data.pendingAt,
+      };
+    }
     case 'PullRequestMergeConflict':
       return { ...s, conflict: { headSha: event.data.headSha, files: event.data.conflictingFiles, filesLeftOut: event.data.conflictingFilesLeftOut ?? 0 }, updatedAt: event.data.detectedAt };
     case 'PullRequestMergeConflictCleared':

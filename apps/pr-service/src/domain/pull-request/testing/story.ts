@@ -133,6 +133,7 @@ export const event = {
       failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }], failedChecksLeftOut: 0, detectedAt: at(s),
     },
   }),
+  checksPending: (s: number, headSha = H1): PullRequestEvent => ({ type: 'PullRequestChecksPending', data: { ...id, headSha, pendingAt: at(s) } }),
   conflict: (s: number, headSha = H1, files = ['src/app.ts'], leftOut = 0): PullRequestEvent => ({
     type: 'PullRequestMergeConflict',
     data: { ...id, baseBranch: 'main', prNumber: 7, prUrl: URL, headSha, conflictingFiles: files, conflictingFilesLeftOut: leftOut, detectedAt: at(s) },
