@@ -1,0 +1,116 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { pullRequestIdFor, type PullRequestFailureCode } from '@gantry/contracts';
+import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
+import { Clone, octokitFor } from '@gantry/github-fake/testing';
+import { startTestService, type TestService } from '@gantry/service-runtime/testing';
+import { eventually, testDatabaseUrl } from '@gantry/testing';
+import { AppModule } from '../src/app.module.js';
+import { PullRequestLog } from '../src/application/pull-request-log.js';
+import { CONFLICT_LOOKUPS, PullRequestReconciler } from '../src/application/reconciler.js';
+import type { PullRequestCommand, PullRequestState } from '../src/domain/index.js';
+
+/*
+ * PR-10: GitHub says a pull request conflicts, and the pr-service works out the files with git. When
+ * git cannot (the fetch fails), the rest of the read still counts — red checks on the head are
+ * recorded — and the look-up is tried a bounded number of times, then the conflict is left visible
+ * as the PR's last failure (docs/pr-service.md, PR-10). The pr-service runs in this process against
+ * the local GitHub, on the real PostgreSQL and NATS; the product's clone URL names no repository.
+ */
+describe('a conflict whose files git cannot work out', () => {
+  const owner = 'acme';
+  const branch = 'sprint/SP-unnamed';
+  let fake: GitHubFake;
+  let service: TestService;
+  let gitDir: string;
+
+  beforeAll(async () => {
+    fake = await startGitHubFake({});
+    gitDir = mkdtempSync(join(tmpdir(), 'pr-conflict-files-'));
+    service = await startTestService({
+      label: 'pr_conflict_unnamed',
+      module: AppModule,
+      env: {
+        GANTRY_GITHUB_API_URL: fake.url,
+        GANTRY_GITHUB_TOKEN: 'unused',
+        GANTRY_GITHUB_WEBHOOK_SECRETS: 'unused',
+        GANTRY_PR_GIT_DIR: gitDir,
+        GANTRY_PR_RESYNC_INTERVAL_MS: '3600000',
+      },
+    });
+  }, 90_000);
+
+  afterAll(async () => {
+    await service?.close();
+    await fake?.close();
+    rmSync(gitDir, { recursive: true, force: true });
+  });
+
+  it('records the rest of the read (red checks), tries the files a bounded number of times, then leaves the conflict visible', async () => {
+    const repo = await fake.control.createRepository({ owner, name: 'unnamed', initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
+    const repository = repo.fullName;
+    const clone = new Clone(repo.cloneUrl);
+    let head: string;
+    try {
+      head = clone.commitAndPush(branch, { 'src/app.ts': 'export const app = "sprint";\n' }, 'sprint changes app');
+    } finally {
+      clone.remove();
+    }
+    await fake.control.commit(repository, { branch: 'main', files: { 'src/app.ts': 'export const app = "main";\n' }, message: 'main changes app' });
+    await fake.control.refresh();
+    const { octokit } = octokitFor(fake);
+    const { data: pr } = await octokit.rest.pulls.create({ owner, repo: 'unnamed', head: branch, base: 'main', title: 'Sprint SP-unnamed', draft: true });
+    await eventually(async () => (await octokit.rest.pulls.get({ owner, repo: 'unnamed', pull_number: pr.number })).data.mergeable_state === 'dirty', { what: 'GitHub showing the PR dirty' });
+    await fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+
+    // The product names a clone URL git cannot fetch from.
+    const log = service.app.get(PullRequestLog);
+    const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${service.schema}`, max: 1 });
+    try {
+      await db.query(`INSERT INTO products (product_id, repository, clone_url, settings) VALUES ('product-unnamed', $1, $2, '{}')`, [repository, `file://${gitDir}/nowhere.git`]);
+    } finally {
+      await db.end();
+    }
+    const pullRequestId = pullRequestIdFor(repository, branch);
+    const id = { pullRequestId, repository, branch };
+    const record = (type: PullRequestCommand['type'], data: Record<string, unknown>) =>
+      log.record({ type, data: { ...id, ...data, now: log.now() } } as PullRequestCommand, { correlationId: pullRequestId, causationId: null, actor: 'test' });
+    await record('RecordBranchPushed', {
+      headSha: head,
+      pushedAt: log.now(),
+      position: null,
+      jobId: null,
+      sprintRunId: null,
+      flow: { productId: 'product-unnamed', baseBranch: 'main', strategy: 'SPRINT', mergeMethod: 'SQUASH', requiredChecks: [], title: 'Sprint SP-unnamed' },
+    });
+    await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: true, headSha: head, adopted: true });
+
+    // The read is recorded without the conflict: its red checks count.
+    const red = await eventually(async () => {
+      const state = await log.load(pullRequestId);
+      return state.checks?.verdict === 'RED' ? state : null;
+    }, { what: 'the red checks of the conflicting head recorded', timeoutMs: 60_000 });
+    expect(red.checks).toMatchObject({ headSha: head, verdict: 'RED', names: ['ci/test'] });
+    expect(red.conflict).toBeNull();
+
+    // The files are looked up CONFLICT_LOOKUPS times in all; then the conflict is the PR's last failure, files unknown.
+    const visible = await eventually(async () => {
+      const state: PullRequestState = await log.load(pullRequestId);
+      return state.lastFailure?.code === 'MERGE_CONFLICT' ? state : null;
+    }, { what: 'the unnamed conflict recorded as the PR\'s last failure', timeoutMs: 120_000 });
+    expect(visible.lastFailure).toMatchObject({ effect: 'READ_PULL_REQUEST', code: 'MERGE_CONFLICT' satisfies PullRequestFailureCode });
+    expect(visible.lastFailure!.message).toContain(head);
+    expect(visible.conflict).toBeNull();
+
+    // Read again (the check re-run green, a webhook, a resync): the read is recorded, and git is not asked again for that head.
+    const reconciler = service.app.get(PullRequestReconciler);
+    const lookups = () => (reconciler as unknown as { unnamedConflicts: { get(id: string): { failures: number } | undefined } }).unnamedConflicts.get(pullRequestId)?.failures;
+    expect(lookups()).toBe(CONFLICT_LOOKUPS);
+    await fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'success' });
+    reconciler.ask(pullRequestId);
+    await eventually(async () => (await log.load(pullRequestId)).checks?.verdict === 'GREEN', { what: 'the re-run green recorded' });
+    expect(lookups()).toBe(CONFLICT_LOOKUPS);
+  }, 240_000);
+});
