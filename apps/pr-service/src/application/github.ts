@@ -24,6 +24,8 @@ export type AutoMergeOutcome =
   | { outcome: 'REFUSED'; reason: 'CLEAN' | 'UNSTABLE' | 'NOT_ALLOWED'; message: string }
   /** The PR's head is not the expected head any more. */
   | { outcome: 'HEAD_MOVED'; message: string }
+  /** The repository does not allow the merge method asked for ("Merge method squash is not allowed on this repository"): its settings, for a person to change. */
+  | { outcome: 'METHOD_NOT_ALLOWED'; message: string }
   /**
    * GitHub's "Auto merge is already enabled": it is on, whoever enabled it — the answer to this call sent
    * again after the first one's answer was lost (Octokit's retry of a closed connection or a 5xx).
@@ -39,7 +41,11 @@ export type AutoMergeOutcome =
  */
 export type DisableAutoMergeOutcome = { outcome: 'DISABLED' } | { outcome: 'NOT_ENABLED'; message: string };
 
-export type MergeOutcome = { outcome: 'MERGED'; mergeCommitSha: string } | { outcome: 'HEAD_MOVED'; message: string };
+export type MergeOutcome =
+  | { outcome: 'MERGED'; mergeCommitSha: string }
+  | { outcome: 'HEAD_MOVED'; message: string }
+  /** 405 "Squash merges are not allowed on this repository." (and merge commits, rebase merges): the repository's settings. */
+  | { outcome: 'METHOD_NOT_ALLOWED'; message: string };
 
 /**
  * GitHub's 422 "Draft pull requests are not supported in this repository." (a private repository on a

@@ -274,6 +274,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         // ALREADY_ENABLED: this call sent again after the first one's answer was lost (or someone enabled it):
         // no failure — the next read shows it on, and it is recorded from there, for the head GitHub shows (PR-13).
         // DRAFT: a person converted it to a draft since the read before (PR-17): the next read records the draft.
+        if (answer.outcome === 'METHOD_NOT_ALLOWED') await this.methodNotAllowed(state, effect.type, effect.expectedHeadSha, answer.message, seen);
         if (answer.outcome === 'DRAFT') this.log.info({ pullRequestId: id, headSha: effect.expectedHeadSha, github: answer.message }, 'the pull request is a draft now; reading again');
         if (answer.outcome === 'ALREADY_ENABLED') this.log.info({ pullRequestId: id, headSha: effect.expectedHeadSha, github: answer.message }, 'auto-merge is on already; reading again');
         return;
@@ -322,6 +323,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
           throw await this.failed(state, effect.type, error);
         }
         crashHereIfAsked('github:merge');
+        if (answer.outcome === 'METHOD_NOT_ALLOWED') return this.methodNotAllowed(state, effect.type, effect.sha, answer.message, seen);
         if (answer.outcome === 'MERGED') {
           this.log.info({ pullRequestId: id, prNumber: effect.prNumber, headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha }, 'pull request merged');
           await record(this.command(state, { type: 'RecordMerged', data: { headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha } }));
@@ -340,6 +342,20 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       default:
         return assertNever(effect);
     }
+  }
+
+  /**
+   * The repository does not allow the product's merge method (auto-merge's "Merge method squash is not allowed on
+   * this repository", a merge's 405 "Squash merges are not allowed on this repository."): a setting only a person
+   * can change, so sending the call again changes nothing. It is the PR's last failure (get_pull_request shows
+   * it) and a refused merge of the head (PR-14): tried again once GitHub shows the PR differently or the head moves.
+   */
+  private async methodNotAllowed(state: PullRequestState, effect: 'ENABLE_AUTO_MERGE' | 'MERGE', headSha: string, message: string, seen: PullRequestOnGitHub | null): Promise<void> {
+    const id = state.pullRequestId;
+    const record = (command: PullRequestCommand) => this.prs.record(command, this.metadata(id));
+    this.log.error({ pullRequestId: id, headSha, mergeMethod: state.flow?.mergeMethod, github: message }, 'the repository does not allow the merge method; a person must allow it or change the product\'s merge method');
+    await record(this.command(state, { type: 'RecordEffectFailed', data: { effect, code: 'UNKNOWN', message: `the repository does not allow the ${state.flow?.mergeMethod ?? ''} merge method: ${message}` } }));
+    await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha, code: 'UNKNOWN', message, mergeableState: seen?.mergeableState ?? null } }));
   }
 
   /** A GitHub call whose typed failure is recorded on the PR before it is thrown (and the run retried later). */

@@ -27,6 +27,15 @@ function deniedByGraphQL(error: unknown): boolean {
   return (e.errors ?? e.response?.data?.errors ?? []).some((x) => x.type === 'FORBIDDEN' || x.type === 'INSUFFICIENT_SCOPES');
 }
 
+/**
+ * GitHub refusing the merge method the repository's settings do not allow: GraphQL's "Merge method squash is
+ * not allowed on this repository" (auto-merge), REST's 405 "Squash merges are not allowed on this repository."
+ * (and "Merge commits …", "Rebase merges …"). A setting a person must change, not a failure to send again.
+ */
+export function isMergeMethodRefusal(message: string): boolean {
+  return /merge method \w+ is not allowed|(merge commits|squash merges|rebase merges) are not allowed/i.test(message);
+}
+
 export function statusOf(error: unknown): number | undefined {
   const status = (error as FailedRequest).status;
   return typeof status === 'number' ? status : undefined;

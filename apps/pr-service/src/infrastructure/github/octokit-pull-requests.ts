@@ -1,7 +1,7 @@
 import type { MergeMethod } from '@gantry/contracts';
 import { DraftsNotSupported, type AutoMergeOutcome, type DisableAutoMergeOutcome, type GitHubPullRequests, type MergeOutcome, type PullRequestOnGitHub } from '../../application/github.js';
 import type { ReportedCheck } from '../../domain/index.js';
-import { gitHubFailure, gitHubMessage, statusOf } from './github-failures.js';
+import { gitHubFailure, gitHubMessage, isMergeMethodRefusal, statusOf } from './github-failures.js';
 import type { GantryOctokit } from './octokit.js';
 
 type RestPull = {
@@ -164,6 +164,7 @@ export class OctokitPullRequests implements GitHubPullRequests {
       if (/is in clean status/i.test(message)) return { outcome: 'REFUSED', reason: 'CLEAN', message };
       if (/is in unstable status/i.test(message)) return { outcome: 'REFUSED', reason: 'UNSTABLE', message };
       if (/auto ?merge is not allowed/i.test(message)) return { outcome: 'REFUSED', reason: 'NOT_ALLOWED', message };
+      if (isMergeMethodRefusal(message)) return { outcome: 'METHOD_NOT_ALLOWED', message };
       if (/not the expected head|expected head/i.test(message)) return { outcome: 'HEAD_MOVED', message };
       if (/auto ?merge is already enabled/i.test(message)) return { outcome: 'ALREADY_ENABLED', message };
       if (/is in draft status|is still a draft/i.test(message)) return { outcome: 'DRAFT', message };
@@ -196,6 +197,7 @@ export class OctokitPullRequests implements GitHubPullRequests {
     } catch (error) {
       // 409 "Head branch was modified": the head is not `sha` any more; the new head waits for its own checks.
       if (statusOf(error) === 409) return { outcome: 'HEAD_MOVED', message: gitHubMessage(error) };
+      if (statusOf(error) === 405 && isMergeMethodRefusal(gitHubMessage(error))) return { outcome: 'METHOD_NOT_ALLOWED', message: gitHubMessage(error) };
       throw gitHubFailure(error, `merge ${repository}#${prNumber}`);
     }
   }
