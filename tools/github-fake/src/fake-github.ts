@@ -473,11 +473,12 @@ export class FakeGitHub {
     let pulls = this.state.pulls.filter((p) => p.repository === fullName);
     if (state !== 'all') pulls = pulls.filter((p) => p.state === state);
     if (head) {
-      // GitHub's `head` filter is `user:ref-name`.
+      // GitHub's `head` filter is `user:ref-name`. GitHub does not treat owner names case-sensitively (the
+      // owner in any case is the same owner); the ref is a git ref, whose case counts.
       const colon = head.indexOf(':');
       const owner = colon === -1 ? head : head.slice(0, colon);
       const ref = colon === -1 ? null : head.slice(colon + 1);
-      pulls = owner === record.owner ? pulls.filter((p) => ref === null || p.headRef === ref) : [];
+      pulls = owner.toLowerCase() === record.owner.toLowerCase() ? pulls.filter((p) => ref === null || p.headRef === ref) : [];
     }
     if (base) pulls = pulls.filter((p) => p.baseRef === base);
     const direction = query.get('direction') ?? 'desc';

@@ -72,6 +72,11 @@ describe('opening pull requests', () => {
     expect(listed.data.map((p) => p.number)).toEqual([1]);
     const none = await octokit.rest.pulls.list({ owner, repo: name(), head: `${owner}:feature/other` });
     expect(none.data).toEqual([]);
+    // GitHub does not treat owner names case-sensitively: the head's owner in another case is the same owner.
+    const otherCase = await octokit.rest.pulls.list({ owner, repo: name(), head: `${owner.toUpperCase()}:feature/a`, state: 'open' });
+    expect(otherCase.data.map((p) => p.number)).toEqual([1]);
+    // The branch name is a git ref: its case counts.
+    expect((await octokit.rest.pulls.list({ owner, repo: name(), head: `${owner}:Feature/A` })).data).toEqual([]);
   });
 
   it('refuses a head that does not exist and a branch with no commits', async () => {
