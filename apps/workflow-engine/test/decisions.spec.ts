@@ -99,6 +99,22 @@ steps:
     expect((await world.getTask(taskId)).decisions).toEqual([]);
   });
 
+  it('AC-R1: a REVIEW job\'s decision sent again under its key after the job finished (its first answer lost) gets the stored answer and records nothing more', async () => {
+    const { taskId } = await world.task('q');
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    const [forA] = await world.jobs(taskId, 'REVIEW');
+    const fence = await world.claimAsRunner(forA!.jobId, 'REVIEW', 'runner-again');
+    const request = { ...fence, verdict: 'approve' as const, comment: 'fine', idempotencyKey: world.key('d') };
+    const first = await world.client.request(recordReviewDecision, request);
+    // the runner never saw that answer; its job finished meanwhile, so the job holds no claim any more
+    await world.finishAsRunner(forA!.jobId, 'REVIEW', fence);
+    await expect(world.client.request(recordReviewDecision, request)).resolves.toEqual(first);
+    expect((await world.getTask(taskId)).decisions).toEqual([expect.objectContaining({ decisionId: first.decisionId, participantId: 'seat-a', verdict: 'approve' })]);
+    // the same key with other content is still no repeat
+    await expect(world.client.request(recordReviewDecision, { ...request, verdict: 'reject' })).rejects.toMatchObject({ code: ErrorCode.STALE_FENCE });
+  });
+
   it('a decision whose quorum calls for a move, while the task is moved elsewhere at the same time: the decision is refused and records nothing, the task stays where it was moved', async () => {
     await world.importYaml('q1', reviewYaml(fanOut, `    participants:
       - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: true }`));

@@ -62,18 +62,19 @@ export class DecisionCommands {
     );
   }
 
-  /** AC-R1: only a job that still holds exactly this claim decides, for the seat and entry it was queued for. */
+  /**
+   * AC-R1: only a job that still holds exactly this claim decides, for the seat and entry it was
+   * queued for. A repeat of a decision already answered under its key (its answer lost, the job
+   * finished since) gets that answer, as every repeat does: the claim is asked for only when there
+   * is no answer to give back.
+   */
   @CommandHandler(recordReviewDecision)
   async recordReviewDecision(request: RequestOf<typeof recordReviewDecision>, context?: CommandContext): Promise<ReplyOf<typeof recordReviewDecision>> {
-    const job = await this.runs.job(request.jobId);
-    const holds = (job.status === 'CLAIMED' || job.status === 'RUNNING') && job.lease?.runnerId === request.runnerId && job.lease.leaseToken === request.leaseToken;
-    if (!holds) {
-      throw new GantryError(ErrorCode.STALE_FENCE, `job ${request.jobId} no longer holds the claim of runner ${request.runnerId} with token ${request.leaseToken}`, { jobId: request.jobId, status: job.status });
-    }
-    const run = await queuedRunByJob(this.store.pool, request.jobId);
-    if (!run) throw new GantryError(ErrorCode.NOT_FOUND, `job ${request.jobId} is not a run the workflow engine queued`, { jobId: request.jobId });
+    const idempotency = idempotencyFor('record_review_decision', request);
+    const repeat = await this.store.answered(idempotency);
+    const run = repeat ? null : await this.fencedRun(request);
     return this.decide(
-      {
+      run && {
         taskId: run.taskId,
         stepId: run.stepId,
         entry: { workflowId: run.workflowId, entrySeq: run.entrySeq },
@@ -82,12 +83,30 @@ export class DecisionCommands {
         comment: request.comment ?? null,
         decidedBy: { kind: 'review_job', jobId: request.jobId },
       },
-      { metadata: metadataOf(request, context), idempotency: idempotencyFor('record_review_decision', request) },
+      { metadata: metadataOf(request, context), idempotency },
     );
   }
 
-  private async decide(deciding: Deciding, options: { metadata: CommandMetadata; idempotency: IdempotencyOptions }): Promise<ReplyOf<typeof recordDecision>> {
-    const executed = await this.store.execute<Decided>(options, (uow) => this.decideWithin(uow, deciding));
+  /** The run the job was queued as, while the job holds exactly the claim the request names. */
+  private async fencedRun(request: RequestOf<typeof recordReviewDecision>) {
+    const job = await this.runs.job(request.jobId);
+    const holds = (job.status === 'CLAIMED' || job.status === 'RUNNING') && job.lease?.runnerId === request.runnerId && job.lease.leaseToken === request.leaseToken;
+    if (!holds) {
+      throw new GantryError(ErrorCode.STALE_FENCE, `job ${request.jobId} no longer holds the claim of runner ${request.runnerId} with token ${request.leaseToken}`, { jobId: request.jobId, status: job.status });
+    }
+    const run = await queuedRunByJob(this.store.pool, request.jobId);
+    if (!run) throw new GantryError(ErrorCode.NOT_FOUND, `job ${request.jobId} is not a run the workflow engine queued`, { jobId: request.jobId });
+    return run;
+  }
+
+  /** `deciding` null: a repeat, answered from its receipt (the claim it was decided under is not asked for again). */
+  private async decide(deciding: Deciding | null, options: { metadata: CommandMetadata; idempotency: IdempotencyOptions }): Promise<ReplyOf<typeof recordDecision>> {
+    const executed = await this.store.execute<Decided>(options, (uow) => {
+      // The receipt went (its window passed) after it was found: not a refusal to store, a plain
+      // error; the request sent again has no answer to repeat and is checked under its claim.
+      if (!deciding) throw new Error(`the answer under key ${options.idempotency.key} is gone; send the request again`);
+      return this.decideWithin(uow, deciding);
+    });
     if (executed.result.moved) await this.flow.afterCommit(executed.result.moved, { replayed: executed.replayed, correlationId: options.metadata.correlationId });
     return { ...executed.result.reply, moved: executed.result.moved?.reply ?? null };
   }

@@ -6,7 +6,7 @@ import { GroupCommit, type GroupCommitLimits } from './group-commit.js';
 import type { Projection } from './projection.js';
 import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
 import { canonicalHash, GantryError, scrubSecrets, type SecretScrubber } from '@gantry/contracts';
-import { claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } from './receipts.js';
+import { answeredUnder, claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } from './receipts.js';
 import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome, type StreamWork } from './unit-of-work.js';
 import { decideWithin, type DomainEvent } from './decider.js';
 import { PreparedStatements } from './prepared.js';
@@ -224,6 +224,16 @@ export class EventStore {
     } finally {
       retries.end();
     }
+  }
+
+  /**
+   * Whether this command under its key was answered already (the answer to this same request is
+   * stored, within its window): execute() would answer a repeat from that receipt. For a command
+   * that checks something outside its transaction first (asks another service): a check that no
+   * longer holds must not stand between a repeat and its stored answer.
+   */
+  answered(idempotency: IdempotencyOptions): Promise<boolean> {
+    return answeredUnder(this.pool, idempotency, canonicalHash(idempotency.request), this.clock());
   }
 
   /**

@@ -60,6 +60,19 @@ export async function claimReceipt(
   }
 }
 
+/**
+ * Whether the key holds the answer to this very request, within its window: a repeat of it is
+ * answered from the receipt. Reads only; claims nothing (an attempt still under way is not seen).
+ */
+export async function answeredUnder(pool: pg.Pool, idempotency: IdempotencyOptions, requestHash: string, now: Date): Promise<boolean> {
+  const { rows } = await pool.query(
+    `SELECT 1 FROM idempotency_receipts
+      WHERE scope = $1 AND key = $2 AND request_hash = $3 AND result IS NOT NULL AND (expires_at IS NULL OR expires_at > $4)`,
+    [idempotency.scope, idempotency.key, requestHash, now],
+  );
+  return rows.length > 0;
+}
+
 const literal = (value: string) => pg.escapeLiteral(value);
 
 /*
