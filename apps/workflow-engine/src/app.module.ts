@@ -60,8 +60,9 @@ import { workflowEngineProjections } from './infrastructure/persistence/projecti
     },
     {
       provide: RunQueue,
-      inject: [CommandClient, ENGINE_SETTINGS],
-      useFactory: (commands: CommandClient, settings: EngineSettings) => new RunQueue(commands, { patienceMs: settings.runQueuePatienceMs, timeoutMs: settings.commandTimeoutMs }),
+      inject: [CommandClient, ENGINE_SETTINGS, TestHooks],
+      useFactory: (commands: CommandClient, settings: EngineSettings, hooks: TestHooks) =>
+        new RunQueue(commands, { patienceMs: settings.runQueuePatienceMs, timeoutMs: settings.commandTimeoutMs }, hooks.active ? (request) => hooks.enqueueAnswer(request) : undefined),
     },
     DispatchDiagnostics,
     EngineActions,

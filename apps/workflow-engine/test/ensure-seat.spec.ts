@@ -60,4 +60,34 @@ steps:
     expect((await world.getTask(taskId)).participants).toHaveLength(1);
     expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
   });
+
+  it('a run the job service answers VERSION_CONFLICT (nothing written, send again) is sent again under its key: no participant failure, the fan-out is done and queues one job', async () => {
+    const taskId = `T-busy-${randomUUID().slice(0, 8)}`;
+    await world.task('seats', { taskId });
+    await world.stopEngine(world.engine);
+    const engine = await world.startEngine({ GANTRY_TEST_WORKFLOW_FAIL: `enqueue-conflict:${taskId}` });
+    await world.move(taskId, 'review');
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['ensure_participant_seat', 'done'], ['queue_run_for_each_participant', 'done']]);
+    expect(world.records(engine).filter((r) => r.rule === 'AC-C1' && r.taskId === taskId)).toEqual([]);
+    expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
+  });
+
+  it('a seat whose append meets its stream kept busy past its patience is no failed action: the dispatch stops with the claim kept, and the next start resumes the entry', async () => {
+    const taskId = `T-busy-${randomUUID().slice(0, 8)}`;
+    await world.task('seats', { taskId });
+    await world.stopEngine(world.engine);
+    const busy = await world.startEngine({ GANTRY_TEST_WORKFLOW_FAIL: `seat-conflict:${taskId}` });
+    await world.move(taskId, 'review');
+    const ended = (r: { message: string; taskId?: unknown }) => r.taskId === taskId && (r.message === 'step entry dispatched' || r.message === 'step entry dispatch failed; it resumes at the next start');
+    await world.logged(ended, 'the dispatch ended', busy);
+    expect(world.records(busy).filter((r) => r.rule === 'AC-C3' && r.taskId === taskId)).toEqual([]);
+    expect((await world.entries(taskId, 'review'))[0]!.markers.map((m) => [m.kind, m.state])).toEqual([['ensure_participant_seat', 'in_progress'], ['queue_run_for_each_participant', 'absent']]);
+    await world.stopEngine(busy);
+    await world.startEngine();
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['ensure_participant_seat', 'done'], ['queue_run_for_each_participant', 'done']]);
+    expect((await world.getTask(taskId)).participants).toEqual([expect.objectContaining({ role: 'reviewer', agentProfileId: 'rev-a' })]);
+    expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
+  });
 });

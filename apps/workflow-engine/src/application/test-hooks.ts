@@ -1,5 +1,6 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ErrorCode, GantryError } from '@gantry/contracts';
 
 /*
  * Test-only fault points of the dispatcher, the placement and the startup scan, read from the
@@ -18,7 +19,11 @@ import { join } from 'node:path';
  * scoped by the occupancy it read). A point may be scoped to one entry:
  * `<taskId>@<stepId>#<entrySeq>/<point>`.
  * Failures: `action:<type>`, `allocation:<stepId>`, `recovery:<taskId>`, `recovery-query`,
- * `job-enqueued:<taskId>` (the handler of a JobEnqueued of that task's jobs).
+ * `job-enqueued:<taskId>` (the handler of a JobEnqueued of that task's jobs). Answers of a busy
+ * stream (VERSION_CONFLICT, nothing written, as a command whose stream stayed busy past its patience
+ * is answered): `enqueue-conflict:<taskId>` (the job service's answer to the first try of each
+ * enqueue of that task's runs, in place of sending it), `seat-conflict:<taskId>` (every append of
+ * an ensure_participant_seat of that task).
  */
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -46,4 +51,18 @@ export class TestHooks {
   fails(what: string): boolean {
     return this.failures.has(what);
   }
+
+  /** A stream kept busy past its patience: the answer a command then gets (nothing written). */
+  busy(what: string): GantryError {
+    return new GantryError(ErrorCode.VERSION_CONFLICT, `${what}: the stream stayed busy (forced by a test), nothing written; the same request may be sent again`, { written: false });
+  }
+
+  /** `enqueue-conflict:<taskId>`: the first try of each enqueue of the task's runs is answered VERSION_CONFLICT. */
+  enqueueAnswer(request: { taskId?: string | null | undefined; idempotencyKey: string }): GantryError | null {
+    if (!request.taskId || !this.failures.has(`enqueue-conflict:${request.taskId}`) || this.conflicted.has(request.idempotencyKey)) return null;
+    this.conflicted.add(request.idempotencyKey);
+    return this.busy(`enqueue ${request.idempotencyKey}`);
+  }
+
+  private readonly conflicted = new Set<string>();
 }

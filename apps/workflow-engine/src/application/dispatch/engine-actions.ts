@@ -167,12 +167,14 @@ export class EngineActions {
    * Adds the task-level seat unless one with that role and profile is there already. Its id is the
    * entry's and the position's: a resumed dispatch of the entry adds the same seat (a repeat changes
    * nothing), and a later entry adds a new one when the earlier seat was removed since (a removed
-   * participant id cannot be seated again).
+   * participant id cannot be seated again). An append that met the stream kept busy past its
+   * patience (VERSION_CONFLICT: nothing written) is no failure: it goes to the dispatcher as it came.
    */
   private async ensureSeat(run: ActionRun): Promise<ActionResult> {
     const config = run.action.config as { role: string; agent_profile_id: string; decision_required: boolean };
     const seats = await stepSeats(this.store.pool, run.workflow.workflowId, run.step.id, run.task.taskId);
     if (seats.some((s) => s.role === config.role && s.agentProfileId === config.agent_profile_id)) return { outcome: 'done', runs: [] };
+    if (this.hooks.fails(`seat-conflict:${run.task.taskId}`)) throw this.hooks.busy(`ensure_participant_seat of task ${run.task.taskId}`);
     const participantId = `seat-${canonicalHash([run.task.taskId, run.workflow.workflowId, run.step.id, run.trigger, run.cause, run.entrySeq, run.position, config.role, config.agent_profile_id]).slice(0, 24)}`;
     await handleWithDecider(this.store, {
       decider: participantDecider,

@@ -199,6 +199,10 @@ export class OnEnterDispatcher {
           this.diagnostics.runQueueSilent({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: item.position, cause: error.message });
           return 'outage';
         }
+        // A stream kept busy past the action's patience: nothing was written, so the action neither
+        // ran nor failed. As with a claim or a marker out of patience, the dispatch stops with the
+        // claim kept, and the entry resumes at the next start or takeover.
+        if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw error;
         result = { outcome: 'failed', failure: { cause: describe(error), attempted: null, failed: null }, runs: [] };
       }
       await this.hooks.reached(`effect:${item.position}`, scopeOf(ctx));

@@ -1,4 +1,5 @@
-import { enqueueJob, getJob, type GantryError, type JobView, type ReplyOf } from '@gantry/contracts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { enqueueJob, ErrorCode, GantryError, getJob, type JobView, type ReplyOf } from '@gantry/contracts';
 import { isTransient, type CommandClient } from '@gantry/messaging';
 import type { z } from 'zod';
 
@@ -6,27 +7,47 @@ import type { z } from 'zod';
 export type EnqueueRequest = z.input<typeof enqueueJob.request>;
 export type EnqueueReply = ReplyOf<typeof enqueueJob>;
 
-/** The job service did not answer within the patience: not a failure of the run, an outage (AC-L3). */
+/**
+ * The job service did not take the request within the patience — no answer, or only "nothing
+ * written, send again" (VERSION_CONFLICT): not a failure of the run, an outage (AC-L3).
+ */
 export class RunQueueUnavailable extends Error {
   constructor(readonly silence: GantryError) {
-    super(`the job service did not answer: ${silence.message}`);
+    super(`the job service did not take the request: ${silence.code}: ${silence.message}`);
     this.name = 'RunQueueUnavailable';
   }
 }
 
+/** A test-only answer in place of the job service's to one try of an enqueue (null: the job service answers). */
+export type ForcedAnswer = (request: EnqueueRequest) => GantryError | null;
+
 /**
- * The job service as the engine's run queue. A request it does not answer is sent again under the
- * same idempotency key (so it lands once) for the patience (AC-L3); a refusal is answered at once
- * as the GantryError it is.
+ * The job service as the engine's run queue. A request it does not answer, or answers
+ * VERSION_CONFLICT (its streams stayed busy: nothing written, the same request may be sent again),
+ * is sent again under the same idempotency key (so it lands once) for the patience (AC-L3); a
+ * refusal is answered at once as the GantryError it is.
  */
 export class RunQueue {
   constructor(
     private readonly commands: CommandClient,
     private readonly settings: { patienceMs: number; timeoutMs: number },
+    private readonly forced: ForcedAnswer = () => null,
   ) {}
 
-  enqueue(request: EnqueueRequest, correlationId?: string): Promise<EnqueueReply> {
-    return this.patiently(() => this.commands.request(enqueueJob, request, this.options(correlationId)));
+  async enqueue(request: EnqueueRequest, correlationId?: string): Promise<EnqueueReply> {
+    const until = Date.now() + this.settings.patienceMs;
+    for (let pause = 250; ; pause = Math.min(pause * 2, 2000)) {
+      try {
+        const forced = this.forced(request);
+        if (forced) throw forced;
+        return await this.commands.request(enqueueJob, request, this.options(correlationId, until));
+      } catch (error) {
+        if (isTransient(error)) throw new RunQueueUnavailable(error as GantryError);
+        if (!(error instanceof GantryError) || error.code !== ErrorCode.VERSION_CONFLICT) throw error;
+        if (Date.now() + pause >= until) throw new RunQueueUnavailable(error);
+        await sleep(pause);
+      }
+    }
   }
 
   /**
@@ -39,16 +60,7 @@ export class RunQueue {
     return this.commands.request(getJob, { jobId }, { ...this.options(), ...(patient ? {} : { retryUntil: undefined }) });
   }
 
-  private options(correlationId?: string) {
-    return { timeoutMs: this.settings.timeoutMs, correlationId, retryUntil: Date.now() + this.settings.patienceMs };
-  }
-
-  private async patiently<T>(send: () => Promise<T>): Promise<T> {
-    try {
-      return await send();
-    } catch (error) {
-      if (isTransient(error)) throw new RunQueueUnavailable(error as GantryError);
-      throw error;
-    }
+  private options(correlationId?: string, until = Date.now() + this.settings.patienceMs) {
+    return { timeoutMs: this.settings.timeoutMs, correlationId, retryUntil: until };
   }
 }
