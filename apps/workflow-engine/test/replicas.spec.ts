@@ -147,6 +147,27 @@ steps:
     expect(entry.markers[1]!.runs.map((r) => r.outcome)).toEqual(['deduplicated', 'created', 'created']);
   });
 
+  it('AC-L4: a takeover scan leaves alone an entry this process is still walking — its fan-out, held mid-way while the task left the step, is not closed skipped(step_left) under it, and ends done with every run it queued', async () => {
+    await world.startEngine();
+    const { taskId } = await world.task('rep');
+    const walker = await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/run:1:1` });
+    const peer = await world.startEngine();
+    for (const engine of world.engines.filter((e) => e !== walker && e !== peer)) await engine.kill('SIGTERM');
+    expect(await post(walker, 'move_task', { taskId, toStepId: 'review', idempotencyKey: world.key('move') })).toMatchObject({ ok: true });
+    await world.reachedHold(`${taskId}@review#1__run:1:1`);
+    // the task leaves review while the walker's fan-out is under way
+    expect(await post(walker, 'move_task', { taskId, toStepId: 'work', idempotencyKey: world.key('move') })).toMatchObject({ ok: true });
+    const scans = () => world.records(walker).filter((r) => r.message === 'recovery scan finished' && String(r.reason).startsWith('takeover:'));
+    await peer.kill('SIGKILL');
+    await eventually(() => scans().length > 0, { what: 'the walker\'s takeover scan', timeoutMs: 120_000 });
+    await world.releaseHold(`${taskId}@review#1__run:1:1`);
+    const entry = await world.terminalEntry(taskId, 'review', 1);
+    expect(entry.markers.map((m) => [m.kind, m.state, m.skipReason])).toEqual([['clear_decisions', 'done', null], ['queue_run_for_each_participant', 'done', null]]);
+    expect(entry.termination).toBe('completed');
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b', 'rev-c']);
+    await walker.kill('SIGTERM');
+  });
+
   it('a replica whose epoch lock session is ended while it is stopped: the survivor takes its entry over; woken, its late write is refused and it stops', async () => {
     await world.startEngine();
     const { taskId } = await world.task('rep');

@@ -109,6 +109,11 @@ export class OnEnterDispatcher {
     return run;
   }
 
+  /** Whether a dispatch of the entry is under way in this process (its claims are this process's, and live). */
+  walking(entry: Pick<EntryToDispatch, 'taskId' | 'workflowId' | 'stepId' | 'entrySeq'>): boolean {
+    return this.inFlight.has(entryKey(entry));
+  }
+
   /** Dispatches in the background (after a command's commit); a failure is logged, the entry resumes at the next start. */
   schedule(entry: EntryToDispatch, mode: DispatchMode, options: DispatchOptions = {}): void {
     if (this.stopping) {

@@ -94,7 +94,10 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     const pair = await loadTaskAtStep(this.store, row.taskId, row.workflowId, row.stepId);
     const record = pair.entries[row.entrySeq];
     if (!record || record.termination !== null) return 'terminal';
-    // AC-L4: an entry a live process owns is that process's to finish.
+    // AC-L4: an entry a live process owns is that process's to finish — this one's too, while a
+    // dispatch of it is under way here (a takeover scan runs beside this process's own dispatches).
+    // A claim of this process's that no dispatch here is walking was left by one that stopped: stale.
+    if (this.dispatcher.walking(row)) return this.leftToOwner(row, this.process.epoch, null);
     const staleEpochs: string[] = [];
     const claimed = Object.values(record.markers).filter((m) => m.state === 'in_progress' && m.epoch !== null);
     for (const marker of claimed) {
