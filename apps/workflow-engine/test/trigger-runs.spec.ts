@@ -207,3 +207,48 @@ steps:
     expect(session.sessionId).toBe((await world.getTask(starting)).session.sessionId);
   }, 180_000);
 });
+
+describe('a turn trigger\'s reset_agent_context handled again after a crash', () => {
+  const taskId = `T-reset-${randomUUID().slice(0, 8)}`;
+  const world = new WorkflowWorld('wf_turn_reset');
+
+  beforeAll(async () => {
+    await world.start({ withEngine: false });
+    // killed once the turn's reset is recorded and its fan-out has queued its run: the job's finish is not yet handled
+    await world.startEngine({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@work#1/run:1:1` });
+    await world.profile('rev-a');
+    await world.importYaml('reset-turn', `
+name: Fresh turns
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work
+    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: false }
+    on_turn_complete:
+      - type: reset_agent_context
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }
+      - type: move_to_next
+  - id: done
+    name: Done
+`);
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('the job\'s finish delivered again draws no second session id: one reset, the task\'s session the one it drew', async () => {
+    await world.task('reset-turn', { taskId });
+    await world.move(taskId, 'work');
+    const doomed = world.engine;
+    await world.agentTurn(taskId);
+    await eventually(() => doomed.process.signalCode === 'SIGKILL', { what: 'the engine killed mid-trigger', timeoutMs: 120_000 });
+    await world.startEngine();
+    // the finish is delivered again once its acknowledgement is overdue
+    await world.atStep(taskId, 'done', 120_000);
+    const resets = (await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset');
+    expect(resets).toHaveLength(1);
+    expect((await world.getTask(taskId)).session).toMatchObject({ sessionId: resets[0]!.data.sessionId, started: false });
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a']);
+  }, 300_000);
+});

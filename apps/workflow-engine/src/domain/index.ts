@@ -58,7 +58,7 @@ export { decisionsOfEntry, evolveTaskAtStep, initialTaskAtStep, isTerminalMarker
 export { CLAIM_REFUSAL, decideTaskAtStep, taskAtStepDecider } from './step-entry/decider.js';
 
 export { hoistsSessionActions, onEnterPlan, type PlanItem } from './dispatch/plan.js';
-export { autoStartRunKey, canonicalRunConfig, codeReviewRunKey, configDigest, DEFAULT_RUN_REASON, entryRunKey, triggerRunKey, type RunConfig } from './dispatch/run-keys.js';
+export { autoStartRunKey, canonicalRunConfig, codeReviewRunKey, configDigest, DEFAULT_RUN_REASON, entryRunKey, triggerRunKey, triggerSessionId, type RunConfig } from './dispatch/run-keys.js';
 export { fanOutSeats, mergedSeats, type Seat } from './dispatch/fan-out.js';
 export { resolveQueueRunTarget, type TargetResolution } from './dispatch/queue-run-target.js';
 

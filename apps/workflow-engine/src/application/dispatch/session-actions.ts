@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { SessionCause, SessionPermissionMode, SessionSettings } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
-import { autoStartRunKey, taskDecider, type TaskCommand } from '../../domain/index.js';
+import { autoStartRunKey, taskDecider, triggerSessionId, type TaskCommand } from '../../domain/index.js';
 import { RunQueue } from '../../infrastructure/job-service/run-queue.js';
 import { agentProfiles, rememberQueuedRun, recordQueuedRunJob } from '../../infrastructure/persistence/read-models.js';
 import { streamIds } from '../../infrastructure/persistence/streams.js';
@@ -26,8 +26,12 @@ export class SessionActions {
     const now = this.store.clock().toISOString();
     const config = run.action.config;
     switch (run.action.type) {
-      case 'reset_agent_context':
-        return this.record(run, { type: 'ResetAgentContext', data: { taskId, sessionId: randomUUID(), cause, now } });
+      case 'reset_agent_context': {
+        // on_enter: once per entry, by the live dispatch only (AC-B8). Another trigger runs again when
+        // its event is handled again: the id it draws is that event's, and a repeat changes nothing.
+        const sessionId = run.trigger === 'on_enter' ? randomUUID() : triggerSessionId({ taskId, trigger: run.trigger, cause: run.cause, position: run.position });
+        return this.record(run, { type: 'ResetAgentContext', data: { taskId, sessionId, cause, now } });
+      }
       case 'configure_session': {
         const settings: SessionSettings = {
           model: typeof config.model === 'string' ? config.model : null,

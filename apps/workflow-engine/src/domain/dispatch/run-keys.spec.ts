@@ -1,5 +1,5 @@
 import { IdempotencyKeySchema } from '@gantry/contracts';
-import { canonicalRunConfig, configDigest, entryRunKey } from './run-keys.js';
+import { canonicalRunConfig, configDigest, entryRunKey, triggerSessionId } from './run-keys.js';
 
 const identity = {
   productId: 'product_42',
@@ -34,5 +34,17 @@ describe('run idempotency keys', () => {
     expect(digest({ role: 'reviewer', payload: { a: 1, b: 2 } })).toBe(digest({ payload: { b: 2, a: 1 }, role: 'reviewer' }));
     expect(digest({ role: 'reviewer', note: 'ignored' })).toBe(digest({ role: 'reviewer' }));
     expect(digest({ role: 'reviewer', reason: 'other' })).not.toBe(digest({ role: 'reviewer' }));
+  });
+});
+
+describe('triggerSessionId', () => {
+  const parts = { taskId: 'T-1', trigger: 'on_turn_complete', cause: 'evt-1', position: 0 };
+
+  it('is a UUID, the same for the same event and position, another for another event or position', () => {
+    const id = triggerSessionId(parts);
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(triggerSessionId({ ...parts })).toBe(id);
+    expect(triggerSessionId({ ...parts, cause: 'evt-2' })).not.toBe(id);
+    expect(triggerSessionId({ ...parts, position: 1 })).not.toBe(id);
   });
 });

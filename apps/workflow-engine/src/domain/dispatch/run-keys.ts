@@ -82,3 +82,15 @@ export function autoStartRunKey(
 ): string {
   return deriveIdempotencyKey(productScope(identity.productId, 'auto-start'), firedBy ? { ...identity, ...firedBy } : { ...identity });
 }
+
+/**
+ * The session id a reset_agent_context on a trigger other than on_enter draws: derived from the
+ * event that fired the trigger and the action's position, so that event handled again (redelivered
+ * after a crash, handed back) draws the same one and the reset takes effect once. A UUID in the
+ * version-4 layout, as the agent's command line takes it.
+ */
+export function triggerSessionId(parts: { taskId: string; trigger: string; cause: string; position: number }): string {
+  const h = canonicalHash(['reset_agent_context', parts.taskId, parts.trigger, parts.cause, parts.position]);
+  const variant = ((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}

@@ -143,6 +143,13 @@ describe('task decider', () => {
       expect((state as { session: unknown }).session).toMatchObject({ sessionId: NEW_SESSION, started: false });
     });
 
+    it('the same reset again (its trigger\'s event handled again) changes nothing: the session it made, started since, is resumed', () => {
+      const job = 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f';
+      const reset = { type: 'AgentContextReset' as const, data: { taskId: 'T-1', sessionId: NEW_SESSION, cause, resetAt: at(10) } };
+      const started = { type: 'AgentSessionStarted' as const, data: { taskId: 'T-1', sessionId: NEW_SESSION, jobId: job, startedAt: at(11) } };
+      given([created(), reset, started]).when({ type: 'ResetAgentContext', data: { taskId: 'T-1', sessionId: NEW_SESSION, cause, now: at(12) } }).then([]);
+    });
+
     it('the first start of a session is recorded once', () => {
       const job = 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f';
       given([created()]).when({ type: 'MarkSessionStarted', data: { taskId: 'T-1', jobId: job, now: at(5) } }).then([

@@ -59,7 +59,10 @@ export function decideTask(command: TaskCommand, state: TaskState): TaskEvent[] 
     }
     case 'ResetAgentContext': {
       const d = command.data;
-      requireTask(state, d.taskId);
+      const task = requireTask(state, d.taskId);
+      // The same reset again (its trigger's event handled again): the session is that one already,
+      // perhaps started since; a second reset would start it afresh.
+      if (task.session.sessionId === d.sessionId) return [];
       return [{ type: 'AgentContextReset', data: { taskId: d.taskId, sessionId: d.sessionId, cause: d.cause, resetAt: d.now } }];
     }
     case 'ConfigureSession': {
