@@ -10,7 +10,7 @@ import { eventually, testDatabaseUrl } from '@gantry/testing';
 import { AppModule } from '../src/app.module.js';
 import { PullRequestLog } from '../src/application/pull-request-log.js';
 import { CONFLICT_LOOKUPS, PullRequestReconciler } from '../src/application/reconciler.js';
-import type { PullRequestCommand, PullRequestState } from '../src/domain/index.js';
+import { pendingEffects, type PullRequestCommand, type PullRequestState } from '../src/domain/index.js';
 
 /*
  * PR-10: GitHub says a pull request conflicts, and the pr-service works out the files with git. When
@@ -112,5 +112,80 @@ describe('a conflict whose files git cannot work out', () => {
     reconciler.ask(pullRequestId);
     await eventually(async () => (await log.load(pullRequestId)).checks?.verdict === 'GREEN', { what: 'the re-run green recorded' });
     expect(lookups()).toBe(CONFLICT_LOOKUPS);
+  }, 240_000);
+
+  /*
+   * The same conflict on a STORY PR that is done and green: the read shows no conflict recorded, so a merge is
+   * decided for the head. GitHub refuses it — a direct merge with 405 "not mergeable", auto-merge with
+   * "Pull request is in dirty status" — and either way the refusal is the head's MERGE_CONFLICT merge
+   * failure (PR-14): not asked again until GitHub shows the PR differently, and no failed run left retrying.
+   */
+  it.each([
+    ['auto-merge allowed: GitHub refuses the auto-merge (dirty status)', 'unnamed-auto', true],
+    ['auto-merge not allowed: GitHub refuses the direct merge (405)', 'unnamed-direct', false],
+  ])('a STORY PR done and green: %s — a MERGE_CONFLICT merge failure, not a retry loop', async (_what, name, allowAutoMerge) => {
+    const storyBranch = 'story/ST-unnamed';
+    const repo = await fake.control.createRepository({
+      owner,
+      name,
+      initialFiles: { 'src/app.ts': 'export const app = 1;\n' },
+      settings: { allowAutoMerge },
+      requiredChecks: ['ci/test'],
+    });
+    const repository = repo.fullName;
+    const clone = new Clone(repo.cloneUrl);
+    let head: string;
+    try {
+      head = clone.commitAndPush(storyBranch, { 'src/app.ts': 'export const app = "story";\n' }, 'story changes app');
+    } finally {
+      clone.remove();
+    }
+    await fake.control.commit(repository, { branch: 'main', files: { 'src/app.ts': 'export const app = "main";\n' }, message: 'main changes app' });
+    await fake.control.refresh();
+    const { octokit } = octokitFor(fake);
+    const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: storyBranch, base: 'main', title: 'Story ST-unnamed' });
+    await eventually(async () => (await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data.mergeable_state === 'dirty', { what: 'GitHub showing the PR dirty' });
+    await fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'success' });
+
+    const log = service.app.get(PullRequestLog);
+    const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${service.schema}`, max: 1 });
+    try {
+      await db.query(`INSERT INTO products (product_id, repository, clone_url, settings) VALUES ($1, $2, $3, '{}')`, [`product-${name}`, repository, `file://${gitDir}/nowhere.git`]);
+    } finally {
+      await db.end();
+    }
+    const pullRequestId = pullRequestIdFor(repository, storyBranch);
+    const id = { pullRequestId, repository, branch: storyBranch };
+    const record = (type: PullRequestCommand['type'], data: Record<string, unknown>) =>
+      log.record({ type, data: { ...id, ...data, now: log.now() } } as PullRequestCommand, { correlationId: pullRequestId, causationId: null, actor: 'test' });
+    await record('RecordTaskQueued', { jobId: `job-${name}`, taskId: 'T-1', storyId: 'ST-unnamed', storyTaskIds: ['T-1'] });
+    await record('RecordBranchPushed', {
+      headSha: head,
+      pushedAt: log.now(),
+      position: null,
+      jobId: `job-${name}`,
+      sprintRunId: null,
+      flow: { productId: `product-${name}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: 'Story ST-unnamed' },
+    });
+    await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: false, headSha: head, adopted: true });
+    await record('RecordTaskDone', { jobId: `job-${name}`, taskId: 'T-1' });
+
+    const refused = await eventually(async () => {
+      const state = await log.load(pullRequestId);
+      return state.mergeFailure?.headSha === head ? state : null;
+    }, { what: 'the refused merge of the conflicting head recorded', timeoutMs: 60_000 });
+    expect(refused.mergeFailure).toMatchObject({ code: 'MERGE_CONFLICT' satisfies PullRequestFailureCode, mergeableState: 'dirty' });
+    expect(refused.conflict).toBeNull();
+    expect(pendingEffects(refused)).toEqual([]);
+    // The unnamed conflict ends as the PR's last failure (PR-10), and no failed run is left waiting to be tried again.
+    const reconciler = service.app.get(PullRequestReconciler);
+    const failedRuns = () => (reconciler as unknown as { attempts: { get(id: string): number | undefined } }).attempts.get(pullRequestId);
+    const settled = await eventually(async () => {
+      const state = await log.load(pullRequestId);
+      return state.lastFailure?.effect === 'READ_PULL_REQUEST' && failedRuns() === undefined ? state : null;
+    }, { what: 'the conflict as the last failure, and no failed run waiting', timeoutMs: 120_000 });
+    expect(settled.lastFailure).toMatchObject({ code: 'MERGE_CONFLICT' });
+    expect(settled.mergeFailure).toMatchObject({ headSha: head, code: 'MERGE_CONFLICT' });
+    expect((await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data).toMatchObject({ merged: false, auto_merge: null });
   }, 240_000);
 });

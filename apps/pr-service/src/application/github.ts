@@ -32,7 +32,12 @@ export type AutoMergeOutcome =
    */
   | { outcome: 'ALREADY_ENABLED'; message: string }
   /** The PR is a draft (GitHub's "Pull request is in draft status"): a person converted it since it was read (PR-17). */
-  | { outcome: 'DRAFT'; message: string };
+  | { outcome: 'DRAFT'; message: string }
+  /**
+   * The PR conflicts with its base (GitHub's "Pull request is in dirty status"): auto-merge's answer where a
+   * direct merge gets 405 "not mergeable" — a refused merge of the head (PR-14), not a failure to send again.
+   */
+  | { outcome: 'CONFLICT'; message: string };
 
 /**
  * DISABLED, or GitHub's "Can't disable auto-merge for this pull request.": the PR has no auto-merge to

@@ -275,6 +275,18 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         // no failure — the next read shows it on, and it is recorded from there, for the head GitHub shows (PR-13).
         // DRAFT: a person converted it to a draft since the read before (PR-17): the next read records the draft.
         if (answer.outcome === 'METHOD_NOT_ALLOWED') await this.methodNotAllowed(state, effect.type, effect.expectedHeadSha, answer.message, seen);
+        if (answer.outcome === 'CONFLICT') {
+          // The PR conflicts with its base ("dirty status"), as a direct merge's 405 "not mergeable" says: a refused merge
+          // of this head (PR-14), decided again only once GitHub shows the PR differently or the head moves. The
+          // conflict itself is recorded by the reads (PR-10: with its files, or as the PR's last failure).
+          this.log.warn({ pullRequestId: id, headSha: effect.expectedHeadSha, github: answer.message }, 'GitHub refused auto-merge: the pull request conflicts with its base');
+          await record(
+            this.command(state, {
+              type: 'RecordMergeFailed',
+              data: { headSha: effect.expectedHeadSha, code: 'MERGE_CONFLICT', message: `GitHub will not enable auto-merge: ${answer.message}`, mergeableState: seen?.mergeableState ?? null },
+            }),
+          );
+        }
         if (answer.outcome === 'DRAFT') this.log.info({ pullRequestId: id, headSha: effect.expectedHeadSha, github: answer.message }, 'the pull request is a draft now; reading again');
         if (answer.outcome === 'ALREADY_ENABLED') this.log.info({ pullRequestId: id, headSha: effect.expectedHeadSha, github: answer.message }, 'auto-merge is on already; reading again');
         return;

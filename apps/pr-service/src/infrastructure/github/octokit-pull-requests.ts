@@ -168,6 +168,7 @@ export class OctokitPullRequests implements GitHubPullRequests {
       if (/not the expected head|expected head/i.test(message)) return { outcome: 'HEAD_MOVED', message };
       if (/auto ?merge is already enabled/i.test(message)) return { outcome: 'ALREADY_ENABLED', message };
       if (/is in draft status|is still a draft/i.test(message)) return { outcome: 'DRAFT', message };
+      if (/is in dirty status/i.test(message)) return { outcome: 'CONFLICT', message };
       throw gitHubFailure(error, 'enable auto-merge');
     }
   }
