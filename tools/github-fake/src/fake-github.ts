@@ -171,9 +171,20 @@ export class FakeGitHub {
   // Repositories
 
   repository(owner: string, name: string): RepositoryRecord {
-    const record = this.state.repositories[`${owner}/${name}`];
+    const record = this.findRepository(owner, name);
     if (!record) throw notFound();
     return record;
+  }
+
+  /**
+   * The repository named `owner/name`, or none. GitHub does not treat owner and repository names
+   * case-sensitively (`ACME/Shop` is `acme/shop`), and answers with the names as they were registered.
+   */
+  findRepository(owner: string, name: string): RepositoryRecord | undefined {
+    const exact = this.state.repositories[`${owner}/${name}`];
+    if (exact) return exact;
+    const wanted = `${owner}/${name}`.toLowerCase();
+    return Object.values(this.state.repositories).find((r) => `${r.owner}/${r.name}`.toLowerCase() === wanted);
   }
 
   git(record: RepositoryRecord): BareRepository {
@@ -183,7 +194,8 @@ export class FakeGitHub {
   async createRepository(input: CreateRepositoryInput): Promise<RepositoryRecord> {
     if (!NAME.test(input.owner) || !NAME.test(input.name)) throw validationFailed(DOCUMENTATION.root, { resource: 'Repository', code: 'invalid', field: 'name' });
     const fullName = `${input.owner}/${input.name}`;
-    if (this.state.repositories[fullName]) {
+    // The same names in another case are the same repository.
+    if (this.findRepository(input.owner, input.name)) {
       throw validationFailed(DOCUMENTATION.root, { resource: 'Repository', code: 'custom', field: 'name', message: 'name already exists on this account' });
     }
     const defaultBranch = input.defaultBranch ?? 'main';

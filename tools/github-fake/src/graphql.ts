@@ -99,7 +99,7 @@ export class GraphQLEndpoint {
       viewer: this.actorView(actor),
       rateLimit: { limit: 5000, cost: 1, remaining: 4999, used: 1, resetAt: new Date(Date.now() + 3_600_000).toISOString(), nodeCount: 1 },
       repository: (args: { owner: string; name: string }) => {
-        const record = fake.state.repositories[`${args.owner}/${args.name}`];
+        const record = fake.findRepository(args.owner, args.name);
         if (!record) throw new GraphQLFailure('NOT_FOUND', `Could not resolve to a Repository with the name '${args.owner}/${args.name}'.`);
         return this.repositoryView(record);
       },

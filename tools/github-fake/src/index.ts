@@ -58,7 +58,7 @@ export async function startGitHubFake(options: GitHubFakeOptions = {}): Promise<
   fake.autoChecks = options.autoChecks ?? [];
   for (const repository of options.repositories ?? []) {
     await fake.run(async () => {
-      const hosted = fake.state.repositories[`${repository.owner}/${repository.name}`];
+      const hosted = fake.findRepository(repository.owner, repository.name);
       if (!hosted) return fake.createRepository(repository);
       return fake.updateRepository(hosted, { ...repository.settings, requiredChecks: repository.requiredChecks, strict: repository.strict });
     });

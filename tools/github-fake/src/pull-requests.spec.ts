@@ -116,6 +116,23 @@ describe('opening pull requests', () => {
     expect(Number(ok.headers['x-ratelimit-remaining'])).toBeLessThan(5000);
     expect(ok.data).toMatchObject({ full_name: repo.fullName, allow_auto_merge: false, clone_url: repo.cloneUrl, default_branch: 'main' });
   });
+
+  it('finds a repository by owner and name in any case, and answers with the names as they were registered', async () => {
+    const registered = await fake.control.createRepository({ owner: 'Acme-Labs', name: `Shop-${counter}` });
+    const [regOwner, regName] = registered.fullName.split('/') as [string, string];
+    const asked = { owner: regOwner.toUpperCase(), repo: regName.toLowerCase() };
+    const { data: found } = await octokit.rest.repos.get(asked);
+    expect(found).toMatchObject({ full_name: registered.fullName, name: regName, owner: expect.objectContaining({ login: regOwner }) });
+    const pulls = await octokit.rest.pulls.list({ ...asked, state: 'all' });
+    expect(pulls.status).toBe(200);
+    const { repository } = await octokit.graphql<{ repository: { nameWithOwner: string; name: string } }>('query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { nameWithOwner name } }', {
+      owner: asked.owner,
+      name: asked.repo,
+    });
+    expect(repository).toEqual({ nameWithOwner: registered.fullName, name: regName });
+    // The same name in another case is the same repository: registering it again is refused.
+    await expect(fake.control.createRepository({ owner: regOwner.toLowerCase(), name: regName.toUpperCase() })).rejects.toThrow(/already exists/);
+  });
 });
 
 describe('mergeability', () => {
