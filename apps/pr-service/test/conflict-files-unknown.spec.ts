@@ -1,16 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pg from 'pg';
-import { pullRequestIdFor, type PullRequestFailureCode } from '@gantry/contracts';
-import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
-import { Clone, octokitFor } from '@gantry/github-fake/testing';
-import { startTestService, type TestService } from '@gantry/service-runtime/testing';
-import { eventually, testDatabaseUrl } from '@gantry/testing';
-import { AppModule } from '../src/app.module.js';
-import { PullRequestLog } from '../src/application/pull-request-log.js';
-import { CONFLICT_LOOKUPS, PullRequestReconciler } from '../src/application/reconciler.js';
-import { pendingEffects, type PullRequestCommand, type PullRequestState } from '../src/domain/index.js';
+import { type PullRequestFailureCode } from '@gantry/contracts';
+import { octokitFor } from '@gantry/github-fake/testing';
+import { eventually } from '@gantry/testing';
+import { CONFLICT_LOOKUPS } from '../src/application/reconciler.js';
+import { pendingEffects, type PullRequestState } from '../src/domain/index.js';
+import { inProcessPrService, pushedBranch } from './in-process-world.js';
 
 /*
  * PR-10: GitHub says a pull request conflicts, and the pr-service works out the files with git. When
@@ -22,61 +15,23 @@ import { pendingEffects, type PullRequestCommand, type PullRequestState } from '
 describe('a conflict whose files git cannot work out', () => {
   const owner = 'acme';
   const branch = 'sprint/SP-unnamed';
-  let fake: GitHubFake;
-  let service: TestService;
-  let gitDir: string;
-
-  beforeAll(async () => {
-    fake = await startGitHubFake({});
-    gitDir = mkdtempSync(join(tmpdir(), 'pr-conflict-files-'));
-    service = await startTestService({
-      label: 'pr_conflict_unnamed',
-      module: AppModule,
-      env: {
-        GANTRY_GITHUB_API_URL: fake.url,
-        GANTRY_GITHUB_TOKEN: 'unused',
-        GANTRY_GITHUB_WEBHOOK_SECRETS: 'unused',
-        GANTRY_PR_GIT_DIR: gitDir,
-        GANTRY_PR_RESYNC_INTERVAL_MS: '3600000',
-      },
-    });
-  }, 90_000);
-
-  afterAll(async () => {
-    await service?.close();
-    await fake?.close();
-    rmSync(gitDir, { recursive: true, force: true });
-  });
+  const world = inProcessPrService('pr_conflict_unnamed');
 
   it('records the rest of the read (red checks), tries the files a bounded number of times, then leaves the conflict visible', async () => {
-    const repo = await fake.control.createRepository({ owner, name: 'unnamed', initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
+    const repo = await world.fake.control.createRepository({ owner, name: 'unnamed', initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
     const repository = repo.fullName;
-    const clone = new Clone(repo.cloneUrl);
-    let head: string;
-    try {
-      head = clone.commitAndPush(branch, { 'src/app.ts': 'export const app = "sprint";\n' }, 'sprint changes app');
-    } finally {
-      clone.remove();
-    }
-    await fake.control.commit(repository, { branch: 'main', files: { 'src/app.ts': 'export const app = "main";\n' }, message: 'main changes app' });
-    await fake.control.refresh();
-    const { octokit } = octokitFor(fake);
+    const head = pushedBranch(repo.cloneUrl, branch, { 'src/app.ts': 'export const app = "sprint";\n' }, 'sprint changes app');
+    await world.fake.control.commit(repository, { branch: 'main', files: { 'src/app.ts': 'export const app = "main";\n' }, message: 'main changes app' });
+    await world.fake.control.refresh();
+    const { octokit } = octokitFor(world.fake);
     const { data: pr } = await octokit.rest.pulls.create({ owner, repo: 'unnamed', head: branch, base: 'main', title: 'Sprint SP-unnamed', draft: true });
     await eventually(async () => (await octokit.rest.pulls.get({ owner, repo: 'unnamed', pull_number: pr.number })).data.mergeable_state === 'dirty', { what: 'GitHub showing the PR dirty' });
-    await fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+    await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'failure' });
 
     // The product names a clone URL git cannot fetch from.
-    const log = service.app.get(PullRequestLog);
-    const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${service.schema}`, max: 1 });
-    try {
-      await db.query(`INSERT INTO products (product_id, repository, clone_url, settings) VALUES ('product-unnamed', $1, $2, '{}')`, [repository, `file://${gitDir}/nowhere.git`]);
-    } finally {
-      await db.end();
-    }
-    const pullRequestId = pullRequestIdFor(repository, branch);
-    const id = { pullRequestId, repository, branch };
-    const record = (type: PullRequestCommand['type'], data: Record<string, unknown>) =>
-      log.record({ type, data: { ...id, ...data, now: log.now() } } as PullRequestCommand, { correlationId: pullRequestId, causationId: null, actor: 'test' });
+    const log = world.log;
+    await world.addProduct('product-unnamed', repository, `file://${world.gitDir}/nowhere.git`);
+    const { pullRequestId, record } = world.pullRequest(repository, branch);
     await record('RecordBranchPushed', {
       headSha: head,
       pushedAt: log.now(),
@@ -105,10 +60,10 @@ describe('a conflict whose files git cannot work out', () => {
     expect(visible.conflict).toBeNull();
 
     // Read again (the check re-run green, a webhook, a resync): the read is recorded, and git is not asked again for that head.
-    const reconciler = service.app.get(PullRequestReconciler);
+    const reconciler = world.reconciler;
     const lookups = () => (reconciler as unknown as { unnamedConflicts: { get(id: string): { failures: number } | undefined } }).unnamedConflicts.get(pullRequestId)?.failures;
     expect(lookups()).toBe(CONFLICT_LOOKUPS);
-    await fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'success' });
+    await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'success' });
     reconciler.ask(pullRequestId);
     await eventually(async () => (await log.load(pullRequestId)).checks?.verdict === 'GREEN', { what: 'the re-run green recorded' });
     expect(lookups()).toBe(CONFLICT_LOOKUPS);
@@ -125,7 +80,7 @@ describe('a conflict whose files git cannot work out', () => {
     ['auto-merge not allowed: GitHub refuses the direct merge (405)', 'unnamed-direct', false],
   ])('a STORY PR done and green: %s — a MERGE_CONFLICT merge failure, not a retry loop', async (_what, name, allowAutoMerge) => {
     const storyBranch = 'story/ST-unnamed';
-    const repo = await fake.control.createRepository({
+    const repo = await world.fake.control.createRepository({
       owner,
       name,
       initialFiles: { 'src/app.ts': 'export const app = 1;\n' },
@@ -133,31 +88,17 @@ describe('a conflict whose files git cannot work out', () => {
       requiredChecks: ['ci/test'],
     });
     const repository = repo.fullName;
-    const clone = new Clone(repo.cloneUrl);
-    let head: string;
-    try {
-      head = clone.commitAndPush(storyBranch, { 'src/app.ts': 'export const app = "story";\n' }, 'story changes app');
-    } finally {
-      clone.remove();
-    }
-    await fake.control.commit(repository, { branch: 'main', files: { 'src/app.ts': 'export const app = "main";\n' }, message: 'main changes app' });
-    await fake.control.refresh();
-    const { octokit } = octokitFor(fake);
+    const head = pushedBranch(repo.cloneUrl, storyBranch, { 'src/app.ts': 'export const app = "story";\n' }, 'story changes app');
+    await world.fake.control.commit(repository, { branch: 'main', files: { 'src/app.ts': 'export const app = "main";\n' }, message: 'main changes app' });
+    await world.fake.control.refresh();
+    const { octokit } = octokitFor(world.fake);
     const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: storyBranch, base: 'main', title: 'Story ST-unnamed' });
     await eventually(async () => (await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data.mergeable_state === 'dirty', { what: 'GitHub showing the PR dirty' });
-    await fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'success' });
+    await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'success' });
 
-    const log = service.app.get(PullRequestLog);
-    const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${service.schema}`, max: 1 });
-    try {
-      await db.query(`INSERT INTO products (product_id, repository, clone_url, settings) VALUES ($1, $2, $3, '{}')`, [`product-${name}`, repository, `file://${gitDir}/nowhere.git`]);
-    } finally {
-      await db.end();
-    }
-    const pullRequestId = pullRequestIdFor(repository, storyBranch);
-    const id = { pullRequestId, repository, branch: storyBranch };
-    const record = (type: PullRequestCommand['type'], data: Record<string, unknown>) =>
-      log.record({ type, data: { ...id, ...data, now: log.now() } } as PullRequestCommand, { correlationId: pullRequestId, causationId: null, actor: 'test' });
+    const log = world.log;
+    await world.addProduct(`product-${name}`, repository, `file://${world.gitDir}/nowhere.git`);
+    const { pullRequestId, record } = world.pullRequest(repository, storyBranch);
     await record('RecordTaskQueued', { jobId: `job-${name}`, taskId: 'T-1', storyId: 'ST-unnamed', storyTaskIds: ['T-1'] });
     await record('RecordBranchPushed', {
       headSha: head,
@@ -178,11 +119,9 @@ describe('a conflict whose files git cannot work out', () => {
     expect(refused.conflict).toBeNull();
     expect(pendingEffects(refused)).toEqual([]);
     // The unnamed conflict ends as the PR's last failure (PR-10), and no failed run is left waiting to be tried again.
-    const reconciler = service.app.get(PullRequestReconciler);
-    const failedRuns = () => (reconciler as unknown as { attempts: { get(id: string): number | undefined } }).attempts.get(pullRequestId);
     const settled = await eventually(async () => {
       const state = await log.load(pullRequestId);
-      return state.lastFailure?.effect === 'READ_PULL_REQUEST' && failedRuns() === undefined ? state : null;
+      return state.lastFailure?.effect === 'READ_PULL_REQUEST' && world.failedRuns(pullRequestId) === undefined ? state : null;
     }, { what: 'the conflict as the last failure, and no failed run waiting', timeoutMs: 120_000 });
     expect(settled.lastFailure).toMatchObject({ code: 'MERGE_CONFLICT' });
     expect(settled.mergeFailure).toMatchObject({ headSha: head, code: 'MERGE_CONFLICT' });

@@ -1,0 +1,107 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { pullRequestIdFor } from '@gantry/contracts';
+import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
+import { Clone } from '@gantry/github-fake/testing';
+import { startTestService, type TestService } from '@gantry/service-runtime/testing';
+import { testDatabaseUrl } from '@gantry/testing';
+import { AppModule } from '../src/app.module.js';
+import { PullRequestLog } from '../src/application/pull-request-log.js';
+import { PullRequestReconciler } from '../src/application/reconciler.js';
+import type { PullRequestCommand } from '../src/domain/index.js';
+
+/**
+ * The pr-service in this test file's process against the local GitHub, on the real PostgreSQL and
+ * NATS, with no job service: a test records the flow's commands itself (`pullRequest`) and watches the
+ * reconciler carry out its effects. Call at the top of a describe block; the set-up and tear-down are
+ * that block's.
+ */
+export function inProcessPrService(label: string): InProcessWorld {
+  const world = {} as { fake: GitHubFake; service: TestService; gitDir: string };
+  beforeAll(async () => {
+    world.fake = await startGitHubFake({});
+    world.gitDir = mkdtempSync(join(tmpdir(), `${label}-`));
+    world.service = await startTestService({
+      label,
+      module: AppModule,
+      env: {
+        GANTRY_GITHUB_API_URL: world.fake.url,
+        GANTRY_GITHUB_TOKEN: 'unused',
+        GANTRY_GITHUB_WEBHOOK_SECRETS: 'unused',
+        GANTRY_PR_GIT_DIR: world.gitDir,
+        GANTRY_PR_RESYNC_INTERVAL_MS: '3600000',
+      },
+    });
+  }, 90_000);
+  afterAll(async () => {
+    await world.service?.close();
+    await world.fake?.close();
+    if (world.gitDir) rmSync(world.gitDir, { recursive: true, force: true });
+  });
+  return {
+    get fake() {
+      return world.fake;
+    },
+    get service() {
+      return world.service;
+    },
+    get gitDir() {
+      return world.gitDir;
+    },
+    get log() {
+      return world.service.app.get(PullRequestLog);
+    },
+    get reconciler() {
+      return world.service.app.get(PullRequestReconciler);
+    },
+    async addProduct(productId, repository, cloneUrl) {
+      const db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${world.service.schema}`, max: 1 });
+      try {
+        await db.query(`INSERT INTO products (product_id, repository, clone_url, settings) VALUES ($1, $2, $3, '{}')`, [productId, repository, cloneUrl]);
+      } finally {
+        await db.end();
+      }
+    },
+    pullRequest(repository, branch) {
+      const log = world.service.app.get(PullRequestLog);
+      const pullRequestId = pullRequestIdFor(repository, branch);
+      const id = { pullRequestId, repository, branch };
+      return {
+        pullRequestId,
+        record: (type, data) =>
+          log.record({ type, data: { ...id, ...data, now: log.now() } } as PullRequestCommand, { correlationId: pullRequestId, causationId: null, actor: 'test' }),
+      };
+    },
+    failedRuns(pullRequestId) {
+      const reconciler = world.service.app.get(PullRequestReconciler);
+      return (reconciler as unknown as { attempts: { get(id: string): number | undefined } }).attempts.get(pullRequestId);
+    },
+  };
+}
+
+export interface InProcessWorld {
+  readonly fake: GitHubFake;
+  readonly service: TestService;
+  /** A folder removed with the world (the service's git folder is in it). */
+  readonly gitDir: string;
+  readonly log: PullRequestLog;
+  readonly reconciler: PullRequestReconciler;
+  /** A product row as the job service's product events would leave it. */
+  addProduct(productId: string, repository: string, cloneUrl: string): Promise<void>;
+  /** The pull request of a branch, and a way to record its commands as the job events' consumers would. */
+  pullRequest(repository: string, branch: string): { pullRequestId: string; record: (type: PullRequestCommand['type'], data: Record<string, unknown>) => Promise<unknown> };
+  /** How many times in a row the reconciler's run of a pull request has failed (undefined: none is waiting to be tried again). */
+  failedRuns(pullRequestId: string): number | undefined;
+}
+
+/** Commits `files` on `branch` of a repository of the local GitHub and pushes it; answers the new head. */
+export function pushedBranch(cloneUrl: string, branch: string, files: Record<string, string>, message: string): string {
+  const clone = new Clone(cloneUrl);
+  try {
+    return clone.commitAndPush(branch, files, message);
+  } finally {
+    clone.remove();
+  }
+}
