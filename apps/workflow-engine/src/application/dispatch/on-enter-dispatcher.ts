@@ -308,15 +308,8 @@ export class OnEnterDispatcher {
 
   /** The digest differs: what is left of the current declaration is skipped(declaration_changed), the entry ends. */
   private async declarationChanged(ctx: Context, record: StepEntryRecord, currentDigest: string): Promise<'abandoned' | 'declaration_changed'> {
-    const staleEpochs: string[] = [];
-    for (const marker of Object.values(record.markers)) {
-      if (marker.state !== 'in_progress' || marker.epoch === null || staleEpochs.includes(marker.epoch)) continue;
-      if (marker.epoch === this.process.epoch || (await this.process.isGone(marker.epoch))) staleEpochs.push(marker.epoch);
-      else {
-        this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: marker.position, holder: marker.epoch, reason: 'claimed by a live process' });
-        return 'abandoned';
-      }
-    }
+    const staleEpochs = await this.staleClaimEpochs(ctx, record);
+    if (staleEpochs === null) return 'abandoned';
     const terminated = await this.decide(ctx, {
       type: 'TerminateEntry',
       data: {
@@ -334,6 +327,24 @@ export class OnEnterDispatcher {
     return 'declaration_changed';
   }
 
+  /**
+   * The epochs of the entry's in-progress claims that an ending of the entry may take over: this
+   * process's own and those of gone processes. Null when a live process holds one: the entry is left
+   * to it (logged).
+   */
+  private async staleClaimEpochs(ctx: Context, record: StepEntryRecord): Promise<string[] | null> {
+    const staleEpochs: string[] = [];
+    for (const marker of Object.values(record.markers)) {
+      if (marker.state !== 'in_progress' || marker.epoch === null || staleEpochs.includes(marker.epoch)) continue;
+      if (marker.epoch === this.process.epoch || (await this.process.isGone(marker.epoch))) staleEpochs.push(marker.epoch);
+      else {
+        this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: marker.position, holder: marker.epoch, reason: 'claimed by a live process' });
+        return null;
+      }
+    }
+    return staleEpochs;
+  }
+
   /** Whether the task has left the entry's step since (step_left), or entered it again (superseded); null while it is in this entry. */
   private stepLeft(ctx: Context, record: StepEntryRecord): 'step_left' | 'superseded' | null {
     const verdict = recoveryVerdict(
@@ -348,15 +359,8 @@ export class OnEnterDispatcher {
 
   /** Ends an entry the task is no longer in: what is left of it is skipped(reason) and nothing runs; a live holder's claim is left to it. */
   private async endLeftEntry(ctx: Context, record: StepEntryRecord, reason: 'step_left' | 'superseded'): Promise<'abandoned' | 'terminal'> {
-    const staleEpochs: string[] = [];
-    for (const marker of Object.values(record.markers)) {
-      if (marker.state !== 'in_progress' || marker.epoch === null || staleEpochs.includes(marker.epoch)) continue;
-      if (marker.epoch === this.process.epoch || (await this.process.isGone(marker.epoch))) staleEpochs.push(marker.epoch);
-      else {
-        this.diagnostics.leftToHolder({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: marker.position, holder: marker.epoch, reason: 'claimed by a live process' });
-        return 'abandoned';
-      }
-    }
+    const staleEpochs = await this.staleClaimEpochs(ctx, record);
+    if (staleEpochs === null) return 'abandoned';
     try {
       await this.decide(ctx, {
         type: 'TerminateEntry',
