@@ -252,3 +252,37 @@ steps:
     expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a']);
   }, 300_000);
 });
+
+describe('a turn trigger\'s session action that met the task\'s stream kept busy', () => {
+  const taskId = `T-busy-${randomUUID().slice(0, 8)}`;
+  const world = new WorkflowWorld('wf_turn_busy');
+
+  beforeAll(async () => {
+    // the first append of each session action of the task is answered VERSION_CONFLICT (nothing written)
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_FAIL: `session-conflict:${taskId}` } });
+    await world.importYaml('busy-turn', `
+name: Busy turns
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work
+    on_turn_complete:
+      - type: reset_agent_context
+      - type: move_to_next
+  - id: done
+    name: Done
+`);
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('hands the job\'s finish back: delivered again, the reset is recorded once and the turn\'s move is made', async () => {
+    await world.task('busy-turn', { taskId });
+    await world.move(taskId, 'work');
+    await world.agentTurn(taskId);
+    await world.atStep(taskId, 'done', 60_000);
+    const resets = (await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset');
+    expect(resets).toHaveLength(1);
+    expect((await world.getTask(taskId)).session).toMatchObject({ sessionId: resets[0]!.data.sessionId });
+  }, 180_000);
+});

@@ -17,7 +17,7 @@ import {
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
 import { isTransient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
-import { occupancyOf, stepOf, taskDecider, taskExists, type Task } from '../domain/index.js';
+import { occupancyOf, stepOf, taskDecider, taskExists, type Task, type TransitionTarget } from '../domain/index.js';
 import { RunQueue } from '../infrastructure/job-service/run-queue.js';
 import {
   latestWorkflow,
@@ -33,7 +33,7 @@ import {
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { EntryFlow } from './entry-flow.js';
 import { TestHooks } from './test-hooks.js';
-import { TurnTriggers } from './triggers/turn-triggers.js';
+import { TriggerInterrupted, TurnTriggers } from './triggers/turn-triggers.js';
 
 /**
  * What the engine learns from the job service (docs/workflow-engine.md, "Triggers other than
@@ -200,7 +200,15 @@ export class JobEvents {
     const workflow = await latestWorkflow(sql, job.workflowId);
     const step = workflow ? stepOf(workflow.definition, job.stepId) : null;
     if (!workflow || !step) return;
-    const target = await this.triggers.run(trigger, { task: task as Task, workflow, step, entrySeq: job.entrySeq, cause: envelope.eventId, correlationId: envelope.correlationId });
+    let target: TransitionTarget | null;
+    try {
+      target = await this.triggers.run(trigger, { task: task as Task, workflow, step, entrySeq: job.entrySeq, cause: envelope.eventId, correlationId: envelope.correlationId });
+    } catch (error) {
+      // An action that could not be done now (nothing written) has not failed: the event is handed
+      // back and the turn decided again; what ran before it is keyed by the event and is not done twice.
+      if (error instanceof TriggerInterrupted) throw new RetryLater(`the ${trigger} trigger of task ${job.taskId} was interrupted: ${error.message}`, 2000);
+      throw error;
+    }
     if (!target) return;
     try {
       await this.flow.place(

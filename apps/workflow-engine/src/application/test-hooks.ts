@@ -23,7 +23,8 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * stream (VERSION_CONFLICT, nothing written, as a command whose stream stayed busy past its patience
  * is answered): `enqueue-conflict:<taskId>` (the job service's answer to the first try of each
  * enqueue of that task's runs, in place of sending it), `seat-conflict:<taskId>` (every append of
- * an ensure_participant_seat of that task).
+ * an ensure_participant_seat of that task), `session-conflict:<taskId>` (the first try of each
+ * session-owned action's append of that task, per firing event and position).
  */
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -62,6 +63,13 @@ export class TestHooks {
     if (!request.taskId || !this.failures.has(`enqueue-conflict:${request.taskId}`) || this.conflicted.has(request.idempotencyKey)) return null;
     this.conflicted.add(request.idempotencyKey);
     return this.busy(`enqueue ${request.idempotencyKey}`);
+  }
+
+  /** `session-conflict:<taskId>`: the first try of each session action's append (one per `key`) is answered VERSION_CONFLICT. */
+  sessionAnswer(taskId: string, key: string): GantryError | null {
+    if (!this.failures.has(`session-conflict:${taskId}`) || this.conflicted.has(`session:${key}`)) return null;
+    this.conflicted.add(`session:${key}`);
+    return this.busy(`session action ${key} of task ${taskId}`);
   }
 
   private readonly conflicted = new Set<string>();

@@ -6,6 +6,7 @@ import { autoStartRunKey, taskDecider, triggerSessionId, type TaskCommand } from
 import { RunQueue } from '../../infrastructure/job-service/run-queue.js';
 import { agentProfiles, rememberQueuedRun, recordQueuedRunJob } from '../../infrastructure/persistence/read-models.js';
 import { streamIds } from '../../infrastructure/persistence/streams.js';
+import { TestHooks } from '../test-hooks.js';
 import type { ActionRun } from './action-run.js';
 
 /*
@@ -18,6 +19,7 @@ export class SessionActions {
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(RunQueue) private readonly runs: RunQueue,
+    @Inject(TestHooks) private readonly hooks: TestHooks,
   ) {}
 
   async execute(run: ActionRun): Promise<void> {
@@ -95,6 +97,8 @@ export class SessionActions {
   }
 
   private async record(run: ActionRun, command: TaskCommand): Promise<void> {
+    const forced = this.hooks.sessionAnswer(run.task.taskId, `${run.trigger}:${run.cause}:${run.entrySeq}:${run.position}`);
+    if (forced) throw forced;
     await handleWithDecider(this.store, {
       decider: taskDecider,
       streamId: streamIds.task(run.task.taskId),

@@ -1,12 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { isEngineActionType, isSessionActionType, isTransitionActionType, type StepDefinition, type TriggerName } from '@gantry/contracts';
+import { ErrorCode, GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
+import { isTransient } from '@gantry/messaging';
 import { decisionsOfEntry, guardHolds, quorumSeatsOf, transitionTarget, type Task, type TransitionTarget } from '../../domain/index.js';
 import { type StoredWorkflow, stepSeats } from '../../infrastructure/persistence/read-models.js';
 import { loadTaskAtStep } from '../../infrastructure/persistence/streams.js';
 import type { ActionRun, Trigger } from '../dispatch/action-run.js';
 import { EngineActions } from '../dispatch/engine-actions.js';
+import { RunQueueUnavailable } from '../../infrastructure/job-service/run-queue.js';
 import { SessionActions } from '../dispatch/session-actions.js';
 
 const TRIGGER_OF: Record<Exclude<TriggerName, 'onEnter'>, Trigger> = { onTurnStart: 'on_turn_start', onTurnComplete: 'on_turn_complete', onExit: 'on_exit' };
@@ -22,10 +25,29 @@ export interface TriggerOccasion {
   correlationId: string;
 }
 
+/** A trigger's action could not be done now (nothing written); the trigger may be run again. */
+export class TriggerInterrupted extends Error {
+  constructor(readonly actionType: string, readonly position: number, override readonly cause: Error) {
+    super(`${actionType} at position ${position} could not be done now: ${cause.message}`);
+    this.name = 'TriggerInterrupted';
+  }
+}
+
+function isRetryable(error: unknown): boolean {
+  if (error instanceof RunQueueUnavailable) return true;
+  if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) return true;
+  return isTransient(error);
+}
+
 /**
  * on_turn_start, on_turn_complete and on_exit (docs/workflow-engine.md, "Triggers other than
  * on_enter"): the actions in declared order, stopping at the first failure (AC-C5); the first
- * transition whose guard holds is returned for the caller to carry out, and ends the trigger.
+ * transition whose guard holds is returned for the caller to carry out, and ends the trigger. An
+ * action that did not fail but could not be done now — its append met the task's stream kept busy
+ * past its patience (VERSION_CONFLICT: nothing written, send again), or the job service did not take
+ * its run (RunQueueUnavailable) — is no failure: it is thrown as a TriggerInterrupted, for the caller
+ * to run the trigger again (the job's event handed back); what ran before it is keyed by the firing
+ * event, so running it again does it once.
  */
 @Injectable()
 export class TurnTriggers {
@@ -72,6 +94,7 @@ export class TurnTriggers {
           this.log.warn({ ...where, actionType: action.type, position, reason: isEngineActionType(action.type) ? 'no_executor' : 'unrecognised' }, 'trigger action not executed');
         }
       } catch (error) {
+        if (isRetryable(error)) throw new TriggerInterrupted(action.type, position, error as Error);
         this.log.error({ rule: 'AC-C5', ...where, actionType: action.type, position, cause: error instanceof Error ? error.message : String(error) }, 'trigger stopped at a failing action');
         return null;
       }
