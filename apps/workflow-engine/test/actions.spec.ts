@@ -212,3 +212,44 @@ steps:
     });
   });
 });
+
+describe('on_enter session actions whose append meets the task\'s stream kept busy', () => {
+  const world = new WorkflowWorld('wf_session_busy');
+  const taskId = `T-sbusy-${Date.now().toString(36)}`;
+
+  beforeAll(async () => {
+    // the first append of each session action of the task is answered VERSION_CONFLICT (nothing written)
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_FAIL: `session-conflict:${taskId}` } });
+    for (const p of ['rev-a', 'implementer']) await world.profile(p);
+    await world.importYaml('busy-session', `
+name: Busy session
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    agent_profile_id: implementer
+    on_enter:
+      - type: reset_agent_context
+      - type: queue_run
+        config: { target: 'agent_profile_id:rev-a' }
+      - type: auto_start_agent
+`);
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('are sent again, not taken for failures: the reset and the agent\'s start are recorded once, with no AC-C3 record', async () => {
+    await world.task('busy-session', { taskId });
+    await world.move(taskId, 'review');
+    await world.terminalEntry(taskId, 'review', 1);
+    const [job] = await eventually(async () => {
+      const effects = (await world.effects(taskId)).filter((e) => e.type === 'AgentAutoStarted');
+      return effects.length > 0 ? effects : null;
+    }, { what: 'the agent\'s start recorded', timeoutMs: 60_000 });
+    const effects = await world.effects(taskId);
+    expect(effects.filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
+    expect(effects.filter((e) => e.type === 'AgentAutoStarted')).toHaveLength(1);
+    expect((await world.jobs(taskId, 'TASK_IMPLEMENTATION')).map((j) => j.jobId)).toEqual([job!.data.jobId]);
+    expect(ruleRecords(world.records(), 'AC-C3', taskId)).toEqual([]);
+  }, 180_000);
+});

@@ -1,5 +1,7 @@
-import type { Action, ActionFailure, EntryPath, QueuedRun, SkipReason, StepDefinition } from '@gantry/contracts';
+import { ErrorCode, GantryError, type Action, type ActionFailure, type EntryPath, type QueuedRun, type SkipReason, type StepDefinition } from '@gantry/contracts';
+import { isTransient } from '@gantry/messaging';
 import type { Task } from '../../domain/index.js';
+import { RunQueueUnavailable } from '../../infrastructure/job-service/run-queue.js';
 import type { StoredWorkflow } from '../../infrastructure/persistence/read-models.js';
 
 export type Trigger = 'on_enter' | 'on_turn_start' | 'on_turn_complete' | 'on_exit';
@@ -26,3 +28,14 @@ export type ActionResult =
   | { outcome: 'failed'; failure: ActionFailure; runs: QueuedRun[] };
 
 export const fields = (run: ActionRun) => ({ taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id });
+
+/**
+ * An action's error that is no failure of the action: nothing was written and the same request may
+ * be sent again — an append that met its stream kept busy past its patience (VERSION_CONFLICT), a
+ * run the job service did not take (RunQueueUnavailable, AC-L3), a service that did not answer.
+ */
+export function notDoneNow(error: unknown): boolean {
+  if (error instanceof RunQueueUnavailable) return true;
+  if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) return true;
+  return isTransient(error);
+}

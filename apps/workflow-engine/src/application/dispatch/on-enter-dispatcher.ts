@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError, type EntryPath, type StepDefinition } from '@gantry/contracts';
@@ -7,6 +8,7 @@ import {
   declarationDigest,
   isTerminalMarker,
   markedPositions,
+  occupancyOf,
   onEnterPlan,
   recoveryVerdict,
   stepOf,
@@ -22,7 +24,7 @@ import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
 import { latestWorkflow, type StoredWorkflow } from '../../infrastructure/persistence/read-models.js';
 import { loadTask, loadTaskAtStep, streamIds } from '../../infrastructure/persistence/streams.js';
 import { TestHooks } from '../test-hooks.js';
-import type { ActionResult, ActionRun } from './action-run.js';
+import { notDoneNow, type ActionResult, type ActionRun } from './action-run.js';
 import { DispatchDiagnostics } from './diagnostics.js';
 import { EngineActions } from './engine-actions.js';
 import { SessionActions } from './session-actions.js';
@@ -373,12 +375,40 @@ export class OnEnterDispatcher {
     return 'terminal';
   }
 
+  /**
+   * A session-owned action holds no marker and never runs in a resumed dispatch (AC-B8): this live
+   * dispatch is its one chance. An error that wrote nothing and may be sent again (notDoneNow) is no
+   * failure: the action is sent again, with growing pauses, until it is done — or until the process
+   * stops or the task has left the entry, when it is given up (a warning says so; as after a crash,
+   * it is not resumed). Any other error is a failure (AC-C3) and the dispatch goes on.
+   */
   private async sessionAction(run: ActionRun): Promise<void> {
-    try {
-      await this.session.execute(run);
-    } catch (error) {
-      this.diagnostics.actionFailed({ taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, actionType: run.action.type, cause: describe(error), position: run.position, trigger: 'on_enter' });
+    const where = { taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, entrySeq: run.entrySeq, actionType: run.action.type, position: run.position };
+    for (let pause = 250; ; pause = Math.min(pause * 2, 2000)) {
+      try {
+        await this.session.execute(run);
+        return;
+      } catch (error) {
+        if (!notDoneNow(error)) {
+          this.diagnostics.actionFailed({ taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, actionType: run.action.type, cause: describe(error), position: run.position, trigger: 'on_enter' });
+          return;
+        }
+        const gone = this.stopping ? 'the process is stopping' : (await this.entryLeft(run)) ? 'the task has left the entry' : null;
+        if (gone) {
+          this.log.warn({ ...where, reason: gone, cause: describe(error) }, 'session action not done; given up');
+          return;
+        }
+        this.log.warn({ ...where, cause: describe(error) }, 'session action could not be done now; sent again');
+        await sleep(pause);
+      }
     }
+  }
+
+  /** Whether the task no longer occupies the entry the run is for. */
+  private async entryLeft(run: ActionRun): Promise<boolean> {
+    const task = await loadTask(this.store, run.task.taskId);
+    const now = taskExists(task) ? occupancyOf(task) : null;
+    return !now || now.workflowId !== run.workflow.workflowId || now.stepId !== run.step.id || now.entrySeq !== run.entrySeq;
   }
 
   /** One decider command on the pair's stream, appended at the version it was decided on; returns how many events it appended. */

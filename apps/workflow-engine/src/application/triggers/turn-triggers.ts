@@ -1,15 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { isEngineActionType, isSessionActionType, isTransitionActionType, type StepDefinition, type TriggerName } from '@gantry/contracts';
-import { ErrorCode, GantryError } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
-import { isTransient } from '@gantry/messaging';
 import { decisionsOfEntry, guardHolds, quorumSeatsOf, transitionTarget, type Task, type TransitionTarget } from '../../domain/index.js';
 import { type StoredWorkflow, stepSeats } from '../../infrastructure/persistence/read-models.js';
 import { loadTaskAtStep } from '../../infrastructure/persistence/streams.js';
-import type { ActionRun, Trigger } from '../dispatch/action-run.js';
+import { notDoneNow, type ActionRun, type Trigger } from '../dispatch/action-run.js';
 import { EngineActions } from '../dispatch/engine-actions.js';
-import { RunQueueUnavailable } from '../../infrastructure/job-service/run-queue.js';
 import { SessionActions } from '../dispatch/session-actions.js';
 
 const TRIGGER_OF: Record<Exclude<TriggerName, 'onEnter'>, Trigger> = { onTurnStart: 'on_turn_start', onTurnComplete: 'on_turn_complete', onExit: 'on_exit' };
@@ -31,12 +28,6 @@ export class TriggerInterrupted extends Error {
     super(`${actionType} at position ${position} could not be done now: ${cause.message}`);
     this.name = 'TriggerInterrupted';
   }
-}
-
-function isRetryable(error: unknown): boolean {
-  if (error instanceof RunQueueUnavailable) return true;
-  if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) return true;
-  return isTransient(error);
 }
 
 /**
@@ -94,7 +85,7 @@ export class TurnTriggers {
           this.log.warn({ ...where, actionType: action.type, position, reason: isEngineActionType(action.type) ? 'no_executor' : 'unrecognised' }, 'trigger action not executed');
         }
       } catch (error) {
-        if (isRetryable(error)) throw new TriggerInterrupted(action.type, position, error as Error);
+        if (notDoneNow(error)) throw new TriggerInterrupted(action.type, position, error as Error);
         this.log.error({ rule: 'AC-C5', ...where, actionType: action.type, position, cause: error instanceof Error ? error.message : String(error) }, 'trigger stopped at a failing action');
         return null;
       }
