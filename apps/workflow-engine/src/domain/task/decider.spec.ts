@@ -150,6 +150,14 @@ describe('task decider', () => {
       given([created(), reset, started]).when({ type: 'ResetAgentContext', data: { taskId: 'T-1', sessionId: NEW_SESSION, cause, now: at(12) } }).then([]);
     });
 
+    it('an earlier reset again (its trigger\'s event handled again after a later reset) changes nothing: the later session stays the task\'s', () => {
+      const LATER = '5a1e2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b';
+      const earlier = { type: 'AgentContextReset' as const, data: { taskId: 'T-1', sessionId: NEW_SESSION, cause, resetAt: at(10) } };
+      const later = { type: 'AgentContextReset' as const, data: { taskId: 'T-1', sessionId: LATER, cause, resetAt: at(11) } };
+      const state = given([created(), earlier, later]).when({ type: 'ResetAgentContext', data: { taskId: 'T-1', sessionId: NEW_SESSION, cause, now: at(12) } }).then([]);
+      expect((state as { session: unknown }).session).toMatchObject({ sessionId: LATER });
+    });
+
     it('the first start of a session is recorded once', () => {
       const job = 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f';
       given([created()]).when({ type: 'MarkSessionStarted', data: { taskId: 'T-1', jobId: job, now: at(5) } }).then([

@@ -61,8 +61,10 @@ export function decideTask(command: TaskCommand, state: TaskState): TaskEvent[] 
       const d = command.data;
       const task = requireTask(state, d.taskId);
       // The same reset again (its trigger's event handled again): the session is that one already,
-      // perhaps started since; a second reset would start it afresh.
-      if (task.session.sessionId === d.sessionId) return [];
+      // perhaps started since, or a later reset replaced it; a second reset would start it afresh, or
+      // switch the task back to the earlier session. A trigger's id is its event's, so a repeat is
+      // told by the id alone.
+      if (task.session.sessionId === d.sessionId || task.session.resetTo.includes(d.sessionId)) return [];
       return [{ type: 'AgentContextReset', data: { taskId: d.taskId, sessionId: d.sessionId, cause: d.cause, resetAt: d.now } }];
     }
     case 'ConfigureSession': {

@@ -27,6 +27,8 @@ export interface TaskSession {
   settings: SessionSettings;
   planMode: boolean;
   mode: SessionPermissionMode | null;
+  /** Every session id a reset has given the task: a reset to one of them again is a repeat, not a new session. */
+  resetTo: readonly string[];
 }
 
 export interface Task {
@@ -86,7 +88,7 @@ export function evolveTask(state: TaskState, event: TaskEvent): TaskState {
       placement: { workflowId: d.workflowId, stepId: d.stepId, admitted: d.admitted, queuedForStepId: null, queuedSince: null },
       currentEntry: null,
       entrySeqs: {},
-      session: { sessionId: d.sessionId, started: false, settings: noSettings, planMode: false, mode: null },
+      session: { sessionId: d.sessionId, started: false, settings: noSettings, planMode: false, mode: null, resetTo: [] },
     };
   }
   if (state.status === 'ABSENT') return state;
@@ -113,7 +115,7 @@ export function evolveTask(state: TaskState, event: TaskEvent): TaskState {
     case 'TaskDeleted':
       return { ...task, status: 'DELETED' };
     case 'AgentContextReset':
-      return { ...task, session: { ...task.session, sessionId: event.data.sessionId, started: false } };
+      return { ...task, session: { ...task.session, sessionId: event.data.sessionId, started: false, resetTo: [...task.session.resetTo, event.data.sessionId] } };
     case 'SessionConfigured': {
       const s = event.data.settings;
       const was = task.session.settings;
