@@ -158,6 +158,16 @@ describe('task decider', () => {
       expect((state as { session: unknown }).session).toMatchObject({ sessionId: LATER });
     });
 
+    it('an auto-start handled again (its trigger run again, the same job answered) is recorded once; a later job\'s is recorded', () => {
+      const job = 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f';
+      const next = 'job-0c4e2a7d-9b1f-4e3a-8d5c-6f7a8b9c0d1e';
+      const autoStart = (jobId: string, now: string) => ({ type: 'RecordAutoStart' as const, data: { taskId: 'T-1', jobId, agentProfileId: null, cause, now } });
+      const first = { type: 'AgentAutoStarted' as const, data: { taskId: 'T-1', jobId: job, agentProfileId: null, cause, startedAt: at(5) } };
+      given([created()]).when(autoStart(job, at(5))).then([first]);
+      given([created(), first]).when(autoStart(job, at(6))).thenNothingHappened();
+      given([created(), first]).when(autoStart(next, at(7))).then([{ type: 'AgentAutoStarted', data: { taskId: 'T-1', jobId: next, agentProfileId: null, cause, startedAt: at(7) } }]);
+    });
+
     it('the first start of a session is recorded once', () => {
       const job = 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f';
       given([created()]).when({ type: 'MarkSessionStarted', data: { taskId: 'T-1', jobId: job, now: at(5) } }).then([

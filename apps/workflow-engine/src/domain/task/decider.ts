@@ -84,7 +84,9 @@ export function decideTask(command: TaskCommand, state: TaskState): TaskEvent[] 
     }
     case 'RecordAutoStart': {
       const d = command.data;
-      requireTask(state, d.taskId);
+      const task = requireTask(state, d.taskId);
+      // Its trigger handled again: the job service answered the run queued for it with the same job.
+      if (task.session.autoStartedJobId === d.jobId) return [];
       return [{ type: 'AgentAutoStarted', data: { taskId: d.taskId, jobId: d.jobId, agentProfileId: d.agentProfileId, cause: d.cause, startedAt: d.now } }];
     }
     case 'MarkSessionStarted': {

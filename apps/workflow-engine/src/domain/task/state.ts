@@ -29,6 +29,8 @@ export interface TaskSession {
   mode: SessionPermissionMode | null;
   /** Every session id a reset has given the task: a reset to one of them again is a repeat, not a new session. */
   resetTo: readonly string[];
+  /** The job the last auto_start_agent started: the same start handled again is a repeat. */
+  autoStartedJobId: string | null;
 }
 
 export interface Task {
@@ -88,7 +90,7 @@ export function evolveTask(state: TaskState, event: TaskEvent): TaskState {
       placement: { workflowId: d.workflowId, stepId: d.stepId, admitted: d.admitted, queuedForStepId: null, queuedSince: null },
       currentEntry: null,
       entrySeqs: {},
-      session: { sessionId: d.sessionId, started: false, settings: noSettings, planMode: false, mode: null, resetTo: [] },
+      session: { sessionId: d.sessionId, started: false, settings: noSettings, planMode: false, mode: null, resetTo: [], autoStartedJobId: null },
     };
   }
   if (state.status === 'ABSENT') return state;
@@ -132,7 +134,7 @@ export function evolveTask(state: TaskState, event: TaskEvent): TaskState {
     case 'PlanModeChanged':
       return { ...task, session: { ...task.session, planMode: event.data.enabled } };
     case 'AgentAutoStarted':
-      return task;
+      return { ...task, session: { ...task.session, autoStartedJobId: event.data.jobId } };
     case 'AgentSessionStarted':
       return event.data.sessionId === task.session.sessionId ? { ...task, session: { ...task.session, started: true } } : task;
     default:
