@@ -132,14 +132,7 @@ steps:
   afterAll(() => world.close(), 60_000);
 
   it('the job\'s finish delivered again re-runs the trigger under the same keys: one code review, one run per participant, one move', async () => {
-    await world.task('review-turn', { taskId });
-    await world.move(taskId, 'work');
-    const doomed = world.engine;
-    await world.agentTurn(taskId);
-    await eventually(() => doomed.process.signalCode === 'SIGKILL', { what: 'the engine killed mid-trigger', timeoutMs: 120_000 });
-    await world.startEngine();
-    // the finish is delivered again once its acknowledgement is overdue
-    await world.atStep(taskId, 'done', 120_000);
+    await turnKilledMidTriggerThenRedelivered(world, 'review-turn', taskId);
     const reviews = await world.jobs(taskId, 'REVIEW');
     expect(reviews.filter((j) => j.reason === 'code_review').map((j) => j.agentProfileId)).toEqual(['code-reviewer']);
     expect(reviews.filter((j) => j.reason !== 'code_review').map((j) => j.agentProfileId)).toEqual(['rev-a']);
@@ -238,14 +231,7 @@ steps:
   afterAll(() => world.close(), 60_000);
 
   it('the job\'s finish delivered again draws no second session id: one reset, the task\'s session the one it drew', async () => {
-    await world.task('reset-turn', { taskId });
-    await world.move(taskId, 'work');
-    const doomed = world.engine;
-    await world.agentTurn(taskId);
-    await eventually(() => doomed.process.signalCode === 'SIGKILL', { what: 'the engine killed mid-trigger', timeoutMs: 120_000 });
-    await world.startEngine();
-    // the finish is delivered again once its acknowledgement is overdue
-    await world.atStep(taskId, 'done', 120_000);
+    await turnKilledMidTriggerThenRedelivered(world, 'reset-turn', taskId);
     const resets = (await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset');
     expect(resets).toHaveLength(1);
     expect((await world.getTask(taskId)).session).toMatchObject({ sessionId: resets[0]!.data.sessionId, started: false });
@@ -286,3 +272,18 @@ steps:
     expect((await world.getTask(taskId)).session).toMatchObject({ sessionId: resets[0]!.data.sessionId });
   }, 180_000);
 });
+
+/**
+ * A task of `workflow` moved into `work` completes a turn; the engine, started with a kill point in the
+ * turn's trigger, dies there (SIGKILL) before the job's finish is acknowledged; a new engine starts and
+ * the finish, delivered again once its acknowledgement is overdue, runs the trigger again to `done`.
+ */
+async function turnKilledMidTriggerThenRedelivered(world: WorkflowWorld, workflow: string, taskId: string): Promise<void> {
+  await world.task(workflow, { taskId });
+  await world.move(taskId, 'work');
+  const doomed = world.engine;
+  await world.agentTurn(taskId);
+  await eventually(() => doomed.process.signalCode === 'SIGKILL', { what: 'the engine killed mid-trigger', timeoutMs: 120_000 });
+  await world.startEngine();
+  await world.atStep(taskId, 'done', 120_000);
+}
