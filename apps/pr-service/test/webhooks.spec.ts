@@ -55,6 +55,12 @@ describe('GitHub webhooks into the pr-service', () => {
   }
 
   const recorded = async (deliveryId: string) => (await db.query(`SELECT * FROM webhook_deliveries WHERE delivery_id = $1`, [deliveryId])).rows;
+  /** The delivery's row once it has been processed. */
+  const processed = async (deliveryId: string) =>
+    eventually(async () => {
+      const rows = await recorded(deliveryId);
+      return rows[0]?.processed_at ? rows[0] : null;
+    }, { what: `delivery ${deliveryId} processed` });
   const count = async () => Number((await db.query(`SELECT count(*) AS n FROM webhook_deliveries`)).rows[0].n);
 
   const handledExamples = examples.filter((e) => HANDLED.includes(e.name)).flatMap((e) => e.examples.map((payload, i) => [e.name, (payload.action as string) ?? '-', i, payload] as const));
@@ -70,10 +76,7 @@ describe('GitHub webhooks into the pr-service', () => {
     const { status, body, deliveryId } = await deliver(event, payload);
     expect(status).toBe(202);
     expect(body).toEqual({ delivery: deliveryId, duplicate: false });
-    const [row] = await eventually(async () => {
-      const rows = await recorded(deliveryId);
-      return rows[0]?.processed_at ? rows : null;
-    }, { what: `delivery ${deliveryId} processed` });
+    const row = await processed(deliveryId);
     expect(row).toMatchObject({ event, outcome: concerns === null ? 'ignored' : 'no tracked pull request' });
   });
 
@@ -102,10 +105,7 @@ describe('GitHub webhooks into the pr-service', () => {
     // Someone presses "Redeliver" on GitHub: the same X-GitHub-Delivery.
     const again = await deliver('pull_request', payload, { deliveryId: first.deliveryId });
     expect(again).toMatchObject({ status: 202, body: { delivery: first.deliveryId, duplicate: true } });
-    const [row] = await eventually(async () => {
-      const rows = await recorded(first.deliveryId);
-      return rows[0]?.processed_at ? rows : null;
-    }, { what: 'the redelivered delivery processed' });
+    const row = await processed(first.deliveryId);
     expect(row).toMatchObject({ event: 'pull_request', outcome: 'no tracked pull request' });
     expect(await recorded(first.deliveryId)).toHaveLength(1);
   });
@@ -155,10 +155,7 @@ describe('GitHub webhooks into the pr-service', () => {
     const payload = { ...example, pull_request: { ...(example.pull_request as Record<string, unknown>), ...pullRequest } };
     const { status, deliveryId } = await deliver('pull_request', payload);
     expect(status).toBe(202);
-    const [row] = await eventually(async () => {
-      const rows = await recorded(deliveryId);
-      return rows[0]?.processed_at ? rows : null;
-    }, { what: `delivery ${deliveryId} processed` });
+    const row = await processed(deliveryId);
     expect(row).toMatchObject({ event: 'pull_request', outcome: 'no tracked pull request' });
   });
 
@@ -166,10 +163,7 @@ describe('GitHub webhooks into the pr-service', () => {
     const example = examples.find((e) => e.name === 'pull_request')!.examples[0]!;
     const { status, deliveryId } = await deliver('pull_request', { ...example, action: 'opened\u0000' });
     expect(status).toBe(202);
-    const [row] = await eventually(async () => {
-      const rows = await recorded(deliveryId);
-      return rows[0]?.processed_at ? rows : null;
-    }, { what: `delivery ${deliveryId} processed` });
+    const row = await processed(deliveryId);
     expect(row).toMatchObject({ event: 'pull_request', action: 'opened\uFFFD', outcome: 'ignored' });
   });
 
@@ -189,10 +183,7 @@ describe('GitHub webhooks into the pr-service', () => {
     try {
       const { status, deliveryId } = await deliver('pull_request', payload);
       expect(status).toBe(202);
-      const [row] = await eventually(async () => {
-        const rows = await recorded(deliveryId);
-        return rows[0]?.processed_at ? rows : null;
-      }, { what: `delivery ${deliveryId} processed` });
+      const row = await processed(deliveryId);
       expect(row).toMatchObject({ event: 'pull_request', outcome: 'read again: 1' });
     } finally {
       await db.query(`DELETE FROM pull_requests WHERE pull_request_id = $1`, [pullRequestIdFor(repository, branch)]);
@@ -204,10 +195,7 @@ describe('GitHub webhooks into the pr-service', () => {
       const payload = examples.find((e) => e.name === event)!.examples[0]!;
       const { status, deliveryId } = await deliver(event, payload);
       expect(status).toBe(202);
-      const [row] = await eventually(async () => {
-        const rows = await recorded(deliveryId);
-        return rows[0]?.processed_at ? rows : null;
-      }, { what: 'processed' });
+      const row = await processed(deliveryId);
       expect(row.outcome).toBe('ignored');
     }
   });
