@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import {
@@ -239,6 +239,31 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     expect(second.path).toBe(first.path);
     expect(git(second.path, 'status', '--porcelain', '--untracked-files=all')).toBe('');
     await release(second);
+  });
+
+  it('a worktree whose .git file an agent deleted is repaired at the release: its edit is rescued, and the next lease of the key is granted', async () => {
+    const branchName = 'feature/lost-gitlink';
+    const first = await acquire(await claimedJob(world), { branch: branchName });
+    writeFileSync(path.join(first.path, 'README.md'), 'edited before the gitlink went\n');
+    rmSync(path.join(first.path, '.git'));
+
+    expect((await release(first)).status).toBe('released');
+    const { rows } = await world.db.query(`SELECT rescue_branch FROM worktree_leases WHERE lease_id = $1`, [first.leaseId]);
+    expect(git(first.path, 'show', `${rows[0].rescue_branch}:README.md`)).toBe('edited before the gitlink went');
+
+    // Corrupted rather than deleted: the gitlink names no repository.
+    const second = await acquire(await claimedJob(world), { branch: branchName });
+    expect(second.path).toBe(first.path);
+    expect(git(second.path, 'status', '--porcelain', '--untracked-files=all')).toBe('');
+    writeFileSync(path.join(second.path, '.git'), 'gitdir: /nowhere/at/all\n');
+    writeFileSync(path.join(second.path, 'notes.txt'), 'notes beside a broken gitlink\n');
+    expect((await release(second)).status).toBe('released');
+    const third = await acquire(await claimedJob(world), { branch: branchName });
+    expect(third.path).toBe(first.path);
+    expect(git(third.path, 'status', '--porcelain', '--untracked-files=all')).toBe('');
+    const { rows: secondRows } = await world.db.query(`SELECT rescue_branch FROM worktree_leases WHERE lease_id = $1`, [second.leaseId]);
+    expect(git(third.path, 'show', `${secondRows[0].rescue_branch}:notes.txt`)).toBe('notes beside a broken gitlink');
+    await release(third);
   });
 
   it('a contract-valid JobFinished (DONE) for the holder releases its lease within seconds, with no runner call', async () => {

@@ -21,6 +21,8 @@ export const worktreeInfrastructure: Provider[] = [
         onForeignConfigRemoved: (keys, dir) => log.warn({ dir, keys }, 'removed git config that service-side git does not accept'),
         // A rescue commit cannot hold them: kept under the root's quarantine (docs/worktrees.md).
         onSetAside: (moved) => log.warn({ moved }, 'repositories inside a worktree moved aside before its rescue'),
+        // An agent deleted or rewrote its worktree's .git file; git worktree repair restored it (docs/worktrees.md).
+        onGitlinkRepaired: (worktreePath) => log.warn({ worktreePath }, "a worktree's .git file was missing or wrong; repaired from its shared clone"),
         // Replicas on one host share the root and its clones.
         acrossProcesses: (clonePath, work) => locks.onClone(clonePath, work),
       });

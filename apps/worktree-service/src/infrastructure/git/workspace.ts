@@ -25,6 +25,8 @@ export interface GitWorkspace {
   readonly onForeignConfigRemoved?: (keys: string[], dir: string) => void;
   /** Told of the repositories found inside a worktree that a rescue moved aside, whole, into `<root>/quarantine`. */
   readonly onSetAside?: (moved: Array<{ from: string; to: string }>) => void;
+  /** Told of a worktree whose `.git` file (its link to the shared clone) was missing or wrong and that `git worktree repair` restored. */
+  readonly onGitlinkRepaired?: (worktreePath: string) => void;
   /**
    * Runs `work` while no other process that shares the root runs git on the clone (serializedOnClone
    * calls it once this process's turn on the clone has come). Without it, only this process's runs take turns.
@@ -49,6 +51,7 @@ export interface GitWorkspaceOptions {
   networkTimeoutMs?: number;
   onForeignConfigRemoved?: (keys: string[], dir: string) => void;
   onSetAside?: (moved: Array<{ from: string; to: string }>) => void;
+  onGitlinkRepaired?: (worktreePath: string) => void;
   acrossProcesses?: CloneLock;
 }
 
@@ -73,6 +76,7 @@ export async function openGitWorkspace(root: string, options: GitWorkspaceOption
     networkTimeoutMs: options.networkTimeoutMs ?? 300_000,
     onForeignConfigRemoved: options.onForeignConfigRemoved,
     onSetAside: options.onSetAside,
+    onGitlinkRepaired: options.onGitlinkRepaired,
     acrossProcesses: options.acrossProcesses,
   };
 }

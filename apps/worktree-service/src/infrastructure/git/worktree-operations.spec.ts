@@ -663,6 +663,45 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect((await listWorktrees(ws)).worktrees).toEqual([]);
     });
 
+    it('a worktree whose .git file an agent deleted is repaired from its clone, then rescued and removed', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'changed before the gitlink went\n');
+      rmSync(path.join(wt(), '.git'));
+      const repaired: string[] = [];
+      const told = { ...ws, onGitlinkRepaired: (p: string) => repaired.push(p) };
+      const { rescue, removed } = await rescueAndRemoveWorktree(told, { worktreeKey: key, now });
+      expect(removed).toBe(true);
+      expect(repaired).toEqual([wt()]);
+      const { clonePath } = await ensureSharedClone(ws, fx.origin);
+      expect(git(clonePath, 'show', `${rescue!.branch}:app.txt`)).toBe('changed before the gitlink went');
+      expect(existsSync(wt())).toBe(false);
+    });
+
+    it('a worktree with no .git file that no clone registers any more is moved, whole, to the quarantine and counts as removed', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'work beside no gitlink\n');
+      rmSync(path.join(wt(), '.git'));
+      await pruneWorktrees(ws);
+      expect(await rescueAndRemoveWorktree(ws, { worktreeKey: key, now })).toEqual({ rescue: null, removed: true });
+      expect(existsSync(wt())).toBe(false);
+      const [moved] = readdirSync(path.join(ws.root, 'quarantine'));
+      expect(readFileSync(path.join(ws.root, 'quarantine', moved!, 'app.txt'), 'utf8')).toBe('work beside no gitlink\n');
+      expect(await createOrReuseWorktree(ws, input)).toMatchObject({ outcome: 'created' });
+    });
+
+    it('a .git directory an agent put in place of the .git file (git repairs no such one): the next lease of the key moves it, whole, to the quarantine and makes the worktree again', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'work of its own repository\n');
+      rmSync(path.join(wt(), '.git'));
+      git(wt(), 'init', '--quiet');
+      expect(await createOrReuseWorktree(ws, input)).toMatchObject({ outcome: 'created', rescue: null });
+      expect(status()).toBe('');
+      const [moved] = readdirSync(path.join(ws.root, 'quarantine'));
+      expect(readFileSync(path.join(ws.root, 'quarantine', moved!, 'app.txt'), 'utf8')).toBe('work of its own repository\n');
+      expect(existsSync(path.join(ws.root, 'quarantine', moved!, '.git', 'HEAD'))).toBe(true);
+      expect((await listWorktrees(ws)).worktrees.map((w) => w.prunable)).toEqual([false]);
+    });
+
     it('keeps unpushed commits of a removed worktree on its branch (the next sync rescues them)', async () => {
       await createOrReuseWorktree(ws, input);
       writeFileSync(path.join(wt(), 'work.txt'), 'agent work\n');

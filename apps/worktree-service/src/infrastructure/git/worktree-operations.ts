@@ -1,4 +1,4 @@
-import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, readdir, realpath, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError, isLegacyWorktreeKey, rescueBranchName } from '@gantry/contracts';
 import { COMMITS_QUERY_ARGS, commitsQuery, isSha } from '@gantry/git';
@@ -72,14 +72,84 @@ async function registeredWorktrees(workspace: GitWorkspace, clonePath: string): 
   return parseWorktreeListPorcelain(listed.stdout);
 }
 
-/** The shared clone a worktree belongs to, asked of git, and refused unless it is one of ours. */
-async function cloneOfWorktree(workspace: GitWorkspace, worktreePath: string): Promise<string> {
-  const common = await git(workspace, worktreePath, ['rev-parse', '--path-format=absolute', '--git-common-dir']);
-  const clonePath = await resolveInsideRoot(workspace, common.stdout.trim());
-  if (path.dirname(clonePath) !== workspace.reposDir) {
-    throw hostile(`worktree ${worktreePath} belongs to ${clonePath}, which is not a shared clone of this root`);
+/**
+ * The shared clone git finds through the worktree's `.git` file (its gitlink), or null when that file
+ * is missing or leads elsewhere: git then finds no repository there, or another one (one outside the
+ * root, a directory that is not a shared clone of this root, a repository of a parent directory).
+ */
+async function linkedClone(workspace: GitWorkspace, worktreePath: string): Promise<string | null> {
+  let asked;
+  try {
+    asked = await git(workspace, worktreePath, ['rev-parse', '--path-format=absolute', '--show-toplevel', '--git-common-dir'], [128]);
+  } catch (error) {
+    // A `.git` file naming no repository fails every git command there, the policy's config check first.
+    if (noRepositoryThere(error)) return null;
+    throw error;
   }
-  return clonePath;
+  if (asked.exitCode !== 0) return null;
+  const [top, common] = asked.stdout.replace(/\n$/, '').split('\n');
+  if (!top || !common || (await realpathOrNull(top)) !== worktreePath) return null;
+  const clonePath = await realpathOrNull(common);
+  return clonePath !== null && path.dirname(clonePath) === workspace.reposDir ? clonePath : null;
+}
+
+function noRepositoryThere(error: unknown): boolean {
+  if (!(error instanceof GantryError)) return false;
+  const details = error.details as { exitCode?: unknown; stderr?: unknown } | undefined;
+  return details?.exitCode === 128 && typeof details.stderr === 'string' && /not a git repository|\.git file/.test(details.stderr);
+}
+
+async function realpathOrNull(p: string): Promise<string | null> {
+  try {
+    return await realpath(p);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
+    throw error;
+  }
+}
+
+/** The shared clone of this root that registers a worktree at `worktreePath`, or null when none does. */
+async function registeringClone(workspace: GitWorkspace, worktreePath: string): Promise<string | null> {
+  for (const clonePath of await listClones(workspace)) {
+    if ((await registeredWorktrees(workspace, clonePath)).some((w) => !w.bare && w.path === worktreePath)) return clonePath;
+  }
+  return null;
+}
+
+/**
+ * An agent can delete or rewrite its worktree's `.git` file: git run there then finds no repository
+ * (or another one), and every rescue, sync and removal of it fails for ever. The clone still registers
+ * the worktree, so `git worktree repair`, run from the clone, writes the file again (git 2.39 exits 1
+ * even when it repaired: the result is what counts). False when git still does not find the worktree
+ * as one of `clonePath` (a `.git` directory of the agent's own in its place: git repairs no such one).
+ * See docs/worktrees.md.
+ */
+async function repairGitlink(workspace: GitWorkspace, clonePath: string, worktreePath: string): Promise<boolean> {
+  await git(workspace, clonePath, ['worktree', 'repair', '--', worktreePath], [1]);
+  if ((await linkedClone(workspace, worktreePath)) !== clonePath) return false;
+  workspace.onGitlinkRepaired?.(worktreePath);
+  return true;
+}
+
+/**
+ * True when git finds the worktree as one of `clonePath`, after repairing its `.git` file if needed
+ * (repairGitlink); false when that could not be repaired. Run in the clone's turn.
+ */
+async function withSoundGitlink(workspace: GitWorkspace, clonePath: string, worktreePath: string): Promise<boolean> {
+  return (await linkedClone(workspace, worktreePath)) === clonePath || (await repairGitlink(workspace, clonePath, worktreePath));
+}
+
+/**
+ * The shared clone a worktree belongs to, asked of git. A worktree whose `.git` file is missing or
+ * wrong is repaired first (repairGitlink) when a shared clone registers it; null when none does (git
+ * has forgotten it) or the repair failed: nothing git can do finds it as a worktree any more.
+ */
+async function cloneOfWorktree(workspace: GitWorkspace, worktreePath: string): Promise<string | null> {
+  const linked = await linkedClone(workspace, worktreePath);
+  if (linked !== null) return linked;
+  const registering = await registeringClone(workspace, worktreePath);
+  if (registering === null) return null;
+  return (await serializedOnClone(workspace, registering, (workspace) => withSoundGitlink(workspace, registering, worktreePath))) ? registering : null;
 }
 
 /**
@@ -230,6 +300,16 @@ export async function createOrReuseWorktree(
       // A `git worktree add` killed before it finished leaves its worktree locked ("initializing"), and
       // an agent may lock its own: locked, it could never be removed (evicted) nor pruned.
       if (registered.locked) await git(workspace, clonePath, ['worktree', 'unlock', '--', worktreePath]);
+      // An agent may have deleted or rewritten its .git file: git would find no worktree there. Past
+      // repair, its files are kept in the quarantine and the worktree is made again.
+      if (!(await withSoundGitlink(workspace, clonePath, worktreePath))) {
+        await setAsideUnknownDirectory(workspace, worktreePath, worktreeKey, now);
+        await git(workspace, clonePath, ['worktree', 'prune']);
+        registered = undefined;
+        onDisk = null;
+      }
+    }
+    if (registered && onDisk) {
       const head = await currentBranch(workspace, worktreePath);
       let onBranchRescue: RescueResult | null = null;
       if (head === `refs/heads/${branch}`) {
@@ -329,6 +409,12 @@ export async function syncWorktree(
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { fetchedSince, of: { worktreeKey, branch } });
   return serializedOnClone(workspace, clonePath, async (workspace) => {
+    // An agent may have deleted or rewritten its .git file (repaired when the clone registers the worktree).
+    if ((await linkedClone(workspace, worktreePath)) === null && (await registeringClone(workspace, worktreePath)) === clonePath) {
+      if (!(await repairGitlink(workspace, clonePath, worktreePath))) {
+        throw notThere(`worktree ${worktreeKey} has a missing or wrong .git file that git worktree repair could not restore`, { worktreeKey });
+      }
+    }
     const head = await worktreeHeadIn(workspace, worktreePath, clonePath);
     if (head !== `refs/heads/${branch}`) {
       throw notThere(`worktree ${worktreeKey} is on ${head ?? 'a detached HEAD'}, not on ${branch}`, { worktreeKey, head });
@@ -378,6 +464,10 @@ export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeK
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
   if (!(await lstatOrNull(worktreePath))) return null;
   const clonePath = await cloneOfWorktree(workspace, worktreePath);
+  if (clonePath === null) {
+    await setAsideAndForget(workspace, worktreePath, worktreeKey, now);
+    return null;
+  }
   return serializedOnClone(workspace, clonePath, (workspace) => rescueLocked(workspace, worktreePath, worktreeKey, now));
 }
 
@@ -445,9 +535,7 @@ function embeddedRepositories(status: string): string[] {
 async function setAsideEmbeddedRepositories(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, status: string, now: Date): Promise<boolean> {
   const repositories = embeddedRepositories(status);
   if (repositories.length === 0) return false;
-  const stamp = now.toISOString().replace(/[-:.]/g, '');
-  let target = await resolveInsideRoot(workspace, path.join('quarantine', `${worktreeKey}-${stamp}`));
-  for (let n = 2; await lstatOrNull(target); n++) target = await resolveInsideRoot(workspace, path.join('quarantine', `${worktreeKey}-${stamp}-${n}`));
+  const target = await quarantineFor(workspace, worktreeKey, now);
   const moved: Array<{ from: string; to: string }> = [];
   for (const relative of repositories) {
     const from = path.join(worktreePath, relative);
@@ -465,6 +553,36 @@ async function setAsideEmbeddedRepositories(workspace: GitWorkspace, worktreePat
   return true;
 }
 
+/** A new `<root>/quarantine/<key>-<time>` (or `-2`, `-3` … when taken), not made yet. */
+async function quarantineFor(workspace: GitWorkspace, worktreeKey: string, now: Date): Promise<string> {
+  const stamp = now.toISOString().replace(/[-:.]/g, '');
+  let target = await resolveInsideRoot(workspace, path.join('quarantine', `${worktreeKey}-${stamp}`));
+  for (let n = 2; await lstatOrNull(target); n++) target = await resolveInsideRoot(workspace, path.join('quarantine', `${worktreeKey}-${stamp}-${n}`));
+  return target;
+}
+
+/**
+ * The directory of a key that git finds as no worktree of a shared clone, past repair (its `.git` file
+ * missing or wrong and its registration pruned since, or a `.git` directory in its place). Its
+ * files may be someone's work: it is moved, whole, to `<root>/quarantine/<key>-<time>` (never deleted),
+ * the move reported (GitWorkspace.onSetAside), and the key is free for a new worktree.
+ */
+async function setAsideUnknownDirectory(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<void> {
+  const info = await lstatOrNull(worktreePath);
+  if (!info) return;
+  if (!info.isDirectory() || info.isSymbolicLink()) throw hostile(`${worktreePath} is not a directory; refusing to move it`);
+  const to = await quarantineFor(workspace, worktreeKey, now);
+  await mkdir(path.dirname(to), { recursive: true });
+  await rename(worktreePath, to);
+  workspace.onSetAside?.([{ from: worktreePath, to }]);
+}
+
+/** setAsideUnknownDirectory, then `git worktree prune` on every clone: one that still registered the directory forgets it. */
+async function setAsideAndForget(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<void> {
+  await setAsideUnknownDirectory(workspace, worktreePath, worktreeKey, now);
+  await pruneWorktrees(workspace);
+}
+
 /**
  * Removes the worktree with `git worktree remove` (never `--force`).
  * A dirty worktree is refused with PRECONDITION_FAILED: rescue it first (see rescueAndRemoveWorktree).
@@ -472,8 +590,8 @@ async function setAsideEmbeddedRepositories(workspace: GitWorkspace, worktreePat
  * interrupted after git's work, or a directory deleted by hand) is pruned and counts as removed —
  * otherwise its record would stay and every later eviction would pick it again.
  */
-export async function removeWorktree(workspace: GitWorkspace, input: { worktreeKey: string }): Promise<{ removed: boolean }> {
-  const found = await worktreeToRemove(workspace, input.worktreeKey);
+export async function removeWorktree(workspace: GitWorkspace, input: { worktreeKey: string; now?: Date }): Promise<{ removed: boolean }> {
+  const found = await worktreeToRemove(workspace, input.worktreeKey, input.now ?? new Date());
   if (!found) return { removed: true };
   const { worktreePath, clonePath } = found;
   return serializedOnClone(workspace, clonePath, async (workspace) => {
@@ -497,7 +615,7 @@ export async function rescueAndRemoveWorktree(
   input: { worktreeKey: string; now: Date },
 ): Promise<{ rescue: RescueResult | null; removed: boolean }> {
   const { worktreeKey, now } = input;
-  const found = await worktreeToRemove(workspace, worktreeKey);
+  const found = await worktreeToRemove(workspace, worktreeKey, now);
   if (!found) return { rescue: null, removed: true };
   const { worktreePath, clonePath } = found;
   return serializedOnClone(workspace, clonePath, async (workspace) => {
@@ -507,14 +625,23 @@ export async function rescueAndRemoveWorktree(
   });
 }
 
-/** The worktree of a key and its clone; null when its directory is gone, after pruning what git still registers (it counts as removed). */
-async function worktreeToRemove(workspace: GitWorkspace, worktreeKey: string): Promise<{ worktreePath: string; clonePath: string } | null> {
+/**
+ * The worktree of a key and its clone (its `.git` file repaired if an agent broke it: cloneOfWorktree);
+ * null when its directory is gone, after pruning what git still registers, or when it is a directory
+ * no shared clone knows, moved to the quarantine (setAsideUnknownDirectory): both count as removed.
+ */
+async function worktreeToRemove(workspace: GitWorkspace, worktreeKey: string, now: Date): Promise<{ worktreePath: string; clonePath: string } | null> {
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
   if (!(await lstatOrNull(worktreePath))) {
     await pruneWorktrees(workspace);
     return null;
   }
-  return { worktreePath, clonePath: await cloneOfWorktree(workspace, worktreePath) };
+  const clonePath = await cloneOfWorktree(workspace, worktreePath);
+  if (clonePath === null) {
+    await setAsideAndForget(workspace, worktreePath, worktreeKey, now);
+    return null;
+  }
+  return { worktreePath, clonePath };
 }
 
 /**
