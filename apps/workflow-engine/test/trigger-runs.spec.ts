@@ -103,33 +103,8 @@ steps:
 
 describe('a turn trigger handled again after a crash', () => {
   const taskId = `T-again-${randomUUID().slice(0, 8)}`;
-  const world = new WorkflowWorld('wf_turn_again');
-
-  beforeAll(async () => {
-    await world.start({ withEngine: false });
-    // killed once the turn's code review is queued and its fan-out has queued its run: the job's finish is not yet handled
-    await world.startEngine({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@work#1/run:1:1` });
-    for (const p of ['rev-a', 'code-reviewer']) await world.profile(p);
-    await world.importYaml('review-turn', `
-name: Reviewed turns
-steps:
-  - id: todo
-    name: To do
-  - id: work
-    name: Work
-    agent_profile_id: code-reviewer
-    participants:
-      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: false }
-    on_turn_complete:
-      - type: run_code_review
-      - type: queue_run_for_each_participant
-        config: { role: reviewer }
-      - type: move_to_next
-  - id: done
-    name: Done
-`);
-  }, 120_000);
-  afterAll(() => world.close(), 60_000);
+  // killed once the turn's code review is queued and its fan-out has queued its run
+  const world = killedMidTurnTrigger('wf_turn_again', 'review-turn', taskId, { firstAction: 'run_code_review', stepAgentProfile: 'code-reviewer' });
 
   it('the job\'s finish delivered again re-runs the trigger under the same keys: one code review, one run per participant, one move', async () => {
     await turnKilledMidTriggerThenRedelivered(world, 'review-turn', taskId);
@@ -203,32 +178,8 @@ steps:
 
 describe('a turn trigger\'s reset_agent_context handled again after a crash', () => {
   const taskId = `T-reset-${randomUUID().slice(0, 8)}`;
-  const world = new WorkflowWorld('wf_turn_reset');
-
-  beforeAll(async () => {
-    await world.start({ withEngine: false });
-    // killed once the turn's reset is recorded and its fan-out has queued its run: the job's finish is not yet handled
-    await world.startEngine({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@work#1/run:1:1` });
-    await world.profile('rev-a');
-    await world.importYaml('reset-turn', `
-name: Fresh turns
-steps:
-  - id: todo
-    name: To do
-  - id: work
-    name: Work
-    participants:
-      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: false }
-    on_turn_complete:
-      - type: reset_agent_context
-      - type: queue_run_for_each_participant
-        config: { role: reviewer }
-      - type: move_to_next
-  - id: done
-    name: Done
-`);
-  }, 120_000);
-  afterAll(() => world.close(), 60_000);
+  // killed once the turn's reset is recorded and its fan-out has queued its run
+  const world = killedMidTurnTrigger('wf_turn_reset', 'reset-turn', taskId, { firstAction: 'reset_agent_context', stepAgentProfile: null });
 
   it('the job\'s finish delivered again draws no second session id: one reset, the task\'s session the one it drew', async () => {
     await turnKilledMidTriggerThenRedelivered(world, 'reset-turn', taskId);
@@ -286,4 +237,38 @@ async function turnKilledMidTriggerThenRedelivered(world: WorkflowWorld, workflo
   await eventually(() => doomed.process.signalCode === 'SIGKILL', { what: 'the engine killed mid-trigger', timeoutMs: 120_000 });
   await world.startEngine();
   await world.atStep(taskId, 'done', 120_000);
+}
+
+/**
+ * A world whose engine is killed (SIGKILL) in the turn trigger of `taskId`'s first turn in `work`, once
+ * its first action is done and its fan-out has queued its run — the job's finish not yet handled. Its
+ * workflow `workflow`: `work`'s on_turn_complete is `firstAction`, a fan-out to one reviewer, a move to
+ * `done`. Call at the top of a describe block; the set-up and tear-down are that block's.
+ */
+function killedMidTurnTrigger(label: string, workflow: string, taskId: string, turn: { firstAction: string; stepAgentProfile: string | null }): WorkflowWorld {
+  const world = new WorkflowWorld(label);
+  beforeAll(async () => {
+    await world.start({ withEngine: false });
+    await world.startEngine({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@work#1/run:1:1` });
+    for (const p of ['rev-a', ...(turn.stepAgentProfile ? [turn.stepAgentProfile] : [])]) await world.profile(p);
+    await world.importYaml(workflow, `
+name: Turns of ${workflow}
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work${turn.stepAgentProfile ? `\n    agent_profile_id: ${turn.stepAgentProfile}` : ''}
+    participants:
+      - { id: seat-a, role: reviewer, agent_profile_id: rev-a, decision_required: false }
+    on_turn_complete:
+      - type: ${turn.firstAction}
+      - type: queue_run_for_each_participant
+        config: { role: reviewer }
+      - type: move_to_next
+  - id: done
+    name: Done
+`);
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+  return world;
 }
