@@ -27,7 +27,7 @@ import {
   type VerificationFacts,
 } from '@gantry/contracts';
 import { eventually, relayed } from '@gantry/testing';
-import { createWorld, key, registerProducts, sha, startInProcess, taskEnqueueRequest, type TestWorld } from './harness.js';
+import { createWorld, finishClaimedDone, key, registerProducts, sha, startInProcess, taskEnqueueRequest, type TestWorld } from './harness.js';
 
 
 /** The costliest character in JSON: one UTF-16 unit, one byte of UTF-8, six bytes escaped (`\u0001`). */
@@ -165,14 +165,18 @@ describe('what a job carries fits one NATS message, whatever was accepted (docs/
       idempotencyKey: key('sprint-run'),
     };
     const { sprintRunId } = await world.client.request(createSprintRun, request);
-    const jobs = await eventually(async () => {
-      const listed = (await world.client.request(listJobs, { sprintRunId })).jobs;
-      return listed.length === taskIds.length ? listed : null;
-    }, { what: 'a job for each task of the sprint run' });
-    for (const { jobId } of jobs) {
+    // The run queues its tasks one after the other: the first is done before the second is queued.
+    const jobs = [];
+    for (const taskId of taskIds) {
+      const { jobId } = await eventually(
+        async () => (await world.client.request(listJobs, { sprintRunId })).jobs.find((j) => j.taskId === taskId) ?? null,
+        { what: `the sprint run's job of ${taskId}` },
+      );
+      jobs.push({ jobId });
       expect((await world.client.request(getJob, { jobId })).payloads).toHaveLength(1);
       const claim = await world.client.request(claimJob, { runnerId: 'runner-size', kinds: ['SPRINT_IMPLEMENTATION'], jobId, idempotencyKey: key('claim') });
       expect(claim).toMatchObject({ claimed: true, job: { jobId } });
+      if (claim.claimed && taskId !== taskIds.at(-1)) await finishClaimedDone(world.client, { jobId, runnerId: 'runner-size', leaseToken: claim.job.leaseToken });
     }
     expect((await world.client.request(getSprintRun, { sprintRunId })).taskIds).toEqual(taskIds);
     await world.client.request(cancelSprintRun, { sprintRunId, reason: longest(2_000), idempotencyKey: key('cancel-sprint-run') });

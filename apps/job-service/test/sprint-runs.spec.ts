@@ -15,6 +15,7 @@ import {
   logImplementation,
   logTestResult,
   markPrReadyForReview,
+  rollbackClaim,
   PullRequestChecksFailed,
   PullRequestMergeConflict,
   reportPush,
@@ -29,7 +30,7 @@ import { OWN_EVENTS_DURABLE } from '../src/application/durables.js';
 import { eventsOfJobsOutsideSprintRuns } from '../src/infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../src/infrastructure/projections.js';
 import { MAX_PAUSE_FILES_BYTES } from '../src/domain/index.js';
-import { createWorld, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
+import { createWorld, finishClaimedDone, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
 const PR = 'https://github.com/acme/shop/pull/102';
 
@@ -69,6 +70,9 @@ describe('sprint runs driven by job events and PR events', () => {
 
   const sprintJobs = async (sprintRunId: string) => (await world.client.request(listJobs, { sprintRunId })).jobs;
   const run = (sprintRunId: string) => world.client.request(getSprintRun, { sprintRunId });
+  /** Waits for the run's QUEUED job of `taskId`: the run queues its tasks one after the other. */
+  const queuedJobOf = (sprintRunId: string, taskId: string) =>
+    eventually(async () => (await sprintJobs(sprintRunId)).find((j) => j.taskId === taskId && j.status === 'QUEUED') ?? null, { what: `the job of ${taskId}` });
 
   /**
    * What the pr-service will publish: a contract-valid envelope on the prs stream. With `eventId`, an
@@ -132,19 +136,7 @@ describe('sprint runs driven by job events and PR events', () => {
   async function finishDone(job: JobView, runnerId: string) {
     const claim = await world.client.request(claimJob, { runnerId, kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
     if (!claim.claimed) throw new Error('not claimed');
-    const lease = { jobId: job.jobId, runnerId, leaseToken: claim.job.leaseToken };
-    await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
-    await world.client.request(logImplementation, { ...lease, summary: 'start', idempotencyKey: key('log') });
-    await world.client.request(logCommit, { ...lease, commitSha: sha('a'), message: 'feat', summary: 'one file', idempotencyKey: key('log') });
-    await world.client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: key('log') });
-    return world.client.request(finishJob, {
-      ...lease,
-      idempotencyKey: key('finish'),
-      facts: {
-        verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 3, deletions: 0 },
-        workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false,
-      },
-    });
+    return finishClaimedDone(world.client, { jobId: job.jobId, runnerId, leaseToken: claim.job.leaseToken });
   }
 
   /** A sprint job claimed, started and finished with no story log: FAILED, by `failure` or for want of output. */
@@ -197,15 +189,42 @@ describe('sprint runs driven by job events and PR events', () => {
     expect(await eventsOfJobsOutsideSprintRuns(events, world.db)).toEqual(new Set([events[0]!.eventId, events[2]!.eventId]));
   });
 
+  it("a run queues its tasks one after the other, in its order: the next only once the one before is done", async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-seq', productId: 'product-42', taskIds: ['T-S1', 'T-S2', 'T-S3'], branch: 'sprint/SP-seq', idempotencyKey: key('sprint'),
+    });
+    await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunCreated'));
+    // Queued together, a runner could claim T-S2 before T-S1, and two runner hosts push the one branch at once.
+    expect((await sprintJobs(created.sprintRunId)).map((j) => [j.taskId, j.status])).toEqual([['T-S1', 'QUEUED']]);
+
+    const first = await queuedJobOf(created.sprintRunId, 'T-S1');
+    // Claimed and at work, T-S1 still holds T-S2 back.
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-seq', kinds: ['SPRINT_IMPLEMENTATION'], jobId: first.jobId, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, first.jobId, 'JobClaimed'));
+    await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunStarted'));
+    expect((await sprintJobs(created.sprintRunId)).map((j) => j.taskId)).toEqual(['T-S1']);
+    await world.client.request(rollbackClaim, { jobId: first.jobId, runnerId: 'runner-seq', leaseToken: claim.job.leaseToken, reason: 'agent crashed', idempotencyKey: key('rollback') });
+
+    await finishDone(await queuedJobOf(created.sprintRunId, 'T-S1'), 'runner-seq');
+    const second = await queuedJobOf(created.sprintRunId, 'T-S2');
+    await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunTaskCompleted'));
+    expect((await sprintJobs(created.sprintRunId)).map((j) => [j.taskId, j.status])).toEqual([['T-S1', 'DONE'], ['T-S2', 'QUEUED']]);
+
+    await finishDone(second, 'runner-seq');
+    await finishDone(await queuedJobOf(created.sprintRunId, 'T-S3'), 'runner-seq');
+    expect(await eventually(async () => {
+      const r = await run(created.sprintRunId);
+      return r.status === 'DONE' ? r : null;
+    }, { what: 'the run DONE' })).toMatchObject({ doneTaskIds: ['T-S1', 'T-S2', 'T-S3'] });
+    expect((await sprintJobs(created.sprintRunId)).map((j) => [j.taskId, j.status])).toEqual([['T-S1', 'DONE'], ['T-S2', 'DONE'], ['T-S3', 'DONE']]);
+  });
+
   it('a merge conflict in more files than one message carries still pauses the run: the files it keeps and names are cut, the pull request lists them all', async () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-huge', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-huge', prUrl: PR, idempotencyKey: key('sprint'),
     });
-    const jobs = await eventually(async () => {
-      const j = await sprintJobs(created.sprintRunId);
-      return j.length === 2 ? j : null;
-    }, { what: 'one job per sprint task' });
-    await finishDone(jobs[0]!, 'runner-huge');
+    await finishDone(await queuedJobOf(created.sprintRunId, 'T-1'), 'runner-huge');
     await eventually(async () => (await run(created.sprintRunId)).status === 'RUNNING', { what: 'the run RUNNING' });
 
     // 20,000 paths, 860 KB as JSON: the pr-service's event fits one message, a pause that named them twice would not.
@@ -227,17 +246,11 @@ describe('sprint runs driven by job events and PR events', () => {
       sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1', 'T-2'], branch: 'sprint/SP-7', prUrl: PR, idempotencyKey: key('sprint'),
     });
     expect(created.status).toBe('QUEUED');
-    const jobs = await eventually(async () => {
-      const j = await sprintJobs(created.sprintRunId);
-      return j.length === 2 ? j : null;
-    }, { what: 'one job per sprint task' });
-    expect(jobs.map((j) => [j.taskId, j.kind, j.status, j.baseRef, j.repository, j.branch])).toEqual([
-      ['T-1', 'SPRINT_IMPLEMENTATION', 'QUEUED', null, 'acme/shop', 'sprint/SP-7'],
-      ['T-2', 'SPRINT_IMPLEMENTATION', 'QUEUED', null, 'acme/shop', 'sprint/SP-7'],
-    ]);
+    const first = await queuedJobOf(created.sprintRunId, 'T-1');
+    expect([first.taskId, first.kind, first.status, first.baseRef, first.repository, first.branch]).toEqual(['T-1', 'SPRINT_IMPLEMENTATION', 'QUEUED', null, 'acme/shop', 'sprint/SP-7']);
     expect((await run(created.sprintRunId)).repository).toBe('acme/shop');
 
-    await finishDone(jobs[0]!, 'runner-s1');
+    await finishDone(first, 'runner-s1');
     await eventually(async () => {
       const r = await run(created.sprintRunId);
       return r.status === 'RUNNING' && r.doneTaskIds.includes('T-1');
@@ -253,7 +266,7 @@ describe('sprint runs driven by job events and PR events', () => {
 
     const resumed = await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'resolved', idempotencyKey: key('resume') });
     expect(resumed.status).toBe('RUNNING');
-    // The T-2 job still queued is kept; the resume does not queue a second one for it.
+    // T-2 has one job, whether T-1's end queued it before the pause or the resume did; no second one.
     await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
     const afterResume = await sprintJobs(created.sprintRunId);
     expect(afterResume.filter((j) => j.taskId === 'T-2')).toHaveLength(1);
@@ -310,11 +323,8 @@ describe('sprint runs driven by job events and PR events', () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-8', productId: 'product-42', taskIds: ['T-3', 'T-4'], branch: 'sprint/SP-8', idempotencyKey: key('sprint'),
     });
-    const jobs = await eventually(async () => {
-      const j = await sprintJobs(created.sprintRunId);
-      return j.length === 2 ? j : null;
-    }, { what: 'the sprint jobs' });
-    const claim = await world.client.request(claimJob, { runnerId: 'runner-c', kinds: ['SPRINT_IMPLEMENTATION'], jobId: jobs[0]!.jobId, idempotencyKey: key('claim') });
+    const job = await queuedJobOf(created.sprintRunId, 'T-3');
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-c', kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
     expect(claim.claimed).toBe(true);
     await eventually(async () => (await run(created.sprintRunId)).status === 'RUNNING', { what: 'the run RUNNING' });
 
@@ -326,7 +336,7 @@ describe('sprint runs driven by job events and PR events', () => {
       const j = await sprintJobs(created.sprintRunId);
       return j.every((x) => x.status === 'CANCELLED') ? j : null;
     }, { what: 'every sprint job cancelled' });
-    expect(after.map((j) => j.taskStatus)).toEqual(['TO_DO', 'TO_DO']);
+    expect(after.map((j) => [j.taskId, j.taskStatus])).toEqual([['T-3', 'TO_DO']]);
     // The workflow engine is asked to take the open tasks back to their start step, once, keyed by the cancel.
     const asked = await eventually(() => returnRequests.find((r) => r.sprintRunId === created.sprintRunId), { what: 'return_tasks_to_todo sent' });
     expect(asked).toMatchObject({ taskIds: ['T-3', 'T-4'], idempotencyKey: expect.stringMatching(/^sprint-run:/) });
@@ -337,10 +347,7 @@ describe('sprint runs driven by job events and PR events', () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-late', productId: 'product-42', taskIds: ['T-A', 'T-B'], branch: 'sprint/SP-late', idempotencyKey: key('sprint'),
     });
-    const jobs = await eventually(async () => {
-      const j = await sprintJobs(created.sprintRunId);
-      return j.length === 2 ? j : null;
-    }, { what: 'the sprint jobs' });
+    const queued = await queuedJobOf(created.sprintRunId, 'T-A');
     // While `cancel_block` has a row, every JobCancelled append fails: the effect's transaction is rolled back and
     // its event handed back, to come again later (docs/architecture.md, "Durable consumers"). A sequence counts the
     // tries, being the one thing a rolled-back transaction leaves behind.
@@ -359,27 +366,16 @@ describe('sprint runs driven by job events and PR events', () => {
       CREATE TRIGGER cancel_block BEFORE INSERT ON events FOR EACH ROW WHEN (NEW.type = 'JobCancelled') EXECUTE FUNCTION cancel_block_fail();
     `);
     try {
-      const failedJob = jobs.find((j) => j.taskId === 'T-A')!;
-      const claim = await world.client.request(claimJob, { runnerId: 'runner-late', kinds: ['SPRINT_IMPLEMENTATION'], jobId: failedJob.jobId, idempotencyKey: key('claim') });
-      if (!claim.claimed) throw new Error('not claimed');
-      const lease = { jobId: failedJob.jobId, runnerId: 'runner-late', leaseToken: claim.job.leaseToken };
-      await world.client.request(startJob, { ...lease, idempotencyKey: key('start') });
-      await world.client.request(finishJob, {
-        ...lease, idempotencyKey: key('finish'),
-        facts: {
-          verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 1, deletions: 0 },
-          workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: { kind: 'COMPILE', message: 'src/a.ts: error' }, cancelled: false,
-        },
-      });
-      await eventually(async () => (await run(created.sprintRunId)).status === 'FAILED', { what: 'the run FAILED' });
-      // The failure's cancel of T-B's job was tried and failed.
+      // Red checks fail the run while T-A's job is queued.
+      await deliverPrFact(PullRequestChecksFailed.type, redChecksOn('sprint/SP-late', sha('b')));
+      expect((await run(created.sprintRunId)).status).toBe('FAILED');
+      // The failure's cancel of T-A's job was tried and failed.
       await eventually(async () => (await world.db.query(`SELECT is_called FROM cancel_block_tries`)).rows[0].is_called === true, { what: 'the cancel tried' });
 
       await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
       await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
-      const resumed = await sprintJobs(created.sprintRunId);
-      // T-A has a job of the resume, T-B keeps its queued one.
-      expect(resumed.filter((j) => j.status === 'QUEUED').map((j) => j.taskId).sort()).toEqual(['T-A', 'T-B']);
+      // T-A keeps its queued job; T-B waits for it.
+      expect((await sprintJobs(created.sprintRunId)).map((j) => [j.jobId, j.status])).toEqual([[queued.jobId, 'QUEUED']]);
 
       await world.db.query(`DELETE FROM cancel_block`);
       await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunFailed'));
@@ -388,9 +384,7 @@ describe('sprint runs driven by job events and PR events', () => {
     }
     // The run is RUNNING again: the late cancel asked for by its failure no longer applies to it.
     expect((await run(created.sprintRunId)).status).toBe('RUNNING');
-    const after = await sprintJobs(created.sprintRunId);
-    expect(after.filter((j) => j.status === 'QUEUED').map((j) => j.taskId).sort()).toEqual(['T-A', 'T-B']);
-    expect(after.filter((j) => j.status === 'CANCELLED')).toEqual([]);
+    expect((await sprintJobs(created.sprintRunId)).map((j) => [j.jobId, j.status])).toEqual([[queued.jobId, 'QUEUED']]);
   });
 
   it("a run whose only task's finish is handled before its job's claim completes all the same", async () => {
@@ -414,51 +408,46 @@ describe('sprint runs driven by job events and PR events', () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-stale', productId: 'product-42', taskIds: ['T-C', 'T-D'], branch: 'sprint/SP-stale', idempotencyKey: key('sprint'),
     });
-    const jobs = await eventually(async () => {
-      const j = await sprintJobs(created.sprintRunId);
-      return j.length === 2 ? j : null;
-    }, { what: 'the sprint jobs' });
-    const stale = jobs.find((j) => j.taskId === 'T-D')!;
+    await finishDone(await queuedJobOf(created.sprintRunId, 'T-C'), 'runner-stale-c');
+    const stale = await queuedJobOf(created.sprintRunId, 'T-D');
     // The run's reactions are kept from T-D's finish until after the resume.
     await withReactionHeldBack(stale.jobId, 'JobFinished', async () => {
       await claimAndFail(stale, 'runner-stale-d', { kind: 'COMPILE', message: 'src/d.ts: error' });
-      await claimAndFail(jobs.find((j) => j.taskId === 'T-C')!, 'runner-stale-c', { kind: 'COMPILE', message: 'src/c.ts: error' });
-      await eventually(async () => (await run(created.sprintRunId)).status === 'FAILED', { what: 'the run FAILED by T-C' });
-      expect((await run(created.sprintRunId)).failure).toMatchObject({ taskId: 'T-C' });
+      // Red checks fail the run; it has not heard of T-D's failure.
+      await deliverPrFact(PullRequestChecksFailed.type, redChecksOn('sprint/SP-stale', sha('d')));
+      expect((await run(created.sprintRunId)).failure).toMatchObject({ reason: 'CHECKS_FAILED' });
 
       await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
       await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
-      expect((await sprintJobs(created.sprintRunId)).filter((j) => j.status === 'QUEUED').map((j) => j.taskId).sort()).toEqual(['T-C', 'T-D']);
+      expect((await sprintJobs(created.sprintRunId)).filter((j) => j.status === 'QUEUED').map((j) => j.taskId)).toEqual(['T-D']);
     });
     // T-D's failure, from before the resume, now reaches the run: the resume already queued T-D afresh.
     await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, stale.jobId, 'JobFinished'));
     expect((await run(created.sprintRunId)).status).toBe('RUNNING');
     const after = await sprintJobs(created.sprintRunId);
-    expect(after.filter((j) => j.status === 'QUEUED').map((j) => j.taskId).sort()).toEqual(['T-C', 'T-D']);
+    expect(after.filter((j) => j.status === 'QUEUED').map((j) => j.taskId)).toEqual(['T-D']);
     expect(after.filter((j) => j.status === 'CANCELLED')).toEqual([]);
   });
 
-  it("a task whose DONE the run heard of only after a resume queued it again stays done when that second job fails", async () => {
+  it("a task whose DONE the run heard of only after a resume queued it again stays done when that second job fails, and the next task is queued", async () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-twice', productId: 'product-42', taskIds: ['T-E', 'T-F'], branch: 'sprint/SP-twice', idempotencyKey: key('sprint'),
     });
-    const jobs = await eventually(async () => {
-      const j = await sprintJobs(created.sprintRunId);
-      return j.length === 2 ? j : null;
-    }, { what: 'the sprint jobs' });
-    const first = jobs.find((j) => j.taskId === 'T-E')!;
+    const first = await queuedJobOf(created.sprintRunId, 'T-E');
     // The run's reactions are kept from T-E's DONE until after the resume.
     await withReactionHeldBack(first.jobId, 'JobFinished', async () => {
       expect(await finishDone(first, 'runner-twice-e')).toMatchObject({ jobStatus: 'DONE' });
-      expect(await claimAndFail(jobs.find((j) => j.taskId === 'T-F')!, 'runner-twice-f')).toMatchObject({ jobStatus: 'FAILED' });
-      await eventually(async () => (await run(created.sprintRunId)).status === 'FAILED', { what: 'the run FAILED by T-F' });
+      await deliverPrFact(PullRequestChecksFailed.type, redChecksOn('sprint/SP-twice', sha('e')));
+      expect((await run(created.sprintRunId)).status).toBe('FAILED');
       await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
       await handledByConsumer(world.db, 'job-service-sprint-run-effects', await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
     });
     await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, first.jobId, 'JobFinished'));
     expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', doneTaskIds: ['T-E'] });
-    // The resume, not knowing T-E was done, queued it again; that job finds nothing left to do and fails.
+    // The resume, not knowing T-E was done, queued it again; that job does not hold T-F back.
     const again = (await sprintJobs(created.sprintRunId)).find((j) => j.taskId === 'T-E' && j.status === 'QUEUED')!;
+    await queuedJobOf(created.sprintRunId, 'T-F');
+    // It finds nothing left to do and fails.
     expect(await claimAndFail(again, 'runner-twice-e2')).toMatchObject({ jobStatus: 'FAILED' });
     await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, again.jobId, 'JobFinished'));
     expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', doneTaskIds: ['T-E'] });
@@ -533,14 +522,11 @@ describe('sprint runs driven by job events and PR events', () => {
     it("a conflict and red checks reported late for a head its jobs pushed over are passed over; the current head's still act", async () => {
       const branch = 'sprint/SP-heads';
       const created = await world.client.request(createSprintRun, { sprintId: 'SP-heads', productId: 'product-42', taskIds: ['T-H1', 'T-H2'], branch, idempotencyKey: key('sprint') });
-      const jobs = await eventually(async () => {
-        const j = await sprintJobs(created.sprintRunId);
-        return j.length === 2 ? j : null;
-      }, { what: 'the sprint jobs' });
-      await pushHead(jobs[0]!, 'runner-h1', branch, sha('1'));
+      await pushHead(await queuedJobOf(created.sprintRunId, 'T-H1'), 'runner-h1', branch, sha('1'));
       // The second task's job pushes on top of the first's, and is still at work.
-      await pushHead(jobs[1]!, 'runner-h2', branch, sha('2'), false);
-      await pushDelivered(jobs[1]!.jobId);
+      const second = await queuedJobOf(created.sprintRunId, 'T-H2');
+      await pushHead(second, 'runner-h2', branch, sha('2'), false);
+      await pushDelivered(second.jobId);
       await eventually(async () => {
         const r = await run(created.sprintRunId);
         return r.status === 'RUNNING' && r.doneTaskIds.includes('T-H1');
@@ -560,12 +546,9 @@ describe('sprint runs driven by job events and PR events', () => {
     it('a resumed run passes over the conflict it was resumed from, delivered again, and red checks reported late for that head; a head no job of it pushed still acts', async () => {
       const branch = 'sprint/SP-resumed';
       const created = await world.client.request(createSprintRun, { sprintId: 'SP-resumed', productId: 'product-42', taskIds: ['T-R1', 'T-R2'], branch, idempotencyKey: key('sprint') });
-      const jobs = await eventually(async () => {
-        const j = await sprintJobs(created.sprintRunId);
-        return j.length === 2 ? j : null;
-      }, { what: 'the sprint jobs' });
-      await pushHead(jobs[0]!, 'runner-r1', branch, sha('3'));
-      await pushDelivered(jobs[0]!.jobId);
+      const first = await queuedJobOf(created.sprintRunId, 'T-R1');
+      await pushHead(first, 'runner-r1', branch, sha('3'));
+      await pushDelivered(first.jobId);
       await eventually(async () => (await run(created.sprintRunId)).doneTaskIds.includes('T-R1'), { what: 'T-R1 done' });
       const conflict = conflictOn(branch, sha('3'));
       const conflictId = await deliverPrFact(PullRequestMergeConflict.type, conflict);
@@ -591,35 +574,31 @@ describe('sprint runs driven by job events and PR events', () => {
     it("red checks on a push whose report the run has not handled yet fail it: the pr-service saw the head first", async () => {
       const branch = 'sprint/SP-early';
       const created = await world.client.request(createSprintRun, { sprintId: 'SP-early', productId: 'product-42', taskIds: ['T-Q1', 'T-Q2'], branch, idempotencyKey: key('sprint') });
-      const jobs = await eventually(async () => {
-        const j = await sprintJobs(created.sprintRunId);
-        return j.length === 2 ? j : null;
-      }, { what: 'the sprint jobs' });
-      await pushHead(jobs[0]!, 'runner-q1', branch, sha('5'));
-      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, jobs[0]!.jobId, 'JobPushReported'));
-      await withReactionHeldBack(jobs[1]!.jobId, 'JobPushReported', async () => {
-        await pushHead(jobs[1]!, 'runner-q2', branch, sha('6'), false);
+      const first = await queuedJobOf(created.sprintRunId, 'T-Q1');
+      await pushHead(first, 'runner-q1', branch, sha('5'));
+      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, first.jobId, 'JobPushReported'));
+      const second = await queuedJobOf(created.sprintRunId, 'T-Q2');
+      await withReactionHeldBack(second.jobId, 'JobPushReported', async () => {
+        await pushHead(second, 'runner-q2', branch, sha('6'), false);
         await deliverPrFact(PullRequestChecksFailed.type, redChecksOn(branch, sha('6')));
         expect(await run(created.sprintRunId)).toMatchObject({ status: 'FAILED', failure: { reason: 'CHECKS_FAILED' } });
       });
-      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, jobs[1]!.jobId, 'JobPushReported'));
+      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, second.jobId, 'JobPushReported'));
       expect((await run(created.sprintRunId)).status).toBe('FAILED');
     });
 
     it("a push report handled after a later one's does not make its head the current one again", async () => {
       const branch = 'sprint/SP-order-heads';
       const created = await world.client.request(createSprintRun, { sprintId: 'SP-order-heads', productId: 'product-42', taskIds: ['T-P1', 'T-P2'], branch, idempotencyKey: key('sprint') });
-      const jobs = await eventually(async () => {
-        const j = await sprintJobs(created.sprintRunId);
-        return j.length === 2 ? j : null;
-      }, { what: 'the sprint jobs' });
+      const first = await queuedJobOf(created.sprintRunId, 'T-P1');
       // The run learns of the first job's push only after the second job's.
-      await withReactionHeldBack(jobs[0]!.jobId, 'JobPushReported', async () => {
-        await pushHead(jobs[0]!, 'runner-p1', branch, sha('7'));
-        await pushHead(jobs[1]!, 'runner-p2', branch, sha('8'), false);
-        await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, jobs[1]!.jobId, 'JobPushReported'));
+      await withReactionHeldBack(first.jobId, 'JobPushReported', async () => {
+        await pushHead(first, 'runner-p1', branch, sha('7'));
+        const second = await queuedJobOf(created.sprintRunId, 'T-P2');
+        await pushHead(second, 'runner-p2', branch, sha('8'), false);
+        await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, second.jobId, 'JobPushReported'));
       });
-      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, jobs[0]!.jobId, 'JobPushReported'));
+      await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, first.jobId, 'JobPushReported'));
       await deliverPrFact(PullRequestMergeConflict.type, conflictOn(branch, sha('7')));
       expect((await run(created.sprintRunId)).status).toBe('RUNNING');
       await deliverPrFact(PullRequestMergeConflict.type, conflictOn(branch, sha('8')));

@@ -5,7 +5,7 @@ import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, ret
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
 import { CommandClient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
-import { jobDecider, sprintRunEffects, type SprintConfigOverrides, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
+import { jobDecider, nextSprintJob, sprintRunEffects, type SprintConfigOverrides, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
 import { loadSprintRun } from '../infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../infrastructure/projections.js';
 import { enqueueJobRequest } from './run-queue.js';
@@ -38,39 +38,40 @@ export class SprintRunEffects {
   private async execute(effect: SprintRunEffect, cause: EventEnvelope, sql: pg.PoolClient): Promise<void> {
     const metadata = { correlationId: cause.correlationId, causationId: cause.eventId, actor: 'job-service' };
     switch (effect.type) {
-      case 'ENQUEUE_SPRINT_JOBS': {
-        // Only a live run gets jobs, and only for tasks not done: a replayed request of a run that has
-        // moved on asks for nothing. A resume asks afresh for the remaining tasks; a task whose job is
-        // still queued or running (a pause does not stop jobs) keeps that job instead of a second one.
+      case 'ENQUEUE_NEXT_SPRINT_JOB': {
+        // Only a live run gets jobs, one task after the other (nextSprintJob): a replayed request of a run
+        // that has moved on asks for nothing, and a task whose job is still queued or running (a pause
+        // does not stop jobs) holds the next one back. The run's row is locked first, so two requests of
+        // one run handled at once (a redelivery beside its successor's, two replicas) take turns, and the
+        // second sees the job the first queued.
+        await sql.query(`SELECT 1 FROM sprint_runs WHERE sprint_run_id = $1 FOR NO KEY UPDATE`, [effect.sprintRunId]);
         const { run: current } = await loadSprintRun(this.store, effect.sprintRunId, sql);
         if (!current || (current.status !== 'QUEUED' && current.status !== 'RUNNING')) return;
         const { rows } = await sql.query<{ task_id: string }>(
           `SELECT task_id FROM jobs WHERE sprint_run_id = $1 AND status IN ('QUEUED', 'CLAIMED', 'RUNNING') AND task_id IS NOT NULL`,
           [effect.sprintRunId],
         );
-        const active = new Set([...rows.map((r) => r.task_id), ...current.doneTaskIds]);
-        for (const job of effect.jobs) {
-          if (active.has(job.taskId)) continue;
-          await enqueueJobRequest(
-            this.store,
-            {
-              kind: 'SPRINT_IMPLEMENTATION',
-              productId: effect.productId,
-              sprintId: effect.sprintId,
-              sprintRunId: effect.sprintRunId,
-              taskId: job.taskId,
-              prompt: `Implement task ${job.taskId} of sprint ${effect.sprintId} on branch ${effect.branch}.`,
-              // The sprint branch, started from the product's target branch when it does not exist yet.
-              branch: effect.branch,
-              ...(job.payload ? { payload: job.payload } : {}),
-              ...configOverridesOf(effect.configOverrides),
-              idempotencyKey: job.idempotencyKey,
-              excludeFromCoalescing: true,
-            },
-            metadata,
-            sql,
-          );
-        }
+        const job = nextSprintJob(effect, current, rows.map((r) => r.task_id));
+        if (job === null) return;
+        await enqueueJobRequest(
+          this.store,
+          {
+            kind: 'SPRINT_IMPLEMENTATION',
+            productId: effect.productId,
+            sprintId: effect.sprintId,
+            sprintRunId: effect.sprintRunId,
+            taskId: job.taskId,
+            prompt: `Implement task ${job.taskId} of sprint ${effect.sprintId} on branch ${effect.branch}.`,
+            // The sprint branch, started from the product's target branch when it does not exist yet.
+            branch: effect.branch,
+            ...(job.payload ? { payload: job.payload } : {}),
+            ...configOverridesOf(effect.configOverrides),
+            idempotencyKey: job.idempotencyKey,
+            excludeFromCoalescing: true,
+          },
+          metadata,
+          sql,
+        );
         return;
       }
       case 'CANCEL_SPRINT_JOBS': {

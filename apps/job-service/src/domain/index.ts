@@ -49,8 +49,8 @@ export type { SprintConfigOverrides, SprintRunCommand, SprintRunCommandType } fr
 export type { SprintRunEvent } from './sprint-run/events.js';
 export type { SprintRun, SprintRunState, SprintRunPause, SprintRunFailure } from './sprint-run/state.js';
 export { initialSprintRunState, evolveSprintRun, sprintRunExists, remainingTasks, currentHead, passedOverHead } from './sprint-run/state.js';
-export type { SprintRunEffect } from './sprint-run/effects.js';
-export { sprintRunEffects, sprintJobIdempotencyKey } from './sprint-run/effects.js';
+export type { SprintRunEffect, SprintJobRequest } from './sprint-run/effects.js';
+export { sprintRunEffects, sprintJobIdempotencyKey, nextSprintJob } from './sprint-run/effects.js';
 export type { SprintRunTransition } from './sprint-run/decider.js';
 export { decideSprintRun, sprintRunDecider, transitionSprintRun, resumeInstructionsFor, filesKeptOnPause, MAX_PAUSE_FILES_BYTES } from './sprint-run/decider.js';
 

@@ -58,12 +58,10 @@ describe('pull requests with more than one message carries', () => {
     } finally {
       clone.remove();
     }
-    // The first task's push opens the PR, in conflict at once; the other works (held at its gate) until
-    // the run has paused, so the run is RUNNING when the conflict comes, and no push of the second moves
-    // the head from under it. The branch's one worktree serialises the two jobs in either order (the
-    // runner claims both at once), so each waits at its own gate, and the first to hold the worktree —
-    // RUNNING — is let through: a gate on a fixed task held the worktree whenever that task got it first,
-    // and the other task, the one that was to push, waited for it for good.
+    // The first task's push opens the PR, in conflict at once; the run is RUNNING when the conflict comes,
+    // and no push of the second moves the head from under it (the run queues its second task only once
+    // the first is done, and each task waits at its own gate until the run has paused). The first task
+    // RUNNING is let through.
     const gates: Record<string, string> = { 'T-1': join(system.root, 'gate-huge-conflict-1'), 'T-2': join(system.root, 'gate-huge-conflict-2') };
     const run = await system.createSprintRun('product-huge-conflict', 'SP-huge', branch, { 'T-1': commit('src/one.ts', gates['T-1']), 'T-2': commit('src/two.ts', gates['T-2']) });
     const first = await eventually(async () => (await system.sprintJobs(run)).find((j) => j.status === 'RUNNING') ?? null, {

@@ -90,6 +90,8 @@ describe('SPRINT pull requests, conflicts and red checks end to end', () => {
       'T-2': commit('src/other.ts', 'other\n', 20_000),
     });
     const pr = await system.prWhere(repository, branch, (p) => p.prNumber !== null, 'the PR opened');
+    // The run queues T-2 once T-1 is done: the conflict comes while T-2's agent works.
+    await eventually(async () => (await system.sprintJobs(run)).find((j) => j.taskId === 'T-2' && (j.status === 'CLAIMED' || j.status === 'RUNNING')), { what: 'T-2 at work', timeoutMs: 60_000 });
     await system.github.commit(repository, { branch: 'main', files: { 'src/app.ts': 'export const app = "main";\n' }, message: 'main changes app' });
 
     const paused = await system.sprintRunWhere(run, 'PAUSED');

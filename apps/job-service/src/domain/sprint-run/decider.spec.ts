@@ -5,7 +5,7 @@ import { PRODUCT } from '../testing/job-fixtures.js';
 import type { ProductResolution } from '../product/view.js';
 import type { SprintRunCommand } from './commands.js';
 import { filesKeptOnPause, MAX_PAUSE_FILES_BYTES, resumeInstructionsFor, sprintRunDecider, transitionSprintRun } from './decider.js';
-import { sprintJobIdempotencyKey, sprintRunEffects } from './effects.js';
+import { nextSprintJob, sprintJobIdempotencyKey, sprintRunEffects } from './effects.js';
 import type { SprintRunEvent } from './events.js';
 import { initialSprintRunState, type SprintRun, type SprintRunState } from './state.js';
 
@@ -100,7 +100,7 @@ describe('sprint run decider', () => {
     const create = cmd.create();
     const withOverrides = { ...created, data: { ...created.data, configOverrides } } as SprintRunEvent;
     given([]).when({ ...create, data: { ...create.data, configOverrides } } as SprintRunCommand).then([withOverrides]);
-    expect(sprintRunEffects(withOverrides, initialSprintRunState)).toMatchObject([{ type: 'ENQUEUE_SPRINT_JOBS', configOverrides }]);
+    expect(sprintRunEffects(withOverrides, initialSprintRunState)).toMatchObject([{ type: 'ENQUEUE_NEXT_SPRINT_JOB', configOverrides }]);
     const resumed: SprintRunEvent = {
       type: 'SprintRunResumed',
       data: { sprintRunId: RUN, from: 'PAUSED', resumeSeq: 1, remainingTaskIds: ['T-2'], actor: null, note: null, resumedAt: at(60) },
@@ -116,7 +116,7 @@ describe('sprint run decider', () => {
     const withPayloads = { ...created, data: { ...created.data, taskPayloads: payloads } } as SprintRunEvent;
     given([]).when({ ...create, data: { ...create.data, taskPayloads: payloads } } as SprintRunCommand).then([withPayloads]);
     expect(sprintRunEffects(withPayloads, initialSprintRunState)).toMatchObject([
-      { type: 'ENQUEUE_SPRINT_JOBS', jobs: [{ taskId: 'T-1' }, { taskId: 'T-2', payload: payloads['T-2'] }] },
+      { type: 'ENQUEUE_NEXT_SPRINT_JOB', jobs: [{ taskId: 'T-1' }, { taskId: 'T-2', payload: payloads['T-2'] }] },
     ]);
     expect((sprintRunEffects(withPayloads, initialSprintRunState)[0] as { jobs: object[] }).jobs[0]).not.toHaveProperty('payload');
     const resumed: SprintRunEvent = {
@@ -396,7 +396,7 @@ describe('sprint run decider', () => {
 
       expect(step(cmd.create()).effects).toEqual([
         {
-          type: 'ENQUEUE_SPRINT_JOBS',
+          type: 'ENQUEUE_NEXT_SPRINT_JOB',
           sprintRunId: RUN,
           sprintId: 'SP-7',
           productId: 'product-42',
@@ -409,7 +409,18 @@ describe('sprint run decider', () => {
         },
       ]);
       expect(step(cmd.claimed(5)).nextState.status).toBe('RUNNING');
-      expect(step(cmd.taskDone('T-1', 10)).effects).toEqual([]);
+      // T-1 done: T-2's turn.
+      expect(step(cmd.taskDone('T-1', 10)).effects).toEqual([
+        {
+          type: 'ENQUEUE_NEXT_SPRINT_JOB',
+          sprintRunId: RUN,
+          sprintId: 'SP-7',
+          productId: 'product-42',
+          branch: 'sprint/SP-7',
+          configOverrides: { product: null, sprint: null },
+          jobs: [{ taskId: 'T-2', idempotencyKey: sprintJobIdempotencyKey(RUN, 0, 'T-2') }],
+        },
+      ]);
 
       const pause = step(cmd.conflict(20));
       expect(pause.nextState.status).toBe('PAUSED');
@@ -421,7 +432,7 @@ describe('sprint run decider', () => {
       expect(resume.nextState.status).toBe('RUNNING');
       expect(resume.effects).toEqual([
         {
-          type: 'ENQUEUE_SPRINT_JOBS',
+          type: 'ENQUEUE_NEXT_SPRINT_JOB',
           sprintRunId: RUN,
           sprintId: 'SP-7',
           productId: 'product-42',
@@ -435,6 +446,20 @@ describe('sprint run decider', () => {
       const done = step(cmd.taskDone('T-2', 90));
       expect(done.nextState.status).toBe('DONE');
       expect(done.effects).toEqual([{ type: 'MARK_PR_READY_FOR_REVIEW', sprintRunId: RUN, repository: 'acme/shop', branch: 'sprint/SP-7', prUrl: PR }]);
+    });
+
+    it("the tasks are queued one after the other, in the run's order: the next only once no job of an open task is queued or running", () => {
+      const [enqueue] = sprintRunEffects(created, initialSprintRunState);
+      if (enqueue?.type !== 'ENQUEUE_NEXT_SPRINT_JOB') throw new Error('no enqueue at creation');
+      expect(nextSprintJob(enqueue, { doneTaskIds: [] }, [])).toMatchObject({ taskId: 'T-1' });
+      // T-1's job queued or running: T-2 waits for it, whichever request comes (a redelivery, a resume's).
+      expect(nextSprintJob(enqueue, { doneTaskIds: [] }, ['T-1'])).toBeNull();
+      expect(nextSprintJob(enqueue, { doneTaskIds: ['T-1'] }, [])).toMatchObject({ taskId: 'T-2' });
+      // A job left for a task done already (queued again by a resume that had not heard of its DONE) holds nothing back.
+      expect(nextSprintJob(enqueue, { doneTaskIds: ['T-1'] }, ['T-1'])).toMatchObject({ taskId: 'T-2' });
+      expect(nextSprintJob(enqueue, { doneTaskIds: ['T-1', 'T-2'] }, [])).toBeNull();
+      // The last task done asks for nothing more.
+      expect(sprintRunEffects(taskDone('T-2', 20), stateOf([...running, taskDone('T-1', 10)]))).toEqual([]);
     });
 
     it('a cancel asks to stop the run\'s jobs and to put the open tasks back to TO_DO', () => {
