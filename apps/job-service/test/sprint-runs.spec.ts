@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
 import {
+  cancelJob,
   cancelSprintRun,
   claimJob,
   commandSubject,
@@ -149,29 +150,41 @@ describe('sprint runs driven by job events and PR events', () => {
     return world.client.request(finishJob, { ...lease, idempotencyKey: key('finish'), facts });
   }
 
+  type Hold = { streamId: string; type: string; consumer: string };
+
   /**
-   * Runs `body` while the run's reactions to the job's `type` event fail (the consumer hands its try
-   * back and goes on with later events): the run learns of that event only after `body`.
+   * Runs `body` while each held consumer fails on its stream's `type` event (the consumer hands its try
+   * back and goes on with later events): it handles that event only after `body`, or once `body`
+   * calls `release` for it.
    */
-  async function withReactionHeldBack(jobId: string, type: string, body: () => Promise<void>) {
+  async function withHeldBack(holds: Hold[], body: (release: (hold: Hold) => Promise<void>) => Promise<void>) {
     await world.db.query(`
-      CREATE TABLE held_back (job_id text, type text);
+      CREATE TABLE held_back (stream_id text, type text, consumer text);
       CREATE FUNCTION held_back_fail() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
-        IF EXISTS (SELECT 1 FROM events e JOIN held_back b ON b.job_id = e.stream_id AND b.type = e.type WHERE e.event_id::text = NEW.event_id::text) THEN
-          RAISE EXCEPTION 'test: the run learns of this event later';
+        IF EXISTS (
+          SELECT 1 FROM events e JOIN held_back b ON b.stream_id = e.stream_id AND b.type = e.type
+           WHERE e.event_id::text = NEW.event_id::text AND b.consumer = NEW.consumer
+        ) THEN
+          RAISE EXCEPTION 'test: this event is handled later';
         END IF;
         RETURN NEW;
       END $$;
-      CREATE TRIGGER held_back BEFORE INSERT ON inbox FOR EACH ROW WHEN (NEW.consumer = 'job-service-sprint-runs-from-jobs') EXECUTE FUNCTION held_back_fail();
+      CREATE TRIGGER held_back BEFORE INSERT ON inbox FOR EACH ROW EXECUTE FUNCTION held_back_fail();
     `);
     try {
-      await world.db.query(`INSERT INTO held_back VALUES ($1, $2)`, [jobId, type]);
-      await body();
+      for (const h of holds) await world.db.query(`INSERT INTO held_back VALUES ($1, $2, $3)`, [h.streamId, h.type, h.consumer]);
+      await body(async (h) => {
+        await world.db.query(`DELETE FROM held_back WHERE stream_id = $1 AND type = $2 AND consumer = $3`, [h.streamId, h.type, h.consumer]);
+      });
     } finally {
       await world.db.query(`DROP TRIGGER IF EXISTS held_back ON inbox; DROP FUNCTION IF EXISTS held_back_fail(); DROP TABLE IF EXISTS held_back`);
     }
   }
+
+  /** Runs `body` while the run's reactions to the job's `type` event fail: the run learns of that event only after `body`. */
+  const withReactionHeldBack = (jobId: string, type: string, body: () => Promise<void>) =>
+    withHeldBack([{ streamId: jobId, type, consumer: 'job-service-sprint-runs-from-jobs' }], body);
 
   it("of a batch of job events, those of jobs in no sprint run are named for skipping; a sprint job's and an unknown job's are not", async () => {
     const plain = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', taskId: 'T-plain', prompt: 'x', idempotencyKey: key('plain') });
@@ -452,6 +465,53 @@ describe('sprint runs driven by job events and PR events', () => {
     await handledByConsumer(world.db, 'job-service-sprint-runs-from-jobs', await eventIdOf(world.db, again.jobId, 'JobFinished'));
     expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', doneTaskIds: ['T-E'] });
     expect((await sprintJobs(created.sprintRunId)).filter((j) => j.taskId === 'T-F' && j.status === 'QUEUED')).toHaveLength(1);
+  });
+
+  it("a job of the run cancelled on its own fails the run, naming its task; a resume queues that task again and the run goes on", async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-job-cancel', productId: 'product-42', taskIds: ['T-X1', 'T-X2'], branch: 'sprint/SP-job-cancel', idempotencyKey: key('sprint'),
+    });
+    const cancelled = await queuedJobOf(created.sprintRunId, 'T-X1');
+    await world.client.request(cancelJob, { jobId: cancelled.jobId, reason: 'not this one', idempotencyKey: key('cancel') });
+    // Left RUNNING, the run would wait for ever for a task no job will do.
+    const failed = await eventually(async () => {
+      const r = await run(created.sprintRunId);
+      return r.status === 'FAILED' ? r : null;
+    }, { what: 'the run FAILED' });
+    expect(failed.failure).toMatchObject({ reason: 'TASK_FAILED', taskId: 'T-X1', error: expect.stringContaining('cancelled: not this one') });
+
+    await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'go on', idempotencyKey: key('resume') });
+    const again = await queuedJobOf(created.sprintRunId, 'T-X1');
+    expect(again.jobId).not.toBe(cancelled.jobId);
+    await finishDone(again, 'runner-job-cancel');
+    await finishDone(await queuedJobOf(created.sprintRunId, 'T-X2'), 'runner-job-cancel');
+    expect(await eventually(async () => {
+      const r = await run(created.sprintRunId);
+      return r.status === 'DONE' ? r : null;
+    }, { what: 'the run DONE' })).toMatchObject({ doneTaskIds: ['T-X1', 'T-X2'] });
+  });
+
+  it("the run's own cancel of its job, handled after a resume and before the resume's jobs, leaves the resumed run alone", async () => {
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-own-cancel', productId: 'product-42', taskIds: ['T-Y1'], branch: 'sprint/SP-own-cancel', idempotencyKey: key('sprint'),
+    });
+    const queued = await queuedJobOf(created.sprintRunId, 'T-Y1');
+    const cancelHeard: Hold = { streamId: queued.jobId, type: 'JobCancelled', consumer: 'job-service-sprint-runs-from-jobs' };
+    const resumeCarriedOut: Hold = { streamId: created.sprintRunId, type: 'SprintRunResumed', consumer: 'job-service-sprint-run-effects' };
+    await withHeldBack([cancelHeard, resumeCarriedOut], async (release) => {
+      await deliverPrFact(PullRequestChecksFailed.type, redChecksOn('sprint/SP-own-cancel', sha('c')));
+      expect((await run(created.sprintRunId)).status).toBe('FAILED');
+      // The failure cancels the run's queued job; the run hears of that cancel only after the resume,
+      // before the resume has queued the task afresh.
+      await eventually(async () => (await world.client.request(getJob, { jobId: queued.jobId })).status === 'CANCELLED', { what: 'the job cancelled by the run' });
+      await world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, note: 'fixed', idempotencyKey: key('resume') });
+      await release(cancelHeard);
+      await handledByConsumer(world.db, cancelHeard.consumer, await eventIdOf(world.db, queued.jobId, 'JobCancelled'));
+      expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', failure: null });
+    });
+    await handledByConsumer(world.db, resumeCarriedOut.consumer, await eventIdOf(world.db, created.sprintRunId, 'SprintRunResumed'));
+    expect(await run(created.sprintRunId)).toMatchObject({ status: 'RUNNING', failure: null });
+    await queuedJobOf(created.sprintRunId, 'T-Y1');
   });
 
   it('failed checks fail the run (found by repository and branch) and never pause it', async () => {

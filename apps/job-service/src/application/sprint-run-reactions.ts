@@ -27,11 +27,11 @@ import {
   type SprintRunCommand,
   type SprintRunEvent,
 } from '../domain/index.js';
-import { doneJobOfHead, eventsOfJobsOutsideSprintRuns, inSprintRun, loadJob, openSprintRunOf, supersededInItsSprintRun } from '../infrastructure/job-store.js';
+import { causedByItsSprintRun, doneJobOfHead, eventsOfJobsOutsideSprintRuns, inSprintRun, loadJob, openSprintRunOf, supersededInItsSprintRun } from '../infrastructure/job-store.js';
 import { OWN_EVENTS_DURABLE } from './durables.js';
 
 /** The job events that can mean something to a sprint run (see sprintRunCommandFor). */
-const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobPushReported', 'JobFinished', 'JobClaimRolledBack', 'JobLeaseExpired'] satisfies JobEvent['type'][]);
+const SPRINT_RELEVANT_JOB_EVENTS = new Set<string>(['JobClaimed', 'JobPushReported', 'JobFinished', 'JobClaimRolledBack', 'JobLeaseExpired', 'JobCancelled'] satisfies JobEvent['type'][]);
 
 /**
  * The sprint run learns from events: its jobs' (first claim, heads pushed, task done / failed) from
@@ -71,6 +71,9 @@ export class SprintRunReactions {
     if (!(await inSprintRun(sql, envelope.streamId))) return;
     const job = await loadJob(this.store, envelope.streamId, sql, envelope.streamVersion);
     if (!job || job.sprintRunId === null) return;
+    // The run's own failure or cancel cancelled it (CANCEL_SPRINT_JOBS): that says nothing new to the run,
+    // and handled after a resume it would fail the resumed run.
+    if (envelope.type === 'JobCancelled' && (await causedByItsSprintRun(sql, envelope.causationId, job.sprintRunId))) return;
     const command = sprintRunCommandFor({ type: envelope.type, data: envelope.data } as JobEvent, job, { now: this.now(), position: envelope.position });
     if (command?.type === 'RecordSprintTaskFailed') command.data.superseded = await supersededInItsSprintRun(sql, job.jobId);
     if (command) await this.decide(command, envelope, sql);

@@ -100,6 +100,13 @@ export async function supersededInItsSprintRun(sql: Sql, jobId: string): Promise
   return (rowCount ?? 0) > 0;
 }
 
+/** Whether `causationId` names an event of the sprint run's own stream: a command its effect processor sent. */
+export async function causedByItsSprintRun(sql: Sql, causationId: string | null, sprintRunId: string): Promise<boolean> {
+  if (causationId === null) return false;
+  const { rowCount } = await sql.query(`SELECT 1 FROM events WHERE stream_id = $1 AND event_id::text = $2`, [sprintRunId, causationId]);
+  return (rowCount ?? 0) > 0;
+}
+
 /** The DONE job that pushed `headSha` to (repository, branch), if one of ours did. */
 export async function doneJobOfHead(sql: Sql, repository: string, branch: string, headSha: string): Promise<string | null> {
   const { rows } = await sql.query<{ job_id: string }>(

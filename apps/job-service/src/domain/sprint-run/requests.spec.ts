@@ -82,7 +82,10 @@ describe('sprint runs from the wire and from other contexts\' events', () => {
 
     expect(sprintRunCommandFor(failedFinish, job, now)).toEqual({ type: 'RecordSprintTaskFailed', data: { sprintRunId: RUN, taskId: 'T-1', jobId: JOB, error: 'test failure: 2 failing', superseded: false, now: at(9) } });
     expect(sprintRunCommandFor(exhausted, job, now)).toMatchObject({ type: 'RecordSprintTaskFailed', data: { error: 'max attempts' } });
-    expect(sprintRunCommandFor(cancelledFinish, job, now)).toBeNull();
+    // A job cancelled on its own leaves its task undone: the run fails rather than wait for it for ever.
+    expect(sprintRunCommandFor(cancelledFinish, job, now)).toMatchObject({ type: 'RecordSprintTaskFailed', data: { taskId: 'T-1', error: 'its job was cancelled' } });
+    const cancelled = { type: 'JobCancelled', data: { reason: 'not now' } } as unknown as JobEvent;
+    expect(sprintRunCommandFor(cancelled, job, now)).toMatchObject({ type: 'RecordSprintTaskFailed', data: { taskId: 'T-1', error: 'its job was cancelled: not now' } });
     expect(sprintRunCommandFor(requeued, job, now)).toBeNull();
     expect(sprintRunCommandFor(logged, job, now)).toBeNull();
     const pushed = { type: 'JobPushReported', data: { branch: 'sprint/SP-7', headSha: 'a'.repeat(40) } } as unknown as JobEvent;

@@ -81,8 +81,9 @@ export function checksFailedCommand(
 /**
  * What a sprint job's event means for its sprint run, or null when it means nothing:
  * the first claim starts the run; a DONE or SKIPPED finish completes the task (SKIPPED: the work
- * was already there); a FAILED finish, or a claim that failed after its last attempt, fails it.
- * A cancelled job tells the run nothing: cancelling runs the other way. Whether a failed job was
+ * was already there); a FAILED finish, or a claim that failed after its last attempt, fails it;
+ * so does a job cancelled on its own (the caller passes over the cancels the run itself asked for,
+ * which run the other way). Whether a failed job was
  * superseded by a newer job of its task is the jobs view's to say (the caller sets `superseded`).
  * A push report gives the run its branch's head; `position` is the event's position in the job
  * service's log, which orders the pushes. `job` is the job's state after the event.
@@ -106,7 +107,19 @@ export function sprintRunCommandFor(event: JobEvent, job: Job, context: Clock & 
       if (d.jobStatus === 'FAILED') {
         return { type: 'RecordSprintTaskFailed', data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: d.error ?? 'the job failed', superseded: false, now: context.now } };
       }
-      return null;
+      // CANCELLED: its runner reported the run cancelled; the task is as undone as after a cancel.
+      return { type: 'RecordSprintTaskFailed', data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: 'its job was cancelled', superseded: false, now: context.now } };
+    }
+    case 'JobCancelled': {
+      // A job of the run cancelled on its own (not by the run's failure or cancel: the reaction passes
+      // those over): its task will not be done, and a run left RUNNING would wait for it for ever. The
+      // run fails, naming the task; a resume queues it again (docs/jobs.md, "Sprint runs").
+      if (job.taskId === null) return null;
+      const reason = event.data.reason;
+      return {
+        type: 'RecordSprintTaskFailed',
+        data: { sprintRunId, taskId: job.taskId, jobId: job.jobId, error: `its job was cancelled${reason ? `: ${reason}` : ''}`, superseded: false, now: context.now },
+      };
     }
     case 'JobClaimRolledBack':
     case 'JobLeaseExpired':
