@@ -387,6 +387,16 @@ describe('sprint run decider', () => {
 
   describe('the state machine with its effects', () => {
     it('walks running → merge conflict → PAUSED → resumed → tasks done → DONE, asking for each effect on the way', () => {
+      /** The request for the run's next job among `tasks`, each keyed under its resume. */
+      const enqueueNext = (tasks: [string, number][]) => ({
+        type: 'ENQUEUE_NEXT_SPRINT_JOB',
+        sprintRunId: RUN,
+        sprintId: 'SP-7',
+        productId: 'product-42',
+        branch: 'sprint/SP-7',
+        configOverrides: { product: null, sprint: null },
+        jobs: tasks.map(([taskId, resumeSeq]) => ({ taskId, idempotencyKey: sprintJobIdempotencyKey(RUN, resumeSeq, taskId) })),
+      });
       let state = stateOf([]);
       const step = (command: SprintRunCommand) => {
         const t = transitionSprintRun(state, command);
@@ -394,33 +404,10 @@ describe('sprint run decider', () => {
         return t;
       };
 
-      expect(step(cmd.create()).effects).toEqual([
-        {
-          type: 'ENQUEUE_NEXT_SPRINT_JOB',
-          sprintRunId: RUN,
-          sprintId: 'SP-7',
-          productId: 'product-42',
-          branch: 'sprint/SP-7',
-          configOverrides: { product: null, sprint: null },
-          jobs: [
-            { taskId: 'T-1', idempotencyKey: sprintJobIdempotencyKey(RUN, 0, 'T-1') },
-            { taskId: 'T-2', idempotencyKey: sprintJobIdempotencyKey(RUN, 0, 'T-2') },
-          ],
-        },
-      ]);
+      expect(step(cmd.create()).effects).toEqual([enqueueNext([['T-1', 0], ['T-2', 0]])]);
       expect(step(cmd.claimed(5)).nextState.status).toBe('RUNNING');
       // T-1 done: T-2's turn.
-      expect(step(cmd.taskDone('T-1', 10)).effects).toEqual([
-        {
-          type: 'ENQUEUE_NEXT_SPRINT_JOB',
-          sprintRunId: RUN,
-          sprintId: 'SP-7',
-          productId: 'product-42',
-          branch: 'sprint/SP-7',
-          configOverrides: { product: null, sprint: null },
-          jobs: [{ taskId: 'T-2', idempotencyKey: sprintJobIdempotencyKey(RUN, 0, 'T-2') }],
-        },
-      ]);
+      expect(step(cmd.taskDone('T-1', 10)).effects).toEqual([enqueueNext([['T-2', 0]])]);
 
       const pause = step(cmd.conflict(20));
       expect(pause.nextState.status).toBe('PAUSED');
@@ -430,17 +417,7 @@ describe('sprint run decider', () => {
 
       const resume = step(cmd.resume(60));
       expect(resume.nextState.status).toBe('RUNNING');
-      expect(resume.effects).toEqual([
-        {
-          type: 'ENQUEUE_NEXT_SPRINT_JOB',
-          sprintRunId: RUN,
-          sprintId: 'SP-7',
-          productId: 'product-42',
-          branch: 'sprint/SP-7',
-          configOverrides: { product: null, sprint: null },
-          jobs: [{ taskId: 'T-2', idempotencyKey: sprintJobIdempotencyKey(RUN, 1, 'T-2') }],
-        },
-      ]);
+      expect(resume.effects).toEqual([enqueueNext([['T-2', 1]])]);
       expect(sprintJobIdempotencyKey(RUN, 1, 'T-2')).not.toBe(sprintJobIdempotencyKey(RUN, 0, 'T-2'));
 
       const done = step(cmd.taskDone('T-2', 90));
