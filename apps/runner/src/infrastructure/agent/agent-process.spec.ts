@@ -145,6 +145,16 @@ describe('running the agent process (with the stand-in agent)', () => {
     expect(result).toMatchObject({ exitCode: 0, tokenExpired: false });
   });
 
+  it('finds the token-expired words within one stream only, never in stdout and stderr read together', async () => {
+    // "token " on stdout, then "expired" on stderr: each stream alone holds no match; read as one
+    // text, in the order the chunks arrive, they would spell the CLI's own failure.
+    const script = "printf 'the token '; sleep 0.3; printf 'expired\\n' >&2; exit 1";
+    const result = await runAgent({ command: { bin: 'bash', args: ['-c', script] }, cwd: repo.seed, timeoutMs: 10_000 });
+    expect(result).toMatchObject({ exitCode: 1, stdoutTail: 'the token ', stderrTail: 'expired\n', tokenExpired: false });
+    const onStderr = await runAgent({ command: { bin: 'bash', args: ['-c', "printf 'the token ' >&2; sleep 0.3; printf 'expired\\n' >&2; exit 1"] }, cwd: repo.seed, timeoutMs: 10_000 });
+    expect(onStderr.tokenExpired).toBe(true);
+  });
+
   it('uses a configured token-expired pattern instead of the default', async () => {
     const script = "console.log('session revoked by admin'); console.log('401 Unauthorized'); process.exitCode = 1;";
     const result = await runAgent({
@@ -212,6 +222,15 @@ describe('output bounds', () => {
     matcher.push(Buffer.from('... OAuth token ha'));
     expect(matcher.matched).toBe(false);
     matcher.push(Buffer.from('s expired. Please log in'));
+    expect(matcher.matched).toBe(true);
+  });
+
+  it('a stream matcher reads a character split across two chunks as that character', () => {
+    const matcher = new StreamMatcher(/café expired/);
+    const text = Buffer.from('café expired');
+    const cut = text.indexOf(0xa9); // the second byte of é
+    matcher.push(text.subarray(0, cut));
+    matcher.push(text.subarray(cut));
     expect(matcher.matched).toBe(true);
   });
 });

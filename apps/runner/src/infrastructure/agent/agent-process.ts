@@ -44,7 +44,7 @@ export interface AgentRunResult {
   timedOut: boolean;
   /** Stopped through `signal` before its timeout. */
   aborted: boolean;
-  /** Exit code 3, or the agent did not exit 0 and its output matched the token-expired pattern. */
+  /** Exit code 3, or the agent did not exit 0 and its stdout or its stderr matched the token-expired pattern. */
   tokenExpired: boolean;
   stdoutTail: string;
   stderrTail: string;
@@ -91,14 +91,17 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
     });
     const stdout = new BoundedTail(tailBytes);
     const stderr = new BoundedTail(tailBytes);
-    const matcher = new StreamMatcher(pattern);
+    // One matcher per stream: the two arrive interleaved, and read as one text their pieces could
+    // spell the CLI's failure where neither stream says it.
+    const stdoutMatcher = new StreamMatcher(pattern);
+    const stderrMatcher = new StreamMatcher(pattern);
     child.stdout.on('data', (chunk: Buffer) => {
       stdout.push(chunk);
-      matcher.push(chunk);
+      stdoutMatcher.push(chunk);
     });
     child.stderr.on('data', (chunk: Buffer) => {
       stderr.push(chunk);
-      matcher.push(chunk);
+      stderrMatcher.push(chunk);
     });
 
     let timedOut = false;
@@ -169,7 +172,7 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
         // The pattern stands for the CLI's own failure: an agent that succeeded may well have written
         // those words (a task about authentication), and taking it for an expired token would throw
         // its work away and stop the runner (docs/jobs.md, "Leases and liveness").
-        tokenExpired: exitCode === TOKEN_EXPIRED_EXIT_CODE || (exitCode !== 0 && matcher.matched),
+        tokenExpired: exitCode === TOKEN_EXPIRED_EXIT_CODE || (exitCode !== 0 && (stdoutMatcher.matched || stderrMatcher.matched)),
         stdoutTail: stdout.toString(),
         stderrTail: stderr.toString(),
         durationMs: Math.round(performance.now() - startedAt),

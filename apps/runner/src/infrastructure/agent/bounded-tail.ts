@@ -1,3 +1,5 @@
+import { StringDecoder } from 'node:string_decoder';
+
 /** Keeps the last `limit` bytes of a stream: the agent may print without bound, the runner may not keep it. */
 export class BoundedTail {
   private chunks: Buffer[] = [];
@@ -35,12 +37,14 @@ export class BoundedTail {
 }
 
 /**
- * Tests a pattern against a stream as it passes, across chunk boundaries, so a match is found even
- * when the matching text has long left the bounded tail.
+ * Tests a pattern against one stream as it passes, across chunk boundaries, so a match is found even
+ * when the matching text has long left the bounded tail. A character whose bytes two chunks split is
+ * decoded whole.
  */
 export class StreamMatcher {
   private carry = '';
   private found = false;
+  private readonly decoder = new StringDecoder('utf8');
   private readonly pattern: RegExp;
 
   constructor(
@@ -53,7 +57,7 @@ export class StreamMatcher {
 
   push(chunk: Buffer): void {
     if (this.found) return;
-    const text = this.carry + chunk.toString('utf8');
+    const text = this.carry + this.decoder.write(chunk);
     if (this.pattern.test(text)) this.found = true;
     this.carry = text.slice(-this.overlap);
   }
