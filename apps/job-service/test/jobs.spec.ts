@@ -397,7 +397,6 @@ describe('job service through the NATS command path', () => {
       ['DIVERGENT, not matching the target', { ...base, verifyResult: 'DIVERGENT', netDiff: diff }, 'FAILED', 'IN_PROGRESS', 'verify divergent — manual review'],
       ['a compile failure', { ...base, verifyResult: 'ALIGNED', newCommit: true, netDiff: diff, failure: { kind: 'COMPILE', message: 'src/a.ts(3,1): error TS1005' } }, 'FAILED', 'IN_PROGRESS', /src\/a\.ts\(3,1\): error TS1005/],
       ['a push failure', { ...base, verifyResult: 'ALIGNED', newCommit: true, netDiff: diff, failure: { kind: 'PUSH', message: 'rejected: non-fast-forward' } }, 'FAILED', 'IN_PROGRESS', /non-fast-forward/],
-      ['cancelled by a user', { ...base, verifyResult: 'ALIGNED', cancelled: true }, 'CANCELLED', 'TO_DO', null],
       ['a delete-only change called EMPTY (a diff all the same)', { ...base, verifyResult: 'EMPTY', newCommit: true, netDiff: { filesChanged: 1, insertions: 0, deletions: 12 } }, 'DONE', 'DONE', null],
     ];
 
@@ -581,6 +580,20 @@ describe('job service through the NATS command path', () => {
   });
 
   describe('cancelling a running job', () => {
+    it('a finish saying cancelled under a live claim nobody cancelled is refused and changes nothing', async () => {
+      const { jobId, lease } = await runningJob();
+      await logged(lease, false);
+      const facts: VerificationFacts = {
+        verifyResult: 'ALIGNED', newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 },
+        workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: true,
+      };
+      await expect(world.client.request(finishJob, { ...lease, facts, idempotencyKey: key('cancelled-unasked') })).rejects.toMatchObject({
+        code: ErrorCode.PRECONDITION_FAILED,
+        message: expect.stringMatching(/no cancel was requested/),
+      });
+      expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'RUNNING', lease: { leaseToken: lease.leaseToken }, cancelledRun: null });
+    });
+
     it("the revoked claim's runner reports its agent stopped (finish with cancelled: true); the view shows when", async () => {
       const { jobId, lease } = await runningJob();
       await world.client.request(cancelJob, { jobId, idempotencyKey: key('cancel') });

@@ -372,9 +372,10 @@ describe('job decider', () => {
       given(readyToFinish()).when(finish(1, 70, { ...doneFacts, verifyResult: 'NOT_APPLICABLE' })).thenThrows(ErrorCode.PRECONDITION_FAILED, /NOT_APPLICABLE/);
     });
 
-    it('a runner reporting a user cancel finishes CANCELLED with the task back to TO_DO, story log or not', () => {
+    it('a runner cannot end a job CANCELLED on its own word: a finish saying cancelled under a live claim nobody cancelled is refused', () => {
       const facts = { ...doneFacts, cancelled: true };
-      given(running()).when(finish(1, 30, facts)).then([finished(1, 30, { jobStatus: 'CANCELLED', taskStatus: 'TO_DO', facts, headSha: null, pushedAt: null })]);
+      given(running()).when(finish(1, 30, facts)).thenThrows(ErrorCode.PRECONDITION_FAILED, /no cancel was requested/);
+      given(readyToFinish()).when(finish(1, 70, facts)).thenThrows(ErrorCode.PRECONDITION_FAILED, /no cancel was requested/);
     });
   });
 

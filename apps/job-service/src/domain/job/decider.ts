@@ -237,6 +237,15 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       const stopped = runStoppedAfterCancel(state, d);
       if (stopped) return [stopped];
       const { job } = fenced(state, d, 'finish');
+      // CANCELLED is a user's decision (cancel_job), never a runner's: the one cancelled finish a runner
+      // sends is the stop report under the claim a cancel revoked, answered above.
+      if (d.facts.cancelled) {
+        throw refuse(
+          ErrorCode.PRECONDITION_FAILED,
+          `cannot finish job ${job.jobId} as cancelled: no cancel was requested for it (a job is cancelled with cancel_job)`,
+          { cancelRequested: false },
+        );
+      }
       requireStarted(job, 'finish');
       if (d.facts.verifyResult === 'NOT_APPLICABLE' && writesCode(job)) {
         throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} is a ${job.kind} job: its finish needs a verify result, not NOT_APPLICABLE`);
