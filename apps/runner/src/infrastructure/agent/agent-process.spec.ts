@@ -183,6 +183,11 @@ describe('the agent environment', () => {
     expect(env).toEqual({ PATH: '/usr/bin', HOME: '/home/runner', ANTHROPIC_API_KEY: 'k', CLAUDE_CONFIG_DIR: '/c', GANTRY_JOB_ID: 'job-1' });
   });
 
+  it("keeps the host's effort level out: the CLI takes it over --effort, and the job's own effort (or none) would not be the one it runs with", () => {
+    const env = agentEnvironment({}, { HOME: '/home/runner', CLAUDE_CONFIG_DIR: '/c', CLAUDE_CODE_EFFORT_LEVEL: 'max', ANTHROPIC_API_KEY: 'k' });
+    expect(env).toEqual({ HOME: '/home/runner', CLAUDE_CONFIG_DIR: '/c', ANTHROPIC_API_KEY: 'k' });
+  });
+
   it("keeps PATH's absolute entries only: '.', an empty entry and a relative one would name the worktree's files", () => {
     expect(agentEnvironment({}, { PATH: `.:/usr/local/bin::bin:/usr/bin:` }).PATH).toBe('/usr/local/bin:/usr/bin');
     // an empty PATH is the current directory again: none is passed, and the system's default path applies

@@ -203,9 +203,14 @@ function groupAlive(pid: number | undefined): boolean {
   return pid !== undefined && processGroupRunning(pid);
 }
 
-/** Variables the agent CLI needs; the runner's own configuration (database, NATS, secrets) stays out. */
+/** Variables the agent CLI needs; the runner's own configuration (database, NATS, secrets) stays out, and so do settings that would override the job's. */
 const PASSED_THROUGH = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'TERM'];
 const PASSED_THROUGH_PREFIXES = ['ANTHROPIC_', 'CLAUDE_'];
+/**
+ * Of those, the ones the CLI lets win over its command line: the job's configuration, recorded on the
+ * job at its claim, is what the command line says, and a host's setting must not replace it unseen.
+ */
+const KEPT_OUT = ['CLAUDE_CODE_EFFORT_LEVEL'];
 
 /**
  * The agent's environment. Its PATH keeps only absolute entries: the agent runs in its worktree, where
@@ -217,7 +222,7 @@ const PASSED_THROUGH_PREFIXES = ['ANTHROPIC_', 'CLAUDE_'];
 export function agentEnvironment(extra: Record<string, string> = {}, from: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(from)) {
-    if (value === undefined) continue;
+    if (value === undefined || KEPT_OUT.includes(name)) continue;
     if (PASSED_THROUGH.includes(name) || PASSED_THROUGH_PREFIXES.some((prefix) => name.startsWith(prefix))) env[name] = value;
   }
   if (env.PATH !== undefined) {
