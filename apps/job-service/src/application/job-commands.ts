@@ -93,6 +93,15 @@ export function claimedJob(job: Job): ClaimedJob {
           facts: job.verifiedPush.facts,
         }
       : null,
+    unfinishedRun: job.unfinishedRun
+      ? {
+          leaseToken: job.unfinishedRun.leaseToken,
+          branch: job.unfinishedRun.branch,
+          baseSha: job.unfinishedRun.baseSha,
+          commits: job.unfinishedRun.storyLog.commits,
+          lastTestResult: job.unfinishedRun.storyLog.testResults.at(-1) ?? null,
+        }
+      : null,
   };
 }
 

@@ -7,6 +7,7 @@ import {
   isGantryError,
   type ClaimedJob,
   type RollbackCause,
+  type UnfinishedRun,
   type VerificationFacts,
   type WorktreeLeaseGrant,
 } from '@gantry/contracts';
@@ -21,6 +22,7 @@ import {
   refusedFinishRollsBack,
   rollbackCauseOf,
   unverifiedFacts,
+  verifiedFacts,
   type AfterAgent,
   type ClaimStanding,
 } from '../domain/after-agent.js';
@@ -211,6 +213,8 @@ export class JobRun {
     }
     const interrupted = await this.interrupted();
     if (interrupted) return interrupted;
+    const pushedEarlier = await this.unfinishedRunPushed(workspace, workDir);
+    if (pushedEarlier) return this.finishUnfinishedRun(pushedEarlier);
 
     // The task's session as the jobs before this one left it: read before this job's start, which the
     // engine records as the session's start once it sees it (after that, it would say "resume").
@@ -420,6 +424,38 @@ export class JobRun {
     this.deps.log.log('finishing the verified push of an earlier claim', { ...this.fields, ofLeaseToken: pushed.leaseToken, headSha: pushed.headSha, branch: pushed.branch });
     await this.session.start({ adoptPushOf: pushed.leaseToken });
     return this.finish(pushed.facts);
+  }
+
+  /**
+   * The work of an earlier claim that died between its push and its report, on another runner or one
+   * never started again under its id (docs/jobs.md, "A verified push is finished, not redone"): the
+   * worktree starts from the origin's branch, and when that is a commit the earlier claim's agent
+   * logged, after a passed test result, and it verifies against that claim's base, it was that claim's
+   * push. Null when it is not, or nothing says so: the agent runs as usual.
+   */
+  private async unfinishedRunPushed(workspace: JobWorkspace, workDir: string): Promise<{ run: UnfinishedRun; headSha: string; facts: VerificationFacts } | null> {
+    const run = this.job.unfinishedRun;
+    const head = this.lease?.baseSha ?? null;
+    if (!run || !workspace.writesCode || head === null || workspace.branch !== run.branch) return null;
+    if (head === run.baseSha || !run.commits.includes(head) || run.lastTestResult !== 'PASSED') return null;
+    const report = await verifyWorktree({
+      worktreeDir: workDir,
+      baseSha: run.baseSha,
+      target: `origin/${workspace.targetBranch}`,
+      partialCompletion: false,
+      expectedChanges: workspace.expectedChanges.length > 0 ? workspace.expectedChanges : undefined,
+    });
+    const finishable = report.headSha === head && (report.result === 'ALIGNED' || report.result === 'PARTIAL') && report.newCommits.length > 0 && !report.branchMerged;
+    this.deps.log.log('looked at the pushed work of an earlier claim', { ...this.fields, ofLeaseToken: run.leaseToken, headSha: head, result: report.result, takenOver: finishable });
+    return finishable ? { run, headSha: head, facts: verifiedFacts(report, null) } : null;
+  }
+
+  /** Takes the earlier claim's run over (its base, branch and story log), reports its push and finishes it, without the agent. */
+  private async finishUnfinishedRun(found: { run: UnfinishedRun; headSha: string; facts: VerificationFacts }): Promise<JobRunOutcome> {
+    await this.session.start({ adoptRunOf: found.run.leaseToken });
+    // Sent by the earlier claim, found on the origin: the job's work was pushed, though not by this claim.
+    await this.session.reportPush({ branch: found.run.branch, headSha: found.headSha, pushed: true, facts: found.facts });
+    return this.finish(found.facts);
   }
 
   private async finish(facts: VerificationFacts): Promise<JobRunOutcome> {

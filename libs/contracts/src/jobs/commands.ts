@@ -221,6 +221,25 @@ export const VerifiedPushSchema = z.object({
 });
 export type VerifiedPush = z.infer<typeof VerifiedPushSchema>;
 
+/**
+ * The last earlier claim that started and logged commits but neither finished nor reported a push
+ * (its runner died, say, between its push and its report, and was not started again under its id).
+ * When the origin's branch is at one of the commits it logged, its work was pushed: the claim that gets
+ * it verifies that work against the earlier base and finishes it instead of running the agent again on
+ * top of it (docs/jobs.md, "A verified push is finished, not redone").
+ */
+export const UnfinishedRunSchema = z.object({
+  /** The lease token of the earlier claim. */
+  leaseToken: LeaseTokenSchema,
+  branch: GitRefSchema,
+  baseSha: GitShaSchema,
+  /** The commits its agent logged (log_commit), in order. */
+  commits: z.array(GitShaSchema),
+  /** The last test result its agent logged; null when it logged none. */
+  lastTestResult: TestResultStatusSchema.nullable(),
+});
+export type UnfinishedRun = z.infer<typeof UnfinishedRunSchema>;
+
 export const ClaimedJobSchema = z.object({
   jobId: JobIdSchema,
   kind: JobKindSchema,
@@ -248,6 +267,8 @@ export const ClaimedJobSchema = z.object({
   targetBranch: GitRefSchema.nullable(),
   /** An earlier attempt's verified push, to be finished by this claim; null when there is none. */
   verifiedPush: VerifiedPushSchema.nullable().default(null),
+  /** An earlier claim's unfinished run, whose work may be on the origin already; null when there is none. */
+  unfinishedRun: UnfinishedRunSchema.nullable().default(null),
 });
 export type ClaimedJob = z.infer<typeof ClaimedJobSchema>;
 
@@ -321,6 +342,11 @@ export const startJob = defineCommand({
     branch: GitRefSchema.optional(),
     /** Take over the verified push of the claim with this lease token (the claim reply's verifiedPush) and only finish it. */
     adoptPushOf: LeaseTokenSchema.optional(),
+    /**
+     * Take over the work of the earlier claim with this lease token (the claim reply's unfinishedRun),
+     * found pushed on the origin: its base, branch and story log become this attempt's.
+     */
+    adoptRunOf: LeaseTokenSchema.optional(),
     idempotencyKey: IdempotencyKeySchema,
   }),
   reply: JobRefReply,
@@ -328,6 +354,7 @@ export const startJob = defineCommand({
     valid: [
       { ...fencedExample, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', idempotencyKey: 'product-42/start:job-7b1d3c9e-1' },
       { ...fencedExample, leaseToken: 3, adoptPushOf: 2, idempotencyKey: 'product-42/start:job-7b1d3c9e-3' },
+      { ...fencedExample, leaseToken: 3, adoptRunOf: 2, idempotencyKey: 'product-42/start:job-7b1d3c9e-3' },
     ],
     // a start under a claim carries its token
     invalid: [{ jobId: jobExampleIds.jobId, runnerId: jobExampleIds.runnerId, idempotencyKey: 'p/start:1' }],

@@ -247,12 +247,19 @@ export const JobStarted = defineEvent({
      * finishes: its base, branch, head, push and story log become this attempt's (docs/jobs.md).
      */
     adoptedPushOf: LeaseTokenSchema.nullable().optional(),
+    /**
+     * The earlier claim (its lease token) whose work, found pushed on the origin though it never
+     * reported it, this attempt takes over and only finishes: its base, branch and story log become
+     * this attempt's (docs/jobs.md).
+     */
+    adoptedRunOf: LeaseTokenSchema.nullable().optional(),
     startedAt: TimestampSchema,
   }),
   examples: {
     valid: [
       { ...fencedExample, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', startedAt: '2026-11-30T06:00:05.000Z' },
       { ...fencedExample, leaseToken: 3, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', adoptedPushOf: 2, startedAt: '2026-11-30T06:00:05.000Z' },
+      { ...fencedExample, leaseToken: 3, baseSha: jobExampleIds.baseSha, branch: 'feat/story-1208', adoptedRunOf: 2, startedAt: '2026-11-30T06:00:05.000Z' },
     ],
     // an abbreviated sha is ambiguous; base_sha is always the full object id
     invalid: [{ ...fencedExample, baseSha: '3f2c9a1', branch: null, startedAt: '2026-11-30T06:00:05.000Z' }],

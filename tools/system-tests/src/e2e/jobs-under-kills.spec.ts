@@ -240,6 +240,28 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     await system.stopRunner('runner-u');
   }, 600_000);
 
+  it('a runner killed right after its push and never started again: another runner that claims the job finds the push on the origin and finishes it — DONE, pushed once, the agent run once', async () => {
+    // 10 s leases (the defaults here): the dead runner's claim and its worktree lease run out
+    await system.startRunner('runner-x', { env: { GANTRY_TEST_CRASH_AT: 'runner:after-push' } });
+    const run = code('pushed-then-gone', { behaviour: 'commit', files: { 'src/gone.ts': 'gone\n' } });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 2 });
+    await eventually(async () => (await pushesTo(run.branch)).length === 1, { what: 'the branch pushed', timeoutMs: 120_000 });
+    const first = system.runners.get('runner-x')!.process;
+    await eventually(() => first.exitCode !== null || first.signalCode !== null, { what: 'the runner gone', timeoutMs: 60_000 });
+    await system.stopRunner('runner-x', 'SIGKILL');
+    const head = await system.origin.sha(run.branch);
+    expect(await eventsOf(jobId, 'JobPushReported')).toEqual([]);
+    await system.startRunner('runner-y');
+    const job = await system.terminal(jobId, 180_000);
+    expect(job).toMatchObject({ status: 'DONE', attempt: 2, headSha: head });
+    expect(job.pushedAt).not.toBeNull();
+    expect(await pushesTo(run.branch)).toHaveLength(1);
+    expect(await system.agentStarts(run.record)).toHaveLength(1);
+    expect(await eventsOf(jobId, 'JobLeaseExpired')).toEqual([expect.objectContaining({ leaseToken: 1 })]);
+    expect((await eventsOf(jobId, 'JobStarted')).map((s) => s.adoptedRunOf ?? null)).toEqual([null, 1]);
+    await system.stopRunner('runner-y');
+  }, 600_000);
+
   it('a runner killed right after it started the agent, before it recorded the agent\'s pid: started again under its id it finds and stops that agent all the same before it gives the worktree back', async () => {
     await system.startRunner('runner-w', { env: { ...LONG_LEASES, GANTRY_TEST_CRASH_AT: 'runner:agent-started' } });
     const gate = join(system.root, 'gate-unrecorded-agent');

@@ -70,8 +70,11 @@ export type JobCommand =
   | { type: 'RenewJobLease'; data: UnderLease & { leaseDurationMs: number | null } }
   | {
       type: 'StartJob';
-      /** `adoptPushOf`: the lease token of the claim whose verified push this attempt only finishes. */
-      data: UnderLease & { baseSha: string | null; branch: string | null; adoptPushOf: number | null };
+      /**
+       * `adoptPushOf`: the lease token of the claim whose verified push this attempt only finishes;
+       * `adoptRunOf`: of the earlier unfinished claim whose pushed work it takes over and finishes.
+       */
+      data: UnderLease & { baseSha: string | null; branch: string | null; adoptPushOf: number | null; adoptRunOf?: number | null };
     }
   | {
       type: 'LogImplementation';

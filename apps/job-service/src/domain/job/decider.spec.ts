@@ -692,17 +692,19 @@ describe('job decider', () => {
     });
   });
 
+  /** Claim 1 of a job with two attempts started, logged its plan, its commit and a passed test result. */
+  const workedAndTested = (): JobEvent[] => [
+    enqueued({ maxAttempts: 2 }),
+    claimed(1, 1, 10),
+    started(1, 11),
+    implementationLogged(1, 12),
+    commitLogged(1, 40),
+    testResultLogged(1, 45),
+  ];
+  const verified = { ...doneFacts, headSha: HEAD, planCheck: 'NO_EXPECTED_CHANGES' as const };
+
   describe('a verified push is finished by the next attempt, never failed', () => {
-    const verified = { ...doneFacts, headSha: HEAD, planCheck: 'NO_EXPECTED_CHANGES' as const };
-    const pushedThenLost = (): JobEvent[] => [
-      enqueued({ maxAttempts: 2 }),
-      claimed(1, 1, 10),
-      started(1, 11),
-      implementationLogged(1, 12),
-      commitLogged(1, 40),
-      testResultLogged(1, 45),
-      pushReported(1, 50, true, verified),
-    ];
+    const pushedThenLost = (): JobEvent[] => [...workedAndTested(), pushReported(1, 50, true, verified)];
     const expiry = 10 + LEASE_MS / 1000;
     const expire = (token: number, atS: number): JobCommand => ({ type: 'ExpireJobLease', data: { jobId: JOB, leaseToken: token, now: at(atS) } });
 
@@ -749,6 +751,44 @@ describe('job decider', () => {
       given([enqueued(), claimed(1, 1, 10)])
         .when({ type: 'StartJob', data: { ...lease(1), baseSha: null, branch: null, adoptPushOf: 7, now: at(11) } })
         .thenThrows(ErrorCode.PRECONDITION_FAILED, /no verified push of claim 7/);
+    });
+  });
+
+  describe('a run whose push was never reported is taken over by the next claim, not redone', () => {
+    // claim 1 pushed and died before reporting it; its lease ran out and another runner claimed the job
+    const diedAfterPush = (): JobEvent[] => [...workedAndTested(), leaseExpired(1, 1, 200), claimed(2, 2, 300, { runnerId: OTHER_RUNNER, baseSha: null })];
+
+    it('the next claim knows the unfinished run: its base, branch and logged commits', () => {
+      const state = given(diedAfterPush().slice(0, -1)).when(claim(300, { runnerId: OTHER_RUNNER, baseSha: null })).then([claimed(2, 2, 300, { runnerId: OTHER_RUNNER, baseSha: null })]) as Job;
+      expect(state.unfinishedRun).toEqual({ leaseToken: 1, branch: 'feat/story-1208', baseSha: BASE, storyLog: { implementationEntries: 1, commits: [HEAD], testResults: ['PASSED'] } });
+    });
+
+    it('it takes the run over at its start, with its base, branch and story log, and finishes DONE', () => {
+      const adopt: JobCommand = { type: 'StartJob', data: { ...lease(2, OTHER_RUNNER), baseSha: null, branch: null, adoptPushOf: null, adoptRunOf: 1, now: at(301) } };
+      const adopted: JobEvent = {
+        type: 'JobStarted',
+        data: { ...lease(2, OTHER_RUNNER), baseSha: BASE, branch: 'feat/story-1208', adoptedRunOf: 1, startedAt: at(301) },
+      };
+      const state = given(diedAfterPush()).when(adopt).then([adopted]) as Job;
+      expect(state).toMatchObject({ status: 'RUNNING', baseSha: BASE, branch: 'feat/story-1208', storyLog: { implementationEntries: 1, commits: [HEAD], testResults: ['PASSED'] } });
+      const pushed: JobEvent = { type: 'JobPushReported', data: { ...lease(2, OTHER_RUNNER), branch: 'feat/story-1208', headSha: HEAD, pushedAt: at(302), facts: verified, reportedAt: at(302) } };
+      given([...diedAfterPush(), adopted, pushed])
+        .when({ type: 'FinishJob', data: { ...lease(2, OTHER_RUNNER), facts: verified, now: at(303) } })
+        .then([finished(2, 303, { runnerId: OTHER_RUNNER, facts: verified, pushedAt: at(302) })]);
+    });
+
+    it('a start that names a run the job does not have is refused', () => {
+      given(diedAfterPush())
+        .when({ type: 'StartJob', data: { ...lease(2, OTHER_RUNNER), baseSha: null, branch: null, adoptPushOf: null, adoptRunOf: 7, now: at(301) } })
+        .thenThrows(ErrorCode.PRECONDITION_FAILED, /no unfinished run of claim 7/);
+    });
+
+    it('a claim that logged no commit, or reported its push, leaves no unfinished run', () => {
+      const fold = (events: JobEvent[]) => events.reduce(jobDecider.evolve, jobDecider.initialState) as Job;
+      const noCommit = fold([enqueued({ maxAttempts: 2 }), claimed(1, 1, 10), started(1, 11), implementationLogged(1, 12), leaseExpired(1, 1, 200)]);
+      expect(noCommit.unfinishedRun ?? null).toBeNull();
+      const reported = fold([enqueued({ maxAttempts: 2 }), claimed(1, 1, 10), started(1, 11), commitLogged(1, 40), pushReported(1, 50, true), leaseExpired(1, 1, 200)]);
+      expect(reported.unfinishedRun ?? null).toBeNull();
     });
   });
 

@@ -129,6 +129,18 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       const d = command.data;
       const { job } = fenced(state, d, 'start');
       if (job.status === 'RUNNING') throw refuse(ErrorCode.INVALID_TRANSITION, `job ${job.jobId} has already started`);
+      if ((d.adoptRunOf ?? null) !== null) {
+        const run = job.unfinishedRun ?? null;
+        if (!run || run.leaseToken !== d.adoptRunOf) {
+          throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} has no unfinished run of claim ${d.adoptRunOf} to take over`);
+        }
+        return [
+          {
+            type: 'JobStarted',
+            data: { jobId: job.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, baseSha: run.baseSha, branch: run.branch, adoptedRunOf: run.leaseToken, startedAt: d.now },
+          },
+        ];
+      }
       if (d.adoptPushOf !== null) {
         const pushed = job.verifiedPush;
         if (!pushed || pushed.leaseToken !== d.adoptPushOf) {

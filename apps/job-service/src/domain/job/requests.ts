@@ -156,7 +156,7 @@ export const renewJobLeaseCommand: Of<typeof renewJobLease, 'RenewJobLease'> = (
 
 export const startJobCommand: Of<typeof startJob, 'StartJob'> = (r, c) => ({
   type: 'StartJob',
-  data: { ...lease(r, c), baseSha: r.baseSha ?? null, branch: r.branch ?? null, adoptPushOf: r.adoptPushOf ?? null },
+  data: { ...lease(r, c), baseSha: r.baseSha ?? null, branch: r.branch ?? null, adoptPushOf: r.adoptPushOf ?? null, adoptRunOf: r.adoptRunOf ?? null },
 });
 
 export const logImplementationCommand: Of<typeof logImplementation, 'LogImplementation'> = (r, c) => ({

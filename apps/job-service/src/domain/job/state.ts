@@ -40,6 +40,18 @@ export interface VerifiedPushRecord {
   storyLog: StoryLog;
 }
 
+/**
+ * The last claim that started and logged commits, then ended without a finish and without a push
+ * report: its work may be on the origin all the same (its runner died between the push and the
+ * report). A later claim that finds the origin's branch at one of those commits takes it over.
+ */
+export interface UnfinishedRunRecord {
+  leaseToken: number;
+  branch: string;
+  baseSha: string;
+  storyLog: StoryLog;
+}
+
 export interface StoryLog {
   implementationEntries: number;
   commits: string[];
@@ -94,6 +106,8 @@ export interface Job {
   pushedAt: string | null;
   /** The last verified push of any claim, until the job ends: a later claim finishes it instead of redoing it. */
   verifiedPush: VerifiedPushRecord | null;
+  /** Absent in the state of jobs folded before it existed: read as `?? null`. */
+  unfinishedRun?: UnfinishedRunRecord | null;
   /** Requeues in a row that spent no attempt (the runner's or a dependency's fault): the pause before the next offer grows with them. */
   freeRequeues: number;
   /** What the finishing attempt's verify found. */
@@ -207,6 +221,10 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
         ? { ...state, lease: { ...state.lease, expiresAt: event.data.leaseExpiresAt, durationMs: msBetween(event.data.renewedAt, event.data.leaseExpiresAt) } }
         : state;
     case 'JobStarted': {
+      const adoptedRun = event.data.adoptedRunOf ? (state.unfinishedRun ?? null) : null;
+      if (adoptedRun) {
+        return { ...state, status: 'RUNNING', baseSha: adoptedRun.baseSha, branch: adoptedRun.branch, startedAt: event.data.startedAt, storyLog: adoptedRun.storyLog };
+      }
       const adopted = event.data.adoptedPushOf ? state.verifiedPush : null;
       const startedState: Job = {
         ...state,
@@ -270,6 +288,7 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
             lease: null,
             lastLeaseEnd: end,
             startedAt: null,
+            unfinishedRun: unfinishedRunOf(state),
             freeRequeues: nextAttempt === d.attempt ? (state.freeRequeues ?? 0) + 1 : 0,
           }
         : {
@@ -308,4 +327,12 @@ function assertNever(value: never): never {
 
 function msBetween(from: string, to: string): number {
   return Math.max(0, Date.parse(to) - Date.parse(from));
+}
+
+/** The claim that ends now, if it started, logged commits and reported no push; else the one known before. */
+function unfinishedRunOf(state: Job): UnfinishedRunRecord | null {
+  if (state.startedAt !== null && state.baseSha !== null && state.branch !== null && state.headSha === null && state.storyLog.commits.length > 0) {
+    return { leaseToken: state.lastLeaseToken, branch: state.branch, baseSha: state.baseSha, storyLog: state.storyLog };
+  }
+  return state.unfinishedRun ?? null;
 }

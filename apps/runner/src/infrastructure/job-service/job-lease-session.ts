@@ -102,7 +102,7 @@ export class JobLeaseSession {
     return reply;
   }
 
-  start(input: { baseSha?: string; branch?: string; adoptPushOf?: number }) {
+  start(input: { baseSha?: string; branch?: string; adoptPushOf?: number; adoptRunOf?: number }) {
     return this.send((o) => this.client.request(startJob, { ...this.fenced(), ...input, idempotencyKey: this.key('start') }, o));
   }
 
