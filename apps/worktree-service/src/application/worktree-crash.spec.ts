@@ -125,6 +125,23 @@ describe('the worktree service killed and restarted (a real process)', () => {
     await release(next);
   }, 180_000);
 
+  it('a worktree whose .git file an agent deleted is not forgotten by the prune at a restart: the lease stays with its holder, and its release repairs and rescues it', async () => {
+    service = await startServiceProcess(world);
+    const grant = await acquire(await claimedJob(world), 'feature/gitlink-restart');
+    writeFileSync(path.join(grant.path, 'README.md'), 'edited before the gitlink went\n');
+    rmSync(path.join(grant.path, '.git'));
+    await service.kill('SIGKILL');
+
+    service = await startServiceProcess(world);
+    expect(await leaseRow(grant.leaseId)).toMatchObject({ status: 'ready', release_reason: null });
+    expect(registered()).toContain(`worktree ${grant.path}`);
+    expect((await release(grant)).status).toBe('released');
+    const rescue = (await leaseRow(grant.leaseId)).rescue_branch as string;
+    expect(git(grant.path, 'show', `${rescue}:README.md`)).toBe('edited before the gitlink went');
+    const quarantine = path.join(world.root, 'quarantine');
+    expect(existsSync(quarantine) ? readdirSync(quarantine).filter((name) => name.startsWith(grant.worktreeKey)) : []).toEqual([]);
+  }, 180_000);
+
   it('at a restart: a lease of a claim never heard of waits for its holder, a lease whose worktree vanished is released, orphan directories moved aside; a SIGTERM frees no lease, and the holder releases it after the next start', async () => {
     service = await startServiceProcess(world);
     const kept = await acquire(await claimedJob(world), 'feature/kept');

@@ -677,11 +677,35 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(existsSync(wt())).toBe(false);
     });
 
+    it('a prune of its clone does not forget a worktree whose .git file an agent deleted: it is repaired first, and rescued rather than moved to the quarantine', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'staged before the gitlink went\n');
+      git(wt(), 'add', 'app.txt');
+      writeFileSync(path.join(wt(), 'app.txt'), 'changed again after staging\n');
+      rmSync(path.join(wt(), '.git'));
+      // Another key of the clone whose directory went: its create prunes the clone, and so does a removal's pruneWorktrees.
+      const other = { ...input, worktreeKey: deriveWorktreeKey(fx.origin, 'feature/other'), branch: 'feature/other' };
+      const otherPath = path.join(ws.worktreesDir, other.worktreeKey);
+      await createOrReuseWorktree(ws, other);
+      rmSync(otherPath, { recursive: true, force: true });
+      expect(await createOrReuseWorktree(ws, other)).toMatchObject({ outcome: 'created' });
+      rmSync(otherPath, { recursive: true, force: true });
+      await pruneWorktrees(ws);
+      expect((await listWorktrees(ws)).worktrees.map((w) => [w.worktreeKey, w.prunable])).toEqual([[key, false]]);
+
+      const { rescue, removed } = await rescueAndRemoveWorktree(ws, { worktreeKey: key, now });
+      expect(removed).toBe(true);
+      const { clonePath } = await ensureSharedClone(ws, fx.origin);
+      expect(git(clonePath, 'show', `${rescue!.branch}:app.txt`)).toBe('changed again after staging');
+      expect(existsSync(path.join(ws.root, 'quarantine'))).toBe(false);
+    });
+
     it('a worktree with no .git file that no clone registers any more is moved, whole, to the quarantine and counts as removed', async () => {
       await createOrReuseWorktree(ws, input);
       writeFileSync(path.join(wt(), 'app.txt'), 'work beside no gitlink\n');
       rmSync(path.join(wt(), '.git'));
-      await pruneWorktrees(ws);
+      // Forgotten by a prune the service did not run (by hand, or before it repaired first).
+      git(fx.dir, '--git-dir', (await ensureSharedClone(ws, fx.origin)).clonePath, 'worktree', 'prune');
       expect(await rescueAndRemoveWorktree(ws, { worktreeKey: key, now })).toEqual({ rescue: null, removed: true });
       expect(existsSync(wt())).toBe(false);
       const [moved] = readdirSync(path.join(ws.root, 'quarantine'));

@@ -304,7 +304,7 @@ export async function createOrReuseWorktree(
       // repair, its files are kept in the quarantine and the worktree is made again.
       if (!(await withSoundGitlink(workspace, clonePath, worktreePath))) {
         await setAsideUnknownDirectory(workspace, worktreePath, worktreeKey, now);
-        await git(workspace, clonePath, ['worktree', 'prune']);
+        await pruneLocked(workspace, clonePath);
         registered = undefined;
         onDisk = null;
       }
@@ -328,7 +328,7 @@ export async function createOrReuseWorktree(
     }
     if (registered && !onDisk) {
       // Registered, but its directory is gone (a crash, or someone deleted it): let git forget it.
-      await git(workspace, clonePath, ['worktree', 'prune']);
+      await pruneLocked(workspace, clonePath);
       registered = undefined;
     }
     if (onDisk) {
@@ -723,11 +723,26 @@ export async function listWorktrees(
   return { worktrees, orphanDirectories: directories.filter((p) => !known.has(p)) };
 }
 
-/** `git worktree prune` on every shared clone: git forgets worktrees whose directory is gone. */
+/** `git worktree prune` on every shared clone (pruneLocked): git forgets worktrees whose directory is gone. */
 export async function pruneWorktrees(workspace: GitWorkspace): Promise<void> {
   for (const clonePath of await listClones(workspace)) {
-    await serializedOnClone(workspace, clonePath, (workspace) => git(workspace, clonePath, ['worktree', 'prune']));
+    await serializedOnClone(workspace, clonePath, (workspace) => pruneLocked(workspace, clonePath));
   }
+}
+
+/**
+ * `git worktree prune` of one clone, in its turn. git counts a worktree whose `.git` file is gone as
+ * prunable, as it does one whose directory is gone: pruned, its record in the clone (its HEAD, its
+ * index) would be lost, and its release, past repair, would move its files to the quarantine. So a
+ * prunable worktree whose directory is still there is repaired first (repairGitlink); only those
+ * whose directory went, or that git cannot repair, are forgotten. See docs/worktrees.md.
+ */
+async function pruneLocked(workspace: GitWorkspace, clonePath: string): Promise<void> {
+  for (const entry of await registeredWorktrees(workspace, clonePath)) {
+    if (!entry.prunable || entry.bare || path.dirname(entry.path) !== workspace.worktreesDir) continue;
+    if ((await lstatOrNull(entry.path))?.isDirectory()) await repairGitlink(workspace, clonePath, entry.path);
+  }
+  await git(workspace, clonePath, ['worktree', 'prune']);
 }
 
 /**
