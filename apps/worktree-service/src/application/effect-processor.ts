@@ -6,6 +6,7 @@ import { holdHereIfAsked } from '@gantry/service-runtime';
 import { effectIdentity, pendingEffects, type WorktreeEffect, type WorktreeLeaseCommand } from '../domain/index.js';
 import {
   createOrReuseWorktree,
+  earlierRescue,
   rescueAndRemoveWorktree,
   rescueWorktree,
   syncWorktree,
@@ -47,6 +48,12 @@ export class WorktreeEffectProcessor {
    * nothing to do. After a restart the sync fetches and checks.
    */
   private readonly createsBegun = new LRUCache<string, CreateBegun>({ max: 10_000 });
+  /**
+   * Effects that may have run before, up to or past their git work, without their report: asked for
+   * again by a start's reconciliation, or failed and retried. A rescue of theirs that finds nothing left
+   * to rescue then looks for the one an earlier run made (earlierRescue), which is still to be reported.
+   */
+  private readonly mayHaveRun = new Set<string>();
   private stopped = false;
 
   constructor(
@@ -59,10 +66,14 @@ export class WorktreeEffectProcessor {
     leases.onEffects((effects) => this.enqueue(effects));
   }
 
-  /** Queues effects behind the ones of the same key; an effect already queued or running is not queued twice. */
-  enqueue(effects: readonly WorktreeEffect[]): void {
+  /**
+   * Queues effects behind the ones of the same key; an effect already queued or running is not queued
+   * twice. `again`: the effects may have run before (mayHaveRun).
+   */
+  enqueue(effects: readonly WorktreeEffect[], options: { again?: boolean } = {}): void {
     for (const effect of effects) {
       const id = effectIdentity(effect);
+      if (options.again) this.mayHaveRun.add(id);
       if (this.stopped || this.queued.has(id)) continue;
       this.queued.add(id);
       const previous = this.tails.get(effect.worktreeKey) ?? Promise.resolve();
@@ -114,14 +125,16 @@ export class WorktreeEffectProcessor {
     try {
       const ran = await this.locks.onKey(effect.worktreeKey, async (signal) => {
         if (!(await this.stillAsked(effect, id))) return false;
-        await this.execute(effect, signal);
+        await this.execute(effect, signal, this.mayHaveRun.has(id));
         return true;
       });
+      this.mayHaveRun.delete(id);
       if (!ran) this.log.info(fields, 'worktree effect no longer asked for (run by another replica, or its lease moved on); not run');
       const retry = this.retries.get(id);
       if (retry) clearTimeout(retry.timer);
       this.retries.delete(id);
     } catch (error) {
+      this.mayHaveRun.add(id);
       const attempt = (this.retries.get(id)?.attempt ?? 0) + 1;
       const delay = RETRY_MS[Math.min(attempt - 1, RETRY_MS.length - 1)]!;
       this.log.error({ ...fields, attempt, retryInMs: delay, error: describe(error) }, 'worktree effect failed; it will be retried');
@@ -151,9 +164,10 @@ export class WorktreeEffectProcessor {
    * `signal` aborts when the key's lock is lost while the effect runs: its git is stopped (the
    * workspace's commands stop with it), and neither that failure nor an outcome reached after it is
    * reported — another replica may have run the effect meanwhile. The effect fails, and is retried
-   * under the lock (run), where it is checked again for whether it is still asked for.
+   * under the lock (run), where it is checked again for whether it is still asked for. `again`: it may
+   * have run before (mayHaveRun); a rescue of its lease's that it finds already done is then reported.
    */
-  private async execute(effect: WorktreeEffect, signal: AbortSignal): Promise<void> {
+  private async execute(effect: WorktreeEffect, signal: AbortSignal, again: boolean): Promise<void> {
     const now = () => new Date(this.leases.now());
     const workspace = withSignal(this.workspace, signal);
     switch (effect.type) {
@@ -164,13 +178,15 @@ export class WorktreeEffectProcessor {
         try {
           const create: CreateBegun = { at: performance.now() };
           this.createsBegun.set(`${leaseId}:${token}`, create);
-          const prepared = await createOrReuseWorktree(workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now() });
+          const rescueFor = rescueOf(effect);
+          const prepared = await createOrReuseWorktree(workspace, { worktreeKey, repositoryUrl, branch, baseRef, now: now(), rescueFor });
           if (prepared.outcome === 'created' && prepared.atStartingPoint) create.madeAtStart = prepared.headSha;
           killAfterGitIfAsked('create_or_reuse');
           created = prepared.outcome === 'created';
+          const rescue = prepared.rescue ?? (again ? await earlierRescue(workspace, { worktreeKey, rescueFor }) : null);
           command = {
             type: 'RecordWorktreePrepared',
-            data: { leaseId, token, outcome: prepared.outcome, path: prepared.path, rescue: prepared.rescue, now: this.leases.now() },
+            data: { leaseId, token, outcome: prepared.outcome, path: prepared.path, rescue, now: this.leases.now() },
           };
         } catch (error) {
           if (lockLost(error, signal)) throw error;
@@ -206,11 +222,15 @@ export class WorktreeEffectProcessor {
       case 'rescue':
       case 'rescue_and_remove': {
         const { worktreeKey, leaseId, token } = effect;
+        const rescueFor = rescueOf(effect);
         const outcome =
           effect.type === 'rescue'
-            ? { rescue: await rescueWorktree(workspace, { worktreeKey, now: now() }), removed: false }
-            : await rescueAndRemoveWorktree(workspace, { worktreeKey, now: now() });
-        await this.report(worktreeKey, { type: 'RecordWorktreeReleased', data: { leaseId, token, rescue: outcome.rescue, removed: outcome.removed, now: this.leases.now() } }, effect, signal);
+            ? { rescue: await rescueWorktree(workspace, { worktreeKey, now: now(), rescueFor }), removed: false }
+            : await rescueAndRemoveWorktree(workspace, { worktreeKey, now: now(), rescueFor });
+        killAfterGitIfAsked(effect.type);
+        // Run before up to its clean-up (or removal), it finds nothing left; what it saved is still reported.
+        const rescue = outcome.rescue ?? (again ? await earlierRescue(workspace, { worktreeKey, rescueFor }) : null);
+        await this.report(worktreeKey, { type: 'RecordWorktreeReleased', data: { leaseId, token, rescue, removed: outcome.removed, now: this.leases.now() } }, effect, signal);
         return;
       }
       case 'evict': {
@@ -243,6 +263,11 @@ export class WorktreeEffectProcessor {
       throw error;
     }
   }
+}
+
+/** What a rescue is done for, in its commit's subject (earlierRescue): the effect, its lease and token. */
+function rescueOf(effect: Extract<WorktreeEffect, { leaseId: string }>): string {
+  return `${effect.type} of lease ${effect.leaseId} (token ${effect.token})`;
 }
 
 /**

@@ -205,7 +205,8 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
           pruned = true;
           break;
         case 'run_effect':
-          this.effects.enqueue([action.effect]);
+          // Asked for and not reported: it may have run, up to or past its git work, before the crash.
+          this.effects.enqueue([action.effect], { again: true });
           break;
         case 'forget_missing_worktree':
           await this.locks.onKey(action.worktreeKey, async (signal) => {

@@ -125,6 +125,30 @@ describe('the worktree service killed and restarted (a real process)', () => {
     await release(next);
   }, 180_000);
 
+  it('killed between a release’s rescue and its report: after a restart the lease is released and its WorktreeRescued names the rescue branch that holds the work', async () => {
+    service = await startServiceProcess(world, { GANTRY_TEST_KILL_AFTER_GIT: 'rescue' });
+    const grant = await acquire(await claimedJob(world), 'feature/crash-rescue');
+    writeFileSync(path.join(grant.path, 'unfinished.txt'), 'left at the release\n');
+    const running = service;
+    const exit = new Promise<string | null>((resolve) => running.process.once('exit', (_code, signal) => resolve(signal)));
+    // Its reply is lost to the kill.
+    release(grant).catch(() => undefined);
+    expect(await exit).toBe('SIGKILL');
+    service = null;
+    // git saved the work and cleaned the worktree; the log still waits for the rescue's report.
+    expect(git(grant.path, 'status', '--porcelain', '--untracked-files=all')).toBe('');
+    expect(await leaseRow(grant.leaseId)).toMatchObject({ status: 'releasing' });
+
+    service = await startServiceProcess(world);
+    await eventually(async () => (await leaseRow(grant.leaseId)).status === 'released', { what: 'the release reported after the restart' });
+    const { rows } = await world.db.query(`SELECT data FROM events WHERE type = 'WorktreeRescued' AND data->>'leaseId' = $1`, [grant.leaseId]);
+    expect(rows).toHaveLength(1);
+    const rescueBranch = rows[0].data.rescueBranch as string;
+    expect(git(grant.path, 'show', `${rescueBranch}:unfinished.txt`)).toBe('left at the release');
+    expect(await leaseRow(grant.leaseId)).toMatchObject({ rescue_branch: rescueBranch });
+    expect(git(grant.path, 'for-each-ref', '--format=%(refname:short)', `refs/heads/gantry/rescue/${grant.worktreeKey}/`)).toBe(rescueBranch);
+  }, 180_000);
+
   it('a worktree whose .git file an agent deleted is not forgotten by the prune at a restart: the lease stays with its holder, and its release repairs and rescues it', async () => {
     service = await startServiceProcess(world);
     const grant = await acquire(await claimedJob(world), 'feature/gitlink-restart');

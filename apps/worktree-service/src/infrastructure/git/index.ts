@@ -19,6 +19,7 @@ export {
   syncWorktree,
   isWorktreeDirty,
   rescueWorktree,
+  earlierRescue,
   removeWorktree,
   rescueAndRemoveWorktree,
   listWorktrees,

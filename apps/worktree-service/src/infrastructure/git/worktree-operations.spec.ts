@@ -3,6 +3,7 @@ import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError } from '@gantry/contracts';
 import {
   createOrReuseWorktree,
+  earlierRescue,
   ensureSharedClone,
   isWorktreeDirty,
   listWorktrees,
@@ -585,6 +586,25 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(retried).toEqual(first);
       expect(git(wt(), 'for-each-ref', '--format=%(refname)', 'refs/heads/gantry/rescue/')).toBe(`refs/heads/${first!.branch}`);
       expect(status()).toBe('');
+    });
+
+    it('run again after the cleaning (or the removal) it finds nothing to rescue, and the rescue the first run made for the same work is found', async () => {
+      await createOrReuseWorktree(ws, input);
+      writeFileSync(path.join(wt(), 'app.txt'), 'saved before the crash\n');
+      const rescueFor = 'rescue of lease L (token 3)';
+      const first = await rescueWorktree(ws, { worktreeKey: key, now, rescueFor });
+      expect(await rescueWorktree(ws, { worktreeKey: key, now: new Date('2026-11-30T06:05:00.000Z'), rescueFor })).toBeNull();
+      expect(await earlierRescue(ws, { worktreeKey: key, rescueFor })).toEqual(first);
+      // Another lease's, or the same lease's under another token, is not this work's.
+      expect(await earlierRescue(ws, { worktreeKey: key, rescueFor: 'rescue of lease L (token 4)' })).toBeNull();
+      expect(await earlierRescue(ws, { worktreeKey: key, rescueFor: 'rescue of lease L (token 3' })).toBeNull();
+
+      writeFileSync(path.join(wt(), 'app.txt'), 'saved before the removal\n');
+      const removing = 'rescue_and_remove of lease M (token 4)';
+      const second = await rescueAndRemoveWorktree(ws, { worktreeKey: key, now, rescueFor: removing });
+      expect(await rescueAndRemoveWorktree(ws, { worktreeKey: key, now, rescueFor: removing })).toEqual({ rescue: null, removed: true });
+      expect(await earlierRescue(ws, { worktreeKey: key, rescueFor: removing })).toEqual(second.rescue);
+      expect(git(fx.dir, '--git-dir', (await ensureSharedClone(ws, fx.origin)).clonePath, 'show', `${second.rescue!.branch}:app.txt`)).toBe('saved before the removal');
     });
 
     it('rescues a worktree on a detached HEAD without moving HEAD', async () => {

@@ -285,9 +285,9 @@ async function checkedWorktreePath(
  */
 export async function createOrReuseWorktree(
   workspace: GitWorkspace,
-  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date },
+  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date; rescueFor?: string },
 ): Promise<PreparedWorktree> {
-  const { worktreeKey, repositoryUrl, branch, baseRef, now } = input;
+  const { worktreeKey, repositoryUrl, branch, baseRef, now, rescueFor } = input;
   const worktreePath = await checkedWorktreePath(workspace, input);
 
   const { clonePath } = await ensureSharedClone(workspace, repositoryUrl, { of: { worktreeKey, branch } });
@@ -313,7 +313,7 @@ export async function createOrReuseWorktree(
       const head = await currentBranch(workspace, worktreePath);
       let onBranchRescue: RescueResult | null = null;
       if (head === `refs/heads/${branch}`) {
-        onBranchRescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
+        onBranchRescue = await rescueLocked(workspace, worktreePath, worktreeKey, now, rescueFor);
         const headSha = await revParse(workspace, worktreePath, 'HEAD');
         if (headSha !== null) return { outcome: 'reused', path: worktreePath, headSha, rescue: onBranchRescue, atStartingPoint: false };
         // HEAD names the key's branch, but it has no commit (an agent's `git checkout --orphan`):
@@ -321,7 +321,7 @@ export async function createOrReuseWorktree(
       }
       // Off its branch (an agent detached HEAD or switched branches): refusing it would refuse every
       // lease of the key. Its work is kept on a rescue branch, and it is made again.
-      const setAside = await setAsideOffBranch(workspace, { clonePath, worktreePath, worktreeKey, branch, now });
+      const setAside = await setAsideOffBranch(workspace, { clonePath, worktreePath, worktreeKey, branch, now, rescueFor });
       offBranchRescue = onBranchRescue ?? setAside;
       registered = undefined;
       onDisk = null;
@@ -365,11 +365,11 @@ export async function createOrReuseWorktree(
  */
 async function setAsideOffBranch(
   workspace: GitWorkspace,
-  input: { clonePath: string; worktreePath: string; worktreeKey: string; branch: string; now: Date },
+  input: { clonePath: string; worktreePath: string; worktreeKey: string; branch: string; now: Date; rescueFor?: string },
 ): Promise<RescueResult | null> {
-  const { clonePath, worktreePath, worktreeKey, branch, now } = input;
+  const { clonePath, worktreePath, worktreeKey, branch, now, rescueFor } = input;
   const headSha = await revParse(workspace, worktreePath, 'HEAD');
-  let rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
+  let rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now, rescueFor);
   if (rescue === null && headSha !== null) {
     const onBranch = (await refsAt(workspace, clonePath, [`refs/heads/${branch}`])).get(`refs/heads/${branch}`) ?? null;
     if (onBranch === null || !(await isAncestor(workspace, clonePath, headSha, onBranch))) {
@@ -458,9 +458,11 @@ async function newRescueBranch(workspace: GitWorkspace, cwd: string, worktreeKey
  * then cleans the worktree back to HEAD. HEAD and the worktree's branch do not move. Returns null
  * when there was nothing to rescue. Run again after a crash between the commit and the cleaning,
  * it finds the rescue branch holding exactly these changes and does not make a second one.
+ * `rescueFor` names the work the rescue is done for in its commit's subject: a run again after the
+ * cleaning finds nothing to rescue, and earlierRescue then finds what the first run made.
  */
-export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeKey: string; now: Date }): Promise<RescueResult | null> {
-  const { worktreeKey, now } = input;
+export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeKey: string; now: Date; rescueFor?: string }): Promise<RescueResult | null> {
+  const { worktreeKey, now, rescueFor } = input;
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
   if (!(await lstatOrNull(worktreePath))) return null;
   const clonePath = await cloneOfWorktree(workspace, worktreePath);
@@ -468,10 +470,35 @@ export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeK
     await setAsideAndForget(workspace, worktreePath, worktreeKey, now);
     return null;
   }
-  return serializedOnClone(workspace, clonePath, (workspace) => rescueLocked(workspace, worktreePath, worktreeKey, now));
+  return serializedOnClone(workspace, clonePath, (workspace) => rescueLocked(workspace, worktreePath, worktreeKey, now, rescueFor));
 }
 
-async function rescueLocked(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<RescueResult | null> {
+/** The subject of a rescue commit; ends with ` for <rescueFor>` when the rescue is done for named work (earlierRescue). */
+function rescueSubject(worktreeKey: string, now: Date, rescueFor: string | undefined): string {
+  return `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}${rescueFor === undefined ? '' : ` for ${rescueFor}`}`;
+}
+
+/**
+ * The rescue an earlier run of the same work made (its commit's subject ends with ` for <rescueFor>`),
+ * or null. A rescue, or a rescue and removal, run again after a crash (or a report that failed)
+ * between its clean-up — or the worktree's removal — and its report finds nothing left to rescue,
+ * yet what it saved must still be reported. Looked for in every shared clone: the worktree, and with
+ * it the clone it was of, may be gone. See docs/worktrees.md.
+ */
+export async function earlierRescue(workspace: GitWorkspace, input: { worktreeKey: string; rescueFor: string }): Promise<RescueResult | null> {
+  const { worktreeKey, rescueFor } = input;
+  await worktreePathFor(workspace, worktreeKey);
+  for (const clonePath of await listClones(workspace)) {
+    const refs = await git(workspace, clonePath, ['for-each-ref', '--format=%(objectname) %(refname) %(contents:subject)', `refs/heads/gantry/rescue/${worktreeKey}/`]);
+    for (const line of refs.stdout.split('\n')) {
+      const [sha, ref] = line.split(' ', 2);
+      if (sha && ref && line.endsWith(` for ${rescueFor}`)) return { branch: ref.slice('refs/heads/'.length), sha };
+    }
+  }
+  return null;
+}
+
+async function rescueLocked(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date, rescueFor?: string): Promise<RescueResult | null> {
   const status = await statusOf(workspace, worktreePath);
   if (status.length === 0) return null;
   if ((await setAsideEmbeddedRepositories(workspace, worktreePath, worktreeKey, status, now)) && (await statusOf(workspace, worktreePath)).length === 0) return null;
@@ -489,7 +516,7 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
   if (same) {
     rescue = { branch: same[0]!.slice('refs/heads/'.length), sha: same[1]! };
   } else {
-    const message = `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}`;
+    const message = rescueSubject(worktreeKey, now, rescueFor);
     const commit = await gitOnClone(workspace, worktreePath, ['commit-tree', '--no-gpg-sign', tree, ...(head ? ['-p', head] : []), '-m', message], {
       identity: { name: 'Gantry', email: 'gantry@localhost.invalid' },
     });
@@ -612,14 +639,14 @@ export async function removeWorktree(workspace: GitWorkspace, input: { worktreeK
  */
 export async function rescueAndRemoveWorktree(
   workspace: GitWorkspace,
-  input: { worktreeKey: string; now: Date },
+  input: { worktreeKey: string; now: Date; rescueFor?: string },
 ): Promise<{ rescue: RescueResult | null; removed: boolean }> {
-  const { worktreeKey, now } = input;
+  const { worktreeKey, now, rescueFor } = input;
   const found = await worktreeToRemove(workspace, worktreeKey, now);
   if (!found) return { rescue: null, removed: true };
   const { worktreePath, clonePath } = found;
   return serializedOnClone(workspace, clonePath, async (workspace) => {
-    const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now);
+    const rescue = await rescueLocked(workspace, worktreePath, worktreeKey, now, rescueFor);
     await removeLocked(workspace, clonePath, worktreePath);
     return { rescue, removed: true };
   });
