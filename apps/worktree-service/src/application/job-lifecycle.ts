@@ -2,8 +2,9 @@ import { Controller, Inject, Injectable } from '@nestjs/common';
 import type pg from 'pg';
 import { isTerminalJobStatus, streamName, type EventEnvelope, type JobEvent, type WorktreeReleasePendingCause } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
-import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
+import { DurableConsumer, holdHereIfAsked, type ConsumerContext } from '@gantry/service-runtime';
 import type { ClaimEndedBy } from '../domain/index.js';
+import { holdWhileClaimEnds } from '../infrastructure/persistence/claim-ends.js';
 import { LeaseReleases } from './lease-releases.js';
 
 export const JOBS_CONSUMER = 'worktree-service-jobs';
@@ -71,19 +72,19 @@ export class JobLifecycleReactions {
         return this.record(sql, event, 'RUNNING', d.leaseToken ?? null, null);
       case 'JobFinished':
         await this.record(sql, event, d.jobStatus!, d.leaseToken ?? null, 'holder');
-        return this.claimEnded(event, d.leaseToken!, null);
+        return this.claimEnded(event, sql, d.leaseToken!, null);
       case 'JobClaimRolledBack':
         await this.record(sql, event, d.outcome === 'REQUEUED' ? 'QUEUED' : 'FAILED', d.leaseToken ?? null, 'holder');
-        return this.claimEnded(event, d.leaseToken!, null);
+        return this.claimEnded(event, sql, d.leaseToken!, null);
       case 'JobRunStopped':
         await this.record(sql, event, 'CANCELLED', d.leaseToken ?? null, 'holder');
-        return this.claimEnded(event, d.leaseToken!, null);
+        return this.claimEnded(event, sql, d.leaseToken!, null);
       case 'JobCancelled':
         await this.record(sql, event, 'CANCELLED', d.revokedLeaseToken ?? null, 'service');
-        return this.claimEnded(event, null, 'job_cancelled');
+        return this.claimEnded(event, sql, null, 'job_cancelled');
       case 'JobLeaseExpired':
         await this.record(sql, event, d.outcome === 'REQUEUED' ? 'QUEUED' : 'FAILED', d.leaseToken ?? null, 'service');
-        return this.claimEnded(event, d.leaseToken!, 'job_lease_expired');
+        return this.claimEnded(event, sql, d.leaseToken!, 'job_lease_expired');
       default:
         return;
     }
@@ -109,12 +110,18 @@ export class JobLifecycleReactions {
    * The claim `token` ended — by its holder when `byService` is null, else by the job service (a
    * cancel names no token: then every claim). Each lease change runs in its own transaction (an
    * idempotent decider command), before the event is acknowledged: a crash in between redelivers the
-   * event and the change finds nothing left to do.
+   * event and the change finds nothing left to do. The leases are looked for under the job's lock,
+   * held until the end is committed: an acquire of the claim whose lease comes after the look reads
+   * the job under it again, and ends its lease itself (WorktreeLeaseCommands.acquire).
    */
-  private async claimEnded(event: EventEnvelope, token: number | null, byService: WorktreeReleasePendingCause | null): Promise<void> {
+  private async claimEnded(event: EventEnvelope, sql: pg.PoolClient, token: number | null, byService: WorktreeReleasePendingCause | null): Promise<void> {
     const jobId = (event.data as JobData).jobId;
     const causation = { causationId: event.eventId };
-    for (const lease of await this.releases.liveLeasesOfJob(jobId, token)) {
+    await holdWhileClaimEnds(sql, jobId);
+    const leases = await this.releases.liveLeasesOfJob(jobId, token);
+    // Test-only (GANTRY_TEST_HOLD_AT): an acquire of the claim asks for its lease before this end is committed.
+    await holdHereIfAsked('worktree-jobs:claim-leases-read');
+    for (const lease of leases) {
       const ownClaim = token === null || lease.job_lease_token === token;
       if (ownClaim && byService === null) await this.releases.end(lease, 'job_terminal', causation);
       else await this.releases.awaitHolder(lease, ownClaim ? byService! : 'claim_superseded', causation);

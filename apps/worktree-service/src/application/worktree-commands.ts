@@ -5,7 +5,6 @@ import {
   deriveWorktreeKey,
   ErrorCode,
   GantryError,
-  isTerminalJobStatus,
   releaseWorktree,
   renewWorktreeLease,
   type ReplyOf,
@@ -13,10 +12,13 @@ import {
   type WorktreeLeaseGrant,
 } from '@gantry/contracts';
 import type { CommandContext } from '@gantry/messaging';
-import { CommandHandler } from '@gantry/service-runtime';
+import { CommandHandler, holdHereIfAsked } from '@gantry/service-runtime';
 import { EventStore } from '@gantry/eventstore';
+import { claimVerdict, type KnownJob } from '../domain/index.js';
+import { jobAfterClaimEnds, jobAsKnown } from '../infrastructure/persistence/claim-ends.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { idempotencyFor, leaseIdFor, metadataOf } from './command-context.js';
+import { LeaseReleases } from './lease-releases.js';
 import { findLease, type LeaseRow } from './lease-rows.js';
 import { serviceActor, streamIdOf, WorktreeLeaseLog, type DecideOptions } from './lease-log.js';
 import { LeaseSweep } from './lease-sweep.js';
@@ -24,6 +26,18 @@ import { LeaseSweep } from './lease-sweep.js';
 const POLL_MS = 250;
 const ENDED: readonly string[] = ['released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn'];
 const RELEASE_WAIT_MS = 15_000;
+
+/** The refusal of an acquire for a claim that has ended (refuseEndedClaim). */
+function claimEndedError(jobId: string, jobLeaseToken: number, job: KnownJob): GantryError {
+  if (job.leaseToken !== null && job.leaseToken > jobLeaseToken) {
+    return new GantryError(ErrorCode.STALE_FENCE, `claim ${jobLeaseToken} of job ${jobId} was superseded by claim ${job.leaseToken}`, {
+      jobId,
+      jobLeaseToken,
+      currentJobLeaseToken: job.leaseToken,
+    });
+  }
+  return new GantryError(ErrorCode.STALE_FENCE, `claim ${jobLeaseToken} of job ${jobId} has ended (${job.status}): it gets no worktree`, { jobId, jobLeaseToken, status: job.status });
+}
 
 /**
  * acquire_worktree, renew_worktree_lease and release_worktree. An acquire appends its request in a
@@ -37,6 +51,7 @@ export class WorktreeLeaseCommands {
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(WORKTREE_CONFIG) private readonly config: WorktreeConfig,
     @Inject(LeaseSweep) private readonly sweep: LeaseSweep,
+    @Inject(LeaseReleases) private readonly releases: LeaseReleases,
   ) {}
 
   @CommandHandler(acquireWorktree)
@@ -47,6 +62,8 @@ export class WorktreeLeaseCommands {
     const worktreeKey = deriveWorktreeKey(request.repositoryUrl, request.branch);
     const leaseId = leaseIdFor(request.idempotencyKey);
     await this.refuseEndedClaim(request.jobId, request.jobLeaseToken);
+    // Test-only (GANTRY_TEST_HOLD_AT): the claim ends between its check and the lease's request.
+    await holdHereIfAsked('worktree-acquire:claim-checked');
     if (await this.askedElsewhere(leaseId, worktreeKey, request)) return this.waitForGrant(leaseId);
     await this.waitForLeasesUnderOlderKeys(worktreeKey, request);
     await this.leases.decide(
@@ -68,6 +85,7 @@ export class WorktreeLeaseCommands {
       },
       { metadata: metadataOf(request, context), idempotency: idempotencyFor('acquire_worktree', request), reply: () => ({ leaseId }) },
     );
+    await this.endIfClaimEnded(leaseId, request.jobId, request.jobLeaseToken);
     return this.waitForGrant(leaseId);
   }
 
@@ -112,26 +130,28 @@ export class WorktreeLeaseCommands {
   }
 
   /**
-   * A claim this service already knows has ended (its job is terminal, or claimed again since) gets
-   * no worktree. What it does not know yet is caught later: the job's terminal event releases the lease.
+   * A claim this service already knows has ended (its job is terminal, or requeued or claimed again
+   * since: claimVerdict) gets no worktree. What it does not know yet is caught later: the end of the
+   * claim releases the lease, or the acquire itself once its lease is asked for (endIfClaimEnded).
    */
   private async refuseEndedClaim(jobId: string, jobLeaseToken: number): Promise<void> {
-    const { rows } = await this.store.pool.query<{ status: string; lease_token: number | null }>(
-      `SELECT status, lease_token FROM job_statuses WHERE job_id = $1`,
-      [jobId],
-    );
-    const job = rows[0];
-    if (!job) return;
-    if (isTerminalJobStatus(job.status)) {
-      throw new GantryError(ErrorCode.STALE_FENCE, `job ${jobId} has ended (${job.status}): its claims get no worktree`, { jobId, status: job.status });
-    }
-    if (job.lease_token !== null && job.lease_token > jobLeaseToken) {
-      throw new GantryError(ErrorCode.STALE_FENCE, `claim ${jobLeaseToken} of job ${jobId} was superseded by claim ${job.lease_token}`, {
-        jobId,
-        jobLeaseToken,
-        currentJobLeaseToken: job.lease_token,
-      });
-    }
+    const job = await jobAsKnown(this.store.pool, jobId);
+    if (job && claimVerdict(job, jobLeaseToken, false).kind !== 'keep') throw claimEndedError(jobId, jobLeaseToken, job);
+  }
+
+  /**
+   * The claim may have ended between refuseEndedClaim and the lease's request, its end looking for the
+   * claim's leases before this one was written: read again, under the job's lock (jobAfterClaimEnds),
+   * now that the lease is in the log. An ended claim's lease is then ended here as the end of the claim
+   * would have ended it — released, or left to wait for its holder — and the acquire answers with that.
+   */
+  private async endIfClaimEnded(leaseId: string, jobId: string, jobLeaseToken: number): Promise<void> {
+    const verdict = claimVerdict(await jobAfterClaimEnds(this.store.pool, jobId), jobLeaseToken, false);
+    if (verdict.kind === 'keep') return;
+    const lease = await this.leaseOrNotFound(leaseId);
+    if (ENDED.includes(lease.status)) return;
+    if (verdict.kind === 'release') await this.releases.end(lease, 'job_terminal');
+    else await this.releases.awaitHolder(lease, verdict.cause);
   }
 
   /**

@@ -5,6 +5,7 @@ import {
   acquireWorktree,
   deriveWorktreeKey,
   ErrorCode,
+  JobClaimRolledBack,
   JobFinished,
   listWorktreeLeases,
   releaseWorktree,
@@ -340,7 +341,14 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     expect((await refusal(acquire(jobId))).code).toBe(ErrorCode.STALE_FENCE);
     const requeued = await claimedJob(world, 2);
     expect((await refusal(acquire(requeued))).code).toBe(ErrorCode.STALE_FENCE);
-    expect(await world.count(`SELECT count(*) AS n FROM worktree_leases WHERE job_id = ANY($1::text[])`, [[jobId, requeued]])).toBe(0);
+    // A claim its holder rolled back, the job queued again: that claim has ended too.
+    const rolledBack = await claimedJob(world);
+    await world.publishJobEvent('JobClaimRolledBack', rolledBack, { ...JobClaimRolledBack.examples.valid[0], jobId: rolledBack, leaseToken: 1 });
+    await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'QUEUED'`, [rolledBack])) === 1, {
+      what: 'job queued again known',
+    });
+    expect((await refusal(acquire(rolledBack))).code).toBe(ErrorCode.STALE_FENCE);
+    expect(await world.count(`SELECT count(*) AS n FROM worktree_leases WHERE job_id = ANY($1::text[])`, [[jobId, requeued, rolledBack]])).toBe(0);
   });
 
   it('the read models rebuilt from the log equal the live ones', async () => {
