@@ -235,9 +235,11 @@ export class WorktreeEffectProcessor {
       }
       case 'evict': {
         const { worktreeKey } = effect;
-        const outcome = await rescueAndRemoveWorktree(workspace, { worktreeKey, now: now() });
+        const rescueFor = rescueOf(effect);
+        const outcome = await rescueAndRemoveWorktree(workspace, { worktreeKey, now: now(), rescueFor });
         killAfterGitIfAsked('evict');
-        await this.report(worktreeKey, { type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue: outcome.rescue, removed: outcome.removed, now: this.leases.now() } }, effect, signal);
+        const rescue = outcome.rescue ?? (again ? await earlierRescue(workspace, { worktreeKey, rescueFor }) : null);
+        await this.report(worktreeKey, { type: 'RecordWorktreeEvicted', data: { worktreeKey, rescue, removed: outcome.removed, now: this.leases.now() } }, effect, signal);
         return;
       }
       default: {
@@ -265,9 +267,9 @@ export class WorktreeEffectProcessor {
   }
 }
 
-/** What a rescue is done for, in its commit's subject (earlierRescue): the effect, its lease and token. */
-function rescueOf(effect: Extract<WorktreeEffect, { leaseId: string }>): string {
-  return `${effect.type} of lease ${effect.leaseId} (token ${effect.token})`;
+/** What a rescue is done for, in its commit's subject (earlierRescue): the effect, and its lease and token or the eviction's request. */
+function rescueOf(effect: WorktreeEffect): string {
+  return effect.type === 'evict' ? `evict asked for at ${effect.requestedAt}` : `${effect.type} of lease ${effect.leaseId} (token ${effect.token})`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -113,12 +113,14 @@ describe('the worktree service across restarts (a real process)', () => {
     });
   });
 
-  it('an eviction killed after its git work completes at the restart and is never asked for again', async () => {
+  it('an eviction killed after its git work completes at the restart, naming the rescue it made, and is never asked for again', async () => {
     const cap = { GANTRY_WORKTREE_MAX_PER_REPOSITORY: '1' };
     service = await startServiceProcess(world, cap);
     const first = await acquire(await claimedJob(world), 'feature/evict-first');
     await release(first);
     await service.kill('SIGTERM');
+    // Written into the idle worktree after its release: the eviction rescues it.
+    writeFileSync(path.join(first.path, 'late.txt'), 'written after the release\n');
 
     // The second worktree puts the repository over its cap of 1: the first, idle, is evicted — and
     // the service dies between `git worktree remove` and the report.
@@ -133,7 +135,9 @@ describe('the worktree service across restarts (a real process)', () => {
 
     service = await startServiceProcess(world, cap);
     const evicted = await eventually(async () => (await eventsOf('WorktreeEvicted', first.worktreeKey))[0], { what: 'the eviction recorded', timeoutMs: 20_000 });
-    expect(evicted).toMatchObject({ removed: true });
+    expect(evicted).toMatchObject({ removed: true, rescueBranch: expect.stringContaining(`gantry/rescue/${first.worktreeKey}/`) });
+    const clone = path.join(world.root, 'repos', readdirSync(path.join(world.root, 'repos'))[0]!);
+    expect(git(world.git.dir, '--git-dir', clone, 'show', `${evicted.rescueBranch as string}:late.txt`)).toBe('written after the release');
     expect(await worktreeRow(first.worktreeKey)).toBeUndefined();
     const second = await acquire(secondJob, 'feature/evict-second');
     await release(second);

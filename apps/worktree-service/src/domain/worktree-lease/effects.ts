@@ -26,8 +26,8 @@ export type WorktreeEffect =
   | (LeaseEffectBase & { readonly type: 'rescue'; readonly reason: WorktreeReleaseReason })
   /** Rescue as above, then `git worktree remove` + `git worktree prune`. → RecordWorktreeReleased */
   | (LeaseEffectBase & { readonly type: 'rescue_and_remove'; readonly reason: WorktreeReleaseReason })
-  /** Hygiene: rescue an idle worktree's changes, then remove it. → RecordWorktreeEvicted */
-  | { readonly type: 'evict'; readonly worktreeKey: string; readonly repositoryUrl: string; readonly branch: string };
+  /** Hygiene: rescue an idle worktree's changes, then remove it; `requestedAt` names the eviction. → RecordWorktreeEvicted */
+  | { readonly type: 'evict'; readonly worktreeKey: string; readonly repositoryUrl: string; readonly branch: string; readonly requestedAt: string };
 
 export type WorktreeEffectType = WorktreeEffect['type'];
 
@@ -80,7 +80,8 @@ export function pendingEffects(state: WorktreeLeaseState): WorktreeEffect[] {
 
 function evictionEffect(state: WorktreeLeaseState): WorktreeEffect | null {
   if (!state.eviction || !state.worktreeKey) return null;
-  return { type: 'evict', worktreeKey: state.worktreeKey, repositoryUrl: state.eviction.repositoryUrl, branch: state.eviction.branch };
+  const { repositoryUrl, branch, requestedAt } = state.eviction;
+  return { type: 'evict', worktreeKey: state.worktreeKey, repositoryUrl, branch, requestedAt };
 }
 
 /** Identifies an effect within its worktree key: the same identity means the same work. */
