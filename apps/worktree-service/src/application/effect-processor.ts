@@ -201,6 +201,7 @@ export class WorktreeEffectProcessor {
         let command: WorktreeLeaseCommand;
         try {
           const create = this.createsBegun.get(`${leaseId}:${token}`);
+          const rescueFor = rescueOf(effect);
           const synced = await syncWorktree(workspace, {
             worktreeKey,
             repositoryUrl,
@@ -209,9 +210,11 @@ export class WorktreeEffectProcessor {
             now: now(),
             fetchedSince: create?.at,
             madeAtStart: create?.madeAtStart,
+            rescueFor,
           });
           killAfterGitIfAsked('sync');
-          command = { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: synced.baseSha, rescue: synced.rescue, now: this.leases.now() } };
+          const rescue = synced.rescue ?? (again ? await earlierRescue(workspace, { worktreeKey, rescueFor }) : null);
+          command = { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: synced.baseSha, rescue, now: this.leases.now() } };
         } catch (error) {
           if (lockLost(error, signal)) throw error;
           command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'sync', reason: reasonOf(error), now: this.leases.now() } };

@@ -93,13 +93,18 @@ describe('the worktree service killed and restarted (a real process)', () => {
     await release(next);
   }, 180_000);
 
-  it('killed in the middle of a sync: after a restart the sync fetches again and completes once, and the next acquire works', async () => {
+  it('killed in the middle of a sync: after a restart the sync fetches again and completes once, names the rescue of the commits it dropped, and the next acquire works', async () => {
     const branch = 'feature/crash-sync';
     service = await startServiceProcess(world);
     const first = await acquire(await claimedJob(world), branch);
     await release(first);
     await service.kill('SIGTERM');
     service = null;
+    // A commit left on the branch in the idle worktree, never pushed: the sync keeps it on a rescue branch and resets.
+    writeFileSync(path.join(first.path, 'left.txt'), 'committed, never pushed\n');
+    git(first.path, 'add', 'left.txt');
+    git(first.path, '-c', 'user.name=Agent', '-c', 'user.email=agent@example.invalid', 'commit', '-q', '-m', 'left behind');
+    const left = git(first.path, 'rev-parse', 'HEAD');
     const newer = world.git.pushCommit('main', { 'app.txt': 'v2\n' }, 'move main on');
 
     const jobId = newJobId();
@@ -118,6 +123,8 @@ describe('the worktree service killed and restarted (a real process)', () => {
     expect(grant.baseSha).toBe(newest);
     expectDiskAgrees(grant, branch, newest);
     expect(await world.count(`SELECT count(*) AS n FROM events WHERE type = 'WorktreeSynced' AND data->>'leaseId' = $1`, [grant.leaseId])).toBe(1);
+    const { rows: rescued } = await world.db.query(`SELECT data FROM events WHERE type = 'WorktreeRescued' AND data->>'leaseId' = $1`, [grant.leaseId]);
+    expect(rescued.map((r) => r.data.rescueSha)).toEqual([left]);
 
     await release(grant);
     const next = await acquire(await claimedJob(world), branch);

@@ -458,6 +458,17 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(git(wt(), 'rev-parse', 'HEAD')).toBe(mainSha);
     });
 
+    it('run again after the reset, it finds nothing to keep, and the rescue the first run made for the same sync is found', async () => {
+      await createOrReuseWorktree(ws, input);
+      const local = commitLocally('work.txt', 'unpushed work');
+      const rescueFor = 'sync of lease L (token 2)';
+      const first = await syncWorktree(ws, { ...input, rescueFor });
+      expect(first.rescue).toMatchObject({ sha: local });
+      expect(await syncWorktree(ws, { ...input, rescueFor })).toMatchObject({ rescue: null });
+      expect(await earlierRescue(ws, { worktreeKey: key, rescueFor })).toEqual(first.rescue);
+      expect(await earlierRescue(ws, { worktreeKey: key, rescueFor: 'sync of lease L (token 3)' })).toBeNull();
+    });
+
     it('refuses a worktree that is not on the lease’s branch — detached, on another branch, or on a branch with no commit — and moves nothing', async () => {
       await createOrReuseWorktree(ws, input);
       fx.pushCommit('main', { 'app.txt': 'v2\n' });

@@ -373,7 +373,7 @@ async function setAsideOffBranch(
   if (rescue === null && headSha !== null) {
     const onBranch = (await refsAt(workspace, clonePath, [`refs/heads/${branch}`])).get(`refs/heads/${branch}`) ?? null;
     if (onBranch === null || !(await isAncestor(workspace, clonePath, headSha, onBranch))) {
-      rescue = await rescueBranchAt(workspace, clonePath, worktreeKey, headSha, now);
+      rescue = await rescueBranchAt(workspace, clonePath, worktreeKey, headSha, now, rescueFor);
     }
   }
   await removeLocked(workspace, clonePath, worktreePath);
@@ -395,9 +395,9 @@ async function setAsideOffBranch(
  */
 export async function syncWorktree(
   workspace: GitWorkspace,
-  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date; fetchedSince?: number; madeAtStart?: string },
+  input: { worktreeKey: string; repositoryUrl: string; branch: string; baseRef: string; now: Date; fetchedSince?: number; madeAtStart?: string; rescueFor?: string },
 ): Promise<SyncedWorktree> {
-  const { worktreeKey, repositoryUrl, branch, baseRef, now, fetchedSince, madeAtStart } = input;
+  const { worktreeKey, repositoryUrl, branch, baseRef, now, fetchedSince, madeAtStart, rescueFor } = input;
   const worktreePath = await checkedWorktreePath(workspace, input);
   const onDisk = await lstatOrNull(worktreePath);
   if (!onDisk) throw notThere(`worktree ${worktreeKey} does not exist; create it first`, { worktreeKey });
@@ -429,28 +429,35 @@ export async function syncWorktree(
       await git(workspace, worktreePath, ['merge', '--ff-only', '--quiet', start]);
       return { baseSha: start, fastForwarded: true, rescue: null };
     }
-    const rescue = await rescueBranchAt(workspace, worktreePath, worktreeKey, local, now);
+    const rescue = await rescueBranchAt(workspace, worktreePath, worktreeKey, local, now, rescueFor);
     await git(workspace, worktreePath, ['reset', '--hard', '--quiet', start]);
     return { baseSha: start, fastForwarded: false, rescue };
   });
 }
 
 /** A rescue branch at `sha`: the one already there (a run repeated after a crash), else a new `gantry/rescue/<key>/<time>`. */
-async function rescueBranchAt(workspace: GitWorkspace, cwd: string, worktreeKey: string, sha: string, now: Date): Promise<RescueResult> {
+async function rescueBranchAt(workspace: GitWorkspace, cwd: string, worktreeKey: string, sha: string, now: Date, rescueFor?: string): Promise<RescueResult> {
   const existing = await git(workspace, cwd, ['for-each-ref', '--count=1', '--format=%(refname)', `--points-at=${sha}`, `refs/heads/gantry/rescue/${worktreeKey}/`]);
   const found = existing.stdout.trim();
   if (found !== '') return { branch: found.slice('refs/heads/'.length), sha };
-  return { branch: await newRescueBranch(workspace, cwd, worktreeKey, sha, now), sha };
+  return { branch: await newRescueBranch(workspace, cwd, worktreeKey, sha, now, rescueFor), sha };
 }
 
-/** Creates `gantry/rescue/<key>/<time>` (or `-2`, `-3` … when taken) at `sha`; never moves an existing branch. */
-async function newRescueBranch(workspace: GitWorkspace, cwd: string, worktreeKey: string, sha: string, now: Date): Promise<string> {
+/**
+ * Creates `gantry/rescue/<key>/<time>` (or `-2`, `-3` … when taken) at `sha`; never moves an existing
+ * branch. With `rescueFor`, the branch's reflog (made for it: a bare clone keeps none by default) names
+ * the work the rescue is done for, so that a run of that work again finds it (earlierRescue).
+ */
+async function newRescueBranch(workspace: GitWorkspace, cwd: string, worktreeKey: string, sha: string, now: Date, rescueFor?: string): Promise<string> {
   let name = rescueBranchName(worktreeKey, now);
   for (let n = 2; await revParse(workspace, cwd, `refs/heads/${name}`); n++) name = `${rescueBranchName(worktreeKey, now)}-${n}`;
+  const named = rescueFor === undefined ? ['-m', RESCUE_REFLOG] : ['--create-reflog', '-m', `${RESCUE_REFLOG} for ${rescueFor}`];
   // The empty old value makes update-ref refuse to overwrite a branch that appeared meanwhile.
-  await git(workspace, cwd, ['update-ref', '-m', 'gantry rescue', `refs/heads/${name}`, sha, '']);
+  await git(workspace, cwd, ['update-ref', ...named, `refs/heads/${name}`, sha, '']);
   return name;
 }
+
+const RESCUE_REFLOG = 'gantry rescue';
 
 /**
  * Commits every change of a dirty worktree — modified, staged and untracked files (not ignored
@@ -458,7 +465,7 @@ async function newRescueBranch(workspace: GitWorkspace, cwd: string, worktreeKey
  * then cleans the worktree back to HEAD. HEAD and the worktree's branch do not move. Returns null
  * when there was nothing to rescue. Run again after a crash between the commit and the cleaning,
  * it finds the rescue branch holding exactly these changes and does not make a second one.
- * `rescueFor` names the work the rescue is done for in its commit's subject: a run again after the
+ * `rescueFor` names the work the rescue is done for (newRescueBranch): a run again after the
  * cleaning finds nothing to rescue, and earlierRescue then finds what the first run made.
  */
 export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeKey: string; now: Date; rescueFor?: string }): Promise<RescueResult | null> {
@@ -473,26 +480,28 @@ export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeK
   return serializedOnClone(workspace, clonePath, (workspace) => rescueLocked(workspace, worktreePath, worktreeKey, now, rescueFor));
 }
 
-/** The subject of a rescue commit; ends with ` for <rescueFor>` when the rescue is done for named work (earlierRescue). */
-function rescueSubject(worktreeKey: string, now: Date, rescueFor: string | undefined): string {
-  return `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}${rescueFor === undefined ? '' : ` for ${rescueFor}`}`;
-}
-
 /**
- * The rescue an earlier run of the same work made (its commit's subject ends with ` for <rescueFor>`),
- * or null. A rescue, or a rescue and removal, run again after a crash (or a report that failed)
- * between its clean-up — or the worktree's removal — and its report finds nothing left to rescue,
- * yet what it saved must still be reported. Looked for in every shared clone: the worktree, and with
- * it the clone it was of, may be gone. See docs/worktrees.md.
+ * The rescue an earlier run of the same work made (the branch's reflog names `rescueFor`:
+ * newRescueBranch), or null. A rescue, a rescue and removal, or a sync that kept local commits, run
+ * again after a crash (or a report that failed) between its clean-up — the worktree's cleaning,
+ * removal or reset — and its report finds nothing left to rescue, yet what it saved must still be
+ * reported. Looked for in every shared clone: the worktree, and with it the clone it was of, may be
+ * gone. See docs/worktrees.md.
  */
 export async function earlierRescue(workspace: GitWorkspace, input: { worktreeKey: string; rescueFor: string }): Promise<RescueResult | null> {
   const { worktreeKey, rescueFor } = input;
   await worktreePathFor(workspace, worktreeKey);
   for (const clonePath of await listClones(workspace)) {
-    const refs = await git(workspace, clonePath, ['for-each-ref', '--format=%(objectname) %(refname) %(contents:subject)', `refs/heads/gantry/rescue/${worktreeKey}/`]);
-    for (const line of refs.stdout.split('\n')) {
-      const [sha, ref] = line.split(' ', 2);
-      if (sha && ref && line.endsWith(` for ${rescueFor}`)) return { branch: ref.slice('refs/heads/'.length), sha };
+    const listed = await git(workspace, clonePath, ['for-each-ref', '--format=%(refname)', `refs/heads/gantry/rescue/${worktreeKey}/`]);
+    const refs = listed.stdout.split('\n').filter((ref) => ref !== '');
+    if (refs.length === 0) continue;
+    // `<sha> <ref>@{<n>} <message>`; a branch made without a reflog has no entry.
+    const logs = await git(workspace, clonePath, ['log', '--walk-reflogs', '--format=%H %gD %gs', '--end-of-options', ...refs]);
+    for (const line of logs.stdout.split('\n')) {
+      const [sha, selector] = line.split(' ', 2);
+      if (sha && selector && line.endsWith(` ${RESCUE_REFLOG} for ${rescueFor}`)) {
+        return { branch: selector.replace(/@\{\d+\}$/, '').slice('refs/heads/'.length), sha };
+      }
     }
   }
   return null;
@@ -516,12 +525,12 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
   if (same) {
     rescue = { branch: same[0]!.slice('refs/heads/'.length), sha: same[1]! };
   } else {
-    const message = rescueSubject(worktreeKey, now, rescueFor);
+    const message = `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}`;
     const commit = await gitOnClone(workspace, worktreePath, ['commit-tree', '--no-gpg-sign', tree, ...(head ? ['-p', head] : []), '-m', message], {
       identity: { name: 'Gantry', email: 'gantry@localhost.invalid' },
     });
     const sha = commit.stdout.trim();
-    rescue = { branch: await newRescueBranch(workspace, worktreePath, worktreeKey, sha, now), sha };
+    rescue = { branch: await newRescueBranch(workspace, worktreePath, worktreeKey, sha, now, rescueFor), sha };
   }
   // The changes are safe on the rescue branch: now, and only now, clean the worktree.
   const saved = await git(workspace, worktreePath, ['rev-parse', '--verify', '--quiet', '--end-of-options', `refs/heads/${rescue.branch}^{tree}`], [1]);
