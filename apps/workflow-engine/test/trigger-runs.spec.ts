@@ -224,6 +224,47 @@ steps:
   }, 180_000);
 });
 
+describe('a turn trigger run again after one of its session actions met the task\'s stream kept busy', () => {
+  const taskId = `T-rerun-${randomUUID().slice(0, 8)}`;
+  const world = new WorkflowWorld('wf_turn_rerun');
+
+  beforeAll(async () => {
+    // the first append of each session action of the task is answered VERSION_CONFLICT (nothing written):
+    // the trigger is handed back at each, and runs again from its first action three times
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_FAIL: `session-conflict:${taskId}` } });
+    await world.importYaml('rerun-turn', `
+name: Turns run again
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work
+    on_turn_complete:
+      - type: enable_plan_mode
+      - type: set_session_mode
+        config: { mode: acceptEdits }
+      - type: configure_session
+        config: { model: claude-sonnet-4-6 }
+      - type: move_to_next
+  - id: done
+    name: Done
+`);
+  }, 120_000);
+  afterAll(() => world.close(), 60_000);
+
+  it('records each session action once: what a run recorded is not recorded again by the next run of the same event', async () => {
+    await world.task('rerun-turn', { taskId });
+    await world.move(taskId, 'work');
+    await world.agentTurn(taskId);
+    await world.atStep(taskId, 'done', 60_000);
+    const types = (await world.effects(taskId)).map((e) => e.type);
+    expect(types.filter((t) => t === 'PlanModeChanged')).toHaveLength(1);
+    expect(types.filter((t) => t === 'SessionModeSet')).toHaveLength(1);
+    expect(types.filter((t) => t === 'SessionConfigured')).toHaveLength(1);
+    expect((await world.client.request(getTaskSession, { taskId }))).toMatchObject({ planMode: true, mode: 'acceptEdits', settings: { model: 'claude-sonnet-4-6' } });
+  }, 180_000);
+});
+
 /**
  * A task of `workflow` moved into `work` completes a turn; the engine, started with a kill point in the
  * turn's trigger, dies there (SIGKILL) before the job's finish is acknowledged; a new engine starts and

@@ -96,6 +96,12 @@ export class SessionActions {
     await this.record(run, { type: 'RecordAutoStart', data: { taskId: run.task.taskId, jobId: reply.jobId, agentProfileId: profileId, cause, now: this.store.clock().toISOString() } });
   }
 
+  /**
+   * One session event, under a receipt keyed by what fired the action (the trigger's event, or the
+   * entry) and its position: a trigger run again (its event handled again, an exit resumed) records
+   * nothing its earlier run recorded, so a change another trigger made in between stays
+   * (docs/workflow-engine.md, "Triggers other than on_enter").
+   */
   private async record(run: ActionRun, command: TaskCommand): Promise<void> {
     const forced = this.hooks.sessionAnswer(run.task.taskId, `${run.trigger}:${run.cause}:${run.entrySeq}:${run.position}`);
     if (forced) throw forced;
@@ -104,6 +110,9 @@ export class SessionActions {
       streamId: streamIds.task(run.task.taskId),
       command,
       metadata: { correlationId: run.correlationId, actor: 'workflow-engine' },
+      // The type is in the key, not the request: a workflow re-imported with another action at the
+      // position before the trigger ran again makes that a new action, not a conflicting repeat.
+      idempotency: { scope: 'workflow.session_action', key: `${run.task.taskId}/${run.trigger}:${run.cause}#${run.entrySeq}:${run.position}:${command.type}`, request: {} },
       reply: () => undefined,
     });
   }
