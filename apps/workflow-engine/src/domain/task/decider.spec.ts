@@ -5,6 +5,7 @@ import { action, at, NEW_SESSION, seats, SESSION } from '../testing/fixtures.js'
 import type { Placing, StepSeats, TaskCommand } from './commands.js';
 import { taskDecider } from './decider.js';
 import type { TaskEvent } from './events.js';
+import { RESETS_REMEMBERED, type Task } from './state.js';
 
 const given = DeciderSpecification.for(taskDecider, { validate: validatesAgainstContract('workflow') });
 const W = 'office-default';
@@ -156,6 +157,18 @@ describe('task decider', () => {
       const later = { type: 'AgentContextReset' as const, data: { taskId: 'T-1', sessionId: LATER, cause, resetAt: at(11) } };
       const state = given([created(), earlier, later]).when({ type: 'ResetAgentContext', data: { taskId: 'T-1', sessionId: NEW_SESSION, cause, now: at(12) } }).then([]);
       expect((state as { session: unknown }).session).toMatchObject({ sessionId: LATER });
+    });
+
+    it('remembers a bounded number of resets: a task reset thousands of times keeps its state (and its row) small, and still refuses its recent resets again', () => {
+      const sessionOf = (n: number) => `${n.toString(16).padStart(8, '0')}-4d5e-4f60-8a7b-9c0d1e2f3a4b`;
+      const resets: TaskEvent[] = Array.from({ length: 5000 }, (_, n) => ({ type: 'AgentContextReset', data: { taskId: 'T-1', sessionId: sessionOf(n), cause, resetAt: at(10) } }));
+      const state = [created(), ...resets].reduce(taskDecider.evolve, taskDecider.initialState) as Task;
+      expect(state.session.sessionId).toBe(sessionOf(4999));
+      expect(state.session.resetTo.length).toBeLessThanOrEqual(RESETS_REMEMBERED);
+      expect(JSON.stringify(state).length).toBeLessThan(8192);
+      for (const n of [4998, 4999 - RESETS_REMEMBERED + 1]) {
+        expect(taskDecider.decide({ type: 'ResetAgentContext', data: { taskId: 'T-1', sessionId: sessionOf(n), cause, now: at(12) } }, state)).toEqual([]);
+      }
     });
 
     it('an auto-start handled again (its trigger run again, the same job answered) is recorded once; a later job\'s is recorded', () => {

@@ -50,6 +50,15 @@ export interface Task {
 
 export type TaskState = { status: 'ABSENT' } | Task;
 
+/**
+ * How many of the task's latest reset session ids its state keeps. A trigger run again is kept from
+ * resetting a second time by its receipt (keyed by the event that fired it, docs/workflow-engine.md,
+ * "Triggers other than on_enter"); the list is the decider's own check behind it, for the resets a
+ * late repeat can still be about. Unbounded, every reset grew the task's state, which is folded at
+ * each command and written whole to its `tasks` row at each of its events.
+ */
+export const RESETS_REMEMBERED = 32;
+
 export const initialTaskState: TaskState = { status: 'ABSENT' };
 
 export function taskExists(state: TaskState): state is Task {
@@ -117,7 +126,7 @@ export function evolveTask(state: TaskState, event: TaskEvent): TaskState {
     case 'TaskDeleted':
       return { ...task, status: 'DELETED' };
     case 'AgentContextReset':
-      return { ...task, session: { ...task.session, sessionId: event.data.sessionId, started: false, resetTo: [...task.session.resetTo, event.data.sessionId] } };
+      return { ...task, session: { ...task.session, sessionId: event.data.sessionId, started: false, resetTo: [...task.session.resetTo.slice(1 - RESETS_REMEMBERED), event.data.sessionId] } };
     case 'SessionConfigured': {
       const s = event.data.settings;
       const was = task.session.settings;
