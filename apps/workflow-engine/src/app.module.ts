@@ -19,6 +19,7 @@ import { RecoveryScan } from './application/recovery/recovery-scan.js';
 import { RunRecordsRetention } from './application/run-records-retention.js';
 import { TaskCommands } from './application/task-commands.js';
 import { TestHooks } from './application/test-hooks.js';
+import { StepExits } from './application/triggers/step-exits.js';
 import { TurnTriggers } from './application/triggers/turn-triggers.js';
 import { RunQueue } from './infrastructure/job-service/run-queue.js';
 import { ProcessEpoch } from './infrastructure/liveness/process-epoch.js';
@@ -70,6 +71,7 @@ import { workflowEngineProjections } from './infrastructure/persistence/projecti
     OnEnterDispatcher,
     Placements,
     TurnTriggers,
+    StepExits,
     EntryFlow,
     RecoveryScan,
     EngineLifecycle,

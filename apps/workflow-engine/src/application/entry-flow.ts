@@ -1,5 +1,4 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type { PlacementReply } from '@gantry/contracts';
 import { EventStore, type CommandMetadata, type IdempotencyOptions } from '@gantry/eventstore';
 import { nextStepId, stepOf, taskExists } from '../domain/index.js';
@@ -7,14 +6,15 @@ import { latestWorkflow, tasksWaitingFor } from '../infrastructure/persistence/r
 import { loadTask } from '../infrastructure/persistence/streams.js';
 import { OnEnterDispatcher } from './dispatch/on-enter-dispatcher.js';
 import { Placements, type PlacementOutcome, type PlacementRequest, type StepRef } from './placements.js';
-import { TurnTriggers } from './triggers/turn-triggers.js';
+import { StepExits } from './triggers/step-exits.js';
 
 /**
  * A placement and what follows its commit (docs/workflow-engine.md, "Entry paths"): the left step's
- * on_exit, the on_enter dispatch of the entry it made (in the background: the command answers
+ * on_exit (recorded with the move), the on_enter dispatch of the entry it made (in the background: the command answers
  * once the move committed), and the promotion of a waiting task into each seat it freed. A command
  * repeated under its key changes nothing and dispatches the entry it made again, markers only —
- * unless another live process opened that entry: its own dispatch walks it.
+ * unless another live process opened that entry: its own dispatch walks it — and runs its exit
+ * again if that is still open.
  */
 @Injectable()
 export class EntryFlow {
@@ -23,8 +23,7 @@ export class EntryFlow {
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(Placements) private readonly placements: Placements,
     @Inject(OnEnterDispatcher) private readonly dispatcher: OnEnterDispatcher,
-    @Inject(TurnTriggers) private readonly triggers: TurnTriggers,
-    @InjectPinoLogger('placement') private readonly log: PinoLogger,
+    @Inject(StepExits) private readonly exits: StepExits,
   ) {}
 
   async place(request: PlacementRequest, options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions }): Promise<PlacementReply> {
@@ -35,11 +34,14 @@ export class EntryFlow {
 
   /** The work after a placement's commit; a repeated command only dispatches its entry again (markers only). */
   async afterCommit(outcome: PlacementOutcome, options: { replayed: boolean; correlationId: string }): Promise<void> {
+    const left = outcome.left?.exitRecorded ? { taskId: outcome.reply.taskId, ...outcome.left } : null;
     if (options.replayed) {
+      // The exit the move recorded, if it is still open (left to its holder while that process lives).
+      if (left) await this.exits.run(left, options.correlationId);
       for (const entry of outcome.admissions) this.dispatcher.schedule(entry, 'resume', { repeated: true });
       return;
     }
-    if (outcome.left) await this.onExit(outcome.reply.taskId, outcome.left, options.correlationId);
+    if (left) await this.exits.run(left, options.correlationId);
     for (const entry of outcome.admissions) this.dispatcher.schedule(entry, 'live');
     for (const step of outcome.freed) await this.promote(step, options.correlationId);
   }
@@ -63,18 +65,6 @@ export class EntryFlow {
       const landed = executed.result.admissions[0];
       const landedHere = landed !== undefined && landed.workflowId === step.workflowId && landed.stepId === step.stepId;
       if (!landedHere && task.placement.queuedForStepId === step.stepId) return;
-    }
-  }
-
-  private async onExit(taskId: string, left: StepRef & { entrySeq: number }, correlationId: string): Promise<void> {
-    const workflow = await latestWorkflow(this.store.pool, left.workflowId);
-    const step = workflow ? stepOf(workflow.definition, left.stepId) : null;
-    const task = await loadTask(this.store, taskId);
-    if (!workflow || !step || step.onExit.length === 0 || !taskExists(task)) return;
-    try {
-      await this.triggers.run('onExit', { task, workflow, step, entrySeq: left.entrySeq, cause: `exit:${taskId}~${left.workflowId}~${left.stepId}#${left.entrySeq}`, correlationId });
-    } catch (error) {
-      this.log.error({ taskId, workflowId: left.workflowId, stepId: left.stepId, error: error instanceof Error ? error.message : String(error) }, 'on_exit failed');
     }
   }
 }

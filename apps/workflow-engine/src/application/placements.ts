@@ -14,7 +14,7 @@ import {
   type TaskEvent,
 } from '../domain/index.js';
 import { ProcessEpoch } from '../infrastructure/liveness/process-epoch.js';
-import { latestWorkflow, lockSteps, occupiedSeats } from '../infrastructure/persistence/read-models.js';
+import { latestWorkflow, lockSteps, occupiedSeats, type StoredWorkflow } from '../infrastructure/persistence/read-models.js';
 import { streamIds } from '../infrastructure/persistence/streams.js';
 import { DispatchDiagnostics } from './dispatch/diagnostics.js';
 import type { EntryToDispatch } from './dispatch/on-enter-dispatcher.js';
@@ -44,8 +44,11 @@ export interface PlacementOutcome {
   reply: PlacementReply;
   /** The entries to dispatch: at most one per placement. */
   admissions: EntryToDispatch[];
-  /** The step the task stopped occupying, with the occupancy it left (for on_exit). */
-  left: (StepRef & { entrySeq: number }) | null;
+  /**
+   * The step the task stopped occupying, with the occupancy it left; `exitRecorded`: the step declares
+   * on_exit actions and the move recorded their exit (absent in an answer stored before exits were).
+   */
+  left: (StepRef & { entrySeq: number; exitRecorded?: boolean }) | null;
   /** Steps where a seat came free. */
   freed: StepRef[];
 }
@@ -127,14 +130,32 @@ export class Placements {
     const was = before.placement;
     const stillThere = after.placement.admitted && after.placement.workflowId === was.workflowId && after.placement.stepId === was.stepId;
     const leftOccupancy = was.admitted && !stillThere;
+    const leftEntrySeq = before.currentEntry?.entrySeq ?? 0;
+    const exitRecorded = leftOccupancy && (await this.openStepExit(uow, request.taskId, { workflowId: was.workflowId, stepId: was.stepId, entrySeq: leftEntrySeq }, workflow));
     return {
       reply: placementReplyOf(after, admitted),
       admissions: admitted
         ? [{ taskId: admitted.taskId, workflowId: admitted.workflowId, stepId: admitted.stepId, entrySeq: admitted.entrySeq, entryPath: admitted.entryPath }]
         : [],
-      left: leftOccupancy ? { workflowId: was.workflowId, stepId: was.stepId, entrySeq: before.currentEntry?.entrySeq ?? 0 } : null,
+      left: leftOccupancy ? { workflowId: was.workflowId, stepId: was.stepId, entrySeq: leftEntrySeq, exitRecorded } : null,
       freed: leftOccupancy ? [{ workflowId: was.workflowId, stepId: was.stepId }] : [],
     };
+  }
+
+  /**
+   * The exit of the occupancy the task leaves, in the move's append, when that step declares on_exit
+   * actions: they run after the commit, and what cannot be done then is done later
+   * (docs/workflow-engine.md, "Triggers other than on_enter").
+   */
+  private async openStepExit(uow: UnitOfWork, taskId: string, left: StepRef & { entrySeq: number }, target: StoredWorkflow): Promise<boolean> {
+    const workflow = left.workflowId === target.workflowId ? target : await latestWorkflow(uow.sql, left.workflowId);
+    const step = workflow ? stepOf(workflow.definition, left.stepId) : null;
+    if (!step || step.onExit.length === 0) return false;
+    await decideWithin(uow, taskAtStepDecider, streamIds.taskAtStep(taskId, left.workflowId, left.stepId), {
+      type: 'OpenStepExit',
+      data: { taskId, ...left, epoch: this.process.epoch, now: this.now() },
+    });
+    return true;
   }
 
   /** The step-entry record, in the admission's append; a failure here fails the whole move (AC-B7). */

@@ -8,7 +8,8 @@
 //   WIP admission, step entries (entry_seq + digest),    task/decider.ts               decideTask / placeTask
 //     admission in place, feeder landing, session
 //   markers (claim / finish / re-claim), clear +         step-entry/decider.ts         decideTaskAtStep
-//     done in one event, terminal flag, decisions
+//     done in one event, terminal flag, decisions,
+//     the exits of the step's occupancies (on_exit)
 //   on_enter order and owners per entry path             dispatch/plan.ts              onEnterPlan (AC-A9, A12, A13, H4, H8)
 //     (AC-A2(ii), A6 on switch_workflow)
 //   run idempotency keys, canonical config digest        dispatch/run-keys.ts          (AC-B1, H1, H2, H7)
@@ -54,7 +55,17 @@ export { decideTask, taskDecider } from './task/decider.js';
 
 export type { TaskAtStepCommand, Pair } from './step-entry/commands.js';
 export { taskAtStepEventTypes, type TaskAtStepEvent } from './step-entry/events.js';
-export { decisionsOfEntry, evolveTaskAtStep, initialTaskAtStep, isTerminalMarker, type Decision, type Marker, type StepEntryRecord, type TaskAtStep } from './step-entry/state.js';
+export {
+  decisionsOfEntry,
+  evolveTaskAtStep,
+  initialTaskAtStep,
+  isTerminalMarker,
+  type Decision,
+  type Marker,
+  type StepEntryRecord,
+  type StepExitRecord,
+  type TaskAtStep,
+} from './step-entry/state.js';
 export { CLAIM_REFUSAL, decideTaskAtStep, taskAtStepDecider } from './step-entry/decider.js';
 
 export { hoistsSessionActions, onEnterPlan, type PlanItem } from './dispatch/plan.js';

@@ -501,6 +501,66 @@ export const StepEntryTerminated = defineEvent({
   },
 });
 
+/**
+ * The task left the step occupancy `entrySeq` (0: the one it was created into) of a step that declares
+ * on_exit actions: appended with the move, so the exit's actions are done after the move's commit even
+ * when they could not be done then (a service away, the process gone). The opener runs them first.
+ */
+export const StepExitOpened = defineEvent({
+  context: 'workflow',
+  type: 'StepExitOpened',
+  schemaVersion: 1,
+  data: z.object({
+    ...pair,
+    entrySeq: z.number().int().min(0),
+    openedByEpoch: ProcessEpochSchema,
+    openedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...pairExample, entrySeq: 2, openedByEpoch: ids.epoch, openedAt: at }],
+    invalid: [{ ...pairExample, entrySeq: -1, openedByEpoch: ids.epoch, openedAt: at }],
+  },
+});
+
+/** A process other than the exit's holder takes the exit over: its holder's process was gone. */
+export const StepExitClaimed = defineEvent({
+  context: 'workflow',
+  type: 'StepExitClaimed',
+  schemaVersion: 1,
+  data: z.object({
+    ...pair,
+    entrySeq: z.number().int().min(0),
+    epoch: ProcessEpochSchema,
+    takenOverFrom: ProcessEpochSchema,
+    claimedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...pairExample, entrySeq: 2, epoch: ids.epoch, takenOverFrom: ids.otherEpoch, claimedAt: at }],
+    invalid: [{ ...pairExample, entrySeq: 2, epoch: ids.epoch, takenOverFrom: null, claimedAt: at }],
+  },
+});
+
+/**
+ * The exit's actions ran to their end: `done`, or `failed` (stopped at a failing action, AC-C5), or
+ * `unresolvable` (the step or workflow is gone: nothing ran).
+ */
+export const StepExitFinished = defineEvent({
+  context: 'workflow',
+  type: 'StepExitFinished',
+  schemaVersion: 1,
+  data: z.object({
+    ...pair,
+    entrySeq: z.number().int().min(0),
+    outcome: z.enum(['done', 'failed', 'unresolvable']),
+    epoch: ProcessEpochSchema,
+    finishedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...pairExample, entrySeq: 2, outcome: 'done', epoch: ids.epoch, finishedAt: at }],
+    invalid: [{ ...pairExample, entrySeq: 2, outcome: 'skipped', epoch: ids.epoch, finishedAt: at }],
+  },
+});
+
 const DecidedBySchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('person'), actor: z.string().min(1).max(200) }),
   z.object({ kind: z.literal('review_job'), jobId: JobIdSchema }),
@@ -557,7 +617,17 @@ export type TaskEvent = EventsOf<typeof taskEventContracts>;
 export type TaskEventType = TaskEvent['type'];
 export const taskEventTypes = eventTypesOf(taskEventContracts);
 /** A task at a step: its step-entry records with their markers, and its decisions. */
-export const taskAtStepEventContracts = [StepEntryOpened, OnEnterActionClaimed, OnEnterActionFinished, DecisionsCleared, StepEntryTerminated, DecisionRecorded] as const;
+export const taskAtStepEventContracts = [
+  StepEntryOpened,
+  OnEnterActionClaimed,
+  OnEnterActionFinished,
+  DecisionsCleared,
+  StepEntryTerminated,
+  DecisionRecorded,
+  StepExitOpened,
+  StepExitClaimed,
+  StepExitFinished,
+] as const;
 export type TaskAtStepEvent = EventsOf<typeof taskAtStepEventContracts>;
 export const taskAtStepEventTypes = eventTypesOf(taskAtStepEventContracts);
 
@@ -590,6 +660,8 @@ export type OnEnterActionFinishedData = z.output<typeof OnEnterActionFinished.da
 export type DecisionsClearedData = z.output<typeof DecisionsCleared.data>;
 export type StepEntryTerminatedData = z.output<typeof StepEntryTerminated.data>;
 export type DecisionRecordedData = z.output<typeof DecisionRecorded.data>;
+export type StepExitOpenedData = z.output<typeof StepExitOpened.data>;
+export type StepExitFinishedData = z.output<typeof StepExitFinished.data>;
 export type SessionCause = z.output<typeof SessionCauseSchema>;
 export type ActionFailure = z.output<typeof ActionFailureSchema>;
 export type WaitingAt = z.output<typeof WaitingAtSchema>;

@@ -4,11 +4,12 @@ import type { EntryTermination, SkipReason } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
 import { feederOf, recoveryOrder, recoveryVerdict, stepOf, taskAtStepDecider, taskExists, type StepEntryRecord } from '../../domain/index.js';
 import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
-import { awaitedSteps, latestWorkflow, openStepEntries, type OpenEntryRow } from '../../infrastructure/persistence/read-models.js';
+import { awaitedSteps, latestWorkflow, openStepEntries, openStepExits, type OpenEntryRow } from '../../infrastructure/persistence/read-models.js';
 import { loadTask, loadTaskAtStep, streamIds } from '../../infrastructure/persistence/streams.js';
 import { DispatchDiagnostics } from '../dispatch/diagnostics.js';
 import { OnEnterDispatcher, type DispatchOutcome } from '../dispatch/on-enter-dispatcher.js';
 import { EntryFlow } from '../entry-flow.js';
+import { StepExits } from '../triggers/step-exits.js';
 import { TestHooks } from '../test-hooks.js';
 
 type Handled = DispatchOutcome | 'left_to_owner' | 'skipped' | 'failed';
@@ -27,6 +28,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     @Inject(ProcessEpoch) private readonly process: ProcessEpoch,
     @Inject(OnEnterDispatcher) private readonly dispatcher: OnEnterDispatcher,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
+    @Inject(StepExits) private readonly exits: StepExits,
     @Inject(DispatchDiagnostics) private readonly diagnostics: DispatchDiagnostics,
     @Inject(TestHooks) private readonly hooks: TestHooks,
     @InjectPinoLogger('recovery') private readonly log: PinoLogger,
@@ -55,6 +57,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
       return;
     }
     const tally: Record<string, number> = {};
+    await this.resumeExits(reason, tally);
     for (const row of recoveryOrder(rows)) {
       let handled: Handled;
       try {
@@ -69,6 +72,31 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     }
     this.log.info({ reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'recovery scan finished');
     await this.promoteWaiting(reason);
+  }
+
+  /**
+   * Every exit whose on_exit has not finished (the move committed, its actions not all done: the
+   * process died, or its service was away) runs again, before the entries: an exit comes before the
+   * next step's on_enter. One its holder is running, here or in another live process, is left to it.
+   */
+  private async resumeExits(reason: string, tally: Record<string, number>): Promise<void> {
+    let rows: OpenEntryRow[];
+    try {
+      rows = await openStepExits(this.store.pool);
+    } catch (error) {
+      this.log.error({ reason, error: error instanceof Error ? error.message : String(error) }, 'recovery scan of the open exits failed; they resume at a later start');
+      return;
+    }
+    for (const row of rows) {
+      let handled: string;
+      try {
+        handled = this.exits.walking(row) ? 'left_to_owner' : `exit_${await this.exits.run(row, `recovery:${this.process.epoch}`)}`;
+      } catch (error) {
+        handled = 'exit_failed';
+        this.log.error({ reason, ...row, error: error instanceof Error ? error.message : String(error) }, 'recovery of an exit failed; it stays open for a later start');
+      }
+      tally[handled] = (tally[handled] ?? 0) + 1;
+    }
   }
 
   /**

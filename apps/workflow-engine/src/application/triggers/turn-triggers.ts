@@ -51,6 +51,11 @@ export class TurnTriggers {
   ) {}
 
   async run(trigger: Exclude<TriggerName, 'onEnter'>, occasion: TriggerOccasion): Promise<TransitionTarget | null> {
+    return (await this.walk(trigger, occasion)).target;
+  }
+
+  /** The trigger's actions, and how the walk ended: a transition to carry out, or stopped at a failing action (`failed`). */
+  async walk(trigger: Exclude<TriggerName, 'onEnter'>, occasion: TriggerOccasion): Promise<{ target: TransitionTarget | null; failed: boolean }> {
     const { task, workflow, step } = occasion;
     const where = { taskId: task.taskId, workflowId: workflow.workflowId, stepId: step.id, trigger: TRIGGER_OF[trigger] };
     for (const [position, action] of step[trigger].entries()) {
@@ -61,7 +66,7 @@ export class TurnTriggers {
           if (!guardHolds(action.guard, quorumSeatsOf(seats), decisionsOfEntry(pair, occasion.entrySeq))) continue;
         }
         const target = transitionTarget(action, workflow.definition, step.id);
-        if (target) return target;
+        if (target) return { target, failed: false };
         continue;
       }
       const run: ActionRun = {
@@ -87,9 +92,9 @@ export class TurnTriggers {
       } catch (error) {
         if (notDoneNow(error)) throw new TriggerInterrupted(action.type, position, error as Error);
         this.log.error({ rule: 'AC-C5', ...where, actionType: action.type, position, cause: error instanceof Error ? error.message : String(error) }, 'trigger stopped at a failing action');
-        return null;
+        return { target: null, failed: true };
       }
     }
-    return null;
+    return { target: null, failed: false };
   }
 }

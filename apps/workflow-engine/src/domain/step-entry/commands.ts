@@ -43,6 +43,12 @@ export type TaskAtStepCommand =
     }
   /** Sets the terminal flag once every marked position of the declaration as read now is terminal. */
   | { type: 'CompleteEntry'; data: Pair & { entrySeq: number; marked: MarkedPosition[]; now: string } }
+  /** The move out of the step's occupancy `entrySeq` records its exit (the step declares on_exit actions). */
+  | { type: 'OpenStepExit'; data: Pair & { entrySeq: number; epoch: string; now: string } }
+  /** The exit taken over from `staleEpoch`, its holder's process found gone (or this process's own, left by a run that stopped). */
+  | { type: 'ClaimStepExit'; data: Pair & { entrySeq: number; epoch: string; staleEpoch: string; now: string } }
+  /** The exit's actions ran to their end, under the caller's hold. */
+  | { type: 'FinishStepExit'; data: Pair & { entrySeq: number; outcome: 'done' | 'failed' | 'unresolvable'; epoch: string; now: string } }
   | {
       type: 'RecordDecision';
       data: Pair & {

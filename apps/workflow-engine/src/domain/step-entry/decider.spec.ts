@@ -114,6 +114,30 @@ describe('a task at a step: step-entry records, markers and decisions', () => {
     });
   });
 
+  describe('the exit of an occupancy (on_exit after a move)', () => {
+    const exitOpened: TaskAtStepEvent = { type: 'StepExitOpened', data: { ...pair, entrySeq: 2, openedByEpoch: EPOCH, openedAt: at(0) } };
+    const exitFinished = (epoch = EPOCH): TaskAtStepEvent => ({ type: 'StepExitFinished', data: { ...pair, entrySeq: 2, outcome: 'done', epoch, finishedAt: at(4) } });
+    const finish = (epoch = EPOCH) => ({ type: 'FinishStepExit' as const, data: { ...pair, entrySeq: 2, outcome: 'done' as const, epoch, now: at(4) } });
+    const takeOver = (staleEpoch: string) => ({ type: 'ClaimStepExit' as const, data: { ...pair, entrySeq: 2, epoch: OTHER_EPOCH, staleEpoch, now: at(3) } });
+
+    it('is recorded once per occupancy, held by the process that moved the task, and finished once by its holder', () => {
+      given([]).when({ type: 'OpenStepExit', data: { ...pair, entrySeq: 2, epoch: EPOCH, now: at(0) } }).then([exitOpened]);
+      given([exitOpened]).when({ type: 'OpenStepExit', data: { ...pair, entrySeq: 2, epoch: EPOCH, now: at(0) } }).thenNothingHappened();
+      given([exitOpened]).when(finish()).then([exitFinished()]);
+      given([exitOpened, exitFinished()]).when(finish()).thenNothingHappened();
+      given([exitOpened]).when(finish(OTHER_EPOCH)).thenThrows(ErrorCode.ALREADY_CLAIMED);
+    });
+
+    it('is taken over only from the process found gone; then only the new holder finishes it', () => {
+      const taken: TaskAtStepEvent = { type: 'StepExitClaimed', data: { ...pair, entrySeq: 2, epoch: OTHER_EPOCH, takenOverFrom: EPOCH, claimedAt: at(3) } };
+      given([exitOpened]).when(takeOver(EPOCH)).then([taken]);
+      given([exitOpened, taken]).when(takeOver(EPOCH)).thenNothingHappened();
+      given([exitOpened, taken]).when(finish()).thenThrows(ErrorCode.ALREADY_CLAIMED);
+      given([exitOpened, taken]).when(finish(OTHER_EPOCH)).then([exitFinished(OTHER_EPOCH)]);
+      given([exitOpened, exitFinished()]).when(takeOver(EPOCH)).thenThrows(ErrorCode.INVALID_TRANSITION);
+    });
+  });
+
   it('records a decision once per decision id', () => {
     const record = { type: 'RecordDecision' as const, data: { ...pair, entrySeq: 1, decisionId: 'd1', participantId: 'seat-a', verdict: 'approve' as const, comment: null, decidedBy: { kind: 'person' as const, actor: 'user-1' }, now: at(2) } };
     given([]).when(record).then([decided('d1')]);

@@ -1,7 +1,7 @@
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import type { TaskAtStepCommand } from './commands.js';
 import type { TaskAtStepEvent } from './events.js';
-import { evolveTaskAtStep, initialTaskAtStep, isTerminalMarker, type StepEntryRecord, type TaskAtStep } from './state.js';
+import { evolveTaskAtStep, initialTaskAtStep, isTerminalMarker, type StepEntryRecord, type StepExitRecord, type TaskAtStep } from './state.js';
 
 /*
  * A task at one workflow step: its step-entry records (one per entry that declares marked actions)
@@ -18,6 +18,12 @@ function entryOf(state: TaskAtStep, data: { taskId: string; stepId: string; entr
   const entry = state.entries[data.entrySeq];
   if (!entry) throw new GantryError(ErrorCode.NOT_FOUND, `task ${data.taskId} has no step-entry record ${data.entrySeq} at step ${data.stepId}`, { entrySeq: data.entrySeq });
   return entry;
+}
+
+function exitOf(state: TaskAtStep, data: { taskId: string; stepId: string; entrySeq: number }): StepExitRecord {
+  const exit = state.exits[data.entrySeq];
+  if (!exit) throw new GantryError(ErrorCode.NOT_FOUND, `task ${data.taskId} has no exit of occupancy ${data.entrySeq} at step ${data.stepId}`, { entrySeq: data.entrySeq });
+  return exit;
 }
 
 function requireOwnClaim(entry: StepEntryRecord, position: number, epoch: string): void {
@@ -143,6 +149,30 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
       if (entry.termination !== null) return [];
       if (!c.marked.every(({ position }) => isTerminalMarker(entry.markers[position]))) return [];
       return [{ type: 'StepEntryTerminated', data: { ...pair, entrySeq: c.entrySeq, reason: 'completed', terminatedAt: c.now } }];
+    }
+    case 'OpenStepExit': {
+      const c = command.data;
+      if (state.exits[c.entrySeq]) return [];
+      return [{ type: 'StepExitOpened', data: { ...pair, entrySeq: c.entrySeq, openedByEpoch: c.epoch, openedAt: c.now } }];
+    }
+    case 'ClaimStepExit': {
+      const c = command.data;
+      const exit = exitOf(state, c);
+      if (exit.finished !== null) throw new GantryError(ErrorCode.INVALID_TRANSITION, `the exit of entry ${c.entrySeq} is finished`, { reason: CLAIM_REFUSAL.terminal, state: exit.finished });
+      if (exit.holder === c.epoch) return [];
+      if (exit.holder !== c.staleEpoch) {
+        throw new GantryError(ErrorCode.ALREADY_CLAIMED, `the exit of entry ${c.entrySeq} is held by process ${exit.holder}`, { reason: CLAIM_REFUSAL.held, holder: exit.holder });
+      }
+      return [{ type: 'StepExitClaimed', data: { ...pair, entrySeq: c.entrySeq, epoch: c.epoch, takenOverFrom: exit.holder, claimedAt: c.now } }];
+    }
+    case 'FinishStepExit': {
+      const c = command.data;
+      const exit = exitOf(state, c);
+      if (exit.finished !== null) return [];
+      if (exit.holder !== c.epoch) {
+        throw new GantryError(ErrorCode.ALREADY_CLAIMED, `the exit of entry ${c.entrySeq} is held by process ${exit.holder}`, { reason: CLAIM_REFUSAL.held, holder: exit.holder });
+      }
+      return [{ type: 'StepExitFinished', data: { ...pair, entrySeq: c.entrySeq, outcome: c.outcome, epoch: c.epoch, finishedAt: c.now } }];
     }
     case 'RecordDecision': {
       const c = command.data;

@@ -37,15 +37,27 @@ export interface Decision {
   recordedAt: string;
 }
 
+/**
+ * The task's leaving of one occupancy of the step, recorded with the move when the step declares
+ * on_exit actions: held by one process at a time (the opener first), finished once they ran.
+ */
+export interface StepExitRecord {
+  entrySeq: number;
+  holder: string;
+  finished: 'done' | 'failed' | 'unresolvable' | null;
+}
+
 export interface TaskAtStep {
   entries: Record<number, StepEntryRecord>;
+  /** The exits of the step's occupancies, by the entrySeq of the occupancy left. */
+  exits: Record<number, StepExitRecord>;
   /** Every decision recorded since the last clear, in the order recorded. */
   decisions: Decision[];
   /** Every decision id ever recorded here (a repeat of one records nothing). */
   decisionIds: string[];
 }
 
-export const initialTaskAtStep: TaskAtStep = { entries: {}, decisions: [], decisionIds: [] };
+export const initialTaskAtStep: TaskAtStep = { entries: {}, exits: {}, decisions: [], decisionIds: [] };
 
 export const isTerminalMarker = (m: Marker | undefined): boolean => m !== undefined && m.state !== 'in_progress';
 
@@ -118,6 +130,18 @@ export function evolveTaskAtStep(state: TaskAtStep, event: TaskAtStepEvent): Tas
         recordedAt: d.recordedAt,
       };
       return { ...state, decisions: [...state.decisions, decision], decisionIds: [...state.decisionIds, d.decisionId] };
+    }
+    case 'StepExitOpened': {
+      const d = event.data;
+      return { ...state, exits: { ...state.exits, [d.entrySeq]: { entrySeq: d.entrySeq, holder: d.openedByEpoch, finished: null } } };
+    }
+    case 'StepExitClaimed':
+    case 'StepExitFinished': {
+      const d = event.data;
+      const exit = state.exits[d.entrySeq];
+      if (!exit) return state;
+      const changed = event.type === 'StepExitClaimed' ? { holder: event.data.epoch } : { finished: event.data.outcome };
+      return { ...state, exits: { ...state.exits, [d.entrySeq]: { ...exit, ...changed } } };
     }
     default:
       return assertNever(event);

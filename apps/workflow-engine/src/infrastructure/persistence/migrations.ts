@@ -151,10 +151,38 @@ export class WorkflowEngineRunRecordsEnded1784000000000 implements MigrationInte
   }
 }
 
+/**
+ * One row per recorded exit of a step occupancy (on_exit after a move): the startup and takeover scans
+ * read the unfinished ones in one query. Like step_entries, the rows go with their task.
+ */
+export class WorkflowEngineStepExits1785000000000 implements MigrationInterface {
+  name = 'WorkflowEngineStepExits1785000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      CREATE TABLE IF NOT EXISTS step_exits (
+        task_id          text NOT NULL REFERENCES tasks (task_id) ON DELETE CASCADE,
+        workflow_id      text NOT NULL,
+        step_id          text NOT NULL,
+        entry_seq        integer NOT NULL,
+        opened_by_epoch  uuid NOT NULL,
+        opened_at        timestamptz NOT NULL,
+        finished         boolean NOT NULL DEFAULT false,
+        CONSTRAINT step_exits_identity UNIQUE (task_id, workflow_id, step_id, entry_seq)
+      )`);
+    await q.query(`CREATE INDEX IF NOT EXISTS step_exits_open ON step_exits (task_id, workflow_id, step_id, entry_seq) WHERE NOT finished`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE IF EXISTS step_exits`);
+  }
+}
+
 export const workflowEngineMigrations = [
   WorkflowEngineViews1765000000000,
   WorkflowEngineStateCompression1780272000000,
   WorkflowEngineStateJsonText1782050000000,
   WorkflowEngineQueuedRunsByEntry1783000000000,
   WorkflowEngineRunRecordsEnded1784000000000,
+  WorkflowEngineStepExits1785000000000,
 ];

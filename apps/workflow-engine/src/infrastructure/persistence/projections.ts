@@ -65,8 +65,8 @@ const participantsProjection: Projection = {
 /** Tasks: the folded aggregate plus what admission counts and promotion looks up. A deleted task's row goes (and its step entries with it). */
 const tasksProjection: Projection = {
   name: 'tasks_view',
-  // step_entries references tasks: both are emptied together, then refilled in log order.
-  tables: ['tasks', 'step_entries'],
+  // step_entries and step_exits reference tasks: all are emptied together, then refilled in log order.
+  tables: ['tasks', 'step_entries', 'step_exits'],
   types: taskEventTypes as string[],
   async apply(sql, event) {
     const { rows } = await sql.query<{ state: Task }>(`SELECT state FROM tasks WHERE task_id = $1`, [(event.data as { taskId: string }).taskId]);
@@ -110,4 +110,23 @@ const stepEntriesProjection: Projection = {
   },
 };
 
-export const workflowEngineProjections: Projection[] = [workflowsProjection, agentProfilesProjection, participantsProjection, tasksProjection, stepEntriesProjection];
+/** Recorded exits of step occupancies (on_exit), and whether each finished. */
+const stepExitsProjection: Projection = {
+  name: 'step_exits_view',
+  tables: [],
+  types: ['StepExitOpened', 'StepExitFinished'],
+  async apply(sql, event) {
+    const d = event.data as { taskId: string; workflowId: string; stepId: string; entrySeq: number; openedByEpoch?: string; openedAt?: string };
+    if (event.type === 'StepExitOpened') {
+      await sql.query(
+        `INSERT INTO step_exits (task_id, workflow_id, step_id, entry_seq, opened_by_epoch, opened_at) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (task_id, workflow_id, step_id, entry_seq) DO NOTHING`,
+        [d.taskId, d.workflowId, d.stepId, d.entrySeq, d.openedByEpoch, d.openedAt],
+      );
+      return;
+    }
+    await sql.query(`UPDATE step_exits SET finished = true WHERE task_id = $1 AND workflow_id = $2 AND step_id = $3 AND entry_seq = $4`, [d.taskId, d.workflowId, d.stepId, d.entrySeq]);
+  },
+};
+
+export const workflowEngineProjections: Projection[] = [workflowsProjection, agentProfilesProjection, participantsProjection, tasksProjection, stepEntriesProjection, stepExitsProjection];

@@ -122,6 +122,14 @@ export async function openStepEntries(sql: Sql): Promise<OpenEntryRow[]> {
   return rows.map((r) => ({ taskId: r.task_id, workflowId: r.workflow_id, stepId: r.step_id, entrySeq: r.entry_seq }));
 }
 
+/** The scans' one query for exits: every recorded exit of a step occupancy whose on_exit has not finished. */
+export async function openStepExits(sql: Sql): Promise<OpenEntryRow[]> {
+  const { rows } = await sql.query<{ task_id: string; workflow_id: string; step_id: string; entry_seq: number }>(
+    `SELECT task_id, workflow_id, step_id, entry_seq FROM step_exits WHERE NOT finished ORDER BY task_id, workflow_id, step_id, entry_seq`,
+  );
+  return rows.map((r) => ({ taskId: r.task_id, workflowId: r.workflow_id, stepId: r.step_id, entrySeq: r.entry_seq }));
+}
+
 export interface StepEntryKey {
   workflowId: string;
   stepId: string;
