@@ -21,7 +21,7 @@ import {
 } from '../../domain/index.js';
 import { RunQueueUnavailable } from '../../infrastructure/job-service/run-queue.js';
 import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
-import { latestWorkflow, type StoredWorkflow } from '../../infrastructure/persistence/read-models.js';
+import { latestWorkflow, taskPlacementNow, type StoredWorkflow } from '../../infrastructure/persistence/read-models.js';
 import { loadTask, loadTaskAtStep, streamIds } from '../../infrastructure/persistence/streams.js';
 import { TestHooks } from '../test-hooks.js';
 import { notDoneNow, type ActionResult, type ActionRun } from './action-run.js';
@@ -164,6 +164,10 @@ export class OnEnterDispatcher {
       if (record.declarationDigest !== digest) return this.declarationChanged(ctx, record, digest);
     }
     for (const item of onEnterPlan(step.onEnter, ctx.entryPath)) {
+      // Each action boundary: a task that has left the entry since (moved on, or out and back in)
+      // gets nothing more of it — no reviewer woken, no job queued for a step it no longer occupies.
+      const left = await this.leftSince(ctx);
+      if (left) return this.stopLeftEntry(ctx, left);
       const run = this.actionRun(ctx, item);
       if (item.owner === 'session') {
         if (mode === 'live') await this.sessionAction(run);
@@ -357,6 +361,26 @@ export class OnEnterDispatcher {
       },
     );
     return verdict.kind === 'step_left' || verdict.kind === 'superseded' ? verdict.kind : null;
+  }
+
+  /** Whether the task has left this entry since the dispatch began: step_left, superseded (it entered the step again), or null. */
+  private async leftSince(ctx: Context): Promise<'step_left' | 'superseded' | null> {
+    const at = await taskPlacementNow(this.store.pool, ctx.entry.taskId);
+    if (!at || at.workflowId !== ctx.entry.workflowId || at.stepId !== ctx.entry.stepId || !at.admitted) return 'step_left';
+    return at.currentEntrySeq === ctx.entry.entrySeq ? null : 'superseded';
+  }
+
+  /**
+   * The task left the entry while this dispatch walked it: the rest is not run. An entry with a record
+   * is ended as the recovery scan ends one (its positions not yet terminal skipped(step_left) or
+   * skipped(superseded), the entry terminal with that reason); one without (session actions only) just stops.
+   */
+  private async stopLeftEntry(ctx: Context, reason: 'step_left' | 'superseded'): Promise<DispatchOutcome> {
+    this.log.info({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, reason }, 'the task left the step entry; the rest of its on_enter does not run');
+    const record = (await loadTaskAtStep(this.store, ctx.entry.taskId, ctx.entry.workflowId, ctx.entry.stepId)).entries[ctx.entry.entrySeq];
+    if (!record) return 'terminal';
+    if (record.termination !== null) return 'terminal';
+    return this.endLeftEntry(ctx, record, reason);
   }
 
   /** Ends an entry the task is no longer in: what is left of it is skipped(reason) and nothing runs; a live holder's claim is left to it. */

@@ -261,6 +261,16 @@ export async function recordJobEnded(sql: Sql, jobId: string): Promise<void> {
   );
 }
 
+/** Where the task is now, from its row (written with each of its events): null for a task that is gone. */
+export async function taskPlacementNow(sql: Sql, taskId: string): Promise<{ workflowId: string; stepId: string; admitted: boolean; currentEntrySeq: number | null } | null> {
+  const { rows } = await sql.query<{ workflow_id: string; step_id: string; admitted: boolean; current_entry_seq: number | null }>(
+    `SELECT workflow_id, step_id, admitted, current_entry_seq FROM tasks WHERE task_id = $1`,
+    [taskId],
+  );
+  const row = rows[0];
+  return row ? { workflowId: row.workflow_id, stepId: row.step_id, admitted: row.admitted, currentEntrySeq: row.current_entry_seq } : null;
+}
+
 export async function taskExistsRow(sql: Sql, taskId: string): Promise<boolean> {
   const { rows } = await sql.query(`SELECT 1 FROM tasks WHERE task_id = $1`, [taskId]);
   return rows.length > 0;
