@@ -192,11 +192,12 @@ describe('a turn trigger\'s reset_agent_context handled again after a crash', ()
 
 describe('a turn trigger\'s session action that met the task\'s stream kept busy', () => {
   const taskId = `T-busy-${randomUUID().slice(0, 8)}`;
+  const rerun = `T-rerun-${randomUUID().slice(0, 8)}`;
   const world = new WorkflowWorld('wf_turn_busy');
 
   beforeAll(async () => {
     // the first append of each session action of the task is answered VERSION_CONFLICT (nothing written)
-    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_FAIL: `session-conflict:${taskId}` } });
+    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_FAIL: `session-conflict:${taskId},session-conflict:${rerun}` } });
     await world.importYaml('busy-turn', `
 name: Busy turns
 steps:
@@ -210,28 +211,6 @@ steps:
   - id: done
     name: Done
 `);
-  }, 120_000);
-  afterAll(() => world.close(), 60_000);
-
-  it('hands the job\'s finish back: delivered again, the reset is recorded once and the turn\'s move is made', async () => {
-    await world.task('busy-turn', { taskId });
-    await world.move(taskId, 'work');
-    await world.agentTurn(taskId);
-    await world.atStep(taskId, 'done', 60_000);
-    const resets = (await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset');
-    expect(resets).toHaveLength(1);
-    expect((await world.getTask(taskId)).session).toMatchObject({ sessionId: resets[0]!.data.sessionId });
-  }, 180_000);
-});
-
-describe('a turn trigger run again after one of its session actions met the task\'s stream kept busy', () => {
-  const taskId = `T-rerun-${randomUUID().slice(0, 8)}`;
-  const world = new WorkflowWorld('wf_turn_rerun');
-
-  beforeAll(async () => {
-    // the first append of each session action of the task is answered VERSION_CONFLICT (nothing written):
-    // the trigger is handed back at each, and runs again from its first action three times
-    await world.start({ engineEnv: { GANTRY_TEST_WORKFLOW_FAIL: `session-conflict:${taskId}` } });
     await world.importYaml('rerun-turn', `
 name: Turns run again
 steps:
@@ -252,16 +231,26 @@ steps:
   }, 120_000);
   afterAll(() => world.close(), 60_000);
 
-  it('records each session action once: what a run recorded is not recorded again by the next run of the same event', async () => {
-    await world.task('rerun-turn', { taskId });
+  it('hands the job\'s finish back: delivered again, the reset is recorded once and the turn\'s move is made', async () => {
+    await world.task('busy-turn', { taskId });
     await world.move(taskId, 'work');
     await world.agentTurn(taskId);
     await world.atStep(taskId, 'done', 60_000);
-    const types = (await world.effects(taskId)).map((e) => e.type);
+    const resets = (await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset');
+    expect(resets).toHaveLength(1);
+    expect((await world.getTask(taskId)).session).toMatchObject({ sessionId: resets[0]!.data.sessionId });
+  }, 180_000);
+
+  it('run again from its first action at each session action handed back, records each session action once: a later run does not record again what an earlier one did', async () => {
+    await world.task('rerun-turn', { taskId: rerun });
+    await world.move(rerun, 'work');
+    await world.agentTurn(rerun);
+    await world.atStep(rerun, 'done', 60_000);
+    const types = (await world.effects(rerun)).map((e) => e.type);
     expect(types.filter((t) => t === 'PlanModeChanged')).toHaveLength(1);
     expect(types.filter((t) => t === 'SessionModeSet')).toHaveLength(1);
     expect(types.filter((t) => t === 'SessionConfigured')).toHaveLength(1);
-    expect((await world.client.request(getTaskSession, { taskId }))).toMatchObject({ planMode: true, mode: 'acceptEdits', settings: { model: 'claude-sonnet-4-6' } });
+    expect(await world.client.request(getTaskSession, { taskId: rerun })).toMatchObject({ planMode: true, mode: 'acceptEdits', settings: { model: 'claude-sonnet-4-6' } });
   }, 180_000);
 });
 
