@@ -1,4 +1,5 @@
 import type { INestApplication } from '@nestjs/common';
+import { EventStore } from '@gantry/eventstore';
 import { askQuestion, claimJob, enqueueJob, ErrorCode, finishJob, logImplementation, logTestResult, reportAgentStatus, startJob } from '@gantry/contracts';
 import { createWorld, key, registerProducts, startInProcess, type TestWorld } from './harness.js';
 
@@ -71,6 +72,26 @@ describe('the agent reports its status and asks questions under the claim (repor
       code: ErrorCode.INVALID_TRANSITION,
     });
     expect(await reports(fence.jobId)).toEqual([]);
+  });
+
+  it('judges the lease and stamps the report by the event store\'s clock, as the job commands do', async () => {
+    const store = app.get(EventStore) as { clock: () => Date };
+    const systemClock = store.clock;
+    // the store's clock three hours behind the system's: the claim's 30-minute lease is live by it
+    const storeNow = new Date(Date.now() - 3 * 3600_000);
+    store.clock = () => storeNow;
+    try {
+      const fence = await claimed('runner-reports-clock');
+      const status = await world.client.request(reportAgentStatus, { ...fence, status: 'IN_PROGRESS', summary: 'on it', idempotencyKey: key('clock') });
+      expect(status.reportedAt).toBe(storeNow.toISOString());
+      const question = await world.client.request(askQuestion, { ...fence, question: 'Which table?', idempotencyKey: key('clock-q') });
+      expect(await reports(fence.jobId)).toEqual([
+        { type: 'AgentStatusReported', data: expect.objectContaining({ reportedAt: storeNow.toISOString() }) },
+        { type: 'AgentQuestionAsked', data: expect.objectContaining({ questionId: question.questionId, askedAt: storeNow.toISOString() }) },
+      ]);
+    } finally {
+      store.clock = systemClock;
+    }
   });
 
   it('refuses a job that does not exist', async () => {

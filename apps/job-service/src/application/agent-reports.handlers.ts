@@ -36,7 +36,7 @@ export class AgentReportHandlers {
   async reportStatus(request: RequestOf<typeof reportAgentStatus>, context?: CommandContext): Promise<ReplyOf<typeof reportAgentStatus>> {
     // A lease this service could not renew while its bus was down is judged as resumed.
     await this.leases.afterBusLoss();
-    const now = new Date().toISOString();
+    const now = this.store.clock().toISOString();
     const executed = await this.store.execute(
       { metadata: metadataOf(request, context), idempotency: idempotencyFor('report_agent_status', request) },
       async (uow) => {
@@ -61,7 +61,7 @@ export class AgentReportHandlers {
   async ask(request: RequestOf<typeof askQuestion>, context?: CommandContext): Promise<ReplyOf<typeof askQuestion>> {
     // A lease this service could not renew while its bus was down is judged as resumed.
     await this.leases.afterBusLoss();
-    const now = new Date().toISOString();
+    const now = this.store.clock().toISOString();
     const executed = await this.store.execute(
       { metadata: metadataOf(request, context), idempotency: idempotencyFor('ask_question', request) },
       async (uow) => {
