@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
 import {
+  ErrorCode,
   cancelJob,
   cancelSprintRun,
   claimJob,
@@ -354,6 +355,48 @@ describe('sprint runs driven by job events and PR events', () => {
     const asked = await eventually(() => returnRequests.find((r) => r.sprintRunId === created.sprintRunId), { what: 'return_tasks_to_todo sent' });
     expect(asked).toMatchObject({ taskIds: ['T-3', 'T-4'], idempotencyKey: expect.stringMatching(/^sprint-run:/) });
     await expect(world.client.request(resumeSprintRun, { sprintRunId: created.sprintRunId, idempotencyKey: key('resume') })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
+  });
+
+  it('one open run per repository and branch: a second create is refused PRECONDITION_FAILED, two at once leave exactly one, a repeat under its key answers as before, an ended run frees the branch', async () => {
+    const branch = 'sprint/SP-one-branch';
+    const create = (sprintId: string, idempotencyKey = key('sprint')) =>
+      world.client.request(createSprintRun, { sprintId, productId: 'product-42', taskIds: ['T-ob1'], branch, idempotencyKey });
+    const openRuns = async () => (await world.db.query(`SELECT sprint_run_id FROM sprint_runs WHERE branch = $1 AND status NOT IN ('DONE', 'FAILED', 'CANCELLED')`, [branch])).rows;
+
+    // two creates at once: exactly one wins, the other is refused and records nothing
+    const raced = await Promise.allSettled([create('SP-one-a'), create('SP-one-b')]);
+    const won = raced.flatMap((r) => (r.status === 'fulfilled' ? [r.value.sprintRunId] : []));
+    const lost = raced.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+    expect(won).toHaveLength(1);
+    expect(lost).toEqual([expect.objectContaining({ code: ErrorCode.PRECONDITION_FAILED, message: expect.stringContaining(won[0]!) })]);
+    expect(await openRuns()).toEqual([{ sprint_run_id: won[0] }]);
+
+    // a later create on the branch is refused too; the winner's create repeated under its key gets its answer
+    await expect(create('SP-one-c')).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED });
+    expect((await world.db.query(`SELECT 1 FROM events WHERE data->>'sprintId' = 'SP-one-c'`)).rows).toEqual([]);
+    await world.client.request(cancelSprintRun, { sprintRunId: won[0]!, reason: 'free the branch', idempotencyKey: key('cancel') });
+
+    // the branch is free once the run ended: a new run takes it, and its repeat is answered from its receipt
+    const heldKey = key('sprint');
+    const next = await create('SP-one-d', heldKey);
+    expect(await create('SP-one-d', heldKey)).toEqual(next);
+    expect(await openRuns()).toEqual([{ sprint_run_id: next.sprintRunId }]);
+  });
+
+  it('a FAILED run resumed while another run holds its branch is refused PRECONDITION_FAILED and stays FAILED', async () => {
+    const branch = 'sprint/SP-resume-held';
+    const first = await world.client.request(createSprintRun, { sprintId: 'SP-rh-1', productId: 'product-42', taskIds: ['T-rh1'], branch, idempotencyKey: key('sprint') });
+    await claimAndFail(await queuedJobOf(first.sprintRunId, 'T-rh1'), 'runner-rh', { kind: 'COMPILE', message: 'broken' });
+    await eventually(async () => (await run(first.sprintRunId)).status === 'FAILED', { what: 'the first run FAILED' });
+    const second = await world.client.request(createSprintRun, { sprintId: 'SP-rh-2', productId: 'product-42', taskIds: ['T-rh2'], branch, idempotencyKey: key('sprint') });
+
+    await expect(world.client.request(resumeSprintRun, { sprintRunId: first.sprintRunId, idempotencyKey: key('resume') })).rejects.toMatchObject({
+      code: ErrorCode.PRECONDITION_FAILED,
+      message: expect.stringContaining(second.sprintRunId),
+    });
+    expect((await run(first.sprintRunId)).status).toBe('FAILED');
+    await world.client.request(cancelSprintRun, { sprintRunId: second.sprintRunId, reason: 'make room', idempotencyKey: key('cancel') });
+    expect(await world.client.request(resumeSprintRun, { sprintRunId: first.sprintRunId, idempotencyKey: key('resume') })).toMatchObject({ sprintRunId: first.sprintRunId });
   });
 
   it("a failed run's cancel that fails and comes again after a resume leaves the resumed run's jobs alone", async () => {

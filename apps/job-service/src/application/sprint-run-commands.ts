@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Controller, Inject } from '@nestjs/common';
-import { cancelSprintRun, createSprintRun, resumeSprintRun, sprintRunIdFor, type ReplyOf, type RequestOf } from '@gantry/contracts';
+import { cancelSprintRun, createSprintRun, ErrorCode, GantryError, resumeSprintRun, sprintRunIdFor, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { EventStore, handleWithDecider, type Decision } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
@@ -16,6 +16,7 @@ import {
   type SprintRunState,
 } from '../domain/index.js';
 import { productRow } from '../infrastructure/job-store.js';
+import { OPEN_RUN_PER_BRANCH } from '../infrastructure/migrations.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 
 type Reply = ReplyOf<typeof createSprintRun>;
@@ -61,14 +62,50 @@ export class SprintRunCommandHandlers {
     request: { idempotencyKey: string; correlationId?: string; causationId?: string; actor?: string },
     context: CommandContext | undefined,
   ): Promise<Reply> {
-    const executed = await handleWithDecider(this.store, {
-      decider: sprintRunDecider,
-      streamId: sprintRunId,
-      command,
-      metadata: metadataOf(request, context),
-      idempotency: idempotencyFor(name, request),
-      reply: statusReply,
-    });
-    return executed.result;
+    try {
+      const executed = await handleWithDecider(this.store, {
+        decider: sprintRunDecider,
+        streamId: sprintRunId,
+        command,
+        metadata: metadataOf(request, context),
+        idempotency: idempotencyFor(name, request),
+        reply: statusReply,
+      });
+      return executed.result;
+    } catch (error) {
+      if (!isBranchHeld(error)) throw error;
+      throw await this.branchHeldRefusal(sprintRunId, command);
+    }
   }
+
+  /**
+   * A create or a resume that would make a second sprint run open on its (repository, branch) failed
+   * on the runs view's index (docs/jobs.md, "Sprint runs"): refused, naming the run that holds it.
+   */
+  private async branchHeldRefusal(sprintRunId: string, command: SprintRunCommand): Promise<GantryError> {
+    const place =
+      command.type === 'CreateSprintRun'
+        ? { repository: command.data.product?.repository ?? null, branch: command.data.branch }
+        : (await this.store.pool.query<{ repository: string | null; branch: string }>(`SELECT repository, branch FROM sprint_runs WHERE sprint_run_id = $1`, [sprintRunId])).rows[0];
+    const holder = place
+      ? (
+          await this.store.pool.query<{ sprint_run_id: string; status: string }>(
+            `SELECT sprint_run_id, status FROM sprint_runs WHERE repository = $1 AND branch = $2 AND status IN ('QUEUED', 'RUNNING', 'PAUSED') AND sprint_run_id <> $3`,
+            [place.repository, place.branch, sprintRunId],
+          )
+        ).rows[0]
+      : undefined;
+    const held = holder ? `sprint run ${holder.sprint_run_id} (${holder.status})` : 'another open sprint run';
+    const verb = command.type === 'CreateSprintRun' ? 'create' : 'resume';
+    return new GantryError(
+      ErrorCode.PRECONDITION_FAILED,
+      `cannot ${verb} sprint run ${sprintRunId}: branch ${place?.branch ?? '?'} of ${place?.repository ?? '?'} is held by ${held}; one sprint run works a branch at a time, until it is DONE, FAILED or CANCELLED`,
+      { sprintRunId, heldBy: holder?.sprint_run_id ?? null, repository: place?.repository ?? null, branch: place?.branch ?? null },
+    );
+  }
+}
+
+function isBranchHeld(error: unknown): boolean {
+  const e = error as { code?: string; constraint?: string };
+  return e?.code === '23505' && e.constraint === OPEN_RUN_PER_BRANCH;
 }

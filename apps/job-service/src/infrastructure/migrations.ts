@@ -225,6 +225,27 @@ export class JobServiceClaimHolds1782100000000 implements MigrationInterface {
   }
 }
 
+/**
+ * One open sprint run per (repository, branch) (docs/jobs.md, "Sprint runs"): the runs view is
+ * written in the transaction of the run's events, so a create or a resume that would make a second
+ * run open on a branch fails on this index, and of two at once exactly one commits. A run that ends
+ * (DONE, FAILED, CANCELLED) leaves it.
+ */
+export class JobServiceOneOpenRunPerBranch1782200000000 implements MigrationInterface {
+  name = 'JobServiceOneOpenRunPerBranch1782200000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE UNIQUE INDEX ${OPEN_RUN_PER_BRANCH} ON sprint_runs (repository, branch) WHERE status IN ('QUEUED', 'RUNNING', 'PAUSED')`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX IF EXISTS ${OPEN_RUN_PER_BRANCH}`);
+  }
+}
+
+/** The index that holds a branch for its open sprint run. */
+export const OPEN_RUN_PER_BRANCH = 'sprint_runs_open_branch';
+
 export const jobServiceMigrations = [
   JobServiceViews1764547200000,
   JobServiceProducts1767225600000,
@@ -234,4 +255,5 @@ export const jobServiceMigrations = [
   JobServiceViewsFillFactor1781100000000,
   JobServiceViewsJsonText1782050000000,
   JobServiceClaimHolds1782100000000,
+  JobServiceOneOpenRunPerBranch1782200000000,
 ];
