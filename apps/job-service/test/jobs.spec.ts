@@ -30,6 +30,7 @@ import { EventStore, rebuildProjections } from '@gantry/eventstore';
 import { readAllPages } from '@gantry/messaging';
 import { eventually } from '@gantry/testing';
 import { ClaimPicker } from '../src/application/claim-picker.js';
+import { LeaseExpirySweep } from '../src/application/lease-expiry.js';
 import { jobServiceProjections } from '../src/infrastructure/projections.js';
 import { createWorld, key, publishEnqueueWithoutItsOffer, registerProducts, sha, startInProcess, taskEnqueueRequest, type TestWorld } from './harness.js';
 
@@ -713,5 +714,34 @@ describe('a job service outage longer than a claim\'s lease (docs/jobs.md, "A jo
     expect(Date.parse(resumed!.data.leaseExpiresAt as string) - Date.parse(resumed!.data.renewedAt as string)).toBe(10_000);
     expect(types.map((e) => e.type)).not.toContain('JobLeaseExpired');
     expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'RUNNING', attempt: 1, storyLog: { implementationEntries: 1 } });
+  }, 60_000);
+
+  it('a lease that ran out while a job service served is not resumed by the next start: the sweep expires it and the attempt is spent', async () => {
+    const { jobId } = await world.client.request(enqueueJob, {
+      kind: 'TASK_IMPLEMENTATION', productId: 'product-outage', taskId: 'T-served', payload: {}, baseRef: 'main', maxAttempts: 2, idempotencyKey: key('enqueue'),
+    });
+    const claim = await world.client.request(claimJob, { runnerId: runner('dead'), kinds: ['TASK_IMPLEMENTATION'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    // The row held, so that the serving replica's sweep passes over the lease (as one that had not got
+    // to it yet) while its runner, dead, stays silent past the lease's end.
+    const holder = await world.db.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE`, [jobId]);
+      await eventually(() => Date.now() > Date.parse(claim.job.leaseExpiresAt) + 500, { what: 'the lease ran out', timeoutMs: 30_000 });
+      // a pass of the serving replica after the lease ran out
+      expect(await app!.get(LeaseExpirySweep).sweep()).toBe(0);
+      await app!.close();
+      app = undefined;
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    app = await startInProcess(world, { GANTRY_LEASE_SWEEP_MS: '100' });
+
+    await eventually(async () => (await world.client.request(getJob, { jobId })).status === 'QUEUED', { what: 'the lease expired by the sweep' });
+    const types = (await world.db.query<{ type: string; data: Record<string, unknown> }>(`SELECT type, data FROM events WHERE stream_id = $1 ORDER BY stream_version`, [jobId])).rows;
+    expect(types.map((e) => e.type)).toEqual(['JobEnqueued', 'JobClaimed', 'JobLeaseExpired']);
+    expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'QUEUED', attempt: 2 });
   }, 60_000);
 });

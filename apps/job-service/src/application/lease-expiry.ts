@@ -54,19 +54,29 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   }
 
   /**
-   * Resumes the lease of every CLAIMED/RUNNING job: its runner could not renew it while no job service
-   * ran, so the time nobody served does not count against it. Returns the number resumed.
+   * Resumes the lease of every CLAIMED/RUNNING job that was still live when serving stopped: its runner
+   * could not renew it while no job service ran, so the time nobody served does not count against it.
+   * Serving is taken to have stopped at the latest sweep any replica made with its bus up (nothing
+   * later proves one served); a lease that ran out before it ran out while one served, and is left to
+   * the sweep. Returns the number resumed.
    */
   async resumeLeases(after: 'start' | 'bus_loss' = 'start'): Promise<number> {
     const now = this.store.clock().toISOString();
+    const swept = await this.store.pool.query<{ swept_at: Date }>(`SELECT swept_at FROM lease_sweeps`);
+    const lastSweptAt = swept.rows[0]?.swept_at.toISOString() ?? null;
+    // A lease that ran out before the last sweep ran out while a job service served: the sweep's.
     const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
-      `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING')`,
+      `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING') AND ($1::timestamptz IS NULL OR lease_expires_at > least($1::timestamptz, $2::timestamptz))`,
+      [lastSweptAt, now],
     );
     let resumed = 0;
     for (const row of rows) {
       try {
         const done = await this.store.execute({ metadata: { correlationId: `lease-resume:${row.job_id}:${row.lease_token}`, actor: 'job-service' } }, async (uow) => {
-          const decision = await decideWithin(uow, jobDecider, row.job_id, { type: 'ResumeJobLease', data: { jobId: row.job_id, leaseToken: row.lease_token, now, after } });
+          const decision = await decideWithin(uow, jobDecider, row.job_id, {
+            type: 'ResumeJobLease',
+            data: { jobId: row.job_id, leaseToken: row.lease_token, now, after, lastSweptAt },
+          });
           return decision.decided.length > 0;
         });
         if (done.result) resumed++;
@@ -104,6 +114,11 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     }
     await this.afterBusLoss();
     const now = this.store.clock();
+    // This pass looks at every lease that ran out by now: a later start or bus loss resumes none of them.
+    await this.store.pool.query(
+      `INSERT INTO lease_sweeps (one, swept_at) VALUES (true, $1) ON CONFLICT (one) DO UPDATE SET swept_at = greatest(lease_sweeps.swept_at, EXCLUDED.swept_at)`,
+      [now],
+    );
     const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
       `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT 500`,
       [now],

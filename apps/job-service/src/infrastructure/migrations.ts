@@ -243,6 +243,25 @@ export class JobServiceOneOpenRunPerBranch1782200000000 implements MigrationInte
   }
 }
 
+/**
+ * The latest lease sweep a replica made with its bus up (`lease_sweeps`, one row): where a start, or a
+ * replica that gets its bus back, takes the outage to have begun, so that it resumes only the leases
+ * still live then (LeaseExpirySweep, docs/jobs.md "A job service outage"). Not a projection of the
+ * log; unlogged, like the claim holds: emptied by a crash of the server, it says no sweep is known,
+ * and every live lease is resumed, as before it existed.
+ */
+export class JobServiceLeaseSweeps1782300000000 implements MigrationInterface {
+  name = 'JobServiceLeaseSweeps1782300000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE UNLOGGED TABLE lease_sweeps (one boolean PRIMARY KEY DEFAULT true CHECK (one), swept_at timestamptz NOT NULL)`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE IF EXISTS lease_sweeps`);
+  }
+}
+
 /** The index that holds a branch for its open sprint run. */
 export const OPEN_RUN_PER_BRANCH = 'sprint_runs_open_branch';
 
@@ -256,4 +275,5 @@ export const jobServiceMigrations = [
   JobServiceViewsJsonText1782050000000,
   JobServiceClaimHolds1782100000000,
   JobServiceOneOpenRunPerBranch1782200000000,
+  JobServiceLeaseSweeps1782300000000,
 ];

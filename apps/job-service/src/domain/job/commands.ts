@@ -98,7 +98,11 @@ export type JobCommand =
    * now, since no runner could renew it while no job service ran (docs/jobs.md, "A job service outage").
    */
   /** `after`: what kept the runners from renewing — no job service ran (`start`), or this one had lost NATS (`bus_loss`). */
-  | { type: 'ResumeJobLease'; data: { jobId: string; leaseToken: number; now: string; after?: 'start' | 'bus_loss' } }
+  /**
+   * `lastSweptAt`: the latest lease sweep any job service made with its bus up — the moment serving
+   * stopped, as far as the service can tell (null: none recorded).
+   */
+  | { type: 'ResumeJobLease'; data: { jobId: string; leaseToken: number; now: string; after?: 'start' | 'bus_loss'; lastSweptAt?: string | null } }
   | { type: 'CancelJob'; data: { jobId: string; reason: string | null; now: string } }
   /** From the pr-service: the checks of the head this job pushed are red. */
   | {

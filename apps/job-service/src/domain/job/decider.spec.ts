@@ -458,6 +458,26 @@ describe('job decider', () => {
         .then([{ type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(expiry + 60 + LEASE_MS / 1000), renewedAt: at(expiry + 60), resumedAfterBusLoss: true } }]);
     });
 
+    it('a lease that ran out before the last sweep a job service made is not resumed: it ran out while one served, the sweep expires it', () => {
+      const resumeAfterSweep = (sweptAtS: number, after?: 'bus_loss'): JobCommand => ({
+        type: 'ResumeJobLease',
+        data: { jobId: JOB, leaseToken: 1, now: at(expiry + 60), lastSweptAt: at(sweptAtS), ...(after ? { after } : {}) },
+      });
+      given(running()).when(resumeAfterSweep(expiry + 1)).thenNothingHappened();
+      given(running()).when(resumeAfterSweep(expiry)).thenNothingHappened();
+      given(running()).when(resumeAfterSweep(expiry + 30, 'bus_loss')).thenNothingHappened();
+      // still live at the last sweep: the outage began before it ran out, so it is resumed
+      given(running())
+        .when(resumeAfterSweep(expiry - 1))
+        .then([{ type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(expiry + 60 + LEASE_MS / 1000), renewedAt: at(expiry + 60), resumedAtStart: true } }]);
+    });
+
+    it('a last sweep stamped later than this replica\'s now (clocks differ) resumes only a lease still live now', () => {
+      given(running())
+        .when({ type: 'ResumeJobLease', data: { jobId: JOB, leaseToken: 1, now: at(expiry - 1), lastSweptAt: at(expiry + 60) } })
+        .then([{ type: 'JobLeaseRenewed', data: { ...lease(1), leaseExpiresAt: at(expiry - 1 + LEASE_MS / 1000), renewedAt: at(expiry - 1), resumedAtStart: true } }]);
+    });
+
     it('a lease that already runs longer than that is left alone', () => {
       given(running()).when(resume(1, 5)).thenNothingHappened();
     });

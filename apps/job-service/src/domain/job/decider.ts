@@ -334,6 +334,9 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       const lease = job.lease;
       // Ended, or a newer grant since the look: nothing to resume.
       if (!lease || lease.token !== d.leaseToken) return [];
+      // Ran out while a job service still served (a sweep came after its end): its runner could have
+      // renewed it, so it is the sweep's to expire (docs/jobs.md, "A job service outage").
+      if (d.lastSweptAt && Date.parse(lease.expiresAt) <= Math.min(Date.parse(d.now), Date.parse(d.lastSweptAt))) return [];
       const leaseExpiresAt = addMs(d.now, lease.durationMs);
       if (Date.parse(leaseExpiresAt) <= Date.parse(lease.expiresAt)) return [];
       return [
