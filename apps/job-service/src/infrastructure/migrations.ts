@@ -235,7 +235,17 @@ export class JobServiceOneOpenRunPerBranch1782200000000 implements MigrationInte
   name = 'JobServiceOneOpenRunPerBranch1782200000000';
 
   async up(q: QueryRunner): Promise<void> {
-    await q.query(`CREATE UNIQUE INDEX ${OPEN_RUN_PER_BRANCH} ON sprint_runs (repository, branch) WHERE status IN ('QUEUED', 'RUNNING', 'PAUSED')`);
+    // Runs that already shared a branch when the rule came are left out of it, but the newest on each
+    // (the one a pull request's facts reach): an index they broke could not be made, and the service,
+    // which alone can cancel them, could not start.
+    const shared: { sprint_run_id: string }[] = await q.query(
+      `SELECT sprint_run_id FROM (
+         SELECT sprint_run_id, row_number() OVER (PARTITION BY repository, branch ORDER BY created_at DESC, sprint_run_id DESC) AS n
+           FROM sprint_runs WHERE status IN ('QUEUED', 'RUNNING', 'PAUSED') AND repository IS NOT NULL) AS open_runs
+        WHERE n > 1`,
+    );
+    const leftOut = shared.length > 0 ? ` AND sprint_run_id <> ALL (ARRAY[${shared.map((r) => `'${r.sprint_run_id.replaceAll("'", "''")}'`).join(', ')}]::text[])` : '';
+    await q.query(`CREATE UNIQUE INDEX ${OPEN_RUN_PER_BRANCH} ON sprint_runs (repository, branch) WHERE status IN ('QUEUED', 'RUNNING', 'PAUSED')${leftOut}`);
   }
 
   async down(q: QueryRunner): Promise<void> {
