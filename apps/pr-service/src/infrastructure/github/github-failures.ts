@@ -28,6 +28,17 @@ function deniedByGraphQL(error: unknown): boolean {
 }
 
 /**
+ * GitHub answers 404 alike for what does not exist and for what the token or the App may not see ("Requests that
+ * require authentication will return 404 Not Found, instead of 403 Forbidden, in some places", to keep private
+ * repositories private); GraphQL says NOT_FOUND ("Could not resolve to a node …") with 200. The pr-service only asks
+ * about repositories its products name and pull requests GitHub gave it, so either way a person must act.
+ */
+function notVisible(error: unknown): boolean {
+  const e = error as FailedRequest;
+  return statusOf(error) === 404 || (e.errors ?? e.response?.data?.errors ?? []).some((x) => x.type === 'NOT_FOUND');
+}
+
+/**
  * GitHub refusing the merge method the repository's settings do not allow: GraphQL's "Merge method squash is
  * not allowed on this repository" (auto-merge), REST's 405 "Squash merges are not allowed on this repository."
  * (and "Merge commits …", "Rebase merges …"). A setting a person must change, not a failure to send again.
@@ -43,7 +54,7 @@ export function statusOf(error: unknown): number | undefined {
 
 /**
  * A failed GitHub request as a typed failure (docs/pr-service.md): refused credentials or
- * permissions are GH_AUTH_ERROR, a 405 "not mergeable" is MERGE_CONFLICT and a 405 naming failing
+ * permissions, and a 404 (GitHub's answer for what the token may not see), are GH_AUTH_ERROR, a 405 "not mergeable" is MERGE_CONFLICT and a 405 naming failing
  * required checks CHECKS_FAILED; the rest — other refusals, 5xx after the retries, anything
  * unforeseen — UNKNOWN. The HTTP status stays in the details.
  */
@@ -54,6 +65,13 @@ export function gitHubFailure(error: unknown, what: string): GantryError {
   const details = { status: status ?? null, githubMessage: message };
   if (status === 401 || (status === 403 && !/rate limit/i.test(message)) || deniedByGraphQL(error) || /Resource not accessible by|Bad credentials|not been granted the required scopes/i.test(message)) {
     return new GantryError(ErrorCode.GH_AUTH_ERROR, `GitHub refused the credentials for ${what}: ${message}`, details);
+  }
+  if (notVisible(error)) {
+    return new GantryError(
+      ErrorCode.GH_AUTH_ERROR,
+      `GitHub could not ${what}: ${message} — its answer both for a private repository the token or App cannot see and for a repository or pull request that does not exist`,
+      details,
+    );
   }
   if (status === 405) {
     // GitHub's 405 says "not mergeable" for a conflict; it names required checks, reviews, drafts and merge methods in its own words.

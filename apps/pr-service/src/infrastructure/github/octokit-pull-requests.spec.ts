@@ -206,6 +206,14 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     }
   });
 
+  it('a 404 — a pull request or repository GitHub does not show: it does not exist, or the token cannot see it — is GH_AUTH_ERROR, REST and GraphQL alike', async () => {
+    const failureOf = (call: Promise<unknown>) => call.then(() => null, (e: unknown) => e as { code: string; message: string; details?: Record<string, unknown> });
+    const missingPr = await failureOf(prs.read(repo, 999_999));
+    expect(missingPr).toMatchObject({ code: ErrorCode.GH_AUTH_ERROR, message: expect.stringMatching(/Not Found.*cannot see/), details: { status: 404 } });
+    expect(await failureOf(prs.findOpen('acme/hidden', 'story/x', 'main'))).toMatchObject({ code: ErrorCode.GH_AUTH_ERROR, details: { status: 404 } });
+    expect(await failureOf(prs.markReadyForReview('PR_unknown'))).toMatchObject({ code: ErrorCode.GH_AUTH_ERROR, message: expect.stringMatching(/Could not resolve/) });
+  });
+
   it('refused credentials are GH_AUTH_ERROR, never with the token in the message', async () => {
     await github.control.setTokens(['another-token']);
     try {
