@@ -2,6 +2,8 @@ import { type PullRequestFailureCode } from '@gantry/contracts';
 import { octokitFor } from '@gantry/github-fake/testing';
 import { eventually } from '@gantry/testing';
 import { CONFLICT_LOOKUPS } from '../src/application/reconciler.js';
+import { CONFLICTING_FILES } from '../src/application/tokens.js';
+import type { ConflictingFiles } from '../src/infrastructure/git/conflicting-files.js';
 import { pendingEffects, type PullRequestState } from '../src/domain/index.js';
 import { inProcessPrService, pushedBranch } from './in-process-world.js';
 
@@ -17,6 +19,18 @@ describe('a conflict whose files git cannot work out', () => {
   const branch = 'sprint/SP-unnamed';
   const world = inProcessPrService('pr_conflict_unnamed');
 
+  /** Counts the look-ups of conflicting files the running process makes from now on (they still run). */
+  const countLookups = (): { count: number } => {
+    const files = world.service.app.get<ConflictingFiles>(CONFLICTING_FILES);
+    const between = files.between.bind(files);
+    const counted = { count: 0 };
+    files.between = (...args) => {
+      counted.count++;
+      return between(...args);
+    };
+    return counted;
+  };
+
   it('records the rest of the read (red checks), tries the files a bounded number of times, then leaves the conflict visible', async () => {
     const repo = await world.fake.control.createRepository({ owner, name: 'unnamed', initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
     const repository = repo.fullName;
@@ -29,6 +43,7 @@ describe('a conflict whose files git cannot work out', () => {
     await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'failure' });
 
     // The product names a clone URL git cannot fetch from.
+    const lookups = countLookups();
     const log = world.log;
     await world.addProduct('product-unnamed', repository, `file://${world.gitDir}/nowhere.git`);
     const { pullRequestId, record } = world.pullRequest(repository, branch);
@@ -60,13 +75,20 @@ describe('a conflict whose files git cannot work out', () => {
     expect(visible.conflict).toBeNull();
 
     // Read again (the check re-run green, a webhook, a resync): the read is recorded, and git is not asked again for that head.
-    const reconciler = world.reconciler;
-    const lookups = () => (reconciler as unknown as { unnamedConflicts: { get(id: string): { failures: number } | undefined } }).unnamedConflicts.get(pullRequestId)?.failures;
-    expect(lookups()).toBe(CONFLICT_LOOKUPS);
+    expect(lookups.count).toBe(CONFLICT_LOOKUPS);
     await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'success' });
-    reconciler.ask(pullRequestId);
-    await eventually(async () => (await log.load(pullRequestId)).checks?.verdict === 'GREEN', { what: 'the re-run green recorded' });
-    expect(lookups()).toBe(CONFLICT_LOOKUPS);
+    world.reconciler.ask(pullRequestId);
+    await eventually(async () => (await world.log.load(pullRequestId)).checks?.verdict === 'GREEN', { what: 'the re-run green recorded' });
+    expect(lookups.count).toBe(CONFLICT_LOOKUPS);
+
+    // Nor after a restart: the look-ups made for the head are in the PR's log, not in the process that made them.
+    await world.restart();
+    const afterRestart = countLookups();
+    await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+    world.reconciler.ask(pullRequestId);
+    await eventually(async () => (await world.log.load(pullRequestId)).checks?.verdict === 'RED', { what: 'the red re-run recorded after the restart' });
+    expect(afterRestart.count).toBe(0);
+    expect((await world.log.load(pullRequestId)).lastFailure).toMatchObject({ effect: 'READ_PULL_REQUEST', code: 'MERGE_CONFLICT' });
   }, 240_000);
 
   /*

@@ -5,8 +5,8 @@ import pg from 'pg';
 import { pullRequestIdFor } from '@gantry/contracts';
 import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
 import { Clone } from '@gantry/github-fake/testing';
-import { startTestService, type TestService } from '@gantry/service-runtime/testing';
-import { testDatabaseUrl } from '@gantry/testing';
+import { startInProcess, startTestService, type TestService } from '@gantry/service-runtime/testing';
+import { removeTestNamespace, testDatabaseUrl } from '@gantry/testing';
 import { AppModule } from '../src/app.module.js';
 import { PullRequestLog } from '../src/application/pull-request-log.js';
 import { PullRequestReconciler } from '../src/application/reconciler.js';
@@ -20,20 +20,17 @@ import type { PullRequestCommand } from '../src/domain/index.js';
  */
 export function inProcessPrService(label: string): InProcessWorld {
   const world = {} as { fake: GitHubFake; service: TestService; gitDir: string };
+  const env = () => ({
+    GANTRY_GITHUB_API_URL: world.fake.url,
+    GANTRY_GITHUB_TOKEN: 'unused',
+    GANTRY_GITHUB_WEBHOOK_SECRETS: 'unused',
+    GANTRY_PR_GIT_DIR: world.gitDir,
+    GANTRY_PR_RESYNC_INTERVAL_MS: '3600000',
+  });
   beforeAll(async () => {
     world.fake = await startGitHubFake({});
     world.gitDir = mkdtempSync(join(tmpdir(), `${label}-`));
-    world.service = await startTestService({
-      label,
-      module: AppModule,
-      env: {
-        GANTRY_GITHUB_API_URL: world.fake.url,
-        GANTRY_GITHUB_TOKEN: 'unused',
-        GANTRY_GITHUB_WEBHOOK_SECRETS: 'unused',
-        GANTRY_PR_GIT_DIR: world.gitDir,
-        GANTRY_PR_RESYNC_INTERVAL_MS: '3600000',
-      },
-    });
+    world.service = await startTestService({ label, module: AppModule, env: env() });
   }, 90_000);
   afterAll(async () => {
     await world.service?.close();
@@ -74,6 +71,21 @@ export function inProcessPrService(label: string): InProcessWorld {
           log.record({ type, data: { ...id, ...data, now: log.now() } } as PullRequestCommand, { correlationId: pullRequestId, causationId: null, actor: 'test' }),
       };
     },
+    async restart() {
+      // The process stops (its shutdown hooks run) and a new one starts on the same schema and streams: what it
+      // knows is what its log and tables hold.
+      const { schema, naming } = world.service;
+      await world.service.app.close();
+      const app = await startInProcess(AppModule, { name: schema, naming }, env(), { nestLogs: false });
+      world.service = {
+        ...world.service,
+        app,
+        close: async () => {
+          await app.close();
+          await removeTestNamespace(naming, schema);
+        },
+      };
+    },
     failedRuns(pullRequestId) {
       const reconciler = world.service.app.get(PullRequestReconciler);
       return (reconciler as unknown as { attempts: { get(id: string): number | undefined } }).attempts.get(pullRequestId);
@@ -92,6 +104,8 @@ export interface InProcessWorld {
   addProduct(productId: string, repository: string, cloneUrl: string): Promise<void>;
   /** The pull request of a branch, and a way to record its commands as the job events' consumers would. */
   pullRequest(repository: string, branch: string): { pullRequestId: string; record: (type: PullRequestCommand['type'], data: Record<string, unknown>) => Promise<unknown> };
+  /** The service stopped and started again on the same schema and streams (`service`, `log`, `reconciler` are the new process's). */
+  restart(): Promise<void>;
   /** How many times in a row the reconciler's run of a pull request has failed (undefined: none is waiting to be tried again). */
   failedRuns(pullRequestId: string): number | undefined;
 }

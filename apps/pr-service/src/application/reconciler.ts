@@ -5,8 +5,10 @@ import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullReq
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
 import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
 import {
+  CONFLICT_LOOKUPS,
   forHead,
   isSettled,
+  nextConflictLookupAt,
   pendingEffects,
   strategies,
   type GitHubObservation,
@@ -27,11 +29,7 @@ const FAILURE_CODES = new Set<string>(['CHECKS_FAILED', 'MERGE_CONFLICT', 'GH_AU
 const MAX_ROUNDS = 12;
 /** How many pull requests' retry and mergeability counts are remembered (see PullRequestReconciler). */
 export const REMEMBERED_COUNTS = 10_000;
-/**
- * How often git is asked for the files of one head's conflict before the service stops asking (PR-10): the
- * look-ups are spaced 1, 2, 4 and 8 s apart, and the last failure is recorded on the PR.
- */
-export const CONFLICT_LOOKUPS = 5;
+export { CONFLICT_LOOKUPS };
 
 /**
  * The effect processor of pull requests (docs/pr-service.md). A PR is worked on when something may
@@ -52,11 +50,6 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    */
   private readonly attempts = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
   private readonly unknownMergeability = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
-  /**
-   * Per pull request, the head whose conflicting files git could not work out, how many look-ups failed
-   * and when the next may be made (PR-10): at most CONFLICT_LOOKUPS for a head, whatever asks for reads meanwhile.
-   */
-  private readonly unnamedConflicts = new LRUCache<string, { headSha: string; failures: number; nextAt: number }>({ max: REMEMBERED_COUNTS });
   /** Every open pull request looked at again now and then, whatever was missed (a webhook lost, a crash). */
   private readonly resync: Sweep;
 
@@ -141,23 +134,23 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    * git cannot name them (a failed fetch, or a clean merge while GitHub still says dirty) the read is recorded
    * without the conflict — its checks, draft and head still count — and `unnamed` says why.
    */
-  private async observe(state: PullRequestState, pr: PullRequestOnGitHub): Promise<{ observation: GitHubObservation; unnamed: { failures: number; error: string } | null }> {
+  private async observe(state: PullRequestState, pr: PullRequestOnGitHub): Promise<{ observation: GitHubObservation; unnamed: string | null }> {
     const checks = pr.state === 'open' ? await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.checks(state.repository, pr.headSha)) : [];
     let conflictingFiles: string[] | null = null;
-    let unnamed: { failures: number; error: string } | null = null;
+    let unnamed: string | null = null;
     const known = forHead(state, state.conflict)?.headSha === pr.headSha;
     if (pr.state === 'open' && pr.mergeable === false && pr.mergeableState === 'dirty' && !known) {
-      const tried = this.unnamedConflicts.get(state.pullRequestId);
-      const before = tried?.headSha === pr.headSha ? tried : null;
-      if (!before || (before.failures < CONFLICT_LOOKUPS && Date.now() >= before.nextAt)) {
+      // PR-10: the look-ups that failed for this head are in the PR's log: at most CONFLICT_LOOKUPS, across restarts.
+      const dueAt = nextConflictLookupAt(state, pr.headSha);
+      const now = Date.parse(this.prs.now());
+      if (dueAt !== null && now >= dueAt) {
         try {
           conflictingFiles = await this.filesInConflict(state, pr);
-          this.unnamedConflicts.delete(state.pullRequestId);
         } catch (error) {
-          const failures = (before?.failures ?? 0) + 1;
-          this.unnamedConflicts.set(state.pullRequestId, { headSha: pr.headSha, failures, nextAt: Date.now() + 1000 * 2 ** (failures - 1) });
-          unnamed = { failures, error: error instanceof Error ? error.message : String(error) };
+          unnamed = error instanceof Error ? error.message : String(error);
         }
+      } else if (dueAt !== null) {
+        this.ask(state.pullRequestId, dueAt - now);
       }
     }
     const observation: GitHubObservation = {
@@ -181,22 +174,23 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   }
 
   /**
-   * PR-10: git could not name the files of the conflict GitHub shows on this head. The PR is read again later
-   * (1, 2, 4, 8 s) and git asked again; after CONFLICT_LOOKUPS failures it is not asked again for this head, and
-   * the conflict is recorded as the PR's last failure (MERGE_CONFLICT, naming the head and git's answer), to be
-   * seen in get_pull_request: a conflict is recorded — and a sprint run paused — only with its files.
+   * PR-10: git could not name the files of the conflict GitHub shows on this head. The failed look-up is recorded (counted
+   * per head in the PR's log) and the PR read again later (1, 2, 4, 8 s); the last of CONFLICT_LOOKUPS also records the
+   * conflict as the PR's last failure (MERGE_CONFLICT, naming the head and git's answer), to be seen in get_pull_request:
+   * a conflict is recorded — and a sprint run paused — only with its files.
    */
-  private async conflictUnnamed(state: PullRequestState, seen: PullRequestOnGitHub, unnamed: { failures: number; error: string }): Promise<void> {
+  private async conflictUnnamed(state: PullRequestState, seen: PullRequestOnGitHub, error: string): Promise<void> {
     const id = state.pullRequestId;
-    if (unnamed.failures < CONFLICT_LOOKUPS) {
-      const retryInMs = 1000 * 2 ** (unnamed.failures - 1);
-      this.log.warn({ pullRequestId: id, headSha: seen.headSha, attempt: unnamed.failures, retryInMs, error: unnamed.error }, 'GitHub reports a conflict whose files git could not work out; looking again later');
+    const { state: after } = await this.prs.record(this.command(state, { type: 'RecordConflictFilesUnknown', data: { headSha: seen.headSha, message: error } }), this.metadata(id));
+    const attempt = after.conflictLookups?.headSha === seen.headSha ? after.conflictLookups.failures : null;
+    if (attempt === null) return;
+    if (attempt < CONFLICT_LOOKUPS) {
+      const retryInMs = 1000 * 2 ** (attempt - 1);
+      this.log.warn({ pullRequestId: id, headSha: seen.headSha, attempt, retryInMs, error }, 'GitHub reports a conflict whose files git could not work out; looking again later');
       this.ask(id, retryInMs);
       return;
     }
-    const message = `GitHub reports ${state.repository}#${seen.number} conflicting on ${seen.headSha}, and git could not work out the files in conflict (${CONFLICT_LOOKUPS} tries, not tried again for this head): ${unnamed.error}`;
-    this.log.error({ pullRequestId: id, headSha: seen.headSha, error: unnamed.error }, 'the files of a conflict could not be worked out; the conflict is recorded as the pull request\'s last failure');
-    await this.prs.record(this.command(state, { type: 'RecordEffectFailed', data: { effect: 'READ_PULL_REQUEST', code: 'MERGE_CONFLICT', message } }), this.metadata(id));
+    this.log.error({ pullRequestId: id, headSha: seen.headSha, error }, 'the files of a conflict could not be worked out; the conflict is recorded as the pull request\'s last failure');
   }
 
   private async filesInConflict(state: PullRequestState, pr: PullRequestOnGitHub): Promise<string[]> {

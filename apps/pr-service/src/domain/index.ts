@@ -12,7 +12,8 @@
 //   PR-7  a new head voids decisions, waits for checks    state.ts newHead, effects.ts DISABLE_AUTO_MERGE
 //   PR-8  SPRINT: ready for review when the run is DONE   strategies.ts, effects.ts MARK_READY_FOR_REVIEW
 //   PR-9  red checks: CHECKS_FAILED once per head         decider.ts observationEvents
-//   PR-10 a conflict: MERGE_CONFLICT once per head        decider.ts observationEvents (cleared when GitHub shows the head mergeable again)
+//   PR-10 a conflict: MERGE_CONFLICT once per head        decider.ts observationEvents (cleared when GitHub shows the head mergeable again);
+//                                                         files git cannot name: RecordConflictFilesUnknown, phase.ts CONFLICT_LOOKUPS
 //   PR-11 mergeable null is no verdict                    decider.ts observationEvents (and the reconciler reads again)
 //   PR-14 a refused merge waits for GitHub to change      decider.ts mergeIfDue
 //   PR-15 heads only move forward (GitHub lags a push)    decider.ts observationEvents, RecordBranchPushed
@@ -30,7 +31,7 @@ export type { ReportedCheck, ChecksVerdict } from './pull-request/checks.js';
 export { checksVerdict } from './pull-request/checks.js';
 export type { StrategyRules } from './pull-request/strategies.js';
 export { strategies } from './pull-request/strategies.js';
-export { phaseOf, scopeDone, forHead } from './pull-request/phase.js';
+export { phaseOf, scopeDone, forHead, CONFLICT_LOOKUPS, nextConflictLookupAt } from './pull-request/phase.js';
 export type { PullRequestEffect, PullRequestEffectType } from './pull-request/effects.js';
 export { pendingEffects } from './pull-request/effects.js';
 export { pullRequestView } from './pull-request/view.js';

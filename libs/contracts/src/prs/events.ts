@@ -421,6 +421,30 @@ export const PullRequestMergeConflictCleared = defineEvent({
   },
 });
 
+/**
+ * GitHub shows the head conflicting and git could not work out the files in conflict (its fetch failed, or the branches
+ * merged cleanly): one failed look-up, counted per head, so the bound on look-ups holds across restarts (PR-10).
+ */
+export const PullRequestConflictFilesUnknown = defineEvent({
+  context: 'prs',
+  type: 'PullRequestConflictFilesUnknown',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    headSha: GitShaSchema,
+    /** How many look-ups for this head have failed, this one included. */
+    lookups: z.number().int().positive(),
+    /** git's answer (or why its answer named no file). */
+    message: z.string().min(1).max(MAX_PR_MESSAGE_CHARS),
+    failedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, headSha: sha, lookups: 1, message: 'git fetch failed (exit 128): repository not found', failedAt: at }],
+    // the look-ups are counted from one
+    invalid: [{ ...prExample, headSha: sha, lookups: 0, message: 'x', failedAt: at }],
+  },
+});
+
 export const PullRequestMergeFailed = defineEvent({
   context: 'prs',
   type: 'PullRequestMergeFailed',
@@ -532,6 +556,7 @@ export type PullRequestAutoMergeRefusedData = z.output<typeof PullRequestAutoMer
 export type PullRequestAutoMergeDisabledData = z.output<typeof PullRequestAutoMergeDisabled.data>;
 export type PullRequestDraftChangedData = z.output<typeof PullRequestDraftChanged.data>;
 export type PullRequestMergeConflictClearedData = z.output<typeof PullRequestMergeConflictCleared.data>;
+export type PullRequestConflictFilesUnknownData = z.output<typeof PullRequestConflictFilesUnknown.data>;
 export type PullRequestMergeFailedData = z.output<typeof PullRequestMergeFailed.data>;
 export type PullRequestAutoMergeDisabledOnGitHubData = z.output<typeof PullRequestAutoMergeDisabledOnGitHub.data>;
 export type PullRequestMergedData = z.output<typeof PullRequestMerged.data>;
@@ -555,6 +580,7 @@ export const pullRequestEventContracts = [
   PullRequestChecksPending,
   PullRequestMergeConflict,
   PullRequestMergeConflictCleared,
+  PullRequestConflictFilesUnknown,
   PullRequestMergeRequested,
   PullRequestAutoMergeEnabled,
   PullRequestAutoMergeRefused,

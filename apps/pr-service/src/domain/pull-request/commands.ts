@@ -60,6 +60,8 @@ export type PullRequestCommand =
   | Of<'RecordAutoMergeRefused', { headSha: string; reason: 'CLEAN' | 'UNSTABLE' | 'NOT_ALLOWED'; message: string }>
   | Of<'RecordAutoMergeDisabled', { headSha: string }>
   | Of<'RecordMerged', { headSha: string; mergeCommitSha: string | null }>
+  /** git could not work out the files of the conflict GitHub shows on this head (PR-10): one failed look-up. */
+  | Of<'RecordConflictFilesUnknown', { headSha: string; message: string }>
   | Of<'RecordMergeFailed', { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null }>
   | Of<'RecordEffectFailed', { effect: PullRequestEffectType | 'READ_PULL_REQUEST'; code: PullRequestFailureCode; message: string }>;
 

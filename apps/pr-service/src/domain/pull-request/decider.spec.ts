@@ -5,10 +5,10 @@ import { pullRequestDecider } from './decider.js';
 import { pendingEffects } from './effects.js';
 import type { PullRequestCommand } from './commands.js';
 import type { PullRequestEvent } from './events.js';
-import { phaseOf } from './phase.js';
+import { CONFLICT_LOOKUPS, nextConflictLookupAt, phaseOf } from './phase.js';
 import { evolvePullRequest, initialPullRequestState, type PullRequestState } from './state.js';
 import { pullRequestView } from './view.js';
-import { BRANCH, check, event, H1, H2, H3, JOB2, NODE, REPO, RUN, RUN2, when } from './testing/story.js';
+import { at, BRANCH, check, event, H1, H2, H3, JOB2, NODE, PR_ID, REPO, RUN, RUN2, when } from './testing/story.js';
 
 const given = DeciderSpecification.for(pullRequestDecider, { validate: validatesAgainstContract('prs') });
 const stateOf = (events: PullRequestEvent[]): PullRequestState => events.reduce(evolvePullRequest, initialPullRequestState);
@@ -409,6 +409,29 @@ describe('the pull request machine', () => {
   });
 
   describe('PR-10 / PR-11: conflicts and mergeability', () => {
+    it('files git cannot name: each failed look-up is counted for its head in the log; the last of the bound leaves the conflict as the last failure, and no more are recorded', () => {
+      const unknown = (n: number) => Array.from({ length: n }, (_, i) => event.conflictFilesUnknown(6 + i, i + 1));
+      given([...openStory]).when(when.conflictFilesUnknown(6)).then([event.conflictFilesUnknown(6, 1)]);
+      const last = given([...openStory, ...unknown(CONFLICT_LOOKUPS - 1)]).when(when.conflictFilesUnknown(20)).then([
+        event.conflictFilesUnknown(20, CONFLICT_LOOKUPS),
+        {
+          type: 'PullRequestEffectFailed',
+          data: {
+            pullRequestId: PR_ID, repository: REPO, branch: BRANCH, effect: 'READ_PULL_REQUEST', code: 'MERGE_CONFLICT', failedAt: at(20),
+            message: `GitHub reports ${REPO}#7 conflicting on ${H1}, and git could not work out the files in conflict (${CONFLICT_LOOKUPS} tries, not tried again for this head): git fetch failed (exit 128): repository not found`,
+          },
+        },
+      ]);
+      expect(nextConflictLookupAt(last, H1)).toBeNull();
+      given([...openStory, ...unknown(CONFLICT_LOOKUPS)]).when(when.conflictFilesUnknown(21)).then([]);
+      // The next look-up waits 1, 2, 4, 8 s after the last failure; a new head starts its own count.
+      expect(nextConflictLookupAt(stateOf([...openStory, ...unknown(3)]), H1)).toBe(Date.parse(at(8)) + 4000);
+      expect(nextConflictLookupAt(stateOf([...openStory, ...unknown(CONFLICT_LOOKUPS)]), H2)).toBe(0);
+      given([...openStory, ...unknown(CONFLICT_LOOKUPS), event.moved(30, H2, H1, 'PUSH')]).when(when.conflictFilesUnknown(31, H2)).then([event.conflictFilesUnknown(31, 1, H2)]);
+      // A look-up about a head that is not the PR's any more is not counted.
+      given([...openStory, event.moved(30, H2, H1, 'PUSH')]).when(when.conflictFilesUnknown(31, H1)).then([]);
+    });
+
     it('a conflicting PR is reported once per head, with its files, and is paused', () => {
       const state = given([...storyDone]).when(when.observed(6, { mergeable: false, mergeableState: 'dirty', conflictingFiles: ['src/app.ts'], checks: green })).then([
         event.passed(6),

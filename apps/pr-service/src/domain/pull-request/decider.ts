@@ -2,7 +2,7 @@ import { checkNameKept, firstWithin, MAX_PR_DETAILS_URL_CHARS, MAX_PR_LIST_BYTES
 import { checksVerdict } from './checks.js';
 import type { GitHubObservation, PullRequestCommand } from './commands.js';
 import type { PullRequestEvent } from './events.js';
-import { forHead, scopeDone } from './phase.js';
+import { CONFLICT_LOOKUPS, forHead, scopeDone } from './phase.js';
 import { strategies } from './strategies.js';
 import { evolvePullRequest, initialPullRequestState, isSettled, sprintRunsDoneOf, type PullRequestState } from './state.js';
 
@@ -97,6 +97,20 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
     case 'RecordMerged':
       if (isSettled(state) || !state.pr) return [];
       return [merged(state, id, command.data.headSha, command.data.mergeCommitSha, now)];
+    case 'RecordConflictFilesUnknown': {
+      // PR-10: counted per head in the log, so the bound on look-ups holds whatever process makes them. The last one
+      // leaves the conflict visible as the PR's last failure, in the same append (a crash cannot keep one without the other).
+      const d = command.data;
+      if (!state.pr || isSettled(state) || d.headSha !== state.headSha || forHead(state, state.conflict)) return [];
+      const before = forHead(state, state.conflictLookups)?.failures ?? 0;
+      if (before >= CONFLICT_LOOKUPS) return [];
+      const lookups = before + 1;
+      const message = messageKept(d.message);
+      const failed: PullRequestEvent = { type: 'PullRequestConflictFilesUnknown', data: { ...id, headSha: d.headSha, lookups, message, failedAt: now } };
+      if (lookups < CONFLICT_LOOKUPS) return [failed];
+      const visible = `GitHub reports ${state.repository}#${state.pr.number} conflicting on ${d.headSha}, and git could not work out the files in conflict (${CONFLICT_LOOKUPS} tries, not tried again for this head): ${d.message}`;
+      return [failed, { type: 'PullRequestEffectFailed', data: { ...id, effect: 'READ_PULL_REQUEST', code: 'MERGE_CONFLICT', message: messageKept(visible), failedAt: now } }];
+    }
     case 'RecordMergeFailed': {
       const d = command.data;
       if (isSettled(state)) return [];

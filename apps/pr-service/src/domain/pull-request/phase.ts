@@ -14,8 +14,22 @@ export function scopeDone(state: PullRequestState): boolean {
 }
 
 /** A verdict, conflict or decision counts only for the head it was made on. */
-export const forHead = <T extends { headSha: string }>(state: PullRequestState, fact: T | null): T | null =>
-  fact !== null && state.headSha !== null && fact.headSha === state.headSha ? fact : null;
+export const forHead = <T extends { headSha: string }>(state: PullRequestState, fact: T | null | undefined): T | null =>
+  fact != null && state.headSha !== null && fact.headSha === state.headSha ? fact : null;
+
+/**
+ * PR-10: how often git is asked for the files of one head's conflict before the service stops asking. The look-ups
+ * are spaced 1, 2, 4 and 8 s apart (`nextConflictLookupAt`); after the last, the conflict is the PR's last failure.
+ */
+export const CONFLICT_LOOKUPS = 5;
+
+/** PR-10: when git may be asked again for the files of the conflict on `headSha` (null: not again for that head). */
+export function nextConflictLookupAt(state: PullRequestState, headSha: string): number | null {
+  const tried = state.conflictLookups?.headSha === headSha ? state.conflictLookups : null;
+  if (!tried) return 0;
+  if (tried.failures >= CONFLICT_LOOKUPS) return null;
+  return Date.parse(tried.at) + 1000 * 2 ** (tried.failures - 1);
+}
 
 /**
  * The machine's phase, derived from what the log holds (docs/pr-service.md): deriving it rather than

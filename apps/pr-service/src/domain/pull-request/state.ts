@@ -50,6 +50,8 @@ export interface PullRequestState {
   /** The names as the verdict's event keeps them, and how many more it counted (docs/pr-service.md, "How large its events and answers may be"). */
   checks: { headSha: string; verdict: 'GREEN' | 'RED'; names: string[]; namesLeftOut: number } | null;
   conflict: { headSha: string; files: string[]; filesLeftOut: number } | null;
+  /** PR-10: the look-ups of a conflict's files that failed for a head — how many, and when the last one failed. */
+  conflictLookups?: { headSha: string; failures: number; at: string } | null;
   /** PR-5: the head a merge was decided for, and how. */
   mergeDecision: { headSha: string; via: 'AUTO_MERGE' | 'DIRECT'; requestedAt: string } | null;
   /** The head auto-merge was enabled for — or, once another head replaced it, may have been (newHead). */
@@ -87,6 +89,7 @@ export const initialPullRequestState: PullRequestState = {
   scope: { items: [], sprintRunId: null, sprintRunDone: false, sprintRunsDone: [] },
   checks: null,
   conflict: null,
+  conflictLookups: null,
   mergeDecision: null,
   autoMergeEnabledFor: null,
   mergeHeldSince: null,
@@ -228,6 +231,8 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
     }
     case 'PullRequestMergeConflict':
       return { ...s, conflict: { headSha: event.data.headSha, files: event.data.conflictingFiles, filesLeftOut: event.data.conflictingFilesLeftOut ?? 0 }, updatedAt: event.data.detectedAt };
+    case 'PullRequestConflictFilesUnknown':
+      return { ...s, conflictLookups: { headSha: event.data.headSha, failures: event.data.lookups, at: event.data.failedAt }, updatedAt: event.data.failedAt };
     case 'PullRequestMergeConflictCleared':
       return { ...s, conflict: s.conflict?.headSha === event.data.headSha ? null : s.conflict, updatedAt: event.data.clearedAt };
     case 'PullRequestMergeRequested': {

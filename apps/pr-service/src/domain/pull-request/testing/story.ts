@@ -62,10 +62,12 @@ export const when = {
   mergeFailed: (s: number, headSha = H1, mergeableState: string | null = 'blocked') =>
     cmd('RecordMergeFailed', s, { headSha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState }),
   draftsNotSupported: (s: number) => cmd('RecordDraftsNotSupported', s, { message: DRAFTS_REFUSED }),
+  conflictFilesUnknown: (s: number, headSha = H1) => cmd('RecordConflictFilesUnknown', s, { headSha, message: GIT_FETCH_FAILED }),
   effectFailed: (s: number, message = 'Bad credentials') => cmd('RecordEffectFailed', s, { effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message }),
 };
 
 const DRAFTS_REFUSED = 'Draft pull requests are not supported in this repository.';
+const GIT_FETCH_FAILED = 'git fetch failed (exit 128): repository not found';
 
 const refusal = {
   CLEAN: 'Pull request Pull request is in clean status',
@@ -175,6 +177,10 @@ export const event = {
     data: { ...id, prNumber: 7, prUrl: URL, headSha, alreadyReady, markedAt: at(s) },
   }),
   draftsNotSupported: (s: number): PullRequestEvent => ({ type: 'PullRequestDraftsNotSupported', data: { ...id, message: DRAFTS_REFUSED, refusedAt: at(s) } }),
+  conflictFilesUnknown: (s: number, lookups: number, headSha = H1): PullRequestEvent => ({
+    type: 'PullRequestConflictFilesUnknown',
+    data: { ...id, headSha, lookups, message: GIT_FETCH_FAILED, failedAt: at(s) },
+  }),
   effectFailed: (s: number, message = 'Bad credentials'): PullRequestEvent => ({
     type: 'PullRequestEffectFailed',
     data: { ...id, effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message, failedAt: at(s) },
