@@ -11,14 +11,14 @@ import { inProcessPrService, pushedBranch } from './in-process-world.js';
  * again (docs/pr-service.md, "Failures"). The pr-service runs in this process against the local GitHub,
  * on the real PostgreSQL and NATS.
  */
-describe('a merge method the repository does not allow', () => {
+describe('a merge method the repository does not allow, allowed later', () => {
   const owner = 'acme';
   const world = inProcessPrService('pr_merge_method');
 
   it.each([
     ['auto-merge allowed: GitHub refuses the auto-merge for its method', 'squash-auto', true],
     ['auto-merge not allowed: GitHub refuses the direct merge (405)', 'squash-direct', false],
-  ])('%s — recorded, visible, and not asked again for that head', async (_what, name, allowAutoMerge) => {
+  ])('%s — recorded, visible, not asked again for that head until the repository allows the method', async (_what, name, allowAutoMerge) => {
     const repo = await world.fake.control.createRepository({
       owner,
       name,
@@ -61,5 +61,17 @@ describe('a merge method the repository does not allow', () => {
     await eventually(async () => world.failedRuns(pullRequestId) === undefined, { what: 'no failed run of the PR waiting to be tried again', timeoutMs: 10_000 });
     expect((await log.load(pullRequestId)).mergeFailure).toMatchObject({ headSha: head });
     expect((await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data).toMatchObject({ merged: false, auto_merge: null });
-  }, 120_000);
+
+    // A person allows the method. GitHub shows the PR as before (its mergeable_state is the same) and sends no webhook
+    // about a repository's settings: the next look at the PR (the resync, a webhook about it) reads the repository's
+    // merge methods while its merge stands refused for one, and the merge is decided again.
+    await world.fake.control.updateRepository(repository, { allowSquashMerge: true });
+    world.reconciler.ask(pullRequestId);
+    const merged = await eventually(async () => {
+      const state = await log.load(pullRequestId);
+      return state.outcome?.kind === 'MERGED' ? state : null;
+    }, { what: 'the PR merged once the repository allows its method', timeoutMs: 60_000 });
+    expect(merged.outcome).toMatchObject({ headSha: head });
+    expect((await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data).toMatchObject({ merged: true });
+  }, 180_000);
 });

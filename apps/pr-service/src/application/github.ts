@@ -79,6 +79,8 @@ export interface GitHubPullRequests {
   markReadyForReview(nodeId: string): Promise<{ alreadyReady: boolean }>;
   enableAutoMerge(nodeId: string, expectedHeadSha: string, mergeMethod: MergeMethod): Promise<AutoMergeOutcome>;
   disableAutoMerge(nodeId: string): Promise<DisableAutoMergeOutcome>;
+  /** The merge methods the repository's settings allow (GraphQL's `mergeCommitAllowed`, `squashMergeAllowed`, `rebaseMergeAllowed`). */
+  allowedMergeMethods(repository: string): Promise<MergeMethod[]>;
   /** Merges exactly `sha`: a head that moved is HEAD_MOVED (409), a PR GitHub will not merge is a typed failure (405). */
   merge(repository: string, prNumber: number, sha: string, mergeMethod: MergeMethod): Promise<MergeOutcome>;
 }

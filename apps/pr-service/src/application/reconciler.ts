@@ -109,6 +109,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         state = (await this.prs.record(this.command(state, { type: 'RecordObservation', data: { observation } }), this.metadata(pullRequestId))).state;
         if (unnamed) await this.conflictUnnamed(state, seen, unnamed);
         if (isSettled(state)) return;
+        state = await this.methodAllowedAgain(state);
         this.followMergeability(pullRequestId, seen);
       }
       const effect = pendingEffects(state)[0];
@@ -361,7 +362,24 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     const record = (command: PullRequestCommand) => this.prs.record(command, this.metadata(id));
     this.log.error({ pullRequestId: id, headSha, mergeMethod: state.flow?.mergeMethod, github: message }, 'the repository does not allow the merge method; a person must allow it or change the product\'s merge method');
     await record(this.command(state, { type: 'RecordEffectFailed', data: { effect, code: 'UNKNOWN', message: `the repository does not allow the ${state.flow?.mergeMethod ?? ''} merge method: ${message}` } }));
-    await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha, code: 'UNKNOWN', message, mergeableState: seen?.mergeableState ?? null } }));
+    await record(
+      this.command(state, { type: 'RecordMergeFailed', data: { headSha, code: 'UNKNOWN', message, mergeableState: seen?.mergeableState ?? null, refusedMergeMethod: state.flow?.mergeMethod } }),
+    );
+  }
+
+  /**
+   * The head's merge stands refused for the repository's merge method: GitHub shows the PR no differently once a person
+   * allows the method, and sends no webhook about a repository's merge settings, so they are read at every look at the
+   * PR (a webhook, the resync, a restart) while the refusal stands. Allowed now, the merge is decided again (PR-14).
+   */
+  private async methodAllowedAgain(state: PullRequestState): Promise<PullRequestState> {
+    const refused = forHead(state, state.mergeFailure)?.refusedMergeMethod;
+    if (!refused) return state;
+    const allowed = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.allowedMergeMethods(state.repository));
+    if (!allowed.includes(refused)) return state;
+    this.log.info({ pullRequestId: state.pullRequestId, headSha: state.headSha, mergeMethod: refused }, 'the repository allows the merge method now; the merge is decided again');
+    const command = this.command(state, { type: 'RecordMergeMethodAllowed', data: { headSha: state.mergeFailure!.headSha, mergeMethod: refused } });
+    return (await this.prs.record(command, this.metadata(state.pullRequestId))).state;
   }
 
   /** A GitHub call whose typed failure is recorded on the PR before it is thrown (and the run retried later). */

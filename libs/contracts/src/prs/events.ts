@@ -456,12 +456,30 @@ export const PullRequestMergeFailed = defineEvent({
     message: z.string().min(1).max(MAX_PR_MESSAGE_CHARS),
     /** GitHub's mergeable_state when it refused; the same head is tried again only once this changes. */
     mergeableState: z.string().min(1).max(50).nullable(),
+    /** The merge method the repository's settings refused (absent: another refusal): tried again once the repository allows it. */
+    refusedMergeMethod: MergeMethodSchema.optional(),
     failedAt: TimestampSchema,
   }),
   examples: {
-    valid: [{ ...prExample, headSha: sha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState: 'blocked', failedAt: at }],
+    valid: [
+      { ...prExample, headSha: sha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState: 'blocked', failedAt: at },
+      { ...prExample, headSha: sha, code: 'UNKNOWN', message: 'Squash merges are not allowed on this repository.', mergeableState: 'clean', refusedMergeMethod: 'SQUASH', failedAt: at },
+    ],
     // a failure code of the five
     invalid: [{ ...prExample, headSha: sha, code: 'TEAPOT', message: 'x', mergeableState: null, failedAt: at }],
+  },
+});
+
+/** The repository allows the merge method it refused for the head's merge (a person changed its settings): the merge is decided again. */
+export const PullRequestMergeMethodAllowed = defineEvent({
+  context: 'prs',
+  type: 'PullRequestMergeMethodAllowed',
+  schemaVersion: 1,
+  data: z.object({ ...ofPr, headSha: GitShaSchema, mergeMethod: MergeMethodSchema, allowedAt: TimestampSchema }),
+  examples: {
+    valid: [{ ...prExample, headSha: sha, mergeMethod: 'SQUASH', allowedAt: at }],
+    // a merge method GitHub has
+    invalid: [{ ...prExample, headSha: sha, mergeMethod: 'OCTOPUS', allowedAt: at }],
   },
 });
 
@@ -559,6 +577,7 @@ export type PullRequestMergeConflictClearedData = z.output<typeof PullRequestMer
 export type PullRequestConflictFilesUnknownData = z.output<typeof PullRequestConflictFilesUnknown.data>;
 export type PullRequestMergeFailedData = z.output<typeof PullRequestMergeFailed.data>;
 export type PullRequestAutoMergeDisabledOnGitHubData = z.output<typeof PullRequestAutoMergeDisabledOnGitHub.data>;
+export type PullRequestMergeMethodAllowedData = z.output<typeof PullRequestMergeMethodAllowed.data>;
 export type PullRequestMergedData = z.output<typeof PullRequestMerged.data>;
 export type PullRequestClosedData = z.output<typeof PullRequestClosed.data>;
 export type PullRequestReopenedData = z.output<typeof PullRequestReopened.data>;
@@ -588,6 +607,7 @@ export const pullRequestEventContracts = [
   PullRequestAutoMergeDisabledOnGitHub,
   PullRequestDraftChanged,
   PullRequestMergeFailed,
+  PullRequestMergeMethodAllowed,
   PullRequestMerged,
   PullRequestClosed,
   PullRequestReopened,

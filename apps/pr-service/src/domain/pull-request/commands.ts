@@ -62,7 +62,10 @@ export type PullRequestCommand =
   | Of<'RecordMerged', { headSha: string; mergeCommitSha: string | null }>
   /** git could not work out the files of the conflict GitHub shows on this head (PR-10): one failed look-up. */
   | Of<'RecordConflictFilesUnknown', { headSha: string; message: string }>
-  | Of<'RecordMergeFailed', { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null }>
+  /** `refusedMergeMethod`: the repository's settings do not allow the method (a person must change them). */
+  | Of<'RecordMergeFailed', { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null; refusedMergeMethod?: MergeMethod }>
+  /** The repository allows a merge method now (read while a merge stands refused for it). */
+  | Of<'RecordMergeMethodAllowed', { headSha: string; mergeMethod: MergeMethod }>
   | Of<'RecordEffectFailed', { effect: PullRequestEffectType | 'READ_PULL_REQUEST'; code: PullRequestFailureCode; message: string }>;
 
 export type PullRequestCommandType = PullRequestCommand['type'];

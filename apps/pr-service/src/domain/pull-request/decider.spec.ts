@@ -489,6 +489,24 @@ describe('the pull request machine', () => {
     it('is tried again once GitHub\'s view changed (a review approved it)', () => {
       given(failed).when(when.observed(10, { checks: green, mergeableState: 'clean' })).then([event.mergeRequested(10, 'DIRECT')]);
     });
+
+    it('refused for the merge method the repository does not allow: decided again once the repository allows it, not before, and only for that method', () => {
+      const methodRefused: PullRequestEvent = {
+        type: 'PullRequestMergeFailed',
+        data: {
+          pullRequestId: PR_ID, repository: REPO, branch: BRANCH, headSha: H1, code: 'UNKNOWN', message: 'Squash merges are not allowed on this repository.',
+          mergeableState: 'clean', refusedMergeMethod: 'SQUASH', failedAt: at(8),
+        },
+      };
+      const refused = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT'), methodRefused];
+      given(refused).when(when.observed(9, { checks: green, mergeableState: 'clean' })).then([]);
+      given(refused).when(when.methodAllowed(10, 'REBASE')).then([]);
+      const allowed: PullRequestEvent = { type: 'PullRequestMergeMethodAllowed', data: { pullRequestId: PR_ID, repository: REPO, branch: BRANCH, headSha: H1, mergeMethod: 'SQUASH', allowedAt: at(10) } };
+      given(refused).when(when.methodAllowed(10, 'SQUASH')).then([allowed, event.mergeRequested(10, 'DIRECT')]);
+      // Another refusal (a review required) is not lifted by the repository's settings; nor is a refusal of an older head.
+      given(failed).when(when.methodAllowed(10, 'SQUASH')).then([]);
+      given([...refused, event.moved(9, H2, H1, 'PUSH')]).when(when.methodAllowed(10, 'SQUASH', H1)).then([]);
+    });
   });
 
   describe('SPRINT (PR-8)', () => {

@@ -114,7 +114,15 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
     case 'RecordMergeFailed': {
       const d = command.data;
       if (isSettled(state)) return [];
-      return [{ type: 'PullRequestMergeFailed', data: { ...id, headSha: d.headSha, code: d.code, message: messageKept(d.message), mergeableState: d.mergeableState, failedAt: now } }];
+      const method = d.refusedMergeMethod ? { refusedMergeMethod: d.refusedMergeMethod } : {};
+      return [{ type: 'PullRequestMergeFailed', data: { ...id, headSha: d.headSha, code: d.code, message: messageKept(d.message), mergeableState: d.mergeableState, ...method, failedAt: now } }];
+    }
+    case 'RecordMergeMethodAllowed': {
+      // PR-14: a merge refused for the repository's merge method waits for nothing GitHub shows on the PR; the
+      // repository's settings are read instead, and allowed now, the merge of the head is decided again.
+      const d = command.data;
+      if (isSettled(state) || forHead(state, state.mergeFailure)?.refusedMergeMethod !== d.mergeMethod || state.mergeFailure?.headSha !== d.headSha) return [];
+      return [{ type: 'PullRequestMergeMethodAllowed', data: { ...id, headSha: d.headSha, mergeMethod: d.mergeMethod, allowedAt: now } }];
     }
     case 'RecordEffectFailed': {
       const d = command.data;

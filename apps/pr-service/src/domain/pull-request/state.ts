@@ -68,7 +68,7 @@ export interface PullRequestState {
   /** false once GitHub refused a draft: the repository has no drafts, and a SPRINT PR opens ready (PR-2). */
   draftsSupported: boolean;
   /** PR-14: a refused merge of this head, tried again only once GitHub's mergeable_state differs. */
-  mergeFailure: { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null } | null;
+  mergeFailure: { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null; refusedMergeMethod?: MergeMethod } | null;
   readyForReview: boolean;
   outcome: { kind: 'MERGED'; headSha: string; mergeCommitSha: string | null; at: string } | { kind: 'CLOSED'; at: string } | null;
   lastFailure: { effect: string; code: PullRequestFailureCode; message: string; at: string } | null;
@@ -271,10 +271,13 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       return {
         ...s,
         mergeDecision: null,
-        mergeFailure: { headSha: e.headSha, code: e.code, message: e.message, mergeableState: e.mergeableState },
+        mergeFailure: { headSha: e.headSha, code: e.code, message: e.message, mergeableState: e.mergeableState, ...(e.refusedMergeMethod ? { refusedMergeMethod: e.refusedMergeMethod } : {}) },
         updatedAt: e.failedAt,
       };
     }
+    case 'PullRequestMergeMethodAllowed':
+      // The refusal of the head's merge was the repository's setting, changed since: the merge is decided again (mergeIfDue).
+      return { ...s, mergeFailure: s.mergeFailure?.headSha === event.data.headSha ? null : s.mergeFailure, updatedAt: event.data.allowedAt };
     case 'PullRequestMerged': {
       const e = event.data;
       return { ...s, outcome: { kind: 'MERGED', headSha: e.headSha, mergeCommitSha: e.mergeCommitSha, at: e.mergedAt }, updatedAt: e.mergedAt };

@@ -184,6 +184,23 @@ export class OctokitPullRequests implements GitHubPullRequests {
     }
   }
 
+  /**
+   * Read with GraphQL: its `…Allowed` fields are the repository's settings as any reader sees them, where REST's
+   * `allow_squash_merge` and the like are left out of the answer for a token or App that may not administer it.
+   */
+  async allowedMergeMethods(repository: string): Promise<MergeMethod[]> {
+    const { owner, repo } = split(repository);
+    try {
+      const { repository: r } = await this.octokit.graphql<{ repository: { mergeCommitAllowed: boolean; squashMergeAllowed: boolean; rebaseMergeAllowed: boolean } }>(
+        `query($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { mergeCommitAllowed squashMergeAllowed rebaseMergeAllowed } }`,
+        { owner, name: repo },
+      );
+      return [...(r.mergeCommitAllowed ? ['MERGE' as const] : []), ...(r.squashMergeAllowed ? ['SQUASH' as const] : []), ...(r.rebaseMergeAllowed ? ['REBASE' as const] : [])];
+    } catch (error) {
+      throw gitHubFailure(error, `read the merge methods ${repository} allows`);
+    }
+  }
+
   async merge(repository: string, prNumber: number, sha: string, mergeMethod: MergeMethod): Promise<MergeOutcome> {
     const { owner, repo } = split(repository);
     try {

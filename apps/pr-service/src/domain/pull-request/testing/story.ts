@@ -62,6 +62,7 @@ export const when = {
   mergeFailed: (s: number, headSha = H1, mergeableState: string | null = 'blocked') =>
     cmd('RecordMergeFailed', s, { headSha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState }),
   draftsNotSupported: (s: number) => cmd('RecordDraftsNotSupported', s, { message: DRAFTS_REFUSED }),
+  methodAllowed: (s: number, mergeMethod: MergeMethod, headSha = H1) => cmd('RecordMergeMethodAllowed', s, { headSha, mergeMethod }),
   conflictFilesUnknown: (s: number, headSha = H1) => cmd('RecordConflictFilesUnknown', s, { headSha, message: GIT_FETCH_FAILED }),
   effectFailed: (s: number, message = 'Bad credentials') => cmd('RecordEffectFailed', s, { effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message }),
 };
