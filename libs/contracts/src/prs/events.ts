@@ -184,6 +184,8 @@ export const PullRequestFlowStarted = defineEvent({
     jobId: JobIdSchema.nullable(),
     /** The push report's position in the job service's log: a report behind it is older (absent in events from before it was kept). */
     pushPosition: z.number().int().positive().optional(),
+    /** When the job service took that report (with `pushPosition`): a report lower in the log but taken later comes from a log started again. */
+    pushReportedAt: TimestampSchema.optional(),
     /** The sprint run whose job pushed it: the run whose DONE makes this cycle's PR ready (absent: not a sprint run's job, or from before it was kept). */
     sprintRunId: SprintRunIdSchema.optional(),
     startedAt: TimestampSchema,
@@ -217,6 +219,8 @@ export const PullRequestHeadMoved = defineEvent({
     source: z.enum(['PUSH', 'GITHUB']),
     /** PUSH: the report's position in the job service's log (absent in events from before it was kept). */
     pushPosition: z.number().int().positive().optional(),
+    /** PUSH: when the job service took the report (with `pushPosition`). */
+    pushReportedAt: TimestampSchema.optional(),
     movedAt: TimestampSchema,
   }),
   examples: {

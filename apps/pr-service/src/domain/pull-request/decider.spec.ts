@@ -302,6 +302,23 @@ describe('the pull request machine', () => {
       given(history).when(when.pushed(13, H3)).then([event.moved(13, H3, H2, 'PUSH')]);
     });
 
+    it('PR-15: a push report lower in the job service\'s log yet reported after the latest one comes from a log started again (its database reset): it counts', () => {
+      // H2 reported at position 5000 at 00:01; the job service's database is reset, and its positions start again from 1.
+      const history = [
+        event.queued(0, 'T-1'), event.started(1, H2, {}, 5000), event.opened(2, false, H2), event.done(3, 'T-1'), event.queued(4, 'T-2'), event.done(5, 'T-2'),
+      ];
+      // A later push, reported at 00:10 at position 7 of the new log, moves the head; the positions of the new log count from there.
+      const moved = given(history).when(when.pushed(10, H3, {}, 10, 7)).then([event.moved(10, H3, H2, 'PUSH', 7)]);
+      expect(moved.pushPosition).toBe(7);
+      given([...history, event.moved(10, H3, H2, 'PUSH', 7)]).when(when.pushed(11, 'a'.repeat(40), {}, 11, 9)).then([event.moved(11, 'a'.repeat(40), H3, 'PUSH', 9)]);
+      // Once the PR merged, a branch pushed again after the reset gets its new PR.
+      const merged = [...history, event.merged(8, H2)];
+      given(merged).when(when.pushed(12, 'b'.repeat(40), {}, 12, 3)).then([event.started(12, 'b'.repeat(40), {}, 3)]);
+      // An old report handed back and delivered late is still late: lower in the log, and reported before.
+      given(history).when(when.pushed(13, H1, {}, 0, 4000)).then([]);
+      given(merged).when(when.pushed(13, H1, {}, 0, 4000)).then([]);
+    });
+
     it('a read older than the head we know of says nothing about it', () => {
       const pushed = [...storyDone, event.moved(10, H3, H1, 'PUSH')];
       given(pushed).when(when.observed(9, { headSha: H1, checks: green })).then([]);

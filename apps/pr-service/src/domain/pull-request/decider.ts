@@ -47,9 +47,12 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
     case 'RecordBranchPushed': {
       const d = command.data;
       // PR-15: the jobs of a branch push one after the other, so a report behind the latest one recorded in the job
-      // service's log is of an older push, handed back and delivered again after the later one: it moves nothing.
-      const behind = d.position !== null && state.pushPosition != null && d.position < state.pushPosition;
-      const pushPosition = d.position !== null ? { pushPosition: d.position } : {};
+      // service's log is of an older push, handed back and delivered again after the later one: it moves nothing. A log
+      // whose positions started again (the job service's database reset) is told by time: a report lower in the log yet
+      // taken after the latest one recorded is of a later push — a late report was taken before it.
+      const restarted = state.pushReportedAt != null && d.pushedAt > state.pushReportedAt;
+      const behind = d.position !== null && state.pushPosition != null && d.position < state.pushPosition && !restarted;
+      const pushPosition = d.position !== null ? { pushPosition: d.position, pushReportedAt: d.pushedAt } : {};
       // PR-2: the first push starts the flow (and opens the PR); so does a push after the PR was merged or closed —
       // of a head the branch never had: one it had is a late report (PR-15), and no new work to open a PR for.
       if (!state.flow || (isSettled(state) && d.headSha !== settledHead(state) && !(state.knownHeads ?? []).includes(d.headSha) && !behind)) {

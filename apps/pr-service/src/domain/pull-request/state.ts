@@ -44,6 +44,8 @@ export interface PullRequestState {
   knownHeads: string[];
   /** The position in the job service's log of the latest push report recorded (PR-15): a report behind it is a late one. */
   pushPosition: number | null;
+  /** When the job service took that report (PR-15): a report lower in the log but taken later is from a log started again. */
+  pushReportedAt?: string | null;
   pr: OpenedPr | null;
   scope: Scope;
   /** The last verdict seen on a head; it counts only while that head is the current one. */
@@ -85,6 +87,7 @@ export const initialPullRequestState: PullRequestState = {
   headSource: null,
   knownHeads: [],
   pushPosition: null,
+  pushReportedAt: null,
   pr: null,
   scope: { items: [], sprintRunId: null, sprintRunDone: false, sprintRunsDone: [] },
   checks: null,
@@ -167,6 +170,7 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       return {
         ...newHead(s, e.headSha, e.startedAt, 'PUSH'),
         pushPosition: e.pushPosition ?? s.pushPosition ?? null,
+        pushReportedAt: e.pushPosition !== undefined ? (e.pushReportedAt ?? null) : (s.pushReportedAt ?? null),
         scope,
         flow: {
           productId: e.productId,
@@ -193,6 +197,7 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       return {
         ...newHead(s, event.data.headSha, event.data.movedAt, event.data.source),
         pushPosition: event.data.pushPosition ?? s.pushPosition ?? null,
+        pushReportedAt: event.data.pushPosition !== undefined ? (event.data.pushReportedAt ?? null) : (s.pushReportedAt ?? null),
         updatedAt: event.data.movedAt,
       };
     case 'PullRequestOpened': {

@@ -113,16 +113,17 @@ export const event = {
   }),
   done: (s: number, taskId: string, jobId = JOB1): PullRequestEvent => ({ type: 'PullRequestScopeTaskDone', data: { ...id, jobId, taskId, doneAt: at(s) } }),
   sprintDone: (s: number, sprintRunId = RUN): PullRequestEvent => ({ type: 'PullRequestSprintRunDone', data: { ...id, sprintRunId, doneAt: at(s) } }),
-  started: (s: number, headSha = H1, o: FlowOptions = {}, pushPosition?: number, sprintRunId?: string): PullRequestEvent => ({
+  /** `pushPosition`: the report's position in the job service's log; `reportedAtS`: when it was reported (default: `s`). */
+  started: (s: number, headSha = H1, o: FlowOptions = {}, pushPosition?: number, sprintRunId?: string, reportedAtS = s): PullRequestEvent => ({
     type: 'PullRequestFlowStarted',
     data: {
       ...id, ...flowOf(o), headSha, jobId: JOB1,
-      ...(pushPosition !== undefined ? { pushPosition } : {}), ...(sprintRunId !== undefined ? { sprintRunId } : {}), startedAt: at(s),
+      ...(pushPosition !== undefined ? { pushPosition, pushReportedAt: at(reportedAtS) } : {}), ...(sprintRunId !== undefined ? { sprintRunId } : {}), startedAt: at(s),
     },
   }),
-  moved: (s: number, headSha: string, previousHeadSha: string, source: 'PUSH' | 'GITHUB', pushPosition?: number): PullRequestEvent => ({
+  moved: (s: number, headSha: string, previousHeadSha: string, source: 'PUSH' | 'GITHUB', pushPosition?: number, reportedAtS = s): PullRequestEvent => ({
     type: 'PullRequestHeadMoved',
-    data: { ...id, headSha, previousHeadSha, source, ...(pushPosition !== undefined ? { pushPosition } : {}), movedAt: at(s) },
+    data: { ...id, headSha, previousHeadSha, source, ...(pushPosition !== undefined ? { pushPosition, pushReportedAt: at(reportedAtS) } : {}), movedAt: at(s) },
   }),
   opened: (s: number, draft = false, headSha = H1, adopted = false): PullRequestEvent => ({
     type: 'PullRequestOpened',
