@@ -72,6 +72,8 @@ describe('a merge method the repository does not allow, allowed later', () => {
       return state.outcome?.kind === 'MERGED' ? state : null;
     }, { what: 'the PR merged once the repository allows its method', timeoutMs: 60_000 });
     expect(merged.outcome).toMatchObject({ headSha: head });
+    // The refusal is over: get_pull_request no longer shows it as the PR's last failure.
+    expect(merged.lastFailure).toBeNull();
     expect((await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data).toMatchObject({ merged: true });
   }, 180_000);
 });

@@ -519,7 +519,12 @@ describe('the pull request machine', () => {
       given(refused).when(when.observed(9, { checks: green, mergeableState: 'clean' })).then([]);
       given(refused).when(when.methodAllowed(10, 'REBASE')).then([]);
       const allowed: PullRequestEvent = { type: 'PullRequestMergeMethodAllowed', data: { pullRequestId: PR_ID, repository: REPO, branch: BRANCH, headSha: H1, mergeMethod: 'SQUASH', allowedAt: at(10) } };
-      given(refused).when(when.methodAllowed(10, 'SQUASH')).then([allowed, event.mergeRequested(10, 'DIRECT')]);
+      const methodFailure: PullRequestEvent = {
+        type: 'PullRequestEffectFailed',
+        data: { pullRequestId: PR_ID, repository: REPO, branch: BRANCH, effect: 'MERGE', code: 'UNKNOWN', message: 'the repository does not allow the SQUASH merge method', failedAt: at(8) },
+      };
+      const again = given([...refused, methodFailure]).when(when.methodAllowed(10, 'SQUASH')).then([allowed, event.mergeRequested(10, 'DIRECT')]);
+      expect(again.lastFailure).toBeNull();
       // Another refusal (a review required) is not lifted by the repository's settings; nor is a refusal of an older head.
       given(failed).when(when.methodAllowed(10, 'SQUASH')).then([]);
       given([...refused, event.moved(9, H2, H1, 'PUSH')]).when(when.methodAllowed(10, 'SQUASH', H1)).then([]);

@@ -282,7 +282,13 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
     }
     case 'PullRequestMergeMethodAllowed':
       // The refusal of the head's merge was the repository's setting, changed since: the merge is decided again (mergeIfDue).
-      return { ...s, mergeFailure: s.mergeFailure?.headSha === event.data.headSha ? null : s.mergeFailure, updatedAt: event.data.allowedAt };
+      // The PR's last failure is that refusal (no merge was asked for since), and is over.
+      return {
+        ...s,
+        mergeFailure: s.mergeFailure?.headSha === event.data.headSha ? null : s.mergeFailure,
+        lastFailure: s.lastFailure?.effect === 'ENABLE_AUTO_MERGE' || s.lastFailure?.effect === 'MERGE' ? null : s.lastFailure,
+        updatedAt: event.data.allowedAt,
+      };
     case 'PullRequestMerged': {
       const e = event.data;
       return { ...s, outcome: { kind: 'MERGED', headSha: e.headSha, mergeCommitSha: e.mergeCommitSha, at: e.mergedAt }, updatedAt: e.mergedAt };
