@@ -265,7 +265,15 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         if (answer.outcome === 'REFUSED') {
           await record(this.command(state, { type: 'RecordAutoMergeRefused', data: { headSha: effect.expectedHeadSha, reason: answer.reason, message: answer.message } }));
         }
-        // HEAD_MOVED: the next read records the new head, which waits for its own checks (PR-7).
+        if (answer.outcome === 'HEAD_MOVED') {
+          // GitHub's head is not the one the merge was decided for: a refused merge of that head, as a merge's 409 is
+          // (PR-14). The next read records a new head, which waits for its own checks (PR-7); a read showing a head the
+          // branch had before (force-pushed back) says nothing about it (PR-15) and decides nothing — the call is not
+          // sent again and again.
+          this.log.info({ pullRequestId: id, headSha: effect.expectedHeadSha, github: answer.message }, 'GitHub shows another head than the one auto-merge was asked for; reading again');
+          await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.expectedHeadSha, code: 'UNKNOWN', message: answer.message, mergeableState: null } }));
+          return 'read-later';
+        }
         // ALREADY_ENABLED: this call sent again after the first one's answer was lost (or someone enabled it):
         // no failure — the next read shows it on, and it is recorded from there, for the head GitHub shows (PR-13).
         // DRAFT: a person converted it to a draft since the read before (PR-17): the next read records the draft.

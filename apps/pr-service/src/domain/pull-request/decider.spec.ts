@@ -319,6 +319,15 @@ describe('the pull request machine', () => {
       given(merged).when(when.pushed(13, H1, {}, 0, 4000)).then([]);
     });
 
+    it('PR-15: a read showing a head the branch had before decides nothing for the current head: a merge refused for it (409, GitHub not showing it) is not asked again and again', () => {
+      // GitHub showed H2 green and the merge of H2 was decided; the branch went back to H1 (force-pushed) before the merge,
+      // which GitHub refused (409). Reads showing H1 say nothing about H2: the merge of H2 is not decided again from them.
+      const refused = [...storyDone, event.moved(6, H2, H1, 'PUSH'), event.passed(7, H2), event.mergeRequested(7, 'DIRECT', H2), event.mergeFailed(8, H2, null)];
+      given(refused).when(when.observed(9, { headSha: H1, checks: green, mergeableState: 'clean' })).then([]);
+      // GitHub showing H2 again (it was GitHub lagging after all): the merge of H2 is decided again.
+      given(refused).when(when.observed(10, { headSha: H2, checks: green, mergeableState: 'clean' })).then([event.mergeRequested(10, 'AUTO_MERGE', H2)]);
+    });
+
     it('a read older than the head we know of says nothing about it', () => {
       const pushed = [...storyDone, event.moved(10, H3, H1, 'PUSH')];
       given(pushed).when(when.observed(9, { headSha: H1, checks: green })).then([]);

@@ -14,7 +14,10 @@ import { evolvePullRequest, initialPullRequestState, isSettled, sprintRunsDoneOf
 export function decidePullRequest(command: PullRequestCommand, state: PullRequestState): PullRequestEvent[] {
   const facts = factEvents(command, state);
   const after = facts.reduce(evolvePullRequest, state);
-  const observed = command.type === 'RecordObservation' ? command.data.observation.mergeableState : null;
+  // GitHub's mergeable_state counts only for the head it was shown with: a read of a head the branch had before (PR-15)
+  // says nothing about the current one, so a merge GitHub refused for the current head is not decided again from it.
+  const o = command.type === 'RecordObservation' ? command.data.observation : null;
+  const observed = o && o.headSha === after.headSha ? o.mergeableState : null;
   return [...facts, ...mergeIfDue(after, command.data.now, observed)];
 }
 

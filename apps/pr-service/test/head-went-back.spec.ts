@@ -1,0 +1,71 @@
+import { octokitFor } from '@gantry/github-fake/testing';
+import { Clone } from '@gantry/github-fake/testing';
+import { eventually } from '@gantry/testing';
+import { inProcessPrService } from './in-process-world.js';
+
+/*
+ * PR-15 with PR-14: a merge of the branch's head was decided on GitHub's green and GitHub refuses it with 409 (here
+ * "Base branch was modified", at every try: it is tried again at the next read). Meanwhile someone force-pushes the
+ * branch back to a head it had before. GitHub's reads now show that earlier head, which says nothing about the current
+ * one (PR-15): the merge is not decided again from them, so it is not sent to GitHub at every read. The pr-service runs
+ * in this process against the local GitHub, on the real PostgreSQL and NATS.
+ */
+describe('a branch force-pushed back while its merge is refused', () => {
+  const owner = 'acme';
+  const world = inProcessPrService('pr_head_went_back');
+  const jobId = 'job-00000000-0000-4000-8000-0000000000b1';
+
+  it('reads showing the earlier head send the merge of the current head no more', async () => {
+    const name = 'went-back';
+    const branch = 'story/ST-back';
+    const repo = await world.fake.control.createRepository({ owner, name, initialFiles: { 'README.md': '# shop\n' }, settings: { allowAutoMerge: false }, requiredChecks: ['ci/test'] });
+    const repository = repo.fullName;
+    const clone = new Clone(repo.cloneUrl);
+    try {
+      const h1 = clone.commitAndPush(branch, { 'src/one.ts': 'export const one = 1;\n' }, 'first task');
+      const { octokit } = octokitFor(world.fake);
+      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: branch, base: 'main', title: 'Story ST-back' });
+      const h2 = clone.commitAndPush(branch, { 'src/two.ts': 'export const two = 2;\n' }, 'second task');
+      await world.fake.control.refresh();
+      await world.fake.control.setCheck(repository, { sha: h2, name: 'ci/test', status: 'completed', conclusion: 'success' });
+      await world.fake.control.injectFault({ kind: 'base_branch_modified', method: 'PUT', path: '/merge', count: 1000 });
+      const merges = async () => (await world.fake.control.requests({ method: 'PUT', path: `/pulls/${pr.number}/merge` })).length;
+      const reads = async () => (await world.fake.control.requests({ method: 'GET', path: `/repos/${repository}/pulls/${pr.number}` })).length;
+      const readAgain = async () => {
+        const before = await reads();
+        world.reconciler.ask(pullRequestId);
+        await eventually(async () => (await reads()) > before, { what: 'the pull request read again', timeoutMs: 30_000 });
+      };
+
+      const log = world.log;
+      await world.addProduct(`product-${name}`, repository, repo.cloneUrl);
+      const { pullRequestId, record } = world.pullRequest(repository, branch);
+      const flow = { productId: `product-${name}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: 'Story ST-back' };
+      await record('RecordTaskQueued', { jobId, taskId: 'T-1', storyId: 'ST-back', storyTaskIds: ['T-1'] });
+      await record('RecordBranchPushed', { headSha: h1, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
+      await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: false, headSha: h1, adopted: true });
+      await record('RecordBranchPushed', { headSha: h2, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
+
+      // The story is done and H2 green: its merge is sent, and refused (409).
+      await record('RecordTaskDone', { jobId, taskId: 'T-1' });
+      await eventually(async () => (await merges()) >= 1, { what: 'the merge of H2 sent', timeoutMs: 60_000 });
+
+      // The branch goes back to H1. Once GitHub's reads show it (and a merge under way has ended), no read sends the merge again.
+      clone.git('push', '-q', '--force', 'origin', `${h1}:refs/heads/${branch}`);
+      await world.fake.control.refresh();
+      await readAgain();
+      await readAgain();
+      const sent = await merges();
+      for (let i = 0; i < 4; i++) await readAgain();
+      expect(await merges()).toBe(sent);
+      const state = await log.load(pullRequestId);
+      expect(state.headSha).toBe(h2);
+      expect(state.mergeFailure).toMatchObject({ headSha: h2 });
+      expect(state.outcome).toBeNull();
+      expect((await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data).toMatchObject({ merged: false, head: { sha: h1 } });
+    } finally {
+      await world.fake.control.clearFaults();
+      clone.remove();
+    }
+  }, 180_000);
+});
