@@ -88,6 +88,16 @@ describe('after the agent exited (docs/jobs.md)', () => {
       { kind: 'rollback', reason: 'agent token expired (exit code SIGTERM)', cause: 'RUNNER', stopTakingWork: true },
     ],
     [
+      'killed at its timeout, its output matching the token-expired pattern → the timeout, not an expired token: the runner takes work on',
+      { ...codeRun, exit: { ...clean, exitCode: null, signal: 'SIGTERM', timedOut: true, tokenExpired: true } },
+      finish(unverified('EMPTY', { kind: 'EXCEPTION', message: 'the agent was killed at its timeout of 600000 ms' })),
+    ],
+    [
+      'stopped by the runner\'s shutdown, its output matching the token-expired pattern → the shutdown, not an expired token',
+      { ...codeRun, exit: { ...clean, exitCode: null, signal: 'SIGTERM', aborted: true, tokenExpired: true } },
+      { kind: 'rollback', reason: 'the runner shut down while the agent ran; the agent was stopped', cause: 'RUNNER', stopTakingWork: false },
+    ],
+    [
       'the runner shut down while the agent ran → roll back (RUNNER)',
       { ...codeRun, exit: { ...clean, exitCode: null, signal: 'SIGTERM', aborted: true } },
       { kind: 'rollback', reason: 'the runner shut down while the agent ran; the agent was stopped', cause: 'RUNNER', stopTakingWork: false },

@@ -97,9 +97,8 @@ export function decideAfterAgent(run: AfterAgent): AfterAgentStep {
   if (run.claim === 'lost') return { kind: 'lease_lost' };
   const { exit } = run;
   const code = exit.exitCode ?? exit.signal;
-  if (exit.tokenExpired) {
-    return { kind: 'rollback', reason: `agent token expired (exit code ${code})`, cause: 'RUNNER', ...exitCodeOf(exit), stopTakingWork: true };
-  }
+  // A run the runner stopped ended for the runner's reason, whatever its output said: it is not read
+  // as an expired login, which would stop this runner from taking work (docs/jobs.md, "Leases and liveness").
   if (exit.aborted) {
     return { kind: 'rollback', reason: 'the runner shut down while the agent ran; the agent was stopped', cause: 'RUNNER', stopTakingWork: false };
   }
@@ -108,6 +107,9 @@ export function decideAfterAgent(run: AfterAgent): AfterAgentStep {
     // The runner writes what it knows; the finish does not need it (docs/jobs.md, "The story log").
     const testResult = run.reports.lastTestResult === null ? { status: 'FAILED' as const, summary: `No test result: ${message} before reporting one.` } : null;
     return { kind: 'finish', facts: unverifiedFacts(run.writesCode, { kind: 'EXCEPTION', message }), testResult };
+  }
+  if (exit.tokenExpired) {
+    return { kind: 'rollback', reason: `agent token expired (exit code ${code})`, cause: 'RUNNER', ...exitCodeOf(exit), stopTakingWork: true };
   }
   const failure = agentFailure(run.reports);
   if (exit.exitCode !== 0) {

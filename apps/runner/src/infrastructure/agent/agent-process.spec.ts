@@ -155,6 +155,24 @@ describe('running the agent process (with the stand-in agent)', () => {
     expect(onStderr.tokenExpired).toBe(true);
   });
 
+  it('an agent the runner stopped (its timeout, an abort) is not taken for an expired token, whatever its output said (docs/jobs.md, "Leases and liveness")', async () => {
+    // Its last words before it hung happen to be the CLI's expired-token message; the runner killed it.
+    // The timeout leaves it seconds to say them on a loaded machine; the abort waits until it has.
+    const said = join(repo.seed, '.said');
+    const script = `echo 'OAuth token has expired'; echo 'authentication_error' >&2; touch '${said}'; exec sleep 600`;
+    const timedOut = await runAgent({ command: { bin: 'bash', args: ['-c', script] }, cwd: repo.seed, timeoutMs: 5000, killGraceMs: 2000 });
+    expect(timedOut).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM', tokenExpired: false });
+    expect(timedOut.stdoutTail).toContain('token has expired');
+    rmSync(said);
+    const controller = new AbortController();
+    const stopped = runAgent({ command: { bin: 'bash', args: ['-c', script] }, cwd: repo.seed, timeoutMs: 600_000, killGraceMs: 2000, signal: controller.signal });
+    while (!existsSync(said)) await new Promise((r) => setTimeout(r, 25));
+    controller.abort();
+    const result = await stopped;
+    expect(result).toMatchObject({ aborted: true, timedOut: false, signal: 'SIGTERM', tokenExpired: false });
+    expect(result.stderrTail).toContain('authentication_error');
+  });
+
   it('uses a configured token-expired pattern instead of the default', async () => {
     const script = "console.log('session revoked by admin'); console.log('401 Unauthorized'); process.exitCode = 1;";
     const result = await runAgent({

@@ -44,7 +44,10 @@ export interface AgentRunResult {
   timedOut: boolean;
   /** Stopped through `signal` before its timeout. */
   aborted: boolean;
-  /** Exit code 3, or the agent did not exit 0 and its stdout or its stderr matched the token-expired pattern. */
+  /**
+   * Exit code 3, or the agent did not exit 0 and its stdout or its stderr matched the token-expired
+   * pattern — and the runner did not stop it (not timed out, not aborted).
+   */
   tokenExpired: boolean;
   stdoutTail: string;
   stderrTail: string;
@@ -171,8 +174,10 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
         aborted,
         // The pattern stands for the CLI's own failure: an agent that succeeded may well have written
         // those words (a task about authentication), and taking it for an expired token would throw
-        // its work away and stop the runner (docs/jobs.md, "Leases and liveness").
-        tokenExpired: exitCode === TOKEN_EXPIRED_EXIT_CODE || (exitCode !== 0 && (stdoutMatcher.matched || stderrMatcher.matched)),
+        // its work away and stop the runner (docs/jobs.md, "Leases and liveness"). So may an agent the
+        // runner stopped (its timeout, an abort): that run ended for the runner's reason, not the CLI's.
+        tokenExpired:
+          !timedOut && !aborted && (exitCode === TOKEN_EXPIRED_EXIT_CODE || (exitCode !== 0 && (stdoutMatcher.matched || stderrMatcher.matched))),
         stdoutTail: stdout.toString(),
         stderrTail: stderr.toString(),
         durationMs: Math.round(performance.now() - startedAt),
