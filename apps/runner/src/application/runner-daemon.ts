@@ -78,11 +78,11 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     @Inject(SECRET_SCRUBBER) private readonly scrub: SecretScrubber,
   ) {
     this.slots = new Slots(config.concurrency);
-    this.intake = new DispatchIntake({ bus, ackWaitMs: config.offerAckWaitMs, streamReplicas: serviceConfig.streamReplicas });
+    this.partsLog = scrubbing(componentLogger(this.log, 'runner'), this.scrub);
+    this.intake = new DispatchIntake({ bus, ackWaitMs: config.offerAckWaitMs, streamReplicas: serviceConfig.streamReplicas, log: this.partsLog });
     const backoff = { initialMs: config.backoffInitialMs, maxMs: config.backoffMaxMs };
     this.intakeBackoff = new Backoff(backoff);
     this.claimBackoff = new Backoff(backoff);
-    this.partsLog = scrubbing(componentLogger(this.log, 'runner'), this.scrub);
     this.cancellations = new CancellationWatch(bus, (c) => this.runs.get(c.jobId)?.cancel(c.revokedLeaseToken), this.partsLog);
   }
 

@@ -2,7 +2,17 @@ import { headers as natsHeaders } from '@nats-io/nats-core';
 import { dispatchStreamName, dispatchSubject, jobOfferMessageId, type JobOffer } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
 import { eventually, testNatsUrl, testNaming, uniqueName, removeTestNamespace } from '@gantry/testing';
+import { MetricsController } from '@gantry/service-runtime';
 import { DispatchIntake, dispatchConsumerName } from './offer-intake.js';
+
+const quiet = { warn: () => undefined };
+
+/** What `/metrics` says of a consumer's settlements of one kind. */
+async function settlements(consumer: string, settlement: string): Promise<number> {
+  const text = await new MetricsController().metrics();
+  const line = text.split('\n').find((l) => l.startsWith(`gantry_consumer_settlements_total{consumer="${consumer}",settlement="${settlement}"} `));
+  return line === undefined ? 0 : Number(line.split(' ').pop());
+}
 
 const name = uniqueName('offer_intake');
 const naming = testNaming(name);
@@ -43,8 +53,8 @@ describe('taking offers from the dispatch stream', () => {
   }
 
   it('creates the stream and one shared consumer per kind, however many runners ensure them at once', async () => {
-    const a = new DispatchIntake({ bus: busA, ackWaitMs: 5000 });
-    const b = new DispatchIntake({ bus: busB, ackWaitMs: 5000 });
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 5000, log: quiet });
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 5000, log: quiet });
     await Promise.all([a.ensure(['TASK_IMPLEMENTATION', 'REVIEW']), b.ensure(['TASK_IMPLEMENTATION', 'REVIEW']), a.ensure(['TASK_IMPLEMENTATION'])]);
     const consumers: string[] = [];
     for await (const info of busA.jsm.consumers.list(dispatchStreamName(naming))) consumers.push(`${info.name}=${info.config.filter_subject}`);
@@ -55,8 +65,8 @@ describe('taking offers from the dispatch stream', () => {
   });
 
   it('gives each offer to one runner only, and forgets it once acknowledged', async () => {
-    const a = new DispatchIntake({ bus: busA, ackWaitMs: 5000 });
-    const b = new DispatchIntake({ bus: busB, ackWaitMs: 5000 });
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 5000, log: quiet });
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 5000, log: quiet });
     await publish(offer(1));
     await publish(offer(2));
     const [first, second] = await Promise.all([a.next('TASK_IMPLEMENTATION', 2000), b.next('TASK_IMPLEMENTATION', 2000)]);
@@ -69,8 +79,8 @@ describe('taking offers from the dispatch stream', () => {
   });
 
   it('offers a job again to the other runner when the first one hands it back', async () => {
-    const a = new DispatchIntake({ bus: busA, ackWaitMs: 5000 });
-    const b = new DispatchIntake({ bus: busB, ackWaitMs: 5000 });
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 5000, log: quiet });
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 5000, log: quiet });
     await publish(offer(3));
     const held = await a.next('TASK_IMPLEMENTATION', 2000);
     expect(held?.deliveryCount).toBe(1);
@@ -82,8 +92,8 @@ describe('taking offers from the dispatch stream', () => {
   });
 
   it('keeps a held offer from anyone else while the runner says it is working on it', async () => {
-    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000 });
-    const b = new DispatchIntake({ bus: busB, ackWaitMs: 3000 });
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000, log: quiet });
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 3000, log: quiet });
     await publish(offer(4));
     const held = await a.next('TASK_IMPLEMENTATION', 2000);
     const keepAlive = setInterval(() => held!.working(), 1000);
@@ -96,7 +106,7 @@ describe('taking offers from the dispatch stream', () => {
   });
 
   it('fails the pull of a consumer that was deleted, and takes offers again once the consumer is re-created', async () => {
-    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000 });
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000, log: quiet });
     await a.ensure(['PLAN_CHAT']);
     expect(await a.next('PLAN_CHAT', 1000)).toBeNull();
     await busB.jsm.consumers.delete(dispatchStreamName(naming), dispatchConsumerName('PLAN_CHAT'));
@@ -109,7 +119,7 @@ describe('taking offers from the dispatch stream', () => {
   });
 
   it('terminates a message that is not an offer of the kind and hands the runner no job', async () => {
-    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000 });
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000, log: quiet });
     await busA.js.publish(dispatchSubject(naming, 'REVIEW'), JSON.stringify({ jobId: 'nope' }));
     await publish({ ...offer(5), kind: 'TASK_IMPLEMENTATION' });
     const bad = await a.next('REVIEW', 2000);
@@ -123,9 +133,32 @@ describe('taking offers from the dispatch stream', () => {
     (await a.next('TASK_IMPLEMENTATION', 2000))!.ack();
   });
 
+  it('says which message it terminated and why, without its payload, and counts it (docs/operations.md, "Metrics")', async () => {
+    const warnings: Array<{ message: string; fields: Record<string, unknown> }> = [];
+    const a = new DispatchIntake({ bus: busA, ackWaitMs: 3000, log: { warn: (message, fields = {}) => warnings.push({ message, fields }) } });
+    await a.ensure(['SPRINT_IMPLEMENTATION']);
+    const terminated = () => settlements(dispatchConsumerName('SPRINT_IMPLEMENTATION'), 'term');
+    const before = await terminated();
+    const subject = dispatchSubject(naming, 'SPRINT_IMPLEMENTATION');
+    // Not an offer: a wrong attempt and a field that carries a secret, where a job id belongs.
+    const ack = await busA.js.publish(subject, JSON.stringify({ ...offer(8, 'SPRINT_IMPLEMENTATION'), jobId: 'ghp_0123456789abcdefghijklmnopqrstuvwxyz', attempt: 0 }));
+    const notJson = await busA.js.publish(subject, 'password=hunter2 {');
+    expect(await a.next('SPRINT_IMPLEMENTATION', 2000)).toMatchObject({ offer: null });
+    expect(await a.next('SPRINT_IMPLEMENTATION', 2000)).toMatchObject({ offer: null });
+    expect(warnings).toEqual([
+      {
+        message: 'invalid job offer terminated',
+        fields: expect.objectContaining({ kind: 'SPRINT_IMPLEMENTATION', subject, streamSequence: ack.seq, problem: expect.stringMatching(/^invalid job offer: jobId: .*; attempt: /) }),
+      },
+      { message: 'invalid job offer terminated', fields: expect.objectContaining({ subject, streamSequence: notJson.seq, problem: 'the payload is not JSON' }) },
+    ]);
+    expect(JSON.stringify(warnings)).not.toMatch(/ghp_|hunter2/);
+    expect(await terminated()).toBe(before + 2);
+  });
+
   it('an offer settled after the connection closed does not throw, and is offered again to another runner', async () => {
     const closing = await Bus.connect({ servers: testNatsUrl, naming, name: 'runner-closing' });
-    const a = new DispatchIntake({ bus: closing, ackWaitMs: 1000 });
+    const a = new DispatchIntake({ bus: closing, ackWaitMs: 1000, log: quiet });
     await a.ensure(['IDEA_GRILL']);
     await publish(offer(7, 'IDEA_GRILL'));
     const taken = await a.next('IDEA_GRILL', 2000);
@@ -136,7 +169,7 @@ describe('taking offers from the dispatch stream', () => {
       taken!.nak(0);
       taken!.ack();
     }).not.toThrow();
-    const b = new DispatchIntake({ bus: busB, ackWaitMs: 1000 });
+    const b = new DispatchIntake({ bus: busB, ackWaitMs: 1000, log: quiet });
     const again = await b.next('IDEA_GRILL', 5000);
     expect(again?.offer?.jobId).toBe(offer(7).jobId);
     again!.ack();

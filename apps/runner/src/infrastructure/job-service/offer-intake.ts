@@ -1,6 +1,7 @@
 import { AckPolicy, DeliverPolicy, type Consumer, type JsMsg } from '@nats-io/jetstream';
-import { dispatchStreamName, dispatchSubject, JobOfferSchema, type JobKind, type JobOffer } from '@gantry/contracts';
+import { dispatchStreamName, dispatchSubject, invalidCommand, JobOfferSchema, type JobKind, type JobOffer } from '@gantry/contracts';
 import { isNotFound, type Bus } from '@gantry/messaging';
+import { observeSettlement } from '@gantry/service-runtime';
 
 /** The shared durable consumer of one job kind: every runner of the kind pulls from it, so each offer reaches one runner. */
 export function dispatchConsumerName(kind: JobKind): string {
@@ -26,6 +27,12 @@ export interface DispatchIntakeOptions {
   /** How long an unacknowledged offer stays with this runner before it is offered again. */
   ackWaitMs: number;
   streamReplicas?: number;
+  /** Where a terminated message is told of; the runner's scrubbing logger. */
+  log: IntakeLog;
+}
+
+export interface IntakeLog {
+  warn(message: string, fields?: Record<string, unknown>): void;
 }
 
 /**
@@ -76,7 +83,7 @@ export class DispatchIntake {
     }
     try {
       const msg = await consumer.next({ expires: Math.max(1000, expiresMs) });
-      return msg ? held(kind, msg) : null;
+      return msg ? held(kind, msg, this.options.log) : null;
     } catch (error) {
       // Looked up again next time: the consumer may have been deleted and re-created.
       this.consumers.delete(kind);
@@ -85,17 +92,23 @@ export class DispatchIntake {
   }
 }
 
-function held(kind: JobKind, msg: JsMsg): HeldOffer {
-  let offer: JobOffer | null = null;
-  try {
-    const parsed = JobOfferSchema.safeParse(msg.json());
-    if (parsed.success && parsed.data.kind === kind) offer = parsed.data;
-  } catch {
-    offer = null;
+function held(kind: JobKind, msg: JsMsg, log: IntakeLog): HeldOffer {
+  const read = readOffer(kind, msg);
+  const offer = 'offer' in read ? read.offer : null;
+  if ('problem' in read) {
+    // A plain +TERM: a NATS 2.9 server takes `+TERM <reason>` for no acknowledgement at all, and the
+    // message would come back after every ack wait, for ever (the consumer delivers without limit).
+    msg.term();
+    observeSettlement(dispatchConsumerName(kind), 'term');
+    // Where it is and what is wrong with it, never what it says: a payload may carry anything.
+    log.warn('invalid job offer terminated', {
+      kind,
+      subject: msg.subject,
+      streamSequence: msg.seq,
+      deliveryCount: msg.info.deliveryCount,
+      problem: read.problem,
+    });
   }
-  // A plain +TERM: a NATS 2.9 server takes `+TERM <reason>` for no acknowledgement at all, and the
-  // message would come back after every ack wait, for ever (the consumer delivers without limit).
-  if (offer === null) msg.term();
   return {
     kind,
     offer,
@@ -104,4 +117,19 @@ function held(kind: JobKind, msg: JsMsg): HeldOffer {
     nak: (delayMs) => msg.nak(delayMs),
     working: () => msg.working(),
   };
+}
+
+/** The offer a message holds, or what keeps it from being one of `kind` (in the schema's words, without the values). */
+function readOffer(kind: JobKind, msg: JsMsg): { offer: JobOffer } | { problem: string } {
+  let payload: unknown;
+  try {
+    payload = msg.json();
+  } catch {
+    // The parser's message quotes the payload.
+    return { problem: 'the payload is not JSON' };
+  }
+  const parsed = JobOfferSchema.safeParse(payload);
+  if (!parsed.success) return { problem: invalidCommand(parsed.error, 'job offer').message };
+  if (parsed.data.kind !== kind) return { problem: `an offer of ${parsed.data.kind} on the ${kind} subject` };
+  return { offer: parsed.data };
 }
