@@ -1,4 +1,3 @@
-import type { VerificationFacts } from '@gantry/contracts';
 import { decideFinish, VERIFY_DIVERGENT, VERIFY_PRODUCED_NO_OUTPUT, type FinishingFacts, type FinishOutcome } from './finishing-rule.js';
 
 const NO_DIFF = { filesChanged: 0, insertions: 0, deletions: 0 };
@@ -7,7 +6,7 @@ const DELETE_ONLY = { filesChanged: 2, insertions: 0, deletions: 120 };
 const PUSHED_AT = '2026-11-30T06:13:00.000Z';
 const HEAD = '9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807';
 
-function facts(over: Partial<VerificationFacts>): FinishingFacts {
+function facts(over: Partial<FinishingFacts>): FinishingFacts {
   return {
     verifyResult: 'ALIGNED',
     newCommit: false,
@@ -15,7 +14,6 @@ function facts(over: Partial<VerificationFacts>): FinishingFacts {
     workAlreadyOnTarget: false,
     diffIdenticalToMergedBranch: false,
     failure: null,
-    cancelled: false,
     push: null,
     ...over,
   };
@@ -29,7 +27,7 @@ const outcome = (jobStatus: FinishOutcome['jobStatus'], taskStatus: FinishOutcom
 });
 
 describe('the finishing rule (docs/jobs.md table)', () => {
-  it.each<[string, Partial<VerificationFacts>, FinishOutcome]>([
+  it.each<[string, Partial<FinishingFacts>, FinishOutcome]>([
     ['ALIGNED with a new commit → DONE / DONE', { verifyResult: 'ALIGNED', newCommit: true, netDiff: DIFF }, outcome('DONE', 'DONE')],
     ['PARTIAL with a new commit → DONE / DONE', { verifyResult: 'PARTIAL', newCommit: true, netDiff: DIFF }, outcome('DONE', 'DONE')],
     ['EMPTY, no diff, work already on the target → SKIPPED / DONE', { verifyResult: 'EMPTY', workAlreadyOnTarget: true }, outcome('SKIPPED', 'DONE')],
@@ -67,11 +65,6 @@ describe('the finishing rule (docs/jobs.md table)', () => {
       'an exception → FAILED with its text / IN_PROGRESS',
       { verifyResult: 'EMPTY', failure: { kind: 'EXCEPTION', message: 'ENOSPC: no space left on device' } },
       outcome('FAILED', 'IN_PROGRESS', 'exception: ENOSPC: no space left on device'),
-    ],
-    [
-      'cancelled by a user → CANCELLED / TO_DO, whatever else was seen',
-      { verifyResult: 'ALIGNED', newCommit: true, netDiff: DIFF, cancelled: true, failure: { kind: 'EXCEPTION', message: 'killed' } },
-      outcome('CANCELLED', 'TO_DO'),
     ],
   ])('%s', (_name, given, expected) => {
     expect(decideFinish(facts(given))).toEqual(expected);

@@ -7,13 +7,17 @@ export interface PushRecord {
   pushedAt: string | null;
 }
 
-/** The runner's verification facts plus the job's own push record. */
-export interface FinishingFacts extends VerificationFacts {
+/**
+ * The runner's verification facts plus the job's own push record. Without `cancelled`: a cancelled
+ * run is never finished by this rule — `cancel_job` ends the job, and a runner's finish that says
+ * `cancelled` is its stop report or is refused (decider.ts, `FinishJob`).
+ */
+export interface FinishingFacts extends Omit<VerificationFacts, 'cancelled'> {
   push: PushRecord | null;
 }
 
 export interface FinishOutcome {
-  jobStatus: TerminalJobStatus;
+  jobStatus: Exclude<TerminalJobStatus, 'CANCELLED'>;
   taskStatus: TaskStatus;
   error: string | null;
   /** Only when something was really pushed. */
@@ -35,14 +39,13 @@ export function hasNetDiff(diff: NetDiff): boolean {
  */
 export function decideFinish(facts: FinishingFacts): FinishOutcome {
   const pushedAt = facts.push?.pushedAt ?? null;
-  const outcome = (jobStatus: TerminalJobStatus, taskStatus: TaskStatus, error: string | null = null): FinishOutcome => ({
+  const outcome = (jobStatus: FinishOutcome['jobStatus'], taskStatus: TaskStatus, error: string | null = null): FinishOutcome => ({
     jobStatus,
     taskStatus,
     error,
     pushedAt,
   });
 
-  if (facts.cancelled) return outcome('CANCELLED', 'TO_DO');
   if (facts.failure) return outcome('FAILED', 'IN_PROGRESS', `${failureLabel[facts.failure.kind]}: ${facts.failure.message}`);
 
   const diff = hasNetDiff(facts.netDiff);
