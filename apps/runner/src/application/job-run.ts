@@ -57,6 +57,8 @@ export interface JobRunDependencies {
   onTokenExpired(reason: string): void;
   /** The agent CLI could not be started at all (missing, not executable): the runner must stop taking work. */
   onAgentNotStarted(reason: string): void;
+  /** This runner's connection to NATS is up (not closed, not reconnecting). */
+  natsConnected(): boolean;
 }
 
 /** How a claimed job ended on this runner. */
@@ -86,6 +88,8 @@ export class JobRun {
   private readonly fields: Record<string, unknown>;
   private readonly stopAgent = new AbortController();
   private leaseLost: string | null = null;
+  /** The claim was given up because no renewal was answered before its end, not because one was refused: it may still be live. */
+  private leaseUnanswered = false;
   /** Why the worktree lease is no longer ours (a renewal refused, or unanswered until its end): the worktree may be another job's. */
   private worktreeLost: string | null = null;
   /** A command that ends the claim (finish, rollback, the stop's report) was sent: the worktree service may end the worktree lease on it. */
@@ -528,11 +532,43 @@ export class JobRun {
     return null;
   }
 
-  /** A cancelled run reports its stop; a lost claim reports nothing more. */
+  /** A cancelled run reports its stop; a lost claim reports nothing more, but its hand-back when no renewal was answered. */
   private async claimEnded(claim: 'cancelled' | 'lost'): Promise<JobRunOutcome> {
     if (claim === 'cancelled') return this.reportStopped();
+    if (this.leaseUnanswered) {
+      const handedBack = await this.handBackUnansweredClaim();
+      if (handedBack) return handedBack;
+    }
     this.deps.log.warn('job lease lost; reporting nothing more', { ...this.fields, reason: this.leaseLost });
     return { kind: 'lease_lost', reason: this.leaseLost!, agentStarted: this.agentStarted };
+  }
+
+  /**
+   * A claim given up because no renewal was answered may still be live: a job service that lost NATS
+   * too resumes it once its bus is back, and it would sit with no agent until it expired, spending an
+   * attempt (docs/jobs.md, "A runner cut off from NATS"). So it is rolled back under its fencing token
+   * (DEPENDENCY), asked until NATS has been back for a whole job lease — as long as a resumed claim
+   * lives. Refused (the claim expired or moved on meanwhile), or never answered: null, the claim is lost.
+   * The agent is gone by now and nothing else is sent under the claim: its work is not reported.
+   */
+  private async handBackUnansweredClaim(): Promise<JobRunOutcome | null> {
+    const reason = `the runner lost NATS until its job lease could have ended and stopped the agent: ${this.leaseLost}`;
+    let cutOffAt = Date.now();
+    const retryUntil = () => {
+      if (!this.deps.natsConnected()) cutOffAt = Date.now();
+      return cutOffAt + this.deps.config.jobLeaseMs;
+    };
+    this.ending = true;
+    try {
+      const reply = await this.session.rollback(reason, 'DEPENDENCY', undefined, { retryUntil, signal: this.shutdown });
+      this.deps.log.warn('lost claim handed back', { ...this.fields, reason, status: reply.status, nextAttempt: reply.attempt });
+      return { kind: 'rolled_back', reason, cause: 'DEPENDENCY', agentStarted: this.agentStarted };
+    } catch (error) {
+      // A refusal changed nothing (STALE_FENCE: the claim expired or moved on), and an unanswered one leaves it to expire.
+      if (!isGantryError(error)) throw error;
+      this.deps.log.warn('the lost claim was not handed back', { ...this.fields, code: error.code, error: error.message });
+      return null;
+    }
   }
 
   /** Whose the claim is: a claim lost without a cancel event heard may still have been cancelled — the job says so. */
@@ -599,7 +635,10 @@ export class JobRun {
             // Asked again until the lease's end (the time no job service ran aside) and never answered:
             // the lease may have run out and the job been handed to another runner. The agent does not
             // work on, and nothing more is reported or pushed under it (docs/jobs.md, "Leases and liveness").
-            this.leaseLost ??= `the job lease ran out before a renewal was answered (${(error as Error).message})`;
+            if (this.leaseLost === null) {
+              this.leaseLost = `the job lease ran out before a renewal was answered (${(error as Error).message})`;
+              this.leaseUnanswered = true;
+            }
             clearInterval(this.jobRenewTimer);
             this.stopAgent.abort();
             log.warn('job lease ran out before a renewal was answered; stopping the agent', { ...this.fields, error: (error as Error).message });

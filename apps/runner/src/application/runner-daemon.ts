@@ -287,6 +287,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
           log: this.partsLog,
           onTokenExpired: (reason) => this.tokenExpired(reason),
           onAgentNotStarted: (reason) => this.agentNotStarted(reason),
+          natsConnected: () => this.bus.connected,
         },
         this.shutdown.signal,
       );

@@ -61,8 +61,10 @@ describe('a runner cut off from NATS for longer than its leases, the services ru
     expect(await system.terminal(jobId, 180_000)).toMatchObject({ status: 'DONE', attempt: 2 });
 
     proxy.restore();
-    // Back on NATS, the runner ends its run: it says the claim is lost and reports nothing more.
+    // Back on NATS, the runner ends its run: it says the claim is lost and reports nothing more under it.
     await eventually(() => /job lease lost; reporting nothing more/.test(system.output('runner-cut')), { what: 'the cut-off runner ending its run', timeoutMs: 120_000 });
+    // It offered the claim back under its token first, and the job service refused: the claim had moved on.
+    expect(system.output('runner-cut')).toMatch(/"code":"STALE_FENCE".*"message":"the lost claim was not handed back"/);
     await eventually(async () => (await system.health('runner-cut')).status === 200, { what: 'the cut-off runner back on NATS', timeoutMs: 120_000 });
     await system.leasesReleased(jobId, 120_000);
 
@@ -75,5 +77,69 @@ describe('a runner cut off from NATS for longer than its leases, the services ru
     // one push to the branch, by the next claim; the agent started once per claim
     expect((await system.origin.pushes()).filter((p) => p.ref === `refs/heads/${branch}`)).toHaveLength(1);
     expect(await system.agentStarts(record)).toHaveLength(2);
+  }, 600_000);
+});
+
+/*
+ * NATS lost by the runner and by the job service alike (one proxy for both; the worktree service stays
+ * on NATS): the runner counts the time against its lease and stops its agent, while the job service,
+ * whose own bus was down, resumes the claim when the bus is back (docs/jobs.md, "A job service outage").
+ * The claim would then sit with no agent until it expired, spending an attempt.
+ */
+describe('a runner and its job service cut off from NATS together for longer than the lease', () => {
+  const system = new E2eSystem();
+  let proxy: CuttableProxy;
+
+  beforeAll(async () => {
+    proxy = await startCuttableProxy(testNatsUrl);
+    await system.start();
+    await system.stopJobService();
+    await system.startJobService({ GANTRY_NATS_URL: proxy.url });
+  }, 60_000);
+  afterAll(async () => {
+    try {
+      await system.stop();
+    } finally {
+      await proxy?.close();
+    }
+  }, 60_000);
+
+  it('hands the claim it stopped working on back after the heal, fenced: no attempt spent, the job done on its first attempt', async () => {
+    const record = system.recordFile('cut-together');
+    const gate = join(system.root, 'gate-cut-together');
+    const branch = 'feat/cut-together';
+    // A worktree lease longer than the job's: the job lease is the one this case loses.
+    await system.startRunner('runner-cut-together', { env: { GANTRY_NATS_URL: proxy.url, GANTRY_WORKTREE_LEASE_MS: '30000' } });
+    const jobId = await system.enqueue({
+      branch,
+      maxAttempts: 2,
+      payload: { standIn: { behaviour: 'commit', recordArgvTo: record, files: { 'src/together.ts': 'together\n' }, pauseUntilFile: gate } },
+    });
+    const events = async () => (await system.events(jobId)).map((e) => ({ type: e.type, leaseToken: e.data.leaseToken, cause: e.data.cause }));
+    await eventually(async () => (await events()).some((e) => e.type === 'ImplementationLogged'), { what: 'the agent\'s first report recorded', timeoutMs: 60_000 });
+    const first = (await system.agentStarts(record))[0]!;
+
+    proxy.cut();
+    await eventually(() => !alive(first.pid), { what: 'the cut-off runner\'s agent stopped', timeoutMs: 120_000 });
+    await eventually(() => /job lease ran out before a renewal was answered; stopping the agent/.test(system.output('runner-cut-together')), {
+      what: 'the runner saying why it stopped the agent',
+      timeoutMs: 30_000,
+    });
+    await writeFile(gate, '');
+    proxy.restore();
+
+    // The job service resumed the claim; the runner, whose agent is gone, gives it back under its token.
+    const handedBack = await eventually(async () => (await events()).find((e) => e.type === 'JobClaimRolledBack' && e.leaseToken === 1) ?? null, {
+      what: 'the claim handed back after the heal',
+      timeoutMs: 120_000,
+    }).catch(async (error: Error) => {
+      throw new Error(`${error.message}; ${await system.describeJob(jobId)}\nrunner's last output:\n${system.output('runner-cut-together').slice(-4000)}`);
+    });
+    expect(handedBack).toMatchObject({ cause: 'DEPENDENCY' });
+    expect(await system.terminal(jobId, 180_000)).toMatchObject({ status: 'DONE', attempt: 1 });
+    const all = await events();
+    expect(all.filter((e) => e.type === 'JobLeaseExpired')).toEqual([]);
+    expect(all.filter((e) => e.type === 'JobFinished')).toEqual([{ type: 'JobFinished', leaseToken: 2, cause: undefined }]);
+    await system.leasesReleased(jobId, 120_000);
   }, 600_000);
 });

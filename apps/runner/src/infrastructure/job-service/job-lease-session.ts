@@ -87,12 +87,13 @@ export class JobLeaseSession {
    * responders) does not use up the retries. The time this runner cannot reach NATS does: the job
    * service may be running and judging the lease meanwhile ("Commands under a claim").
    */
-  private send<T>(call: (opts: RequestOptions) => Promise<T>): Promise<T> {
+  private send<T>(call: (opts: RequestOptions) => Promise<T>, retry: Pick<RequestOptions, 'retryUntil' | 'signal'> = {}): Promise<T> {
     return call({
       timeoutMs: this.options.timeoutMs ?? 10_000,
       correlationId: this.options.correlationId,
       retryUntil: () => this.leaseExpiresAtMs,
       outagesStopTheClock: true,
+      ...retry,
     });
   }
 
@@ -161,14 +162,17 @@ export class JobLeaseSession {
     return this.send((o) => this.client.request(finishJob, { ...this.fenced(), facts, idempotencyKey: this.key('finish', { facts }) }, o));
   }
 
-  rollback(reason: string, cause: RollbackCause, exitCode?: number) {
+  /** `retry`: asked again until another deadline than the lease's (a claim given back after it could have ended). */
+  rollback(reason: string, cause: RollbackCause, exitCode?: number, retry?: Pick<RequestOptions, 'retryUntil' | 'signal'>) {
     const bounded = reason.length > 2000 ? `${reason.slice(0, 1997)}...` : reason;
-    return this.send((o) =>
-      this.client.request(
-        rollbackClaim,
-        { ...this.fenced(), reason: bounded, cause, ...(exitCode === undefined ? {} : { exitCode }), idempotencyKey: this.key('rollback') },
-        o,
-      ),
+    return this.send(
+      (o) =>
+        this.client.request(
+          rollbackClaim,
+          { ...this.fenced(), reason: bounded, cause, ...(exitCode === undefined ? {} : { exitCode }), idempotencyKey: this.key('rollback') },
+          o,
+        ),
+      retry,
     );
   }
 
