@@ -11,13 +11,17 @@ import { alive, E2eSystem } from './e2e-system.js';
  */
 
 
-describe('a runner cut off from NATS for longer than its leases, the services running', () => {
+/** The system of a describe block and the NATS proxy its test cuts; with `jobServiceCutToo`, the job service reaches NATS through it as well. */
+function systemBehindProxy(options: { jobServiceCutToo: boolean }): { system: E2eSystem; proxy: () => CuttableProxy } {
   const system = new E2eSystem();
-  let proxy: CuttableProxy;
-
+  let proxy: CuttableProxy | undefined;
   beforeAll(async () => {
     proxy = await startCuttableProxy(testNatsUrl);
     await system.start();
+    if (options.jobServiceCutToo) {
+      await system.stopJobService();
+      await system.startJobService({ GANTRY_NATS_URL: proxy.url });
+    }
   }, 60_000);
   afterAll(async () => {
     try {
@@ -26,6 +30,11 @@ describe('a runner cut off from NATS for longer than its leases, the services ru
       await proxy?.close();
     }
   }, 60_000);
+  return { system, proxy: () => proxy! };
+}
+
+describe('a runner cut off from NATS for longer than its leases, the services running', () => {
+  const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: false });
 
   const eventsOf = async (jobId: string) => (await system.events(jobId)).map((e) => ({ type: e.type, leaseToken: e.data.leaseToken }));
   /** What a runner reported under a claim: its events but the claim's own grants and its end. */
@@ -33,6 +42,7 @@ describe('a runner cut off from NATS for longer than its leases, the services ru
     events.filter((e) => e.leaseToken === leaseToken && !['JobClaimed', 'JobLeaseRenewed', 'JobLeaseExpired'].includes(e.type)).map((e) => e.type);
 
   it('stops its agent once the lease could have ended, pushes and reports nothing under the old claim after the heal, and the job is done once by the next claim', async () => {
+    const proxy = proxyOf();
     const record = system.recordFile('partitioned');
     const gate = join(system.root, 'gate-partitioned');
     const branch = 'feat/partitioned-runner';
@@ -87,24 +97,10 @@ describe('a runner cut off from NATS for longer than its leases, the services ru
  * The claim would then sit with no agent until it expired, spending an attempt.
  */
 describe('a runner and its job service cut off from NATS together for longer than the lease', () => {
-  const system = new E2eSystem();
-  let proxy: CuttableProxy;
-
-  beforeAll(async () => {
-    proxy = await startCuttableProxy(testNatsUrl);
-    await system.start();
-    await system.stopJobService();
-    await system.startJobService({ GANTRY_NATS_URL: proxy.url });
-  }, 60_000);
-  afterAll(async () => {
-    try {
-      await system.stop();
-    } finally {
-      await proxy?.close();
-    }
-  }, 60_000);
+  const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: true });
 
   it('hands the claim it stopped working on back after the heal, fenced: no attempt spent, the job done on its first attempt', async () => {
+    const proxy = proxyOf();
     const record = system.recordFile('cut-together');
     const gate = join(system.root, 'gate-cut-together');
     const branch = 'feat/cut-together';
