@@ -14,9 +14,11 @@ describe('logs of a service process', () => {
   const naming = testNaming(schema);
   let probe: ProbeProcess;
   let bus: Bus;
+  /** A secret of the probe's environment, which its errors quote (probe-service.ts). */
+  const envSecret = `probe-env-secret-${randomUUID()}`;
 
   beforeAll(async () => {
-    probe = await startProbe({ schema, naming });
+    probe = await startProbe({ schema, naming, env: { PROBE_SECRET_TOKEN: envSecret } });
     await eventually(async () => (await fetch(`${probe.url}/ready`)).status === 200, { what: 'the probe ready', timeoutMs: 30_000 });
     bus = await Bus.connect({ servers: testNatsUrl, naming, name: 'logging-test' });
   }, 60_000);
@@ -62,6 +64,31 @@ describe('logs of a service process', () => {
     expect(probe.output()).not.toContain(`probe-secret-password-${text}`);
     expect(probe.output()).not.toContain(`probe-secret-bearer-${text}`);
     expect(probe.output()).not.toContain(`probe-secret-db-${text}`);
+  });
+
+  it("an error a command's handler throws is logged with its credentials masked: a URL's password and the environment's secret values", async () => {
+    const text = `fail-command-${randomUUID()}`;
+    await expect(new CommandClient(bus).request(RuntimeProbeNote, { jobId: 'job-failing', text })).rejects.toMatchObject({ code: 'INTERNAL' });
+    const failed = await eventually(
+      () => logRecordsOf(probe.output()).find((r) => r.message === 'command failed' && JSON.stringify(r).includes(text)),
+      { what: 'the failure logged' },
+    );
+    expect(failed).toMatchObject({ level: 'error', error: { message: expect.stringContaining(`https://deploy:***@git.example.com/repo.git/`) } });
+    expect(JSON.stringify(failed)).toContain('***');
+    expect(probe.output()).not.toContain(`probe-secret-git-${text}`);
+    expect(probe.output()).not.toContain(envSecret);
+  });
+
+  it("an error a durable consumer's handler throws is logged with its credentials masked, as its dead letter keeps it", async () => {
+    const text = `fail-handler-${randomUUID()}`;
+    await new CommandClient(bus).request(RuntimeProbeNote, { jobId: 'job-failing', text });
+    const failed = await eventually(
+      () => logRecordsOf(probe.output()).find((r) => r.message === 'event handler failed; will retry' && JSON.stringify(r).includes(text)),
+      { what: 'the handler failure logged' },
+    );
+    expect(failed).toMatchObject({ level: 'warn', consumer: 'runtime-probe', error: expect.stringContaining(`https://deploy:***@git.example.com/repo.git/`) });
+    expect(probe.output()).not.toContain(`probe-secret-git-${text}`);
+    expect(probe.output()).not.toContain(envSecret);
   });
 
   it("a command over HTTP: its lines and the request's completion line carry the caller's x-correlation-id", async () => {

@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { DynamicModule, InjectionToken, LoggerService } from '@nestjs/common';
 import { LoggerModule, type Params, type PinoLogger } from 'nestjs-pino';
 import pino, { type Bindings, type DestinationStream, type LevelWithSilent, type LoggerOptions } from 'pino';
+import { secretScrubber, secretValuesIn, type SecretScrubber } from '@gantry/contracts';
 
 /**
  * Where a secret may sit in a log record, by path (pino's `redact`): the value is replaced, the
@@ -69,6 +70,33 @@ function censor(value: unknown, path: string[]): unknown {
   return '***';
 }
 
+/**
+ * What a line is given, its credentials masked by the secret scrubber (docs/configuration.md, "Secrets
+ * in events"): above all an error's message and stack, which quote what a failed git command or HTTP
+ * call was sent — a URL with its password, a token — where redaction by path cannot look. Strings,
+ * errors, arrays and plain objects are scrubbed in copies; other objects (an HTTP request, which
+ * pino's serializers read) are left as they are.
+ */
+function scrubbedArgument(value: unknown, scrub: SecretScrubber, seen: WeakSet<object>): unknown {
+  if (typeof value === 'string') return scrub(value);
+  if (value === null || typeof value !== 'object' || seen.has(value)) return value;
+  seen.add(value);
+  if (Array.isArray(value)) return value.map((item) => scrubbedArgument(item, scrub, seen));
+  if (value instanceof Error) {
+    // A copy of the same class (the log's `type`), each own property scrubbed and as enumerable as it was.
+    const copy = Object.create(Object.getPrototypeOf(value) as object) as Error;
+    for (const key of Object.getOwnPropertyNames(value)) {
+      const descriptor = Object.getOwnPropertyDescriptor(value, key)!;
+      if ('value' in descriptor) descriptor.value = scrubbedArgument(descriptor.value, scrub, seen);
+      Object.defineProperty(copy, key, descriptor);
+    }
+    return copy;
+  }
+  const prototype = Object.getPrototypeOf(value) as unknown;
+  if (prototype !== Object.prototype && prototype !== null) return value;
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, scrubbedArgument(item, scrub, seen)]));
+}
+
 /** NestJS names (`log`, `verbose`) are taken too, so the settings of before still work. */
 const LEVEL_ALIASES = { log: 'info', verbose: 'trace' } as const satisfies Record<string, LevelWithSilent>;
 
@@ -94,10 +122,17 @@ function bootLevel(): LevelWithSilent {
 /**
  * One JSON object per line: `level` by name, `time` (ISO 8601), `service`, `pid`, the fields bound
  * to the command or event being handled (see `withinLogContext`), the component (`context`), the
- * record's own fields and `message`.
+ * record's own fields and `message`. Every string a line is given goes through the secret scrubber,
+ * which knows the environment's secret values (the service's event store and dead letters use the same).
  */
-export function pinoOptions(service: string, level: LevelWithSilent): LoggerOptions {
+export function pinoOptions(service: string, level: LevelWithSilent, scrub: SecretScrubber = secretScrubber(secretValuesIn(process.env))): LoggerOptions {
   return {
+    hooks: {
+      logMethod(args, method) {
+        const seen = new WeakSet<object>();
+        method.apply(this, args.map((arg) => scrubbedArgument(arg, scrub, seen)) as Parameters<typeof method>);
+      },
+    },
     level,
     messageKey: 'message',
     base: { service, pid: process.pid },

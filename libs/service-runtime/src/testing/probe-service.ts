@@ -8,7 +8,10 @@
  *   GANTRY_TEST_HOLD_AT=runtime-probe-note the first one waits for SIGUSR2 before it appends;
  * - durable consumer `runtime-probe` logs each `RuntimeProbeNoted`; with PROBE_HOLD=1 it holds an
  *   event whose `hold` is true for as long as the process lives (JetStream keeps it delivered to
- *   this process).
+ *   this process);
+ * - a note whose text starts with `fail-command` fails the command, one whose text starts with
+ *   `fail-handler` fails the consumer's handler, each with a plain Error quoting credentials (as a
+ *   failed git push or HTTP call does): a URL's password and PROBE_SECRET_TOKEN's value.
  */
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
@@ -34,6 +37,7 @@ class ProbeHandlers {
 
   @CommandHandler(RuntimeProbeNote)
   async note(request: { jobId: string; text: string; hold: boolean }, context: CommandCallContext) {
+    if (request.text.startsWith('fail-command')) throw failureQuotingSecrets(request.text);
     this.log.info(
       {
         text: request.text,
@@ -64,8 +68,15 @@ class ProbeHandlers {
       this.log.info({ eventId: event.eventId }, 'probe holding the event');
       await new Promise<never>(() => undefined);
     }
+    if (event.data.text.startsWith('fail-handler')) throw failureQuotingSecrets(event.data.text);
     this.log.info({ eventId: event.eventId, text: event.data.text }, 'probe event handled');
   }
+}
+
+function failureQuotingSecrets(text: string): Error {
+  return new Error(
+    `push of ${text} failed: fatal: unable to access 'https://deploy:probe-secret-git-${text}@git.example.com/repo.git/' with token ${process.env.PROBE_SECRET_TOKEN ?? ''}`,
+  );
 }
 
 @Module({
