@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { GantryError } from '@gantry/contracts';
 import { CommandClient, Bus } from '@gantry/messaging';
 import pg from 'pg';
 import { eventually, logRecordsOf, removeTestNamespace, testDatabaseUrl, testNatsUrl, testNaming, uniqueName } from '@gantry/testing';
@@ -77,6 +78,26 @@ describe('logs of a service process', () => {
     expect(JSON.stringify(failed)).toContain('***');
     expect(probe.output()).not.toContain(`probe-secret-git-${text}`);
     expect(probe.output()).not.toContain(envSecret);
+  });
+
+  it("a refusal that quotes credentials reaches its caller with them masked, over NATS and over HTTP", async () => {
+    const text = `refuse-command-${randomUUID()}`;
+    const overNats = await new CommandClient(bus).request(RuntimeProbeNote, { jobId: 'job-refused', text }).then(
+      () => null,
+      (error: GantryError) => ({ code: error.code, message: error.message, details: error.details }),
+    );
+    expect(overNats).toMatchObject({ code: 'PRECONDITION_FAILED', message: expect.stringContaining(`https://deploy:***@git.example.com/repo.git/`) });
+    expect(JSON.stringify(overNats)).not.toContain(`probe-secret-git-${text}`);
+    expect(JSON.stringify(overNats)).not.toContain(envSecret);
+    const response = await fetch(`${probe.url}/commands/runtime_probe_note`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jobId: 'job-refused', text }),
+    });
+    const body = await response.text();
+    expect(JSON.parse(body)).toMatchObject({ ok: false, error: { code: 'PRECONDITION_FAILED', details: { remote: 'https://deploy:***@git.example.com/repo.git' } } });
+    expect(body).not.toContain(`probe-secret-git-${text}`);
+    expect(body).not.toContain(envSecret);
   });
 
   it("an error a durable consumer's handler throws is logged with its credentials masked, as its dead letter keeps it", async () => {

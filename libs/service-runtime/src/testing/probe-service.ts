@@ -9,6 +9,8 @@
  * - durable consumer `runtime-probe` logs each `RuntimeProbeNoted`; with PROBE_HOLD=1 it holds an
  *   event whose `hold` is true for as long as the process lives (JetStream keeps it delivered to
  *   this process);
+ * - a note whose text starts with `refuse-command` is refused PRECONDITION_FAILED quoting them (as a
+ *   refusal that passes on GitHub's or git's message does);
  * - a note whose text starts with `fail-command` fails the command, one whose text starts with
  *   `fail-handler` fails the consumer's handler, each with a plain Error quoting credentials (as a
  *   failed git push or HTTP call does): a URL's password and PROBE_SECRET_TOKEN's value.
@@ -17,7 +19,7 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import { Controller, Inject, Module } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
-import type { EventEnvelope } from '@gantry/contracts';
+import { ErrorCode, GantryError, type EventEnvelope } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { runService } from '../lib/bootstrap.js';
 import { GantryRuntimeModule } from '../lib/runtime.module.js';
@@ -38,6 +40,7 @@ class ProbeHandlers {
   @CommandHandler(RuntimeProbeNote)
   async note(request: { jobId: string; text: string; hold: boolean }, context: CommandCallContext) {
     if (request.text.startsWith('fail-command')) throw failureQuotingSecrets(request.text);
+    if (request.text.startsWith('refuse-command')) throw new GantryError(ErrorCode.PRECONDITION_FAILED, failureQuotingSecrets(request.text).message, { remote: `https://deploy:probe-secret-git-${request.text}@git.example.com/repo.git` });
     this.log.info(
       {
         text: request.text,

@@ -12,6 +12,8 @@ import {
   GantryError,
   parseRequest,
   refusalOfReservedKey,
+  scrubSecrets,
+  scrubStrings,
   type CommandContract,
   type Context,
   type EventEnvelope,
@@ -31,7 +33,10 @@ export interface GantryTransportOptions {
   /** The bounded context whose commands this service answers. */
   context: Context;
   logger: ConsumerLogger;
-  /** Masks secrets in the consumers' dead letters: the service's scrubber, which its event store uses too. */
+  /**
+   * Masks secrets in the consumers' dead letters and in the refusals commands answer (a refusal may
+   * pass on GitHub's or git's message): the service's scrubber, which its event store uses too.
+   */
   scrub?: SecretScrubber;
   /** Commands a replica answers at once; further requests wait in NATS. */
   maxConcurrentCommands: number;
@@ -257,7 +262,8 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
         }
         return { ok: true, result: checked.data };
       } catch (error) {
-        if (error instanceof GantryError) return { ok: false, error: error.toPayload() };
+        // As a stored refusal is answered (receipts are scrubbed): its texts may quote what git or GitHub said.
+        if (error instanceof GantryError) return { ok: false, error: scrubStrings(error.toPayload(), this.options.scrub ?? scrubSecrets) };
         if (isDatabaseUnreachable(error)) {
           // Not the command's fault: the caller sends it again under its key once the database is back.
           this.options.logger.warn('command failed: the database is not reachable', { command: qualified, correlationId: call.correlationId, error: String(error) });
