@@ -6,6 +6,7 @@ import { dropSchema, testDatabaseUrl, uniqueName } from '@gantry/testing';
 import { createPool } from './database.js';
 import { EventLogJsonText1782000000000, EventLogOutboxUnreferenced1782300000000, jsonTextColumnsMigration, migrate } from './migrations.js';
 import { EventStore } from './event-store.js';
+import type { UnitOfWork } from './unit-of-work.js';
 import { handleWithDecider, type Decider } from './decider.js';
 
 type CounterEvent = { type: 'Incremented'; data: { by: number } };
@@ -444,6 +445,58 @@ describe('event store', () => {
       const outcomes = await Promise.allSettled(rest);
       expect(outcomes.every((o) => o.status === 'rejected')).toBe(true);
       expect(await Promise.all(streams.map(countEvents))).toEqual([0, 0, 0, 0]);
+    });
+
+    it("a repeat of a key in the same group is not answered from the first one's receipt when the group's transaction dies: neither committed", async () => {
+      const single = new EventStore({ pool, schema, groupCommit: { maxGroups: 1, maxBatch: 16 } });
+      const stream = `s-${randomUUID()}`;
+      const idempotency = { scope: 'group', key: randomUUID(), request: { stream } };
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const first = single.execute({ metadata: meta }, async () => {
+        await gate;
+      });
+      const appendOnce = (uow: UnitOfWork) => uow.append(stream, 0, [{ type: 'Happened', data: {} }]).then(() => 'appended');
+      // The same command twice (a caller and its retry, or two replicas' callers), then one that kills the connection.
+      const original = single.execute({ metadata: meta, idempotency }, appendOnce);
+      const repeat = single.execute({ metadata: meta, idempotency }, appendOnce);
+      const killer = single.execute({ metadata: meta }, async (uow) => {
+        await uow.sql.query('SELECT pg_terminate_backend(pg_backend_pid())');
+      });
+      release();
+      await first;
+      const outcomes = await Promise.allSettled([original, repeat, killer]);
+      expect(await countEvents(stream)).toBe(0);
+      const { rows } = await pool.query('SELECT 1 FROM idempotency_receipts WHERE scope = $1 AND key = $2', [idempotency.scope, idempotency.key]);
+      expect(rows).toHaveLength(0);
+      // Nothing committed, so nobody is told it was done: each is rejected, to be sent again under its key.
+      expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
+      // Sent again, the command is done once.
+      await expect(single.execute({ metadata: meta, idempotency }, appendOnce)).resolves.toMatchObject({ result: 'appended', replayed: false });
+      expect(await countEvents(stream)).toBe(1);
+    });
+
+    it('a repeat of a key committed before its group is answered from that receipt even when its group dies', async () => {
+      const single = new EventStore({ pool, schema, groupCommit: { maxGroups: 1, maxBatch: 16 } });
+      const stream = `s-${randomUUID()}`;
+      const idempotency = { scope: 'group', key: randomUUID(), request: { stream } };
+      const appendOnce = (uow: UnitOfWork) => uow.append(stream, 0, [{ type: 'Happened', data: {} }]).then(() => 'appended');
+      await single.execute({ metadata: meta, idempotency }, appendOnce);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const first = single.execute({ metadata: meta }, async () => {
+        await gate;
+      });
+      const repeat = single.execute({ metadata: meta, idempotency }, appendOnce);
+      const killer = single.execute({ metadata: meta }, async (uow) => {
+        await uow.sql.query('SELECT pg_terminate_backend(pg_backend_pid())');
+      });
+      release();
+      await first;
+      const outcomes = await Promise.allSettled([repeat, killer]);
+      expect(outcomes[0]).toEqual({ status: 'fulfilled', value: { result: 'appended', replayed: true, events: [] } });
+      expect(outcomes[1]!.status).toBe('rejected');
+      expect(await countEvents(stream)).toBe(1);
     });
   });
 });

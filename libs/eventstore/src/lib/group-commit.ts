@@ -17,7 +17,8 @@ interface GroupMember {
   reject: (error: unknown) => void;
 }
 
-type MemberOutcome = Outcome<unknown> | { kind: 'failed'; error: unknown };
+/** A replay from a receipt an earlier member of the same group wrote is `fromThisGroup`: it stands only if the group commits. */
+type MemberOutcome = (Outcome<unknown> & { fromThisGroup?: true }) | { kind: 'failed'; error: unknown };
 
 function settleMember(member: GroupMember, outcome: MemberOutcome): void {
   if (outcome.kind === 'failed') return member.reject(outcome.error);
@@ -69,6 +70,10 @@ export class GroupCommit {
 
   private async runGroup(members: GroupMember[]): Promise<void> {
     const outcomes: MemberOutcome[] = [];
+    // The keys whose receipts members of this group wrote: a later member under one of them is
+    // answered from a receipt that commits with the group, or not at all.
+    const keysWritten = new Set<string>();
+    const keyOf = (member: GroupMember) => (member.options.idempotency ? JSON.stringify([member.options.idempotency.scope, member.options.idempotency.key]) : null);
     let client: pg.PoolClient | null = null;
     let broken: unknown = undefined;
     // A connection that dies while checked out reports through the query that fails; without a
@@ -88,7 +93,9 @@ export class GroupCommit {
             // A replay wrote nothing of its own; undo its receipt look-up's locks as well.
             if (outcome.kind === 'replayed') await client.query('ROLLBACK TO SAVEPOINT gantry_member');
             await client.query('RELEASE SAVEPOINT gantry_member');
-            outcomes.push(outcome);
+            const key = keyOf(member);
+            if (key !== null && outcome.kind !== 'replayed') keysWritten.add(key);
+            outcomes.push(outcome.kind === 'replayed' && key !== null && keysWritten.has(key) ? { ...outcome, fromThisGroup: true } : outcome);
             break;
           } catch (error) {
             await client.query('ROLLBACK TO SAVEPOINT gantry_member');
@@ -102,12 +109,13 @@ export class GroupCommit {
       await client.query('COMMIT');
     } catch (error) {
       // The group's transaction itself failed (connection lost, commit refused): none of its
-      // writes is known to have landed, so every member that wrote gets the error to retry on.
+      // writes is known to have landed, so every member that wrote gets the error to retry on, and
+      // so does a repeat answered from a receipt a member of this group wrote (it is gone with it).
       broken ??= error;
       await client?.query('ROLLBACK').catch(() => undefined);
       members.forEach((member, i) => {
         const outcome = outcomes[i];
-        if (outcome?.kind === 'replayed') settleMember(member, outcome);
+        if (outcome?.kind === 'replayed' && !outcome.fromThisGroup) settleMember(member, outcome);
         else member.reject(error);
       });
       return;
