@@ -21,6 +21,9 @@ export interface RunServiceOptions {
   rawBody?: { jsonLimit: string };
 }
 
+/** The JSON body a service takes over HTTP unless it names its own: NATS's default max_payload, the most a command carries there. */
+export const HTTP_JSON_LIMIT = '1mb';
+
 export interface ServiceAppOptions extends RunServiceOptions {
   /** `false`: Nest's own lines (modules, routes) are not logged (tests); the service's lines are. */
   nestLogs?: false;
@@ -43,7 +46,9 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
     abortOnError: false,
   });
   if (options.nestLogs !== false) app.useLogger(app.get(Logger));
-  if (options.rawBody) (app as NestExpressApplication).useBodyParser('json', { limit: options.rawBody.jsonLimit });
+  // A command over HTTP may be as large as one over NATS (express's default, 100 kB, refused a job
+  // its contract accepts); a service that takes larger bodies (GitHub's webhooks) names its own limit.
+  (app as NestExpressApplication).useBodyParser('json', { limit: options.rawBody?.jsonLimit ?? HTTP_JSON_LIMIT });
   // A client without commands or consumers (the runner) has no transport. Looked for, not asked for:
   // the application's `get` of a provider it lacks logs an error before it throws.
   const hasTransport = [...app.get(ModulesContainer).values()].some((m) => m.providers.has(GantryTransport));

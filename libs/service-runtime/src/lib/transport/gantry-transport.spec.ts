@@ -155,6 +155,15 @@ describe('the Gantry transport', () => {
     expect((await post('no_such_command', {})).status).toBe(404);
   });
 
+  it('a request that NATS carries is taken over HTTP as well: a few hundred KiB is run, not refused as too large', async () => {
+    const text = 'x'.repeat(300 * 1024);
+    const client = service.app.get(CommandClient);
+    await expect(client.request(Shout, { text })).resolves.toEqual({ text: text.toUpperCase(), guarded: true });
+    const overHttp = await post('transport_test_shout', { text });
+    expect(overHttp.status).toBe(200);
+    expect(await overHttp.json()).toEqual({ ok: true, result: { text: text.toUpperCase(), guarded: true } });
+  });
+
   it('runs Nest’s pipes, guards, interceptors and exception filters around a command', async () => {
     const client = service.app.get(CommandClient);
     await expect(client.request(Shout, { text: 'quiet' })).resolves.toEqual({ text: 'QUIET', guarded: true });
