@@ -19,7 +19,7 @@ import {
 } from '@gantry/testing';
 import { Bus } from './bus.js';
 import { replayDeadLetters } from './dead-letters.js';
-import { EventConsumer, type BeforeCommit } from './event-consumer.js';
+import { EventConsumer, RetryLater, type BeforeCommit } from './event-consumer.js';
 
 const context: Context = 'prs';
 defineEvent({
@@ -199,6 +199,44 @@ describe('durable event consumer', () => {
     await eventually(async () => (await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable])).rows[0]?.error, { what: 'dead letter' });
     const dead = await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable]);
     expect(dead.rows[0].error).toMatchObject({ kind: 'handler_failed', deliveries: 3 });
+  });
+
+  it('deliveries handed back by RetryLater do not count towards the last delivery: a later failure is retried, not dead-lettered at once', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let attempts = 0;
+    startConsumer(
+      durable,
+      async (n, eventId, sql) => {
+        attempts++;
+        // Not ready four times (an earlier event not arrived yet), then one transient failure, then it works.
+        if (attempts <= 4) throw new RetryLater('an earlier event has not arrived', 20);
+        if (attempts === 5) throw new Error('briefly unavailable');
+        await insertPing(n, eventId, sql);
+      },
+      { maxDeliver: 3 },
+    );
+    await publish(envelope(6));
+    await eventually(async () => (await rows()).includes(6), { what: 'the event handled after its retries' });
+    expect(attempts).toBe(6);
+    expect((await pool.query('SELECT 1 FROM dead_letters WHERE consumer = $1', [durable])).rows).toEqual([]);
+  });
+
+  it('RetryLater never dead-letters, but failures of the handler still do once maxDeliver of them are reached', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let attempts = 0;
+    startConsumer(
+      durable,
+      async () => {
+        attempts++;
+        if (attempts <= 4) throw new RetryLater('an earlier event has not arrived', 20);
+        throw new Error('poison');
+      },
+      { maxDeliver: 3 },
+    );
+    await publish(envelope(7));
+    const dead = await eventually(async () => (await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable])).rows[0]?.error, { what: 'dead letter' });
+    expect(dead).toMatchObject({ kind: 'handler_failed', deliveries: 7, failures: 3 });
+    expect(attempts).toBe(7);
   });
 
   it("a dead letter handed back goes to its consumer alone: another consumer of the event does not run again, even once its inbox no longer holds the event", async () => {

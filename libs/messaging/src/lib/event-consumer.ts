@@ -116,6 +116,14 @@ export class EventConsumer {
   private readonly handledTypes: ReadonlySet<string> | null;
   /** What the subjects of the source's events start with; their type follows. */
   private readonly subjectPrefix: string;
+  /**
+   * Deliveries of a message (by stream sequence) this process handed back without its handler
+   * failing — RetryLater, or PostgreSQL out of reach: JetStream counts them among its deliveries,
+   * but they do not count towards `maxDeliver`. Kept until the message is settled for good, for the
+   * most recent messages at most (a message handed back and then delivered to another replica is
+   * not seen again here); a process that did not hand them back counts every delivery.
+   */
+  private readonly excused = new Map<number, number>();
 
   constructor(private readonly options: EventConsumerOptions) {
     this.handledTypes = options.types ? new Set(options.types) : null;
@@ -202,6 +210,7 @@ export class EventConsumer {
   }
 
   private settle(msg: Delivered, settlement: Settlement, argument?: number | string): void {
+    if (settlement === 'ack' || settlement === 'term') this.excused.delete(msg.seq);
     settle(msg, settlement, argument, this.options.logger, this.options.name);
     if (settlement !== 'working') this.options.onSettled?.(settlement);
   }
@@ -434,26 +443,39 @@ export class EventConsumer {
       delivery,
       error: String(error),
     });
+    this.excuse(msg);
+    // Each try waits longer, up to the backoff's ceiling, while the outage lasts.
     this.settle(msg, 'nak', this.backoff(delivery));
+  }
+
+  /** This delivery of the message does not count towards `maxDeliver` (see `excused`). */
+  private excuse(msg: Delivered): void {
+    const before = this.excused.get(msg.seq) ?? 0;
+    this.excused.delete(msg.seq); // to the end of the order: the oldest go first below
+    this.excused.set(msg.seq, before + 1);
+    if (this.excused.size > EXCUSED_REMEMBERED) this.excused.delete(this.excused.keys().next().value!);
   }
 
   private async onFailure(msg: Delivered, event: EventEnvelope, error: unknown): Promise<void> {
     const delivery = msg.info.deliveryCount;
     const maxDeliver = this.options.maxDeliver ?? 10;
     if (error instanceof RetryLater) {
+      this.excuse(msg);
       this.settle(msg, 'nak', error.delayMs);
       return;
     }
-    const fields = { consumer: this.options.name, eventId: event.eventId, type: event.type, delivery, error: String(error) };
-    if (delivery >= maxDeliver) {
+    // The handler's failures: its deliveries, less those handed back without a failure of its own.
+    const failures = delivery - (this.excused.get(msg.seq) ?? 0);
+    const fields = { consumer: this.options.name, eventId: event.eventId, type: event.type, delivery, failures, error: String(error) };
+    if (failures >= maxDeliver) {
       this.options.logger.error('event handler failed for the last time; dead-lettered', fields);
-      if (await this.deadLetter(msg, event.eventId, { kind: 'handler_failed', message: String(error), deliveries: delivery })) {
+      if (await this.deadLetter(msg, event.eventId, { kind: 'handler_failed', message: String(error), deliveries: delivery, failures })) {
         this.settle(msg, 'term', 'handler failed');
       }
       return;
     }
     this.options.logger.warn('event handler failed; will retry', fields);
-    this.settle(msg, 'nak', this.backoff(delivery));
+    this.settle(msg, 'nak', this.backoff(failures));
   }
 
   /** Records the message as a dead letter; when even that fails it is handed back to try again. */
@@ -478,6 +500,9 @@ export class EventConsumer {
     return true;
   }
 }
+
+/** Messages whose excused deliveries a consumer remembers, at most (about its durable's max_ack_pending). */
+const EXCUSED_REMEMBERED = 1000;
 
 /** An event payload's fields as they came, not validated yet (see EventConsumerOptions.passOver). */
 export type PayloadFields = { readonly [field in keyof EventEnvelope]?: unknown };
