@@ -1,5 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { eventually, startCuttableProxy, testNatsUrl, type CuttableProxy } from '@gantry/testing';
 import { alive, E2eSystem } from './e2e-system.js';
 
@@ -141,6 +142,74 @@ describe('a runner and its job service cut off from NATS together for longer tha
     const all = await events();
     expect(all.filter((e) => e.type === 'JobLeaseExpired')).toEqual([]);
     expect(all.filter((e) => e.type === 'JobFinished')).toEqual([{ type: 'JobFinished', leaseToken: 2, cause: undefined }]);
+    await system.leasesReleased(jobId, 120_000);
+  }, 600_000);
+});
+
+/*
+ * The worktree lease lost first during a runner's partition, its claim still holding by the runner's
+ * count (docs/jobs.md, "Leases and liveness"): the claim's rollback (DEPENDENCY) cannot be answered
+ * before the heal, and meanwhile the claim's own renewal, unanswered, gives the claim up too. The run
+ * ends as for a claim given up: its hand-back after the heal, refused once the claim moved on. A
+ * worktree lease shorter than the job's makes the race of two leases of one length go the worktree's
+ * way every time.
+ */
+describe('a runner cut off from NATS that loses its worktree lease before its job lease', () => {
+  const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: false });
+
+  it('ends the run cleanly: the claim offered back under its fence after the heal, refused as moved on, nothing reported under it', async () => {
+    const proxy = proxyOf();
+    const record = system.recordFile('worktree-first');
+    const branch = 'feat/worktree-lost-first';
+    // 8 s holds 1 s + 2 × 3 s + 250 ms (docs/jobs.md); the job lease, 20 s, outlasts it by far. The first
+    // agent ignores SIGTERM: the claim's hand-back is asked only once it is gone, a kill grace later.
+    await system.startRunner('runner-worktree-first', {
+      env: { GANTRY_NATS_URL: proxy.url, GANTRY_WORKTREE_LEASE_MS: '8000', GANTRY_JOB_LEASE_MS: '20000', GANTRY_AGENT_KILL_GRACE_MS: '2900' },
+    });
+    const jobId = await system.enqueue({
+      branch,
+      maxAttempts: 2,
+      payload: {
+        standIn: {
+          behaviour: 'commit',
+          recordArgvTo: record,
+          files: { 'src/worktree-first.ts': 'first\n' },
+          byAttempt: { '1': { behaviour: 'hang', ignoreSigterm: true, logFirst: true } },
+        },
+      },
+    });
+    const events = async () => (await system.events(jobId)).map((e) => ({ type: e.type, leaseToken: e.data.leaseToken }));
+    await eventually(async () => (await events()).some((e) => e.type === 'ImplementationLogged'), { what: 'the agent\'s first report recorded', timeoutMs: 60_000 });
+    const first = (await system.agentStarts(record))[0]!;
+    const output = () => system.output('runner-worktree-first');
+
+    proxy.cut();
+    await eventually(() => /worktree lease lost; stopping the agent/.test(output()), { what: 'the runner saying it lost the worktree lease', timeoutMs: 120_000 });
+    await eventually(() => !alive(first.pid), { what: 'the cut-off runner\'s agent stopped', timeoutMs: 30_000 });
+    // The job service, which runs, expires the claim the runner no longer renews; the heal comes after.
+    await eventually(async () => (await events()).some((e) => e.type === 'JobLeaseExpired' && e.leaseToken === 1), { what: 'the old claim expired', timeoutMs: 120_000 });
+    // The partition outlasts the claim's lease by more than two tries of a command (2 × 3 s and their
+    // pause): whatever the runner asks under the claim, it is asked after the lease could have ended.
+    await delay(10_000);
+    const healedAt = Date.now();
+    proxy.restore();
+
+    await eventually(() => /job lease lost; reporting nothing more/.test(output()), { what: 'the cut-off runner ending its run', timeoutMs: 120_000 }).catch((error: Error) => {
+      throw new Error(`${error.message}\nrunner's last output:\n${output().slice(-4000)}`);
+    });
+    const refused = output().split('\n').find((line) => /"code":"STALE_FENCE".*"message":"the lost claim was not handed back"/.test(line));
+    expect(refused).toBeDefined();
+    expect(Date.parse((JSON.parse(refused!) as { time: string }).time)).toBeGreaterThanOrEqual(healedAt);
+    expect(output()).not.toMatch(/failed unexpectedly/);
+    await eventually(async () => (await system.health('runner-worktree-first')).status === 200, { what: 'the cut-off runner back on NATS', timeoutMs: 120_000 });
+
+    // The job is done by the next claim (this runner's own, back on NATS).
+    expect(await system.terminal(jobId, 180_000)).toMatchObject({ status: 'DONE', attempt: 2 });
+    const all = await events();
+    expect(all.filter((e) => e.leaseToken === 1 && ['JobLeaseExpired', 'JobClaimRolledBack', 'JobFinished', 'JobPushReported'].includes(e.type))).toEqual([
+      { type: 'JobLeaseExpired', leaseToken: 1 },
+    ]);
+    expect(all.filter((e) => e.type === 'JobFinished')).toEqual([{ type: 'JobFinished', leaseToken: 2 }]);
     await system.leasesReleased(jobId, 120_000);
   }, 600_000);
 });
