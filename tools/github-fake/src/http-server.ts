@@ -37,7 +37,7 @@ export interface Fault {
   retryAfterSeconds?: number;
   /** Primary rate limit: when the limit resets, in seconds from now (default 1). */
   resetInSeconds?: number;
-  /** Server error: the status (default 502). Secondary rate limit: 403 (default) or 429 — GitHub answers it with either. */
+  /** Server error: the status (default 502). Primary and secondary rate limit: 403 (default) or 429 — GitHub answers either limit with either. */
   status?: number;
   /** Delayed response: how long the answer waits (default 5000 ms). */
   delayMs?: number;
@@ -255,7 +255,7 @@ export class HttpFrontend {
   }
 
   /**
-   * GitHub's rate-limit answers: the primary limit is 403 with `x-ratelimit-remaining: 0` and the
+   * GitHub's rate-limit answers: the primary limit is 403 or 429 with `x-ratelimit-remaining: 0` and the
    * reset time (GraphQL: 200 with a RATE_LIMITED error); the secondary limit is 403 or 429 (GitHub
    * documents both) with its message and, sometimes, `retry-after`. These are what Octokit's
    * throttling plugin recognises.
@@ -268,13 +268,14 @@ export class HttpFrontend {
       if (resource === 'graphql') {
         return { status: 200, headers: limited, body: { errors: [{ type: 'RATE_LIMITED', message: `API rate limit already exceeded for user ID ${1}.` }] } };
       }
+      const status = fault.status === 429 ? 429 : 403;
       return {
-        status: 403,
+        status,
         headers: limited,
         body: {
           message: 'API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID.',
           documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api',
-          status: '403',
+          status: String(status),
         },
       };
     }

@@ -217,6 +217,16 @@ describe('rate limits, server errors and credentials', () => {
     expect(events.primary[0]!.retryAfter).toBeGreaterThanOrEqual(1);
   });
 
+  it('a primary rate limit answered 429 (GitHub answers it with 403 or 429): remaining 0 and the reset, as with 403', async () => {
+    await fake.control.injectFault({ kind: 'primary_rate_limit', status: 429, path: `/repos/${repo.fullName}`, resetInSeconds: 30 });
+    const response = await fetch(`${fake.url}/repos/${repo.fullName}`);
+    expect(response.status).toBe(429);
+    expect(response.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(Number(response.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000 + 10);
+    expect(((await response.json()) as { message: string }).message).toMatch(/^API rate limit exceeded/);
+    expect((await fetch(`${fake.url}/repos/${repo.fullName}`)).status).toBe(200);
+  });
+
   it('a permission the token lacks: REST 403, GraphQL a FORBIDDEN error; nothing happens, nothing is retried', async () => {
     const { octokit } = octokitFor(fake);
     await pushBranch('feature/forbidden');
