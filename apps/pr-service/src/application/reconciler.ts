@@ -81,6 +81,10 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   }
 
   private async reconcile(pullRequestId: string): Promise<void> {
+    // GitHub's rate limit used up: the PR waits for its reset outside any run — no connection, no run slot held —
+    // and the reset is in its log, so a restart (which asks for every open PR) waits for it too.
+    const waitMs = await this.rateLimitWaitMs(pullRequestId);
+    if (waitMs > 0) return this.ask(pullRequestId, waitMs);
     const lock = await this.store.pool.connect();
     try {
       const { rows } = await lock.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked`, [pullRequestId]);
@@ -117,6 +121,12 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       if ((await this.carryOut(effect, state, seen)) === 'read-later') return this.ask(pullRequestId, 1000);
     }
     this.ask(pullRequestId, 1000);
+  }
+
+  /** How long the PR still waits for the reset of GitHub's rate limit its last run ran into (0: not waiting). */
+  private async rateLimitWaitMs(pullRequestId: string): Promise<number> {
+    const retryAt = (await this.prs.load(pullRequestId)).lastFailure?.retryAt;
+    return retryAt ? Math.max(0, Date.parse(retryAt) - Date.parse(this.prs.now())) : 0;
   }
 
   /** PR-11: while GitHub computes mergeability, read again later (1 s, doubling to 30 s). */
@@ -402,14 +412,27 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   private async failed(state: PullRequestState, effect: PullRequestEffect['type'] | 'READ_PULL_REQUEST', error: unknown): Promise<unknown> {
     if (isGantryError(error) && FAILURE_CODES.has(error.code)) {
       await this.prs
-        .record(this.command(state, { type: 'RecordEffectFailed', data: { effect, code: error.code as PullRequestFailureCode, message: error.message } }), this.metadata(state.pullRequestId))
+        .record(
+          this.command(state, { type: 'RecordEffectFailed', data: { effect, code: error.code as PullRequestFailureCode, message: error.message, ...rateLimitRetry(error) } }),
+          this.metadata(state.pullRequestId),
+        )
         .catch((recordError: unknown) => this.log.warn({ pullRequestId: state.pullRequestId, error: String(recordError) }, 'could not record an effect failure'));
     }
     return error;
   }
 
-  /** A run that failed is tried again with a growing wait (GH_AUTH_ERROR waits longest: a person must act). */
+  /**
+   * A run that failed is tried again with a growing wait (GH_AUTH_ERROR waits longest: a person must act); one that ran
+   * into GitHub's rate limit at its reset (a second after it, as GitHub asks), however long that is — no sooner would do.
+   */
   private retryLater(pullRequestId: string, error: unknown): void {
+    const { retryAt } = rateLimitRetry(error);
+    if (retryAt) {
+      const delayMs = Math.max(0, Date.parse(retryAt) - Date.parse(this.prs.now()));
+      this.log.warn({ pullRequestId, code: isGantryError(error) ? error.code : null, error: (error as Error).message, retryAt, retryInMs: delayMs }, 'GitHub\'s rate limit is used up; the pull request is worked on again at its reset');
+      this.ask(pullRequestId, delayMs);
+      return;
+    }
     const n = (this.attempts.get(pullRequestId) ?? 0) + 1;
     this.attempts.set(pullRequestId, n);
     const cap = isGantryError(error) && error.code === ErrorCode.GH_AUTH_ERROR ? 300_000 : 60_000;
@@ -434,6 +457,12 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   private metadata(pullRequestId: string): CommandMetadata {
     return { correlationId: pullRequestId, causationId: null, actor: 'pr-service' };
   }
+}
+
+/** The failure's rate-limit reset (GitHub's `x-ratelimit-reset`, plus the second GitHub asks for), as the time the PR is worked on again. */
+function rateLimitRetry(error: unknown): { retryAt?: string } {
+  const resetAt = isGantryError(error) ? error.details?.rateLimitResetAt : undefined;
+  return typeof resetAt === 'string' ? { retryAt: new Date(Date.parse(resetAt) + 1000).toISOString() } : {};
 }
 
 function assertNever(value: never): never {

@@ -17,7 +17,7 @@ export interface PrServiceConfig {
   webhookSecrets: string[];
   /** Seconds to wait after a secondary rate limit that names no retry-after (GitHub asks for at least 60). */
   secondaryRateLimitWaitS: number;
-  /** How often a request refused by a rate limit is sent again after the wait. */
+  /** How often a request refused by a secondary rate limit is sent again after the wait (a primary limit is not waited out: the run ends). */
   rateLimitRetries: number;
   /** How often every open pull request is read again (a base that moved can make it conflict without any webhook). */
   resyncIntervalMs: number;

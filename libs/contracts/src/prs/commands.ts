@@ -55,7 +55,8 @@ export const PullRequestViewSchema = z.object({
   /** The first files in conflict on the current head (docs/pr-service.md, "How large its events and answers may be"), and how many more there are. */
   conflict: z.object({ headSha: GitShaSchema, conflictingFiles: z.array(z.string()), conflictingFilesLeftOut: z.number().int().nonnegative() }).nullable(),
   merged: z.object({ headSha: GitShaSchema, mergeCommitSha: GitShaSchema.nullable(), mergedAt: TimestampSchema }).nullable(),
-  lastFailure: z.object({ effect: z.string(), code: PullRequestFailureCodeSchema, message: z.string(), at: TimestampSchema }).nullable(),
+  /** `retryAt`: GitHub's rate limit was used up; the PR is worked on again at its reset. */
+  lastFailure: z.object({ effect: z.string(), code: PullRequestFailureCodeSchema, message: z.string(), at: TimestampSchema, retryAt: TimestampSchema.optional() }).nullable(),
   updatedAt: TimestampSchema.nullable(),
 });
 export type PullRequestView = z.infer<typeof PullRequestViewSchema>;

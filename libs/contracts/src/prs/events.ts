@@ -554,9 +554,14 @@ export const PullRequestEffectFailed = defineEvent({
     code: PullRequestFailureCodeSchema,
     message: z.string().min(1).max(MAX_PR_MESSAGE_CHARS),
     failedAt: TimestampSchema,
+    /** GitHub's rate limit was used up: the PR is not worked on again before this (its reset). Absent for any other failure. */
+    retryAt: TimestampSchema.optional(),
   }),
   examples: {
-    valid: [{ ...prExample, effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message: 'Bad credentials', failedAt: at }],
+    valid: [
+      { ...prExample, effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message: 'Bad credentials', failedAt: at },
+      { ...prExample, effect: 'READ_PULL_REQUEST', code: 'UNKNOWN', message: 'API rate limit exceeded for user ID 1.', failedAt: at, retryAt: at },
+    ],
     // an effect the machine does not ask for
     invalid: [{ ...prExample, effect: 'DELETE_REPOSITORY', code: 'UNKNOWN', message: 'x', failedAt: at }],
   },

@@ -66,6 +66,6 @@ export type PullRequestCommand =
   | Of<'RecordMergeFailed', { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null; refusedMergeMethod?: MergeMethod }>
   /** The repository allows a merge method now (read while a merge stands refused for it). */
   | Of<'RecordMergeMethodAllowed', { headSha: string; mergeMethod: MergeMethod }>
-  | Of<'RecordEffectFailed', { effect: PullRequestEffectType | 'READ_PULL_REQUEST'; code: PullRequestFailureCode; message: string }>;
+  | Of<'RecordEffectFailed', { effect: PullRequestEffectType | 'READ_PULL_REQUEST'; code: PullRequestFailureCode; message: string; retryAt?: string }>;
 
 export type PullRequestCommandType = PullRequestCommand['type'];

@@ -136,7 +136,7 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
       const message = messageKept(d.message);
       // The same failure again (a credential still refused) is in the log once, not at every retry.
       if (isSettled(state) || (last && last.effect === d.effect && last.code === d.code && last.message === message)) return [];
-      return [{ type: 'PullRequestEffectFailed', data: { ...id, effect: d.effect, code: d.code, message, failedAt: now } }];
+      return [{ type: 'PullRequestEffectFailed', data: { ...id, effect: d.effect, code: d.code, message, failedAt: now, ...(d.retryAt ? { retryAt: d.retryAt } : {}) } }];
     }
     default:
       return assertNever(command);

@@ -73,7 +73,8 @@ export interface PullRequestState {
   mergeFailure: { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null; refusedMergeMethod?: MergeMethod } | null;
   readyForReview: boolean;
   outcome: { kind: 'MERGED'; headSha: string; mergeCommitSha: string | null; at: string } | { kind: 'CLOSED'; at: string } | null;
-  lastFailure: { effect: string; code: PullRequestFailureCode; message: string; at: string } | null;
+  /** `retryAt`: GitHub's rate limit was used up, and the PR is not worked on before its reset. */
+  lastFailure: { effect: string; code: PullRequestFailureCode; message: string; at: string; retryAt?: string } | null;
   updatedAt: string | null;
 }
 
@@ -311,7 +312,7 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       return { ...s, pr: s.pr ? { ...s.pr, draft: false } : s.pr, readyForReview: true, lastFailure: null, updatedAt: event.data.markedAt };
     case 'PullRequestEffectFailed': {
       const e = event.data;
-      return { ...s, lastFailure: { effect: e.effect, code: e.code, message: e.message, at: e.failedAt }, updatedAt: e.failedAt };
+      return { ...s, lastFailure: { effect: e.effect, code: e.code, message: e.message, at: e.failedAt, ...(e.retryAt ? { retryAt: e.retryAt } : {}) }, updatedAt: e.failedAt };
     }
     default:
       return assertNever(event);

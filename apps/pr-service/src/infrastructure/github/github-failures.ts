@@ -4,7 +4,7 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
 interface FailedRequest {
   status?: number;
   message?: string;
-  response?: { data?: { message?: string; errors?: { message?: string; type?: string }[] } };
+  response?: { headers?: Record<string, string | number | undefined>; data?: { message?: string; errors?: { message?: string; type?: string }[] } };
   errors?: { message?: string; type?: string }[];
 }
 
@@ -47,6 +47,22 @@ export function isMergeMethodRefusal(message: string): boolean {
   return /merge method \w+ is not allowed|(merge commits|squash merges|rebase merges) are not allowed/i.test(message);
 }
 
+/**
+ * GitHub's primary rate limit used up: REST 403 or 429 with `x-ratelimit-remaining: 0`, GraphQL an error of type
+ * RATE_LIMITED (with 200); either way `x-ratelimit-reset` says when it is lifted (epoch seconds). When, or null for
+ * any other failure — a secondary limit names no reset, and is waited out as GitHub asks (`retry-after`).
+ */
+export function rateLimitResetOf(error: unknown): Date | null {
+  const e = error as FailedRequest;
+  const headers = e.response?.headers ?? {};
+  const limited =
+    ((statusOf(error) === 403 || statusOf(error) === 429) && String(headers['x-ratelimit-remaining']) === '0') ||
+    (e.errors ?? e.response?.data?.errors ?? []).some((x) => x.type === 'RATE_LIMITED');
+  const reset = Number(headers['x-ratelimit-reset']);
+  if (!limited || !Number.isFinite(reset) || reset <= 0) return null;
+  return new Date(reset * 1000);
+}
+
 export function statusOf(error: unknown): number | undefined {
   const status = (error as FailedRequest).status;
   return typeof status === 'number' ? status : undefined;
@@ -63,6 +79,14 @@ export function gitHubFailure(error: unknown, what: string): GantryError {
   const status = statusOf(error);
   const message = gitHubMessage(error);
   const details = { status: status ?? null, githubMessage: message };
+  const resetAt = rateLimitResetOf(error);
+  if (resetAt) {
+    // No code of its own in the taxonomy: UNKNOWN, saying so, with the reset the next run waits for.
+    return new GantryError(ErrorCode.UNKNOWN, `GitHub's rate limit is used up until ${resetAt.toISOString()}; could not ${what}: ${message}`, {
+      ...details,
+      rateLimitResetAt: resetAt.toISOString(),
+    });
+  }
   if (status === 401 || (status === 403 && !/rate limit/i.test(message)) || deniedByGraphQL(error) || /Resource not accessible by|Bad credentials|not been granted the required scopes/i.test(message)) {
     return new GantryError(ErrorCode.GH_AUTH_ERROR, `GitHub refused the credentials for ${what}: ${message}`, details);
   }

@@ -188,6 +188,34 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     }
   }, 120_000);
 
+  it.each([403, 429])('a primary rate limit (REST %i, remaining 0): not waited out — the request fails at once, saying when the limit resets', async (status) => {
+    const sha = clone.commitAndPush(`story/primary-${status}`, { [`src/primary${status}.ts`]: 'p\n' }, 'primary');
+    await github.control.injectFault({ kind: 'primary_rate_limit', status, method: 'GET', path: `/commits/${sha}/check-runs`, resetInSeconds: 3600 });
+    try {
+      const failure = await prs.checks(repo, sha).then(() => null, (e: unknown) => e as { code: string; message: string; details: Record<string, unknown> });
+      expect(failure).toMatchObject({ code: ErrorCode.UNKNOWN, message: expect.stringMatching(/rate limit/), details: { status, rateLimitResetAt: expect.any(String) } });
+      expect(Date.parse(failure!.details.rateLimitResetAt as string)).toBeGreaterThan(Date.now() + 3_000_000);
+      expect((await github.control.requests({ method: 'GET', path: `/commits/${sha}/check-runs` })).map((r) => r.status)).toEqual([status]);
+    } finally {
+      await github.control.clearFaults();
+    }
+  });
+
+  it('a primary rate limit on GraphQL (200, a RATE_LIMITED error): the call fails at once, saying when the limit resets', async () => {
+    clone.commitAndPush('story/primary-graphql', { 'src/primarygraphql.ts': 'p\n' }, 'primary graphql');
+    const { pr } = await prs.open({ repository: repo, branch: 'story/primary-graphql', baseBranch: 'main', title: 't', body: 'b', draft: true });
+    const before = (await github.control.requests({ path: '/graphql' })).length;
+    await github.control.injectFault({ kind: 'primary_rate_limit', path: '/graphql', resetInSeconds: 3600 });
+    try {
+      const failure = await prs.markReadyForReview(pr.nodeId).then(() => null, (e: unknown) => e as { code: string; details: Record<string, unknown> });
+      expect(failure).toMatchObject({ code: ErrorCode.UNKNOWN, details: { rateLimitResetAt: expect.any(String) } });
+      expect(Date.parse(failure!.details.rateLimitResetAt as string)).toBeGreaterThan(Date.now() + 3_000_000);
+      expect((await github.control.requests({ path: '/graphql' })).slice(before).map((r) => r.fault)).toEqual(['primary_rate_limit']);
+    } finally {
+      await github.control.clearFaults();
+    }
+  });
+
   it('a permission the token lacks is GH_AUTH_ERROR, for a GraphQL effect (its FORBIDDEN error) as for a REST one (403)', async () => {
     const sha = clone.commitAndPush('story/forbidden', { 'src/forbidden.ts': 'f\n' }, 'forbidden');
     const { pr } = await prs.open({ repository: repo, branch: 'story/forbidden', baseBranch: 'main', title: 't', body: 'b', draft: true });
