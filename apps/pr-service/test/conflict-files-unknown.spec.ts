@@ -91,6 +91,58 @@ describe('a conflict whose files git cannot work out', () => {
     expect((await world.log.load(pullRequestId)).lastFailure).toMatchObject({ effect: 'READ_PULL_REQUEST', code: 'MERGE_CONFLICT' });
   }, 240_000);
 
+  it('a head whose conflict stayed unnamed, shown clean and then conflicting again, is looked up again (its count starts again)', async () => {
+    const name = 'unnamed-again';
+    const againBranch = 'sprint/SP-unnamed-again';
+    const repo = await world.fake.control.createRepository({ owner, name, initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
+    const repository = repo.fullName;
+    const head = pushedBranch(repo.cloneUrl, againBranch, { 'src/app.ts': 'export const app = "sprint";\n' }, 'sprint changes app');
+    const { octokit } = octokitFor(world.fake);
+    const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: againBranch, base: 'main', title: 'Sprint SP-unnamed-again', draft: true });
+    const mainSays = async (value: string, mergeable: boolean) => {
+      await world.fake.control.commit(repository, { branch: 'main', files: { 'src/app.ts': value }, message: `main: ${value.trim()}` });
+      await world.fake.control.refresh();
+      await eventually(async () => (await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data.mergeable === mergeable, { what: `GitHub showing the PR mergeable: ${mergeable}` });
+    };
+    await mainSays('export const app = "main";\n', false);
+
+    const lookups = countLookups();
+    const log = world.log;
+    await world.addProduct(`product-${name}`, repository, `file://${world.gitDir}/nowhere-again.git`);
+    const { pullRequestId, record } = world.pullRequest(repository, againBranch);
+    await record('RecordBranchPushed', {
+      headSha: head,
+      pushedAt: log.now(),
+      position: null,
+      jobId: null,
+      sprintRunId: null,
+      flow: { productId: `product-${name}`, baseBranch: 'main', strategy: 'SPRINT', mergeMethod: 'SQUASH', requiredChecks: [], title: 'Sprint SP-unnamed-again' },
+    });
+    await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: true, headSha: head, adopted: true });
+    await eventually(async () => (await log.load(pullRequestId)).lastFailure?.code === 'MERGE_CONFLICT', { what: 'the unnamed conflict as the PR\'s last failure', timeoutMs: 120_000 });
+    expect(lookups.count).toBe(CONFLICT_LOOKUPS);
+
+    // The base changes back: GitHub shows the same head clean. The conflict is over, and so is its last failure.
+    await mainSays('export const app = 1;\n', true);
+    world.reconciler.ask(pullRequestId);
+    const cleared = await eventually(async () => {
+      const state = await log.load(pullRequestId);
+      return state.conflictLookups === null ? state : null;
+    }, { what: 'the cleared conflict recorded', timeoutMs: 60_000 });
+    expect(cleared.lastFailure).toBeNull();
+    expect(cleared.headSha).toBe(head);
+
+    // The base conflicts with the same head again: git is asked again for it.
+    await mainSays('export const app = "main again";\n', false);
+    world.reconciler.ask(pullRequestId);
+    const again = await eventually(async () => {
+      const state = await log.load(pullRequestId);
+      return state.conflictLookups?.headSha === head ? state : null;
+    }, { what: 'a look-up of the conflict made again', timeoutMs: 60_000 });
+    expect(again.conflictLookups!.failures).toBeGreaterThanOrEqual(1);
+    expect(lookups.count).toBeGreaterThan(CONFLICT_LOOKUPS);
+  }, 240_000);
+
   /*
    * The same conflict on a STORY PR that is done and green: the read shows no conflict recorded, so a merge is
    * decided for the head. GitHub refuses it — a direct merge with 405 "not mergeable", auto-merge with

@@ -410,8 +410,9 @@ export const PullRequestDraftChanged = defineEvent({
 });
 
 /**
- * GitHub shows the PR mergeable again on the head a conflict was recorded for (the base changed again: a
- * change reverted, the conflict resolved on the base): the conflict is over, and the PR is carried on.
+ * GitHub shows the PR mergeable again on the head a conflict was recorded for — or whose conflict's files git could
+ * not name (look-ups counted for it) — (the base changed again: a change reverted, the conflict resolved on the base):
+ * the conflict is over, the look-ups for the head start again, and the PR is carried on.
  */
 export const PullRequestMergeConflictCleared = defineEvent({
   context: 'prs',

@@ -499,6 +499,23 @@ describe('the pull request machine', () => {
         .then([event.conflict(10)]);
     });
 
+    it('a conflict whose files git could not name, shown mergeable again on the same head, is cleared: the look-ups start again for that head if it conflicts again', () => {
+      const unknown = Array.from({ length: CONFLICT_LOOKUPS }, (_, i) => event.conflictFilesUnknown(6 + i, i + 1));
+      const stuck = [...openStory, ...unknown, ...decided([...openStory, ...unknown.slice(0, -1)], when.conflictFilesUnknown(10)).slice(1)];
+      expect(nextConflictLookupAt(stateOf(stuck), H1)).toBeNull();
+      expect(stateOf(stuck).lastFailure).toMatchObject({ effect: 'READ_PULL_REQUEST', code: 'MERGE_CONFLICT' });
+      // Still conflicting: nothing new.
+      given(stuck).when(when.observed(12, { mergeable: false, mergeableState: 'dirty' })).then([]);
+      // GitHub shows the same head clean (the base changed again): the conflict is over, and so is its last failure.
+      const cleared = given(stuck).when(when.observed(13, { mergeable: true, mergeableState: 'clean' })).then([event.conflictCleared(13)]);
+      expect(cleared.lastFailure).toBeNull();
+      expect(nextConflictLookupAt(cleared, H1)).toBe(0);
+      // Dirty again later on that head: git is asked again, its look-ups counted from one.
+      given([...stuck, event.conflictCleared(13)]).when(when.conflictFilesUnknown(14)).then([event.conflictFilesUnknown(14, 1)]);
+      // A clean read with no look-up counted for the head clears nothing.
+      given([...stuck, event.conflictCleared(13)]).when(when.observed(15, { mergeable: true, mergeableState: 'clean' })).then([]);
+    });
+
     it('the conflict is resolved by a new head', () => {
       const state = given([...storyDone, event.conflict(6)]).when(when.observed(9, { headSha: H2 })).then([event.moved(9, H2, H1, 'GITHUB')]);
       expect(phaseOf(state)).toBe('waiting_for_checks');

@@ -231,7 +231,9 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   }
   // PR-10: GitHub shows the head a conflict was recorded for mergeable again (the base changed again): the conflict
   // is over — else the PR would stay paused, and never merged, on a head GitHub would merge. Null is no verdict (PR-11).
-  if (o.mergeable === true && forHead(current, current.conflict)) {
+  // So is a conflict whose files git could not name (look-ups counted for the head): cleared, its count starts again,
+  // and the head conflicting again later is looked up again — else it would stay unnamed for good.
+  if (o.mergeable === true && (forHead(current, current.conflict) || forHead(current, current.conflictLookups))) {
     events.push({ type: 'PullRequestMergeConflictCleared', data: { ...id, prNumber: o.prNumber, headSha: o.headSha, clearedAt: now } });
   }
   // PR-10: a conflict is recorded once per head, with its files; mergeable null is no verdict (PR-11).

@@ -239,8 +239,18 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       return { ...s, conflict: { headSha: event.data.headSha, files: event.data.conflictingFiles, filesLeftOut: event.data.conflictingFilesLeftOut ?? 0 }, updatedAt: event.data.detectedAt };
     case 'PullRequestConflictFilesUnknown':
       return { ...s, conflictLookups: { headSha: event.data.headSha, failures: event.data.lookups, at: event.data.failedAt }, updatedAt: event.data.failedAt };
-    case 'PullRequestMergeConflictCleared':
-      return { ...s, conflict: s.conflict?.headSha === event.data.headSha ? null : s.conflict, updatedAt: event.data.clearedAt };
+    case 'PullRequestMergeConflictCleared': {
+      const head = event.data.headSha;
+      // An unnamed conflict left as the last failure (PR-10) is over too; another failure stays.
+      const conflictFailure = s.lastFailure?.effect === 'READ_PULL_REQUEST' && s.lastFailure.code === 'MERGE_CONFLICT';
+      return {
+        ...s,
+        conflict: s.conflict?.headSha === head ? null : s.conflict,
+        conflictLookups: s.conflictLookups?.headSha === head ? null : s.conflictLookups,
+        lastFailure: conflictFailure ? null : s.lastFailure,
+        updatedAt: event.data.clearedAt,
+      };
+    }
     case 'PullRequestMergeRequested': {
       const e = event.data;
       return { ...s, mergeDecision: { headSha: e.headSha, via: e.via, requestedAt: e.requestedAt }, mergeFailure: null, updatedAt: e.requestedAt };
