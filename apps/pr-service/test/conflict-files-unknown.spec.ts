@@ -46,16 +46,7 @@ describe('a conflict whose files git cannot work out', () => {
     const lookups = countLookups();
     const log = world.log;
     await world.addProduct('product-unnamed', repository, `file://${world.gitDir}/nowhere.git`);
-    const { pullRequestId, record } = world.pullRequest(repository, branch);
-    await record('RecordBranchPushed', {
-      headSha: head,
-      pushedAt: log.now(),
-      position: null,
-      jobId: null,
-      sprintRunId: null,
-      flow: { productId: 'product-unnamed', baseBranch: 'main', strategy: 'SPRINT', mergeMethod: 'SQUASH', requiredChecks: [], title: 'Sprint SP-unnamed' },
-    });
-    await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: true, headSha: head, adopted: true });
+    const { pullRequestId } = await world.adoptedSprintPullRequest('product-unnamed', repository, branch, head, pr);
 
     // The read is recorded without the conflict: its red checks count.
     const red = await eventually(async () => {
@@ -109,16 +100,7 @@ describe('a conflict whose files git cannot work out', () => {
     const lookups = countLookups();
     const log = world.log;
     await world.addProduct(`product-${name}`, repository, `file://${world.gitDir}/nowhere-again.git`);
-    const { pullRequestId, record } = world.pullRequest(repository, againBranch);
-    await record('RecordBranchPushed', {
-      headSha: head,
-      pushedAt: log.now(),
-      position: null,
-      jobId: null,
-      sprintRunId: null,
-      flow: { productId: `product-${name}`, baseBranch: 'main', strategy: 'SPRINT', mergeMethod: 'SQUASH', requiredChecks: [], title: 'Sprint SP-unnamed-again' },
-    });
-    await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: true, headSha: head, adopted: true });
+    const { pullRequestId } = await world.adoptedSprintPullRequest(`product-${name}`, repository, againBranch, head, pr);
     await eventually(async () => (await log.load(pullRequestId)).lastFailure?.code === 'MERGE_CONFLICT', { what: 'the unnamed conflict as the PR\'s last failure', timeoutMs: 120_000 });
     expect(lookups.count).toBe(CONFLICT_LOOKUPS);
 

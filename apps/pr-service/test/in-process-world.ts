@@ -71,6 +71,20 @@ export function inProcessPrService(label: string): InProcessWorld {
           log.record({ type, data: { ...id, ...data, now: log.now() } } as PullRequestCommand, { correlationId: pullRequestId, causationId: null, actor: 'test' }),
       };
     },
+    async adoptedSprintPullRequest(productId, repository, branch, head, pr) {
+      const tracked = this.pullRequest(repository, branch);
+      const log = world.service.app.get(PullRequestLog);
+      await tracked.record('RecordBranchPushed', {
+        headSha: head,
+        pushedAt: log.now(),
+        position: null,
+        jobId: null,
+        sprintRunId: null,
+        flow: { productId, baseBranch: 'main', strategy: 'SPRINT', mergeMethod: 'SQUASH', requiredChecks: [], title: `Sprint ${branch}` },
+      });
+      await tracked.record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: true, headSha: head, adopted: true });
+      return tracked;
+    },
     async restart() {
       // The process stops (its shutdown hooks run) and a new one starts on the same schema and streams: what it
       // knows is what its log and tables hold.
@@ -104,6 +118,14 @@ export interface InProcessWorld {
   addProduct(productId: string, repository: string, cloneUrl: string): Promise<void>;
   /** The pull request of a branch, and a way to record its commands as the job events' consumers would. */
   pullRequest(repository: string, branch: string): { pullRequestId: string; record: (type: PullRequestCommand['type'], data: Record<string, unknown>) => Promise<unknown> };
+  /** A SPRINT pull request on `main`, pushed at `head` and opened on GitHub as `pr` (a draft), recorded as adopted. */
+  adoptedSprintPullRequest(
+    productId: string,
+    repository: string,
+    branch: string,
+    head: string,
+    pr: { number: number; html_url: string; node_id: string },
+  ): Promise<{ pullRequestId: string; record: (type: PullRequestCommand['type'], data: Record<string, unknown>) => Promise<unknown> }>;
   /** The service stopped and started again on the same schema and streams (`service`, `log`, `reconciler` are the new process's). */
   restart(): Promise<void>;
   /** How many times in a row the reconciler's run of a pull request has failed (undefined: none is waiting to be tried again). */

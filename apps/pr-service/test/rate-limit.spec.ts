@@ -27,16 +27,7 @@ describe('GitHub\'s primary rate limit used up', () => {
 
     const log = world.log;
     await world.addProduct('product-limited', repository, repo.cloneUrl);
-    const { pullRequestId, record } = world.pullRequest(repository, branch);
-    await record('RecordBranchPushed', {
-      headSha: head,
-      pushedAt: log.now(),
-      position: null,
-      jobId: null,
-      sprintRunId: null,
-      flow: { productId: 'product-limited', baseBranch: 'main', strategy: 'SPRINT', mergeMethod: 'SQUASH', requiredChecks: [], title: 'Sprint SP-limited' },
-    });
-    await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: true, headSha: head, adopted: true });
+    const { pullRequestId } = await world.adoptedSprintPullRequest('product-limited', repository, branch, head, pr);
 
     // The read met the limit: the PR's last failure says so, and when the PR is worked on again.
     const limited = await eventually(async () => {
