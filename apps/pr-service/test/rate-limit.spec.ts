@@ -56,4 +56,31 @@ describe('GitHub\'s primary rate limit used up', () => {
     // GitHub's reset is a second before retryAt: not one read came before it.
     for (const read of reads.slice(1)) expect(Date.parse(read.at)).toBeGreaterThanOrEqual(retryAt - 1000);
   }, 180_000);
+
+  it('while the limit lasts, no other PR is read either: each waits for the reset instead of asking GitHub again', async () => {
+    const repo = await world.fake.control.createRepository({ owner, name: 'limited-many', initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
+    const repository = repo.fullName;
+    await world.addProduct('product-limited-many', repository, repo.cloneUrl);
+    const { octokit } = octokitFor(world.fake);
+    const opened = async (b: string) => {
+      const head = pushedBranch(repo.cloneUrl, b, { [`src/${b.replace('/', '-')}.ts`]: 'x\n' }, b);
+      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: 'limited-many', head: b, base: 'main', title: b, draft: true });
+      await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+      return { head, pr };
+    };
+    const first = await opened('sprint/SP-first');
+    const second = await opened('sprint/SP-second');
+    await world.fake.control.injectFault({ kind: 'primary_rate_limit', method: 'GET', path: `/repos/${repository}/pulls/${first.pr.number}`, resetInSeconds: 15 });
+    const limited = await world.adoptedSprintPullRequest('product-limited-many', repository, 'sprint/SP-first', first.head, first.pr);
+    const retryAt = Date.parse(
+      (await eventually(async () => (await world.log.load(limited.pullRequestId)).lastFailure?.retryAt, { what: 'the rate limit recorded', timeoutMs: 60_000 }))!,
+    );
+
+    // Another PR asked for meanwhile (its events, a webhook) is read only once the limit has reset.
+    const other = await world.adoptedSprintPullRequest('product-limited-many', repository, 'sprint/SP-second', second.head, second.pr);
+    await eventually(async () => (await world.log.load(other.pullRequestId)).checks?.verdict === 'RED', { what: 'the other PR read after the reset', timeoutMs: 90_000 });
+    const reads = await world.fake.control.requests({ method: 'GET', path: `/repos/${repository}/pulls/${second.pr.number}` });
+    expect(reads.length).toBeGreaterThan(0);
+    for (const read of reads) expect(Date.parse(read.at)).toBeGreaterThanOrEqual(retryAt - 1000);
+  }, 180_000);
 });

@@ -50,6 +50,11 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    */
   private readonly attempts = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
   private readonly unknownMergeability = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
+  /**
+   * When GitHub's rate limit, used up, lets the service ask again (epoch ms): the limit is the token's, not one PR's, and
+   * GitHub may ban an integration that keeps asking while limited, so no PR's run starts before it.
+   */
+  private rateLimitedUntil = 0;
   /** Every open pull request looked at again now and then, whatever was missed (a webhook lost, a crash). */
   private readonly resync: Sweep;
 
@@ -125,8 +130,10 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
 
   /** How long the PR still waits for the reset of GitHub's rate limit its last run ran into (0: not waiting). */
   private async rateLimitWaitMs(pullRequestId: string): Promise<number> {
+    const now = Date.parse(this.prs.now());
+    if (this.rateLimitedUntil > now) return this.rateLimitedUntil - now;
     const retryAt = (await this.prs.load(pullRequestId)).lastFailure?.retryAt;
-    return retryAt ? Math.max(0, Date.parse(retryAt) - Date.parse(this.prs.now())) : 0;
+    return retryAt ? Math.max(0, Date.parse(retryAt) - now) : 0;
   }
 
   /** PR-11: while GitHub computes mergeability, read again later (1 s, doubling to 30 s). */
@@ -428,6 +435,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   private retryLater(pullRequestId: string, error: unknown): void {
     const { retryAt } = rateLimitRetry(error);
     if (retryAt) {
+      this.rateLimitedUntil = Math.max(this.rateLimitedUntil, Date.parse(retryAt));
       const delayMs = Math.max(0, Date.parse(retryAt) - Date.parse(this.prs.now()));
       this.log.warn({ pullRequestId, code: isGantryError(error) ? error.code : null, error: (error as Error).message, retryAt, retryInMs: delayMs }, 'GitHub\'s rate limit is used up; the pull request is worked on again at its reset');
       this.ask(pullRequestId, delayMs);
