@@ -232,20 +232,14 @@ steps:
   afterAll(() => world.close(), 60_000);
 
   it('hands the job\'s finish back: delivered again, the reset is recorded once and the turn\'s move is made', async () => {
-    await world.task('busy-turn', { taskId });
-    await world.move(taskId, 'work');
-    await world.agentTurn(taskId);
-    await world.atStep(taskId, 'done', 60_000);
+    await turnToDone(world, 'busy-turn', taskId);
     const resets = (await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset');
     expect(resets).toHaveLength(1);
     expect((await world.getTask(taskId)).session).toMatchObject({ sessionId: resets[0]!.data.sessionId });
   }, 180_000);
 
   it('run again from its first action at each session action handed back, records each session action once: a later run does not record again what an earlier one did', async () => {
-    await world.task('rerun-turn', { taskId: rerun });
-    await world.move(rerun, 'work');
-    await world.agentTurn(rerun);
-    await world.atStep(rerun, 'done', 60_000);
+    await turnToDone(world, 'rerun-turn', rerun);
     const types = (await world.effects(rerun)).map((e) => e.type);
     expect(types.filter((t) => t === 'PlanModeChanged')).toHaveLength(1);
     expect(types.filter((t) => t === 'SessionModeSet')).toHaveLength(1);
@@ -253,6 +247,14 @@ steps:
     expect(await world.client.request(getTaskSession, { taskId: rerun })).toMatchObject({ planMode: true, mode: 'acceptEdits', settings: { model: 'claude-sonnet-4-6' } });
   }, 180_000);
 });
+
+/** A task of `workflow` moved into `work` completes a turn, and its trigger takes it on to `done`. */
+async function turnToDone(world: WorkflowWorld, workflow: string, taskId: string): Promise<void> {
+  await world.task(workflow, { taskId });
+  await world.move(taskId, 'work');
+  await world.agentTurn(taskId);
+  await world.atStep(taskId, 'done', 60_000);
+}
 
 /**
  * A task of `workflow` moved into `work` completes a turn; the engine, started with a kill point in the
