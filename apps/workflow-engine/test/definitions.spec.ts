@@ -126,6 +126,50 @@ ${onEnter}`;
     expect(issues[100]).toMatchObject({ path: [], code: 'too_many_issues', message: 'and 29900 more issues' });
   });
 
+  it('a definition holding text the log keeps otherwise (a NUL, a credential) is stored as kept: importing it again makes no new version', async () => {
+    // A NUL becomes U+FFFD in the log, a credential `***`; the import compared the text as written with
+    // the text as kept, so every import of the same YAML was a new version.
+    const withNul = `
+name: With a NUL
+steps:
+  - id: work
+    name: Work
+    prompt: "before\\0after"
+`;
+    const nul = [await world.importYaml('nul', withNul), await world.importYaml('nul', withNul)];
+    expect(nul.map((r) => r.version)).toEqual([1, 1]);
+    expect((await world.client.request(getWorkflow, { workflowId: 'nul' })).definition.steps[0]!.prompt).toBe('before\uFFFDafter');
+    // Over HTTP no client scrubbed the YAML before it came: the engine's log masks the key.
+    const withKey = `
+name: With a credential
+steps:
+  - id: work
+    name: Work
+    prompt: "call it with api_key=abcdefgh12345678zz"
+`;
+    const viaHttp = [];
+    for (let i = 0; i < 2; i++) viaHttp.push(await world.post(world.engine, 'import_workflow', { workflowId: 'keyed', yaml: withKey, idempotencyKey: world.key('import') }));
+    expect(viaHttp.map((r) => (r.result as { version: number } | undefined)?.version)).toEqual([1, 1]);
+    expect((await world.client.request(getWorkflow, { workflowId: 'keyed' })).definition.steps[0]!.prompt).not.toContain('abcdefgh12345678zz');
+  });
+
+  it('a config key PostgreSQL cannot keep as it is (a NUL) is kept as the log keeps text, not failed as an internal error', async () => {
+    const nulKey = `
+name: NUL key
+steps:
+  - id: work
+    name: Work
+    on_enter:
+      - type: queue_run
+        config: { target: primary, payload: { "a\\0b": 1 } }
+`;
+    const first = await world.importYaml('nulkey', nulKey);
+    const again = await world.importYaml('nulkey', nulKey);
+    expect([first.version, again.version]).toEqual([1, 1]);
+    const stored = await world.client.request(getWorkflow, { workflowId: 'nulkey' });
+    expect(stored.definition.steps[0]!.onEnter[0]!.config).toEqual({ target: 'primary', payload: { 'a\uFFFDb': 1 } });
+  });
+
   it('the Office Default template imports as Work → Review → Approval → Done; importing the same definition again makes no new version', async () => {
     const first = await world.client.request(importWorkflow, { workflowId: 'office', template: 'office_default', idempotencyKey: world.key('import') });
     const again = await world.client.request(importWorkflow, { workflowId: 'office', template: 'office_default', idempotencyKey: world.key('import') });

@@ -8,10 +8,12 @@ import {
   importWorkflow,
   registerAgentProfile,
   removeStepParticipant,
+  scrubStrings,
   type ReplyOf,
   type RequestOf,
+  type WorkflowDefinition,
 } from '@gantry/contracts';
-import { decideWithin, EventStore, handleWithDecider, type UnitOfWork } from '@gantry/eventstore';
+import { decideWithin, EventStore, handleWithDecider, storableValue, type UnitOfWork } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import { agentProfileDecider, decisionsOfEntry, participantDecider, quorumSeatsOf, stepOf, taskExists, transitionOnDecision, WORKFLOW_TEMPLATES, workflowDecider, type Task } from '../domain/index.js';
@@ -42,7 +44,11 @@ export class DefinitionCommands {
   /** A refused definition (INVALID_COMMAND with its zod issues) writes nothing; a new version may free seats (a higher WIP limit). */
   @CommandHandler(importWorkflow)
   async importWorkflow(request: RequestOf<typeof importWorkflow>, context?: CommandContext): Promise<ReplyOf<typeof importWorkflow>> {
-    const { definition, unknownActions } = parseWorkflowYaml(request.yaml ?? WORKFLOW_TEMPLATES[request.template!]);
+    const parsed = parseWorkflowYaml(request.yaml ?? WORKFLOW_TEMPLATES[request.template!]);
+    const { unknownActions } = parsed;
+    // Decided on as the log keeps it (a NUL, in a key too, as U+FFFD; a credential masked), so the
+    // same YAML imported again is the same definition, and a key PostgreSQL refuses fails nothing.
+    const definition = scrubStrings(storableValue(parsed.definition) as WorkflowDefinition, this.store.scrub);
     const metadata = metadataOf(request, context);
     const executed = await handleWithDecider(this.store, {
       decider: workflowDecider,
