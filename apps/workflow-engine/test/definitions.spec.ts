@@ -170,6 +170,22 @@ steps:
     expect(stored.definition.steps[0]!.onEnter[0]!.config).toEqual({ target: 'primary', payload: { 'a\uFFFDb': 1 } });
   });
 
+  it('a YAML tag the reader does not know is refused as invalid YAML, and the line it is on is printed nowhere', async () => {
+    // The YAML reader warned of the tag through process.emitWarning: the author's line, credential and
+    // all, went to the engine's stderr, past its logger and scrubber, and the value was taken as text.
+    const tagged = `
+name: Tagged
+steps:
+  - id: work
+    name: Work
+    prompt: !vault "api_key=abcdefgh12345678zz"
+`;
+    const answer = await world.post(world.engine, 'import_workflow', { workflowId: 'tagged', yaml: tagged, idempotencyKey: world.key('import') });
+    expect(answer).toMatchObject({ ok: false, error: { code: ErrorCode.INVALID_COMMAND, issues: [expect.objectContaining({ path: [], code: 'invalid_yaml', message: expect.stringContaining('!vault') })] } });
+    await expect(world.client.request(getWorkflow, { workflowId: 'tagged' })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+    expect(world.engine.output()).not.toContain('abcdefgh12345678zz');
+  });
+
   it('the Office Default template imports as Work → Review → Approval → Done; importing the same definition again makes no new version', async () => {
     const first = await world.client.request(importWorkflow, { workflowId: 'office', template: 'office_default', idempotencyKey: world.key('import') });
     const again = await world.client.request(importWorkflow, { workflowId: 'office', template: 'office_default', idempotencyKey: world.key('import') });

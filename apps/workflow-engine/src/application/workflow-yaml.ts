@@ -1,4 +1,4 @@
-import { parse as parseYaml } from 'yaml';
+import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import {
   ErrorCode,
@@ -173,7 +173,12 @@ function deeperThan(value: unknown, limit: number): boolean {
 export function parseWorkflowYaml(text: string): ParsedWorkflow {
   let raw: unknown;
   try {
-    raw = parseYaml(text);
+    // The reader's warnings (a tag it does not know) are refusals like its errors; left to it, it
+    // printed them with the author's line through process.emitWarning, past the log and its scrubber.
+    const document = parseDocument(text, { logLevel: 'error' });
+    const problem = document.errors[0] ?? document.warnings[0];
+    if (problem) throw problem;
+    raw = document.toJS();
   } catch (error) {
     refuse([{ path: [], message: `not valid YAML: ${(error as Error).message.split('\n')[0]}`, code: 'invalid_yaml' }]);
   }
