@@ -12,7 +12,7 @@ import {
   type WorktreeLeaseGrant,
 } from '@gantry/contracts';
 import { isTransient, type CommandClient } from '@gantry/messaging';
-import { crashHereIfAsked } from '@gantry/service-runtime';
+import { countClaimLeftToExpire, crashHereIfAsked, holdHereIfAsked } from '@gantry/service-runtime';
 import {
   alreadyDoneFacts,
   bounded,
@@ -132,17 +132,18 @@ export class JobRun {
     const onShutdown = () => this.stopAgent.abort();
     this.shutdown.addEventListener('abort', onShutdown, { once: true });
     this.startRenewing();
-    let outcome: JobRunOutcome;
     try {
-      outcome = await this.steps();
-    } catch (error) {
-      outcome = await this.afterError(error);
-    }
-    try {
+      let outcome: JobRunOutcome;
+      try {
+        outcome = await this.steps();
+      } catch (error) {
+        outcome = await this.afterError(error);
+      }
       // The agent is gone by now (its run resolved only once its process group was), or it never started.
       if (outcome.kind !== 'finished') await this.releaseWorktree();
       return outcome;
     } finally {
+      // Whatever the way out, an error too: nothing of the run renews on, listens on or stays on disk.
       clearInterval(this.jobRenewTimer);
       clearInterval(this.worktreeRenewTimer);
       this.shutdown.removeEventListener('abort', onShutdown);
@@ -489,12 +490,13 @@ export class JobRun {
     if (isGantryError(error) && claimGone(error.code)) {
       this.leaseLost ??= error.message;
     }
-    const interrupted = await this.interrupted();
-    if (interrupted) return interrupted;
-    const message = error instanceof Error ? error.message : String(error);
-    const cause = rollbackCauseOf(isGantryError(error) ? error.code : null);
-    this.deps.log.error('job run failed', { ...this.fields, error: message, code: isGantryError(error) ? error.code : undefined, cause });
     try {
+      // A lost claim or worktree ends the run as it says (its own hand-back, which may fail too).
+      const interrupted = await this.interrupted();
+      if (interrupted) return interrupted;
+      const message = error instanceof Error ? error.message : String(error);
+      const cause = rollbackCauseOf(isGantryError(error) ? error.code : null);
+      this.deps.log.error('job run failed', { ...this.fields, error: message, code: isGantryError(error) ? error.code : undefined, cause });
       return await this.rollback(`the runner could not run the job: ${message}`, cause);
     } catch (rollbackError) {
       const reason = rollbackError instanceof Error ? rollbackError.message : String(rollbackError);
@@ -506,6 +508,8 @@ export class JobRun {
   private async rollback(reason: string, cause: RollbackCause, exitCode?: number): Promise<JobRunOutcome> {
     clearInterval(this.jobRenewTimer);
     this.ending = true;
+    // Test-only (GANTRY_TEST_HOLD_AT): the job service goes silent between the last renewal and the hand-back.
+    await holdHereIfAsked('runner:rollback');
     try {
       const reply = await this.session.rollback(reason, cause, exitCode);
       this.deps.log.warn('claim rolled back', { ...this.fields, reason, cause, status: reply.status, nextAttempt: reply.attempt });
@@ -514,9 +518,48 @@ export class JobRun {
         this.leaseLost ??= error.message;
         return (await this.interrupted())!;
       }
+      if (isTransient(error)) return this.rollbackUnanswered(reason, cause, exitCode, error as GantryError);
       throw error;
     }
     return { kind: 'rolled_back', reason, cause, agentStarted: this.agentStarted };
+  }
+
+  /**
+   * A hand-back asked until the claim's lease could have ended and never answered: the job service
+   * may have written it and lost the reply, or never have had it, and its claim may still be live
+   * (a job service whose own bus was away resumes its leases when it is back). So it is asked again
+   * under its key, as long as a resumed claim lives; a refusal then says the claim is over. Never
+   * answered, it is left to its lease's end, which the job service handles like any lost claim: said
+   * in the log and counted (`gantry_runner_claims_left_to_expire_total`), and nothing more is sent
+   * under the claim.
+   */
+  private async rollbackUnanswered(reason: string, cause: RollbackCause, exitCode: number | undefined, unanswered: GantryError): Promise<JobRunOutcome> {
+    this.deps.log.warn('the claim\'s hand-back got no answer; asking again under its key', { ...this.fields, reason, cause, error: unanswered.message });
+    try {
+      const reply = await this.session.rollback(reason, cause, exitCode, { retryUntil: this.whileAResumedClaimLives(), signal: this.shutdown });
+      this.deps.log.warn('claim rolled back', { ...this.fields, reason, cause, status: reply.status, nextAttempt: reply.attempt });
+      return { kind: 'rolled_back', reason, cause, agentStarted: this.agentStarted };
+    } catch (error) {
+      if (!isGantryError(error)) throw error;
+      if (claimGone(error.code)) {
+        this.leaseLost ??= error.message;
+        return (await this.interrupted())!;
+      }
+      if (!isTransient(error)) throw error;
+      this.leaseLost ??= `the claim could not be handed back: ${error.message}`;
+      countClaimLeftToExpire();
+      this.deps.log.warn('the claim could not be handed back; its lease will expire', { ...this.fields, reason, cause, error: error.message });
+      return { kind: 'lease_lost', reason: this.leaseLost, agentStarted: this.agentStarted };
+    }
+  }
+
+  /** A deadline for asking again: until this runner has been on NATS for a whole job lease, as long as a claim a job service resumed lives. */
+  private whileAResumedClaimLives(): () => number {
+    let cutOffAt = Date.now();
+    return () => {
+      if (!this.deps.natsConnected()) cutOffAt = Date.now();
+      return cutOffAt + this.deps.config.jobLeaseMs;
+    };
   }
 
   /**
@@ -553,19 +596,15 @@ export class JobRun {
    */
   private async handBackUnansweredClaim(): Promise<JobRunOutcome | null> {
     const reason = `the runner lost NATS until its job lease could have ended and stopped the agent: ${this.leaseLost}`;
-    let cutOffAt = Date.now();
-    const retryUntil = () => {
-      if (!this.deps.natsConnected()) cutOffAt = Date.now();
-      return cutOffAt + this.deps.config.jobLeaseMs;
-    };
     this.ending = true;
     try {
-      const reply = await this.session.rollback(reason, 'DEPENDENCY', undefined, { retryUntil, signal: this.shutdown });
+      const reply = await this.session.rollback(reason, 'DEPENDENCY', undefined, { retryUntil: this.whileAResumedClaimLives(), signal: this.shutdown });
       this.deps.log.warn('lost claim handed back', { ...this.fields, reason, status: reply.status, nextAttempt: reply.attempt });
       return { kind: 'rolled_back', reason, cause: 'DEPENDENCY', agentStarted: this.agentStarted };
     } catch (error) {
       // A refusal changed nothing (STALE_FENCE: the claim expired or moved on), and an unanswered one leaves it to expire.
       if (!isGantryError(error)) throw error;
+      if (isTransient(error)) countClaimLeftToExpire();
       this.deps.log.warn('the lost claim was not handed back', { ...this.fields, code: error.code, error: error.message });
       return null;
     }

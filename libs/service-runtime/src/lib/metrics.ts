@@ -88,6 +88,20 @@ export function observeSettlement(consumer: string, settlement: string): void {
   seriesOf(settlementSeries, [consumer, settlement], () => settlements.labels(consumer, settlement)).inc();
 }
 
+const claimsLeftToExpire = once(
+  'gantry_runner_claims_left_to_expire_total',
+  () =>
+    new Counter({
+      name: 'gantry_runner_claims_left_to_expire_total',
+      help: 'Claims a runner stopped working on and could not give back (the job service never answered the hand-back): each ends when its lease runs out',
+    }),
+);
+
+/** Records one claim a runner left to its lease's end: its hand-back was asked again and never answered. */
+export function countClaimLeftToExpire(): void {
+  claimsLeftToExpire.inc();
+}
+
 /** Records one write message of the event store (EventStore.onBatchWritten). */
 export function observeWriteBatch(batch: WrittenBatch): void {
   batchDuration.observe(batch.seconds);
