@@ -73,6 +73,24 @@ describe('the idempotency pre-check against the target branch (real git)', () =>
     expect(result).toEqual({ kind: 'not_started' });
   });
 
+  it('reads a planned path as the file it names, not as a pattern: a deletion of app/[id]/page.tsx is not done by deleting app/d/page.tsx', async () => {
+    const glob = createGitFixture();
+    try {
+      await glob.commit({ 'app/d/page.tsx': 'd\n' }, 'a page');
+      await glob.commit({ 'app/d/page.tsx': null }, 'drop the d page');
+      await glob.pushToMain('HEAD');
+      const result = await precheckPlan({
+        repoDir: glob.seed,
+        target: 'origin/main',
+        expectedChanges: [{ path: 'app/[id]/page.tsx', deleted: true }],
+      });
+      // Read as a pattern it matched the deleted app/d/page.tsx: the plan "already done", the job finished without its agent.
+      expect(result).toEqual({ kind: 'not_started' });
+    } finally {
+      glob.cleanup();
+    }
+  });
+
   it('text expected in a directory is not present', async () => {
     const result = await precheckPlan({ repoDir: repo.seed, target: 'origin/main', expectedChanges: [{ path: 'src', contains: 'jobs' }] });
     expect(result).toEqual({ kind: 'not_started' });

@@ -51,8 +51,15 @@ async function observe(repoDir: string, targetSha: string, change: ExpectedChang
   return { change, present: true, commit };
 }
 
+/**
+ * A planned path as git must read it: the file it names. A pathspec is a pattern (`[id]`, `*`, `?`,
+ * a leading `:` with its magic), and a Next.js route `app/[id]/page.tsx` would match `app/d/page.tsx`:
+ * its deletion there would count as the plan's.
+ */
+const literal = (path: string): string => `:(literal)${path}`;
+
 async function treeEntry(repoDir: string, commit: string, path: string): Promise<{ type: string; sha: string } | null> {
-  const { stdout } = await git(repoDir, ['ls-tree', '-z', commit, '--', path]);
+  const { stdout } = await git(repoDir, ['ls-tree', '-z', commit, '--', literal(path)]);
   const record = stdout.split('\0').find((r) => r.endsWith(`\t${path}`));
   if (!record) return null;
   const [, type, sha] = record.slice(0, record.indexOf('\t')).split(' ');
@@ -61,7 +68,7 @@ async function treeEntry(repoDir: string, commit: string, path: string): Promise
 
 async function lastCommit(repoDir: string, from: string, path: string, filters: string[]): Promise<string | null> {
   // `-S` compares contents: never through a textconv program the worktree's attributes name.
-  const { stdout } = await git(repoDir, ['log', '-1', '--format=%H', '--no-textconv', '--no-ext-diff', ...filters, from, '--', path]);
+  const { stdout } = await git(repoDir, ['log', '-1', '--format=%H', '--no-textconv', '--no-ext-diff', ...filters, from, '--', literal(path)]);
   const sha = stdout.trim();
   return sha === '' ? null : sha;
 }
