@@ -90,6 +90,8 @@ export class JobRun {
   private leaseLost: string | null = null;
   /** The claim was given up because no renewal was answered before its end, not because one was refused: it may still be live. */
   private leaseUnanswered = false;
+  /** The claim's hand-back was asked again until a resumed claim could have ended: it is not offered back once more. */
+  private handBackAsked = false;
   /** Why the worktree lease is no longer ours (a renewal refused, or unanswered until its end): the worktree may be another job's. */
   private worktreeLost: string | null = null;
   /** A command that ends the claim (finish, rollback, the stop's report) was sent: the worktree service may end the worktree lease on it. */
@@ -535,6 +537,8 @@ export class JobRun {
    */
   private async rollbackUnanswered(reason: string, cause: RollbackCause, exitCode: number | undefined, unanswered: GantryError): Promise<JobRunOutcome> {
     this.deps.log.warn('the claim\'s hand-back got no answer; asking again under its key', { ...this.fields, reason, cause, error: unanswered.message });
+    // This is the claim's one hand-back: a claim it finds lost is not offered back once more.
+    this.handBackAsked = true;
     try {
       const reply = await this.session.rollback(reason, cause, exitCode, { retryUntil: this.whileAResumedClaimLives(), signal: this.shutdown });
       this.deps.log.warn('claim rolled back', { ...this.fields, reason, cause, status: reply.status, nextAttempt: reply.attempt });
@@ -543,6 +547,7 @@ export class JobRun {
       if (!isGantryError(error)) throw error;
       if (claimGone(error.code)) {
         this.leaseLost ??= error.message;
+        this.deps.log.warn('the lost claim was not handed back', { ...this.fields, code: error.code, error: error.message });
         return (await this.interrupted())!;
       }
       if (!isTransient(error)) throw error;
@@ -578,7 +583,7 @@ export class JobRun {
   /** A cancelled run reports its stop; a lost claim reports nothing more, but its hand-back when no renewal was answered. */
   private async claimEnded(claim: 'cancelled' | 'lost'): Promise<JobRunOutcome> {
     if (claim === 'cancelled') return this.reportStopped();
-    if (this.leaseUnanswered) {
+    if (this.leaseUnanswered && !this.handBackAsked) {
       const handedBack = await this.handBackUnansweredClaim();
       if (handedBack) return handedBack;
     }
