@@ -45,7 +45,8 @@ export const DEFAULT_AGENT_BIN = 'claude';
  * `claude -p <prompt> --model <m> --permission-mode <p> [--effort <e>] --allowedTools <a,b>
  *  --mcp-config <file> --add-dir <dir> --output-format text [--session-id <id> | --resume <id>]`.
  *
- * `maxTurns` is recorded on the job only; the CLI has no such flag. The allowed tools are the ones
+ * `maxTurns` is recorded on the job only and never passed (docs/jobs.md, "Kinds and their
+ * configuration"), although the CLI does take `--max-turns`. The allowed tools are the ones
  * recorded at claim, where the gantry tools were added (`withGantryTools`); adding them again here
  * changes nothing for such a list.
  */
