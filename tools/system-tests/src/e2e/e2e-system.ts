@@ -26,10 +26,12 @@ import {
   eventually,
   relayed,
   startApp,
+  startCuttableProxy,
   testDatabaseUrl,
   testNatsUrl,
   testNaming,
   uniqueName,
+  type CuttableProxy,
   type RunningApp,
 } from '@gantry/testing';
 import pg from 'pg';
@@ -335,4 +337,26 @@ export class E2eSystem {
     await dropSchema(`${this.name}_worktrees`);
     if (this.root) await rm(this.root, { recursive: true, force: true });
   }
+}
+
+/** The system of a describe block and the NATS proxy its test cuts; with `jobServiceCutToo`, the job service reaches NATS through it as well. */
+export function systemBehindProxy(options: { jobServiceCutToo: boolean }): { system: E2eSystem; proxy: () => CuttableProxy } {
+  const system = new E2eSystem();
+  let proxy: CuttableProxy | undefined;
+  beforeAll(async () => {
+    proxy = await startCuttableProxy(testNatsUrl);
+    await system.start();
+    if (options.jobServiceCutToo) {
+      await system.stopJobService();
+      await system.startJobService({ GANTRY_NATS_URL: proxy.url });
+    }
+  }, 60_000);
+  afterAll(async () => {
+    try {
+      await system.stop();
+    } finally {
+      await proxy?.close();
+    }
+  }, 60_000);
+  return { system, proxy: () => proxy! };
 }

@@ -1,8 +1,8 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { eventually, startCuttableProxy, testNatsUrl, type CuttableProxy } from '@gantry/testing';
-import { alive, E2eSystem } from './e2e-system.js';
+import { eventually } from '@gantry/testing';
+import { alive, systemBehindProxy } from './e2e-system.js';
 
 /*
  * A runner cut off from NATS while the job service and the worktree service run (docs/jobs.md,
@@ -10,29 +10,6 @@ import { alive, E2eSystem } from './e2e-system.js';
  * cuts. The runner cannot tell this from a NATS that is down, so the time it cannot reach NATS counts
  * against its leases; the job service, which runs, expires the claim and offers the job again.
  */
-
-
-/** The system of a describe block and the NATS proxy its test cuts; with `jobServiceCutToo`, the job service reaches NATS through it as well. */
-function systemBehindProxy(options: { jobServiceCutToo: boolean }): { system: E2eSystem; proxy: () => CuttableProxy } {
-  const system = new E2eSystem();
-  let proxy: CuttableProxy | undefined;
-  beforeAll(async () => {
-    proxy = await startCuttableProxy(testNatsUrl);
-    await system.start();
-    if (options.jobServiceCutToo) {
-      await system.stopJobService();
-      await system.startJobService({ GANTRY_NATS_URL: proxy.url });
-    }
-  }, 60_000);
-  afterAll(async () => {
-    try {
-      await system.stop();
-    } finally {
-      await proxy?.close();
-    }
-  }, 60_000);
-  return { system, proxy: () => proxy! };
-}
 
 describe('a runner cut off from NATS for longer than its leases, the services running', () => {
   const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: false });

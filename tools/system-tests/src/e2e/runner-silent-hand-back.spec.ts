@@ -1,7 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { eventually, startCuttableProxy, testNatsUrl, type CuttableProxy } from '@gantry/testing';
-import { alive, E2eSystem } from './e2e-system.js';
+import { eventually } from '@gantry/testing';
+import { alive, systemBehindProxy } from './e2e-system.js';
 
 /*
  * A claim given back because its worktree was lost (DEPENDENCY), sent between two renewals of the job
@@ -10,6 +10,7 @@ import { alive, E2eSystem } from './e2e-system.js';
  * left to its lease and ends the run as one it lost — it does not fail the offer's handling — and the
  * job goes on to its next claim once the job service answers again (docs/jobs.md, "Leases and liveness").
  */
+
 /** The JSON lines of a process's output. */
 function logLines(output: string): Record<string, unknown>[] {
   return output.split('\n').flatMap((line) => {
@@ -23,24 +24,11 @@ function logLines(output: string): Record<string, unknown>[] {
 }
 
 describe('a worktree-loss hand-back the job service never answers', () => {
-  const system = new E2eSystem();
-  let proxy: CuttableProxy | undefined;
-
-  beforeAll(async () => {
-    proxy = await startCuttableProxy(testNatsUrl);
-    await system.start();
-    await system.stopJobService();
-    await system.startJobService({ GANTRY_NATS_URL: proxy.url });
-  }, 120_000);
-  afterAll(async () => {
-    try {
-      await system.stop();
-    } finally {
-      await proxy?.close();
-    }
-  }, 60_000);
+  // Only the job service reaches NATS through the proxy: the runner and the worktree service stay on it.
+  const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: true });
 
   it('is asked again, then left to the lease with a clear log: no "offer handling failed", the run cleaned up, the job claimed again', async () => {
+    const proxy = proxyOf();
     const runnerId = 'runner-silent-hand-back';
     const runner = await system.startRunner(runnerId, { env: { GANTRY_TEST_HOLD_AT: 'runner:rollback' } });
     const record = system.recordFile('silent-hand-back');
@@ -61,7 +49,7 @@ describe('a worktree-loss hand-back the job service never answers', () => {
       system.worktreeService.process.kill('SIGCONT');
     }
     // The job service goes silent, then the hand-back is sent: it and every repeat of it are lost.
-    proxy!.blackhole();
+    proxy.blackhole();
     runner.process.kill('SIGUSR2');
     await eventually(() => /the claim could not be handed back; its lease will expire|offer handling failed/.test(runner.output()), {
       what: 'the runner leaving the claim to its lease',
@@ -69,7 +57,7 @@ describe('a worktree-loss hand-back the job service never answers', () => {
     });
     // The run's end is handled, not an error out of the offer's handling.
     expect(logLines(runner.output()).filter((l) => /offer handling failed/.test(String(l.message)))).toEqual([]);
-    proxy!.restore();
+    proxy.restore();
 
     // The job service answers again: the claim ends (expired, or handed back), and the job is claimed again.
     await eventually(async () => (await system.events(jobId)).some((e) => e.type === 'JobClaimed' && e.data.leaseToken === 2), {
