@@ -518,4 +518,27 @@ describe('projections', () => {
       client.release();
     }
   });
+
+  it('applyToProjection: two writers of a stream\'s first event at once apply it once (the second waits and finds it applied)', async () => {
+    const account = `acct-${randomUUID()}`;
+    const [first] = await store.append(account, 0, [{ type: 'Deposited', data: { amount: 1 } }], { correlationId: 't' });
+    let applies = 0;
+    const counting: Projection = { ...totals, name: 'raced_totals', apply: async () => void applies++ };
+    const [one, two] = [await pool.connect(), await pool.connect()];
+    try {
+      await one.query('BEGIN');
+      await two.query('BEGIN');
+      expect(await applyToProjection(one, counting, first!)).toBe('applied');
+      // The second writer starts while the first has not committed: it must wait for it, not apply again.
+      const second = applyToProjection(two, counting, first!);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await one.query('COMMIT');
+      expect(await second).toBe('duplicate');
+      await two.query('COMMIT');
+      expect(applies).toBe(1);
+    } finally {
+      one.release();
+      two.release();
+    }
+  });
 });

@@ -234,13 +234,26 @@ export type ApplyOutcome = 'applied' | 'duplicate' | 'gap';
 /**
  * Applies one event to a projection exactly once. A version at or below the stored one is a
  * duplicate; a version beyond the next means an earlier event has not arrived yet (a gap), and the
- * caller should retry later rather than apply out of order.
+ * caller should retry later rather than apply out of order. Writers of one stream at once take
+ * turns on its row in projection_positions, its first event included.
  */
 export async function applyToProjection(sql: pg.PoolClient, projection: Projection, event: StoredEvent): Promise<ApplyOutcome> {
-  const current = await sql.query<{ stream_version: number }>(
-    `SELECT stream_version FROM projection_positions WHERE projection = $1 AND stream_id = $2 FOR UPDATE`,
-    [projection.name, event.streamId],
-  );
+  const position = () =>
+    sql.query<{ stream_version: number }>(`SELECT stream_version FROM projection_positions WHERE projection = $1 AND stream_id = $2 FOR UPDATE`, [
+      projection.name,
+      event.streamId,
+    ]);
+  let current = await position();
+  if (current.rows.length === 0) {
+    // A stream's first: no row to lock, so two writers would both find nothing applied. The row is
+    // claimed (version 0: nothing applied yet) and locked again; a writer that claimed it first and
+    // has not committed makes this insert wait for its end, and the lock then reads what it applied.
+    await sql.query(`INSERT INTO projection_positions (projection, stream_id, stream_version, position) VALUES ($1, $2, 0, 0) ON CONFLICT DO NOTHING`, [
+      projection.name,
+      event.streamId,
+    ]);
+    current = await position();
+  }
   const applied = current.rows[0]?.stream_version ?? 0;
   if (event.streamVersion <= applied) return 'duplicate';
   if (event.streamVersion > applied + 1) return 'gap';
