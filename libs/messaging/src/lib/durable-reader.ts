@@ -163,10 +163,16 @@ export class DurableReader {
     this.messages?.close().catch(() => undefined);
   }
 
+  /** The settings of the durable that JetStream lets change on a durable that exists. */
+  private get updatable(): Required<Pick<ConsumerConfig, 'ack_wait' | 'max_deliver' | 'max_ack_pending'>> {
+    return { ack_wait: (this.options.ackWaitMs ?? 30_000) * 1_000_000, max_deliver: -1, max_ack_pending: 1000 };
+  }
+
   /**
-   * Creates the durable consumer if it does not exist (idempotent). A durable of this name that
-   * reads other subjects belongs to someone else: sharing it would split the events between two
-   * handlers, so that is an error.
+   * Creates the durable consumer if it does not exist (idempotent), and brings one that exists to
+   * this code's settings (ack wait, deliveries, messages in hand): a durable outlives the version that
+   * created it. A durable of this name that reads other subjects belongs to someone else: sharing it
+   * would split the events between two handlers, so that is an error.
    */
   async ensureConsumer(): Promise<void> {
     const { bus, name } = this.options;
@@ -177,6 +183,15 @@ export class DurableReader {
         throw new Error(
           `durable consumer ${name} on ${stream} reads ${info.config.filter_subject || 'every subject'}, not ${this.filterSubject || 'every subject'}: two handlers may not share a durable name`,
         );
+      }
+      const wanted = this.updatable;
+      const changed = (Object.keys(wanted) as (keyof typeof wanted)[]).filter((key) => info.config[key] !== wanted[key]);
+      if (changed.length > 0) {
+        await bus.jsm.consumers.update(stream, name, wanted);
+        this.options.logger.log('durable consumer updated to this version\'s settings', {
+          consumer: name,
+          changed: Object.fromEntries(changed.map((key) => [key, { from: info.config[key], to: wanted[key] }])),
+        });
       }
       return;
     } catch (error) {
@@ -192,9 +207,7 @@ export class DurableReader {
       deliver_policy: DeliverPolicy.All,
       ...(await this.options.startAt?.()),
       ...(this.filterSubject ? { filter_subject: this.filterSubject } : {}),
-      ack_wait: (this.options.ackWaitMs ?? 30_000) * 1_000_000,
-      max_deliver: -1,
-      max_ack_pending: 1000,
+      ...this.updatable,
     });
   }
 
