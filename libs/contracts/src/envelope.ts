@@ -54,6 +54,10 @@ export function commandReplySchema<R extends z.ZodType>(result: R): ReturnType<t
   return schema as ReturnType<typeof replyEnvelope<R>>;
 }
 
+/** A replica's answer on `servedCommandsSubject`: the names of the commands it serves. */
+export const ServedCommandsReplySchema = z.object({ commands: z.array(z.string()) });
+export type ServedCommandsReply = z.infer<typeof ServedCommandsReplySchema>;
+
 /** Fields every command request may carry besides its own payload. */
 export const CommandMetaSchema = z.object({
   correlationId: z.string().min(1).max(200).optional(),

@@ -132,6 +132,15 @@ export function replicaCommandSubject(naming: Naming, context: Context, name: st
   return `${commandSubject(naming, context, name)}.${token(replica, 'replica')}`;
 }
 
+/**
+ * Where a context's service says which commands it serves (each replica, in the command queue group):
+ * a caller that NATS told nobody listens on a command's subject asks here whether the service runs
+ * without that command (SERVED_COMMANDS_REPLY) or does not run at all.
+ */
+export function servedCommandsSubject(naming: Naming, context: Context): string {
+  return `${root(naming)}.${context}.commands`;
+}
+
 export function commandQueueGroup(naming: Naming, context: Context): string {
   return `${root(naming)}.${context}.cmd`;
 }

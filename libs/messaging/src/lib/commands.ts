@@ -5,6 +5,8 @@ import {
   commandSubject,
   isSubjectToken,
   replicaCommandSubject,
+  servedCommandsSubject,
+  ServedCommandsReplySchema,
   ErrorCode,
   GantryError,
   commandReplySchema,
@@ -12,6 +14,7 @@ import {
   scrubbingReplacer,
   scrubSecrets,
   type CommandContract,
+  type Context,
   type ErrorPayload,
   type ReplyOf,
   type SecretScrubber,
@@ -145,6 +148,17 @@ export class CommandClient {
     } catch (error) {
       const text = String((error as Error)?.message ?? error);
       if (isNoResponders(error)) {
+        // Nobody listens on the command's subject: the service is not running, or it runs and does
+        // not serve this command (a caller newer than the service, a name it never had). Only the
+        // first may end by waiting; the second is refused, as sending it again would never help.
+        const served = await this.servedCommands(contract.context, Math.min(timeout, SERVED_COMMANDS_TIMEOUT_MS));
+        if (served !== null && !served.includes(contract.name)) {
+          throw new GantryError(
+            ErrorCode.INVALID_COMMAND,
+            `${contract.context}.${contract.name}: the ${contract.context} service that runs does not serve this command (is it an older version than its caller?); sending it again will not help`,
+            { command: `${contract.context}.${contract.name}`, served },
+          );
+        }
         const unserved = new GantryError(ErrorCode.UNAVAILABLE, `no ${contract.context} service is answering ${contract.name}`);
         nobodyServed.add(unserved);
         throw unserved;
@@ -177,7 +191,21 @@ export class CommandClient {
     if (!reply.data.ok) throw GantryError.fromPayload(reply.data.error);
     return reply.data.result as ReplyOf<C>;
   }
+
+  /** The commands a replica of `context`'s service says it serves; null when none answers (or not in time). */
+  private async servedCommands(context: Context, timeout: number): Promise<string[] | null> {
+    try {
+      const msg = await this.bus.nc.request(servedCommandsSubject(this.bus.naming, context), '', { timeout });
+      const served = ServedCommandsReplySchema.safeParse(JSON.parse(textDecoder.decode(msg.data)));
+      return served.success ? served.data.commands : null;
+    } catch {
+      return null;
+    }
+  }
 }
+
+/** How long a caller told that nobody serves a command waits for the service to say what it serves. */
+const SERVED_COMMANDS_TIMEOUT_MS = 2000;
 
 /**
  * The UNAVAILABLEs that NATS itself answered — nobody listens on the subject — as against those a

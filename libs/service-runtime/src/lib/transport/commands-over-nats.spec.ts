@@ -44,6 +44,15 @@ const RefuseMany = defineCommand({
   examples: { valid: [{ issues: 1 }], invalid: [{}] },
 });
 
+/** A command of the context that the running service has no handler for (a newer caller's, say). */
+const Unserved = defineCommand({
+  context,
+  name: 'unserved_test_command',
+  request: z.object({ idempotencyKey: z.string().min(1) }),
+  reply: z.object({}),
+  examples: { valid: [{ idempotencyKey: 'k' }], invalid: [{}] },
+});
+
 /** Stores free-form data (a record, as a job's payload) and answers what it stored. */
 const Keep = defineCommand({
   context,
@@ -341,6 +350,19 @@ describe('commands over NATS request/reply', () => {
     const faithful = await rawRequest('keep_test_data', `{"account":"${account}","data":{"constructor":{"prototype":{"x":1}},"prototype":"p"}}`);
     expect(JSON.stringify(faithful)).toBe('{"ok":true,"result":{"stored":{"constructor":{"prototype":{"x":1}},"prototype":"p"}}}');
     expect(({} as Record<string, unknown>).role).toBeUndefined();
+  });
+
+  it('a command the running service does not serve is refused INVALID_COMMAND at once, not UNAVAILABLE: sending it again would never help', async () => {
+    await expect(client.request(Unserved, { idempotencyKey: randomUUID() })).rejects.toMatchObject({
+      code: ErrorCode.INVALID_COMMAND,
+      message: expect.stringContaining('workflow.unserved_test_command'),
+    });
+    // Under a deadline whose clock stops while nobody serves (a runner's claim): refused, not asked for ever.
+    const started = Date.now();
+    await expect(
+      client.request(Unserved, { idempotencyKey: randomUUID() }, { timeoutMs: 1000, retryUntil: Date.now() + 2000, outagesStopTheClock: true, retryBackoff: { initialMs: 50, maxMs: 100 } }),
+    ).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
+    expect(Date.now() - started).toBeLessThan(1500);
   });
 
   it('reports UNAVAILABLE when no service answers', async () => {

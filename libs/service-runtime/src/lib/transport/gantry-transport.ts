@@ -8,6 +8,7 @@ import {
   commandQueueGroup,
   commandSubject,
   replicaCommandSubject,
+  servedCommandsSubject,
   ErrorCode,
   GantryError,
   parseRequest,
@@ -19,6 +20,7 @@ import {
   type EventEnvelope,
   type ErrorPayload,
   type SecretScrubber,
+  type ServedCommandsReply,
   type ValidationIssue,
 } from '@gantry/contracts';
 import { CORRELATION_HEADER, EventConsumer, REPLICA_HEADER, SharedDurable, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
@@ -135,6 +137,22 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
           this.serving.push(this.serve(subscription, contract.name));
         }
       }
+      // After the commands' subscriptions (NATS takes a connection's subscriptions in order): a
+      // caller told that nobody listens on a command's subject asks here whether the service runs
+      // without that command. Answered even by a service with no commands: then it serves none.
+      const served = JSON.stringify({ commands: this.commandNames } satisfies ServedCommandsReply);
+      this.subscriptions.push(
+        bus.nc.subscribe(servedCommandsSubject(bus.naming, this.options.context), {
+          queue,
+          callback: (_error, msg) => {
+            try {
+              msg.respond(served);
+            } catch (error) {
+              this.options.logger.warn('could not say which commands this service serves', { error: String(error) });
+            }
+          },
+        }),
+      );
       // A consumer may start before the service that owns its source stream: create that stream
       // with defaults (its owner sets its limits).
       for (const source of new Set(this.durable.map((c) => c.source))) {
