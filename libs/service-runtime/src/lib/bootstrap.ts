@@ -8,6 +8,7 @@ import type pino from 'pino';
 import { runRepublishCommand, type MaintenanceOutput } from './republish-command.js';
 import { runtimeOptionsOf, SERVICE_CONFIG } from './runtime.module.js';
 import type { ServiceConfig } from './config.js';
+import { refuseWithoutToken } from './http-auth.js';
 import { bootLogger, nestBootLogger } from './logging.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { GantryExceptionFilter } from './transport/rpc-errors.filter.js';
@@ -46,14 +47,21 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
     abortOnError: false,
   });
   if (options.nestLogs !== false) app.useLogger(app.get(Logger));
-  // A command over HTTP may be as large as one over NATS (express's default, 100 kB, refused a job
-  // its contract accepts); a service that takes larger bodies (GitHub's webhooks) names its own limit.
-  (app as NestExpressApplication).useBodyParser('json', { limit: options.rawBody?.jsonLimit ?? HTTP_JSON_LIMIT });
   // A client without commands or consumers (the runner) has no transport. Looked for, not asked for:
   // the application's `get` of a provider it lacks logs an error before it throws.
   const hasTransport = [...app.get(ModulesContainer).values()].some((m) => m.providers.has(GantryTransport));
   const transport = hasTransport ? app.get(GantryTransport) : null;
   try {
+    // Before the body parser: a caller without the service's token is refused before its body is read.
+    const config = serviceConfigOf(app);
+    if (config?.httpToken) {
+      const authLog = await app.resolve(PinoLogger);
+      authLog.setContext('http');
+      app.use(refuseWithoutToken(config.httpToken, authLog));
+    }
+    // A command over HTTP may be as large as one over NATS (express's default, 100 kB, refused a job
+    // its contract accepts); a service that takes larger bodies (GitHub's webhooks) names its own limit.
+    (app as NestExpressApplication).useBodyParser('json', { limit: options.rawBody?.jsonLimit ?? HTTP_JSON_LIMIT });
     // Before the transport wraps its handlers: global enhancers are read when a handler is wrapped.
     const filterLog = await app.resolve(PinoLogger);
     filterLog.setContext('http');
@@ -75,11 +83,17 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
  * 5 s. On a stop, Nest closes them all (forceCloseConnections).
  */
 function keepConnectionsAlive(app: INestApplication): void {
-  const hasConfig = [...app.get(ModulesContainer).values()].some((m) => m.providers.has(SERVICE_CONFIG));
-  if (!hasConfig) return;
-  const { httpKeepAliveMs } = app.get<ServiceConfig>(SERVICE_CONFIG);
+  const config = serviceConfigOf(app);
+  if (!config) return;
+  const { httpKeepAliveMs } = config;
   const server = app.getHttpServer() as Server;
   server.keepAliveTimeout = httpKeepAliveMs;
+}
+
+/** The runtime's settings, when the application has them (looked for, not asked for, as the transport is). */
+function serviceConfigOf(app: INestApplication): ServiceConfig | null {
+  const hasConfig = [...app.get(ModulesContainer).values()].some((m) => m.providers.has(SERVICE_CONFIG));
+  return hasConfig ? app.get<ServiceConfig>(SERVICE_CONFIG) : null;
 }
 
 /** The services' maintenance commands, run from their binary: `node apps/<service>/dist/main.js <command> ...`. */
