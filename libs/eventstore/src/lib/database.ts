@@ -46,8 +46,13 @@ export const DEFAULT_DATABASE_TIMEOUTS: DatabaseTimeouts = { connectMs: 10_000, 
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/** A schema name the services take: lower-case letters, digits and `_`, not starting with a digit, at most 63. */
+export function isSchemaName(schema: string): boolean {
+  return SCHEMA_NAME.test(schema);
+}
+
 export function assertSchemaName(schema: string): string {
-  if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid schema name ${JSON.stringify(schema)}`);
+  if (!isSchemaName(schema)) throw new Error(`invalid schema name ${JSON.stringify(schema)}`);
   return schema;
 }
 

@@ -68,3 +68,35 @@ describe('a variable two parts read', () => {
     expect((refused as SettingsError).problems).toEqual([{ variable: 'GANTRY_SHUTDOWN_GRACE_MS', problem: expect.stringContaining('whole number') }]);
   });
 });
+
+describe('the names a service is given for its schema, subjects and streams', () => {
+  it.each([
+    ['GANTRY_DB_SCHEMA', 'jobs-prod'],
+    ['GANTRY_DB_SCHEMA', 'Jobs'],
+    ['GANTRY_DB_SCHEMA', 'jobs; DROP TABLE events'],
+    ['GANTRY_SUBJECT_ROOT', 'gantry prod'],
+    ['GANTRY_SUBJECT_ROOT', 'gantry.*'],
+    ['GANTRY_SUBJECT_ROOT', 'gantry..prod'],
+    ['GANTRY_STREAM_PREFIX', 'GANTRY.'],
+    ['GANTRY_STREAM_PREFIX', 'prod/GANTRY_'],
+  ])('%s=%j is refused at start with the other settings, naming the variable, and not quoted', (variable, value) => {
+    const refused = (() => {
+      try {
+        read({ [variable]: value, GANTRY_DB_POOL_MAX: '1' });
+      } catch (error) {
+        return error;
+      }
+      return null;
+    })();
+    expect(refused).toBeInstanceOf(SettingsError);
+    // every problem at once: this one and the pool's
+    expect((refused as SettingsError).problems.map((p) => p.variable).sort()).toEqual([variable, 'GANTRY_DB_POOL_MAX'].sort());
+    expect((refused as SettingsError).message).not.toContain(value);
+  });
+
+  it('takes names made of what PostgreSQL and NATS take', () => {
+    const config = read({ GANTRY_DB_SCHEMA: 'jobs_prod_2', GANTRY_SUBJECT_ROOT: 'acme.gantry', GANTRY_STREAM_PREFIX: 'ACME-GANTRY_' });
+    expect(config.schema).toBe('jobs_prod_2');
+    expect(config.naming).toEqual({ subjectRoot: 'acme.gantry', streamPrefix: 'ACME-GANTRY_' });
+  });
+});
