@@ -171,9 +171,31 @@ export class Bus {
     }
   }
 
+  /**
+   * Drains the connection (what was published goes out first), or closes it once NATS has not
+   * confirmed the drain within DRAIN_BOUND_MS: a server that stopped answering (a partition) never
+   * does, and the stop would wait for it for ever.
+   */
   async close(): Promise<void> {
-    if (!this.nc.isClosed()) await this.nc.drain().catch(() => this.nc.close());
+    if (!this.nc.isClosed() && !(await withinDrainBound(this.nc.drain()))) await this.nc.close().catch(() => undefined);
     await this.watching;
+  }
+}
+
+/**
+ * How long a stop waits for NATS to confirm a drain (a subscription's or the connection's): a server
+ * that answers does so in milliseconds; one that stopped answering never does.
+ */
+export const DRAIN_BOUND_MS = 5_000;
+
+/** Whether the drain was confirmed within DRAIN_BOUND_MS (false: it failed, or NATS did not answer). */
+export async function withinDrainBound(drain: Promise<unknown>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), DRAIN_BOUND_MS)));
+  try {
+    return await Promise.race([drain.then(() => true, () => false), bound]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -23,7 +23,7 @@ import {
   type ServedCommandsReply,
   type ValidationIssue,
 } from '@gantry/contracts';
-import { CORRELATION_HEADER, EventConsumer, REPLICA_HEADER, SharedDurable, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
+import { CORRELATION_HEADER, EventConsumer, REPLICA_HEADER, SharedDurable, withinDrainBound, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
 import { observeCommand, observeSettlement, UNKNOWN_COMMAND } from '../metrics.js';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
 import { commandPattern, consumerPattern, gantryHandlerOf, type DurableConsumerOptions } from './decorators.js';
@@ -169,7 +169,13 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
   /** Stops taking requests, answers the ones in flight, stops the consumers. Safe to call twice. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      await Promise.all(this.subscriptions.map((s) => s.drain().catch(() => undefined)));
+      // A subscription whose drain NATS does not confirm (it stopped answering) is let go: its
+      // callers get no answer either way, and send again to a replica that runs.
+      await Promise.all(
+        this.subscriptions.map(async (s) => {
+          if (!(await withinDrainBound(s.drain()))) s.unsubscribe();
+        }),
+      );
       await Promise.all(this.serving);
       await Promise.allSettled([...this.inFlight]);
       await Promise.all(this.durable.map((c) => c.stop()));
