@@ -204,6 +204,34 @@ describe('job service through the NATS command path', () => {
       expect(job.payloads).toEqual([{ comment: 1 }, { comment: 2 }]);
     });
 
+    it('a request that would run with other settings than the queued job (its configuration, or a product updated meanwhile) is not coalesced into it: each job runs as it was asked', async () => {
+      await registerProducts(world.client, ['product-co-settings']);
+      const asked = (model: string, n: number) => ({ ...review('settings_changed', { n }), productId: 'product-co-settings', configOverrides: { product: { model, maxTurns: 10 + n } } });
+      const first = await enqueue(asked('claude-sonnet-4-6', 1));
+      // the product's model and limits changed between the two requests
+      const second = await enqueue(asked('claude-opus-4-7', 2));
+      expect(first.outcome).toBe('created');
+      expect(second).toMatchObject({ outcome: 'created', status: 'QUEUED' });
+      expect(second.jobId).not.toBe(first.jobId);
+      // a request with the settings of the second joins it, not the first
+      expect(await enqueue(asked('claude-opus-4-7', 2))).toMatchObject({ jobId: second.jobId, outcome: 'coalesced' });
+      // the product's target branch changed: a later request lands where the product says now
+      await world.client.request(updateProduct, { productId: 'product-co-settings', changes: { targetBranch: 'develop' }, idempotencyKey: key('update') });
+      const third = await enqueue(asked('claude-opus-4-7', 2));
+      expect(third).toMatchObject({ outcome: 'created' });
+      const claims = [];
+      for (const jobId of [first.jobId, second.jobId, third.jobId]) {
+        const claim = await world.client.request(claimJob, { runnerId: runner('settings'), kinds: ['REVIEW'], jobId, idempotencyKey: key('claim-settings') });
+        if (!claim.claimed) throw new Error('not claimed');
+        claims.push(claim.job);
+      }
+      expect(claims.map((c) => [c.agentConfig.model, c.agentConfig.maxTurns, c.targetBranch, c.payloads.length])).toEqual([
+        ['claude-sonnet-4-6', 11, 'main', 1],
+        ['claude-opus-4-7', 12, 'main', 2],
+        ['claude-opus-4-7', 12, 'develop', 1],
+      ]);
+    });
+
     it('concurrent coalescible requests make exactly one job', async () => {
       const replies = await Promise.all(Array.from({ length: 8 }, (_, i) => enqueue(review('concurrent', { n: i }))));
       const created = replies.filter((r) => r.outcome === 'created');

@@ -79,7 +79,8 @@ async function inTurn<T>(key: string, work: () => Promise<T>): Promise<T> {
  */
 export async function enqueueJobRequest(store: EventStore, request: EnqueueRequest, metadata: CommandMetadata, within?: pg.PoolClient): Promise<EnqueueReply> {
   if (within) return enqueueOnce(store, request, metadata, within);
-  const key = coalescingKeyOf(runQueueRequest(request, { now: store.clock().toISOString() }));
+  // Only the key is asked of it here (the settings are weighed in the transaction, with the product as it is then).
+  const key = coalescingKeyOf(runQueueRequest(request, { now: store.clock().toISOString(), product: null }));
   return key ? inTurn(coalescingStreamId(key), () => enqueueOnce(store, request, metadata)) : enqueueOnce(store, request, metadata);
 }
 
@@ -100,7 +101,10 @@ async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata:
     async (uow) => {
       uow.knowStream(newJobId, []); // a fresh id: its stream is empty (the append at version 0 checks it)
       const now = store.clock().toISOString();
-      const routing = runQueueRequest(request, { now });
+      // The product as it is now: a created job is resolved against it, and a request joins only a job that runs as it would.
+      const product = (await uow.read<{ state: Product }>(0)).rows[0]?.state ?? null;
+      const resolution = product ? productResolution(product) : null;
+      const routing = runQueueRequest(request, { now, product: resolution });
       const key: CoalescingKey | null = coalescingKeyOf(routing);
       let opening: { streamId: string; version: number } | null = null;
       if (key) {
@@ -125,8 +129,7 @@ async function enqueueOnce(store: EventStore, request: EnqueueRequest, metadata:
       }
       const jobId = newJobId;
       if (key && opening) await uow.append(opening.streamId, opening.version, [coalescingWindowOpened(key, jobId, now)]);
-      const product = (await uow.read<{ state: Product }>(0)).rows[0]?.state ?? null;
-      await decideWithin(uow, jobDecider, jobId, enqueueJobCommand(request, { jobId, now, product: product ? productResolution(product) : null }));
+      await decideWithin(uow, jobDecider, jobId, enqueueJobCommand(request, { jobId, now, product: resolution }));
       return { jobId, outcome: 'created', status: 'QUEUED' };
     },
   );

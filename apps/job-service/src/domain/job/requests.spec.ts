@@ -92,7 +92,7 @@ describe('from wire requests to decider commands', () => {
   it('a retried enqueue with the same key finds the job through its run-queue entry', () => {
     const { state } = run(jobDecider.initialState, enqueueJobCommand(enqueue, { jobId: JOB, now: at(0), product: PRODUCT }));
     if (!jobExists(state)) throw new Error('no job');
-    expect(routeEnqueue(runQueueRequest(enqueue, { now: at(30) }), [runQueueEntry(state)])).toEqual({ outcome: 'deduplicated', jobId: JOB });
+    expect(routeEnqueue(runQueueRequest(enqueue, { now: at(30), product: PRODUCT }), [runQueueEntry(state)])).toEqual({ outcome: 'deduplicated', jobId: JOB });
   });
 
   it('two REVIEW requests for one profile and reason within 5 s end as one job with both payloads', () => {
@@ -100,7 +100,7 @@ describe('from wire requests to decider commands', () => {
     const second = parseRequest(enqueueJob, { ...first, idempotencyKey: 'product-42/queue_run:second', payload: { n: 2 } });
     let { state } = run(jobDecider.initialState, enqueueJobCommand(first, { jobId: JOB, now: at(0), product: PRODUCT }));
     if (!jobExists(state)) throw new Error('no job');
-    const decision = routeEnqueue(runQueueRequest(second, { now: at(2) }), [runQueueEntry(state)]);
+    const decision = routeEnqueue(runQueueRequest(second, { now: at(2), product: PRODUCT }), [runQueueEntry(state)]);
     expect(decision).toEqual({ outcome: 'coalesced', jobId: JOB });
     ({ state } = run(state, coalesceIntoJobCommand(second, { jobId: JOB, now: at(2) })));
     if (!jobExists(state)) throw new Error('no job');

@@ -16,7 +16,7 @@ import {
   type startJob,
 } from '@gantry/contracts';
 import type { ProductResolution } from '../product/view.js';
-import type { RunQueueRequest } from '../run-queue/run-queue.js';
+import { runSettingsOf, type RunQueueRequest } from '../run-queue/run-queue.js';
 import type { JobCommand } from './commands.js';
 import { DEFAULT_MAX_ATTEMPTS } from './lease-policy.js';
 
@@ -109,8 +109,13 @@ export function coalesceIntoJobCommand(request: RequestOf<typeof enqueueJob>, co
   };
 }
 
-export function runQueueRequest(request: RequestOf<typeof enqueueJob>, context: Clock): RunQueueRequest {
+/**
+ * The request as the run queue routes it. `product`: the product as it is now, for the settings a job
+ * of the request would run with (a request that may not coalesce never reads them).
+ */
+export function runQueueRequest(request: RequestOf<typeof enqueueJob>, context: Clock & { product: ProductResolution | null }): RunQueueRequest {
   let inputBytes: number | undefined;
+  let runsWith: string | undefined;
   return {
     kind: request.kind,
     productId: request.productId,
@@ -122,6 +127,17 @@ export function runQueueRequest(request: RequestOf<typeof enqueueJob>, context: 
     // Weighed when read, once: only a request that may coalesce is (its prompt is written out as JSON to weigh it).
     get inputBytes() {
       return (inputBytes ??= jobInputBytes(request.prompt === undefined ? [] : [request.prompt], request.payload === undefined ? [] : [request.payload]));
+    },
+    get runsWith() {
+      return (runsWith ??= runSettingsOf({
+        kind: request.kind,
+        configOverrides: request.configOverrides ?? null,
+        agentProfile: request.agentProfile ?? null,
+        repository: context.product?.repository ?? null,
+        repositoryUrl: context.product?.cloneUrl ?? null,
+        targetBranch: context.product?.targetBranch ?? null,
+        maxAttempts: request.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+      }));
     },
     now: context.now,
   };

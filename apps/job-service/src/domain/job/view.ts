@@ -1,5 +1,5 @@
 import { jobInputBytes, type JobView } from '@gantry/contracts';
-import type { RunQueueEntry } from '../run-queue/run-queue.js';
+import { runSettingsOf, type RunQueueEntry } from '../run-queue/run-queue.js';
 import type { Job } from './state.js';
 
 /** The job as `get_job` / `list_jobs` answer it: a projection row is this, folded from the log. */
@@ -59,5 +59,17 @@ export function runQueueEntry(job: Job): RunQueueEntry {
     enqueuedAt: job.enqueuedAt,
     idempotencyKeys: job.idempotencyKeys,
     inputBytes: jobInputBytes(job.prompts, job.payloads),
+    // Worked out when read: only a job the request could otherwise join is asked.
+    get runsWith() {
+      return runSettingsOf({
+        kind: job.kind,
+        configOverrides: job.configOverrides,
+        agentProfile: job.agentProfile,
+        repository: job.repository ?? null,
+        repositoryUrl: job.repositoryUrl ?? null,
+        targetBranch: job.targetBranch ?? null,
+        maxAttempts: job.maxAttempts,
+      });
+    },
   };
 }

@@ -1,10 +1,21 @@
 import { ErrorCode, GantryError, jobInputBytes, MAX_JOB_INPUT_BYTES } from '@gantry/contracts';
-import { COALESCING_WINDOW_MS, IDEMPOTENCY_WINDOW_MS, routeEnqueue, type RunQueueEntry, type RunQueueRequest } from './run-queue.js';
+import { COALESCING_WINDOW_MS, IDEMPOTENCY_WINDOW_MS, routeEnqueue, runSettingsOf, type RunQueueEntry, type RunQueueRequest, type RunSettings } from './run-queue.js';
 
 const T0 = Date.parse('2026-11-30T06:00:00.000Z');
 const at = (ms: number) => new Date(T0 + ms).toISOString();
 const HASH_A = 'a'.repeat(64);
 const HASH_B = 'b'.repeat(64);
+const asked = (over: Partial<RunSettings> = {}): RunSettings => ({
+  kind: 'REVIEW',
+  configOverrides: { product: { model: 'claude-sonnet-4-6' } },
+  agentProfile: { id: 'profile-reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000 },
+  repository: 'acme/shop',
+  repositoryUrl: 'https://github.com/acme/shop.git',
+  targetBranch: 'main',
+  maxAttempts: 3,
+  ...over,
+});
+const SETTINGS = runSettingsOf(asked());
 
 function entry(over: Partial<RunQueueEntry> = {}): RunQueueEntry {
   return {
@@ -18,6 +29,7 @@ function entry(over: Partial<RunQueueEntry> = {}): RunQueueEntry {
     enqueuedAt: at(0),
     idempotencyKeys: [{ key: 'product-42/queue_run:k1', requestHash: HASH_A, at: at(0) }],
     inputBytes: 100,
+    runsWith: SETTINGS,
     ...over,
   };
 }
@@ -32,6 +44,7 @@ function request(over: Partial<RunQueueRequest> = {}): RunQueueRequest {
     idempotencyKey: 'product-42/queue_run:k2',
     requestHash: HASH_B,
     inputBytes: 100,
+    runsWith: SETTINGS,
     now: at(1000),
     ...over,
   };
@@ -103,6 +116,24 @@ describe('the run queue', () => {
       expect(routeEnqueue(request({ agentProfileId: 'profile-other' }), [entry()]).outcome).toBe('created');
       expect(routeEnqueue(request({ kind: 'PLAN_CHAT' }), [entry()]).outcome).toBe('created');
       expect(routeEnqueue(request({ productId: 'product-7' }), [entry()]).outcome).toBe('created');
+    });
+
+    it('a request that would run with other settings does not join the job: configuration, where the work lands, attempts', () => {
+      const other = [
+        asked({ configOverrides: { product: { model: 'claude-opus-4-7' } } }),
+        asked({ configOverrides: { product: { model: 'claude-sonnet-4-6', thinkingBudget: 24000 } } }),
+        asked({ configOverrides: { product: { model: 'claude-sonnet-4-6' }, job: { maxTurns: 5 } } }),
+        asked({ agentProfile: { id: 'profile-reviewer', model: 'claude-haiku-4-5', thinkingBudget: 0 }, configOverrides: null }),
+        asked({ targetBranch: 'develop' }),
+        asked({ repositoryUrl: '/srv/git/shop.git' }),
+        asked({ maxAttempts: 1 }),
+      ];
+      for (const settings of other) expect(routeEnqueue(request({ runsWith: runSettingsOf(settings) }), [entry()])).toEqual({ outcome: 'created' });
+    });
+
+    it('settings that resolve alike are the same settings: the request joins the job', () => {
+      const spelledOtherwise = asked({ configOverrides: { sprint: { model: 'claude-sonnet-4-6' }, job: { maxTurns: 60 } } });
+      expect(routeEnqueue(request({ runsWith: runSettingsOf(spelledOtherwise) }), [entry()])).toEqual({ outcome: 'coalesced', jobId: entry().jobId });
     });
 
     it('a request without an agent profile is never coalesced', () => {

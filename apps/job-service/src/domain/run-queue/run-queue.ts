@@ -1,4 +1,15 @@
-import { ENQUEUE_IDEMPOTENCY_WINDOW_MS, ErrorCode, GantryError, MAX_JOB_INPUT_BYTES, type JobKind, type JobStatus } from '@gantry/contracts';
+import {
+  canonicalJson,
+  ENQUEUE_IDEMPOTENCY_WINDOW_MS,
+  ErrorCode,
+  GantryError,
+  MAX_JOB_INPUT_BYTES,
+  resolveAgentConfig,
+  type AgentConfigOverride,
+  type AgentProfile,
+  type JobKind,
+  type JobStatus,
+} from '@gantry/contracts';
 import { coalescingKeyOf } from './coalescing.js';
 
 /** A repeat of an idempotency key within this window reports the existing job (fixed: AC-H6). */
@@ -20,6 +31,8 @@ export interface RunQueueEntry {
   idempotencyKeys: { key: string; requestHash: string; at: string }[];
   /** The size of the job's prompts and payloads as JSON (jobInputBytes). */
   inputBytes: number;
+  /** How the job runs (runSettingsOf): a request joins it only when it would run the same way. */
+  runsWith: string;
 }
 
 export interface RunQueueRequest {
@@ -32,7 +45,39 @@ export interface RunQueueRequest {
   requestHash: string;
   /** The size of the request's prompt and payload as JSON (jobInputBytes). */
   inputBytes: number;
+  /** How a job made of the request would run, with the product as it is now (runSettingsOf). */
+  runsWith: string;
   now: string;
+}
+
+/** What decides how a job runs, as its enqueue recorded it or a request would now. */
+export interface RunSettings {
+  kind: JobKind;
+  configOverrides: { product?: AgentConfigOverride | null; sprint?: AgentConfigOverride | null; job?: AgentConfigOverride | null } | null;
+  agentProfile: AgentProfile | null;
+  /** The product's resolution: where the work lands (null for a job from before products, or an unknown product). */
+  repository: string | null;
+  repositoryUrl: string | null;
+  targetBranch: string | null;
+  maxAttempts: number;
+}
+
+/**
+ * How a job runs, as one comparable string: its resolved agent configuration (model, thinking
+ * budget, permission mode, tools, max turns — the cascade as the claim will resolve it), where its
+ * work lands, and its attempts. A coalesced request only adds its prompt and payload to the job, so
+ * it may join only a job that runs as a job of its own would: otherwise a request sent after the
+ * product's settings changed would run with the ones of before.
+ */
+export function runSettingsOf(s: RunSettings): string {
+  let config: unknown;
+  try {
+    const o = s.configOverrides;
+    config = resolveAgentConfig(s.kind, o?.product ?? null, o?.sprint ?? null, o?.job ?? null, s.agentProfile);
+  } catch {
+    config = null; // no runnable configuration: the enqueue refuses it, or the claim does
+  }
+  return canonicalJson({ config, repository: s.repository, repositoryUrl: s.repositoryUrl, targetBranch: s.targetBranch, maxAttempts: s.maxAttempts });
 }
 
 export type RunQueueDecision =
@@ -47,7 +92,8 @@ const age = (at: string, now: string) => Date.parse(now) - Date.parse(at);
  * 1. the idempotency key was used within 24 h → deduplicated (the existing job; a different
  *    request under the same key is IDEMPOTENCY_CONFLICT);
  * 2. a QUEUED job of the same product, kind, agent profile and reason enqueued within 5 s, neither
- *    side excluded from coalescing → coalesced into it (its payload is appended by JobCoalesced);
+ *    side excluded from coalescing, that runs with the settings the request would run with now
+ *    (configuration, the product's target, attempts) → coalesced into it (its payload is appended by JobCoalesced);
  * 3. otherwise → created.
  * Coalescing needs an agent profile: without one there is nothing to key it on.
  */
@@ -78,6 +124,8 @@ export function routeEnqueue(request: RunQueueRequest, recent: readonly RunQueue
         e.agentProfileId === request.agentProfileId &&
         e.reason === request.reason &&
         age(e.enqueuedAt, request.now) < COALESCING_WINDOW_MS &&
+        // A coalesced request runs as the job does: only with the settings it would have run with itself.
+        e.runsWith === request.runsWith &&
         // A job travels whole in one message: coalescing grows it no further than one request may be.
         e.inputBytes + request.inputBytes <= MAX_JOB_INPUT_BYTES,
     )
