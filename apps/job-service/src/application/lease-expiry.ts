@@ -8,6 +8,14 @@ import { jobDecider } from '../domain/index.js';
 import { ClaimPicker } from './claim-picker.js';
 import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
 
+/**
+ * How often a replica records that it serves (`lease_sweeps`) when its sweeps come less often: a
+ * start or a bus loss takes serving to have stopped at the latest record, so with only the sweeps
+ * recording it, a replica sweeping once an hour would let the next start resume the leases that ran
+ * out in the hour before, while it served and refused their runners.
+ */
+export const SERVING_MARK_MS = 1000;
+
 /** Refusals that mean the lease ended or moved on between the sweep's look and its append. */
 const LEASE_MOVED_ON: ReadonlySet<string> = new Set([ErrorCode.STALE_FENCE, ErrorCode.INVALID_TRANSITION, ErrorCode.PRECONDITION_FAILED, ErrorCode.VERSION_CONFLICT]);
 
@@ -20,6 +28,8 @@ const LEASE_MOVED_ON: ReadonlySet<string> = new Set([ErrorCode.STALE_FENCE, Erro
 @Injectable()
 export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly sweeps: Sweep;
+  /** Records between the sweeps that this replica serves (none when it sweeps at least as often). */
+  private readonly marks: Sweep | null;
   private readonly resumption: BusLossResumption;
   private sweepingWithoutBus = false;
 
@@ -31,6 +41,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     @Inject(ClaimPicker) private readonly picker: ClaimPicker,
   ) {
     this.sweeps = new Sweep({ name: 'lease-expiry', everyMs: config.leaseSweepMs, run: () => this.sweep(), log });
+    this.marks = config.leaseSweepMs > SERVING_MARK_MS ? new Sweep({ name: 'serving-mark', everyMs: SERVING_MARK_MS, run: () => this.markServing(), log }) : null;
     this.resumption = new BusLossResumption(bus, async () => {
       const resumed = await this.resumeLeases('bus_loss');
       this.sweepingWithoutBus = false;
@@ -46,11 +57,12 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     const resumed = await this.resumeLeases();
     if (resumed > 0) this.log.info({ resumed }, 'job leases resumed at start');
     this.sweeps.start();
+    this.marks?.start();
   }
 
   // Before the runtime closes the pool: a sweep in flight finishes, no new one starts.
   async beforeApplicationShutdown(): Promise<void> {
-    await this.sweeps.stop();
+    await Promise.all([this.sweeps.stop(), this.marks?.stop()]);
   }
 
   /**
@@ -115,10 +127,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     await this.afterBusLoss();
     const now = this.store.clock();
     // This pass looks at every lease that ran out by now: a later start or bus loss resumes none of them.
-    await this.store.pool.query(
-      `INSERT INTO lease_sweeps (one, swept_at) VALUES (true, $1) ON CONFLICT (one) DO UPDATE SET swept_at = greatest(lease_sweeps.swept_at, EXCLUDED.swept_at)`,
-      [now],
-    );
+    await this.recordServing(now);
     const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
       `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT 500`,
       [now],
@@ -156,6 +165,24 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
       }
     }
     return expired;
+  }
+
+  /**
+   * Records that this replica serves now, between sweeps that come seldom: a lease that runs out
+   * before this moment ran out while a job service served (its runner was refused), so a later start
+   * or bus loss does not resume it and the next sweep expires it. Not while the bus is down, nor
+   * before the leases are resumed after a loss: that resumption judges by the record made before it.
+   */
+  async markServing(): Promise<void> {
+    if (!this.bus.connected || this.resumption.pending) return;
+    await this.recordServing(this.store.clock());
+  }
+
+  private async recordServing(now: Date): Promise<void> {
+    await this.store.pool.query(
+      `INSERT INTO lease_sweeps (one, swept_at) VALUES (true, $1) ON CONFLICT (one) DO UPDATE SET swept_at = greatest(lease_sweeps.swept_at, EXCLUDED.swept_at)`,
+      [now],
+    );
   }
 }
 
