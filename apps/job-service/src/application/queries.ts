@@ -20,6 +20,40 @@ function positionAfter(cursor: string): string {
   });
 }
 
+/**
+ * The statement of a `list_jobs` page: the matching jobs in enqueue order, one more than the limit.
+ * A runner is named on a job only while it holds the job's claim (CLAIMED or RUNNING), so a filter by
+ * runner says so too: the claims' index then answers it, where PostgreSQL would otherwise read the
+ * whole view and sort it, or walk the listing index through every finished job (docs/jobs.md,
+ * "Listing jobs").
+ */
+export function listJobsStatement(request: RequestOf<typeof listJobs>): { text: string; values: unknown[] } {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const add = (clause: (p: string) => string, value: unknown) => {
+    values.push(value);
+    where.push(clause(`$${values.length}`));
+  };
+  if (request.status) add((p) => `status = ANY(${p})`, request.status);
+  if (request.kind) add((p) => `kind = ANY(${p})`, request.kind);
+  if (request.productId) add((p) => `product_id = ${p}`, request.productId);
+  if (request.sprintId) add((p) => `sprint_id = ${p}`, request.sprintId);
+  if (request.sprintRunId) add((p) => `sprint_run_id = ${p}`, request.sprintRunId);
+  if (request.storyId) add((p) => `story_id = ${p}`, request.storyId);
+  if (request.taskId) add((p) => `task_id = ${p}`, request.taskId);
+  if (request.runnerId) {
+    add((p) => `runner_id = ${p}`, request.runnerId);
+    where.push(`status IN ('CLAIMED', 'RUNNING')`);
+  }
+  if (request.cursor) add((p) => `enqueue_position > ${p}::bigint`, positionAfter(request.cursor));
+  values.push(request.limit + 1);
+  return {
+    text: `SELECT state, enqueue_position FROM jobs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY enqueue_position LIMIT $${values.length}`,
+    values,
+  };
+}
+
 /** The events of a job's stream that are its story log, and the kind each is answered as. */
 const STORY_KINDS = { ImplementationLogged: 'implementation', CommitLogged: 'commit', TestResultLogged: 'test_result' } as const;
 const STORY_TYPES = Object.keys(STORY_KINDS);
@@ -53,27 +87,7 @@ export class JobQueries {
 
   @CommandHandler(listJobs)
   async listJobs(request: RequestOf<typeof listJobs>): Promise<ReplyOf<typeof listJobs>> {
-    const where: string[] = [];
-    const values: unknown[] = [];
-    const add = (clause: (p: string) => string, value: unknown) => {
-      values.push(value);
-      where.push(clause(`$${values.length}`));
-    };
-    if (request.status) add((p) => `status = ANY(${p})`, request.status);
-    if (request.kind) add((p) => `kind = ANY(${p})`, request.kind);
-    if (request.productId) add((p) => `product_id = ${p}`, request.productId);
-    if (request.sprintId) add((p) => `sprint_id = ${p}`, request.sprintId);
-    if (request.sprintRunId) add((p) => `sprint_run_id = ${p}`, request.sprintRunId);
-    if (request.storyId) add((p) => `story_id = ${p}`, request.storyId);
-    if (request.taskId) add((p) => `task_id = ${p}`, request.taskId);
-    if (request.runnerId) add((p) => `runner_id = ${p}`, request.runnerId);
-    if (request.cursor) add((p) => `enqueue_position > ${p}::bigint`, positionAfter(request.cursor));
-    values.push(request.limit + 1);
-    const { rows } = await this.store.pool.query<{ state: Job; enqueue_position: string }>(
-      `SELECT state, enqueue_position FROM jobs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY enqueue_position LIMIT $${values.length}`,
-      values,
-    );
+    const { rows } = await this.store.pool.query<{ state: Job; enqueue_position: string }>(listJobsStatement(request));
     // A page ends at `limit` jobs or at MAX_PAGE_BYTES of them, whichever comes first: a job's prompts and
     // payloads may be large, and the answer must fit one NATS message (docs/jobs.md, "Listing jobs").
     const page = cutPage(rows, request.limit, (row) => jobView(row.state));
