@@ -3,7 +3,7 @@ import { testDatabaseUrl } from '@gantry/testing';
 import { PICK } from '../src/application/claim-picker.js';
 import type { QueryRunner } from 'typeorm';
 import { JobServiceQueueIndex1780358400000, JobServiceQueuePick1781050000000, jobServiceMigrations } from '../src/infrastructure/migrations.js';
-import { createWorld, type TestWorld } from './harness.js';
+import { createWorld, readingJobsView, type TestWorld } from './harness.js';
 
 /** The statement a claim picks its job with, on a long history and a deep queue (docs/jobs.md, "Claims"). */
 describe('the claim pick on a deep queue', () => {
@@ -36,24 +36,10 @@ describe('the claim pick on a deep queue', () => {
     expect(await pick(['MERGE_CONFLICT_RESOLUTION'], [], 2)).toEqual([]);
   });
 
-  /**
-   * The rows a pick reads from the jobs view and its indexes, as PostgreSQL counts them for the
-   * transaction (the pick runs inside a function, whose plan EXPLAIN does not show).
-   */
+  /** The rows a pick reads from the jobs view and its indexes. */
   const rowsRead = async (kinds: string[], passed: string[], count: number) => {
-    const client = await world.db.connect();
-    try {
-      await client.query('BEGIN');
-      const picked = (await client.query<{ job_id: string }>(PICK.text, [kinds, passed, count])).rows.map((r) => r.job_id);
-      const { rows } = await client.query<{ read: number }>(
-        `SELECT sum(pg_stat_get_xact_tuples_returned(c.oid))::int AS read FROM pg_class c
-          WHERE c.oid = 'jobs'::regclass OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'jobs'::regclass)`,
-      );
-      return { picked: picked.length, read: rows[0]!.read };
-    } finally {
-      await client.query('ROLLBACK');
-      client.release();
-    }
+    const { rows, read } = await readingJobsView<{ job_id: string }>(world, { text: PICK.text, values: [kinds, passed, count] });
+    return { picked: rows.length, read };
   };
 
   it('reads each kind in order from the queue index, only as far as the claims need, however long the history and deep the queue', async () => {

@@ -78,3 +78,24 @@ export async function publishEnqueueWithoutItsOffer(world: TestWorld, jobId: str
   await world.bus.js.publish(eventSubject(world.naming, 'jobs', event.type, event.streamId), JSON.stringify(toEnvelope(event)), { msgID: `${event.eventId}:earlier-relay` });
   return event.eventId;
 }
+
+/**
+ * Runs `statement` in a transaction that is rolled back, and counts the rows it read from the jobs
+ * view and its indexes, as PostgreSQL counts them for the transaction (also inside a function,
+ * whose plan EXPLAIN does not show).
+ */
+export async function readingJobsView<R extends object>(world: TestWorld, statement: { text: string; values: unknown[] }): Promise<{ rows: R[]; read: number }> {
+  const client = await world.db.connect();
+  try {
+    await client.query('BEGIN');
+    const { rows } = await client.query<R>(statement.text, statement.values);
+    const counted = await client.query<{ read: number }>(
+      `SELECT sum(pg_stat_get_xact_tuples_returned(c.oid))::int AS read FROM pg_class c
+        WHERE c.oid = 'jobs'::regclass OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'jobs'::regclass)`,
+    );
+    return { rows, read: counted.rows[0]!.read };
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
+}

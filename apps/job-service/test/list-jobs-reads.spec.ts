@@ -3,7 +3,7 @@ import { migrate } from '@gantry/eventstore';
 import { testDatabaseUrl } from '@gantry/testing';
 import { listJobsStatement } from '../src/application/queries.js';
 import { jobServiceMigrations } from '../src/infrastructure/migrations.js';
-import { createWorld, type TestWorld } from './harness.js';
+import { createWorld, readingJobsView, type TestWorld } from './harness.js';
 
 /** What a list_jobs page reads of a long history (docs/jobs.md, "Listing jobs"). */
 describe('list_jobs on a long history', () => {
@@ -26,22 +26,10 @@ describe('list_jobs on a long history', () => {
     await world?.close();
   });
 
-  /** The jobs a page answers, and the rows it read from the jobs view and its indexes, as PostgreSQL counts them. */
+  /** The jobs a page answers, and the rows it read from the jobs view and its indexes. */
   const page = async (request: Record<string, unknown>) => {
-    const client = await world.db.connect();
-    try {
-      await client.query('BEGIN');
-      const statement = listJobsStatement(listJobs.request.parse(request));
-      const jobs = (await client.query<{ enqueue_position: string }>(statement.text, statement.values)).rows.map((r) => `job-${r.enqueue_position}`);
-      const { rows } = await client.query<{ read: number }>(
-        `SELECT sum(pg_stat_get_xact_tuples_returned(c.oid))::int AS read FROM pg_class c
-          WHERE c.oid = 'jobs'::regclass OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'jobs'::regclass)`,
-      );
-      return { jobs, read: rows[0]!.read };
-    } finally {
-      await client.query('ROLLBACK');
-      client.release();
-    }
+    const { rows, read } = await readingJobsView<{ enqueue_position: string }>(world, listJobsStatement(listJobs.request.parse(request)));
+    return { jobs: rows.map((r) => `job-${r.enqueue_position}`), read };
   };
 
   it("a runner's claims are read from the claims' index, whatever else the view holds: not the 20,000 finished jobs", async () => {
