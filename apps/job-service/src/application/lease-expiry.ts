@@ -56,7 +56,9 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   async onApplicationBootstrap(): Promise<void> {
     const resumed = await this.resumeLeases();
     if (resumed > 0) this.log.info({ resumed }, 'job leases resumed at start');
-    this.sweeps.start();
+    // The first pass at once: a lease that ran out while a job service served (left out of the
+    // resumption) is expired now, not one sweep interval later — up to an hour on a replica set so.
+    this.sweeps.start({ now: true });
     this.marks?.start();
   }
 
