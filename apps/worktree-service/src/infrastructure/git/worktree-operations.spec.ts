@@ -469,6 +469,21 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(await earlierRescue(ws, { worktreeKey: key, rescueFor: 'sync of lease L (token 3)' })).toBeNull();
     });
 
+    it('local commits a rescue branch of other work already points at are kept for this sync too, and found again by a run after the reset', async () => {
+      await createOrReuseWorktree(ws, input);
+      const local = commitLocally('work.txt', 'unpushed work');
+      // Another work's rescue branch at that commit: one an older service made (no work named), then one of lease L.
+      git(wt(), 'branch', `gantry/rescue/${key}/20261130T055800000Z`, local);
+      const rescueFor = 'sync of lease M (token 2)';
+      const first = await syncWorktree(ws, { ...input, rescueFor });
+      expect(first.rescue).toMatchObject({ sha: local });
+      expect(await syncWorktree(ws, { ...input, rescueFor })).toMatchObject({ rescue: null });
+      expect(await earlierRescue(ws, { worktreeKey: key, rescueFor })).toEqual(first.rescue);
+      // Run again before its reset, the sync keeps the branch it made for itself rather than make another.
+      git(wt(), 'reset', '--hard', '--quiet', local);
+      expect(await syncWorktree(ws, { ...input, rescueFor })).toMatchObject({ rescue: first.rescue });
+    });
+
     it('refuses a worktree that is not on the lease’s branch — detached, on another branch, or on a branch with no commit — and moves nothing', async () => {
       await createOrReuseWorktree(ws, input);
       fx.pushCommit('main', { 'app.txt': 'v2\n' });
@@ -616,6 +631,26 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(await rescueAndRemoveWorktree(ws, { worktreeKey: key, now, rescueFor: removing })).toEqual({ rescue: null, removed: true });
       expect(await earlierRescue(ws, { worktreeKey: key, rescueFor: removing })).toEqual(second.rescue);
       expect(git(fx.dir, '--git-dir', (await ensureSharedClone(ws, fx.origin)).clonePath, 'show', `${second.rescue!.branch}:app.txt`)).toBe('saved before the removal');
+    });
+
+    it('a rescue whose changes another lease’s rescue branch already holds, or one made before rescues named their work, is found again by a run after its cleaning', async () => {
+      await createOrReuseWorktree(ws, input);
+      // The same changes on the same HEAD, rescued for lease L first; then, by an older service, with no work named.
+      writeFileSync(path.join(wt(), 'app.txt'), 'the same change\n');
+      await rescueWorktree(ws, { worktreeKey: key, now, rescueFor: 'rescue of lease L (token 1)' });
+      writeFileSync(path.join(wt(), 'other.txt'), 'another change\n');
+      await rescueWorktree(ws, { worktreeKey: key, now });
+      for (const [files, rescueFor] of [
+        [{ 'app.txt': 'the same change\n' }, 'rescue of lease M (token 2)'],
+        [{ 'other.txt': 'another change\n' }, 'rescue of lease N (token 3)'],
+      ] as const) {
+        for (const [file, content] of Object.entries(files)) writeFileSync(path.join(wt(), file), content);
+        const first = await rescueWorktree(ws, { worktreeKey: key, now, rescueFor });
+        expect(first).not.toBeNull();
+        // Killed after its cleaning, before its report: run again, nothing is left, and what it saved is found.
+        expect(await rescueWorktree(ws, { worktreeKey: key, now, rescueFor })).toBeNull();
+        expect(await earlierRescue(ws, { worktreeKey: key, rescueFor })).toEqual(first);
+      }
     });
 
     it('rescues a worktree on a detached HEAD without moving HEAD', async () => {

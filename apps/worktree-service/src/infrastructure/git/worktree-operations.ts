@@ -435,13 +435,44 @@ export async function syncWorktree(
   });
 }
 
-/** A rescue branch at `sha`: the one already there (a run repeated after a crash), else a new `gantry/rescue/<key>/<time>`. */
+/**
+ * A rescue branch at `sha`: the one already there for the same work (a run repeated after a crash:
+ * reusedRescueBranch), else a new `gantry/rescue/<key>/<time>`.
+ */
 async function rescueBranchAt(workspace: GitWorkspace, cwd: string, worktreeKey: string, sha: string, now: Date, rescueFor?: string): Promise<RescueResult> {
-  const existing = await git(workspace, cwd, ['for-each-ref', '--count=1', '--format=%(refname)', `--points-at=${sha}`, `refs/heads/gantry/rescue/${worktreeKey}/`]);
-  const found = existing.stdout.trim();
-  if (found !== '') return { branch: found.slice('refs/heads/'.length), sha };
+  const existing = await git(workspace, cwd, ['for-each-ref', '--format=%(refname)', `--points-at=${sha}`, `refs/heads/gantry/rescue/${worktreeKey}/`]);
+  const found = await reusedRescueBranch(workspace, cwd, lines(existing.stdout), rescueFor);
+  if (found !== null) return { branch: found.slice('refs/heads/'.length), sha };
   return { branch: await newRescueBranch(workspace, cwd, worktreeKey, sha, now, rescueFor), sha };
 }
+
+/**
+ * Of the rescue branches `refs` that already hold what a rescue would save, the one it reports: with
+ * `rescueFor`, only one made for that work (its reflog names it: rescuesMadeFor). A branch of another
+ * work that saved the same (another lease's identical rescue) or one made before rescues named their
+ * work does not name this one, and git writes no reflog entry for an update that leaves a branch where
+ * it is: reported, a run of this work again after its clean-up would not find it (earlierRescue). Such
+ * work gets a branch of its own at the same commit (null here). Without `rescueFor`, the first.
+ */
+async function reusedRescueBranch(workspace: GitWorkspace, cwd: string, refs: readonly string[], rescueFor?: string): Promise<string | null> {
+  if (refs.length === 0) return null;
+  if (rescueFor === undefined) return refs[0]!;
+  return (await rescuesMadeFor(workspace, cwd, refs, rescueFor))[0]?.ref ?? null;
+}
+
+/** Those of the rescue branches `refs` whose reflog names `rescueFor` (newRescueBranch), with the commit each was made at. */
+async function rescuesMadeFor(workspace: GitWorkspace, cwd: string, refs: readonly string[], rescueFor: string): Promise<Array<{ ref: string; sha: string }>> {
+  // `<sha> <ref>@{<n>} <message>`; a branch made without a reflog has no entry.
+  const logs = await git(workspace, cwd, ['log', '--walk-reflogs', '--format=%H %gD %gs', '--end-of-options', ...refs]);
+  const found: Array<{ ref: string; sha: string }> = [];
+  for (const line of lines(logs.stdout)) {
+    const [sha, selector] = line.split(' ', 2);
+    if (sha && selector && line.endsWith(` ${RESCUE_REFLOG} for ${rescueFor}`)) found.push({ ref: selector.replace(/@\{\d+\}$/, ''), sha });
+  }
+  return found;
+}
+
+const lines = (output: string): string[] => output.split('\n').filter((line) => line !== '');
 
 /**
  * Creates `gantry/rescue/<key>/<time>` (or `-2`, `-3` … when taken) at `sha`; never moves an existing
@@ -493,16 +524,10 @@ export async function earlierRescue(workspace: GitWorkspace, input: { worktreeKe
   await worktreePathFor(workspace, worktreeKey);
   for (const clonePath of await listClones(workspace)) {
     const listed = await git(workspace, clonePath, ['for-each-ref', '--format=%(refname)', `refs/heads/gantry/rescue/${worktreeKey}/`]);
-    const refs = listed.stdout.split('\n').filter((ref) => ref !== '');
+    const refs = lines(listed.stdout);
     if (refs.length === 0) continue;
-    // `<sha> <ref>@{<n>} <message>`; a branch made without a reflog has no entry.
-    const logs = await git(workspace, clonePath, ['log', '--walk-reflogs', '--format=%H %gD %gs', '--end-of-options', ...refs]);
-    for (const line of logs.stdout.split('\n')) {
-      const [sha, selector] = line.split(' ', 2);
-      if (sha && selector && line.endsWith(` ${RESCUE_REFLOG} for ${rescueFor}`)) {
-        return { branch: selector.replace(/@\{\d+\}$/, '').slice('refs/heads/'.length), sha };
-      }
-    }
+    const [made] = await rescuesMadeFor(workspace, clonePath, refs, rescueFor);
+    if (made) return { branch: made.ref.slice('refs/heads/'.length), sha: made.sha };
   }
   return null;
 }
@@ -517,19 +542,24 @@ async function rescueLocked(workspace: GitWorkspace, worktreePath: string, workt
 
   const prefix = `refs/heads/gantry/rescue/${worktreeKey}/`;
   const existing = await git(workspace, worktreePath, ['for-each-ref', '--format=%(refname) %(objectname) %(tree) %(parent)', prefix]);
-  const same = existing.stdout
-    .split('\n')
+  // Branches already holding these changes on this HEAD: this work's own, made before a crash ahead of
+  // the cleaning — or another work's that saved the same (reusedRescueBranch).
+  const same = lines(existing.stdout)
     .map((line) => line.split(' '))
-    .find(([, , t, parent]) => t === tree && (parent ?? '') === (head ?? ''));
+    .filter(([, , t, parent]) => t === tree && (parent ?? '') === (head ?? ''));
+  const reused = await reusedRescueBranch(workspace, worktreePath, same.map(([ref]) => ref!), rescueFor);
   let rescue: RescueResult;
-  if (same) {
-    rescue = { branch: same[0]!.slice('refs/heads/'.length), sha: same[1]! };
+  if (reused !== null) {
+    rescue = { branch: reused.slice('refs/heads/'.length), sha: same.find(([ref]) => ref === reused)![1]! };
   } else {
-    const message = `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}`;
-    const commit = await gitOnClone(workspace, worktreePath, ['commit-tree', '--no-gpg-sign', tree, ...(head ? ['-p', head] : []), '-m', message], {
-      identity: { name: 'Gantry', email: 'gantry@localhost.invalid' },
-    });
-    const sha = commit.stdout.trim();
+    let sha = same[0]?.[1];
+    if (sha === undefined) {
+      const message = `gantry: rescue of worktree ${worktreeKey} at ${now.toISOString()}`;
+      const commit = await gitOnClone(workspace, worktreePath, ['commit-tree', '--no-gpg-sign', tree, ...(head ? ['-p', head] : []), '-m', message], {
+        identity: { name: 'Gantry', email: 'gantry@localhost.invalid' },
+      });
+      sha = commit.stdout.trim();
+    }
     rescue = { branch: await newRescueBranch(workspace, worktreePath, worktreeKey, sha, now, rescueFor), sha };
   }
   // The changes are safe on the rescue branch: now, and only now, clean the worktree.
