@@ -1,4 +1,5 @@
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import { deriveWorktreeKey, listWorktrees, type WorktreeView } from '@gantry/contracts';
 import { readAllPages } from '@gantry/messaging';
@@ -53,5 +54,15 @@ describe('list_worktrees when a worktree of the page is gone before its status (
     const others = grants.filter((g) => g.worktreeKey !== goneKey).map((g) => g.worktreeKey).sort();
     expect(paged.map((w) => w.worktreeKey)).toEqual(others);
     expect(paged.every((w) => w.dirty === false)).toBe(true);
+  }, 120_000);
+
+  it('lists a worktree whose .git file an agent deleted as there, not prunable: the service repairs it before it prunes or uses it', async () => {
+    const grant = await acquire('feature/gitlink-listed');
+    rmSync(path.join(grant.path, '.git'));
+
+    const { worktrees } = await world.client.request(listWorktrees, { repositoryUrl: world.git.origin, limit: 100 });
+    // Its directory is there and its lease holds it; whether it is dirty git cannot say before the repair.
+    expect(worktrees.find((w) => w.worktreeKey === grant.worktreeKey)).toMatchObject({ path: grant.path, heldBy: grant.leaseId, prunable: false, dirty: null });
+    expect(existsSync(grant.path)).toBe(true);
   }, 120_000);
 });

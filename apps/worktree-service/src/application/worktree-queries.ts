@@ -113,7 +113,8 @@ export class WorktreeQueries {
     const dirty = new Map<string, boolean | null>();
     const gone = new Set<string>();
     for (const w of candidates.slice(0, request.limit)) {
-      const status = w.prunable ? null : await this.dirtyUnlessGone(w);
+      // One whose .git file is gone has no status until the service repairs it (it is there all the same).
+      const status = w.prunable || w.gitlinkMissing ? null : await this.dirtyUnlessGone(w);
       if (status === 'gone') gone.add(w.worktreeKey);
       else dirty.set(w.worktreeKey, status);
     }

@@ -742,8 +742,14 @@ export interface WorktreeOnDisk {
   headSha: string | null;
   /** Whether it has uncommitted changes; null unless asked for (it costs a `git status`). */
   dirty: boolean | null;
-  /** Registered, but its directory is missing. */
+  /** Registered, but its directory is missing: the service's prune forgets it. */
   prunable: boolean;
+  /**
+   * Its directory is there but its `.git` file is not (git calls it prunable too): the service repairs
+   * it from the clone before it prunes, rescues, syncs or removes it, so it is no prunable one.
+   * Whether it is dirty git cannot say until then.
+   */
+  gitlinkMissing: boolean;
   locked: boolean;
 }
 
@@ -772,6 +778,8 @@ export async function listWorktrees(
     const list = (inTurn: GitWorkspace) => registeredWorktrees(inTurn, clonePath);
     for (const entry of await (options.inTurn ? serializedOnClone(workspace, clonePath, list) : list(workspace))) {
       if (entry.bare || path.dirname(entry.path) !== workspace.worktreesDir) continue;
+      // git's prunable also says a worktree whose directory is there lost its `.git` file (pruneLocked repairs those).
+      const gitlinkMissing = entry.prunable && (await lstatOrNull(entry.path))?.isDirectory() === true;
       const dirty = options.withDirtyState && !entry.prunable ? (await statusOf(workspace, entry.path)).length > 0 : null;
       worktrees.push({
         worktreeKey: path.basename(entry.path),
@@ -780,7 +788,8 @@ export async function listWorktrees(
         branch: entry.branch?.startsWith('refs/heads/') ? entry.branch.slice('refs/heads/'.length) : null,
         headSha: entry.headSha,
         dirty,
-        prunable: entry.prunable,
+        prunable: entry.prunable && !gitlinkMissing,
+        gitlinkMissing,
         locked: entry.locked,
       });
     }
