@@ -10,3 +10,4 @@ export * from './prs/index.js';
 export * from './workflow/index.js';
 export * from './secrets.js';
 export * from './reserved-keys.js';
+export * from './lease-resumption.js';

@@ -10,3 +10,4 @@ export { inlineStatement, jsonRows, JsonRows, type SqlWriter } from './lib/defer
 export { storableScrubber, storableText, storableValue } from './lib/storable-text.js';
 export * from './lib/process-epoch.js';
 export * from './lib/republish.js';
+export * from './lib/lease-sweeps.js';

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
-import { decideWithin, EventStore, isDatabaseUnreachable } from '@gantry/eventstore';
+import { decideWithin, EventStore, isDatabaseUnreachable, lastLeaseSweep, recordLeaseSweep } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
 import { BusLossResumption, Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
@@ -76,8 +76,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
    */
   async resumeLeases(after: 'start' | 'bus_loss' = 'start'): Promise<number> {
     const now = this.store.clock().toISOString();
-    const swept = await this.store.pool.query<{ swept_at: Date }>(`SELECT swept_at FROM lease_sweeps`);
-    const lastSweptAt = swept.rows[0]?.swept_at.toISOString() ?? null;
+    const lastSweptAt = await lastLeaseSweep(this.store.pool);
     // A lease that ran out before the last sweep ran out while a job service served: the sweep's.
     const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
       `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING') AND ($1::timestamptz IS NULL OR lease_expires_at > least($1::timestamptz, $2::timestamptz))`,
@@ -181,10 +180,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   }
 
   private async recordServing(now: Date): Promise<void> {
-    await this.store.pool.query(
-      `INSERT INTO lease_sweeps (one, swept_at) VALUES (true, $1) ON CONFLICT (one) DO UPDATE SET swept_at = greatest(lease_sweeps.swept_at, EXCLUDED.swept_at)`,
-      [now],
-    );
+    await recordLeaseSweep(this.store.pool, now);
   }
 }
 

@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { jsonTextColumnsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
+import { jsonTextColumnsMigration, LEASE_SWEEPS_DDL, lz4ColumnsMigration } from '@gantry/eventstore';
 
 /**
  * The read side of job-service. Each row keeps the folded aggregate (`state`) — the views are
@@ -264,7 +264,7 @@ export class JobServiceLeaseSweeps1782300000000 implements MigrationInterface {
   name = 'JobServiceLeaseSweeps1782300000000';
 
   async up(q: QueryRunner): Promise<void> {
-    await q.query(`CREATE UNLOGGED TABLE lease_sweeps (one boolean PRIMARY KEY DEFAULT true CHECK (one), swept_at timestamptz NOT NULL)`);
+    await q.query(LEASE_SWEEPS_DDL);
   }
 
   async down(q: QueryRunner): Promise<void> {

@@ -1,9 +1,9 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
-import { EventStore } from '@gantry/eventstore';
+import { EventStore, lastLeaseSweep, recordLeaseSweep } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
-import { BusLossResumption, Sweep } from '@gantry/service-runtime';
+import { BusLossResumption, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
 import { upcomingDeadlines, type WorktreeLeaseCommand } from '../domain/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
@@ -29,7 +29,7 @@ export class LeaseSweep implements OnModuleDestroy {
   ) {
     this.sweeps = new Sweep({ name: 'lease-sweep', everyMs: config.sweepIntervalMs, run: () => this.sweep(), log });
     this.resumption = new BusLossResumption(bus, async () => {
-      const resumed = await this.resumeHeldLeases();
+      const resumed = await this.resumeHeldLeases('bus_loss');
       this.sweepingWithoutBus = false;
       this.log.info({ keys: resumed }, 'NATS is back: held worktree leases resumed');
     });
@@ -66,6 +66,8 @@ export class LeaseSweep implements OnModuleDestroy {
     }
     await this.afterBusLoss();
     const now = this.leases.now();
+    // This pass looks at every lease that ran out by now: a later start or bus loss resumes none of them.
+    await recordLeaseSweep(this.store.pool, new Date(now));
     const { rows } = await this.store.pool.query<{ worktree_key: string }>(
       `SELECT DISTINCT worktree_key FROM worktree_leases
         WHERE (status = 'ready' AND expires_at <= $1)
@@ -84,6 +86,8 @@ export class LeaseSweep implements OnModuleDestroy {
           waitersDue = true;
           continue;
         }
+        // Test-only (GANTRY_TEST_HOLD_AT): a replica that dies in the middle of its pass, before it expires a lease that ran out.
+        await holdHereIfAsked('worktree-sweep:lease-due');
         changed += await this.run(worktreeKey, { type: 'ExpireWorktreeLease', data: { leaseId: deadline.leaseId, now } });
       }
       if (waitersDue) changed += await this.run(worktreeKey, { type: 'TimeOutLockWaiters', data: { now } });
@@ -91,14 +95,26 @@ export class LeaseSweep implements OnModuleDestroy {
     return changed;
   }
 
-  /** Every lease still held runs as long again from now, as at a start (WorktreeRecovery.resumeHeldLeases). Returns the keys touched. */
-  private async resumeHeldLeases(): Promise<number> {
+  /**
+   * When no holder could renew (`after`: a start after nobody served — WorktreeRecovery.resumeAtStart —
+   * or this replica's bus back after a loss), every lease still held that was still live when serving
+   * stopped runs as long again from now. Serving is taken to have stopped at the latest sweep any
+   * replica made with its bus up (nothing later proves one served): a lease that ran out before it ran
+   * out while one served, and is left to the sweep (ranOutWhileServed). `signal` (a start's lock) stops
+   * the work between two keys. Returns the keys looked at.
+   */
+  async resumeHeldLeases(after: 'start' | 'bus_loss', signal?: AbortSignal): Promise<number> {
     const { rows } = await this.store.pool.query<{ worktree_key: string }>(
       `SELECT DISTINCT worktree_key FROM worktree_leases WHERE status IN ('creating_or_reusing', 'syncing', 'ready')`,
     );
+    const lastSweptAt = await lastLeaseSweep(this.store.pool);
     const now = this.leases.now();
     for (const { worktree_key: worktreeKey } of rows) {
-      await this.leases.decide(worktreeKey, { type: 'ResumeWorktreeLeases', data: { now, after: 'bus_loss' } }, { metadata: serviceActor('resume-after-bus-loss') });
+      // The start's lock lost: stop here; the resumption is done again under the lock (resumeAtStart).
+      signal?.throwIfAborted();
+      await this.leases.decide(worktreeKey, { type: 'ResumeWorktreeLeases', data: { now, after, lastSweptAt } }, { metadata: serviceActor(after === 'start' ? 'resume-at-start' : 'resume-after-bus-loss') });
+      // Test-only (GANTRY_TEST_HOLD_AT): the start's lock lost half-way through the resumption.
+      if (after === 'start') await holdHereIfAsked('worktree-start:resumed-key');
     }
     return rows.length;
   }

@@ -111,7 +111,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
             if (!resume) this.log.info({ replicas: peers.length }, 'another replica served meanwhile: held leases go on from their last renewal');
           }
           if (!resume) return;
-          const resumed = await this.resumeHeldLeases(signal);
+          const resumed = await this.sweep.resumeHeldLeases('start', signal);
           if (resumed > 0) this.log.info({ keys: resumed }, 'held leases resumed at start');
         });
         return;
@@ -155,26 +155,6 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
       // Only a later start's judgement rests on it: taken for gone, this process would have held leases resumed once more.
       onLockLost: (error) => log.warn('the epoch lock connection was lost; a replica starting now resumes held leases', { error: String(error) }),
     });
-  }
-
-  /**
-   * Before the sweep starts, and only when no other replica is running (one that runs served the
-   * holders, whose renewals were answered): no holder could renew while nobody served, so every lease
-   * still held runs as long again from now (docs/worktrees.md, "When a lease ends"). Returns the keys touched.
-   */
-  async resumeHeldLeases(signal?: AbortSignal): Promise<number> {
-    const { rows } = await this.store.pool.query<{ worktree_key: string }>(
-      `SELECT DISTINCT worktree_key FROM worktree_leases WHERE status IN ('creating_or_reusing', 'syncing', 'ready')`,
-    );
-    const now = this.leases.now();
-    for (const { worktree_key: worktreeKey } of rows) {
-      // The start's lock lost: stop here; the resumption is done again under the lock (resumeAtStart).
-      signal?.throwIfAborted();
-      await this.leases.decide(worktreeKey, { type: 'ResumeWorktreeLeases', data: { now } }, { metadata: serviceActor('resume-at-start') });
-      // Test-only (GANTRY_TEST_HOLD_AT): the start's lock lost half-way through the resumption.
-      await holdHereIfAsked('worktree-start:resumed-key');
-    }
-    return rows.length;
   }
 
   /**

@@ -220,4 +220,24 @@ describe('the worktree service across restarts (a real process)', () => {
     expect(await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'DONE'`, [jobId])).toBe(1);
     expect(await world.count(`SELECT count(*) AS n FROM job_statuses WHERE status = 'CLAIMED'`)).toBeGreaterThanOrEqual(3);
   }, 120_000);
+
+  it('a lease that ran out while the service served is not resumed by the next start: its sweep had seen it run out, and the next one expires it', async () => {
+    service = await startServiceProcess(world, { GANTRY_TEST_HOLD_AT: 'worktree-sweep:lease-due' });
+    const jobId = await claimedJob(world);
+    const grant = await world.client.request(
+      acquireWorktree,
+      { jobId, jobLeaseToken: 1, repositoryUrl: world.git.origin, branch: 'feature/ran-out-while-served', baseRef: 'main', leaseDurationMs: 1_000, idempotencyKey: `acquire:${++n}` },
+      { timeoutMs: 60_000 },
+    );
+    // Its holder renews no more; a sweep of the serving process finds it run out, and the process dies before it expires it.
+    await eventually(() => service!.output().includes('"testHold":"worktree-sweep:lease-due"'), { what: 'the sweep about to expire the lease', timeoutMs: 30_000 });
+    await service.kill('SIGKILL');
+    service = null;
+
+    service = await startServiceProcess(world);
+    await eventually(async () => (await eventsOf('WorktreeLeaseExpired', grant.worktreeKey)).length === 1, { what: 'the lease expired', timeoutMs: 30_000 });
+    // Expired at the end it was granted, not resumed for as long again from the start.
+    expect(await eventsOf('WorktreeLeaseExpired', grant.worktreeKey)).toEqual([expect.objectContaining({ leaseId: grant.leaseId, expiresAt: grant.expiresAt })]);
+    expect(await eventsOf('WorktreeLeaseRenewed', grant.worktreeKey)).toEqual([]);
+  }, 120_000);
 });

@@ -4,6 +4,7 @@ import {
   failedChecksNamed,
   GantryError,
   isTerminalJobStatus,
+  ranOutWhileServed,
   resolveAgentConfig,
   type AgentConfig,
 } from '@gantry/contracts';
@@ -336,7 +337,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       if (!lease || lease.token !== d.leaseToken) return [];
       // Ran out while a job service still served (a sweep came after its end): its runner could have
       // renewed it, so it is the sweep's to expire (docs/jobs.md, "A job service outage").
-      if (d.lastSweptAt && Date.parse(lease.expiresAt) <= Math.min(Date.parse(d.now), Date.parse(d.lastSweptAt))) return [];
+      if (ranOutWhileServed(lease.expiresAt, d.now, d.lastSweptAt)) return [];
       const leaseExpiresAt = addMs(d.now, lease.durationMs);
       if (Date.parse(leaseExpiresAt) <= Date.parse(lease.expiresAt)) return [];
       return [

@@ -73,7 +73,11 @@ export type WorktreeLeaseCommand =
    * since no holder could renew it while the service was down (docs/worktrees.md, "When a lease ends").
    */
   /** `after`: what kept the holders from renewing — no worktree service ran (`start`), or this one had lost NATS (`bus_loss`). */
-  | { readonly type: 'ResumeWorktreeLeases'; readonly data: { now: string; after?: 'start' | 'bus_loss' } }
+  /**
+   * `lastSweptAt`: the latest lease sweep any replica made with its bus up — when serving stopped, as far
+   * as the service can tell (null: none recorded). A lease that ran out before it is left to the sweep.
+   */
+  | { readonly type: 'ResumeWorktreeLeases'; readonly data: { now: string; after?: 'start' | 'bus_loss'; lastSweptAt?: string | null } }
   | { readonly type: 'TimeOutLockWaiters'; readonly data: { now: string } }
   | {
       readonly type: 'WithdrawWorktreeLeaseRequest';

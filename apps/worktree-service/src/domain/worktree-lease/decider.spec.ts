@@ -266,6 +266,25 @@ describe('WorktreeLease: resumed at the service\'s start (docs/worktrees.md, "Wh
       .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(1300), renewedAt: at(700), resumedAfterBusLoss: true } }]);
   });
 
+  it('a lease that ran out by the last sweep a replica made with its bus up is not resumed: it ran out while one served, the sweep expires it', () => {
+    const resumeAfterSweep = (sweptAt: number, after?: 'bus_loss') => ({
+      type: 'ResumeWorktreeLeases' as const,
+      data: { now: at(700), lastSweptAt: at(sweptAt), ...(after ? { after } : {}) },
+    });
+    // Granted until T0+602s.
+    given(aReady).when(resumeAfterSweep(603)).thenNothingHappened();
+    given(aReady).when(resumeAfterSweep(602)).thenNothingHappened();
+    given(aReady).when(resumeAfterSweep(650, 'bus_loss')).thenNothingHappened();
+    // Still live at the last sweep: serving stopped before it ran out, so it is resumed.
+    given(aReady)
+      .when(resumeAfterSweep(601))
+      .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(1300), renewedAt: at(700), resumedAtStart: true } }]);
+    // A sweep stamped later than this replica's now (clocks differ) proves nothing past now.
+    given(aReady)
+      .when({ type: 'ResumeWorktreeLeases', data: { now: at(601), lastSweptAt: at(700) } })
+      .then([{ type: 'WorktreeLeaseRenewed', data: { worktreeKey, leaseId: A, token: 1, expiresAt: at(1201), renewedAt: at(601), resumedAtStart: true } }]);
+  });
+
   it('leaves alone a lease that runs longer already, a released one and a waiter', () => {
     given(aReadyBWaiting).when(resume(1)).thenNothingHappened();
     given([...aReady, releaseRequested(A, 1, at(50)), released(A, 1, at(51))]).when(resume(700)).thenNothingHappened();

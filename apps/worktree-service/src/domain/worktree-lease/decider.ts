@@ -2,6 +2,7 @@ import {
   deriveWorktreeKey,
   ErrorCode,
   GantryError,
+  ranOutWhileServed,
   type WorktreeLeaseStatus,
   type WorktreeReleaseReason,
   type WorktreeReleasePendingCause,
@@ -283,10 +284,13 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
     }
 
     case 'ResumeWorktreeLeases': {
-      const { now, after } = command.data;
+      const { now, after, lastSweptAt } = command.data;
       const why = after === 'bus_loss' ? { resumedAfterBusLoss: true as const } : { resumedAtStart: true as const };
       return Object.values(state.leases).flatMap((lease): WorktreeLeaseEvent[] => {
         if (!isHolding(lease) || !lease.expiresAt) return [];
+        // Ran out while a replica still served (a sweep came after its end): its holder could have
+        // renewed it, so it is the sweep's to expire (docs/worktrees.md, "When a lease ends").
+        if (ranOutWhileServed(lease.expiresAt, now, lastSweptAt)) return [];
         const expiresAt = plusMs(now, lease.leaseDurationMs);
         if (Date.parse(expiresAt) <= Date.parse(lease.expiresAt)) return [];
         return [{ type: 'WorktreeLeaseRenewed', data: { worktreeKey: lease.worktreeKey, leaseId: lease.leaseId, token: lease.token!, expiresAt, renewedAt: now, ...why } }];

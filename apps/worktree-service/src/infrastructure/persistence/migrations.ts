@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { TERMINAL_JOB_STATUSES } from '@gantry/contracts';
-import { processTableDdl, type MigrationClass } from '@gantry/eventstore';
+import { LEASE_SWEEPS_DDL, processTableDdl, type MigrationClass } from '@gantry/eventstore';
 
 /**
  * The read models of the worktree service: leases (queries, renew/release lookups, the release by
@@ -128,10 +128,30 @@ export class JobStatusesEnded1785000000000 implements MigrationInterface {
   }
 }
 
+/**
+ * The latest lease sweep a replica made with its bus up (`lease_sweeps`, @gantry/eventstore): where a
+ * start after nobody served, or a replica that gets its bus back, takes the outage to have begun, so that
+ * it resumes only the leases still live then (LeaseSweep.resumeHeldLeases, docs/worktrees.md "When a
+ * lease ends"). Not a projection of the log; unlogged: emptied by a crash of the server, it says no sweep
+ * is known, and every held lease is resumed, as before it existed.
+ */
+export class WorktreeLeaseSweeps1785100000000 implements MigrationInterface {
+  name = 'WorktreeLeaseSweeps1785100000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(LEASE_SWEEPS_DDL);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE IF EXISTS lease_sweeps`);
+  }
+}
+
 export const worktreeServiceMigrations: MigrationClass[] = [
   WorktreeReadModels1764547200000,
   ReleasePending1764720000000,
   WorktreeEpochs1764806400000,
   WorktreeProcesses1764892800000,
   JobStatusesEnded1785000000000,
+  WorktreeLeaseSweeps1785100000000,
 ];
