@@ -1,5 +1,6 @@
 import { acquireWorktree, ErrorCode, JobFinished, streamName, type WorktreeLeaseGrant } from '@gantry/contracts';
-import { eventually } from '@gantry/testing';
+import pg from 'pg';
+import { eventually, testDatabaseUrl } from '@gantry/testing';
 import { JOBS_CONSUMER } from './job-lifecycle.js';
 import { claimedJob, createWorld, refusal, type TestWorld } from './testing/world.js';
 import { startServiceProcess, type ServiceProcess } from './testing/process.js';
@@ -58,6 +59,39 @@ describe('an acquire racing the end of its claim (a real process)', () => {
 
     expect((await asked).code).toBe(ErrorCode.STALE_FENCE);
     await eventually(() => ended(jobId), { what: 'the lease ended' });
+  }, 180_000);
+
+  it('the acquire’s look at its claim again, once its lease is in, loses its connection to the database: the look is done again, the acquire is refused and its lease ends', async () => {
+    service = await startServiceProcess(world, { GANTRY_TEST_HOLD_AT: 'worktree-acquire:claim-checked' });
+    const jobId = await claimedJob(world);
+    const asked = refusal(acquire(jobId, 'feature/race-look-lost'));
+    await held('worktree-acquire:claim-checked');
+    await finish(jobId);
+    await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'DONE'`, [jobId])) === 1, {
+      what: 'the finish recorded',
+    });
+    await eventually(jobEventsDone, { what: 'the finish acknowledged' });
+    // The job's lock held here, so that the acquire's look waits for it; then that look's connection is cut.
+    const locker = new pg.Client({ connectionString: testDatabaseUrl, options: `-c search_path=${world.name}` });
+    await locker.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query(`SELECT pg_advisory_xact_lock(hashtextextended('gantry.worktree.claim-ends:' || current_schema() || ':' || $1, 0))`, [jobId]);
+      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      service.process.kill('SIGUSR2');
+      const looking = await eventually(
+        async () => (await world.db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, [lockerPid])).rows[0]?.pid,
+        { what: 'the acquire looking at its claim again' },
+      );
+      expect(await leasesOf(jobId)).toHaveLength(1);
+      await world.db.query('SELECT pg_terminate_backend($1)', [looking]);
+    } finally {
+      await locker.query('ROLLBACK').catch(() => undefined);
+      await locker.end();
+    }
+
+    expect((await asked).code).toBe(ErrorCode.STALE_FENCE);
+    await eventually(() => ended(jobId), { what: 'the lease ended', timeoutMs: 30_000 });
   }, 180_000);
 
   it('the claim’s end looks for its leases before the acquire’s request is in, and is recorded after the acquire looked at the claim: the acquire is refused and its lease ends', async () => {

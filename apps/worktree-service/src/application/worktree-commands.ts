@@ -13,7 +13,7 @@ import {
 } from '@gantry/contracts';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler, holdHereIfAsked } from '@gantry/service-runtime';
-import { EventStore } from '@gantry/eventstore';
+import { EventStore, isDatabaseUnreachable } from '@gantry/eventstore';
 import { claimVerdict, type KnownJob } from '../domain/index.js';
 import { jobAfterClaimEnds, jobAsKnown } from '../infrastructure/persistence/claim-ends.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
@@ -26,6 +26,8 @@ import { LeaseSweep } from './lease-sweep.js';
 const POLL_MS = 250;
 const ENDED: readonly string[] = ['released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn'];
 const RELEASE_WAIT_MS = 15_000;
+/** Between the tries of an acquire's look at its claim once its lease is in, while the database fails it (untilClaimLookedAt). */
+const CLAIM_LOOK_RETRY_MS = [500, 1_000, 2_000, 5_000];
 
 /** The refusal of an acquire for a claim that has ended (refuseEndedClaim). */
 function claimEndedError(jobId: string, jobLeaseToken: number, job: KnownJob): GantryError {
@@ -85,7 +87,7 @@ export class WorktreeLeaseCommands {
       },
       { metadata: metadataOf(request, context), idempotency: idempotencyFor('acquire_worktree', request), reply: () => ({ leaseId }) },
     );
-    await this.endIfClaimEnded(leaseId, request.jobId, request.jobLeaseToken);
+    await this.untilClaimLookedAt(leaseId, request.jobId, request.jobLeaseToken);
     return this.waitForGrant(leaseId);
   }
 
@@ -152,6 +154,24 @@ export class WorktreeLeaseCommands {
     if (ENDED.includes(lease.status)) return;
     if (verdict.kind === 'release') await this.releases.end(lease, 'job_terminal');
     else await this.releases.awaitHolder(lease, verdict.cause);
+  }
+
+  /**
+   * endIfClaimEnded, done again when the database fails it (a connection lost, PostgreSQL restarting):
+   * after 0.5 s, 1 s, 2 s, then every 5 s, for as long as the service runs. Given up, the lease of a
+   * claim whose end looked for its leases before this one was written would be left until it expired
+   * (or, still being prepared, until the next start's stale reset). Once the service stops, that stale
+   * reset sees to it.
+   */
+  private async untilClaimLookedAt(leaseId: string, jobId: string, jobLeaseToken: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.endIfClaimEnded(leaseId, jobId, jobLeaseToken);
+      } catch (error) {
+        if (!isDatabaseUnreachable(error) || this.leases.closing) throw error;
+        await new Promise((resolve) => setTimeout(resolve, CLAIM_LOOK_RETRY_MS[Math.min(attempt - 1, CLAIM_LOOK_RETRY_MS.length - 1)]));
+      }
+    }
   }
 
   /**
