@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { jsonTextColumnsMigration, LEASE_SWEEPS_DDL, lz4ColumnsMigration } from '@gantry/eventstore';
+import { jsonTextColumnsMigration, leaseSweepsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
 
 /**
  * The read side of job-service. Each row keeps the folded aggregate (`state`) — the views are
@@ -260,17 +260,7 @@ export class JobServiceOneOpenRunPerBranch1782200000000 implements MigrationInte
  * log; unlogged, like the claim holds: emptied by a crash of the server, it says no sweep is known,
  * and every live lease is resumed, as before it existed.
  */
-export class JobServiceLeaseSweeps1782300000000 implements MigrationInterface {
-  name = 'JobServiceLeaseSweeps1782300000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(LEASE_SWEEPS_DDL);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP TABLE IF EXISTS lease_sweeps`);
-  }
-}
+export const JobServiceLeaseSweeps1782300000000 = leaseSweepsMigration('JobServiceLeaseSweeps1782300000000');
 
 /** The index that holds a branch for its open sprint run. */
 export const OPEN_RUN_PER_BRANCH = 'sprint_runs_open_branch';

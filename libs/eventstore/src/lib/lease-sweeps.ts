@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+import type { MigrationClass } from './migrations.js';
 
 /*
  * The latest lease sweep any replica of a service made with its bus up: one row (`lease_sweeps`) in the
@@ -10,8 +12,20 @@ import type pg from 'pg';
  * resumed, as before the table existed.
  */
 
-/** The table's DDL, for the services' migrations. */
-export const LEASE_SWEEPS_DDL = `CREATE UNLOGGED TABLE lease_sweeps (one boolean PRIMARY KEY DEFAULT true CHECK (one), swept_at timestamptz NOT NULL)`;
+/** The migration, named `name`, that makes a service's `lease_sweeps`. */
+export function leaseSweepsMigration(name: string): MigrationClass {
+  return class implements MigrationInterface {
+    name = name;
+
+    async up(q: QueryRunner): Promise<void> {
+      await q.query(`CREATE UNLOGGED TABLE lease_sweeps (one boolean PRIMARY KEY DEFAULT true CHECK (one), swept_at timestamptz NOT NULL)`);
+    }
+
+    async down(q: QueryRunner): Promise<void> {
+      await q.query(`DROP TABLE IF EXISTS lease_sweeps`);
+    }
+  };
+}
 
 /** A sweep pass with the bus up, at `at`: a later start or bus loss resumes no lease that ran out by then. */
 export async function recordLeaseSweep(sql: pg.Pool | pg.PoolClient, at: Date): Promise<void> {

@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { TERMINAL_JOB_STATUSES } from '@gantry/contracts';
-import { LEASE_SWEEPS_DDL, processTableDdl, type MigrationClass } from '@gantry/eventstore';
+import { leaseSweepsMigration, processTableDdl, type MigrationClass } from '@gantry/eventstore';
 
 /**
  * The read models of the worktree service: leases (queries, renew/release lookups, the release by
@@ -135,17 +135,7 @@ export class JobStatusesEnded1785000000000 implements MigrationInterface {
  * lease ends"). Not a projection of the log; unlogged: emptied by a crash of the server, it says no sweep
  * is known, and every held lease is resumed, as before it existed.
  */
-export class WorktreeLeaseSweeps1785100000000 implements MigrationInterface {
-  name = 'WorktreeLeaseSweeps1785100000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(LEASE_SWEEPS_DDL);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP TABLE IF EXISTS lease_sweeps`);
-  }
-}
+export const WorktreeLeaseSweeps1785100000000 = leaseSweepsMigration('WorktreeLeaseSweeps1785100000000');
 
 export const worktreeServiceMigrations: MigrationClass[] = [
   WorktreeReadModels1764547200000,
