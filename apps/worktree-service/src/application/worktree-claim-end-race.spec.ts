@@ -1,4 +1,4 @@
-import { acquireWorktree, ErrorCode, JobFinished, streamName, type WorktreeLeaseGrant } from '@gantry/contracts';
+import { acquireWorktree, ErrorCode, JobFinished, streamName, type GantryError, type WorktreeLeaseGrant } from '@gantry/contracts';
 import pg from 'pg';
 import { eventually, testDatabaseUrl } from '@gantry/testing';
 import { JOBS_CONSUMER } from './job-lifecycle.js';
@@ -44,33 +44,33 @@ describe('an acquire racing the end of its claim (a real process)', () => {
   };
   const held = (point: string) => eventually(() => service!.output().includes(`"testHold":"${point}"`), { what: `held at ${point}`, timeoutMs: 60_000 });
 
-  it('the claim ends between the acquire’s check of it and its request: the acquire is refused and its lease ends', async () => {
+  /**
+   * An acquire held between its check of the claim and its lease's request while the claim's finish is
+   * handled (its leases looked for, none there yet); the acquire is not let go.
+   */
+  async function finishedWhileAcquireHeld(branch: string): Promise<{ jobId: string; asked: Promise<GantryError> }> {
     service = await startServiceProcess(world, { GANTRY_TEST_HOLD_AT: 'worktree-acquire:claim-checked' });
     const jobId = await claimedJob(world);
-    const asked = refusal(acquire(jobId, 'feature/race-before-request'));
+    const asked = refusal(acquire(jobId, branch));
     await held('worktree-acquire:claim-checked');
     await finish(jobId);
-    // The finish handled (its leases looked for, none there yet) before the acquire asks for its lease.
     await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'DONE'`, [jobId])) === 1, {
       what: 'the finish recorded',
     });
     await eventually(jobEventsDone, { what: 'the finish acknowledged' });
-    service.process.kill('SIGUSR2');
+    return { jobId, asked };
+  }
+
+  it('the claim ends between the acquire’s check of it and its request: the acquire is refused and its lease ends', async () => {
+    const { jobId, asked } = await finishedWhileAcquireHeld('feature/race-before-request');
+    service!.process.kill('SIGUSR2');
 
     expect((await asked).code).toBe(ErrorCode.STALE_FENCE);
     await eventually(() => ended(jobId), { what: 'the lease ended' });
   }, 180_000);
 
   it('the acquire’s look at its claim again, once its lease is in, loses its connection to the database: the look is done again, the acquire is refused and its lease ends', async () => {
-    service = await startServiceProcess(world, { GANTRY_TEST_HOLD_AT: 'worktree-acquire:claim-checked' });
-    const jobId = await claimedJob(world);
-    const asked = refusal(acquire(jobId, 'feature/race-look-lost'));
-    await held('worktree-acquire:claim-checked');
-    await finish(jobId);
-    await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'DONE'`, [jobId])) === 1, {
-      what: 'the finish recorded',
-    });
-    await eventually(jobEventsDone, { what: 'the finish acknowledged' });
+    const { jobId, asked } = await finishedWhileAcquireHeld('feature/race-look-lost');
     // The job's lock held here, so that the acquire's look waits for it; then that look's connection is cut.
     const locker = new pg.Client({ connectionString: testDatabaseUrl, options: `-c search_path=${world.name}` });
     await locker.connect();
@@ -78,7 +78,7 @@ describe('an acquire racing the end of its claim (a real process)', () => {
       await locker.query('BEGIN');
       await locker.query(`SELECT pg_advisory_xact_lock(hashtextextended('gantry.worktree.claim-ends:' || current_schema() || ':' || $1, 0))`, [jobId]);
       const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      service.process.kill('SIGUSR2');
+      service!.process.kill('SIGUSR2');
       const looking = await eventually(
         async () => (await world.db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, [lockerPid])).rows[0]?.pid,
         { what: 'the acquire looking at its claim again' },
