@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { componentLogger, GantryRuntimeModule } from '@gantry/service-runtime';
+import { GitHubRateLimitHold } from './application/github-rate-limit.js';
 import { JobFacts } from './application/job-facts.js';
 import { JobScopesRetention } from './application/job-scopes-retention.js';
 import { PullRequestCommandHandlers } from './application/pull-request-commands.js';
@@ -36,6 +37,7 @@ import { prServiceProjections } from './infrastructure/persistence/projections.j
     },
     { provide: CONFLICTING_FILES, inject: [PR_SERVICE_CONFIG], useFactory: (config: PrServiceConfig) => new ConflictingFiles({ gitDir: config.gitDir, timeoutMs: config.gitTimeoutMs }) },
     PullRequestLog,
+    GitHubRateLimitHold,
     PullRequestReconciler,
     WebhookIntake,
     JobScopesRetention,

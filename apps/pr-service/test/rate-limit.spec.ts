@@ -1,3 +1,4 @@
+import { register } from 'prom-client';
 import { octokitFor } from '@gantry/github-fake/testing';
 import { eventually } from '@gantry/testing';
 import { inProcessPrService, pushedBranch } from './in-process-world.js';
@@ -82,5 +83,41 @@ describe('GitHub\'s primary rate limit used up', () => {
     const reads = await world.fake.control.requests({ method: 'GET', path: `/repos/${repository}/pulls/${second.pr.number}` });
     expect(reads.length).toBeGreaterThan(0);
     for (const read of reads) expect(Date.parse(read.at)).toBeGreaterThanOrEqual(retryAt - 1000);
+  }, 180_000);
+  it('the hold is kept where every replica and a restart find it: after a restart no other PR is read before the reset, and /metrics shows it', async () => {
+    const repo = await world.fake.control.createRepository({ owner, name: 'limited-kept', initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
+    const repository = repo.fullName;
+    await world.addProduct('product-limited-kept', repository, repo.cloneUrl);
+    const { octokit } = octokitFor(world.fake);
+    const opened = async (b: string) => {
+      const head = pushedBranch(repo.cloneUrl, b, { [`src/${b.replace('/', '-')}.ts`]: 'x\n' }, b);
+      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: 'limited-kept', head: b, base: 'main', title: b, draft: true });
+      await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+      return { head, pr };
+    };
+    const first = await opened('sprint/SP-kept-first');
+    const second = await opened('sprint/SP-kept-second');
+    const hits = async () => (await register.getSingleMetric('gantry_pr_github_rate_limited_total')?.get())?.values.reduce((sum, v) => sum + v.value, 0) ?? 0;
+    const hitsBefore = await hits();
+    await world.fake.control.injectFault({ kind: 'primary_rate_limit', method: 'GET', path: `/repos/${repository}/pulls/${first.pr.number}`, resetInSeconds: 20 });
+    const limited = await world.adoptedSprintPullRequest('product-limited-kept', repository, 'sprint/SP-kept-first', first.head, first.pr);
+    const retryAt = Date.parse(
+      (await eventually(async () => (await world.log.load(limited.pullRequestId)).lastFailure?.retryAt, { what: 'the rate limit recorded', timeoutMs: 60_000 }))!,
+    );
+    // Metrics: the refused request is counted, and the hold's remaining time is shown while it lasts (checked below).
+    const hitsAfter = await hits();
+    const hold = (await register.getSingleMetric('gantry_pr_github_rate_limit_hold_seconds')?.get())?.values[0]?.value ?? 0;
+    const holdLeft = (retryAt - Date.now()) / 1000;
+
+    // A new process (a restart here; a second replica alike) starts with nothing in memory: the hold is in the database.
+    await world.restart();
+    const other = await world.adoptedSprintPullRequest('product-limited-kept', repository, 'sprint/SP-kept-second', second.head, second.pr);
+    await eventually(async () => (await world.log.load(other.pullRequestId)).checks?.verdict === 'RED', { what: 'the other PR read after the reset', timeoutMs: 90_000 });
+    const reads = await world.fake.control.requests({ method: 'GET', path: `/repos/${repository}/pulls/${second.pr.number}` });
+    expect(reads.length).toBeGreaterThan(0);
+    for (const read of reads) expect(Date.parse(read.at)).toBeGreaterThanOrEqual(retryAt - 1000);
+    expect(hitsAfter).toBe(hitsBefore + 1);
+    expect(hold).toBeGreaterThan(0);
+    expect(hold).toBeLessThanOrEqual(holdLeft + 1);
   }, 180_000);
 });

@@ -48,6 +48,7 @@ describe('the pull request reconciler\'s memory', () => {
       github as never,
       {} as never,
       { reconcileConcurrency: 64, resyncIntervalMs: 3_600_000 } as never,
+      { waitMs: async () => 0 } as never,
       quiet as never,
     );
     const remembered = () => (reconciler as unknown as { unknownMergeability: { size: number } }).unknownMergeability.size;

@@ -18,6 +18,7 @@ import {
 } from '../domain/index.js';
 import { GITHUB_PULL_REQUESTS, CONFLICTING_FILES, PR_SERVICE_CONFIG } from './tokens.js';
 import { DraftsNotSupported, type GitHubPullRequests, type PullRequestOnGitHub } from './github.js';
+import { GitHubRateLimitHold } from './github-rate-limit.js';
 import { KeyedRuns } from './keyed-runs.js';
 import { PullRequestLog } from './pull-request-log.js';
 import type { PrServiceConfig } from '../infrastructure/pr-service-config.js';
@@ -50,11 +51,6 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    */
   private readonly attempts = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
   private readonly unknownMergeability = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
-  /**
-   * When GitHub's rate limit, used up, lets the service ask again (epoch ms): the limit is the token's, not one PR's, and
-   * GitHub may ban an integration that keeps asking while limited, so no PR's run starts before it.
-   */
-  private rateLimitedUntil = 0;
   /** Every open pull request looked at again now and then, whatever was missed (a webhook lost, a crash). */
   private readonly resync: Sweep;
 
@@ -64,6 +60,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     @Inject(GITHUB_PULL_REQUESTS) private readonly github: GitHubPullRequests,
     @Inject(CONFLICTING_FILES) private readonly conflicts: ConflictingFiles,
     @Inject(PR_SERVICE_CONFIG) private readonly config: PrServiceConfig,
+    @Inject(GitHubRateLimitHold) private readonly rateLimit: GitHubRateLimitHold,
     @InjectPinoLogger('pull-requests') private readonly log: PinoLogger,
   ) {
     this.runs = new KeyedRuns(config.reconcileConcurrency, (id) => this.reconcile(id), (id, error) => this.retryLater(id, error));
@@ -86,8 +83,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   }
 
   private async reconcile(pullRequestId: string): Promise<void> {
-    // GitHub's rate limit used up: the PR waits for its reset outside any run — no connection, no run slot held —
-    // and the reset is in its log, so a restart (which asks for every open PR) waits for it too.
+    // GitHub's rate limit used up: the PR waits for its reset outside any run — no connection, no run slot held. The
+    // reset is kept in the database (and in the log of the PR that met it), so every replica and a restart wait for it too.
     const waitMs = await this.rateLimitWaitMs(pullRequestId);
     if (waitMs > 0) return this.ask(pullRequestId, waitMs);
     const lock = await this.store.pool.connect();
@@ -128,10 +125,11 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     this.ask(pullRequestId, 1000);
   }
 
-  /** How long the PR still waits for the reset of GitHub's rate limit its last run ran into (0: not waiting). */
+  /** How long the PR still waits for the reset of GitHub's rate limit a run (of any PR, on any replica) or its own last run ran into (0: not waiting). */
   private async rateLimitWaitMs(pullRequestId: string): Promise<number> {
     const now = Date.parse(this.prs.now());
-    if (this.rateLimitedUntil > now) return this.rateLimitedUntil - now;
+    const held = await this.rateLimit.waitMs(now);
+    if (held > 0) return held;
     const retryAt = (await this.prs.load(pullRequestId)).lastFailure?.retryAt;
     return retryAt ? Math.max(0, Date.parse(retryAt) - now) : 0;
   }
@@ -417,6 +415,12 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   }
 
   private async failed(state: PullRequestState, effect: PullRequestEffect['type'] | 'READ_PULL_REQUEST', error: unknown): Promise<unknown> {
+    const { retryAt } = rateLimitRetry(error);
+    if (retryAt) {
+      await this.rateLimit
+        .holdUntil(retryAt)
+        .catch((holdError: unknown) => this.log.warn({ pullRequestId: state.pullRequestId, retryAt, error: String(holdError) }, 'could not keep the rate limit\'s reset for the other replicas'));
+    }
     if (isGantryError(error) && FAILURE_CODES.has(error.code)) {
       await this.prs
         .record(
@@ -435,7 +439,6 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   private retryLater(pullRequestId: string, error: unknown): void {
     const { retryAt } = rateLimitRetry(error);
     if (retryAt) {
-      this.rateLimitedUntil = Math.max(this.rateLimitedUntil, Date.parse(retryAt));
       const delayMs = Math.max(0, Date.parse(retryAt) - Date.parse(this.prs.now()));
       this.log.warn({ pullRequestId, code: isGantryError(error) ? error.code : null, error: (error as Error).message, retryAt, retryInMs: delayMs }, 'GitHub\'s rate limit is used up; the pull request is worked on again at its reset');
       this.ask(pullRequestId, delayMs);

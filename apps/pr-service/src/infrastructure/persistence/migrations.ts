@@ -114,6 +114,22 @@ export class PrServicePullRequestsByRepositoryAnyCase1786000000000 implements Mi
   }
 }
 
+/**
+ * The reset of GitHub's primary rate limit the service last met (GitHubRateLimitHold): the limit is the token's, so
+ * every replica, and a process started again, holds its runs until then.
+ */
+export class PrServiceGitHubRateLimit1787000000000 implements MigrationInterface {
+  name = 'PrServiceGitHubRateLimit1787000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE IF NOT EXISTS github_rate_limit (scope text PRIMARY KEY, until timestamptz NOT NULL)`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE IF EXISTS github_rate_limit`);
+  }
+}
+
 export const prServiceMigrations = [
   PrServiceTables1767312000000,
   PrServiceStateCompression1780272000000,
@@ -121,4 +137,5 @@ export const prServiceMigrations = [
   PrServiceWebhookDeliveriesProcessed1784000000000,
   PrServiceJobScopesEnded1785000000000,
   PrServicePullRequestsByRepositoryAnyCase1786000000000,
+  PrServiceGitHubRateLimit1787000000000,
 ];
