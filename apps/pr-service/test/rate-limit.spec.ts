@@ -35,7 +35,7 @@ describe('GitHub\'s primary rate limit used up', () => {
       const state = await log.load(pullRequestId);
       return state.lastFailure?.retryAt ? state : null;
     }, { what: 'the rate limit recorded as the PR\'s last failure', timeoutMs: 60_000 });
-    expect(limited.lastFailure).toMatchObject({ effect: 'READ_PULL_REQUEST', code: 'UNKNOWN', message: expect.stringMatching(/rate limit/) });
+    expect(limited.lastFailure).toMatchObject({ effect: 'READ_PULL_REQUEST', code: 'GH_RATE_LIMITED', message: expect.stringMatching(/rate limit/) });
     const [refused] = await world.fake.control.requests({ method: 'GET', path: readPath });
     expect(refused).toMatchObject({ status: 403, fault: 'primary_rate_limit' });
     const retryAt = Date.parse(limited.lastFailure!.retryAt!);

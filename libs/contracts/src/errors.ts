@@ -30,6 +30,8 @@ export const ErrorCode = {
   GH_AUTH_ERROR: 'GH_AUTH_ERROR',
   /** The repository does not allow auto-merge. */
   AUTO_MERGE_NOT_ALLOWED: 'AUTO_MERGE_NOT_ALLOWED',
+  /** GitHub's primary rate limit is used up until its reset (`details.rateLimitResetAt`): nothing is asked of GitHub before then. */
+  GH_RATE_LIMITED: 'GH_RATE_LIMITED',
   /** GitHub failed in a way none of the codes above names. */
   UNKNOWN: 'UNKNOWN',
 } as const;

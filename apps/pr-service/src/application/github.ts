@@ -65,7 +65,7 @@ export class DraftsNotSupported extends Error {
 
 /**
  * What the pr-service asks of GitHub. Failures are GantryErrors with the codes of
- * docs/pr-service.md (GH_AUTH_ERROR, MERGE_CONFLICT, CHECKS_FAILED, AUTO_MERGE_NOT_ALLOWED, UNKNOWN).
+ * docs/pr-service.md (GH_AUTH_ERROR, GH_RATE_LIMITED, MERGE_CONFLICT, CHECKS_FAILED, AUTO_MERGE_NOT_ALLOWED, UNKNOWN).
  */
 export interface GitHubPullRequests {
   /** The open PR whose head is `branch` (and base `baseBranch`), if there is one. */

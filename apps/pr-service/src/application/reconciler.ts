@@ -1,7 +1,7 @@
 import { Controller, Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { LRUCache } from 'lru-cache';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
-import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullRequestFailureCode } from '@gantry/contracts';
+import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullRequestEffectFailureCode, type PullRequestFailureCode } from '@gantry/contracts';
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
 import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
 import {
@@ -27,6 +27,7 @@ import type { ConflictingFiles } from '../infrastructure/git/conflicting-files.j
 export const EFFECTS_CONSUMER = 'pr-service-effects';
 
 const FAILURE_CODES = new Set<string>(['CHECKS_FAILED', 'MERGE_CONFLICT', 'GH_AUTH_ERROR', 'AUTO_MERGE_NOT_ALLOWED', 'UNKNOWN']);
+const EFFECT_FAILURE_CODES = new Set<string>([...FAILURE_CODES, 'GH_RATE_LIMITED']);
 const MAX_ROUNDS = 12;
 /** How many pull requests' retry and mergeability counts are remembered (see PullRequestReconciler). */
 export const REMEMBERED_COUNTS = 10_000;
@@ -421,10 +422,10 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         .holdUntil(retryAt)
         .catch((holdError: unknown) => this.log.warn({ pullRequestId: state.pullRequestId, retryAt, error: String(holdError) }, 'could not keep the rate limit\'s reset for the other replicas'));
     }
-    if (isGantryError(error) && FAILURE_CODES.has(error.code)) {
+    if (isGantryError(error) && EFFECT_FAILURE_CODES.has(error.code)) {
       await this.prs
         .record(
-          this.command(state, { type: 'RecordEffectFailed', data: { effect, code: error.code as PullRequestFailureCode, message: error.message, ...rateLimitRetry(error) } }),
+          this.command(state, { type: 'RecordEffectFailed', data: { effect, code: error.code as PullRequestEffectFailureCode, message: error.message, ...rateLimitRetry(error) } }),
           this.metadata(state.pullRequestId),
         )
         .catch((recordError: unknown) => this.log.warn({ pullRequestId: state.pullRequestId, error: String(recordError) }, 'could not record an effect failure'));

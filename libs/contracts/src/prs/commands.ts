@@ -3,7 +3,7 @@ import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { GitRefSchema, GitShaSchema, IdempotencyKeySchema, SprintRunIdSchema, TimestampSchema } from '../jobs/values.js';
 import { MergeMethodSchema, PrStrategySchema, RepositorySchema } from '../jobs/products.js';
-import { PullRequestFailureCodeSchema, PullRequestIdSchema, PullRequestPhaseSchema } from './values.js';
+import { PullRequestEffectFailureCodeSchema, PullRequestFailureCodeSchema, PullRequestIdSchema, PullRequestPhaseSchema } from './values.js';
 
 const prRef = { repository: RepositorySchema, branch: GitRefSchema };
 
@@ -56,7 +56,7 @@ export const PullRequestViewSchema = z.object({
   conflict: z.object({ headSha: GitShaSchema, conflictingFiles: z.array(z.string()), conflictingFilesLeftOut: z.number().int().nonnegative() }).nullable(),
   merged: z.object({ headSha: GitShaSchema, mergeCommitSha: GitShaSchema.nullable(), mergedAt: TimestampSchema }).nullable(),
   /** `retryAt`: GitHub's rate limit was used up; the PR is worked on again at its reset. */
-  lastFailure: z.object({ effect: z.string(), code: PullRequestFailureCodeSchema, message: z.string(), at: TimestampSchema, retryAt: TimestampSchema.optional() }).nullable(),
+  lastFailure: z.object({ effect: z.string(), code: PullRequestEffectFailureCodeSchema, message: z.string(), at: TimestampSchema, retryAt: TimestampSchema.optional() }).nullable(),
   updatedAt: TimestampSchema.nullable(),
 });
 export type PullRequestView = z.infer<typeof PullRequestViewSchema>;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineEvent, eventTypesOf, type EventsOf } from '../registry.js';
 import { ExternalRefSchema, GitRefSchema, GitShaSchema, JobIdSchema, SprintRunIdSchema, TimestampSchema } from '../jobs/values.js';
 import { MergeMethodSchema, PrStrategySchema, RepositorySchema, RequiredChecksSchema } from '../jobs/products.js';
-import { PullRequestFailureCodeSchema, PullRequestIdSchema } from './values.js';
+import { PullRequestEffectFailureCodeSchema, PullRequestFailureCodeSchema, PullRequestIdSchema } from './values.js';
 import { MAX_PR_MESSAGE_CHARS } from './sizes.js';
 
 /**
@@ -552,7 +552,8 @@ export const PullRequestEffectFailed = defineEvent({
   data: z.object({
     ...ofPr,
     effect: z.enum(['OPEN_PULL_REQUEST', 'READ_PULL_REQUEST', 'MARK_READY_FOR_REVIEW', 'ENABLE_AUTO_MERGE', 'DISABLE_AUTO_MERGE', 'MERGE']),
-    code: PullRequestFailureCodeSchema,
+    /** GH_RATE_LIMITED with `retryAt`; events recorded before that code say UNKNOWN with `retryAt`. */
+    code: PullRequestEffectFailureCodeSchema,
     message: z.string().min(1).max(MAX_PR_MESSAGE_CHARS),
     failedAt: TimestampSchema,
     /** GitHub's rate limit was used up: the PR is not worked on again before this (its reset). Absent for any other failure. */
@@ -561,6 +562,7 @@ export const PullRequestEffectFailed = defineEvent({
   examples: {
     valid: [
       { ...prExample, effect: 'OPEN_PULL_REQUEST', code: 'GH_AUTH_ERROR', message: 'Bad credentials', failedAt: at },
+      { ...prExample, effect: 'READ_PULL_REQUEST', code: 'GH_RATE_LIMITED', message: 'API rate limit exceeded for user ID 1.', failedAt: at, retryAt: at },
       { ...prExample, effect: 'READ_PULL_REQUEST', code: 'UNKNOWN', message: 'API rate limit exceeded for user ID 1.', failedAt: at, retryAt: at },
     ],
     // an effect the machine does not ask for

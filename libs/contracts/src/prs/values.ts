@@ -20,6 +20,13 @@ export function pullRequestIdFor(repository: string, branch: string): string {
 export const PullRequestFailureCodeSchema = z.enum(['CHECKS_FAILED', 'MERGE_CONFLICT', 'GH_AUTH_ERROR', 'AUTO_MERGE_NOT_ALLOWED', 'UNKNOWN']);
 export type PullRequestFailureCode = z.infer<typeof PullRequestFailureCodeSchema>;
 
+/**
+ * How an effect on GitHub, or a read of it, failed: a failure of a merge's (above), or GitHub's primary rate limit used
+ * up — no effect's failure, and no merge's: nothing is asked of GitHub until its reset.
+ */
+export const PullRequestEffectFailureCodeSchema = z.enum([...PullRequestFailureCodeSchema.options, 'GH_RATE_LIMITED']);
+export type PullRequestEffectFailureCode = z.infer<typeof PullRequestEffectFailureCodeSchema>;
+
 /** The machine's phases (docs/pr-service.md). */
 export const PullRequestPhaseSchema = z.enum([
   'none',

@@ -57,6 +57,7 @@ const HTTP_STATUS: Record<string, number> = {
   [ErrorCode.MERGE_CONFLICT]: 409,
   [ErrorCode.GH_AUTH_ERROR]: 502,
   [ErrorCode.AUTO_MERGE_NOT_ALLOWED]: 409,
+  [ErrorCode.GH_RATE_LIMITED]: 503,
   [ErrorCode.UNKNOWN]: 502,
 };
 

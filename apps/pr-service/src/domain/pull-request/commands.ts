@@ -1,4 +1,4 @@
-import type { MergeMethod, PrStrategy, PullRequestFailureCode } from '@gantry/contracts';
+import type { MergeMethod, PrStrategy, PullRequestEffectFailureCode, PullRequestFailureCode } from '@gantry/contracts';
 import type { ReportedCheck } from './checks.js';
 import type { PullRequestEffectType } from './effects.js';
 
@@ -66,6 +66,6 @@ export type PullRequestCommand =
   | Of<'RecordMergeFailed', { headSha: string; code: PullRequestFailureCode; message: string; mergeableState: string | null; refusedMergeMethod?: MergeMethod }>
   /** The repository allows a merge method now (read while a merge stands refused for it). */
   | Of<'RecordMergeMethodAllowed', { headSha: string; mergeMethod: MergeMethod }>
-  | Of<'RecordEffectFailed', { effect: PullRequestEffectType | 'READ_PULL_REQUEST'; code: PullRequestFailureCode; message: string; retryAt?: string }>;
+  | Of<'RecordEffectFailed', { effect: PullRequestEffectType | 'READ_PULL_REQUEST'; code: PullRequestEffectFailureCode; message: string; retryAt?: string }>;
 
 export type PullRequestCommandType = PullRequestCommand['type'];

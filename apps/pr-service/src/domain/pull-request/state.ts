@@ -1,4 +1,4 @@
-import type { MergeMethod, PrStrategy, PullRequestFailureCode } from '@gantry/contracts';
+import type { MergeMethod, PrStrategy, PullRequestEffectFailureCode, PullRequestFailureCode } from '@gantry/contracts';
 import type { PullRequestEvent } from './events.js';
 
 /** What the first push of the branch fixed: the product's rules as they were then. */
@@ -74,7 +74,7 @@ export interface PullRequestState {
   readyForReview: boolean;
   outcome: { kind: 'MERGED'; headSha: string; mergeCommitSha: string | null; at: string } | { kind: 'CLOSED'; at: string } | null;
   /** `retryAt`: GitHub's rate limit was used up, and the PR is not worked on before its reset. */
-  lastFailure: { effect: string; code: PullRequestFailureCode; message: string; at: string; retryAt?: string } | null;
+  lastFailure: { effect: string; code: PullRequestEffectFailureCode; message: string; at: string; retryAt?: string } | null;
   updatedAt: string | null;
 }
 

@@ -70,7 +70,7 @@ export function statusOf(error: unknown): number | undefined {
 
 /**
  * A failed GitHub request as a typed failure (docs/pr-service.md): refused credentials or
- * permissions, and a 404 (GitHub's answer for what the token may not see), are GH_AUTH_ERROR, a 405 "not mergeable" is MERGE_CONFLICT and a 405 naming failing
+ * permissions, and a 404 (GitHub's answer for what the token may not see), are GH_AUTH_ERROR, the primary rate limit used up GH_RATE_LIMITED, a 405 "not mergeable" is MERGE_CONFLICT and a 405 naming failing
  * required checks CHECKS_FAILED; the rest — other refusals, 5xx after the retries, anything
  * unforeseen — UNKNOWN. The HTTP status stays in the details.
  */
@@ -81,8 +81,8 @@ export function gitHubFailure(error: unknown, what: string): GantryError {
   const details = { status: status ?? null, githubMessage: message };
   const resetAt = rateLimitResetOf(error);
   if (resetAt) {
-    // No code of its own in the taxonomy: UNKNOWN, saying so, with the reset the next run waits for.
-    return new GantryError(ErrorCode.UNKNOWN, `GitHub's rate limit is used up until ${resetAt.toISOString()}; could not ${what}: ${message}`, {
+    // With the reset the next run waits for.
+    return new GantryError(ErrorCode.GH_RATE_LIMITED, `GitHub's rate limit is used up until ${resetAt.toISOString()}; could not ${what}: ${message}`, {
       ...details,
       rateLimitResetAt: resetAt.toISOString(),
     });

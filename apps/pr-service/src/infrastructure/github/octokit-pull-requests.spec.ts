@@ -193,7 +193,7 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     await github.control.injectFault({ kind: 'primary_rate_limit', status, method: 'GET', path: `/commits/${sha}/check-runs`, resetInSeconds: 3600 });
     try {
       const failure = await prs.checks(repo, sha).then(() => null, (e: unknown) => e as { code: string; message: string; details: Record<string, unknown> });
-      expect(failure).toMatchObject({ code: ErrorCode.UNKNOWN, message: expect.stringMatching(/rate limit/), details: { status, rateLimitResetAt: expect.any(String) } });
+      expect(failure).toMatchObject({ code: 'GH_RATE_LIMITED', message: expect.stringMatching(/rate limit/), details: { status, rateLimitResetAt: expect.any(String) } });
       expect(Date.parse(failure!.details.rateLimitResetAt as string)).toBeGreaterThan(Date.now() + 3_000_000);
       expect((await github.control.requests({ method: 'GET', path: `/commits/${sha}/check-runs` })).map((r) => r.status)).toEqual([status]);
     } finally {
@@ -208,7 +208,7 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     await github.control.injectFault({ kind: 'primary_rate_limit', path: '/graphql', resetInSeconds: 3600 });
     try {
       const failure = await prs.markReadyForReview(pr.nodeId).then(() => null, (e: unknown) => e as { code: string; details: Record<string, unknown> });
-      expect(failure).toMatchObject({ code: ErrorCode.UNKNOWN, details: { rateLimitResetAt: expect.any(String) } });
+      expect(failure).toMatchObject({ code: 'GH_RATE_LIMITED', details: { rateLimitResetAt: expect.any(String) } });
       expect(Date.parse(failure!.details.rateLimitResetAt as string)).toBeGreaterThan(Date.now() + 3_000_000);
       expect((await github.control.requests({ path: '/graphql' })).slice(before).map((r) => r.fault)).toEqual(['primary_rate_limit']);
     } finally {
