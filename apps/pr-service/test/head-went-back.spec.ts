@@ -6,9 +6,10 @@ import { inProcessPrService } from './in-process-world.js';
 /*
  * PR-15 with PR-14: a merge of the branch's head was decided on GitHub's green and GitHub refuses it with 409 (here
  * "Base branch was modified", at every try: it is tried again at the next read). Meanwhile someone force-pushes the
- * branch back to a head it had before. GitHub's reads now show that earlier head, which says nothing about the current
- * one (PR-15): the merge is not decided again from them, so it is not sent to GitHub at every read. The pr-service runs
- * in this process against the local GitHub, on the real PostgreSQL and NATS.
+ * branch back to a head it had before. GitHub had shown the later head, so its reads of the earlier one are no lag: the
+ * PR follows the earlier head (its checks count), which predates the last task's push and is never merged by Gantry —
+ * no merge is sent to GitHub at every read. The pr-service runs in this process against the local GitHub, on the real
+ * PostgreSQL and NATS.
  */
 describe('a branch force-pushed back while its merge is refused', () => {
   const owner = 'acme';
@@ -59,12 +60,79 @@ describe('a branch force-pushed back while its merge is refused', () => {
       for (let i = 0; i < 4; i++) await readAgain();
       expect(await merges()).toBe(sent);
       const state = await log.load(pullRequestId);
-      expect(state.headSha).toBe(h2);
-      expect(state.mergeFailure).toMatchObject({ headSha: h2 });
+      expect(state.headSha).toBe(h1);
+      expect(state.mergeDecision).toBeNull();
       expect(state.outcome).toBeNull();
       expect((await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data).toMatchObject({ merged: false, head: { sha: h1 } });
     } finally {
       await world.fake.control.clearFaults();
+      clone.remove();
+    }
+  }, 180_000);
+  it('a branch GitHub showed at its last head and then force-pushed back is followed: the earlier head\'s checks count, its red is recorded, and it is not merged', async () => {
+    const name = 'forced-back';
+    const branch = 'story/ST-forced';
+    const repo = await world.fake.control.createRepository({ owner, name, initialFiles: { 'README.md': '# shop\n' }, settings: { allowAutoMerge: false }, requiredChecks: ['ci/test'] });
+    const repository = repo.fullName;
+    const clone = new Clone(repo.cloneUrl);
+    try {
+      const h1 = clone.commitAndPush(branch, { 'src/one.ts': 'export const one = 1;\n' }, 'first task');
+      const { octokit } = octokitFor(world.fake);
+      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: branch, base: 'main', title: 'Story ST-forced' });
+      await world.fake.control.setCheck(repository, { sha: h1, name: 'ci/test', status: 'completed', conclusion: 'success' });
+      const h2 = clone.commitAndPush(branch, { 'src/two.ts': 'export const two = 2;\n' }, 'second task');
+      await world.fake.control.refresh();
+      const merges = async () => (await world.fake.control.requests({ method: 'PUT', path: `/repos/${repository}/pulls/${pr.number}/merge` })).length;
+
+      const log = world.log;
+      await world.addProduct(`product-${name}`, repository, repo.cloneUrl);
+      const { pullRequestId, record } = world.pullRequest(repository, branch);
+      const flow = { productId: `product-${name}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: 'Story ST-forced' };
+      await record('RecordTaskQueued', { jobId, taskId: 'T-1', storyId: 'ST-forced', storyTaskIds: ['T-1', 'T-2'] });
+      await record('RecordBranchPushed', { headSha: h1, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
+      await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: false, headSha: h1, adopted: true });
+      await record('RecordBranchPushed', { headSha: h2, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
+      // GitHub shows H2, red: recorded for H2.
+      await world.fake.control.setCheck(repository, { sha: h2, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+      world.reconciler.ask(pullRequestId);
+      await eventually(async () => (await log.load(pullRequestId)).checks?.headSha === h2, { what: 'H2\'s red checks recorded', timeoutMs: 60_000 });
+
+      // Someone force-pushes the branch back to H1 (green on GitHub), and the whole story is done.
+      clone.git('push', '-q', '--force', 'origin', `${h1}:refs/heads/${branch}`);
+      await world.fake.control.refresh();
+      await record('RecordTaskDone', { jobId, taskId: 'T-1' });
+      await record('RecordTaskDone', { jobId, taskId: 'T-2' });
+      world.reconciler.ask(pullRequestId);
+      const followed = await eventually(async () => {
+        const state = await log.load(pullRequestId);
+        return state.headSha === h1 ? state : null;
+      }, { what: 'the PR following the branch back to H1', timeoutMs: 60_000 });
+      expect(followed.headSource).toBe('GITHUB');
+      // H1 predates the last task's push: however green, it is not merged.
+      await eventually(async () => (await log.load(pullRequestId)).checks?.headSha === h1, { what: 'H1\'s checks recorded', timeoutMs: 30_000 });
+      expect((await log.load(pullRequestId)).checks).toMatchObject({ headSha: h1, verdict: 'GREEN' });
+      expect((await log.load(pullRequestId)).mergeDecision).toBeNull();
+
+      // Its check runs again and fails: the red of the head the PR is at is recorded (the task can be failed for it).
+      await world.fake.control.setCheck(repository, { sha: h1, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+      world.reconciler.ask(pullRequestId);
+      await eventually(async () => {
+        const state = await log.load(pullRequestId);
+        return state.checks?.headSha === h1 && state.checks.verdict === 'RED';
+      }, { what: 'H1\'s red checks recorded', timeoutMs: 30_000 });
+      expect(await merges()).toBe(0);
+
+      // A new push after that is followed as ever, and merged once green.
+      const h3 = clone.commitAndPush(branch, { 'src/three.ts': 'export const three = 3;\n' }, 'the work again');
+      await world.fake.control.refresh();
+      await world.fake.control.setCheck(repository, { sha: h3, name: 'ci/test', status: 'completed', conclusion: 'success' });
+      world.reconciler.ask(pullRequestId);
+      const merged = await eventually(async () => {
+        const state = await log.load(pullRequestId);
+        return state.outcome?.kind === 'MERGED' ? state : null;
+      }, { what: 'H3 merged', timeoutMs: 60_000 });
+      expect(merged.outcome).toMatchObject({ headSha: h3 });
+    } finally {
       clone.remove();
     }
   }, 180_000);

@@ -16,7 +16,8 @@
 //                                                         files git cannot name: RecordConflictFilesUnknown, phase.ts CONFLICT_LOOKUPS
 //   PR-11 mergeable null is no verdict                    decider.ts observationEvents (and the reconciler reads again)
 //   PR-14 a refused merge waits for GitHub to change      decider.ts mergeIfDue (a refused merge method: RecordMergeMethodAllowed)
-//   PR-15 heads only move forward (GitHub lags a push)    decider.ts observationEvents, RecordBranchPushed (a job-service log started again: pushReportedAt)
+//   PR-15 heads only move forward (GitHub lags a push)    decider.ts observationEvents, RecordBranchPushed (a job-service log started again: pushReportedAt);
+//         a force-push back, once GitHub showed the head  shownByGitHub (followed), mergeIfDue (never merged)
 //   PR-16 auto-merge turned off on GitHub holds the merge decider.ts observationEvents, mergeIfDue (mergeHeldSince)
 //   PR-17 a STORY draft is not merged (a person's "not yet") decider.ts observationEvents, mergeIfDue; state.ts PullRequestDraftChanged
 //   phases                                                pull-request/phase.ts   phaseOf

@@ -319,13 +319,22 @@ describe('the pull request machine', () => {
       given(merged).when(when.pushed(13, H1, {}, 0, 4000)).then([]);
     });
 
-    it('PR-15: a read showing a head the branch had before decides nothing for the current head: a merge refused for it (409, GitHub not showing it) is not asked again and again', () => {
+    it('PR-15: a branch force-pushed back to an earlier head after GitHub showed the later one is followed, and that earlier head is never merged', () => {
       // GitHub showed H2 green and the merge of H2 was decided; the branch went back to H1 (force-pushed) before the merge,
-      // which GitHub refused (409). Reads showing H1 say nothing about H2: the merge of H2 is not decided again from them.
+      // which GitHub refused (409). GitHub showed H2, so a read showing H1 is no lag: the PR follows H1, whose checks count —
+      // but H1 predates the last task's push, so no merge is decided for it, however green, and none is sent at every read.
       const refused = [...storyDone, event.moved(6, H2, H1, 'PUSH'), event.passed(7, H2), event.mergeRequested(7, 'DIRECT', H2), event.mergeFailed(8, H2, null)];
-      given(refused).when(when.observed(9, { headSha: H1, checks: green, mergeableState: 'clean' })).then([]);
-      // GitHub showing H2 again (it was GitHub lagging after all): the merge of H2 is decided again.
-      given(refused).when(when.observed(10, { headSha: H2, checks: green, mergeableState: 'clean' })).then([event.mergeRequested(10, 'AUTO_MERGE', H2)]);
+      const back = given(refused).when(when.observed(9, { headSha: H1, checks: green, mergeableState: 'clean' })).then([event.moved(9, H1, H2, 'GITHUB'), event.passed(9, H1)]);
+      expect(pendingEffects(back)).toEqual([]);
+      const followed = [...refused, event.moved(9, H1, H2, 'GITHUB'), event.passed(9, H1)];
+      given(followed).when(when.observed(10, { headSha: H1, checks: green, mergeableState: 'clean' })).then([]);
+      given(followed).when(when.observed(10, { headSha: H1, checks: red, mergeableState: 'unstable' })).then([event.failed(10, H1)]);
+      // GitHub showing H2 again (pushed again, or it was GitHub lagging after all): followed, and the merge of H2 decided again.
+      given(followed)
+        .when(when.observed(11, { headSha: H2, checks: green, mergeableState: 'clean' }))
+        .then([event.moved(11, H2, H1, 'GITHUB'), event.passed(11, H2), event.mergeRequested(11, 'AUTO_MERGE', H2)]);
+      // Before GitHub showed H2 (only pushed), a read showing H1 is GitHub not having caught up: nothing.
+      given([...storyDone, event.moved(6, H2, H1, 'PUSH')]).when(when.observed(9, { headSha: H1, checks: green, mergeableState: 'clean' })).then([]);
     });
 
     it('a read older than the head we know of says nothing about it', () => {

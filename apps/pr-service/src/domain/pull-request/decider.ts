@@ -166,9 +166,11 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   if (o.merged) return [merged(state, id, o.headSha, o.mergeCommitSha, now)];
   if (o.state === 'closed') return [{ type: 'PullRequestClosed', data: { ...id, prNumber: o.prNumber, closedAt: now } }];
   if (state.headSince !== null && o.observedAt < state.headSince) return [];
-  // PR-15: GitHub notices pushes a little later than the pusher does: a read showing a head the branch
-  // had before the current one is GitHub not having caught up, and says nothing about the current head.
-  if (o.headSha !== state.headSha && state.knownHeads.includes(o.headSha)) return [];
+  // PR-15: GitHub notices pushes a little later than the pusher does: a read showing a head the branch had before the
+  // current one, while GitHub has not shown the current one yet, is GitHub not having caught up, and says nothing about
+  // the current head. Once GitHub has shown it, GitHub does not go back by itself: the branch was force-pushed back, and
+  // the PR follows it (its checks count, auto-merge enabled for the later head is disabled; it is not merged: mergeIfDue).
+  if (o.headSha !== state.headSha && state.knownHeads.includes(o.headSha) && !shownByGitHub(state)) return [];
 
   const events: PullRequestEvent[] = [];
   if (o.headSha !== state.headSha && state.headSha !== null) {
@@ -257,6 +259,21 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   return events;
 }
 
+/**
+ * Whether GitHub has shown the current head: it moved there from a read, or a read recorded something of it (its
+ * checks' verdict, a conflict, a failed look-up of a conflict's files), or GitHub enabled auto-merge expecting it.
+ */
+function shownByGitHub(state: PullRequestState): boolean {
+  if (state.headSha === null) return false;
+  return (
+    state.headSource === 'GITHUB' ||
+    forHead(state, state.checks) !== null ||
+    forHead(state, state.conflict) !== null ||
+    forHead(state, state.conflictLookups) !== null ||
+    state.autoMergeEnabledFor === state.headSha
+  );
+}
+
 /** A check's details URL as its event keeps it: a URL no longer than MAX_PR_DETAILS_URL_CHARS, else none — a cut URL is no URL, and the event's contract takes only URLs. */
 function detailsUrlKept(url: string | null): string | null {
   return url !== null && url.length <= MAX_PR_DETAILS_URL_CHARS && URL.canParse(url) ? url : null;
@@ -272,6 +289,9 @@ function mergeIfDue(state: PullRequestState, now: string, observedMergeableState
   const { flow, pr, headSha } = state;
   if (!flow || !pr || !headSha || pr.draft || isSettled(state) || state.mergeHeldSince) return [];
   if (strategies[flow.strategy].whenScopeDone !== 'MERGE_WHEN_GREEN' || !scopeDone(state)) return [];
+  // PR-15: a head the branch was force-pushed back to predates the last push of the scope's work: never merged by Gantry.
+  const heads = state.knownHeads ?? [];
+  if (heads.length > 0 && heads[heads.length - 1] !== headSha) return [];
   if (forHead(state, state.checks)?.verdict !== 'GREEN' || forHead(state, state.conflict) || forHead(state, state.mergeDecision)) return [];
   const failure = forHead(state, state.mergeFailure);
   if (failure && (observedMergeableState === null || observedMergeableState === failure.mergeableState)) return [];
