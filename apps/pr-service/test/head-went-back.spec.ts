@@ -15,37 +15,52 @@ describe('a branch force-pushed back while its merge is refused', () => {
   const owner = 'acme';
   const world = inProcessPrService('pr_head_went_back');
   const jobId = 'job-00000000-0000-4000-8000-0000000000b1';
+  const clones: Clone[] = [];
+  afterAll(() => clones.forEach((clone) => clone.remove()));
 
-  it('reads showing the earlier head send the merge of the current head no more', async () => {
-    const name = 'went-back';
-    const branch = 'story/ST-back';
+  /**
+   * A STORY branch pushed twice (H1, then H2) in a repository of its own, its PR opened on GitHub at H1 and tracked: the
+   * flow recorded as the job events' consumers would, the first of `storyTaskIds` queued. `h1Green`: H1's check is green
+   * on GitHub before H2 is pushed.
+   */
+  async function storyPushedTwice(name: string, storyTaskIds: string[], h1Green: boolean) {
+    const branch = `story/ST-${name}`;
     const repo = await world.fake.control.createRepository({ owner, name, initialFiles: { 'README.md': '# shop\n' }, settings: { allowAutoMerge: false }, requiredChecks: ['ci/test'] });
     const repository = repo.fullName;
     const clone = new Clone(repo.cloneUrl);
+    clones.push(clone);
+    const h1 = clone.commitAndPush(branch, { 'src/one.ts': 'export const one = 1;\n' }, 'first task');
+    const { octokit } = octokitFor(world.fake);
+    const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: branch, base: 'main', title: `Story ST-${name}` });
+    if (h1Green) await world.fake.control.setCheck(repository, { sha: h1, name: 'ci/test', status: 'completed', conclusion: 'success' });
+    const h2 = clone.commitAndPush(branch, { 'src/two.ts': 'export const two = 2;\n' }, 'second task');
+    await world.fake.control.refresh();
+
+    const log = world.log;
+    await world.addProduct(`product-${name}`, repository, repo.cloneUrl);
+    const { pullRequestId, record } = world.pullRequest(repository, branch);
+    const flow = { productId: `product-${name}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: `Story ST-${name}` };
+    await record('RecordTaskQueued', { jobId, taskId: storyTaskIds[0], storyId: `ST-${name}`, storyTaskIds });
+    await record('RecordBranchPushed', { headSha: h1, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
+    await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: false, headSha: h1, adopted: true });
+    await record('RecordBranchPushed', { headSha: h2, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
+    const merges = async () => (await world.fake.control.requests({ method: 'PUT', path: `/repos/${repository}/pulls/${pr.number}/merge` })).length;
+    return { branch, repository, clone, octokit, pr, h1, h2, pullRequestId, record, merges };
+  }
+
+  it('reads showing the earlier head send the merge of the current head no more', async () => {
+    const name = 'went-back';
+    const { branch, repository, clone, octokit, pr, h1, h2, pullRequestId, record, merges } = await storyPushedTwice(name, ['T-1'], false);
+    const log = world.log;
     try {
-      const h1 = clone.commitAndPush(branch, { 'src/one.ts': 'export const one = 1;\n' }, 'first task');
-      const { octokit } = octokitFor(world.fake);
-      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: branch, base: 'main', title: 'Story ST-back' });
-      const h2 = clone.commitAndPush(branch, { 'src/two.ts': 'export const two = 2;\n' }, 'second task');
-      await world.fake.control.refresh();
       await world.fake.control.setCheck(repository, { sha: h2, name: 'ci/test', status: 'completed', conclusion: 'success' });
       await world.fake.control.injectFault({ kind: 'base_branch_modified', method: 'PUT', path: '/merge', count: 1000 });
-      const merges = async () => (await world.fake.control.requests({ method: 'PUT', path: `/pulls/${pr.number}/merge` })).length;
       const reads = async () => (await world.fake.control.requests({ method: 'GET', path: `/repos/${repository}/pulls/${pr.number}` })).length;
       const readAgain = async () => {
         const before = await reads();
         world.reconciler.ask(pullRequestId);
         await eventually(async () => (await reads()) > before, { what: 'the pull request read again', timeoutMs: 30_000 });
       };
-
-      const log = world.log;
-      await world.addProduct(`product-${name}`, repository, repo.cloneUrl);
-      const { pullRequestId, record } = world.pullRequest(repository, branch);
-      const flow = { productId: `product-${name}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: 'Story ST-back' };
-      await record('RecordTaskQueued', { jobId, taskId: 'T-1', storyId: 'ST-back', storyTaskIds: ['T-1'] });
-      await record('RecordBranchPushed', { headSha: h1, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
-      await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: false, headSha: h1, adopted: true });
-      await record('RecordBranchPushed', { headSha: h2, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
 
       // The story is done and H2 green: its merge is sent, and refused (409).
       await record('RecordTaskDone', { jobId, taskId: 'T-1' });
@@ -66,74 +81,50 @@ describe('a branch force-pushed back while its merge is refused', () => {
       expect((await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number })).data).toMatchObject({ merged: false, head: { sha: h1 } });
     } finally {
       await world.fake.control.clearFaults();
-      clone.remove();
     }
   }, 180_000);
   it('a branch GitHub showed at its last head and then force-pushed back is followed: the earlier head\'s checks count, its red is recorded, and it is not merged', async () => {
-    const name = 'forced-back';
-    const branch = 'story/ST-forced';
-    const repo = await world.fake.control.createRepository({ owner, name, initialFiles: { 'README.md': '# shop\n' }, settings: { allowAutoMerge: false }, requiredChecks: ['ci/test'] });
-    const repository = repo.fullName;
-    const clone = new Clone(repo.cloneUrl);
-    try {
-      const h1 = clone.commitAndPush(branch, { 'src/one.ts': 'export const one = 1;\n' }, 'first task');
-      const { octokit } = octokitFor(world.fake);
-      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: branch, base: 'main', title: 'Story ST-forced' });
-      await world.fake.control.setCheck(repository, { sha: h1, name: 'ci/test', status: 'completed', conclusion: 'success' });
-      const h2 = clone.commitAndPush(branch, { 'src/two.ts': 'export const two = 2;\n' }, 'second task');
-      await world.fake.control.refresh();
-      const merges = async () => (await world.fake.control.requests({ method: 'PUT', path: `/repos/${repository}/pulls/${pr.number}/merge` })).length;
+    const { branch, repository, clone, h1, h2, pullRequestId, record, merges } = await storyPushedTwice('forced-back', ['T-1', 'T-2'], true);
+    const log = world.log;
+    // GitHub shows H2, red: recorded for H2.
+    await world.fake.control.setCheck(repository, { sha: h2, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+    world.reconciler.ask(pullRequestId);
+    await eventually(async () => (await log.load(pullRequestId)).checks?.headSha === h2, { what: 'H2\'s red checks recorded', timeoutMs: 60_000 });
 
-      const log = world.log;
-      await world.addProduct(`product-${name}`, repository, repo.cloneUrl);
-      const { pullRequestId, record } = world.pullRequest(repository, branch);
-      const flow = { productId: `product-${name}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: 'Story ST-forced' };
-      await record('RecordTaskQueued', { jobId, taskId: 'T-1', storyId: 'ST-forced', storyTaskIds: ['T-1', 'T-2'] });
-      await record('RecordBranchPushed', { headSha: h1, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
-      await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: false, headSha: h1, adopted: true });
-      await record('RecordBranchPushed', { headSha: h2, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
-      // GitHub shows H2, red: recorded for H2.
-      await world.fake.control.setCheck(repository, { sha: h2, name: 'ci/test', status: 'completed', conclusion: 'failure' });
-      world.reconciler.ask(pullRequestId);
-      await eventually(async () => (await log.load(pullRequestId)).checks?.headSha === h2, { what: 'H2\'s red checks recorded', timeoutMs: 60_000 });
+    // Someone force-pushes the branch back to H1 (green on GitHub), and the whole story is done.
+    clone.git('push', '-q', '--force', 'origin', `${h1}:refs/heads/${branch}`);
+    await world.fake.control.refresh();
+    await record('RecordTaskDone', { jobId, taskId: 'T-1' });
+    await record('RecordTaskDone', { jobId, taskId: 'T-2' });
+    world.reconciler.ask(pullRequestId);
+    const followed = await eventually(async () => {
+      const state = await log.load(pullRequestId);
+      return state.headSha === h1 ? state : null;
+    }, { what: 'the PR following the branch back to H1', timeoutMs: 60_000 });
+    expect(followed.headSource).toBe('GITHUB');
+    // H1 predates the last task's push: however green, it is not merged.
+    await eventually(async () => (await log.load(pullRequestId)).checks?.headSha === h1, { what: 'H1\'s checks recorded', timeoutMs: 30_000 });
+    expect((await log.load(pullRequestId)).checks).toMatchObject({ headSha: h1, verdict: 'GREEN' });
+    expect((await log.load(pullRequestId)).mergeDecision).toBeNull();
 
-      // Someone force-pushes the branch back to H1 (green on GitHub), and the whole story is done.
-      clone.git('push', '-q', '--force', 'origin', `${h1}:refs/heads/${branch}`);
-      await world.fake.control.refresh();
-      await record('RecordTaskDone', { jobId, taskId: 'T-1' });
-      await record('RecordTaskDone', { jobId, taskId: 'T-2' });
-      world.reconciler.ask(pullRequestId);
-      const followed = await eventually(async () => {
-        const state = await log.load(pullRequestId);
-        return state.headSha === h1 ? state : null;
-      }, { what: 'the PR following the branch back to H1', timeoutMs: 60_000 });
-      expect(followed.headSource).toBe('GITHUB');
-      // H1 predates the last task's push: however green, it is not merged.
-      await eventually(async () => (await log.load(pullRequestId)).checks?.headSha === h1, { what: 'H1\'s checks recorded', timeoutMs: 30_000 });
-      expect((await log.load(pullRequestId)).checks).toMatchObject({ headSha: h1, verdict: 'GREEN' });
-      expect((await log.load(pullRequestId)).mergeDecision).toBeNull();
+    // Its check runs again and fails: the red of the head the PR is at is recorded (the task can be failed for it).
+    await world.fake.control.setCheck(repository, { sha: h1, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+    world.reconciler.ask(pullRequestId);
+    await eventually(async () => {
+      const state = await log.load(pullRequestId);
+      return state.checks?.headSha === h1 && state.checks.verdict === 'RED';
+    }, { what: 'H1\'s red checks recorded', timeoutMs: 30_000 });
+    expect(await merges()).toBe(0);
 
-      // Its check runs again and fails: the red of the head the PR is at is recorded (the task can be failed for it).
-      await world.fake.control.setCheck(repository, { sha: h1, name: 'ci/test', status: 'completed', conclusion: 'failure' });
-      world.reconciler.ask(pullRequestId);
-      await eventually(async () => {
-        const state = await log.load(pullRequestId);
-        return state.checks?.headSha === h1 && state.checks.verdict === 'RED';
-      }, { what: 'H1\'s red checks recorded', timeoutMs: 30_000 });
-      expect(await merges()).toBe(0);
-
-      // A new push after that is followed as ever, and merged once green.
-      const h3 = clone.commitAndPush(branch, { 'src/three.ts': 'export const three = 3;\n' }, 'the work again');
-      await world.fake.control.refresh();
-      await world.fake.control.setCheck(repository, { sha: h3, name: 'ci/test', status: 'completed', conclusion: 'success' });
-      world.reconciler.ask(pullRequestId);
-      const merged = await eventually(async () => {
-        const state = await log.load(pullRequestId);
-        return state.outcome?.kind === 'MERGED' ? state : null;
-      }, { what: 'H3 merged', timeoutMs: 60_000 });
-      expect(merged.outcome).toMatchObject({ headSha: h3 });
-    } finally {
-      clone.remove();
-    }
+    // A new push after that is followed as ever, and merged once green.
+    const h3 = clone.commitAndPush(branch, { 'src/three.ts': 'export const three = 3;\n' }, 'the work again');
+    await world.fake.control.refresh();
+    await world.fake.control.setCheck(repository, { sha: h3, name: 'ci/test', status: 'completed', conclusion: 'success' });
+    world.reconciler.ask(pullRequestId);
+    const merged = await eventually(async () => {
+      const state = await log.load(pullRequestId);
+      return state.outcome?.kind === 'MERGED' ? state : null;
+    }, { what: 'H3 merged', timeoutMs: 60_000 });
+    expect(merged.outcome).toMatchObject({ headSha: h3 });
   }, 180_000);
 });

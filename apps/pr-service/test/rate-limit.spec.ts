@@ -58,19 +58,27 @@ describe('GitHub\'s primary rate limit used up', () => {
     for (const read of reads.slice(1)) expect(Date.parse(read.at)).toBeGreaterThanOrEqual(retryAt - 1000);
   }, 180_000);
 
-  it('while the limit lasts, no other PR is read either: each waits for the reset instead of asking GitHub again', async () => {
-    const repo = await world.fake.control.createRepository({ owner, name: 'limited-many', initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
+  /** A repository with its product, and for each branch a pushed head with red checks and a draft PR on GitHub (not yet tracked). */
+  async function draftPullRequests(repoName: string, branches: string[]) {
+    const repo = await world.fake.control.createRepository({ owner, name: repoName, initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
     const repository = repo.fullName;
-    await world.addProduct('product-limited-many', repository, repo.cloneUrl);
+    await world.addProduct(`product-${repoName}`, repository, repo.cloneUrl);
     const { octokit } = octokitFor(world.fake);
-    const opened = async (b: string) => {
+    const opened = [];
+    for (const b of branches) {
       const head = pushedBranch(repo.cloneUrl, b, { [`src/${b.replace('/', '-')}.ts`]: 'x\n' }, b);
-      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: 'limited-many', head: b, base: 'main', title: b, draft: true });
+      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: repoName, head: b, base: 'main', title: b, draft: true });
       await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'failure' });
-      return { head, pr };
-    };
-    const first = await opened('sprint/SP-first');
-    const second = await opened('sprint/SP-second');
+      opened.push({ head, pr });
+    }
+    return { repository, opened };
+  }
+
+  it('while the limit lasts, no other PR is read either: each waits for the reset instead of asking GitHub again', async () => {
+    const {
+      repository,
+      opened: [first, second],
+    } = await draftPullRequests('limited-many', ['sprint/SP-first', 'sprint/SP-second']);
     await world.fake.control.injectFault({ kind: 'primary_rate_limit', method: 'GET', path: `/repos/${repository}/pulls/${first.pr.number}`, resetInSeconds: 15 });
     const limited = await world.adoptedSprintPullRequest('product-limited-many', repository, 'sprint/SP-first', first.head, first.pr);
     const retryAt = Date.parse(
@@ -84,19 +92,12 @@ describe('GitHub\'s primary rate limit used up', () => {
     expect(reads.length).toBeGreaterThan(0);
     for (const read of reads) expect(Date.parse(read.at)).toBeGreaterThanOrEqual(retryAt - 1000);
   }, 180_000);
+
   it('the hold is kept where every replica and a restart find it: after a restart no other PR is read before the reset, and /metrics shows it', async () => {
-    const repo = await world.fake.control.createRepository({ owner, name: 'limited-kept', initialFiles: { 'src/app.ts': 'export const app = 1;\n' } });
-    const repository = repo.fullName;
-    await world.addProduct('product-limited-kept', repository, repo.cloneUrl);
-    const { octokit } = octokitFor(world.fake);
-    const opened = async (b: string) => {
-      const head = pushedBranch(repo.cloneUrl, b, { [`src/${b.replace('/', '-')}.ts`]: 'x\n' }, b);
-      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: 'limited-kept', head: b, base: 'main', title: b, draft: true });
-      await world.fake.control.setCheck(repository, { sha: head, name: 'ci/test', status: 'completed', conclusion: 'failure' });
-      return { head, pr };
-    };
-    const first = await opened('sprint/SP-kept-first');
-    const second = await opened('sprint/SP-kept-second');
+    const {
+      repository,
+      opened: [first, second],
+    } = await draftPullRequests('limited-kept', ['sprint/SP-kept-first', 'sprint/SP-kept-second']);
     const hits = async () => (await register.getSingleMetric('gantry_pr_github_rate_limited_total')?.get())?.values.reduce((sum, v) => sum + v.value, 0) ?? 0;
     const hitsBefore = await hits();
     await world.fake.control.injectFault({ kind: 'primary_rate_limit', method: 'GET', path: `/repos/${repository}/pulls/${first.pr.number}`, resetInSeconds: 20 });
