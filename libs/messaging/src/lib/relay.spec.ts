@@ -395,10 +395,11 @@ describe('outbox relay', () => {
 
 describe('the relay run on its own', () => {
   it('refuses a bad setting at start, naming the variable and not its value, and touches nothing', async () => {
+    // A refusal comes after the modules load (about a second of CPU); at CI's load that took over 30 s.
     const run = promisify(execFile);
     const failure = await run(process.execPath, [relayEntry], {
       env: { PATH: process.env.PATH, GANTRY_DB_SCHEMA: 'relay_refused', GANTRY_CONTEXT: 'jobs', GANTRY_RELAY_BATCH: 'lots-of-secret-9f3' },
-      timeout: 30_000,
+      timeout: 120_000,
     }).then(
       () => null,
       (error: { code?: number; stderr?: string }) => error,
@@ -408,7 +409,7 @@ describe('the relay run on its own', () => {
     expect(failure?.stderr).not.toContain('lots-of-secret-9f3');
     const keepAlive = await run(process.execPath, [relayEntry], {
       env: { PATH: process.env.PATH, GANTRY_DB_SCHEMA: 'relay_refused', GANTRY_CONTEXT: 'jobs', GANTRY_DB_KEEPALIVE_MS: '5' },
-      timeout: 30_000,
+      timeout: 120_000,
     }).then(
       () => null,
       (error: { code?: number; stderr?: string }) => error,
@@ -422,7 +423,7 @@ describe('the relay run on its own', () => {
     } finally {
       await pool.end();
     }
-  });
+  }, 300_000);
 });
 
 describe('outbox relay, its stream deleted under it', () => {
