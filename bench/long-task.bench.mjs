@@ -1,0 +1,73 @@
+// Moves of one task between two steps as its stream grows: the median time of a move_task (sent →
+// answered) over the last BENCH_LONG_TASK_SAMPLE moves before each checkpoint, with the task stream's
+// length then. The job service and the workflow engine run as their own processes on throw-away
+// schemas; the steps declare no actions, so a move is the engine's own work on the task's stream.
+//   node bench/long-task.bench.mjs   (after a build; BENCH_LONG_TASK_MOVES default 1,350, a checkpoint
+//                                    every BENCH_LONG_TASK_EVERY moves, default 450; sample 25)
+import pg from 'pg';
+import { createTask, importWorkflow, moveTask } from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { removeTestNamespace, startApp } from '@gantry/testing';
+import { benchName, databaseUrl, dropSchema, natsUrl, registerBenchProduct } from './lib.mjs';
+
+const moves = Number(process.env.BENCH_LONG_TASK_MOVES ?? 1350);
+const every = Number(process.env.BENCH_LONG_TASK_EVERY ?? 450);
+const sample = Number(process.env.BENCH_LONG_TASK_SAMPLE ?? 25);
+const name = benchName('long_task');
+const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
+const jobsSchema = `${name}_jobs`;
+const engineSchema = `${name}_wf`;
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+const jobService = await startApp('job-service', { schema: jobsSchema, naming, readyTimeoutMs: 60_000 });
+const engine = await startApp('workflow-engine', { schema: engineSchema, naming, readyTimeoutMs: 60_000 });
+const bus = await Bus.connect({ servers: natsUrl, naming, name: 'long-task-bench' });
+const client = new CommandClient(bus);
+const engineDb = new pg.Client({ connectionString: databaseUrl, options: `-c search_path=${engineSchema}` });
+await engineDb.connect();
+try {
+  await registerBenchProduct(client, { repository: 'bench/long-task', cloneUrl: '/srv/git/long-task.git' });
+  await client.request(importWorkflow, {
+    workflowId: 'long',
+    idempotencyKey: 'bench/import:1',
+    yaml: `name: Long task
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+`,
+  });
+  await client.request(createTask, { taskId: 'T-long', productId: 'bench', title: 'long task', workflowId: 'long', idempotencyKey: 'bench/task:1' });
+  const streamLength = async () => (await engineDb.query(`SELECT count(*)::int AS n FROM events WHERE stream_id = 'task-T-long'`)).rows[0].n;
+  const cpuOf = async () => {
+    const stat = await import('node:fs/promises').then((fs) => fs.readFile(`/proc/${engine.process.pid}/stat`, 'utf8'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10; // utime + stime, ms (100 ticks a second)
+  };
+  const latencies = [];
+  let cpuFrom = await cpuOf();
+  let sinceCheckpoint = 0;
+  console.log(`moves of one task between two steps, median of the last ${sample} moves before each checkpoint:`);
+  for (let i = 1; i <= moves; i++) {
+    const t0 = performance.now();
+    await client.request(moveTask, { taskId: 'T-long', toStepId: i % 2 === 1 ? 'review' : 'work', idempotencyKey: `bench/move:${i}` });
+    latencies.push(performance.now() - t0);
+    sinceCheckpoint++;
+    if (i === sample || i % every === 0) {
+      const cpu = await cpuOf();
+      console.log(
+        `  ${String(await streamLength()).padStart(5)} events: ${median(latencies.slice(-sample)).toFixed(1)} ms a move (median), engine CPU ${((cpu - cpuFrom) / sinceCheckpoint).toFixed(1)} ms a move`,
+      );
+      cpuFrom = cpu;
+      sinceCheckpoint = 0;
+    }
+  }
+} finally {
+  await bus.close();
+  await engineDb.end();
+  for (const child of [engine, jobService]) await child.kill('SIGTERM');
+  await removeTestNamespace(naming, jobsSchema);
+  await dropSchema(engineSchema);
+}
