@@ -1,7 +1,8 @@
 import DataLoader from 'dataloader';
 import type pg from 'pg';
 import { LRUCache } from 'lru-cache';
-import { readStreamsEvents, toStoredEvent, type EventRow } from './append.js';
+import { readStreamEvents, readStreamsEvents, toStoredEvent, type EventRow } from './append.js';
+import { inlineStatement } from './deferred-writes.js';
 import { joinRows, takesRows, type PreparedStatements, type Statement } from './prepared.js';
 import type { StoredEvent } from './types.js';
 
@@ -27,8 +28,8 @@ export class CommandBatcher {
   /** Other reads (statements with their values written in), sent together as one message. */
   readonly statements: DataLoader<string, pg.QueryResult>;
 
-  /** The streams read lately, as far as they were read (see readStreams). */
-  private readonly streams = new LRUCache<string, StoredEvent[]>({ max: REMEMBERED_STREAMS });
+  /** The streams read lately, as far as they were read (see readStreams), within a bound on their events. */
+  private readonly streams = new LRUCache<string, StoredEvent[]>({ max: REMEMBERED_STREAMS, maxSize: REMEMBERED_EVENTS, sizeCalculation: (events) => Math.max(1, events.length) });
   /**
    * How often lately a read found a remembered stream moved on (a moving average over the reads of
    * remembered streams): another writer — a second replica serving the same jobs — writes them.
@@ -85,6 +86,48 @@ export class CommandBatcher {
   private keep(streamId: string, events: StoredEvent[]): void {
     if (events.length === 0 || (this.streams.get(streamId)?.length ?? 0) > events.length) return;
     this.streams.set(streamId, events);
+  }
+
+  /**
+   * A stream as it is now, read through `sql` — a command's transaction, which must see the stream
+   * as that transaction does, or the pool — from where this process's memory of it ends, as
+   * readStreams does (the later events, the last one known checked; the whole stream when it does
+   * not start as remembered). What was read is remembered only when `committed`: read where nothing
+   * uncommitted of the log can be seen (the pool, or a transaction that has appended nothing yet),
+   * so that memory never holds an event a rollback could take back. These reads leave the rate of
+   * streams found moved on alone: they are not decisions made on memory.
+   */
+  async readOn(sql: pg.PoolClient | pg.Pool, streamId: string, committed: boolean): Promise<StoredEvent[]> {
+    const known = this.streams.get(streamId) ?? [];
+    const { rows } = await sql.query<EventRow>({ name: 'gantry_read_stream_after', text: READ_STREAM_AFTER, values: [streamId, known.length] });
+    return this.continued(sql, streamId, known, rows, committed);
+  }
+
+  /**
+   * readOn as a statement with its values written in, to travel in a message with others (the reads
+   * a transaction opens with); `continue` takes its rows.
+   */
+  readStatement(streamId: string): { statement: string; continue: (sql: pg.PoolClient, rows: EventRow[], committed: boolean) => Promise<StoredEvent[]> } {
+    const known = this.streams.get(streamId) ?? [];
+    return {
+      statement: inlineStatement(READ_STREAM_AFTER, [streamId, known.length]),
+      continue: (sql, rows, committed) => this.continued(sql, streamId, known, rows, committed),
+    };
+  }
+
+  /** `known` and the rows read after it (the first of them the last known, without its payload); a list of the caller's own. */
+  private async continued(sql: pg.PoolClient | pg.Pool, streamId: string, known: StoredEvent[], rows: EventRow[], committed: boolean): Promise<StoredEvent[]> {
+    let events: StoredEvent[];
+    if (known.length === 0) events = rows.map(toStoredEvent);
+    else if (rows[0]?.event_id === known[known.length - 1]!.eventId) events = [...known, ...rows.slice(1).map(toStoredEvent)];
+    else {
+      // Not as remembered (a log rebuilt under the process): forgotten, and read whole.
+      if (this.streams.get(streamId) === known) this.streams.delete(streamId);
+      events = await readStreamEvents(sql, streamId);
+    }
+    if (!committed || events.length === 0) return events;
+    this.keep(streamId, events);
+    return [...events];
   }
 
   private async readAll(statements: readonly string[]): Promise<Array<pg.QueryResult | Error>> {
@@ -261,11 +304,22 @@ export const READ_STREAMS_AFTER = `SELECT e.* FROM unnest($1::text[], $2::int[])
     FROM events WHERE stream_id = k.stream_id AND stream_version >= k.after ORDER BY stream_version) e
   ORDER BY e.stream_id, e.stream_version`;
 
+/** READ_STREAMS_AFTER for one stream: its events from the `$2`-th on (all when 0), the `$2`-th without its payload. */
+export const READ_STREAM_AFTER = `SELECT position, event_id, stream_id, stream_version, type, schema_version,
+    CASE WHEN stream_version > $2::int THEN data END AS data, CASE WHEN stream_version > $2::int THEN metadata END AS metadata, occurred_at
+  FROM events WHERE stream_id = $1 AND stream_version >= $2::int ORDER BY stream_version`;
+
 /**
  * Streams whose events the batcher remembers, at most (the most recently read): a few thousand jobs
  * in flight, some megabytes. A stream forgotten is read whole again, nothing more.
  */
 const REMEMBERED_STREAMS = 5_000;
+
+/**
+ * Events the batcher remembers, at most, over all its streams: a few long streams (a task moved
+ * back and forth for months) must not hold memory that thousands of short ones would not.
+ */
+const REMEMBERED_EVENTS = 250_000;
 
 /** Reads of remembered streams the moving average of those found moved on spans, about. */
 const MOVED_ON_WINDOW = 128;

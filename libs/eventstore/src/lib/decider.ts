@@ -24,6 +24,16 @@ export function fold<State, Event extends DomainEvent>(
   return events.reduce((state, e) => decider.evolve(state, { type: e.type, data: e.data } as Event), decider.initialState);
 }
 
+/**
+ * A stream's events (in order from its first) folded as decideWithin folds them: from where the last
+ * fold of the stream by this decider ended (RememberedFold), so a load before a decision, or a load
+ * for a query, costs the events since rather than the whole stream. The state returned must not be
+ * changed.
+ */
+export function foldStream<State, Event extends DomainEvent>(decider: Pick<Decider<unknown, State, Event>, 'initialState' | 'evolve'>, events: readonly StoredEvent[]): State {
+  return rememberedFold(decider).fold(events);
+}
+
 export interface Decision<State, Event extends DomainEvent> {
   /** State before the command. */
   before: State;
@@ -56,7 +66,7 @@ export async function decideWithin<Command, State, Event extends DomainEvent>(
 /** Each decider's folds, kept as long as the decider is (see RememberedFold). */
 const folds = new WeakMap<object, object>();
 
-function rememberedFold<State, Event extends DomainEvent>(decider: Decider<unknown, State, Event>): RememberedFold<State> {
+function rememberedFold<State, Event extends DomainEvent>(decider: Pick<Decider<unknown, State, Event>, 'initialState' | 'evolve'>): RememberedFold<State> {
   let remembered = folds.get(decider) as RememberedFold<State> | undefined;
   if (!remembered) {
     remembered = new RememberedFold<State>((state, e) => decider.evolve(state, { type: e.type, data: e.data } as Event), decider.initialState);

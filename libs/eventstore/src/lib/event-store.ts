@@ -154,8 +154,24 @@ export class EventStore {
     return this.inlineProjections;
   }
 
+  /**
+   * A stream's events as `sql` (a transaction's connection, or the pool) sees them. A stream this
+   * process read or wrote before is read from where it knew it (CommandBatcher.readOn): the later
+   * events and the last one known, not the whole stream, whose earlier events come as the same
+   * objects, so that a fold over them starts where the last one ended (docs/architecture.md, "A
+   * stream read from where this process knew it, in a transaction too").
+   */
   readStream(streamId: string, sql: pg.PoolClient | pg.Pool = this.pool): Promise<StoredEvent[]> {
-    return readStreamEvents(sql, streamId);
+    return this.oneMessage.batcher.readOn(sql, streamId, this.seesOnlyCommitted(sql));
+  }
+
+  /**
+   * Whether what `sql` reads of the log is committed: the pool, or a connection whose transaction
+   * has appended nothing (no append in flight either: an append marks its connection once its insert
+   * is answered, and a read on the same connection waits for that answer).
+   */
+  private seesOnlyCommitted(sql: pg.PoolClient | pg.Pool): boolean {
+    return !this.appending.has(sql as pg.PoolClient);
   }
 
   /** Several streams in one read: each one's events in order, by stream id (a stream with no events is absent). */
@@ -320,7 +336,9 @@ export class EventStore {
     const window = { now: this.clock, defaultTtlMs: this.receiptTtlMs };
     const streams = options.streams ?? [];
     const reads = options.reads ?? [];
-    const alongside: Alongside = { statements: [...streams.map(streamReadStatement), ...reads] };
+    // Each stream from where this process knew it (see readStream): the first statements of the transaction, so committed.
+    const streamReads = streams.map((id) => this.oneMessage.batcher.readStatement(id));
+    const alongside: Alongside = { statements: [...streamReads.map((r) => r.statement), ...reads] };
     const deferred = new DeferredWrites(client);
     try {
       const requestHash = idempotency ? canonicalHash(idempotency.request) : '';
@@ -336,7 +354,8 @@ export class EventStore {
       } else {
         await client.query('BEGIN');
       }
-      const prefetched = new Map(streams.map((id, i) => [id, (alongside.results![i]!.rows as EventRow[]).map(toStoredEvent)]));
+      const prefetched = new Map<string, StoredEvent[]>();
+      for (const [i, id] of streams.entries()) prefetched.set(id, await streamReads[i]!.continue(client, alongside.results![i]!.rows as EventRow[], true));
       const readResults = alongside.results?.slice(streams.length) ?? [];
       const uow = new UnitOfWork(client, this, options.metadata, idempotency?.key ?? null, { prefetched, deferred, reads: { statements: reads, results: readResults } });
       let result: R;
