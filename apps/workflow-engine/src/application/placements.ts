@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ErrorCode, GantryError, type EntryPath, type PlacementReply, type WorkflowDefinition } from '@gantry/contracts';
-import { decideWithin, EventStore, type UnitOfWork } from '@gantry/eventstore';
+import { decideWithin, EventStore, foldStream, type UnitOfWork } from '@gantry/eventstore';
 import {
   feederOf,
   occupancyOf,
@@ -97,7 +97,8 @@ export class Placements {
 
   async placeWithin(uow: UnitOfWork, request: PlacementRequest): Promise<PlacementOutcome> {
     const history = await uow.readStream(streamIds.task(request.taskId));
-    const before = history.reduce((s, e) => taskDecider.evolve(s, { type: e.type, data: e.data } as TaskEvent), taskDecider.initialState);
+    // Folded as decideWithin folds it below: that fold then starts where this one ended, at the same events.
+    const before = foldStream(taskDecider, history);
     if (!taskExists(before)) throw new GantryError(ErrorCode.NOT_FOUND, `task ${request.taskId} does not exist`, { taskId: request.taskId });
     const occupying = request.from ? occupancyOf(before) : null;
     if (request.from && (occupying?.workflowId !== request.from.workflowId || occupying.stepId !== request.from.stepId || occupying.entrySeq !== request.from.entrySeq)) {

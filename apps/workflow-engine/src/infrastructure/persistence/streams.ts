@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { fold, type EventStore } from '@gantry/eventstore';
+import { foldStream, type EventStore } from '@gantry/eventstore';
 import {
   agentProfileDecider,
   participantDecider,
@@ -26,15 +26,15 @@ export const streamIds = {
 type Sql = pg.PoolClient | pg.Pool;
 
 export async function loadTask(store: EventStore, taskId: string, sql: Sql = store.pool): Promise<TaskState> {
-  return fold<TaskState, TaskEvent>(taskDecider, await store.readStream(streamIds.task(taskId), sql as pg.PoolClient));
+  return foldStream<TaskState, TaskEvent>(taskDecider, await store.readStream(streamIds.task(taskId), sql as pg.PoolClient));
 }
 
 export async function loadTaskAtStep(store: EventStore, taskId: string, workflowId: string, stepId: string, sql: Sql = store.pool): Promise<TaskAtStep> {
-  return fold<TaskAtStep, TaskAtStepEvent>(taskAtStepDecider, await store.readStream(streamIds.taskAtStep(taskId, workflowId, stepId), sql as pg.PoolClient));
+  return foldStream<TaskAtStep, TaskAtStepEvent>(taskAtStepDecider, await store.readStream(streamIds.taskAtStep(taskId, workflowId, stepId), sql as pg.PoolClient));
 }
 
 export async function loadParticipant(store: EventStore, participantId: string, sql: Sql = store.pool): Promise<ParticipantState> {
-  return fold<ParticipantState, never>(participantDecider, await store.readStream(streamIds.participant(participantId), sql as pg.PoolClient));
+  return foldStream<ParticipantState, never>(participantDecider, await store.readStream(streamIds.participant(participantId), sql as pg.PoolClient));
 }
 
 export { agentProfileDecider, participantDecider, taskAtStepDecider, taskDecider, workflowDecider };
