@@ -7,23 +7,16 @@
 //   BENCH_FANOUT_PARTICIPANTS (default 200), BENCH_FANOUT_ROUNDS (default 5)
 import pg from 'pg';
 import { createTask, importWorkflow, listStepEntries, moveTask, registerAgentProfile } from '@gantry/contracts';
-import { Bus, CommandClient, readAllPages } from '@gantry/messaging';
-import { removeTestNamespace, startApp } from '@gantry/testing';
-import { benchName, databaseUrl, dropSchema, natsUrl, registerBenchProduct } from './lib.mjs';
+import { readAllPages } from '@gantry/messaging';
+import { databaseUrl, registerBenchProduct, startWorkflowServices } from './lib.mjs';
 
 const participants = Number(process.env.BENCH_FANOUT_PARTICIPANTS ?? 200);
 const rounds = Number(process.env.BENCH_FANOUT_ROUNDS ?? 5);
-const name = benchName('fanout');
-const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
-const jobsSchema = `${name}_jobs`;
-const engineSchema = `${name}_wf`;
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
-const jobService = await startApp('job-service', { schema: jobsSchema, naming, readyTimeoutMs: 60_000 });
-const engine = await startApp('workflow-engine', { schema: engineSchema, naming, readyTimeoutMs: 60_000 });
-const bus = await Bus.connect({ servers: natsUrl, naming, name: 'fanout-bench' });
-const client = new CommandClient(bus);
+const services = await startWorkflowServices('fanout');
+const { naming, jobsSchema, engineSchema, bus, client } = services;
 const jobsDb = new pg.Client({ connectionString: databaseUrl, options: `-c search_path=${jobsSchema}` });
 const engineDb = new pg.Client({ connectionString: databaseUrl, options: `-c search_path=${engineSchema}` });
 await jobsDb.connect();
@@ -98,10 +91,7 @@ ${seats.join('\n')}
   subscription.unsubscribe();
   console.log(`fan-out of ${participants} participants, median of ${rounds} entries: ${median(client_ms).toFixed(0)} ms from move_task to the ${participants}th REVIEW job queued (client), ${median(server_ms).toFixed(0)} ms from the admission's commit to the ${participants}th enqueue's commit (server)`);
 } finally {
-  await bus.close();
   await jobsDb.end();
   await engineDb.end();
-  for (const child of [engine, jobService]) await child.kill('SIGTERM');
-  await removeTestNamespace(naming, jobsSchema);
-  await dropSchema(engineSchema);
+  await services.close();
 }

@@ -5,6 +5,8 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { registerProduct } from '@gantry/contracts';
+import { Bus, CommandClient } from '@gantry/messaging';
+import { removeTestNamespace, startApp } from '@gantry/testing';
 import pg from 'pg';
 
 export const databaseUrl = process.env.GANTRY_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gantry';
@@ -151,6 +153,35 @@ function markdownTable(date, all) {
     );
   }
   return lines.join('\n') + '\n';
+}
+
+/**
+ * The job service and the workflow engine as their own processes on throw-away schemas
+ * (`<name>_jobs`, `<name>_wf`), with a command client on their bus; `close()` stops them and
+ * removes the schemas and the bus namespace.
+ */
+export async function startWorkflowServices(label) {
+  const name = benchName(label);
+  const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
+  const jobsSchema = `${name}_jobs`;
+  const engineSchema = `${name}_wf`;
+  const jobService = await startApp('job-service', { schema: jobsSchema, naming, readyTimeoutMs: 60_000 });
+  const engine = await startApp('workflow-engine', { schema: engineSchema, naming, readyTimeoutMs: 60_000 });
+  const bus = await Bus.connect({ servers: natsUrl, naming, name: `${label}-bench` });
+  return {
+    naming,
+    jobsSchema,
+    engineSchema,
+    engine,
+    bus,
+    client: new CommandClient(bus),
+    async close() {
+      await bus.close();
+      for (const child of [engine, jobService]) await child.kill('SIGTERM');
+      await removeTestNamespace(naming, jobsSchema);
+      await dropSchema(engineSchema);
+    },
+  };
 }
 
 /** Registers the product the benches enqueue against (STORY, squash, no required checks); `fields` overrides any of them. */

@@ -6,24 +6,16 @@
 //                                    every BENCH_LONG_TASK_EVERY moves, default 450; sample 25)
 import pg from 'pg';
 import { createTask, importWorkflow, moveTask } from '@gantry/contracts';
-import { Bus, CommandClient } from '@gantry/messaging';
-import { removeTestNamespace, startApp } from '@gantry/testing';
-import { benchName, databaseUrl, dropSchema, natsUrl, registerBenchProduct } from './lib.mjs';
+import { databaseUrl, registerBenchProduct, startWorkflowServices } from './lib.mjs';
 
 const moves = Number(process.env.BENCH_LONG_TASK_MOVES ?? 1350);
 const every = Number(process.env.BENCH_LONG_TASK_EVERY ?? 450);
 const sample = Number(process.env.BENCH_LONG_TASK_SAMPLE ?? 25);
-const name = benchName('long_task');
-const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
-const jobsSchema = `${name}_jobs`;
-const engineSchema = `${name}_wf`;
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
-const jobService = await startApp('job-service', { schema: jobsSchema, naming, readyTimeoutMs: 60_000 });
-const engine = await startApp('workflow-engine', { schema: engineSchema, naming, readyTimeoutMs: 60_000 });
-const bus = await Bus.connect({ servers: natsUrl, naming, name: 'long-task-bench' });
-const client = new CommandClient(bus);
+const services = await startWorkflowServices('long_task');
+const { engineSchema, engine, client } = services;
 const engineDb = new pg.Client({ connectionString: databaseUrl, options: `-c search_path=${engineSchema}` });
 await engineDb.connect();
 try {
@@ -65,9 +57,6 @@ steps:
     }
   }
 } finally {
-  await bus.close();
   await engineDb.end();
-  for (const child of [engine, jobService]) await child.kill('SIGTERM');
-  await removeTestNamespace(naming, jobsSchema);
-  await dropSchema(engineSchema);
+  await services.close();
 }
