@@ -319,7 +319,7 @@ const REMEMBERED_STREAMS = 5_000;
  * Events the batcher remembers, at most, over all its streams: a few long streams (a task moved
  * back and forth for months) must not hold memory that thousands of short ones would not.
  */
-const REMEMBERED_EVENTS = 250_000;
+const REMEMBERED_EVENTS = 100_000;
 
 /** Reads of remembered streams the moving average of those found moved on spans, about. */
 const MOVED_ON_WINDOW = 128;
