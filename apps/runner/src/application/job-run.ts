@@ -513,7 +513,8 @@ export class JobRun {
     // Test-only (GANTRY_TEST_HOLD_AT): the job service goes silent between the last renewal and the hand-back.
     await holdHereIfAsked('runner:rollback');
     try {
-      const reply = await this.session.rollback(reason, cause, exitCode);
+      // A shutdown past its grace asks once, not until the lease's end: the stop must end within its own grace.
+      const reply = await this.session.rollback(reason, cause, exitCode, { signal: this.shutdown });
       this.deps.log.warn('claim rolled back', { ...this.fields, reason, cause, status: reply.status, nextAttempt: reply.attempt });
     } catch (error) {
       if (isGantryError(error) && claimGone(error.code)) {
@@ -533,9 +534,10 @@ export class JobRun {
    * under its key, as long as a resumed claim lives; a refusal then says the claim is over. Never
    * answered, it is left to its lease's end, which the job service handles like any lost claim: said
    * in the log and counted (`gantry_runner_claims_left_to_expire_total`), and nothing more is sent
-   * under the claim.
+   * under the claim. A runner stopping past its grace does not ask again: its stop has a bound of its own.
    */
   private async rollbackUnanswered(reason: string, cause: RollbackCause, exitCode: number | undefined, unanswered: GantryError): Promise<JobRunOutcome> {
+    if (this.shutdown.aborted) return this.leftToExpire(reason, cause, unanswered);
     this.deps.log.warn('the claim\'s hand-back got no answer; asking again under its key', { ...this.fields, reason, cause, error: unanswered.message });
     // This is the claim's one hand-back: a claim it finds lost is not offered back once more.
     this.handBackAsked = true;
@@ -551,11 +553,16 @@ export class JobRun {
         return (await this.interrupted())!;
       }
       if (!isTransient(error)) throw error;
-      this.leaseLost ??= `the claim could not be handed back: ${error.message}`;
-      countClaimLeftToExpire();
-      this.deps.log.warn('the claim could not be handed back; its lease will expire', { ...this.fields, reason, cause, error: error.message });
-      return { kind: 'lease_lost', reason: this.leaseLost, agentStarted: this.agentStarted };
+      return this.leftToExpire(reason, cause, error);
     }
+  }
+
+  /** The hand-back never answered: the claim is left to its lease's end, said in the log and counted. */
+  private leftToExpire(reason: string, cause: RollbackCause, unanswered: GantryError): JobRunOutcome {
+    this.leaseLost ??= `the claim could not be handed back: ${unanswered.message}`;
+    countClaimLeftToExpire();
+    this.deps.log.warn('the claim could not be handed back; its lease will expire', { ...this.fields, reason, cause, error: unanswered.message, stopping: this.shutdown.aborted });
+    return { kind: 'lease_lost', reason: this.leaseLost, agentStarted: this.agentStarted };
   }
 
   /** A deadline for asking again: until this runner has been on NATS for a whole job lease, as long as a claim a job service resumed lives. */
