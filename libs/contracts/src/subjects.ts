@@ -28,16 +28,36 @@ function token(value: string, what: string): string {
   return value;
 }
 
+/**
+ * The rules a subject root and a stream prefix follow, with the sentence that states each: what a
+ * process refuses at start when its GANTRY_SUBJECT_ROOT or GANTRY_STREAM_PREFIX breaks one.
+ */
+export const namingRules = {
+  subjectRoot: {
+    valid: (root: string): boolean => root.split('.').every(isSubjectToken),
+    rule: 'must be NATS subject tokens joined by dots (no spaces, *, > or empty tokens)',
+  },
+  // A stream's name is the prefix and the context's name: one subject token, and no path separator (it names files on the server).
+  streamPrefix: {
+    valid: (prefix: string): boolean => isStreamName(prefix),
+    rule: 'must be the start of a JetStream stream name (no ., spaces, *, >, / or \\)',
+  },
+} as const;
+
+/** Stream names refuse what subject tokens refuse, and path separators too (they name files on the server). */
+function isStreamName(name: string): boolean {
+  return isSubjectToken(name) && !/[/\\]/.test(name);
+}
+
 function root(naming: Naming): string {
-  if (!naming.subjectRoot.split('.').every(isSubjectToken)) {
+  if (!namingRules.subjectRoot.valid(naming.subjectRoot)) {
     throw new RangeError(`subject root ${JSON.stringify(naming.subjectRoot)} must be dot-separated subject tokens`);
   }
   return naming.subjectRoot;
 }
 
-/** Stream names refuse what subject tokens refuse, and path separators too (they name files on the server). */
 function stream(name: string): string {
-  if (!isSubjectToken(name) || /[/\\]/.test(name)) throw new RangeError(`${JSON.stringify(name)} is not a valid stream name`);
+  if (!isStreamName(name)) throw new RangeError(`${JSON.stringify(name)} is not a valid stream name`);
   return name;
 }
 

@@ -51,6 +51,9 @@ export function isSchemaName(schema: string): boolean {
   return SCHEMA_NAME.test(schema);
 }
 
+/** The rule of `isSchemaName` in a sentence: what a process refuses at start when its GANTRY_DB_SCHEMA breaks it. */
+export const SCHEMA_NAME_RULE = 'must be a schema name: lower-case letters, digits and _, not starting with a digit, at most 63 characters';
+
 export function assertSchemaName(schema: string): string {
   if (!isSchemaName(schema)) throw new Error(`invalid schema name ${JSON.stringify(schema)}`);
   return schema;

@@ -4,8 +4,8 @@
  * service is down) and for the crash tests that SIGKILL a relay mid-batch.
  */
 import { z } from 'zod';
-import { Contexts } from '@gantry/contracts';
-import { createPool } from '@gantry/eventstore';
+import { Contexts, namingRules } from '@gantry/contracts';
+import { createPool, isSchemaName, SCHEMA_NAME_RULE } from '@gantry/eventstore';
 import { Bus } from '../lib/bus.js';
 import { OutboxRelay } from '../lib/relay.js';
 
@@ -15,10 +15,11 @@ const MAX_TIMER_MS = 2_147_483_647;
 /** The relay's settings, checked at start: a bad value stops it with the variables named (never their values). */
 const Settings = z.object({
   GANTRY_DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/gantry'),
-  GANTRY_DB_SCHEMA: z.string().min(1),
+  // The names the services check among their settings, by the same rules (docs/configuration.md).
+  GANTRY_DB_SCHEMA: z.string().refine(isSchemaName, SCHEMA_NAME_RULE),
   GANTRY_CONTEXT: z.enum(Contexts),
-  GANTRY_SUBJECT_ROOT: z.string().min(1).default('gantry'),
-  GANTRY_STREAM_PREFIX: z.string().min(1).default('GANTRY_'),
+  GANTRY_SUBJECT_ROOT: z.string().default('gantry').refine(namingRules.subjectRoot.valid, namingRules.subjectRoot.rule),
+  GANTRY_STREAM_PREFIX: z.string().default('GANTRY_').refine(namingRules.streamPrefix.valid, namingRules.streamPrefix.rule),
   GANTRY_NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
   GANTRY_RELAY_BATCH: z.coerce.number().int().positive().max(10_000).default(500),
   // The services' bounds on waiting for a PostgreSQL that stops answering, with their ranges and

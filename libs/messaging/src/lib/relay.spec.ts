@@ -424,6 +424,24 @@ describe('the relay run on its own', () => {
       await pool.end();
     }
   }, 300_000);
+
+  it.each([
+    ['GANTRY_DB_SCHEMA', 'Relay-Refused', 'must be a schema name'],
+    ['GANTRY_SUBJECT_ROOT', 'gantry..relay', 'must be NATS subject tokens joined by dots'],
+    ['GANTRY_STREAM_PREFIX', 'GANTRY/', 'must be the start of a JetStream stream name'],
+  ])('refuses a %s that is not a valid name as a setting, with the rule the services give', async (variable, value, rule) => {
+    const run = promisify(execFile);
+    const failure = await run(process.execPath, [relayEntry], {
+      env: { PATH: process.env.PATH, GANTRY_DB_SCHEMA: 'relay_refused', GANTRY_CONTEXT: 'jobs', [variable]: value },
+      timeout: 120_000,
+    }).then(
+      () => null,
+      (error: { code?: number; stderr?: string }) => error,
+    );
+    expect(failure?.code).toBe(1);
+    expect(failure?.stderr).toMatch(/^relay refused its settings: /);
+    expect(failure?.stderr).toContain(`${variable}: ${rule}`);
+  }, 150_000);
 });
 
 describe('outbox relay, its stream deleted under it', () => {

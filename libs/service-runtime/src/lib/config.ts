@@ -1,8 +1,8 @@
 import { isIP } from 'node:net';
 import type { LevelWithSilent } from 'pino';
 import type { z } from 'zod';
-import { isSubjectToken, type Naming } from '@gantry/contracts';
-import { isSchemaName, type DatabaseTimeouts } from '@gantry/eventstore';
+import { namingRules, type Naming } from '@gantry/contracts';
+import { isSchemaName, SCHEMA_NAME_RULE, type DatabaseTimeouts } from '@gantry/eventstore';
 import { LOG_LEVEL_NAMES, pinoLevel } from './logging.js';
 import { defineSettings, setting, type SettingsPart } from './settings.js';
 
@@ -77,7 +77,7 @@ function name(valid: (value: string) => boolean, rule: string, fallback?: string
 
 const variables = {
   GANTRY_DATABASE_URL: setting.url({ protocols: ['postgres:', 'postgresql:'], default: 'postgres://postgres@127.0.0.1:5432/gantry' }),
-  GANTRY_DB_SCHEMA: name(isSchemaName, 'must be a schema name: lower-case letters, digits and _, not starting with a digit, at most 63 characters'),
+  GANTRY_DB_SCHEMA: name(isSchemaName, SCHEMA_NAME_RULE),
   // At least 4: some work holds a connection while other work goes on (the PR service's
   // reconciliation holds its lock on one).
   GANTRY_DB_POOL_MAX: setting.wholeNumber({ min: 4, max: 1_000, default: 10 }),
@@ -89,13 +89,8 @@ const variables = {
   // 0: off. Long enough for a consumer's handler that works inside its transaction.
   GANTRY_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: setting.wholeNumber({ min: 0, max: MAX_TIMER_MS, default: 600_000 }),
   GANTRY_NATS_URL: setting.url({ protocols: ['nats:', 'tls:', 'ws:', 'wss:'], default: 'nats://127.0.0.1:4222', list: true }),
-  GANTRY_SUBJECT_ROOT: name(
-    (root) => root.split('.').every(isSubjectToken),
-    'must be NATS subject tokens joined by dots (no spaces, *, > or empty tokens)',
-    'gantry',
-  ),
-  // A stream's name is the prefix and the context's name: one subject token, and no path separator (it names files on the server).
-  GANTRY_STREAM_PREFIX: name((prefix) => isSubjectToken(prefix) && !/[/\\]/.test(prefix), 'must be the start of a JetStream stream name (no ., spaces, *, >, / or \\)', 'GANTRY_'),
+  GANTRY_SUBJECT_ROOT: name(namingRules.subjectRoot.valid, namingRules.subjectRoot.rule, 'gantry'),
+  GANTRY_STREAM_PREFIX: name(namingRules.streamPrefix.valid, namingRules.streamPrefix.rule, 'GANTRY_'),
   GANTRY_HTTP_HOST: setting.text('127.0.0.1'),
   GANTRY_HTTP_TOKEN: setting.secret(),
   // Longer than a load balancer keeps an idle connection to the service (60 s by default on AWS's
