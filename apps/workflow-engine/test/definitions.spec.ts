@@ -111,6 +111,19 @@ ${onEnter}`;
     }
   });
 
+  it('a value JSON cannot hold (.nan, !!binary, a key that is a list) or YAML nested past the reader\'s stack is refused on its path, and nothing is stored', async () => {
+    expect(await refusedWith('nan', steps('      - type: queue_run_for_each_participant\n        config: { role: reviewer, payload: { ratio: .nan, raw: !!binary aGVsbG8=, map: { [1, 2]: 3 } } }'))).toEqual([
+      expect.objectContaining({ path: ['steps', 1, 'on_enter', 0, 'config', 'payload', 'ratio'], code: 'not_json' }),
+      expect.objectContaining({ path: ['steps', 1, 'on_enter', 0, 'config', 'payload', 'raw'], code: 'not_json' }),
+      expect.objectContaining({ path: ['steps', 1, 'on_enter', 0, 'config', 'payload', 'map', '[1, 2]'], code: 'not_json' }),
+    ]);
+    const deeper = await refusedWith('deeper', steps(`      - type: queue_run_for_each_participant\n        config: { role: reviewer, payload: { x: ${'['.repeat(5_000)}${']'.repeat(5_000)} } }`));
+    expect(deeper).toEqual([{ path: [], code: 'too_deep', message: 'the definition is nested deeper than 100 levels' }]);
+    for (const workflowId of ['nan', 'deeper']) {
+      await expect(world.client.request(getWorkflow, { workflowId })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+    }
+  });
+
   it('a definition declaring more than 1000 actions in all is refused: its answer, a warning per unknown action type, would not fit one message', async () => {
     const many = `name: Many\nsteps:\n${Array.from({ length: 100 }, (_, i) => `  - id: s${i}\n    name: S${i}\n    on_enter:\n${'      - type: custom_hook\n'.repeat(100)}`).join('')}`;
     expect(await refusedWith('many', many)).toEqual([expect.objectContaining({ path: ['steps'], code: 'too_many_actions' })]);

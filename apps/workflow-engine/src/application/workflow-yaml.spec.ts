@@ -1,4 +1,5 @@
 import { ErrorCode, GantryError, MAX_JOB_INPUT_BYTES } from '@gantry/contracts';
+import { MAX_REQUEST_DEPTH } from '@gantry/service-runtime';
 import { DEFAULT_PROMPT_ROOM, parseWorkflowYaml } from './workflow-yaml.js';
 import { OFFICE_DEFAULT_YAML } from '../domain/index.js';
 
@@ -165,6 +166,61 @@ steps:
 `;
     expect(parseWorkflowYaml(queueRun(MAX_JOB_INPUT_BYTES - DEFAULT_PROMPT_ROOM - 11)).definition.steps).toHaveLength(1);
     expect(refusal(queueRun(MAX_JOB_INPUT_BYTES - DEFAULT_PROMPT_ROOM - 10)).issues!.map((i) => i.path.join('.'))).toEqual(['steps.0.on_enter.0.config']);
+  });
+
+  it('refuses a number JSON cannot hold (.nan, .inf, -.inf, 1e400) in a config or payload, on its path, rather than storing it as null', () => {
+    const withValue = (value: string) => `
+name: Numbers
+steps:
+  - id: work
+    name: Work
+    on_enter:
+      - type: queue_run
+        config: { target: primary, payload: { ratio: ${value}, ok: 1.5 } }
+      - type: send_slack_message
+        config: { weight: ${value} }
+`;
+    for (const value of ['.nan', '.NaN', '.inf', '-.inf', '+.Inf', '1e400']) {
+      const error = refusal(withValue(value));
+      expect(error.code).toBe(ErrorCode.INVALID_COMMAND);
+      expect(error.issues).toEqual([
+        { path: ['steps', 0, 'on_enter', 0, 'config', 'payload', 'ratio'], code: 'not_json', message: expect.stringContaining('JSON') },
+        { path: ['steps', 0, 'on_enter', 1, 'config', 'weight'], code: 'not_json', message: expect.stringContaining('JSON') },
+      ]);
+      expect(error.message).toContain('steps.0.on_enter.0.config.payload.ratio');
+    }
+    expect(parseWorkflowYaml(withValue('2.5')).definition.steps[0]!.onEnter[0]!.config).toEqual({ target: 'primary', payload: { ratio: 2.5, ok: 1.5 } });
+  });
+
+  it('refuses what YAML can say and JSON cannot (!!binary, !!set, !!omap, !!timestamp, a key that is a list or a map), on its path, rather than storing a look-alike', () => {
+    const withConfig = (config: string) => `name: Odd\nsteps:\n  - id: work\n    name: Work\n    on_enter:\n      - type: send_slack_message\n        config: ${config}\n`;
+    const cases: [string, (string | number)[]][] = [
+      ['{ blob: !!binary aGVsbG8= }', ['blob']],
+      ['{ tags: !!set { a, b } }', ['tags']],
+      ['{ order: !!omap [ { a: 1 }, { b: 2 } ] }', ['order']],
+      ['{ at: !!timestamp 2001-12-14 }', ['at']],
+      ['{ nested: { [1, 2]: 3 } }', ['nested', '[1, 2]']],
+      ['{ nested: { { x: 1 }: 2 } }', ['nested', '{ x: 1 }']],
+    ];
+    for (const [config, path] of cases) {
+      const error = refusal(withConfig(config));
+      expect(error.code).toBe(ErrorCode.INVALID_COMMAND);
+      expect(error.issues).toEqual([{ path: ['steps', 0, 'on_enter', 0, 'config', ...path], code: 'not_json', message: expect.any(String) }]);
+    }
+    // the same text as plain scalars is kept as written
+    expect(parseWorkflowYaml(withConfig("{ blob: aGVsbG8=, at: '2001-12-14', '[ 1, 2 ]': 3, 1: one, true: yes }")).definition.steps[0]!.onEnter[0]!.config).toEqual({ blob: 'aGVsbG8=', at: '2001-12-14', '[ 1, 2 ]': 3, 1: 'one', true: 'yes' });
+  });
+
+  it('refuses YAML nested deeper than a definition may be with that limit, not with the reader running out of stack', () => {
+    const flow = (depth: number) => `name: Deep\nsteps:\n  - id: work\n    name: Work\n    on_enter:\n      - type: send_slack_message\n        config: { p: ${'['.repeat(depth)}${']'.repeat(depth)} }\n`;
+    const block = (depth: number) => `name: Deep\nsteps:\n  - id: work\n    name: Work\n    on_enter:\n      - type: send_slack_message\n        config:\n${Array.from({ length: depth }, (_, i) => `${' '.repeat(10 + i)}a:\n`).join('')}${' '.repeat(10 + depth)}x\n`;
+    for (const text of [flow(150), flow(5_000), flow(20_000), block(150), block(3_000)]) {
+      const error = refusal(text);
+      expect(error.code).toBe(ErrorCode.INVALID_COMMAND);
+      expect(error.issues).toEqual([{ path: [], code: 'too_deep', message: `the definition is nested deeper than ${MAX_REQUEST_DEPTH} levels` }]);
+      expect(error.message).not.toContain('call stack');
+    }
+    expect(parseWorkflowYaml(flow(80)).definition.steps).toHaveLength(1);
   });
 
   it('refuses text that is not YAML', () => {

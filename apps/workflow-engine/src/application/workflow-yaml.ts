@@ -1,4 +1,4 @@
-import { parseDocument } from 'yaml';
+import { isAlias, isMap, isNode, isScalar, isSeq, parseDocument, Parser, type Document } from 'yaml';
 import { z } from 'zod';
 import {
   ErrorCode,
@@ -157,6 +157,8 @@ function normaliseStep(step: YamlStep) {
   };
 }
 
+const tooDeep: ValidationIssue = { path: [], message: `the definition is nested deeper than ${MAX_REQUEST_DEPTH} levels`, code: 'too_deep' };
+
 /** Whether objects and arrays nest deeper than `limit` in the value; walked without recursion. */
 function deeperThan(value: unknown, limit: number): boolean {
   const pending: [unknown, number][] = [[value, 0]];
@@ -169,6 +171,76 @@ function deeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
+/**
+ * Whether the YAML text nests collections deeper than `limit`, read on the reader's syntax tree,
+ * which it builds without recursion: the step that follows (the document's nodes) recurses once
+ * per level and runs out of stack at some hundreds of levels.
+ */
+function textDeeperThan(text: string, limit: number): boolean {
+  const pending: [unknown, number][] = [...new Parser().parse(text)].map((token) => [token, 0]);
+  while (pending.length > 0) {
+    const [token, depth] = pending.pop()!;
+    if (token === null || typeof token !== 'object') continue;
+    const { items, value } = token as { items?: { key?: unknown; value?: unknown }[]; value?: unknown };
+    if (Array.isArray(items)) {
+      if (depth >= limit) return true;
+      for (const item of items) pending.push([item.key, depth + 1], [item.value, depth + 1]);
+    } else if (value !== null && typeof value === 'object') {
+      pending.push([value, depth]);
+    }
+  }
+  return false;
+}
+
+const PLAIN_COLLECTION_TAGS = new Set(['tag:yaml.org,2002:map', 'tag:yaml.org,2002:seq']);
+
+/** What a scalar holds that JSON cannot (the definition is stored and sent as JSON), or null. */
+function notJson(value: unknown): string | null {
+  if (typeof value === 'number' && !Number.isFinite(value)) return `${value} is not a number JSON can hold (it would be stored as null)`;
+  if (typeof value === 'bigint') return 'an integer this large is not a number JSON can hold';
+  if (value instanceof Uint8Array) return 'binary data (!!binary) is not a JSON value: write it as a string';
+  if (value instanceof Date) return 'a timestamp (!!timestamp) is not a JSON value: write it as a string';
+  if (value !== null && typeof value === 'object') return 'this is not a JSON value';
+  return null;
+}
+
+/**
+ * Every value of the document JSON cannot hold, on the path the author wrote: a number that is not
+ * finite (.nan, .inf) would be stored as null, binary data as an object of bytes, a set or an
+ * ordered map as {}, a timestamp as other text, a key that is a list or a map as its YAML text.
+ * An alias is checked where its anchor is declared. Walked without recursion.
+ */
+function notJsonIssues(document: Document, text: string): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  const pending: [unknown, (string | number)[]][] = [[document.contents, []]];
+  while (pending.length > 0) {
+    const [node, path] = pending.pop()!;
+    if (isScalar(node)) {
+      const problem = notJson(node.value);
+      if (problem) issues.push({ path, message: problem, code: 'not_json' });
+    } else if ((isMap(node) || isSeq(node)) && node.tag !== undefined && !PLAIN_COLLECTION_TAGS.has(node.tag)) {
+      issues.push({ path, message: `a ${node.tag.replace('tag:yaml.org,2002:', '!!')} is not a JSON value: write a map or a list`, code: 'not_json' });
+    } else if (isSeq(node)) {
+      for (let i = node.items.length - 1; i >= 0; i--) pending.push([node.items[i], [...path, i]]);
+    } else if (isMap(node)) {
+      for (let i = node.items.length - 1; i >= 0; i--) {
+        const { key, value } = node.items[i]!;
+        const named = isAlias(key) ? key.resolve(document) : key;
+        if (!isScalar(named) && named !== null && named !== undefined) {
+          issues.push({ path: [...path, isNode(named) && named.range ? text.slice(named.range[0], named.range[1]) : String(named)], message: 'a key that is a list or a map is not a JSON key: write it as a string', code: 'not_json' });
+          continue;
+        }
+        const keyValue = isScalar(named) ? named.value : null;
+        const keyPath = [...path, keyValue === null ? '' : String(keyValue)];
+        const keyProblem = notJson(keyValue);
+        if (keyProblem) issues.push({ path: keyPath, message: `as a key: ${keyProblem}`, code: 'not_json' });
+        else pending.push([value, keyPath]);
+      }
+    }
+  }
+  return issues;
+}
+
 /** Parses and validates a workflow's YAML; a refusal is INVALID_COMMAND with every zod issue. */
 export function parseWorkflowYaml(text: string): ParsedWorkflow {
   let raw: unknown;
@@ -178,8 +250,13 @@ export function parseWorkflowYaml(text: string): ParsedWorkflow {
     const document = parseDocument(text, { logLevel: 'error' });
     const problem = document.errors[0] ?? document.warnings[0];
     if (problem) throw problem;
+    const notJsonValues = notJsonIssues(document, text);
+    if (notJsonValues.length > 0) refuse(notJsonValues);
     raw = document.toJS();
   } catch (error) {
+    if (error instanceof GantryError) throw error;
+    // Nested too deeply for the reader (it ran out of stack): the limit is what the author is told.
+    if (textDeeperThan(text, MAX_REQUEST_DEPTH)) refuse([tooDeep]);
     refuse([{ path: [], message: `not valid YAML: ${(error as Error).message.split('\n')[0]}`, code: 'invalid_yaml' }]);
   }
   // The reader keeps a `__proto__` key, which the schema below would drop (a config stored as {}).
@@ -201,7 +278,7 @@ export function parseWorkflowYaml(text: string): ParsedWorkflow {
     refuse(issuesOf(stored.error).map((issue) => ({ ...issue, path: issue.path.map((p) => (typeof p === 'string' ? (AUTHORED_NAMES[p] ?? p) : p)) })));
   }
   const definition = stored.data;
-  if (deeperThan(definition, MAX_REQUEST_DEPTH)) refuse([{ path: [], message: `the definition is nested deeper than ${MAX_REQUEST_DEPTH} levels`, code: 'too_deep' }]);
+  if (deeperThan(definition, MAX_REQUEST_DEPTH)) refuse([tooDeep]);
   const bytes = Buffer.byteLength(JSON.stringify(definition));
   if (bytes > MAX_DEFINITION_BYTES) {
     refuse([{ path: [], message: `the definition is ${bytes} bytes as stored (YAML aliases included); at most ${MAX_DEFINITION_BYTES}`, code: 'too_big' }]);
