@@ -124,6 +124,26 @@ ${onEnter}`;
     }
   });
 
+  it('a quorum asking more approvals (n_approve:K) than the step declares seats is accepted with a warning naming the step, K and the seats', async () => {
+    const reply = await world.importYaml('short-quorum', `
+name: Short quorum
+steps:
+  - id: review
+    name: Review
+    participants:
+      - { role: reviewer, agent_profile_id: rev-a, decision_required: true }
+    on_turn_complete:
+      - { type: move_to_next, guard: { wait_for_quorum: 'n_approve:2' } }
+      - { type: move_to_step, config: { step_id: review }, guard: { wait_for_quorum: 'n_approve:1' } }
+  - id: done
+    name: Done
+`);
+    expect(reply.version).toBe(1);
+    expect(reply.warnings).toEqual([
+      { stepId: 'review', trigger: 'on_turn_complete', position: 0, type: 'move_to_next', message: expect.stringMatching(/^step review: n_approve:2 asks for 2 approvals and the step declares 1 decision-required seats/) },
+    ]);
+  });
+
   it('a definition declaring more than 1000 actions in all is refused: its answer, a warning per unknown action type, would not fit one message', async () => {
     const many = `name: Many\nsteps:\n${Array.from({ length: 100 }, (_, i) => `  - id: s${i}\n    name: S${i}\n    on_enter:\n${'      - type: custom_hook\n'.repeat(100)}`).join('')}`;
     expect(await refusedWith('many', many)).toEqual([expect.objectContaining({ path: ['steps'], code: 'too_many_actions' })]);

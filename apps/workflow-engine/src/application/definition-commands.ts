@@ -60,6 +60,12 @@ export class DefinitionCommands {
     });
     const warnings = unknownActions.map((a) => ({ ...a, message: `action type ${a.type} is not one the engine knows: it will be skipped and warned about at dispatch` }));
     for (const w of warnings) this.log.warn({ rule: 'AC-A6', workflowId: request.workflowId, stepId: w.stepId, trigger: w.trigger, position: w.position, actionType: w.type }, 'workflow declares an action type the engine does not know');
+    for (const { rule, approvals, declaredSeats, ...at } of parsed.quorumShortfalls) {
+      warnings.push({
+        ...at,
+        message: `step ${at.stepId}: ${rule} asks for ${approvals} approvals and the step declares ${declaredSeats} decision-required seats: it holds only once seats are added per task (add_step_participant)`,
+      });
+    }
     if (executed.result.changed && !executed.replayed) {
       for (const step of definition.steps) await this.flow.promote({ workflowId: request.workflowId, stepId: step.id }, metadata.correlationId);
     }

@@ -223,6 +223,35 @@ steps:
     expect(parseWorkflowYaml(flow(80)).definition.steps).toHaveLength(1);
   });
 
+  it('warns, and does not refuse, a quorum of n_approve:K asking more approvals than the step declares decision-required seats: seats may be added per task', () => {
+    const { definition, quorumShortfalls } = parseWorkflowYaml(`
+name: Quorum
+steps:
+  - id: review
+    name: Review
+    participants:
+      - { role: reviewer, agent_profile_id: p1, decision_required: true }
+      - { role: reviewer, agent_profile_id: p2, decision_required: true }
+      - { role: observer, agent_profile_id: p3, decision_required: false }
+    on_enter:
+      - { type: ensure_participant_seat, config: { role: lead, agent_profile_id: p4, decision_required: true } }
+    on_turn_complete:
+      - { type: move_to_next, guard: { wait_for_quorum: 'n_approve:4' } }
+      - { type: move_to_next, guard: { wait_for_quorum: 'n_approve:3' } }
+      - { type: move_to_step, config: { step_id: review }, guard: { wait_for_quorum: any_reject } }
+  - id: done
+    name: Done
+    on_turn_complete:
+      - { type: move_to_previous, guard: { wait_for_quorum: 'n_approve:1' } }
+`);
+    expect(definition.steps).toHaveLength(2);
+    expect(quorumShortfalls).toEqual([
+      { stepId: 'review', trigger: 'on_turn_complete', position: 0, type: 'move_to_next', rule: 'n_approve:4', approvals: 4, declaredSeats: 3 },
+      { stepId: 'done', trigger: 'on_turn_complete', position: 0, type: 'move_to_previous', rule: 'n_approve:1', approvals: 1, declaredSeats: 0 },
+    ]);
+    expect(parseWorkflowYaml(OFFICE_DEFAULT_YAML).quorumShortfalls).toEqual([]);
+  });
+
   it('refuses text that is not YAML', () => {
     const error = refusal('name: [unclosed\n');
     expect(error.issues).toEqual([expect.objectContaining({ path: [], code: 'invalid_yaml' })]);

@@ -103,9 +103,41 @@ export interface UnknownActionNotice {
   type: string;
 }
 
+/**
+ * A transition guarded by `n_approve:K` on a step that declares fewer than K decision-required seats
+ * (its participants and its on_enter ensure_participant_seat): accepted, since seats may be added per
+ * task (add_step_participant), but it holds only once they are.
+ */
+export interface QuorumShortfallNotice {
+  stepId: string;
+  trigger: UnknownActionNotice['trigger'];
+  position: number;
+  type: string;
+  rule: string;
+  approvals: number;
+  declaredSeats: number;
+}
+
 export interface ParsedWorkflow {
   definition: WorkflowDefinition;
   unknownActions: UnknownActionNotice[];
+  quorumShortfalls: QuorumShortfallNotice[];
+}
+
+function quorumShortfallsOf(definition: WorkflowDefinition): QuorumShortfallNotice[] {
+  const notices: QuorumShortfallNotice[] = [];
+  for (const step of definition.steps) {
+    const ensured = step.onEnter.filter((a) => a.type === 'ensure_participant_seat' && (a.config as { decision_required?: unknown }).decision_required === true).length;
+    const declaredSeats = step.participants.filter((p) => p.decisionRequired).length + ensured;
+    for (const trigger of TriggerNames) {
+      step[trigger].forEach((action, position) => {
+        const rule = action.guard !== null && 'wait_for_quorum' in action.guard ? action.guard.wait_for_quorum : null;
+        const approvals = Number(/^n_approve:(\d+)$/.exec(rule ?? '')?.[1] ?? 0);
+        if (rule !== null && approvals > declaredSeats) notices.push({ stepId: step.id, trigger: TRIGGER_YAML[trigger], position, type: action.type, rule, approvals, declaredSeats });
+      });
+    }
+  }
+  return notices;
 }
 
 const AUTHORED_NAMES: Record<string, string> = {
@@ -308,5 +340,5 @@ export function parseWorkflowYaml(text: string): ParsedWorkflow {
       });
     }
   }
-  return { definition, unknownActions };
+  return { definition, unknownActions, quorumShortfalls: quorumShortfallsOf(definition) };
 }

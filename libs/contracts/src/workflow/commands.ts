@@ -37,7 +37,7 @@ export const importWorkflow = defineCommand({
   reply: z.object({
     workflowId: WorkflowIdSchema,
     version: z.number().int().positive(),
-    /** Accepted but worth knowing: action types the engine does not know (they are skipped and warned at dispatch). */
+    /** Accepted but worth knowing: action types the engine does not know (they are skipped and warned at dispatch), and n_approve:K quorums asking more approvals than the step declares seats. */
     warnings: z.array(z.object({ stepId: StepIdSchema, trigger: z.string(), position: z.number().int().min(0), type: z.string(), message: z.string() })),
   }),
   examples: {
