@@ -192,6 +192,20 @@ steps:
     expect(parseWorkflowYaml(withValue('2.5')).definition.steps[0]!.onEnter[0]!.config).toEqual({ target: 'primary', payload: { ratio: 2.5, ok: 1.5 } });
   });
 
+  it('refuses an integer too large to be kept exactly (past 2^53), on its path, rather than storing a different number', () => {
+    const withId = (id: string) => `name: Ids\nsteps:\n  - id: work\n    name: Work\n    on_enter:\n      - type: queue_run\n        config: { target: primary, payload: { issue: ${id} } }\n`;
+    for (const id of ['12345678901234567890', '9007199254740993', '-9007199254740993', '0x1FFFFFFFFFFFFF1']) {
+      const error = refusal(withId(id));
+      expect(error.code).toBe(ErrorCode.INVALID_COMMAND);
+      expect(error.issues).toEqual([{ path: ['steps', 0, 'on_enter', 0, 'config', 'payload', 'issue'], code: 'not_json', message: expect.stringContaining(id) }]);
+    }
+    const kept = (id: string) => (parseWorkflowYaml(withId(id)).definition.steps[0]!.onEnter[0]!.config as { payload: { issue: unknown } }).payload.issue;
+    expect(kept('9007199254740991')).toBe(9007199254740991);
+    expect(kept("'12345678901234567890'")).toBe('12345678901234567890');
+    expect(kept('1e20')).toBe(1e20);
+    expect(refusal(withId('{ 12345678901234567890: x }')).issues).toEqual([expect.objectContaining({ path: ['steps', 0, 'on_enter', 0, 'config', 'payload', 'issue', '12345678901234567000'], code: 'not_json' })]);
+  });
+
   it('refuses what YAML can say and JSON cannot (!!binary, !!set, !!omap, !!timestamp, a key that is a list or a map), on its path, rather than storing a look-alike', () => {
     const withConfig = (config: string) => `name: Odd\nsteps:\n  - id: work\n    name: Work\n    on_enter:\n      - type: send_slack_message\n        config: ${config}\n`;
     const cases: [string, (string | number)[]][] = [

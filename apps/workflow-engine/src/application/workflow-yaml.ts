@@ -236,9 +236,15 @@ function notJson(value: unknown): string | null {
   return null;
 }
 
+/** An integer written past 2^53, which a number keeps only approximately (stored as another number), or null. */
+function inexactInteger(value: unknown, source: unknown): string | null {
+  if (typeof value !== 'number' || Number.isSafeInteger(value) || typeof source !== 'string' || !/^[-+]?(0x[0-9a-f]+|0o[0-7]+|[0-9]+)$/i.test(source)) return null;
+  return `${source} is an integer too large to be kept exactly (it would be stored as ${value}): write it as a string`;
+}
+
 /**
  * Every value of the document JSON cannot hold, on the path the author wrote: a number that is not
- * finite (.nan, .inf) would be stored as null, binary data as an object of bytes, a set or an
+ * finite (.nan, .inf) would be stored as null, an integer past 2^53 as another number, binary data as an object of bytes, a set or an
  * ordered map as {}, a timestamp as other text, a key that is a list or a map as its YAML text.
  * An alias is checked where its anchor is declared. Walked without recursion.
  */
@@ -248,7 +254,7 @@ function notJsonIssues(document: Document, text: string): ValidationIssue[] {
   while (pending.length > 0) {
     const [node, path] = pending.pop()!;
     if (isScalar(node)) {
-      const problem = notJson(node.value);
+      const problem = notJson(node.value) ?? inexactInteger(node.value, node.source);
       if (problem) issues.push({ path, message: problem, code: 'not_json' });
     } else if ((isMap(node) || isSeq(node)) && node.tag !== undefined && !PLAIN_COLLECTION_TAGS.has(node.tag)) {
       issues.push({ path, message: `a ${node.tag.replace('tag:yaml.org,2002:', '!!')} is not a JSON value: write a map or a list`, code: 'not_json' });
@@ -264,7 +270,7 @@ function notJsonIssues(document: Document, text: string): ValidationIssue[] {
         }
         const keyValue = isScalar(named) ? named.value : null;
         const keyPath = [...path, keyValue === null ? '' : String(keyValue)];
-        const keyProblem = notJson(keyValue);
+        const keyProblem = notJson(keyValue) ?? (isScalar(named) ? inexactInteger(keyValue, named.source) : null);
         if (keyProblem) issues.push({ path: keyPath, message: `as a key: ${keyProblem}`, code: 'not_json' });
         else pending.push([value, keyPath]);
       }
