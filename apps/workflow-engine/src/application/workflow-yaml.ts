@@ -244,9 +244,10 @@ function inexactInteger(value: unknown, source: unknown): string | null {
 
 /**
  * Every value of the document JSON cannot hold, on the path the author wrote: a number that is not
- * finite (.nan, .inf) would be stored as null, an integer past 2^53 as another number, binary data as an object of bytes, a set or an
- * ordered map as {}, a timestamp as other text, a key that is a list or a map as its YAML text.
- * An alias is checked where its anchor is declared. Walked without recursion.
+ * finite (.nan, .inf) would be stored as null, an integer past 2^53 as another number, binary data
+ * as an object of bytes, a set or an ordered map as {}, a timestamp as other text, a key that is a
+ * list or a map as its YAML text. An alias is checked where its anchor is declared. Walked without
+ * recursion.
  */
 function notJsonIssues(document: Document, text: string): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
