@@ -59,6 +59,16 @@ export interface JobRunDependencies {
   onAgentNotStarted(reason: string): void;
   /** This runner's connection to NATS is up (not closed, not reconnecting). */
   natsConnected(): boolean;
+  /** The moment a stop of the runner must have handed back its claims and worktrees by (epoch ms); Infinity while it is not stopping. */
+  stopsBy(): number;
+}
+
+/** Less than this left of a stop, a command is not sent: its answer could not come in time. */
+const MIN_TRY_MS = 100;
+
+/** What a command sent at a stop that found no time left of it ends with: the same as one never answered. */
+function stopOver(): GantryError {
+  return new GantryError(ErrorCode.TIMEOUT, 'no time was left of the runner\'s stop limit (GANTRY_SHUTDOWN_GRACE_MS) to ask');
 }
 
 /** How a claimed job ended on this runner. */
@@ -513,8 +523,15 @@ export class JobRun {
     // Test-only (GANTRY_TEST_HOLD_AT): the job service goes silent between the last renewal and the hand-back.
     await holdHereIfAsked('runner:rollback');
     try {
-      // A shutdown past its grace asks once, not until the lease's end: the stop must end within its own grace.
-      const reply = await this.session.rollback(reason, cause, exitCode, { signal: this.shutdown });
+      // A shutdown past its grace asks once, not until the lease's end, and only for what is left of the
+      // stop: the process exits 1 past its stop limit, with nothing said about the claim.
+      const timeoutMs = this.withinTheStop(this.deps.config.commandTimeoutMs);
+      if (timeoutMs === null) return this.leftToExpire(reason, cause, stopOver());
+      const reply = await this.session.rollback(reason, cause, exitCode, {
+        signal: this.shutdown,
+        timeoutMs,
+        retryUntil: () => Math.min(this.session.leaseExpiresAt, this.deps.stopsBy()),
+      });
       this.deps.log.warn('claim rolled back', { ...this.fields, reason, cause, status: reply.status, nextAttempt: reply.attempt });
     } catch (error) {
       if (isGantryError(error) && claimGone(error.code)) {
@@ -563,6 +580,16 @@ export class JobRun {
     countClaimLeftToExpire();
     this.deps.log.warn('the claim could not be handed back; its lease will expire', { ...this.fields, reason, cause, error: unanswered.message, stopping: this.shutdown.aborted });
     return { kind: 'lease_lost', reason: this.leaseLost, agentStarted: this.agentStarted };
+  }
+
+  /**
+   * How long a try may wait: `timeoutMs`, or at a stop no longer than what is left of it. Null when
+   * too little is left to ask at all.
+   */
+  private withinTheStop(timeoutMs: number): number | null {
+    const left = this.deps.stopsBy() - Date.now();
+    if (left >= timeoutMs) return timeoutMs;
+    return left >= MIN_TRY_MS ? left : null;
   }
 
   /** A deadline for asking again: until this runner has been on NATS for a whole job lease, as long as a claim a job service resumed lives. */
@@ -661,8 +688,15 @@ export class JobRun {
   private async releaseWorktree(): Promise<void> {
     if (!this.lease) return;
     const lease = this.lease;
+    // At a stop the release gets what is left of it: a worktree service that is slow or silent must not make the process exit 1.
+    const maxTryMs = this.withinTheStop(Infinity);
+    if (maxTryMs === null) {
+      this.deps.log.warn('worktree release failed; its lease will expire', { ...this.fields, error: stopOver().message });
+      return;
+    }
     try {
-      const reply = await this.worktrees.release(lease, Math.max(this.worktreeLeaseExpiresAt, Date.now() + this.deps.config.commandTimeoutMs));
+      const until = Math.min(Math.max(this.worktreeLeaseExpiresAt, Date.now() + this.deps.config.commandTimeoutMs), this.deps.stopsBy());
+      const reply = await this.worktrees.release(lease, until, maxTryMs);
       this.deps.log.log('worktree released', { ...this.fields, leaseId: lease.leaseId, status: reply.status });
     } catch (error) {
       this.deps.log.warn('worktree release failed; its lease will expire', { ...this.fields, error: String(error) });

@@ -36,6 +36,8 @@ export interface RunnerConfig {
   offerAckWaitMs: number;
   /** On SIGTERM: how long a running job may go on before its agent is stopped and its claim rolled back. */
   shutdownGraceMs: number;
+  /** The process's whole stop (`GANTRY_SHUTDOWN_GRACE_MS`), past which it exits 1: what is left of it bounds the hand-backs at a stop. */
+  stopLimitMs: number;
   backoffInitialMs: number;
   backoffMaxMs: number;
   commandTimeoutMs: number;
@@ -125,6 +127,7 @@ export const runnerSettings = defineSettings({
       offerPollMs: v.GANTRY_OFFER_POLL_MS,
       offerAckWaitMs: v.GANTRY_OFFER_ACK_WAIT_MS,
       shutdownGraceMs: v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS,
+      stopLimitMs: v.GANTRY_SHUTDOWN_GRACE_MS,
       backoffInitialMs: v.GANTRY_RUNNER_BACKOFF_INITIAL_MS,
       backoffMaxMs: v.GANTRY_RUNNER_BACKOFF_MAX_MS,
       commandTimeoutMs: v.GANTRY_RUNNER_COMMAND_TIMEOUT_MS,

@@ -26,6 +26,9 @@ import { Slots } from './slots.js';
 
 
 /** A claim lost to another runner or to the job's state: the offer is dropped. */
+/** Kept of the process's stop limit for what follows the runs' hand-backs (closing NATS and HTTP), at most a tenth of it. */
+const STOP_MARGIN_MS = 2_000;
+
 const LOST_CLAIM_CODES = new Set<string>([
   ErrorCode.ALREADY_CLAIMED,
   ErrorCode.INVALID_TRANSITION,
@@ -60,6 +63,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private agentUnusable: string | null = null;
   private settled = false;
   private readonly shutdown = new AbortController();
+  /** When a stop began: the moment its hand-backs and releases must be done by (epoch ms), else never. */
+  private stopsBy = Infinity;
   /** Separate counts: pulls that keep working must not reset the backoff of claims that keep failing. */
   private readonly intakeBackoff: Backoff;
   private readonly claimBackoff: Backoff;
@@ -115,6 +120,9 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    // The process exits 1 once its stop limit is over: what the runs send at the stop gets what is left
+    // of it, less a margin for closing the connections after (docs/jobs.md, "Stopping a runner").
+    this.stopsBy = Date.now() + this.config.stopLimitMs - Math.min(STOP_MARGIN_MS, this.config.stopLimitMs / 10);
     this.stopIntake('shutdown');
     await Promise.all(this.loops).catch((error: unknown) => this.log.error({ error: this.scrub(String(error)) }, 'the intake ended with an error'));
     try {
@@ -288,6 +296,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
           onTokenExpired: (reason) => this.tokenExpired(reason),
           onAgentNotStarted: (reason) => this.agentNotStarted(reason),
           natsConnected: () => this.bus.connected,
+          stopsBy: () => this.stopsBy,
         },
         this.shutdown.signal,
       );

@@ -87,7 +87,7 @@ export class JobLeaseSession {
    * responders) does not use up the retries. The time this runner cannot reach NATS does: the job
    * service may be running and judging the lease meanwhile ("Commands under a claim").
    */
-  private send<T>(call: (opts: RequestOptions) => Promise<T>, retry: Pick<RequestOptions, 'retryUntil' | 'signal'> = {}): Promise<T> {
+  private send<T>(call: (opts: RequestOptions) => Promise<T>, retry: Pick<RequestOptions, 'retryUntil' | 'signal' | 'timeoutMs'> = {}): Promise<T> {
     return call({
       timeoutMs: this.options.timeoutMs ?? 10_000,
       correlationId: this.options.correlationId,
@@ -163,7 +163,7 @@ export class JobLeaseSession {
   }
 
   /** `retry`: asked again until another deadline than the lease's (a claim given back after it could have ended). */
-  rollback(reason: string, cause: RollbackCause, exitCode?: number, retry?: Pick<RequestOptions, 'retryUntil' | 'signal'>) {
+  rollback(reason: string, cause: RollbackCause, exitCode?: number, retry?: Pick<RequestOptions, 'retryUntil' | 'signal' | 'timeoutMs'>) {
     const bounded = reason.length > 2000 ? `${reason.slice(0, 1997)}...` : reason;
     return this.send(
       (o) =>

@@ -64,7 +64,8 @@ export class WorktreeLeaseClient {
     );
   }
 
-  release(lease: { leaseId: string; token: number }, until: number) {
+  /** `maxTryMs`: the longest one try may wait, when less than the service's own wait (what is left of a stop). */
+  release(lease: { leaseId: string; token: number }, until: number, maxTryMs = Infinity) {
     return this.client.request(
       releaseWorktree,
       {
@@ -74,7 +75,7 @@ export class WorktreeLeaseClient {
         correlationId: this.options.correlationId,
       },
       // The service waits up to 15 s for the rescue to finish before it answers.
-      { timeoutMs: Math.max(this.tryTimeoutMs, 20_000), correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true },
+      { timeoutMs: Math.min(Math.max(this.tryTimeoutMs, 20_000), maxTryMs), correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true },
     );
   }
 }
