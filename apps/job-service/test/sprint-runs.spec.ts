@@ -590,6 +590,21 @@ describe('sprint runs driven by job events and PR events', () => {
     expect(failed.pause).toBeNull();
   });
 
+  it("red checks on a DONE sprint run's head change neither the run nor the job that pushed it: the run is over, the pull request is a person's to review", async () => {
+    const branch = 'sprint/SP-after-done';
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-after-done', productId: 'product-42', taskIds: ['T-AD'], branch, idempotencyKey: key('sprint'),
+    });
+    const job = await queuedJobOf(created.sprintRunId, 'T-AD');
+    await pushHead(job, 'runner-after-done', branch, sha('a'));
+    await eventually(async () => (await run(created.sprintRunId)).status === 'DONE', { what: 'the run DONE' });
+    await deliverPrFact(PullRequestChecksFailed.type, redChecksOn(branch, sha('a')));
+    expect(await run(created.sprintRunId)).toMatchObject({ status: 'DONE', doneTaskIds: ['T-AD'] });
+    expect(await world.client.request(getJob, { jobId: job.jobId })).toMatchObject({ status: 'DONE', taskStatus: 'DONE' });
+    const jobEvents = (await world.db.query<{ type: string }>(`SELECT type FROM events WHERE stream_id = $1`, [job.jobId])).rows.map((r) => r.type);
+    expect(jobEvents).not.toContain('JobChecksFailed');
+  });
+
   it('red checks on a story branch fail the job that pushed that head, its task back IN_PROGRESS', async () => {
     const { jobId } = await world.client.request(enqueueJob, {
       kind: 'TASK_IMPLEMENTATION', productId: 'product-42', storyId: 'ST-5', taskId: 'T-50', branch: 'story/ST-5', baseRef: 'main', idempotencyKey: key('enqueue'),

@@ -95,8 +95,16 @@ export class SprintRunReactions {
     const { repository, branch, headSha } = envelope.data;
     const sprintRunId = await openSprintRunOf(sql, repository, branch);
     if (sprintRunId) return this.decide(checksFailedCommand(envelope.data, { sprintRunId, now: this.now() }), envelope, sql);
-    const jobId = await doneJobOfHead(sql, repository, branch, headSha);
-    if (!jobId) return this.log.info({ repository, branch, headSha, eventId: envelope.eventId }, 'failed checks on a head no sprint run or job of ours pushed');
+    const pushedBy = await doneJobOfHead(sql, repository, branch, headSha);
+    if (!pushedBy) return this.log.info({ repository, branch, headSha, eventId: envelope.eventId }, 'failed checks on a head no sprint run or job of ours pushed');
+    // A job of a sprint run answers to its run, and the run has ended (DONE or CANCELLED: no open run holds the
+    // branch). A run over changes for no fact (docs/jobs.md, "Sprint runs"), nor does its job: the red checks stay
+    // on the pull request, for the person who reviews it.
+    if (pushedBy.sprintRunId !== null) {
+      this.log.info({ repository, branch, headSha, sprintRunId: pushedBy.sprintRunId, jobId: pushedBy.jobId, eventId: envelope.eventId }, 'failed checks on a head of a sprint run that has ended passed over');
+      return;
+    }
+    const { jobId } = pushedBy;
     const command: JobCommand = {
       type: 'RecordChecksFailed',
       data: { jobId, headSha, prUrl: envelope.data.prUrl, failedChecks: envelope.data.failedChecks.map((c) => c.name), failedChecksLeftOut: envelope.data.failedChecksLeftOut ?? 0, now: this.now() },

@@ -107,11 +107,14 @@ export async function causedByItsSprintRun(sql: Sql, causationId: string | null,
   return (rowCount ?? 0) > 0;
 }
 
-/** The DONE job that pushed `headSha` to (repository, branch), if one of ours did. */
-export async function doneJobOfHead(sql: Sql, repository: string, branch: string, headSha: string): Promise<string | null> {
-  const { rows } = await sql.query<{ job_id: string }>(
-    `SELECT job_id FROM jobs WHERE repository = $1 AND branch = $2 AND head_sha = $3 AND status = 'DONE' ORDER BY enqueue_position DESC LIMIT 1`,
+/**
+ * The DONE job that pushed `headSha` to (repository, branch), if one of ours did, with the sprint run
+ * it belongs to (null for a job of no run).
+ */
+export async function doneJobOfHead(sql: Sql, repository: string, branch: string, headSha: string): Promise<{ jobId: string; sprintRunId: string | null } | null> {
+  const { rows } = await sql.query<{ job_id: string; sprint_run_id: string | null }>(
+    `SELECT job_id, sprint_run_id FROM jobs WHERE repository = $1 AND branch = $2 AND head_sha = $3 AND status = 'DONE' ORDER BY enqueue_position DESC LIMIT 1`,
     [repository, branch, headSha],
   );
-  return rows[0]?.job_id ?? null;
+  return rows[0] ? { jobId: rows[0].job_id, sprintRunId: rows[0].sprint_run_id } : null;
 }
