@@ -68,7 +68,7 @@ export class DraftsNotSupported extends Error {
  * docs/pr-service.md (GH_AUTH_ERROR, GH_RATE_LIMITED, MERGE_CONFLICT, CHECKS_FAILED, AUTO_MERGE_NOT_ALLOWED, UNKNOWN).
  */
 export interface GitHubPullRequests {
-  /** The open PR whose head is `branch` (and base `baseBranch`), if there is one. */
+  /** The open PR whose head is `branch`, if there is one, whatever its base (the one on `baseBranch` first, when there are several). */
   findOpen(repository: string, branch: string, baseBranch: string): Promise<PullRequestOnGitHub | null>;
   /** Opens a PR; one that already exists for the branch (422) is returned instead, `adopted`; a draft the repository does not allow throws DraftsNotSupported. */
   open(request: { repository: string; branch: string; baseBranch: string; title: string; body: string; draft: boolean }): Promise<{ pr: PullRequestOnGitHub; adopted: boolean }>;

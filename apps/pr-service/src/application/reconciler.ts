@@ -229,6 +229,11 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     switch (effect.type) {
       case 'OPEN_PULL_REQUEST': {
         const found = await this.guarded(state, effect.type, () => this.github.findOpen(effect.repository, effect.branch, effect.baseBranch));
+        if (found && found.baseBranch !== effect.baseBranch) {
+          // A person pointed it at another base (before it was recorded): adopted as it is, never opened again on
+          // the product's base. Reads, conflicts and merges go by the base GitHub shows.
+          this.log.warn({ pullRequestId: id, repository: effect.repository, branch: effect.branch, prNumber: found.number, baseBranch: found.baseBranch, productBaseBranch: effect.baseBranch }, 'the open pull request of the branch has another base than the product\'s; adopted on its base');
+        }
         // PR-2: a repository without drafts opens the PR ready. Learnt from GitHub's refusal, on this PR or on
         // another of the repository; recorded first, so the next round asks for a ready PR.
         const noDrafts = async (why: string) => {

@@ -15,6 +15,7 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
   let github: GitHubFake;
   let clone: Clone;
   let prs: OctokitPullRequests;
+  let octokit: ReturnType<typeof createOctokit>;
   const warnings: { message: string; fields: Record<string, unknown> }[] = [];
   const repo = 'acme/effects';
 
@@ -24,7 +25,8 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     clone = new Clone(created.cloneUrl);
     const config = settingsOf(prServiceSettings, { GANTRY_GITHUB_API_URL: github.url, GANTRY_GITHUB_TOKEN: 'test-token', GANTRY_GITHUB_SECONDARY_RATE_LIMIT_WAIT_S: '1' });
     const log = { log: () => undefined, error: () => undefined, warn: (message: string, fields: Record<string, unknown>) => warnings.push({ message, fields }) };
-    prs = new OctokitPullRequests(createOctokit(config, log));
+    octokit = createOctokit(config, log);
+    prs = new OctokitPullRequests(octokit);
   }, 30_000);
 
   afterAll(async () => {
@@ -52,6 +54,18 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     expect(await prs.markReadyForReview(draft.pr.nodeId)).toEqual({ alreadyReady: false });
     expect(await prs.markReadyForReview(draft.pr.nodeId)).toEqual({ alreadyReady: true });
     expect((await prs.read(repo, draft.pr.number)).draft).toBe(false);
+  });
+
+  it('a PR whose base a person changed is still found by its head: the branch\'s PR is adopted, never opened a second time', async () => {
+    await github.control.commit(repo, { branch: 'develop', from: 'main', files: { 'DEVELOP.md': 'develop\n' }, message: 'develop' });
+    clone.commitAndPush('story/rebased', { 'src/rebased.ts': 'rebased\n' }, 'rebased');
+    const first = await prs.open({ repository: repo, branch: 'story/rebased', baseBranch: 'main', title: 'Story rebased', body: 'b', draft: false });
+    // Between GitHub opening it and Gantry recording it (a crash), a person points it at another base.
+    await octokit.rest.pulls.update({ owner: 'acme', repo: 'effects', pull_number: first.pr.number, base: 'develop' });
+    // The open effect looks for the branch's open PR before it asks for one (GitHub would open a second: its
+    // "already exists" is per head and base): found by its head, the PR is adopted with the base GitHub shows.
+    expect(await prs.findOpen(repo, 'story/rebased', 'main')).toMatchObject({ number: first.pr.number, baseBranch: 'develop' });
+    expect((await github.control.pulls(repo)).filter((p) => p.head.ref === 'story/rebased' && p.state === 'open')).toHaveLength(1);
   });
 
   it('reads check runs and statuses together, the latest of each name; none at all is an empty list, not "pending"', async () => {

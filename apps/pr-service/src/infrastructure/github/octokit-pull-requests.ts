@@ -49,11 +49,18 @@ const SUCCESSFUL = new Set(['success', 'neutral', 'skipped']);
 export class OctokitPullRequests implements GitHubPullRequests {
   constructor(private readonly octokit: GantryOctokit) {}
 
+  /**
+   * Found by its head alone: a person may have pointed the PR at another base — between GitHub opening it
+   * and the service recording it, too — and GitHub would open a second PR for the branch on the product's
+   * base (its "already exists" is per head and base). With several open (one per base), the one on
+   * `baseBranch` is taken.
+   */
   async findOpen(repository: string, branch: string, baseBranch: string): Promise<PullRequestOnGitHub | null> {
     const { owner, repo } = split(repository);
     try {
-      const { data } = await this.octokit.rest.pulls.list({ owner, repo, head: `${owner}:${branch}`, base: baseBranch, state: 'open', per_page: 10 });
-      const found = (data as RestPull[]).find((p) => p.head.ref === branch);
+      const { data } = await this.octokit.rest.pulls.list({ owner, repo, head: `${owner}:${branch}`, state: 'open', per_page: 100 });
+      const ofBranch = (data as RestPull[]).filter((p) => p.head.ref === branch);
+      const found = ofBranch.find((p) => p.base.ref === baseBranch) ?? ofBranch[0];
       return found ? pullOf(found) : null;
     } catch (error) {
       throw gitHubFailure(error, `list the pull requests of ${repository}`);
