@@ -125,6 +125,7 @@ describe('GitHub webhooks into the pr-service', () => {
     const payload = examples.find((e) => e.name === 'pull_request')!.examples[0]!;
     const { status, body, deliveryId } = await deliver('pull_request', payload, options);
     expect(status).toBe(401);
+    expect(body).toEqual({ ok: false, error: { code: 'INVALID_COMMAND', message: expect.stringMatching(/signature/i) } });
     expect(JSON.stringify(body)).not.toContain('whsec');
     expect(await recorded(deliveryId)).toHaveLength(0);
     expect(await count()).toBe(before);
@@ -140,8 +141,38 @@ describe('GitHub webhooks into the pr-service', () => {
     const { status, body, deliveryId } = await deliver('pull_request', payload);
     expect(status).toBe(400);
     // The body parser refuses a JSON scalar itself (strict JSON); an array reaches the intake, which refuses it.
-    expect(JSON.stringify(body)).toMatch(/not valid JSON|not a JSON object/);
+    expect(body).toEqual({ ok: false, error: { code: 'INVALID_COMMAND', message: expect.stringMatching(/not valid JSON|not a JSON object/) } });
     expect(await recorded(deliveryId)).toHaveLength(0);
+    expect(await count()).toBe(before);
+  });
+
+  it.each([
+    ['a body that is no JSON', 'content-type: application/json', '{"action": "opened",', 400],
+    ['a body larger than GitHub sends (25 MB)', 'content-type: application/json', `{"action":"opened","pad":"${'x'.repeat(25 * 1024 * 1024)}"}`, 413],
+  ])('%s, signed, is refused in the typed shape (%s) and nothing is recorded', async (_what, _type, raw, expected) => {
+    const before = await count();
+    const deliveryId = randomUUID();
+    const res = await fetch(`${app.url}/webhooks/github`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-github-event': 'pull_request', 'x-github-delivery': deliveryId, 'x-hub-signature-256': await new Webhooks({ secret: current }).sign(raw) },
+      body: raw,
+    });
+    expect(res.status).toBe(expected);
+    expect(await res.json()).toEqual({ ok: false, error: { code: 'INVALID_COMMAND', message: expect.any(String) } });
+    expect(await recorded(deliveryId)).toHaveLength(0);
+    expect(await count()).toBe(before);
+  });
+
+  it('a signed delivery without its X-GitHub-Event or X-GitHub-Delivery is refused with 400 in the typed shape and nothing is recorded', async () => {
+    const before = await count();
+    const raw = JSON.stringify(examples.find((e) => e.name === 'pull_request')!.examples[0]!);
+    const res = await fetch(`${app.url}/webhooks/github`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-hub-signature-256': await new Webhooks({ secret: current }).sign(raw) },
+      body: raw,
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ ok: false, error: { code: 'INVALID_COMMAND', message: expect.stringMatching(/X-GitHub-Event/) } });
     expect(await count()).toBe(before);
   });
 

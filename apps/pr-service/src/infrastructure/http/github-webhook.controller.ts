@@ -1,5 +1,6 @@
 import { Controller, Headers, Inject, Post, Req, Res } from '@nestjs/common';
 import type { RawBodyRequest } from '@nestjs/common';
+import { ErrorCode, type ErrorPayload } from '@gantry/contracts';
 import { WebhookIntake } from '../../application/webhook-intake.js';
 
 interface HttpResponse {
@@ -7,7 +8,12 @@ interface HttpResponse {
   json(body: unknown): void;
 }
 
-/** `POST /webhooks/github`: answered as soon as the delivery is recorded (GitHub waits 10 s at most); processed after. */
+/**
+ * `POST /webhooks/github`: answered as soon as the delivery is recorded (GitHub waits 10 s at most); processed after.
+ * A refusal has the shape of every refusal the service answers over HTTP (`{ ok: false, error: { code, message } }`,
+ * as the body parser's own — not JSON, too large — are answered), with the status GitHub's delivery log shows:
+ * 401 for a missing or wrong signature, 400 for a delivery that is not one.
+ */
 @Controller('webhooks')
 export class GitHubWebhookController {
   constructor(@Inject(WebhookIntake) private readonly intake: WebhookIntake) {}
@@ -22,7 +28,8 @@ export class GitHubWebhookController {
   ): Promise<void> {
     const verdict = await this.intake.receive({ rawBody: request.rawBody, signature, event, deliveryId });
     if (verdict.kind === 'refused') {
-      response.status(verdict.status).json({ error: verdict.reason });
+      const error: ErrorPayload = { code: ErrorCode.INVALID_COMMAND, message: verdict.reason };
+      response.status(verdict.status).json({ ok: false, error });
       return;
     }
     response.status(202).json({ delivery: deliveryId, duplicate: verdict.duplicate });
