@@ -110,6 +110,23 @@ describe('GitHub webhooks into the pr-service', () => {
     expect(await recorded(first.deliveryId)).toHaveLength(1);
   });
 
+  it('a delivery whose processing failed (the database away a moment) is processed again by itself once it is back, without a redelivery', async () => {
+    const payload = examples.find((e) => e.name === 'pull_request')!.examples.find((p) => p.action === 'opened')!;
+    await db.query(`ALTER TABLE pull_requests RENAME TO pull_requests_away`);
+    let first;
+    try {
+      first = await deliver('pull_request', payload);
+      expect(first.status).toBe(202);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(await recorded(first.deliveryId)).toMatchObject([{ processed_at: null }]);
+    } finally {
+      await db.query(`ALTER TABLE pull_requests_away RENAME TO pull_requests`);
+    }
+    // Nobody presses "Redeliver": GitHub sends it once.
+    const row = await processed(first.deliveryId);
+    expect(row).toMatchObject({ event: 'pull_request', outcome: 'no tracked pull request' });
+  });
+
   it('accepts either secret while one is rotated', async () => {
     const payload = examples.find((e) => e.name === 'status')!.examples[0]!;
     expect((await deliver('status', payload, { secret: next })).status).toBe(202);

@@ -13,6 +13,9 @@ import { whatADeliveryConcerns } from './webhook-targets.js';
 /** Rows per DELETE, and DELETEs in one pass of the pruning job. */
 const PRUNE_BATCH_SIZE = 1000;
 const PRUNE_MAX_BATCHES = 50;
+/** The wait before a delivery whose processing failed is processed again: 1 s, doubling up to 30 s. */
+const REPROCESS_FIRST_MS = 1000;
+const REPROCESS_MAX_MS = 30_000;
 
 export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind: 'refused'; status: 400 | 401; reason: string };
 
@@ -20,7 +23,7 @@ export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind:
  * GitHub's webhooks (docs/pr-service.md, PR-12). A delivery is verified over its raw bytes with
  * `@octokit/webhooks` (every configured secret is tried, so a secret can be rotated), recorded once by
  * its X-GitHub-Delivery (a redelivery carries the same id and is recorded once), and answered; it is
- * processed after the answer — and again when it is redelivered while its processing has not succeeded. Processing never trusts the delivery's content or its order: it only
+ * processed after the answer — and again, 1 s to 30 s later, when its processing failed (or at once when it is redelivered meanwhile). Processing never trusts the delivery's content or its order: it only
  * names the pull requests concerned, which are then read from GitHub again.
  */
 @Injectable()
@@ -29,6 +32,8 @@ export class WebhookIntake implements OnModuleInit, OnApplicationBootstrap, Befo
   private readonly processing: KeyedRuns;
   /** Deliveries just recorded, as parsed on receipt, so processing them reads nothing back (after a restart it does). */
   private readonly fresh = new Map<string, { event: string; payload: unknown }>();
+  /** How often the processing of each delivery failed in a row, for the wait before it is tried again. */
+  private readonly failures = new Map<string, number>();
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -40,7 +45,14 @@ export class WebhookIntake implements OnModuleInit, OnApplicationBootstrap, Befo
   ) {
     this.verifiers = config.webhookSecrets.map((secret) => new Webhooks({ secret }));
     this.processing = new KeyedRuns(4, (id) => this.process(id), (id, error) => {
-      this.log.warn({ deliveryId: id, error: String(error) }, 'processing a delivery failed; it stays unprocessed until it is redelivered or the service starts again');
+      // The delivery is recorded and its content storable: what failed is the database (away a moment, or the
+      // pool busy under load). GitHub sends a delivery once, so it is processed again here, not left for a
+      // "Redeliver" or a restart.
+      const failures = (this.failures.get(id) ?? 0) + 1;
+      this.failures.set(id, failures);
+      const retryInMs = Math.min(REPROCESS_FIRST_MS * 2 ** (failures - 1), REPROCESS_MAX_MS);
+      this.log.warn({ deliveryId: id, error: String(error), failures, retryInMs }, 'processing a delivery failed; it is processed again later');
+      this.processing.ask(id, retryInMs);
     });
   }
 
@@ -124,12 +136,16 @@ export class WebhookIntake implements OnModuleInit, OnApplicationBootstrap, Befo
       );
       row = rows[0] && { event: rows[0].event, payload: parsedPayload(rows[0].payload) };
     }
-    if (!row) return;
+    if (!row) {
+      this.failures.delete(deliveryId);
+      return;
+    }
     const concerns = whatADeliveryConcerns(row.event, row.payload);
     const ids = concerns ? await this.prs.idsFor(concerns.repository, concerns) : [];
     for (const id of ids) this.reconciler.ask(id);
     const outcome = concerns === null ? 'ignored' : ids.length === 0 ? 'no tracked pull request' : `read again: ${ids.length}`;
     await this.store.pool.query(`UPDATE webhook_deliveries SET processed_at = now(), outcome = $2 WHERE delivery_id = $1 AND processed_at IS NULL`, [deliveryId, outcome]);
+    this.failures.delete(deliveryId);
     this.log.info({ deliveryId, event: row.event, outcome }, 'delivery processed');
   }
 }
