@@ -89,19 +89,26 @@ describe('GitHub webhooks into the pr-service', () => {
     expect(await recorded(first.deliveryId)).toHaveLength(1);
   });
 
-  it('a delivery whose processing failed is processed when GitHub redelivers it (still recorded once)', async () => {
-    const payload = examples.find((e) => e.name === 'pull_request')!.examples.find((p) => p.action === 'opened')!;
-    // Processing reads the tracked pull requests: without their table it fails, after the 202.
+  /**
+   * Delivers `payload` while its processing fails — processing reads the tracked pull requests, and their
+   * table is away — and checks it is recorded, answered and still unprocessed 1.5 s later; the table is back after.
+   */
+  async function deliveredWhileProcessingFails(payload: unknown) {
     await db.query(`ALTER TABLE pull_requests RENAME TO pull_requests_away`);
-    let first;
     try {
-      first = await deliver('pull_request', payload);
+      const first = await deliver('pull_request', payload);
       expect(first.status).toBe(202);
       await new Promise((resolve) => setTimeout(resolve, 1500));
       expect(await recorded(first.deliveryId)).toMatchObject([{ processed_at: null }]);
+      return first;
     } finally {
       await db.query(`ALTER TABLE pull_requests_away RENAME TO pull_requests`);
     }
+  }
+
+  it('a delivery whose processing failed is processed when GitHub redelivers it (still recorded once)', async () => {
+    const payload = examples.find((e) => e.name === 'pull_request')!.examples.find((p) => p.action === 'opened')!;
+    const first = await deliveredWhileProcessingFails(payload);
     // Someone presses "Redeliver" on GitHub: the same X-GitHub-Delivery.
     const again = await deliver('pull_request', payload, { deliveryId: first.deliveryId });
     expect(again).toMatchObject({ status: 202, body: { delivery: first.deliveryId, duplicate: true } });
@@ -112,16 +119,7 @@ describe('GitHub webhooks into the pr-service', () => {
 
   it('a delivery whose processing failed (the database away a moment) is processed again by itself once it is back, without a redelivery', async () => {
     const payload = examples.find((e) => e.name === 'pull_request')!.examples.find((p) => p.action === 'opened')!;
-    await db.query(`ALTER TABLE pull_requests RENAME TO pull_requests_away`);
-    let first;
-    try {
-      first = await deliver('pull_request', payload);
-      expect(first.status).toBe(202);
-      await new Promise((resolve) => setTimeout(resolve, 1500));
-      expect(await recorded(first.deliveryId)).toMatchObject([{ processed_at: null }]);
-    } finally {
-      await db.query(`ALTER TABLE pull_requests_away RENAME TO pull_requests`);
-    }
+    const first = await deliveredWhileProcessingFails(payload);
     // Nobody presses "Redeliver": GitHub sends it once.
     const row = await processed(first.deliveryId);
     expect(row).toMatchObject({ event: 'pull_request', outcome: 'no tracked pull request' });
