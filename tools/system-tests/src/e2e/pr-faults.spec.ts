@@ -255,6 +255,26 @@ describe('pull requests under faults, end to end', () => {
       expect(await system.github.requests({ method: 'POST', path: `/repos/${repository}/pulls` })).toHaveLength(1);
     }, 150_000);
 
+    it('after GitHub created the PR, a person pointed it at another base: on restart it adopts that PR on its base, and opens no second one', async () => {
+      await system.restartPrService({ GANTRY_TEST_CRASH_AT: 'github:open_pull_request' });
+      const productId = 'product-crash-rebased';
+      const { repository } = await system.product(productId, 'crash-rebased', { strategy: 'STORY', requiredChecks: ['ci/test'] });
+      await system.github.commit(repository, { branch: 'develop', from: 'main', files: { 'DEVELOP.md': 'develop\n' }, message: 'develop' });
+      const branch = 'story/ST-crash-rebased';
+      await system.terminal(await system.enqueue({ productId, storyId: 'ST-cr', taskId: 'T-crb', branch, payload: commit('src/crb.ts') }));
+      expect(await system.prServiceExited()).toBe('SIGKILL');
+      const [onGitHub] = (await system.github.pulls(repository)).filter((p) => p.head.ref === branch);
+      expect((await system.asSomeone('PATCH', `/repos/${repository}/pulls/${onGitHub!.number}`, { base: 'develop' })).status).toBe(200);
+
+      await system.startPrService();
+      const pr = await system.prWhere(repository, branch, (p) => p.prNumber !== null, 'the PR recorded');
+      expect(pr.prNumber).toBe(onGitHub!.number);
+      const opened = (await system.prEvents(pullRequestIdFor(repository, branch))).filter((e) => e.type === 'PullRequestOpened');
+      expect(opened).toEqual([expect.objectContaining({ data: expect.objectContaining({ adopted: true, prNumber: onGitHub!.number }) })]);
+      expect((await system.github.pulls(repository)).filter((p) => p.head.ref === branch).map((p) => [p.number, p.state, p.base.ref])).toEqual([[onGitHub!.number, 'open', 'develop']]);
+      expect(await system.github.requests({ method: 'POST', path: `/repos/${repository}/pulls` })).toHaveLength(1);
+    }, 150_000);
+
     it('after GitHub marked the PR ready for review: on restart it reads that it is ready, and marks nothing twice', async () => {
       const productId = 'product-crash-ready';
       const { repository } = await system.product(productId, 'crash-ready', { strategy: 'SPRINT', requiredChecks: [] });
