@@ -140,4 +140,49 @@ describe('a runner\'s command that reaches the job service before its sweep, onc
     expect(resumptions[0]!.data).toMatchObject({ leaseToken: 1, runnerId: 'runner-first' });
     expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'RUNNING', attempt: 1, storyLog: { implementationEntries: 1 } });
   }, 120_000);
+
+  it('a renewal that waited for the resumption runs from when it is decided, not from when it arrived', async () => {
+    const claimed = async (taskId: string, runnerId: string) => {
+      const { jobId } = await world.client.request(enqueueJob, {
+        kind: 'TASK_IMPLEMENTATION', productId: 'product-first', taskId, payload: {}, baseRef: 'main', maxAttempts: 1, idempotencyKey: key('enqueue'),
+      }, { retryUntil: Date.now() + 60_000 });
+      const claim = await world.client.request(claimJob, { runnerId, kinds: ['TASK_IMPLEMENTATION'], jobId, leaseDurationMs: 60_000, idempotencyKey: key('claim') });
+      if (!claim.claimed) throw new Error('not claimed');
+      return { jobId, runnerId, leaseToken: claim.job.leaseToken };
+    };
+    const renewer = await claimed('T-renewer', 'runner-renewer');
+    const other = await claimed('T-slow', 'runner-slow');
+
+    const bus = app!.get(Bus);
+    const losses = bus.connectionLosses;
+    proxy.cut();
+    await eventually(() => bus.connectionLosses > losses, { what: 'the job service seeing its bus gone', timeoutMs: 30_000 });
+    proxy.restore();
+    await eventually(() => bus.connected, { what: 'the job service back on its bus', timeoutMs: 60_000 });
+
+    // The other job's row held by another session: the resumption waits on it, and so does the renewal.
+    const holder = await world.db.connect();
+    let renewed: Promise<{ leaseExpiresAt: string }>;
+    let releasedAt = 0;
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE`, [other.jobId]);
+      renewed = world.client.request(renewJobLease, { ...renewer, leaseDurationMs: 60_000 }, { timeoutMs: 30_000 });
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+    } finally {
+      releasedAt = Date.now();
+      await holder.query('COMMIT');
+      holder.release();
+    }
+    const reply = await renewed;
+    const renewals = (await eventsOfJob(world, renewer.jobId)).filter((e) => e.type === 'JobLeaseRenewed');
+    const resumed = renewals.find((e) => e.data.resumedAfterBusLoss === true);
+    const asked = renewals.at(-1)!;
+    expect(resumed).toBeDefined();
+    expect(asked.data.resumedAfterBusLoss).not.toBe(true);
+    // Decided once the resumption was done (after the row was let go), so its 60 s run from then.
+    expect(Date.parse(asked.data.renewedAt as string)).toBeGreaterThanOrEqual(releasedAt);
+    expect(Date.parse(reply.leaseExpiresAt)).toBeGreaterThanOrEqual(releasedAt + 60_000);
+    expect(reply.leaseExpiresAt).toBe(asked.data.leaseExpiresAt);
+  }, 120_000);
 });

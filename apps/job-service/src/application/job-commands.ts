@@ -195,7 +195,7 @@ export class JobCommandHandlers {
 
   @CommandHandler(renewJobLease)
   async renew(request: RequestOf<typeof renewJobLease>, context?: CommandContext): Promise<ReplyOf<typeof renewJobLease>> {
-    return this.decide(request.jobId, renewJobLeaseCommand(request, { now: this.now() }), request, context, undefined, (d) => {
+    return this.decide(request.jobId, (now) => renewJobLeaseCommand(request, { now }), request, context, undefined, (d) => {
       const e = eventOf(d, 'JobLeaseRenewed');
       return { jobId: e.jobId, leaseToken: e.leaseToken, leaseExpiresAt: e.leaseExpiresAt };
     });
@@ -203,27 +203,27 @@ export class JobCommandHandlers {
 
   @CommandHandler(startJob)
   async start(request: RequestOf<typeof startJob>, context?: CommandContext): Promise<ReplyOf<typeof startJob>> {
-    return this.decide(request.jobId, startJobCommand(request, { now: this.now() }), request, context, 'start_job', statusReply);
+    return this.decide(request.jobId, (now) => startJobCommand(request, { now }), request, context, 'start_job', statusReply);
   }
 
   @CommandHandler(logImplementation)
   async logImplementation(request: RequestOf<typeof logImplementation>, context?: CommandContext): Promise<ReplyOf<typeof logImplementation>> {
-    return this.decide(request.jobId, logImplementationCommand(request, { now: this.now() }), request, context, 'log_implementation', statusReply);
+    return this.decide(request.jobId, (now) => logImplementationCommand(request, { now }), request, context, 'log_implementation', statusReply);
   }
 
   @CommandHandler(logCommit)
   async logCommit(request: RequestOf<typeof logCommit>, context?: CommandContext): Promise<ReplyOf<typeof logCommit>> {
-    return this.decide(request.jobId, logCommitCommand(request, { now: this.now() }), request, context, 'log_commit', statusReply);
+    return this.decide(request.jobId, (now) => logCommitCommand(request, { now }), request, context, 'log_commit', statusReply);
   }
 
   @CommandHandler(logTestResult)
   async logTestResult(request: RequestOf<typeof logTestResult>, context?: CommandContext): Promise<ReplyOf<typeof logTestResult>> {
-    return this.decide(request.jobId, logTestResultCommand(request, { now: this.now() }), request, context, 'log_test_result', statusReply);
+    return this.decide(request.jobId, (now) => logTestResultCommand(request, { now }), request, context, 'log_test_result', statusReply);
   }
 
   @CommandHandler(reportPush)
   async reportPush(request: RequestOf<typeof reportPush>, context?: CommandContext): Promise<ReplyOf<typeof reportPush>> {
-    return this.decide(request.jobId, reportPushCommand(request, { now: this.now() }), request, context, 'report_push', (d) => {
+    return this.decide(request.jobId, (now) => reportPushCommand(request, { now }), request, context, 'report_push', (d) => {
       const e = eventOf(d, 'JobPushReported');
       return { jobId: e.jobId, headSha: e.headSha, pushedAt: e.pushedAt };
     });
@@ -231,7 +231,7 @@ export class JobCommandHandlers {
 
   @CommandHandler(finishJob)
   async finish(request: RequestOf<typeof finishJob>, context?: CommandContext): Promise<ReplyOf<typeof finishJob>> {
-    return this.decide(request.jobId, finishJobCommand(request, { now: this.now() }), request, context, 'finish_job', (d) => {
+    return this.decide(request.jobId, (now) => finishJobCommand(request, { now }), request, context, 'finish_job', (d) => {
       // The runner of a cancelled job reporting its stop: the job stays as the cancel left it.
       if (d.decided.some((e) => e.type === 'JobRunStopped')) {
         const job = jobAfter(d);
@@ -244,7 +244,7 @@ export class JobCommandHandlers {
 
   @CommandHandler(rollbackClaim)
   async rollback(request: RequestOf<typeof rollbackClaim>, context?: CommandContext): Promise<ReplyOf<typeof rollbackClaim>> {
-    const reply = await this.decide(request.jobId, rollbackClaimCommand(request, { now: this.now() }), request, context, 'rollback_claim', (d) => {
+    const reply = await this.decide(request.jobId, (now) => rollbackClaimCommand(request, { now }), request, context, 'rollback_claim', (d) => {
       const job = jobAfter(d);
       return { jobId: job.jobId, status: job.status, attempt: job.attempt };
     });
@@ -255,12 +255,17 @@ export class JobCommandHandlers {
 
   @CommandHandler(cancelJob)
   async cancel(request: RequestOf<typeof cancelJob>, context?: CommandContext): Promise<ReplyOf<typeof cancelJob>> {
-    return this.decide(request.jobId, cancelJobCommand(request, { now: this.now() }), request, context, 'cancel_job', statusReply);
+    return this.decide(request.jobId, (now) => cancelJobCommand(request, { now }), request, context, 'cancel_job', statusReply);
   }
 
+  /**
+   * `command` is made once this service has resumed its leases after a loss of its bus: its time is
+   * the decision's, not the request's arrival (a renewal that waited for the resumption would
+   * otherwise run out early by the wait).
+   */
   private async decide<R>(
     jobId: string,
-    command: JobCommand,
+    command: (now: string) => JobCommand,
     request: { idempotencyKey?: string; correlationId?: string; causationId?: string; actor?: string },
     context: CommandContext | undefined,
     idempotentAs: string | undefined,
@@ -272,7 +277,7 @@ export class JobCommandHandlers {
     const executed = await handleWithDecider(this.store, {
       decider: jobDecider,
       streamId: jobId,
-      command,
+      command: command(this.now()),
       metadata: metadataOf(request, context),
       idempotency,
       // The answer is made before the write is sent (executeInOneMessage): a stop here comes between the two.
