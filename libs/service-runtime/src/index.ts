@@ -16,3 +16,4 @@ export * from './lib/sweep.js';
 export * from './lib/bus-loss-resumption.js';
 export * from './lib/republish-command.js';
 export * from './lib/paging.js';
+export * from './lib/describe-fault.js';

@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore, isDatabaseUnreachable, lastLeaseSweep, recordLeaseSweep } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
-import { BusLossResumption, Sweep } from '@gantry/service-runtime';
+import { BusLossResumption, countLeaseSweepFailure, describeFault, Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
 import { ClaimPicker } from './claim-picker.js';
 import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
@@ -162,6 +162,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
         // Anything else is a fault of this job (its view and its log disagree, a row the database
         // refuses): said loudly, and the sweep goes on with the other leases — a pass that stopped
         // at it would meet it first again (oldest expiry first) and expire nothing ever after.
+        countLeaseSweepFailure('job-lease');
         this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, ...describeFault(error) }, 'a lease could not be expired');
       }
     }
@@ -182,9 +183,4 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   private async recordServing(now: Date): Promise<void> {
     await recordLeaseSweep(this.store.pool, now);
   }
-}
-
-function describeFault(error: unknown): { code: string; error: string } {
-  if (error instanceof GantryError) return { code: error.code, error: error.message };
-  return { code: ErrorCode.INTERNAL, error: error instanceof Error ? error.message : String(error) };
 }

@@ -1,9 +1,9 @@
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
-import { EventStore, lastLeaseSweep, recordLeaseSweep } from '@gantry/eventstore';
+import { EventStore, isDatabaseUnreachable, lastLeaseSweep, recordLeaseSweep } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
-import { BusLossResumption, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
+import { BusLossResumption, countLeaseSweepFailure, describeFault, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
 import { upcomingDeadlines, type WorktreeLeaseCommand } from '../domain/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
@@ -78,20 +78,37 @@ export class LeaseSweep implements OnModuleDestroy {
     for (const { worktree_key: worktreeKey } of rows) {
       // Lost during the pass: the rest waits for the resumption.
       if (this.resumption.pending) break;
-      const state = await this.leases.load(worktreeKey);
-      let waitersDue = false;
-      for (const deadline of upcomingDeadlines(state)) {
-        if (Date.parse(deadline.at) > Date.parse(now)) break;
-        if (deadline.kind === 'lock_deadline') {
-          waitersDue = true;
-          continue;
-        }
-        // Test-only (GANTRY_TEST_HOLD_AT): a replica that dies in the middle of its pass, before it expires a lease that ran out.
-        await holdHereIfAsked('worktree-sweep:lease-due');
-        changed += await this.run(worktreeKey, { type: 'ExpireWorktreeLease', data: { leaseId: deadline.leaseId, now } });
+      try {
+        changed += await this.sweepKey(worktreeKey, now);
+      } catch (error) {
+        // No database: the pass ends here, the next one tries again.
+        if (isDatabaseUnreachable(error)) throw error;
+        // Anything else is a fault of this key (a log this version cannot read, a row the database
+        // refuses): said loudly and counted, and the pass goes on — stopped at it, every pass would
+        // stop there again and no later key would ever expire.
+        countLeaseSweepFailure('worktree-lease');
+        this.log.error({ worktreeKey, ...describeFault(error) }, 'a worktree key could not be swept; the pass goes on without it');
       }
-      if (waitersDue) changed += await this.run(worktreeKey, { type: 'TimeOutLockWaiters', data: { now } });
     }
+    return changed;
+  }
+
+  /** The commands of one key whose deadlines are due by `now`; returns how many changed something. */
+  private async sweepKey(worktreeKey: string, now: string): Promise<number> {
+    const state = await this.leases.load(worktreeKey);
+    let changed = 0;
+    let waitersDue = false;
+    for (const deadline of upcomingDeadlines(state)) {
+      if (Date.parse(deadline.at) > Date.parse(now)) break;
+      if (deadline.kind === 'lock_deadline') {
+        waitersDue = true;
+        continue;
+      }
+      // Test-only (GANTRY_TEST_HOLD_AT): a replica that dies in the middle of its pass, before it expires a lease that ran out.
+      await holdHereIfAsked('worktree-sweep:lease-due');
+      changed += await this.run(worktreeKey, { type: 'ExpireWorktreeLease', data: { leaseId: deadline.leaseId, now } });
+    }
+    if (waitersDue) changed += await this.run(worktreeKey, { type: 'TimeOutLockWaiters', data: { now } });
     return changed;
   }
 
@@ -130,3 +147,4 @@ export class LeaseSweep implements OnModuleDestroy {
     }
   }
 }
+

@@ -102,6 +102,21 @@ export function countClaimLeftToExpire(): void {
   claimsLeftToExpire.inc();
 }
 
+const leaseSweepFailures = once(
+  'gantry_lease_sweep_failures_total',
+  () =>
+    new Counter({
+      name: 'gantry_lease_sweep_failures_total',
+      help: 'Leases (or worktree keys) a lease sweep could not handle and went on past, by sweep: each pass meets them again',
+      labelNames: ['sweep'] as const,
+    }),
+);
+
+/** Records one lease or key a sweep's pass could not handle and went on past (`sweep`: `job-lease`, `worktree-lease`). */
+export function countLeaseSweepFailure(sweep: 'job-lease' | 'worktree-lease'): void {
+  leaseSweepFailures.labels(sweep).inc();
+}
+
 /** Records one write message of the event store (EventStore.onBatchWritten). */
 export function observeWriteBatch(batch: WrittenBatch): void {
   batchDuration.observe(batch.seconds);
