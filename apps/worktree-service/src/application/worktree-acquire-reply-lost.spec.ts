@@ -1,0 +1,75 @@
+import { randomUUID } from 'node:crypto';
+import type { INestApplication } from '@nestjs/common';
+import { acquireWorktree, ErrorCode, JobClaimRolledBack, listWorktreeLeases, type RequestOf } from '@gantry/contracts';
+import { eventually } from '@gantry/testing';
+import { leaseIdFor } from './command-context.js';
+import { claimedJob, createWorld, refusal, startInProcess, type TestWorld } from './testing/world.js';
+
+/**
+ * An acquire whose own write committed but whose answer never reached its caller (docs/worktrees.md,
+ * "When a lease ends"): here the caller stops waiting for it at once, so the service commits the
+ * request and prepares the lease for nobody. Asked again under its key it is that lease; given up, it
+ * ends with the claim the runner then gives back.
+ */
+describe('an acquire whose answer was lost', () => {
+  let world: TestWorld;
+  let app: INestApplication;
+
+  beforeAll(async () => {
+    world = await createWorld('wt-acquire-lost');
+    app = await startInProcess(world);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await world?.close();
+  });
+
+  const asked = async (branch: string): Promise<RequestOf<typeof acquireWorktree>> => ({
+    jobId: await claimedJob(world),
+    jobLeaseToken: 1,
+    repositoryUrl: world.git.origin,
+    branch,
+    baseRef: 'main',
+    leaseDurationMs: 600_000,
+    idempotencyKey: `acquire:${randomUUID()}`,
+  });
+  /** Sent, and its answer left behind: the caller's wait is over before the service answers. */
+  const answerLost = async (request: RequestOf<typeof acquireWorktree>) => {
+    expect((await refusal(world.client.request(acquireWorktree, request, { timeoutMs: 1 }))).code).toBe(ErrorCode.TIMEOUT);
+  };
+  const leaseOf = async (request: RequestOf<typeof acquireWorktree>) => {
+    const leaseId = leaseIdFor(request.idempotencyKey);
+    return (await world.client.request(listWorktreeLeases, { jobId: request.jobId })).leases.find((l) => l.leaseId === leaseId);
+  };
+  const requestsOf = (request: RequestOf<typeof acquireWorktree>) =>
+    world.count(`SELECT count(*) AS n FROM events WHERE type = 'WorktreeLeaseRequested' AND data->>'jobId' = $1`, [request.jobId]);
+
+  it('asked again under its key, it is the same lease, ready, with the grant it had: one request, one token', async () => {
+    const request = await asked('feature/lost-answer');
+    await answerLost(request);
+    await eventually(async () => (await leaseOf(request))?.status === 'ready', { what: 'the lease ready for a caller that stopped waiting' });
+    const first = await leaseOf(request);
+
+    const grant = await world.client.request(acquireWorktree, request, { timeoutMs: 60_000 });
+    expect(grant).toMatchObject({ leaseId: first!.leaseId, token: first!.token, expiresAt: first!.expiresAt });
+    expect(await requestsOf(request)).toBe(1);
+    // And again: the same answer.
+    expect(await world.client.request(acquireWorktree, request, { timeoutMs: 60_000 })).toEqual(grant);
+  });
+
+  it('given up, its claim given back ends it: no lease is left held for a caller that never had it, and asked again it is refused, not made anew', async () => {
+    const request = await asked('feature/lost-given-up');
+    await answerLost(request);
+    await eventually(async () => (await leaseOf(request))?.status === 'ready', { what: 'the lease ready for a caller that stopped waiting' });
+
+    // The runner, having no grant, gives its claim back.
+    await world.publishJobEvent('JobClaimRolledBack', request.jobId, { ...JobClaimRolledBack.examples.valid[0], jobId: request.jobId, leaseToken: 1 });
+    await eventually(async () => (await leaseOf(request))?.status === 'released', { what: 'the lease released with the claim' });
+
+    expect((await refusal(world.client.request(acquireWorktree, request, { timeoutMs: 60_000 }))).code).toBe(ErrorCode.STALE_FENCE);
+    expect(await requestsOf(request)).toBe(1);
+    // The key's next claim gets the worktree at once, with the next token.
+    const next = await world.client.request(acquireWorktree, await asked('feature/lost-given-up'), { timeoutMs: 60_000 });
+    expect(next.token).toBe((await leaseOf(request))!.token! + 1);
+  });
+});
