@@ -62,6 +62,12 @@ export interface RequestOptions {
   retryBackoff?: { initialMs: number; maxMs: number };
   /** Stops retrying (the last error is thrown). */
   signal?: AbortSignal;
+  /**
+   * A deadline that nothing outlasts (a process's stop): when it aborts, the try in flight is given up
+   * at once — TIMEOUT, as it may have been delivered — and none follows, whatever `retryUntil`, an
+   * outage that stopped the clock, or a pause say. `signal` only stops the retries after the try.
+   */
+  abandon?: AbortSignal;
 }
 
 /** The pause between tries of a request with `retryUntil`, unless it names its own: 250 ms, doubling up to 2 s. */
@@ -102,6 +108,7 @@ export class CommandClient {
    */
   async request<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions = {}): Promise<ReplyOf<C>> {
     if (options.retryUntil === undefined) return this.once(contract, payload, options);
+    const { abandon } = options;
     const given = typeof options.retryUntil === 'function' ? options.retryUntil : () => options.retryUntil as number;
     let outage = 0;
     const deadline = () => given() + outage;
@@ -114,16 +121,33 @@ export class CommandClient {
         // After an outage the service has a whole try to answer: its deadline was resumed with it.
         return await this.once(contract, payload, { ...options, timeoutMs: outage > 0 ? timeoutMs : Math.max(100, Math.min(timeoutMs, left)) });
       } catch (error) {
-        if (!isTransient(error) || options.signal?.aborted) throw error;
+        if (!isTransient(error) || options.signal?.aborted || abandon?.aborted) throw error;
         const pause = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(tries - 1, 20));
         if (options.outagesStopTheClock && nobodyServed.has(error as GantryError)) outage += Date.now() - tryStart + pause;
         if (Date.now() + pause >= deadline()) throw error;
-        await sleep(pause, options.signal);
+        await sleep(pause, options.signal, abandon);
+        if (abandon?.aborted) throw error;
       }
     }
   }
 
-  private async once<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions): Promise<ReplyOf<C>> {
+  /** One try, given up when `abandon` aborts before its answer came. */
+  private once<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions): Promise<ReplyOf<C>> {
+    const { abandon } = options;
+    if (!abandon) return this.tryOnce(contract, payload, options);
+    const abandoned = () => new GantryError(ErrorCode.TIMEOUT, `${contract.context}.${contract.name} was given up at its deadline before an answer came`);
+    if (abandon.aborted) return Promise.reject(abandoned());
+    return new Promise((resolve, reject) => {
+      const giveUp = () => reject(abandoned());
+      abandon.addEventListener('abort', giveUp, { once: true });
+      // A reply or an error after the deadline is dropped: the caller has moved on.
+      this.tryOnce(contract, payload, options)
+        .then(resolve, reject)
+        .finally(() => abandon.removeEventListener('abort', giveUp));
+    });
+  }
+
+  private async tryOnce<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions): Promise<ReplyOf<C>> {
     const parsed = contract.request.safeParse(payload);
     if (!parsed.success) throw invalidCommand(parsed.error, `${contract.context}.${contract.name} request`);
     const about = contract.affinity?.request?.(parsed.data);
@@ -221,14 +245,15 @@ function isNoResponders(error: unknown): boolean {
 /** Things whose replica a client remembers, at most (the most recent): a runner's jobs, a benchmark's. */
 const REMEMBERED_REPLICAS = 10_000;
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** A pause that either signal cuts short. */
+function sleep(ms: number, ...signals: (AbortSignal | undefined)[]): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
+      for (const signal of signals) signal?.removeEventListener('abort', done);
       resolve();
     };
     const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
+    for (const signal of signals) signal?.addEventListener('abort', done, { once: true });
   });
 }

@@ -279,6 +279,43 @@ describe('commands over NATS request/reply', () => {
     }
   }, 60_000);
 
+  /** What a request has come to after `ms`: its error's code, or 'still asking'. */
+  const outcomeAfter = (pending: Promise<unknown>, ms: number) =>
+    Promise.race([pending.then(() => 'answered', (error: { code?: string }) => error.code ?? 'failed'), new Promise((r) => setTimeout(() => r('still asking'), ms))]);
+
+  it('abandoned: a try in flight to a silent service is given up at once (TIMEOUT), not at the end of its own timeout, and nothing is sent again', async () => {
+    // A service that takes the request and never answers it (frozen, its bus cut after the request came).
+    const silent = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: testNaming(uniqueName('silent')), name: 'silent' });
+    const seen: string[] = [];
+    const sub = raw.subscribe(commandSubject(silent.naming, context, 'refuse_test_request'), { callback: () => void seen.push('refuse') });
+    await raw.flush();
+    try {
+      const deadline = new AbortController();
+      const pending = new CommandClient(silent).request(Refuse, {}, { timeoutMs: 30_000, retryUntil: Date.now() + 60_000, abandon: deadline.signal });
+      await eventually(() => seen.length === 1, { what: 'the try delivered' });
+      deadline.abort();
+      expect(await outcomeAfter(pending, 2000)).toBe(ErrorCode.TIMEOUT);
+      await raw.flush();
+      expect(seen).toHaveLength(1);
+    } finally {
+      sub.unsubscribe();
+      await silent.close();
+    }
+  }, 60_000);
+
+  it('abandoned: with outagesStopTheClock and nobody serving, the retries end at the deadline, though the outage stopped the clock', async () => {
+    const nobody = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: testNaming(uniqueName('abandoned')), name: 'abandoned' });
+    try {
+      const deadline = new AbortController();
+      const pending = new CommandClient(nobody).request(Refuse, {}, { ...stopTheClock, retryUntil: Date.now() + 200, abandon: deadline.signal });
+      await new Promise((r) => setTimeout(r, 600));
+      deadline.abort();
+      expect(await outcomeAfter(pending, 2000)).toMatch(new RegExp(`^(${ErrorCode.UNAVAILABLE}|${ErrorCode.TIMEOUT})$`));
+    } finally {
+      await nobody.close();
+    }
+  }, 60_000);
+
   it('with a deadline, a refusal is not repeated, and an unanswered request gives up once the deadline has passed', async () => {
     const seen: string[] = [];
     const sub = raw.subscribe(commandSubject(naming, context, 'refuse_test_request'), { callback: () => void seen.push('refuse') });
