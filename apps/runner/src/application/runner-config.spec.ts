@@ -140,8 +140,19 @@ describe("the runner's stop fits in the process's shutdown grace", () => {
   it('GANTRY_RUNNER_SHUTDOWN_GRACE_MS plus the kill grace at or past GANTRY_SHUTDOWN_GRACE_MS is refused, naming it: the process would exit 1 with its agents running', () => {
     expect(() => loadRunnerConfig({ GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '60000' })).toThrow(SettingsError);
     expect(() => loadRunnerConfig({ GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '20000', GANTRY_AGENT_KILL_GRACE_MS: '10000' })).toThrow(
-      /GANTRY_RUNNER_SHUTDOWN_GRACE_MS plus GANTRY_AGENT_KILL_GRACE_MS must be less than GANTRY_SHUTDOWN_GRACE_MS/,
+      /GANTRY_SHUTDOWN_GRACE_MS \(30000 ms\) is shorter than the stop it bounds: GANTRY_RUNNER_SHUTDOWN_GRACE_MS \+ GANTRY_AGENT_KILL_GRACE_MS/,
     );
+  });
+
+  it('graces that leave no time for the hand-backs and for closing NATS and HTTP are refused, with every part and their sum named', () => {
+    // 20 s + 9 s is below the 30 s limit, but the hand-back and the closing of the connections have to fit in it too.
+    const tight = { GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '20000', GANTRY_AGENT_KILL_GRACE_MS: '9000', GANTRY_SHUTDOWN_GRACE_MS: '30000' };
+    expect(() => loadRunnerConfig(tight)).toThrow(SettingsError);
+    expect(() => loadRunnerConfig(tight)).toThrow(
+      'GANTRY_SHUTDOWN_GRACE_MS (30000 ms) is shorter than the stop it bounds: GANTRY_RUNNER_SHUTDOWN_GRACE_MS + GANTRY_AGENT_KILL_GRACE_MS + 1000 ms for the hand-backs and releases + 2000 ms for closing NATS and HTTP (20000 + 9000 + 1000 + 2000 = 32000 ms)',
+    );
+    // With the limit raised by what was missing, it fits.
+    expect(loadRunnerConfig({ ...tight, GANTRY_SHUTDOWN_GRACE_MS: '32000' }).stopLimitMs).toBe(32_000);
   });
 
   it('fits with the defaults, and once GANTRY_SHUTDOWN_GRACE_MS is raised with it', () => {

@@ -89,14 +89,7 @@ export const runnerSettings = defineSettings({
     if (!RunnerIdSchema.safeParse(runnerId).success) {
       refuse('GANTRY_RUNNER_ID', 'must be letters, digits, _ and - (it names subjects and idempotency scopes)');
     }
-    // Past the process's grace it exits 1 at once: agents (process groups of their own) would run on
-    // and their claims would not be given back (docs/jobs.md, "Stopping a runner").
-    if (v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS + v.GANTRY_AGENT_KILL_GRACE_MS >= v.GANTRY_SHUTDOWN_GRACE_MS) {
-      refuse(
-        'GANTRY_RUNNER_SHUTDOWN_GRACE_MS',
-        'plus GANTRY_AGENT_KILL_GRACE_MS must be less than GANTRY_SHUTDOWN_GRACE_MS (the stop would exit before the agents are stopped and their claims given back)',
-      );
-    }
+    stopFits(v, refuse);
     // An initial pause above the cap is not a backoff: every pause would be the cap from the first
     // failure on, and a runner meant to retry at once after a blip would sit out the longest pause.
     if (v.GANTRY_RUNNER_BACKOFF_INITIAL_MS > v.GANTRY_RUNNER_BACKOFF_MAX_MS) {
@@ -134,6 +127,38 @@ export const runnerSettings = defineSettings({
     };
   },
 });
+
+/** What a stop keeps of its limit, after the hand-backs, for closing NATS and HTTP: 2 s, at most a tenth of the limit. */
+export function stopMarginMs(stopLimitMs: number): number {
+  return Math.min(2_000, stopLimitMs / 10);
+}
+
+/**
+ * What a stop keeps, after its agents are stopped, for handing their claims back and releasing their
+ * worktrees: a live job service answers in milliseconds. Each gets only what is left of the limit:
+ * unanswered then, the claim and the lease are left to expire.
+ */
+export const HAND_BACK_RESERVE_MS = 1_000;
+
+/**
+ * Past the process's stop limit it exits 1 at once: agents (process groups of their own) would run
+ * on and their claims would not be given back (docs/jobs.md, "Stopping a runner"). Every part the stop
+ * waits for must fit in it: the runs' grace, the agents' kill grace, the hand-backs and releases, and
+ * the margin for closing NATS and HTTP. Refused naming the variables and the sum when they do not.
+ */
+function stopFits(
+  v: { GANTRY_RUNNER_SHUTDOWN_GRACE_MS: number; GANTRY_AGENT_KILL_GRACE_MS: number; GANTRY_SHUTDOWN_GRACE_MS: number },
+  refuse: Refused,
+): void {
+  const limit = v.GANTRY_SHUTDOWN_GRACE_MS;
+  const margin = stopMarginMs(limit);
+  const needed = v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS + v.GANTRY_AGENT_KILL_GRACE_MS + HAND_BACK_RESERVE_MS + margin;
+  if (needed <= limit) return;
+  refuse(
+    'GANTRY_SHUTDOWN_GRACE_MS',
+    `(${limit} ms) is shorter than the stop it bounds: GANTRY_RUNNER_SHUTDOWN_GRACE_MS + GANTRY_AGENT_KILL_GRACE_MS + ${HAND_BACK_RESERVE_MS} ms for the hand-backs and releases + ${margin} ms for closing NATS and HTTP (${v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS} + ${v.GANTRY_AGENT_KILL_GRACE_MS} + ${HAND_BACK_RESERVE_MS} + ${margin} = ${needed} ms); the process would exit 1 with its agents running and their claims not given back: raise GANTRY_SHUTDOWN_GRACE_MS or lower the graces`,
+  );
+}
 
 /** The longest job lease `claim_job` accepts (@gantry/contracts). */
 const MAX_JOB_LEASE_MS = 2 * 3_600_000;
