@@ -61,6 +61,11 @@ export interface JobRunDependencies {
   natsConnected(): boolean;
   /** The moment a stop of the runner must have handed back its claims and worktrees by (epoch ms); Infinity while it is not stopping. */
   stopsBy(): number;
+  /**
+   * Aborts at `stopsBy()`: every command of the run still waiting then — a try in flight, a retry, its
+   * pause — is given up (docs/jobs.md, "Stopping a runner").
+   */
+  stopDeadline: AbortSignal;
 }
 
 /** Less than this left of a stop, a command is not sent: its answer could not come in time. */
@@ -118,6 +123,10 @@ export class JobRun {
   private scratch: string | null = null;
   private server: McpToolServer | null = null;
   private runRecord: RunRecord;
+  /** How the run ended, once it did; the rest is giving the worktree back and clearing up. */
+  private outcome: JobRunOutcome | null = null;
+  /** The claim was counted as left to expire (once per claim). */
+  private countedLeft = false;
 
   constructor(
     readonly job: ClaimedJob,
@@ -125,8 +134,9 @@ export class JobRun {
     private readonly shutdown: AbortSignal,
   ) {
     const correlationId = `${job.jobId}-attempt-${job.attempt}`;
-    this.session = new JobLeaseSession(deps.commands, deps.config.runnerId, job, { timeoutMs: deps.config.commandTimeoutMs, correlationId });
-    this.worktrees = new WorktreeLeaseClient(deps.commands, { correlationId, tryTimeoutMs: deps.config.commandTimeoutMs });
+    const abandon = deps.stopDeadline;
+    this.session = new JobLeaseSession(deps.commands, deps.config.runnerId, job, { timeoutMs: deps.config.commandTimeoutMs, correlationId, abandon });
+    this.worktrees = new WorktreeLeaseClient(deps.commands, { correlationId, tryTimeoutMs: deps.config.commandTimeoutMs, abandon });
     this.fields = { jobId: job.jobId, attempt: job.attempt, leaseToken: job.leaseToken, kind: job.kind, correlationId };
     this.runRecord = { jobId: job.jobId, leaseToken: job.leaseToken, worktreeLease: null, push: null };
   }
@@ -151,6 +161,7 @@ export class JobRun {
       } catch (error) {
         outcome = await this.afterError(error);
       }
+      this.outcome = outcome;
       // The agent is gone by now (its run resolved only once its process group was), or it never started.
       if (outcome.kind !== 'finished') await this.releaseWorktree();
       return outcome;
@@ -491,7 +502,7 @@ export class JobRun {
   /** The task's agent session for the command line; a reviewer's run is its own, not the task's. */
   private async taskSession(): Promise<AgentSession | null> {
     if (this.job.taskId === null || this.job.kind === 'REVIEW') return null;
-    const { session, unanswered } = await taskSessionOf(this.deps.commands, this.job.taskId, Math.min(this.deps.config.commandTimeoutMs, 5000));
+    const { session, unanswered } = await taskSessionOf(this.deps.commands, this.job.taskId, Math.min(this.deps.config.commandTimeoutMs, 5000), this.deps.stopDeadline);
     if (unanswered !== null) this.deps.log.warn('no workflow engine answered for the task\'s session; the job runs with its own configuration', { ...this.fields, error: unanswered });
     if (session === null) return null;
     const s = session.settings;
@@ -574,10 +585,27 @@ export class JobRun {
     }
   }
 
+  /**
+   * The runner's stop reached its deadline before this run ended (an agent's processes that outlived
+   * their SIGKILL hold it): unless its end was decided already, its claim is left to its lease, said
+   * in the log and counted.
+   */
+  overranTheStop(): void {
+    if (this.outcome !== null) return;
+    this.countLeftToExpire();
+    this.deps.log.warn('the run had not ended at the stop\'s deadline; its claim is left to expire', { ...this.fields, stopping: true });
+  }
+
+  private countLeftToExpire(): void {
+    if (this.countedLeft) return;
+    this.countedLeft = true;
+    countClaimLeftToExpire();
+  }
+
   /** The hand-back never answered: the claim is left to its lease's end, said in the log and counted. */
   private leftToExpire(reason: string, cause: RollbackCause, unanswered: GantryError): JobRunOutcome {
     this.leaseLost ??= `the claim could not be handed back: ${unanswered.message}`;
-    countClaimLeftToExpire();
+    this.countLeftToExpire();
     this.deps.log.warn('the claim could not be handed back; its lease will expire', { ...this.fields, reason, cause, error: unanswered.message, stopping: this.shutdown.aborted });
     return { kind: 'lease_lost', reason: this.leaseLost, agentStarted: this.agentStarted };
   }
@@ -643,7 +671,7 @@ export class JobRun {
     } catch (error) {
       // A refusal changed nothing (STALE_FENCE: the claim expired or moved on), and an unanswered one leaves it to expire.
       if (!isGantryError(error)) throw error;
-      if (isTransient(error)) countClaimLeftToExpire();
+      if (isTransient(error)) this.countLeftToExpire();
       this.deps.log.warn('the lost claim was not handed back', { ...this.fields, code: error.code, error: error.message });
       return null;
     }
@@ -658,7 +686,7 @@ export class JobRun {
 
   private async wasCancelled(): Promise<boolean> {
     try {
-      const job = await this.deps.commands.request(getJob, { jobId: this.job.jobId }, { timeoutMs: this.deps.config.commandTimeoutMs });
+      const job = await this.deps.commands.request(getJob, { jobId: this.job.jobId }, { timeoutMs: this.deps.config.commandTimeoutMs, abandon: this.deps.stopDeadline });
       return job.status === 'CANCELLED' && job.cancelledRun?.leaseToken === this.job.leaseToken;
     } catch {
       return false;
@@ -711,6 +739,8 @@ export class JobRun {
       this.session
         .renew(config.jobLeaseMs)
         .catch((error: unknown) => {
+          // Given up at the stop's deadline: that says nothing of the lease, and the run is ending anyway.
+          if (this.deps.stopDeadline.aborted) return;
           if (isGantryError(error) && claimGone(error.code)) {
             this.leaseLost ??= error.message;
             clearInterval(this.jobRenewTimer);
@@ -747,6 +777,7 @@ export class JobRun {
           this.worktreeLeaseExpiresAt = Math.max(this.worktreeLeaseExpiresAt, Date.parse(reply.expiresAt));
         })
         .catch((error: unknown) => {
+          if (this.deps.stopDeadline.aborted) return;
           const lost = isTransient(error) || (isGantryError(error) && error.code === ErrorCode.STALE_FENCE);
           // Once the claim is being ended the worktree service may release the lease on its own: a refusal then is no loss.
           if (!lost || this.ending) {

@@ -20,15 +20,11 @@ import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/of
 import { Backoff } from './backoff.js';
 import { settleEarlierRun } from './earlier-run.js';
 import { JobRun, type JobRunOutcome } from './job-run.js';
-import { RUNNER_CONFIG, type RunnerConfig } from './runner-config.js';
+import { RUNNER_CONFIG, stopMarginMs, type RunnerConfig } from './runner-config.js';
 import { takeScratchFolder } from './scratch-ownership.js';
 import { Slots } from './slots.js';
 
-
 /** A claim lost to another runner or to the job's state: the offer is dropped. */
-/** Kept of the process's stop limit for what follows the runs' hand-backs (closing NATS and HTTP), at most a tenth of it. */
-const STOP_MARGIN_MS = 2_000;
-
 const LOST_CLAIM_CODES = new Set<string>([
   ErrorCode.ALREADY_CLAIMED,
   ErrorCode.INVALID_TRANSITION,
@@ -65,6 +61,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private readonly shutdown = new AbortController();
   /** When a stop began: the moment its hand-backs and releases must be done by (epoch ms), else never. */
   private stopsBy = Infinity;
+  /** Aborted at `stopsBy`: every command still waiting then is given up. */
+  private readonly stopDeadline = new AbortController();
   /** Separate counts: pulls that keep working must not reset the backoff of claims that keep failing. */
   private readonly intakeBackoff: Backoff;
   private readonly claimBackoff: Backoff;
@@ -119,28 +117,58 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     );
   }
 
+  /**
+   * The whole stop fits in the process's stop limit (`GANTRY_SHUTDOWN_GRACE_MS`), past which it exits 1
+   * (docs/jobs.md, "Stopping a runner"): the runs' grace and their agents' stop, then their hand-backs
+   * and releases until `stopsBy` (the limit less a margin), when every command still waiting is given
+   * up; the margin closes NATS and HTTP, each drain bounded by what is left of it.
+   */
   async beforeApplicationShutdown(): Promise<void> {
-    // The process exits 1 once its stop limit is over: what the runs send at the stop gets what is left
-    // of it, less a margin for closing the connections after (docs/jobs.md, "Stopping a runner").
-    this.stopsBy = Date.now() + this.config.stopLimitMs - Math.min(STOP_MARGIN_MS, this.config.stopLimitMs / 10);
+    const stopBegan = Date.now();
+    const limitEndsAt = stopBegan + this.config.stopLimitMs;
+    const margin = stopMarginMs(this.config.stopLimitMs);
+    this.stopsBy = limitEndsAt - margin;
+    const deadline = setTimeout(() => this.stopDeadline.abort(), this.stopsBy - stopBegan);
     this.stopIntake('shutdown');
-    await Promise.all(this.loops).catch((error: unknown) => this.log.error({ error: this.scrub(String(error)) }, 'the intake ended with an error'));
+    // The intake's end (a pull, a settling of an earlier run in flight) does not hold back the runs' grace.
+    const intakeEnded = Promise.all(this.loops).catch((error: unknown) => this.log.error({ error: this.scrub(String(error)) }, 'the intake ended with an error'));
     try {
-    if (this.running.size > 0) {
-      this.log.info({ jobs: this.running.size, graceMs: this.config.shutdownGraceMs }, 'waiting for running jobs');
-      const settled = await pTimeout(
-        Promise.all(this.running).then(() => true),
-        { milliseconds: this.config.shutdownGraceMs, fallback: () => false },
-      );
-      if (!settled) {
-        this.log.warn({ jobs: this.running.size }, 'grace period over; stopping agents and rolling claims back');
-        this.shutdown.abort();
-        await Promise.all(this.running);
-      }
-    }
+      await this.stopRuns(margin / 4);
+      await pTimeout(intakeEnded, { milliseconds: Math.max(0, this.stopsBy - Date.now()), fallback: () => undefined });
     } finally {
-      await this.cancellations.stop();
+      clearTimeout(deadline);
+      this.stopDeadline.abort();
+      await this.closeNats(limitEndsAt - margin / 4);
     }
+  }
+
+  /**
+   * Gives the running jobs their grace, then stops their agents and waits for their hand-backs until
+   * the stop's deadline (and `slackMs` for the runs to say how they ended). A run still going then (an
+   * agent's processes that outlived their SIGKILL hold it) leaves its claim to expire, logged and counted.
+   */
+  private async stopRuns(slackMs: number): Promise<void> {
+    if (this.running.size === 0) return;
+    this.log.info({ jobs: this.running.size, graceMs: this.config.shutdownGraceMs }, 'waiting for running jobs');
+    const settled = await pTimeout(Promise.all(this.running).then(() => true), { milliseconds: this.config.shutdownGraceMs, fallback: () => false });
+    if (settled) return;
+    this.log.warn({ jobs: this.running.size }, 'grace period over; stopping agents and rolling claims back');
+    this.shutdown.abort();
+    const ended = await pTimeout(Promise.all(this.running).then(() => true), {
+      milliseconds: Math.max(0, this.stopsBy + slackMs - Date.now()),
+      fallback: () => false,
+    });
+    if (!ended) for (const run of this.runs.values()) run.overranTheStop();
+  }
+
+  /**
+   * Stops listening for cancels and closes NATS by `closeBy`: a NATS that does not answer (frozen,
+   * partitioned) would hold each of them for the drain's own bound, past the process's stop limit. The
+   * runtime's own close of the bus after this finds it closed.
+   */
+  private async closeNats(closeBy: number): Promise<void> {
+    await pTimeout(this.cancellations.stop(), { milliseconds: Math.max(0, closeBy - Date.now()), fallback: () => undefined });
+    await this.bus.close(closeBy - Date.now());
   }
 
   private stopIntake(why: string): void {
@@ -297,6 +325,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
           onAgentNotStarted: (reason) => this.agentNotStarted(reason),
           natsConnected: () => this.bus.connected,
           stopsBy: () => this.stopsBy,
+          stopDeadline: this.stopDeadline.signal,
         },
         this.shutdown.signal,
       );
@@ -336,7 +365,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       leaseDurationMs: this.config.jobLeaseMs,
       idempotencyKey: deriveIdempotencyKey(`${this.config.runnerId}/claim`, { offer: jobOfferMessageId(offer) }),
     };
-    const options = { timeoutMs: this.config.commandTimeoutMs, correlationId: `${offer.jobId}-attempt-${offer.attempt}` };
+    const options = { timeoutMs: this.config.commandTimeoutMs, correlationId: `${offer.jobId}-attempt-${offer.attempt}`, abandon: this.stopDeadline.signal };
     const giveUpAt = Date.now() + 3 * this.config.commandTimeoutMs;
     let mayBeWritten = false;
     let warned = false;

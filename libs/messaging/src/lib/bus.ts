@@ -173,11 +173,12 @@ export class Bus {
 
   /**
    * Drains the connection (what was published goes out first), or closes it once NATS has not
-   * confirmed the drain within DRAIN_BOUND_MS: a server that stopped answering (a partition) never
-   * does, and the stop would wait for it for ever.
+   * confirmed the drain within `drainBoundMs` (DRAIN_BOUND_MS unless a stop has less left): a server
+   * that stopped answering (a partition, a frozen server) never does, and the stop would wait for it
+   * for ever. Closing a closed bus does nothing.
    */
-  async close(): Promise<void> {
-    if (!this.nc.isClosed() && !(await withinDrainBound(this.nc.drain()))) await this.nc.close().catch(() => undefined);
+  async close(drainBoundMs = DRAIN_BOUND_MS): Promise<void> {
+    if (!this.nc.isClosed() && !(await withinDrainBound(this.nc.drain(), drainBoundMs))) await this.nc.close().catch(() => undefined);
     await this.watching;
   }
 }
@@ -188,10 +189,10 @@ export class Bus {
  */
 export const DRAIN_BOUND_MS = 5_000;
 
-/** Whether the drain was confirmed within DRAIN_BOUND_MS (false: it failed, or NATS did not answer). */
-export async function withinDrainBound(drain: Promise<unknown>): Promise<boolean> {
+/** Whether the drain was confirmed within `boundMs` (false: it failed, or NATS did not answer). */
+export async function withinDrainBound(drain: Promise<unknown>, boundMs = DRAIN_BOUND_MS): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
-  const bound = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), DRAIN_BOUND_MS)));
+  const bound = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, boundMs))));
   try {
     return await Promise.race([drain.then(() => true, () => false), bound]);
   } finally {

@@ -52,7 +52,8 @@ export class JobLeaseSession {
     private readonly client: CommandClient,
     readonly runnerId: string,
     readonly job: ClaimedJob,
-    private readonly options: { timeoutMs?: number; correlationId?: string } = {},
+    /** `abandon`: the runner's stop deadline, which every command under the claim gives up at. */
+    private readonly options: { timeoutMs?: number; correlationId?: string; abandon?: AbortSignal } = {},
   ) {
     this.leaseExpiresAtMs = Date.parse(job.leaseExpiresAt);
   }
@@ -94,6 +95,7 @@ export class JobLeaseSession {
       retryUntil: () => this.leaseExpiresAtMs,
       outagesStopTheClock: true,
       ...retry,
+      abandon: this.options.abandon,
     });
   }
 

@@ -10,9 +10,10 @@ export async function taskSessionOf(
   commands: CommandClient,
   taskId: string,
   timeoutMs: number,
+  abandon?: AbortSignal,
 ): Promise<{ session: SessionView | null; unanswered: string | null }> {
   try {
-    return { session: await commands.request(getTaskSession, { taskId }, { timeoutMs }), unanswered: null };
+    return { session: await commands.request(getTaskSession, { taskId }, { timeoutMs, abandon }), unanswered: null };
   } catch (error) {
     if (isGantryError(error) && error.code === ErrorCode.NOT_FOUND) return { session: null, unanswered: null };
     if (isGantryError(error) && (error.code === ErrorCode.UNAVAILABLE || error.code === ErrorCode.TIMEOUT)) return { session: null, unanswered: error.message };

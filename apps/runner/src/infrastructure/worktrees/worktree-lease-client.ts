@@ -27,7 +27,8 @@ const PREPARE_BUDGET_MS = 120_000;
 export class WorktreeLeaseClient {
   constructor(
     private readonly client: CommandClient,
-    private readonly options: { correlationId?: string; tryTimeoutMs?: number } = {},
+    /** `abandon`: the runner's stop deadline, which every request gives up at. */
+    private readonly options: { correlationId?: string; tryTimeoutMs?: number; abandon?: AbortSignal } = {},
   ) {}
 
   private get tryTimeoutMs(): number {
@@ -44,7 +45,7 @@ export class WorktreeLeaseClient {
         idempotencyKey: deriveIdempotencyKey('runner/acquire-worktree', { jobId: request.jobId, jobLeaseToken: request.jobLeaseToken }),
         correlationId: this.options.correlationId,
       },
-      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: giveUpAt, ...(signal ? { signal } : {}) },
+      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: giveUpAt, abandon: this.options.abandon, ...(signal ? { signal } : {}) },
     );
   }
 
@@ -60,7 +61,7 @@ export class WorktreeLeaseClient {
         correlationId: this.options.correlationId,
       },
       // The worktree service resumes held leases at its start: the time NATS says nobody serves does not count.
-      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true },
+      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true, abandon: this.options.abandon },
     );
   }
 
@@ -75,7 +76,7 @@ export class WorktreeLeaseClient {
         correlationId: this.options.correlationId,
       },
       // The service waits up to 15 s for the rescue to finish before it answers.
-      { timeoutMs: Math.min(Math.max(this.tryTimeoutMs, 20_000), maxTryMs), correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true },
+      { timeoutMs: Math.min(Math.max(this.tryTimeoutMs, 20_000), maxTryMs), correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true, abandon: this.options.abandon },
     );
   }
 }

@@ -1,0 +1,125 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { eventually, logRecordsOf, type RunningApp } from '@gantry/testing';
+import { alive, systemBehindProxy, type E2eSystem } from './e2e-system.js';
+
+/*
+ * A runner's stop ends within the process's stop limit (`GANTRY_SHUTDOWN_GRACE_MS`), whatever NATS and
+ * the job service do meanwhile, and exits 0: what is still waiting at the stop's deadline (the limit
+ * less a margin) is given up — the claim left to its lease, said and counted — and closing NATS takes
+ * only what is left of the margin (docs/jobs.md, "Stopping a runner").
+ */
+
+/** A stop limit short enough to be overrun by one 10 s command timeout, or by one 5 s drain of a frozen NATS. */
+const STOP_LIMIT_MS = 8_000;
+const LEFT_TO_EXPIRE = 'the claim could not be handed back; its lease will expire';
+
+interface Stopped {
+  code: number | null;
+  lines: Record<string, unknown>[];
+  leftToExpire: Record<string, unknown>[];
+}
+
+/** Sends the runner SIGTERM and reads how its stop went. */
+async function stop(system: E2eSystem, runnerId: string, runner: RunningApp, jobId: string): Promise<Stopped> {
+  const code = await system.stopRunner(runnerId);
+  const lines = logRecordsOf(runner.output());
+  return { code, lines, leftToExpire: lines.filter((l) => l.jobId === jobId && l.message === LEFT_TO_EXPIRE) };
+}
+
+function expectStoppedInTime(stopped: Stopped): void {
+  expect(stopped.lines.filter((l) => l.message === 'shutdown took too long; exiting')).toEqual([]);
+  expect(stopped.code).toBe(0);
+  expect(stopped.leftToExpire).toHaveLength(1);
+  expect(stopped.leftToExpire[0]!.stopping).toBe(true);
+  expect(stopped.lines.filter((l) => /offer handling failed/.test(String(l.message)))).toEqual([]);
+}
+
+describe('a runner stopped while the job service is silent and a hand-back try is in flight', () => {
+  // Only the job service reaches NATS through the proxy: the runner and the worktree service stay on it.
+  const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: true });
+
+  it('gives the try up at the stop\'s deadline, not at the end of its 10 s command timeout, and exits 0', async () => {
+    const proxy = proxyOf();
+    const runnerId = 'runner-stop-in-flight';
+    const runner = await system.startRunner(runnerId, {
+      env: {
+        GANTRY_SHUTDOWN_GRACE_MS: String(STOP_LIMIT_MS),
+        GANTRY_RUNNER_COMMAND_TIMEOUT_MS: '10000',
+        GANTRY_JOB_LEASE_MS: '60000',
+        GANTRY_WORKTREE_LEASE_MS: '60000',
+        GANTRY_TEST_HOLD_AT: 'runner:rollback',
+      },
+    });
+    const record = system.recordFile('stop-in-flight');
+    // The agent exits non-zero without finishing: the claim is then handed back.
+    const jobId = await system.enqueue({ branch: 'feat/stop-in-flight', maxAttempts: 3, payload: { standIn: { behaviour: 'exit_nonzero', recordArgvTo: record } } });
+    await eventually(() => runner.output().includes('"testHold":"runner:rollback"'), { what: 'the runner about to hand the claim back', timeoutMs: 60_000 });
+    const pid = (await system.agentStarts(record))[0]!.pid;
+    proxy.blackhole();
+    try {
+      // The hand-back goes out into the silence; the stop comes while its first try waits for its answer.
+      runner.process.kill('SIGUSR2');
+      const stopped = await stop(system, runnerId, runner, jobId);
+      expectStoppedInTime(stopped);
+      expect(alive(pid)).toBe(false);
+    } finally {
+      proxy.restore();
+    }
+    await system.cancel(jobId);
+  }, 300_000);
+});
+
+describe('a runner stopped while NATS is frozen, or the job service is down', () => {
+  // The runner reaches NATS through the proxy: blackholed, its connection stays open and nothing is answered.
+  const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: false });
+
+  async function startWithHangingAgent(name: string): Promise<{ runnerId: string; runner: RunningApp; jobId: string; pid: number }> {
+    const runnerId = `runner-${name}`;
+    const runner = await system.startRunner(runnerId, { env: { GANTRY_SHUTDOWN_GRACE_MS: String(STOP_LIMIT_MS), GANTRY_NATS_URL: proxyOf().url } });
+    const record = system.recordFile(name);
+    const jobId = await system.enqueue({ branch: `feat/${name}`, maxAttempts: 3, payload: { standIn: { behaviour: 'hang', heartbeatMs: 50, recordArgvTo: record } } });
+    await eventually(async () => (await system.events(jobId)).some((e) => e.type === 'ImplementationLogged'), { what: 'the agent\'s first report recorded', timeoutMs: 60_000 });
+    return { runnerId, runner, jobId, pid: (await system.agentStarts(record))[0]!.pid };
+  }
+
+  it('with NATS frozen, closing the connection takes only what is left of the stop: it exits 0 within the limit', async () => {
+    const { runnerId, runner, jobId, pid } = await startWithHangingAgent('stop-frozen-nats');
+    proxyOf().blackhole();
+    try {
+      const stopped = await stop(system, runnerId, runner, jobId);
+      expectStoppedInTime(stopped);
+      expect(alive(pid)).toBe(false);
+    } finally {
+      proxyOf().restore();
+    }
+    await system.cancel(jobId);
+  }, 300_000);
+
+  it('with the job service down (NATS answers that nobody serves), an agent\'s report retried in the meantime does not hold the stop past its deadline', async () => {
+    const gate = join(system.root, 'stop-no-responders.gate');
+    const runnerId = 'runner-stop-no-responders';
+    const runner = await system.startRunner(runnerId, { env: { GANTRY_SHUTDOWN_GRACE_MS: String(STOP_LIMIT_MS) } });
+    const record = system.recordFile('stop-no-responders');
+    const jobId = await system.enqueue({
+      branch: 'feat/stop-no-responders',
+      maxAttempts: 3,
+      payload: { standIn: { behaviour: 'commit', files: { 'a.txt': 'a\n' }, waitForFile: gate, recordArgvTo: record } },
+    });
+    await eventually(async () => (await system.agentStarts(record)).length === 1, { what: 'the agent started', timeoutMs: 60_000 });
+    await system.stopJobService();
+    try {
+      // The agent's first report now finds nobody serving: it is asked again for as long as that lasts.
+      await writeFile(gate, '');
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const stopped = await stop(system, runnerId, runner, jobId);
+      expect(stopped.lines.filter((l) => l.message === 'shutdown took too long; exiting')).toEqual([]);
+      expect(stopped.code).toBe(0);
+      expect(stopped.leftToExpire).toHaveLength(1);
+      expect(stopped.leftToExpire[0]!.stopping).toBe(true);
+    } finally {
+      await system.startJobService();
+    }
+    await system.cancel(jobId);
+  }, 300_000);
+});
