@@ -138,7 +138,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     } finally {
       clearTimeout(deadline);
       this.stopDeadline.abort();
-      await this.closeNats(limitEndsAt - margin / 4);
+      // Half the margin is kept for closing HTTP and exiting.
+      await this.closeNats(limitEndsAt - margin / 2);
     }
   }
 
@@ -162,13 +163,13 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   /**
-   * Stops listening for cancels and closes NATS by `closeBy`: a NATS that does not answer (frozen,
-   * partitioned) would hold each of them for the drain's own bound, past the process's stop limit. The
-   * runtime's own close of the bus after this finds it closed.
+   * Stops listening for cancels and closes NATS, both at once and by `closeBy`: a NATS that does not
+   * answer (frozen, partitioned) would hold each of them for the drain's own bound, one after the
+   * other, past the process's stop limit. The runtime's own close of the bus after this finds it closed.
    */
   private async closeNats(closeBy: number): Promise<void> {
-    await pTimeout(this.cancellations.stop(), { milliseconds: Math.max(0, closeBy - Date.now()), fallback: () => undefined });
-    await this.bus.close(closeBy - Date.now());
+    const leftMs = Math.max(0, closeBy - Date.now());
+    await Promise.all([pTimeout(this.cancellations.stop(), { milliseconds: leftMs, fallback: () => undefined }), this.bus.close(leftMs)]);
   }
 
   private stopIntake(why: string): void {
