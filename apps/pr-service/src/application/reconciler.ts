@@ -266,7 +266,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         crashHereIfAsked('github:open_pull_request');
         const p = opened.pr;
         this.log.info({ pullRequestId: id, repository: effect.repository, branch: effect.branch, prNumber: p.number, adopted: opened.adopted, draft: p.draft }, 'pull request opened');
-        await record(this.command(state, { type: 'RecordOpened', data: { prNumber: p.number, prUrl: p.url, nodeId: p.nodeId, draft: p.draft, headSha: p.headSha, adopted: opened.adopted } }));
+        await record(this.command(state, { type: 'RecordOpened', data: { prNumber: p.number, prUrl: p.url, nodeId: p.nodeId, draft: p.draft, headSha: p.headSha, adopted: opened.adopted, baseBranch: p.baseBranch } }));
         return;
       }
       case 'MARK_READY_FOR_REVIEW': {

@@ -35,6 +35,7 @@ export const PullRequestViewSchema = z.object({
   phase: PullRequestPhaseSchema,
   /** Null until the branch is first pushed. */
   strategy: PrStrategySchema.nullable(),
+  /** The base GitHub showed the PR on when it was opened or adopted (a person may have pointed it elsewhere); before that, the product's. */
   baseBranch: GitRefSchema.nullable(),
   mergeMethod: MergeMethodSchema.nullable(),
   requiredChecks: z.array(z.string()),

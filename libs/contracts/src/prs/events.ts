@@ -244,10 +244,18 @@ export const PullRequestOpened = defineEvent({
     headSha: GitShaSchema,
     /** true: GitHub already had an open PR for the branch (a 422 "already exists", or found before creating) and it was taken over. */
     adopted: z.boolean(),
+    /**
+     * The base GitHub shows the PR on: an adopted PR may have been pointed at another base than the product's
+     * (absent in events from before it was kept: those PRs are on the product's base, the flow's).
+     */
+    baseBranch: GitRefSchema.optional(),
     openedAt: TimestampSchema,
   }),
   examples: {
-    valid: [{ ...prExample, prNumber: 102, prUrl: example.prUrl, nodeId: 'PR_kwDOA1', draft: false, headSha: sha, adopted: false, openedAt: at }],
+    valid: [
+      { ...prExample, prNumber: 102, prUrl: example.prUrl, nodeId: 'PR_kwDOA1', draft: false, headSha: sha, adopted: false, openedAt: at },
+      { ...prExample, prNumber: 102, prUrl: example.prUrl, nodeId: 'PR_kwDOA1', draft: false, headSha: sha, adopted: true, baseBranch: 'develop', openedAt: at },
+    ],
     // a PR number is positive
     invalid: [{ ...prExample, prNumber: 0, prUrl: example.prUrl, nodeId: 'PR_kwDOA1', draft: false, headSha: sha, adopted: false, openedAt: at }],
   },

@@ -51,7 +51,8 @@ export type PullRequestCommand =
         flow: { productId: string; baseBranch: string; strategy: PrStrategy; mergeMethod: MergeMethod; requiredChecks: string[]; title: string };
       }
     >
-  | Of<'RecordOpened', { prNumber: number; prUrl: string; nodeId: string; draft: boolean; headSha: string; adopted: boolean }>
+  /** `baseBranch`: the base GitHub shows the PR on (an adopted PR's may not be the product's). */
+  | Of<'RecordOpened', { prNumber: number; prUrl: string; nodeId: string; draft: boolean; headSha: string; adopted: boolean; baseBranch?: string }>
   /** GitHub refused a draft (422 "Draft pull requests are not supported in this repository."), or another PR of the repository was refused one. */
   | Of<'RecordDraftsNotSupported', { message: string }>
   | Of<'RecordObservation', { observation: GitHubObservation }>

@@ -54,6 +54,15 @@ describe('the pull request machine', () => {
       given([event.started(1), event.opened(2)]).when(when.opened(3)).then([]);
     });
 
+    it('a PR adopted on another base than the product\'s records that base, and is answered on it; one recorded before the base was kept is on the product\'s', () => {
+      const adopted = { ...event.opened(2, false, H1, true), data: { ...event.opened(2, false, H1, true).data, baseBranch: 'develop' } } as PullRequestEvent;
+      const state = given([event.queued(0, 'T-1'), event.started(1)])
+        .when({ ...when.opened(2, H1, false, true), data: { ...when.opened(2, H1, false, true).data, baseBranch: 'develop' } } as PullRequestCommand)
+        .then([adopted]);
+      expect(pullRequestView(state).baseBranch).toBe('develop');
+      expect(pullRequestView(stateOf([event.queued(0, 'T-1'), event.started(1), event.opened(2, false, H1, true)])).baseBranch).toBe('main');
+    });
+
     it('a pushed PR with no scope recorded is just opened', () => {
       expect(phaseOf(stateOf([event.started(1), event.opened(2)]))).toBe('pr_opened');
     });

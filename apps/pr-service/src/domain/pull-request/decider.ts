@@ -74,7 +74,17 @@ function factEvents(command: PullRequestCommand, state: PullRequestState): PullR
       return [
         {
           type: 'PullRequestOpened',
-          data: { ...id, prNumber: d.prNumber, prUrl: d.prUrl, nodeId: d.nodeId, draft: d.draft, headSha: d.headSha, adopted: d.adopted, openedAt: now },
+          data: {
+            ...id,
+            prNumber: d.prNumber,
+            prUrl: d.prUrl,
+            nodeId: d.nodeId,
+            draft: d.draft,
+            headSha: d.headSha,
+            adopted: d.adopted,
+            ...(d.baseBranch !== undefined ? { baseBranch: d.baseBranch } : {}),
+            openedAt: now,
+          },
         },
       ];
     }

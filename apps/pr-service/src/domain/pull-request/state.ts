@@ -19,6 +19,8 @@ export interface OpenedPr {
   url: string;
   nodeId: string;
   draft: boolean;
+  /** The base GitHub showed it on when it was opened or adopted (absent: recorded before it was kept, the flow's). */
+  baseBranch?: string;
 }
 
 /** A scope item is a task of the story (or, for a job without a task, the job itself). */
@@ -203,7 +205,8 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       };
     case 'PullRequestOpened': {
       const e = event.data;
-      return { ...s, pr: { number: e.prNumber, url: e.prUrl, nodeId: e.nodeId, draft: e.draft }, lastFailure: null, updatedAt: e.openedAt };
+      const pr: OpenedPr = { number: e.prNumber, url: e.prUrl, nodeId: e.nodeId, draft: e.draft, ...(e.baseBranch !== undefined ? { baseBranch: e.baseBranch } : {}) };
+      return { ...s, pr, lastFailure: null, updatedAt: e.openedAt };
     }
     case 'PullRequestDraftsNotSupported':
       return { ...s, draftsSupported: false, updatedAt: event.data.refusedAt };

@@ -15,7 +15,8 @@ export function pullRequestView(state: PullRequestState): PullRequestView {
     branch: state.branch,
     phase: phaseOf(state),
     strategy: state.flow?.strategy ?? null,
-    baseBranch: state.flow?.baseBranch ?? null,
+    // The PR's own base once it is opened: one adopted after a person pointed it elsewhere is not on the product's.
+    baseBranch: state.pr?.baseBranch ?? state.flow?.baseBranch ?? null,
     mergeMethod: state.flow?.mergeMethod ?? null,
     requiredChecks: state.flow?.requiredChecks ?? [],
     headSha: state.headSha,
