@@ -147,6 +147,29 @@ describe('GitHub webhooks into the pr-service', () => {
   });
 
   it.each([
+    ['unsigned', null],
+    ['signed with another secret', 'not-ours'],
+  ])('a body that is no JSON, %s, is refused with 401 (the signature is checked before anything is parsed) and nothing is recorded', async (_what, secret) => {
+    const before = await count();
+    const deliveryId = randomUUID();
+    const raw = '{"action": "opened",';
+    const res = await fetch(`${app.url}/webhooks/github`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': 'pull_request',
+        'x-github-delivery': deliveryId,
+        ...(secret ? { 'x-hub-signature-256': await new Webhooks({ secret }).sign(raw) } : {}),
+      },
+      body: raw,
+    });
+    expect(res.status).toBe(401);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/signature/i);
+    expect(await recorded(deliveryId)).toHaveLength(0);
+    expect(await count()).toBe(before);
+  });
+
+  it.each([
     ['null', null],
     ['an array', [{ action: 'opened' }]],
     ['a number', 7],

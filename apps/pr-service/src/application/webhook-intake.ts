@@ -56,12 +56,14 @@ export class WebhookIntake implements OnModuleInit, OnApplicationBootstrap, Befo
     });
   }
 
-  /** What came in over HTTP: verified and recorded (or refused with nothing recorded). */
+  /**
+   * What came in over HTTP, as its bytes: verified first — nothing of a body unsigned or wrongly signed is
+   * parsed — then recorded (or refused with nothing recorded).
+   */
   async receive(request: { rawBody: Buffer | undefined; signature: string | undefined; event: string | undefined; deliveryId: string | undefined }): Promise<DeliveryVerdict> {
     if (!request.signature) return { kind: 'refused', status: 401, reason: 'the delivery carries no X-Hub-Signature-256' };
-    if (!request.rawBody) return { kind: 'refused', status: 400, reason: 'the delivery has no body' };
-    const body = request.rawBody.toString('utf8');
-    if (!(await this.verified(body, request.signature))) return { kind: 'refused', status: 401, reason: 'the signature does not match the body under any configured secret' };
+    const body = request.rawBody?.toString('utf8') ?? '';
+    if (body === '' || !(await this.verified(body, request.signature))) return { kind: 'refused', status: 401, reason: 'the signature does not match the body under any configured secret' };
     if (!request.deliveryId || !request.event) return { kind: 'refused', status: 400, reason: 'a delivery names its X-GitHub-Event and X-GitHub-Delivery' };
     let parsed: unknown;
     try {

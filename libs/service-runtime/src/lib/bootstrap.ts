@@ -15,11 +15,11 @@ import { GantryExceptionFilter } from './transport/rpc-errors.filter.js';
 
 export interface RunServiceOptions {
   /**
-   * Keep each request's raw body (`req.rawBody`) beside the parsed one, for signatures computed over
-   * the exact bytes (GitHub's webhooks), and accept JSON bodies up to `jsonLimit` (express's 100 kB
-   * default is below what GitHub sends).
+   * Routes whose body is read as its bytes and never parsed (`req.body` is a Buffer, at most `limit`):
+   * for signatures computed over the exact bytes (GitHub's webhooks), which the route checks before it
+   * parses anything. Every other route takes JSON up to HTTP_JSON_LIMIT.
    */
-  rawBody?: { jsonLimit: string };
+  rawBodyRoutes?: { path: string; limit: string }[];
 }
 
 /** The JSON body a service takes over HTTP unless it names its own: NATS's default max_payload, the most a command carries there. */
@@ -42,7 +42,6 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
     // Nest's own lines wait for the service's pino logger (nestjs-pino), which exists once the modules do.
     ...(options.nestLogs === false ? { logger: false } : { bufferLogs: true, ...(options.bootLog ? { logger: nestBootLogger(options.bootLog) } : {}) }),
     forceCloseConnections: true,
-    rawBody: options.rawBody !== undefined,
     // A failed start is thrown to the caller (runService logs it and exits 1), not exited on here.
     abortOnError: false,
   });
@@ -59,9 +58,14 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
       authLog.setContext('http');
       app.use(refuseWithoutToken(config.httpToken, authLog));
     }
+    // A route that checks a signature over the body's bytes gets them unparsed, before the JSON parser
+    // (which then leaves the request alone): nothing of an unsigned body is parsed.
+    for (const route of options.rawBodyRoutes ?? []) {
+      (app as NestExpressApplication).useBodyParser('raw', { limit: route.limit, type: (req: { url?: string }) => samePath(req.url, route.path) });
+    }
     // A command over HTTP may be as large as one over NATS (express's default, 100 kB, refused a job
-    // its contract accepts); a service that takes larger bodies (GitHub's webhooks) names its own limit.
-    (app as NestExpressApplication).useBodyParser('json', { limit: options.rawBody?.jsonLimit ?? HTTP_JSON_LIMIT });
+    // its contract accepts).
+    (app as NestExpressApplication).useBodyParser('json', { limit: HTTP_JSON_LIMIT });
     // Before the transport wraps its handlers: global enhancers are read when a handler is wrapped.
     const filterLog = await app.resolve(PinoLogger);
     filterLog.setContext('http');
@@ -76,6 +80,12 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
     throw error;
   }
   return app;
+}
+
+/** Whether a request's URL is `path`, as express routes it (any case, a trailing slash, a query). */
+function samePath(url: string | undefined, path: string): boolean {
+  const pathname = (url ?? '').split('?')[0]!.replace(/\/+$/, '').toLowerCase();
+  return pathname === path.replace(/\/+$/, '').toLowerCase();
 }
 
 /**

@@ -1,5 +1,4 @@
 import { Controller, Headers, Inject, Post, Req, Res } from '@nestjs/common';
-import type { RawBodyRequest } from '@nestjs/common';
 import { ErrorCode, type ErrorPayload } from '@gantry/contracts';
 import { WebhookIntake } from '../../application/webhook-intake.js';
 
@@ -10,6 +9,7 @@ interface HttpResponse {
 
 /**
  * `POST /webhooks/github`: answered as soon as the delivery is recorded (GitHub waits 10 s at most); processed after.
+ * Its body comes as bytes, unparsed (the service's `rawBodyRoutes`): the intake checks the signature before it parses it.
  * A refusal has the shape of every refusal the service answers over HTTP (`{ ok: false, error: { code, message } }`,
  * as the body parser's own — not JSON, too large — are answered), with the status GitHub's delivery log shows:
  * 401 for a missing or wrong signature, 400 for a delivery that is not one.
@@ -20,13 +20,13 @@ export class GitHubWebhookController {
 
   @Post('github')
   async receive(
-    @Req() request: RawBodyRequest<unknown>,
+    @Req() request: { body?: unknown },
     @Headers('x-hub-signature-256') signature: string | undefined,
     @Headers('x-github-event') event: string | undefined,
     @Headers('x-github-delivery') deliveryId: string | undefined,
     @Res() response: HttpResponse,
   ): Promise<void> {
-    const verdict = await this.intake.receive({ rawBody: request.rawBody, signature, event, deliveryId });
+    const verdict = await this.intake.receive({ rawBody: Buffer.isBuffer(request.body) ? request.body : undefined, signature, event, deliveryId });
     if (verdict.kind === 'refused') {
       const error: ErrorPayload = { code: ErrorCode.INVALID_COMMAND, message: verdict.reason };
       response.status(verdict.status).json({ ok: false, error });
