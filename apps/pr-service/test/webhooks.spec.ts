@@ -140,7 +140,7 @@ describe('GitHub webhooks into the pr-service', () => {
     const payload = examples.find((e) => e.name === 'pull_request')!.examples[0]!;
     const { status, body, deliveryId } = await deliver('pull_request', payload, options);
     expect(status).toBe(401);
-    expect(body).toEqual({ ok: false, error: { code: 'INVALID_COMMAND', message: expect.stringMatching(/signature/i) } });
+    expect(body).toEqual({ ok: false, error: { code: 'UNAUTHENTICATED', message: expect.stringMatching(/signature/i) } });
     expect(JSON.stringify(body)).not.toContain('whsec');
     expect(await recorded(deliveryId)).toHaveLength(0);
     expect(await count()).toBe(before);
@@ -164,7 +164,7 @@ describe('GitHub webhooks into the pr-service', () => {
       body: raw,
     });
     expect(res.status).toBe(401);
-    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/signature/i);
+    expect(await res.json()).toEqual({ ok: false, error: { code: 'UNAUTHENTICATED', message: expect.stringMatching(/signature/i) } });
     expect(await recorded(deliveryId)).toHaveLength(0);
     expect(await count()).toBe(before);
   });

@@ -3,6 +3,11 @@ import { z } from 'zod';
 /** Every error that crosses a process boundary carries one of these codes. */
 export const ErrorCode = {
   INVALID_COMMAND: 'INVALID_COMMAND',
+  /**
+   * The caller did not prove who it is: no or a wrong bearer token on a service's guarded routes, no or a
+   * wrong signature on a GitHub webhook (answered 401 over HTTP; docs/operations.md, "Failures over HTTP").
+   */
+  UNAUTHENTICATED: 'UNAUTHENTICATED',
   VERSION_CONFLICT: 'VERSION_CONFLICT',
   IDEMPOTENCY_CONFLICT: 'IDEMPOTENCY_CONFLICT',
   STALE_FENCE: 'STALE_FENCE',

@@ -101,7 +101,7 @@ describe('HTTP exposure', () => {
       const attempts: Array<Record<string, string>> = [{}, { authorization: `Bearer ${wrongSameLength}` }, { authorization: 'Bearer x' }, { authorization: `Basic ${TOKEN}` }, { authorization: TOKEN }];
       for (const headers of attempts) {
         const reply = await post(app.url, headers);
-        expect({ headers, status: reply.status, ok: reply.body.ok }).toEqual({ headers, status: 401, ok: undefined });
+        expect({ headers, status: reply.status, body: reply.body }).toEqual({ headers, status: 401, body: { ok: false, error: { code: 'UNAUTHENTICATED', message: expect.any(String) } } });
       }
       expect((await fetch(`${app.url}/commands`)).status).toBe(401);
     });

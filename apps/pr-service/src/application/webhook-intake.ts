@@ -1,6 +1,7 @@
 import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { Webhooks } from '@octokit/webhooks';
+import { ErrorCode } from '@gantry/contracts';
 import { deleteInBatches, EventStore, storableValue } from '@gantry/eventstore';
 import { RetentionPruner, type RetentionPass } from '@gantry/service-runtime';
 import type { PrServiceConfig } from '../infrastructure/pr-service-config.js';
@@ -17,7 +18,8 @@ const PRUNE_MAX_BATCHES = 50;
 const REPROCESS_FIRST_MS = 1000;
 const REPROCESS_MAX_MS = 30_000;
 
-export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind: 'refused'; status: 400 | 401; reason: string };
+/** A refusal: 401 (UNAUTHENTICATED) for a missing or wrong signature, 400 (INVALID_COMMAND) for a signed body that is no delivery. */
+export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind: 'refused'; code: typeof ErrorCode.UNAUTHENTICATED | typeof ErrorCode.INVALID_COMMAND; reason: string };
 
 /**
  * GitHub's webhooks (docs/pr-service.md, PR-12). A delivery is verified over its raw bytes with
@@ -61,18 +63,18 @@ export class WebhookIntake implements OnModuleInit, OnApplicationBootstrap, Befo
    * parsed — then recorded (or refused with nothing recorded).
    */
   async receive(request: { rawBody: Buffer | undefined; signature: string | undefined; event: string | undefined; deliveryId: string | undefined }): Promise<DeliveryVerdict> {
-    if (!request.signature) return { kind: 'refused', status: 401, reason: 'the delivery carries no X-Hub-Signature-256' };
+    if (!request.signature) return { kind: 'refused', code: ErrorCode.UNAUTHENTICATED, reason: 'the delivery carries no X-Hub-Signature-256' };
     const body = request.rawBody?.toString('utf8') ?? '';
-    if (body === '' || !(await this.verified(body, request.signature))) return { kind: 'refused', status: 401, reason: 'the signature does not match the body under any configured secret' };
-    if (!request.deliveryId || !request.event) return { kind: 'refused', status: 400, reason: 'a delivery names its X-GitHub-Event and X-GitHub-Delivery' };
+    if (body === '' || !(await this.verified(body, request.signature))) return { kind: 'refused', code: ErrorCode.UNAUTHENTICATED, reason: 'the signature does not match the body under any configured secret' };
+    if (!request.deliveryId || !request.event) return { kind: 'refused', code: ErrorCode.INVALID_COMMAND, reason: 'a delivery names its X-GitHub-Event and X-GitHub-Delivery' };
     let parsed: unknown;
     try {
       parsed = parsedPayload(body);
     } catch {
-      return { kind: 'refused', status: 400, reason: 'the body is not JSON' };
+      return { kind: 'refused', code: ErrorCode.INVALID_COMMAND, reason: 'the body is not JSON' };
     }
     // Every GitHub delivery is an object; `null`, an array, a number or a string is no delivery of any event.
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return { kind: 'refused', status: 400, reason: 'the body is not a JSON object' };
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return { kind: 'refused', code: ErrorCode.INVALID_COMMAND, reason: 'the body is not a JSON object' };
     const payload = parsed as { action?: unknown } & Record<string, unknown>;
     const { rowCount } = await this.store.pool.query(
       `INSERT INTO webhook_deliveries (delivery_id, event, action, payload) VALUES ($1, $2, $3, $4) ON CONFLICT (delivery_id) DO NOTHING`,

@@ -1,8 +1,10 @@
 import 'reflect-metadata';
-import { Controller } from '@nestjs/common';
+import { Controller, type ExecutionContext } from '@nestjs/common';
 import { z } from 'zod';
 import { defineCommand, type Context } from '@gantry/contracts';
 import { startTestService, type TestService } from '../testing.js';
+import type { ServiceConfig } from './config.js';
+import { HttpTokenGuard } from './http-auth.js';
 import { CommandHandler } from './transport/decorators.js';
 
 const context: Context = 'workflow';
@@ -51,6 +53,17 @@ describe('the routes behind the bearer token', () => {
     // express routes paths whatever their case: so is the refusal
     const shouted = await fetch(`${service.url}/COMMANDS/echo_auth_test`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"text": ' });
     expect(shouted.status).toBe(401);
+    expect(ran).toBe(0);
+  });
+
+  it('refuse in the shape of every refusal, with the code of an unauthenticated caller', async () => {
+    const refusal = { ok: false, error: { code: 'UNAUTHENTICATED', message: expect.stringMatching(/bearer token/) } };
+    expect(await post('{"text": "hi"}', null)).toEqual({ status: 401, body: refusal });
+    expect(await post('{"text": "hi"}', 'wrong-token-0123456789')).toEqual({ status: 401, body: refusal });
+    // The guard, where the routes are, refuses what the early refusal would miss, alike.
+    const guard = new HttpTokenGuard({ httpToken: TOKEN } as ServiceConfig);
+    const request = { switchToHttp: () => ({ getRequest: () => ({ headers: { authorization: 'Bearer nope' } }) }) } as unknown as ExecutionContext;
+    expect(() => guard.canActivate(request)).toThrow(expect.objectContaining({ code: 'UNAUTHENTICATED' }) as unknown as Error);
     expect(ran).toBe(0);
   });
 

@@ -1,11 +1,14 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Inject, Injectable, UnauthorizedException, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { ErrorCode, GantryError, type ErrorPayload } from '@gantry/contracts';
 import { SERVICE_CONFIG, type ServiceConfig } from './config.js';
 
 /** Equal-length digests, so the comparison takes the same time whatever the token's length. */
 const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
 
 const REFUSAL = 'a bearer token is required (Authorization: Bearer <GANTRY_HTTP_TOKEN>)';
+/** The refusal, in the shape of every refusal a service answers over HTTP (the exception filter answers the guard's so). */
+const REFUSED: { ok: false; error: ErrorPayload } = { ok: false, error: { code: ErrorCode.UNAUTHENTICATED, message: REFUSAL } };
 
 /** Whether an `Authorization` header presents the service's token (`null`: the service has none, all pass). */
 function tokenCheck(token: string | null): (authorization: unknown) => boolean {
@@ -33,7 +36,7 @@ export class HttpTokenGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
     const { headers } = context.switchToHttp().getRequest<{ headers: Record<string, string | string[] | undefined> }>();
     if (this.accepts(headers.authorization)) return true;
-    throw new UnauthorizedException(REFUSAL);
+    throw new GantryError(ErrorCode.UNAUTHENTICATED, REFUSAL);
   }
 }
 
@@ -67,6 +70,6 @@ export function refuseWithoutToken(
     log.info({ method: req.method, path: req.path, statusCode: 401, correlationId: (Array.isArray(given) ? given[0] : given) || undefined }, 'request refused: no valid bearer token');
     // The body is not read: the connection is not kept for another request behind it.
     res.setHeader('Connection', 'close');
-    res.status(401).json({ message: REFUSAL, error: 'Unauthorized', statusCode: 401 });
+    res.status(401).json(REFUSED);
   };
 }

@@ -40,6 +40,7 @@ export class HealthController {
 
 const HTTP_STATUS: Record<string, number> = {
   [ErrorCode.INVALID_COMMAND]: 400,
+  [ErrorCode.UNAUTHENTICATED]: 401,
   [ErrorCode.NOT_FOUND]: 404,
   [ErrorCode.UNKNOWN_PRODUCT]: 404,
   [ErrorCode.VERSION_CONFLICT]: 409,

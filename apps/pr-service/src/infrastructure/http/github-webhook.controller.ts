@@ -1,5 +1,6 @@
 import { Controller, Headers, Inject, Post, Req, Res } from '@nestjs/common';
-import { ErrorCode, type ErrorPayload } from '@gantry/contracts';
+import type { ErrorPayload } from '@gantry/contracts';
+import { httpStatusOf } from '@gantry/service-runtime';
 import { WebhookIntake } from '../../application/webhook-intake.js';
 
 interface HttpResponse {
@@ -12,7 +13,7 @@ interface HttpResponse {
  * Its body comes as bytes, unparsed (the service's `rawBodyRoutes`): the intake checks the signature before it parses it.
  * A refusal has the shape of every refusal the service answers over HTTP (`{ ok: false, error: { code, message } }`,
  * as the body parser's own — not JSON, too large — are answered), with the status GitHub's delivery log shows:
- * 401 for a missing or wrong signature, 400 for a delivery that is not one.
+ * 401 `UNAUTHENTICATED` for a missing or wrong signature, 400 `INVALID_COMMAND` for a signed delivery that is not one.
  */
 @Controller('webhooks')
 export class GitHubWebhookController {
@@ -28,8 +29,8 @@ export class GitHubWebhookController {
   ): Promise<void> {
     const verdict = await this.intake.receive({ rawBody: Buffer.isBuffer(request.body) ? request.body : undefined, signature, event, deliveryId });
     if (verdict.kind === 'refused') {
-      const error: ErrorPayload = { code: ErrorCode.INVALID_COMMAND, message: verdict.reason };
-      response.status(verdict.status).json({ ok: false, error });
+      const error: ErrorPayload = { code: verdict.code, message: verdict.reason };
+      response.status(httpStatusOf(verdict.code)).json({ ok: false, error });
       return;
     }
     response.status(202).json({ delivery: deliveryId, duplicate: verdict.duplicate });

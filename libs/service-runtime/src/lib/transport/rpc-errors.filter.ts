@@ -17,8 +17,9 @@ const REFUSED_BODY = new Set<number>([HttpStatus.BAD_REQUEST, HttpStatus.PAYLOAD
  * (`{ ok: false, error: { code, message } }`, as POST /commands answers one): a GantryError with
  * its code, a body express refused (not JSON, too large) as `INVALID_COMMAND`, and anything else —
  * a database that failed under GET /dead-letters, say — as 500 `INTERNAL`, its cause only in the
- * log (docs/operations.md). The answers Nest and terminus make with a status of their own (401
- * without the token, 404 for a path no route has, /ready's 503 with its checks) are left as they are.
+ * log (docs/operations.md). A caller without the bearer token is a GantryError (`UNAUTHENTICATED`, 401).
+ * The answers Nest and terminus make with a status of their own (404 for a path no route has, /ready's
+ * 503 with its checks) are left as they are.
  */
 @Catch()
 export class GantryExceptionFilter extends BaseExceptionFilter {
