@@ -32,8 +32,6 @@ export type DeliveryVerdict = { kind: 'recorded'; duplicate: boolean } | { kind:
 export class WebhookIntake implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly verifiers: Webhooks[];
   private readonly processing: KeyedRuns;
-  /** Deliveries just recorded, as parsed on receipt, so processing them reads nothing back (after a restart it does). */
-  private readonly fresh = new Map<string, { event: string; payload: unknown }>();
   /** How often the processing of each delivery failed in a row, for the wait before it is tried again. */
   private readonly failures = new Map<string, number>();
 
@@ -83,7 +81,8 @@ export class WebhookIntake implements OnModuleInit, OnApplicationBootstrap, Befo
     const duplicate = rowCount === 0;
     const deliveryId = request.deliveryId.slice(0, 200);
     if (!duplicate) {
-      this.fresh.set(deliveryId, { event: request.event.slice(0, 100), payload });
+      // Only the id waits in memory; processing reads the body back from its row. Deliveries pile up while
+      // processing is held up (the database slow, GitHub still delivering), and one body may be 25 MB.
       setImmediate(() => this.processing.ask(deliveryId));
     } else {
       // A delivery counts as seen once it was processed: GitHub's "Redeliver" is pressed after something
@@ -131,15 +130,11 @@ export class WebhookIntake implements OnModuleInit, OnApplicationBootstrap, Befo
   }
 
   private async process(deliveryId: string): Promise<void> {
-    let row: { event: string; payload: unknown } | undefined = this.fresh.get(deliveryId);
-    this.fresh.delete(deliveryId);
-    if (!row) {
-      const { rows } = await this.store.pool.query<{ event: string; payload: string }>(
-        `SELECT event, payload FROM webhook_deliveries WHERE delivery_id = $1 AND processed_at IS NULL`,
-        [deliveryId],
-      );
-      row = rows[0] && { event: rows[0].event, payload: parsedPayload(rows[0].payload) };
-    }
+    const { rows } = await this.store.pool.query<{ event: string; payload: string }>(
+      `SELECT event, payload FROM webhook_deliveries WHERE delivery_id = $1 AND processed_at IS NULL`,
+      [deliveryId],
+    );
+    const row = rows[0] && { event: rows[0].event, payload: parsedPayload(rows[0].payload) };
     if (!row) {
       this.failures.delete(deliveryId);
       return;
