@@ -66,10 +66,12 @@ describe('a branch force-pushed back while its merge is refused', () => {
       await record('RecordTaskDone', { jobId, taskId: 'T-1' });
       await eventually(async () => (await merges()) >= 1, { what: 'the merge of H2 sent', timeoutMs: 60_000 });
 
-      // The branch goes back to H1. Once GitHub's reads show it (and a merge under way has ended), no read sends the merge again.
+      // The branch goes back to H1. Once GitHub's reads have shown it for 2 s (one read may be a replica of GitHub behind
+      // another) the PR follows it, and then (a merge under way having ended) no read sends the merge again.
       clone.git('push', '-q', '--force', 'origin', `${h1}:refs/heads/${branch}`);
       await world.fake.control.refresh();
       await readAgain();
+      await eventually(async () => (await log.load(pullRequestId)).headSha === h1, { what: 'the PR following the branch back to H1', timeoutMs: 30_000 });
       await readAgain();
       const sent = await merges();
       for (let i = 0; i < 4; i++) await readAgain();

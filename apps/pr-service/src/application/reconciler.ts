@@ -7,6 +7,8 @@ import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, Sweep } from '@gant
 import {
   CONFLICT_LOOKUPS,
   forHead,
+  HEAD_BACK_CONFIRM_MS,
+  headWentBack,
   isSettled,
   nextConflictLookupAt,
   pendingEffects,
@@ -52,6 +54,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    */
   private readonly attempts = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
   private readonly unknownMergeability = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
+  /** PR-15: per pull request, the earlier head GitHub shows it back at, and since when (every read since showing it too). */
+  private readonly headsBack = new LRUCache<string, { headSha: string; since: string }>({ max: REMEMBERED_COUNTS });
   /** Every open pull request looked at again now and then, whatever was missed (a webhook lost, a crash). */
   private readonly resync: Sweep;
 
@@ -113,6 +117,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       if (state.pr) {
         seen = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.read(state.repository, state.pr!.number));
         const { observation, unnamed } = await this.observe(state, seen);
+        this.sinceHeadWentBack(state, observation);
         state = (await this.prs.record(this.command(state, { type: 'RecordObservation', data: { observation } }), this.metadata(pullRequestId))).state;
         if (unnamed) await this.conflictUnnamed(state, seen, unnamed);
         if (isSettled(state)) return;
@@ -133,6 +138,25 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     if (held > 0) return held;
     const retryAt = (await this.prs.load(pullRequestId)).lastFailure?.retryAt;
     return retryAt ? Math.max(0, Date.parse(retryAt) - now) : 0;
+  }
+
+  /**
+   * PR-15: a read showing the PR back at a head the branch had before, once GitHub showed the current one, is followed
+   * only once GitHub has shown that head for HEAD_BACK_CONFIRM_MS (one read may come from a replica of GitHub behind
+   * another): the read carries since when it has been shown, and the PR is read again when that time is up.
+   */
+  private sinceHeadWentBack(state: PullRequestState, observation: GitHubObservation): void {
+    const id = state.pullRequestId;
+    if (!headWentBack(state, observation)) {
+      this.headsBack.delete(id);
+      return;
+    }
+    const first = this.headsBack.get(id);
+    const since = first?.headSha === observation.headSha ? first.since : observation.observedAt;
+    if (since === observation.observedAt) this.headsBack.set(id, { headSha: observation.headSha, since });
+    observation.shownSince = since;
+    const waitMs = Date.parse(since) + HEAD_BACK_CONFIRM_MS - Date.parse(observation.observedAt);
+    if (waitMs > 0) this.ask(id, waitMs);
   }
 
   /** PR-11: while GitHub computes mergeability, read again later (1 s, doubling to 30 s). */

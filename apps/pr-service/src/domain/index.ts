@@ -17,7 +17,7 @@
 //   PR-11 mergeable null is no verdict                    decider.ts observationEvents (and the reconciler reads again)
 //   PR-14 a refused merge waits for GitHub to change      decider.ts mergeIfDue (a refused merge method: RecordMergeMethodAllowed)
 //   PR-15 heads only move forward (GitHub lags a push)    decider.ts observationEvents, RecordBranchPushed (a job-service log started again: pushReportedAt);
-//         a force-push back, once GitHub showed the head  shownByGitHub (followed), mergeIfDue (never merged)
+//         a force-push back, once GitHub showed the head  shownByGitHub, headWentBack (followed once shown HEAD_BACK_CONFIRM_MS), mergeIfDue (never merged)
 //   PR-16 auto-merge turned off on GitHub holds the merge decider.ts observationEvents, mergeIfDue (mergeHeldSince)
 //   PR-17 a STORY draft is not merged (a person's "not yet") decider.ts observationEvents, mergeIfDue; state.ts PullRequestDraftChanged
 //   phases                                                pull-request/phase.ts   phaseOf
@@ -27,7 +27,7 @@ export type { PullRequestEvent, PullRequestEventType } from './pull-request/even
 export type { PullRequestCommand, PullRequestCommandType, GitHubObservation } from './pull-request/commands.js';
 export type { PullRequestState, Flow, OpenedPr, Scope } from './pull-request/state.js';
 export { initialPullRequestState, evolvePullRequest, pullRequestExists, isSettled } from './pull-request/state.js';
-export { decidePullRequest, pullRequestDecider } from './pull-request/decider.js';
+export { decidePullRequest, pullRequestDecider, headWentBack, HEAD_BACK_CONFIRM_MS } from './pull-request/decider.js';
 export type { ReportedCheck, ChecksVerdict } from './pull-request/checks.js';
 export { checksVerdict } from './pull-request/checks.js';
 export type { StrategyRules } from './pull-request/strategies.js';

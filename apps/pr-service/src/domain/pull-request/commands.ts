@@ -24,6 +24,12 @@ export interface GitHubObservation {
   checks: ReportedCheck[];
   conflictingFiles: string[] | null;
   observedAt: string;
+  /**
+   * PR-15: since when GitHub has shown this head, every read in between showing it too (the effect processor's
+   * memory; absent: this read is the first). A head the branch had before, shown once GitHub showed the current
+   * one, is followed only once shown for HEAD_BACK_CONFIRM_MS.
+   */
+  shownSince?: string;
 }
 
 type Of<T extends string, D> = { type: T; data: { pullRequestId: string; repository: string; branch: string; now: string } & D };

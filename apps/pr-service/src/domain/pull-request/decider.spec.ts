@@ -333,17 +333,31 @@ describe('the pull request machine', () => {
       // which GitHub refused (409). GitHub showed H2, so a read showing H1 is no lag: the PR follows H1, whose checks count —
       // but H1 predates the last task's push, so no merge is decided for it, however green, and none is sent at every read.
       const refused = [...storyDone, event.moved(6, H2, H1, 'PUSH'), event.passed(7, H2), event.mergeRequested(7, 'DIRECT', H2), event.mergeFailed(8, H2, null)];
-      const back = given(refused).when(when.observed(9, { headSha: H1, checks: green, mergeableState: 'clean' })).then([event.moved(9, H1, H2, 'GITHUB'), event.passed(9, H1)]);
+      // (Shown for 2 s, reads in between showing it too: one read alone may be a replica of GitHub behind another.)
+      const back = given(refused)
+        .when(when.observed(9, { headSha: H1, checks: green, mergeableState: 'clean', shownSince: at(7) }))
+        .then([event.moved(9, H1, H2, 'GITHUB'), event.passed(9, H1)]);
       expect(pendingEffects(back)).toEqual([]);
       const followed = [...refused, event.moved(9, H1, H2, 'GITHUB'), event.passed(9, H1)];
       given(followed).when(when.observed(10, { headSha: H1, checks: green, mergeableState: 'clean' })).then([]);
       given(followed).when(when.observed(10, { headSha: H1, checks: red, mergeableState: 'unstable' })).then([event.failed(10, H1)]);
       // GitHub showing H2 again (pushed again, or it was GitHub lagging after all): followed, and the merge of H2 decided again.
       given(followed)
-        .when(when.observed(11, { headSha: H2, checks: green, mergeableState: 'clean' }))
+        .when(when.observed(11, { headSha: H2, checks: green, mergeableState: 'clean', shownSince: at(9) }))
         .then([event.moved(11, H2, H1, 'GITHUB'), event.passed(11, H2), event.mergeRequested(11, 'AUTO_MERGE', H2)]);
       // Before GitHub showed H2 (only pushed), a read showing H1 is GitHub not having caught up: nothing.
       given([...storyDone, event.moved(6, H2, H1, 'PUSH')]).when(when.observed(9, { headSha: H1, checks: green, mergeableState: 'clean' })).then([]);
+    });
+
+    it('PR-15: one read showing an earlier head after GitHub showed the later one is not followed (a replica of GitHub behind another may answer it); the same head shown again 2 s later is', () => {
+      // GitHub showed H2 green with auto-merge enabled for it, and H1 was red: following one stale read back to H1 would
+      // disable H2's auto-merge on GitHub and report H1's red checks (failing the job that pushed H1).
+      const shown = [...storyDone, event.moved(6, H2, H1, 'PUSH'), event.passed(7, H2), event.mergeRequested(7, 'AUTO_MERGE', H2)];
+      given(shown).when(when.observed(9, { headSha: H1, checks: red, mergeableState: 'unstable' })).then([]);
+      given(shown).when(when.observed(9, { headSha: H1, checks: red, mergeableState: 'unstable', shownSince: at(8) })).then([]);
+      given(shown)
+        .when(when.observed(10, { headSha: H1, checks: red, mergeableState: 'unstable', shownSince: at(8) }))
+        .then([event.moved(10, H1, H2, 'GITHUB'), event.failed(10, H1)]);
     });
 
     it('a read older than the head we know of says nothing about it', () => {

@@ -181,6 +181,10 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   // the current head. Once GitHub has shown it, GitHub does not go back by itself: the branch was force-pushed back, and
   // the PR follows it (its checks count, auto-merge enabled for the later head is disabled; it is not merged: mergeIfDue).
   if (o.headSha !== state.headSha && state.knownHeads.includes(o.headSha) && !shownByGitHub(state)) return [];
+  // …but one read is no proof: GitHub answers from replicas, and one behind another may show the earlier head for a
+  // moment. Followed, the PR would disable the later head's auto-merge and report the earlier head's red checks, so
+  // the earlier head is followed once GitHub has shown it for HEAD_BACK_CONFIRM_MS (reads in between showing it too).
+  if (headWentBack(state, o) && (o.shownSince === undefined || Date.parse(o.observedAt) - Date.parse(o.shownSince) < HEAD_BACK_CONFIRM_MS)) return [];
 
   const events: PullRequestEvent[] = [];
   if (o.headSha !== state.headSha && state.headSha !== null) {
@@ -267,6 +271,14 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
     });
   }
   return events;
+}
+
+/** PR-15: how long GitHub must have shown a head the branch had before (once it showed the current one) for the PR to follow it back. */
+export const HEAD_BACK_CONFIRM_MS = 2000;
+
+/** PR-15: a read showing a head the branch had before the current one, after GitHub showed the current one: the branch force-pushed back (once confirmed). */
+export function headWentBack(state: PullRequestState, o: Pick<GitHubObservation, 'headSha'>): boolean {
+  return o.headSha !== state.headSha && (state.knownHeads ?? []).includes(o.headSha) && shownByGitHub(state);
 }
 
 /**
