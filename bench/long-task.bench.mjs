@@ -4,13 +4,26 @@
 // schemas; the steps declare no actions, so a move is the engine's own work on the task's stream.
 //   node bench/long-task.bench.mjs   (after a build; BENCH_LONG_TASK_MOVES default 1,350, a checkpoint
 //                                    every BENCH_LONG_TASK_EVERY moves, default 450; sample 25)
+// With BENCH_LONG_TASK_REVIEW=1 the review step is a review loop's: its on_enter holds a marker
+// (ensure_participant_seat), its on_exit records an exit (set_session_mode), and a person records a
+// decision at each arrival, so the (task, review) stream grows with every round too.
 import pg from 'pg';
-import { createTask, importWorkflow, moveTask } from '@gantry/contracts';
+import { createTask, importWorkflow, moveTask, recordDecision } from '@gantry/contracts';
 import { databaseUrl, registerBenchProduct, startWorkflowServices } from './lib.mjs';
 
 const moves = Number(process.env.BENCH_LONG_TASK_MOVES ?? 1350);
 const every = Number(process.env.BENCH_LONG_TASK_EVERY ?? 450);
 const sample = Number(process.env.BENCH_LONG_TASK_SAMPLE ?? 25);
+const review = process.env.BENCH_LONG_TASK_REVIEW === '1';
+const reviewStep = review
+  ? `    on_enter:
+      - type: ensure_participant_seat
+        config: { role: reviewer, agent_profile_id: bench-reviewer, decision_required: true }
+    on_exit:
+      - type: set_session_mode
+        config: { mode: acceptEdits }
+`
+  : '';
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
@@ -29,10 +42,10 @@ steps:
     name: Work
   - id: review
     name: Review
-`,
+${reviewStep}`,
   });
   await client.request(createTask, { taskId: 'T-long', productId: 'bench', title: 'long task', workflowId: 'long', idempotencyKey: 'bench/task:1' });
-  const streamLength = async () => (await engineDb.query(`SELECT count(*)::int AS n FROM events WHERE stream_id = 'task-T-long'`)).rows[0].n;
+  const streamLength = async (id) => (await engineDb.query(`SELECT count(*)::int AS n FROM events WHERE stream_id = $1`, [id])).rows[0].n;
   const cpuOf = async () => {
     const stat = await import('node:fs/promises').then((fs) => fs.readFile(`/proc/${engine.process.pid}/stat`, 'utf8'));
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -46,11 +59,14 @@ steps:
     const t0 = performance.now();
     await client.request(moveTask, { taskId: 'T-long', toStepId: i % 2 === 1 ? 'review' : 'work', idempotencyKey: `bench/move:${i}` });
     latencies.push(performance.now() - t0);
+    if (review && i % 2 === 1) {
+      await client.request(recordDecision, { taskId: 'T-long', stepId: 'review', verdict: 'approve', actor: 'bench', idempotencyKey: `bench/decision:${i}` });
+    }
     sinceCheckpoint++;
     if (i === sample || i % every === 0) {
       const cpu = await cpuOf();
       console.log(
-        `  ${String(await streamLength()).padStart(5)} events: ${median(latencies.slice(-sample)).toFixed(1)} ms a move (median), engine CPU ${((cpu - cpuFrom) / sinceCheckpoint).toFixed(1)} ms a move`,
+        `  ${String(await streamLength('task-T-long')).padStart(5)} events${review ? ` (review pair: ${await streamLength('taskstep-T-long~long~review')})` : ''}: ${median(latencies.slice(-sample)).toFixed(1)} ms a move (median), engine CPU ${((cpu - cpuFrom) / sinceCheckpoint).toFixed(1)} ms a move`,
       );
       cpuFrom = cpu;
       sinceCheckpoint = 0;

@@ -15,9 +15,9 @@ import {
 } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { CommandHandler, cutPage, decodeCursor, encodeCursor } from '@gantry/service-runtime';
-import { effectivePermissionMode, taskExists, type Task, type TaskAtStep } from '../domain/index.js';
+import { effectivePermissionMode, stepEntryRecordsOf, taskExists, type StepEntryRecord, type Task, type TaskAtStepEvent } from '../domain/index.js';
 import { stepEntryKeysOf, stepSeats, type StepEntryKey } from '../infrastructure/persistence/read-models.js';
-import { loadTask, loadTaskAtStep } from '../infrastructure/persistence/streams.js';
+import { loadTask, loadTaskAtStep, streamIds } from '../infrastructure/persistence/streams.js';
 
 /** A list_step_entries cursor: the key of the page's last entry. */
 function entryCursor(key: StepEntryKey): string {
@@ -80,14 +80,21 @@ export class WorkflowQueries {
     const task = await this.task(request.taskId);
     const after = request.cursor ? entryAfter(request.cursor) : null;
     const keys = await stepEntryKeysOf(this.store.pool, { taskId: task.taskId, stepId: request.stepId, after, limit: request.limit + 1 });
-    const pairs = new Map<string, TaskAtStep>();
-    for (const { workflowId, stepId } of keys.slice(0, request.limit)) {
+    // The pair's state keeps only its open entries and the latest: the records are folded from the log.
+    const wanted = new Map<string, Set<number>>();
+    for (const { workflowId, stepId, entrySeq } of keys.slice(0, request.limit)) {
       const pair = `${workflowId}~${stepId}`;
-      if (!pairs.has(pair)) pairs.set(pair, await loadTaskAtStep(this.store, task.taskId, workflowId, stepId));
+      wanted.set(pair, (wanted.get(pair) ?? new Set()).add(entrySeq));
+    }
+    const records = new Map<string, Map<number, StepEntryRecord>>();
+    for (const [pair, entrySeqs] of wanted) {
+      const [workflowId, stepId] = pair.split('~') as [string, string];
+      const events = await this.store.readStream(streamIds.taskAtStep(task.taskId, workflowId, stepId));
+      records.set(pair, stepEntryRecordsOf(events as unknown as TaskAtStepEvent[], entrySeqs));
     }
     const page = cutPage(keys, request.limit, (key) => {
       // The row and its record are written by one append: a row without its record cannot be read.
-      const record = pairs.get(`${key.workflowId}~${key.stepId}`)!.entries[key.entrySeq]!;
+      const record = records.get(`${key.workflowId}~${key.stepId}`)!.get(key.entrySeq)!;
       return entryView(task.taskId, key.workflowId, key.stepId, record);
     });
     return { entries: page.items, nextCursor: page.last ? entryCursor(page.last) : null };
@@ -99,7 +106,7 @@ export function sessionView(task: Task): SessionView {
   return { taskId: task.taskId, sessionId: s.sessionId, started: s.started, settings: s.settings, planMode: s.planMode, mode: s.mode, permissionMode: effectivePermissionMode(s) };
 }
 
-function entryView(taskId: string, workflowId: string, stepId: string, record: TaskAtStep['entries'][number]): StepEntryView {
+function entryView(taskId: string, workflowId: string, stepId: string, record: StepEntryRecord): StepEntryView {
   return {
     taskId,
     workflowId,
@@ -121,7 +128,7 @@ function entryView(taskId: string, workflowId: string, stepId: string, record: T
 }
 
 /** The positions marked at allocation, and any marked since (a changed declaration's skipped ones). */
-function positionsOf(record: TaskAtStep['entries'][number]): { position: number; kind: string }[] {
+function positionsOf(record: StepEntryRecord): { position: number; kind: string }[] {
   const all = new Map(record.markedPositions.map((p) => [p.position, p]));
   for (const m of Object.values(record.markers)) if (!all.has(m.position)) all.set(m.position, { position: m.position, kind: m.kind });
   return [...all.values()].sort((a, b) => a.position - b.position);

@@ -57,9 +57,11 @@ export type { TaskAtStepCommand, Pair } from './step-entry/commands.js';
 export { taskAtStepEventTypes, type TaskAtStepEvent } from './step-entry/events.js';
 export {
   decisionsOfEntry,
+  entryRecordOf,
   evolveTaskAtStep,
   initialTaskAtStep,
   isTerminalMarker,
+  stepEntryRecordsOf,
   type Decision,
   type Marker,
   type StepEntryRecord,

@@ -6,6 +6,7 @@ import { EventStore, decideWithin, handleWithDecider } from '@gantry/eventstore'
 import {
   CLAIM_REFUSAL,
   declarationDigest,
+  entryRecordOf,
   isTerminalMarker,
   markedPositions,
   occupancyOf,
@@ -146,7 +147,8 @@ export class OnEnterDispatcher {
     const task = await loadTask(this.store, entry.taskId);
     if (!workflow || !step || !taskExists(task)) return 'unresolvable';
     const pair = await loadTaskAtStep(this.store, entry.taskId, entry.workflowId, entry.stepId);
-    const record = pair.entries[entry.entrySeq] ?? null;
+    const record = entryRecordOf(pair, entry.entrySeq);
+    if (record === 'finished') return 'terminal';
     const ctx: Context = { entry, task, workflow, step, entryPath: record?.entryPath ?? entry.entryPath, correlationId: `entry:${entryKey(entry)}` };
     const digest = declarationDigest(step.onEnter);
     if (record) {

@@ -79,7 +79,7 @@ export class StepExits {
     const where = { ...exit, epoch: this.process.epoch };
     try {
       const record = (await loadTaskAtStep(this.store, exit.taskId, exit.workflowId, exit.stepId)).exits[exit.entrySeq];
-      if (!record || record.finished !== null) {
+      if (!record) {
         this.pauses.delete(exitKey(exit));
         return 'finished';
       }

@@ -3,6 +3,7 @@ import { DeciderSpecification } from '@gantry/eventstore/testing';
 import { validatesAgainstContract } from '@gantry/testing';
 import { at, EPOCH, OTHER_EPOCH } from '../testing/fixtures.js';
 import { taskAtStepDecider } from './decider.js';
+import { decisionsOfEntry } from './state.js';
 import type { TaskAtStepEvent } from './events.js';
 
 const given = DeciderSpecification.for(taskAtStepDecider, { validate: validatesAgainstContract('workflow') });
@@ -143,4 +144,54 @@ describe('a task at a step: step-entry records, markers and decisions', () => {
     given([]).when(record).then([decided('d1')]);
     given([decided('d1')]).when(record).thenNothingHappened();
   });
+
+  describe('a task that loops through the step (review → rework → review …)', () => {
+    const round = (n: number): TaskAtStepEvent[] => [
+      opened(n),
+      claimed(0, EPOCH, null, n),
+      { type: 'DecisionsCleared', data: { ...pair, entrySeq: n, position: 0, kind: 'clear_decisions', clearedDecisionIds: [], epoch: EPOCH, clearedAt: at(3) } },
+      { type: 'DecisionRecorded', data: { ...pair, entrySeq: n, decisionId: `d${n}-a`, participantId: 'seat-a', verdict: 'approve', comment: null, decidedBy: { kind: 'review_job', jobId: jobOf(n) }, recordedAt: at(4) } },
+      { type: 'DecisionRecorded', data: { ...pair, entrySeq: n, decisionId: `d${n}-p`, participantId: null, verdict: 'reject', comment: 'rework', decidedBy: { kind: 'person', actor: 'user-1' }, recordedAt: at(5) } },
+      claimed(1, EPOCH, null, n),
+      { type: 'OnEnterActionFinished', data: { ...pair, entrySeq: n, position: 1, kind: marked[1]!.kind, outcome: 'done', skipReason: null, failure: null, runs: [], epoch: EPOCH, finishedAt: at(6) } },
+      { type: 'StepEntryTerminated', data: { ...pair, entrySeq: n, reason: 'completed', terminatedAt: at(6) } },
+      { type: 'StepExitOpened', data: { ...pair, entrySeq: n, openedByEpoch: EPOCH, openedAt: at(7) } },
+      { type: 'StepExitFinished', data: { ...pair, entrySeq: n, outcome: 'done', epoch: EPOCH, finishedAt: at(8) } },
+    ];
+    const jobOf = (n: number) => `job-00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+    const after = (rounds: number) => Array.from({ length: rounds }, (_, i) => round(i + 1)).flat().reduce(taskAtStepDecider.evolve, taskAtStepDecider.initialState);
+
+    it('keeps a state of one size however often it came back: the latest entry, no finished exit, the decisions a guard can still count', () => {
+      const state = after(200);
+      expect(Object.keys(state.entries)).toEqual(['200']);
+      expect(state.exits).toEqual({});
+      expect(state.decisions.map((d) => d.decisionId)).toEqual(['d200-a', 'd200-p']);
+      expect(JSON.stringify(after(200)).length).toBe(JSON.stringify(after(101)).length);
+    });
+
+    it('still knows what it dropped: a finished entry or exit is not opened, claimed or finished again', () => {
+      const history = Array.from({ length: 3 }, (_, i) => round(i + 1)).flat();
+      given(history).when({ type: 'OpenStepEntry', data: { ...pair, entrySeq: 1, declarationDigest: 'c'.repeat(64), entryPath: 'manual_move', markedPositions: marked, epoch: EPOCH, now: at(9) } }).thenThrows(ErrorCode.INVALID_TRANSITION, /already allocated/);
+      given(history).when(claim(0, EPOCH, null, 1)).thenThrows(ErrorCode.INVALID_TRANSITION, /terminal/);
+      given(history).when({ type: 'FinishAction', data: { ...pair, entrySeq: 1, position: 1, outcome: 'done', skipReason: null, failure: null, runs: [], epoch: EPOCH, now: at(9) } }).thenThrows(ErrorCode.ALREADY_CLAIMED);
+      given(history).when({ type: 'TerminateEntry', data: { ...pair, entrySeq: 1, reason: 'superseded', skip: { positions: marked, reason: 'superseded' }, staleEpochs: [], now: at(9) } }).thenNothingHappened();
+      given(history).when({ type: 'OpenStepExit', data: { ...pair, entrySeq: 1, epoch: EPOCH, now: at(9) } }).thenNothingHappened();
+      given(history).when({ type: 'FinishStepExit', data: { ...pair, entrySeq: 1, outcome: 'done', epoch: EPOCH, now: at(9) } }).thenNothingHappened();
+      given(history).when({ type: 'ClaimStepExit', data: { ...pair, entrySeq: 1, epoch: OTHER_EPOCH, staleEpoch: EPOCH, now: at(9) } }).thenThrows(ErrorCode.INVALID_TRANSITION);
+    });
+
+    it('without a clear, a seat\'s latest decision and a person\'s latest still count from earlier entries; an outweighed one goes', () => {
+      const decide = (n: number, id: string, participantId: string | null, verdict: 'approve' | 'reject', kind: 'person' | 'review_job'): TaskAtStepEvent => ({
+        type: 'DecisionRecorded',
+        data: { ...pair, entrySeq: n, decisionId: id, participantId, verdict, comment: null, decidedBy: kind === 'person' ? { kind, actor: 'user-1' } : { kind, jobId: jobOf(id.length) }, recordedAt: at(n) },
+      });
+      const state = [decide(1, 'a1', 'seat-a', 'reject', 'review_job'), decide(1, 'p1', null, 'approve', 'person'), decide(1, 'b1', 'seat-b', 'approve', 'person'), decide(2, 'a2', 'seat-a', 'approve', 'review_job')].reduce(
+        taskAtStepDecider.evolve,
+        taskAtStepDecider.initialState,
+      );
+      // a1 is outweighed by a2 (same seat, no person's decision); b1 is seat-b's latest and the latest by a person; p1 neither
+      expect(decisionsOfEntry(state, 2).map((d) => d.decisionId)).toEqual(['b1', 'a2']);
+    });
+  });
+
 });

@@ -1,7 +1,7 @@
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import type { TaskAtStepCommand } from './commands.js';
 import type { TaskAtStepEvent } from './events.js';
-import { evolveTaskAtStep, initialTaskAtStep, isTerminalMarker, type StepEntryRecord, type StepExitRecord, type TaskAtStep } from './state.js';
+import { entryRecordOf, evolveTaskAtStep, initialTaskAtStep, isTerminalMarker, type StepEntryRecord, type StepExitRecord, type TaskAtStep } from './state.js';
 
 /*
  * A task at one workflow step: its step-entry records (one per entry that declares marked actions)
@@ -14,14 +14,21 @@ import { evolveTaskAtStep, initialTaskAtStep, isTerminalMarker, type StepEntryRe
 /** Why a claim was refused: the position is finished, or a claim by another process holds it. */
 export const CLAIM_REFUSAL = { terminal: 'marker_terminal', held: 'marker_held', entryTerminal: 'entry_terminal' } as const;
 
-function entryOf(state: TaskAtStep, data: { taskId: string; stepId: string; entrySeq: number }): StepEntryRecord {
-  const entry = state.entries[data.entrySeq];
+/** The entry's record; `finished` for a terminal one the state no longer keeps. */
+function entryOf(state: TaskAtStep, data: { taskId: string; stepId: string; entrySeq: number }): StepEntryRecord | 'finished' {
+  const entry = entryRecordOf(state, data.entrySeq);
   if (!entry) throw new GantryError(ErrorCode.NOT_FOUND, `task ${data.taskId} has no step-entry record ${data.entrySeq} at step ${data.stepId}`, { entrySeq: data.entrySeq });
   return entry;
 }
 
-function exitOf(state: TaskAtStep, data: { taskId: string; stepId: string; entrySeq: number }): StepExitRecord {
-  const exit = state.exits[data.entrySeq];
+/** A marker change under a claim, on an entry that ended: no claim holds there any more. */
+function claimOfFinishedEntry(entrySeq: number, position: number): GantryError {
+  return new GantryError(ErrorCode.ALREADY_CLAIMED, `entry ${entrySeq} is terminal; position ${position} is not claimed by this process`, { reason: CLAIM_REFUSAL.held, holder: null, state: 'terminal' });
+}
+
+/** The exit's record; `finished` for one whose actions ran (the state no longer keeps it). */
+function exitOf(state: TaskAtStep, data: { taskId: string; stepId: string; entrySeq: number }): StepExitRecord | 'finished' {
+  const exit = state.exits[data.entrySeq] ?? (data.entrySeq <= state.lastExitSeq ? 'finished' : null);
   if (!exit) throw new GantryError(ErrorCode.NOT_FOUND, `task ${data.taskId} has no exit of occupancy ${data.entrySeq} at step ${data.stepId}`, { entrySeq: data.entrySeq });
   return exit;
 }
@@ -42,7 +49,7 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
   switch (command.type) {
     case 'OpenStepEntry': {
       const c = command.data;
-      if (state.entries[c.entrySeq]) {
+      if (entryRecordOf(state, c.entrySeq)) {
         throw new GantryError(ErrorCode.INVALID_TRANSITION, `entry ${c.entrySeq} of task ${c.taskId} at step ${c.stepId} is already allocated`, { entrySeq: c.entrySeq });
       }
       if (c.markedPositions.length === 0) throw new GantryError(ErrorCode.PRECONDITION_FAILED, 'a step with nothing under markers opens no step-entry record');
@@ -56,7 +63,7 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
     case 'ClaimAction': {
       const c = command.data;
       const entry = entryOf(state, c);
-      if (entry.termination !== null) {
+      if (entry === 'finished' || entry.termination !== null) {
         throw new GantryError(ErrorCode.INVALID_TRANSITION, `entry ${c.entrySeq} is terminal`, { reason: CLAIM_REFUSAL.entryTerminal });
       }
       const marker = entry.markers[c.position];
@@ -77,6 +84,7 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
     case 'ClearDecisions': {
       const c = command.data;
       const entry = entryOf(state, c);
+      if (entry === 'finished') throw claimOfFinishedEntry(c.entrySeq, c.position);
       requireOwnClaim(entry, c.position, c.epoch);
       // The round this clear opens is its own entry's: a later entry's decisions (the task left and came
       // back while this dispatch was under way) are that entry's round, and stay.
@@ -91,6 +99,7 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
     case 'FinishAction': {
       const c = command.data;
       const entry = entryOf(state, c);
+      if (entry === 'finished') throw claimOfFinishedEntry(c.entrySeq, c.position);
       requireOwnClaim(entry, c.position, c.epoch);
       const marker = entry.markers[c.position]!;
       return [
@@ -114,7 +123,7 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
     case 'TerminateEntry': {
       const c = command.data;
       const entry = entryOf(state, c);
-      if (entry.termination !== null) return [];
+      if (entry === 'finished' || entry.termination !== null) return [];
       const skipped: TaskAtStepEvent[] = [];
       for (const { position, kind } of c.skip?.positions ?? []) {
         const marker = entry.markers[position];
@@ -146,19 +155,19 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
     case 'CompleteEntry': {
       const c = command.data;
       const entry = entryOf(state, c);
-      if (entry.termination !== null) return [];
+      if (entry === 'finished' || entry.termination !== null) return [];
       if (!c.marked.every(({ position }) => isTerminalMarker(entry.markers[position]))) return [];
       return [{ type: 'StepEntryTerminated', data: { ...pair, entrySeq: c.entrySeq, reason: 'completed', terminatedAt: c.now } }];
     }
     case 'OpenStepExit': {
       const c = command.data;
-      if (state.exits[c.entrySeq]) return [];
+      if (state.exits[c.entrySeq] || c.entrySeq <= state.lastExitSeq) return [];
       return [{ type: 'StepExitOpened', data: { ...pair, entrySeq: c.entrySeq, openedByEpoch: c.epoch, openedAt: c.now } }];
     }
     case 'ClaimStepExit': {
       const c = command.data;
       const exit = exitOf(state, c);
-      if (exit.finished !== null) throw new GantryError(ErrorCode.INVALID_TRANSITION, `the exit of entry ${c.entrySeq} is finished`, { reason: CLAIM_REFUSAL.terminal, state: exit.finished });
+      if (exit === 'finished') throw new GantryError(ErrorCode.INVALID_TRANSITION, `the exit of entry ${c.entrySeq} is finished`, { reason: CLAIM_REFUSAL.terminal, state: 'finished' });
       if (exit.holder === c.epoch) return [];
       if (exit.holder !== c.staleEpoch) {
         throw new GantryError(ErrorCode.ALREADY_CLAIMED, `the exit of entry ${c.entrySeq} is held by process ${exit.holder}`, { reason: CLAIM_REFUSAL.held, holder: exit.holder });
@@ -168,7 +177,7 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
     case 'FinishStepExit': {
       const c = command.data;
       const exit = exitOf(state, c);
-      if (exit.finished !== null) return [];
+      if (exit === 'finished') return [];
       if (exit.holder !== c.epoch) {
         throw new GantryError(ErrorCode.ALREADY_CLAIMED, `the exit of entry ${c.entrySeq} is held by process ${exit.holder}`, { reason: CLAIM_REFUSAL.held, holder: exit.holder });
       }
@@ -176,7 +185,7 @@ export function decideTaskAtStep(command: TaskAtStepCommand, state: TaskAtStep):
     }
     case 'RecordDecision': {
       const c = command.data;
-      if (state.decisionIds.includes(c.decisionId)) return [];
+      if (state.decisions.some((x) => x.decisionId === c.decisionId)) return [];
       return [
         {
           type: 'DecisionRecorded',

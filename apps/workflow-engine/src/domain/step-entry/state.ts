@@ -39,25 +39,42 @@ export interface Decision {
 
 /**
  * The task's leaving of one occupancy of the step, recorded with the move when the step declares
- * on_exit actions: held by one process at a time (the opener first), finished once they ran.
+ * on_exit actions: held by one process at a time (the opener first) until its actions ran.
  */
 export interface StepExitRecord {
   entrySeq: number;
   holder: string;
-  finished: 'done' | 'failed' | 'unresolvable' | null;
 }
 
+/**
+ * What the rules of the pair need, and no more (docs/workflow-engine.md, "What the pair's state
+ * keeps"): a task that loops through the step (review, rework, review …) keeps a state of the same
+ * size however often it came back. What is dropped stays in the log; list_step_entries folds the
+ * records it shows from there (`stepEntryRecordsOf`).
+ */
 export interface TaskAtStep {
+  /** The entries not yet terminal, and the latest one whatever its state: its markers decide which decisions count. */
   entries: Record<number, StepEntryRecord>;
-  /** The exits of the step's occupancies, by the entrySeq of the occupancy left. */
+  /** The highest entrySeq a record was opened for: a lower one not in `entries` is terminal. */
+  lastEntrySeq: number;
+  /** The exits not yet finished, by the entrySeq of the occupancy left. */
   exits: Record<number, StepExitRecord>;
-  /** Every decision recorded since the last clear, in the order recorded. */
+  /** The highest entrySeq an exit was opened for: a lower one not in `exits` is finished. */
+  lastExitSeq: number;
+  /**
+   * The decisions recorded since the last clear that a guard can still count, in the order
+   * recorded: every one of the latest entry that has any, and of earlier entries each seat's latest
+   * and the latest by a person (a later one of the same kind outweighs the others).
+   */
   decisions: Decision[];
-  /** Every decision id ever recorded here (a repeat of one records nothing). */
-  decisionIds: string[];
 }
 
-export const initialTaskAtStep: TaskAtStep = { entries: {}, exits: {}, decisions: [], decisionIds: [] };
+export const initialTaskAtStep: TaskAtStep = { entries: {}, lastEntrySeq: 0, exits: {}, lastExitSeq: 0, decisions: [] };
+
+/** The entry's record; `finished` for one terminal and no longer kept (its events are in the log). */
+export function entryRecordOf(state: TaskAtStep, entrySeq: number): StepEntryRecord | 'finished' | null {
+  return state.entries[entrySeq] ?? (entrySeq <= state.lastEntrySeq ? 'finished' : null);
+}
 
 export const isTerminalMarker = (m: Marker | undefined): boolean => m !== undefined && m.state !== 'in_progress';
 
@@ -76,47 +93,88 @@ export function decisionsOfEntry(state: TaskAtStep, entrySeq: number): Decision[
   return state.decisions.filter((d) => d.entrySeq === entrySeq);
 }
 
-function withMarker(state: TaskAtStep, entrySeq: number, marker: Marker): TaskAtStep {
-  const entry = state.entries[entrySeq];
-  if (!entry) return state;
-  return { ...state, entries: { ...state.entries, [entrySeq]: { ...entry, markers: { ...entry.markers, [marker.position]: marker } } } };
+type EntryEvent = Extract<TaskAtStepEvent, { type: 'StepEntryOpened' | 'OnEnterActionClaimed' | 'OnEnterActionFinished' | 'DecisionsCleared' | 'StepEntryTerminated' }>;
+
+/** One step-entry record's fold: its opening, its markers, its end. */
+export function evolveEntryRecord(record: StepEntryRecord | undefined, event: EntryEvent): StepEntryRecord | undefined {
+  switch (event.type) {
+    case 'StepEntryOpened': {
+      const d = event.data;
+      return { entrySeq: d.entrySeq, declarationDigest: d.declarationDigest, entryPath: d.entryPath, markedPositions: d.markedPositions, openedByEpoch: d.openedByEpoch, openedAt: d.openedAt, markers: {}, termination: null };
+    }
+    case 'StepEntryTerminated':
+      return record && { ...record, termination: event.data.reason };
+    case 'OnEnterActionClaimed': {
+      const d = event.data;
+      return withMarker(record, { position: d.position, kind: d.kind, state: 'in_progress', epoch: d.epoch, skipReason: null, failure: null, runs: [] });
+    }
+    case 'OnEnterActionFinished': {
+      const d = event.data;
+      return withMarker(record, { position: d.position, kind: d.kind, state: d.outcome, epoch: d.epoch, skipReason: d.skipReason, failure: d.failure, runs: d.runs });
+    }
+    case 'DecisionsCleared': {
+      const d = event.data;
+      return withMarker(record, { position: d.position, kind: d.kind, state: 'done', epoch: d.epoch, skipReason: null, failure: null, runs: [] });
+    }
+  }
+}
+
+function withMarker(record: StepEntryRecord | undefined, marker: Marker): StepEntryRecord | undefined {
+  return record && { ...record, markers: { ...record.markers, [marker.position]: marker } };
+}
+
+const isEntryEvent = (event: TaskAtStepEvent): event is EntryEvent =>
+  event.type === 'StepEntryOpened' || event.type === 'OnEnterActionClaimed' || event.type === 'OnEnterActionFinished' || event.type === 'DecisionsCleared' || event.type === 'StepEntryTerminated';
+
+/** The records of the entries `entrySeqs`, folded from the pair's events (the state keeps only the open ones and the latest). */
+export function stepEntryRecordsOf(events: readonly TaskAtStepEvent[], entrySeqs: ReadonlySet<number>): Map<number, StepEntryRecord> {
+  const records = new Map<number, StepEntryRecord>();
+  for (const event of events) {
+    if (!isEntryEvent(event) || !entrySeqs.has(event.data.entrySeq)) continue;
+    const record = evolveEntryRecord(records.get(event.data.entrySeq), event);
+    if (record) records.set(record.entrySeq, record);
+  }
+  return records;
+}
+
+/** The entries kept: every one not yet terminal, and the latest. */
+function keptEntries(entries: Record<number, StepEntryRecord>, lastEntrySeq: number): Record<number, StepEntryRecord> {
+  const kept: Record<number, StepEntryRecord> = {};
+  for (const record of Object.values(entries)) if (record.termination === null || record.entrySeq === lastEntrySeq) kept[record.entrySeq] = record;
+  return kept;
+}
+
+/**
+ * The decisions with `added` recorded: an earlier entry's decision goes once a later one outweighs
+ * it for every count — its seat decided again, and it is no person's latest. Decisions come in
+ * entry order (each is recorded for the task's current entry), so the latest entry's are all kept.
+ */
+function withDecision(decisions: readonly Decision[], added: Decision): Decision[] {
+  const all = [...decisions, added];
+  return all.filter((d, i) => {
+    if (d.entrySeq === added.entrySeq) return true;
+    const later = all.slice(i + 1);
+    const seatDecidedAgain = d.participantId === null || later.some((x) => x.participantId === d.participantId);
+    const personDecidedAgain = d.decidedBy.kind !== 'person' || later.some((x) => x.decidedBy.kind === 'person');
+    return !(seatDecidedAgain && personDecidedAgain);
+  });
 }
 
 export function evolveTaskAtStep(state: TaskAtStep, event: TaskAtStepEvent): TaskAtStep {
   switch (event.type) {
-    case 'StepEntryOpened': {
-      const d = event.data;
-      const record: StepEntryRecord = {
-        entrySeq: d.entrySeq,
-        declarationDigest: d.declarationDigest,
-        entryPath: d.entryPath,
-        markedPositions: d.markedPositions,
-        openedByEpoch: d.openedByEpoch,
-        openedAt: d.openedAt,
-        markers: {},
-        termination: null,
-      };
-      return { ...state, entries: { ...state.entries, [d.entrySeq]: record } };
-    }
-    case 'OnEnterActionClaimed': {
-      const d = event.data;
-      return withMarker(state, d.entrySeq, { position: d.position, kind: d.kind, state: 'in_progress', epoch: d.epoch, skipReason: null, failure: null, runs: [] });
-    }
-    case 'OnEnterActionFinished': {
-      const d = event.data;
-      return withMarker(state, d.entrySeq, { position: d.position, kind: d.kind, state: d.outcome, epoch: d.epoch, skipReason: d.skipReason, failure: d.failure, runs: d.runs });
-    }
-    case 'DecisionsCleared': {
-      const d = event.data;
-      const cleared = withMarker(state, d.entrySeq, { position: d.position, kind: d.kind, state: 'done', epoch: d.epoch, skipReason: null, failure: null, runs: [] });
-      const removed = new Set(d.clearedDecisionIds);
-      return { ...cleared, decisions: cleared.decisions.filter((x) => !removed.has(x.decisionId)) };
-    }
+    case 'StepEntryOpened':
+    case 'OnEnterActionClaimed':
+    case 'OnEnterActionFinished':
+    case 'DecisionsCleared':
     case 'StepEntryTerminated': {
       const d = event.data;
-      const entry = state.entries[d.entrySeq];
-      if (!entry) return state;
-      return { ...state, entries: { ...state.entries, [d.entrySeq]: { ...entry, termination: d.reason } } };
+      const record = evolveEntryRecord(state.entries[d.entrySeq], event);
+      if (!record) return state;
+      const lastEntrySeq = Math.max(state.lastEntrySeq, record.entrySeq);
+      const entries = keptEntries({ ...state.entries, [record.entrySeq]: record }, lastEntrySeq);
+      if (event.type !== 'DecisionsCleared') return { ...state, entries, lastEntrySeq };
+      const removed = new Set(event.data.clearedDecisionIds);
+      return { ...state, entries, lastEntrySeq, decisions: state.decisions.filter((x) => !removed.has(x.decisionId)) };
     }
     case 'DecisionRecorded': {
       const d = event.data;
@@ -129,19 +187,21 @@ export function evolveTaskAtStep(state: TaskAtStep, event: TaskAtStepEvent): Tas
         decidedBy: d.decidedBy,
         recordedAt: d.recordedAt,
       };
-      return { ...state, decisions: [...state.decisions, decision], decisionIds: [...state.decisionIds, d.decisionId] };
+      return { ...state, decisions: withDecision(state.decisions, decision) };
     }
     case 'StepExitOpened': {
       const d = event.data;
-      return { ...state, exits: { ...state.exits, [d.entrySeq]: { entrySeq: d.entrySeq, holder: d.openedByEpoch, finished: null } } };
+      return { ...state, exits: { ...state.exits, [d.entrySeq]: { entrySeq: d.entrySeq, holder: d.openedByEpoch } }, lastExitSeq: Math.max(state.lastExitSeq, d.entrySeq) };
     }
-    case 'StepExitClaimed':
-    case 'StepExitFinished': {
+    case 'StepExitClaimed': {
       const d = event.data;
       const exit = state.exits[d.entrySeq];
       if (!exit) return state;
-      const changed = event.type === 'StepExitClaimed' ? { holder: event.data.epoch } : { finished: event.data.outcome };
-      return { ...state, exits: { ...state.exits, [d.entrySeq]: { ...exit, ...changed } } };
+      return { ...state, exits: { ...state.exits, [d.entrySeq]: { ...exit, holder: d.epoch } } };
+    }
+    case 'StepExitFinished': {
+      const { [event.data.entrySeq]: _finished, ...open } = state.exits;
+      return { ...state, exits: open };
     }
     default:
       return assertNever(event);
