@@ -159,6 +159,26 @@ steps:
     expect(issues[100]).toMatchObject({ path: [], code: 'too_many_issues', message: 'and 29900 more issues' });
   });
 
+  it('a workflow\'s description is stored with its version and read back; a changed description is a new version, the same one none', async () => {
+    const described = (description: string) => `
+name: Described
+description: ${description}
+steps:
+  - id: work
+    name: Work
+`;
+    const versions = [
+      await world.importYaml('described', described('Implement, then review')),
+      await world.importYaml('described', described('Implement, then review')),
+      await world.importYaml('described', described('Implement, review, approve')),
+    ];
+    expect(versions.map((r) => r.version)).toEqual([1, 1, 2]);
+    expect((await world.client.request(getWorkflow, { workflowId: 'described' })).definition.description).toBe('Implement, review, approve');
+    // Without one, the definition has none (a workflow imported before descriptions were kept reads the same).
+    await world.importYaml('undescribed', 'name: Plain\nsteps:\n  - { id: work, name: Work }\n');
+    expect((await world.client.request(getWorkflow, { workflowId: 'undescribed' })).definition).not.toHaveProperty('description');
+  });
+
   it('a definition holding text the log keeps otherwise (a NUL, a credential) is stored as kept: importing it again makes no new version', async () => {
     // A NUL becomes U+FFFD in the log, a credential `***`; the import compared the text as written with
     // the text as kept, so every import of the same YAML was a new version.

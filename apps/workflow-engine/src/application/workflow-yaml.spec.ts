@@ -28,6 +28,12 @@ describe('workflow definitions from YAML', () => {
     expect(definition.startStepId).toBe('work');
   });
 
+  it('keeps the workflow\'s description; one longer than 10,000 characters is refused on its path', () => {
+    const yaml = (description: string) => `name: Described\ndescription: ${JSON.stringify(description)}\nsteps:\n  - { id: work, name: Work }\n`;
+    expect(parseWorkflowYaml(yaml('Implement, then review')).definition.description).toBe('Implement, then review');
+    expect(refusal(yaml('x'.repeat(10_001))).issues!.map((i) => i.path.join('.'))).toEqual(['description']);
+  });
+
   it('normalises the authored snake_case: absent lists are empty, absent settings null, seats numbered in order', () => {
     const { definition } = parseWorkflowYaml(`
 name: Small

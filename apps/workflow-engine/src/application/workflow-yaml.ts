@@ -308,6 +308,8 @@ export function parseWorkflowYaml(text: string): ParsedWorkflow {
   if (declared > MAX_ACTIONS) refuse([{ path: ['steps'], message: `the definition declares ${declared} actions; at most ${MAX_ACTIONS}`, code: 'too_many_actions' }]);
   const normalised = {
     name: w.name,
+    // Only when written: a definition imported before descriptions were kept compares equal to its YAML again.
+    ...(w.description !== undefined ? { description: w.description } : {}),
     startStepId: w.start_step ?? w.steps[0]?.id ?? '',
     ceoAgentProfileId: w.ceo_agent_profile_id ?? null,
     steps: w.steps.map(normaliseStep),

@@ -169,6 +169,8 @@ export type TriggerName = (typeof TriggerNames)[number];
 export const WorkflowDefinitionSchema = z
   .strictObject({
     name: z.string().min(1).max(200),
+    /** What the workflow is for, as its author wrote it; absent when the YAML has none. */
+    description: z.string().max(10_000).optional(),
     /** Where task start takes a task, and where the sprint run returns tasks to. */
     startStepId: StepIdSchema,
     /** The workspace's CEO agent, the target `workspace.ceo_agent` of queue_run. */
@@ -220,6 +222,7 @@ const emptyStep = { wipLimit: null, prompt: null, agentProfileId: null, particip
 /** The Office Default shape, as an example of the stored form. */
 export const workflowDefinitionExample: WorkflowDefinition = {
   name: 'Office Default',
+  description: 'Work, then review and approval by the task\'s participants',
   startStepId: 'work',
   ceoAgentProfileId: null,
   steps: [
