@@ -194,4 +194,28 @@ describe('a task at a step: step-entry records, markers and decisions', () => {
     });
   });
 
+  describe('which decisions count while an entry declares clear_decisions twice (AC-H4, AC-F3)', () => {
+    const twice = [{ position: 0, kind: 'clear_decisions' }, { position: 1, kind: 'clear_decisions' }];
+    const openedTwice: TaskAtStepEvent = { type: 'StepEntryOpened', data: { ...pair, entrySeq: 2, declarationDigest: 'c'.repeat(64), entryPath: 'manual_move', markedPositions: twice, openedByEpoch: EPOCH, openedAt: at(0) } };
+    const claimedAt = (position: number): TaskAtStepEvent => ({ type: 'OnEnterActionClaimed', data: { ...pair, entrySeq: 2, position, kind: 'clear_decisions', epoch: EPOCH, takenOverFrom: null, claimedAt: at(1) } });
+    const decision = (id: string, entrySeq: number): TaskAtStepEvent => ({
+      type: 'DecisionRecorded',
+      data: { ...pair, entrySeq, decisionId: id, participantId: 'seat-a', verdict: 'approve', comment: null, decidedBy: { kind: 'person', actor: 'user-1' }, recordedAt: at(2) },
+    });
+    const fold = (events: TaskAtStepEvent[]) => events.reduce(taskAtStepDecider.evolve, taskAtStepDecider.initialState);
+
+    it('none while the second has not run yet: the decisions recorded between the two are what it removes', () => {
+      const state = fold([decision('d1', 1), openedTwice, claimedAt(0), { type: 'DecisionsCleared', data: { ...pair, entrySeq: 2, position: 0, kind: 'clear_decisions', clearedDecisionIds: ['d1'], epoch: EPOCH, clearedAt: at(3) } }, decision('d2', 2)]);
+      expect(decisionsOfEntry(state, 2)).toEqual([]);
+    });
+
+    it('the entry\'s own when the first failed (the entry stops there and the second never runs), not none for ever', () => {
+      const failedFirst: TaskAtStepEvent = {
+        type: 'OnEnterActionFinished',
+        data: { ...pair, entrySeq: 2, position: 0, kind: 'clear_decisions', outcome: 'failed', skipReason: null, failure: { cause: 'boom', attempted: null, failed: null }, runs: [], epoch: EPOCH, finishedAt: at(3) },
+      };
+      const state = fold([decision('d1', 1), openedTwice, claimedAt(0), failedFirst, decision('d2', 2)]);
+      expect(decisionsOfEntry(state, 2).map((d) => d.decisionId)).toEqual(['d2']);
+    });
+  });
 });

@@ -80,17 +80,22 @@ export const isTerminalMarker = (m: Marker | undefined): boolean => m !== undefi
 
 /**
  * The decisions a guard counts while the task is in entry `entrySeq` (docs/workflow-engine.md,
- * "Decisions and quorum"): none while a clear_decisions the entry declares has not run yet — what
- * is on the pair then belongs to the previous round, and the clear removes it (AC-F3). A clear that
- * ended without clearing (failed, skipped) never removes them: the round is then the entry's own
- * decisions.
+ * "Decisions and quorum"), its clears taken in declared order: none while one has not run yet — what
+ * is on the pair then is what it removes (AC-F3). A clear that ended without clearing (failed,
+ * skipped) removed nothing and no later one runs after it (a failed clear stops the entry): the
+ * round is then what the clears before it left, or, with none done, the entry's own decisions.
  */
 export function decisionsOfEntry(state: TaskAtStep, entrySeq: number): Decision[] {
   const entry = state.entries[entrySeq];
-  const clears = entry?.markedPositions.filter((p) => p.kind === 'clear_decisions').map((p) => entry.markers[p.position]) ?? [];
-  if (clears.length === 0 || clears.some((m) => m?.state === 'done')) return state.decisions;
-  if (clears.some((m) => !isTerminalMarker(m))) return [];
-  return state.decisions.filter((d) => d.entrySeq === entrySeq);
+  const clears = (entry?.markedPositions ?? []).filter((p) => p.kind === 'clear_decisions').sort((a, b) => a.position - b.position);
+  let cleared = clears.length === 0;
+  for (const { position } of clears) {
+    const marker = entry!.markers[position];
+    if (marker?.state === 'done') cleared = true;
+    else if (!isTerminalMarker(marker)) return [];
+    else break;
+  }
+  return cleared ? state.decisions : state.decisions.filter((d) => d.entrySeq === entrySeq);
 }
 
 type EntryEvent = Extract<TaskAtStepEvent, { type: 'StepEntryOpened' | 'OnEnterActionClaimed' | 'OnEnterActionFinished' | 'DecisionsCleared' | 'StepEntryTerminated' }>;
