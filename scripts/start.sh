@@ -9,6 +9,7 @@
 #   GANTRY_GITHUB_TOKEN   (or a GitHub App, see docs/pr-service.md) the pr-service talks to GitHub;
 #                         without one it talks to the local GitHub (tools/github-fake), started here
 #   GANTRY_GITHUB_FAKE_PORT  the local GitHub's port (default 3110)
+#   GANTRY_<APP>_PORT     an app's port, e.g. GANTRY_JOB_SERVICE_PORT (defaults 3101 to 3105)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/workspace.sh"
 cd "$REPO_ROOT"
@@ -108,7 +109,7 @@ for app in "${apps[@]}"; do
   rm -f "$PID_DIR/$app.pid"
   [[ -f "apps/$app/dist/main.js" ]] || die "apps/$app/dist/main.js does not exist: $app is not built (is apps/$app/src/main.ts written yet?)"
   if port_in_use "$port"; then
-    die "port $port is taken by another process; $app cannot start (stop that process; if it is a Gantry app started by hand, stop it there)"
+    die "port $port is taken by another process; $app cannot start. Stop that process, or start $app on another port: $(app_port_variable "$app")=<port> npm start"
   fi
   to_start+=("$app")
 done

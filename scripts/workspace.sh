@@ -9,7 +9,7 @@ PID_DIR="$STATE_DIR/pids"
 # Nx without its daemon or cloud: one short-lived process, nothing leaves the machine.
 export NX_DAEMON=false NX_NO_CLOUD=true
 
-# The five apps and their default HTTP ports (docs/DEVELOPING.md).
+# The five apps and their default HTTP ports (README, "The scripts": GANTRY_<APP>_PORT moves one).
 GANTRY_APPS=(job-service workflow-engine pr-service worktree-service runner)
 declare -A GANTRY_APP_PORTS=(
   [job-service]=3101 [workflow-engine]=3102 [pr-service]=3103 [worktree-service]=3104 [runner]=3105
@@ -17,6 +17,19 @@ declare -A GANTRY_APP_PORTS=(
 
 say() { printf '[gantry] %s\n' "$*"; }
 die() { printf '[gantry] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# The variable that moves an app off its default port: job-service -> GANTRY_JOB_SERVICE_PORT.
+app_port_variable() { local name="${1^^}"; printf 'GANTRY_%s_PORT' "${name//-/_}"; }
+
+# Each app's port, moved by its variable (e.g. when another program holds the default).
+for _app in "${GANTRY_APPS[@]}"; do
+  _variable="$(app_port_variable "$_app")"
+  _port="${!_variable:-}"
+  [[ -z "${_port//[[:space:]]/}" ]] && continue
+  [[ "$_port" =~ ^[0-9]+$ ]] && ((10#$_port >= 1 && 10#$_port <= 65535)) || die "$_variable must be a port number (1 – 65535)"
+  GANTRY_APP_PORTS[$_app]=$((10#$_port))
+done
+unset _app _variable _port
 
 # A URL as it may be shown: its password (scheme://user:password@…) replaced by *** (the same as
 # ensure-infra.sh's; docs/configuration.md: a value may be a secret).

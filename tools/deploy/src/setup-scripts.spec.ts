@@ -344,6 +344,43 @@ describe('start.sh', () => {
       for (const pid of appsRunningIn(root)) process.kill(pid, 'SIGKILL');
     }
   });
+  it("names the port another program holds and the variable that moves the app, and starts it where that variable says", async () => {
+    const root = path.join(stateDir, 'port checkout');
+    const env = { ...(await standInCheckout(root)), GANTRY_STATE_DIR: path.join(root, '.gantry'), GANTRY_SKIP_BUILD: '1' };
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const taken = (holder.address() as net.AddressInfo).port;
+    try {
+      const refused = await runIn(root, 'start.sh', { ...env, GANTRY_JOB_SERVICE_PORT: String(taken) });
+
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toContain(`port ${taken} is taken`);
+      expect(refused.stderr).toContain('GANTRY_JOB_SERVICE_PORT');
+      expect(appsRunningIn(root)).toEqual([]);
+
+      const moved = await freePort();
+      const started = await runIn(root, 'start.sh', { ...env, GANTRY_JOB_SERVICE_PORT: String(moved) });
+
+      expect(started.code).toBe(0);
+      expect(started.stdout).toContain(`http://127.0.0.1:${moved}`);
+      const answer = await fetch(`http://127.0.0.1:${moved}/ready`);
+      expect(answer.status).toBe(200);
+      expect((await runIn(root, 'stop.sh', env)).code).toBe(0);
+    } finally {
+      holder.close();
+      for (const pid of appsRunningIn(root)) process.kill(pid, 'SIGKILL');
+    }
+  });
+  it('refuses a port variable that is not a port, naming it', async () => {
+    const root = path.join(stateDir, 'bad port checkout');
+    const env = { ...(await standInCheckout(root)), GANTRY_STATE_DIR: path.join(root, '.gantry'), GANTRY_SKIP_BUILD: '1', GANTRY_RUNNER_PORT: '70000' };
+
+    const result = await runIn(root, 'start.sh', env);
+
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('GANTRY_RUNNER_PORT must be a port number (1 – 65535)');
+    expect(appsRunningIn(root)).toEqual([]);
+  });
   it('never prints the password of the database URL', async () => {
     const root = path.join(stateDir, 'checkout');
     const env = {
