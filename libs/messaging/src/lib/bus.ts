@@ -44,6 +44,37 @@ export interface ConnectionHealth {
 }
 
 /** One NATS connection with its JetStream client and manager, and the installation's naming. */
+/** The servers' addresses for a message: host and port, never a user, password or token. */
+export function natsAddress(servers: string | string[]): string {
+  const list = (Array.isArray(servers) ? servers : servers.split(',')).map((one) => one.trim()).filter(Boolean);
+  return list
+    .map((one) => {
+      try {
+        return new URL(one.includes('://') ? one : `nats://${one}`).host;
+      } catch {
+        return 'the configured server';
+      }
+    })
+    .join(', ');
+}
+
+/** NATS could not be reached when the process connected: it names the servers' addresses and the cause. */
+export class NatsUnreachableError extends Error {
+  constructor(servers: string | string[], cause: unknown) {
+    const reason = cause instanceof Error ? [cause.message, cause.cause instanceof Error ? cause.cause.message : ''].filter(Boolean).join(': ') : String(cause);
+    super(`NATS at ${natsAddress(servers)} is unreachable: ${reason}`);
+    this.name = 'NatsUnreachableError';
+  }
+}
+
+async function reportingNatsUnreachable<T>(servers: string | string[], work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw new NatsUnreachableError(servers, error);
+  }
+}
+
 export class Bus {
   private reconnecting = false;
   private losses = 0;
@@ -67,7 +98,7 @@ export class Bus {
   }
 
   static async connect(options: BusOptions): Promise<Bus> {
-    const nc = await connect({
+    const nc = await reportingNatsUnreachable(options.servers, () => connect({
       servers: options.servers,
       name: options.name,
       maxReconnectAttempts: -1,
@@ -76,7 +107,7 @@ export class Bus {
       // up front to carry its caller's stack, in case it fails: a few per cent of a busy service's CPU.
       // A failed request still says what failed and why; its stack starts in the client.
       noAsyncTraces: true,
-    });
+    }));
     const jsm = await jetstreamManager(nc);
     return new Bus(nc, jetstream(nc), jsm, options.naming, options.streams);
   }

@@ -132,6 +132,19 @@ async function flushOutput(): Promise<void> {
   await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write('', () => resolve()))));
 }
 
+/** Listens on the port, or says which setting to change when the port or address cannot be had. */
+async function listening(app: INestApplication, port: number, host: string): Promise<void> {
+  try {
+    await app.listen(port, host);
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === 'EADDRINUSE') throw new Error(`port ${port} on ${host} is taken by another program: set PORT to a free port, or stop that program`);
+    if (code === 'EADDRNOTAVAIL') throw new Error(`${host} is not an address of this machine: set GANTRY_HTTP_HOST to one of its addresses`);
+    if (code === 'EACCES') throw new Error(`port ${port} may not be opened by this user: set PORT to 1024 or above`);
+    throw error;
+  }
+}
+
 /**
  * Starts a service: HTTP for health, readiness and commands. SIGTERM/SIGINT run the shutdown hooks
  * (stop taking commands, finish what is in flight, stop consumers and relay, close connections) and
@@ -153,7 +166,7 @@ export async function runService(module: Type<unknown>, service: string, options
   try {
     app = await createServiceApp(module, { ...options, bootLog: boot });
     config = app.get<ServiceConfig>(SERVICE_CONFIG);
-    await app.listen(config.port, config.httpHost);
+    await listening(app, config.port, config.httpHost);
     log.info({ port: config.port, host: config.httpHost }, 'listening');
   } catch (error) {
     log.fatal({ error: error instanceof Error ? error.message : String(error) }, 'service failed to start');

@@ -1,0 +1,56 @@
+import { execFile } from 'node:child_process';
+import net from 'node:net';
+import pg from 'pg';
+import { appEntry, freePort, testDatabaseUrl, uniqueName } from '@gantry/testing';
+
+/**
+ * What an operator reads when the job service cannot start on the settings it was given: the server
+ * or port at fault, by name and address, and never a password the settings carry (docs/configuration.md).
+ * Starts apps/job-service/dist: build first.
+ */
+describe('the job service started on settings it cannot run with', () => {
+  /** The schema the starts migrate before they fail (the port test's gets that far). */
+  const schema = uniqueName('start_refused');
+
+  afterAll(async () => {
+    const admin = new pg.Client({ connectionString: testDatabaseUrl });
+    await admin.connect();
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await admin.end();
+  });
+
+  async function start(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+    const full = { ...process.env, GANTRY_DB_SCHEMA: schema, LOG_LEVEL: 'warn', ...env };
+    return new Promise((resolve) => {
+      execFile(process.execPath, [appEntry('job-service')], { env: full, timeout: 30_000 }, (error, stdout, stderr) => {
+        resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, output: stdout + stderr });
+      });
+    });
+  }
+
+  it('fails its start naming NATS and its address when nothing answers there, never its password', async () => {
+    const password = 'nats-start-secret';
+    const port = await freePort();
+
+    const outcome = await start({ GANTRY_NATS_URL: `nats://gantry:${password}@127.0.0.1:${port}`, PORT: String(await freePort()) });
+
+    expect(outcome.code).toBe(1);
+    expect(outcome.output).toContain(`NATS at 127.0.0.1:${port} is unreachable`);
+    expect(outcome.output).not.toContain(password);
+  }, 60_000);
+
+  it('fails its start naming the port another program holds and the setting that moves it', async () => {
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const taken = (holder.address() as net.AddressInfo).port;
+    try {
+      const outcome = await start({ PORT: String(taken) });
+
+      expect(outcome.code).toBe(1);
+      expect(outcome.output).toContain(`port ${taken} on 127.0.0.1 is taken by another program`);
+      expect(outcome.output).toContain('set PORT');
+    } finally {
+      holder.close();
+    }
+  }, 60_000);
+});
