@@ -192,11 +192,41 @@ function checkApp(app: string, port: number, definition: Service, repoRoot: stri
   // service's commands need a bearer token (the runner serves none).
   if (env['GANTRY_HTTP_HOST'] !== '0.0.0.0') problems.push(`${app}: GANTRY_HTTP_HOST is not 0.0.0.0 (the published port would reach nothing)`);
   if (app !== 'runner' && !env['GANTRY_HTTP_TOKEN']) problems.push(`${app}: bound off loopback without GANTRY_HTTP_TOKEN (its commands would be open)`);
+  problems.push(...checkStopGrace(app, definition, env));
   const dependsOn = dependencies(definition);
   for (const infra of ['nats', 'postgres']) {
     if (dependsOn[infra] !== 'service_healthy') problems.push(`${app}: does not wait for ${infra} to be healthy`);
   }
   return problems;
+}
+
+/** The apps' own default of GANTRY_SHUTDOWN_GRACE_MS (README, "Every service"). */
+const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
+/** Compose's own default stop_grace_period. */
+const DEFAULT_STOP_GRACE_PERIOD = '10s';
+
+/** A compose duration (`1m30s`, `35s`, `500ms`) in milliseconds; null when it is not one. */
+export function composeDurationMs(value: string): number | null {
+  const units: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1_000, ms: 1, us: 0.001 };
+  const parts = [...value.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s|us)/g)];
+  if (parts.length === 0 || parts.map((part) => part[0]).join('') !== value) return null;
+  return parts.reduce((sum, part) => sum + Number(part[1]) * units[part[2]!]!, 0);
+}
+
+/**
+ * docker stop sends SIGTERM, then SIGKILL after stop_grace_period: that must leave the app its whole
+ * stop (GANTRY_SHUTDOWN_GRACE_MS, in which a runner stops its agents and gives its claims back), as
+ * `npm run stop` does with its 5 s more.
+ */
+function checkStopGrace(app: string, definition: Service, env: Record<string, string>): string[] {
+  const period = String(definition['stop_grace_period'] ?? DEFAULT_STOP_GRACE_PERIOD);
+  const periodMs = composeDurationMs(period);
+  const graceMs = env['GANTRY_SHUTDOWN_GRACE_MS'] ? Number(env['GANTRY_SHUTDOWN_GRACE_MS']) : DEFAULT_SHUTDOWN_GRACE_MS;
+  if (periodMs === null) return [`${app}: stop_grace_period ${period} is not a duration`];
+  if (periodMs <= graceMs) {
+    return [`${app}: stop_grace_period ${period} is not longer than its GANTRY_SHUTDOWN_GRACE_MS (${graceMs} ms): docker stop would SIGKILL it mid-stop`];
+  }
+  return [];
 }
 
 /** The runner works in the worktrees the worktree-service creates: same named volume, same path. */

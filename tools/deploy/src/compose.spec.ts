@@ -162,6 +162,20 @@ describe('checking a compose file', () => {
     ]);
   });
 
+  it('reports an app that docker stop would kill before its own shutdown grace ends', () => {
+    const compose = readCompose();
+    compose.services['job-service'].stop_grace_period = '30s';
+    delete compose.services['workflow-engine'].stop_grace_period;
+    compose.services.runner.stop_grace_period = '1m';
+    compose.services.runner.environment.GANTRY_SHUTDOWN_GRACE_MS = '60000';
+
+    expect(checkCompose(compose, fakeRepo)).toEqual([
+      'job-service: stop_grace_period 30s is not longer than its GANTRY_SHUTDOWN_GRACE_MS (30000 ms): docker stop would SIGKILL it mid-stop',
+      'workflow-engine: stop_grace_period 10s is not longer than its GANTRY_SHUTDOWN_GRACE_MS (30000 ms): docker stop would SIGKILL it mid-stop',
+      'runner: stop_grace_period 1m is not longer than its GANTRY_SHUTDOWN_GRACE_MS (60000 ms): docker stop would SIGKILL it mid-stop',
+    ]);
+  });
+
   it('reports a runner that does not see the worktrees of the worktree-service', () => {
     const compose = readCompose();
     compose.services.runner.volumes = ['runner-worktrees:/var/lib/gantry/worktrees'];
