@@ -21,7 +21,8 @@ die() { printf '[gantry] ERROR: %s\n' "$*" >&2; exit 1; }
 # The variable that moves an app off its default port: job-service -> GANTRY_JOB_SERVICE_PORT.
 app_port_variable() { local name="${1^^}"; printf 'GANTRY_%s_PORT' "${name//-/_}"; }
 
-# Each app's port, moved by its variable (e.g. when another program holds the default).
+# Each app's port, moved by its variable (e.g. when another program holds the default):
+# GANTRY_JOB_SERVICE_PORT, GANTRY_WORKFLOW_ENGINE_PORT, GANTRY_PR_SERVICE_PORT, GANTRY_WORKTREE_SERVICE_PORT, GANTRY_RUNNER_PORT.
 for _app in "${GANTRY_APPS[@]}"; do
   _variable="$(app_port_variable "$_app")"
   _port="${!_variable:-}"

@@ -115,3 +115,36 @@ function normalise(path: string): string {
   }
   return parts.join('/');
 }
+
+const VARIABLE = /\bGANTRY_[A-Z0-9]+(?:_[A-Z0-9]+)*\b/g;
+
+/**
+ * Names that look like settings and are none: the JetStream streams (the stream prefix and a
+ * context: GANTRY_JOBS), the scripts' own arrays, and the hooks by which tests stop a process at a
+ * chosen step (GANTRY_TEST_…), which no operator sets.
+ */
+const NOT_SETTINGS = /^GANTRY_(?:JOBS|PRS|WORKFLOW|WORKTREES|DISPATCH|APPS|APP_PORTS|TEST_[A-Z0-9_]+)$/;
+
+function variablesIn(files: readonly SourceFile[]): Map<string, SourceFile> {
+  const found = new Map<string, SourceFile>();
+  for (const file of files) for (const m of file.text.matchAll(VARIABLE)) if (!NOT_SETTINGS.test(m[0]) && !found.has(m[0])) found.set(m[0], file);
+  return found;
+}
+
+/**
+ * `GANTRY_*` settings the pages name that no code reads, and settings the code reads that no page
+ * names: `pages` are the documentation, `code` the sources that run (not the tests).
+ */
+export function unmatchedVariables(pages: readonly SourceFile[], code: readonly SourceFile[]): Finding[] {
+  const documented = variablesIn(pages);
+  const read = variablesIn(code);
+  const findingAt = (name: string, file: SourceFile, problem: string): Finding => ({
+    file: file.path,
+    line: file.text.slice(0, file.text.indexOf(name)).split('\n').length,
+    problem: `${name} ${problem}`,
+  });
+  return [
+    ...[...documented].filter(([name]) => !read.has(name)).map(([name, file]) => findingAt(name, file, 'is documented, but no code reads it')),
+    ...[...read].filter(([name]) => !documented.has(name)).map(([name, file]) => findingAt(name, file, 'is read, but no page documents it')),
+  ];
+}

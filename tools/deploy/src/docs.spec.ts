@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { anchorsOf, brokenLinks, definedRuleIds, outsideReferences, undefinedRuleIds, type SourceFile } from './docs-checks.js';
+import { anchorsOf, brokenLinks, definedRuleIds, outsideReferences, undefinedRuleIds, unmatchedVariables, type SourceFile } from './docs-checks.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -45,6 +45,14 @@ describe('the repository explains itself', () => {
     const read = (p: string) => readFileSync(path.join(repoRoot, p), 'utf8');
     expect(brokenLinks(pages, exists, read)).toEqual([]);
   });
+
+  it('documents every GANTRY_ setting the code reads, and names none that no code reads', () => {
+    const documentation = pages.filter((f) => f.path === 'README.md' || f.path.startsWith('docs/') || /^tools\/[^/]+\/README\.md$/.test(f.path));
+    const code = files.filter(
+      (f) => !f.path.endsWith('.md') && /^(apps|libs|tools|scripts)\/|^Dockerfile$|^docker-compose\.yml$/.test(f.path) && !/\.spec\.ts$|\/test\/|\/testing\/|\/testing\.ts$|^tools\/(deploy|system-tests)\//.test(f.path),
+    );
+    expect(unmatchedVariables(documentation, code)).toEqual([]);
+  });
 });
 
 describe('the documentation checks', () => {
@@ -74,6 +82,15 @@ describe('the documentation checks', () => {
   it("make GitHub's heading anchors, repeats numbered, fenced code ignored", () => {
     const anchors = anchorsOf('# The kill -9 run\n## Group A: dispatch completeness\n```\n# not a heading\n```\n## Service-side git (`@gantry/git`)\n## Notes\n## Notes');
     expect([...anchors]).toEqual(['the-kill--9-run', 'group-a-dispatch-completeness', 'service-side-git-gantrygit', 'notes', 'notes-1']);
+  });
+
+  it('report a setting documented but never read, and one read but never documented, and take stream names for no setting', () => {
+    const pages = [{ path: 'README.md', text: '| `GANTRY_A` |\nstreams GANTRY_JOBS\n| `GANTRY_GONE` |' }];
+    const code = [{ path: 'a.ts', text: "env.GANTRY_A;\nenv['GANTRY_NEW'];\nGANTRY_TEST_HOLD_AT" }];
+    expect(unmatchedVariables(pages, code)).toEqual([
+      { file: 'README.md', line: 3, problem: 'GANTRY_GONE is documented, but no code reads it' },
+      { file: 'a.ts', line: 2, problem: 'GANTRY_NEW is read, but no page documents it' },
+    ]);
   });
 
   it('report a link to a missing file or heading, relative to the page', () => {
