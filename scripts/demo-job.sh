@@ -25,6 +25,12 @@ repo_json="$(curl -sS "$github/repos/gantry/demo" 2>/dev/null || true)"
 clone_url="$(field "$repo_json" 'r.clone_url' "${repo_json:-{\}}" 2>/dev/null || true)"
 [[ -n "$clone_url" ]] || die "the local GitHub does not answer on $github (npm run demo uses it: run 'npm start' without GANTRY_GITHUB_TOKEN)"
 
+# The services it sends to, where npm start put them (GANTRY_<APP>_PORT moves one: export it for both).
+for app in job-service pr-service; do
+  curl -sS -o /dev/null "http://127.0.0.1:${GANTRY_APP_PORTS[$app]}/ready" 2>/dev/null ||
+    die "the $app does not answer on http://127.0.0.1:${GANTRY_APP_PORTS[$app]} (run 'npm start' first; started on another port, set $(app_port_variable "$app") for npm run demo too)"
+done
+
 # The demo product: its work lands in gantry/demo, one PR per story, merged when the local GitHub's CI
 # check (ci/demo) is green. Registered once; a later run brings its settings up to date.
 settings="\"repository\":\"gantry/demo\",\"cloneUrl\":\"$clone_url\",\"targetBranch\":\"main\",\"prStrategy\":\"STORY\",\"mergeMethod\":\"SQUASH\",\"requiredChecks\":[\"ci/demo\"]"

@@ -402,6 +402,26 @@ describe('start.sh', () => {
   });
 });
 
+describe('demo-job.sh', () => {
+  it('says the job service does not answer where it looks, and which variable moves it, rather than a bare curl error', async () => {
+    const github = (await import('node:http')).createServer((_, res) => res.end(JSON.stringify({ clone_url: 'http://127.0.0.1:1/gantry/demo.git' })));
+    await new Promise<void>((resolve) => github.listen(0, '127.0.0.1', resolve));
+    const silent = await freePort();
+    try {
+      const result = await runIn(repoRoot, 'demo-job.sh', {
+        GANTRY_GITHUB_FAKE_PORT: String((github.address() as net.AddressInfo).port),
+        GANTRY_JOB_SERVICE_PORT: String(silent),
+      });
+
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toContain(`the job-service does not answer on http://127.0.0.1:${silent}`);
+      expect(result.stderr).toContain('GANTRY_JOB_SERVICE_PORT');
+    } finally {
+      github.close();
+    }
+  });
+});
+
 describe('stop.sh', () => {
   /**
    * A stand-in app whose command line names the app's entry point, as the real one's does: it runs
