@@ -29,6 +29,14 @@ describe("the repository's docker-compose.yml", () => {
     );
   });
 
+  it("gives the pr-service the GitHub token and webhook secrets of the shell it is started from (empty: none)", () => {
+    expect(compose.services['pr-service'].environment).toMatchObject({
+      GANTRY_GITHUB_TOKEN: '${GANTRY_GITHUB_TOKEN:-}',
+      GANTRY_GITHUB_API_URL: '${GANTRY_GITHUB_API_URL:-}',
+      GANTRY_GITHUB_WEBHOOK_SECRETS: '${GANTRY_GITHUB_WEBHOOK_SECRETS:-}',
+    });
+  });
+
   it('gives every app the NATS and PostgreSQL of the compose network and waits until they are healthy', () => {
     for (const app of APPS) {
       const service = compose.services[app];
