@@ -105,7 +105,7 @@ steps:
     const seat = await world.seat(taskId, 'clearing', 'review', 'reviewer', 'rev-a', { decisionRequired: false });
     await world.move(taskId, 'review');
     await world.terminalEntry(taskId, 'review', 1);
-    const before = await world.decide(taskId, 'review', seat, 'approve');
+    await world.decide(taskId, 'review', seat, 'approve'); // the first entry's decision, replaced by the seat's next one
     await world.move(taskId, 'work');
     // the second entry's clear is held with its delete appended but not committed
     await world.stopEngine(world.engine, 'SIGTERM');
@@ -122,7 +122,10 @@ steps:
     const after = await world.decide(taskId, 'review', seat, 'approve');
     const cleared = (await world.events(world.pairStream(taskId, 'clearing', 'review'))).filter((e) => e.type === 'DecisionsCleared' && e.data.entrySeq === 2);
     expect(cleared).toHaveLength(1);
-    expect(cleared[0]!.data.clearedDecisionIds).toEqual([before.decisionId, committedBefore.decisionId]);
+    // The clear removes what counted before it: the seat's decision committed before it. The first entry's
+    // decision no longer counted (the same seat's later one replaced it), so it is not listed again.
+    expect(cleared[0]!.data.clearedDecisionIds).toEqual([committedBefore.decisionId]);
+    // Neither decision from before the clear counts after it; the one in flight and the one after survive beside it.
     expect((await world.getTask(taskId)).decisions.map((d) => d.decisionId)).toEqual([inFlight.decisionId, after.decisionId]);
   });
 
