@@ -147,4 +147,3 @@ export class LeaseSweep implements OnModuleDestroy {
     }
   }
 }
-

@@ -43,7 +43,6 @@ export interface ConnectionHealth {
   rttMs?: number;
 }
 
-/** One NATS connection with its JetStream client and manager, and the installation's naming. */
 /** The servers' addresses for a message: host and port, never a user, password or token. */
 export function natsAddress(servers: string | string[]): string {
   const list = (Array.isArray(servers) ? servers : servers.split(',')).map((one) => one.trim()).filter(Boolean);
@@ -75,6 +74,7 @@ async function reportingNatsUnreachable<T>(servers: string | string[], work: () 
   }
 }
 
+/** One NATS connection with its JetStream client and manager, and the installation's naming. */
 export class Bus {
   private reconnecting = false;
   private losses = 0;
