@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { runService } from '@gantry/service-runtime';
+import { startService } from '@gantry/service-runtime';
 import { AppModule } from './app.module.js';
 
-await runService(AppModule, 'workflow-engine');
+startService(AppModule, 'workflow-engine');

@@ -146,6 +146,18 @@ async function listening(app: INestApplication, port: number, host: string): Pro
 }
 
 /**
+ * `runService` for an app's entry point, which cannot await at its top: the app's bundle is CommonJS
+ * (docs/operations.md, "Starting fast"). runService reports a failed start and exits by itself; what
+ * it did not expect is written out and exits 1, as an uncaught error would.
+ */
+export function startService(module: Type<unknown>, service: string, options: RunServiceOptions = {}): void {
+  runService(module, service, options).catch((error: unknown) => {
+    process.stderr.write(`${service}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  });
+}
+
+/**
  * Starts a service: HTTP for health, readiness and commands. SIGTERM/SIGINT run the shutdown hooks
  * (stop taking commands, finish what is in flight, stop consumers and relay, close connections) and
  * exit 0; a shutdown that hangs past the grace period exits 1. With arguments, runs the maintenance
