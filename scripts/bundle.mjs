@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// Bundles a compiled entry point (an app's dist/main.js, as swc wrote it) into one ES module, in
-// place, with esbuild: the app's own modules, the workspace libraries and its npm packages.
+// Bundles a compiled entry point (an app's dist/main.js, as swc wrote it) into one file with esbuild:
+// the app's own modules, the workspace libraries and its npm packages go into dist/main.bundle.cjs,
+// and dist/main.js becomes the small launcher that runs it with V8's code cache
+// (scripts/bundle-launcher.mjs).
 //
 //   node scripts/bundle.mjs apps/job-service/dist/main.js     (each app's build runs it after swc)
 //
@@ -12,7 +14,8 @@
 //
 // Packages that are not installed (NestJS's optional transports and validators, loaded only when
 // configured) stay plain imports: they fail at run time exactly as they would unbundled.
-import { writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { parse } from 'acorn';
@@ -43,26 +46,55 @@ const notInstalledStaysExternal = {
   },
 };
 
-// esbuild reads the whole input before it writes, but refuses to overwrite it: write the result here.
 const input = path.resolve(entry);
+if (readFileSync(input, 'utf8').includes('scripts/bundle.mjs copies this file there')) {
+  throw new Error(`${entry} is already a bundle's launcher: compile it again (swc) before bundling it`);
+}
+const base = path.basename(input, '.js');
+const bundleFile = path.join(path.dirname(input), `${base}.bundle.cjs`);
+/*
+ * CommonJS, so that the launcher can run it as one vm.Script with a code cache (Node 20 has none for
+ * ES modules). What an ES module would have differently is kept: the whole bundle is strict code, as
+ * every part of the ES module bundle was (esbuild starts it with "use strict", its entry being an ES
+ * module: checked below); `import.meta` is the launcher's, which sits where the ES
+ * module bundle did (the launcher passes it as `__bundleImportMeta`). Top-level await is what
+ * CommonJS cannot do: an entry point that awaits at its top fails the build here.
+ */
 const result = await build({
   entryPoints: [input],
   bundle: true,
   platform: 'node',
-  format: 'esm',
+  format: 'cjs',
   target: 'node20',
   keepNames: true,
   write: false,
-  outfile: input,
+  outfile: bundleFile,
   logLevel: 'warning',
   plugins: [notInstalledStaysExternal],
-  // CommonJS packages inside an ES module bundle call require(): give them Node's.
-  banner: { js: "import { createRequire as __bundleCreateRequire } from 'node:module'; const require = __bundleCreateRequire(import.meta.url);" },
+  define: { 'import.meta': '__bundleImportMeta' },
   metafile: true,
 });
 const [output] = result.outputFiles;
 if (!output || result.outputFiles.length !== 1) throw new Error(`esbuild wrote ${result.outputFiles.length} files for ${entry}, expected one`);
-writeFileSync(input, cheapNames(output.text));
+const code = cheapNames(output.text);
+if (!code.startsWith('"use strict";')) throw new Error(`esbuild's bundle of ${entry} is not strict code: see scripts/bundle.mjs`);
+writeFileSync(bundleFile, code);
+
+// The launcher, named after this bundle and a hash of it (its code cache is valid for these bytes only);
+// the caches of earlier builds go.
+const hash = createHash('sha256').update(code).digest('hex').slice(0, 16);
+const cacheName = `${base}.bundle.${hash}.v8-cache`;
+for (const file of readdirSync(path.dirname(input))) {
+  if (file.startsWith(`${base}.bundle.`) && file.includes('.v8-cache') && file !== cacheName) rmSync(path.join(path.dirname(input), file), { force: true });
+}
+const launcherTemplate = readFileSync(new URL('./bundle-launcher.mjs', import.meta.url), 'utf8');
+const launcher = launcherTemplate
+  .replace("const bundleName = 'main.bundle.cjs';", `const bundleName = '${path.basename(bundleFile)}';`)
+  .replace("const cacheName = 'main.bundle.v8-cache';", `const cacheName = '${cacheName}';`);
+if (!launcher.includes(`'${cacheName}'`) || !launcher.includes(`'${path.basename(bundleFile)}'`)) {
+  throw new Error('scripts/bundle-launcher.mjs no longer names its bundle and cache as scripts/bundle.mjs expects');
+}
+writeFileSync(input, launcher);
 /**
  * keepNames makes esbuild wrap every named function and class in its `__name(fn, "name")` where it
  * is created, so that one renamed to avoid a clash in the bundle (two modules' `Client`) keeps its
@@ -88,7 +120,7 @@ function cheapNames(code) {
     if (!anonymous || label?.type !== 'Literal' || label.value !== name) return;
     cuts.push([call.start, fn.start], [fn.end, call.end]); // `__name(` and `, "name")`
   };
-  walk.simple(parse(code, { ecmaVersion: 'latest', sourceType: 'module' }), {
+  walk.simple(parse(code, { ecmaVersion: 'latest', sourceType: 'script', allowReturnOutsideFunction: true }), {
     VariableDeclarator: (node) => node.id.type === 'Identifier' && unwrap(node.init, node.id.name),
     AssignmentExpression: (node) => node.operator === '=' && node.left.type === 'Identifier' && unwrap(node.right, node.left.name),
     Property: (node) => !node.computed && node.key.type === 'Identifier' && !node.method && unwrap(node.value, node.key.name),
@@ -105,5 +137,5 @@ function cheapNames(code) {
 }
 
 const modules = Object.keys(result.metafile.inputs).length;
-const external = [...new Set(Object.values(result.metafile.outputs).flatMap((o) => o.imports.filter((i) => i.external && !i.path.startsWith('node:') && !builtinModules.includes(i.path)).map((i) => i.path)))];
+const external = [...new Set(Object.values(result.metafile.outputs).flatMap((o) => o.imports.filter((i) => i.external && i.kind !== 'require-resolve' && !i.path.startsWith('node:') && !builtinModules.includes(i.path)).map((i) => i.path)))];
 console.log(`bundled ${entry}: ${modules} modules, ${(output.contents.length / 1e6).toFixed(1)} MB${external.length ? `; left to run time: ${external.sort().join(', ')}` : ''}`);

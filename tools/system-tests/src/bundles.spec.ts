@@ -1,18 +1,20 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import { appEntry, apps } from '@gantry/testing';
 
 /*
- * Every app's dist/main.js is the whole service in one file (docs/operations.md, "Starting fast"):
- * what it still imports at run time is Node's own modules, or a package that is not installed (an
- * optional one, loaded only when configured). Anything else would be read from dist/ or
- * node_modules at start, one module at a time.
+ * Every app's dist/main.bundle.cjs is the whole service in one file, and dist/main.js the launcher that
+ * runs it with V8's code cache (docs/operations.md, "Starting fast"): what the bundle still loads at
+ * run time is Node's own modules, or a package that is not installed (an optional one, loaded only
+ * when configured). Anything else would be read from dist/ or node_modules at start, one module at a
+ * time.
  */
 
-/** Every import of `file` (static, dynamic and require), as esbuild reads them. */
+/** Every import of `file` (static, dynamic, require and require.resolve), as esbuild reads them. */
 async function importsOf(file: string): Promise<Array<{ path: string; kind: string }>> {
   const result = await build({
     entryPoints: [file],
@@ -26,7 +28,8 @@ async function importsOf(file: string): Promise<Array<{ path: string; kind: stri
   });
   const input = Object.entries(result.metafile.inputs).find(([name]) => path.resolve(name) === path.resolve(file));
   if (!input) throw new Error(`esbuild did not read ${file}`);
-  return input[1].imports.map(({ path: specifier, kind }) => ({ path: specifier, kind }));
+  // `<runtime>` is esbuild's own helpers (it wraps a CommonJS file it reads), not a file.
+  return input[1].imports.filter((i) => i.path !== '<runtime>').map(({ path: specifier, kind }) => ({ path: specifier, kind }));
 }
 
 const builtin = (specifier: string) => specifier.startsWith('node:') || builtinModules.includes(specifier.split('/')[0]!);
@@ -35,9 +38,17 @@ const repositoryRoot = path.resolve(path.dirname(appEntry('job-service')), '../.
 // Each app's entry, and the runner's stand-in agent (started once per job where no claude is installed).
 const bundled = [...apps.map((app) => appEntry(app)), path.join(path.dirname(appEntry('runner')), 'stand-in-agent/main.js')];
 
+const bundleOf = (entry: string) => entry.replace(/\.js$/, '.bundle.cjs');
+
 describe.each(bundled.map((entry) => [path.relative(repositoryRoot, entry), entry]))('%s', (_name, entry) => {
-  it('is one bundle: at run time it imports only Node modules and packages that are not installed', async () => {
+  it('is a launcher that imports only Node modules', async () => {
     const imports = await importsOf(entry);
+    expect(imports.length).toBeGreaterThan(0);
+    expect(imports.filter((i) => !builtin(i.path))).toEqual([]);
+  });
+
+  it('starts one bundle: at run time it loads only Node modules and packages that are not installed', async () => {
+    const imports = (await importsOf(bundleOf(entry))).filter((i) => i.kind !== 'require-resolve'); // a look whether a package is there loads nothing
     const fromDisk = imports.filter((i) => !builtin(i.path));
     const require = createRequire(entry);
     const installed = fromDisk.filter((i) => {
@@ -49,8 +60,8 @@ describe.each(bundled.map((entry) => [path.relative(repositoryRoot, entry), entr
       }
     });
     expect(installed).toEqual([]);
-    // Read, not vacuous: a bundle imports Node's modules at its top.
-    expect(imports.filter((i) => i.kind === 'import-statement' && builtin(i.path)).length).toBeGreaterThan(0);
+    // Read, not vacuous: a bundle requires Node's modules.
+    expect(imports.filter((i) => i.kind === 'require-call' && builtin(i.path)).length).toBeGreaterThan(0);
     expect(fromDisk.every((i) => i.kind === 'dynamic-import' || i.kind === 'require-call')).toBe(true);
   });
 });
@@ -84,10 +95,82 @@ describe('scripts/bundle.mjs', () => {
       ].join('\n'),
     );
     execFileSync(process.execPath, [path.join(repositoryRoot, 'scripts/bundle.mjs'), entry], { cwd: repositoryRoot });
-    const bundle = readFileSync(entry, 'utf8');
+    const bundle = readFileSync(bundleOf(entry), 'utf8');
     expect(bundle).toContain('var DataSource2 = class'); // a clash was renamed, so the names below are kept, not left
     expect(bundle).toMatch(/const claimOne = (\/\* @__PURE__ \*\/ )?\(id\d*\) =>/); // not wrapped in __name
     const names = JSON.parse(execFileSync(process.execPath, [entry], { encoding: 'utf8' })) as string[];
     expect(names).toEqual(['Client', 'DataSource', 'JetStreamApiError', 'arrow', 'assigned', 'reply', 'field', 'made', 'Fields', 'claimOne', 'inner', 'claimOne']);
   });
 });
+
+describe("the launcher (an app's dist/main.js)", () => {
+  let dir: string;
+  let entry: string;
+  const caches = () => readdirSync(dir).filter((file) => file.endsWith('.v8-cache'));
+  const run = (env: Record<string, string> = {}) => execFileSync(process.execPath, [entry], { encoding: 'utf8', env: { ...process.env, ...env } });
+  const bundleWith = (line: string) => {
+    writeFileSync(entry, ["import { Client } from 'pg';", line, "process.exitCode = Number(process.env.FIXTURE_EXIT ?? 0);"].join('\n'));
+    execFileSync(process.execPath, [path.join(repositoryRoot, 'scripts/bundle.mjs'), entry], { cwd: repositoryRoot });
+  };
+
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(repositoryRoot, 'tools/system-tests/bundle-fixture-'));
+    entry = path.join(dir, 'main.js');
+    bundleWith("console.log(JSON.stringify({ url: import.meta.url, client: Client.name, here: import.meta.dirname }));");
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("runs the bundle as the ES module it was, import.meta being the launcher's own", () => {
+    expect(JSON.parse(run())).toEqual({ url: pathToFileURL(entry).href, client: 'Client', here: dir });
+  });
+
+  it('writes the code cache once a run ends well, and the next run uses it as it is', () => {
+    const first = run();
+    expect(caches()).toHaveLength(1);
+    const cache = path.join(dir, caches()[0]!);
+    const written = { bytes: readFileSync(cache), at: statSync(cache).mtimeMs };
+    expect(written.bytes.length).toBeGreaterThan(0);
+    expect(run()).toBe(first);
+    // Taken, not refused and written again.
+    expect({ bytes: readFileSync(cache), at: statSync(cache).mtimeMs }).toEqual(written);
+  });
+
+  it('writes no cache for a run that fails', () => {
+    expect(() => run({ FIXTURE_EXIT: '3' })).toThrow();
+    expect(caches()).toEqual([]);
+  });
+
+  it('a cache V8 refuses (torn, or of another build of the same length) costs only the compile: the run is right and the cache written again', () => {
+    run();
+    const cache = path.join(dir, caches()[0]!);
+    const garbage = Buffer.alloc(readFileSync(cache).length, 7);
+    writeFileSync(cache, garbage);
+    expect(JSON.parse(run()).client).toBe('Client');
+    expect(readFileSync(cache).equals(garbage)).toBe(false);
+  });
+
+  it('a cache that cannot be written (something else at its name) leaves the run right and nothing behind', () => {
+    const launcher = readFileSync(entry, 'utf8');
+    const name = /const cacheName = '([^']+)';/.exec(launcher)![1]!;
+    const blocker = path.join(dir, name);
+    mkdirSync(blocker);
+    writeFileSync(path.join(blocker, 'keep'), 'x');
+    expect(JSON.parse(run()).client).toBe('Client');
+    expect(readdirSync(dir).filter((file) => file.startsWith(`${name}.`))).toEqual([]);
+  });
+
+  it("a new build has a cache of its own: the earlier build's cache is removed", () => {
+    run();
+    const [before] = caches();
+    bundleWith("console.log(JSON.stringify({ url: import.meta.url, client: Client.name, changed: true }));");
+    expect(caches()).toEqual([]);
+    expect(JSON.parse(run()).changed).toBe(true);
+    expect(caches()).toHaveLength(1);
+    expect(caches()[0]).not.toBe(before);
+  });
+
+  it('refuses to bundle a launcher (a dist/main.js not compiled again since its last bundle)', () => {
+    expect(() => execFileSync(process.execPath, [path.join(repositoryRoot, 'scripts/bundle.mjs'), entry], { cwd: repositoryRoot, stdio: 'pipe' })).toThrow(/already a bundle's launcher/);
+  });
+});
+
