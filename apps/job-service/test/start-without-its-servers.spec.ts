@@ -35,9 +35,39 @@ describe('the job service started on settings it cannot run with', () => {
     const outcome = await start({ GANTRY_NATS_URL: `nats://gantry:${password}@127.0.0.1:${port}`, PORT: String(await freePort()) });
 
     expect(outcome.code).toBe(1);
-    expect(outcome.output).toContain(`NATS at 127.0.0.1:${port} is unreachable`);
+    expect(outcome.output).toContain(`NATS at 127.0.0.1:${port} (GANTRY_NATS_URL) is unreachable`);
     expect(outcome.output).not.toContain(password);
   }, 60_000);
+
+  describe('a GANTRY_DATABASE_URL the start cannot use fails it naming PostgreSQL, its address and the setting, never the credentials', () => {
+    const password = 'db-start-secret';
+    const user = 'nosuchuser_gantry';
+    const databaseUrl = (change: (url: URL) => void) => {
+      const url = new URL(testDatabaseUrl);
+      url.password = password;
+      change(url);
+      return url;
+    };
+
+    it.each<[string, (url: URL) => void, string]>([
+      ['a database the server does not have', (url) => (url.pathname = '/nosuchdb'), 'refused the connection: database "nosuchdb" does not exist'],
+      ['a user the server refuses', (url) => (url.username = user), 'refused the credentials'],
+      ['a port nothing answers on', (url) => (url.port = '1'), 'is unreachable'],
+    ])('%s', async (_case, change, problem) => {
+      const url = databaseUrl(change);
+
+      const outcome = await start({ GANTRY_DATABASE_URL: url.toString(), PORT: String(await freePort()) });
+
+      expect(outcome.code).toBe(1);
+      const line = outcome.output.split('\n').find((one) => one.includes('service failed to start'));
+      const refusal = line ? String((JSON.parse(line) as { error?: unknown }).error) : outcome.output;
+      expect(refusal).toContain(`PostgreSQL at ${url.host}`);
+      expect(refusal).toContain('(GANTRY_DATABASE_URL)');
+      expect(refusal).toContain(problem);
+      expect(outcome.output).not.toContain(password);
+      expect(outcome.output).not.toContain(user);
+    }, 60_000);
+  });
 
   it('fails its start naming the port another program holds and the setting that moves it', async () => {
     const holder = net.createServer();

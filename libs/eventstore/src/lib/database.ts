@@ -256,22 +256,54 @@ export function databaseAddress(url: string): string {
   }
 }
 
+/** The setting that names the database in every Gantry process (docs/configuration.md). */
+export const DATABASE_URL_SETTING = 'GANTRY_DATABASE_URL';
+
 /** The database could not be reached while the process started: it stops, or is started again. */
 export class DatabaseUnreachableError extends Error {
   readonly code = DATABASE_UNREACHABLE;
 
-  constructor(url: string, cause: unknown) {
-    super(`PostgreSQL at ${databaseAddress(url)} is unreachable: ${cause instanceof Error ? cause.message : String(cause)}`);
+  constructor(url: string, cause: unknown, setting = DATABASE_URL_SETTING) {
+    super(`PostgreSQL at ${databaseAddress(url)} (${setting}) is unreachable: ${cause instanceof Error ? cause.message : String(cause)}`);
     this.name = 'DatabaseUnreachableError';
   }
 }
 
-/** Runs `work`, and reports the database being unreachable as such (naming its address, not its password). */
-export async function reportingUnreachable<T>(url: string, work: () => Promise<T>): Promise<T> {
+/** The server's refusal of a connection: no such database (3D000), or the credentials (class 28). */
+function connectionRefusal(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (typeof code !== 'string') return undefined;
+  if (code === '3D000') return typeof message === 'string' ? message : 'the database does not exist';
+  // The server's own sentence names the user (and pg_hba.conf's lines the host): this one names neither.
+  if (code.startsWith('28')) return `refused the credentials (SQLSTATE ${code}: the user, its password or pg_hba.conf; the server's log says which)`;
+  return undefined;
+}
+
+/**
+ * The server answered and refused the connection the setting describes: a database it does not have,
+ * or credentials it does not take. Trying again changes nothing until the setting (or the server) does.
+ */
+export class DatabaseRefusedError extends Error {
+  readonly code = 'DATABASE_REFUSED';
+
+  constructor(url: string, refusal: string, setting = DATABASE_URL_SETTING) {
+    super(`PostgreSQL at ${databaseAddress(url)} (${setting}) ${refusal.startsWith('refused') ? refusal : `refused the connection: ${refusal}`}`);
+    this.name = 'DatabaseRefusedError';
+  }
+}
+
+/**
+ * Runs `work`, which connects to the database, and reports a database that cannot be reached or that
+ * refuses the connection as such, naming its address and the setting (never a user or a password).
+ */
+export async function reportingConnectFailure<T>(url: string, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
     if (isDatabaseUnreachable(error)) throw new DatabaseUnreachableError(url, error);
+    const refusal = connectionRefusal(error);
+    if (refusal !== undefined) throw new DatabaseRefusedError(url, refusal);
     throw error;
   }
 }

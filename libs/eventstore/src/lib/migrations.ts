@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
-import { assertSchemaName, DEFAULT_DATABASE_TIMEOUTS, ensureSchema, reportingUnreachable, sideConnectionTimeouts, withoutQueryTimeout, type DatabaseTimeouts } from './database.js';
+import { assertSchemaName, DEFAULT_DATABASE_TIMEOUTS, ensureSchema, reportingConnectFailure, sideConnectionTimeouts, withoutQueryTimeout, type DatabaseTimeouts } from './database.js';
 import { EventLogRepublishRuns1783100000000 } from './republish.js';
 import { EventLogRetention1765000000000 } from './retention.js';
 import { EventLogStreamHeads1781000000000 } from './stream-heads.js';
@@ -232,7 +232,7 @@ export interface MigrateOptions {
  */
 export async function migrate(options: MigrateOptions): Promise<void> {
   const schema = assertSchemaName(options.schema);
-  await reportingUnreachable(options.url, () => runMigrations(options, schema));
+  await reportingConnectFailure(options.url, () => runMigrations(options, schema));
 }
 
 async function runMigrations(options: MigrateOptions, schema: string): Promise<void> {

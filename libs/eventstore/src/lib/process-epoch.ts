@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import pg from 'pg';
-import { DEFAULT_DATABASE_TIMEOUTS, reportingUnreachable, sideConnectionTimeouts, type DatabaseTimeouts } from './database.js';
+import { DEFAULT_DATABASE_TIMEOUTS, reportingConnectFailure, sideConnectionTimeouts, type DatabaseTimeouts } from './database.js';
 
 /*
  * The process epoch and its liveness (docs/workflow-engine.md, AC-L1, AC-L2; docs/worktrees.md,
@@ -67,7 +67,7 @@ export class ProcessEpoch {
   static async start(options: ProcessEpochOptions): Promise<ProcessEpoch> {
     const client = newClient(options);
     client.on('error', () => undefined); // before the lock is held, reported by the query that fails
-    await reportingUnreachable(options.databaseUrl, () => client.connect());
+    await reportingConnectFailure(options.databaseUrl, () => client.connect());
     const epoch = new ProcessEpoch(options, client);
     client.on('error', (error) => epoch.lost(error));
     client.on('end', () => epoch.lost(new Error('the epoch lock connection ended')));
@@ -75,7 +75,7 @@ export class ProcessEpoch {
     // the statement bound, like the pool's: a database that stops answering once the connection is
     // open fails the start as unreachable rather than holding it.
     try {
-      await reportingUnreachable(options.databaseUrl, async () => {
+      await reportingConnectFailure(options.databaseUrl, async () => {
         await client.query(bounded(options, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, [epoch.lockName(epoch.epoch)]));
         await client.query(bounded(options, `INSERT INTO ${options.names.table} (epoch, pid, host) VALUES ($1, $2, $3)`, [epoch.epoch, process.pid, hostname()]));
       });

@@ -57,11 +57,14 @@ export function natsAddress(servers: string | string[]): string {
     .join(', ');
 }
 
-/** NATS could not be reached when the process connected: it names the servers' addresses and the cause. */
+/** The setting that names the NATS servers in every Gantry process (docs/configuration.md). */
+export const NATS_URL_SETTING = 'GANTRY_NATS_URL';
+
+/** NATS could not be reached when the process connected: it names the servers' addresses, the setting and the cause. */
 export class NatsUnreachableError extends Error {
-  constructor(servers: string | string[], cause: unknown) {
+  constructor(servers: string | string[], cause: unknown, setting = NATS_URL_SETTING) {
     const reason = cause instanceof Error ? [cause.message, cause.cause instanceof Error ? cause.cause.message : ''].filter(Boolean).join(': ') : String(cause);
-    super(`NATS at ${natsAddress(servers)} is unreachable: ${reason}`);
+    super(`NATS at ${natsAddress(servers)} (${setting}) is unreachable: ${reason}`);
     this.name = 'NatsUnreachableError';
   }
 }
