@@ -9,6 +9,7 @@ import {
   StorageType,
   DiscardPolicy,
   JetStreamApiError,
+  type StreamInfo,
 } from '@nats-io/jetstream';
 import { eventStreamSubjects, streamName, dispatchStreamName, type Context, type Naming } from '@gantry/contracts';
 
@@ -29,6 +30,61 @@ export interface BusOptions {
   name: string;
   /** The installation's stream settings: every stream this bus creates or updates gets them unless told otherwise. */
   streams?: StreamOptions;
+  /** Told when a stream that existed was brought to these settings (for the log): what changed, from what to what. */
+  onStreamSettingsChanged?: (stream: string, changes: StreamSettingChange[]) => void;
+}
+
+/** The settings of a stream the services own, each with the variable that gives it (docs/configuration.md). */
+const OWNED_STREAM_SETTINGS = {
+  subjects: 'GANTRY_SUBJECT_ROOT',
+  max_age: 'GANTRY_STREAM_MAX_AGE_MS',
+  max_bytes: 'GANTRY_STREAM_MAX_BYTES',
+  // At most the max age, which shortens it.
+  duplicate_window: 'GANTRY_STREAM_MAX_AGE_MS',
+  num_replicas: 'GANTRY_STREAM_REPLICAS',
+} as const;
+
+type OwnedStreamSetting = keyof typeof OWNED_STREAM_SETTINGS;
+type OwnedStreamSettings = { subjects: string[]; max_age: number; max_bytes: number; duplicate_window: number; num_replicas: number };
+
+/** One setting of an existing stream brought to the configured value; durations in milliseconds. */
+export interface StreamSettingChange {
+  setting: OwnedStreamSetting;
+  variable: string;
+  from: number | string;
+  to: number | string;
+}
+
+/** A setting's value as people read and write it: durations in milliseconds, subjects as a list. */
+function readable(setting: OwnedStreamSetting, value: unknown): number | string {
+  if (setting === 'subjects') return Array.isArray(value) ? value.join(',') : String(value);
+  const number = Number(value ?? 0);
+  return setting === 'max_age' || setting === 'duplicate_window' ? number / NANOS_PER_MS : number;
+}
+
+function streamSettingChanges(current: Partial<Record<OwnedStreamSetting, unknown>>, wanted: OwnedStreamSettings): StreamSettingChange[] {
+  return (Object.keys(OWNED_STREAM_SETTINGS) as OwnedStreamSetting[]).flatMap((setting) => {
+    const from = readable(setting, current[setting]);
+    const to = readable(setting, wanted[setting]);
+    return from === to ? [] : [{ setting, variable: OWNED_STREAM_SETTINGS[setting], from, to }];
+  });
+}
+
+function describeSettings(wanted: OwnedStreamSettings): StreamSettingChange[] {
+  return (['num_replicas', 'max_age', 'max_bytes'] as const).map((setting) => ({ setting, variable: OWNED_STREAM_SETTINGS[setting], from: '', to: readable(setting, wanted[setting]) }));
+}
+
+/** NATS refused to create a stream with the configured settings, or to bring an existing one to them. */
+export class StreamSettingsRefusedError extends Error {
+  constructor(stream: string, attempt: 'create' | 'change', changes: StreamSettingChange[], cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    const settings =
+      attempt === 'create'
+        ? `to create it with ${changes.map((change) => `${change.setting} ${change.to} (${change.variable})`).join(', ')}`
+        : `to change ${changes.map((change) => `${change.setting} from ${change.from} to ${change.to} (${change.variable})`).join(', ')}`;
+    super(`stream ${stream}: NATS refused ${settings}: ${reason}`);
+    this.name = 'StreamSettingsRefusedError';
+  }
 }
 
 const NANOS_PER_MS = 1_000_000;
@@ -89,6 +145,7 @@ export class Bus {
     readonly jsm: JetStreamManager,
     readonly naming: Naming,
     private readonly streamDefaults: StreamOptions = {},
+    private readonly onStreamSettingsChanged?: (stream: string, changes: StreamSettingChange[]) => void,
   ) {
     // The client reconnects by itself (forever); between a disconnect and a reconnect it is not closed, just not there.
     this.watching = (async () => {
@@ -112,7 +169,7 @@ export class Bus {
       noAsyncTraces: true,
     }));
     const jsm = await jetstreamManager(nc);
-    return new Bus(nc, jetstream(nc), jsm, options.naming, options.streams);
+    return new Bus(nc, jetstream(nc), jsm, options.naming, options.streams, options.onStreamSettingsChanged);
   }
 
   get connected(): boolean {
@@ -140,7 +197,10 @@ export class Bus {
     }
   }
 
-  /** The context's event stream: limits retention, file storage. Creating it twice changes nothing. */
+  /**
+   * The context's event stream: limits retention, file storage. Creating it twice changes nothing; an
+   * existing one is brought to the bus's stream settings (a refusal throws StreamSettingsRefusedError).
+   */
   async ensureEventStream(context: Context, options: StreamOptions = {}): Promise<string> {
     const name = streamName(this.naming, context);
     await this.ensureStream(name, eventStreamSubjects(this.naming, context), RetentionPolicy.Limits, options);
@@ -185,24 +245,35 @@ export class Bus {
 
   private async ensureStream(name: string, subjects: string[], retention: RetentionPolicy, options: StreamOptions): Promise<void> {
     const limits = this.streamLimits(options);
-    const config = { name, subjects, retention, storage: StorageType.File, discard: DiscardPolicy.Old, ...limits };
+    const wanted = { subjects, ...limits };
+    let current: StreamInfo;
     try {
-      await this.jsm.streams.info(name);
-      await this.jsm.streams.update(name, {
-        subjects,
-        duplicate_window: limits.duplicate_window,
-        max_age: limits.max_age,
-        max_bytes: limits.max_bytes,
-      });
+      current = await this.jsm.streams.info(name);
     } catch (error) {
       if (!isNotFound(error)) throw error;
       try {
-        await this.jsm.streams.add(config);
+        await this.jsm.streams.add({ name, retention, storage: StorageType.File, discard: DiscardPolicy.Old, ...wanted });
       } catch (addError) {
         // Another replica created it between our look and our add.
-        if (!isAlreadyInUse(addError)) throw addError;
+        if (isAlreadyInUse(addError)) return;
+        throw new StreamSettingsRefusedError(name, 'create', describeSettings(wanted), addError);
       }
+      return;
     }
+    const changes = streamSettingChanges(current.config, wanted);
+    if (changes.length === 0) return;
+    const raised = changes.find((change) => change.setting === 'num_replicas' && Number(change.to) > 1);
+    // A server that is not in a cluster refuses a stream of several replicas when it is created, but
+    // (NATS 2.9) takes the same change to an existing one and records it while keeping one copy.
+    if (raised && current.cluster?.name === undefined) {
+      throw new StreamSettingsRefusedError(name, 'change', changes, new Error('replicas > 1 not supported in non-clustered mode'));
+    }
+    try {
+      await this.jsm.streams.update(name, Object.fromEntries(changes.map((change) => [change.setting, wanted[change.setting]])));
+    } catch (error) {
+      throw new StreamSettingsRefusedError(name, 'change', changes, error);
+    }
+    this.onStreamSettingsChanged?.(name, changes);
   }
 
   /**

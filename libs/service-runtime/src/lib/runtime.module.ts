@@ -236,9 +236,8 @@ export class GantryRuntimeModule {
         ...config.providers,
         {
           provide: Bus,
-          inject: [SERVICE_CONFIG],
-          useFactory: (config: ServiceConfig) =>
-            Bus.connect({ servers: config.natsUrl, naming: config.naming, name: options.service, streams: { replicas: config.streamReplicas, ...config.streamLimits } }),
+          inject: [SERVICE_CONFIG, PinoLogger],
+          useFactory: (config: ServiceConfig, logger: PinoLogger) => connectServiceBus(config, options.service, logger),
         },
         { provide: CommandClient, inject: [Bus, SECRET_SCRUBBER], useFactory: (bus: Bus, scrub: SecretScrubber) => new CommandClient(bus, { scrub }) },
         Readiness,
@@ -288,14 +287,9 @@ export class GantryRuntimeModule {
         },
         {
           provide: Bus,
-          inject: [SERVICE_CONFIG],
-          useFactory: async (config: ServiceConfig) => {
-            const bus = await Bus.connect({
-              servers: config.natsUrl,
-              naming: config.naming,
-              name: options.service,
-              streams: { replicas: config.streamReplicas, ...config.streamLimits },
-            });
+          inject: [SERVICE_CONFIG, PinoLogger],
+          useFactory: async (config: ServiceConfig, logger: PinoLogger) => {
+            const bus = await connectServiceBus(config, options.service, logger);
             await bus.ensureEventStream(options.context);
             if (options.dispatchStream) await bus.ensureDispatchStream();
             return bus;
@@ -361,4 +355,20 @@ export function runtimeOptionsOf(module: Type<unknown>): RuntimeOptions | null {
     }
   }
   return null;
+}
+
+/**
+ * The service's bus, with the installation's stream settings: a stream it owns that exists with other
+ * settings is brought to them at start, and what changed is logged (docs/operations.md, "Changing a
+ * stream's settings").
+ */
+function connectServiceBus(config: ServiceConfig, service: string, logger: PinoLogger): Promise<Bus> {
+  const log = componentLogger(logger, 'streams');
+  return Bus.connect({
+    servers: config.natsUrl,
+    naming: config.naming,
+    name: service,
+    streams: { replicas: config.streamReplicas, ...config.streamLimits },
+    onStreamSettingsChanged: (stream, changes) => log.log('stream settings changed', { stream, changes }),
+  });
 }
