@@ -74,7 +74,14 @@ done
 node -e 'const r = JSON.parse(process.argv[1]).result; console.log(JSON.stringify({ jobId: r.jobId, status: r.status, taskStatus: r.taskStatus, error: r.error, repository: r.repository, branch: r.branch, baseSha: r.baseSha, headSha: r.headSha, pushedAt: r.pushedAt }, null, 2))' "$job"
 case "$status" in
   DONE) ;;
-  FAILED|SKIPPED|CANCELLED) say "the job ended $status: nothing to merge"; exit 0 ;;
+  FAILED)
+    say "the job ended FAILED: $(field "$job" 'r.result.error' "$job"); nothing to merge"
+    # A FAILED job is a real error in that attempt, not the end of its task (docs/jobs.md, "The finishing rule").
+    say "its task stays IN_PROGRESS, by design: the task is neither done nor given up. A FAILED job is not retried;"
+    say "a new job for the task (enqueue_job with the same taskId and a new idempotencyKey) takes it up again."
+    say "Only a job that finishes DONE or SKIPPED makes the task DONE, and only cancel_job puts it back to TO_DO."
+    exit 0 ;;
+  SKIPPED|CANCELLED) say "the job ended $status: nothing to merge"; exit 0 ;;
   *) die "job $job_id did not finish within a minute (status $status); see .gantry/logs/runner.log" ;;
 esac
 

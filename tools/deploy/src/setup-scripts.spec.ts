@@ -422,6 +422,44 @@ describe('demo-job.sh', () => {
   });
 });
 
+describe('demo-job.sh on a job that ends FAILED', () => {
+  /** Stand-ins of the local GitHub and the two services, answering as they do for `npm run demo -- nothing`. */
+  async function standIns(job: Record<string, unknown>) {
+    const http = await import('node:http');
+    const listen = async (answer: (path: string) => unknown) => {
+      const server = http.createServer((req, res) => {
+        req.resume();
+        req.on('end', () => res.end(JSON.stringify(answer(req.url ?? ''))));
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      return { server, port: (server.address() as net.AddressInfo).port };
+    };
+    const github = await listen(() => ({ clone_url: 'http://127.0.0.1:1/gantry/demo.git' }));
+    const jobService = await listen((url) =>
+      url.endsWith('/register_product') ? { ok: true, result: {} } : url.endsWith('/enqueue_job') ? { ok: true, result: { jobId: job.jobId } } : url.endsWith('/get_job') ? { ok: true, result: job } : { status: 'ok' },
+    );
+    const prService = await listen(() => ({ status: 'ok' }));
+    return {
+      env: { GANTRY_GITHUB_FAKE_PORT: String(github.port), GANTRY_JOB_SERVICE_PORT: String(jobService.port), GANTRY_PR_SERVICE_PORT: String(prService.port) },
+      close: () => [github, jobService, prService].forEach(({ server }) => server.close()),
+    };
+  }
+
+  it('says plainly that its task stays IN_PROGRESS by design, and how the task is taken up again', async () => {
+    const servers = await standIns({ jobId: 'job-demo-1', status: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'verify produced no output' });
+    try {
+      const result = await runIn(repoRoot, 'demo-job.sh', servers.env, ['nothing']);
+
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain('the job ended FAILED: verify produced no output; nothing to merge');
+      expect(result.stdout).toContain('its task stays IN_PROGRESS, by design');
+      expect(result.stdout).toContain('a new job for the task');
+    } finally {
+      servers.close();
+    }
+  });
+});
+
 describe('stop.sh', () => {
   /**
    * A stand-in app whose command line names the app's entry point, as the real one's does: it runs
