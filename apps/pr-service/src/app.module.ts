@@ -44,3 +44,6 @@ import { prServiceProjections } from './infrastructure/persistence/projections.j
   ],
 })
 export class AppModule {}
+
+/** GitHub signs a webhook over its exact bytes, and sends bodies up to 25 MB: the route reads them unparsed. */
+export const prServiceRawBodyRoutes = [{ path: '/webhooks/github', limit: '25mb' }];

@@ -7,7 +7,7 @@ import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
 import { Clone } from '@gantry/github-fake/testing';
 import { startInProcess, startTestService, type TestService } from '@gantry/service-runtime/testing';
 import { removeTestNamespace, testDatabaseUrl } from '@gantry/testing';
-import { AppModule } from '../src/app.module.js';
+import { AppModule, prServiceRawBodyRoutes } from '../src/app.module.js';
 import { PullRequestLog } from '../src/application/pull-request-log.js';
 import { PullRequestReconciler } from '../src/application/reconciler.js';
 import type { PullRequestCommand } from '../src/domain/index.js';
@@ -30,7 +30,7 @@ export function inProcessPrService(label: string): InProcessWorld {
   beforeAll(async () => {
     world.fake = await startGitHubFake({});
     world.gitDir = mkdtempSync(join(tmpdir(), `${label}-`));
-    world.service = await startTestService({ label, module: AppModule, env: env() });
+    world.service = await startTestService({ label, module: AppModule, env: env(), rawBodyRoutes: prServiceRawBodyRoutes });
   }, 90_000);
   afterAll(async () => {
     await world.service?.close();
@@ -90,7 +90,7 @@ export function inProcessPrService(label: string): InProcessWorld {
       // knows is what its log and tables hold.
       const { schema, naming } = world.service;
       await world.service.app.close();
-      const app = await startInProcess(AppModule, { name: schema, naming }, env(), { nestLogs: false });
+      const app = await startInProcess(AppModule, { name: schema, naming }, env(), { nestLogs: false, rawBodyRoutes: prServiceRawBodyRoutes });
       world.service = {
         ...world.service,
         app,

@@ -5,7 +5,7 @@ import pg from 'pg';
 import type { Context, Naming } from '@gantry/contracts';
 import { Bus, CommandClient } from '@gantry/messaging';
 import { removeTestNamespace, testDatabaseUrl, testNaming, testNatsUrl, uniqueName } from '@gantry/testing';
-import { createServiceApp, type ServiceAppOptions } from './lib/bootstrap.js';
+import { createServiceApp, type RunServiceOptions, type ServiceAppOptions } from './lib/bootstrap.js';
 import { GantryRuntimeModule } from './lib/runtime.module.js';
 
 export interface TestService {
@@ -32,6 +32,8 @@ export async function startTestService(options: {
   providers?: Provider[];
   imports?: Array<Type<unknown> | DynamicModule>;
   env?: Record<string, string>;
+  /** Routes read as bytes, as the service's `main.ts` names them (`runService`'s `rawBodyRoutes`). */
+  rawBodyRoutes?: RunServiceOptions['rawBodyRoutes'];
 }): Promise<TestService> {
   const schema = uniqueName(options.label);
   const naming = testNaming(schema);
@@ -47,7 +49,7 @@ export async function startTestService(options: {
   }
   let app: INestApplication;
   try {
-    app = await startInProcess(module, { name: schema, naming }, options.env, { nestLogs: false });
+    app = await startInProcess(module, { name: schema, naming }, options.env, { nestLogs: false, ...(options.rawBodyRoutes ? { rawBodyRoutes: options.rawBodyRoutes } : {}) });
     await app.listen(0, '127.0.0.1');
   } catch (error) {
     await removeTestNamespace(naming, schema);
