@@ -5,6 +5,7 @@ import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullReq
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
 import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
 import {
+  baseBranchOf,
   CONFLICT_LOOKUPS,
   forHead,
   HEAD_BACK_CONFIRM_MS,
@@ -179,10 +180,12 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     const checks = pr.state === 'open' ? await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.checks(state.repository, pr.headSha)) : [];
     let conflictingFiles: string[] | null = null;
     let unnamed: string | null = null;
-    const known = forHead(state, state.conflict)?.headSha === pr.headSha;
+    // PR-18: a conflict and the look-ups of its files were against the base recorded; on another base, they are over.
+    const sameBase = baseBranchOf(state) === pr.baseBranch;
+    const known = sameBase && forHead(state, state.conflict)?.headSha === pr.headSha;
     if (pr.state === 'open' && pr.mergeable === false && pr.mergeableState === 'dirty' && !known) {
       // PR-10: the look-ups that failed for this head are in the PR's log: at most CONFLICT_LOOKUPS, across restarts.
-      const dueAt = nextConflictLookupAt(state, pr.headSha);
+      const dueAt = sameBase ? nextConflictLookupAt(state, pr.headSha) : 0;
       const now = Date.parse(this.prs.now());
       if (dueAt !== null && now >= dueAt) {
         try {

@@ -418,6 +418,31 @@ export const PullRequestDraftChanged = defineEvent({
 });
 
 /**
+ * A person pointed the open PR at another base on GitHub (`pull_request.edited` with `changes.base`; a read shows the new
+ * `base.ref`): reads, conflicts and merges follow it, and what was learnt against the previous base — a conflict, a
+ * merge GitHub refused — is over (docs/pr-service.md, PR-18). Recorded once per change, by whichever read sees it first.
+ */
+export const PullRequestBaseChanged = defineEvent({
+  context: 'prs',
+  type: 'PullRequestBaseChanged',
+  schemaVersion: 1,
+  data: z.object({
+    ...ofPr,
+    prNumber: z.number().int().positive(),
+    /** The head GitHub showed with the new base. */
+    headSha: GitShaSchema,
+    baseBranch: GitRefSchema,
+    previousBaseBranch: GitRefSchema,
+    changedAt: TimestampSchema,
+  }),
+  examples: {
+    valid: [{ ...prExample, prNumber: 102, headSha: sha, baseBranch: 'release/2.4', previousBaseBranch: 'main', changedAt: at }],
+    // which base it was on before?
+    invalid: [{ ...prExample, prNumber: 102, headSha: sha, baseBranch: 'release/2.4', changedAt: at }],
+  },
+});
+
+/**
  * GitHub shows the PR mergeable again on the head a conflict was recorded for — or whose conflict's files git could
  * not name (look-ups counted for it) — (the base changed again: a change reverted, the conflict resolved on the base):
  * the conflict is over, the look-ups for the head start again, and the PR is carried on.
@@ -593,6 +618,7 @@ export type PullRequestAutoMergeEnabledData = z.output<typeof PullRequestAutoMer
 export type PullRequestAutoMergeRefusedData = z.output<typeof PullRequestAutoMergeRefused.data>;
 export type PullRequestAutoMergeDisabledData = z.output<typeof PullRequestAutoMergeDisabled.data>;
 export type PullRequestDraftChangedData = z.output<typeof PullRequestDraftChanged.data>;
+export type PullRequestBaseChangedData = z.output<typeof PullRequestBaseChanged.data>;
 export type PullRequestMergeConflictClearedData = z.output<typeof PullRequestMergeConflictCleared.data>;
 export type PullRequestConflictFilesUnknownData = z.output<typeof PullRequestConflictFilesUnknown.data>;
 export type PullRequestMergeFailedData = z.output<typeof PullRequestMergeFailed.data>;
@@ -626,6 +652,7 @@ export const pullRequestEventContracts = [
   PullRequestAutoMergeDisabled,
   PullRequestAutoMergeDisabledOnGitHub,
   PullRequestDraftChanged,
+  PullRequestBaseChanged,
   PullRequestMergeFailed,
   PullRequestMergeMethodAllowed,
   PullRequestMerged,

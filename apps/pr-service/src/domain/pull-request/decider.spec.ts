@@ -554,6 +554,56 @@ describe('the pull request machine', () => {
     });
   });
 
+  describe('PR-18: a base a person changed on GitHub', () => {
+    it('is recorded once, by the first read that shows it, and get_pull_request answers it', () => {
+      const state = given([...openStory]).when(when.observed(6, { baseBranch: 'develop' })).then([event.baseChanged(6, 'develop')]);
+      expect(pullRequestView(state).baseBranch).toBe('develop');
+      given([...openStory, event.baseChanged(6, 'develop')]).when(when.observed(7, { baseBranch: 'develop' })).then([]);
+      given([...openStory, event.baseChanged(6, 'develop')]).when(when.observed(8, { baseBranch: 'release' })).then([event.baseChanged(8, 'release', 'develop')]);
+      // Back on the product's base is a change too.
+      given([...openStory, event.baseChanged(6, 'develop')]).when(when.observed(9)).then([event.baseChanged(9, 'main', 'develop')]);
+    });
+
+    it('ends a conflict with the previous base: the same head conflicting with the new one is recorded again, with its files', () => {
+      const paused = [...storyDone, event.conflict(6)];
+      const state = given(paused).when(when.observed(7, { baseBranch: 'develop', mergeable: null, mergeableState: 'unknown', checks: green })).then([
+        event.baseChanged(7, 'develop'),
+        event.passed(7),
+        event.mergeRequested(7, 'AUTO_MERGE'),
+      ]);
+      expect(pullRequestView(state).conflict).toBeNull();
+      given(paused)
+        .when(when.observed(7, { baseBranch: 'develop', mergeable: false, mergeableState: 'dirty', conflictingFiles: ['src/other.ts'] }))
+        .then([event.baseChanged(7, 'develop'), { ...event.conflict(7, H1, ['src/other.ts']), data: { ...event.conflict(7, H1, ['src/other.ts']).data, baseBranch: 'develop' } } as PullRequestEvent]);
+    });
+
+    it('ends the look-ups of a conflict\'s files with the previous base, and an unnamed conflict left as the last failure', () => {
+      const unknown = Array.from({ length: CONFLICT_LOOKUPS }, (_, i) => event.conflictFilesUnknown(6 + i, i + 1));
+      const failure: PullRequestEvent = {
+        type: 'PullRequestEffectFailed',
+        data: { pullRequestId: PR_ID, repository: REPO, branch: BRANCH, effect: 'READ_PULL_REQUEST', code: 'MERGE_CONFLICT', message: 'conflict not named', failedAt: at(10) },
+      };
+      const state = stateOf([...openStory, ...unknown, failure, event.baseChanged(20, 'develop')]);
+      expect(nextConflictLookupAt(state, H1)).toBe(0);
+      expect(state.lastFailure).toBeNull();
+    });
+
+    it('a merge GitHub refused on the previous base is decided again; one refused for the merge method is not; the green checks of the head stay', () => {
+      const refused = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT'), event.mergeFailed(8)];
+      given(refused).when(when.observed(9, { baseBranch: 'develop', checks: green, mergeableState: 'blocked' })).then([event.baseChanged(9, 'develop'), event.mergeRequested(9, 'DIRECT')]);
+      const methodRefused = { ...event.mergeFailed(8, H1, 'clean'), data: { ...event.mergeFailed(8, H1, 'clean').data, refusedMergeMethod: 'SQUASH' } } as PullRequestEvent;
+      given([...refused.slice(0, -1), methodRefused]).when(when.observed(9, { baseBranch: 'develop', checks: green, mergeableState: 'clean' })).then([event.baseChanged(9, 'develop')]);
+    });
+
+    it('keeps a merge decided and auto-merge enabled for the head: GitHub keeps auto-merge across a base change by someone with write access', () => {
+      const enabled = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeEnabled(7)];
+      const state = given(enabled).when(when.observed(8, { baseBranch: 'develop', checks: green, autoMergeEnabled: true })).then([event.baseChanged(8, 'develop')]);
+      expect(phaseOf(state)).toBe('auto_merge_enabled');
+      // Turned off by GitHub (changed by someone without write access): held, as any auto-merge turned off on GitHub (PR-16).
+      given(enabled).when(when.observed(8, { baseBranch: 'develop', checks: green, autoMergeEnabled: false })).then([event.baseChanged(8, 'develop'), event.autoMergeDisabledOnGitHub(8)]);
+    });
+  });
+
   describe('PR-14: a refused merge', () => {
     const failed = [...storyDone, event.passed(6), event.mergeRequested(6, 'AUTO_MERGE'), event.autoMergeRefused(7, 'CLEAN'), event.mergeRequested(7, 'DIRECT'), event.mergeFailed(8)];
 

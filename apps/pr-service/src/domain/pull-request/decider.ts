@@ -4,7 +4,7 @@ import type { GitHubObservation, PullRequestCommand } from './commands.js';
 import type { PullRequestEvent } from './events.js';
 import { CONFLICT_LOOKUPS, forHead, scopeDone } from './phase.js';
 import { strategies } from './strategies.js';
-import { evolvePullRequest, initialPullRequestState, isSettled, sprintRunsDoneOf, type PullRequestState } from './state.js';
+import { baseBranchOf, evolvePullRequest, initialPullRequestState, isSettled, sprintRunsDoneOf, type PullRequestState } from './state.js';
 
 /**
  * The pull request of one (repository, branch) as a decider (docs/pr-service.md). A command records
@@ -187,6 +187,12 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   if (headWentBack(state, o) && (o.shownSince === undefined || Date.parse(o.observedAt) - Date.parse(o.shownSince) < HEAD_BACK_CONFIRM_MS)) return [];
 
   const events: PullRequestEvent[] = [];
+  // PR-18: a person pointed the PR at another base. Compared with the recorded base, so the read that sees it first — a
+  // webhook's or the resync's — records it, and every later read showing the same base records nothing.
+  const base = baseBranchOf(state);
+  if (base !== null && o.baseBranch !== base) {
+    events.push({ type: 'PullRequestBaseChanged', data: { ...id, prNumber: o.prNumber, headSha: o.headSha, baseBranch: o.baseBranch, previousBaseBranch: base, changedAt: now } });
+  }
   if (o.headSha !== state.headSha && state.headSha !== null) {
     events.push({ type: 'PullRequestHeadMoved', data: { ...id, headSha: o.headSha, previousHeadSha: state.headSha, source: 'GITHUB', movedAt: now } });
   }

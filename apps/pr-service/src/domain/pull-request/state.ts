@@ -19,7 +19,7 @@ export interface OpenedPr {
   url: string;
   nodeId: string;
   draft: boolean;
-  /** The base GitHub showed it on when it was opened or adopted (absent: recorded before it was kept, the flow's). */
+  /** The base GitHub shows it on: when it was opened or adopted, or since a person changed it (absent: recorded before it was kept, the flow's). */
   baseBranch?: string;
 }
 
@@ -108,6 +108,16 @@ export const initialPullRequestState: PullRequestState = {
   lastFailure: null,
   updatedAt: null,
 };
+
+/** The base the PR is on: GitHub's as last recorded once it is opened, the product's before (PR-2, PR-18). */
+export function baseBranchOf(state: PullRequestState): string | null {
+  return state.pr?.baseBranch ?? state.flow?.baseBranch ?? null;
+}
+
+/** A conflict git could not name, left as the PR's last failure (PR-10), is over with the conflict; another failure stays. */
+function withoutUnnamedConflict(lastFailure: PullRequestState['lastFailure']): PullRequestState['lastFailure'] {
+  return lastFailure?.effect === 'READ_PULL_REQUEST' && lastFailure.code === 'MERGE_CONFLICT' ? null : lastFailure;
+}
 
 /** Whether anything at all was recorded on this stream. */
 export function pullRequestExists(state: PullRequestState): boolean {
@@ -244,16 +254,29 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       return { ...s, conflictLookups: { headSha: event.data.headSha, failures: event.data.lookups, at: event.data.failedAt }, updatedAt: event.data.failedAt };
     case 'PullRequestMergeConflictCleared': {
       const head = event.data.headSha;
-      // An unnamed conflict left as the last failure (PR-10) is over too; another failure stays.
-      const conflictFailure = s.lastFailure?.effect === 'READ_PULL_REQUEST' && s.lastFailure.code === 'MERGE_CONFLICT';
       return {
         ...s,
         conflict: s.conflict?.headSha === head ? null : s.conflict,
         conflictLookups: s.conflictLookups?.headSha === head ? null : s.conflictLookups,
-        lastFailure: conflictFailure ? null : s.lastFailure,
+        lastFailure: withoutUnnamedConflict(s.lastFailure),
         updatedAt: event.data.clearedAt,
       };
     }
+    case 'PullRequestBaseChanged':
+      // PR-18: GitHub works out the PR's mergeability against the new base, so what was learnt against the previous one
+      // is over: a conflict (its files, the look-ups of them, one left unnamed as the last failure) and a merge GitHub
+      // refused for the PR as it was — not one refused for the repository's merge method, a setting of the repository.
+      // The head's checks are the head commit's and stay; so do a merge decided and auto-merge, which GitHub keeps
+      // across a base change by someone with write access (turned off by another, a read shows it: PR-16).
+      return {
+        ...s,
+        pr: s.pr ? { ...s.pr, baseBranch: event.data.baseBranch } : s.pr,
+        conflict: null,
+        conflictLookups: null,
+        mergeFailure: s.mergeFailure?.refusedMergeMethod ? s.mergeFailure : null,
+        lastFailure: withoutUnnamedConflict(s.lastFailure),
+        updatedAt: event.data.changedAt,
+      };
     case 'PullRequestMergeRequested': {
       const e = event.data;
       return { ...s, mergeDecision: { headSha: e.headSha, via: e.via, requestedAt: e.requestedAt }, mergeFailure: null, updatedAt: e.requestedAt };

@@ -1,6 +1,6 @@
 import { firstWithin, MAX_PR_LIST_BYTES, type PullRequestView } from '@gantry/contracts';
 import { forHead, phaseOf, scopeDone } from './phase.js';
-import type { PullRequestState } from './state.js';
+import { baseBranchOf, type PullRequestState } from './state.js';
 
 /** The pull request as `get_pull_request` answers it. */
 export function pullRequestView(state: PullRequestState): PullRequestView {
@@ -15,8 +15,8 @@ export function pullRequestView(state: PullRequestState): PullRequestView {
     branch: state.branch,
     phase: phaseOf(state),
     strategy: state.flow?.strategy ?? null,
-    // The PR's own base once it is opened: one adopted after a person pointed it elsewhere is not on the product's.
-    baseBranch: state.pr?.baseBranch ?? state.flow?.baseBranch ?? null,
+    // The PR's own base once it is opened: one adopted, or changed since, on another base than the product's is on that one.
+    baseBranch: baseBranchOf(state),
     mergeMethod: state.flow?.mergeMethod ?? null,
     requiredChecks: state.flow?.requiredChecks ?? [],
     headSha: state.headSha,

@@ -164,6 +164,10 @@ export const event = {
     type: 'PullRequestDraftChanged',
     data: { ...id, prNumber: 7, headSha, draft, changedAt: at(s) },
   }),
+  baseChanged: (s: number, baseBranch: string, previousBaseBranch = 'main', headSha = H1): PullRequestEvent => ({
+    type: 'PullRequestBaseChanged',
+    data: { ...id, prNumber: 7, headSha, baseBranch, previousBaseBranch, changedAt: at(s) },
+  }),
   mergeFailed: (s: number, headSha = H1, mergeableState: string | null = 'blocked'): PullRequestEvent => ({
     type: 'PullRequestMergeFailed',
     data: { ...id, headSha, code: 'UNKNOWN', message: 'At least 1 approving review is required', mergeableState, failedAt: at(s) },
