@@ -217,6 +217,26 @@ describe('merging', () => {
     expect(again.status).toBe(405);
   });
 
+  it('a new base (PATCH base) is sent as `edited` with `changes.base`, shown on reads, and the merge goes into it', async () => {
+    const main = clone.git('rev-parse', 'origin/main');
+    clone.git('push', '-q', 'origin', 'origin/main:refs/heads/release');
+    const pr = await openPull('feature/retarget');
+    const { data: updated } = await octokit.rest.pulls.update({ owner, repo: name(), pull_number: pr.number, base: 'release' });
+    expect(updated.base).toMatchObject({ ref: 'release', sha: main });
+    const [edited] = await receiver.waitFor((d) => d.body.action === 'edited' && d.body.repository.full_name === repo.fullName);
+    expect(edited!.event).toBe('pull_request');
+    expect(edited!.body).toMatchObject({ number: pr.number, changes: { base: { ref: { from: 'main' }, sha: { from: main } } }, pull_request: { base: { ref: 'release' } } });
+    // The same base again is no change: nothing is sent.
+    await octokit.rest.pulls.update({ owner, repo: name(), pull_number: pr.number, base: 'release' });
+    expect((await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data.base.ref).toBe('release');
+
+    const merged = await octokit.rest.pulls.merge({ owner, repo: name(), pull_number: pr.number, sha: pr.head.sha });
+    clone.git('fetch', '-q', 'origin');
+    expect(clone.git('rev-parse', 'origin/release')).toBe(merged.data.sha);
+    expect(clone.git('rev-parse', 'origin/main')).toBe(main);
+    expect(receiver.received.filter((d) => d.body.action === 'edited' && d.body.repository.full_name === repo.fullName)).toHaveLength(1);
+  });
+
   it('accepts a merge request with no body at all, as Octokit may send it', async () => {
     const pr = await openPull('feature/nobody');
     const response = await fetch(`${fake.url}/repos/${repo.fullName}/pulls/${pr.number}/merge`, { method: 'PUT', headers: { authorization: 'token x' } });
