@@ -115,4 +115,50 @@ describe('a pull request whose base a person changes on GitHub', () => {
     expect(clone.git('rev-parse', 'origin/develop')).toBe(main);
     expect(await baseChanges()).toHaveLength(2);
   }, 240_000);
+
+  it('a conflict with the previous base is over; the new base\'s conflict is recorded from the same read, with its own files', async () => {
+    const other = 'conflicts';
+    const otherBranch = 'story/ST-conflicts';
+    const repo = await world.fake.control.createRepository({ owner, name: other, initialFiles: { 'app.txt': 'one\n' }, requiredChecks: ['ci/test'] });
+    await world.fake.control.commit(repo.fullName, { branch: 'develop', from: 'main', files: { 'other.txt': 'develop\n' }, message: 'develop adds other.txt' });
+    await world.fake.control.commit(repo.fullName, { branch: 'release', from: 'main', files: { 'notes.txt': 'release\n' }, message: 'release' });
+    const clone = new Clone(repo.cloneUrl);
+    clones.push(clone);
+    const head = clone.commitAndPush(otherBranch, { 'app.txt': 'head\n', 'other.txt': 'head\n' }, 'first task');
+    await world.fake.control.commit(repo.fullName, { branch: 'main', files: { 'app.txt': 'main\n' }, message: 'main changes app.txt' });
+    await world.fake.control.refresh();
+
+    await world.addProduct(`product-${other}`, repo.fullName, repo.cloneUrl);
+    const { pullRequestId, record } = world.pullRequest(repo.fullName, otherBranch);
+    const flow = { productId: `product-${other}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: `Story ST-${other}` };
+    await record('RecordBranchPushed', { headSha: head, pushedAt: world.log.now(), position: null, jobId: null, sprintRunId: null, flow });
+    world.reconciler.ask(pullRequestId);
+    const conflictOf = async () => (await world.log.load(pullRequestId)).conflict;
+    await eventually(async () => (await conflictOf())?.files.join(), { what: 'the conflict with main', timeoutMs: 60_000 });
+    expect((await conflictOf())?.files).toEqual(['app.txt']);
+    const number = (await world.log.load(pullRequestId)).pr!.number;
+
+    // GitHub has worked out the mergeability against the new base before the read that first shows it (its webhook lost).
+    await world.fake.control.setMergeabilityMode('manual');
+    await world.fake.control.onNextDeliveries({ event: 'pull_request', action: 'edited', count: 1, effect: 'drop' });
+    const { octokit } = octokitFor(world.fake);
+    await octokit.rest.pulls.update({ owner, repo: other, pull_number: number, base: 'develop' });
+    await world.fake.control.computeMergeability();
+    await world.fake.control.setMergeabilityMode('auto');
+    world.reconciler.ask(pullRequestId);
+    const events = async () => (await world.service.app.get(EventStore).readStream(pullRequestId)).map((e) => ({ type: e.type, data: e.data as Record<string, unknown> }));
+    await eventually(async () => (await events()).some((e) => e.type === 'PullRequestMergeConflict' && e.data.baseBranch === 'develop'), { what: 'the conflict with develop', timeoutMs: 30_000 });
+    const seen = await events();
+    const changed = seen.findIndex((e) => e.type === 'PullRequestBaseChanged');
+    expect(seen[changed + 1]).toMatchObject({ type: 'PullRequestMergeConflict', data: { baseBranch: 'develop', headSha: head, conflictingFiles: ['other.txt'] } });
+    expect((await conflictOf())?.files).toEqual(['other.txt']);
+
+    // On a base it merges cleanly with, the PR conflicts no more.
+    await octokit.rest.pulls.update({ owner, repo: other, pull_number: number, base: 'release' });
+    await eventually(async () => (await world.log.load(pullRequestId)).pr?.baseBranch === 'release', { what: 'the base release recorded', timeoutMs: 30_000 });
+    expect(await conflictOf()).toBeNull();
+    const view = await client.request(getPullRequest, { repository: repo.fullName, branch: otherBranch });
+    expect(view).toMatchObject({ baseBranch: 'release', conflict: null });
+    expect(view.phase).not.toBe('merge_conflict_paused');
+  }, 240_000);
 });
