@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { isTerminalJobStatus, streamName, type EventEnvelope, type JobEvent, type WorktreeReleasePendingCause } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
 import { DurableConsumer, holdHereIfAsked, type ConsumerContext } from '@gantry/service-runtime';
-import type { ClaimEndedBy } from '../domain/index.js';
+import { noAgentLeft, type ClaimEndedBy } from '../domain/index.js';
 import { holdWhileClaimEnds } from '../infrastructure/persistence/claim-ends.js';
 import { LeaseReleases } from './lease-releases.js';
 
@@ -32,6 +32,8 @@ type JobData = {
   jobStatus?: string;
   outcome?: 'REQUEUED' | 'FAILED';
   revokedLeaseToken?: number | null;
+  /** JobLeaseExpired: whether the claim had been started (absent from older job services). */
+  started?: boolean;
 };
 
 /**
@@ -41,7 +43,9 @@ type JobData = {
  * - ended by its holder — `JobFinished`, `JobClaimRolledBack`, `JobRunStopped` (the holder of a
  *   cancelled claim confirms its agent is gone): the claim's leases are released at once;
  * - ended by the job service — `JobCancelled`, `JobLeaseExpired`: a ready lease waits for its holder's
- *   release or its own expiry (release pending), since the holder's agent may still be running in it.
+ *   release or its own expiry (release pending), since the holder's agent may still be running in it;
+ * - except a `JobLeaseExpired` of a claim never started: no agent of it ran, so its leases are released
+ *   at once (its acquire's answer lost and its runner dead, the worktree would otherwise stay held).
  * Leases of older claims of the job are superseded: they wait for their holders the same way.
  */
 @Injectable()
@@ -82,9 +86,12 @@ export class JobLifecycleReactions {
       case 'JobCancelled':
         await this.record(sql, event, 'CANCELLED', d.revokedLeaseToken ?? null, 'service');
         return this.claimEnded(event, sql, null, 'job_cancelled');
-      case 'JobLeaseExpired':
-        await this.record(sql, event, d.outcome === 'REQUEUED' ? 'QUEUED' : 'FAILED', d.leaseToken ?? null, 'service');
-        return this.claimEnded(event, sql, d.leaseToken!, 'job_lease_expired');
+      case 'JobLeaseExpired': {
+        // Only an explicit `started: false` says no agent ran; an older event's silence may hide one.
+        const endedBy: ClaimEndedBy = d.started === false ? 'service_before_start' : 'service';
+        await this.record(sql, event, d.outcome === 'REQUEUED' ? 'QUEUED' : 'FAILED', d.leaseToken ?? null, endedBy);
+        return this.claimEnded(event, sql, d.leaseToken!, noAgentLeft(endedBy) ? null : 'job_lease_expired');
+      }
       default:
         return;
     }
@@ -107,8 +114,8 @@ export class JobLifecycleReactions {
   }
 
   /**
-   * The claim `token` ended — by its holder when `byService` is null, else by the job service (a
-   * cancel names no token: then every claim). Each lease change runs in its own transaction (an
+   * The claim `token` ended — by its holder (or before it was started) when `byService` is null, else
+   * by the job service (a cancel names no token: then every claim). Each lease change runs in its own transaction (an
    * idempotent decider command), before the event is acknowledged: a crash in between redelivers the
    * event and the change finds nothing left to do. The leases are looked for under the job's lock,
    * held until the end is committed: an acquire of the claim whose lease comes after the look reads

@@ -9,8 +9,10 @@ import {
   renewWorktreeLease,
   type WorktreeLeaseGrant,
 } from '@gantry/contracts';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { eventually } from '@gantry/testing';
-import { claimedJob, createWorld, type TestWorld } from './testing/world.js';
+import { claimedJob, createWorld, refusal, type TestWorld } from './testing/world.js';
 import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 
 /*
@@ -139,6 +141,112 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
     expect((await world.db.query(`SELECT count(*) AS n FROM events WHERE type = 'WorktreeLeaseExpired' AND data->>'leaseId' = $1`, [grant.leaseId])).rows[0].n).toBe('1');
     expect(granted).toMatchObject({ token: grant.token + 1, path: grant.path });
     await release(granted);
+  }, 60_000);
+
+  it('a claim the job service ended before it was started leaves no agent: its lease is released at once, and the job’s next claim gets the worktree without waiting', async () => {
+    service = await startServiceProcess(world);
+    const branch = 'feature/never-started';
+    const jobId = await claimedJob(world);
+    // Claim 1's acquire is granted, its answer lost, its runner dead: nobody will release or renew it.
+    const stranded = await acquire(jobId, branch);
+    await writeFile(join(stranded.path, 'left-behind.txt'), 'work of a claim that never started\n');
+    // Another job's lease on another branch, ready: the end of claim 1 is none of its business.
+    const other = await claimedJob(world);
+    const otherGrant = await acquire(other, 'feature/never-started-other');
+
+    await world.publishJobEvent('JobLeaseExpired', jobId, {
+      jobId, runnerId: jobExampleIds.runnerId, leaseToken: 1, attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null,
+      leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(), started: false,
+    });
+    await eventually(async () => (await row(stranded.leaseId)).status === 'released', { what: 'the never-started claim’s lease released' });
+    // Released as its holder would release it: the uncommitted work saved on a rescue branch.
+    expect(await row(stranded.leaseId)).toMatchObject({ release_reason: 'job_terminal', release_pending_cause: null });
+    expect((await row(stranded.leaseId)).rescue_branch).toMatch(/^gantry\/rescue\//);
+    expect(await row(otherGrant.leaseId)).toMatchObject({ status: 'ready', release_pending_cause: null });
+
+    await world.claimJob(jobId, 2);
+    await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND lease_token = 2`, [jobId])) === 1, { what: 'claim 2 known' });
+    const started = Date.now();
+    const granted = await acquire(jobId, branch, { jobLeaseToken: 2 });
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(granted).toMatchObject({ token: stranded.token + 1, path: stranded.path });
+    // The same acquire delivered again gets the same grant; the dead claim's acquire, asked anew, is refused.
+    expect(await acquire(jobId, branch, { jobLeaseToken: 2 })).toMatchObject({ leaseId: granted.leaseId, token: granted.token });
+    const late = await refusal(
+      world.client.request(
+        acquireWorktree,
+        {
+          jobId, jobLeaseToken: 1, repositoryUrl: world.git.origin, branch, baseRef: 'main', leaseDurationMs: 600_000, lockTimeoutMs: 1_000,
+          idempotencyKey: deriveIdempotencyKey('test/acquire-late', { jobId, branch }),
+        },
+        { timeoutMs: 30_000 },
+      ),
+    );
+    expect(late.code).toBe('STALE_FENCE');
+    expect(await row(granted.leaseId)).toMatchObject({ status: 'ready' });
+    await release(granted);
+    await release(otherGrant);
+  }, 90_000);
+
+  it('a next claim that asks before the end of the never-started one is heard waits only until it is; two later claims at once: the latest gets it; another job’s holder is still waited for', async () => {
+    service = await startServiceProcess(world);
+    const branch = 'feature/never-started-early';
+    const jobId = await claimedJob(world);
+    const stranded = await acquire(jobId, branch);
+    const expired = (leaseToken: number) =>
+      world.publishJobEvent('JobLeaseExpired', jobId, {
+        jobId, runnerId: jobExampleIds.runnerId, leaseToken, attempt: leaseToken, outcome: 'REQUEUED', nextAttempt: leaseToken + 1, error: null,
+        leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(), started: false,
+      });
+
+    // Claim 2's acquire comes before this service has heard that claim 1 ended: it waits in line.
+    const second = acquire(jobId, branch, { jobLeaseToken: 2 });
+    await eventually(async () => (await rowOf(jobId, 2))?.status === 'acquiring_lock', { what: 'claim 2 in line' });
+    expect(await row(stranded.leaseId)).toMatchObject({ status: 'ready', release_pending_cause: 'claim_superseded' });
+    await expired(1);
+    await world.claimJob(jobId, 2);
+    const granted = await second;
+    expect(granted).toMatchObject({ token: stranded.token + 1, path: stranded.path });
+    expect(await row(stranded.leaseId)).toMatchObject({ status: 'released', release_reason: 'job_terminal' });
+
+    // Claim 2 dies the same way; claims 3 and 4 follow it (3 ending unstarted too), and both acquires arrive at once.
+    await expired(2);
+    await world.claimJob(jobId, 3);
+    await expired(3);
+    await world.claimJob(jobId, 4);
+    await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND lease_token = 4`, [jobId])) === 1, { what: 'claim 4 known' });
+    const [third, fourth] = await Promise.allSettled([acquire(jobId, branch, { jobLeaseToken: 3 }), acquire(jobId, branch, { jobLeaseToken: 4 })]);
+    expect(third.status === 'rejected' && (third.reason as GantryError).code).toBe('STALE_FENCE');
+    expect(fourth.status === 'fulfilled' && fourth.value).toMatchObject({ token: granted.token + 1, path: stranded.path });
+    expect(await row(granted.leaseId)).toMatchObject({ status: 'released', release_reason: 'job_terminal' });
+
+    // Another job on the branch: its holder is waited for as ever, whatever became of this job's claims.
+    const otherJob = await claimedJob(world);
+    const otherAcquire = world.client.request(
+      acquireWorktree,
+      {
+        jobId: otherJob, jobLeaseToken: 1, repositoryUrl: world.git.origin, branch, baseRef: 'main', leaseDurationMs: 600_000, lockTimeoutMs: 2_000,
+        idempotencyKey: deriveIdempotencyKey('test/acquire-other', { otherJob, branch }),
+      },
+      { timeoutMs: 30_000 },
+    );
+    expect((await refusal(otherAcquire)).code).toBe('LOCK_TIMEOUT');
+    const held = (fourth as PromiseFulfilledResult<WorktreeLeaseGrant>).value;
+    expect(await row(held.leaseId)).toMatchObject({ status: 'ready', release_pending_cause: null });
+    await release(held);
+  }, 120_000);
+
+  it('a claim the job service ended after it was started still waits for its holder', async () => {
+    service = await startServiceProcess(world);
+    const jobId = await claimedJob(world);
+    const grant = await acquire(jobId, 'feature/maybe-started');
+    await world.publishJobEvent('JobLeaseExpired', jobId, {
+      jobId, runnerId: jobExampleIds.runnerId, leaseToken: 1, attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null,
+      leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(), started: true,
+    });
+    await eventually(async () => (await row(grant.leaseId)).release_pending_cause === 'job_lease_expired', { what: 'the started claim’s lease waiting for its holder' });
+    expect(await row(grant.leaseId)).toMatchObject({ status: 'ready' });
+    await release(grant);
   }, 60_000);
 
   it('the holder’s own word releases at once: a stop confirmed after a cancel, a rollback of its claim', async () => {

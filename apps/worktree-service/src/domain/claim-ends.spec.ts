@@ -14,6 +14,13 @@ describe('what a job’s state means for a lease of one of its claims', () => {
     }
   });
 
+  it('releases at once when the job service ended the claim before it was started: no agent of it ran', () => {
+    expect(claimVerdict(job('QUEUED', 2, 'service_before_start'), 2, false)).toEqual({ kind: 'release' });
+    expect(claimVerdict(job('FAILED', 2, 'service_before_start'), 2, false)).toEqual({ kind: 'release' });
+    // Only the claim that ended so: an older claim's lease may still have its agent.
+    expect(claimVerdict(job('QUEUED', 2, 'service_before_start'), 1, false)).toEqual({ kind: 'await_holder', cause: 'claim_superseded' });
+  });
+
   it('waits for the holder when the job service ended the claim: a cancel, an expired lease', () => {
     expect(claimVerdict(job('CANCELLED', 2, 'service'), 2, false)).toEqual({ kind: 'await_holder', cause: 'job_cancelled' });
     expect(claimVerdict(job('QUEUED', 2, 'service'), 2, false)).toEqual({ kind: 'await_holder', cause: 'job_lease_expired' });

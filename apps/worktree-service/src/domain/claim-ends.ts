@@ -6,8 +6,15 @@ import { isTerminalJobStatus, type WorktreeReleasePendingCause } from '@gantry/c
  * the `job_statuses` row and acts on the verdict.
  */
 
-/** Who ended the job's latest claim: its holder (a finish, a rollback, a confirmed stop) or the job service (a cancel, an expired lease). */
-export type ClaimEndedBy = 'holder' | 'service';
+/**
+ * Who ended the job's latest claim: its holder (a finish, a rollback, a confirmed stop) or the job
+ * service (a cancel, an expired lease) — `service_before_start` when its lease expired before the claim
+ * was started: a runner starts its agent only once its start is recorded, so no agent of it ever ran.
+ */
+export type ClaimEndedBy = 'holder' | 'service' | 'service_before_start';
+
+/** A claim ended so has no agent left in its worktree: its leases are released at once. */
+export const noAgentLeft = (endedBy: ClaimEndedBy | null): boolean => endedBy === 'holder' || endedBy === 'service_before_start';
 
 export interface KnownJob {
   readonly status: string;
@@ -37,7 +44,7 @@ export function claimVerdict(job: KnownJob | undefined, claim: number, complete:
   if (latest !== null && latest > claim) return awaitHolder('claim_superseded');
   const terminal = isTerminalJobStatus(job.status);
   if (latest === claim && (terminal || job.status === 'QUEUED')) {
-    if (job.endedBy === 'holder') return { kind: 'release' };
+    if (noAgentLeft(job.endedBy)) return { kind: 'release' };
     return awaitHolder(job.status === 'CANCELLED' ? 'job_cancelled' : 'job_lease_expired');
   }
   // The job ended without this service seeing this claim.

@@ -48,4 +48,4 @@ export { effectFor, pendingEffects, effectIdentity, effectsRequestedBy, upcoming
 export type { DiskWorktree, DiskInventory, ReconciliationAction } from './reconciliation.js';
 export { planReconciliation } from './reconciliation.js';
 export type { ClaimEndedBy, KnownJob, ClaimVerdict } from './claim-ends.js';
-export { claimVerdict } from './claim-ends.js';
+export { claimVerdict, noAgentLeft } from './claim-ends.js';

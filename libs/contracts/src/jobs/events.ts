@@ -465,7 +465,17 @@ export const JobLeaseExpired = defineEvent({
   type: 'JobLeaseExpired',
   schemaVersion: 1,
   data: z
-    .object({ ...claimEnd, leaseExpiresAt: TimestampSchema, expiredAt: TimestampSchema })
+    .object({
+      ...claimEnd,
+      leaseExpiresAt: TimestampSchema,
+      expiredAt: TimestampSchema,
+      /**
+       * Whether the claim had been started (`start_job`) before it expired. A runner starts its agent only
+       * after its start is recorded, so false says no agent of the claim ever ran; absent in events of
+       * job services before it was recorded (read as: it may have run).
+       */
+      started: z.boolean().optional(),
+    })
     .refine(claimEndIsConsistent, claimEndMessage),
   examples: {
     valid: [

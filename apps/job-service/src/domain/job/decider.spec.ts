@@ -502,10 +502,21 @@ describe('job decider', () => {
         .then([
           {
             type: 'JobLeaseExpired',
-            data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry) },
+            data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry), started: true },
           },
         ]) as Job;
       expect(state).toMatchObject({ status: 'QUEUED', attempt: 2, lease: null });
+    });
+
+    it('an expiry says whether its claim was started: one never started left no agent behind', () => {
+      given([enqueued(), claimed(1, 1, 10)])
+        .when(expire(1, expiry))
+        .then([
+          {
+            type: 'JobLeaseExpired',
+            data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry), started: false },
+          },
+        ]);
     });
 
     it('a lease expires exactly once: a second expiry of the same grant is refused', () => {
@@ -538,6 +549,7 @@ describe('job decider', () => {
               error: `the lease of attempt 2 expired at ${at(300 + LEASE_MS / 1000)}, and 2 attempts is the maximum: the job failed`,
               leaseExpiresAt: at(300 + LEASE_MS / 1000),
               expiredAt: at(300 + LEASE_MS / 1000),
+              started: true,
             },
           },
         ]) as Job;
@@ -734,7 +746,7 @@ describe('job decider', () => {
         .then([
           {
             type: 'JobLeaseExpired',
-            data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry) },
+            data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry), started: true },
           },
         ]) as Job;
       expect(state.verifiedPush).toMatchObject({ leaseToken: 1, headSha: HEAD, pushedAt: at(50), baseSha: BASE, branch: 'feat/story-1208' });
@@ -749,7 +761,7 @@ describe('job decider', () => {
       history[0] = enqueued({ maxAttempts: 1 });
       given(history)
         .when(expire(1, expiry))
-        .then([{ type: 'JobLeaseExpired', data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry) } }]);
+        .then([{ type: 'JobLeaseExpired', data: { ...lease(1), attempt: 1, outcome: 'REQUEUED', nextAttempt: 1, error: null, leaseExpiresAt: at(expiry), expiredAt: at(expiry), started: true } }]);
     });
 
     it('the next claim adopts the push at its start and finishes DONE with its head, push and story log', () => {

@@ -324,7 +324,15 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       return [
         {
           type: 'JobLeaseExpired',
-          data: { jobId: job.jobId, runnerId: job.lease.runnerId, leaseToken: job.lease.token, ...end, leaseExpiresAt: job.lease.expiresAt, expiredAt: d.now },
+          data: {
+            jobId: job.jobId,
+            runnerId: job.lease.runnerId,
+            leaseToken: job.lease.token,
+            ...end,
+            leaseExpiresAt: job.lease.expiresAt,
+            expiredAt: d.now,
+            started: job.status === 'RUNNING',
+          },
         },
       ];
     }
