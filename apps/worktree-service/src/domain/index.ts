@@ -20,6 +20,7 @@
 //   a lease as list_worktree_leases shows it; a key's status     worktree-lease/view.ts       leaseViewOf / worktreeStatus
 //   restart: the log and the disk made to agree                  reconciliation.ts            planReconciliation ("Restart and recovery")
 //   the stale reset: what a job's claim end means for its lease  claim-ends.ts                claimVerdict
+//   a claim expired before it was started: no agent, released    claim-ends.ts                noAgentLeft
 // Specifications: worktree-lease/*.spec.ts, *.spec.ts, written with DeciderSpecification.for(decider)
 // from @gantry/eventstore/testing (given/when/then).
 
