@@ -37,7 +37,11 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
     await world?.close();
   });
 
-  const acquire = (jobId: string, branch: string, extra: { jobLeaseToken?: number; leaseDurationMs?: number; timeoutMs?: number } = {}) =>
+  const acquire = (
+    jobId: string,
+    branch: string,
+    extra: { jobLeaseToken?: number; leaseDurationMs?: number; timeoutMs?: number; lockTimeoutMs?: number; key?: string } = {},
+  ) =>
     world.client.request(
       acquireWorktree,
       {
@@ -47,8 +51,8 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
         branch,
         baseRef: 'main',
         leaseDurationMs: extra.leaseDurationMs ?? 600_000,
-        lockTimeoutMs: 120_000,
-        idempotencyKey: deriveIdempotencyKey('test/acquire', { jobId, branch, token: extra.jobLeaseToken ?? 1 }),
+        lockTimeoutMs: extra.lockTimeoutMs ?? 120_000,
+        idempotencyKey: deriveIdempotencyKey('test/acquire', { jobId, branch, token: extra.jobLeaseToken ?? 1, key: extra.key }),
       },
       { timeoutMs: extra.timeoutMs ?? 150_000 },
     );
@@ -61,6 +65,12 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
     (await world.db.query(`SELECT * FROM worktree_leases WHERE job_id = $1 AND job_lease_token = $2`, [jobId, jobLeaseToken])).rows[0];
   const cancel = (jobId: string, revokedLeaseToken: number | null = 1) =>
     world.publishJobEvent('JobCancelled', jobId, { jobId, previousStatus: 'RUNNING', revokedLeaseToken, reason: 'not needed', taskStatus: null, cancelledAt: new Date().toISOString() });
+  /** The job service's expiry of claim `leaseToken`, saying whether it had been started (an older job service does not say). */
+  const leaseExpired = (jobId: string, leaseToken = 1, started?: boolean) =>
+    world.publishJobEvent('JobLeaseExpired', jobId, {
+      jobId, runnerId: jobExampleIds.runnerId, leaseToken, attempt: leaseToken, outcome: 'REQUEUED', nextAttempt: leaseToken + 1, error: null,
+      leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(), ...(started === undefined ? {} : { started }),
+    });
   /** An acquire whose reply may be lost to a SIGKILL: the caller asks again under the same key. */
   const acquireAcrossRestarts = async (jobId: string, branch: string): Promise<WorktreeLeaseGrant> => {
     for (;;) {
@@ -122,10 +132,7 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
     const branch = 'feature/silent-holder';
     const jobId = await claimedJob(world);
     const grant = await acquire(jobId, branch, { leaseDurationMs: 6_000 });
-    await world.publishJobEvent('JobLeaseExpired', jobId, {
-      jobId, runnerId: jobExampleIds.runnerId, leaseToken: 1, attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null,
-      leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(),
-    });
+    await leaseExpired(jobId);
     await eventually(async () => (await row(grant.leaseId)).release_pending_cause === 'job_lease_expired', { what: 'the lease waiting for its holder' });
 
     // The job's next claim asks for the same worktree: it waits in line behind the silent holder.
@@ -154,10 +161,7 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
     const other = await claimedJob(world);
     const otherGrant = await acquire(other, 'feature/never-started-other');
 
-    await world.publishJobEvent('JobLeaseExpired', jobId, {
-      jobId, runnerId: jobExampleIds.runnerId, leaseToken: 1, attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null,
-      leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(), started: false,
-    });
+    await leaseExpired(jobId, 1, false);
     await eventually(async () => (await row(stranded.leaseId)).status === 'released', { what: 'the never-started claim’s lease released' });
     // Released as its holder would release it: the uncommitted work saved on a rescue branch.
     expect(await row(stranded.leaseId)).toMatchObject({ release_reason: 'job_terminal', release_pending_cause: null });
@@ -172,16 +176,7 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
     expect(granted).toMatchObject({ token: stranded.token + 1, path: stranded.path });
     // The same acquire delivered again gets the same grant; the dead claim's acquire, asked anew, is refused.
     expect(await acquire(jobId, branch, { jobLeaseToken: 2 })).toMatchObject({ leaseId: granted.leaseId, token: granted.token });
-    const late = await refusal(
-      world.client.request(
-        acquireWorktree,
-        {
-          jobId, jobLeaseToken: 1, repositoryUrl: world.git.origin, branch, baseRef: 'main', leaseDurationMs: 600_000, lockTimeoutMs: 1_000,
-          idempotencyKey: deriveIdempotencyKey('test/acquire-late', { jobId, branch }),
-        },
-        { timeoutMs: 30_000 },
-      ),
-    );
+    const late = await refusal(acquire(jobId, branch, { jobLeaseToken: 1, lockTimeoutMs: 1_000, key: 'late', timeoutMs: 30_000 }));
     expect(late.code).toBe('STALE_FENCE');
     expect(await row(granted.leaseId)).toMatchObject({ status: 'ready' });
     await release(granted);
@@ -193,11 +188,7 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
     const branch = 'feature/never-started-early';
     const jobId = await claimedJob(world);
     const stranded = await acquire(jobId, branch);
-    const expired = (leaseToken: number) =>
-      world.publishJobEvent('JobLeaseExpired', jobId, {
-        jobId, runnerId: jobExampleIds.runnerId, leaseToken, attempt: leaseToken, outcome: 'REQUEUED', nextAttempt: leaseToken + 1, error: null,
-        leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(), started: false,
-      });
+    const expired = (leaseToken: number) => leaseExpired(jobId, leaseToken, false);
 
     // Claim 2's acquire comes before this service has heard that claim 1 ended: it waits in line.
     const second = acquire(jobId, branch, { jobLeaseToken: 2 });
@@ -222,15 +213,7 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
 
     // Another job on the branch: its holder is waited for as ever, whatever became of this job's claims.
     const otherJob = await claimedJob(world);
-    const otherAcquire = world.client.request(
-      acquireWorktree,
-      {
-        jobId: otherJob, jobLeaseToken: 1, repositoryUrl: world.git.origin, branch, baseRef: 'main', leaseDurationMs: 600_000, lockTimeoutMs: 2_000,
-        idempotencyKey: deriveIdempotencyKey('test/acquire-other', { otherJob, branch }),
-      },
-      { timeoutMs: 30_000 },
-    );
-    expect((await refusal(otherAcquire)).code).toBe('LOCK_TIMEOUT');
+    expect((await refusal(acquire(otherJob, branch, { lockTimeoutMs: 2_000, timeoutMs: 30_000 }))).code).toBe('LOCK_TIMEOUT');
     const held = (fourth as PromiseFulfilledResult<WorktreeLeaseGrant>).value;
     expect(await row(held.leaseId)).toMatchObject({ status: 'ready', release_pending_cause: null });
     await release(held);
@@ -240,10 +223,7 @@ describe('a lease whose claim ended elsewhere waits for its holder (a real proce
     service = await startServiceProcess(world);
     const jobId = await claimedJob(world);
     const grant = await acquire(jobId, 'feature/maybe-started');
-    await world.publishJobEvent('JobLeaseExpired', jobId, {
-      jobId, runnerId: jobExampleIds.runnerId, leaseToken: 1, attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null,
-      leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(), started: true,
-    });
+    await leaseExpired(jobId, 1, true);
     await eventually(async () => (await row(grant.leaseId)).release_pending_cause === 'job_lease_expired', { what: 'the started claim’s lease waiting for its holder' });
     expect(await row(grant.leaseId)).toMatchObject({ status: 'ready' });
     await release(grant);
