@@ -16,6 +16,16 @@ import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-setting
  */
 export const SERVING_MARK_MS = 1000;
 
+/** The expired leases a pass reads at a time. */
+export const LEASE_SWEEP_PAGE = 500;
+
+/** A lease the sweep read as run out; its expiry as PostgreSQL writes it, to read on after it exactly. */
+interface ExpiredLease {
+  job_id: string;
+  lease_token: number;
+  expires_at: string;
+}
+
 /** Refusals that mean the lease ended or moved on between the sweep's look and its append. */
 const LEASE_MOVED_ON: ReadonlySet<string> = new Set([ErrorCode.STALE_FENCE, ErrorCode.INVALID_TRANSITION, ErrorCode.PRECONDITION_FAILED, ErrorCode.VERSION_CONFLICT]);
 
@@ -117,9 +127,10 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
    * One pass; returns the number of leases this replica expired. None while this service's bus is
    * down: the runners cannot reach it then (their renewals find nobody serving, and do not count that
    * time), so a lease that ran out meanwhile says nothing about its runner. Once the bus is back, every
-   * live lease is resumed before anything expires (docs/jobs.md, "A job service outage").
+   * live lease is resumed before anything expires (docs/jobs.md, "A job service outage"). The
+   * expired leases are read `pageSize` at a time.
    */
-  async sweep(): Promise<number> {
+  async sweep(pageSize = LEASE_SWEEP_PAGE): Promise<number> {
     if (!this.bus.connected) {
       if (!this.sweepingWithoutBus) this.log.warn('NATS is not reachable: no job lease expires until it is back');
       this.sweepingWithoutBus = true;
@@ -129,44 +140,59 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     const now = this.store.clock();
     // This pass looks at every lease that ran out by now: a later start or bus loss resumes none of them.
     await this.recordServing(now);
-    const { rows } = await this.store.pool.query<{ job_id: string; lease_token: number }>(
-      `SELECT job_id, lease_token FROM jobs WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT 500`,
-      [now],
-    );
     let expired = 0;
-    for (const row of rows) {
-      // Lost during the pass: the rest waits for the resumption.
-      if (this.resumption.pending) break;
-      try {
-        const done = await this.store.execute({ metadata: { correlationId: `lease-expiry:${row.job_id}:${row.lease_token}`, actor: 'job-service' } }, async (uow) => {
-          // Another replica working on the same row right now: leave it to that one.
-          const locked = await uow.sql.query(`SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE SKIP LOCKED`, [row.job_id]);
-          if (locked.rowCount === 0) return false;
-          const decision = await decideWithin(uow, jobDecider, row.job_id, {
-            type: 'ExpireJobLease',
-            data: { jobId: row.job_id, leaseToken: row.lease_token, now: now.toISOString() },
-          });
-          return decision.decided.length > 0;
-        });
-        if (done.result) {
-          expired++;
-          // Back in the queue, in its place ahead of the claims' look-ahead (or failed: a look-up more).
-          this.picker.requeued();
-          this.log.info({ jobId: row.job_id, leaseToken: row.lease_token }, 'job lease expired');
-        }
-      } catch (error) {
-        // The lease ended (finished, renewed, expired by another replica) between the look and the append.
-        if (error instanceof GantryError && LEASE_MOVED_ON.has(error.code)) continue;
-        // No database: the pass ends here, the next one tries again.
-        if (isDatabaseUnreachable(error)) throw error;
-        // Anything else is a fault of this job (its view and its log disagree, a row the database
-        // refuses): said loudly, and the sweep goes on with the other leases — a pass that stopped
-        // at it would meet it first again (oldest expiry first) and expire nothing ever after.
-        countLeaseSweepFailure('job-lease');
-        this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, ...describeFault(error) }, 'a lease could not be expired');
+    // Page after page in expiry order, each read on after the last lease the one before held (by its
+    // expiry, then its job id): a lease this pass could not expire stays in the view, and a pass that
+    // read the oldest page again would meet the same faulty leases, and with a page of them, nothing
+    // after them ever (docs/jobs.md, "Leases and liveness"). The pass ends at `now`.
+    let after: ExpiredLease | undefined;
+    for (;;) {
+      const { rows } = await this.store.pool.query<ExpiredLease>(
+        `SELECT job_id, lease_token, lease_expires_at::text AS expires_at FROM jobs
+          WHERE status IN ('CLAIMED', 'RUNNING') AND lease_expires_at <= $1
+            AND ($3::text IS NULL OR (lease_expires_at >= $2::timestamptz AND (lease_expires_at, job_id) > ($2::timestamptz, $3::text)))
+          ORDER BY lease_expires_at, job_id LIMIT $4`,
+        [now, after?.expires_at ?? null, after?.job_id ?? null, pageSize],
+      );
+      for (const row of rows) {
+        // Lost during the pass: the rest waits for the resumption.
+        if (this.resumption.pending) return expired;
+        if (await this.expire(row, now)) expired++;
       }
+      if (rows.length < pageSize) return expired;
+      after = rows[rows.length - 1];
     }
-    return expired;
+  }
+
+  /** Expires one lease that ran out by `now`; false when it had moved on, another replica has it, or it is faulty. */
+  private async expire(row: ExpiredLease, now: Date): Promise<boolean> {
+    try {
+      const done = await this.store.execute({ metadata: { correlationId: `lease-expiry:${row.job_id}:${row.lease_token}`, actor: 'job-service' } }, async (uow) => {
+        // Another replica working on the same row right now: leave it to that one.
+        const locked = await uow.sql.query(`SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE SKIP LOCKED`, [row.job_id]);
+        if (locked.rowCount === 0) return false;
+        const decision = await decideWithin(uow, jobDecider, row.job_id, {
+          type: 'ExpireJobLease',
+          data: { jobId: row.job_id, leaseToken: row.lease_token, now: now.toISOString() },
+        });
+        return decision.decided.length > 0;
+      });
+      if (!done.result) return false;
+      // Back in the queue, in its place ahead of the claims' look-ahead (or failed: a look-up more).
+      this.picker.requeued();
+      this.log.info({ jobId: row.job_id, leaseToken: row.lease_token }, 'job lease expired');
+      return true;
+    } catch (error) {
+      // The lease ended (finished, renewed, expired by another replica) between the look and the append.
+      if (error instanceof GantryError && LEASE_MOVED_ON.has(error.code)) return false;
+      // No database: the pass ends here, the next one tries again.
+      if (isDatabaseUnreachable(error)) throw error;
+      // Anything else is a fault of this job (its view and its log disagree, a row the database
+      // refuses): said loudly and counted, and the pass goes on past it with the other leases.
+      countLeaseSweepFailure('job-lease');
+      this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, ...describeFault(error) }, 'a lease could not be expired');
+      return false;
+    }
   }
 
   /**
