@@ -1,9 +1,13 @@
 import { listJobs } from '@gantry/contracts';
 import { migrate } from '@gantry/eventstore';
-import { testDatabaseUrl } from '@gantry/testing';
+import { encodeCursor } from '@gantry/service-runtime';
+import { mostRowsReadByAStep, testDatabaseUrl } from '@gantry/testing';
 import { listJobsStatement } from '../src/application/queries.js';
 import { jobServiceMigrations } from '../src/infrastructure/migrations.js';
 import { createWorld, readingJobsView, type TestWorld } from './harness.js';
+
+/** The cursor of a page whose last job was enqueued at `position`. */
+const cursorAfter = (position: string) => encodeCursor({ after: position });
 
 /** What a list_jobs page reads of a long history (docs/jobs.md, "Listing jobs"). */
 describe('list_jobs on a long history', () => {
@@ -12,10 +16,16 @@ describe('list_jobs on a long history', () => {
   beforeAll(async () => {
     world = await createWorld('list-jobs-reads');
     await migrate({ url: testDatabaseUrl, schema: world.name, migrations: jobServiceMigrations });
-    // 20,000 finished jobs, among them three claims of runner-x and one of runner-y (job-N at enqueue position N).
+    // 20,000 jobs (job-N at enqueue position N), nearly all DONE, of product p and a task each (T-N):
+    // three claims of runner-x and one of runner-y; three jobs of product p-rare and two of task T-rare;
+    // three CANCELLED jobs and two FAILED ones; and every tenth job of p-often.
     await world.db.query(
-      `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, exclude_from_coalescing, created_at, attempt, max_attempts, runner_id, payloads, state)
-       SELECT 'job-' || g, g, CASE WHEN g IN (100, 10000, 19990, 15000) THEN 'RUNNING' ELSE 'DONE' END, 'TASK_IMPLEMENTATION', 'p', false, now(), 1, 3,
+      `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, task_id, exclude_from_coalescing, created_at, attempt, max_attempts, runner_id, payloads, state)
+       SELECT 'job-' || g, g,
+              CASE WHEN g IN (100, 10000, 19990, 15000) THEN 'RUNNING' WHEN g IN (50, 12000, 19999) THEN 'CANCELLED' WHEN g IN (7000, 17000) THEN 'FAILED' ELSE 'DONE' END,
+              'TASK_IMPLEMENTATION',
+              CASE WHEN g IN (300, 9000, 18000) THEN 'p-rare' WHEN g % 10 = 0 THEN 'p-often' ELSE 'p' END,
+              CASE WHEN g IN (2500, 16000) THEN 'T-rare' ELSE 'T-' || g END, false, now(), 1, 3,
               CASE WHEN g IN (100, 10000, 19990) THEN 'runner-x' WHEN g = 15000 THEN 'runner-y' END, '{}', '{}'
          FROM generate_series(1, 20000) AS g`,
     );
@@ -42,5 +52,32 @@ describe('list_jobs on a long history', () => {
     expect((await page({ runnerId: 'runner-x', status: ['DONE'] })).jobs).toEqual([]);
     expect((await page({ runnerId: 'runner-none' })).jobs).toEqual([]);
     expect((await page({ runnerId: 'runner-none' })).read).toBeLessThanOrEqual(64);
+  });
+
+  it('a filter by product, by task or by a finished status reads the matching jobs only, in enqueue order, a page at a time', async () => {
+    const cases: [Record<string, unknown>, string[]][] = [
+      [{ productId: 'p-rare' }, ['job-300', 'job-9000', 'job-18000']],
+      [{ productId: 'p-none' }, []],
+      [{ productId: 'p-rare', limit: 1 }, ['job-300', 'job-9000']],
+      [{ taskId: 'T-rare' }, ['job-2500', 'job-16000']],
+      [{ taskId: 'T-none' }, []],
+      [{ status: ['CANCELLED'] }, ['job-50', 'job-12000', 'job-19999']],
+      [{ status: ['SKIPPED'] }, []],
+      [{ status: ['FAILED', 'CANCELLED'] }, ['job-50', 'job-7000', 'job-12000', 'job-17000', 'job-19999']],
+      [{ status: ['CANCELLED'], limit: 1 }, ['job-50', 'job-12000']],
+      [{ status: ['CANCELLED'], cursor: cursorAfter('50') }, ['job-12000', 'job-19999']],
+      [{ productId: 'p-rare', cursor: cursorAfter('300') }, ['job-9000', 'job-18000']],
+      [{ productId: 'p-rare', status: ['DONE'], limit: 1 }, ['job-300', 'job-9000']],
+      [{ taskId: 'T-rare', status: ['DONE'] }, ['job-2500', 'job-16000']],
+    ];
+    const answered = [];
+    for (const [request, jobs] of cases) {
+      const statement = listJobsStatement(listJobs.request.parse(request));
+      const { rows } = await world.db.query<{ enqueue_position: string }>(statement.text, statement.values);
+      const read = await mostRowsReadByAStep(world.db, statement.text, statement.values);
+      // A page reads its jobs and at most one more (a page of `limit` reads one more to know there is a next).
+      answered.push({ request, jobs: rows.map((r) => `job-${r.enqueue_position}`), read: read <= jobs.length + 1 ? 'only those' : read });
+    }
+    expect(answered).toEqual(cases.map(([request, jobs]) => ({ request, jobs, read: 'only those' })));
   });
 });

@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { jsonTextColumnsMigration, leaseSweepsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
+import { createIndexWhileWritten, jsonTextColumnsMigration, leaseSweepsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
 
 /**
  * The read side of job-service. Each row keeps the folded aggregate (`state`) — the views are
@@ -262,6 +262,29 @@ export class JobServiceOneOpenRunPerBranch1782200000000 implements MigrationInte
  */
 export const JobServiceLeaseSweeps1782300000000 = leaseSweepsMigration('JobServiceLeaseSweeps1782300000000');
 
+/**
+ * The listing's filters by product, by task and by a finished status, each in enqueue order, so that
+ * a `list_jobs` page by one of them reads the matching jobs only (listJobsStatement; docs/jobs.md,
+ * "Listing jobs"), where it walked the listing index through every other job. The finished jobs'
+ * index holds a job from its finish on only, so the steps of its life before add nothing to it; the
+ * task's leaves out the jobs of no task. Built while the service's replicas write (createIndexWhileWritten).
+ */
+export class JobServiceListingFilters1782400000000 implements MigrationInterface {
+  name = 'JobServiceListingFilters1782400000000';
+  /** CREATE INDEX CONCURRENTLY cannot run in a transaction. */
+  transaction = false;
+
+  async up(q: QueryRunner): Promise<void> {
+    await createIndexWhileWritten(q, 'jobs', 'jobs_by_product', '(product_id, enqueue_position)');
+    await createIndexWhileWritten(q, 'jobs', 'jobs_by_task', '(task_id, enqueue_position) WHERE task_id IS NOT NULL');
+    await createIndexWhileWritten(q, 'jobs', 'jobs_finished', `(status, enqueue_position) WHERE status IN ('DONE', 'FAILED', 'SKIPPED', 'CANCELLED')`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    for (const index of ['jobs_finished', 'jobs_by_task', 'jobs_by_product']) await q.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index}`);
+  }
+}
+
 /** The index that holds a branch for its open sprint run. */
 export const OPEN_RUN_PER_BRANCH = 'sprint_runs_open_branch';
 
@@ -276,4 +299,5 @@ export const jobServiceMigrations = [
   JobServiceClaimHolds1782100000000,
   JobServiceOneOpenRunPerBranch1782200000000,
   JobServiceLeaseSweeps1782300000000,
+  JobServiceListingFilters1782400000000,
 ];

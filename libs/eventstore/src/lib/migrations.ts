@@ -200,16 +200,26 @@ export class EventLogOccurredAtIndex1783000000000 implements MigrationInterface 
   transaction = false;
 
   async up(q: QueryRunner): Promise<void> {
-    const [left] = (await q.query(`SELECT i.indisvalid AS valid FROM pg_index i WHERE i.indexrelid = to_regclass('events_occurred_at')`)) as Array<{ valid: boolean }>;
-    const [{ bytes }] = (await q.query(`SELECT pg_relation_size('events') AS bytes`)) as [{ bytes: string }];
-    const concurrently = Number(bytes) > CONCURRENT_INDEX_BYTES ? 'CONCURRENTLY' : '';
-    if (left && !left.valid) await q.query(`DROP INDEX ${concurrently} events_occurred_at`);
-    await q.query(`CREATE INDEX ${concurrently} IF NOT EXISTS events_occurred_at ON events USING brin (occurred_at) WITH (autosummarize = on)`);
+    await createIndexWhileWritten(q, 'events', 'events_occurred_at', 'USING brin (occurred_at) WITH (autosummarize = on)');
   }
 
   async down(q: QueryRunner): Promise<void> {
     await q.query(`DROP INDEX CONCURRENTLY IF EXISTS events_occurred_at`);
   }
+}
+
+/**
+ * Creates index `name` on `table` (`definition`: what follows `ON table`) in a migration that runs
+ * outside a transaction (`transaction = false`): CONCURRENTLY on a table of more than
+ * CONCURRENT_INDEX_BYTES, so that its writes go on while it is built, at once on a smaller one (see
+ * EventLogOccurredAtIndex). A build that failed part-way left an invalid index, dropped and built again.
+ */
+export async function createIndexWhileWritten(q: Pick<QueryRunner, 'query'>, table: string, name: string, definition: string): Promise<void> {
+  const [left] = (await q.query(`SELECT i.indisvalid AS valid FROM pg_index i WHERE i.indexrelid = to_regclass($1)`, [name])) as Array<{ valid: boolean }>;
+  const [{ bytes }] = (await q.query(`SELECT pg_relation_size($1::regclass) AS bytes`, [table])) as [{ bytes: string }];
+  const concurrently = Number(bytes) > CONCURRENT_INDEX_BYTES ? 'CONCURRENTLY' : '';
+  if (left && !left.valid) await q.query(`DROP INDEX ${concurrently} ${name}`);
+  await q.query(`CREATE INDEX ${concurrently} IF NOT EXISTS ${name} ON ${table} ${definition}`);
 }
 
 export interface MigrateOptions {
