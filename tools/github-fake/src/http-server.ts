@@ -22,9 +22,15 @@ import type { DeliveryRule, WebhookDispatcher, WebhookTarget } from './webhooks.
  * `forbidden`: the token lacks a permission the request needs, and nothing happens — REST 403, GraphQL
  * 200 with a `FORBIDDEN` error, both "Resource not accessible by personal access token" (a fine-grained
  * token's wording; an App's says "by integration").
+ * `stale_read`: a read of a pull request (`GET /repos/{o}/{r}/pulls/{n}`) answered by a replica of GitHub that has not
+ * caught up with the PR's last change — the PR as it was last answered before that change, its `updated_at` earlier
+ * (the PR as it is when no earlier answer differs); any other request is answered as usual.
  */
-export type FaultKind = 'primary_rate_limit' | 'secondary_rate_limit' | 'server_error' | 'base_branch_modified' | 'lost_response' | 'delayed_response' | 'forbidden';
-const FAULT_KINDS: FaultKind[] = ['primary_rate_limit', 'secondary_rate_limit', 'server_error', 'base_branch_modified', 'lost_response', 'delayed_response', 'forbidden'];
+export type FaultKind = 'primary_rate_limit' | 'secondary_rate_limit' | 'server_error' | 'base_branch_modified' | 'lost_response' | 'delayed_response' | 'forbidden' | 'stale_read';
+const FAULT_KINDS: FaultKind[] = ['primary_rate_limit', 'secondary_rate_limit', 'server_error', 'base_branch_modified', 'lost_response', 'delayed_response', 'forbidden', 'stale_read'];
+const PULL_READ = /^\/repos\/[^/]+\/[^/]+\/pulls\/\d+$/;
+/** How many earlier versions of a PR a stale read may answer from. */
+const PULL_VERSIONS_KEPT = 8;
 
 export interface Fault {
   kind: FaultKind;
@@ -77,6 +83,8 @@ export class HttpFrontend {
   private readonly server: Server;
   private readonly graphql: GraphQLEndpoint;
   private readonly faults: (Fault & { remaining: number })[] = [];
+  /** The versions of each PR answered to reads, by path (a `stale_read` answers an earlier one). */
+  private readonly pullVersions = new Map<string, { updatedAt: string; answer: unknown }[]>();
   private readonly log: RequestLogEntry[] = [];
   private readonly rate = new Map<string, RateWindow>();
   private tokens: string[] | null;
@@ -178,8 +186,9 @@ export class HttpFrontend {
     // A long-running fake (npm start) keeps the most recent requests only.
     if (this.log.length > MAX_LOGGED_REQUESTS) this.log.splice(0, this.log.length - MAX_LOGGED_REQUESTS);
     let afterEffect: Fault | null = null;
-    const reply = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
+    const reply = (status: number, answered: unknown, headers: Record<string, string> = {}) => {
       entry.status = status;
+      const payload = status === 200 && method === 'GET' && PULL_READ.test(url.pathname) ? this.pullAsReplicated(url.pathname, answered, afterEffect?.kind === 'stale_read') : answered;
       if (afterEffect?.kind === 'lost_response') {
         res.destroy();
         return;
@@ -204,7 +213,7 @@ export class HttpFrontend {
 
     const fault = this.takeFault(method, url.pathname);
     if (fault) entry.fault = fault.kind;
-    if (fault?.kind === 'lost_response' || fault?.kind === 'delayed_response') afterEffect = fault;
+    if (fault?.kind === 'lost_response' || fault?.kind === 'delayed_response' || fault?.kind === 'stale_read') afterEffect = fault;
     else if (fault) {
       const failure = this.faultResponse(fault, window, resource);
       return reply(failure.status, failure.body, failure.headers);
@@ -243,6 +252,23 @@ export class HttpFrontend {
       this.rate.set(key, window);
     }
     return window;
+  }
+
+  /**
+   * A read of a PR as GitHub's replicas serve it: the versions answered are kept (by `updated_at`), and a stale read is
+   * answered with the latest one before the PR's current version, as a replica behind the others would.
+   */
+  private pullAsReplicated(path: string, current: unknown, stale: boolean): unknown {
+    const updatedAt = (current as { updated_at?: string }).updated_at ?? '';
+    const versions = this.pullVersions.get(path) ?? [];
+    if (!stale) {
+      const kept = versions.filter((v) => v.updatedAt !== updatedAt);
+      kept.push({ updatedAt, answer: current });
+      this.pullVersions.set(path, kept.slice(-PULL_VERSIONS_KEPT));
+      return current;
+    }
+    const earlier = versions.filter((v) => Date.parse(v.updatedAt) < Date.parse(updatedAt)).at(-1);
+    return earlier?.answer ?? current;
   }
 
   private takeFault(method: string, path: string): Fault | null {

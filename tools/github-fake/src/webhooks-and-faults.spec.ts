@@ -242,6 +242,25 @@ describe('rate limits, server errors and credentials', () => {
     expect(error.errors).toEqual([{ type: 'FORBIDDEN', message: 'Resource not accessible by personal access token' }]);
   });
 
+  it('a stale read: a replica behind the PR\'s last change answers the PR as it was before it, updated_at earlier; then reads are current again', async () => {
+    const { octokit } = octokitFor(fake);
+    await pushBranch('feature/stale');
+    clone.git('push', '-q', 'origin', 'origin/main:refs/heads/develop');
+    await fake.control.refresh();
+    const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/stale', base: 'main', title: 'stale' });
+    const before = (await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    await octokit.rest.pulls.update({ owner, repo: name(), pull_number: pr.number, base: 'develop' });
+    const current = (await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data;
+    expect(Date.parse(current.updated_at)).toBeGreaterThan(Date.parse(before.updated_at));
+
+    await fake.control.injectFault({ kind: 'stale_read', method: 'GET', path: `/pulls/${pr.number}` });
+    const stale = (await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data;
+    expect(stale).toMatchObject({ base: { ref: 'main' }, updated_at: before.updated_at });
+    expect((await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data).toMatchObject({ base: { ref: 'develop' }, updated_at: current.updated_at });
+    expect((await fake.control.requests({ method: 'GET', path: `/pulls/${pr.number}` })).map((r) => r.fault)).toEqual([null, null, 'stale_read', null]);
+  });
+
   it('a 5xx is retried by the retry plugin; a 405 or 409 is not', async () => {
     const { octokit } = octokitFor(fake);
     await fake.control.injectFault({ kind: 'server_error', path: `/repos/${repo.fullName}`, status: 502, count: 2 });
