@@ -16,6 +16,8 @@ export interface PullRequestOnGitHub {
   mergeable: boolean | null;
   mergeableState: string;
   autoMergeEnabled: boolean;
+  /** GitHub's `updated_at` of the PR (null: not given). */
+  updatedAt: string | null;
 }
 
 export type AutoMergeOutcome =

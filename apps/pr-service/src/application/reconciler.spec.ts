@@ -36,7 +36,7 @@ describe('the pull request reconciler\'s memory', () => {
     };
     const computing: PullRequestOnGitHub = {
       number: 1, url: 'https://github.test/acme/widgets/pull/1', nodeId: 'PR_1', state: 'open', merged: false, mergeCommitSha: null, draft: false,
-      headSha: 'a'.repeat(40), headBranch: 'feat/x', baseBranch: 'main', mergeable: null, mergeableState: 'unknown', autoMergeEnabled: false,
+      headSha: 'a'.repeat(40), headBranch: 'feat/x', baseBranch: 'main', mergeable: null, mergeableState: 'unknown', autoMergeEnabled: false, updatedAt: null,
     };
     const github = { read: async () => computing, checks: async () => [] };
     const lock = { query: async () => ({ rows: [{ locked: true }] }), release: () => undefined };

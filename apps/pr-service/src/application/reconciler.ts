@@ -8,11 +8,14 @@ import {
   baseBranchOf,
   CONFLICT_LOOKUPS,
   forHead,
+  baseWentBack,
   HEAD_BACK_CONFIRM_MS,
   headWentBack,
   isSettled,
+  olderThanBaseChange,
   nextConflictLookupAt,
   pendingEffects,
+  readHeldBack,
   strategies,
   type GitHubObservation,
   type PullRequestCommand,
@@ -55,8 +58,11 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    */
   private readonly attempts = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
   private readonly unknownMergeability = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
-  /** PR-15: per pull request, the earlier head GitHub shows it back at, and since when (every read since showing it too). */
-  private readonly headsBack = new LRUCache<string, { headSha: string; since: string }>({ max: REMEMBERED_COUNTS });
+  /**
+   * PR-15, PR-18: per pull request, what GitHub shows it back at — an earlier head, the base before the recorded change
+   * — and since when (every read since showing it too).
+   */
+  private readonly shownBack = new LRUCache<string, { shown: string; since: string }>({ max: REMEMBERED_COUNTS });
   /** Every open pull request looked at again now and then, whatever was missed (a webhook lost, a crash). */
   private readonly resync: Sweep;
 
@@ -118,7 +124,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       if (state.pr) {
         seen = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.read(state.repository, state.pr!.number));
         const { observation, unnamed } = await this.observe(state, seen);
-        this.sinceHeadWentBack(state, observation);
+        // A read that may come from a replica of GitHub behind another is no ground for an effect: the PR is read again.
+        if (readHeldBack(state, observation)) return;
         state = (await this.prs.record(this.command(state, { type: 'RecordObservation', data: { observation } }), this.metadata(pullRequestId))).state;
         if (unnamed) await this.conflictUnnamed(state, seen, unnamed);
         if (isSettled(state)) return;
@@ -142,19 +149,28 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   }
 
   /**
-   * PR-15: a read showing the PR back at a head the branch had before, once GitHub showed the current one, is followed
-   * only once GitHub has shown that head for HEAD_BACK_CONFIRM_MS (one read may come from a replica of GitHub behind
-   * another): the read carries since when it has been shown, and the PR is read again when that time is up.
+   * PR-15, PR-18: a read showing the PR back at a head the branch had before (once GitHub showed the current one), or at
+   * the base it was on before the recorded change, is followed only once GitHub has shown it for HEAD_BACK_CONFIRM_MS
+   * (one read may come from a replica of GitHub behind another): the read carries since when it has been shown, and the
+   * PR is read again when that time is up. A read older than the recorded base change says nothing: the PR is read again
+   * a second later, when a replica that has caught up shows what is new.
    */
-  private sinceHeadWentBack(state: PullRequestState, observation: GitHubObservation): void {
+  private sinceShownBack(state: PullRequestState, observation: GitHubObservation): void {
     const id = state.pullRequestId;
-    if (!headWentBack(state, observation)) {
-      this.headsBack.delete(id);
+    if (olderThanBaseChange(state, observation)) {
+      this.ask(id, 1000);
       return;
     }
-    const first = this.headsBack.get(id);
-    const since = first?.headSha === observation.headSha ? first.since : observation.observedAt;
-    if (since === observation.observedAt) this.headsBack.set(id, { headSha: observation.headSha, since });
+    const head = headWentBack(state, observation) ? observation.headSha : '';
+    const base = baseWentBack(state, observation) ? observation.baseBranch : '';
+    if (!head && !base) {
+      this.shownBack.delete(id);
+      return;
+    }
+    const shown = `${head} ${base}`;
+    const first = this.shownBack.get(id);
+    const since = first?.shown === shown ? first.since : observation.observedAt;
+    if (since === observation.observedAt) this.shownBack.set(id, { shown, since });
     observation.shownSince = since;
     const waitMs = Date.parse(since) + HEAD_BACK_CONFIRM_MS - Date.parse(observation.observedAt);
     if (waitMs > 0) this.ask(id, waitMs);
@@ -177,26 +193,6 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    * without the conflict — its checks, draft and head still count — and `unnamed` says why.
    */
   private async observe(state: PullRequestState, pr: PullRequestOnGitHub): Promise<{ observation: GitHubObservation; unnamed: string | null }> {
-    const checks = pr.state === 'open' ? await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.checks(state.repository, pr.headSha)) : [];
-    let conflictingFiles: string[] | null = null;
-    let unnamed: string | null = null;
-    // PR-18: a conflict and the look-ups of its files were against the base recorded; on another base, they are over.
-    const sameBase = baseBranchOf(state) === pr.baseBranch;
-    const known = sameBase && forHead(state, state.conflict)?.headSha === pr.headSha;
-    if (pr.state === 'open' && pr.mergeable === false && pr.mergeableState === 'dirty' && !known) {
-      // PR-10: the look-ups that failed for this head are in the PR's log: at most CONFLICT_LOOKUPS, across restarts.
-      const dueAt = sameBase ? nextConflictLookupAt(state, pr.headSha) : 0;
-      const now = Date.parse(this.prs.now());
-      if (dueAt !== null && now >= dueAt) {
-        try {
-          conflictingFiles = await this.filesInConflict(state, pr);
-        } catch (error) {
-          unnamed = error instanceof Error ? error.message : String(error);
-        }
-      } else if (dueAt !== null) {
-        this.ask(state.pullRequestId, dueAt - now);
-      }
-    }
     const observation: GitHubObservation = {
       prNumber: pr.number,
       prUrl: pr.url,
@@ -210,10 +206,33 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       mergeable: pr.mergeable,
       mergeableState: pr.mergeableState,
       autoMergeEnabled: pr.autoMergeEnabled,
-      checks,
-      conflictingFiles,
+      updatedAt: pr.updatedAt,
+      checks: [],
+      conflictingFiles: null,
       observedAt: this.prs.now(),
     };
+    this.sinceShownBack(state, observation);
+    // A read the PR does not follow (yet) asks neither for checks nor for git's look-up of a conflict.
+    if (readHeldBack(state, observation)) return { observation, unnamed: null };
+    if (pr.state === 'open') observation.checks = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.checks(state.repository, pr.headSha));
+    let unnamed: string | null = null;
+    // PR-18: a conflict and the look-ups of its files were against the base recorded; on another base, they are over.
+    const sameBase = baseBranchOf(state) === pr.baseBranch;
+    const known = sameBase && forHead(state, state.conflict)?.headSha === pr.headSha;
+    if (pr.state === 'open' && pr.mergeable === false && pr.mergeableState === 'dirty' && !known) {
+      // PR-10: the look-ups that failed for this head are in the PR's log: at most CONFLICT_LOOKUPS, across restarts.
+      const dueAt = sameBase ? nextConflictLookupAt(state, pr.headSha) : 0;
+      const now = Date.parse(this.prs.now());
+      if (dueAt !== null && now >= dueAt) {
+        try {
+          observation.conflictingFiles = await this.filesInConflict(state, pr);
+        } catch (error) {
+          unnamed = error instanceof Error ? error.message : String(error);
+        }
+      } else if (dueAt !== null) {
+        this.ask(state.pullRequestId, dueAt - now);
+      }
+    }
     return { observation, unnamed };
   }
 

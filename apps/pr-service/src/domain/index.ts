@@ -21,6 +21,7 @@
 //   PR-16 auto-merge turned off on GitHub holds the merge decider.ts observationEvents, mergeIfDue (mergeHeldSince)
 //   PR-17 a STORY draft is not merged (a person's "not yet") decider.ts observationEvents, mergeIfDue; state.ts PullRequestDraftChanged
 //   PR-18 a base a person changed is followed            decider.ts observationEvents (PullRequestBaseChanged, once); state.ts baseBranchOf
+//         not undone by a replica behind the change     decider.ts readHeldBack (olderThanBaseChange by updated_at, baseWentBack)
 //   phases                                                pull-request/phase.ts   phaseOf
 // Specifications: pull-request/*.spec.ts, given / when / then (DeciderSpecification from @gantry/eventstore/testing).
 
@@ -28,7 +29,7 @@ export type { PullRequestEvent, PullRequestEventType } from './pull-request/even
 export type { PullRequestCommand, PullRequestCommandType, GitHubObservation } from './pull-request/commands.js';
 export type { PullRequestState, Flow, OpenedPr, Scope } from './pull-request/state.js';
 export { initialPullRequestState, evolvePullRequest, pullRequestExists, isSettled, baseBranchOf } from './pull-request/state.js';
-export { decidePullRequest, pullRequestDecider, headWentBack, HEAD_BACK_CONFIRM_MS } from './pull-request/decider.js';
+export { decidePullRequest, pullRequestDecider, headWentBack, baseWentBack, olderThanBaseChange, readHeldBack, HEAD_BACK_CONFIRM_MS } from './pull-request/decider.js';
 export type { ReportedCheck, ChecksVerdict } from './pull-request/checks.js';
 export { checksVerdict } from './pull-request/checks.js';
 export type { StrategyRules } from './pull-request/strategies.js';

@@ -433,10 +433,18 @@ export const PullRequestBaseChanged = defineEvent({
     headSha: GitShaSchema,
     baseBranch: GitRefSchema,
     previousBaseBranch: GitRefSchema,
+    /**
+     * GitHub's `updated_at` of the PR in the read that showed the change (null: the read had none; absent: recorded
+     * before it was kept). A read older than it was answered by a replica behind the change, and cannot undo it.
+     */
+    shownUpdatedAt: TimestampSchema.nullable().optional(),
     changedAt: TimestampSchema,
   }),
   examples: {
-    valid: [{ ...prExample, prNumber: 102, headSha: sha, baseBranch: 'release/2.4', previousBaseBranch: 'main', changedAt: at }],
+    valid: [
+      { ...prExample, prNumber: 102, headSha: sha, baseBranch: 'release/2.4', previousBaseBranch: 'main', changedAt: at },
+      { ...prExample, prNumber: 102, headSha: sha, baseBranch: 'release/2.4', previousBaseBranch: 'main', shownUpdatedAt: at, changedAt: at },
+    ],
     // which base it was on before?
     invalid: [{ ...prExample, prNumber: 102, headSha: sha, baseBranch: 'release/2.4', changedAt: at }],
   },

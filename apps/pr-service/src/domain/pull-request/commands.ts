@@ -24,10 +24,12 @@ export interface GitHubObservation {
   checks: ReportedCheck[];
   conflictingFiles: string[] | null;
   observedAt: string;
+  /** GitHub's `updated_at` of the PR in this read (null or absent: none): how recent the replica that answered it is (PR-18). */
+  updatedAt?: string | null;
   /**
-   * PR-15: since when GitHub has shown this head, every read in between showing it too (the effect processor's
-   * memory; absent: this read is the first). A head the branch had before, shown once GitHub showed the current
-   * one, is followed only once shown for HEAD_BACK_CONFIRM_MS.
+   * PR-15, PR-18: since when GitHub has shown what this read shows back — a head the branch had before the current one,
+   * or the base the PR was on before the recorded change — every read in between showing it too (the effect
+   * processor's memory; absent: this read is the first). Such a read is followed only once shown for HEAD_BACK_CONFIRM_MS.
    */
   shownSince?: string;
 }

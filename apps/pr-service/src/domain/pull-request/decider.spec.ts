@@ -560,8 +560,40 @@ describe('the pull request machine', () => {
       expect(pullRequestView(state).baseBranch).toBe('develop');
       given([...openStory, event.baseChanged(6, 'develop')]).when(when.observed(7, { baseBranch: 'develop' })).then([]);
       given([...openStory, event.baseChanged(6, 'develop')]).when(when.observed(8, { baseBranch: 'release' })).then([event.baseChanged(8, 'release', 'develop')]);
-      // Back on the product's base is a change too.
-      given([...openStory, event.baseChanged(6, 'develop')]).when(when.observed(9)).then([event.baseChanged(9, 'main', 'develop')]);
+      // Back on the product's base is a change too (GitHub's updated_at unknown: once shown for 2 s, below).
+      given([...openStory, event.baseChanged(6, 'develop')]).when(when.observed(9, { shownSince: at(7) })).then([event.baseChanged(9, 'main', 'develop')]);
+    });
+
+    describe('and a read from a replica of GitHub behind the change', () => {
+      const changed = [...storyDone, event.conflict(6), event.baseChanged(8, 'develop', 'main', H1, at(7))];
+      const stale = { baseBranch: 'main', mergeable: false, mergeableState: 'dirty', conflictingFiles: ['src/app.ts'], checks: green };
+
+      it('records nothing when it is older than the change (GitHub\'s updated_at): no change back, no conflict with the previous base again', () => {
+        given(changed).when(when.observed(9, { ...stale, updatedAt: at(5) })).then([]);
+        // Older than the change, it says nothing at all, whatever base it shows.
+        given(changed).when(when.observed(9, { baseBranch: 'develop', checks: green, updatedAt: at(5) })).then([]);
+        given(changed).when(when.observed(9, { baseBranch: 'develop', checks: green, updatedAt: at(7) })).then([event.passed(9), event.mergeRequested(9, 'AUTO_MERGE')]);
+      });
+
+      it('follows a person moving the base back at once when GitHub\'s updated_at is later than the change', () => {
+        given(changed)
+          .when(when.observed(9, { baseBranch: 'main', mergeable: null, mergeableState: 'unknown', updatedAt: at(9) }))
+          .then([event.baseChanged(9, 'main', 'develop', H1, at(9))]);
+      });
+
+      it('follows the previous base shown in the same second as the change (or without updated_at) only once shown for 2 s', () => {
+        const sameSecond = { baseBranch: 'main', mergeable: null, mergeableState: 'unknown', updatedAt: at(7) };
+        given(changed).when(when.observed(9, sameSecond)).then([]);
+        given(changed).when(when.observed(10, { ...sameSecond, shownSince: at(9) })).then([]);
+        given(changed).when(when.observed(11, { ...sameSecond, shownSince: at(9) })).then([event.baseChanged(11, 'main', 'develop', H1, at(7))]);
+        const unknown = [...storyDone, event.baseChanged(8, 'develop')];
+        given(unknown).when(when.observed(9, { baseBranch: 'main', updatedAt: at(9) })).then([]);
+        given(unknown).when(when.observed(11, { baseBranch: 'main', updatedAt: at(9), shownSince: at(9) })).then([event.baseChanged(11, 'main', 'develop', H1, at(9))]);
+      });
+
+      it('a third base is no replica behind: followed at once', () => {
+        given(changed).when(when.observed(9, { baseBranch: 'release', mergeable: null, mergeableState: 'unknown', updatedAt: at(7) })).then([event.baseChanged(9, 'release', 'develop', H1, at(7))]);
+      });
     });
 
     it('ends a conflict with the previous base: the same head conflicting with the new one is recorded again, with its files', () => {

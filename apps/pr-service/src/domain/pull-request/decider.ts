@@ -184,14 +184,18 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
   // …but one read is no proof: GitHub answers from replicas, and one behind another may show the earlier head for a
   // moment. Followed, the PR would disable the later head's auto-merge and report the earlier head's red checks, so
   // the earlier head is followed once GitHub has shown it for HEAD_BACK_CONFIRM_MS (reads in between showing it too).
-  if (headWentBack(state, o) && (o.shownSince === undefined || Date.parse(o.observedAt) - Date.parse(o.shownSince) < HEAD_BACK_CONFIRM_MS)) return [];
+  // PR-18: so is the base the PR was on before the recorded change — unless GitHub's updated_at proves the read later.
+  if (readHeldBack(state, o)) return [];
 
   const events: PullRequestEvent[] = [];
   // PR-18: a person pointed the PR at another base. Compared with the recorded base, so the read that sees it first — a
   // webhook's or the resync's — records it, and every later read showing the same base records nothing.
   const base = baseBranchOf(state);
   if (base !== null && o.baseBranch !== base) {
-    events.push({ type: 'PullRequestBaseChanged', data: { ...id, prNumber: o.prNumber, headSha: o.headSha, baseBranch: o.baseBranch, previousBaseBranch: base, changedAt: now } });
+    events.push({
+      type: 'PullRequestBaseChanged',
+      data: { ...id, prNumber: o.prNumber, headSha: o.headSha, baseBranch: o.baseBranch, previousBaseBranch: base, shownUpdatedAt: o.updatedAt ?? null, changedAt: now },
+    });
   }
   if (o.headSha !== state.headSha && state.headSha !== null) {
     events.push({ type: 'PullRequestHeadMoved', data: { ...id, headSha: o.headSha, previousHeadSha: state.headSha, source: 'GITHUB', movedAt: now } });
@@ -281,6 +285,38 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
 
 /** PR-15: how long GitHub must have shown a head the branch had before (once it showed the current one) for the PR to follow it back. */
 export const HEAD_BACK_CONFIRM_MS = 2000;
+
+type ReadOfReplica = Pick<GitHubObservation, 'headSha' | 'baseBranch' | 'updatedAt' | 'observedAt' | 'shownSince'>;
+
+/**
+ * PR-15, PR-18: a read that may come from a replica of GitHub behind another, and says nothing (yet). A read older
+ * than the recorded change of the base (GitHub's `updated_at`) was answered by a replica behind that change: it says
+ * nothing at all. A read showing an earlier head, or the base before the recorded change — and not proven later than
+ * that change by its `updated_at` — is followed once GitHub has shown it for HEAD_BACK_CONFIRM_MS, every read in between
+ * showing it too (`shownSince`).
+ */
+export function readHeldBack(state: PullRequestState, o: ReadOfReplica): boolean {
+  if (olderThanBaseChange(state, o)) return true;
+  if (!headWentBack(state, o) && !baseWentBack(state, o)) return false;
+  return o.shownSince === undefined || Date.parse(o.observedAt) - Date.parse(o.shownSince) < HEAD_BACK_CONFIRM_MS;
+}
+
+/** PR-18: GitHub's `updated_at` only grows, so a read showing an earlier one than the read that showed the base change is older than that change. */
+export function olderThanBaseChange(state: PullRequestState, o: Pick<GitHubObservation, 'updatedAt'>): boolean {
+  const changed = state.pr?.baseChange?.shownUpdatedAt;
+  return !!changed && !!o.updatedAt && Date.parse(o.updatedAt) < Date.parse(changed);
+}
+
+/**
+ * PR-18: a read showing the base the PR was on before the recorded change, its `updated_at` not later than that
+ * change's (the same second, or unknown): a replica behind the change, or a person moving the base back — told apart
+ * by time (HEAD_BACK_CONFIRM_MS). Later than the change, it is a person moving it back, followed at once.
+ */
+export function baseWentBack(state: PullRequestState, o: Pick<GitHubObservation, 'baseBranch' | 'updatedAt'>): boolean {
+  const change = state.pr?.baseChange;
+  if (!change || o.baseBranch === baseBranchOf(state) || o.baseBranch !== change.previousBaseBranch) return false;
+  return !(change.shownUpdatedAt && o.updatedAt && Date.parse(o.updatedAt) > Date.parse(change.shownUpdatedAt));
+}
 
 /** PR-15: a read showing a head the branch had before the current one, after GitHub showed the current one: the branch force-pushed back (once confirmed). */
 export function headWentBack(state: PullRequestState, o: Pick<GitHubObservation, 'headSha'>): boolean {

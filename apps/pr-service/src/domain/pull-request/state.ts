@@ -21,6 +21,11 @@ export interface OpenedPr {
   draft: boolean;
   /** The base GitHub shows it on: when it was opened or adopted, or since a person changed it (absent: recorded before it was kept, the flow's). */
   baseBranch?: string;
+  /**
+   * PR-18: the last change of the base recorded — the base before it, and GitHub's `updated_at` of the PR in the read
+   * that showed it (null: unknown) — against which a read from a replica of GitHub behind the change is told apart.
+   */
+  baseChange?: { previousBaseBranch: string; shownUpdatedAt: string | null };
 }
 
 /** A scope item is a task of the story (or, for a job without a task, the job itself). */
@@ -270,7 +275,9 @@ export function evolvePullRequest(state: PullRequestState, event: PullRequestEve
       // across a base change by someone with write access (turned off by another, a read shows it: PR-16).
       return {
         ...s,
-        pr: s.pr ? { ...s.pr, baseBranch: event.data.baseBranch } : s.pr,
+        pr: s.pr
+          ? { ...s.pr, baseBranch: event.data.baseBranch, baseChange: { previousBaseBranch: event.data.previousBaseBranch, shownUpdatedAt: event.data.shownUpdatedAt ?? null } }
+          : s.pr,
         conflict: null,
         conflictLookups: null,
         mergeFailure: s.mergeFailure?.refusedMergeMethod ? s.mergeFailure : null,

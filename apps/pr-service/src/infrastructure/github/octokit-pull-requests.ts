@@ -18,6 +18,7 @@ type RestPull = {
   mergeable?: boolean | null;
   mergeable_state?: string;
   auto_merge?: unknown;
+  updated_at?: string | null;
 };
 
 function split(repository: string): { owner: string; repo: string } {
@@ -40,6 +41,7 @@ function pullOf(p: RestPull): PullRequestOnGitHub {
     mergeable: p.mergeable ?? null,
     mergeableState: p.mergeable_state ?? 'unknown',
     autoMergeEnabled: p.auto_merge !== null && p.auto_merge !== undefined,
+    updatedAt: p.updated_at ?? null,
   };
 }
 

@@ -164,9 +164,10 @@ export const event = {
     type: 'PullRequestDraftChanged',
     data: { ...id, prNumber: 7, headSha, draft, changedAt: at(s) },
   }),
-  baseChanged: (s: number, baseBranch: string, previousBaseBranch = 'main', headSha = H1): PullRequestEvent => ({
+  /** `shownUpdatedAt`: GitHub's updated_at of the PR in the read that showed the change. */
+  baseChanged: (s: number, baseBranch: string, previousBaseBranch = 'main', headSha = H1, shownUpdatedAt: string | null = null): PullRequestEvent => ({
     type: 'PullRequestBaseChanged',
-    data: { ...id, prNumber: 7, headSha, baseBranch, previousBaseBranch, changedAt: at(s) },
+    data: { ...id, prNumber: 7, headSha, baseBranch, previousBaseBranch, shownUpdatedAt, changedAt: at(s) },
   }),
   mergeFailed: (s: number, headSha = H1, mergeableState: string | null = 'blocked'): PullRequestEvent => ({
     type: 'PullRequestMergeFailed',
