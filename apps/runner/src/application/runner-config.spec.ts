@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { defaultWorktreeRoot, JobKinds, JobLeaseDurationMsSchema, LeaseDurationMsSchema } from '@gantry/contracts';
 import { SettingsError, settingsOf } from '@gantry/service-runtime';
 import { defaultRunnerId, runnerSettings } from './runner-config.js';
+import { AGENT_AFTER_KILL_MS } from '../infrastructure/agent/agent-process.js';
 
 const loadRunnerConfig = (env: Record<string, string>) => settingsOf(runnerSettings, env);
 const startDir = process.cwd();
@@ -149,10 +150,20 @@ describe("the runner's stop fits in the process's shutdown grace", () => {
     const tight = { GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '20000', GANTRY_AGENT_KILL_GRACE_MS: '9000', GANTRY_SHUTDOWN_GRACE_MS: '30000' };
     expect(() => loadRunnerConfig(tight)).toThrow(SettingsError);
     expect(() => loadRunnerConfig(tight)).toThrow(
-      'GANTRY_SHUTDOWN_GRACE_MS (30000 ms) is shorter than the stop it bounds: GANTRY_RUNNER_SHUTDOWN_GRACE_MS + GANTRY_AGENT_KILL_GRACE_MS + 1000 ms for the hand-backs and releases + 2000 ms for closing NATS and HTTP (20000 + 9000 + 1000 + 2000 = 32000 ms)',
+      'GANTRY_SHUTDOWN_GRACE_MS (30000 ms) is shorter than the stop it bounds: GANTRY_RUNNER_SHUTDOWN_GRACE_MS + GANTRY_AGENT_KILL_GRACE_MS + 2000 ms after the SIGKILL for the agents\' output and process groups + 1000 ms for the hand-backs and releases + 2000 ms for closing NATS and HTTP (20000 + 9000 + 2000 + 1000 + 2000 = 34000 ms)',
     );
     // With the limit raised by what was missing, it fits.
-    expect(loadRunnerConfig({ ...tight, GANTRY_SHUTDOWN_GRACE_MS: '32000' }).stopLimitMs).toBe(32_000);
+    expect(loadRunnerConfig({ ...tight, GANTRY_SHUTDOWN_GRACE_MS: '34000' }).stopLimitMs).toBe(34_000);
+  });
+
+  it('counts what a run waits after its agent\'s SIGKILL: settings that fit only without it are refused', () => {
+    // 15 s + 10 s + 1 s + 2 s = 28 s fits in 29 s; the run's waits after the SIGKILL (for the output, then the group) do not.
+    const fitsOnlyWithoutIt = { GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '15000', GANTRY_AGENT_KILL_GRACE_MS: '10000', GANTRY_SHUTDOWN_GRACE_MS: '29000' };
+    expect(() => loadRunnerConfig(fitsOnlyWithoutIt)).toThrow(
+      `GANTRY_SHUTDOWN_GRACE_MS (29000 ms) is shorter than the stop it bounds: GANTRY_RUNNER_SHUTDOWN_GRACE_MS + GANTRY_AGENT_KILL_GRACE_MS + ${2 * AGENT_AFTER_KILL_MS} ms after the SIGKILL`,
+    );
+    expect(() => loadRunnerConfig(fitsOnlyWithoutIt)).toThrow(`(15000 + 10000 + ${2 * AGENT_AFTER_KILL_MS} + 1000 + 2000 = 30000 ms)`);
+    expect(loadRunnerConfig({ ...fitsOnlyWithoutIt, GANTRY_SHUTDOWN_GRACE_MS: '30000' }).stopLimitMs).toBe(30_000);
   });
 
   it('fits with the defaults, and once GANTRY_SHUTDOWN_GRACE_MS is raised with it', () => {

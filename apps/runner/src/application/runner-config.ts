@@ -5,7 +5,7 @@ import { branchNameProblem, JobKinds, JobKindSchema, repositoryUrlProblem, Runne
 import { DEFAULT_RETRY_BACKOFF } from '@gantry/messaging';
 import { defineSettings, setting, shutdownGraceSetting, type Refuse } from '@gantry/service-runtime';
 import { DEFAULT_AGENT_BIN } from '../domain/agent-command.js';
-import { absolutePathEntries, DEFAULT_TOKEN_EXPIRED_PATTERN } from '../infrastructure/agent/agent-process.js';
+import { absolutePathEntries, AGENT_AFTER_KILL_MS, DEFAULT_TOKEN_EXPIRED_PATTERN } from '../infrastructure/agent/agent-process.js';
 
 /** Everything the runner daemon takes from its environment (the service basics — NATS, naming, port — come from service-runtime). */
 export interface RunnerConfig {
@@ -143,8 +143,10 @@ export const HAND_BACK_RESERVE_MS = 1_000;
 /**
  * Past the process's stop limit it exits 1 at once: agents (process groups of their own) would run
  * on and their claims would not be given back (docs/jobs.md, "Stopping a runner"). Every part the stop
- * waits for must fit in it: the runs' grace, the agents' kill grace, the hand-backs and releases, and
- * the margin for closing NATS and HTTP. Refused naming the variables and the sum when they do not.
+ * waits for must fit in it: the runs' grace, the agents' kill grace, what a run waits after its agent's
+ * SIGKILL (for its output to close, then for its group to be gone: AGENT_AFTER_KILL_MS each), the
+ * hand-backs and releases, and the margin for closing NATS and HTTP. Refused naming the variables,
+ * each part and the sum when they do not.
  */
 function stopFits(
   v: { GANTRY_RUNNER_SHUTDOWN_GRACE_MS: number; GANTRY_AGENT_KILL_GRACE_MS: number; GANTRY_SHUTDOWN_GRACE_MS: number },
@@ -152,11 +154,12 @@ function stopFits(
 ): void {
   const limit = v.GANTRY_SHUTDOWN_GRACE_MS;
   const margin = stopMarginMs(limit);
-  const needed = v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS + v.GANTRY_AGENT_KILL_GRACE_MS + HAND_BACK_RESERVE_MS + margin;
+  const afterKill = 2 * AGENT_AFTER_KILL_MS;
+  const needed = v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS + v.GANTRY_AGENT_KILL_GRACE_MS + afterKill + HAND_BACK_RESERVE_MS + margin;
   if (needed <= limit) return;
   refuse(
     'GANTRY_SHUTDOWN_GRACE_MS',
-    `(${limit} ms) is shorter than the stop it bounds: GANTRY_RUNNER_SHUTDOWN_GRACE_MS + GANTRY_AGENT_KILL_GRACE_MS + ${HAND_BACK_RESERVE_MS} ms for the hand-backs and releases + ${margin} ms for closing NATS and HTTP (${v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS} + ${v.GANTRY_AGENT_KILL_GRACE_MS} + ${HAND_BACK_RESERVE_MS} + ${margin} = ${needed} ms); the process would exit 1 with its agents running and their claims not given back: raise GANTRY_SHUTDOWN_GRACE_MS or lower the graces`,
+    `(${limit} ms) is shorter than the stop it bounds: GANTRY_RUNNER_SHUTDOWN_GRACE_MS + GANTRY_AGENT_KILL_GRACE_MS + ${afterKill} ms after the SIGKILL for the agents' output and process groups + ${HAND_BACK_RESERVE_MS} ms for the hand-backs and releases + ${margin} ms for closing NATS and HTTP (${v.GANTRY_RUNNER_SHUTDOWN_GRACE_MS} + ${v.GANTRY_AGENT_KILL_GRACE_MS} + ${afterKill} + ${HAND_BACK_RESERVE_MS} + ${margin} = ${needed} ms); the process would exit 1 with its agents running and their claims not given back: raise GANTRY_SHUTDOWN_GRACE_MS or lower the graces`,
   );
 }
 

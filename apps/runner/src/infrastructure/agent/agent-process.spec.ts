@@ -4,7 +4,7 @@ import { createGitFixture, type GitFixture } from '@gantry/git/testing';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { agentEnvironment, isAgentNotStarted, runAgent, type AgentRunResult } from './agent-process.js';
+import { AGENT_AFTER_KILL_MS, agentEnvironment, isAgentNotStarted, runAgent, type AgentRunResult } from './agent-process.js';
 import { BoundedTail, StreamMatcher } from './bounded-tail.js';
 
 function alive(pid: number): boolean {
@@ -81,6 +81,29 @@ describe('running the agent process (with the stand-in agent)', () => {
     try {
       expect(result).toMatchObject({ exitCode: 0, signal: null, timedOut: false, groupGone: true, outputHeldOpen: true });
       expect(alive(holder)).toBe(true);
+    } finally {
+      if (holder > 0) process.kill(holder, 'SIGKILL');
+    }
+  }, 60_000);
+
+  it('after its SIGKILL a stopped run waits at most AGENT_AFTER_KILL_MS twice, not the kill grace again, for its output and its group', async () => {
+    // Ignores SIGTERM, so the kill grace runs out; a process in a new session holds its output open,
+    // so the run can only end by letting go of the pipes. What the run waits after the SIGKILL is a
+    // part of the runner's stop that the settings check adds up (runner-config.ts).
+    const script = 'trap "" TERM; setsid sleep 600 & pid=$!; until [ "$(cut -d" " -f6 /proc/$pid/stat)" = "$pid" ]; do sleep 0.05; done; echo "held by $pid"; while true; do sleep 0.1; done';
+    const killGraceMs = 3000;
+    const controller = new AbortController();
+    const running = runAgent({ command: { bin: 'bash', args: ['-c', script] }, cwd: repo.seed, timeoutMs: 600_000, killGraceMs, signal: controller.signal });
+    await new Promise((r) => setTimeout(r, 1000));
+    const abortedAt = Date.now();
+    controller.abort();
+    const result = await running;
+    const afterAbortMs = Date.now() - abortedAt;
+    const holder = Number(/held by (\d+)/.exec(result.stdoutTail)?.[1]);
+    try {
+      expect(result).toMatchObject({ aborted: true, signal: 'SIGKILL', outputHeldOpen: true });
+      expect(afterAbortMs).toBeGreaterThanOrEqual(killGraceMs);
+      expect(afterAbortMs).toBeLessThan(killGraceMs + 2 * AGENT_AFTER_KILL_MS + 500);
     } finally {
       if (holder > 0) process.kill(holder, 'SIGKILL');
     }

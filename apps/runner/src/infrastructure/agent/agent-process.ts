@@ -67,6 +67,13 @@ export interface AgentRunResult {
  * whatever the agent started), output kept as a bounded tail and scanned for an expired token.
  * A binary that cannot be started rejects; every other ending resolves with what happened.
  */
+/**
+ * What a run waits after its agent's SIGKILL, twice at most: for the output to close (a process the
+ * agent started in a new session may hold it open for ever), then for the process group to be gone.
+ * A part of every stop past its grace, so the runner's settings check counts it (runner-config.ts).
+ */
+export const AGENT_AFTER_KILL_MS = 1_000;
+
 export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
   const graceMs = options.killGraceMs ?? 10_000;
   const tailBytes = options.outputTailBytes ?? 64 * 1024;
@@ -111,6 +118,8 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
     let aborted = false;
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
     let killTimer: NodeJS.Timeout | undefined;
+    /** When the group's SIGKILL is due (epoch ms), once the agent is being stopped. */
+    let killAt: number | undefined;
     let outputTimer: NodeJS.Timeout | undefined;
     let outputHeldOpen = false;
     const pid = child.pid;
@@ -125,7 +134,9 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
     };
     const stop = () => {
       killGroup('SIGTERM');
-      killTimer ??= setTimeout(() => killGroup('SIGKILL'), graceMs);
+      if (killTimer) return;
+      killAt = Date.now() + graceMs;
+      killTimer = setTimeout(() => killGroup('SIGKILL'), graceMs);
     };
     const timeout = setTimeout(() => {
       timedOut = true;
@@ -153,18 +164,21 @@ export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
       // The run ends when the pipes close, and they close when the last process holding them is gone.
       // One the agent started in a new session (setsid) is out of the group's reach and may hold them
       // for ever: the run would never end — past its timeout, deaf to a cancel or a shutdown — and its
-      // job and worktree would stay held. So the pipes get the kill grace (and the group's SIGKILL) to
-      // close, then they are let go.
+      // job and worktree would stay held. So the pipes get until the group's SIGKILL (the kill grace
+      // from when the agent was first stopped, or from now) and AGENT_AFTER_KILL_MS after it to close,
+      // then they are let go: never a second kill grace after the SIGKILL.
+      const releaseAt = (killAt ?? Date.now() + graceMs) + AGENT_AFTER_KILL_MS;
       outputTimer = setTimeout(() => {
         outputHeldOpen = true;
         child.stdout.destroy();
         child.stderr.destroy();
-      }, graceMs + 1000);
+      }, Math.max(0, releaseAt - Date.now()));
     });
     const finish = async (): Promise<AgentRunResult> => {
       // The run is over only when nothing of the agent can write to the worktree any more.
       if (groupAlive(pid)) killGroup('SIGKILL');
-      const gone = await groupGoneWithin(pid, graceMs);
+      // What outlives a SIGKILL for long is stuck in the kernel: waiting the kill grace again would not end it.
+      const gone = await groupGoneWithin(pid, AGENT_AFTER_KILL_MS);
       const exitCode = exit?.code ?? null;
       return {
         pid: pid!,
