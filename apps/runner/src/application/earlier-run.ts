@@ -38,11 +38,12 @@ export interface SettledClaim {
  * leases of those claims with their fences. A run that had pushed and not reported it yet has its push
  * reported first, when the origin's branch is at the commit it pushed: the next claim then finishes it
  * instead of running the agent again on top of it (docs/jobs.md, "A verified push is finished, not redone"). Without this its jobs would wait for their leases to
- * expire, and their worktrees for theirs. Every request is retried while `until()` is in the future.
+ * expire, and their worktrees for theirs. Every request is retried while `until()` is in the future,
+ * and given up, a try in flight too, when `abandon` aborts (the runner's stop deadline).
  */
-export async function settleEarlierRun(deps: { config: RunnerConfig; commands: CommandClient; log: RunnerLog; until: () => number }): Promise<SettledClaim[]> {
+export async function settleEarlierRun(deps: { config: RunnerConfig; commands: CommandClient; log: RunnerLog; until: () => number; abandon: AbortSignal }): Promise<SettledClaim[]> {
   const { config, commands, log } = deps;
-  const options = { timeoutMs: config.commandTimeoutMs, retryUntil: deps.until };
+  const options: SettlingOptions = { timeoutMs: config.commandTimeoutMs, retryUntil: deps.until, abandon: deps.abandon };
   const orphans = await stopOrphanedAgents(config.scratchDir, config.agentKillGraceMs);
   for (const orphan of orphans) {
     if (orphan.pid !== null) log.warn('stopped an agent left behind by an earlier run of this runner', { pid: orphan.pid, killed: orphan.killed, scratch: orphan.scratch });
@@ -113,6 +114,13 @@ export async function settleEarlierRun(deps: { config: RunnerConfig; commands: C
   return settled;
 }
 
+/** How each request of the settling is sent: its try's timeout, retried until `retryUntil`, given up at `abandon`. */
+interface SettlingOptions {
+  timeoutMs: number;
+  retryUntil: () => number;
+  abandon: AbortSignal;
+}
+
 /** Refusals that say the claim is over already: nothing left to settle. */
 const ENDED = new Set<string>([ErrorCode.STALE_FENCE, ErrorCode.INVALID_TRANSITION, ErrorCode.NOT_FOUND]);
 
@@ -125,7 +133,7 @@ const ENDED = new Set<string>([ErrorCode.STALE_FENCE, ErrorCode.INVALID_TRANSITI
  * claim is given back as before, and the next attempt runs again on the pushed branch.
  */
 async function reportPushFound(
-  deps: { commands: CommandClient; log: RunnerLog; options: { timeoutMs: number; retryUntil: () => number } },
+  deps: { commands: CommandClient; log: RunnerLog; options: SettlingOptions },
   fenced: { jobId: string; runnerId: string; leaseToken: number },
   push: RecordedPush,
 ): Promise<boolean> {
@@ -149,7 +157,7 @@ async function reportPushFound(
   return true;
 }
 
-async function heldClaims(commands: CommandClient, runnerId: string, options: { timeoutMs: number; retryUntil: () => number }): Promise<JobView[]> {
+async function heldClaims(commands: CommandClient, runnerId: string, options: SettlingOptions): Promise<JobView[]> {
   const jobs = await readAllPages(
     (cursor) => commands.request(listJobs, { runnerId, status: ['CLAIMED', 'RUNNING'], limit: 500, ...(cursor ? { cursor } : {}) }, options),
     (page) => page.jobs,
@@ -157,7 +165,7 @@ async function heldClaims(commands: CommandClient, runnerId: string, options: { 
   return jobs.filter((j) => j.lease?.runnerId === runnerId);
 }
 
-async function releaseLeasesOf(commands: CommandClient, jobId: string, jobLeaseToken: number, options: { timeoutMs: number; retryUntil: () => number }): Promise<number> {
+async function releaseLeasesOf(commands: CommandClient, jobId: string, jobLeaseToken: number, options: SettlingOptions): Promise<number> {
   const leases = await readAllPages(
     (cursor) => commands.request(listWorktreeLeases, { jobId, limit: 1000, ...(cursor ? { cursor } : {}) }, options),
     (page) => page.leases,

@@ -183,7 +183,9 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   /**
    * Agents a SIGKILLed predecessor under this runner id left running would go on writing into its
    * worktrees, and its claims would wait for their leases to expire: both are settled before the
-   * first offer is taken, retried until they are (the job service may be starting too).
+   * first offer is taken, retried until they are (the job service may be starting too). A stop that
+   * comes meanwhile lets the settling go on until the stop's deadline, like every other command, and
+   * gives it up there: what it had not given back is left to its lease, and the log says so.
    */
   private async settleEarlierRun(): Promise<void> {
     while (this.accepting) {
@@ -193,10 +195,18 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
           commands: this.commands,
           log: this.partsLog,
           until: () => (this.accepting ? Date.now() + this.config.commandTimeoutMs : 0),
+          abandon: this.stopDeadline.signal,
         });
         this.settled = true;
         return;
       } catch (error) {
+        if (!this.accepting) {
+          this.log.warn(
+            { runnerId: this.config.runnerId, error: this.scrub(String(error)), stopping: true },
+            'the earlier run could not be settled before the stop; its claims are left to their leases',
+          );
+          return;
+        }
         const delay = this.intakeBackoff.fail();
         this.log.warn({ error: this.scrub(String(error)), retryInMs: delay }, 'could not settle the claims of an earlier run yet; retrying');
         await this.sleep(delay);

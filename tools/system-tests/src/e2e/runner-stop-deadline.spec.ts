@@ -70,6 +70,51 @@ describe('a runner stopped while the job service is silent and a hand-back try i
   }, 300_000);
 });
 
+describe('a runner stopped while it settles the claims of its earlier run and the job service is silent', () => {
+  const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: true });
+
+  it('gives the settling up at the stop\'s deadline, leaves the claim to its lease, says so, and exits 0 within the limit', async () => {
+    const proxy = proxyOf();
+    const runnerId = 'runner-stop-settling';
+    const env = { GANTRY_RUNNER_COMMAND_TIMEOUT_MS: '10000', GANTRY_JOB_LEASE_MS: '60000', GANTRY_WORKTREE_LEASE_MS: '60000' };
+    const earlier = await system.startRunner(runnerId, { env });
+    const record = system.recordFile('stop-settling');
+    const jobId = await system.enqueue({ branch: 'feat/stop-settling', maxAttempts: 3, payload: { standIn: { behaviour: 'hang', heartbeatMs: 50, recordArgvTo: record } } });
+    await eventually(async () => (await system.events(jobId)).some((e) => e.type === 'ImplementationLogged'), { what: 'the agent\'s first report recorded', timeoutMs: 60_000 });
+    const pid = (await system.agentStarts(record))[0]!.pid;
+    // Killed outright: its claim stays held, its agent runs on.
+    await system.stopRunner(runnerId, 'SIGKILL');
+    expect(earlier.process.exitCode === null && earlier.process.signalCode === null).toBe(false);
+    proxy.blackhole();
+    try {
+      const runner = await system.startRunner(runnerId, { env: { ...env, GANTRY_SHUTDOWN_GRACE_MS: String(STOP_LIMIT_MS) } });
+      // Its agent stopped, the settling now asks the silent job service which claims it still holds.
+      await eventually(() => runner.output().includes('stopped an agent left behind by an earlier run of this runner'), { what: 'the orphaned agent stopped', timeoutMs: 30_000 });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const began = Date.now();
+      const code = await system.stopRunner(runnerId);
+      const tookMs = Date.now() - began;
+      const lines = logRecordsOf(runner.output());
+      expect(lines.filter((l) => l.message === 'shutdown took too long; exiting')).toEqual([]);
+      expect(code).toBe(0);
+      expect(tookMs).toBeLessThan(STOP_LIMIT_MS);
+      expect(alive(pid)).toBe(false);
+      const givenUp = lines.filter((l) => l.message === 'the earlier run could not be settled before the stop; its claims are left to their leases');
+      expect(givenUp).toHaveLength(1);
+      expect(givenUp[0]!.stopping).toBe(true);
+      // Given up at the deadline, not ended by the connection's close after it.
+      expect(String(givenUp[0]!.error)).toMatch(/given up at its deadline/);
+      expect(lines.filter((l) => /could not settle the claims of an earlier run yet/.test(String(l.message)))).toEqual([]);
+    } finally {
+      proxy.restore();
+    }
+    // Nothing gave the claim back: it is still this runner's, left to its lease.
+    expect((await system.events(jobId)).map((e) => e.type)).not.toContain('JobClaimRolledBack');
+    expect((await system.job(jobId)).lease?.runnerId).toBe(runnerId);
+    await system.cancel(jobId);
+  }, 300_000);
+});
+
 describe('a runner stopped while NATS is frozen, or the job service is down', () => {
   // The runner reaches NATS through the proxy: blackholed, its connection stays open and nothing is answered.
   const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: false });
