@@ -160,13 +160,13 @@ function markdownTable(date, all) {
  * (`<name>_jobs`, `<name>_wf`), with a command client on their bus; `close()` stops them and
  * removes the schemas and the bus namespace.
  */
-export async function startWorkflowServices(label) {
+export async function startWorkflowServices(label, { engineNodeArgs = [] } = {}) {
   const name = benchName(label);
   const naming = { subjectRoot: name, streamPrefix: `${name.toUpperCase()}_` };
   const jobsSchema = `${name}_jobs`;
   const engineSchema = `${name}_wf`;
   const jobService = await startApp('job-service', { schema: jobsSchema, naming, readyTimeoutMs: 60_000 });
-  const engine = await startApp('workflow-engine', { schema: engineSchema, naming, readyTimeoutMs: 60_000 });
+  const engine = await startApp('workflow-engine', { schema: engineSchema, naming, readyTimeoutMs: 60_000, nodeArgs: engineNodeArgs });
   const bus = await Bus.connect({ servers: natsUrl, naming, name: `${label}-bench` });
   return {
     naming,

@@ -7,6 +7,8 @@
 // With BENCH_LONG_TASK_REVIEW=1 the review step is a review loop's: its on_enter holds a marker
 // (ensure_participant_seat), its on_exit records an exit (set_session_mode), and a person records a
 // decision at each arrival, so the (task, review) stream grows with every round too.
+// With BENCH_CPU_PROF=<dir> the workflow engine writes a --cpu-prof profile there when it stops.
+import { resolve } from 'node:path';
 import pg from 'pg';
 import { createTask, importWorkflow, moveTask, recordDecision } from '@gantry/contracts';
 import { databaseUrl, registerBenchProduct, startWorkflowServices } from './lib.mjs';
@@ -27,7 +29,8 @@ const reviewStep = review
 
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
-const services = await startWorkflowServices('long_task');
+const engineNodeArgs = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${resolve(process.env.BENCH_CPU_PROF)}`] : [];
+const services = await startWorkflowServices('long_task', { engineNodeArgs });
 const { engineSchema, engine, client } = services;
 const engineDb = new pg.Client({ connectionString: databaseUrl, options: `-c search_path=${engineSchema}` });
 await engineDb.connect();
