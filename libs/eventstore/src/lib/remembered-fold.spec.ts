@@ -76,9 +76,10 @@ describe('RememberedFold', () => {
     expect(evolved).toBe(4);
   });
 
-  it('keeps only the latest state of a stream: a fold that stops short of it starts from the first event', () => {
+  it('keeps only the latest state of a stream once a fold met it: a fold that stops short of it starts from the first event', () => {
     const events = stream('a', [5, 7, -3, 4]);
     folds.fold(events.slice(0, 2));
+    folds.fold(events);
     folds.fold(events);
     evolved = 0;
     expect(folds.fold(events.slice(0, 2))).toEqual(plain(events.slice(0, 2)));
@@ -109,6 +110,18 @@ describe('RememberedFold', () => {
     const theirs = stream('a', [100], 3);
     expect(folds.fold([...events, ...theirs])).toEqual(plain([...events, ...theirs]));
     expect(evolved).toBe(1);
+  });
+
+  it('keeps the state a fold started from while no fold has met the state it reached: a fold over events read apart (in a transaction, not remembered) costs the stream as remembered nothing', () => {
+    const remembered = stream('a', [5, 7]);
+    folds.fold(remembered);
+    // A transaction's read: the remembered objects, then its own objects for an event the memory lacks.
+    folds.fold([...remembered, ...stream('a', [3], 3)]);
+    evolved = 0;
+    // The pool's read after the commit: the remembered objects, then new objects for the same event and a later one.
+    const committed = [...remembered, ...stream('a', [3, 4], 3)];
+    expect(folds.fold(committed)).toEqual(plain(committed));
+    expect(evolved).toBe(2);
   });
 
   it('gives the initial state for a stream with no events', () => {

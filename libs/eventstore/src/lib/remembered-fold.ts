@@ -11,12 +11,16 @@ import type { StoredEvent } from './types.js';
  * per event of the stream, for every command.
  *
  * The states are held weakly, by their events: a stream forgotten takes its state with it, and a
- * fold that reads a stream anew (new objects) starts from its first event. Only the latest state of a
- * stream is kept. `evolve` must return a new state rather than change the one it is given, and the
- * states a fold returns must not be changed by whoever gets them — as a decider's states are not.
+ * fold that reads a stream anew (new objects) starts from its first event. A stream keeps its latest
+ * state and the one that fold started from, until a fold meets the latest: a fold over a list whose
+ * last events are objects of their own — read inside a transaction that has appended, which the
+ * event store does not remember, or a write's events remembered before they commit — must not take
+ * from the stream as remembered the state it goes on from, or its next fold starts from its first
+ * event. `evolve` must return a new state rather than change the one it is given, and the states a
+ * fold returns must not be changed by whoever gets them — as a decider's states are not.
  */
 export class RememberedFold<State> {
-  /** By event: the stream's state at it, and the event whose state it stands in for once the event is the stream's (see `remember`). */
+  /** By event: the stream's state at it, and the event whose state it stands in for once a fold meets it in the stream. */
   private readonly states = new WeakMap<StoredEvent, { state: State; earlier?: StoredEvent }>();
 
   constructor(
@@ -35,7 +39,7 @@ export class RememberedFold<State> {
       const known = this.states.get(events[from - 1]!);
       if (known !== undefined) {
         state = known.state;
-        // The event it was remembered at is the stream's now: the state it stood in for goes.
+        // The event it was kept at is the stream's now: the state it stood in for goes.
         if (known.earlier !== undefined) {
           this.states.delete(known.earlier);
           known.earlier = undefined;
@@ -45,8 +49,7 @@ export class RememberedFold<State> {
     }
     if (from === events.length) return state;
     for (let i = from; i < events.length; i++) state = this.evolve(state, events[i]!);
-    this.states.set(events[events.length - 1]!, { state });
-    if (from > 0) this.states.delete(events[from - 1]!);
+    this.states.set(events[events.length - 1]!, { state, earlier: from > 0 ? events[from - 1]! : undefined });
     return state;
   }
 
