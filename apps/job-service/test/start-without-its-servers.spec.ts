@@ -1,7 +1,7 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import net from 'node:net';
 import pg from 'pg';
-import { appEntry, freePort, testDatabaseUrl, uniqueName } from '@gantry/testing';
+import { appEntry, eventually, freePort, testDatabaseUrl, uniqueName } from '@gantry/testing';
 
 /**
  * What an operator reads when the job service cannot start on the settings it was given: the server
@@ -37,6 +37,27 @@ describe('the job service started on settings it cannot run with', () => {
     expect(outcome.code).toBe(1);
     expect(outcome.output).toContain(`NATS at 127.0.0.1:${port} (GANTRY_NATS_URL) is unreachable`);
     expect(outcome.output).not.toContain(password);
+  }, 60_000);
+
+  it('fails its start saying NATS refused the credentials when its server asks for others, never the user or password', async () => {
+    const password = 'nats-wrong-secret';
+    const user = 'nosuchuser_nats';
+    const port = await freePort();
+    // A NATS server of its own that takes one user: the shared one on 4222 asks for none.
+    const server = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '--user', 'gantry', '--pass', 'the-right-one'], { stdio: 'ignore' });
+    try {
+      await eventually(() => new Promise<boolean>((resolve) => net.connect(port, '127.0.0.1').once('connect', function (this: net.Socket) { this.destroy(); resolve(true); }).once('error', () => resolve(false))), { what: 'the scratch nats-server' });
+
+      const outcome = await start({ GANTRY_NATS_URL: `nats://${user}:${password}@127.0.0.1:${port}`, PORT: String(await freePort()) });
+
+      expect(outcome.code).toBe(1);
+      expect(outcome.output).toContain(`NATS at 127.0.0.1:${port} (GANTRY_NATS_URL) refused the credentials`);
+      expect(outcome.output).not.toContain('is unreachable');
+      expect(outcome.output).not.toContain(password);
+      expect(outcome.output).not.toContain(user);
+    } finally {
+      server.kill('SIGKILL');
+    }
   }, 60_000);
 
   describe('a GANTRY_DATABASE_URL the start cannot use fails it naming PostgreSQL, its address and the setting, never the credentials', () => {

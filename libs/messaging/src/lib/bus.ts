@@ -1,4 +1,4 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { AuthorizationError, connect, UserAuthenticationExpiredError, type NatsConnection } from '@nats-io/transport-node';
 import pTimeout from 'p-timeout';
 import {
   jetstream,
@@ -125,10 +125,25 @@ export class NatsUnreachableError extends Error {
   }
 }
 
+/**
+ * NATS answered and refused the credentials the setting carries (or they had expired): not an outage
+ * to wait out. Names the servers' addresses and the setting, never the user, password or token.
+ */
+export class NatsRefusedError extends Error {
+  readonly code = 'NATS_REFUSED';
+
+  constructor(servers: string | string[], cause: Error, setting = NATS_URL_SETTING) {
+    // NATS's own words ("Authorization Violation", "User Authentication Expired") name no credential.
+    super(`NATS at ${natsAddress(servers)} (${setting}) refused the credentials: ${cause.message}`);
+    this.name = 'NatsRefusedError';
+  }
+}
+
 async function reportingNatsUnreachable<T>(servers: string | string[], work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
+    if (error instanceof AuthorizationError || error instanceof UserAuthenticationExpiredError) throw new NatsRefusedError(servers, error);
     throw new NatsUnreachableError(servers, error);
   }
 }
