@@ -52,21 +52,16 @@ export interface AgentRunResult {
   stdoutTail: string;
   stderrTail: string;
   durationMs: number;
-  /** Nothing of the agent's process group was left when the run resolved (waited for up to the kill grace). */
+  /** Nothing of the agent's process group was left when the run resolved (waited for up to AGENT_AFTER_KILL_MS after its SIGKILL). */
   groupGone: boolean;
   /**
-   * The agent's stdout or stderr was still open a kill grace after it exited: a process outside its
-   * group (started in a new session) inherited them. The run did not wait for it (docs/jobs.md,
-   * "Cancelling a running job").
+   * The agent's stdout or stderr was still open a kill grace after it exited (or AGENT_AFTER_KILL_MS
+   * after its group's SIGKILL): a process outside its group (started in a new session) inherited
+   * them. The run did not wait for it (docs/jobs.md, "Cancelling a running job").
    */
   outputHeldOpen: boolean;
 }
 
-/**
- * Runs one agent process for one job: no shell, its own process group (so a timeout also stops
- * whatever the agent started), output kept as a bounded tail and scanned for an expired token.
- * A binary that cannot be started rejects; every other ending resolves with what happened.
- */
 /**
  * What a run waits after its agent's SIGKILL, twice at most: for the output to close (a process the
  * agent started in a new session may hold it open for ever), then for the process group to be gone.
@@ -74,6 +69,11 @@ export interface AgentRunResult {
  */
 export const AGENT_AFTER_KILL_MS = 1_000;
 
+/**
+ * Runs one agent process for one job: no shell, its own process group (so a timeout also stops
+ * whatever the agent started), output kept as a bounded tail and scanned for an expired token.
+ * A binary that cannot be started rejects; every other ending resolves with what happened.
+ */
 export function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
   const graceMs = options.killGraceMs ?? 10_000;
   const tailBytes = options.outputTailBytes ?? 64 * 1024;
