@@ -27,15 +27,18 @@ RUN apt-get update \
 ENV NODE_ENV=production \
     APP=${APP} \
     PORT=${PORT} \
-    GANTRY_WORKTREE_ROOT=/var/lib/gantry/worktrees
+    GANTRY_WORKTREE_ROOT=/var/lib/gantry/worktrees \
+    GANTRY_CODE_CACHE_DIR=/var/lib/gantry/code-cache
 WORKDIR /app
 COPY --from=build /repo/package.json ./package.json
 COPY --from=build /repo/node_modules ./node_modules
 COPY --from=build /repo/libs ./libs
 COPY --from=build /repo/apps/${APP} ./apps/${APP}
-# Named volumes mounted here start with this ownership, so the app may write worktrees.
-RUN mkdir -p /var/lib/gantry/worktrees \
- && chown node:node /var/lib/gantry/worktrees
+# Named volumes mounted here start with this ownership, so the app may write worktrees. The app's code
+# stays root's; the code cache of its bundle goes to a directory of its own (docs/operations.md,
+# "Starting fast").
+RUN mkdir -p /var/lib/gantry/worktrees /var/lib/gantry/code-cache \
+ && chown node:node /var/lib/gantry/worktrees /var/lib/gantry/code-cache
 USER node
 EXPOSE ${PORT}
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \

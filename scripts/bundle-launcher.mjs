@@ -12,7 +12,8 @@
 // The cache is named after a hash of the bundle's contents (V8 itself checks only the source's length,
 // its own version and its flags), written under a temporary name and renamed, so runs that start
 // together never read a torn file; a cache that cannot be read, is refused or cannot be written
-// (a read-only install) only costs the compile it would have saved.
+// (a read-only install) only costs the compile it would have saved. GANTRY_CODE_CACHE_DIR puts it in a
+// directory of its own, for an install whose code its user may not write (the Docker image).
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -24,7 +25,7 @@ const cacheName = 'main.bundle.v8-cache';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const bundle = path.join(here, bundleName);
-const cacheFile = path.join(here, cacheName);
+const cacheFile = path.join(process.env.GANTRY_CODE_CACHE_DIR || here, cacheName);
 
 let cachedData;
 try {

@@ -60,6 +60,15 @@ describe("the repository's app Dockerfile", () => {
     expect(instructionsOf(runtime, 'COPY').map((copy) => copy.args)).toContain('--from=build /repo/apps/${APP} ./apps/${APP}');
   });
 
+  it("keeps the code cache in a directory the node user owns, the app's code staying root's", () => {
+    const env = instructionsOf(runtime, 'ENV').map((e) => e.args).join(' ');
+    const dir = /GANTRY_CODE_CACHE_DIR=(\S+)/.exec(env)?.[1];
+    expect(dir).toBe('/var/lib/gantry/code-cache');
+    const runs = instructionsOf(runtime, 'RUN').map((run) => run.args);
+    expect(runs.some((run) => run.includes(`mkdir -p`) && new RegExp(`chown node:node [^&]*${dir}`).test(run))).toBe(true);
+    expect(runs.some((run) => /chown[^&]*\/app\b/.test(run))).toBe(false);
+  });
+
   it('passes every check of an app image', () => {
     expect(checkAppDockerfile(file)).toEqual([]);
   });

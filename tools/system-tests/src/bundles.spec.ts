@@ -159,6 +159,19 @@ describe("the launcher (an app's dist/main.js)", () => {
     expect(readdirSync(dir).filter((file) => file.startsWith(`${name}.`))).toEqual([]);
   });
 
+  it('keeps the cache in GANTRY_CODE_CACHE_DIR when it is set (an install whose code its user may not write), and takes it from there', () => {
+    const cacheDir = mkdtempSync(path.join(dir, 'cache-'));
+    const first = run({ GANTRY_CODE_CACHE_DIR: cacheDir });
+    expect(caches()).toEqual([]);
+    const [name] = readdirSync(cacheDir);
+    expect(name).toMatch(/^main\.bundle\.[0-9a-f]{16}\.v8-cache$/);
+    const cache = path.join(cacheDir, name!);
+    const written = { bytes: readFileSync(cache), at: statSync(cache).mtimeMs };
+    expect(run({ GANTRY_CODE_CACHE_DIR: cacheDir })).toBe(first);
+    expect({ bytes: readFileSync(cache), at: statSync(cache).mtimeMs }).toEqual(written);
+    expect(readdirSync(cacheDir)).toEqual([name]);
+  });
+
   it("a new build has a cache of its own: the earlier build's cache is removed", () => {
     run();
     const [before] = caches();
