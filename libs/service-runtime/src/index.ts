@@ -17,3 +17,4 @@ export * from './lib/bus-loss-resumption.js';
 export * from './lib/republish-command.js';
 export * from './lib/paging.js';
 export * from './lib/describe-fault.js';
+export * from './lib/recurring-faults.js';

@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore, isDatabaseUnreachable, lastLeaseSweep, recordLeaseSweep } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
-import { BusLossResumption, countLeaseSweepFailure, describeFault, Sweep } from '@gantry/service-runtime';
+import { BusLossResumption, describeFault, RecurringFaults, Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
 import { ClaimPicker } from './claim-picker.js';
 import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
@@ -42,6 +42,8 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   private readonly marks: Sweep | null;
   private readonly resumption: BusLossResumption;
   private sweepingWithoutBus = false;
+  /** The leases this replica's passes fail to expire, one key per claim (job id and lease token). */
+  private readonly faulty = new RecurringFaults('job-lease');
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -75,6 +77,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   // Before the runtime closes the pool: a sweep in flight finishes, no new one starts.
   async beforeApplicationShutdown(): Promise<void> {
     await Promise.all([this.sweeps.stop(), this.marks?.stop()]);
+    this.faulty.clear();
   }
 
   /**
@@ -146,6 +149,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     // read the oldest page again would meet the same faulty leases, and with a page of them, nothing
     // after them ever (docs/jobs.md, "Leases and liveness"). The pass ends at `now`.
     let after: ExpiredLease | undefined;
+    this.faulty.passBegins();
     for (;;) {
       const { rows } = await this.store.pool.query<ExpiredLease>(
         `SELECT job_id, lease_token, lease_expires_at::text AS expires_at FROM jobs
@@ -159,13 +163,18 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
         if (this.resumption.pending) return expired;
         if (await this.expire(row, now)) expired++;
       }
-      if (rows.length < pageSize) return expired;
+      if (rows.length < pageSize) {
+        // A faulty lease this whole pass did not meet has moved on: the next failure is news again.
+        this.faulty.passEnded();
+        return expired;
+      }
       after = rows[rows.length - 1];
     }
   }
 
   /** Expires one lease that ran out by `now`; false when it had moved on, another replica has it, or it is faulty. */
   private async expire(row: ExpiredLease, now: Date): Promise<boolean> {
+    const claim = `${row.job_id}:${row.lease_token}`;
     try {
       const done = await this.store.execute({ metadata: { correlationId: `lease-expiry:${row.job_id}:${row.lease_token}`, actor: 'job-service' } }, async (uow) => {
         // Another replica working on the same row right now: leave it to that one.
@@ -177,20 +186,36 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
         });
         return decision.decided.length > 0;
       });
-      if (!done.result) return false;
+      if (!done.result) {
+        // Another replica has it right now, or it had ended: still standing if it was failing.
+        this.faulty.met(claim);
+        return false;
+      }
+      const fault = this.faulty.handled(claim);
+      if (fault) this.log.info({ jobId: row.job_id, leaseToken: row.lease_token, failedTries: fault.failedTries, faultySince: new Date(fault.since).toISOString() }, 'a lease that could not be expired has expired');
       // Back in the queue, in its place ahead of the claims' look-ahead (or failed: a look-up more).
       this.picker.requeued();
       this.log.info({ jobId: row.job_id, leaseToken: row.lease_token }, 'job lease expired');
       return true;
     } catch (error) {
       // The lease ended (finished, renewed, expired by another replica) between the look and the append.
-      if (error instanceof GantryError && LEASE_MOVED_ON.has(error.code)) return false;
+      if (error instanceof GantryError && LEASE_MOVED_ON.has(error.code)) {
+        this.faulty.handled(claim);
+        return false;
+      }
       // No database: the pass ends here, the next one tries again.
       if (isDatabaseUnreachable(error)) throw error;
       // Anything else is a fault of this job (its view and its log disagree, a row the database
-      // refuses): said loudly and counted, and the pass goes on past it with the other leases.
-      countLeaseSweepFailure('job-lease');
-      this.log.error({ jobId: row.job_id, leaseToken: row.lease_token, ...describeFault(error) }, 'a lease could not be expired');
+      // refuses): counted, said loudly when first found and then at growing intervals (not at every
+      // pass: a lease stuck for hours would flood the log), tried again at every pass, and the pass
+      // goes on past it with the other leases (docs/jobs.md, "Leases and liveness").
+      const fault = this.faulty.failed(claim, now.getTime());
+      if (fault.log) {
+        this.log.error(
+          { jobId: row.job_id, leaseToken: row.lease_token, ...describeFault(error), failedTries: fault.failedTries, faultySince: new Date(fault.since).toISOString() },
+          'a lease could not be expired',
+        );
+      }
       return false;
     }
   }

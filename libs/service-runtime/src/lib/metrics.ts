@@ -107,7 +107,7 @@ const leaseSweepFailures = once(
   () =>
     new Counter({
       name: 'gantry_lease_sweep_failures_total',
-      help: 'Leases (or worktree keys) a lease sweep could not handle and went on past, by sweep: each pass meets them again',
+      help: 'Tries of a lease sweep on a lease (or worktree key) it could not handle and went on past, by sweep: each pass tries them again',
       labelNames: ['sweep'] as const,
     }),
 );
@@ -115,6 +115,21 @@ const leaseSweepFailures = once(
 /** Records one lease or key a sweep's pass could not handle and went on past (`sweep`: `job-lease`, `worktree-lease`). */
 export function countLeaseSweepFailure(sweep: 'job-lease' | 'worktree-lease'): void {
   leaseSweepFailures.labels(sweep).inc();
+}
+
+const leaseSweepFaulty = once(
+  'gantry_lease_sweep_faulty_leases',
+  () =>
+    new Gauge({
+      name: 'gantry_lease_sweep_faulty_leases',
+      help: 'Leases (or worktree keys) a lease sweep failed on at its last try and tries again, by sweep: above 0 for long wants a look',
+      labelNames: ['sweep'] as const,
+    }),
+);
+
+/** One more (`+1`) or one fewer (`-1`) lease or key a sweep keeps failing on (RecurringFaults). */
+export function standingLeaseSweepFaults(sweep: 'job-lease' | 'worktree-lease', change: 1 | -1): void {
+  leaseSweepFaulty.labels(sweep).inc(change);
 }
 
 /** Records one write message of the event store (EventStore.onBatchWritten). */
