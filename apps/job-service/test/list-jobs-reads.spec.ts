@@ -18,11 +18,12 @@ describe('list_jobs on a long history', () => {
     await migrate({ url: testDatabaseUrl, schema: world.name, migrations: jobServiceMigrations });
     // 20,000 jobs (job-N at enqueue position N), nearly all DONE, of product p and a task each (T-N):
     // three claims of runner-x and one of runner-y; three jobs of product p-rare and two of task T-rare;
-    // three CANCELLED jobs and two FAILED ones; and every tenth job of p-often.
+    // three CANCELLED jobs and two FAILED ones; one in fifty SKIPPED (job-25, job-75, …: 400); and every
+    // tenth job of p-often.
     await world.db.query(
       `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, task_id, exclude_from_coalescing, created_at, attempt, max_attempts, runner_id, payloads, state)
        SELECT 'job-' || g, g,
-              CASE WHEN g IN (100, 10000, 19990, 15000) THEN 'RUNNING' WHEN g IN (50, 12000, 19999) THEN 'CANCELLED' WHEN g IN (7000, 17000) THEN 'FAILED' ELSE 'DONE' END,
+              CASE WHEN g IN (100, 10000, 19990, 15000) THEN 'RUNNING' WHEN g IN (50, 12000, 19999) THEN 'CANCELLED' WHEN g IN (7000, 17000) THEN 'FAILED' WHEN g % 50 = 25 THEN 'SKIPPED' ELSE 'DONE' END,
               'TASK_IMPLEMENTATION',
               CASE WHEN g IN (300, 9000, 18000) THEN 'p-rare' WHEN g % 10 = 0 THEN 'p-often' ELSE 'p' END,
               CASE WHEN g IN (2500, 16000) THEN 'T-rare' ELSE 'T-' || g END, false, now(), 1, 3,
@@ -62,7 +63,7 @@ describe('list_jobs on a long history', () => {
       [{ taskId: 'T-rare' }, ['job-2500', 'job-16000']],
       [{ taskId: 'T-none' }, []],
       [{ status: ['CANCELLED'] }, ['job-50', 'job-12000', 'job-19999']],
-      [{ status: ['SKIPPED'] }, []],
+      [{ status: ['SKIPPED'], cursor: cursorAfter('19975') }, []],
       [{ status: ['FAILED', 'CANCELLED'] }, ['job-50', 'job-7000', 'job-12000', 'job-17000', 'job-19999']],
       [{ status: ['CANCELLED'], limit: 1 }, ['job-50', 'job-12000']],
       [{ status: ['CANCELLED'], cursor: cursorAfter('50') }, ['job-12000', 'job-19999']],
@@ -79,5 +80,31 @@ describe('list_jobs on a long history', () => {
       answered.push({ request, jobs: rows.map((r) => `job-${r.enqueue_position}`), read: read <= jobs.length + 1 ? 'only those' : read });
     }
     expect(answered).toEqual(cases.map(([request, jobs]) => ({ request, jobs, read: 'only those' })));
+  });
+
+  it('a filter by several finished statuses, or by one that one job in fifty has, reads about its page, not every matching job nor the listing between them', async () => {
+    const skipped = (from: number, n: number) => Array.from({ length: n }, (_, i) => `job-${from + 50 * i}`);
+    const cases: [Record<string, unknown>, string[]][] = [
+      // (a page of `limit` reads one more, to know there is a next page)
+      [{ status: ['SKIPPED'], limit: 10 }, skipped(25, 11)],
+      [{ status: ['SKIPPED'], limit: 10, cursor: cursorAfter('10025') }, skipped(10075, 11)],
+      [{ status: ['SKIPPED'], productId: 'p', limit: 10 }, skipped(25, 11)],
+      [{ status: ['DONE', 'SKIPPED'], limit: 10 }, Array.from({ length: 11 }, (_, i) => `job-${i + 1}`)],
+      [{ status: ['DONE', 'SKIPPED'], limit: 10, cursor: cursorAfter('19970') }, Array.from({ length: 11 }, (_, i) => `job-${19971 + i}`)],
+      [{ status: ['FAILED', 'SKIPPED', 'CANCELLED'], limit: 5 }, ['job-25', 'job-50', 'job-75', 'job-125', 'job-175', 'job-225']],
+      [{ status: ['FAILED', 'SKIPPED', 'CANCELLED'], limit: 5, cursor: cursorAfter('6990') }, ['job-7000', 'job-7025', 'job-7075', 'job-7125', 'job-7175', 'job-7225']],
+      [{ status: ['DONE', 'FAILED', 'SKIPPED', 'CANCELLED'], limit: 20, cursor: cursorAfter('19990') }, Array.from({ length: 10 }, (_, i) => `job-${19991 + i}`)],
+      [{ status: ['FAILED', 'CANCELLED'], limit: 2 }, ['job-50', 'job-7000', 'job-12000']],
+      [{ status: ['SKIPPED', 'SKIPPED'], limit: 3 }, skipped(25, 4)],
+    ];
+    const answered = [];
+    for (const [request, jobs] of cases) {
+      const statement = listJobsStatement(listJobs.request.parse(request));
+      const { rows } = await world.db.query<{ enqueue_position: string }>(statement.text, statement.values);
+      const read = await mostRowsReadByAStep(world.db, statement.text, statement.values);
+      // No step reads more than a page and one more (each status's page, before they are merged).
+      answered.push({ request, jobs: rows.map((r) => `job-${r.enqueue_position}`), read: read <= jobs.length + 1 ? 'about its page' : read });
+    }
+    expect(answered).toEqual(cases.map(([request, jobs]) => ({ request, jobs, read: 'about its page' })));
   });
 });

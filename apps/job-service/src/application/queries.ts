@@ -1,5 +1,5 @@
 import { Controller, Inject } from '@nestjs/common';
-import { ErrorCode, GantryError, getJob, getJobStory, getSprintRun, listJobs, type ReplyOf, type RequestOf, type StoryEntryView } from '@gantry/contracts';
+import { ErrorCode, GantryError, getJob, getJobStory, getSprintRun, JobStatusSchema, listJobs, type JobStatus, type ReplyOf, type RequestOf, type StoryEntryView } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { CommandHandler, cursorField, cutPage, decodeCursor, encodeCursor } from '@gantry/service-runtime';
 import { jobView, sprintRunView, type Job } from '../domain/index.js';
@@ -20,12 +20,17 @@ function positionAfter(cursor: string): string {
   });
 }
 
+/** A job status as a literal of the statement: the partial index of that status is chosen when it is planned. */
+const STATUS_LITERALS: Readonly<Record<JobStatus, string>> = Object.fromEntries(JobStatusSchema.options.map((status) => [status, `'${status}'`])) as Record<JobStatus, string>;
+
 /**
  * The statement of a `list_jobs` page: the matching jobs in enqueue order, one more than the limit.
  * A runner is named on a job only while it holds the job's claim (CLAIMED or RUNNING), so a filter by
  * runner says so too: the claims' index then answers it, where PostgreSQL would otherwise read the
- * whole view and sort it, or walk the listing index through every finished job (docs/jobs.md,
- * "Listing jobs").
+ * whole view and sort it, or walk the listing index through every finished job. A filter by status
+ * reads each status on its own, a page at most from its own index in enqueue order, and the pages
+ * are merged: one index walk cannot give several statuses' jobs in order, and with one status in
+ * fifty PostgreSQL would rather walk the listing through the other 49 (docs/jobs.md, "Listing jobs").
  */
 export function listJobsStatement(request: RequestOf<typeof listJobs>): { text: string; values: unknown[] } {
   const where: string[] = [];
@@ -34,7 +39,6 @@ export function listJobsStatement(request: RequestOf<typeof listJobs>): { text: 
     values.push(value);
     where.push(clause(`$${values.length}`));
   };
-  if (request.status) add((p) => `status = ANY(${p})`, request.status);
   if (request.kind) add((p) => `kind = ANY(${p})`, request.kind);
   if (request.productId) add((p) => `product_id = ${p}`, request.productId);
   if (request.sprintId) add((p) => `sprint_id = ${p}`, request.sprintId);
@@ -44,14 +48,17 @@ export function listJobsStatement(request: RequestOf<typeof listJobs>): { text: 
   if (request.runnerId) {
     add((p) => `runner_id = ${p}`, request.runnerId);
     where.push(`status IN ('CLAIMED', 'RUNNING')`);
+    if (request.status) add((p) => `status = ANY(${p})`, request.status);
   }
   if (request.cursor) add((p) => `enqueue_position > ${p}::bigint`, positionAfter(request.cursor));
   values.push(request.limit + 1);
-  return {
-    text: `SELECT state, enqueue_position FROM jobs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY enqueue_position LIMIT $${values.length}`,
-    values,
-  };
+  const limit = `$${values.length}`;
+  const select = (clauses: string[]) => `SELECT state, enqueue_position FROM jobs ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY enqueue_position LIMIT ${limit}`;
+  const statuses = request.runnerId || !request.status ? [] : [...new Set(request.status)];
+  if (statuses.length === 0) return { text: select(where), values };
+  if (statuses.length === 1) return { text: select([`status = ${STATUS_LITERALS[statuses[0]!]}`, ...where]), values };
+  const pages = statuses.map((status) => `(${select([`status = ${STATUS_LITERALS[status]}`, ...where])})`);
+  return { text: `SELECT state, enqueue_position FROM (${pages.join(' UNION ALL ')}) AS pages ORDER BY enqueue_position LIMIT ${limit}`, values };
 }
 
 /** The events of a job's stream that are its story log, and the kind each is answered as. */
