@@ -99,3 +99,20 @@ export async function readingJobsView<R extends object>(world: TestWorld, statem
     client.release();
   }
 }
+
+/**
+ * Makes the database refuse every JobLeaseExpired of `jobId` (an operator's trigger on the log), as a
+ * lease whose expiry cannot be written; returns the call that lets it through again.
+ */
+export async function refuseLeaseExpiry(world: TestWorld, jobId: string): Promise<() => Promise<void>> {
+  await world.db.query(`
+    CREATE FUNCTION refuse_expiry() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.stream_id = '${jobId}' AND NEW.type = 'JobLeaseExpired' THEN RAISE EXCEPTION 'an operator trigger refuses this row'; END IF;
+      RETURN NEW;
+    END $$;
+    CREATE TRIGGER refuse_expiry BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_expiry();`);
+  return async () => {
+    await world.db.query(`DROP TRIGGER refuse_expiry ON events; DROP FUNCTION refuse_expiry()`);
+  };
+}

@@ -1,6 +1,6 @@
 import { claimJob, enqueueJob, getJob } from '@gantry/contracts';
 import { eventually, startApp, type RunningApp } from '@gantry/testing';
-import { createWorld, key, registerProducts, type TestWorld } from './harness.js';
+import { createWorld, key, refuseLeaseExpiry, registerProducts, type TestWorld } from './harness.js';
 
 /**
  * A lease whose expiry the database refuses, met by a sweep every 20 ms (docs/jobs.md, "Leases and
@@ -37,13 +37,7 @@ describe('a lease the sweep cannot expire, pass after pass', () => {
     const { jobId } = await world.client.request(enqueueJob, { kind: 'PLAN_CHAT', productId: 'product-faulty-log', idempotencyKey: key('e') });
     const claim = await world.client.request(claimJob, { runnerId: 'runner-stuck', kinds: ['PLAN_CHAT'], jobId, leaseDurationMs: 10_000, idempotencyKey: key('c') });
     if (!claim.claimed) throw new Error('not claimed');
-    await world.db.query(`
-      CREATE FUNCTION refuse_expiry() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF NEW.stream_id = '${jobId}' AND NEW.type = 'JobLeaseExpired' THEN RAISE EXCEPTION 'an operator trigger refuses this row'; END IF;
-        RETURN NEW;
-      END $$;
-      CREATE TRIGGER refuse_expiry BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_expiry();`);
+    const allowExpiry = await refuseLeaseExpiry(world, jobId);
     try {
       const before = await tries();
       await eventually(async () => (await tries()) - before >= 200, { timeoutMs: 60_000, what: '200 passes that could not expire the lease' });
@@ -53,7 +47,7 @@ describe('a lease the sweep cannot expire, pass after pass', () => {
       expect(await standing()).toBe(1);
       expect((await world.client.request(getJob, { jobId })).status).toBe('CLAIMED');
     } finally {
-      await world.db.query(`DROP TRIGGER refuse_expiry ON events; DROP FUNCTION refuse_expiry()`);
+      await allowExpiry();
     }
     // Tried at every pass: expired within a few, not a backoff's wait later.
     await eventually(async () => (await world.client.request(getJob, { jobId })).status === 'QUEUED', { timeoutMs: 5_000, what: 'the lease expired once the database took it' });

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { claimJob, enqueueJob, ErrorCode, getJob, startJob } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { startApp, type RunningApp } from '@gantry/testing';
-import { createWorld, key, registerProducts, type TestWorld } from './harness.js';
+import { createWorld, key, refuseLeaseExpiry, registerProducts, type TestWorld } from './harness.js';
 
 // These start the compiled service (apps/job-service/dist): build first.
 describe('job service as processes', () => {
@@ -194,13 +194,7 @@ describe('job service as processes', () => {
     // Claimed first, so its lease expires first: every pass meets it before the other.
     const refused = await claimed('runner-refused');
     const neighbour = await claimed('runner-neighbour');
-    await world.db.query(`
-      CREATE FUNCTION refuse_expiry() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF NEW.stream_id = '${refused}' AND NEW.type = 'JobLeaseExpired' THEN RAISE EXCEPTION 'an operator trigger refuses this row'; END IF;
-        RETURN NEW;
-      END $$;
-      CREATE TRIGGER refuse_expiry BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_expiry();`);
+    const allowExpiry = await refuseLeaseExpiry(world, refused);
     try {
       await eventually(async () => (await world.client.request(getJob, { jobId: neighbour })).status === 'QUEUED', { timeoutMs: 25_000, what: "the neighbour's lease expired" });
       // Logged by whichever replica swept it: the services of the earlier cases still run.
@@ -208,7 +202,7 @@ describe('job service as processes', () => {
       expect(await eventually(logged, { timeoutMs: 20_000, what: 'the refused expiry logged' })).toMatch(/an operator trigger refuses this row/);
       expect((await world.client.request(getJob, { jobId: refused })).status).toBe('CLAIMED');
     } finally {
-      await world.db.query(`DROP TRIGGER refuse_expiry ON events; DROP FUNCTION refuse_expiry()`);
+      await allowExpiry();
     }
     // The database takes it again: the refused lease expires at the next pass.
     await eventually(async () => (await world.client.request(getJob, { jobId: refused })).status === 'QUEUED', { timeoutMs: 25_000, what: 'the refused lease expired once allowed' });
