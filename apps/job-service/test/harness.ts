@@ -6,6 +6,7 @@ import { enqueueJob, eventSubject, finishJob, logCommit, logImplementation, logT
 import { EVENT_COLUMNS, toStoredEvent, type EventRow } from '@gantry/eventstore';
 import { toEnvelope, type CommandClient } from '@gantry/messaging';
 import { createTestWorld, startInProcess as startModule, type TestWorld } from '@gantry/service-runtime/testing';
+import { refuseAppends } from '@gantry/testing';
 import { AppModule } from '../src/app.module.js';
 
 export type { TestWorld };
@@ -104,15 +105,6 @@ export async function readingJobsView<R extends object>(world: TestWorld, statem
  * Makes the database refuse every JobLeaseExpired of `jobId` (an operator's trigger on the log), as a
  * lease whose expiry cannot be written; returns the call that lets it through again.
  */
-export async function refuseLeaseExpiry(world: TestWorld, jobId: string): Promise<() => Promise<void>> {
-  await world.db.query(`
-    CREATE FUNCTION refuse_expiry() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.stream_id = '${jobId}' AND NEW.type = 'JobLeaseExpired' THEN RAISE EXCEPTION 'an operator trigger refuses this row'; END IF;
-      RETURN NEW;
-    END $$;
-    CREATE TRIGGER refuse_expiry BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_expiry();`);
-  return async () => {
-    await world.db.query(`DROP TRIGGER refuse_expiry ON events; DROP FUNCTION refuse_expiry()`);
-  };
+export function refuseLeaseExpiry(world: TestWorld, jobId: string): Promise<() => Promise<void>> {
+  return refuseAppends(world.db, jobId, 'JobLeaseExpired');
 }

@@ -1,5 +1,5 @@
 import { claimJob, enqueueJob, getJob } from '@gantry/contracts';
-import { eventually, startApp, type RunningApp } from '@gantry/testing';
+import { eventually, metricOf, startApp, type RunningApp } from '@gantry/testing';
 import { createWorld, key, refuseLeaseExpiry, registerProducts, type TestWorld } from './harness.js';
 
 /**
@@ -23,14 +23,8 @@ describe('a lease the sweep cannot expire, pass after pass', () => {
     await world?.close();
   });
 
-  /** A series' value on the service's /metrics, 0 when it has none. */
-  const metric = async (series: string): Promise<number> => {
-    const text = await (await fetch(`${app!.url}/metrics`)).text();
-    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-    return line ? Number(line.slice(series.length + 1)) : 0;
-  };
-  const tries = () => metric('gantry_lease_sweep_failures_total{sweep="job-lease"}');
-  const standing = () => metric('gantry_lease_sweep_faulty_leases{sweep="job-lease"}');
+  const tries = () => metricOf(app!, 'gantry_lease_sweep_failures_total{sweep="job-lease"}');
+  const standing = () => metricOf(app!, 'gantry_lease_sweep_faulty_leases{sweep="job-lease"}');
   const lines = (jobId: string, message: string) => app!.output().split('\n').filter((l) => l.includes(message) && l.includes(jobId));
 
   it('hundreds of passes log it once and count every try; once the database takes it, the next passes expire it and say so', async () => {

@@ -166,3 +166,10 @@ export function startupRefusal(output: string): string {
   const line = output.split('\n').find((l) => l.includes('service failed to start'));
   return line ?? `(no "service failed to start" line in)\n${output.slice(-3000)}`;
 }
+
+/** A series' value (`name{labels}` as /metrics writes it) on a running service's /metrics, 0 when it has none. */
+export async function metricOf(service: Pick<RunningProcess, 'url'>, series: string): Promise<number> {
+  const text = await (await fetch(`${service.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.slice(series.length + 1)) : 0;
+}

@@ -144,3 +144,4 @@ export * from './apps.js';
 export * from './consumer-progress.js';
 export * from './query-plans.js';
 export * from './processes.js';
+export * from './refused-appends.js';
