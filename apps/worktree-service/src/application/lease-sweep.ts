@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { GantryError } from '@gantry/contracts';
 import { EventStore, isDatabaseUnreachable, lastLeaseSweep, recordLeaseSweep } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
-import { BusLossResumption, countLeaseSweepFailure, describeFault, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
+import { BusLossResumption, describeFault, holdHereIfAsked, RecurringFaults, Sweep } from '@gantry/service-runtime';
 import { upcomingDeadlines, type WorktreeLeaseCommand } from '../domain/index.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { serviceActor, WorktreeLeaseLog } from './lease-log.js';
@@ -19,6 +19,8 @@ export class LeaseSweep implements OnModuleDestroy {
   private readonly sweeps: Sweep;
   private readonly resumption: BusLossResumption;
   private sweepingWithoutBus = false;
+  /** The keys this replica's passes fail to sweep. */
+  private readonly faulty = new RecurringFaults('worktree-lease');
 
   constructor(
     @Inject(WorktreeLeaseLog) private readonly leases: WorktreeLeaseLog,
@@ -41,6 +43,7 @@ export class LeaseSweep implements OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     await this.sweeps.stop();
+    this.faulty.clear();
   }
 
   /**
@@ -75,21 +78,34 @@ export class LeaseSweep implements OnModuleDestroy {
       [now],
     );
     let changed = 0;
+    this.faulty.passBegins();
     for (const { worktree_key: worktreeKey } of rows) {
       // Lost during the pass: the rest waits for the resumption.
-      if (this.resumption.pending) break;
+      if (this.resumption.pending) return changed;
       try {
         changed += await this.sweepKey(worktreeKey, now);
       } catch (error) {
         // No database: the pass ends here, the next one tries again.
         if (isDatabaseUnreachable(error)) throw error;
         // Anything else is a fault of this key (a log this version cannot read, a row the database
-        // refuses): said loudly and counted, and the pass goes on — stopped at it, every pass would
-        // stop there again and no later key would ever expire.
-        countLeaseSweepFailure('worktree-lease');
-        this.log.error({ worktreeKey, ...describeFault(error) }, 'a worktree key could not be swept; the pass goes on without it');
+        // refuses): counted, said loudly when first found and then at growing intervals (not at every
+        // pass: a key stuck for hours would flood the log), tried again at every pass, and the pass goes
+        // on — stopped at it, every pass would stop there again and no later key would ever expire
+        // (docs/worktrees.md, "When a lease ends").
+        const fault = this.faulty.failed(worktreeKey, Date.parse(now));
+        if (fault.log) {
+          this.log.error(
+            { worktreeKey, ...describeFault(error), failedTries: fault.failedTries, faultySince: new Date(fault.since).toISOString() },
+            'a worktree key could not be swept; the pass goes on without it',
+          );
+        }
+        continue;
       }
+      const fault = this.faulty.handled(worktreeKey);
+      if (fault) this.log.info({ worktreeKey, failedTries: fault.failedTries, faultySince: new Date(fault.since).toISOString() }, 'a worktree key that could not be swept has been swept');
     }
+    // A faulty key this whole pass did not meet has moved on: the next failure is news again.
+    this.faulty.passEnded();
     return changed;
   }
 

@@ -59,7 +59,7 @@ describe('the lease sweep past a key that fails', () => {
     await eventually(async () => (await statusOf(fine)) === 'stale_released', { what: 'the fine key\'s lease expired' });
     expect(await statusOf(broken)).toBe('ready');
     expect((await failures()) - failedBefore).toBe(1);
-    // Every pass meets it again, and each says so.
+    // Every pass tries it again and counts the try (logged when first found, then at growing intervals: worktree-sweep-faulty-log.spec.ts).
     expect(await sweep.sweep()).toBe(0);
     expect((await failures()) - failedBefore).toBe(2);
   });
