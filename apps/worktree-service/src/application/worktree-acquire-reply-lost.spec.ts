@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
-import { acquireWorktree, ErrorCode, JobClaimRolledBack, listWorktreeLeases, type RequestOf } from '@gantry/contracts';
+import { acquireWorktree, ErrorCode, JobClaimRolledBack, jobExampleIds, listWorktreeLeases, type RequestOf } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
 import { leaseIdFor } from './command-context.js';
 import { claimedJob, createWorld, refusal, startInProcess, type TestWorld } from './testing/world.js';
@@ -66,10 +66,47 @@ describe('an acquire whose answer was lost', () => {
     await world.publishJobEvent('JobClaimRolledBack', request.jobId, { ...JobClaimRolledBack.examples.valid[0], jobId: request.jobId, leaseToken: 1 });
     await eventually(async () => (await leaseOf(request))?.status === 'released', { what: 'the lease released with the claim' });
 
-    expect((await refusal(world.client.request(acquireWorktree, request, { timeoutMs: 60_000 }))).code).toBe(ErrorCode.STALE_FENCE);
+    const refused = await refusal(world.client.request(acquireWorktree, request, { timeoutMs: 60_000 }));
+    expect(refused.code).toBe(ErrorCode.STALE_FENCE);
+    expect(refused.details).toMatchObject({ leaseEnded: { leaseId: leaseIdFor(request.idempotencyKey), status: 'released', reason: 'job_terminal', claimEnded: true } });
     expect(await requestsOf(request)).toBe(1);
     // The key's next claim gets the worktree at once, with the next token.
     const next = await world.client.request(acquireWorktree, await asked('feature/lost-given-up'), { timeoutMs: 60_000 });
     expect(next.token).toBe((await leaseOf(request))!.token! + 1);
+  });
+
+  it('asked again after its claim expired before it was started (the lease released at once): told the lease ended and why, never its grant', async () => {
+    const request = await asked('feature/lost-never-started');
+    await answerLost(request);
+    await eventually(async () => (await leaseOf(request))?.status === 'ready', { what: 'the lease ready for a caller that stopped waiting' });
+    // While the lease holds, asked again under its key: the same grant.
+    const grant = await world.client.request(acquireWorktree, request, { timeoutMs: 60_000 });
+
+    // The runner was cut off: the job service expires the claim, never started, and the lease is released at once.
+    await world.publishJobEvent('JobLeaseExpired', request.jobId, {
+      jobId: request.jobId, runnerId: jobExampleIds.runnerId, leaseToken: 1, attempt: 1, outcome: 'REQUEUED', nextAttempt: 2, error: null,
+      leaseExpiresAt: new Date(Date.now() - 1000).toISOString(), expiredAt: new Date().toISOString(), started: false,
+    });
+    await eventually(async () => (await leaseOf(request))?.status === 'released', { what: 'the never-started claim’s lease released' });
+
+    // The cut-off runner's retry, under the same key: no grant of a released lease, but the lease's end, typed.
+    const refused = await refusal(world.client.request(acquireWorktree, request, { timeoutMs: 60_000 }));
+    expect(refused.code).toBe(ErrorCode.STALE_FENCE);
+    expect(refused.details).toMatchObject({ leaseEnded: { leaseId: grant.leaseId, status: 'released', reason: 'job_terminal', claimEnded: true } });
+    expect(await requestsOf(request)).toBe(1);
+    // Another request under that key is still a conflict, not the lease's end.
+    const other = await refusal(world.client.request(acquireWorktree, { ...request, baseRef: 'other' }, { timeoutMs: 60_000 }));
+    expect(other.code).toBe(ErrorCode.IDEMPOTENCY_CONFLICT);
+  });
+
+  it('asked again after its lease expired unrenewed, its claim still live: told the lease expired, and that the claim did not end', async () => {
+    const request = { ...(await asked('feature/lost-expired')), leaseDurationMs: 1_000 };
+    await answerLost(request);
+    await eventually(async () => (await leaseOf(request))?.status === 'stale_released', { what: 'the lease expired with nobody renewing it' });
+
+    const refused = await refusal(world.client.request(acquireWorktree, request, { timeoutMs: 60_000 }));
+    expect(refused.code).toBe(ErrorCode.STALE_FENCE);
+    expect(refused.details).toMatchObject({ leaseEnded: { leaseId: leaseIdFor(request.idempotencyKey), status: 'stale_released', reason: 'expired', claimEnded: false } });
+    expect(await requestsOf(request)).toBe(1);
   });
 });

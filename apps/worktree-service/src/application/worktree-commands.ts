@@ -9,7 +9,10 @@ import {
   renewWorktreeLease,
   type ReplyOf,
   type RequestOf,
+  type WorktreeLeaseEnded,
   type WorktreeLeaseGrant,
+  type WorktreeReleaseReason,
+  worktreeLeaseEndedError,
 } from '@gantry/contracts';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler, holdHereIfAsked } from '@gantry/service-runtime';
@@ -25,6 +28,8 @@ import { LeaseSweep } from './lease-sweep.js';
 
 const POLL_MS = 250;
 const ENDED: readonly string[] = ['released', 'lock_timeout', 'sync_failed', 'stale_released', 'withdrawn'];
+/** The ends of a lease an acquire answers with its end (worktreeLeaseEndedError); a lock timeout and a failed preparation have codes of their own. */
+const GONE: readonly string[] = ['releasing', 'released', 'stale_released', 'withdrawn'] satisfies WorktreeLeaseEnded['status'][];
 const RELEASE_WAIT_MS = 15_000;
 /** Between the tries of an acquire's look at its claim once its lease is in, while the database fails it (untilClaimLookedAt). */
 const CLAIM_LOOK_RETRY_MS = [500, 1_000, 2_000, 5_000];
@@ -63,6 +68,7 @@ export class WorktreeLeaseCommands {
     await this.sweep.afterBusLoss();
     const worktreeKey = deriveWorktreeKey(request.repositoryUrl, request.branch);
     const leaseId = leaseIdFor(request.idempotencyKey);
+    await this.refuseEndedLease(leaseId, request);
     await this.refuseEndedClaim(request.jobId, request.jobLeaseToken);
     // Test-only (GANTRY_TEST_HOLD_AT): the claim ends between its check and the lease's request.
     await holdHereIfAsked('worktree-acquire:claim-checked');
@@ -132,6 +138,30 @@ export class WorktreeLeaseCommands {
   }
 
   /**
+   * The same acquire asked again after its lease ended — released, expired, withdrawn, its answer lost
+   * and its caller cut off meanwhile — is told so, and why (worktreeLeaseEndedError), before anything
+   * else: never the grant of an ended lease, nor a refusal that names only its claim. Another request
+   * under the key is IDEMPOTENCY_CONFLICT, as ever (docs/worktrees.md, "An acquire whose lease ended").
+   */
+  private async refuseEndedLease(leaseId: string, request: RequestOf<typeof acquireWorktree>): Promise<void> {
+    const known = await findLease(this.store.pool, leaseId);
+    if (!known || !GONE.includes(known.status)) return;
+    await this.assertAskedAlike(known, (await this.leases.load(known.worktree_key)).epoch, request);
+    throw await this.leaseEnded(known);
+  }
+
+  /** The refusal of an acquire whose lease has ended: how it ended, and whether its claim has (what the service heard of its job). */
+  private async leaseEnded(lease: LeaseRow): Promise<GantryError> {
+    const job = await jobAsKnown(this.store.pool, lease.job_id);
+    return worktreeLeaseEndedError({
+      leaseId: lease.lease_id,
+      status: lease.status as WorktreeLeaseEnded['status'],
+      reason: lease.release_reason as WorktreeReleaseReason | null,
+      claimEnded: job !== undefined && claimVerdict(job, lease.job_lease_token, false).kind !== 'keep',
+    });
+  }
+
+  /**
    * A claim this service already knows has ended (its job is terminal, or requeued or claimed again
    * since: claimVerdict) gets no worktree. What it does not know yet is caught later: the end of the
    * claim releases the lease, or the acquire itself once its lease is asked for (endIfClaimEnded).
@@ -178,19 +208,28 @@ export class WorktreeLeaseCommands {
    * The same acquire asked again after its receipt expired, when its lease lies in an epoch whose
    * books are closed (the decider, seeing only the open epoch, would take it for a new one), or under
    * a key from before URLs had a canonical spelling (docs/worktrees.md, "Keys from before"): it is
-   * that lease, whatever became of it — or IDEMPOTENCY_CONFLICT when the key now comes with another request.
+   * that lease (one that has ended was answered by refuseEndedLease) — or IDEMPOTENCY_CONFLICT when
+   * the key now comes with another request.
    */
   private async askedElsewhere(leaseId: string, worktreeKey: string, request: RequestOf<typeof acquireWorktree>): Promise<boolean> {
     const known = await findLease(this.store.pool, leaseId);
     if (!known) return false;
     const open = await this.leases.load(known.worktree_key);
     if (known.worktree_key === worktreeKey && leaseId in open.leases) return false;
-    // What the decider compares for a lease it sees (decideRequest): the lease duration too, which
-    // only the lease's request event holds, in one of the key's epoch streams.
+    await this.assertAskedAlike(known, open.epoch, request);
+    return true;
+  }
+
+  /**
+   * IDEMPOTENCY_CONFLICT unless `request` is the one lease `known` was asked with: what the decider
+   * compares for a lease it sees (decideRequest), the lease duration too, which only the lease's
+   * request event holds, in one of the key's epoch streams (up to `openEpoch`).
+   */
+  private async assertAskedAlike(known: LeaseRow, openEpoch: number, request: RequestOf<typeof acquireWorktree>): Promise<void> {
     const { rows } = await this.store.pool.query<{ lease_duration_ms: string | null }>(
       `SELECT data->>'leaseDurationMs' AS lease_duration_ms FROM events
         WHERE stream_id = ANY($1::text[]) AND type = 'WorktreeLeaseRequested' AND data->>'leaseId' = $2`,
-      [Array.from({ length: open.epoch + 1 }, (_, epoch) => streamIdOf(known.worktree_key, epoch)), leaseId],
+      [Array.from({ length: openEpoch + 1 }, (_, epoch) => streamIdOf(known.worktree_key, epoch)), known.lease_id],
     );
     const same =
       known.job_id === request.jobId &&
@@ -200,8 +239,7 @@ export class WorktreeLeaseCommands {
       known.base_ref === request.baseRef &&
       rows.length === 1 &&
       Number(rows[0]!.lease_duration_ms) === request.leaseDurationMs;
-    if (!same) throw new GantryError(ErrorCode.IDEMPOTENCY_CONFLICT, `worktree lease ${leaseId} was already requested with different content`, { leaseId });
-    return true;
+    if (!same) throw new GantryError(ErrorCode.IDEMPOTENCY_CONFLICT, `worktree lease ${known.lease_id} was already requested with different content`, { leaseId: known.lease_id });
   }
 
   /**
@@ -304,10 +342,7 @@ export class WorktreeLeaseCommands {
         case 'released':
         case 'stale_released':
         case 'withdrawn':
-          throw new GantryError(ErrorCode.STALE_FENCE, `worktree lease ${leaseId} has ended (${row.status}${row.release_reason ? `: ${row.release_reason}` : ''})`, {
-            leaseId,
-            status: row.status,
-          });
+          throw await this.leaseEnded(row);
         default: {
           const unknown: never = row.status;
           throw new Error(`unknown lease status ${String(unknown)}`);

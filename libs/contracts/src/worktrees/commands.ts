@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineCommand } from '../registry.js';
+import { ErrorCode, GantryError, isGantryError } from '../errors.js';
 import { CommandMetaSchema, NextCursorSchema, PageCursorSchema } from '../envelope.js';
 import { JobIdSchema, LeaseTokenSchema } from '../jobs/values.js';
 import { BaseRefSchema, BranchNameSchema, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
@@ -122,6 +123,42 @@ export const acquireWorktree = defineCommand({
     ],
   },
 });
+
+/**
+ * The answer to an acquire whose lease ended before its grant was taken — asked again under its
+ * idempotency key after the lease was released, expired or withdrawn (its answer lost, its caller
+ * cut off meanwhile), or ended while the acquire waited: a STALE_FENCE refusal whose
+ * `details.leaseEnded` says which lease, how it ended and whether its claim ended too
+ * (docs/worktrees.md, "An acquire whose lease ended"). It is never the grant of an ended lease.
+ * A lease that timed out in line or could not be prepared answers LOCK_TIMEOUT / PRECONDITION_FAILED.
+ */
+export const WorktreeLeaseEndedSchema = z.object({
+  leaseId: WorktreeLeaseIdSchema,
+  status: z.enum(['releasing', 'released', 'stale_released', 'withdrawn']),
+  /** Why, as its release or withdrawal recorded it: `job_terminal` when its claim's end ended it, `expired` when nobody renewed it, … */
+  reason: WorktreeReleaseReasonSchema.nullable(),
+  /** The worktree service has heard that the claim the lease was asked for ended (its job's end, requeue, cancel or a newer claim). */
+  claimEnded: z.boolean(),
+});
+export type WorktreeLeaseEnded = z.infer<typeof WorktreeLeaseEndedSchema>;
+
+/** The STALE_FENCE refusal of an acquire whose lease ended (WorktreeLeaseEndedSchema). */
+export function worktreeLeaseEndedError(ended: WorktreeLeaseEnded): GantryError {
+  const why = ended.reason ? `${ended.status}: ${ended.reason}` : ended.status;
+  const claim = ended.claimEnded ? 'its claim has ended too' : 'nothing says its claim ended';
+  return new GantryError(ErrorCode.STALE_FENCE, `worktree lease ${ended.leaseId} has ended (${why}) before its grant was taken; ${claim}`, {
+    leaseId: ended.leaseId,
+    status: ended.status,
+    leaseEnded: WorktreeLeaseEndedSchema.parse(ended),
+  });
+}
+
+/** What an acquire's refusal says of its lease's end; null for any other answer. */
+export function worktreeLeaseEndedOf(error: unknown): WorktreeLeaseEnded | null {
+  if (!isGantryError(error) || error.code !== ErrorCode.STALE_FENCE) return null;
+  const parsed = WorktreeLeaseEndedSchema.safeParse(error.details?.['leaseEnded']);
+  return parsed.success ? parsed.data : null;
+}
 
 // ---- renew_worktree_lease / release_worktree -------------------------------------------------
 

@@ -1,4 +1,5 @@
 import { contractRegistry } from '../registry.js';
+import { ErrorCode, GantryError } from '../errors.js';
 import {
   acquireWorktree,
   branchNameProblem,
@@ -12,6 +13,8 @@ import {
   rescueBranchName,
   WorktreeKeySchema,
   worktreeEventContracts,
+  worktreeLeaseEndedError,
+  worktreeLeaseEndedOf,
 } from './index.js';
 
 const worktreeContracts = () => [
@@ -40,6 +43,17 @@ describe('worktree contracts', () => {
     expect(branchIssue.error?.issues[0]?.path).toEqual(['branch']);
     const urlIssue = acquireWorktree.request.safeParse({ ...base, repositoryUrl: 'ext::sh -c touch% /tmp/pwned' });
     expect(urlIssue.error?.issues[0]?.path).toEqual(['repositoryUrl']);
+  });
+
+  it('an acquire whose lease ended is a STALE_FENCE refusal that says so across the wire; other refusals say nothing of it', () => {
+    const ended = { leaseId: '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11', status: 'released', reason: 'job_terminal', claimEnded: true } as const;
+    const error = worktreeLeaseEndedError(ended);
+    expect(error.code).toBe(ErrorCode.STALE_FENCE);
+    expect(error.message).toMatch(/has ended \(released: job_terminal\).*its claim has ended too/);
+    expect(worktreeLeaseEndedOf(GantryError.fromPayload(JSON.parse(JSON.stringify(error.toPayload()))))).toEqual(ended);
+    expect(worktreeLeaseEndedOf(new GantryError(ErrorCode.STALE_FENCE, 'claim 1 of job j has ended (QUEUED)', { jobId: 'j' }))).toBeNull();
+    expect(worktreeLeaseEndedOf(new GantryError(ErrorCode.UNAVAILABLE, 'x', { leaseEnded: ended }))).toBeNull();
+    expect(worktreeLeaseEndedOf(new Error('x'))).toBeNull();
   });
 });
 
