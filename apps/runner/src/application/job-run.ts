@@ -10,10 +10,12 @@ import {
   type UnfinishedRun,
   type VerificationFacts,
   type WorktreeLeaseGrant,
+  worktreeLeaseEndedOf,
 } from '@gantry/contracts';
 import { isTransient, type CommandClient } from '@gantry/messaging';
 import { countClaimLeftToExpire, crashHereIfAsked, holdHereIfAsked } from '@gantry/service-runtime';
 import {
+  acquireRefusal,
   alreadyDoneFacts,
   bounded,
   claimGone,
@@ -223,12 +225,10 @@ export class JobRun {
           this.stopAgent.signal,
         )
         .catch((error: unknown) => {
-          // A lease the worktree service ended before granting it (withdrawn at its restart, say) says
-          // nothing about the job's claim: it is the worktree service's doing, not a lost claim.
-          if (isGantryError(error) && error.code === ErrorCode.STALE_FENCE) {
-            throw new GantryError(ErrorCode.UNAVAILABLE, `the worktree service gave no worktree: ${error.message}`);
-          }
-          throw error;
+          // A lease that ended with its claim gives the job up; one the worktree service ended on its own is its failure.
+          const ended = worktreeLeaseEndedOf(error);
+          if (ended?.claimEnded) log.warn('the worktree lease ended with the claim before its grant came; giving the job up', { ...this.fields, ...ended });
+          throw acquireRefusal(error);
         });
       this.worktreeLeaseExpiresAt = Date.parse(this.lease.expiresAt);
       await this.record({ worktreeLease: { leaseId: this.lease.leaseId, token: this.lease.token } });

@@ -1,5 +1,6 @@
-import { ErrorCode, VerificationFactsSchema, type VerificationFacts } from '@gantry/contracts';
+import { ErrorCode, GantryError, VerificationFactsSchema, worktreeLeaseEndedError, type VerificationFacts } from '@gantry/contracts';
 import {
+  acquireRefusal,
   agentFailure,
   alreadyDoneFacts,
   bounded,
@@ -256,6 +257,22 @@ describe('refusals along the way', () => {
     ['not a GantryError: the job’s failure, never a push result', null, { claimGone: false, cause: 'JOB', pushFailureOfTheJob: false }],
   ])('%s', (_case, code, expected) => {
     expect({ claimGone: code !== null && claimGone(code), cause: rollbackCauseOf(code), pushFailureOfTheJob: isPushFailureOfTheJob(code) }).toEqual(expected);
+  });
+
+  it('an acquire whose lease ended with its claim gives the claim up (STALE_FENCE, no hand-back); a lease the worktree service ended on its own is its failure (UNAVAILABLE, handed back DEPENDENCY)', () => {
+    const leaseId = '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11';
+    const withClaim = worktreeLeaseEndedError({ leaseId, status: 'released', reason: 'job_terminal', claimEnded: true });
+    expect(acquireRefusal(withClaim)).toBe(withClaim);
+    expect(claimGone(acquireRefusal(withClaim).code)).toBe(true);
+
+    const expired = acquireRefusal(worktreeLeaseEndedError({ leaseId, status: 'stale_released', reason: 'expired', claimEnded: false }));
+    expect(expired).toMatchObject({ code: ErrorCode.UNAVAILABLE, message: expect.stringMatching(/^the worktree service gave no worktree: worktree lease .* has ended \(stale_released: expired\)/) });
+    expect(rollbackCauseOf(expired.code)).toBe('DEPENDENCY');
+    // A STALE_FENCE that says nothing of a lease (an older worktree service, a claim it knows has ended): as before, the worktree service's.
+    expect(acquireRefusal(new GantryError(ErrorCode.STALE_FENCE, 'claim 1 of job j has ended (QUEUED)')).code).toBe(ErrorCode.UNAVAILABLE);
+    // Anything else is as it was.
+    const timedOut = new GantryError(ErrorCode.LOCK_TIMEOUT, 'stayed locked');
+    expect(acquireRefusal(timedOut)).toBe(timedOut);
   });
 
   it('only a finish refused for its precondition (a DONE without the story log) is rolled back', () => {

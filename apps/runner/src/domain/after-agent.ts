@@ -1,4 +1,4 @@
-import { ErrorCode, type NetDiff, type PlanCheck, type RollbackCause, type VerificationFacts, type VerifyResult } from '@gantry/contracts';
+import { ErrorCode, GantryError, isGantryError, worktreeLeaseEndedOf, type NetDiff, type PlanCheck, type RollbackCause, type VerificationFacts, type VerifyResult } from '@gantry/contracts';
 
 /*
  * What the runner does once the agent of a claimed job has exited (docs/jobs.md): finish with which
@@ -216,6 +216,19 @@ const DEPENDENCY_FAILURES: ReadonlySet<string> = new Set([ErrorCode.TIMEOUT, Err
 
 /** A refusal with this code says the claim is no longer this runner's. */
 export const claimGone = (code: string): boolean => CLAIM_GONE.has(code);
+
+/**
+ * What an acquire's refusal means for the claim (docs/worktrees.md, "An acquire whose lease ended").
+ * A lease that ended with its claim — asked again after the job service expired the claim, say, the
+ * runner cut off meanwhile — says the claim is gone: STALE_FENCE as it came, so the run gives the job
+ * up sending nothing more under the claim. Any other STALE_FENCE (a lease the worktree service ended
+ * on its own: expired while the runner was cut off, withdrawn at its restart) says nothing of the
+ * claim: the worktree service's failure (UNAVAILABLE), the claim handed back as a dependency's.
+ */
+export function acquireRefusal<E>(error: E): E | GantryError {
+  if (!isGantryError(error) || error.code !== ErrorCode.STALE_FENCE || worktreeLeaseEndedOf(error)?.claimEnded) return error;
+  return new GantryError(ErrorCode.UNAVAILABLE, `the worktree service gave no worktree: ${error.message}`);
+}
 
 /** The cause a run that failed with this error code (null: not a GantryError) is rolled back with. */
 export const rollbackCauseOf = (code: string | null): RollbackCause => (code !== null && DEPENDENCY_FAILURES.has(code) ? 'DEPENDENCY' : 'JOB');

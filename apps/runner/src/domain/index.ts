@@ -19,6 +19,8 @@
 //     ("Cancelling a running job"), a lost claim reports nothing
 //   refusals: claim gone, a dependency's failure, a push's failure  after-agent.ts           claimGone / rollbackCauseOf /
 //                                                                                             isPushFailureOfTheJob
+//   an acquire whose lease ended, with its claim or not              after-agent.ts           acquireRefusal
+//     (docs/worktrees.md, "An acquire whose lease ended")
 // Specifications: *.spec.ts beside each file; after-agent.spec.ts is a table, one row per case.
 
 export * from './agent-command.js';
