@@ -408,4 +408,16 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'QUEUED'`, [jobId])) === 1, { what: "the job's status recorded as QUEUED" });
     expect((await release(grant)).status).toBe('released');
   });
+
+  it('a branch named gantry or gantry/rescue, the folders of the rescue branches, is refused: a dirty release of another key of the repository is still rescued', async () => {
+    const attempts = await Promise.allSettled(['gantry', 'gantry/rescue'].map(async (reserved) => acquire(await claimedJob(world), { branch: reserved })));
+    for (const attempt of attempts) if (attempt.status === 'fulfilled') await release(attempt.value);
+    // A dirty worktree of another branch of the repository, released: its changes go to gantry/rescue/<key>/<time>.
+    const grant = await acquire(await claimedJob(world), { branch: 'feature/rescued-beside-gantry' });
+    writeFileSync(path.join(grant.path, 'README.md'), 'work to keep\n');
+    const released = await release(grant);
+    expect(released.status).toBe('released');
+    expect((await world.db.query(`SELECT rescue_branch FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId])).rows[0].rescue_branch).toMatch(/^gantry\/rescue\//);
+    expect(attempts.map((a) => (a.status === 'rejected' ? (a.reason as { code: string }).code : 'granted'))).toEqual([ErrorCode.INVALID_COMMAND, ErrorCode.INVALID_COMMAND]);
+  });
 });

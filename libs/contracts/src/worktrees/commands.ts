@@ -3,7 +3,7 @@ import { defineCommand } from '../registry.js';
 import { ErrorCode, GantryError, isGantryError } from '../errors.js';
 import { CommandMetaSchema, NextCursorSchema, PageCursorSchema } from '../envelope.js';
 import { JobIdSchema, LeaseTokenSchema } from '../jobs/values.js';
-import { BaseRefSchema, BranchNameSchema, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
+import { BaseRefSchema, LeasedBranchNameSchema, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
 
 export const WorktreeLeaseIdSchema = z.uuid();
 /** The fencing token of a worktree lease: one higher at each grant for the same worktree key. */
@@ -58,7 +58,7 @@ export const AcquireWorktreeRequestSchema = CommandMetaSchema.extend({
   /** The job claim's fencing token: the lease belongs to this claim of the job. */
   jobLeaseToken: LeaseTokenSchema,
   repositoryUrl: RepositoryUrlSchema,
-  branch: BranchNameSchema,
+  branch: LeasedBranchNameSchema,
   baseRef: BaseRefSchema,
   leaseDurationMs: LeaseDurationMsSchema,
   /** How long to wait in line for the lock; the service's default when absent. */
@@ -106,6 +106,8 @@ export const acquireWorktree = defineCommand({
       { ...acquireExample, branch: '../../etc' },
       { ...acquireExample, branch: 'a..b' },
       { ...acquireExample, branch: 'feature/x.lock' },
+      { ...acquireExample, branch: 'gantry' },
+      { ...acquireExample, branch: 'gantry/rescue' },
       { ...acquireExample, branch: 'a@{1}' },
       { ...acquireExample, branch: 'has space' },
       { ...acquireExample, repositoryUrl: 'ext::sh -c touch% /tmp/pwned' },

@@ -120,6 +120,11 @@ function refineWith(problem: (value: string) => string | null) {
 }
 
 export const BranchNameSchema = z.string().superRefine(refineWith(branchNameProblem));
+/**
+ * The branch of a lease: a branch name (branchNameProblem) that is not a folder of the rescue branches
+ * (leasedBranchProblem).
+ */
+export const LeasedBranchNameSchema = z.string().superRefine(refineWith((name) => branchNameProblem(name) ?? leasedBranchProblem(name)));
 export const BaseRefSchema = z.string().superRefine(refineWith(baseRefProblem));
 export const RepositoryUrlSchema = z.string().superRefine(refineWith(repositoryUrlProblem));
 
@@ -261,6 +266,17 @@ export function featureBranchFor(job: { productId: string; storyId: string | nul
   const scope = job.storyId !== null ? `story-${part(job.storyId)}` : job.taskId !== null ? `task-${part(job.taskId)}` : part(job.jobId);
   const name = `gantry/${part(job.productId)}/${scope}`;
   return branchNameProblem(name) === null ? name : `gantry/${part(job.jobId)}`;
+}
+
+/**
+ * Why a branch cannot be leased although git would take it: `gantry` and `gantry/rescue` are the
+ * folders of the rescue branches (rescueBranchName), and git keeps no branch where a folder of branches
+ * is — leased, such a branch was made in the shared clone, and every later rescue of a key of that
+ * repository failed ("'refs/heads/gantry' exists; cannot create …"), its release retried for ever with
+ * the key's lock held (docs/worktrees.md, "What a lease starts from").
+ */
+export function leasedBranchProblem(name: string): string | null {
+  return name === 'gantry' || name === 'gantry/rescue' ? `branch ${name} is a folder of the rescue branches (gantry/rescue/<worktree key>/<time>)` : null;
 }
 
 /** The rescue branch for a worktree's unsaved changes: `gantry/rescue/<key>/<UTC timestamp>`. */
