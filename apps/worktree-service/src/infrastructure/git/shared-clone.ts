@@ -66,8 +66,15 @@ export async function ensureSharedClone(
       await runGit(['init', '--quiet', '--bare', '--', clonePath], { timeoutMs, signal: workspace.signal });
       created = true;
     } else {
-      const bare = await gitOnClone(workspace, clonePath, ['rev-parse', '--is-bare-repository'], { okExitCodes: [128] });
-      if (bare.exitCode !== 0 || bare.stdout.trim() !== 'true') {
+      const bare = () => gitOnClone(workspace, clonePath, ['rev-parse', '--is-bare-repository'], { okExitCodes: [128] });
+      let answer = await bare();
+      if ((answer.exitCode !== 0 || answer.stdout.trim() !== 'true') && (await initKilledHalfWay(clonePath))) {
+        // Its lock is no git at work: runs on the clone take turns (serializedOnClone), and this one has not begun its own.
+        await rm(path.join(clonePath, 'config.lock'), { force: true });
+        await runGit(['init', '--quiet', '--bare', '--', clonePath], { timeoutMs, signal: workspace.signal });
+        answer = await bare();
+      }
+      if (answer.exitCode !== 0 || answer.stdout.trim() !== 'true') {
         throw new GantryError(ErrorCode.PRECONDITION_FAILED, `${clonePath} exists but is not a bare git repository; refusing to touch it`, {
           clonePath,
         });
@@ -88,6 +95,23 @@ export async function ensureSharedClone(
     ensuredAt.set(clonePath, began);
     return { clonePath, created };
   });
+}
+
+/** What `git init --bare` makes in a new repository's directory. */
+const MADE_BY_INIT = new Set(['HEAD', 'branches', 'config', 'config.lock', 'description', 'hooks', 'info', 'objects', 'refs']);
+
+/**
+ * A clone's directory that git does not take for a repository and that holds only what `git init
+ * --bare` makes, no object among it: an init killed half-way (the service's process group killed
+ * during the first lease of a repository), which git init run again completes without losing
+ * anything. Left as it was, every lease of the repository was refused for ever. A directory holding
+ * anything else is not the service's to touch.
+ */
+async function initKilledHalfWay(clonePath: string): Promise<boolean> {
+  const entries = await readdir(clonePath);
+  if (!entries.every((entry) => MADE_BY_INIT.has(entry))) return false;
+  const objects = await readdir(path.join(clonePath, 'objects'), { recursive: true, withFileTypes: true }).catch(() => []);
+  return objects.every((entry) => entry.isDirectory());
 }
 
 /**
