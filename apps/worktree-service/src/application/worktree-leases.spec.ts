@@ -267,6 +267,21 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     await release(third);
   });
 
+  it('a worktree an agent replaced by a file is moved to the quarantine at the release, kept: the release ends, and the next lease of the key is granted', async () => {
+    const branchName = 'feature/replaced-by-a-file';
+    const first = await acquire(await claimedJob(world), { branch: branchName });
+    rmSync(first.path, { recursive: true, force: true });
+    writeFileSync(first.path, 'a file where the worktree was\n');
+
+    expect((await release(first)).status).toBe('released');
+    const kept = readdirSync(path.join(world.root, 'quarantine')).filter((name) => name.startsWith(first.worktreeKey));
+    expect(kept.map((name) => readFileSync(path.join(world.root, 'quarantine', name), 'utf8'))).toEqual(['a file where the worktree was\n']);
+    const second = await acquire(await claimedJob(world), { branch: branchName });
+    expect(second).toMatchObject({ path: first.path, token: first.token + 1 });
+    expect(git(second.path, 'status', '--porcelain', '--untracked-files=all')).toBe('');
+    await release(second);
+  });
+
   it('a contract-valid JobFinished (DONE) for the holder releases its lease within seconds, with no runner call', async () => {
     const jobId = await claimedJob(world);
     const grant = await acquire(jobId);

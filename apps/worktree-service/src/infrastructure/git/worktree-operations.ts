@@ -502,8 +502,9 @@ const RESCUE_REFLOG = 'gantry rescue';
 export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeKey: string; now: Date; rescueFor?: string }): Promise<RescueResult | null> {
   const { worktreeKey, now, rescueFor } = input;
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
-  if (!(await lstatOrNull(worktreePath))) return null;
-  const clonePath = await cloneOfWorktree(workspace, worktreePath);
+  const info = await lstatOrNull(worktreePath);
+  if (!info) return null;
+  const clonePath = info.isDirectory() ? await cloneOfWorktree(workspace, worktreePath) : null;
   if (clonePath === null) {
     await setAsideAndForget(workspace, worktreePath, worktreeKey, now);
     return null;
@@ -629,14 +630,15 @@ async function quarantineFor(workspace: GitWorkspace, worktreeKey: string, now: 
 
 /**
  * The directory of a key that git finds as no worktree of a shared clone, past repair (its `.git` file
- * missing or wrong and its registration pruned since, or a `.git` directory in its place). Its
- * files may be someone's work: it is moved, whole, to `<root>/quarantine/<key>-<time>` (never deleted),
- * the move reported (GitWorkspace.onSetAside), and the key is free for a new worktree.
+ * missing or wrong and its registration pruned since, or a `.git` directory in its place), or a file an
+ * agent put in the worktree's place. Its files may be someone's work: it is moved, whole, to
+ * `<root>/quarantine/<key>-<time>` (never deleted), the move reported (GitWorkspace.onSetAside), and the
+ * key is free for a new worktree. A symbolic link is not moved (worktreePathFor refuses it first).
  */
 async function setAsideUnknownDirectory(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<void> {
   const info = await lstatOrNull(worktreePath);
   if (!info) return;
-  if (!info.isDirectory() || info.isSymbolicLink()) throw hostile(`${worktreePath} is not a directory; refusing to move it`);
+  if (info.isSymbolicLink()) throw hostile(`${worktreePath} is a symbolic link; refusing to move it`);
   const to = await quarantineFor(workspace, worktreeKey, now);
   await mkdir(path.dirname(to), { recursive: true });
   await rename(worktreePath, to);
@@ -698,11 +700,12 @@ export async function rescueAndRemoveWorktree(
  */
 async function worktreeToRemove(workspace: GitWorkspace, worktreeKey: string, now: Date): Promise<{ worktreePath: string; clonePath: string } | null> {
   const worktreePath = await worktreePathFor(workspace, worktreeKey);
-  if (!(await lstatOrNull(worktreePath))) {
+  const info = await lstatOrNull(worktreePath);
+  if (!info) {
     await pruneWorktrees(workspace);
     return null;
   }
-  const clonePath = await cloneOfWorktree(workspace, worktreePath);
+  const clonePath = info.isDirectory() ? await cloneOfWorktree(workspace, worktreePath) : null;
   if (clonePath === null) {
     await setAsideAndForget(workspace, worktreePath, worktreeKey, now);
     return null;
