@@ -826,23 +826,24 @@ async function pruneLocked(workspace: GitWorkspace, clonePath: string): Promise<
 /**
  * Moves a directory under `<root>/worktrees` that no shared clone knows as a worktree to
  * `<root>/quarantine/<name>-<timestamp>` — out of the way of the key, never deleted (it may hold
- * someone's work). An empty one is simply removed. Returns where it went, or null.
+ * someone's work). An empty one is simply removed. A file or a symbolic link there is moved the same
+ * way (the link itself: its target is neither followed nor touched); refused, it failed every start.
+ * Returns where it went, or null.
  */
 export async function quarantineOrphanDirectory(workspace: GitWorkspace, input: { directory: string; now: Date }): Promise<string | null> {
   const { directory, now } = input;
   if (directory !== path.basename(directory) || directory === '.' || directory === '..' || directory === '') {
     throw hostile(`orphan directory must be a plain name inside the worktrees directory, got ${JSON.stringify(directory)}`);
   }
-  const orphan = await resolveInsideRoot(workspace, path.join(workspace.worktreesDir, directory));
-  if (path.dirname(orphan) !== workspace.worktreesDir) throw hostile(`${directory} is not an entry of the worktrees directory`);
+  // The entry itself, not what a link there leads to: its parent is the (real) worktrees directory.
+  const orphan = path.join(workspace.worktreesDir, directory);
   const info = await lstatOrNull(orphan);
   if (!info) return null;
-  if (!info.isDirectory() || info.isSymbolicLink()) throw hostile(`${orphan} is not a directory; refusing to move it`);
   const { orphanDirectories } = await listWorktrees(workspace);
   if (!orphanDirectories.includes(orphan)) {
     throw new GantryError(ErrorCode.PRECONDITION_FAILED, `${orphan} is a registered worktree, not an orphan`, { directory });
   }
-  if ((await readdir(orphan)).length === 0) {
+  if (info.isDirectory() && (await readdir(orphan)).length === 0) {
     await rmdir(orphan);
     return null;
   }
