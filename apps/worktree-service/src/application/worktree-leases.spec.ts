@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import {
@@ -279,6 +279,26 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     const second = await acquire(await claimedJob(world), { branch: branchName });
     expect(second).toMatchObject({ path: first.path, token: first.token + 1 });
     expect(git(second.path, 'status', '--porcelain', '--untracked-files=all')).toBe('');
+    await release(second);
+  });
+
+  it('a worktree an agent replaced by a symbolic link: the release moves the link to the quarantine, its target untouched, and the next lease of the key is granted', async () => {
+    const branchName = 'feature/replaced-by-a-link';
+    const first = await acquire(await claimedJob(world), { branch: branchName });
+    const elsewhere = path.join(world.git.dir, 'linked-from-a-worktree');
+    mkdirSync(elsewhere);
+    writeFileSync(path.join(elsewhere, 'precious.txt'), 'not the service\'s\n');
+    rmSync(first.path, { recursive: true, force: true });
+    symlinkSync(elsewhere, first.path);
+
+    expect((await release(first)).status).toBe('released');
+    const [kept] = readdirSync(path.join(world.root, 'quarantine')).filter((name) => name.startsWith(first.worktreeKey));
+    expect(lstatSync(path.join(world.root, 'quarantine', kept!)).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(path.join(world.root, 'quarantine', kept!))).toBe(elsewhere);
+    expect(readdirSync(elsewhere)).toEqual(['precious.txt']);
+    const second = await acquire(await claimedJob(world), { branch: branchName });
+    expect(second).toMatchObject({ path: first.path, token: first.token + 1 });
+    expect(lstatSync(second.path).isDirectory()).toBe(true);
     await release(second);
   });
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError } from '@gantry/contracts';
@@ -136,19 +136,29 @@ describe('hostile input to the git layer', () => {
     expect(snapshotTree(root)).toEqual(before);
   });
 
-  it('refuses a worktree directory that is a symlink out of the root, and leaves its target alone', async () => {
+  it('refuses to use a worktree directory that is a symlink out of the root, and leaves its target alone: a rescue or removal moves the link itself aside', async () => {
     const outside = path.join(fx.dir, 'outside');
     mkdirSync(outside);
     writeFileSync(path.join(outside, 'precious.txt'), 'do not touch');
     const worktreeKey = 'evil-link';
-    symlinkSync(outside, path.join(ws.worktreesDir, worktreeKey));
+    const link = path.join(ws.worktreesDir, worktreeKey);
+    symlinkSync(outside, link);
     const before = snapshotTree(fx.dir);
-    await refusedAsInvalid(removeWorktree(ws, { worktreeKey }));
-    await refusedAsInvalid(rescueWorktree(ws, { worktreeKey, now }));
-    await refusedAsInvalid(rescueAndRemoveWorktree(ws, { worktreeKey, now }));
     await refusedAsInvalid(isWorktreeDirty(ws, worktreeKey));
     await refusedAsInvalid(createOrReuseWorktree(ws, { worktreeKey, repositoryUrl: fx.origin, branch: 'main', baseRef: 'main', now }));
     expect(snapshotTree(fx.dir)).toEqual(before);
+    // Let go (a release, an eviction), the link goes to the quarantine, never followed; its target stays as it was.
+    const outsideBefore = snapshotTree(outside);
+    expect(await rescueWorktree(ws, { worktreeKey, now })).toBeNull();
+    expect(existsSync(link)).toBe(false);
+    const [moved] = readdirSync(path.join(root, 'quarantine')).filter((name) => name.startsWith(worktreeKey));
+    expect(readlinkSync(path.join(root, 'quarantine', moved!))).toBe(outside);
+    symlinkSync(outside, link);
+    expect(await rescueAndRemoveWorktree(ws, { worktreeKey, now })).toEqual({ rescue: null, removed: true });
+    symlinkSync(outside, link);
+    expect(await removeWorktree(ws, { worktreeKey })).toEqual({ removed: true });
+    expect(existsSync(link)).toBe(false);
+    expect(snapshotTree(outside)).toEqual(outsideBefore);
     expect(readFileSync(path.join(outside, 'precious.txt'), 'utf8')).toBe('do not touch');
   });
 

@@ -9,6 +9,7 @@ import {
   assertBaseRef,
   assertBranchName,
   assertRepositoryUrl,
+  assertWorktreeKey,
   clonePathsOf,
   gitOnClone,
   hostile,
@@ -501,9 +502,9 @@ const RESCUE_REFLOG = 'gantry rescue';
  */
 export async function rescueWorktree(workspace: GitWorkspace, input: { worktreeKey: string; now: Date; rescueFor?: string }): Promise<RescueResult | null> {
   const { worktreeKey, now, rescueFor } = input;
-  const worktreePath = await worktreePathFor(workspace, worktreeKey);
-  const info = await lstatOrNull(worktreePath);
-  if (!info) return null;
+  const worktreePath = await worktreeToLetGo(workspace, worktreeKey, now);
+  const info = worktreePath === null ? null : await lstatOrNull(worktreePath);
+  if (!worktreePath || !info) return null;
   const clonePath = info.isDirectory() ? await cloneOfWorktree(workspace, worktreePath) : null;
   if (clonePath === null) {
     await setAsideAndForget(workspace, worktreePath, worktreeKey, now);
@@ -623,22 +624,22 @@ async function setAsideEmbeddedRepositories(workspace: GitWorkspace, worktreePat
 /** A new `<root>/quarantine/<key>-<time>` (or `-2`, `-3` … when taken), not made yet. */
 async function quarantineFor(workspace: GitWorkspace, worktreeKey: string, now: Date): Promise<string> {
   const stamp = now.toISOString().replace(/[-:.]/g, '');
-  let target = await resolveInsideRoot(workspace, path.join('quarantine', `${worktreeKey}-${stamp}`));
-  for (let n = 2; await lstatOrNull(target); n++) target = await resolveInsideRoot(workspace, path.join('quarantine', `${worktreeKey}-${stamp}-${n}`));
+  // Entries of the quarantine, not what one there leads to: a link moved there earlier is not followed.
+  const quarantine = await resolveInsideRoot(workspace, 'quarantine');
+  let target = path.join(quarantine, `${worktreeKey}-${stamp}`);
+  for (let n = 2; await lstatOrNull(target); n++) target = path.join(quarantine, `${worktreeKey}-${stamp}-${n}`);
   return target;
 }
 
 /**
  * The directory of a key that git finds as no worktree of a shared clone, past repair (its `.git` file
- * missing or wrong and its registration pruned since, or a `.git` directory in its place), or a file an
- * agent put in the worktree's place. Its files may be someone's work: it is moved, whole, to
- * `<root>/quarantine/<key>-<time>` (never deleted), the move reported (GitWorkspace.onSetAside), and the
- * key is free for a new worktree. A symbolic link is not moved (worktreePathFor refuses it first).
+ * missing or wrong and its registration pruned since, or a `.git` directory in its place), or a file or
+ * symbolic link an agent put in the worktree's place. Its files may be someone's work: it is moved,
+ * whole, to `<root>/quarantine/<key>-<time>` (never deleted; a link is moved itself, its target neither
+ * followed nor touched), the move reported (GitWorkspace.onSetAside), and the key is free for a new worktree.
  */
 async function setAsideUnknownDirectory(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<void> {
-  const info = await lstatOrNull(worktreePath);
-  if (!info) return;
-  if (info.isSymbolicLink()) throw hostile(`${worktreePath} is a symbolic link; refusing to move it`);
+  if (!(await lstatOrNull(worktreePath))) return;
   const to = await quarantineFor(workspace, worktreeKey, now);
   await mkdir(path.dirname(to), { recursive: true });
   await rename(worktreePath, to);
@@ -694,14 +695,30 @@ export async function rescueAndRemoveWorktree(
 }
 
 /**
+ * The place of a key's worktree for its rescue or removal. A symbolic link an agent put there is moved,
+ * itself, to the quarantine (setAsideAndForget) and null returned: nothing of the worktree is left, and
+ * the link is never followed. Refused like any other use of it (worktreePathFor), the release was retried
+ * for ever, the key's lock held.
+ */
+async function worktreeToLetGo(workspace: GitWorkspace, worktreeKey: string, now: Date): Promise<string | null> {
+  assertWorktreeKey(worktreeKey);
+  const place = path.join(workspace.worktreesDir, worktreeKey);
+  if ((await lstatOrNull(place))?.isSymbolicLink()) {
+    await setAsideAndForget(workspace, place, worktreeKey, now);
+    return null;
+  }
+  return worktreePathFor(workspace, worktreeKey);
+}
+
+/**
  * The worktree of a key and its clone (its `.git` file repaired if an agent broke it: cloneOfWorktree);
  * null when its directory is gone, after pruning what git still registers, or when it is a directory
  * no shared clone knows, moved to the quarantine (setAsideUnknownDirectory): both count as removed.
  */
 async function worktreeToRemove(workspace: GitWorkspace, worktreeKey: string, now: Date): Promise<{ worktreePath: string; clonePath: string } | null> {
-  const worktreePath = await worktreePathFor(workspace, worktreeKey);
-  const info = await lstatOrNull(worktreePath);
-  if (!info) {
+  const worktreePath = await worktreeToLetGo(workspace, worktreeKey, now);
+  const info = worktreePath === null ? null : await lstatOrNull(worktreePath);
+  if (!worktreePath || !info) {
     await pruneWorktrees(workspace);
     return null;
   }
