@@ -4,7 +4,7 @@ import { defineCommand } from '../registry.js';
 import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, allowedToolProblem, EffortLevelSchema, JobKindSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
 import { CloneUrlSchema, RepositorySchema } from './products.js';
-import { BaseRefSchema, BranchNameSchema } from '../worktrees/git-names.js';
+import { BaseRefSchema, LeasedBranchNameSchema } from '../worktrees/git-names.js';
 import { jsonBytes, jsonBytesAtMost, MAX_JOB_INPUT_BYTES, MAX_JOB_REQUEST_BYTES, tooLargeMessage } from './sizes.js';
 import {
   EnqueueOutcomeSchema,
@@ -104,8 +104,12 @@ export const EnqueueJobRequestSchema = CommandMetaSchema.extend({
    * GitRefSchema, so what was queued before still reads back from the log.
    */
   baseRef: BaseRefSchema.optional(),
-  /** The branch the work is committed and pushed to (its pull request's head); else the base ref. */
-  branch: BranchNameSchema.optional(),
+  /**
+   * The branch the work is committed and pushed to (its pull request's head); else the base ref. It is
+   * the branch of the job's worktree lease, so it is held to the lease's names too (not a folder of the
+   * rescue branches).
+   */
+  branch: LeasedBranchNameSchema.optional(),
   /**
    * Every task of the job's story, this one included: the story's pull request merges only when each
    * of them is done (docs/products.md). Without it the story is this one task.
@@ -193,6 +197,8 @@ export const enqueueJob = defineCommand({
       { kind: 'REVIEW', productId: 'product-42', agentProfile: { id: 'profile-reviewer', model: 'm'.repeat(201), thinkingBudget: 0 }, idempotencyKey: 'p/enqueue:1' },
       // git takes no branch whose name ends with ".lock": every claim of the job would fail at its worktree
       { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', branch: 'story/ST-1.lock', idempotencyKey: 'p/enqueue:1' },
+      // nor a branch that is the folder of the worktrees' rescue branches: every release of a dirty worktree would fail
+      { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', branch: 'gantry/rescue', idempotencyKey: 'p/enqueue:1' },
       // nor a base ref "HEAD"
       { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', baseRef: 'HEAD', idempotencyKey: 'p/enqueue:1' },
       // the command line's list would read two tools where one was configured

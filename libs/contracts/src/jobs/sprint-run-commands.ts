@@ -3,7 +3,7 @@ import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { jobExampleIds } from './events.js';
 import { RequestedConfigOverrideSchema } from './commands.js';
-import { BranchNameSchema } from '../worktrees/git-names.js';
+import { LeasedBranchNameSchema } from '../worktrees/git-names.js';
 import { jsonBytes, MAX_JOB_REQUEST_BYTES, MAX_SPRINT_TASK_PAYLOAD_BYTES, tooLargeMessage } from './sizes.js';
 import { IdempotencyKeySchema, ExternalRefSchema, JobPayloadSchema, SprintRunIdSchema, SprintRunStatusSchema } from './values.js';
 
@@ -16,8 +16,11 @@ export const createSprintRun = defineCommand({
     sprintId: ExternalRefSchema,
     productId: ExternalRefSchema,
     taskIds: z.array(ExternalRefSchema).min(1).refine((ids) => new Set(ids).size === ids.length, 'task ids must be distinct'),
-    /** A branch name the worktree service and the runners accept (`branchNameProblem`): its jobs work and push there. */
-    branch: BranchNameSchema,
+    /**
+     * A branch name the worktree service and the runners accept (`branchNameProblem`, and not a folder of
+     * the rescue branches, `leasedBranchProblem`): its jobs work and push there.
+     */
+    branch: LeasedBranchNameSchema,
     prUrl: z.url().optional(),
     /** What each task's job hands its agent (its plan, in the agent's terms); a task without one gets none. */
     taskPayloads: z.record(ExternalRefSchema, JobPayloadSchema).optional(),
@@ -67,6 +70,8 @@ export const createSprintRun = defineCommand({
       { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/../main', idempotencyKey: 'p/sprint-run:1' },
       // nor a branch name git refuses (a part starting with ".")
       { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/.SP-7', idempotencyKey: 'p/sprint-run:1' },
+      // the folder of the worktrees' rescue branches: the worktree service leases no such branch
+      { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'gantry', idempotencyKey: 'p/sprint-run:1' },
       // a payload for a task the run does not have
       { sprintId: 'SP-7', productId: 'product-42', taskIds: ['T-1'], branch: 'sprint/SP-7', taskPayloads: { 'T-9': { plan: 'x' } }, idempotencyKey: 'p/sprint-run:1' },
       // a task payload its job could not carry: over MAX_SPRINT_TASK_PAYLOAD_BYTES as JSON
