@@ -135,6 +135,18 @@ export class GitHubFakeControl {
     return this.call('POST', '/mergeability/compute');
   }
 
+  /**
+   * Holds GitHub's clock at the current second: every change until releaseClock() shows that second (GitHub's times are
+   * to the second, so two changes in one second have the same `updated_at`). Returns the held time.
+   */
+  async holdClock(): Promise<string> {
+    return (await this.call<{ now: string }>('PUT', '/clock', { held: true })).now;
+  }
+
+  releaseClock(): Promise<void> {
+    return this.call('PUT', '/clock', { held: false });
+  }
+
   /** What CI does: a check run (completed when a conclusion is given). Returns its id. */
   async setCheck(fullName: string, input: { sha: string; name: string; status?: CheckStatus; conclusion?: CheckConclusion }): Promise<number> {
     const run = await this.call<{ id: number }>('POST', `${GitHubFakeControl.repoPath(fullName)}/check-runs`, {

@@ -5,6 +5,7 @@ import { BareRepository, type Identity } from './git/bare-repository.js';
 import {
   DEFAULT_SETTINGS,
   emptyState,
+  gitHubTime,
   latestCheckRuns,
   latestStatuses,
   mergeableState,
@@ -90,6 +91,17 @@ const AUTO_CI = 'github-fake-ci';
 const PUSHER = 'gantry';
 const GITHUB_IDENTITY: Identity = { name: 'GitHub', email: 'noreply@github.com' };
 
+/**
+ * A time a caller gives (a check run's `started_at`, `completed_at`: ISO 8601, any offset) as GitHub keeps and shows it:
+ * UTC, to the second. Absent is null; one that is no time is GitHub's 422.
+ */
+function givenTime(value: unknown, field: string, documentation: string): string | null {
+  if (value === undefined || value === null) return null;
+  const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(value) ? Date.parse(value) : NaN;
+  if (Number.isNaN(ms)) throw validationFailed(documentation, { resource: 'CheckRun', code: 'invalid', field });
+  return gitHubTime(ms);
+}
+
 export function identityOf(login: string): Identity {
   return { name: login, email: `${userId(login)}+${login}@users.noreply.github.com` };
 }
@@ -104,8 +116,30 @@ export class FakeGitHub {
   /** Checks "CI" reports by itself for every new PR head (a stand-in for workflows `on: pull_request`). */
   autoChecks: AutoCheck[] = [];
   private closed = false;
+  /** The moment GitHub's clock is held at (control API), or null: it runs. */
+  private clockHeldAt: number | null = null;
 
   constructor(private readonly options: FakeGitHubOptions) {}
+
+  /** A change of the PR at `at`: its `updated_at`, and its next revision (what a stale read tells versions by). */
+  private changed(pull: PullRecord, at: string): void {
+    pull.updatedAt = at;
+    pull.revision = (pull.revision ?? 0) + 1;
+  }
+
+  /** GitHub's time now, to the second. */
+  now(): string {
+    return gitHubTime(this.clockHeldAt ?? Date.now());
+  }
+
+  /**
+   * Holds GitHub's clock at this second (a test's way to make two changes in one second: GitHub's times are to the
+   * second, so they then show the same `updated_at`), or lets it run again. It never goes back.
+   */
+  holdClock(held: boolean): string {
+    this.clockHeldAt = held ? (this.clockHeldAt ?? Date.now()) : null;
+    return this.now();
+  }
 
   get ctx(): RenderContext {
     return this.options.render;
@@ -209,7 +243,7 @@ export class FakeGitHub {
       const first = await bare.commitFiles(null, files, 'Initial commit', identityOf(input.owner));
       await bare.updateRef(`refs/heads/${defaultBranch}`, first, null);
     }
-    const now = new Date().toISOString();
+    const now = this.now();
     const record: RepositoryRecord = {
       id: this.nextId(),
       owner: input.owner,
@@ -291,7 +325,7 @@ export class FakeGitHub {
     for (const branch of Object.keys(before)) if (!now.has(branch)) moved.add(branch);
     if (moved.size === 0) return false;
     record.branches = Object.fromEntries(now);
-    record.pushedAt = new Date().toISOString();
+    record.pushedAt = this.now();
     const fullName = `${record.owner}/${record.name}`;
     for (const branch of moved) await this.emitPush(record, branch, before[branch] ?? null, now.get(branch) ?? null);
     for (const pull of this.state.pulls) {
@@ -305,7 +339,7 @@ export class FakeGitHub {
           const beforeSha = pull.headSha;
           pull.headSha = sha;
           pull.headExists = true;
-          pull.updatedAt = new Date().toISOString();
+          this.changed(pull, this.now());
           await bare.updateRef(`refs/pull/${pull.number}/head`, sha);
           this.resetMergeability(pull);
           await this.emitPull('synchronize', pull, PUSHER, { before: beforeSha, after: sha });
@@ -442,7 +476,7 @@ export class FakeGitHub {
     if (commits.length === 0) {
       throw validationFailed(doc, { resource: 'PullRequest', code: 'custom', message: `No commits between ${input.base} and ${headRef}` });
     }
-    const now = new Date().toISOString();
+    const now = this.now();
     const pull: PullRecord = {
       id: this.nextId(),
       // Issues and pull requests share one sequence of numbers per repository; only PRs exist here.
@@ -460,6 +494,7 @@ export class FakeGitHub {
       user: actor,
       createdAt: now,
       updatedAt: now,
+      revision: 0,
       closedAt: null,
       mergedAt: null,
       mergedBy: null,
@@ -526,14 +561,14 @@ export class FakeGitHub {
       this.resetMergeability(pull);
     }
     if (Object.keys(changes).length > 0) {
-      pull.updatedAt = new Date().toISOString();
+      this.changed(pull, this.now());
       await this.emitPull('edited', pull, actor, { changes });
     }
     if (input.state === 'closed' && pull.state === 'open') {
-      const now = new Date().toISOString();
+      const now = this.now();
       pull.state = 'closed';
       pull.closedAt = now;
-      pull.updatedAt = now;
+      this.changed(pull, now);
       if (pull.autoMerge) {
         pull.autoMerge = null;
       }
@@ -550,7 +585,7 @@ export class FakeGitHub {
       pull.baseSha = bare.readBranches().get(pull.baseRef) ?? pull.baseSha;
       pull.state = 'open';
       pull.closedAt = null;
-      pull.updatedAt = new Date().toISOString();
+      this.changed(pull, this.now());
       this.resetMergeability(pull);
       await this.emitPull('reopened', pull, actor);
       await this.startAutoChecks(record, pull);
@@ -641,11 +676,11 @@ export class FakeGitHub {
     if (!(await bare.updateRef(`refs/heads/${pull.baseRef}`, sha, pull.baseSha))) {
       throw new ApiError(409, 'Base branch was modified. Review and try the merge again.', doc);
     }
-    const now = new Date().toISOString();
+    const now = this.now();
     pull.state = 'closed';
     pull.closedAt = now;
     pull.mergedAt = now;
-    pull.updatedAt = now;
+    this.changed(pull, now);
     pull.mergedBy = actor;
     pull.mergeCommitSha = sha;
     this.options.log('pull request merged', { repository: pull.repository, pull: pull.number, method, sha, head: pull.headSha });
@@ -664,7 +699,7 @@ export class FakeGitHub {
     // An already-ready pull request is not an error on GitHub: the mutation just returns it.
     if (!pull.draft) return pull;
     pull.draft = false;
-    pull.updatedAt = new Date().toISOString();
+    this.changed(pull, this.now());
     await this.emitPull('ready_for_review', pull, actor);
     return pull;
   }
@@ -673,7 +708,7 @@ export class FakeGitHub {
     if (pull.state !== 'open') throw new GraphQLFailure('UNPROCESSABLE', 'Pull request is closed');
     if (pull.draft) return pull;
     pull.draft = true;
-    pull.updatedAt = new Date().toISOString();
+    this.changed(pull, this.now());
     if (pull.autoMerge) await this.disableAutoMerge(pull, actor, 'converted to draft');
     await this.emitPull('converted_to_draft', pull, actor);
     return pull;
@@ -713,11 +748,11 @@ export class FakeGitHub {
       mergeMethod: method,
       commitTitle: input.commitHeadline ?? (method === 'squash' ? `${pull.title} (#${pull.number})` : `Merge pull request #${pull.number} from ${record.owner}/${pull.headRef}`),
       commitMessage: input.commitBody ?? (method === 'squash' ? '' : pull.title),
-      enabledAt: new Date().toISOString(),
+      enabledAt: this.now(),
       authorEmail: input.authorEmail ?? null,
     };
     pull.autoMerge = autoMerge;
-    pull.updatedAt = autoMerge.enabledAt;
+    this.changed(pull, autoMerge.enabledAt);
     this.options.log('auto-merge enabled', { repository: pull.repository, pull: pull.number, method, state: status });
     await this.emitPull('auto_merge_enabled', pull, actor);
     return pull;
@@ -731,7 +766,7 @@ export class FakeGitHub {
   async disableAutoMerge(pull: PullRecord, actor: string, reason = 'disabled by user'): Promise<PullRecord> {
     if (!pull.autoMerge) throw new GraphQLFailure('UNPROCESSABLE', "Can't disable auto-merge for this pull request.");
     pull.autoMerge = null;
-    pull.updatedAt = new Date().toISOString();
+    this.changed(pull, this.now());
     await this.emitPull('auto_merge_disabled', pull, actor, { reason });
     return pull;
   }
@@ -778,7 +813,7 @@ export class FakeGitHub {
     const fullName = `${record.owner}/${record.name}`;
     let suite = this.state.checkSuites.find((s) => s.repository === fullName && s.headSha === sha);
     if (!suite) {
-      const now = new Date().toISOString();
+      const now = this.now();
       const headBranch = Object.entries(record.branches).find(([, tip]) => tip === sha)?.[0] ?? null;
       suite = { id: this.nextId(), repository: fullName, headSha: sha, headBranch, createdAt: now, updatedAt: now, reportedConclusion: null };
       this.state.checkSuites.push(suite);
@@ -791,7 +826,7 @@ export class FakeGitHub {
     if (typeof input.name !== 'string' || !input.name) throw validationFailed(doc, { resource: 'CheckRun', code: 'missing_field', field: 'name' });
     if (typeof input.head_sha !== 'string' || !SHA.test(input.head_sha)) throw validationFailed(doc, { resource: 'CheckRun', code: 'invalid', field: 'head_sha' });
     const sha = await this.commitOf(record, input.head_sha, doc);
-    const now = new Date().toISOString();
+    const now = this.now();
     const run: CheckRunRecord = {
       id: this.nextId(),
       repository: `${record.owner}/${record.name}`,
@@ -799,7 +834,7 @@ export class FakeGitHub {
       name: input.name,
       status: 'queued',
       conclusion: null,
-      startedAt: typeof input.started_at === 'string' ? input.started_at : now,
+      startedAt: givenTime(input.started_at, 'started_at', doc) ?? now,
       completedAt: null,
       detailsUrl: typeof input.details_url === 'string' ? input.details_url : null,
       externalId: typeof input.external_id === 'string' ? input.external_id : null,
@@ -850,14 +885,14 @@ export class FakeGitHub {
     if (run.status === 'completed' && run.conclusion === null) {
       throw validationFailed(doc, { resource: 'CheckRun', code: 'missing_field', field: 'conclusion' });
     }
-    if (run.status === 'completed') run.completedAt = typeof input.completed_at === 'string' ? input.completed_at : (run.completedAt ?? new Date().toISOString());
+    if (run.status === 'completed') run.completedAt = givenTime(input.completed_at, 'completed_at', doc) ?? run.completedAt ?? this.now();
   }
 
   private async checkRunCompleted(record: RepositoryRecord, run: CheckRunRecord, actor: string): Promise<void> {
     await this.emit('check_run', { action: 'completed', check_run: renderCheckRun(this.ctx, this.state, run) }, record, actor);
     const suite = this.state.checkSuites.find((s) => s.id === run.suiteId)!;
     const summary = suiteSummary(this.state, suite);
-    suite.updatedAt = new Date().toISOString();
+    suite.updatedAt = this.now();
     if (summary.status === 'completed' && suite.reportedConclusion === null) {
       suite.reportedConclusion = summary.conclusion;
       const headCommit = await this.git(record).commitInfo(suite.headSha);
@@ -915,7 +950,7 @@ export class FakeGitHub {
     const states: CommitState[] = ['error', 'failure', 'pending', 'success'];
     if (!states.includes(input.state as CommitState)) throw validationFailed(doc, { resource: 'Status', code: 'invalid', field: 'state' });
     const sha = await this.commitOf(record, shaInput, doc);
-    const now = new Date().toISOString();
+    const now = this.now();
     const status = {
       id: this.nextId(),
       repository: `${record.owner}/${record.name}`,
@@ -976,7 +1011,7 @@ export class FakeGitHub {
       user: renderUser(this.ctx, user),
       body: input.body ?? null,
       commit_id: pull.headSha,
-      submitted_at: new Date().toISOString(),
+      submitted_at: this.now(),
       state,
       html_url: htmlUrl,
       pull_request_url: pullUrl,

@@ -11,7 +11,7 @@ import {
 } from 'graphql';
 import { GraphQLFailure } from './errors.js';
 import type { FakeGitHub } from './fake-github.js';
-import type { MergeMethod, PullRecord, RepositoryRecord } from './model.js';
+import { gitHubTime, type MergeMethod, type PullRecord, type RepositoryRecord } from './model.js';
 import { nodeId } from './render.js';
 
 /*
@@ -97,7 +97,7 @@ export class GraphQLEndpoint {
     });
     return {
       viewer: this.actorView(actor),
-      rateLimit: { limit: 5000, cost: 1, remaining: 4999, used: 1, resetAt: new Date(Date.now() + 3_600_000).toISOString(), nodeCount: 1 },
+      rateLimit: { limit: 5000, cost: 1, remaining: 4999, used: 1, resetAt: gitHubTime(Date.now() + 3_600_000), nodeCount: 1 },
       repository: (args: { owner: string; name: string }) => {
         const record = fake.findRepository(args.owner, args.name);
         if (!record) throw new GraphQLFailure('NOT_FOUND', `Could not resolve to a Repository with the name '${args.owner}/${args.name}'.`);

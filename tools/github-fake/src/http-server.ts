@@ -24,11 +24,11 @@ import type { DeliveryRule, WebhookDispatcher, WebhookTarget } from './webhooks.
  * token's wording; an App's says "by integration").
  * `stale_read`: a read of a pull request (`GET /repos/{o}/{r}/pulls/{n}`) answered by a replica of GitHub that has not
  * caught up with the PR's last change — the PR as it was last answered before that change, its `updated_at` earlier
- * (the PR as it is when no earlier answer differs); any other request is answered as usual.
+ * (or the same: GitHub's times are to the second, and the change may have come in the same second) (the PR as it is
+ * when no earlier answer differs); any other request is answered as usual.
  */
 export type FaultKind = 'primary_rate_limit' | 'secondary_rate_limit' | 'server_error' | 'base_branch_modified' | 'lost_response' | 'delayed_response' | 'forbidden' | 'stale_read';
 const FAULT_KINDS: FaultKind[] = ['primary_rate_limit', 'secondary_rate_limit', 'server_error', 'base_branch_modified', 'lost_response', 'delayed_response', 'forbidden', 'stale_read'];
-const PULL_READ = /^\/repos\/[^/]+\/[^/]+\/pulls\/\d+$/;
 /** How many earlier versions of a PR a stale read may answer from. */
 const PULL_VERSIONS_KEPT = 8;
 
@@ -74,7 +74,12 @@ const ACTOR = 'gantry';
 /** Who check runs and statuses set through the control API come from. */
 const CI = 'github-fake-ci';
 
-type Handler = (match: RegExpExecArray, query: URLSearchParams, body: Record<string, unknown>) => Promise<{ status: number; body: unknown; headers?: Record<string, string> }>;
+/** `version`: the revision of the pull request a read answers (a `stale_read` answers an earlier one). */
+type Handler = (
+  match: RegExpExecArray,
+  query: URLSearchParams,
+  body: Record<string, unknown>,
+) => Promise<{ status: number; body: unknown; headers?: Record<string, string>; version?: number }>;
 
 
 /** How long an idle kept-alive connection stays open (see the constructor). */
@@ -83,8 +88,8 @@ export class HttpFrontend {
   private readonly server: Server;
   private readonly graphql: GraphQLEndpoint;
   private readonly faults: (Fault & { remaining: number })[] = [];
-  /** The versions of each PR answered to reads, by path (a `stale_read` answers an earlier one). */
-  private readonly pullVersions = new Map<string, { updatedAt: string; answer: unknown }[]>();
+  /** The versions of each PR answered to reads, by path and revision (a `stale_read` answers an earlier one). */
+  private readonly pullVersions = new Map<string, { version: number; answer: unknown }[]>();
   private readonly log: RequestLogEntry[] = [];
   private readonly rate = new Map<string, RateWindow>();
   private tokens: string[] | null;
@@ -186,9 +191,9 @@ export class HttpFrontend {
     // A long-running fake (npm start) keeps the most recent requests only.
     if (this.log.length > MAX_LOGGED_REQUESTS) this.log.splice(0, this.log.length - MAX_LOGGED_REQUESTS);
     let afterEffect: Fault | null = null;
-    const reply = (status: number, answered: unknown, headers: Record<string, string> = {}) => {
+    const reply = (status: number, answered: unknown, headers: Record<string, string> = {}, version?: number) => {
       entry.status = status;
-      const payload = status === 200 && method === 'GET' && PULL_READ.test(url.pathname) ? this.pullAsReplicated(url.pathname, answered, afterEffect?.kind === 'stale_read') : answered;
+      const payload = version !== undefined ? this.pullAsReplicated(url.pathname, version, answered, afterEffect?.kind === 'stale_read') : answered;
       if (afterEffect?.kind === 'lost_response') {
         res.destroy();
         return;
@@ -235,7 +240,7 @@ export class HttpFrontend {
       if (!match) continue;
       try {
         const result = await route.handler(match, url.searchParams, body);
-        return reply(result.status, result.body, { ...rateHeaders, ...result.headers });
+        return reply(result.status, result.body, { ...rateHeaders, ...result.headers }, result.version);
       } catch (error) {
         if (error instanceof ApiError) return reply(error.status, error.body(), { ...rateHeaders, ...error.headers });
         throw error;
@@ -255,19 +260,20 @@ export class HttpFrontend {
   }
 
   /**
-   * A read of a PR as GitHub's replicas serve it: the versions answered are kept (by `updated_at`), and a stale read is
-   * answered with the latest one before the PR's current version, as a replica behind the others would.
+   * A read of a PR as GitHub's replicas serve it: the versions answered are kept (by the PR's revision — not by its
+   * `updated_at`, which is to the second and the same for two changes in one second), and a stale read is answered with
+   * the latest one before the PR's current version, as a replica behind the others would: its `updated_at` earlier, or
+   * the same when the change came in the same second.
    */
-  private pullAsReplicated(path: string, current: unknown, stale: boolean): unknown {
-    const updatedAt = (current as { updated_at?: string }).updated_at ?? '';
+  private pullAsReplicated(path: string, version: number, current: unknown, stale: boolean): unknown {
     const versions = this.pullVersions.get(path) ?? [];
     if (!stale) {
-      const kept = versions.filter((v) => v.updatedAt !== updatedAt);
-      kept.push({ updatedAt, answer: current });
+      const kept = versions.filter((v) => v.version !== version);
+      kept.push({ version, answer: current });
       this.pullVersions.set(path, kept.slice(-PULL_VERSIONS_KEPT));
       return current;
     }
-    const earlier = versions.filter((v) => Date.parse(v.updatedAt) < Date.parse(updatedAt)).at(-1);
+    const earlier = versions.filter((v) => v.version < version).at(-1);
     return earlier?.answer ?? current;
   }
 
@@ -391,7 +397,14 @@ export class HttpFrontend {
           );
         }),
       ),
-      route('GET', '/pulls/(\\d+)', locked(async (m) => ok(await fake.renderPullFull(fake.pull(recordOf(m), pullNumber(m[3]!)))))),
+      route(
+        'GET',
+        '/pulls/(\\d+)',
+        locked(async (m) => {
+          const pull = fake.pull(recordOf(m), pullNumber(m[3]!));
+          return { ...ok(await fake.renderPullFull(pull)), version: pull.revision ?? 0 };
+        }),
+      ),
       route(
         'PATCH',
         '/pulls/(\\d+)',
@@ -553,6 +566,9 @@ export class HttpFrontend {
       if (method === 'POST' && path === '/mergeability/compute') {
         await fake.run(() => fake.computeAllMergeability());
         return send(res, 200, { ok: true });
+      }
+      if (method === 'PUT' && path === '/clock') {
+        return send(res, 200, { now: await fake.run(async () => fake.holdClock(body.held === true)) });
       }
       if (method === 'PUT' && path === '/auto-checks') {
         const checks = Array.isArray(body.checks) ? (body.checks as AutoCheck[]) : [];

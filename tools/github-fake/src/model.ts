@@ -3,6 +3,14 @@
  * saved as one JSON file, so a restarted fake still has its pull requests.
  */
 
+/**
+ * A time as GitHub shows it: UTC, ISO 8601 to the second ("2011-01-26T19:01:12Z"), never with a fraction — so two
+ * changes of a pull request in one second have the same `updated_at`.
+ */
+export function gitHubTime(ms: number): string {
+  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+}
+
 export type MergeMethod = 'merge' | 'squash' | 'rebase';
 
 export interface RepositorySettings {
@@ -74,6 +82,11 @@ export interface PullRecord {
   user: string;
   createdAt: string;
   updatedAt: string;
+  /**
+   * Counts the PR's changes (each sets `updatedAt`). GitHub's `updated_at` is to the second, so two changes in one second
+   * show the same one: a version of the PR is told by this, not by its time. (Absent in a state.json from before it.)
+   */
+  revision?: number;
   closedAt: string | null;
   mergedAt: string | null;
   mergedBy: string | null;

@@ -249,7 +249,8 @@ describe('rate limits, server errors and credentials', () => {
     await fake.control.refresh();
     const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/stale', base: 'main', title: 'stale' });
     const before = (await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data;
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    // GitHub's times are to the second: the change comes a second later.
+    await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 10));
     await octokit.rest.pulls.update({ owner, repo: name(), pull_number: pr.number, base: 'develop' });
     const current = (await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data;
     expect(Date.parse(current.updated_at)).toBeGreaterThan(Date.parse(before.updated_at));
@@ -259,6 +260,42 @@ describe('rate limits, server errors and credentials', () => {
     expect(stale).toMatchObject({ base: { ref: 'main' }, updated_at: before.updated_at });
     expect((await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data).toMatchObject({ base: { ref: 'develop' }, updated_at: current.updated_at });
     expect((await fake.control.requests({ method: 'GET', path: `/pulls/${pr.number}` })).map((r) => r.fault)).toEqual([null, null, 'stale_read', null]);
+  });
+
+  it('a stale read of a PR changed in the same second as the version before: that version, with the same updated_at (GitHub gives it to the second)', async () => {
+    const { octokit } = octokitFor(fake);
+    await pushBranch('feature/same-second');
+    clone.git('push', '-q', 'origin', 'origin/main:refs/heads/develop');
+    await fake.control.refresh();
+    const held = await fake.control.holdClock();
+    try {
+      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/same-second', base: 'main', title: 'same second' });
+      const before = (await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data;
+      await octokit.rest.pulls.update({ owner, repo: name(), pull_number: pr.number, base: 'develop' });
+      const current = (await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data;
+      expect([before.updated_at, current.updated_at]).toEqual([held, held]);
+
+      await fake.control.injectFault({ kind: 'stale_read', method: 'GET', path: `/pulls/${pr.number}` });
+      const stale = (await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data;
+      expect(stale).toMatchObject({ base: { ref: 'main' }, updated_at: held });
+      expect((await octokit.rest.pulls.get({ owner, repo: name(), pull_number: pr.number })).data).toMatchObject({ base: { ref: 'develop' }, updated_at: held });
+    } finally {
+      await fake.control.releaseClock();
+    }
+  });
+
+  it('GitHub\'s clock held: every change shows the held second; released, times go on from now', async () => {
+    const { octokit } = octokitFor(fake);
+    await pushBranch('feature/clock');
+    const held = await fake.control.holdClock();
+    expect(held).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
+    const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name(), head: 'feature/clock', base: 'main', title: 'clock' });
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const { data: edited } = await octokit.rest.pulls.update({ owner, repo: name(), pull_number: pr.number, title: 'clock, edited' });
+    expect([pr.created_at, edited.updated_at]).toEqual([held, held]);
+    await fake.control.releaseClock();
+    const { data: later } = await octokit.rest.pulls.update({ owner, repo: name(), pull_number: pr.number, title: 'clock, edited again' });
+    expect(Date.parse(later.updated_at)).toBeGreaterThan(Date.parse(held));
   });
 
   it('a 5xx is retried by the retry plugin; a 405 or 409 is not', async () => {

@@ -173,6 +173,39 @@ describe('webhook bodies validate against GitHub’s webhooks description', () =
   });
 });
 
+/**
+ * GitHub's times: UTC, ISO 8601 to the second (`2011-01-26T19:01:12Z`, as in every example of its descriptions), never
+ * with a fraction; a commit's git time keeps its author's offset (`2019-05-15T15:20:30-07:00`). Yields every time in
+ * `value` that is not so, with where it is.
+ */
+function* timesNotGitHubs(value: unknown, at: string): Generator<string> {
+  if (typeof value === 'string') {
+    if (/^\d{4}-\d{2}-\d{2}T/.test(value) && !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(Z|[+-]\d{2}:\d{2})$/.test(value)) yield `${at}: ${value}`;
+    else if (/(_at|At)$/.test(at) && value !== '' && !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/.test(value)) yield `${at}: ${value}`;
+    return;
+  }
+  if (!value || typeof value !== 'object') return;
+  for (const [key, inner] of Object.entries(value)) yield* timesNotGitHubs(inner, Array.isArray(value) ? `${at}[${key}]` : `${at}.${key}`);
+}
+
+describe('times are GitHub’s: UTC, to the second', () => {
+  it('in every REST answer, every webhook body and every GraphQL answer of the scenario', () => {
+    const found = [
+      ...scenario.rest.flatMap((e) => [...timesNotGitHubs(e.body, `${e.method} ${e.route} ${e.status}`)]),
+      ...scenario.deliveries.flatMap((d) => [...timesNotGitHubs(d.payload, kindOf(d))]),
+      ...scenario.graphql.flatMap((e) => [...timesNotGitHubs(e.data, e.document.split('\n')[0]!)]),
+    ];
+    expect(found.slice(0, 20)).toEqual([]);
+  });
+
+  it('the check bites: a time with milliseconds, or not in UTC, is found', () => {
+    expect([...timesNotGitHubs({ updated_at: '2026-12-07T06:48:35.123Z', timestamp: '2026-12-07T06:48:35+01:00', created_at: '2026-12-07T06:48:35+01:00' }, 'x')]).toEqual([
+      'x.updated_at: 2026-12-07T06:48:35.123Z',
+      'x.created_at: 2026-12-07T06:48:35+01:00',
+    ]);
+  });
+});
+
 describe('GraphQL documents and answers agree with GitHub’s schema', () => {
   let schema: GraphQLSchema;
   beforeAll(() => {
