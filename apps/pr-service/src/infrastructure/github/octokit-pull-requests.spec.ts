@@ -82,6 +82,35 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     ]);
   });
 
+  it('a name reported as a check run and as a status: the later word counts — a run\'s by when it completed — and in one second (GitHub\'s times are to the second) the one not green', async () => {
+    const sha = clone.commitAndPush('story/same-name', { 'src/same-name.ts': 's\n' }, 'same name');
+    const ci = async () => (await prs.checks(repo, sha)).find((c) => c.name === 'ci/test');
+    // The run started first, the status said success later, and the run failed after that: the failure is the latest word.
+    const run = await github.control.setCheck(repo, { sha, name: 'ci/test', status: 'in_progress' });
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await github.control.setStatus(repo, { sha, context: 'ci/test', state: 'success' });
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await github.control.updateCheck(repo, run, { conclusion: 'failure' });
+    expect(await ci()).toMatchObject({ source: 'check_run', state: 'FAILURE' });
+
+    // In one second GitHub's times cannot tell which came last: the one not green counts, whichever was sent first.
+    const held = await github.control.holdClock();
+    try {
+      const other = clone.commitAndPush('story/same-second', { 'src/same-second.ts': 's\n' }, 'same second');
+      await github.control.setStatus(repo, { sha: other, context: 'ci/test', state: 'success' });
+      await github.control.setCheck(repo, { sha: other, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+      const third = clone.commitAndPush('story/same-second-2', { 'src/same-second-2.ts': 's\n' }, 'same second, the other order');
+      await github.control.setCheck(repo, { sha: third, name: 'ci/test', status: 'completed', conclusion: 'failure' });
+      await github.control.setStatus(repo, { sha: third, context: 'ci/test', state: 'success' });
+      const statuses = await octokit.rest.repos.getCombinedStatusForRef({ owner: 'acme', repo: 'effects', ref: other });
+      expect(statuses.data.statuses[0]!.updated_at).toBe(held);
+      expect((await prs.checks(repo, other)).find((c) => c.name === 'ci/test')).toMatchObject({ state: 'FAILURE' });
+      expect((await prs.checks(repo, third)).find((c) => c.name === 'ci/test')).toMatchObject({ state: 'FAILURE' });
+    } finally {
+      await github.control.releaseClock();
+    }
+  });
+
   it('auto-merge: GitHub refuses it for a clean PR (merge directly), and for a repository that disallows it', async () => {
     const sha = clone.commitAndPush('story/clean', { 'src/clean.ts': 'clean\n' }, 'clean');
     const { pr } = await prs.open({ repository: repo, branch: 'story/clean', baseBranch: 'main', title: 't', body: 'b', draft: false });

@@ -46,6 +46,8 @@ function pullOf(p: RestPull): PullRequestOnGitHub {
 }
 
 const SUCCESSFUL = new Set(['success', 'neutral', 'skipped']);
+const WORSE_FIRST: ReportedCheck['state'][] = ['FAILURE', 'PENDING', 'SUCCESS'];
+const timeOf = (at: string) => Date.parse(at) || 0;
 
 /** GitHub's pull requests through Octokit: REST for what REST does, GraphQL for ready-for-review and auto-merge. */
 export class OctokitPullRequests implements GitHubPullRequests {
@@ -113,13 +115,17 @@ export class OctokitPullRequests implements GitHubPullRequests {
       const runs = await this.octokit.paginate(this.octokit.rest.checks.listForRef, { owner, repo, ref: sha, filter: 'latest', per_page: 100 });
       const statuses = await this.statuses(owner, repo, sha);
       const latest = new Map<string, ReportedCheck & { at: string }>();
+      // A name reported both as a check run and as a status counts by its later word: a run's when it completed (else
+      // started), a status's when it was set. GitHub gives times to the second, so in one second it cannot say which
+      // came last: then the one not green counts (failure over pending over success) — never a merge on a red word.
       const keep = (check: ReportedCheck & { at: string }) => {
         const seen = latest.get(check.name);
-        if (!seen || seen.at <= check.at) latest.set(check.name, check);
+        const later = !seen ? 1 : timeOf(check.at) - timeOf(seen.at);
+        if (later > 0 || (later === 0 && WORSE_FIRST.indexOf(check.state) < WORSE_FIRST.indexOf(seen!.state))) latest.set(check.name, check);
       };
       for (const run of runs) {
         const state = run.status !== 'completed' ? 'PENDING' : SUCCESSFUL.has(run.conclusion ?? '') ? 'SUCCESS' : 'FAILURE';
-        keep({ name: run.name, source: 'check_run', state, conclusion: run.conclusion ?? null, detailsUrl: run.details_url ?? run.html_url ?? null, at: run.started_at ?? '' });
+        keep({ name: run.name, source: 'check_run', state, conclusion: run.conclusion ?? null, detailsUrl: run.details_url ?? run.html_url ?? null, at: run.completed_at ?? run.started_at ?? '' });
       }
       for (const status of statuses) {
         const state = status.state === 'success' ? 'SUCCESS' : status.state === 'pending' ? 'PENDING' : 'FAILURE';
