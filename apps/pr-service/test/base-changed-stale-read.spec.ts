@@ -1,6 +1,7 @@
 import { EventStore } from '@gantry/eventstore';
 import { octokitFor, Clone } from '@gantry/github-fake/testing';
 import { eventually } from '@gantry/testing';
+import { HEAD_BACK_CONFIRM_MS } from '../src/domain/index.js';
 import { inProcessPrService } from './in-process-world.js';
 
 /*
@@ -76,5 +77,76 @@ describe('a read from a GitHub replica behind the base change', () => {
     expect(await baseChanges()).toEqual([['main', 'develop'], ['develop', 'main']]);
     await eventually(async () => (await conflicts()).length === 2, { what: 'the conflict with main recorded again', timeoutMs: 30_000 });
     expect(await conflicts()).toEqual(['main', 'main']);
+  }, 240_000);
+
+  // GitHub gives `updated_at` to the second: a replica behind a change made in the same second as the version before it
+  // shows that version with the same `updated_at`, and a person moving the base back in that second shows it so too.
+  // GitHub's data cannot tell them apart; time does (PR-18: the previous base is followed once shown for 2 s).
+  it('in the same second as the change (one updated_at): a stale read records nothing, and a person moving the base back is followed once shown for 2 s', async () => {
+    const repoName = 'stale-same-second';
+    const sameBranch = 'story/ST-stale-same-second';
+    const repo = await world.fake.control.createRepository({ owner, name: repoName, initialFiles: { 'app.txt': 'one\n' }, requiredChecks: ['ci/test'] });
+    await world.fake.control.commit(repo.fullName, { branch: 'develop', from: 'main', files: { 'notes.txt': 'develop\n' }, message: 'develop' });
+    const clone = new Clone(repo.cloneUrl);
+    clones.push(clone);
+    const head = clone.commitAndPush(sameBranch, { 'app.txt': 'head\n' }, 'first task');
+    await world.fake.control.commit(repo.fullName, { branch: 'main', files: { 'app.txt': 'main\n' }, message: 'main changes app.txt' });
+    await world.fake.control.refresh();
+    await world.fake.control.setWebhooks([{ url: `${world.service.url}/webhooks/github`, secret: 'unused' }]);
+
+    await world.addProduct(`product-${repoName}`, repo.fullName, repo.cloneUrl);
+    const { pullRequestId, record } = world.pullRequest(repo.fullName, sameBranch);
+    const flow = { productId: `product-${repoName}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: `Story ST-${repoName}` };
+    await record('RecordBranchPushed', { headSha: head, pushedAt: world.log.now(), position: null, jobId: null, sprintRunId: null, flow });
+    world.reconciler.ask(pullRequestId);
+    await eventually(async () => (await world.log.load(pullRequestId)).conflict?.files.join(), { what: 'the conflict with main', timeoutMs: 60_000 });
+    const number = (await world.log.load(pullRequestId)).pr!.number;
+
+    const events = async () => (await world.service.app.get(EventStore).readStream(pullRequestId)).map((e) => ({ type: e.type, data: e.data as Record<string, unknown> }));
+    const baseChanges = async () => (await events()).filter((e) => e.type === 'PullRequestBaseChanged').map((e) => e.data);
+    const conflicts = async () => (await events()).filter((e) => e.type === 'PullRequestMergeConflict').map((e) => e.data.baseBranch);
+    // By the whole path: the other case's PR has the same number in its repository, and is still read.
+    const path = `/repos/${repo.fullName}/pulls/${number}`;
+    const reads = async () => (await world.fake.control.requests({ method: 'GET', path })).filter((r) => r.path === path);
+    const { octokit } = octokitFor(world.fake);
+    const read = async () => (await octokit.rest.pulls.get({ owner, repo: repoName, pull_number: number })).data;
+
+    const second = await world.fake.control.holdClock();
+    try {
+      // In one second: an edit, a read of the PR as it is then (on main, conflicting), and the change of base to develop.
+      await octokit.rest.pulls.update({ owner, repo: repoName, pull_number: number, title: 'Story, renamed' });
+      expect(await read()).toMatchObject({ base: { ref: 'main' }, mergeable_state: 'dirty', updated_at: second });
+      await octokit.rest.pulls.update({ owner, repo: repoName, pull_number: number, base: 'develop' });
+      await eventually(async () => (await baseChanges()).length > 0 && (await world.log.load(pullRequestId)).conflict === null, { what: 'the change to develop recorded', timeoutMs: 30_000 });
+      expect((await baseChanges()).map((c) => [c.previousBaseBranch, c.baseBranch, c.shownUpdatedAt])).toEqual([['main', 'develop', second]]);
+
+      // A replica behind the change: the PR on main, conflicting, with the very same updated_at — not older than the change.
+      await world.fake.control.injectFault({ kind: 'stale_read', method: 'GET', path, count: 2 });
+      expect(await read()).toMatchObject({ base: { ref: 'main' }, mergeable_state: 'dirty', updated_at: second });
+      world.reconciler.ask(pullRequestId);
+      await eventually(async () => (await reads()).filter((r) => r.fault === 'stale_read').length === 2, { what: 'the stale read served to the service', timeoutMs: 30_000 });
+      const afterStale = new Date().toISOString();
+      // The service reads again when the 2 s are up: the replica has caught up (develop), and the stale read is forgotten.
+      await eventually(async () => (await reads()).some((r) => r.at > afterStale && r.fault === null), { what: 'a fresh read of the PR', timeoutMs: 30_000 });
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      expect((await baseChanges()).map((c) => [c.previousBaseBranch, c.baseBranch])).toEqual([['main', 'develop']]);
+      expect(await conflicts()).toEqual(['main']);
+      expect(await world.log.load(pullRequestId)).toMatchObject({ pr: { baseBranch: 'develop' }, conflict: null });
+
+      // A person moves the base back to main, still in that second: GitHub shows what a replica behind showed. Followed
+      // once GitHub has shown it for 2 s — and the conflict with main is recorded again.
+      const movedBack = Date.now();
+      await octokit.rest.pulls.update({ owner, repo: repoName, pull_number: number, base: 'main' });
+      expect(await read()).toMatchObject({ base: { ref: 'main' }, updated_at: second });
+      world.reconciler.ask(pullRequestId);
+      await eventually(async () => (await baseChanges()).length === 2, { what: 'the change back to main recorded', timeoutMs: 30_000 });
+      const [, back] = await baseChanges();
+      expect([back!.previousBaseBranch, back!.baseBranch]).toEqual(['develop', 'main']);
+      expect(Date.parse(back!.changedAt as string) - movedBack).toBeGreaterThanOrEqual(HEAD_BACK_CONFIRM_MS);
+      await eventually(async () => (await conflicts()).length === 2, { what: 'the conflict with main recorded again', timeoutMs: 30_000 });
+      expect(await conflicts()).toEqual(['main', 'main']);
+    } finally {
+      await world.fake.control.releaseClock();
+    }
   }, 240_000);
 });
