@@ -53,6 +53,8 @@ describe('a read from a GitHub replica behind the base change', () => {
     // A person points the PR at develop (it merges cleanly there); the webhook, delivered twice, has it read.
     const { octokit } = octokitFor(world.fake);
     await world.fake.control.onNextDeliveries({ event: 'pull_request', action: 'edited', count: 1, effect: 'duplicate' });
+    // In a later second than the PR's version before it (GitHub's updated_at is to the second; the same second is the case below).
+    await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 10));
     await octokit.rest.pulls.update({ owner, repo: name, pull_number: number, base: 'develop' });
     const edited = await world.fake.control.waitForDelivery((d) => d.event === 'pull_request' && d.action === 'edited' && d.payload.changes?.base?.ref?.from === 'main', { timeoutMs: 10_000 });
     await eventually(async () => (await baseChanges()).length > 0 && (await world.log.load(pullRequestId)).conflict === null, { what: 'the change to develop recorded', timeoutMs: 30_000 });
