@@ -97,6 +97,31 @@ describe('webhook deliveries', () => {
     }
   });
 
+  it('X-GitHub-Delivery names the event: every hook\'s delivery of it carries the same GUID (GitHub: "shared with all deliveries for all webhooks that subscribe to this event")', async () => {
+    const second = await startWebhookReceiver(SECRET);
+    try {
+      await fake.control.setWebhooks([
+        { url: receiver.url, secret: SECRET },
+        { url: second.url, secret: SECRET },
+      ]);
+      const sha = await pushBranch('feature/two-hooks');
+      await fake.control.setStatus(repo.fullName, { sha, context: 'ci', state: 'pending' });
+      const [atFirst] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'status');
+      const [atSecond] = await second.waitFor((d) => ofThisRepo(d) && d.event === 'status');
+      expect(atSecond!.id).toBe(atFirst!.id);
+      expect(atSecond!.headers['x-github-hook-id']).not.toBe(atFirst!.headers['x-github-hook-id']);
+      const views = (await fake.control.deliveries({ event: 'status' })).filter((d) => d.id === atFirst!.id);
+      expect(views.map((d) => d.hookId)).toHaveLength(2);
+      // Redelivered: every hook's delivery of the event again, with its GUID.
+      await fake.control.redeliver(atFirst!.id);
+      await receiver.waitFor((d) => d.id === atFirst!.id, 2);
+      await second.waitFor((d) => d.id === atFirst!.id, 2);
+    } finally {
+      await fake.control.setWebhooks([{ url: receiver.url, secret: SECRET }]);
+      await second.close();
+    }
+  });
+
   it('a redelivery keeps the delivery id and body', async () => {
     const sha = await pushBranch('feature/redeliver');
     await fake.control.setStatus(repo.fullName, { sha, context: 'ci', state: 'pending' });

@@ -4,8 +4,10 @@ import { sign } from '@octokit/webhooks-methods';
 /*
  * Webhook deliveries as GitHub makes them: one POST per configured hook with the JSON body signed
  * (X-Hub-Signature-256 over the exact bytes sent), the event name in X-GitHub-Event and a UUID in
- * X-GitHub-Delivery. GitHub waits 10 s for an answer, does not retry a failed delivery by itself, and
- * a redelivery (made by hand) carries the same delivery id. Tests can hold, drop, duplicate, delay
+ * X-GitHub-Delivery — the event's GUID, the same in every hook's delivery of it (GitHub: "shared with all
+ * deliveries for all webhooks that subscribe to this event"). GitHub waits 10 s for an answer, does not
+ * retry a failed delivery by itself, and a redelivery (made by hand) carries the same GUID. The control
+ * API names deliveries by that GUID, and acts on every hook's delivery of the event. Tests can hold, drop, duplicate, delay
  * and reorder deliveries to show that the receiver does not depend on GitHub's timing.
  */
 
@@ -25,6 +27,7 @@ export interface DeliveryAttempt {
 }
 
 export interface Delivery {
+  /** The event's GUID (X-GitHub-Delivery): every hook's delivery of one event has the same. */
   id: string;
   hookId: number;
   url: string;
@@ -73,9 +76,10 @@ export class WebhookDispatcher {
   emit(event: string, payload: Record<string, unknown>): void {
     const action = typeof payload.action === 'string' ? payload.action : null;
     const body = JSON.stringify(payload);
+    const guid = randomUUID();
     for (const target of this.targets) {
       const delivery: Delivery = {
-        id: randomUUID(),
+        id: guid,
         hookId: target.hookId,
         url: target.url,
         event,
@@ -128,7 +132,7 @@ export class WebhookDispatcher {
   release(order?: string[]): void {
     this.holding = false;
     const held = this.deliveries.filter((d) => d.state === 'held');
-    const ordered = [...(order ?? []).map((id) => held.find((d) => d.id === id)).filter((d): d is Delivery => !!d), ...held.filter((d) => !order?.includes(d.id))];
+    const ordered = [...(order ?? []).flatMap((id) => held.filter((d) => d.id === id)), ...held.filter((d) => !order?.includes(d.id))];
     // Sequentially, so the receiver sees them in the order asked for.
     const run = async () => {
       for (const delivery of ordered) await this.send(delivery, false);
@@ -136,27 +140,29 @@ export class WebhookDispatcher {
     this.track(run()).catch((error: unknown) => this.log('held webhooks not sent', { error: String(error) }));
   }
 
+  /** Drops every hook's held (or pending) delivery of the event. */
   drop(id: string): Delivery {
-    const delivery = this.get(id);
-    if (delivery.state === 'held' || delivery.state === 'pending') delivery.state = 'dropped';
-    return delivery;
+    const deliveries = this.ofEvent(id);
+    for (const delivery of deliveries) if (delivery.state === 'held' || delivery.state === 'pending') delivery.state = 'dropped';
+    return deliveries[0]!;
   }
 
-  /** Sends a delivery again with the same id and body (GitHub's "Redeliver"). */
+  /** Sends every hook's delivery of the event again with the same GUID and body (GitHub's "Redeliver"). */
   async redeliver(id: string): Promise<Delivery> {
-    const delivery = this.get(id);
-    await this.send(delivery, true);
-    return delivery;
+    const deliveries = this.ofEvent(id);
+    await Promise.all(deliveries.map((delivery) => this.send(delivery, true)));
+    return deliveries[0]!;
   }
 
   list(filter: { event?: string; action?: string } = {}): Delivery[] {
     return this.deliveries.filter((d) => (!filter.event || d.event === filter.event) && (!filter.action || d.action === filter.action));
   }
 
-  get(id: string): Delivery {
-    const delivery = this.deliveries.find((d) => d.id === id);
-    if (!delivery) throw new Error(`no delivery ${id}`);
-    return delivery;
+  /** Every hook's delivery of the event with this GUID (at least one). */
+  private ofEvent(id: string): Delivery[] {
+    const deliveries = this.deliveries.filter((d) => d.id === id);
+    if (deliveries.length === 0) throw new Error(`no delivery ${id}`);
+    return deliveries;
   }
 
   async close(): Promise<void> {
