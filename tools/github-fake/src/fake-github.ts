@@ -1065,6 +1065,8 @@ export class FakeGitHub {
       },
       record,
       PUSHER,
+      // GitHub's push payload, unlike every other, gives the repository's created_at and pushed_at as Unix seconds.
+      { ...this.renderRepository(record), created_at: Math.floor(Date.parse(record.createdAt) / 1000), pushed_at: Math.floor(Date.parse(record.pushedAt) / 1000) },
     );
   }
 
@@ -1076,7 +1078,7 @@ export class FakeGitHub {
     await this.emit('pull_request', { action, number: pull.number, ...extra, pull_request: await this.renderPullFull(pull) }, record, actor);
   }
 
-  private async emit(event: string, payload: Record<string, unknown>, record: RepositoryRecord, actor: string): Promise<void> {
-    this.options.webhooks.emit(event, { ...payload, repository: this.renderRepository(record), sender: renderUser(this.ctx, actor) });
+  private async emit(event: string, payload: Record<string, unknown>, record: RepositoryRecord, actor: string, repository: object = this.renderRepository(record)): Promise<void> {
+    this.options.webhooks.emit(event, { ...payload, repository, sender: renderUser(this.ctx, actor) });
   }
 }

@@ -64,6 +64,9 @@ describe('webhook deliveries', () => {
     const [created] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'push' && d.body.ref === 'refs/heads/feature/push');
     expect(created!.body).toMatchObject({ created: true, deleted: false, forced: false, after: first, before: '0'.repeat(40), head_commit: { id: first } });
     expect(created!.body.commits).toEqual([expect.objectContaining({ id: first, added: ['feature/push.txt'], message: 'Work on feature/push' })]);
+    // GitHub's push payload gives its repository's created_at and pushed_at as Unix seconds (every other time is ISO 8601).
+    expect(created!.body.repository).toMatchObject({ created_at: expect.any(Number), pushed_at: expect.any(Number), updated_at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/) });
+    expect(created!.body.repository.pushed_at * 1000).toBeLessThanOrEqual(Date.now());
     clone.git('push', '-q', '--force', 'origin', 'origin/main:refs/heads/feature/push');
     await fake.control.refresh();
     const [forced] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'push' && d.body.before === first);
