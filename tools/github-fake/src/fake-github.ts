@@ -26,6 +26,7 @@ import {
 import {
   renderCheckRun,
   renderCheckSuite,
+  renderSimpleCheckSuite,
   renderCombinedStatus,
   renderPull,
   renderRepository,
@@ -846,7 +847,7 @@ export class FakeGitHub {
     const suite = this.state.checkSuites.find((s) => s.id === run.suiteId)!;
     suite.reportedConclusion = null;
     suite.updatedAt = now;
-    await this.emit('check_run', { action: 'created', check_run: renderCheckRun(this.ctx, this.state, run) }, record, actor);
+    await this.emit('check_run', { action: 'created', check_run: this.webhookCheckRun(run) }, record, actor);
     if (run.status === 'completed') await this.checkRunCompleted(record, run, actor);
     return run;
   }
@@ -889,7 +890,7 @@ export class FakeGitHub {
   }
 
   private async checkRunCompleted(record: RepositoryRecord, run: CheckRunRecord, actor: string): Promise<void> {
-    await this.emit('check_run', { action: 'completed', check_run: renderCheckRun(this.ctx, this.state, run) }, record, actor);
+    await this.emit('check_run', { action: 'completed', check_run: this.webhookCheckRun(run) }, record, actor);
     const suite = this.state.checkSuites.find((s) => s.id === run.suiteId)!;
     const summary = suiteSummary(this.state, suite);
     suite.updatedAt = this.now();
@@ -922,6 +923,12 @@ export class FakeGitHub {
 
   renderCheckRun(run: CheckRunRecord) {
     return renderCheckRun(this.ctx, this.state, run);
+  }
+
+  /** A check run as a `check_run` webhook carries it: its suite named in full (head branch, head SHA, status, conclusion). */
+  private webhookCheckRun(run: CheckRunRecord) {
+    const suite = this.state.checkSuites.find((s) => s.id === run.suiteId)!;
+    return { ...renderCheckRun(this.ctx, this.state, run), check_suite: renderSimpleCheckSuite(this.ctx, this.state, suite) };
   }
 
   checkRun(record: RepositoryRecord, id: number): CheckRunRecord {

@@ -318,7 +318,8 @@ export function suiteSummary(state: FakeState, suite: CheckSuiteRecord): { statu
   return { status: 'completed', conclusion, runs: runs.length };
 }
 
-export function renderCheckSuite(ctx: RenderContext, state: FakeState, suite: CheckSuiteRecord, headCommit: CommitInfo) {
+/** GitHub's simple check suite: what a `check_run` webhook names its suite with (the REST check run only has its id). */
+export function renderSimpleCheckSuite(ctx: RenderContext, state: FakeState, suite: CheckSuiteRecord) {
   const summary = suiteSummary(state, suite);
   return {
     id: suite.id,
@@ -334,9 +335,15 @@ export function renderCheckSuite(ctx: RenderContext, state: FakeState, suite: Ch
     app: renderApp(ctx),
     created_at: suite.createdAt,
     updated_at: suite.updatedAt,
+  };
+}
+
+export function renderCheckSuite(ctx: RenderContext, state: FakeState, suite: CheckSuiteRecord, headCommit: CommitInfo) {
+  return {
+    ...renderSimpleCheckSuite(ctx, state, suite),
     rerequestable: true,
     runs_rerequestable: true,
-    latest_check_runs_count: summary.runs,
+    latest_check_runs_count: suiteSummary(state, suite).runs,
     check_runs_url: `${ctx.baseUrl}/repos/${suite.repository}/check-suites/${suite.id}/check-runs`,
     head_commit: renderSimpleCommit(headCommit),
   };

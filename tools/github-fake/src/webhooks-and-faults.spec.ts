@@ -77,6 +77,16 @@ describe('webhook deliveries', () => {
     expect(deleted!.body).toMatchObject({ after: '0'.repeat(40), head_commit: null });
   });
 
+  it('a check_run webhook names its check suite as GitHub does: head branch, head SHA, status and conclusion (the REST check run only its id)', async () => {
+    const sha = await pushBranch('feature/suite');
+    const id = await fake.control.setCheck(repo.fullName, { sha, name: 'ci', status: 'in_progress' });
+    await fake.control.updateCheck(repo.fullName, id, { conclusion: 'success' });
+    const [completed] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'check_run' && d.body.action === 'completed');
+    expect(completed!.body.check_run.check_suite).toMatchObject({ head_branch: 'feature/suite', head_sha: sha, status: 'completed', conclusion: 'success', after: sha });
+    const { octokit } = octokitFor(fake);
+    expect((await octokit.rest.checks.get({ owner, repo: name(), check_run_id: id })).data.check_suite).toEqual({ id: completed!.body.check_run.check_suite.id });
+  });
+
   it('a review someone submits is a pull_request_review event', async () => {
     const { octokit } = octokitFor(fake);
     const head = await pushBranch('feature/review');
