@@ -19,8 +19,12 @@ describe('a read from a GitHub replica behind the base change', () => {
   const clones: Clone[] = [];
   afterAll(() => clones.forEach((clone) => clone.remove()));
 
-  it('records nothing from stale reads (the webhook\'s delivery sent again meanwhile), and follows a person moving the base back', async () => {
-    const repo = await world.fake.control.createRepository({ owner, name, initialFiles: { 'app.txt': 'one\n' }, requiredChecks: ['ci/test'] });
+  /**
+   * A STORY PR of `branch` in a repository of its own, recorded by the service with its conflict with main (it merges
+   * cleanly into develop); returns its stream, number and what its log holds.
+   */
+  async function conflictingWithMain(repoName: string, branch: string) {
+    const repo = await world.fake.control.createRepository({ owner, name: repoName, initialFiles: { 'app.txt': 'one\n' }, requiredChecks: ['ci/test'] });
     await world.fake.control.commit(repo.fullName, { branch: 'develop', from: 'main', files: { 'notes.txt': 'develop\n' }, message: 'develop' });
     const clone = new Clone(repo.cloneUrl);
     clones.push(clone);
@@ -29,17 +33,27 @@ describe('a read from a GitHub replica behind the base change', () => {
     await world.fake.control.refresh();
     await world.fake.control.setWebhooks([{ url: `${world.service.url}/webhooks/github`, secret: 'unused' }]);
 
-    await world.addProduct(`product-${name}`, repo.fullName, repo.cloneUrl);
+    await world.addProduct(`product-${repoName}`, repo.fullName, repo.cloneUrl);
     const { pullRequestId, record } = world.pullRequest(repo.fullName, branch);
-    const flow = { productId: `product-${name}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: `Story ST-${name}` };
+    const flow = { productId: `product-${repoName}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: `Story ST-${repoName}` };
     await record('RecordBranchPushed', { headSha: head, pushedAt: world.log.now(), position: null, jobId: null, sprintRunId: null, flow });
     world.reconciler.ask(pullRequestId);
     await eventually(async () => (await world.log.load(pullRequestId)).conflict?.files.join(), { what: 'the conflict with main', timeoutMs: 60_000 });
     const number = (await world.log.load(pullRequestId)).pr!.number;
-
     const events = async () => (await world.service.app.get(EventStore).readStream(pullRequestId)).map((e) => ({ type: e.type, data: e.data as Record<string, unknown> }));
-    const baseChanges = async () => (await events()).filter((e) => e.type === 'PullRequestBaseChanged').map((e) => [e.data.previousBaseBranch, e.data.baseBranch]);
-    const conflicts = async () => (await events()).filter((e) => e.type === 'PullRequestMergeConflict').map((e) => e.data.baseBranch);
+    return {
+      repo,
+      pullRequestId,
+      number,
+      baseChanges: async () => (await events()).filter((e) => e.type === 'PullRequestBaseChanged').map((e) => e.data),
+      conflicts: async () => (await events()).filter((e) => e.type === 'PullRequestMergeConflict').map((e) => e.data.baseBranch),
+    };
+  }
+
+  it('records nothing from stale reads (the webhook\'s delivery sent again meanwhile), and follows a person moving the base back', async () => {
+    const { pullRequestId, number, ...recorded } = await conflictingWithMain(name, branch);
+    const baseChanges = async () => (await recorded.baseChanges()).map((c) => [c.previousBaseBranch, c.baseBranch]);
+    const { conflicts } = recorded;
     const staleReads = async () => (await world.fake.control.requests({ method: 'GET', path: `/pulls/${number}` })).filter((r) => r.fault === 'stale_read').length;
     /** Time for what the reads since `since` showed to be recorded. */
     const settled = async (since: string) => {
@@ -86,27 +100,7 @@ describe('a read from a GitHub replica behind the base change', () => {
   // GitHub's data cannot tell them apart; time does (PR-18: the previous base is followed once shown for 2 s).
   it('in the same second as the change (one updated_at): a stale read records nothing, and a person moving the base back is followed once shown for 2 s', async () => {
     const repoName = 'stale-same-second';
-    const sameBranch = 'story/ST-stale-same-second';
-    const repo = await world.fake.control.createRepository({ owner, name: repoName, initialFiles: { 'app.txt': 'one\n' }, requiredChecks: ['ci/test'] });
-    await world.fake.control.commit(repo.fullName, { branch: 'develop', from: 'main', files: { 'notes.txt': 'develop\n' }, message: 'develop' });
-    const clone = new Clone(repo.cloneUrl);
-    clones.push(clone);
-    const head = clone.commitAndPush(sameBranch, { 'app.txt': 'head\n' }, 'first task');
-    await world.fake.control.commit(repo.fullName, { branch: 'main', files: { 'app.txt': 'main\n' }, message: 'main changes app.txt' });
-    await world.fake.control.refresh();
-    await world.fake.control.setWebhooks([{ url: `${world.service.url}/webhooks/github`, secret: 'unused' }]);
-
-    await world.addProduct(`product-${repoName}`, repo.fullName, repo.cloneUrl);
-    const { pullRequestId, record } = world.pullRequest(repo.fullName, sameBranch);
-    const flow = { productId: `product-${repoName}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: `Story ST-${repoName}` };
-    await record('RecordBranchPushed', { headSha: head, pushedAt: world.log.now(), position: null, jobId: null, sprintRunId: null, flow });
-    world.reconciler.ask(pullRequestId);
-    await eventually(async () => (await world.log.load(pullRequestId)).conflict?.files.join(), { what: 'the conflict with main', timeoutMs: 60_000 });
-    const number = (await world.log.load(pullRequestId)).pr!.number;
-
-    const events = async () => (await world.service.app.get(EventStore).readStream(pullRequestId)).map((e) => ({ type: e.type, data: e.data as Record<string, unknown> }));
-    const baseChanges = async () => (await events()).filter((e) => e.type === 'PullRequestBaseChanged').map((e) => e.data);
-    const conflicts = async () => (await events()).filter((e) => e.type === 'PullRequestMergeConflict').map((e) => e.data.baseBranch);
+    const { repo, pullRequestId, number, baseChanges, conflicts } = await conflictingWithMain(repoName, 'story/ST-stale-same-second');
     // By the whole path: the other case's PR has the same number in its repository, and is still read.
     const path = `/repos/${repo.fullName}/pulls/${number}`;
     const reads = async () => (await world.fake.control.requests({ method: 'GET', path })).filter((r) => r.path === path);
