@@ -2,6 +2,7 @@ import {
   deriveIdempotencyKey,
   ErrorCode,
   finishJob,
+  GantryError,
   isGantryError,
   listJobs,
   listWorktreeLeases,
@@ -15,7 +16,7 @@ import { readAllPages, type CommandClient } from '@gantry/messaging';
 import type { RunnerLog } from './job-run.js';
 import { originBranchHead } from '../infrastructure/worktrees/push-branch.js';
 import { pushReportKey } from '../infrastructure/job-service/job-lease-session.js';
-import { removeRun, stopOrphanedAgents, type RecordedPush, type RunRecord } from './orphaned-agents.js';
+import { OrphanedAgentsLeft, removeRun, stopOrphanedAgents, type AgentLeft, type RecordedPush, type RunRecord } from './orphaned-agents.js';
 import type { RunnerConfig } from './runner-config.js';
 
 const LIVE_LEASE: ReadonlySet<WorktreeLeaseStatus> = new Set(['acquiring_lock', 'creating_or_reusing', 'syncing', 'ready']);
@@ -39,12 +40,63 @@ export interface SettledClaim {
  * reported first, when the origin's branch is at the commit it pushed: the next claim then finishes it
  * instead of running the agent again on top of it (docs/jobs.md, "A verified push is finished, not redone"). Without this its jobs would wait for their leases to
  * expire, and their worktrees for theirs. Every request is retried while `until()` is in the future,
- * and given up, a try in flight too, when `abandon` aborts (the runner's stop deadline).
+ * and given up, a try in flight too, when `abandon` aborts (the runner's stop deadline); so are the
+ * wait for the agents to be gone and the question to the origin (its git stopped). Given up, it throws
+ * EarlierRunLeft, naming the agents it leaves running and the claims it leaves to their leases.
  */
-export async function settleEarlierRun(deps: { config: RunnerConfig; commands: CommandClient; log: RunnerLog; until: () => number; abandon: AbortSignal }): Promise<SettledClaim[]> {
+export async function settleEarlierRun(deps: SettlingDeps): Promise<SettledClaim[]> {
+  const progress: SettlingProgress = { agentsLeft: [], claims: new Map(), settled: new Set() };
+  try {
+    return await settle(deps, progress);
+  } catch (error) {
+    if (!deps.abandon.aborted) throw error;
+    if (error instanceof OrphanedAgentsLeft) {
+      progress.agentsLeft = error.left;
+      for (const agent of error.left) if (agent.jobId !== null && agent.leaseToken !== null) progress.claims.set(`${agent.jobId}/${agent.leaseToken}`, { jobId: agent.jobId, leaseToken: agent.leaseToken });
+      for (const { run } of error.stopped) if (run) progress.claims.set(`${run.jobId}/${run.leaseToken}`, { jobId: run.jobId, leaseToken: run.leaseToken });
+    }
+    const claimsLeft = [...progress.claims].filter(([key]) => !progress.settled.has(key)).map(([, claim]) => claim);
+    throw new EarlierRunLeft(error, progress.agentsLeft, claimsLeft);
+  }
+}
+
+export interface SettlingDeps {
+  config: RunnerConfig;
+  commands: CommandClient;
+  log: RunnerLog;
+  until: () => number;
+  abandon: AbortSignal;
+}
+
+/** What the settling had learnt and done when it was given up: what it leaves, and whose. */
+interface SettlingProgress {
+  agentsLeft: AgentLeft[];
+  /** The claims of the earlier run it knew of, by `<jobId>/<leaseToken>`. */
+  claims: Map<string, { jobId: string; leaseToken: number }>;
+  settled: Set<string>;
+}
+
+/**
+ * The settling was given up at the stop's deadline (`abandon`): `agentsLeft` are the earlier run's
+ * agents not known to be gone (left running in their process groups), `claimsLeft` the claims it knew
+ * of and had not settled (left to their leases). The message is the one of what was given up.
+ */
+export class EarlierRunLeft extends Error {
+  constructor(
+    cause: unknown,
+    readonly agentsLeft: AgentLeft[],
+    readonly claimsLeft: { jobId: string; leaseToken: number }[],
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = cause instanceof Error ? cause.name : 'Error';
+  }
+}
+
+async function settle(deps: SettlingDeps, progress: SettlingProgress): Promise<SettledClaim[]> {
   const { config, commands, log } = deps;
   const options: SettlingOptions = { timeoutMs: config.commandTimeoutMs, retryUntil: deps.until, abandon: deps.abandon };
-  const orphans = await stopOrphanedAgents(config.scratchDir, config.agentKillGraceMs);
+  const orphans = await stopOrphanedAgents(config.scratchDir, config.agentKillGraceMs, deps.abandon);
+  for (const { run } of orphans) if (run) progress.claims.set(`${run.jobId}/${run.leaseToken}`, { jobId: run.jobId, leaseToken: run.leaseToken });
   for (const orphan of orphans) {
     if (orphan.pid !== null) log.warn('stopped an agent left behind by an earlier run of this runner', { pid: orphan.pid, killed: orphan.killed, scratch: orphan.scratch });
   }
@@ -58,6 +110,7 @@ export async function settleEarlierRun(deps: { config: RunnerConfig; commands: C
       claims.set(`${orphan.run.jobId}/${orphan.run.leaseToken}`, { jobId: orphan.run.jobId, leaseToken: orphan.run.leaseToken, view: null });
     }
   }
+  for (const [key, { jobId, leaseToken }] of claims) progress.claims.set(key, { jobId, leaseToken });
 
   const settled: SettledClaim[] = [];
   for (const { jobId, leaseToken, view } of claims.values()) {
@@ -107,6 +160,7 @@ export async function settleEarlierRun(deps: { config: RunnerConfig; commands: C
         if (!isGantryError(error) || !ENDED.has(error.code)) throw error;
       }
     }
+    progress.settled.add(`${jobId}/${leaseToken}`);
     settled.push({ jobId, leaseToken, outcome, pushReported, worktreeLeasesReleased: await releaseLeasesOf(commands, jobId, leaseToken, options) });
   }
   for (const orphan of orphans) await removeRun(orphan.scratch);
@@ -140,8 +194,9 @@ async function reportPushFound(
   const fields = { jobId: fenced.jobId, leaseToken: fenced.leaseToken, branch: push.branch, headSha: push.headSha };
   let head: string | null;
   try {
-    head = await originBranchHead(push.worktreeDir, push.repositoryUrl, push.branch);
+    head = await originBranchHead(push.worktreeDir, push.repositoryUrl, push.branch, deps.options.abandon);
   } catch (error) {
+    if (deps.options.abandon.aborted) throw new GantryError(ErrorCode.TIMEOUT, `asking the origin for ${push.branch} was given up at its deadline before an answer came`);
     deps.log.warn('could not ask the origin for the branch an earlier run of this runner pushed; its push is not reported', { ...fields, error: String(error) });
     return false;
   }

@@ -3,8 +3,9 @@ import { access, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ErrorCode, GantryError } from '@gantry/contracts';
+import { freezeProcessGroup } from '@gantry/testing';
 import { processGroupRunning } from '../infrastructure/agent/process-group.js';
-import { recordAgentPid, recordRun, removeRun, RUN_RECORD_FILE, stopOrphanedAgents, type RecordedPush } from './orphaned-agents.js';
+import { OrphanedAgentsLeft, recordAgentPid, recordRun, removeRun, RUN_RECORD_FILE, stopOrphanedAgents, type RecordedPush } from './orphaned-agents.js';
 
 function alive(pid: number): boolean {
   try {
@@ -55,6 +56,42 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     await removeRun(scratch);
     await expect(access(scratch)).rejects.toThrow();
   });
+
+  it('waits for an agent that outlives its SIGKILL (frozen, as in uninterruptible sleep) only until the stop\'s deadline, then names what it left and whose claim it is', async () => {
+    const scratch = join(root, 'job-6-1');
+    await mkdir(scratch);
+    const pid = agent(['--mcp-config', join(scratch, 'mcp-config.json')]);
+    await recordAgentPid(scratch, pid);
+    const run = { jobId: 'job-00000000-0000-4000-8000-000000000006', leaseToken: 4, worktreeLease: null };
+    await recordRun(scratch, run);
+    // Looked at after it (in the order of their names), so not yet when the deadline comes: named too.
+    const next = join(root, 'job-7-1');
+    await mkdir(next);
+    const nextRun = { jobId: 'job-00000000-0000-4000-8000-000000000007', leaseToken: 1, worktreeLease: null };
+    await recordRun(next, nextRun);
+    const frozen = await freezeProcessGroup(pid);
+    try {
+      const deadline = new AbortController();
+      setTimeout(() => deadline.abort(), 500);
+      const began = Date.now();
+      // A kill grace far beyond the deadline: the wait must end at the deadline, not at its grace.
+      const error = await stopOrphanedAgents(root, 20_000, deadline.signal).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(Date.now() - began).toBeLessThan(5_000);
+      expect(error).toBeInstanceOf(OrphanedAgentsLeft);
+      expect(error).toMatchObject({ code: ErrorCode.TIMEOUT, message: expect.stringMatching(/given up at its deadline/) });
+      expect((error as OrphanedAgentsLeft).left).toEqual([
+        { scratch, pid, jobId: run.jobId, leaseToken: run.leaseToken },
+        { scratch: next, pid: null, jobId: nextRun.jobId, leaseToken: nextRun.leaseToken },
+      ]);
+      // Still there (frozen) when the call gave up: it was not taken for gone.
+      expect(processGroupRunning(pid)).toBe(true);
+    } finally {
+      await frozen.thaw();
+    }
+  }, 60_000);
 
   it("keeps credentials out of the run record: a push to a URL carrying them is refused and the record on disk stays as it was", async () => {
     const scratch = join(root, 'job-5-1');

@@ -1,6 +1,7 @@
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { VerificationFacts } from '@gantry/contracts';
+import { setTimeout as delay } from 'node:timers/promises';
+import { ErrorCode, GantryError, type VerificationFacts } from '@gantry/contracts';
 import { assertRepositoryUrl } from '@gantry/git';
 import { processGroupRunning } from '../infrastructure/agent/process-group.js';
 
@@ -38,6 +39,29 @@ export interface OrphanedRun {
   killed: boolean;
 }
 
+/** An agent of an earlier run not known to be gone, and the claim it worked under (null: its directory holds no run record). */
+export interface AgentLeft {
+  scratch: string;
+  pid: number | null;
+  jobId: string | null;
+  leaseToken: number | null;
+}
+
+/**
+ * The stop's deadline came while the agents of an earlier run were being stopped: `left` names those
+ * not known to be gone (the one being waited for, and those of the directories not reached yet).
+ */
+export class OrphanedAgentsLeft extends GantryError {
+  constructor(
+    readonly left: AgentLeft[],
+    /** The directories whose agents were stopped (or had none) before the deadline came. */
+    readonly stopped: OrphanedRun[],
+  ) {
+    super(ErrorCode.TIMEOUT, `stopping the agents an earlier run of this runner left was given up at its deadline; ${left.length} not known to be gone`, { left });
+    this.name = 'OrphanedAgentsLeft';
+  }
+}
+
 /** Records the agent's pid in its job's scratch directory, so a restarted runner can find it. */
 export async function recordAgentPid(scratch: string, pid: number): Promise<void> {
   await writeFile(join(scratch, AGENT_PID_FILE), `${pid}\n`, { mode: 0o600 });
@@ -66,23 +90,31 @@ export async function recordRun(scratch: string, run: RunRecord): Promise<void> 
  * The pid is recorded only once the agent was spawned: a runner killed in between left none, so
  * without a recorded agent the processes naming the directory are looked for (`/proc`) and their
  * groups stopped all the same — otherwise that agent would go on writing into a worktree its claim's
- * settlement gives back to the next job.
+ * settlement gives back to the next job. Each group is waited for `graceMs` at most, and no longer than
+ * until `abandon` aborts (the runner's stop deadline): then it throws OrphanedAgentsLeft, naming the
+ * agents not known to be gone and the claims they worked under (docs/jobs.md, "Stopping a runner").
  */
-export async function stopOrphanedAgents(scratchDir: string, graceMs = 5_000): Promise<OrphanedRun[]> {
+export async function stopOrphanedAgents(scratchDir: string, graceMs = 5_000, abandon?: AbortSignal): Promise<OrphanedRun[]> {
   const entries = await readdir(scratchDir, { withFileTypes: true }).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return [];
     throw error;
   });
+  const scratches = entries.filter((entry) => entry.isDirectory()).map((entry) => join(scratchDir, entry.name)).sort();
   const found: OrphanedRun[] = [];
-  for (const entry of entries) {
-    if (!entry.isDirectory()) continue;
-    const scratch = join(scratchDir, entry.name);
-    const pidText = (await readFile(join(scratch, AGENT_PID_FILE), 'utf8').catch(() => '')).trim();
-    const pid = Number.isInteger(Number(pidText)) && Number(pidText) > 1 ? Number(pidText) : null;
+  for (const [i, scratch] of scratches.entries()) {
+    const pid = await recordedPid(scratch);
     const recorded = pid !== null && (await commandLineNames(pid, scratch));
     const groups = recorded ? [pid] : await groupsNaming(scratch);
     let killed = false;
-    for (const group of groups) killed = (await killGroupAndWait(group, graceMs)) || killed;
+    try {
+      for (const group of groups) killed = (await killGroupAndWait(group, graceMs, abandon)) || killed;
+    } catch (error) {
+      if (!abandon?.aborted) throw error;
+      const waitedFor = { scratch, pid: recorded ? pid : (groups[0] ?? pid) };
+      const notReached = await Promise.all(scratches.slice(i + 1).map(async (other) => ({ scratch: other, pid: await recordedPid(other) })));
+      const left = await Promise.all([waitedFor, ...notReached].map(async (agent) => ({ ...agent, ...claimOf(await readRun(agent.scratch)) })));
+      throw new OrphanedAgentsLeft(left, found);
+    }
     found.push({ scratch, run: await readRun(scratch), pid: recorded ? pid : (groups[0] ?? pid), killed });
   }
   return found;
@@ -90,6 +122,15 @@ export async function stopOrphanedAgents(scratchDir: string, graceMs = 5_000): P
 
 export async function removeRun(scratch: string): Promise<void> {
   await rm(scratch, { recursive: true, force: true });
+}
+
+async function recordedPid(scratch: string): Promise<number | null> {
+  const pidText = (await readFile(join(scratch, AGENT_PID_FILE), 'utf8').catch(() => '')).trim();
+  return Number.isInteger(Number(pidText)) && Number(pidText) > 1 ? Number(pidText) : null;
+}
+
+function claimOf(run: RunRecord | null): { jobId: string | null; leaseToken: number | null } {
+  return { jobId: run?.jobId ?? null, leaseToken: run?.leaseToken ?? null };
 }
 
 async function readRun(scratch: string): Promise<RunRecord | null> {
@@ -126,8 +167,12 @@ async function groupOf(pid: number): Promise<number | null> {
   return Number.isInteger(group) && group > 1 ? group : null;
 }
 
-/** SIGKILL to the agent's process group (or the agent alone), then waits until nothing of it is left. */
-async function killGroupAndWait(pid: number, graceMs: number): Promise<boolean> {
+/**
+ * SIGKILL to the agent's process group (or the agent alone), then waits until nothing of it is left,
+ * for `graceMs` at most; a process in uninterruptible sleep outlives its SIGKILL for as long as that
+ * lasts. Throws when `abandon` aborts (the stop's deadline) before.
+ */
+async function killGroupAndWait(pid: number, graceMs: number, abandon?: AbortSignal): Promise<boolean> {
   let target = -pid;
   try {
     process.kill(target, 'SIGKILL');
@@ -140,6 +185,9 @@ async function killGroupAndWait(pid: number, graceMs: number): Promise<boolean> 
     }
   }
   const deadline = Date.now() + graceMs;
-  while (processGroupRunning(pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
+  while (processGroupRunning(pid) && Date.now() < deadline) {
+    // Rejects at once when the deadline aborts it.
+    await delay(25, undefined, { signal: abandon });
+  }
   return true;
 }

@@ -18,7 +18,7 @@ import { componentLogger, Liveness, Readiness, SECRET_SCRUBBER, SERVICE_CONFIG, 
 import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
 import { Backoff } from './backoff.js';
-import { settleEarlierRun } from './earlier-run.js';
+import { EarlierRunLeft, settleEarlierRun } from './earlier-run.js';
 import { JobRun, type JobRunOutcome } from './job-run.js';
 import { RUNNER_CONFIG, stopMarginMs, type RunnerConfig } from './runner-config.js';
 import { takeScratchFolder } from './scratch-ownership.js';
@@ -132,9 +132,11 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     this.stopIntake('shutdown');
     // The intake's end (a pull, a settling of an earlier run in flight) does not hold back the runs' grace.
     const intakeEnded = Promise.all(this.loops).catch((error: unknown) => this.log.error({ error: this.scrub(String(error)) }, 'the intake ended with an error'));
+    // What the deadline gives up still says what it left: the runs, and a settling of an earlier run.
+    const slackMs = margin / 4;
     try {
-      await this.stopRuns(margin / 4);
-      await pTimeout(intakeEnded, { milliseconds: Math.max(0, this.stopsBy - Date.now()), fallback: () => undefined });
+      await this.stopRuns(slackMs);
+      await pTimeout(intakeEnded, { milliseconds: Math.max(0, this.stopsBy + slackMs - Date.now()), fallback: () => undefined });
     } finally {
       clearTimeout(deadline);
       this.stopDeadline.abort();
@@ -185,7 +187,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
    * worktrees, and its claims would wait for their leases to expire: both are settled before the
    * first offer is taken, retried until they are (the job service may be starting too). A stop that
    * comes meanwhile lets the settling go on until the stop's deadline, like every other command, and
-   * gives it up there: what it had not given back is left to its lease, and the log says so.
+   * gives it up there — its requests, its wait for the agents and its git alike: what it had not
+   * given back is left to its lease, and the log names the agents left running and those claims.
    */
   private async settleEarlierRun(): Promise<void> {
     while (this.accepting) {
@@ -201,8 +204,9 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         return;
       } catch (error) {
         if (!this.accepting) {
+          const left = error instanceof EarlierRunLeft ? { agentsLeft: error.agentsLeft, claimsLeft: error.claimsLeft } : {};
           this.log.warn(
-            { runnerId: this.config.runnerId, error: this.scrub(String(error)), stopping: true },
+            { runnerId: this.config.runnerId, error: this.scrub(String(error)), stopping: true, ...left },
             'the earlier run could not be settled before the stop; its claims are left to their leases',
           );
           return;

@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { eventually, logRecordsOf, type RunningApp } from '@gantry/testing';
-import { alive, systemBehindProxy, type E2eSystem } from './e2e-system.js';
+import { eventually, freezeProcessGroup, logRecordsOf, type RunningApp } from '@gantry/testing';
+import { alive, E2eSystem, systemBehindProxy } from './e2e-system.js';
 
 /*
  * A runner's stop ends within the process's stop limit (`GANTRY_SHUTDOWN_GRACE_MS`), whatever NATS and
@@ -13,6 +13,7 @@ import { alive, systemBehindProxy, type E2eSystem } from './e2e-system.js';
 /** A stop limit short enough to be overrun by one 10 s command timeout, or by one 5 s drain of a frozen NATS. */
 const STOP_LIMIT_MS = 8_000;
 const LEFT_TO_EXPIRE = 'the claim could not be handed back; its lease will expire';
+const SETTLING_GIVEN_UP = 'the earlier run could not be settled before the stop; its claims are left to their leases';
 
 interface Stopped {
   code: number | null;
@@ -99,7 +100,7 @@ describe('a runner stopped while it settles the claims of its earlier run and th
       expect(code).toBe(0);
       expect(tookMs).toBeLessThan(STOP_LIMIT_MS);
       expect(alive(pid)).toBe(false);
-      const givenUp = lines.filter((l) => l.message === 'the earlier run could not be settled before the stop; its claims are left to their leases');
+      const givenUp = lines.filter((l) => l.message === SETTLING_GIVEN_UP);
       expect(givenUp).toHaveLength(1);
       expect(givenUp[0]!.stopping).toBe(true);
       // Given up at the deadline, not ended by the connection's close after it.
@@ -112,6 +113,73 @@ describe('a runner stopped while it settles the claims of its earlier run and th
     expect((await system.events(jobId)).map((e) => e.type)).not.toContain('JobClaimRolledBack');
     expect((await system.job(jobId)).lease?.runnerId).toBe(runnerId);
     await system.cancel(jobId);
+  }, 300_000);
+});
+
+describe('a runner stopped while it waits for agents its earlier run left, which outlive their SIGKILL', () => {
+  const system = new E2eSystem();
+  beforeAll(() => system.start(), 60_000);
+  afterAll(() => system.stop(), 60_000);
+
+  it('gives the wait up at the stop\'s deadline, names the agents and the claims it leaves to their leases, and exits 0 within the limit', async () => {
+    const runnerId = 'runner-stop-orphans';
+    const env = { GANTRY_JOB_LEASE_MS: '120000', GANTRY_WORKTREE_LEASE_MS: '120000' };
+    await system.startRunner(runnerId, { concurrency: 3, env });
+    const jobs: { jobId: string; record: string }[] = [];
+    for (const n of [1, 2, 3]) {
+      const record = system.recordFile(`stop-orphans-${n}`);
+      const jobId = await system.enqueue({ branch: `feat/stop-orphans-${n}`, maxAttempts: 3, payload: { standIn: { behaviour: 'hang', heartbeatMs: 50, recordArgvTo: record } } });
+      jobs.push({ jobId, record });
+    }
+    for (const { jobId } of jobs) {
+      await eventually(async () => (await system.events(jobId)).some((e) => e.type === 'ImplementationLogged'), { what: 'each agent\'s first report recorded', timeoutMs: 120_000 });
+    }
+    const pids = await Promise.all(jobs.map(async ({ record }) => (await system.agentStarts(record))[0]!.pid));
+    // Killed outright: its claims stay held and its agents run on, in uninterruptible sleep as on a
+    // hung disk, so that each outlives the SIGKILL the next start sends it for the whole kill grace.
+    await system.stopRunner(runnerId, 'SIGKILL');
+    const frozen = await Promise.all(pids.map((pid) => freezeProcessGroup(pid)));
+    try {
+      // Three agents waited for 8 s each: longer than the stop's deadline (13 s less its 1.3 s margin).
+      const stopLimitMs = 13_000;
+      const runner = await system.startRunner(runnerId, {
+        concurrency: 3,
+        env: { ...env, GANTRY_SHUTDOWN_GRACE_MS: String(stopLimitMs), GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '500', GANTRY_AGENT_KILL_GRACE_MS: '8000' },
+      });
+      const began = Date.now();
+      const code = await system.stopRunner(runnerId);
+      const tookMs = Date.now() - began;
+      const lines = logRecordsOf(runner.output());
+      expect(lines.filter((l) => l.message === 'shutdown took too long; exiting')).toEqual([]);
+      expect(code).toBe(0);
+      expect(tookMs).toBeLessThan(stopLimitMs);
+      const givenUp = lines.filter((l) => l.message === SETTLING_GIVEN_UP);
+      expect(givenUp).toHaveLength(1);
+      expect(givenUp[0]).toMatchObject({ stopping: true, error: expect.stringMatching(/given up at its deadline/) });
+      // What it left: the agent it was waiting for and those it had not reached, each with its claim.
+      const agentsLeft = givenUp[0]!.agentsLeft as { pid: number; jobId: string; leaseToken: number }[];
+      expect(agentsLeft.length).toBeGreaterThan(0);
+      for (const agent of agentsLeft) {
+        expect(pids).toContain(agent.pid);
+        expect(agent).toMatchObject({ jobId: jobs[pids.indexOf(agent.pid)]!.jobId, leaseToken: 1 });
+      }
+      // And to whom: every claim of the earlier run, none of them given back.
+      expect((givenUp[0]!.claimsLeft as { jobId: string }[]).map((c) => c.jobId).sort()).toEqual(jobs.map((j) => j.jobId).sort());
+    } finally {
+      for (const group of frozen) await group.thaw();
+      for (const pid of pids) {
+        try {
+          process.kill(-pid, 'SIGKILL');
+        } catch {
+          // gone: the SIGKILL the settling sent it took effect once it was thawed
+        }
+      }
+    }
+    for (const { jobId } of jobs) {
+      expect((await system.events(jobId)).map((e) => e.type)).not.toContain('JobClaimRolledBack');
+      expect((await system.job(jobId)).lease?.runnerId).toBe(runnerId);
+      await system.cancel(jobId);
+    }
   }, 300_000);
 });
 

@@ -12,6 +12,8 @@ export interface GitOptions {
   input?: string;
   /** Default 10 minutes: long enough for a push of a large branch, short enough that a hung git ends. */
   timeoutMs?: number;
+  /** Stops git when it aborts (the runner's stop deadline); the call then rejects with the signal's reason. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -28,6 +30,7 @@ export function git(cwd: string, args: readonly string[], options: GitOptions = 
     okExitCodes: options.okExitCodes,
     input: options.input,
     maxBufferBytes: options.maxBufferBytes,
+    signal: options.signal,
   });
 }
 

@@ -1,8 +1,10 @@
+import { createServer, type Socket } from 'node:net';
 import { writeFile, chmod, readFile, access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ErrorCode } from '@gantry/contracts';
 import { createGitFixture, type GitFixture } from '@gantry/git/testing';
-import { pushBranch } from './push-branch.js';
+import { processesWith } from '@gantry/testing';
+import { originBranchHead, pushBranch } from './push-branch.js';
 
 const target = { targetBranch: 'main' };
 
@@ -106,4 +108,32 @@ describe('pushing a job branch to the origin', () => {
   it('refuses a revision that is not a full SHA', async () => {
     await expect(pushBranch(fixture.seed, fixture.origin, 'feat/cart', 'HEAD', target)).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND });
   });
+  it('asks an origin that does not answer only until the signal aborts: git is stopped, not left to its 60 s bound', async () => {
+    // An https origin that takes the connection and never says a word (a host gone behind a partition).
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const url = `https://127.0.0.1:${(silent.address() as { port: number }).port}/silent/app.git`;
+    try {
+      const deadline = new AbortController();
+      const asked = originBranchHead(fixture.seed, url, 'feat/cart', deadline.signal).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      // git is connected and waits for the origin when the deadline comes
+      const connected = Date.now();
+      while (sockets.size === 0 && Date.now() - connected < 30_000) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(sockets.size).toBe(1);
+      const began = Date.now();
+      deadline.abort();
+      const error = await asked;
+      expect(Date.now() - began).toBeLessThan(5_000);
+      // the signal's reason, not a failure of git's own
+      expect(error).toMatchObject({ name: 'AbortError' });
+      expect(processesWith('ls-remote', url)).toEqual([]);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  }, 90_000);
 });

@@ -52,13 +52,14 @@ function upToDate(porcelain: string, refspec: string): boolean {
 
 /**
  * The commit the origin's `refs/heads/<branch>` is at (null: the origin has no such branch), asked of
- * `repositoryUrl` from the worktree, as the push goes.
+ * `repositoryUrl` from the worktree, as the push goes. An origin that does not answer is asked for a
+ * minute at most, and no longer than until `signal` aborts (then git is stopped).
  */
-export async function originBranchHead(worktreeDir: string, repositoryUrl: string, branch: string): Promise<string | null> {
+export async function originBranchHead(worktreeDir: string, repositoryUrl: string, branch: string, signal?: AbortSignal): Promise<string | null> {
   assertRepositoryUrl(repositoryUrl);
   await assertBranchName(branch);
   const ref = `refs/heads/${branch}`;
-  const { stdout } = await git(worktreeDir, ['ls-remote', '--', repositoryUrl, ref], { timeoutMs: 60_000 });
+  const { stdout } = await git(worktreeDir, ['ls-remote', '--', repositoryUrl, ref], { timeoutMs: 60_000, signal });
   const line = stdout.split('\n').find((l) => l.split('\t')[1] === ref);
   return line ? line.split('\t')[0]! : null;
 }
