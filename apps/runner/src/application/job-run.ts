@@ -179,6 +179,10 @@ export class JobRun {
 
   private async steps(): Promise<JobRunOutcome> {
     const { config, log } = this.deps;
+    // A claim answered once the runner's stop had begun (sent before the SIGTERM and answered after it,
+    // or asked again after a lost reply) starts nothing the stop would only kill at its grace's end: it
+    // goes back at once (docs/jobs.md, "Stopping a runner").
+    if (this.deps.stopsBy() !== Infinity) return this.rollback('the runner was stopping when its claim was answered; the job was not started', 'RUNNER');
     this.scratch = join(config.scratchDir, `${this.job.jobId}-${this.job.leaseToken}`);
     await rm(this.scratch, { recursive: true, force: true });
     await mkdir(this.scratch, { recursive: true, mode: 0o700 });

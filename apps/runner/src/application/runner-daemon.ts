@@ -14,7 +14,7 @@ import {
   type SecretScrubber,
 } from '@gantry/contracts';
 import { Bus, CommandClient, isTransient } from '@gantry/messaging';
-import { componentLogger, Liveness, Readiness, SECRET_SCRUBBER, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
+import { componentLogger, holdHereIfAsked, Liveness, Readiness, SECRET_SCRUBBER, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
 import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
 import { Backoff } from './backoff.js';
@@ -308,6 +308,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         return;
       }
       let claimed;
+      // Test-only (GANTRY_TEST_HOLD_AT): the job service goes silent before the claim is sent.
+      await holdHereIfAsked('runner:claim');
       try {
         const reply = await this.claim(offer, fields);
         if (!reply.claimed) {

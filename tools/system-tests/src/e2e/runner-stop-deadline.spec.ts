@@ -71,6 +71,53 @@ describe('a runner stopped while the job service is silent and a hand-back try i
   }, 300_000);
 });
 
+describe('a runner stopped while a claim it sent waits for its answer', () => {
+  const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: true });
+
+  it('gives a claim answered only after the SIGTERM back at once (cause RUNNER): the agent is never started, the grace not waited for', async () => {
+    const proxy = proxyOf();
+    const runnerId = 'runner-stop-late-claim';
+    const graceMs = 8_000;
+    const runner = await system.startRunner(runnerId, {
+      env: {
+        GANTRY_SHUTDOWN_GRACE_MS: '20000',
+        GANTRY_RUNNER_SHUTDOWN_GRACE_MS: String(graceMs),
+        GANTRY_JOB_LEASE_MS: '60000',
+        GANTRY_WORKTREE_LEASE_MS: '60000',
+        GANTRY_TEST_HOLD_AT: 'runner:claim',
+      },
+    });
+    const record = system.recordFile('stop-late-claim');
+    const jobId = await system.enqueue({ branch: 'feat/stop-late-claim', maxAttempts: 3, payload: { standIn: { behaviour: 'hang', heartbeatMs: 50, recordArgvTo: record } } });
+    await eventually(() => runner.output().includes('"testHold":"runner:claim"'), { what: 'the runner about to claim the offered job', timeoutMs: 60_000 });
+    proxy.blackhole();
+    let stopped: Promise<number | null>;
+    let stopBegan: number;
+    try {
+      // The claim goes out into the silence; the stop comes while it waits for an answer.
+      runner.process.kill('SIGUSR2');
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      stopBegan = Date.now();
+      stopped = system.stopRunner(runnerId);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } finally {
+      // The job service answers again: the claim, asked again under its key, is answered during the stop's grace.
+      proxy.restore();
+    }
+    const code = await stopped;
+    const tookMs = Date.now() - stopBegan;
+    expect(code).toBe(0);
+    const events = await system.events(jobId);
+    // Claimed once, during the stop, under the runner's one claim key.
+    expect(events.filter((e) => e.type === 'JobClaimed')).toHaveLength(1);
+    expect(await system.agentStarts(record)).toEqual([]);
+    expect(tookMs).toBeLessThan(graceMs);
+    expect(events.filter((e) => e.type === 'JobClaimRolledBack').map((e) => e.data)).toEqual([expect.objectContaining({ leaseToken: 1, cause: 'RUNNER' })]);
+    expect(logRecordsOf(runner.output()).filter((l) => /offer handling failed/.test(String(l.message)))).toEqual([]);
+    await system.cancel(jobId);
+  }, 300_000);
+});
+
 describe('a runner stopped while it settles the claims of its earlier run and the job service is silent', () => {
   const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: true });
 
