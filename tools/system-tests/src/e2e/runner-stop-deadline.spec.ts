@@ -36,6 +36,26 @@ function expectStoppedInTime(stopped: Stopped): void {
   expect(stopped.lines.filter((l) => /offer handling failed/.test(String(l.message)))).toEqual([]);
 }
 
+/**
+ * Stops a runner while it settles an earlier run: it exits 0 within `limitMs`, having given the
+ * settling up at the deadline (not ended by the connection's close after it) and not tried it again.
+ * Returns the line that says so.
+ */
+async function stopWhileSettling(system: E2eSystem, runnerId: string, runner: RunningApp, limitMs: number): Promise<Record<string, unknown>> {
+  const began = Date.now();
+  const code = await system.stopRunner(runnerId);
+  const tookMs = Date.now() - began;
+  const lines = logRecordsOf(runner.output());
+  expect(lines.filter((l) => l.message === 'shutdown took too long; exiting')).toEqual([]);
+  expect(code).toBe(0);
+  expect(tookMs).toBeLessThan(limitMs);
+  expect(lines.filter((l) => /could not settle the claims of an earlier run yet/.test(String(l.message)))).toEqual([]);
+  const givenUp = lines.filter((l) => l.message === SETTLING_GIVEN_UP);
+  expect(givenUp).toHaveLength(1);
+  expect(String(givenUp[0]!.error)).toMatch(/given up at its deadline/);
+  return givenUp[0]!;
+}
+
 describe('a runner stopped while the job service is silent and a hand-back try is in flight', () => {
   // Only the job service reaches NATS through the proxy: the runner and the worktree service stay on it.
   const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: true });
@@ -139,20 +159,9 @@ describe('a runner stopped while it settles the claims of its earlier run and th
       // Its agent stopped, the settling now asks the silent job service which claims it still holds.
       await eventually(() => runner.output().includes('stopped an agent left behind by an earlier run of this runner'), { what: 'the orphaned agent stopped', timeoutMs: 30_000 });
       await new Promise((resolve) => setTimeout(resolve, 500));
-      const began = Date.now();
-      const code = await system.stopRunner(runnerId);
-      const tookMs = Date.now() - began;
-      const lines = logRecordsOf(runner.output());
-      expect(lines.filter((l) => l.message === 'shutdown took too long; exiting')).toEqual([]);
-      expect(code).toBe(0);
-      expect(tookMs).toBeLessThan(STOP_LIMIT_MS);
+      const givenUp = await stopWhileSettling(system, runnerId, runner, STOP_LIMIT_MS);
       expect(alive(pid)).toBe(false);
-      const givenUp = lines.filter((l) => l.message === SETTLING_GIVEN_UP);
-      expect(givenUp).toHaveLength(1);
-      expect(givenUp[0]!.stopping).toBe(true);
-      // Given up at the deadline, not ended by the connection's close after it.
-      expect(String(givenUp[0]!.error)).toMatch(/given up at its deadline/);
-      expect(lines.filter((l) => /could not settle the claims of an earlier run yet/.test(String(l.message)))).toEqual([]);
+      expect(givenUp.stopping).toBe(true);
     } finally {
       proxy.restore();
     }
@@ -193,25 +202,17 @@ describe('a runner stopped while it waits for agents its earlier run left, which
         concurrency: 3,
         env: { ...env, GANTRY_SHUTDOWN_GRACE_MS: String(stopLimitMs), GANTRY_RUNNER_SHUTDOWN_GRACE_MS: '500', GANTRY_AGENT_KILL_GRACE_MS: '8000' },
       });
-      const began = Date.now();
-      const code = await system.stopRunner(runnerId);
-      const tookMs = Date.now() - began;
-      const lines = logRecordsOf(runner.output());
-      expect(lines.filter((l) => l.message === 'shutdown took too long; exiting')).toEqual([]);
-      expect(code).toBe(0);
-      expect(tookMs).toBeLessThan(stopLimitMs);
-      const givenUp = lines.filter((l) => l.message === SETTLING_GIVEN_UP);
-      expect(givenUp).toHaveLength(1);
-      expect(givenUp[0]).toMatchObject({ stopping: true, error: expect.stringMatching(/given up at its deadline/) });
+      const givenUp = await stopWhileSettling(system, runnerId, runner, stopLimitMs);
+      expect(givenUp.stopping).toBe(true);
       // What it left: the agent it was waiting for and those it had not reached, each with its claim.
-      const agentsLeft = givenUp[0]!.agentsLeft as { pid: number; jobId: string; leaseToken: number }[];
+      const agentsLeft = givenUp.agentsLeft as { pid: number; jobId: string; leaseToken: number }[];
       expect(agentsLeft.length).toBeGreaterThan(0);
       for (const agent of agentsLeft) {
         expect(pids).toContain(agent.pid);
         expect(agent).toMatchObject({ jobId: jobs[pids.indexOf(agent.pid)]!.jobId, leaseToken: 1 });
       }
       // And to whom: every claim of the earlier run, none of them given back.
-      expect((givenUp[0]!.claimsLeft as { jobId: string }[]).map((c) => c.jobId).sort()).toEqual(jobs.map((j) => j.jobId).sort());
+      expect((givenUp.claimsLeft as { jobId: string }[]).map((c) => c.jobId).sort()).toEqual(jobs.map((j) => j.jobId).sort());
     } finally {
       for (const group of frozen) await group.thaw();
       for (const pid of pids) {
