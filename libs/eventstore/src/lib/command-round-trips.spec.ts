@@ -8,7 +8,7 @@ import { createPool } from './database.js';
 import { decideWithin, handleWithDecider, type Decider } from './decider.js';
 import type { Projection } from './projection.js';
 import { inlineStatement, jsonRows, JsonRows, literalOf, type SqlWriter } from './deferred-writes.js';
-import { EventStore } from './event-store.js';
+import { EventStore, type UnitOfWork } from './event-store.js';
 import { migrate } from './migrations.js';
 import { stateProjection } from './projection.js';
 
@@ -104,6 +104,19 @@ describe('a command in few round trips', () => {
   });
 
   const increment = incrementOn(() => store, 'test.increment');
+
+  /**
+   * Another process on a connection of its own, whose memory of streams is trusted (the cases here
+   * leave `store`'s untrusted: another writer moved its streams on), with its connection's statements
+   * prepared by a command decided on memory.
+   */
+  const freshStore = async () => {
+    const fresh = new EventStore({ pool: createPool({ url: testDatabaseUrl, schema, max: 1 }), schema, inlineProjections: [counters] });
+    const warm = `c-${randomUUID()}`;
+    await incrementOn(() => fresh, 'test.increment')(warm, 1);
+    await incrementOn(() => fresh, 'test.increment')(warm, 1);
+    return fresh;
+  };
 
   /** How many messages the connections send while `work` runs. */
   const roundTrips = async (work: () => Promise<unknown>): Promise<number> => (await messages(work)).length;
@@ -553,6 +566,54 @@ describe('a command in few round trips', () => {
     expect((await pool.query('SELECT 1 FROM counters WHERE id = $1', [id])).rowCount).toBe(0);
     expect(Number((await pool.query('SELECT count(*) FROM events WHERE stream_id = $1', [id])).rows[0].count)).toBe(0);
     await expect(increment(id, 2)).resolves.toMatchObject({ result: 2 });
+  });
+
+  it('a command on a stream a full-path command of this process wrote last is one round trip: that command remembered the stream once it committed', async () => {
+    const fresh = await freshStore();
+    try {
+      const increment = incrementOn(() => fresh, 'test.increment');
+      for (const idempotency of [undefined, { scope: 'test.full', key: randomUUID(), request: {} }]) {
+        const id = `c-${randomUUID()}`;
+        await fresh.execute({ metadata: meta, idempotency, streams: [id] }, (uow) => decideWithin(uow, counter, id, { type: 'increment', by: 3 }));
+        const sent = await messages(() => increment(id, 2));
+        expect(sent).toHaveLength(1); // its write message, no read
+        expect((await pool.query('SELECT total FROM counters WHERE id = $1', [id])).rows[0].total).toBe(5);
+        expect(await eventsOf(id)).toBe(2);
+      }
+    } finally {
+      await fresh.pool.end();
+    }
+  });
+
+  it('a full-path command that does not commit leaves its stream as this process knew it: the next command decides on what is committed', async () => {
+    const fresh = await freshStore();
+    try {
+      const increment = incrementOn(() => fresh, 'test.increment');
+      const id = `c-${randomUUID()}`;
+      await increment(id, 1);
+      await increment(id, 1);
+      const appendThen = (after: (uow: UnitOfWork) => Promise<unknown>, by = 7) =>
+        fresh.execute({ metadata: meta, streams: [id] }, async (uow) => {
+          await decideWithin(uow, counter, id, { type: 'increment', by });
+          await after(uow);
+        });
+      // Its view write refused at the commit.
+      await expect(appendThen(async () => undefined, 5000)).rejects.toMatchObject({ constraint: 'counters_total_check' });
+      // A refusal after the append.
+      await expect(appendThen(() => Promise.reject(new GantryError(ErrorCode.INVALID_TRANSITION, 'changed my mind')))).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+      // A statement that failed after the append, its error swallowed: PostgreSQL answers the COMMIT with a ROLLBACK.
+      await appendThen((uow) => uow.sql.query('SELECT 1/0').catch(() => undefined));
+      expect(await eventsOf(id)).toBe(2);
+      // Decided on the stream as the one-message commands left it, confirmed by its write: nothing of
+      // the three was remembered (an event remembered that never committed would fail that write, and
+      // the command would read the stream and write again).
+      const sent = await messages(() => increment(id, 2));
+      expect(sent).toHaveLength(1);
+      expect((await pool.query('SELECT total FROM counters WHERE id = $1', [id])).rows[0].total).toBe(4);
+      expect(await eventsOf(id)).toBe(3);
+    } finally {
+      await fresh.pool.end();
+    }
   });
 
   it('a stream appended to before it is read is read again, not taken from the read at BEGIN', async () => {

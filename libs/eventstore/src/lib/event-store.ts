@@ -368,9 +368,13 @@ export class EventStore {
         open = false;
         return { kind: 'refusing', error };
       }
+      let committed = true;
       if (idempotency) await storeReceiptAndCommit(client, idempotency, { ok: true, result: result ?? null }, this.scrub);
-      else await client.query('COMMIT');
+      // A transaction a failed statement aborted (its error caught by the handler) answers its COMMIT with a ROLLBACK.
+      else committed = (await client.query('COMMIT')).command === 'COMMIT';
       open = false;
+      // Only what committed is remembered: a rollback (above, or a commit that failed) leaves the memory as it was.
+      if (committed) uow.rememberWritten(this.oneMessage.batcher);
       return { kind: 'done', result, events: uow.appended };
     } finally {
       if (open) await client.query('ROLLBACK').catch(() => undefined);

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { canonicalHash, ErrorCode, GantryError } from '@gantry/contracts';
+import type { CommandBatcher } from './batching.js';
 import type { EventStore } from './event-store.js';
 import type { DeferredWrites } from './deferred-writes.js';
 import { claimReceipt, storeReceipt, type Receipt } from './receipts.js';
@@ -52,6 +53,8 @@ export class UnitOfWork implements StreamWork {
   readonly appended: StoredEvent[] = [];
   /** Each stream as read (and appended to) in this transaction: what the projections build on. */
   private readonly streams = new Map<string, StoredEvent[]>();
+  /** Streams appended to. */
+  private readonly appendedTo = new Set<string>();
 
   constructor(
     readonly sql: pg.PoolClient,
@@ -114,8 +117,21 @@ export class UnitOfWork implements StreamWork {
     );
     if (history) this.streams.set(streamId, [...history, ...stored]);
     else this.streams.delete(streamId);
+    if (stored.length > 0) this.appendedTo.add(streamId);
     this.appended.push(...stored);
     return stored;
+  }
+
+  /**
+   * Once the transaction has committed: the streams appended to, as they now are, for the next
+   * command to decide on (as the one-message path remembers what it wrote). Only a stream read whole
+   * here and appended to at its end is known as it now is; one appended to blind is not remembered.
+   */
+  rememberWritten(batcher: CommandBatcher): void {
+    for (const id of this.appendedTo) {
+      const events = this.streams.get(id);
+      if (events) batcher.remember(id, events);
+    }
   }
 }
 
