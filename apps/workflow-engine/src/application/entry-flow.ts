@@ -3,7 +3,7 @@ import type { PlacementReply } from '@gantry/contracts';
 import { EventStore, type CommandMetadata, type IdempotencyOptions } from '@gantry/eventstore';
 import { nextStepId, stepOf, taskExists } from '../domain/index.js';
 import { latestWorkflow, tasksWaitingFor } from '../infrastructure/persistence/read-models.js';
-import { loadTask } from '../infrastructure/persistence/streams.js';
+import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { OnEnterDispatcher } from './dispatch/on-enter-dispatcher.js';
 import { Placements, type PlacementOutcome, type PlacementRequest, type StepRef } from './placements.js';
 import { StepExits } from './triggers/step-exits.js';
@@ -27,7 +27,8 @@ export class EntryFlow {
   ) {}
 
   async place(request: PlacementRequest, options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions }): Promise<PlacementReply> {
-    const executed = await this.store.execute<PlacementOutcome>(options, (uow) => this.placements.placeWithin(uow, request));
+    // The task's stream is read with BEGIN (the placement's first read), not in a round trip of its own.
+    const executed = await this.store.execute<PlacementOutcome>({ ...options, streams: [streamIds.task(request.taskId)] }, (uow) => this.placements.placeWithin(uow, request));
     await this.afterCommit(executed.result, { replayed: executed.replayed, correlationId: options.metadata.correlationId });
     return executed.result.reply;
   }
@@ -58,7 +59,7 @@ export class EntryFlow {
     for (const taskId of await tasksWaitingFor(this.store.pool, step.workflowId, step.stepId, fed)) {
       const task = await loadTask(this.store, taskId);
       if (!taskExists(task) || task.placement.queuedForStepId === null) continue;
-      const executed = await this.store.execute<PlacementOutcome>({ metadata: { correlationId, actor: 'workflow-engine' } }, (uow) =>
+      const executed = await this.store.execute<PlacementOutcome>({ metadata: { correlationId, actor: 'workflow-engine' }, streams: [streamIds.task(taskId)] }, (uow) =>
         this.placements.placeWithin(uow, { taskId, workflowId: step.workflowId, stepId: task.placement.queuedForStepId, entryPath: 'wip_promotion' }),
       );
       await this.afterCommit(executed.result, { replayed: false, correlationId });

@@ -14,7 +14,7 @@ import {
   type TaskEvent,
 } from '../domain/index.js';
 import { ProcessEpoch } from '../infrastructure/liveness/process-epoch.js';
-import { latestWorkflow, lockSteps, occupiedSeats, type StoredWorkflow } from '../infrastructure/persistence/read-models.js';
+import { latestWorkflow, seatsUnderLock, type StoredWorkflow } from '../infrastructure/persistence/read-models.js';
 import { streamIds } from '../infrastructure/persistence/streams.js';
 import { DispatchDiagnostics } from './dispatch/diagnostics.js';
 import type { EntryToDispatch } from './dispatch/on-enter-dispatcher.js';
@@ -112,10 +112,10 @@ export class Placements {
     if (!target) throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${workflowId} has no step ${stepId}`, { workflowId, stepId });
     await this.hooks.reached(`placing:${stepId}`, `${request.taskId}@${before.placement.stepId}#${before.currentEntry?.entrySeq ?? 0}`);
     const feederId = feederOf(workflow.definition, stepId);
-    await lockSteps(uow.sql, this.store.schema, [{ workflowId, stepId }, ...(feederId ? [{ workflowId, stepId: feederId }] : [])]);
-    const seatsOf = async (id: string): Promise<StepSeats> => {
+    const occupied = await seatsUnderLock(uow.sql, this.store.schema, workflowId, feederId ? [stepId, feederId] : [stepId], request.taskId);
+    const seatsOf = (id: string): StepSeats => {
       const step = stepOf(workflow.definition, id)!;
-      return { stepId: id, wipLimit: step.wipLimit, occupied: await occupiedSeats(uow.sql, workflowId, id, request.taskId), declaration: stepDeclaration(step) };
+      return { stepId: id, wipLimit: step.wipLimit, occupied: occupied.get(id)!, declaration: stepDeclaration(step) };
     };
     // Decided on the task as read above (what `from` was checked against and what `left` and `freed`
     // are computed from), appended at that version: a move that committed since makes this one conflict
@@ -123,7 +123,7 @@ export class Placements {
     uow.knowStream(streamIds.task(request.taskId), history);
     const decision = await decideWithin(uow, taskDecider, streamIds.task(request.taskId), {
       type: 'PlaceTask',
-      data: { taskId: request.taskId, placing: { workflowId, target: await seatsOf(stepId), feeder: feederId ? await seatsOf(feederId) : null, entryPath: request.entryPath }, now: this.now() },
+      data: { taskId: request.taskId, placing: { workflowId, target: seatsOf(stepId), feeder: feederId ? seatsOf(feederId) : null, entryPath: request.entryPath }, now: this.now() },
     });
     const admitted = decision.decided.find((e): e is Extract<TaskEvent, { type: 'TaskAdmittedToStep' }> => e.type === 'TaskAdmittedToStep')?.data ?? null;
     if (admitted?.stepEntryRecorded) await this.openStepEntry(uow, admitted, workflow.definition);

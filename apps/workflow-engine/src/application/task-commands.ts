@@ -19,7 +19,7 @@ import { decideWithin, EventStore } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import { stepDeclaration, stepOf, taskDecider, taskExists, type Task } from '../domain/index.js';
-import { latestWorkflow, lockSteps, occupiedSeats } from '../infrastructure/persistence/read-models.js';
+import { latestWorkflow, seatsUnderLock } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
@@ -47,7 +47,7 @@ export class TaskCommands {
       const stepId = request.stepId ?? workflow.definition.startStepId;
       const step = stepOf(workflow.definition, stepId);
       if (!step) throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${request.workflowId} has no step ${stepId}`);
-      await lockSteps(uow.sql, this.store.schema, [{ workflowId: request.workflowId, stepId }]);
+      const occupied = await seatsUnderLock(uow.sql, this.store.schema, request.workflowId, [stepId], request.taskId);
       const decision = await decideWithin(uow, taskDecider, streamIds.task(request.taskId), {
         type: 'CreateTask',
         data: {
@@ -57,7 +57,7 @@ export class TaskCommands {
           workflowId: request.workflowId,
           primaryAgentProfileId: request.primaryAgentProfileId ?? null,
           sessionId: randomUUID(),
-          target: { stepId, wipLimit: step.wipLimit, occupied: await occupiedSeats(uow.sql, request.workflowId, stepId, request.taskId), declaration: stepDeclaration(step) },
+          target: { stepId, wipLimit: step.wipLimit, occupied: occupied.get(stepId)!, declaration: stepDeclaration(step) },
           now: this.now(),
         },
       });

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { WorkflowDefinition } from '@gantry/contracts';
+import { inlineStatement } from '@gantry/eventstore';
 import type { Seat } from '../../domain/index.js';
 
 /** SQL over the engine's read models; every function takes the connection (a transaction's or the pool). */
@@ -22,23 +23,28 @@ export async function latestWorkflow(sql: Sql, workflowId: string): Promise<Stor
   return row ? { workflowId, version: row.version, definition: row.definition, unknownActionTypes: row.unknown_action_types, definedAt: row.defined_at.toISOString() } : null;
 }
 
-/** Tasks admitted at a step now, one task left out (the one being placed). */
-export async function occupiedSeats(sql: Sql, workflowId: string, stepId: string, exceptTaskId: string): Promise<number> {
-  const { rows } = await sql.query<{ n: string }>(`SELECT count(*) AS n FROM tasks WHERE workflow_id = $1 AND step_id = $2 AND admitted AND task_id <> $3`, [
-    workflowId,
-    stepId,
-    exceptTaskId,
-  ]);
-  return Number(rows[0]!.n);
-}
-
 /**
- * Serialises admissions to the given steps for the rest of the transaction, so a seat is counted
- * and taken by one admission at a time. Locked in a fixed order, so two admissions never deadlock.
+ * Serialises admissions to the given steps of a workflow for the rest of the transaction, so a seat
+ * is counted and taken by one admission at a time, and counts the tasks admitted at each of them
+ * now, one task left out (the one being placed). The locks are taken in a fixed order, so two
+ * admissions never deadlock; the counts are read once they are held. One message: its statements
+ * run one after the other, each count after the locks.
  */
-export async function lockSteps(sql: pg.PoolClient, schema: string, steps: { workflowId: string; stepId: string }[]): Promise<void> {
-  const keys = [...new Set(steps.map((s) => `gantry.workflow.seats:${schema}:${s.workflowId}/${s.stepId}`))].sort();
-  for (const key of keys) await sql.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [key]);
+export async function seatsUnderLock(sql: pg.PoolClient, schema: string, workflowId: string, stepIds: readonly string[], exceptTaskId: string): Promise<Map<string, number>> {
+  const keys = [...new Set(stepIds.map((stepId) => `gantry.workflow.seats:${schema}:${workflowId}/${stepId}`))].sort();
+  const answer = (await sql.query(
+    [
+      ...keys.map((key) => inlineStatement(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [key])),
+      inlineStatement(
+        `SELECT step_id, count(*)::int AS n FROM tasks
+          WHERE workflow_id = $1 AND step_id IN (SELECT json_array_elements_text($2::json)) AND admitted AND task_id <> $3 GROUP BY step_id`,
+        [workflowId, JSON.stringify(stepIds), exceptTaskId],
+      ),
+    ].join(';\n'),
+  )) as unknown as pg.QueryResult<{ step_id: string; n: number }> | pg.QueryResult<{ step_id: string; n: number }>[];
+  const counts = Array.isArray(answer) ? answer.at(-1)! : answer;
+  const counted = new Map(counts.rows.map((r) => [r.step_id, r.n]));
+  return new Map(stepIds.map((stepId) => [stepId, counted.get(stepId) ?? 0]));
 }
 
 /**
