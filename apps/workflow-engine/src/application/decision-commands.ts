@@ -7,7 +7,7 @@ import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import { decisionsOfEntry, quorumSeatsOf, stepOf, taskAtStepDecider, taskExists, transitionOnDecision, type Task } from '../domain/index.js';
 import { RunQueue } from '../infrastructure/job-service/run-queue.js';
-import { latestWorkflow, lockQuorum, queuedRunByJob, stepSeats } from '../infrastructure/persistence/read-models.js';
+import { queuedRunByJob, quorumLockStatement, workflowAndSeats } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
@@ -27,6 +27,9 @@ interface Deciding {
   comment: string | null;
   decidedBy: { kind: 'person'; actor: string } | { kind: 'review_job'; jobId: string };
 }
+
+/** The read (ExecuteOptions.reads) that takes the task's quorum lock: sent with BEGIN, or at once where the transaction began otherwise. */
+const QUORUM_LOCK = 0;
 
 type Decided = { reply: Omit<ReplyOf<typeof recordDecision>, 'moved'>; moved: PlacementOutcome | null };
 
@@ -101,7 +104,9 @@ export class DecisionCommands {
 
   /** `deciding` null: a repeat, answered from its receipt (the claim it was decided under is not asked for again). */
   private async decide(deciding: Deciding | null, options: { metadata: CommandMetadata; idempotency: IdempotencyOptions }): Promise<ReplyOf<typeof recordDecision>> {
-    const executed = await this.store.execute<Decided>(options, (uow) => {
+    // The quorum lock goes with BEGIN and the receipt's claim (it is taken before anything of the task is read).
+    const reads = deciding ? [quorumLockStatement(this.store.schema, deciding.taskId)] : [];
+    const executed = await this.store.execute<Decided>({ ...options, reads }, (uow) => {
       // The receipt went (its window passed) after it was found: not a refusal to store, a plain
       // error; the request sent again has no answer to repeat and is checked under its claim.
       if (!deciding) throw new Error(`the answer under key ${options.idempotency.key} is gone; send the request again`);
@@ -112,7 +117,7 @@ export class DecisionCommands {
   }
 
   private async decideWithin(uow: UnitOfWork, deciding: Deciding): Promise<Decided> {
-    await lockQuorum(uow.sql, this.store.schema, deciding.taskId);
+    await uow.read(QUORUM_LOCK);
     const task = await loadTask(this.store, deciding.taskId, uow.sql);
     if (!taskExists(task)) throw new GantryError(ErrorCode.NOT_FOUND, `task ${deciding.taskId} does not exist`);
     const at = task.placement;
@@ -123,10 +128,9 @@ export class DecisionCommands {
     if (deciding.entry !== null && (deciding.entry.workflowId !== at.workflowId || deciding.entry.entrySeq !== entrySeq)) {
       throw new GantryError(ErrorCode.PRECONDITION_FAILED, `the review round of this job is over: task ${deciding.taskId} is at step ${deciding.stepId} in another entry (workflow ${at.workflowId}, entry ${entrySeq})`, { workflowId: at.workflowId, entrySeq });
     }
-    const workflow = await latestWorkflow(uow.sql, at.workflowId);
+    const { workflow, seats } = await workflowAndSeats(uow.sql, at.workflowId, deciding.stepId, deciding.taskId);
     const step = workflow ? stepOf(workflow.definition, deciding.stepId) : null;
     if (!workflow || !step) throw new GantryError(ErrorCode.NOT_FOUND, `workflow ${at.workflowId} has no step ${deciding.stepId}`);
-    const seats = await stepSeats(uow.sql, at.workflowId, step.id, deciding.taskId);
     if (deciding.participantId !== null && !seats.some((s) => s.participantId === deciding.participantId)) {
       throw new GantryError(ErrorCode.NOT_FOUND, `step ${step.id} has no seat ${deciding.participantId} for task ${deciding.taskId}`);
     }

@@ -17,7 +17,7 @@ import { decideWithin, EventStore, handleWithDecider, storableValue, type UnitOf
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import { agentProfileDecider, decisionsOfEntry, participantDecider, quorumSeatsOf, stepOf, taskExists, transitionOnDecision, WORKFLOW_TEMPLATES, workflowDecider, type Task } from '../domain/index.js';
-import { latestWorkflow, lockQuorum, stepSeats } from '../infrastructure/persistence/read-models.js';
+import { latestWorkflow, lockQuorum, stepSeats, workflowAndSeats } from '../infrastructure/persistence/read-models.js';
 import { loadTask, loadTaskAtStep, streamIds } from '../infrastructure/persistence/streams.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
@@ -134,10 +134,11 @@ export class DefinitionCommands {
     await lockQuorum(uow.sql, this.store.schema, taskId);
     const task = await loadTask(this.store, taskId, uow.sql);
     if (!taskExists(task) || !task.placement.admitted || task.placement.workflowId !== workflowId || task.placement.stepId !== stepId) return null;
-    const workflow = await latestWorkflow(uow.sql, workflowId);
+    const read = await workflowAndSeats(uow.sql, workflowId, stepId, taskId);
+    const workflow = read.workflow;
     const step = workflow ? stepOf(workflow.definition, stepId) : null;
     if (!workflow || !step) return null;
-    const seats = (await stepSeats(uow.sql, workflowId, stepId, taskId)).filter((s) => !(s.taskId !== null && s.participantId === participantId));
+    const seats = read.seats.filter((s) => !(s.taskId !== null && s.participantId === participantId));
     const pair = await loadTaskAtStep(this.store, taskId, workflowId, stepId, uow.sql);
     const entrySeq = (task as Task).currentEntry?.entrySeq ?? 0;
     const target = transitionOnDecision(step.onTurnComplete, workflow.definition, stepId, quorumSeatsOf(seats), decisionsOfEntry(pair, entrySeq));

@@ -14,13 +14,22 @@ export interface StoredWorkflow {
   definedAt: string;
 }
 
-export async function latestWorkflow(sql: Sql, workflowId: string): Promise<StoredWorkflow | null> {
-  const { rows } = await sql.query<{ version: number; definition: WorkflowDefinition; unknown_action_types: string[]; defined_at: Date }>(
-    `SELECT version, definition, unknown_action_types, defined_at FROM workflows WHERE workflow_id = $1`,
-    [workflowId],
-  );
-  const row = rows[0];
+const WORKFLOW_QUERY = `SELECT version, definition, unknown_action_types, defined_at FROM workflows WHERE workflow_id = $1`;
+
+interface WorkflowRow {
+  version: number;
+  definition: WorkflowDefinition;
+  unknown_action_types: string[];
+  defined_at: Date;
+}
+
+function storedWorkflow(workflowId: string, row: WorkflowRow | undefined): StoredWorkflow | null {
   return row ? { workflowId, version: row.version, definition: row.definition, unknownActionTypes: row.unknown_action_types, definedAt: row.defined_at.toISOString() } : null;
+}
+
+export async function latestWorkflow(sql: Sql, workflowId: string): Promise<StoredWorkflow | null> {
+  const { rows } = await sql.query<WorkflowRow>(WORKFLOW_QUERY, [workflowId]);
+  return storedWorkflow(workflowId, rows[0]);
 }
 
 /**
@@ -54,7 +63,12 @@ export async function seatsUnderLock(sql: pg.PoolClient, schema: string, workflo
  * anything of the task is read.
  */
 export async function lockQuorum(sql: pg.PoolClient, schema: string, taskId: string): Promise<void> {
-  await sql.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`gantry.workflow.quorum:${schema}:${taskId}`]);
+  await sql.query(quorumLockStatement(schema, taskId));
+}
+
+/** lockQuorum as a statement with its values written in, to go in the message that opens the transaction (ExecuteOptions.reads). */
+export function quorumLockStatement(schema: string, taskId: string): string {
+  return inlineStatement(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`gantry.workflow.quorum:${schema}:${taskId}`]);
 }
 
 interface SeatRow {
@@ -66,14 +80,23 @@ interface SeatRow {
   position: number;
 }
 
+const STEP_SEATS_QUERY = `SELECT participant_id, task_id, role, agent_profile_id, decision_required, position FROM step_participants
+      WHERE workflow_id = $1 AND step_id = $2 AND (task_id IS NULL OR task_id = $3)`;
+
+const seatOf = (r: SeatRow): Seat => ({ participantId: r.participant_id, taskId: r.task_id, role: r.role, agentProfileId: r.agent_profile_id, decisionRequired: r.decision_required, position: r.position });
+
 /** The seats of a step for one task, template and task level, read in one query (AC-F2). */
 export async function stepSeats(sql: Sql, workflowId: string, stepId: string, taskId: string): Promise<Seat[]> {
-  const { rows } = await sql.query<SeatRow>(
-    `SELECT participant_id, task_id, role, agent_profile_id, decision_required, position FROM step_participants
-      WHERE workflow_id = $1 AND step_id = $2 AND (task_id IS NULL OR task_id = $3)`,
-    [workflowId, stepId, taskId],
-  );
-  return rows.map((r) => ({ participantId: r.participant_id, taskId: r.task_id, role: r.role, agentProfileId: r.agent_profile_id, decisionRequired: r.decision_required, position: r.position }));
+  const { rows } = await sql.query<SeatRow>(STEP_SEATS_QUERY, [workflowId, stepId, taskId]);
+  return rows.map(seatOf);
+}
+
+/** latestWorkflow and stepSeats in one message: what a quorum is weighed on. */
+export async function workflowAndSeats(sql: pg.PoolClient, workflowId: string, stepId: string, taskId: string): Promise<{ workflow: StoredWorkflow | null; seats: Seat[] }> {
+  const [workflow, seats] = (await sql.query(
+    [inlineStatement(WORKFLOW_QUERY, [workflowId]), inlineStatement(STEP_SEATS_QUERY, [workflowId, stepId, taskId])].join(';\n'),
+  )) as unknown as [pg.QueryResult<WorkflowRow>, pg.QueryResult<SeatRow>];
+  return { workflow: storedWorkflow(workflowId, workflow.rows[0]), seats: seats.rows.map(seatOf) };
 }
 
 export interface RegisteredProfile {
