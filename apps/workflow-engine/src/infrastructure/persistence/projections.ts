@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { StoredEvent, Projection } from '@gantry/eventstore';
+import type { StoredEvent, Projection, SqlWriter } from '@gantry/eventstore';
 import type { WorkflowDefinedData } from '@gantry/contracts';
 import { evolveTask, initialTaskState, taskEventTypes, type Task, type TaskEvent, type TaskState } from '../../domain/index.js';
 
@@ -89,44 +89,67 @@ const tasksProjection: Projection = {
   },
 };
 
+/**
+ * A projection whose writes need no answer: on a command's path they go where the command holds
+ * its writes (`writer`: with its commit, or in its one-message write) rather than in a round trip
+ * each; `immediate` events are written on the transaction's connection at once (a failure then
+ * fails the append it follows, where the caller reports it).
+ */
+function writtenWithTheCommit(spec: {
+  name: string;
+  types: string[];
+  immediate?: string[];
+  write(sql: SqlWriter, event: StoredEvent): Promise<unknown>;
+}): Projection {
+  return {
+    name: spec.name,
+    tables: [],
+    types: spec.types,
+    async apply(sql, event) {
+      await spec.write(sql, event);
+    },
+    async applyMany(sql, events, _before, writer) {
+      for (const event of events) await spec.write(spec.immediate?.includes(event.type) ? sql : (writer ?? sql), event);
+    },
+  };
+}
+
 /** Step-entry records: identity, the opener and the terminal flag (the markers are folded from the pair's stream). */
-const stepEntriesProjection: Projection = {
+const stepEntriesProjection = writtenWithTheCommit({
   name: 'step_entries_view',
-  tables: [],
   types: ['StepEntryOpened', 'StepEntryTerminated'],
-  async apply(sql, event) {
+  // The record of a move's entry: a failure to write it fails the move, reported as such (AC-B7).
+  immediate: ['StepEntryOpened'],
+  write(sql, event) {
     const d = event.data as { taskId: string; workflowId: string; stepId: string; entrySeq: number; entryPath?: string; declarationDigest?: string; openedByEpoch?: string; openedAt?: string; reason?: string };
     if (event.type === 'StepEntryOpened') {
-      await sql.query(
+      return sql.query(
         `INSERT INTO step_entries (task_id, workflow_id, step_id, entry_seq, entry_path, declaration_digest, opened_by_epoch, opened_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
         [d.taskId, d.workflowId, d.stepId, d.entrySeq, d.entryPath, d.declarationDigest, d.openedByEpoch, d.openedAt],
       );
-      return;
     }
-    await sql.query(`UPDATE step_entries SET terminal = true, termination = $5 WHERE task_id = $1 AND workflow_id = $2 AND step_id = $3 AND entry_seq = $4`, [
+    return sql.query(`UPDATE step_entries SET terminal = true, termination = $5 WHERE task_id = $1 AND workflow_id = $2 AND step_id = $3 AND entry_seq = $4`, [
       d.taskId, d.workflowId, d.stepId, d.entrySeq, d.reason,
     ]);
   },
-};
+});
 
 /** Recorded exits of step occupancies (on_exit), and whether each finished. */
-const stepExitsProjection: Projection = {
+const stepExitsProjection = writtenWithTheCommit({
   name: 'step_exits_view',
-  tables: [],
   types: ['StepExitOpened', 'StepExitFinished'],
-  async apply(sql, event) {
+  write(sql, event) {
     const d = event.data as { taskId: string; workflowId: string; stepId: string; entrySeq: number; openedByEpoch?: string; openedAt?: string };
     if (event.type === 'StepExitOpened') {
-      await sql.query(
+      return sql.query(
         `INSERT INTO step_exits (task_id, workflow_id, step_id, entry_seq, opened_by_epoch, opened_at) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (task_id, workflow_id, step_id, entry_seq) DO NOTHING`,
         [d.taskId, d.workflowId, d.stepId, d.entrySeq, d.openedByEpoch, d.openedAt],
       );
-      return;
     }
-    await sql.query(`UPDATE step_exits SET finished = true WHERE task_id = $1 AND workflow_id = $2 AND step_id = $3 AND entry_seq = $4`, [d.taskId, d.workflowId, d.stepId, d.entrySeq]);
+    return sql.query(`UPDATE step_exits SET finished = true WHERE task_id = $1 AND workflow_id = $2 AND step_id = $3 AND entry_seq = $4`, [d.taskId, d.workflowId, d.stepId, d.entrySeq]);
   },
-};
+});
 
 export const workflowEngineProjections: Projection[] = [workflowsProjection, agentProfilesProjection, participantsProjection, tasksProjection, stepEntriesProjection, stepExitsProjection];
