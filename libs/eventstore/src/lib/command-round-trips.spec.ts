@@ -4,7 +4,7 @@ import pg from 'pg';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { dropSchema, mostRowsReadByAStep, testDatabaseUrl, uniqueName, watchingQueries } from '@gantry/testing';
 import { READ_STREAMS_AFTER } from './batching.js';
-import { createPool } from './database.js';
+import { createPool, TransactionAbortedError } from './database.js';
 import { decideWithin, handleWithDecider, type Decider } from './decider.js';
 import type { Projection } from './projection.js';
 import { inlineStatement, jsonRows, JsonRows, literalOf, type SqlWriter } from './deferred-writes.js';
@@ -601,8 +601,9 @@ describe('a command in few round trips', () => {
       await expect(appendThen(async () => undefined, 5000)).rejects.toMatchObject({ constraint: 'counters_total_check' });
       // A refusal after the append.
       await expect(appendThen(() => Promise.reject(new GantryError(ErrorCode.INVALID_TRANSITION, 'changed my mind')))).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
-      // A statement that failed after the append, its error swallowed: PostgreSQL answers the COMMIT with a ROLLBACK.
-      await appendThen((uow) => uow.sql.query('SELECT 1/0').catch(() => undefined));
+      // A statement that failed after the append, its error swallowed: PostgreSQL answers the COMMIT with
+      // a ROLLBACK, and the command fails rather than being answered as written.
+      await expect(appendThen((uow) => uow.sql.query('SELECT 1/0').catch(() => undefined))).rejects.toBeInstanceOf(TransactionAbortedError);
       expect(await eventsOf(id)).toBe(2);
       // Decided on the stream as the one-message commands left it, confirmed by its write: nothing of
       // the three was remembered (an event remembered that never committed would fail that write, and

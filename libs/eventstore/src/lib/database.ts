@@ -328,6 +328,27 @@ export async function ensureSchema(url: string, schema: string, timeouts: Partia
 }
 
 /**
+ * A transaction PostgreSQL rolled back at its COMMIT: a statement of it had failed and its error was
+ * caught, so the transaction was aborted and nothing of it was written. PostgreSQL answers such a
+ * COMMIT with `ROLLBACK`, not an error: without this, work that wrote nothing would be taken as done
+ * (an event acknowledged with its effect lost, a command answered as written).
+ */
+export class TransactionAbortedError extends Error {
+  readonly code = 'TRANSACTION_ABORTED';
+
+  constructor() {
+    super('the transaction was rolled back at its COMMIT: a statement in it had failed and its error was caught; nothing of it was written');
+    this.name = 'TransactionAbortedError';
+  }
+}
+
+/** COMMIT, failing with TransactionAbortedError when PostgreSQL rolled the transaction back instead. */
+export async function commit(client: pg.ClientBase): Promise<void> {
+  const answer = await client.query('COMMIT');
+  if (answer.command !== 'COMMIT') throw new TransactionAbortedError();
+}
+
+/**
  * Runs `fn` in a transaction on a connection of the pool. A connection that dies while it is out
  * (between two queries, where no query can report it) would emit an error nobody listens to and
  * end the process: the listener keeps it to the next query, which fails, and the connection is
@@ -343,7 +364,7 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
   try {
     await client.query('BEGIN');
     const result = await fn(client);
-    await client.query('COMMIT');
+    await commit(client);
     return result;
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);

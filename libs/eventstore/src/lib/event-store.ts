@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { withTransaction } from './database.js';
+import { commit, withTransaction } from './database.js';
 import { appendEvents, EVENT_COLUMNS, readStreamEvents, readStreamsEvents, readStreamTail, streamReadStatement, streamVersionOf, toStoredEvent, type EventRow } from './append.js';
 import { DeferredWrites, type SqlWriter } from './deferred-writes.js';
 import { GroupCommit, type GroupCommitLimits } from './group-commit.js';
@@ -368,13 +368,13 @@ export class EventStore {
         open = false;
         return { kind: 'refusing', error };
       }
-      let committed = true;
+      // A transaction a failed statement aborted (its error caught by the handler) fails here: the
+      // receipt's statement is refused, and a bare COMMIT is answered with a ROLLBACK (commit()).
       if (idempotency) await storeReceiptAndCommit(client, idempotency, { ok: true, result: result ?? null }, this.scrub);
-      // A transaction a failed statement aborted (its error caught by the handler) answers its COMMIT with a ROLLBACK.
-      else committed = (await client.query('COMMIT')).command === 'COMMIT';
+      else await commit(client);
       open = false;
       // Only what committed is remembered: a rollback (above, or a commit that failed) leaves the memory as it was.
-      if (committed) uow.rememberWritten(this.oneMessage.batcher);
+      uow.rememberWritten(this.oneMessage.batcher);
       return { kind: 'done', result, events: uow.appended };
     } finally {
       if (open) await client.query('ROLLBACK').catch(() => undefined);

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { EventStore } from './event-store.js';
+import { commit } from './database.js';
 import type { ExecuteResult } from './types.js';
 import { isRetryable, runCommand, settle, type ExecuteOptions, type Outcome, type UnitOfWork } from './unit-of-work.js';
 
@@ -106,7 +107,7 @@ export class GroupCommit {
           }
         }
       }
-      await client.query('COMMIT');
+      await commit(client);
     } catch (error) {
       // The group's transaction itself failed (connection lost, commit refused): none of its
       // writes is known to have landed, so every member that wrote gets the error to retry on, and

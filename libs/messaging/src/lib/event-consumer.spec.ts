@@ -187,6 +187,24 @@ describe('durable event consumer', () => {
     expect(await rows()).toEqual([3]);
   });
 
+  it('a handler that caught an SQL error (its transaction aborted, the COMMIT answered with a ROLLBACK) failed: retried, not acknowledged with its writes lost', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let attempts = 0;
+    startConsumer(durable, async (n, eventId, sql) => {
+      attempts++;
+      await insertPing(n, eventId, sql);
+      if (n === 6 || attempts < 2) await sql.query('SELECT 1/0').catch(() => undefined);
+    }, { maxDeliver: 2 });
+    await publish(envelope(7));
+    await eventually(async () => (await rows()).includes(7), { what: 'processed on its second delivery' });
+    expect(attempts).toBe(2);
+    // One that always does so is the handler's failure, dead-lettered, not an outage handed back for ever.
+    await publish(envelope(6));
+    const dead = await eventually(async () => (await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable])).rows[0]?.error, { what: 'dead letter' });
+    expect(dead).toMatchObject({ kind: 'handler_failed', deliveries: 2 });
+    expect(await rows()).toEqual([7]);
+  });
+
   it('a handler that always fails is dead-lettered after the last delivery and the consumer goes on', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     startConsumer(durable, async (n, eventId, sql) => {

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { storableScrubber, storableText } from '@gantry/eventstore';
+import { commit, storableScrubber, storableText, TransactionAbortedError } from '@gantry/eventstore';
 import {
   EventEnvelopeSchema,
   eventSubjectPrefix,
@@ -385,7 +385,7 @@ export class EventConsumer {
       const batch = work.map((w) => w.event).filter((event) => fresh.delete(event.eventId));
       for (const event of batch) await this.within(event, () => this.options.handle(event, client!, started.add, batch));
       await started.all();
-      await client.query('COMMIT');
+      await commit(client);
     } catch {
       await client?.query('ROLLBACK').catch(() => undefined);
       return false;
@@ -417,12 +417,13 @@ export class EventConsumer {
       if (fresh.size === 1) await this.options.handle(event, client, started.add, [event]);
       await started.all();
       handling = false;
-      await client.query('COMMIT');
+      await commit(client);
     } catch (error) {
       await client?.query('ROLLBACK').catch(() => undefined);
       clearInterval(keepAlive);
       // The database, not the handler, failed: hand the message back without counting it against the event.
-      if (!handling || connectionLost) await this.onOutage(msg, event, error);
+      // A transaction the handler's caught SQL error aborted is the handler's failure, not an outage.
+      if ((!handling && !(error instanceof TransactionAbortedError)) || connectionLost) await this.onOutage(msg, event, error);
       else await this.onFailure(msg, event, error);
       return;
     } finally {
