@@ -338,6 +338,8 @@ export class JobRun {
     if (result.outputHeldOpen) {
       log.warn('a process outside the agent\'s process group (started in a new session) held its output open; the run did not wait for it', this.fields);
     }
+    // The agent's calls still under way end first (each bounded by the claim's lease and the stop).
+    await reporter.settled();
     if (this.worktreeLost !== null) return (await this.interrupted())!;
     return this.afterAgent(result, workspace, workDir, baseSha, reporter, precheck);
   }

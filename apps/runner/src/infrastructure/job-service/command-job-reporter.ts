@@ -32,6 +32,8 @@ export class CommandJobReporter implements JobReporter, ReviewDecisions {
   private readonly questions: { questionId: string; question: AgentQuestion }[] = [];
   /** Each call is a report (or a story-log entry) of its own: two identical calls are two. */
   private sequence = 0;
+  /** The agent's calls not ended yet, with what this reporter keeps of them (see settled). */
+  private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(
     private readonly session: JobLeaseSession,
@@ -39,7 +41,11 @@ export class CommandJobReporter implements JobReporter, ReviewDecisions {
     private readonly log: ReporterLog = () => undefined,
   ) {}
 
-  async logImplementation(entry: ImplementationLogEntry): Promise<StoryLogReceipt> {
+  logImplementation(entry: ImplementationLogEntry): Promise<StoryLogReceipt> {
+    return this.tracked(() => this.logImplementationNow(entry));
+  }
+
+  private async logImplementationNow(entry: ImplementationLogEntry): Promise<StoryLogReceipt> {
     await this.session.logImplementation({
       summary: entry.summary,
       ...(entry.branch ? { branch: entry.branch } : {}),
@@ -50,19 +56,31 @@ export class CommandJobReporter implements JobReporter, ReviewDecisions {
     return { entryId: `${this.session.jobId}/implementation/${randomUUID()}` };
   }
 
-  async logCommit(entry: CommitLogEntry): Promise<StoryLogReceipt> {
+  logCommit(entry: CommitLogEntry): Promise<StoryLogReceipt> {
+    return this.tracked(() => this.logCommitNow(entry));
+  }
+
+  private async logCommitNow(entry: CommitLogEntry): Promise<StoryLogReceipt> {
     await this.session.logCommit({ commitSha: entry.hash, message: entry.message, summary: entry.summary });
     this.commitEntries += 1;
     return { entryId: `${this.session.jobId}/commit/${entry.hash}` };
   }
 
-  async logTestResult(entry: TestResultLogEntry): Promise<StoryLogReceipt> {
+  logTestResult(entry: TestResultLogEntry): Promise<StoryLogReceipt> {
+    return this.tracked(() => this.logTestResultNow(entry));
+  }
+
+  private async logTestResultNow(entry: TestResultLogEntry): Promise<StoryLogReceipt> {
     await this.session.logTestResult({ status: entry.status, summary: entry.summary }, ++this.sequence);
     this.lastTest = entry;
     return { entryId: `${this.session.jobId}/test-result/${randomUUID()}` };
   }
 
-  async updateJobStatus(update: JobStatusUpdate): Promise<void> {
+  updateJobStatus(update: JobStatusUpdate): Promise<void> {
+    return this.tracked(() => this.updateJobStatusNow(update));
+  }
+
+  private async updateJobStatusNow(update: JobStatusUpdate): Promise<void> {
     await this.session.reportAgentStatus(
       { status: update.status, summary: update.summary, ...(update.error ? { error: update.error } : {}) },
       ++this.sequence,
@@ -71,7 +89,11 @@ export class CommandJobReporter implements JobReporter, ReviewDecisions {
     this.log('agent reported its status', { jobId: this.session.jobId, status: update.status });
   }
 
-  async askQuestion(question: AgentQuestion): Promise<QuestionReceipt> {
+  askQuestion(question: AgentQuestion): Promise<QuestionReceipt> {
+    return this.tracked(() => this.askQuestionNow(question));
+  }
+
+  private async askQuestionNow(question: AgentQuestion): Promise<QuestionReceipt> {
     const receipt = await this.session.askQuestion(
       { question: question.question, ...(question.context ? { context: question.context } : {}), ...(question.options ? { options: question.options } : {}) },
       ++this.sequence,
@@ -82,10 +104,33 @@ export class CommandJobReporter implements JobReporter, ReviewDecisions {
   }
 
   /** A REVIEW job's decision, forwarded to the workflow engine under the claim. */
-  async recordDecision(decision: ReviewDecision): Promise<ReviewDecisionReceipt> {
+  recordDecision(decision: ReviewDecision): Promise<ReviewDecisionReceipt> {
+    return this.tracked(() => this.recordDecisionNow(decision));
+  }
+
+  private async recordDecisionNow(decision: ReviewDecision): Promise<ReviewDecisionReceipt> {
     const reply = await this.session.recordReviewDecision(decision, ++this.sequence);
     this.log('agent recorded its review decision', { jobId: this.session.jobId, verdict: decision.verdict, decisionId: reply.decisionId, moved: reply.moved !== null });
     return { decisionId: reply.decisionId, moved: reply.moved !== null };
+  }
+
+  private tracked<T>(call: () => Promise<T>): Promise<T> {
+    const pending = call();
+    this.inFlight.add(pending);
+    const done = () => this.inFlight.delete(pending);
+    pending.then(done, done);
+    return pending;
+  }
+
+  /**
+   * Waits until every call the agent made has ended. A call the job service has not answered yet (it
+   * is sent again under its key while the claim's lease runs, through a job service restart) can
+   * outlive the agent, which may have stopped waiting for it and exited: what this reporter keeps is
+   * read once they have ended, or the runner would judge the run on a story log the job service
+   * still completes (and finish it without pushing its work).
+   */
+  async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
   }
 
   /** Story-log entries the job service accepted from the agent, by kind. */
