@@ -111,11 +111,16 @@ export class CommandClient {
     const { abandon } = options;
     const given = typeof options.retryUntil === 'function' ? options.retryUntil : () => options.retryUntil as number;
     let outage = 0;
+    // When the last try found nobody serving: from then to the next try's start is all outage — the
+    // pause and however late a busy process woke from it.
+    let outageSince: number | null = null;
     const deadline = () => given() + outage;
     const backoff = options.retryBackoff ?? DEFAULT_RETRY_BACKOFF;
     const timeoutMs = options.timeoutMs ?? 10_000;
     for (let tries = 1; ; tries++) {
       const tryStart = Date.now();
+      if (outageSince !== null) outage += tryStart - outageSince;
+      outageSince = null;
       const left = deadline() - tryStart;
       try {
         // After an outage the service has a whole try to answer: its deadline was resumed with it.
@@ -123,8 +128,11 @@ export class CommandClient {
       } catch (error) {
         if (!isTransient(error) || options.signal?.aborted || abandon?.aborted) throw error;
         const pause = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(tries - 1, 20));
-        if (options.outagesStopTheClock && nobodyServed.has(error as GantryError)) outage += Date.now() - tryStart + pause;
-        if (Date.now() + pause >= deadline()) throw error;
+        if (options.outagesStopTheClock && nobodyServed.has(error as GantryError)) {
+          // Only the time someone served before this try counts: it ends once that has used the deadline.
+          if (tryStart >= deadline()) throw error;
+          outageSince = tryStart;
+        } else if (Date.now() + pause >= deadline()) throw error;
         await sleep(pause, options.signal, abandon);
         if (abandon?.aborted) throw error;
       }

@@ -234,6 +234,31 @@ describe('commands over NATS request/reply', () => {
     }
   });
 
+  it('with outagesStopTheClock, a busy process that wakes late from its pauses during an outage gets no less time', async () => {
+    const lateNaming = testNaming(uniqueName('busy'));
+    const lateBus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: lateNaming, name: 'busy' });
+    let late: TestService | null = null;
+    // The process is busy while nobody serves: each pause between tries ends up to 200 ms late.
+    const busy = setInterval(() => {
+      const until = Date.now() + 200;
+      while (Date.now() < until);
+    }, 20);
+    try {
+      const deadline = Date.now() + 500;
+      const pending = new CommandClient(lateBus).request(Refuse, {}, { timeoutMs: 1000, retryUntil: deadline, outagesStopTheClock: true, retryBackoff: { initialMs: 50, maxMs: 100 } });
+      const settled = pending.then(() => 'answered', () => 'answered');
+      await new Promise((r) => setTimeout(r, 2000));
+      clearInterval(busy);
+      expect(await Promise.race([settled, Promise.resolve('still asking')])).toBe('still asking');
+      late = await startTestService({ label: 'busy', context, controllers: [AccountCommands], env: { GANTRY_SUBJECT_ROOT: lateNaming.subjectRoot } });
+      await expect(pending).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+    } finally {
+      clearInterval(busy);
+      await late?.close();
+      await lateBus.close();
+    }
+  });
+
   const stopTheClock = { timeoutMs: 1000, outagesStopTheClock: true, retryBackoff: { initialMs: 50, maxMs: 100 } };
 
   it('with outagesStopTheClock, an UNAVAILABLE a service answers itself counts against the deadline: only nobody serving stops the clock', async () => {
