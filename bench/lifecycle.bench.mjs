@@ -4,8 +4,8 @@
 //
 // Gantry (A): the job service as its own process; BENCH_JOBS TASK_IMPLEMENTATION jobs enqueued by 16
 // concurrent callers, then 16 workers each loop claim -> start_job -> log_implementation ->
-// log_commit -> log_test_result -> finish_job (DONE) over the NATS command path until the queue is
-// empty. BullMQ (B): a redis-server this bench starts on a spare port with `appendonly yes`,
+// log_commit -> log_test_result -> report_push -> finish_job (DONE) over the NATS command path until
+// the queue is empty (a DONE on a new commit needs its push reported first, as the runner does). BullMQ (B): a redis-server this bench starts on a spare port with `appendonly yes`,
 // `appendfsync always`; the same number of jobs added by 16 concurrent callers, a Worker with
 // concurrency 16 doing updateProgress + 2 job.log and completing. Rounds are interleaved A/B/A/B in
 // one run (the machine is shared and noisy: compare the ratio, not the absolute figures). Also: raw
@@ -35,6 +35,7 @@ import {
   logCommit,
   logImplementation,
   logTestResult,
+  reportPush,
   startJob,
 } from '@gantry/contracts';
 import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
@@ -64,6 +65,7 @@ const doneFacts = {
   diffIdenticalToMergedBranch: false,
   failure: null,
   cancelled: false,
+  headSha: sha('c'),
 };
 
 /** CPU seconds (user + system) a process has used so far. */
@@ -242,6 +244,7 @@ async function gantryRound(client, services, round) {
         await client.request(logImplementation, { ...lease, summary: 'start: task, branch, plan', plan: 'plan', idempotencyKey: `${k}-impl` });
         await client.request(logCommit, { ...lease, commitSha: sha('c'), message: 'feat: x', summary: '1 file', idempotencyKey: `${k}-commit` });
         await client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: `${k}-test` });
+        await client.request(reportPush, { ...lease, branch: 'feat/bench', headSha: sha('c'), pushed: true, idempotencyKey: `${k}-push` });
         const finished = await client.request(finishJob, { ...lease, facts: doneFacts, idempotencyKey: `${k}-finish` });
         if (finished.jobStatus !== 'DONE') throw new Error(`job ${lease.jobId} finished ${finished.jobStatus}`);
         done++;
@@ -257,7 +260,7 @@ async function gantryRound(client, services, round) {
   const inService = serviceTimes(metrics0, await serviceMetrics(services));
   // CPU milliseconds per job, by part of the system: where a job's cost lands on the machine.
   const cpuMsPerJob = Object.fromEntries(Object.keys(parts1).map((k) => [k, +(((parts1[k] - parts0[k]) * 1000) / done).toFixed(2)]));
-  const commands = done * 6 + workers; // + the claim of each worker that found the queue empty
+  const commands = done * 7 + workers; // + the claim of each worker that found the queue empty
   const { rows: [{ n: commits }] } = await db.query(`SELECT count(DISTINCT tx_id)::int AS n FROM ${schema}.events WHERE position > $1`, [startPosition]);
   const claim = stats(claims);
   const bursts = burstsOf(claimsSentAt);
@@ -270,7 +273,7 @@ async function gantryRound(client, services, round) {
     // their claims come in bursts: the p99 of a round is about its slowest burst or two.
     claimBursts: bursts.length,
     claimsPerBurst: median(bursts),
-    commandsPerCommit: +((done * 6) / commits).toFixed(2),
+    commandsPerCommit: +((done * 7) / commits).toFixed(2),
     cpuMsPerCommand: +((cpu * 1000) / commands).toFixed(3),
     serviceCpuCores: +(cpu / seconds).toFixed(2),
     // Socket reads and writes of the job service per job: round trips to PostgreSQL and NATS, and how

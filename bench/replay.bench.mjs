@@ -6,7 +6,7 @@
 //   npm run bench -- replay             (builds first; or `node bench/replay.bench.mjs` after a build)
 //
 // The log is made of real events: one job is taken through its whole life by the running service
-// (enqueue, claim, start, the story log, finish), and its 7 events are copied for new job ids until
+// (enqueue, claim, start, the story log, the push report, finish), and its 8 events are copied for new job ids until
 // the log holds the wanted number (inserted in bulk, in the order of 16 jobs running at once).
 import pg from 'pg';
 import {
@@ -16,6 +16,7 @@ import {
   logCommit,
   logImplementation,
   logTestResult,
+  reportPush,
   startJob,
 } from '@gantry/contracts';
 import { createPool, EventStore, rebuildProjections } from '@gantry/eventstore';
@@ -92,19 +93,21 @@ try {
   await client.request(logImplementation, { ...lease, summary: 'start: task, branch, plan', plan: 'plan', idempotencyKey: 'bench/replay:impl' });
   await client.request(logCommit, { ...lease, commitSha: sha('c'), message: 'feat: x', summary: '1 file', idempotencyKey: 'bench/replay:commit' });
   await client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: 'bench/replay:test' });
-  const facts = { verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 3, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false };
+  const facts = { verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 3, deletions: 0 }, workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false, headSha: sha('c') };
+  // As the runner does: a DONE on a new commit needs its push reported first.
+  await client.request(reportPush, { ...lease, branch: 'feat/bench', headSha: sha('c'), pushed: true, idempotencyKey: 'bench/replay:push' });
   await client.request(finishJob, { ...lease, facts, idempotencyKey: 'bench/replay:finish' });
   await service.child.kill('SIGTERM');
   service = null;
-  // For comparison: a restart on this log of 7 events.
+  const { rows: [{ n: perJob }] } = await db.query(`SELECT count(*)::int AS n FROM events WHERE stream_id = $1`, [jobId]);
+  // For comparison: a restart on this log of one job's events.
   service = await startJobService();
   const restartSmallLogMs = service.readyMs;
-  console.log(`restart to /ready, ${7} events: ${restartSmallLogMs} ms`);
+  console.log(`restart to /ready, ${perJob} events: ${restartSmallLogMs} ms`);
   await service.child.kill('SIGTERM');
   service = null;
 
   // Copies of its events for new job ids, 16 jobs interleaved at a time.
-  const { rows: [{ n: perJob }] } = await db.query(`SELECT count(*)::int AS n FROM events WHERE stream_id = $1`, [jobId]);
   const copies = Math.ceil((wanted - perJob) / perJob);
   const t0 = performance.now();
   await copyJobEvents(db, { jobId, copies, seed: name });

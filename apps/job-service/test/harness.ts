@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
 import type { z } from 'zod';
-import { enqueueJob, eventSubject, finishJob, logCommit, logImplementation, logTestResult, registerProduct, startJob, type ProductSettings } from '@gantry/contracts';
+import { enqueueJob, eventSubject, finishJob, getJob, logCommit, logImplementation, logTestResult, registerProduct, reportPush, startJob, type ProductSettings } from '@gantry/contracts';
 import { EVENT_COLUMNS, toStoredEvent, type EventRow } from '@gantry/eventstore';
 import { toEnvelope, type CommandClient } from '@gantry/messaging';
 import { createTestWorld, startInProcess as startModule, type TestWorld } from '@gantry/service-runtime/testing';
@@ -35,18 +35,20 @@ export const taskEnqueueRequest = (productId: string, over: Partial<EnqueueReque
   ...over,
 });
 
-/** A claimed job started, its story log written (one commit, `commitSha`) and finished DONE, as a runner does. */
+/** A claimed job started, its story log written (one commit, `commitSha`), the commit pushed to the job's branch and finished DONE, as a runner does. */
 export async function finishClaimedDone(client: CommandClient, lease: { jobId: string; runnerId: string; leaseToken: number }, commitSha = sha('a')) {
   await client.request(startJob, { ...lease, idempotencyKey: key('start') });
   await client.request(logImplementation, { ...lease, summary: 'start', idempotencyKey: key('log') });
   await client.request(logCommit, { ...lease, commitSha, message: 'feat', summary: 'one file', idempotencyKey: key('log') });
   await client.request(logTestResult, { ...lease, status: 'PASSED', summary: 'green', idempotencyKey: key('log') });
+  const { branch } = await client.request(getJob, { jobId: lease.jobId });
+  await client.request(reportPush, { ...lease, branch: branch ?? 'feat/work', headSha: commitSha, pushed: true, idempotencyKey: key('push') });
   return client.request(finishJob, {
     ...lease,
     idempotencyKey: key('finish'),
     facts: {
       verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 3, deletions: 0 },
-      workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false,
+      workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false, headSha: commitSha,
     },
   });
 }

@@ -407,6 +407,71 @@ describe('job service through the NATS command path', () => {
       expect((await world.client.request(getJob, { jobId })).status).toBe('RUNNING');
     });
 
+    const doneFacts = (headSha: string): VerificationFacts => ({
+      verifyResult: 'ALIGNED', newCommit: true, netDiff: { filesChanged: 1, insertions: 1, deletions: 0 },
+      workAlreadyOnTarget: false, diffIdenticalToMergedBranch: false, failure: null, cancelled: false, headSha,
+    });
+
+    it('a DONE on a new commit whose push was never reported under the claim is refused, naming it, and nothing is recorded; reported, it finishes DONE', async () => {
+      const { jobId, lease } = await runningJob();
+      await logged(lease);
+      const before = await countEvents(jobId);
+      const refusal = world.client.request(finishJob, { ...lease, facts: doneFacts(sha('e')), idempotencyKey: key('f') });
+      await expect(refusal).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED, details: { pushReported: false, verifiedHeadSha: sha('e') } });
+      await expect(refusal).rejects.toThrow(/no push of it was reported.*report_push/);
+      expect(await countEvents(jobId)).toBe(before);
+      expect((await world.client.request(getJob, { jobId })).status).toBe('RUNNING');
+
+      await world.client.request(reportPush, { ...lease, branch: 'feat/story-1', headSha: sha('e'), pushed: true, idempotencyKey: key('push') });
+      const done = await world.client.request(finishJob, { ...lease, facts: doneFacts(sha('e')), idempotencyKey: key('f') });
+      expect(done).toMatchObject({ jobStatus: 'DONE', taskStatus: 'DONE' });
+      expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'DONE', headSha: sha('e') });
+    });
+
+    it('a DONE whose verified head is not the head pushed under the claim is refused, naming both, and nothing is recorded', async () => {
+      const { jobId, lease } = await runningJob();
+      await logged(lease);
+      await world.client.request(reportPush, { ...lease, branch: 'feat/story-1', headSha: sha('e'), pushed: true, idempotencyKey: key('push') });
+      const before = await countEvents(jobId);
+      const refusal = world.client.request(finishJob, { ...lease, facts: doneFacts(sha('f')), idempotencyKey: key('f') });
+      await expect(refusal).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED, details: { pushReported: true, pushedHeadSha: sha('e'), verifiedHeadSha: sha('f') } });
+      expect(await countEvents(jobId)).toBe(before);
+      expect((await world.client.request(getJob, { jobId })).status).toBe('RUNNING');
+    });
+
+    it("an earlier claim's push does not back a later claim's DONE unless that claim adopts it", async () => {
+      const first = await runningJob();
+      await logged(first.lease);
+      await world.client.request(reportPush, { ...first.lease, branch: 'feat/story-1', headSha: sha('e'), pushed: true, idempotencyKey: key('push') });
+      await world.client.request(rollbackClaim, { ...first.lease, reason: 'agent exited 1', exitCode: 1, idempotencyKey: key('rb') });
+      const again = await world.client.request(claimJob, { runnerId: runner('a'), kinds: ['TASK_IMPLEMENTATION'], jobId: first.jobId, idempotencyKey: key('claim') });
+      if (!again.claimed) throw new Error('not claimed');
+      const second = { jobId: first.jobId, runnerId: runner('a'), leaseToken: again.job.leaseToken };
+      await world.client.request(startJob, { ...second, branch: 'feat/story-1', idempotencyKey: key('start') });
+      await logged(second);
+      const before = await countEvents(first.jobId);
+      await expect(world.client.request(finishJob, { ...second, facts: doneFacts(sha('e')), idempotencyKey: key('f') })).rejects.toMatchObject({
+        code: ErrorCode.PRECONDITION_FAILED,
+        details: { pushReported: false },
+      });
+      expect(await countEvents(first.jobId)).toBe(before);
+    });
+
+    it('a claim that adopts a verified push finishes DONE with its head, without a push report of its own', async () => {
+      const first = await runningJob();
+      await logged(first.lease);
+      await world.client.request(reportPush, { ...first.lease, branch: 'feat/story-1', headSha: sha('e'), pushed: true, facts: doneFacts(sha('e')), idempotencyKey: key('push') });
+      await world.client.request(rollbackClaim, { ...first.lease, reason: 'the job service did not answer finish_job', idempotencyKey: key('rb') });
+      const again = await world.client.request(claimJob, { runnerId: runner('b'), kinds: ['TASK_IMPLEMENTATION'], jobId: first.jobId, idempotencyKey: key('claim') });
+      if (!again.claimed) throw new Error('not claimed');
+      expect(again.job.verifiedPush).toMatchObject({ leaseToken: first.lease.leaseToken, headSha: sha('e') });
+      const second = { jobId: first.jobId, runnerId: runner('b'), leaseToken: again.job.leaseToken };
+      await world.client.request(startJob, { ...second, adoptPushOf: first.lease.leaseToken, idempotencyKey: key('start') });
+      const done = await world.client.request(finishJob, { ...second, facts: doneFacts(sha('e')), idempotencyKey: key('f') });
+      expect(done).toMatchObject({ jobStatus: 'DONE', taskStatus: 'DONE' });
+      expect(await world.client.request(getJob, { jobId: first.jobId })).toMatchObject({ status: 'DONE', headSha: sha('e') });
+    });
+
     it('renew extends the lease under the current token', async () => {
       const { lease, claimed } = await runningJob();
       const renewed = await world.client.request(renewJobLease, { ...lease, leaseDurationMs: 2 * 60 * 60 * 1000 });
@@ -432,6 +497,10 @@ describe('job service through the NATS command path', () => {
     it.each(rows)('%s', async (_label, facts, jobStatus, taskStatus, error) => {
       const { jobId, lease } = await runningJob();
       await logged(lease, facts.newCommit);
+      // As the runner does: a new commit without a failure is pushed, and the push reported, before the finish.
+      if (facts.newCommit && facts.failure === null) {
+        await world.client.request(reportPush, { ...lease, branch: 'feat/story-1', headSha: sha('c'), pushed: true, idempotencyKey: key('push') });
+      }
       const reply = await world.client.request(finishJob, { ...lease, facts, idempotencyKey: key('finish') });
       expect(reply).toMatchObject({ jobId, jobStatus, taskStatus });
       if (error === null) expect(reply.error).toBeNull();

@@ -6,6 +6,7 @@
 // Where each rule lives:
 //   lifecycle, claims, fencing, story-log obligation  job/decider.ts (rules) + job/state.ts (evolve)   "The lifecycle", "The story log"
 //   finishing table, delete-only, pushed_at           job/finishing-rule.ts  decideFinish              "The finishing rule"
+//   a code job's DONE only on its reported push       job/decider.ts         requirePushedHead         "The finishing rule"
 //   lease durations, max attempts, free requeues      job/lease-policy.ts                              "Leases and liveness", "Attempts"
 //   rollback causes, verified push, cancelled run     job/decider.ts                                   "Attempts", "A verified push is
 //                                                                                                      finished, not redone", "Cancelling a running job"

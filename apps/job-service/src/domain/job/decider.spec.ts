@@ -349,6 +349,17 @@ describe('job decider', () => {
         .thenThrows(ErrorCode.PRECONDITION_FAILED, /commit-log entry/);
     });
 
+    it('a DONE on a new commit with no push reported under the claim is refused; a failure is not', () => {
+      const unpushed = [...running(), implementationLogged(1, 12), commitLogged(1, 40), testResultLogged(1, 60)];
+      given(unpushed).when(finish(1, 70, { ...doneFacts, headSha: HEAD })).thenThrows(ErrorCode.PRECONDITION_FAILED, /no push of it was reported under claim 1/);
+      const facts = { ...doneFacts, failure: { kind: 'PUSH' as const, message: 'rejected: non-fast-forward' } };
+      given(unpushed).when(finish(1, 70, facts)).then([finished(1, 70, { jobStatus: 'FAILED', taskStatus: 'IN_PROGRESS', error: 'push failure: rejected: non-fast-forward', facts, headSha: null, pushedAt: null })]);
+    });
+
+    it('a DONE whose verified head is not the pushed head is refused', () => {
+      given(readyToFinish()).when(finish(1, 70, { ...doneFacts, headSha: OTHER_BASE })).thenThrows(ErrorCode.PRECONDITION_FAILED, new RegExp(`verify looked at ${OTHER_BASE}, but the head pushed under claim 1 is ${HEAD}`));
+    });
+
     it('work already on the target finishes SKIPPED with the task DONE and no pushed_at', () => {
       const facts = { ...doneFacts, verifyResult: 'EMPTY' as const, newCommit: false, netDiff: { filesChanged: 0, insertions: 0, deletions: 0 }, workAlreadyOnTarget: true };
       given([...running(), implementationLogged(1, 12), testResultLogged(1, 60)])

@@ -267,6 +267,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
       // The story log backs a claim that the work is done (docs/jobs.md, "The story log"); a failure
       // the runner found is its own record, and refusing it would only turn it into a retry.
       if (outcome.jobStatus === 'DONE' || outcome.jobStatus === 'SKIPPED') requireStoryLog(job, outcome.jobStatus === 'DONE' && d.facts.newCommit);
+      if (outcome.jobStatus === 'DONE' && d.facts.newCommit && writesCode(job)) requirePushedHead(job, d.facts.headSha ?? null);
       return [
         {
           type: 'JobFinished',
@@ -506,6 +507,29 @@ function requireStoryLog(job: Job, doneWithNewCommit: boolean): void {
     `job ${job.jobId} cannot finish: its story log is missing ${joinSentence(missing)}`,
     { missing: missing.map((m) => m.slice(m.indexOf('(') + 1, m.indexOf(':'))) },
   );
+}
+
+/**
+ * A code job's DONE rests on its new commit being on the origin, and only a push reported under the
+ * current claim (or the earlier claim's push it adopted at its start) says so; the head verify looked
+ * at must be that pushed head (docs/jobs.md, "The finishing rule").
+ */
+function requirePushedHead(job: Job, verifiedHeadSha: string | null): void {
+  const claim = `claim ${job.lastLeaseToken}`;
+  if (job.headSha === null) {
+    throw refuse(
+      ErrorCode.PRECONDITION_FAILED,
+      `job ${job.jobId} cannot finish DONE on a new commit${verifiedHeadSha ? ` (${verifiedHeadSha})` : ''}: no push of it was reported under ${claim} (report_push comes before the finish)`,
+      { pushReported: false, verifiedHeadSha },
+    );
+  }
+  if (verifiedHeadSha !== null && verifiedHeadSha !== job.headSha) {
+    throw refuse(
+      ErrorCode.PRECONDITION_FAILED,
+      `job ${job.jobId} cannot finish DONE: verify looked at ${verifiedHeadSha}, but the head pushed under ${claim} is ${job.headSha}`,
+      { pushReported: true, pushedHeadSha: job.headSha, verifiedHeadSha },
+    );
+  }
 }
 
 function joinSentence(parts: string[]): string {
