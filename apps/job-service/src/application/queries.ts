@@ -31,15 +31,20 @@ const STATUS_LITERALS: Readonly<Record<JobStatus, string>> = Object.fromEntries(
  * reads each status on its own, a page at most from its own index in enqueue order, and the pages
  * are merged: one index walk cannot give several statuses' jobs in order, and with one status in
  * fifty PostgreSQL would rather walk the listing through the other 49 (docs/jobs.md, "Listing jobs").
+ * A filter by kind without one by status or runner is read the same way, a page of each kind from
+ * the kinds' index.
  */
 export function listJobsStatement(request: RequestOf<typeof listJobs>): { text: string; values: unknown[] } {
   const where: string[] = [];
   const values: unknown[] = [];
-  const add = (clause: (p: string) => string, value: unknown) => {
+  const param = (value: unknown) => {
     values.push(value);
-    where.push(clause(`$${values.length}`));
+    return `$${values.length}`;
   };
-  if (request.kind) add((p) => `kind = ANY(${p})`, request.kind);
+  const add = (clause: (p: string) => string, value: unknown) => where.push(clause(param(value)));
+  const statuses = request.runnerId || !request.status ? [] : [...new Set(request.status)];
+  const kinds = statuses.length === 0 && !request.runnerId ? [...new Set(request.kind ?? [])].map((kind) => `kind = ${param(kind)}`) : [];
+  if (request.kind && kinds.length === 0) add((p) => `kind = ANY(${p})`, request.kind);
   if (request.productId) add((p) => `product_id = ${p}`, request.productId);
   if (request.sprintId) add((p) => `sprint_id = ${p}`, request.sprintId);
   if (request.sprintRunId) add((p) => `sprint_run_id = ${p}`, request.sprintRunId);
@@ -51,13 +56,12 @@ export function listJobsStatement(request: RequestOf<typeof listJobs>): { text: 
     if (request.status) add((p) => `status = ANY(${p})`, request.status);
   }
   if (request.cursor) add((p) => `enqueue_position > ${p}::bigint`, positionAfter(request.cursor));
-  values.push(request.limit + 1);
-  const limit = `$${values.length}`;
+  const limit = param(request.limit + 1);
   const select = (clauses: string[]) => `SELECT state, enqueue_position FROM jobs ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY enqueue_position LIMIT ${limit}`;
-  const statuses = request.runnerId || !request.status ? [] : [...new Set(request.status)];
-  if (statuses.length === 0) return { text: select(where), values };
-  if (statuses.length === 1) return { text: select([`status = ${STATUS_LITERALS[statuses[0]!]}`, ...where]), values };
-  const pages = statuses.map((status) => `(${select([`status = ${STATUS_LITERALS[status]}`, ...where])})`);
+  const pagesOf = statuses.length > 0 ? statuses.map((status) => `status = ${STATUS_LITERALS[status]}`) : kinds;
+  if (pagesOf.length === 0) return { text: select(where), values };
+  if (pagesOf.length === 1) return { text: select([pagesOf[0]!, ...where]), values };
+  const pages = pagesOf.map((clause) => `(${select([clause, ...where])})`);
   return { text: `SELECT state, enqueue_position FROM (${pages.join(' UNION ALL ')}) AS pages ORDER BY enqueue_position LIMIT ${limit}`, values };
 }
 

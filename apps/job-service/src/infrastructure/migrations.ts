@@ -314,6 +314,26 @@ export class JobServiceListingByStatus1782500000000 implements MigrationInterfac
   }
 }
 
+/**
+ * The jobs of each kind in enqueue order, so that a `list_jobs` page by kind alone reads that kind's
+ * jobs only, a page and one more (several kinds: a page of each, merged; listJobsStatement,
+ * docs/jobs.md, "Listing jobs"), where it walked the listing index through the jobs of every other
+ * kind, all of them for a kind without jobs. Built while the service's replicas write.
+ */
+export class JobServiceListingByKind1782600000000 implements MigrationInterface {
+  name = 'JobServiceListingByKind1782600000000';
+  /** CREATE INDEX CONCURRENTLY cannot run in a transaction. */
+  transaction = false;
+
+  async up(q: QueryRunner): Promise<void> {
+    await createIndexWhileWritten(q, 'jobs', 'jobs_by_kind', '(kind, enqueue_position)');
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX CONCURRENTLY IF EXISTS jobs_by_kind`);
+  }
+}
+
 /** The index that holds a branch for its open sprint run. */
 export const OPEN_RUN_PER_BRANCH = 'sprint_runs_open_branch';
 
@@ -330,4 +350,5 @@ export const jobServiceMigrations = [
   JobServiceLeaseSweeps1782300000000,
   JobServiceListingFilters1782400000000,
   JobServiceListingByStatus1782500000000,
+  JobServiceListingByKind1782600000000,
 ];
