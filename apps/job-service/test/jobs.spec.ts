@@ -636,6 +636,46 @@ describe('job service through the NATS command path', () => {
       expect(second.storedAt).toBeGreaterThanOrEqual(due);
     });
 
+    it('a claim sent before the pause has passed is refused, naming when the job may be claimed, and writes nothing; a polling claim passes the job over; once the pause has passed it is claimed', async () => {
+      const kind = 'SPRINT_IMPLEMENTATION' as const;
+      const { jobId } = await enqueue({ kind, productId: 'product-pause' });
+      const claim = (runnerId: string) => world.client.request(claimJob, { runnerId: runner(runnerId), kinds: [kind], jobId, idempotencyKey: key('c') });
+      const handBack = async (leaseToken: number) => {
+        await world.client.request(rollbackClaim, { jobId, runnerId: runner('dep'), leaseToken, reason: 'the worktree service did not answer acquire_worktree', cause: 'DEPENDENCY', idempotencyKey: key('rb') });
+        const { rows } = await world.db.query(`SELECT data FROM events WHERE stream_id = $1 AND type = 'JobClaimRolledBack' ORDER BY stream_version DESC LIMIT 1`, [jobId]);
+        return rows[0].data.offerNotBefore as string;
+      };
+      const claimOnceDue = async (due: string) => {
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, Date.parse(due) - Date.now())));
+        const reply = await claim('dep');
+        if (!reply.claimed) throw new Error('not claimed');
+        return reply.job;
+      };
+      // Three hand-backs in a row: pauses of 1 s, 2 s, then 4 s, each ended before the next claim.
+      let leaseToken = (await claimOnceDue(new Date().toISOString())).leaseToken;
+      for (const pauseMs of [1000, 2000]) {
+        const due = await handBack(leaseToken);
+        expect(Date.parse(due) - Date.now()).toBeLessThanOrEqual(pauseMs);
+        leaseToken = (await claimOnceDue(due)).leaseToken;
+      }
+      const due = await handBack(leaseToken);
+      const before = await countEvents(jobId);
+      const early = claim('early');
+      await expect(early).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED, details: { offerNotBefore: due } });
+      await expect(early).rejects.toThrow(`may be claimed from ${due}`);
+      expect(await countEvents(jobId)).toBe(before);
+
+      // A claim without an offered job takes the next queued job of its kinds, and none while only the paused one is left.
+      const other = await enqueue({ kind, productId: 'product-pause' });
+      const polled = await world.client.request(claimJob, { runnerId: runner('poll'), kinds: [kind], idempotencyKey: key('poll') });
+      expect(polled).toMatchObject({ claimed: true, job: { jobId: other.jobId } });
+      expect(await world.client.request(claimJob, { runnerId: runner('poll'), kinds: [kind], idempotencyKey: key('poll') })).toEqual({ claimed: false });
+      expect(Date.now()).toBeLessThan(Date.parse(due));
+
+      const after = await claimOnceDue(due);
+      expect(after).toMatchObject({ jobId, attempt: 1, leaseToken: leaseToken + 1 });
+    }, 30_000);
+
     it('list_jobs names the claims a runner holds', async () => {
       const held = await runningJob('TASK_IMPLEMENTATION');
       const mine = await world.client.request(listJobs, { runnerId: runner('a'), status: ['CLAIMED', 'RUNNING'], limit: 500 });

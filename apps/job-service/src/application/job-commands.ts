@@ -148,6 +148,9 @@ export class JobCommandHandlers {
             return { claimed: true as const, job: claimedJob(jobAfter(decision)) };
           };
           if (request.jobId) return claimOne(request.jobId);
+          // Decided again on fresh reads (a refusal rested on what this process remembered of a
+          // stream), the claim picks afresh: the jobs an earlier run picked are no longer its own.
+          for (const jobId of picked) this.picker.release(jobId);
           const passed: string[] = [];
           for (;;) {
             const jobId = await this.picker.pick(request.kinds, passed);

@@ -8,8 +8,8 @@
 //   finishing table, delete-only, pushed_at           job/finishing-rule.ts  decideFinish              "The finishing rule"
 //   a code job's DONE only on its reported push       job/decider.ts         requirePushedHead         "The finishing rule"
 //   lease durations, max attempts, free requeues      job/lease-policy.ts                              "Leases and liveness", "Attempts"
-//   rollback causes, verified push, cancelled run     job/decider.ts                                   "Attempts", "A verified push is
-//                                                                                                      finished, not redone", "Cancelling a running job"
+//   rollback causes, pause before the next claim,     job/decider.ts                                   "Attempts", "A verified push is
+//   verified push, cancelled run                                                                       finished, not redone", "Cancelling a running job"
 //   offers on gantry.dispatch.<kind>                  job/offer.ts           jobOfferFor
 //   24 h idempotency, 5 s coalescing, exclusion       run-queue/run-queue.ts routeEnqueue              "The run queue (enqueue)"
 //   a coalescing key's stream of opened jobs          run-queue/coalescing.ts

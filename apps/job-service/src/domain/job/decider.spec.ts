@@ -709,6 +709,12 @@ describe('job decider', () => {
       expect(after.freeRequeues).toBe(0);
     });
 
+    it('a claim before the pause has passed is refused, naming when the job may be claimed; from then on it is claimed', () => {
+      const history = [...running(), freeRollback(1, 30, 2)];
+      given(history).when(claim(31.5)).thenThrows(ErrorCode.PRECONDITION_FAILED, new RegExp(`may be claimed from ${at(32)}`));
+      given(history).when(claim(32)).then([claimed(2, 1, 32)]);
+    });
+
     it('after twenty free requeues in a row the next rollback spends the attempt after all', () => {
       const history: JobEvent[] = [enqueued({ maxAttempts: 1 })];
       for (let token = 1; token <= 20; token++) history.push(claimed(token, 1, token * 100), freeRollback(token, token * 100 + 10, 1));

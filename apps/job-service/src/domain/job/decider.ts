@@ -94,6 +94,7 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
         );
       }
       if (job.status !== 'QUEUED') throw refuse(ErrorCode.INVALID_TRANSITION, `job ${job.jobId} is ${job.status} and can no longer be claimed`);
+      requirePauseOver(job, d.now);
       const agentConfig = resolveConfig(job);
       return [
         {
@@ -485,6 +486,22 @@ function runStoppedAfterCancel(state: JobState, d: UnderLease & { facts: { cance
     throw refuse(ErrorCode.INVALID_TRANSITION, `the run of claim ${run.leaseToken} of job ${state.jobId} was already reported stopped at ${run.stoppedAt}`);
   }
   return { type: 'JobRunStopped', data: { jobId: state.jobId, runnerId: d.runnerId, leaseToken: d.leaseToken, stoppedAt: d.now } };
+}
+
+/**
+ * A job handed back without spending an attempt (cause RUNNER or DEPENDENCY) waits out its pause
+ * before any claim, not only before its offer: a claim that names it without an offer, or the poll of
+ * a claim without one, would otherwise take it straight back into the trouble it was handed back for
+ * (docs/jobs.md, "Attempts").
+ */
+function requirePauseOver(job: Job, now: string): void {
+  const notBefore = job.offerNotBefore ?? null;
+  if (notBefore === null || Date.parse(now) >= Date.parse(notBefore)) return;
+  throw refuse(
+    ErrorCode.PRECONDITION_FAILED,
+    `job ${job.jobId} was handed back ${job.freeRequeues} time${job.freeRequeues === 1 ? '' : 's'} in a row without spending an attempt and may be claimed from ${notBefore} on`,
+    { offerNotBefore: notBefore },
+  );
 }
 
 function requireStarted(job: Job, action: string): void {

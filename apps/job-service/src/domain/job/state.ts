@@ -110,6 +110,8 @@ export interface Job {
   unfinishedRun?: UnfinishedRunRecord | null;
   /** Requeues in a row that spent no attempt (the runner's or a dependency's fault): the pause before the next offer grows with them. */
   freeRequeues: number;
+  /** While queued after such a requeue: the end of its pause, before which the job is neither offered nor claimed. Absent in older states: read as `?? null`. */
+  offerNotBefore?: string | null;
   /** What the finishing attempt's verify found. */
   verification: { result: VerifyResult; headSha: string | null; planCheck: PlanCheck | null } | null;
   /** The claim a cancel revoked; `stoppedAt` once its runner confirmed its agent had stopped. */
@@ -177,6 +179,7 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
       pushedAt: null,
       verifiedPush: null,
       freeRequeues: 0,
+      offerNotBefore: null,
       verification: null,
       cancelledRun: null,
       taskStatus: null,
@@ -214,6 +217,7 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
         // a new attempt shows its own push, or the one it adopts at its start
         headSha: null,
         pushedAt: null,
+        offerNotBefore: null,
       };
     }
     case 'JobLeaseRenewed':
@@ -290,6 +294,7 @@ export function evolveJob(state: JobState, event: JobEvent): JobState {
             startedAt: null,
             unfinishedRun: unfinishedRunOf(state),
             freeRequeues: nextAttempt === d.attempt ? (state.freeRequeues ?? 0) + 1 : 0,
+            offerNotBefore: event.type === 'JobClaimRolledBack' ? (event.data.offerNotBefore ?? null) : null,
           }
         : {
             ...state,
