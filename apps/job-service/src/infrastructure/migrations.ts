@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { createIndexWhileWritten, jsonTextColumnsMigration, leaseSweepsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
+import { createIndexWhileWritten, indexWhileWrittenMigration, jsonTextColumnsMigration, leaseSweepsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
 
 /**
  * The read side of job-service. Each row keeps the folded aggregate (`state`) — the views are
@@ -320,19 +320,7 @@ export class JobServiceListingByStatus1782500000000 implements MigrationInterfac
  * docs/jobs.md, "Listing jobs"), where it walked the listing index through the jobs of every other
  * kind, all of them for a kind without jobs. Built while the service's replicas write.
  */
-export class JobServiceListingByKind1782600000000 implements MigrationInterface {
-  name = 'JobServiceListingByKind1782600000000';
-  /** CREATE INDEX CONCURRENTLY cannot run in a transaction. */
-  transaction = false;
-
-  async up(q: QueryRunner): Promise<void> {
-    await createIndexWhileWritten(q, 'jobs', 'jobs_by_kind', '(kind, enqueue_position)');
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX CONCURRENTLY IF EXISTS jobs_by_kind`);
-  }
-}
+export const JobServiceListingByKind1782600000000 = indexWhileWrittenMigration('JobServiceListingByKind1782600000000', 'jobs', 'jobs_by_kind', '(kind, enqueue_position)');
 
 /** The index that holds a branch for its open sprint run. */
 export const OPEN_RUN_PER_BRANCH = 'sprint_runs_open_branch';

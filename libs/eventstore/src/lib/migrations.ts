@@ -194,18 +194,32 @@ const CONCURRENT_INDEX_BYTES = 64 * 1024 * 1024;
  * of the database older than it to end, however unrelated (a backup's, another schema's), and a
  * service's start would wait with it.
  */
-export class EventLogOccurredAtIndex1783000000000 implements MigrationInterface {
-  name = 'EventLogOccurredAtIndex1783000000000';
-  /** CREATE INDEX CONCURRENTLY cannot run in a transaction. */
-  transaction = false;
+export const EventLogOccurredAtIndex1783000000000 = indexWhileWrittenMigration(
+  'EventLogOccurredAtIndex1783000000000',
+  'events',
+  'events_occurred_at',
+  'USING brin (occurred_at) WITH (autosummarize = on)',
+);
 
-  async up(q: QueryRunner): Promise<void> {
-    await createIndexWhileWritten(q, 'events', 'events_occurred_at', 'USING brin (occurred_at) WITH (autosummarize = on)');
-  }
+/**
+ * A migration that adds one index to a table the service goes on writing while it is built
+ * (createIndexWhileWritten: CONCURRENTLY, outside a transaction, on a large table), and drops it on
+ * the way down.
+ */
+export function indexWhileWrittenMigration(name: string, table: string, index: string, definition: string): MigrationClass {
+  return class implements MigrationInterface {
+    name = name;
+    /** CREATE INDEX CONCURRENTLY cannot run in a transaction. */
+    transaction = false;
 
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX CONCURRENTLY IF EXISTS events_occurred_at`);
-  }
+    async up(q: QueryRunner): Promise<void> {
+      await createIndexWhileWritten(q, table, index, definition);
+    }
+
+    async down(q: QueryRunner): Promise<void> {
+      await q.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index}`);
+    }
+  };
 }
 
 /**
