@@ -13,7 +13,7 @@ import {
   type WorktreeLeaseStatus,
 } from '@gantry/contracts';
 import { readAllPages, type CommandClient } from '@gantry/messaging';
-import type { RunnerLog } from './job-run.js';
+import { AGENT_OUTLIVED_ITS_KILL, runLogFields, type RunnerLog } from './job-run.js';
 import { originBranchHead } from '../infrastructure/worktrees/push-branch.js';
 import { pushReportKey } from '../infrastructure/job-service/job-lease-session.js';
 import { OrphanedAgentsLeft, removeRun, stopOrphanedAgents, type AgentLeft, type RecordedPush, type RunRecord } from './orphaned-agents.js';
@@ -98,7 +98,9 @@ async function settle(deps: SettlingDeps, progress: SettlingProgress): Promise<S
   const orphans = await stopOrphanedAgents(config.scratchDir, config.agentKillGraceMs, deps.abandon);
   for (const { run } of orphans) if (run) progress.claims.set(`${run.jobId}/${run.leaseToken}`, { jobId: run.jobId, leaseToken: run.leaseToken });
   for (const orphan of orphans) {
-    if (orphan.pid !== null) log.warn('stopped an agent left behind by an earlier run of this runner', { pid: orphan.pid, killed: orphan.killed, scratch: orphan.scratch });
+    if (orphan.pid !== null) log.warn('stopped an agent left behind by an earlier run of this runner', { pid: orphan.pid, killed: orphan.killed, groupGone: orphan.groupGone, scratch: orphan.scratch });
+    // Said as a run says it of its own agent: the claim and the worktree are settled all the same.
+    if (!orphan.groupGone) log.error(AGENT_OUTLIVED_ITS_KILL, { ...claimFieldsOf(orphan.run), agentPid: orphan.pid, scratch: orphan.scratch, earlierRun: true });
   }
   const held = await heldClaims(commands, config.runnerId, options);
   const runs = new Map<string, RunRecord>();
@@ -166,6 +168,13 @@ async function settle(deps: SettlingDeps, progress: SettlingProgress): Promise<S
   for (const orphan of orphans) await removeRun(orphan.scratch);
   for (const claim of settled) log.warn('settled a claim of an earlier run of this runner', { ...claim });
   return settled;
+}
+
+/** A run's log fields from its record; a record written before it kept the attempt and kind gives the claim alone. */
+function claimFieldsOf(run: RunRecord | null): Record<string, unknown> {
+  if (run === null) return { jobId: null, leaseToken: null };
+  const { jobId, leaseToken, attempt, kind } = run;
+  return attempt !== undefined && kind !== undefined ? runLogFields({ jobId, leaseToken, attempt, kind }) : { jobId, leaseToken };
 }
 
 /** How each request of the settling is sent: its try's timeout, retried until `retryUntil`, given up at `abandon`. */

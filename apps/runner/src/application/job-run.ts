@@ -45,6 +45,21 @@ import { jobWorkspaceOf, writesCode, type JobWorkspace } from './job-workspace.j
 import { recordAgentPid, recordRun, type RunRecord } from './orphaned-agents.js';
 import type { RunnerConfig } from './runner-config.js';
 
+/**
+ * The line of an agent whose processes outlived their SIGKILL (uninterruptible sleep): its claim and
+ * worktree are given back all the same. Said by a run, and by the settling of an earlier run's agents.
+ */
+export const AGENT_OUTLIVED_ITS_KILL = 'processes of the agent outlived their SIGKILL; the worktree is given back all the same';
+
+/** The fields of a run's log lines: its claim, and the correlation id its commands carry. */
+export function runLogFields(job: { jobId: string; attempt: number; leaseToken: number; kind: string }): Record<string, unknown> {
+  return { jobId: job.jobId, attempt: job.attempt, leaseToken: job.leaseToken, kind: job.kind, correlationId: runCorrelationId(job) };
+}
+
+export function runCorrelationId(job: { jobId: string; attempt: number }): string {
+  return `${job.jobId}-attempt-${job.attempt}`;
+}
+
 export interface RunnerLog {
   log(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
@@ -135,12 +150,12 @@ export class JobRun {
     private readonly deps: JobRunDependencies,
     private readonly shutdown: AbortSignal,
   ) {
-    const correlationId = `${job.jobId}-attempt-${job.attempt}`;
+    const correlationId = runCorrelationId(job);
     const abandon = deps.stopDeadline;
     this.session = new JobLeaseSession(deps.commands, deps.config.runnerId, job, { timeoutMs: deps.config.commandTimeoutMs, correlationId, abandon });
     this.worktrees = new WorktreeLeaseClient(deps.commands, { correlationId, tryTimeoutMs: deps.config.commandTimeoutMs, abandon });
-    this.fields = { jobId: job.jobId, attempt: job.attempt, leaseToken: job.leaseToken, kind: job.kind, correlationId };
-    this.runRecord = { jobId: job.jobId, leaseToken: job.leaseToken, worktreeLease: null, push: null };
+    this.fields = runLogFields(job);
+    this.runRecord = { jobId: job.jobId, leaseToken: job.leaseToken, attempt: job.attempt, kind: job.kind, worktreeLease: null, push: null };
   }
 
   /** The job was cancelled (its `JobCancelled` event, for this claim): stop the agent, report the stop, give the worktree back. */
@@ -334,7 +349,7 @@ export class JobRun {
       groupGone: result.groupGone,
       outputHeldOpen: result.outputHeldOpen,
     });
-    if (!result.groupGone) log.error('processes of the agent outlived their SIGKILL; the worktree is given back all the same', this.fields);
+    if (!result.groupGone) log.error(AGENT_OUTLIVED_ITS_KILL, this.fields);
     if (result.outputHeldOpen) {
       log.warn('a process outside the agent\'s process group (started in a new session) held its output open; the run did not wait for it', this.fields);
     }

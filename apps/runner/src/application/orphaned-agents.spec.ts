@@ -50,7 +50,7 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     const run = { jobId: 'job-00000000-0000-4000-8000-000000000001', leaseToken: 3, worktreeLease: { leaseId: '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11', token: 2 } };
     await recordRun(scratch, run);
     const found = await stopOrphanedAgents(root);
-    expect(found).toEqual([{ scratch, run, pid, killed: true }]);
+    expect(found).toEqual([{ scratch, run, pid, killed: true, groupGone: true }]);
     // the group is gone once the call returns: nothing of the agent can write any more (a zombie cannot)
     expect(processGroupRunning(pid)).toBe(false);
     await removeRun(scratch);
@@ -93,6 +93,24 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     }
   }, 60_000);
 
+  it('hands back an agent that outlives its SIGKILL for the whole kill grace (frozen) while the runner is not stopping, saying that its group is not gone', async () => {
+    const scratch = join(root, 'job-8-1');
+    await mkdir(scratch);
+    const pid = agent(['--mcp-config', join(scratch, 'mcp-config.json')]);
+    await recordAgentPid(scratch, pid);
+    const run = { jobId: 'job-00000000-0000-4000-8000-000000000008', leaseToken: 2, attempt: 1, kind: 'TASK_IMPLEMENTATION', worktreeLease: null };
+    await recordRun(scratch, run);
+    const frozen = await freezeProcessGroup(pid);
+    try {
+      const began = Date.now();
+      expect(await stopOrphanedAgents(root, 300)).toEqual([{ scratch, run, pid, killed: true, groupGone: false }]);
+      expect(Date.now() - began).toBeLessThan(5_000);
+      expect(processGroupRunning(pid)).toBe(true);
+    } finally {
+      await frozen.thaw();
+    }
+  }, 60_000);
+
   it("keeps credentials out of the run record: a push to a URL carrying them is refused and the record on disk stays as it was", async () => {
     const scratch = join(root, 'job-5-1');
     await mkdir(scratch);
@@ -118,7 +136,7 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     // a URL without credentials is recorded as it is, and read back by the next start
     const clean = { ...run, push: { ...push, repositoryUrl: 'https://git.example.com/app.git' } };
     await recordRun(scratch, clean);
-    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: clean, pid: null, killed: false }]);
+    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: clean, pid: null, killed: false, groupGone: true }]);
   });
 
   it('stops an agent whose pid was never recorded (the runner died right after spawning it), found by its command line', async () => {
@@ -126,7 +144,7 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     await mkdir(scratch);
     const pid = agent(['--mcp-config', join(scratch, 'mcp-config.json')]);
     const stranger = agent(['--mcp-config', join(root, 'job-4-10', 'mcp-config.json')]);
-    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: null, pid, killed: true }]);
+    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: null, pid, killed: true, groupGone: true }]);
     expect(processGroupRunning(pid)).toBe(false);
     // another directory's name that merely starts the same is not this one's
     expect(alive(stranger)).toBe(true);
@@ -137,7 +155,7 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     await mkdir(scratch);
     const stranger = agent(['--mcp-config', '/somewhere/else/mcp-config.json']);
     await recordAgentPid(scratch, stranger);
-    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: null, pid: stranger, killed: false }]);
+    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: null, pid: stranger, killed: false, groupGone: true }]);
     await new Promise((r) => setTimeout(r, 100));
     expect(alive(stranger)).toBe(true);
   });
@@ -146,7 +164,7 @@ describe('agents left behind by a runner killed with SIGKILL', () => {
     const scratch = join(root, 'job-3-1');
     await mkdir(scratch);
     await writeFile(join(scratch, 'payload.json'), '{}');
-    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: null, pid: null, killed: false }]);
+    expect(await stopOrphanedAgents(root)).toEqual([{ scratch, run: null, pid: null, killed: false, groupGone: true }]);
     expect(await stopOrphanedAgents(join(root, 'missing'))).toEqual([]);
   });
 });

@@ -12,6 +12,9 @@ export const RUN_RECORD_FILE = 'run.json';
 export interface RunRecord {
   jobId: string;
   leaseToken: number;
+  /** The claim's attempt and kind (absent in a record written before they were kept): what its log lines carry. */
+  attempt?: number;
+  kind?: string;
   worktreeLease: { leaseId: string; token: number } | null;
   /**
    * The push the run is making, written before it starts and again with its outcome (`pushed`) once
@@ -37,6 +40,11 @@ export interface OrphanedRun {
   pid: number | null;
   /** The agent was found alive and stopped. */
   killed: boolean;
+  /**
+   * Nothing of the agent is left. False when a process of its group outlived its SIGKILL for the whole
+   * kill grace (uninterruptible sleep): the claim is settled all the same, and the settling says so.
+   */
+  groupGone: boolean;
 }
 
 /** An agent of an earlier run not known to be gone, and the claim it worked under (null: its directory holds no run record). */
@@ -106,8 +114,13 @@ export async function stopOrphanedAgents(scratchDir: string, graceMs = 5_000, ab
     const recorded = pid !== null && (await commandLineNames(pid, scratch));
     const groups = recorded ? [pid] : await groupsNaming(scratch);
     let killed = false;
+    let groupGone = true;
     try {
-      for (const group of groups) killed = (await killGroupAndWait(group, graceMs, abandon)) || killed;
+      for (const group of groups) {
+        const stopped = await killGroupAndWait(group, graceMs, abandon);
+        killed = stopped.killed || killed;
+        groupGone = stopped.gone && groupGone;
+      }
     } catch (error) {
       if (!abandon?.aborted) throw error;
       const waitedFor = { scratch, pid: recorded ? pid : (groups[0] ?? pid) };
@@ -115,7 +128,7 @@ export async function stopOrphanedAgents(scratchDir: string, graceMs = 5_000, ab
       const left = await Promise.all([waitedFor, ...notReached].map(async (agent) => ({ ...agent, ...claimOf(await readRun(agent.scratch)) })));
       throw new OrphanedAgentsLeft(left, found);
     }
-    found.push({ scratch, run: await readRun(scratch), pid: recorded ? pid : (groups[0] ?? pid), killed });
+    found.push({ scratch, run: await readRun(scratch), pid: recorded ? pid : (groups[0] ?? pid), killed, groupGone });
   }
   return found;
 }
@@ -170,9 +183,9 @@ async function groupOf(pid: number): Promise<number | null> {
 /**
  * SIGKILL to the agent's process group (or the agent alone), then waits until nothing of it is left,
  * for `graceMs` at most; a process in uninterruptible sleep outlives its SIGKILL for as long as that
- * lasts. Throws when `abandon` aborts (the stop's deadline) before.
+ * lasts (`gone: false`). Throws when `abandon` aborts (the stop's deadline) before.
  */
-async function killGroupAndWait(pid: number, graceMs: number, abandon?: AbortSignal): Promise<boolean> {
+async function killGroupAndWait(pid: number, graceMs: number, abandon?: AbortSignal): Promise<{ killed: boolean; gone: boolean }> {
   let target = -pid;
   try {
     process.kill(target, 'SIGKILL');
@@ -181,7 +194,7 @@ async function killGroupAndWait(pid: number, graceMs: number, abandon?: AbortSig
     try {
       process.kill(target, 'SIGKILL');
     } catch {
-      return false;
+      return { killed: false, gone: true };
     }
   }
   const deadline = Date.now() + graceMs;
@@ -189,5 +202,5 @@ async function killGroupAndWait(pid: number, graceMs: number, abandon?: AbortSig
     // Rejects at once when the deadline aborts it.
     await delay(25, undefined, { signal: abandon });
   }
-  return true;
+  return { killed: true, gone: !processGroupRunning(pid) };
 }

@@ -19,7 +19,7 @@ import { CancellationWatch } from '../infrastructure/job-service/job-cancellatio
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
 import { Backoff } from './backoff.js';
 import { EarlierRunLeft, settleEarlierRun } from './earlier-run.js';
-import { JobRun, type JobRunOutcome } from './job-run.js';
+import { JobRun, runCorrelationId, type JobRunOutcome } from './job-run.js';
 import { RUNNER_CONFIG, stopMarginMs, type RunnerConfig } from './runner-config.js';
 import { takeScratchFolder } from './scratch-ownership.js';
 import { Slots } from './slots.js';
@@ -382,7 +382,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       leaseDurationMs: this.config.jobLeaseMs,
       idempotencyKey: deriveIdempotencyKey(`${this.config.runnerId}/claim`, { offer: jobOfferMessageId(offer) }),
     };
-    const options = { timeoutMs: this.config.commandTimeoutMs, correlationId: `${offer.jobId}-attempt-${offer.attempt}`, abandon: this.stopDeadline.signal };
+    const options = { timeoutMs: this.config.commandTimeoutMs, correlationId: runCorrelationId(offer), abandon: this.stopDeadline.signal };
     const giveUpAt = Date.now() + 3 * this.config.commandTimeoutMs;
     let mayBeWritten = false;
     let warned = false;

@@ -2,7 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { acquireWorktree, commandSubject, dispatchStreamName } from '@gantry/contracts';
-import { connectTestNats, eventually } from '@gantry/testing';
+import { connectTestNats, eventually, freezeProcessGroup, logRecordsOf } from '@gantry/testing';
 import { alive, E2eSystem } from './e2e-system.js';
 
 /*
@@ -367,6 +367,36 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
     expect(await eventsOf(keptId, 'JobLeaseExpired')).toEqual([]);
     await system.stopRunner('runner-k');
   }, 600_000);
+
+  it('a runner started again under its id whose earlier run\'s agent outlives its SIGKILL (frozen, as on a hung disk) says so, as a run says it of its own agent, and settles the claim all the same', async () => {
+    await system.startRunner('runner-outlived', { env: LONG_LEASES });
+    const run = code('restart-outlived', { behaviour: 'hang', heartbeatMs: 100 });
+    const jobId = await system.enqueue({ branch: run.branch, payload: run.payload });
+    await eventually(async () => (await lines(run.record)).some((l) => 'beat' in l), { what: 'the agent hanging', timeoutMs: 180_000 });
+    const pid = (await system.agentStarts(run.record))[0]!.pid;
+    await system.stopRunner('runner-outlived', 'SIGKILL');
+    const frozen = await freezeProcessGroup(pid);
+    try {
+      // Not stopping: the settling waits the kill grace for the group, then goes on without it.
+      const runner = await system.startRunner('runner-outlived', { env: { ...LONG_LEASES, GANTRY_AGENT_KILL_GRACE_MS: '1000' } });
+      const said = await eventually(
+        () => logRecordsOf(runner.output()).find((l) => l.message === 'processes of the agent outlived their SIGKILL; the worktree is given back all the same') ?? null,
+        { what: 'the outlived agent said', timeoutMs: 60_000 },
+      );
+      expect(said).toMatchObject({ level: 'error', jobId, attempt: 1, leaseToken: 1, kind: 'TASK_IMPLEMENTATION', correlationId: `${jobId}-attempt-1`, agentPid: pid, earlierRun: true });
+      const rolledBack = await eventually(async () => (await eventsOf(jobId, 'JobClaimRolledBack'))[0] ?? null, { what: 'the claim given back', timeoutMs: 60_000 });
+      expect(rolledBack).toMatchObject({ leaseToken: 1, cause: 'RUNNER' });
+      expect(alive(pid)).toBe(true);
+    } finally {
+      await frozen.thaw();
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // gone: the settling's SIGKILL took effect once it was thawed
+      }
+    }
+    await system.stopRunner('runner-outlived');
+  }, 300_000);
 
   it('two runners refuse to share a scratch folder: the second does not start, the first one\'s agent is untouched', async () => {
     const scratch = join(system.root, 'scratch', 'shared');
