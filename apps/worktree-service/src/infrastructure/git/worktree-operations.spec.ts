@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError } from '@gantry/contracts';
 import {
@@ -24,6 +24,14 @@ import { gitOnClone } from './workspace.js';
 
 const branch = 'feature/checkout';
 const now = new Date('2026-11-30T06:00:00.000Z');
+
+function lstatOrNullSync(at: string): ReturnType<typeof lstatSync> | null {
+  try {
+    return lstatSync(at);
+  } catch {
+    return null;
+  }
+}
 
 async function expectGantryError(promise: Promise<unknown>, code: string): Promise<GantryError> {
   const error = await promise.then(
@@ -826,6 +834,52 @@ describe('git worktrees of a lease, on real repositories', () => {
       expect(readFileSync(path.join(moved!, 'notes.txt'), 'utf8')).toBe('keep');
       expect(await quarantineOrphanDirectory(ws, { directory: 'empty-dir', now })).toBeNull();
       expect((await listWorktrees(ws)).orphanDirectories).toEqual([]);
+    });
+
+    it('keeps both of two orphans of one name moved to the quarantine in the same millisecond: the second gets a suffix, neither fails nor overwrites', async () => {
+      const quarantined = (name: string) => path.join(ws.root, 'quarantine', name);
+      // Directories: the second, moved onto the first's name, failed (not empty).
+      mkdirSync(path.join(ws.worktreesDir, 'twice'));
+      writeFileSync(path.join(ws.worktreesDir, 'twice', 'notes.txt'), 'first');
+      expect(await quarantineOrphanDirectory(ws, { directory: 'twice', now })).toBe(quarantined('twice-20261130T060000000Z'));
+      mkdirSync(path.join(ws.worktreesDir, 'twice'));
+      writeFileSync(path.join(ws.worktreesDir, 'twice', 'notes.txt'), 'second');
+      expect(await quarantineOrphanDirectory(ws, { directory: 'twice', now })).toBe(quarantined('twice-20261130T060000000Z-2'));
+      expect(readFileSync(quarantined('twice-20261130T060000000Z/notes.txt'), 'utf8')).toBe('first');
+      expect(readFileSync(quarantined('twice-20261130T060000000Z-2/notes.txt'), 'utf8')).toBe('second');
+      // Files: the second, moved onto the first's name, replaced it.
+      writeFileSync(path.join(ws.worktreesDir, 'stray'), 'first');
+      expect(await quarantineOrphanDirectory(ws, { directory: 'stray', now })).toBe(quarantined('stray-20261130T060000000Z'));
+      writeFileSync(path.join(ws.worktreesDir, 'stray'), 'second');
+      expect(await quarantineOrphanDirectory(ws, { directory: 'stray', now })).toBe(quarantined('stray-20261130T060000000Z-2'));
+      expect(readFileSync(quarantined('stray-20261130T060000000Z'), 'utf8')).toBe('first');
+      expect(readFileSync(quarantined('stray-20261130T060000000Z-2'), 'utf8')).toBe('second');
+      expect((await listWorktrees(ws)).orphanDirectories).toEqual([]);
+    });
+
+    it('gives two things set aside at once under one name in the same millisecond a name each: a key\'s directory past repair and an orphan of that name', async () => {
+      // The release of a key whose directory is a link (set aside whole) and the start's move of an
+      // orphan of the same name, at the same moment: one entry each in the quarantine, nothing replaced.
+      const target = path.join(fx.dir, 'elsewhere');
+      writeFileSync(target, 'the link\'s target');
+      symlinkSync(target, wt());
+      const [removed, moved] = await Promise.all([
+        removeWorktree(ws, { worktreeKey: key, now }),
+        (async () => {
+          // Made as soon as the link has gone: an orphan of the key's name, moved in the same millisecond.
+          for (let i = 0; i < 2000 && lstatOrNullSync(wt()) !== null; i++) await new Promise((r) => setImmediate(r));
+          mkdirSync(wt());
+          writeFileSync(path.join(wt(), 'notes.txt'), 'orphan');
+          return quarantineOrphanDirectory(ws, { directory: key, now });
+        })(),
+      ]);
+      expect(removed).toEqual({ removed: true });
+      const entries = readdirSync(path.join(ws.root, 'quarantine')).sort();
+      expect(entries).toEqual([`${key}-20261130T060000000Z`, `${key}-20261130T060000000Z-2`]);
+      expect(moved).toBe(path.join(ws.root, 'quarantine', entries[1]!));
+      expect(readFileSync(path.join(moved!, 'notes.txt'), 'utf8')).toBe('orphan');
+      expect(lstatSync(path.join(ws.root, 'quarantine', entries[0]!)).isSymbolicLink()).toBe(true);
+      expect(readFileSync(target, 'utf8')).toBe('the link\'s target');
     });
 
     it('refuses to quarantine a registered worktree or anything outside the worktrees directory', async () => {

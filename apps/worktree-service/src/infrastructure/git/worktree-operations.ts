@@ -1,4 +1,4 @@
-import { lstat, mkdir, readdir, realpath, rename, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, realpath, rename, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { deriveWorktreeKey, ErrorCode, GantryError, isLegacyWorktreeKey, rescueBranchName } from '@gantry/contracts';
 import { COMMITS_QUERY_ARGS, commitsQuery, isSha } from '@gantry/git';
@@ -603,7 +603,7 @@ function embeddedRepositories(status: string): string[] {
 async function setAsideEmbeddedRepositories(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, status: string, now: Date): Promise<boolean> {
   const repositories = embeddedRepositories(status);
   if (repositories.length === 0) return false;
-  const target = await quarantineFor(workspace, worktreeKey, now);
+  const target = await newQuarantineEntry(workspace, worktreeKey, now, 'directory');
   const moved: Array<{ from: string; to: string }> = [];
   for (const relative of repositories) {
     const from = path.join(worktreePath, relative);
@@ -621,14 +621,42 @@ async function setAsideEmbeddedRepositories(workspace: GitWorkspace, worktreePat
   return true;
 }
 
-/** A new `<root>/quarantine/<key>-<time>` (or `-2`, `-3` … when taken), not made yet. */
-async function quarantineFor(workspace: GitWorkspace, worktreeKey: string, now: Date): Promise<string> {
+/**
+ * A new entry `<root>/quarantine/<name>-<time>` (or `-2`, `-3` … when taken), made here and now — an
+ * empty directory, or an empty file for what is not a directory — so that nothing else moved there in
+ * the same millisecond, by this process or by a replica sharing the root, gets its name: a name only
+ * looked at and then moved onto was taken by both, and the second move failed (a directory onto one
+ * not empty, onto a link or a file) or replaced the first (a file or a link). What is moved there
+ * replaces the empty entry (rename). An entry of that name already there, a link too, is never followed.
+ */
+async function newQuarantineEntry(workspace: GitWorkspace, name: string, now: Date, as: 'directory' | 'file'): Promise<string> {
   const stamp = now.toISOString().replace(/[-:.]/g, '');
-  // Entries of the quarantine, not what one there leads to: a link moved there earlier is not followed.
   const quarantine = await resolveInsideRoot(workspace, 'quarantine');
-  let target = path.join(quarantine, `${worktreeKey}-${stamp}`);
-  for (let n = 2; await lstatOrNull(target); n++) target = path.join(quarantine, `${worktreeKey}-${stamp}-${n}`);
-  return target;
+  await mkdir(quarantine, { recursive: true });
+  for (let n = 1; ; n++) {
+    const entry = path.join(quarantine, n === 1 ? `${name}-${stamp}` : `${name}-${stamp}-${n}`);
+    try {
+      if (as === 'directory') await mkdir(entry);
+      else await (await open(entry, 'wx')).close();
+      return entry;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+}
+
+/** Moves `from` (a directory, a file or a link itself) to a new entry of the quarantine named after `name`; returns where. */
+async function moveToQuarantine(workspace: GitWorkspace, from: string, name: string, now: Date): Promise<string> {
+  const isDirectory = (await lstat(from)).isDirectory();
+  const to = await newQuarantineEntry(workspace, name, now, isDirectory ? 'directory' : 'file');
+  try {
+    await rename(from, to);
+  } catch (error) {
+    // The empty entry made for it goes again; what was to be moved stays where it was.
+    await (isDirectory ? rmdir(to) : rm(to, { force: true })).catch(() => undefined);
+    throw error;
+  }
+  return to;
 }
 
 /**
@@ -640,9 +668,7 @@ async function quarantineFor(workspace: GitWorkspace, worktreeKey: string, now: 
  */
 async function setAsideUnknownDirectory(workspace: GitWorkspace, worktreePath: string, worktreeKey: string, now: Date): Promise<void> {
   if (!(await lstatOrNull(worktreePath))) return;
-  const to = await quarantineFor(workspace, worktreeKey, now);
-  await mkdir(path.dirname(to), { recursive: true });
-  await rename(worktreePath, to);
+  const to = await moveToQuarantine(workspace, worktreePath, worktreeKey, now);
   workspace.onSetAside?.([{ from: worktreePath, to }]);
 }
 
@@ -842,8 +868,8 @@ async function pruneLocked(workspace: GitWorkspace, clonePath: string): Promise<
 
 /**
  * Moves a directory under `<root>/worktrees` that no shared clone knows as a worktree to
- * `<root>/quarantine/<name>-<timestamp>` — out of the way of the key, never deleted (it may hold
- * someone's work). An empty one is simply removed. A file or a symbolic link there is moved the same
+ * `<root>/quarantine/<name>-<timestamp>` (a suffix when taken: newQuarantineEntry) — out of the way
+ * of the key, never deleted (it may hold someone's work). An empty one is simply removed. A file or a symbolic link there is moved the same
  * way (the link itself: its target is neither followed nor touched); refused, it failed every start.
  * Returns where it went, or null.
  */
@@ -864,9 +890,5 @@ export async function quarantineOrphanDirectory(workspace: GitWorkspace, input: 
     await rmdir(orphan);
     return null;
   }
-  const quarantineDir = path.join(workspace.root, 'quarantine');
-  await mkdir(quarantineDir, { recursive: true });
-  const target = await resolveInsideRoot(workspace, path.join(quarantineDir, `${directory}-${now.toISOString().replace(/[-:.]/g, '')}`));
-  await rename(orphan, target);
-  return target;
+  return moveToQuarantine(workspace, orphan, directory, now);
 }
