@@ -5,6 +5,7 @@ import {
   acquireWorktree,
   deriveWorktreeKey,
   ErrorCode,
+  featureBranchFor,
   JobClaimRolledBack,
   JobFinished,
   listWorktreeLeases,
@@ -443,6 +444,55 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     await eventually(async () => (await world.count(`SELECT count(*) AS n FROM job_statuses WHERE job_id = $1 AND status = 'QUEUED'`, [jobId])) === 1, { what: "the job's status recorded as QUEUED" });
     expect((await release(grant)).status).toBe('released');
   });
+
+  it("a branch in the rescue folder of a key of the repository (gantry/rescue/<key>, or under it) is refused: that key's dirty release is still rescued, and its rescue branch never leased and moved; a product named rescue keeps its feature branches", async () => {
+    const clone = async () => clonePathFor(app.get(GIT_WORKSPACE), world.git.origin);
+    const outcome = (attempt: Promise<WorktreeLeaseGrant>) =>
+      attempt.then(
+        async (granted) => {
+          await release(granted);
+          return 'granted';
+        },
+        (error: { code?: string }) => error.code ?? String(error),
+      );
+    /** A dirty worktree of `branch` released: its changes go to gantry/rescue/<key>/<time>. */
+    const dirtyRelease = async (branch: string) => {
+      const grant = await acquire(await claimedJob(world), { branch });
+      writeFileSync(path.join(grant.path, 'README.md'), 'work to keep\n');
+      const status = await release(grant).then(
+        (answer) => answer.status,
+        (error: unknown) => String(error),
+      );
+      const row = (await world.db.query(`SELECT rescue_branch FROM worktree_leases WHERE lease_id = $1`, [grant.leaseId])).rows[0];
+      return { status, rescueBranch: (row?.rescue_branch ?? null) as string | null };
+    };
+    const holdsTheWork = async (rescueBranch: string | null) =>
+      rescueBranch !== null && git(await clone(), 'show', `${rescueBranch}:README.md`) === 'work to keep';
+
+    // A job that names a rescue branch itself: leased, its sync would move the branch to the base ref.
+    const first = await dirtyRelease('feature/rescued-then-named');
+    const rescuedAt = first.rescueBranch === null ? null : git(await clone(), 'rev-parse', first.rescueBranch);
+    const itself = first.rescueBranch === null ? 'no rescue' : await outcome(acquire(await claimedJob(world), { branch: first.rescueBranch }));
+    const unmoved = first.rescueBranch !== null && git(await clone(), 'rev-parse', first.rescueBranch) === rescuedAt && (await holdsTheWork(first.rescueBranch));
+
+    // gantry/rescue/<key>, leased, is made in the shared clone where the key's rescue branches go: git keeps no branch there.
+    const key = deriveWorktreeKey(world.git.origin, 'feature/rescued-in-its-folder');
+    const folder = await outcome(acquire(await claimedJob(world), { branch: `gantry/rescue/${key}` }));
+    const second = await dirtyRelease('feature/rescued-in-its-folder');
+
+    expect({ itself, unmoved, folder, second: { status: second.status, rescued: await holdsTheWork(second.rescueBranch) } }).toEqual({
+      itself: ErrorCode.INVALID_COMMAND,
+      unmoved: true,
+      folder: ErrorCode.INVALID_COMMAND,
+      second: { status: 'released', rescued: true },
+    });
+    expect(second.rescueBranch).toMatch(new RegExp(`^gantry/rescue/${key}/`));
+    // A product named rescue derives its feature branches under gantry/rescue/: leased as before.
+    for (const derived of [featureBranchFor({ productId: 'rescue', storyId: 'ST-7', taskId: null, jobId: 'job-x' }), featureBranchFor({ productId: 'rescue', storyId: null, taskId: null, jobId: await claimedJob(world) })]) {
+      expect(derived).toMatch(/^gantry\/rescue\//);
+      await release(await acquire(await claimedJob(world), { branch: derived }));
+    }
+  }, 120_000);
 
   it('a branch named gantry or gantry/rescue, the folders of the rescue branches, is refused: a dirty release of another key of the repository is still rescued', async () => {
     const attempts = await Promise.allSettled(['gantry', 'gantry/rescue'].map(async (reserved) => acquire(await claimedJob(world), { branch: reserved })));

@@ -3,7 +3,7 @@ import { defineCommand } from '../registry.js';
 import { ErrorCode, GantryError, isGantryError } from '../errors.js';
 import { CommandMetaSchema, NextCursorSchema, PageCursorSchema } from '../envelope.js';
 import { JobIdSchema, LeaseTokenSchema } from '../jobs/values.js';
-import { BaseRefSchema, LeasedBranchNameSchema, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
+import { BaseRefSchema, LeasedBranchNameSchema, rescueFolderProblem, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
 
 export const WorktreeLeaseIdSchema = z.uuid();
 /** The fencing token of a worktree lease: one higher at each grant for the same worktree key. */
@@ -64,6 +64,10 @@ export const AcquireWorktreeRequestSchema = CommandMetaSchema.extend({
   /** How long to wait in line for the lock; the service's default when absent. */
   lockTimeoutMs: LockTimeoutMsSchema.optional(),
   idempotencyKey: IdempotencyKeySchema,
+}).superRefine((request, ctx) => {
+  // Not a folder of the repository's rescue branches: only with the repository is that known.
+  const problem = rescueFolderProblem(request.repositoryUrl, request.branch);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['branch'], input: request.branch });
 });
 export type AcquireWorktreeRequest = z.infer<typeof AcquireWorktreeRequestSchema>;
 
@@ -101,6 +105,7 @@ export const acquireWorktree = defineCommand({
       { ...acquireExample, repositoryUrl: '/srv/git/shop.git', correlationId: 'corr-1' },
     ],
     invalid: [
+      { ...acquireExample, branch: 'gantry/rescue/shop-main-1a2b3c4d5e6f' },
       { ...acquireExample, branch: '--upload-pack=touch /tmp/pwned' },
       { ...acquireExample, branch: '-x' },
       { ...acquireExample, branch: '../../etc' },

@@ -279,6 +279,33 @@ export function leasedBranchProblem(name: string): string | null {
   return name === 'gantry' || name === 'gantry/rescue' ? `branch ${name} is a folder of the rescue branches (gantry/rescue/<worktree key>/<time>)` : null;
 }
 
+/**
+ * Why a branch cannot be leased in a repository although git would take it and no other repository's
+ * lease would be refused it: it is in the rescue folder of a key of that repository —
+ * `gantry/rescue/<key>`, or a branch under it — where the key's rescue branches (rescueBranchName) are
+ * made in the repository's shared clone. Leased, `gantry/rescue/<key>` was made there and every later
+ * rescue of the key failed ("'refs/heads/gantry/rescue/<key>' exists; cannot create …"), its release
+ * retried for ever with the key's lock held; a branch under it could be one of the key's rescue
+ * branches, which the lease's sync then moved to its starting point, away from the work it saved.
+ * A folder is taken for a key of the repository when it has a key's shape there
+ * (`<repository name>-<branch>-<12 hex digits>`, deriveWorktreeKey): the digest cannot be checked
+ * without the branch, so a name shaped so is refused whether or not its digest is one. The feature
+ * branches of a product named `rescue` (`gantry/rescue/story-…`, `task-…`, `job-…`: featureBranchFor)
+ * are leased as before, except in a repository whose name makes them a key's shape (named `story`,
+ * `task` or `job`).
+ */
+export function rescueFolderProblem(repositoryUrl: string, branch: string): string | null {
+  const [gantry, rescue, folder] = branch.split('/');
+  if (gantry !== 'gantry' || rescue !== 'rescue' || folder === undefined || !WorktreeKeySchema.safeParse(folder).success) return null;
+  const names = new Set([repositoryBaseName(canonicalRepositoryUrl(repositoryUrl)), repositoryBaseName(repositoryUrl)].map((name) => slug(name, 40)));
+  for (const name of names) {
+    if (new RegExp(`^${name}-[a-z0-9]+(?:-[a-z0-9]+)*-[0-9a-f]{12}$`).test(folder)) {
+      return `branch ${branch} is in the rescue folder of worktree key ${folder} of this repository (gantry/rescue/<worktree key>/<time>)`;
+    }
+  }
+  return null;
+}
+
 /** The rescue branch for a worktree's unsaved changes: `gantry/rescue/<key>/<UTC timestamp>`. */
 export function rescueBranchName(worktreeKey: WorktreeKey, at: Date): string {
   const stamp = at.toISOString().replace(/[-:]/g, '').replace('.', '');

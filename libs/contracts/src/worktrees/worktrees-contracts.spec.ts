@@ -11,6 +11,7 @@ import {
   repositoryCloneName,
   repositoryUrlProblem,
   rescueBranchName,
+  rescueFolderProblem,
   WorktreeKeySchema,
   worktreeEventContracts,
   worktreeLeaseEndedError,
@@ -196,6 +197,28 @@ describe('names on disk', () => {
     const name = rescueBranchName('shop-main-1a2b3c4d5e6f', new Date('2026-11-30T06:01:02.345Z'));
     expect(name).toBe('gantry/rescue/shop-main-1a2b3c4d5e6f/20261130T060102345Z');
     expect(branchNameProblem(name)).toBeNull();
+  });
+
+  it("refuses to lease a branch in the rescue folder of a key of the lease's repository, and only there", () => {
+    const url = 'https://github.com/acme/shop.git';
+    const key = deriveWorktreeKey(url, 'main');
+    for (const branch of [`gantry/rescue/${key}`, rescueBranchName(key, new Date('2026-11-30T06:01:02.345Z')), `gantry/rescue/${key}/anything`]) {
+      expect(rescueFolderProblem(url, branch)).toMatch(/rescue folder of worktree key/);
+      // With the repository as written otherwise too: one repository, one key.
+      expect(rescueFolderProblem('https://github.com/Acme/Shop', branch)).toMatch(/rescue folder of worktree key/);
+      expect(acquireWorktree.request.safeParse({ ...acquireWorktree.examples.valid[0], repositoryUrl: url, branch }).success).toBe(false);
+    }
+    // Another repository's key, a product named rescue's feature branches, a branch merely near the folder.
+    for (const branch of [
+      `gantry/rescue/${deriveWorktreeKey('https://github.com/acme/other.git', 'main')}`,
+      featureBranchFor({ productId: 'rescue', storyId: 'ST-7', taskId: null, jobId: 'job-0f1e2d3c-4b5a-4968-8776-655443322110' }),
+      featureBranchFor({ productId: 'rescue', storyId: null, taskId: 'T-1', jobId: 'job-0f1e2d3c-4b5a-4968-8776-655443322110' }),
+      featureBranchFor({ productId: 'rescue', storyId: null, taskId: null, jobId: 'job-0f1e2d3c-4b5a-4968-8776-655443322110' }),
+      `feature/gantry/rescue/${key}`,
+    ]) {
+      expect(rescueFolderProblem(url, branch)).toBeNull();
+      expect(acquireWorktree.request.safeParse({ ...acquireWorktree.examples.valid[0], repositoryUrl: url, branch }).success).toBe(true);
+    }
   });
 
   it('refuses worktree keys that could leave the worktrees directory', () => {
