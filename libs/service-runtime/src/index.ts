@@ -7,6 +7,7 @@ export * from './lib/transport/contexts.js';
 export * from './lib/transport/gantry-transport.js';
 export * from './lib/runtime.module.js';
 export * from './lib/bootstrap.js';
+export * from './lib/process-stop.js';
 export * from './lib/http.controllers.js';
 export * from './lib/metrics.js';
 export * from './lib/command-metadata.js';

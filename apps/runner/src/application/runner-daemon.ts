@@ -14,7 +14,7 @@ import {
   type SecretScrubber,
 } from '@gantry/contracts';
 import { Bus, CommandClient, isTransient } from '@gantry/messaging';
-import { componentLogger, holdHereIfAsked, Liveness, Readiness, SECRET_SCRUBBER, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
+import { componentLogger, holdHereIfAsked, Liveness, processStop, Readiness, SECRET_SCRUBBER, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
 import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
 import { Backoff } from './backoff.js';
@@ -59,6 +59,10 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private agentUnusable: string | null = null;
   private settled = false;
   private readonly shutdown = new AbortController();
+  /** When the stop began (epoch ms): the process's stop request (processStop), or the close when nothing asked first. */
+  private stopBegan: number | null = null;
+  private deadlineTimer: NodeJS.Timeout | null = null;
+  private readonly stopAsked = () => this.beginStop(processStop.requestedAt!);
   /** When a stop began: the moment its hand-backs and releases must be done by (epoch ms), else never. */
   private stopsBy = Infinity;
   /** Aborted at `stopsBy`: every command still waiting then is given up. */
@@ -109,6 +113,10 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       concurrency: this.config.concurrency,
       agentBin: this.config.agentBin,
     }, 'runner started');
+    // A SIGTERM stops the intake at once, not when the application's close reaches this runner: one
+    // that comes while the process still starts (or before this) leaves nothing claimed after it.
+    if (processStop.signal.aborted) this.beginStop(processStop.requestedAt!);
+    else processStop.signal.addEventListener('abort', this.stopAsked, { once: true });
     this.loops.push(
       // Ready once the intake is prepared (a job service that is not up yet does not make the runner
       // unready); no claim is made before the earlier run is settled (see handleOffer).
@@ -124,21 +132,19 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
    * up; the margin closes NATS and HTTP, each drain bounded by what is left of it.
    */
   async beforeApplicationShutdown(): Promise<void> {
-    const stopBegan = Date.now();
+    processStop.signal.removeEventListener('abort', this.stopAsked);
+    const stopBegan = this.beginStop(processStop.requestedAt ?? Date.now());
     const limitEndsAt = stopBegan + this.config.stopLimitMs;
     const margin = stopMarginMs(this.config.stopLimitMs);
-    this.stopsBy = limitEndsAt - margin;
-    const deadline = setTimeout(() => this.stopDeadline.abort(), this.stopsBy - stopBegan);
-    this.stopIntake('shutdown');
     // The intake's end (a pull, a settling of an earlier run in flight) does not hold back the runs' grace.
     const intakeEnded = Promise.all(this.loops).catch((error: unknown) => this.log.error({ error: this.scrub(String(error)) }, 'the intake ended with an error'));
     // What the deadline gives up still says what it left: the runs, and a settling of an earlier run.
     const slackMs = margin / 4;
     try {
-      await this.stopRuns(slackMs);
+      await this.stopRuns(stopBegan, slackMs);
       await pTimeout(intakeEnded, { milliseconds: Math.max(0, this.stopsBy + slackMs - Date.now()), fallback: () => undefined });
     } finally {
-      clearTimeout(deadline);
+      if (this.deadlineTimer !== null) clearTimeout(this.deadlineTimer);
       this.stopDeadline.abort();
       // Half the margin is kept for closing HTTP and exiting.
       await this.closeNats(limitEndsAt - margin / 2);
@@ -150,10 +156,11 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
    * the stop's deadline (and `slackMs` for the runs to say how they ended). A run still going then (an
    * agent's processes that outlived their SIGKILL hold it) leaves its claim to expire, logged and counted.
    */
-  private async stopRuns(slackMs: number): Promise<void> {
+  private async stopRuns(stopBegan: number, slackMs: number): Promise<void> {
     if (this.running.size === 0) return;
     this.log.info({ jobs: this.running.size, graceMs: this.config.shutdownGraceMs }, 'waiting for running jobs');
-    const settled = await pTimeout(Promise.all(this.running).then(() => true), { milliseconds: this.config.shutdownGraceMs, fallback: () => false });
+    const graceLeftMs = Math.max(0, stopBegan + this.config.shutdownGraceMs - Date.now());
+    const settled = await pTimeout(Promise.all(this.running).then(() => true), { milliseconds: graceLeftMs, fallback: () => false });
     if (settled) return;
     this.log.warn({ jobs: this.running.size }, 'grace period over; stopping agents and rolling claims back');
     this.shutdown.abort();
@@ -172,6 +179,20 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private async closeNats(closeBy: number): Promise<void> {
     const leftMs = Math.max(0, closeBy - Date.now());
     await Promise.all([pTimeout(this.cancellations.stop(), { milliseconds: leftMs, fallback: () => undefined }), this.bus.close(leftMs)]);
+  }
+
+  /**
+   * The stop begins once, at `at` — the SIGTERM's moment when the process was asked (processStop),
+   * else the application's close: no more offers, and its deadline (`stopsBy`, the process's stop limit
+   * less a margin) counted from then. Returns when it began.
+   */
+  private beginStop(at: number): number {
+    if (this.stopBegan !== null) return this.stopBegan;
+    this.stopBegan = at;
+    this.stopsBy = at + this.config.stopLimitMs - stopMarginMs(this.config.stopLimitMs);
+    this.deadlineTimer = setTimeout(() => this.stopDeadline.abort(), Math.max(0, this.stopsBy - Date.now()));
+    this.stopIntake('shutdown');
+    return at;
   }
 
   private stopIntake(why: string): void {

@@ -7,11 +7,13 @@ import { Logger, PinoLogger } from 'nestjs-pino';
 import type pino from 'pino';
 import { runRepublishCommand, type MaintenanceOutput } from './republish-command.js';
 import { runtimeOptionsOf, SERVICE_CONFIG } from './runtime.module.js';
-import type { ServiceConfig } from './config.js';
+import { shutdownGraceSetting, type ServiceConfig } from './config.js';
+import { processStop } from './process-stop.js';
 import { refuseWithoutToken } from './http-auth.js';
 import { bootLogger, nestBootLogger } from './logging.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { GantryExceptionFilter } from './transport/rpc-errors.filter.js';
+import { holdHereIfAsked } from './test-crash.js';
 
 export interface RunServiceOptions {
   /**
@@ -132,6 +134,23 @@ async function flushOutput(): Promise<void> {
   await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write('', () => resolve()))));
 }
 
+/** Closes the application (its shutdown hooks) and exits 0, or 1 when the close fails. */
+function closeAndExit(app: INestApplication, log: pino.Logger): void {
+  app.close().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      log.error({ error: String(error) }, 'shutdown failed');
+      process.exit(1);
+    },
+  );
+}
+
+/** GANTRY_SHUTDOWN_GRACE_MS as the runtime's settings read it; their default when it is not a valid value (the start then refuses it). */
+function shutdownGraceOf(env: NodeJS.ProcessEnv): number {
+  const read = shutdownGraceSetting().safeParse(env.GANTRY_SHUTDOWN_GRACE_MS);
+  return read.success ? read.data : shutdownGraceSetting().parse(undefined);
+}
+
 /** Listens on the port, or says which setting to change when the port or address cannot be had. */
 async function listening(app: INestApplication, port: number, host: string): Promise<void> {
   try {
@@ -160,8 +179,10 @@ export function startService(module: Type<unknown>, service: string, options: Ru
 /**
  * Starts a service: HTTP for health, readiness and commands. SIGTERM/SIGINT run the shutdown hooks
  * (stop taking commands, finish what is in flight, stop consumers and relay, close connections) and
- * exit 0; a shutdown that hangs past the grace period exits 1. With arguments, runs the maintenance
- * command they name instead and exits with its code.
+ * exit 0; a shutdown that hangs past the grace period, counted from the signal, exits 1. A signal
+ * during the start asks for the stop (processStop): the start goes on to its end without listening,
+ * and the stop follows at once. With arguments, runs the maintenance command they name instead and
+ * exits with its code.
  */
 export async function runService(module: Type<unknown>, service: string, options: RunServiceOptions = {}): Promise<INestApplication> {
   const [command, ...args] = process.argv.slice(2);
@@ -173,41 +194,44 @@ export async function runService(module: Type<unknown>, service: string, options
   }
   const boot = bootLogger(service);
   const log = boot.child({ context: 'runtime' });
-  let app: INestApplication;
-  let config: ServiceConfig;
-  try {
-    app = await createServiceApp(module, { ...options, bootLog: boot });
-    config = app.get<ServiceConfig>(SERVICE_CONFIG);
-    await listening(app, config.port, config.httpHost);
-    log.info({ port: config.port, host: config.httpHost }, 'listening');
-  } catch (error) {
-    log.fatal({ error: error instanceof Error ? error.message : String(error) }, 'service failed to start');
-    process.exit(1);
-  }
-  let stopping = false;
+  // Listened for before anything is started: a signal that comes while the service starts asks for its
+  // stop, which closes it once it has started, rather than killing it with the work its start began.
+  let started: INestApplication | null = null;
   const stop = (signal: NodeJS.Signals) => {
-    if (stopping) {
+    if (!processStop.request()) {
       // A second signal does not cut the stop short (its default action would kill the process with
       // work in flight): the grace period bounds it (docs/operations.md, "Stopping").
       log.warn({ signal }, 'already stopping; waiting for work in flight');
       return;
     }
-    stopping = true;
-    log.info({ signal }, 'stopping');
+    log.info({ signal, ...(started === null ? { starting: true } : {}) }, 'stopping');
+    // Counted from the signal, with the grace the settings will give (read again here: they may not be read yet).
+    const graceMs = shutdownGraceOf(process.env);
     const force = setTimeout(() => {
-      log.error({ graceMs: config.shutdownGraceMs }, 'shutdown took too long; exiting');
+      log.error({ graceMs }, 'shutdown took too long; exiting');
       process.exit(1);
-    }, config.shutdownGraceMs);
+    }, graceMs);
     force.unref();
-    app.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        log.error({ error: String(error) }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    if (started !== null) closeAndExit(started, log);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  let app: INestApplication;
+  try {
+    app = await createServiceApp(module, { ...options, bootLog: boot });
+    const config = app.get<ServiceConfig>(SERVICE_CONFIG);
+    // Test-only (GANTRY_TEST_HOLD_AT): a signal comes between the start-up hooks and the listening.
+    await holdHereIfAsked('runtime:listen');
+    // Asked to stop while it started: it does not listen, and is closed at once.
+    if (!processStop.signal.aborted) {
+      await listening(app, config.port, config.httpHost);
+      log.info({ port: config.port, host: config.httpHost }, 'listening');
+    }
+  } catch (error) {
+    log.fatal({ error: error instanceof Error ? error.message : String(error) }, 'service failed to start');
+    process.exit(1);
+  }
+  started = app;
+  if (processStop.signal.aborted) closeAndExit(app, log);
   return app;
 }

@@ -44,6 +44,8 @@ export interface RunnerOptions {
   concurrency?: number;
   kinds?: JobKind[];
   env?: Record<string, string>;
+  /** false: resolve as soon as the process runs, not once it is ready. */
+  waitReady?: boolean;
 }
 
 export interface EnqueueOptions {
@@ -143,6 +145,7 @@ export class E2eSystem {
     const runner = await startApp('runner', {
       schema: `${this.name}_runner`,
       naming: this.naming,
+      ...(options.waitReady === false ? { waitReady: false } : {}),
       env: {
         GANTRY_RUNNER_ID: id,
         GANTRY_RUNNER_CONCURRENCY: String(options.concurrency ?? 1),

@@ -231,6 +231,38 @@ describe('a runner stopped while it waits for agents its earlier run left, which
   }, 300_000);
 });
 
+describe('a runner sent SIGTERM while it starts', () => {
+  const system = new E2eSystem();
+  beforeAll(() => system.start(), 60_000);
+  afterAll(() => system.stop(), 60_000);
+
+  it('is not killed outright: from the SIGTERM on it claims nothing, its start ends, and it stops in order and exits 0', async () => {
+    const runnerId = 'runner-stop-at-start';
+    // Held after its start-up hooks (its intake taking offers) and before its HTTP listens.
+    const runner = await system.startRunner(runnerId, { waitReady: false, env: { GANTRY_TEST_HOLD_AT: 'runtime:listen', LOG_LEVEL: 'info' } });
+    await eventually(() => runner.output().includes('"testHold":"runtime:listen"'), { what: 'the start held before listening', timeoutMs: 60_000 });
+    await eventually(() => logRecordsOf(runner.output()).some((l) => l.message === 'runner started'), { what: 'the runner\'s intake started' });
+    runner.process.kill('SIGTERM');
+    const exited = () => runner.process.exitCode !== null || runner.process.signalCode !== null;
+    await eventually(() => exited() || logRecordsOf(runner.output()).some((l) => l.message === 'no longer taking offers'), { what: 'the intake stopped' });
+    expect({ exitCode: runner.process.exitCode, signal: runner.process.signalCode }).toEqual({ exitCode: null, signal: null });
+    // A job offered after the SIGTERM, while the start still goes on: not claimed.
+    const record = system.recordFile('stop-at-start');
+    const jobId = await system.enqueue({ branch: 'feat/stop-at-start', maxAttempts: 3, payload: { standIn: { behaviour: 'hang', heartbeatMs: 50, recordArgvTo: record } } });
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    runner.process.kill('SIGUSR2'); // the start goes on
+    await eventually(exited, { what: 'the runner exited', timeoutMs: 60_000 });
+    expect({ exitCode: runner.process.exitCode, signal: runner.process.signalCode }).toEqual({ exitCode: 0, signal: null });
+    system.runners.delete(runnerId);
+    const lines = logRecordsOf(runner.output());
+    expect(lines.find((l) => l.message === 'stopping')).toMatchObject({ signal: 'SIGTERM', starting: true });
+    expect(lines.filter((l) => l.message === 'job claimed' || l.message === 'listening')).toEqual([]);
+    expect((await system.events(jobId)).map((e) => e.type)).not.toContain('JobClaimed');
+    expect(await system.agentStarts(record)).toEqual([]);
+    await system.cancel(jobId);
+  }, 300_000);
+});
+
 describe('a runner stopped while NATS is frozen, or the job service is down', () => {
   // The runner reaches NATS through the proxy: blackholed, its connection stays open and nothing is answered.
   const { system, proxy: proxyOf } = systemBehindProxy({ jobServiceCutToo: false });
