@@ -291,8 +291,8 @@ export function leasedBranchProblem(name: string): string | null {
  * (`<repository name>-<branch>-<12 hex digits>`, deriveWorktreeKey): the digest cannot be checked
  * without the branch, so a name shaped so is refused whether or not its digest is one. The feature
  * branches of a product named `rescue` (`gantry/rescue/story-…`, `task-…`, `job-…`: featureBranchFor)
- * are leased as before, except in a repository whose name makes them a key's shape (named `story`,
- * `task` or `job`).
+ * are leased as before, except in a repository whose name makes them a key's shape (a name that, as
+ * a key spells it, starts such a folder: `story…`, `task…`, `job…`).
  */
 export function rescueFolderProblem(repositoryUrl: string, branch: string): string | null {
   const [gantry, rescue, folder] = branch.split('/');
