@@ -20,7 +20,11 @@
 // connections in pg_stat_activity every 20 ms), BENCH_ENV (extra job-service environment, e.g.
 // "GANTRY_GROUP_COMMIT=4x32"), BENCH_LOG_EVENTS (0: the rounds run on a log that already holds about
 // that many events of finished jobs, copies of a warm-up job's published long ago, and its views
-// those jobs, as a service's do after months of work), BENCH_LABEL (the results key, default lifecycle). Results: bench/results/<date>.json and .md.
+// those jobs, as a service's do after months of work), BENCH_LABEL (the results key, default lifecycle),
+// BENCH_STRACE=<file> (the job service's socket writes during each Gantry round's timed loop, traced
+// with `strace -f -yy` into <file>.<round>, counted per job by connection: PostgreSQL by
+// application_name — the pool, the relay — and NATS; a traced service is slow, so its timings mean
+// nothing, only the counts). Results: bench/results/<date>.json and .md.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -224,6 +228,7 @@ async function gantryRound(client, services, round) {
   const enqueueParts1 = await cpuByPart(servicePids);
   // CPU milliseconds per enqueue, by part (the offers that follow each enqueue included, as far as they kept up).
   const cpuMsPerEnqueue = Object.fromEntries(Object.keys(enqueueParts1).map((k) => [k, +(((enqueueParts1[k] - enqueueParts0[k]) * 1000) / jobs).toFixed(2)]));
+  const trace = process.env.BENCH_STRACE ? await startTrace(`${process.env.BENCH_STRACE}.${round}`, servicePids) : null;
   const cpu0 = cpuOf();
   const calls0 = readWriteCalls(servicePids);
   const parts0 = await cpuByPart(servicePids);
@@ -254,6 +259,7 @@ async function gantryRound(client, services, round) {
   const waits = process.env.BENCH_WAITS === '1' ? sampleWaits(loop) : null;
   await loop;
   const seconds = (performance.now() - t0) / 1000;
+  const socketWritesPerJob = trace ? await trace.stop(done) : undefined;
   const cpu = cpuOf() - cpu0;
   const calls = readWriteCalls(servicePids) - calls0;
   const parts1 = await cpuByPart(servicePids);
@@ -286,6 +292,38 @@ async function gantryRound(client, services, round) {
     ...inService,
     replicas,
     waits: waits ? await waits : undefined,
+    socketWritesPerJob,
+  };
+}
+
+/**
+ * Traces the socket writes of `pids` (BENCH_STRACE) until `stop(jobs)`, which returns them per job by
+ * connection. A PostgreSQL connection is named by its application_name (looked up by its client port
+ * while the trace runs), NATS by the server's port; anything else is "other".
+ */
+async function startTrace(file, pids) {
+  const tracer = spawn('strace', ['-f', '-yy', '-qq', '-e', 'trace=write,writev,sendto,sendmsg', '-s', '0', '-o', file, ...pids.flatMap((p) => ['-p', String(p)])], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  await new Promise((r) => setTimeout(r, 1500)); // attached to every thread
+  const pgPort = new URL(databaseUrl).port || '5432';
+  const natsPort = new URL(natsUrl).port || '4222';
+  return {
+    async stop(jobsDone) {
+      const { rows } = await db.query(`SELECT client_port, application_name FROM pg_stat_activity WHERE client_port IS NOT NULL`);
+      const byPort = new Map(rows.map((r) => [String(r.client_port), r.application_name]));
+      tracer.kill('SIGINT');
+      await new Promise((r) => tracer.once('exit', r));
+      const counts = {};
+      for (const line of readFileSync(file, 'utf8').split('\n')) {
+        const m = /(?:write|writev|sendto|sendmsg)\(\d+<TCP(?:v6)?:\[[^\]]*?:(\d+)->[^\]]*?:(\d+)\]>/.exec(line);
+        if (!m) continue;
+        const [, localPort, remotePort] = m;
+        const key = remotePort === pgPort ? `postgres ${byPort.get(localPort) ?? 'closed'}` : remotePort === natsPort ? 'nats' : 'other';
+        counts[key] = (counts[key] ?? 0) + 1;
+      }
+      return Object.fromEntries(Object.entries(counts).sort().map(([k, v]) => [k, +(v / jobsDone).toFixed(2)]));
+    },
   };
 }
 
