@@ -24,7 +24,8 @@
 // BENCH_STRACE=<file> (the job service's socket writes during each Gantry round's timed loop, traced
 // with `strace -f -yy` into <file>.<round>, counted per job by connection: PostgreSQL by
 // application_name — the pool, the relay — and NATS; a traced service is slow, so its timings mean
-// nothing, only the counts). Results: bench/results/<date>.json and .md.
+// nothing, only the counts; BENCH_STRACE_BYTES=<n> keeps each write's first n bytes in the file, to
+// tell the statements apart). Results: bench/results/<date>.json and .md.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -302,7 +303,7 @@ async function gantryRound(client, services, round) {
  * while the trace runs), NATS by the server's port; anything else is "other".
  */
 async function startTrace(file, pids) {
-  const tracer = spawn('strace', ['-f', '-yy', '-qq', '-e', 'trace=write,writev,sendto,sendmsg', '-s', '0', '-o', file, ...pids.flatMap((p) => ['-p', String(p)])], {
+  const tracer = spawn('strace', ['-f', '-yy', '-qq', '-e', 'trace=write,writev,sendto,sendmsg', '-s', process.env.BENCH_STRACE_BYTES ?? '0', '-o', file, ...pids.flatMap((p) => ['-p', String(p)])], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   await new Promise((r) => setTimeout(r, 1500)); // attached to every thread

@@ -31,6 +31,11 @@ async function publishedIds(bus: Bus): Promise<string[]> {
   return ids;
 }
 
+/** What a message of the relay's connection does to the outbox. */
+function relayMessage(text: string): string {
+  return text.startsWith('DELETE') ? (text.includes('SELECT') ? 'delete + read' : 'delete') : 'read';
+}
+
 describe('outbox relay', () => {
   const name = uniqueName('relay');
   const naming = testNaming(name);
@@ -77,14 +82,15 @@ describe('outbox relay', () => {
         return all.includes(first!.eventId) ? all : null;
       }, { what: 'the earlier position published after its late commit' });
       expect(ids.sort()).toEqual([first!.eventId, second!.eventId].sort());
-      expect(await relay.pending()).toBe(0);
+      // The last batch's rows go with a read made for them soon after (removeWithinMs).
+      await eventually(async () => (await relay.pending()) === 0, { what: 'the published rows deleted' });
     } finally {
       early.release();
       await relay.stop();
     }
   });
 
-  it('while it finds work it deletes a batch in the message that reads the next, and after a short batch it waits instead of reading again', async () => {
+  it('while it finds work it deletes a batch in the message that reads the next, and after a short batch it waits; that batch goes with a read made for it', async () => {
     const streams = Array.from({ length: 5 }, () => `job-${randomUUID()}`);
     for (const stream of streams) await store.append(stream, 0, Array.from({ length: 50 }, (_, i) => ({ type: 'Bulk', data: { i } })), { correlationId: 't' });
     const sent: string[] = [];
@@ -104,13 +110,41 @@ describe('outbox relay', () => {
     }
     expect((await publishedIds(bus)).length).toBe(250);
     const work = sent.filter((text) => text.includes('FROM outbox'));
-    // Batches of 100, 100 and 50: three reads, the first two batches deleted with the reads after them, the last on its own.
-    expect(work.map((text) => (text.startsWith('DELETE') ? (text.includes('SELECT') ? 'delete + read' : 'delete') : 'read'))).toEqual([
-      'read',
-      'delete + read',
-      'delete + read',
-      'delete',
-    ]);
+    // Batches of 100, 100 and 50: each deleted with the read after it, the last with a read made for it
+    // since no commit came (within removeWithinMs, not after the minute's poll).
+    expect(work.map(relayMessage)).toEqual(['read', 'delete + read', 'delete + read', 'delete + read']);
+  });
+
+  it('the rows of a short batch are deleted with the read the next commit wakes the relay for, never in a round trip of their own', async () => {
+    const sent: string[] = [];
+    const send = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client & { connectionParameters: { application_name?: string } }, ...args: unknown[]) {
+      if (this.connectionParameters.application_name === `gantry-relay-${name}`) sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? ''));
+      return (send as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof send;
+    // Neither the poll nor the bound comes within the test: only commits make the relay read.
+    const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 60_000, removeWithinMs: 60_000 });
+    const appended: string[] = [];
+    try {
+      relay.start();
+      await eventually(() => sent.some((text) => text.includes('FROM outbox')), { what: 'the relay\'s first look, at an empty outbox' });
+      for (let i = 0; i < 3; i++) {
+        const [event] = await store.append(`job-${randomUUID()}`, 0, [{ type: 'One', data: { i } }], { correlationId: 't' });
+        appended.push(event!.eventId);
+        relay.appended();
+        await eventually(async () => (await publishedIds(bus)).includes(event!.eventId), { what: `event ${i} published` });
+      }
+      // The last one's row waits for the next read; the earlier ones went with the reads after them.
+      expect(await relay.pending()).toBe(1);
+    } finally {
+      await relay.stop();
+      pg.Client.prototype.query = send;
+    }
+    expect(await relay.pending()).toBe(0);
+    expect(await publishedIds(bus)).toEqual(appended);
+    const work = sent.filter((text) => text.includes('FROM outbox'));
+    // The first look, then three commits and three reads; the last row deleted when the relay stops.
+    expect(work.map(relayMessage)).toEqual(['read', 'read', 'delete + read', 'delete + read', 'delete']);
   });
 
   it('publishes each stream in version order with the envelope and Nats-Msg-Id', async () => {
@@ -359,6 +393,54 @@ describe('outbox relay', () => {
     const { rows } = await pool.query<{ event_id: string }>('SELECT event_id FROM events ORDER BY position');
     expect(ids.length).toBe(total);
     expect(new Set(ids).size).toBe(total);
+    expect(new Set(ids)).toEqual(new Set(rows.map((r) => r.event_id)));
+  });
+
+  it('killed with SIGKILL while a short batch\'s published rows wait for the next read to delete them, then restarted: every event is in the stream exactly once', async () => {
+    const streams = Array.from({ length: 4 }, () => `job-${randomUUID()}`);
+    for (const stream of streams) await store.append(stream, 0, Array.from({ length: 5 }, (_, i) => ({ type: 'Few', data: { i } })), { correlationId: 't' });
+    const env = {
+      GANTRY_DATABASE_URL: testDatabaseUrl,
+      GANTRY_DB_SCHEMA: name,
+      GANTRY_CONTEXT: context,
+      GANTRY_SUBJECT_ROOT: naming.subjectRoot,
+      GANTRY_STREAM_PREFIX: naming.streamPrefix,
+    };
+    // A lock on one of the 20 rows: the relay publishes them in one batch short of full, and the read
+    // made to delete them waits on that row, which is where it is killed.
+    const holder = await pool.connect();
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM outbox WHERE position = (SELECT position FROM outbox ORDER BY position OFFSET 10 LIMIT 1) FOR UPDATE');
+    const first = startNodeProcess(relayEntry, env);
+    const stream = streamName(naming, context);
+    try {
+      await eventually(async () => (await bus.jsm.streams.info(stream)).state.messages === 20, { what: 'the short batch published', timeoutMs: 30_000 });
+      await eventually(async () => {
+        const { rows } = await pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM outbox%SELECT%'`,
+          [`gantry-relay-${name}`],
+        );
+        return rows.length === 1;
+      }, { what: 'the relay waiting to delete the short batch with its next read' });
+      await first.kill('SIGKILL');
+      await pool.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [`gantry-relay-${name}`]);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect(Number((await pool.query('SELECT count(*) FROM outbox')).rows[0].count)).toBe(20);
+    const second = startNodeProcess(relayEntry, env);
+    try {
+      await eventually(async () => Number((await pool.query('SELECT count(*) FROM outbox')).rows[0].count) === 0, {
+        what: 'the outbox drained after restart',
+        timeoutMs: 60_000,
+      });
+    } finally {
+      await second.kill('SIGTERM');
+    }
+    const ids = await publishedIds(bus);
+    const { rows } = await pool.query<{ event_id: string }>('SELECT event_id FROM events ORDER BY position');
+    expect(ids.length).toBe(20);
     expect(new Set(ids)).toEqual(new Set(rows.map((r) => r.event_id)));
   });
 

@@ -18,6 +18,12 @@ export interface RelayOptions {
   batchSize?: number;
   /** Fallback poll when no notification arrives (a notification can be lost on reconnect). */
   pollMs?: number;
+  /**
+   * How long the outbox rows of a batch short of full may stay after their publish was acknowledged
+   * (default 100 ms): they are deleted in the message of the next read, the one the next commit wakes
+   * the relay for, or one made for them when this has passed with no commit.
+   */
+  removeWithinMs?: number;
   /** How often a standby relay tries to become the active one. */
   standbyRetryMs?: number;
   /** Messages that follow from an event by itself, published with it (see Companion). */
@@ -189,10 +195,12 @@ export class OutboxRelay {
         while (this.running) {
           const moved = await this.drainOnce();
           // A batch short of full took everything committed when it was read; what committed since
-          // has woken the relay (`notified`), so only then is the outbox read again at once.
+          // has woken the relay (`notified`), so only then is the outbox read again at once. Its rows
+          // are deleted with the next read, not in a round trip of their own: under a stream of
+          // commits that read comes within milliseconds, and when none comes it is made for them.
           if (moved < this.batchSize && !this.notified) {
-            await this.removePublished();
-            await this.sleep(this.options.pollMs ?? 1000);
+            const pollMs = this.options.pollMs ?? 1000;
+            await this.sleep(this.toRemove.length > 0 ? Math.min(pollMs, this.options.removeWithinMs ?? 100) : pollMs);
           }
         }
         await this.removePublished();
@@ -280,7 +288,7 @@ export class OutboxRelay {
 
   /**
    * The next batch; the rows of the batch published before it are deleted in the same message, so
-   * a relay that keeps finding work makes one round trip per batch. (A message of two statements
+   * a relay makes one round trip per batch, whether it keeps finding work or is woken for each commit. (A message of two statements
    * takes the simple protocol, so the values are written in: integers only.) Published rows left in
    * the outbox by a crash are published again, and the duplicate window drops them.
    */
