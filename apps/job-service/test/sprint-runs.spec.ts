@@ -203,6 +203,34 @@ describe('sprint runs driven by job events and PR events', () => {
     expect(await eventsOfJobsOutsideSprintRuns(events, world.db)).toEqual(new Set([events[0]!.eventId, events[2]!.eventId]));
   });
 
+  it('a job once found in no sprint run is not asked about again (a job never changes run); a sprint job and an unknown job are asked about each time', async () => {
+    const plain = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', taskId: 'T-plain-kept', prompt: 'x', idempotencyKey: key('plain-kept') });
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-kept', productId: 'product-42', taskIds: ['T-10'], branch: 'sprint/SP-kept', prUrl: PR, idempotencyKey: key('sprint-kept'),
+    });
+    const [sprintJob] = await eventually(async () => {
+      const j = await sprintJobs(created.sprintRunId);
+      return j.length === 1 ? j : null;
+    }, { what: 'the sprint job' });
+    const eventsOf = (...streamIds: string[]) => streamIds.map((streamId) => ({
+      eventId: randomUUID(), type: 'JobFinished', schemaVersion: 1, streamId, streamVersion: 3, position: 1, occurredAt: new Date().toISOString(),
+      correlationId: 'c', causationId: null, idempotencyKey: null, actor: null, data: {},
+    }));
+    // The consumer's pool, its queries counted.
+    const queries: unknown[] = [];
+    const pool = world.db;
+    const counted = Object.create(pool, { query: { value: (...args: unknown[]) => (queries.push(args[0]), (pool.query as (...a: unknown[]) => unknown).apply(pool, args)) } }) as typeof pool;
+    const asked = async (events: ReturnType<typeof eventsOf>) => {
+      const before = queries.length;
+      const named = await eventsOfJobsOutsideSprintRuns(events, counted);
+      return { named: events.map((e) => named.has(e.eventId)), queries: queries.length - before };
+    };
+    expect(await asked(eventsOf(plain.jobId))).toEqual({ named: [true], queries: 1 });
+    expect(await asked(eventsOf(plain.jobId, plain.jobId))).toEqual({ named: [true, true], queries: 0 });
+    expect(await asked(eventsOf(sprintJob!.jobId, 'job-not-in-the-view-yet'))).toEqual({ named: [false, false], queries: 1 });
+    expect(await asked(eventsOf(sprintJob!.jobId, plain.jobId, 'job-not-in-the-view-yet'))).toEqual({ named: [false, true, false], queries: 1 });
+  });
+
   it("a run queues its tasks one after the other, in its order: the next only once the one before is done", async () => {
     const created = await world.client.request(createSprintRun, {
       sprintId: 'SP-seq', productId: 'product-42', taskIds: ['T-S1', 'T-S2', 'T-S3'], branch: 'sprint/SP-seq', idempotencyKey: key('sprint'),

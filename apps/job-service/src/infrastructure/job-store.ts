@@ -43,15 +43,30 @@ export async function inSprintRun(sql: Sql, jobId: string): Promise<boolean> {
   return rows.length === 0 || rows[0]!.sprint_run_id !== null;
 }
 
+/** Per pool (one service's schema), the jobs found in no sprint run, the latest OUTSIDE_SPRINT_RUNS_KEPT. */
+const jobsOutsideSprintRuns = new WeakMap<Sql, Set<string>>();
+const OUTSIDE_SPRINT_RUNS_KEPT = 10_000;
+
 /**
  * Of a batch of job events, those (their event ids) whose job belongs to no sprint run, by the jobs
  * view, in one query. A job's run is set when it is enqueued and never changes, so the answer holds
- * outside any transaction; a job not in the view yet is not named (its events are handled).
+ * outside any transaction, and a job once found in none is not asked about again: a job's later
+ * events (pushed, finished) cost no query. A job not in the view yet is not named (its events are
+ * handled), and a sprint job is asked about each time.
  */
 export async function eventsOfJobsOutsideSprintRuns(events: readonly EventEnvelope[], sql: Sql): Promise<Set<string>> {
-  const jobIds = [...new Set(events.map((e) => e.streamId))];
-  const { rows } = await sql.query<{ job_id: string }>(`SELECT job_id FROM jobs WHERE job_id = ANY($1) AND sprint_run_id IS NULL`, [jobIds]);
-  const outside = new Set(rows.map((r) => r.job_id));
+  let outside = jobsOutsideSprintRuns.get(sql);
+  if (!outside) jobsOutsideSprintRuns.set(sql, (outside = new Set()));
+  const unknown = [...new Set(events.map((e) => e.streamId))].filter((jobId) => !outside.has(jobId));
+  if (unknown.length > 0) {
+    const { rows } = await sql.query<{ job_id: string }>(`SELECT job_id FROM jobs WHERE job_id = ANY($1) AND sprint_run_id IS NULL`, [unknown]);
+    const found = new Set(rows.map((r) => r.job_id));
+    for (const jobId of found) outside.add(jobId);
+    for (const jobId of outside) {
+      if (outside.size <= OUTSIDE_SPRINT_RUNS_KEPT) break;
+      if (!found.has(jobId)) outside.delete(jobId);
+    }
+  }
   return new Set(events.filter((e) => outside.has(e.streamId)).map((e) => e.eventId));
 }
 
