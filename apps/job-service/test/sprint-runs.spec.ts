@@ -187,15 +187,21 @@ describe('sprint runs driven by job events and PR events', () => {
   const withReactionHeldBack = (jobId: string, type: string, body: () => Promise<void>) =>
     withHeldBack([{ streamId: jobId, type, consumer: 'job-service-sprint-runs-from-jobs' }], body);
 
-  it("of a batch of job events, those of jobs in no sprint run are named for skipping; a sprint job's and an unknown job's are not", async () => {
-    const plain = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', taskId: 'T-plain', prompt: 'x', idempotencyKey: key('plain') });
+  /** A job enqueued on its own and the job of a new sprint run of one task. */
+  async function aPlainAndASprintJob(name: string, taskId: string) {
+    const plain = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', taskId: `T-plain-${name}`, prompt: 'x', idempotencyKey: key(`plain-${name}`) });
     const created = await world.client.request(createSprintRun, {
-      sprintId: 'SP-skip', productId: 'product-42', taskIds: ['T-9'], branch: 'sprint/SP-skip', prUrl: PR, idempotencyKey: key('sprint'),
+      sprintId: `SP-${name}`, productId: 'product-42', taskIds: [taskId], branch: `sprint/SP-${name}`, prUrl: PR, idempotencyKey: key(`sprint-${name}`),
     });
     const [sprintJob] = await eventually(async () => {
       const j = await sprintJobs(created.sprintRunId);
       return j.length === 1 ? j : null;
     }, { what: 'the sprint job' });
+    return { plain, sprintJob };
+  }
+
+  it("of a batch of job events, those of jobs in no sprint run are named for skipping; a sprint job's and an unknown job's are not", async () => {
+    const { plain, sprintJob } = await aPlainAndASprintJob('skip', 'T-9');
     const events = [plain.jobId, sprintJob!.jobId, plain.jobId, 'job-not-in-the-view'].map((streamId) => ({
       eventId: randomUUID(), type: 'JobClaimed', schemaVersion: 1, streamId, streamVersion: 2, position: 1, occurredAt: new Date().toISOString(),
       correlationId: 'c', causationId: null, idempotencyKey: null, actor: null, data: {},
@@ -204,14 +210,7 @@ describe('sprint runs driven by job events and PR events', () => {
   });
 
   it('a job once found in no sprint run is not asked about again (a job never changes run); a sprint job and an unknown job are asked about each time', async () => {
-    const plain = await world.client.request(enqueueJob, { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', taskId: 'T-plain-kept', prompt: 'x', idempotencyKey: key('plain-kept') });
-    const created = await world.client.request(createSprintRun, {
-      sprintId: 'SP-kept', productId: 'product-42', taskIds: ['T-10'], branch: 'sprint/SP-kept', prUrl: PR, idempotencyKey: key('sprint-kept'),
-    });
-    const [sprintJob] = await eventually(async () => {
-      const j = await sprintJobs(created.sprintRunId);
-      return j.length === 1 ? j : null;
-    }, { what: 'the sprint job' });
+    const { plain, sprintJob } = await aPlainAndASprintJob('kept', 'T-10');
     const eventsOf = (...streamIds: string[]) => streamIds.map((streamId) => ({
       eventId: randomUUID(), type: 'JobFinished', schemaVersion: 1, streamId, streamVersion: 3, position: 1, occurredAt: new Date().toISOString(),
       correlationId: 'c', causationId: null, idempotencyKey: null, actor: null, data: {},

@@ -31,6 +31,17 @@ async function publishedIds(bus: Bus): Promise<string[]> {
   return ids;
 }
 
+/** Records the text of every message the relay of `schema` sends on its connection, until `restore`. */
+function recordRelayMessages(schema: string): { sent: string[]; restore: () => void } {
+  const sent: string[] = [];
+  const send = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client & { connectionParameters: { application_name?: string } }, ...args: unknown[]) {
+    if (this.connectionParameters.application_name === `gantry-relay-${schema}`) sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? ''));
+    return (send as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof send;
+  return { sent, restore: () => (pg.Client.prototype.query = send) };
+}
+
 /** What a message of the relay's connection does to the outbox. */
 function relayMessage(text: string): string {
   return text.startsWith('DELETE') ? (text.includes('SELECT') ? 'delete + read' : 'delete') : 'read';
@@ -93,12 +104,7 @@ describe('outbox relay', () => {
   it('while it finds work it deletes a batch in the message that reads the next, and after a short batch it waits; that batch goes with a read made for it', async () => {
     const streams = Array.from({ length: 5 }, () => `job-${randomUUID()}`);
     for (const stream of streams) await store.append(stream, 0, Array.from({ length: 50 }, (_, i) => ({ type: 'Bulk', data: { i } })), { correlationId: 't' });
-    const sent: string[] = [];
-    const send = pg.Client.prototype.query;
-    pg.Client.prototype.query = function (this: pg.Client & { connectionParameters: { application_name?: string } }, ...args: unknown[]) {
-      if (this.connectionParameters.application_name === `gantry-relay-${name}`) sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? ''));
-      return (send as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof send;
+    const { sent, restore } = recordRelayMessages(name);
     // Polling every minute: within this test only finding a full batch makes the relay read again.
     const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 60_000, batchSize: 100 });
     try {
@@ -106,7 +112,7 @@ describe('outbox relay', () => {
       await eventually(async () => (await relay.pending()) === 0, { what: 'the outbox drained' });
     } finally {
       await relay.stop();
-      pg.Client.prototype.query = send;
+      restore();
     }
     expect((await publishedIds(bus)).length).toBe(250);
     const work = sent.filter((text) => text.includes('FROM outbox'));
@@ -116,12 +122,7 @@ describe('outbox relay', () => {
   });
 
   it('the rows of a short batch are deleted with the read the next commit wakes the relay for, never in a round trip of their own', async () => {
-    const sent: string[] = [];
-    const send = pg.Client.prototype.query;
-    pg.Client.prototype.query = function (this: pg.Client & { connectionParameters: { application_name?: string } }, ...args: unknown[]) {
-      if (this.connectionParameters.application_name === `gantry-relay-${name}`) sent.push(typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? ''));
-      return (send as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof send;
+    const { sent, restore } = recordRelayMessages(name);
     // Neither the poll nor the bound comes within the test: only commits make the relay read.
     const relay = new OutboxRelay({ databaseUrl: testDatabaseUrl, pool, schema: name, bus, context, logger: quiet, pollMs: 60_000, removeWithinMs: 60_000 });
     const appended: string[] = [];
@@ -138,13 +139,17 @@ describe('outbox relay', () => {
       expect(await relay.pending()).toBe(1);
     } finally {
       await relay.stop();
-      pg.Client.prototype.query = send;
+      restore();
     }
     expect(await relay.pending()).toBe(0);
     expect(await publishedIds(bus)).toEqual(appended);
-    const work = sent.filter((text) => text.includes('FROM outbox'));
-    // The first look, then three commits and three reads; the last row deleted when the relay stops.
-    expect(work.map(relayMessage)).toEqual(['read', 'read', 'delete + read', 'delete + read', 'delete']);
+    // No delete of its own while the relay ran (the first look may still be under way when the first
+    // commit comes, and read it): each went with the read of a later commit, and the last row's when
+    // the relay stopped.
+    const work = sent.filter((text) => text.includes('FROM outbox')).map(relayMessage);
+    expect(work.slice(0, -1)).not.toContain('delete');
+    expect(work.filter((message) => message === 'delete + read').length).toBeGreaterThanOrEqual(2);
+    expect(work.at(-1)).toBe('delete');
   });
 
   it('publishes each stream in version order with the envelope and Nats-Msg-Id', async () => {
@@ -339,37 +344,37 @@ describe('outbox relay', () => {
     expect(failures).toEqual([expect.stringMatching(/could not make the companions.*no offer for this one/)]);
   });
 
-  it('killed with SIGKILL between publishing a batch and removing it from the outbox, then restarted: every event is in the stream exactly once', async () => {
-    const total = 3000;
-    for (let s = 0; s < 30; s++) {
-      const stream = `job-${randomUUID()}`;
-      await store.append(stream, 0, Array.from({ length: total / 30 }, (_, i) => ({ type: 'Bulk', data: { i } })), { correlationId: 't' });
-    }
+  /**
+   * Runs the relay on its own until it has published `published` events and waits, on a lock held on
+   * the outbox row at `lockedOffset`, to run a message like `deleting`; kills it there with SIGKILL and
+   * starts another. Returns what the stream and the outbox held between the two, the message ids in
+   * the stream once the outbox is empty again, and the events' ids.
+   */
+  async function killedWhileDeleting(options: { batch?: number; lockedOffset: number; published: number; deleting: string; what: string }) {
     const env = {
       GANTRY_DATABASE_URL: testDatabaseUrl,
       GANTRY_DB_SCHEMA: name,
       GANTRY_CONTEXT: context,
       GANTRY_SUBJECT_ROOT: naming.subjectRoot,
       GANTRY_STREAM_PREFIX: naming.streamPrefix,
-      GANTRY_RELAY_BATCH: '100',
+      ...(options.batch ? { GANTRY_RELAY_BATCH: String(options.batch) } : {}),
     };
-    // A lock on one outbox row of the eleventh batch: the relay publishes that batch and then waits
-    // to delete it, which is where it is killed.
+    const outboxRows = async () => Number((await pool.query('SELECT count(*) FROM outbox')).rows[0].count);
     const holder = await pool.connect();
     await holder.query('BEGIN');
     // (Not OFFSET … FOR UPDATE: that also locks the rows it skips.)
-    await holder.query('SELECT 1 FROM outbox WHERE position = (SELECT position FROM outbox ORDER BY position OFFSET 1050 LIMIT 1) FOR UPDATE');
+    await holder.query('SELECT 1 FROM outbox WHERE position = (SELECT position FROM outbox ORDER BY position OFFSET $1 LIMIT 1) FOR UPDATE', [options.lockedOffset]);
     const first = startNodeProcess(relayEntry, env);
     const stream = streamName(naming, context);
     try {
-      await eventually(async () => (await bus.jsm.streams.info(stream)).state.messages === 1100, { what: 'eleven batches published', timeoutMs: 30_000 });
+      await eventually(async () => (await bus.jsm.streams.info(stream)).state.messages === options.published, { what: `${options.published} events published`, timeoutMs: 30_000 });
       await eventually(async () => {
         const { rows } = await pool.query(
-          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM outbox%'`,
-          [`gantry-relay-${name}`],
+          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE $2`,
+          [`gantry-relay-${name}`, options.deleting],
         );
         return rows.length === 1;
-      }, { what: 'the relay waiting to remove the published batch' });
+      }, { what: options.what });
       await first.kill('SIGKILL');
       // The killed relay's session would still run its DELETE once the lock is free (the server
       // notices a dead client only when it next talks to it): end it, as if the DELETE never came.
@@ -378,70 +383,42 @@ describe('outbox relay', () => {
       await holder.query('ROLLBACK');
       holder.release();
     }
-    expect((await bus.jsm.streams.info(stream)).state.messages).toBe(1100);
-    expect(Number((await pool.query('SELECT count(*) FROM outbox')).rows[0].count)).toBe(total - 1000);
+    const streamHeld = (await bus.jsm.streams.info(stream)).state.messages;
+    const leftInOutbox = await outboxRows();
     const second = startNodeProcess(relayEntry, env);
     try {
-      await eventually(async () => Number((await pool.query('SELECT count(*) FROM outbox')).rows[0].count) === 0, {
-        what: 'the outbox drained after restart',
-        timeoutMs: 60_000,
-      });
+      await eventually(async () => (await outboxRows()) === 0, { what: 'the outbox drained after restart', timeoutMs: 60_000 });
     } finally {
       await second.kill('SIGTERM');
     }
-    const ids = await publishedIds(bus);
     const { rows } = await pool.query<{ event_id: string }>('SELECT event_id FROM events ORDER BY position');
-    expect(ids.length).toBe(total);
-    expect(new Set(ids).size).toBe(total);
-    expect(new Set(ids)).toEqual(new Set(rows.map((r) => r.event_id)));
+    return { streamHeld, leftInOutbox, ids: await publishedIds(bus), events: rows.map((r) => r.event_id) };
+  }
+
+  it('killed with SIGKILL between publishing a batch and removing it from the outbox, then restarted: every event is in the stream exactly once', async () => {
+    const total = 3000;
+    for (let s = 0; s < 30; s++) {
+      const stream = `job-${randomUUID()}`;
+      await store.append(stream, 0, Array.from({ length: total / 30 }, (_, i) => ({ type: 'Bulk', data: { i } })), { correlationId: 't' });
+    }
+    // A lock on one outbox row of the eleventh batch: the relay publishes that batch and then waits
+    // to delete it, which is where it is killed.
+    const killed = await killedWhileDeleting({ batch: 100, lockedOffset: 1050, published: 1100, deleting: 'DELETE FROM outbox%', what: 'the relay waiting to remove the published batch' });
+    expect(killed.streamHeld).toBe(1100);
+    expect(killed.leftInOutbox).toBe(total - 1000);
+    expect(killed.ids.length).toBe(total);
+    expect(new Set(killed.ids).size).toBe(total);
+    expect(new Set(killed.ids)).toEqual(new Set(killed.events));
   });
 
   it('killed with SIGKILL while a short batch\'s published rows wait for the next read to delete them, then restarted: every event is in the stream exactly once', async () => {
-    const streams = Array.from({ length: 4 }, () => `job-${randomUUID()}`);
-    for (const stream of streams) await store.append(stream, 0, Array.from({ length: 5 }, (_, i) => ({ type: 'Few', data: { i } })), { correlationId: 't' });
-    const env = {
-      GANTRY_DATABASE_URL: testDatabaseUrl,
-      GANTRY_DB_SCHEMA: name,
-      GANTRY_CONTEXT: context,
-      GANTRY_SUBJECT_ROOT: naming.subjectRoot,
-      GANTRY_STREAM_PREFIX: naming.streamPrefix,
-    };
+    for (let s = 0; s < 4; s++) await store.append(`job-${randomUUID()}`, 0, Array.from({ length: 5 }, (_, i) => ({ type: 'Few', data: { i } })), { correlationId: 't' });
     // A lock on one of the 20 rows: the relay publishes them in one batch short of full, and the read
     // made to delete them waits on that row, which is where it is killed.
-    const holder = await pool.connect();
-    await holder.query('BEGIN');
-    await holder.query('SELECT 1 FROM outbox WHERE position = (SELECT position FROM outbox ORDER BY position OFFSET 10 LIMIT 1) FOR UPDATE');
-    const first = startNodeProcess(relayEntry, env);
-    const stream = streamName(naming, context);
-    try {
-      await eventually(async () => (await bus.jsm.streams.info(stream)).state.messages === 20, { what: 'the short batch published', timeoutMs: 30_000 });
-      await eventually(async () => {
-        const { rows } = await pool.query(
-          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM outbox%SELECT%'`,
-          [`gantry-relay-${name}`],
-        );
-        return rows.length === 1;
-      }, { what: 'the relay waiting to delete the short batch with its next read' });
-      await first.kill('SIGKILL');
-      await pool.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [`gantry-relay-${name}`]);
-    } finally {
-      await holder.query('ROLLBACK');
-      holder.release();
-    }
-    expect(Number((await pool.query('SELECT count(*) FROM outbox')).rows[0].count)).toBe(20);
-    const second = startNodeProcess(relayEntry, env);
-    try {
-      await eventually(async () => Number((await pool.query('SELECT count(*) FROM outbox')).rows[0].count) === 0, {
-        what: 'the outbox drained after restart',
-        timeoutMs: 60_000,
-      });
-    } finally {
-      await second.kill('SIGTERM');
-    }
-    const ids = await publishedIds(bus);
-    const { rows } = await pool.query<{ event_id: string }>('SELECT event_id FROM events ORDER BY position');
-    expect(ids.length).toBe(20);
-    expect(new Set(ids)).toEqual(new Set(rows.map((r) => r.event_id)));
+    const killed = await killedWhileDeleting({ lockedOffset: 10, published: 20, deleting: 'DELETE FROM outbox%SELECT%', what: 'the relay waiting to delete the short batch with its next read' });
+    expect(killed.leftInOutbox).toBe(20);
+    expect(killed.ids.length).toBe(20);
+    expect(new Set(killed.ids)).toEqual(new Set(killed.events));
   });
 
   it('run on its own, takes the database bounds: a poll sent while PostgreSQL stops answering is given up, and once it answers the relay publishes again', async () => {
