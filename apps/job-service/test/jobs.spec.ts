@@ -1,16 +1,21 @@
 import type { INestApplication } from '@nestjs/common';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { randomUUID } from 'node:crypto';
 import {
+  acquireWorktree,
   cancelJob,
   claimJob,
   createSprintRun,
+  deriveWorktreeKey,
   dispatchStreamName,
   enqueueJob,
   ErrorCode,
   eventSubject,
   finishJob,
+  GantryError,
   getJob,
   getProduct,
+  getSprintRun,
   listJobs,
   logCommit,
   logImplementation,
@@ -18,6 +23,7 @@ import {
   renewJobLease,
   registerProduct,
   reportPush,
+  rescueBranchName,
   rollbackClaim,
   startJob,
   streamName,
@@ -137,6 +143,109 @@ describe('job service through the NATS command path', () => {
       });
       expect(Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n)).toBe(before);
       expect((await world.client.request(listJobs, { taskId: 'T-bad-branch' })).jobs).toHaveLength(0);
+    });
+
+    it("a branch in the rescue folder of a key of the product's repository (gantry/rescue/<key>, or under it) is refused INVALID_COMMAND by enqueue_job and create_sprint_run, naming it, and nothing is recorded", async () => {
+      const cloneUrl = 'https://github.com/acme/shop.git';
+      await registerProducts(world.client, ['product-rescue-folder'], { repository: 'acme/shop', cloneUrl });
+      const review = (branch?: string) => ({
+        kind: 'REVIEW' as const, productId: 'product-rescue-folder', taskId: 'T-rescue-folder', reason: 'rescue-folder',
+        agentProfile: { id: 'profile-reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000 }, idempotencyKey: key('review'), ...(branch ? { branch } : {}),
+      });
+      // A queued job a coalescible request could join.
+      const queued = await world.client.request(enqueueJob, review());
+      expect(queued.outcome).toBe('created');
+      const before = Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n);
+      const shopKey = deriveWorktreeKey(cloneUrl, 'main');
+      const refused = [
+        `gantry/rescue/${shopKey}`,
+        rescueBranchName(shopKey, new Date('2026-11-30T06:01:02.345Z')),
+        `gantry/rescue/${deriveWorktreeKey('https://github.com/Acme/Shop', 'feature/x')}/anything`,
+      ];
+      const outcomes: Record<string, unknown> = {};
+      const outcome = (attempt: Promise<{ outcome?: string; status?: string }>) =>
+        attempt.then((reply) => reply.outcome ?? reply.status, (error: { code?: string; message?: string }) => ({ code: error.code, message: error.message }));
+      for (const branch of refused) {
+        outcomes[branch] = {
+          enqueue: await outcome(enqueue({ productId: 'product-rescue-folder', taskId: 'T-rescue-folder', branch })),
+          coalescible: await outcome(world.client.request(enqueueJob, review(branch))),
+          sprint: await outcome(world.client.request(createSprintRun, { sprintId: 'SP-rescue-folder', productId: 'product-rescue-folder', taskIds: ['T-rescue-folder'], branch, idempotencyKey: key('sprint') })),
+        };
+      }
+      const refusal = (branch: string) => ({
+        code: ErrorCode.INVALID_COMMAND,
+        message: expect.stringMatching(new RegExp(`branch ${branch.replaceAll('/', '\\/')} is in the rescue folder of worktree key .* of this repository`)),
+      });
+      expect(outcomes).toEqual(Object.fromEntries(refused.map((branch) => [branch, { enqueue: refusal(branch), coalescible: refusal(branch), sprint: refusal(branch) }])));
+      // The worktree service refuses each of them the same way: queued, the job would be refused its worktree at every claim.
+      for (const branch of refused) expect(acquireWorktree.request.safeParse({ ...acquireWorktree.examples.valid[0], repositoryUrl: cloneUrl, branch }).success).toBe(false);
+      expect(Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n)).toBe(before);
+      expect((await world.client.request(listJobs, { taskId: 'T-rescue-folder' })).jobs.map((j) => j.jobId)).toEqual([queued.jobId]);
+      expect((await world.client.request(getJob, { jobId: queued.jobId })).payloads).toHaveLength(0);
+    });
+
+    it('a product named rescue gets at enqueue_job and create_sprint_run exactly the branches under gantry/rescue/ the worktree service leases it, derived or named', async () => {
+      const shop = 'https://github.com/acme/shop.git';
+      const job = 'https://github.com/acme/job.git';
+      await registerProducts(world.client, ['rescue'], { repository: 'acme/shop', cloneUrl: shop });
+      type Asked = { repositoryUrl: string; request: Partial<Parameters<typeof taskEnqueueRequest>[1]> } | { repositoryUrl: string; sprintBranch: string };
+      const asked: Asked[] = [
+        // in acme/shop: its derived branches (per story, per task, per job) and names beside them
+        { repositoryUrl: shop, request: { storyId: 'ST-7' } },
+        { repositoryUrl: shop, request: { storyId: undefined, taskId: 'T-1' } },
+        { repositoryUrl: shop, request: { storyId: undefined, taskId: undefined } },
+        { repositoryUrl: shop, request: { branch: 'gantry/rescue/story-st-7' } },
+        { repositoryUrl: shop, request: { branch: `gantry/rescue/${deriveWorktreeKey('https://github.com/acme/other.git', 'main')}` } },
+        { repositoryUrl: shop, sprintBranch: 'gantry/rescue/sprint-SP-1' },
+        // in a repository named job, a job id's branch has the shape of one of its keys
+        { repositoryUrl: job, request: { storyId: 'ST-7' } },
+        { repositoryUrl: job, request: { storyId: undefined, taskId: undefined } },
+        { repositoryUrl: job, request: { branch: 'gantry/rescue/job-0f1e2d3c-4b5a-4968-8776-655443322110' } },
+        { repositoryUrl: job, sprintBranch: 'gantry/rescue/sprint-SP-1' },
+        { repositoryUrl: job, sprintBranch: 'gantry/rescue/job-0f1e2d3c-4b5a-4968-8776-655443322110' },
+      ];
+      const seen: Array<{ branch: string; accepted: boolean; leasable: boolean }> = [];
+      const sprintRuns: string[] = [];
+      let at = shop;
+      for (const one of asked) {
+        if (one.repositoryUrl !== at) {
+          await world.client.request(updateProduct, { productId: 'rescue', changes: { repository: 'acme/job', cloneUrl: one.repositoryUrl }, idempotencyKey: key('update') });
+          at = one.repositoryUrl;
+        }
+        let branch: string;
+        let accepted: boolean;
+        try {
+          if ('sprintBranch' in one) {
+            branch = one.sprintBranch;
+            sprintRuns.push((await world.client.request(createSprintRun, { sprintId: `SP-${randomUUID().slice(0, 6)}`, productId: 'rescue', taskIds: ['T-sprint'], branch, idempotencyKey: key('sprint') })).sprintRunId);
+          } else {
+            const { jobId } = await enqueue({ productId: 'rescue', ...one.request });
+            branch = (await world.client.request(getJob, { jobId })).branch!;
+          }
+          accepted = true;
+        } catch (error) {
+          if (!(error instanceof GantryError) || error.code !== ErrorCode.INVALID_COMMAND) throw error;
+          branch = (error.details as { branch: string }).branch;
+          accepted = false;
+        }
+        const leasable = acquireWorktree.request.safeParse({ ...acquireWorktree.examples.valid[0], repositoryUrl: at, branch }).success;
+        seen.push({ branch, accepted, leasable });
+      }
+      // what the job service takes is what the worktree service leases
+      expect(seen.filter((s) => s.accepted !== s.leasable)).toEqual([]);
+      expect(seen.map((s) => s.accepted)).toEqual([true, true, true, true, true, true, true, false, false, true, false]);
+      expect(seen.map((s) => s.branch).slice(0, 3)).toEqual(['gantry/rescue/story-ST-7', 'gantry/rescue/task-T-1', expect.stringMatching(/^gantry\/rescue\/job-/)]);
+      expect(seen[7]!.branch).toMatch(/^gantry\/rescue\/job-/);
+      // The runs' jobs are not left queued for the polling claims of the tests after this one.
+      const sprintJobs = await eventually(async () => {
+        const { jobs } = await world.client.request(listJobs, { productId: 'rescue', kind: ['SPRINT_IMPLEMENTATION'], status: ['QUEUED'] });
+        return jobs.length === sprintRuns.length ? jobs : null;
+      }, { what: "each run's job queued" });
+      for (const { jobId } of sprintJobs) await world.client.request(cancelJob, { jobId, idempotencyKey: key('cancel') });
+      await eventually(async () => {
+        for (const sprintRunId of sprintRuns) if ((await world.client.request(getSprintRun, { sprintRunId })).status !== 'FAILED') return false;
+        return true;
+      }, { what: 'the runs failed by their cancelled jobs' });
     });
 
     it("an allowed tool the agent's command line cannot carry as one rule is refused INVALID_COMMAND at enqueue, and nothing is recorded", async () => {

@@ -107,7 +107,8 @@ export const EnqueueJobRequestSchema = CommandMetaSchema.extend({
   /**
    * The branch the work is committed and pushed to (its pull request's head); else the base ref. It is
    * the branch of the job's worktree lease, so it is held to the lease's names too (not a folder of the
-   * rescue branches).
+   * rescue branches; and, by the job service with its product's repository, not in the rescue folder
+   * of one of that repository's worktree keys: rescueFolderProblem).
    */
   branch: LeasedBranchNameSchema.optional(),
   /**

@@ -18,7 +18,9 @@ export const createSprintRun = defineCommand({
     taskIds: z.array(ExternalRefSchema).min(1).refine((ids) => new Set(ids).size === ids.length, 'task ids must be distinct'),
     /**
      * A branch name the worktree service and the runners accept (`branchNameProblem`, and not a folder of
-     * the rescue branches, `leasedBranchProblem`): its jobs work and push there.
+     * the rescue branches, `leasedBranchProblem`; nor, checked by the job service with the product's
+     * repository, in the rescue folder of one of its worktree keys, `rescueFolderProblem`): its jobs work
+     * and push there.
      */
     branch: LeasedBranchNameSchema,
     prUrl: z.url().optional(),

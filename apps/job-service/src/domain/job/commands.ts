@@ -53,7 +53,8 @@ export type JobCommand =
   | { type: 'EnqueueJob'; data: EnqueueJobData }
   | {
       type: 'CoalesceIntoJob';
-      data: { jobId: string; payload: JobPayload | null; prompt: string | null; idempotencyKey: string; requestHash: string; now: string };
+      /** `branch`: the one the request names (the job keeps its own); refused as an enqueue's would be. */
+      data: { jobId: string; payload: JobPayload | null; prompt: string | null; branch: string | null; idempotencyKey: string; requestHash: string; now: string };
     }
   | {
       type: 'ClaimJob';

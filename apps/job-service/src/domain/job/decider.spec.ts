@@ -1,4 +1,4 @@
-import { ErrorCode } from '@gantry/contracts';
+import { deriveWorktreeKey, ErrorCode } from '@gantry/contracts';
 import { DeciderSpecification } from '@gantry/eventstore/testing';
 import { validatesAgainstContract } from '../testing/contract-events.js';
 import {
@@ -18,6 +18,7 @@ import {
   leaseExpired,
   OTHER_BASE,
   OTHER_RUNNER,
+  PRODUCT,
   pushReported,
   RUNNER,
   started,
@@ -82,12 +83,25 @@ describe('job decider', () => {
     it('a job of a product nobody registered is refused with UNKNOWN_PRODUCT', () => {
       given([]).when(enqueueCommandFor(enqueued(), null)).thenThrows(ErrorCode.UNKNOWN_PRODUCT, /product-42 is not registered/);
     });
+
+    it("a job on a branch in the rescue folder of a key of its product's repository is refused INVALID_COMMAND, naming it; another repository's key is not", () => {
+      const folder = `gantry/rescue/${deriveWorktreeKey(PRODUCT.cloneUrl, 'main')}`;
+      given([]).when(enqueueCommandFor(enqueued({ branch: `${folder}/20261130T060102345Z` }))).thenThrows(ErrorCode.INVALID_COMMAND, /branch gantry\/rescue\/shop-main-[0-9a-f]{12}\/20261130T060102345Z is in the rescue folder/);
+      const elsewhere = enqueued({ branch: `gantry/rescue/${deriveWorktreeKey('https://github.com/acme/other.git', 'main')}` });
+      given([]).when(enqueueCommandFor(elsewhere)).then([elsewhere]);
+    });
   });
 
   describe('coalescing', () => {
     const coalesce = (atS: number): JobCommand => ({
       type: 'CoalesceIntoJob',
-      data: { jobId: JOB, payload: { comment: 'also the README' }, prompt: null, idempotencyKey: 'product-42/enqueue:c2', requestHash: HASH, now: at(atS) },
+      data: { jobId: JOB, payload: { comment: 'also the README' }, prompt: null, branch: null, idempotencyKey: 'product-42/enqueue:c2', requestHash: HASH, now: at(atS) },
+    });
+
+    it("a coalesced request naming a branch in the rescue folder of a key of the job's repository is refused INVALID_COMMAND", () => {
+      const named = coalesce(3);
+      const branch = `gantry/rescue/${deriveWorktreeKey(PRODUCT.cloneUrl, 'main')}`;
+      given([enqueued()]).when({ ...named, data: { ...named.data, branch } } as JobCommand).thenThrows(ErrorCode.INVALID_COMMAND, /is in the rescue folder of worktree key/);
     });
 
     it('a queued job takes a coalesced request and keeps both payloads', () => {

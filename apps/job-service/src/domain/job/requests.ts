@@ -102,6 +102,7 @@ export function coalesceIntoJobCommand(request: RequestOf<typeof enqueueJob>, co
       jobId: context.jobId,
       payload: request.payload ?? null,
       prompt: request.prompt ?? null,
+      branch: request.branch ?? null,
       idempotencyKey: request.idempotencyKey,
       requestHash: enqueueRequestHash(request),
       now: context.now,

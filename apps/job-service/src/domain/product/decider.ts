@@ -1,4 +1,4 @@
-import { canonicalJson, ErrorCode, GantryError, type ProductSettings } from '@gantry/contracts';
+import { canonicalJson, ErrorCode, GantryError, rescueFolderProblem, type ProductSettings } from '@gantry/contracts';
 import type { ProductCommand } from './commands.js';
 import type { ProductEvent } from './events.js';
 import { evolveProduct, initialProductState, productExists, type ProductState } from './state.js';
@@ -40,6 +40,19 @@ export function decideProduct(command: ProductCommand, state: ProductState): Pro
 /** The refusal of anything that names a product nobody registered. */
 export function unknownProduct(productId: string): GantryError {
   return new GantryError(ErrorCode.UNKNOWN_PRODUCT, `product ${productId} is not registered; register it with register_product first`, { productId });
+}
+
+/**
+ * The refusal of a branch the worktree service would not lease in the product's repository
+ * (`repositoryUrl`, its clone URL): one in the rescue folder of a worktree key of that repository
+ * (rescueFolderProblem, the worktree service's own check). Queued, a job on it would be refused its
+ * worktree at every claim until its attempts ran out. `request`: the command, as a refusal of its
+ * request names it (`jobs.enqueue_job`).
+ */
+export function unleasableBranch(repositoryUrl: string, branch: string, request: string): GantryError | null {
+  const problem = rescueFolderProblem(repositoryUrl, branch);
+  if (problem === null) return null;
+  return new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${request} request: branch: ${problem}`, { branch }, [{ path: ['branch'], message: problem, code: 'custom' }]);
 }
 
 export const productDecider = { initialState: initialProductState, decide: decideProduct, evolve: evolveProduct };

@@ -1,4 +1,4 @@
-import { ErrorCode } from '@gantry/contracts';
+import { deriveWorktreeKey, ErrorCode } from '@gantry/contracts';
 import { DeciderSpecification } from '@gantry/eventstore/testing';
 import { validatesAgainstContract } from '../testing/contract-events.js';
 import { PRODUCT } from '../testing/job-fixtures.js';
@@ -93,6 +93,11 @@ describe('sprint run decider', () => {
 
   it('a sprint run of a product nobody registered is refused with UNKNOWN_PRODUCT', () => {
     given([]).when(cmd.create(null)).thenThrows(ErrorCode.UNKNOWN_PRODUCT, /product-42/);
+  });
+
+  it("a sprint run on a branch in the rescue folder of a key of its product's repository is refused INVALID_COMMAND, naming it", () => {
+    const branch = `gantry/rescue/${deriveWorktreeKey(PRODUCT.cloneUrl, 'sprint/SP-7')}`;
+    given([]).when({ ...cmd.create(), data: { ...(cmd.create().data as object), branch } } as SprintRunCommand).thenThrows(ErrorCode.INVALID_COMMAND, /branch gantry\/rescue\/shop-sprint-sp-7-[0-9a-f]{12} is in the rescue folder/);
   });
 
   it("the product's and the sprint's configuration overrides are kept with the run and handed to every job of it, at creation and at a resume", () => {

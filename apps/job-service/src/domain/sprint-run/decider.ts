@@ -1,5 +1,5 @@
 import { ErrorCode, failedChecksNamed, firstWithin, GantryError } from '@gantry/contracts';
-import { unknownProduct } from '../product/decider.js';
+import { unknownProduct, unleasableBranch } from '../product/decider.js';
 import type { SprintRunCommand } from './commands.js';
 import { sprintRunEffects, type SprintRunEffect } from './effects.js';
 import type { SprintRunEvent } from './events.js';
@@ -19,6 +19,9 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
     if (sprintRunExists(state)) throw refuse(ErrorCode.INVALID_TRANSITION, `sprint run ${d.sprintRunId} already exists`);
     if (d.taskIds.length === 0) throw refuse(ErrorCode.PRECONDITION_FAILED, `sprint run ${d.sprintRunId} has no tasks to run`);
     if (d.product === null) throw unknownProduct(d.productId);
+    // Its jobs' worktree leases are of this branch: one the worktree service refuses is refused here.
+    const unleasable = unleasableBranch(d.product.cloneUrl, d.branch, 'jobs.create_sprint_run');
+    if (unleasable) throw unleasable;
     return [
       {
         type: 'SprintRunCreated',
