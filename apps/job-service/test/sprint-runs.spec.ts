@@ -25,6 +25,7 @@ import {
   returnTasksToTodo,
   startJob,
   streamName,
+  updateProduct,
   type JobView,
 } from '@gantry/contracts';
 import { consumerCaughtUp, eventIdOf, eventually, handledByConsumer, relayed } from '@gantry/testing';
@@ -358,6 +359,23 @@ describe('sprint runs driven by job events and PR events', () => {
     const again = await eventually(async () => (await sprintJobs(created.sprintRunId)).find((j) => j.status === 'QUEUED') ?? null, { what: "the resume's job" });
     const regrant = await claimed(again, 'runner-cfg-2');
     expect({ agentConfig: regrant.agentConfig, effort: regrant.effort }).toEqual(expected);
+  });
+
+  it("a run whose branch its product's repository came to refuse (the clone URL changed: the branch is now in the rescue folder of one of its keys) fails its next task naming the branch, rather than queue a job no worktree is leased to", async () => {
+    await registerProducts(world.client, ['product-moved'], { repository: 'acme/shop', cloneUrl: 'https://github.com/acme/shop.git', prStrategy: 'SPRINT' });
+    // In acme/shop a branch like any other; in acme/moved the rescue folder of a key of that repository.
+    const branch = 'gantry/rescue/moved-main-0123456789ab';
+    const created = await world.client.request(createSprintRun, { sprintId: 'SP-moved', productId: 'product-moved', taskIds: ['T-m1', 'T-m2'], branch, idempotencyKey: key('sprint') });
+    const first = await queuedJobOf(created.sprintRunId, 'T-m1');
+    await world.client.request(updateProduct, { productId: 'product-moved', changes: { repository: 'acme/moved', cloneUrl: 'https://github.com/acme/moved.git' }, idempotencyKey: key('update') });
+    await pushHead(first, 'runner-moved', branch, sha('7'));
+    const failed = await eventually(async () => {
+      const now = await run(created.sprintRunId);
+      return now.status === 'FAILED' ? now : null;
+    }, { what: 'the run FAILED' });
+    expect(failed.failure).toMatchObject({ reason: 'TASK_FAILED', taskId: 'T-m2', error: expect.stringContaining(`branch ${branch} is in the rescue folder of worktree key moved-main-0123456789ab`) });
+    expect((await sprintJobs(created.sprintRunId)).map((j) => [j.taskId, j.status])).toEqual([['T-m1', 'DONE']]);
+    expect((await world.db.query(`SELECT count(*) AS n FROM dead_letters`)).rows[0].n).toBe('0');
   });
 
   it('cancel while RUNNING → CANCELLED, its jobs cancelled and the open tasks back to TO_DO', async () => {

@@ -5,7 +5,7 @@ import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, ret
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
 import { CommandClient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
-import { jobDecider, nextSprintJob, sprintRunEffects, type SprintConfigOverrides, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
+import { jobDecider, nextSprintJob, sprintRunDecider, sprintRunEffects, type SprintConfigOverrides, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
 import { loadSprintRun } from '../infrastructure/job-store.js';
 import { sprintRunEventTypes } from '../infrastructure/projections.js';
 import { enqueueJobRequest } from './run-queue.js';
@@ -53,25 +53,45 @@ export class SprintRunEffects {
         );
         const job = nextSprintJob(effect, current, rows.map((r) => r.task_id));
         if (job === null) return;
-        await enqueueJobRequest(
-          this.store,
-          {
-            kind: 'SPRINT_IMPLEMENTATION',
-            productId: effect.productId,
-            sprintId: effect.sprintId,
-            sprintRunId: effect.sprintRunId,
-            taskId: job.taskId,
-            prompt: `Implement task ${job.taskId} of sprint ${effect.sprintId} on branch ${effect.branch}.`,
-            // The sprint branch, started from the product's target branch when it does not exist yet.
-            branch: effect.branch,
-            ...(job.payload ? { payload: job.payload } : {}),
-            ...configOverridesOf(effect.configOverrides),
-            idempotencyKey: job.idempotencyKey,
-            excludeFromCoalescing: true,
-          },
-          metadata,
-          sql,
-        );
+        try {
+          await enqueueJobRequest(
+            this.store,
+            {
+              kind: 'SPRINT_IMPLEMENTATION',
+              productId: effect.productId,
+              sprintId: effect.sprintId,
+              sprintRunId: effect.sprintRunId,
+              taskId: job.taskId,
+              prompt: `Implement task ${job.taskId} of sprint ${effect.sprintId} on branch ${effect.branch}.`,
+              // The sprint branch, started from the product's target branch when it does not exist yet.
+              branch: effect.branch,
+              ...(job.payload ? { payload: job.payload } : {}),
+              ...configOverridesOf(effect.configOverrides),
+              idempotencyKey: job.idempotencyKey,
+              excludeFromCoalescing: true,
+            },
+            metadata,
+            sql,
+          );
+        } catch (error) {
+          // A refusal no retry changes — the run's branch, taken at its creation, is one the product's
+          // repository as it is now refuses (its clone URL changed: docs/jobs.md, "Branches") — fails the
+          // task, and the run with it, naming why; a resume asks again.
+          if (!(error instanceof GantryError && error.code === ErrorCode.INVALID_COMMAND)) throw error;
+          this.log.warn({ sprintRunId: effect.sprintRunId, taskId: job.taskId, code: error.code, error: error.message, causationId: cause.eventId }, "a sprint job's enqueue was refused: its task fails");
+          await handleWithDecider(this.store, {
+            decider: sprintRunDecider,
+            streamId: effect.sprintRunId,
+            command: {
+              type: 'RecordSprintTaskFailed',
+              data: { sprintRunId: effect.sprintRunId, taskId: job.taskId, jobId: null, error: error.message, superseded: false, now: this.store.clock().toISOString() },
+            },
+            metadata,
+            idempotency: { scope: 'jobs.sprint_run_effect', key: `enqueue-refused:${cause.eventId}:${job.taskId}`, request: { taskId: job.taskId } },
+            reply: () => ({ taskId: job.taskId }),
+            within: sql,
+          });
+        }
         return;
       }
       case 'CANCEL_SPRINT_JOBS': {

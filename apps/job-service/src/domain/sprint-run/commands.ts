@@ -43,7 +43,8 @@ export type SprintRunCommand =
        * `superseded`: the run has a newer job for the task, which a resume queued because this one had
        * ended: the resume answered this failure, whenever it is handled.
        */
-      data: { sprintRunId: string; taskId: string; jobId: string; error: string; superseded: boolean; now: string };
+      /** `jobId`: null when the task's job could not be queued at all (its enqueue refused). */
+      data: { sprintRunId: string; taskId: string; jobId: string | null; error: string; superseded: boolean; now: string };
     }
   | {
       type: 'RecordMergeConflict';
