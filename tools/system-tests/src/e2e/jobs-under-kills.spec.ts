@@ -193,7 +193,9 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
   it('a push verified and reported, then the job service and the runner die before the finish: the next claim finishes it — DONE, pushed once, the agent run once', async () => {
     await system.stopJobService('SIGKILL');
     await system.startJobService({ GANTRY_TEST_CRASH_AFTER_COMMIT: 'report_push' });
-    await system.startRunner('runner-p');
+    // A lease long enough for the runner's restart to hand the claim back before it runs out, the job
+    // service having resumed it at its own start: at a load of 11, restarting both took more than 10 s.
+    await system.startRunner('runner-p', { env: { GANTRY_JOB_LEASE_MS: '30000' } });
     const run = code('pushed-then-lost', { behaviour: 'commit', files: { 'src/pushed.ts': 'pushed\n' } });
     const jobId = await system.enqueue({ branch: run.branch, payload: run.payload, maxAttempts: 1 });
     // the job service dies right after committing the push report, before answering it
