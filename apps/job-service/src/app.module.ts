@@ -11,6 +11,7 @@ import { ProductCommandHandlers } from './application/product-commands.js';
 import { JobQueries } from './application/queries.js';
 import { SprintRunCommandHandlers } from './application/sprint-run-commands.js';
 import { SprintRunEffects } from './application/sprint-run-effects.js';
+import { SprintRunRequests } from './application/sprint-run-requests.js';
 import { SprintRunReactions } from './application/sprint-run-reactions.js';
 import { jobServiceMigrations } from './infrastructure/migrations.js';
 import { jobServiceProjections } from './infrastructure/projections.js';
@@ -30,7 +31,7 @@ import { jobServiceProjections } from './infrastructure/projections.js';
     }),
   ],
   // Entry points: commands (@CommandHandler) and durable consumers (@DurableConsumer).
-  controllers: [ProductCommandHandlers, JobCommandHandlers, JobQueries, SprintRunCommandHandlers, AgentReportHandlers, JobOffers, SprintRunReactions, SprintRunEffects],
+  controllers: [ProductCommandHandlers, JobCommandHandlers, JobQueries, SprintRunCommandHandlers, AgentReportHandlers, JobOffers, SprintRunReactions, SprintRunEffects, SprintRunRequests],
   providers: [ClaimPicker, LeaseExpirySweep, OfferSweep],
 })
 export class AppModule {}

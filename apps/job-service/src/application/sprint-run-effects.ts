@@ -1,9 +1,8 @@
 import { Controller, Inject } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type pg from 'pg';
-import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, returnTasksToTodo, type AgentConfigOverride, type EventEnvelope } from '@gantry/contracts';
+import { ErrorCode, GantryError, type AgentConfigOverride, type EventEnvelope } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
-import { CommandClient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { jobDecider, nextSprintJob, sprintRunDecider, sprintRunEffects, type SprintConfigOverrides, type SprintRunEffect, type SprintRunEvent } from '../domain/index.js';
 import { loadSprintRun } from '../infrastructure/job-store.js';
@@ -14,7 +13,8 @@ import { OWN_EVENTS_DURABLE } from './durables.js';
 /**
  * The effect processor of sprint runs (docs/architecture.md, "Effects are data"). A durable consumer of the service's own
  * stream reads each sprint-run event, recomputes the effects it requests (pure: `sprintRunEffects`)
- * and carries them out. Every effect is idempotent by a key derived from the sprint run and the
+ * and carries out those of its own service (its jobs queued and cancelled); the requests to other
+ * services are SprintRunRequests'. Every effect is idempotent by a key derived from the sprint run and the
  * effect — the sprint job's key, the cancelling event and job — so a redelivery or a replay enqueues
  * and cancels nothing twice.
  */
@@ -23,16 +23,13 @@ export class SprintRunEffects {
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
-    @Inject(CommandClient) private readonly client: CommandClient,
     @InjectPinoLogger('sprint-run-effects') private readonly log: PinoLogger,
   ) {}
 
   @DurableConsumer({ name: 'job-service-sprint-run-effects', source: 'jobs', durable: OWN_EVENTS_DURABLE, types: sprintRunEventTypes })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     if (!sprintRunEventTypes.includes(envelope.type as SprintRunEvent['type'])) return;
-    const { run: before } = await loadSprintRun(this.store, envelope.streamId, sql, envelope.streamVersion - 1);
-    const effects = sprintRunEffects({ type: envelope.type, data: envelope.data } as SprintRunEvent, before ?? { status: 'ABSENT' });
-    for (const effect of effects) await this.execute(effect, envelope, sql);
+    for (const effect of await effectsOf(this.store, envelope, sql)) await this.execute(effect, envelope, sql);
   }
 
   private async execute(effect: SprintRunEffect, cause: EventEnvelope, sql: pg.PoolClient): Promise<void> {
@@ -131,54 +128,11 @@ export class SprintRunEffects {
         }
         return;
       }
-      case 'MARK_PR_READY_FOR_REVIEW': {
-        if (effect.repository === null) {
-          this.log.warn({ sprintRunId: effect.sprintRunId }, 'a sprint run created before products names no repository; its pull request is not made ready');
-          return;
-        }
-        // The pr-service's command, keyed by the completing event: a redelivery asks once.
-        const request = {
-          repository: effect.repository,
-          branch: effect.branch,
-          sprintRunId: effect.sprintRunId,
-          idempotencyKey: deriveIdempotencyKey('sprint-run', { markPrReady: cause.eventId }),
-          ...metadata,
-        };
-        try {
-          const reply = await this.client.request(markPrReadyForReview, request, { timeoutMs: 10_000 });
-          this.log.info({ sprintRunId: effect.sprintRunId, pullRequestId: reply.pullRequestId, phase: reply.phase }, 'sprint run done: its pull request is made ready for review');
-        } catch (error) {
-          if (error instanceof GantryError && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE)) {
-            throw new RetryLater(`the pr-service did not answer mark_pr_ready_for_review (${error.code})`, 2000);
-          }
-          throw error;
-        }
+      case 'MARK_PR_READY_FOR_REVIEW':
+      case 'RETURN_TASKS_TO_TODO':
+        // Requests to other services, carried out by SprintRunRequests on their own: waiting here for a
+        // service that does not answer would hold back (and roll back) the run's own effects.
         return;
-      }
-      case 'RETURN_TASKS_TO_TODO': {
-        // The workflow engine owns tasks and their place on a workflow: it takes each one it knows back
-        // to its workflow's start step (docs/workflow-engine.md, AC-T1). Keyed by the cancelling event.
-        const request = {
-          sprintRunId: effect.sprintRunId,
-          taskIds: effect.taskIds,
-          idempotencyKey: deriveIdempotencyKey('sprint-run', { returnTasksToTodo: cause.eventId }),
-          ...metadata,
-        };
-        try {
-          const reply = await this.client.request(returnTasksToTodo, request, { timeoutMs: 10_000 });
-          this.log.info({
-            sprintRunId: effect.sprintRunId,
-            returned: reply.returned.map((r) => r.taskId),
-            unknownTaskIds: reply.unknownTaskIds,
-          }, 'sprint run cancelled: its open tasks are back at their start step');
-        } catch (error) {
-          if (error instanceof GantryError && (error.code === ErrorCode.TIMEOUT || error.code === ErrorCode.UNAVAILABLE)) {
-            throw new RetryLater(`the workflow engine did not answer return_tasks_to_todo (${error.code})`, 2000);
-          }
-          throw error;
-        }
-        return;
-      }
       case 'RAISE_QUESTION':
         // Owned by another context (questions); no command for it exists yet.
         // The request stays in the log (the event that asked for it) for the owner to consume.
@@ -188,6 +142,12 @@ export class SprintRunEffects {
         return assertNever(effect);
     }
   }
+}
+
+/** The effects a sprint-run event requests, from the run as it was before the event (pure: `sprintRunEffects`). */
+export async function effectsOf(store: EventStore, envelope: EventEnvelope, sql: pg.PoolClient): Promise<SprintRunEffect[]> {
+  const { run: before } = await loadSprintRun(store, envelope.streamId, sql, envelope.streamVersion - 1);
+  return sprintRunEffects({ type: envelope.type, data: envelope.data } as SprintRunEvent, before ?? { status: 'ABSENT' });
 }
 
 /**
