@@ -313,6 +313,22 @@ describe('job service through the NATS command path', () => {
       expect(job.payloads).toEqual([{ comment: 1 }, { comment: 2 }]);
     });
 
+    it('a request naming another branch than the queued job works on is not coalesced into it: each job works on the branch it was asked for', async () => {
+      const on = (branch: string | undefined, n: number) => ({ ...review('branch_asked', { n }), ...(branch === undefined ? {} : { branch }) });
+      const first = await enqueue(on('review/one', 1));
+      const second = await enqueue(on('review/two', 2));
+      expect(first.outcome).toBe('created');
+      expect(second).toMatchObject({ outcome: 'created', status: 'QUEUED' });
+      expect(second.jobId).not.toBe(first.jobId);
+      expect((await world.client.request(getJob, { jobId: second.jobId })).payloads).toEqual([{ n: 2 }]);
+      // the same branch joins its job; a request naming none (a REVIEW works on no branch then) joins neither
+      expect(await enqueue(on('review/two', 3))).toMatchObject({ jobId: second.jobId, outcome: 'coalesced' });
+      const none = await enqueue(on(undefined, 4));
+      expect(none.outcome).toBe('created');
+      expect([first.jobId, second.jobId]).not.toContain(none.jobId);
+      expect((await world.client.request(getJob, { jobId: first.jobId })).payloads).toEqual([{ n: 1 }]);
+    });
+
     it('a request that would run with other settings than the queued job (its configuration, or a product updated meanwhile) is not coalesced into it: each job runs as it was asked', async () => {
       await registerProducts(world.client, ['product-co-settings']);
       const asked = (model: string, n: number) => ({ ...review('settings_changed', { n }), productId: 'product-co-settings', configOverrides: { product: { model, maxTurns: 10 + n } } });

@@ -140,6 +140,7 @@ export function runQueueRequest(request: RequestOf<typeof enqueueJob>, context: 
         maxAttempts: request.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
       }));
     },
+    branchAs: (jobId) => workBranchOf(request, jobId),
     now: context.now,
   };
 }

@@ -59,6 +59,7 @@ export function runQueueEntry(job: Job): RunQueueEntry {
     enqueuedAt: job.enqueuedAt,
     idempotencyKeys: job.idempotencyKeys,
     inputBytes: jobInputBytes(job.prompts, job.payloads),
+    branch: job.workBranch,
     // Worked out when read: only a job the request could otherwise join is asked.
     get runsWith() {
       return runSettingsOf({

@@ -30,6 +30,7 @@ function entry(over: Partial<RunQueueEntry> = {}): RunQueueEntry {
     idempotencyKeys: [{ key: 'product-42/queue_run:k1', requestHash: HASH_A, at: at(0) }],
     inputBytes: 100,
     runsWith: SETTINGS,
+    branch: null,
     ...over,
   };
 }
@@ -45,6 +46,7 @@ function request(over: Partial<RunQueueRequest> = {}): RunQueueRequest {
     requestHash: HASH_B,
     inputBytes: 100,
     runsWith: SETTINGS,
+    branchAs: () => null,
     now: at(1000),
     ...over,
   };
@@ -134,6 +136,17 @@ describe('the run queue', () => {
     it('settings that resolve alike are the same settings: the request joins the job', () => {
       const spelledOtherwise = asked({ configOverrides: { sprint: { model: 'claude-sonnet-4-6' }, job: { maxTurns: 60 } } });
       expect(routeEnqueue(request({ runsWith: runSettingsOf(spelledOtherwise) }), [entry()])).toEqual({ outcome: 'coalesced', jobId: entry().jobId });
+    });
+
+    it('a request joins only a job on the branch it would work on as that job', () => {
+      const onBranch = (branch: string | null) => request({ branchAs: () => branch });
+      expect(routeEnqueue(onBranch('review/two'), [entry({ branch: 'review/one' })])).toEqual({ outcome: 'created' });
+      expect(routeEnqueue(onBranch(null), [entry({ branch: 'review/one' })])).toEqual({ outcome: 'created' });
+      expect(routeEnqueue(onBranch('review/one'), [entry({ branch: null })])).toEqual({ outcome: 'created' });
+      expect(routeEnqueue(onBranch('review/one'), [entry({ branch: 'review/one' })])).toEqual({ outcome: 'coalesced', jobId: entry().jobId });
+      // a branch derived from the job: the request would work on the job's own
+      const derived = request({ branchAs: (jobId) => `gantry/product-42/${jobId}` });
+      expect(routeEnqueue(derived, [entry({ branch: `gantry/product-42/${entry().jobId}` })])).toEqual({ outcome: 'coalesced', jobId: entry().jobId });
     });
 
     it('a request without an agent profile is never coalesced', () => {

@@ -33,6 +33,8 @@ export interface RunQueueEntry {
   inputBytes: number;
   /** How the job runs (runSettingsOf): a request joins it only when it would run the same way. */
   runsWith: string;
+  /** The branch the job works on, as its enqueue named or derived it (null: none). */
+  branch: string | null;
 }
 
 export interface RunQueueRequest {
@@ -47,6 +49,11 @@ export interface RunQueueRequest {
   inputBytes: number;
   /** How a job made of the request would run, with the product as it is now (runSettingsOf). */
   runsWith: string;
+  /**
+   * The branch the request would work on as the job `jobId` (the one it names, else the one derived
+   * for that job, or none): a request joins only a job that works on it.
+   */
+  branchAs(jobId: string): string | null;
   now: string;
 }
 
@@ -93,7 +100,8 @@ const age = (at: string, now: string) => Date.parse(now) - Date.parse(at);
  *    request under the same key is IDEMPOTENCY_CONFLICT);
  * 2. a QUEUED job of the same product, kind, agent profile and reason enqueued within 5 s, neither
  *    side excluded from coalescing, that runs with the settings the request would run with now
- *    (configuration, the product's target, attempts) → coalesced into it (its payload is appended by JobCoalesced);
+ *    (configuration, the product's target, attempts) and works on the branch the request would work on
+ *    → coalesced into it (its payload is appended by JobCoalesced);
  * 3. otherwise → created.
  * Coalescing needs an agent profile: without one there is nothing to key it on.
  */
@@ -126,6 +134,8 @@ export function routeEnqueue(request: RunQueueRequest, recent: readonly RunQueue
         age(e.enqueuedAt, request.now) < COALESCING_WINDOW_MS &&
         // A coalesced request runs as the job does: only with the settings it would have run with itself.
         e.runsWith === request.runsWith &&
+        // Only the prompt and payload join: on another branch, the request's work would land where it did not ask.
+        e.branch === request.branchAs(e.jobId) &&
         // A job travels whole in one message: coalescing grows it no further than one request may be.
         e.inputBytes + request.inputBytes <= MAX_JOB_INPUT_BYTES,
     )
