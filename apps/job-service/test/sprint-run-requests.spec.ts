@@ -62,9 +62,12 @@ describe("a sprint run's requests to other services", () => {
     await expect(world.client.request(claimJob, { runnerId: 'runner-rq', kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') }))
       .rejects.toThrow(/CANCELLED and can no longer be claimed/);
 
-    // Still unanswered after a while: the request is not given up (no dead letter), and asked once the engine answers.
+    // Still unanswered after a while: the request is not given up (no dead letter), nor lost when the service
+    // stops and starts again meanwhile, and asked once the engine answers.
     await new Promise((resolve) => setTimeout(resolve, 3000));
     expect((await world.db.query(`SELECT count(*)::int AS n FROM dead_letters`)).rows[0].n).toBe(0);
+    await app.close();
+    app = await startInProcess(world);
     const asked = respond('workflow', returnTasksToTodo.name, (r) => ({ returned: [], unknownTaskIds: r.taskIds }));
     const cancelEventId = await eventIdOf(world.db, created.sprintRunId, 'SprintRunCancelled');
     await handledByConsumer(world.db, 'job-service-sprint-run-task-returns', cancelEventId);
