@@ -4,6 +4,7 @@ import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, ret
 import { EventStore } from '@gantry/eventstore';
 import { CommandClient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
+import { OWN_EVENTS_DURABLE } from './durables.js';
 import { effectsOf } from './sprint-run-effects.js';
 
 /**
@@ -24,7 +25,7 @@ export class SprintRunRequests {
     @InjectPinoLogger('sprint-run-requests') private readonly log: PinoLogger,
   ) {}
 
-  @DurableConsumer({ name: 'job-service-sprint-run-task-returns', source: 'jobs', type: SprintRunCancelled.type })
+  @DurableConsumer({ name: 'job-service-sprint-run-task-returns', source: 'jobs', type: SprintRunCancelled.type, startsAfter: OWN_EVENTS_DURABLE })
   async onCancelled(cause: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     for (const effect of await effectsOf(this.store, cause, sql)) {
       if (effect.type !== 'RETURN_TASKS_TO_TODO') continue;
@@ -44,7 +45,7 @@ export class SprintRunRequests {
     }
   }
 
-  @DurableConsumer({ name: 'job-service-sprint-run-pr-ready', source: 'jobs', type: SprintRunCompleted.type })
+  @DurableConsumer({ name: 'job-service-sprint-run-pr-ready', source: 'jobs', type: SprintRunCompleted.type, startsAfter: OWN_EVENTS_DURABLE })
   async onCompleted(cause: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
     for (const effect of await effectsOf(this.store, cause, sql)) {
       if (effect.type !== 'MARK_PR_READY_FOR_REVIEW') continue;

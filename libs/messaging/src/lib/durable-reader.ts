@@ -315,3 +315,17 @@ export class DurableReader {
     }
   }
 }
+
+/**
+ * Where a durable created now starts when it takes over from `durable` (on the stream of `source`): past that durable's ack
+ * floor (everything at or below it was handled there), or at the stream's first message when that
+ * durable does not exist.
+ */
+export async function startPastAckFloorOf(bus: Bus, source: Context, durable: string): Promise<Pick<ConsumerConfig, 'deliver_policy' | 'opt_start_seq'>> {
+  const info = await bus.jsm.consumers.info(streamName(bus.naming, source), durable).catch((error: unknown) => {
+    if (isNotFound(error)) return null;
+    throw error;
+  });
+  if (!info) return { deliver_policy: DeliverPolicy.All };
+  return { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: info.ack_floor.stream_seq + 1 };
+}

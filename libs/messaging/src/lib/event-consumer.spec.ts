@@ -555,6 +555,26 @@ describe('durable event consumer', () => {
     expect(dead.rows[0].n).toBe(0);
   });
 
+  it('a consumer created to take over from an older durable (startsAfter) starts past what that durable acknowledged; where it does not exist, at the first message', async () => {
+    const older = `d${randomUUID().slice(0, 8)}`;
+    const seenByOlder: number[] = [];
+    const olderConsumer = startConsumer(older, async (n) => void seenByOlder.push(n));
+    for (const n of [1, 2, 3]) await publish(envelope(n));
+    await eventually(() => seenByOlder.length === 3, { what: 'the older consumer handled 1-3' });
+    await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), older)).ack_floor.stream_seq === 3, { what: 'the older durable acknowledged 1-3' });
+    await olderConsumer.stop();
+    await publish(envelope(4));
+    const taking: number[] = [];
+    startConsumer(`d${randomUUID().slice(0, 8)}`, async (n) => void taking.push(n), { startsAfter: older });
+    const fresh: number[] = [];
+    startConsumer(`d${randomUUID().slice(0, 8)}`, async (n) => void fresh.push(n), { startsAfter: `gone${randomUUID().slice(0, 8)}` });
+    await eventually(() => taking.length >= 1 && fresh.length >= 4, { what: 'both consumers caught up' });
+    await publish(envelope(5));
+    await eventually(() => taking.includes(5) && fresh.includes(5), { what: 'both handled 5' });
+    expect(taking).toEqual([4, 5]);
+    expect(fresh).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it('a consumer that disappears is recreated and keeps consuming', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     const consumer = startConsumer(durable, insertPing);

@@ -13,7 +13,7 @@ import {
   type EventEnvelope,
   type SecretScrubber,
 } from '@gantry/contracts';
-import { DurableReader, settle, type ConsumerLag, type ConsumerLogger, type Delivered, type Settlement } from './durable-reader.js';
+import { DurableReader, settle, startPastAckFloorOf, type ConsumerLag, type ConsumerLogger, type Delivered, type Settlement } from './durable-reader.js';
 import type { Bus } from './bus.js';
 import type { SharedDurable } from './shared-durable.js';
 import { REPLAYED_FOR_HEADER } from './dead-letters.js';
@@ -39,6 +39,13 @@ export interface EventConsumerOptions {
    * whole stream (DurableReaderOptions.types). (NATS 2.9 takes one filter subject per consumer.)
    */
   type?: string;
+  /**
+   * A consumer a newer version added to take over part of what an older consumer did (the durable
+   * named here): created, it starts past what that durable had acknowledged — the older consumer did
+   * that work — and at the stream's first message where that durable does not exist (a new
+   * installation). Not with `via`.
+   */
+  startsAfter?: string;
   /**
    * The durable this consumer shares with others of the service that read the same stream, instead
    * of a durable of its own (see SharedDurable). Its `name` stays its inbox scope.
@@ -132,7 +139,11 @@ export class EventConsumer {
       options.via.join(this);
       this.reader = null;
     } else {
-      this.reader = new DurableReader(options, (messages) => this.drain(messages));
+      const { startsAfter } = options;
+      this.reader = new DurableReader(
+        { ...options, ...(startsAfter === undefined ? {} : { startAt: () => startPastAckFloorOf(options.bus, options.source, startsAfter) }) },
+        (messages) => this.drain(messages),
+      );
     }
   }
 

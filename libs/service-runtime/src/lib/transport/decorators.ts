@@ -23,6 +23,11 @@ export interface DurableConsumerOptions {
    */
   durable?: string;
   /**
+   * The durable of an older consumer whose work this one, added later, took a part of: created, it
+   * starts past what that durable had acknowledged (EventConsumerOptions.startsAfter).
+   */
+  startsAfter?: string;
+  /**
    * The event types the method acts on, when it reads every type of its source: the others are
    * acknowledged without a transaction. Omit for all.
    */
