@@ -308,13 +308,18 @@ export function renderCheckRun(ctx: RenderContext, state: FakeState, run: CheckR
   };
 }
 
-/** GitHub's summary of a suite's runs: status completed once every run is, conclusion the worst. */
+/**
+ * GitHub's summary of a suite's runs: completed once every run is (before that, no conclusion). Its conclusion: the
+ * first of the runs' failing conclusions by GitHub's precedence (action required, cancelled, timed out, failure, stale);
+ * else success when any run succeeded — a neutral or skipped run beside a green one does not make the suite neutral —;
+ * else neutral when any run is, else skipped.
+ */
 export function suiteSummary(state: FakeState, suite: CheckSuiteRecord): { status: 'queued' | 'in_progress' | 'completed'; conclusion: string | null; runs: number } {
   const runs = state.checkRuns.filter((r) => r.suiteId === suite.id);
   if (runs.length === 0) return { status: 'queued', conclusion: null, runs: 0 };
   if (runs.some((r) => r.status !== 'completed')) return { status: 'in_progress', conclusion: null, runs: runs.length };
-  const order = ['action_required', 'cancelled', 'timed_out', 'failure', 'stale', 'neutral', 'skipped', 'success'];
-  const conclusion = runs.map((r) => r.conclusion ?? 'success').sort((a, b) => order.indexOf(a) - order.indexOf(b))[0]!;
+  const precedence = ['action_required', 'cancelled', 'timed_out', 'failure', 'stale', 'success', 'neutral', 'skipped'];
+  const conclusion = runs.map((r) => r.conclusion ?? 'success').sort((a, b) => precedence.indexOf(a) - precedence.indexOf(b))[0]!;
   return { status: 'completed', conclusion, runs: runs.length };
 }
 

@@ -87,6 +87,41 @@ describe('webhook deliveries', () => {
     expect((await octokit.rest.checks.get({ owner, repo: name(), check_run_id: id })).data.check_suite).toEqual({ id: completed!.body.check_run.check_suite.id });
   });
 
+  it('a check suite completes only once all its runs have, and concludes by GitHub\'s precedence over their conclusions', async () => {
+    const suiteOf = async (branch: string, runs: ({ conclusion: 'success' | 'failure' | 'neutral' | 'skipped' | 'timed_out' } | { status: 'in_progress' })[]) => {
+      const sha = await pushBranch(branch);
+      // Every run started before any completes: the suite completes once, when the last of them does.
+      const ids = [];
+      for (const i of runs.keys()) ids.push(await fake.control.setCheck(repo.fullName, { sha, name: `check-${i}`, status: 'in_progress' }));
+      for (const [i, run] of runs.entries()) if ('conclusion' in run) await fake.control.updateCheck(repo.fullName, ids[i]!, run);
+      return { sha, ids };
+    };
+    const suiteCompleted = async (sha: string) => {
+      const [delivery] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'check_suite' && d.body.check_suite.head_sha === sha);
+      return delivery!.body.check_suite as { status: string; conclusion: string };
+    };
+    const cases: [string, Parameters<typeof suiteOf>[1], string][] = [
+      ['feature/green-neutral', [{ conclusion: 'success' }, { conclusion: 'neutral' }], 'success'],
+      ['feature/green-skipped', [{ conclusion: 'skipped' }, { conclusion: 'success' }], 'success'],
+      ['feature/green-red', [{ conclusion: 'success' }, { conclusion: 'failure' }], 'failure'],
+      ['feature/neutral-timed-out', [{ conclusion: 'neutral' }, { conclusion: 'timed_out' }], 'timed_out'],
+      ['feature/all-neutral', [{ conclusion: 'neutral' }, { conclusion: 'neutral' }], 'neutral'],
+      ['feature/all-skipped', [{ conclusion: 'skipped' }], 'skipped'],
+    ];
+    for (const [branch, runs, conclusion] of cases) {
+      const { sha } = await suiteOf(branch, runs);
+      expect({ branch, suite: await suiteCompleted(sha) }).toMatchObject({ branch, suite: { status: 'completed', conclusion } });
+    }
+
+    // A run still in progress: the suite is in progress, with no conclusion, whatever the others concluded; it completes with the last run.
+    const { sha, ids } = await suiteOf('feature/still-running', [{ conclusion: 'failure' }, { status: 'in_progress' }]);
+    const [completed] = await receiver.waitFor((d) => ofThisRepo(d) && d.event === 'check_run' && d.body.action === 'completed' && d.body.check_run.head_sha === sha && d.body.check_run.name === 'check-0');
+    expect(completed!.body.check_run.check_suite).toMatchObject({ status: 'in_progress', conclusion: null });
+    expect(receiver.received.filter((d) => ofThisRepo(d) && d.event === 'check_suite' && d.body.check_suite.head_sha === sha)).toEqual([]);
+    await fake.control.updateCheck(repo.fullName, ids[1]!, { conclusion: 'success' });
+    expect(await suiteCompleted(sha)).toMatchObject({ status: 'completed', conclusion: 'failure' });
+  });
+
   it('a review someone submits is a pull_request_review event', async () => {
     const { octokit } = octokitFor(fake);
     const head = await pushBranch('feature/review');
