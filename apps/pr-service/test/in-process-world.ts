@@ -100,6 +100,13 @@ export function inProcessPrService(label: string): InProcessWorld {
         },
       };
     },
+    async secondReplica() {
+      // Another process of the service on the same schema and streams, as a second replica in production: it shares the
+      // log, the tables and the durable consumers, and nothing of this process's memory.
+      const { schema, naming } = world.service;
+      const app = await startInProcess(AppModule, { name: schema, naming }, env(), { nestLogs: false, rawBodyRoutes: prServiceRawBodyRoutes });
+      return { reconciler: app.get(PullRequestReconciler), close: () => app.close() };
+    },
     failedRuns(pullRequestId) {
       const reconciler = world.service.app.get(PullRequestReconciler);
       return (reconciler as unknown as { attempts: { get(id: string): number | undefined } }).attempts.get(pullRequestId);
@@ -128,6 +135,8 @@ export interface InProcessWorld {
   ): Promise<{ pullRequestId: string; record: (type: PullRequestCommand['type'], data: Record<string, unknown>) => Promise<unknown> }>;
   /** The service stopped and started again on the same schema and streams (`service`, `log`, `reconciler` are the new process's). */
   restart(): Promise<void>;
+  /** A second replica of the service on the same schema and streams (closed by the caller). */
+  secondReplica(): Promise<{ reconciler: PullRequestReconciler; close(): Promise<void> }>;
   /** How many times in a row the reconciler's run of a pull request has failed (undefined: none is waiting to be tried again). */
   failedRuns(pullRequestId: string): number | undefined;
 }

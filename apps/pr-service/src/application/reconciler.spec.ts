@@ -40,7 +40,7 @@ describe('the pull request reconciler\'s memory', () => {
     };
     const github = { read: async () => computing, checks: async () => [] };
     const lock = { query: async () => ({ rows: [{ locked: true }] }), release: () => undefined };
-    const store = { pool: { connect: async () => lock } };
+    const store = { pool: { connect: async () => lock, query: async () => ({ rows: [] }) } };
     const quiet = { warn: () => undefined, info: () => undefined, error: () => undefined };
     const reconciler = new PullRequestReconciler(
       log as never,

@@ -58,11 +58,6 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    */
   private readonly attempts = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
   private readonly unknownMergeability = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
-  /**
-   * PR-15, PR-18: per pull request, what GitHub shows it back at — an earlier head, the base before the recorded change
-   * — and since when (every read since showing it too).
-   */
-  private readonly shownBack = new LRUCache<string, { shown: string; since: string }>({ max: REMEMBERED_COUNTS });
   /** Every open pull request looked at again now and then, whatever was missed (a webhook lost, a crash). */
   private readonly resync: Sweep;
 
@@ -155,7 +150,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    * PR is read again when that time is up. A read older than the recorded base change says nothing: the PR is read again
    * a second later, when a replica that has caught up shows what is new.
    */
-  private sinceShownBack(state: PullRequestState, observation: GitHubObservation): void {
+  private async sinceShownBack(state: PullRequestState, observation: GitHubObservation): Promise<void> {
     const id = state.pullRequestId;
     if (olderThanBaseChange(state, observation)) {
       this.ask(id, 1000);
@@ -163,14 +158,19 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     }
     const head = headWentBack(state, observation) ? observation.headSha : '';
     const base = baseWentBack(state, observation) ? observation.baseBranch : '';
+    // Kept in the database, not in this process: the run holds the PR's advisory lock, so the reads of every replica
+    // come here one after the other, and a read showing something else — on any replica — starts the wait again.
     if (!head && !base) {
-      this.shownBack.delete(id);
+      await this.store.pool.query(`DELETE FROM pull_request_shown_back WHERE pull_request_id = $1`, [id]);
       return;
     }
-    const shown = `${head} ${base}`;
-    const first = this.shownBack.get(id);
-    const since = first?.shown === shown ? first.since : observation.observedAt;
-    if (since === observation.observedAt) this.shownBack.set(id, { shown, since });
+    const { rows } = await this.store.pool.query<{ since: string }>(
+      `INSERT INTO pull_request_shown_back AS b (pull_request_id, shown, since) VALUES ($1, $2, $3)
+       ON CONFLICT (pull_request_id) DO UPDATE SET shown = EXCLUDED.shown, since = CASE WHEN b.shown = EXCLUDED.shown THEN b.since ELSE EXCLUDED.since END
+       RETURNING since`,
+      [id, `${head} ${base}`, observation.observedAt],
+    );
+    const since = rows[0]!.since;
     observation.shownSince = since;
     const waitMs = Date.parse(since) + HEAD_BACK_CONFIRM_MS - Date.parse(observation.observedAt);
     if (waitMs > 0) this.ask(id, waitMs);
@@ -211,7 +211,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       conflictingFiles: null,
       observedAt: this.prs.now(),
     };
-    this.sinceShownBack(state, observation);
+    await this.sinceShownBack(state, observation);
     // A read the PR does not follow (yet) asks neither for checks nor for git's look-up of a conflict.
     if (readHeldBack(state, observation)) return { observation, unnamed: null };
     if (pr.state === 'open') observation.checks = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.checks(state.repository, pr.headSha));

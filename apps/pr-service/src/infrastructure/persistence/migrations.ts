@@ -6,6 +6,7 @@ import { jsonTextColumnsMigration, lz4ColumnsMigration } from '@gantry/eventstor
  *   pull_requests       projection of the PR streams (inline), found by (repository, branch) or head
  *   products, job_scopes what it learnt from the job service's events (kept by its consumer)
  *   webhook_deliveries  every verified GitHub delivery, once per X-GitHub-Delivery
+ * (and, added later: github_rate_limit, pull_request_shown_back)
  */
 export class PrServiceTables1767312000000 implements MigrationInterface {
   name = 'PrServiceTables1767312000000';
@@ -130,6 +131,23 @@ export class PrServiceGitHubRateLimit1787000000000 implements MigrationInterface
   }
 }
 
+/**
+ * PR-15, PR-18: per pull request, what GitHub's reads have shown back (an earlier head, the base before the recorded
+ * change) and since when, every read since showing it too — kept here, not in one process's memory, so that a read by
+ * any replica showing something else starts the wait again, and a replica or a restart goes on from it.
+ */
+export class PrServicePullRequestShownBack1788000000000 implements MigrationInterface {
+  name = 'PrServicePullRequestShownBack1788000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE IF NOT EXISTS pull_request_shown_back (pull_request_id text PRIMARY KEY, shown text NOT NULL, since text NOT NULL)`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE IF EXISTS pull_request_shown_back`);
+  }
+}
+
 export const prServiceMigrations = [
   PrServiceTables1767312000000,
   PrServiceStateCompression1780272000000,
@@ -138,4 +156,5 @@ export const prServiceMigrations = [
   PrServiceJobScopesEnded1785000000000,
   PrServicePullRequestsByRepositoryAnyCase1786000000000,
   PrServiceGitHubRateLimit1787000000000,
+  PrServicePullRequestShownBack1788000000000,
 ];
