@@ -616,7 +616,7 @@ export class FakeGitHub {
   /**
    * PUT /pulls/{n}/merge. The order of GitHub's refusals: a closed PR, a head that is not `sha`
    * (409), a disallowed method, a draft, a conflict, branch protection; then the merge itself, which
-   * moves the base branch only if nobody pushed to it meanwhile.
+   * moves the base branch only if nobody pushed to it meanwhile (else 405 "Base branch was modified").
    */
   async mergePull(
     record: RepositoryRecord,
@@ -675,7 +675,8 @@ export class FakeGitHub {
       }
     }
     if (!(await bare.updateRef(`refs/heads/${pull.baseRef}`, sha, pull.baseSha))) {
-      throw new ApiError(409, 'Base branch was modified. Review and try the merge again.', doc);
+      // GitHub answers a base that moved under the merge with 405 (its 409 is for a head that is not `sha`).
+      throw new ApiError(405, 'Base branch was modified. Review and try the merge again.', doc);
     }
     const now = this.now();
     pull.state = 'closed';

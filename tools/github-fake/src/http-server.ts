@@ -15,8 +15,9 @@ import type { DeliveryRule, WebhookDispatcher, WebhookTarget } from './webhooks.
 
 /**
  * `primary_rate_limit`, `secondary_rate_limit`, `server_error`, `base_branch_modified`: the request is
- * refused and nothing happens (`base_branch_modified` is GitHub's 409 to a merge when someone pushed to
- * the base branch while GitHub was merging: the head is unchanged, the merge may be tried again). `lost_response`: the request takes effect, then the connection is closed without an
+ * refused and nothing happens (`base_branch_modified` is GitHub's 405 "Base branch was modified. Review and try the merge again." to a
+ * merge when someone pushed to the base branch while GitHub was merging — a 405, not the 409 of a head that is not
+ * `sha`: the head is unchanged, the merge may be tried again). `lost_response`: the request takes effect, then the connection is closed without an
  * answer (a reply lost on the way). `delayed_response`: it takes effect and the answer waits
  * `delayMs` (time for a test to SIGKILL the caller between GitHub's effect and the caller's record).
  * `forbidden`: the token lacks a permission the request needs, and nothing happens — REST 403, GraphQL
@@ -330,7 +331,7 @@ export class HttpFrontend {
       return { status: 403, headers, body: { message, documentation_url: DOCUMENTATION.root, status: '403' } };
     }
     if (fault.kind === 'base_branch_modified') {
-      return { status: 409, headers, body: { message: 'Base branch was modified. Review and try the merge again.', documentation_url: DOCUMENTATION.mergePull, status: '409' } };
+      return { status: 405, headers, body: { message: 'Base branch was modified. Review and try the merge again.', documentation_url: DOCUMENTATION.mergePull, status: '405' } };
     }
     const status = fault.status ?? 502;
     return { status, headers, body: { message: status === 502 ? 'Server Error' : 'Internal Server Error', documentation_url: DOCUMENTATION.root, status: String(status) } };

@@ -50,7 +50,11 @@ export type DisableAutoMergeOutcome = { outcome: 'DISABLED' } | { outcome: 'NOT_
 
 export type MergeOutcome =
   | { outcome: 'MERGED'; mergeCommitSha: string }
-  | { outcome: 'HEAD_MOVED'; message: string }
+  /**
+   * A branch moved under the merge: the head (409 "Head branch was modified", the head is not `sha`) or the base (405
+   * "Base branch was modified", someone pushed to it while GitHub merged) — no refusal of the head: read again.
+   */
+  | { outcome: 'BRANCH_MOVED'; message: string }
   /** 405 "Squash merges are not allowed on this repository." (and merge commits, rebase merges): the repository's settings. */
   | { outcome: 'METHOD_NOT_ALLOWED'; message: string };
 
@@ -83,6 +87,6 @@ export interface GitHubPullRequests {
   disableAutoMerge(nodeId: string): Promise<DisableAutoMergeOutcome>;
   /** The merge methods the repository's settings allow (GraphQL's `mergeCommitAllowed`, `squashMergeAllowed`, `rebaseMergeAllowed`). */
   allowedMergeMethods(repository: string): Promise<MergeMethod[]>;
-  /** Merges exactly `sha`: a head that moved is HEAD_MOVED (409), a PR GitHub will not merge is a typed failure (405). */
+  /** Merges exactly `sha`: a head or base that moved is BRANCH_MOVED (409, or 405 "Base branch was modified"), a PR GitHub will not merge is a typed failure (405). */
   merge(repository: string, prNumber: number, sha: string, mergeMethod: MergeMethod): Promise<MergeOutcome>;
 }

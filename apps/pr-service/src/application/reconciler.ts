@@ -410,12 +410,12 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
           this.log.info({ pullRequestId: id, prNumber: effect.prNumber, headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha }, 'pull request merged');
           await record(this.command(state, { type: 'RecordMerged', data: { headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha } }));
         } else {
-          // 409: a branch moved under the merge (PR-14). The head ("Head branch was modified"): the next read
-          // records the new head, which waits for its own checks (PR-7). The base ("Base branch was
+          // A branch moved under the merge (PR-14). The head (409 "Head branch was modified"): the next read
+          // records the new head, which waits for its own checks (PR-7). The base (405 "Base branch was
           // modified"): the head is the same and GitHub may well show the PR as before, so the refusal is
           // recorded without the mergeable_state it was made under — the next read, a second from now,
           // tries the same head again (GitHub checks it against `sha`).
-          this.log.info({ pullRequestId: id, headSha: effect.sha, github: answer.message }, 'a branch moved under the merge (409); reading again');
+          this.log.info({ pullRequestId: id, headSha: effect.sha, github: answer.message }, 'a branch moved under the merge; reading again');
           await record(this.command(state, { type: 'RecordMergeFailed', data: { headSha: effect.sha, code: 'UNKNOWN', message: answer.message, mergeableState: null } }));
           return 'read-later';
         }

@@ -51,13 +51,13 @@ describe('pull requests under faults, end to end', () => {
   describe('the head moves between the merge decision and the merge', () => {
     beforeAll(() => system.prServiceWith(), 60_000);
 
-    it('a 409 with the head unchanged (the base moved under the merge) is tried again at the next read: merged', async () => {
+    it('GitHub\'s 405 "Base branch was modified" (the base moved under the merge, the head unchanged) is tried again at the next read: merged', async () => {
       const story = await finishedStory('base-moved');
       await system.github.injectFault({ kind: 'base_branch_modified', method: 'PUT', path: `/repos/${story.repository}/pulls/${story.pr.prNumber}/merge` });
       await system.check(story.repository, story.head, 'success');
-      const merged = await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged after the 409', 30_000);
+      const merged = await system.prWhere(story.repository, story.branch, (p) => p.phase === 'merged', 'merged after the 405', 30_000);
       expect(merged.merged).toMatchObject({ headSha: story.head });
-      expect((await mergeCalls(story.repository, story.pr.prNumber!)).map((r) => r.status)).toEqual([409, 200]);
+      expect((await mergeCalls(story.repository, story.pr.prNumber!)).map((r) => r.status)).toEqual([405, 200]);
     });
 
     it("a merge whose answer is lost (GitHub merged, the connection closed): the retried merge's 405 is no refusal; merged once", async () => {

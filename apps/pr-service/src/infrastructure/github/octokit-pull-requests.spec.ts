@@ -170,12 +170,12 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     await github.control.updateRepository(repo, { requiredChecks: [] });
   });
 
-  it('a merge always sends the head it was decided for: a moved head is HEAD_MOVED (409, not retried), a conflict is MERGE_CONFLICT (405, not retried)', async () => {
+  it('a merge always sends the head it was decided for: a moved head is BRANCH_MOVED (409, not retried), a conflict is MERGE_CONFLICT (405, not retried)', async () => {
     const first = clone.commitAndPush('story/moved', { 'src/moved.ts': 'one\n' }, 'one');
     const { pr } = await prs.open({ repository: repo, branch: 'story/moved', baseBranch: 'main', title: 't', body: 'b', draft: false });
     clone.commitAndPush('story/moved', { 'src/moved.ts': 'two\n' }, 'two');
     await github.control.refresh();
-    expect(await prs.merge(repo, pr.number, first, 'MERGE')).toMatchObject({ outcome: 'HEAD_MOVED', message: expect.stringMatching(/Head branch was modified/) });
+    expect(await prs.merge(repo, pr.number, first, 'MERGE')).toMatchObject({ outcome: 'BRANCH_MOVED', message: expect.stringMatching(/Head branch was modified/) });
     expect((await github.control.requests({ method: 'PUT', path: `/pulls/${pr.number}/merge` })).map((r) => r.status)).toEqual([409]);
 
     const conflicting = clone.commitAndPush('story/conflict', { 'src/app.ts': 'export const a = 2;\n' }, 'change app', 'origin/main');
@@ -184,6 +184,16 @@ describe('GitHub effects through Octokit, against the local GitHub', () => {
     await eventually(async () => (await prs.read(repo, dirty.number)).mergeableState === 'dirty', { what: 'the PR dirty' });
     await expect(prs.merge(repo, dirty.number, conflicting, 'MERGE')).rejects.toMatchObject({ code: ErrorCode.MERGE_CONFLICT, details: { status: 405 } });
     expect((await github.control.requests({ method: 'PUT', path: `/pulls/${dirty.number}/merge` })).map((r) => r.status)).toEqual([405]);
+  });
+
+  it('the base moved under the merge: GitHub\'s 405 "Base branch was modified" is BRANCH_MOVED (the same head is merged at the next try), not a refusal of the head', async () => {
+    const head = clone.commitAndPush('story/base-moved', { 'src/base-moved.ts': 'b\n' }, 'base moved');
+    const { pr } = await prs.open({ repository: repo, branch: 'story/base-moved', baseBranch: 'main', title: 't', body: 'b', draft: false });
+    await settled(pr.number);
+    await github.control.injectFault({ kind: 'base_branch_modified', method: 'PUT', path: `/pulls/${pr.number}/merge` });
+    expect(await prs.merge(repo, pr.number, head, 'MERGE')).toMatchObject({ outcome: 'BRANCH_MOVED', message: expect.stringMatching(/Base branch was modified/) });
+    expect(await prs.merge(repo, pr.number, head, 'MERGE')).toMatchObject({ outcome: 'MERGED' });
+    expect((await github.control.requests({ method: 'PUT', path: `/pulls/${pr.number}/merge` })).map((r) => r.status)).toEqual([405, 200]);
   });
 
   it('a secondary rate limit with retry-after: the request waits that long and is sent again, once', async () => {

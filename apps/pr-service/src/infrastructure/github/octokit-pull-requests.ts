@@ -228,8 +228,11 @@ export class OctokitPullRequests implements GitHubPullRequests {
       });
       return { outcome: 'MERGED', mergeCommitSha: data.sha };
     } catch (error) {
-      // 409 "Head branch was modified": the head is not `sha` any more; the new head waits for its own checks.
-      if (statusOf(error) === 409) return { outcome: 'HEAD_MOVED', message: gitHubMessage(error) };
+      // 409 "Head branch was modified": the head is not `sha` any more; the new head waits for its own checks. GitHub's
+      // 405 "Base branch was modified": someone pushed to the base while it merged; the same head may be merged again.
+      if (statusOf(error) === 409 || (statusOf(error) === 405 && /base branch was modified/i.test(gitHubMessage(error)))) {
+        return { outcome: 'BRANCH_MOVED', message: gitHubMessage(error) };
+      }
       if (statusOf(error) === 405 && isMergeMethodRefusal(gitHubMessage(error))) return { outcome: 'METHOD_NOT_ALLOWED', message: gitHubMessage(error) };
       throw gitHubFailure(error, `merge ${repository}#${prNumber}`);
     }
