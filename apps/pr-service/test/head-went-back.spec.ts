@@ -1,10 +1,8 @@
-import { octokitFor } from '@gantry/github-fake/testing';
-import { Clone } from '@gantry/github-fake/testing';
 import { eventually } from '@gantry/testing';
 import { inProcessPrService } from './in-process-world.js';
 
 /*
- * PR-15 with PR-14: a merge of the branch's head was decided on GitHub's green and GitHub refuses it with 409 (here
+ * PR-15 with PR-14: a merge of the branch's head was decided on GitHub's green and GitHub refuses it (here with 405
  * "Base branch was modified", at every try: it is tried again at the next read). Meanwhile someone force-pushes the
  * branch back to a head it had before. GitHub had shown the later head, so its reads of the earlier one are no lag: the
  * PR follows the earlier head (its checks count), which predates the last task's push and is never merged by Gantry —
@@ -15,38 +13,7 @@ describe('a branch force-pushed back while its merge is refused', () => {
   const owner = 'acme';
   const world = inProcessPrService('pr_head_went_back');
   const jobId = 'job-00000000-0000-4000-8000-0000000000b1';
-  const clones: Clone[] = [];
-  afterAll(() => clones.forEach((clone) => clone.remove()));
-
-  /**
-   * A STORY branch pushed twice (H1, then H2) in a repository of its own, its PR opened on GitHub at H1 and tracked: the
-   * flow recorded as the job events' consumers would, the first of `storyTaskIds` queued. `h1Green`: H1's check is green
-   * on GitHub before H2 is pushed.
-   */
-  async function storyPushedTwice(name: string, storyTaskIds: string[], h1Green: boolean) {
-    const branch = `story/ST-${name}`;
-    const repo = await world.fake.control.createRepository({ owner, name, initialFiles: { 'README.md': '# shop\n' }, settings: { allowAutoMerge: false }, requiredChecks: ['ci/test'] });
-    const repository = repo.fullName;
-    const clone = new Clone(repo.cloneUrl);
-    clones.push(clone);
-    const h1 = clone.commitAndPush(branch, { 'src/one.ts': 'export const one = 1;\n' }, 'first task');
-    const { octokit } = octokitFor(world.fake);
-    const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: branch, base: 'main', title: `Story ST-${name}` });
-    if (h1Green) await world.fake.control.setCheck(repository, { sha: h1, name: 'ci/test', status: 'completed', conclusion: 'success' });
-    const h2 = clone.commitAndPush(branch, { 'src/two.ts': 'export const two = 2;\n' }, 'second task');
-    await world.fake.control.refresh();
-
-    const log = world.log;
-    await world.addProduct(`product-${name}`, repository, repo.cloneUrl);
-    const { pullRequestId, record } = world.pullRequest(repository, branch);
-    const flow = { productId: `product-${name}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: `Story ST-${name}` };
-    await record('RecordTaskQueued', { jobId, taskId: storyTaskIds[0], storyId: `ST-${name}`, storyTaskIds });
-    await record('RecordBranchPushed', { headSha: h1, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
-    await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: false, headSha: h1, adopted: true });
-    await record('RecordBranchPushed', { headSha: h2, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
-    const merges = async () => (await world.fake.control.requests({ method: 'PUT', path: `/repos/${repository}/pulls/${pr.number}/merge` })).length;
-    return { branch, repository, clone, octokit, pr, h1, h2, pullRequestId, record, merges };
-  }
+  const storyPushedTwice = (name: string, storyTaskIds: string[], h1Green: boolean) => world.storyPushedTwice(name, jobId, storyTaskIds, { h1Green });
 
   it('reads showing the earlier head send the merge of the current head no more', async () => {
     const name = 'went-back';

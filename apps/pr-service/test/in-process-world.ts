@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { pullRequestIdFor } from '@gantry/contracts';
 import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
-import { Clone } from '@gantry/github-fake/testing';
+import { Clone, octokitFor } from '@gantry/github-fake/testing';
 import { startInProcess, startTestService, type TestService } from '@gantry/service-runtime/testing';
 import { removeTestNamespace, testDatabaseUrl } from '@gantry/testing';
 import { AppModule, prServiceRawBodyRoutes } from '../src/app.module.js';
@@ -20,6 +20,7 @@ import type { PullRequestCommand } from '../src/domain/index.js';
  */
 export function inProcessPrService(label: string): InProcessWorld {
   const world = {} as { fake: GitHubFake; service: TestService; gitDir: string };
+  const clones: Clone[] = [];
   const env = () => ({
     GANTRY_GITHUB_API_URL: world.fake.url,
     GANTRY_GITHUB_TOKEN: 'unused',
@@ -33,6 +34,7 @@ export function inProcessPrService(label: string): InProcessWorld {
     world.service = await startTestService({ label, module: AppModule, env: env(), rawBodyRoutes: prServiceRawBodyRoutes });
   }, 90_000);
   afterAll(async () => {
+    clones.forEach((clone) => clone.remove());
     await world.service?.close();
     await world.fake?.close();
     if (world.gitDir) rmSync(world.gitDir, { recursive: true, force: true });
@@ -70,6 +72,33 @@ export function inProcessPrService(label: string): InProcessWorld {
         record: (type, data) =>
           log.record({ type, data: { ...id, ...data, now: log.now() } } as PullRequestCommand, { correlationId: pullRequestId, causationId: null, actor: 'test' }),
       };
+    },
+    async storyPushedTwice(name, jobId, storyTaskIds, o = {}) {
+      const owner = 'acme';
+      const branch = `story/ST-${name}`;
+      const repo = await world.fake.control.createRepository({ owner, name, initialFiles: { 'README.md': '# shop\n' }, settings: { allowAutoMerge: false }, requiredChecks: ['ci/test'] });
+      const repository = repo.fullName;
+      const clone = new Clone(repo.cloneUrl);
+      clones.push(clone);
+      const h1 = clone.commitAndPush(branch, { 'src/one.ts': 'export const one = 1;\n' }, 'first task');
+      const { octokit } = octokitFor(world.fake);
+      const { data: pr } = await octokit.rest.pulls.create({ owner, repo: name, head: branch, base: 'main', title: `Story ST-${name}` });
+      // GitHub answered a read of the PR at H1: a replica of GitHub behind the push of H2 answers it so again.
+      if (o.readAtFirstHead) await octokit.rest.pulls.get({ owner, repo: name, pull_number: pr.number });
+      if (o.h1Green) await world.fake.control.setCheck(repository, { sha: h1, name: 'ci/test', status: 'completed', conclusion: 'success' });
+      const h2 = clone.commitAndPush(branch, { 'src/two.ts': 'export const two = 2;\n' }, 'second task');
+      await world.fake.control.refresh();
+
+      const log = world.service.app.get(PullRequestLog);
+      await this.addProduct(`product-${name}`, repository, repo.cloneUrl);
+      const { pullRequestId, record } = this.pullRequest(repository, branch);
+      const flow = { productId: `product-${name}`, baseBranch: 'main', strategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: ['ci/test'], title: `Story ST-${name}` };
+      await record('RecordTaskQueued', { jobId, taskId: storyTaskIds[0], storyId: `ST-${name}`, storyTaskIds });
+      await record('RecordBranchPushed', { headSha: h1, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
+      await record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: false, headSha: h1, adopted: true });
+      await record('RecordBranchPushed', { headSha: h2, pushedAt: log.now(), position: null, jobId, sprintRunId: null, flow });
+      const merges = async () => (await world.fake.control.requests({ method: 'PUT', path: `/repos/${repository}/pulls/${pr.number}/merge` })).length;
+      return { branch, repository, clone, octokit, pr, h1, h2, pullRequestId, record, merges };
     },
     async adoptedSprintPullRequest(productId, repository, branch, head, pr) {
       const tracked = this.pullRequest(repository, branch);
@@ -125,6 +154,29 @@ export interface InProcessWorld {
   addProduct(productId: string, repository: string, cloneUrl: string): Promise<void>;
   /** The pull request of a branch, and a way to record its commands as the job events' consumers would. */
   pullRequest(repository: string, branch: string): { pullRequestId: string; record: (type: PullRequestCommand['type'], data: Record<string, unknown>) => Promise<unknown> };
+  /**
+   * A STORY branch pushed twice (H1, then H2) in a repository `acme/<name>` of its own (main protected by ci/test, no
+   * auto-merge), its PR opened on GitHub at H1 and tracked: the flow recorded as the job events' consumers would, the
+   * first of `storyTaskIds` queued. `h1Green`: H1's check is green on GitHub before H2 is pushed. `readAtFirstHead`:
+   * GitHub answered a read of the PR at H1 (what a replica of GitHub behind the push shows).
+   */
+  storyPushedTwice(
+    name: string,
+    jobId: string,
+    storyTaskIds: string[],
+    o?: { h1Green?: boolean; readAtFirstHead?: boolean },
+  ): Promise<{
+    branch: string;
+    repository: string;
+    clone: Clone;
+    octokit: ReturnType<typeof octokitFor>['octokit'];
+    pr: { number: number; html_url: string; node_id: string };
+    h1: string;
+    h2: string;
+    pullRequestId: string;
+    record: (type: PullRequestCommand['type'], data: Record<string, unknown>) => Promise<unknown>;
+    merges: () => Promise<number>;
+  }>;
   /** A SPRINT pull request on `main`, pushed at `head` and opened on GitHub as `pr` (a draft), recorded as adopted. */
   adoptedSprintPullRequest(
     productId: string,
