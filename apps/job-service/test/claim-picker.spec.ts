@@ -19,7 +19,7 @@ describe('the claim picker and its look-ahead', () => {
   let heldBack: Promise<void> | null = null;
   /** The next look-up fails, as on a lost connection. */
   let failNext = false;
-  /** What the picker uses of the event store: its pool (the real one, its look-ups counted). */
+  /** What the picker uses of the event store: its pool (the real one, its look-ups counted) and its clock. */
   let store: EventStore;
 
   beforeAll(async () => {
@@ -40,7 +40,7 @@ describe('the claim picker and its look-ahead', () => {
         return statement.name === PICK_AND_HOLD.name && heldBack ? heldBack.then(() => result) : result;
       },
     };
-    store = { pool } as unknown as EventStore;
+    store = { pool, clock: () => new Date() } as unknown as EventStore;
   });
 
   afterAll(async () => {

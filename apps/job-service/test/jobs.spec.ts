@@ -801,6 +801,41 @@ describe('job service through the NATS command path', () => {
       expect(after).toMatchObject({ jobId, attempt: 1, leaseToken: leaseToken + 1 });
     }, 30_000);
 
+    it('a polling claim never picks a job whose pause has not ended: it takes the next queued job at once, no refusal tried first', async () => {
+      const kind = 'IDEA_GRILL' as const;
+      const { rows: earlier } = await world.db.query<{ job_id: string }>(`SELECT job_id FROM jobs WHERE status = 'QUEUED' AND kind = $1`, [kind]);
+      for (const { job_id } of earlier) await world.client.request(cancelJob, { jobId: job_id, reason: 'out of the way', idempotencyKey: key('cancel') });
+      const paused = await enqueue({ kind, productId: 'product-pause' });
+      const first = await world.client.request(claimJob, { runnerId: runner('dep'), kinds: [kind], jobId: paused.jobId, idempotencyKey: key('c') });
+      if (!first.claimed) throw new Error('not claimed');
+      await world.client.request(rollbackClaim, {
+        jobId: paused.jobId, runnerId: runner('dep'), leaseToken: first.job.leaseToken, reason: 'the worktree service did not answer', cause: 'DEPENDENCY', idempotencyKey: key('rb'),
+      });
+      const other = await enqueue({ kind, productId: 'product-pause' });
+      // What the claims' picks handed out, each in turn.
+      const picker = app.get(ClaimPicker);
+      const pick = picker.pick.bind(picker);
+      const picks: Array<string | null> = [];
+      picker.pick = async (kinds, passed) => {
+        const jobId = await pick(kinds, passed);
+        picks.push(jobId);
+        return jobId;
+      };
+      try {
+        const polled = await world.client.request(claimJob, { runnerId: runner('poll'), kinds: [kind], idempotencyKey: key('poll') });
+        expect(polled).toMatchObject({ claimed: true, job: { jobId: other.jobId } });
+        expect(await world.client.request(claimJob, { runnerId: runner('poll'), kinds: [kind], idempotencyKey: key('poll') })).toEqual({ claimed: false });
+        // The paused job was never handed to a claim to be refused: one pick each, the second finding none.
+        expect(picks).toEqual([other.jobId, null]);
+      } finally {
+        picker.pick = pick;
+      }
+      const { rows } = await world.db.query(`SELECT data FROM events WHERE stream_id = $1 AND type = 'JobClaimRolledBack'`, [paused.jobId]);
+      // get_job says when the pause ends, while the job waits it out.
+      expect(await world.client.request(getJob, { jobId: paused.jobId })).toMatchObject({ status: 'QUEUED', offerNotBefore: rows[0].data.offerNotBefore });
+      expect(await world.client.request(getJob, { jobId: other.jobId })).toMatchObject({ status: 'CLAIMED', offerNotBefore: null });
+    });
+
     it('list_jobs names the claims a runner holds', async () => {
       const held = await runningJob('TASK_IMPLEMENTATION');
       const mine = await world.client.request(listJobs, { runnerId: runner('a'), status: ['CLAIMED', 'RUNNING'], limit: 500 });

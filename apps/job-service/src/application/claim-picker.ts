@@ -10,28 +10,30 @@ const AGAIN = Symbol('again');
 type PickRequest = { kinds: readonly string[]; passed: readonly string[] };
 
 /**
- * The oldest `$3` queued jobs of the kinds `$1`, but those in `$2`: `gantry_pick_queued`, a function
- * the job service's migrations add (`JobServiceQueuePick…`). Each kind is read on its own, oldest
- * first, from the queue's index (kind, enqueue_position, job_id: all the read needs) and only as far
- * as it needs; the kinds' picks are then merged. Asked for all the kinds at once, PostgreSQL cannot
- * read that index in order across them: it reads every queued job of those kinds and sorts them, or
- * walks the listing index in enqueue order through every finished job before the queue — on every
- * claim, at a cost that grows with the queue or with the history. The function runs with
- * incremental sorts off, which keeps PostgreSQL from that walk whatever the table's size.
+ * The oldest `$3` queued jobs of the kinds `$1`, but those in `$2` and those whose hand-back pause
+ * has not ended by `$4` (docs/jobs.md, "Attempts"): `gantry_pick_queued`, a function the job service's
+ * migrations add (`JobServiceQueuePick…`, `JobServicePausedJobsOutOfPick…`). Each kind is read on its
+ * own, oldest first, from the queue's index (kind, enqueue_position, job_id, and the pause's end: all
+ * the read needs) and only as far as it needs; the kinds' picks are then merged. Asked for all the
+ * kinds at once, PostgreSQL cannot read that index in order across them: it reads every queued job of
+ * those kinds and sorts them, or walks the listing index in enqueue order through every finished job
+ * before the queue — on every claim, at a cost that grows with the queue or with the history. The
+ * function runs with incremental sorts off, which keeps PostgreSQL from that walk whatever the table's size.
  */
 export const PICK = {
   name: 'gantry_pick_queued',
-  text: `SELECT job_id FROM gantry_pick_queued($1::text[], $2::text[], $3::integer) AS job_id`,
+  text: `SELECT job_id FROM gantry_pick_queued($1::text[], $2::text[], $3::integer, $4::timestamptz) AS job_id`,
 };
 
 /**
  * The pick with holds (`gantry_pick_and_hold`, a function the job service's migrations add,
- * `JobServiceClaimHolds…`): as PICK, but without the jobs another replica's picker holds, and each
- * job picked is then held by this one for `$5` ms (`held` false: another replica took it meanwhile).
+ * `JobServiceClaimHolds…`): as PICK (`$6` the time it is made at), but without the jobs another
+ * replica's picker holds, and each job picked is then held by this one for `$5` ms (`held` false:
+ * another replica took it meanwhile).
  */
 export const PICK_AND_HOLD = {
   name: 'gantry_pick_and_hold',
-  text: `SELECT job_id, held FROM gantry_pick_and_hold($1::text[], $2::text[], $3::integer, $4::text, $5::integer)`,
+  text: `SELECT job_id, held FROM gantry_pick_and_hold($1::text[], $2::text[], $3::integer, $4::text, $5::integer, $6::timestamptz)`,
 };
 
 /** Removes the holds that ran out; waits for no row (a hold being taken over is left for the next time). */
@@ -194,7 +196,8 @@ export class ClaimPicker {
     try {
       const { rows } = await this.store.pool.query<{ job_id: string; held: boolean }>({
         ...PICK_AND_HOLD,
-        values: [kinds, [...this.reserved, ...passed], count, this.holder, HOLD_MS],
+        // A job in its hand-back pause is left out by the job service's clock, which its claim is decided by.
+        values: [kinds, [...this.reserved, ...passed], count, this.holder, HOLD_MS, this.store.clock()],
       });
       const jobIds = rows.filter((row) => row.held && !taken.has(row.job_id)).map((row) => row.job_id);
       return { jobIds, lostSome: jobIds.length < rows.length };

@@ -28,7 +28,7 @@ export type { JobCommand, JobCommandType, EnqueueJobData, UnderLease } from './j
 export type { JobEvent, JobEventType } from './job/events.js';
 export { isTerminalJobEvent } from './job/events.js';
 export type { Job, JobState, ActiveLease, LeaseEnd, VerifiedPushRecord, StoryLog } from './job/state.js';
-export { initialJobState, evolveJob, jobExists, movesTask } from './job/state.js';
+export { initialJobState, evolveJob, jobExists, movesTask, pauseEndOf } from './job/state.js';
 export { decideJob, jobDecider } from './job/decider.js';
 export type { FinishingFacts, FinishOutcome, PushRecord } from './job/finishing-rule.js';
 export { decideFinish, hasNetDiff, VERIFY_DIVERGENT, VERIFY_PRODUCED_NO_OUTPUT } from './job/finishing-rule.js';

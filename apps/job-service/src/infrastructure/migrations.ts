@@ -322,6 +322,67 @@ export class JobServiceListingByStatus1782500000000 implements MigrationInterfac
  */
 export const JobServiceListingByKind1782600000000 = indexWhileWrittenMigration('JobServiceListingByKind1782600000000', 'jobs', 'jobs_by_kind', '(kind, enqueue_position)');
 
+/**
+ * A polling claim's pick leaves out the jobs still in their hand-back pause (docs/jobs.md, "Attempts"):
+ * the jobs view keeps the moment a queued job may be claimed from (`offer_not_before`, null when at
+ * once), the queue's index carries it (`jobs_queue_due`, in place of `jobs_queue`: the pick still reads
+ * the index alone), and the pick takes the claim's time (`gantry_pick_queued` and `gantry_pick_and_hold`
+ * with `due_at`, the job service's clock). Before, the pick handed a paused job to every look-up, which
+ * the claim's decision refused, and the look-up was made again without it: a refusal and a look-up more
+ * per claim and paused job, for up to a minute. The functions without `due_at` stay for replicas of
+ * the version before, which pick as they did; the job's decision still refuses a paused job.
+ */
+export class JobServicePausedJobsOutOfPick1782700000000 implements MigrationInterface {
+  name = 'JobServicePausedJobsOutOfPick1782700000000';
+  /** CREATE INDEX CONCURRENTLY cannot run in a transaction. */
+  transaction = false;
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE jobs ADD COLUMN IF NOT EXISTS offer_not_before timestamptz`);
+    await q.query(
+      `UPDATE jobs SET offer_not_before = (state->>'offerNotBefore')::timestamptz
+        WHERE status = 'QUEUED' AND state->>'offerNotBefore' IS NOT NULL AND offer_not_before IS NULL`,
+    );
+    await createIndexWhileWritten(q, 'jobs', 'jobs_queue_due', `(kind, enqueue_position, job_id) INCLUDE (offer_not_before) WHERE status = 'QUEUED'`);
+    await q.query(`DROP INDEX CONCURRENTLY IF EXISTS jobs_queue`);
+    await q.query(`
+      CREATE OR REPLACE FUNCTION gantry_pick_queued(kinds text[], passed text[], wanted integer, due_at timestamptz) RETURNS SETOF text
+        LANGUAGE sql STABLE SET enable_incremental_sort = off AS $$
+          SELECT q.job_id FROM unnest(ARRAY(SELECT DISTINCT unnest(kinds))) AS k(kind)
+            CROSS JOIN LATERAL (SELECT job_id, enqueue_position FROM jobs
+                                 WHERE status = 'QUEUED' AND kind = k.kind AND NOT (job_id = ANY(passed))
+                                   AND (offer_not_before IS NULL OR offer_not_before <= due_at)
+                                 ORDER BY enqueue_position, job_id LIMIT wanted) AS q
+           ORDER BY q.enqueue_position LIMIT wanted
+        $$`);
+    await q.query(`
+      CREATE OR REPLACE FUNCTION gantry_pick_and_hold(kinds text[], passed text[], wanted integer, holder text, hold_ms integer, due_at timestamptz)
+        RETURNS TABLE (job_id text, held boolean) LANGUAGE sql VOLATILE AS $$
+          WITH others AS (
+            SELECT coalesce(array_agg(h.job_id), '{}') AS held FROM claim_holds h
+             WHERE h.holder <> gantry_pick_and_hold.holder AND h.held_until > clock_timestamp()
+          ), picked AS (
+            SELECT p.job_id, p.n FROM others CROSS JOIN LATERAL gantry_pick_queued(kinds, passed || others.held, wanted, due_at) WITH ORDINALITY AS p(job_id, n)
+          ), taken AS (
+            INSERT INTO claim_holds AS h (job_id, holder, held_until)
+            SELECT picked.job_id, gantry_pick_and_hold.holder, clock_timestamp() + make_interval(secs => hold_ms / 1000.0) FROM picked ORDER BY picked.n
+            ON CONFLICT (job_id) DO UPDATE SET holder = EXCLUDED.holder, held_until = EXCLUDED.held_until
+              WHERE h.holder = EXCLUDED.holder OR h.held_until <= clock_timestamp()
+            RETURNING h.job_id
+          )
+          SELECT picked.job_id, taken.job_id IS NOT NULL FROM picked LEFT JOIN taken USING (job_id) ORDER BY picked.n
+        $$`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP FUNCTION IF EXISTS gantry_pick_and_hold(text[], text[], integer, text, integer, timestamptz)`);
+    await q.query(`DROP FUNCTION IF EXISTS gantry_pick_queued(text[], text[], integer, timestamptz)`);
+    await createIndexWhileWritten(q, 'jobs', 'jobs_queue', `(kind, enqueue_position, job_id) WHERE status = 'QUEUED'`);
+    await q.query(`DROP INDEX CONCURRENTLY IF EXISTS jobs_queue_due`);
+    await q.query(`ALTER TABLE jobs DROP COLUMN IF EXISTS offer_not_before`);
+  }
+}
+
 /** The index that holds a branch for its open sprint run. */
 export const OPEN_RUN_PER_BRANCH = 'sprint_runs_open_branch';
 
@@ -339,4 +400,5 @@ export const jobServiceMigrations = [
   JobServiceListingFilters1782400000000,
   JobServiceListingByStatus1782500000000,
   JobServiceListingByKind1782600000000,
+  JobServicePausedJobsOutOfPick1782700000000,
 ];

@@ -9,6 +9,7 @@ import {
   initialProductState,
   initialSprintRunState,
   jobExists,
+  pauseEndOf,
   productExists,
   sprintRunExists,
   type Job,
@@ -59,6 +60,8 @@ function jobRow(job: Job, first: StoredEvent | null) {
     state: job,
     repository: job.repository ?? null,
     branch: job.workBranch ?? null,
+    // A queued job's pause after a hand-back: the claims' pick leaves the job out until then.
+    offer_not_before: pauseEndOf(job),
   };
 }
 
@@ -87,22 +90,23 @@ export const jobsProjection: Projection = stateProjection<JobState>({
     await sql.query(
       `INSERT INTO jobs (job_id, enqueue_position, status, kind, product_id, story_id, sprint_id, sprint_run_id, task_id,
          agent_profile_id, reason, exclude_from_coalescing, created_at, attempt, max_attempts, lease_token, runner_id,
-         lease_expires_at, base_sha, head_sha, pushed_at, error, task_status, payloads, agent_config, state, repository, branch)
+         lease_expires_at, base_sha, head_sha, pushed_at, error, task_status, payloads, agent_config, state, repository, branch, offer_not_before)
        SELECT r.job_id,
               coalesce(r.enqueue_position, (SELECT e.position FROM events e WHERE e.stream_id = r.job_id AND e.stream_version = 1)),
               r.status, r.kind, r.product_id, r.story_id, r.sprint_id, r.sprint_run_id, r.task_id, r.agent_profile_id, r.reason,
               r.exclude_from_coalescing, r.created_at, r.attempt, r.max_attempts, r.lease_token, r.runner_id, r.lease_expires_at,
-              r.base_sha, r.head_sha, r.pushed_at, r.error, r.task_status, r.payloads, r.agent_config, r.state, r.repository, r.branch
+              r.base_sha, r.head_sha, r.pushed_at, r.error, r.task_status, r.payloads, r.agent_config, r.state, r.repository, r.branch,
+              r.offer_not_before
          FROM json_to_recordset($1::json) AS r(job_id text, enqueue_position bigint, status text, kind text, product_id text,
          story_id text, sprint_id text, sprint_run_id text, task_id text, agent_profile_id text, reason text,
          exclude_from_coalescing boolean, created_at timestamptz, attempt integer, max_attempts integer, lease_token integer,
          runner_id text, lease_expires_at timestamptz, base_sha text, head_sha text, pushed_at timestamptz, error text,
-         task_status text, payloads json, agent_config json, state json, repository text, branch text)
+         task_status text, payloads json, agent_config json, state json, repository text, branch text, offer_not_before timestamptz)
        ON CONFLICT (job_id) DO UPDATE SET
          status = EXCLUDED.status, attempt = EXCLUDED.attempt, lease_token = EXCLUDED.lease_token, runner_id = EXCLUDED.runner_id,
          lease_expires_at = EXCLUDED.lease_expires_at, base_sha = EXCLUDED.base_sha, head_sha = EXCLUDED.head_sha,
          pushed_at = EXCLUDED.pushed_at, error = EXCLUDED.error, task_status = EXCLUDED.task_status,
-         payloads = EXCLUDED.payloads, agent_config = EXCLUDED.agent_config, state = EXCLUDED.state`,
+         payloads = EXCLUDED.payloads, agent_config = EXCLUDED.agent_config, state = EXCLUDED.state, offer_not_before = EXCLUDED.offer_not_before`,
       [jsonRows(rows)], // each row on its own: commands written together share this statement
     );
   },

@@ -35,6 +35,11 @@ export const JobViewSchema = z.object({
   payloads: z.array(JobPayloadSchema),
   attempt: z.number().int().positive(),
   maxAttempts: z.number().int().positive(),
+  /**
+   * While the job is queued after a hand-back that kept its attempt (cause RUNNER or DEPENDENCY): the
+   * moment its pause ends, from which it is offered and may be claimed again. Null otherwise.
+   */
+  offerNotBefore: TimestampSchema.nullable(),
   lease: z
     .object({ runnerId: RunnerIdSchema, leaseToken: LeaseTokenSchema, leaseExpiresAt: TimestampSchema })
     .nullable(),
@@ -112,6 +117,7 @@ export const exampleJobView: JobView = {
   payloads: [{ plan: 'add the migration' }],
   attempt: 1,
   maxAttempts: 3,
+  offerNotBefore: null,
   lease: { runnerId: jobExampleIds.runnerId, leaseToken: 1, leaseExpiresAt: '2026-11-30T06:03:00.000Z' },
   agentConfig: { model: 'claude-sonnet-4-6', thinkingBudget: 6000, permissionMode: 'bypassPermissions', allowedTools: ['Read'], maxTurns: 200 },
   effort: 'medium',

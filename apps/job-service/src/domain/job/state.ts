@@ -129,6 +129,11 @@ export function jobExists(state: JobState): state is Job {
   return state.status !== 'ABSENT';
 }
 
+/** When a queued job's pause after a hand-back that kept its attempt ends; null when it may be claimed at once, or is not queued. */
+export function pauseEndOf(job: Job): string | null {
+  return job.status === 'QUEUED' ? (job.offerNotBefore ?? null) : null;
+}
+
 
 /** Kinds whose finish moves a task: the ones that write code for it. */
 export function movesTask(job: Pick<Job, 'kind' | 'taskId'>): boolean {

@@ -1,6 +1,6 @@
 import { jobInputBytes, type JobView } from '@gantry/contracts';
 import { runSettingsOf, type RunQueueEntry } from '../run-queue/run-queue.js';
-import type { Job } from './state.js';
+import { pauseEndOf, type Job } from './state.js';
 
 /** The job as `get_job` / `list_jobs` answer it: a projection row is this, folded from the log. */
 export function jobView(job: Job): JobView {
@@ -19,6 +19,7 @@ export function jobView(job: Job): JobView {
     payloads: job.payloads,
     attempt: job.attempt,
     maxAttempts: job.maxAttempts,
+    offerNotBefore: pauseEndOf(job),
     lease: job.lease ? { runnerId: job.lease.runnerId, leaseToken: job.lease.token, leaseExpiresAt: job.lease.expiresAt } : null,
     agentConfig: job.agentConfig,
     effort: job.effort,
