@@ -55,8 +55,19 @@ describe('where a job works, and what the runner reads from its payloads', () =>
     ['a code job without a branch', { kind: 'TASK_IMPLEMENTATION', baseRef: null, ...resolved, branch: null, payloads: [{}] }, /needs a branch/],
     ['a plan path escaping the repository', { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...resolved, payloads: [{ expectedChanges: [{ path: '../etc/passwd' }] }] }, /plain path relative/],
     ['a timeout a timer cannot hold', { kind: 'PLAN_CHAT', baseRef: null, ...unresolved, payloads: [{ timeoutMs: 2 ** 31 }] }, /invalid workspace fields/],
+    // Queued before the job service refused such branches: the worktree service refuses its lease at every claim.
+    [
+      'a branch in the rescue folder of a worktree key of its repository',
+      { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...resolved, branch: 'gantry/rescue/shop-main-1a2b3c4d5e6f', payloads: [{}] },
+      /^the job's branch cannot be leased: branch gantry\/rescue\/shop-main-1a2b3c4d5e6f is in the rescue folder of worktree key shop-main-1a2b3c4d5e6f/,
+    ],
+    [
+      "a branch in the rescue folder of a worktree key of the runner's repository, for a job enqueued before products",
+      { kind: 'REVIEW', baseRef: 'main', ...unresolved, branch: 'gantry/rescue/shop-main-1a2b3c4d5e6f/20261130T060000000Z', payloads: [{}] },
+      /in the rescue folder of worktree key shop-main-1a2b3c4d5e6f/,
+    ],
   ])('refuses %s', (_what, job, sentence) => {
-    expect(() => jobWorkspaceOf(job as never, defaults)).toThrow(expect.objectContaining({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(sentence) }));
+    expect(() => jobWorkspaceOf(job as never, { ...defaults, repositoryUrl: '/srv/git/shop.git' })).toThrow(expect.objectContaining({ code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(sentence) }));
   });
 
   it("refuses a code job without a repository as this runner's lack, not the job's malformation: a runner with GANTRY_REPOSITORY_URL can run it", () => {

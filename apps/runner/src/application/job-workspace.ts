@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ErrorCode, featureBranchFor, GantryError, type ClaimedJob, type JobKind } from '@gantry/contracts';
+import { ErrorCode, featureBranchFor, GantryError, rescueFolderProblem, type ClaimedJob, type JobKind } from '@gantry/contracts';
 import { validateExpectedChanges, type ExpectedChange } from '../domain/idempotency-precheck.js';
 
 /**
@@ -79,6 +79,10 @@ export function jobWorkspaceOf(
   if (code && branch === null) {
     throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job needs a branch to push to: the job names neither a branch nor a base ref`);
   }
+  // A branch the worktree service refuses to lease in this repository (one queued before the job
+  // service refused it at enqueue): refused at every claim alike, so the job cannot be run anywhere.
+  const unleasable = branch === null || repositoryUrl === null ? null : rescueFolderProblem(repositoryUrl, branch);
+  if (unleasable !== null) throw new GantryError(ErrorCode.INVALID_COMMAND, `the job's branch cannot be leased: ${unleasable}`);
   const expectedChanges = (merged.expectedChanges ?? []) as ExpectedChange[];
   validateExpectedChanges(expectedChanges);
   return {
