@@ -183,6 +183,33 @@ export const JobServiceViewsJsonText1782050000000 = jsonTextColumnsMigration('Jo
 ]);
 
 /**
+ * The body of `gantry_pick_and_hold` around the pick it makes (`pick`: the call of `gantry_pick_queued`
+ * on `others.held`, the jobs other holders hold): the oldest `wanted` queued jobs of the kinds, but those
+ * passed and those another holder holds; each is then held for `holder`, in the queue's order (so two
+ * look-ups that wait for each other's holds always wait in the same order). A job another holder took
+ * meanwhile comes back with held = false. Holds that ran out are taken over here, and removed by a
+ * statement of their own (ClaimPicker), which never waits for a row: removed in a look-up's transaction
+ * they could make two look-ups wait for each other.
+ */
+function pickAndHoldBody(pick: string): string {
+  return `
+          WITH others AS (
+            SELECT coalesce(array_agg(h.job_id), '{}') AS held FROM claim_holds h
+             WHERE h.holder <> gantry_pick_and_hold.holder AND h.held_until > clock_timestamp()
+          ), picked AS (
+            SELECT p.job_id, p.n FROM others CROSS JOIN LATERAL ${pick} WITH ORDINALITY AS p(job_id, n)
+          ), taken AS (
+            INSERT INTO claim_holds AS h (job_id, holder, held_until)
+            SELECT picked.job_id, gantry_pick_and_hold.holder, clock_timestamp() + make_interval(secs => hold_ms / 1000.0) FROM picked ORDER BY picked.n
+            ON CONFLICT (job_id) DO UPDATE SET holder = EXCLUDED.holder, held_until = EXCLUDED.held_until
+              WHERE h.holder = EXCLUDED.holder OR h.held_until <= clock_timestamp()
+            RETURNING h.job_id
+          )
+          SELECT picked.job_id, taken.job_id IS NOT NULL FROM picked LEFT JOIN taken USING (job_id) ORDER BY picked.n
+        `;
+}
+
+/**
  * Holds on queued jobs a replica's claims picked (`claim_holds`, `gantry_pick_and_hold`, see
  * ClaimPicker): a look-up of one replica skips the jobs another holds, so replicas claiming from one
  * queue do not pick the same jobs and lose their writes to each other. A hold is a hint with an
@@ -194,29 +221,10 @@ export class JobServiceClaimHolds1782100000000 implements MigrationInterface {
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`CREATE UNLOGGED TABLE claim_holds (job_id text PRIMARY KEY, holder text NOT NULL, held_until timestamptz NOT NULL)`);
-    // The oldest `wanted` queued jobs of the kinds, but those passed and those another holder holds;
-    // each is then held for `holder`, in the queue's order (so two look-ups that wait for each other's
-    // holds always wait in the same order). A job another holder took meanwhile comes back with
-    // held = false. Holds that ran out are taken over here, and removed by a statement of their own
-    // (ClaimPicker), which never waits for a row: removed in a look-up's transaction they could make
-    // two look-ups wait for each other.
     await q.query(`
       CREATE FUNCTION gantry_pick_and_hold(kinds text[], passed text[], wanted integer, holder text, hold_ms integer)
         RETURNS TABLE (job_id text, held boolean) LANGUAGE sql VOLATILE AS $$
-          WITH others AS (
-            SELECT coalesce(array_agg(h.job_id), '{}') AS held FROM claim_holds h
-             WHERE h.holder <> gantry_pick_and_hold.holder AND h.held_until > clock_timestamp()
-          ), picked AS (
-            SELECT p.job_id, p.n FROM others CROSS JOIN LATERAL gantry_pick_queued(kinds, passed || others.held, wanted) WITH ORDINALITY AS p(job_id, n)
-          ), taken AS (
-            INSERT INTO claim_holds AS h (job_id, holder, held_until)
-            SELECT picked.job_id, gantry_pick_and_hold.holder, clock_timestamp() + make_interval(secs => hold_ms / 1000.0) FROM picked ORDER BY picked.n
-            ON CONFLICT (job_id) DO UPDATE SET holder = EXCLUDED.holder, held_until = EXCLUDED.held_until
-              WHERE h.holder = EXCLUDED.holder OR h.held_until <= clock_timestamp()
-            RETURNING h.job_id
-          )
-          SELECT picked.job_id, taken.job_id IS NOT NULL FROM picked LEFT JOIN taken USING (job_id) ORDER BY picked.n
-        $$`);
+${pickAndHoldBody('gantry_pick_queued(kinds, passed || others.held, wanted)')}$$`);
   }
 
   async down(q: QueryRunner): Promise<void> {
@@ -358,20 +366,7 @@ export class JobServicePausedJobsOutOfPick1782700000000 implements MigrationInte
     await q.query(`
       CREATE OR REPLACE FUNCTION gantry_pick_and_hold(kinds text[], passed text[], wanted integer, holder text, hold_ms integer, due_at timestamptz)
         RETURNS TABLE (job_id text, held boolean) LANGUAGE sql VOLATILE AS $$
-          WITH others AS (
-            SELECT coalesce(array_agg(h.job_id), '{}') AS held FROM claim_holds h
-             WHERE h.holder <> gantry_pick_and_hold.holder AND h.held_until > clock_timestamp()
-          ), picked AS (
-            SELECT p.job_id, p.n FROM others CROSS JOIN LATERAL gantry_pick_queued(kinds, passed || others.held, wanted, due_at) WITH ORDINALITY AS p(job_id, n)
-          ), taken AS (
-            INSERT INTO claim_holds AS h (job_id, holder, held_until)
-            SELECT picked.job_id, gantry_pick_and_hold.holder, clock_timestamp() + make_interval(secs => hold_ms / 1000.0) FROM picked ORDER BY picked.n
-            ON CONFLICT (job_id) DO UPDATE SET holder = EXCLUDED.holder, held_until = EXCLUDED.held_until
-              WHERE h.holder = EXCLUDED.holder OR h.held_until <= clock_timestamp()
-            RETURNING h.job_id
-          )
-          SELECT picked.job_id, taken.job_id IS NOT NULL FROM picked LEFT JOIN taken USING (job_id) ORDER BY picked.n
-        $$`);
+${pickAndHoldBody('gantry_pick_queued(kinds, passed || others.held, wanted, due_at)')}$$`);
   }
 
   async down(q: QueryRunner): Promise<void> {
