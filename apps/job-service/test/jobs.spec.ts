@@ -836,6 +836,23 @@ describe('job service through the NATS command path', () => {
       expect(await world.client.request(getJob, { jobId: other.jobId })).toMatchObject({ status: 'CLAIMED', offerNotBefore: null });
     });
 
+    it('a claim refused for the pause keeps no answer under its key: the same claim, sent again once the pause has passed, claims the job', async () => {
+      // A runner's claim is keyed by the offer it took: refused while the job service that decides it
+      // reads a moment before the one that published the offer, the same offer published again by the
+      // offer sweep is claimed under the same key.
+      const { jobId } = await enqueue({ kind: 'IDEA_MAKE_PLAN', productId: 'product-pause' });
+      const first = await world.client.request(claimJob, { runnerId: runner('dep'), kinds: ['IDEA_MAKE_PLAN'], jobId, idempotencyKey: key('c') });
+      if (!first.claimed) throw new Error('not claimed');
+      await world.client.request(rollbackClaim, {
+        jobId, runnerId: runner('dep'), leaseToken: first.job.leaseToken, reason: 'the worktree service did not answer', cause: 'DEPENDENCY', idempotencyKey: key('rb'),
+      });
+      const { offerNotBefore } = await world.client.request(getJob, { jobId });
+      const request = { runnerId: runner('offered'), kinds: ['IDEA_MAKE_PLAN' as const], jobId, idempotencyKey: key('offer') };
+      await expect(world.client.request(claimJob, request)).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED, details: { offerNotBefore } });
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, Date.parse(offerNotBefore!) - Date.now())));
+      expect(await world.client.request(claimJob, request)).toMatchObject({ claimed: true, job: { jobId, leaseToken: first.job.leaseToken + 1 } });
+    });
+
     it('list_jobs names the claims a runner holds', async () => {
       const held = await runningJob('TASK_IMPLEMENTATION');
       const mine = await world.client.request(listJobs, { runnerId: runner('a'), status: ['CLAIMED', 'RUNNING'], limit: 500 });

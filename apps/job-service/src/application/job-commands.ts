@@ -17,7 +17,7 @@ import {
   type ReplyOf,
   type RequestOf,
 } from '@gantry/contracts';
-import { decideWithin, EventStore, handleWithDecider, type Decision, type ExecuteResult } from '@gantry/eventstore';
+import { decideWithin, EventStore, handleWithDecider, type Decision, type ExecuteResult, type StreamWork } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import {
@@ -105,6 +105,24 @@ export function claimedJob(job: Job): ClaimedJob {
   };
 }
 
+/**
+ * A claim refused because the job is still in its pause after a hand-back: an answer that holds only
+ * until a moment, so it is not kept under the claim's key (the store keeps a GantryError, not this). A
+ * runner's claim is keyed by the offer it took, and the same offer comes again (published again by the
+ * offer sweep) once the pause is over; kept, the refusal would answer that claim too, for as long as
+ * the receipt lives.
+ */
+class ClaimableLater extends Error {
+  constructor(readonly refusal: GantryError) {
+    super(refusal.message);
+  }
+}
+
+function notKeptWhilePaused(error: unknown): never {
+  const paused = error instanceof GantryError && error.code === ErrorCode.PRECONDITION_FAILED && typeof error.details?.offerNotBefore === 'string';
+  throw paused ? new ClaimableLater(error) : error;
+}
+
 /** The job commands (docs/domain.md, "Job"), each one transaction: decide on the stream, append at its version. */
 @Controller()
 export class JobCommandHandlers {
@@ -137,38 +155,46 @@ export class JobCommandHandlers {
     const stale = new Set<string>();
     let claimed: string | null = null;
     let executed: ExecuteResult<ReplyOf<typeof claimJob>>;
+    const options = { metadata: metadataOf(request, context), idempotency: idempotencyFor('claim_job', request), streams: request.jobId ? [request.jobId] : [] };
+    const decide = async (uow: StreamWork): Promise<ReplyOf<typeof claimJob>> => {
+      const now = this.now();
+      const claimOne = async (jobId: string) => {
+        const decision = await decideWithin(uow, jobDecider, jobId, claimJobCommand(request, { jobId, now }));
+        stopBeforeCommitIfAsked('claim_job');
+        return { claimed: true as const, job: claimedJob(jobAfter(decision)) };
+      };
+      if (request.jobId) return claimOne(request.jobId).catch(notKeptWhilePaused);
+      // Decided again on fresh reads (a refusal rested on what this process remembered of a
+      // stream), the claim picks afresh: the jobs an earlier run picked are no longer its own.
+      for (const jobId of picked) this.picker.release(jobId);
+      const passed: string[] = [];
+      for (;;) {
+        const jobId = await this.picker.pick(request.kinds, passed);
+        if (!jobId) return { claimed: false as const };
+        picked.push(jobId);
+        try {
+          return await claimOne(jobId);
+        } catch (error) {
+          // The view row was stale (claimed or cancelled in the meantime): try the next one. The
+          // refusal came from the decision, before anything was written: nothing to undo.
+          if (!(error instanceof GantryError) || error.code === ErrorCode.VERSION_CONFLICT) throw error;
+          passed.push(jobId);
+          stale.add(jobId);
+        }
+      }
+    };
     try {
-      executed = await this.store.executeInOneMessage<ReplyOf<typeof claimJob>>(
-        { metadata: metadataOf(request, context), idempotency: idempotencyFor('claim_job', request), streams: request.jobId ? [request.jobId] : [] },
-        async (uow) => {
-          const now = this.now();
-          const claimOne = async (jobId: string) => {
-            const decision = await decideWithin(uow, jobDecider, jobId, claimJobCommand(request, { jobId, now }));
-            stopBeforeCommitIfAsked('claim_job');
-            return { claimed: true as const, job: claimedJob(jobAfter(decision)) };
-          };
-          if (request.jobId) return claimOne(request.jobId);
-          // Decided again on fresh reads (a refusal rested on what this process remembered of a
-          // stream), the claim picks afresh: the jobs an earlier run picked are no longer its own.
-          for (const jobId of picked) this.picker.release(jobId);
-          const passed: string[] = [];
-          for (;;) {
-            const jobId = await this.picker.pick(request.kinds, passed);
-            if (!jobId) return { claimed: false as const };
-            picked.push(jobId);
-            try {
-              return await claimOne(jobId);
-            } catch (error) {
-              // The view row was stale (claimed or cancelled in the meantime): try the next one. The
-              // refusal came from the decision, before anything was written: nothing to undo.
-              if (!(error instanceof GantryError) || error.code === ErrorCode.VERSION_CONFLICT) throw error;
-              passed.push(jobId);
-              stale.add(jobId);
-            }
-          }
-        },
-      );
+      try {
+        executed = await this.store.executeInOneMessage<ReplyOf<typeof claimJob>>(options, decide);
+      } catch (error) {
+        if (!(error instanceof ClaimableLater)) throw error;
+        // Written in one message, the claim is decided before its key is looked at: a repeat of a claim
+        // answered already, or another request under its key, is told so by the full path, which looks first.
+        executed = await this.store.execute<ReplyOf<typeof claimJob>>(options, decide);
+      }
       claimed = executed.result.claimed ? executed.result.job.jobId : null;
+    } catch (error) {
+      throw error instanceof ClaimableLater ? error.refusal : error;
     } finally {
       for (const jobId of picked) this.picker.release(jobId);
       // A picked job neither claimed nor gone from the queue (the write failed, or was tried again on
