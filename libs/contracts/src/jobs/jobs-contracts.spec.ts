@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { exampleJobView, JobViewSchema } from './views.js';
 import type { CommandContract, EventContract } from '../registry.js';
 import {
   claimJob,
@@ -213,6 +214,12 @@ describe('job-service contracts', () => {
     // What was registered before still reads back from the log.
     const registered = { ...ProductRegistered.examples.valid[0]!, cloneUrl: 'http://github.com/acme/shop.git' };
     expect(ProductRegistered.data.safeParse(registered).success).toBe(true);
+  });
+
+  it('reads a job view of a job service that does not say when a hand-back pause ends as one without a pause', () => {
+    const { offerNotBefore: _left, ...earlier } = exampleJobView;
+    expect(JobViewSchema.parse(earlier).offerNotBefore).toBeNull();
+    expect(JobViewSchema.parse({ ...exampleJobView, status: 'QUEUED', lease: null, offerNotBefore: '2026-11-30T06:05:02.000Z' }).offerNotBefore).toBe('2026-11-30T06:05:02.000Z');
   });
 
   it('uses the example ids consistently as subject tokens', () => {

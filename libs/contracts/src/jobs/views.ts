@@ -37,9 +37,10 @@ export const JobViewSchema = z.object({
   maxAttempts: z.number().int().positive(),
   /**
    * While the job is queued after a hand-back that kept its attempt (cause RUNNER or DEPENDENCY): the
-   * moment its pause ends, from which it is offered and may be claimed again. Null otherwise.
+   * moment its pause ends, from which it is offered and may be claimed again. Null otherwise, and when
+   * a job service of an earlier version, which does not say, answers.
    */
-  offerNotBefore: TimestampSchema.nullable(),
+  offerNotBefore: TimestampSchema.nullable().default(null),
   lease: z
     .object({ runnerId: RunnerIdSchema, leaseToken: LeaseTokenSchema, leaseExpiresAt: TimestampSchema })
     .nullable(),
