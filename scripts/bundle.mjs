@@ -122,7 +122,7 @@ writeFileSync(input, launcher);
  */
 function rewrite(code) {
   const helper = 'var __name = (target, value) => __defProp(target, "name", { value, configurable: true });';
-  if (!code.includes(helper)) throw new Error(`esbuild's __name helper is not the one scripts/bundle.mjs knows: see rewrite`);
+  if (!code.includes(helper) && code.includes('__name(')) throw new Error(`esbuild's __name helper is not the one scripts/bundle.mjs knows: see rewrite`);
   const edits = []; // [start, end, replacement]: [start, end) becomes replacement
   const unwrap = (call, name) => {
     if (call?.type !== 'CallExpression' || call.callee.type !== 'Identifier' || call.callee.name !== '__name') return;

@@ -101,6 +101,40 @@ describe('scripts/bundle.mjs', () => {
     const names = JSON.parse(execFileSync(process.execPath, [entry], { encoding: 'utf8' })) as string[];
     expect(names).toEqual(['Client', 'DataSource', 'JetStreamApiError', 'arrow', 'assigned', 'reply', 'field', 'made', 'Fields', 'claimOne', 'inner', 'claimOne']);
   });
+
+  it('writes an ASCII bundle: what is not ASCII in a comment or a regular expression is escaped and means the same; a template literal keeps its raw text', async () => {
+    const entry = path.join(dir, 'ascii.js');
+    writeFileSync(
+      entry,
+      [
+        // esbuild keeps comments in a class body or an object literal.
+        'class Units {',
+        '  /** A comment with a dash — and a µ. */',
+        '  static pattern = () => units;',
+        '}',
+        "const units = /(\\d+)(ns|µs|ms)/;",
+        "const unicode = /[é😀]/u;",
+        "const text = 'naïve';",
+        'const raw = String.raw`→`;',
+        "console.log(JSON.stringify([Units.pattern().exec('5µs')?.[2], unicode.test('😀'), unicode.test('e'), text, raw, raw.length]));",
+      ].join('\n'),
+    );
+    const build = execFileSync(process.execPath, [path.join(repositoryRoot, 'scripts/bundle.mjs'), entry], { cwd: repositoryRoot, encoding: 'utf8' });
+    const bundle = readFileSync(bundleOf(entry), 'utf8');
+    // Only the template literal's arrow is left, and the build says so.
+    expect([...bundle].filter((c) => c.charCodeAt(0) > 0x7f)).toEqual(['→']);
+    expect(build).toContain('not ASCII: 1 characters in template literals');
+    expect(bundle).toContain('\\u2014'); // the comment's dash, as text
+    expect(JSON.parse(execFileSync(process.execPath, [entry], { encoding: 'utf8' }))).toEqual(['µs', true, false, 'naïve', '→', 1]);
+  });
+
+  it('refuses to bundle a regular expression that escapes a character that is not ASCII (its escape would change what it means)', () => {
+    const entry = path.join(dir, 'escaped.js');
+    writeFileSync(entry, "console.log(/a\\µ/.test('aµ'));\n");
+    expect(() => execFileSync(process.execPath, [path.join(repositoryRoot, 'scripts/bundle.mjs'), entry], { cwd: repositoryRoot, stdio: 'pipe' })).toThrow(
+      /escapes a character that is not ASCII/,
+    );
+  });
 });
 
 describe("the launcher (an app's dist/main.js)", () => {
