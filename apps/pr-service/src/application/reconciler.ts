@@ -1,9 +1,10 @@
 import { Controller, Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { LRUCache } from 'lru-cache';
+import type pg from 'pg';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullRequestEffectFailureCode, type PullRequestFailureCode } from '@gantry/contracts';
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
-import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
+import { crashHereIfAsked, DurableConsumer, failHereIfAsked, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
 import {
   baseBranchOf,
   CONFLICT_LOOKUPS,
@@ -95,17 +96,39 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     const waitMs = await this.rateLimitWaitMs(pullRequestId);
     if (waitMs > 0) return this.ask(pullRequestId, waitMs);
     const lock = await this.store.pool.connect();
+    // A query on the lock's connection that failed — the unlock above all — leaves its session in a state not known: it
+    // may still hold the PR's lock, and back in the pool it would keep it for as long as the pool keeps the connection,
+    // every replica skipping the PR. Such a connection is closed (its session ends, and the lock with it), never reused.
+    let unknownSession: Error | undefined;
+    const onLock = async <R extends pg.QueryResultRow>(sql: string, faultPoint?: string): Promise<pg.QueryResult<R>> => {
+      try {
+        if (faultPoint) failHereIfAsked(faultPoint);
+        return await lock.query<R>(sql, [pullRequestId]);
+      } catch (error) {
+        unknownSession = error instanceof Error ? error : new Error(String(error));
+        throw error;
+      }
+    };
     try {
-      const { rows } = await lock.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked`, [pullRequestId]);
+      const { rows } = await onLock<{ locked: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked`);
       if (!rows[0]?.locked) return this.ask(pullRequestId, 500); // another replica works on it now; look again shortly
       try {
         await this.rounds(pullRequestId);
         this.attempts.delete(pullRequestId);
       } finally {
-        await lock.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [pullRequestId]);
+        await this.unlock(pullRequestId, onLock);
       }
     } finally {
-      lock.release();
+      lock.release(unknownSession);
+    }
+  }
+
+  /** The unlock after a run: when it fails the run's own outcome stands — the connection is closed, which frees the lock. */
+  private async unlock(pullRequestId: string, onLock: (sql: string, faultPoint: string) => Promise<unknown>): Promise<void> {
+    try {
+      await onLock(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, 'pr-service:advisory-unlock');
+    } catch (error) {
+      this.log.warn({ pullRequestId, error: error instanceof Error ? error.message : String(error) }, 'the pull request\'s advisory unlock failed; its connection is closed, which frees the lock');
     }
   }
 

@@ -22,3 +22,17 @@ export async function holdHereIfAsked(point: string): Promise<void> {
   process.stderr.write(`${JSON.stringify({ testHold: point, pid: process.pid })}\n`);
   await released;
 }
+
+const failed = new Set<string>();
+
+/**
+ * Test-only: `GANTRY_TEST_FAIL_AT=<point>` makes the step at that point fail (throw), the first time the process gets
+ * there, with the process and its connections alive — the failure of one query whose connection is still usable (a
+ * client-side timeout, a statement cancelled), which the code must not take for a connection in a known state. Unset
+ * in every real deployment; nothing else reads it.
+ */
+export function failHereIfAsked(point: string): void {
+  if (process.env.GANTRY_TEST_FAIL_AT !== point || failed.has(point)) return;
+  failed.add(point);
+  throw new Error(`test fault at ${point}`);
+}
