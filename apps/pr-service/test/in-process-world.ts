@@ -114,11 +114,12 @@ export function inProcessPrService(label: string): InProcessWorld {
       await tracked.record('RecordOpened', { prNumber: pr.number, prUrl: pr.html_url, nodeId: pr.node_id, draft: true, headSha: head, adopted: true });
       return tracked;
     },
-    async restart() {
+    async restart(o = {}) {
       // The process stops (its shutdown hooks run) and a new one starts on the same schema and streams: what it
       // knows is what its log and tables hold.
       const { schema, naming } = world.service;
       await world.service.app.close();
+      await o.whileStopped?.();
       const app = await startInProcess(AppModule, { name: schema, naming }, env(), { nestLogs: false, rawBodyRoutes: prServiceRawBodyRoutes });
       world.service = {
         ...world.service,
@@ -185,8 +186,11 @@ export interface InProcessWorld {
     head: string,
     pr: { number: number; html_url: string; node_id: string },
   ): Promise<{ pullRequestId: string; record: (type: PullRequestCommand['type'], data: Record<string, unknown>) => Promise<unknown> }>;
-  /** The service stopped and started again on the same schema and streams (`service`, `log`, `reconciler` are the new process's). */
-  restart(): Promise<void>;
+  /**
+   * The service stopped and started again on the same schema and streams (`service`, `log`, `reconciler` are the new
+   * process's); `whileStopped` runs between the two (e.g. a long gap, a change of GitHub).
+   */
+  restart(o?: { whileStopped?: () => Promise<void> }): Promise<void>;
   /** A second replica of the service on the same schema and streams (closed by the caller). */
   secondReplica(): Promise<{ reconciler: PullRequestReconciler; close(): Promise<void> }>;
   /** How many times in a row the reconciler's run of a pull request has failed (undefined: none is waiting to be tried again). */

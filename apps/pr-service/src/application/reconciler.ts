@@ -12,6 +12,7 @@ import {
   baseWentBack,
   HEAD_BACK_CONFIRM_MS,
   headWentBack,
+  SHOWN_BACK_READ_GAP_MS,
   isSettled,
   olderThanBaseChange,
   nextConflictLookupAt,
@@ -187,11 +188,18 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       await this.store.pool.query(`DELETE FROM pull_request_shown_back WHERE pull_request_id = $1`, [id]);
       return;
     }
+    // The wait goes on only from a read of the same thing at most SHOWN_BACK_READ_GAP_MS before this one: after a longer
+    // gap with no reads (the service down, its runs held up) GitHub may have shown anything meanwhile.
     const { rows } = await this.store.pool.query<{ since: string }>(
-      `INSERT INTO pull_request_shown_back AS b (pull_request_id, shown, since) VALUES ($1, $2, $3)
-       ON CONFLICT (pull_request_id) DO UPDATE SET shown = EXCLUDED.shown, since = CASE WHEN b.shown = EXCLUDED.shown THEN b.since ELSE EXCLUDED.since END
+      `INSERT INTO pull_request_shown_back AS b (pull_request_id, shown, since, last_read) VALUES ($1, $2, $3, $3)
+       ON CONFLICT (pull_request_id) DO UPDATE SET
+         shown = EXCLUDED.shown,
+         since = CASE WHEN b.shown = EXCLUDED.shown AND b.last_read IS NOT NULL
+                       AND EXCLUDED.last_read::timestamptz - b.last_read::timestamptz <= make_interval(secs => $4::double precision / 1000)
+                  THEN b.since ELSE EXCLUDED.since END,
+         last_read = EXCLUDED.last_read
        RETURNING since`,
-      [id, `${head} ${base}`, observation.observedAt],
+      [id, `${head} ${base}`, observation.observedAt, SHOWN_BACK_READ_GAP_MS],
     );
     const since = rows[0]!.since;
     observation.shownSince = since;

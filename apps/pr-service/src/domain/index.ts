@@ -29,7 +29,7 @@ export type { PullRequestEvent, PullRequestEventType } from './pull-request/even
 export type { PullRequestCommand, PullRequestCommandType, GitHubObservation } from './pull-request/commands.js';
 export type { PullRequestState, Flow, OpenedPr, Scope } from './pull-request/state.js';
 export { initialPullRequestState, evolvePullRequest, pullRequestExists, isSettled, baseBranchOf } from './pull-request/state.js';
-export { decidePullRequest, pullRequestDecider, headWentBack, baseWentBack, olderThanBaseChange, readHeldBack, HEAD_BACK_CONFIRM_MS } from './pull-request/decider.js';
+export { decidePullRequest, pullRequestDecider, headWentBack, baseWentBack, olderThanBaseChange, readHeldBack, HEAD_BACK_CONFIRM_MS, SHOWN_BACK_READ_GAP_MS } from './pull-request/decider.js';
 export type { ReportedCheck, ChecksVerdict } from './pull-request/checks.js';
 export { checksVerdict } from './pull-request/checks.js';
 export type { StrategyRules } from './pull-request/strategies.js';

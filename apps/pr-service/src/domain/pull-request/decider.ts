@@ -285,6 +285,12 @@ function observationEvents(o: GitHubObservation, state: PullRequestState, id: Re
 
 /** PR-15: how long GitHub must have shown a head the branch had before (once it showed the current one) for the PR to follow it back. */
 export const HEAD_BACK_CONFIRM_MS = 2000;
+/**
+ * PR-15: the longest two reads showing such a head may be apart and still count as "every read in between showing it":
+ * the PR is read again when the 2 s are up, so a longer gap means no read at all in it (the service down, its runs held
+ * up): GitHub may have shown anything meanwhile, and the 2 s start again.
+ */
+export const SHOWN_BACK_READ_GAP_MS = 10_000;
 
 type ReadOfReplica = Pick<GitHubObservation, 'headSha' | 'baseBranch' | 'updatedAt' | 'observedAt' | 'shownSince'>;
 

@@ -148,6 +148,22 @@ export class PrServicePullRequestShownBack1788000000000 implements MigrationInte
   }
 }
 
+/**
+ * PR-15: when the last read showing that head or base was made. The wait goes on only from a recent one: after a long
+ * gap with no reads, a read showing it again starts the wait again (rows from before have none, and start it again too).
+ */
+export class PrServicePullRequestShownBackLastRead1789000000000 implements MigrationInterface {
+  name = 'PrServicePullRequestShownBackLastRead1789000000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE pull_request_shown_back ADD COLUMN IF NOT EXISTS last_read text`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE pull_request_shown_back DROP COLUMN IF EXISTS last_read`);
+  }
+}
+
 export const prServiceMigrations = [
   PrServiceTables1767312000000,
   PrServiceStateCompression1780272000000,
@@ -157,4 +173,5 @@ export const prServiceMigrations = [
   PrServicePullRequestsByRepositoryAnyCase1786000000000,
   PrServiceGitHubRateLimit1787000000000,
   PrServicePullRequestShownBack1788000000000,
+  PrServicePullRequestShownBackLastRead1789000000000,
 ];
