@@ -3,7 +3,7 @@
  * requests named are read from GitHub again before anything is decided. Handled: `pull_request`
  * (opened, reopened, synchronize, ready_for_review, closed — merged or not, edited, converted_to_draft,
  * auto_merge_enabled, auto_merge_disabled), `pull_request_review`,
- * `check_suite` and `check_run` (completed), `status`. Every other event or action is recorded and
+ * `check_suite` (completed), `check_run` (created, rerequested, completed), `status`. Every other event or action is recorded and
  * ignored (null).
  */
 export interface DeliveryConcerns {
@@ -14,6 +14,9 @@ export interface DeliveryConcerns {
 }
 
 const PULL_REQUEST_ACTIONS = new Set(['opened', 'reopened', 'synchronize', 'ready_for_review', 'closed', 'edited', 'converted_to_draft', 'auto_merge_enabled', 'auto_merge_disabled']);
+
+/** A check run created (a re-run is a new run), asked to run again, or completed. */
+const CHECK_RUN_ACTIONS = new Set(['created', 'rerequested', 'completed']);
 
 type Json = Record<string, unknown>;
 const obj = (v: unknown): Json => (v && typeof v === 'object' ? (v as Json) : {});
@@ -56,7 +59,8 @@ export function whatADeliveryConcerns(event: string, payload: unknown): Delivery
       return { repository, branches: [...new Set(branches)], headSha: str(suite.head_sha) };
     }
     case 'check_run': {
-      if (action !== 'completed') return null;
+      // `created`, `rerequested`: a check run again on a head maybe seen green — pending now, the head not green (PR-4).
+      if (!CHECK_RUN_ACTIONS.has(action ?? '')) return null;
       const run = obj(p.check_run);
       const suite = obj(run.check_suite);
       const branches = [str(suite.head_branch), ...headRefs(run.pull_requests)].filter((b): b is string => b !== undefined);
