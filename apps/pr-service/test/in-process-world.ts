@@ -3,10 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { pullRequestIdFor } from '@gantry/contracts';
-import { startGitHubFake, type GitHubFake } from '@gantry/github-fake';
+import { EventStore } from '@gantry/eventstore';
+import { startGitHubFake, type GitHubFake, type RequestLogEntry } from '@gantry/github-fake';
 import { Clone, octokitFor } from '@gantry/github-fake/testing';
 import { startInProcess, startTestService, type TestService } from '@gantry/service-runtime/testing';
-import { removeTestNamespace, testDatabaseUrl } from '@gantry/testing';
+import { eventually, removeTestNamespace, testDatabaseUrl } from '@gantry/testing';
 import { AppModule, prServiceRawBodyRoutes } from '../src/app.module.js';
 import { PullRequestLog } from '../src/application/pull-request-log.js';
 import { PullRequestReconciler } from '../src/application/reconciler.js';
@@ -137,6 +138,19 @@ export function inProcessPrService(label: string): InProcessWorld {
       const app = await startInProcess(AppModule, { name: schema, naming }, env(), { nestLogs: false, rawBodyRoutes: prServiceRawBodyRoutes });
       return { reconciler: app.get(PullRequestReconciler), close: () => app.close() };
     },
+    prReads(repository, prNumber) {
+      const path = `/repos/${repository}/pulls/${prNumber}`;
+      const all = async () => (await world.fake.control.requests({ method: 'GET', path })).filter((r) => r.path === path);
+      return { path, all, stale: async () => (await all()).filter((r) => r.fault === 'stale_read') };
+    },
+    async keptAtHead(pullRequestId, head, reads) {
+      const after = new Date().toISOString();
+      await eventually(async () => (await reads.all()).some((r) => r.at > after && r.fault === null), { what: 'a read of the PR showing its head', timeoutMs: 30_000 });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const events = await world.service.app.get(EventStore).readStream(pullRequestId);
+      expect(events.filter((e) => e.type === 'PullRequestHeadMoved').map((e) => (e.data as { headSha: string }).headSha)).toEqual([head]);
+      expect(await world.service.app.get(PullRequestLog).load(pullRequestId)).toMatchObject({ headSha: head, checks: { headSha: head, verdict: 'GREEN' } });
+    },
     failedRuns(pullRequestId) {
       const reconciler = world.service.app.get(PullRequestReconciler);
       return (reconciler as unknown as { attempts: { get(id: string): number | undefined } }).attempts.get(pullRequestId);
@@ -193,6 +207,13 @@ export interface InProcessWorld {
   restart(o?: { whileStopped?: () => Promise<void> }): Promise<void>;
   /** A second replica of the service on the same schema and streams (closed by the caller). */
   secondReplica(): Promise<{ reconciler: PullRequestReconciler; close(): Promise<void> }>;
+  /** The reads of a PR (`GET /repos/{o}/{r}/pulls/{n}`) the local GitHub answered, and those a replica behind answered (`stale_read`). */
+  prReads(repository: string, prNumber: number): { path: string; all: () => Promise<RequestLogEntry[]>; stale: () => Promise<RequestLogEntry[]> };
+  /**
+   * After a read from now on showing the PR's current head (no fault), and a second for what it leads to: the PR only
+   * ever moved to `head` (no head shown back was followed), and is at it, green.
+   */
+  keptAtHead(pullRequestId: string, head: string, reads: { all: () => Promise<RequestLogEntry[]> }): Promise<void>;
   /** How many times in a row the reconciler's run of a pull request has failed (undefined: none is waiting to be tried again). */
   failedRuns(pullRequestId: string): number | undefined;
 }
