@@ -51,4 +51,32 @@ describe('a head shown back to one replica and current to the other', () => {
       await replicaB.close();
     }
   }, 180_000);
+
+  it('a replica whose clock runs ahead follows the earlier head no sooner: how long GitHub has shown it is the database\'s time', async () => {
+    const replicaB = await world.secondReplica({ clockAheadMs: 5000 });
+    try {
+      const { repository, pr, h2, pullRequestId } = await world.storyPushedTwice(`${name}-skew`, 'job-00000000-0000-4000-8000-0000000000c2', ['T-1', 'T-2'], { readAtFirstHead: true });
+      await world.fake.control.setCheck(repository, { sha: h2, name: 'ci/test', status: 'completed', conclusion: 'success' });
+      world.reconciler.ask(pullRequestId);
+      await eventually(async () => (await world.log.load(pullRequestId)).checks?.headSha === h2, { what: 'H2\'s checks recorded', timeoutMs: 60_000 });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const prReads = world.prReads(repository, pr.number);
+
+      // Replica A's read and, a moment later, replica B's are answered by a replica of GitHub behind the push: H1, shown
+      // for well under 2 s — though B's clock, 5 s ahead of A's, says more.
+      await world.fake.control.injectFault({ kind: 'stale_read', method: 'GET', path: prReads.path, count: 1 });
+      world.reconciler.ask(pullRequestId);
+      await eventually(async () => (await prReads.stale()).length === 1, { what: 'replica A\'s read answered with H1', timeoutMs: 30_000 });
+      await world.fake.control.injectFault({ kind: 'stale_read', method: 'GET', path: prReads.path, count: 1 });
+      replicaB.reconciler.ask(pullRequestId);
+      const [first, second] = await eventually(async () => ((await prReads.stale()).length === 2 ? prReads.stale() : null), { what: 'replica B\'s read answered with H1', timeoutMs: 30_000 });
+      expect(Date.parse(second!.at) - Date.parse(first!.at)).toBeLessThan(HEAD_BACK_CONFIRM_MS);
+
+      // The read when the 2 s are up shows H2: the PR stays at it.
+      await world.keptAtHead(pullRequestId, h2, prReads);
+    } finally {
+      await world.fake.control.clearFaults();
+      await replicaB.close();
+    }
+  }, 180_000);
 });

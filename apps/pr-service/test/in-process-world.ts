@@ -131,11 +131,14 @@ export function inProcessPrService(label: string): InProcessWorld {
         },
       };
     },
-    async secondReplica() {
+    async secondReplica(o = {}) {
       // Another process of the service on the same schema and streams, as a second replica in production: it shares the
       // log, the tables and the durable consumers, and nothing of this process's memory.
       const { schema, naming } = world.service;
       const app = await startInProcess(AppModule, { name: schema, naming }, env(), { nestLogs: false, rawBodyRoutes: prServiceRawBodyRoutes });
+      // Its host's clock, running ahead of this one's: the service takes every time from its event store's clock.
+      const ahead = o.clockAheadMs ?? 0;
+      if (ahead) Object.defineProperty(app.get(EventStore), 'clock', { value: () => new Date(Date.now() + ahead) });
       return { reconciler: app.get(PullRequestReconciler), close: () => app.close() };
     },
     prReads(repository, prNumber) {
@@ -205,8 +208,8 @@ export interface InProcessWorld {
    * process's); `whileStopped` runs between the two (e.g. a long gap, a change of GitHub).
    */
   restart(o?: { whileStopped?: () => Promise<void> }): Promise<void>;
-  /** A second replica of the service on the same schema and streams (closed by the caller). */
-  secondReplica(): Promise<{ reconciler: PullRequestReconciler; close(): Promise<void> }>;
+  /** A second replica of the service on the same schema and streams (closed by the caller); `clockAheadMs`: its clock runs that far ahead. */
+  secondReplica(o?: { clockAheadMs?: number }): Promise<{ reconciler: PullRequestReconciler; close(): Promise<void> }>;
   /** The reads of a PR (`GET /repos/{o}/{r}/pulls/{n}`) the local GitHub answered, and those a replica behind answered (`stale_read`). */
   prReads(repository: string, prNumber: number): { path: string; all: () => Promise<RequestLogEntry[]>; stale: () => Promise<RequestLogEntry[]> };
   /**

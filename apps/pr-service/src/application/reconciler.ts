@@ -188,22 +188,25 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       await this.store.pool.query(`DELETE FROM pull_request_shown_back WHERE pull_request_id = $1`, [id]);
       return;
     }
-    // The wait goes on only from a read of the same thing at most SHOWN_BACK_READ_GAP_MS before this one: after a longer
-    // gap with no reads (the service down, its runs held up) GitHub may have shown anything meanwhile.
-    const { rows } = await this.store.pool.query<{ since: string }>(
-      `INSERT INTO pull_request_shown_back AS b (pull_request_id, shown, since, last_read) VALUES ($1, $2, $3, $3)
+    // The times are the database's, whichever replica reads: the replicas' clocks may differ by more than the 2 s, and a
+    // replica ahead of the one that read first would take the earlier head as shown for long enough at once. The wait goes
+    // on only from a read of the same thing at most SHOWN_BACK_READ_GAP_MS before this one: after a longer gap with no
+    // reads (the service down, its runs held up) GitHub may have shown anything meanwhile.
+    const { rows } = await this.store.pool.query<{ shown_ms: string }>(
+      `INSERT INTO pull_request_shown_back AS b (pull_request_id, shown, since, last_read) VALUES ($1, $2, now()::text, now()::text)
        ON CONFLICT (pull_request_id) DO UPDATE SET
          shown = EXCLUDED.shown,
          since = CASE WHEN b.shown = EXCLUDED.shown AND b.last_read IS NOT NULL
-                       AND EXCLUDED.last_read::timestamptz - b.last_read::timestamptz <= make_interval(secs => $4::double precision / 1000)
+                       AND now() - b.last_read::timestamptz <= make_interval(secs => $3::double precision / 1000)
                   THEN b.since ELSE EXCLUDED.since END,
          last_read = EXCLUDED.last_read
-       RETURNING since`,
-      [id, `${head} ${base}`, observation.observedAt, SHOWN_BACK_READ_GAP_MS],
+       RETURNING 1000 * extract(epoch FROM now() - since::timestamptz) AS shown_ms`,
+      [id, `${head} ${base}`, SHOWN_BACK_READ_GAP_MS],
     );
-    const since = rows[0]!.since;
-    observation.shownSince = since;
-    const waitMs = Date.parse(since) + HEAD_BACK_CONFIRM_MS - Date.parse(observation.observedAt);
+    // How long it has been shown, by the database's clock, as a time of this replica's (the read's `observedAt`).
+    const shownMs = Math.max(0, Number(rows[0]!.shown_ms));
+    observation.shownSince = new Date(Date.parse(observation.observedAt) - shownMs).toISOString();
+    const waitMs = HEAD_BACK_CONFIRM_MS - shownMs;
     if (waitMs > 0) this.ask(id, waitMs);
   }
 

@@ -29,7 +29,8 @@ export interface GitHubObservation {
   /**
    * PR-15, PR-18: since when GitHub has shown what this read shows back — a head the branch had before the current one,
    * or the base the PR was on before the recorded change — every read in between showing it too (the effect
-   * processor keeps it in the database, whatever replica made the reads; absent: this read is the first). Such a read is followed only once shown for HEAD_BACK_CONFIRM_MS.
+   * processor keeps it in the database, whatever replica made the reads, and measures it by the database's clock, given here
+   * on this read's clock; absent: this read is the first). Such a read is followed only once shown for HEAD_BACK_CONFIRM_MS.
    */
   shownSince?: string;
 }
