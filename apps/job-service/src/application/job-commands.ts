@@ -1,6 +1,7 @@
 import { Controller, Inject } from '@nestjs/common';
 import {
   cancelJob,
+  claimableFrom,
   claimJob,
   enqueueJob,
   ErrorCode,
@@ -119,8 +120,7 @@ class ClaimableLater extends Error {
 }
 
 function notKeptWhilePaused(error: unknown): never {
-  const paused = error instanceof GantryError && error.code === ErrorCode.PRECONDITION_FAILED && typeof error.details?.offerNotBefore === 'string';
-  throw paused ? new ClaimableLater(error) : error;
+  throw error instanceof GantryError && claimableFrom(error) !== null ? new ClaimableLater(error) : error;
 }
 
 /** The job commands (docs/domain.md, "Job"), each one transaction: decide on the stream, append at its version. */

@@ -1,4 +1,4 @@
-import { Backoff, backoffDelayMs } from './backoff.js';
+import { Backoff, backoffDelayMs, PAUSE_HAND_BACK_MAX_MS, PAUSE_HAND_BACK_MIN_MS, untilPauseEndsMs } from './backoff.js';
 
 describe('exponential backoff', () => {
   const options = { initialMs: 500, maxMs: 30_000 };
@@ -24,5 +24,17 @@ describe('exponential backoff', () => {
     backoff.succeed();
     expect(backoff.consecutiveFailures).toBe(0);
     expect(backoff.fail()).toBeLessThanOrEqual(100);
+  });
+});
+
+describe('an offer refused for its job\'s pause', () => {
+  const now = Date.parse('2026-11-30T06:00:00.000Z');
+
+  it('goes back until the pause ends, at least a second and at most a minute', () => {
+    expect(untilPauseEndsMs('2026-11-30T06:00:08.000Z', now)).toBe(8_000);
+    expect(untilPauseEndsMs('2026-11-30T06:00:00.200Z', now)).toBe(PAUSE_HAND_BACK_MIN_MS);
+    expect(untilPauseEndsMs('2026-11-30T05:59:58.000Z', now)).toBe(PAUSE_HAND_BACK_MIN_MS);
+    expect(untilPauseEndsMs('2026-11-30T06:05:00.000Z', now)).toBe(PAUSE_HAND_BACK_MAX_MS);
+    expect(untilPauseEndsMs('not a moment', now)).toBe(PAUSE_HAND_BACK_MIN_MS);
   });
 });

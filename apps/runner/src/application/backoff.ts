@@ -28,3 +28,19 @@ export class Backoff {
     this.failures = 0;
   }
 }
+
+/** Bounds on how long an offer refused for its job's pause is handed back for (docs/jobs.md, "Attempts"). */
+export const PAUSE_HAND_BACK_MIN_MS = 1_000;
+export const PAUSE_HAND_BACK_MAX_MS = 60_000;
+
+/**
+ * How long an offer whose claim was refused for its job's pause goes back for: until the pause ends
+ * (`notBefore`, on the job service's clock), at least a second — a job service whose clock is behind
+ * refuses it again, and the offer must not come back in a tight loop meanwhile — and at most a minute,
+ * the longest pause, should the runner's clock be far behind.
+ */
+export function untilPauseEndsMs(notBefore: string, now: number): number {
+  const left = Date.parse(notBefore) - now;
+  if (Number.isNaN(left)) return PAUSE_HAND_BACK_MIN_MS;
+  return Math.min(PAUSE_HAND_BACK_MAX_MS, Math.max(PAUSE_HAND_BACK_MIN_MS, left));
+}

@@ -2,6 +2,7 @@ import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationB
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import pTimeout from 'p-timeout';
 import {
+  claimableFrom,
   claimJob,
   deriveIdempotencyKey,
   ErrorCode,
@@ -17,14 +18,17 @@ import { Bus, CommandClient, isTransient } from '@gantry/messaging';
 import { componentLogger, holdHereIfAsked, Liveness, processStop, Readiness, SECRET_SCRUBBER, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
 import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
-import { Backoff } from './backoff.js';
+import { Backoff, untilPauseEndsMs } from './backoff.js';
 import { EarlierRunLeft, settleEarlierRun } from './earlier-run.js';
 import { JobRun, runCorrelationId, type JobRunOutcome } from './job-run.js';
 import { RUNNER_CONFIG, stopMarginMs, type RunnerConfig } from './runner-config.js';
 import { takeScratchFolder } from './scratch-ownership.js';
 import { Slots } from './slots.js';
 
-/** A claim lost to another runner or to the job's state: the offer is dropped. */
+/**
+ * A claim lost to another runner or to the job's state: the offer is dropped. A PRECONDITION_FAILED
+ * for the job's pause after a hand-back is the exception: the offer goes back until the pause ends.
+ */
 const LOST_CLAIM_CODES = new Set<string>([
   ErrorCode.ALREADY_CLAIMED,
   ErrorCode.INVALID_TRANSITION,
@@ -340,6 +344,16 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         }
         claimed = reply.job;
       } catch (error) {
+        // Offered at the pause's end and claimed on a job service whose clock is a moment behind (or an
+        // offer that came early): dropped, the job would wait for the offer sweep and the stream's
+        // duplicate window, minutes. Handed back until the pause ends, it is claimed then, here or elsewhere.
+        const pauseEnds = claimableFrom(error);
+        if (pauseEnds !== null) {
+          const delay = untilPauseEndsMs(pauseEnds, Date.now());
+          this.log.info({ ...fields, offerNotBefore: pauseEnds, retryInMs: delay }, "claim refused for the job's pause; the offer goes back until it ends");
+          handBack(delay);
+          return;
+        }
         if (isGantryError(error) && LOST_CLAIM_CODES.has(error.code)) {
           this.log.info({ ...fields, code: error.code, error: this.scrub(error.message) }, 'offer dropped: the claim was refused');
           held.ack();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
+import { ErrorCode, isGantryError } from '../errors.js';
 import { defineCommand } from '../registry.js';
 import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, allowedToolProblem, EffortLevelSchema, JobKindSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
@@ -318,6 +319,17 @@ export const claimJob = defineCommand({
     ],
   },
 });
+
+/**
+ * The moment from which a job may be claimed, when a `claim_job` was refused because the job is still
+ * in its pause after a hand-back (`PRECONDITION_FAILED` with `details.offerNotBefore`, docs/jobs.md
+ * "Attempts"); null for every other answer. Such a refusal holds only until then.
+ */
+export function claimableFrom(error: unknown): string | null {
+  if (!isGantryError(error) || error.code !== ErrorCode.PRECONDITION_FAILED) return null;
+  const notBefore = error.details?.offerNotBefore;
+  return typeof notBefore === 'string' ? notBefore : null;
+}
 
 // ---------------------------------------------------------------------------------------------
 // renew_job_lease
