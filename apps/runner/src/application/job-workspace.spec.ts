@@ -61,6 +61,17 @@ describe('where a job works, and what the runner reads from its payloads', () =>
       { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...resolved, branch: 'gantry/rescue/shop-main-1a2b3c4d5e6f', payloads: [{}] },
       /^the job's branch cannot be leased: branch gantry\/rescue\/shop-main-1a2b3c4d5e6f is in the rescue folder of worktree key shop-main-1a2b3c4d5e6f/,
     ],
+    // A product's clone URL the worktree service's contract refuses (http://): its lease is refused at every claim, on every host.
+    [
+      'a repository the worktree service does not lease from',
+      { kind: 'TASK_IMPLEMENTATION', baseRef: 'main', ...resolved, repositoryUrl: 'http://github.com/acme/shop.git', payloads: [{}] },
+      /^the job's repository cannot be leased: repository URL scheme "http" is not allowed/,
+    ],
+    [
+      'a base ref the worktree service does not lease from',
+      { kind: 'REVIEW', baseRef: 'HEAD', ...resolved, payloads: [{}] },
+      /^the job's base ref cannot be leased: base ref must not be "HEAD"/,
+    ],
     [
       "a branch in the rescue folder of a worktree key of the runner's repository, for a job enqueued before products",
       { kind: 'REVIEW', baseRef: 'main', ...unresolved, branch: 'gantry/rescue/shop-main-1a2b3c4d5e6f/20261130T060000000Z', payloads: [{}] },

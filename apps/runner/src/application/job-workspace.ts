@@ -1,5 +1,16 @@
 import { z } from 'zod';
-import { ErrorCode, featureBranchFor, GantryError, rescueFolderProblem, type ClaimedJob, type JobKind } from '@gantry/contracts';
+import {
+  baseRefProblem,
+  branchNameProblem,
+  ErrorCode,
+  featureBranchFor,
+  GantryError,
+  leasedBranchProblem,
+  repositoryUrlProblem,
+  rescueFolderProblem,
+  type ClaimedJob,
+  type JobKind,
+} from '@gantry/contracts';
 import { validateExpectedChanges, type ExpectedChange } from '../domain/idempotency-precheck.js';
 
 /**
@@ -79,19 +90,34 @@ export function jobWorkspaceOf(
   if (code && branch === null) {
     throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job needs a branch to push to: the job names neither a branch nor a base ref`);
   }
-  // A branch the worktree service refuses to lease in this repository (one queued before the job
-  // service refused it at enqueue): refused at every claim alike, so the job cannot be run anywhere.
-  const unleasable = branch === null || repositoryUrl === null ? null : rescueFolderProblem(repositoryUrl, branch);
-  if (unleasable !== null) throw new GantryError(ErrorCode.INVALID_COMMAND, `the job's branch cannot be leased: ${unleasable}`);
+  const baseRef = job.baseRef ?? targetBranch;
+  const unleasable = branch === null || repositoryUrl === null ? null : leaseProblemOf(repositoryUrl, branch, baseRef);
+  if (unleasable !== null) throw new GantryError(ErrorCode.INVALID_COMMAND, `the job's ${unleasable.what} cannot be leased: ${unleasable.problem}`);
   const expectedChanges = (merged.expectedChanges ?? []) as ExpectedChange[];
   validateExpectedChanges(expectedChanges);
   return {
     writesCode: code,
     repositoryUrl: branch === null ? null : repositoryUrl,
     branch,
-    baseRef: job.baseRef ?? targetBranch,
+    baseRef,
     targetBranch,
     expectedChanges,
     timeoutMs: merged.timeoutMs ?? defaults.agentTimeoutMs,
   };
+}
+
+/**
+ * What `acquire_worktree` refuses of the lease a job asks for: a repository URL, branch or base ref it
+ * does not lease (recorded before the job service held products and enqueues to the same checks), or a
+ * branch in the rescue folder of the repository. Refused at every claim alike and on every host, the job
+ * cannot be run anywhere: given back, it would spend all its attempts on the same refusal. The runner's
+ * own GANTRY_REPOSITORY_URL and GANTRY_TARGET_BRANCH are checked at its start.
+ */
+function leaseProblemOf(repositoryUrl: string, branch: string, baseRef: string): { what: string; problem: string } | null {
+  const repository = repositoryUrlProblem(repositoryUrl);
+  if (repository !== null) return { what: 'repository', problem: repository };
+  const leased = branchNameProblem(branch) ?? leasedBranchProblem(branch) ?? rescueFolderProblem(repositoryUrl, branch);
+  if (leased !== null) return { what: 'branch', problem: leased };
+  const base = baseRefProblem(baseRef);
+  return base === null ? null : { what: 'base ref', problem: base };
 }
