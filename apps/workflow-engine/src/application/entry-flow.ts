@@ -1,11 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { PlacementReply } from '@gantry/contracts';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import { ErrorCode, GantryError, type PlacementReply } from '@gantry/contracts';
 import { EventStore, type CommandMetadata, type IdempotencyOptions } from '@gantry/eventstore';
 import { nextStepId, stepOf, taskExists } from '../domain/index.js';
 import { latestWorkflow, tasksWaitingFor } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { OnEnterDispatcher } from './dispatch/on-enter-dispatcher.js';
 import { Placements, type PlacementOutcome, type PlacementRequest, type StepRef } from './placements.js';
+import { TestHooks } from './test-hooks.js';
 import { StepExits } from './triggers/step-exits.js';
 
 /**
@@ -13,8 +15,9 @@ import { StepExits } from './triggers/step-exits.js';
  * on_exit (recorded with the move), the on_enter dispatch of the entry it made (in the background: the command answers
  * once the move committed), and the promotion of a waiting task into each seat it freed. A command
  * repeated under its key changes nothing and dispatches the entry it made again, markers only —
- * unless another live process opened that entry: its own dispatch walks it — and runs its exit
- * again if that is still open.
+ * unless another live process opened that entry: its own dispatch walks it — runs its exit
+ * again if that is still open, and offers the seats it freed again: its first answer may have been
+ * the error of a promotion after its commit (a waiting task's stream kept busy).
  */
 @Injectable()
 export class EntryFlow {
@@ -24,6 +27,8 @@ export class EntryFlow {
     @Inject(Placements) private readonly placements: Placements,
     @Inject(OnEnterDispatcher) private readonly dispatcher: OnEnterDispatcher,
     @Inject(StepExits) private readonly exits: StepExits,
+    @Inject(TestHooks) private readonly hooks: TestHooks,
+    @InjectPinoLogger('promotions') private readonly log: PinoLogger,
   ) {}
 
   async place(request: PlacementRequest, options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions }): Promise<PlacementReply> {
@@ -33,24 +38,25 @@ export class EntryFlow {
     return executed.result.reply;
   }
 
-  /** The work after a placement's commit; a repeated command only dispatches its entry again (markers only). */
+  /** The work after a placement's commit; a repeated command dispatches its entry again (markers only) and offers its freed seats again. */
   async afterCommit(outcome: PlacementOutcome, options: { replayed: boolean; correlationId: string }): Promise<void> {
     const left = outcome.left?.exitRecorded ? { taskId: outcome.reply.taskId, ...outcome.left } : null;
-    if (options.replayed) {
-      // The exit the move recorded, if it is still open (left to its holder while that process lives).
-      if (left) await this.exits.run(left, options.correlationId);
-      for (const entry of outcome.admissions) this.dispatcher.schedule(entry, 'resume', { repeated: true });
-      return;
-    }
+    // The exit the move recorded (on a repeat, if it is still open: left to its holder while that process lives).
     if (left) await this.exits.run(left, options.correlationId);
-    for (const entry of outcome.admissions) this.dispatcher.schedule(entry, 'live');
+    for (const entry of outcome.admissions) {
+      if (options.replayed) this.dispatcher.schedule(entry, 'resume', { repeated: true });
+      else this.dispatcher.schedule(entry, 'live');
+    }
     for (const step of outcome.freed) await this.promote(step, options.correlationId);
   }
 
   /**
    * Seats came free at a step: the longest-waiting tasks that can take them do, one after the other
    * (each promotion its own transaction), until one waiting for the step does not get it — the step
-   * is full again. More than one seat frees at once when a workflow's limit is raised.
+   * is full again. More than one seat frees at once when a workflow's limit is raised. A waiting task
+   * the placement no longer finds (deleted, or its workflow lost the step since it was listed) is
+   * passed over for the next: the command that freed the seat committed, and answers as it did.
+   * Offering a step whose seats are taken changes nothing, so a repeat may offer it again.
    */
   async promote(step: StepRef, correlationId: string): Promise<void> {
     const workflow = await latestWorkflow(this.store.pool, step.workflowId);
@@ -59,9 +65,18 @@ export class EntryFlow {
     for (const taskId of await tasksWaitingFor(this.store.pool, step.workflowId, step.stepId, fed)) {
       const task = await loadTask(this.store, taskId);
       if (!taskExists(task) || task.placement.queuedForStepId === null) continue;
-      const executed = await this.store.execute<PlacementOutcome>({ metadata: { correlationId, actor: 'workflow-engine' }, streams: [streamIds.task(taskId)] }, (uow) =>
-        this.placements.placeWithin(uow, { taskId, workflowId: step.workflowId, stepId: task.placement.queuedForStepId, entryPath: 'wip_promotion' }),
-      );
+      const forced = this.hooks.promotionAnswer(taskId);
+      if (forced) throw forced;
+      let executed;
+      try {
+        executed = await this.store.execute<PlacementOutcome>({ metadata: { correlationId, actor: 'workflow-engine' }, streams: [streamIds.task(taskId)] }, (uow) =>
+          this.placements.placeWithin(uow, { taskId, workflowId: step.workflowId, stepId: task.placement.queuedForStepId, entryPath: 'wip_promotion' }),
+        );
+      } catch (error) {
+        if (!(error instanceof GantryError) || error.code !== ErrorCode.NOT_FOUND) throw error;
+        this.log.warn({ taskId, workflowId: step.workflowId, stepId: step.stepId, error: error.message }, 'a waiting task could not be promoted; the next one is offered the seat');
+        continue;
+      }
       await this.afterCommit(executed.result, { replayed: false, correlationId });
       const landed = executed.result.admissions[0];
       const landedHere = landed !== undefined && landed.workflowId === step.workflowId && landed.stepId === step.stepId;

@@ -24,7 +24,8 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * is answered): `enqueue-conflict:<taskId>` (the job service's answer to the first try of each
  * enqueue of that task's runs, in place of sending it), `seat-conflict:<taskId>` (every append of
  * an ensure_participant_seat of that task), `session-conflict:<taskId>` (the first try of each
- * session-owned action's append of that task, per firing event and position).
+ * session-owned action's append of that task, per firing event and position),
+ * `promotion-conflict:<taskId>` (the first promotion of that task into a freed seat).
  */
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -70,6 +71,13 @@ export class TestHooks {
     if (!this.failures.has(`session-conflict:${taskId}`) || this.conflicted.has(`session:${key}`)) return null;
     this.conflicted.add(`session:${key}`);
     return this.busy(`session action ${key} of task ${taskId}`);
+  }
+
+  /** `promotion-conflict:<taskId>`: the first promotion of the task into a freed seat is answered VERSION_CONFLICT. */
+  promotionAnswer(taskId: string): GantryError | null {
+    if (!this.failures.has(`promotion-conflict:${taskId}`) || this.conflicted.has(`promotion:${taskId}`)) return null;
+    this.conflicted.add(`promotion:${taskId}`);
+    return this.busy(`the promotion of task ${taskId}`);
   }
 
   private readonly conflicted = new Set<string>();
