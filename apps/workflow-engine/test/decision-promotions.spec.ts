@@ -41,7 +41,7 @@ describe('the seat a decision frees', () => {
   afterAll(() => world.close(), 60_000);
 
   async function restartEngine(env: Record<string, string> = {}): Promise<void> {
-    for (const engine of world.engines) if (engine.process.exitCode === null && engine.process.signalCode === null) await engine.kill('SIGTERM');
+    await world.stopEngine(world.engine, 'SIGTERM');
     await world.startEngine(env);
   }
 
@@ -81,35 +81,26 @@ describe('the seat a decision frees', () => {
     await restartEngine();
   }, 300_000);
 
-  it('a promotion that met the waiting task\'s stream kept busy (the decision answered VERSION_CONFLICT) is made when the decision is sent again under its key; its on_enter runs once', async () => {
+  // The command that frees the seat: the decision moving the task that held it on, or that task's deletion.
+  const freeing: [string, string, (b: string, key: string) => Promise<unknown>][] = [
+    ['the decision moving the task that held the seat on', 'wp2', (b, key) => approve(b, key)],
+    ['the deletion of the task that held the seat', 'wp3', (b, key) => world.client.request(deleteTask, { taskId: b, idempotencyKey: key })],
+  ];
+
+  it.each(freeing)('a promotion that met the waiting task\'s stream kept busy (VERSION_CONFLICT) is made when %s is sent again under its key; its on_enter runs once', async (_what, workflowId, free) => {
     const a = `T-${randomUUID().slice(0, 8)}`;
     await restartEngine({ GANTRY_TEST_WORKFLOW_FAIL: `promotion-conflict:${a}` });
-    const b = await approvalFull('wp2', [a]);
-    const key = world.key('d');
-    await expect(approve(b, key)).rejects.toMatchObject({ code: ErrorCode.VERSION_CONFLICT });
-    expect((await world.getTask(b)).placement).toMatchObject({ stepId: 'done', admitted: true });
+    const b = await approvalFull(workflowId, [a]);
+    const key = world.key('free');
+    await expect(free(b, key)).rejects.toMatchObject({ code: ErrorCode.VERSION_CONFLICT });
     expect((await world.getTask(a)).placement).toMatchObject({ stepId: 'approval', admitted: false });
-    const again = await approve(b, key);
-    expect(again.moved?.placement).toMatchObject({ stepId: 'done', admitted: true });
+    const answer = await free(b, key);
     expect((await world.atStep(a, 'approval')).placement).toMatchObject({ admitted: true, queuedForStepId: null });
     await world.terminalEntry(a, 'approval', 1);
-    // sent once more: nothing more
-    await approve(b, key);
+    // sent once more: the same answer, nothing more
+    await expect(free(b, key)).resolves.toEqual(answer);
     expect(await approverRuns(a)).toBe(1);
     expect((await world.effects(a)).filter((e) => e.type === 'TaskAdmittedToStep')).toHaveLength(1);
-    await restartEngine();
-  }, 300_000);
-  it('the same for the deletion of the task that held the seat: sent again under its key (its answer VERSION_CONFLICT), the waiting task is promoted', async () => {
-    const a = `T-${randomUUID().slice(0, 8)}`;
-    await restartEngine({ GANTRY_TEST_WORKFLOW_FAIL: `promotion-conflict:${a}` });
-    const b = await approvalFull('wp3', [a]);
-    const request = { taskId: b, idempotencyKey: world.key('delete') };
-    await expect(world.client.request(deleteTask, request)).rejects.toMatchObject({ code: ErrorCode.VERSION_CONFLICT });
-    expect((await world.getTask(a)).placement).toMatchObject({ stepId: 'approval', admitted: false });
-    await expect(world.client.request(deleteTask, request)).resolves.toEqual({ taskId: b, deleted: true });
-    expect((await world.atStep(a, 'approval')).placement).toMatchObject({ admitted: true, queuedForStepId: null });
-    await world.terminalEntry(a, 'approval', 1);
-    expect(await approverRuns(a)).toBe(1);
     await restartEngine();
   }, 300_000);
 });

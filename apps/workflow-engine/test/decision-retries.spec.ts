@@ -91,7 +91,7 @@ describe('a decision sent again against the on_enter its quorum dispatches', () 
   it('the engine killed after the deciding decision committed, before the entry\'s first action: the start resumes the entry, the decision sent again under its key adds nothing', async () => {
     const taskId = await atReview();
     await world.client.request(recordDecision, decision(taskId, 'seat-a', world.key('d')));
-    for (const engine of world.engines) if (engine.process.exitCode === null && engine.process.signalCode === null) await engine.kill('SIGTERM');
+    await world.stopEngine(world.engine, 'SIGTERM');
     const doomed = await world.startEngine({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@approval#1/claimed:0` });
     const key = world.key('d');
     await world.client.request(recordDecision, decision(taskId, 'seat-b', key)).catch(() => undefined);
@@ -107,7 +107,7 @@ describe('a decision sent again against the on_enter its quorum dispatches', () 
   it('the deciding decision re-run after its move met the task changed meanwhile (VERSION_CONFLICT inside): one decision, one move, one entry, its on_enter once', async () => {
     const taskId = await atReview();
     await world.client.request(recordDecision, decision(taskId, 'seat-a', world.key('d')));
-    for (const engine of world.engines) if (engine.process.exitCode === null && engine.process.signalCode === null) await engine.kill('SIGTERM');
+    await world.stopEngine(world.engine, 'SIGTERM');
     // the decision's move held once it has read the task; the task's stream then grows under it
     await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/placing:approval` });
     const deciding = world.client.request(recordDecision, decision(taskId, 'seat-b', world.key('d')));
@@ -119,14 +119,14 @@ describe('a decision sent again against the on_enter its quorum dispatches', () 
     expect(decided.moved?.placement).toMatchObject({ stepId: 'approval', admitted: true });
     await world.terminalEntry(taskId, 'approval', 1);
     expect(await approvalCounts(taskId)).toEqual({ admissions: [1], clears: 1, decisions: 2, approverRuns: 1 });
-    for (const engine of world.engines) if (engine.process.exitCode === null && engine.process.signalCode === null) await engine.kill('SIGTERM');
+    await world.stopEngine(world.engine, 'SIGTERM');
     await world.startEngine();
   }, 300_000);
 
   it('the engine killed inside the deciding decision\'s transaction: nothing of it landed; sent again under its key it records and moves once', async () => {
     const taskId = await atReview();
     await world.client.request(recordDecision, decision(taskId, 'seat-a', world.key('d')));
-    for (const engine of world.engines) if (engine.process.exitCode === null && engine.process.signalCode === null) await engine.kill('SIGTERM');
+    await world.stopEngine(world.engine, 'SIGTERM');
     const doomed = await world.startEngine({ GANTRY_TEST_WORKFLOW_KILL_AT: `${taskId}@review#1/quorum` });
     const request = decision(taskId, 'seat-b', world.key('d'));
     await world.client.request(recordDecision, request).catch(() => undefined);
