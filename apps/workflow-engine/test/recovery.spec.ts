@@ -308,9 +308,9 @@ steps:
     expect((await world.jobs(x, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b']);
   });
 
-  it('AC-L3: a job service that does not answer stops the dispatch with its claim kept and an error; the next start resumes it and nothing is queued twice', async () => {
+  it('AC-L3: a job service away for longer than the patience stops the dispatch with its claim kept and an error; once it is back the process resumes the entry by itself — the fan-out completes, auto_start_agent runs, nothing is queued twice', async () => {
     const { taskId } = await world.task('rec');
-    const engine = await restart();
+    const engine = await restart({ GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '1500' });
     await world.stopJobService();
     await world.move(taskId, 'review');
     const records = await world.logged((r) => r.rule === 'AC-L3' && r.taskId === taskId, 'the outage', engine);
@@ -318,11 +318,37 @@ steps:
     const [open] = await world.entries(taskId, 'review');
     expect(open!.terminal).toBe(false);
     expect(open!.markers.find((m) => m.position === 2)).toMatchObject({ state: 'in_progress' });
+    // the job service stays away across a scan of the stopped entries: the entry stops again there
+    await world.logged((r) => r.message === 'scan of the entries stopped at the job service finished' && r.outage === 1, 'a scan meeting the job service still away', engine);
+    expect(world.records(engine).filter((r) => r.message === 'the entries stopped at the job service are scanned again after a pause').length).toBeGreaterThanOrEqual(2);
+    await world.startJobService();
+    await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 120_000 });
+    await eventually(async () => ((await counts(taskId, 'rec')).autoStarts === 1 ? true : null), { what: 'auto_start_agent after the fan-out', timeoutMs: 60_000 });
+    expect(await counts(taskId, 'rec')).toEqual({ clears: 1, resets: 1, autoStarts: 1, reviewJobs: ['rev-a', 'rev-b'] });
+    expect(await world.jobs(taskId, 'TASK_IMPLEMENTATION')).toHaveLength(1);
+    // the same process did it: no restart
+    expect(engine.process.exitCode).toBeNull();
+    expect(world.engines.at(-1)).toBe(engine);
+  }, 240_000);
+
+  it('AC-L3: a stop while the scan of the stopped entries waits for its time ends the process at once, and no scan runs during the stop; the next start resumes the entry', async () => {
+    const { taskId } = await world.task('rec');
+    const engine = await restart({ GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '8000' });
+    await world.stopJobService();
+    await world.move(taskId, 'review');
+    await world.logged((r) => r.rule === 'AC-L3' && r.taskId === taskId && r.level === 'error', 'the outage', engine);
+    const scheduled = (await world.logged((r) => r.message === 'the entries stopped at the job service are scanned again after a pause', 'the scan timed', engine))
+      .find((r) => r.message === 'the entries stopped at the job service are scanned again after a pause')!;
+    expect(scheduled.delayMs).toBeGreaterThanOrEqual(6_000);
+    const stopping = Date.now();
+    expect(await engine.kill('SIGTERM')).toBe(0);
+    expect(Date.now() - stopping).toBeLessThan(scheduled.delayMs as number);
+    expect(world.records(engine).filter((r) => r.message === 'scan of the entries stopped at the job service finished')).toEqual([]);
     await world.startJobService();
     await restart();
     await world.terminalEntry(taskId, 'review', 1);
     expect(await counts(taskId, 'rec')).toMatchObject({ clears: 1, reviewJobs: ['rev-a', 'rev-b'] });
-  });
+  }, 240_000);
 
   it('AC-B9(a1): the move into review sent again under its key after the task has left review resumes nothing there — its open entry is skipped(step_left) and no reviewer is woken', async () => {
     const { taskId } = await world.task('rec');
@@ -332,8 +358,10 @@ steps:
     const key = world.key('move');
     await world.move(taskId, 'review', key);
     await world.logged((r) => r.rule === 'AC-L3' && r.taskId === taskId, 'the outage', engine);
-    await world.startJobService();
+    // the task leaves while the job service is still away: the scan of the stopped entries that comes
+    // once it is back would otherwise finish the entry before the task leaves
     await world.move(taskId, 'done');
+    await world.startJobService();
     // the first move's answer was lost: the caller sends it again, and it is answered as stored
     expect((await world.move(taskId, 'review', key)).entry).toMatchObject({ stepId: 'review', entrySeq: 1 });
     await world.logged((r) => r.message === 'step entry dispatched' && r.taskId === taskId && r.mode === 'resume', 'the repeated command\'s dispatch', engine);

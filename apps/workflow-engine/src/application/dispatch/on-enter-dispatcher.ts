@@ -68,6 +68,17 @@ interface Context {
   correlationId: string;
 }
 
+/**
+ * An entry whose dispatch here stopped because the job service did not take a run (AC-L3), its
+ * claim kept: `live` when that dispatch was the live one, `sessionDone` the plan items it had walked
+ * (its session actions among them ran, and are not run again when the walk goes on).
+ */
+interface StoppedHere {
+  entry: EntryToDispatch;
+  live: boolean;
+  sessionDone: number;
+}
+
 const entryKey = (e: Pick<EntryToDispatch, 'taskId' | 'workflowId' | 'stepId' | 'entrySeq'>) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.entrySeq}`;
 
 /**
@@ -82,6 +93,8 @@ const entryKey = (e: Pick<EntryToDispatch, 'taskId' | 'workflowId' | 'stepId' | 
 export class OnEnterDispatcher {
   private readonly inFlight = new Map<string, Promise<DispatchOutcome>>();
   private readonly background = new Set<Promise<unknown>>();
+  private readonly stoppedHere = new Map<string, StoppedHere>();
+  private readonly stopListeners: Array<() => void> = [];
   private stopping = false;
 
   constructor(
@@ -117,6 +130,21 @@ export class OnEnterDispatcher {
     return this.inFlight.has(entryKey(entry));
   }
 
+  /** The entries whose dispatch here stopped at a job service that did not take a run (AC-L3), in no order. */
+  stoppedEntries(): EntryToDispatch[] {
+    return [...this.stoppedHere.values()].map((s) => s.entry);
+  }
+
+  /** Forgets a stopped entry that is no longer open (ended, or gone with its task). */
+  forgetStopped(entry: Pick<EntryToDispatch, 'taskId' | 'workflowId' | 'stepId' | 'entrySeq'>): void {
+    this.stoppedHere.delete(entryKey(entry));
+  }
+
+  /** `listener` is called each time a dispatch stops at a job service that did not take a run. */
+  onStoppedAtOutage(listener: () => void): void {
+    this.stopListeners.push(listener);
+  }
+
   /** Dispatches in the background (after a command's commit); a failure is logged, the entry resumes at the next start. */
   schedule(entry: EntryToDispatch, mode: DispatchMode, options: DispatchOptions = {}): void {
     if (this.stopping) {
@@ -140,7 +168,26 @@ export class OnEnterDispatcher {
     while (this.background.size > 0) await Promise.allSettled([...this.background]);
   }
 
+  /**
+   * A dispatch of an entry whose earlier dispatch here stopped at an outage goes on with that one's
+   * walk: a live one's session actions not reached yet run (this process's live dispatch is still the
+   * only one that runs them, AC-B8), those it ran do not run again.
+   */
   private async dispatchOnce(entry: EntryToDispatch, mode: DispatchMode, options: DispatchOptions): Promise<DispatchOutcome> {
+    const key = entryKey(entry);
+    const stopped = this.stoppedHere.get(key);
+    this.stoppedHere.delete(key);
+    const live = mode === 'live' || stopped?.live === true;
+    const walk = { sessionDone: stopped?.live ? stopped.sessionDone : 0, walked: 0 };
+    const outcome = await this.walkEntry(entry, live ? 'live' : 'resume', options, walk);
+    if (outcome === 'outage') {
+      this.stoppedHere.set(key, { entry, live, sessionDone: live ? walk.walked : 0 });
+      for (const listener of this.stopListeners) listener();
+    }
+    return outcome;
+  }
+
+  private async walkEntry(entry: EntryToDispatch, mode: DispatchMode, options: DispatchOptions, walk: { sessionDone: number; walked: number }): Promise<DispatchOutcome> {
     // The one read of the declaration for this dispatch: every position below uses it.
     const workflow = await latestWorkflow(this.store.pool, entry.workflowId);
     const step = workflow ? stepOf(workflow.definition, entry.stepId) : null;
@@ -165,18 +212,19 @@ export class OnEnterDispatcher {
       }
       if (record.declarationDigest !== digest) return this.declarationChanged(ctx, record, digest);
     }
-    for (const item of onEnterPlan(step.onEnter, ctx.entryPath)) {
+    for (const [index, item] of onEnterPlan(step.onEnter, ctx.entryPath).entries()) {
+      walk.walked = index;
       // Each action boundary: a task that has left the entry since (moved on, or out and back in)
       // gets nothing more of it — no reviewer woken, no job queued for a step it no longer occupies.
       const left = await this.leftSince(ctx);
       if (left) return this.stopLeftEntry(ctx, left);
       const run = this.actionRun(ctx, item);
       if (item.owner === 'session') {
-        if (mode === 'live') await this.sessionAction(run);
+        if (mode === 'live' && index >= walk.sessionDone) await this.sessionAction(run);
         continue;
       }
       if (item.owner === 'none') {
-        if (mode === 'live') this.diagnostics.notExecuted({ ...this.where(ctx), stepName: step.name, actionType: item.type, position: item.position, skipReason: 'no_executor', entryPath: ctx.entryPath });
+        if (mode === 'live' && index >= walk.sessionDone) this.diagnostics.notExecuted({ ...this.where(ctx), stepName: step.name, actionType: item.type, position: item.position, skipReason: 'no_executor', entryPath: ctx.entryPath });
         continue;
       }
       if (!record) {

@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleInit } fr
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type { EntryTermination, SkipReason } from '@gantry/contracts';
 import { EventStore, handleWithDecider } from '@gantry/eventstore';
+import { ENGINE_SETTINGS, type EngineSettings } from '../engine-settings.js';
 import { feederOf, recoveryOrder, recoveryVerdict, stepOf, taskAtStepDecider, taskExists, type StepEntryRecord } from '../../domain/index.js';
 import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
 import { awaitedSteps, latestWorkflow, openStepEntries, openStepExits, type OpenEntryRow } from '../../infrastructure/persistence/read-models.js';
@@ -11,17 +12,28 @@ import { OnEnterDispatcher, type DispatchOutcome } from '../dispatch/on-enter-di
 import { EntryFlow } from '../entry-flow.js';
 import { StepExits } from '../triggers/step-exits.js';
 import { TestHooks } from '../test-hooks.js';
+import { RepeatingScan } from './repeating-scan.js';
 
 type Handled = DispatchOutcome | 'left_to_owner' | 'skipped' | 'failed';
+
+/** The longest pause between two scans of the entries stopped at a job service that stays away. */
+const STOPPED_SCAN_MAX_PAUSE_MS = 5 * 60_000;
+
+const keyOf = (e: OpenEntryRow) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.entrySeq}`;
 
 /**
  * The recovery scan (docs/workflow-engine.md, "Recovery", AC-B9, AC-L2, AC-L4): at start, before
  * the engine serves commands or consumes events, every non-terminal step-entry record is read in one
  * query and each is finished, resumed or left to its live owner; the same scan runs once when a
  * peer process is found gone. It never stops the start: its own failures are logged at ERROR.
+ * While this process lives, the entries a dispatch of its own stopped because the job service did not
+ * take a run (AC-L3) are scanned again after a pause that grows (RepeatingScan), until none is left
+ * stopped.
  */
 @Injectable()
 export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
+  private readonly stoppedScan: RepeatingScan;
+  private stopping = false;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -31,12 +43,29 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     @Inject(StepExits) private readonly exits: StepExits,
     @Inject(DispatchDiagnostics) private readonly diagnostics: DispatchDiagnostics,
     @Inject(TestHooks) private readonly hooks: TestHooks,
+    @Inject(ENGINE_SETTINGS) private readonly settings: EngineSettings,
     @InjectPinoLogger('recovery') private readonly log: PinoLogger,
-  ) {}
+  ) {
+    // The run queue's patience at first, twice as long each time the job service is still away.
+    const firstMs = Math.max(settings.runQueuePatienceMs, 1_000);
+    this.stoppedScan = new RepeatingScan(
+      () => this.scanStopped(),
+      () => this.dispatcher.stoppedEntries().length > 0,
+      { firstMs, maxMs: STOPPED_SCAN_MAX_PAUSE_MS },
+      (delayMs) => this.log.info({ rule: 'AC-L3', epoch: this.process.epoch, delayMs }, 'the entries stopped at the job service are scanned again after a pause'),
+    );
+  }
 
   /** Runs before any provider's onApplicationBootstrap, so before commands and consumers start. */
   async onModuleInit(): Promise<void> {
+    this.dispatcher.onStoppedAtOutage(() => this.stoppedScan.request());
     await this.run('startup');
+  }
+
+  /** No scan of stopped entries starts any more and none is waiting; one under way finishes first. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.stoppedScan.stop();
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -59,19 +88,52 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     const tally: Record<string, number> = {};
     await this.resumeExits(reason, tally);
     for (const row of recoveryOrder(rows)) {
-      let handled: Handled;
-      try {
-        handled = await this.handle(row);
-      } catch (error) {
-        handled = 'failed';
-        this.log.error({
-          rule: 'AC-B9(f)', reason, ...row, error: error instanceof Error ? error.message : String(error),
-        }, 'recovery of a step entry failed; it stays open for a later start');
-      }
+      const handled = await this.handleLogged(row, reason);
       tally[handled] = (tally[handled] ?? 0) + 1;
     }
     this.log.info({ reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'recovery scan finished');
     await this.promoteWaiting(reason);
+  }
+
+  private async handleLogged(row: OpenEntryRow, reason: string): Promise<Handled> {
+    try {
+      return await this.handle(row);
+    } catch (error) {
+      this.log.error({
+        rule: 'AC-B9(f)', reason, ...row, error: error instanceof Error ? error.message : String(error),
+      }, 'recovery of a step entry failed; it stays open for a later start');
+      return 'failed';
+    }
+  }
+
+  /**
+   * The scan of this process's stopped entries, handled as the recovery scan handles any entry (one a
+   * live process owns is left to it, AC-L4). An entry that stops again ends the scan: the job service
+   * is still away, and the rest wait for the next one.
+   */
+  private async scanStopped(): Promise<void> {
+    const reason = 'stopped_at_job_service';
+    let open: Set<string>;
+    try {
+      open = new Set((await openStepEntries(this.store.pool)).map(keyOf));
+    } catch (error) {
+      this.log.error({ rule: 'AC-L3', reason, error: error instanceof Error ? error.message : String(error) }, 'the scan of the stopped entries could not read them; it is tried again');
+      return;
+    }
+    const rows: OpenEntryRow[] = [];
+    for (const { taskId, workflowId, stepId, entrySeq } of this.dispatcher.stoppedEntries()) {
+      const row = { taskId, workflowId, stepId, entrySeq };
+      if (open.has(keyOf(row))) rows.push(row);
+      else this.dispatcher.forgetStopped(row);
+    }
+    const tally: Record<string, number> = {};
+    for (const row of recoveryOrder(rows)) {
+      if (this.stopping) break;
+      const handled = await this.handleLogged(row, reason);
+      tally[handled] = (tally[handled] ?? 0) + 1;
+      if (handled === 'outage') break;
+    }
+    this.log.info({ rule: 'AC-L3', reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'scan of the entries stopped at the job service finished');
   }
 
   /**
