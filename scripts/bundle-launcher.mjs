@@ -14,6 +14,7 @@
 // together never read a torn file; a cache that cannot be read, is refused or cannot be written
 // (a read-only install) only costs the compile it would have saved. GANTRY_CODE_CACHE_DIR puts it in a
 // directory of its own, for an install whose code its user may not write (the Docker image).
+import { isAscii } from 'node:buffer';
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -34,13 +35,18 @@ try {
   cachedData = undefined;
 }
 
-// The bundle is CommonJS that was written as ES modules: it reads `import.meta` as this file's (the
-// bundle script turns every `import.meta` into the last parameter), so URLs it resolves against its
-// own location resolve as they would from dist/main.js.
-const script = new vm.Script(
-  `(function (exports, require, module, __filename, __dirname, __bundleImportMeta) {${readFileSync(bundle, 'utf8')}\n})`,
-  { filename: bundle, cachedData, importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER },
-);
+// The bundle file is one function expression, `(function (exports, require, module, __filename,
+// __dirname, __bundleImportMeta) {…})`, around CommonJS that was written as ES modules: it reads
+// `import.meta` as this file's (the bundle script turns every `import.meta` into the last parameter),
+// so URLs it resolves against its own location resolve as they would from dist/main.js. The build
+// makes it ASCII but for what a template literal holds; ASCII read as Latin-1 is the same text, and
+// V8 takes it as it is, where UTF-8 would be decoded into a copy.
+const source = readFileSync(bundle);
+const script = new vm.Script(isAscii(source) ? source.toString('latin1') : source.toString('utf8'), {
+  filename: bundle,
+  cachedData,
+  importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+});
 
 if (cachedData === undefined || script.cachedDataRejected) {
   let written = false;

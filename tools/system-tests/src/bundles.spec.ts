@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
@@ -40,6 +41,27 @@ const bundled = [...apps.map((app) => appEntry(app)), path.join(path.dirname(app
 
 const bundleOf = (entry: string) => entry.replace(/\.js$/, '.bundle.cjs');
 
+/** The opening of the function expression a bundle file is: what the launcher passes its code. */
+const WRAPPER_OPEN = '(function (exports, require, module, __filename, __dirname, __bundleImportMeta) {';
+
+/**
+ * The imports of a bundle's code. The file is one function expression whose parameters include
+ * `require`, and esbuild takes no call of a parameter for an import: so its code is read without it.
+ */
+async function importsOfBundle(entry: string): Promise<Array<{ path: string; kind: string }>> {
+  const text = readFileSync(bundleOf(entry), 'utf8');
+  expect(text.startsWith(`${WRAPPER_OPEN}"use strict";`)).toBe(true);
+  expect(text.endsWith('\n})')).toBe(true);
+  const dir = mkdtempSync(path.join(tmpdir(), 'bundle-code-'));
+  try {
+    const file = path.join(dir, 'code.cjs');
+    writeFileSync(file, text.slice(WRAPPER_OPEN.length, -'\n})'.length));
+    return await importsOf(file);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 describe.each(bundled.map((entry) => [path.relative(repositoryRoot, entry), entry]))('%s', (_name, entry) => {
   it('is a launcher that imports only Node modules', async () => {
     const imports = await importsOf(entry);
@@ -48,7 +70,7 @@ describe.each(bundled.map((entry) => [path.relative(repositoryRoot, entry), entr
   });
 
   it('starts one bundle: at run time it loads only Node modules and packages that are not installed', async () => {
-    const imports = (await importsOf(bundleOf(entry))).filter((i) => i.kind !== 'require-resolve'); // a look whether a package is there loads nothing
+    const imports = (await importsOfBundle(entry)).filter((i) => i.kind !== 'require-resolve'); // a look whether a package is there loads nothing
     const fromDisk = imports.filter((i) => !builtin(i.path));
     const require = createRequire(entry);
     const installed = fromDisk.filter((i) => {
