@@ -20,6 +20,8 @@ import {
   bounded,
   claimGone,
   decideAfterAgent,
+  hostRefusal,
+  isHostRefusal,
   isPushFailureOfTheJob,
   refusedFinishRollsBack,
   rollbackCauseOf,
@@ -126,6 +128,8 @@ export class JobRun {
   private handBackAsked = false;
   /** Why the worktree lease is no longer ours (a renewal refused, or unanswered until its end): the worktree may be another job's. */
   private worktreeLost: string | null = null;
+  /** The run failed for a reason of this runner's host, not of the job (a host refusal): the runner backs off taking offers. */
+  hostRefused = false;
   /** A command that ends the claim (finish, rollback, the stop's report) was sent: the worktree service may end the worktree lease on it. */
   private ending = false;
   private cancelled = false;
@@ -539,7 +543,9 @@ export class JobRun {
       const interrupted = await this.interrupted();
       if (interrupted) return interrupted;
       const message = error instanceof Error ? error.message : String(error);
-      const cause = rollbackCauseOf(isGantryError(error) ? error.code : null);
+      const cause = rollbackCauseOf(error);
+      // The host's failure, not the job's: the runner takes no offers for a while (docs/jobs.md, "Attempts").
+      if (isHostRefusal(error)) this.hostRefused = true;
       this.deps.log.error('job run failed', { ...this.fields, error: message, code: isGantryError(error) ? error.code : undefined, cause });
       return await this.rollback(`the runner could not run the job: ${message}`, cause);
     } catch (rollbackError) {
@@ -833,7 +839,8 @@ export class JobRun {
     const absolute = resolve(path);
     const rel = relative(resolve(root), absolute);
     if (rel === '' || rel.startsWith('..') || rel.startsWith(sep)) {
-      throw new GantryError(ErrorCode.PRECONDITION_FAILED, `the worktree service leased ${absolute}, which is outside GANTRY_WORKTREE_ROOT ${root}`);
+      // This host's worktree service and runner disagree on the root: every job would be refused here alike.
+      throw hostRefusal(`the worktree service leased ${absolute}, which is outside GANTRY_WORKTREE_ROOT ${root}`);
     }
     return absolute;
   }

@@ -74,6 +74,10 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   /** Separate counts: pulls that keep working must not reset the backoff of claims that keep failing. */
   private readonly intakeBackoff: Backoff;
   private readonly claimBackoff: Backoff;
+  /** Runs its host failed in a row (a host refusal): a broken host takes no offers for a while, longer each time. */
+  private readonly hostBackoff: Backoff;
+  /** No offer is taken before this moment (epoch ms): the host's pause after such a run. */
+  private intakePausedUntil = 0;
   private readonly sleepers = new Set<() => void>();
   /** The same logger in the `(message, fields)` shape the runner's parts take. */
   private readonly partsLog: ComponentLogger;
@@ -94,6 +98,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     const backoff = { initialMs: config.backoffInitialMs, maxMs: config.backoffMaxMs };
     this.intakeBackoff = new Backoff(backoff);
     this.claimBackoff = new Backoff(backoff);
+    this.hostBackoff = new Backoff(backoff);
     this.cancellations = new CancellationWatch(bus, (c) => this.runs.get(c.jobId)?.cancel(c.revokedLeaseToken), this.partsLog);
   }
 
@@ -275,6 +280,11 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
   private async takeOffer(kind: JobKind): Promise<void> {
     await this.slots.whenFree();
     if (!this.accepting) return;
+    const paused = this.intakePausedUntil - Date.now();
+    if (paused > 0) {
+      await this.sleep(paused);
+      return;
+    }
     let held: HeldOffer | null;
     try {
       held = await this.intake.next(kind, this.config.offerPollMs);
@@ -389,6 +399,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         if (this.runs.get(claimed.jobId) === run) this.runs.delete(claimed.jobId);
       }
       this.logOutcome(outcome, fields);
+      this.afterHost(run.hostRefused, fields);
       held.ack();
     } catch (error) {
       this.log.error({ ...fields, error: this.scrub(String(error)) }, 'offer handling failed');
@@ -435,6 +446,22 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         await this.sleep(Math.min(2000, 250 * 2 ** Math.min(tries - 1, 10)));
       }
     }
+  }
+
+  /**
+   * A run its host refused (docs/jobs.md, "Attempts": a path outside the root, a full disk, a worktree
+   * service of another version …) spends no attempt, so nothing else would keep a broken host from
+   * taking job after job off the queue: it takes no offers for a while, doubling while its runs keep
+   * failing so (the runner's backoff); any other end of a run starts the count again.
+   */
+  private afterHost(refused: boolean, fields: Record<string, unknown>): void {
+    if (!refused) {
+      this.hostBackoff.succeed();
+      return;
+    }
+    const pauseMs = this.hostBackoff.fail();
+    this.intakePausedUntil = Math.max(this.intakePausedUntil, Date.now() + pauseMs);
+    this.log.warn({ ...fields, pauseMs, failedInARow: this.hostBackoff.consecutiveFailures }, 'this host failed a job; no offers are taken for a while');
   }
 
   private tokenExpired(reason: string): void {

@@ -256,7 +256,7 @@ describe('refusals along the way', () => {
     ['PRECONDITION_FAILED: the job’s own failure', ErrorCode.PRECONDITION_FAILED, { claimGone: false, cause: 'JOB', pushFailureOfTheJob: true }],
     ['not a GantryError: the job’s failure, never a push result', null, { claimGone: false, cause: 'JOB', pushFailureOfTheJob: false }],
   ])('%s', (_case, code, expected) => {
-    expect({ claimGone: code !== null && claimGone(code), cause: rollbackCauseOf(code), pushFailureOfTheJob: isPushFailureOfTheJob(code) }).toEqual(expected);
+    expect({ claimGone: code !== null && claimGone(code), cause: rollbackCauseOf(code === null ? new Error('x') : new GantryError(code as ErrorCode, 'x')), pushFailureOfTheJob: isPushFailureOfTheJob(code) }).toEqual(expected);
   });
 
   it('an acquire whose lease ended with its claim gives the claim up (STALE_FENCE, no hand-back); a lease the worktree service ended on its own is its failure (UNAVAILABLE, handed back DEPENDENCY)', () => {
@@ -267,12 +267,26 @@ describe('refusals along the way', () => {
 
     const expired = acquireRefusal(worktreeLeaseEndedError({ leaseId, status: 'stale_released', reason: 'expired', claimEnded: false }));
     expect(expired).toMatchObject({ code: ErrorCode.UNAVAILABLE, message: expect.stringMatching(/^the worktree service gave no worktree: worktree lease .* has ended \(stale_released: expired\)/) });
-    expect(rollbackCauseOf(expired.code)).toBe('DEPENDENCY');
+    expect(rollbackCauseOf(expired)).toBe('DEPENDENCY');
     // A STALE_FENCE that says nothing of a lease (an older worktree service, a claim it knows has ended): as before, the worktree service's.
     expect(acquireRefusal(new GantryError(ErrorCode.STALE_FENCE, 'claim 1 of job j has ended (QUEUED)')).code).toBe(ErrorCode.UNAVAILABLE);
-    // Anything else is as it was.
+    // A dependency's failure is as it was.
     const timedOut = new GantryError(ErrorCode.LOCK_TIMEOUT, 'stayed locked');
     expect(acquireRefusal(timedOut)).toBe(timedOut);
+  });
+
+  it("a lease the origin refuses for what the job names is the job's; any other refusal of the worktree service is the host's (RUNNER)", () => {
+    const noBase = new GantryError(ErrorCode.PRECONDITION_FAILED, 'worktree k could not be prepared: base ref v9 is not a branch, tag or commit of the origin', { fault: 'JOB' });
+    expect(acquireRefusal(noBase)).toBe(noBase);
+    expect(rollbackCauseOf(acquireRefusal(noBase))).toBe('JOB');
+    for (const refused of [
+      new GantryError(ErrorCode.PRECONDITION_FAILED, 'worktree k could not be prepared: No space left on device', { fault: 'HOST' }),
+      new GantryError(ErrorCode.PRECONDITION_FAILED, 'worktree k could not be prepared: unknown'),
+      new GantryError(ErrorCode.INVALID_COMMAND, 'invalid worktrees.acquire_worktree request: lockTimeoutMs: unrecognized'),
+      new GantryError(ErrorCode.INTERNAL, 'internal error'),
+    ]) {
+      expect({ cause: rollbackCauseOf(acquireRefusal(refused)), code: (acquireRefusal(refused) as GantryError).code }).toEqual({ cause: 'RUNNER', code: refused.code });
+    }
   });
 
   it('only a finish refused for its precondition (a DONE without the story log) is rolled back', () => {

@@ -1,4 +1,4 @@
-import { ErrorCode, GantryError, isGantryError, worktreeLeaseEndedOf, type NetDiff, type PlanCheck, type RollbackCause, type VerificationFacts, type VerifyResult } from '@gantry/contracts';
+import { ErrorCode, GantryError, isGantryError, preparationFaultOf, worktreeLeaseEndedOf, type NetDiff, type PlanCheck, type RollbackCause, type VerificationFacts, type VerifyResult } from '@gantry/contracts';
 
 /*
  * What the runner does once the agent of a claimed job has exited (docs/jobs.md): finish with which
@@ -218,20 +218,41 @@ const DEPENDENCY_FAILURES: ReadonlySet<string> = new Set([ErrorCode.TIMEOUT, Err
 export const claimGone = (code: string): boolean => CLAIM_GONE.has(code);
 
 /**
- * What an acquire's refusal means for the claim (docs/worktrees.md, "An acquire whose lease ended").
- * A lease that ended with its claim — asked again after the job service expired the claim, say, the
- * runner cut off meanwhile — says the claim is gone: STALE_FENCE as it came, so the run gives the job
- * up sending nothing more under the claim. Any other STALE_FENCE (a lease the worktree service ended
- * on its own: expired while the runner was cut off, withdrawn at its restart) says nothing of the
- * claim: the worktree service's failure (UNAVAILABLE), the claim handed back as a dependency's.
+ * What an acquire's refusal means for the claim (docs/worktrees.md, "An acquire whose lease ended";
+ * docs/jobs.md, "Attempts"). A lease that ended with its claim — asked again after the job service
+ * expired the claim, say, the runner cut off meanwhile — says the claim is gone: STALE_FENCE as it came,
+ * so the run gives the job up sending nothing more under the claim. Any other STALE_FENCE (a lease the
+ * worktree service ended on its own: expired while the runner was cut off, withdrawn at its restart)
+ * says nothing of the claim: the worktree service's failure (UNAVAILABLE), the claim handed back as a
+ * dependency's. An unanswered or timed-out acquire stays a dependency's failure, and a lease the origin
+ * refuses for what the job names (its base ref: `fault` JOB) the job's. Anything else the worktree
+ * service refuses is about this host, not the job — a path outside the root, a full disk, a shared clone
+ * it cannot use, a worktree service of another version that refuses the request — since what the job
+ * names was checked before the acquire with the worktree service's own checks (jobWorkspaceOf): a
+ * host refusal (isHostRefusal), handed back as the runner's.
  */
 export function acquireRefusal<E>(error: E): E | GantryError {
-  if (!isGantryError(error) || error.code !== ErrorCode.STALE_FENCE || worktreeLeaseEndedOf(error)?.claimEnded) return error;
-  return new GantryError(ErrorCode.UNAVAILABLE, `the worktree service gave no worktree: ${error.message}`);
+  if (!isGantryError(error)) return error;
+  if (error.code === ErrorCode.STALE_FENCE) {
+    if (worktreeLeaseEndedOf(error)?.claimEnded) return error;
+    return new GantryError(ErrorCode.UNAVAILABLE, `the worktree service gave no worktree: ${error.message}`);
+  }
+  if (DEPENDENCY_FAILURES.has(error.code) || CLAIM_GONE.has(error.code) || preparationFaultOf(error) === 'JOB') return error;
+  return hostRefusal(`this host's worktree service refused the worktree: ${error.message}`, error);
 }
 
-/** The cause a run that failed with this error code (null: not a GantryError) is rolled back with. */
-export const rollbackCauseOf = (code: string | null): RollbackCause => (code !== null && DEPENDENCY_FAILURES.has(code) ? 'DEPENDENCY' : 'JOB');
+/** A refusal of this runner's host rather than of the job: rolled back RUNNER (no attempt spent), and the runner backs off. */
+export function hostRefusal(message: string, cause?: GantryError): GantryError {
+  return new GantryError(cause?.code ?? ErrorCode.PRECONDITION_FAILED, message, { ...cause?.details, hostRefusal: true });
+}
+
+export const isHostRefusal = (error: unknown): boolean => isGantryError(error) && error.details?.['hostRefusal'] === true;
+
+/** The cause a run that failed with this error is rolled back with: its host's (RUNNER), a dependency's, or the job's. */
+export function rollbackCauseOf(error: unknown): RollbackCause {
+  if (isHostRefusal(error)) return 'RUNNER';
+  return isGantryError(error) && DEPENDENCY_FAILURES.has(error.code) ? 'DEPENDENCY' : 'JOB';
+}
 
 /**
  * A push refused with this code (null: not a GantryError) is the job's failure, finished as PUSH;

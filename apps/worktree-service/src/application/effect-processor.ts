@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { LRUCache } from 'lru-cache';
-import { GantryError } from '@gantry/contracts';
+import { GantryError, type WorktreePreparationFault } from '@gantry/contracts';
 import { holdHereIfAsked } from '@gantry/service-runtime';
 import { effectIdentity, pendingEffects, type WorktreeEffect, type WorktreeLeaseCommand } from '../domain/index.js';
 import {
@@ -190,7 +190,7 @@ export class WorktreeEffectProcessor {
           };
         } catch (error) {
           if (lockLost(error, signal)) throw error;
-          command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'create_or_reuse', reason: reasonOf(error), now: this.leases.now() } };
+          command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'create_or_reuse', reason: reasonOf(error), fault: faultOf(error), now: this.leases.now() } };
         }
         await this.report(worktreeKey, command, effect, signal);
         if (created) await this.hygiene.enforceCap(repositoryUrl).catch((error: unknown) => this.log.warn({ repositoryUrl, error: describe(error) }, 'worktree cap not enforced'));
@@ -217,7 +217,7 @@ export class WorktreeEffectProcessor {
           command = { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: synced.baseSha, rescue, now: this.leases.now() } };
         } catch (error) {
           if (lockLost(error, signal)) throw error;
-          command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'sync', reason: reasonOf(error), now: this.leases.now() } };
+          command = { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: 'sync', reason: reasonOf(error), fault: faultOf(error), now: this.leases.now() } };
         }
         await this.report(worktreeKey, command, effect, signal);
         return;
@@ -283,6 +283,15 @@ function rescueOf(effect: WorktreeEffect): string {
  */
 function lockLost(error: unknown, signal: AbortSignal): boolean {
   return signal.aborted || isLockOrDatabaseOutage(error);
+}
+
+/**
+ * Whose fault a failed create or sync is (docs/worktrees.md, "Whose fault a refused lease is"): the
+ * job's only when the git layer says so (the origin lacks what the job names); anything else — the
+ * disk, the shared clone, a path, git itself — is the host's.
+ */
+function faultOf(error: unknown): WorktreePreparationFault {
+  return error instanceof GantryError && error.details?.['fault'] === 'JOB' ? 'JOB' : 'HOST';
 }
 
 function reasonOf(error: unknown): string {

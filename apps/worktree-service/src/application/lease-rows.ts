@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { WorktreeLeaseStatus, WorktreeLeaseView, WorktreeReleasePendingCause } from '@gantry/contracts';
+import type { WorktreeLeaseStatus, WorktreeLeaseView, WorktreePreparationFault, WorktreeReleasePendingCause } from '@gantry/contracts';
 
 /** A row of the worktree_leases read model. */
 export interface LeaseRow {
@@ -19,6 +19,8 @@ export interface LeaseRow {
   requested_at: Date;
   release_reason: string | null;
   failure_reason: string | null;
+  /** Whose fault a sync_failed lease is (WorktreePreparationFault); null otherwise, and on rows made before it was told. */
+  failure_fault: WorktreePreparationFault | null;
   rescue_branch: string | null;
   rescue_sha: string | null;
   release_pending_cause: WorktreeReleasePendingCause | null;

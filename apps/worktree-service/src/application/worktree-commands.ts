@@ -323,9 +323,11 @@ export class WorktreeLeaseCommands {
             worktreeKey: row.worktree_key,
           });
         case 'sync_failed':
+          // Whose fault it is decides whether the claim spends an attempt (docs/worktrees.md, "Whose fault a refused lease is").
           throw new GantryError(ErrorCode.PRECONDITION_FAILED, `worktree ${row.worktree_key} could not be prepared: ${row.failure_reason ?? 'unknown'}`, {
             leaseId,
             worktreeKey: row.worktree_key,
+            fault: row.failure_fault ?? 'HOST',
           });
         case 'acquiring_lock':
           if (Date.now() >= row.lock_deadline.getTime()) {

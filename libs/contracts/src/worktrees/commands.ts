@@ -41,6 +41,15 @@ export type WorktreeReleaseReason = z.infer<typeof WorktreeReleaseReasonSchema>;
 export const WorktreeReleasePendingCauseSchema = z.enum(['job_cancelled', 'job_lease_expired', 'claim_superseded', 'claim_unknown']);
 export type WorktreeReleasePendingCause = z.infer<typeof WorktreeReleasePendingCauseSchema>;
 
+/**
+ * Whose fault a lease that could not be prepared (`sync_failed`) is (docs/worktrees.md, "Whose fault a
+ * refused lease is"): `JOB` when the origin lacks what the job names (its base ref) — every host would
+ * refuse it alike —, `HOST` for anything of the host that made it (its disk, its shared clone, its
+ * paths, its git). A lease that failed before the service told them apart counts as `HOST`.
+ */
+export const WorktreePreparationFaultSchema = z.enum(['JOB', 'HOST']);
+export type WorktreePreparationFault = z.infer<typeof WorktreePreparationFaultSchema>;
+
 // ---- acquire_worktree ----------------------------------------------------------------------
 
 const acquireExample = {
@@ -164,6 +173,16 @@ export function worktreeLeaseEndedError(ended: WorktreeLeaseEnded): GantryError 
 export function worktreeLeaseEndedOf(error: unknown): WorktreeLeaseEnded | null {
   if (!isGantryError(error) || error.code !== ErrorCode.STALE_FENCE) return null;
   const parsed = WorktreeLeaseEndedSchema.safeParse(error.details?.['leaseEnded']);
+  return parsed.success ? parsed.data : null;
+}
+
+/**
+ * Whose fault an acquire's refusal for a lease that could not be prepared is (PRECONDITION_FAILED with
+ * `details.fault`); null for any other answer, and for a worktree service that does not say.
+ */
+export function preparationFaultOf(error: unknown): WorktreePreparationFault | null {
+  if (!isGantryError(error) || error.code !== ErrorCode.PRECONDITION_FAILED) return null;
+  const parsed = WorktreePreparationFaultSchema.safeParse(error.details?.['fault']);
   return parsed.success ? parsed.data : null;
 }
 

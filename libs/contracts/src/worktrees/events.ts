@@ -5,6 +5,7 @@ import {
   LeaseDurationMsSchema,
   WorktreeLeaseIdSchema,
   WorktreeLeaseTokenSchema,
+  WorktreePreparationFaultSchema,
   WorktreeReleasePendingCauseSchema,
   WorktreeReleaseReasonSchema,
 } from './commands.js';
@@ -167,10 +168,15 @@ export const WorktreeSyncFailed = defineEvent({
     ...Held,
     stage: z.enum(['create_or_reuse', 'sync']),
     reason: z.string().min(1).max(4000),
+    /** Whose fault it is; absent on events recorded before the service told them apart (taken as HOST). */
+    fault: WorktreePreparationFaultSchema.optional(),
     failedAt: Iso,
   }),
   examples: {
-    valid: [{ ...held, stage: 'sync', reason: 'local branch has 2 commits not on origin and the base moved', failedAt: at }],
+    valid: [
+      { ...held, stage: 'sync', reason: 'local branch has 2 commits not on origin and the base moved', failedAt: at },
+      { ...held, stage: 'create_or_reuse', reason: 'PRECONDITION_FAILED: base ref release-9 is not a branch, tag or commit of the origin', fault: 'JOB', failedAt: at },
+    ],
     invalid: [{ ...held, stage: 'push', reason: 'x', failedAt: at }],
   },
 });

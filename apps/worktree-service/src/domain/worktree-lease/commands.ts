@@ -1,4 +1,4 @@
-import type { DataOf, WorktreeEvictionRequested, WorktreeReleasePendingCause, WorktreeReleaseReason } from '@gantry/contracts';
+import type { DataOf, WorktreeEvictionRequested, WorktreePreparationFault, WorktreeReleasePendingCause, WorktreeReleaseReason } from '@gantry/contracts';
 
 /** Every command carries `now` (ISO): the decider never reads a clock. */
 export type WorktreeLeaseCommand =
@@ -42,7 +42,7 @@ export type WorktreeLeaseCommand =
     }
   | {
       readonly type: 'RecordWorktreeSyncFailed';
-      readonly data: { leaseId: string; token: number; stage: 'create_or_reuse' | 'sync'; reason: string; now: string };
+      readonly data: { leaseId: string; token: number; stage: 'create_or_reuse' | 'sync'; reason: string; fault: WorktreePreparationFault; now: string };
     }
   | {
       readonly type: 'RenewWorktreeLease';

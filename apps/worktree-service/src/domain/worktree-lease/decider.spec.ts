@@ -194,9 +194,9 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
   it('ends in sync_failed and hands the lock to the next waiter with the next token', () => {
     const history = [...aAcquired, created(A, 1, at(1)), requested(B, at(10)), queued(B, 1, at(10))];
     const state = given(history)
-      .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'sync', reason: 'diverged', now: at(20) } })
+      .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'sync', reason: 'diverged', fault: 'HOST', now: at(20) } })
       .then([
-        { type: 'WorktreeSyncFailed', data: { worktreeKey, leaseId: A, token: 1, stage: 'sync', reason: 'diverged', failedAt: at(20) } },
+        { type: 'WorktreeSyncFailed', data: { worktreeKey, leaseId: A, token: 1, stage: 'sync', reason: 'diverged', fault: 'HOST', failedAt: at(20) } },
         acquired(B, 2, at(20)),
       ]);
     expect(state.leases[A]!.status).toBe('sync_failed');
@@ -205,14 +205,14 @@ describe('WorktreeLease: creating, reusing and syncing', () => {
 
   it('refuses a failure report for a stage the lease is not in', () => {
     given(aAcquired)
-      .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'sync', reason: 'x', now: at(2) } })
+      .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'sync', reason: 'x', fault: 'HOST', now: at(2) } })
       .thenThrows(ErrorCode.INVALID_TRANSITION);
   });
 
   it('records a failed create and frees the lock when no one waits', () => {
     const state = given(aAcquired)
-      .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'create_or_reuse', reason: 'clone failed', now: at(2) } })
-      .then([{ type: 'WorktreeSyncFailed', data: { worktreeKey, leaseId: A, token: 1, stage: 'create_or_reuse', reason: 'clone failed', failedAt: at(2) } }]);
+      .when({ type: 'RecordWorktreeSyncFailed', data: { leaseId: A, token: 1, stage: 'create_or_reuse', reason: 'base ref v9 is not a branch, tag or commit of the origin', fault: 'JOB', now: at(2) } })
+      .then([{ type: 'WorktreeSyncFailed', data: { worktreeKey, leaseId: A, token: 1, stage: 'create_or_reuse', reason: 'base ref v9 is not a branch, tag or commit of the origin', fault: 'JOB', failedAt: at(2) } }]);
     expect(worktreeStatus(state)).toBe('idle');
   });
 });
@@ -533,7 +533,7 @@ describe('WorktreeLease: the lock is never held twice', () => {
         request(ids[rnd(3)]!, now, { leaseId, jobId: `job-${rnd(6)}`, jobLeaseToken: 1 + rnd(3), lockTimeoutMs: rnd(3) * 30_000 }),
         { type: 'RecordWorktreePrepared', data: { leaseId, token, outcome: rnd(2) ? 'created' : 'reused', path, now } },
         { type: 'RecordWorktreeSynced', data: { leaseId, token, baseSha: sha, now } },
-        { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: rnd(2) ? 'sync' : 'create_or_reuse', reason: 'x', now } },
+        { type: 'RecordWorktreeSyncFailed', data: { leaseId, token, stage: rnd(2) ? 'sync' : 'create_or_reuse', reason: 'x', fault: 'HOST', now } },
         { type: 'RenewWorktreeLease', data: { leaseId, token, now } },
         { type: 'ReleaseWorktreeLease', data: { leaseId, token, reason: 'released', removeWorktree: rnd(2) === 0, now } },
         { type: 'RecordWorktreeReleased', data: { leaseId, token, rescue: null, removed: false, now } },

@@ -185,14 +185,14 @@ export function decide(command: WorktreeLeaseCommand, state: WorktreeLeaseState)
     }
 
     case 'RecordWorktreeSyncFailed': {
-      const { leaseId, token, stage, reason, now } = command.data;
+      const { leaseId, token, stage, reason, fault, now } = command.data;
       const lease = leaseOf(state, leaseId);
       assertFence(state, lease, token);
       const expected: WorktreeLeaseStatus = stage === 'create_or_reuse' ? 'creating_or_reusing' : 'syncing';
       if (reportStage(lease, expected, `a failed ${stage}`) === 'ignore') return [];
       const failed: WorktreeLeaseEvent = {
         type: 'WorktreeSyncFailed',
-        data: { worktreeKey: lease.worktreeKey, leaseId, token, stage, reason, failedAt: now },
+        data: { worktreeKey: lease.worktreeKey, leaseId, token, stage, reason, fault, failedAt: now },
       };
       const after = fold(state, [failed]);
       return [failed, ...handOverEvents(after, after.lock, now)];

@@ -218,7 +218,8 @@ async function resolveBaseRef(workspace: GitWorkspace, clonePath: string, baseRe
       if (sha) return sha;
     }
   }
-  throw notThere(`base ref ${baseRef} is not a branch, tag or commit of the origin`, { baseRef });
+  // The origin's, not the host's: every host would refuse it alike (the job's fault, preparationFaultOf).
+  throw notThere(`base ref ${baseRef} is not a branch, tag or commit of the origin`, { baseRef, fault: 'JOB' });
 }
 
 async function originContains(workspace: GitWorkspace, clonePath: string, sha: string): Promise<boolean> {

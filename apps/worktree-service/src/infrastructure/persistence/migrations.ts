@@ -137,6 +137,19 @@ export class JobStatusesEnded1785000000000 implements MigrationInterface {
  */
 export const WorktreeLeaseSweeps1785100000000 = leaseSweepsMigration('WorktreeLeaseSweeps1785100000000');
 
+/** Whose fault a lease that could not be prepared is (docs/worktrees.md, "Whose fault a refused lease is"); rows of before count as the host's. */
+export class WorktreeLeaseFailureFault1785200000000 implements MigrationInterface {
+  name = 'WorktreeLeaseFailureFault1785200000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE worktree_leases ADD COLUMN IF NOT EXISTS failure_fault text`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE worktree_leases DROP COLUMN IF EXISTS failure_fault`);
+  }
+}
+
 export const worktreeServiceMigrations: MigrationClass[] = [
   WorktreeReadModels1764547200000,
   ReleasePending1764720000000,
@@ -144,4 +157,5 @@ export const worktreeServiceMigrations: MigrationClass[] = [
   WorktreeProcesses1764892800000,
   JobStatusesEnded1785000000000,
   WorktreeLeaseSweeps1785100000000,
+  WorktreeLeaseFailureFault1785200000000,
 ];

@@ -63,7 +63,7 @@ async function apply(sql: pg.PoolClient, event: StoredEvent): Promise<void> {
       await setLease(sql, e.data.leaseId, at, { status: 'ready', base_sha: e.data.baseSha, expires_at: e.data.expiresAt });
       return;
     case 'WorktreeSyncFailed':
-      await setLease(sql, e.data.leaseId, at, { status: 'sync_failed', failure_reason: `${e.data.stage}: ${e.data.reason}` });
+      await setLease(sql, e.data.leaseId, at, { status: 'sync_failed', failure_reason: `${e.data.stage}: ${e.data.reason}`, failure_fault: e.data.fault ?? 'HOST' });
       await sql.query(`UPDATE worktrees SET held_by = NULL WHERE worktree_key = $1 AND held_by = $2`, [e.data.worktreeKey, e.data.leaseId]);
       return;
     case 'WorktreeLeaseRenewed':
