@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import {
   acquireWorktree,
   cancelJob,
+  claimableAfterMs,
   claimJob,
   createSprintRun,
   deriveWorktreeKey,
@@ -788,6 +789,10 @@ describe('job service through the NATS command path', () => {
       const early = claim('early');
       await expect(early).rejects.toMatchObject({ code: ErrorCode.PRECONDITION_FAILED, details: { offerNotBefore: due } });
       await expect(early).rejects.toThrow(`may be claimed from ${due}`);
+      // What is left of the pause, by the job service's clock: a claimer whose clock is off waits for that.
+      const afterMs = claimableAfterMs(await early.catch((error: unknown) => error));
+      expect(afterMs).toBeGreaterThan(0);
+      expect(afterMs).toBeLessThanOrEqual(4000);
       expect(await countEvents(jobId)).toBe(before);
 
       // A claim without an offered job takes the next queued job of its kinds, and none while only the paused one is left.

@@ -30,11 +30,20 @@ describe('exponential backoff', () => {
 describe('an offer refused for its job\'s pause', () => {
   const now = Date.parse('2026-11-30T06:00:00.000Z');
 
-  it('goes back until the pause ends, at least a second and at most a minute', () => {
-    expect(untilPauseEndsMs('2026-11-30T06:00:08.000Z', now)).toBe(8_000);
-    expect(untilPauseEndsMs('2026-11-30T06:00:00.200Z', now)).toBe(PAUSE_HAND_BACK_MIN_MS);
-    expect(untilPauseEndsMs('2026-11-30T05:59:58.000Z', now)).toBe(PAUSE_HAND_BACK_MIN_MS);
-    expect(untilPauseEndsMs('2026-11-30T06:05:00.000Z', now)).toBe(PAUSE_HAND_BACK_MAX_MS);
-    expect(untilPauseEndsMs('not a moment', now)).toBe(PAUSE_HAND_BACK_MIN_MS);
+  it('goes back for what the job service says is left of the pause, at least a second and at most a minute, whatever this clock reads', () => {
+    const end = '2026-11-30T06:00:08.000Z';
+    // This clock five minutes behind the job service's, or ahead of it: the job service's reckoning holds.
+    for (const skew of [-300_000, 0, 300_000]) expect(untilPauseEndsMs({ notBefore: end, afterMs: 8_000 }, now + skew)).toBe(8_000);
+    expect(untilPauseEndsMs({ notBefore: end, afterMs: 200 }, now)).toBe(PAUSE_HAND_BACK_MIN_MS);
+    expect(untilPauseEndsMs({ notBefore: end, afterMs: 300_000 }, now)).toBe(PAUSE_HAND_BACK_MAX_MS);
+  });
+
+  it('from a job service that does not say, goes back until the pause ends by this clock, at least a second and at most a minute', () => {
+    const byEnd = (notBefore: string) => untilPauseEndsMs({ notBefore, afterMs: null }, now);
+    expect(byEnd('2026-11-30T06:00:08.000Z')).toBe(8_000);
+    expect(byEnd('2026-11-30T06:00:00.200Z')).toBe(PAUSE_HAND_BACK_MIN_MS);
+    expect(byEnd('2026-11-30T05:59:58.000Z')).toBe(PAUSE_HAND_BACK_MIN_MS);
+    expect(byEnd('2026-11-30T06:05:00.000Z')).toBe(PAUSE_HAND_BACK_MAX_MS);
+    expect(byEnd('not a moment')).toBe(PAUSE_HAND_BACK_MIN_MS);
   });
 });

@@ -34,13 +34,16 @@ export const PAUSE_HAND_BACK_MIN_MS = 1_000;
 export const PAUSE_HAND_BACK_MAX_MS = 60_000;
 
 /**
- * How long an offer whose claim was refused for its job's pause goes back for: until the pause ends
- * (`notBefore`, on the job service's clock), at least a second — a job service whose clock is behind
- * refuses it again, and the offer must not come back in a tight loop meanwhile — and at most a minute,
- * the longest pause, should the runner's clock be far behind.
+ * How long an offer whose claim was refused for its job's pause goes back for: what is left of the pause
+ * as the job service reckoned it from its own clock (`afterMs`), at least a second — a job service
+ * replica whose clock is behind refuses it again, and the offer must not come back in a tight loop
+ * meanwhile — and at most a minute, the longest pause. Not the pause's end (`notBefore`) against this
+ * runner's clock: one a minute behind waited the whole minute however little was left, one ahead had the
+ * offer back every second for the whole pause. Only from a job service that does not say is the end read
+ * against this clock (`now`).
  */
-export function untilPauseEndsMs(notBefore: string, now: number): number {
-  const left = Date.parse(notBefore) - now;
+export function untilPauseEndsMs(pause: { notBefore: string; afterMs: number | null }, now: number): number {
+  const left = pause.afterMs ?? Date.parse(pause.notBefore) - now;
   if (Number.isNaN(left)) return PAUSE_HAND_BACK_MIN_MS;
   return Math.min(PAUSE_HAND_BACK_MAX_MS, Math.max(PAUSE_HAND_BACK_MIN_MS, left));
 }

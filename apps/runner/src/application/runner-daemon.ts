@@ -2,6 +2,7 @@ import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationB
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import pTimeout from 'p-timeout';
 import {
+  claimableAfterMs,
   claimableFrom,
   claimJob,
   deriveIdempotencyKey,
@@ -359,7 +360,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         // duplicate window, minutes. Handed back until the pause ends, it is claimed then, here or elsewhere.
         const pauseEnds = claimableFrom(error);
         if (pauseEnds !== null) {
-          const delay = untilPauseEndsMs(pauseEnds, Date.now());
+          const delay = untilPauseEndsMs({ notBefore: pauseEnds, afterMs: claimableAfterMs(error) }, Date.now());
           this.log.info({ ...fields, offerNotBefore: pauseEnds, retryInMs: delay }, "claim refused for the job's pause; the offer goes back until it ends");
           handBack(delay);
           return;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
-import { ErrorCode, isGantryError } from '../errors.js';
+import { ErrorCode, isGantryError, type GantryError } from '../errors.js';
 import { defineCommand } from '../registry.js';
 import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, allowedToolProblem, EffortLevelSchema, JobKindSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
@@ -329,6 +329,18 @@ export function claimableFrom(error: unknown): string | null {
   if (!isGantryError(error) || error.code !== ErrorCode.PRECONDITION_FAILED) return null;
   const notBefore = error.details?.offerNotBefore;
   return typeof notBefore === 'string' ? notBefore : null;
+}
+
+/**
+ * How long from its answer a claim refused for the job's pause is refused for (`details.retryAfterMs`,
+ * reckoned by the job service from its own clock: the pause's end less the claim's moment), so that a
+ * claimer whose clock is off from the job service's waits for what is left of the pause. Null for every
+ * other answer, and from a job service that does not say (then only `offerNotBefore` is known).
+ */
+export function claimableAfterMs(error: unknown): number | null {
+  if (claimableFrom(error) === null) return null;
+  const after = (error as GantryError).details?.retryAfterMs;
+  return typeof after === 'number' && Number.isFinite(after) ? after : null;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ import { OriginRepository } from './origin-repository.js';
 
 const repoRoot = resolve(fileURLToPath(import.meta.url), '../../../../..');
 export const standInBin = join(repoRoot, 'apps/runner/bin/stand-in-claude');
+/** Loaded into a runner (`clockSkewMs`) to set its wall clock off from the machine's. */
+const skewedClock = join(repoRoot, 'tools/system-tests/src/e2e/skewed-clock.mjs');
 
 export interface RunnerOptions {
   concurrency?: number;
@@ -46,6 +48,8 @@ export interface RunnerOptions {
   env?: Record<string, string>;
   /** false: resolve as soon as the process runs, not once it is ready. */
   waitReady?: boolean;
+  /** The runner's wall clock this much ahead of the machine's (behind when negative). */
+  clockSkewMs?: number;
 }
 
 export interface EnqueueOptions {
@@ -146,7 +150,9 @@ export class E2eSystem {
       schema: `${this.name}_runner`,
       naming: this.naming,
       ...(options.waitReady === false ? { waitReady: false } : {}),
+      ...(options.clockSkewMs ? { nodeArgs: ['--import', skewedClock] } : {}),
       env: {
+        ...(options.clockSkewMs ? { GANTRY_TEST_CLOCK_SKEW_MS: String(options.clockSkewMs) } : {}),
         GANTRY_RUNNER_ID: id,
         GANTRY_RUNNER_CONCURRENCY: String(options.concurrency ?? 1),
         ...(options.kinds ? { GANTRY_RUNNER_KINDS: options.kinds.join(',') } : {}),

@@ -23,7 +23,11 @@ import { E2eSystem } from './e2e-system.js';
  * only one: dropped by the runner, the job would wait for the offer sweep and the stream's duplicate
  * window (about three minutes).
  */
-describe('an offer that comes before its job may be claimed', () => {
+describe.each([
+  { clock: 'in step with the job service', clockSkewMs: 0 },
+  // Handed back by its own clock, the offer waited the longest pause, a minute, whatever the pause left.
+  { clock: 'five minutes behind', clockSkewMs: -300_000 },
+])('an offer that comes before its job may be claimed, the runner\'s clock $clock', ({ clockSkewMs }) => {
   const system = new E2eSystem();
   const kind = 'TASK_IMPLEMENTATION' as const;
   let bus: Bus;
@@ -33,7 +37,7 @@ describe('an offer that comes before its job may be claimed', () => {
     await system.start();
     bus = await Bus.connect({ servers: testNatsUrl, naming: system.naming, name: 'e2e-offer-before-pause' });
     client = new CommandClient(bus);
-    await system.startRunner('runner-a', { concurrency: 1, kinds: [kind], env: { LOG_LEVEL: 'info' } });
+    await system.startRunner('runner-a', { concurrency: 1, kinds: [kind], env: { LOG_LEVEL: 'info' }, clockSkewMs });
   }, 120_000);
   afterAll(async () => {
     await bus?.close();

@@ -506,7 +506,8 @@ function requirePauseOver(job: Job, now: string): void {
   throw refuse(
     ErrorCode.PRECONDITION_FAILED,
     `job ${job.jobId} was handed back ${job.freeRequeues} time${job.freeRequeues === 1 ? '' : 's'} in a row without spending an attempt and may be claimed from ${notBefore} on`,
-    { offerNotBefore: notBefore },
+    // How long that is from now, by this clock: a claimer whose own clock is off waits for it, not for the moment.
+    { offerNotBefore: notBefore, retryAfterMs: Date.parse(notBefore) - Date.parse(now) },
   );
 }
 
