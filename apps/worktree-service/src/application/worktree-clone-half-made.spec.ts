@@ -59,6 +59,8 @@ describe('a shared clone whose git init was killed half-way', () => {
     const refused = await refusal(acquire(other.origin, 'feature/foreign-clone'));
     expect(refused.code).toBe(ErrorCode.PRECONDITION_FAILED);
     expect(refused.message).toMatch(/is not a bare git repository/);
+    // The host's fault, not the job's: its claim is handed back without spending an attempt (docs/worktrees.md, "Whose fault a refused lease is").
+    expect(refused.details).toMatchObject({ fault: 'HOST' });
     expect(readdirSync(clonePath)).toEqual(['notes.txt']);
   });
 });
