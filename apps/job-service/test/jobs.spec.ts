@@ -185,6 +185,40 @@ describe('job service through the NATS command path', () => {
       expect((await world.client.request(getJob, { jobId: queued.jobId })).payloads).toHaveLength(0);
     });
 
+    it("a job whose worktree could never be leased — its product's clone URL or target branch recorded before they were held to the worktree service's checks — is refused INVALID_COMMAND at enqueue, naming what, and nothing is recorded", async () => {
+      const store = app.get(EventStore);
+      // Products as the log may hold them from before: what register_product refuses today, CloneUrlSchema and GitRefSchema took.
+      const legacy = { http: { cloneUrl: 'http://git.example/acme/old.git', targetBranch: 'main' }, lock: { cloneUrl: 'https://github.com/acme/old.git', targetBranch: 'main.lock' } };
+      for (const [name, settings] of Object.entries(legacy)) {
+        const productId = `product-legacy-${name}`;
+        await store.append(
+          `product-${productId}`,
+          0,
+          [{ type: 'ProductRegistered', data: { productId, repository: 'acme/old', ...settings, prStrategy: 'STORY', mergeMethod: 'SQUASH', requiredChecks: [], registeredAt: new Date().toISOString() } }],
+          { correlationId: `legacy-${name}` },
+        );
+      }
+      const before = Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n);
+      const outcome = (attempt: Promise<unknown>) => attempt.then(() => 'queued', (error: { code?: string; message?: string }) => ({ code: error.code, message: error.message }));
+      expect({
+        url: await outcome(enqueue({ productId: 'product-legacy-http', taskId: 'T-legacy' })),
+        target: await outcome(enqueue({ productId: 'product-legacy-lock', taskId: 'T-legacy', baseRef: undefined })),
+        // A base ref named by the request stands in for the target branch.
+        targetNamedAway: await outcome(enqueue({ productId: 'product-legacy-lock', taskId: 'T-legacy-base', baseRef: 'main' })),
+      }).toEqual({
+        url: { code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(/clone URL http:\/\/git\.example\/acme\/old\.git, the job's repository, cannot be leased: repository URL scheme "http" is not allowed/) },
+        target: { code: ErrorCode.INVALID_COMMAND, message: expect.stringMatching(/target branch main\.lock, the job's base ref, cannot be leased: no part of a base ref may end with "\.lock"/) },
+        targetNamedAway: 'queued',
+      });
+      // Each refusal is what acquire_worktree itself refuses.
+      for (const [repositoryUrl, baseRef] of [[legacy.http.cloneUrl, 'main'], [legacy.lock.cloneUrl, legacy.lock.targetBranch]] as const) {
+        expect(acquireWorktree.request.safeParse({ ...acquireWorktree.examples.valid[0], repositoryUrl, baseRef }).success).toBe(false);
+      }
+      expect(Number((await world.db.query(`SELECT count(*) AS n FROM events`)).rows[0].n)).toBe(before + 1);
+      expect((await world.client.request(listJobs, { taskId: 'T-legacy' })).jobs).toHaveLength(0);
+      for (const { jobId } of (await world.client.request(listJobs, { taskId: 'T-legacy-base' })).jobs) await world.client.request(cancelJob, { jobId, idempotencyKey: key('cancel') });
+    });
+
     it('a product named rescue gets at enqueue_job and create_sprint_run exactly the branches under gantry/rescue/ the worktree service leases it, derived or named', async () => {
       const shop = 'https://github.com/acme/shop.git';
       const job = 'https://github.com/acme/job.git';

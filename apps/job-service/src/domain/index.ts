@@ -17,8 +17,8 @@
 //   sprint run effects (question, enqueue, PR ready)  sprint-run/effects.ts  sprintRunEffects
 //   products: repository, target branch, PR rules     product/decider.ts     decideProduct (jobs and sprint runs
 //                                                      are resolved against one at creation: UNKNOWN_PRODUCT; docs/products.md)
-//   a job's or sprint run's branch the worktree       product/decider.ts     unleasableBranch          "Branches"
-//   service would not lease in the product's repository
+//   a job's or sprint run's worktree lease the        product/decider.ts     unleasableLease           "Branches"
+//   worktree service would refuse (leaseNamesProblem)
 //   wire request → command, state → view             */requests.ts, */view.ts
 //   kind defaults, configuration cascade, --effort    @gantry/contracts jobs/agent-config.ts           "Kinds and their configuration"
 // Specifications: */*.spec.ts, written with DeciderSpecification.for(decider) from @gantry/eventstore/testing

@@ -1,13 +1,9 @@
 import { z } from 'zod';
 import {
-  baseRefProblem,
-  branchNameProblem,
   ErrorCode,
   featureBranchFor,
   GantryError,
-  leasedBranchProblem,
-  repositoryUrlProblem,
-  rescueFolderProblem,
+  leaseNamesProblem,
   type ClaimedJob,
   type JobKind,
 } from '@gantry/contracts';
@@ -91,7 +87,9 @@ export function jobWorkspaceOf(
     throw new GantryError(ErrorCode.INVALID_COMMAND, `a ${job.kind} job needs a branch to push to: the job names neither a branch nor a base ref`);
   }
   const baseRef = job.baseRef ?? targetBranch;
-  const unleasable = branch === null || repositoryUrl === null ? null : leaseProblemOf(repositoryUrl, branch, baseRef);
+  // What acquire_worktree refuses of the names (recorded before the job service held enqueues to the same
+  // check) it refuses at every claim and on every host: given back, the job would spend all its attempts on it.
+  const unleasable = branch === null || repositoryUrl === null ? null : leaseNamesProblem({ repositoryUrl, branch, baseRef });
   if (unleasable !== null) throw new GantryError(ErrorCode.INVALID_COMMAND, `the job's ${unleasable.what} cannot be leased: ${unleasable.problem}`);
   const expectedChanges = (merged.expectedChanges ?? []) as ExpectedChange[];
   validateExpectedChanges(expectedChanges);
@@ -104,20 +102,4 @@ export function jobWorkspaceOf(
     expectedChanges,
     timeoutMs: merged.timeoutMs ?? defaults.agentTimeoutMs,
   };
-}
-
-/**
- * What `acquire_worktree` refuses of the lease a job asks for: a repository URL, branch or base ref it
- * does not lease (recorded before the job service held products and enqueues to the same checks), or a
- * branch in the rescue folder of the repository. Refused at every claim alike and on every host, the job
- * cannot be run anywhere: given back, it would spend all its attempts on the same refusal. The runner's
- * own GANTRY_REPOSITORY_URL and GANTRY_TARGET_BRANCH are checked at its start.
- */
-function leaseProblemOf(repositoryUrl: string, branch: string, baseRef: string): { what: string; problem: string } | null {
-  const repository = repositoryUrlProblem(repositoryUrl);
-  if (repository !== null) return { what: 'repository', problem: repository };
-  const leased = branchNameProblem(branch) ?? leasedBranchProblem(branch) ?? rescueFolderProblem(repositoryUrl, branch);
-  if (leased !== null) return { what: 'branch', problem: leased };
-  const base = baseRefProblem(baseRef);
-  return base === null ? null : { what: 'base ref', problem: base };
 }

@@ -3,7 +3,7 @@ import { defineCommand } from '../registry.js';
 import { ErrorCode, GantryError, isGantryError } from '../errors.js';
 import { CommandMetaSchema, NextCursorSchema, PageCursorSchema } from '../envelope.js';
 import { JobIdSchema, LeaseTokenSchema } from '../jobs/values.js';
-import { BaseRefSchema, LeasedBranchNameSchema, rescueFolderProblem, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
+import { leaseNamesProblem, RepositoryUrlSchema, WorktreeKeySchema } from './git-names.js';
 
 export const WorktreeLeaseIdSchema = z.uuid();
 /** The fencing token of a worktree lease: one higher at each grant for the same worktree key. */
@@ -66,17 +66,18 @@ export const AcquireWorktreeRequestSchema = CommandMetaSchema.extend({
   jobId: JobIdSchema,
   /** The job claim's fencing token: the lease belongs to this claim of the job. */
   jobLeaseToken: LeaseTokenSchema,
-  repositoryUrl: RepositoryUrlSchema,
-  branch: LeasedBranchNameSchema,
-  baseRef: BaseRefSchema,
+  /** The repository, branch and base ref are held together to leaseNamesProblem (below). */
+  repositoryUrl: z.string(),
+  branch: z.string(),
+  baseRef: z.string(),
   leaseDurationMs: LeaseDurationMsSchema,
   /** How long to wait in line for the lock; the service's default when absent. */
   lockTimeoutMs: LockTimeoutMsSchema.optional(),
   idempotencyKey: IdempotencyKeySchema,
 }).superRefine((request, ctx) => {
-  // Not a folder of the repository's rescue branches: only with the repository is that known.
-  const problem = rescueFolderProblem(request.repositoryUrl, request.branch);
-  if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['branch'], input: request.branch });
+  // Together: whether a branch is in a rescue folder is known only with its repository.
+  const refused = leaseNamesProblem(request);
+  if (refused) ctx.addIssue({ code: 'custom', message: refused.problem, path: [refused.name], input: request[refused.name] });
 });
 export type AcquireWorktreeRequest = z.infer<typeof AcquireWorktreeRequestSchema>;
 

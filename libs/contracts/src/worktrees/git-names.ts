@@ -306,6 +306,36 @@ export function rescueFolderProblem(repositoryUrl: string, branch: string): stri
   return null;
 }
 
+/** What a job names of its worktree lease: its repository, its branch and the base ref the branch starts from. */
+export interface LeaseNames {
+  readonly repositoryUrl: string;
+  readonly branch: string;
+  readonly baseRef: string;
+}
+
+/** Which of the names a lease is refused for, as a request names it and in words, and why. */
+export interface LeaseNamesProblem {
+  readonly name: keyof LeaseNames;
+  readonly what: 'repository' | 'branch' | 'base ref';
+  readonly problem: string;
+}
+
+/**
+ * Why `acquire_worktree` refuses a lease of these names, or null: the one check of what a job names of
+ * its worktree (docs/jobs.md, "Branches"). The worktree service's request is held to it
+ * (AcquireWorktreeRequestSchema), the job service's enqueue with the names a job's claims will ask for,
+ * and the runner before it asks for a job recorded before the job service held enqueues to it: a lease
+ * refused so is refused on every host and at every claim alike.
+ */
+export function leaseNamesProblem(names: LeaseNames): LeaseNamesProblem | null {
+  const repository = repositoryUrlProblem(names.repositoryUrl);
+  if (repository !== null) return { name: 'repositoryUrl', what: 'repository', problem: repository };
+  const branch = branchNameProblem(names.branch) ?? leasedBranchProblem(names.branch) ?? rescueFolderProblem(names.repositoryUrl, names.branch);
+  if (branch !== null) return { name: 'branch', what: 'branch', problem: branch };
+  const baseRef = baseRefProblem(names.baseRef);
+  return baseRef === null ? null : { name: 'baseRef', what: 'base ref', problem: baseRef };
+}
+
 /** The rescue branch for a worktree's unsaved changes: `gantry/rescue/<key>/<UTC timestamp>`. */
 export function rescueBranchName(worktreeKey: WorktreeKey, at: Date): string {
   const stamp = at.toISOString().replace(/[-:]/g, '').replace('.', '');

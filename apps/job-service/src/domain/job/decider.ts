@@ -8,7 +8,7 @@ import {
   resolveAgentConfig,
   type AgentConfig,
 } from '@gantry/contracts';
-import { unknownProduct, unleasableBranch } from '../product/decider.js';
+import { unknownProduct, unleasableLease } from '../product/decider.js';
 import type { JobCommand, UnderLease } from './commands.js';
 import type { JobEvent } from './events.js';
 import { decideFinish } from './finishing-rule.js';
@@ -30,8 +30,9 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
         throw refuse(ErrorCode.PRECONDITION_FAILED, `a REVIEW job takes its model and thinking budget from an agent profile, and job ${d.jobId} has none`);
       }
       if (d.product === null) throw unknownProduct(d.productId);
-      // Named or derived, the branch is the job's worktree lease's: one the worktree service refuses is refused here.
-      const unleasable = d.branch === null ? null : unleasableBranch(d.product.cloneUrl, d.branch, 'jobs.enqueue_job');
+      // Named or derived, the branch is the job's worktree lease's: a lease the worktree service refuses is refused here.
+      const names = d.branch === null ? null : { repositoryUrl: d.product.cloneUrl, branch: d.branch, baseRef: d.baseRef ?? d.product.targetBranch };
+      const unleasable = names === null ? null : unleasableLease(names, 'jobs.enqueue_job', d.baseRef !== null);
       if (unleasable) throw unleasable;
       return [
         {
@@ -75,7 +76,9 @@ export function decideJob(command: JobCommand, state: JobState): JobEvent[] {
         throw refuse(ErrorCode.PRECONDITION_FAILED, `job ${job.jobId} is excluded from coalescing`);
       }
       // A request is refused the branch it names whichever way the run queue routes it (the job it joins has the same repository).
-      const unleasable = d.branch === null || job.repositoryUrl === null ? null : unleasableBranch(job.repositoryUrl, d.branch, 'jobs.enqueue_job');
+      const baseRef = job.baseRef ?? job.targetBranch;
+      const names = d.branch === null || job.repositoryUrl === null || baseRef === null ? null : { repositoryUrl: job.repositoryUrl, branch: d.branch, baseRef };
+      const unleasable = names === null ? null : unleasableLease(names, 'jobs.enqueue_job', job.baseRef !== null);
       if (unleasable) throw unleasable;
       return [
         {

@@ -1,4 +1,4 @@
-import { canonicalJson, ErrorCode, GantryError, rescueFolderProblem, type ProductSettings } from '@gantry/contracts';
+import { canonicalJson, ErrorCode, GantryError, leaseNamesProblem, type LeaseNames, type ProductSettings } from '@gantry/contracts';
 import type { ProductCommand } from './commands.js';
 import type { ProductEvent } from './events.js';
 import { evolveProduct, initialProductState, productExists, type ProductState } from './state.js';
@@ -43,16 +43,26 @@ export function unknownProduct(productId: string): GantryError {
 }
 
 /**
- * The refusal of a branch the worktree service would not lease in the product's repository
- * (`repositoryUrl`, its clone URL): one in the rescue folder of a worktree key of that repository
- * (rescueFolderProblem, the worktree service's own check). Queued, a job on it would be refused its
- * worktree at every claim until its attempts ran out. `request`: the command, as a refusal of its
- * request names it (`jobs.enqueue_job`).
+ * The refusal of a job whose worktree lease the worktree service would refuse (leaseNamesProblem, its
+ * own check), with the names its claims will ask for: the product's clone URL, the job's branch and the
+ * base ref it starts from (the request's, else the product's target branch). Queued, such a job would
+ * be refused its worktree at every claim, on every host, until its attempts ran out. A name the request
+ * gave is refused as that field of it; one the product recorded (before products were held to the same
+ * check) names the product. `request`: the command, as a refusal of its request names it (`jobs.enqueue_job`).
  */
-export function unleasableBranch(repositoryUrl: string, branch: string, request: string): GantryError | null {
-  const problem = rescueFolderProblem(repositoryUrl, branch);
-  if (problem === null) return null;
-  return new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${request} request: branch: ${problem}`, { branch }, [{ path: ['branch'], message: problem, code: 'custom' }]);
+export function unleasableLease(names: LeaseNames, request: string, baseRefGiven: boolean): GantryError | null {
+  const refused = leaseNamesProblem(names);
+  if (refused === null) return null;
+  // The product's clone URL, or its target branch standing in for a base ref the request did not name.
+  const products = refused.name === 'repositoryUrl' || (refused.name === 'baseRef' && !baseRefGiven);
+  const field = products ? 'productId' : refused.name;
+  const what = products ? `the product's ${refused.name === 'repositoryUrl' ? 'clone URL' : 'target branch'} ${names[refused.name]}, the job's ${refused.what},` : `the job's ${refused.what}`;
+  return new GantryError(
+    ErrorCode.INVALID_COMMAND,
+    `invalid ${request} request: ${field}: ${what} cannot be leased: ${refused.problem}`,
+    { [refused.name]: names[refused.name] },
+    [{ path: [field], message: refused.problem, code: 'custom' }],
+  );
 }
 
 export const productDecider = { initialState: initialProductState, decide: decideProduct, evolve: evolveProduct };

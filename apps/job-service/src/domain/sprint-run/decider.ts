@@ -1,5 +1,5 @@
 import { ErrorCode, failedChecksNamed, firstWithin, GantryError } from '@gantry/contracts';
-import { unknownProduct, unleasableBranch } from '../product/decider.js';
+import { unknownProduct, unleasableLease } from '../product/decider.js';
 import type { SprintRunCommand } from './commands.js';
 import { sprintRunEffects, type SprintRunEffect } from './effects.js';
 import type { SprintRunEvent } from './events.js';
@@ -20,7 +20,7 @@ export function decideSprintRun(command: SprintRunCommand, state: SprintRunState
     if (d.taskIds.length === 0) throw refuse(ErrorCode.PRECONDITION_FAILED, `sprint run ${d.sprintRunId} has no tasks to run`);
     if (d.product === null) throw unknownProduct(d.productId);
     // Its jobs' worktree leases are of this branch: one the worktree service refuses is refused here.
-    const unleasable = unleasableBranch(d.product.cloneUrl, d.branch, 'jobs.create_sprint_run');
+    const unleasable = unleasableLease({ repositoryUrl: d.product.cloneUrl, branch: d.branch, baseRef: d.product.targetBranch }, 'jobs.create_sprint_run', false);
     if (unleasable) throw unleasable;
     return [
       {
