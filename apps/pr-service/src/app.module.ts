@@ -16,6 +16,7 @@ import { GitHubWebhookController } from './infrastructure/http/github-webhook.co
 import { prServiceSettings, type PrServiceConfig } from './infrastructure/pr-service-config.js';
 import { prServiceMigrations } from './infrastructure/persistence/migrations.js';
 import { prServiceProjections } from './infrastructure/persistence/projections.js';
+import { PullRequestLocks } from './infrastructure/persistence/pull-request-locks.js';
 
 @Module({
   imports: [
@@ -38,6 +39,7 @@ import { prServiceProjections } from './infrastructure/persistence/projections.j
     { provide: CONFLICTING_FILES, inject: [PR_SERVICE_CONFIG], useFactory: (config: PrServiceConfig) => new ConflictingFiles({ gitDir: config.gitDir, timeoutMs: config.gitTimeoutMs }) },
     PullRequestLog,
     GitHubRateLimitHold,
+    PullRequestLocks,
     PullRequestReconciler,
     WebhookIntake,
     JobScopesRetention,

@@ -17,9 +17,9 @@ import type { PullRequestCommand } from '../src/domain/index.js';
  * The pr-service in this test file's process against the local GitHub, on the real PostgreSQL and
  * NATS, with no job service: a test records the flow's commands itself (`pullRequest`) and watches the
  * reconciler carry out its effects. Call at the top of a describe block; the set-up and tear-down are
- * that block's.
+ * that block's. `settings`: more of the service's environment (e.g. its pool and concurrency).
  */
-export function inProcessPrService(label: string): InProcessWorld {
+export function inProcessPrService(label: string, settings: Record<string, string> = {}): InProcessWorld {
   const world = {} as { fake: GitHubFake; service: TestService; gitDir: string };
   const clones: Clone[] = [];
   const env = () => ({
@@ -28,6 +28,7 @@ export function inProcessPrService(label: string): InProcessWorld {
     GANTRY_GITHUB_WEBHOOK_SECRETS: 'unused',
     GANTRY_PR_GIT_DIR: world.gitDir,
     GANTRY_PR_RESYNC_INTERVAL_MS: '3600000',
+    ...settings,
   });
   beforeAll(async () => {
     world.fake = await startGitHubFake({});

@@ -39,8 +39,8 @@ describe('the pull request reconciler\'s memory', () => {
       headSha: 'a'.repeat(40), headBranch: 'feat/x', baseBranch: 'main', mergeable: null, mergeableState: 'unknown', autoMergeEnabled: false, updatedAt: null,
     };
     const github = { read: async () => computing, checks: async () => [] };
-    const lock = { query: async () => ({ rows: [{ locked: true }] }), release: () => undefined };
-    const store = { pool: { connect: async () => lock, query: async () => ({ rows: [] }) } };
+    const store = { pool: { query: async () => ({ rows: [] }) } };
+    const locks = { whileHeld: async (_id: string, work: () => Promise<void>) => (await work(), 'ran') };
     const quiet = { warn: () => undefined, info: () => undefined, error: () => undefined };
     const reconciler = new PullRequestReconciler(
       log as never,
@@ -49,6 +49,7 @@ describe('the pull request reconciler\'s memory', () => {
       {} as never,
       { reconcileConcurrency: 64, resyncIntervalMs: 3_600_000 } as never,
       { waitMs: async () => 0 } as never,
+      locks as never,
       quiet as never,
     );
     const remembered = () => (reconciler as unknown as { unknownMergeability: { size: number } }).unknownMergeability.size;

@@ -1,10 +1,9 @@
 import { Controller, Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { LRUCache } from 'lru-cache';
-import type pg from 'pg';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullRequestEffectFailureCode, type PullRequestFailureCode } from '@gantry/contracts';
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
-import { crashHereIfAsked, DurableConsumer, failHereIfAsked, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
+import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
 import {
   baseBranchOf,
   CONFLICT_LOOKUPS,
@@ -31,6 +30,7 @@ import { KeyedRuns } from './keyed-runs.js';
 import { PullRequestLog } from './pull-request-log.js';
 import type { PrServiceConfig } from '../infrastructure/pr-service-config.js';
 import type { ConflictingFiles } from '../infrastructure/git/conflicting-files.js';
+import { PullRequestLocks } from '../infrastructure/persistence/pull-request-locks.js';
 
 export const EFFECTS_CONSUMER = 'pr-service-effects';
 
@@ -70,6 +70,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     @Inject(CONFLICTING_FILES) private readonly conflicts: ConflictingFiles,
     @Inject(PR_SERVICE_CONFIG) private readonly config: PrServiceConfig,
     @Inject(GitHubRateLimitHold) private readonly rateLimit: GitHubRateLimitHold,
+    @Inject(PullRequestLocks) private readonly locks: PullRequestLocks,
     @InjectPinoLogger('pull-requests') private readonly log: PinoLogger,
   ) {
     this.runs = new KeyedRuns(config.reconcileConcurrency, (id) => this.reconcile(id), (id, error) => this.retryLater(id, error));
@@ -96,41 +97,15 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     // reset is kept in the database (and in the log of the PR that met it), so every replica and a restart wait for it too.
     const waitMs = await this.rateLimitWaitMs(pullRequestId);
     if (waitMs > 0) return this.ask(pullRequestId, waitMs);
-    const lock = await this.store.pool.connect();
-    // A query on the lock's connection that failed — the unlock above all — leaves its session in a state not known: it
-    // may still hold the PR's lock, and back in the pool it would keep it for as long as the pool keeps the connection,
-    // every replica skipping the PR. Such a connection is closed (its session ends, and the lock with it), never reused.
-    let unknownSession: Error | undefined;
-    const onLock = async <R extends pg.QueryResultRow>(sql: string, faultPoint?: string): Promise<pg.QueryResult<R>> => {
-      try {
-        if (faultPoint) failHereIfAsked(faultPoint);
-        return await lock.query<R>(sql, [pullRequestId]);
-      } catch (error) {
-        unknownSession = error instanceof Error ? error : new Error(String(error));
-        throw error;
-      }
-    };
-    try {
-      const { rows } = await onLock<{ locked: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked`);
-      if (!rows[0]?.locked) return this.ask(pullRequestId, 500); // another replica works on it now; look again shortly
-      try {
+    const outcome = await this.locks.whileHeld(
+      pullRequestId,
+      async () => {
         await this.rounds(pullRequestId);
         this.attempts.delete(pullRequestId);
-      } finally {
-        await this.unlock(pullRequestId, onLock);
-      }
-    } finally {
-      lock.release(unknownSession);
-    }
-  }
-
-  /** The unlock after a run: when it fails the run's own outcome stands — the connection is closed, which frees the lock. */
-  private async unlock(pullRequestId: string, onLock: (sql: string, faultPoint: string) => Promise<unknown>): Promise<void> {
-    try {
-      await onLock(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, 'pr-service:advisory-unlock');
-    } catch (error) {
-      this.log.warn({ pullRequestId, error: error instanceof Error ? error.message : String(error) }, 'the pull request\'s advisory unlock failed; its connection is closed, which frees the lock');
-    }
+      },
+      (error) => this.log.warn({ pullRequestId, error: error instanceof Error ? error.message : String(error) }, 'the pull request\'s advisory unlock failed; its connection is closed, which frees the lock'),
+    );
+    if (outcome === 'busy') this.ask(pullRequestId, 500); // another replica works on it now; look again shortly
   }
 
   private async rounds(pullRequestId: string): Promise<void> {

@@ -1,0 +1,70 @@
+import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import type pg from 'pg';
+import { createPool } from '@gantry/eventstore';
+import { failHereIfAsked, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import { PR_SERVICE_CONFIG, type PrServiceConfig } from '../pr-service-config.js';
+
+/**
+ * One run at a time per pull request, across replicas (docs/pr-service.md, "Effects on GitHub"): a PostgreSQL session
+ * advisory lock, held for the whole run — GitHub's answers included, which may take minutes — on a connection of a
+ * pool of its own, sized to GANTRY_PR_RECONCILE_CONCURRENCY (one connection per run that can be under way), never on
+ * the service's pool: there, the runs waiting on a slow GitHub would hold all but a few of its connections, and the
+ * webhook endpoint and the consumers would wait for those few.
+ *
+ * Why a session lock on a pool apart rather than a lease row with a fencing token: what the lock keeps apart is
+ * calls to GitHub, which carry no fencing token — a lease that ran out under a slow run would let a second replica
+ * enable or merge beside the first, and renewing it would need a heartbeat beside every run. A session lock ends
+ * with its session (a process that dies, a connection lost: the server ends it within the keepalive), and costs
+ * PostgreSQL GANTRY_PR_RECONCILE_CONCURRENCY more connections per replica (docs/operations.md, "Connections").
+ */
+@Injectable()
+export class PullRequestLocks implements OnApplicationShutdown {
+  private readonly pool: pg.Pool;
+
+  constructor(@Inject(SERVICE_CONFIG) config: ServiceConfig, @Inject(PR_SERVICE_CONFIG) prs: PrServiceConfig) {
+    this.pool = createPool({
+      url: config.databaseUrl,
+      schema: config.schema,
+      max: prs.reconcileConcurrency,
+      applicationName: `pr-service:${config.schema}:pr-locks`,
+      timeouts: config.databaseTimeouts,
+    });
+  }
+
+  /**
+   * Runs `work` holding the PR's lock, or answers `'busy'` at once when another session holds it. A query on the lock's
+   * connection that failed — the unlock above all — leaves its session in a state not known: it may still hold the
+   * lock, and back in the pool it would keep it for as long as the pool keeps the connection, every replica skipping
+   * the PR. Such a connection is closed (its session ends, and the lock with it), never reused; an unlock that fails
+   * leaves the work's own outcome as it was (`onUnlockFailed` hears of it).
+   */
+  async whileHeld(pullRequestId: string, work: () => Promise<void>, onUnlockFailed: (error: unknown) => void): Promise<'ran' | 'busy'> {
+    const lock = await this.pool.connect();
+    let unknownSession: Error | undefined;
+    const onLock = async <R extends pg.QueryResultRow>(sql: string, faultPoint?: string): Promise<pg.QueryResult<R>> => {
+      try {
+        if (faultPoint) failHereIfAsked(faultPoint);
+        return await lock.query<R>(sql, [pullRequestId]);
+      } catch (error) {
+        unknownSession = error instanceof Error ? error : new Error(String(error));
+        throw error;
+      }
+    };
+    try {
+      const { rows } = await onLock<{ locked: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked`);
+      if (!rows[0]?.locked) return 'busy';
+      try {
+        await work();
+      } finally {
+        await onLock(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, 'pr-service:advisory-unlock').catch(onUnlockFailed);
+      }
+      return 'ran';
+    } finally {
+      lock.release(unknownSession);
+    }
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.pool.end();
+  }
+}
