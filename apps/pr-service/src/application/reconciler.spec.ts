@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { eventually } from '@gantry/testing';
 import type { PullRequestState } from '../domain/index.js';
 import type { PullRequestOnGitHub } from './github.js';
-import { PullRequestReconciler, REMEMBERED_COUNTS } from './reconciler.js';
+import { LOCKED_ELSEWHERE_MAX_WAIT_MS, lockedElsewhereWaitMs, PullRequestReconciler, REMEMBERED_COUNTS } from './reconciler.js';
 
 /*
  * What the reconciler remembers per pull request in its process: the count of reads that found
@@ -64,4 +64,14 @@ describe('the pull request reconciler\'s memory', () => {
     expect(remembered()).toBeGreaterThan(0);
     expect(remembered()).toBeLessThanOrEqual(REMEMBERED_COUNTS);
   }, 300_000);
+});
+
+describe('the wait before a pull request whose lock is held elsewhere is looked at again', () => {
+  it('doubles from 500 ms up to its bound, each a random point in the upper half of its step', () => {
+    expect([1, 2, 3, 4, 5, 6, 50].map((n) => lockedElsewhereWaitMs(n, () => 1))).toEqual([500, 1000, 2000, 4000, 5000, 5000, 5000]);
+    expect([1, 2, 3, 4, 5, 50].map((n) => lockedElsewhereWaitMs(n, () => 0))).toEqual([250, 500, 1000, 2000, 2500, 2500]);
+    const waits = Array.from({ length: 50 }, () => lockedElsewhereWaitMs(8));
+    expect(new Set(waits).size).toBeGreaterThan(1);
+    expect(waits.every((w) => w >= LOCKED_ELSEWHERE_MAX_WAIT_MS / 2 && w <= LOCKED_ELSEWHERE_MAX_WAIT_MS)).toBe(true);
+  });
 });

@@ -60,6 +60,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    */
   private readonly attempts = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
   private readonly unknownMergeability = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
+  /** Per pull request, the runs in a row that found its lock held by another replica: they set the next wait. */
+  private readonly lockedElsewhere = new LRUCache<string, number>({ max: REMEMBERED_COUNTS });
   /** Every open pull request looked at again now and then, whatever was missed (a webhook lost, a crash). */
   private readonly resync: Sweep;
 
@@ -105,7 +107,15 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       },
       (error) => this.log.warn({ pullRequestId, error: error instanceof Error ? error.message : String(error) }, 'the pull request\'s advisory unlock failed; its connection is closed, which frees the lock'),
     );
-    if (outcome === 'busy') this.ask(pullRequestId, 500); // another replica works on it now; look again shortly
+    if (outcome === 'ran') {
+      this.lockedElsewhere.delete(pullRequestId);
+      return;
+    }
+    // Another replica works on it now. Its run may have read GitHub before the news that asked for this one, so the PR is
+    // looked at again — after waits that grow, bounded, with jitter: replicas waiting on one PR do not ask in step.
+    const n = (this.lockedElsewhere.get(pullRequestId) ?? 0) + 1;
+    this.lockedElsewhere.set(pullRequestId, n);
+    this.ask(pullRequestId, lockedElsewhereWaitMs(n));
   }
 
   private async rounds(pullRequestId: string): Promise<void> {
@@ -529,6 +539,19 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   private metadata(pullRequestId: string): CommandMetadata {
     return { correlationId: pullRequestId, causationId: null, actor: 'pr-service' };
   }
+}
+
+/** The longest wait before a PR whose lock another replica holds is looked at again. */
+export const LOCKED_ELSEWHERE_MAX_WAIT_MS = 5000;
+
+/**
+ * The wait after the `n`th run in a row (from 1) that found the PR's lock held elsewhere: 500 ms doubling, up to
+ * LOCKED_ELSEWHERE_MAX_WAIT_MS, of which a random half ("equal jitter": never less than half the step, so the waits
+ * still grow).
+ */
+export function lockedElsewhereWaitMs(n: number, random: () => number = Math.random): number {
+  const step = Math.min(LOCKED_ELSEWHERE_MAX_WAIT_MS, 500 * 2 ** Math.min(Math.max(n, 1) - 1, 10));
+  return Math.round(step / 2 + random() * (step / 2));
 }
 
 /** The failure's rate-limit reset (GitHub's `x-ratelimit-reset`, plus the second GitHub asks for), as the time the PR is worked on again. */
