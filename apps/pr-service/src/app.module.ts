@@ -8,6 +8,7 @@ import { PullRequestCommandHandlers } from './application/pull-request-commands.
 import { PullRequestLog } from './application/pull-request-log.js';
 import { PullRequestEffectsConsumer, PullRequestReconciler } from './application/reconciler.js';
 import { CONFLICTING_FILES, GITHUB_PULL_REQUESTS, PR_SERVICE_CONFIG } from './application/tokens.js';
+import { ShownBackRetention } from './application/shown-back-retention.js';
 import { WebhookIntake } from './application/webhook-intake.js';
 import { ConflictingFiles } from './infrastructure/git/conflicting-files.js';
 import { createOctokit } from './infrastructure/github/octokit.js';
@@ -43,6 +44,7 @@ import { PullRequestLocks } from './infrastructure/persistence/pull-request-lock
     PullRequestReconciler,
     WebhookIntake,
     JobScopesRetention,
+    ShownBackRetention,
   ],
 })
 export class AppModule {}
