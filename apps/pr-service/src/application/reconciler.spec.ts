@@ -40,7 +40,7 @@ describe('the pull request reconciler\'s memory', () => {
     };
     const github = { read: async () => computing, checks: async () => [] };
     const store = { pool: { query: async () => ({ rows: [] }) } };
-    const locks = { whileHeld: async (_id: string, work: () => Promise<void>) => (await work(), 'ran') };
+    const locks = { whileHeld: async (_id: string, work: (underLock: { shownBackRow: boolean }) => Promise<void>) => (await work({ shownBackRow: false }), 'ran') };
     const quiet = { warn: () => undefined, info: () => undefined, error: () => undefined };
     const reconciler = new PullRequestReconciler(
       log as never,

@@ -30,7 +30,7 @@ import { KeyedRuns } from './keyed-runs.js';
 import { PullRequestLog } from './pull-request-log.js';
 import type { PrServiceConfig } from '../infrastructure/pr-service-config.js';
 import type { ConflictingFiles } from '../infrastructure/git/conflicting-files.js';
-import { PullRequestLocks } from '../infrastructure/persistence/pull-request-locks.js';
+import { PullRequestLocks, type UnderLock } from '../infrastructure/persistence/pull-request-locks.js';
 
 export const EFFECTS_CONSUMER = 'pr-service-effects';
 
@@ -101,8 +101,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     if (waitMs > 0) return this.ask(pullRequestId, waitMs);
     const outcome = await this.locks.whileHeld(
       pullRequestId,
-      async () => {
-        await this.rounds(pullRequestId);
+      async (underLock) => {
+        await this.rounds(pullRequestId, underLock);
         this.attempts.delete(pullRequestId);
       },
       (error) => this.log.warn({ pullRequestId, error: error instanceof Error ? error.message : String(error) }, 'the pull request\'s advisory unlock failed; its connection is closed, which frees the lock'),
@@ -118,7 +118,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     this.ask(pullRequestId, lockedElsewhereWaitMs(n));
   }
 
-  private async rounds(pullRequestId: string): Promise<void> {
+  private async rounds(pullRequestId: string, underLock: UnderLock): Promise<void> {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       let state = await this.prs.load(pullRequestId);
       // A PR closed without merge is read when asked (a webhook about it): someone may have reopened it.
@@ -127,7 +127,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       let seen: PullRequestOnGitHub | null = null;
       if (state.pr) {
         seen = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.read(state.repository, state.pr!.number));
-        const { observation, unnamed } = await this.observe(state, seen);
+        const { observation, unnamed } = await this.observe(state, seen, underLock);
         // A read that may come from a replica of GitHub behind another is no ground for an effect: the PR is read again.
         if (readHeldBack(state, observation)) return;
         state = (await this.prs.record(this.command(state, { type: 'RecordObservation', data: { observation } }), this.metadata(pullRequestId))).state;
@@ -159,7 +159,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    * PR is read again when that time is up. A read older than the recorded base change says nothing: the PR is read again
    * a second later, when a replica that has caught up shows what is new.
    */
-  private async sinceShownBack(state: PullRequestState, observation: GitHubObservation): Promise<void> {
+  private async sinceShownBack(state: PullRequestState, observation: GitHubObservation, underLock: UnderLock): Promise<void> {
     const id = state.pullRequestId;
     if (olderThanBaseChange(state, observation)) {
       this.ask(id, 1000);
@@ -168,9 +168,11 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     const head = headWentBack(state, observation) ? observation.headSha : '';
     const base = baseWentBack(state, observation) ? observation.baseBranch : '';
     // Kept in the database, not in this process: the run holds the PR's advisory lock, so the reads of every replica
-    // come here one after the other, and a read showing something else — on any replica — starts the wait again.
+    // come here one after the other, and a read showing something else — on any replica — starts the wait again. Most
+    // reads show nothing back and find no row (learnt as the run took the lock): they send nothing.
     if (!head && !base) {
-      await this.store.pool.query(`DELETE FROM pull_request_shown_back WHERE pull_request_id = $1`, [id]);
+      if (underLock.shownBackRow) await this.store.pool.query(`DELETE FROM pull_request_shown_back WHERE pull_request_id = $1`, [id]);
+      underLock.shownBackRow = false;
       return;
     }
     // The times are the database's, whichever replica reads: the replicas' clocks may differ by more than the 2 s, and a
@@ -188,6 +190,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
        RETURNING 1000 * extract(epoch FROM now() - since::timestamptz) AS shown_ms`,
       [id, `${head} ${base}`, SHOWN_BACK_READ_GAP_MS],
     );
+    underLock.shownBackRow = true;
     // How long it has been shown, by the database's clock, as a time of this replica's (the read's `observedAt`).
     const shownMs = Math.max(0, Number(rows[0]!.shown_ms));
     observation.shownSince = new Date(Date.parse(observation.observedAt) - shownMs).toISOString();
@@ -211,7 +214,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    * git cannot name them (a failed fetch, or a clean merge while GitHub still says dirty) the read is recorded
    * without the conflict — its checks, draft and head still count — and `unnamed` says why.
    */
-  private async observe(state: PullRequestState, pr: PullRequestOnGitHub): Promise<{ observation: GitHubObservation; unnamed: string | null }> {
+  private async observe(state: PullRequestState, pr: PullRequestOnGitHub, underLock: UnderLock): Promise<{ observation: GitHubObservation; unnamed: string | null }> {
     const observation: GitHubObservation = {
       prNumber: pr.number,
       prUrl: pr.url,
@@ -230,7 +233,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       conflictingFiles: null,
       observedAt: this.prs.now(),
     };
-    await this.sinceShownBack(state, observation);
+    await this.sinceShownBack(state, observation, underLock);
     // A read the PR does not follow (yet) asks neither for checks nor for git's look-up of a conflict.
     if (readHeldBack(state, observation)) return { observation, unnamed: null };
     if (pr.state === 'open') observation.checks = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.checks(state.repository, pr.headSha));

@@ -17,6 +17,16 @@ import { PR_SERVICE_CONFIG, type PrServiceConfig } from '../pr-service-config.js
  * with its session (a process that dies, a connection lost: the server ends it within the keepalive), and costs
  * PostgreSQL GANTRY_PR_RECONCILE_CONCURRENCY more connections per replica (docs/operations.md, "Connections").
  */
+/**
+ * What a run learns as it takes the PR's lock. `shownBackRow`: the PR has a `pull_request_shown_back` row. Every run of
+ * the PR, on every replica, writes that row only under the lock, so the run keeps this true for itself as it inserts
+ * and deletes the row: a read showing the PR where it is deletes a row only when there is one (the pruning job may
+ * delete it meanwhile, which at most leaves a DELETE that finds nothing).
+ */
+export interface UnderLock {
+  shownBackRow: boolean;
+}
+
 @Injectable()
 export class PullRequestLocks implements OnApplicationShutdown {
   private readonly pool: pg.Pool;
@@ -38,25 +48,34 @@ export class PullRequestLocks implements OnApplicationShutdown {
    * the PR. Such a connection is closed (its session ends, and the lock with it), never reused; an unlock that fails
    * leaves the work's own outcome as it was (`onUnlockFailed` hears of it).
    */
-  async whileHeld(pullRequestId: string, work: () => Promise<void>, onUnlockFailed: (error: unknown) => void): Promise<'ran' | 'busy'> {
+  async whileHeld(pullRequestId: string, work: (underLock: UnderLock) => Promise<void>, onUnlockFailed: (error: unknown) => void): Promise<'ran' | 'busy'> {
     const lock = await this.pool.connect();
     let unknownSession: Error | undefined;
-    const onLock = async <R extends pg.QueryResultRow>(sql: string, faultPoint?: string): Promise<pg.QueryResult<R>> => {
+    const onLock = async <R>(run: () => Promise<R>, faultPoint?: string): Promise<R> => {
       try {
         if (faultPoint) failHereIfAsked(faultPoint);
-        return await lock.query<R>(sql, [pullRequestId]);
+        return await run();
       } catch (error) {
         unknownSession = error instanceof Error ? error : new Error(String(error));
         throw error;
       }
     };
     try {
-      const { rows } = await onLock<{ locked: boolean }>(`SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked`);
-      if (!rows[0]?.locked) return 'busy';
+      // Two statements in one round trip (the simple protocol, hence the literal): the second takes its snapshot after
+      // the first took the lock, so it sees the row of every run before — as one statement it could miss a row written
+      // by a run that unlocked between the statement's snapshot and its lock.
+      const id = lock.escapeLiteral(pullRequestId);
+      const [taken, shown] = await onLock(
+        () =>
+          lock.query(
+            `SELECT pg_try_advisory_lock(hashtextextended(${id}, 0)) AS locked; SELECT EXISTS (SELECT 1 FROM pull_request_shown_back WHERE pull_request_id = ${id}) AS shown_back`,
+          ) as unknown as Promise<[pg.QueryResult<{ locked: boolean }>, pg.QueryResult<{ shown_back: boolean }>]>,
+      );
+      if (!taken.rows[0]?.locked) return 'busy';
       try {
-        await work();
+        await work({ shownBackRow: shown.rows[0]?.shown_back === true });
       } finally {
-        await onLock(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, 'pr-service:advisory-unlock').catch(onUnlockFailed);
+        await onLock(() => lock.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [pullRequestId]), 'pr-service:advisory-unlock').catch(onUnlockFailed);
       }
       return 'ran';
     } finally {
