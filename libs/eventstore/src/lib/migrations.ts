@@ -177,6 +177,31 @@ export class EventLogOutboxUnreferenced1782300000000 implements MigrationInterfa
   }
 }
 
+/**
+ * A message is dead-lettered once per delivery of its stream message, however often it comes: a
+ * consumer that wrote the dead letter and was killed (or lost NATS, or was slow past the ack wait)
+ * before its term reached JetStream is sent the message again, and wrote a second dead letter of it
+ * (and a third…). The consumer, its stream sequence and its payload name one message; the payload
+ * too, since a stream created again numbers its messages from 1 again. The dead letter's write
+ * leaves an existing one as it is (EventConsumer). Duplicates already stored are removed, the
+ * first kept.
+ */
+export class EventLogDeadLettersOnce1783200000000 implements MigrationInterface {
+  name = 'EventLogDeadLettersOnce1783200000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`
+      DELETE FROM dead_letters later USING dead_letters first
+       WHERE later.consumer = first.consumer AND later.stream_sequence = first.stream_sequence
+         AND md5(later.payload) = md5(first.payload) AND later.id > first.id`);
+    await q.query(`CREATE UNIQUE INDEX dead_letters_once ON dead_letters (consumer, stream_sequence, md5(payload))`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP INDEX IF EXISTS dead_letters_once`);
+  }
+}
+
 /** A log above this (some 170,000 events) gets its index CONCURRENTLY; a smaller one's takes well under a second. */
 const CONCURRENT_INDEX_BYTES = 64 * 1024 * 1024;
 
@@ -285,6 +310,7 @@ async function runMigrations(options: MigrateOptions, schema: string): Promise<v
         EventLogOutboxUnreferenced1782300000000,
         EventLogOccurredAtIndex1783000000000,
         EventLogRepublishRuns1783100000000,
+        EventLogDeadLettersOnce1783200000000,
         ...(options.migrations ?? []),
       ],
       extra: { ...bounds, options: [`-c search_path=${schema},public`, bounds.options].filter(Boolean).join(' '), max: 1 },

@@ -173,6 +173,31 @@ describe('durable event consumer', () => {
     expect((await bus.jsm.consumers.info(streamName(naming, context), durable)).num_ack_pending).toBe(0);
   });
 
+  it('a message delivered again while its dead letter is being written (its term not yet sent, as after a crash between the two) is dead-lettered once', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let calls = 0;
+    // The dead letters' writes wait behind this lock for three ack waits: every message comes again meanwhile.
+    const locker = await pool.connect();
+    await locker.query('BEGIN; LOCK TABLE dead_letters IN SHARE ROW EXCLUSIVE MODE');
+    try {
+      await publish('{ this is not json');
+      await publish(envelope(8));
+      startConsumer(durable, async (n) => {
+        calls++;
+        throw new Error(`poison ${n}`);
+      }, { ackWaitMs: 1000, maxDeliver: 1 });
+      await new Promise((r) => setTimeout(r, 3500));
+    } finally {
+      await locker.query('COMMIT');
+      locker.release();
+    }
+    await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_ack_pending === 0, { what: 'nothing pending' });
+    await consumerCaughtUp(bus.jsm, streamName(naming, context), durable);
+    const dead = await pool.query<{ kind: string }>(`SELECT error->>'kind' AS kind FROM dead_letters WHERE consumer = $1 ORDER BY id`, [durable]);
+    expect(dead.rows.map((r) => r.kind)).toEqual(['invalid_payload', 'handler_failed']);
+    expect(calls).toBeGreaterThanOrEqual(1);
+  });
+
   it('a handler that throws is retried and succeeds later; its failed writes are rolled back', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     let attempts = 0;

@@ -494,11 +494,16 @@ export class EventConsumer {
   private async deadLetter(msg: Delivered, eventId: string | null, failure: Record<string, unknown>): Promise<boolean> {
     // As text PostgreSQL can keep (a NUL character would fail the insert, and the message would be handed back for ever).
     const error = scrubStrings(failure, storableScrubber(this.options.scrub ?? scrubSecrets));
+    let written: boolean;
     try {
-      await this.options.pool.query(
-        `INSERT INTO dead_letters (consumer, subject, stream_sequence, event_id, payload, error) VALUES ($1, $2, $3, $4, $5, $6)`,
+      // A message dead-lettered already (its term lost: a crash, NATS away, or the ack wait over
+      // before it was sent) keeps its first dead letter; it is terminated again, as it should have been.
+      const result = await this.options.pool.query(
+        `INSERT INTO dead_letters (consumer, subject, stream_sequence, event_id, payload, error) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (consumer, stream_sequence, md5(payload)) DO NOTHING`,
         [this.options.name, msg.subject, msg.seq, eventId, storableText(decoder.decode(msg.data)), JSON.stringify(error)],
       );
+      written = result.rowCount === 1;
     } catch (writeError) {
       this.options.logger.warn('could not record a dead letter; message handed back', {
         consumer: this.options.name,
@@ -508,7 +513,8 @@ export class EventConsumer {
       this.settle(msg, 'nak', this.backoff(msg.info.deliveryCount));
       return false;
     }
-    this.options.logger.warn('message dead-lettered', { consumer: this.options.name, subject: msg.subject, sequence: msg.seq, error });
+    if (written) this.options.logger.warn('message dead-lettered', { consumer: this.options.name, subject: msg.subject, sequence: msg.seq, error });
+    else this.options.logger.warn('message dead-lettered before; terminated again', { consumer: this.options.name, subject: msg.subject, sequence: msg.seq });
     return true;
   }
 }
