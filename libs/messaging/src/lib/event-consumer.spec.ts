@@ -197,6 +197,29 @@ describe('durable event consumer', () => {
     expect(dead.rows.map((r) => r.kind)).toEqual(['invalid_payload', 'handler_failed']);
   });
 
+  it('stopped mid-batch, a consumer finishes the batch in hand and hands back the events it had received and not begun: the next consumer has them at once, not after the ack wait', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let started!: () => void;
+    const firstStarted = new Promise<void>((resolve) => (started = resolve));
+    const first = startConsumer(durable, async (n, eventId, sql) => {
+      if (n === 1) {
+        started();
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      await insertPing(n, eventId, sql);
+    }, { ackWaitMs: 60_000, batchSize: 1 });
+    for (const n of [1, 2, 3]) await publish(envelope(n));
+    await firstStarted;
+    await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_ack_pending === 3, { what: 'all three received' });
+    await first.stop();
+    expect(await rows()).toEqual([1]); // the batch in hand was finished
+    const stoppedAt = Date.now();
+    startConsumer(durable, insertPing, { ackWaitMs: 60_000 });
+    await eventually(async () => (await rows()).length === 3, { what: 'the rest handled by the next consumer', timeoutMs: 20_000 });
+    expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+    expect(await rows()).toEqual([1, 2, 3]);
+  });
+
   it('a handler that throws is retried and succeeds later; its failed writes are rolled back', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     let attempts = 0;
