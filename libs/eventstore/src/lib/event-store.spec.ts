@@ -48,7 +48,24 @@ describe('event store', () => {
   it('migrations can run twice (a restart) without changing anything', async () => {
     await migrate({ url: testDatabaseUrl, schema });
     const { rows } = await pool.query('SELECT count(*) FROM migrations');
-    expect(Number(rows[0].count)).toBe(7);
+    expect(Number(rows[0].count)).toBe(8);
+  });
+
+  it('a message dead-lettered several times before dead letters were unique keeps its first dead letter when the migration runs', async () => {
+    await pool.query(`DROP INDEX dead_letters_once`);
+    await pool.query(`DELETE FROM migrations WHERE name = 'EventLogDeadLettersOnce1783200000000'`);
+    const consumer = `c-${randomUUID()}`;
+    const insert = (sequence: number | null, payload: string) =>
+      pool.query(`INSERT INTO dead_letters (consumer, subject, stream_sequence, payload, error) VALUES ($1, 's', $2, $3, '{}') RETURNING id`, [consumer, sequence, payload]);
+    const first = (await insert(1, 'p')).rows[0].id as string;
+    await insert(1, 'p');
+    await insert(1, 'p');
+    await insert(1, 'another message of a stream created again');
+    await migrate({ url: testDatabaseUrl, schema });
+    const kept = await pool.query(`SELECT id, payload FROM dead_letters WHERE consumer = $1 ORDER BY id`, [consumer]);
+    expect(kept.rows.map((r) => r.payload)).toEqual(['p', 'another message of a stream created again']);
+    expect(kept.rows[0].id).toBe(first);
+    await expect(insert(1, 'p')).rejects.toThrow(/dead_letters_once/);
   });
 
   it("keeps each event's data and metadata as the JSON text written; the migration to that reverts to jsonb and applies again, the log unchanged", async () => {
