@@ -90,4 +90,24 @@ steps:
     expect((await world.getTask(taskId)).participants).toEqual([expect.objectContaining({ role: 'reviewer', agentProfileId: 'rev-a' })]);
     expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
   });
+
+  it('AC-L3: a dispatch stopped by its seat\'s stream kept busy past its patience is resumed by the process itself once the stream is free, not at its next start: the seat once, the fan-out once', async () => {
+    const taskId = `T-busy-${randomUUID().slice(0, 8)}`;
+    await world.task('seats', { taskId });
+    await world.stopEngine(world.engine);
+    const engine = await world.startEngine({ GANTRY_TEST_WORKFLOW_FAIL: `seat-conflict-once:${taskId}`, GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '1500' });
+    await world.move(taskId, 'review');
+    const ended = (r: { message: string; taskId?: unknown }) => r.taskId === taskId && (r.message === 'step entry dispatched' || r.message === 'step entry dispatch failed; it resumes at the next start');
+    await world.logged(ended, 'the dispatch stopped at the busy stream', engine);
+    expect((await world.entries(taskId, 'review'))[0]!.markers.map((m) => [m.kind, m.state])).toEqual([['ensure_participant_seat', 'in_progress'], ['queue_run_for_each_participant', 'absent']]);
+    const entry = await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 30_000 });
+    expect(world.records(engine).filter((r) => r.rule === 'AC-L3' && r.taskId === taskId && r.cause !== undefined).map((r) => r.level)).toEqual(['error']);
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['ensure_participant_seat', 'done'], ['queue_run_for_each_participant', 'done']]);
+    expect(world.records(engine).filter((r) => r.rule === 'AC-C3' && r.taskId === taskId)).toEqual([]);
+    expect((await world.getTask(taskId)).participants).toEqual([expect.objectContaining({ role: 'reviewer', agentProfileId: 'rev-a' })]);
+    expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
+    // the same process did it: no restart
+    expect(engine.process.exitCode).toBeNull();
+    expect(world.engines.at(-1)).toBe(engine);
+  }, 120_000);
 });

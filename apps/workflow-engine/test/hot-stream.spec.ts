@@ -26,7 +26,8 @@ describe('a move into a step whose (task, step) stream a long dispatch keeps app
     const stream = world.pairStream(taskId, 'hot', 'review');
     const failures: string[] = [];
     let contended = 0;
-    const gaveUp = () => world.records().filter((r) => r.message === 'step entry dispatch failed; it resumes at the next start');
+    // a dispatch that stopped on its own markers' stream (scanned again after a pause) gave up too
+    const gaveUp = () => world.records().filter((r) => r.message === 'step entry dispatch failed; it resumes at the next start' || (r.rule === 'AC-L3' && r.cause !== undefined));
     const entrySeqs = async () => {
       const events = await world.events(stream);
       const seqs = (type: string) => new Set(events.filter((e) => e.type === type).map((e) => e.data.entrySeq as number));
@@ -67,7 +68,7 @@ describe('a move into a step whose (task, step) stream a long dispatch keeps app
       },
       { what: 'every entry of the step terminal, or a dispatch given up', timeoutMs: 180_000 },
     );
-    expect(gaveUp().map((r) => r.error)).toEqual([]);
+    expect(gaveUp().map((r) => r.error ?? r.cause)).toEqual([]);
     expect(entries.map((e) => [e.entrySeq, e.terminal])).toEqual(Array.from({ length: ROUNDS }, (_, i) => [i + 1, true]));
   }, 900_000);
 });

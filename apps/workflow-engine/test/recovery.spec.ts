@@ -319,8 +319,8 @@ steps:
     expect(open!.terminal).toBe(false);
     expect(open!.markers.find((m) => m.position === 2)).toMatchObject({ state: 'in_progress' });
     // the job service stays away across a scan of the stopped entries: the entry stops again there
-    await world.logged((r) => r.message === 'scan of the entries stopped at the job service finished' && r.outage === 1, 'a scan meeting the job service still away', engine);
-    expect(world.records(engine).filter((r) => r.message === 'the entries stopped at the job service are scanned again after a pause').length).toBeGreaterThanOrEqual(2);
+    await world.logged((r) => r.message === 'scan of the stopped entries finished' && r.outage === 1, 'a scan meeting the job service still away', engine);
+    expect(world.records(engine).filter((r) => r.message === 'the stopped entries are scanned again after a pause').length).toBeGreaterThanOrEqual(2);
     await world.startJobService();
     await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 120_000 });
     await eventually(async () => ((await counts(taskId, 'rec')).autoStarts === 1 ? true : null), { what: 'auto_start_agent after the fan-out', timeoutMs: 60_000 });
@@ -337,13 +337,13 @@ steps:
     await world.stopJobService();
     await world.move(taskId, 'review');
     await world.logged((r) => r.rule === 'AC-L3' && r.taskId === taskId && r.level === 'error', 'the outage', engine);
-    const scheduled = (await world.logged((r) => r.message === 'the entries stopped at the job service are scanned again after a pause', 'the scan timed', engine))
-      .find((r) => r.message === 'the entries stopped at the job service are scanned again after a pause')!;
+    const scheduled = (await world.logged((r) => r.message === 'the stopped entries are scanned again after a pause', 'the scan timed', engine))
+      .find((r) => r.message === 'the stopped entries are scanned again after a pause')!;
     expect(scheduled.delayMs).toBeGreaterThanOrEqual(6_000);
     const stopping = Date.now();
     expect(await engine.kill('SIGTERM')).toBe(0);
     expect(Date.now() - stopping).toBeLessThan(scheduled.delayMs as number);
-    expect(world.records(engine).filter((r) => r.message === 'scan of the entries stopped at the job service finished')).toEqual([]);
+    expect(world.records(engine).filter((r) => r.message === 'scan of the stopped entries finished')).toEqual([]);
     await world.startJobService();
     await restart();
     await world.terminalEntry(taskId, 'review', 1);

@@ -23,7 +23,8 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * stream (VERSION_CONFLICT, nothing written, as a command whose stream stayed busy past its patience
  * is answered): `enqueue-conflict:<taskId>` (the job service's answer to the first try of each
  * enqueue of that task's runs, in place of sending it), `seat-conflict:<taskId>` (every append of
- * an ensure_participant_seat of that task), `session-conflict:<taskId>` (the first try of each
+ * an ensure_participant_seat of that task), `seat-conflict-once:<taskId>` (the first such append
+ * only), `session-conflict:<taskId>` (the first try of each
  * session-owned action's append of that task, per firing event and position),
  * `promotion-conflict:<taskId>` (the first promotion of that task into a freed seat).
  */
@@ -71,6 +72,14 @@ export class TestHooks {
     if (!this.failures.has(`session-conflict:${taskId}`) || this.conflicted.has(`session:${key}`)) return null;
     this.conflicted.add(`session:${key}`);
     return this.busy(`session action ${key} of task ${taskId}`);
+  }
+
+  /** `seat-conflict:<taskId>` every append of the task's ensure_participant_seat, `seat-conflict-once:<taskId>` the first, is answered VERSION_CONFLICT. */
+  seatAnswer(taskId: string): GantryError | null {
+    const once = this.failures.has(`seat-conflict-once:${taskId}`) && !this.conflicted.has(`seat:${taskId}`);
+    if (!once && !this.failures.has(`seat-conflict:${taskId}`)) return null;
+    this.conflicted.add(`seat:${taskId}`);
+    return this.busy(`ensure_participant_seat of task ${taskId}`);
   }
 
   /** `promotion-conflict:<taskId>`: the first promotion of the task into a freed seat is answered VERSION_CONFLICT. */

@@ -64,7 +64,12 @@ export class DispatchDiagnostics {
 
   /** AC-L3. */
   runQueueSilent(f: { taskId: string; stepId: string; entrySeq: number; position: number; cause: string }): void {
-    this.log.error({ rule: 'AC-L3', ...f }, 'the job service did not answer; the entry resumes at the next start or takeover');
+    this.log.error({ rule: 'AC-L3', ...f }, 'the job service did not answer; the entry is scanned again after a pause');
+  }
+
+  /** AC-L3: a claim, marker or action append of the entry met its stream kept busy past its patience. */
+  streamBusy(f: { taskId: string; workflowId: string; stepId: string; entrySeq: number; cause: string }): void {
+    this.log.error({ rule: 'AC-L3', ...f }, 'the step entry\'s stream stayed busy; the dispatch stopped and the entry is scanned again after a pause');
   }
 
   /** AC-F1: the loser of a claim is a normal outcome, reported at INFO only. */

@@ -174,7 +174,8 @@ export class EngineActions {
     const config = run.action.config as { role: string; agent_profile_id: string; decision_required: boolean };
     const seats = await stepSeats(this.store.pool, run.workflow.workflowId, run.step.id, run.task.taskId);
     if (seats.some((s) => s.role === config.role && s.agentProfileId === config.agent_profile_id)) return { outcome: 'done', runs: [] };
-    if (this.hooks.fails(`seat-conflict:${run.task.taskId}`)) throw this.hooks.busy(`ensure_participant_seat of task ${run.task.taskId}`);
+    const busy = this.hooks.seatAnswer(run.task.taskId);
+    if (busy) throw busy;
     const participantId = `seat-${canonicalHash([run.task.taskId, run.workflow.workflowId, run.step.id, run.trigger, run.cause, run.entrySeq, run.position, config.role, config.agent_profile_id]).slice(0, 24)}`;
     await handleWithDecider(this.store, {
       decider: participantDecider,

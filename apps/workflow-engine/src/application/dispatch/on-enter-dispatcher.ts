@@ -55,7 +55,12 @@ export interface DispatchOptions {
   repeated?: boolean;
 }
 
-export type DispatchOutcome = 'completed' | 'terminal' | 'abandoned' | 'stopped' | 'outage' | 'declaration_changed' | 'unresolvable';
+/**
+ * `outage`: stopped at a job service that did not take a run; `busy`: stopped at one of the engine's
+ * own streams kept busy past its patience (a claim's, a marker's or an action's append). Both keep the
+ * claim, write nothing more, and are scanned again after a pause (AC-L3).
+ */
+export type DispatchOutcome = 'completed' | 'terminal' | 'abandoned' | 'stopped' | 'outage' | 'busy' | 'declaration_changed' | 'unresolvable';
 
 type PositionOutcome = 'next' | Exclude<DispatchOutcome, 'completed'>;
 
@@ -69,9 +74,10 @@ interface Context {
 }
 
 /**
- * An entry whose dispatch here stopped because the job service did not take a run (AC-L3), its
- * claim kept: `live` when that dispatch was the live one, `sessionDone` the plan items it had walked
- * (its session actions among them ran, and are not run again when the walk goes on).
+ * An entry whose dispatch here stopped with its claim kept, nothing of the stopping step written — the
+ * job service did not take a run, or a stream of the engine's stayed busy (AC-L3): `live` when that
+ * dispatch was the live one, `sessionDone` the plan items it had walked (its session actions among
+ * them ran, and are not run again when the walk goes on).
  */
 interface StoppedHere {
   entry: EntryToDispatch;
@@ -130,7 +136,7 @@ export class OnEnterDispatcher {
     return this.inFlight.has(entryKey(entry));
   }
 
-  /** The entries whose dispatch here stopped at a job service that did not take a run (AC-L3), in no order. */
+  /** The entries whose dispatch here stopped, to be scanned again (AC-L3), in no order. */
   stoppedEntries(): EntryToDispatch[] {
     return [...this.stoppedHere.values()].map((s) => s.entry);
   }
@@ -140,8 +146,8 @@ export class OnEnterDispatcher {
     this.stoppedHere.delete(entryKey(entry));
   }
 
-  /** `listener` is called each time a dispatch stops at a job service that did not take a run. */
-  onStoppedAtOutage(listener: () => void): void {
+  /** `listener` is called each time a dispatch stops at a job service that did not take a run, or at a busy stream. */
+  onStopped(listener: () => void): void {
     this.stopListeners.push(listener);
   }
 
@@ -169,9 +175,9 @@ export class OnEnterDispatcher {
   }
 
   /**
-   * A dispatch of an entry whose earlier dispatch here stopped at an outage goes on with that one's
-   * walk: a live one's session actions not reached yet run (this process's live dispatch is still the
-   * only one that runs them, AC-B8), those it ran do not run again.
+   * A dispatch of an entry whose earlier dispatch here stopped (an outage, a busy stream) goes on with
+   * that one's walk: a live one's session actions not reached yet run (this process's live dispatch is
+   * still the only one that runs them, AC-B8), those it ran do not run again.
    */
   private async dispatchOnce(entry: EntryToDispatch, mode: DispatchMode, options: DispatchOptions): Promise<DispatchOutcome> {
     const key = entryKey(entry);
@@ -179,8 +185,17 @@ export class OnEnterDispatcher {
     this.stoppedHere.delete(key);
     const live = mode === 'live' || stopped?.live === true;
     const walk = { sessionDone: stopped?.live ? stopped.sessionDone : 0, walked: 0 };
-    const outcome = await this.walkEntry(entry, live ? 'live' : 'resume', options, walk);
-    if (outcome === 'outage') {
+    let outcome: DispatchOutcome;
+    try {
+      outcome = await this.walkEntry(entry, live ? 'live' : 'resume', options, walk);
+    } catch (error) {
+      // A claim, marker or action append that met its stream kept busy past its patience wrote nothing:
+      // the claim is kept, and no other live process may take it over (AC-L4), so this one comes back.
+      if (!(error instanceof GantryError) || error.code !== ErrorCode.VERSION_CONFLICT) throw error;
+      this.diagnostics.streamBusy({ ...entry, cause: describe(error) });
+      outcome = 'busy';
+    }
+    if (outcome === 'outage' || outcome === 'busy') {
       this.stoppedHere.set(key, { entry, live, sessionDone: live ? walk.walked : 0 });
       for (const listener of this.stopListeners) listener();
     }
@@ -212,7 +227,8 @@ export class OnEnterDispatcher {
       }
       if (record.declarationDigest !== digest) return this.declarationChanged(ctx, record, digest);
     }
-    for (const [index, item] of onEnterPlan(step.onEnter, ctx.entryPath).entries()) {
+    const plan = onEnterPlan(step.onEnter, ctx.entryPath);
+    for (const [index, item] of plan.entries()) {
       walk.walked = index;
       // Each action boundary: a task that has left the entry since (moved on, or out and back in)
       // gets nothing more of it — no reviewer woken, no job queued for a step it no longer occupies.
@@ -235,6 +251,7 @@ export class OnEnterDispatcher {
       const outcome = await this.markedPosition(ctx, item, run);
       if (outcome !== 'next') return outcome;
     }
+    walk.walked = plan.length;
     if (record) await this.decide(ctx, { type: 'CompleteEntry', data: { ...this.pair(ctx), entrySeq: ctx.entry.entrySeq, marked: markedPositions(step.onEnter), now: this.now() } });
     return 'completed';
   }
@@ -262,7 +279,7 @@ export class OnEnterDispatcher {
         }
         // A stream kept busy past the action's patience: nothing was written, so the action neither
         // ran nor failed. As with a claim or a marker out of patience, the dispatch stops with the
-        // claim kept, and the entry resumes at the next start or takeover.
+        // claim kept, and the entry is scanned again after a pause (AC-L3).
         if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw error;
         result = { outcome: 'failed', failure: { cause: describe(error), attempted: null, failed: null }, runs: [] };
       }
@@ -327,7 +344,7 @@ export class OnEnterDispatcher {
       if (error instanceof GantryError && error.code === ErrorCode.ALREADY_CLAIMED) return 'abandoned';
       // A stream kept busy past the clear's patience: nothing was written, so the clear neither ran nor
       // failed. Like any claim or marker that runs out of patience, the dispatch stops with the claim
-      // kept, and the entry resumes at the next start or takeover.
+      // kept, and the entry is scanned again after a pause (AC-L3).
       if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw error;
       const cause = describe(error);
       this.diagnostics.clearFailed({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, cause });

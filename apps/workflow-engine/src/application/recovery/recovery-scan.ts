@@ -16,7 +16,7 @@ import { RepeatingScan } from './repeating-scan.js';
 
 type Handled = DispatchOutcome | 'left_to_owner' | 'skipped' | 'failed';
 
-/** The longest pause between two scans of the entries stopped at a job service that stays away. */
+/** The longest pause between two scans of the stopped entries (a job service that stays away, a stream kept busy). */
 const STOPPED_SCAN_MAX_PAUSE_MS = 5 * 60_000;
 
 const keyOf = (e: OpenEntryRow) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.entrySeq}`;
@@ -26,9 +26,9 @@ const keyOf = (e: OpenEntryRow) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.
  * the engine serves commands or consumes events, every non-terminal step-entry record is read in one
  * query and each is finished, resumed or left to its live owner; the same scan runs once when a
  * peer process is found gone. It never stops the start: its own failures are logged at ERROR.
- * While this process lives, the entries a dispatch of its own stopped because the job service did not
- * take a run (AC-L3) are scanned again after a pause that grows (RepeatingScan), until none is left
- * stopped.
+ * While this process lives, the entries a dispatch of its own stopped with its claim kept — the job
+ * service did not take a run, or a stream of the engine's stayed busy past its patience (AC-L3) — are
+ * scanned again after a pause that grows (RepeatingScan), until none is left stopped.
  */
 @Injectable()
 export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
@@ -46,19 +46,19 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     @Inject(ENGINE_SETTINGS) private readonly settings: EngineSettings,
     @InjectPinoLogger('recovery') private readonly log: PinoLogger,
   ) {
-    // The run queue's patience at first, twice as long each time the job service is still away.
+    // The run queue's patience at first, twice as long each time an entry stops again.
     const firstMs = Math.max(settings.runQueuePatienceMs, 1_000);
     this.stoppedScan = new RepeatingScan(
       () => this.scanStopped(),
       () => this.dispatcher.stoppedEntries().length > 0,
       { firstMs, maxMs: STOPPED_SCAN_MAX_PAUSE_MS },
-      (delayMs) => this.log.info({ rule: 'AC-L3', epoch: this.process.epoch, delayMs }, 'the entries stopped at the job service are scanned again after a pause'),
+      (delayMs) => this.log.info({ rule: 'AC-L3', epoch: this.process.epoch, delayMs }, 'the stopped entries are scanned again after a pause'),
     );
   }
 
   /** Runs before any provider's onApplicationBootstrap, so before commands and consumers start. */
   async onModuleInit(): Promise<void> {
-    this.dispatcher.onStoppedAtOutage(() => this.stoppedScan.request());
+    this.dispatcher.onStopped(() => this.stoppedScan.request());
     await this.run('startup');
   }
 
@@ -108,11 +108,12 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
 
   /**
    * The scan of this process's stopped entries, handled as the recovery scan handles any entry (one a
-   * live process owns is left to it, AC-L4). An entry that stops again ends the scan: the job service
-   * is still away, and the rest wait for the next one.
+   * live process owns is left to it, AC-L4). An entry that stops again at the job service ends the
+   * scan: it is still away, and the rest wait for the next one. One that meets its stream busy again
+   * waits for the next scan alone: the others' streams are their own.
    */
   private async scanStopped(): Promise<void> {
-    const reason = 'stopped_at_job_service';
+    const reason = 'stopped_entries';
     let open: Set<string>;
     try {
       open = new Set((await openStepEntries(this.store.pool)).map(keyOf));
@@ -133,7 +134,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
       tally[handled] = (tally[handled] ?? 0) + 1;
       if (handled === 'outage') break;
     }
-    this.log.info({ rule: 'AC-L3', reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'scan of the entries stopped at the job service finished');
+    this.log.info({ rule: 'AC-L3', reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'scan of the stopped entries finished');
   }
 
   /**

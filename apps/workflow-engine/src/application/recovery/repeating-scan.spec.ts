@@ -4,7 +4,7 @@ import { RepeatingScan } from './repeating-scan.js';
 /** The timers that hold the process open (an unref'd one is not among them). */
 const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 
-describe('the scan of the entries stopped at the job service, repeated after growing pauses (AC-L3)', () => {
+describe('the scan of the stopped entries, repeated after growing pauses (AC-L3)', () => {
   it('runs again while work is left, each pause twice the last within a quarter, up to the longest; a scan that leaves nothing starts the pauses over', async () => {
     let left = 3;
     const delays: number[] = [];
