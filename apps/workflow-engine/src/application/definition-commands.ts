@@ -67,7 +67,7 @@ export class DefinitionCommands {
       });
     }
     if (executed.result.changed && !executed.replayed) {
-      for (const step of definition.steps) await this.flow.promote({ workflowId: request.workflowId, stepId: step.id }, metadata.correlationId);
+      for (const step of definition.steps) await this.flow.offer({ workflowId: request.workflowId, stepId: step.id }, metadata.correlationId);
     }
     return { workflowId: request.workflowId, version: executed.result.version, warnings };
   }

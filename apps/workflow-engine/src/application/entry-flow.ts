@@ -7,6 +7,7 @@ import { latestWorkflow, tasksWaitingFor } from '../infrastructure/persistence/r
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { OnEnterDispatcher } from './dispatch/on-enter-dispatcher.js';
 import { Placements, type PlacementOutcome, type PlacementRequest, type StepRef } from './placements.js';
+import { LONGEST_SCAN_PAUSE_MS, RepeatingScan } from './recovery/repeating-scan.js';
 import { TestHooks } from './test-hooks.js';
 import { StepExits } from './triggers/step-exits.js';
 
@@ -16,11 +17,14 @@ import { StepExits } from './triggers/step-exits.js';
  * once the move committed), and the promotion of a waiting task into each seat it freed. A command
  * repeated under its key changes nothing and dispatches the entry it made again, markers only —
  * unless another live process opened that entry: its own dispatch walks it — runs its exit
- * again if that is still open, and offers the seats it freed again: its first answer may have been
- * the error of a promotion after its commit (a waiting task's stream kept busy).
+ * again if that is still open, and offers the seats it freed again. A promotion that fails after the
+ * command's commit (a waiting task's stream kept busy) does not change the command's answer — it was
+ * written — and the step is offered again after a pause, while this process lives (RepeatingScan).
  */
 @Injectable()
 export class EntryFlow {
+  private readonly unoffered = new Map<string, StepRef & { correlationId: string }>();
+  private readonly offerAgain: RepeatingScan;
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -29,7 +33,14 @@ export class EntryFlow {
     @Inject(StepExits) private readonly exits: StepExits,
     @Inject(TestHooks) private readonly hooks: TestHooks,
     @InjectPinoLogger('promotions') private readonly log: PinoLogger,
-  ) {}
+  ) {
+    this.offerAgain = new RepeatingScan(
+      () => this.offerUnoffered(),
+      () => this.unoffered.size > 0,
+      { firstMs: 1_000, maxMs: LONGEST_SCAN_PAUSE_MS },
+      (delayMs) => this.log.info({ steps: this.unoffered.size, delayMs }, 'the freed seats not offered yet are offered again after a pause'),
+    );
+  }
 
   async place(request: PlacementRequest, options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions }): Promise<PlacementReply> {
     // The task's stream is read with BEGIN (the placement's first read), not in a round trip of its own.
@@ -47,7 +58,35 @@ export class EntryFlow {
       if (options.replayed) this.dispatcher.schedule(entry, 'resume', { repeated: true });
       else this.dispatcher.schedule(entry, 'live');
     }
-    for (const step of outcome.freed) await this.promote(step, options.correlationId);
+    for (const step of outcome.freed) await this.offer(step, options.correlationId);
+  }
+
+  /**
+   * Offers a step's free seats to its waiting tasks after the command that freed them committed. A
+   * promotion that fails does not fail that command (it was written): it is logged, and the step is
+   * offered again after a pause; one still not offered when the process stops is at the next start
+   * (the recovery scan offers every awaited step).
+   */
+  async offer(step: StepRef, correlationId: string): Promise<void> {
+    try {
+      await this.promote(step, correlationId);
+    } catch (error) {
+      this.log.warn({ workflowId: step.workflowId, stepId: step.stepId, correlationId, error: error instanceof Error ? error.message : String(error) }, 'a freed seat could not be offered now; it is offered again after a pause');
+      this.unoffered.set(`${step.workflowId}~${step.stepId}`, { ...step, correlationId });
+      this.offerAgain.request();
+    }
+  }
+
+  /** No step is offered again any more; an offer under way ends first. */
+  stop(): Promise<void> {
+    return this.offerAgain.stop();
+  }
+
+  private async offerUnoffered(): Promise<void> {
+    for (const [key, { correlationId, ...step }] of [...this.unoffered]) {
+      this.unoffered.delete(key);
+      await this.offer(step, correlationId);
+    }
   }
 
   /**

@@ -119,8 +119,8 @@ export class TaskCommands {
       const was = (decision.before as Task).placement;
       return was.admitted ? { workflowId: was.workflowId, stepId: was.stepId } : null;
     });
-    // On a repeat too: its first answer may have been the error of that promotion (a waiting task's stream kept busy).
-    if (executed.result) await this.flow.promote(executed.result, metadata.correlationId);
+    // On a repeat too: a step whose seats are taken changes nothing.
+    if (executed.result) await this.flow.offer(executed.result, metadata.correlationId);
     return { taskId: request.taskId, deleted: true };
   }
 

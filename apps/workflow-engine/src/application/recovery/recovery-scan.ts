@@ -12,12 +12,9 @@ import { OnEnterDispatcher, type DispatchOutcome } from '../dispatch/on-enter-di
 import { EntryFlow } from '../entry-flow.js';
 import { StepExits } from '../triggers/step-exits.js';
 import { TestHooks } from '../test-hooks.js';
-import { RepeatingScan } from './repeating-scan.js';
+import { LONGEST_SCAN_PAUSE_MS, RepeatingScan } from './repeating-scan.js';
 
 type Handled = DispatchOutcome | 'left_to_owner' | 'skipped' | 'failed';
-
-/** The longest pause between two scans of the stopped entries (a job service that stays away, a stream kept busy). */
-const STOPPED_SCAN_MAX_PAUSE_MS = 5 * 60_000;
 
 const keyOf = (e: OpenEntryRow) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.entrySeq}`;
 
@@ -51,7 +48,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     this.stoppedScan = new RepeatingScan(
       () => this.scanStopped(),
       () => this.dispatcher.stoppedEntries().length > 0,
-      { firstMs, maxMs: STOPPED_SCAN_MAX_PAUSE_MS },
+      { firstMs, maxMs: LONGEST_SCAN_PAUSE_MS },
       (delayMs) => this.log.info({ rule: 'AC-L3', epoch: this.process.epoch, delayMs }, 'the stopped entries are scanned again after a pause'),
     );
   }

@@ -1,3 +1,6 @@
+/** The longest pause of the engine's repeating scans: a service or stream away for long is tried every 5 minutes. */
+export const LONGEST_SCAN_PAUSE_MS = 5 * 60_000;
+
 /** The pauses of a RepeatingScan: the first, and the longest it grows to (doubling each time). */
 export interface ScanPauses {
   firstMs: number;
