@@ -99,6 +99,29 @@ steps:
     expect((await world.getTask(taskId)).decisions).toEqual([]);
   });
 
+  it('AC-R1: a REVIEW job deciding before the engine recorded which job its enqueue made (the answer slow, its JobEnqueued not handled yet) is not refused: the decision counts for its seat', async () => {
+    const { taskId } = await world.task('q');
+    await world.stopEngine(world.engine, 'SIGTERM');
+    const point = `${taskId}@review#1/enqueued:1`;
+    const engine = await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: point, GANTRY_TEST_WORKFLOW_FAIL: `job-enqueued:${taskId}` });
+    try {
+      await world.move(taskId, 'review');
+      await world.reachedHold(point.replace('/', '__'));
+      // the job service made seat-a's job; the engine has not recorded it (neither from the answer nor the event)
+      const [forA] = await world.jobs(taskId, 'REVIEW');
+      const { reply } = await world.reviewerDecides(forA!.jobId, 'approve', false);
+      expect(reply).toMatchObject({ entrySeq: 1, moved: null });
+      await world.releaseHold(point.replace('/', '__'));
+      await world.terminalEntry(taskId, 'review', 1);
+      const forB = (await world.jobs(taskId, 'REVIEW')).find((j) => j.jobId !== forA!.jobId);
+      // seat-a's approval counted: seat-b's completes all_approve
+      expect((await world.reviewerDecides(forB!.jobId, 'approve', false)).reply.moved?.placement).toMatchObject({ stepId: 'done', admitted: true });
+    } finally {
+      await world.stopEngine(engine, 'SIGTERM');
+      await world.startEngine();
+    }
+  }, 180_000);
+
   it('AC-R1: a REVIEW job\'s decision sent again under its key after the job finished (its first answer lost) gets the stored answer and records nothing more', async () => {
     const { taskId } = await world.task('q');
     await world.move(taskId, 'review');

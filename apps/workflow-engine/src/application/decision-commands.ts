@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { Controller, Inject } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
-import { ErrorCode, GantryError, recordDecision, recordReviewDecision, type ReplyOf, type RequestOf } from '@gantry/contracts';
+import { ErrorCode, GantryError, recordDecision, recordReviewDecision, type JobView, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { decideWithin, EventStore, type CommandMetadata, type IdempotencyOptions, type UnitOfWork } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
 import { CommandHandler } from '@gantry/service-runtime';
 import { decisionsOfEntry, quorumSeatsOf, stepOf, taskAtStepDecider, taskExists, transitionOnDecision, type Task } from '../domain/index.js';
 import { RunQueue } from '../infrastructure/job-service/run-queue.js';
-import { queuedRunByJob, quorumLockStatement, workflowAndSeats } from '../infrastructure/persistence/read-models.js';
+import { queuedRunByJob, queuedRunByKey, quorumLockStatement, recordQueuedRunJob, workflowAndSeats, type QueuedRunRow } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
@@ -97,9 +97,24 @@ export class DecisionCommands {
     if (!holds) {
       throw new GantryError(ErrorCode.STALE_FENCE, `job ${request.jobId} no longer holds the claim of runner ${request.runnerId} with token ${request.leaseToken}`, { jobId: request.jobId, status: job.status });
     }
-    const run = await queuedRunByJob(this.store.pool, request.jobId);
+    const run = (await queuedRunByJob(this.store.pool, request.jobId)) ?? (await this.runEnqueuedAs(job));
     if (!run) throw new GantryError(ErrorCode.NOT_FOUND, `job ${request.jobId} is not a run the workflow engine queued`, { jobId: request.jobId });
     return run;
+  }
+
+  /**
+   * The run whose enqueue made the job, found by that enqueue's key, when the engine has not recorded
+   * the job yet: the enqueue's answer is slow, lost and sent again, its JobEnqueued not handled yet. The
+   * job is recorded for the run as that answer would record it.
+   */
+  private async runEnqueuedAs(job: JobView): Promise<QueuedRunRow | null> {
+    for (const key of job.enqueueKeys) {
+      const run = await queuedRunByKey(this.store.pool, key);
+      if (!run || (run.jobId !== null && run.jobId !== job.jobId)) continue;
+      await recordQueuedRunJob(this.store.pool, key, job.jobId);
+      return { ...run, jobId: job.jobId };
+    }
+    return null;
   }
 
   /** `deciding` null: a repeat, answered from its receipt (the claim it was decided under is not asked for again). */

@@ -12,7 +12,8 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  *   GANTRY_TEST_WORKFLOW_FAIL=<what>[,<what>]        make an action / allocation / scan record fail
  * Points: `claimed:<position>` (a claim committed, before the action), `clearing:<position>` (the
  * clear appended, its transaction not committed), `run:<position>:<n>` (the n-th run of a fan-out
- * queued), `effect:<position>` (an action done, its marker not written), `finished:<position>` (the
+ * queued), `enqueued:<position>` (the job service answered a run's enqueue, its job not yet
+ * recorded), `effect:<position>` (an action done, its marker not written), `finished:<position>` (the
  * position's terminal marker committed), `quorum` (a decision recorded or a seat removed and the
  * step's guards evaluated, its transaction open, the move they call for not yet made),
  * `placing:<stepId>` (a move of the task to that step has read the task, its transaction open,

@@ -41,6 +41,12 @@ export const JobViewSchema = z.object({
    * a job service of an earlier version, which does not say, answers.
    */
   offerNotBefore: TimestampSchema.nullable().default(null),
+  /**
+   * The idempotency keys of the enqueue requests that made the job or joined it (coalesced), oldest
+   * first: who queued it can find its own request's job by them before that request's answer reaches
+   * it. Empty when a job service of an earlier version, which does not say, answers.
+   */
+  enqueueKeys: z.array(z.string()).default([]),
   lease: z
     .object({ runnerId: RunnerIdSchema, leaseToken: LeaseTokenSchema, leaseExpiresAt: TimestampSchema })
     .nullable(),
@@ -119,6 +125,7 @@ export const exampleJobView: JobView = {
   attempt: 1,
   maxAttempts: 3,
   offerNotBefore: null,
+  enqueueKeys: ['product-42/task-implementation:T-533'],
   lease: { runnerId: jobExampleIds.runnerId, leaseToken: 1, leaseExpiresAt: '2026-11-30T06:03:00.000Z' },
   agentConfig: { model: 'claude-sonnet-4-6', thinkingBudget: 6000, permissionMode: 'bypassPermissions', allowedTools: ['Read'], maxTurns: 200 },
   effort: 'medium',

@@ -20,6 +20,7 @@ export function jobView(job: Job): JobView {
     attempt: job.attempt,
     maxAttempts: job.maxAttempts,
     offerNotBefore: pauseEndOf(job),
+    enqueueKeys: job.idempotencyKeys.map((k) => k.key),
     lease: job.lease ? { runnerId: job.lease.runnerId, leaseToken: job.lease.token, leaseExpiresAt: job.lease.expiresAt } : null,
     agentConfig: job.agentConfig,
     effort: job.effort,

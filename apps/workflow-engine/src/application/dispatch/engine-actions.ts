@@ -256,6 +256,7 @@ export class EngineActions {
       },
       run.correlationId,
     );
+    await this.hooks.reached(`enqueued:${run.position}`, `${run.task.taskId}@${run.step.id}#${run.entrySeq}`);
     await recordQueuedRunJob(this.store.pool, idempotencyKey, reply.jobId);
     return { participantId: seat.participantId, agentProfileId: seat.agentProfileId, jobId: reply.jobId, outcome: reply.outcome };
   }
