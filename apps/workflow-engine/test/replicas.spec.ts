@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '@gantry/testing';
 import type { RunningApp } from '@gantry/testing';
 import { WorkflowWorld, reviewYaml } from './harness.js';
@@ -167,6 +168,29 @@ steps:
     expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b', 'rev-c']);
     await walker.kill('SIGTERM');
   });
+
+  it('AC-L2: a SIGTERM during a takeover scan waits for it: the survivor finishes the entry it took over before it exits (0), every participant once', async () => {
+    await world.startEngine();
+    const { taskId } = await world.task('rep');
+    const doomed = await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/run:1:1` });
+    const survivor = await world.startEngine({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${taskId}@review#1/run:1:2` });
+    for (const engine of world.engines.filter((e) => e !== doomed && e !== survivor)) await engine.kill('SIGTERM');
+    expect(await post(doomed, 'move_task', { taskId, toStepId: 'review', idempotencyKey: world.key('move') })).toMatchObject({ ok: true });
+    await world.reachedHold(`${taskId}@review#1__run:1:1`);
+    await doomed.kill('SIGKILL');
+    // the survivor's takeover has queued the second reviewer's run and waits before the third
+    await world.reachedHold(`${taskId}@review#1__run:1:2`, 120_000);
+    const stopped = survivor.kill('SIGTERM');
+    await sleep(3_000);
+    expect(survivor.process.exitCode).toBeNull();
+    await world.releaseHold(`${taskId}@review#1__run:1:2`);
+    expect(await stopped).toBe(0);
+    // read from the log: no engine runs now to resume anything
+    const ended = (await world.events(world.pairStream(taskId, 'rep', 'review'))).filter((e) => e.type === 'StepEntryTerminated');
+    expect(ended.map((e) => [e.data.entrySeq, e.data.reason])).toEqual([[1, 'completed']]);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => j.agentProfileId)).toEqual(['rev-a', 'rev-b', 'rev-c']);
+    expect(world.records(survivor).filter((r) => r.level === 'error')).toEqual([]);
+  }, 240_000);
 
   it('a replica whose epoch lock session is ended while it is stopped: the survivor takes its entry over; woken, its late write is refused and it stops', async () => {
     await world.startEngine();

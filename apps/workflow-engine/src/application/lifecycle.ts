@@ -19,6 +19,7 @@ export class EngineLifecycle implements BeforeApplicationShutdown, OnApplication
   async beforeApplicationShutdown(): Promise<void> {
     await this.exits.drain();
     // Together: a scan's dispatch waiting on a session action gives up once the dispatcher is stopping.
+    // The scans (of stopped entries, takeovers) end before the epoch lock goes, below.
     await Promise.all([this.recovery.stop(), this.dispatcher.drain(), this.flow.stop()]);
   }
 

@@ -30,6 +30,7 @@ const keyOf = (e: OpenEntryRow) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.
 @Injectable()
 export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
   private readonly stoppedScan: RepeatingScan;
+  private readonly takeovers = new Set<Promise<void>>();
   private stopping = false;
 
   constructor(
@@ -59,18 +60,33 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     await this.run('startup');
   }
 
-  /** No scan of stopped entries starts any more and none is waiting; one under way finishes first. */
+  /**
+   * No scan starts any more and none is waiting; the scans under way — of stopped entries, or a
+   * takeover — end first: each finishes the entry it is on and leaves the rest to the next start or
+   * takeover (the epoch lock, released after this, stays held while they write).
+   */
   async stop(): Promise<void> {
     this.stopping = true;
-    await this.stoppedScan.stop();
+    await Promise.all([this.stoppedScan.stop(), ...this.takeovers]);
   }
 
   async onApplicationBootstrap(): Promise<void> {
     try {
-      await this.process.watchPeers((gone) => this.run(`takeover:${gone}`));
+      await this.process.watchPeers((gone) => this.takeOver(gone));
     } catch (error) {
       this.log.error({ error: String(error) }, 'could not watch the peer processes; a gone peer\'s entries resume at the next start');
     }
+  }
+
+  /** AC-L2: the scan for a peer found gone, awaited by a stop; none starts once the process is stopping. */
+  private takeOver(gone: string): Promise<void> {
+    if (this.stopping) {
+      this.log.info({ peerEpoch: gone, epoch: this.process.epoch }, 'stopping: the takeover of a gone process is left to the next start or a peer');
+      return Promise.resolve();
+    }
+    const scan = this.run(`takeover:${gone}`).finally(() => this.takeovers.delete(scan));
+    this.takeovers.add(scan);
+    return scan;
   }
 
   async run(reason: string): Promise<void> {
@@ -85,11 +101,15 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     const tally: Record<string, number> = {};
     await this.resumeExits(reason, tally);
     for (const row of recoveryOrder(rows)) {
+      if (this.stopping) {
+        tally.left_at_stop = (tally.left_at_stop ?? 0) + 1;
+        continue;
+      }
       const handled = await this.handleLogged(row, reason);
       tally[handled] = (tally[handled] ?? 0) + 1;
     }
     this.log.info({ reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'recovery scan finished');
-    await this.promoteWaiting(reason);
+    if (!this.stopping) await this.promoteWaiting(reason);
   }
 
   private async handleLogged(row: OpenEntryRow, reason: string): Promise<Handled> {
