@@ -57,6 +57,20 @@ steps:
     expect((await world.effects(taskId)).filter((e) => e.type === 'SessionModeSet')).toHaveLength(1);
   }, 180_000);
 
+  it('the job service away when the task leaves: the process runs the exit again by itself after growing pauses, and it is done once the service answers, with no repeat of the move', async () => {
+    const { taskId } = await world.task('exits');
+    await world.move(taskId, 'review');
+    await world.stopJobService();
+    expect((await world.move(taskId, 'done')).placement).toMatchObject({ stepId: 'done', admitted: true });
+    const interrupted = (r: { message: string; taskId?: unknown }) => r.message === 'on_exit could not be done now; it runs again' && r.taskId === taskId;
+    // tried again while the service is still away
+    await eventually(() => world.records().filter(interrupted).length >= 2, { what: 'the exit tried again', timeoutMs: 60_000 });
+    await world.startJobService();
+    await eventually(async () => ((await world.db.query(`SELECT 1 FROM step_exits WHERE task_id = $1 AND finished`, [taskId])).rowCount === 1 ? true : null), { what: 'the exit finished', timeoutMs: 90_000 });
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => `${j.agentProfileId}/${j.reason}`).sort()).toEqual(['closer/closing', 'rev-a/review_left', 'rev-b/review_left']);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'SessionModeSet')).toHaveLength(1);
+  }, 180_000);
+
   it('the engine killed between two runs of the exit: the restart finishes the exit, one run per participant and target', async () => {
     await world.task('exits', { taskId: crashed });
     await world.move(crashed, 'review');

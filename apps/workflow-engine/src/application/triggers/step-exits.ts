@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
@@ -8,6 +7,7 @@ import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
 import { latestWorkflow } from '../../infrastructure/persistence/read-models.js';
 import { loadTask, loadTaskAtStep, streamIds } from '../../infrastructure/persistence/streams.js';
 import { notDoneNow } from '../dispatch/action-run.js';
+import { RepeatingScan } from '../recovery/repeating-scan.js';
 import { TriggerInterrupted, TurnTriggers } from './turn-triggers.js';
 
 /** The exit of one step occupancy: the task left step `stepId` of `workflowId`, occupancy `entrySeq`. */
@@ -35,10 +35,13 @@ const exitKey = (e: ExitToRun) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.e
 @Injectable()
 export class StepExits {
   private readonly inFlight = new Map<string, Promise<ExitOutcome>>();
-  private readonly retrying = new Set<string>();
-  private readonly pauses = new Map<string, number>();
-  private readonly background = new Set<Promise<unknown>>();
-  private readonly stopped = new AbortController();
+  /** The exits that could not be done now, waiting to run again (each with the correlation of its first run). */
+  private readonly unfinished = new Map<string, { exit: ExitToRun; correlationId: string }>();
+  private readonly runAgain = new RepeatingScan(
+    () => this.runUnfinished(),
+    () => this.unfinished.size > 0,
+    { firstMs: 1_000, maxMs: 30_000 },
+  );
   private stopping = false;
 
   constructor(
@@ -65,24 +68,20 @@ export class StepExits {
   /** Whether this process is running the exit, or waiting to run it again. */
   walking(exit: ExitToRun): boolean {
     const key = exitKey(exit);
-    return this.inFlight.has(key) || this.retrying.has(key);
+    return this.inFlight.has(key) || this.unfinished.has(key);
   }
 
-  /** Lets the runs under way finish; nothing new starts, and an open exit waits for the next start. */
+  /** Lets the runs again under way finish; nothing new starts, and an open exit waits for the next start. */
   async drain(): Promise<void> {
     this.stopping = true;
-    this.stopped.abort();
-    while (this.background.size > 0) await Promise.allSettled([...this.background]);
+    await this.runAgain.stop();
   }
 
   private async runOnce(exit: ExitToRun, correlationId: string): Promise<ExitOutcome> {
     const where = { ...exit, epoch: this.process.epoch };
     try {
       const record = (await loadTaskAtStep(this.store, exit.taskId, exit.workflowId, exit.stepId)).exits[exit.entrySeq];
-      if (!record) {
-        this.pauses.delete(exitKey(exit));
-        return 'finished';
-      }
+      if (!record) return 'finished';
       if (record.holder !== this.process.epoch) {
         if (!(await this.process.isGone(record.holder))) {
           this.log.info({ ...where, holder: record.holder }, 'on_exit left to the live process that holds it');
@@ -100,7 +99,6 @@ export class StepExits {
       }
       const walked = await this.triggers.walk('onExit', { task, workflow, step, entrySeq: exit.entrySeq, cause: `exit:${exitKey(exit)}`, correlationId });
       const outcome = walked.failed ? 'failed' : 'done';
-      this.pauses.delete(exitKey(exit));
       return (await this.finish(exit, outcome)) ? outcome : 'left_to_holder';
     } catch (error) {
       // Nothing of the exit is lost: what ran is keyed by it, and the exit stays open to run again —
@@ -116,30 +114,27 @@ export class StepExits {
     }
   }
 
-  /** Runs the exit again after a growing pause, while the process lives; a stopping process leaves it to the next start. */
+  /** The exit runs again after a pause, while the process lives; a stopping process leaves it to the next start. */
   private retryLater(exit: ExitToRun, correlationId: string): void {
-    const key = exitKey(exit);
-    if (this.stopping || this.retrying.has(key)) return;
-    const pause = Math.min((this.pauses.get(key) ?? 500) * 2, 30_000);
-    this.pauses.set(key, pause);
-    this.retrying.add(key);
-    const work: Promise<void> = sleep(pause, undefined, { signal: this.stopped.signal })
-      .then(() => {
-        this.retrying.delete(key);
-        return this.run(exit, correlationId);
-      })
-      .then(
-        () => undefined,
-        (error: unknown) => {
-          if (this.stopping) return;
+    if (this.stopping) return;
+    this.unfinished.set(exitKey(exit), { exit, correlationId });
+    this.runAgain.request();
+  }
+
+  /**
+   * Every exit waiting to run again runs, side by side as they stopped; one that cannot be done now
+   * again waits for the next pause (RepeatingScan: 1 s at first, twice as long each time, up to 30 s).
+   */
+  private async runUnfinished(): Promise<void> {
+    const waiting = [...this.unfinished.values()];
+    this.unfinished.clear();
+    await Promise.all(
+      waiting.map(({ exit, correlationId }) =>
+        this.run(exit, correlationId).catch((error: unknown) => {
           this.log.error({ ...exit, error: error instanceof Error ? error.message : String(error) }, 'on_exit retry failed; it resumes at the next start');
-        },
-      )
-      .finally(() => {
-        this.retrying.delete(key);
-        this.background.delete(work);
-      });
-    this.background.add(work);
+        }),
+      ),
+    );
   }
 
   private async finish(exit: ExitToRun, outcome: 'done' | 'failed' | 'unresolvable'): Promise<boolean> {
