@@ -112,8 +112,8 @@ export type JobRunOutcome =
  * requeues (or fails) the job. Whatever the way out, the worktree lease is given back only once the
  * agent is gone, and renewed until then (docs/jobs.md, "Cancelling a running job").
  */
-export async function runClaimedJob(job: ClaimedJob, deps: JobRunDependencies, shutdown: AbortSignal): Promise<JobRunOutcome> {
-  return new JobRun(job, deps, shutdown).run();
+export async function runClaimedJob(job: ClaimedJob, deps: JobRunDependencies, shutdown: AbortSignal, leaseRunsOutAt: number): Promise<JobRunOutcome> {
+  return new JobRun(job, deps, shutdown, leaseRunsOutAt).run();
 }
 
 export class JobRun {
@@ -134,6 +134,7 @@ export class JobRun {
   private ending = false;
   private cancelled = false;
   private lease: WorktreeLeaseGrant | null = null;
+  /** When the worktree lease runs out by this runner's clock, never by the worktree service's `expiresAt` (docs/jobs.md, "A runner's clock"). */
   private worktreeLeaseExpiresAt = 0;
   private jobRenewTimer: NodeJS.Timeout | undefined;
   private worktreeRenewTimer: NodeJS.Timeout | undefined;
@@ -153,10 +154,12 @@ export class JobRun {
     readonly job: ClaimedJob,
     private readonly deps: JobRunDependencies,
     private readonly shutdown: AbortSignal,
+    /** When the claim's lease runs out by this runner's clock: when the claim was first asked plus the job lease asked for. */
+    leaseRunsOutAt: number,
   ) {
     const correlationId = runCorrelationId(job);
     const abandon = deps.stopDeadline;
-    this.session = new JobLeaseSession(deps.commands, deps.config.runnerId, job, { timeoutMs: deps.config.commandTimeoutMs, correlationId, abandon });
+    this.session = new JobLeaseSession(deps.commands, deps.config.runnerId, job, leaseRunsOutAt, { timeoutMs: deps.config.commandTimeoutMs, correlationId, abandon });
     this.worktrees = new WorktreeLeaseClient(deps.commands, { correlationId, tryTimeoutMs: deps.config.commandTimeoutMs, abandon });
     this.fields = runLogFields(job);
     this.runRecord = { jobId: job.jobId, leaseToken: job.leaseToken, attempt: job.attempt, kind: job.kind, worktreeLease: null, push: null };
@@ -253,7 +256,8 @@ export class JobRun {
           if (ended?.claimEnded) log.warn('the worktree lease ended with the claim before its grant came; giving the job up', { ...this.fields, ...ended });
           throw acquireRefusal(error);
         });
-      this.worktreeLeaseExpiresAt = Date.parse(this.lease.expiresAt);
+      // Granted once the worktree was ready, and answered then: the lease runs about what was asked from the answer.
+      this.worktreeLeaseExpiresAt = Date.now() + config.worktreeLeaseMs;
       await this.record({ worktreeLease: { leaseId: this.lease.leaseId, token: this.lease.token } });
       workDir = this.confined(this.lease.path);
       baseSha = this.lease.baseSha;
@@ -798,10 +802,12 @@ export class JobRun {
       const lease = this.lease;
       const renewal = ++this.renewals;
       this.renewingWorktree = true;
+      // Renewed from the moment the worktree service decides, after this was first asked.
+      const askedAt = Date.now();
       this.worktrees
         .renew(lease, config.worktreeLeaseMs, renewal, this.worktreeLeaseExpiresAt)
-        .then((reply) => {
-          this.worktreeLeaseExpiresAt = Math.max(this.worktreeLeaseExpiresAt, Date.parse(reply.expiresAt));
+        .then(() => {
+          this.worktreeLeaseExpiresAt = Math.max(this.worktreeLeaseExpiresAt, askedAt + config.worktreeLeaseMs);
         })
         .catch((error: unknown) => {
           if (this.deps.stopDeadline.aborted) return;

@@ -344,6 +344,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         return;
       }
       let claimed;
+      // The job service's leaseExpiresAt is by its clock: the lease runs at least what was asked from the claim's first try.
+      const claimAskedAt = Date.now();
       // Test-only (GANTRY_TEST_HOLD_AT): the job service goes silent before the claim is sent.
       await holdHereIfAsked('runner:claim');
       try {
@@ -391,6 +393,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
           stopDeadline: this.stopDeadline.signal,
         },
         this.shutdown.signal,
+        claimAskedAt + this.config.jobLeaseMs,
       );
       this.runs.set(claimed.jobId, run);
       let outcome: JobRunOutcome;

@@ -15,7 +15,7 @@ describe("the agent's story-log calls, as the runner keeps them", () => {
     bus = await Bus.connect({ servers: testNatsUrl, naming, name: 'job-reporter-test' });
   });
   beforeEach(() => {
-    const session = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 60_000).toISOString() }, { timeoutMs: 300, correlationId: 'corr-1' });
+    const session = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 60_000).toISOString() }, Date.now() + 60_000, { timeoutMs: 300, correlationId: 'corr-1' });
     reporter = new CommandJobReporter(session, null);
   });
   afterAll(() => bus.close());

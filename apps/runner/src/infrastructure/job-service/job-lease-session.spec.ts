@@ -15,7 +15,7 @@ describe('commands a runner sends under its claim', () => {
 
   beforeAll(async () => {
     bus = await Bus.connect({ servers: testNatsUrl, naming, name: 'lease-session-test' });
-    session = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 60_000).toISOString() }, { timeoutMs: 300, correlationId: 'corr-1' });
+    session = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 60_000).toISOString() }, Date.now() + 60_000, { timeoutMs: 300, correlationId: 'corr-1' });
   });
   afterAll(() => bus.close());
 
@@ -73,7 +73,7 @@ describe('commands a runner sends under its claim', () => {
   });
 
   it("gives up with TIMEOUT once the claim's lease has run out, when the job service never answers", async () => {
-    const short = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 1500).toISOString() }, { timeoutMs: 300, correlationId: 'corr-1' });
+    const short = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 1500).toISOString() }, Date.now() + 1500, { timeoutMs: 300, correlationId: 'corr-1' });
     const service = jobServiceAnswering('finish_job', 100, {});
     try {
       await expect(

@@ -45,20 +45,26 @@ export type FinishReply = ReplyOf<typeof finishJob>;
  * retry after a lost reply is recognised by the job service and a different command is not.
  */
 export class JobLeaseSession {
-  /** When the claim's lease runs out, as the job service last said (the claim, then each renewal). */
+  /**
+   * When the claim's lease runs out by this runner's clock: the moment the claim, then each renewal,
+   * was first asked, plus the duration asked for. Never the job service's `leaseExpiresAt`, which is
+   * by its own clock (docs/jobs.md, "A runner's clock").
+   */
   private leaseExpiresAtMs: number;
 
   constructor(
     private readonly client: CommandClient,
     readonly runnerId: string,
     readonly job: ClaimedJob,
+    /** When the claim's lease runs out by this runner's clock: when the claim was first asked plus the duration asked for. */
+    leaseRunsOutAt: number,
     /** `abandon`: the runner's stop deadline, which every command under the claim gives up at. */
     private readonly options: { timeoutMs?: number; correlationId?: string; abandon?: AbortSignal } = {},
   ) {
-    this.leaseExpiresAtMs = Date.parse(job.leaseExpiresAt);
+    this.leaseExpiresAtMs = leaseRunsOutAt;
   }
 
-  /** The moment the claim's lease runs out, unless renewed before. */
+  /** The moment the claim's lease runs out by this runner's clock, unless renewed before. */
   get leaseExpiresAt(): number {
     return this.leaseExpiresAtMs;
   }
@@ -99,9 +105,11 @@ export class JobLeaseSession {
     });
   }
 
-  async renew(leaseDurationMs?: number) {
-    const reply = await this.send((o) => this.client.request(renewJobLease, { ...this.fenced(), ...(leaseDurationMs ? { leaseDurationMs } : {}) }, o));
-    this.leaseExpiresAtMs = Math.max(this.leaseExpiresAtMs, Date.parse(reply.leaseExpiresAt));
+  /** The job service renews from the moment it decides, after this was first asked: the lease runs at least `leaseDurationMs` from then. */
+  async renew(leaseDurationMs: number) {
+    const askedAt = Date.now();
+    const reply = await this.send((o) => this.client.request(renewJobLease, { ...this.fenced(), leaseDurationMs }, o));
+    this.leaseExpiresAtMs = Math.max(this.leaseExpiresAtMs, askedAt + leaseDurationMs);
     return reply;
   }
 
