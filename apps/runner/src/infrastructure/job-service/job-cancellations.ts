@@ -49,20 +49,29 @@ export class CancellationWatch {
   }
 
   private async run(): Promise<void> {
-    /** After an interruption: a little before the moment the last consumer stopped, so nothing in between is missed (a cancel seen twice is harmless). */
-    let resumeFrom: string | null = null;
+    /**
+     * The stream sequence to attach at: the stream's next when the watch first attached, then the one
+     * after the last message heard, so nothing in between is missed after an interruption. A sequence,
+     * not a moment: the runner's clock need not agree with the NATS server's (docs/jobs.md, "A runner's clock").
+     */
+    let resumeAt: number | null = null;
     while (this.running) {
       try {
         const stream = await this.bus.ensureForeignEventStream('jobs');
+        const next = (await this.bus.jsm.streams.info(stream)).state.last_seq + 1;
+        // A stream made again since numbers from its start: the watch attaches at its next message then.
+        resumeAt = resumeAt === null || resumeAt > next ? next : resumeAt;
         const consumer = await this.bus.js.consumers.get(stream, {
           // one subject as a string: a list needs NATS 2.10
           filter_subjects: eventFilter(this.bus.naming, 'jobs', JobCancelled.type),
-          ...(resumeFrom === null ? { deliver_policy: DeliverPolicy.New } : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: resumeFrom }),
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: resumeAt,
         });
         const messages = await consumer.consume();
         this.messages = messages;
         this.listening = true;
         for await (const msg of messages) {
+          resumeAt = msg.seq + 1;
           const cancellation = parse(msg.json<EventEnvelope>());
           if (cancellation) this.onCancelled(cancellation);
           if (!this.running) break;
@@ -70,7 +79,6 @@ export class CancellationWatch {
       } catch (error) {
         if (this.running) this.log.warn('listening for cancelled jobs was interrupted; attaching again', { error: String(error) });
       } finally {
-        if (this.listening) resumeFrom = new Date(Date.now() - 10_000).toISOString();
         this.listening = false;
         await this.messages?.close().catch(() => undefined);
         this.messages = null;
