@@ -239,7 +239,12 @@ export class E2eSystem {
     const job = await this.job(jobId).catch(() => null);
     const events = await this.events(jobId).catch(() => []);
     const history = events.map((e) => `${e.type} ${JSON.stringify(e.data)}`).join('\n  ');
-    return `job ${jobId} is ${job?.status ?? 'unknown'} (attempt ${job?.attempt ?? '?'}), its events:\n  ${history}`;
+    // What each runner said about the job: why it did not claim it, or what its run did.
+    const said = [...this.runners].map(([id, runner]) => {
+      const lines = runner.output().split('\n').filter((line) => line.includes(jobId) || /offer|intake|paus|claim/i.test(line));
+      return lines.length ? `runner ${id}:\n  ${lines.slice(-25).join('\n  ')}` : `runner ${id}: nothing about it`;
+    });
+    return `job ${jobId} is ${job?.status ?? 'unknown'} (attempt ${job?.attempt ?? '?'}), its events:\n  ${history}\n${said.join('\n')}`;
   }
 
   async leases(jobId?: string): Promise<WorktreeLeaseView[]> {
