@@ -89,6 +89,21 @@ export async function setColumnCompression(q: Pick<QueryRunner, 'query'>, column
   for (const [table, column] of columns) await q.query(`ALTER TABLE ${table} ALTER COLUMN ${column} SET COMPRESSION ${method}`);
 }
 
+/** A migration that adds one nullable column to `table` (rows of before have none), and drops it when reverted. `name` ends in its timestamp, as TypeORM wants. */
+export function addColumnMigration(name: string, table: string, column: string, type: string): MigrationClass {
+  return class implements MigrationInterface {
+    name = name;
+
+    async up(q: QueryRunner): Promise<void> {
+      await q.query(`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS ${column} ${type}`);
+    }
+
+    async down(q: QueryRunner): Promise<void> {
+      await q.query(`ALTER TABLE ${table} DROP COLUMN IF EXISTS ${column}`);
+    }
+  };
+}
+
 /** A migration that sets `columns` to lz4 (setColumnCompression), and back to pglz when reverted. `name` ends in its timestamp, as TypeORM wants. */
 export function lz4ColumnsMigration(name: string, columns: ReadonlyArray<readonly [table: string, column: string]>): MigrationClass {
   return class implements MigrationInterface {

@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { jsonTextColumnsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
+import { addColumnMigration, jsonTextColumnsMigration, lz4ColumnsMigration } from '@gantry/eventstore';
 
 /**
  * The pr-service's tables beside its event log:
@@ -152,17 +152,7 @@ export class PrServicePullRequestShownBack1788000000000 implements MigrationInte
  * PR-15: when the last read showing that head or base was made. The wait goes on only from a recent one: after a long
  * gap with no reads, a read showing it again starts the wait again (rows from before have none, and start it again too).
  */
-export class PrServicePullRequestShownBackLastRead1789000000000 implements MigrationInterface {
-  name = 'PrServicePullRequestShownBackLastRead1789000000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`ALTER TABLE pull_request_shown_back ADD COLUMN IF NOT EXISTS last_read text`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`ALTER TABLE pull_request_shown_back DROP COLUMN IF EXISTS last_read`);
-  }
-}
+export const PrServicePullRequestShownBackLastRead1789000000000 = addColumnMigration('PrServicePullRequestShownBackLastRead1789000000000', 'pull_request_shown_back', 'last_read', 'text');
 
 export const prServiceMigrations = [
   PrServiceTables1767312000000,

@@ -5,6 +5,16 @@ import { failHereIfAsked, SERVICE_CONFIG, type ServiceConfig } from '@gantry/ser
 import { PR_SERVICE_CONFIG, type PrServiceConfig } from '../pr-service-config.js';
 
 /**
+ * What a run learns as it takes the PR's lock. `shownBackRow`: the PR has a `pull_request_shown_back` row. Every run of
+ * the PR, on every replica, writes that row only under the lock, so the run keeps this true for itself as it inserts
+ * and deletes the row: a read showing the PR where it is deletes a row only when there is one (the pruning job may
+ * delete it meanwhile, which at most leaves a DELETE that finds nothing).
+ */
+export interface UnderLock {
+  shownBackRow: boolean;
+}
+
+/**
  * One run at a time per pull request, across replicas (docs/pr-service.md, "Effects on GitHub"): a PostgreSQL session
  * advisory lock, held for the whole run — GitHub's answers included, which may take minutes — on a connection of a
  * pool of its own, sized to GANTRY_PR_RECONCILE_CONCURRENCY (one connection per run that can be under way), never on
@@ -17,16 +27,6 @@ import { PR_SERVICE_CONFIG, type PrServiceConfig } from '../pr-service-config.js
  * with its session (a process that dies, a connection lost: the server ends it within the keepalive), and costs
  * PostgreSQL GANTRY_PR_RECONCILE_CONCURRENCY more connections per replica (docs/operations.md, "Connections").
  */
-/**
- * What a run learns as it takes the PR's lock. `shownBackRow`: the PR has a `pull_request_shown_back` row. Every run of
- * the PR, on every replica, writes that row only under the lock, so the run keeps this true for itself as it inserts
- * and deletes the row: a read showing the PR where it is deletes a row only when there is one (the pruning job may
- * delete it meanwhile, which at most leaves a DELETE that finds nothing).
- */
-export interface UnderLock {
-  shownBackRow: boolean;
-}
-
 @Injectable()
 export class PullRequestLocks implements OnApplicationShutdown {
   private readonly pool: pg.Pool;

@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { TERMINAL_JOB_STATUSES } from '@gantry/contracts';
-import { leaseSweepsMigration, processTableDdl, type MigrationClass } from '@gantry/eventstore';
+import { addColumnMigration, leaseSweepsMigration, processTableDdl, type MigrationClass } from '@gantry/eventstore';
 
 /**
  * The read models of the worktree service: leases (queries, renew/release lookups, the release by
@@ -138,17 +138,7 @@ export class JobStatusesEnded1785000000000 implements MigrationInterface {
 export const WorktreeLeaseSweeps1785100000000 = leaseSweepsMigration('WorktreeLeaseSweeps1785100000000');
 
 /** Whose fault a lease that could not be prepared is (docs/worktrees.md, "Whose fault a refused lease is"); rows of before count as the host's. */
-export class WorktreeLeaseFailureFault1785200000000 implements MigrationInterface {
-  name = 'WorktreeLeaseFailureFault1785200000000';
-
-  async up(q: QueryRunner): Promise<void> {
-    await q.query(`ALTER TABLE worktree_leases ADD COLUMN IF NOT EXISTS failure_fault text`);
-  }
-
-  async down(q: QueryRunner): Promise<void> {
-    await q.query(`ALTER TABLE worktree_leases DROP COLUMN IF EXISTS failure_fault`);
-  }
-}
+export const WorktreeLeaseFailureFault1785200000000 = addColumnMigration('WorktreeLeaseFailureFault1785200000000', 'worktree_leases', 'failure_fault', 'text');
 
 export const worktreeServiceMigrations: MigrationClass[] = [
   WorktreeReadModels1764547200000,
