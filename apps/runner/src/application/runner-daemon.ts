@@ -15,7 +15,7 @@ import {
   type ReplyOf,
   type SecretScrubber,
 } from '@gantry/contracts';
-import { Bus, CommandClient, isTransient } from '@gantry/messaging';
+import { Bus, CommandClient, isTransient, nobodyServed } from '@gantry/messaging';
 import { componentLogger, holdHereIfAsked, Liveness, processStop, Readiness, SECRET_SCRUBBER, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
 import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
@@ -344,12 +344,13 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         return;
       }
       let claimed;
-      // The job service's leaseExpiresAt is by its clock: the lease runs at least what was asked from the claim's first try.
-      const claimAskedAt = Date.now();
+      // The job service's leaseExpiresAt is by its clock: the lease runs at least what was asked from
+      // the claim's first try, moved on by the time no job service ran (the one that answered resumed it).
+      const claimAsked = { at: Date.now() };
       // Test-only (GANTRY_TEST_HOLD_AT): the job service goes silent before the claim is sent.
       await holdHereIfAsked('runner:claim');
       try {
-        const reply = await this.claim(offer, fields);
+        const reply = await this.claim(offer, fields, claimAsked);
         if (!reply.claimed) {
           this.log.info(fields, 'offer dropped: the claim went elsewhere');
           held.ack();
@@ -393,7 +394,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
           stopDeadline: this.stopDeadline.signal,
         },
         this.shutdown.signal,
-        claimAskedAt + this.config.jobLeaseMs,
+        claimAsked.at + this.config.jobLeaseMs,
       );
       this.runs.set(claimed.jobId, run);
       let outcome: JobRunOutcome;
@@ -424,7 +425,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
    * it is asked until it is answered; only a shutdown past its grace stops it (the next start under
    * this id gives the claim back).
    */
-  private async claim(offer: JobOffer, fields: Record<string, unknown>): Promise<ReplyOf<typeof claimJob>> {
+  /** `asked.at` is moved on by each stretch of time NATS said no job service served. */
+  private async claim(offer: JobOffer, fields: Record<string, unknown>, asked: { at: number }): Promise<ReplyOf<typeof claimJob>> {
     const request = {
       runnerId: this.config.runnerId,
       kinds: this.config.kinds,
@@ -436,11 +438,16 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     const giveUpAt = Date.now() + 3 * this.config.commandTimeoutMs;
     let mayBeWritten = false;
     let warned = false;
+    let unservedSince: number | null = null;
     for (let tries = 1; ; tries++) {
+      const tryStart = Date.now();
+      if (unservedSince !== null) asked.at += tryStart - unservedSince;
+      unservedSince = null;
       try {
         return await this.commands.request(claimJob, request, options);
       } catch (error) {
         if (!isTransient(error)) throw error;
+        if (nobodyServed(error)) unservedSince = tryStart;
         if (isGantryError(error) && error.code === ErrorCode.TIMEOUT) mayBeWritten = true;
         if (this.shutdown.signal.aborted || (!mayBeWritten && Date.now() >= giveUpAt)) throw error;
         if (mayBeWritten && !warned && Date.now() >= giveUpAt) {

@@ -58,6 +58,12 @@ export interface RequestOptions {
    * this side a NATS that is down looks like this process cut off from it while the services run.
    */
   outagesStopTheClock?: boolean;
+  /**
+   * With `outagesStopTheClock`: told each stretch of time nobody served, as it is added to the
+   * deadline. A caller that reckons a lease from when it asked moves that moment on by it: the
+   * service that answers resumed the lease at its start (docs/jobs.md, "A runner's clock").
+   */
+  onClockStopped?: (ms: number) => void;
   /** Pause between tries: doubles from `initialMs` up to `maxMs`. Default `DEFAULT_RETRY_BACKOFF`. */
   retryBackoff?: { initialMs: number; maxMs: number };
   /** Stops retrying (the last error is thrown). */
@@ -119,7 +125,10 @@ export class CommandClient {
     const timeoutMs = options.timeoutMs ?? 10_000;
     for (let tries = 1; ; tries++) {
       const tryStart = Date.now();
-      if (outageSince !== null) outage += tryStart - outageSince;
+      if (outageSince !== null) {
+        outage += tryStart - outageSince;
+        options.onClockStopped?.(tryStart - outageSince);
+      }
       outageSince = null;
       const left = deadline() - tryStart;
       try {
@@ -128,7 +137,7 @@ export class CommandClient {
       } catch (error) {
         if (!isTransient(error) || options.signal?.aborted || abandon?.aborted) throw error;
         const pause = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(tries - 1, 20));
-        if (options.outagesStopTheClock && nobodyServed.has(error as GantryError)) {
+        if (options.outagesStopTheClock && nobodyServed(error)) {
           // Only the time someone served before this try counts: it ends once that has used the deadline.
           if (tryStart >= deadline()) throw error;
           outageSince = tryStart;
@@ -191,9 +200,9 @@ export class CommandClient {
             { command: `${contract.context}.${contract.name}`, served },
           );
         }
-        const unserved = new GantryError(ErrorCode.UNAVAILABLE, `no ${contract.context} service is answering ${contract.name}`);
-        nobodyServed.add(unserved);
-        throw unserved;
+        const notServed = new GantryError(ErrorCode.UNAVAILABLE, `no ${contract.context} service is answering ${contract.name}`);
+        unserved.add(notServed);
+        throw notServed;
       }
       if (/timeout/i.test(text)) {
         throw new GantryError(ErrorCode.TIMEOUT, `${contract.context}.${contract.name} got no reply in time`);
@@ -243,11 +252,16 @@ const SERVED_COMMANDS_TIMEOUT_MS = 2000;
  * The UNAVAILABLEs that NATS itself answered — nobody listens on the subject — as against those a
  * service answered or a connection that is lost: only these stop a lease's clock (`outagesStopTheClock`).
  */
-const nobodyServed = new WeakSet<GantryError>();
+const unserved = new WeakSet<GantryError>();
 
 /** NATS answered at once that nobody listens on the subject. */
 function isNoResponders(error: unknown): boolean {
   return /no responders/i.test(String((error as Error)?.message ?? error)) || (error as { code?: string }).code === '503';
+}
+
+/** NATS answered this request's try that nobody serves its command: the service is not running. */
+export function nobodyServed(error: unknown): boolean {
+  return error instanceof GantryError && unserved.has(error);
 }
 
 /** Things whose replica a client remembers, at most (the most recent): a runner's jobs, a benchmark's. */

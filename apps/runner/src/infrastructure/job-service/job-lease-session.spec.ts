@@ -96,6 +96,23 @@ describe('commands a runner sends under its claim', () => {
     expect(new Set(service.requests.map((r) => r.idempotencyKey)).size).toBe(1);
   });
 
+  it('counts a renewal answered after the job service was away for longer than the lease from about its answered try, not from before the outage', async () => {
+    const away = new JobLeaseSession(new CommandClient(bus), 'runner-a', { ...job, leaseExpiresAt: new Date(Date.now() + 500).toISOString() }, Date.now() + 500, { timeoutMs: 300, correlationId: 'corr-1' });
+    const renewal = away.renew(10_000);
+    // no job service for three times the lease that was left
+    await new Promise((r) => setTimeout(r, 1500));
+    const servedFrom = Date.now();
+    const service = jobServiceAnswering('renew_job_lease', 1, { jobId: job.jobId, leaseToken: 4, leaseExpiresAt: new Date(Date.now() + 10_000).toISOString() });
+    try {
+      await renewal;
+    } finally {
+      service.close();
+    }
+    // the service that answered resumed the lease at its start and renewed it from its answer
+    expect(away.leaseExpiresAt).toBeGreaterThanOrEqual(servedFrom + 10_000 - 50);
+    expect(away.leaseExpiresAt).toBeLessThanOrEqual(Date.now() + 10_000);
+  });
+
   it('does not repeat a refusal', async () => {
     const requests: unknown[] = [];
     const sub = bus.nc.subscribe(commandSubject(naming, 'jobs', 'rollback_claim'), {

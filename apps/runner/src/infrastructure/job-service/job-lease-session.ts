@@ -94,7 +94,7 @@ export class JobLeaseSession {
    * responders) does not use up the retries. The time this runner cannot reach NATS does: the job
    * service may be running and judging the lease meanwhile ("Commands under a claim").
    */
-  private send<T>(call: (opts: RequestOptions) => Promise<T>, retry: Pick<RequestOptions, 'retryUntil' | 'signal' | 'timeoutMs'> = {}): Promise<T> {
+  private send<T>(call: (opts: RequestOptions) => Promise<T>, retry: Pick<RequestOptions, 'retryUntil' | 'signal' | 'timeoutMs' | 'onClockStopped'> = {}): Promise<T> {
     return call({
       timeoutMs: this.options.timeoutMs ?? 10_000,
       correlationId: this.options.correlationId,
@@ -105,10 +105,18 @@ export class JobLeaseSession {
     });
   }
 
-  /** The job service renews from the moment it decides, after this was first asked: the lease runs at least `leaseDurationMs` from then. */
+  /**
+   * The job service renews from the moment it decides, after this was first asked: the lease runs at
+   * least `leaseDurationMs` from then. The time no job service ran meanwhile moves that moment on: the
+   * one that answers resumed the lease at its start.
+   */
   async renew(leaseDurationMs: number) {
-    const askedAt = Date.now();
-    const reply = await this.send((o) => this.client.request(renewJobLease, { ...this.fenced(), leaseDurationMs }, o));
+    let askedAt = Date.now();
+    const reply = await this.send((o) => this.client.request(renewJobLease, { ...this.fenced(), leaseDurationMs }, o), {
+      onClockStopped: (ms) => {
+        askedAt += ms;
+      },
+    });
     this.leaseExpiresAtMs = Math.max(this.leaseExpiresAtMs, askedAt + leaseDurationMs);
     return reply;
   }

@@ -49,8 +49,11 @@ export class WorktreeLeaseClient {
     );
   }
 
-  /** `until`: the lease's current expiry — retrying past it would renew nothing. */
-  renew(lease: { leaseId: string; token: number }, leaseDurationMs: number, renewal: number, until: number) {
+  /**
+   * `until`: the lease's current expiry — retrying past it would renew nothing. `onClockStopped`: told
+   * the time no worktree service ran meanwhile (the one that answers resumed the lease at its start).
+   */
+  renew(lease: { leaseId: string; token: number }, leaseDurationMs: number, renewal: number, until: number, onClockStopped?: (ms: number) => void) {
     return this.client.request(
       renewWorktreeLease,
       {
@@ -61,7 +64,7 @@ export class WorktreeLeaseClient {
         correlationId: this.options.correlationId,
       },
       // The worktree service resumes held leases at its start: the time NATS says nobody serves does not count.
-      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true, abandon: this.options.abandon },
+      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true, onClockStopped, abandon: this.options.abandon },
     );
   }
 

@@ -215,19 +215,29 @@ describe('commands over NATS request/reply', () => {
     }
   });
 
-  it('with outagesStopTheClock, a service that is not there for longer than the deadline is asked again until it answers', async () => {
+  it('with outagesStopTheClock, a service that is not there for longer than the deadline is asked again until it answers; onClockStopped is told the time nobody served', async () => {
     const lateNaming = testNaming(uniqueName('outage'));
     const lateBus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: lateNaming, name: 'outage' });
     let late: TestService | null = null;
     try {
-      const deadline = Date.now() + 500;
-      const pending = new CommandClient(lateBus).request(Refuse, {}, { timeoutMs: 1000, retryUntil: deadline, outagesStopTheClock: true, retryBackoff: { initialMs: 50, maxMs: 100 } });
+      const askedAt = Date.now();
+      const deadline = askedAt + 500;
+      let stopped = 0;
+      const onClockStopped = (ms: number) => {
+        stopped += ms;
+      };
+      const pending = new CommandClient(lateBus).request(Refuse, {}, { timeoutMs: 1000, retryUntil: deadline, outagesStopTheClock: true, onClockStopped, retryBackoff: { initialMs: 50, maxMs: 100 } });
       const settled = pending.then(() => 'answered', () => 'answered');
       // nobody serves the subject until well past the deadline: the time nobody served does not count
       await new Promise((r) => setTimeout(r, 1500));
       expect(await Promise.race([settled, Promise.resolve('still asking')])).toBe('still asking');
+      const startedAt = Date.now();
       late = await startTestService({ label: 'outage', context, controllers: [AccountCommands], env: { GANTRY_SUBJECT_ROOT: lateNaming.subjectRoot } });
       await expect(pending).rejects.toMatchObject({ code: ErrorCode.INVALID_TRANSITION });
+      // from the first try to the one answered, all was outage: the moment asked, moved on by it, is when the answered try went
+      expect(stopped).toBeGreaterThanOrEqual(1500);
+      expect(askedAt + stopped).toBeGreaterThanOrEqual(startedAt - 50);
+      expect(askedAt + stopped).toBeLessThanOrEqual(Date.now());
     } finally {
       await late?.close();
       await lateBus.close();
