@@ -70,12 +70,13 @@ describe("a sprint run's requests to other services", () => {
     app = await startInProcess(world);
     const asked = respond('workflow', returnTasksToTodo.name, (r) => ({ returned: [], unknownTaskIds: r.taskIds }));
     const cancelEventId = await eventIdOf(world.db, created.sprintRunId, 'SprintRunCancelled');
-    await handledByConsumer(world.db, 'job-service-sprint-run-task-returns', cancelEventId);
+    // An event JetStream sent to the stopped process as it closed comes back after its ack wait (30 s).
+    await handledByConsumer(world.db, 'job-service-sprint-run-task-returns', cancelEventId, { timeoutMs: 75_000 });
     await new Promise((resolve) => setTimeout(resolve, 1000));
     const ofRun = asked.filter((r) => r.sprintRunId === created.sprintRunId);
     expect(ofRun).toHaveLength(1);
     expect(ofRun[0]).toMatchObject({ taskIds: ['T-rq1', 'T-rq2'], idempotencyKey: expect.stringMatching(/^sprint-run:/) });
-  });
+  }, 120_000);
 
   it("a completed run's mark_pr_ready_for_review is asked until the pr-service answers, once in effect", async () => {
     const created = await world.client.request(createSprintRun, {
