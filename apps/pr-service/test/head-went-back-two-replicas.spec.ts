@@ -39,11 +39,9 @@ describe('a head shown back to one replica and current to the other', () => {
       const freshBefore = (await reads()).filter((r) => r.fault === null).length;
       replicaB.reconciler.ask(pullRequestId);
       await eventually(async () => (await reads()).filter((r) => r.fault === null).length > freshBefore, { what: 'replica B\'s read of H2', timeoutMs: 30_000 });
-      // A reads again when its 2 s are up, answered by a replica behind once more: H1 again. The fault is set half a
-      // second before then, so that no read close to B's (another webhook's, a retry's) takes it in A's place.
-      const beforeSecondRead = Date.parse(first!.at) + HEAD_BACK_CONFIRM_MS - 500 - Date.now();
-      await new Promise((resolve) => setTimeout(resolve, Math.max(300, beforeSecondRead)));
-      await world.fake.control.injectFault({ kind: 'stale_read', method: 'GET', path, count: 1 });
+      // A reads again when its 2 s are up, answered by a replica behind once more: H1 again. The fault waits for the 2 s,
+      // so that no read before them (another webhook's, a retry's after the PR's lock was held) takes it in A's place.
+      await world.fake.control.injectFault({ kind: 'stale_read', method: 'GET', path, count: 1, notBefore: new Date(Date.parse(first!.at) + HEAD_BACK_CONFIRM_MS).toISOString() });
       const second = await eventually(async () => (await staleReads())[1] ?? null, { what: 'replica A\'s second read answered with H1', timeoutMs: 30_000 });
       expect(Date.parse(second.at) - Date.parse(first!.at)).toBeGreaterThanOrEqual(HEAD_BACK_CONFIRM_MS);
       await world.keptAtHead(pullRequestId, h2, prReads);

@@ -48,6 +48,8 @@ export interface Fault {
   status?: number;
   /** Delayed response: how long the answer waits (default 5000 ms). */
   delayMs?: number;
+  /** The first moment (ISO time) a request may meet the fault; one that comes earlier is answered as usual. */
+  notBefore?: string;
 }
 
 export interface RequestLogEntry {
@@ -279,7 +281,10 @@ export class HttpFrontend {
   }
 
   private takeFault(method: string, path: string): Fault | null {
-    const index = this.faults.findIndex((f) => (!f.method || f.method.toUpperCase() === method) && (!f.path || path.includes(f.path)));
+    const now = Date.now();
+    const index = this.faults.findIndex(
+      (f) => (!f.method || f.method.toUpperCase() === method) && (!f.path || path.includes(f.path)) && (!f.notBefore || Date.parse(f.notBefore) <= now),
+    );
     if (index === -1) return null;
     const fault = this.faults[index]!;
     fault.remaining -= 1;
@@ -607,6 +612,7 @@ export class HttpFrontend {
       if (method === 'POST' && path === '/faults') {
         const fault = body as unknown as Fault;
         if (!FAULT_KINDS.includes(fault.kind)) return send(res, 400, { message: `unknown fault kind ${String(fault.kind)}` });
+        if (fault.notBefore !== undefined && Number.isNaN(Date.parse(fault.notBefore))) return send(res, 400, { message: `notBefore is not a time: ${String(fault.notBefore)}` });
         this.faults.push({ ...fault, remaining: fault.count ?? 1 });
         return send(res, 201, { ok: true });
       }

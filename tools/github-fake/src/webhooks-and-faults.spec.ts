@@ -371,6 +371,18 @@ describe('rate limits, server errors and credentials', () => {
     expect(Date.parse(later.updated_at)).toBeGreaterThan(Date.parse(held));
   });
 
+  it('a fault with notBefore waits for that moment: a request before it is answered as usual, the first after it meets the fault; a notBefore that is no time is refused', async () => {
+    const { octokit } = octokitFor(fake);
+    const path = `/repos/${repo.fullName}`;
+    await fake.control.injectFault({ kind: 'server_error', method: 'GET', path, status: 500, notBefore: new Date(Date.now() + 800).toISOString() });
+    await octokit.rest.repos.get({ owner, repo: name(), request: { retries: 0 } });
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    const late = await octokit.rest.repos.get({ owner, repo: name(), request: { retries: 0 } }).catch((e: unknown) => e as RequestError);
+    expect((late as RequestError).status).toBe(500);
+    expect((await fake.control.requests({ method: 'GET', path })).filter((r) => r.path === path).slice(-2).map((r) => r.status)).toEqual([200, 500]);
+    await expect(fake.control.injectFault({ kind: 'server_error', notBefore: 'soon' })).rejects.toThrow(/notBefore is not a time/);
+  });
+
   it('a 5xx is retried by the retry plugin; a 405 or 409 is not', async () => {
     const { octokit } = octokitFor(fake);
     await fake.control.injectFault({ kind: 'server_error', path: `/repos/${repo.fullName}`, status: 502, count: 2 });
