@@ -138,7 +138,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       }
       const effect = pendingEffects(state)[0];
       if (!effect) return;
-      if ((await this.carryOut(effect, state, seen)) === 'read-later') return this.ask(pullRequestId, 1000);
+      if ((await this.carryOut(effect, state, seen, underLock)) === 'read-later') return this.ask(pullRequestId, 1000);
     }
     this.ask(pullRequestId, 1000);
   }
@@ -291,8 +291,9 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   }
 
   /** One effect, after the read that preceded it; GitHub's answer is recorded, and a crash before that is recovered by the next read. */
-  private async carryOut(effect: PullRequestEffect, state: PullRequestState, seen: PullRequestOnGitHub | null): Promise<void | 'read-later'> {
+  private async carryOut(effect: PullRequestEffect, state: PullRequestState, seen: PullRequestOnGitHub | null, underLock: UnderLock): Promise<void | 'read-later'> {
     const id = state.pullRequestId;
+    const beforeChange = () => lockStillHeld(underLock, id, effect.type);
     const record = (command: PullRequestCommand) => this.prs.record(command, this.metadata(id));
     switch (effect.type) {
       case 'OPEN_PULL_REQUEST': {
@@ -315,6 +316,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
             : 'merged once its story is done and its checks are green';
         let opened;
         try {
+          if (!found) beforeChange();
           opened = found
             ? { pr: found, adopted: true }
             : await this.guarded(state, effect.type, () =>
@@ -338,6 +340,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         return;
       }
       case 'MARK_READY_FOR_REVIEW': {
+        if (!seen || seen.draft) beforeChange();
         const { alreadyReady } = seen && !seen.draft ? { alreadyReady: true } : await this.guarded(state, effect.type, () => this.github.markReadyForReview(effect.nodeId));
         crashHereIfAsked('github:mark_ready_for_review');
         await record(this.command(state, { type: 'RecordReadyForReview', data: { headSha: seen?.headSha ?? state.headSha!, alreadyReady } }));
@@ -348,6 +351,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
           await record(this.command(state, { type: 'RecordAutoMergeEnabled', data: { headSha: effect.expectedHeadSha } }));
           return;
         }
+        beforeChange();
         const answer = await this.guarded(state, effect.type, () => this.github.enableAutoMerge(effect.nodeId, effect.expectedHeadSha, effect.mergeMethod));
         crashHereIfAsked('github:enable_auto_merge');
         if (answer.outcome === 'ENABLED') await record(this.command(state, { type: 'RecordAutoMergeEnabled', data: { headSha: effect.expectedHeadSha } }));
@@ -385,6 +389,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       }
       case 'DISABLE_AUTO_MERGE': {
         if (seen?.autoMergeEnabled !== false) {
+          beforeChange();
           const answer = await this.guarded(state, effect.type, () => this.github.disableAutoMerge(effect.nodeId));
           if (answer.outcome === 'NOT_ENABLED') {
             // This call sent again after the first one's answer was lost (or merged or closed since): no
@@ -398,6 +403,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       }
       case 'MERGE': {
         await holdHereIfAsked('github:merge');
+        beforeChange();
         let answer;
         try {
           answer = await this.github.merge(effect.repository, effect.prNumber, effect.sha, effect.mergeMethod);
@@ -509,8 +515,16 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   /**
    * A run that failed is tried again with a growing wait (GH_AUTH_ERROR waits longest: a person must act); one that ran
    * into GitHub's rate limit at its reset (a second after it, as GitHub asks), however long that is — no sooner would do.
+   * A run that lost the PR's lock before a change on GitHub waits as a failed run does.
    */
   private retryLater(pullRequestId: string, error: unknown): void {
+    if (error instanceof PullRequestLockLost) {
+      // Another replica may be working on the PR now; this one looks at it again as after a failed run, reading first.
+      const delayMs = this.nextAttemptWaitMs(pullRequestId, error);
+      this.log.warn({ pullRequestId, effect: error.effect, error: error.cause.message, retryInMs: delayMs }, 'the pull request\'s lock was lost; the run ends before its next change on GitHub, and the pull request is worked on again later');
+      this.ask(pullRequestId, delayMs);
+      return;
+    }
     const { retryAt } = rateLimitRetry(error);
     if (retryAt) {
       const delayMs = Math.max(0, Date.parse(retryAt) - Date.parse(this.prs.now()));
@@ -518,18 +532,23 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       this.ask(pullRequestId, delayMs);
       return;
     }
-    const n = (this.attempts.get(pullRequestId) ?? 0) + 1;
-    this.attempts.set(pullRequestId, n);
-    const cap = isGantryError(error) && error.code === ErrorCode.GH_AUTH_ERROR ? 300_000 : 60_000;
-    const delayMs = Math.min(cap, 500 * 2 ** Math.min(n, 10));
+    const delayMs = this.nextAttemptWaitMs(pullRequestId, error);
     this.log.warn({
       pullRequestId,
       code: isGantryError(error) ? error.code : null,
       error: error instanceof Error ? error.message : String(error),
-      attempt: n,
+      attempt: this.attempts.get(pullRequestId),
       retryInMs: delayMs,
     }, 'pull request run failed; trying again later');
     this.ask(pullRequestId, delayMs);
+  }
+
+  /** Counts a failed run of the PR and answers the wait before the next: growing, longest for GH_AUTH_ERROR (a person must act). */
+  private nextAttemptWaitMs(pullRequestId: string, error: unknown): number {
+    const n = (this.attempts.get(pullRequestId) ?? 0) + 1;
+    this.attempts.set(pullRequestId, n);
+    const cap = isGantryError(error) && error.code === ErrorCode.GH_AUTH_ERROR ? 300_000 : 60_000;
+    return Math.min(cap, 500 * 2 ** Math.min(n, 10));
   }
 
   private command<C extends PullRequestCommand>(state: PullRequestState, c: { type: C['type']; data: Omit<C['data'], 'pullRequestId' | 'repository' | 'branch' | 'now'> }): PullRequestCommand {
@@ -542,6 +561,26 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   private metadata(pullRequestId: string): CommandMetadata {
     return { correlationId: pullRequestId, causationId: null, actor: 'pr-service' };
   }
+}
+
+/**
+ * A run whose PR lock was lost (its connection gone, and the lock with its session) before a change on GitHub: another
+ * replica may have taken the lock since, and two runs would act on the PR at once.
+ */
+export class PullRequestLockLost extends Error {
+  constructor(
+    readonly pullRequestId: string,
+    readonly effect: PullRequestEffect['type'],
+    override readonly cause: Error,
+  ) {
+    super(`the lock of pull request ${pullRequestId} was lost before ${effect}: ${cause.message}`);
+    this.name = 'PullRequestLockLost';
+  }
+}
+
+/** Called right before each call that changes the PR on GitHub (reads need no lock to be harmless). */
+function lockStillHeld(underLock: UnderLock, pullRequestId: string, effect: PullRequestEffect['type']): void {
+  if (underLock.lost) throw new PullRequestLockLost(pullRequestId, effect, underLock.lost);
 }
 
 /** The longest wait before a PR whose lock another replica holds is looked at again. */

@@ -12,6 +12,12 @@ import { PR_SERVICE_CONFIG, type PrServiceConfig } from '../pr-service-config.js
  */
 export interface UnderLock {
   shownBackRow: boolean;
+  /**
+   * Set once the lock's connection is lost (its backend terminated, the connection reset: node-postgres reports it on the
+   * checked-out client as 'error' and 'end'). The lock ended with its session, and another replica may be working on the
+   * PR: the run changes nothing more on GitHub.
+   */
+  readonly lost: Error | null;
 }
 
 /**
@@ -42,15 +48,22 @@ export class PullRequestLocks implements OnApplicationShutdown {
   }
 
   /**
-   * Runs `work` holding the PR's lock, or answers `'busy'` at once when another session holds it. A query on the lock's
-   * connection that failed — the unlock above all — leaves its session in a state not known: it may still hold the
-   * lock, and back in the pool it would keep it for as long as the pool keeps the connection, every replica skipping
-   * the PR. Such a connection is closed (its session ends, and the lock with it), never reused; an unlock that fails
-   * leaves the work's own outcome as it was (`onUnlockFailed` hears of it).
+   * Runs `work` holding the PR's lock, or answers `'busy'` at once when another session holds it. A lock whose connection
+   * is lost while `work` runs is marked `lost` for it (the work ends before its next change on GitHub); the connection is
+   * dropped from the pool. A query on the lock's connection that failed — the unlock above all — leaves its session in a
+   * state not known: it may still hold the lock, and back in the pool it would keep it for as long as the pool keeps the
+   * connection, every replica skipping the PR. Such a connection is closed (its session ends, and the lock with it),
+   * never reused; an unlock that fails leaves the work's own outcome as it was (`onUnlockFailed` hears of it).
    */
   async whileHeld(pullRequestId: string, work: (underLock: UnderLock) => Promise<void>, onUnlockFailed: (error: unknown) => void): Promise<'ran' | 'busy'> {
     const lock = await this.pool.connect();
     let unknownSession: Error | undefined;
+    const underLock = { shownBackRow: false, lost: null as Error | null };
+    const onLost = (error?: unknown) => {
+      underLock.lost ??= error instanceof Error ? error : new Error('the connection of the pull request\'s lock ended');
+    };
+    lock.on('error', onLost);
+    lock.on('end', onLost);
     const onLock = async <R>(run: () => Promise<R>, faultPoint?: string): Promise<R> => {
       try {
         if (faultPoint) failHereIfAsked(faultPoint);
@@ -72,14 +85,20 @@ export class PullRequestLocks implements OnApplicationShutdown {
           ) as unknown as Promise<[pg.QueryResult<{ locked: boolean }>, pg.QueryResult<{ shown_back: boolean }>]>,
       );
       if (!taken.rows[0]?.locked) return 'busy';
+      underLock.shownBackRow = shown.rows[0]?.shown_back === true;
       try {
-        await work({ shownBackRow: shown.rows[0]?.shown_back === true });
+        await work(underLock);
       } finally {
-        await onLock(() => lock.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [pullRequestId]), 'pr-service:advisory-unlock').catch(onUnlockFailed);
+        // A lost connection took the lock with its session: there is nothing to unlock.
+        if (!underLock.lost) {
+          await onLock(() => lock.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [pullRequestId]), 'pr-service:advisory-unlock').catch(onUnlockFailed);
+        }
       }
       return 'ran';
     } finally {
-      lock.release(unknownSession);
+      lock.off('error', onLost);
+      lock.off('end', onLost);
+      lock.release(unknownSession ?? underLock.lost ?? undefined);
     }
   }
 
