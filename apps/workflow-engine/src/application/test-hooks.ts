@@ -27,7 +27,9 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * an ensure_participant_seat of that task), `seat-conflict-once:<taskId>` (the first such append
  * only), `session-conflict:<taskId>` (the first try of each
  * session-owned action's append of that task, per firing event and position),
- * `promotion-conflict:<taskId>` (the first promotion of that task into a freed seat).
+ * `promotion-conflict:<taskId>` (the first promotion of that task into a freed seat). A database out
+ * of reach: `database-lost-once:<taskId>` (the first on_enter marker append of that task is made on a
+ * connection PostgreSQL ends — the session terminates itself — and fails as a lost connection does).
  */
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -88,6 +90,22 @@ export class TestHooks {
     if (!this.failures.has(`promotion-conflict:${taskId}`) || this.conflicted.has(`promotion:${taskId}`)) return null;
     this.conflicted.add(`promotion:${taskId}`);
     return this.busy(`the promotion of task ${taskId}`);
+  }
+
+  /**
+   * `database-lost-once:<taskId>`: the first time, a connection of `pool` is ended by the server
+   * (pg_terminate_backend of its own session) and its error thrown, as an append made on it gets it.
+   */
+  async loseConnectionOnce(taskId: string, pool: { connect(): Promise<{ query(text: string): Promise<unknown>; release(destroy?: boolean): void }> }): Promise<void> {
+    if (!this.failures.has(`database-lost-once:${taskId}`) || this.conflicted.has(`database:${taskId}`)) return;
+    this.conflicted.add(`database:${taskId}`);
+    const client = await pool.connect();
+    try {
+      await client.query('SELECT pg_terminate_backend(pg_backend_pid())');
+    } finally {
+      client.release(true);
+    }
+    throw new Error('the connection outlived its own termination (a test fault that did not take)');
   }
 
   private readonly conflicted = new Set<string>();

@@ -72,6 +72,11 @@ export class DispatchDiagnostics {
     this.log.error({ rule: 'AC-L3', ...f }, 'the step entry\'s stream stayed busy; the dispatch stopped and the entry is scanned again after a pause');
   }
 
+  /** AC-L3: a read or an append of the dispatch could not reach the engine's database (refused, lost, restarting). */
+  databaseUnreachable(f: { taskId: string; workflowId: string; stepId: string; entrySeq: number; cause: string }): void {
+    this.log.error({ rule: 'AC-L3', ...f }, 'the database could not be reached; the dispatch stopped and the entry is scanned again after a pause');
+  }
+
   /** AC-F1: the loser of a claim is a normal outcome, reported at INFO only. */
   leftToHolder(f: { taskId: string; workflowId: string; stepId: string; entrySeq: number; position: number | null; holder: string | null; reason: string }): void {
     this.log.info({ rule: 'AC-F1', ...f }, 'step entry left to the process that holds it');

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError, type EntryPath, type StepDefinition } from '@gantry/contracts';
-import { EventStore, decideWithin, handleWithDecider } from '@gantry/eventstore';
+import { EventStore, decideWithin, handleWithDecider, isDatabaseUnreachable } from '@gantry/eventstore';
 import {
   CLAIM_REFUSAL,
   declarationDigest,
@@ -57,10 +57,15 @@ export interface DispatchOptions {
 
 /**
  * `outage`: stopped at a job service that did not take a run; `busy`: stopped at one of the engine's
- * own streams kept busy past its patience (a claim's, a marker's or an action's append). Both keep the
- * claim, write nothing more, and are scanned again after a pause (AC-L3).
+ * own streams kept busy past its patience (a claim's, a marker's or an action's append);
+ * `unreachable`: stopped at the engine's own database, which could not be reached (a connection
+ * refused or lost, the server restarting). Each keeps the claim, writes nothing more, and is scanned
+ * again after a pause (AC-L3).
  */
-export type DispatchOutcome = 'completed' | 'terminal' | 'abandoned' | 'stopped' | 'outage' | 'busy' | 'declaration_changed' | 'unresolvable';
+export type DispatchOutcome = 'completed' | 'terminal' | 'abandoned' | 'stopped' | 'outage' | 'busy' | 'unreachable' | 'declaration_changed' | 'unresolvable';
+
+/** Stopped with the claim kept, to be scanned again after a pause (AC-L3). */
+const STOPPED_FOR_NOW: ReadonlySet<DispatchOutcome> = new Set(['outage', 'busy', 'unreachable']);
 
 type PositionOutcome = 'next' | Exclude<DispatchOutcome, 'completed'>;
 
@@ -74,10 +79,10 @@ interface Context {
 }
 
 /**
- * An entry whose dispatch here stopped with its claim kept, nothing of the stopping step written — the
- * job service did not take a run, or a stream of the engine's stayed busy (AC-L3): `live` when that
- * dispatch was the live one, `sessionDone` the plan items it had walked (its session actions among
- * them ran, and are not run again when the walk goes on).
+ * An entry whose dispatch here stopped with its claim kept — the job service did not take a run, a
+ * stream of the engine's stayed busy (nothing of the stopping step written), or its database could not
+ * be reached (AC-L3): `live` when that dispatch was the live one, `sessionDone` the plan items it had
+ * walked (its session actions among them ran, and are not run again when the walk goes on).
  */
 interface StoppedHere {
   entry: EntryToDispatch;
@@ -146,7 +151,7 @@ export class OnEnterDispatcher {
     this.stoppedHere.delete(entryKey(entry));
   }
 
-  /** `listener` is called each time a dispatch stops at a job service that did not take a run, or at a busy stream. */
+  /** `listener` is called each time a dispatch stops at a job service that did not take a run, a busy stream, or an unreachable database. */
   onStopped(listener: () => void): void {
     this.stopListeners.push(listener);
   }
@@ -175,9 +180,9 @@ export class OnEnterDispatcher {
   }
 
   /**
-   * A dispatch of an entry whose earlier dispatch here stopped (an outage, a busy stream) goes on with
-   * that one's walk: a live one's session actions not reached yet run (this process's live dispatch is
-   * still the only one that runs them, AC-B8), those it ran do not run again.
+   * A dispatch of an entry whose earlier dispatch here stopped (an outage, a busy stream, the database
+   * out of reach) goes on with that one's walk: a live one's session actions not reached yet run (this
+   * process's live dispatch is still the only one that runs them, AC-B8), those it ran do not run again.
    */
   private async dispatchOnce(entry: EntryToDispatch, mode: DispatchMode, options: DispatchOptions): Promise<DispatchOutcome> {
     const key = entryKey(entry);
@@ -189,13 +194,21 @@ export class OnEnterDispatcher {
     try {
       outcome = await this.walkEntry(entry, live ? 'live' : 'resume', options, walk);
     } catch (error) {
-      // A claim, marker or action append that met its stream kept busy past its patience wrote nothing:
-      // the claim is kept, and no other live process may take it over (AC-L4), so this one comes back.
-      if (!(error instanceof GantryError) || error.code !== ErrorCode.VERSION_CONFLICT) throw error;
-      this.diagnostics.streamBusy({ ...entry, cause: describe(error) });
-      outcome = 'busy';
+      // A claim, marker or action append that met its stream kept busy past its patience wrote nothing;
+      // one whose database could not be reached may have committed or not, and its next try finds out
+      // (a committed claim or marker is read back, a run's key finds its job). Either way the claim is
+      // kept, and no other live process may take it over (AC-L4), so this one comes back.
+      if (isDatabaseUnreachable(error)) {
+        this.diagnostics.databaseUnreachable({ ...entry, cause: describe(error) });
+        outcome = 'unreachable';
+      } else if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) {
+        this.diagnostics.streamBusy({ ...entry, cause: describe(error) });
+        outcome = 'busy';
+      } else {
+        throw error;
+      }
     }
-    if (outcome === 'outage' || outcome === 'busy') {
+    if (STOPPED_FOR_NOW.has(outcome)) {
       this.stoppedHere.set(key, { entry, live, sessionDone: live ? walk.walked : 0 });
       for (const listener of this.stopListeners) listener();
     }
@@ -277,10 +290,10 @@ export class OnEnterDispatcher {
           this.diagnostics.runQueueSilent({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, position: item.position, cause: error.message });
           return 'outage';
         }
-        // A stream kept busy past the action's patience: nothing was written, so the action neither
-        // ran nor failed. As with a claim or a marker out of patience, the dispatch stops with the
-        // claim kept, and the entry is scanned again after a pause (AC-L3).
-        if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw error;
+        // A stream kept busy past the action's patience, or the database out of reach: the action
+        // neither ran nor failed. As with a claim or a marker, the dispatch stops with the claim kept,
+        // and the entry is scanned again after a pause (AC-L3).
+        if (stoppedForNow(error)) throw error;
         result = { outcome: 'failed', failure: { cause: describe(error), attempted: null, failed: null }, runs: [] };
       }
       await this.hooks.reached(`effect:${item.position}`, scopeOf(ctx));
@@ -342,10 +355,10 @@ export class OnEnterDispatcher {
       });
     } catch (error) {
       if (error instanceof GantryError && error.code === ErrorCode.ALREADY_CLAIMED) return 'abandoned';
-      // A stream kept busy past the clear's patience: nothing was written, so the clear neither ran nor
-      // failed. Like any claim or marker that runs out of patience, the dispatch stops with the claim
-      // kept, and the entry is scanned again after a pause (AC-L3).
-      if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) throw error;
+      // A stream kept busy past the clear's patience, or the database out of reach: the clear neither
+      // ran nor failed. Like any claim or marker, the dispatch stops with the claim kept, and the entry
+      // is scanned again after a pause (AC-L3); a clear that did commit is found done then.
+      if (stoppedForNow(error)) throw error;
       const cause = describe(error);
       this.diagnostics.clearFailed({ ...this.where(ctx), entrySeq: ctx.entry.entrySeq, cause });
       await this.finish(ctx, item.position, { outcome: 'failed', failure: { cause, attempted: null, failed: null }, runs: [] });
@@ -356,6 +369,7 @@ export class OnEnterDispatcher {
   }
 
   private async finish(ctx: Context, position: number, result: ActionResult): Promise<PositionOutcome> {
+    await this.hooks.loseConnectionOnce(ctx.entry.taskId, this.store.pool);
     try {
       await this.decide(ctx, {
         type: 'FinishAction',
@@ -552,6 +566,11 @@ export class OnEnterDispatcher {
  */
 function failedClear(kind: string, state: unknown): boolean {
   return kind === 'clear_decisions' && state === 'failed';
+}
+
+/** An error that stops a dispatch for now, its claim kept (AC-L3): a stream kept busy, or the database out of reach. */
+function stoppedForNow(error: unknown): boolean {
+  return (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) || isDatabaseUnreachable(error);
 }
 
 /** How a test names one entry in a fault point: `<taskId>@<stepId>#<entrySeq>`. */

@@ -24,8 +24,9 @@ const keyOf = (e: OpenEntryRow) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.
  * query and each is finished, resumed or left to its live owner; the same scan runs once when a
  * peer process is found gone. It never stops the start: its own failures are logged at ERROR.
  * While this process lives, the entries a dispatch of its own stopped with its claim kept — the job
- * service did not take a run, or a stream of the engine's stayed busy past its patience (AC-L3) — are
- * scanned again after a pause that grows (RepeatingScan), until none is left stopped.
+ * service did not take a run, a stream of the engine's stayed busy past its patience, or its database
+ * could not be reached (AC-L3) — are scanned again after a pause that grows (RepeatingScan), until none
+ * is left stopped.
  */
 @Injectable()
 export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
@@ -125,8 +126,8 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
 
   /**
    * The scan of this process's stopped entries, handled as the recovery scan handles any entry (one a
-   * live process owns is left to it, AC-L4). An entry that stops again at the job service ends the
-   * scan: it is still away, and the rest wait for the next one. One that meets its stream busy again
+   * live process owns is left to it, AC-L4). An entry that stops again at the job service or the
+   * database ends the scan: it is still away, and the rest wait for the next one. One that meets its stream busy again
    * waits for the next scan alone: the others' streams are their own.
    */
   private async scanStopped(): Promise<void> {
@@ -149,7 +150,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
       if (this.stopping) break;
       const handled = await this.handleLogged(row, reason);
       tally[handled] = (tally[handled] ?? 0) + 1;
-      if (handled === 'outage') break;
+      if (handled === 'outage' || handled === 'unreachable') break;
     }
     this.log.info({ rule: 'AC-L3', reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'scan of the stopped entries finished');
   }
