@@ -64,6 +64,12 @@ export interface RequestOptions {
    * service that answers resumed the lease at its start (docs/jobs.md, "A runner's clock").
    */
   onClockStopped?: (ms: number) => void;
+  /**
+   * Told the moment (this process's clock) each try is sent; the last one told before the answer is
+   * the try that got it. A caller that counts a duration the service put in its answer (what is left
+   * of a lease) counts it from then: the service answered after, whatever its own clock says.
+   */
+  onTryStarted?: (at: number) => void;
   /** Pause between tries: doubles from `initialMs` up to `maxMs`. Default `DEFAULT_RETRY_BACKOFF`. */
   retryBackoff?: { initialMs: number; maxMs: number };
   /** Stops retrying (the last error is thrown). */
@@ -113,7 +119,10 @@ export class CommandClient {
    * under the same key with a growing pause, each try bounded by `timeoutMs` and by the deadline.
    */
   async request<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions = {}): Promise<ReplyOf<C>> {
-    if (options.retryUntil === undefined) return this.once(contract, payload, options);
+    if (options.retryUntil === undefined) {
+      options.onTryStarted?.(Date.now());
+      return this.once(contract, payload, options);
+    }
     const { abandon } = options;
     const given = typeof options.retryUntil === 'function' ? options.retryUntil : () => options.retryUntil as number;
     let outage = 0;
@@ -131,6 +140,7 @@ export class CommandClient {
       }
       outageSince = null;
       const left = deadline() - tryStart;
+      options.onTryStarted?.(tryStart);
       try {
         // After an outage the service has a whole try to answer: its deadline was resumed with it.
         return await this.once(contract, payload, { ...options, timeoutMs: outage > 0 ? timeoutMs : Math.max(100, Math.min(timeoutMs, left)) });

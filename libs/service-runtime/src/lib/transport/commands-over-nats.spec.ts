@@ -199,6 +199,30 @@ describe('commands over NATS request/reply', () => {
     expect(Number(rows[0].count)).toBe(1);
   });
 
+  it('onTryStarted is told when each try is sent: the last moment told before the answer is the start of the try that got it', async () => {
+    const tries: number[] = [];
+    slowFirstCall = true;
+    const sentAt = Date.now();
+    const reply = await client.request(Deposit, { account: randomUUID(), amount: 2, idempotencyKey: randomUUID() }, {
+      timeoutMs: 300,
+      retryUntil: Date.now() + 20_000,
+      onTryStarted: (at) => {
+        tries.push(at);
+      },
+    });
+    const answeredAt = Date.now();
+    expect(reply).toEqual({ balance: 2, eventCount: 1 });
+    // The first try's answer came too late; a later one got the stored answer.
+    expect(tries.length).toBeGreaterThanOrEqual(2);
+    expect(tries[0]).toBeGreaterThanOrEqual(sentAt);
+    expect(tries.at(-1)! - tries[0]!).toBeGreaterThanOrEqual(300);
+    expect(tries.at(-1)).toBeLessThanOrEqual(answeredAt);
+    // Without a deadline: one try, told once.
+    const once: number[] = [];
+    await client.request(Deposit, { account: randomUUID(), amount: 1, idempotencyKey: randomUUID() }, { timeoutMs: 5_000, onTryStarted: (at) => void once.push(at) });
+    expect(once).toHaveLength(1);
+  });
+
   it('with a deadline, a service that is not there yet (UNAVAILABLE) is asked again until it answers', async () => {
     const lateNaming = testNaming(uniqueName('late'));
     const lateBus = await Bus.connect({ servers: 'nats://127.0.0.1:4222', naming: lateNaming, name: 'late' });
