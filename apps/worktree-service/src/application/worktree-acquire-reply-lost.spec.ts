@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplication } from '@nestjs/common';
 import { acquireWorktree, ErrorCode, JobClaimRolledBack, jobExampleIds, listWorktreeLeases, type RequestOf } from '@gantry/contracts';
 import { eventually } from '@gantry/testing';
@@ -53,8 +54,30 @@ describe('an acquire whose answer was lost', () => {
     const grant = await world.client.request(acquireWorktree, request, { timeoutMs: 60_000 });
     expect(grant).toMatchObject({ leaseId: first!.leaseId, token: first!.token, expiresAt: first!.expiresAt });
     expect(await requestsOf(request)).toBe(1);
-    // And again: the same answer.
-    expect(await world.client.request(acquireWorktree, request, { timeoutMs: 60_000 })).toEqual(grant);
+    // And again: the same answer, but for what is left of the lease by now.
+    expect(await world.client.request(acquireWorktree, request, { timeoutMs: 60_000 })).toEqual({ ...grant, expiresInMs: expect.any(Number) });
+  });
+
+  it('asked again later, its grant says what is left of the lease when the service answers, not the duration it began with', async () => {
+    const request = await asked('feature/lost-answer-later');
+    await answerLost(request);
+    await eventually(async () => (await leaseOf(request))?.status === 'ready', { what: 'the lease ready for a caller that stopped waiting' });
+    const readySeenAt = Date.now();
+    await sleep(1_500);
+
+    const sentAt = Date.now();
+    const grant = await world.client.request(acquireWorktree, request, { timeoutMs: 60_000 });
+    const answeredAt = Date.now();
+    // Less than the lease by at least the time since it was ready; by the service's clock (this one) as it answered.
+    expect(grant.expiresInMs).toBeLessThanOrEqual(request.leaseDurationMs - (sentAt - readySeenAt));
+    expect(grant.expiresInMs).toBeLessThanOrEqual(Date.parse(grant.expiresAt) - sentAt);
+    expect(grant.expiresInMs).toBeGreaterThanOrEqual(Date.parse(grant.expiresAt) - answeredAt);
+
+    // Reckoned at each answer, not stored with the first: asked again later still, less again.
+    await sleep(500);
+    const again = await world.client.request(acquireWorktree, request, { timeoutMs: 60_000 });
+    expect(again).toMatchObject({ leaseId: grant.leaseId, token: grant.token, expiresAt: grant.expiresAt });
+    expect(again.expiresInMs).toBeLessThanOrEqual(grant.expiresInMs! - 500);
   });
 
   it('given up, its claim given back ends it: no lease is left held for a caller that never had it, and asked again it is refused, not made anew', async () => {

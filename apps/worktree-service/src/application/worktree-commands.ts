@@ -316,6 +316,8 @@ export class WorktreeLeaseCommands {
             path: row.path!,
             expiresAt: row.expires_at!.toISOString(),
             baseSha: row.base_sha!,
+            // Reckoned now, at every answer: a repeat of the acquire gets what is left of a lease that began earlier.
+            expiresInMs: Math.max(0, row.expires_at!.getTime() - this.store.clock().getTime()),
           };
         case 'lock_timeout':
           throw new GantryError(ErrorCode.LOCK_TIMEOUT, `worktree ${row.worktree_key} stayed locked until ${row.lock_deadline.toISOString()}`, {

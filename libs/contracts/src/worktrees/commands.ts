@@ -89,6 +89,13 @@ export const WorktreeLeaseGrantSchema = z.object({
   expiresAt: IsoTimestampSchema,
   /** The commit the worktree was synced to: the job's base_sha. */
   baseSha: ShaSchema,
+  /**
+   * What is left of the lease by the service's clock as it answers — reckoned at every answer, so also
+   * for an acquire asked again under its key, whose lease may have begun long before. A caller counts
+   * it from when it sent the try that got the answer, never reading `expiresAt` against its own clock
+   * (docs/jobs.md, "A runner's clock"). Absent from a worktree service that does not say.
+   */
+  expiresInMs: z.number().int().nonnegative().optional(),
 });
 export type WorktreeLeaseGrant = z.infer<typeof WorktreeLeaseGrantSchema>;
 

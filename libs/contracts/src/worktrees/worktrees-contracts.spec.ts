@@ -46,6 +46,14 @@ describe('worktree contracts', () => {
     expect(urlIssue.error?.issues[0]?.path).toEqual(['repositoryUrl']);
   });
 
+  it("a grant may say what is left of its lease, as a whole number of milliseconds; an older worktree service's grant, without it, still parses", () => {
+    const grant = { leaseId: '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11', token: 4, worktreeKey: 'shop-feature-checkout-1a2b3c4d5e6f', path: '/var/lib/gantry/worktrees/shop', expiresAt: '2026-11-30T06:10:00.000Z', baseSha: '4b825dc642cb6eb9a060e54bf8d69288fbee4904' };
+    expect(acquireWorktree.reply.safeParse(grant).error).toBeUndefined();
+    expect(acquireWorktree.reply.parse({ ...grant, expiresInMs: 598_750 })).toMatchObject({ expiresInMs: 598_750 });
+    expect(acquireWorktree.reply.safeParse({ ...grant, expiresInMs: 0 }).success).toBe(true);
+    for (const expiresInMs of [-1, 1.5, '600000']) expect(acquireWorktree.reply.safeParse({ ...grant, expiresInMs }).success).toBe(false);
+  });
+
   it('an acquire whose lease ended is a STALE_FENCE refusal that says so across the wire; other refusals say nothing of it', () => {
     const ended = { leaseId: '0b7a4c3e-2f7d-4b8e-9a51-6c2d1e0f9a11', status: 'released', reason: 'job_terminal', claimEnded: true } as const;
     const error = worktreeLeaseEndedError(ended);
