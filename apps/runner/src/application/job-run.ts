@@ -237,7 +237,7 @@ export class JobRun {
     let workDir: string;
     let baseSha: string | null = this.job.baseSha;
     if (workspace.repositoryUrl !== null && workspace.branch !== null) {
-      this.lease = await this.worktrees
+      const granted = await this.worktrees
         .acquire(
           {
             jobId: this.job.jobId,
@@ -256,8 +256,8 @@ export class JobRun {
           if (ended?.claimEnded) log.warn('the worktree lease ended with the claim before its grant came; giving the job up', { ...this.fields, ...ended });
           throw acquireRefusal(error);
         });
-      // Granted once the worktree was ready, and answered then: the lease runs about what was asked from the answer.
-      this.worktreeLeaseExpiresAt = Date.now() + config.worktreeLeaseMs;
+      this.lease = granted.grant;
+      this.worktreeLeaseExpiresAt = granted.expiresAt;
       await this.record({ worktreeLease: { leaseId: this.lease.leaseId, token: this.lease.token } });
       workDir = this.confined(this.lease.path);
       baseSha = this.lease.baseSha;

@@ -11,6 +11,13 @@ export interface WorktreeRequest {
   lockTimeoutMs?: number;
 }
 
+/** A grant, and when its lease runs out by this runner's clock (docs/jobs.md, "A runner's clock"). */
+export interface WorktreeLeaseGranted {
+  grant: WorktreeLeaseGrant;
+  /** Epoch ms on this runner's clock; never after the worktree service's own expiry. */
+  expiresAt: number;
+}
+
 /** What an acquire may take beyond its wait for the lock: creating the worktree and syncing it (the worktree service's own budget). */
 const PREPARE_BUDGET_MS = 120_000;
 
@@ -35,18 +42,33 @@ export class WorktreeLeaseClient {
     return this.options.tryTimeoutMs ?? 10_000;
   }
 
-  acquire(request: WorktreeRequest, signal?: AbortSignal): Promise<WorktreeLeaseGrant> {
+  async acquire(request: WorktreeRequest, signal?: AbortSignal): Promise<WorktreeLeaseGranted> {
     // Waiting in line for the lock is part of the call: the retries must outlast the lock timeout.
     const giveUpAt = Date.now() + (request.lockTimeoutMs ?? 60_000) + PREPARE_BUDGET_MS;
-    return this.client.request(
+    let answeredTryStartedAt = Date.now();
+    const grant = await this.client.request(
       acquireWorktree,
       {
         ...request,
         idempotencyKey: deriveIdempotencyKey('runner/acquire-worktree', { jobId: request.jobId, jobLeaseToken: request.jobLeaseToken }),
         correlationId: this.options.correlationId,
       },
-      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: giveUpAt, abandon: this.options.abandon, ...(signal ? { signal } : {}) },
+      {
+        timeoutMs: this.tryTimeoutMs,
+        correlationId: this.options.correlationId,
+        retryUntil: giveUpAt,
+        abandon: this.options.abandon,
+        onTryStarted: (at) => {
+          answeredTryStartedAt = at;
+        },
+        ...(signal ? { signal } : {}),
+      },
     );
+    // What was left when the service answered, from before it answered: never after its own expiry, even
+    // for the grant of an earlier try whose reply was lost (its lease began then).
+    if (grant.expiresInMs !== undefined) return { grant, expiresAt: answeredTryStartedAt + grant.expiresInMs };
+    // A worktree service that does not say: granted once the worktree was ready, the lease runs about what was asked from the answer.
+    return { grant, expiresAt: Date.now() + request.leaseDurationMs };
   }
 
   /**
