@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { RunningApp } from '@gantry/testing';
+import { eventually, type RunningApp } from '@gantry/testing';
 import { WorkflowWorld, reviewYaml, type LogRecord } from './harness.js';
 
 /*
@@ -12,7 +12,47 @@ describe('a step entry whose dispatch lost the database', () => {
 
   beforeAll(async () => {
     await world.start();
-    await world.profile('rev-a');
+    for (const p of ['rev-a', 'implementer']) await world.profile(p);
+    await world.importYaml('lost-start', `
+name: Lost start
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    agent_profile_id: implementer
+    on_enter:
+      - type: clear_decisions
+      - type: auto_start_agent
+`);
+    await world.importYaml('lost-exit', `
+name: Lost exit
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    on_exit:
+      - type: set_session_mode
+        config: { mode: acceptEdits }
+      - type: queue_run
+        config: { target: 'agent_profile_id:rev-a', reason: closing }
+  - id: done
+    name: Done
+`);
+    await world.importYaml('lost-turn', `
+name: Lost turn
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work
+    on_turn_complete:
+      - type: reset_agent_context
+      - type: move_to_next
+  - id: done
+    name: Done
+`);
     await world.importYaml('lost', reviewYaml(`      - type: clear_decisions
       - type: queue_run_for_each_participant
         config: { role: reviewer }`, `    participants:
@@ -31,9 +71,9 @@ describe('a step entry whose dispatch lost the database', () => {
   }
 
   /** A task at `work` and an engine started with the task's `env`, a 1.5 s patience so that stopped entries are scanned again soon. */
-  async function taskAndEngine(env: (taskId: string) => Record<string, string>): Promise<{ taskId: string; engine: RunningApp }> {
+  async function taskAndEngine(env: (taskId: string) => Record<string, string>, workflowId = 'lost'): Promise<{ taskId: string; engine: RunningApp }> {
     const taskId = `T-lost-${randomUUID().slice(0, 8)}`;
-    await world.task('lost', { taskId });
+    await world.task(workflowId, { taskId });
     await world.stopEngine(world.engine);
     return { taskId, engine: await world.startEngine({ ...env(taskId), GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '1500' }) };
   }
@@ -78,5 +118,54 @@ describe('a step entry whose dispatch lost the database', () => {
     expect(world.records(engine).filter((r) => (r.rule === 'AC-C1' || r.rule === 'AC-C3') && r.taskId === taskId)).toEqual([]);
     const fannedOut = (await world.events(world.pairStream(taskId, 'lost', 'review'))).filter((e) => e.data.position === 1);
     expect(fannedOut.map((e) => e.type)).toEqual(['OnEnterActionClaimed', 'OnEnterActionFinished']);
+  }, 120_000);
+
+  it('AC-L3 / AC-B8: a session action whose write loses its connection is no failed action: the dispatch stops with the claim kept, and the same process\'s walk comes back to it: the agent started once', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-database-lost-once:${id}` }), 'lost-start');
+    await world.move(taskId, 'review');
+
+    // the entry completes after its walk's last action, the agent's start
+    const entry = await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 30_000 });
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'done']]);
+    expect(world.records(engine).filter((r) => r.rule === 'AC-C3' && r.taskId === taskId)).toEqual([]);
+    const started = (await world.effects(taskId)).filter((e) => e.type === 'AgentAutoStarted');
+    const lost = world.records(engine).filter((r) => r.rule === 'AC-L3' && r.taskId === taskId && r.cause !== undefined);
+    expect(lost.map((r) => [r.level, r.message])).toEqual([['error', 'the database could not be reached; the dispatch stopped and the entry is scanned again after a pause']]);
+    expect(String(lost[0]!.cause)).toMatch(/terminating connection/);
+    expect(started).toHaveLength(1);
+    expect((await world.jobs(taskId, 'TASK_IMPLEMENTATION')).map((j) => j.jobId)).toEqual([started[0]!.data.jobId]);
+    expect(engine.process.exitCode).toBeNull();
+    expect(world.engines.at(-1)).toBe(engine);
+  }, 120_000);
+
+  it('AC-L3 / AC-C5: an on_exit session action whose write loses its connection is no failed action: the exit runs again by itself and is done, its actions once', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-database-lost-once:${id}` }), 'lost-exit');
+    await world.move(taskId, 'review');
+    expect((await world.move(taskId, 'done')).placement).toMatchObject({ stepId: 'done', admitted: true });
+
+    const finished = await eventually(async () => {
+      const events = (await world.events(world.pairStream(taskId, 'lost-exit', 'review'))).filter((e) => e.type === 'StepExitFinished');
+      return events.length > 0 ? events : null;
+    }, { what: 'the exit finished', timeoutMs: 30_000 });
+    expect(world.records(engine).filter((r) => r.rule === 'AC-C5' && r.taskId === taskId)).toEqual([]);
+    expect(finished.map((e) => e.data.outcome)).toEqual(['done']);
+    const again = world.records(engine).filter((r) => r.message === 'on_exit could not be done now; it runs again' && r.taskId === taskId);
+    expect(again.map((r) => String(r.cause))).toEqual([expect.stringMatching(/terminating connection/)]);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'SessionModeSet')).toHaveLength(1);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => `${j.agentProfileId}/${j.reason}`)).toEqual(['rev-a/closing']);
+    expect(engine.process.exitCode).toBeNull();
+  }, 120_000);
+
+  it('AC-L3 / AC-C5: a turn trigger\'s session action whose write loses its connection is no failed action: the job\'s finish is handed back, and delivered again the reset is recorded once and the turn\'s move made', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-database-lost-once:${id}` }), 'lost-turn');
+    await world.move(taskId, 'work');
+    await world.agentTurn(taskId);
+
+    const failed = (r: LogRecord) => r.rule === 'AC-C5' && r.taskId === taskId;
+    await eventually(async () => world.records(engine).some(failed) || (await world.getTask(taskId)).placement.stepId === 'done', { what: 'the trigger ended', timeoutMs: 30_000 });
+    expect(world.records(engine).filter(failed)).toEqual([]);
+    await world.atStep(taskId, 'done', 30_000);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
+    expect(engine.process.exitCode).toBeNull();
   }, 120_000);
 });

@@ -29,7 +29,9 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * session-owned action's append of that task, per firing event and position),
  * `promotion-conflict:<taskId>` (the first promotion of that task into a freed seat). A database out
  * of reach: `database-lost-once:<taskId>` (the first on_enter marker append of that task is made on a
- * connection PostgreSQL ends — the session terminates itself — and fails as a lost connection does).
+ * connection PostgreSQL ends — the session terminates itself — and fails as a lost connection does),
+ * `session-database-lost-once:<taskId>` (the same for the first session-owned action of that task,
+ * of any trigger, before it writes anything).
  */
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -93,12 +95,14 @@ export class TestHooks {
   }
 
   /**
-   * `database-lost-once:<taskId>`: the first time, a connection of `pool` is ended by the server
-   * (pg_terminate_backend of its own session) and its error thrown, as an append made on it gets it.
+   * `<fault>:<taskId>` (`database-lost-once`, `session-database-lost-once`): the first time, a
+   * connection of `pool` is ended by the server (pg_terminate_backend of its own session) and its
+   * error thrown, as a write made on it gets it.
    */
-  async loseConnectionOnce(taskId: string, pool: { connect(): Promise<{ query(text: string): Promise<unknown>; release(destroy?: boolean): void }> }): Promise<void> {
-    if (!this.failures.has(`database-lost-once:${taskId}`) || this.conflicted.has(`database:${taskId}`)) return;
-    this.conflicted.add(`database:${taskId}`);
+  async loseConnectionOnce(fault: 'database-lost-once' | 'session-database-lost-once', taskId: string, pool: { connect(): Promise<{ query(text: string): Promise<unknown>; release(destroy?: boolean): void }> }): Promise<void> {
+    const key = `${fault}:${taskId}`;
+    if (!this.failures.has(key) || this.conflicted.has(key)) return;
+    this.conflicted.add(key);
     const client = await pool.connect();
     try {
       await client.query('SELECT pg_terminate_backend(pg_backend_pid())');

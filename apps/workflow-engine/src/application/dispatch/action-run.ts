@@ -1,4 +1,5 @@
 import { ErrorCode, GantryError, type Action, type ActionFailure, type EntryPath, type QueuedRun, type SkipReason, type StepDefinition } from '@gantry/contracts';
+import { isDatabaseUnreachable } from '@gantry/eventstore';
 import { isTransient } from '@gantry/messaging';
 import type { Task } from '../../domain/index.js';
 import { RunQueueUnavailable } from '../../infrastructure/job-service/run-queue.js';
@@ -30,12 +31,14 @@ export type ActionResult =
 export const fields = (run: ActionRun) => ({ taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id });
 
 /**
- * An action's error that is no failure of the action: nothing was written and the same request may
- * be sent again — an append that met its stream kept busy past its patience (VERSION_CONFLICT), a
- * run the job service did not take (RunQueueUnavailable, AC-L3), a service that did not answer.
+ * An action's error that is no failure of the action: the same request may be sent again — an append
+ * that met its stream kept busy past its patience (VERSION_CONFLICT, nothing written), a run the job
+ * service did not take (RunQueueUnavailable, AC-L3), a service that did not answer, or the engine's
+ * own database out of reach (a write that may have committed before its connection was lost: the
+ * action's receipt or its run's key finds it when it is sent again).
  */
 export function notDoneNow(error: unknown): boolean {
   if (error instanceof RunQueueUnavailable) return true;
   if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) return true;
-  return isTransient(error);
+  return isTransient(error) || isDatabaseUnreachable(error);
 }

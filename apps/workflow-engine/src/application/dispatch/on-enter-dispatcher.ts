@@ -249,7 +249,7 @@ export class OnEnterDispatcher {
       if (left) return this.stopLeftEntry(ctx, left);
       const run = this.actionRun(ctx, item);
       if (item.owner === 'session') {
-        if (mode === 'live' && index >= walk.sessionDone) await this.sessionAction(run);
+        if (mode === 'live' && index >= walk.sessionDone) await this.sessionAction(run, record !== null);
         continue;
       }
       if (item.owner === 'none') {
@@ -369,7 +369,7 @@ export class OnEnterDispatcher {
   }
 
   private async finish(ctx: Context, position: number, result: ActionResult): Promise<PositionOutcome> {
-    await this.hooks.loseConnectionOnce(ctx.entry.taskId, this.store.pool);
+    await this.hooks.loseConnectionOnce('database-lost-once', ctx.entry.taskId, this.store.pool);
     try {
       await this.decide(ctx, {
         type: 'FinishAction',
@@ -482,18 +482,23 @@ export class OnEnterDispatcher {
 
   /**
    * A session-owned action holds no marker and never runs in a resumed dispatch (AC-B8): this live
-   * dispatch is its one chance. An error that wrote nothing and may be sent again (notDoneNow) is no
-   * failure: the action is sent again, with growing pauses, until it is done — or until the process
-   * stops or the task has left the entry, when it is given up (a warning says so; as after a crash,
-   * it is not resumed). Any other error is a failure (AC-C3) and the dispatch goes on.
+   * dispatch is its one chance. An error that may be sent again (notDoneNow) is no failure. The
+   * engine's database out of reach stops a `recorded` entry's dispatch for now, its claim kept: this
+   * process's live walk comes back to the action (StoppedHere) and runs it then — once, its receipt
+   * or its run's key finding a write that did commit (AC-L3). Else the action is sent again, with
+   * growing pauses, until it is done — or until the process stops or the task has left the entry,
+   * when it is given up (a warning says so; as after a crash, it is not resumed). Any other error is
+   * a failure (AC-C3) and the dispatch goes on.
    */
-  private async sessionAction(run: ActionRun): Promise<void> {
+  private async sessionAction(run: ActionRun, recorded: boolean): Promise<void> {
     const where = { taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, entrySeq: run.entrySeq, actionType: run.action.type, position: run.position };
     for (let pause = 250; ; pause = Math.min(pause * 2, 2000)) {
       try {
         await this.session.execute(run);
         return;
       } catch (error) {
+        // Only an entry with a record is scanned again: one without (session actions only) is sent again here.
+        if (recorded && isDatabaseUnreachable(error)) throw error;
         if (!notDoneNow(error)) {
           this.diagnostics.actionFailed({ taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, actionType: run.action.type, cause: describe(error), position: run.position, trigger: 'on_enter' });
           return;

@@ -24,6 +24,7 @@ export class SessionActions {
 
   async execute(run: ActionRun): Promise<void> {
     const taskId = run.task.taskId;
+    await this.hooks.loseConnectionOnce('session-database-lost-once', taskId, this.store.pool);
     const cause: SessionCause = { workflowId: run.workflow.workflowId, stepId: run.step.id, trigger: run.trigger, entrySeq: run.entrySeq, position: run.position, entryPath: run.entryPath };
     const now = this.store.clock().toISOString();
     const config = run.action.config;

@@ -26,8 +26,8 @@ const exitKey = (e: ExitToRun) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.e
  * on_exit, after the move it follows has committed (docs/workflow-engine.md, "Triggers other than
  * on_enter"). The move records the exit (StepExitOpened, held by the process that moved); its actions
  * run in declared order and stop at the first failure (AC-C5), and the exit is then finished. An
- * action that could not be done now (its service did not take it, its stream stayed busy: nothing
- * written) leaves the exit open: it runs again from its first action, in the background with growing
+ * action that could not be done now (its service did not take it, its stream stayed busy, the
+ * engine's database could not be reached) leaves the exit open: it runs again from its first action, in the background with growing
  * pauses while this process lives, else at the next start or takeover, or at a repeat of the move —
  * every action is keyed by the exit, so what ran before is not done twice. A process other than the
  * holder runs an exit only once the holder's process is gone (it takes the exit over first).

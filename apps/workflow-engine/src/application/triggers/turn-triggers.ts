@@ -35,8 +35,8 @@ export class TriggerInterrupted extends Error {
  * on_enter"): the actions in declared order, stopping at the first failure (AC-C5); the first
  * transition whose guard holds is returned for the caller to carry out, and ends the trigger. An
  * action that did not fail but could not be done now — its append met the task's stream kept busy
- * past its patience (VERSION_CONFLICT: nothing written, send again), or the job service did not take
- * its run (RunQueueUnavailable) — is no failure: it is thrown as a TriggerInterrupted, for the caller
+ * past its patience (VERSION_CONFLICT: nothing written, send again), the job service did not take
+ * its run (RunQueueUnavailable), or the engine's database could not be reached — is no failure: it is thrown as a TriggerInterrupted, for the caller
  * to run the trigger again (the job's event handed back); what ran before it is keyed by the firing
  * event, so running it again does it once.
  */
