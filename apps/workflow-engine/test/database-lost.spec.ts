@@ -53,6 +53,17 @@ steps:
   - id: done
     name: Done
 `);
+    await world.importYaml('lost-session-only', `
+name: Lost start, no record
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    agent_profile_id: implementer
+    on_enter:
+      - type: auto_start_agent
+`);
     await world.importYaml('lost', reviewYaml(`      - type: clear_decisions
       - type: queue_run_for_each_participant
         config: { role: reviewer }`, `    participants:
@@ -167,5 +178,38 @@ steps:
     await world.atStep(taskId, 'done', 30_000);
     expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
     expect(engine.process.exitCode).toBeNull();
+  }, 120_000);
+
+  it('AC-L3: an exit whose finishing append loses its connection stays open and runs again by itself, not at the next start: finished done, its actions once', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `exit-database-lost-once:${id}` }), 'lost-exit');
+    await world.move(taskId, 'review');
+    expect((await world.move(taskId, 'done')).placement).toMatchObject({ stepId: 'done', admitted: true });
+
+    const ended = (r: LogRecord) => r.taskId === taskId && (r.message === 'on_exit could not be done now; it runs again' || r.message === 'on_exit stopped; it resumes at the next start');
+    const records = await world.logged(ended, 'the exit interrupted', engine);
+    expect(records.filter(ended).map((r) => [r.level, r.message, r.cause])).toEqual([['warn', 'on_exit could not be done now; it runs again', expect.stringMatching(/terminating connection/)]]);
+    const finished = await eventually(async () => {
+      const events = (await world.events(world.pairStream(taskId, 'lost-exit', 'review'))).filter((e) => e.type === 'StepExitFinished');
+      return events.length > 0 ? events : null;
+    }, { what: 'the exit finished', timeoutMs: 30_000 });
+    expect(finished.map((e) => e.data.outcome)).toEqual(['done']);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'SessionModeSet')).toHaveLength(1);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => `${j.agentProfileId}/${j.reason}`)).toEqual(['rev-a/closing']);
+    expect(engine.process.exitCode).toBeNull();
+  }, 120_000);
+
+  it('an entry of session actions only, whose action\'s write loses its connection, has no record to come back to: its dispatch sends the action again, and the agent starts once', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-database-lost-once:${id}` }), 'lost-session-only');
+    await world.move(taskId, 'review');
+
+    const sentAgain = (r: LogRecord) => r.taskId === taskId && r.message === 'session action could not be done now; sent again';
+    await world.logged(sentAgain, 'the session action sent again', engine);
+    const started = await eventually(async () => {
+      const effects = (await world.effects(taskId)).filter((e) => e.type === 'AgentAutoStarted');
+      return effects.length > 0 ? effects : null;
+    }, { what: 'the agent\'s start recorded', timeoutMs: 30_000 });
+    expect(world.records(engine).filter((r) => (r.rule === 'AC-C3' || r.rule === 'AC-L3') && r.taskId === taskId)).toEqual([]);
+    expect(String(world.records(engine).find(sentAgain)!.cause)).toMatch(/terminating connection/);
+    expect((await world.jobs(taskId, 'TASK_IMPLEMENTATION')).map((j) => j.jobId)).toEqual([started[0]!.data.jobId]);
   }, 120_000);
 });

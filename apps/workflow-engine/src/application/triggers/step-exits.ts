@@ -8,6 +8,7 @@ import { latestWorkflow } from '../../infrastructure/persistence/read-models.js'
 import { loadTask, loadTaskAtStep, streamIds } from '../../infrastructure/persistence/streams.js';
 import { notDoneNow } from '../dispatch/action-run.js';
 import { RepeatingScan } from '../recovery/repeating-scan.js';
+import { TestHooks } from '../test-hooks.js';
 import { TriggerInterrupted, TurnTriggers } from './turn-triggers.js';
 
 /** The exit of one step occupancy: the task left step `stepId` of `workflowId`, occupancy `entrySeq`. */
@@ -48,6 +49,7 @@ export class StepExits {
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(ProcessEpoch) private readonly process: ProcessEpoch,
     @Inject(TurnTriggers) private readonly triggers: TurnTriggers,
+    @Inject(TestHooks) private readonly hooks: TestHooks,
     @InjectPinoLogger('on-exit') private readonly log: PinoLogger,
   ) {}
 
@@ -138,6 +140,7 @@ export class StepExits {
   }
 
   private async finish(exit: ExitToRun, outcome: 'done' | 'failed' | 'unresolvable'): Promise<boolean> {
+    await this.hooks.loseConnectionOnce('exit-database-lost-once', exit.taskId, this.store.pool);
     return this.decide(exit, { type: 'FinishStepExit', data: { ...exit, outcome, epoch: this.process.epoch, now: this.now() } });
   }
 
