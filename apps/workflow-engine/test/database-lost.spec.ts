@@ -106,6 +106,26 @@ steps:
     return lost[0]!;
   }
 
+  /**
+   * A task of lost-exit leaves `review` under an engine started with `fault`: its exit is interrupted
+   * once by the lost connection and run again by the same process — one WARNING, no ERROR, finished
+   * done, its actions once.
+   */
+  async function exitRunsAgain(fault: string): Promise<void> {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `${fault}:${id}` }), 'lost-exit');
+    await world.move(taskId, 'review');
+    expect((await world.move(taskId, 'done')).placement).toMatchObject({ stepId: 'done', admitted: true });
+
+    const ended = (r: LogRecord) => r.taskId === taskId && (r.message === 'on_exit could not be done now; it runs again' || r.level === 'error');
+    const exitsFinished = async () => (await world.events(world.pairStream(taskId, 'lost-exit', 'review'))).filter((e) => e.type === 'StepExitFinished');
+    await eventually(async () => (await exitsFinished()).length > 0 || world.records(engine).some((r) => ended(r) && r.level === 'error'), { what: 'the exit finished or failed', timeoutMs: 30_000 });
+    expect(world.records(engine).filter(ended).map((r) => [r.level, r.message, r.cause])).toEqual([['warn', 'on_exit could not be done now; it runs again', expect.stringMatching(/terminating connection/)]]);
+    expect((await exitsFinished()).map((e) => e.data.outcome)).toEqual(['done']);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'SessionModeSet')).toHaveLength(1);
+    expect((await world.jobs(taskId, 'REVIEW')).map((j) => `${j.agentProfileId}/${j.reason}`)).toEqual(['rev-a/closing']);
+    expect(engine.process.exitCode).toBeNull();
+  }
+
   it('AC-L3: a clear whose connection is ended before its commit stops the dispatch with the claim kept; the same process comes back to the entry: the clear once, one REVIEW job', async () => {
     const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${id}@review#1/clearing:0` }));
     const held = `${taskId}@review#1__clearing:0`;
@@ -150,21 +170,7 @@ steps:
   }, 120_000);
 
   it('AC-L3 / AC-C5: an on_exit session action whose write loses its connection is no failed action: the exit runs again by itself and is done, its actions once', async () => {
-    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-database-lost-once:${id}` }), 'lost-exit');
-    await world.move(taskId, 'review');
-    expect((await world.move(taskId, 'done')).placement).toMatchObject({ stepId: 'done', admitted: true });
-
-    const finished = await eventually(async () => {
-      const events = (await world.events(world.pairStream(taskId, 'lost-exit', 'review'))).filter((e) => e.type === 'StepExitFinished');
-      return events.length > 0 ? events : null;
-    }, { what: 'the exit finished', timeoutMs: 30_000 });
-    expect(world.records(engine).filter((r) => r.rule === 'AC-C5' && r.taskId === taskId)).toEqual([]);
-    expect(finished.map((e) => e.data.outcome)).toEqual(['done']);
-    const again = world.records(engine).filter((r) => r.message === 'on_exit could not be done now; it runs again' && r.taskId === taskId);
-    expect(again.map((r) => String(r.cause))).toEqual([expect.stringMatching(/terminating connection/)]);
-    expect((await world.effects(taskId)).filter((e) => e.type === 'SessionModeSet')).toHaveLength(1);
-    expect((await world.jobs(taskId, 'REVIEW')).map((j) => `${j.agentProfileId}/${j.reason}`)).toEqual(['rev-a/closing']);
-    expect(engine.process.exitCode).toBeNull();
+    await exitRunsAgain('session-database-lost-once');
   }, 120_000);
 
   it('AC-L3 / AC-C5: a turn trigger\'s session action whose write loses its connection is no failed action: the job\'s finish is handed back, and delivered again the reset is recorded once and the turn\'s move made', async () => {
@@ -181,21 +187,7 @@ steps:
   }, 120_000);
 
   it('AC-L3: an exit whose finishing append loses its connection stays open and runs again by itself, not at the next start: finished done, its actions once', async () => {
-    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `exit-database-lost-once:${id}` }), 'lost-exit');
-    await world.move(taskId, 'review');
-    expect((await world.move(taskId, 'done')).placement).toMatchObject({ stepId: 'done', admitted: true });
-
-    const ended = (r: LogRecord) => r.taskId === taskId && (r.message === 'on_exit could not be done now; it runs again' || r.message === 'on_exit stopped; it resumes at the next start');
-    const records = await world.logged(ended, 'the exit interrupted', engine);
-    expect(records.filter(ended).map((r) => [r.level, r.message, r.cause])).toEqual([['warn', 'on_exit could not be done now; it runs again', expect.stringMatching(/terminating connection/)]]);
-    const finished = await eventually(async () => {
-      const events = (await world.events(world.pairStream(taskId, 'lost-exit', 'review'))).filter((e) => e.type === 'StepExitFinished');
-      return events.length > 0 ? events : null;
-    }, { what: 'the exit finished', timeoutMs: 30_000 });
-    expect(finished.map((e) => e.data.outcome)).toEqual(['done']);
-    expect((await world.effects(taskId)).filter((e) => e.type === 'SessionModeSet')).toHaveLength(1);
-    expect((await world.jobs(taskId, 'REVIEW')).map((j) => `${j.agentProfileId}/${j.reason}`)).toEqual(['rev-a/closing']);
-    expect(engine.process.exitCode).toBeNull();
+    await exitRunsAgain('exit-database-lost-once');
   }, 120_000);
 
   it('an entry of session actions only, whose action\'s write loses its connection, has no record to come back to: its dispatch sends the action again, and the agent starts once', async () => {
