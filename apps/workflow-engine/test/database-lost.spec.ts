@@ -190,8 +190,11 @@ steps:
     await exitRunsAgain('exit-database-lost-once');
   }, 120_000);
 
-  it('an entry of session actions only, whose action\'s write loses its connection, has no record to come back to: its dispatch sends the action again, and the agent starts once', async () => {
-    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-database-lost-once:${id}` }), 'lost-session-only');
+  it.each([
+    ['', ['session-database-lost-once']],
+    [', and its check whether the task is still there loses its own', ['session-database-lost-once', 'left-check-database-lost-once']],
+  ])('an entry of session actions only, whose action\'s write loses its connection%s, has no record to come back to: its dispatch sends the action again, and the agent starts once', async (_what, faults) => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: faults.map((f) => `${f}:${id}`).join(',') }), 'lost-session-only');
     await world.move(taskId, 'review');
 
     const sentAgain = (r: LogRecord) => r.taskId === taskId && r.message === 'session action could not be done now; sent again';

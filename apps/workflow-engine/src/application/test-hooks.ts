@@ -32,7 +32,8 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * connection PostgreSQL ends — the session terminates itself — and fails as a lost connection does),
  * `session-database-lost-once:<taskId>` (the same for the first session-owned action of that task,
  * of any trigger, before it writes anything), `exit-database-lost-once:<taskId>` (the same for the
- * first append that finishes an exit of that task).
+ * first append that finishes an exit of that task), `left-check-database-lost-once:<taskId>` (the
+ * same for the first read of whether that task has left the entry a session action is sent again for).
  */
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -96,11 +97,11 @@ export class TestHooks {
   }
 
   /**
-   * `<fault>:<taskId>` (`database-lost-once`, `session-database-lost-once`, `exit-database-lost-once`):
+   * `<fault>:<taskId>` (`database-lost-once`, `session-database-lost-once`, `exit-database-lost-once`, `left-check-database-lost-once`):
    * the first time, a connection of `pool` is ended by the server (pg_terminate_backend of its own
    * session) and its error thrown, as a write made on it gets it.
    */
-  async loseConnectionOnce(fault: 'database-lost-once' | 'session-database-lost-once' | 'exit-database-lost-once', taskId: string, pool: { connect(): Promise<{ query(text: string): Promise<unknown>; release(destroy?: boolean): void }> }): Promise<void> {
+  async loseConnectionOnce(fault: 'database-lost-once' | 'session-database-lost-once' | 'exit-database-lost-once' | 'left-check-database-lost-once', taskId: string, pool: { connect(): Promise<{ query(text: string): Promise<unknown>; release(destroy?: boolean): void }> }): Promise<void> {
     const key = `${fault}:${taskId}`;
     if (!this.failures.has(key) || this.conflicted.has(key)) return;
     this.conflicted.add(key);

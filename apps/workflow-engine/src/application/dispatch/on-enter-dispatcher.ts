@@ -486,9 +486,9 @@ export class OnEnterDispatcher {
    * engine's database out of reach stops a `recorded` entry's dispatch for now, its claim kept: this
    * process's live walk comes back to the action (StoppedHere) and runs it then — once, its receipt
    * or its run's key finding a write that did commit (AC-L3). Else the action is sent again, with
-   * growing pauses, until it is done — or until the process stops or the task has left the entry,
-   * when it is given up (a warning says so; as after a crash, it is not resumed). Any other error is
-   * a failure (AC-C3) and the dispatch goes on.
+   * growing pauses, until it is done — or until the process stops or the task has left the entry
+   * (the database out of reach as it checks is no leaving), when it is given up (a warning says so;
+   * as after a crash, it is not resumed). Any other error is a failure (AC-C3) and the dispatch goes on.
    */
   private async sessionAction(run: ActionRun, recorded: boolean): Promise<void> {
     const where = { taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, entrySeq: run.entrySeq, actionType: run.action.type, position: run.position };
@@ -503,7 +503,7 @@ export class OnEnterDispatcher {
           this.diagnostics.actionFailed({ taskId: run.task.taskId, workflowId: run.workflow.workflowId, stepId: run.step.id, actionType: run.action.type, cause: describe(error), position: run.position, trigger: 'on_enter' });
           return;
         }
-        const gone = this.stopping ? 'the process is stopping' : (await this.entryLeft(run)) ? 'the task has left the entry' : null;
+        const gone = this.stopping ? 'the process is stopping' : (await this.entryLeft(run, recorded)) ? 'the task has left the entry' : null;
         if (gone) {
           this.log.warn({ ...where, reason: gone, cause: describe(error) }, 'session action not done; given up');
           return;
@@ -514,8 +514,22 @@ export class OnEnterDispatcher {
     }
   }
 
-  /** Whether the task no longer occupies the entry the run is for. */
-  private async entryLeft(run: ActionRun): Promise<boolean> {
+  /**
+   * Whether the task no longer occupies the entry the run is for. Not known while the database is out
+   * of reach: an entry without a record (session actions only) then keeps its action, to be sent again —
+   * nothing else would come back to it; one with a record stops for now (AC-L3).
+   */
+  private async entryLeft(run: ActionRun, recorded: boolean): Promise<boolean> {
+    try {
+      await this.hooks.loseConnectionOnce('left-check-database-lost-once', run.task.taskId, this.store.pool);
+      return await this.occupancyLeft(run);
+    } catch (error) {
+      if (!recorded && isDatabaseUnreachable(error)) return false;
+      throw error;
+    }
+  }
+
+  private async occupancyLeft(run: ActionRun): Promise<boolean> {
     const task = await loadTask(this.store, run.task.taskId);
     const now = taskExists(task) ? occupancyOf(task) : null;
     return !now || now.workflowId !== run.workflow.workflowId || now.stepId !== run.step.id || now.entrySeq !== run.entrySeq;
