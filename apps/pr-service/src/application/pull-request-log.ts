@@ -23,10 +23,19 @@ export class PullRequestLog {
     return fold<PullRequestState, PullRequestEvent>(pullRequestDecider, events);
   }
 
-  /** A fact learnt outside any transaction (GitHub's answer to an effect, a read, a command): its own transaction, retried on a conflict. */
-  async record(command: PullRequestCommand, metadata: CommandMetadata): Promise<{ state: PullRequestState; events: PullRequestEvent[] }> {
+  /**
+   * A fact learnt outside any transaction (GitHub's answer to an effect, a read, a command): its own transaction, retried on a
+   * conflict. `onlyIf`, when the fact appends anything: run in the transaction after the append, before the commit; what it
+   * throws rolls the record back (a run's lock on the PR still held: PullRequestReconciler.record).
+   */
+  async record(
+    command: PullRequestCommand,
+    metadata: CommandMetadata,
+    onlyIf?: (sql: pg.PoolClient) => Promise<void>,
+  ): Promise<{ state: PullRequestState; events: PullRequestEvent[] }> {
     const executed = await this.store.execute({ metadata }, async (uow) => {
       const decision = await decideWithin(uow, pullRequestDecider, command.data.pullRequestId, command);
+      if (onlyIf && decision.decided.length > 0) await onlyIf(uow.sql);
       return { state: decision.after, events: decision.decided };
     });
     return executed.result;

@@ -1,6 +1,7 @@
 import { Controller, Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { LRUCache } from 'lru-cache';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import type pg from 'pg';
 import { ErrorCode, GantryError, isGantryError, type EventEnvelope, type PullRequestEffectFailureCode, type PullRequestFailureCode } from '@gantry/contracts';
 import { EventStore, type CommandMetadata } from '@gantry/eventstore';
 import { crashHereIfAsked, DurableConsumer, holdHereIfAsked, Sweep } from '@gantry/service-runtime';
@@ -126,14 +127,14 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       if (!state.flow || (isSettled(state) && !closed)) return;
       let seen: PullRequestOnGitHub | null = null;
       if (state.pr) {
-        seen = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.read(state.repository, state.pr!.number));
+        seen = await this.guarded(state, underLock, 'READ_PULL_REQUEST', () => this.github.read(state.repository, state.pr!.number));
         const { observation, unnamed } = await this.observe(state, seen, underLock);
         // A read that may come from a replica of GitHub behind another is no ground for an effect: the PR is read again.
         if (readHeldBack(state, observation)) return;
-        state = (await this.prs.record(this.command(state, { type: 'RecordObservation', data: { observation } }), this.metadata(pullRequestId))).state;
-        if (unnamed) await this.conflictUnnamed(state, seen, unnamed);
+        state = (await this.record(this.command(state, { type: 'RecordObservation', data: { observation } }), underLock)).state;
+        if (unnamed) await this.conflictUnnamed(state, seen, unnamed, underLock);
         if (isSettled(state)) return;
-        state = await this.methodAllowedAgain(state);
+        state = await this.methodAllowedAgain(state, underLock);
         this.followMergeability(pullRequestId, seen);
       }
       const effect = pendingEffects(state)[0];
@@ -169,9 +170,19 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     const base = baseWentBack(state, observation) ? observation.baseBranch : '';
     // Kept in the database, not in this process: the run holds the PR's advisory lock, so the reads of every replica
     // come here one after the other, and a read showing something else — on any replica — starts the wait again. Most
-    // reads show nothing back and find no row (learnt as the run took the lock): they send nothing.
+    // reads show nothing back and find no row (learnt as the run took the lock): they send nothing. Each write of the row
+    // is made only while the run's session holds the lock, in the same statement (`underLock.held`): a run that lost it
+    // would end or start the wait of a read made by the run that holds it now.
     if (!head && !base) {
-      if (underLock.shownBackRow) await this.store.pool.query(`DELETE FROM pull_request_shown_back WHERE pull_request_id = $1`, [id]);
+      if (underLock.shownBackRow) {
+        const { rows } = await this.store.pool.query<{ held: boolean }>(
+          `WITH held AS (SELECT ${underLock.held} AS held),
+                gone AS (DELETE FROM pull_request_shown_back WHERE pull_request_id = $1 AND (SELECT held FROM held))
+           SELECT held FROM held`,
+          [id],
+        );
+        if (rows[0]?.held !== true) throw lockLost(underLock, id, 'RecordShownBack');
+      }
       underLock.shownBackRow = false;
       return;
     }
@@ -180,7 +191,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     // on only from a read of the same thing at most SHOWN_BACK_READ_GAP_MS before this one: after a longer gap with no
     // reads (the service down, its runs held up) GitHub may have shown anything meanwhile.
     const { rows } = await this.store.pool.query<{ shown_ms: string }>(
-      `INSERT INTO pull_request_shown_back AS b (pull_request_id, shown, since, last_read) VALUES ($1, $2, now()::text, now()::text)
+      `INSERT INTO pull_request_shown_back AS b (pull_request_id, shown, since, last_read) SELECT $1, $2, now()::text, now()::text WHERE ${underLock.held}
        ON CONFLICT (pull_request_id) DO UPDATE SET
          shown = EXCLUDED.shown,
          since = CASE WHEN b.shown = EXCLUDED.shown AND b.last_read IS NOT NULL
@@ -190,6 +201,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
        RETURNING 1000 * extract(epoch FROM now() - since::timestamptz) AS shown_ms`,
       [id, `${head} ${base}`, SHOWN_BACK_READ_GAP_MS],
     );
+    if (rows.length === 0) throw lockLost(underLock, id, 'RecordShownBack');
     underLock.shownBackRow = true;
     // How long it has been shown, by the database's clock, as a time of this replica's (the read's `observedAt`).
     const shownMs = Math.max(0, Number(rows[0]!.shown_ms));
@@ -236,7 +248,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     await this.sinceShownBack(state, observation, underLock);
     // A read the PR does not follow (yet) asks neither for checks nor for git's look-up of a conflict.
     if (readHeldBack(state, observation)) return { observation, unnamed: null };
-    if (pr.state === 'open') observation.checks = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.checks(state.repository, pr.headSha));
+    if (pr.state === 'open') observation.checks = await this.guarded(state, underLock, 'READ_PULL_REQUEST', () => this.github.checks(state.repository, pr.headSha));
     let unnamed: string | null = null;
     // PR-18: a conflict and the look-ups of its files were against the base recorded; on another base, they are over.
     const sameBase = baseBranchOf(state) === pr.baseBranch;
@@ -264,9 +276,9 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    * conflict as the PR's last failure (MERGE_CONFLICT, naming the head and git's answer), to be seen in get_pull_request:
    * a conflict is recorded — and a sprint run paused — only with its files.
    */
-  private async conflictUnnamed(state: PullRequestState, seen: PullRequestOnGitHub, error: string): Promise<void> {
+  private async conflictUnnamed(state: PullRequestState, seen: PullRequestOnGitHub, error: string, underLock: UnderLock): Promise<void> {
     const id = state.pullRequestId;
-    const { state: after } = await this.prs.record(this.command(state, { type: 'RecordConflictFilesUnknown', data: { headSha: seen.headSha, message: error } }), this.metadata(id));
+    const { state: after } = await this.record(this.command(state, { type: 'RecordConflictFilesUnknown', data: { headSha: seen.headSha, message: error } }), underLock);
     const attempt = after.conflictLookups?.headSha === seen.headSha ? after.conflictLookups.failures : null;
     if (attempt === null) return;
     if (attempt < CONFLICT_LOOKUPS) {
@@ -293,11 +305,11 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
   /** One effect, after the read that preceded it; GitHub's answer is recorded, and a crash before that is recovered by the next read. */
   private async carryOut(effect: PullRequestEffect, state: PullRequestState, seen: PullRequestOnGitHub | null, underLock: UnderLock): Promise<void | 'read-later'> {
     const id = state.pullRequestId;
-    const beforeChange = () => lockStillHeld(underLock, id, effect.type);
-    const record = (command: PullRequestCommand) => this.prs.record(command, this.metadata(id));
+    const beforeChange = () => lockStillHeld(this.store.pool, underLock, id, effect.type);
+    const record = (command: PullRequestCommand) => this.record(command, underLock);
     switch (effect.type) {
       case 'OPEN_PULL_REQUEST': {
-        const found = await this.guarded(state, effect.type, () => this.github.findOpen(effect.repository, effect.branch, effect.baseBranch));
+        const found = await this.guarded(state, underLock, effect.type, () => this.github.findOpen(effect.repository, effect.branch, effect.baseBranch));
         if (found && found.baseBranch !== effect.baseBranch) {
           // A person pointed it at another base (before it was recorded): adopted as it is, never opened again on
           // the product's base. Reads, conflicts and merges go by the base GitHub shows.
@@ -316,10 +328,10 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
             : 'merged once its story is done and its checks are green';
         let opened;
         try {
-          if (!found) beforeChange();
+          if (!found) await beforeChange();
           opened = found
             ? { pr: found, adopted: true }
-            : await this.guarded(state, effect.type, () =>
+            : await this.guarded(state, underLock, effect.type, () =>
                 this.github.open({
                   repository: effect.repository,
                   branch: effect.branch,
@@ -340,8 +352,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         return;
       }
       case 'MARK_READY_FOR_REVIEW': {
-        if (!seen || seen.draft) beforeChange();
-        const { alreadyReady } = seen && !seen.draft ? { alreadyReady: true } : await this.guarded(state, effect.type, () => this.github.markReadyForReview(effect.nodeId));
+        if (!seen || seen.draft) await beforeChange();
+        const { alreadyReady } = seen && !seen.draft ? { alreadyReady: true } : await this.guarded(state, underLock, effect.type, () => this.github.markReadyForReview(effect.nodeId));
         crashHereIfAsked('github:mark_ready_for_review');
         await record(this.command(state, { type: 'RecordReadyForReview', data: { headSha: seen?.headSha ?? state.headSha!, alreadyReady } }));
         return;
@@ -351,8 +363,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
           await record(this.command(state, { type: 'RecordAutoMergeEnabled', data: { headSha: effect.expectedHeadSha } }));
           return;
         }
-        beforeChange();
-        const answer = await this.guarded(state, effect.type, () => this.github.enableAutoMerge(effect.nodeId, effect.expectedHeadSha, effect.mergeMethod));
+        await beforeChange();
+        const answer = await this.guarded(state, underLock, effect.type, () => this.github.enableAutoMerge(effect.nodeId, effect.expectedHeadSha, effect.mergeMethod));
         crashHereIfAsked('github:enable_auto_merge');
         if (answer.outcome === 'ENABLED') await record(this.command(state, { type: 'RecordAutoMergeEnabled', data: { headSha: effect.expectedHeadSha } }));
         if (answer.outcome === 'REFUSED') {
@@ -370,7 +382,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         // ALREADY_ENABLED: this call sent again after the first one's answer was lost (or someone enabled it):
         // no failure — the next read shows it on, and it is recorded from there, for the head GitHub shows (PR-13).
         // DRAFT: a person converted it to a draft since the read before (PR-17): the next read records the draft.
-        if (answer.outcome === 'METHOD_NOT_ALLOWED') await this.methodNotAllowed(state, effect.type, effect.expectedHeadSha, answer.message, seen);
+        if (answer.outcome === 'METHOD_NOT_ALLOWED') await this.methodNotAllowed(state, underLock, effect.type, effect.expectedHeadSha, answer.message, seen);
         if (answer.outcome === 'CONFLICT') {
           // The PR conflicts with its base ("dirty status"), as a direct merge's 405 "not mergeable" says: a refused merge
           // of this head (PR-14), decided again only once GitHub shows the PR differently or the head moves. The
@@ -389,8 +401,8 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       }
       case 'DISABLE_AUTO_MERGE': {
         if (seen?.autoMergeEnabled !== false) {
-          beforeChange();
-          const answer = await this.guarded(state, effect.type, () => this.github.disableAutoMerge(effect.nodeId));
+          await beforeChange();
+          const answer = await this.guarded(state, underLock, effect.type, () => this.github.disableAutoMerge(effect.nodeId));
           if (answer.outcome === 'NOT_ENABLED') {
             // This call sent again after the first one's answer was lost (or merged or closed since): no
             // failure — the next read shows it off (recorded from there, with no call) or the PR settled.
@@ -403,7 +415,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
       }
       case 'MERGE': {
         await holdHereIfAsked('github:merge');
-        beforeChange();
+        await beforeChange();
         let answer;
         try {
           answer = await this.github.merge(effect.repository, effect.prNumber, effect.sha, effect.mergeMethod);
@@ -412,7 +424,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
             // GitHub says 405 "not mergeable" to a PR that is no longer open — and this merge may be Octokit's
             // retry of one whose answer was lost after GitHub merged. Read first: a merged (or closed) PR is
             // recorded by the next round's read, not as a refusal of its head.
-            const after = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.read(effect.repository, effect.prNumber));
+            const after = await this.guarded(state, underLock, 'READ_PULL_REQUEST', () => this.github.read(effect.repository, effect.prNumber));
             if (after.state !== 'open') {
               this.log.info({ pullRequestId: id, headSha: effect.sha, merged: after.merged }, 'GitHub refused the merge of a pull request no longer open; reading it again');
               return;
@@ -430,10 +442,10 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
             );
             return;
           }
-          throw await this.failed(state, effect.type, error);
+          throw await this.failed(state, underLock, effect.type, error);
         }
         crashHereIfAsked('github:merge');
-        if (answer.outcome === 'METHOD_NOT_ALLOWED') return this.methodNotAllowed(state, effect.type, effect.sha, answer.message, seen);
+        if (answer.outcome === 'METHOD_NOT_ALLOWED') return this.methodNotAllowed(state, underLock, effect.type, effect.sha, answer.message, seen);
         if (answer.outcome === 'MERGED') {
           this.log.info({ pullRequestId: id, prNumber: effect.prNumber, headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha }, 'pull request merged');
           await record(this.command(state, { type: 'RecordMerged', data: { headSha: effect.sha, mergeCommitSha: answer.mergeCommitSha } }));
@@ -460,9 +472,9 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    * can change, so sending the call again changes nothing. It is the PR's last failure (get_pull_request shows
    * it) and a refused merge of the head (PR-14): tried again once GitHub shows the PR differently or the head moves.
    */
-  private async methodNotAllowed(state: PullRequestState, effect: 'ENABLE_AUTO_MERGE' | 'MERGE', headSha: string, message: string, seen: PullRequestOnGitHub | null): Promise<void> {
+  private async methodNotAllowed(state: PullRequestState, underLock: UnderLock, effect: 'ENABLE_AUTO_MERGE' | 'MERGE', headSha: string, message: string, seen: PullRequestOnGitHub | null): Promise<void> {
     const id = state.pullRequestId;
-    const record = (command: PullRequestCommand) => this.prs.record(command, this.metadata(id));
+    const record = (command: PullRequestCommand) => this.record(command, underLock);
     this.log.error({ pullRequestId: id, headSha, mergeMethod: state.flow?.mergeMethod, github: message }, 'the repository does not allow the merge method; a person must allow it or change the product\'s merge method');
     await record(this.command(state, { type: 'RecordEffectFailed', data: { effect, code: 'UNKNOWN', message: `the repository does not allow the ${state.flow?.mergeMethod ?? ''} merge method: ${message}` } }));
     await record(
@@ -475,26 +487,26 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
    * allows the method, and sends no webhook about a repository's merge settings, so they are read at every look at the
    * PR (a webhook, the resync, a restart) while the refusal stands. Allowed now, the merge is decided again (PR-14).
    */
-  private async methodAllowedAgain(state: PullRequestState): Promise<PullRequestState> {
+  private async methodAllowedAgain(state: PullRequestState, underLock: UnderLock): Promise<PullRequestState> {
     const refused = forHead(state, state.mergeFailure)?.refusedMergeMethod;
     if (!refused) return state;
-    const allowed = await this.guarded(state, 'READ_PULL_REQUEST', () => this.github.allowedMergeMethods(state.repository));
+    const allowed = await this.guarded(state, underLock, 'READ_PULL_REQUEST', () => this.github.allowedMergeMethods(state.repository));
     if (!allowed.includes(refused)) return state;
     this.log.info({ pullRequestId: state.pullRequestId, headSha: state.headSha, mergeMethod: refused }, 'the repository allows the merge method now; the merge is decided again');
     const command = this.command(state, { type: 'RecordMergeMethodAllowed', data: { headSha: state.mergeFailure!.headSha, mergeMethod: refused } });
-    return (await this.prs.record(command, this.metadata(state.pullRequestId))).state;
+    return (await this.record(command, underLock)).state;
   }
 
   /** A GitHub call whose typed failure is recorded on the PR before it is thrown (and the run retried later). */
-  private async guarded<T>(state: PullRequestState, effect: PullRequestEffect['type'] | 'READ_PULL_REQUEST', call: () => Promise<T>): Promise<T> {
+  private async guarded<T>(state: PullRequestState, underLock: UnderLock, effect: PullRequestEffect['type'] | 'READ_PULL_REQUEST', call: () => Promise<T>): Promise<T> {
     try {
       return await call();
     } catch (error) {
-      throw await this.failed(state, effect, error);
+      throw await this.failed(state, underLock, effect, error);
     }
   }
 
-  private async failed(state: PullRequestState, effect: PullRequestEffect['type'] | 'READ_PULL_REQUEST', error: unknown): Promise<unknown> {
+  private async failed(state: PullRequestState, underLock: UnderLock, effect: PullRequestEffect['type'] | 'READ_PULL_REQUEST', error: unknown): Promise<unknown> {
     const { retryAt } = rateLimitRetry(error);
     if (retryAt) {
       await this.rateLimit
@@ -502,12 +514,16 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
         .catch((holdError: unknown) => this.log.warn({ pullRequestId: state.pullRequestId, retryAt, error: String(holdError) }, 'could not keep the rate limit\'s reset for the other replicas'));
     }
     if (isGantryError(error) && EFFECT_FAILURE_CODES.has(error.code)) {
-      await this.prs
-        .record(
+      try {
+        await this.record(
           this.command(state, { type: 'RecordEffectFailed', data: { effect, code: error.code as PullRequestEffectFailureCode, message: error.message, ...rateLimitRetry(error) } }),
-          this.metadata(state.pullRequestId),
-        )
-        .catch((recordError: unknown) => this.log.warn({ pullRequestId: state.pullRequestId, error: String(recordError) }, 'could not record an effect failure'));
+          underLock,
+        );
+      } catch (recordError) {
+        // The lock lost meanwhile is what ends the run (retryLater says so); the failure is another run's to record.
+        if (recordError instanceof PullRequestLockLost) return recordError;
+        this.log.warn({ pullRequestId: state.pullRequestId, error: String(recordError) }, 'could not record an effect failure');
+      }
     }
     return error;
   }
@@ -521,7 +537,7 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     if (error instanceof PullRequestLockLost) {
       // Another replica may be working on the PR now; this one looks at it again as after a failed run, reading first.
       const delayMs = this.nextAttemptWaitMs(pullRequestId, error);
-      this.log.warn({ pullRequestId, effect: error.effect, error: error.cause.message, retryInMs: delayMs }, 'the pull request\'s lock was lost; the run ends before its next change on GitHub, and the pull request is worked on again later');
+      this.log.warn({ pullRequestId, before: error.before, error: error.cause.message, retryInMs: delayMs }, 'the pull request\'s lock was lost; the run ends before it changes or records anything more, and the pull request is worked on again later');
       this.ask(pullRequestId, delayMs);
       return;
     }
@@ -551,6 +567,20 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
     return Math.min(cap, 500 * 2 ** Math.min(n, 10));
   }
 
+  /**
+   * A fact the run learnt, recorded only while the run still holds the PR's lock. A run that lost it (its connection
+   * gone, or not yet noticed as gone) may have read GitHub before another replica's run, which holds the lock now, read
+   * and recorded it: its record would come after that newer one, or beside it (a stale read recorded last, a decision
+   * made twice). The check is in the record's transaction, after its append and before its commit
+   * (PullRequestLog.record): held there, no other run had the lock when the append took its place in the stream, so a
+   * later run's record of the PR — on any replica — can only come after it, since an append at the same place waits
+   * for this commit and then decides again on top of it. A record that appends nothing needs no check.
+   */
+  private record(command: PullRequestCommand, underLock: UnderLock): Promise<{ state: PullRequestState }> {
+    const id = command.data.pullRequestId;
+    return this.prs.record(command, this.metadata(id), (sql) => lockStillHeld(sql, underLock, id, command.type));
+  }
+
   private command<C extends PullRequestCommand>(state: PullRequestState, c: { type: C['type']; data: Omit<C['data'], 'pullRequestId' | 'repository' | 'branch' | 'now'> }): PullRequestCommand {
     return {
       type: c.type,
@@ -564,23 +594,37 @@ export class PullRequestReconciler implements OnApplicationBootstrap, BeforeAppl
 }
 
 /**
- * A run whose PR lock was lost (its connection gone, and the lock with its session) before a change on GitHub: another
- * replica may have taken the lock since, and two runs would act on the PR at once.
+ * A run whose PR lock was lost (its connection gone, and the lock with its session) before a change on GitHub or a
+ * record of its own: another replica may have taken the lock since, and two runs would act on the PR at once.
  */
 export class PullRequestLockLost extends Error {
   constructor(
     readonly pullRequestId: string,
-    readonly effect: PullRequestEffect['type'],
+    /** What the run was about to do: an effect on GitHub, or the command of a record. */
+    readonly before: PullRequestEffect['type'] | PullRequestCommand['type'] | 'RecordShownBack',
     override readonly cause: Error,
   ) {
-    super(`the lock of pull request ${pullRequestId} was lost before ${effect}: ${cause.message}`);
+    super(`the lock of pull request ${pullRequestId} was lost before ${before}: ${cause.message}`);
     this.name = 'PullRequestLockLost';
   }
 }
 
-/** Called right before each call that changes the PR on GitHub (reads need no lock to be harmless). */
-function lockStillHeld(underLock: UnderLock, pullRequestId: string, effect: PullRequestEffect['type']): void {
-  if (underLock.lost) throw new PullRequestLockLost(pullRequestId, effect, underLock.lost);
+/**
+ * Called right before each call that changes the PR on GitHub (reads need no lock to be harmless), and in the transaction
+ * of each record of the run after its append (`sql`: that transaction's connection). A loss the lock's connection has
+ * reported ends the run with no round trip; else PostgreSQL's lock table says whether the run's session still holds the
+ * lock — a connection lost without a word yet (a session ended while its socket has not closed here) is lost too.
+ */
+async function lockStillHeld(sql: pg.Pool | pg.PoolClient, underLock: UnderLock, pullRequestId: string, before: PullRequestLockLost['before']): Promise<void> {
+  if (underLock.lost) throw lockLost(underLock, pullRequestId, before);
+  // Text with no parameters: in a record's transaction it goes in one message with the writes waiting for it.
+  const { rows } = await sql.query<{ held: boolean }>(`SELECT ${underLock.held} AS held`);
+  if (rows[0]?.held !== true) throw lockLost(underLock, pullRequestId, before);
+}
+
+/** The run's lock is lost: as its connection reported it, or as PostgreSQL's lock table shows it before the connection says so. */
+function lockLost(underLock: UnderLock, pullRequestId: string, before: PullRequestLockLost['before']): PullRequestLockLost {
+  return new PullRequestLockLost(pullRequestId, before, underLock.lost ?? new Error('its session no longer holds the lock'));
 }
 
 /** The longest wait before a PR whose lock another replica holds is looked at again. */

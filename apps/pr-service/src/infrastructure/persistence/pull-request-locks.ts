@@ -1,5 +1,5 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
-import type pg from 'pg';
+import pg from 'pg';
 import { createPool } from '@gantry/eventstore';
 import { failHereIfAsked, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
 import { PR_SERVICE_CONFIG, type PrServiceConfig } from '../pr-service-config.js';
@@ -15,9 +15,34 @@ export interface UnderLock {
   /**
    * Set once the lock's connection is lost (its backend terminated, the connection reset: node-postgres reports it on the
    * checked-out client as 'error' and 'end'). The lock ended with its session, and another replica may be working on the
-   * PR: the run changes nothing more on GitHub.
+   * PR: the run changes nothing more on GitHub and records nothing more of its own. A session ended on the server before
+   * its connection says so is told by `held`.
    */
   readonly lost: Error | null;
+  /**
+   * An SQL condition, true while the run's lock session still holds the PR's lock (`heldCondition`), for a statement on
+   * another connection: the run's own writes on the service's pool are made only under the lock — in the same statement,
+   * or in the same transaction after its append. Literals only: it may ride in one message with other statements.
+   */
+  readonly held: string;
+}
+
+/**
+ * True while the session `pid`, started at `startedAt` (`extract(epoch FROM backend_start)` as text: a pid alone may be a
+ * later session's once the first ended), holds the advisory lock of `key` in this database. PostgreSQL shows a bigint
+ * advisory key as its high half in `classid` and its low half in `objid`, with `objsubid` 1. `pg_locks` is the lock
+ * table as it is at that moment, not as the statement's snapshot saw it. Both pools connect as the service's role, and
+ * PostgreSQL shows a role its own sessions' start.
+ */
+export function heldCondition(session: { key: string; pid: number; startedAt: string }): string {
+  const key = pg.escapeLiteral(session.key);
+  const pid = Number(session.pid);
+  return `(EXISTS (SELECT 1 FROM pg_locks l
+             WHERE l.locktype = 'advisory' AND l.granted AND l.pid = ${pid} AND l.objsubid = 1
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+               AND l.classid::bigint = (hashtextextended(${key}, 0) >> 32) & 4294967295
+               AND l.objid::bigint = hashtextextended(${key}, 0) & 4294967295)
+           AND (SELECT extract(epoch FROM backend_start) FROM pg_stat_get_activity(${pid})) = ${pg.escapeLiteral(session.startedAt)}::numeric)`;
 }
 
 /**
@@ -49,7 +74,7 @@ export class PullRequestLocks implements OnApplicationShutdown {
 
   /**
    * Runs `work` holding the PR's lock, or answers `'busy'` at once when another session holds it. A lock whose connection
-   * is lost while `work` runs is marked `lost` for it (the work ends before its next change on GitHub); the connection is
+   * is lost while `work` runs is marked `lost` for it (the work ends before its next change on GitHub or record); the connection is
    * dropped from the pool. A query on the lock's connection that failed — the unlock above all — leaves its session in a
    * state not known: it may still hold the lock, and back in the pool it would keep it for as long as the pool keeps the
    * connection, every replica skipping the PR. Such a connection is closed (its session ends, and the lock with it),
@@ -58,7 +83,8 @@ export class PullRequestLocks implements OnApplicationShutdown {
   async whileHeld(pullRequestId: string, work: (underLock: UnderLock) => Promise<void>, onUnlockFailed: (error: unknown) => void): Promise<'ran' | 'busy'> {
     const lock = await this.pool.connect();
     let unknownSession: Error | undefined;
-    const underLock = { shownBackRow: false, lost: null as Error | null };
+    // Held by no session until the lock is taken.
+    const underLock = { shownBackRow: false, lost: null as Error | null, held: 'false' };
     const onLost = (error?: unknown) => {
       underLock.lost ??= error instanceof Error ? error : new Error('the connection of the pull request\'s lock ended');
     };
@@ -76,15 +102,19 @@ export class PullRequestLocks implements OnApplicationShutdown {
     try {
       // Two statements in one round trip (the simple protocol, hence the literal): the second takes its snapshot after
       // the first took the lock, so it sees the row of every run before — as one statement it could miss a row written
-      // by a run that unlocked between the statement's snapshot and its lock.
+      // by a run that unlocked between the statement's snapshot and its lock. The first also names the session that holds
+      // the lock, which the run's writes on the service's pool check (UnderLock.held).
       const id = lock.escapeLiteral(pullRequestId);
       const [taken, shown] = await onLock(
         () =>
           lock.query(
-            `SELECT pg_try_advisory_lock(hashtextextended(${id}, 0)) AS locked; SELECT EXISTS (SELECT 1 FROM pull_request_shown_back WHERE pull_request_id = ${id}) AS shown_back`,
-          ) as unknown as Promise<[pg.QueryResult<{ locked: boolean }>, pg.QueryResult<{ shown_back: boolean }>]>,
+            `SELECT pg_try_advisory_lock(hashtextextended(${id}, 0)) AS locked, pg_backend_pid() AS pid,
+                    (SELECT extract(epoch FROM backend_start) FROM pg_stat_get_activity(pg_backend_pid()))::text AS started_at;
+             SELECT EXISTS (SELECT 1 FROM pull_request_shown_back WHERE pull_request_id = ${id}) AS shown_back`,
+          ) as unknown as Promise<[pg.QueryResult<{ locked: boolean; pid: number; started_at: string }>, pg.QueryResult<{ shown_back: boolean }>]>,
       );
       if (!taken.rows[0]?.locked) return 'busy';
+      underLock.held = heldCondition({ key: pullRequestId, pid: taken.rows[0].pid, startedAt: taken.rows[0].started_at });
       underLock.shownBackRow = shown.rows[0]?.shown_back === true;
       try {
         await work(underLock);
