@@ -802,15 +802,10 @@ export class JobRun {
       const lease = this.lease;
       const renewal = ++this.renewals;
       this.renewingWorktree = true;
-      // Renewed from the moment the worktree service decides, after this was first asked and after
-      // any time no worktree service ran.
-      let askedAt = Date.now();
       this.worktrees
-        .renew(lease, config.worktreeLeaseMs, renewal, this.worktreeLeaseExpiresAt, (ms) => {
-          askedAt += ms;
-        })
-        .then(() => {
-          this.worktreeLeaseExpiresAt = Math.max(this.worktreeLeaseExpiresAt, askedAt + config.worktreeLeaseMs);
+        .renew(lease, config.worktreeLeaseMs, renewal, this.worktreeLeaseExpiresAt)
+        .then(({ expiresAt }) => {
+          this.worktreeLeaseExpiresAt = Math.max(this.worktreeLeaseExpiresAt, expiresAt);
         })
         .catch((error: unknown) => {
           if (this.deps.stopDeadline.aborted) return;

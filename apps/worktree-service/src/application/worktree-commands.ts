@@ -15,14 +15,14 @@ import {
   worktreeLeaseEndedError,
 } from '@gantry/contracts';
 import type { CommandContext } from '@gantry/messaging';
-import { CommandHandler, holdHereIfAsked } from '@gantry/service-runtime';
+import { CommandHandler, crashHereIfAsked, holdHereIfAsked } from '@gantry/service-runtime';
 import { EventStore, isDatabaseUnreachable } from '@gantry/eventstore';
 import { claimVerdict, type KnownJob } from '../domain/index.js';
 import { jobAfterClaimEnds, jobAsKnown } from '../infrastructure/persistence/claim-ends.js';
 import { WORKTREE_CONFIG, type WorktreeConfig } from '../infrastructure/worktree-config.js';
 import { idempotencyFor, leaseIdFor, metadataOf } from './command-context.js';
 import { LeaseReleases } from './lease-releases.js';
-import { findLease, type LeaseRow } from './lease-rows.js';
+import { findLease, HOLDING_STATUSES, type LeaseRow } from './lease-rows.js';
 import { serviceActor, streamIdOf, WorktreeLeaseLog, type DecideOptions } from './lease-log.js';
 import { LeaseSweep } from './lease-sweep.js';
 
@@ -100,7 +100,7 @@ export class WorktreeLeaseCommands {
   @CommandHandler(renewWorktreeLease)
   async renew(request: RequestOf<typeof renewWorktreeLease>, context?: CommandContext): Promise<ReplyOf<typeof renewWorktreeLease>> {
     const lease = await this.liveLeaseOrRefusal(request.leaseId, request.token);
-    const { result } = await this.leases.decide(
+    const { result, replayed } = await this.leases.decide(
       lease.worktree_key,
       { type: 'RenewWorktreeLease', data: { leaseId: request.leaseId, token: request.token, leaseDurationMs: request.leaseDurationMs, now: this.leases.now() } },
       {
@@ -113,7 +113,26 @@ export class WorktreeLeaseCommands {
         },
       },
     );
-    return result;
+    // Test-only (GANTRY_TEST_CRASH_AT): the renewal committed, its reply never sent.
+    crashHereIfAsked('worktree-renew:decided');
+    // A repeat answered from its receipt gets what is left of the lease as it is now: since decided, it
+    // may have been resumed at a start (or, no longer held, have nothing left).
+    const expiresAt = replayed ? await this.heldUntil(request.leaseId) : new Date(result.expiresAt);
+    return { ...result, expiresInMs: this.leftOf(expiresAt) };
+  }
+
+  /** When a lease that is still held runs out; null once it is not. */
+  private async heldUntil(leaseId: string): Promise<Date | null> {
+    const row = await findLease(this.store.pool, leaseId);
+    return row && HOLDING_STATUSES.includes(row.status) ? row.expires_at : null;
+  }
+
+  /**
+   * What is left of a lease by this service's clock as it answers, reckoned at every answer, a repeat's
+   * too (docs/jobs.md, "A runner's clock"): nothing for a lease with no expiry left.
+   */
+  private leftOf(expiresAt: Date | null): number {
+    return expiresAt ? Math.max(0, expiresAt.getTime() - this.store.clock().getTime()) : 0;
   }
 
   /** Asks for the release, then waits a little for the rescue to finish so the reply says `released` when it can. */
@@ -316,8 +335,8 @@ export class WorktreeLeaseCommands {
             path: row.path!,
             expiresAt: row.expires_at!.toISOString(),
             baseSha: row.base_sha!,
-            // Reckoned now, at every answer: a repeat of the acquire gets what is left of a lease that began earlier.
-            expiresInMs: Math.max(0, row.expires_at!.getTime() - this.store.clock().getTime()),
+            // A repeat of the acquire gets what is left of a lease that began earlier.
+            expiresInMs: this.leftOf(row.expires_at),
           };
         case 'lock_timeout':
           throw new GantryError(ErrorCode.LOCK_TIMEOUT, `worktree ${row.worktree_key} stayed locked until ${row.lock_deadline.toISOString()}`, {

@@ -1,5 +1,6 @@
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplication } from '@nestjs/common';
 import {
   acquireWorktree,
@@ -195,6 +196,22 @@ describe('worktree leases through the command path (real git, PostgreSQL and NAT
     // Another key for the ended lease is a new request: refused, as before.
     const fresh = world.client.request(releaseWorktree, { ...request, idempotencyKey: `release-reply-lost:other:${grant.leaseId}` }, { timeoutMs: 30_000 });
     expect((await refusal(fresh)).code).toBe(ErrorCode.STALE_FENCE);
+  });
+
+  it('a renewal asked again under its key (its reply lost) gets the same answer and nothing new is written, but what is left of the lease as it answers again', async () => {
+    const grant = await acquire(await claimedJob(world), { branch: 'feature/renew-reply-lost' });
+    const request = { leaseId: grant.leaseId, token: grant.token, leaseDurationMs: 600_000, idempotencyKey: `renew-reply-lost:${grant.leaseId}` };
+    const sentAt = Date.now();
+    const first = await world.client.request(renewWorktreeLease, request, { timeoutMs: 30_000 });
+    expect(first.expiresInMs).toBeLessThanOrEqual(Date.parse(first.expiresAt) - sentAt);
+    const eventsBefore = await world.count(`SELECT count(*) AS n FROM events`);
+
+    await sleep(500);
+    const again = await world.client.request(renewWorktreeLease, request, { timeoutMs: 30_000 });
+    expect(again).toEqual({ ...first, expiresInMs: expect.any(Number) });
+    expect(again.expiresInMs).toBeLessThanOrEqual(first.expiresInMs! - 500);
+    expect(await world.count(`SELECT count(*) AS n FROM events`)).toBe(eventsBefore);
+    await release(grant);
   });
 
   it('a dirty worktree released: a rescue branch holds its changes and the worktree is clean', async () => {

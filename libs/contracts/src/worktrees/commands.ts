@@ -81,6 +81,15 @@ export const AcquireWorktreeRequestSchema = CommandMetaSchema.extend({
 });
 export type AcquireWorktreeRequest = z.infer<typeof AcquireWorktreeRequestSchema>;
 
+/**
+ * What is left of a lease by the worktree service's clock as it answers — reckoned at every answer, so
+ * also for a command asked again under its key and answered from its receipt, whose lease may have
+ * begun or been renewed long before, or resumed at a start since. A caller counts it from when it sent
+ * the try that got the answer, never reading `expiresAt` against its own clock (docs/jobs.md, "A
+ * runner's clock"). Absent from a worktree service that does not say.
+ */
+const LeaseLeftMsSchema = z.number().int().nonnegative().optional();
+
 export const WorktreeLeaseGrantSchema = z.object({
   leaseId: WorktreeLeaseIdSchema,
   token: WorktreeLeaseTokenSchema,
@@ -89,13 +98,7 @@ export const WorktreeLeaseGrantSchema = z.object({
   expiresAt: IsoTimestampSchema,
   /** The commit the worktree was synced to: the job's base_sha. */
   baseSha: ShaSchema,
-  /**
-   * What is left of the lease by the service's clock as it answers — reckoned at every answer, so also
-   * for an acquire asked again under its key, whose lease may have begun long before. A caller counts
-   * it from when it sent the try that got the answer, never reading `expiresAt` against its own clock
-   * (docs/jobs.md, "A runner's clock"). Absent from a worktree service that does not say.
-   */
-  expiresInMs: z.number().int().nonnegative().optional(),
+  expiresInMs: LeaseLeftMsSchema,
 });
 export type WorktreeLeaseGrant = z.infer<typeof WorktreeLeaseGrantSchema>;
 
@@ -211,7 +214,7 @@ export const renewWorktreeLease = defineCommand({
   context: 'worktrees',
   name: 'renew_worktree_lease',
   request: RenewWorktreeLeaseRequestSchema,
-  reply: z.object({ leaseId: WorktreeLeaseIdSchema, token: WorktreeLeaseTokenSchema, expiresAt: IsoTimestampSchema }),
+  reply: z.object({ leaseId: WorktreeLeaseIdSchema, token: WorktreeLeaseTokenSchema, expiresAt: IsoTimestampSchema, expiresInMs: LeaseLeftMsSchema }),
   examples: {
     valid: [leaseRefExample, { ...leaseRefExample, leaseDurationMs: 120_000 }],
     invalid: [

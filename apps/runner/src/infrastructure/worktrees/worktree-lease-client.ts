@@ -18,6 +18,25 @@ export interface WorktreeLeaseGranted {
   expiresAt: number;
 }
 
+/**
+ * The try that got an answer, for a lease's end by this runner's clock (docs/jobs.md, "A runner's
+ * clock"): what the answer says is left of the lease, counted from when that try was sent — the
+ * service answered after, so the end falls a little before its own, never after, even for an answer
+ * stored for an earlier try whose reply was lost.
+ */
+class AnsweredTry {
+  private startedAt = Date.now();
+
+  readonly started = (at: number): void => {
+    this.startedAt = at;
+  };
+
+  /** `otherwise`: the end a service that does not say what is left (an older one) leaves to the caller. */
+  endOf(expiresInMs: number | undefined, otherwise: number): number {
+    return expiresInMs === undefined ? otherwise : this.startedAt + expiresInMs;
+  }
+}
+
 /** What an acquire may take beyond its wait for the lock: creating the worktree and syncing it (the worktree service's own budget). */
 const PREPARE_BUDGET_MS = 120_000;
 
@@ -45,7 +64,7 @@ export class WorktreeLeaseClient {
   async acquire(request: WorktreeRequest, signal?: AbortSignal): Promise<WorktreeLeaseGranted> {
     // Waiting in line for the lock is part of the call: the retries must outlast the lock timeout.
     const giveUpAt = Date.now() + (request.lockTimeoutMs ?? 60_000) + PREPARE_BUDGET_MS;
-    let answeredTryStartedAt = Date.now();
+    const answered = new AnsweredTry();
     const grant = await this.client.request(
       acquireWorktree,
       {
@@ -58,25 +77,24 @@ export class WorktreeLeaseClient {
         correlationId: this.options.correlationId,
         retryUntil: giveUpAt,
         abandon: this.options.abandon,
-        onTryStarted: (at) => {
-          answeredTryStartedAt = at;
-        },
+        onTryStarted: answered.started,
         ...(signal ? { signal } : {}),
       },
     );
-    // What was left when the service answered, from before it answered: never after its own expiry, even
-    // for the grant of an earlier try whose reply was lost (its lease began then).
-    if (grant.expiresInMs !== undefined) return { grant, expiresAt: answeredTryStartedAt + grant.expiresInMs };
     // A worktree service that does not say: granted once the worktree was ready, the lease runs about what was asked from the answer.
-    return { grant, expiresAt: Date.now() + request.leaseDurationMs };
+    return { grant, expiresAt: answered.endOf(grant.expiresInMs, Date.now() + request.leaseDurationMs) };
   }
 
   /**
-   * `until`: the lease's current expiry — retrying past it would renew nothing. `onClockStopped`: told
-   * the time no worktree service ran meanwhile (the one that answers resumed the lease at its start).
+   * `until`: the lease's current expiry — retrying past it would renew nothing. Returns the reply and
+   * when the renewed lease runs out by this runner's clock, counted as an acquire's: the reply says
+   * what is left of it as the service answers — a repeat answered from its receipt after a restart
+   * too, whose lease the start resumed while this runner's tries found nobody serving.
    */
-  renew(lease: { leaseId: string; token: number }, leaseDurationMs: number, renewal: number, until: number, onClockStopped?: (ms: number) => void) {
-    return this.client.request(
+  async renew(lease: { leaseId: string; token: number }, leaseDurationMs: number, renewal: number, until: number) {
+    let askedAt = Date.now();
+    const answered = new AnsweredTry();
+    const reply = await this.client.request(
       renewWorktreeLease,
       {
         leaseId: lease.leaseId,
@@ -86,8 +104,20 @@ export class WorktreeLeaseClient {
         correlationId: this.options.correlationId,
       },
       // The worktree service resumes held leases at its start: the time NATS says nobody serves does not count.
-      { timeoutMs: this.tryTimeoutMs, correlationId: this.options.correlationId, retryUntil: until, outagesStopTheClock: true, onClockStopped, abandon: this.options.abandon },
+      {
+        timeoutMs: this.tryTimeoutMs,
+        correlationId: this.options.correlationId,
+        retryUntil: until,
+        outagesStopTheClock: true,
+        onClockStopped: (ms) => {
+          askedAt += ms;
+        },
+        onTryStarted: answered.started,
+        abandon: this.options.abandon,
+      },
     );
+    // A worktree service that does not say: counted from the first try, the time nobody served aside.
+    return { reply, expiresAt: answered.endOf(reply.expiresInMs, askedAt + leaseDurationMs) };
   }
 
   /** `maxTryMs`: the longest one try may wait, when less than the service's own wait (what is left of a stop). */
