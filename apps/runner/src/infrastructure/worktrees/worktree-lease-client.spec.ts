@@ -1,8 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { acquireWorktree, deriveIdempotencyKey, ErrorCode, eventSubject, JobClaimed, jobExampleIds, listWorktreeLeases, type EventEnvelope } from '@gantry/contracts';
+import { Controller } from '@nestjs/common';
+import {
+  acquireWorktree,
+  deriveIdempotencyKey,
+  ErrorCode,
+  eventSubject,
+  JobClaimed,
+  jobExampleIds,
+  listWorktreeLeases,
+  renewWorktreeLease,
+  type EventEnvelope,
+  type ReplyOf,
+  type RequestOf,
+} from '@gantry/contracts';
 import { createGitFixture, type GitFixture } from '@gantry/git/testing';
-import { createTestWorld, type TestWorld } from '@gantry/service-runtime/testing';
+import { CommandClient } from '@gantry/messaging';
+import { CommandHandler } from '@gantry/service-runtime';
+import { createTestWorld, startTestService, type TestService, type TestWorld } from '@gantry/service-runtime/testing';
 import { eventually, startApp, type RunningApp } from '@gantry/testing';
 import { WorktreeLeaseClient, type WorktreeRequest } from './worktree-lease-client.js';
 
@@ -129,4 +144,66 @@ describe("a worktree renewal's end, by the runner's clock, across a restart of t
     // Not far before it either: the lease as the start resumed it, not as the renewal first set it.
     expect(expiresAt).toBeGreaterThan(rows[0]!.expires_at.getTime() - 2_000);
   }, 240_000);
+});
+
+/** How long the older worktree service below takes to answer: the worktree being prepared, a renewal being written. */
+const OLDER_ANSWER_MS = 500;
+
+/** A worktree service of the version before answers said what is left of a lease: its grants and renewals carry only `expiresAt`. */
+@Controller()
+class OlderWorktreeService {
+  @CommandHandler(acquireWorktree)
+  async acquire(request: RequestOf<typeof acquireWorktree>): Promise<ReplyOf<typeof acquireWorktree>> {
+    await sleep(OLDER_ANSWER_MS);
+    return {
+      leaseId: randomUUID(),
+      token: 1,
+      worktreeKey: 'shop-feature-older-1a2b3c4d5e6f',
+      path: '/srv/worktrees/shop-feature-older-1a2b3c4d5e6f',
+      expiresAt: new Date(Date.now() + request.leaseDurationMs).toISOString(),
+      baseSha: '4b825dc642cb6eb9a060e54bf8d69288fbee4904',
+    };
+  }
+
+  @CommandHandler(renewWorktreeLease)
+  async renew(request: RequestOf<typeof renewWorktreeLease>): Promise<ReplyOf<typeof renewWorktreeLease>> {
+    await sleep(OLDER_ANSWER_MS);
+    return { leaseId: request.leaseId, token: request.token, expiresAt: new Date(Date.now() + request.leaseDurationMs!).toISOString() };
+  }
+}
+
+/**
+ * A runner beside a worktree service that does not say what is left of a lease (docs/jobs.md, "A
+ * runner's clock"): it counts a grant as the duration it asked for from the grant's arrival, and a
+ * renewal from when it first asked.
+ */
+describe("a worktree lease's end, by the runner's clock, beside an older worktree service", () => {
+  let older: TestService;
+  let leases: WorktreeLeaseClient;
+
+  beforeAll(async () => {
+    older = await startTestService({ label: 'runner-wt-older', context: 'worktrees', controllers: [OlderWorktreeService] });
+    leases = new WorktreeLeaseClient(older.app.get(CommandClient), { tryTimeoutMs: 30_000 });
+  });
+  afterAll(async () => {
+    await older?.close();
+  });
+
+  it('a grant without what is left of its lease is counted the duration asked for from its arrival; a renewal without it, from when it was first asked', async () => {
+    const leaseDurationMs = 60_000;
+    const request: WorktreeRequest = { jobId: `job-${randomUUID()}`, jobLeaseToken: 1, repositoryUrl: 'https://github.com/acme/shop.git', branch: 'feature/older', baseRef: 'main', leaseDurationMs };
+    const askedAt = Date.now();
+    const { grant, expiresAt: granted } = await leases.acquire(request);
+    const grantedAt = Date.now();
+    expect(grant.expiresInMs).toBeUndefined();
+    expect(granted - leaseDurationMs).toBeGreaterThanOrEqual(askedAt + OLDER_ANSWER_MS);
+    expect(granted - leaseDurationMs).toBeLessThanOrEqual(grantedAt);
+
+    const renewAskedAt = Date.now();
+    const { reply, expiresAt: renewed } = await leases.renew(grant, leaseDurationMs, 1, granted);
+    const renewedAt = Date.now();
+    expect(reply.expiresInMs).toBeUndefined();
+    expect(renewed - leaseDurationMs).toBeGreaterThanOrEqual(renewAskedAt);
+    expect(renewed - leaseDurationMs).toBeLessThanOrEqual(renewedAt - OLDER_ANSWER_MS);
+  });
 });
