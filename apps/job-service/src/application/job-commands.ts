@@ -201,11 +201,18 @@ export class JobCommandHandlers {
       // another job) is older than the look-ahead's jobs.
       if (picked.some((jobId) => jobId !== claimed && !stale.has(jobId))) this.picker.requeued();
     }
-    if (!executed.replayed) {
-      crashAfterCommitIfAsked('claim_job');
-      return executed.result;
-    }
-    return this.asItIsNow(executed.result, request.runnerId);
+    if (!executed.replayed) crashAfterCommitIfAsked('claim_job');
+    return this.withLeaseLeft(executed.replayed ? await this.asItIsNow(executed.result, request.runnerId) : executed.result);
+  }
+
+  /**
+   * A claim's answer with what is left of its lease by this service's clock as it answers, reckoned at
+   * every answer, a repeat's too: its lease may have been resumed at a start since it was granted
+   * (docs/jobs.md, "A runner's clock").
+   */
+  private withLeaseLeft(reply: ReplyOf<typeof claimJob>): ReplyOf<typeof claimJob> {
+    if (!reply.claimed) return reply;
+    return { ...reply, leaseExpiresInMs: Math.max(0, Date.parse(reply.job.leaseExpiresAt) - Date.parse(this.now())) };
   }
 
   /**

@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore, isDatabaseUnreachable, lastLeaseSweep, recordLeaseSweep } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
-import { BusLossResumption, describeFault, RecurringFaults, Sweep } from '@gantry/service-runtime';
+import { BusLossResumption, describeFault, holdHereIfAsked, RecurringFaults, Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
 import { ClaimPicker } from './claim-picker.js';
 import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
@@ -72,6 +72,8 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     // resumption) is expired now, not one sweep interval later — up to an hour on a replica set so.
     this.sweeps.start({ now: true });
     this.marks?.start();
+    // Test-only (GANTRY_TEST_HOLD_AT): a start slow to serve its first command after it resumed the leases.
+    await holdHereIfAsked('job-start:leases-resumed');
   }
 
   // Before the runtime closes the pool: a sweep in flight finishes, no new one starts.

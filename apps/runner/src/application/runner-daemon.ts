@@ -18,6 +18,7 @@ import {
 import { Bus, CommandClient, isTransient, nobodyServed } from '@gantry/messaging';
 import { componentLogger, holdHereIfAsked, Liveness, processStop, Readiness, SECRET_SCRUBBER, SERVICE_CONFIG, type ComponentLogger, type ServiceConfig } from '@gantry/service-runtime';
 import { CancellationWatch } from '../infrastructure/job-service/job-cancellations.js';
+import { claimUnderKey, type ClaimAnswered } from '../infrastructure/job-service/job-claim.js';
 import { DispatchIntake, type HeldOffer } from '../infrastructure/job-service/offer-intake.js';
 import { Backoff, untilPauseEndsMs } from './backoff.js';
 import { EarlierRunLeft, settleEarlierRun } from './earlier-run.js';
@@ -344,13 +345,14 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
         return;
       }
       let claimed;
-      // The job service's leaseExpiresAt is by its clock: the lease runs at least what was asked from
-      // the claim's first try, moved on by the time no job service ran (the one that answered resumed it).
-      const claimAsked = { at: Date.now() };
+      // The job service's leaseExpiresAt is by its clock: the claim's lease is counted on this runner's (claimUnderKey).
+      let leaseRunsOutAt: number;
       // Test-only (GANTRY_TEST_HOLD_AT): the job service goes silent before the claim is sent.
       await holdHereIfAsked('runner:claim');
       try {
-        const reply = await this.claim(offer, fields, claimAsked);
+        const answered = await this.claim(offer, fields);
+        const reply = answered.reply;
+        leaseRunsOutAt = answered.leaseRunsOutAt;
         if (!reply.claimed) {
           this.log.info(fields, 'offer dropped: the claim went elsewhere');
           held.ack();
@@ -394,7 +396,7 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
           stopDeadline: this.stopDeadline.signal,
         },
         this.shutdown.signal,
-        claimAsked.at + this.config.jobLeaseMs,
+        leaseRunsOutAt,
       );
       this.runs.set(claimed.jobId, run);
       let outcome: JobRunOutcome;
@@ -415,18 +417,8 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
     }
   }
 
-  /**
-   * The claim of an offered job, asked again under its key while it gets no answer: the job service
-   * answers a repeat with the job as it is now (docs/jobs.md, "Claims"). Tries that reached no job
-   * service at all (UNAVAILABLE) wrote nothing, and after three command timeouts the offer goes back.
-   * Once a try went unanswered by a job service that got it (TIMEOUT), the claim may have been
-   * written: given up, the offer would go to another runner, which is refused the job, and the job
-   * would sit claimed by this runner, running nowhere, until its lease expired, an attempt spent. So
-   * it is asked until it is answered; only a shutdown past its grace stops it (the next start under
-   * this id gives the claim back).
-   */
-  /** `asked.at` is moved on by each stretch of time NATS said no job service served. */
-  private async claim(offer: JobOffer, fields: Record<string, unknown>, asked: { at: number }): Promise<ReplyOf<typeof claimJob>> {
+  /** The claim of an offered job, asked until it is answered or this runner shuts down (claimUnderKey). */
+  private claim(offer: JobOffer, fields: Record<string, unknown>): Promise<ClaimAnswered> {
     const request = {
       runnerId: this.config.runnerId,
       kinds: this.config.kinds,
@@ -434,29 +426,15 @@ export class RunnerDaemon implements OnApplicationBootstrap, BeforeApplicationSh
       leaseDurationMs: this.config.jobLeaseMs,
       idempotencyKey: deriveIdempotencyKey(`${this.config.runnerId}/claim`, { offer: jobOfferMessageId(offer) }),
     };
-    const options = { timeoutMs: this.config.commandTimeoutMs, correlationId: runCorrelationId(offer), abandon: this.stopDeadline.signal };
-    const giveUpAt = Date.now() + 3 * this.config.commandTimeoutMs;
-    let mayBeWritten = false;
-    let warned = false;
-    let unservedSince: number | null = null;
-    for (let tries = 1; ; tries++) {
-      const tryStart = Date.now();
-      if (unservedSince !== null) asked.at += tryStart - unservedSince;
-      unservedSince = null;
-      try {
-        return await this.commands.request(claimJob, request, options);
-      } catch (error) {
-        if (!isTransient(error)) throw error;
-        if (nobodyServed(error)) unservedSince = tryStart;
-        if (isGantryError(error) && error.code === ErrorCode.TIMEOUT) mayBeWritten = true;
-        if (this.shutdown.signal.aborted || (!mayBeWritten && Date.now() >= giveUpAt)) throw error;
-        if (mayBeWritten && !warned && Date.now() >= giveUpAt) {
-          warned = true;
-          this.log.warn({ ...fields, error: this.scrub(String(error)) }, 'the claim may have been written and got no answer; asking again under its key until it is answered');
-        }
-        await this.sleep(Math.min(2000, 250 * 2 ** Math.min(tries - 1, 10)));
-      }
-    }
+    return claimUnderKey(this.commands, request, {
+      timeoutMs: this.config.commandTimeoutMs,
+      correlationId: runCorrelationId(offer),
+      abandon: this.stopDeadline.signal,
+      stopped: () => this.shutdown.signal.aborted,
+      sleep: (ms) => this.sleep(ms),
+      onLongUnanswered: (error) =>
+        this.log.warn({ ...fields, error: this.scrub(String(error)) }, 'the claim may have been written and got no answer; asking again under its key until it is answered'),
+    });
   }
 
   /**

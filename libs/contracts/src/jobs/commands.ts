@@ -298,7 +298,18 @@ export const claimJob = defineCommand({
     idempotencyKey: IdempotencyKeySchema,
   }),
   reply: z.discriminatedUnion('claimed', [
-    z.object({ claimed: z.literal(true), job: ClaimedJobSchema }),
+    z.object({
+      claimed: z.literal(true),
+      job: ClaimedJobSchema,
+      /**
+       * What is left of the claim's lease by the job service's clock as it answers — reckoned at every
+       * answer, so also for a claim asked again under its key, whose lease may have been granted, or
+       * resumed at a start, long before. A runner counts it from when it sent the try that got the
+       * answer, never reading `leaseExpiresAt` against its own clock (docs/jobs.md, "A runner's clock").
+       * Absent from a job service that does not say.
+       */
+      leaseExpiresInMs: z.number().int().nonnegative().optional(),
+    }),
     z.object({ claimed: z.literal(false) }),
   ]),
   examples: {
