@@ -197,6 +197,33 @@ describe('durable event consumer', () => {
     expect(dead.rows.map((r) => r.kind)).toEqual(['invalid_payload', 'handler_failed']);
   });
 
+  it('a message that comes again after its dead letter was written (its term not sent yet) is given up at once: its handler does not run again, nor succeed after the event was recorded dead', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let calls = 0;
+    const locker = await pool.connect();
+    // The dead letter's write waits behind this lock until JetStream has delivered the message again.
+    await locker.query('BEGIN; LOCK TABLE dead_letters IN SHARE ROW EXCLUSIVE MODE');
+    try {
+      await publish(envelope(9));
+      startConsumer(durable, async (n, eventId, sql) => {
+        calls++;
+        if (calls === 1) throw new Error('the downstream system is away');
+        await insertPing(n, eventId, sql); // it would work now
+      }, { ackWaitMs: 1000, maxDeliver: 1 });
+      await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).delivered.consumer_seq >= 2, { what: 'the message delivered again' });
+      await bus.nc.flush();
+    } finally {
+      await locker.query('COMMIT');
+      locker.release();
+    }
+    await eventually(async () => (await bus.jsm.consumers.info(streamName(naming, context), durable)).num_ack_pending === 0, { what: 'nothing pending' });
+    await consumerCaughtUp(bus.jsm, streamName(naming, context), durable);
+    const dead = await pool.query<{ kind: string }>(`SELECT error->>'kind' AS kind FROM dead_letters WHERE consumer = $1`, [durable]);
+    expect(dead.rows.map((r) => r.kind)).toEqual(['handler_failed']);
+    expect(calls).toBe(1);
+    expect(await rows()).toEqual([]);
+  });
+
   it('stopped mid-batch, a consumer finishes the batch in hand and hands back the events it had received and not begun: the next consumer has them at once, not after the ack wait', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;
     let started!: () => void;

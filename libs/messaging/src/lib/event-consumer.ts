@@ -342,9 +342,42 @@ export class EventConsumer {
       }
       work.push({ msg, event });
     }
+    if (work.some(({ msg }) => msg.info.deliveryCount > 1)) work = await this.withoutDeadLettered(work);
     if (this.options.unaffected && work.length > 0) work = await this.withoutUnaffected(work);
     if (work.length > 1 && (await this.processTogether(work))) return;
     for (const { msg, event } of work) await this.within(event, () => this.process(msg, event));
+  }
+
+  /**
+   * Gives up at once, without running the handler, the messages of `work` that come again after
+   * this consumer dead-lettered them (their term lost: the process killed after the dead letter's
+   * write, NATS away, or the message delivered again as the write waited; or, on a shared durable,
+   * brought back by another member's retry), and returns the others. Run again, the handler could do
+   * its effect a second time, or succeed with the event recorded dead. One look-up for the batch's
+   * redeliveries, by the dead letters' unique index; a first delivery has none to find. When the
+   * look-up fails, the redelivered ones are handed back as in an outage: none of them runs unchecked.
+   */
+  private async withoutDeadLettered(work: Array<{ msg: Delivered; event: EventEnvelope }>): Promise<Array<{ msg: Delivered; event: EventEnvelope }>> {
+    const again = work.filter(({ msg }) => msg.info.deliveryCount > 1);
+    let dead: Set<number>;
+    try {
+      const { rows } = await this.options.pool.query<{ seq: string }>(
+        `SELECT m.seq FROM unnest($2::bigint[], $3::text[]) AS m(seq, payload)
+          WHERE EXISTS (SELECT 1 FROM dead_letters d WHERE d.consumer = $1 AND d.stream_sequence = m.seq AND md5(d.payload) = md5(m.payload))`,
+        [this.options.name, again.map(({ msg }) => msg.seq), again.map(({ msg }) => storedPayload(msg))],
+      );
+      dead = new Set(rows.map((r) => Number(r.seq)));
+    } catch (error) {
+      for (const { msg, event } of again) await this.onOutage(msg, event, error);
+      return work.filter(({ msg }) => msg.info.deliveryCount <= 1);
+    }
+    if (dead.size === 0) return work;
+    return work.filter(({ msg }) => {
+      if (!dead.has(msg.seq)) return true;
+      this.sayDeadLetteredBefore(msg);
+      this.settle(msg, 'term', 'dead-lettered before');
+      return false;
+    });
   }
 
   /** Acknowledges the events `unaffected` names and returns the others (all of them when it fails). */
@@ -498,7 +531,7 @@ export class EventConsumer {
 
   /** Records the message as a dead letter; when even that fails it is handed back to try again. */
   private async deadLetter(msg: Delivered, eventId: string | null, failure: Record<string, unknown>): Promise<boolean> {
-    // As text PostgreSQL can keep (a NUL character would fail the insert, and the message would be handed back for ever).
+    // Its secrets masked, as text PostgreSQL can keep (see storedPayload).
     const error = scrubStrings(failure, storableScrubber(this.options.scrub ?? scrubSecrets));
     let written: boolean;
     try {
@@ -507,7 +540,7 @@ export class EventConsumer {
       const result = await this.options.pool.query(
         `INSERT INTO dead_letters (consumer, subject, stream_sequence, event_id, payload, error) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (consumer, stream_sequence, md5(payload)) DO NOTHING`,
-        [this.options.name, msg.subject, msg.seq, eventId, storableText(decoder.decode(msg.data)), JSON.stringify(error)],
+        [this.options.name, msg.subject, msg.seq, eventId, storedPayload(msg), JSON.stringify(error)],
       );
       written = result.rowCount === 1;
     } catch (writeError) {
@@ -520,9 +553,22 @@ export class EventConsumer {
       return false;
     }
     if (written) this.options.logger.warn('message dead-lettered', { consumer: this.options.name, subject: msg.subject, sequence: msg.seq, error });
-    else this.options.logger.warn('message dead-lettered before; terminated again', { consumer: this.options.name, subject: msg.subject, sequence: msg.seq });
+    else this.sayDeadLetteredBefore(msg);
     return true;
   }
+
+  private sayDeadLetteredBefore(msg: Delivered): void {
+    this.options.logger.warn('message dead-lettered before; terminated again', { consumer: this.options.name, subject: msg.subject, sequence: msg.seq });
+  }
+}
+
+/**
+ * A message's payload as its dead letter keeps it: as text PostgreSQL can keep (a NUL character
+ * would fail the insert, and the message would be handed back for ever). The dead letter is found
+ * again by it (`dead_letters_once`: consumer, stream sequence, md5 of the payload).
+ */
+function storedPayload(msg: Delivered): string {
+  return storableText(decoder.decode(msg.data));
 }
 
 /** Messages whose excused deliveries a consumer remembers, at most (about its durable's max_ack_pending). */

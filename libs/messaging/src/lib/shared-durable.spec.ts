@@ -174,6 +174,23 @@ describe('a durable shared by several consumers', () => {
     expect(broken.calls).toEqual([7, 7, 7]);
   });
 
+  it("a member's dead letter stands when another member's retry brings the event back: the member that gave it up does not run it again", async () => {
+    const durable = shared();
+    // Fails on its first delivery (and is given up there); it would succeed on a second.
+    const broken = member(durable, `broken-${randomUUID().slice(0, 6)}`, ['SharedTestRed'], { fail: (_n, call) => call === 1, maxDeliver: 1 });
+    const flaky = member(durable, `flaky-${randomUUID().slice(0, 6)}`, ['SharedTestRed'], { fail: (_n, call) => call === 1, maxDeliver: 1000 });
+    const last = await publish('SharedTestRed', 9);
+    broken.consumer.start();
+    flaky.consumer.start();
+    await caughtUp(durable.name, last);
+    expect(flaky.calls).toEqual([9, 9]);
+    expect(await handled(flaky.consumer.name)).toEqual([9]);
+    expect(broken.calls).toEqual([9]);
+    expect(await handled(broken.consumer.name)).toEqual([]);
+    const letters = await pool.query('SELECT consumer FROM dead_letters');
+    expect(letters.rows).toEqual([{ consumer: broken.consumer.name }]);
+  });
+
   it("a member's dead letter handed back goes to that member alone: the others do not run again, even once their inbox no longer holds the event", async () => {
     const durable = shared();
     const steady = member(durable, `steady-${randomUUID().slice(0, 6)}`, ['SharedTestRed']);
