@@ -1,7 +1,7 @@
 import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, type ConsumerConfig, type ConsumerMessages, type JsMsg, type MsgRequest } from '@nats-io/jetstream';
-import type { MsgHdrs } from '@nats-io/transport-node';
+import type { MsgHdrs, Subscription } from '@nats-io/transport-node';
 import { eventFilter, eventFilterFor, eventSubjectPrefix, streamName, type Context } from '@gantry/contracts';
-import { isNotFound, type Bus } from './bus.js';
+import { isNotFound, withinDrainBound, type Bus } from './bus.js';
 
 export interface ConsumerLogger {
   log(message: string, fields: Record<string, unknown>): void;
@@ -115,7 +115,7 @@ export interface DurableReaderOptions {
 export class DurableReader {
   private running = false;
   private loop: Promise<void> | null = null;
-  private messages: ConsumerMessages | null = null;
+  private pull: Pull | null = null;
   private ready = false;
   /** Messages this process received and has not finished (acknowledged or terminated): stream sequence → time in the stream (ms). */
   private readonly unfinished = new Map<number, number>();
@@ -152,7 +152,7 @@ export class DurableReader {
   async stop(): Promise<void> {
     this.running = false;
     settlements.flush(); // what was settled goes out before the subscription closes
-    await this.messages?.close().catch(() => undefined);
+    if (this.pull) await this.pull.close();
     await this.loop;
     this.loop = null;
     settlements.flush(); // and what the batch in hand settled, before the connection is closed
@@ -160,7 +160,7 @@ export class DurableReader {
 
   /** Ends the current subscription (what is in hand comes back); the reader subscribes again. */
   interrupt(): void {
-    this.messages?.close().catch(() => undefined);
+    this.pull?.close().catch(() => undefined);
   }
 
   /** The settings of the durable that JetStream lets change on a durable that exists. */
@@ -249,28 +249,29 @@ export class DurableReader {
       try {
         await this.ensureConsumer();
         const consumer = await this.options.bus.js.consumers.get(this.streamName, this.options.name);
-        const messages = await consumer.consume({ max_messages: 64 });
+        this.pull = new Pull(await consumer.consume({ max_messages: 64 }));
         if (!this.running) {
-          // Stopped while subscribing. The subscription is closed once its iterator has run out;
-          // what it had received comes back after its ack wait.
-          const closing = messages.close();
-          for await (const _msg of messages);
+          // Stopped while subscribing: whatever it was sent is handed back.
+          const closing = this.pull.close();
+          for await (const msg of this.pull.messages) this.pull.finishing(msg).nak();
           await closing;
           break;
         }
-        this.messages = messages;
         this.ready = true;
-        const watching = this.watch(messages).catch((error: unknown) =>
+        const watching = this.watch(this.pull).catch((error: unknown) =>
           this.options.logger.warn('consumer status watch ended', { consumer: this.options.name, error: String(error) }),
         );
-        await this.receive(this.tracked(messages));
+        await this.receive(this.tracked(this.pull));
         await watching;
       } catch (error) {
         if (this.running) this.options.logger.warn('consumer interrupted; restarting', { consumer: this.options.name, error: String(error) });
       } finally {
         this.ready = false;
-        await this.messages?.close().catch(() => undefined);
-        this.messages = null;
+        if (this.pull) {
+          await this.pull.close();
+          await this.handBack(this.pull);
+        }
+        this.pull = null;
         // What was in hand comes back (to this process or another) and is counted again when it arrives.
         this.unfinished.clear();
       }
@@ -279,40 +280,115 @@ export class DurableReader {
   }
 
   /** The messages as they arrive, each counted as this process's until it is acknowledged or terminated. */
-  private async *tracked(messages: ConsumerMessages): AsyncIterable<Delivered> {
-    for await (const msg of messages) {
+  private async *tracked(pull: Pull): AsyncIterable<Delivered> {
+    for await (const msg of pull.messages) {
       this.unfinished.set(msg.seq, Math.floor(msg.info.timestampNanos / 1_000_000));
-      yield this.finishing(msg);
+      const delivered = pull.finishing(msg);
+      const done = () => this.unfinished.delete(msg.seq);
+      yield {
+        ...delivered,
+        ack: () => (done(), delivered.ack()),
+        term: () => (done(), delivered.term()),
+      };
     }
   }
 
-  private finishing(msg: JsMsg): Delivered {
-    const done = () => this.unfinished.delete(msg.seq);
+  /**
+   * Sends what was handed back once the pull was closed (held by Pull), in stream order, once
+   * JetStream has let go of the closed pull. A closed pull's request stays on the durable until its
+   * expiry (30 s) or the durable's next look for a pull to deliver to, and NATS 2.9.10 takes a
+   * message handed back while it is there as delivered again: the message then waits for its ack
+   * wait all the same, and the durable steps back over the newest message it delivered, which comes
+   * a second time. A consumer-info request drops the pull requests no one listens to any more, so it
+   * goes first: what is handed back then goes to a live pull (another replica's), or to the next one.
+   */
+  private async handBack(pull: Pull): Promise<void> {
+    settlements.flush(); // what the consumer settled as its reading ended
+    const due = pull.handedBack();
+    if (due.length === 0) return;
+    if (pull.answering) await this.options.bus.jsm.consumers.info(this.streamName, this.options.name).catch((error: unknown) =>
+      this.options.logger.warn('could not look at the durable before handing messages back; they may wait for their ack wait', {
+        consumer: this.options.name,
+        error: String(error),
+      }),
+    );
+    for (const { seq, send } of due.sort((a, b) => a.seq - b.seq)) {
+      try {
+        send();
+      } catch (error) {
+        this.options.logger.warn('could not hand a message back; JetStream will redeliver it after its ack wait', { consumer: this.options.name, sequence: seq, error: String(error) });
+      }
+    }
+  }
+
+  /** A deleted consumer would otherwise leave us pulling from nothing forever. */
+  private async watch(pull: Pull): Promise<void> {
+    for await (const status of pull.messages.status()) {
+      if (status.type === 'consumer_deleted' || status.type === 'consumer_not_found' || status.type === 'stream_not_found') {
+        this.options.logger.warn('consumer disappeared; recreating', { consumer: this.options.name, status: status.type });
+        await pull.close();
+        return;
+      }
+    }
+  }
+}
+
+/**
+ * One subscription to a durable (`consume`) and what it was sent. Once it is closed, what the
+ * consumer hands back (nak) is held until the reader sends it (DurableReader.handBack).
+ */
+class Pull {
+  private closing: Promise<void> | null = null;
+  /** False once NATS did not confirm the close: nothing more is asked of it before the hand-back. */
+  answering = true;
+  /** What was handed back since the pull was closed, not sent yet; null while it is open, and once sent. */
+  private held: Array<{ seq: number; send: () => void }> | null = null;
+
+  constructor(readonly messages: ConsumerMessages) {}
+
+  /**
+   * Stops the pull. JetStream may be sending it messages as it closes (a pull request cannot be
+   * withdrawn): the subscription is drained rather than dropped, so that those still on their way
+   * arrive, are read like the others, and are handed back with them instead of waiting for their
+   * ack wait. The client's `close` drops its subscription at once, so the drain goes first; it
+   * reaches into the client's pull (its `sub`), and without one the pull is closed as before.
+   */
+  close(): Promise<void> {
+    this.held ??= [];
+    this.closing ??= (async () => {
+      const subscription = (this.messages as unknown as { sub?: Pick<Subscription, 'drain' | 'isClosed'> }).sub;
+      // A NATS that stopped answering never confirms the drain: the stop waits for it no longer than for its other drains.
+      if (subscription && !subscription.isClosed()) this.answering = await withinDrainBound(subscription.drain());
+      await this.messages.close().catch(() => undefined);
+    })();
+    return this.closing;
+  }
+
+  /** What was handed back after the close and is now the reader's to send; later naks go at once. */
+  handedBack(): Array<{ seq: number; send: () => void }> {
+    const due = this.held ?? [];
+    this.held = null;
+    return due;
+  }
+
+  finishing(msg: JsMsg): Delivered {
     return {
       seq: msg.seq,
       subject: msg.subject,
       data: msg.data,
       headers: msg.headers,
       info: msg.info,
-      ack: () => (done(), msg.ack()),
+      ack: () => msg.ack(),
       // A message handed back is still this process's to finish, wherever it is redelivered next.
-      nak: (millis) => msg.nak(millis),
+      nak: (millis) => {
+        if (this.held) this.held.push({ seq: msg.seq, send: () => msg.nak(millis) });
+        else msg.nak(millis);
+      },
       // A plain +TERM: NATS 2.9 servers take `+TERM <reason>` for no acknowledgement at all, and the
       // message came back after every ack wait to be dead-lettered again. The reason is in the dead letter.
-      term: () => (done(), msg.term()),
+      term: () => msg.term(),
       working: () => msg.working(),
     };
-  }
-
-  /** A deleted consumer would otherwise leave us pulling from nothing forever. */
-  private async watch(messages: ConsumerMessages): Promise<void> {
-    for await (const status of messages.status()) {
-      if (status.type === 'consumer_deleted' || status.type === 'consumer_not_found' || status.type === 'stream_not_found') {
-        this.options.logger.warn('consumer disappeared; recreating', { consumer: this.options.name, status: status.type });
-        await messages.close().catch(() => undefined);
-        return;
-      }
-    }
   }
 }
 

@@ -1,4 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { z } from 'zod';
 import { defineEvent, eventSubject, streamName, type Context, type EventEnvelope } from '@gantry/contracts';
@@ -246,6 +248,73 @@ describe('durable event consumer', () => {
     expect(Date.now() - stoppedAt).toBeLessThan(10_000);
     expect(await rows()).toEqual([1, 2, 3]);
   });
+
+  it('stopped as JetStream is still sending it events, a consumer hands back those on their way to it too: the next consumer has them at once, not after the ack wait', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    let started!: () => void;
+    const firstStarted = new Promise<void>((resolve) => (started = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const first = startConsumer(durable, async (n, eventId, sql) => {
+      if (n === 1) {
+        started();
+        await released;
+      }
+      await insertPing(n, eventId, sql);
+    }, { ackWaitMs: 60_000 });
+    await publish(envelope(1));
+    await firstStarted;
+    // Events 2 and 3 are published, and delivered to the first consumer's pull, while this process
+    // reads nothing from its socket: when it stops, they are still on their way to it.
+    sendWhileThisProcessWaits([envelope(2), envelope(3)], durable, 3);
+    const stopping = first.stop();
+    release();
+    await stopping;
+    expect(await rows()).toEqual([1]);
+    const stoppedAt = Date.now();
+    startConsumer(durable, insertPing, { ackWaitMs: 60_000 });
+    await eventually(async () => (await rows()).length === 3, { what: 'the events on their way handled by the next consumer', timeoutMs: 20_000 });
+    expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+    expect(await rows()).toEqual([1, 2, 3]);
+  });
+
+  /**
+   * Publishes `bodies` from a child process, which returns once JetStream has delivered the durable's
+   * messages up to stream sequence `delivered` and they are all unacknowledged. This process's event
+   * loop waits for it meanwhile, so nothing of what was sent to it is read yet.
+   */
+  function sendWhileThisProcessWaits(bodies: unknown[], durable: string, delivered: number): void {
+    const script = `
+      import { connect } from '@nats-io/transport-node';
+      import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+      const { SERVERS, SUBJECT, STREAM, DURABLE, BODIES, DELIVERED } = process.env;
+      const nc = await connect({ servers: SERVERS });
+      const js = jetstream(nc);
+      const jsm = await jetstreamManager(nc);
+      for (const body of JSON.parse(BODIES)) await js.publish(SUBJECT, JSON.stringify(body));
+      const until = Date.now() + 20_000;
+      for (;;) {
+        const info = await jsm.consumers.info(STREAM, DURABLE);
+        if (info.delivered.stream_seq >= Number(DELIVERED) && info.num_ack_pending >= Number(DELIVERED)) break;
+        if (Date.now() > until) throw new Error('not delivered: ' + JSON.stringify(info.delivered));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await nc.close();`;
+    execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('.', import.meta.url)),
+      env: {
+        ...process.env,
+        SERVERS: testNatsUrl,
+        SUBJECT: eventSubject(naming, context, 'ConsumerTestPinged', 'pr-1'),
+        STREAM: streamName(naming, context),
+        DURABLE: durable,
+        BODIES: JSON.stringify(bodies),
+        DELIVERED: String(delivered),
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
+      timeout: 60_000,
+    });
+  }
 
   it('a handler that throws is retried and succeeds later; its failed writes are rolled back', async () => {
     const durable = `d${randomUUID().slice(0, 8)}`;

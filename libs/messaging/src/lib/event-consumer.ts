@@ -309,12 +309,11 @@ export class EventConsumer {
       await this.processBatch(queue.splice(0, this.options.batchSize ?? 32));
     }
     await reading;
-    // Stopped with events received and not begun: handed back now, so that another replica (or this
-    // service started again) has them at once rather than after their ack wait. Newest first: NATS
-    // 2.9 takes a nak of the newest message delivered by stepping the durable back over it, and a
-    // nak of an older one sent before that left the older one waiting for its ack wait after all
-    // (and the newer one delivered twice) — every time, in event-consumer.spec's stop mid-batch.
-    for (const msg of queue.splice(0).reverse()) this.settle(msg, 'nak');
+    // Stopped with events received and not begun (those still on their way when the pull closed
+    // among them): handed back now, so that another replica (or this service started again) has them
+    // at once rather than after their ack wait. The reader sends them once JetStream has let go of
+    // the closed pull (DurableReader.handBack).
+    for (const msg of queue.splice(0)) this.settle(msg, 'nak');
     if (failure) throw failure;
   }
 

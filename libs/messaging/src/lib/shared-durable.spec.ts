@@ -286,6 +286,46 @@ describe('a durable shared by several consumers', () => {
     expect(steady.calls).toEqual([1, 2]);
   });
 
+  it('stopped mid-batch, its members finish the batch in hand and hand back what they had not begun, whichever member had it: the next process has it at once, not after the ack wait', async () => {
+    const name = `s${randomUUID().slice(0, 8)}`;
+    const [red, blue] = [`red-${randomUUID().slice(0, 6)}`, `blue-${randomUUID().slice(0, 6)}`];
+    let started!: () => void;
+    const firstStarted = new Promise<void>((resolve) => (started = resolve));
+    const first = shared(name);
+    member(first, red, ['SharedTestRed'], {
+      ackWaitMs: 60_000,
+      batchSize: 1,
+      withinEvent: async (event, work) => {
+        if ((event.data as { n: number }).n === 1) {
+          started();
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+        }
+        await work();
+      },
+    });
+    member(first, blue, ['SharedTestBlue'], { ackWaitMs: 60_000 });
+    await publish('SharedTestRed', 1);
+    await publish('SharedTestBlue', 2);
+    await publish('SharedTestRed', 3);
+    const last = await publish('SharedTestBlue', 4);
+    first.start();
+    await firstStarted;
+    // The blue member is done with its events; the red one has 3 waiting behind 1.
+    await eventually(async () => (await handled(blue)).length === 2 && (await bus.jsm.consumers.info(stream(), name)).delivered.stream_seq === last, { what: 'all delivered, the blue events handled' });
+    await first.stop();
+    expect(await handled(red)).toEqual([1]);
+    const stoppedAt = Date.now();
+    const next = shared(name);
+    member(next, red, ['SharedTestRed'], { ackWaitMs: 60_000 });
+    member(next, blue, ['SharedTestBlue'], { ackWaitMs: 60_000 });
+    next.start();
+    await eventually(async () => (await handled(red)).length === 2, { what: 'the red event not begun handled by the next process', timeoutMs: 20_000 });
+    expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+    await caughtUp(name, last);
+    expect(await handled(red)).toEqual([1, 3]);
+    expect(await handled(blue)).toEqual([2, 4]);
+  });
+
   it('stopped while it subscribes, it stops; a later start reads on', async () => {
     const durable = shared();
     const only = member(durable, `only-${randomUUID().slice(0, 6)}`, ['SharedTestRed']);
