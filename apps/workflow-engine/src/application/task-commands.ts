@@ -128,13 +128,22 @@ export class TaskCommands {
   @CommandHandler(returnTasksToTodo)
   async returnTasksToTodo(request: RequestOf<typeof returnTasksToTodo>, context?: CommandContext): Promise<ReplyOf<typeof returnTasksToTodo>> {
     const metadata = metadataOf(request, context);
+    // The request as a whole is answered under its key first: which of its tasks are the engine's is
+    // kept with the receipt, so the key sent again with other tasks (or another sprint run) is
+    // IDEMPOTENCY_CONFLICT before any task moves, and a repeat returns the same tasks (one deleted
+    // since is not reported unknown then). Its own scope: a task's key below is this key with more after it.
+    const { result: known } = await this.store.execute<string[]>(
+      { metadata, idempotency: { ...idempotencyFor('return_tasks_to_todo', request), scope: 'workflow.return_tasks_to_todo.request' } },
+      async (uow) => {
+        const tasks: string[] = [];
+        for (const taskId of request.taskIds) {
+          if (TaskIdSchema.safeParse(taskId).success && taskExists(await loadTask(this.store, taskId, uow.sql))) tasks.push(taskId);
+        }
+        return tasks;
+      },
+    );
     const returned: PlacementReply[] = [];
-    const unknownTaskIds: string[] = [];
-    for (const taskId of request.taskIds) {
-      if (!TaskIdSchema.safeParse(taskId).success || !taskExists(await loadTask(this.store, taskId))) {
-        unknownTaskIds.push(taskId);
-        continue;
-      }
+    for (const taskId of known) {
       // One placement per task, each under a key of its own derived from the request's.
       const reply = await this.flow.place(
         { taskId, workflowId: null, stepId: null, entryPath: 'return_to_todo' },
@@ -142,6 +151,6 @@ export class TaskCommands {
       );
       returned.push(reply);
     }
-    return { returned, unknownTaskIds };
+    return { returned, unknownTaskIds: request.taskIds.filter((taskId) => !known.includes(taskId)) };
   }
 }
