@@ -51,6 +51,7 @@ export class DecisionCommands {
 
   @CommandHandler(recordDecision)
   recordDecision(request: RequestOf<typeof recordDecision>, context?: CommandContext): Promise<ReplyOf<typeof recordDecision>> {
+    const idempotency = idempotencyFor('record_decision', request);
     return this.decide(
       {
         taskId: request.taskId,
@@ -61,7 +62,9 @@ export class DecisionCommands {
         comment: request.comment ?? null,
         decidedBy: { kind: 'person', actor: request.actor },
       },
-      { metadata: metadataOf(request, context), idempotency: idempotencyFor('record_decision', request) },
+      // The person deciding is part of the decision, not only who called: the key sent again for
+      // another person is IDEMPOTENCY_CONFLICT (the call's actor is left out of every other command's request).
+      { metadata: metadataOf(request, context), idempotency: { ...idempotency, request: { ...(idempotency.request as object), actor: request.actor } } },
     );
   }
 
