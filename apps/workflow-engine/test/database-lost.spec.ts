@@ -81,12 +81,12 @@ steps:
     return rows.filter((r) => r.ended).length;
   }
 
-  /** A task at `work` and an engine started with the task's `env`, a 1.5 s patience so that stopped entries are scanned again soon. */
+  /** A task at `work` and an engine started with the task's `env`, a 1.5 s patience unless it says otherwise, so that stopped entries are scanned again soon. */
   async function taskAndEngine(env: (taskId: string) => Record<string, string>, workflowId = 'lost'): Promise<{ taskId: string; engine: RunningApp }> {
     const taskId = `T-lost-${randomUUID().slice(0, 8)}`;
     await world.task(workflowId, { taskId });
     await world.stopEngine(world.engine);
-    return { taskId, engine: await world.startEngine({ ...env(taskId), GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '1500' }) };
+    return { taskId, engine: await world.startEngine({ GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '1500', ...env(taskId) }) };
   }
 
   /**
@@ -189,6 +189,49 @@ steps:
   it('AC-L3: an exit whose finishing append loses its connection stays open and runs again by itself, not at the next start: finished done, its actions once', async () => {
     await exitRunsAgain('exit-database-lost-once');
   }, 120_000);
+
+  /** The records of this engine's scans of the stopped entries, and of its scans at start. */
+  const scans = (engine: RunningApp, message: 'scan of the stopped entries finished' | 'recovery scan finished') => world.records(engine).filter((r) => r.message === message);
+  const scanLost = 'the database could not be reached; the entry is scanned again after a pause';
+
+  it('AC-L3: the scan of the stopped entries whose own read of an entry loses its connection counts it unreachable, not failed, and comes back to it: the fan-out once, one REVIEW job', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `database-lost-once:${id},recovery-database-lost-once:${id}` }));
+    await world.move(taskId, 'review');
+
+    const entry = await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 60_000 });
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'done'], ['queue_run_for_each_participant', 'done']]);
+    const [first] = scans(engine, 'scan of the stopped entries finished');
+    expect(first).toMatchObject({ records: 1, unreachable: 1 });
+    expect(first!.failed).toBeUndefined();
+    expect(world.records(engine).filter((r) => r.taskId === taskId && r.rule === 'AC-B9(f)')).toEqual([]);
+    const lost = world.records(engine).filter((r) => r.rule === 'AC-L3' && r.taskId === taskId && r.cause !== undefined);
+    expect(lost.map((r) => [r.level, r.message])).toEqual([
+      ['error', 'the database could not be reached; the dispatch stopped and the entry is scanned again after a pause'],
+      ['error', scanLost],
+    ]);
+    expect(String(lost[1]!.cause)).toMatch(/terminating connection/);
+    expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
+    expect(engine.process.exitCode).toBeNull();
+  }, 120_000);
+
+  it('AC-L3 / AC-B9(f): a start whose recovery scan loses its connection reading an entry counts it unreachable and comes back to it itself, not only at the next start: the fan-out once, one REVIEW job', async () => {
+    // The entry stopped at the database and left so by a clean stop (its epoch gone with it: no takeover
+    // scans it again), for the next start's recovery scan alone to find.
+    const { taskId, engine: stopped } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `database-lost-once:${id}`, GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '600000' }));
+    await world.move(taskId, 'review');
+    await world.logged((r) => r.rule === 'AC-L3' && r.taskId === taskId && r.cause !== undefined, 'the dispatch stopped at the lost connection', stopped);
+    await world.stopEngine(stopped, 'SIGTERM');
+    const engine = await world.startEngine({ GANTRY_TEST_WORKFLOW_FAIL: `recovery-database-lost-once:${taskId}`, GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '1500' });
+
+    const [startup] = scans(engine, 'recovery scan finished');
+    expect(startup).toMatchObject({ reason: 'startup', unreachable: 1 });
+    expect(startup!.failed).toBeUndefined();
+    const entry = await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 30_000 });
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'done'], ['queue_run_for_each_participant', 'done']]);
+    expect(world.records(engine).filter((r) => r.rule === 'AC-L3' && r.taskId === taskId && r.cause !== undefined).map((r) => [r.level, r.message])).toEqual([['error', scanLost]]);
+    expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
+    expect(world.engines.at(-1)).toBe(engine);
+  }, 180_000);
 
   it.each([
     ['', ['session-database-lost-once']],

@@ -33,8 +33,19 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * `session-database-lost-once:<taskId>` (the same for the first session-owned action of that task,
  * of any trigger, before it writes anything), `exit-database-lost-once:<taskId>` (the same for the
  * first append that finishes an exit of that task), `left-check-database-lost-once:<taskId>` (the
- * same for the first read of whether that task has left the entry a session action is sent again for).
+ * same for the first read of whether that task has left the entry a session action is sent again for),
+ * `recovery-database-lost-once:<taskId>` (the same for the first read of an entry of that task by a
+ * recovery scan or a scan of the stopped entries).
  */
+
+/** The faults that end a connection of the engine's once for a task (`<fault>:<taskId>`). */
+export type LostConnectionFault =
+  | 'database-lost-once'
+  | 'session-database-lost-once'
+  | 'exit-database-lost-once'
+  | 'left-check-database-lost-once'
+  | 'recovery-database-lost-once';
+
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
 export class TestHooks {
@@ -97,11 +108,11 @@ export class TestHooks {
   }
 
   /**
-   * `<fault>:<taskId>` (`database-lost-once`, `session-database-lost-once`, `exit-database-lost-once`, `left-check-database-lost-once`):
+   * `<fault>:<taskId>` (LostConnectionFault):
    * the first time, a connection of `pool` is ended by the server (pg_terminate_backend of its own
    * session) and its error thrown, as a write made on it gets it.
    */
-  async loseConnectionOnce(fault: 'database-lost-once' | 'session-database-lost-once' | 'exit-database-lost-once' | 'left-check-database-lost-once', taskId: string, pool: { connect(): Promise<{ query(text: string): Promise<unknown>; release(destroy?: boolean): void }> }): Promise<void> {
+  async loseConnectionOnce(fault: LostConnectionFault, taskId: string, pool: { connect(): Promise<{ query(text: string): Promise<unknown>; release(destroy?: boolean): void }> }): Promise<void> {
     const key = `${fault}:${taskId}`;
     if (!this.failures.has(key) || this.conflicted.has(key)) return;
     this.conflicted.add(key);

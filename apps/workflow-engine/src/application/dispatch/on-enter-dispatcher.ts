@@ -85,12 +85,15 @@ interface Context {
  * walked (its session actions among them ran, and are not run again when the walk goes on).
  */
 interface StoppedHere {
-  entry: EntryToDispatch;
+  entry: EntryKey;
   live: boolean;
   sessionDone: number;
 }
 
-const entryKey = (e: Pick<EntryToDispatch, 'taskId' | 'workflowId' | 'stepId' | 'entrySeq'>) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.entrySeq}`;
+/** A step entry's identity. */
+export type EntryKey = Pick<EntryToDispatch, 'taskId' | 'workflowId' | 'stepId' | 'entrySeq'>;
+
+const entryKey = (e: EntryKey) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.entrySeq}`;
 
 /**
  * The one dispatcher of on_enter (docs/workflow-engine.md, "Step entries", "Markers", "The on_enter
@@ -137,18 +140,29 @@ export class OnEnterDispatcher {
   }
 
   /** Whether a dispatch of the entry is under way in this process (its claims are this process's, and live). */
-  walking(entry: Pick<EntryToDispatch, 'taskId' | 'workflowId' | 'stepId' | 'entrySeq'>): boolean {
+  walking(entry: EntryKey): boolean {
     return this.inFlight.has(entryKey(entry));
   }
 
   /** The entries whose dispatch here stopped, to be scanned again (AC-L3), in no order. */
-  stoppedEntries(): EntryToDispatch[] {
+  stoppedEntries(): EntryKey[] {
     return [...this.stoppedHere.values()].map((s) => s.entry);
   }
 
-  /** Forgets a stopped entry that is no longer open (ended, or gone with its task). */
-  forgetStopped(entry: Pick<EntryToDispatch, 'taskId' | 'workflowId' | 'stepId' | 'entrySeq'>): void {
+  /** Forgets a stopped entry that is no longer open (ended, or gone with its task), or that a live process owns. */
+  forgetStopped(entry: EntryKey): void {
     this.stoppedHere.delete(entryKey(entry));
+  }
+
+  /**
+   * An entry a scan could not read or finish, the database out of reach: scanned again after a pause
+   * with the entries whose dispatch stopped so (AC-L3). One stopped here already keeps what its walk
+   * had done.
+   */
+  scanAgain(entry: EntryKey): void {
+    const key = entryKey(entry);
+    if (!this.stoppedHere.has(key)) this.stoppedHere.set(key, { entry: { taskId: entry.taskId, workflowId: entry.workflowId, stepId: entry.stepId, entrySeq: entry.entrySeq }, live: false, sessionDone: 0 });
+    for (const listener of this.stopListeners) listener();
   }
 
   /** `listener` is called each time a dispatch stops at a job service that did not take a run, a busy stream, or an unreachable database. */

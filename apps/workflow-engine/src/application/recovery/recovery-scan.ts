@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import type { EntryTermination, SkipReason } from '@gantry/contracts';
-import { EventStore, handleWithDecider } from '@gantry/eventstore';
+import { EventStore, handleWithDecider, isDatabaseUnreachable } from '@gantry/eventstore';
 import { ENGINE_SETTINGS, type EngineSettings } from '../engine-settings.js';
 import { feederOf, recoveryOrder, recoveryVerdict, stepOf, taskAtStepDecider, taskExists, type StepEntryRecord } from '../../domain/index.js';
 import { ProcessEpoch } from '../../infrastructure/liveness/process-epoch.js';
@@ -26,7 +26,7 @@ const keyOf = (e: OpenEntryRow) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.
  * While this process lives, the entries a dispatch of its own stopped with its claim kept — the job
  * service did not take a run, a stream of the engine's stayed busy past its patience, or its database
  * could not be reached (AC-L3) — are scanned again after a pause that grows (RepeatingScan), until none
- * is left stopped.
+ * is left stopped; so are the entries a scan of its own could not read or end, the database out of reach.
  */
 @Injectable()
 export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
@@ -101,12 +101,16 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     }
     const tally: Record<string, number> = {};
     await this.resumeExits(reason, tally);
+    let away = false;
     for (const row of recoveryOrder(rows)) {
       if (this.stopping) {
         tally.left_at_stop = (tally.left_at_stop ?? 0) + 1;
         continue;
       }
-      const handled = await this.handleLogged(row, reason);
+      // Once the database could not be reached, the entries after it are not tried now: each is left to
+      // the scan of the stopped entries, which comes back to them after a pause (AC-L3).
+      const handled = away ? this.scanAgainLater(row) : await this.handleLogged(row, reason);
+      if (handled === 'unreachable') away = true;
       tally[handled] = (tally[handled] ?? 0) + 1;
     }
     this.log.info({ reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'recovery scan finished');
@@ -117,6 +121,12 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     try {
       return await this.handle(row);
     } catch (error) {
+      // The scan's own read or write of the entry met the database out of reach: nothing of the entry
+      // failed, and this process comes back to it, as to one its dispatch stopped so (AC-L3).
+      if (isDatabaseUnreachable(error)) {
+        this.log.error({ rule: 'AC-L3', reason, ...row, cause: error instanceof Error ? error.message : String(error) }, 'the database could not be reached; the entry is scanned again after a pause');
+        return this.scanAgainLater(row);
+      }
       this.log.error({
         rule: 'AC-B9(f)', reason, ...row, error: error instanceof Error ? error.message : String(error),
       }, 'recovery of a step entry failed; it stays open for a later start');
@@ -124,11 +134,17 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     }
   }
 
+  private scanAgainLater(row: OpenEntryRow): Handled {
+    this.dispatcher.scanAgain(row);
+    return 'unreachable';
+  }
+
   /**
    * The scan of this process's stopped entries, handled as the recovery scan handles any entry (one a
-   * live process owns is left to it, AC-L4). An entry that stops again at the job service or the
-   * database ends the scan: it is still away, and the rest wait for the next one. One that meets its stream busy again
-   * waits for the next scan alone: the others' streams are their own.
+   * live process owns is left to it, AC-L4, and forgotten here). An entry that stops again at the job
+   * service or the database — its dispatch, or this scan's own read of it — ends the scan: it is still
+   * away, and the rest wait for the next one. One that meets its stream busy again waits for the next
+   * scan alone: the others' streams are their own.
    */
   private async scanStopped(): Promise<void> {
     const reason = 'stopped_entries';
@@ -150,6 +166,8 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
       if (this.stopping) break;
       const handled = await this.handleLogged(row, reason);
       tally[handled] = (tally[handled] ?? 0) + 1;
+      // A dispatch of it under way here comes back to it itself if it stops (a queued one takes its walk).
+      if (handled === 'left_to_owner' && !this.dispatcher.walking(row)) this.dispatcher.forgetStopped(row);
       if (handled === 'outage' || handled === 'unreachable') break;
     }
     this.log.info({ rule: 'AC-L3', reason, epoch: this.process.epoch, records: rows.length, ...tally }, 'scan of the stopped entries finished');
@@ -200,6 +218,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
 
   private async handle(row: OpenEntryRow): Promise<Handled> {
     if (this.hooks.fails(`recovery:${row.taskId}`)) throw new Error(`reading task ${row.taskId} failed (forced by a test)`);
+    await this.hooks.loseConnectionOnce('recovery-database-lost-once', row.taskId, this.store.pool);
     const pair = await loadTaskAtStep(this.store, row.taskId, row.workflowId, row.stepId);
     const record = pair.entries[row.entrySeq];
     if (!record || record.termination !== null) return 'terminal';
