@@ -233,6 +233,32 @@ steps:
     expect(world.engines.at(-1)).toBe(engine);
   }, 180_000);
 
+  /** The job events consumer's own records of a handler failure: each one counts towards dead-lettering the event. */
+  const handlerFailures = (engine: RunningApp) => world.records(engine).filter((r) => r.consumer === 'workflow-engine-job-events' && /^event handler failed/.test(String(r.message)));
+
+  it('a job\'s start whose session-start write loses its connection is handed back, not dropped: delivered again, the task\'s session is started once, by that job', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-start-database-lost-once:${id}` }), 'lost-turn');
+    const jobId = await world.agentTurn(taskId);
+
+    const notRecorded = (r: LogRecord) => r.taskId === taskId && r.message === 'could not record the session start';
+    const started = async () => (await world.effects(taskId)).filter((e) => e.type === 'AgentSessionStarted');
+    await eventually(async () => (await started()).length > 0 || world.records(engine).some(notRecorded), { what: 'the session start recorded or given up', timeoutMs: 30_000 });
+    expect(world.records(engine).filter(notRecorded)).toEqual([]);
+    expect((await started()).map((e) => e.data.jobId)).toEqual([jobId]);
+    expect(handlerFailures(engine)).toEqual([]);
+  }, 120_000);
+
+  it('a turn\'s move that loses its connection is no failure of the job\'s event, counted towards its dead letter: handed back, and delivered again the move is made and the reset recorded once', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `turn-move-database-lost-once:${id}` }), 'lost-turn');
+    await world.move(taskId, 'work');
+    await world.agentTurn(taskId);
+
+    await world.atStep(taskId, 'done', 30_000);
+    expect(handlerFailures(engine)).toEqual([]);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
+    expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'done', admitted: true });
+  }, 120_000);
+
   it.each([
     ['', ['session-database-lost-once']],
     [', and its check whether the task is still there loses its own', ['session-database-lost-once', 'left-check-database-lost-once']],

@@ -14,7 +14,7 @@ import {
   type JobStartedData,
   type JobView,
 } from '@gantry/contracts';
-import { EventStore, handleWithDecider } from '@gantry/eventstore';
+import { EventStore, handleWithDecider, isDatabaseUnreachable } from '@gantry/eventstore';
 import { isTransient, RetryLater } from '@gantry/messaging';
 import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
 import { occupancyOf, stepOf, taskDecider, taskExists, type Task, type TransitionTarget } from '../domain/index.js';
@@ -74,6 +74,21 @@ export class JobEvents {
     types: ['JobEnqueued', 'JobStarted', 'JobFinished', 'JobCancelled', 'JobClaimRolledBack', 'JobLeaseExpired'],
   })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
+    try {
+      await this.handle(envelope, sql);
+    } catch (error) {
+      // The engine's database out of reach on a connection of the handler's own (the session start, the
+      // turn's move, a guard's read), which the consumer cannot see lost: nothing of the event failed. It is
+      // handed back, never counted towards its dead letter (a decision or a turn lost for good); a write
+      // that committed before its connection was lost is found by its receipt, keyed by the event.
+      if (isDatabaseUnreachable(error)) {
+        throw new RetryLater(`the engine's database could not be reached handling ${envelope.type} ${envelope.eventId}: ${error instanceof Error ? error.message : String(error)}`, 2000);
+      }
+      throw error;
+    }
+  }
+
+  private async handle(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
     switch (envelope.type) {
       case 'JobEnqueued':
         return this.onEnqueued(envelope as EventEnvelope<JobEnqueuedData>, sql);
@@ -160,21 +175,26 @@ export class JobEvents {
       // the event, makes a redelivery a no-op): appended in the consumer's transaction, it would hold
       // the task stream's next version until that commits, and every append the triggers and the
       // turn's move make to that stream, each in its own transaction, would wait on it for ever.
-      await handleWithDecider(this.store, {
-        decider: taskDecider,
-        streamId: streamIds.task(job.taskId),
-        command: { type: 'MarkSessionStarted', data: { taskId: job.taskId, jobId: job.jobId, now: this.store.clock().toISOString() } },
-        metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
-        idempotency: { scope: 'workflow.session_started', key: envelope.eventId, request: { jobId: job.jobId } },
-        reply: () => undefined,
-      }).catch((error: unknown) => {
+      try {
+        await this.hooks.loseConnectionOnce('session-start-database-lost-once', job.taskId, this.store.pool);
+        await handleWithDecider(this.store, {
+          decider: taskDecider,
+          streamId: streamIds.task(job.taskId),
+          command: { type: 'MarkSessionStarted', data: { taskId: job.taskId, jobId: job.jobId, now: this.store.clock().toISOString() } },
+          metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
+          idempotency: { scope: 'workflow.session_started', key: envelope.eventId, request: { jobId: job.jobId } },
+          reply: () => undefined,
+        });
+      } catch (error) {
         // A task stream kept busy past the write's patience wrote nothing: the event is handed back and
         // the start recorded then (else the next job would start the session again instead of resuming it).
         if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) {
           throw new RetryLater(`the session start of task ${job.taskId} met a busy task stream: ${error.message}`);
         }
+        // Nor is it lost to the database out of reach: handed back as well (onEvent).
+        if (isDatabaseUnreachable(error)) throw error;
         this.log.warn({ taskId: job.taskId, jobId: job.jobId, error: String(error) }, 'could not record the session start');
-      });
+      }
     }
     await this.turn('onTurnStart', job, envelope, sql);
   }
@@ -211,6 +231,7 @@ export class JobEvents {
     }
     if (!target) return;
     try {
+      await this.hooks.loseConnectionOnce('turn-move-database-lost-once', job.taskId, this.store.pool);
       await this.flow.place(
         { taskId: job.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath, from: { workflowId: job.workflowId, stepId: job.stepId, entrySeq: job.entrySeq } },
         {

@@ -35,7 +35,9 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * first append that finishes an exit of that task), `left-check-database-lost-once:<taskId>` (the
  * same for the first read of whether that task has left the entry a session action is sent again for),
  * `recovery-database-lost-once:<taskId>` (the same for the first read of an entry of that task by a
- * recovery scan or a scan of the stopped entries).
+ * recovery scan or a scan of the stopped entries), `session-start-database-lost-once:<taskId>` (the
+ * same for the first write of that task's session start, at a job's JobStarted),
+ * `turn-move-database-lost-once:<taskId>` (the same for the first move a turn of that task makes).
  */
 
 /** The faults that end a connection of the engine's once for a task (`<fault>:<taskId>`). */
@@ -44,7 +46,9 @@ export type LostConnectionFault =
   | 'session-database-lost-once'
   | 'exit-database-lost-once'
   | 'left-check-database-lost-once'
-  | 'recovery-database-lost-once';
+  | 'recovery-database-lost-once'
+  | 'session-start-database-lost-once'
+  | 'turn-move-database-lost-once';
 
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
