@@ -64,6 +64,31 @@ steps:
     on_enter:
       - type: auto_start_agent
 `);
+    await world.importYaml('lost-reset', `
+name: Lost reset
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    agent_profile_id: implementer
+    on_enter:
+      - type: clear_decisions
+      - type: reset_agent_context
+      - type: auto_start_agent
+`);
+    await world.importYaml('lost-reset-only', `
+name: Lost reset, no record
+steps:
+  - id: work
+    name: Work
+  - id: review
+    name: Review
+    agent_profile_id: implementer
+    on_enter:
+      - type: reset_agent_context
+      - type: auto_start_agent
+`);
     await world.importYaml('lost', reviewYaml(`      - type: clear_decisions
       - type: queue_run_for_each_participant
         config: { role: reviewer }`, `    participants:
@@ -184,6 +209,42 @@ steps:
     await world.atStep(taskId, 'done', 30_000);
     expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
     expect(engine.process.exitCode).toBeNull();
+  }, 120_000);
+
+  it.each([
+    ['with a record: its dispatch stops and the same process\'s walk comes back to it', 'lost-reset'],
+    ['of session actions only: its dispatch sends it again', 'lost-reset-only'],
+  ])('AC-L3 / AC-B8: an entry\'s session action whose write committed and then lost its connection (the answer lost) is done once: an entry %s, and the receipt finds the reset; one reset, one agent started', async (_what, workflowId) => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-committed-database-lost-once:${id}` }), workflowId);
+    await world.move(taskId, 'review');
+
+    const started = await eventually(async () => {
+      const effects = (await world.effects(taskId)).filter((e) => e.type === 'AgentAutoStarted');
+      return effects.length > 0 ? effects : null;
+    }, { what: 'the agent\'s start recorded', timeoutMs: 30_000 });
+    const lost = world.records(engine).filter((r) => r.taskId === taskId && r.cause !== undefined && /terminating connection/.test(String(r.cause)));
+    expect(lost.length).toBeGreaterThan(0);
+    expect(world.records(engine).filter((r) => r.rule === 'AC-C3' && r.taskId === taskId)).toEqual([]);
+    const resets = (await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset');
+    expect(resets).toHaveLength(1);
+    expect(started).toHaveLength(1);
+    expect((await world.jobs(taskId, 'TASK_IMPLEMENTATION')).map((j) => j.jobId)).toEqual([started[0]!.data.jobId]);
+    expect(engine.process.exitCode).toBeNull();
+  }, 120_000);
+
+  it('AC-L3 / AC-C5: a turn trigger\'s session action whose write committed and then lost its connection is done once: the job\'s finish is handed back, and delivered again the reset is found by its receipt and the turn\'s move made', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-committed-database-lost-once:${id}` }), 'lost-turn');
+    await world.move(taskId, 'work');
+    await world.agentTurn(taskId);
+
+    await world.atStep(taskId, 'done', 30_000);
+    expect(world.records(engine).filter((r) => r.rule === 'AC-C5' && r.taskId === taskId)).toEqual([]);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
+    expect(engine.process.exitCode).toBeNull();
+  }, 120_000);
+
+  it('AC-L3 / AC-C5: an on_exit session action whose write committed and then lost its connection is done once: the exit runs again by itself and is done', async () => {
+    await exitRunsAgain('session-committed-database-lost-once');
   }, 120_000);
 
   it('AC-L3: an exit whose finishing append loses its connection stays open and runs again by itself, not at the next start: finished done, its actions once', async () => {

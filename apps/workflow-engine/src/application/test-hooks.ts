@@ -38,12 +38,16 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * recovery scan or a scan of the stopped entries), `session-start-database-lost-once:<taskId>` (the
  * same for the first write of that task's session start, at a job's JobStarted),
  * `turn-move-database-lost-once:<taskId>` (the same for the first move a turn of that task makes).
+ * A write whose answer is lost after its commit: `session-committed-database-lost-once:<taskId>` (the
+ * first session-owned action of that task commits its write, and then a connection is ended as above
+ * and its error thrown, as when the connection is lost before the commit's answer arrives).
  */
 
 /** The faults that end a connection of the engine's once for a task (`<fault>:<taskId>`). */
 export type LostConnectionFault =
   | 'database-lost-once'
   | 'session-database-lost-once'
+  | 'session-committed-database-lost-once'
   | 'exit-database-lost-once'
   | 'left-check-database-lost-once'
   | 'recovery-database-lost-once'

@@ -116,5 +116,6 @@ export class SessionActions {
       idempotency: { scope: 'workflow.session_action', key: `${run.task.taskId}/${run.trigger}:${run.cause}#${run.entrySeq}:${run.position}:${command.type}`, request: {} },
       reply: () => undefined,
     });
+    await this.hooks.loseConnectionOnce('session-committed-database-lost-once', run.task.taskId, this.store.pool);
   }
 }
