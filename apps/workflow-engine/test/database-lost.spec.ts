@@ -13,8 +13,15 @@ describe('a step entry whose dispatch lost the database', () => {
   beforeAll(async () => {
     await world.start();
     for (const p of ['rev-a', 'implementer']) await world.profile(p);
-    await world.importYaml('lost-start', `
-name: Lost start
+    // work → review, whose on_enter (the implementer's step) is the list given
+    for (const [workflowId, name, onEnter] of [
+      ['lost-start', 'Lost start', ['clear_decisions', 'auto_start_agent']],
+      ['lost-session-only', 'Lost start, no record', ['auto_start_agent']],
+      ['lost-reset', 'Lost reset', ['clear_decisions', 'reset_agent_context', 'auto_start_agent']],
+      ['lost-reset-only', 'Lost reset, no record', ['reset_agent_context', 'auto_start_agent']],
+    ] as const) {
+      await world.importYaml(workflowId, `
+name: ${name}
 steps:
   - id: work
     name: Work
@@ -22,9 +29,9 @@ steps:
     name: Review
     agent_profile_id: implementer
     on_enter:
-      - type: clear_decisions
-      - type: auto_start_agent
+${onEnter.map((type) => `      - type: ${type}`).join('\n')}
 `);
+    }
     await world.importYaml('lost-exit', `
 name: Lost exit
 steps:
@@ -52,42 +59,6 @@ steps:
       - type: move_to_next
   - id: done
     name: Done
-`);
-    await world.importYaml('lost-session-only', `
-name: Lost start, no record
-steps:
-  - id: work
-    name: Work
-  - id: review
-    name: Review
-    agent_profile_id: implementer
-    on_enter:
-      - type: auto_start_agent
-`);
-    await world.importYaml('lost-reset', `
-name: Lost reset
-steps:
-  - id: work
-    name: Work
-  - id: review
-    name: Review
-    agent_profile_id: implementer
-    on_enter:
-      - type: clear_decisions
-      - type: reset_agent_context
-      - type: auto_start_agent
-`);
-    await world.importYaml('lost-reset-only', `
-name: Lost reset, no record
-steps:
-  - id: work
-    name: Work
-  - id: review
-    name: Review
-    agent_profile_id: implementer
-    on_enter:
-      - type: reset_agent_context
-      - type: auto_start_agent
 `);
     await world.importYaml('lost', reviewYaml(`      - type: clear_decisions
       - type: queue_run_for_each_participant
@@ -151,6 +122,28 @@ steps:
     expect(engine.process.exitCode).toBeNull();
   }
 
+  /** The job events consumer's own records of a handler failure: each one counts towards dead-lettering the event. */
+  const handlerFailures = (engine: RunningApp) => world.records(engine).filter((r) => r.consumer === 'workflow-engine-job-events' && /^event handler failed/.test(String(r.message)));
+
+  /**
+   * A task of lost-turn at `work` takes a turn under an engine started with `fault`: the job's finish is
+   * handed back (no failed action, no failure of the event counted towards its dead letter), and
+   * delivered again the turn's reset is recorded once and its move made.
+   */
+  async function turnRunsAgain(fault: string): Promise<void> {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `${fault}:${id}` }), 'lost-turn');
+    await world.move(taskId, 'work');
+    await world.agentTurn(taskId);
+
+    const failed = (r: LogRecord) => r.rule === 'AC-C5' && r.taskId === taskId;
+    await eventually(async () => world.records(engine).some(failed) || (await world.getTask(taskId)).placement.stepId === 'done', { what: 'the trigger ended', timeoutMs: 30_000 });
+    expect(world.records(engine).filter(failed)).toEqual([]);
+    await world.atStep(taskId, 'done', 30_000);
+    expect(handlerFailures(engine)).toEqual([]);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
+    expect(engine.process.exitCode).toBeNull();
+  }
+
   it('AC-L3: a clear whose connection is ended before its commit stops the dispatch with the claim kept; the same process comes back to the entry: the clear once, one REVIEW job', async () => {
     const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_HOLD_AT: `${id}@review#1/clearing:0` }));
     const held = `${taskId}@review#1__clearing:0`;
@@ -199,16 +192,7 @@ steps:
   }, 120_000);
 
   it('AC-L3 / AC-C5: a turn trigger\'s session action whose write loses its connection is no failed action: the job\'s finish is handed back, and delivered again the reset is recorded once and the turn\'s move made', async () => {
-    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-database-lost-once:${id}` }), 'lost-turn');
-    await world.move(taskId, 'work');
-    await world.agentTurn(taskId);
-
-    const failed = (r: LogRecord) => r.rule === 'AC-C5' && r.taskId === taskId;
-    await eventually(async () => world.records(engine).some(failed) || (await world.getTask(taskId)).placement.stepId === 'done', { what: 'the trigger ended', timeoutMs: 30_000 });
-    expect(world.records(engine).filter(failed)).toEqual([]);
-    await world.atStep(taskId, 'done', 30_000);
-    expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
-    expect(engine.process.exitCode).toBeNull();
+    await turnRunsAgain('session-database-lost-once');
   }, 120_000);
 
   it.each([
@@ -233,14 +217,7 @@ steps:
   }, 120_000);
 
   it('AC-L3 / AC-C5: a turn trigger\'s session action whose write committed and then lost its connection is done once: the job\'s finish is handed back, and delivered again the reset is found by its receipt and the turn\'s move made', async () => {
-    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-committed-database-lost-once:${id}` }), 'lost-turn');
-    await world.move(taskId, 'work');
-    await world.agentTurn(taskId);
-
-    await world.atStep(taskId, 'done', 30_000);
-    expect(world.records(engine).filter((r) => r.rule === 'AC-C5' && r.taskId === taskId)).toEqual([]);
-    expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
-    expect(engine.process.exitCode).toBeNull();
+    await turnRunsAgain('session-committed-database-lost-once');
   }, 120_000);
 
   it('AC-L3 / AC-C5: an on_exit session action whose write committed and then lost its connection is done once: the exit runs again by itself and is done', async () => {
@@ -294,9 +271,6 @@ steps:
     expect(world.engines.at(-1)).toBe(engine);
   }, 180_000);
 
-  /** The job events consumer's own records of a handler failure: each one counts towards dead-lettering the event. */
-  const handlerFailures = (engine: RunningApp) => world.records(engine).filter((r) => r.consumer === 'workflow-engine-job-events' && /^event handler failed/.test(String(r.message)));
-
   it('a job\'s start whose session-start write loses its connection is handed back, not dropped: delivered again, the task\'s session is started once, by that job', async () => {
     const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `session-start-database-lost-once:${id}` }), 'lost-turn');
     const jobId = await world.agentTurn(taskId);
@@ -310,14 +284,7 @@ steps:
   }, 120_000);
 
   it('a turn\'s move that loses its connection is no failure of the job\'s event, counted towards its dead letter: handed back, and delivered again the move is made and the reset recorded once', async () => {
-    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `turn-move-database-lost-once:${id}` }), 'lost-turn');
-    await world.move(taskId, 'work');
-    await world.agentTurn(taskId);
-
-    await world.atStep(taskId, 'done', 30_000);
-    expect(handlerFailures(engine)).toEqual([]);
-    expect((await world.effects(taskId)).filter((e) => e.type === 'AgentContextReset')).toHaveLength(1);
-    expect((await world.getTask(taskId)).placement).toMatchObject({ stepId: 'done', admitted: true });
+    await turnRunsAgain('turn-move-database-lost-once');
   }, 120_000);
 
   it.each([
