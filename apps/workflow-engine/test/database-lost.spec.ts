@@ -32,6 +32,22 @@ steps:
 ${onEnter.map((type) => `      - type: ${type}`).join('\n')}
 `);
     }
+    await world.importYaml('lost-next', `
+name: Lost next
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work
+    on_turn_complete:
+      - type: move_to_next
+  - id: review
+    name: Review
+    agent_profile_id: implementer
+    on_enter:
+      - type: clear_decisions
+      - type: auto_start_agent
+`);
     await world.importYaml('lost-exit', `
 name: Lost exit
 steps:
@@ -285,6 +301,20 @@ steps:
 
   it('a turn\'s move that loses its connection is no failure of the job\'s event, counted towards its dead letter: handed back, and delivered again the move is made and the reset recorded once', async () => {
     await turnRunsAgain('turn-move-database-lost-once');
+  }, 120_000);
+
+  it('AC-L3 / AC-B8: a turn\'s move that committed and then lost its connection (the answer lost) is not left undispatched: delivered again, the job\'s finish finds the move its own and the same process dispatches the entry it made, the agent started once', async () => {
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `turn-move-committed-database-lost-once:${id}` }), 'lost-next');
+    await world.move(taskId, 'work');
+    await world.agentTurn(taskId);
+
+    const entry = await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 30_000 });
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'done']]);
+    const started = (await world.effects(taskId)).filter((e) => e.type === 'AgentAutoStarted');
+    expect(started).toHaveLength(1);
+    expect((await world.jobs(taskId, 'TASK_IMPLEMENTATION')).map((j) => j.jobId)).toEqual([started[0]!.data.jobId]);
+    expect(handlerFailures(engine)).toEqual([]);
+    expect(world.records(engine).filter((r) => r.taskId === taskId && r.message === 'the turn\'s move had committed, its answer lost; the work after it is done now')).toHaveLength(1);
   }, 120_000);
 
   it.each([

@@ -45,6 +45,7 @@ export class EntryFlow {
   async place(request: PlacementRequest, options: { metadata: CommandMetadata; idempotency?: IdempotencyOptions }): Promise<PlacementReply> {
     // The task's stream is read with BEGIN (the placement's first read), not in a round trip of its own.
     const executed = await this.store.execute<PlacementOutcome>({ ...options, streams: [streamIds.task(request.taskId)] }, (uow) => this.placements.placeWithin(uow, request));
+    if (request.entryPath === 'turn_complete') await this.hooks.loseConnectionOnce('turn-move-committed-database-lost-once', request.taskId, this.store.pool);
     await this.afterCommit(executed.result, { replayed: executed.replayed, correlationId: options.metadata.correlationId });
     return executed.result.reply;
   }

@@ -32,6 +32,7 @@ import {
 } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { EntryFlow } from './entry-flow.js';
+import type { PlacementOutcome } from './placements.js';
 import { TestHooks } from './test-hooks.js';
 import { TriggerInterrupted, TurnTriggers } from './triggers/turn-triggers.js';
 
@@ -46,6 +47,9 @@ import { TriggerInterrupted, TurnTriggers } from './triggers/turn-triggers.js';
  */
 export const JOB_EVENTS_CONSUMER = 'workflow-engine-job-events';
 
+/** The idempotency scope of a turn's move, keyed by the job's event. */
+const TURN_MOVE = 'workflow.turn';
+
 @Controller()
 export class JobEvents {
   /**
@@ -58,6 +62,14 @@ export class JobEvents {
    * 100,000 are remembered.
    */
   private readonly named = new LRUCache<string, { taskId: string | null; kind: string }>({ max: 100_000 });
+
+  /**
+   * The events whose turn's move met the engine's database out of reach in this process: the move may
+   * have committed with its answer lost, and then the work after it (the exit, the entry's dispatch,
+   * the freed seats) was not done. Delivered again, such an event finds the task gone from the job's
+   * occupancy; the move's answer stored under the event's key tells that it was this turn's move.
+   */
+  private readonly unanswered = new LRUCache<string, true>({ max: 10_000 });
 
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
@@ -209,6 +221,17 @@ export class JobEvents {
   }
 
   private async turn(trigger: 'onTurnStart' | 'onTurnComplete', job: TaskJobRow, envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
+    if (this.unanswered.has(envelope.eventId)) {
+      const moved = await this.store.answerUnder<PlacementOutcome>(TURN_MOVE, envelope.eventId, sql);
+      this.unanswered.delete(envelope.eventId);
+      if (moved) {
+        // The move is this process's, and no dispatch walked its entry: the live one does now, session
+        // actions included, as a dispatch stopped at the database here comes back to them (AC-L3).
+        this.log.info({ taskId: job.taskId, jobId: job.jobId, trigger, stepId: moved.reply.placement.stepId }, 'the turn\'s move had committed, its answer lost; the work after it is done now');
+        await this.flow.afterCommit(moved, { replayed: false, correlationId: envelope.correlationId });
+        return;
+      }
+    }
     const task = await loadTask(this.store, job.taskId, sql);
     if (!taskExists(task)) return;
     const now = occupancyOf(task as Task);
@@ -236,7 +259,7 @@ export class JobEvents {
         { taskId: job.taskId, workflowId: target.workflowId, stepId: target.stepId, entryPath: target.entryPath, from: { workflowId: job.workflowId, stepId: job.stepId, entrySeq: job.entrySeq } },
         {
           metadata: { correlationId: envelope.correlationId, causationId: envelope.eventId, actor: 'workflow-engine' },
-          idempotency: { scope: 'workflow.turn', key: envelope.eventId, request: { target, jobId: job.jobId } },
+          idempotency: { scope: TURN_MOVE, key: envelope.eventId, request: { target, jobId: job.jobId } },
         },
       );
     } catch (error) {
@@ -246,6 +269,7 @@ export class JobEvents {
       if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) {
         throw new RetryLater(`the turn's move of task ${job.taskId} met a busy task stream: ${error.message}`);
       }
+      if (isDatabaseUnreachable(error)) this.unanswered.set(envelope.eventId, true);
       if (!(error instanceof GantryError)) throw error;
       this.log.warn({ taskId: job.taskId, jobId: job.jobId, target, code: error.code, error: error.message }, 'the turn\'s transition was refused');
     }

@@ -40,7 +40,9 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * `turn-move-database-lost-once:<taskId>` (the same for the first move a turn of that task makes).
  * A write whose answer is lost after its commit: `session-committed-database-lost-once:<taskId>` (the
  * first session-owned action of that task commits its write, and then a connection is ended as above
- * and its error thrown, as when the connection is lost before the commit's answer arrives).
+ * and its error thrown, as when the connection is lost before the commit's answer arrives),
+ * `turn-move-committed-database-lost-once:<taskId>` (the same for the first move of that task a turn
+ * makes: committed, then the error thrown before the work after its commit).
  */
 
 /** The faults that end a connection of the engine's once for a task (`<fault>:<taskId>`). */
@@ -52,7 +54,8 @@ export type LostConnectionFault =
   | 'left-check-database-lost-once'
   | 'recovery-database-lost-once'
   | 'session-start-database-lost-once'
-  | 'turn-move-database-lost-once';
+  | 'turn-move-database-lost-once'
+  | 'turn-move-committed-database-lost-once';
 
 const list = (name: string) => (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 

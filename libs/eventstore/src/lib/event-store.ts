@@ -6,7 +6,7 @@ import { GroupCommit, type GroupCommitLimits } from './group-commit.js';
 import type { Projection } from './projection.js';
 import { DEFAULT_RECEIPT_TTL_MS } from './retention.js';
 import { canonicalHash, GantryError, scrubSecrets, type SecretScrubber } from '@gantry/contracts';
-import { answeredUnder, claimReceipt, storeReceiptAndCommit, storeRefusal, type Alongside } from './receipts.js';
+import { answeredUnder, claimReceipt, storedResult, storeReceiptAndCommit, storeRefusal, type Alongside } from './receipts.js';
 import { isRetryable, runCommand, settle, UnitOfWork, type ExecuteOptions, type Outcome, type StreamWork } from './unit-of-work.js';
 import { decideWithin, type DomainEvent } from './decider.js';
 import { PreparedStatements } from './prepared.js';
@@ -250,6 +250,15 @@ export class EventStore {
    */
   answered(idempotency: IdempotencyOptions): Promise<boolean> {
     return answeredUnder(this.pool, idempotency, canonicalHash(idempotency.request), this.clock());
+  }
+
+  /**
+   * The result a command under `scope` / `key` was answered with (null: none committed, or a refusal),
+   * whatever its request: for a caller whose answer was lost and who cannot build the same request
+   * again to send it.
+   */
+  async answerUnder<T>(scope: string, key: string, sql: pg.Pool | pg.PoolClient = this.pool): Promise<T | null> {
+    return (await storedResult(sql, scope, key, this.clock())) as T | null;
   }
 
   /**

@@ -73,6 +73,19 @@ export async function answeredUnder(pool: pg.Pool, idempotency: IdempotencyOptio
   return rows.length > 0;
 }
 
+/**
+ * The result a command under `scope` / `key` answered with, within the receipt's window, whatever its
+ * request; null when none was answered (a refusal, or nothing committed under the key).
+ */
+export async function storedResult(pool: pg.Pool | pg.PoolClient, scope: string, key: string, now: Date): Promise<unknown> {
+  const { rows } = await pool.query<{ result: Receipt | null }>(
+    `SELECT result FROM idempotency_receipts WHERE scope = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > $3)`,
+    [scope, key, now],
+  );
+  const receipt = rows[0]?.result;
+  return receipt && receipt.ok ? receipt.result : null;
+}
+
 const literal = (value: string) => pg.escapeLiteral(value);
 
 /*
