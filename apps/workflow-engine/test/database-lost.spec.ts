@@ -32,22 +32,6 @@ steps:
 ${onEnter.map((type) => `      - type: ${type}`).join('\n')}
 `);
     }
-    await world.importYaml('lost-next', `
-name: Lost next
-steps:
-  - id: todo
-    name: To do
-  - id: work
-    name: Work
-    on_turn_complete:
-      - type: move_to_next
-  - id: review
-    name: Review
-    agent_profile_id: implementer
-    on_enter:
-      - type: clear_decisions
-      - type: auto_start_agent
-`);
     await world.importYaml('lost-exit', `
 name: Lost exit
 steps:
@@ -75,6 +59,10 @@ steps:
       - type: move_to_next
   - id: done
     name: Done
+    agent_profile_id: implementer
+    on_enter:
+      - type: clear_decisions
+      - type: auto_start_agent
 `);
     await world.importYaml('lost', reviewYaml(`      - type: clear_decisions
       - type: queue_run_for_each_participant
@@ -304,11 +292,11 @@ steps:
   }, 120_000);
 
   it('AC-L3 / AC-B8: a turn\'s move that committed and then lost its connection (the answer lost) is not left undispatched: delivered again, the job\'s finish finds the move its own and the same process dispatches the entry it made, the agent started once', async () => {
-    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `turn-move-committed-database-lost-once:${id}` }), 'lost-next');
+    const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `turn-move-committed-database-lost-once:${id}` }), 'lost-turn');
     await world.move(taskId, 'work');
     await world.agentTurn(taskId);
 
-    const entry = await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 30_000 });
+    const entry = await world.terminalEntry(taskId, 'done', 1, { timeoutMs: 30_000 });
     expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'done']]);
     const started = (await world.effects(taskId)).filter((e) => e.type === 'AgentAutoStarted');
     expect(started).toHaveLength(1);
