@@ -256,23 +256,42 @@ steps:
     expect(engine.process.exitCode).toBeNull();
   }, 120_000);
 
-  it('AC-L3 / AC-B9(f): a start whose recovery scan loses its connection reading an entry counts it unreachable and comes back to it itself, not only at the next start: the fan-out once, one REVIEW job', async () => {
-    // The entry stopped at the database and left so by a clean stop (its epoch gone with it: no takeover
-    // scans it again), for the next start's recovery scan alone to find.
+  /**
+   * A task of lost whose entry stopped at the database and was left so by a clean stop (its epoch gone
+   * with it: no takeover scans it again), for the next start's recovery scan alone to find; that start's
+   * engine, with `fault`, comes back to it itself: the fan-out once, one REVIEW job. Returns the engine.
+   */
+  async function stoppedEntryAtStart(fault: (taskId: string) => string): Promise<{ taskId: string; engine: RunningApp }> {
     const { taskId, engine: stopped } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `database-lost-once:${id}`, GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '600000' }));
     await world.move(taskId, 'review');
     await world.logged((r) => r.rule === 'AC-L3' && r.taskId === taskId && r.cause !== undefined, 'the dispatch stopped at the lost connection', stopped);
     await world.stopEngine(stopped, 'SIGTERM');
-    const engine = await world.startEngine({ GANTRY_TEST_WORKFLOW_FAIL: `recovery-database-lost-once:${taskId}`, GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '1500' });
+    const engine = await world.startEngine({ GANTRY_TEST_WORKFLOW_FAIL: fault(taskId), GANTRY_WORKFLOW_RUN_QUEUE_PATIENCE_MS: '1500' });
+    return { taskId, engine };
+  }
 
+  async function resumedAfterStart(taskId: string, engine: RunningApp): Promise<void> {
+    const entry = await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 30_000 });
+    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'done'], ['queue_run_for_each_participant', 'done']]);
+    expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
+    expect(world.engines.at(-1)).toBe(engine);
+  }
+
+  it('AC-L3 / AC-B9(f): a start whose recovery scan loses its connection reading an entry counts it unreachable and comes back to it itself, not only at the next start: the fan-out once, one REVIEW job', async () => {
+    const { taskId, engine } = await stoppedEntryAtStart((id) => `recovery-database-lost-once:${id}`);
     const [startup] = scans(engine, 'recovery scan finished');
     expect(startup).toMatchObject({ reason: 'startup', unreachable: 1 });
     expect(startup!.failed).toBeUndefined();
-    const entry = await world.terminalEntry(taskId, 'review', 1, { timeoutMs: 30_000 });
-    expect(entry.markers.map((m) => [m.kind, m.state])).toEqual([['clear_decisions', 'done'], ['queue_run_for_each_participant', 'done']]);
+    await resumedAfterStart(taskId, engine);
     expect(world.records(engine).filter((r) => r.rule === 'AC-L3' && r.taskId === taskId && r.cause !== undefined).map((r) => [r.level, r.message])).toEqual([['error', scanLost]]);
-    expect(await world.jobs(taskId, 'REVIEW')).toHaveLength(1);
-    expect(world.engines.at(-1)).toBe(engine);
+  }, 180_000);
+
+  it('AC-L3 / AC-B9(f): a start whose recovery scan query loses its connection runs the scan again itself after a pause, not only at the next start: the fan-out once, one REVIEW job', async () => {
+    const { taskId, engine } = await stoppedEntryAtStart(() => 'recovery-query-database-lost-once:startup');
+    const failed = world.records(engine).filter((r) => r.rule === 'AC-B9(f)' && r.reason === 'startup');
+    expect(failed.map((r) => [r.level, r.message])).toEqual([['error', 'the database could not be reached; the recovery scan runs again after a pause']]);
+    await resumedAfterStart(taskId, engine);
+    expect(scans(engine, 'recovery scan finished').map((r) => r.reason)).toEqual(['again:startup']);
   }, 180_000);
 
   it('a job\'s start whose session-start write loses its connection is handed back, not dropped: delivered again, the task\'s session is started once, by that job', async () => {

@@ -35,7 +35,9 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * first append that finishes an exit of that task), `left-check-database-lost-once:<taskId>` (the
  * same for the first read of whether that task has left the entry a session action is sent again for),
  * `recovery-database-lost-once:<taskId>` (the same for the first read of an entry of that task by a
- * recovery scan or a scan of the stopped entries), `session-start-database-lost-once:<taskId>` (the
+ * recovery scan or a scan of the stopped entries), `recovery-query-database-lost-once:<reason>` (the
+ * same for the query of the open entries of the recovery scan of that reason, `startup` at start, in
+ * place of a task id), `session-start-database-lost-once:<taskId>` (the
  * same for the first write of that task's session start, at a job's JobStarted),
  * `turn-move-database-lost-once:<taskId>` (the same for the first move a turn of that task makes).
  * A write whose answer is lost after its commit: `session-committed-database-lost-once:<taskId>` (the
@@ -53,6 +55,7 @@ export type LostConnectionFault =
   | 'exit-database-lost-once'
   | 'left-check-database-lost-once'
   | 'recovery-database-lost-once'
+  | 'recovery-query-database-lost-once'
   | 'session-start-database-lost-once'
   | 'turn-move-database-lost-once'
   | 'turn-move-committed-database-lost-once';
@@ -119,7 +122,7 @@ export class TestHooks {
   }
 
   /**
-   * `<fault>:<taskId>` (LostConnectionFault):
+   * `<fault>:<taskId>` (LostConnectionFault; `taskId` names what the fault is scoped to):
    * the first time, a connection of `pool` is ended by the server (pg_terminate_backend of its own
    * session) and its error thrown, as a write made on it gets it.
    */

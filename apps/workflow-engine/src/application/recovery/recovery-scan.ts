@@ -32,6 +32,8 @@ const keyOf = (e: OpenEntryRow) => `${e.taskId}~${e.workflowId}~${e.stepId}#${e.
 export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
   private readonly stoppedScan: RepeatingScan;
   private readonly takeovers = new Set<Promise<void>>();
+  /** A recovery scan that could not read what it needed, the database out of reach: run again whole by the next scan of the stopped entries. */
+  private owed: string | null = null;
   private stopping = false;
 
   constructor(
@@ -49,7 +51,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     const firstMs = Math.max(settings.runQueuePatienceMs, 1_000);
     this.stoppedScan = new RepeatingScan(
       () => this.scanStopped(),
-      () => this.dispatcher.stoppedEntries().length > 0,
+      () => this.owed !== null || this.dispatcher.stoppedEntries().length > 0,
       { firstMs, maxMs: LONGEST_SCAN_PAUSE_MS },
       (delayMs) => this.log.info({ rule: 'AC-L3', epoch: this.process.epoch, delayMs }, 'the stopped entries are scanned again after a pause'),
     );
@@ -94,8 +96,10 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     let rows: OpenEntryRow[];
     try {
       if (this.hooks.fails('recovery-query')) throw new Error('the scan query failed (forced by a test)');
+      await this.hooks.loseConnectionOnce('recovery-query-database-lost-once', reason, this.store.pool);
       rows = await openStepEntries(this.store.pool);
     } catch (error) {
+      if (isDatabaseUnreachable(error)) return this.scanAgainWhole(reason, error);
       this.log.error({ rule: 'AC-B9(f)', reason, error: error instanceof Error ? error.message : String(error) }, 'recovery scan query failed; starting without it, entries resume at a later start');
       return;
     }
@@ -134,6 +138,17 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     }
   }
 
+  /**
+   * The scan could not read the open entries (or exits, or the steps tasks wait for), the database out
+   * of reach: this process runs it again whole after a pause, with the stopped entries (AC-L3), rather
+   * than leave a gone peer's entries, or those a start found, to the next start.
+   */
+  private scanAgainWhole(reason: string, error: unknown): void {
+    this.log.error({ rule: 'AC-B9(f)', reason, cause: error instanceof Error ? error.message : String(error) }, 'the database could not be reached; the recovery scan runs again after a pause');
+    this.owed ??= reason;
+    this.stoppedScan.request();
+  }
+
   private scanAgainLater(row: OpenEntryRow): Handled {
     this.dispatcher.scanAgain(row);
     return 'unreachable';
@@ -147,6 +162,13 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
    * scan alone: the others' streams are their own.
    */
   private async scanStopped(): Promise<void> {
+    if (this.owed !== null) {
+      // The whole scan handles the stopped entries too (each is open).
+      const owed = this.owed;
+      this.owed = null;
+      await this.run(`again:${owed}`);
+      return;
+    }
     const reason = 'stopped_entries';
     let open: Set<string>;
     try {
@@ -183,6 +205,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
     try {
       rows = await openStepExits(this.store.pool);
     } catch (error) {
+      if (isDatabaseUnreachable(error)) return this.scanAgainWhole(reason, error);
       this.log.error({ reason, error: error instanceof Error ? error.message : String(error) }, 'recovery scan of the open exits failed; they resume at a later start');
       return;
     }
@@ -212,6 +235,7 @@ export class RecoveryScan implements OnModuleInit, OnApplicationBootstrap {
         for (const step of feederId ? [stepId, feederId] : [stepId]) await this.flow.promote({ workflowId, stepId: step }, `recovery:${this.process.epoch}`);
       }
     } catch (error) {
+      if (isDatabaseUnreachable(error)) return this.scanAgainWhole(reason, error);
       this.log.error({ rule: 'AC-B9(f)', reason, error: error instanceof Error ? error.message : String(error) }, 'promotion of waiting tasks failed; a later start or freed seat retries it');
     }
   }
