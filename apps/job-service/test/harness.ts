@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
 import type { z } from 'zod';
-import { enqueueJob, eventSubject, finishJob, getJob, logCommit, logImplementation, logTestResult, registerProduct, reportPush, startJob, type ProductSettings } from '@gantry/contracts';
+import { enqueueJob, eventSubject, finishJob, getJob, logCommit, logImplementation, logTestResult, registerProduct, reportPush, startJob, type EventEnvelope, type ProductSettings } from '@gantry/contracts';
 import { EVENT_COLUMNS, toStoredEvent, type EventRow } from '@gantry/eventstore';
 import { toEnvelope, type CommandClient } from '@gantry/messaging';
 import { createTestWorld, startInProcess as startModule, type TestWorld } from '@gantry/service-runtime/testing';
@@ -76,10 +76,16 @@ export async function registerProducts(client: CommandClient, productIds: string
  * that the stream takes it. Returns the event's id.
  */
 export async function publishEnqueueWithoutItsOffer(world: TestWorld, jobId: string): Promise<string> {
-  const { rows } = await world.db.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = $1 AND type = 'JobEnqueued'`, [jobId]);
-  const event = toStoredEvent(rows[0]!);
-  await world.bus.js.publish(eventSubject(world.naming, 'jobs', event.type, event.streamId), JSON.stringify(toEnvelope(event)), { msgID: `${event.eventId}:earlier-relay` });
+  const event = await envelopeOf(world, jobId, 'JobEnqueued');
+  await world.bus.js.publish(eventSubject(world.naming, 'jobs', event.type, event.streamId), JSON.stringify(event), { msgID: `${event.eventId}:earlier-relay` });
   return event.eventId;
+}
+
+/** The first event of `type` in `streamId` as the relay publishes it (its envelope, without companions). */
+export async function envelopeOf(world: TestWorld, streamId: string, type: string): Promise<EventEnvelope> {
+  const { rows } = await world.db.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = $1 AND type = $2 ORDER BY stream_version LIMIT 1`, [streamId, type]);
+  if (!rows[0]) throw new Error(`no event ${type} in stream ${streamId}`);
+  return toEnvelope(toStoredEvent(rows[0]));
 }
 
 /**

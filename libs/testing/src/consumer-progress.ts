@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { eventSubject, type Context, type Naming } from '@gantry/contracts';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { eventually } from './index.js';
 
@@ -50,4 +52,24 @@ export async function consumerCaughtUp(jsm: JetStreamManager, stream: string, co
     },
     { what: `${consumer} to acknowledge ${stream} up to ${upTo}`, timeoutMs: options.timeoutMs ?? 30_000 },
   );
+}
+
+/**
+ * Puts an event on its stream again `copies` times at once, each under a message id of its own, so
+ * that the server keeps every copy (its duplicate window drops only a repeated Nats-Msg-Id): the same
+ * event delivered again, as after an acknowledgement that was lost, or to two replicas at once.
+ * Resolves with the stream sequence of the last copy, to wait on with consumerCaughtUp.
+ */
+export async function deliverAgain(
+  js: { publish(subject: string, payload: string, options: { msgID: string }): Promise<{ seq: number }> },
+  naming: Naming,
+  source: Context,
+  envelope: { eventId: string; type: string; streamId: string },
+  copies = 1,
+): Promise<number> {
+  const subject = eventSubject(naming, source, envelope.type, envelope.streamId);
+  const acks = await Promise.all(
+    Array.from({ length: copies }, (_, i) => js.publish(subject, JSON.stringify(envelope), { msgID: `${envelope.eventId}:again:${randomUUID()}:${i}` })),
+  );
+  return Math.max(...acks.map((ack) => ack.seq));
 }

@@ -18,7 +18,8 @@ export interface TestWorld extends BaseWorld {
   /** The GANTRY_WORKTREE_ROOT of the service under test. */
   root: string;
   env(extra?: Record<string, string>): Record<string, string>;
-  publishJobEvent(type: string, jobId: string, data: Record<string, unknown>): Promise<void>;
+  /** Publishes a job event as the job service's relay would; resolves with its envelope. */
+  publishJobEvent(type: string, jobId: string, data: Record<string, unknown>): Promise<EventEnvelope>;
   claimJob(jobId: string, leaseToken?: number): Promise<void>;
   count(sql: string, params?: unknown[]): Promise<number>;
 }
@@ -63,6 +64,7 @@ export async function createWorld(label: string): Promise<TestWorld> {
         data,
       };
       await bus.js.publish(eventSubject(naming, 'jobs', type, jobId), JSON.stringify(envelope), { msgID: envelope.eventId });
+      return envelope;
     },
     async claimJob(jobId, leaseToken = 1) {
       await world.publishJobEvent('JobClaimed', jobId, { ...JobClaimed.examples.valid[0], jobId, leaseToken, runnerId: jobExampleIds.runnerId });
