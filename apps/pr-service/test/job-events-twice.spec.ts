@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { eventSubject, JobEnqueued, JobPushReported, ProductRegistered, productExample, pullRequestIdFor, streamName, type EventEnvelope } from '@gantry/contracts';
+import { eventSubject, JobEnqueued, JobFinished, JobPushReported, ProductRegistered, productExample, pullRequestIdFor, streamName, type EventEnvelope } from '@gantry/contracts';
 import { Bus } from '@gantry/messaging';
 import { consumerCaughtUp, deliverAgain, eventually, handledByConsumer, testDatabaseUrl, testNatsUrl } from '@gantry/testing';
 import { JOB_FACTS_CONSUMER } from '../src/application/job-facts.js';
@@ -80,5 +80,40 @@ describe('job events delivered more than once to the pr-service (two replicas, t
     for (const event of [enqueued, pushed]) {
       expect((await db.query(`SELECT count(*)::int AS n FROM inbox WHERE consumer = $1 AND event_id = $2`, [JOB_FACTS_CONSUMER, event.eventId])).rows[0].n).toBe(1);
     }
+  }, 120_000);
+
+  it("a job's push and its finish delivered before its enqueue, and the enqueue before the product's registration (events of a process that died, come again late): each handed back until what it needs has been handled, then recorded once, and the pull request opened once", async () => {
+    const name = `late-${randomUUID().slice(0, 6)}`;
+    const productId = `product-${name}`;
+    const branch = `feat/story-${randomUUID().slice(0, 6)}`;
+    const repo = await world.fake.control.createRepository({ owner: 'acme', name, initialFiles: { 'README.md': '# shop\n' } });
+    const head = pushedBranch(repo.cloneUrl, branch, { 'src/one.ts': 'export const one = 1;\n' }, 'the task');
+    const jobId = `job-${randomUUID()}`;
+    const pullRequestId = pullRequestIdFor(repo.fullName, branch);
+
+    const pushed = await publish(JobPushReported.type, jobId, { ...JobPushReported.examples.valid[0], jobId, branch, headSha: head });
+    await deliverAgain(bus.js, bus.naming, 'jobs', pushed);
+    const finished = await publish(JobFinished.type, jobId, { ...JobFinished.examples.valid[0], jobId, jobStatus: 'DONE', taskStatus: 'DONE' });
+    const enqueued = await publish(JobEnqueued.type, jobId, {
+      ...JobEnqueued.examples.valid[0], jobId, productId, repository: repo.fullName, repositoryUrl: repo.cloneUrl, branch, baseRef: branch, targetBranch: 'main', taskId: 'T-533', storyTaskIds: ['T-533', 'T-534'],
+    });
+    await handledByConsumer(db, JOB_FACTS_CONSUMER, enqueued.eventId);
+    // The enqueue is recorded; the push waits for the product.
+    expect(await prStream(pullRequestId)).toContain('PullRequestScopeTaskQueued');
+    expect(await prStream(pullRequestId)).not.toContain('PullRequestFlowStarted');
+    await publish(ProductRegistered.type, productId, {
+      ...ProductRegistered.examples.valid[0], ...productExample, productId, repository: repo.fullName, cloneUrl: repo.cloneUrl, requiredChecks: [],
+    });
+    for (const event of [pushed, finished]) await handledByConsumer(db, JOB_FACTS_CONSUMER, event.eventId, { timeoutMs: 60_000 });
+    await eventually(async () => (await prStream(pullRequestId)).includes('PullRequestOpened'), { what: 'the pull request opened' });
+    const runs = (world.reconciler as unknown as { runs: { active: number } }).runs;
+    await eventually(() => runs.active === 0, { what: 'no reconciler run under way' });
+
+    const events = await prStream(pullRequestId);
+    for (const type of ['PullRequestScopeTaskQueued', 'PullRequestFlowStarted', 'PullRequestScopeTaskDone', 'PullRequestOpened']) {
+      expect([type, events.filter((t) => t === type).length]).toEqual([type, 1]);
+    }
+    expect((await world.fake.control.requests({ method: 'POST', path: `/repos/${repo.fullName}/pulls` })).length).toBe(1);
+    expect((await db.query(`SELECT count(*)::int AS n FROM dead_letters`)).rows[0].n).toBe(0);
   }, 120_000);
 });
