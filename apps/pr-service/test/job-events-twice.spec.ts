@@ -1,16 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { eventSubject, JobEnqueued, JobFinished, JobPushReported, ProductRegistered, productExample, pullRequestIdFor, streamName, type EventEnvelope } from '@gantry/contracts';
-import { Bus } from '@gantry/messaging';
+import { EVENT_COLUMNS, toStoredEvent, type EventRow } from '@gantry/eventstore';
+import { Bus, toEnvelope } from '@gantry/messaging';
 import { consumerCaughtUp, deliverAgain, eventually, handledByConsumer, testDatabaseUrl, testNatsUrl } from '@gantry/testing';
 import { JOB_FACTS_CONSUMER } from '../src/application/job-facts.js';
+import { EFFECTS_CONSUMER } from '../src/application/reconciler.js';
 import { inProcessPrService, pushedBranch } from './in-process-world.js';
 
 /*
  * The pr-service's consumer of the jobs stream (docs/architecture.md, "Consumers and their duplicates"):
  * a job's enqueue and push that come again — as copies taken at once by two replicas of the durable, and
  * once more after they were handled — are recorded once on the pull request's stream, and the pull
- * request is opened on GitHub once.
+ * request is opened on GitHub once; the pull request's own events that come again to its effects
+ * consumer run the reconciler again, which finds the work done on GitHub. Facts of a job that come
+ * before what they need (its enqueue, its product) wait for it and are then recorded once.
  */
 describe('job events delivered more than once to the pr-service (two replicas, the local GitHub)', () => {
   const world = inProcessPrService('pr_events_twice');
@@ -80,6 +84,20 @@ describe('job events delivered more than once to the pr-service (two replicas, t
     for (const event of [enqueued, pushed]) {
       expect((await db.query(`SELECT count(*)::int AS n FROM inbox WHERE consumer = $1 AND event_id = $2`, [JOB_FACTS_CONSUMER, event.eventId])).rows[0].n).toBe(1);
     }
+
+    // The pull request's own events delivered again to its effects consumer, twice each at once: the
+    // reconciler runs again, finds the pull request open on GitHub, and neither opens it again nor records anything.
+    const { rows } = await db.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version`, [pullRequestId]);
+    const opened = rows.map(toStoredEvent).find((e) => e.type === 'PullRequestOpened')!;
+    const reads = world.prReads(repo.fullName, (opened.data as { prNumber: number }).prNumber);
+    const readsBefore = (await reads.all()).length;
+    let last = 0;
+    for (const row of rows) last = await deliverAgain(bus.js, bus.naming, 'prs', toEnvelope(toStoredEvent(row)), 2);
+    await consumerCaughtUp(bus.jsm, streamName(bus.naming, 'prs'), EFFECTS_CONSUMER, { upTo: last });
+    await eventually(async () => (await reads.all()).length > readsBefore, { what: 'the reconciler run again, reading the pull request' });
+    await eventually(() => runs.active === 0, { what: 'no reconciler run under way' });
+    expect(await prStream(pullRequestId)).toEqual(events);
+    expect(await opens()).toBe(1);
   }, 120_000);
 
   it("a job's push and its finish delivered before its enqueue, and the enqueue before the product's registration (events of a process that died, come again late): each handed back until what it needs has been handled, then recorded once, and the pull request opened once", async () => {

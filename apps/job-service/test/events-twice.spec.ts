@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
 import type { Subscription } from '@nats-io/transport-node';
 import {
@@ -5,24 +6,30 @@ import {
   claimJob,
   commandSubject,
   createSprintRun,
+  dispatchStreamName,
+  enqueueJob,
+  getJob,
   listJobs,
   markPrReadyForReview,
+  PullRequestChecksFailed,
   returnTasksToTodo,
+  rollbackClaim,
   streamName,
   type EventEnvelope,
 } from '@gantry/contracts';
 import { consumerCaughtUp, deliverAgain, eventually, handledByConsumer } from '@gantry/testing';
 import { OWN_EVENTS_DURABLE } from '../src/application/durables.js';
-import { createWorld, envelopeOf, finishClaimedDone, key, registerProducts, startInProcess, type TestWorld } from './harness.js';
+import { createWorld, envelopeOf, finishClaimedDone, key, registerProducts, sha, startInProcess, type TestWorld } from './harness.js';
 
 /*
  * The job service's consumers of its own sprint-run and job events (docs/architecture.md, "Consumers
  * and their duplicates"), on two replicas: an event that comes again — as copies taken at once by both
  * replicas, and once more after it was handled — has its effect once: each job of a cancelled run
  * cancelled once and its tasks asked back to TO_DO once; a finished job's task recorded done once and
- * the next task queued once; a completed run's pull request asked ready once.
+ * the next task queued once; a completed run's pull request asked ready once; a requeued job offered
+ * once for its next attempt; red checks from the pr-service failing the job that pushed the head once.
  */
-describe('sprint-run and job events delivered more than once to the job service (two replicas)', () => {
+describe('job, sprint-run and pull-request events delivered more than once to the job service (two replicas)', () => {
   let world: TestWorld;
   const apps: INestApplication[] = [];
   const responders: Subscription[] = [];
@@ -103,5 +110,56 @@ describe('sprint-run and job events delivered more than once to the job service 
     expect(await eventsOf('SprintRunTaskCompleted', [created.sprintRunId])).toBe(2);
     expect(await eventsOf('SprintRunCompleted', [created.sprintRunId])).toBe(1);
     expect(askedFor(markPrReadyForReview.name, created.sprintRunId)).toHaveLength(1);
+  }, 120_000);
+
+  it("a requeue delivered four times at once and again once handled: the job's next attempt is offered once", async () => {
+    const { jobId } = await world.client.request(enqueueJob, { kind: 'PLAN_CHAT', productId: 'product-tw', prompt: 'plan', idempotencyKey: key('enqueue') });
+    const stream = dispatchStreamName(world.naming);
+    const offers = async () => {
+      const found: number[] = [];
+      const info = await world.bus.jsm.streams.info(stream);
+      for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+        const msg = await world.bus.jsm.streams.getMessage(stream, { seq }).catch(() => null);
+        const body = msg?.json<{ jobId: string; attempt: number }>();
+        if (body?.jobId === jobId) found.push(body.attempt);
+      }
+      return found;
+    };
+    await eventually(async () => (await offers()).length === 1, { what: 'the first offer' });
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-tw-offers', kinds: ['PLAN_CHAT'], jobId, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    await world.client.request(rollbackClaim, { jobId, runnerId: 'runner-tw-offers', leaseToken: claim.job.leaseToken, reason: 'agent exited 1', idempotencyKey: key('rollback') });
+    await eventually(async () => (await offers()).length === 2, { what: 'the offer of attempt 2' });
+
+    await deliveredOften(await envelopeOf(world, jobId, 'JobClaimRolledBack'), [OWN_EVENTS_DURABLE]);
+
+    expect(await offers()).toEqual([1, 2]);
+  }, 120_000);
+
+  it('red checks on the head a story job pushed, delivered four times at once and again once handled: the job fails once', async () => {
+    const branch = 'story/ST-tw';
+    const { jobId } = await world.client.request(enqueueJob, {
+      kind: 'TASK_IMPLEMENTATION', productId: 'product-tw', storyId: 'ST-tw', taskId: 'T-tw9', branch, baseRef: 'main', idempotencyKey: key('enqueue'),
+    });
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-tw-story', kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    await finishClaimedDone(world.client, { jobId, runnerId: 'runner-tw-story', leaseToken: claim.job.leaseToken }, sha('c'));
+    const failedChecks: EventEnvelope = {
+      eventId: randomUUID(), type: PullRequestChecksFailed.type, schemaVersion: 1, streamId: 'pr-acme_twice-story', streamVersion: 1, position: 1,
+      occurredAt: new Date().toISOString(), correlationId: 'pr-test', causationId: null, idempotencyKey: null, actor: null,
+      data: {
+        pullRequestId: 'pr-acme_twice-story', repository: 'acme/twice', branch, baseBranch: 'main', prNumber: 7, prUrl: 'https://github.com/acme/twice/pull/7',
+        headSha: sha('c'), detectedAt: new Date().toISOString(), failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }],
+      },
+    };
+    const consumer = 'job-service-sprint-runs-checks-failed';
+    const copies = await deliverAgain(world.bus.js, world.naming, 'prs', failedChecks, 4);
+    await consumerCaughtUp(world.bus.jsm, streamName(world.naming, 'prs'), consumer, { upTo: copies });
+    await handledByConsumer(world.db, consumer, failedChecks.eventId);
+    const late = await deliverAgain(world.bus.js, world.naming, 'prs', failedChecks);
+    await consumerCaughtUp(world.bus.jsm, streamName(world.naming, 'prs'), consumer, { upTo: late });
+
+    expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS' });
+    expect(await eventsOf('JobChecksFailed', [jobId])).toBe(1);
   }, 120_000);
 });
