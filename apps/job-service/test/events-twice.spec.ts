@@ -9,9 +9,11 @@ import {
   dispatchStreamName,
   enqueueJob,
   getJob,
+  getSprintRun,
   listJobs,
   markPrReadyForReview,
   PullRequestChecksFailed,
+  PullRequestMergeConflict,
   returnTasksToTodo,
   rollbackClaim,
   streamName,
@@ -27,7 +29,8 @@ import { createWorld, envelopeOf, finishClaimedDone, key, registerProducts, sha,
  * replicas, and once more after it was handled — has its effect once: each job of a cancelled run
  * cancelled once and its tasks asked back to TO_DO once; a finished job's task recorded done once and
  * the next task queued once; a completed run's pull request asked ready once; a requeued job offered
- * once for its next attempt; red checks from the pr-service failing the job that pushed the head once.
+ * once for its next attempt; a merge conflict pausing the run once; red checks failing the job that
+ * pushed the head once.
  */
 describe('job, sprint-run and pull-request events delivered more than once to the job service (two replicas)', () => {
   let world: TestWorld;
@@ -70,6 +73,24 @@ describe('job, sprint-run and pull-request events delivered more than once to th
     for (const durable of durables) await consumerCaughtUp(world.bus.jsm, jobsStream(), durable, { upTo: copies, timeoutMs: 60_000 });
     const late = await deliverAgain(world.bus.js, world.naming, 'jobs', event);
     for (const durable of durables) await consumerCaughtUp(world.bus.jsm, jobsStream(), durable, { upTo: late, timeoutMs: 60_000 });
+  }
+
+  /** A fact of the pull request of `branch` as the pr-service publishes it. */
+  const prEvent = (type: string, branch: string, data: Record<string, unknown>): EventEnvelope => ({
+    eventId: randomUUID(), type, schemaVersion: 1, streamId: `pr-acme_twice-${branch.replace('/', '_')}`, streamVersion: 1, position: 1,
+    occurredAt: new Date().toISOString(), correlationId: 'pr-test', causationId: null, idempotencyKey: null, actor: null,
+    data: {
+      pullRequestId: `pr-acme_twice-${branch.replace('/', '_')}`, repository: 'acme/twice', branch, baseBranch: 'main', prNumber: 7,
+      prUrl: 'https://github.com/acme/twice/pull/7', detectedAt: new Date().toISOString(), ...data,
+    },
+  });
+
+  /** A pull-request fact four times at once, then once more once `consumer` has handled it. */
+  async function deliveredOftenOnPrs(event: EventEnvelope, consumer: string): Promise<void> {
+    const prs = streamName(world.naming, 'prs');
+    await consumerCaughtUp(world.bus.jsm, prs, consumer, { upTo: await deliverAgain(world.bus.js, world.naming, 'prs', event, 4) });
+    await handledByConsumer(world.db, consumer, event.eventId);
+    await consumerCaughtUp(world.bus.jsm, prs, consumer, { upTo: await deliverAgain(world.bus.js, world.naming, 'prs', event) });
   }
 
   it("a run's cancel: its queued job cancelled once, its tasks asked back to TO_DO once", async () => {
@@ -136,6 +157,24 @@ describe('job, sprint-run and pull-request events delivered more than once to th
     expect(await offers()).toEqual([1, 2]);
   }, 120_000);
 
+  it("a merge conflict on a sprint run's head, delivered four times at once and again once handled: the run is paused once", async () => {
+    const branch = 'sprint/SP-tw3';
+    const created = await world.client.request(createSprintRun, {
+      sprintId: 'SP-tw3', productId: 'product-tw', taskIds: ['T-tw5', 'T-tw6'], branch, idempotencyKey: key('sprint'),
+    });
+    const job = await eventually(async () => (await sprintJobs(created.sprintRunId)).find((j) => j.taskId === 'T-tw5' && j.status === 'QUEUED') ?? null, { what: 'the job of T-tw5' });
+    const claim = await world.client.request(claimJob, { runnerId: 'runner-tw3', kinds: ['SPRINT_IMPLEMENTATION'], jobId: job.jobId, idempotencyKey: key('claim') });
+    if (!claim.claimed) throw new Error('not claimed');
+    await finishClaimedDone(world.client, { jobId: job.jobId, runnerId: 'runner-tw3', leaseToken: claim.job.leaseToken }, sha('d'));
+    await eventually(async () => (await eventsOf('SprintRunTaskCompleted', [created.sprintRunId])) === 1, { what: 'T-tw5 done in the run' });
+    const conflict = prEvent(PullRequestMergeConflict.type, branch, { headSha: sha('d'), conflictingFiles: ['src/app.ts'] });
+
+    await deliveredOftenOnPrs(conflict, 'job-service-sprint-runs-merge-conflicts');
+
+    expect(await world.client.request(getSprintRun, { sprintRunId: created.sprintRunId })).toMatchObject({ status: 'PAUSED', pause: { reason: 'MERGE_CONFLICT' } });
+    expect(await eventsOf('SprintRunPaused', [created.sprintRunId])).toBe(1);
+  }, 120_000);
+
   it('red checks on the head a story job pushed, delivered four times at once and again once handled: the job fails once', async () => {
     const branch = 'story/ST-tw';
     const { jobId } = await world.client.request(enqueueJob, {
@@ -144,20 +183,9 @@ describe('job, sprint-run and pull-request events delivered more than once to th
     const claim = await world.client.request(claimJob, { runnerId: 'runner-tw-story', kinds: ['TASK_IMPLEMENTATION'], jobId, idempotencyKey: key('claim') });
     if (!claim.claimed) throw new Error('not claimed');
     await finishClaimedDone(world.client, { jobId, runnerId: 'runner-tw-story', leaseToken: claim.job.leaseToken }, sha('c'));
-    const failedChecks: EventEnvelope = {
-      eventId: randomUUID(), type: PullRequestChecksFailed.type, schemaVersion: 1, streamId: 'pr-acme_twice-story', streamVersion: 1, position: 1,
-      occurredAt: new Date().toISOString(), correlationId: 'pr-test', causationId: null, idempotencyKey: null, actor: null,
-      data: {
-        pullRequestId: 'pr-acme_twice-story', repository: 'acme/twice', branch, baseBranch: 'main', prNumber: 7, prUrl: 'https://github.com/acme/twice/pull/7',
-        headSha: sha('c'), detectedAt: new Date().toISOString(), failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }],
-      },
-    };
-    const consumer = 'job-service-sprint-runs-checks-failed';
-    const copies = await deliverAgain(world.bus.js, world.naming, 'prs', failedChecks, 4);
-    await consumerCaughtUp(world.bus.jsm, streamName(world.naming, 'prs'), consumer, { upTo: copies });
-    await handledByConsumer(world.db, consumer, failedChecks.eventId);
-    const late = await deliverAgain(world.bus.js, world.naming, 'prs', failedChecks);
-    await consumerCaughtUp(world.bus.jsm, streamName(world.naming, 'prs'), consumer, { upTo: late });
+    const failedChecks = prEvent(PullRequestChecksFailed.type, branch, { headSha: sha('c'), failedChecks: [{ name: 'ci/test', conclusion: 'failure', detailsUrl: null }] });
+
+    await deliveredOftenOnPrs(failedChecks, 'job-service-sprint-runs-checks-failed');
 
     expect(await world.client.request(getJob, { jobId })).toMatchObject({ status: 'FAILED', taskStatus: 'IN_PROGRESS' });
     expect(await eventsOf('JobChecksFailed', [jobId])).toBe(1);
