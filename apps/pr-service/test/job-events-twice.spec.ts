@@ -48,25 +48,37 @@ describe('job events delivered more than once to the pr-service (two replicas, t
   const prStream = async (pullRequestId: string) =>
     (await db.query<{ type: string }>(`SELECT type FROM events WHERE stream_id = $1 ORDER BY stream_version`, [pullRequestId])).rows.map((r) => r.type);
 
-  it('an enqueue and a push, each four times at once and again once handled: one task queued, one push recorded, one pull request opened on GitHub', async () => {
-    const name = `twice-${randomUUID().slice(0, 6)}`;
+  /**
+   * A product's repository on the local GitHub with a feature branch pushed (`head`), and the job
+   * events of one job of it (not published): the product's registration, the job's enqueue and push.
+   */
+  async function jobOnPushedBranch(label: string) {
+    const name = `${label}-${randomUUID().slice(0, 6)}`;
     const productId = `product-${name}`;
     const branch = `feat/story-${randomUUID().slice(0, 6)}`;
     const repo = await world.fake.control.createRepository({ owner: 'acme', name, initialFiles: { 'README.md': '# shop\n' } });
     const head = pushedBranch(repo.cloneUrl, branch, { 'src/one.ts': 'export const one = 1;\n' }, 'the task');
     const jobId = `job-${randomUUID()}`;
-    const pullRequestId = pullRequestIdFor(repo.fullName, branch);
-    const opens = async () => (await world.fake.control.requests({ method: 'POST', path: `/repos/${repo.fullName}/pulls` })).length;
+    return {
+      repo, branch, jobId,
+      pullRequestId: pullRequestIdFor(repo.fullName, branch),
+      opens: async () => (await world.fake.control.requests({ method: 'POST', path: `/repos/${repo.fullName}/pulls` })).length,
+      register: () => publish(ProductRegistered.type, productId, {
+        ...ProductRegistered.examples.valid[0], ...productExample, productId, repository: repo.fullName, cloneUrl: repo.cloneUrl, requiredChecks: [],
+      }),
+      enqueue: () => publish(JobEnqueued.type, jobId, {
+        ...JobEnqueued.examples.valid[0], jobId, productId, repository: repo.fullName, repositoryUrl: repo.cloneUrl, branch, baseRef: branch, targetBranch: 'main', taskId: 'T-533', storyTaskIds: ['T-533', 'T-534'],
+      }),
+      push: () => publish(JobPushReported.type, jobId, { ...JobPushReported.examples.valid[0], jobId, branch, headSha: head }),
+    };
+  }
 
-    const registered = await publish(ProductRegistered.type, productId, {
-      ...ProductRegistered.examples.valid[0], ...productExample, productId, repository: repo.fullName, cloneUrl: repo.cloneUrl, requiredChecks: [],
-    });
-    await handledByConsumer(db, JOB_FACTS_CONSUMER, registered.eventId);
-    const enqueued = await publish(JobEnqueued.type, jobId, {
-      ...JobEnqueued.examples.valid[0], jobId, productId, repository: repo.fullName, repositoryUrl: repo.cloneUrl, branch, baseRef: branch, targetBranch: 'main', storyTaskIds: ['T-533'],
-    });
+  it('an enqueue and a push, each four times at once and again once handled: one task queued, one push recorded, one pull request opened on GitHub', async () => {
+    const { repo, pullRequestId, opens, register, enqueue, push } = await jobOnPushedBranch('twice');
+    await handledByConsumer(db, JOB_FACTS_CONSUMER, (await register()).eventId);
+    const enqueued = await enqueue();
     await caughtUp(await deliverAgain(bus.js, bus.naming, 'jobs', enqueued, 3));
-    const pushed = await publish(JobPushReported.type, jobId, { ...JobPushReported.examples.valid[0], jobId, branch, headSha: head });
+    const pushed = await push();
     await caughtUp(await deliverAgain(bus.js, bus.naming, 'jobs', pushed, 3));
     await eventually(async () => (await prStream(pullRequestId)).includes('PullRequestOpened'), { what: 'the pull request opened' });
 
@@ -101,27 +113,16 @@ describe('job events delivered more than once to the pr-service (two replicas, t
   }, 120_000);
 
   it("a job's push and its finish delivered before its enqueue, and the enqueue before the product's registration (events of a process that died, come again late): each handed back until what it needs has been handled, then recorded once, and the pull request opened once", async () => {
-    const name = `late-${randomUUID().slice(0, 6)}`;
-    const productId = `product-${name}`;
-    const branch = `feat/story-${randomUUID().slice(0, 6)}`;
-    const repo = await world.fake.control.createRepository({ owner: 'acme', name, initialFiles: { 'README.md': '# shop\n' } });
-    const head = pushedBranch(repo.cloneUrl, branch, { 'src/one.ts': 'export const one = 1;\n' }, 'the task');
-    const jobId = `job-${randomUUID()}`;
-    const pullRequestId = pullRequestIdFor(repo.fullName, branch);
-
-    const pushed = await publish(JobPushReported.type, jobId, { ...JobPushReported.examples.valid[0], jobId, branch, headSha: head });
+    const { jobId, pullRequestId, opens, register, enqueue, push } = await jobOnPushedBranch('late');
+    const pushed = await push();
     await deliverAgain(bus.js, bus.naming, 'jobs', pushed);
     const finished = await publish(JobFinished.type, jobId, { ...JobFinished.examples.valid[0], jobId, jobStatus: 'DONE', taskStatus: 'DONE' });
-    const enqueued = await publish(JobEnqueued.type, jobId, {
-      ...JobEnqueued.examples.valid[0], jobId, productId, repository: repo.fullName, repositoryUrl: repo.cloneUrl, branch, baseRef: branch, targetBranch: 'main', taskId: 'T-533', storyTaskIds: ['T-533', 'T-534'],
-    });
+    const enqueued = await enqueue();
     await handledByConsumer(db, JOB_FACTS_CONSUMER, enqueued.eventId);
     // The enqueue is recorded; the push waits for the product.
     expect(await prStream(pullRequestId)).toContain('PullRequestScopeTaskQueued');
     expect(await prStream(pullRequestId)).not.toContain('PullRequestFlowStarted');
-    await publish(ProductRegistered.type, productId, {
-      ...ProductRegistered.examples.valid[0], ...productExample, productId, repository: repo.fullName, cloneUrl: repo.cloneUrl, requiredChecks: [],
-    });
+    await register();
     for (const event of [pushed, finished]) await handledByConsumer(db, JOB_FACTS_CONSUMER, event.eventId, { timeoutMs: 60_000 });
     await eventually(async () => (await prStream(pullRequestId)).includes('PullRequestOpened'), { what: 'the pull request opened' });
     const runs = (world.reconciler as unknown as { runs: { active: number } }).runs;
@@ -131,7 +132,7 @@ describe('job events delivered more than once to the pr-service (two replicas, t
     for (const type of ['PullRequestScopeTaskQueued', 'PullRequestFlowStarted', 'PullRequestScopeTaskDone', 'PullRequestOpened']) {
       expect([type, events.filter((t) => t === type).length]).toEqual([type, 1]);
     }
-    expect((await world.fake.control.requests({ method: 'POST', path: `/repos/${repo.fullName}/pulls` })).length).toBe(1);
+    expect(await opens()).toBe(1);
     expect((await db.query(`SELECT count(*)::int AS n FROM dead_letters`)).rows[0].n).toBe(0);
   }, 120_000);
 });
