@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { deriveIdempotencyKey, ErrorCode, GantryError, markPrReadyForReview, returnTasksToTodo, SprintRunCancelled, SprintRunCompleted, type EventEnvelope } from '@gantry/contracts';
 import { EventStore } from '@gantry/eventstore';
 import { CommandClient, RetryLater } from '@gantry/messaging';
-import { DurableConsumer, type ConsumerContext } from '@gantry/service-runtime';
+import { DurableConsumer, holdHereIfAsked, type ConsumerContext } from '@gantry/service-runtime';
 import { OWN_EVENTS_DURABLE } from './durables.js';
 import { effectsOf } from './sprint-run-effects.js';
 
@@ -61,6 +61,8 @@ export class SprintRunRequests {
         idempotencyKey: deriveIdempotencyKey('sprint-run', { markPrReady: cause.eventId }),
         ...metadataOf(cause),
       }, { timeoutMs: 10_000 }));
+      // Test-only (GANTRY_TEST_HOLD_AT): the request answered, the event's transaction not committed yet.
+      await holdHereIfAsked('sprint-run-requests:pr-ready-asked');
       this.log.info({ sprintRunId: effect.sprintRunId, pullRequestId: reply.pullRequestId, phase: reply.phase }, 'sprint run done: its pull request is made ready for review');
     }
   }
