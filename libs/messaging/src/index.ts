@@ -6,3 +6,4 @@ export * from './lib/event-consumer.js';
 export * from './lib/shared-durable.js';
 export * from './lib/dead-letters.js';
 export * from './lib/pages.js';
+export * from './lib/out-of-reach.js';

@@ -119,6 +119,15 @@ export class CommandClient {
    * under the same key with a growing pause, each try bounded by `timeoutMs` and by the deadline.
    */
   async request<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions = {}): Promise<ReplyOf<C>> {
+    try {
+      return await this.tries(contract, payload, options);
+    } catch (error) {
+      if (isTransient(error)) outOfReachAnswers.add(error as GantryError);
+      throw error;
+    }
+  }
+
+  private async tries<C extends CommandContract>(contract: C, payload: z.input<C['request']>, options: RequestOptions): Promise<ReplyOf<C>> {
     if (options.retryUntil === undefined) {
       options.onTryStarted?.(Date.now());
       return this.once(contract, payload, options);
@@ -267,6 +276,18 @@ const unserved = new WeakSet<GantryError>();
 /** NATS answered at once that nobody listens on the subject. */
 function isNoResponders(error: unknown): boolean {
   return /no responders/i.test(String((error as Error)?.message ?? error)) || (error as { code?: string }).code === '503';
+}
+
+/**
+ * The TIMEOUTs and UNAVAILABLEs a request ended with: the service out of reach — nobody serving, no
+ * answer in time, NATS away — or saying so itself (its database out of reach, or it is stopping), as
+ * against the same codes an error of this process's own bears (a git that is not installed).
+ */
+const outOfReachAnswers = new WeakSet<GantryError>();
+
+/** A request to another service ended with it out of reach (see outOfReachAnswers): asking again later may be answered. */
+export function serviceOutOfReach(error: unknown): boolean {
+  return error instanceof GantryError && outOfReachAnswers.has(error);
 }
 
 /** NATS answered this request's try that nobody serves its command: the service is not running. */

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { z } from 'zod';
-import { defineEvent, eventSubject, streamName, type Context, type EventEnvelope } from '@gantry/contracts';
+import { commandSubject, defineCommand, defineEvent, ErrorCode, eventSubject, streamName, type Context, type EventEnvelope } from '@gantry/contracts';
 import { createPool, migrate, pruneExpired } from '@gantry/eventstore';
 import {
   consumerCaughtUp,
@@ -20,6 +20,7 @@ import {
   type ScratchServer,
 } from '@gantry/testing';
 import { Bus } from './bus.js';
+import { CommandClient } from './commands.js';
 import { replayDeadLetters } from './dead-letters.js';
 import { EventConsumer, RetryLater, type BeforeCommit } from './event-consumer.js';
 
@@ -37,6 +38,15 @@ defineEvent({
   type: 'ConsumerTestIgnored',
   schemaVersion: 1,
   data: z.object({ n: z.number().int() }),
+  examples: { valid: [{ n: 1 }], invalid: [{ n: 'x' }] },
+});
+
+/** A command of another service a handler asks (see the outage tests). */
+const LookUp = defineCommand({
+  context,
+  name: 'consumer_test_look_up',
+  request: z.object({ n: z.number().int() }),
+  reply: z.object({}),
   examples: { valid: [{ n: 1 }], invalid: [{ n: 'x' }] },
 });
 
@@ -398,6 +408,98 @@ describe('durable event consumer', () => {
     const dead = await eventually(async () => (await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable])).rows[0]?.error, { what: 'dead letter' });
     expect(dead).toMatchObject({ kind: 'handler_failed', deliveries: 7, failures: 3 });
     expect(attempts).toBe(7);
+  });
+
+  /** Its dead letters' errors; [] while it has none. */
+  const deadLettersOf = async (durable: string) => (await pool.query('SELECT error FROM dead_letters WHERE consumer = $1', [durable])).rows.map((r) => r.error);
+
+  it("a handler that cannot reach a database of its own (another pool) hands its events back as an outage, more times than maxDeliver: never dead-lettered, handled once that database answers again", async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    // The handler's other database, every connection to it refused at once.
+    const proxy = await startCuttableProxy(testDatabaseUrl);
+    const elsewhere = createPool({ url: proxy.url, schema: name, timeouts: { connectMs: 1000 } });
+    proxy.cut();
+    const warned: string[] = [];
+    let attempts = 0;
+    try {
+      // Published before the consumer starts, they come together: their batch is rolled back, then each is tried alone.
+      await publish(envelope(21));
+      await publish(envelope(22));
+      startConsumer(durable, async (n, eventId, sql) => {
+        attempts++;
+        await elsewhere.query('SELECT 1');
+        await insertPing(n, eventId, sql);
+      }, { maxDeliver: 3, logger: { ...logger, warn: (message: string) => void warned.push(message) } });
+      await eventually(async () => attempts > 4 * 3 || (await deadLettersOf(durable)).length > 0, { what: 'more tries than maxDeliver, or a dead letter' });
+      expect(await deadLettersOf(durable)).toEqual([]);
+      expect(warned).toContain('what the handler needs is out of reach; event handed back');
+      proxy.restore();
+      await eventually(async () => (await rows()).length === 2, { what: 'both events handled once the database answers' });
+      expect(await rows()).toEqual([21, 22]);
+      expect(await deadLettersOf(durable)).toEqual([]);
+    } finally {
+      proxy.restore();
+      await elsewhere.end();
+      await proxy.close();
+    }
+  });
+
+  it('a handler whose command to another service finds nobody serving it hands its event back as an outage, more times than maxDeliver: never dead-lettered, handled once the service answers', async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    const client = new CommandClient(bus);
+    let attempts = 0;
+    startConsumer(durable, async (n, eventId, sql) => {
+      attempts++;
+      await client.request(LookUp, { n }, { timeoutMs: 2000 });
+      await insertPing(n, eventId, sql);
+    }, { maxDeliver: 3 });
+    await publish(envelope(23));
+    await eventually(async () => attempts > 6 || (await deadLettersOf(durable)).length > 0, { what: 'more tries than maxDeliver, or a dead letter' });
+    expect(await deadLettersOf(durable)).toEqual([]);
+    const service = bus.nc.subscribe(commandSubject(naming, context, LookUp.name), {
+      callback: (_error, msg) => {
+        msg.respond(JSON.stringify({ ok: true, result: {} }));
+      },
+    });
+    try {
+      await eventually(async () => (await rows()).includes(23), { what: 'the event handled once the service answers' });
+      expect(await deadLettersOf(durable)).toEqual([]);
+    } finally {
+      service.unsubscribe();
+    }
+  });
+
+  it("a handler whose command another service refuses UNAVAILABLE (that service's database out of reach) hands its event back as an outage; any other refusal counts as the handler's failure", async () => {
+    const durable = `d${randomUUID().slice(0, 8)}`;
+    const client = new CommandClient(bus);
+    let asked = 0;
+    const service = bus.nc.subscribe(commandSubject(naming, context, LookUp.name), {
+      callback: (_error, msg) => {
+        asked++;
+        const { n } = JSON.parse(new TextDecoder().decode(msg.data)) as { n: number };
+        // The event 24 meets the service's database away for more tries than maxDeliver; 25 is refused for good.
+        const answer =
+          n === 25 ? { ok: false, error: { code: ErrorCode.NOT_FOUND, message: 'no such thing' } }
+          : asked <= 8 ? { ok: false, error: { code: ErrorCode.UNAVAILABLE, message: "the service's database is not reachable; send it again" } }
+          : { ok: true, result: {} };
+        msg.respond(JSON.stringify(answer));
+      },
+    });
+    try {
+      startConsumer(durable, async (n, eventId, sql) => {
+        await client.request(LookUp, { n }, { timeoutMs: 2000 });
+        await insertPing(n, eventId, sql);
+      }, { maxDeliver: 3 });
+      await publish(envelope(24));
+      await eventually(async () => (await rows()).includes(24) || (await deadLettersOf(durable)).length > 0, { what: 'the event handled, or a dead letter' });
+      expect(await deadLettersOf(durable)).toEqual([]);
+      expect(await rows()).toEqual([24]);
+      await publish(envelope(25));
+      const [dead] = await eventually(async () => { const d = await deadLettersOf(durable); return d.length > 0 ? d : undefined; }, { what: 'the refused event dead-lettered' });
+      expect(dead).toMatchObject({ kind: 'handler_failed', failures: 3 });
+    } finally {
+      service.unsubscribe();
+    }
   });
 
   it("a dead letter handed back goes to its consumer alone: another consumer of the event does not run again, even once its inbox no longer holds the event", async () => {

@@ -17,6 +17,7 @@ import { DurableReader, settle, startPastAckFloorOf, type ConsumerLag, type Cons
 import type { Bus } from './bus.js';
 import type { SharedDurable } from './shared-durable.js';
 import { REPLAYED_FOR_HEADER } from './dead-letters.js';
+import { outOfReachOf, type OutOfReach } from './out-of-reach.js';
 
 /** Thrown by a handler that cannot act yet (an earlier event has not arrived): retried, never dead-lettered early. */
 export class RetryLater extends Error {
@@ -100,6 +101,12 @@ export interface EventConsumerOptions {
    * For the service's metrics; it must be quick and must not throw.
    */
   onSettled?: (settlement: Exclude<Settlement, 'working'>) => void;
+  /**
+   * Told of each delivery handed back for an outage, with what was out of reach: `consumer` (its own
+   * transaction's database), or what the handler needed (`database`, `service`; see outOfReachOf).
+   * For the service's metrics; it must be quick and must not throw.
+   */
+  onOutage?: (outOfReach: OutageOf) => void;
   /** Runs the handling of one event (its handler; alone, also its settlement and the lines logged about it) inside a context, e.g. the logs' correlation id. */
   withinEvent?: (event: EventEnvelope, work: () => Promise<void>) => Promise<void>;
 }
@@ -111,9 +118,10 @@ const decoder = new TextDecoder();
  * insert, so a redelivered message changes nothing; the message is acked only after that commit.
  * Invalid payloads are dead-lettered with their validation issues and terminated; handler failures
  * are nak'ed with a growing delay; long handlers keep the message alive with `working()`; a
- * consumer that disappears is created again. When the database cannot be reached the message is
- * handed back (nak with a delay) without counting against the handler: it is never held, and never
- * dead-lettered for an outage.
+ * consumer that disappears is created again. When the database cannot be reached — the consumer's
+ * own, or one the handler uses — or the handler's command finds another service out of reach, the
+ * message is handed back (nak with the growing delay, up to its ceiling) without counting against
+ * the handler: it is never held, and never dead-lettered for an outage, however long it lasts.
  */
 export class EventConsumer {
   private running = false;
@@ -125,7 +133,7 @@ export class EventConsumer {
   private readonly subjectPrefix: string;
   /**
    * Deliveries of a message (by stream sequence) this process handed back without its handler
-   * failing — RetryLater, or PostgreSQL out of reach: JetStream counts them among its deliveries,
+   * failing — RetryLater, or an outage (outOfReachOf): JetStream counts them among its deliveries,
    * but they do not count towards `maxDeliver`. Kept until the message is settled for good, for the
    * most recent messages at most (a message handed back and then delivered to another replica is
    * not seen again here); a process that did not hand them back counts every delivery.
@@ -367,7 +375,7 @@ export class EventConsumer {
       );
       dead = new Set(rows.map((r) => Number(r.seq)));
     } catch (error) {
-      for (const { msg, event } of again) await this.onOutage(msg, event, error);
+      for (const { msg, event } of again) await this.handBackForOutage(msg, event, error);
       return work.filter(({ msg }) => msg.info.deliveryCount <= 1);
     }
     if (dead.size === 0) return work;
@@ -472,7 +480,9 @@ export class EventConsumer {
       clearInterval(keepAlive);
       // The database, not the handler, failed: hand the message back without counting it against the event.
       // A transaction the handler's caught SQL error aborted is the handler's failure, not an outage.
-      if ((!handling && !(error instanceof TransactionAbortedError)) || connectionLost) await this.onOutage(msg, event, error);
+      // The handler met an outage of something else it needs (outOfReachOf): handed back alike.
+      const outage: OutageOf | null = (!handling && !(error instanceof TransactionAbortedError)) || connectionLost ? 'consumer' : outOfReachOf(error);
+      if (outage) await this.handBackForOutage(msg, event, error, outage);
       else await this.onFailure(msg, event, error);
       return;
     } finally {
@@ -484,15 +494,17 @@ export class EventConsumer {
     this.processed++;
   }
 
-  private async onOutage(msg: Delivered, event: EventEnvelope, error: unknown): Promise<void> {
+  private async handBackForOutage(msg: Delivered, event: EventEnvelope, error: unknown, outage: OutageOf = 'consumer'): Promise<void> {
     const delivery = msg.info.deliveryCount;
-    this.options.logger.warn('database unavailable; event handed back', {
+    this.options.logger.warn(outage === 'consumer' ? 'database unavailable; event handed back' : 'what the handler needs is out of reach; event handed back', {
       consumer: this.options.name,
       eventId: event.eventId,
       type: event.type,
       delivery,
+      outOfReach: outage,
       error: String(error),
     });
+    this.options.onOutage?.(outage);
     this.excuse(msg);
     // Each try waits longer, up to the backoff's ceiling, while the outage lasts.
     this.settle(msg, 'nak', this.backoff(delivery));
@@ -569,6 +581,9 @@ export class EventConsumer {
 function storedPayload(msg: Delivered): string {
   return storableText(decoder.decode(msg.data));
 }
+
+/** What an outage that handed an event back kept from its consumer: its own transaction's database, or what its handler needed. */
+export type OutageOf = 'consumer' | OutOfReach;
 
 /** Messages whose excused deliveries a consumer remembers, at most (about its durable's max_ack_pending). */
 const EXCUSED_REMEMBERED = 1000;
