@@ -26,6 +26,13 @@ const Decline = defineCommand({
   reply: z.object({}),
   examples: { valid: [{}], invalid: [null] },
 });
+const Reach = defineCommand({
+  context,
+  name: 'reach_test_service',
+  request: z.object({}),
+  reply: z.object({}),
+  examples: { valid: [{}], invalid: [null] },
+});
 
 defineEvent({
   context,
@@ -35,13 +42,17 @@ defineEvent({
   examples: { valid: [{ counter: 'c' }], invalid: [{ counter: 1 }] },
 });
 
-const consumer = { holding: false };
+const consumer = { holding: false, outOfReach: 0 };
 
 @Controller()
 class TallyConsumer {
+  constructor(@Inject(CommandClient) private readonly client: CommandClient) {}
+
   @DurableConsumer({ name: 'metrics-test-tallies', source: 'workflow', type: 'MetricsTestTallied', backoffMs: () => 50 })
   async onTallied(): Promise<void> {
     if (consumer.holding) throw new RetryLater('held by the test', 50);
+    // A command it asks, refused UNAVAILABLE (the service's database away) as many times as the test says.
+    if (consumer.outOfReach > 0) await this.client.request(Reach, {});
   }
 }
 
@@ -61,6 +72,13 @@ class TallyCommands {
       },
     );
     return outcome.result;
+  }
+
+  @CommandHandler(Reach)
+  async reach(): Promise<object> {
+    if (consumer.outOfReach === 0) return {};
+    consumer.outOfReach--;
+    throw new GantryError(ErrorCode.UNAVAILABLE, "the service's database is not reachable; send it again");
   }
 
   @CommandHandler(Decline)
@@ -209,6 +227,21 @@ describe('GET /metrics', () => {
     expect(settled(after, 'nak') - settled(before, 'nak')).toBeGreaterThanOrEqual(1);
     expect(settled(after, 'ack') - settled(before, 'ack')).toBe(1);
     expect(settled(after, 'term') - settled(before, 'term')).toBe(0);
+  });
+
+  it('counts the deliveries a consumer handed back for an outage, by what was out of reach; none of them dead-lettered', async () => {
+    const tallies = 'metrics-test-tallies';
+    const handedBack = (t: string) =>
+      samples(t, 'gantry_consumer_outage_handbacks_total').find((x) => x.labels['consumer'] === tallies && x.labels['out_of_reach'] === 'service')?.value ?? 0;
+    await eventually(async () => gauge(await scrape(), 'gantry_consumer_pending_events', tallies) === 0, { what: 'the consumer caught up' });
+    const before = await scrape();
+    // More than maxDeliver (10) tries: a failure of the handler would be dead-lettered.
+    consumer.outOfReach = 12;
+    await client.request(Tally, { counter: randomUUID(), idempotencyKey: randomUUID() });
+    await eventually(async () => consumer.outOfReach === 0 && gauge(await scrape(), 'gantry_consumer_pending_events', tallies) === 0, { what: 'the event handled once the service answers' });
+    const after = await scrape();
+    expect(handedBack(after) - handedBack(before)).toBe(12);
+    expect(gauge(after, 'gantry_dead_letters', tallies)).toBeUndefined();
   });
 
   it('reports the dead letters kept, by consumer, and the message given up (term)', async () => {

@@ -88,6 +88,23 @@ export function observeSettlement(consumer: string, settlement: string): void {
   seriesOf(settlementSeries, [consumer, settlement], () => settlements.labels(consumer, settlement)).inc();
 }
 
+const outages = once(
+  'gantry_consumer_outage_handbacks_total',
+  () =>
+    new Counter({
+      name: 'gantry_consumer_outage_handbacks_total',
+      help: 'Deliveries a durable consumer handed back for an outage, not counted towards its dead letters, by what was out of reach: consumer (its own database), database (one its handler uses), service (another service its handler asked)',
+      labelNames: ['consumer', 'out_of_reach'] as const,
+    }),
+);
+
+const outageSeries = new Map<string, Counter.Internal>();
+
+/** Records one delivery a durable consumer handed back for an outage (EventConsumerOptions.onOutage). */
+export function observeOutageHandBack(consumer: string, outOfReach: string): void {
+  seriesOf(outageSeries, [consumer, outOfReach], () => outages.labels(consumer, outOfReach)).inc();
+}
+
 const claimsLeftToExpire = once(
   'gantry_runner_claims_left_to_expire_total',
   () =>

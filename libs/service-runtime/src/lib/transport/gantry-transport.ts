@@ -24,7 +24,7 @@ import {
   type ValidationIssue,
 } from '@gantry/contracts';
 import { CORRELATION_HEADER, EventConsumer, REPLICA_HEADER, SharedDurable, withinDrainBound, type BeforeCommit, type Bus, type CommandContext, type CommandReply, type ConsumerLogger } from '@gantry/messaging';
-import { observeCommand, observeSettlement, UNKNOWN_COMMAND } from '../metrics.js';
+import { observeCommand, observeOutageHandBack, observeSettlement, UNKNOWN_COMMAND } from '../metrics.js';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
 import { commandPattern, consumerPattern, gantryHandlerOf, type DurableConsumerOptions } from './decorators.js';
 
@@ -315,6 +315,7 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
         await this.invoke(handler, event, new ConsumerContext([{ sql, consumer: options.name, event, beforeCommit, batch }]));
       },
       onSettled: (settlement) => observeSettlement(options.name, settlement),
+      onOutage: (outOfReach) => observeOutageHandBack(options.name, outOfReach),
       withinEvent: (event, work) =>
         this.within({ correlationId: event.correlationId, consumer: options.name, eventType: event.type, eventId: event.eventId, ...jobIdOf(event.data) }, work),
     });
