@@ -86,18 +86,11 @@ export class JobEvents {
     types: ['JobEnqueued', 'JobStarted', 'JobFinished', 'JobCancelled', 'JobClaimRolledBack', 'JobLeaseExpired'],
   })
   async onEvent(envelope: EventEnvelope, { sql }: ConsumerContext): Promise<void> {
-    try {
-      await this.handle(envelope, sql);
-    } catch (error) {
-      // The engine's database out of reach on a connection of the handler's own (the session start, the
-      // turn's move, a guard's read), which the consumer cannot see lost: nothing of the event failed. It is
-      // handed back, never counted towards its dead letter (a decision or a turn lost for good); a write
-      // that committed before its connection was lost is found by its receipt, keyed by the event.
-      if (isDatabaseUnreachable(error)) {
-        throw new RetryLater(`the engine's database could not be reached handling ${envelope.type} ${envelope.eventId}: ${error instanceof Error ? error.message : String(error)}`, 2000);
-      }
-      throw error;
-    }
+    // The engine's database out of reach on a connection of the handler's own (the session start, the
+    // turn's move, a guard's read) is an outage the consumer tells by the error: the event is handed back,
+    // never counted towards its dead letter (a decision or a turn lost for good); a write that committed
+    // before its connection was lost is found by its receipt, keyed by the event.
+    await this.handle(envelope, sql);
   }
 
   private async handle(envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
