@@ -244,6 +244,9 @@ export class E2eSystem {
       const lines = runner.output().split('\n').filter((line) => line.includes(jobId) || /offer|intake|paus|claim/i.test(line));
       return lines.length ? `runner ${id}:\n  ${lines.slice(-25).join('\n  ')}` : `runner ${id}: nothing about it`;
     });
+    // And the job service: its lines about the job, its leases' sweep and resumption, and its bus.
+    const served = this.jobService.output().split('\n').filter((line) => line.includes(jobId) || /lease|NATS|bus/.test(line));
+    said.push(served.length ? `job service:\n  ${served.slice(-25).join('\n  ')}` : 'job service: nothing about it');
     return `job ${jobId} is ${job?.status ?? 'unknown'} (attempt ${job?.attempt ?? '?'}), its events:\n  ${history}\n${said.join('\n')}`;
   }
 

@@ -426,11 +426,19 @@ describe('jobs under kills: job service, worktree service, runners, a real origi
       await eventually(() => !alive(pid), { what: 'the agent stopped while no renewal was answered', timeoutMs: 30_000 });
       // its line reaches this process through a pipe, maybe after the agent was seen gone
       await eventually(() => /job lease ran out before a renewal was answered; stopping the agent/.test(system.output('runner-unrenewed')), { what: 'the runner saying why it stopped the agent' });
+      // Thawed only once the claim ran out by the job service's own reckoning too (the runner's falls a little
+      // before it): thawed earlier, the renewals and the hand-back waiting for it find the claim live, and the
+      // hand-back — the runner's due, for a claim that may have been resumed (docs/jobs.md) — would rightly requeue it.
+      const expiries = [...(await eventsOf(jobId, 'JobClaimed')), ...(await eventsOf(jobId, 'JobLeaseRenewed'))].map((e) => Date.parse(String(e.leaseExpiresAt)));
+      const ranOutAt = Math.max(...expiries);
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, ranOutAt + 100 - Date.now())));
     } finally {
       jobService.kill('SIGCONT');
     }
     // Thawed, the job service expires the claim: the runner sent nothing more under it.
-    await eventually(async () => (await eventsOf(jobId, 'JobLeaseExpired')).length === 1, { what: 'the claim expired', timeoutMs: 30_000 });
+    await eventually(async () => (await eventsOf(jobId, 'JobLeaseExpired')).length === 1, { what: 'the claim expired', timeoutMs: 30_000 }).catch(async (error: unknown) => {
+      throw new Error(`${(error as Error).message}; ${await system.describeJob(jobId)}`);
+    });
     // its one attempt spent by the expiry, not by anything the runner reported
     expect(await system.terminal(jobId, 30_000)).toMatchObject({ status: 'FAILED', pushedAt: null });
     expect(await eventsOf(jobId, 'JobFinished')).toEqual([]);
