@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { ErrorCode, GantryError, scrubbingReplacer, type SecretScrubber } from '@gantry/contracts';
-import { refuseEventTooLarge } from './event-size.js';
+import { refuseUnpublishableEvent } from './event-size.js';
 import { inlineStatement, type SqlWriter } from './deferred-writes.js';
 import { project, type Projection } from './projection.js';
 import { storableStrings } from './storable-text.js';
@@ -142,7 +142,7 @@ export async function appendEvents(
     types.push(event.type);
     versions.push(event.schemaVersion ?? 1);
     data.push(JSON.stringify(event.data ?? null, replacer));
-    refuseEventTooLarge(context.maxEventBytes, event.type, streamId, data[data.length - 1]!, meta);
+    refuseUnpublishableEvent(context.maxEventBytes, event.type, streamId, data[data.length - 1]!, meta);
   }
   let rows: Array<EventRow & { current: number }>;
   try {

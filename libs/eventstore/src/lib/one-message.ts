@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { canonicalHash, ErrorCode, GantryError, scrubbingReplacer, type SecretScrubber } from '@gantry/contracts';
-import { refuseEventTooLarge } from './event-size.js';
+import { refuseUnpublishableEvent } from './event-size.js';
 import { readStreamTail } from './append.js';
 import type { CommandBatcher } from './batching.js';
 import { ConflictRetries, type ConflictPatience, type StreamTurns } from './conflict-patience.js';
@@ -324,7 +324,7 @@ function pendingEvents(
   const occurredAt = now.toISOString();
   const json = events.map((event) => JSON.stringify(event.data ?? null, replacer));
   const storedMetadata = JSON.stringify(stored);
-  events.forEach((event, i) => refuseEventTooLarge(maxEventBytes, event.type, streamId, json[i]!, storedMetadata));
+  events.forEach((event, i) => refuseUnpublishableEvent(maxEventBytes, event.type, streamId, json[i]!, storedMetadata));
   return {
     json,
     events: events.map((event, i) => ({

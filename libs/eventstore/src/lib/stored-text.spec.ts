@@ -153,4 +153,19 @@ describe('text a command writes', () => {
     expect(await storedTexts(id)).toEqual(['small']);
     await boundedPool.end();
   });
+
+  it.each(['in one message', 'on the full path'])('an event whose stream id is no NATS subject token (%s) is refused INVALID_COMMAND before anything is written', async (path) => {
+    // The relay publishes an event on a subject ending with its stream id: with a "." in it, never.
+    const id = `agentprofile-../../profile-${randomUUID()}`;
+    const write = (k: string) =>
+      path === 'in one message'
+        ? handleWithDecider(store, { decider: notes, streamId: id, command: { text: 'x' }, metadata: meta, idempotency: { scope: 'test.token', key: k, request: { id } }, reply: (d) => d.after })
+        : store.execute({ metadata: meta, idempotency: { scope: 'test.token.full', key: k, request: { id } } }, async (uow) => {
+            await uow.append(id, (await uow.readStream(id)).length, [{ type: 'Noted', data: { text: 'x' } }]);
+            return null;
+          });
+    const key = randomUUID();
+    for (let i = 0; i < 2; i++) await expect(write(key)).rejects.toMatchObject({ code: ErrorCode.INVALID_COMMAND, issues: [{ code: 'invalid_stream_id' }] });
+    expect(await storedTexts(id)).toEqual([]);
+  });
 });
