@@ -1,7 +1,7 @@
-import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res, Headers, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Req, Res, Headers, UseGuards } from '@nestjs/common';
 import { HealthCheck, HealthCheckService } from '@nestjs/terminus';
 import { randomUUID } from 'node:crypto';
-import { ErrorCode } from '@gantry/contracts';
+import { ErrorCode, GantryError } from '@gantry/contracts';
 import { HttpTokenGuard } from './http-auth.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { Liveness, Readiness } from './readiness.js';
@@ -67,6 +67,24 @@ export function httpStatusOf(code: string): number {
   return HTTP_STATUS[code] ?? 500;
 }
 
+export interface HttpRequest {
+  headers: { 'content-type'?: string; 'content-length'?: string; 'transfer-encoding'?: string };
+}
+
+/** Whether the request carries a body (with no body at all, a command's request is `{}`). */
+function hasBody(req: HttpRequest): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
+/**
+ * The refusal of a body the JSON parser left alone, as its content type is not JSON's: read as `{}`,
+ * it ran the command without what the caller sent, and a query that takes `{}` answered it.
+ */
+function bodyNotJson(name: string, contentType: string | undefined): GantryError {
+  const message = `invalid ${name} request: the body is not JSON (content-type ${contentType ?? 'none'}); send it as application/json`;
+  return new GantryError(ErrorCode.INVALID_COMMAND, message, undefined, [{ path: [], message: 'not JSON', code: 'invalid_json' }]);
+}
+
 /**
  * The same commands as on NATS, for people and tools: POST /commands/<name> with the JSON request;
  * with the service's bearer token when it has one.
@@ -82,8 +100,10 @@ export class CommandsController {
     @Param('name') name: string,
     @Body() body: unknown,
     @Headers('x-correlation-id') correlationId: string | undefined,
+    @Req() req: HttpRequest,
     @Res() res: HttpResponse,
   ): Promise<void> {
+    if (body === undefined && hasBody(req)) throw bodyNotJson(name, req.headers['content-type']);
     await this.commands.answerOverHttp(name, body ?? {}, { correlationId: correlationId || randomUUID(), via: 'http' }, (reply) =>
       new Promise<void>((resolve) => {
         // Written out (or the caller gone) before a shutdown may drop the connection.

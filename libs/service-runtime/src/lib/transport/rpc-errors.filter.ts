@@ -6,6 +6,11 @@ import { httpStatusOf, type HttpResponse } from '../http.controllers.js';
 
 /** What a request body can be refused for before a handler sees it (express's body parser): not JSON, too large, not JSON's type. */
 const REFUSED_BODY = new Set<number>([HttpStatus.BAD_REQUEST, HttpStatus.PAYLOAD_TOO_LARGE, HttpStatus.UNSUPPORTED_MEDIA_TYPE]);
+const BODY_ISSUE: Record<number, string> = {
+  [HttpStatus.BAD_REQUEST]: 'invalid_json',
+  [HttpStatus.PAYLOAD_TOO_LARGE]: 'too_big',
+  [HttpStatus.UNSUPPORTED_MEDIA_TYPE]: 'unsupported_media_type',
+};
 
 /**
  * The application's last exception filter. For the transport (`rpc`) it hands every error on
@@ -45,7 +50,9 @@ export class GantryExceptionFilter extends BaseExceptionFilter {
       error = exception.toPayload();
     } else if (exception instanceof HttpException) {
       status = exception.getStatus();
-      error = { code: ErrorCode.INVALID_COMMAND, message: `the request's body was refused: ${exception.message}` };
+      // With an issue, as a body that is not JSON is refused over NATS.
+      const message = `the request's body was refused: ${exception.message}`;
+      error = { code: ErrorCode.INVALID_COMMAND, message, issues: [{ path: [], message: exception.message, code: BODY_ISSUE[exception.getStatus()] ?? 'invalid_body' }] };
     } else {
       const correlationId = typeof request.id === 'string' ? request.id : undefined;
       const route = `${request.method ?? ''} ${(request.url ?? '').split('?')[0]}`;
