@@ -5,6 +5,7 @@ import { ExternalRefSchema, IdempotencyKeySchema, JobIdSchema, LeaseTokenSchema,
 import { jobExampleIds } from '../jobs/events.js';
 import { PlacementReplySchema } from './views.js';
 import {
+  NewAgentProfileIdSchema,
   AgentProfileIdSchema,
   ParticipantAgentProfileIdSchema,
   ParticipantIdSchema,
@@ -58,7 +59,7 @@ export const registerAgentProfile = defineCommand({
   context: 'workflow',
   name: 'register_agent_profile',
   request: CommandMetaSchema.extend({
-    agentProfileId: AgentProfileIdSchema,
+    agentProfileId: NewAgentProfileIdSchema,
     model: z.string().min(1).max(200),
     thinkingBudget: z.number().int().min(0),
     idempotencyKey: IdempotencyKeySchema,
@@ -66,7 +67,10 @@ export const registerAgentProfile = defineCommand({
   reply: z.object({ agentProfileId: AgentProfileIdSchema }),
   examples: {
     valid: [{ agentProfileId: ids.agentProfileId, model: 'claude-opus-4-7', thinkingBudget: 12000, idempotencyKey: 'product-42/profile:reviewer-1' }],
-    invalid: [{ agentProfileId: 'profile reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000, idempotencyKey: 'p/profile:1' }],
+    invalid: [
+      { agentProfileId: 'profile reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000, idempotencyKey: 'p/profile:1' },
+      { agentProfileId: 'profile.reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000, idempotencyKey: 'p/profile:1' },
+    ],
   },
 });
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isSubjectToken } from '../subjects.js';
 
 /*
  * The identifiers and small values of the workflow context. Ids end up in stream ids and subject
@@ -28,6 +29,13 @@ export const TaskProductIdSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0
 
 /** An agent profile's id, as the job service takes it (no whitespace). */
 export const AgentProfileIdSchema = z.string().min(1).max(200).regex(/^[^\s]+$/, 'an agent profile id has no whitespace');
+
+/**
+ * The id a profile is registered under, which names its stream, and so the subject its events are
+ * published on: one NATS subject token (no ".", "*", ">" or control characters either). Older
+ * events and seats keep the wider `AgentProfileIdSchema`.
+ */
+export const NewAgentProfileIdSchema = AgentProfileIdSchema.refine(isSubjectToken, 'an agent profile id has no ".", "*", ">" or control characters');
 
 /**
  * A participant's agent profile. The empty string is a seat nobody has been assigned to yet: a
