@@ -196,7 +196,7 @@ describe('GitHub webhooks into the pr-service', () => {
       body: raw,
     });
     expect(res.status).toBe(expected);
-    expect(await res.json()).toEqual({ ok: false, error: { code: 'INVALID_COMMAND', message: expect.any(String) } });
+    expect(await res.json()).toEqual({ ok: false, error: { code: 'INVALID_COMMAND', message: expect.any(String), ...(expected === 413 ? { issues: [expect.objectContaining({ code: 'too_big' })] } : {}) } });
     expect(await recorded(deliveryId)).toHaveLength(0);
     expect(await count()).toBe(before);
   });

@@ -175,7 +175,7 @@ describe('dead letters over HTTP: listed, and replayed to their consumer', () =>
     // A body that is not JSON is refused before any handler, in the same shape (and so is a command's).
     for (const path of ['/dead-letters/replay', '/dead-letters/discard', '/projections/rebuild', `/commands/${Note.name}`]) {
       const response = await fetch(`${service.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` }, body: '{ consumer' });
-      expect({ path, status: response.status, body: await response.json() }).toEqual({ path, status: 400, body: { ok: false, error: { code: 'INVALID_COMMAND', message: expect.any(String) } } });
+      expect({ path, status: response.status, body: await response.json() }).toEqual({ path, status: 400, body: { ok: false, error: { code: 'INVALID_COMMAND', message: expect.any(String), issues: [expect.objectContaining({ code: 'invalid_json' })] } } });
     }
     expect(await rows()).toBe(before);
   });
