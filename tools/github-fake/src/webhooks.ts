@@ -102,8 +102,15 @@ export class WebhookDispatcher {
         continue;
       }
       if (rule?.effect === 'delay') {
-        const timer = setTimeout(() => this.sendInBackground(delivery, false), rule.delayMs ?? 1000);
-        timer.unref();
+        // Due by the wall clock its `createdAt` is read on: Node's timers run on a monotonic clock in
+        // whole milliseconds and may fire up to one early by `Date.now()`; one that did waits the rest.
+        const due = Date.parse(delivery.createdAt) + (rule.delayMs ?? 1000);
+        const sendWhenDue = () => {
+          const left = due - Date.now();
+          if (left > 0) setTimeout(sendWhenDue, left).unref();
+          else this.sendInBackground(delivery, false);
+        };
+        setTimeout(sendWhenDue, Math.max(0, due - Date.now())).unref();
         continue;
       }
       this.sendInBackground(delivery, false);
