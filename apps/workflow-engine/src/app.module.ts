@@ -13,6 +13,7 @@ import { ENGINE_SETTINGS, engineSettings, type EngineSettings } from './applicat
 import { EntryFlow } from './application/entry-flow.js';
 import { JobEvents } from './application/job-events.js';
 import { EngineLifecycle } from './application/lifecycle.js';
+import { UnansweredMoves } from './application/unanswered-moves.js';
 import { Placements } from './application/placements.js';
 import { WorkflowQueries } from './application/queries.js';
 import { RecoveryScan } from './application/recovery/recovery-scan.js';
@@ -73,6 +74,7 @@ import { workflowEngineProjections } from './infrastructure/persistence/projecti
     TurnTriggers,
     StepExits,
     EntryFlow,
+    UnansweredMoves,
     RecoveryScan,
     EngineLifecycle,
     RunRecordsRetention,

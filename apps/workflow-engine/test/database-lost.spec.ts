@@ -64,6 +64,21 @@ steps:
       - type: clear_decisions
       - type: auto_start_agent
 `);
+    await world.importYaml('lost-turn-session-only', `
+name: Lost turn, no record
+steps:
+  - id: todo
+    name: To do
+  - id: work
+    name: Work
+    on_turn_complete:
+      - type: move_to_next
+  - id: done
+    name: Done
+    agent_profile_id: implementer
+    on_enter:
+      - type: auto_start_agent
+`);
     await world.importYaml('lost', reviewYaml(`      - type: clear_decisions
       - type: queue_run_for_each_participant
         config: { role: reviewer }`, `    participants:
@@ -323,6 +338,49 @@ steps:
     expect(handlerFailures(engine)).toEqual([]);
     expect(world.records(engine).filter((r) => r.taskId === taskId && r.message === 'the turn\'s move had committed, its answer lost; the work after it is done now')).toHaveLength(1);
   }, 120_000);
+
+  it.each([
+    ['with a record', 'lost-turn', [['clear_decisions', 'done']]],
+    ['of session actions only (no record)', 'lost-turn-session-only', null],
+  ])('AC-L3 / AC-L4: a turn\'s move that committed and lost its answer, whose job\'s finish is delivered again to the other replica: that replica finds nothing to do, and the process that made the move, alive, dispatches the entry it made itself (%s): the agent started once', async (_what, workflowId, markers) => {
+    const taskId = `T-lost-${randomUUID().slice(0, 8)}`;
+    await world.task(workflowId, { taskId });
+    for (const engine of world.engines.filter((e) => e.process.exitCode === null && e.process.signalCode === null)) await world.stopEngine(engine);
+    // Two replicas alike: whichever moves the task loses the move's answer, and hands the job's finish
+    // back each time it comes to it again, so that the other one handles it.
+    const env = { GANTRY_TEST_WORKFLOW_FAIL: `turn-move-committed-database-lost-once:${taskId},turn-redelivered-elsewhere:${taskId}` };
+    const replicas = [await world.startEngine(env), await world.startEngine(env)];
+    await world.move(taskId, 'work');
+    const jobId = await world.agentTurn(taskId);
+
+    const lostAnswer = (r: LogRecord) => r.taskId === taskId && r.message === 'the turn\'s move had its answer lost; its job\'s event goes to another replica (forced by a test)';
+    const mover = await eventually(() => replicas.find((e) => world.records(e).some(lostAnswer)), { what: 'the move that lost its answer', timeoutMs: 30_000 });
+    const other = replicas.find((e) => e !== mover)!;
+    await world.logged((r) => r.message === 'turn of an earlier step occupancy; nothing to do' && r.jobId === jobId, 'the job\'s finish handled by the other replica', other);
+
+    const started = await eventually(async () => {
+      const effects = (await world.effects(taskId)).filter((e) => e.type === 'AgentAutoStarted');
+      return effects.length > 0 ? effects : null;
+    }, { what: 'the agent\'s start recorded', timeoutMs: 60_000 });
+    if (markers) {
+      const entry = await world.terminalEntry(taskId, 'done', 1, { timeoutMs: 30_000 });
+      expect(entry.markers.map((m) => [m.kind, m.state])).toEqual(markers);
+      expect((await world.events(world.pairStream(taskId, workflowId, 'done'))).filter((e) => e.type === 'DecisionsCleared')).toHaveLength(1);
+    }
+    // the opener's own live dispatch, once; the other replica dispatched nothing of the entry
+    expect(world.records(mover).filter((r) => r.taskId === taskId && r.message === 'step entry dispatched' && r.stepId === 'done').map((r) => [r.mode, r.outcome])).toEqual([['live', 'completed']]);
+    expect(world.records(other).filter((r) => r.taskId === taskId && r.message === 'step entry dispatched' && r.stepId === 'done')).toEqual([]);
+    // nothing twice: one agent started, one TASK_IMPLEMENTATION job (the turn's own job is a PLAN_CHAT)
+    await world.atStep(taskId, 'done');
+    expect(started).toHaveLength(1);
+    expect((await world.jobs(taskId, 'TASK_IMPLEMENTATION')).map((j) => j.jobId)).toEqual([started[0]!.data.jobId]);
+    expect((await world.effects(taskId)).filter((e) => e.type === 'AgentAutoStarted')).toHaveLength(1);
+    for (const engine of replicas) {
+      expect(handlerFailures(engine)).toEqual([]);
+      expect(engine.process.exitCode).toBeNull();
+    }
+    await world.stopEngine(other);
+  }, 180_000);
 
   it.each([
     ['', ['session-database-lost-once']],

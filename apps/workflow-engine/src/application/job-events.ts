@@ -32,9 +32,9 @@ import {
 } from '../infrastructure/persistence/read-models.js';
 import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { EntryFlow } from './entry-flow.js';
-import type { PlacementOutcome } from './placements.js';
 import { TestHooks } from './test-hooks.js';
 import { TriggerInterrupted, TurnTriggers } from './triggers/turn-triggers.js';
+import { TURN_MOVE, UnansweredMoves } from './unanswered-moves.js';
 
 /**
  * What the engine learns from the job service (docs/workflow-engine.md, "Triggers other than
@@ -46,9 +46,6 @@ import { TriggerInterrupted, TurnTriggers } from './triggers/turn-triggers.js';
  * from it (RunRecordsRetention).
  */
 export const JOB_EVENTS_CONSUMER = 'workflow-engine-job-events';
-
-/** The idempotency scope of a turn's move, keyed by the job's event. */
-const TURN_MOVE = 'workflow.turn';
 
 @Controller()
 export class JobEvents {
@@ -63,20 +60,13 @@ export class JobEvents {
    */
   private readonly named = new LRUCache<string, { taskId: string | null; kind: string }>({ max: 100_000 });
 
-  /**
-   * The events whose turn's move met the engine's database out of reach in this process: the move may
-   * have committed with its answer lost, and then the work after it (the exit, the entry's dispatch,
-   * the freed seats) was not done. Delivered again, such an event finds the task gone from the job's
-   * occupancy; the move's answer stored under the event's key tells that it was this turn's move.
-   */
-  private readonly unanswered = new LRUCache<string, true>({ max: 10_000 });
-
   constructor(
     @Inject(EventStore) private readonly store: EventStore,
     @Inject(TurnTriggers) private readonly triggers: TurnTriggers,
     @Inject(EntryFlow) private readonly flow: EntryFlow,
     @Inject(TestHooks) private readonly hooks: TestHooks,
     @Inject(RunQueue) private readonly runs: RunQueue,
+    @Inject(UnansweredMoves) private readonly unanswered: UnansweredMoves,
     @InjectPinoLogger('job-events') private readonly log: PinoLogger,
   ) {}
 
@@ -214,17 +204,15 @@ export class JobEvents {
   }
 
   private async turn(trigger: 'onTurnStart' | 'onTurnComplete', job: TaskJobRow, envelope: EventEnvelope, sql: pg.PoolClient): Promise<void> {
-    if (this.unanswered.has(envelope.eventId)) {
-      const moved = await this.store.answerUnder<PlacementOutcome>(TURN_MOVE, envelope.eventId, sql);
-      this.unanswered.delete(envelope.eventId);
-      if (moved) {
-        // The move is this process's, and no dispatch walked its entry: the live one does now, session
-        // actions included, as a dispatch stopped at the database here comes back to them (AC-L3).
-        this.log.info({ taskId: job.taskId, jobId: job.jobId, trigger, stepId: moved.reply.placement.stepId }, 'the turn\'s move had committed, its answer lost; the work after it is done now');
-        await this.flow.afterCommit(moved, { replayed: false, correlationId: envelope.correlationId });
-        return;
-      }
+    if (this.hooks.sentElsewhere(job.taskId, envelope.eventId)) {
+      this.log.info({ taskId: job.taskId, jobId: job.jobId, trigger }, 'the job\'s event is handed back for another replica (forced by a test)');
+      throw new RetryLater(`the job's event of task ${job.taskId} is for another replica (forced by a test)`, 200);
     }
+    // A move of this process's that lost its answer: delivered again here, the event finds the task gone
+    // from the job's occupancy; the move stored under the event's key is found and the work after it
+    // done now (live: no dispatch walked its entry, session actions included) — unless the process
+    // found it first by itself, as it does when the event goes to another replica (UnansweredMoves).
+    if (this.unanswered.has(envelope.eventId) && (await this.unanswered.finish(envelope.eventId, sql))) return;
     const task = await loadTask(this.store, job.taskId, sql);
     if (!taskExists(task)) return;
     const now = occupancyOf(task as Task);
@@ -262,7 +250,12 @@ export class JobEvents {
       if (error instanceof GantryError && error.code === ErrorCode.VERSION_CONFLICT) {
         throw new RetryLater(`the turn's move of task ${job.taskId} met a busy task stream: ${error.message}`);
       }
-      if (isDatabaseUnreachable(error)) this.unanswered.set(envelope.eventId, true);
+      if (isDatabaseUnreachable(error)) {
+        this.unanswered.lost(envelope.eventId, { taskId: job.taskId, jobId: job.jobId, trigger, correlationId: envelope.correlationId });
+        if (this.hooks.sentElsewhere(job.taskId, envelope.eventId, true)) {
+          this.log.info({ taskId: job.taskId, jobId: job.jobId, trigger }, 'the turn\'s move had its answer lost; its job\'s event goes to another replica (forced by a test)');
+        }
+      }
       if (!(error instanceof GantryError)) throw error;
       this.log.warn({ taskId: job.taskId, jobId: job.jobId, target, code: error.code, error: error.message }, 'the turn\'s transition was refused');
     }

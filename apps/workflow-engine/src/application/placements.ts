@@ -51,6 +51,11 @@ export interface PlacementOutcome {
   left: (StepRef & { entrySeq: number; exitRecorded?: boolean }) | null;
   /** Steps where a seat came free. */
   freed: StepRef[];
+  /**
+   * The epoch of the process that made the move (absent in an answer stored before it was kept): a
+   * process that lost a move's answer tells its own move under the key from another's (UnansweredMoves).
+   */
+  movedBy?: string;
 }
 
 export function placementReplyOf(task: Task, admitted: Extract<TaskEvent, { type: 'TaskAdmittedToStep' }>['data'] | null): PlacementReply {
@@ -140,6 +145,7 @@ export class Placements {
         : [],
       left: leftOccupancy ? { workflowId: was.workflowId, stepId: was.stepId, entrySeq: leftEntrySeq, exitRecorded } : null,
       freed: leftOccupancy ? [{ workflowId: was.workflowId, stepId: was.stepId }] : [],
+      movedBy: this.process.epoch,
     };
   }
 

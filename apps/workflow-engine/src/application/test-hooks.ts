@@ -45,6 +45,9 @@ import { ErrorCode, GantryError } from '@gantry/contracts';
  * and its error thrown, as when the connection is lost before the commit's answer arrives),
  * `turn-move-committed-database-lost-once:<taskId>` (the same for the first move of that task a turn
  * makes: committed, then the error thrown before the work after its commit).
+ * Where an event goes: `turn-redelivered-elsewhere:<taskId>` (a job's event whose turn's move of that
+ * task lost its answer in this process is handed back each time it comes to this process again, so that
+ * another replica of the shared durable consumer handles it).
  */
 
 /** The faults that end a connection of the engine's once for a task (`<fault>:<taskId>`). */
@@ -137,6 +140,16 @@ export class TestHooks {
       client.release(true);
     }
     throw new Error('the connection outlived its own termination (a test fault that did not take)');
+  }
+
+  /**
+   * `turn-redelivered-elsewhere:<taskId>`: `lost` notes a job's event whose turn's move of the task lost
+   * its answer here; whether that event, delivered here again, is to be handed back for another replica.
+   */
+  sentElsewhere(taskId: string, eventId: string, lost = false): boolean {
+    if (!this.failures.has(`turn-redelivered-elsewhere:${taskId}`)) return false;
+    if (lost) this.conflicted.add(`elsewhere:${eventId}`);
+    return this.conflicted.has(`elsewhere:${eventId}`);
   }
 
   private readonly conflicted = new Set<string>();
