@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   addStepParticipant,
+  canonicalHash,
   createTask,
   deleteTask,
   ErrorCode,
@@ -276,6 +277,27 @@ steps:
   it('a row for every workflow command that takes an idempotency key', () => {
     const keyed = [importWorkflow, registerAgentProfile, addStepParticipant, removeStepParticipant, createTask, moveTask, updateTask, startTask, switchWorkflow, deleteTask, returnTasksToTodo, recordDecision, recordReviewDecision];
     expect(rows.map((r) => r.command).sort()).toEqual(keyed.map((c) => c.name).sort());
+  });
+
+  it('record_decision: a decision recorded before the person counted in its request (its receipt under the request without them) answers a repeat by the same person; another person under the key is IDEMPOTENCY_CONFLICT; neither writes anything', async () => {
+    const taskId = await newTask('product-t', 'review');
+    const key = keyOf('product-t', 'record_decision');
+    const request = { taskId, stepId: 'review', participantId: 'lead', verdict: 'approve' as const, actor: 'person-1', idempotencyKey: key };
+    const first = await world.client.request(recordDecision, request);
+    // the receipt as the version before the change stored it: hashed over the request without the actor
+    const { actor: _actor, ...withoutActor } = request;
+    const rewritten = await world.db.query(`UPDATE idempotency_receipts SET request_hash = $3 WHERE scope = $1 AND key = $2`, ['workflow.record_decision', key, canonicalHash(withoutActor)]);
+    expect(rewritten.rowCount).toBe(1);
+
+    const before = await written();
+    expect(await world.client.request(recordDecision, request)).toEqual(first);
+    const other = await world.client.request(recordDecision, { ...request, actor: 'person-2' }).then((reply) => ({ answered: reply }), (error: unknown) => (error as { code?: string }).code);
+    expect(other).toEqual(ErrorCode.IDEMPOTENCY_CONFLICT);
+    // a former request that is not this one (another verdict) is no answer to it either
+    const verdict = await world.client.request(recordDecision, { ...request, verdict: 'reject' }).then((reply) => ({ answered: reply }), (error: unknown) => (error as { code?: string }).code);
+    expect(verdict).toEqual(ErrorCode.IDEMPOTENCY_CONFLICT);
+    expect(since(before, await written())).toEqual({ engine: 0, enqueued: 0 });
+    expect(await world.client.request(recordDecision, request)).toEqual(first);
   });
 
   describe.each(rows.map((row) => [row.command, row] as const))('%s', (command, row) => {

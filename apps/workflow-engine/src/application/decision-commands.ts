@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Controller, Inject } from '@nestjs/common';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import type pg from 'pg';
 import { ErrorCode, GantryError, recordDecision, recordReviewDecision, type JobView, type ReplyOf, type RequestOf } from '@gantry/contracts';
 import { decideWithin, EventStore, type CommandMetadata, type IdempotencyOptions, type UnitOfWork } from '@gantry/eventstore';
 import type { CommandContext } from '@gantry/messaging';
@@ -8,7 +9,7 @@ import { CommandHandler } from '@gantry/service-runtime';
 import { decisionsOfEntry, quorumSeatsOf, stepOf, taskAtStepDecider, taskExists, transitionOnDecision, type Task } from '../domain/index.js';
 import { RunQueue } from '../infrastructure/job-service/run-queue.js';
 import { queuedRunByJob, queuedRunByKey, quorumLockStatement, recordQueuedRunJob, workflowAndSeats, type QueuedRunRow } from '../infrastructure/persistence/read-models.js';
-import { loadTask, streamIds } from '../infrastructure/persistence/streams.js';
+import { decisionRecordedBy, loadTask, streamIds } from '../infrastructure/persistence/streams.js';
 import { idempotencyFor, metadataOf } from './command-context.js';
 import { EntryFlow } from './entry-flow.js';
 import { Placements, type PlacementOutcome } from './placements.js';
@@ -52,6 +53,7 @@ export class DecisionCommands {
   @CommandHandler(recordDecision)
   recordDecision(request: RequestOf<typeof recordDecision>, context?: CommandContext): Promise<ReplyOf<typeof recordDecision>> {
     const idempotency = idempotencyFor('record_decision', request);
+    const withoutActor = idempotency.request as object;
     return this.decide(
       {
         taskId: request.taskId,
@@ -64,8 +66,26 @@ export class DecisionCommands {
       },
       // The person deciding is part of the decision, not only who called: the key sent again for
       // another person is IDEMPOTENCY_CONFLICT (the call's actor is left out of every other command's request).
-      { metadata: metadataOf(request, context), idempotency: { ...idempotency, request: { ...(idempotency.request as object), actor: request.actor } } },
+      // A decision answered before the person counted has its receipt under the request without them:
+      // it answers a repeat by the person who recorded it, and no one else (docs/workflow-engine.md,
+      // "Idempotency of the commands").
+      {
+        metadata: metadataOf(request, context),
+        idempotency: {
+          ...idempotency,
+          request: { ...withoutActor, actor: request.actor },
+          former: [{ request: withoutActor, accepts: (answer, sql) => this.recordedBy(answer, sql, request) }],
+        },
+      },
     );
+  }
+
+  /** Whether a stored answer of record_decision is a decision the request's person recorded (a refusal names no one: not theirs). */
+  private async recordedBy(answer: { ok: boolean; result?: unknown }, sql: pg.Pool | pg.PoolClient, request: RequestOf<typeof recordDecision>): Promise<boolean> {
+    if (!answer.ok) return false;
+    const decided = answer.result as Decided;
+    const by = await decisionRecordedBy(sql, request.taskId, request.stepId, decided.reply.decisionId);
+    return by?.kind === 'person' && by.actor === request.actor;
   }
 
   /**

@@ -259,6 +259,34 @@ describe('event store', () => {
       expect(await countEvents(stream)).toBe(1);
     });
 
+    it('a receipt stored under what an earlier version hashed as the request answers it when that former request accepts the answer; otherwise IDEMPOTENCY_CONFLICT; nothing written', async () => {
+      const stream = `s-${randomUUID()}`;
+      const key = randomUUID();
+      const formerRequest = { streamId: stream, by: 2, max: undefined };
+      const first = await run(stream, key, 2);
+      const now = (accepts: boolean, seen: unknown[] = []) => ({
+        scope: 'counter',
+        key,
+        request: { ...formerRequest, unit: 'apples' },
+        former: [{ request: formerRequest, accepts: async (answer: unknown) => {
+          seen.push(answer);
+          return accepts;
+        } }],
+      });
+      const repeat = (idempotency: ReturnType<typeof now>) =>
+        handleWithDecider(target(), { decider: counter, streamId: stream, command: { type: 'increment', by: 2 }, metadata: meta, idempotency, reply: (d) => ({ total: d.after.total, version: d.version }) });
+      const seen: unknown[] = [];
+      const again = await repeat(now(true, seen));
+      expect(again).toMatchObject({ replayed: true, result: first.result });
+      expect(seen).toEqual([{ ok: true, result: first.result }]);
+      expect(await target().answered(now(true))).toBe(true);
+      await expect(repeat(now(false))).rejects.toMatchObject({ code: ErrorCode.IDEMPOTENCY_CONFLICT });
+      expect(await target().answered(now(false))).toBe(false);
+      // a former request that is not the one the receipt was stored under is no answer either
+      await expect(repeat({ ...now(true), former: [{ request: { ...formerRequest, by: 3 }, accepts: async () => true }] })).rejects.toMatchObject({ code: ErrorCode.IDEMPOTENCY_CONFLICT });
+      expect(await countEvents(stream)).toBe(1);
+    });
+
     it('20 concurrent identical requests: one event and 20 identical results', async () => {
       const stream = `s-${randomUUID()}`;
       const key = randomUUID();

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { ErrorCode, ErrorPayloadSchema, GantryError, scrubStrings, type ErrorPayload, type SecretScrubber } from '@gantry/contracts';
+import { canonicalHash, ErrorCode, ErrorPayloadSchema, GantryError, scrubStrings, type ErrorPayload, type SecretScrubber } from '@gantry/contracts';
 import { storableStrings } from './storable-text.js';
 import type { IdempotencyOptions } from './types.js';
 
@@ -48,7 +48,7 @@ export async function claimReceipt(
       if (taken.rowCount === 1) return null;
       continue;
     }
-    if (existing.request_hash !== requestHash) {
+    if (existing.request_hash !== requestHash && !(await answersAsFormer(client, idempotency, existing))) {
       throw new GantryError(ErrorCode.IDEMPOTENCY_CONFLICT, `idempotency key ${idempotency.key} was already used for a different request`, {
         scope: idempotency.scope,
         key: idempotency.key,
@@ -65,12 +65,27 @@ export async function claimReceipt(
  * answered from the receipt. Reads only; claims nothing (an attempt still under way is not seen).
  */
 export async function answeredUnder(pool: pg.Pool, idempotency: IdempotencyOptions, requestHash: string, now: Date): Promise<boolean> {
-  const { rows } = await pool.query(
-    `SELECT 1 FROM idempotency_receipts
-      WHERE scope = $1 AND key = $2 AND request_hash = $3 AND result IS NOT NULL AND (expires_at IS NULL OR expires_at > $4)`,
-    [idempotency.scope, idempotency.key, requestHash, now],
+  const { rows } = await pool.query<{ request_hash: string; result: Receipt | null }>(
+    `SELECT request_hash, result FROM idempotency_receipts
+      WHERE scope = $1 AND key = $2 AND result IS NOT NULL AND (expires_at IS NULL OR expires_at > $3)`,
+    [idempotency.scope, idempotency.key, now],
   );
-  return rows.length > 0;
+  const existing = rows[0];
+  return existing !== undefined && (existing.request_hash === requestHash || (await answersAsFormer(pool, idempotency, existing)));
+}
+
+/**
+ * Whether a receipt stored under another request's hash is the answer to this one all the same: its
+ * hash is one an earlier version of the command gave this request (IdempotencyOptions.former), and
+ * that former request's `accepts` takes the answer.
+ */
+async function answersAsFormer(sql: pg.Pool | pg.PoolClient, idempotency: IdempotencyOptions, existing: { request_hash: string; result: Receipt | null }): Promise<boolean> {
+  if (existing.result === null) return false;
+  for (const former of idempotency.former ?? []) {
+    if (canonicalHash(former.request) !== existing.request_hash) continue;
+    if (!former.accepts || (await former.accepts(existing.result, sql))) return true;
+  }
+  return false;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import type { EventMetadata } from '@gantry/contracts';
 
 /** An event as the log holds it. */
@@ -39,6 +40,23 @@ export interface IdempotencyOptions {
   request: unknown;
   /** After this the key may be used again for a new action (the run queue's 24 h window). */
   ttlMs?: number;
+  /**
+   * What an earlier version of the command hashed as its request, for a change of what counts as the
+   * request (docs/architecture.md, "Idempotency receipts"): a receipt stored under one of these within
+   * its window answers this request too, if its `accepts` says so; any other is IDEMPOTENCY_CONFLICT.
+   */
+  former?: FormerRequest[];
+}
+
+/** A request as an earlier version of the command hashed it, and when an answer stored under it is this request's. */
+export interface FormerRequest {
+  request: unknown;
+  /**
+   * Whether the stored answer (`ok` with its result, or a refusal's error) is the answer to this request:
+   * what the former request left out can be read from what the command recorded (on `sql`, the
+   * command's transaction, or the store's pool for `answered`). Without it, every such answer is.
+   */
+  accepts?: (answer: { ok: true; result: unknown } | { ok: false; error: unknown }, sql: pg.Pool | pg.PoolClient) => Promise<boolean>;
 }
 
 export interface ExecuteResult<R> {
