@@ -47,38 +47,28 @@ steps:
   - id: done
     name: Done
 `);
-    await world.importYaml('lost-turn', `
-name: Lost turn
+    // todo → work, whose completed turn runs the list given, → done, whose on_enter is the list given
+    for (const [workflowId, name, onTurnComplete, onEnter] of [
+      ['lost-turn', 'Lost turn', ['reset_agent_context', 'move_to_next'], ['clear_decisions', 'auto_start_agent']],
+      ['lost-turn-session-only', 'Lost turn, no record', ['move_to_next'], ['auto_start_agent']],
+    ] as const) {
+      const list = (types: readonly string[]) => types.map((type) => `      - type: ${type}`).join('\n');
+      await world.importYaml(workflowId, `
+name: ${name}
 steps:
   - id: todo
     name: To do
   - id: work
     name: Work
     on_turn_complete:
-      - type: reset_agent_context
-      - type: move_to_next
+${list(onTurnComplete)}
   - id: done
     name: Done
     agent_profile_id: implementer
     on_enter:
-      - type: clear_decisions
-      - type: auto_start_agent
+${list(onEnter)}
 `);
-    await world.importYaml('lost-turn-session-only', `
-name: Lost turn, no record
-steps:
-  - id: todo
-    name: To do
-  - id: work
-    name: Work
-    on_turn_complete:
-      - type: move_to_next
-  - id: done
-    name: Done
-    agent_profile_id: implementer
-    on_enter:
-      - type: auto_start_agent
-`);
+    }
     await world.importYaml('lost', reviewYaml(`      - type: clear_decisions
       - type: queue_run_for_each_participant
         config: { role: reviewer }`, `    participants:
