@@ -315,7 +315,7 @@ ${list(onEnter)}
     await turnRunsAgain('turn-move-database-lost-once');
   }, 120_000);
 
-  it('AC-L3 / AC-B8: a turn\'s move that committed and then lost its connection (the answer lost) is not left undispatched: delivered again, the job\'s finish finds the move its own and the same process dispatches the entry it made, the agent started once', async () => {
+  it('AC-L3 / AC-B8: a turn\'s move that committed and then lost its connection (the answer lost) is not left undispatched: the same process finds the move its own (its job\'s finish delivered again, or its own look-up after a pause) and dispatches the entry it made, the agent started once', async () => {
     const { taskId, engine } = await taskAndEngine((id) => ({ GANTRY_TEST_WORKFLOW_FAIL: `turn-move-committed-database-lost-once:${id}` }), 'lost-turn');
     await world.move(taskId, 'work');
     await world.agentTurn(taskId);
