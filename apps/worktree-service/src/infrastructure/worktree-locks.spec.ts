@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, constants, existsSync, openSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { ErrorCode } from '@gantry/contracts';
+import { ErrorCode, GantryError } from '@gantry/contracts';
+import { outOfReachOf } from '@gantry/messaging';
 import { createGitFixture, plainGit as git, type GitFixture } from '@gantry/git/testing';
 import type { ServiceConfig } from '@gantry/service-runtime';
 import { eventually, processesWith, startCuttableProxy, testDatabaseUrl, uniqueName } from '@gantry/testing';
@@ -83,6 +84,8 @@ describe('worktree locks whose connection is lost while their work runs (real Po
     const error = (outcome as { error: LockConnectionLost }).error;
     expect(error.code).toBe(ErrorCode.UNAVAILABLE);
     expect(error.message).toMatch(/key-1/);
+    // What a durable consumer hands back rather than counts (docs/architecture.md, "Durable consumers").
+    expect(outOfReachOf(error)).toBe('database');
     // The replica whose connection was lost takes the lock again on a fresh one.
     expect(await replicas[0].onKey('key-1', async () => 'again')).toBe('again');
   }, 120_000);
@@ -131,10 +134,39 @@ describe('worktree locks whose connection is lost while their work runs (real Po
         const error = (outcome as { error: LockUnavailable }).error;
         expect(error.code).toBe(ErrorCode.UNAVAILABLE);
         expect(isLockOrDatabaseOutage(error)).toBe(true);
+        expect(outOfReachOf(error)).toBe('database');
       }
       // Once the database is back, the same locks are taken.
       proxy.restore();
       expect(await cutAway.onClone('/clone-1', async () => 'ran')).toBe('ran');
+    } finally {
+      await cutAway.onApplicationShutdown();
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it('a lock lost to a database that goes away while its work runs fails LockConnectionLost, which says the database was out of reach; a failure of the work under the lock does not', async () => {
+    const proxy = await startCuttableProxy(testDatabaseUrl);
+    const cutAway = new WorktreeLocks({ databaseUrl: proxy.url, schema } as ServiceConfig);
+    try {
+      const held = cutAway
+        .onKey('key-4', (signal) => new Promise((resolve) => signal.addEventListener('abort', resolve)))
+        .then(
+          (value) => ({ value }),
+          (error: unknown) => ({ error }),
+        );
+      await lockHolder('key-locks');
+      proxy.cut();
+      const outcome = await held;
+      expect(outcome).toEqual({ error: expect.any(LockConnectionLost) });
+      expect(outOfReachOf((outcome as { error: LockConnectionLost }).error)).toBe('database');
+      proxy.restore();
+      // The work's own failures under the lock, even one coded UNAVAILABLE (git not installed), are no outage.
+      for (const failure of [new Error('the worktree is corrupt'), new GantryError(ErrorCode.UNAVAILABLE, 'git is not installed on this host')]) {
+        const met = await cutAway.onKey('key-4', () => Promise.reject(failure)).catch((error: unknown) => error);
+        expect(met).toBe(failure);
+        expect(outOfReachOf(met)).toBeNull();
+      }
     } finally {
       await cutAway.onApplicationShutdown();
       await proxy.close();

@@ -50,11 +50,15 @@ export class WorktreeLocks implements OnApplicationShutdown {
  * The lock's connection was lost before the work under it ended (PostgreSQL restarted, the backend
  * terminated, the network cut): the server released the lock at once, so another process may have
  * taken it. The work was told (its signal aborted) and stopped; run it again under the lock.
+ * It carries what the connection heard as its `cause`: a durable consumer that meets it hands its
+ * event back rather than count it as a failure (`outOfReachOf` follows causes; docs/worktrees.md,
+ * "A lock whose connection is lost").
  */
 export class LockConnectionLost extends GantryError {
   constructor(lock: string, cause: unknown) {
     const why = cause instanceof Error ? cause.message : 'the connection ended';
     super(ErrorCode.UNAVAILABLE, `the database connection holding the lock ${lock} was lost (${why}); the work under it was stopped and can be run again`, { lock });
+    if (cause !== undefined) this.cause = cause;
   }
 }
 
@@ -68,6 +72,8 @@ export class LockUnavailable extends GantryError {
   constructor(lock: string, cause: unknown) {
     const why = cause instanceof Error ? cause.message : 'no connection';
     super(ErrorCode.UNAVAILABLE, `the database could not be reached to take the lock ${lock} (${why}); nothing ran under it, and it can be run again`, { lock });
+    // Its cause says what kept the connection from being made (an outage, for outOfReachOf, or not: a refused password).
+    this.cause = cause;
   }
 }
 
