@@ -3,7 +3,7 @@ import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { decideWithin, EventStore, isDatabaseUnreachable, lastLeaseSweep, recordLeaseSweep } from '@gantry/eventstore';
 import { Bus } from '@gantry/messaging';
-import { BusLossResumption, describeFault, holdHereIfAsked, RecurringFaults, Sweep } from '@gantry/service-runtime';
+import { BusLossResumption, describeFault, GantryTransport, holdHereIfAsked, RecurringFaults, Sweep } from '@gantry/service-runtime';
 import { jobDecider } from '../domain/index.js';
 import { ClaimPicker } from './claim-picker.js';
 import { JOB_SERVICE_CONFIG, type JobServiceConfig } from './job-service-settings.js';
@@ -51,6 +51,7 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
     @InjectPinoLogger('lease-expiry') private readonly log: PinoLogger,
     @Inject(JOB_SERVICE_CONFIG) config: JobServiceConfig,
     @Inject(ClaimPicker) private readonly picker: ClaimPicker,
+    @Inject(GantryTransport) private readonly transport: GantryTransport,
   ) {
     this.sweeps = new Sweep({ name: 'lease-expiry', everyMs: config.leaseSweepMs, run: () => this.sweep(), log });
     this.marks = config.leaseSweepMs > SERVING_MARK_MS ? new Sweep({ name: 'serving-mark', everyMs: SERVING_MARK_MS, run: () => this.markServing(), log }) : null;
@@ -62,18 +63,23 @@ export class LeaseExpirySweep implements OnApplicationBootstrap, BeforeApplicati
   }
 
   /**
-   * Before this service serves a command or sweeps (Nest runs this hook before the transport starts):
-   * every live claim's lease runs as long again from now (docs/jobs.md, "A job service outage").
+   * As this service begins to serve (right before it takes commands), and before it sweeps: every
+   * live claim's lease runs as long again from then (docs/jobs.md, "A job service outage"). Not from
+   * an earlier point of the start (Nest runs this hook before the transport starts): no runner could
+   * renew its lease before the service served, and a start slower than a lease would have the first
+   * sweep expire it.
    */
   async onApplicationBootstrap(): Promise<void> {
-    const resumed = await this.resumeLeases();
-    if (resumed > 0) this.log.info({ resumed }, 'job leases resumed at start');
-    // The first pass at once: a lease that ran out while a job service served (left out of the
-    // resumption) is expired now, not one sweep interval later — up to an hour on a replica set so.
-    this.sweeps.start({ now: true });
-    this.marks?.start();
-    // Test-only (GANTRY_TEST_HOLD_AT): a start slow to serve its first command after it resumed the leases.
-    await holdHereIfAsked('job-start:leases-resumed');
+    this.transport.beforeServing(async () => {
+      const resumed = await this.resumeLeases();
+      if (resumed > 0) this.log.info({ resumed }, 'job leases resumed at start');
+      // The first pass at once: a lease that ran out while a job service served (left out of the
+      // resumption) is expired now, not one sweep interval later — up to an hour on a replica set so.
+      this.sweeps.start({ now: true });
+      this.marks?.start();
+    });
+    // Test-only (GANTRY_TEST_HOLD_AT): a start slow to serve its first command.
+    await holdHereIfAsked('job-start:before-serving');
   }
 
   // Before the runtime closes the pool: a sweep in flight finishes, no new one starts.

@@ -4,7 +4,7 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy }
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { ErrorCode, GantryError } from '@gantry/contracts';
 import { EventStore, ProcessEpoch } from '@gantry/eventstore';
-import { componentLogger, holdHereIfAsked, Readiness, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
+import { componentLogger, GantryTransport, holdHereIfAsked, Readiness, SERVICE_CONFIG, type ServiceConfig } from '@gantry/service-runtime';
 import { claimVerdict, planReconciliation, type ClaimEndedBy, type ReconciliationAction } from '../domain/index.js';
 import { listWorktrees, pruneWorktrees, quarantineOrphanDirectory, withSignal, type GitWorkspace } from '../infrastructure/git/index.js';
 import { GIT_WORKSPACE } from '../infrastructure/workspace.provider.js';
@@ -52,6 +52,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     @Inject(Readiness) private readonly readiness: Readiness,
     @Inject(WorktreeLocks) private readonly locks: WorktreeLocks,
     @Inject(SERVICE_CONFIG) private readonly config: ServiceConfig,
+    @Inject(GantryTransport) private readonly transport: GantryTransport,
     @InjectPinoLogger('worktree-recovery') private readonly log: PinoLogger,
   ) {}
 
@@ -60,10 +61,17 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     const actions = await this.reconcileAtStart();
     this.log.info({ actions: actions.map((a) => a.type) }, 'reconciled leases with the disk');
     this.phase = 'reconciled';
-    await this.resumeAtStart();
-    this.sweep.start();
-    // Not awaited: the jobs consumer starts with the runtime, after this hook.
-    this.background = this.recoverUntilDone();
+    // The held leases run again from the moment the service serves, and only then are they swept: no
+    // holder could renew before, and a start slower than a lease would otherwise expire them at its
+    // first sweep (docs/worktrees.md, "Restart and recovery").
+    this.transport.beforeServing(async () => {
+      await this.resumeAtStart();
+      this.sweep.start();
+      // Not awaited: the jobs consumer starts with the transport, right after this.
+      this.background = this.recoverUntilDone();
+    });
+    // Test-only (GANTRY_TEST_HOLD_AT): a start slow to serve its first command.
+    await holdHereIfAsked('worktree-start:before-serving');
   }
 
   /**

@@ -7,12 +7,13 @@ import { claimUnderKey } from './job-claim.js';
 
 /**
  * A claim's end by the runner's clock across a restart of the job service (docs/jobs.md, "A runner's
- * clock"): its first try decided and the service killed before it answered, the next start resuming
- * the claim's lease and then slow to serve commands (the runner's tries meanwhile find nobody
- * serving, and that time does not count against the lease), and the repeat answered under its key.
+ * clock"): its first try decided and the service killed before it answered, the next start slow to
+ * serve commands (the runner's tries meanwhile find nobody serving, and that time does not count
+ * against the lease) and resuming the claim's lease as it begins to serve, and the repeat answered
+ * under its key.
  */
 describe("a claim's end, by the runner's clock, across a restart of the job service", () => {
-  const RESUMED = 'job-start:leases-resumed';
+  const BEFORE_SERVING = 'job-start:before-serving';
   let world: TestWorld;
   let service: RunningApp | undefined;
 
@@ -43,12 +44,12 @@ describe("a claim's end, by the runner's clock, across a restart of the job serv
 
     // The claim's first try is decided, and the service dies before it answers: that try gets no reply.
     await eventually(() => first.process.signalCode === 'SIGKILL', { what: 'the job service killed right after the claim was written' });
-    // Started again: it resumes the claim's lease, its clock running again from then, and is slow to serve.
-    const second = await start({ GANTRY_TEST_HOLD_AT: RESUMED }, false);
+    // Started again, slow to serve; as it begins to, it resumes the claim's lease, its clock running again from then.
+    const second = await start({ GANTRY_TEST_HOLD_AT: BEFORE_SERVING }, false);
     service = second;
-    await eventually(() => second.output().includes(`"testHold":"${RESUMED}"`), { what: 'the start held after its resumption', timeoutMs: 120_000 });
-    // A start this much slower between its resumption and its first command than the try whose reply
-    // was lost took: the runner's tries meanwhile find nobody serving.
+    await eventually(() => second.output().includes(`"testHold":"${BEFORE_SERVING}"`), { what: 'the start held before it serves', timeoutMs: 120_000 });
+    // A start this much slower to serve its first command than the try whose reply was lost took: the
+    // runner's tries meanwhile find nobody serving.
     await sleep(5_000);
     second.process.kill('SIGUSR2');
 

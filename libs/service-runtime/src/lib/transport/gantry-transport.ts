@@ -73,6 +73,8 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
   private readonly inFlight = new Set<Promise<void>>();
   private listening = false;
   private closing: Promise<void> | null = null;
+  /** Work to run as the service begins to serve (beforeServing), in the order it was asked for. */
+  private readonly whenServing: Array<() => Promise<void>> = [];
   /**
    * This replica's token: its replies carry it, and it listens on its own subject for each command
    * (replicaCommandSubject), where a caller sends the commands about a thing this replica answered
@@ -96,6 +98,19 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
   /** The service's durable consumers (for readiness and retention). */
   get consumers(): readonly EventConsumer[] {
     return this.durable;
+  }
+
+  /**
+   * Runs `work` as the service begins to serve: after every start-up hook of its modules (Nest runs
+   * `onApplicationBootstrap` before the transport starts), right before its commands are taken; a
+   * failure of it fails the start. For work whose time counts from the moment callers can reach the
+   * service rather than from an earlier point of a start that may be slow — leases that no holder
+   * could renew until now are resumed here (docs/jobs.md, "A job service outage") — and that must be
+   * done before the first command is answered. Asked for during the start (`onApplicationBootstrap`).
+   */
+  beforeServing(work: () => Promise<void>): void {
+    if (this.listening) throw new Error('beforeServing is asked for during the start, before the service serves');
+    this.whenServing.push(work);
   }
 
   override addHandler(pattern: unknown, callback: MessageHandler, isEventHandler = false, extras: Record<string, unknown> = {}): void {
@@ -126,6 +141,7 @@ export class GantryTransport extends Server implements CustomTransportStrategy {
 
   async listen(callback: (error?: unknown) => void): Promise<void> {
     try {
+      for (const work of this.whenServing.splice(0)) await work();
       const { bus } = this.options;
       const queue = commandQueueGroup(bus.naming, this.options.context);
       this.replyHeaders.set(REPLICA_HEADER, this.replica);
