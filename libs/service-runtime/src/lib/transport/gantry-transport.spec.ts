@@ -12,6 +12,7 @@ import {
   type CanActivate,
   type ExecutionContext,
   type NestInterceptor,
+  type OnApplicationBootstrap,
   type PipeTransform,
   type RpcExceptionFilter,
 } from '@nestjs/common';
@@ -25,6 +26,7 @@ import { eventually } from '@gantry/testing';
 import { startTestService, type TestService } from '../../testing.js';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
 import { CommandHandler, DurableConsumer } from './decorators.js';
+import { GantryTransport } from './gantry-transport.js';
 
 const Note = defineCommand({
   context: 'workflow',
@@ -276,5 +278,58 @@ describe('the Gantry transport refuses to start', () => {
       }
     }
     expect(await startFails([], [NotAController])).toMatch(/NotAController\.refuse: command and consumer handlers belong on controllers/);
+  });
+});
+
+describe('work the Gantry transport runs before it serves (beforeServing)', () => {
+  const order: string[] = [];
+  const failing = { value: false };
+
+  // Asks for its work in its start-up hook; another provider's start-up hook (registered after it) is slow.
+  @Injectable()
+  class AsksFirst implements OnApplicationBootstrap {
+    constructor(@Inject(GantryTransport) private readonly transport: GantryTransport) {}
+
+    async onApplicationBootstrap(): Promise<void> {
+      order.push('asks');
+      this.transport.beforeServing(async () => {
+        order.push(`runs ${this.transport.isListening ? 'while serving' : 'before serving'}`);
+        if (failing.value) throw new Error('the leases could not be resumed');
+      });
+    }
+  }
+  @Injectable()
+  class SlowToStart implements OnApplicationBootstrap {
+    async onApplicationBootstrap(): Promise<void> {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      order.push('slow start-up hook done');
+    }
+  }
+
+  it('runs after every start-up hook and before the service serves; it is done once the start is', async () => {
+    order.length = 0;
+    failing.value = false;
+    const service = await startTestService({ label: 'transport_before_serving', controllers: [NoteCommands], providers: [AsksFirst, SlowToStart] });
+    try {
+      // Nest runs the start-up hooks in an order of its own: the work comes after both, whichever ran first.
+      expect(order).toHaveLength(3);
+      expect([...order.slice(0, 2)].sort()).toEqual(['asks', 'slow start-up hook done']);
+      expect(order[2]).toBe('runs before serving');
+      expect(await service.app.get(CommandClient).request(Refuse, {}).catch((error: GantryError) => error.code)).toBe(ErrorCode.PRECONDITION_FAILED);
+    } finally {
+      await service.close();
+    }
+  });
+
+  it('fails the start when it fails', async () => {
+    failing.value = true;
+    const started = await startTestService({ label: 'transport_before_serving', controllers: [NoteCommands], providers: [AsksFirst] }).then(
+      async (service) => {
+        await service.close();
+        return 'started';
+      },
+      (error: unknown) => String(error),
+    );
+    expect(started).toMatch(/the leases could not be resumed/);
   });
 });
