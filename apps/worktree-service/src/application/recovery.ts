@@ -63,7 +63,7 @@ export class WorktreeRecovery implements OnApplicationBootstrap, OnModuleDestroy
     this.phase = 'reconciled';
     // The held leases run again from the moment the service serves, and only then are they swept: no
     // holder could renew before, and a start slower than a lease would otherwise expire them at its
-    // first sweep (docs/worktrees.md, "Restart and recovery").
+    // first sweep (docs/worktrees.md, "When a lease ends").
     this.transport.beforeServing(async () => {
       await this.resumeAtStart();
       this.sweep.start();

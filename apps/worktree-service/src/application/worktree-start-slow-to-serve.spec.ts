@@ -5,7 +5,7 @@ import { claimedJob, createWorld, type TestWorld } from './testing/world.js';
 import { startServiceProcess, type ServiceProcess } from './testing/process.js';
 
 /*
- * A start slower to serve than a whole lease (docs/worktrees.md, "Restart and recovery"): no holder
+ * A start slower to serve than a whole lease (docs/worktrees.md, "When a lease ends"): no holder
  * can renew its lease while no worktree service serves, so a held lease's time counts again only
  * from the moment this one serves — not from an earlier point of its start (its reconciliation, its
  * other start-up work), which a slow start could leave more than a lease behind. Starts
