@@ -33,8 +33,8 @@ const PERIODIC_TABLES = new Set(['lease_sweeps']);
 
 interface Row {
   what: string;
-  /** The request as sent: JSON text, or not JSON at all. */
-  body: string;
+  /** The request as sent: JSON text, or not JSON at all; bytes when they are not UTF-8 text. */
+  body: string | Buffer;
   /** Over HTTP only: the request's content type, when not JSON's. */
   contentType?: string;
   /** Which entrances the row is sent through. */
@@ -123,9 +123,49 @@ function fieldPaths(value: Record<string, Json>, prefix: string[] = []): { path:
   });
 }
 
+/** UTF-8 text of the example with `bytes` spliced into the string at `path`: JSON but for them. */
+function withBytesIn(example: Record<string, Json>, path: string[], bytes: number[]): Buffer {
+  const mark = '\u0002';
+  const [before, after] = withField(example, path, JSON.stringify(mark)).split(JSON.stringify(mark).slice(1, -1));
+  return Buffer.concat([Buffer.from(before!), Buffer.from(bytes), Buffer.from(after!)]);
+}
+
+/** Byte sequences that are not UTF-8, which a lenient decoder reads as U+FFFD or as what they spell. */
+const NOT_UTF8: { what: string; bytes: number[] }[] = [
+  { what: 'a byte that is never UTF-8 (FF)', bytes: [0xff] },
+  { what: 'a continuation byte alone (80)', bytes: [0x80] },
+  { what: 'a truncated multi-byte sequence (E2 82)', bytes: [0xe2, 0x82] },
+  { what: 'an overlong encoding of / (C0 AF)', bytes: [0x61, 0xc0, 0xaf] },
+  { what: 'an overlong encoding of .. (E0 80 AE twice)', bytes: [0xe0, 0x80, 0xae, 0xe0, 0x80, 0xae] },
+  { what: 'a UTF-16 surrogate encoded as UTF-8 (ED A0 80)', bytes: [0x61, 0xed, 0xa0, 0x80] },
+  { what: 'a code point beyond U+10FFFF (F4 90 80 80)', bytes: [0x61, 0xf4, 0x90, 0x80, 0x80] },
+];
+
+/**
+ * Bodies that are not UTF-8 JSON text (docs/architecture.md, "Commands"): each must be refused
+ * INVALID_COMMAND over both transports, never decoded leniently (a lone byte read as U+FFFD, an
+ * overlong `/` read as `/`) into a request the contract takes — so the bytes go into every string
+ * of the example, free text included, and into a field the schema would drop.
+ */
+function encodingRows(example: Record<string, Json>): Row[] {
+  const text = JSON.stringify(example);
+  const cut = Buffer.from(`${text.slice(0, -1)},"zzText":"€`);
+  const strings = [...fieldPaths(example).filter((f) => typeof f.value === 'string').map((f) => f.path), ['zzUnknownField']];
+  return [
+    ...strings.flatMap((path) => NOT_UTF8.map(({ what, bytes }) => ({ what: `${path.join('.')}: ${what}`, body: withBytesIn(example, path, bytes) }))),
+    { what: 'the body cut inside a multi-byte character', body: cut.subarray(0, cut.length - 1) },
+    { what: 'a UTF-8 byte order mark before the JSON', body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]) },
+    { what: 'the example in UTF-16LE', body: Buffer.from(text, 'utf16le'), via: ['nats'] },
+    { what: 'the example in UTF-16LE, declared charset=utf-16le', body: Buffer.from(text, 'utf16le'), contentType: 'application/json; charset=utf-16le', via: ['http'] },
+    { what: 'the example in Latin-1, declared charset=iso-8859-1', body: Buffer.from(text.replace(/}$/, ',"zzText":"\u00e9"}'), 'latin1'), contentType: 'application/json; charset=iso-8859-1', via: ['http'] },
+    { what: 'the example declared charset=utf-8', body: text, contentType: 'application/json; charset=utf-8', via: ['http'] },
+  ];
+}
+
 function rowsOf(command: CommandContract): Row[] {
   const example = command.examples.valid[0] as Record<string, Json>;
   const rows: Row[] = [
+    ...encodingRows(example),
     { what: 'not JSON at all', body: '{"not json' },
     { what: 'an empty body', body: '', via: ['nats'] },
     { what: 'JSON text that is a number', body: '42' },
@@ -150,17 +190,21 @@ function rowsOf(command: CommandContract): Row[] {
   return rows;
 }
 
-/** A row's own idempotency key, so that no row is answered by another's receipt. */
-function ownKey(body: string, row: number): string {
+/** A row's own idempotency key, so that no row is answered by another's receipt (in bytes read as Latin-1, one character a byte). */
+function ownKey(body: string | Buffer, row: number): string | Buffer {
+  if (Buffer.isBuffer(body)) return Buffer.from(ownKey(body.toString('latin1'), row) as string, 'latin1');
   return body.replace(/"idempotencyKey":"([^"]*)"/, (_m, key: string) => `"idempotencyKey":${JSON.stringify(`${key}-hostile-${row}`)}`);
 }
 
-/** Whether the command's contract takes the request (undefined when the body is not JSON). */
-function contractTakes(command: CommandContract, body: string, contentType: string | undefined): boolean {
-  if (contentType) return false;
+/** Only UTF-8 is JSON's encoding between systems, and a byte order mark is not JSON text (RFC 8259). */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** Whether the command's contract takes the request (false when the body is not UTF-8 JSON text). */
+function contractTakes(command: CommandContract, body: string | Buffer, contentType: string | undefined): boolean {
+  if (contentType && !/^application\/json\s*;\s*charset=utf-8$/i.test(contentType)) return false;
   let value: unknown;
   try {
-    value = JSON.parse(body);
+    value = JSON.parse(typeof body === 'string' ? body : strictUtf8.decode(body));
   } catch {
     return false;
   }
@@ -173,7 +217,7 @@ interface Reply {
   error?: { code: string; message?: string; issues?: unknown[] };
 }
 
-async function overNats(nc: NatsConnection, subject: string, body: string): Promise<{ status?: number; reply: Reply | string }> {
+async function overNats(nc: NatsConnection, subject: string, body: string | Buffer): Promise<{ status?: number; reply: Reply | string }> {
   try {
     const msg = await nc.request(subject, body, { timeout: ANSWER_WAIT_MS, headers: natsHeaders() });
     try {
@@ -186,7 +230,7 @@ async function overNats(nc: NatsConnection, subject: string, body: string): Prom
   }
 }
 
-async function overHttp(url: string, name: string, body: string, contentType = 'application/json'): Promise<{ status?: number; reply: Reply | string }> {
+async function overHttp(url: string, name: string, body: string | Buffer, contentType = 'application/json'): Promise<{ status?: number; reply: Reply | string }> {
   try {
     const response = await fetch(`${url}/commands/${name}`, { method: 'POST', headers: { 'content-type': contentType }, body, signal: AbortSignal.timeout(ANSWER_WAIT_MS) });
     const text = await response.text();
@@ -209,7 +253,7 @@ function fault(answer: { status?: number; reply: Reply | string }, refused: bool
     if (reply.ok) return 'answered ok, though its contract refuses it';
     if (reply.error?.code !== 'INVALID_COMMAND') return `${reply.error?.code}: ${reply.error?.message}`;
     if (!(reply.error.issues && reply.error.issues.length > 0)) return 'INVALID_COMMAND without issues';
-    if (status !== undefined && status !== 400 && status !== 413) return `HTTP ${status} for INVALID_COMMAND`;
+    if (status !== undefined && ![400, 413, 415].includes(status)) return `HTTP ${status} for INVALID_COMMAND`;
     if (changed.length > 0) return `refused, yet rows of its schema changed: ${changed.join(', ')}`;
     return null;
   }

@@ -13,6 +13,7 @@ import { refuseWithoutToken } from './http-auth.js';
 import { bootLogger, nestBootLogger } from './logging.js';
 import { GantryTransport } from './transport/gantry-transport.js';
 import { GantryExceptionFilter } from './transport/rpc-errors.filter.js';
+import { isRequestCharset, requestText } from './transport/request-text.js';
 import { holdHereIfAsked } from './test-crash.js';
 
 export interface RunServiceOptions {
@@ -66,8 +67,8 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
       (app as NestExpressApplication).useBodyParser('raw', { limit: route.limit, type: (req: { url?: string }) => samePath(req.url, route.path) });
     }
     // A command over HTTP may be as large as one over NATS (express's default, 100 kB, refused a job
-    // its contract accepts).
-    (app as NestExpressApplication).useBodyParser('json', { limit: HTTP_JSON_LIMIT });
+    // its contract accepts), and its bytes are read as over NATS: UTF-8 only, never leniently.
+    (app as NestExpressApplication).useBodyParser('json', { limit: HTTP_JSON_LIMIT, verify: refuseBodyNotUtf8 });
     // Before the transport wraps its handlers: global enhancers are read when a handler is wrapped.
     const filterLog = await app.resolve(PinoLogger);
     filterLog.setContext('http');
@@ -82,6 +83,20 @@ export async function createServiceApp(module: Type<unknown>, options: ServiceAp
     throw error;
   }
   return app;
+}
+
+/**
+ * The JSON parser's check of a body's bytes before it decodes them, by the rule the transport reads
+ * a request over NATS with (request-text.ts): a charset other than UTF-8 (415), bytes that are not
+ * UTF-8 or a byte order mark (400) are refused with their issue rather than decoded.
+ */
+function refuseBodyNotUtf8(_req: unknown, _res: unknown, body: Buffer, charset: string | null): void {
+  if (!isRequestCharset(charset)) {
+    const message = `the body's charset is ${charset}; a request is UTF-8 JSON`;
+    throw Object.assign(new Error(message), { status: 415, type: 'charset.unsupported', issue: { path: [], code: 'unsupported_charset', message } });
+  }
+  const read = requestText(body);
+  if ('issue' in read) throw Object.assign(new Error(read.issue.message), { status: 400, type: 'entity.parse.failed', issue: read.issue });
 }
 
 /** Whether a request's URL is `path`, as express routes it (any case, a trailing slash, a query). */

@@ -152,6 +152,46 @@ describe('commands over NATS request/reply', () => {
     expect(await eventCount()).toBe(before);
   });
 
+  it('refuses a body that is not UTF-8 JSON text with its issue, over NATS and over HTTP alike, and writes nothing', async () => {
+    const keep = (bytes: number[]) => Buffer.concat([Buffer.from('{"account":"utf8","data":{"note":"a'), Buffer.from(bytes), Buffer.from('"}}')]);
+    const bodies: [string, Buffer, string][] = [
+      ['a lone FF byte', keep([0xff]), 'invalid_utf8'],
+      ['a truncated sequence', keep([0xe2, 0x82]), 'invalid_utf8'],
+      ['an overlong /', keep([0xc0, 0xaf]), 'invalid_utf8'],
+      ['an encoded surrogate', keep([0xed, 0xa0, 0x80]), 'invalid_utf8'],
+      ['a byte order mark', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), keep([])]), 'invalid_json'],
+    ];
+    const before = await eventCount();
+    const answers = [];
+    for (const [what, body, issue] of bodies) {
+      const overNats = JSON.parse(new TextDecoder().decode((await raw.request(commandSubject(naming, context, 'keep_test_data'), body, { timeout: 5000 })).data));
+      const response = await fetch(`${service.url}/commands/keep_test_data`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const refusal = { code: 'INVALID_COMMAND', message: expect.any(String), issues: [expect.objectContaining({ path: [], code: issue })] };
+      answers.push({ what, nats: overNats, http: { status: response.status, body: await response.json() } });
+      expect(answers.at(-1)).toEqual({ what, nats: { ok: false, error: refusal }, http: { status: 400, body: { ok: false, error: refusal } } });
+    }
+    // A charset other than UTF-8 is refused as such, not decoded.
+    for (const charset of ['utf-16le', 'iso-8859-1']) {
+      const response = await fetch(`${service.url}/commands/keep_test_data`, { method: 'POST', headers: { 'content-type': `application/json; charset=${charset}` }, body: Buffer.from(keep([]).toString(), charset === 'utf-16le' ? 'utf16le' : 'latin1') });
+      expect({ charset, status: response.status, body: await response.json() }).toEqual({
+        charset,
+        status: 415,
+        body: { ok: false, error: { code: 'INVALID_COMMAND', message: expect.any(String), issues: [expect.objectContaining({ code: 'unsupported_charset' })] } },
+      });
+    }
+    expect(await eventCount()).toBe(before);
+    // UTF-8 text beyond ASCII is taken as sent, over both.
+    const text = 'é€😀';
+    for (const via of ['nats', 'http']) {
+      const body = JSON.stringify({ account: `utf8-${via}`, data: { note: text } });
+      const reply =
+        via === 'nats'
+          ? JSON.parse(new TextDecoder().decode((await raw.request(commandSubject(naming, context, 'keep_test_data'), body, { timeout: 5000 })).data))
+          : await (await fetch(`${service.url}/commands/keep_test_data`, { method: 'POST', headers: { 'content-type': 'application/json; charset=UTF-8' }, body })).json();
+      expect({ via, reply }).toEqual({ via, reply: { ok: true, result: { stored: { note: text } } } });
+    }
+  });
+
   it('answers a schema-invalid payload with INVALID_COMMAND listing every issue, and writes nothing', async () => {
     const before = await eventCount();
     const reply = await rawRequest('deposit_test_money', JSON.stringify({ account: '', amount: 'ten' }));

@@ -27,6 +27,7 @@ import { CORRELATION_HEADER, EventConsumer, REPLICA_HEADER, SharedDurable, withi
 import { observeCommand, observeOutageHandBack, observeSettlement, UNKNOWN_COMMAND } from '../metrics.js';
 import { CommandCallContext, ConsumerContext } from './contexts.js';
 import { commandPattern, consumerPattern, gantryHandlerOf, type DurableConsumerOptions } from './decorators.js';
+import { requestText } from './request-text.js';
 
 export interface GantryTransportOptions {
   bus: Bus;
@@ -50,8 +51,6 @@ interface CommandRoute {
   contract: CommandContract;
   handler: MessageHandler;
 }
-
-const textDecoder = new TextDecoder();
 
 /**
  * The NestJS transport of a Gantry service: NATS request/reply for the context's commands (one queue
@@ -416,11 +415,13 @@ function jobIdOf(value: unknown): { jobId?: string } {
   return typeof jobId === 'string' ? { jobId } : {};
 }
 
-/** The request as a value, or the refusal of a body that is not JSON (returned, so it is answered inside the command's log context). */
+/** The request as a value, or the refusal of a body that is not UTF-8 JSON text (returned, so it is answered inside the command's log context). */
 function decodeRequest(raw: unknown, qualified: string): unknown {
   if (!(raw instanceof Uint8Array)) return raw;
+  const read = requestText(raw);
+  if ('issue' in read) return new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${qualified} request: ${read.issue.message}`, undefined, [read.issue]);
   try {
-    return JSON.parse(textDecoder.decode(raw));
+    return JSON.parse(read.text);
   } catch {
     return new GantryError(ErrorCode.INVALID_COMMAND, `invalid ${qualified} request: the body is not valid JSON`, undefined, [
       { path: [], message: 'malformed JSON', code: 'invalid_json' },

@@ -1,7 +1,7 @@
 import { Catch, HttpException, HttpStatus, type ArgumentsHost } from '@nestjs/common';
 import { BaseExceptionFilter } from '@nestjs/core';
 import { throwError, type Observable } from 'rxjs';
-import { ErrorCode, GantryError, type ErrorPayload } from '@gantry/contracts';
+import { ErrorCode, GantryError, type ErrorPayload, type ValidationIssue } from '@gantry/contracts';
 import { httpStatusOf, type HttpResponse } from '../http.controllers.js';
 
 /** What a request body can be refused for before a handler sees it (express's body parser): not JSON, too large, not JSON's type. */
@@ -11,6 +11,14 @@ const BODY_ISSUE: Record<number, string> = {
   [HttpStatus.PAYLOAD_TOO_LARGE]: 'too_big',
   [HttpStatus.UNSUPPORTED_MEDIA_TYPE]: 'unsupported_media_type',
 };
+
+/** The issue of a body the parser refused: the one its check named (bootstrap.ts), else by its status. */
+function bodyIssueOf(exception: HttpException): ValidationIssue {
+  const cause = exception.cause as { issue?: ValidationIssue; type?: string } | undefined;
+  if (cause?.issue) return cause.issue;
+  const code = cause?.type === 'charset.unsupported' ? 'unsupported_charset' : (BODY_ISSUE[exception.getStatus()] ?? 'invalid_body');
+  return { path: [], message: exception.message, code };
+}
 
 /**
  * The application's last exception filter. For the transport (`rpc`) it hands every error on
@@ -52,7 +60,7 @@ export class GantryExceptionFilter extends BaseExceptionFilter {
       status = exception.getStatus();
       // With an issue, as a body that is not JSON is refused over NATS.
       const message = `the request's body was refused: ${exception.message}`;
-      error = { code: ErrorCode.INVALID_COMMAND, message, issues: [{ path: [], message: exception.message, code: BODY_ISSUE[exception.getStatus()] ?? 'invalid_body' }] };
+      error = { code: ErrorCode.INVALID_COMMAND, message, issues: [bodyIssueOf(exception)] };
     } else {
       const correlationId = typeof request.id === 'string' ? request.id : undefined;
       const route = `${request.method ?? ''} ${(request.url ?? '').split('?')[0]}`;
