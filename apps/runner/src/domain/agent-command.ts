@@ -71,21 +71,33 @@ export function buildAgentCommand(input: AgentCommandInput): AgentCommand {
       '-p',
       renderPrompt(template, input.payloadPath),
       '--model',
-      session?.model ?? input.config.model,
+      optionValue('model', session?.model ?? input.config.model),
       '--permission-mode',
-      session?.permissionMode ?? input.config.permissionMode,
+      optionValue('permission mode', session?.permissionMode ?? input.config.permissionMode),
       ...(effort === null ? [] : ['--effort', effort]),
       '--allowedTools',
-      allowedToolsArgument(session?.allowedTools ?? input.config.allowedTools),
+      optionValue('allowed tools', allowedToolsArgument(session?.allowedTools ?? input.config.allowedTools)),
       '--mcp-config',
       input.mcpConfigPath,
       '--add-dir',
       input.worktreeDir,
       '--output-format',
       'text',
-      ...(session === null ? [] : session.resume ? ['--resume', session.sessionId] : ['--session-id', session.sessionId]),
+      ...(session === null ? [] : [session.resume ? '--resume' : '--session-id', optionValue('session id', session.sessionId)]),
     ],
   };
+}
+
+/**
+ * A value of the job's (or its task session's) as the argument of its option, or the job's refusal:
+ * one that starts with `-` would be read by the CLI as an option of its own (`--model
+ * --dangerously-skip-permissions`; `--resume` takes its value only when one follows), and no process
+ * can be given an argument with a NUL (docs/jobs.md, "What the runner takes").
+ */
+function optionValue(name: string, value: string): string {
+  if (value.startsWith('-')) refuse(`the ${name} ${JSON.stringify(value.slice(0, 200))} starts with "-": the agent CLI would read it as an option`);
+  if (value.includes('\u0000')) refuse(`the ${name} has a NUL character, which no command line can carry`);
+  return value;
 }
 
 /** The kind's prompt with every `$PAYLOAD_PATH` replaced; a template without the placeholder is a defect. */

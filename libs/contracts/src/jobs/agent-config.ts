@@ -56,6 +56,17 @@ export function effortForThinkingBudget(budget: number): EffortLevel | null {
 }
 
 /**
+ * A model name as a request may give it: it becomes the value of the agent CLI's `--model`, so it may
+ * not start with `-`, which the CLI would read as an option of its own (docs/jobs.md, "What the runner
+ * takes"; the runner refuses such a job too, for one recorded before this rule).
+ */
+export const RequestedModelSchema = z
+  .string()
+  .min(1)
+  .max(200)
+  .refine((model) => !model.startsWith('-'), 'a model name does not start with "-": the agent CLI would read it as an option');
+
+/**
  * The agent profile a workflow run is queued for. A REVIEW job takes its model and thinking
  * budget from here; the other kinds only record which profile asked.
  */

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
 import { ErrorCode, isGantryError, type GantryError } from '../errors.js';
 import { defineCommand } from '../registry.js';
-import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, allowedToolProblem, EffortLevelSchema, JobKindSchema } from './agent-config.js';
+import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, allowedToolProblem, EffortLevelSchema, JobKindSchema, RequestedModelSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
 import { CloneUrlSchema, RepositorySchema } from './products.js';
 import { BaseRefSchema, LeasedBranchNameSchema } from '../worktrees/git-names.js';
@@ -46,7 +46,7 @@ const JobRefReply = z.object({ jobId: JobIdSchema, status: JobStatusSchema });
  * the agent's command line, which the system bounds (128 KiB on Linux), so they are bounded here.
  */
 export const RequestedConfigOverrideSchema = AgentConfigOverrideSchema.extend({
-  model: z.string().min(1).max(200).optional(),
+  model: RequestedModelSchema.optional(),
   allowedTools: z
     .array(
       z
@@ -63,7 +63,7 @@ export const RequestedConfigOverrideSchema = AgentConfigOverrideSchema.extend({
     .optional(),
 });
 /** The agent profile as a request may give it: its model becomes the job's, as one of the cascade's. */
-const RequestedAgentProfileSchema = AgentProfileSchema.extend({ model: z.string().min(1).max(200) });
+const RequestedAgentProfileSchema = AgentProfileSchema.extend({ model: RequestedModelSchema });
 
 // ---------------------------------------------------------------------------------------------
 // enqueue_job
@@ -205,6 +205,8 @@ export const enqueueJob = defineCommand({
       { kind: 'TASK_IMPLEMENTATION', productId: 'product-42', baseRef: 'HEAD', idempotencyKey: 'p/enqueue:1' },
       // the command line's list would read two tools where one was configured
       { kind: 'PLAN_CHAT', productId: 'product-42', configOverrides: { product: { allowedTools: ['Read,Write'] } }, idempotencyKey: 'p/enqueue:1' },
+      // a model name that the agent CLI would read as an option
+      { kind: 'PLAN_CHAT', productId: 'product-42', configOverrides: { job: { model: '--dangerously-skip-permissions' } }, idempotencyKey: 'p/enqueue:1' },
     ],
   },
 });

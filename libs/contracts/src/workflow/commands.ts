@@ -3,6 +3,7 @@ import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { ExternalRefSchema, IdempotencyKeySchema, JobIdSchema, LeaseTokenSchema, RunnerIdSchema, SprintRunIdSchema } from '../jobs/values.js';
 import { jobExampleIds } from '../jobs/events.js';
+import { RequestedModelSchema } from '../jobs/agent-config.js';
 import { PlacementReplySchema } from './views.js';
 import {
   NewAgentProfileIdSchema,
@@ -60,7 +61,7 @@ export const registerAgentProfile = defineCommand({
   name: 'register_agent_profile',
   request: CommandMetaSchema.extend({
     agentProfileId: NewAgentProfileIdSchema,
-    model: z.string().min(1).max(200),
+    model: RequestedModelSchema,
     thinkingBudget: z.number().int().min(0),
     idempotencyKey: IdempotencyKeySchema,
   }),
@@ -70,6 +71,8 @@ export const registerAgentProfile = defineCommand({
     invalid: [
       { agentProfileId: 'profile reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000, idempotencyKey: 'p/profile:1' },
       { agentProfileId: 'profile.reviewer', model: 'claude-opus-4-7', thinkingBudget: 12000, idempotencyKey: 'p/profile:1' },
+      // a model the agent CLI would read as an option
+      { agentProfileId: 'profile-reviewer', model: '-p', thinkingBudget: 12000, idempotencyKey: 'p/profile:1' },
     ],
   },
 });
