@@ -19,3 +19,4 @@ export * from './lib/republish-command.js';
 export * from './lib/paging.js';
 export * from './lib/describe-fault.js';
 export * from './lib/recurring-faults.js';
+export * from './lib/transport/request-text.js';

@@ -96,7 +96,7 @@ describe('the MCP tool server a runner hosts for one job', () => {
   ])('refuses invalid input to %s and forwards nothing (%o)', async (name, args) => {
     const result = await client.callTool({ name, arguments: args });
     expect(result.isError).toBe(true);
-    expect(textOf(result)).toMatch(/Input validation error/);
+    expect(textOf(result)).toMatch(new RegExp(`^INVALID_COMMAND: invalid arguments for ${name}: `));
     expect(reporter.calls).toEqual([]);
     expect(server.progress().implementationLogged).toBe(false);
   });
@@ -135,7 +135,7 @@ describe('the MCP tool server a runner hosts for one job', () => {
   it('an unknown tool is refused', async () => {
     const result = await client.callTool({ name: 'claim_job', arguments: {} });
     expect(result.isError).toBe(true);
-    expect(textOf(result)).toMatch(/claim_job not found/);
+    expect(textOf(result)).toMatch(/^INVALID_COMMAND: no tool "claim_job" is offered; the tools are log_implementation, /);
   });
 
   it("passes the job service's refusal to the agent as a tool error and does not count the report", async () => {

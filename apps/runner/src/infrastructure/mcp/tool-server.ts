@@ -3,8 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { CallToolResult, JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { isGantryError, REVIEW_DECISION_TOOL, reservedKeyIssue, reservedKeyPath } from '@gantry/contracts';
+import type { z } from 'zod';
+import { ErrorCode, isGantryError, REVIEW_DECISION_TOOL, reservedKeyIssue, reservedKeyPath } from '@gantry/contracts';
 import type { GantryToolName } from '@gantry/contracts';
+import { isRequestCharset, requestText } from '@gantry/service-runtime';
 import { BearerSecret } from './bearer-secret.js';
 import {
   CommitLogInputSchema,
@@ -109,6 +111,8 @@ async function serve(req: IncomingMessage, res: ServerResponse, secret: BearerSe
     res.setHeader('Allow', 'POST');
     return jsonRpcError(res, 405, -32000, 'Method not allowed');
   }
+  const body = await readBody(req, res, tools);
+  if (body === null) return;
   const server = tools.mcpServer();
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   res.on('close', () => {
@@ -117,31 +121,110 @@ async function serve(req: IncomingMessage, res: ServerResponse, secret: BearerSe
     }
   });
   await server.connect(transport);
-  refuseReservedKeys(transport, tools);
-  await transport.handleRequest(req, res);
+  refuseBadCalls(transport, tools);
+  await transport.handleRequest(req, res, body);
+}
+
+/** The most a request to the tool server may carry: far more than the largest call its tools take (docs/jobs.md, "What the runner takes"). */
+export const MAX_TOOL_REQUEST_BYTES = 1024 * 1024;
+
+/**
+ * The request's JSON, read by the rule every Gantry door reads a body by (`requestText`,
+ * @gantry/service-runtime): UTF-8 only, never decoded leniently — the SDK's own reading turned bytes
+ * that are not UTF-8 into U+FFFD and forwarded the call. Null when the request was refused here
+ * (answered with a JSON-RPC error): too large, in another charset, not UTF-8, not JSON, an empty batch.
+ */
+async function readBody(req: IncomingMessage, res: ServerResponse, tools: ToolHandlers): Promise<unknown> {
+  const refuse = (status: number, code: number, message: string) => {
+    tools.log('warn', 'mcp request refused', { status, error: message });
+    jsonRpcError(res, status, code, message);
+    return null;
+  };
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers['content-type'] ?? '')?.[1];
+  if (!isRequestCharset(charset)) {
+    req.resume();
+    return refuse(415, -32000, `${ErrorCode.INVALID_COMMAND}: the body's charset is ${charset}; a request is UTF-8 JSON`);
+  }
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    bytes += chunk.length;
+    if (bytes <= MAX_TOOL_REQUEST_BYTES) chunks.push(chunk);
+  }
+  if (bytes > MAX_TOOL_REQUEST_BYTES) return refuse(413, -32000, `${ErrorCode.INVALID_COMMAND}: the body (${bytes} bytes) is larger than ${MAX_TOOL_REQUEST_BYTES} bytes`);
+  const read = requestText(Buffer.concat(chunks));
+  if ('issue' in read) return refuse(400, -32700, `Parse error: ${ErrorCode.INVALID_COMMAND}: ${read.issue.message}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(read.text);
+  } catch {
+    return refuse(400, -32700, `Parse error: ${ErrorCode.INVALID_COMMAND}: the body is not valid JSON`);
+  }
+  // A message is an object, a batch an array of them (null, handed to the SDK as the body, had it wait for one to read).
+  if (parsed === null || typeof parsed !== 'object') return refuse(400, -32600, `Invalid Request: ${ErrorCode.INVALID_COMMAND}: a JSON-RPC message is an object`);
+  // JSON-RPC answers an empty batch with one error, not with nothing.
+  if (Array.isArray(parsed) && parsed.length === 0) return refuse(400, -32600, `Invalid Request: ${ErrorCode.INVALID_COMMAND}: an empty batch`);
+  return parsed;
 }
 
 /**
- * A call whose arguments hold a key `__proto__` is refused as INVALID_COMMAND, forwarded nowhere:
- * the SDK's schema of a tool call would drop the key with its value before the tool's own schema
- * sees it (docs/architecture.md, "Commands"). Checked on each message as the transport parsed it.
+ * A call the tools cannot take is refused as INVALID_COMMAND and forwarded nowhere, checked on each
+ * message as the transport parsed it (docs/jobs.md, "What the runner takes"): a tool this server does
+ * not offer; arguments with a key `__proto__`, which the SDK's schema of a tool call would drop with
+ * its value before the tool's own schema sees it (docs/architecture.md, "Commands"); a NUL, which no
+ * story-log text has; arguments the tool's schema refuses. The refusal names its code, as the job
+ * service's refusals reaching the agent do (the SDK's own said "MCP error -32602: Input validation error").
  */
-function refuseReservedKeys(transport: StreamableHTTPServerTransport, tools: ToolHandlers): void {
+function refuseBadCalls(transport: StreamableHTTPServerTransport, tools: ToolHandlers): void {
   const deliver = transport.onmessage;
   if (!deliver) return;
   transport.onmessage = (message, extra) => {
     const request = message as { id?: string | number; method?: string; params?: { name?: unknown; arguments?: unknown } };
-    const path = request.id !== undefined && request.method !== undefined ? reservedKeyPath(request.params) : undefined;
-    if (path === undefined) return deliver(message, extra);
-    const text = `INVALID_COMMAND: ${reservedKeyIssue(path).message} (at ${path.join('.')})`;
-    tools.log('warn', 'agent tool call refused', { tool: typeof request.params?.name === 'string' ? request.params.name : null, code: 'INVALID_COMMAND', error: text });
+    if (request.id === undefined || request.method === undefined) return deliver(message, extra);
+    const problem = request.method === 'tools/call' ? tools.callProblem(request.params?.name, request.params?.arguments) : reservedKeyProblem(request.params, []);
+    if (problem === null) return deliver(message, extra);
+    const text = `${ErrorCode.INVALID_COMMAND}: ${problem}`;
+    const tool = typeof request.params?.name === 'string' ? request.params.name.slice(0, 200) : null;
+    tools.log('warn', 'agent tool call refused', { tool, code: ErrorCode.INVALID_COMMAND, error: text.slice(0, 2000) });
     const answer: JSONRPCMessage =
       request.method === 'tools/call'
-        ? { jsonrpc: '2.0', id: request.id!, result: { isError: true, content: [{ type: 'text', text }] } }
-        : { jsonrpc: '2.0', id: request.id!, error: { code: -32602, message: text } };
+        ? { jsonrpc: '2.0', id: request.id, result: { isError: true, content: [{ type: 'text', text }] } }
+        : { jsonrpc: '2.0', id: request.id, error: { code: -32602, message: text } };
     transport.send(answer).catch((error: unknown) => tools.log('warn', 'mcp request: its refusal could not be sent', { error: error instanceof Error ? error.message : String(error) }));
   };
 }
+
+/** Why a value holding a key `__proto__` is refused (its path under `prefix`), or null. */
+function reservedKeyProblem(value: unknown, prefix: string[]): string | null {
+  const path = reservedKeyPath(value);
+  return path === undefined ? null : `${reservedKeyIssue(path).message} (at ${[...prefix, ...path].join('.')})`;
+}
+
+type Trail = { key: string | number; up: Trail } | null;
+
+/** The path of the first string holding a NUL in `value`, or undefined; walked without recursion, as deep as it nests. */
+function nulPath(value: unknown): (string | number)[] | undefined {
+  const pending: [unknown, Trail][] = [[value, null]];
+  while (pending.length > 0) {
+    const [item, trail] = pending.pop()!;
+    if (typeof item === 'string' && item.includes('\u0000')) {
+      const path: (string | number)[] = [];
+      for (let at = trail; at; at = at.up) path.unshift(at.key);
+      return path;
+    }
+    if (item !== null && typeof item === 'object') for (const [key, child] of Object.entries(item)) pending.push([child, { key: Array.isArray(item) ? Number(key) : key, up: trail }]);
+  }
+  return undefined;
+}
+
+/** The arguments each gantry tool takes (the REVIEW job's decision tool besides). */
+const TOOL_INPUTS = {
+  log_implementation: ImplementationLogInputSchema,
+  log_commit: CommitLogInputSchema,
+  log_test_result: TestResultLogInputSchema,
+  update_job_status: JobStatusUpdateInputSchema,
+  ask_question: QuestionInputSchema,
+} as const satisfies Record<GantryToolName, z.ZodType>;
 
 class ToolHandlers {
   /** Calls being recorded: an agent may exit (or stop listening) before the job service answered them. */
@@ -155,13 +238,34 @@ class ToolHandlers {
     private readonly reviewDecisions: ReviewDecisions | null,
   ) {}
 
+  /** The tools this server offers, by name, with the schema of their arguments. */
+  private offered(): Map<string, z.ZodType> {
+    const offered = new Map<string, z.ZodType>(Object.entries(TOOL_INPUTS));
+    if (this.reviewDecisions) offered.set(REVIEW_DECISION_TOOL, ReviewDecisionInputSchema);
+    return offered;
+  }
+
+  /** Why a call of `name` with `args` is refused before any tool runs, or null. */
+  callProblem(name: unknown, args: unknown): string | null {
+    const offered = this.offered();
+    const schema = typeof name === 'string' ? offered.get(name) : undefined;
+    if (schema === undefined) return `no tool ${JSON.stringify(name ?? null).slice(0, 200)} is offered; the tools are ${[...offered.keys()].join(', ')}`;
+    const reserved = reservedKeyProblem(args, ['arguments']);
+    if (reserved !== null) return reserved;
+    const nul = nulPath(args);
+    if (nul !== undefined) return `a NUL character is not accepted (at ${['arguments', ...nul].join('.')})`;
+    const parsed = schema.safeParse(args);
+    if (parsed.success) return null;
+    return `invalid arguments for ${name as string}: ${parsed.error.issues.map((i) => `${i.message}${i.path.length > 0 ? ` at ${i.path.join('.')}` : ''}`).join('; ')}`;
+  }
+
   mcpServer(): McpServer {
     const server = new McpServer({ name: 'gantry-runner', version: '0.1.0' });
     server.registerTool(
       'log_implementation',
       {
         description: 'Story log, at the start: the task, the branch and your plan. Required before the job can finish.',
-        inputSchema: ImplementationLogInputSchema,
+        inputSchema: TOOL_INPUTS.log_implementation,
       },
       (input) =>
         this.forward('log_implementation', async () => {
@@ -172,7 +276,7 @@ class ToolHandlers {
     );
     server.registerTool(
       'log_commit',
-      { description: 'Story log, after every commit: hash, message and a summary of the change.', inputSchema: CommitLogInputSchema },
+      { description: 'Story log, after every commit: hash, message and a summary of the change.', inputSchema: TOOL_INPUTS.log_commit },
       (input) =>
         this.forward('log_commit', async () => {
           const receipt = await this.reporter.logCommit(input);
@@ -182,7 +286,7 @@ class ToolHandlers {
     );
     server.registerTool(
       'log_test_result',
-      { description: 'Story log, at the end: PASSED or FAILED with a summary of the checks. Required before the job can finish.', inputSchema: TestResultLogInputSchema },
+      { description: 'Story log, at the end: PASSED or FAILED with a summary of the checks. Required before the job can finish.', inputSchema: TOOL_INPUTS.log_test_result },
       (input) =>
         this.forward('log_test_result', async () => {
           const receipt = await this.reporter.logTestResult(input);
@@ -192,7 +296,7 @@ class ToolHandlers {
     );
     server.registerTool(
       'update_job_status',
-      { description: 'Your own report of progress or outcome: IN_PROGRESS, DONE, PARTIAL or FAILED.', inputSchema: JobStatusUpdateInputSchema },
+      { description: 'Your own report of progress or outcome: IN_PROGRESS, DONE, PARTIAL or FAILED.', inputSchema: TOOL_INPUTS.update_job_status },
       (input) =>
         this.forward('update_job_status', async () => {
           await this.reporter.updateJobStatus(input);
@@ -202,7 +306,7 @@ class ToolHandlers {
     );
     server.registerTool(
       'ask_question',
-      { description: 'Ask a human when you cannot continue without a decision. Stop working if no answer comes back.', inputSchema: QuestionInputSchema },
+      { description: 'Ask a human when you cannot continue without a decision. Stop working if no answer comes back.', inputSchema: TOOL_INPUTS.ask_question },
       (input) =>
         this.forward('ask_question', async () => {
           const receipt = await this.reporter.askQuestion(input);
