@@ -1,6 +1,8 @@
+import { resolve } from 'node:path';
 import type { z } from 'zod';
 import { ErrorCode, GantryError, reservedKeyPath, withGantryTools, type AgentConfig } from '@gantry/contracts';
 import { buildAgentCommand, type AgentSession } from './domain/agent-command.js';
+import { jobWorkspaceOf } from './application/job-workspace.js';
 import { parseStandInArguments } from './stand-in-agent/cli-arguments.js';
 import { RecordingReporter } from './stand-in-agent/testing/recording-reporter.js';
 import {
@@ -298,6 +300,62 @@ describe("hostile values of a claimed job on the agent's command line", () => {
       };
       const got = { model: parsed.model, permissionMode: parsed.permissionMode, allowedTools: parsed.allowedTools, sessionId: parsed.sessionId, print: parsed.print };
       if (JSON.stringify(got) !== JSON.stringify(expected)) faults.push(`${row.what} | read as ${JSON.stringify(got)}`);
+    }
+    expect(faults).toEqual([]);
+  });
+});
+
+/**
+ * The claimed job's values that become git's operands or paths under the worktree: each must be
+ * refused INVALID_COMMAND (the job is finished FAILED before any agent starts, "The story log"), or
+ * come out as a name git reads as a name and a path inside the worktree.
+ */
+describe('hostile values of a claimed job on its way to git and the worktree', () => {
+  const job = {
+    jobId: 'job-7b1d3c9e-2f4a-4c1b-9e7d-0a1b2c3d4e5f',
+    kind: 'TASK_IMPLEMENTATION' as const,
+    payloads: [{ expectedChanges: [{ path: 'src/a.ts', contains: 'x' }] }] as Record<string, unknown>[],
+    baseRef: 'main',
+    repositoryUrl: 'https://github.com/acme/widgets.git',
+    branch: 'feat/story-3',
+    targetBranch: 'main',
+    productId: 'product-42',
+    storyId: null,
+    taskId: null,
+  };
+  const defaults = { repositoryUrl: null, targetBranch: 'main', agentTimeoutMs: 60_000 };
+  const names = ['-x', '--upload-pack=touch /tmp/pwned', '../x', 'a/../../b', '/etc/passwd', 'a\u0000b', 'a b', '.git', 'a/.git/b', 'a\\b', 'HEAD', '@{-1}', 'refs/heads/../x'];
+  const paths = ['-x', '--output=/tmp/pwned', '../x', 'a/../../b', '/etc/passwd', 'a\u0000b', './a', 'a//b', ':(glob)*', 'a\\..\\..\\b', '.git/config', ''];
+  const rows: { what: string; job: Partial<typeof job> }[] = [
+    ...names.map((name) => ({ what: `branch ${JSON.stringify(name)}`, job: { branch: name } })),
+    ...names.map((name) => ({ what: `base ref ${JSON.stringify(name)}`, job: { baseRef: name } })),
+    ...names.map((name) => ({ what: `repository ${JSON.stringify(name)}`, job: { repositoryUrl: name } })),
+    ...paths.map((path) => ({ what: `expected change path ${JSON.stringify(path)}`, job: { payloads: [{ expectedChanges: [{ path }] }] } })),
+    { what: 'expectedChanges that is a string', job: { payloads: [{ expectedChanges: 'src/a.ts' as never }] } },
+    { what: 'a timeoutMs of -1', job: { payloads: [{ timeoutMs: -1 } as never] } },
+    { what: 'a timeoutMs of 1e308', job: { payloads: [{ timeoutMs: 1e308 } as never] } },
+    { what: 'a timeoutMs that is a string', job: { payloads: [{ timeoutMs: '5' } as never] } },
+  ];
+  const worktree = '/srv/worktrees/w';
+
+  it('refuses each INVALID_COMMAND, or keeps names git reads as names and paths inside the worktree', () => {
+    const faults: string[] = [];
+    for (const row of rows) {
+      let workspace;
+      try {
+        workspace = jobWorkspaceOf({ ...job, ...row.job }, defaults);
+      } catch (error) {
+        if (!(error instanceof GantryError && error.code === ErrorCode.INVALID_COMMAND)) faults.push(`${row.what} | refused untyped: ${String(error)}`);
+        continue;
+      }
+      const operands = [workspace.branch, workspace.baseRef, workspace.repositoryUrl].filter((v): v is string => v !== null);
+      for (const operand of operands) {
+        if (operand.startsWith('-') || operand.includes('\u0000') || operand.split('/').includes('..')) faults.push(`${row.what} | taken as ${JSON.stringify(operand)}`);
+      }
+      for (const change of workspace.expectedChanges) {
+        const inside = resolve(worktree, change.path);
+        if (!inside.startsWith(`${worktree}/`) || change.path.includes('\u0000')) faults.push(`${row.what} | a path taken as ${JSON.stringify(change.path)}`);
+      }
     }
     expect(faults).toEqual([]);
   });

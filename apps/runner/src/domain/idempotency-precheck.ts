@@ -62,7 +62,8 @@ export function decidePrecheck(
 export function validateExpectedChanges(changes: readonly ExpectedChange[]): void {
   for (const change of changes) {
     const parts = change.path.split('/');
-    if (change.path === '' || change.path.startsWith('/') || parts.includes('..') || parts.includes('.') || parts.includes('')) {
+    // A NUL no git operand can carry: spawning git with it failed untyped at the pre-check, after the job had started.
+    if (change.path === '' || change.path.startsWith('/') || parts.includes('..') || parts.includes('.') || parts.includes('') || change.path.includes('\u0000')) {
       throw new GantryError(ErrorCode.INVALID_COMMAND, `expected change path "${change.path}" must be a plain path relative to the repository root`);
     }
     if (change.contains !== undefined && change.contains === '') {
