@@ -147,6 +147,16 @@ describe('job service through the NATS command path', () => {
       expect((await world.client.request(listJobs, { taskId: 'T-bad-branch' })).jobs).toHaveLength(0);
     });
 
+    it('a branch git takes with a blank beyond ASCII in it (U+00A0, U+3000) is queued, read back and claimed with it: what a door accepts, every event and view of it holds', async () => {
+      for (const [n, branch] of ['story/a\u00a0b', 'story/a\u3000b'].entries()) {
+        const { jobId } = await enqueue({ taskId: `T-wide-blank-${n}`, branch });
+        expect((await world.client.request(getJob, { jobId })).branch).toBe(branch);
+        const reply = await world.client.request(claimJob, { runnerId: runner('wide'), kinds: ['TASK_IMPLEMENTATION'], jobId, baseSha: sha('b'), idempotencyKey: key('claim') });
+        expect(reply.claimed && reply.job.branch).toBe(branch);
+        await world.client.request(cancelJob, { jobId, idempotencyKey: key('cancel') });
+      }
+    });
+
     it("a branch in the rescue folder of a key of the product's repository (gantry/rescue/<key>, or under it) is refused INVALID_COMMAND by enqueue_job and create_sprint_run, naming it, and nothing is recorded", async () => {
       const cloneUrl = 'https://github.com/acme/shop.git';
       await registerProducts(world.client, ['product-rescue-folder'], { repository: 'acme/shop', cloneUrl });
@@ -635,6 +645,23 @@ describe('job service through the NATS command path', () => {
       const done = await world.client.request(finishJob, { ...second, facts: doneFacts(sha('e')), idempotencyKey: key('f') });
       expect(done).toMatchObject({ jobStatus: 'DONE', taskStatus: 'DONE' });
       expect(await world.client.request(getJob, { jobId: first.jobId })).toMatchObject({ status: 'DONE', headSha: sha('e') });
+    });
+
+    it('start_job, log_implementation and report_push refuse a branch git would refuse INVALID_COMMAND, naming the branch, and record nothing', async () => {
+      const { jobId } = await enqueue({ taskId: 'T-runner-branch' });
+      const reply = await world.client.request(claimJob, { runnerId: runner('a'), kinds: ['TASK_IMPLEMENTATION'], jobId, baseSha: sha('b'), idempotencyKey: key('claim') });
+      if (!reply.claimed) throw new Error('not claimed');
+      const lease = { jobId, runnerId: runner('a'), leaseToken: reply.job.leaseToken };
+      const before = await countEvents(jobId);
+      for (const branch of ['story/x.lock', 'HEAD', 'story/', 'story//x', 'story/.hidden', 'story@{1}', 'story.', '@', 'story\u0000x', 'story\u0001x', 'story\u007fx']) {
+        const refused = { code: ErrorCode.INVALID_COMMAND, issues: [expect.objectContaining({ path: ['branch'] })] };
+        await expect(world.client.request(startJob, { ...lease, branch, idempotencyKey: key('start') })).rejects.toMatchObject(refused);
+        await expect(world.client.request(logImplementation, { ...lease, branch, summary: 'start', idempotencyKey: key('log') })).rejects.toMatchObject(refused);
+        await expect(world.client.request(reportPush, { ...lease, branch, headSha: sha('c'), pushed: true, idempotencyKey: key('push') })).rejects.toMatchObject(refused);
+      }
+      expect(await countEvents(jobId)).toBe(before);
+      expect((await world.client.request(getJob, { jobId })).status).toBe('CLAIMED');
+      await world.client.request(cancelJob, { jobId, idempotencyKey: key('cancel') });
     });
 
     it('renew extends the lease under the current token', async () => {

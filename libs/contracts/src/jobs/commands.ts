@@ -5,7 +5,7 @@ import { defineCommand } from '../registry.js';
 import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, allowedToolProblem, EffortLevelSchema, JobKindSchema, RequestedModelSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
 import { CloneUrlSchema, RepositorySchema } from './products.js';
-import { BaseRefSchema, LeasedBranchNameSchema } from '../worktrees/git-names.js';
+import { BaseRefSchema, BranchNameSchema, LeasedBranchNameSchema } from '../worktrees/git-names.js';
 import { jsonBytes, jsonBytesAtMost, MAX_JOB_INPUT_BYTES, MAX_JOB_REQUEST_BYTES, tooLargeMessage } from './sizes.js';
 import {
   EnqueueOutcomeSchema,
@@ -383,7 +383,7 @@ export const startJob = defineCommand({
     ...fenced,
     /** base_sha as resolved in the worktree; must equal the claim's if the claim recorded one. */
     baseSha: GitShaSchema.optional(),
-    branch: GitRefSchema.optional(),
+    branch: BranchNameSchema.optional(),
     /** Take over the verified push of the claim with this lease token (the claim reply's verifiedPush) and only finish it. */
     adoptPushOf: LeaseTokenSchema.optional(),
     /**
@@ -415,7 +415,7 @@ export const logImplementation = defineCommand({
   request: CommandMetaSchema.extend({
     ...fenced,
     taskId: ExternalRefSchema.optional(),
-    branch: GitRefSchema.optional(),
+    branch: BranchNameSchema.optional(),
     plan: z.string().max(20_000).optional(),
     summary: z.string().min(1).max(20_000),
     /** The idempotency pre-check found the work (partly) on the target already. */
@@ -481,7 +481,7 @@ export const reportPush = defineCommand({
   affinity: aboutItsJob,
   request: CommandMetaSchema.extend({
     ...fenced,
-    branch: GitRefSchema,
+    branch: BranchNameSchema,
     headSha: GitShaSchema,
     /** false when the remote already had headSha: then pushed_at stays empty. */
     pushed: z.boolean(),

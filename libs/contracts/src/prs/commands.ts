@@ -3,9 +3,11 @@ import { CommandMetaSchema } from '../envelope.js';
 import { defineCommand } from '../registry.js';
 import { GitRefSchema, GitShaSchema, IdempotencyKeySchema, SprintRunIdSchema, TimestampSchema } from '../jobs/values.js';
 import { MergeMethodSchema, PrStrategySchema, RepositorySchema } from '../jobs/products.js';
+import { BranchNameSchema } from '../worktrees/git-names.js';
 import { PullRequestEffectFailureCodeSchema, PullRequestFailureCodeSchema, PullRequestIdSchema, PullRequestPhaseSchema } from './values.js';
 
-const prRef = { repository: RepositorySchema, branch: GitRefSchema };
+/** A pull request as a command names it: its branch held to the rule every git-bound name is (branchNameProblem). */
+const prRef = { repository: RepositorySchema, branch: BranchNameSchema };
 
 /**
  * A sprint run is DONE: its pull request (the sprint branch's) is made ready for review — never

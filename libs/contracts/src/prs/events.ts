@@ -12,14 +12,13 @@ import { MAX_PR_MESSAGE_CHARS } from './sizes.js';
  */
 
 const LooseRepositorySchema = z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'a repository is owner/name');
-const BranchSchema = z.string().min(1).max(255).regex(/^(?!-)(?!.*\.\.)[^\s~^:?*[\\]+$/, 'a git ref name');
 const ShaSchema = z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, 'a full git object id');
 
 const pullRequest = {
   pullRequestId: PullRequestIdSchema,
   repository: LooseRepositorySchema,
-  branch: BranchSchema,
-  baseBranch: BranchSchema,
+  branch: GitRefSchema,
+  baseBranch: GitRefSchema,
   prNumber: z.number().int().positive(),
   prUrl: z.url(),
   /** The head the outcome was observed on; merge actions are guarded by it. */

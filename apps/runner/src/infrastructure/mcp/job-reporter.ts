@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { GitRefSchema, GitShaSchema, TestResultStatusSchema } from '@gantry/contracts';
+import { BranchNameSchema, GitShaSchema, TestResultStatusSchema } from '@gantry/contracts';
 
 /*
  * What the agent may tell the runner about its job, one schema per MCP tool, bounded like the job
@@ -10,7 +10,7 @@ import { GitRefSchema, GitShaSchema, TestResultStatusSchema } from '@gantry/cont
 
 export const ImplementationLogInputSchema = z.strictObject({
   summary: z.string().trim().min(1).max(20_000).describe('What you start on: the task, the branch and the plan in a few sentences.'),
-  branch: GitRefSchema.optional().describe('The branch you work on.'),
+  branch: BranchNameSchema.optional().describe('The branch you work on.'),
   plan: z.string().trim().min(1).max(20_000).optional().describe('Your plan, step by step.'),
 });
 export type ImplementationLogEntry = z.infer<typeof ImplementationLogInputSchema>;
