@@ -91,6 +91,30 @@ steps:
     on_enter:
 ${onEnter}`;
 
+  it("a step's configure_session model or allowed tool the agent's command line cannot carry is refused at import, naming the step and the field, and nothing changes", async () => {
+    const count = async () => Number((await world.db.query(`SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM idempotency_receipts) AS n`)).rows[0].n);
+    const before = await count();
+    const hostile = `
+name: Hostile session
+steps:
+  - id: work
+    name: Work
+    on_enter:
+      - type: configure_session
+        config: { model: "--dangerously-skip-permissions", allowed_tools: ["-x"] }
+`;
+    const refusal = await world.client.request(importWorkflow, { workflowId: 'hostile-session', yaml: hostile, idempotencyKey: world.key('import') }).catch((e: unknown) => e);
+    expect(refusal).toMatchObject({
+      code: ErrorCode.INVALID_COMMAND,
+      issues: [
+        { path: ['steps', 0, 'on_enter', 0, 'config', 'model'], message: expect.stringMatching(/^step work: a model name does not start with "-"/) },
+        { path: ['steps', 0, 'on_enter', 0, 'config', 'allowed_tools', 0], message: expect.stringMatching(/^step work: allowed tool "-x" starts with "-"/) },
+      ],
+    });
+    expect(await count()).toBe(before);
+    await expect(world.client.request(getWorkflow, { workflowId: 'hostile-session' })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+  });
+
   it('a definition larger than one event may be (YAML aliases), nested deeper than a request may be, or with more than 100 actions on a trigger is refused, and nothing changes', async () => {
     const count = async () => Number((await world.db.query(`SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM idempotency_receipts) AS n`)).rows[0].n);
     const before = await count();

@@ -96,6 +96,40 @@ steps:
     expect(error.issues!.map((i) => i.path.join('.')).sort()).toEqual(['steps.0.on_enter.0.config.role', 'steps.0.on_enter.1.type', 'steps.0.wip_limit']);
   });
 
+  it("refuses a configure_session model or allowed tool the agent's command line cannot carry (a leading -, a NUL, a comma outside a rule), naming the step and the field", () => {
+    const error = refusal(`
+name: Hostile session
+steps:
+  - id: work
+    name: Work
+    on_enter:
+      - type: configure_session
+        config: { model: "--dangerously-skip-permissions", allowed_tools: ["Read", "-x", "Bash(git:*),Write"] }
+  - id: review
+    name: Review
+    on_turn_start:
+      - type: configure_session
+        config: { model: "opus\\0x" }
+`);
+    expect(error.code).toBe(ErrorCode.INVALID_COMMAND);
+    expect(error.issues!.map((i) => [i.path.join('.'), i.message])).toEqual([
+      ['steps.0.on_enter.0.config.model', expect.stringMatching(/^step work: a model name does not start with "-"/)],
+      ['steps.0.on_enter.0.config.allowed_tools.1', expect.stringMatching(/^step work: .*"-"/)],
+      ['steps.0.on_enter.0.config.allowed_tools.2', expect.stringMatching(/^step work: allowed tool "Bash\(git:\*\),Write" has a comma/)],
+      ['steps.1.on_turn_start.0.config.model', expect.stringMatching(/^step review: .*NUL/)],
+    ]);
+    // What the runner takes is imported as before.
+    expect(parseWorkflowYaml(`
+name: Session
+steps:
+  - id: work
+    name: Work
+    on_enter:
+      - type: configure_session
+        config: { model: claude-opus-4, allowed_tools: ["Read", "Bash(git commit:*)"] }
+`).definition.steps[0]!.onEnter[0]!.config).toEqual({ model: 'claude-opus-4', allowed_tools: ['Read', 'Bash(git commit:*)'] });
+  });
+
   it('refuses a quorum guard that names no rule the engine has (n_approve:0, n_approve:abc, a rule it does not know) and a guard on an action that moves nothing, each on its path', () => {
     const guarded = (guard: string, type = 'move_to_next') => `name: Guards\nsteps:\n  - id: a\n    name: A\n    on_turn_complete:\n      - { type: ${type}, guard: ${guard} }\n  - id: b\n    name: B\n`;
     for (const rule of ['n_approve:0', 'n_approve:abc', 'n_approve:', 'n_approve:-1', 'n_approve:1.5', 'most_approve']) {

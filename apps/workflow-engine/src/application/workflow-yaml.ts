@@ -10,6 +10,7 @@ import {
   reservedKeyIssue,
   reservedKeyPath,
   TriggerNames,
+  sessionCommandLineIssues,
   WorkflowDefinitionSchema,
   type Action,
   type StepDefinition,
@@ -314,11 +315,13 @@ export function parseWorkflowYaml(text: string): ParsedWorkflow {
     ceoAgentProfileId: w.ceo_agent_profile_id ?? null,
     steps: w.steps.map(normaliseStep),
   };
+  const authoredPath = (path: readonly (string | number)[]) => path.map((p) => (typeof p === 'string' ? (AUTHORED_NAMES[p] ?? p) : p));
   const stored = WorkflowDefinitionSchema.safeParse(normalised);
-  if (!stored.success) {
-    refuse(issuesOf(stored.error).map((issue) => ({ ...issue, path: issue.path.map((p) => (typeof p === 'string' ? (AUTHORED_NAMES[p] ?? p) : p)) })));
-  }
+  if (!stored.success) refuse(issuesOf(stored.error).map((issue) => ({ ...issue, path: authoredPath(issue.path) })));
   const definition = stored.data;
+  // A session setting the agent's command line cannot carry, refused here rather than at every job of the task.
+  const commandLine = sessionCommandLineIssues(definition);
+  if (commandLine.length > 0) refuse(commandLine.map((issue) => ({ ...issue, path: authoredPath(issue.path), code: 'custom' })));
   if (deeperThan(definition, MAX_REQUEST_DEPTH)) refuse([tooDeep]);
   const bytes = Buffer.byteLength(JSON.stringify(definition));
   if (bytes > MAX_DEFINITION_BYTES) {

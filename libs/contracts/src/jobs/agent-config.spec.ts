@@ -1,4 +1,4 @@
-import { effortForThinkingBudget, GantryToolNames, JobKinds, KIND_DEFAULTS, qualifiedToolName, resolveAgentConfig, withGantryTools } from './agent-config.js';
+import { effortForThinkingBudget, GantryToolNames, JobKinds, KIND_DEFAULTS, qualifiedToolName, RequestedAllowedToolSchema, RequestedModelSchema, resolveAgentConfig, withGantryTools } from './agent-config.js';
 
 describe('agent configuration', () => {
   it.each([
@@ -75,5 +75,17 @@ describe('agent configuration', () => {
     [0, null], [1, 'medium'], [6000, 'medium'], [6001, 'high'], [12000, 'high'], [12001, 'xhigh'], [24000, 'xhigh'], [24001, 'max'],
   ] as const)('maps a thinking budget of %d to --effort %s', (budget, effort) => {
     expect(effortForThinkingBudget(budget)).toBe(effort);
+  });
+});
+
+describe('a model and an allowed tool as a request gives them: what the agent command line carries as one argument', () => {
+  it('a model may not start with "-" nor hold a NUL', () => {
+    expect(['claude-opus-4', 'opus[1m]', 'x-y'].filter((m) => !RequestedModelSchema.safeParse(m).success)).toEqual([]);
+    expect(['--dangerously-skip-permissions', '-m', 'opus\u0000x', ''].filter((m) => RequestedModelSchema.safeParse(m).success)).toEqual([]);
+  });
+
+  it('an allowed tool may not start with "-" (first in the list, it would be an option) and is one rule of the list', () => {
+    expect(['Read', 'Bash(git commit:*)', 'mcp__gantry__log_commit'].filter((t) => !RequestedAllowedToolSchema.safeParse(t).success)).toEqual([]);
+    expect(['-x', '--dangerously-skip-permissions', 'Read,Write', 'Read Write', 'Bash(git', ''].filter((t) => RequestedAllowedToolSchema.safeParse(t).success)).toEqual([]);
   });
 });

@@ -64,7 +64,22 @@ export const RequestedModelSchema = z
   .string()
   .min(1)
   .max(200)
-  .refine((model) => !model.startsWith('-'), 'a model name does not start with "-": the agent CLI would read it as an option');
+  .refine((model) => !model.startsWith('-'), 'a model name does not start with "-": the agent CLI would read it as an option')
+  .refine((model) => !model.includes('\u0000'), 'a model name has no NUL character: no command line can carry one');
+
+/**
+ * An allowed tool as a request (or an imported workflow's configure_session) may give it: one rule of
+ * the CLI's list (allowedToolProblem), not starting with `-` — first in the list, the CLI would read it
+ * as an option, and the runner refuses the job (buildAgentCommand).
+ */
+export const RequestedAllowedToolSchema = z
+  .string()
+  .min(1)
+  .max(200)
+  .superRefine((tool, ctx) => {
+    const problem = tool.startsWith('-') ? `allowed tool "${tool}" starts with "-": the agent CLI would read it as an option` : allowedToolProblem(tool);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
 
 /**
  * The agent profile a workflow run is queued for. A REVIEW job takes its model and thinking

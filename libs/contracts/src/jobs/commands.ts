@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { CommandMetaSchema } from '../envelope.js';
 import { ErrorCode, isGantryError, type GantryError } from '../errors.js';
 import { defineCommand } from '../registry.js';
-import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, allowedToolProblem, EffortLevelSchema, JobKindSchema, RequestedModelSchema } from './agent-config.js';
+import { AgentConfigOverrideSchema, AgentConfigSchema, AgentProfileSchema, EffortLevelSchema, JobKindSchema, RequestedAllowedToolSchema, RequestedModelSchema } from './agent-config.js';
 import { AlreadyPresentSchema, jobExampleIds } from './events.js';
 import { CloneUrlSchema, RepositorySchema } from './products.js';
 import { BaseRefSchema, BranchNameSchema, LeasedBranchNameSchema } from '../worktrees/git-names.js';
@@ -47,20 +47,8 @@ const JobRefReply = z.object({ jobId: JobIdSchema, status: JobStatusSchema });
  */
 export const RequestedConfigOverrideSchema = AgentConfigOverrideSchema.extend({
   model: RequestedModelSchema.optional(),
-  allowedTools: z
-    .array(
-      z
-        .string()
-        .min(1)
-        .max(200)
-        .superRefine((tool, ctx) => {
-          // The rule every runner holds the command line to (buildAgentCommand): refused here, not at each claim.
-          const problem = allowedToolProblem(tool);
-          if (problem) ctx.addIssue({ code: 'custom', message: problem });
-        }),
-    )
-    .max(100)
-    .optional(),
+  // The rule every runner holds the command line to (buildAgentCommand): refused here, not at each claim.
+  allowedTools: z.array(RequestedAllowedToolSchema).max(100).optional(),
 });
 /** The agent profile as a request may give it: its model becomes the job's, as one of the cascade's. */
 const RequestedAgentProfileSchema = AgentProfileSchema.extend({ model: RequestedModelSchema });

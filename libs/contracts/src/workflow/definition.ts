@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { RequestedAllowedToolSchema, RequestedModelSchema } from '../jobs/agent-config.js';
 import { AgentProfileIdSchema, ParticipantAgentProfileIdSchema, ParticipantIdSchema, SessionPermissionModeSchema, StepIdSchema } from './values.js';
 
 /*
@@ -216,6 +217,35 @@ export const WorkflowDefinitionSchema = z
     });
   });
 export type WorkflowDefinition = z.infer<typeof WorkflowDefinitionSchema>;
+
+/**
+ * What an imported definition's configure_session may not hold although the stored form takes it: its
+ * `model` and `allowed_tools` become the agent's command line (`--model`, `--allowedTools`), so they are
+ * held to the rules an enqueue's are (RequestedModelSchema, RequestedAllowedToolSchema) — refused at
+ * import, naming the step, rather than failing every job of the task at its runner. The stored schema
+ * above stays as it was: definitions imported before still read. Paths are the stored form's.
+ */
+const SessionCommandLineSchema = z.looseObject({
+  model: RequestedModelSchema.optional(),
+  allowed_tools: z.array(RequestedAllowedToolSchema).optional(),
+});
+
+export function sessionCommandLineIssues(definition: WorkflowDefinition): { path: (string | number)[]; message: string }[] {
+  const issues: { path: (string | number)[]; message: string }[] = [];
+  definition.steps.forEach((step, i) => {
+    for (const trigger of TriggerNames) {
+      step[trigger].forEach((action, j) => {
+        if (action.type !== 'configure_session') return;
+        const parsed = SessionCommandLineSchema.safeParse(action.config);
+        if (parsed.success) return;
+        for (const issue of parsed.error.issues) {
+          issues.push({ path: ['steps', i, trigger, j, 'config', ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))], message: `step ${step.id}: ${issue.message}` });
+        }
+      });
+    }
+  });
+  return issues;
+}
 
 const emptyStep = { wipLimit: null, prompt: null, agentProfileId: null, participants: [], onEnter: [], onTurnStart: [], onTurnComplete: [], onExit: [] };
 
