@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { ErrorCode, getPullRequest, markPrReadyForReview } from '@gantry/contracts';
+import { EventStore } from '@gantry/eventstore';
 import { Bus, CommandClient } from '@gantry/messaging';
-import { testDatabaseUrl, testNatsUrl } from '@gantry/testing';
+import { testNatsUrl } from '@gantry/testing';
 import { inProcessPrService } from './in-process-world.js';
 
 /*
@@ -13,21 +13,15 @@ import { inProcessPrService } from './in-process-world.js';
 describe('branch names at the pull-request commands', () => {
   const world = inProcessPrService('pr_refs');
   let bus: Bus;
-  let client: CommandClient;
-  let db: pg.Pool;
 
   beforeAll(async () => {
     bus = await Bus.connect({ servers: testNatsUrl, naming: world.service.naming, name: 'pr-refs-test' });
-    client = new CommandClient(bus);
-    db = new pg.Pool({ connectionString: testDatabaseUrl, options: `-c search_path=${world.service.schema}`, max: 2 });
   }, 30_000);
-  afterAll(async () => {
-    await bus?.close();
-    await db?.end();
-  });
+  afterAll(() => bus?.close());
 
   it('mark_pr_ready_for_review and get_pull_request refuse a branch git would refuse INVALID_COMMAND at branch, and record nothing', async () => {
-    const events = async () => (await db.query(`SELECT count(*)::int AS n FROM events`)).rows[0].n as number;
+    const client = new CommandClient(bus);
+    const events = async () => (await world.service.app.get(EventStore).pool.query(`SELECT count(*)::int AS n FROM events`)).rows[0].n as number;
     const before = await events();
     const refused = { code: ErrorCode.INVALID_COMMAND, issues: [expect.objectContaining({ path: ['branch'] })] };
     for (const branch of ['sprint/SP-1.lock', 'sprint/.SP-1', 'sprint/', 'sprint//SP-1', 'sprint/SP-1.', 'sprint@{1}', 'HEAD', '@', 'sprint\u0000SP-1', 'sprint\u0001SP-1', 'sprint\u007fSP-1']) {
