@@ -11,23 +11,37 @@ export const RESERVED_KEY = '__proto__';
 
 type Trail = { key: string | number; up: Trail } | null;
 
-/** The path to the first own `__proto__` key found in `value`, or undefined; walked without recursion, each object once. */
-export function reservedKeyPath(value: unknown): (string | number)[] | undefined {
+/**
+ * The path to the first place in `value` that `found` marks — it answers, for a value met in the walk,
+ * the rest of the path below it (`[]`: the value itself), or undefined — or undefined when there is none.
+ * Walked without recursion, so as deep as a request nests, and each object once.
+ */
+export function pathToFirst(value: unknown, found: (item: unknown) => (string | number)[] | undefined): (string | number)[] | undefined {
   const seen = new Set<object>();
   const pending: [unknown, Trail][] = [[value, null]];
   while (pending.length > 0) {
     const [item, trail] = pending.pop()!;
-    if (item === null || typeof item !== 'object' || seen.has(item)) continue;
-    seen.add(item);
-    if (Object.hasOwn(item, RESERVED_KEY)) {
-      const path: (string | number)[] = [RESERVED_KEY];
+    const isObject = item !== null && typeof item === 'object';
+    if (isObject) {
+      if (seen.has(item)) continue;
+      seen.add(item);
+    }
+    const below = found(item);
+    if (below !== undefined) {
+      const path = [...below];
       for (let at = trail; at; at = at.up) path.unshift(at.key);
       return path;
     }
+    if (!isObject) continue;
     if (Array.isArray(item)) item.forEach((child, i) => pending.push([child, { key: i, up: trail }]));
     else for (const [key, child] of Object.entries(item)) pending.push([child, { key, up: trail }]);
   }
   return undefined;
+}
+
+/** The path to the first own `__proto__` key found in `value`, or undefined. */
+export function reservedKeyPath(value: unknown): (string | number)[] | undefined {
+  return pathToFirst(value, (item) => (item !== null && typeof item === 'object' && Object.hasOwn(item, RESERVED_KEY) ? [RESERVED_KEY] : undefined));
 }
 
 /** The issue of a `__proto__` key at `path`. */

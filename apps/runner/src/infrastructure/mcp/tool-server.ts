@@ -4,7 +4,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { CallToolResult, JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
-import { ErrorCode, isGantryError, REVIEW_DECISION_TOOL, reservedKeyIssue, reservedKeyPath } from '@gantry/contracts';
+import { ErrorCode, isGantryError, pathToFirst, REVIEW_DECISION_TOOL, reservedKeyIssue, reservedKeyPath } from '@gantry/contracts';
 import type { GantryToolName } from '@gantry/contracts';
 import { isRequestCharset, requestText } from '@gantry/service-runtime';
 import { BearerSecret } from './bearer-secret.js';
@@ -200,21 +200,9 @@ function reservedKeyProblem(value: unknown, prefix: string[]): string | null {
   return path === undefined ? null : `${reservedKeyIssue(path).message} (at ${[...prefix, ...path].join('.')})`;
 }
 
-type Trail = { key: string | number; up: Trail } | null;
-
-/** The path of the first string holding a NUL in `value`, or undefined; walked without recursion, as deep as it nests. */
+/** The path of the first string holding a NUL in `value`, or undefined. */
 function nulPath(value: unknown): (string | number)[] | undefined {
-  const pending: [unknown, Trail][] = [[value, null]];
-  while (pending.length > 0) {
-    const [item, trail] = pending.pop()!;
-    if (typeof item === 'string' && item.includes('\u0000')) {
-      const path: (string | number)[] = [];
-      for (let at = trail; at; at = at.up) path.unshift(at.key);
-      return path;
-    }
-    if (item !== null && typeof item === 'object') for (const [key, child] of Object.entries(item)) pending.push([child, { key: Array.isArray(item) ? Number(key) : key, up: trail }]);
-  }
-  return undefined;
+  return pathToFirst(value, (item) => (typeof item === 'string' && item.includes('\u0000') ? [] : undefined));
 }
 
 /** The arguments each gantry tool takes (the REVIEW job's decision tool besides). */
